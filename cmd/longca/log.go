@@ -1,0 +1,40 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/mattn/go-isatty"
+	"github.com/rs/zerolog"
+)
+
+// setupLogger makes the one logger: text on a terminal, JSON otherwise or on request.
+func setupLogger(format, level string) error {
+	lv, err := zerolog.ParseLevel(level)
+	if err != nil {
+		return usageError("--log-level %q: use debug, info, warn or error", level)
+	}
+	switch format {
+	case "auto":
+		if isatty.IsTerminal(os.Stderr.Fd()) {
+			format = "text"
+		} else {
+			format = "json"
+		}
+	case "text", "json":
+	default:
+		return usageError("--log-format %q: use auto, text or json", format)
+	}
+	if format == "text" {
+		log = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: time.TimeOnly}).With().Timestamp().Logger().Level(lv)
+	} else {
+		log = zerolog.New(os.Stderr).With().Timestamp().Logger().Level(lv)
+	}
+	return nil
+}
+
+// withRank tags every later log line with the rank and world size.
+func withRank(rank, size int) {
+	log = log.With().Str("rank", fmt.Sprintf("%d/%d", rank, size)).Logger()
+}

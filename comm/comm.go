@@ -1,0 +1,79 @@
+// Package comm defines the communicator interface the context-parallel methods use.
+// Implementations: comm/local (ranks as goroutines of one process), comm/mpi (MPI
+// through cgo, build tag mpi), comm/nccl (NCCL through dlopen).
+package comm
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/longca/longca/tensor"
+)
+
+// Op is a reduction.
+type Op uint8
+
+const (
+	Sum Op = iota
+	Max
+)
+
+func (o Op) String() string {
+	if o == Max {
+		return "max"
+	}
+	return "sum"
+}
+
+// Comm is a group of ranks. Every call is collective over the group (all ranks call it
+// in the same order), except Send and Recv. Buffers are dense tensors; the first
+// dimension is the one split over ranks in AllToAll, AllGather and ReduceScatter (rank
+// r's part is the r-th of Size equal row blocks).
+//
+// Send and Recv between a pair are matched in order. Inside Group, the sends and
+// receives are issued together and complete when Group returns, so a ring exchange
+// (send to the next, receive from the previous) cannot deadlock.
+type Comm interface {
+	Rank() int
+	Size() int
+	// Split makes sub-groups: ranks with the same color form one, ordered by key.
+	Split(color, key int) (Comm, error)
+	Group(fn func() error) error
+	Send(buf tensor.Tensor, peer int) error
+	Recv(buf tensor.Tensor, peer int) error
+	// AllToAll sends the r-th row block of send to rank r and receives rank r's block
+	// into the r-th row block of recv.
+	AllToAll(send, recv tensor.Tensor) error
+	// AllGather puts rank r's send into the r-th row block of recv.
+	AllGather(send, recv tensor.Tensor) error
+	// ReduceScatter reduces (sums) send over ranks; rank r keeps the r-th row block.
+	ReduceScatter(send, recv tensor.Tensor) error
+	AllReduce(buf tensor.Tensor, op Op) error
+	Barrier() error
+	// Counters reports what this rank has sent so far.
+	Counters() Counters
+	Close() error
+}
+
+// Counters count the bytes and messages a rank sent, so the bytes a CP method claims
+// to move (CommBytes) can be checked against what was moved.
+type Counters struct {
+	BytesSent int64
+	Messages  int64
+}
+
+// ErrTimeout is wrapped by errors from a collective or rendezvous that ran out of time.
+var ErrTimeout = errors.New("timed out")
+
+// PeerError says which rank failed or never arrived.
+type PeerError struct {
+	Rank int
+	Op   string
+	Err  error
+}
+
+func (e *PeerError) Error() string {
+	return fmt.Sprintf("%s: rank %d: %v", e.Op, e.Rank, e.Err)
+}
+
+func (e *PeerError) Unwrap() error { return e.Err }

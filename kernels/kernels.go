@@ -1,0 +1,172 @@
+// Package kernels defines the attention Kernel interface, the Problem a kernel solves,
+// the FLOPs rule of MASKS.md, and the registry every kernel adds itself to.
+package kernels
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/longca/longca/mask"
+	"github.com/longca/longca/tensor"
+)
+
+// Pass is a direction of the attention computation.
+type Pass uint8
+
+const (
+	Fwd Pass = iota + 1
+	Bwd
+	FwdBwd
+)
+
+func (p Pass) String() string {
+	switch p {
+	case Fwd:
+		return "fwd"
+	case Bwd:
+		return "bwd"
+	case FwdBwd:
+		return "fwd+bwd"
+	}
+	return fmt.Sprintf("pass(%d)", uint8(p))
+}
+
+// ParsePass reads fwd, bwd or fwd+bwd.
+func ParsePass(s string) (Pass, error) {
+	switch strings.ToLower(s) {
+	case "fwd", "forward":
+		return Fwd, nil
+	case "bwd", "backward":
+		return Bwd, nil
+	case "fwd+bwd", "fwdbwd", "both":
+		return FwdBwd, nil
+	}
+	return 0, fmt.Errorf("unknown pass %q: use fwd, bwd or fwd+bwd", s)
+}
+
+// FLOPsFactor is the pass's FLOPs as a multiple of the forward's (MASKS.md: backward is
+// 2.5x forward, forward+backward 3.5x).
+func (p Pass) FLOPsFactor() float64 {
+	switch p {
+	case Bwd:
+		return 2.5
+	case FwdBwd:
+		return 3.5
+	}
+	return 1
+}
+
+// Problem is one attention problem: batch 1 of a packed sequence, SeqQ = Mask.SeqQ
+// queries against SeqK = Mask.SeqK keys.
+//
+// Layouts: q, out, dq are [SeqQ, HeadsQ, HeadDim]; k, v, dk, dv are [SeqK, HeadsKV,
+// HeadDim]; lse is [HeadsQ, SeqQ] in fp32 (natural log). Query head h uses KV head
+// h / (HeadsQ/HeadsKV). A query row with no allowed key has out = 0 and lse = -inf.
+type Problem struct {
+	HeadsQ, HeadsKV, HeadDim int
+	DType                    tensor.DType
+	Mask                     mask.Mask
+	// Scale is the softmax scale; 0 means 1/sqrt(HeadDim).
+	Scale float64
+}
+
+// SoftmaxScale is Scale, or 1/sqrt(HeadDim) when Scale is 0.
+func (p Problem) SoftmaxScale() float64 {
+	if p.Scale != 0 {
+		return p.Scale
+	}
+	return 1 / math.Sqrt(float64(p.HeadDim))
+}
+
+// Validate checks the head counts and sizes.
+func (p Problem) Validate() error {
+	switch {
+	case p.HeadsQ <= 0 || p.HeadsKV <= 0:
+		return fmt.Errorf("heads %d:%d: both must be positive (--heads Q:KV)", p.HeadsQ, p.HeadsKV)
+	case p.HeadsQ%p.HeadsKV != 0:
+		return fmt.Errorf("heads %d:%d: query heads must be a multiple of KV heads (--heads Q:KV)", p.HeadsQ, p.HeadsKV)
+	case p.HeadDim <= 0:
+		return fmt.Errorf("head dim %d must be positive (--head-dim)", p.HeadDim)
+	case p.Mask.SeqQ <= 0 || p.Mask.SeqK <= 0:
+		return fmt.Errorf("sequence %dx%d must be non-empty", p.Mask.SeqQ, p.Mask.SeqK)
+	}
+	return nil
+}
+
+// FLOPs is 4 * area * HeadsQ * HeadDim times the pass's factor (MASKS.md).
+func (p Problem) FLOPs(pass Pass) float64 {
+	return 4 * float64(p.Mask.Area()) * float64(p.HeadsQ) * float64(p.HeadDim) * pass.FLOPsFactor()
+}
+
+// Shapes returns the shapes of q, k (and v), and lse.
+func (p Problem) Shapes() (q, kv, lse []int) {
+	return []int{p.Mask.SeqQ, p.HeadsQ, p.HeadDim}, []int{p.Mask.SeqK, p.HeadsKV, p.HeadDim}, []int{p.HeadsQ, p.Mask.SeqQ}
+}
+
+// Kernel computes attention under any mask of a Problem.
+type Kernel interface {
+	Name() string
+	// Device is where the kernel's tensors live.
+	Device() tensor.Device
+	// Supports returns nil, or a reason the problem cannot run (shown as status
+	// "unsupported").
+	Supports(p Problem) error
+	// Forward writes out and lse.
+	Forward(ctx context.Context, p Problem, q, k, v, out, lse tensor.Tensor) error
+	// Backward writes dq, dk, dv (overwriting them) given the forward's out and lse.
+	Backward(ctx context.Context, p Problem, q, k, v, out, lse, dout, dq, dk, dv tensor.Tensor) error
+}
+
+// Factory makes a kernel, or says why it cannot (no GPU, a missing library).
+type Factory func() (Kernel, error)
+
+var (
+	mu       sync.Mutex
+	registry = map[string]Factory{}
+	docs     = map[string]string{}
+)
+
+// Register adds a kernel under a name; call it from an init function.
+func Register(name, doc string, f Factory) {
+	mu.Lock()
+	defer mu.Unlock()
+	if _, dup := registry[name]; dup {
+		panic("kernels: duplicate kernel " + name)
+	}
+	registry[name] = f
+	docs[name] = doc
+}
+
+// Names lists the registered kernels, sorted.
+func Names() []string {
+	mu.Lock()
+	defer mu.Unlock()
+	out := make([]string, 0, len(registry))
+	for n := range registry {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Doc is a kernel's one-line description.
+func Doc(name string) string {
+	mu.Lock()
+	defer mu.Unlock()
+	return docs[name]
+}
+
+// New makes the named kernel.
+func New(name string) (Kernel, error) {
+	mu.Lock()
+	f, ok := registry[name]
+	mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("unknown kernel %q (--kernels): registered are %s", name, strings.Join(Names(), ", "))
+	}
+	return f()
+}

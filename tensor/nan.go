@@ -1,0 +1,5 @@
+package tensor
+
+import "math"
+
+var nan = math.NaN()
