@@ -72,6 +72,30 @@ type Problem struct {
 	Mask                     mask.Mask
 	// Scale is the softmax scale; 0 means 1/sqrt(HeadDim).
 	Scale float64
+	// HeadMasks, when set, gives one mask per KV head (block-sparse attention: each
+	// query head uses its KV head's mask); Mask then only fixes SeqQ and SeqK.
+	HeadMasks []mask.Mask
+}
+
+// MaskFor is the mask query head h attends with.
+func (p Problem) MaskFor(h int) mask.Mask {
+	if len(p.HeadMasks) == 0 {
+		return p.Mask
+	}
+	return p.HeadMasks[h/(p.HeadsQ/p.HeadsKV)]
+}
+
+// Area is the allowed pairs summed over query heads, divided by HeadsQ: the mask's area
+// when every head shares it.
+func (p Problem) Area() float64 {
+	if len(p.HeadMasks) == 0 {
+		return float64(p.Mask.Area())
+	}
+	var a float64
+	for _, m := range p.HeadMasks {
+		a += float64(m.Area())
+	}
+	return a / float64(len(p.HeadMasks))
 }
 
 // SoftmaxScale is Scale, or 1/sqrt(HeadDim) when Scale is 0.
@@ -93,13 +117,15 @@ func (p Problem) Validate() error {
 		return fmt.Errorf("head dim %d must be positive (--head-dim)", p.HeadDim)
 	case p.Mask.SeqQ <= 0 || p.Mask.SeqK <= 0:
 		return fmt.Errorf("sequence %dx%d must be non-empty", p.Mask.SeqQ, p.Mask.SeqK)
+	case len(p.HeadMasks) != 0 && len(p.HeadMasks) != p.HeadsKV:
+		return fmt.Errorf("%d head masks for %d KV heads", len(p.HeadMasks), p.HeadsKV)
 	}
 	return nil
 }
 
 // FLOPs is 4 * area * HeadsQ * HeadDim times the pass's factor (MASKS.md).
 func (p Problem) FLOPs(pass Pass) float64 {
-	return 4 * float64(p.Mask.Area()) * float64(p.HeadsQ) * float64(p.HeadDim) * pass.FLOPsFactor()
+	return 4 * p.Area() * float64(p.HeadsQ) * float64(p.HeadDim) * pass.FLOPsFactor()
 }
 
 // Shapes returns the shapes of q, k (and v), and lse.

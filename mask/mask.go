@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"sort"
 	"strings"
 )
 
@@ -357,4 +358,23 @@ func (s *Spec) UnmarshalJSON(b []byte) error {
 	}
 	*s = Spec{Name: v.Name, Seed: v.Seed, Params: v.Params, Mask: m}
 	return m.Validate()
+}
+
+// RowSpans returns, for every query row, the allowed key intervals [Start, End) in
+// ascending order: what a kernel that visits only allowed pairs iterates over.
+func (m Mask) RowSpans() [][]Range {
+	rows := make([][]Range, m.SeqQ)
+	for _, s := range m.Slices {
+		lo, hi := s.Band()
+		for q := max(s.Q.Start, 0); q < min(s.Q.End, m.SeqQ); q++ {
+			l, r := rowSpan(q, s.K, lo, hi)
+			if l <= r {
+				rows[q] = append(rows[q], Range{l, r + 1})
+			}
+		}
+	}
+	for _, r := range rows {
+		sort.Slice(r, func(i, j int) bool { return r[i].Start < r[j].Start })
+	}
+	return rows
 }

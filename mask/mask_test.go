@@ -73,3 +73,23 @@ func TestCausalAreaHugeIsInstant(t *testing.T) {
 		t.Fatalf("area %d, want %d", got, want)
 	}
 }
+
+func TestRowSpans(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for it := 0; it < 300; it++ {
+		sq, sk := 1+rng.IntN(30), 1+rng.IntN(30)
+		m := Mask{SeqQ: sq, SeqK: sk, Slices: []Slice{randSlice(rng, sq, sk)}}
+		rows := m.RowSpans()
+		for q := 0; q < sq; q++ {
+			for k := 0; k < sk; k++ {
+				in := false
+				for _, r := range rows[q] {
+					in = in || r.Contains(k)
+				}
+				if in != m.Allowed(q, k) {
+					t.Fatalf("row spans of %+v wrong at (%d,%d)", m.Slices, q, k)
+				}
+			}
+		}
+	}
+}
