@@ -183,3 +183,10 @@ func Round(d DType, v float64) float64 {
 	}
 	return v
 }
+
+// DeviceBuffer is implemented by tensors in accelerator memory: the raw device address,
+// so that libraries called through cgo (NCCL, cuDNN) can be handed the buffer.
+type DeviceBuffer interface {
+	Tensor
+	DevicePtr() uintptr
+}
