@@ -1,0 +1,136 @@
+// Package local is a comm.Comm whose ranks are goroutines of one process: messages are
+// copied into per-pair mailboxes, and every collective is built from those point-to-point
+// messages, so the bytes a rank sends are counted exactly as a network would carry them.
+// It serves the CPU tests of the context-parallel methods and one-process runs.
+//
+// The data movement goes through a Mover (host memory by default), so a device variant
+// (device-to-device copies on one GPU) only supplies another Mover.
+package local
+
+import (
+	"sync"
+	"time"
+
+	"github.com/longca/longca/comm"
+)
+
+// DefaultTimeout bounds every blocking call unless WithTimeout says otherwise.
+const DefaultTimeout = 2 * time.Minute
+
+// Option configures New.
+type Option func(*config)
+
+type config struct {
+	timeout time.Duration
+	mover   Mover
+}
+
+// WithTimeout bounds every blocking call (Recv, every collective, Split): a rank that
+// does not arrive within d fails its peers with a comm.PeerError wrapping comm.ErrTimeout.
+func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
+
+// WithMover replaces the host-memory Mover, e.g. by one that copies on a device.
+func WithMover(m Mover) Option { return func(c *config) { c.mover = m } }
+
+// New returns n communicators, one per rank, that talk to each other in this process.
+// Give each to its own goroutine: one Comm is used by one goroutine at a time (a
+// Group may run in a helper goroutine while the owner computes without communicating).
+func New(n int, opts ...Option) []comm.Comm {
+	cfg := config{timeout: DefaultTimeout, mover: HostMover{}}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	w := &world{cfg: cfg, groups: map[groupKey]*group{}}
+	members := make([]int, n)
+	for i := range members {
+		members[i] = i
+	}
+	g := w.newGroup(members)
+	out := make([]comm.Comm, n)
+	for r := range out {
+		out[r] = &Comm{w: w, g: g, rank: r}
+	}
+	return out
+}
+
+// world is what all ranks of one New share.
+type world struct {
+	cfg    config
+	mu     sync.Mutex
+	groups map[groupKey]*group // sub-groups made by Split, found by the ranks that join them
+}
+
+// groupKey names the sub-group of a Split: parent, the parent's split number, color.
+type groupKey struct {
+	parent *group
+	seq    int
+	color  int
+}
+
+// group is a set of ranks (world ranks in group order) and their mailboxes.
+type group struct {
+	members []int
+	boxes   [][][nTags]*mailbox // [src][dst][tag], in group ranks
+}
+
+// Message tags keep user point-to-point traffic apart from collective traffic.
+const (
+	tagP2P = iota
+	tagColl
+	nTags
+)
+
+func (w *world) newGroup(members []int) *group {
+	n := len(members)
+	g := &group{members: members, boxes: make([][][nTags]*mailbox, n)}
+	for s := range g.boxes {
+		g.boxes[s] = make([][nTags]*mailbox, n)
+		for d := range g.boxes[s] {
+			for t := range nTags {
+				g.boxes[s][d][t] = newMailbox()
+			}
+		}
+	}
+	return g
+}
+
+// Comm is one rank's view of a group.
+type Comm struct {
+	w        *world
+	g        *group
+	rank     int // in g
+	splitSeq int
+
+	mu       sync.Mutex
+	counters comm.Counters
+	groupDep int
+	pending  []pendingRecv
+	closed   bool
+}
+
+var _ comm.Comm = (*Comm)(nil)
+
+// Rank is this rank's index in the group.
+func (c *Comm) Rank() int { return c.rank }
+
+// Size is the number of ranks in the group.
+func (c *Comm) Size() int { return len(c.g.members) }
+
+// WorldRank is this rank's index among all ranks made by New.
+func (c *Comm) WorldRank() int { return c.g.members[c.rank] }
+
+// Counters reports the bytes and messages this rank has sent to other ranks through
+// this communicator (sub-groups made by Split count their own).
+func (c *Comm) Counters() comm.Counters {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.counters
+}
+
+// Close releases nothing shared; later calls on this rank fail.
+func (c *Comm) Close() error {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	return nil
+}
