@@ -1,0 +1,201 @@
+package dataset
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+)
+
+// LoadCounts reads real documents' token counts: from a Parquet file (.parquet) or an
+// Arrow IPC file (.arrow, .feather, .ipc), the integer column of that name; from any
+// other file, one integer a line (blank lines and # comments are skipped, column is
+// ignored). Counts of 0 are skipped; negative counts are an error.
+func LoadCounts(path, column string) (*Empirical, error) {
+	var (
+		counts []int
+		err    error
+	)
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".parquet":
+		counts, err = parquetCounts(path, column)
+	case ".arrow", ".feather", ".ipc":
+		counts, err = arrowCounts(path, column)
+	default:
+		counts, err = textCounts(path)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(counts) == 0 {
+		return nil, fmt.Errorf("dataset: %s: no positive token counts", path)
+	}
+	return &Empirical{Name: filepath.Base(path), Counts: counts}, nil
+}
+
+// textCounts reads one integer a line.
+func textCounts(path string) ([]int, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("dataset: %w", err)
+	}
+	defer f.Close()
+	var counts []int
+	sc := bufio.NewScanner(f)
+	for line := 1; sc.Scan(); line++ {
+		t := sc.Text()
+		if i := strings.IndexByte(t, '#'); i >= 0 {
+			t = t[:i]
+		}
+		t = strings.TrimSpace(t)
+		if t == "" {
+			continue
+		}
+		v, err := strconv.Atoi(t)
+		if err != nil || v < 0 {
+			return nil, fmt.Errorf("dataset: %s:%d: %q is not a token count (one non-negative integer a line)", path, line, t)
+		}
+		if v > 0 {
+			counts = append(counts, v)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("dataset: %s: %w", path, err)
+	}
+	return counts, nil
+}
+
+// arrowCounts reads the column from every record batch of an Arrow IPC file.
+func arrowCounts(path, column string) ([]int, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("dataset: %w", err)
+	}
+	defer f.Close()
+	r, err := ipc.NewFileReader(f, ipc.WithAllocator(memory.DefaultAllocator))
+	if err != nil {
+		return nil, fmt.Errorf("dataset: %s: not an Arrow IPC file: %w", path, err)
+	}
+	defer r.Close()
+	idx, err := columnIndex(path, r.Schema(), column)
+	if err != nil {
+		return nil, err
+	}
+	var counts []int
+	for i := 0; i < r.NumRecords(); i++ {
+		rec, err := r.RecordBatch(i)
+		if err != nil {
+			return nil, fmt.Errorf("dataset: %s: record batch %d: %w", path, i, err)
+		}
+		if counts, err = appendCounts(counts, rec.Column(idx)); err != nil {
+			return nil, fmt.Errorf("dataset: %s: column %q: %w", path, column, err)
+		}
+	}
+	return counts, nil
+}
+
+// parquetCounts reads the column of a Parquet file.
+func parquetCounts(path, column string) ([]int, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("dataset: %w", err)
+	}
+	defer f.Close()
+	tbl, err := pqarrow.ReadTable(context.Background(), f, nil, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
+	if err != nil {
+		return nil, fmt.Errorf("dataset: %s: not a Parquet file: %w", path, err)
+	}
+	defer tbl.Release()
+	idx, err := columnIndex(path, tbl.Schema(), column)
+	if err != nil {
+		return nil, err
+	}
+	var counts []int
+	for _, chunk := range tbl.Column(idx).Data().Chunks() {
+		if counts, err = appendCounts(counts, chunk); err != nil {
+			return nil, fmt.Errorf("dataset: %s: column %q: %w", path, column, err)
+		}
+	}
+	return counts, nil
+}
+
+// columnIndex finds the column by name, or names the ones there are.
+func columnIndex(path string, s *arrow.Schema, column string) (int, error) {
+	var names []string
+	for i, f := range s.Fields() {
+		if f.Name == column {
+			return i, nil
+		}
+		names = append(names, f.Name)
+	}
+	if column == "" {
+		return 0, fmt.Errorf("dataset: %s: name the column of token counts (--column); the file has: %s", path, strings.Join(names, ", "))
+	}
+	return 0, fmt.Errorf("dataset: %s has no column %q; it has: %s", path, column, strings.Join(names, ", "))
+}
+
+// appendCounts appends an integer (or integral floating-point) column's non-null,
+// positive values.
+func appendCounts(counts []int, col arrow.Array) ([]int, error) {
+	get, err := valueGetter(col)
+	if err != nil {
+		return nil, err
+	}
+	for i := 0; i < col.Len(); i++ {
+		if col.IsNull(i) {
+			continue
+		}
+		v, ok := get(i)
+		if !ok || v < 0 {
+			return nil, fmt.Errorf("row %d is not a non-negative integer token count", i)
+		}
+		if v > 0 {
+			counts = append(counts, int(v))
+		}
+	}
+	return counts, nil
+}
+
+// valueGetter returns a reader of row i as an int64 for the numeric column types.
+func valueGetter(col arrow.Array) (func(int) (int64, bool), error) {
+	switch a := col.(type) {
+	case *array.Int64:
+		return func(i int) (int64, bool) { return a.Value(i), true }, nil
+	case *array.Int32:
+		return func(i int) (int64, bool) { return int64(a.Value(i)), true }, nil
+	case *array.Int16:
+		return func(i int) (int64, bool) { return int64(a.Value(i)), true }, nil
+	case *array.Int8:
+		return func(i int) (int64, bool) { return int64(a.Value(i)), true }, nil
+	case *array.Uint64:
+		return func(i int) (int64, bool) { v := a.Value(i); return int64(v), v <= math.MaxInt64 }, nil
+	case *array.Uint32:
+		return func(i int) (int64, bool) { return int64(a.Value(i)), true }, nil
+	case *array.Uint16:
+		return func(i int) (int64, bool) { return int64(a.Value(i)), true }, nil
+	case *array.Uint8:
+		return func(i int) (int64, bool) { return int64(a.Value(i)), true }, nil
+	case *array.Float64:
+		return func(i int) (int64, bool) { return floatCount(a.Value(i)) }, nil
+	case *array.Float32:
+		return func(i int) (int64, bool) { return floatCount(float64(a.Value(i))) }, nil
+	}
+	return nil, fmt.Errorf("type %s is not an integer type", col.DataType())
+}
+
+func floatCount(v float64) (int64, bool) {
+	if v != math.Trunc(v) || math.IsInf(v, 0) || v > 1<<53 {
+		return 0, false
+	}
+	return int64(v), true
+}

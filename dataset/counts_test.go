@@ -1,0 +1,136 @@
+package dataset
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+)
+
+// record builds a two-column batch: doc (string) and tokens (int32, with a null row).
+func record(t *testing.T) arrow.RecordBatch {
+	t.Helper()
+	schema := arrow.NewSchema([]arrow.Field{
+		{Name: "doc", Type: arrow.BinaryTypes.String},
+		{Name: "tokens", Type: arrow.PrimitiveTypes.Int32, Nullable: true},
+	}, nil)
+	b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+	defer b.Release()
+	b.Field(0).(*array.StringBuilder).AppendValues([]string{"a", "b", "c", "d", "e"}, nil)
+	b.Field(1).(*array.Int32Builder).AppendValues([]int32{812, 0, 4096, 7, 99}, []bool{true, true, true, true, false})
+	return b.NewRecordBatch()
+}
+
+func writeArrow(t *testing.T, path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rec := record(t)
+	defer rec.Release()
+	w, err := ipc.NewFileWriter(f, ipc.WithSchema(rec.Schema()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ { // two batches
+		if err := w.Write(rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func writeParquet(t *testing.T, path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rec := record(t)
+	defer rec.Release()
+	tbl := array.NewTableFromRecords(rec.Schema(), []arrow.RecordBatch{rec, rec})
+	defer tbl.Release()
+	if err := pqarrow.WriteTable(tbl, f, 1024, nil, pqarrow.DefaultWriterProps()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLoadCounts(t *testing.T) {
+	dir := t.TempDir()
+	text := filepath.Join(dir, "counts.txt")
+	if err := os.WriteFile(text, []byte("# token counts\n812\n\n0\n4096 # a long one\n  7\n812\n4096\n7\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	arrowPath := filepath.Join(dir, "docs.arrow")
+	writeArrow(t, arrowPath)
+	pq := filepath.Join(dir, "docs.parquet")
+	writeParquet(t, pq)
+
+	want := []int{812, 4096, 7, 812, 4096, 7} // zeros and nulls skipped
+	for _, p := range []string{text, arrowPath, pq} {
+		e, err := LoadCounts(p, "tokens")
+		if err != nil {
+			t.Fatalf("LoadCounts(%s): %v", p, err)
+		}
+		if !equalInts(e.Counts, want) {
+			t.Errorf("LoadCounts(%s) = %v, want %v", filepath.Base(p), e.Counts, want)
+		}
+		docs := Pack(e, 10000, NewRand(1))
+		for _, n := range docs[:len(docs)-1] {
+			if n != 812 && n != 4096 && n != 7 {
+				t.Errorf("%s: packed a length %d not in the file", filepath.Base(p), n)
+			}
+		}
+	}
+}
+
+func TestLoadCountsErrors(t *testing.T) {
+	dir := t.TempDir()
+	arrowPath := filepath.Join(dir, "docs.arrow")
+	writeArrow(t, arrowPath)
+	pq := filepath.Join(dir, "docs.parquet")
+	writeParquet(t, pq)
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	cases := []struct {
+		path, column string
+		want         []string
+	}{
+		{arrowPath, "length", []string{`no column "length"`, "doc, tokens"}},
+		{pq, "length", []string{`no column "length"`, "doc, tokens"}},
+		{pq, "", []string{"--column", "doc, tokens"}},
+		{arrowPath, "doc", []string{`column "doc"`, "not an integer"}},
+		{write("bad.txt", "12\nabc\n"), "", []string{"bad.txt:2", `"abc"`}},
+		{write("neg.txt", "12\n-3\n"), "", []string{"neg.txt:2"}},
+		{write("empty.txt", "# nothing\n0\n"), "", []string{"no positive token counts"}},
+		{write("fake.parquet", "not parquet"), "tokens", []string{"fake.parquet", "not a Parquet file"}},
+		{write("fake.arrow", "not arrow"), "tokens", []string{"fake.arrow", "not an Arrow IPC file"}},
+		{filepath.Join(dir, "missing.txt"), "", []string{"missing.txt"}},
+	}
+	for _, c := range cases {
+		_, err := LoadCounts(c.path, c.column)
+		if err == nil {
+			t.Errorf("LoadCounts(%s, %q) succeeded", filepath.Base(c.path), c.column)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("LoadCounts(%s, %q) err = %v, want it to contain %q", filepath.Base(c.path), c.column, err, w)
+			}
+		}
+	}
+}

@@ -1,0 +1,46 @@
+package dataset
+
+import (
+	"math/rand/v2"
+)
+
+// Source draws document lengths (in tokens, at least 1).
+type Source interface {
+	Length(rng *rand.Rand) int
+}
+
+var (
+	_ Source = (*Dist)(nil)
+	_ Source = (*Empirical)(nil)
+)
+
+// pcgStream is the fixed second word of every generator's PCG state, so that one seed
+// gives one stream everywhere in the benchmark.
+const pcgStream = 0x6c6f6e67_63610001
+
+// NewRand is the benchmark's one seeded generator: PCG with the given seed and a fixed
+// stream constant.
+func NewRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, pcgStream)) }
+
+// Empirical draws lengths uniformly from a list of real documents' token counts.
+type Empirical struct {
+	Name   string
+	Counts []int
+}
+
+// Length draws one of the counts uniformly.
+func (e *Empirical) Length(rng *rand.Rand) int {
+	return max(1, e.Counts[rng.IntN(len(e.Counts))])
+}
+
+// Pack draws document lengths from src until seqlen tokens are filled; the last is
+// clipped to what is left, so the lengths sum to seqlen exactly (empty for seqlen <= 0).
+func Pack(src Source, seqlen int, rng *rand.Rand) []int {
+	var docs []int
+	for left := seqlen; left > 0; {
+		n := min(max(1, src.Length(rng)), left)
+		docs = append(docs, n)
+		left -= n
+	}
+	return docs
+}
