@@ -1,0 +1,131 @@
+package cuda
+
+import (
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"github.com/longca/longca/tensor"
+)
+
+// On a machine without a driver, Open and Available fail with an error that names the
+// library; with one, they succeed. Either way nothing panics.
+func TestOpenWithoutDriverFailsCleanly(t *testing.T) {
+	err := Available()
+	if err == nil {
+		t.Log("a CUDA driver is present: checking that device 0 opens")
+		g, err := Open(0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g.SMs <= 0 || g.Major <= 0 {
+			t.Fatalf("props %+v", g.Props)
+		}
+		return
+	}
+	if !strings.Contains(err.Error(), "libcuda.so.1") {
+		t.Fatalf("error does not name the library: %v", err)
+	}
+	if _, err2 := Open(0); err2 == nil || err2.Error() != err.Error() {
+		t.Fatalf("Open(0) = %v, want %v", err2, err)
+	}
+	if _, err := Open(-1); err == nil {
+		t.Fatal("Open(-1) succeeded")
+	}
+}
+
+func TestErrorText(t *testing.T) {
+	for _, c := range []struct {
+		e    Error
+		want string
+	}{
+		{Error{Lib: "cuda", Func: "cuMemAlloc_v2", Code: 2, Name: "CUDA_ERROR_OUT_OF_MEMORY", Msg: "out of memory"},
+			"cuda: cuMemAlloc_v2 failed: CUDA_ERROR_OUT_OF_MEMORY (out of memory)"},
+		{Error{Lib: "nvrtc", Func: "nvrtcCompileProgram", Code: 6, Name: "NVRTC_ERROR_COMPILATION"},
+			"nvrtc: nvrtcCompileProgram failed: NVRTC_ERROR_COMPILATION"},
+		{Error{Lib: "cuda", Func: "cuInit", Code: 100}, "cuda: cuInit failed: status 100"},
+	} {
+		if got := c.e.Error(); got != c.want {
+			t.Errorf("got %q want %q", got, c.want)
+		}
+	}
+	oom := &Error{Lib: "cuda", Code: 2}
+	if !oom.OutOfMemory() || (&Error{Lib: "nvrtc", Code: 2}).OutOfMemory() {
+		t.Fatal("OutOfMemory misclassifies")
+	}
+	ce := &CompileError{Name: "x.cu", Err: &Error{Lib: "nvrtc", Func: "nvrtcCompileProgram", Code: 6}, Log: "x.cu(3): error: bad"}
+	var e *Error
+	if !errors.As(ce, &e) || !strings.Contains(ce.Error(), "x.cu(3): error: bad") {
+		t.Fatalf("compile error %v", ce)
+	}
+}
+
+// The argument block holds each argument in its own 8-byte slot, low bytes first.
+func TestPackArgs(t *testing.T) {
+	b := &Buffer{ptr: 0xdeadbeef00}
+	vals, ptrs, free, err := packArgs([]any{b, int(-3), float32(1.5), uint64(1 << 40), int32(7)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer free()
+	v := unsafe.Slice((*uint64)(unsafe.Pointer(vals)), 5)
+	p := unsafe.Slice((*unsafe.Pointer)(unsafe.Pointer(ptrs)), 5)
+	if v[0] != 0xdeadbeef00 || int32(uint32(v[1])) != -3 || math.Float32frombits(uint32(v[2])) != 1.5 || v[3] != 1<<40 || v[4] != 7 {
+		t.Fatalf("slots %x", v)
+	}
+	for i := range p {
+		if *(*uint64)(p[i]) != v[i] {
+			t.Fatalf("pointer %d does not point at its slot", i)
+		}
+	}
+	if _, _, _, err := packArgs([]any{"x"}); err == nil {
+		t.Fatal("a string argument was accepted")
+	}
+	if _, _, _, err := packArgs([]any{int(1) << 40}); err == nil {
+		t.Fatal("an int overflowing int32 was accepted")
+	}
+}
+
+func TestNaNPatternIsNaN(t *testing.T) {
+	for _, dt := range []tensor.DType{tensor.BF16, tensor.FP16, tensor.FP32, tensor.FP64} {
+		w, p := nanPattern(dt)
+		h := tensor.NewHost(dt, 4)
+		for i := 0; i < len(h.Data); i += w {
+			for j := 0; j < w; j++ {
+				h.Data[i+j] = byte(p >> (8 * j))
+			}
+		}
+		for i := 0; i < 4; i++ {
+			if v := h.At(i); !math.IsNaN(v) {
+				t.Fatalf("%s: pattern %x reads %v", dt, p, v)
+			}
+		}
+	}
+}
+
+func TestRealArch(t *testing.T) {
+	if !realArch([]string{"-std=c++17", "-arch=sm_90a"}) || realArch([]string{"-arch=compute_90"}) {
+		t.Fatal("realArch")
+	}
+	if (Props{Major: 9, Minor: 0}).Arch() != "sm_90a" || (Props{Major: 8, Minor: 6}).Arch() != "sm_86" {
+		t.Fatal("Arch")
+	}
+}
+
+func TestCacheKeyDependsOnEverything(t *testing.T) {
+	a := CacheKey("src", []string{"-arch=sm_90a"}, "H200")
+	for _, b := range []string{
+		CacheKey("src2", []string{"-arch=sm_90a"}, "H200"),
+		CacheKey("src", []string{"-arch=sm_80"}, "H200"),
+		CacheKey("src", []string{"-arch=sm_90a"}, "H100"),
+	} {
+		if a == b {
+			t.Fatal("cache key ignores an input")
+		}
+	}
+	if a != CacheKey("src", []string{"-arch=sm_90a"}, "H200") {
+		t.Fatal("cache key not deterministic")
+	}
+}

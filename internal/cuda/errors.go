@@ -1,0 +1,28 @@
+package cuda
+
+import "fmt"
+
+// Error is a failed call into the CUDA driver or NVRTC, with the library's own name and
+// message for the status (cuGetErrorName/cuGetErrorString, nvrtcGetErrorString).
+type Error struct {
+	Lib  string // "cuda" or "nvrtc"
+	Func string // the entry point that failed
+	Code int    // CUresult or nvrtcResult
+	Name string // e.g. CUDA_ERROR_OUT_OF_MEMORY
+	Msg  string // e.g. "out of memory"
+}
+
+func (e *Error) Error() string {
+	name := e.Name
+	if name == "" {
+		name = fmt.Sprintf("status %d", e.Code)
+	}
+	if e.Msg != "" && e.Msg != e.Name {
+		return fmt.Sprintf("%s: %s failed: %s (%s)", e.Lib, e.Func, name, e.Msg)
+	}
+	return fmt.Sprintf("%s: %s failed: %s", e.Lib, e.Func, name)
+}
+
+// OutOfMemory says whether the error is the driver's CUDA_ERROR_OUT_OF_MEMORY (status 2),
+// which a benchmark records as status "oom" rather than a failure.
+func (e *Error) OutOfMemory() bool { return e.Lib == "cuda" && e.Code == 2 }
