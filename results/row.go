@@ -1,0 +1,150 @@
+// Package results holds the long-format Arrow record of longca: one Row per
+// measurement, the per-rank writer that makes every finished row durable at once, the
+// reader that accepts a file whose writer was killed, the merge of every rank's file into
+// one Arrow (or Parquet, or CSV) file, and the text table and PNG plots of a report.
+package results
+
+import "time"
+
+// SchemaVersion is stored in every file's schema metadata under MetaSchemaVersion; bump
+// it when a column is renamed, removed or changes type (adding a column does not).
+const SchemaVersion = "1"
+
+// Schema metadata keys.
+const (
+	MetaSchemaVersion = "longca.schema_version"
+	MetaRunID         = "longca.run_id"
+	MetaRank          = "longca.rank"
+	MetaWorldSize     = "longca.world_size"
+	// MetaAllowMissing is "true" on a merged file made with --allow-missing while ranks
+	// were missing; MetaMissing then names them.
+	MetaAllowMissing = "longca.allow_missing"
+	MetaMissing      = "longca.missing"
+	// MetaTruncated names rank files whose writer stopped without the end marker (killed,
+	// crashed, out of memory): their finished rows are in the merge.
+	MetaTruncated = "longca.truncated"
+	MetaRuns      = "longca.runs"
+)
+
+// Status is what became of a measurement.
+type Status string
+
+// The statuses. Only StatusOK rows carry times and rates; the others carry nulls there.
+const (
+	StatusOK          Status = "ok"
+	StatusUnsupported Status = "unsupported"
+	StatusOOM         Status = "oom"
+	StatusWrong       Status = "wrong"
+	StatusError       Status = "error"
+)
+
+// Row is one measurement: one case (mask, lengths, heads, pass) of one kernel or CP
+// method on one rank. Pointer fields are nullable: nil is written as null, never as a
+// sentinel number. The arrow tag is the column name; unit is documented in
+// docs/results-format.md.
+type Row struct {
+	// Who and where.
+	RunID     string    `arrow:"run_id"`
+	Time      time.Time `arrow:"time"`
+	Host      string    `arrow:"host"`
+	Rank      int64     `arrow:"rank"`
+	WorldSize int64     `arrow:"world_size"`
+	LocalRank int64     `arrow:"local_rank"`
+	Launcher  string    `arrow:"launcher"`
+	Device    string    `arrow:"device"`
+	Backend   string    `arrow:"backend"`
+
+	// What was measured.
+	Bench  string `arrow:"bench"`  // kernel, sparse or cp
+	Kernel string `arrow:"kernel"` // the attention kernel
+	Method string `arrow:"method"` // the CP method; empty for kernel runs
+
+	// CP mesh: nil for kernel runs.
+	Ulysses  *int64 `arrow:"cp_ulysses"`
+	Ring     *int64 `arrow:"cp_ring"`
+	Windows  *int64 `arrow:"cp_windows"`
+	InnerDim string `arrow:"cp_inner_dim"` // ulysses or ring: the dimension inside a node
+
+	// The mask and the problem.
+	Mask          string   `arrow:"mask"`
+	MaskParams    string   `arrow:"mask_params"` // JSON object
+	Seed          uint64   `arrow:"seed"`
+	Sample        int64    `arrow:"sample"`
+	SeqLen        int64    `arrow:"seqlen"`
+	SeqLenPerRank int64    `arrow:"seqlen_per_rank"`
+	Batch         int64    `arrow:"batch"`
+	HeadsQ        int64    `arrow:"heads_q"`
+	HeadsKV       int64    `arrow:"heads_kv"`
+	HeadDim       int64    `arrow:"head_dim"`
+	DType         string   `arrow:"dtype"`
+	Pass          string   `arrow:"pass"` // fwd, bwd or fwd+bwd
+	BlockSize     *int64   `arrow:"block_size"`
+	KeptRatio     *float64 `arrow:"kept_ratio"`
+	MaskArea      int64    `arrow:"mask_area"`
+	FLOPs         float64  `arrow:"flops"`
+	PadTokens     *int64   `arrow:"pad_tokens"`
+
+	// Timing: nil unless status is ok.
+	Warmups      int64    `arrow:"warmups"`
+	Iters        int64    `arrow:"iters"`
+	MedianMs     *float64 `arrow:"median_ms"`
+	MinMs        *float64 `arrow:"min_ms"`
+	MaxMs        *float64 `arrow:"max_ms"`
+	MeanMs       *float64 `arrow:"mean_ms"`
+	TFLOPs       *float64 `arrow:"tflops"`
+	CommBytes    *int64   `arrow:"comm_bytes"`
+	BandwidthGBs *float64 `arrow:"bandwidth_gbs"`
+	PeakMemBytes *int64   `arrow:"peak_mem_bytes"`
+
+	// The correctness check of the case (or of a smaller case of the same mask).
+	CheckPass     *bool    `arrow:"check_pass"`
+	CheckWorst    string   `arrow:"check_worst"`
+	CheckErr      *float64 `arrow:"check_err"`
+	CheckNaiveErr *float64 `arrow:"check_naive_err"`
+	CheckTol      *float64 `arrow:"check_tol"`
+	CheckSeqLen   *int64   `arrow:"check_seqlen"`
+	CheckHeadsQ   *int64   `arrow:"check_heads_q"`
+	CheckHeadsKV  *int64   `arrow:"check_heads_kv"`
+
+	// Outcome and provenance.
+	Status  Status `arrow:"status"`
+	Reason  string `arrow:"reason"`
+	Version string `arrow:"version"`
+	Command string `arrow:"command"`
+}
+
+// CheckFigure is a check's worst figure and the size that was checked, as SetCheck
+// records it (results does not import the check package).
+type CheckFigure struct {
+	Name               string
+	Err, NaiveErr, Tol float64
+	Pass               bool
+	SeqLen, HQ, HKV    int
+}
+
+// SetCheck fills the check columns from the worst figure of a check.
+func (r *Row) SetCheck(f CheckFigure) {
+	r.CheckPass = Ptr(f.Pass)
+	r.CheckWorst = f.Name
+	r.CheckErr = Ptr(f.Err)
+	r.CheckNaiveErr = Ptr(f.NaiveErr)
+	r.CheckTol = Ptr(f.Tol)
+	r.CheckSeqLen = Ptr(int64(f.SeqLen))
+	r.CheckHeadsQ = Ptr(int64(f.HQ))
+	r.CheckHeadsKV = Ptr(int64(f.HKV))
+}
+
+// SetTimes fills the time columns (milliseconds) and TFLOP/s = FLOPs / median.
+func (r *Row) SetTimes(median, minimum, maximum, mean time.Duration) {
+	ms := func(d time.Duration) *float64 { return Ptr(float64(d.Nanoseconds()) / 1e6) }
+	r.MedianMs, r.MinMs, r.MaxMs, r.MeanMs = ms(median), ms(minimum), ms(maximum), ms(mean)
+	if median > 0 {
+		r.TFLOPs = Ptr(r.FLOPs / median.Seconds() / 1e12)
+		if r.CommBytes != nil {
+			r.BandwidthGBs = Ptr(float64(*r.CommBytes) / median.Seconds() / 1e9)
+		}
+	}
+}
+
+// Ptr returns a pointer to a copy of v: the way to set a nullable column.
+func Ptr[T any](v T) *T { return &v }

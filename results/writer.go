@@ -1,0 +1,134 @@
+package results
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+)
+
+// FileName is the name of one rank's results file: <run>.rank-<r>-of-<n>.arrow, so that
+// several runs can share a folder.
+func FileName(runID string, rank, size int) string {
+	return fmt.Sprintf("%s.rank-%d-of-%d.arrow", runID, rank, size)
+}
+
+var rankFile = regexp.MustCompile(`^(.+)\.rank-(\d+)-of-(\d+)\.arrow$`)
+
+// ParseFileName reads a FileName back; ok is false for any other name.
+func ParseFileName(name string) (runID string, rank, size int, ok bool) {
+	m := rankFile.FindStringSubmatch(name)
+	if m == nil {
+		return "", 0, 0, false
+	}
+	r, err1 := strconv.Atoi(m[2])
+	n, err2 := strconv.Atoi(m[3])
+	if err1 != nil || err2 != nil || n <= 0 || r >= n {
+		return "", 0, 0, false
+	}
+	return m[1], r, n, true
+}
+
+// Writer appends rows to one rank's file, an Arrow IPC stream. Every Write is its own
+// record batch, written and fsynced before Write returns, so a crash, an out-of-memory
+// kill or SIGKILL after row k leaves rows 1..k readable (Read accepts the stream without
+// its end marker). Safe for concurrent use.
+type Writer struct {
+	mu     sync.Mutex
+	path   string
+	f      *os.File
+	w      *ipc.Writer
+	schema *arrow.Schema
+	n      int
+}
+
+// Create makes dir (if needed) and the rank's file in it; an existing file is an error
+// (a run id is used once).
+func Create(dir, runID string, rank, size int) (*Writer, error) {
+	if runID == "" || size <= 0 || rank < 0 || rank >= size {
+		return nil, fmt.Errorf("results: bad writer identity: run %q rank %d of %d", runID, rank, size)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("results: %w", err)
+	}
+	path := filepath.Join(dir, FileName(runID, rank, size))
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("results: %w", err)
+	}
+	s := Schema(map[string]string{
+		MetaRunID:     runID,
+		MetaRank:      strconv.Itoa(rank),
+		MetaWorldSize: strconv.Itoa(size),
+	})
+	w := &Writer{path: path, f: f, schema: s, w: ipc.NewWriter(f, ipc.WithSchema(s))}
+	// An empty batch puts the schema on disk now: a file killed before its first row
+	// still reads as a valid, empty result.
+	if err := w.write(nil); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return w, nil
+}
+
+// Path is the file being written.
+func (w *Writer) Path() string { return w.path }
+
+// Len is the number of rows written.
+func (w *Writer) Len() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.n
+}
+
+// Write appends one row and makes it durable (fsync) before returning.
+func (w *Writer) Write(r Row) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.write([]Row{r}); err != nil {
+		return err
+	}
+	w.n++
+	return nil
+}
+
+func (w *Writer) write(rows []Row) error {
+	if w.w == nil {
+		return fmt.Errorf("results: %s is closed", w.path)
+	}
+	rec := Record(w.schema, rows)
+	defer rec.Release()
+	if err := w.w.Write(rec); err != nil {
+		return fmt.Errorf("results: writing %s: %w", w.path, err)
+	}
+	if err := w.f.Sync(); err != nil {
+		return fmt.Errorf("results: syncing %s: %w", w.path, err)
+	}
+	return nil
+}
+
+// Close writes the stream's end marker and closes the file.
+func (w *Writer) Close() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.w == nil {
+		return nil
+	}
+	err := w.w.Close()
+	w.w = nil
+	if serr := w.f.Sync(); err == nil && serr != nil {
+		err = serr
+	}
+	if cerr := w.f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("results: closing %s: %w", w.path, err)
+	}
+	return nil
+}
