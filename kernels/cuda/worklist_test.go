@@ -1,0 +1,157 @@
+package cuda
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/longca/longca/mask"
+)
+
+// randomMask is a packed sequence of documents, each with a random kind, plus (sometimes)
+// a full block of shared prefix: the shapes of the 12 masks, from a seed.
+func randomMask(rng *rand.Rand, s int) mask.Mask {
+	m := mask.Mask{SeqQ: s, SeqK: s}
+	for at := 0; at < s; {
+		n := min(s-at, 1+rng.IntN(s/2+1))
+		kind := mask.Kind(rng.IntN(4))
+		m.Slices = append(m.Slices, mask.Slice{Q: mask.Range{Start: at, End: at + n}, K: mask.Range{Start: at, End: at + n}, Kind: kind})
+		// a shared question: later rows of this doc also see an earlier doc
+		if at > 0 && rng.IntN(3) == 0 {
+			p := rng.IntN(at) + 1
+			m.Slices = append(m.Slices, mask.Slice{Q: mask.Range{Start: at, End: at + n}, K: mask.Range{Start: 0, End: p}, Kind: mask.Full})
+		}
+		at += n
+	}
+	return m
+}
+
+// checkList compares every tile of a work list with the brute-force classification.
+func checkList(t *testing.T, w *WorkList, m mask.Mask, l, qTile, kTile int) {
+	t.Helper()
+	nqt, nkt := (m.SeqQ+qTile-1)/qTile, (m.SeqK+kTile-1)/kTile
+	seen := map[[2]int]int32{}
+	for r := 0; r < w.RowTiles; r++ {
+		row := w.Row(l, r)
+		prev := -1
+		for i := 0; i < len(row); i += 2 {
+			c := int(row[i])
+			if c <= prev {
+				t.Fatalf("list %d row %d: column tiles not ascending", l, r)
+			}
+			prev = c
+			qt, kt := r, c
+			if w.Transposed {
+				qt, kt = c, r
+			}
+			seen[[2]int{qt, kt}] = row[i+1]
+		}
+	}
+	for qt := 0; qt < nqt; qt++ {
+		for kt := 0; kt < nkt; kt++ {
+			n, all := 0, 0
+			ref, listed := seen[[2]int{qt, kt}]
+			for q := qt * qTile; q < min(m.SeqQ, (qt+1)*qTile); q++ {
+				for k := kt * kTile; k < min(m.SeqK, (kt+1)*kTile); k++ {
+					all++
+					want := m.Allowed(q, k)
+					if want {
+						n++
+					}
+					if listed && ref >= 0 && w.Allowed(ref, q, k) != want {
+						t.Fatalf("tile (%d,%d) pair (%d,%d): slice test %v, mask %v", qt, kt, q, k, !want, want)
+					}
+				}
+			}
+			switch {
+			case n == 0 && listed:
+				t.Fatalf("empty tile (%d,%d) is visited", qt, kt)
+			case n > 0 && !listed:
+				t.Fatalf("tile (%d,%d) with %d allowed pairs is not visited", qt, kt, n)
+			case listed && ref == -1 && (n != all || all != qTile*kTile):
+				t.Fatalf("tile (%d,%d) marked full with %d of %d allowed", qt, kt, n, all)
+			case listed && ref >= 0 && n == qTile*kTile:
+				t.Fatalf("full tile (%d,%d) marked partial", qt, kt)
+			}
+		}
+	}
+	// heaviest first, and a permutation
+	order := w.Order[l*w.RowTiles : (l+1)*w.RowTiles]
+	hit := make([]bool, w.RowTiles)
+	for i, r := range order {
+		hit[r] = true
+		if i > 0 && len(w.Row(l, int(order[i-1]))) < len(w.Row(l, int(r))) {
+			t.Fatalf("order not heaviest first at %d", i)
+		}
+	}
+	for r, h := range hit {
+		if !h {
+			t.Fatalf("row tile %d missing from the order", r)
+		}
+	}
+}
+
+func TestWorkListBruteForce(t *testing.T) {
+	rng := rand.New(rand.NewPCG(42, 6))
+	for trial := 0; trial < 40; trial++ {
+		s := 1 + rng.IntN(300)
+		m := randomMask(rng, s)
+		// sometimes a window of it: SeqQ != SeqK, as a context-parallel step sees
+		if trial%3 == 2 {
+			q0, k0 := rng.IntN(s), rng.IntN(s)
+			q1, k1 := q0+1+rng.IntN(s-q0), k0+1+rng.IntN(s-k0)
+			m = m.Window(mask.Range{Start: q0, End: q1}, mask.Range{Start: k0, End: k1})
+			if len(m.Slices) == 0 {
+				continue
+			}
+		}
+		qTile, kTile := []int{16, 32, 64}[rng.IntN(3)], []int{16, 32, 64}[rng.IntN(3)]
+		for _, tr := range []bool{false, true} {
+			w, err := BuildWorkList([]mask.Mask{m}, qTile, kTile, tr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkList(t, w, m, 0, qTile, kTile)
+		}
+	}
+}
+
+// Per-KV-head masks give one list each, sharing one slice table.
+func TestWorkListPerHead(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	ms := []mask.Mask{randomMask(rng, 200), randomMask(rng, 200), {SeqQ: 200, SeqK: 200}}
+	w, err := BuildWorkList(ms, 32, 16, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Lists != 3 || len(w.Order) != 3*w.RowTiles || len(w.Start) != 3*(w.RowTiles+1) {
+		t.Fatalf("lists %d order %d start %d", w.Lists, len(w.Order), len(w.Start))
+	}
+	for l, m := range ms {
+		checkList(t, w, m, l, 32, 16)
+	}
+	if _, err := BuildWorkList([]mask.Mask{{SeqQ: 10, SeqK: 10}, {SeqQ: 10, SeqK: 12}}, 16, 16, false); err == nil {
+		t.Fatal("masks of different sizes accepted")
+	}
+}
+
+func TestBandArea(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := 0; i < 500; i++ {
+		q := mask.Range{Start: rng.IntN(50), End: 0}
+		q.End = q.Start + rng.IntN(40)
+		k := mask.Range{Start: rng.IntN(50), End: 0}
+		k.End = k.Start + rng.IntN(40)
+		lo, hi := rng.IntN(80)-40, rng.IntN(80)-40
+		var want int64
+		for a := q.Start; a < q.End; a++ {
+			for b := k.Start; b < k.End; b++ {
+				if b-a >= lo && b-a <= hi {
+					want++
+				}
+			}
+		}
+		if got := bandArea(q, k, lo, hi); got != want {
+			t.Fatalf("bandArea(%v,%v,%d,%d) = %d want %d", q, k, lo, hi, got, want)
+		}
+	}
+}
