@@ -1,0 +1,35 @@
+package nccl
+
+import "time"
+
+// Option adjusts New.
+type Option func(*options)
+
+type options struct {
+	lib      *Lib
+	libNames []string
+	bind     func() error
+	maxPoll  time.Duration
+	scratch  uintptr
+}
+
+// WithLib uses an already opened library instead of loading libnccl.so.2.
+func WithLib(l *Lib) Option { return func(o *options) { o.lib = l } }
+
+// WithLibrary opens NCCL from these names or paths instead of libnccl.so.2.
+func WithLibrary(names ...string) Option {
+	return func(o *options) { o.libNames = append([]string(nil), names...) }
+}
+
+// WithThreadSetup runs fn once on each communicator's NCCL thread before any NCCL call
+// there: it must make the rank's CUDA context current (cuCtxSetCurrent), since NCCL
+// binds a communicator to the device current when it is made. Split communicators run
+// it on their own threads too.
+func WithThreadSetup(fn func() error) Option { return func(o *options) { o.bind = fn } }
+
+// WithMaxPoll sets the longest sleep between the watchdog's polls (default 1ms).
+func WithMaxPoll(d time.Duration) Option { return func(o *options) { o.maxPoll = d } }
+
+// WithBarrierBuffer gives Barrier a device buffer of at least 4 bytes for its one-element
+// all-reduce. Without it, New allocates one with ncclMemAlloc (NCCL 2.19 and later).
+func WithBarrierBuffer(devicePtr uintptr) Option { return func(o *options) { o.scratch = devicePtr } }
