@@ -1,0 +1,202 @@
+// Package tcp is a comm.Comm over TCP sockets between processes, in host memory: every
+// pair of ranks holds one connection, found through a rendezvous store (spmd's, hosted by
+// rank 0). It lets srun without MPI, torchrun-style launches and CPU-only CI run the
+// same SPMD binary. Each connection's reader drains messages into per-sender queues at
+// once, so a send never waits for its receive and no exchange pattern can deadlock; a
+// peer that exits is noticed when its connection closes, one that hangs when the
+// timeout passes, and both are named in a comm.PeerError.
+package tcp
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/longca/longca/comm"
+)
+
+// Rendezvous is what New needs of the bootstrap store: publish a value, wait for a
+// rank's value, and a barrier over all ranks.
+type Rendezvous interface {
+	Set(key string, val []byte) error
+	Get(key string, owner int) ([]byte, error)
+	Barrier(name string) error
+}
+
+// Message tags keep point-to-point traffic apart from collective traffic.
+const (
+	tagP2P uint8 = iota
+	tagColl
+)
+
+// qkey names one queue: messages of one communicator from one sender with one tag.
+type qkey struct {
+	comm uint64
+	src  int
+	tag  uint8
+}
+
+type queue struct {
+	msgs  [][]byte
+	ready chan struct{}
+}
+
+type peer struct {
+	conn net.Conn
+	mu   sync.Mutex // one writer at a time
+	w    *bufio.Writer
+}
+
+// mesh is the connections of one process to every other rank, shared by the world
+// communicator and every sub-group split from it.
+type mesh struct {
+	rank, size int
+	timeout    time.Duration
+	peers      []*peer // nil at rank's own index
+	ln         net.Listener
+
+	mu     sync.Mutex
+	queues map[qkey]*queue
+	dead   []error // why each peer's connection ended
+	closed bool
+	wg     sync.WaitGroup
+}
+
+func (m *mesh) queue(k qkey) *queue {
+	q := m.queues[k]
+	if q == nil {
+		q = &queue{ready: make(chan struct{}, 1)}
+		m.queues[k] = q
+	}
+	return q
+}
+
+// deliver queues a message and wakes its receiver.
+func (m *mesh) deliver(k qkey, b []byte) {
+	m.mu.Lock()
+	q := m.queue(k)
+	q.msgs = append(q.msgs, b)
+	m.mu.Unlock()
+	select {
+	case q.ready <- struct{}{}:
+	default:
+	}
+}
+
+// read drains one peer's connection until it ends.
+func (m *mesh) read(src int, c net.Conn) {
+	defer m.wg.Done()
+	r := bufio.NewReaderSize(c, 1<<16)
+	var hdr [17]byte
+	for {
+		_, err := io.ReadFull(r, hdr[:])
+		var b []byte
+		if err == nil {
+			n := binary.LittleEndian.Uint64(hdr[9:])
+			b = make([]byte, n)
+			_, err = io.ReadFull(r, b)
+		}
+		if err != nil {
+			m.mu.Lock()
+			if m.dead[src] == nil {
+				if m.closed {
+					m.dead[src] = fmt.Errorf("communicator closed")
+				} else if err == io.EOF || err == io.ErrUnexpectedEOF {
+					m.dead[src] = fmt.Errorf("connection closed: the rank exited or closed its communicator")
+				} else {
+					m.dead[src] = fmt.Errorf("connection lost: %v", err)
+				}
+			}
+			var wake []*queue
+			for k, q := range m.queues {
+				if k.src == src {
+					wake = append(wake, q)
+				}
+			}
+			m.mu.Unlock()
+			for _, q := range wake {
+				select {
+				case q.ready <- struct{}{}:
+				default:
+				}
+			}
+			return
+		}
+		m.deliver(qkey{comm: binary.LittleEndian.Uint64(hdr[:8]), src: src, tag: hdr[8]}, b)
+	}
+}
+
+// send writes one message to world rank dst (to itself: straight into its queue).
+func (m *mesh) send(id uint64, tag uint8, dst int, b []byte) error {
+	if dst == m.rank {
+		m.deliver(qkey{comm: id, src: dst, tag: tag}, append([]byte(nil), b...))
+		return nil
+	}
+	p := m.peers[dst]
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var hdr [17]byte
+	binary.LittleEndian.PutUint64(hdr[:8], id)
+	hdr[8] = tag
+	binary.LittleEndian.PutUint64(hdr[9:], uint64(len(b)))
+	p.conn.SetWriteDeadline(time.Now().Add(m.timeout))
+	if _, err := p.w.Write(hdr[:]); err != nil {
+		return err
+	}
+	if _, err := p.w.Write(b); err != nil {
+		return err
+	}
+	return p.w.Flush()
+}
+
+// recv takes the next message of (id, src, tag), waiting at most the timeout.
+func (m *mesh) recv(id uint64, tag uint8, src int) ([]byte, error) {
+	k := qkey{comm: id, src: src, tag: tag}
+	timer := time.NewTimer(m.timeout)
+	defer timer.Stop()
+	for {
+		m.mu.Lock()
+		q := m.queue(k)
+		if len(q.msgs) > 0 {
+			b := q.msgs[0]
+			q.msgs[0] = nil
+			q.msgs = q.msgs[1:]
+			m.mu.Unlock()
+			return b, nil
+		}
+		dead := m.dead[src]
+		m.mu.Unlock()
+		if dead != nil {
+			return nil, dead
+		}
+		select {
+		case <-q.ready:
+		case <-timer.C:
+			return nil, fmt.Errorf("nothing arrived within %s: %w", m.timeout, comm.ErrTimeout)
+		}
+	}
+}
+
+func (m *mesh) close() error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closed = true
+	m.mu.Unlock()
+	if m.ln != nil {
+		m.ln.Close()
+	}
+	for _, p := range m.peers {
+		if p != nil {
+			p.conn.Close()
+		}
+	}
+	m.wg.Wait()
+	return nil
+}
