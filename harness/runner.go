@@ -1,0 +1,273 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/longca/longca/kernels"
+	"github.com/longca/longca/mask"
+	"github.com/longca/longca/results"
+)
+
+// MaskBuilder lays out the named mask at a length from a seed.
+type MaskBuilder func(name string, seqlen int, seed uint64) (mask.Spec, error)
+
+// BuildMask is the default MaskBuilder: mask.Build with the default options and the seed.
+func BuildMask(name string, seqlen int, seed uint64) (mask.Spec, error) {
+	return mask.Build(name, seqlen, mask.Options{Seed: seed})
+}
+
+// CheckOutcome is the result of checking a kernel on one problem.
+type CheckOutcome struct {
+	Pass bool
+	// Worst is the figure closest to (or furthest past) its tolerance.
+	Worst results.CheckFigure
+}
+
+// CheckFunc checks kernel k against the reference on problem p: out and lse for Fwd,
+// dq, dk and dv for Bwd, all five for FwdBwd, with inputs drawn from seed.
+type CheckFunc func(ctx context.Context, k kernels.Kernel, p kernels.Problem, pass kernels.Pass, seed uint64) (CheckOutcome, error)
+
+// DefaultCheckBudget is the largest check, in multiply-adds (area x query heads x head
+// dim), run on the CPU reference; larger cases are checked at a smaller size.
+const DefaultCheckBudget = 2e9
+
+// Runner runs cases one at a time: build the mask, ask the kernel whether it supports
+// the problem, check it (or a smaller case of the same mask), then time it. A case that
+// fails the check is never timed.
+type Runner struct {
+	// Build lays out masks; nil means BuildMask.
+	Build MaskBuilder
+	// Check is the correctness check; nil runs no check (--no-check).
+	Check CheckFunc
+	// CheckBudget bounds the checked size; 0 means DefaultCheckBudget.
+	CheckBudget float64
+	// Warmup and Iters are the untimed and timed repetitions.
+	Warmup, Iters int
+	// Base holds the columns every row shares (run id, host, rank, version, command...).
+	Base results.Row
+	// NewKernel makes a kernel by name; nil means kernels.New.
+	NewKernel func(name string) (kernels.Kernel, error)
+
+	made   map[string]madeKernel
+	checks map[checkKey]checkEntry
+	bufs   *buffers
+}
+
+type madeKernel struct {
+	k   kernels.Kernel
+	err error
+}
+
+type checkKey struct {
+	c        Case
+	seqlen   int
+	hq, hkv  int
+	checkFor kernels.Pass
+}
+
+type checkEntry struct {
+	out CheckOutcome
+	err error
+}
+
+func (r *Runner) build(name string, seqlen int, seed uint64) (mask.Spec, error) {
+	if r.Build != nil {
+		return r.Build(name, seqlen, seed)
+	}
+	return BuildMask(name, seqlen, seed)
+}
+
+func (r *Runner) kernel(name string) (kernels.Kernel, error) {
+	if r.made == nil {
+		r.made = map[string]madeKernel{}
+	}
+	if m, ok := r.made[name]; ok {
+		return m.k, m.err
+	}
+	newk := r.NewKernel
+	if newk == nil {
+		newk = kernels.New
+	}
+	k, err := newk(name)
+	r.made[name] = madeKernel{k, err}
+	return k, err
+}
+
+// problem is the kernel problem of a case on a mask.
+func problem(c Case, m mask.Mask) kernels.Problem {
+	return kernels.Problem{HeadsQ: c.Heads.Q, HeadsKV: c.Heads.KV, HeadDim: c.HeadDim, DType: c.DType, Mask: m}
+}
+
+// Row fills the case's own columns into a copy of Base.
+func (r *Runner) row(c Case) results.Row {
+	row := r.Base
+	row.Time = time.Now().UTC()
+	if row.Bench == "" {
+		row.Bench = "kernel"
+	}
+	row.Kernel, row.Mask, row.Seed = c.Kernel, c.Mask, c.Seed
+	row.SeqLen, row.SeqLenPerRank, row.Batch = int64(c.SeqLen), int64(c.SeqLen), 1
+	row.HeadsQ, row.HeadsKV, row.HeadDim = int64(c.Heads.Q), int64(c.Heads.KV), int64(c.HeadDim)
+	row.DType, row.Pass = c.DType.String(), c.Pass.String()
+	row.Warmups, row.Iters = int64(r.Warmup), int64(r.Iters)
+	return row
+}
+
+// Run measures one case and returns its row; the row's status says what became of it
+// (ok, unsupported, oom, wrong, error), and only an ok row has times.
+func (r *Runner) Run(ctx context.Context, c Case) results.Row {
+	row := r.row(c)
+	err := r.run(ctx, c, &row)
+	row.Status, row.Reason = Classify(err)
+	if row.Status != results.StatusOK {
+		row.MedianMs, row.MinMs, row.MaxMs, row.MeanMs, row.TFLOPs, row.BandwidthGBs = nil, nil, nil, nil, nil, nil
+	}
+	return row
+}
+
+func (r *Runner) run(ctx context.Context, c Case, row *results.Row) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	spec, err := r.build(c.Mask, c.SeqLen, c.Seed)
+	if err != nil {
+		if mask.IsInputError(err) {
+			return Unsupported(fmt.Errorf("mask %s at S=%d: %w", c.Mask, c.SeqLen, err))
+		}
+		return fmt.Errorf("mask %s at S=%d: %w", c.Mask, c.SeqLen, err)
+	}
+	if len(spec.Params) > 0 {
+		b, err := json.Marshal(spec.Params)
+		if err != nil {
+			return fmt.Errorf("mask %s parameters: %w", c.Mask, err)
+		}
+		row.MaskParams = string(b)
+	} else {
+		row.MaskParams = "{}"
+	}
+	p := problem(c, spec.Mask)
+	row.MaskArea = spec.Mask.Area()
+	row.FLOPs = p.FLOPs(c.Pass)
+	if err := p.Validate(); err != nil {
+		return Unsupported(err)
+	}
+	k, err := r.kernel(c.Kernel)
+	if err != nil {
+		return Unsupported(fmt.Errorf("kernel %s: %w", c.Kernel, err))
+	}
+	dev := k.Device()
+	row.Device = dev.Name()
+	if row.Backend == "" {
+		row.Backend = backendOf(dev.Name())
+	}
+	if err := k.Supports(p); err != nil {
+		return Unsupported(err)
+	}
+	if r.Check != nil {
+		if err := r.check(ctx, k, c, p, row); err != nil {
+			return err
+		}
+	}
+	return r.time(ctx, k, c, p, row)
+}
+
+// backendOf names the backend of a device: "cpu" for the host, "cuda" otherwise.
+func backendOf(device string) string {
+	if device == "cpu" {
+		return "cpu"
+	}
+	return "cuda"
+}
+
+// CheckSize picks the size at which a case is checked: the case itself when its
+// multiply-adds (area x query heads x head dim) are within budget; otherwise the largest
+// of 4K, 2K, 1K, 512 tokens below the case's length (the same mask and seed), with the
+// query:KV head ratio kept and the KV heads halved as needed to fit.
+func CheckSize(c Case, area func(seqlen int) (int64, bool), budget float64) (seqlen int, h Heads) {
+	cost := func(a int64, h Heads) float64 { return float64(a) * float64(h.Q) * float64(c.HeadDim) }
+	if a, ok := area(c.SeqLen); ok && cost(a, c.Heads) <= budget {
+		return c.SeqLen, c.Heads
+	}
+	ratio := c.Heads.Q / c.Heads.KV
+	var last Heads
+	var lastLen int
+	for _, n := range []int{4096, 2048, 1024, 512} {
+		if n >= c.SeqLen {
+			continue
+		}
+		a, ok := area(n)
+		if !ok {
+			continue
+		}
+		for kv := c.Heads.KV; kv >= 1; kv /= 2 {
+			h := Heads{ratio * kv, kv}
+			if cost(a, h) <= budget {
+				return n, h
+			}
+			last, lastLen = h, n
+			if kv == 1 {
+				break
+			}
+		}
+	}
+	if lastLen == 0 { // nothing smaller can be built: check the case itself
+		return c.SeqLen, c.Heads
+	}
+	return lastLen, last // the smallest candidate, over budget: still the cheapest check
+}
+
+func (r *Runner) check(ctx context.Context, k kernels.Kernel, c Case, p kernels.Problem, row *results.Row) error {
+	budget := r.CheckBudget
+	if budget == 0 {
+		budget = DefaultCheckBudget
+	}
+	specs := map[int]mask.Spec{}
+	area := func(n int) (int64, bool) {
+		s, err := r.build(c.Mask, n, c.Seed)
+		if err != nil {
+			return 0, false
+		}
+		specs[n] = s
+		return s.Mask.Area(), true
+	}
+	n, h := CheckSize(c, area, budget)
+	key := checkKey{c: c, seqlen: n, hq: h.Q, hkv: h.KV, checkFor: c.Pass}
+	key.c.SeqLen, key.c.Heads = 0, Heads{}
+	if r.checks == nil {
+		r.checks = map[checkKey]checkEntry{}
+	}
+	e, ok := r.checks[key]
+	if !ok {
+		cp := p
+		if n != c.SeqLen || h != c.Heads {
+			spec, have := specs[n]
+			if !have {
+				var err error
+				if spec, err = r.build(c.Mask, n, c.Seed); err != nil {
+					return fmt.Errorf("check: mask %s at S=%d: %w", c.Mask, n, err)
+				}
+			}
+			cc := c
+			cc.SeqLen, cc.Heads = n, h
+			cp = problem(cc, spec.Mask)
+		}
+		e.out, e.err = r.Check(ctx, k, cp, c.Pass, c.Seed)
+		e.out.Worst.SeqLen, e.out.Worst.HQ, e.out.Worst.HKV = n, h.Q, h.KV
+		if e.err == nil || !errors.Is(e.err, context.Canceled) {
+			r.checks[key] = e
+		}
+	}
+	if e.err != nil {
+		return fmt.Errorf("check at S=%d heads %s: %w", n, h, e.err)
+	}
+	row.SetCheck(e.out.Worst)
+	if !e.out.Pass {
+		w := e.out.Worst
+		return fmt.Errorf("%w at S=%d heads %s: %s error %.3g > tolerance %.3g (naive %.3g)", ErrWrong, n, h, w.Name, w.Err, w.Tol, w.NaiveErr)
+	}
+	return nil
+}
