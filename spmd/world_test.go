@@ -1,0 +1,124 @@
+package spmd
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func envOf(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+func TestDiscover(t *testing.T) {
+	cases := []struct {
+		name string
+		env  map[string]string
+		want World // Host is ignored
+	}{
+		{"single", map[string]string{}, World{Launcher: "single", Size: 1, LocalSize: 1, MasterAddr: "127.0.0.1", MasterPort: DefaultMasterPort}},
+		{"ompi", map[string]string{"OMPI_COMM_WORLD_RANK": "3", "OMPI_COMM_WORLD_SIZE": "8", "OMPI_COMM_WORLD_LOCAL_RANK": "1", "OMPI_COMM_WORLD_LOCAL_SIZE": "2", "OMPI_COMM_WORLD_NODE_RANK": "1", "MASTER_ADDR": "n0", "MASTER_PORT": "4000"},
+			World{Launcher: "ompi", Rank: 3, Size: 8, LocalRank: 1, LocalSize: 2, NodeID: 1, MasterAddr: "n0", MasterPort: 4000}},
+		{"ompi wins over slurm", map[string]string{"OMPI_COMM_WORLD_RANK": "2", "OMPI_COMM_WORLD_SIZE": "4", "SLURM_PROCID": "0", "SLURM_NTASKS": "1", "SLURM_NODEID": "1", "SLURM_JOB_NODELIST": "gpu[07-08]"},
+			World{Launcher: "ompi", Rank: 2, Size: 4, LocalSize: 1, NodeID: 1, MasterAddr: "gpu07", MasterPort: DefaultMasterPort, NodeList: "gpu[07-08]"}},
+		{"pmix", map[string]string{"PMIX_RANK": "5", "SLURM_NTASKS": "16", "SLURM_LOCALID": "5", "SLURM_NTASKS_PER_NODE": "8(x2)", "SLURM_NODEID": "0", "SLURM_JOB_NODELIST": "a1,a2"},
+			World{Launcher: "pmix", Rank: 5, Size: 16, LocalRank: 5, LocalSize: 8, MasterAddr: "a1", MasterPort: DefaultMasterPort, NodeList: "a1,a2"}},
+		{"mpich", map[string]string{"PMI_RANK": "1", "PMI_SIZE": "2", "MPI_LOCALRANKID": "1", "MPI_LOCALNRANKS": "2"},
+			World{Launcher: "mpich", Rank: 1, Size: 2, LocalRank: 1, LocalSize: 2, MasterAddr: "127.0.0.1", MasterPort: DefaultMasterPort}},
+		{"slurm", map[string]string{"SLURM_PROCID": "9", "SLURM_NTASKS": "16", "SLURM_LOCALID": "1", "SLURM_TASKS_PER_NODE": "8(x2)", "SLURM_NODEID": "1", "SLURM_JOB_NODELIST": "gpu[01-02]"},
+			World{Launcher: "slurm", Rank: 9, Size: 16, LocalRank: 1, LocalSize: 8, NodeID: 1, MasterAddr: "gpu01", MasterPort: DefaultMasterPort, NodeList: "gpu[01-02]"}},
+		{"torchrun", map[string]string{"RANK": "1", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "4", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500"},
+			World{Launcher: "torchrun", Rank: 1, Size: 4, LocalRank: 1, LocalSize: 4, MasterAddr: "10.0.0.1", MasterPort: 29500}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Discover(envOf(tc.env))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got.Host = ""
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("got  %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestDiscoverErrors(t *testing.T) {
+	cases := []struct {
+		name, wantVar string
+		env           map[string]string
+	}{
+		{"rank past size", "OMPI_COMM_WORLD_RANK", map[string]string{"OMPI_COMM_WORLD_RANK": "4", "OMPI_COMM_WORLD_SIZE": "4"}},
+		{"no size", "OMPI_COMM_WORLD_SIZE", map[string]string{"OMPI_COMM_WORLD_RANK": "0"}},
+		{"slurm not a number", "SLURM_PROCID", map[string]string{"SLURM_PROCID": "x", "SLURM_NTASKS": "2"}},
+		{"slurm negative", "SLURM_PROCID", map[string]string{"SLURM_PROCID": "-1", "SLURM_NTASKS": "2"}},
+		{"local past local size", "SLURM_LOCALID", map[string]string{"SLURM_PROCID": "3", "SLURM_NTASKS": "4", "SLURM_LOCALID": "3", "SLURM_NTASKS_PER_NODE": "2"}},
+		{"torchrun without master", "MASTER_ADDR", map[string]string{"RANK": "0", "WORLD_SIZE": "2"}},
+		{"bad port", "MASTER_PORT", map[string]string{"MASTER_PORT": "70000"}},
+		{"bad node list", "SLURM_JOB_NODELIST", map[string]string{"SLURM_PROCID": "0", "SLURM_NTASKS": "1", "SLURM_JOB_NODELIST": "gpu[01-"}},
+		{"pmix without size", "PMIX_SIZE", map[string]string{"PMIX_RANK": "0"}},
+		{"zero size", "PMI_SIZE", map[string]string{"PMI_RANK": "0", "PMI_SIZE": "0"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Discover(envOf(tc.env))
+			if err == nil || !strings.Contains(err.Error(), tc.wantVar) {
+				t.Fatalf("error %v does not name %s", err, tc.wantVar)
+			}
+		})
+	}
+}
+
+func TestExpandNodeList(t *testing.T) {
+	cases := []struct {
+		in   string
+		want []string
+	}{
+		{"gpu01", []string{"gpu01"}},
+		{"gpu[01-03,07]", []string{"gpu01", "gpu02", "gpu03", "gpu07"}},
+		{"gpu[8-10],login1", []string{"gpu8", "gpu9", "gpu10", "login1"}},
+		{"a[1-2]b[3,5]", []string{"a1b3", "a1b5", "a2b3", "a2b5"}},
+		{"n[009-011],m[1]", []string{"n009", "n010", "n011", "m1"}},
+	}
+	for _, tc := range cases {
+		got, err := ExpandNodeList(tc.in)
+		if err != nil || !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%q: got %v, %v; want %v", tc.in, got, err, tc.want)
+		}
+	}
+	for _, bad := range []string{"", "gpu[01-", "gpu]1", "gpu[3-1]", "gpu[a-b]"} {
+		if _, err := ExpandNodeList(bad); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+func TestDeviceIndex(t *testing.T) {
+	cases := []struct {
+		local   int
+		visible string
+		want    int
+		errPart string
+	}{
+		{3, "", 3, ""},
+		{3, "4", 0, ""},
+		{1, "0,1,2,3", 1, ""},
+		{5, "0,1,2,3", 0, "CUDA_VISIBLE_DEVICES"},
+		{0, "-1", 0, "hides"},
+		{2, "GPU-a,GPU-b,GPU-c", 2, ""},
+	}
+	for _, tc := range cases {
+		w := World{Rank: tc.local, Size: 8, LocalRank: tc.local, LocalSize: 8}
+		got, err := DeviceIndex(w, envOf(map[string]string{"CUDA_VISIBLE_DEVICES": tc.visible}))
+		if tc.errPart != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.errPart) {
+				t.Errorf("local %d visible %q: error %v, want one with %q", tc.local, tc.visible, err, tc.errPart)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("local %d visible %q: got %d, %v; want %d", tc.local, tc.visible, got, err, tc.want)
+		}
+	}
+}
