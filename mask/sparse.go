@@ -1,0 +1,229 @@
+package mask
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strings"
+
+	"github.com/longca/longca/dataset"
+	"github.com/longca/longca/tensor"
+)
+
+// Scores is how block-sparse selection ranks the k blocks of a q-block row.
+type Scores uint8
+
+const (
+	// RandomScores are seeded uniform scores, as published.
+	RandomScores Scores = iota
+	// ContentScores are mean-pooled q block . mean-pooled k block per KV head (the
+	// input-adaptive selection of MoBA/NSA-style sparse attention).
+	ContentScores
+)
+
+func (s Scores) String() string {
+	if s == ContentScores {
+		return "content"
+	}
+	return "random"
+}
+
+// ParseScores reads random or content.
+func ParseScores(s string) (Scores, error) {
+	switch strings.ToLower(s) {
+	case "random":
+		return RandomScores, nil
+	case "content":
+		return ContentScores, nil
+	}
+	return 0, fmt.Errorf("--scores: unknown score %q: use random or content", s)
+}
+
+// Default block sizes of the variable layout (MASKS.md).
+const (
+	DefaultMinBlock = 128
+)
+
+// SparseOptions are the parameters of a block-sparse mask (MASKS.md, the two dynamic
+// masks).
+type SparseOptions struct {
+	// Seed seeds the variable block sizes and the random scores.
+	Seed uint64
+	// Block, when set, is the uniform layout's block size (64 or 128 published).
+	Block int
+	// MinBlock and AvgBlock define the variable layout (used when Block is 0): sizes
+	// are MinBlock (default 128) plus a random partition of the rest, averaging AvgBlock.
+	MinBlock, AvgBlock int
+	// Ratio is the kept ratio r: every (KV head, q-block row) keeps max(1, int(r*nK))
+	// k blocks.
+	Ratio float64
+	// Scores ranks the k blocks.
+	Scores Scores
+	// HeadsKV is the number of KV heads, one mask each (with content scores, k's heads).
+	HeadsKV int
+}
+
+// Sparse is a block-sparse mask: one mask per KV head (for kernels.Problem.HeadMasks),
+// made of Full slices over the kept tiles, and the block edges it was cut on.
+type Sparse struct {
+	QEdges, KEdges []int
+	// Heads[h] is KV head h's mask: every kept tile, adjacent tiles of a row merged.
+	Heads []Mask
+	// Kept[h][i] lists the kept k blocks of KV head h, q block i, ascending.
+	Kept [][][]int
+	// KeepPerRow is max(1, int(Ratio * nKBlocks)).
+	KeepPerRow int
+}
+
+// VariableEdges cuts n positions into max(1, n/avg) blocks of at least minBlock: each is
+// minBlock plus its share of a random partition of the rest (sorted uniform cut points).
+func VariableEdges(n, minBlock, avg int, rng *rand.Rand) ([]int, error) {
+	if minBlock < 1 || avg < minBlock {
+		return nil, fmt.Errorf("--avg-block %d must be at least the minimum block %d", avg, minBlock)
+	}
+	nb := max(1, n/avg)
+	if n < nb*minBlock {
+		return nil, fmt.Errorf("--seqlen %d is shorter than one block of %d", n, minBlock)
+	}
+	rest := n - nb*minBlock
+	cuts := make([]int, nb+1)
+	for i := 1; i < nb; i++ {
+		cuts[i] = rng.IntN(rest + 1)
+	}
+	cuts[nb] = rest
+	sort.Ints(cuts[1:nb])
+	edges := make([]int, nb+1)
+	for i := 1; i <= nb; i++ {
+		edges[i] = edges[i-1] + minBlock + cuts[i] - cuts[i-1]
+	}
+	return edges, nil
+}
+
+// BlockSparse builds the block-sparse masks over seqlen tokens. q ([S, HeadsQ, D]) and
+// k ([S, HeadsKV, D]) are read only for ContentScores and may be nil otherwise.
+func BlockSparse(seqlen int, o SparseOptions, q, k *tensor.Host) (*Sparse, error) {
+	if seqlen < 1 {
+		return nil, fmt.Errorf("--seqlen must be at least 1, got %d", seqlen)
+	}
+	if !(o.Ratio > 0 && o.Ratio <= 1) {
+		return nil, fmt.Errorf("--ratio %v must be in (0, 1]", o.Ratio)
+	}
+	if o.HeadsKV < 1 {
+		return nil, fmt.Errorf("block-sparse: %d KV heads: need at least 1 (--heads)", o.HeadsKV)
+	}
+	rng := dataset.NewRand(o.Seed)
+	sp := &Sparse{}
+	switch {
+	case o.Block > 0:
+		sp.QEdges, sp.KEdges = UniformEdges(seqlen, o.Block), UniformEdges(seqlen, o.Block)
+	case o.Block < 0:
+		return nil, fmt.Errorf("--block %d must be positive", o.Block)
+	default:
+		minB := o.MinBlock
+		if minB == 0 {
+			minB = DefaultMinBlock
+		}
+		var err error
+		if sp.QEdges, err = VariableEdges(seqlen, minB, o.AvgBlock, rng); err != nil {
+			return nil, fmt.Errorf("block-sparse: %w", err)
+		}
+		if sp.KEdges, err = VariableEdges(seqlen, minB, o.AvgBlock, rng); err != nil {
+			return nil, fmt.Errorf("block-sparse: %w", err)
+		}
+	}
+	nq, nk := len(sp.QEdges)-1, len(sp.KEdges)-1
+	sp.KeepPerRow = max(1, int(o.Ratio*float64(nk)))
+	score := func(h, i int, out []float64) {
+		for j := range out {
+			out[j] = rng.Float64()
+		}
+	}
+	if o.Scores == ContentScores {
+		qp, kp, err := pooled(sp, o.HeadsKV, seqlen, q, k)
+		if err != nil {
+			return nil, err
+		}
+		score = func(h, i int, out []float64) {
+			for j := range out {
+				out[j] = dot(qp[h][i], kp[h][j])
+			}
+		}
+	}
+	scores := make([]float64, nk)
+	order := make([]int, nk)
+	for h := 0; h < o.HeadsKV; h++ {
+		m := Mask{SeqQ: seqlen, SeqK: seqlen}
+		kept := make([][]int, nq)
+		for i := 0; i < nq; i++ {
+			score(h, i, scores)
+			for j := range order {
+				order[j] = j
+			}
+			// Highest score first; ties to the lower block, so the choice is deterministic.
+			sort.SliceStable(order, func(a, b int) bool { return scores[order[a]] > scores[order[b]] })
+			row := append([]int(nil), order[:sp.KeepPerRow]...)
+			sort.Ints(row)
+			kept[i] = row
+			qr := Range{sp.QEdges[i], sp.QEdges[i+1]}
+			for a := 0; a < len(row); {
+				b := a + 1
+				for b < len(row) && row[b] == row[b-1]+1 {
+					b++
+				}
+				m.Slices = append(m.Slices, Slice{qr, Range{sp.KEdges[row[a]], sp.KEdges[row[b-1]+1]}, Full})
+				a = b
+			}
+		}
+		sp.Heads = append(sp.Heads, m)
+		sp.Kept = append(sp.Kept, kept)
+	}
+	return sp, nil
+}
+
+// pooled mean-pools q over each q block's tokens and the query heads of each KV head's
+// group, and k over each k block's tokens, per KV head: [head][block][D].
+func pooled(sp *Sparse, headsKV, seqlen int, q, k *tensor.Host) (qp, kp [][][]float64, err error) {
+	if q == nil || k == nil {
+		return nil, nil, fmt.Errorf("block-sparse: content scores need q and k")
+	}
+	qs, ks := q.Shape(), k.Shape()
+	if len(qs) != 3 || len(ks) != 3 || qs[0] != seqlen || ks[0] != seqlen || qs[2] != ks[2] {
+		return nil, nil, fmt.Errorf("block-sparse: q %v and k %v are not [S=%d, heads, D] with one D", qs, ks, seqlen)
+	}
+	if ks[1] != headsKV || qs[1]%headsKV != 0 {
+		return nil, nil, fmt.Errorf("block-sparse: q has %d heads and k %d for %d KV heads: need k's heads = KV heads dividing q's (--heads)", qs[1], ks[1], headsKV)
+	}
+	group, d := qs[1]/headsKV, qs[2]
+	pool := func(t *tensor.Host, edges []int, heads, group int) [][][]float64 {
+		out := make([][][]float64, headsKV)
+		for h := range out {
+			out[h] = make([][]float64, len(edges)-1)
+			for b := range out[h] {
+				acc := make([]float64, d)
+				for s := edges[b]; s < edges[b+1]; s++ {
+					for g := 0; g < group; g++ {
+						base := (s*heads + h*group + g) * d
+						for x := 0; x < d; x++ {
+							acc[x] += t.At(base + x)
+						}
+					}
+				}
+				n := float64((edges[b+1] - edges[b]) * group)
+				for x := range acc {
+					acc[x] /= n
+				}
+				out[h][b] = acc
+			}
+		}
+		return out
+	}
+	return pool(q, sp.QEdges, qs[1], group), pool(k, sp.KEdges, ks[1], 1), nil
+}
+
+func dot(a, b []float64) float64 {
+	var s float64
+	for i := range a {
+		s += a[i] * b[i]
+	}
+	return s
+}
