@@ -8,6 +8,8 @@
 package local
 
 import (
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -133,4 +135,23 @@ func (c *Comm) Close() error {
 	c.closed = true
 	c.mu.Unlock()
 	return nil
+}
+
+// Run makes n ranks with New, runs fn on each in its own goroutine, and returns the
+// ranks' errors joined, each prefixed by its rank.
+func Run(n int, fn func(c comm.Comm) error, opts ...Option) error {
+	cs := New(n, opts...)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i, c := range cs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := fn(c); err != nil {
+				errs[i] = fmt.Errorf("rank %d: %w", i, err)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }

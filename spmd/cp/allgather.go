@@ -1,0 +1,107 @@
+package cp
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/longca/longca/kernels"
+	"github.com/longca/longca/tensor"
+)
+
+// RingAllGather all-gathers K and V, attends the local queries to the whole sequence,
+// and in the backward all-gathers K and V again and reduce-scatters dK and dV (fp32).
+type RingAllGather struct{}
+
+func init() { Register(RingAllGather{}) }
+
+// Name is "ring-allgather".
+func (RingAllGather) Name() string { return "ring-allgather" }
+
+// Doc is a one-line description.
+func (RingAllGather) Doc() string {
+	return "all-gather K/V, attend locally; backward reduce-scatters dK/dV"
+}
+
+// Plan is a 1 x N mesh.
+func (RingAllGather) Plan(cfg Config, p kernels.Problem) (*Plan, error) {
+	return newPlan("ring-allgather", cfg, p, mesh{u: 1, r: cfg.Ranks, w: 1, sharding: cfg.Sharding})
+}
+
+// gather all-gathers this rank's k and v into the whole padded sequence.
+func (RingAllGather) gather(r *Run, k, v *tensor.Host) (kvPair, error) {
+	shape := append([]int{r.Plan.Layout.Padded}, k.Shape()[1:]...)
+	all := newKV(k.DType(), shape)
+	if err := r.ring.AllGather(k, all.k); err != nil {
+		return all, fmt.Errorf("ring-allgather: all-gather of k: %w", err)
+	}
+	if err := r.ring.AllGather(v, all.v); err != nil {
+		return all, fmt.Errorf("ring-allgather: all-gather of v: %w", err)
+	}
+	return all, nil
+}
+
+// Forward implements Method.
+func (m RingAllGather) Forward(ctx context.Context, r *Run, q, k, v, out, lse tensor.Tensor) error {
+	hs, err := hosts(fwdNames, q, k, v, out, lse)
+	if err != nil {
+		return err
+	}
+	all, err := m.gather(r, hs[1], hs[2])
+	if err != nil {
+		return err
+	}
+	sub := r.Plan.GatherMask(r.R)
+	if len(sub.Slices) == 0 {
+		hs[3].Fill(0)
+		hs[4].Fill(math.Inf(-1))
+		return nil
+	}
+	return r.Kernel.Forward(ctx, r.Plan.stepProblem(sub), hs[0], all.k, all.v, hs[3], hs[4])
+}
+
+// Backward implements Method.
+func (m RingAllGather) Backward(ctx context.Context, r *Run, q, k, v, out, lse, dout, dq, dk, dv tensor.Tensor) error {
+	hs, err := hosts(bwdNames, q, k, v, out, lse, dout, dq, dk, dv)
+	if err != nil {
+		return err
+	}
+	all, err := m.gather(r, hs[1], hs[2])
+	if err != nil {
+		return err
+	}
+	grads := newKV(tensor.FP32, all.k.Shape())
+	sub := r.Plan.GatherMask(r.R)
+	if len(sub.Slices) == 0 {
+		hs[6].Fill(0)
+	} else if err := r.Kernel.Backward(ctx, r.Plan.stepProblem(sub), hs[0], all.k, all.v, hs[3], hs[4], hs[5], hs[6], grads.k, grads.v); err != nil {
+		return err
+	}
+	mine := newKV(tensor.FP32, hs[7].Shape())
+	if err := r.ring.ReduceScatter(grads.k, mine.k); err != nil {
+		return fmt.Errorf("ring-allgather: reduce-scatter of dk: %w", err)
+	}
+	if err := r.ring.ReduceScatter(grads.v, mine.v); err != nil {
+		return fmt.Errorf("ring-allgather: reduce-scatter of dv: %w", err)
+	}
+	if err := convert(hs[7], mine.k); err != nil {
+		return err
+	}
+	return convert(hs[8], mine.v)
+}
+
+// CommBytes implements Method: each all-gather sends the rank's block to R-1 ranks; the
+// reduce-scatter sends R-1 fp32 blocks per gradient.
+func (RingAllGather) CommBytes(pl *Plan, pass kernels.Pass) int64 {
+	r, t := int64(pl.Config.Ring), int64(pl.Tokens)
+	kv := t * int64(pl.HeadsKV*pl.Problem.HeadDim)
+	gather := (r - 1) * 2 * kv * int64(pl.Problem.DType.Size())
+	var b int64
+	if pass == kernels.Fwd || pass == kernels.FwdBwd {
+		b += gather
+	}
+	if pass == kernels.Bwd || pass == kernels.FwdBwd {
+		b += gather + (r-1)*2*kv*4
+	}
+	return b
+}

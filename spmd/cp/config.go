@@ -1,0 +1,81 @@
+package cp
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/longca/longca/mask"
+)
+
+// Sharding says how the sequence is cut over the ring's ranks.
+type Sharding uint8
+
+const (
+	// DefaultSharding lets the method choose (zigzag for the ring methods, contiguous for
+	// ulysses).
+	DefaultSharding Sharding = iota
+	// Contiguous gives ring rank r the r-th of R equal runs of the sequence.
+	Contiguous
+	// Zigzag pads each document to a multiple of 2N, cuts it into 2R chunks and gives
+	// ring rank r chunks r and 2R-1-r of every document, balancing causal work.
+	Zigzag
+)
+
+func (s Sharding) String() string {
+	switch s {
+	case Contiguous:
+		return "contiguous"
+	case Zigzag:
+		return "zigzag"
+	}
+	return "default"
+}
+
+// ParseSharding reads contiguous, zigzag or default.
+func ParseSharding(s string) (Sharding, error) {
+	switch strings.ToLower(s) {
+	case "", "default":
+		return DefaultSharding, nil
+	case "contiguous", "contig":
+		return Contiguous, nil
+	case "zigzag":
+		return Zigzag, nil
+	}
+	return 0, fmt.Errorf("unknown sharding %q (--sharding): use contiguous, zigzag or default", s)
+}
+
+// Config is what the user chooses about a CP run.
+type Config struct {
+	// Ranks is the world size N.
+	Ranks int
+	// Ulysses and Ring are the 2-D mesh U x R (U*R = N) of usp and loongtrain; 0 lets
+	// the method choose (ring-p2p, ring-allgather: 1 x N; ulysses: N x 1).
+	Ulysses, Ring int
+	// Windows is the number of windows loongtrain cuts its ring of R ranks into (inner
+	// rings of R/Windows ranks, an outer ring of Windows); 0 picks one; 1 for the others.
+	Windows int
+	// HeadFirst places a Ulysses group on consecutive ranks (inside a node); otherwise
+	// the ring dimension is the contiguous one.
+	HeadFirst bool
+	// Sharding of the sequence over the ring.
+	Sharding Sharding
+	// Docs are the documents of the packed sequence (mask.Spec.Docs) for zigzag
+	// sharding; nil is one document.
+	Docs []mask.Range
+}
+
+// Mesh names the resolved mesh, e.g. "2x4 w2 head-first".
+func (c Config) Mesh() string {
+	s := fmt.Sprintf("%dx%d", c.Ulysses, c.Ring)
+	if c.Windows > 1 {
+		s += fmt.Sprintf(" w%d", c.Windows)
+	}
+	if c.Ulysses > 1 && c.Ring > 1 {
+		if c.HeadFirst {
+			s += " head-first"
+		} else {
+			s += " context-first"
+		}
+	}
+	return s
+}

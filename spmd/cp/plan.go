@@ -1,0 +1,182 @@
+package cp
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/longca/longca/kernels"
+	"github.com/longca/longca/mask"
+	"github.com/longca/longca/tensor"
+)
+
+// Plan is a method's resolved configuration for one problem: the mesh, the sharding,
+// the per-rank head counts and the sub-masks of its steps (computed on first use and
+// cached; a Plan may be shared by the in-process ranks).
+type Plan struct {
+	Method  string
+	Problem kernels.Problem // the global problem (unpadded mask)
+	Config  Config          // resolved: Ulysses*Ring = Ranks, Windows >= 1, a Sharding
+	Layout  Layout          // the sequence over the ring
+	// Tokens is the rows each rank holds: Layout.Local / Ulysses.
+	Tokens int
+	// HeadsQ and HeadsKV are each rank's heads inside the Ulysses group; ReplicateKV
+	// says the KV heads are replicated (HeadsKV < Ulysses).
+	HeadsQ, HeadsKV int
+	ReplicateKV     bool
+
+	mu    sync.Mutex
+	steps map[[2]int]mask.Mask
+}
+
+// Padding is the padding tokens zigzag sharding added (0 for contiguous).
+func (pl *Plan) Padding() int { return pl.Layout.Padding() }
+
+// Coords returns rank's place (u, r) in the Ulysses x Ring mesh.
+func (pl *Plan) Coords(rank int) (u, r int) {
+	c := pl.Config
+	if c.HeadFirst {
+		return rank % c.Ulysses, rank / c.Ulysses
+	}
+	return rank / c.Ring, rank % c.Ring
+}
+
+// StepMask is the sub-mask of ring shard q's queries against ring shard k's keys.
+func (pl *Plan) StepMask(q, k int) mask.Mask {
+	return pl.cached(q, k, func() mask.Mask {
+		l := pl.Layout
+		return SubMask(pl.Problem.Mask, l.Shards[q], l.Local, l.Shards[k], l.Local)
+	})
+}
+
+// GatherMask is the sub-mask of ring shard q's queries against the keys of every ring
+// shard concatenated in ring order (ring-allgather).
+func (pl *Plan) GatherMask(q int) mask.Mask {
+	return pl.cached(q, -1, func() mask.Mask {
+		l := pl.Layout
+		var all []Piece
+		for r, ps := range l.Shards {
+			all = append(all, shiftPieces(ps, r*l.Local)...)
+		}
+		return SubMask(pl.Problem.Mask, l.Shards[q], l.Local, all, l.Padded)
+	})
+}
+
+func (pl *Plan) cached(q, k int, f func() mask.Mask) mask.Mask {
+	key := [2]int{q, k}
+	pl.mu.Lock()
+	m, ok := pl.steps[key]
+	pl.mu.Unlock()
+	if ok {
+		return m
+	}
+	m = f()
+	pl.mu.Lock()
+	if pl.steps == nil {
+		pl.steps = map[[2]int]mask.Mask{}
+	}
+	pl.steps[key] = m
+	pl.mu.Unlock()
+	return m
+}
+
+// stepProblem is the kernel problem of one step: this rank's heads, the given mask.
+func (pl *Plan) stepProblem(m mask.Mask) kernels.Problem {
+	p := pl.Problem
+	return kernels.Problem{HeadsQ: pl.HeadsQ, HeadsKV: pl.HeadsKV, HeadDim: p.HeadDim, DType: p.DType, Mask: m, Scale: p.SoftmaxScale()}
+}
+
+// Shard cuts rank's rows out of a global [S, heads, dim] tensor (padding rows zero).
+func (pl *Plan) Shard(g *tensor.Host, rank int) *tensor.Host {
+	u, r := pl.Coords(rank)
+	return pl.Layout.ShardTokens(g, r, 0, u*pl.Tokens, pl.Tokens)
+}
+
+// ShardLSE cuts rank's columns out of a global [heads, S] tensor.
+func (pl *Plan) ShardLSE(g *tensor.Host, rank int) *tensor.Host {
+	u, r := pl.Coords(rank)
+	return pl.Layout.ShardTokens(g, r, 1, u*pl.Tokens, pl.Tokens)
+}
+
+// Gather joins every rank's [Tokens, heads, dim] rows into a global [S, heads, dim]
+// tensor, dropping padding.
+func (pl *Plan) Gather(locals []*tensor.Host) *tensor.Host {
+	return pl.gather(locals, 0)
+}
+
+// GatherLSE joins every rank's [heads, Tokens] into a global [heads, S].
+func (pl *Plan) GatherLSE(locals []*tensor.Host) *tensor.Host {
+	return pl.gather(locals, 1)
+}
+
+func (pl *Plan) gather(locals []*tensor.Host, axis int) *tensor.Host {
+	g := tensor.NewHost(locals[0].DType(), withAxis(locals[0].Shape(), axis, pl.Layout.Seq)...)
+	for rank, loc := range locals {
+		u, r := pl.Coords(rank)
+		pl.Layout.GatherTokens(g, loc, r, axis, u*pl.Tokens, pl.Tokens)
+	}
+	return g
+}
+
+// mesh is what a method asks of newPlan.
+type mesh struct {
+	u, r, w  int
+	sharding Sharding
+}
+
+// newPlan validates a resolved mesh against the problem and lays out the sequence.
+// Every error is one line naming the flag to change.
+func newPlan(method string, cfg Config, p kernels.Problem, m mesh) (*Plan, error) {
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", method, err)
+	}
+	if len(p.HeadMasks) != 0 {
+		return nil, fmt.Errorf("%s: per-head (block-sparse) masks are not supported by CP methods", method)
+	}
+	if p.Mask.SeqQ != p.Mask.SeqK {
+		return nil, fmt.Errorf("%s: self-attention only: %d queries against %d keys", method, p.Mask.SeqQ, p.Mask.SeqK)
+	}
+	n := cfg.Ranks
+	if n < 1 {
+		return nil, fmt.Errorf("%s: %d ranks: need at least 1 (--ranks)", method, n)
+	}
+	if m.u < 1 || m.r < 1 || m.u*m.r != n {
+		return nil, fmt.Errorf("%s: mesh %dx%d (--ulysses x --ring) has %d ranks, not the %d of the world", method, m.u, m.r, m.u*m.r, n)
+	}
+	if m.w < 1 || m.r%m.w != 0 {
+		return nil, fmt.Errorf("%s: %d windows (--windows) do not divide a ring of %d ranks", method, m.w, m.r)
+	}
+	hq, hkv := p.HeadsQ, p.HeadsKV
+	if hq%m.u != 0 {
+		return nil, fmt.Errorf("%s: %d query heads do not split over %d Ulysses ranks (--heads, --ulysses)", method, hq, m.u)
+	}
+	if hkv%m.u != 0 && m.u%hkv != 0 {
+		return nil, fmt.Errorf("%s: %d KV heads neither split over nor replicate evenly onto %d Ulysses ranks (--heads, --ulysses)", method, hkv, m.u)
+	}
+	if m.sharding == DefaultSharding {
+		m.sharding = Zigzag
+	}
+	cfg.Ulysses, cfg.Ring, cfg.Windows, cfg.Sharding = m.u, m.r, m.w, m.sharding
+	seq := p.Mask.SeqQ
+	var lay Layout
+	switch m.sharding {
+	case Contiguous:
+		if seq%n != 0 {
+			return nil, fmt.Errorf("%s: %d tokens do not split over %d ranks (--seqlen or --tokens-per-rank: use a multiple of %d, or --sharding zigzag)", method, seq, n, n)
+		}
+		lay = ContiguousLayout(seq, m.r)
+	case Zigzag:
+		var err error
+		if lay, err = ZigzagLayout(cfg.Docs, seq, m.r, 2*n); err != nil {
+			return nil, fmt.Errorf("%s: %w", method, err)
+		}
+	default:
+		return nil, fmt.Errorf("%s: unknown sharding %d", method, m.sharding)
+	}
+	pl := &Plan{Method: method, Problem: p, Config: cfg, Layout: lay, Tokens: lay.Local / m.u, HeadsQ: hq / m.u}
+	if hkv >= m.u {
+		pl.HeadsKV = hkv / m.u
+	} else {
+		pl.HeadsKV, pl.ReplicateKV = 1, true
+	}
+	return pl, nil
+}

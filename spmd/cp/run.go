@@ -1,0 +1,97 @@
+package cp
+
+import (
+	"fmt"
+
+	"github.com/longca/longca/comm"
+	"github.com/longca/longca/kernels"
+	"github.com/longca/longca/tensor"
+)
+
+// Run is one rank's state for a plan: the kernel, the communicator and its sub-groups
+// (the rank's Ulysses group, ring, and the ring's inner and outer rings), and what the
+// last Forward saved for Backward.
+type Run struct {
+	Plan   *Plan
+	Kernel kernels.Kernel
+	Comm   comm.Comm
+	// U and R are this rank's place in the mesh.
+	U, R int
+
+	ulysses, ring, inner, outer comm.Comm
+	saved                       *saved
+}
+
+// saved is the head-sharded forward state a Ulysses backward reuses, as autograd would.
+type saved struct {
+	q                      tensor.Tensor // the forward's q, to match Backward's
+	qh, kh, vh, outh, lseh *tensor.Host
+}
+
+// NewRun splits c into the plan's sub-groups. It is collective: every rank calls it.
+func NewRun(pl *Plan, k kernels.Kernel, c comm.Comm) (*Run, error) {
+	cfg := pl.Config
+	if c.Size() != cfg.Ranks {
+		return nil, fmt.Errorf("%s: plan for %d ranks on a communicator of %d", pl.Method, cfg.Ranks, c.Size())
+	}
+	r := &Run{Plan: pl, Kernel: k, Comm: c}
+	r.U, r.R = pl.Coords(c.Rank())
+	ws := cfg.Ring / cfg.Windows // ranks per window
+	var err error
+	if r.ulysses, err = c.Split(r.R, r.U); err != nil {
+		return nil, fmt.Errorf("%s: ulysses group: %w", pl.Method, err)
+	}
+	if r.ring, err = c.Split(r.U, r.R); err != nil {
+		return nil, fmt.Errorf("%s: ring group: %w", pl.Method, err)
+	}
+	if r.inner, err = r.ring.Split(r.R/ws, r.R%ws); err != nil {
+		return nil, fmt.Errorf("%s: inner ring: %w", pl.Method, err)
+	}
+	if r.outer, err = r.ring.Split(r.R%ws, r.R/ws); err != nil {
+		return nil, fmt.Errorf("%s: outer ring: %w", pl.Method, err)
+	}
+	return r, nil
+}
+
+// Counters sums what this rank sent through the communicator and its sub-groups.
+func (r *Run) Counters() comm.Counters {
+	var t comm.Counters
+	for _, c := range []comm.Comm{r.Comm, r.ulysses, r.ring, r.inner, r.outer} {
+		x := c.Counters()
+		t.BytesSent += x.BytesSent
+		t.Messages += x.Messages
+	}
+	return t
+}
+
+// Close closes the sub-groups (not the communicator the run was given).
+func (r *Run) Close() error {
+	for _, c := range []comm.Comm{r.ulysses, r.ring, r.inner, r.outer} {
+		if err := c.Close(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// async runs fn in a goroutine: the transfer that overlaps the current step's compute.
+func async(fn func() error) <-chan error {
+	ch := make(chan error, 1)
+	go func() { ch <- fn() }()
+	return ch
+}
+
+// exchange sends send to peer next and receives recv from peer prev in one group.
+func exchange(c comm.Comm, next, prev int, send, recv []tensor.Tensor) error {
+	return c.Group(func() error {
+		for i := range send {
+			if err := c.Send(send[i], next); err != nil {
+				return err
+			}
+			if err := c.Recv(recv[i], prev); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
