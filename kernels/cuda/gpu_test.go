@@ -1,0 +1,146 @@
+//go:build gpu
+
+package cuda
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/longca/longca/kernels"
+	"github.com/longca/longca/kernels/check"
+	"github.com/longca/longca/mask"
+	"github.com/longca/longca/tensor"
+)
+
+var (
+	kernOnce sync.Once
+	kern     *Kernel
+	kernErr  error
+)
+
+// gpuKernel is the registered "cuda" kernel, made once for all tests.
+func gpuKernel(t *testing.T) *Kernel {
+	t.Helper()
+	kernOnce.Do(func() {
+		var k kernels.Kernel
+		k, kernErr = kernels.New("cuda")
+		if kernErr == nil {
+			kern = k.(*Kernel)
+		}
+	})
+	if kernErr != nil {
+		t.Fatalf("the cuda kernel does not start (this test needs a GPU): %v", kernErr)
+	}
+	return kern
+}
+
+// TestCompile runs first: NVRTC's log and each kernel's registers, stack and occupancy.
+func TestCompile(t *testing.T) {
+	k := gpuKernel(t)
+	t.Logf("device %s, NVRTC options %v", k.dev.Props, Options(k.dev))
+	if k.Log != "" {
+		t.Logf("NVRTC log:\n%s", k.Log)
+	}
+	r, err := k.Resources()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("resources:\n%s", r)
+}
+
+// smallMask builds one of the 12 masks at a size the CPU reference does quickly, with
+// a window and block size scaled down so every shape appears.
+func smallMask(t *testing.T, name string, s int) mask.Mask {
+	t.Helper()
+	spec, err := mask.Build(name, s, mask.Options{Seed: 42, Window: 150, BlockSize: 128})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return spec.Mask
+}
+
+func runCheck(t *testing.T, k *Kernel, p kernels.Problem, seed uint64, what string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, bwd := range []bool{false, true} {
+		var r check.Report
+		var err error
+		if bwd {
+			r, err = check.Backward(ctx, k, p, seed)
+		} else {
+			r, err = check.Forward(ctx, k, p, seed)
+		}
+		if err != nil {
+			t.Fatalf("%s bwd=%v: %v", what, bwd, err)
+		}
+		t.Logf("%s bwd=%v: %s", what, bwd, r)
+		if !r.Pass {
+			t.Errorf("%s bwd=%v: %s", what, bwd, r)
+		}
+	}
+}
+
+// Every kernel mask, GQA and MHA, head dim 64 and 128, forward and backward, against the
+// CPU reference by MASKS.md's rule (poisoned outputs, 3x the naive bf16 error).
+func TestMasks(t *testing.T) {
+	k := gpuKernel(t)
+	const s = 1024 // block_causal_document needs a multiple of its block
+	for i, name := range mask.KernelMasks() {
+		m := smallMask(t, name, s)
+		for j, hs := range []struct{ hq, hkv, d int }{{4, 2, 128}, {2, 2, 64}} {
+			p := kernels.Problem{HeadsQ: hs.hq, HeadsKV: hs.hkv, HeadDim: hs.d, DType: tensor.BF16, Mask: m}
+			runCheck(t, k, p, uint64(100+10*i+j), fmt.Sprintf("%s %d:%d d%d", name, hs.hq, hs.hkv, hs.d))
+		}
+	}
+}
+
+// Lengths that are no multiple of the tiles, and fp16.
+func TestOddLengthsAndFP16(t *testing.T) {
+	k := gpuKernel(t)
+	for i, c := range []struct {
+		name string
+		s    int
+		dt   tensor.DType
+	}{{"causal", 777, tensor.BF16}, {"causal_document", 1100, tensor.BF16}, {"sliding_window", 300, tensor.FP16}, {"full", 65, tensor.FP16}} {
+		m := smallMask(t, c.name, c.s)
+		p := kernels.Problem{HeadsQ: 4, HeadsKV: 1, HeadDim: 128, DType: c.dt, Mask: m, Scale: 0.1}
+		runCheck(t, k, p, uint64(500+i), fmt.Sprintf("%s S=%d %s", c.name, c.s, c.dt))
+	}
+}
+
+// Context-parallel sub-steps: SeqQ != SeqK windows of a global mask, some with rows that
+// have no allowed key (out 0, lse -inf).
+func TestWindows(t *testing.T) {
+	k := gpuKernel(t)
+	for i, c := range []struct {
+		name   string
+		q0, q1 int
+		k0, k1 int
+	}{{"causal_document", 256, 768, 0, 1024}, {"causal", 512, 1024, 0, 512}, {"causal", 0, 300, 500, 1000},
+		{"share_question", 100, 900, 50, 450}, {"sliding_window_causal", 700, 1000, 0, 900}} {
+		m := smallMask(t, c.name, 1024).Window(mask.Range{Start: c.q0, End: c.q1}, mask.Range{Start: c.k0, End: c.k1})
+		p := kernels.Problem{HeadsQ: 4, HeadsKV: 2, HeadDim: 128, DType: tensor.BF16, Mask: m}
+		runCheck(t, k, p, uint64(700+i), fmt.Sprintf("%s window q[%d,%d) k[%d,%d)", c.name, c.q0, c.q1, c.k0, c.k1))
+	}
+}
+
+// Per-KV-head masks (block-sparse attention): each KV head's query heads use its mask.
+func TestHeadMasks(t *testing.T) {
+	k := gpuKernel(t)
+	ms := []mask.Mask{smallMask(t, "causal_document", 512), smallMask(t, "sliding_window", 512), smallMask(t, "full", 512)}
+	p := kernels.Problem{HeadsQ: 6, HeadsKV: 3, HeadDim: 64, DType: tensor.BF16, Mask: mask.Mask{SeqQ: 512, SeqK: 512}, HeadMasks: ms}
+	runCheck(t, k, p, 900, "head masks")
+}
+
+func TestSupports(t *testing.T) {
+	k := gpuKernel(t)
+	m := mask.Mask{SeqQ: 8, SeqK: 8, Slices: []mask.Slice{{Q: mask.Range{End: 8}, K: mask.Range{End: 8}}}}
+	if err := k.Supports(kernels.Problem{HeadsQ: 1, HeadsKV: 1, HeadDim: 96, DType: tensor.BF16, Mask: m}); err == nil {
+		t.Fatal("head dim 96 accepted")
+	}
+	if err := k.Supports(kernels.Problem{HeadsQ: 1, HeadsKV: 1, HeadDim: 64, DType: tensor.FP32, Mask: m}); err == nil {
+		t.Fatal("fp32 accepted")
+	}
+}

@@ -1,0 +1,406 @@
+package cuda
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"os"
+	"strconv"
+	"sync"
+
+	"github.com/longca/longca/internal/cuda"
+	"github.com/longca/longca/kernels"
+	"github.com/longca/longca/mask"
+	"github.com/longca/longca/tensor"
+)
+
+//go:embed attention.cu
+var source string
+
+// Source is the kernel's CUDA C source, as compiled.
+func Source() string { return source }
+
+// Tile shapes of the CUDA source (attention.cu: FBM, FBN, FNT; BBM, BBN, BNT).
+const (
+	fwdQTile, fwdKTile, fwdThreads = 128, 64, 256
+	bwdQTile, bwdKTile, bwdThreads = 64, 64, 128
+)
+
+func init() {
+	kernels.Register("cuda", "longca's flash attention (mma.sync, NVRTC), any mask through tile work lists; bf16/fp16, head dim 64/128", func() (kernels.Kernel, error) {
+		idx := 0
+		if s := os.Getenv("LONGCA_CUDA_DEVICE"); s != "" {
+			i, err := strconv.Atoi(s)
+			if err != nil {
+				return nil, fmt.Errorf("cuda: LONGCA_CUDA_DEVICE=%q is not a device index", s)
+			}
+			idx = i
+		}
+		g, err := cuda.Open(idx)
+		if err != nil {
+			return nil, err
+		}
+		return New(g)
+	})
+}
+
+// Kernel is the "cuda" kernel on one device.
+type Kernel struct {
+	dev *cuda.Device
+	mod *cuda.Module
+	// Log is NVRTC's log from the compilation (empty when the cache answered).
+	Log string
+
+	mu      sync.Mutex
+	fns     map[string]*cuda.Function
+	lists   map[uint64]*deviceList
+	scratch map[string]*cuda.Buffer
+}
+
+var _ kernels.Kernel = (*Kernel)(nil)
+
+// Options are the NVRTC options the kernel is compiled with on g.
+func Options(g *cuda.Device) []string {
+	return g.Options("--use_fast_math", "-lineinfo")
+}
+
+// New compiles (or loads from the cache) the kernel for device g.
+func New(g *cuda.Device) (*Kernel, error) {
+	img, log, _, err := cuda.CompileCached(source, "longca_attention.cu", Options(g), g.Props.Name+" "+g.Arch())
+	if err != nil {
+		return nil, err
+	}
+	var mod *cuda.Module
+	if err := g.Do(func() error {
+		var err error
+		mod, err = cuda.LoadModule(img)
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("cuda: loading the attention module: %w", err)
+	}
+	return &Kernel{dev: g, mod: mod, Log: log, fns: map[string]*cuda.Function{}, lists: map[uint64]*deviceList{},
+		scratch: map[string]*cuda.Buffer{}}, nil
+}
+
+// Name is "cuda".
+func (k *Kernel) Name() string { return "cuda" }
+
+// Device is the GPU the kernel runs on.
+func (k *Kernel) Device() tensor.Device { return k.dev }
+
+// CUDADevice is the GPU as its concrete type.
+func (k *Kernel) CUDADevice() *cuda.Device { return k.dev }
+
+// Supports accepts bf16 and fp16 at head dim 64 or 128.
+func (k *Kernel) Supports(p kernels.Problem) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	if p.DType != tensor.BF16 && p.DType != tensor.FP16 {
+		return fmt.Errorf("cuda kernel takes bf16 or fp16, not %s (--dtype)", p.DType)
+	}
+	if p.HeadDim != 64 && p.HeadDim != 128 {
+		return fmt.Errorf("cuda kernel takes head dim 64 or 128, not %d (--head-dim)", p.HeadDim)
+	}
+	return nil
+}
+
+func dtypeName(d tensor.DType) string {
+	if d == tensor.FP16 {
+		return "fp16"
+	}
+	return "bf16"
+}
+
+// function returns a kernel of the module, raising its shared-memory limit once.
+func (k *Kernel) function(name string, shared int) (*cuda.Function, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if f, ok := k.fns[name]; ok {
+		return f, nil
+	}
+	var f *cuda.Function
+	err := k.dev.Do(func() error {
+		var err error
+		if f, err = k.mod.Function(name); err != nil {
+			return err
+		}
+		if shared > 48<<10 {
+			if shared > k.dev.SharedPerBlockOpt {
+				return fmt.Errorf("cuda: %s needs %d bytes of shared memory, the device allows %d", name, shared, k.dev.SharedPerBlockOpt)
+			}
+			return f.SetMaxDynamicShared(shared)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	k.fns[name] = f
+	return f, nil
+}
+
+func fwdShared(d int) int { return (fwdQTile + 4*fwdKTile) * d * 2 }
+func bwdShared(d int) int { return (2*bwdKTile+4*bwdQTile)*d*2 + bwdKTile*bwdQTile*2 + 4*bwdQTile*4 }
+
+// deviceList is a work list in device memory.
+type deviceList struct {
+	w                                   *WorkList
+	order, start, entries, refs, slices *cuda.Buffer
+}
+
+// listKey hashes what a work list depends on.
+func listKey(ms []mask.Mask, qt, kt int, tr bool) uint64 {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d %d %v %d|", qt, kt, tr, len(ms))
+	for _, m := range ms {
+		fmt.Fprintf(h, "%d %d:", m.SeqQ, m.SeqK)
+		for _, s := range m.Slices {
+			fmt.Fprintf(h, "%d,%d,%d,%d,%d;", s.Q.Start, s.Q.End, s.K.Start, s.K.End, s.Kind)
+		}
+	}
+	return h.Sum64()
+}
+
+// masksOf is the one mask, or the per-KV-head masks.
+func masksOf(p kernels.Problem) []mask.Mask {
+	if len(p.HeadMasks) > 0 {
+		return p.HeadMasks
+	}
+	return []mask.Mask{p.Mask}
+}
+
+// list builds (or finds) a work list and puts it in device memory.
+func (k *Kernel) list(p kernels.Problem, qt, kt int, tr bool) (*deviceList, error) {
+	ms := masksOf(p)
+	key := listKey(ms, qt, kt, tr)
+	k.mu.Lock()
+	dl, ok := k.lists[key]
+	k.mu.Unlock()
+	if ok {
+		return dl, nil
+	}
+	w, err := BuildWorkList(ms, qt, kt, tr)
+	if err != nil {
+		return nil, err
+	}
+	dl = &deviceList{w: w}
+	for _, f := range []struct {
+		dst  **cuda.Buffer
+		vals []int32
+	}{{&dl.order, w.Order}, {&dl.start, w.Start}, {&dl.entries, w.Entries}, {&dl.refs, w.Refs}, {&dl.slices, w.Slices}} {
+		vals := f.vals
+		if len(vals) == 0 {
+			vals = []int32{0}
+		}
+		b, err := k.dev.AllocBuffer(tensor.FP32, len(vals))
+		if err != nil {
+			return nil, err
+		}
+		h := tensor.NewHost(tensor.FP32, len(vals))
+		for i, v := range vals {
+			u := uint32(v)
+			h.Data[4*i], h.Data[4*i+1], h.Data[4*i+2], h.Data[4*i+3] = byte(u), byte(u>>8), byte(u>>16), byte(u>>24)
+		}
+		if err := k.dev.CopyIn(b, h); err != nil {
+			return nil, err
+		}
+		*f.dst = b
+	}
+	k.mu.Lock()
+	k.lists[key] = dl
+	k.mu.Unlock()
+	return dl, nil
+}
+
+func (dl *deviceList) args() []any {
+	per := 0
+	if dl.w.Lists > 1 {
+		per = 1
+	}
+	return []any{dl.order, dl.start, dl.entries, dl.refs, dl.slices, dl.w.RowTiles, per}
+}
+
+// buf checks that t is a device tensor of the given type and shape.
+func buf(name string, t tensor.Tensor, dt tensor.DType, shape []int) (*cuda.Buffer, error) {
+	b, ok := t.(*cuda.Buffer)
+	if !ok {
+		return nil, fmt.Errorf("cuda: %s is %T, not a device tensor", name, t)
+	}
+	if b.DType() != dt || fmt.Sprint(b.Shape()) != fmt.Sprint(shape) {
+		return nil, fmt.Errorf("cuda: %s is %s%v, want %s%v", name, b.DType(), b.Shape(), dt, shape)
+	}
+	return b, nil
+}
+
+// Forward writes out and lse.
+func (k *Kernel) Forward(ctx context.Context, p kernels.Problem, q, kk, v, out, lse tensor.Tensor) error {
+	if err := k.Supports(p); err != nil {
+		return err
+	}
+	qs, kvs, ls := p.Shapes()
+	var bs [5]*cuda.Buffer
+	for i, c := range []struct {
+		n     string
+		t     tensor.Tensor
+		dt    tensor.DType
+		shape []int
+	}{{"q", q, p.DType, qs}, {"k", kk, p.DType, kvs}, {"v", v, p.DType, kvs}, {"out", out, p.DType, qs}, {"lse", lse, tensor.FP32, ls}} {
+		b, err := buf(c.n, c.t, c.dt, c.shape)
+		if err != nil {
+			return err
+		}
+		bs[i] = b
+	}
+	dl, err := k.list(p, fwdQTile, fwdKTile, false)
+	if err != nil {
+		return err
+	}
+	shared := fwdShared(p.HeadDim)
+	f, err := k.function(fmt.Sprintf("fwd_%s_d%d", dtypeName(p.DType), p.HeadDim), shared)
+	if err != nil {
+		return err
+	}
+	scaleLog2 := float32(p.SoftmaxScale() * math.Log2E)
+	args := append([]any{bs[0], bs[1], bs[2], bs[3], bs[4], p.Mask.SeqQ, p.Mask.SeqK, p.HeadsQ, p.HeadsKV, scaleLog2}, dl.args()...)
+	return k.dev.Do(func() error {
+		return f.Launch(cuda.Dim3{X: p.HeadsQ, Y: dl.w.RowTiles}, cuda.Dim3{X: fwdThreads}, shared, k.dev.Stream(), args...)
+	})
+}
+
+// scratchBuf is a reusable device buffer of the named role and size.
+func (k *Kernel) scratchBuf(role string, n int) (*cuda.Buffer, error) {
+	key := fmt.Sprintf("%s/%d", role, n)
+	k.mu.Lock()
+	b, ok := k.scratch[key]
+	k.mu.Unlock()
+	if ok {
+		return b, nil
+	}
+	b, err := k.dev.AllocBuffer(tensor.FP32, n)
+	if err != nil {
+		return nil, err
+	}
+	k.mu.Lock()
+	k.scratch[key] = b
+	k.mu.Unlock()
+	return b, nil
+}
+
+// Backward writes dq, dk and dv.
+func (k *Kernel) Backward(ctx context.Context, p kernels.Problem, q, kk, v, out, lse, dout, dq, dk, dv tensor.Tensor) error {
+	if err := k.Supports(p); err != nil {
+		return err
+	}
+	qs, kvs, ls := p.Shapes()
+	var bs [10]*cuda.Buffer
+	for i, c := range []struct {
+		n     string
+		t     tensor.Tensor
+		dt    tensor.DType
+		shape []int
+	}{{"q", q, p.DType, qs}, {"k", kk, p.DType, kvs}, {"v", v, p.DType, kvs}, {"out", out, p.DType, qs},
+		{"lse", lse, tensor.FP32, ls}, {"dout", dout, p.DType, qs}, {"dq", dq, p.DType, qs},
+		{"dk", dk, p.DType, kvs}, {"dv", dv, p.DType, kvs}} {
+		b, err := buf(c.n, c.t, c.dt, c.shape)
+		if err != nil {
+			return err
+		}
+		bs[i] = b
+	}
+	dl, err := k.list(p, bwdQTile, bwdKTile, true)
+	if err != nil {
+		return err
+	}
+	sq, hq, d := p.Mask.SeqQ, p.HeadsQ, p.HeadDim
+	dsum, err := k.scratchBuf("dsum", hq*sq)
+	if err != nil {
+		return err
+	}
+	dqacc, err := k.scratchBuf("dqacc", sq*hq*d)
+	if err != nil {
+		return err
+	}
+	dt := dtypeName(p.DType)
+	pre, err := k.function(fmt.Sprintf("bwd_pre_%s_d%d", dt, d), 0)
+	if err != nil {
+		return err
+	}
+	shared := bwdShared(d)
+	main, err := k.function(fmt.Sprintf("bwd_%s_d%d", dt, d), shared)
+	if err != nil {
+		return err
+	}
+	conv, err := k.function("dq_convert_"+dt, 0)
+	if err != nil {
+		return err
+	}
+	scale := p.SoftmaxScale()
+	if err := k.dev.Memset(dqacc, 4, 0); err != nil {
+		return err
+	}
+	return k.dev.Do(func() error {
+		st := k.dev.Stream()
+		rows := sq * hq
+		if err := pre.Launch(cuda.Dim3{X: (rows + 7) / 8}, cuda.Dim3{X: 256}, 0, st, bs[3], bs[5], dsum, sq, hq); err != nil {
+			return err
+		}
+		args := append([]any{bs[0], bs[1], bs[2], bs[5], bs[4], dsum, dqacc, bs[7], bs[8], sq, p.Mask.SeqK, hq, p.HeadsKV,
+			float32(scale), float32(scale * math.Log2E)}, dl.args()...)
+		if err := main.Launch(cuda.Dim3{X: p.HeadsKV, Y: dl.w.RowTiles}, cuda.Dim3{X: bwdThreads}, shared, st, args...); err != nil {
+			return err
+		}
+		n := sq * hq * d
+		return conv.Launch(cuda.Dim3{X: max(1, min(k.dev.SMs*8, (n+255)/256))}, cuda.Dim3{X: 256}, 0, st, dqacc, bs[6], uint64(n))
+	})
+}
+
+// Functions names every kernel of the module, for a resource report.
+func Functions() []string {
+	var out []string
+	for _, dt := range []string{"bf16", "fp16"} {
+		for _, d := range []int{64, 128} {
+			out = append(out, fmt.Sprintf("fwd_%s_d%d", dt, d), fmt.Sprintf("bwd_%s_d%d", dt, d), fmt.Sprintf("bwd_pre_%s_d%d", dt, d))
+		}
+		out = append(out, "dq_convert_"+dt)
+	}
+	return out
+}
+
+// Resources reports registers, stack frame and blocks per SM of each kernel.
+func (k *Kernel) Resources() (string, error) {
+	var s string
+	for _, name := range Functions() {
+		shared := 0
+		threads := 256
+		switch name[:3] {
+		case "fwd":
+			shared = fwdShared(map[bool]int{true: 128, false: 64}[name[len(name)-3:] == "128"])
+		case "bwd":
+			if name[:7] != "bwd_pre" {
+				shared = bwdShared(map[bool]int{true: 128, false: 64}[name[len(name)-3:] == "128"])
+				threads = bwdThreads
+			}
+		}
+		f, err := k.function(name, shared)
+		if err != nil {
+			return s, err
+		}
+		var regs, local, occ int
+		err = k.dev.Do(func() error {
+			var err error
+			if regs, local, err = f.Registers(); err != nil {
+				return err
+			}
+			occ, err = f.Occupancy(threads, shared)
+			return err
+		})
+		if err != nil {
+			return s, err
+		}
+		s += fmt.Sprintf("%-20s regs %3d  stack %4d B  shared %6d B  blocks/SM %d\n", name, regs, local, shared, occ)
+	}
+	return s, nil
+}
