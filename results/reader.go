@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"path/filepath"
+	"sort"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
@@ -127,4 +129,49 @@ func ReadRows(path string) ([]Row, *File, error) {
 	defer f.Release()
 	rows, err := f.Rows()
 	return rows, f, err
+}
+
+// Load reads the rows of a results file, or of a folder: its merged.arrow when there is
+// one, else every rank file in it (missing ranks are not an error here).
+func Load(path string) ([]Row, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("results: %w", err)
+	}
+	if !st.IsDir() {
+		rows, _, err := ReadRows(path)
+		return rows, err
+	}
+	merged := filepath.Join(path, "merged.arrow")
+	if _, err := os.Stat(merged); err == nil {
+		rows, _, err := ReadRows(merged)
+		return rows, err
+	}
+	runs, err := Scan(path)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, 0, len(runs))
+	for id := range runs {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	var out []Row
+	for _, id := range ids {
+		for r := 0; r < runs[id].Size; r++ {
+			p, ok := runs[id].Paths[r]
+			if !ok {
+				continue
+			}
+			rows, _, err := ReadRows(p)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, rows...)
+		}
+	}
+	if len(out) == 0 && len(ids) == 0 {
+		return nil, fmt.Errorf("results: no results files in %s", path)
+	}
+	return out, nil
 }

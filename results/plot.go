@@ -1,0 +1,77 @@
+package results
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+)
+
+// PlotFileName is the PNG of one (mask, pass, heads): <mask>_<pass>_<q>-<kv>.png, with
+// fwd+bwd written fwdbwd.
+func PlotFileName(mask, pass string, hq, hkv int64) string {
+	return fmt.Sprintf("%s_%s_%d-%d.png", mask, strings.ReplaceAll(pass, "+", ""), hq, hkv)
+}
+
+// WritePlots draws TFLOP/s against sequence length, one line per kernel, one PNG per
+// (mask, pass, heads) into dir, and returns the files written. Points come from the
+// summary's ok cells only.
+func WritePlots(dir string, s Summary) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("plots: %w", err)
+	}
+	type group struct {
+		mask, pass string
+		hq, hkv    int64
+	}
+	var order []group
+	points := map[group]map[string]plotter.XYs{}
+	for _, c := range s.Cases {
+		g := group{c.Mask, c.Pass, c.HeadsQ, c.HeadsKV}
+		if points[g] == nil {
+			points[g] = map[string]plotter.XYs{}
+			order = append(order, g)
+		}
+		for _, k := range s.Kernels {
+			if cell, ok := s.Cells[c][k]; ok && cell.Status == StatusOK {
+				points[g][k] = append(points[g][k], plotter.XY{X: float64(c.SeqLen), Y: cell.TFLOPs})
+			}
+		}
+	}
+	var files []string
+	for _, g := range order {
+		p := plot.New()
+		p.Title.Text = fmt.Sprintf("%s, %s, heads %d:%d", g.mask, g.pass, g.hq, g.hkv)
+		p.X.Label.Text = "sequence length (tokens)"
+		p.Y.Label.Text = "TFLOP/s"
+		p.Add(plotter.NewGrid())
+		var args []any
+		names := make([]string, 0, len(points[g]))
+		for k := range points[g] {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		for _, k := range names {
+			xy := points[g][k]
+			sort.Slice(xy, func(i, j int) bool { return xy[i].X < xy[j].X })
+			args = append(args, k, xy)
+		}
+		if len(args) > 0 {
+			if err := plotutil.AddLinePoints(p, args...); err != nil {
+				return files, fmt.Errorf("plots: %s: %w", g.mask, err)
+			}
+		}
+		path := filepath.Join(dir, PlotFileName(g.mask, g.pass, g.hq, g.hkv))
+		if err := p.Save(6*vg.Inch, 4*vg.Inch, path); err != nil {
+			return files, fmt.Errorf("plots: %w", err)
+		}
+		files = append(files, path)
+	}
+	return files, nil
+}

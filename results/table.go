@@ -1,0 +1,181 @@
+package results
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+)
+
+// CaseKey identifies one row of a report: a mask at one length, head setting and pass.
+type CaseKey struct {
+	Mask            string
+	SeqLen          int64
+	HeadsQ, HeadsKV int64
+	Pass            string
+}
+
+// Cell is one kernel's figure for one case: the mean TFLOP/s of its ok rows, or the
+// status of its first row when none is ok.
+type Cell struct {
+	TFLOPs float64
+	Status Status
+	N      int
+}
+
+// Summary is the report's content: cases in order, kernels, and the cells.
+type Summary struct {
+	Cases   []CaseKey
+	Kernels []string
+	Cells   map[CaseKey]map[string]Cell
+	Area    map[CaseKey]int64
+	FLOPs   map[CaseKey]float64
+	Counts  map[Status]int
+}
+
+// kernelLabel is the column name of a row: the CP method, or else the kernel.
+func kernelLabel(r Row) string {
+	if r.Method != "" {
+		return r.Method
+	}
+	return r.Kernel
+}
+
+// Summarize groups rows by case and kernel; pass, when not empty, keeps only that pass.
+// Cases are ordered by the mask's first appearance, then heads, pass and length.
+func Summarize(rows []Row, pass string) Summary {
+	s := Summary{Cells: map[CaseKey]map[string]Cell{}, Area: map[CaseKey]int64{}, FLOPs: map[CaseKey]float64{}, Counts: map[Status]int{}}
+	maskOrder := map[string]int{}
+	kernelSeen := map[string]bool{}
+	sums := map[CaseKey]map[string]float64{}
+	for _, r := range rows {
+		if pass != "" && r.Pass != pass {
+			continue
+		}
+		k := CaseKey{r.Mask, r.SeqLen, r.HeadsQ, r.HeadsKV, r.Pass}
+		if _, ok := maskOrder[r.Mask]; !ok {
+			maskOrder[r.Mask] = len(maskOrder)
+		}
+		name := kernelLabel(r)
+		if !kernelSeen[name] {
+			kernelSeen[name] = true
+			s.Kernels = append(s.Kernels, name)
+		}
+		if s.Cells[k] == nil {
+			s.Cells[k] = map[string]Cell{}
+			sums[k] = map[string]float64{}
+			s.Cases = append(s.Cases, k)
+			s.Area[k], s.FLOPs[k] = r.MaskArea, r.FLOPs
+		}
+		s.Counts[r.Status]++
+		c := s.Cells[k][name]
+		if r.Status == StatusOK && r.TFLOPs != nil {
+			if c.Status != StatusOK {
+				c = Cell{Status: StatusOK}
+			}
+			c.N++
+			sums[k][name] += *r.TFLOPs
+			c.TFLOPs = sums[k][name] / float64(c.N)
+		} else if c.Status == "" {
+			c.Status = r.Status
+		}
+		s.Cells[k][name] = c
+	}
+	sort.SliceStable(s.Cases, func(i, j int) bool {
+		a, b := s.Cases[i], s.Cases[j]
+		switch {
+		case a.Mask != b.Mask:
+			return maskOrder[a.Mask] < maskOrder[b.Mask]
+		case a.HeadsQ != b.HeadsQ:
+			return a.HeadsQ < b.HeadsQ
+		case a.HeadsKV != b.HeadsKV:
+			return a.HeadsKV < b.HeadsKV
+		case a.Pass != b.Pass:
+			return passRank(a.Pass) < passRank(b.Pass)
+		}
+		return a.SeqLen < b.SeqLen
+	})
+	return s
+}
+
+func passRank(p string) int {
+	switch p {
+	case "fwd":
+		return 0
+	case "bwd":
+		return 1
+	}
+	return 2
+}
+
+// formatTFLOPs keeps 4 significant digits in a fixed width.
+func formatTFLOPs(v float64) string {
+	switch {
+	case v >= 100:
+		return fmt.Sprintf("%.1f", v)
+	case v >= 1:
+		return fmt.Sprintf("%.2f", v)
+	}
+	return fmt.Sprintf("%.4f", v)
+}
+
+// WriteTable prints the summary in the style of nccl-tests: every line that is not a
+// case starts with '#', a units row under the header, one line per case with each
+// kernel's TFLOP/s side by side (or its status word), and a closing '#' summary line.
+func WriteTable(w io.Writer, title string, s Summary) error {
+	kw := 12
+	for _, k := range s.Kernels {
+		kw = max(kw, len(k)+2)
+	}
+	mw := 22
+	for _, c := range s.Cases {
+		mw = max(mw, len(c.Mask)+1)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "# %s\n#\n", title)
+	fmt.Fprintf(&b, "#%-*s %8s %7s %7s %14s %10s", mw-1, " mask", "seqlen", "heads", "pass", "area", "flops")
+	for _, k := range s.Kernels {
+		fmt.Fprintf(&b, " %*s", kw, k)
+	}
+	b.WriteString("\n")
+	fmt.Fprintf(&b, "#%-*s %8s %7s %7s %14s %10s", mw-1, "", "(tokens)", "(q:kv)", "", "(pairs)", "(GFLOP)")
+	for range s.Kernels {
+		fmt.Fprintf(&b, " %*s", kw, "(TFLOP/s)")
+	}
+	b.WriteString("\n")
+	sum := map[string]float64{}
+	n := map[string]int{}
+	for _, c := range s.Cases {
+		fmt.Fprintf(&b, " %-*s %8d %7s %7s %14d %10.3f", mw-1, c.Mask, c.SeqLen, fmt.Sprintf("%d:%d", c.HeadsQ, c.HeadsKV), c.Pass, s.Area[c], s.FLOPs[c]/1e9)
+		for _, k := range s.Kernels {
+			cell, ok := s.Cells[c][k]
+			v := "-"
+			switch {
+			case !ok:
+			case cell.Status == StatusOK:
+				v = formatTFLOPs(cell.TFLOPs)
+				sum[k] += cell.TFLOPs
+				n[k]++
+			default:
+				v = string(cell.Status)
+			}
+			fmt.Fprintf(&b, " %*s", kw, v)
+		}
+		b.WriteString("\n")
+	}
+	fmt.Fprintf(&b, "# Cases: %d", len(s.Cases))
+	for _, st := range []Status{StatusOK, StatusUnsupported, StatusOOM, StatusWrong, StatusError} {
+		fmt.Fprintf(&b, "  %s: %d", st, s.Counts[st])
+	}
+	b.WriteString("  Avg TFLOP/s:")
+	for _, k := range s.Kernels {
+		if n[k] == 0 {
+			fmt.Fprintf(&b, " %s -", k)
+		} else {
+			fmt.Fprintf(&b, " %s %s", k, formatTFLOPs(sum[k]/float64(n[k])))
+		}
+	}
+	b.WriteString("\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}

@@ -1,0 +1,104 @@
+package results
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func reportRows() []Row {
+	var rows []Row
+	for _, mask := range []string{"causal", "full"} {
+		for _, n := range []int64{2048, 1024} {
+			for _, pass := range []string{"fwd", "bwd"} {
+				for _, k := range []string{"ref", "cuda"} {
+					r := Row{Mask: mask, SeqLen: n, HeadsQ: 8, HeadsKV: 2, Pass: pass, Kernel: k, MaskArea: n * n / 2, FLOPs: 1e9, Status: StatusOK}
+					r.TFLOPs = Ptr(float64(n) / 1000)
+					if k == "cuda" && mask == "full" && n == 2048 {
+						r.Status, r.TFLOPs = StatusOOM, nil
+					}
+					rows = append(rows, r)
+				}
+			}
+		}
+	}
+	return rows
+}
+
+func TestTableStructure(t *testing.T) {
+	var b strings.Builder
+	if err := WriteTable(&b, "longca kernel report", Summarize(reportRows(), "")); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimRight(b.String(), "\n"), "\n")
+	var data, units, header []string
+	for _, l := range lines {
+		switch {
+		case strings.Contains(l, "(TFLOP/s)"):
+			units = append(units, l)
+		case strings.HasPrefix(l, "# ") && strings.Contains(l, "seqlen"), strings.HasPrefix(l, "#") && strings.Contains(l, " mask"):
+			header = append(header, l)
+		case !strings.HasPrefix(l, "#"):
+			data = append(data, l)
+		}
+	}
+	if len(data) != 8 || len(units) != 1 || len(header) != 1 {
+		t.Fatalf("%d data lines, %d units rows, %d headers:\n%s", len(data), len(units), len(header), b.String())
+	}
+	if strings.Count(units[0], "(TFLOP/s)") != 2 || !strings.Contains(header[0], "ref") || !strings.Contains(header[0], "cuda") {
+		t.Fatalf("kernel columns: %q / %q", header[0], units[0])
+	}
+	if last := lines[len(lines)-1]; !strings.HasPrefix(last, "# Cases: 8") || !strings.Contains(last, "oom: 2") || !strings.Contains(last, "ok: 14") {
+		t.Fatalf("summary line %q", last)
+	}
+	width := len(data[0])
+	oom := 0
+	for _, l := range data {
+		f := strings.Fields(l)
+		if len(f) != 6+2 || len(l) != width {
+			t.Fatalf("data line has %d fields, width %d (want %d): %q", len(f), len(l), width, l)
+		}
+		if f[7] == "oom" {
+			oom++
+			if f[0] != "full" || f[1] != "2048" {
+				t.Fatalf("oom in the wrong row: %q", l)
+			}
+		}
+	}
+	if oom != 2 {
+		t.Fatalf("%d oom cells, want 2", oom)
+	}
+	// Ordered by mask (first seen), pass, length.
+	if f := strings.Fields(data[0]); f[0] != "causal" || f[1] != "1024" || f[3] != "fwd" {
+		t.Fatalf("first row %q", data[0])
+	}
+
+	b.Reset()
+	if err := WriteTable(&b, "bwd pass", Summarize(reportRows(), "bwd")); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(b.String(), " fwd ") != 0 || strings.Count(b.String(), " bwd ") != 4 {
+		t.Fatalf("--pass bwd:\n%s", b.String())
+	}
+}
+
+func TestPlots(t *testing.T) {
+	dir := t.TempDir()
+	files, err := WritePlots(dir, Summarize(reportRows(), ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 4 { // 2 masks x 2 passes x 1 head setting
+		t.Fatalf("%d plots: %v", len(files), files)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil || len(b) < 1000 || string(b[1:4]) != "PNG" {
+			t.Fatalf("%s is not a PNG (%d bytes, %v)", f, len(b), err)
+		}
+	}
+	if filepath.Base(files[0]) != "causal_fwd_8-2.png" {
+		t.Fatalf("first plot %s", files[0])
+	}
+}
