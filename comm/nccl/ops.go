@@ -108,7 +108,7 @@ func (c *Comm) AllToAll(send, recv tensor.Tensor) error {
 	bs := uintptr(int64(n) * int64(send.DType().Size()))
 	var op string
 	var enqueue func() error
-	if c.lib.alltoAll != nil {
+	if c.lib.alltoAll != nil && !c.opts.p2pA2A {
 		op = "ncclAlltoAll"
 		enqueue = func() error { return c.lib.AlltoAll(s, r, n, dt, c.handle, c.stream.Handle()) }
 	} else {

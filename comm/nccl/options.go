@@ -11,6 +11,7 @@ type options struct {
 	bind     func() error
 	maxPoll  time.Duration
 	scratch  uintptr
+	p2pA2A   bool
 }
 
 // WithLib uses an already opened library instead of loading libnccl.so.2.
@@ -33,3 +34,7 @@ func WithMaxPoll(d time.Duration) Option { return func(o *options) { o.maxPoll =
 // WithBarrierBuffer gives Barrier a device buffer of at least 4 bytes for its one-element
 // all-reduce. Without it, New allocates one with ncclMemAlloc (NCCL 2.19 and later).
 func WithBarrierBuffer(devicePtr uintptr) Option { return func(o *options) { o.scratch = devicePtr } }
+
+// WithP2PAllToAll makes AllToAll a group of ncclSend/ncclRecv even where the library
+// has ncclAlltoAll (2.28.3), to compare the two or to work around either.
+func WithP2PAllToAll() Option { return func(o *options) { o.p2pA2A = true } }
