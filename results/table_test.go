@@ -75,7 +75,7 @@ func TestTableStructure(t *testing.T) {
 	}
 
 	b.Reset()
-	if err := WriteTable(&b, "bwd pass", Summarize(reportRows(), "bwd")); err != nil {
+	if err := WriteTable(&b, "filtered", Summarize(reportRows(), "bwd")); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Count(b.String(), " fwd ") != 0 || strings.Count(b.String(), " bwd ") != 4 {
