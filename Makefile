@@ -20,3 +20,16 @@ lint:
 
 clean:
 	rm -rf bin
+
+# device: build what the GPU machine runs (it has no Go): the GPU test binaries
+# and a copy of the peers script, all under bin/ (carry bin in the device call).
+device:
+	mkdir -p bin/peers
+	$(GO) test -c -tags gpu -ldflags '-s -w' -o bin/cuda.test ./kernels/cuda
+	$(GO) test -c -tags gpu -ldflags '-s -w' -o bin/icuda.test ./internal/cuda
+	cp ../shared/peers/torch_attention.py bin/peers/ 2>/dev/null || true
+
+# gpu-test: with Go (here) it builds the GPU test binaries (make device); without Go (the
+# GPU machine) it runs them: every mask forward and backward against the CPU reference.
+gpu-test:
+	@if command -v $(GO) >/dev/null 2>&1; then $(MAKE) --no-print-directory device; else sh kernels/cuda/gpu.sh test; fi
