@@ -1,0 +1,284 @@
+package main
+
+/*
+#include <stddef.h>
+#include <stdlib.h>
+typedef int (*lc_int_ptr_fn)(int *);
+typedef int (*lc_two_int_ptr_fn)(int *, int *);
+typedef size_t (*lc_size_fn)(void);
+typedef int (*lc_str_fn)(char *, int *);
+static int lc_call_int_ptr(void *f, int *a) { return ((lc_int_ptr_fn)f)(a); }
+static int lc_call_two_int_ptr(void *f, int *a, int *b) { return ((lc_two_int_ptr_fn)f)(a, b); }
+static size_t lc_call_size(void *f) { return ((lc_size_fn)f)(); }
+static int lc_call_str(void *f, char *buf, int *n) { return ((lc_str_fn)f)(buf, n); }
+*/
+import "C"
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"unsafe"
+
+	"github.com/longca/longca/comm"
+	"github.com/longca/longca/internal/dl"
+	"github.com/longca/longca/spmd"
+	"github.com/urfave/cli/v2"
+)
+
+func init() {
+	register(&cli.Command{
+		Name:  "env",
+		Usage: "show this rank's place in the world, the device it would use and the libraries it can open",
+		Description: "Reads the launcher's environment (Open MPI, PMIx, MPICH, Slurm, torchrun, or none) the\n" +
+			"way every SPMD subcommand does, and tries to open libmpi, libcuda, libnvrtc, libnccl and\n" +
+			"libcudnn, printing the versions they report. Run it under srun or mpirun to see every rank.",
+		Flags: append([]cli.Flag{
+			&cli.StringFlag{Name: "format", Value: "text", Usage: "text or json"},
+		}, worldFlags()...),
+		Action: envAction,
+	})
+}
+
+// worldFlags are the flags of every command that runs as one rank of a world.
+func worldFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "backend", Value: "auto", Usage: "communicator: auto, mpi, tcp, local (or nccl when built in)"},
+		&cli.IntFlag{Name: "master-port", Usage: "TCP port of rank 0's bootstrap store (default: MASTER_PORT, else 29517)"},
+		&cli.DurationFlag{Name: "timeout", Value: spmd.DefaultTimeout, Usage: "bound on every rendezvous and collective: a missing rank fails the others after this"},
+	}
+}
+
+// discoverWorld reads the world from the environment and applies the world flags.
+func discoverWorld(c *cli.Context) (spmd.World, spmd.Options, error) {
+	w, err := spmd.Discover(os.Getenv)
+	if err != nil {
+		return w, spmd.Options{}, cli.Exit("longca: "+err.Error(), 2)
+	}
+	if c.IsSet("master-port") {
+		p := c.Int("master-port")
+		if p < 1 || p > 65535 {
+			return w, spmd.Options{}, usageError("--master-port %d: use a TCP port from 1 to 65535", p)
+		}
+		w.MasterPort = p
+	}
+	o := spmd.Options{Backend: c.String("backend"), Timeout: c.Duration("timeout")}
+	if o.Timeout <= 0 {
+		return w, o, usageError("--timeout %s: use a positive duration such as 60s", o.Timeout)
+	}
+	known := append(spmd.Backends(), "auto")
+	if !contains(known, o.Backend) {
+		return w, o, usageError("--backend %q: use one of %s", o.Backend, strings.Join(known, ", "))
+	}
+	return w, o, nil
+}
+
+// openWorld discovers the world and opens this rank's communicator; the logger is
+// tagged with the rank from here on.
+func openWorld(c *cli.Context) (spmd.World, comm.Comm, error) {
+	w, o, err := discoverWorld(c)
+	if err != nil {
+		return w, nil, err
+	}
+	withRank(w.Rank, w.Size)
+	cm, err := spmd.Open(context.Background(), w, o)
+	return w, cm, err
+}
+
+func contains(xs []string, x string) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+// envReport is what `longca env` prints.
+type envReport struct {
+	Launcher           string    `json:"launcher"`
+	Rank               int       `json:"rank"`
+	WorldSize          int       `json:"world_size"`
+	LocalRank          int       `json:"local_rank"`
+	LocalSize          int       `json:"local_size"`
+	NodeID             int       `json:"node_id"`
+	Host               string    `json:"host"`
+	MasterAddr         string    `json:"master_addr"`
+	MasterPort         int       `json:"master_port"`
+	NodeList           string    `json:"node_list,omitempty"`
+	Backend            string    `json:"backend"`
+	Backends           []string  `json:"backends"`
+	Device             *int      `json:"device"`
+	DeviceError        string    `json:"device_error,omitempty"`
+	CUDAVisibleDevices string    `json:"cuda_visible_devices"`
+	CUDA               string    `json:"cuda"`
+	Libraries          []libInfo `json:"libraries"`
+}
+
+// libInfo is one library's probe.
+type libInfo struct {
+	Library string   `json:"library"`
+	Found   bool     `json:"found"`
+	Opened  string   `json:"opened,omitempty"`
+	Version string   `json:"version,omitempty"`
+	Error   string   `json:"error,omitempty"`
+	Tried   []string `json:"tried"`
+}
+
+func envAction(c *cli.Context) error {
+	format := c.String("format")
+	if format != "text" && format != "json" {
+		return usageError("--format %q: use text or json", format)
+	}
+	w, o, err := discoverWorld(c)
+	if err != nil {
+		return err
+	}
+	rep := envReport{Launcher: w.Launcher, Rank: w.Rank, WorldSize: w.Size, LocalRank: w.LocalRank, LocalSize: w.LocalSize,
+		NodeID: w.NodeID, Host: w.Host, MasterAddr: w.MasterAddr, MasterPort: w.MasterPort, NodeList: w.NodeList,
+		Backend: spmd.Choose(w, o), Backends: spmd.Backends(), CUDAVisibleDevices: os.Getenv("CUDA_VISIBLE_DEVICES")}
+	if d, err := spmd.DeviceIndex(w, os.Getenv); err != nil {
+		rep.DeviceError = err.Error()
+	} else {
+		rep.Device = &d
+	}
+	rep.Libraries = probeLibraries()
+	rep.CUDA = "no CUDA driver found"
+	for _, l := range rep.Libraries {
+		if l.Library == "libcuda" && l.Found {
+			rep.CUDA = "CUDA driver " + l.Version
+		}
+	}
+	if format == "json" {
+		enc := json.NewEncoder(c.App.Writer)
+		return enc.Encode(rep)
+	}
+	writeEnv(c.App.Writer, rep)
+	return nil
+}
+
+func writeEnv(out io.Writer, r envReport) {
+	fmt.Fprintf(out, "launcher     %s\n", r.Launcher)
+	fmt.Fprintf(out, "rank         %d of %d\n", r.Rank, r.WorldSize)
+	fmt.Fprintf(out, "local rank   %d of %d (node %d)\n", r.LocalRank, r.LocalSize, r.NodeID)
+	fmt.Fprintf(out, "host         %s\n", r.Host)
+	fmt.Fprintf(out, "master       %s:%d\n", r.MasterAddr, r.MasterPort)
+	if r.NodeList != "" {
+		fmt.Fprintf(out, "node list    %s\n", r.NodeList)
+	}
+	fmt.Fprintf(out, "backend      %s (built in: %s)\n", r.Backend, strings.Join(r.Backends, ", "))
+	vis := r.CUDAVisibleDevices
+	if vis == "" {
+		vis = "unset"
+	}
+	if r.Device != nil {
+		fmt.Fprintf(out, "device       cuda:%d (CUDA_VISIBLE_DEVICES %s)\n", *r.Device, vis)
+	} else {
+		fmt.Fprintf(out, "device       none: %s\n", r.DeviceError)
+	}
+	fmt.Fprintf(out, "cuda         %s\n", r.CUDA)
+	fmt.Fprintf(out, "libraries\n")
+	for _, l := range r.Libraries {
+		if l.Found {
+			fmt.Fprintf(out, "  %-9s %-22s %s\n", l.Library, l.Opened, l.Version)
+		} else {
+			fmt.Fprintf(out, "  %-9s not found (tried %s)\n", l.Library, strings.Join(l.Tried, ", "))
+		}
+	}
+}
+
+// libraryProbes are the libraries longca may open, the names tried, and how each
+// reports its version.
+var libraryProbes = []struct {
+	lib     string
+	names   []string
+	version func(l *dl.Library) (string, error)
+}{
+	{"libmpi", []string{"libmpi.so.40", "libmpi.so.12", "libmpi.so"}, mpiVersion},
+	{"libcuda", []string{"libcuda.so.1"}, func(l *dl.Library) (string, error) { return intVersion(l, "cuDriverGetVersion", 1000, 10) }},
+	{"libnvrtc", []string{"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so", "/usr/local/cuda/targets/x86_64-linux/lib/libnvrtc.so.13", "/usr/local/cuda/lib64/libnvrtc.so"}, nvrtcVersion},
+	{"libnccl", []string{"libnccl.so.2"}, func(l *dl.Library) (string, error) { return intVersion(l, "ncclGetVersion", 10000, 100) }},
+	{"libcudnn", []string{"libcudnn.so.9"}, cudnnVersion},
+}
+
+func probeLibraries() []libInfo {
+	var out []libInfo
+	for _, p := range libraryProbes {
+		info := libInfo{Library: p.lib, Tried: p.names}
+		l, err := dl.Open(p.names...)
+		if err != nil {
+			info.Error = err.Error()
+			out = append(out, info)
+			continue
+		}
+		info.Found, info.Opened = true, l.Name
+		if v, err := p.version(l); err != nil {
+			info.Error = err.Error()
+		} else {
+			info.Version = v
+		}
+		out = append(out, info)
+	}
+	return out
+}
+
+// intVersion calls an int f(int*) version function: major = v/div, minor = v%div/sub.
+func intVersion(l *dl.Library, sym string, div, sub int) (string, error) {
+	f, err := l.Sym(sym)
+	if err != nil {
+		return "", err
+	}
+	var v C.int
+	if rc := C.lc_call_int_ptr(f, &v); rc != 0 {
+		return "", fmt.Errorf("%s returned error %d", sym, int(rc))
+	}
+	n := int(v)
+	if sym == "ncclGetVersion" && n < 10000 { // NCCL before 2.9 coded versions as 1000*major
+		return fmt.Sprintf("%d.%d.%d", n/1000, n%1000/100, n%100), nil
+	}
+	if sub == 100 {
+		return fmt.Sprintf("%d.%d.%d", n/div, n%div/sub, n%sub), nil
+	}
+	return fmt.Sprintf("%d.%d", n/div, n%div/sub), nil
+}
+
+func nvrtcVersion(l *dl.Library) (string, error) {
+	f, err := l.Sym("nvrtcVersion")
+	if err != nil {
+		return "", err
+	}
+	var major, minor C.int
+	if rc := C.lc_call_two_int_ptr(f, &major, &minor); rc != 0 {
+		return "", fmt.Errorf("nvrtcVersion returned error %d", int(rc))
+	}
+	return fmt.Sprintf("%d.%d", int(major), int(minor)), nil
+}
+
+func cudnnVersion(l *dl.Library) (string, error) {
+	f, err := l.Sym("cudnnGetVersion")
+	if err != nil {
+		return "", err
+	}
+	v := int(C.lc_call_size(f)) // 9.14.0 is 91400 from cuDNN 9 on
+	return fmt.Sprintf("%d.%d.%d", v/10000, v%10000/100, v%100), nil
+}
+
+// mpiVersion calls MPI_Get_library_version, which MPI allows before MPI_Init.
+func mpiVersion(l *dl.Library) (string, error) {
+	f, err := l.Sym("MPI_Get_library_version")
+	if err != nil {
+		return "", err
+	}
+	buf := (*C.char)(C.malloc(8192))
+	defer C.free(unsafe.Pointer(buf))
+	var n C.int
+	if rc := C.lc_call_str(f, buf, &n); rc != 0 {
+		return "", fmt.Errorf("MPI_Get_library_version returned error %d", int(rc))
+	}
+	s, _, _ := strings.Cut(C.GoStringN(buf, n), "\n")
+	s, _, _ = strings.Cut(s, ", package")
+	return strings.TrimSpace(s), nil
+}

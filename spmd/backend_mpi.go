@@ -1,0 +1,25 @@
+//go:build mpi
+
+package spmd
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/longca/longca/comm"
+	"github.com/longca/longca/comm/mpi"
+)
+
+func init() { RegisterBackend("mpi", openMPI) }
+
+// openMPI initialises MPI and checks that MPI's world is the launcher's.
+func openMPI(_ context.Context, w World, o Options) (comm.Comm, error) {
+	c, err := mpi.World(o.timeout())
+	if err != nil {
+		return nil, err
+	}
+	if c.Rank() != w.Rank || c.Size() != w.Size {
+		return nil, fmt.Errorf("MPI says rank %d of %d but the %s environment says %d of %d", c.Rank(), c.Size(), w.Launcher, w.Rank, w.Size)
+	}
+	return c, nil
+}
