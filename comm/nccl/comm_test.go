@@ -18,6 +18,9 @@ func selfExchange(id []byte) ([]byte, error) { return id, nil }
 
 func newFakeComm(t *testing.T, path string, s Stream, timeout time.Duration) *Comm {
 	t.Helper()
+	if fakeErr != nil {
+		t.Fatal(fakeErr)
+	}
 	var binds atomic.Int32
 	c, err := New(context.Background(), 0, 1, selfExchange, s, timeout, WithLibrary(path),
 		WithThreadSetup(func() error { binds.Add(1); return nil }), WithMaxPoll(100*time.Microsecond))
@@ -248,6 +251,9 @@ func TestCommAsyncError(t *testing.T) {
 }
 
 func TestNewInitTimeout(t *testing.T) {
+	if fakeErr != nil {
+		t.Fatal(fakeErr)
+	}
 	t.Setenv("FAKE_NCCL_INIT_HANG", "1")
 	start := time.Now()
 	_, err := New(context.Background(), 0, 1, selfExchange, doneStream, 40*time.Millisecond, WithLibrary(fakeLib))

@@ -1,6 +1,7 @@
 package nccl
 
 import (
+	_ "embed"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,6 +11,12 @@ import (
 
 	"github.com/longca/longca/tensor"
 )
+
+//go:embed testdata/fakenccl.c
+var fakeSource []byte
+
+// fakeErr says why the fake libraries could not be built; tests that need them fail.
+var fakeErr error
 
 // The fake libraries built from testdata/fakenccl.c by TestMain: one with ncclAlltoAll
 // (like NCCL 2.28.3), one without (older NCCL, so AllToAll falls back to send/recv).
@@ -21,6 +28,19 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	fakeErr = buildFakes(dir)
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// buildFakes compiles the embedded fake NCCL source (so the test binary works from any
+// directory) with the C compiler cgo uses.
+func buildFakes(dir string) error {
+	src := filepath.Join(dir, "fakenccl.c")
+	if err := os.WriteFile(src, fakeSource, 0o644); err != nil {
+		return err
+	}
 	fakeLib = filepath.Join(dir, "libfakenccl.so")
 	fakeLibNoA2A = filepath.Join(dir, "libfakenccl-noa2a.so")
 	cc := os.Getenv("CC")
@@ -28,15 +48,12 @@ func TestMain(m *testing.M) {
 		cc = "cc"
 	}
 	for out, flags := range map[string][]string{fakeLib: {"-DWITH_ALLTOALL"}, fakeLibNoA2A: nil} {
-		args := append([]string{"-shared", "-fPIC", "-O1", "-Wl,-Bsymbolic", "-o", out, "testdata/fakenccl.c"}, flags...)
+		args := append([]string{"-shared", "-fPIC", "-O1", "-Wl,-Bsymbolic", "-o", out, src}, flags...)
 		if msg, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "building the fake NCCL with %s: %v\n%s", cc, err, msg)
-			os.Exit(1)
+			return fmt.Errorf("building the fake NCCL with %s: %v\n%s", cc, err, msg)
 		}
 	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	return nil
 }
 
 // fakeCounter reads one of the fake library's int counters (fake_aborts, ...).
@@ -59,6 +76,9 @@ var _ tensor.DeviceBuffer = hostDev{}
 
 func openFake(t *testing.T, path string) *Lib {
 	t.Helper()
+	if fakeErr != nil {
+		t.Fatal(fakeErr)
+	}
 	l, err := Open(path)
 	if err != nil {
 		t.Fatal(err)
