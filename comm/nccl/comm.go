@@ -70,7 +70,7 @@ func New(ctx context.Context, rank, size int, exchange Exchange, stream Stream, 
 	c := &Comm{lib: lib, rank: rank, size: size, stream: stream, ctx: ctx, opts: o, w: w}
 	// Until ncclCommInitRank returns there is no handle to abort: a timeout only fails.
 	c.g = &guard{}
-	c.wd = watchdog{timeout: timeout, maxPoll: o.maxPoll, g: c.g}
+	c.wd = watchdog{timeout: timeout, maxPoll: o.maxPoll, spin: o.spin, g: c.g}
 	id, err := ShareID(rank, exchange, func() (UniqueID, error) {
 		var id UniqueID
 		err := c.host("ncclGetUniqueId", func() (err error) { id, err = lib.GetUniqueID(); return err })
@@ -87,10 +87,12 @@ func New(ctx context.Context, rank, size int, exchange Exchange, stream Stream, 
 	}
 	c.setHandle(h)
 	if err := c.checkShape(rank, size); err != nil {
+		w.stop()
 		return nil, err
 	}
 	if err := c.makeScratch(); err != nil {
 		c.Abort(err)
+		w.stop()
 		return nil, err
 	}
 	return c, nil

@@ -101,7 +101,10 @@ func (c *Comm) AllToAll(send, recv tensor.Tensor) error {
 	if send.Numel() != recv.Numel() {
 		return fmt.Errorf("nccl: alltoall of %d elements into %d", send.Numel(), recv.Numel())
 	}
-	if s == r && c.size > 1 {
+	if s == r {
+		if c.size == 1 {
+			return c.usable("alltoall") // a world of one: nothing moves
+		}
 		return fmt.Errorf("nccl: alltoall: send and recv are the same buffer; NCCL needs them apart")
 	}
 	n := send.Numel() / c.size

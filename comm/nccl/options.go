@@ -10,6 +10,7 @@ type options struct {
 	libNames []string
 	bind     func() error
 	maxPoll  time.Duration
+	spin     time.Duration
 	scratch  uintptr
 	p2pA2A   bool
 }
@@ -28,8 +29,13 @@ func WithLibrary(names ...string) Option {
 // it on their own threads too.
 func WithThreadSetup(fn func() error) Option { return func(o *options) { o.bind = fn } }
 
-// WithMaxPoll sets the longest sleep between the watchdog's polls (default 1ms).
+// WithMaxPoll sets the longest sleep between the watchdog's polls (default 200µs).
 func WithMaxPoll(d time.Duration) Option { return func(o *options) { o.maxPoll = d } }
+
+// WithSpin sets how long the watchdog polls an operation without sleeping (default
+// 2ms; negative: sleep from the first polls on), trading a busy CPU core for prompt
+// completion.
+func WithSpin(d time.Duration) Option { return func(o *options) { o.spin = d } }
 
 // WithBarrierBuffer gives Barrier a device buffer of at least 4 bytes for its one-element
 // all-reduce. Without it, New allocates one with ncclMemAlloc (NCCL 2.19 and later).

@@ -36,7 +36,7 @@ func (c *Comm) Split(color, key int) (comm.Comm, error) {
 		return nil, fmt.Errorf("nccl: split: setting up the NCCL thread: %w", err)
 	}
 	child := &Comm{lib: c.lib, stream: c.stream, ctx: c.ctx, opts: c.opts, w: w, scratch: c.scratch}
-	child.wd = watchdog{timeout: c.wd.timeout, maxPoll: c.wd.maxPoll}
+	child.wd = watchdog{timeout: c.wd.timeout, maxPoll: c.wd.maxPoll, spin: c.wd.spin}
 	child.setHandle(h)
 	n, err := c.lib.CommCount(h)
 	if err != nil {

@@ -26,11 +26,16 @@ type target interface {
 type watchdog struct {
 	timeout time.Duration // how long one operation may take; <= 0 means no deadline
 	maxPoll time.Duration // the longest sleep between polls
+	spin    time.Duration // how long to poll without sleeping first
 	g       *guard
 }
 
-// spinPolls are the first polls, which only yield, so short operations return fast.
+// spinPolls are the fewest polls that only yield, however short the spin time.
 const spinPolls = 64
+
+// defaultSpin is how long the watchdog polls without sleeping: a benchmark's
+// communication must be seen done within microseconds, not a sleep later.
+const defaultSpin = 2 * time.Millisecond
 
 // wait polls t until it completes or fails. op names the operation in the error.
 func (w *watchdog) wait(ctx context.Context, op string, t target) error {
@@ -41,7 +46,11 @@ func (w *watchdog) wait(ctx context.Context, op string, t target) error {
 	sleep := 5 * time.Microsecond
 	maxPoll := w.maxPoll
 	if maxPoll <= 0 {
-		maxPoll = time.Millisecond
+		maxPoll = 200 * time.Microsecond
+	}
+	spin := w.spin
+	if spin == 0 {
+		spin = defaultSpin
 	}
 	for i := 0; ; i++ {
 		ok, err := t.done()
@@ -64,7 +73,7 @@ func (w *watchdog) wait(ctx context.Context, op string, t target) error {
 		if err := ctx.Err(); err != nil {
 			return w.g.fail(fmt.Errorf("nccl: %s: %w; communicator aborted", op, err))
 		}
-		if i < spinPolls {
+		if i < spinPolls || time.Since(start) < spin {
 			runtime.Gosched()
 			continue
 		}
