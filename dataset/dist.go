@@ -56,11 +56,11 @@ func LoadDist(path string) (*Dist, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dataset: %w", err)
 	}
-	name := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
-	d, err := ParseDist(name, b)
+	d, err := ParseDist(path, b)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, err
 	}
+	d.Name = strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
 	return d, nil
 }
 
