@@ -36,7 +36,7 @@ func ParseScores(s string) (Scores, error) {
 	case "content":
 		return ContentScores, nil
 	}
-	return 0, fmt.Errorf("--scores: unknown score %q: use random or content", s)
+	return 0, inputErr("--scores", "--scores: unknown score %q: use random or content", s)
 }
 
 // Default block sizes of the variable layout (MASKS.md).
@@ -79,11 +79,11 @@ type Sparse struct {
 // minBlock plus its share of a random partition of the rest (sorted uniform cut points).
 func VariableEdges(n, minBlock, avg int, rng *rand.Rand) ([]int, error) {
 	if minBlock < 1 || avg < minBlock {
-		return nil, fmt.Errorf("--avg-block %d must be at least the minimum block %d", avg, minBlock)
+		return nil, inputErr("--avg-block", "--avg-block %d must be at least the minimum block %d", avg, minBlock)
 	}
 	nb := max(1, n/avg)
 	if n < nb*minBlock {
-		return nil, fmt.Errorf("--seqlen %d is shorter than one block of %d", n, minBlock)
+		return nil, inputErr("--seqlen", "--seqlen %d is shorter than one block of %d", n, minBlock)
 	}
 	rest := n - nb*minBlock
 	cuts := make([]int, nb+1)
@@ -100,16 +100,17 @@ func VariableEdges(n, minBlock, avg int, rng *rand.Rand) ([]int, error) {
 }
 
 // BlockSparse builds the block-sparse masks over seqlen tokens. q ([S, HeadsQ, D]) and
-// k ([S, HeadsKV, D]) are read only for ContentScores and may be nil otherwise.
+// k ([S, HeadsKV, D]) are read only for ContentScores and may be nil otherwise. Bad
+// options are InputErrors naming the flag (--ratio, --block, --avg-block, --seqlen).
 func BlockSparse(seqlen int, o SparseOptions, q, k *tensor.Host) (*Sparse, error) {
 	if seqlen < 1 {
-		return nil, fmt.Errorf("--seqlen must be at least 1, got %d", seqlen)
+		return nil, inputErr("--seqlen", "--seqlen must be at least 1, got %d", seqlen)
 	}
 	if !(o.Ratio > 0 && o.Ratio <= 1) {
-		return nil, fmt.Errorf("--ratio %v must be in (0, 1]", o.Ratio)
+		return nil, inputErr("--ratio", "--ratio %v must be in (0, 1]", o.Ratio)
 	}
 	if o.HeadsKV < 1 {
-		return nil, fmt.Errorf("block-sparse: %d KV heads: need at least 1 (--heads)", o.HeadsKV)
+		return nil, inputErr("--heads", "--heads: %d KV heads for block-sparse masks: need at least 1", o.HeadsKV)
 	}
 	rng := dataset.NewRand(o.Seed)
 	sp := &Sparse{}
@@ -117,7 +118,7 @@ func BlockSparse(seqlen int, o SparseOptions, q, k *tensor.Host) (*Sparse, error
 	case o.Block > 0:
 		sp.QEdges, sp.KEdges = UniformEdges(seqlen, o.Block), UniformEdges(seqlen, o.Block)
 	case o.Block < 0:
-		return nil, fmt.Errorf("--block %d must be positive", o.Block)
+		return nil, inputErr("--block", "--block %d must be positive", o.Block)
 	default:
 		minB := o.MinBlock
 		if minB == 0 {
@@ -125,10 +126,10 @@ func BlockSparse(seqlen int, o SparseOptions, q, k *tensor.Host) (*Sparse, error
 		}
 		var err error
 		if sp.QEdges, err = VariableEdges(seqlen, minB, o.AvgBlock, rng); err != nil {
-			return nil, fmt.Errorf("block-sparse: %w", err)
+			return nil, err
 		}
 		if sp.KEdges, err = VariableEdges(seqlen, minB, o.AvgBlock, rng); err != nil {
-			return nil, fmt.Errorf("block-sparse: %w", err)
+			return nil, err
 		}
 	}
 	nq, nk := len(sp.QEdges)-1, len(sp.KEdges)-1

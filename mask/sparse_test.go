@@ -226,6 +226,8 @@ func TestBlockSparseErrors(t *testing.T) {
 	} {
 		if _, err := BlockSparse(256, c, q, k); err == nil {
 			t.Errorf("BlockSparse(%+v) succeeded", c)
+		} else if c.Scores != ContentScores && !IsInputError(err) {
+			t.Errorf("BlockSparse(%+v): %v is not an InputError", c, err)
 		}
 	}
 	if _, err := ParseScores("magic"); err == nil {
