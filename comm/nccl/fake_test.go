@@ -48,7 +48,7 @@ func buildFakes(dir string) error {
 		cc = "cc"
 	}
 	for out, flags := range map[string][]string{fakeLib: {"-DWITH_ALLTOALL"}, fakeLibNoA2A: nil} {
-		args := append([]string{"-shared", "-fPIC", "-O1", "-Wl,-Bsymbolic", "-o", out, src}, flags...)
+		args := append([]string{"-shared", "-fPIC", "-O1", "-Wl,-Bsymbolic", "-o", out, src, "-lpthread"}, flags...)
 		if msg, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
 			return fmt.Errorf("building the fake NCCL with %s: %v\n%s", cc, err, msg)
 		}
