@@ -113,15 +113,17 @@ func (c *Comm) count(bytes int64, msgs int64) {
 	c.cmu.Unlock()
 }
 
-// Close frees the communicator (not the world's, which MPI_Finalize ends).
+// Close frees a sub-group's communicator; on the world communicator it ends MPI in
+// this process (MPI_Finalize), so close every sub-group first.
 func (c *Comm) Close() error {
 	mu.Lock()
-	defer mu.Unlock()
 	C.MPI_Comm_free(&c.side)
 	if !c.world_ {
+		defer mu.Unlock()
 		return check("MPI_Comm_free", C.MPI_Comm_free(&c.c))
 	}
-	return nil
+	mu.Unlock()
+	return Finalize()
 }
 
 func asHost(t tensor.Tensor, what string) (*tensor.Host, error) {

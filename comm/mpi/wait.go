@@ -58,7 +58,8 @@ func (r *reqs) free() {
 // runs the presence exchange to name the ranks that did not arrive, and leaves the
 // requests (and their pinned buffers) to the abort that must follow.
 func (c *Comm) wait(what string, r *reqs, peers []int) error {
-	deadline := time.Now().Add(c.timeout)
+	// The presence exchange takes the last quarter (at most 5s) of the timeout.
+	deadline := time.Now().Add(c.timeout - c.grace())
 	sleep := time.Microsecond
 	for {
 		var flag C.int
@@ -94,7 +95,7 @@ const presenceTag = 7001
 // point-to-point wait.
 func (c *Comm) timedOut(what string, peers []int) error {
 	n := c.size
-	grace := min(c.timeout, 5*time.Second)
+	grace := c.grace()
 	send := make([]byte, 8)
 	recv := make([]byte, 8*n)
 	r := newReqs(2 * n)
@@ -131,22 +132,33 @@ func (c *Comm) timedOut(what string, peers []int) error {
 		time.Sleep(time.Millisecond)
 	}
 	var missing []int
-	suspects := peers
-	if suspects == nil {
-		for p := range n {
-			suspects = append(suspects, p)
-		}
-	}
-	for _, p := range suspects {
-		if !arrived[p] && !contains(missing, p) {
+	for p := range n {
+		if !arrived[p] {
 			missing = append(missing, p)
 		}
 	}
 	if len(missing) == 0 { // everyone is alive and waiting: the calls do not match
 		return fmt.Errorf("mpi: %s did not complete within %s although every rank is alive: ranks called different collectives or mismatched sizes: %w", what, c.timeout, comm.ErrTimeout)
 	}
+	waiting := ""
+	if len(peers) > 0 {
+		waiting = fmt.Sprintf(" (this rank waited on rank(s) %v)", c.worldRanks(dedupe(peers)))
+	}
 	return &comm.PeerError{Rank: c.world(missing[0]), Op: "mpi " + what,
-		Err: fmt.Errorf("rank(s) %v did not arrive within %s: %w", c.worldRanks(missing), c.timeout, comm.ErrTimeout)}
+		Err: fmt.Errorf("rank(s) %v did not arrive within %s%s: %w", c.worldRanks(missing), c.timeout, waiting, comm.ErrTimeout)}
+}
+
+// grace is the part of the timeout kept for the presence exchange.
+func (c *Comm) grace() time.Duration { return min(c.timeout/4, 5*time.Second) }
+
+func dedupe(xs []int) []int {
+	var out []int
+	for _, x := range xs {
+		if !contains(out, x) {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 func contains(xs []int, x int) bool {

@@ -89,7 +89,9 @@ func (c *Comm) peerErr(what string, peer int, err error) error {
 	if w != peer {
 		err = fmt.Errorf("(rank %d of this group) %w", peer, err)
 	}
-	return &comm.PeerError{Rank: w, Op: "tcp " + what, Err: err}
+	pe := &comm.PeerError{Rank: w, Op: "tcp " + what, Err: err}
+	c.m.abort(pe)
+	return pe
 }
 
 // sendBytes sends to group rank peer and counts what leaves this rank.

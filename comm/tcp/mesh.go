@@ -31,6 +31,7 @@ type Rendezvous interface {
 const (
 	tagP2P uint8 = iota
 	tagColl
+	tagAbort // the sender gave up: the payload says why
 )
 
 // qkey names one queue: messages of one communicator from one sender with one tag.
@@ -59,11 +60,12 @@ type mesh struct {
 	peers      []*peer // nil at rank's own index
 	ln         net.Listener
 
-	mu     sync.Mutex
-	queues map[qkey]*queue
-	dead   []error // why each peer's connection ended
-	closed bool
-	wg     sync.WaitGroup
+	mu      sync.Mutex
+	queues  map[qkey]*queue
+	dead    []error // why each peer's connection ended
+	closed  bool
+	aborted bool
+	wg      sync.WaitGroup
 }
 
 func (m *mesh) queue(k qkey) *queue {
@@ -126,6 +128,12 @@ func (m *mesh) read(src int, c net.Conn) {
 			}
 			return
 		}
+		if hdr[8] == tagAbort {
+			m.mu.Lock()
+			m.dead[src] = fmt.Errorf("the rank gave up: %s", b)
+			m.mu.Unlock()
+			continue // the connection closes next; the reader then wakes the waiters
+		}
 		m.deliver(qkey{comm: binary.LittleEndian.Uint64(hdr[:8]), src: src, tag: hdr[8]}, b)
 	}
 }
@@ -177,6 +185,26 @@ func (m *mesh) recv(id uint64, tag uint8, src int) ([]byte, error) {
 		case <-q.ready:
 		case <-timer.C:
 			return nil, fmt.Errorf("nothing arrived within %s: %w", m.timeout, comm.ErrTimeout)
+		}
+	}
+}
+
+// abort tells every peer, once and best-effort, why this rank stops: so that a rank
+// waiting on this one reports the first failure, not the cascade.
+func (m *mesh) abort(err error) {
+	m.mu.Lock()
+	if m.aborted {
+		m.mu.Unlock()
+		return
+	}
+	m.aborted = true
+	dead := append([]error(nil), m.dead...)
+	m.mu.Unlock()
+	msg := []byte(fmt.Sprintf("rank %d: %v", m.rank, err))
+	for p, pr := range m.peers {
+		if pr != nil && dead[p] == nil {
+			pr.conn.SetWriteDeadline(time.Now().Add(time.Second))
+			m.send(0, tagAbort, p, msg)
 		}
 	}
 }
