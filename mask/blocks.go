@@ -1,7 +1,9 @@
 package mask
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"sort"
 )
 
@@ -120,20 +122,31 @@ func Blocks(m Mask, qEdges, kEdges []int) *BlockMap {
 				}
 			}
 		}
-		sort.Slice(hits, func(a, b int) bool {
-			if hits[a].j != hits[b].j {
-				return hits[a].j < hits[b].j
+		if len(byRow[i]) > 1 { // one slice's hits come in k order already
+			slices.SortFunc(hits, func(a, b hit) int {
+				if a.j != b.j {
+					return cmp.Compare(a.j, b.j)
+				}
+				return cmp.Compare(a.si, b.si)
+			})
+		}
+		// One backing array per row for the entries' slice lists.
+		idx := make([]int, len(hits))
+		tiles := 0
+		for x, h := range hits {
+			idx[x] = h.si
+			if x == 0 || h.j != hits[x-1].j {
+				tiles++
 			}
-			return hits[a].si < hits[b].si
-		})
-		var row []BlockEntry
-		for _, h := range hits {
+		}
+		row := make([]BlockEntry, 0, tiles)
+		for x, h := range hits {
 			if n := len(row); n > 0 && row[n-1].K == h.j {
 				row[n-1].Area += h.area
-				row[n-1].Slices = append(row[n-1].Slices, h.si)
+				row[n-1].Slices = idx[x-len(row[n-1].Slices) : x+1 : x+1]
 				continue
 			}
-			row = append(row, BlockEntry{K: h.j, Area: h.area, Slices: []int{h.si}})
+			row = append(row, BlockEntry{K: h.j, Area: h.area, Slices: idx[x : x+1 : x+1]})
 		}
 		for e := range row {
 			size := int64(qb.Len()) * int64(kEdges[row[e].K+1]-kEdges[row[e].K])
