@@ -7,6 +7,9 @@
 #include <cuda_fp16.h>
 
 #define DEV __device__ __forceinline__
+#ifndef INFINITY
+#define INFINITY __int_as_float(0x7f800000)
+#endif
 
 DEV unsigned smem_addr(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
 
