@@ -14,7 +14,9 @@ import (
 func init() { spmd.RegisterBackend("nccl", openBackend) }
 
 // openBackend is spmd's "nccl" backend: it opens this rank's GPU (the local rank's, see
-// spmd.DeviceIndex) with a stream of its own and joins the world's communicator.
+// spmd.DeviceIndex) with a stream of its own and joins the world's communicator. The
+// communicator it returns also takes host tensors (Staged), so the host-memory comm test
+// table (`longca selftest comm --backend nccl`) runs over NCCL.
 func openBackend(ctx context.Context, w spmd.World, o spmd.Options) (comm.Comm, error) {
 	idx, err := spmd.DeviceIndex(w, os.Getenv)
 	if err != nil {
@@ -28,7 +30,11 @@ func openBackend(ctx context.Context, w spmd.World, o spmd.Options) (comm.Comm, 
 	if timeout <= 0 {
 		timeout = spmd.DefaultTimeout
 	}
-	return NewSPMD(ctx, w, g, timeout)
+	c, err := NewSPMD(ctx, w, g, timeout)
+	if err != nil {
+		return nil, err
+	}
+	return NewStaged(c, g), nil
 }
 
 // NewSPMD joins the world's NCCL communicator on device g, enqueueing on g's stream (so
