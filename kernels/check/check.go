@@ -88,14 +88,14 @@ func run(ctx context.Context, k kernels.Kernel, p kernels.Problem, seed uint64, 
 		return Report{}, err
 	}
 	if !backward {
-		return newReport([]Figure{
+		return NewReport(
 			Compare("out", cand.out, exact.out, naive.out),
 			Compare("lse", cand.lse, exact.lse, naive.lse),
-		}), nil
+		), nil
 	}
-	return newReport([]Figure{
+	return NewReport(
 		Compare("dq", cand.dq, exact.dq, naive.dq),
 		Compare("dk", cand.dk, exact.dk, naive.dk),
 		Compare("dv", cand.dv, exact.dv, naive.dv),
-	}), nil
+	), nil
 }

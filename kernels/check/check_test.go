@@ -245,3 +245,25 @@ func TestInputsSeeded(t *testing.T) {
 		t.Fatalf("inputs mean %.3f variance %.3f, want standard normal", m, v)
 	}
 }
+
+func TestNewReport(t *testing.T) {
+	ok := Figure{Name: "a", Err: 1, Tol: 4, Pass: true}
+	far := Figure{Name: "b", Err: 9, Tol: 3}
+	near := Figure{Name: "c", Err: 4, Tol: 3}
+	nan := Figure{Name: "d", Err: 0, Tol: 3, NaNs: 2}
+	for _, c := range []struct {
+		figs  []Figure
+		pass  bool
+		worst string
+	}{
+		{[]Figure{ok}, true, "a"},
+		{[]Figure{ok, near, far}, false, "b"},
+		{[]Figure{far, nan, near}, false, "d"},
+		{nil, true, ""},
+	} {
+		r := NewReport(c.figs...)
+		if r.Pass != c.pass || r.Worst.Name != c.worst || len(r.Figures) != len(c.figs) {
+			t.Errorf("NewReport(%v) = %+v, want pass %v worst %q", c.figs, r, c.pass, c.worst)
+		}
+	}
+}

@@ -103,8 +103,10 @@ type Report struct {
 	Worst Figure
 }
 
-// newReport summarises figures.
-func newReport(figs []Figure) Report {
+// NewReport summarises figures (for callers that compare outputs they gathered
+// themselves, such as the context-parallel check): Pass when all pass, Worst the figure
+// furthest from its tolerance.
+func NewReport(figs ...Figure) Report {
 	r := Report{Pass: true, Figures: figs}
 	best := 0.0
 	for i, f := range figs {

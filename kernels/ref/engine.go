@@ -88,31 +88,6 @@ func (e *engine[T]) row(a []T, h, i, s int) []T {
 	return a[off : off+e.d : off+e.d]
 }
 
-// dot is the inner product, unrolled by four.
-func dot[T num](a, b []T) T {
-	b = b[:len(a)]
-	var s0, s1, s2, s3 T
-	i := 0
-	for ; i+4 <= len(a); i += 4 {
-		s0 += a[i] * b[i]
-		s1 += a[i+1] * b[i+1]
-		s2 += a[i+2] * b[i+2]
-		s3 += a[i+3] * b[i+3]
-	}
-	for ; i < len(a); i++ {
-		s0 += a[i] * b[i]
-	}
-	return (s0 + s1) + (s2 + s3)
-}
-
-// axpy adds alpha*x to y.
-func axpy[T num](alpha T, x, y []T) {
-	y = y[:len(x)]
-	for i, xi := range x {
-		y[i] += alpha * xi
-	}
-}
-
 func exp[T num](x T) T { return T(math.Exp(float64(x))) }
 
 // loadLSE reads a [heads, tokens] tensor as float64.

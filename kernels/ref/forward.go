@@ -9,6 +9,10 @@ import (
 	"github.com/longca/longca/tensor"
 )
 
+// tileCols is how many keys (or, in the key-side backward, queries) one tile holds:
+// a tile of k rows (64 x 128 x 8 bytes) stays in L1/L2 while a block's rows use it.
+const tileCols = 64
+
 // forward computes out and lse over every (head, row block) in parallel.
 func (e *engine[T]) forward(ctx context.Context, outT, lseT *tensor.Host) error {
 	spans := make([][][]mask.Range, len(e.masks))
@@ -19,13 +23,11 @@ func (e *engine[T]) forward(ctx context.Context, outT, lseT *tensor.Host) error 
 	lse := make([]float64, e.hq*e.sq)
 	nb := (e.sq + blockRows - 1) / blockRows
 	err := parallelFor(ctx, e.hq*nb, func() func(int) {
-		sbuf := make([]T, e.sk)
+		sc, inv := make([]T, blockRows*e.sk), make([]T, blockRows)
 		return func(task int) {
 			h, b := task/nb, task%nb
-			rs := spans[e.maskOf[h]]
-			for i := b * blockRows; i < min((b+1)*blockRows, e.sq); i++ {
-				lse[h*e.sq+i] = e.forwardRow(h, i, rs[i], sbuf, e.row(out, h, i, e.sq))
-			}
+			i0, i1 := b*blockRows, min((b+1)*blockRows, e.sq)
+			e.forwardBlock(h, i0, i1, spans[e.maskOf[h]], sc, inv, out, lse)
 		}
 	})
 	if err != nil {
@@ -38,51 +40,96 @@ func (e *engine[T]) forward(ctx context.Context, outT, lseT *tensor.Host) error 
 	return nil
 }
 
-// forwardRow writes query i of head h into o (zeroed) and returns its lse. sbuf holds
-// the row's scores, then its probabilities.
-func (e *engine[T]) forwardRow(h, i int, spans []mask.Range, sbuf, o []T) float64 {
-	qi := e.row(e.q, h, i, e.sq)
+// forwardBlock computes rows [i0, i1) of head h: scores tile by tile of keys (so a
+// tile of k serves every row of the block), the softmax per row, then P*V tile by tile.
+// sc holds one row of scores, then probabilities, per query of the block; inv holds
+// each row's 1/sum, applied after P*V in exact mode.
+func (e *engine[T]) forwardBlock(h, i0, i1 int, rs [][]mask.Range, sc, inv, out []T, lse []float64) {
 	kvh := h / e.group
-	m := T(math.Inf(-1))
-	n := 0
-	for _, sp := range spans {
-		for j := sp.Start; j < sp.End; j++ {
-			s := dot(qi, e.row(e.k, kvh, j, e.sk)) * e.scale
-			sbuf[n] = s
-			n++
-			m = max(m, s)
+	kh := e.k[kvh*e.sk*e.d : (kvh+1)*e.sk*e.d]
+	vh := e.v[kvh*e.sk*e.d : (kvh+1)*e.sk*e.d]
+	lo, hi := extent(rs[i0:i1])
+	for kb := lo; kb < hi; kb += tileCols {
+		ke := min(kb+tileCols, hi)
+		for i := i0; i < i1; i++ {
+			qi, row := e.row(e.q, h, i, e.sq), sc[(i-i0)*e.sk:(i-i0+1)*e.sk]
+			for _, sp := range rs[i] {
+				if a, b := max(sp.Start, kb), min(sp.End, ke); a < b {
+					dots(qi, kh, e.d, a, b, row)
+				}
+			}
 		}
 	}
-	if n == 0 {
-		return math.Inf(-1) // o stays 0
+	for i := i0; i < i1; i++ {
+		row := sc[(i-i0)*e.sk : (i-i0+1)*e.sk]
+		lse[h*e.sq+i], inv[i-i0] = e.softmax(row, rs[i])
 	}
-	var l T
-	for t := 0; t < n; t++ {
-		p := exp(sbuf[t] - m)
-		sbuf[t] = p
-		l += p
-	}
-	if e.emulate != 0 {
-		// attention_ref(upcast=False): normalise, round P, then P*V in fp32.
-		inv := 1 / l
-		for t := 0; t < n; t++ {
-			sbuf[t] = e.round(sbuf[t] * inv)
-		}
-	}
-	n = 0
-	for _, sp := range spans {
-		for j := sp.Start; j < sp.End; j++ {
-			axpy(sbuf[n], e.row(e.v, kvh, j, e.sk), o)
-			n++
+	for kb := lo; kb < hi; kb += tileCols {
+		ke := min(kb+tileCols, hi)
+		for i := i0; i < i1; i++ {
+			o, row := e.row(out, h, i, e.sq), sc[(i-i0)*e.sk:(i-i0+1)*e.sk]
+			for _, sp := range rs[i] {
+				if a, b := max(sp.Start, kb), min(sp.End, ke); a < b {
+					axpys(row, vh, e.d, a, b, o)
+				}
+			}
 		}
 	}
 	if e.emulate == 0 {
-		inv := 1 / l
-		for x := range o {
-			o[x] *= inv
+		for i := i0; i < i1; i++ {
+			o := e.row(out, h, i, e.sq)
+			for x := range o {
+				o[x] *= inv[i-i0]
+			}
 		}
 	}
-	return float64(m) + math.Log(float64(l))
+}
+
+// softmax turns a row's raw dot products (at its allowed keys) into exp(s - max), or in
+// emulation the normalised probabilities rounded to the emulated type, and returns the
+// row's lse and 1/sum. A row with no allowed key has lse -inf.
+func (e *engine[T]) softmax(row []T, spans []mask.Range) (float64, T) {
+	m := T(math.Inf(-1))
+	for _, sp := range spans {
+		for j := sp.Start; j < sp.End; j++ {
+			row[j] *= e.scale
+			m = max(m, row[j])
+		}
+	}
+	if math.IsInf(float64(m), -1) {
+		return math.Inf(-1), 0
+	}
+	var l T
+	for _, sp := range spans {
+		for j := sp.Start; j < sp.End; j++ {
+			row[j] = exp(row[j] - m)
+			l += row[j]
+		}
+	}
+	inv := 1 / l
+	if e.emulate != 0 {
+		// attention_ref(upcast=False): normalise, round P, then P*V in fp32.
+		for _, sp := range spans {
+			for j := sp.Start; j < sp.End; j++ {
+				row[j] = e.round(row[j] * inv)
+			}
+		}
+	}
+	return float64(m) + math.Log(float64(l)), inv
+}
+
+// extent is the smallest interval holding every span of the rows.
+func extent(rows [][]mask.Range) (lo, hi int) {
+	lo, hi = math.MaxInt, 0
+	for _, r := range rows {
+		if len(r) > 0 {
+			lo, hi = min(lo, r[0].Start), max(hi, r[len(r)-1].End)
+		}
+	}
+	if lo > hi {
+		return 0, 0
+	}
+	return lo, hi
 }
 
 func (e *engine[T]) name() string {
