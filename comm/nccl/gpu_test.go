@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/longca/longca/comm"
+	"github.com/longca/longca/comm/commtest"
 	"github.com/longca/longca/internal/cuda"
 	"github.com/longca/longca/spmd"
 	"github.com/longca/longca/tensor"
@@ -58,10 +59,6 @@ func gpuWorld(t *testing.T, opts ...Option) (*Comm, *cuda.Device, spmd.World) {
 	}
 	return c, g, w
 }
-
-// val is element i of rank r's data: small integers, exact in every dtype and in sums
-// over up to 8 ranks.
-func val(r, i int) float64 { return float64((r*7+i)%13 - 6) }
 
 func upload(t *testing.T, g *cuda.Device, dt tensor.DType, shape []int, f func(i int) float64) *cuda.Buffer {
 	t.Helper()
@@ -192,6 +189,19 @@ func TestGPUOperations(t *testing.T) {
 		t.Errorf("allreduce of %d bytes over %d ranks counted %d bytes", buf.Bytes(), n, d)
 	}
 	expect(t, "allreduce of ones", download(t, g, buf), func(int) float64 { return float64(n) })
+}
+
+// TestGPUCommTable runs the shared comm test table (host tensors, staged through the
+// GPU) over NCCL, as `longca selftest comm --backend nccl` does.
+func TestGPUCommTable(t *testing.T) {
+	c, g, _ := gpuWorld(t)
+	defer c.Close()
+	failed := commtest.RunRank(NewStaged(c, g), func(name string, err error) {
+		if err != nil {
+			t.Errorf("rank %d: %s: %v", c.Rank(), name, err)
+		}
+	})
+	t.Logf("rank %d of %d: %d of %d cases failed", c.Rank(), c.Size(), failed, len(commtest.Cases()))
 }
 
 func TestGPUSplit(t *testing.T) {

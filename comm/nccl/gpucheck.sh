@@ -9,15 +9,19 @@ BIN=${1:-bin/nccl.test}
 export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
 echo "# comm/nccl GPU checks with $BIN"
 echo "# one rank: every operation (self send/recv), split, alltoall by send/recv"
-"$BIN" -test.v -test.count=1 -test.run 'TestGPU(Operations|Split|AllToAllBySendRecv)$'
+"$BIN" -test.v -test.count=1 -test.run 'TestGPU(Operations|CommTable|Split|AllToAllBySendRecv)$'
 echo "# one rank: the watchdog aborts a receive no send matches (alone: it aborts the communicator)"
 "$BIN" -test.v -test.count=1 -test.run 'TestGPUWatchdogHungRecv$'
 N=$(nvidia-smi -L 2>/dev/null | wc -l)
 if [ "$N" -ge 2 ] && command -v mpirun >/dev/null 2>&1; then
 	echo "# $N ranks under mpirun"
 	mpirun --allow-run-as-root --oversubscribe -np "$N" -x NCCL_NVLS_ENABLE -x MASTER_ADDR=127.0.0.1 \
-		"$BIN" -test.count=1 -test.run 'TestGPU(Operations|Split)$'
+		"$BIN" -test.count=1 -test.run 'TestGPU(Operations|CommTable|Split)$'
 else
 	echo "# $N GPU(s): multi-rank checks skipped (need 2+ GPUs and mpirun)"
+fi
+if [ -x bin/longca ]; then
+	echo "# longca selftest comm over NCCL, one rank"
+	bin/longca selftest comm --backend nccl --verbose
 fi
 echo "# OK"
