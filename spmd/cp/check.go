@@ -54,7 +54,7 @@ func CheckRank(ctx context.Context, m Method, r *Run, seed uint64, backward bool
 	if err != nil {
 		return check.Report{}, err
 	}
-	got, err := gatherOutputs(r.Comm, pl, o, backward)
+	got, err := GatherOutputs(r.Comm, pl, o, backward)
 	if err != nil {
 		return check.Report{}, err
 	}
@@ -78,8 +78,9 @@ func CheckRank(ctx context.Context, m Method, r *Run, seed uint64, backward bool
 	return rep, nil
 }
 
-// gatherOutputs all-gathers every rank's outputs and joins them into global tensors.
-func gatherOutputs(c comm.Comm, pl *Plan, o Outputs, backward bool) (Outputs, error) {
+// GatherOutputs all-gathers every rank's outputs and joins them into global tensors
+// (padding dropped). Collective.
+func GatherOutputs(c comm.Comm, pl *Plan, o Outputs, backward bool) (Outputs, error) {
 	n := c.Size()
 	join := func(loc *tensor.Host, lse bool) (*tensor.Host, error) {
 		sh := loc.Shape()
@@ -120,14 +121,29 @@ func gatherOutputs(c comm.Comm, pl *Plan, o Outputs, backward bool) (Outputs, er
 // Compare checks global outputs against the exact float64 reference, with the naive
 // kernel in the problem's dtype as the baseline (kernels/check.Compare).
 func Compare(ctx context.Context, p kernels.Problem, q, k, v, dout *tensor.Host, got Outputs, backward bool) (check.Report, error) {
-	exact, err := reference(ctx, ref.New(ref.Options{}), p, q, k, v, dout, tensor.FP64, tensor.FP64, backward)
+	exact, naive, err := References(ctx, p, q, k, v, dout, backward)
 	if err != nil {
-		return check.Report{}, fmt.Errorf("check: reference: %w", err)
+		return check.Report{}, err
 	}
-	naive, err := reference(ctx, ref.New(ref.Options{Emulate: p.DType}), p, q, k, v, dout, p.DType, tensor.FP32, backward)
+	return CompareOutputs(got, exact, naive, backward), nil
+}
+
+// References runs the single-device references: exact (float64 outputs) and naive
+// (the ref kernel emulating a plain kernel in p.DType: outputs in p.DType, lse fp32).
+func References(ctx context.Context, p kernels.Problem, q, k, v, dout *tensor.Host, backward bool) (exact, naive Outputs, err error) {
+	exact, err = reference(ctx, ref.New(ref.Options{}), p, q, k, v, dout, tensor.FP64, tensor.FP64, backward)
 	if err != nil {
-		return check.Report{}, fmt.Errorf("check: naive %s reference: %w", p.DType, err)
+		return exact, naive, fmt.Errorf("check: reference: %w", err)
 	}
+	naive, err = reference(ctx, ref.New(ref.Options{Emulate: p.DType}), p, q, k, v, dout, p.DType, tensor.FP32, backward)
+	if err != nil {
+		return exact, naive, fmt.Errorf("check: naive %s reference: %w", p.DType, err)
+	}
+	return exact, naive, nil
+}
+
+// CompareOutputs applies the rule to every output (out, lse; dq, dk, dv with backward).
+func CompareOutputs(got, exact, naive Outputs, backward bool) check.Report {
 	figs := []check.Figure{
 		check.Compare("out", got.Out.Float64s(), exact.Out.Float64s(), naive.Out.Float64s()),
 		check.Compare("lse", got.LSE.Float64s(), exact.LSE.Float64s(), naive.LSE.Float64s()),
@@ -138,7 +154,7 @@ func Compare(ctx context.Context, p kernels.Problem, q, k, v, dout *tensor.Host,
 			check.Compare("dk", got.DK.Float64s(), exact.DK.Float64s(), naive.DK.Float64s()),
 			check.Compare("dv", got.DV.Float64s(), exact.DV.Float64s(), naive.DV.Float64s()))
 	}
-	return report(figs), nil
+	return report(figs)
 }
 
 // report summarises figures as check's own reports do: Pass when all pass, Worst the

@@ -1,0 +1,179 @@
+package cp
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/longca/longca/comm"
+	"github.com/longca/longca/comm/local"
+	"github.com/longca/longca/dataset"
+	"github.com/longca/longca/kernels"
+	"github.com/longca/longca/kernels/ref"
+	"github.com/longca/longca/mask"
+	"github.com/longca/longca/tensor"
+)
+
+// testSeq is the sequence length of the correctness table: small enough for the CPU
+// reference, long enough for several documents per rank.
+const testSeq = 256
+
+// testMaskOptions shrink the masks' windows, blocks and documents to testSeq.
+func testMaskOptions(seed uint64) mask.Options {
+	return mask.Options{
+		Seed: seed, Window: 24, BlockSize: 32, LongMin: 24, LongMax: 80,
+		Source: &dataset.Empirical{Name: "test", Counts: []int{3, 17, 40, 61, 90}},
+	}
+}
+
+// meshCase is one world size and mesh of a method.
+type meshCase struct {
+	n, u, r, w int
+	headFirst  bool
+	sharding   Sharding
+}
+
+func (m meshCase) String() string {
+	s := fmt.Sprintf("n%d-%dx%d", m.n, m.u, m.r)
+	if m.w > 1 {
+		s += fmt.Sprintf("-w%d", m.w)
+	}
+	if m.headFirst {
+		s += "-hf"
+	}
+	return s + "-" + m.sharding.String()
+}
+
+// meshes are the configurations of the table for each method: 1, 2, 4, 8 ranks for
+// the 1-D methods, 2x2, 2x4 and 4x2 for the 2-D ones, both shardings and placements.
+func meshes(method string) []meshCase {
+	switch method {
+	case "ulysses":
+		return []meshCase{{1, 1, 1, 1, false, Contiguous}, {2, 2, 1, 1, false, Contiguous}, {4, 4, 1, 1, false, Zigzag}, {8, 8, 1, 1, false, Contiguous}}
+	case "usp":
+		return []meshCase{{4, 2, 2, 1, false, Zigzag}, {8, 2, 4, 1, true, Zigzag}, {8, 4, 2, 1, false, Contiguous}}
+	case "loongtrain":
+		return []meshCase{{4, 2, 2, 2, true, Zigzag}, {8, 2, 4, 2, false, Zigzag}, {8, 4, 2, 2, true, Contiguous}, {8, 1, 8, 4, false, Zigzag}}
+	}
+	return []meshCase{{1, 1, 1, 1, false, Zigzag}, {2, 1, 2, 1, false, Contiguous}, {4, 1, 4, 1, false, Zigzag}, {8, 1, 8, 1, false, Zigzag}}
+}
+
+// heads are the head settings: GQA with more ranks than KV heads (replicated under
+// Ulysses), GQA with 8 KV heads, and MHA.
+var heads = [][2]int{{8, 2}, {16, 8}, {8, 8}}
+
+// refCache computes each problem's references once for all methods and meshes.
+type refCache struct {
+	mu sync.Mutex
+	m  map[string][2]Outputs
+}
+
+func (c *refCache) get(t *testing.T, key string, p kernels.Problem, q, k, v, dout *tensor.Host) (exact, naive Outputs) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r, ok := c.m[key]; ok {
+		return r[0], r[1]
+	}
+	exact, naive, err := References(context.Background(), p, q, k, v, dout, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.m == nil {
+		c.m = map[string][2]Outputs{}
+	}
+	c.m[key] = [2]Outputs{exact, naive}
+	return exact, naive
+}
+
+// runCase runs one method on in-process ranks and returns the gathered global outputs
+// and every rank's bytes sent by the method (forward, backward) as counted.
+func runCase(t *testing.T, m Method, pl *Plan, q, k, v, dout *tensor.Host) (Outputs, [][2]int64) {
+	t.Helper()
+	n := pl.Config.Ranks
+	var got Outputs
+	counted := make([][2]int64, n)
+	err := local.Run(n, func(c comm.Comm) error {
+		r, err := NewRun(pl, ref.New(ref.Options{}), c)
+		if err != nil {
+			return err
+		}
+		rank := c.Rank()
+		lq, lk, lv, ldo := pl.Shard(q, rank), pl.Shard(k, rank), pl.Shard(v, rank), pl.Shard(dout, rank)
+		o := Outputs{Out: poisoned(pl.Problem.DType, lq.Shape()), LSE: poisoned(tensor.FP32, []int{pl.Problem.HeadsQ, pl.Tokens}),
+			DQ: poisoned(pl.Problem.DType, lq.Shape()), DK: poisoned(pl.Problem.DType, lk.Shape()), DV: poisoned(pl.Problem.DType, lk.Shape())}
+		c0 := r.Counters().BytesSent
+		if err := m.Forward(context.Background(), r, lq, lk, lv, o.Out, o.LSE); err != nil {
+			return err
+		}
+		c1 := r.Counters().BytesSent
+		if err := m.Backward(context.Background(), r, lq, lk, lv, o.Out, o.LSE, ldo, o.DQ, o.DK, o.DV); err != nil {
+			return err
+		}
+		counted[rank] = [2]int64{c1 - c0, r.Counters().BytesSent - c1}
+		g, err := GatherOutputs(c, pl, o, true)
+		if rank == 0 {
+			got = g
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got, counted
+}
+
+// TestMethodsMatchReference is the must-show table: every method x every mask x its
+// world sizes and meshes x GQA and MHA, forward (out, lse) and backward (dq, dk, dv)
+// against the single-device reference by the rule of MASKS.md, with fresh inputs from
+// a seed per case; and the bytes each rank counted equal CommBytes.
+func TestMethodsMatchReference(t *testing.T) {
+	var cache refCache
+	for mi, maskName := range mask.Names() {
+		for hi, h := range heads {
+			spec, err := mask.Build(maskName, testSeq, testMaskOptions(uint64(1+mi)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			docs, err := spec.Docs()
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := kernels.Problem{HeadsQ: h[0], HeadsKV: h[1], HeadDim: 16, DType: tensor.BF16, Mask: spec.Mask}
+			for _, name := range Names() {
+				m, _ := New(name)
+				for ci, mc := range meshes(name) {
+					// The 16:8 setting runs on the 8-rank meshes only, to keep the table fast.
+					if hi == 1 && mc.n != 8 {
+						continue
+					}
+					t.Run(fmt.Sprintf("%s/%d:%d/%s/%s", maskName, h[0], h[1], name, mc), func(t *testing.T) {
+						cfg := Config{Ranks: mc.n, Ulysses: mc.u, Ring: mc.r, Windows: mc.w, HeadFirst: mc.headFirst, Sharding: mc.sharding, Docs: docs}
+						pl, err := m.Plan(cfg, p)
+						if err != nil {
+							t.Fatal(err)
+						}
+						// One input seed per (mask, heads, mesh index): fresh inputs per case,
+						// and the reference computed once for the methods that share it.
+						inSeed := uint64(1000*mi + 10*hi + ci)
+						q, k, v, dout := inputs(p, inSeed)
+						exact, naive := cache.get(t, fmt.Sprint(mi, hi, ci), p, q, k, v, dout)
+						got, counted := runCase(t, m, pl, q, k, v, dout)
+						if rep := CompareOutputs(got, exact, naive, true); !rep.Pass {
+							t.Fatalf("%s", rep)
+						}
+						fwd, bwd := m.CommBytes(pl, kernels.Fwd), m.CommBytes(pl, kernels.Bwd)
+						for r, c := range counted {
+							if c[0] != fwd || c[1] != bwd {
+								t.Fatalf("rank %d sent %d bytes forward and %d backward; CommBytes says %d and %d", r, c[0], c[1], fwd, bwd)
+							}
+						}
+						if mc.n > 1 && fwd == 0 {
+							t.Fatalf("CommBytes forward is 0 on %d ranks", mc.n)
+						}
+					})
+				}
+			}
+		}
+	}
+}
