@@ -17,3 +17,11 @@ func BenchmarkBlocksCausalDocument(b *testing.B) {
 		Blocks(sp.Mask, e, e)
 	}
 }
+
+func BenchmarkBlockSparse128K(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		if _, err := BlockSparse(1<<17, SparseOptions{Seed: 42, Block: 64, Ratio: 0.5, HeadsKV: 8}, nil, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -151,19 +151,34 @@ func BlockSparse(seqlen int, o SparseOptions, q, k *tensor.Host) (*Sparse, error
 		}
 	}
 	scores := make([]float64, nk)
-	order := make([]int, nk)
+	order := make([]scored, nk)
+	mark := make([]bool, nk)
+	keep := sp.KeepPerRow
 	for h := 0; h < o.HeadsKV; h++ {
-		m := Mask{SeqQ: seqlen, SeqK: seqlen}
+		// At most min(keep, nk-keep+1) runs of adjacent kept blocks per row.
+		m := Mask{SeqQ: seqlen, SeqK: seqlen, Slices: make([]Slice, 0, nq*min(keep, nk-keep+1))}
+		backing := make([]int, nq*keep)
 		kept := make([][]int, nq)
 		for i := 0; i < nq; i++ {
 			score(h, i, scores)
-			for j := range order {
-				order[j] = j
+			for j, v := range scores {
+				order[j] = scored{v, j}
 			}
-			// Highest score first; ties to the lower block, so the choice is deterministic.
-			sort.SliceStable(order, func(a, b int) bool { return scores[order[a]] > scores[order[b]] })
-			row := append([]int(nil), order[:sp.KeepPerRow]...)
-			sort.Ints(row)
+			// The keep best (highest score; ties to the lower block, so the choice is
+			// deterministic), then back in k order.
+			selectTop(order, keep)
+			clear(mark)
+			for _, e := range order[:keep] {
+				mark[e.j] = true
+			}
+			row := backing[i*keep : (i+1)*keep : (i+1)*keep]
+			x := 0
+			for j, in := range mark {
+				if in {
+					row[x] = j
+					x++
+				}
+			}
 			kept[i] = row
 			qr := Range{sp.QEdges[i], sp.QEdges[i+1]}
 			for a := 0; a < len(row); {
@@ -219,6 +234,52 @@ func pooled(sp *Sparse, headsKV, seqlen int, q, k *tensor.Host) (qp, kp [][][]fl
 		return out
 	}
 	return pool(q, sp.QEdges, qs[1], group), pool(k, sp.KEdges, ks[1], 1), nil
+}
+
+// scored is a k block and its score.
+type scored struct {
+	v float64
+	j int
+}
+
+// better ranks a before b: higher score, then lower block.
+func (a scored) better(b scored) bool { return a.v > b.v || (a.v == b.v && a.j < b.j) }
+
+// selectTop moves the k best entries of s to s[:k] (in no order), in expected linear
+// time (quickselect with a median-of-three pivot; entries are distinct by block).
+func selectTop(s []scored, k int) {
+	lo, hi := 0, len(s)-1
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		// Order s[lo], s[mid], s[hi] so that the median sits at mid.
+		if s[mid].better(s[lo]) {
+			s[lo], s[mid] = s[mid], s[lo]
+		}
+		if s[hi].better(s[lo]) {
+			s[lo], s[hi] = s[hi], s[lo]
+		}
+		if s[hi].better(s[mid]) {
+			s[mid], s[hi] = s[hi], s[mid]
+		}
+		pivot := s[mid]
+		s[mid], s[hi] = s[hi], s[mid]
+		p := lo
+		for x := lo; x < hi; x++ {
+			if s[x].better(pivot) {
+				s[p], s[x] = s[x], s[p]
+				p++
+			}
+		}
+		s[p], s[hi] = s[hi], s[p]
+		switch {
+		case p == k || p == k-1:
+			return
+		case p < k:
+			lo = p + 1
+		default:
+			hi = p - 1
+		}
+	}
 }
 
 func dot(a, b []float64) float64 {

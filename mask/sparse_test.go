@@ -234,3 +234,30 @@ func TestBlockSparseErrors(t *testing.T) {
 		t.Error("ParseScores(magic) succeeded")
 	}
 }
+
+// selectTop keeps exactly the k best by (score desc, block asc), ties included.
+func TestSelectTop(t *testing.T) {
+	rng := rand.New(rand.NewPCG(2, 3))
+	for it := 0; it < 2000; it++ {
+		n := 1 + rng.IntN(60)
+		k := 1 + rng.IntN(n)
+		s := make([]scored, n)
+		for j := range s {
+			s[j] = scored{float64(rng.IntN(1 + rng.IntN(5))), j} // many ties
+		}
+		want := slices.Clone(s)
+		sort.SliceStable(want, func(a, b int) bool { return want[a].v > want[b].v })
+		rng.Shuffle(n, func(a, b int) { s[a], s[b] = s[b], s[a] })
+		selectTop(s, k)
+		got := make([]int, k)
+		wj := make([]int, k)
+		for x := 0; x < k; x++ {
+			got[x], wj[x] = s[x].j, want[x].j
+		}
+		slices.Sort(got)
+		slices.Sort(wj)
+		if !slices.Equal(got, wj) {
+			t.Fatalf("n=%d k=%d: top %v, want %v", n, k, got, wj)
+		}
+	}
+}
