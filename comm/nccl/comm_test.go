@@ -209,7 +209,7 @@ func TestCommWatchdogTimeout(t *testing.T) {
 	if !errors.Is(err, comm.ErrTimeout) || !strings.Contains(err.Error(), "ncclAlltoAll") {
 		t.Errorf("hung alltoall: %v", err)
 	}
-	if took < timeout || took > timeout+500*time.Millisecond {
+	if took < timeout || took > timeout+2*time.Second {
 		t.Errorf("gave up after %v with a %v timeout", took, timeout)
 	}
 	start = time.Now()
@@ -260,7 +260,7 @@ func TestNewInitTimeout(t *testing.T) {
 	if !errors.Is(err, comm.ErrTimeout) || !strings.Contains(err.Error(), "ncclCommInitRank") || !strings.Contains(err.Error(), "rank 0 of 1") {
 		t.Errorf("hung init: %v", err)
 	}
-	if took := time.Since(start); took > time.Second {
+	if took := time.Since(start); took > 3*time.Second {
 		t.Errorf("took %v", took)
 	}
 }

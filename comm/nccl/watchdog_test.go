@@ -64,7 +64,7 @@ func TestWatchdogTimeoutAbortsOnce(t *testing.T) {
 				t.Errorf("timeout %v: %q lacks %q", timeout, err, want)
 			}
 		}
-		if took < timeout || took > timeout+200*time.Millisecond {
+		if took < timeout || took > timeout+2*time.Second {
 			t.Errorf("timeout %v: gave up after %v", timeout, took)
 		}
 		if f.polls.Load() < spinPolls {

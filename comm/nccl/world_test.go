@@ -246,7 +246,7 @@ func TestWorldMissingPeer(t *testing.T) {
 	if !errors.Is(err, comm.ErrTimeout) || !strings.Contains(err.Error(), "ncclAllReduce (sum)") || !strings.Contains(err.Error(), "aborted") {
 		t.Errorf("missing peer: %v", err)
 	}
-	if took < timeout || took > timeout+time.Second {
+	if took < timeout || took > timeout+3*time.Second {
 		t.Errorf("gave up after %v with a %v timeout", took, timeout)
 	}
 	if err := comms[0].Barrier(); err == nil || !strings.Contains(err.Error(), "aborted communicator") {
