@@ -3,7 +3,7 @@ package harness
 import (
 	"fmt"
 	"io"
-	"text/tabwriter"
+	"strings"
 
 	"github.com/longca/longca/kernels"
 	"github.com/longca/longca/tensor"
@@ -59,20 +59,25 @@ func (s Sweep) Cases() []Case {
 // is cheap) but running nothing: the --dry-run output. Lines not describing a case start
 // with '#'.
 func PrintPlan(w io.Writer, cases []Case, build MaskBuilder) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "# case\tmask\tseqlen\theads\thead_dim\tdtype\tkernel\tpass\tarea\tGFLOP\t")
+	mw := len("mask")
+	for _, c := range cases {
+		mw = max(mw, len(c.Mask))
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "#%5s  %-*s %8s %7s %8s %5s %8s %7s %14s %12s\n", "case", mw, "mask", "seqlen", "heads", "head_dim", "dtype", "kernel", "pass", "area", "GFLOP")
 	var total float64
 	for i, c := range cases {
+		fmt.Fprintf(&b, " %5d  %-*s %8d %7s %8d %5s %8s %7s", i+1, mw, c.Mask, c.SeqLen, c.Heads, c.HeadDim, c.DType, c.Kernel, c.Pass)
 		spec, err := build(c.Mask, c.SeqLen, c.Seed)
 		if err != nil {
-			fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%d\t%s\t%s\t%s\t-\t-\t# %v\n", i+1, c.Mask, c.SeqLen, c.Heads, c.HeadDim, c.DType, c.Kernel, c.Pass, err)
+			fmt.Fprintf(&b, " %14s %12s  # %v\n", "-", "-", err)
 			continue
 		}
-		p := problem(c, spec.Mask)
-		f := p.FLOPs(c.Pass)
+		f := problem(c, spec.Mask).FLOPs(c.Pass)
 		total += f
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%d\t%s\t%s\t%s\t%d\t%.3f\t\n", i+1, c.Mask, c.SeqLen, c.Heads, c.HeadDim, c.DType, c.Kernel, c.Pass, spec.Mask.Area(), f/1e9)
+		fmt.Fprintf(&b, " %14d %12.3f\n", spec.Mask.Area(), f/1e9)
 	}
-	fmt.Fprintf(tw, "# %d cases, %.3f TFLOP in all (dry run: nothing was run)\n", len(cases), total/1e12)
-	return tw.Flush()
+	fmt.Fprintf(&b, "# %d cases, %.3f TFLOP in all (dry run: nothing was run)\n", len(cases), total/1e12)
+	_, err := io.WriteString(w, b.String())
+	return err
 }

@@ -1,0 +1,249 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/longca/longca/dataset"
+	"github.com/longca/longca/harness"
+	"github.com/longca/longca/kernels"
+	"github.com/longca/longca/mask"
+	"github.com/longca/longca/tensor"
+	"github.com/urfave/cli/v2"
+)
+
+// publishedSeqLens are MASKS.md's kernel lengths: {1,2,4,8,16,24,32,40,48}K.
+var publishedSeqLens = []int{1 << 10, 2 << 10, 4 << 10, 8 << 10, 16 << 10, 24 << 10, 32 << 10, 40 << 10, 48 << 10}
+
+func init() {
+	register(&cli.Command{
+		Name:  "kernel",
+		Usage: "sweep attention kernels over masks, lengths, heads and passes: check each case, then time it",
+		Description: "Cases are masks x lengths x heads x kernels x passes. Each case is checked against the CPU\n" +
+			"reference first (a smaller case of the same mask and seed when it is too big for the CPU), then\n" +
+			"timed: -w warm-ups, -n timed repetitions with the device's clock, cache flushed between them.\n" +
+			"One Arrow row per case goes to OUT/<run>.rank-0-of-1.arrow as soon as it finishes; a wrong\n" +
+			"kernel is never timed. Lengths: --seqlens 1K,2K or -b 1K -e 48K -f 2 (or --step 8K).",
+		Flags:  sweepFlags(),
+		Action: kernelAction,
+	})
+}
+
+// sweepFlags are the flags of `longca kernel`, in nccl-tests' vocabulary.
+func sweepFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "begin", Aliases: []string{"b"}, Usage: "first sequence length (K, M suffixes)"},
+		&cli.StringFlag{Name: "end", Aliases: []string{"e"}, Usage: "last sequence length"},
+		&cli.IntFlag{Name: "factor", Aliases: []string{"f"}, Value: 2, Usage: "multiply the length by this from -b to -e"},
+		&cli.StringFlag{Name: "step", Usage: "add this to the length from -b to -e instead (8K)"},
+		&cli.StringFlag{Name: "seqlens", Usage: "comma-separated lengths (default 1K,2K,4K,8K,16K,24K,32K,40K,48K)"},
+		&cli.StringFlag{Name: "masks", Usage: "comma-separated masks, or all (default: the 12 kernel masks)"},
+		&cli.StringFlag{Name: "heads", Value: "64:8,64:64", Usage: "query:KV head settings"},
+		&cli.IntFlag{Name: "head-dim", Value: 128, Usage: "head dimension"},
+		&cli.StringFlag{Name: "dtype", Value: "bf16", Usage: "bf16, fp16, fp32 or fp64"},
+		&cli.StringFlag{Name: "passes", Value: "fwd,bwd", Usage: "comma-separated: fwd, bwd, fwd+bwd"},
+		&cli.IntFlag{Name: "warmup", Aliases: []string{"w"}, Value: 5, Usage: "untimed warm-up repetitions"},
+		&cli.IntFlag{Name: "iters", Aliases: []string{"n"}, Value: 20, Usage: "timed repetitions (the median is reported)"},
+		&cli.StringFlag{Name: "kernels", Usage: "comma-separated kernels (default: cuda when a GPU is found, else ref)"},
+		&cli.Uint64Flag{Name: "seed", Value: 42, Usage: "seed of the masks and inputs"},
+		&cli.StringFlag{Name: "out", Usage: "results folder (default out/kernel-<time>)"},
+		&cli.StringFlag{Name: "run-id", EnvVars: []string{"LONGCA_RUN_ID"}, Usage: "run id in file names and rows (default: the folder's name)"},
+		&cli.BoolFlag{Name: "check", Value: true, Usage: "check each case against the reference before timing it"},
+		&cli.BoolFlag{Name: "no-check", Usage: "time without checking (same as --check=false)"},
+		&cli.Float64Flag{Name: "check-budget", Value: harness.DefaultCheckBudget, Usage: "largest checked case in multiply-adds (area x heads x dim); larger cases are checked smaller"},
+		&cli.BoolFlag{Name: "dry-run", Usage: "print the cases and their FLOPs; run nothing"},
+		&cli.StringFlag{Name: "mask-json", Usage: "write each case's mask as JSON (MASKS.md form) into this folder"},
+	}
+}
+
+// defaultKernel is cuda when a GPU answers, else the CPU reference.
+func defaultKernel() string {
+	if slices.Contains(kernels.Names(), "cuda") {
+		if _, err := kernels.New("cuda"); err == nil {
+			return "cuda"
+		}
+	}
+	return "ref"
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// parseSeqLens reads --seqlens or -b/-e/-f/--step.
+func parseSeqLens(c *cli.Context) ([]int, error) {
+	ranged := c.IsSet("begin") || c.IsSet("end") || c.IsSet("step")
+	if c.IsSet("seqlens") {
+		if ranged {
+			return nil, usageError("--seqlens and -b/-e/--step both given: use one way to give the lengths")
+		}
+		l, err := harness.ParseSizeList(c.String("seqlens"))
+		if err != nil {
+			return nil, usageError("--seqlens: %v", err)
+		}
+		return l, nil
+	}
+	if !ranged {
+		return publishedSeqLens, nil
+	}
+	if !c.IsSet("begin") {
+		return nil, usageError("-e/--step given without -b: give the first length, e.g. -b 1K")
+	}
+	b, err := dataset.ParseSize(c.String("begin"))
+	if err != nil {
+		return nil, usageError("-b: %v", err)
+	}
+	e := b
+	if c.IsSet("end") {
+		if e, err = dataset.ParseSize(c.String("end")); err != nil {
+			return nil, usageError("-e: %v", err)
+		}
+	}
+	step := 0
+	if c.IsSet("step") {
+		if step, err = dataset.ParseSize(c.String("step")); err != nil || step == 0 {
+			return nil, usageError("--step %q: give a positive size, e.g. --step 8K", c.String("step"))
+		}
+	}
+	l, err := harness.SizeRange(b, e, c.Int("factor"), step)
+	if err != nil {
+		return nil, usageError("-b/-e/-f/--step: %v", err)
+	}
+	return l, nil
+}
+
+// parseMasks reads --masks against the mask registry.
+func parseMasks(s string) ([]string, error) {
+	switch s {
+	case "":
+		return mask.KernelMasks(), nil
+	case "all":
+		return mask.Names(), nil
+	}
+	known := mask.Names()
+	var out []string
+	for _, m := range splitList(s) {
+		if !slices.Contains(known, m) {
+			return nil, usageError("--masks: unknown mask %q: use all or some of %s", m, strings.Join(known, ", "))
+		}
+		out = append(out, m)
+	}
+	if len(out) == 0 {
+		return nil, usageError("--masks is empty: name masks (causal,full) or all")
+	}
+	return out, nil
+}
+
+// sweepFromFlags turns the flags into a sweep.
+func sweepFromFlags(c *cli.Context) (harness.Sweep, error) {
+	var s harness.Sweep
+	var err error
+	if s.SeqLens, err = parseSeqLens(c); err != nil {
+		return s, err
+	}
+	if s.Masks, err = parseMasks(c.String("masks")); err != nil {
+		return s, err
+	}
+	if s.Heads, err = harness.ParseHeads(c.String("heads")); err != nil {
+		return s, usageError("--heads: %v", err)
+	}
+	if s.HeadDim = c.Int("head-dim"); s.HeadDim <= 0 {
+		return s, usageError("--head-dim %d: must be positive (e.g. 128)", s.HeadDim)
+	}
+	if s.DType, err = tensor.ParseDType(c.String("dtype")); err != nil {
+		return s, usageError("--dtype: %v", err)
+	}
+	for _, p := range splitList(c.String("passes")) {
+		pass, err := kernels.ParsePass(p)
+		if err != nil {
+			return s, usageError("--passes: %v", err)
+		}
+		s.Passes = append(s.Passes, pass)
+	}
+	if len(s.Passes) == 0 {
+		return s, usageError("--passes is empty: use fwd, bwd or fwd+bwd")
+	}
+	s.Kernels = splitList(c.String("kernels"))
+	if len(s.Kernels) == 0 {
+		s.Kernels = []string{defaultKernel()}
+	}
+	for _, k := range s.Kernels {
+		if !slices.Contains(kernels.Names(), k) {
+			return s, usageError("--kernels: unknown kernel %q: registered are %s", k, strings.Join(kernels.Names(), ", "))
+		}
+	}
+	s.Seed = c.Uint64("seed")
+	return s, nil
+}
+
+func kernelAction(c *cli.Context) error {
+	s, err := sweepFromFlags(c)
+	if err != nil {
+		return err
+	}
+	if w, n := c.Int("warmup"), c.Int("iters"); w < 0 || n < 1 {
+		return usageError("-w %d -n %d: warm-ups must be >= 0 and iterations >= 1", w, n)
+	}
+	if c.Bool("check") && c.Bool("no-check") {
+		if c.IsSet("check") {
+			return usageError("--check and --no-check both given: use one")
+		}
+	}
+	cases := s.Cases()
+	if dir := c.String("mask-json"); dir != "" {
+		if err := writeMaskJSON(dir, s, harness.BuildMask); err != nil {
+			return err
+		}
+	}
+	if c.Bool("dry-run") {
+		return harness.PrintPlan(c.App.Writer, cases, harness.BuildMask)
+	}
+	o := sweepOptions{
+		sweep:       s,
+		warmup:      c.Int("warmup"),
+		iters:       c.Int("iters"),
+		check:       c.Bool("check") && !c.Bool("no-check"),
+		checkBudget: c.Float64("check-budget"),
+		out:         c.String("out"),
+		runID:       c.String("run-id"),
+		bench:       "kernel",
+	}
+	if o.out == "" {
+		o.out = defaultOutDir("kernel")
+	}
+	res, err := runSweep(c.Context, o)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.ErrWriter, "# results: %s\n", res.file)
+	return writeReportText(c.App.Writer, res.rows, "", "longca kernel "+res.runID)
+}
+
+// writeMaskJSON writes one JSON file per (mask, length) of the sweep into dir.
+func writeMaskJSON(dir string, s harness.Sweep, build harness.MaskBuilder) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("--mask-json: %w", err)
+	}
+	for _, m := range s.Masks {
+		for _, n := range s.SeqLens {
+			spec, err := build(m, n, s.Seed)
+			if err != nil {
+				log.Warn().Str("mask", m).Int("seqlen", n).Err(err).Msg("mask not written")
+				continue
+			}
+			if err := writeJSONFile(fmt.Sprintf("%s/%s_%d_seed%d.json", dir, m, n, s.Seed), spec); err != nil {
+				return fmt.Errorf("--mask-json: %w", err)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/longca/longca/harness"
+	"github.com/longca/longca/results"
+	"github.com/mattn/go-isatty"
+	"github.com/schollz/progressbar/v3"
+)
+
+// sweepOptions is one sweep of `longca kernel` or `longca run`.
+type sweepOptions struct {
+	sweep         harness.Sweep
+	warmup, iters int
+	check         bool
+	checkBudget   float64
+	out, runID    string
+	bench         string
+	build         harness.MaskBuilder // nil: harness.BuildMask
+}
+
+// sweepResult is what a sweep wrote.
+type sweepResult struct {
+	runID, file string
+	rows        []results.Row
+}
+
+// defaultOutDir is out/<what>-<UTC time>.
+func defaultOutDir(what string) string {
+	return filepath.Join("out", what+"-"+time.Now().UTC().Format("20060102T150405Z"))
+}
+
+// launcher names what started this process, from its environment.
+func launcher() string {
+	switch {
+	case os.Getenv("OMPI_COMM_WORLD_RANK") != "" || os.Getenv("PMI_RANK") != "":
+		return "mpirun"
+	case os.Getenv("SLURM_PROCID") != "":
+		return "srun"
+	case os.Getenv("TORCHELASTIC_RUN_ID") != "" || os.Getenv("LOCAL_RANK") != "":
+		return "torchrun"
+	}
+	return "none"
+}
+
+// baseRow holds the columns every row of this process shares.
+func baseRow(runID, bench string) results.Row {
+	host, _ := os.Hostname()
+	return results.Row{
+		RunID: runID, Host: host, Rank: 0, WorldSize: 1, LocalRank: 0, Launcher: launcher(),
+		Bench: bench, Version: Version, Command: strings.Join(os.Args, " "),
+	}
+}
+
+// runSweep checks and times every case, writing each row to the rank file as soon as it
+// is finished; a progress bar on a terminal, one log line a case otherwise. Ctrl-C stops
+// after the current case, keeping the rows written.
+func runSweep(ctx context.Context, o sweepOptions) (sweepResult, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	res := sweepResult{runID: o.runID}
+	if res.runID == "" {
+		res.runID = filepath.Base(filepath.Clean(o.out))
+	}
+	w, err := results.Create(o.out, res.runID, 0, 1)
+	if err != nil {
+		return res, fmt.Errorf("--out %s: %w", o.out, err)
+	}
+	res.file = w.Path()
+	r := &harness.Runner{
+		Build: o.build, Warmup: o.warmup, Iters: o.iters, CheckBudget: o.checkBudget,
+		Base: baseRow(res.runID, o.bench),
+	}
+	if o.check {
+		r.Check = harness.KernelCheck
+	}
+	defer r.Close()
+	cases := o.sweep.Cases()
+	var bar *progressbar.ProgressBar
+	if isatty.IsTerminal(os.Stderr.Fd()) {
+		bar = progressbar.NewOptions(len(cases), progressbar.OptionSetWriter(os.Stderr),
+			progressbar.OptionShowCount(), progressbar.OptionSetPredictTime(true),
+			progressbar.OptionClearOnFinish(), progressbar.OptionSetWidth(30))
+	}
+	log.Info().Str("run", res.runID).Int("cases", len(cases)).Str("file", res.file).Msg("sweep")
+	for i, c := range cases {
+		if ctx.Err() != nil {
+			log.Warn().Int("done", i).Int("cases", len(cases)).Msg("interrupted: rows so far are in the file")
+			break
+		}
+		if bar != nil {
+			bar.Describe(fmt.Sprintf("%s %s %s %s", c.Mask, harness.FormatSize(c.SeqLen), c.Heads, c.Pass))
+		}
+		row := r.Run(ctx, c)
+		if err := w.Write(row); err != nil {
+			w.Close()
+			return res, err
+		}
+		res.rows = append(res.rows, row)
+		if bar != nil {
+			_ = bar.Add(1) // drawing errors are not the sweep's
+			continue
+		}
+		ev := log.Info().Int("case", i+1).Int("of", len(cases)).Str("kernel", c.Kernel).Str("mask", c.Mask).
+			Int("seqlen", c.SeqLen).Str("heads", c.Heads.String()).Str("pass", c.Pass.String()).Str("status", string(row.Status))
+		if row.TFLOPs != nil {
+			ev = ev.Float64("median_ms", *row.MedianMs).Float64("tflops", *row.TFLOPs)
+		}
+		if row.Reason != "" {
+			ev = ev.Str("reason", row.Reason)
+		}
+		ev.Msg("case")
+	}
+	if bar != nil {
+		_ = bar.Finish()
+	}
+	if err := w.Close(); err != nil {
+		return res, err
+	}
+	return res, ctx.Err()
+}
+
+// writeReportText prints the nccl-tests style table of rows.
+func writeReportText(w io.Writer, rows []results.Row, pass, title string) error {
+	return results.WriteTable(w, title, results.Summarize(rows, pass))
+}
+
+// writeJSONFile writes v as indented JSON.
+func writeJSONFile(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/longca/longca/harness"
+	"github.com/longca/longca/kernels"
+	"github.com/longca/longca/mask"
+	"github.com/longca/longca/results"
+	"github.com/longca/longca/tensor"
+	"github.com/urfave/cli/v2"
+)
+
+func init() {
+	register(&cli.Command{
+		Name:  "run",
+		Usage: "run the standard kernel suite that fits this machine; write rows, merged file, report and plots",
+		Description: "Suites: gpu (kernels.New(\"cuda\") works): the 12 kernel masks at 8K..48K, heads 64:8 and\n" +
+			"64:64, head dim 128, bf16, fwd and bwd, the cuda kernel; cpu (no GPU): the ref kernel on\n" +
+			"6 masks at 512, 1K, 2K, heads 8:2, head dim 64, fwd and bwd (about a minute on 2 idle cores);\n" +
+			"smoke: a seconds-long subset of cpu for tests. OUT gets <run>.rank-0-of-1.arrow, merged.arrow,\n" +
+			"report.txt and plots/*.png; the table is printed.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "out", Usage: "results folder (default out/run-<time>)"},
+			&cli.StringFlag{Name: "suite", Value: "auto", Usage: "auto (gpu when a GPU is found, else cpu), gpu, cpu or smoke"},
+			&cli.IntFlag{Name: "warmup", Aliases: []string{"w"}, Value: -1, Usage: "override the suite's warm-ups"},
+			&cli.IntFlag{Name: "iters", Aliases: []string{"n"}, Value: -1, Usage: "override the suite's timed repetitions"},
+			&cli.BoolFlag{Name: "no-check", Usage: "time without checking"},
+			&cli.StringFlag{Name: "run-id", EnvVars: []string{"LONGCA_RUN_ID"}, Usage: "run id (default: the folder's name)"},
+			&cli.BoolFlag{Name: "parquet", Usage: "also write merged.parquet"},
+		},
+		Action: runAction,
+	})
+}
+
+// suite is a standard sweep with its repetitions and mask options.
+type suite struct {
+	name          string
+	sweep         harness.Sweep
+	warmup, iters int
+	checkBudget   float64
+	build         harness.MaskBuilder
+}
+
+// cpuBlock is block_causal_document's block in the CPU suites, so that 512 is a multiple.
+const cpuBlock = 512
+
+// smallBlocks builds masks with block_causal_document's block at blk tokens.
+func smallBlocks(blk int) harness.MaskBuilder {
+	return func(name string, seqlen int, seed uint64) (mask.Spec, error) {
+		o := mask.Options{Seed: seed}
+		if name == "block_causal_document" {
+			o.BlockSize = blk
+		}
+		return mask.Build(name, seqlen, o)
+	}
+}
+
+// suites returns the named standard suite.
+func suiteNamed(name string) (suite, error) {
+	both := []kernels.Pass{kernels.Fwd, kernels.Bwd}
+	switch name {
+	case "gpu":
+		return suite{name: "gpu", warmup: 5, iters: 20, checkBudget: harness.DefaultCheckBudget, build: harness.BuildMask,
+			sweep: harness.Sweep{Masks: mask.KernelMasks(), SeqLens: []int{8 << 10, 16 << 10, 24 << 10, 32 << 10, 40 << 10, 48 << 10},
+				Heads: []harness.Heads{{Q: 64, KV: 8}, {Q: 64, KV: 64}}, HeadDim: 128, DType: tensor.BF16,
+				Kernels: []string{"cuda"}, Passes: both, Seed: 42}}, nil
+	case "cpu":
+		return suite{name: "cpu", warmup: 0, iters: 2, checkBudget: 1e8, build: smallBlocks(cpuBlock),
+			sweep: harness.Sweep{Masks: []string{"full", "causal", "causal_document", "sliding_window_causal", "share_question", "block_causal_document"},
+				SeqLens: []int{512, 1 << 10, 2 << 10}, Heads: []harness.Heads{{Q: 8, KV: 2}}, HeadDim: 64, DType: tensor.BF16,
+				Kernels: []string{"ref"}, Passes: both, Seed: 42}}, nil
+	case "smoke":
+		return suite{name: "smoke", warmup: 0, iters: 1, checkBudget: 1e7, build: smallBlocks(128),
+			sweep: harness.Sweep{Masks: []string{"causal", "causal_document", "block_causal_document"},
+				SeqLens: []int{128, 256}, Heads: []harness.Heads{{Q: 4, KV: 2}}, HeadDim: 16, DType: tensor.BF16,
+				Kernels: []string{"ref"}, Passes: both, Seed: 42}}, nil
+	}
+	return suite{}, usageError("--suite %q: use auto, gpu, cpu or smoke", name)
+}
+
+func runAction(c *cli.Context) error {
+	name := c.String("suite")
+	if name == "auto" {
+		name = "cpu"
+		if defaultKernel() == "cuda" {
+			name = "gpu"
+		}
+	}
+	st, err := suiteNamed(name)
+	if err != nil {
+		return err
+	}
+	if c.IsSet("warmup") {
+		if st.warmup = c.Int("warmup"); st.warmup < 0 {
+			return usageError("-w %d: warm-ups must be >= 0", st.warmup)
+		}
+	}
+	if c.IsSet("iters") {
+		if st.iters = c.Int("iters"); st.iters < 1 {
+			return usageError("-n %d: iterations must be >= 1", st.iters)
+		}
+	}
+	out := c.String("out")
+	if out == "" {
+		out = defaultOutDir("run")
+	}
+	if _, err := os.Stat(filepath.Join(out, "merged.arrow")); err == nil {
+		return usageError("--out %s already holds a merged run: give a new folder", out)
+	}
+	log.Info().Str("suite", st.name).Str("out", out).Msg("longca run")
+	res, err := runSweep(c.Context, sweepOptions{
+		sweep: st.sweep, warmup: st.warmup, iters: st.iters, check: !c.Bool("no-check"),
+		checkBudget: st.checkBudget, out: out, runID: c.String("run-id"), bench: "kernel", build: st.build,
+	})
+	if err != nil {
+		return err
+	}
+	if err := writeSpecs(filepath.Join(out, "masks"), st); err != nil {
+		return err
+	}
+	m, err := results.Merge(out, results.MergeOptions{Runs: []string{res.runID}, Parquet: c.Bool("parquet")})
+	if err != nil {
+		return err
+	}
+	rows, err := results.Load(m.Files[0])
+	if err != nil {
+		return err
+	}
+	title := fmt.Sprintf("longca run: suite %s, run %s, %d rows", st.name, res.runID, len(rows))
+	sum := results.Summarize(rows, "")
+	var table strings.Builder
+	if err := results.WriteTable(&table, title, sum); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(out, "report.txt"), []byte(table.String()), 0o644); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	plots, err := results.WritePlots(filepath.Join(out, "plots"), sum)
+	if err != nil {
+		return err
+	}
+	fmt.Fprint(c.App.Writer, table.String())
+	fmt.Fprintf(c.App.Writer, "# wrote %s, %s, report.txt and %d plots in %s\n",
+		filepath.Base(res.file), filepath.Base(m.Files[0]), len(plots), out)
+	return nil
+}
+
+// writeSpecs writes the suite's masks as JSON (for peers/torch_attention.py --slices).
+func writeSpecs(dir string, st suite) error {
+	return writeMaskJSON(dir, st.sweep, st.build)
+}
