@@ -192,7 +192,7 @@ func TestCommGroupFailureAborts(t *testing.T) {
 func TestCommWatchdogTimeout(t *testing.T) {
 	var hung atomic.Bool
 	s := FuncStream{Ptr: 1, QueryFn: func() (bool, error) { return !hung.Load(), nil }}
-	const timeout = 30 * time.Millisecond
+	const timeout = 300 * time.Millisecond
 	c := newFakeComm(t, fakeLib, s, timeout)
 	l := c.Lib()
 	aborts := fakeCounter(t, l, "fake_aborts")
