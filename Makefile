@@ -6,13 +6,24 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 TAGS    ?= $(shell command -v mpicc >/dev/null 2>&1 && echo mpi)
 LDFLAGS := -X main.Version=$(VERSION)
 
-.PHONY: build test lint bench gpu-test device clean
+.PHONY: build test unit integration lint bench gpu-test device clean
 
 build:
 	$(GO) build -tags '$(TAGS)' -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/longca
 
-test: build
+# test: everything CI checks, on a fresh machine too (scripts/test.sh installs Open MPI,
+# Slurm and munge as root when missing): vet, unit tests, then the mpirun and Slurm
+# integration tests, ending with `N passed, N failed`.
+test:
+	GO=$(GO) ./scripts/test.sh
+
+# unit: only go test (no launcher needed).
+unit: build
 	$(GO) test -tags '$(TAGS)' -timeout 30m ./...
+
+# integration: only the mpirun and Slurm part of test.
+integration:
+	GO=$(GO) LONGCA_SKIP_UNIT=1 ./scripts/test.sh
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "not gofmt-formatted:"; echo "$$out"; exit 1; fi

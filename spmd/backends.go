@@ -34,7 +34,8 @@ func openTCP(ctx context.Context, w World, o Options) (comm.Comm, error) {
 	defer func() {
 		st.Close()
 		if srv != nil {
-			srv.Close()
+			// Rank 0 returns once the others have their last reply and hung up.
+			srv.Shutdown(o.timeout())
 		}
 	}()
 	host := "127.0.0.1"
@@ -60,7 +61,7 @@ func LocalTCP(ctx context.Context, n int, timeout time.Duration) ([]comm.Comm, e
 	if err != nil {
 		return nil, err
 	}
-	defer srv.Close()
+	defer srv.Shutdown(timeout)
 	out := make([]comm.Comm, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup

@@ -7,7 +7,7 @@ import (
 )
 
 // DeviceIndex is the GPU this rank uses, as an index into the devices CUDA shows it:
-// the local rank, modulo nothing. With CUDA_VISIBLE_DEVICES set to one device per task
+// the local rank by default. With CUDA_VISIBLE_DEVICES set to one device per task
 // (srun --gpus-per-task, --gpu-bind=single:1), each rank sees one GPU and uses index 0;
 // with a shared list, the local rank indexes the list. A local rank past the visible
 // devices is an error naming CUDA_VISIBLE_DEVICES, since two ranks on one GPU would fail

@@ -58,9 +58,26 @@ func (s *StoreServer) Close() error {
 		c.Close()
 	}
 	s.mu.Unlock()
-	err := s.ln.Close()
+	s.ln.Close() // may be closed already by Shutdown
 	s.wg.Wait()
-	return err
+	return nil
+}
+
+// Shutdown stops taking connections and waits (at most d) until every rank has closed
+// its connection, so that replies still on their way are delivered; then it closes.
+func (s *StoreServer) Shutdown(d time.Duration) error {
+	s.ln.Close()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		s.mu.Lock()
+		n := len(s.conns)
+		s.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return s.Close()
 }
 
 func (s *StoreServer) accept() {

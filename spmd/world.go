@@ -12,7 +12,7 @@ import (
 )
 
 // DefaultMasterPort is the TCP store's port when neither MASTER_PORT nor --master-port
-// gives one.
+// gives one; under Slurm it is offset by SLURM_JOB_ID % 1000.
 const DefaultMasterPort = 29517
 
 // World is where this process stands among the ranks of one run.
@@ -117,6 +117,9 @@ func (w *World) fillMaster(e env) error {
 	w.MasterAddr = e.getenv("MASTER_ADDR")
 	if e.has("MASTER_PORT") {
 		w.MasterPort = e.int("MASTER_PORT", DefaultMasterPort)
+	} else if e.has("SLURM_JOB_ID") {
+		// Two jobs sharing a node must not share the port: offset it by the job id.
+		w.MasterPort = DefaultMasterPort + e.int("SLURM_JOB_ID", 0)%1000
 	}
 	if w.MasterAddr == "" && w.NodeList != "" {
 		hosts, err := ExpandNodeList(w.NodeList)

@@ -1,0 +1,155 @@
+#!/usr/bin/env bash
+# The whole test: what `make test` runs, on a fresh Debian 12 machine (as root it
+# installs what is missing) or a developer's machine.
+#
+#   1. packages: openmpi-bin libopenmpi-dev slurm-wlm munge (root + apt only, if missing)
+#   2. build bin/longca (with -tags mpi when mpicc is there), go vet, go test ./...
+#   3. integration: mpirun -np 4 selftest comm; a rank that leaves early under MPI and
+#      under TCP; a one-node Slurm cluster: srun env, srun selftest comm, sbatch --wait
+#      slurm/run_cpu_ci.sh and the merged file holding every rank.
+#
+# Prints `N passed, N failed` for the integration part; exits non-zero on any failure.
+# LONGCA_SKIP_UNIT=1 runs only the integration part.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+GO=${GO:-go}
+command -v "$GO" >/dev/null || GO=/usr/local/go/bin/go
+
+log() { printf '\n=== %s\n' "$*"; }
+
+# --- 1. packages -----------------------------------------------------------------
+need=()
+command -v mpicc >/dev/null || need+=(openmpi-bin libopenmpi-dev)
+command -v slurmctld >/dev/null || need+=(slurm-wlm)
+command -v munged >/dev/null || need+=(munge)
+if [ ${#need[@]} -gt 0 ]; then
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+		log "installing ${need[*]}"
+		export DEBIAN_FRONTEND=noninteractive
+		apt-get update -qq && apt-get install -y -qq "${need[@]}" pkg-config >/dev/null ||
+			{ echo "test.sh: apt-get install ${need[*]} failed" >&2; exit 1; }
+	else
+		echo "test.sh: missing ${need[*]}: install them (apt-get install -y openmpi-bin libopenmpi-dev slurm-wlm munge) or run as root" >&2
+		exit 1
+	fi
+fi
+
+# --- 2. build, vet, unit tests ---------------------------------------------------
+TAGS=$(command -v mpicc >/dev/null && echo mpi)
+log "build (tags: ${TAGS:-none})"
+make --no-print-directory build GO="$GO" TAGS="$TAGS" || exit 1
+if [ "${LONGCA_SKIP_UNIT:-}" != 1 ]; then
+	log "go vet"
+	"$GO" vet -tags "$TAGS" ./... || exit 1
+	log "go test"
+	"$GO" test -tags "$TAGS" -timeout 30m ./... || exit 1
+fi
+
+# --- 3. integration ----------------------------------------------------------------
+BIN=$PWD/bin/longca
+work=$(mktemp -d /tmp/longca-it.XXXXXX)
+pass=0 fail=0
+failed=()
+export OMPI_MCA_btl_vader_single_copy_mechanism=none # containers often forbid CMA
+MPIRUN=(mpirun --allow-run-as-root --oversubscribe)
+
+# check NAME CMD...: run CMD (output in $work/NAME.out), record pass or fail.
+check() {
+	local name=$1
+	shift
+	log "$name"
+	if "$@"; then
+		pass=$((pass + 1))
+		echo "PASS $name"
+	else
+		fail=$((fail + 1))
+		failed+=("$name")
+		echo "FAIL $name"
+	fi
+}
+
+# count_ok FILE N: the file has N lines "... N passed, 0 failed, 0 not run".
+count_ok() {
+	local got
+	got=$(grep -c ': 13 passed, 0 failed, 0 not run' "$1" || true)
+	[ "$got" = "$2" ] || { echo "want $2 ranks passing every case, got $got:"; cat "$1"; return 1; }
+}
+
+mpi_all() {
+	timeout 300 "${MPIRUN[@]}" -np 4 "$BIN" selftest comm --timeout 60s >"$work/mpi.out" 2>&1 || { cat "$work/mpi.out"; return 1; }
+	cat "$work/mpi.out"
+	count_ok "$work/mpi.out" 4 && grep -q '(mpi)' "$work/mpi.out"
+}
+
+# early_exit BACKEND RANK WANT: rank RANK leaves; the run must fail non-zero within the
+# timeout, and the survivors' failures must name RANK.
+early_exit() {
+	local backend=$1 rank=$2 want=$3 start rc el
+	start=$(date +%s)
+	timeout 120 "${MPIRUN[@]}" -np 4 "$BIN" selftest comm --backend "$backend" --timeout 8s --exit-rank "$rank" >"$work/early-$backend.out" 2>&1
+	rc=$? el=$(($(date +%s) - start))
+	grep 'selftest comm' "$work/early-$backend.out"
+	[ "$rc" != 0 ] || { echo "exit status 0 although rank $rank left"; return 1; }
+	[ "$rc" != 124 ] || { echo "hung until the outer timeout"; return 1; }
+	[ "$el" -le 40 ] || { echo "took ${el}s with an 8s timeout"; return 1; }
+	grep -q "rank $rank of 4 ($backend) leaves early" "$work/early-$backend.out" || { echo "rank $rank did not leave"; return 1; }
+	grep 'FAIL' "$work/early-$backend.out" | grep -q -- "$want" || { echo "no failure names '$want'"; cat "$work/early-$backend.out"; return 1; }
+	if grep 'FAIL' "$work/early-$backend.out" | grep -v -q -- "rank $rank"; then
+		echo "a failure does not name rank $rank"
+		return 1
+	fi
+}
+
+check "mpirun -np 4 selftest comm (every collective, checked)" mpi_all
+check "mpirun: rank 3 leaves early, others fail naming it (mpi)" early_exit mpi 3 'rank(s) \[3\] did not arrive'
+check "mpirun: rank 1 leaves early, others fail naming it (tcp)" early_exit tcp 1 'rank 1: connection closed'
+
+# --- Slurm -------------------------------------------------------------------------
+export LONGCA_SLURM_DIR=$work/slurm
+slurm_up() {
+	local up
+	up=$(./scripts/slurm-up.sh) || return 1
+	eval "$up"
+	echo "SLURM_CONF=$SLURM_CONF"
+	sinfo
+}
+trap './scripts/slurm-down.sh' EXIT
+check "slurm cluster up" slurm_up
+if [ -n "${SLURM_CONF:-}" ]; then
+	srun_env() {
+		timeout 120 srun -n 4 --overcommit "$BIN" env --format json >"$work/env.out" 2>&1 || { cat "$work/env.out"; return 1; }
+		cat "$work/env.out"
+		local ranks sizes
+		ranks=$(grep -o '"rank":[0-9]*' "$work/env.out" | cut -d: -f2 | sort -n | tr '\n' ' ')
+		sizes=$(grep -o '"world_size":[0-9]*' "$work/env.out" | sort -u)
+		[ "$ranks" = "0 1 2 3 " ] || { echo "ranks: '$ranks', want 0 1 2 3"; return 1; }
+		[ "$sizes" = '"world_size":4' ] || { echo "world sizes: $sizes"; return 1; }
+		grep -q '"launcher":"slurm"' "$work/env.out"
+	}
+	srun_comm() {
+		timeout 300 srun -n 4 --overcommit "$BIN" selftest comm --timeout 60s >"$work/srun.out" 2>&1 || { cat "$work/srun.out"; return 1; }
+		cat "$work/srun.out"
+		count_ok "$work/srun.out" 4 && grep -q '(tcp)' "$work/srun.out"
+	}
+	sbatch_ci() {
+		local out job dir
+		mkdir -p out
+		out=$(LONGCA=$BIN timeout 600 sbatch --wait slurm/run_cpu_ci.sh 2>&1)
+		local rc=$?
+		echo "$out"
+		job=$(echo "$out" | grep -o 'Submitted batch job [0-9]*' | grep -o '[0-9]*$')
+		[ -n "$job" ] && cat "out/slurm-$job.log"
+		[ "$rc" = 0 ] || { echo "sbatch --wait exited $rc"; return 1; }
+		dir=out/slurm-$job
+		count_ok "out/slurm-$job.log" 4 || return 1
+		"$BIN" selftest merged "$dir/merged.arrow" --ranks 4
+	}
+	check "srun -n 4 env --format json (4 distinct ranks)" srun_env
+	check "srun -n 4 selftest comm (tcp backend)" srun_comm
+	check "sbatch --wait slurm/run_cpu_ci.sh, merge holds every rank" sbatch_ci
+fi
+
+echo
+echo "integration: $pass passed, $fail failed"
+for f in "${failed[@]}"; do echo "  failed: $f"; done
+[ "$fail" = 0 ]

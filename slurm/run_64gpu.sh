@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Context-parallel benchmark on 8 nodes x 8 GPUs (64 ranks): one task per GPU, ranks
+# numbered node by node (block distribution), so ranks 8k..8k+7 share a node's NVLink
+# and the 2-D methods (usp, loongtrain) can keep one dimension inside a node.
+#
+#   sbatch slurm/run_64gpu.sh
+#   sbatch --nodes=4 slurm/run_64gpu.sh          # 32 GPUs: the task count follows
+#   LONGCA_CP_ARGS="--methods loongtrain --seqlens 1M" sbatch slurm/run_64gpu.sh
+#
+# Results: out/cp-64gpu-<job id>/ (one Arrow file per rank; merged at the end).
+#SBATCH --job-name=longca-cp-64gpu
+#SBATCH --nodes=8
+#SBATCH --ntasks-per-node=8
+#SBATCH --gpus-per-node=8
+#SBATCH --gpus-per-task=1
+#SBATCH --cpus-per-task=8
+#SBATCH --distribution=block:block
+#SBATCH --exclusive
+#SBATCH --time=04:00:00
+#SBATCH --output=out/cp-64gpu-%j.log
+set -euo pipefail
+
+LONGCA=${LONGCA:-bin/longca}
+out=${LONGCA_OUT:-out/cp-64gpu-${SLURM_JOB_ID}}
+mkdir -p "$out"
+
+# NCCL across nodes. Set the interface and HCAs of your fabric (see docs/cluster.md);
+# NVLS stays off on these machines.
+export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
+export NCCL_DEBUG=${NCCL_DEBUG:-WARN}
+[ -n "${LONGCA_IFNAME:-}" ] && export NCCL_SOCKET_IFNAME=$LONGCA_IFNAME
+[ -n "${LONGCA_IB_HCA:-}" ] && export NCCL_IB_HCA=$LONGCA_IB_HCA
+# Rank 0's store runs on the first node of SLURM_JOB_NODELIST (longca expands it);
+# a port unique to the job keeps two jobs sharing a node apart.
+export MASTER_PORT=${MASTER_PORT:-$((20000 + SLURM_JOB_ID % 20000))}
+
+# One line per rank: host, local rank, the GPU it will use, NCCL/CUDA versions.
+srun --gpus-per-task=1 --gpu-bind=single:1 --cpu-bind=cores "$LONGCA" env --format json >"$out/env.jsonl"
+
+srun --gpus-per-task=1 --gpu-bind=single:1 --cpu-bind=cores --kill-on-bad-exit=1 \
+	"$LONGCA" cp --out "$out" --run-id "job${SLURM_JOB_ID}" \
+	${LONGCA_CP_ARGS:---methods ring-p2p,ring-allgather,ulysses,usp,loongtrain --masks full,causal,causal_document_long,full_document_long --seqlens 512K,1M,2M --heads 64:8}
+
+# Every rank's file must be there; merge refuses a run with a missing rank.
+"$LONGCA" merge --parquet "$out"

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Context-parallel benchmark on one node of 8 GPUs: one task per GPU.
+#
+#   sbatch slurm/run_8gpu.sh
+#   LONGCA_CP_ARGS="--methods ulysses --masks causal --seqlens 128K" sbatch slurm/run_8gpu.sh
+#
+# Results: out/cp-8gpu-<job id>/ (one Arrow file per rank, then merged.arrow/.parquet).
+#SBATCH --job-name=longca-cp-8gpu
+#SBATCH --nodes=1
+#SBATCH --ntasks-per-node=8
+#SBATCH --gpus-per-task=1
+#SBATCH --cpus-per-task=8
+#SBATCH --exclusive
+#SBATCH --time=02:00:00
+#SBATCH --output=out/cp-8gpu-%j.log
+set -euo pipefail
+
+LONGCA=${LONGCA:-bin/longca}
+out=${LONGCA_OUT:-out/cp-8gpu-${SLURM_JOB_ID}}
+mkdir -p "$out"
+
+# NCCL on H200 nodes: NVLink SHARP (NVLS) off; say what NCCL picked in the log.
+export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
+export NCCL_DEBUG=${NCCL_DEBUG:-WARN}
+# Rank 0's bootstrap store: the first node of the job (longca derives it from
+# SLURM_JOB_NODELIST when unset), on a port unique to the job.
+export MASTER_PORT=${MASTER_PORT:-$((20000 + SLURM_JOB_ID % 20000))}
+
+srun --gpus-per-task=1 --gpu-bind=single:1 --cpu-bind=cores "$LONGCA" env
+srun --gpus-per-task=1 --gpu-bind=single:1 --cpu-bind=cores \
+	"$LONGCA" cp --out "$out" --run-id "job${SLURM_JOB_ID}" \
+	${LONGCA_CP_ARGS:---methods ring-p2p,ring-allgather,ulysses,usp,loongtrain --masks full,causal,causal_document_long,full_document_long --seqlens 128K,256K,512K --heads 64:8}
+
+"$LONGCA" merge --parquet "$out"

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The CPU job CI submits with `sbatch --wait`: four ranks on one node (more ranks than
+# cores, hence --overcommit), no MPI (Slurm's MpiDefault=none), so the ranks talk over
+# the TCP backend bootstrapped through rank 0's store.
+#
+#   sbatch --wait slurm/run_cpu_ci.sh            # from the repository root
+#   LONGCA=/path/to/longca sbatch --wait slurm/run_cpu_ci.sh
+#
+# Results go to out/slurm-<job id>/: one Arrow file per rank, merged at the end.
+#SBATCH --job-name=longca-cpu-ci
+#SBATCH --ntasks=4
+#SBATCH --overcommit
+#SBATCH --time=00:10:00
+#SBATCH --output=out/slurm-%j.log
+set -euo pipefail
+
+LONGCA=${LONGCA:-bin/longca}
+out=${LONGCA_OUT:-out/slurm-${SLURM_JOB_ID}}
+run=${LONGCA_RUN_ID:-job${SLURM_JOB_ID}}
+mkdir -p "$out"
+echo "# job $SLURM_JOB_ID: $SLURM_NTASKS tasks on $SLURM_JOB_NODELIST, results in $out"
+
+# Every collective, checked on every rank.
+srun --overcommit -n "$SLURM_NTASKS" "$LONGCA" selftest comm --timeout 60s
+
+# The CP benchmark itself, when this binary has it (its flags: longca cp --help).
+if "$LONGCA" cp --help >/dev/null 2>&1; then
+	srun --overcommit -n "$SLURM_NTASKS" "$LONGCA" cp --out "$out" --run-id "$run" \
+		${LONGCA_CP_ARGS:---methods ring-p2p,ulysses --masks causal_document --seqlens 4K --heads 4:4 --head-dim 16 --dtype fp32 -w 1 -n 2}
+else
+	# Until `longca cp` exists: one results row per rank, so merge checks every rank.
+	srun --overcommit -n "$SLURM_NTASKS" "$LONGCA" selftest results --dir "$out" --run "$run"
+fi
+
+"$LONGCA" merge "$out"
+echo "# merged: $(ls "$out"/merged.* 2>/dev/null | tr '\n' ' ')"
