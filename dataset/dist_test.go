@@ -99,6 +99,7 @@ func TestLengthsFollowDistribution(t *testing.T) {
 		d, _ := Builtin(name)
 		for _, seed := range []uint64{1, 42} {
 			stat, df, outside := chiSquare(d, draw(d, n, seed))
+			t.Logf("%s seed %d: chi2 = %.1f, df %d, 99.9%% critical %.1f", name, seed, stat, df, chi2Crit999(df))
 			if outside != 0 || stat > chi2Crit999(df) {
 				t.Errorf("%s seed %d: chi2 = %.1f (df %d, critical %.1f), %d outside", name, seed, stat, df, chi2Crit999(df), outside)
 			}
@@ -114,6 +115,7 @@ func TestChiSquareRejectsOtherDistributions(t *testing.T) {
 		want, _ := Builtin(pair[0])
 		other, _ := Builtin(pair[1])
 		stat, df, outside := chiSquare(want, draw(other, n, 7))
+		t.Logf("%s samples as %s: chi2 = %.1f, df %d, critical %.1f, %d outside", pair[1], pair[0], stat, df, chi2Crit999(df), outside)
 		if outside == 0 && stat <= chi2Crit999(df) {
 			t.Errorf("samples of %s pass as %s: chi2 = %.1f <= %.1f", pair[1], pair[0], stat, chi2Crit999(df))
 		}
