@@ -101,7 +101,7 @@ struct WorkList {
 // its work list over 64-key tiles.
 constexpr int FBM = 128, FBN = 64, FWARPS = 8, FNT = FWARPS * 32;
 
-template <int D, typename T>
+template <int D, typename T, bool QREG>
 DEV void fwd(const T *__restrict__ q, const T *__restrict__ k, const T *__restrict__ v, T *__restrict__ o,
              float *__restrict__ lse, int sq, int sk, int hq, int hkv, float scale_log2, WorkList wl) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -130,10 +130,14 @@ DEV void fwd(const T *__restrict__ q, const T *__restrict__ k, const T *__restri
   cp_commit();
   cp_wait_all();
   __syncthreads();
-  unsigned qf[D / 16][4];
+  // QREG keeps the warp's Q fragments in registers; otherwise they are re-read from
+  // shared memory for every key tile (fewer registers, more shared-memory traffic).
+  unsigned qf[QREG ? D / 16 : 1][4];
+  if (QREG) {
 #pragma unroll
-  for (int kk = 0; kk < D / 16; kk++)
-    ldsm4(qf[kk], sQ + swz<D>(warp * 16 + (lane % 8) + ((lane / 8) % 2) * 8, kk * 16 + (lane / 16) * 8));
+    for (int kk = 0; kk < (QREG ? D / 16 : 0); kk++)
+      ldsm4(qf[kk], sQ + swz<D>(warp * 16 + (lane % 8) + ((lane / 8) % 2) * 8, kk * 16 + (lane / 16) * 8));
+  }
 
   for (int e = e0; e < e1; e++) {
     const int buf = (e - e0) & 1;
@@ -150,12 +154,18 @@ DEV void fwd(const T *__restrict__ q, const T *__restrict__ k, const T *__restri
     for (int i = 0; i < FBN / 8; i++) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
 #pragma unroll
     for (int kk = 0; kk < D / 16; kk++) {
+      unsigned qa[4];
+      if (QREG) {
+        qa[0] = qf[QREG ? kk : 0][0], qa[1] = qf[QREG ? kk : 0][1], qa[2] = qf[QREG ? kk : 0][2], qa[3] = qf[QREG ? kk : 0][3];
+      } else {
+        ldsm4(qa, sQ + swz<D>(warp * 16 + (lane % 8) + ((lane / 8) % 2) * 8, kk * 16 + (lane / 16) * 8));
+      }
 #pragma unroll
       for (int j = 0; j < FBN / 16; j++) {
         unsigned b[4];
         ldsm4(b, cK + swz<D>(j * 16 + (lane % 8) + (lane / 16) * 8, kk * 16 + ((lane / 8) % 2) * 8));
-        mma<T>(s[2 * j], qf[kk], b[0], b[1]);
-        mma<T>(s[2 * j + 1], qf[kk], b[2], b[3]);
+        mma<T>(s[2 * j], qa, b[0], b[1]);
+        mma<T>(s[2 * j + 1], qa, b[2], b[3]);
       }
     }
     // scale into the log2 domain, and mask a partial tile
@@ -257,13 +267,15 @@ template <typename T> DEV void dq_convert(const float *__restrict__ acc, T *__re
 // the transposed work list (the 64-query tiles touching it) for every query head of the
 // group, accumulating dK and dV in registers (the GQA sum, deterministic) and adding dQ
 // into an fp32 buffer with atomics.
-constexpr int BBN = 64, BBM = 64, BWARPS = 4, BNT = BWARPS * 32;
+constexpr int BBM = 64;
 
-template <int D, typename T>
+template <int D, typename T, int BBN, int BWARPS>
 DEV void bwd(const T *__restrict__ q, const T *__restrict__ k, const T *__restrict__ v, const T *__restrict__ dout,
              const float *__restrict__ lse, const float *__restrict__ dsum, float *__restrict__ dqacc,
              T *__restrict__ dk, T *__restrict__ dv, int sq, int sk, int hq, int hkv, float scale, float scale_log2,
              WorkList wl) {
+  constexpr int BNT = BWARPS * 32;
+  static_assert(BBN == 16 * BWARPS, "a warp owns 16 keys");
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T *sK = reinterpret_cast<T *>(smem_raw);
   T *sV = sK + BBN * D;
@@ -374,11 +386,14 @@ DEV void bwd(const T *__restrict__ q, const T *__restrict__ k, const T *__restri
       }
     }
     __syncthreads();
-    // dQ[64 q x D] += scale dS K: a warp takes 16 queries, 32 columns at a time
+    // dQ[64 q x D] += scale dS K: a warp takes 16 queries and D/(BWARPS/4) columns, 32 at
+    // a time
     {
-      const int m0 = warp * 16;
+      constexpr int WPQ = BWARPS / 4, DW = D / WPQ;
+      const int m0 = (warp % 4) * 16, dbase = (warp / 4) * DW;
 #pragma unroll
-      for (int dc = 0; dc < D / 32; dc++) {
+      for (int dc0 = 0; dc0 < DW / 32; dc0++) {
+        const int dc = dbase / 32 + dc0;
         float dqa[4][4];
 #pragma unroll
         for (int i = 0; i < 4; i++) dqa[i][0] = dqa[i][1] = dqa[i][2] = dqa[i][3] = 0.f;
@@ -430,17 +445,23 @@ DEV void bwd(const T *__restrict__ q, const T *__restrict__ k, const T *__restri
 // Entry points, one per (dtype, head dim).
 #define WL_PARAMS const int *order, const int *start, const int *entries, const int *refs, const int *slices, int row_tiles, int per_head
 #define WL_ARGS WorkList{order, start, entries, refs, slices, row_tiles, per_head}
-#define ENTRIES(NAME, T, D)                                                                                          \
-  extern "C" __global__ void __launch_bounds__(FNT) fwd_##NAME##_d##D(                                               \
+#define FWD_ENTRY(FN, NAME, T, D, QREG)                                                                               \
+  extern "C" __global__ void __launch_bounds__(FNT) FN##_##NAME##_d##D(                                              \
       const T *q, const T *k, const T *v, T *o, float *lse, int sq, int sk, int hq, int hkv, float scale_log2,       \
       WL_PARAMS) {                                                                                                   \
-    fwd<D, T>(q, k, v, o, lse, sq, sk, hq, hkv, scale_log2, WL_ARGS);                                                \
-  }                                                                                                                  \
-  extern "C" __global__ void __launch_bounds__(BNT) bwd_##NAME##_d##D(                                               \
+    fwd<D, T, QREG>(q, k, v, o, lse, sq, sk, hq, hkv, scale_log2, WL_ARGS);                                          \
+  }
+#define BWD_ENTRY(FN, NAME, T, D, BN, NW)                                                                             \
+  extern "C" __global__ void __launch_bounds__(NW * 32) FN##_##NAME##_d##D(                                          \
       const T *q, const T *k, const T *v, const T *dout, const float *lse, const float *dsum, float *dqacc, T *dk,   \
       T *dv, int sq, int sk, int hq, int hkv, float scale, float scale_log2, WL_PARAMS) {                            \
-    bwd<D, T>(q, k, v, dout, lse, dsum, dqacc, dk, dv, sq, sk, hq, hkv, scale, scale_log2, WL_ARGS);                 \
-  }                                                                                                                  \
+    bwd<D, T, BN, NW>(q, k, v, dout, lse, dsum, dqacc, dk, dv, sq, sk, hq, hkv, scale, scale_log2, WL_ARGS);         \
+  }
+#define ENTRIES(NAME, T, D)                                                                                          \
+  FWD_ENTRY(fwd, NAME, T, D, true)                                                                                   \
+  FWD_ENTRY(fwd2, NAME, T, D, false)                                                                                 \
+  BWD_ENTRY(bwd, NAME, T, D, 64, 4)                                                                                  \
+  BWD_ENTRY(bwd2, NAME, T, D, 128, 8)                                                                                \
   extern "C" __global__ void bwd_pre_##NAME##_d##D(const T *o, const T *dout, float *dsum, int sq, int hq) {         \
     bwd_pre<D, T>(o, dout, dsum, sq, hq);                                                                            \
   }

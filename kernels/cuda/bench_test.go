@@ -43,6 +43,7 @@ type benchRow struct {
 	HeadsQ  int     `json:"heads_q"`
 	HeadsKV int     `json:"heads_kv"`
 	Pass    string  `json:"pass_"`
+	Version string  `json:"version"`
 	Status  string  `json:"status"`
 	MS      float64 `json:"ms"`
 	TFLOPs  float64 `json:"tflops"`
@@ -79,9 +80,9 @@ func TestBench(t *testing.T) {
 		}
 	}
 	sort.SliceStable(rows, func(i, j int) bool { return rows[i].Pass < rows[j].Pass })
-	fmt.Printf("# %-22s %6s %6s %4s %10s %9s %10s %6s\n", "mask", "S", "heads", "pass", "ms", "TFLOP/s", "floor ms", "floor%")
+	fmt.Printf("# %-22s %6s %6s %4s %3s %10s %9s %10s %6s\n", "mask", "S", "heads", "pass", "ver", "ms", "TFLOP/s", "floor ms", "floor%")
 	for _, r := range rows {
-		fmt.Printf("  %-22s %6d %3d:%-2d %4s %10.3f %9.1f %10.3f %6.1f %s\n", r.Mask, r.SeqLen, r.HeadsQ, r.HeadsKV, r.Pass, r.MS, r.TFLOPs, r.FloorMS, 100*r.FloorMS/r.MS, r.Status)
+		fmt.Printf("  %-22s %6d %3d:%-2d %4s %3s %10.3f %9.1f %10.3f %6.1f %s\n", r.Mask, r.SeqLen, r.HeadsQ, r.HeadsKV, r.Pass, r.Version, r.MS, r.TFLOPs, r.FloorMS, 100*r.FloorMS/r.MS, r.Status)
 	}
 }
 
@@ -140,7 +141,11 @@ func benchHeads(t *testing.T, k *Kernel, g *cuda.Device, s, hq, hkv, reps int, s
 				run = func() error { return k.Backward(ctx, p, q, kk, v, out, lse, dout, dq, dk, dv) }
 				bytes = float64(2*(4*s*hq*d+4*s*hkv*d) + 4*hq*s + 3*4*s*hq*d)
 			}
-			row := benchRow{Kernel: "cuda", Mask: name, SeqLen: s, HeadsQ: hq, HeadsKV: hkv, Pass: pa.String(), Status: "ok"}
+			ver := k.FwdVer
+			if pa == kernels.Bwd {
+				ver = k.BwdVer
+			}
+			row := benchRow{Kernel: "cuda", Mask: name, SeqLen: s, HeadsQ: hq, HeadsKV: hkv, Pass: pa.String(), Version: ver, Status: "ok"}
 			if err := run(); err != nil { // warm-up: work list, module, first launch
 				row.Status, row.Reason = "error", err.Error()
 				rows = append(rows, row)

@@ -22,11 +22,45 @@ var source string
 // Source is the kernel's CUDA C source, as compiled.
 func Source() string { return source }
 
-// Tile shapes of the CUDA source (attention.cu: FBM, FBN, FNT; BBM, BBN, BNT).
-const (
-	fwdQTile, fwdKTile, fwdThreads = 128, 64, 256
-	bwdQTile, bwdKTile, bwdThreads = 64, 64, 128
+// variant is one entry point of the CUDA source with its tile shape (attention.cu).
+type variant struct {
+	fn             string // entry point prefix
+	qTile, kTile   int
+	threads        int
+	sharedPerDim   int // dynamic shared memory is sharedPerDim*headDim + sharedFixed
+	sharedFixed    int
+	transposedList bool
+}
+
+func (v variant) shared(d int) int { return v.sharedPerDim*d + v.sharedFixed }
+
+// The kernel's versions (docs/perf.md): fwd v1 keeps Q in registers, v2 re-reads it from
+// shared memory; bwd v1 owns 64 keys with 4 warps, v2 128 keys with 8 warps. Select with
+// LONGCA_CUDA_FWD and LONGCA_CUDA_BWD.
+var (
+	fwdVariants = map[string]variant{
+		"v1": {fn: "fwd", qTile: 128, kTile: 64, threads: 256, sharedPerDim: (128 + 4*64) * 2},
+		"v2": {fn: "fwd2", qTile: 128, kTile: 64, threads: 256, sharedPerDim: (128 + 4*64) * 2},
+	}
+	bwdVariants = map[string]variant{
+		"v1": {fn: "bwd", qTile: 64, kTile: 64, threads: 128, sharedPerDim: (2*64 + 4*64) * 2, sharedFixed: 64*64*2 + 4*64*4, transposedList: true},
+		"v2": {fn: "bwd2", qTile: 64, kTile: 128, threads: 256, sharedPerDim: (2*128 + 4*64) * 2, sharedFixed: 128*64*2 + 4*64*4, transposedList: true},
+	}
+	defaultFwd, defaultBwd = "v1", "v2"
 )
+
+// pickVariant reads a version from the environment.
+func pickVariant(env, def string, vs map[string]variant) (variant, string, error) {
+	name := os.Getenv(env)
+	if name == "" {
+		name = def
+	}
+	v, ok := vs[name]
+	if !ok {
+		return v, name, fmt.Errorf("cuda: %s=%q: use v1 or v2", env, name)
+	}
+	return v, name, nil
+}
 
 func init() {
 	kernels.Register("cuda", "longca's flash attention (mma.sync, NVRTC), any mask through tile work lists; bf16/fp16, head dim 64/128", func() (kernels.Kernel, error) {
@@ -52,6 +86,9 @@ type Kernel struct {
 	mod *cuda.Module
 	// Log is NVRTC's log from the compilation (empty when the cache answered).
 	Log string
+
+	fwd, bwd       variant
+	FwdVer, BwdVer string // the versions in use
 
 	mu      sync.Mutex
 	fns     map[string]*cuda.Function
@@ -80,8 +117,15 @@ func New(g *cuda.Device) (*Kernel, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("cuda: loading the attention module: %w", err)
 	}
-	return &Kernel{dev: g, mod: mod, Log: log, fns: map[string]*cuda.Function{}, lists: map[uint64]*deviceList{},
-		scratch: map[string]*cuda.Buffer{}}, nil
+	k := &Kernel{dev: g, mod: mod, Log: log, fns: map[string]*cuda.Function{}, lists: map[uint64]*deviceList{},
+		scratch: map[string]*cuda.Buffer{}}
+	if k.fwd, k.FwdVer, err = pickVariant("LONGCA_CUDA_FWD", defaultFwd, fwdVariants); err != nil {
+		return nil, err
+	}
+	if k.bwd, k.BwdVer, err = pickVariant("LONGCA_CUDA_BWD", defaultBwd, bwdVariants); err != nil {
+		return nil, err
+	}
+	return k, nil
 }
 
 // Name is "cuda".
@@ -141,9 +185,6 @@ func (k *Kernel) function(name string, shared int) (*cuda.Function, error) {
 	k.fns[name] = f
 	return f, nil
 }
-
-func fwdShared(d int) int { return (fwdQTile + 4*fwdKTile) * d * 2 }
-func bwdShared(d int) int { return (2*bwdKTile+4*bwdQTile)*d*2 + bwdKTile*bwdQTile*2 + 4*bwdQTile*4 }
 
 // deviceList is a work list in device memory.
 type deviceList struct {
@@ -254,19 +295,19 @@ func (k *Kernel) Forward(ctx context.Context, p kernels.Problem, q, kk, v, out, 
 		}
 		bs[i] = b
 	}
-	dl, err := k.list(p, fwdQTile, fwdKTile, false)
+	dl, err := k.list(p, k.fwd.qTile, k.fwd.kTile, false)
 	if err != nil {
 		return err
 	}
-	shared := fwdShared(p.HeadDim)
-	f, err := k.function(fmt.Sprintf("fwd_%s_d%d", dtypeName(p.DType), p.HeadDim), shared)
+	shared := k.fwd.shared(p.HeadDim)
+	f, err := k.function(fmt.Sprintf("%s_%s_d%d", k.fwd.fn, dtypeName(p.DType), p.HeadDim), shared)
 	if err != nil {
 		return err
 	}
 	scaleLog2 := float32(p.SoftmaxScale() * math.Log2E)
 	args := append([]any{bs[0], bs[1], bs[2], bs[3], bs[4], p.Mask.SeqQ, p.Mask.SeqK, p.HeadsQ, p.HeadsKV, scaleLog2}, dl.args()...)
 	return k.dev.Do(func() error {
-		return f.Launch(cuda.Dim3{X: p.HeadsQ, Y: dl.w.RowTiles}, cuda.Dim3{X: fwdThreads}, shared, k.dev.Stream(), args...)
+		return f.Launch(cuda.Dim3{X: p.HeadsQ, Y: dl.w.RowTiles}, cuda.Dim3{X: k.fwd.threads}, shared, k.dev.Stream(), args...)
 	})
 }
 
@@ -310,7 +351,7 @@ func (k *Kernel) Backward(ctx context.Context, p kernels.Problem, q, kk, v, out,
 		}
 		bs[i] = b
 	}
-	dl, err := k.list(p, bwdQTile, bwdKTile, true)
+	dl, err := k.list(p, k.bwd.qTile, k.bwd.kTile, true)
 	if err != nil {
 		return err
 	}
@@ -328,8 +369,8 @@ func (k *Kernel) Backward(ctx context.Context, p kernels.Problem, q, kk, v, out,
 	if err != nil {
 		return err
 	}
-	shared := bwdShared(d)
-	main, err := k.function(fmt.Sprintf("bwd_%s_d%d", dt, d), shared)
+	shared := k.bwd.shared(d)
+	main, err := k.function(fmt.Sprintf("%s_%s_d%d", k.bwd.fn, dt, d), shared)
 	if err != nil {
 		return err
 	}
@@ -349,7 +390,7 @@ func (k *Kernel) Backward(ctx context.Context, p kernels.Problem, q, kk, v, out,
 		}
 		args := append([]any{bs[0], bs[1], bs[2], bs[5], bs[4], dsum, dqacc, bs[7], bs[8], sq, p.Mask.SeqK, hq, p.HeadsKV,
 			float32(scale), float32(scale * math.Log2E)}, dl.args()...)
-		if err := main.Launch(cuda.Dim3{X: p.HeadsKV, Y: dl.w.RowTiles}, cuda.Dim3{X: bwdThreads}, shared, st, args...); err != nil {
+		if err := main.Launch(cuda.Dim3{X: p.HeadsKV, Y: dl.w.RowTiles}, cuda.Dim3{X: k.bwd.threads}, shared, st, args...); err != nil {
 			return err
 		}
 		n := sq * hq * d
@@ -357,34 +398,28 @@ func (k *Kernel) Backward(ctx context.Context, p kernels.Problem, q, kk, v, out,
 	})
 }
 
-// Functions names every kernel of the module, for a resource report.
-func Functions() []string {
-	var out []string
-	for _, dt := range []string{"bf16", "fp16"} {
-		for _, d := range []int{64, 128} {
-			out = append(out, fmt.Sprintf("fwd_%s_d%d", dt, d), fmt.Sprintf("bwd_%s_d%d", dt, d), fmt.Sprintf("bwd_pre_%s_d%d", dt, d))
-		}
-		out = append(out, "dq_convert_"+dt)
-	}
-	return out
-}
-
 // Resources reports registers, stack frame and blocks per SM of each kernel.
 func (k *Kernel) Resources() (string, error) {
-	var s string
-	for _, name := range Functions() {
-		shared := 0
-		threads := 256
-		switch name[:3] {
-		case "fwd":
-			shared = fwdShared(map[bool]int{true: 128, false: 64}[name[len(name)-3:] == "128"])
-		case "bwd":
-			if name[:7] != "bwd_pre" {
-				shared = bwdShared(map[bool]int{true: 128, false: 64}[name[len(name)-3:] == "128"])
-				threads = bwdThreads
+	type entry struct {
+		name            string
+		threads, shared int
+	}
+	var es []entry
+	for _, dt := range []string{"bf16", "fp16"} {
+		for _, d := range []int{64, 128} {
+			for _, vs := range []map[string]variant{fwdVariants, bwdVariants} {
+				for _, ver := range []string{"v1", "v2"} {
+					v := vs[ver]
+					es = append(es, entry{fmt.Sprintf("%s_%s_d%d", v.fn, dt, d), v.threads, v.shared(d)})
+				}
 			}
+			es = append(es, entry{fmt.Sprintf("bwd_pre_%s_d%d", dt, d), 256, 0})
 		}
-		f, err := k.function(name, shared)
+		es = append(es, entry{"dq_convert_" + dt, 256, 0})
+	}
+	var s string
+	for _, e := range es {
+		f, err := k.function(e.name, e.shared)
 		if err != nil {
 			return s, err
 		}
@@ -394,13 +429,13 @@ func (k *Kernel) Resources() (string, error) {
 			if regs, local, err = f.Registers(); err != nil {
 				return err
 			}
-			occ, err = f.Occupancy(threads, shared)
+			occ, err = f.Occupancy(e.threads, e.shared)
 			return err
 		})
 		if err != nil {
 			return s, err
 		}
-		s += fmt.Sprintf("%-20s regs %3d  stack %4d B  shared %6d B  blocks/SM %d\n", name, regs, local, shared, occ)
+		s += fmt.Sprintf("%-20s threads %3d  regs %3d  stack %4d B  shared %6d B  blocks/SM %d\n", e.name, e.threads, regs, local, e.shared, occ)
 	}
 	return s, nil
 }
