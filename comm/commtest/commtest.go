@@ -39,15 +39,16 @@ func RunRank(c comm.Comm, report func(name string, err error)) int {
 	failed := 0
 	for _, tc := range Cases() {
 		err := tc.Run(c)
-		if err == nil {
+		var ce *commError
+		if !errors.As(err, &ce) {
+			// Wrong values leave the ranks in step: meet at the barrier either way.
 			if berr := c.Barrier(); berr != nil {
-				err = &commError{fmt.Errorf("barrier after the case: %w", berr)}
+				err = errors.Join(err, &commError{fmt.Errorf("barrier after the case: %w", berr)})
 			}
 		}
 		report(tc.Name, err)
 		if err != nil {
 			failed++
-			var ce *commError
 			if errors.As(err, &ce) {
 				return failed
 			}

@@ -3,6 +3,8 @@ package commtest_test
 import (
 	"context"
 	"fmt"
+	"github.com/longca/longca/tensor"
+	"sync"
 	"testing"
 	"time"
 
@@ -69,5 +71,50 @@ func closeAll(t *testing.T, comms []comm.Comm) {
 		if err := c.Close(); err != nil {
 			t.Errorf("rank %d close: %v", r, err)
 		}
+	}
+}
+
+// faulty corrupts one element of every all-reduce result on rank 0, or makes a split
+// put ranks in the wrong order: the table must notice.
+type faulty struct {
+	comm.Comm
+	badReduce bool
+}
+
+func (f faulty) AllReduce(buf tensor.Tensor, op comm.Op) error {
+	if err := f.Comm.AllReduce(buf, op); err != nil {
+		return err
+	}
+	if h := buf.(*tensor.Host); f.badReduce && f.Rank() == 0 {
+		h.Set(0, h.At(0)+1)
+	}
+	return nil
+}
+
+func TestTableCatchesFaults(t *testing.T) {
+	const n = 2
+	comms := local.New(n, local.WithTimeout(20*time.Second))
+	failedCases := make([]map[string]bool, n)
+	var wg sync.WaitGroup
+	for r, c := range comms {
+		failedCases[r] = map[string]bool{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			commtest.RunRank(faulty{c, true}, func(name string, err error) {
+				if err != nil {
+					failedCases[r][name] = true
+				}
+			})
+		}()
+	}
+	wg.Wait()
+	for _, want := range []string{"all-reduce-sum", "all-reduce-max"} {
+		if !failedCases[0][want] {
+			t.Errorf("rank 0: a corrupt all-reduce passed %s", want)
+		}
+	}
+	if failedCases[0]["all-to-all"] || len(failedCases[1]) > 0 {
+		t.Errorf("correct cases failed: rank 0 %v, rank 1 %v", failedCases[0], failedCases[1])
 	}
 }
