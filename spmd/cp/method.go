@@ -84,3 +84,12 @@ func New(name string) (Method, error) {
 	}
 	return m, nil
 }
+
+// CommBytesOf is the plan's method's CommBytes (0 for an unregistered method).
+func CommBytesOf(pl *Plan, pass kernels.Pass) int64 {
+	m, err := New(pl.Method)
+	if err != nil {
+		return 0
+	}
+	return m.CommBytes(pl, pass)
+}
