@@ -5,7 +5,7 @@
 #
 #   sbatch slurm/run_64gpu.sh
 #   sbatch --nodes=4 slurm/run_64gpu.sh          # 32 GPUs: the task count follows
-#   LONGCA_CP_ARGS="--methods loongtrain --seqlens 1M" sbatch slurm/run_64gpu.sh
+#   LONGCA_CP_ARGS="--methods loongtrain --tokens-per-rank 16K --kernel cuda --samples 5" sbatch slurm/run_64gpu.sh
 #
 # Results: out/cp-64gpu-<job id>/ (one Arrow file per rank; merged at the end).
 #SBATCH --job-name=longca-cp-64gpu
@@ -38,8 +38,8 @@ export MASTER_PORT=${MASTER_PORT:-$((20000 + SLURM_JOB_ID % 20000))}
 srun --gpus-per-task=1 --gpu-bind=single:1 --cpu-bind=cores "$LONGCA" env --format json >"$out/env.jsonl"
 
 srun --gpus-per-task=1 --gpu-bind=single:1 --cpu-bind=cores --kill-on-bad-exit=1 \
-	"$LONGCA" cp --out "$out" --run-id "job${SLURM_JOB_ID}" \
-	${LONGCA_CP_ARGS:---methods ring-p2p,ring-allgather,ulysses,usp,loongtrain --masks full,causal,causal_document_long,full_document_long --seqlens 512K,1M,2M --heads 64:8}
+	"$LONGCA" cp --backend "${LONGCA_BACKEND:-nccl}" --out "$out" --run-id "job${SLURM_JOB_ID}" \
+	${LONGCA_CP_ARGS:---methods ring-p2p,ring-allgather,ulysses,usp,loongtrain --masks full,causal,causal_document_long,full_document_long --tokens-per-rank 16K --kernel cuda --samples 5 --heads 64:8}
 
 # Every rank's file must be there; merge refuses a run with a missing rank.
 "$LONGCA" merge --parquet "$out"

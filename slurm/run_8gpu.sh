@@ -2,7 +2,7 @@
 # Context-parallel benchmark on one node of 8 GPUs: one task per GPU.
 #
 #   sbatch slurm/run_8gpu.sh
-#   LONGCA_CP_ARGS="--methods ulysses --masks causal --seqlens 128K" sbatch slurm/run_8gpu.sh
+#   LONGCA_CP_ARGS="--methods ulysses --masks causal --tokens-per-rank 16K --kernel cuda --samples 5" sbatch slurm/run_8gpu.sh
 #
 # Results: out/cp-8gpu-<job id>/ (one Arrow file per rank, then merged.arrow/.parquet).
 #SBATCH --job-name=longca-cp-8gpu
@@ -28,7 +28,7 @@ export MASTER_PORT=${MASTER_PORT:-$((20000 + SLURM_JOB_ID % 20000))}
 
 srun --gpus-per-task=1 --gpu-bind=single:1 --cpu-bind=cores "$LONGCA" env
 srun --gpus-per-task=1 --gpu-bind=single:1 --cpu-bind=cores \
-	"$LONGCA" cp --out "$out" --run-id "job${SLURM_JOB_ID}" \
-	${LONGCA_CP_ARGS:---methods ring-p2p,ring-allgather,ulysses,usp,loongtrain --masks full,causal,causal_document_long,full_document_long --seqlens 128K,256K,512K --heads 64:8}
+	"$LONGCA" cp --backend "${LONGCA_BACKEND:-nccl}" --out "$out" --run-id "job${SLURM_JOB_ID}" \
+	${LONGCA_CP_ARGS:---methods ring-p2p,ring-allgather,ulysses,usp,loongtrain --masks full,causal,causal_document_long,full_document_long --tokens-per-rank 16K --kernel cuda --samples 5 --heads 64:8}
 
 "$LONGCA" merge --parquet "$out"
