@@ -51,6 +51,8 @@ func WritePlots(dir string, s Summary) ([]string, error) {
 		p.X.Label.Text = "sequence length (tokens)"
 		p.Y.Label.Text = "TFLOP/s"
 		p.Add(plotter.NewGrid())
+		p.Y.Min = 0 // rates from zero, so that ratios between kernels read true
+		p.Legend.Top, p.Legend.Left = true, true
 		var args []any
 		names := make([]string, 0, len(points[g]))
 		for k := range points[g] {

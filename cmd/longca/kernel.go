@@ -186,6 +186,9 @@ func sweepFromFlags(c *cli.Context) (harness.Sweep, error) {
 }
 
 func kernelAction(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return usageError("kernel takes no arguments (got %q): give lengths with --seqlens or -b/-e", c.Args().First())
+	}
 	s, err := sweepFromFlags(c)
 	if err != nil {
 		return err

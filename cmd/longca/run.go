@@ -83,6 +83,9 @@ func suiteNamed(name string) (suite, error) {
 }
 
 func runAction(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return usageError("run takes no arguments (got %q): give the folder with --out", c.Args().First())
+	}
 	name := c.String("suite")
 	if name == "auto" {
 		name = "cpu"

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/longca/longca/results"
+	"github.com/urfave/cli/v2"
+)
+
+func init() {
+	register(&cli.Command{
+		Name:      "merge",
+		Usage:     "join every rank's results file of each run in DIR into one Arrow file (and Parquet, CSV)",
+		ArgsUsage: "DIR",
+		Description: "Every rank 0..n-1 of each run (files <run>.rank-<r>-of-<n>.arrow) must be present and\n" +
+			"the schemas must agree; missing ranks are named. --allow-missing merges anyway and records\n" +
+			"the missing ranks in the output's schema metadata (longca.allow_missing, longca.missing).",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "out", Usage: "merged Arrow file (default DIR/merged.arrow)"},
+			&cli.BoolFlag{Name: "parquet", Usage: "also write the merge as Parquet (.parquet beside --out)"},
+			&cli.BoolFlag{Name: "csv", Usage: "also write the merge as CSV (.csv beside --out)"},
+			&cli.BoolFlag{Name: "allow-missing", Usage: "merge even when ranks are missing"},
+			&cli.StringSliceFlag{Name: "run", Usage: "merge only this run id (repeatable)"},
+		},
+		Action: mergeAction,
+	})
+}
+
+func mergeAction(c *cli.Context) error {
+	args, err := positionalArgs(c)
+	if err != nil {
+		return err
+	}
+	if len(args) != 1 {
+		return usageError("merge takes one folder: longca merge DIR [--out FILE] (got %d arguments)", len(args))
+	}
+	res, err := results.Merge(args[0], results.MergeOptions{
+		Out: c.String("out"), Parquet: c.Bool("parquet"), CSV: c.Bool("csv"),
+		AllowMissing: c.Bool("allow-missing"), Runs: c.StringSlice("run"),
+	})
+	if err != nil {
+		return err
+	}
+	w := c.App.Writer
+	fmt.Fprintf(w, "# merged %d rows of %d run(s): %v\n", res.Rows, len(res.Runs), res.Runs)
+	for _, m := range res.Missing {
+		fmt.Fprintf(w, "# missing (--allow-missing): %s\n", m)
+	}
+	for _, t := range res.Truncated {
+		fmt.Fprintf(w, "# truncated (writer did not finish; its finished rows are kept): %s\n", t)
+	}
+	for _, f := range res.Files {
+		fmt.Fprintln(w, f)
+	}
+	return nil
+}
+
+// positionalArgs returns the command's positional arguments, applying any flags given
+// after them (urfave/cli stops at the first argument: `longca report DIR --pass fwd`).
+func positionalArgs(c *cli.Context) ([]string, error) {
+	var pos []string
+	args := c.Args().Slice()
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			pos = append(pos, args[i+1:]...)
+			break
+		}
+		if len(a) < 2 || a[0] != '-' {
+			pos = append(pos, a)
+			continue
+		}
+		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		f := findFlag(c.Command.Flags, name)
+		if f == nil {
+			return nil, usageError("%s: unknown flag %s (see longca %s --help)", c.Command.Name, a, c.Command.Name)
+		}
+		if _, isBool := f.(*cli.BoolFlag); isBool && !hasVal {
+			val, hasVal = "true", true
+		}
+		if !hasVal {
+			if i+1 >= len(args) {
+				return nil, usageError("%s: flag %s needs a value", c.Command.Name, a)
+			}
+			i++
+			val = args[i]
+		}
+		if err := c.Set(name, val); err != nil {
+			return nil, usageError("%s: flag %s: %v", c.Command.Name, a, err)
+		}
+	}
+	return pos, nil
+}
+
+func findFlag(flags []cli.Flag, name string) cli.Flag {
+	for _, f := range flags {
+		for _, n := range f.Names() {
+			if n == name {
+				return f
+			}
+		}
+	}
+	return nil
+}

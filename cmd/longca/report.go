@@ -1,0 +1,66 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/longca/longca/kernels"
+	"github.com/longca/longca/results"
+	"github.com/urfave/cli/v2"
+)
+
+func init() {
+	register(&cli.Command{
+		Name:      "report",
+		Usage:     "print the table of a results file or folder (nccl-tests style) and draw PNG plots",
+		ArgsUsage: "FILE|DIR",
+		Description: "One row per case (mask, seqlen, heads, pass), each kernel's TFLOP/s side by side (or its\n" +
+			"status: unsupported, oom, wrong, error); lines that are not data start with '#'. A folder is\n" +
+			"read through its merged.arrow, or else its rank files. --plot DIR draws TFLOP/s against the\n" +
+			"sequence length, one line per kernel, one PNG per (mask, pass, heads).",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "pass", Usage: "only this pass: fwd, bwd or fwd+bwd"},
+			&cli.StringFlag{Name: "plot", Usage: "write PNG plots into this folder"},
+		},
+		Action: reportAction,
+	})
+}
+
+func reportAction(c *cli.Context) error {
+	args, err := positionalArgs(c)
+	if err != nil {
+		return err
+	}
+	if len(args) != 1 {
+		return usageError("report takes one file or folder: longca report FILE|DIR (got %d arguments)", len(args))
+	}
+	pass := c.String("pass")
+	if pass != "" {
+		p, err := kernels.ParsePass(pass)
+
+		if err != nil {
+			return usageError("--pass: %v", err)
+		}
+		pass = p.String()
+	}
+	path := args[0]
+	rows, err := results.Load(path)
+	if err != nil {
+		return err
+	}
+	sum := results.Summarize(rows, pass)
+	title := fmt.Sprintf("longca report: %s, %d rows", path, len(rows))
+	if pass != "" {
+		title += ", pass " + pass
+	}
+	if err := results.WriteTable(c.App.Writer, title, sum); err != nil {
+		return err
+	}
+	if dir := c.String("plot"); dir != "" {
+		files, err := results.WritePlots(dir, sum)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(c.App.Writer, "# %d plots in %s\n", len(files), dir)
+	}
+	return nil
+}
