@@ -1,0 +1,211 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/longca/longca/results"
+	"github.com/urfave/cli/v2"
+)
+
+// runCLI runs the app in-process and returns stdout, stderr and the exit status main
+// would give.
+func runCLI(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	app := newApp()
+	app.Writer, app.ErrWriter = &out, &errb
+	err := app.Run(append([]string{"longca", "--log-level", "warn"}, args...))
+	code := 0
+	if err != nil {
+		var ec cli.ExitCoder
+		switch {
+		case errors.As(err, &ec):
+			code = ec.ExitCode()
+		case isUsage(err):
+			code = 2
+		default:
+			code = 1
+		}
+		errb.WriteString(err.Error())
+	}
+	return out.String(), errb.String(), code
+}
+
+// dataLines are the lines that do not start with '#'.
+func dataLines(s string) []string {
+	var out []string
+	for _, l := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
+		if l != "" && !strings.HasPrefix(l, "#") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func TestDryRunCounts(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want int
+	}{
+		{[]string{"--seqlens", "1K,2K", "--masks", "causal,full,sliding_window", "--heads", "8:2,8:8"}, 3 * 2 * 2 * 2},
+		{nil, 12 * 9 * 2 * 2},
+		{[]string{"-b", "8K", "-e", "48K", "--step", "8K", "--masks", "causal", "--passes", "fwd"}, 6 * 2},
+		{[]string{"-b", "1K", "-e", "64K", "-f", "4", "--masks", "all", "--heads", "64:8", "--passes", "fwd,bwd,fwd+bwd"}, 4 * 14 * 3},
+		{[]string{"--seqlens", "512", "--masks", "block_causal_document,causal", "--heads", "8:2", "--passes", "fwd"}, 2},
+	} {
+		out, errs, code := runCLI(t, append([]string{"kernel", "--dry-run", "--kernels", "ref"}, c.args...)...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", c.args, code, errs)
+		}
+		if got := len(dataLines(out)); got != c.want {
+			t.Errorf("%v: %d cases listed, want %d", c.args, got, c.want)
+		}
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if last := lines[len(lines)-1]; !strings.HasPrefix(last, "# ") || !strings.Contains(last, "cases") {
+			t.Errorf("%v: last line %q", c.args, last)
+		}
+	}
+}
+
+func TestBadFlagsExit2NamingTheFlag(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"kernel", "--heads", "64:7"}, "--heads"},
+		{[]string{"kernel", "-b", "1K", "-e", "4K", "-f", "1"}, "-f"},
+		{[]string{"kernel", "-b", "4K", "-e", "1K"}, "-e"},
+		{[]string{"kernel", "-b", "one"}, "-b"},
+		{[]string{"kernel", "--seqlens", "1K", "-b", "1K"}, "--seqlens"},
+		{[]string{"kernel", "--masks", "nope"}, "--masks"},
+		{[]string{"kernel", "--dtype", "int8"}, "--dtype"},
+		{[]string{"kernel", "--passes", "sideways"}, "--passes"},
+		{[]string{"kernel", "--kernels", "nope"}, "--kernels"},
+		{[]string{"kernel", "-n", "0"}, "-n"},
+		{[]string{"kernel", "--head-dim", "0"}, "--head-dim"},
+		{[]string{"run", "--suite", "huge"}, "--suite"},
+		{[]string{"report", "x", "--pass", "up"}, "--pass"},
+		{[]string{"merge"}, "merge"},
+	} {
+		_, errs, code := runCLI(t, c.args...)
+		if code != 2 {
+			t.Errorf("%v: exit %d, want 2 (%s)", c.args, code, errs)
+			continue
+		}
+		msg := strings.TrimSpace(errs)
+		if strings.Count(msg, "\n") != 0 || !strings.Contains(msg, c.flag) {
+			t.Errorf("%v: message %q does not name %s in one line", c.args, msg, c.flag)
+		}
+	}
+}
+
+func TestKernelRowsAndReport(t *testing.T) {
+	dir := t.TempDir()
+	out, errs, code := runCLI(t, "kernel", "--kernels", "ref", "--seqlens", "128,256", "--masks", "causal,sliding_window",
+		"--heads", "2:1", "--head-dim", "8", "-w", "1", "-n", "2", "--out", dir, "--mask-json", filepath.Join(dir, "masks"))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if got := len(dataLines(out)); got != 2*2*2 {
+		t.Fatalf("table has %d rows:\n%s", got, out)
+	}
+	rows, f, err := results.ReadRows(filepath.Join(dir, results.FileName(filepath.Base(dir), 0, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Truncated || len(rows) != 8 {
+		t.Fatalf("%d rows, truncated %v", len(rows), f.Truncated)
+	}
+	for _, r := range rows {
+		if r.Status != results.StatusOK || r.MedianMs == nil || r.CheckPass == nil || !*r.CheckPass || *r.CheckSeqLen != r.SeqLen ||
+			r.Iters != 2 || r.Warmups != 1 || r.Kernel != "ref" || r.Device != "cpu" || r.MaskParams == "" || r.Seed != 42 {
+			t.Fatalf("row %+v", r)
+		}
+	}
+	js, _ := filepath.Glob(filepath.Join(dir, "masks", "*.json"))
+	if len(js) != 4 {
+		t.Fatalf("%d mask JSON files, want 4", len(js))
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "masks", "sliding_window_256_seed42.json"))
+	if err != nil || !strings.Contains(string(b), `"slices"`) || !strings.Contains(string(b), `"seqlen": 256`) {
+		t.Fatalf("mask JSON: %v %s", err, b)
+	}
+}
+
+func TestRunSmokeSuite(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run1")
+	out, errs, code := runCLI(t, "run", "--suite", "smoke", "--out", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	// One table row per (mask, length, pass): 3 masks x 2 lengths x 2 passes.
+	data := dataLines(out)
+	if len(data) != 12 {
+		t.Fatalf("%d table rows:\n%s", len(data), out)
+	}
+	seen := map[string]bool{}
+	for _, l := range data {
+		f := strings.Fields(l)
+		seen[f[0]+"/"+f[1]+"/"+f[3]] = true
+		if f[len(f)-1] == "wrong" || f[len(f)-1] == "error" {
+			t.Fatalf("row %q", l)
+		}
+	}
+	if len(seen) != 12 {
+		t.Fatalf("rows are not distinct cases: %v", seen)
+	}
+	for _, p := range []string{"run1.rank-0-of-1.arrow", "merged.arrow", "report.txt", "plots/causal_fwd_4-2.png", "plots/block_causal_document_bwd_4-2.png"} {
+		if st, err := os.Stat(filepath.Join(dir, p)); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+	pngs, _ := filepath.Glob(filepath.Join(dir, "plots", "*.png"))
+	if len(pngs) != 6 {
+		t.Errorf("%d plots, want 6", len(pngs))
+	}
+	rep, _ := os.ReadFile(filepath.Join(dir, "report.txt"))
+	if len(dataLines(string(rep))) != 12 {
+		t.Errorf("report.txt:\n%s", rep)
+	}
+	rows, _, err := results.ReadRows(filepath.Join(dir, "merged.arrow"))
+	if err != nil || len(rows) != 12 {
+		t.Fatalf("merged: %d rows, %v", len(rows), err)
+	}
+
+	// report and merge read the folder back.
+	out, errs, code = runCLI(t, "report", dir, "--pass", "fwd")
+	if code != 0 || len(dataLines(out)) != 6 {
+		t.Fatalf("report --pass fwd: exit %d %s\n%s", code, errs, out)
+	}
+	out, errs, code = runCLI(t, "merge", dir, "--out", filepath.Join(dir, "again.arrow"), "--csv")
+	if code != 0 || !strings.Contains(out, "merged 12 rows") {
+		t.Fatalf("merge: exit %d %s %s", code, errs, out)
+	}
+}
+
+func TestMergeCLIMissingRank(t *testing.T) {
+	dir := t.TempDir()
+	for _, r := range []int{0, 1, 3} {
+		w, err := results.Create(dir, "cp1", r, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Write(results.Row{RunID: "cp1", Rank: int64(r), Status: results.StatusOK}); err != nil {
+			t.Fatal(err)
+		}
+		w.Close()
+	}
+	_, errs, code := runCLI(t, "merge", dir)
+	if code == 0 || !strings.Contains(errs, "rank 2 of 4 missing") {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	out, errs, code := runCLI(t, "merge", dir, "--allow-missing")
+	if code != 0 || !strings.Contains(out, "missing (--allow-missing): run cp1: rank 2 of 4") {
+		t.Fatalf("exit %d: %s %s", code, errs, out)
+	}
+}
