@@ -9,6 +9,7 @@ import (
 	"github.com/longca/longca/dataset"
 	"github.com/longca/longca/harness"
 	"github.com/longca/longca/kernels"
+	_ "github.com/longca/longca/kernels/cuda" // registers "cuda" (errors without a GPU)
 	"github.com/longca/longca/mask"
 	"github.com/longca/longca/tensor"
 	"github.com/urfave/cli/v2"

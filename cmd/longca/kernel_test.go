@@ -209,3 +209,18 @@ func TestMergeCLIMissingRank(t *testing.T) {
 		t.Fatalf("exit %d: %s %s", code, errs, out)
 	}
 }
+
+func TestList(t *testing.T) {
+	out, errs, code := runCLI(t, "list")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{"# masks", "# kernels", "# cp methods", "block_causal_document", "causal_document_long", "ref", "CPU float64 reference"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("list lacks %q:\n%s", want, out)
+		}
+	}
+	if n := strings.Count(out, " kernel "); n != 12 {
+		t.Errorf("%d kernel masks listed, want 12", n)
+	}
+}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/longca/longca/kernels"
 	"github.com/longca/longca/mask"
+	"github.com/longca/longca/spmd/cp"
 	"github.com/urfave/cli/v2"
 )
 
@@ -18,7 +19,8 @@ func init() {
 }
 
 // cpMethodLister, when set (by the CP methods' file), lists the CP methods as
-// name/description pairs for `longca list`.
+// name/description pairs for `longca list`; unset, the names come from spmd/cp's
+// registry without descriptions.
 var cpMethodLister func() [][2]string
 
 func listAction(c *cli.Context) error {
@@ -51,11 +53,18 @@ func listAction(c *cli.Context) error {
 // CP methods: the CP engineer sets cpMethodLister from the `longca cp` file.
 func listCPMethods(w io.Writer) {
 	fmt.Fprintln(w, "# cp methods")
-	if cpMethodLister == nil {
-		fmt.Fprintln(w, "  (none registered)")
-		return
+	list := [][2]string{}
+	if cpMethodLister != nil {
+		list = cpMethodLister()
+	} else {
+		for _, n := range cp.Names() {
+			list = append(list, [2]string{n, "(longca cp --methods " + n + ")"})
+		}
 	}
-	for _, m := range cpMethodLister() {
+	if len(list) == 0 {
+		fmt.Fprintln(w, "  (none registered)")
+	}
+	for _, m := range list {
 		fmt.Fprintf(w, "  %-24s %s\n", m[0], m[1])
 	}
 }
