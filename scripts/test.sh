@@ -38,11 +38,14 @@ fi
 TAGS=$(command -v mpicc >/dev/null && echo mpi)
 log "build (tags: ${TAGS:-none})"
 make --no-print-directory build GO="$GO" TAGS="$TAGS" || exit 1
+unit=skipped
 if [ "${LONGCA_SKIP_UNIT:-}" != 1 ]; then
+	# A unit failure is reported at the end; the integration part still runs.
+	unit=ok
 	log "go vet"
-	"$GO" vet -tags "$TAGS" ./... || exit 1
+	"$GO" vet -tags "$TAGS" ./... || unit=FAILED
 	log "go test"
-	"$GO" test -tags "$TAGS" -timeout 30m ./... || exit 1
+	"$GO" test -tags "$TAGS" -timeout 30m ./... || unit=FAILED
 fi
 
 # --- 3. integration ----------------------------------------------------------------
@@ -150,6 +153,7 @@ if [ -n "${SLURM_CONF:-}" ]; then
 fi
 
 echo
+echo "go vet + go test: $unit"
 echo "integration: $pass passed, $fail failed"
 for f in "${failed[@]}"; do echo "  failed: $f"; done
-[ "$fail" = 0 ]
+[ "$fail" = 0 ] && [ "$unit" != FAILED ]
