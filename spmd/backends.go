@@ -35,7 +35,7 @@ func openTCP(ctx context.Context, w World, o Options) (comm.Comm, error) {
 		st.Close()
 		if srv != nil {
 			// Rank 0 returns once the others have their last reply and hung up.
-			srv.Shutdown(o.timeout())
+			srv.Shutdown(min(o.timeout(), 10*time.Second))
 		}
 	}()
 	host := "127.0.0.1"

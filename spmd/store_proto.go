@@ -34,9 +34,10 @@ type request struct {
 }
 
 type reply struct {
-	status  byte
-	payload []byte
-	missing []int64 // ranks that did not arrive or left
+	status   byte
+	payload  []byte
+	missing  []int64 // ranks that did not arrive or left
+	fromChan bool    // handed over by another connection's request (not sent on the wire)
 }
 
 func writeBytes(w io.Writer, b []byte) error {

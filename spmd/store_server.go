@@ -21,6 +21,7 @@ type StoreServer struct {
 	kv       map[string][]byte
 	waiters  map[string][]chan reply
 	barriers map[string]*barrier
+	sending  int          // replies handed to waiting connections, not yet written
 	joined   map[int]bool // ranks that said hello
 	left     map[int]bool // ranks whose connection closed
 	closed   bool
@@ -50,8 +51,27 @@ func ServeStore(addr string, size int) (*StoreServer, error) {
 // Addr is the address the store listens on.
 func (s *StoreServer) Addr() string { return s.ln.Addr().String() }
 
-// Close stops the store and drops every connection.
+// deliverLocked hands p to a waiting connection and counts it until it is written.
+func (s *StoreServer) deliverLocked(ch chan reply, p reply) {
+	select {
+	case ch <- p:
+		s.sending++
+	default:
+	}
+}
+
+// Close stops the store and drops every connection, once the replies already handed to
+// waiting ranks (the last barrier's, say) are written, or after two seconds.
 func (s *StoreServer) Close() error {
+	s.ln.Close()
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
+		s.mu.Lock()
+		n := s.sending
+		s.mu.Unlock()
+		if n <= 0 {
+			break
+		}
+	}
 	s.mu.Lock()
 	s.closed = true
 	for c := range s.conns {
@@ -136,7 +156,16 @@ func (s *StoreServer) serve(c net.Conn) {
 		if rank < 0 && q.op != opHello {
 			p = reply{status: stErr, payload: []byte("store: request before hello")}
 		}
-		if p.write(w) != nil || w.Flush() != nil {
+		err = p.write(w)
+		if err == nil {
+			err = w.Flush()
+		}
+		if p.fromChan {
+			s.mu.Lock()
+			s.sending--
+			s.mu.Unlock()
+		}
+		if err != nil {
 			return
 		}
 	}
@@ -161,7 +190,7 @@ func (s *StoreServer) set(key string, val []byte) {
 	defer s.mu.Unlock()
 	s.kv[key] = append([]byte(nil), val...)
 	for _, ch := range s.waiters[key] {
-		ch <- reply{payload: s.kv[key]}
+		s.deliverLocked(ch, reply{payload: s.kv[key]})
 	}
 	delete(s.waiters, key)
 }
@@ -179,6 +208,7 @@ func (s *StoreServer) get(key string, timeout time.Duration) reply {
 	defer t.Stop()
 	select {
 	case p := <-ch:
+		p.fromChan = true
 		return p
 	case <-t.C:
 	}
@@ -186,6 +216,7 @@ func (s *StoreServer) get(key string, timeout time.Duration) reply {
 	defer s.mu.Unlock()
 	select { // set may have answered while the lock was free
 	case p := <-ch:
+		p.fromChan = true
 		return p
 	default:
 	}
@@ -212,10 +243,10 @@ func (s *StoreServer) barrier(name string, rank int, timeout time.Duration) repl
 	ch := make(chan reply, 1)
 	b.arrived[rank] = ch
 	if gone := s.goneLocked(b); len(gone) > 0 {
-		ch <- reply{status: stGone, missing: gone}
+		s.deliverLocked(ch, reply{status: stGone, missing: gone})
 	} else if len(b.arrived) == s.size {
 		for _, c := range b.arrived {
-			c <- reply{}
+			s.deliverLocked(c, reply{})
 		}
 		delete(s.barriers, name)
 	}
@@ -224,6 +255,7 @@ func (s *StoreServer) barrier(name string, rank int, timeout time.Duration) repl
 	defer t.Stop()
 	select {
 	case p := <-ch:
+		p.fromChan = true
 		return p
 	case <-t.C:
 	}
@@ -231,6 +263,7 @@ func (s *StoreServer) barrier(name string, rank int, timeout time.Duration) repl
 	defer s.mu.Unlock()
 	select {
 	case p := <-ch:
+		p.fromChan = true
 		return p
 	default:
 	}
@@ -244,10 +277,7 @@ func (s *StoreServer) failBarriers(rank int) {
 			continue
 		}
 		for _, c := range b.arrived {
-			select {
-			case c <- reply{status: stGone, missing: []int64{int64(rank)}}:
-			default:
-			}
+			s.deliverLocked(c, reply{status: stGone, missing: []int64{int64(rank)}})
 		}
 		delete(s.barriers, name)
 	}

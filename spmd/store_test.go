@@ -272,3 +272,27 @@ func TestOpenUnknownBackend(t *testing.T) {
 	}
 	c.Close()
 }
+
+// TestStoreCloseAfterLastBarrier: rank 0 closes the store as soon as its own barrier
+// returns; every other rank must still get its reply (the race seen under srun).
+func TestStoreCloseAfterLastBarrier(t *testing.T) {
+	for i := range 30 {
+		srv, err := ServeStore("127.0.0.1:0", 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sts := dialAll(t, srv, []int{0, 1, 2, 3}, 4, 5*time.Second)
+		errs := parallel(sts, func(r int, s *Store) error {
+			err := s.Barrier("done")
+			if r == 0 {
+				srv.Close()
+			}
+			return err
+		})
+		for r, err := range errs {
+			if err != nil {
+				t.Fatalf("round %d rank %d: %v", i, r, err)
+			}
+		}
+	}
+}
