@@ -40,3 +40,24 @@ func BenchmarkCausal(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSmall times the small problems the context-parallel tests run by the
+// thousand: what matters there is the fixed cost of a call.
+func BenchmarkSmall(b *testing.B) {
+	m := mask.Mask{SeqQ: 64, SeqK: 96, Slices: []mask.Slice{{Q: mask.Range{Start: 0, End: 64}, K: mask.Range{Start: 0, End: 96}, Kind: mask.Causal}}}
+	p := kernels.Problem{HeadsQ: 4, HeadsKV: 2, HeadDim: 16, DType: tensor.BF16, Mask: m}
+	q, k, v, dout := inputs(p, tensor.BF16, 1)
+	qs, kvs, ls := p.Shapes()
+	out, lse := tensor.NewHost(tensor.BF16, qs...), tensor.NewHost(tensor.FP32, ls...)
+	dq, dk, dv := tensor.NewHost(tensor.BF16, qs...), tensor.NewHost(tensor.BF16, kvs...), tensor.NewHost(tensor.BF16, kvs...)
+	r := New(Options{})
+	ctx := context.Background()
+	for b.Loop() {
+		if err := r.Forward(ctx, p, q, k, v, out, lse); err != nil {
+			b.Fatal(err)
+		}
+		if err := r.Backward(ctx, p, q, k, v, out, lse, dout, dq, dk, dv); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
