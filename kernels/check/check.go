@@ -65,19 +65,27 @@ func runHost(ctx context.Context, k kernels.Kernel, p kernels.Problem, q, kk, v,
 // An error means the check could not run (unsupported problem, allocation, a kernel
 // error); a wrong result is a Report that does not pass.
 func Forward(ctx context.Context, k kernels.Kernel, p kernels.Problem, seed uint64) (Report, error) {
-	return run(ctx, k, p, seed, false)
+	return run(ctx, k, p, seed, kernels.Fwd)
 }
 
 // Backward runs the candidate's own forward, then its backward with a random dout, and
 // checks dq, dk and dv.
 func Backward(ctx context.Context, k kernels.Kernel, p kernels.Problem, seed uint64) (Report, error) {
-	return run(ctx, k, p, seed, true)
+	return run(ctx, k, p, seed, kernels.Bwd)
 }
 
-func run(ctx context.Context, k kernels.Kernel, p kernels.Problem, seed uint64, backward bool) (Report, error) {
+// Both checks out, lse, dq, dk and dv from one forward and one backward of the
+// candidate: what Forward and Backward check together, with the references computed
+// once.
+func Both(ctx context.Context, k kernels.Kernel, p kernels.Problem, seed uint64) (Report, error) {
+	return run(ctx, k, p, seed, kernels.FwdBwd)
+}
+
+func run(ctx context.Context, k kernels.Kernel, p kernels.Problem, seed uint64, pass kernels.Pass) (Report, error) {
 	if err := k.Supports(p); err != nil {
 		return Report{}, fmt.Errorf("check: %s: %w", k.Name(), err)
 	}
+	backward := pass != kernels.Fwd
 	q, kk, v, dout := Inputs(p, seed)
 	cand, err := runDevice(ctx, k, p, q, kk, v, dout, backward)
 	if err != nil {
@@ -87,15 +95,17 @@ func run(ctx context.Context, k kernels.Kernel, p kernels.Problem, seed uint64, 
 	if err != nil {
 		return Report{}, err
 	}
-	if !backward {
-		return NewReport(
+	var figs []Figure
+	if pass != kernels.Bwd {
+		figs = append(figs,
 			Compare("out", cand.out, exact.out, naive.out),
-			Compare("lse", cand.lse, exact.lse, naive.lse),
-		), nil
+			Compare("lse", cand.lse, exact.lse, naive.lse))
 	}
-	return NewReport(
-		Compare("dq", cand.dq, exact.dq, naive.dq),
-		Compare("dk", cand.dk, exact.dk, naive.dk),
-		Compare("dv", cand.dv, exact.dv, naive.dv),
-	), nil
+	if backward {
+		figs = append(figs,
+			Compare("dq", cand.dq, exact.dq, naive.dq),
+			Compare("dk", cand.dk, exact.dk, naive.dk),
+			Compare("dv", cand.dv, exact.dv, naive.dv))
+	}
+	return NewReport(figs...), nil
 }

@@ -183,6 +183,14 @@ func TestCheck(t *testing.T) {
 			if r.Pass != c.pass {
 				t.Fatalf("pass = %v, want %v: %s", r.Pass, c.pass, r)
 			}
+			// Both sees every fault that Forward or Backward sees
+			both, err := Both(ctx, c.k, testProblem(c.dt), uint64(i+1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if both.Pass != c.pass || len(both.Figures) != 5 {
+				t.Fatalf("Both: pass = %v with %d figures, want %v: %s", both.Pass, len(both.Figures), c.pass, both)
+			}
 			if c.worst != "" && r.Worst.Name != c.worst {
 				t.Errorf("worst figure %s, want %s: %s", r.Worst.Name, c.worst, r)
 			}

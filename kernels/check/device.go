@@ -84,11 +84,10 @@ func runDevice(ctx context.Context, k kernels.Kernel, p kernels.Problem, qh, kh,
 		return outputs{}, fmt.Errorf("check: %s forward: %w", k.Name(), err)
 	}
 	var o outputs
-	if !backward {
-		if o.out, err = d.download("out", out); err != nil {
-			return o, err
-		}
-		o.lse, err = d.download("lse", lse)
+	if o.out, err = d.download("out", out); err != nil {
+		return o, err
+	}
+	if o.lse, err = d.download("lse", lse); err != nil || !backward {
 		return o, err
 	}
 	dout, err := d.upload("dout", douth)
