@@ -5,6 +5,7 @@ package spmd
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/longca/longca/comm"
 	"github.com/longca/longca/comm/mpi"
@@ -22,4 +23,19 @@ func openMPI(_ context.Context, w World, o Options) (comm.Comm, error) {
 		return nil, fmt.Errorf("MPI says rank %d of %d but the %s environment says %d of %d", c.Rank(), c.Size(), w.Launcher, w.Rank, w.Size)
 	}
 	return c, nil
+}
+
+func init() {
+	mpiShare = func(data []byte, n int, timeout time.Duration) ([]byte, error) {
+		c, err := mpi.World(timeout)
+		if err != nil {
+			return nil, err
+		}
+		b := make([]byte, n)
+		copy(b, data)
+		if err := c.Bcast(b, 0); err != nil {
+			return nil, err
+		}
+		return b, nil
+	}
 }

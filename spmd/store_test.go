@@ -296,3 +296,35 @@ func TestStoreCloseAfterLastBarrier(t *testing.T) {
 		}
 	}
 }
+
+// TestShare: rank 0's bytes reach every rank through the store (no MPI launcher).
+func TestShare(t *testing.T) {
+	const n = 3
+	port := freePort(t)
+	id := []byte(strings.Repeat("id", 64))
+	got := make([][]byte, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w := World{Launcher: "torchrun", Rank: r, Size: n, LocalSize: 1, MasterAddr: "127.0.0.1", MasterPort: port}
+			var data []byte
+			if r == 0 {
+				data = id
+			}
+			got[r], errs[r] = Share(context.Background(), w, Options{Timeout: 5 * time.Second}, "nccl/id", data, len(id))
+		}()
+	}
+	wg.Wait()
+	for r := range n {
+		if errs[r] != nil || string(got[r]) != string(id) {
+			t.Errorf("rank %d: %v, %d bytes", r, errs[r], len(got[r]))
+		}
+	}
+	w := World{Rank: 0, Size: 1, LocalSize: 1, MasterAddr: "127.0.0.1", MasterPort: port}
+	if _, err := Share(context.Background(), w, Options{}, "k", []byte{1}, 2); err == nil || !strings.Contains(err.Error(), "not 2") {
+		t.Errorf("rank 0 with the wrong byte count: %v", err)
+	}
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -49,7 +50,12 @@ func init() {
 }
 
 func selftestComm(c *cli.Context) error {
-	w, cm, err := openWorld(c)
+	w, o, err := discoverWorld(c)
+	if err != nil {
+		return err
+	}
+	withRank(w.Rank, w.Size)
+	cm, err := spmd.Open(context.Background(), w, o)
 	if err != nil {
 		return err
 	}
@@ -69,7 +75,24 @@ func selftestComm(c *cli.Context) error {
 			fmt.Fprintf(out, "selftest comm: %s: %s: ok\n", who, name)
 		}
 	})
-	total := len(commtest.Cases())
+	total := len(commtest.Cases()) + 1
+	if failed == 0 {
+		// Rank 0's bytes to every rank: MPI_Bcast under MPI, else the TCP store.
+		ran++
+		want := []byte(fmt.Sprintf("from rank 0 of %d", w.Size))
+		data := []byte(nil)
+		if w.Rank == 0 {
+			data = want
+		}
+		got, err := spmd.Share(context.Background(), w, o, "selftest/share", data, len(want))
+		if err == nil && string(got) != string(want) {
+			err = fmt.Errorf("got %q, want %q", got, want)
+		}
+		if err != nil {
+			failed++
+			fmt.Fprintf(os.Stderr, "selftest comm: %s: share-from-rank-0: FAIL: %v\n", who, err)
+		}
+	}
 	fmt.Fprintf(out, "selftest comm: %s: %d passed, %d failed, %d not run (%.2fs)\n", who, ran-failed, failed, total-ran, time.Since(start).Seconds())
 	if failed > 0 {
 		// The communicator may be stuck (a peer is gone): exit without closing it.

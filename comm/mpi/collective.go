@@ -178,3 +178,21 @@ func (c *Comm) Barrier() error {
 		return C.MPI_Ibarrier(c.c, r.next())
 	})
 }
+
+// Bcast copies root's b into every rank's b (MPI_Ibcast), all ranks passing buffers of
+// one size: the MPI way to share rank 0's bytes (an NCCL unique id) at bootstrap.
+func (c *Comm) Bcast(b []byte, root int) error {
+	if root < 0 || root >= c.size {
+		return fmt.Errorf("mpi: bcast: root %d is outside the group of %d", root, c.size)
+	}
+	if len(b) > math.MaxInt32 {
+		return fmt.Errorf("mpi: bcast: %d bytes are over MPI's 2 GiB count limit", len(b))
+	}
+	bytes := int64(0)
+	if c.rank == root {
+		bytes = int64(len(b)) * int64(c.size-1)
+	}
+	return c.collective("bcast", bytes, func(r *reqs) C.int {
+		return C.MPI_Ibcast(r.buf(b), C.int(len(b)), C.lc_type(0), C.int(root), c.c, r.next())
+	})
+}

@@ -30,6 +30,13 @@ func TestSingleton(t *testing.T) {
 	if err := c.Send(odd, 1); err == nil {
 		t.Error("send to rank 1 of 1: no error")
 	}
+	b := []byte("rank zero's bytes")
+	if err := c.Bcast(b, 0); err != nil || string(b) != "rank zero's bytes" {
+		t.Errorf("bcast: %v, %q", err, b)
+	}
+	if err := c.Bcast(b, 1); err == nil {
+		t.Error("bcast from rank 1 of 1: no error")
+	}
 	if LibraryVersion() == "" {
 		t.Error("no library version")
 	}
