@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -121,6 +122,7 @@ type cpRank struct {
 	c       comm.Comm
 	world   spmd.World
 	backend string
+	device  string // the kernel's device, set by run
 }
 
 // run checks and times every case, writing each row to this rank's file at once.
@@ -131,6 +133,7 @@ func (rr *cpRank) run(ctx context.Context) ([]results.Row, int, error) {
 	if err != nil {
 		return nil, 0, err
 	}
+	rr.device = kern.Device().Name()
 	wr, err := results.Create(o.out, o.runID, rank, n)
 	if err != nil {
 		return nil, 0, fmt.Errorf("--out %s: %w", o.out, err)
@@ -256,7 +259,7 @@ func (rr *cpRank) row(cs cpCase, pl *cp.Plan, spec mask.Spec, sample int, pass k
 	}
 	row := results.Row{
 		RunID: o.runID, Time: time.Now().UTC(), Host: w.Host, Rank: int64(rr.c.Rank()), WorldSize: int64(rr.c.Size()),
-		LocalRank: int64(w.LocalRank), Launcher: launcher(), Device: "cpu", Backend: rr.backend,
+		LocalRank: int64(w.LocalRank), Launcher: launcher(), Device: rr.device, Backend: rr.backend,
 		Bench: "cp", Kernel: o.kernel, Method: cs.method,
 		Ulysses: results.Ptr(int64(pl.Config.Ulysses)), Ring: results.Ptr(int64(pl.Config.Ring)),
 		Windows: results.Ptr(int64(pl.Config.Windows)), InnerDim: inner,
@@ -265,14 +268,9 @@ func (rr *cpRank) row(cs cpCase, pl *cp.Plan, spec mask.Spec, sample int, pass k
 		HeadsQ: int64(cs.heads.Q), HeadsKV: int64(cs.heads.KV), HeadDim: int64(o.headDim), DType: o.dtype.String(),
 		Pass: pass.String(), MaskArea: spec.Mask.Area(), FLOPs: pl.Problem.FLOPs(pass),
 		PadTokens: results.Ptr(int64(pl.Padding())), Warmups: int64(o.warmup), Iters: int64(o.iters),
-		CommBytes: results.Ptr(cp.CommBytesOf(pl, pass)), Version: Version, Command: commandLine(),
+		CommBytes: results.Ptr(cp.CommBytesOf(pl, pass)), Version: Version, Command: strings.Join(os.Args, " "),
 	}
 	return row
-}
-
-func commandLine() string {
-	b, _ := json.Marshal(os.Args)
-	return string(b)
 }
 
 // timeCase times one pass on this rank's random shard: -w warm-ups, then -n iterations,
@@ -307,7 +305,6 @@ func (rr *cpRank) timeCase(ctx context.Context, m cp.Method, run *cp.Run, pass k
 		}
 	}
 	dev := run.Kernel.Device()
-	row.Device = dev.Name()
 	for range rr.o.warmup {
 		if err := rr.c.Barrier(); err != nil {
 			return err
@@ -327,8 +324,11 @@ func (rr *cpRank) timeCase(ctx context.Context, m cp.Method, run *cp.Run, pass k
 		if err != nil {
 			return err
 		}
-		if sent := run.Counters().BytesSent - before; sent != *row.CommBytes {
-			return fmt.Errorf("%s: rank %d sent %d bytes in one %s iteration; CommBytes says %d", pl.Method, rr.c.Rank(), sent, pass, *row.CommBytes)
+		if sent := run.Counters().BytesSent - before; sent != *row.CommBytes && row.Reason == "" {
+			// A backend that counts differently (or a method that moves what it does not
+			// claim): keep the row, say so.
+			row.Reason = fmt.Sprintf("rank %d counted %d bytes sent per iteration; CommBytes says %d", rr.c.Rank(), sent, *row.CommBytes)
+			log.Warn().Str("method", pl.Method).Str("pass", pass.String()).Msg(row.Reason)
 		}
 		slowest.Set(0, d.Seconds())
 		if err := rr.c.AllReduce(slowest, comm.Max); err != nil {

@@ -102,6 +102,9 @@ func TestCPInProcessRun(t *testing.T) {
 		if r.Status != results.StatusOK || r.CheckPass == nil || !*r.CheckPass || r.MedianMs == nil || r.CommBytes == nil || *r.CommBytes <= 0 {
 			t.Fatalf("row %+v", r)
 		}
+		if r.Reason != "" { // set when the counted bytes differ from CommBytes
+			t.Fatalf("row reason %q", r.Reason)
+		}
 		if r.SeqLen != 128 || r.WorldSize != 4 || r.Bench != "cp" {
 			t.Fatalf("row seqlen %d world %d bench %s", r.SeqLen, r.WorldSize, r.Bench)
 		}
