@@ -123,6 +123,7 @@ type cpRank struct {
 	world   spmd.World
 	backend string
 	device  string // the kernel's device, set by run
+	staged  bool   // a device kernel behind cp.Staged: times include host<->device copies
 }
 
 // run checks and times every case, writing each row to this rank's file at once.
@@ -134,6 +135,10 @@ func (rr *cpRank) run(ctx context.Context) ([]results.Row, int, error) {
 		return nil, 0, err
 	}
 	rr.device = kern.Device().Name()
+	if rr.device != "cpu" {
+		// The methods rearrange and merge on the host: a device kernel is staged.
+		kern, rr.staged = cp.Staged(kern), true
+	}
 	wr, err := results.Create(o.out, o.runID, rank, n)
 	if err != nil {
 		return nil, 0, fmt.Errorf("--out %s: %w", o.out, err)
@@ -270,6 +275,9 @@ func (rr *cpRank) row(cs cpCase, pl *cp.Plan, spec mask.Spec, sample int, pass k
 		PadTokens: results.Ptr(int64(pl.Padding())), Warmups: int64(o.warmup), Iters: int64(o.iters),
 		CommBytes: results.Ptr(cp.CommBytesOf(pl, pass)), Version: Version, Command: strings.Join(os.Args, " "),
 	}
+	if rr.staged {
+		row.Reason = "staged: each step copies between host and device (cp.Staged); times include the copies"
+	}
 	return row
 }
 
@@ -324,10 +332,10 @@ func (rr *cpRank) timeCase(ctx context.Context, m cp.Method, run *cp.Run, pass k
 		if err != nil {
 			return err
 		}
-		if sent := run.Counters().BytesSent - before; sent != *row.CommBytes && row.Reason == "" {
+		if sent := run.Counters().BytesSent - before; sent != *row.CommBytes && !strings.HasPrefix(row.Reason, "rank ") {
 			// A backend that counts differently (or a method that moves what it does not
 			// claim): keep the row, say so.
-			row.Reason = fmt.Sprintf("rank %d counted %d bytes sent per iteration; CommBytes says %d", rr.c.Rank(), sent, *row.CommBytes)
+			row.Reason = strings.TrimSpace(fmt.Sprintf("rank %d counted %d bytes sent per iteration; CommBytes says %d. %s", rr.c.Rank(), sent, *row.CommBytes, row.Reason))
 			log.Warn().Str("method", pl.Method).Str("pass", pass.String()).Msg(row.Reason)
 		}
 		slowest.Set(0, d.Seconds())
