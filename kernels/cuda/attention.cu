@@ -80,17 +80,6 @@ DEV void load_tile(T *s, const T *g, int row0, int n, long long stride, int tid)
   }
 }
 
-// A partial tile's test: is (q, k) allowed by any of its slices?
-DEV bool allowed(const int *refs, const int *slices, int ref, int q, int k) {
-  int n = refs[ref];
-  for (int i = 0; i < n; i++) {
-    const int *s = slices + 6 * refs[ref + 1 + i];
-    int d = k - q;
-    if (q >= s[0] && q < s[1] && k >= s[2] && k < s[3] && d >= s[4] && d <= s[5]) return true;
-  }
-  return false;
-}
-
 struct WorkList {
   const int *order, *start, *entries, *refs, *slices;
   int row_tiles, per_head;
@@ -174,13 +163,32 @@ DEV void fwd(const T *__restrict__ q, const T *__restrict__ k, const T *__restri
 #pragma unroll
       for (int c = 0; c < 4; c++) s[j][c] *= scale_log2;
     if (ref >= 0) {
+      // one bit per element: each slice gives each of the thread's two rows an interval
+      // of allowed keys, read once per slice rather than once per element
+      unsigned bits = 0;
+      const int n = wl.refs[ref];
+      for (int i = 0; i < n; i++) {
+        const int *sl = wl.slices + 6 * wl.refs[ref + 1 + i];
+        const int qa = sl[0], qb = sl[1], ka = sl[2], kb = sl[3], lo = sl[4], hi = sl[5];
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+          const int qi = q0 + warp * 16 + g + r * 8;
+          const int kl = max(ka, qi + lo), kh = min(kb - 1, qi + hi);
+          const bool in = qi >= qa && qi < qb;
+#pragma unroll
+          for (int j = 0; j < FBN / 8; j++)
+#pragma unroll
+            for (int cc = 0; cc < 2; cc++) {
+              const int ki = kt * FBN + j * 8 + 2 * t + cc;
+              if (in && ki >= kl && ki <= kh) bits |= 1u << (j * 4 + r * 2 + cc);
+            }
+        }
+      }
 #pragma unroll
       for (int j = 0; j < FBN / 8; j++)
 #pragma unroll
-        for (int c = 0; c < 4; c++) {
-          int qi = q0 + warp * 16 + g + (c / 2) * 8, ki = kt * FBN + j * 8 + 2 * t + (c % 2);
-          if (!allowed(wl.refs, wl.slices, ref, qi, ki)) s[j][c] = -INFINITY;
-        }
+        for (int c = 0; c < 4; c++)
+          if (!(bits >> (j * 4 + c) & 1u)) s[j][c] = -INFINITY;
     }
     // online softmax over the two rows this thread holds
 #pragma unroll
@@ -349,13 +357,37 @@ DEV void bwd(const T *__restrict__ q, const T *__restrict__ k, const T *__restri
         mma<T>(dpt[2 * j + 1], va, b[2], b[3]);
       }
     }
+    // the allowed bits of a partial tile: each slice gives each key row an interval of
+    // allowed queries
+    unsigned bits = 0xffffffffu;
+    if (ref >= 0) {
+      bits = 0;
+      const int n = wl.refs[ref];
+      for (int i = 0; i < n; i++) {
+        const int *sl = wl.slices + 6 * wl.refs[ref + 1 + i];
+        const int qa = sl[0], qb = sl[1], ka = sl[2], kb = sl[3], lo = sl[4], hi = sl[5];
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+          const int ki = k0 + warp * 16 + g + r * 8;
+          const int ql = max(qa, ki - hi), qh = min(qb - 1, ki - lo);
+          const bool in = ki >= ka && ki < kb;
+#pragma unroll
+          for (int j = 0; j < BBM / 8; j++)
+#pragma unroll
+            for (int cc = 0; cc < 2; cc++) {
+              const int qi = q0 + j * 8 + 2 * t + cc;
+              if (in && qi >= ql && qi <= qh) bits |= 1u << (j * 4 + r * 2 + cc);
+            }
+        }
+      }
+    }
     // P^T = exp(S^T scale - lse) on allowed pairs; dS^T = P^T (dP^T - Dsum)
 #pragma unroll
     for (int j = 0; j < BBM / 8; j++)
 #pragma unroll
       for (int c = 0; c < 4; c++) {
-        const int kl = warp * 16 + g + (c / 2) * 8, ql = j * 8 + 2 * t + (c % 2);
-        bool ok = ref < 0 || allowed(wl.refs, wl.slices, ref, q0 + ql, k0 + kl);
+        const int ql = j * 8 + 2 * t + (c % 2);
+        const bool ok = bits >> (j * 4 + c) & 1u;
         float p = ok ? exp2f(st[j][c] * scale_log2 - cL[ql] * 1.4426950408889634f) : 0.f;
         st[j][c] = p;
         dpt[j][c] = p * (dpt[j][c] - cD[ql]);

@@ -67,7 +67,7 @@ bench)
 	PYTHONUNBUFFERED=1 python3 bin/peers/torch_attention.py --seqlens "${PEER_SEQLENS:-8192,16384}" --masks full,causal \
 		--heads 64:8 --kernels "${PEER_KERNELS:-sdpa-flash,sdpa-cudnn}" >"$out/peers.jsonl" 2>"$out/peers.log" || rc=1
 	for s in ${PEER_FLEX_SEQLENS:-}; do
-		PYTHONUNBUFFERED=1 python3 bin/peers/torch_attention.py --kernels flex --heads 64:8 --slices "$out"/slices/*-"$s".json \
+		PYTHONUNBUFFERED=1 timeout "${PEER_FLEX_TIMEOUT:-300}" python3 bin/peers/torch_attention.py --kernels flex --heads 64:8 --slices "$out"/slices/*-"$s".json \
 			>>"$out/peers.jsonl" 2>>"$out/peers.log" || rc=1
 	done
 	grep -E 'TFLOP|unsupported' "$out/peers.log" | tail -60

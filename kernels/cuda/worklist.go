@@ -10,8 +10,9 @@ import (
 	"github.com/longca/longca/mask"
 )
 
-// Band bounds beyond this are "unbounded" in the kernel's int32 arithmetic.
-const bandLimit = 1 << 30
+// Band bounds beyond this are "unbounded" in the kernel's int32 arithmetic (a position
+// plus a bound stays inside int32).
+const bandLimit = 1 << 29
 
 // WorkList says, for every row tile, which column tiles a kernel visits and how. In the
 // forward (and the backward's Q-side) rows are query tiles and columns key tiles; in the
