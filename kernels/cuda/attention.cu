@@ -297,6 +297,9 @@ DEV void bwd(const T *__restrict__ q, const T *__restrict__ k, const T *__restri
   const int kt = wl.order[list * wl.row_tiles + blockIdx.y];
   const int e0 = wl.start[list * (wl.row_tiles + 1) + kt], e1 = wl.start[list * (wl.row_tiles + 1) + kt + 1];
   const int ne = e1 - e0, iters = ne * group;
+  // Blocks start at different query tiles (a rotation by key tile), so that blocks
+  // running together add into different dQ rows instead of contending on the same ones.
+  const int rot = ne > 0 ? (kt * 7) % ne : 0;
   const long long qs = (long long)hq * D, ks = (long long)hkv * D;
   const int k0 = kt * BBN;
 
@@ -307,7 +310,7 @@ DEV void bwd(const T *__restrict__ q, const T *__restrict__ k, const T *__restri
     for (int c = 0; c < 4; c++) dka[i][c] = dva[i][c] = 0.f;
 
   auto prefetch = [&](int it, int buf) {
-    const int h = kvh * group + it / ne, e = e0 + it % ne, qt = wl.entries[2 * e];
+    const int h = kvh * group + it / ne, e = e0 + (it % ne + rot) % ne, qt = wl.entries[2 * e];
     load_tile<BBM, D, BNT>(sQ + buf * BBM * D, q + (long long)h * D, qt * BBM, sq, qs, tid);
     load_tile<BBM, D, BNT>(sdO + buf * BBM * D, dout + (long long)h * D, qt * BBM, sq, qs, tid);
     for (int i = tid; i < BBM; i += BNT) {
@@ -326,7 +329,7 @@ DEV void bwd(const T *__restrict__ q, const T *__restrict__ k, const T *__restri
 
   for (int it = 0; it < iters; it++) {
     const int buf = it & 1;
-    const int h = kvh * group + it / ne, e = e0 + it % ne;
+    const int h = kvh * group + it / ne, e = e0 + (it % ne + rot) % ne;
     const int qt = wl.entries[2 * e], ref = wl.entries[2 * e + 1], q0 = qt * BBM;
     if (it + 1 < iters) prefetch(it + 1, buf ^ 1);
     cp_commit();
