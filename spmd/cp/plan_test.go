@@ -3,6 +3,7 @@ package cp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -311,5 +312,30 @@ func TestMissingRankFailsMethod(t *testing.T) {
 				t.Fatalf("%s rank %d: %v, want a timeout", name, rank, errs[rank])
 			}
 		}
+	}
+}
+
+func TestUlyssesBackwardNeedsForward(t *testing.T) {
+	p := kernels.Problem{HeadsQ: 4, HeadsKV: 2, HeadDim: 8, DType: tensor.BF16, Mask: causal(32)}
+	pl, err := Ulysses{}.Plan(Config{Ranks: 2}, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = local.Run(2, func(c comm.Comm) error {
+		r, err := NewRun(pl, ref.New(ref.Options{}), c)
+		if err != nil {
+			return err
+		}
+		q := tensor.NewHost(tensor.BF16, pl.Tokens, 4, 8)
+		kv := tensor.NewHost(tensor.BF16, pl.Tokens, 2, 8)
+		lse := tensor.NewHost(tensor.FP32, 4, pl.Tokens)
+		err = Ulysses{}.Backward(context.Background(), r, q, kv, kv, q, lse, q, q.Clone(), kv.Clone(), kv.Clone())
+		if err == nil || !strings.Contains(err.Error(), "needs the forward") {
+			return fmt.Errorf("backward without forward: %v", err)
+		}
+		return nil
+	}, local.WithTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
 	}
 }
