@@ -79,6 +79,12 @@ func maskCases() []maskCase {
 		sq, sk := 5+rng.IntN(40), 5+rng.IntN(40)
 		cs = append(cs, maskCase{fmt.Sprintf("random%d", i), randMask(rng, sq, sk)})
 	}
+	// larger than a tile (64) and a row block (16) several times over, so that spans
+	// cross tile edges
+	for i := 0; i < 3; i++ {
+		sq, sk := 130+rng.IntN(80), 130+rng.IntN(80)
+		cs = append(cs, maskCase{fmt.Sprintf("random-large%d", i), randMask(rng, sq, sk)})
+	}
 	cs = append(cs, maskCase{"empty", mask.Mask{SeqQ: 9, SeqK: 11}})
 	return cs
 }
