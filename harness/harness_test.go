@@ -180,3 +180,16 @@ func TestCheckSize(t *testing.T) {
 		}
 	}
 }
+
+func TestSparseCases(t *testing.T) {
+	s := Sweep{Masks: []string{"causal"}, SeqLens: []int{1024, 2048}, Heads: []Heads{{8, 2}}, Kernels: []string{"ref"},
+		Passes: []kernels.Pass{kernels.Fwd}, HeadDim: 64, DType: tensor.BF16,
+		Sparse: []SparseSpec{{Block: 64, Ratio: 0.5}, {AvgBlock: 256, Ratio: 0.2}}}
+	cs := s.Cases()
+	if len(cs) != 2*2 {
+		t.Fatalf("%d cases, want 4 (sparse settings replace masks)", len(cs))
+	}
+	if cs[0].Mask != "block_sparse_uniform" || cs[0].Label() != "block_sparse_uniform_b64_r0.5" || cs[3].Label() != "block_sparse_variable_b256_r0.2" {
+		t.Fatalf("labels %q %q", cs[0].Label(), cs[3].Label())
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/longca/longca/kernels"
@@ -133,25 +134,31 @@ func (r *Runner) run(ctx context.Context, c Case, row *results.Row) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	spec, err := r.build(c.Mask, c.SeqLen, c.Seed)
+	cp, err := r.problemAt(c, c.SeqLen, c.Heads)
 	if err != nil {
 		if mask.IsInputError(err) {
-			return Unsupported(fmt.Errorf("mask %s at S=%d: %w", c.Mask, c.SeqLen, err))
+			return Unsupported(fmt.Errorf("mask %s at S=%d: %w", c.Label(), c.SeqLen, err))
 		}
-		return fmt.Errorf("mask %s at S=%d: %w", c.Mask, c.SeqLen, err)
+		return fmt.Errorf("mask %s at S=%d: %w", c.Label(), c.SeqLen, err)
 	}
-	if len(spec.Params) > 0 {
-		b, err := json.Marshal(spec.Params)
+	row.MaskParams = "{}"
+	if len(cp.params) > 0 {
+		b, err := json.Marshal(cp.params)
 		if err != nil {
 			return fmt.Errorf("mask %s parameters: %w", c.Mask, err)
 		}
 		row.MaskParams = string(b)
-	} else {
-		row.MaskParams = "{}"
 	}
-	p := problem(c, spec.Mask)
-	row.MaskArea = spec.Mask.Area()
+	p := cp.p
+	row.MaskArea = int64(math.Round(p.Area()))
 	row.FLOPs = p.FLOPs(c.Pass)
+	if c.Sparse.IsSparse() {
+		row.BlockSize = results.Ptr(int64(c.Sparse.BlockSize()))
+		row.KeptRatio = results.Ptr(c.Sparse.Ratio)
+		if row.Bench == "kernel" {
+			row.Bench = "sparse"
+		}
+	}
 	if err := p.Validate(); err != nil {
 		return Unsupported(err)
 	}
@@ -225,14 +232,14 @@ func (r *Runner) check(ctx context.Context, k kernels.Kernel, c Case, p kernels.
 	if budget == 0 {
 		budget = DefaultCheckBudget
 	}
-	specs := map[int]mask.Spec{}
+	probs := map[int]caseProblem{}
 	area := func(n int) (int64, bool) {
-		s, err := r.build(c.Mask, n, c.Seed)
+		cp, err := r.problemAt(c, n, c.Heads)
 		if err != nil {
 			return 0, false
 		}
-		specs[n] = s
-		return s.Mask.Area(), true
+		probs[n] = cp
+		return int64(math.Round(cp.p.Area())), true
 	}
 	n, h := CheckSize(c, area, budget)
 	key := checkKey{c: c, seqlen: n, hq: h.Q, hkv: h.KV, checkFor: c.Pass}
@@ -244,16 +251,15 @@ func (r *Runner) check(ctx context.Context, k kernels.Kernel, c Case, p kernels.
 	if !ok {
 		cp := p
 		if n != c.SeqLen || h != c.Heads {
-			spec, have := specs[n]
-			if !have {
+			small, have := probs[n]
+			if !have || c.Sparse.IsSparse() { // sparse masks depend on the KV heads
 				var err error
-				if spec, err = r.build(c.Mask, n, c.Seed); err != nil {
-					return fmt.Errorf("check: mask %s at S=%d: %w", c.Mask, n, err)
+				if small, err = r.problemAt(c, n, h); err != nil {
+					return fmt.Errorf("check: mask %s at S=%d heads %s: %w", c.Label(), n, h, err)
 				}
 			}
-			cc := c
-			cc.SeqLen, cc.Heads = n, h
-			cp = problem(cc, spec.Mask)
+			cp = small.p
+			cp.HeadsQ, cp.HeadsKV = h.Q, h.KV
 		}
 		e.out, e.err = r.Check(ctx, k, cp, c.Pass, c.Seed)
 		e.out.Worst.SeqLen, e.out.Worst.HQ, e.out.Worst.HKV = n, h.Q, h.KV

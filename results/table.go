@@ -41,6 +41,19 @@ func kernelLabel(r Row) string {
 	return r.Kernel
 }
 
+// MaskLabel names a row's mask in reports: the mask, or for block-sparse rows
+// <mask>_b<block>_r<ratio> (with _content for content scores), so settings stay apart.
+func MaskLabel(r Row) string {
+	if r.KeptRatio == nil || r.BlockSize == nil {
+		return r.Mask
+	}
+	l := fmt.Sprintf("%s_b%d_r%g", r.Mask, *r.BlockSize, *r.KeptRatio)
+	if strings.Contains(r.MaskParams, `"scores":"content"`) {
+		l += "_content"
+	}
+	return l
+}
+
 // Summarize groups rows by case and kernel; pass, when not empty, keeps only that pass.
 // Cases are ordered by the mask's first appearance, then heads, pass and length.
 func Summarize(rows []Row, pass string) Summary {
@@ -52,9 +65,10 @@ func Summarize(rows []Row, pass string) Summary {
 		if pass != "" && r.Pass != pass {
 			continue
 		}
-		k := CaseKey{r.Mask, r.SeqLen, r.HeadsQ, r.HeadsKV, r.Pass}
-		if _, ok := maskOrder[r.Mask]; !ok {
-			maskOrder[r.Mask] = len(maskOrder)
+		label := MaskLabel(r)
+		k := CaseKey{label, r.SeqLen, r.HeadsQ, r.HeadsKV, r.Pass}
+		if _, ok := maskOrder[label]; !ok {
+			maskOrder[label] = len(maskOrder)
 		}
 		name := kernelLabel(r)
 		if !kernelSeen[name] {

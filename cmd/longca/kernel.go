@@ -34,13 +34,20 @@ func init() {
 
 // sweepFlags are the flags of `longca kernel`, in nccl-tests' vocabulary.
 func sweepFlags() []cli.Flag {
+	return append(commonSweepFlags(),
+		&cli.StringFlag{Name: "masks", Usage: "comma-separated masks, or all (default: the 12 kernel masks)"},
+		&cli.StringFlag{Name: "mask-json", Usage: "write each case's mask as JSON (MASKS.md form) into this folder"},
+	)
+}
+
+// commonSweepFlags are the flags `longca kernel` and `longca sparse` share.
+func commonSweepFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "begin", Aliases: []string{"b"}, Usage: "first sequence length (K, M suffixes)"},
 		&cli.StringFlag{Name: "end", Aliases: []string{"e"}, Usage: "last sequence length"},
 		&cli.IntFlag{Name: "factor", Aliases: []string{"f"}, Value: 2, Usage: "multiply the length by this from -b to -e"},
 		&cli.StringFlag{Name: "step", Usage: "add this to the length from -b to -e instead (8K)"},
-		&cli.StringFlag{Name: "seqlens", Usage: "comma-separated lengths (default 1K,2K,4K,8K,16K,24K,32K,40K,48K)"},
-		&cli.StringFlag{Name: "masks", Usage: "comma-separated masks, or all (default: the 12 kernel masks)"},
+		&cli.StringFlag{Name: "seqlens", Usage: "comma-separated lengths (kernel default 1K,2K,4K,8K,16K,24K,32K,40K,48K; sparse 32K,64K,128K)"},
 		&cli.StringFlag{Name: "heads", Value: "64:8,64:64", Usage: "query:KV head settings"},
 		&cli.IntFlag{Name: "head-dim", Value: 128, Usage: "head dimension"},
 		&cli.StringFlag{Name: "dtype", Value: "bf16", Usage: "bf16, fp16, fp32 or fp64"},
@@ -49,13 +56,12 @@ func sweepFlags() []cli.Flag {
 		&cli.IntFlag{Name: "iters", Aliases: []string{"n"}, Value: 20, Usage: "timed repetitions (the median is reported)"},
 		&cli.StringFlag{Name: "kernels", Usage: "comma-separated kernels (default: cuda when a GPU is found, else ref)"},
 		&cli.Uint64Flag{Name: "seed", Value: 42, Usage: "seed of the masks and inputs"},
-		&cli.StringFlag{Name: "out", Usage: "results folder (default out/kernel-<time>)"},
+		&cli.StringFlag{Name: "out", Usage: "results folder (default out/<command>-<time>)"},
 		&cli.StringFlag{Name: "run-id", EnvVars: []string{"LONGCA_RUN_ID"}, Usage: "run id in file names and rows (default: the folder's name)"},
 		&cli.BoolFlag{Name: "check", Value: true, Usage: "check each case against the reference before timing it"},
 		&cli.BoolFlag{Name: "no-check", Usage: "time without checking (same as --check=false)"},
 		&cli.Float64Flag{Name: "check-budget", Value: harness.DefaultCheckBudget, Usage: "largest checked case in multiply-adds (area x heads x dim); larger cases are checked smaller"},
 		&cli.BoolFlag{Name: "dry-run", Usage: "print the cases and their FLOPs; run nothing"},
-		&cli.StringFlag{Name: "mask-json", Usage: "write each case's mask as JSON (MASKS.md form) into this folder"},
 	}
 }
 
@@ -81,7 +87,7 @@ func splitList(s string) []string {
 }
 
 // parseSeqLens reads --seqlens or -b/-e/-f/--step.
-func parseSeqLens(c *cli.Context) ([]int, error) {
+func parseSeqLens(c *cli.Context, defaults []int) ([]int, error) {
 	ranged := c.IsSet("begin") || c.IsSet("end") || c.IsSet("step")
 	if c.IsSet("seqlens") {
 		if ranged {
@@ -94,7 +100,7 @@ func parseSeqLens(c *cli.Context) ([]int, error) {
 		return l, nil
 	}
 	if !ranged {
-		return publishedSeqLens, nil
+		return defaults, nil
 	}
 	if !c.IsSet("begin") {
 		return nil, usageError("-e/--step given without -b: give the first length, e.g. -b 1K")
@@ -144,11 +150,12 @@ func parseMasks(s string) ([]string, error) {
 	return out, nil
 }
 
-// sweepFromFlags turns the flags into a sweep.
-func sweepFromFlags(c *cli.Context) (harness.Sweep, error) {
+// sweepFromFlags turns the flags into a sweep; defaultLens are the lengths when none are
+// given.
+func sweepFromFlags(c *cli.Context, defaultLens []int) (harness.Sweep, error) {
 	var s harness.Sweep
 	var err error
-	if s.SeqLens, err = parseSeqLens(c); err != nil {
+	if s.SeqLens, err = parseSeqLens(c, defaultLens); err != nil {
 		return s, err
 	}
 	if s.Masks, err = parseMasks(c.String("masks")); err != nil {
@@ -190,26 +197,29 @@ func kernelAction(c *cli.Context) error {
 	if c.NArg() > 0 {
 		return usageError("kernel takes no arguments (got %q): give lengths with --seqlens or -b/-e", c.Args().First())
 	}
-	s, err := sweepFromFlags(c)
+	s, err := sweepFromFlags(c, publishedSeqLens)
 	if err != nil {
 		return err
 	}
-	if w, n := c.Int("warmup"), c.Int("iters"); w < 0 || n < 1 {
-		return usageError("-w %d -n %d: warm-ups must be >= 0 and iterations >= 1", w, n)
-	}
-	if c.Bool("check") && c.Bool("no-check") {
-		if c.IsSet("check") {
-			return usageError("--check and --no-check both given: use one")
-		}
-	}
-	cases := s.Cases()
 	if dir := c.String("mask-json"); dir != "" {
 		if err := writeMaskJSON(dir, s, harness.BuildMask); err != nil {
 			return err
 		}
 	}
+	return sweepAction(c, s, "kernel")
+}
+
+// sweepAction runs (or with --dry-run lists) a sweep from the shared flags and prints
+// its table.
+func sweepAction(c *cli.Context, s harness.Sweep, bench string) error {
+	if w, n := c.Int("warmup"), c.Int("iters"); w < 0 || n < 1 {
+		return usageError("-w %d -n %d: warm-ups must be >= 0 and iterations >= 1", w, n)
+	}
+	if c.IsSet("check") && c.Bool("check") && c.Bool("no-check") {
+		return usageError("--check and --no-check both given: use one")
+	}
 	if c.Bool("dry-run") {
-		return harness.PrintPlan(c.App.Writer, cases, harness.BuildMask)
+		return harness.PrintPlan(c.App.Writer, s.Cases(), harness.BuildMask)
 	}
 	o := sweepOptions{
 		sweep:       s,
@@ -219,17 +229,17 @@ func kernelAction(c *cli.Context) error {
 		checkBudget: c.Float64("check-budget"),
 		out:         c.String("out"),
 		runID:       c.String("run-id"),
-		bench:       "kernel",
+		bench:       bench,
 	}
 	if o.out == "" {
-		o.out = defaultOutDir("kernel")
+		o.out = defaultOutDir(bench)
 	}
 	res, err := runSweep(c.Context, o)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(c.App.ErrWriter, "# results: %s\n", res.file)
-	return writeReportText(c.App.Writer, res.rows, "", "longca kernel "+res.runID)
+	return writeReportText(c.App.Writer, res.rows, "", "longca "+bench+" "+res.runID)
 }
 
 // writeMaskJSON writes one JSON file per (mask, length) of the sweep into dir.

@@ -1,0 +1,93 @@
+package harness
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/longca/longca/kernels"
+	"github.com/longca/longca/kernels/check"
+	"github.com/longca/longca/mask"
+)
+
+// SparseSpec describes a block-sparse case (MASKS.md, the two dynamic masks); the zero
+// value means a static mask.
+type SparseSpec struct {
+	// Block is the uniform layout's block size; 0 selects the variable layout.
+	Block int
+	// AvgBlock is the variable layout's average block size (minimum 128).
+	AvgBlock int
+	// Ratio is the kept ratio r in (0, 1]; 0 means not sparse.
+	Ratio float64
+	// Scores ranks the k blocks: random (published) or content.
+	Scores mask.Scores
+}
+
+// IsSparse says whether the spec describes a block-sparse case.
+func (s SparseSpec) IsSparse() bool { return s.Ratio > 0 }
+
+// MaskName is block_sparse_uniform or block_sparse_variable.
+func (s SparseSpec) MaskName() string {
+	if s.Block > 0 {
+		return "block_sparse_uniform"
+	}
+	return "block_sparse_variable"
+}
+
+// BlockSize is the uniform block, or the variable layout's average block.
+func (s SparseSpec) BlockSize() int {
+	if s.Block > 0 {
+		return s.Block
+	}
+	return s.AvgBlock
+}
+
+func (s SparseSpec) String() string {
+	return fmt.Sprintf("%s b=%d r=%g %s", s.MaskName(), s.BlockSize(), s.Ratio, s.Scores)
+}
+
+// caseProblem is a case's problem at a length and head setting, with the mask's
+// parameters.
+type caseProblem struct {
+	p      kernels.Problem
+	params map[string]string
+}
+
+// problemAt builds the problem of case c at seqlen tokens with heads h: the static mask
+// by name, or the block-sparse masks (one per KV head; content scores read the check's
+// inputs for the same seed, so the check and the timing see the same selection).
+func (r *Runner) problemAt(c Case, seqlen int, h Heads) (caseProblem, error) {
+	cc := c
+	cc.SeqLen, cc.Heads = seqlen, h
+	if !c.Sparse.IsSparse() {
+		spec, err := r.build(c.Mask, seqlen, c.Seed)
+		if err != nil {
+			return caseProblem{}, err
+		}
+		return caseProblem{p: problem(cc, spec.Mask), params: spec.Params}, nil
+	}
+	s := c.Sparse
+	p := problem(cc, mask.Mask{SeqQ: seqlen, SeqK: seqlen})
+	o := mask.SparseOptions{Seed: c.Seed, Block: s.Block, AvgBlock: s.AvgBlock, Ratio: s.Ratio, Scores: s.Scores, HeadsKV: h.KV}
+	var sp *mask.Sparse
+	var err error
+	if s.Scores == mask.ContentScores {
+		q, k, _, _ := check.Inputs(p, c.Seed)
+		sp, err = mask.BlockSparse(seqlen, o, q, k)
+	} else {
+		sp, err = mask.BlockSparse(seqlen, o, nil, nil)
+	}
+	if err != nil {
+		return caseProblem{}, err
+	}
+	p.HeadMasks = sp.Heads
+	params := map[string]string{
+		"layout":       map[bool]string{true: "uniform", false: "variable"}[s.Block > 0],
+		"block":        strconv.Itoa(s.BlockSize()),
+		"ratio":        strconv.FormatFloat(s.Ratio, 'g', -1, 64),
+		"scores":       s.Scores.String(),
+		"keep_per_row": strconv.Itoa(sp.KeepPerRow),
+		"q_blocks":     strconv.Itoa(len(sp.QEdges) - 1),
+		"k_blocks":     strconv.Itoa(len(sp.KEdges) - 1),
+	}
+	return caseProblem{p: p, params: params}, nil
+}
