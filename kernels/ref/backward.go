@@ -37,7 +37,7 @@ func (e *engine[T]) backward(ctx context.Context, outT, lseT, doutT, dqT, dkT, d
 
 	dq := make([]T, e.hq*e.sq*e.d)
 	nb := (e.sq + blockRows - 1) / blockRows
-	err := parallelFor(ctx, e.hq*nb, func() func(int) {
+	err := parallelFor(ctx, e.hq*nb, 3*e.work/2, func() func(int) {
 		p, ds := make([]T, blockRows*e.sk), make([]T, blockRows*e.sk)
 		return func(task int) {
 			h, b := task/nb, task%nb
@@ -51,7 +51,7 @@ func (e *engine[T]) backward(ctx context.Context, outT, lseT, doutT, dqT, dkT, d
 	dk := make([]T, e.hkv*e.sk*e.d)
 	dv := make([]T, e.hkv*e.sk*e.d)
 	nk := (e.sk + blockRows - 1) / blockRows
-	err = parallelFor(ctx, e.hkv*nk, func() func(int) {
+	err = parallelFor(ctx, e.hkv*nk, 2*e.work, func() func(int) {
 		p, ds := make([]T, blockRows*e.sq), make([]T, blockRows*e.sq)
 		return func(task int) {
 			kvh, b := task/nk, task%nk

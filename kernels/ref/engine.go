@@ -23,6 +23,8 @@ type engine[T num] struct {
 	// masks are the distinct masks; maskOf[h] is query head h's index into them.
 	masks  []mask.Mask
 	maskOf []int
+	// work is the forward's multiply-adds: allowed pairs x query heads x 2 x dim.
+	work int64
 }
 
 func newEngine[T num](p kernels.Problem, emulate tensor.DType, q, k, v *tensor.Host) *engine[T] {
@@ -38,6 +40,9 @@ func newEngine[T num](p kernels.Problem, emulate tensor.DType, q, k, v *tensor.H
 		for h := range e.maskOf {
 			e.maskOf[h] = h / e.group
 		}
+	}
+	for h := range e.maskOf {
+		e.work += e.masks[e.maskOf[h]].Area() * 2 * int64(e.d)
 	}
 	e.q = headMajor[T](q, e.sq, e.hq, e.d)
 	e.k = headMajor[T](k, e.sk, e.hkv, e.d)

@@ -22,7 +22,7 @@ func (e *engine[T]) forward(ctx context.Context, outT, lseT *tensor.Host) error 
 	out := make([]T, e.hq*e.sq*e.d)
 	lse := make([]float64, e.hq*e.sq)
 	nb := (e.sq + blockRows - 1) / blockRows
-	err := parallelFor(ctx, e.hq*nb, func() func(int) {
+	err := parallelFor(ctx, e.hq*nb, e.work, func() func(int) {
 		sc, inv := make([]T, blockRows*e.sk), make([]T, blockRows)
 		return func(task int) {
 			h, b := task/nb, task%nb
