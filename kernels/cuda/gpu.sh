@@ -7,6 +7,7 @@
 #                                  faster, sweeps every mask (TestBench), then the peers
 #                                  (bin/peers/torch_attention.py) in the same call
 # Environment: LONGCA_BENCH_* (kernels/cuda/bench_test.go), BENCH_SEQLENS, BENCH_MHA_SEQLENS,
+# BENCH_FWD and BENCH_BWD (skip the choice),
 # PEER_KERNELS, PEER_SEQLENS, PEER_FLEX_SEQLENS. Logs go to /tmp/longca-out, and as one
 # results.tgz to $OUT when set.
 set -u
@@ -55,7 +56,7 @@ bench)
 		done
 		echo "${bestv:-v1}"
 	}
-	fv=$(best fwd v1 v2); bv=$(best bwd v1 v2)
+	fv=${BENCH_FWD:-$(best fwd v1 v2)}; bv=${BENCH_BWD:-$(best bwd v1 v2)}
 	echo "# using fwd $fv bwd $bv"
 	export LONGCA_CUDA_FWD=$fv LONGCA_CUDA_BWD=$bv LONGCA_BENCH=1
 	LONGCA_BENCH_SLICES="$out/slices" LONGCA_BENCH_SEQLENS=${BENCH_SEQLENS:-8192,16384} LONGCA_BENCH_HEADS=64:8 \
