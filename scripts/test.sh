@@ -135,17 +135,18 @@ if [ -n "${SLURM_CONF:-}" ]; then
 		count_ok "$work/srun.out" 4 && grep -q '(tcp)' "$work/srun.out"
 	}
 	sbatch_ci() {
-		local out job dir
-		mkdir -p out
-		out=$(LONGCA=$BIN timeout 600 sbatch --wait slurm/run_cpu_ci.sh 2>&1)
-		local rc=$?
+		local out job rc
+		# A fresh cluster numbers jobs from 1 again: keep this run's files apart.
+		out=$(LONGCA=$BIN LONGCA_OUT=$work/job-results timeout 600 \
+			sbatch --wait --output="$work/sbatch-%j.log" slurm/run_cpu_ci.sh 2>&1)
+		rc=$?
 		echo "$out"
 		job=$(echo "$out" | grep -o 'Submitted batch job [0-9]*' | grep -o '[0-9]*$')
-		[ -n "$job" ] && cat "out/slurm-$job.log"
+		[ -n "$job" ] && cat "$work/sbatch-$job.log"
 		[ "$rc" = 0 ] || { echo "sbatch --wait exited $rc"; return 1; }
-		dir=out/slurm-$job
-		count_ok "out/slurm-$job.log" 4 || return 1
-		"$BIN" selftest merged "$dir/merged.arrow" --ranks 4
+		count_ok "$work/sbatch-$job.log" 4 || return 1
+		ls "$work/job-results"
+		"$BIN" selftest merged --ranks 4 "$work/job-results/merged.arrow"
 	}
 	check "srun -n 4 env --format json (4 distinct ranks)" srun_env
 	check "srun -n 4 selftest comm (tcp backend)" srun_comm
