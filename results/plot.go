@@ -52,8 +52,9 @@ func WritePlots(dir string, s Summary) ([]string, error) {
 		p.Y.Label.Text = "TFLOP/s"
 		p.Add(plotter.NewGrid())
 		p.Y.Min = 0 // rates from zero, so that ratios between kernels read true
-		p.Legend.Top, p.Legend.Left = true, true
+		// Legend bottom right, under the lines, which start at zero's far side.
 		var args []any
+		ticks := map[float64]bool{}
 		names := make([]string, 0, len(points[g]))
 		for k := range points[g] {
 			names = append(names, k)
@@ -63,7 +64,11 @@ func WritePlots(dir string, s Summary) ([]string, error) {
 			xy := points[g][k]
 			sort.Slice(xy, func(i, j int) bool { return xy[i].X < xy[j].X })
 			args = append(args, k, xy)
+			for _, pt := range xy {
+				ticks[pt.X] = true
+			}
 		}
+		p.X.Tick.Marker = lengthTicks(ticks)
 		if len(args) > 0 {
 			if err := plotutil.AddLinePoints(p, args...); err != nil {
 				return files, fmt.Errorf("plots: %s: %w", g.mask, err)
@@ -76,4 +81,25 @@ func WritePlots(dir string, s Summary) ([]string, error) {
 		files = append(files, path)
 	}
 	return files, nil
+}
+
+// lengthTicks marks each measured length, written as 8K, 48K, 512.
+func lengthTicks(xs map[float64]bool) plot.ConstantTicks {
+	var ticks plot.ConstantTicks
+	for x := range xs {
+		ticks = append(ticks, plot.Tick{Value: x, Label: sizeLabel(int(x))})
+	}
+	sort.Slice(ticks, func(i, j int) bool { return ticks[i].Value < ticks[j].Value })
+	return ticks
+}
+
+// sizeLabel writes n with a K or M suffix when it divides evenly.
+func sizeLabel(n int) string {
+	switch {
+	case n > 0 && n%(1<<20) == 0:
+		return fmt.Sprintf("%dM", n>>20)
+	case n > 0 && n%(1<<10) == 0:
+		return fmt.Sprintf("%dK", n>>10)
+	}
+	return fmt.Sprint(n)
 }
