@@ -33,12 +33,20 @@ type Summary struct {
 	Counts  map[Status]int
 }
 
-// kernelLabel is the column name of a row: the CP method, or else the kernel.
+// kernelLabel is the column name of a row: the kernel, or the CP method with its 2-D
+// mesh (usp-2x4: Ulysses 2 x ring 4; -w2: LoongTrain's windows) so meshes stay apart.
 func kernelLabel(r Row) string {
-	if r.Method != "" {
-		return r.Method
+	if r.Method == "" {
+		return r.Kernel
 	}
-	return r.Kernel
+	l := r.Method
+	if r.Ulysses != nil && r.Ring != nil && *r.Ulysses > 1 && *r.Ring > 1 {
+		l += fmt.Sprintf("-%dx%d", *r.Ulysses, *r.Ring)
+	}
+	if r.Windows != nil && *r.Windows > 1 {
+		l += fmt.Sprintf("-w%d", *r.Windows)
+	}
+	return l
 }
 
 // MaskLabel names a row's mask in reports: the mask, or for block-sparse rows
@@ -177,7 +185,11 @@ func WriteTable(w io.Writer, title string, s Summary) error {
 		}
 		b.WriteString("\n")
 	}
-	fmt.Fprintf(&b, "# Cases: %d", len(s.Cases))
+	rows := 0
+	for _, n := range s.Counts {
+		rows += n
+	}
+	fmt.Fprintf(&b, "# Cases: %d  Rows: %d", len(s.Cases), rows)
 	for _, st := range []Status{StatusOK, StatusUnsupported, StatusOOM, StatusWrong, StatusError} {
 		fmt.Fprintf(&b, "  %s: %d", st, s.Counts[st])
 	}

@@ -49,7 +49,7 @@ func TestTableStructure(t *testing.T) {
 	if strings.Count(units[0], "(TFLOP/s)") != 2 || !strings.Contains(header[0], "ref") || !strings.Contains(header[0], "cuda") {
 		t.Fatalf("kernel columns: %q / %q", header[0], units[0])
 	}
-	if last := lines[len(lines)-1]; !strings.HasPrefix(last, "# Cases: 8") || !strings.Contains(last, "oom: 2") || !strings.Contains(last, "ok: 14") {
+	if last := lines[len(lines)-1]; !strings.HasPrefix(last, "# Cases: 8  Rows: 16") || !strings.Contains(last, "oom: 2") || !strings.Contains(last, "ok: 14") {
 		t.Fatalf("summary line %q", last)
 	}
 	width := len(data[0])
@@ -100,5 +100,21 @@ func TestPlots(t *testing.T) {
 	}
 	if filepath.Base(files[0]) != "causal_fwd_8-2.png" {
 		t.Fatalf("first plot %s", files[0])
+	}
+}
+
+func TestKernelLabelKeepsMeshesApart(t *testing.T) {
+	for _, c := range []struct {
+		r    Row
+		want string
+	}{
+		{Row{Kernel: "cuda"}, "cuda"},
+		{Row{Kernel: "cuda", Method: "ring-p2p", Ulysses: Ptr(int64(1)), Ring: Ptr(int64(8))}, "ring-p2p"},
+		{Row{Kernel: "cuda", Method: "usp", Ulysses: Ptr(int64(2)), Ring: Ptr(int64(4))}, "usp-2x4"},
+		{Row{Kernel: "cuda", Method: "loongtrain", Ulysses: Ptr(int64(2)), Ring: Ptr(int64(4)), Windows: Ptr(int64(2))}, "loongtrain-2x4-w2"},
+	} {
+		if got := kernelLabel(c.r); got != c.want {
+			t.Errorf("%+v: %q, want %q", c.r, got, c.want)
+		}
 	}
 }
