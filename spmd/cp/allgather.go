@@ -28,10 +28,16 @@ func (RingAllGather) Plan(cfg Config, p kernels.Problem) (*Plan, error) {
 	return newPlan("ring-allgather", cfg, p, mesh{u: 1, r: cfg.Ranks, w: 1, sharding: cfg.Sharding})
 }
 
-// gather all-gathers this rank's k and v into the whole padded sequence.
-func (RingAllGather) gather(r *Run, k, v *tensor.Host) (kvPair, error) {
+// gather all-gathers this rank's k and v into the whole padded sequence, allocated in a.
+func (RingAllGather) gather(r *Run, a *arena, k, v tensor.Tensor) (kvPair, error) {
 	shape := append([]int{r.Plan.Layout.Padded}, k.Shape()[1:]...)
-	all := newKV(k.DType(), shape)
+	all, err := newKV(a, k.DType(), shape)
+	if err != nil {
+		return all, err
+	}
+	if err := r.ops.fence(); err != nil {
+		return all, err
+	}
 	if err := r.ring.AllGather(k, all.k); err != nil {
 		return all, fmt.Errorf("ring-allgather: all-gather of k: %w", err)
 	}
@@ -43,51 +49,73 @@ func (RingAllGather) gather(r *Run, k, v *tensor.Host) (kvPair, error) {
 
 // Forward implements Method.
 func (m RingAllGather) Forward(ctx context.Context, r *Run, q, k, v, out, lse tensor.Tensor) error {
-	hs, err := hosts(fwdNames, q, k, v, out, lse)
-	if err != nil {
-		return err
-	}
-	all, err := m.gather(r, hs[1], hs[2])
+	a := &arena{o: r.ops}
+	defer a.release()
+	all, err := m.gather(r, a, k, v)
 	if err != nil {
 		return err
 	}
 	sub := r.Plan.GatherMask(r.R)
 	if len(sub.Slices) == 0 {
-		hs[3].Fill(0)
-		hs[4].Fill(math.Inf(-1))
-		return nil
+		if err := r.ops.fill(out, 0); err != nil {
+			return err
+		}
+		return r.ops.fill(lse, math.Inf(-1))
 	}
-	return r.Kernel.Forward(ctx, r.Plan.stepProblem(sub), hs[0], all.k, all.v, hs[3], hs[4])
+	return r.Kernel.Forward(ctx, r.Plan.stepProblem(sub), q, all.k, all.v, out, lse)
 }
 
 // Backward implements Method.
 func (m RingAllGather) Backward(ctx context.Context, r *Run, q, k, v, out, lse, dout, dq, dk, dv tensor.Tensor) error {
-	hs, err := hosts(bwdNames, q, k, v, out, lse, dout, dq, dk, dv)
+	a := &arena{o: r.ops}
+	defer a.release()
+	all, err := m.gather(r, a, k, v)
 	if err != nil {
 		return err
 	}
-	all, err := m.gather(r, hs[1], hs[2])
+	pdt := r.ops.partDType(r.Plan.Problem.DType)
+	grads, err := newKV(a, pdt, all.k.Shape())
 	if err != nil {
 		return err
 	}
-	grads := newKV(tensor.FP32, all.k.Shape())
 	sub := r.Plan.GatherMask(r.R)
 	if len(sub.Slices) == 0 {
-		hs[6].Fill(0)
-	} else if err := r.Kernel.Backward(ctx, r.Plan.stepProblem(sub), hs[0], all.k, all.v, hs[3], hs[4], hs[5], hs[6], grads.k, grads.v); err != nil {
+		if err := r.ops.fill(dq, 0); err != nil {
+			return err
+		}
+	} else if err := r.Kernel.Backward(ctx, r.Plan.stepProblem(sub), q, all.k, all.v, out, lse, dout, dq, grads.k, grads.v); err != nil {
 		return err
 	}
-	mine := newKV(tensor.FP32, hs[7].Shape())
+	if pdt != tensor.FP32 { // the reduce-scatter sums fp32 gradients
+		g32, err := newKV(a, tensor.FP32, all.k.Shape())
+		if err != nil {
+			return err
+		}
+		if err := r.ops.convert(g32.k, grads.k); err != nil {
+			return err
+		}
+		if err := r.ops.convert(g32.v, grads.v); err != nil {
+			return err
+		}
+		grads = g32
+	}
+	mine, err := newKV(a, tensor.FP32, dk.Shape())
+	if err != nil {
+		return err
+	}
+	if err := r.ops.fence(); err != nil {
+		return err
+	}
 	if err := r.ring.ReduceScatter(grads.k, mine.k); err != nil {
 		return fmt.Errorf("ring-allgather: reduce-scatter of dk: %w", err)
 	}
 	if err := r.ring.ReduceScatter(grads.v, mine.v); err != nil {
 		return fmt.Errorf("ring-allgather: reduce-scatter of dv: %w", err)
 	}
-	if err := convert(hs[7], mine.k); err != nil {
+	if err := r.ops.convert(dk, mine.k); err != nil {
 		return err
 	}
-	return convert(hs[8], mine.v)
+	return r.ops.convert(dv, mine.v)
 }
 
 // CommBytes implements Method: each all-gather sends the rank's block to R-1 ranks; the

@@ -24,16 +24,42 @@ func Execute(ctx context.Context, m Method, r *Run, q, k, v, dout *tensor.Host, 
 	rank := r.Comm.Rank()
 	lq, lk, lv := pl.Shard(q, rank), pl.Shard(k, rank), pl.Shard(v, rank)
 	o := Outputs{Out: poisoned(pl.Problem.DType, lq.Shape()), LSE: poisoned(tensor.FP32, []int{pl.Problem.HeadsQ, pl.Tokens})}
-	if err := m.Forward(ctx, r, lq, lk, lv, o.Out, o.LSE); err != nil {
+	if backward {
+		o.DQ = poisoned(pl.Problem.DType, lq.Shape())
+		o.DK, o.DV = poisoned(pl.Problem.DType, lk.Shape()), poisoned(pl.Problem.DType, lk.Shape())
+	}
+	// On a device, every input and output is uploaded first (the poisoned outputs too,
+	// so an unwritten element stays NaN) and the outputs come back at the end.
+	hostTs := []*tensor.Host{lq, lk, lv, o.Out, o.LSE}
+	if backward {
+		hostTs = append(hostTs, pl.Shard(dout, rank), o.DQ, o.DK, o.DV)
+	}
+	ts := make([]tensor.Tensor, len(hostTs))
+	defer func() { r.Free(ts...) }()
+	for i, h := range hostTs {
+		t, err := r.Upload(h)
+		if err != nil {
+			return o, fmt.Errorf("%s: uploading inputs: %w", pl.Method, err)
+		}
+		ts[i] = t
+	}
+	if err := m.Forward(ctx, r, ts[0], ts[1], ts[2], ts[3], ts[4]); err != nil {
 		return o, err
 	}
-	if !backward {
-		return o, nil
+	if backward {
+		if err := m.Backward(ctx, r, ts[0], ts[1], ts[2], ts[3], ts[4], ts[5], ts[6], ts[7], ts[8]); err != nil {
+			return o, err
+		}
 	}
-	o.DQ = poisoned(pl.Problem.DType, lq.Shape())
-	o.DK, o.DV = poisoned(pl.Problem.DType, lk.Shape()), poisoned(pl.Problem.DType, lk.Shape())
-	err := m.Backward(ctx, r, lq, lk, lv, o.Out, o.LSE, pl.Shard(dout, rank), o.DQ, o.DK, o.DV)
-	return o, err
+	for i, h := range hostTs {
+		if i < 3 || i == 5 {
+			continue // inputs
+		}
+		if err := r.Download(h, ts[i]); err != nil {
+			return o, fmt.Errorf("%s: downloading outputs: %w", pl.Method, err)
+		}
+	}
+	return o, nil
 }
 
 func poisoned(dt tensor.DType, shape []int) *tensor.Host {

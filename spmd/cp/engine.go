@@ -12,57 +12,86 @@ import (
 // of ring-p2p, ulysses, usp and loongtrain.
 type engine struct{}
 
-var fwdNames = []string{"q", "k", "v", "out", "lse"}
-var bwdNames = []string{"q", "k", "v", "out", "lse", "dout", "dq", "dk", "dv"}
-
 // Forward implements Method.
 func (engine) Forward(ctx context.Context, r *Run, q, k, v, out, lse tensor.Tensor) error {
-	hs, err := hosts(fwdNames, q, k, v, out, lse)
-	if err != nil {
-		return err
-	}
 	pl := r.Plan
 	u := pl.Config.Ulysses
+	r.dropSaved()
 	if u == 1 {
-		r.saved = nil
-		return r.ringForward(ctx, hs[0], hs[1], hs[2], hs[3], hs[4])
+		return r.ringForward(ctx, q, k, v, out, lse)
 	}
+	s := &saved{q: q, a: &arena{o: r.ops}}
+	ok := false
+	defer func() {
+		if !ok {
+			s.a.release()
+		}
+	}()
 	// Sequence shards -> head shards: after the all-to-all this rank holds its ring
 	// shard (the group's tokens in group order) for its group of heads.
-	qh, err := r.toHeads("q", hs[0], false)
-	if err != nil {
+	var err error
+	if s.qh, err = r.toHeads(s.a, "q", q, false); err != nil {
 		return err
 	}
-	kh, err := r.toHeads("k", hs[1], pl.ReplicateKV)
-	if err != nil {
+	if s.kh, err = r.toHeads(s.a, "k", k, pl.ReplicateKV); err != nil {
 		return err
 	}
-	vh, err := r.toHeads("v", hs[2], pl.ReplicateKV)
-	if err != nil {
+	if s.vh, err = r.toHeads(s.a, "v", v, pl.ReplicateKV); err != nil {
 		return err
 	}
 	lr := pl.Layout.Local
-	outh := tensor.NewHost(hs[3].DType(), lr, pl.HeadsQ, pl.Problem.HeadDim)
-	lseh := tensor.NewHost(tensor.FP32, pl.HeadsQ, lr)
-	if err := r.ringForward(ctx, qh, kh, vh, outh, lseh); err != nil {
+	if s.outh, err = s.a.alloc(out.DType(), lr, pl.HeadsQ, pl.Problem.HeadDim); err != nil {
 		return err
 	}
-	r.saved = &saved{q: q, qh: qh, kh: kh, vh: vh, outh: outh, lseh: lseh}
+	if s.lseh, err = s.a.alloc(tensor.FP32, pl.HeadsQ, lr); err != nil {
+		return err
+	}
+	if err := r.ringForward(ctx, s.qh, s.kh, s.vh, s.outh, s.lseh); err != nil {
+		return err
+	}
+	ok = true
+	r.saved = s
 	// Head shards -> sequence shards.
-	if err := r.fromHeads("out", outh, hs[3], false); err != nil {
+	if err := r.fromHeads("out", s.outh, out, false); err != nil {
 		return err
 	}
-	back := tensor.NewHost(tensor.FP32, pl.Problem.HeadsQ, pl.Tokens)
-	if err := r.ulysses.AllToAll(lseOut(lseh, u), back); err != nil {
+	tmp := &arena{o: r.ops}
+	defer tmp.release()
+	send, err := r.ops.lseOut(s.lseh, u)
+	if err != nil {
+		return err
+	}
+	tmp.keep(send)
+	back, err := tmp.alloc(tensor.FP32, pl.Problem.HeadsQ, pl.Tokens)
+	if err != nil {
+		return err
+	}
+	if err := r.ops.fence(); err != nil {
+		return err
+	}
+	if err := r.ulysses.AllToAll(send, back); err != nil {
 		return fmt.Errorf("%s: all-to-all of lse: %w", pl.Method, err)
 	}
-	return convert(hs[4], back)
+	return r.ops.convert(lse, back)
 }
 
-// toHeads is the all-to-all from [T, H, D] sequence shards to [u*T, H/u, D] head shards.
-func (r *Run) toHeads(name string, x *tensor.Host, replicate bool) (*tensor.Host, error) {
-	send := headsOut(x, r.Plan.Config.Ulysses, replicate)
-	recv := tensor.NewHost(send.DType(), send.Shape()...)
+// toHeads is the all-to-all from [T, H, D] sequence shards to [u*T, H/u, D] head shards,
+// allocated in a.
+func (r *Run) toHeads(a *arena, name string, x tensor.Tensor, replicate bool) (tensor.Tensor, error) {
+	tmp := &arena{o: r.ops}
+	defer tmp.release()
+	send, err := r.ops.headsOut(x, r.Plan.Config.Ulysses, replicate)
+	if err != nil {
+		return nil, err
+	}
+	tmp.keep(send)
+	recv, err := a.alloc(send.DType(), send.Shape()...)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.ops.fence(); err != nil {
+		return nil, err
+	}
 	if err := r.ulysses.AllToAll(send, recv); err != nil {
 		return nil, fmt.Errorf("%s: all-to-all of %s: %w", r.Plan.Method, name, err)
 	}
@@ -70,47 +99,61 @@ func (r *Run) toHeads(name string, x *tensor.Host, replicate bool) (*tensor.Host
 }
 
 // fromHeads is the all-to-all back from head shards xh to the sequence shard x.
-func (r *Run) fromHeads(name string, xh, x *tensor.Host, replicate bool) error {
-	recv := tensor.NewHost(xh.DType(), xh.Shape()...)
+func (r *Run) fromHeads(name string, xh, x tensor.Tensor, replicate bool) error {
+	tmp := &arena{o: r.ops}
+	defer tmp.release()
+	recv, err := tmp.alloc(xh.DType(), xh.Shape()...)
+	if err != nil {
+		return err
+	}
+	if err := r.ops.fence(); err != nil {
+		return err
+	}
 	if err := r.ulysses.AllToAll(xh, recv); err != nil {
 		return fmt.Errorf("%s: all-to-all of %s: %w", r.Plan.Method, name, err)
 	}
-	headsIn(recv, x, r.Plan.Config.Ulysses, replicate)
-	return nil
+	return r.ops.headsIn(recv, x, r.Plan.Config.Ulysses, replicate)
 }
 
 // Backward implements Method.
 func (engine) Backward(ctx context.Context, r *Run, q, k, v, out, lse, dout, dq, dk, dv tensor.Tensor) error {
-	hs, err := hosts(bwdNames, q, k, v, out, lse, dout, dq, dk, dv)
-	if err != nil {
-		return err
-	}
 	pl := r.Plan
 	if pl.Config.Ulysses == 1 {
-		return r.ringBackward(ctx, hs[0], hs[1], hs[2], hs[3], hs[4], hs[5], hs[6], hs[7], hs[8])
+		return r.ringBackward(ctx, q, k, v, out, lse, dout, dq, dk, dv)
 	}
 	s := r.saved
 	if s == nil || s.q != q {
 		return fmt.Errorf("%s: backward needs the forward of the same q on this run first", pl.Method)
 	}
-	doh, err := r.toHeads("dout", hs[5], false)
+	a := &arena{o: r.ops}
+	defer a.release()
+	doh, err := r.toHeads(a, "dout", dout, false)
 	if err != nil {
 		return err
 	}
 	dt := pl.Problem.DType
-	dqh := tensor.NewHost(dt, s.qh.Shape()...)
-	dkh := tensor.NewHost(dt, s.kh.Shape()...)
-	dvh := tensor.NewHost(dt, s.vh.Shape()...)
+	dqh, err := a.alloc(dt, s.qh.Shape()...)
+	if err != nil {
+		return err
+	}
+	dkh, err := a.alloc(dt, s.kh.Shape()...)
+	if err != nil {
+		return err
+	}
+	dvh, err := a.alloc(dt, s.vh.Shape()...)
+	if err != nil {
+		return err
+	}
 	if err := r.ringBackward(ctx, s.qh, s.kh, s.vh, s.outh, s.lseh, doh, dqh, dkh, dvh); err != nil {
 		return err
 	}
-	if err := r.fromHeads("dq", dqh, hs[6], false); err != nil {
+	if err := r.fromHeads("dq", dqh, dq, false); err != nil {
 		return err
 	}
-	if err := r.fromHeads("dk", dkh, hs[7], pl.ReplicateKV); err != nil {
+	if err := r.fromHeads("dk", dkh, dk, pl.ReplicateKV); err != nil {
 		return err
 	}
-	return r.fromHeads("dv", dvh, hs[8], pl.ReplicateKV)
+	return r.fromHeads("dv", dvh, dv, pl.ReplicateKV)
 }
 
 // CommBytes implements Method: the all-to-alls send (U-1)/U of each tensor they move,

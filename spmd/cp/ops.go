@@ -6,13 +6,189 @@ import (
 	"github.com/longca/longca/tensor"
 )
 
-// The CP methods rearrange and accumulate on host tensors. A device kernel needs device
-// versions of these few operations.
+// ops are the few operations of the CP methods besides attention and communication:
+// allocation, the head rearrangements of the Ulysses all-to-all, accumulation, dtype
+// conversion, fills and the log-sum-exp merge. The methods are written once over ops;
+// hostOps runs them on host tensors (the CPU reference path), deviceOps on a GPU
+// (ops_device.go), so the two paths are the same algorithm.
+type ops interface {
+	// alloc returns a zeroed tensor.
+	alloc(dt tensor.DType, shape ...int) (tensor.Tensor, error)
+	// free releases a tensor from alloc (a no-op on the host).
+	free(ts ...tensor.Tensor)
+	// partDType is the dtype of the per-step kernel outputs (partial out, dq, dk, dv)
+	// for a problem in dt; accDType that of the dq accumulator.
+	partDType(dt tensor.DType) tensor.DType
+	accDType() tensor.DType
+	// headsOut, headsIn and lseOut are the rearrangements around the all-to-alls.
+	headsOut(x tensor.Tensor, u int, replicate bool) (tensor.Tensor, error)
+	headsIn(in, x tensor.Tensor, u int, replicate bool) error
+	lseOut(l tensor.Tensor, u int) (tensor.Tensor, error)
+	// accumulate adds src into the accumulator dst.
+	accumulate(dst, src tensor.Tensor) error
+	// convert writes src's values into dst (same element count), rounding to dst's dtype.
+	convert(dst, src tensor.Tensor) error
+	// fill sets every element of t to v.
+	fill(t tensor.Tensor, v float64) error
+	// merger starts a log-sum-exp merge of [tokens, heads, dim] partial outputs.
+	merger(tokens, heads, dim int) (merger, error)
+	// mark returns a wait function that returns once the work enqueued so far has
+	// finished: a transfer into a buffer the compute still reads waits on it.
+	mark() (func() error, error)
+	// fence waits until the enqueued work has finished (before a blocking collective
+	// reads or writes buffers the compute wrote).
+	fence() error
+	// upload and download move host tensors in and out of the ops' memory.
+	upload(h *tensor.Host) (tensor.Tensor, error)
+	download(dst *tensor.Host, t tensor.Tensor) error
+	// device is the tensor.Device the buffers live on.
+	device() tensor.Device
+}
+
+// merger accumulates partial attention results of the same queries over disjoint keys.
+type merger interface {
+	add(out, lse tensor.Tensor) error
+	write(out, lse tensor.Tensor) error
+	close()
+}
+
+// arena frees what it allocated, at once.
+type arena struct {
+	o  ops
+	ts []tensor.Tensor
+}
+
+func (a *arena) alloc(dt tensor.DType, shape ...int) (tensor.Tensor, error) {
+	t, err := a.o.alloc(dt, shape...)
+	if err != nil {
+		return nil, fmt.Errorf("cp: allocating %s%v: %w", dt, shape, err)
+	}
+	a.ts = append(a.ts, t)
+	return t, nil
+}
+
+// keep records a tensor allocated elsewhere (headsOut, lseOut) for release.
+func (a *arena) keep(t tensor.Tensor) tensor.Tensor {
+	a.ts = append(a.ts, t)
+	return t
+}
+
+func (a *arena) release() {
+	if a == nil {
+		return
+	}
+	a.o.free(a.ts...)
+	a.ts = nil
+}
+
+// hostOps are the ops on host tensors, computing in float64 where the methods always
+// have (dq accumulates in fp64, partial outputs are fp32, the merge is float64).
+type hostOps struct{ cpu *tensor.CPU }
+
+func (hostOps) alloc(dt tensor.DType, shape ...int) (tensor.Tensor, error) {
+	return tensor.NewHost(dt, shape...), nil
+}
+func (hostOps) free(...tensor.Tensor)                        {}
+func (hostOps) partDType(tensor.DType) tensor.DType          { return tensor.FP32 }
+func (hostOps) accDType() tensor.DType                       { return tensor.FP64 }
+func (hostOps) mark() (func() error, error)                  { return func() error { return nil }, nil }
+func (hostOps) fence() error                                 { return nil }
+func (hostOps) upload(h *tensor.Host) (tensor.Tensor, error) { return h, nil }
+func (o hostOps) device() tensor.Device                      { return o.cpu }
+
+func (hostOps) download(dst *tensor.Host, t tensor.Tensor) error {
+	h, err := asHost("download", t)
+	if err != nil {
+		return err
+	}
+	if h != dst {
+		return convert(dst, h)
+	}
+	return nil
+}
+
+func (hostOps) headsOut(x tensor.Tensor, u int, replicate bool) (tensor.Tensor, error) {
+	h, err := asHost("headsOut", x)
+	if err != nil {
+		return nil, err
+	}
+	return headsOut(h, u, replicate), nil
+}
+
+func (hostOps) headsIn(in, x tensor.Tensor, u int, replicate bool) error {
+	hs, err := hosts([]string{"headsIn input", "headsIn output"}, in, x)
+	if err != nil {
+		return err
+	}
+	headsIn(hs[0], hs[1], u, replicate)
+	return nil
+}
+
+func (hostOps) lseOut(l tensor.Tensor, u int) (tensor.Tensor, error) {
+	h, err := asHost("lseOut", l)
+	if err != nil {
+		return nil, err
+	}
+	return lseOut(h, u), nil
+}
+
+func (hostOps) accumulate(dst, src tensor.Tensor) error {
+	hs, err := hosts([]string{"accumulator", "partial"}, dst, src)
+	if err != nil {
+		return err
+	}
+	if hs[0].Numel() != hs[1].Numel() {
+		return fmt.Errorf("cp: accumulating %v into %v", hs[1].Shape(), hs[0].Shape())
+	}
+	accumulate(hs[0], hs[1])
+	return nil
+}
+
+func (hostOps) convert(dst, src tensor.Tensor) error {
+	hs, err := hosts([]string{"destination", "source"}, dst, src)
+	if err != nil {
+		return err
+	}
+	return convert(hs[0], hs[1])
+}
+
+func (hostOps) fill(t tensor.Tensor, v float64) error {
+	h, err := asHost("fill", t)
+	if err != nil {
+		return err
+	}
+	h.Fill(v)
+	return nil
+}
+
+func (hostOps) merger(tokens, heads, dim int) (merger, error) {
+	return hostMerger{NewLSEMerger(tokens, heads, dim)}, nil
+}
+
+type hostMerger struct{ m *LSEMerger }
+
+func (h hostMerger) add(out, lse tensor.Tensor) error {
+	hs, err := hosts([]string{"partial out", "partial lse"}, out, lse)
+	if err != nil {
+		return err
+	}
+	return h.m.Add(hs[0], hs[1])
+}
+
+func (h hostMerger) write(out, lse tensor.Tensor) error {
+	hs, err := hosts([]string{"out", "lse"}, out, lse)
+	if err != nil {
+		return err
+	}
+	return h.m.Write(hs[0], hs[1])
+}
+
+func (hostMerger) close() {}
 
 func asHost(name string, t tensor.Tensor) (*tensor.Host, error) {
 	h, ok := t.(*tensor.Host)
 	if !ok {
-		return nil, fmt.Errorf("cp: %s is %T: the CP methods work on host tensors only so far", name, t)
+		return nil, fmt.Errorf("cp: %s is %T, not a host tensor (the run's ops are the host's)", name, t)
 	}
 	return h, nil
 }
@@ -108,10 +284,10 @@ func lseOut(l *tensor.Host, u int) *tensor.Host {
 	return out
 }
 
-// addInto adds src into acc elementwise.
-func addInto(acc []float64, src *tensor.Host) {
-	for i := range acc {
-		acc[i] += src.At(i)
+// accumulate adds src into dst in dst's precision (an fp32 or fp64 accumulator).
+func accumulate(dst, src *tensor.Host) {
+	for i := range dst.Numel() {
+		dst.Set(i, dst.At(i)+src.At(i))
 	}
 }
 

@@ -4,14 +4,34 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/longca/longca/comm"
 	"github.com/longca/longca/tensor"
 )
 
 // kvPair is a travelling block of keys and values (or their gradients).
-type kvPair struct{ k, v *tensor.Host }
+type kvPair struct{ k, v tensor.Tensor }
 
-func newKV(dt tensor.DType, shape []int) kvPair {
-	return kvPair{tensor.NewHost(dt, shape...), tensor.NewHost(dt, shape...)}
+func newKV(a *arena, dt tensor.DType, shape []int) (kvPair, error) {
+	k, err := a.alloc(dt, shape...)
+	if err != nil {
+		return kvPair{}, err
+	}
+	v, err := a.alloc(dt, shape...)
+	return kvPair{k, v}, err
+}
+
+// newKV2 is a double buffer of blocks (none when n is 1: no transfer happens).
+func newKV2(a *arena, dt tensor.DType, shape []int, n int) ([2]kvPair, error) {
+	var b [2]kvPair
+	if n <= 1 {
+		return b, nil
+	}
+	var err error
+	if b[0], err = newKV(a, dt, shape); err != nil {
+		return b, err
+	}
+	b[1], err = newKV(a, dt, shape)
+	return b, err
 }
 
 func (p kvPair) list() []tensor.Tensor { return []tensor.Tensor{p.k, p.v} }
@@ -39,28 +59,64 @@ func (g ringGeometry) source(o, i int) int {
 	return ((g.a-o+g.w)%g.w)*g.ws + (g.b-i+g.ws)%g.ws
 }
 
+// transfer starts an overlapped exchange: it first waits (in its own goroutine, not
+// the compute's) until the compute enqueued so far is done, since the receive buffer
+// was read by the step before the current one.
+func (r *Run) transfer(fn func() error) (<-chan error, error) {
+	ready, err := r.ops.mark()
+	if err != nil {
+		return nil, fmt.Errorf("%s: marking the compute stream: %w", r.Plan.Method, err)
+	}
+	return async(func() error {
+		if err := ready(); err != nil {
+			return err
+		}
+		return fn()
+	}), nil
+}
+
 // ringForward attends this rank's queries q ([Lr, hq, D], the ring shard after any
 // all-to-all) to every ring shard's K/V as they travel around the double ring: the
 // next inner step's transfer runs while the current step computes, and the outer ring's
 // transfer runs during the whole inner ring. Partial results merge by log-sum-exp.
-func (r *Run) ringForward(ctx context.Context, q, k, v, out, lse *tensor.Host) error {
+func (r *Run) ringForward(ctx context.Context, q, k, v, out, lse tensor.Tensor) error {
 	pl, g := r.Plan, r.geometry()
 	lr, hq, d := pl.Layout.Local, pl.HeadsQ, pl.Problem.HeadDim
 	kvShape := k.Shape()
-	merger := NewLSEMerger(lr, hq, d)
-	partOut := tensor.NewHost(tensor.FP32, lr, hq, d)
-	partLSE := tensor.NewHost(tensor.FP32, hq, lr)
-	outerBuf := [2]kvPair{newKV(k.DType(), kvShape), newKV(k.DType(), kvShape)}
-	innerBuf := [2]kvPair{newKV(k.DType(), kvShape), newKV(k.DType(), kvShape)}
+	a := &arena{o: r.ops}
+	defer a.release()
+	merger, err := r.ops.merger(lr, hq, d)
+	if err != nil {
+		return err
+	}
+	defer merger.close()
+	partOut, err := a.alloc(r.ops.partDType(pl.Problem.DType), lr, hq, d)
+	if err != nil {
+		return err
+	}
+	partLSE, err := a.alloc(tensor.FP32, hq, lr)
+	if err != nil {
+		return err
+	}
+	outerBuf, err := newKV2(a, k.DType(), kvShape, g.w)
+	if err != nil {
+		return err
+	}
+	innerBuf, err := newKV2(a, k.DType(), kvShape, g.ws)
+	if err != nil {
+		return err
+	}
 	cur := kvPair{k, v}
 	for o := range g.w {
 		var outerDone <-chan error
 		next := outerBuf[o%2]
 		if o < g.w-1 {
 			send := cur
-			outerDone = async(func() error {
+			if outerDone, err = r.transfer(func() error {
 				return exchange(r.outer, (g.a+1)%g.w, (g.a-1+g.w)%g.w, send.list(), next.list())
-			})
+			}); err != nil {
+				return err
+			}
 		}
 		blk := cur
 		for i := range g.ws {
@@ -68,20 +124,27 @@ func (r *Run) ringForward(ctx context.Context, q, k, v, out, lse *tensor.Host) e
 			recv := innerBuf[i%2]
 			if i < g.ws-1 {
 				send := blk
-				innerDone = async(func() error {
+				if innerDone, err = r.transfer(func() error {
 					return exchange(r.inner, (g.b+1)%g.ws, (g.b-1+g.ws)%g.ws, send.list(), recv.list())
-				})
+				}); err != nil {
+					return err
+				}
 			}
 			m := pl.StepMask(g.rr, g.source(o, i))
 			if len(m.Slices) > 0 {
 				if err := r.Kernel.Forward(ctx, pl.stepProblem(m), q, blk.k, blk.v, partOut, partLSE); err != nil {
+					_ = wait(innerDone)
+					_ = wait(outerDone)
 					return fmt.Errorf("%s: step (%d, %d): %w", pl.Method, o, i, err)
 				}
-				if err := merger.Add(partOut, partLSE); err != nil {
+				if err := merger.add(partOut, partLSE); err != nil {
+					_ = wait(innerDone)
+					_ = wait(outerDone)
 					return err
 				}
 			}
 			if err := wait(innerDone); err != nil {
+				_ = wait(outerDone)
 				return fmt.Errorf("%s: inner ring: %w", pl.Method, err)
 			}
 			blk = recv
@@ -91,32 +154,73 @@ func (r *Run) ringForward(ctx context.Context, q, k, v, out, lse *tensor.Host) e
 		}
 		cur = next
 	}
-	return merger.Write(out, lse)
+	return merger.write(out, lse)
 }
 
 // ringBackward is the standard ring backward: K/V travel as in the forward, each step
 // runs the kernel's backward with the final out and lse, dQ accumulates locally, and
 // the dK/dV accumulators (fp32) travel with their K/V block, around the inner ring and
 // then to the next window, until they come home.
-func (r *Run) ringBackward(ctx context.Context, q, k, v, out, lse, dout, dq, dk, dv *tensor.Host) error {
+func (r *Run) ringBackward(ctx context.Context, q, k, v, out, lse, dout, dq, dk, dv tensor.Tensor) error {
 	pl, g := r.Plan, r.geometry()
 	lr, hq, d := pl.Layout.Local, pl.HeadsQ, pl.Problem.HeadDim
 	kvShape := k.Shape()
-	dqAcc := make([]float64, lr*hq*d)
-	dqPart := tensor.NewHost(tensor.FP32, lr, hq, d)
-	dPart := newKV(tensor.FP32, kvShape)
-	acc, accRecv := newKV(tensor.FP32, kvShape), newKV(tensor.FP32, kvShape)
-	outerBuf := [2]kvPair{newKV(k.DType(), kvShape), newKV(k.DType(), kvShape)}
-	innerBuf := [2]kvPair{newKV(k.DType(), kvShape), newKV(k.DType(), kvShape)}
+	a := &arena{o: r.ops}
+	defer a.release()
+	pdt := r.ops.partDType(pl.Problem.DType)
+	dqAcc, err := a.alloc(r.ops.accDType(), lr, hq, d)
+	if err != nil {
+		return err
+	}
+	dqPart, err := a.alloc(pdt, lr, hq, d)
+	if err != nil {
+		return err
+	}
+	dPart, err := newKV(a, pdt, kvShape)
+	if err != nil {
+		return err
+	}
+	acc, err := newKV(a, tensor.FP32, kvShape)
+	if err != nil {
+		return err
+	}
+	var accRecv kvPair
+	if g.ws > 1 || g.w > 1 {
+		if accRecv, err = newKV(a, tensor.FP32, kvShape); err != nil {
+			return err
+		}
+	}
+	outerBuf, err := newKV2(a, k.DType(), kvShape, g.w)
+	if err != nil {
+		return err
+	}
+	innerBuf, err := newKV2(a, k.DType(), kvShape, g.ws)
+	if err != nil {
+		return err
+	}
+	// hop passes the dK/dV accumulator to the next rank of c (after the compute that
+	// wrote it) and takes the previous rank's.
+	hop := func(name string, c comm.Comm, next, prev int) error {
+		if err := r.ops.fence(); err != nil {
+			return err
+		}
+		if err := exchange(c, next, prev, acc.list(), accRecv.list()); err != nil {
+			return fmt.Errorf("%s: %s ring dK/dV: %w", pl.Method, name, err)
+		}
+		acc, accRecv = accRecv, acc
+		return nil
+	}
 	cur := kvPair{k, v}
 	for o := range g.w {
 		var outerDone <-chan error
 		next := outerBuf[o%2]
 		if o < g.w-1 {
 			send := cur
-			outerDone = async(func() error {
+			if outerDone, err = r.transfer(func() error {
 				return exchange(r.outer, (g.a+1)%g.w, (g.a-1+g.w)%g.w, send.list(), next.list())
-			})
+			}); err != nil {
+				return err
+			}
 		}
 		blk := cur
 		for i := range g.ws {
@@ -124,29 +228,34 @@ func (r *Run) ringBackward(ctx context.Context, q, k, v, out, lse, dout, dq, dk,
 			recv := innerBuf[i%2]
 			if i < g.ws-1 {
 				send := blk
-				innerDone = async(func() error {
+				if innerDone, err = r.transfer(func() error {
 					return exchange(r.inner, (g.b+1)%g.ws, (g.b-1+g.ws)%g.ws, send.list(), recv.list())
-				})
+				}); err != nil {
+					return err
+				}
 			}
 			m := pl.StepMask(g.rr, g.source(o, i))
 			if len(m.Slices) > 0 {
 				err := r.Kernel.Backward(ctx, pl.stepProblem(m), q, blk.k, blk.v, out, lse, dout, dqPart, dPart.k, dPart.v)
+				if err == nil {
+					err = r.accumulateAll([]tensor.Tensor{dqAcc, acc.k, acc.v}, []tensor.Tensor{dqPart, dPart.k, dPart.v})
+				}
 				if err != nil {
+					_ = wait(innerDone)
+					_ = wait(outerDone)
 					return fmt.Errorf("%s: backward step (%d, %d): %w", pl.Method, o, i, err)
 				}
-				addInto(dqAcc, dqPart)
-				accumulate(acc.k, dPart.k)
-				accumulate(acc.v, dPart.v)
 			}
 			if err := wait(innerDone); err != nil {
+				_ = wait(outerDone)
 				return fmt.Errorf("%s: inner ring: %w", pl.Method, err)
 			}
 			blk = recv
 			if g.ws > 1 { // the accumulator follows its block to the next rank
-				if err := exchange(r.inner, (g.b+1)%g.ws, (g.b-1+g.ws)%g.ws, acc.list(), accRecv.list()); err != nil {
-					return fmt.Errorf("%s: inner ring dK/dV: %w", pl.Method, err)
+				if err := hop("inner", r.inner, (g.b+1)%g.ws, (g.b-1+g.ws)%g.ws); err != nil {
+					_ = wait(outerDone)
+					return err
 				}
-				acc, accRecv = accRecv, acc
 			}
 		}
 		if err := wait(outerDone); err != nil {
@@ -154,22 +263,26 @@ func (r *Run) ringBackward(ctx context.Context, q, k, v, out, lse, dout, dq, dk,
 		}
 		cur = next
 		if g.w > 1 {
-			if err := exchange(r.outer, (g.a+1)%g.w, (g.a-1+g.w)%g.w, acc.list(), accRecv.list()); err != nil {
-				return fmt.Errorf("%s: outer ring dK/dV: %w", pl.Method, err)
+			if err := hop("outer", r.outer, (g.a+1)%g.w, (g.a-1+g.w)%g.w); err != nil {
+				return err
 			}
-			acc, accRecv = accRecv, acc
 		}
 	}
-	dq.SetFloat64s(dqAcc)
-	if err := convert(dk, acc.k); err != nil {
+	if err := r.ops.convert(dq, dqAcc); err != nil {
 		return err
 	}
-	return convert(dv, acc.v)
+	if err := r.ops.convert(dk, acc.k); err != nil {
+		return err
+	}
+	return r.ops.convert(dv, acc.v)
 }
 
-// accumulate adds src into dst in dst's precision (an fp32 accumulator).
-func accumulate(dst, src *tensor.Host) {
-	for i := range dst.Numel() {
-		dst.Set(i, dst.At(i)+src.At(i))
+// accumulateAll adds each partial into its accumulator.
+func (r *Run) accumulateAll(accs, parts []tensor.Tensor) error {
+	for i := range accs {
+		if err := r.ops.accumulate(accs[i], parts[i]); err != nil {
+			return err
+		}
 	}
+	return nil
 }

@@ -20,13 +20,42 @@ type Run struct {
 
 	ulysses, ring, inner, outer comm.Comm
 	saved                       *saved
+	ops                         ops
 }
 
 // saved is the head-sharded forward state a Ulysses backward reuses, as autograd would.
 type saved struct {
 	q                      tensor.Tensor // the forward's q, to match Backward's
-	qh, kh, vh, outh, lseh *tensor.Host
+	qh, kh, vh, outh, lseh tensor.Tensor
+	a                      *arena // owns the tensors above
 }
+
+// dropSaved releases what the last Forward saved.
+func (r *Run) dropSaved() {
+	if r.saved != nil {
+		r.saved.a.release()
+		r.saved = nil
+	}
+}
+
+// Device is where the run's tensors live: the host for a CPU (or staged) kernel, the
+// GPU for a device kernel. Method tensors handed to Forward and Backward must be there.
+func (r *Run) Device() tensor.Device { return r.ops.device() }
+
+// Upload copies a host tensor into a new tensor on the run's device (the host tensor
+// itself on the host); Download copies one back. Free releases an uploaded tensor.
+func (r *Run) Upload(h *tensor.Host) (tensor.Tensor, error) { return r.ops.upload(h) }
+
+// Download copies t (from Upload or a method's output) into the host tensor dst.
+func (r *Run) Download(dst *tensor.Host, t tensor.Tensor) error {
+	if err := r.ops.fence(); err != nil {
+		return err
+	}
+	return r.ops.download(dst, t)
+}
+
+// Free releases tensors from Upload or Device().Alloc (nothing on the host).
+func (r *Run) Free(ts ...tensor.Tensor) { r.ops.free(ts...) }
 
 // NewRun splits c into the plan's sub-groups. It is collective: every rank calls it.
 func NewRun(pl *Plan, k kernels.Kernel, c comm.Comm) (*Run, error) {
@@ -34,10 +63,13 @@ func NewRun(pl *Plan, k kernels.Kernel, c comm.Comm) (*Run, error) {
 	if c.Size() != cfg.Ranks {
 		return nil, fmt.Errorf("%s: plan for %d ranks on a communicator of %d", pl.Method, cfg.Ranks, c.Size())
 	}
-	r := &Run{Plan: pl, Kernel: k, Comm: c}
+	o, err := opsFor(k)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", pl.Method, err)
+	}
+	r := &Run{Plan: pl, Kernel: k, Comm: c, ops: o}
 	r.U, r.R = pl.Coords(c.Rank())
 	ws := cfg.Ring / cfg.Windows // ranks per window
-	var err error
 	if r.ulysses, err = c.Split(r.R, r.U); err != nil {
 		return nil, fmt.Errorf("%s: ulysses group: %w", pl.Method, err)
 	}
@@ -66,6 +98,7 @@ func (r *Run) Counters() comm.Counters {
 
 // Close closes the sub-groups (not the communicator the run was given).
 func (r *Run) Close() error {
+	r.dropSaved()
 	for _, c := range []comm.Comm{r.ulysses, r.ring, r.inner, r.outer} {
 		if err := c.Close(); err != nil {
 			return err

@@ -17,6 +17,9 @@ func Staged(k kernels.Kernel) kernels.Kernel {
 	return &staged{k: k, host: &tensor.CPU{}}
 }
 
+var fwdNames = []string{"q", "k", "v", "out", "lse"}
+var bwdNames = []string{"q", "k", "v", "out", "lse", "dout", "dq", "dk", "dv"}
+
 type staged struct {
 	k    kernels.Kernel
 	host *tensor.CPU

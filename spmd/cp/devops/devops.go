@@ -1,0 +1,263 @@
+// Package devops holds the small device kernels the context-parallel methods need
+// besides attention: strided row copies (the head rearrangements around a Ulysses
+// all-to-all), the sum of replicated heads, fp32 accumulation, dtype conversion and the
+// log-sum-exp merge. They are CUDA C compiled at run time by NVRTC (internal/cuda) and
+// launched on a stream the caller names.
+package devops
+
+import (
+	"fmt"
+	"math"
+	"sync"
+
+	"github.com/longca/longca/internal/cuda"
+	"github.com/longca/longca/tensor"
+)
+
+// Source is the CUDA C of the helper kernels (for tests that compile it alone).
+func Source() string { return source }
+
+// Ops are the helper kernels loaded on one device, launching on one stream.
+type Ops struct {
+	g      *cuda.Device
+	stream cuda.Stream
+	mod    *cuda.Module
+
+	mu  sync.Mutex
+	fns map[string]*cuda.Function
+}
+
+// New compiles (or loads from the NVRTC cache) the helper kernels for g; they launch on
+// stream. A compilation failure is a *cuda.CompileError carrying NVRTC's log.
+func New(g *cuda.Device, stream cuda.Stream) (*Ops, error) {
+	m, err := g.LoadSource(source, "longca_cp_ops.cu")
+	if err != nil {
+		return nil, fmt.Errorf("devops: %w", err)
+	}
+	return &Ops{g: g, stream: stream, mod: m, fns: map[string]*cuda.Function{}}, nil
+}
+
+// Device is the device the kernels run on.
+func (o *Ops) Device() *cuda.Device { return o.g }
+
+// Stream is the stream the kernels launch on.
+func (o *Ops) Stream() cuda.Stream { return o.stream }
+
+func (o *Ops) fn(name string) (*cuda.Function, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if f, ok := o.fns[name]; ok {
+		return f, nil
+	}
+	var f *cuda.Function
+	err := o.g.Do(func() error {
+		var err error
+		f, err = o.mod.Function(name)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("devops: %w", err)
+	}
+	o.fns[name] = f
+	return f, nil
+}
+
+// launch runs a grid-stride kernel over n elements.
+func (o *Ops) launch(name string, n int64, args ...any) error {
+	if n == 0 {
+		return nil
+	}
+	f, err := o.fn(name)
+	if err != nil {
+		return err
+	}
+	blocks := int(max(1, min(int64(o.g.SMs*8), (n+255)/256)))
+	return o.g.Do(func() error { return f.Launch(cuda.Dim3{X: blocks}, cuda.Dim3{X: 256}, 0, o.stream, args...) })
+}
+
+func dev(name string, t tensor.Tensor) (*cuda.Buffer, error) {
+	b, ok := t.(*cuda.Buffer)
+	if !ok {
+		return nil, fmt.Errorf("devops: %s is %T, not a device tensor", name, t)
+	}
+	return b, nil
+}
+
+// suffix is a dtype's kernel-name suffix.
+func suffix(dt tensor.DType) (string, error) {
+	switch dt {
+	case tensor.BF16:
+		return "bf16", nil
+	case tensor.FP16:
+		return "fp16", nil
+	case tensor.FP32:
+		return "fp32", nil
+	}
+	return "", fmt.Errorf("devops: no kernels for %s", dt)
+}
+
+// CopyRows copies rows of rowBytes: row i from src at srcOff + i*srcStride to dst at
+// dstOff + i*dstStride (all in bytes, multiples of 2).
+func (o *Ops) CopyRows(dst, src tensor.Tensor, rows int, rowBytes, dstOff, dstStride, srcOff, srcStride int64) error {
+	d, err := dev("destination", dst)
+	if err != nil {
+		return err
+	}
+	s, err := dev("source", src)
+	if err != nil {
+		return err
+	}
+	for _, v := range []int64{rowBytes, dstOff, dstStride, srcOff, srcStride} {
+		if v%2 != 0 || v < 0 {
+			return fmt.Errorf("devops: row copy with odd or negative byte count %d", v)
+		}
+	}
+	if rows > 0 && (dstOff+int64(rows-1)*dstStride+rowBytes > d.Bytes() || srcOff+int64(rows-1)*srcStride+rowBytes > s.Bytes()) {
+		return fmt.Errorf("devops: %d rows of %d bytes outside %d-byte destination or %d-byte source", rows, rowBytes, d.Bytes(), s.Bytes())
+	}
+	w := rowBytes / 2
+	return o.launch("copy_rows", int64(rows)*w, d, s, uint64(rows), uint64(w), uint64(dstOff/2), uint64(dstStride/2), uint64(srcOff/2), uint64(srcStride/2))
+}
+
+// HeadsSum writes into x [t, h, d] the sum of the head replicas in in [u*t, 1, d]
+// (block j holds head j*h/u).
+func (o *Ops) HeadsSum(x, in tensor.Tensor, u int) error {
+	xb, err := dev("x", x)
+	if err != nil {
+		return err
+	}
+	ib, err := dev("in", in)
+	if err != nil {
+		return err
+	}
+	sh := xb.Shape()
+	if len(sh) != 3 || xb.DType() != ib.DType() || ib.Numel() != u*sh[0]*sh[2] {
+		return fmt.Errorf("devops: head sum of %s%v into %s%v over %d", ib.DType(), ib.Shape(), xb.DType(), sh, u)
+	}
+	sf, err := suffix(xb.DType())
+	if err != nil {
+		return err
+	}
+	return o.launch("heads_sum_"+sf, int64(xb.Numel()), xb, ib, uint64(sh[0]), sh[1], sh[2], u)
+}
+
+// Accumulate adds src (bf16, fp16 or fp32) into the fp32 dst.
+func (o *Ops) Accumulate(dst, src tensor.Tensor) error {
+	d, err := dev("accumulator", dst)
+	if err != nil {
+		return err
+	}
+	s, err := dev("partial", src)
+	if err != nil {
+		return err
+	}
+	if d.DType() != tensor.FP32 || d.Numel() != s.Numel() {
+		return fmt.Errorf("devops: accumulating %s%v into %s%v (want fp32, same size)", s.DType(), s.Shape(), d.DType(), d.Shape())
+	}
+	sf, err := suffix(s.DType())
+	if err != nil {
+		return err
+	}
+	return o.launch("acc_"+sf, int64(d.Numel()), d, s, uint64(d.Numel()))
+}
+
+// Max sets the fp32 dst to the elementwise max of dst and src.
+func (o *Ops) Max(dst, src tensor.Tensor) error {
+	d, err := dev("destination", dst)
+	if err != nil {
+		return err
+	}
+	s, err := dev("source", src)
+	if err != nil {
+		return err
+	}
+	if d.DType() != tensor.FP32 || s.DType() != tensor.FP32 || d.Numel() != s.Numel() {
+		return fmt.Errorf("devops: max of %s%v into %s%v (want fp32, same size)", s.DType(), s.Shape(), d.DType(), d.Shape())
+	}
+	return o.launch("max_fp32", int64(d.Numel()), d, s, uint64(d.Numel()))
+}
+
+// Convert writes src into dst, rounding: same dtype (a copy), fp32 to bf16/fp16, or
+// bf16/fp16 to fp32.
+func (o *Ops) Convert(dst, src tensor.Tensor) error {
+	d, err := dev("destination", dst)
+	if err != nil {
+		return err
+	}
+	s, err := dev("source", src)
+	if err != nil {
+		return err
+	}
+	if d.Numel() != s.Numel() {
+		return fmt.Errorf("devops: converting %v into %v", s.Shape(), d.Shape())
+	}
+	if d.DType() == s.DType() {
+		return o.g.CopyOn(o.stream, d, 0, s, 0, s.Bytes())
+	}
+	sd, err := suffix(s.DType())
+	if err != nil {
+		return err
+	}
+	dd, err := suffix(d.DType())
+	if err != nil {
+		return err
+	}
+	if sd != "fp32" && dd != "fp32" {
+		return fmt.Errorf("devops: no conversion from %s to %s", s.DType(), d.DType())
+	}
+	return o.launch("cvt_"+sd+"_"+dd, int64(d.Numel()), d, s, uint64(d.Numel()))
+}
+
+// Fill sets every element of t to v (by a memset of v's bits in t's dtype).
+func (o *Ops) Fill(t tensor.Tensor, v float64) error {
+	b, err := dev("tensor", t)
+	if err != nil {
+		return err
+	}
+	switch b.DType() {
+	case tensor.BF16:
+		return o.g.MemsetOn(o.stream, b, 2, uint32(tensor.BF16Bits(float32(v))))
+	case tensor.FP16:
+		return o.g.MemsetOn(o.stream, b, 2, uint32(tensor.FP16Bits(float32(v))))
+	case tensor.FP32:
+		return o.g.MemsetOn(o.stream, b, 4, math.Float32bits(float32(v)))
+	}
+	return fmt.Errorf("devops: no fill for %s", b.DType())
+}
+
+// Merge merges a partial (out [t, h, d] in bf16, fp16 or fp32; lse [h, t] fp32) into the
+// fp32 accumulators acc [t, h, d] and lacc [h, t] (lacc starts at -inf) by log-sum-exp.
+func (o *Ops) Merge(acc, lacc, out, lse tensor.Tensor) error {
+	var bs [4]*cuda.Buffer
+	for i, x := range []struct {
+		n string
+		t tensor.Tensor
+	}{{"accumulator", acc}, {"lse accumulator", lacc}, {"partial out", out}, {"partial lse", lse}} {
+		b, err := dev(x.n, x.t)
+		if err != nil {
+			return err
+		}
+		bs[i] = b
+	}
+	sh := bs[0].Shape()
+	if len(sh) != 3 || bs[0].DType() != tensor.FP32 || bs[1].DType() != tensor.FP32 || bs[3].DType() != tensor.FP32 ||
+		bs[2].Numel() != bs[0].Numel() || bs[1].Numel() != sh[0]*sh[1] || bs[3].Numel() != bs[1].Numel() {
+		return fmt.Errorf("devops: merge of out %s%v, lse %s%v into %s%v, %s%v", bs[2].DType(), bs[2].Shape(), bs[3].DType(),
+			bs[3].Shape(), bs[0].DType(), sh, bs[1].DType(), bs[1].Shape())
+	}
+	sf, err := suffix(bs[2].DType())
+	if err != nil {
+		return err
+	}
+	f, err := o.fn("merge_" + sf)
+	if err != nil {
+		return err
+	}
+	rows := sh[0] * sh[1]
+	if rows == 0 {
+		return nil
+	}
+	return o.g.Do(func() error {
+		return f.Launch(cuda.Dim3{X: rows}, cuda.Dim3{X: min(128, max(32, sh[2]))}, 0, o.stream, bs[0], bs[1], bs[2], bs[3], sh[0], sh[1], sh[2])
+	})
+}
