@@ -11,6 +11,7 @@ import (
 	"github.com/longca/longca/kernels"
 	_ "github.com/longca/longca/kernels/cuda" // registers "cuda" (errors without a GPU)
 	"github.com/longca/longca/mask"
+	"github.com/longca/longca/spmd"
 	"github.com/longca/longca/tensor"
 	"github.com/urfave/cli/v2"
 )
@@ -197,6 +198,10 @@ func kernelAction(c *cli.Context) error {
 	if c.NArg() > 0 {
 		return usageError("kernel takes no arguments (got %q): give lengths with --seqlens or -b/-e", c.Args().First())
 	}
+	w, err := kernelWorld(c)
+	if err != nil {
+		return err
+	}
 	s, err := sweepFromFlags(c, publishedSeqLens)
 	if err != nil {
 		return err
@@ -206,12 +211,12 @@ func kernelAction(c *cli.Context) error {
 			return err
 		}
 	}
-	return sweepAction(c, s, "kernel")
+	return sweepAction(c, s, "kernel", w)
 }
 
 // sweepAction runs (or with --dry-run lists) a sweep from the shared flags and prints
 // its table.
-func sweepAction(c *cli.Context, s harness.Sweep, bench string) error {
+func sweepAction(c *cli.Context, s harness.Sweep, bench string, w spmd.World) error {
 	if w, n := c.Int("warmup"), c.Int("iters"); w < 0 || n < 1 {
 		return usageError("-w %d -n %d: warm-ups must be >= 0 and iterations >= 1", w, n)
 	}
@@ -230,6 +235,7 @@ func sweepAction(c *cli.Context, s harness.Sweep, bench string) error {
 		out:         c.String("out"),
 		runID:       c.String("run-id"),
 		bench:       bench,
+		world:       w,
 	}
 	if o.out == "" {
 		o.out = defaultOutDir(bench)
@@ -239,6 +245,9 @@ func sweepAction(c *cli.Context, s harness.Sweep, bench string) error {
 		return err
 	}
 	fmt.Fprintf(c.App.ErrWriter, "# results: %s\n", res.file)
+	if w.Rank != 0 {
+		return nil // rank 0 prints the table of its own rows; merge joins every rank's
+	}
 	return writeReportText(c.App.Writer, res.rows, "", "longca "+bench+" "+res.runID)
 }
 

@@ -8,14 +8,17 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/longca/longca/harness"
 	"github.com/longca/longca/results"
+	"github.com/longca/longca/spmd"
 	"github.com/mattn/go-isatty"
 	"github.com/schollz/progressbar/v3"
+	"github.com/urfave/cli/v2"
 )
 
 // sweepOptions is one sweep of `longca kernel` or `longca run`.
@@ -27,6 +30,9 @@ type sweepOptions struct {
 	out, runID    string
 	bench         string
 	build         harness.MaskBuilder // nil: harness.BuildMask
+	// world is this process among the ranks a launcher started (rank 0 of 1 alone):
+	// every rank runs the whole sweep on its own GPU and writes its own rank file.
+	world spmd.World
 }
 
 // sweepResult is what a sweep wrote.
@@ -54,12 +60,42 @@ func launcher() string {
 }
 
 // baseRow holds the columns every row of this process shares.
-func baseRow(runID, bench string) results.Row {
-	host, _ := os.Hostname()
-	return results.Row{
-		RunID: runID, Host: host, Rank: 0, WorldSize: 1, LocalRank: 0, Launcher: launcher(),
-		Bench: bench, Version: Version, Command: strings.Join(os.Args, " "),
+func baseRow(runID, bench string, w spmd.World) results.Row {
+	host := w.Host
+	if host == "" {
+		host, _ = os.Hostname()
 	}
+	return results.Row{
+		RunID: runID, Host: host, Rank: int64(w.Rank), WorldSize: int64(max(w.Size, 1)), LocalRank: int64(w.LocalRank),
+		Launcher: launcher(), Bench: bench, Version: Version, Command: strings.Join(os.Args, " "),
+	}
+}
+
+// kernelWorld discovers the ranks a launcher started. Under several ranks each one runs
+// the sweep on its own GPU (LONGCA_CUDA_DEVICE set from the local rank unless given),
+// and the ranks must share a run id: --out or --run-id is then required.
+func kernelWorld(c *cli.Context) (spmd.World, error) {
+	w, err := spmd.Discover(os.Getenv)
+	if err != nil {
+		return w, usageError("%v", err)
+	}
+	if w.Size <= 1 {
+		return w, nil
+	}
+	if !c.IsSet("out") && !c.IsSet("run-id") {
+		return w, usageError("%d ranks (%s): give --out DIR (one folder, shared by the ranks) or --run-id so that the ranks' files form one run", w.Size, w.Launcher)
+	}
+	withRank(w.Rank, w.Size)
+	if os.Getenv("LONGCA_CUDA_DEVICE") == "" {
+		idx, err := spmd.DeviceIndex(w, os.Getenv)
+		if err != nil {
+			return w, err
+		}
+		if err := os.Setenv("LONGCA_CUDA_DEVICE", strconv.Itoa(idx)); err != nil {
+			return w, fmt.Errorf("choosing the GPU: %w", err)
+		}
+	}
+	return w, nil
 }
 
 // runSweep checks and times every case, writing each row to the rank file as soon as it
@@ -75,14 +111,14 @@ func runSweep(ctx context.Context, o sweepOptions) (sweepResult, error) {
 	if res.runID == "" {
 		res.runID = filepath.Base(filepath.Clean(o.out))
 	}
-	w, err := results.Create(o.out, res.runID, 0, 1)
+	w, err := results.Create(o.out, res.runID, o.world.Rank, max(o.world.Size, 1))
 	if err != nil {
 		return res, fmt.Errorf("--out %s: %w", o.out, err)
 	}
 	res.file = w.Path()
 	r := &harness.Runner{
 		Build: o.build, Warmup: o.warmup, Iters: o.iters, CheckBudget: o.checkBudget,
-		Base: baseRow(res.runID, o.bench),
+		Base: baseRow(res.runID, o.bench, o.world),
 	}
 	if o.check {
 		r.Check = harness.KernelCheck
@@ -90,7 +126,7 @@ func runSweep(ctx context.Context, o sweepOptions) (sweepResult, error) {
 	defer r.Close()
 	cases := o.sweep.Cases()
 	var bar *progressbar.ProgressBar
-	if isatty.IsTerminal(os.Stderr.Fd()) {
+	if o.world.Rank == 0 && isatty.IsTerminal(os.Stderr.Fd()) { // progress on rank 0 only
 		bar = progressbar.NewOptions(len(cases), progressbar.OptionSetWriter(os.Stderr),
 			progressbar.OptionShowCount(), progressbar.OptionSetPredictTime(true),
 			progressbar.OptionClearOnFinish(), progressbar.OptionSetWidth(30))

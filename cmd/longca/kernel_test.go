@@ -224,3 +224,38 @@ func TestList(t *testing.T) {
 		t.Errorf("%d kernel masks listed, want 12", n)
 	}
 }
+
+// TestKernelUnderLauncher runs the sweep as ranks 1 and 0 of 2 (Open MPI's environment):
+// each writes its own rank file, only rank 0 prints the table, and merge joins them.
+func TestKernelUnderLauncher(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "mpi1")
+	t.Setenv("LONGCA_CUDA_DEVICE", "0")
+	t.Setenv("OMPI_COMM_WORLD_SIZE", "2")
+	t.Setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "2")
+	args := []string{"kernel", "--kernels", "ref", "--seqlens", "128", "--masks", "causal", "--heads", "2:1",
+		"--head-dim", "8", "--passes", "fwd", "-w", "0", "-n", "1"}
+	t.Setenv("OMPI_COMM_WORLD_RANK", "1")
+	t.Setenv("OMPI_COMM_WORLD_LOCAL_RANK", "1")
+	if _, errs, code := runCLI(t, args...); code != 2 || !strings.Contains(errs, "--out") {
+		t.Fatalf("without --out under 2 ranks: exit %d %s", code, errs)
+	}
+	for _, r := range []string{"1", "0"} {
+		t.Setenv("OMPI_COMM_WORLD_RANK", r)
+		t.Setenv("OMPI_COMM_WORLD_LOCAL_RANK", r)
+		out, errs, code := runCLI(t, append(args, "--out", dir)...)
+		if code != 0 {
+			t.Fatalf("rank %s: exit %d %s", r, code, errs)
+		}
+		if got := len(dataLines(out)); (r == "0") != (got == 1) {
+			t.Fatalf("rank %s printed %d table rows", r, got)
+		}
+	}
+	rows, _, err := results.ReadRows(filepath.Join(dir, "mpi1.rank-1-of-2.arrow"))
+	if err != nil || len(rows) != 1 || rows[0].Rank != 1 || rows[0].WorldSize != 2 || rows[0].LocalRank != 1 || rows[0].Launcher != "mpirun" {
+		t.Fatalf("rank 1 rows %+v, %v", rows, err)
+	}
+	res, err := results.Merge(dir, results.MergeOptions{})
+	if err != nil || res.Rows != 2 {
+		t.Fatalf("merge: %+v %v", res, err)
+	}
+}

@@ -92,6 +92,10 @@ func sparseAction(c *cli.Context) error {
 	if c.NArg() > 0 {
 		return usageError("sparse takes no arguments (got %q): give lengths with --seqlens or -b/-e", c.Args().First())
 	}
+	w, err := kernelWorld(c)
+	if err != nil {
+		return err
+	}
 	s, err := sweepFromFlags(c, sparseSeqLens)
 	if err != nil {
 		return err
@@ -99,5 +103,5 @@ func sparseAction(c *cli.Context) error {
 	if s.Sparse, err = sparseSpecs(c); err != nil {
 		return err
 	}
-	return sweepAction(c, s, "sparse")
+	return sweepAction(c, s, "sparse", w)
 }
