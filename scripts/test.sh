@@ -5,8 +5,9 @@
 #   1. packages: openmpi-bin libopenmpi-dev slurm-wlm munge (root + apt only, if missing)
 #   2. build bin/longca (with -tags mpi when mpicc is there), go vet, go test ./...
 #   3. integration: mpirun -np 4 selftest comm; a rank that leaves early under MPI and
-#      under TCP; a one-node Slurm cluster: srun env, srun selftest comm, sbatch --wait
-#      slurm/run_cpu_ci.sh and the merged file holding every rank.
+#      under TCP; a one-node Slurm cluster: srun env, srun selftest comm (TCP), srun
+#      --mpi=pmix selftest comm (MPI), sbatch --wait slurm/run_cpu_ci.sh (longca cp on 4
+#      ranks) and the merged file holding every rank.
 #
 # Prints `N passed, N failed` for the integration part; exits non-zero on any failure.
 # LONGCA_SKIP_UNIT=1 runs only the integration part.
@@ -134,6 +135,11 @@ if [ -n "${SLURM_CONF:-}" ]; then
 		cat "$work/srun.out"
 		count_ok "$work/srun.out" 4 && grep -q '(tcp)' "$work/srun.out"
 	}
+	srun_pmix() {
+		timeout 300 srun --mpi=pmix -n 4 --overcommit "$BIN" selftest comm --timeout 60s >"$work/pmix.out" 2>&1 || { cat "$work/pmix.out"; return 1; }
+		cat "$work/pmix.out"
+		count_ok "$work/pmix.out" 4 && grep -q '(mpi)' "$work/pmix.out"
+	}
 	sbatch_ci() {
 		local out job rc
 		# A fresh cluster numbers jobs from 1 again: keep this run's files apart.
@@ -150,6 +156,7 @@ if [ -n "${SLURM_CONF:-}" ]; then
 	}
 	check "srun -n 4 env --format json (4 distinct ranks)" srun_env
 	check "srun -n 4 selftest comm (tcp backend)" srun_comm
+	check "srun --mpi=pmix -n 4 selftest comm (mpi backend under Slurm)" srun_pmix
 	check "sbatch --wait slurm/run_cpu_ci.sh, merge holds every rank" sbatch_ci
 fi
 
