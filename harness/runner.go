@@ -234,6 +234,9 @@ func (r *Runner) check(ctx context.Context, k kernels.Kernel, c Case, p kernels.
 	}
 	probs := map[int]caseProblem{}
 	area := func(n int) (int64, bool) {
+		if n == c.SeqLen {
+			return int64(math.Round(p.Area())), true // the case's own problem, built already
+		}
 		cp, err := r.problemAt(c, n, c.Heads)
 		if err != nil {
 			return 0, false
