@@ -5,6 +5,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/longca/longca/dataset"
 	"github.com/longca/longca/harness"
@@ -66,10 +67,31 @@ func commonSweepFlags() []cli.Flag {
 	}
 }
 
+var (
+	madeMu sync.Mutex
+	made   = map[string]kernels.Kernel{}
+)
+
+// newKernel makes a kernel once per process: finding out whether cuda works compiles
+// and loads it, and the sweep then uses that same instance.
+func newKernel(name string) (kernels.Kernel, error) {
+	madeMu.Lock()
+	defer madeMu.Unlock()
+	if k, ok := made[name]; ok {
+		return k, nil
+	}
+	k, err := kernels.New(name)
+	if err != nil {
+		return nil, err
+	}
+	made[name] = k
+	return k, nil
+}
+
 // defaultKernel is cuda when a GPU answers, else the CPU reference.
 func defaultKernel() string {
 	if slices.Contains(kernels.Names(), "cuda") {
-		if _, err := kernels.New("cuda"); err == nil {
+		if _, err := newKernel("cuda"); err == nil {
 			return "cuda"
 		}
 	}

@@ -118,7 +118,8 @@ func runSweep(ctx context.Context, o sweepOptions) (sweepResult, error) {
 	res.file = w.Path()
 	r := &harness.Runner{
 		Build: o.build, Warmup: o.warmup, Iters: o.iters, CheckBudget: o.checkBudget,
-		Base: baseRow(res.runID, o.bench, o.world),
+		Base:      baseRow(res.runID, o.bench, o.world),
+		NewKernel: newKernel,
 	}
 	if o.check {
 		r.Check = harness.KernelCheck

@@ -259,3 +259,27 @@ func TestKernelUnderLauncher(t *testing.T) {
 		t.Fatalf("merge: %+v %v", res, err)
 	}
 }
+
+func TestKernelNoCheck(t *testing.T) {
+	dir := t.TempDir()
+	_, errs, code := runCLI(t, "kernel", "--kernels", "ref", "--seqlens", "128", "--masks", "full", "--heads", "2:1",
+		"--head-dim", "8", "--passes", "fwd,fwd+bwd", "-w", "0", "-n", "3", "--no-check", "--out", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	rows, _, err := results.ReadRows(filepath.Join(dir, results.FileName(filepath.Base(dir), 0, 1)))
+	if err != nil || len(rows) != 2 {
+		t.Fatalf("%d rows: %v", len(rows), err)
+	}
+	for _, r := range rows {
+		if r.Status != results.StatusOK || r.CheckPass != nil || r.CheckSeqLen != nil || r.MedianMs == nil || r.Iters != 3 {
+			t.Fatalf("--no-check row %+v", r)
+		}
+		if *r.MinMs > *r.MedianMs || *r.MedianMs > *r.MaxMs {
+			t.Fatalf("min %v median %v max %v", *r.MinMs, *r.MedianMs, *r.MaxMs)
+		}
+	}
+	if rows[1].Pass != "fwd+bwd" || rows[1].FLOPs != 3.5*rows[0].FLOPs {
+		t.Fatalf("fwd+bwd flops %v vs fwd %v", rows[1].FLOPs, rows[0].FLOPs)
+	}
+}
