@@ -2,6 +2,7 @@ package results
 
 import (
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -145,6 +146,60 @@ func TestParseFileName(t *testing.T) {
 		}
 		if ok && FileName(id, r, n) != c.name {
 			t.Errorf("%s does not round-trip", c.name)
+		}
+	}
+}
+
+// TestTornStreamKeepsWholeRows cuts a rank file at every few bytes, as a kill mid-write
+// would, and checks that exactly the rows wholly on disk read back.
+func TestTornStreamKeepsWholeRows(t *testing.T) {
+	dir := t.TempDir()
+	w, err := Create(dir, "torn", 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := func() int64 {
+		st, err := os.Stat(w.Path())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Size()
+	}
+	ends := []int64{size()} // ends[i]: file size with i rows
+	rng := rand.New(rand.NewPCG(5, 6))
+	for i := 0; i < 4; i++ {
+		if err := w.Write(randomRow(rng, i)); err != nil {
+			t.Fatal(err)
+		}
+		ends = append(ends, size())
+	}
+	full, err := os.ReadFile(w.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	cut := filepath.Join(dir, "cut.arrow")
+	for n := ends[0]; n <= ends[len(ends)-1]; n += 5 {
+		if err := os.WriteFile(cut, full[:n], 0o644); err != nil {
+			t.Fatal(err)
+		}
+		want := 0
+		for i, e := range ends {
+			if e <= n {
+				want = i
+			}
+		}
+		rows, f, err := ReadRows(cut)
+		if err != nil {
+			t.Fatalf("cut at %d of %d bytes: %v", n, len(full), err)
+		}
+		if len(rows) != want || !f.Truncated {
+			t.Fatalf("cut at %d bytes: %d rows (truncated %v), want %d", n, len(rows), f.Truncated, want)
+		}
+		for i, r := range rows {
+			if r.Sample != int64(i) {
+				t.Fatalf("cut at %d: row %d is sample %d", n, i, r.Sample)
+			}
 		}
 	}
 }
