@@ -18,12 +18,88 @@ type cudaKernel interface {
 	CUDADevice() *cuda.Device
 }
 
-// deviceOps are the ops on one GPU: every buffer is device memory, the helper kernels
-// (spmd/cp/devops) launch on the device's stream, the one the attention kernel uses, so
-// they are ordered with it without synchronisation.
-type deviceOps struct {
+// devicePrims are the device primitives deviceOps is built from: memory, ordering, and
+// the helper kernels of spmd/cp/devops. cudaPrims are the GPU's; the tests run deviceOps
+// on a host emulation of the same primitives, so everything above them (offsets,
+// strides, dtypes, the order of operations) is checked on the CPU too.
+type devicePrims interface {
+	Device() tensor.Device
+	// Alloc returns uninitialised memory; Free releases it after the enqueued work.
+	Alloc(dt tensor.DType, shape ...int) (tensor.Tensor, error)
+	Free(ts ...tensor.Tensor)
+	// Sync waits for the enqueued work; Mark returns a wait for the work enqueued so far.
+	Sync() error
+	Mark() (func() error, error)
+	CopyIn(dst tensor.Tensor, src *tensor.Host) error
+	CopyOut(dst *tensor.Host, src tensor.Tensor) error
+	// The helper kernels (devops.Ops).
+	CopyRows(dst, src tensor.Tensor, rows int, rowBytes, dstOff, dstStride, srcOff, srcStride int64) error
+	HeadsSum(x, in tensor.Tensor, u int) error
+	Accumulate(dst, src tensor.Tensor) error
+	Convert(dst, src tensor.Tensor) error
+	Fill(t tensor.Tensor, v float64) error
+	Merge(acc, lacc, out, lse tensor.Tensor) error
+}
+
+// cudaPrims are the primitives on one GPU: the helper kernels launch on the device's
+// stream, the one the attention kernel uses, so they are ordered with it without
+// synchronisation.
+type cudaPrims struct {
+	*devops.Ops
 	g *cuda.Device
-	k *devops.Ops
+}
+
+func (c cudaPrims) Device() tensor.Device { return c.g }
+func (c cudaPrims) Alloc(dt tensor.DType, shape ...int) (tensor.Tensor, error) {
+	return c.g.AllocBuffer(dt, shape...)
+}
+func (c cudaPrims) Sync() error                                       { return c.g.Sync() }
+func (c cudaPrims) CopyIn(dst tensor.Tensor, src *tensor.Host) error  { return c.g.CopyIn(dst, src) }
+func (c cudaPrims) CopyOut(dst *tensor.Host, src tensor.Tensor) error { return c.g.CopyOut(dst, src) }
+
+// Free waits for the stream first: the work enqueued may still use the buffers.
+func (c cudaPrims) Free(ts ...tensor.Tensor) {
+	if len(ts) == 0 {
+		return
+	}
+	_ = c.g.Sync() // an asynchronous error shows at the next call that checks
+	for _, t := range ts {
+		if t != nil {
+			c.g.Free(t)
+		}
+	}
+}
+
+// Mark records an event on the compute stream; the wait is for a transfer's goroutine,
+// so the compute goroutine never blocks on it.
+func (c cudaPrims) Mark() (func() error, error) {
+	ev, err := c.g.Record(c.g.Stream())
+	if err != nil {
+		return nil, err
+	}
+	return func() error {
+		err := c.g.EventSync(ev)
+		if derr := c.g.DestroyEvent(ev); err == nil {
+			err = derr
+		}
+		return err
+	}, nil
+}
+
+// Fill of zero is a byte memset, for any dtype.
+func (c cudaPrims) Fill(t tensor.Tensor, v float64) error {
+	if v == 0 && !math.Signbit(v) {
+		return c.g.MemsetOn(c.g.Stream(), t, 1, 0)
+	}
+	return c.Ops.Fill(t, v)
+}
+
+// deviceOps are the ops on a device: every buffer is device memory. The per-step kernel
+// outputs are in part, or in the problem's dtype when part is 0 (kernels/cuda writes
+// its outputs in the problem's dtype: bf16 partial gradients, accumulated in fp32).
+type deviceOps struct {
+	p    devicePrims
+	part tensor.DType
 }
 
 var (
@@ -43,67 +119,45 @@ func newDeviceOps(k cudaKernel) (ops, error) {
 		}
 		devOps[g] = o
 	}
-	return deviceOps{g: g, k: o}, nil
+	return deviceOps{p: cudaPrims{Ops: o, g: g}}, nil
 }
 
 func (d deviceOps) alloc(dt tensor.DType, shape ...int) (tensor.Tensor, error) {
-	b, err := d.g.AllocBuffer(dt, shape...)
+	b, err := d.p.Alloc(dt, shape...)
 	if err != nil {
 		return nil, err
 	}
-	if err := d.g.MemsetOn(d.g.Stream(), b, 1, 0); err != nil {
-		d.g.Free(b)
+	if err := d.p.Fill(b, 0); err != nil {
+		d.p.Free(b)
 		return nil, err
 	}
 	return b, nil
 }
 
-// free waits for the stream first: the work enqueued may still use the buffers.
-func (d deviceOps) free(ts ...tensor.Tensor) {
-	if len(ts) == 0 {
-		return
+func (d deviceOps) free(ts ...tensor.Tensor) { d.p.Free(ts...) }
+func (d deviceOps) partDType(dt tensor.DType) tensor.DType {
+	if d.part != 0 {
+		return d.part
 	}
-	_ = d.g.Sync() // an asynchronous error shows at the next call that checks
-	for _, t := range ts {
-		if t != nil {
-			d.g.Free(t)
-		}
-	}
+	return dt
 }
-
-func (deviceOps) partDType(dt tensor.DType) tensor.DType { return dt }
-func (deviceOps) accDType() tensor.DType                 { return tensor.FP32 }
-func (d deviceOps) device() tensor.Device                { return d.g }
-func (d deviceOps) fence() error                         { return d.g.Sync() }
-
-// mark records an event on the compute stream; the wait is for the transfer's goroutine.
-func (d deviceOps) mark() (func() error, error) {
-	ev, err := d.g.Record(d.g.Stream())
-	if err != nil {
-		return nil, err
-	}
-	return func() error {
-		err := d.g.EventSync(ev)
-		if derr := d.g.DestroyEvent(ev); err == nil {
-			err = derr
-		}
-		return err
-	}, nil
-}
+func (deviceOps) accDType() tensor.DType                             { return tensor.FP32 }
+func (d deviceOps) device() tensor.Device                            { return d.p.Device() }
+func (d deviceOps) fence() error                                     { return d.p.Sync() }
+func (d deviceOps) mark() (func() error, error)                      { return d.p.Mark() }
+func (d deviceOps) download(dst *tensor.Host, t tensor.Tensor) error { return d.p.CopyOut(dst, t) }
 
 func (d deviceOps) upload(h *tensor.Host) (tensor.Tensor, error) {
-	b, err := d.g.AllocBuffer(h.DType(), h.Shape()...)
+	b, err := d.p.Alloc(h.DType(), h.Shape()...)
 	if err != nil {
 		return nil, err
 	}
-	if err := d.g.CopyIn(b, h); err != nil {
-		d.g.Free(b)
+	if err := d.p.CopyIn(b, h); err != nil {
+		d.p.Free(b)
 		return nil, err
 	}
 	return b, nil
 }
-
-func (d deviceOps) download(dst *tensor.Host, t tensor.Tensor) error { return d.g.CopyOut(dst, t) }
 
 func shape3(t tensor.Tensor) (int, int, int, error) {
 	sh := t.Shape()
@@ -133,7 +187,7 @@ func (d deviceOps) headsOut(x tensor.Tensor, u int, replicate bool) (tensor.Tens
 		if replicate {
 			h0 = j * h / u
 		}
-		if err := d.k.CopyRows(out, x, t, row, int64(j*t)*row, row, int64(h0*dim)*es, int64(h*dim)*es); err != nil {
+		if err := d.p.CopyRows(out, x, t, row, int64(j*t)*row, row, int64(h0*dim)*es, int64(h*dim)*es); err != nil {
 			d.free(out)
 			return nil, err
 		}
@@ -147,13 +201,13 @@ func (d deviceOps) headsIn(in, x tensor.Tensor, u int, replicate bool) error {
 		return err
 	}
 	if replicate {
-		return d.k.HeadsSum(x, in, u)
+		return d.p.HeadsSum(x, in, u)
 	}
 	hu := h / u
 	es := int64(x.DType().Size())
 	row := int64(hu*dim) * es
 	for j := range u {
-		if err := d.k.CopyRows(x, in, t, row, int64(j*hu*dim)*es, int64(h*dim)*es, int64(j*t)*row, row); err != nil {
+		if err := d.p.CopyRows(x, in, t, row, int64(j*hu*dim)*es, int64(h*dim)*es, int64(j*t)*row, row); err != nil {
 			return err
 		}
 	}
@@ -174,7 +228,7 @@ func (d deviceOps) lseOut(l tensor.Tensor, u int) (tensor.Tensor, error) {
 	}
 	row := int64(t) * es
 	for s := range u {
-		if err := d.k.CopyRows(out, l, hu, row, int64(s*hu)*row, row, int64(s*t)*es, int64(n)*es); err != nil {
+		if err := d.p.CopyRows(out, l, hu, row, int64(s*hu)*row, row, int64(s*t)*es, int64(n)*es); err != nil {
 			d.free(out)
 			return nil, err
 		}
@@ -182,9 +236,9 @@ func (d deviceOps) lseOut(l tensor.Tensor, u int) (tensor.Tensor, error) {
 	return out, nil
 }
 
-func (d deviceOps) accumulate(dst, src tensor.Tensor) error { return d.k.Accumulate(dst, src) }
-func (d deviceOps) convert(dst, src tensor.Tensor) error    { return d.k.Convert(dst, src) }
-func (d deviceOps) fill(t tensor.Tensor, v float64) error   { return d.k.Fill(t, v) }
+func (d deviceOps) accumulate(dst, src tensor.Tensor) error { return d.p.Accumulate(dst, src) }
+func (d deviceOps) convert(dst, src tensor.Tensor) error    { return d.p.Convert(dst, src) }
+func (d deviceOps) fill(t tensor.Tensor, v float64) error   { return d.p.Fill(t, v) }
 
 func (d deviceOps) merger(tokens, heads, dim int) (merger, error) {
 	acc, err := d.alloc(tensor.FP32, tokens, heads, dim)
@@ -196,7 +250,7 @@ func (d deviceOps) merger(tokens, heads, dim int) (merger, error) {
 		d.free(acc)
 		return nil, err
 	}
-	if err := d.k.Fill(lacc, math.Inf(-1)); err != nil {
+	if err := d.p.Fill(lacc, math.Inf(-1)); err != nil {
 		d.free(acc, lacc)
 		return nil, err
 	}
@@ -209,13 +263,13 @@ type deviceMerger struct {
 	acc, lacc tensor.Tensor
 }
 
-func (m *deviceMerger) add(out, lse tensor.Tensor) error { return m.d.k.Merge(m.acc, m.lacc, out, lse) }
+func (m *deviceMerger) add(out, lse tensor.Tensor) error { return m.d.p.Merge(m.acc, m.lacc, out, lse) }
 
 func (m *deviceMerger) write(out, lse tensor.Tensor) error {
-	if err := m.d.k.Convert(out, m.acc); err != nil {
+	if err := m.d.p.Convert(out, m.acc); err != nil {
 		return err
 	}
-	return m.d.k.Convert(lse, m.lacc)
+	return m.d.p.Convert(lse, m.lacc)
 }
 
 func (m *deviceMerger) close() { m.d.free(m.acc, m.lacc) }

@@ -1,0 +1,266 @@
+package cp
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"testing"
+
+	"github.com/longca/longca/comm"
+	"github.com/longca/longca/comm/local"
+	"github.com/longca/longca/kernels"
+	"github.com/longca/longca/kernels/ref"
+	"github.com/longca/longca/mask"
+	"github.com/longca/longca/tensor"
+)
+
+// fakePrims emulate the device primitives on host tensors with the device kernels'
+// arithmetic (fp32 accumulators and merge, 16-bit word copies). Memory from Alloc starts
+// as NaN and freed memory is overwritten with NaN, so a missing zero-fill or a use
+// after free shows in the check; live bytes are counted to catch leaks.
+type fakePrims struct {
+	cpu  *tensor.CPU
+	mu   sync.Mutex
+	live int64
+}
+
+func newFakePrims() *fakePrims { return &fakePrims{cpu: &tensor.CPU{}} }
+
+func (f *fakePrims) Device() tensor.Device { return f.cpu }
+
+func (f *fakePrims) Alloc(dt tensor.DType, shape ...int) (tensor.Tensor, error) {
+	t, err := f.cpu.Alloc(dt, shape...)
+	if err != nil {
+		return nil, err
+	}
+	t.(*tensor.Host).Fill(math.NaN())
+	f.mu.Lock()
+	f.live += t.Bytes()
+	f.mu.Unlock()
+	return t, nil
+}
+
+func (f *fakePrims) Free(ts ...tensor.Tensor) {
+	for _, t := range ts {
+		if t == nil {
+			continue
+		}
+		t.(*tensor.Host).Fill(math.NaN())
+		f.cpu.Free(t)
+		f.mu.Lock()
+		f.live -= t.Bytes()
+		f.mu.Unlock()
+	}
+}
+
+func (f *fakePrims) Sync() error                 { return nil }
+func (f *fakePrims) Mark() (func() error, error) { return func() error { return nil }, nil }
+
+func (f *fakePrims) CopyIn(dst tensor.Tensor, src *tensor.Host) error { return f.cpu.CopyIn(dst, src) }
+func (f *fakePrims) CopyOut(dst *tensor.Host, src tensor.Tensor) error {
+	return f.cpu.CopyOut(dst, src)
+}
+
+func (f *fakePrims) CopyRows(dst, src tensor.Tensor, rows int, rowBytes, dstOff, dstStride, srcOff, srcStride int64) error {
+	d, s := dst.(*tensor.Host), src.(*tensor.Host)
+	for _, v := range []int64{rowBytes, dstOff, dstStride, srcOff, srcStride} {
+		if v%2 != 0 || v < 0 {
+			return fmt.Errorf("fake: odd or negative byte count %d", v)
+		}
+	}
+	for r := range int64(rows) {
+		do, so := dstOff+r*dstStride, srcOff+r*srcStride
+		if do+rowBytes > int64(len(d.Data)) || so+rowBytes > int64(len(s.Data)) {
+			return fmt.Errorf("fake: row %d outside the buffers", r)
+		}
+		copy(d.Data[do:do+rowBytes], s.Data[so:so+rowBytes])
+	}
+	return nil
+}
+
+func (f *fakePrims) HeadsSum(x, in tensor.Tensor, u int) error {
+	xh, ih := x.(*tensor.Host), in.(*tensor.Host)
+	sh := xh.Shape()
+	t, h, d := sh[0], sh[1], sh[2]
+	if ih.Numel() != u*t*d {
+		return fmt.Errorf("fake: head sum of %v into %v", ih.Shape(), sh)
+	}
+	for i := range xh.Numel() {
+		tok, hh, e := i/(h*d), (i/d)%h, i%d
+		var s float32
+		for j := range u {
+			if j*h/u == hh {
+				s += float32(ih.At((j*t+tok)*d + e))
+			}
+		}
+		xh.Set(i, float64(s))
+	}
+	return nil
+}
+
+func (f *fakePrims) Accumulate(dst, src tensor.Tensor) error {
+	d, s := dst.(*tensor.Host), src.(*tensor.Host)
+	if d.DType() != tensor.FP32 || d.Numel() != s.Numel() {
+		return fmt.Errorf("fake: accumulating %s%v into %s%v", s.DType(), s.Shape(), d.DType(), d.Shape())
+	}
+	for i := range d.Numel() {
+		d.Set(i, float64(float32(d.At(i))+float32(s.At(i))))
+	}
+	return nil
+}
+
+func (f *fakePrims) Convert(dst, src tensor.Tensor) error {
+	d, s := dst.(*tensor.Host), src.(*tensor.Host)
+	if d.DType() != s.DType() && d.DType() != tensor.FP32 && s.DType() != tensor.FP32 {
+		return fmt.Errorf("fake: no conversion from %s to %s", s.DType(), d.DType())
+	}
+	return convert(d, s)
+}
+
+func (f *fakePrims) Fill(t tensor.Tensor, v float64) error {
+	t.(*tensor.Host).Fill(v)
+	return nil
+}
+
+func (f *fakePrims) Merge(acc, lacc, out, lse tensor.Tensor) error {
+	a, la, o, l := acc.(*tensor.Host), lacc.(*tensor.Host), out.(*tensor.Host), lse.(*tensor.Host)
+	sh := a.Shape()
+	t, h, d := sh[0], sh[1], sh[2]
+	ninf := float32(math.Inf(-1))
+	for row := range t * h {
+		tok, hd := row/h, row%h
+		li := hd*t + tok
+		x, y := float32(la.At(li)), float32(l.At(li))
+		if y == ninf {
+			continue
+		}
+		wa, wb, lv := float32(0), float32(1), y
+		if x != ninf {
+			hi := max(x, y)
+			lv = hi + float32(math.Log(math.Exp(float64(x-hi))+math.Exp(float64(y-hi))))
+			wa, wb = float32(math.Exp(float64(x-lv))), float32(math.Exp(float64(y-lv)))
+		}
+		for e := range d {
+			i := row*d + e
+			a.Set(i, float64(wa*float32(a.At(i))+wb*float32(o.At(i))))
+		}
+		la.Set(li, float64(lv))
+	}
+	return nil
+}
+
+// TestDeviceOpsMatchReference runs every method through the device path (deviceOps:
+// fp32 accumulators and merge, row-copy rearrangements, uploads and downloads through
+// Execute) on the emulated device, on the four CP masks at 2, 4 and 8 ranks, checked
+// against the reference by the rule; the ranks' bytes equal CommBytes and every buffer
+// the methods allocated is freed. Partial outputs are fp32 here (a kernel that writes
+// fp32 gradients); TestDeviceOpsBF16Partials measures kernels/cuda's bf16 partials.
+func TestDeviceOpsMatchReference(t *testing.T) {
+	worst := deviceTable(t, tensor.FP32, 1)
+	t.Logf("worst error / tolerance with fp32 partials: %.3f", worst)
+}
+
+// TestDeviceOpsBF16Partials is the same table with the per-step outputs rounded to bf16,
+// as kernels/cuda writes them (its dq, dk, dv and out are in the problem's dtype). The
+// rounding of each rank's partial dK/dV costs precision: on this table one case
+// (causal_document_long, 4 ranks, zigzag) reaches 1.002x the rule's tolerance, so this
+// test bounds the ratio at 1.1, a regression guard, not the rule.
+func TestDeviceOpsBF16Partials(t *testing.T) {
+	worst := deviceTable(t, tensor.BF16, 1.1)
+	t.Logf("worst error / tolerance with bf16 partials: %.3f", worst)
+}
+
+// deviceTable runs the table with partials in part and fails a case whose worst
+// figure's error exceeds limit x its tolerance (or has NaNs); it returns the worst ratio.
+func deviceTable(t *testing.T, part tensor.DType, limit float64) float64 {
+	var cache refCache
+	worst := 0.0
+	for mi, maskName := range mask.CPMasks() {
+		spec, err := mask.Build(maskName, testSeq, testMaskOptions(uint64(7+mi)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs, err := spec.Docs()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := kernels.Problem{HeadsQ: 8, HeadsKV: 2, HeadDim: 16, DType: tensor.BF16, Mask: spec.Mask}
+		for _, name := range Names() {
+			m, _ := New(name)
+			for ci, mc := range meshes(name) {
+				if mc.n == 1 {
+					continue
+				}
+				t.Run(fmt.Sprintf("%s/%s/%s", maskName, name, mc), func(t *testing.T) {
+					cfg := Config{Ranks: mc.n, Ulysses: mc.u, Ring: mc.r, Windows: mc.w, HeadFirst: mc.headFirst, Sharding: mc.sharding, Docs: docs}
+					pl, err := m.Plan(cfg, p)
+					if err != nil {
+						t.Fatal(err)
+					}
+					q, k, v, dout := inputs(p, uint64(5000+100*mi+ci))
+					exact, naive := cache.get(t, fmt.Sprint(mi, ci), p, q, k, v, dout)
+					got, counted, leaked := runFakeDevice(t, m, pl, part, q, k, v, dout)
+					rep := CompareOutputs(got, exact, naive, true)
+					for _, f := range rep.Figures {
+						ratio := f.Err / f.Tol
+						if f.NaNs > 0 || !(ratio <= limit) {
+							t.Fatalf("%s: %s error %.3g is %.3fx its tolerance %.3g (limit %.2fx); %s", part, f.Name, f.Err, ratio, f.Tol, limit, rep)
+						}
+						worst = max(worst, ratio)
+					}
+					want := m.CommBytes(pl, kernels.FwdBwd)
+					for r, c := range counted {
+						if c != want {
+							t.Fatalf("rank %d sent %d bytes; CommBytes says %d", r, c, want)
+						}
+					}
+					for r, l := range leaked {
+						if l != 0 {
+							t.Fatalf("rank %d: %d device bytes still allocated after the run", r, l)
+						}
+					}
+				})
+			}
+		}
+	}
+	return worst
+}
+
+// runFakeDevice is Execute on the emulated device on n in-process ranks: gathered
+// outputs, each rank's bytes sent, and each rank's device bytes left allocated.
+func runFakeDevice(t *testing.T, m Method, pl *Plan, part tensor.DType, q, k, v, dout *tensor.Host) (Outputs, []int64, []int64) {
+	t.Helper()
+	n := pl.Config.Ranks
+	var got Outputs
+	counted, leaked := make([]int64, n), make([]int64, n)
+	err := local.Run(n, func(c comm.Comm) error {
+		r, err := NewRun(pl, ref.New(ref.Options{}), c)
+		if err != nil {
+			return err
+		}
+		f := newFakePrims()
+		r.ops = deviceOps{p: f, part: part}
+		if _, ok := r.Device().(*tensor.CPU); !ok {
+			return fmt.Errorf("fake device is %T", r.Device())
+		}
+		o, err := Execute(context.Background(), m, r, q, k, v, dout, true)
+		if err != nil {
+			return err
+		}
+		counted[c.Rank()] = r.Counters().BytesSent
+		if err := r.Close(); err != nil {
+			return err
+		}
+		leaked[c.Rank()] = f.live
+		g, err := GatherOutputs(c, pl, o, true)
+		if c.Rank() == 0 {
+			got = g
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got, counted, leaked
+}
