@@ -24,7 +24,7 @@ test)
 	[ $rc = 0 ] || { pack test; exit 1; }
 	bin/icuda.test -test.v -test.count=1 >"$out/icuda.log" 2>&1 || rc=1
 	grep -hE '^(--- |ok|FAIL|PASS)|panic' "$out/icuda.log"
-	for pair in "v1 v2" "v2 v1"; do
+	for pair in ${TEST_PAIRS:-"v1 v2" "v2 v1" "v3 v2"}; do
 		set -- $pair
 		log="$out/cuda-fwd$1-bwd$2.log"
 		LONGCA_CUDA_FWD=$1 LONGCA_CUDA_BWD=$2 bin/cuda.test -test.v -test.count=1 -test.run "${GPU_TESTS:-.}" -test.timeout 20m >"$log" 2>&1 || rc=1
@@ -56,17 +56,17 @@ bench)
 		done
 		echo "${bestv:-v1}"
 	}
-	fv=${BENCH_FWD:-$(best fwd v1 v2)}; bv=${BENCH_BWD:-$(best bwd v1 v2)}
+	fv=${BENCH_FWD:-$(best fwd v1 v2 v3)}; bv=${BENCH_BWD:-$(best bwd v1 v2)}
 	echo "# using fwd $fv bwd $bv"
 	export LONGCA_CUDA_FWD=$fv LONGCA_CUDA_BWD=$bv LONGCA_BENCH=1
 	LONGCA_BENCH_SLICES="$out/slices" LONGCA_BENCH_SEQLENS=${BENCH_SEQLENS:-8192,16384} LONGCA_BENCH_HEADS=64:8 \
 		bin/cuda.test -test.run '^TestBench$' -test.v -test.count=1 -test.timeout 30m >"$out/bench-gqa.log" 2>&1 || rc=1
-	LONGCA_BENCH_SEQLENS=${BENCH_MHA_SEQLENS:-8192} LONGCA_BENCH_HEADS=64:64 \
+	[ "${BENCH_MHA_SEQLENS:-}" = none ] || LONGCA_BENCH_SEQLENS=${BENCH_MHA_SEQLENS:-8192} LONGCA_BENCH_HEADS=64:64 \
 		bin/cuda.test -test.run '^TestBench$' -test.v -test.count=1 -test.timeout 30m >"$out/bench-mha.log" 2>&1 || rc=1
 	cat "$out"/bench-*.log | grep '^{' >"$out/cuda.jsonl"
 	grep -E '^  |^#|FAIL|panic' "$out/bench-gqa.log" | grep -E 'full |causal |#|FAIL|panic' | head -60
 	PYTHONUNBUFFERED=1 python3 bin/peers/torch_attention.py --seqlens "${PEER_SEQLENS:-8192,16384}" --masks full,causal \
-		--heads 64:8 --kernels "${PEER_KERNELS:-sdpa-flash,sdpa-cudnn}" >"$out/peers.jsonl" 2>"$out/peers.log" || rc=1
+		--heads 64:8 --kernels "${PEER_KERNELS:-sdpa-flash,sdpa-cudnn}" --passes "${PEER_PASSES:-fwd,bwd}" >"$out/peers.jsonl" 2>"$out/peers.log" || rc=1
 	for s in ${PEER_FLEX_SEQLENS:-}; do
 		PYTHONUNBUFFERED=1 timeout "${PEER_FLEX_TIMEOUT:-300}" python3 bin/peers/torch_attention.py --kernels flex --heads 64:8 --slices "$out"/slices/*-"$s".json \
 			>>"$out/peers.jsonl" 2>>"$out/peers.log" || rc=1

@@ -35,12 +35,13 @@ type variant struct {
 func (v variant) shared(d int) int { return v.sharedPerDim*d + v.sharedFixed }
 
 // The kernel's versions (docs/perf.md): fwd v1 keeps Q in registers, v2 re-reads it from
-// shared memory; bwd v1 owns 64 keys with 4 warps, v2 128 keys with 8 warps. Select with
-// LONGCA_CUDA_FWD and LONGCA_CUDA_BWD.
+// shared memory, v3 gives each of 4 warps 32 rows; bwd v1 owns 64 keys with 4 warps, v2
+// 128 keys with 8 warps. Select with LONGCA_CUDA_FWD and LONGCA_CUDA_BWD.
 var (
 	fwdVariants = map[string]variant{
 		"v1": {fn: "fwd", qTile: 128, kTile: 64, threads: 256, sharedPerDim: (128 + 4*64) * 2},
 		"v2": {fn: "fwd2", qTile: 128, kTile: 64, threads: 256, sharedPerDim: (128 + 4*64) * 2},
+		"v3": {fn: "fwd3", qTile: 128, kTile: 64, threads: 128, sharedPerDim: (128 + 4*64) * 2},
 	}
 	bwdVariants = map[string]variant{
 		"v1": {fn: "bwd", qTile: 64, kTile: 64, threads: 128, sharedPerDim: (2*64 + 4*64) * 2, sharedFixed: 64*64*2 + 4*64*4, transposedList: true},
@@ -57,7 +58,7 @@ func pickVariant(env, def string, vs map[string]variant) (variant, string, error
 	}
 	v, ok := vs[name]
 	if !ok {
-		return v, name, fmt.Errorf("cuda: %s=%q: use v1 or v2", env, name)
+		return v, name, fmt.Errorf("cuda: %s=%q: not a version of this kernel (see docs/perf.md)", env, name)
 	}
 	return v, name, nil
 }
@@ -408,8 +409,11 @@ func (k *Kernel) Resources() (string, error) {
 	for _, dt := range []string{"bf16", "fp16"} {
 		for _, d := range []int{64, 128} {
 			for _, vs := range []map[string]variant{fwdVariants, bwdVariants} {
-				for _, ver := range []string{"v1", "v2"} {
-					v := vs[ver]
+				for _, ver := range []string{"v1", "v2", "v3"} {
+					v, ok := vs[ver]
+					if !ok {
+						continue
+					}
 					es = append(es, entry{fmt.Sprintf("%s_%s_d%d", v.fn, dt, d), v.threads, v.shared(d)})
 				}
 			}
