@@ -56,7 +56,7 @@ bench)
 		done
 		echo "${bestv:-v1}"
 	}
-	fv=${BENCH_FWD:-$(best fwd v1 v2 v3)}; bv=${BENCH_BWD:-$(best bwd v1 v2)}
+	fv=${BENCH_FWD:-$(best fwd v1 v3)}; bv=${BENCH_BWD:-$(best bwd v1 v2)}
 	echo "# using fwd $fv bwd $bv"
 	export LONGCA_CUDA_FWD=$fv LONGCA_CUDA_BWD=$bv LONGCA_BENCH=1
 	LONGCA_BENCH_SLICES="$out/slices" LONGCA_BENCH_SEQLENS=${BENCH_SEQLENS:-8192,16384} LONGCA_BENCH_HEADS=64:8 \
