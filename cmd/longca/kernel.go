@@ -27,8 +27,9 @@ func init() {
 		Description: "Cases are masks x lengths x heads x kernels x passes. Each case is checked against the CPU\n" +
 			"reference first (a smaller case of the same mask and seed when it is too big for the CPU), then\n" +
 			"timed: -w warm-ups, -n timed repetitions with the device's clock, cache flushed between them.\n" +
-			"One Arrow row per case goes to OUT/<run>.rank-0-of-1.arrow as soon as it finishes; a wrong\n" +
-			"kernel is never timed. Lengths: --seqlens 1K,2K or -b 1K -e 48K -f 2 (or --step 8K).",
+			"One Arrow row per case goes to OUT/<run>.rank-<r>-of-<n>.arrow as soon as it finishes (rank 0\n" +
+			"of 1 alone; under mpirun or srun every rank sweeps on its own GPU); a wrong kernel is never\n" +
+			"timed. Lengths: --seqlens 1K,2K or -b 1K -e 48K -f 2 (or --step 8K).",
 		Flags:  sweepFlags(),
 		Action: kernelAction,
 	})
