@@ -48,9 +48,9 @@ func reportAction(c *cli.Context) error {
 		return err
 	}
 	sum := results.Summarize(rows, pass)
-	title := fmt.Sprintf("longca report: %s, %d rows", path, len(rows))
+	title := fmt.Sprintf("longca report: %s (%d rows in all)", path, len(rows))
 	if pass != "" {
-		title += ", pass " + pass
+		title += ", showing pass " + pass
 	}
 	if err := results.WriteTable(c.App.Writer, title, sum); err != nil {
 		return err
