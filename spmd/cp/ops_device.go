@@ -46,26 +46,24 @@ type devicePrims interface {
 // synchronisation.
 type cudaPrims struct {
 	*devops.Ops
-	g *cuda.Device
+	g    *cuda.Device
+	pool *devops.Pool
 }
 
 func (c cudaPrims) Device() tensor.Device { return c.g }
 func (c cudaPrims) Alloc(dt tensor.DType, shape ...int) (tensor.Tensor, error) {
-	return c.g.AllocBuffer(dt, shape...)
+	return c.pool.Get(dt, shape...)
 }
 func (c cudaPrims) Sync() error                                       { return c.g.Sync() }
 func (c cudaPrims) CopyIn(dst tensor.Tensor, src *tensor.Host) error  { return c.g.CopyIn(dst, src) }
 func (c cudaPrims) CopyOut(dst *tensor.Host, src tensor.Tensor) error { return c.g.CopyOut(dst, src) }
 
-// Free waits for the stream first: the work enqueued may still use the buffers.
+// Free returns buffers to the device's pool: the next user of a buffer is work on the
+// same stream, ordered after the work that used it, so no synchronisation is needed.
 func (c cudaPrims) Free(ts ...tensor.Tensor) {
-	if len(ts) == 0 {
-		return
-	}
-	_ = c.g.Sync() // an asynchronous error shows at the next call that checks
 	for _, t := range ts {
 		if t != nil {
-			c.g.Free(t)
+			_ = c.pool.Put(t) // only the pool's own buffers reach here
 		}
 	}
 }
@@ -104,22 +102,23 @@ type deviceOps struct {
 
 var (
 	devOpsMu sync.Mutex
-	devOps   = map[*cuda.Device]*devops.Ops{} // helper modules, loaded once per device
+	devOps   = map[*cuda.Device]cudaPrims{} // helper modules and pools, one per device
 )
 
 func newDeviceOps(k cudaKernel) (ops, error) {
 	g := k.CUDADevice()
 	devOpsMu.Lock()
 	defer devOpsMu.Unlock()
-	o, ok := devOps[g]
+	c, ok := devOps[g]
 	if !ok {
-		var err error
-		if o, err = devops.New(g, g.Stream()); err != nil {
+		o, err := devops.New(g, g.Stream())
+		if err != nil {
 			return nil, err
 		}
-		devOps[g] = o
+		c = cudaPrims{Ops: o, g: g, pool: devops.NewPool(g)}
+		devOps[g] = c
 	}
-	return deviceOps{p: cudaPrims{Ops: o, g: g}}, nil
+	return deviceOps{p: c}, nil
 }
 
 func (d deviceOps) alloc(dt tensor.DType, shape ...int) (tensor.Tensor, error) {
