@@ -14,7 +14,9 @@ import (
 
 	"github.com/longca/longca/comm"
 	"github.com/longca/longca/comm/local"
+	"github.com/longca/longca/comm/local/cudamover"
 	"github.com/longca/longca/harness"
+	"github.com/longca/longca/internal/cuda"
 	"github.com/longca/longca/kernels"
 	"github.com/longca/longca/mask"
 	"github.com/longca/longca/results"
@@ -70,6 +72,9 @@ func cpAction(c *cli.Context) error {
 	if w.Size > 1 || so.Backend != "auto" && so.Backend != "local" {
 		// One process per rank: the launcher's world.
 		withRank(w.Rank, w.Size)
+		if err := cpDeviceForRank(w); err != nil {
+			return err
+		}
 		cm, err := spmd.Open(ctx, w, so)
 		if err != nil {
 			return err
@@ -82,11 +87,20 @@ func cpAction(c *cli.Context) error {
 			fmt.Fprintf(c.App.ErrWriter, "# rank files in %s: join them with longca merge %s\n", o.out, o.out)
 		}
 	} else {
+		opts := []local.Option{local.WithTimeout(so.Timeout)}
+		mover, err := cpDeviceMover(o.kernel, n)
+		if err != nil {
+			return err
+		}
+		if mover != nil {
+			defer mover.Close()
+			opts = append(opts, local.WithMover(mover))
+		}
 		var mu sync.Mutex
-		err := local.Run(n, func(cm comm.Comm) error {
+		err = local.Run(n, func(cm comm.Comm) error {
 			wr := w
 			wr.Rank, wr.Size, wr.LocalRank, wr.LocalSize = cm.Rank(), n, cm.Rank(), n
-			rr := cpRank{o: o, cases: cases, c: cm, world: wr, backend: "local"}
+			rr := cpRank{o: o, cases: cases, c: cm, world: wr, backend: "local", oneGPU: mover != nil && n > 1}
 			got, bad, err := rr.run(ctx)
 			if cm.Rank() == 0 {
 				mu.Lock()
@@ -94,7 +108,7 @@ func cpAction(c *cli.Context) error {
 				mu.Unlock()
 			}
 			return err
-		}, local.WithTimeout(so.Timeout))
+		}, opts...)
 		if err != nil {
 			return err
 		}
@@ -124,6 +138,7 @@ type cpRank struct {
 	backend string
 	device  string // the kernel's device, set by run
 	staged  bool   // a device kernel behind cp.Staged: times include host<->device copies
+	oneGPU  bool   // in-process ranks sharing one GPU through the device mover
 }
 
 // run checks and times every case, writing each row to this rank's file at once.
@@ -135,8 +150,9 @@ func (rr *cpRank) run(ctx context.Context) ([]results.Row, int, error) {
 		return nil, 0, err
 	}
 	rr.device = kern.Device().Name()
-	if rr.device != "cpu" {
-		// The methods rearrange and merge on the host: a device kernel is staged.
+	if rr.device != "cpu" && !cp.DeviceResident(kern) {
+		// The methods run on the device only with an internal/cuda kernel; another device
+		// kernel is staged (the methods rearrange and merge on the host).
 		kern, rr.staged = cp.Staged(kern), true
 	}
 	wr, err := results.Create(o.out, o.runID, rank, n)
@@ -278,6 +294,9 @@ func (rr *cpRank) row(cs cpCase, pl *cp.Plan, spec mask.Spec, sample int, pass k
 	if rr.staged {
 		row.Reason = "staged: each step copies between host and device (cp.Staged); times include the copies"
 	}
+	if rr.oneGPU {
+		row.Reason = fmt.Sprintf("%d ranks simulated on one GPU (comm/local, device mover): transfers are device copies, the ranks share the GPU", rr.c.Size())
+	}
 	return row
 }
 
@@ -288,13 +307,27 @@ func (rr *cpRank) timeCase(ctx context.Context, m cp.Method, run *cp.Run, pass k
 	dt := pl.Problem.DType
 	rng := rand.New(rand.NewPCG(seed, uint64(rr.c.Rank())))
 	shape := func(h int) []int { return []int{pl.Tokens, h, pl.Problem.HeadDim} }
-	q, k, v, dout := tensor.NewHost(dt, shape(pl.Problem.HeadsQ)...), tensor.NewHost(dt, shape(pl.Problem.HeadsKV)...),
-		tensor.NewHost(dt, shape(pl.Problem.HeadsKV)...), tensor.NewHost(dt, shape(pl.Problem.HeadsQ)...)
-	for _, t := range []*tensor.Host{q, k, v, dout} {
+	hq, hkv := pl.Problem.HeadsQ, pl.Problem.HeadsKV
+	hostTs := []*tensor.Host{tensor.NewHost(dt, shape(hq)...), tensor.NewHost(dt, shape(hkv)...), tensor.NewHost(dt, shape(hkv)...),
+		tensor.NewHost(dt, shape(hq)...), tensor.NewHost(dt, shape(hq)...), tensor.NewHost(tensor.FP32, hq, pl.Tokens),
+		tensor.NewHost(dt, shape(hq)...), tensor.NewHost(dt, shape(hkv)...), tensor.NewHost(dt, shape(hkv)...)}
+	for _, t := range hostTs[:4] {
 		t.FillNormal(rng, 1)
 	}
-	out, lse := tensor.NewHost(dt, q.Shape()...), tensor.NewHost(tensor.FP32, pl.Problem.HeadsQ, pl.Tokens)
-	dq, dk, dv := tensor.NewHost(dt, q.Shape()...), tensor.NewHost(dt, k.Shape()...), tensor.NewHost(dt, k.Shape()...)
+	dev := run.Device()
+	dev.ResetPeak()
+	// q, k, v, dout, out, lse, dq, dk, dv on the run's device (the host tensors
+	// themselves on the CPU).
+	ts := make([]tensor.Tensor, len(hostTs))
+	defer func() { run.Free(ts...) }()
+	for i, h := range hostTs {
+		t, err := run.Upload(h)
+		if err != nil {
+			return fmt.Errorf("%s: inputs on %s: %w", pl.Method, dev.Name(), err)
+		}
+		ts[i] = t
+	}
+	q, k, v, dout, out, lse, dq, dk, dv := ts[0], ts[1], ts[2], ts[3], ts[4], ts[5], ts[6], ts[7], ts[8]
 	fwd := func() error { return m.Forward(ctx, run, q, k, v, out, lse) }
 	bwd := func() error { return m.Backward(ctx, run, q, k, v, out, lse, dout, dq, dk, dv) }
 	body := fwd
@@ -312,7 +345,6 @@ func (rr *cpRank) timeCase(ctx context.Context, m cp.Method, run *cp.Run, pass k
 			return bwd()
 		}
 	}
-	dev := run.Kernel.Device()
 	for range rr.o.warmup {
 		if err := rr.c.Barrier(); err != nil {
 			return err
@@ -345,6 +377,9 @@ func (rr *cpRank) timeCase(ctx context.Context, m cp.Method, run *cp.Run, pass k
 		samples = append(samples, time.Duration(slowest.At(0)*1e9))
 	}
 	st := harness.NewStats(samples)
+	if dev.Name() != "cpu" {
+		row.PeakMemBytes = results.Ptr(dev.PeakMemory())
+	}
 	row.Status = results.StatusOK
 	row.SetTimes(st.Median, st.Min, st.Max, st.Mean)
 	// Per-GPU TFLOP/s (MASKS.md): the global mask's FLOPs over world size x time.
@@ -432,4 +467,43 @@ func printCPTable(w io.Writer, rows []results.Row) error {
 		fmt.Fprintf(w, "  %-15s %-8s %-22s %-6s %-7s %7d %10.3f %12.4f %9.3f %-6s\n", k.method, k.mesh, k.mask, k.heads, k.pass, a.n, a.ms/f, a.tflops/f, a.gbs/f, chk)
 	}
 	return nil
+}
+
+// cpDeviceMover is the device mover for n in-process ranks when the kernel runs on an
+// internal/cuda GPU (nil for a CPU or staged kernel): the ranks' transfers become
+// device-to-device copies on the kernel's GPU.
+func cpDeviceMover(kernel string, n int) (*cudamover.Mover, error) {
+	k, err := kernels.New(kernel)
+	if err != nil {
+		return nil, err
+	}
+	if !cp.DeviceResident(k) {
+		return nil, nil
+	}
+	idx := 0
+	if ck, ok := k.(interface{ CUDADevice() *cuda.Device }); ok {
+		idx = ck.CUDADevice().Index
+	}
+	g, err := cuda.Open(idx)
+	if err != nil {
+		return nil, err
+	}
+	m, err := cudamover.New(g, 2*n)
+	if err != nil {
+		return nil, fmt.Errorf("longca cp: device mover for %d ranks: %w", n, err)
+	}
+	return m, nil
+}
+
+// cpDeviceForRank points the cuda kernel of a launched rank at its own GPU (the local
+// rank's, as the nccl backend picks it) unless LONGCA_CUDA_DEVICE says otherwise.
+func cpDeviceForRank(w spmd.World) error {
+	if os.Getenv("LONGCA_CUDA_DEVICE") != "" {
+		return nil
+	}
+	idx, err := spmd.DeviceIndex(w, os.Getenv)
+	if err != nil {
+		return err
+	}
+	return os.Setenv("LONGCA_CUDA_DEVICE", fmt.Sprint(idx))
 }

@@ -54,6 +54,7 @@ func (f *fakePrims) Free(ts ...tensor.Tensor) {
 	}
 }
 
+func (f *fakePrims) Trim()                       {}
 func (f *fakePrims) Sync() error                 { return nil }
 func (f *fakePrims) Mark() (func() error, error) { return func() error { return nil }, nil }
 

@@ -43,6 +43,8 @@ type ops interface {
 	download(dst *tensor.Host, t tensor.Tensor) error
 	// device is the tensor.Device the buffers live on.
 	device() tensor.Device
+	// trim gives cached memory back (between cases, so each case's peak is its own).
+	trim()
 }
 
 // merger accumulates partial attention results of the same queries over disjoint keys.
@@ -94,6 +96,7 @@ func (hostOps) accDType() tensor.DType                       { return tensor.FP6
 func (hostOps) mark() (func() error, error)                  { return func() error { return nil }, nil }
 func (hostOps) fence() error                                 { return nil }
 func (hostOps) upload(h *tensor.Host) (tensor.Tensor, error) { return h, nil }
+func (hostOps) trim()                                        {}
 func (o hostOps) device() tensor.Device                      { return o.cpu }
 
 func (hostOps) download(dst *tensor.Host, t tensor.Tensor) error {

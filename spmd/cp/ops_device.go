@@ -27,6 +27,8 @@ type devicePrims interface {
 	// Alloc returns uninitialised memory; Free releases it after the enqueued work.
 	Alloc(dt tensor.DType, shape ...int) (tensor.Tensor, error)
 	Free(ts ...tensor.Tensor)
+	// Trim frees cached memory nothing holds.
+	Trim()
 	// Sync waits for the enqueued work; Mark returns a wait for the work enqueued so far.
 	Sync() error
 	Mark() (func() error, error)
@@ -67,6 +69,9 @@ func (c cudaPrims) Free(ts ...tensor.Tensor) {
 		}
 	}
 }
+
+// Trim frees the pool's cached buffers.
+func (c cudaPrims) Trim() { c.pool.Release() }
 
 // Mark records an event on the compute stream; the wait is for a transfer's goroutine,
 // so the compute goroutine never blocks on it.
@@ -133,6 +138,7 @@ func (d deviceOps) alloc(dt tensor.DType, shape ...int) (tensor.Tensor, error) {
 	return b, nil
 }
 
+func (d deviceOps) trim()                    { d.p.Trim() }
 func (d deviceOps) free(ts ...tensor.Tensor) { d.p.Free(ts...) }
 func (d deviceOps) partDType(dt tensor.DType) tensor.DType {
 	if d.part != 0 {

@@ -14,3 +14,10 @@ func opsFor(k kernels.Kernel) (ops, error) {
 	}
 	return hostOps{cpu: &tensor.CPU{}}, nil
 }
+
+// DeviceResident says whether the methods run k with every buffer on its device (an
+// internal/cuda kernel); otherwise a device kernel needs Staged.
+func DeviceResident(k kernels.Kernel) bool {
+	_, ok := k.(cudaKernel)
+	return ok
+}

@@ -54,7 +54,7 @@ func (r *Run) Download(dst *tensor.Host, t tensor.Tensor) error {
 	return r.ops.download(dst, t)
 }
 
-// Free releases tensors from Upload or Device().Alloc (nothing on the host).
+// Free releases tensors from Upload (nothing on the host).
 func (r *Run) Free(ts ...tensor.Tensor) { r.ops.free(ts...) }
 
 // NewRun splits c into the plan's sub-groups. It is collective: every rank calls it.
@@ -96,9 +96,11 @@ func (r *Run) Counters() comm.Counters {
 	return t
 }
 
-// Close closes the sub-groups (not the communicator the run was given).
+// Close closes the sub-groups (not the communicator the run was given) and gives the
+// device memory the run cached back.
 func (r *Run) Close() error {
 	r.dropSaved()
+	r.ops.trim()
 	for _, c := range []comm.Comm{r.ulysses, r.ring, r.inner, r.outer} {
 		if err := c.Close(); err != nil {
 			return err
