@@ -107,3 +107,28 @@ func expandRange(r string) ([]string, error) {
 	}
 	return out, nil
 }
+
+// TasksOnNode reads Slurm's per-node task counts ("2(x3),1": three nodes of 2, then one
+// of 1) and returns the count of node (0-based, SLURM_NODEID).
+func TasksOnNode(spec string, node int) (int, error) {
+	i := 0
+	for _, part := range strings.Split(spec, ",") {
+		count, rep := part, "1"
+		if open := strings.IndexByte(part, '('); open >= 0 {
+			if !strings.HasPrefix(part[open:], "(x") || !strings.HasSuffix(part, ")") {
+				return 0, fmt.Errorf("%q is not a count or count(xN)", part)
+			}
+			count, rep = part[:open], part[open+2:len(part)-1]
+		}
+		c, err1 := strconv.Atoi(count)
+		r, err2 := strconv.Atoi(rep)
+		if err1 != nil || err2 != nil || c < 1 || r < 1 {
+			return 0, fmt.Errorf("%q is not a count or count(xN)", part)
+		}
+		if node < i+r {
+			return c, nil
+		}
+		i += r
+	}
+	return 0, fmt.Errorf("%q lists %d nodes, and this is node %d", spec, i, node)
+}

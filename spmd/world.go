@@ -52,7 +52,7 @@ func Discover(getenv func(string) string) (World, error) {
 		w.Rank = e.int("OMPI_COMM_WORLD_RANK", 0)
 		w.Size = e.int("OMPI_COMM_WORLD_SIZE", -1)
 		w.LocalRank = e.int("OMPI_COMM_WORLD_LOCAL_RANK", 0)
-		w.LocalSize = e.int("OMPI_COMM_WORLD_LOCAL_SIZE", 1)
+		w.LocalSize = e.int("OMPI_COMM_WORLD_LOCAL_SIZE", 0)
 		w.NodeID = e.int("OMPI_COMM_WORLD_NODE_RANK", 0)
 		if e.has("SLURM_NODEID") {
 			w.NodeID = e.int("SLURM_NODEID", 0)
@@ -63,7 +63,7 @@ func Discover(getenv func(string) string) (World, error) {
 		w.Rank = e.int("PMIX_RANK", 0)
 		w.Size = e.first(-1, "PMIX_SIZE", "SLURM_NTASKS", "PMI_SIZE")
 		w.LocalRank = e.first(0, "PMIX_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID")
-		w.LocalSize = e.first(1, "PMIX_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE", "MPI_LOCALNRANKS")
+		w.LocalSize = e.first(0, "PMIX_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE", "MPI_LOCALNRANKS")
 		w.NodeID = e.int("SLURM_NODEID", 0)
 		if w.Size < 0 {
 			e.fail("PMIX_RANK is set but the world size is not: set PMIX_SIZE or SLURM_NTASKS")
@@ -73,7 +73,7 @@ func Discover(getenv func(string) string) (World, error) {
 		w.Rank = e.int("PMI_RANK", 0)
 		w.Size = e.int("PMI_SIZE", -1)
 		w.LocalRank = e.first(0, "MPI_LOCALRANKID", "SLURM_LOCALID")
-		w.LocalSize = e.first(1, "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE")
+		w.LocalSize = e.first(0, "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE")
 		w.NodeID = e.int("SLURM_NODEID", 0)
 		e.require("PMI_SIZE", w.Size)
 	case e.has("SLURM_PROCID"):
@@ -81,15 +81,22 @@ func Discover(getenv func(string) string) (World, error) {
 		w.Rank = e.int("SLURM_PROCID", 0)
 		w.Size = e.first(-1, "SLURM_NTASKS", "SLURM_NPROCS")
 		w.LocalRank = e.int("SLURM_LOCALID", 0)
-		w.LocalSize = e.first(1, "SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE")
 		w.NodeID = e.int("SLURM_NODEID", 0)
+		w.LocalSize = e.first(0, "SLURM_NTASKS_PER_NODE")
+		if spec := e.getenv("SLURM_TASKS_PER_NODE"); spec != "" {
+			n, err := TasksOnNode(spec, w.NodeID)
+			if err != nil {
+				e.fail("SLURM_TASKS_PER_NODE: %v", err)
+			}
+			w.LocalSize = n
+		}
 		e.require("SLURM_NTASKS", w.Size)
 	case e.has("RANK") || e.has("WORLD_SIZE"):
 		w.Launcher = "torchrun"
 		w.Rank = e.int("RANK", 0)
 		w.Size = e.int("WORLD_SIZE", -1)
 		w.LocalRank = e.int("LOCAL_RANK", 0)
-		w.LocalSize = e.int("LOCAL_WORLD_SIZE", 1)
+		w.LocalSize = e.int("LOCAL_WORLD_SIZE", 0)
 		w.NodeID = e.int("GROUP_RANK", 0)
 		e.require("WORLD_SIZE", w.Size)
 		if !e.has("MASTER_ADDR") && w.Size > 1 {
@@ -100,6 +107,9 @@ func Discover(getenv func(string) string) (World, error) {
 	}
 	if e.err != nil {
 		return World{}, e.err
+	}
+	if w.LocalSize == 0 { // the launcher did not say: at least this rank's local rank + 1
+		w.LocalSize = w.LocalRank + 1
 	}
 	w.NodeList = getenv("SLURM_JOB_NODELIST")
 	if w.NodeList == "" {
@@ -142,7 +152,7 @@ func (w World) check() error {
 		return fmt.Errorf("spmd: %s=%d is outside the world of %d ranks (%s)", w.rankVar(), w.Rank, w.Size, w.sizeVar())
 	case w.LocalSize < 1:
 		return fmt.Errorf("spmd: %s: local size %d is not positive", w.localVar(), w.LocalSize)
-	case w.LocalRank < 0 || w.LocalRank >= w.LocalSize && w.LocalSize > 1:
+	case w.LocalRank < 0 || w.LocalRank >= w.LocalSize:
 		return fmt.Errorf("spmd: %s=%d is outside the %d ranks of this node", w.localVar(), w.LocalRank, w.LocalSize)
 	case w.LocalRank > w.Rank:
 		return fmt.Errorf("spmd: %s=%d is larger than the global rank %d (%s)", w.localVar(), w.LocalRank, w.Rank, w.rankVar())

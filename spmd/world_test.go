@@ -25,7 +25,7 @@ func TestDiscover(t *testing.T) {
 			World{Launcher: "pmix", Rank: 5, Size: 16, LocalRank: 5, LocalSize: 8, MasterAddr: "a1", MasterPort: DefaultMasterPort, NodeList: "a1,a2"}},
 		{"mpich", map[string]string{"PMI_RANK": "1", "PMI_SIZE": "2", "MPI_LOCALRANKID": "1", "MPI_LOCALNRANKS": "2"},
 			World{Launcher: "mpich", Rank: 1, Size: 2, LocalRank: 1, LocalSize: 2, MasterAddr: "127.0.0.1", MasterPort: DefaultMasterPort}},
-		{"slurm", map[string]string{"SLURM_PROCID": "9", "SLURM_NTASKS": "16", "SLURM_LOCALID": "1", "SLURM_TASKS_PER_NODE": "8(x2)", "SLURM_NODEID": "1", "SLURM_JOB_NODELIST": "gpu[01-02]"},
+		{"slurm", map[string]string{"SLURM_PROCID": "9", "SLURM_NTASKS": "16", "SLURM_LOCALID": "1", "SLURM_TASKS_PER_NODE": "8,8", "SLURM_NODEID": "1", "SLURM_JOB_NODELIST": "gpu[01-02]"},
 			World{Launcher: "slurm", Rank: 9, Size: 16, LocalRank: 1, LocalSize: 8, NodeID: 1, MasterAddr: "gpu01", MasterPort: DefaultMasterPort, NodeList: "gpu[01-02]"}},
 		{"slurm port from job id", map[string]string{"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_JOB_ID": "123456", "SLURM_JOB_NODELIST": "n1"},
 			World{Launcher: "slurm", Size: 2, LocalSize: 1, MasterAddr: "n1", MasterPort: DefaultMasterPort + 456, NodeList: "n1"}},
@@ -56,6 +56,8 @@ func TestDiscoverErrors(t *testing.T) {
 		{"slurm not a number", "SLURM_PROCID", map[string]string{"SLURM_PROCID": "x", "SLURM_NTASKS": "2"}},
 		{"slurm negative", "SLURM_PROCID", map[string]string{"SLURM_PROCID": "-1", "SLURM_NTASKS": "2"}},
 		{"local past local size", "SLURM_LOCALID", map[string]string{"SLURM_PROCID": "3", "SLURM_NTASKS": "4", "SLURM_LOCALID": "3", "SLURM_NTASKS_PER_NODE": "2"}},
+		{"bad tasks per node", "SLURM_TASKS_PER_NODE", map[string]string{"SLURM_PROCID": "0", "SLURM_NTASKS": "4", "SLURM_TASKS_PER_NODE": "4(y2)"}},
+		{"heterogeneous nodes", "SLURM_LOCALID", map[string]string{"SLURM_PROCID": "2", "SLURM_NTASKS": "4", "SLURM_LOCALID": "1", "SLURM_NODEID": "1", "SLURM_TASKS_PER_NODE": "3,1"}},
 		{"torchrun without master", "MASTER_ADDR", map[string]string{"RANK": "0", "WORLD_SIZE": "2"}},
 		{"bad port", "MASTER_PORT", map[string]string{"MASTER_PORT": "70000"}},
 		{"bad node list", "SLURM_JOB_NODELIST", map[string]string{"SLURM_PROCID": "0", "SLURM_NTASKS": "1", "SLURM_JOB_NODELIST": "gpu[01-"}},
@@ -93,6 +95,29 @@ func TestExpandNodeList(t *testing.T) {
 		if _, err := ExpandNodeList(bad); err == nil {
 			t.Errorf("%q: no error", bad)
 		}
+	}
+}
+
+func TestTasksOnNode(t *testing.T) {
+	cases := []struct {
+		spec string
+		node int
+		want int
+	}{
+		{"4", 0, 4}, {"8(x2)", 1, 8}, {"2(x3),1", 2, 2}, {"2(x3),1", 3, 1}, {"1,3", 1, 3},
+	}
+	for _, tc := range cases {
+		if got, err := TasksOnNode(tc.spec, tc.node); err != nil || got != tc.want {
+			t.Errorf("%q node %d: %d, %v; want %d", tc.spec, tc.node, got, err, tc.want)
+		}
+	}
+	for _, bad := range []string{"", "x", "2(3)", "0", "2(x0)", "2(x2"} {
+		if _, err := TasksOnNode(bad, 0); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+	if _, err := TasksOnNode("2(x2)", 2); err == nil {
+		t.Error("node past the list: no error")
 	}
 }
 
