@@ -312,23 +312,25 @@ func (k *Kernel) Forward(ctx context.Context, p kernels.Problem, q, kk, v, out, 
 	})
 }
 
-// scratchBuf is a reusable device buffer of the named role and size.
+// scratchBuf is a reusable fp32 device buffer of the named role with at least n
+// elements: one per role, grown (the old one freed) when a larger problem comes, so a
+// sweep over lengths holds only the largest.
 func (k *Kernel) scratchBuf(role string, n int) (*cuda.Buffer, error) {
-	key := fmt.Sprintf("%s/%d", role, n)
 	k.mu.Lock()
-	b, ok := k.scratch[key]
-	k.mu.Unlock()
-	if ok {
-		return b, nil
+	defer k.mu.Unlock()
+	if b, ok := k.scratch[role]; ok && b.Numel() >= n {
+		return b.View(0, n)
+	}
+	if old, ok := k.scratch[role]; ok {
+		k.dev.Free(old)
+		delete(k.scratch, role)
 	}
 	b, err := k.dev.AllocBuffer(tensor.FP32, n)
 	if err != nil {
 		return nil, err
 	}
-	k.mu.Lock()
-	k.scratch[key] = b
-	k.mu.Unlock()
-	return b, nil
+	k.scratch[role] = b
+	return b.View(0, n)
 }
 
 // Backward writes dq, dk and dv.
