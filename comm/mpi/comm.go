@@ -9,6 +9,7 @@ import "C"
 
 import (
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -142,6 +143,9 @@ func (c *Comm) p2p(send bool, buf tensor.Tensor, peer int) error {
 	}
 	if peer < 0 || peer >= c.size {
 		return fmt.Errorf("mpi: %s: peer %d is outside the group of %d", what, peer, c.size)
+	}
+	if len(h.Data) > math.MaxInt32 {
+		return fmt.Errorf("mpi: %s: %d bytes are over MPI's 2 GiB count limit: send it in parts", what, len(h.Data))
 	}
 	if c.group != nil {
 		c.group.ops = append(c.group.ops, p2p{send, h, peer})
