@@ -1,0 +1,87 @@
+#!/bin/sh
+# The CP methods on the GPU machine, device-resident. Build here with `make cp-device`
+# (bin/longca, bin/cp.test, bin/cudamover.test, bin/nccl.test), carry bin/, then run from
+# the repository root there:
+#   sh spmd/cp/gpu.sh
+# Steps, each bounded by `timeout` (the whole under 6 minutes):
+#   1. bin/cp.test: NVRTC log of the helper kernels, the primitives against their host
+#      emulation, every method x the 4 CP masks x 2/4/8 simulated ranks on one GPU,
+#      forward and backward, against the CPU reference (then bin/cudamover.test)
+#   2. bin/longca cp --ranks 8 --kernel cuda: each method x the 4 CP masks x fwd,bwd at 8K
+#      tokens per rank, GQA 64:8, head dim 128, bf16, checked (at a reduced length)
+#   3. one rank through NCCL under mpirun, then comm/nccl's gpucheck.sh
+# Logs and results go to /tmp/longca-cp and, when $OUT is set, to $OUT (7 files).
+# Environment: CP_METHODS, CP_MASKS, CP_TOKENS (8K), CP_ITERS (3), CP_WARMUP (1),
+# CP_STEP_TIMEOUT (seconds per method sweep, 32).
+set -u
+if [ ! -x bin/cp.test ] && [ -f bin/cp-device.tgz ]; then
+	tar -C bin -xzf bin/cp-device.tgz || exit 1
+fi
+out=/tmp/longca-cp
+rm -rf "$out"
+mkdir -p "$out"
+export LONGCA_CACHE_DIR=${LONGCA_CACHE_DIR:-/tmp/longca-nvrtc}
+export NCCL_NVLS_ENABLE=0
+methods=${CP_METHODS:-ring-p2p ring-allgather ulysses usp loongtrain}
+masks=${CP_MASKS:-full,causal,full_document_long,causal_document_long}
+tokens=${CP_TOKENS:-8K}
+iters=${CP_ITERS:-3}
+warmup=${CP_WARMUP:-1}
+steptime=${CP_STEP_TIMEOUT:-32}
+start=$(date +%s)
+summary="$out/summary.txt"
+: >"$summary"
+note() { echo "$*" | tee -a "$summary"; }
+status() { case $1 in 0) echo ok ;; 124 | 137) echo "TIMEOUT" ;; *) echo "FAIL($1)" ;; esac; }
+
+# 1. the GPU tests
+timeout 110 bin/cp.test -test.run '^TestGPU' -test.v -test.count=1 -test.timeout 105s >"$out/cp-test.log" 2>&1
+rc=$?
+sed -n '/^=== RUN   TestGPUOpsCompile/,/^--- /p' "$out/cp-test.log" | head -40
+grep -E '^(--- |ok|FAIL|PASS)|^    --- FAIL|worst error|panic' "$out/cp-test.log" | grep -v '^    --- PASS' | tail -30
+pass=$(grep -c '^    --- PASS: TestGPUMethodsMatchReference/' "$out/cp-test.log")
+fail=$(grep -c '^    --- FAIL: TestGPUMethodsMatchReference/' "$out/cp-test.log")
+note "cp.test            $(status $rc)  method cases passed $pass, failed $fail; $(grep -o 'worst error / tolerance over the table: [0-9.]*' "$out/cp-test.log")"
+timeout 30 bin/cudamover.test -test.v -test.count=1 >"$out/cudamover-test.log" 2>&1
+rc=$?
+grep -E '^(--- |ok|FAIL|PASS|#)|panic' "$out/cudamover-test.log"
+note "cudamover.test     $(status $rc)"
+
+# 2. 8 simulated ranks on one GPU, one sweep per method (each bounded; rows are flushed
+# as they are measured)
+for m in $methods; do
+	timeout "$steptime" bin/longca cp --ranks 8 --kernel cuda --methods "$m" --masks "$masks" \
+		--tokens-per-rank "$tokens" --heads 64:8 --head-dim 128 --dtype bf16 --passes fwd,bwd \
+		--samples 1 -w "$warmup" -n "$iters" --check --check-budget 5e8 --out "$out/results/$m" \
+		>"$out/sweep-$m.log" 2>&1
+	rc=$?
+	cat "$out/sweep-$m.log" >>"$out/cp-sweep.log"
+	grep -E '^(#|  )' "$out/sweep-$m.log" | grep -v '^# rank files\|^# results'
+	rows=$(grep -cE '^  [a-z-]+ +[0-9]+x[0-9]+' "$out/sweep-$m.log")
+	wrong=$(grep -c 'WRONG' "$out/sweep-$m.log")
+	note "longca cp $m: $(status $rc)  rows $rows, wrong $wrong"
+	[ $rc = 0 ] || tail -3 "$out/sweep-$m.log"
+done
+
+# 3. one rank through NCCL (mpirun), then comm/nccl's own checks
+timeout 60 mpirun --allow-run-as-root -np 1 -x NCCL_NVLS_ENABLE -x MASTER_ADDR=127.0.0.1 -x LONGCA_CACHE_DIR \
+	bin/longca cp --backend nccl --kernel cuda --masks "$masks" --tokens-per-rank "$tokens" --heads 64:8 \
+	--head-dim 128 --dtype bf16 --passes fwd,bwd --samples 1 -w "$warmup" -n "$iters" --check-budget 5e8 \
+	--out "$out/results/nccl" >"$out/nccl-cp.log" 2>&1
+rc=$?
+grep -E '^(#|  )' "$out/nccl-cp.log"
+note "longca cp nccl 1 rank: $(status $rc)  rows $(grep -cE '^  [a-z-]+ +[0-9]+x[0-9]+' "$out/nccl-cp.log"), wrong $(grep -c WRONG "$out/nccl-cp.log")"
+[ $rc = 0 ] || tail -5 "$out/nccl-cp.log"
+timeout 60 sh comm/nccl/gpucheck.sh bin/nccl.test >"$out/nccl-gpucheck.log" 2>&1
+rc=$?
+grep -E '^(--- |ok|FAIL|#)|panic' "$out/nccl-gpucheck.log" | tail -15
+note "nccl gpucheck      $(status $rc)"
+
+note "elapsed $(($(date +%s) - start)) s"
+if [ -n "${OUT:-}" ]; then
+	tar -C "$out" -czf "$OUT/cp-results.tgz" results 2>/dev/null
+	cp "$out/cp-test.log" "$out/cudamover-test.log" "$out/cp-sweep.log" "$out/nccl-cp.log" \
+		"$out/nccl-gpucheck.log" "$summary" "$OUT/" 2>/dev/null
+fi
+echo "# summary"
+cat "$summary"
