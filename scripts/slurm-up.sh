@@ -9,11 +9,14 @@ dir=${LONGCA_SLURM_DIR:-/tmp/longca-slurm}
 mkdir -p "$dir"/{state,spool,log}
 host=$(hostname -s)
 
+# die prints the reason and the daemons' logs, stops what this script started, fails.
 die() {
 	echo "slurm-up: $*" >&2
 	for f in "$dir"/log/*.log /var/log/munge/munged.log; do
 		[ -f "$f" ] && { echo "----- $f" >&2; tail -n 40 "$f" >&2; }
 	done
+	LONGCA_SLURM_DIR=$dir "$(dirname "$0")/slurm-down.sh"
+	echo "slurm-up: $*" >&2
 	exit 1
 }
 
@@ -75,11 +78,14 @@ state=
 for _ in $(seq 150); do
 	state=$(sinfo -h -o %T 2>/dev/null | head -1 || true)
 	[ "$state" = idle ] && break
+	for d in slurmctld slurmd; do
+		if ! kill -0 "$(cat "$dir/$d.launcher.pid")" 2>/dev/null; then
+			die "$d exited at start"
+		fi
+	done
 	sleep 0.2
 done
 if [ "$state" != idle ]; then
-	cp "$dir"/log/*.out "$dir/log/" 2>/dev/null || true
-	for f in "$dir"/log/*.out; do echo "----- $f" >&2; tail -n 40 "$f" >&2; done
 	die "the node did not become idle within 30 s (state: '${state:-none}')"
 fi
 echo "export SLURM_CONF=$SLURM_CONF"
