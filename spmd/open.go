@@ -105,7 +105,14 @@ func Open(ctx context.Context, w World, o Options) (comm.Comm, error) {
 // server) once the ranks need it no more. Ranks that do not join within the timeout are
 // named in the error.
 func Bootstrap(ctx context.Context, w World, timeout time.Duration) (*Store, *StoreServer, error) {
-	addr := net.JoinHostPort(w.MasterAddr, strconv.Itoa(w.MasterPort))
+	host := w.MasterAddr
+	if host == "" {
+		if w.LocalSize < w.Size {
+			return nil, nil, fmt.Errorf("spmd: MASTER_ADDR is not set and the %d ranks span several nodes (%d on this one): set it to rank 0's host (mpirun -x MASTER_ADDR=<host>)", w.Size, w.LocalSize)
+		}
+		host = "127.0.0.1" // every rank is on this node
+	}
+	addr := net.JoinHostPort(host, strconv.Itoa(w.MasterPort))
 	var srv *StoreServer
 	if w.Rank == 0 {
 		var err error

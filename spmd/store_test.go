@@ -261,6 +261,16 @@ func TestTCPHungRank(t *testing.T) {
 	}
 }
 
+// TestBootstrapNeedsMasterAcrossNodes: with ranks on several nodes and no MASTER_ADDR,
+// Bootstrap says what to set instead of waiting for a store nobody can find.
+func TestBootstrapNeedsMasterAcrossNodes(t *testing.T) {
+	w := World{Launcher: "ompi", Rank: 1, Size: 16, LocalRank: 1, LocalSize: 8, MasterPort: freePort(t)}
+	_, _, err := Bootstrap(context.Background(), w, time.Second)
+	if err == nil || !strings.Contains(err.Error(), "MASTER_ADDR") {
+		t.Errorf("multi-node without MASTER_ADDR: %v", err)
+	}
+}
+
 func TestOpenUnknownBackend(t *testing.T) {
 	_, err := Open(context.Background(), World{Size: 1, LocalSize: 1}, Options{Backend: "carrier-pigeon"})
 	if err == nil || !strings.Contains(err.Error(), "carrier-pigeon") || !strings.Contains(err.Error(), "tcp") {

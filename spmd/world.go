@@ -24,7 +24,7 @@ type World struct {
 	LocalSize  int
 	NodeID     int
 	Host       string
-	MasterAddr string // where rank 0 hosts the bootstrap store
+	MasterAddr string // where rank 0 hosts the bootstrap store; empty when nothing says
 	MasterPort int
 	NodeList   string // Slurm's compact node list, when launched by Slurm
 }
@@ -122,7 +122,8 @@ func Discover(getenv func(string) string) (World, error) {
 }
 
 // fillMaster sets the store's address: MASTER_ADDR/MASTER_PORT when set, else the first
-// host of the Slurm node list, else this host when every rank is on it.
+// host of the Slurm node list, else nothing (Bootstrap then uses this host when every
+// rank is on it, and refuses otherwise).
 func (w *World) fillMaster(e env) error {
 	w.MasterAddr = e.getenv("MASTER_ADDR")
 	if e.has("MASTER_PORT") {
@@ -137,9 +138,6 @@ func (w *World) fillMaster(e env) error {
 			return fmt.Errorf("spmd: SLURM_JOB_NODELIST: %w", err)
 		}
 		w.MasterAddr = hosts[0]
-	}
-	if w.MasterAddr == "" {
-		w.MasterAddr = "127.0.0.1"
 	}
 	return e.err
 }

@@ -16,7 +16,7 @@ func TestDiscover(t *testing.T) {
 		env  map[string]string
 		want World // Host is ignored
 	}{
-		{"single", map[string]string{}, World{Launcher: "single", Size: 1, LocalSize: 1, MasterAddr: "127.0.0.1", MasterPort: DefaultMasterPort}},
+		{"single", map[string]string{}, World{Launcher: "single", Size: 1, LocalSize: 1, MasterPort: DefaultMasterPort}},
 		{"ompi", map[string]string{"OMPI_COMM_WORLD_RANK": "3", "OMPI_COMM_WORLD_SIZE": "8", "OMPI_COMM_WORLD_LOCAL_RANK": "1", "OMPI_COMM_WORLD_LOCAL_SIZE": "2", "OMPI_COMM_WORLD_NODE_RANK": "1", "MASTER_ADDR": "n0", "MASTER_PORT": "4000"},
 			World{Launcher: "ompi", Rank: 3, Size: 8, LocalRank: 1, LocalSize: 2, NodeID: 1, MasterAddr: "n0", MasterPort: 4000}},
 		{"ompi wins over slurm", map[string]string{"OMPI_COMM_WORLD_RANK": "2", "OMPI_COMM_WORLD_SIZE": "4", "SLURM_PROCID": "0", "SLURM_NTASKS": "1", "SLURM_NODEID": "1", "SLURM_JOB_NODELIST": "gpu[07-08]"},
@@ -24,7 +24,7 @@ func TestDiscover(t *testing.T) {
 		{"pmix", map[string]string{"PMIX_RANK": "5", "SLURM_NTASKS": "16", "SLURM_LOCALID": "5", "SLURM_NTASKS_PER_NODE": "8(x2)", "SLURM_NODEID": "0", "SLURM_JOB_NODELIST": "a1,a2"},
 			World{Launcher: "pmix", Rank: 5, Size: 16, LocalRank: 5, LocalSize: 8, MasterAddr: "a1", MasterPort: DefaultMasterPort, NodeList: "a1,a2"}},
 		{"mpich", map[string]string{"PMI_RANK": "1", "PMI_SIZE": "2", "MPI_LOCALRANKID": "1", "MPI_LOCALNRANKS": "2"},
-			World{Launcher: "mpich", Rank: 1, Size: 2, LocalRank: 1, LocalSize: 2, MasterAddr: "127.0.0.1", MasterPort: DefaultMasterPort}},
+			World{Launcher: "mpich", Rank: 1, Size: 2, LocalRank: 1, LocalSize: 2, MasterPort: DefaultMasterPort}},
 		{"slurm", map[string]string{"SLURM_PROCID": "9", "SLURM_NTASKS": "16", "SLURM_LOCALID": "1", "SLURM_TASKS_PER_NODE": "8,8", "SLURM_NODEID": "1", "SLURM_JOB_NODELIST": "gpu[01-02]"},
 			World{Launcher: "slurm", Rank: 9, Size: 16, LocalRank: 1, LocalSize: 8, NodeID: 1, MasterAddr: "gpu01", MasterPort: DefaultMasterPort, NodeList: "gpu[01-02]"}},
 		{"slurm port from job id", map[string]string{"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_JOB_ID": "123456", "SLURM_JOB_NODELIST": "n1"},

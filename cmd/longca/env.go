@@ -165,7 +165,11 @@ func writeEnv(out io.Writer, r envReport) {
 	fmt.Fprintf(out, "rank         %d of %d\n", r.Rank, r.WorldSize)
 	fmt.Fprintf(out, "local rank   %d of %d (node %d)\n", r.LocalRank, r.LocalSize, r.NodeID)
 	fmt.Fprintf(out, "host         %s\n", r.Host)
-	fmt.Fprintf(out, "master       %s:%d\n", r.MasterAddr, r.MasterPort)
+	if r.MasterAddr == "" {
+		fmt.Fprintf(out, "master       127.0.0.1:%d (MASTER_ADDR unset: enough when every rank is on this node)\n", r.MasterPort)
+	} else {
+		fmt.Fprintf(out, "master       %s:%d\n", r.MasterAddr, r.MasterPort)
+	}
 	if r.NodeList != "" {
 		fmt.Fprintf(out, "node list    %s\n", r.NodeList)
 	}
