@@ -20,6 +20,9 @@ log() { printf '\n=== %s\n' "$*"; }
 
 # --- 1. packages -----------------------------------------------------------------
 need=()
+command -v gcc >/dev/null || need+=(gcc libc6-dev) # cgo
+command -v pkg-config >/dev/null || need+=(pkg-config)
+command -v make >/dev/null || need+=(make)
 command -v mpicc >/dev/null || need+=(openmpi-bin libopenmpi-dev)
 command -v slurmctld >/dev/null || need+=(slurm-wlm)
 command -v munged >/dev/null || need+=(munge)
@@ -27,7 +30,7 @@ if [ ${#need[@]} -gt 0 ]; then
 	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
 		log "installing ${need[*]}"
 		export DEBIAN_FRONTEND=noninteractive
-		apt-get update -qq && apt-get install -y -qq "${need[@]}" pkg-config >/dev/null ||
+		apt-get update -qq && apt-get install -y -qq "${need[@]}" >/dev/null ||
 			{ echo "test.sh: apt-get install ${need[*]} failed" >&2; exit 1; }
 	else
 		echo "test.sh: missing ${need[*]}: install them (apt-get install -y openmpi-bin libopenmpi-dev slurm-wlm munge) or run as root" >&2
