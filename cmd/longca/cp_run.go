@@ -212,6 +212,9 @@ func (rr *cpRank) run(ctx context.Context) ([]results.Row, int, error) {
 					if row.MedianMs != nil {
 						ev = ev.Float64("median_ms", *row.MedianMs).Float64("tflops_per_gpu", *row.TFLOPs)
 					}
+					if row.PeakMemBytes != nil {
+						ev = ev.Int64("peak_mem_bytes", *row.PeakMemBytes)
+					}
 					ev.Msg("cp")
 				}
 			}
@@ -417,6 +420,7 @@ func printCPTable(w io.Writer, rows []results.Row) error {
 	type agg struct {
 		n, ok              int
 		ms, tflops, gbs    float64
+		peak               int64
 		status, checkWorst string
 		checkPass          *bool
 	}
@@ -445,11 +449,14 @@ func printCPTable(w io.Writer, rows []results.Row) error {
 			if r.BandwidthGBs != nil {
 				a.gbs += *r.BandwidthGBs
 			}
+			if r.PeakMemBytes != nil {
+				a.peak = max(a.peak, *r.PeakMemBytes)
+			}
 		} else {
 			a.status = string(r.Status)
 		}
 	}
-	fmt.Fprintf(w, "# %-15s %-8s %-22s %-6s %-7s %7s %10s %12s %9s %-6s\n", "method", "mesh", "mask", "heads", "pass", "samples", "time_ms", "TFLOPs/GPU", "GB/s", "check")
+	fmt.Fprintf(w, "# %-15s %-8s %-22s %-6s %-7s %7s %10s %12s %9s %-6s %9s\n", "method", "mesh", "mask", "heads", "pass", "samples", "time_ms", "TFLOPs/GPU", "GB/s", "check", "peak_GiB")
 	for _, k := range order {
 		a := sums[k]
 		chk := "-"
@@ -464,7 +471,11 @@ func printCPTable(w io.Writer, rows []results.Row) error {
 			continue
 		}
 		f := float64(a.ok)
-		fmt.Fprintf(w, "  %-15s %-8s %-22s %-6s %-7s %7d %10.3f %12.4f %9.3f %-6s\n", k.method, k.mesh, k.mask, k.heads, k.pass, a.n, a.ms/f, a.tflops/f, a.gbs/f, chk)
+		peak := "-"
+		if a.peak > 0 {
+			peak = fmt.Sprintf("%.2f", float64(a.peak)/(1<<30))
+		}
+		fmt.Fprintf(w, "  %-15s %-8s %-22s %-6s %-7s %7d %10.3f %12.4f %9.3f %-6s %9s\n", k.method, k.mesh, k.mask, k.heads, k.pass, a.n, a.ms/f, a.tflops/f, a.gbs/f, chk, peak)
 	}
 	return nil
 }
