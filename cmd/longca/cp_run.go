@@ -69,6 +69,10 @@ func cpAction(c *cli.Context) error {
 	}
 	var rows []results.Row
 	var failed int
+	if w.Size > 1 && (so.Backend == "" || so.Backend == "auto") && o.kernel == "cuda" {
+		// GPU ranks started by a launcher talk through NCCL, device buffer to device buffer.
+		so.Backend = "nccl"
+	}
 	if w.Size > 1 || so.Backend != "auto" && so.Backend != "local" {
 		// One process per rank: the launcher's world.
 		withRank(w.Rank, w.Size)
