@@ -67,6 +67,9 @@ func (o *Ops) launch(name string, n int64, args ...any) error {
 	if n == 0 {
 		return nil
 	}
+	if err := checkArgs(name, args); err != nil {
+		return err
+	}
 	f, err := o.fn(name)
 	if err != nil {
 		return err
@@ -257,7 +260,11 @@ func (o *Ops) Merge(acc, lacc, out, lse tensor.Tensor) error {
 	if rows == 0 {
 		return nil
 	}
+	args := []any{bs[0], bs[1], bs[2], bs[3], sh[0], sh[1], sh[2]}
+	if err := checkArgs("merge_"+sf, args); err != nil {
+		return err
+	}
 	return o.g.Do(func() error {
-		return f.Launch(cuda.Dim3{X: rows}, cuda.Dim3{X: min(128, max(32, sh[2]))}, 0, o.stream, bs[0], bs[1], bs[2], bs[3], sh[0], sh[1], sh[2])
+		return f.Launch(cuda.Dim3{X: rows}, cuda.Dim3{X: min(128, max(32, sh[2]))}, 0, o.stream, args...)
 	})
 }

@@ -297,3 +297,44 @@ func TestKernelNames(t *testing.T) {
 		t.Errorf("kernel %s is defined but never launched", n)
 	}
 }
+
+// fakeBuf stands for a device buffer in argument checks.
+type fakeBuf struct{}
+
+func (fakeBuf) DevicePtr() uintptr { return 0 }
+
+// TestSignatures parses every kernel's parameters and checks that the argument lists
+// the wrappers build fit them (and that a wrong one is refused).
+func TestSignatures(t *testing.T) {
+	s, err := signatures()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s) != 15 {
+		t.Fatalf("parsed %d kernels, want 15", len(s))
+	}
+	b := fakeBuf{}
+	ok := map[string][]any{
+		"copy_rows":      {b, b, uint64(1), uint64(2), uint64(3), uint64(4), uint64(5), uint64(6)},
+		"heads_sum_bf16": {b, b, uint64(7), 2, 64, 8},
+		"acc_fp16":       {b, b, uint64(9)},
+		"cvt_fp32_bf16":  {b, b, uint64(9)},
+		"max_fp32":       {b, b, uint64(9)},
+		"merge_fp32":     {b, b, b, b, 5, 3, 6},
+	}
+	for name, args := range ok {
+		if err := checkArgs(name, args); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	for name, args := range map[string][]any{
+		"copy_rows":  {b, b, 1, uint64(2), uint64(3), uint64(4), uint64(5), uint64(6)},
+		"merge_fp32": {b, b, b, b, 5, 3},
+		"nope":       {b},
+		"acc_bf16":   {b, uint64(1), uint64(9)},
+	} {
+		if err := checkArgs(name, args); err == nil {
+			t.Errorf("%s with %v was accepted", name, args)
+		}
+	}
+}
