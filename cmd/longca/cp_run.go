@@ -39,6 +39,9 @@ func cpAction(c *cli.Context) error {
 	if w.Size > 1 && c.IsSet("ranks") && o.ranks != w.Size {
 		return usageError("--ranks %d under a launcher of %d processes: leave --ranks out (each process is one rank)", o.ranks, w.Size)
 	}
+	if w.Size == 1 && o.ranks > 1 && so.Backend != "auto" && so.Backend != "local" && so.Backend != "" {
+		return usageError("--ranks %d with --backend %s: in-process ranks talk through comm/local; start one process per GPU (mpirun -np %d longca cp --backend %s) or leave --backend out", o.ranks, so.Backend, o.ranks, so.Backend)
+	}
 	if w.Size == 1 && o.ranks > 0 {
 		n = o.ranks
 	}

@@ -49,6 +49,7 @@ func TestCPUsageErrors(t *testing.T) {
 		{[]string{"--passes", "sideways"}, "--passes"},
 		{[]string{"--kernel", "nope"}, "--kernel"},
 		{[]string{"--ranks", "0"}, "--ranks"},
+		{[]string{"--ranks", "8", "--backend", "nccl"}, "--ranks 8 with --backend nccl"},
 	}
 	for _, c := range cases {
 		args := append([]string{"cp", "--dry-run"}, c.args...)
