@@ -325,6 +325,7 @@ func (rr *cpRank) timeCase(ctx context.Context, m cp.Method, run *cp.Run, pass k
 		t.FillNormal(rng, 1)
 	}
 	dev := run.Device()
+	run.ReleaseCache()
 	dev.ResetPeak()
 	// q, k, v, dout, out, lse, dq, dk, dv on the run's device (the host tensors
 	// themselves on the CPU).

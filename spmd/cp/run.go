@@ -54,6 +54,10 @@ func (r *Run) Download(dst *tensor.Host, t tensor.Tensor) error {
 	return r.ops.download(dst, t)
 }
 
+// ReleaseCache gives the device memory the run's pool keeps for reuse back, so a
+// measurement's peak starts from what is really held.
+func (r *Run) ReleaseCache() { r.ops.trim() }
+
 // Free releases tensors from Upload (nothing on the host).
 func (r *Run) Free(ts ...tensor.Tensor) { r.ops.free(ts...) }
 
