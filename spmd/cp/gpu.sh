@@ -12,7 +12,7 @@
 #   3. one rank through NCCL under mpirun, then comm/nccl's gpucheck.sh
 # Logs and results go to /tmp/longca-cp and, when $OUT is set, to $OUT (7 files).
 # Environment: CP_METHODS, CP_MASKS, CP_TOKENS (8K), CP_ITERS (3), CP_WARMUP (1),
-# CP_STEP_TIMEOUT (seconds per method sweep, 32), CP_BUDGET (seconds for everything, 340);
+# CP_STEP_TIMEOUT (seconds per method sweep, 50; the sweeps leave 90 s for step 3), CP_BUDGET (seconds for everything, 340);
 # CP_KERNEL, CP_HEADS, CP_HEAD_DIM (cuda, 64:8, 128) only to try the script on a CPU.
 set -u
 if [ ! -x bin/cp.test ] && [ -f bin/cp-device.tgz ]; then
@@ -31,12 +31,13 @@ heads=${CP_HEADS:-64:8}
 hdim=${CP_HEAD_DIM:-128}
 iters=${CP_ITERS:-3}
 warmup=${CP_WARMUP:-1}
-steptime=${CP_STEP_TIMEOUT:-32}
+steptime=${CP_STEP_TIMEOUT:-50}
 start=$(date +%s)
 budget=${CP_BUDGET:-340} # seconds for the whole script
-# bound N: N, or the seconds left of the budget when fewer (0: skip the step)
+reserve=0 # seconds of the budget kept for the steps after the current one
+# bound N: N, or the seconds left of the budget (less the reserve) when fewer (0: skip)
 bound() {
-	l=$((start + budget - $(date +%s)))
+	l=$((start + budget - reserve - $(date +%s)))
 	[ "$l" -lt 5 ] && l=0
 	[ "$l" -lt "$1" ] && echo "$l" || echo "$1"
 }
@@ -66,6 +67,7 @@ note "cudamover.test     $(status $rc)"
 
 # 2. 8 simulated ranks on one GPU, one sweep per method (each bounded; rows are flushed
 # as they are measured)
+reserve=90
 for m in $methods; do
 	run "$steptime" bin/longca cp --ranks 8 --kernel "$kernel" --methods "$m" --masks "$masks" \
 		--tokens-per-rank "$tokens" --heads "$heads" --head-dim "$hdim" --dtype bf16 --passes fwd,bwd \
@@ -78,6 +80,8 @@ for m in $methods; do
 	note "longca cp $m: $(status $rc)  rows $rows, wrong $wrong"
 	[ $rc = 0 ] || tail -3 "$out/sweep-$m.log"
 done
+
+reserve=0
 
 # 3. one rank through NCCL (mpirun), then comm/nccl's own checks
 run 60 mpirun --allow-run-as-root -np 1 -x NCCL_NVLS_ENABLE -x MASTER_ADDR=127.0.0.1 -x LONGCA_CACHE_DIR \
