@@ -123,7 +123,18 @@ func newDeviceOps(k cudaKernel) (ops, error) {
 		c = cudaPrims{Ops: o, g: g, pool: devops.NewPool(g)}
 		devOps[g] = c
 	}
-	return deviceOps{p: c}, nil
+	d := deviceOps{p: c}
+	if f, ok := k.(fp32Partials); ok && f.FP32Partials() {
+		d.part = tensor.FP32
+	}
+	return d, nil
+}
+
+// fp32Partials is a device kernel that also writes fp32 outputs (out, dq, dk, dv) for a
+// bf16 or fp16 problem. The methods then keep each step's partial results in fp32: the
+// rounding of per-step partial gradients to bf16 costs precision (TestDeviceOpsBF16Partials).
+type fp32Partials interface {
+	FP32Partials() bool
 }
 
 func (d deviceOps) alloc(dt tensor.DType, shape ...int) (tensor.Tensor, error) {
