@@ -18,11 +18,6 @@ func init() {
 	})
 }
 
-// cpMethodLister, when set (by the CP methods' file), lists the CP methods as
-// name/description pairs for `longca list`; unset, the names come from spmd/cp's
-// registry without descriptions.
-var cpMethodLister func() [][2]string
-
 func listAction(c *cli.Context) error {
 	w := c.App.Writer
 	kernelMasks := map[string]bool{}
@@ -49,22 +44,14 @@ func listAction(c *cli.Context) error {
 	return nil
 }
 
-// listCPMethods prints the CP methods section.
-// CP methods: the CP engineer sets cpMethodLister from the `longca cp` file.
+// listCPMethods prints the CP methods registered in spmd/cp with their descriptions.
 func listCPMethods(w io.Writer) {
 	fmt.Fprintln(w, "# cp methods")
-	list := [][2]string{}
-	if cpMethodLister != nil {
-		list = cpMethodLister()
-	} else {
-		for _, n := range cp.Names() {
-			list = append(list, [2]string{n, "(longca cp --methods " + n + ")"})
+	for _, n := range cp.Names() {
+		doc := ""
+		if m, err := cp.New(n); err == nil {
+			doc = m.Doc()
 		}
-	}
-	if len(list) == 0 {
-		fmt.Fprintln(w, "  (none registered)")
-	}
-	for _, m := range list {
-		fmt.Fprintf(w, "  %-24s %s\n", m[0], m[1])
+		fmt.Fprintf(w, "  %-24s %s\n", n, doc)
 	}
 }
