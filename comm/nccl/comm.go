@@ -221,8 +221,9 @@ func (c *Comm) run(op string, enqueue func() error) error {
 }
 
 // Group issues fn's sends, receives and collectives together (ncclGroupStart/End)
-// and returns when all have completed. Nested groups join the outer one. If fn fails,
-// the communicator is aborted, since peers may be waiting on the part it enqueued.
+// and returns when all have completed. Nested groups join the outer one. If fn or
+// ncclGroupEnd fails, the communicator is aborted, since peers may be waiting on the
+// part already enqueued.
 func (c *Comm) Group(fn func() error) error {
 	if err := c.usable("group"); err != nil {
 		return err
@@ -242,7 +243,9 @@ func (c *Comm) Group(fn func() error) error {
 		return c.g.fail(fmt.Errorf("nccl: rank %d: %s: %w; communicator aborted so peers do not wait on it", c.rank, op, ferr))
 	}
 	if eerr != nil {
-		return eerr
+		// NCCL refused the group (e.g. a receive from self with no matching send): what
+		// was enqueued is undefined, so the communicator is aborted as for a failing fn.
+		return c.g.fail(fmt.Errorf("nccl: rank %d: %s: %w; communicator aborted", c.rank, op, eerr))
 	}
 	return c.complete(op)
 }

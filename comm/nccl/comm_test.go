@@ -189,6 +189,26 @@ func TestCommGroupFailureAborts(t *testing.T) {
 	}
 }
 
+// A group NCCL refuses at ncclGroupEnd (as NCCL 2.28 refuses an unmatched receive from
+// self, seen on the H200) aborts the communicator once, like a failing group body: later
+// calls fail at once.
+func TestCommGroupEndRefusalAborts(t *testing.T) {
+	c := newFakeComm(t, fakeLib, doneStream, 10*time.Second)
+	l := c.Lib()
+	before := fakeCounter(t, l, "fake_aborts")
+	buf := hostDev{tensor.NewHost(tensor.FP32, 4)}
+	err := c.Group(func() error { return c.Recv(buf, 0) })
+	if err == nil || !strings.Contains(err.Error(), "ncclInvalidUsage") || !strings.Contains(err.Error(), "aborted") {
+		t.Fatalf("group with an unmatched self receive: %v", err)
+	}
+	if got := fakeCounter(t, l, "fake_aborts") - before; got != 1 {
+		t.Errorf("%d aborts, want 1", got)
+	}
+	if err := c.Barrier(); err == nil || !strings.Contains(err.Error(), "aborted communicator") {
+		t.Errorf("after the refused group: %v", err)
+	}
+}
+
 func TestCommWatchdogTimeout(t *testing.T) {
 	var hung atomic.Bool
 	s := FuncStream{Ptr: 1, QueryFn: func() (bool, error) { return !hung.Load(), nil }}
