@@ -6,10 +6,20 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 TAGS    ?= $(shell command -v mpicc >/dev/null 2>&1 && echo mpi)
 LDFLAGS := -X main.Version=$(VERSION)
 
-.PHONY: build test unit integration lint bench gpu-test device cp-device clean
+.PHONY: build run test unit integration lint bench gpu-test device cp-device clean
 
 build:
 	$(GO) build -tags '$(TAGS)' -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/longca
+
+# run: the main job: the standard suite that fits this machine (a small CPU suite without a
+# GPU, all 12 masks at 8K..48K with the cuda kernel on one); RUN_ARGS adds flags.
+run: build
+	$(BIN) run $(RUN_ARGS)
+
+# bench: Go benchmarks of the CPU reference and the check (performance is shown here and by
+# `longca kernel`, never by a timed unit test).
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime 1x ./kernels/ref ./kernels/check
 
 # test: everything CI checks, on a fresh machine too (scripts/test.sh installs Open MPI,
 # Slurm and munge as root when missing): vet, unit tests, then the mpirun and Slurm
