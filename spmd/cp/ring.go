@@ -82,7 +82,6 @@ func (r *Run) transfer(fn func() error) (<-chan error, error) {
 func (r *Run) ringForward(ctx context.Context, q, k, v, out, lse tensor.Tensor) error {
 	pl, g := r.Plan, r.geometry()
 	lr, hq, d := pl.Layout.Local, pl.HeadsQ, pl.Problem.HeadDim
-	kvShape := k.Shape()
 	a := &arena{o: r.ops}
 	defer a.release()
 	merger, err := r.ops.merger(lr, hq, d)
@@ -98,61 +97,18 @@ func (r *Run) ringForward(ctx context.Context, q, k, v, out, lse tensor.Tensor) 
 	if err != nil {
 		return err
 	}
-	outerBuf, err := newKV2(a, k.DType(), kvShape, g.w)
+	err = r.walkRing(a, k, v, func(o, i int, blk kvPair) error {
+		m := pl.StepMask(g.rr, g.source(o, i))
+		if len(m.Slices) == 0 {
+			return nil
+		}
+		if err := r.Kernel.Forward(ctx, pl.stepProblem(m), q, blk.k, blk.v, partOut, partLSE); err != nil {
+			return fmt.Errorf("%s: step (%d, %d): %w", pl.Method, o, i, err)
+		}
+		return merger.add(partOut, partLSE)
+	}, nil, nil)
 	if err != nil {
 		return err
-	}
-	innerBuf, err := newKV2(a, k.DType(), kvShape, g.ws)
-	if err != nil {
-		return err
-	}
-	cur := kvPair{k, v}
-	for o := range g.w {
-		var outerDone <-chan error
-		next := outerBuf[o%2]
-		if o < g.w-1 {
-			send := cur
-			if outerDone, err = r.transfer(func() error {
-				return exchange(r.outer, (g.a+1)%g.w, (g.a-1+g.w)%g.w, send.list(), next.list())
-			}); err != nil {
-				return err
-			}
-		}
-		blk := cur
-		for i := range g.ws {
-			var innerDone <-chan error
-			recv := innerBuf[i%2]
-			if i < g.ws-1 {
-				send := blk
-				if innerDone, err = r.transfer(func() error {
-					return exchange(r.inner, (g.b+1)%g.ws, (g.b-1+g.ws)%g.ws, send.list(), recv.list())
-				}); err != nil {
-					return err
-				}
-			}
-			m := pl.StepMask(g.rr, g.source(o, i))
-			if len(m.Slices) > 0 {
-				if err := r.Kernel.Forward(ctx, pl.stepProblem(m), q, blk.k, blk.v, partOut, partLSE); err != nil {
-					_ = wait(innerDone)
-					_ = wait(outerDone)
-					return fmt.Errorf("%s: step (%d, %d): %w", pl.Method, o, i, err)
-				}
-				if err := merger.add(partOut, partLSE); err != nil {
-					_ = wait(innerDone)
-					_ = wait(outerDone)
-					return err
-				}
-			}
-			if err := wait(innerDone); err != nil {
-				_ = wait(outerDone)
-				return fmt.Errorf("%s: inner ring: %w", pl.Method, err)
-			}
-			blk = recv
-		}
-		if err := wait(outerDone); err != nil {
-			return fmt.Errorf("%s: outer ring: %w", pl.Method, err)
-		}
-		cur = next
 	}
 	return merger.write(out, lse)
 }
@@ -190,14 +146,6 @@ func (r *Run) ringBackward(ctx context.Context, q, k, v, out, lse, dout, dq, dk,
 			return err
 		}
 	}
-	outerBuf, err := newKV2(a, k.DType(), kvShape, g.w)
-	if err != nil {
-		return err
-	}
-	innerBuf, err := newKV2(a, k.DType(), kvShape, g.ws)
-	if err != nil {
-		return err
-	}
 	// hop passes the dK/dV accumulator to the next rank of c (after the compute that
 	// wrote it) and takes the previous rank's.
 	hop := func(name string, c comm.Comm, next, prev int) error {
@@ -209,6 +157,57 @@ func (r *Run) ringBackward(ctx context.Context, q, k, v, out, lse, dout, dq, dk,
 		}
 		acc, accRecv = accRecv, acc
 		return nil
+	}
+	err = r.walkRing(a, k, v, func(o, i int, blk kvPair) error {
+		m := pl.StepMask(g.rr, g.source(o, i))
+		if len(m.Slices) == 0 {
+			return nil
+		}
+		err := r.Kernel.Backward(ctx, pl.stepProblem(m), q, blk.k, blk.v, out, lse, dout, dqPart, dPart.k, dPart.v)
+		if err == nil {
+			err = r.accumulateAll([]tensor.Tensor{dqAcc, acc.k, acc.v}, []tensor.Tensor{dqPart, dPart.k, dPart.v})
+		}
+		if err != nil {
+			return fmt.Errorf("%s: backward step (%d, %d): %w", pl.Method, o, i, err)
+		}
+		return nil
+	}, func() error { // the accumulator follows its block to the next rank
+		if g.ws == 1 {
+			return nil
+		}
+		return hop("inner", r.inner, (g.b+1)%g.ws, (g.b-1+g.ws)%g.ws)
+	}, func() error {
+		if g.w == 1 {
+			return nil
+		}
+		return hop("outer", r.outer, (g.a+1)%g.w, (g.a-1+g.w)%g.w)
+	})
+	if err != nil {
+		return err
+	}
+	if err := r.ops.convert(dq, dqAcc); err != nil {
+		return err
+	}
+	if err := r.ops.convert(dk, acc.k); err != nil {
+		return err
+	}
+	return r.ops.convert(dv, acc.v)
+}
+
+// walkRing moves K/V around the double ring and calls step for every (outer o, inner i)
+// position with the block present then: the next inner step's transfer runs while step
+// computes, and the outer ring's transfer during the whole inner ring. afterInner runs
+// after each inner step's transfer has landed, afterOuter after each outer one (nil: none).
+func (r *Run) walkRing(a *arena, k, v tensor.Tensor, step func(o, i int, blk kvPair) error, afterInner, afterOuter func() error) error {
+	pl, g := r.Plan, r.geometry()
+	kvShape := k.Shape()
+	outerBuf, err := newKV2(a, k.DType(), kvShape, g.w)
+	if err != nil {
+		return err
+	}
+	innerBuf, err := newKV2(a, k.DType(), kvShape, g.ws)
+	if err != nil {
+		return err
 	}
 	cur := kvPair{k, v}
 	for o := range g.w {
@@ -234,25 +233,18 @@ func (r *Run) ringBackward(ctx context.Context, q, k, v, out, lse, dout, dq, dk,
 					return err
 				}
 			}
-			m := pl.StepMask(g.rr, g.source(o, i))
-			if len(m.Slices) > 0 {
-				err := r.Kernel.Backward(ctx, pl.stepProblem(m), q, blk.k, blk.v, out, lse, dout, dqPart, dPart.k, dPart.v)
-				if err == nil {
-					err = r.accumulateAll([]tensor.Tensor{dqAcc, acc.k, acc.v}, []tensor.Tensor{dqPart, dPart.k, dPart.v})
-				}
-				if err != nil {
-					_ = wait(innerDone)
-					_ = wait(outerDone)
-					return fmt.Errorf("%s: backward step (%d, %d): %w", pl.Method, o, i, err)
-				}
+			if err := step(o, i, blk); err != nil {
+				_ = wait(innerDone)
+				_ = wait(outerDone)
+				return err
 			}
 			if err := wait(innerDone); err != nil {
 				_ = wait(outerDone)
 				return fmt.Errorf("%s: inner ring: %w", pl.Method, err)
 			}
 			blk = recv
-			if g.ws > 1 { // the accumulator follows its block to the next rank
-				if err := hop("inner", r.inner, (g.b+1)%g.ws, (g.b-1+g.ws)%g.ws); err != nil {
+			if afterInner != nil {
+				if err := afterInner(); err != nil {
 					_ = wait(outerDone)
 					return err
 				}
@@ -262,19 +254,13 @@ func (r *Run) ringBackward(ctx context.Context, q, k, v, out, lse, dout, dq, dk,
 			return fmt.Errorf("%s: outer ring: %w", pl.Method, err)
 		}
 		cur = next
-		if g.w > 1 {
-			if err := hop("outer", r.outer, (g.a+1)%g.w, (g.a-1+g.w)%g.w); err != nil {
+		if afterOuter != nil {
+			if err := afterOuter(); err != nil {
 				return err
 			}
 		}
 	}
-	if err := r.ops.convert(dq, dqAcc); err != nil {
-		return err
-	}
-	if err := r.ops.convert(dk, acc.k); err != nil {
-		return err
-	}
-	return r.ops.convert(dv, acc.v)
+	return nil
 }
 
 // accumulateAll adds each partial into its accumulator.
