@@ -109,7 +109,32 @@ early_exit() {
 	fi
 }
 
+# mpi_cp: the CP methods under a real mpirun -np 4 on the MPI backend, every case checked
+# against the single-device reference (longca cp exits non-zero on a wrong case), and the
+# merged results holding every rank's rows, all ok.
+mpi_cp() {
+	local out=$work/cp-mpi
+	timeout 600 "${MPIRUN[@]}" -np 4 "$BIN" --log-format json cp --backend mpi --methods ring-p2p,ulysses,usp \
+		--masks causal,causal_document --tokens-per-rank 128 --heads 8:2 --head-dim 16 --dtype bf16 \
+		--passes fwd,bwd --samples 1 -w 0 -n 1 --check --timeout 120s --out "$out" >"$work/cp-mpi.out" 2>&1 ||
+		{ tail -20 "$work/cp-mpi.out"; return 1; }
+	grep -E '^(#|  )' "$work/cp-mpi.out"
+	"$BIN" merge "$out" >/dev/null || return 1
+	"$BIN" report "$out/merged.arrow" | tail -3
+	# 3 methods (usp as 2x2) x 2 masks x 2 passes = 12 cases, one row per rank each
+	local rows
+	rows=$(grep -c '"message":"cp"' "$work/cp-mpi.out")
+	[ "$rows" -ge 12 ] || { echo "rank 0 logged $rows case rows, want at least 12"; return 1; }
+	if grep '"message":"cp"' "$work/cp-mpi.out" | grep -v -q '"status":"ok"'; then
+		echo "a case is not ok:"
+		grep '"message":"cp"' "$work/cp-mpi.out" | grep -v '"status":"ok"'
+		return 1
+	fi
+	"$BIN" selftest merged --ranks 4 "$out/merged.arrow"
+}
+
 check "mpirun -np 4 selftest comm (every collective, checked)" mpi_all
+check "mpirun -np 4 longca cp: ring-p2p, ulysses, usp checked against the reference (mpi)" mpi_cp
 check "mpirun: rank 3 leaves early, others fail naming it (mpi)" early_exit mpi 3 'rank(s) \[3\] did not arrive'
 check "mpirun: rank 1 leaves early, others fail naming it (tcp)" early_exit tcp 1 'rank 1: connection closed'
 

@@ -23,14 +23,9 @@ echo "# job $SLURM_JOB_ID: $SLURM_NTASKS tasks on $SLURM_JOB_NODELIST, results i
 # Every collective, checked on every rank.
 srun --overcommit -n "$SLURM_NTASKS" "$LONGCA" selftest comm --timeout 60s
 
-# The CP benchmark itself, when this binary has it (its flags: longca cp --help).
-if "$LONGCA" cp --help >/dev/null 2>&1; then
-	srun --overcommit -n "$SLURM_NTASKS" "$LONGCA" cp --out "$out" --run-id "$run" \
-		${LONGCA_CP_ARGS:---methods ring-p2p,ulysses --masks causal_document --tokens-per-rank 256 --heads 4:4 --head-dim 16 --dtype fp32 --samples 1 -w 1 -n 2}
-else
-	# Until `longca cp` exists: one results row per rank, so merge checks every rank.
-	srun --overcommit -n "$SLURM_NTASKS" "$LONGCA" selftest results --dir "$out" --run "$run"
-fi
+# The CP benchmark: every case checked against the single-device reference, then timed.
+srun --overcommit -n "$SLURM_NTASKS" "$LONGCA" cp --out "$out" --run-id "$run" \
+	${LONGCA_CP_ARGS:---methods ring-p2p,ulysses --masks causal_document --tokens-per-rank 256 --heads 4:4 --head-dim 16 --dtype fp32 --samples 1 -w 1 -n 2}
 
 "$LONGCA" merge "$out"
 echo "# merged: $(ls "$out"/merged.* 2>/dev/null | tr '\n' ' ')"

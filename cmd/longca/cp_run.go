@@ -88,7 +88,12 @@ func cpAction(c *cli.Context) error {
 		}
 		rr := cpRank{o: o, cases: cases, c: cm, world: w, backend: spmd.Choose(w, so)}
 		if rows, failed, err = rr.run(ctx); err != nil {
-			return err
+			return err // no collective close: the other ranks may be gone
+		}
+		// Every rank finished: close the world together (MPI_Finalize, ncclCommDestroy),
+		// which launchers check for.
+		if err := cm.Close(); err != nil {
+			return fmt.Errorf("closing the %s communicator: %w", rr.backend, err)
 		}
 		if w.Rank == 0 {
 			fmt.Fprintf(c.App.ErrWriter, "# rank files in %s: join them with longca merge %s\n", o.out, o.out)

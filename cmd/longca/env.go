@@ -15,7 +15,6 @@ static int lc_call_str(void *f, char *buf, int *n) { return ((lc_str_fn)f)(buf, 
 import "C"
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -23,7 +22,6 @@ import (
 	"strings"
 	"unsafe"
 
-	"github.com/longca/longca/comm"
 	"github.com/longca/longca/internal/dl"
 	"github.com/longca/longca/spmd"
 	"github.com/urfave/cli/v2"
@@ -74,18 +72,6 @@ func discoverWorld(c *cli.Context) (spmd.World, spmd.Options, error) {
 		return w, o, usageError("--backend %q: use one of %s", o.Backend, strings.Join(known, ", "))
 	}
 	return w, o, nil
-}
-
-// openWorld discovers the world and opens this rank's communicator; the logger is
-// tagged with the rank from here on.
-func openWorld(c *cli.Context) (spmd.World, comm.Comm, error) {
-	w, o, err := discoverWorld(c)
-	if err != nil {
-		return w, nil, err
-	}
-	withRank(w.Rank, w.Size)
-	cm, err := spmd.Open(context.Background(), w, o)
-	return w, cm, err
 }
 
 func contains(xs []string, x string) bool {
