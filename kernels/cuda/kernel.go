@@ -266,6 +266,27 @@ func (dl *deviceList) args() []any {
 }
 
 // buf checks that t is a device tensor of the given type and shape.
+// arg is one tensor argument of a kernel call and the dtype and shape it must have.
+type arg struct {
+	name  string
+	t     tensor.Tensor
+	dt    tensor.DType
+	shape []int
+}
+
+// bufs checks every argument (buf) and returns their device buffers in order.
+func bufs(args ...arg) ([]*cuda.Buffer, error) {
+	bs := make([]*cuda.Buffer, len(args))
+	for i, a := range args {
+		b, err := buf(a.name, a.t, a.dt, a.shape)
+		if err != nil {
+			return nil, err
+		}
+		bs[i] = b
+	}
+	return bs, nil
+}
+
 func buf(name string, t tensor.Tensor, dt tensor.DType, shape []int) (*cuda.Buffer, error) {
 	b, ok := t.(*cuda.Buffer)
 	if !ok {
@@ -283,18 +304,10 @@ func (k *Kernel) Forward(ctx context.Context, p kernels.Problem, q, kk, v, out, 
 		return err
 	}
 	qs, kvs, ls := p.Shapes()
-	var bs [5]*cuda.Buffer
-	for i, c := range []struct {
-		n     string
-		t     tensor.Tensor
-		dt    tensor.DType
-		shape []int
-	}{{"q", q, p.DType, qs}, {"k", kk, p.DType, kvs}, {"v", v, p.DType, kvs}, {"out", out, p.DType, qs}, {"lse", lse, tensor.FP32, ls}} {
-		b, err := buf(c.n, c.t, c.dt, c.shape)
-		if err != nil {
-			return err
-		}
-		bs[i] = b
+	bs, err := bufs(arg{"q", q, p.DType, qs}, arg{"k", kk, p.DType, kvs}, arg{"v", v, p.DType, kvs},
+		arg{"out", out, p.DType, qs}, arg{"lse", lse, tensor.FP32, ls})
+	if err != nil {
+		return err
 	}
 	dl, err := k.list(p, k.fwd.qTile, k.fwd.kTile, false)
 	if err != nil {
@@ -339,20 +352,11 @@ func (k *Kernel) Backward(ctx context.Context, p kernels.Problem, q, kk, v, out,
 		return err
 	}
 	qs, kvs, ls := p.Shapes()
-	var bs [10]*cuda.Buffer
-	for i, c := range []struct {
-		n     string
-		t     tensor.Tensor
-		dt    tensor.DType
-		shape []int
-	}{{"q", q, p.DType, qs}, {"k", kk, p.DType, kvs}, {"v", v, p.DType, kvs}, {"out", out, p.DType, qs},
-		{"lse", lse, tensor.FP32, ls}, {"dout", dout, p.DType, qs}, {"dq", dq, p.DType, qs},
-		{"dk", dk, p.DType, kvs}, {"dv", dv, p.DType, kvs}} {
-		b, err := buf(c.n, c.t, c.dt, c.shape)
-		if err != nil {
-			return err
-		}
-		bs[i] = b
+	bs, err := bufs(arg{"q", q, p.DType, qs}, arg{"k", kk, p.DType, kvs}, arg{"v", v, p.DType, kvs},
+		arg{"out", out, p.DType, qs}, arg{"lse", lse, tensor.FP32, ls}, arg{"dout", dout, p.DType, qs},
+		arg{"dq", dq, p.DType, qs}, arg{"dk", dk, p.DType, kvs}, arg{"dv", dv, p.DType, kvs})
+	if err != nil {
+		return err
 	}
 	dl, err := k.list(p, k.bwd.qTile, k.bwd.kTile, true)
 	if err != nil {
