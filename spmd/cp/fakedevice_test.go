@@ -282,8 +282,40 @@ func TestDeviceOpsStreamOrder(t *testing.T) {
 func deviceTable(t *testing.T, part tensor.DType, limit float64, deferred bool) float64 {
 	var cache refCache
 	worst := 0.0
+	forEachDeviceCase(t, testSeq, 16, func(mi int) mask.Options { return testMaskOptions(uint64(7 + mi)) },
+		func(t *testing.T, mi, ci int, m Method, pl *Plan, p kernels.Problem) {
+			q, k, v, dout := inputs(p, uint64(5000+100*mi+ci))
+			exact, naive := cache.get(t, fmt.Sprint(mi, ci), p, q, k, v, dout)
+			got, counted, leaked := runFakeDevice(t, m, pl, part, deferred, q, k, v, dout)
+			rep := CompareOutputs(got, exact, naive, true)
+			for _, f := range rep.Figures {
+				ratio := f.Err / f.Tol
+				if f.NaNs > 0 || !(ratio <= limit) {
+					t.Fatalf("%s: %s error %.3g is %.3fx its tolerance %.3g (limit %.2fx); %s", part, f.Name, f.Err, ratio, f.Tol, limit, rep)
+				}
+				worst = max(worst, ratio)
+			}
+			want := m.CommBytes(pl, kernels.FwdBwd)
+			for r, c := range counted {
+				if c != want {
+					t.Fatalf("rank %d sent %d bytes; CommBytes says %d", r, c, want)
+				}
+			}
+			for r, l := range leaked {
+				if l != 0 {
+					t.Fatalf("rank %d: %d device bytes still allocated after the run", r, l)
+				}
+			}
+		})
+	return worst
+}
+
+// forEachDeviceCase runs fn as the subtest "mask/method/mesh" for every CP mask x method
+// x mesh of more than one rank, with the plan for a mask of seq tokens (mask mi built
+// with opts(mi)) and GQA 8:2 heads of headDim in bf16.
+func forEachDeviceCase(t *testing.T, seq, headDim int, opts func(mi int) mask.Options, fn func(t *testing.T, mi, ci int, m Method, pl *Plan, p kernels.Problem)) {
 	for mi, maskName := range mask.CPMasks() {
-		spec, err := mask.Build(maskName, testSeq, testMaskOptions(uint64(7+mi)))
+		spec, err := mask.Build(maskName, seq, opts(mi))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -291,7 +323,7 @@ func deviceTable(t *testing.T, part tensor.DType, limit float64, deferred bool) 
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := kernels.Problem{HeadsQ: 8, HeadsKV: 2, HeadDim: 16, DType: tensor.BF16, Mask: spec.Mask}
+		p := kernels.Problem{HeadsQ: 8, HeadsKV: 2, HeadDim: headDim, DType: tensor.BF16, Mask: spec.Mask}
 		for _, name := range Names() {
 			m, _ := New(name)
 			for ci, mc := range meshes(name) {
@@ -304,33 +336,11 @@ func deviceTable(t *testing.T, part tensor.DType, limit float64, deferred bool) 
 					if err != nil {
 						t.Fatal(err)
 					}
-					q, k, v, dout := inputs(p, uint64(5000+100*mi+ci))
-					exact, naive := cache.get(t, fmt.Sprint(mi, ci), p, q, k, v, dout)
-					got, counted, leaked := runFakeDevice(t, m, pl, part, deferred, q, k, v, dout)
-					rep := CompareOutputs(got, exact, naive, true)
-					for _, f := range rep.Figures {
-						ratio := f.Err / f.Tol
-						if f.NaNs > 0 || !(ratio <= limit) {
-							t.Fatalf("%s: %s error %.3g is %.3fx its tolerance %.3g (limit %.2fx); %s", part, f.Name, f.Err, ratio, f.Tol, limit, rep)
-						}
-						worst = max(worst, ratio)
-					}
-					want := m.CommBytes(pl, kernels.FwdBwd)
-					for r, c := range counted {
-						if c != want {
-							t.Fatalf("rank %d sent %d bytes; CommBytes says %d", r, c, want)
-						}
-					}
-					for r, l := range leaked {
-						if l != 0 {
-							t.Fatalf("rank %d: %d device bytes still allocated after the run", r, l)
-						}
-					}
+					fn(t, mi, ci, m, pl, p)
 				})
 			}
 		}
 	}
-	return worst
 }
 
 // runFakeDevice is Execute on the emulated device on n in-process ranks: gathered

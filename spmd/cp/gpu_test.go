@@ -240,70 +240,49 @@ func TestGPUMethodsMatchReference(t *testing.T) {
 	devs, kerns, mover := gpuRanks(t)
 	ctx := context.Background()
 	worst := 0.0
-	for mi, maskName := range mask.CPMasks() {
+	opts := func(mi int) mask.Options {
 		opt := testMaskOptions(uint64(21 + mi))
 		opt.LongMin, opt.LongMax = 48, 160
-		spec, err := mask.Build(maskName, gpuSeq, opt)
-		if err != nil {
-			t.Fatal(err)
-		}
-		docs, err := spec.Docs()
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := kernels.Problem{HeadsQ: 8, HeadsKV: 2, HeadDim: 64, DType: tensor.BF16, Mask: spec.Mask}
-		for _, name := range Names() {
-			m, _ := New(name)
-			for ci, mc := range meshes(name) {
-				if mc.n == 1 {
-					continue
+		return opt
+	}
+	forEachDeviceCase(t, gpuSeq, 64, opts, func(t *testing.T, mi, ci int, m Method, pl *Plan, p kernels.Problem) {
+		var rep0 string
+		var pass bool
+		var ratio float64
+		err := local.Run(pl.Config.Ranks, func(c comm.Comm) error {
+			r, err := NewRun(pl, kerns[c.Rank()], c)
+			if err != nil {
+				return err
+			}
+			defer r.Close()
+			if _, ok := r.ops.(deviceOps); !ok {
+				return fmt.Errorf("the run's ops are %T, not the device's", r.ops)
+			}
+			rep, err := CheckRank(ctx, m, r, uint64(900+10*mi+ci), true)
+			if err != nil {
+				return err
+			}
+			if c.Rank() == 0 {
+				rep0, pass = rep.String(), rep.Pass
+				for _, f := range rep.Figures {
+					ratio = max(ratio, f.Err/f.Tol)
 				}
-				t.Run(fmt.Sprintf("%s/%s/%s", maskName, name, mc), func(t *testing.T) {
-					cfg := Config{Ranks: mc.n, Ulysses: mc.u, Ring: mc.r, Windows: mc.w, HeadFirst: mc.headFirst, Sharding: mc.sharding, Docs: docs}
-					pl, err := m.Plan(cfg, p)
-					if err != nil {
-						t.Fatal(err)
-					}
-					var rep0 string
-					var pass bool
-					var ratio float64
-					err = local.Run(mc.n, func(c comm.Comm) error {
-						r, err := NewRun(pl, kerns[c.Rank()], c)
-						if err != nil {
-							return err
-						}
-						defer r.Close()
-						if _, ok := r.ops.(deviceOps); !ok {
-							return fmt.Errorf("the run's ops are %T, not the device's", r.ops)
-						}
-						rep, err := CheckRank(ctx, m, r, uint64(900+10*mi+ci), true)
-						if err != nil {
-							return err
-						}
-						if c.Rank() == 0 {
-							rep0, pass = rep.String(), rep.Pass
-							for _, f := range rep.Figures {
-								ratio = max(ratio, f.Err/f.Tol)
-							}
-						}
-						return nil
-					}, local.WithMover(mover))
-					if err != nil {
-						t.Fatal(err)
-					}
-					for i := range mc.n {
-						if n := devOps[devs[i]].pool.Outstanding(); n != 0 {
-							t.Errorf("rank %d: %d pool buffers not returned", i, n)
-						}
-					}
-					worst = max(worst, ratio)
-					t.Logf("%s (worst error/tolerance %.3f)", rep0, ratio)
-					if !pass {
-						t.Errorf("%s", rep0)
-					}
-				})
+			}
+			return nil
+		}, local.WithMover(mover))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range pl.Config.Ranks {
+			if n := devOps[devs[i]].pool.Outstanding(); n != 0 {
+				t.Errorf("rank %d: %d pool buffers not returned", i, n)
 			}
 		}
-	}
+		worst = max(worst, ratio)
+		t.Logf("%s (worst error/tolerance %.3f)", rep0, ratio)
+		if !pass {
+			t.Errorf("%s", rep0)
+		}
+	})
 	t.Logf("worst error / tolerance over the table: %.3f", worst)
 }
