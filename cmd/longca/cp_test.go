@@ -54,10 +54,7 @@ func TestCPUsageErrors(t *testing.T) {
 	for _, c := range cases {
 		args := append([]string{"cp", "--dry-run"}, c.args...)
 		_, errOut, code := captureRun(t, args...)
-		lines := strings.Split(strings.TrimSpace(errOut), "\n")
-		if code != 2 || !strings.Contains(errOut, c.want) || len(lines) != 1 {
-			t.Errorf("%v: exit %d, stderr %q; want exit 2 and one line with %q", c.args, code, errOut, c.want)
-		}
+		checkUsageError(t, args, code, errOut, c.want)
 	}
 }
 

@@ -81,9 +81,7 @@ func TestEnvUsageErrors(t *testing.T) {
 			t.Setenv(k, v)
 		}
 		_, errs, code := runCLI(t, tc.args...)
-		if code != 2 || !strings.Contains(errs, tc.want) || strings.Count(strings.TrimSpace(errs), "\n") > 0 {
-			t.Errorf("%v: exit %d, %q; want status 2 and one line naming %s", tc.args, code, errs, tc.want)
-		}
+		checkUsageError(t, tc.args, code, errs, tc.want)
 		for k := range tc.env {
 			t.Setenv(k, "")
 		}

@@ -2,14 +2,12 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/longca/longca/results"
-	"github.com/urfave/cli/v2"
 )
 
 // runCLI runs the app in-process and returns stdout, stderr and the exit status main
@@ -20,20 +18,10 @@ func runCLI(t *testing.T, args ...string) (string, string, int) {
 	app := newApp()
 	app.Writer, app.ErrWriter = &out, &errb
 	err := app.Run(append([]string{"longca", "--log-level", "warn"}, args...))
-	code := 0
 	if err != nil {
-		var ec cli.ExitCoder
-		switch {
-		case errors.As(err, &ec):
-			code = ec.ExitCode()
-		case isUsage(err):
-			code = 2
-		default:
-			code = 1
-		}
 		errb.WriteString(err.Error())
 	}
-	return out.String(), errb.String(), code
+	return out.String(), errb.String(), exitCode(err)
 }
 
 // dataLines are the lines that do not start with '#'.
@@ -93,14 +81,7 @@ func TestBadFlagsExit2NamingTheFlag(t *testing.T) {
 		{[]string{"merge"}, "merge"},
 	} {
 		_, errs, code := runCLI(t, c.args...)
-		if code != 2 {
-			t.Errorf("%v: exit %d, want 2 (%s)", c.args, code, errs)
-			continue
-		}
-		msg := strings.TrimSpace(errs)
-		if strings.Count(msg, "\n") != 0 || !strings.Contains(msg, c.flag) {
-			t.Errorf("%v: message %q does not name %s in one line", c.args, msg, c.flag)
-		}
+		checkUsageError(t, c.args, code, errs, c.flag)
 	}
 }
 
@@ -281,5 +262,24 @@ func TestKernelNoCheck(t *testing.T) {
 	}
 	if rows[1].Pass != "fwd+bwd" || rows[1].FLOPs != 3.5*rows[0].FLOPs {
 		t.Fatalf("fwd+bwd flops %v vs fwd %v", rows[1].FLOPs, rows[0].FLOPs)
+	}
+}
+
+// checkUsageError asserts how a bad invocation ends: exit status 2 and one line on
+// stderr that contains every want (the flag it names, and what is allowed).
+func checkUsageError(t *testing.T, args []string, code int, stderr string, wants ...string) {
+	t.Helper()
+	msg := strings.TrimSpace(stderr)
+	if code != 2 {
+		t.Errorf("%v: exit %d, want 2 (stderr %q)", args, code, msg)
+		return
+	}
+	if strings.Contains(msg, "\n") {
+		t.Errorf("%v: %d error lines, want one:\n%s", args, strings.Count(msg, "\n")+1, msg)
+	}
+	for _, w := range wants {
+		if !strings.Contains(msg, w) {
+			t.Errorf("%v: error %q does not mention %q", args, msg, w)
+		}
 	}
 }

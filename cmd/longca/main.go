@@ -35,6 +35,9 @@ func usageError(format string, args ...any) error {
 
 func newApp() *cli.App {
 	sort.Slice(commands, func(i, j int) bool { return commands[i].Name < commands[j].Name })
+	for _, c := range commands {
+		setFlagErrors(c, "")
+	}
 	return &cli.App{
 		Name:    "longca",
 		Usage:   "benchmark long-context attention kernels and context-parallel methods",
@@ -49,6 +52,32 @@ func newApp() *cli.App {
 		Commands:               commands,
 		UseShortOptionHandling: false,
 		ExitErrHandler:         func(*cli.Context, error) {},
+		OnUsageError:           flagError(""),
+		Action: func(c *cli.Context) error {
+			if c.Args().Present() {
+				return usageError("unknown command %q: see longca --help for the commands", c.Args().First())
+			}
+			return cli.ShowAppHelp(c)
+		},
+	}
+}
+
+// setFlagErrors gives c and its subcommands flagError as their usage-error handler.
+func setFlagErrors(c *cli.Command, parent string) {
+	name := parent + c.Name + " "
+	if c.OnUsageError == nil {
+		c.OnUsageError = flagError(name)
+	}
+	for _, sub := range c.Subcommands {
+		setFlagErrors(sub, name)
+	}
+}
+
+// flagError turns urfave/cli's flag parsing errors (an unknown flag, a value that does
+// not parse) into usage errors: one line, exit status 2.
+func flagError(cmd string) cli.OnUsageErrorFunc {
+	return func(_ *cli.Context, err error, _ bool) error {
+		return usageError("%v (see longca %s--help)", err, cmd)
 	}
 }
 
@@ -67,19 +96,23 @@ func run(args []string) int {
 		if msg := err.Error(); msg != "" {
 			fmt.Fprintln(os.Stderr, msg)
 		}
-		return ec.ExitCode()
+	} else {
+		fmt.Fprintln(os.Stderr, "longca:", err)
 	}
-	fmt.Fprintln(os.Stderr, "longca:", err)
-	if isUsage(err) {
-		return 2
-	}
-	return 1
+	return exitCode(err)
 }
 
-// isUsage recognises urfave/cli's own complaints about flags and arguments.
-func isUsage(err error) bool {
-	var u interface{ Usage() bool }
-	return errors.As(err, &u) && u.Usage()
+// exitCode is the status an error from the app exits with: its own code (2 for bad
+// usage, see usageError), else 1 (0 for nil).
+func exitCode(err error) int {
+	var ec cli.ExitCoder
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ec):
+		return ec.ExitCode()
+	}
+	return 1
 }
 
 var log zerolog.Logger = zerolog.New(os.Stderr).With().Timestamp().Logger()

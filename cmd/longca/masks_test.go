@@ -187,19 +187,8 @@ func TestMasksBadInput(t *testing.T) {
 		{[]string{"masks", "--mask", "causal", "--seqlen", "1K", "--purpose", "train"}, []string{"--purpose"}},
 	}
 	for _, c := range cases {
-		out, errOut, code := captureRun(t, c.args...)
-		if code != 2 {
-			t.Errorf("%v: exit %d, want 2 (stdout %q, stderr %q)", c.args, code, out, errOut)
-			continue
-		}
-		if lines := strings.Split(strings.TrimSpace(errOut), "\n"); len(lines) != 1 {
-			t.Errorf("%v: %d error lines, want one:\n%s", c.args, len(lines), errOut)
-		}
-		for _, w := range c.want {
-			if !strings.Contains(errOut, w) {
-				t.Errorf("%v: error %q does not mention %q", c.args, strings.TrimSpace(errOut), w)
-			}
-		}
+		_, errOut, code := captureRun(t, c.args...)
+		checkUsageError(t, c.args, code, errOut, c.want...)
 	}
 }
 
