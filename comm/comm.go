@@ -77,3 +77,20 @@ func (e *PeerError) Error() string {
 }
 
 func (e *PeerError) Unwrap() error { return e.Err }
+
+// HostPair returns a and b as host tensors of one dtype (the send and receive buffers of
+// a collective on a host backend), or says which condition failed.
+func HostPair(a, b tensor.Tensor) (*tensor.Host, *tensor.Host, error) {
+	ha, err := tensor.AsHost(a)
+	if err != nil {
+		return nil, nil, err
+	}
+	hb, err := tensor.AsHost(b)
+	if err != nil {
+		return nil, nil, err
+	}
+	if ha.DType() != hb.DType() {
+		return nil, nil, fmt.Errorf("dtypes %s and %s differ", ha.DType(), hb.DType())
+	}
+	return ha, hb, nil
+}

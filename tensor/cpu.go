@@ -33,10 +33,19 @@ func (c *CPU) Free(t Tensor) {
 	c.mu.Unlock()
 }
 
-func host(t Tensor) (*Host, error) {
+// AsHost returns t as a host tensor, or an error saying it is not in host memory.
+func AsHost(t Tensor) (*Host, error) {
 	h, ok := t.(*Host)
 	if !ok {
-		return nil, fmt.Errorf("cpu: tensor %T is not in host memory", t)
+		return nil, fmt.Errorf("tensor %T is not in host memory", t)
+	}
+	return h, nil
+}
+
+func host(t Tensor) (*Host, error) {
+	h, err := AsHost(t)
+	if err != nil {
+		return nil, fmt.Errorf("cpu: %w", err)
 	}
 	return h, nil
 }

@@ -33,9 +33,9 @@ type hostMsg []byte
 func (m hostMsg) Len() int64 { return int64(len(m)) }
 
 func asHost(t tensor.Tensor) (*tensor.Host, error) {
-	h, ok := t.(*tensor.Host)
-	if !ok {
-		return nil, fmt.Errorf("local: tensor %T is not in host memory", t)
+	h, err := tensor.AsHost(t)
+	if err != nil {
+		return nil, fmt.Errorf("local: %w", err)
 	}
 	return h, nil
 }

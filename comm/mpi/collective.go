@@ -33,16 +33,9 @@ func (c *Comm) collective(what string, bytes int64, start func(r *reqs) C.int) e
 }
 
 func (c *Comm) pair(what string, a, b tensor.Tensor) (*tensor.Host, *tensor.Host, error) {
-	ha, err := asHost(a, what)
+	ha, hb, err := comm.HostPair(a, b)
 	if err != nil {
-		return nil, nil, err
-	}
-	hb, err := asHost(b, what)
-	if err != nil {
-		return nil, nil, err
-	}
-	if ha.DType() != hb.DType() {
-		return nil, nil, fmt.Errorf("mpi: %s: dtypes %s and %s differ", what, ha.DType(), hb.DType())
+		return nil, nil, fmt.Errorf("mpi: %s: %w", what, err)
 	}
 	return ha, hb, nil
 }

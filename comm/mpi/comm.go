@@ -128,9 +128,9 @@ func (c *Comm) Close() error {
 }
 
 func asHost(t tensor.Tensor, what string) (*tensor.Host, error) {
-	h, ok := t.(*tensor.Host)
-	if !ok {
-		return nil, fmt.Errorf("mpi: %s: tensor %T is not in host memory", what, t)
+	h, err := tensor.AsHost(t)
+	if err != nil {
+		return nil, fmt.Errorf("mpi: %s: %w", what, err)
 	}
 	return h, nil
 }

@@ -50,16 +50,9 @@ func (c *Comm) hosts(what string, a, b tensor.Tensor) (*tensor.Host, *tensor.Hos
 	if c.closed {
 		return nil, nil, fmt.Errorf("tcp: %s: communicator is closed", what)
 	}
-	ha, err := asHost(a, what)
+	ha, hb, err := comm.HostPair(a, b)
 	if err != nil {
-		return nil, nil, err
-	}
-	hb, err := asHost(b, what)
-	if err != nil {
-		return nil, nil, err
-	}
-	if ha.DType() != hb.DType() {
-		return nil, nil, fmt.Errorf("tcp: %s: dtypes %s and %s differ", what, ha.DType(), hb.DType())
+		return nil, nil, fmt.Errorf("tcp: %s: %w", what, err)
 	}
 	return ha, hb, nil
 }

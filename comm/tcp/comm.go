@@ -66,9 +66,9 @@ func (c *Comm) Close() error {
 }
 
 func asHost(t tensor.Tensor, what string) (*tensor.Host, error) {
-	h, ok := t.(*tensor.Host)
-	if !ok {
-		return nil, fmt.Errorf("tcp: %s: tensor %T is not in host memory", what, t)
+	h, err := tensor.AsHost(t)
+	if err != nil {
+		return nil, fmt.Errorf("tcp: %s: %w", what, err)
 	}
 	return h, nil
 }

@@ -189,9 +189,9 @@ func (h hostMerger) write(out, lse tensor.Tensor) error {
 func (hostMerger) close() {}
 
 func asHost(name string, t tensor.Tensor) (*tensor.Host, error) {
-	h, ok := t.(*tensor.Host)
-	if !ok {
-		return nil, fmt.Errorf("cp: %s is %T, not a host tensor (the run's ops are the host's)", name, t)
+	h, err := tensor.AsHost(t)
+	if err != nil {
+		return nil, fmt.Errorf("cp: %s: %w (the run's ops are the host's)", name, err)
 	}
 	return h, nil
 }
