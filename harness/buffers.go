@@ -93,7 +93,22 @@ func (r *Runner) Close() {
 	}
 }
 
+// FlushBytes is the cache-flush size handed to self-timing kernels: what
+// tensor.Device.FlushCache writes on an H200-class GPU (256 MB, over four times its L2).
+const FlushBytes = 256 << 20
+
 func (r *Runner) time(ctx context.Context, k kernels.Kernel, c Case, p kernels.Problem, row *results.Row) error {
+	if st, ok := k.(kernels.SelfTimer); ok {
+		t, err := st.TimePass(ctx, p, c.Pass, kernels.TimeSpec{Warmup: r.Warmup, Iters: r.Iters, FlushBytes: FlushBytes, Seed: c.Seed})
+		if err != nil {
+			return err
+		}
+		if t.PeakMemBytes > 0 {
+			row.PeakMemBytes = results.Ptr(t.PeakMemBytes)
+		}
+		row.SetTimes(t.Median, t.Min, t.Max, t.Mean)
+		return nil
+	}
 	dev := k.Device()
 	if !r.bufs.fits(dev, p) {
 		r.Close()

@@ -50,7 +50,9 @@ type Runner struct {
 	Warmup, Iters int
 	// Base holds the columns every row shares (run id, host, rank, version, command...).
 	Base results.Row
-	// NewKernel makes a kernel by name; nil means kernels.New.
+	// KernelOptions are passed to kernels.New (device index, variant, interpreter).
+	KernelOptions kernels.Options
+	// NewKernel makes a kernel by name; nil means kernels.New with KernelOptions.
 	NewKernel func(name string) (kernels.Kernel, error)
 
 	made   map[string]madeKernel
@@ -91,7 +93,7 @@ func (r *Runner) kernel(name string) (kernels.Kernel, error) {
 	}
 	newk := r.NewKernel
 	if newk == nil {
-		newk = kernels.New
+		newk = func(name string) (kernels.Kernel, error) { return kernels.New(name, r.KernelOptions) }
 	}
 	k, err := newk(name)
 	r.made[name] = madeKernel{k, err}
@@ -171,6 +173,10 @@ func (r *Runner) run(ctx context.Context, c Case, row *results.Row) error {
 	if row.Backend == "" {
 		row.Backend = backendOf(dev.Name())
 	}
+	if dev.Name() != "cpu" {
+		row.DeviceIndex = results.Ptr(int64(r.KernelOptions.Device))
+	}
+	describe(k, p, c.Pass, row)
 	if err := k.Supports(p); err != nil {
 		return Unsupported(err)
 	}
@@ -180,6 +186,22 @@ func (r *Runner) run(ctx context.Context, c Case, row *results.Row) error {
 		}
 	}
 	return r.time(ctx, k, c, p, row)
+}
+
+// describe records the kernel's variant and library versions for the problem.
+func describe(k kernels.Kernel, p kernels.Problem, pass kernels.Pass, row *results.Row) {
+	row.KernelVersions = "{}"
+	d, ok := k.(kernels.Describer)
+	if !ok {
+		return
+	}
+	info := d.Describe(p, pass)
+	row.KernelVariant = info.Variant
+	if len(info.Versions) > 0 {
+		if b, err := json.Marshal(info.Versions); err == nil { // a map of strings always marshals
+			row.KernelVersions = string(b)
+		}
+	}
 }
 
 // backendOf names the backend of a device: "cpu" for the host, "cuda" otherwise.

@@ -168,3 +168,68 @@ func TestLargeCaseIsCheckedSmaller(t *testing.T) {
 		t.Fatalf("checked %v, want one cached check", checked)
 	}
 }
+
+// selfTimed is the reference kernel timing itself (as an external worker does): the
+// harness must take its figures and never time it on the device.
+type selfTimed struct {
+	*fakeKernel
+	spec  kernels.TimeSpec
+	calls int
+	err   error
+}
+
+func (s *selfTimed) TimePass(ctx context.Context, p kernels.Problem, pass kernels.Pass, spec kernels.TimeSpec) (kernels.Timing, error) {
+	s.calls++
+	s.spec = spec
+	if s.err != nil {
+		return kernels.Timing{}, s.err
+	}
+	return kernels.Timing{Median: 3 * time.Millisecond, Min: 2 * time.Millisecond, Max: 5 * time.Millisecond, Mean: 4 * time.Millisecond, PeakMemBytes: 1 << 20}, nil
+}
+
+// Device is a GPU-named device, so the row records the device index.
+func (s *selfTimed) Device() tensor.Device { return gpuNamed{s.dev} }
+
+type gpuNamed struct{ *fakeDevice }
+
+func (gpuNamed) Name() string { return "fake-gpu" }
+
+func (s *selfTimed) Describe(p kernels.Problem, pass kernels.Pass) kernels.Info {
+	return kernels.Info{Variant: "v-" + pass.String(), Versions: map[string]string{"lib": "1.2"}}
+}
+
+func TestSelfTimerAndDescriber(t *testing.T) {
+	k := &selfTimed{fakeKernel: newFake()}
+	r := runnerFor(k)
+	r.KernelOptions = kernels.Options{Device: 3}
+	row := r.Run(context.Background(), small)
+	if row.Status != results.StatusOK {
+		t.Fatalf("status %s: %s", row.Status, row.Reason)
+	}
+	if k.calls != 1 || k.dev.timed != 0 || k.spec.Iters != 3 || k.spec.Warmup != 1 || k.spec.FlushBytes != FlushBytes || k.spec.Seed != 42 {
+		t.Fatalf("self timer called %d times with %+v; device timed %d times", k.calls, k.spec, k.dev.timed)
+	}
+	if *row.MedianMs != 3 || *row.MinMs != 2 || *row.MaxMs != 5 || *row.PeakMemBytes != 1<<20 || row.TFLOPs == nil {
+		t.Fatalf("times not taken from the self timer: %+v", row)
+	}
+	if row.KernelVariant != "v-fwd" || row.KernelVersions != `{"lib":"1.2"}` {
+		t.Fatalf("variant %q versions %q", row.KernelVariant, row.KernelVersions)
+	}
+	if row.DeviceIndex == nil || *row.DeviceIndex != 3 {
+		t.Fatalf("device index %v, want 3", row.DeviceIndex)
+	}
+	for _, c := range []struct {
+		err  error
+		want results.Status
+	}{
+		{kernels.Unsupported(errors.New("no such mask")), results.StatusUnsupported},
+		{kernels.OOM(errors.New("worker: 80 GiB")), results.StatusOOM},
+		{errors.New("worker exited with status 3"), results.StatusError},
+	} {
+		k := &selfTimed{fakeKernel: newFake(), err: c.err}
+		row := runnerFor(k).Run(context.Background(), small)
+		if row.Status != c.want || row.MedianMs != nil {
+			t.Errorf("%v: status %s, median %v; want %s and no times", c.err, row.Status, row.MedianMs, c.want)
+		}
+	}
+}

@@ -4,12 +4,14 @@ import (
 	"errors"
 	"strings"
 
+	"github.com/longca/longca/kernels"
 	"github.com/longca/longca/results"
 )
 
 // ErrUnsupported marks an error as "this case cannot run here" (a kernel's Supports
-// refusal, a mask that cannot be laid out at this length): status unsupported.
-var ErrUnsupported = errors.New("unsupported")
+// refusal, a mask that cannot be laid out at this length): status unsupported. It is
+// kernels.ErrUnsupported, so kernels mark their own refusals without importing harness.
+var ErrUnsupported = kernels.ErrUnsupported
 
 // ErrWrong marks a failed correctness check: status wrong.
 var ErrWrong = errors.New("failed the check")
@@ -31,16 +33,13 @@ func Classify(err error) (results.Status, string) {
 }
 
 func isOOM(err error) bool {
+	if errors.Is(err, kernels.ErrOOM) {
+		return true
+	}
 	s := strings.ToLower(err.Error())
 	return strings.Contains(s, "out of memory") || strings.Contains(s, "cuda_error_out_of_memory") ||
 		strings.Contains(s, "cannot allocate memory")
 }
 
-// unsupported wraps err so that Classify reports it as unsupported.
-type unsupportedError struct{ err error }
-
-func (u unsupportedError) Error() string   { return u.err.Error() }
-func (u unsupportedError) Unwrap() []error { return []error{u.err, ErrUnsupported} }
-
 // Unsupported marks err as unsupported, keeping its message.
-func Unsupported(err error) error { return unsupportedError{err} }
+func Unsupported(err error) error { return kernels.Unsupported(err) }

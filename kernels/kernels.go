@@ -4,11 +4,13 @@ package kernels
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/longca/longca/mask"
 	"github.com/longca/longca/tensor"
@@ -147,13 +149,89 @@ type Kernel interface {
 	Backward(ctx context.Context, p Problem, q, k, v, out, lse, dout, dq, dk, dv tensor.Tensor) error
 }
 
+// Options configure a kernel when it is made. Everything here that can change a result is
+// recorded in the rows (device_index, kernel_variant): settings are data, never only an
+// environment variable.
+type Options struct {
+	// Device is the index of the GPU the kernel runs on, among the devices the process
+	// sees (after CUDA_VISIBLE_DEVICES); a launched rank passes its local rank's GPU.
+	Device int
+	// Variant picks one of the kernel's variants by name (longca list names them); ""
+	// lets the kernel choose the best for the device. The row records the one used.
+	Variant string
+	// Python is the interpreter external Python workers run under ("" means python3 on
+	// the PATH); the CLI fills it from --python or LONGCA_PYTHON.
+	Python string
+	// Timeout bounds one request to an external worker (0: the worker's default).
+	Timeout time.Duration
+}
+
 // Factory makes a kernel, or says why it cannot (no GPU, a missing library).
-type Factory func() (Kernel, error)
+type Factory func(o Options) (Kernel, error)
+
+// PrefixFactory makes a kernel of a family named by a prefix (exec:PATH[:NAME]) from
+// the rest of its name.
+type PrefixFactory func(rest string, o Options) (Kernel, error)
+
+// Info says what exactly ran, beyond the kernel's name: recorded in every row.
+type Info struct {
+	// Variant is the code path used (for example "sm90" or "sm80", a cuDNN engine).
+	Variant string
+	// Versions are the libraries behind the kernel and their versions
+	// ({"torch": "2.11.0", "cudnn": "91400"}).
+	Versions map[string]string
+}
+
+// Describer is a kernel that says which variant and library versions serve a problem.
+type Describer interface {
+	Describe(p Problem, pass Pass) Info
+}
+
+// TimeSpec is how a self-timing kernel times one case: Warmup untimed repetitions, then
+// Iters timed ones with the device's own clock, FlushBytes written before each to evict
+// the cache, inputs drawn from Seed.
+type TimeSpec struct {
+	Warmup, Iters int
+	FlushBytes    int64
+	Seed          uint64
+}
+
+// Timing is a self-timing kernel's answer.
+type Timing struct {
+	Median, Min, Max, Mean time.Duration
+	// PeakMemBytes is the device memory the kernel held at its peak (0: unknown).
+	PeakMemBytes int64
+}
+
+// SelfTimer is a kernel that times itself, on a device longca does not drive (an
+// external worker process): the harness hands it the whole timing of a case instead of
+// timing Forward and Backward calls.
+type SelfTimer interface {
+	TimePass(ctx context.Context, p Problem, pass Pass, s TimeSpec) (Timing, error)
+}
+
+// ErrUnsupported marks an error as "this case cannot run here": status unsupported.
+var ErrUnsupported = errors.New("unsupported")
+
+// ErrOOM marks an out-of-memory error: status oom.
+var ErrOOM = errors.New("out of memory")
+
+// Unsupported marks err as unsupported, keeping its message.
+func Unsupported(err error) error { return markedError{err, ErrUnsupported} }
+
+// OOM marks err as out of memory, keeping its message.
+func OOM(err error) error { return markedError{err, ErrOOM} }
+
+type markedError struct{ err, mark error }
+
+func (m markedError) Error() string   { return m.err.Error() }
+func (m markedError) Unwrap() []error { return []error{m.err, m.mark} }
 
 var (
 	mu       sync.Mutex
 	registry = map[string]Factory{}
 	docs     = map[string]string{}
+	prefixes = map[string]PrefixFactory{}
 )
 
 // Register adds a kernel under a name; call it from an init function.
@@ -167,16 +245,52 @@ func Register(name, doc string, f Factory) {
 	docs[name] = doc
 }
 
-// Names lists the registered kernels, sorted.
+// RegisterPrefix adds a family of kernels named prefix+rest (exec:PATH): New passes rest
+// to f. The prefix is listed by Names as prefix+"PATH".
+func RegisterPrefix(prefix, doc string, f PrefixFactory) {
+	mu.Lock()
+	defer mu.Unlock()
+	if _, dup := prefixes[prefix]; dup {
+		panic("kernels: duplicate kernel prefix " + prefix)
+	}
+	prefixes[prefix] = f
+	docs[prefix+"PATH"] = doc
+}
+
+// Names lists the registered kernels, sorted (a prefix family as prefix+"PATH").
 func Names() []string {
 	mu.Lock()
 	defer mu.Unlock()
-	out := make([]string, 0, len(registry))
+	out := make([]string, 0, len(registry)+len(prefixes))
 	for n := range registry {
 		out = append(out, n)
 	}
+	for p := range prefixes {
+		out = append(out, p+"PATH")
+	}
 	sort.Strings(out)
 	return out
+}
+
+// Known says whether name is a registered kernel or a member of a registered family.
+func Known(name string) bool {
+	mu.Lock()
+	defer mu.Unlock()
+	if _, ok := registry[name]; ok {
+		return true
+	}
+	_, _, ok := prefixOf(name)
+	return ok
+}
+
+// prefixOf finds the family of name (mu held).
+func prefixOf(name string) (PrefixFactory, string, bool) {
+	for p, f := range prefixes {
+		if rest, ok := strings.CutPrefix(name, p); ok && rest != "" {
+			return f, rest, true
+		}
+	}
+	return nil, "", false
 }
 
 // Doc is a kernel's one-line description.
@@ -186,13 +300,17 @@ func Doc(name string) string {
 	return docs[name]
 }
 
-// New makes the named kernel.
-func New(name string) (Kernel, error) {
+// New makes the named kernel with the options.
+func New(name string, o Options) (Kernel, error) {
 	mu.Lock()
 	f, ok := registry[name]
+	pf, rest, isPrefix := prefixOf(name)
 	mu.Unlock()
-	if !ok {
-		return nil, fmt.Errorf("unknown kernel %q (--kernels): registered are %s", name, strings.Join(Names(), ", "))
+	switch {
+	case ok:
+		return f(o)
+	case isPrefix:
+		return pf(rest, o)
 	}
-	return f()
+	return nil, fmt.Errorf("unknown kernel %q (--kernels): registered are %s", name, strings.Join(Names(), ", "))
 }

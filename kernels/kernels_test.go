@@ -1,7 +1,9 @@
 package kernels
 
 import (
+	"errors"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -49,5 +51,32 @@ func TestValidateNamesTheFlag(t *testing.T) {
 	}
 	if _, err := ParsePass("sideways"); err == nil {
 		t.Fatal("bad pass parsed")
+	}
+}
+
+func TestRegistryPrefixesOptionsAndMarks(t *testing.T) {
+	var got Options
+	RegisterPrefix("test-exec:", "test family", func(rest string, o Options) (Kernel, error) {
+		got = o
+		return nil, Unsupported(errors.New("no worker " + rest))
+	})
+	if !Known("test-exec:/bin/x:name") || Known("test-exec:") || Known("nope") {
+		t.Fatal("Known: a family member is known, a bare prefix and an unknown name are not")
+	}
+	if !slices.Contains(Names(), "test-exec:PATH") || Doc("test-exec:PATH") != "test family" {
+		t.Fatalf("family not listed: %v", Names())
+	}
+	_, err := New("test-exec:/bin/x", Options{Device: 2, Variant: "v", Python: "py"})
+	if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "no worker /bin/x") {
+		t.Fatalf("prefix factory error: %v", err)
+	}
+	if got.Device != 2 || got.Variant != "v" || got.Python != "py" {
+		t.Fatalf("options not passed: %+v", got)
+	}
+	if _, err := New("nope", Options{}); err == nil || !strings.Contains(err.Error(), "--kernels") {
+		t.Fatalf("unknown kernel: %v", err)
+	}
+	if e := OOM(errors.New("x")); !errors.Is(e, ErrOOM) || errors.Is(e, ErrUnsupported) || e.Error() != "x" {
+		t.Fatalf("OOM mark: %v", e)
 	}
 }

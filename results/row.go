@@ -57,6 +57,14 @@ type Row struct {
 	// What was measured.
 	Bench  string `arrow:"bench"`  // kernel, sparse or cp
 	Kernel string `arrow:"kernel"` // the attention kernel
+	// KernelVariant is the kernel's code path that ran (sm90, sm80, a cuDNN engine).
+	KernelVariant string `arrow:"kernel_variant"`
+	// KernelVersions is a JSON object of the libraries behind the kernel and their
+	// versions ({"torch":"2.11.0"}); "{}" when none are known.
+	KernelVersions string `arrow:"kernel_versions"`
+	// DeviceIndex is the GPU's index in the process (after CUDA_VISIBLE_DEVICES); nil on
+	// the CPU.
+	DeviceIndex *int64 `arrow:"device_index"`
 	Method string `arrow:"method"` // the CP method; empty for kernel runs
 
 	// CP mesh: nil for kernel runs.

@@ -24,7 +24,7 @@ func init() {
 			"each process is one rank. A case is checked first (out, lse; dq, dk, dv) on its first sample;\n" +
 			"a wrong method is not timed and the command exits 1. Time is the slowest rank's per\n" +
 			"iteration, median over -n iterations; TFLOP/s per GPU = mask FLOPs / (ranks x time).",
-		Flags:  append(cpFlags(), worldFlags()...),
+		Flags:  append(append(cpFlags(), worldFlags()...), kernelFlags()...),
 		Action: cpAction,
 	})
 }
@@ -81,6 +81,7 @@ type cpOptions struct {
 	checkBudget     float64
 	ranks           int
 	kernel          string
+	kernelOpts      kernels.Options // device index, variant: set once the world is known
 	out, runID      string
 	dryRun          bool
 }

@@ -35,6 +35,9 @@ func cpAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if o.kernelOpts, err = kernelOptions(c, w); err != nil {
+		return err
+	}
 	n := w.Size
 	if w.Size > 1 && c.IsSet("ranks") && o.ranks != w.Size {
 		return usageError("--ranks %d under a launcher of %d processes: leave --ranks out (each process is one rank)", o.ranks, w.Size)
@@ -79,9 +82,6 @@ func cpAction(c *cli.Context) error {
 	if w.Size > 1 || so.Backend != "auto" && so.Backend != "local" {
 		// One process per rank: the launcher's world.
 		withRank(w.Rank, w.Size)
-		if err := cpDeviceForRank(w); err != nil {
-			return err
-		}
 		cm, err := spmd.Open(ctx, w, so)
 		if err != nil {
 			return err
@@ -100,7 +100,7 @@ func cpAction(c *cli.Context) error {
 		}
 	} else {
 		opts := []local.Option{local.WithTimeout(so.Timeout)}
-		mover, err := cpDeviceMover(o.kernel, n)
+		mover, err := cpDeviceMover(o.kernel, o.kernelOpts, n)
 		if err != nil {
 			return err
 		}
@@ -157,7 +157,7 @@ type cpRank struct {
 // It returns rank 0's rows and the number of cases that failed the check.
 func (rr *cpRank) run(ctx context.Context) ([]results.Row, int, error) {
 	o, n, rank := rr.o, rr.c.Size(), rr.c.Rank()
-	kern, err := kernels.New(o.kernel)
+	kern, err := newKernel(o.kernel, o.kernelOpts)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -496,8 +496,8 @@ func printCPTable(w io.Writer, rows []results.Row) error {
 // cpDeviceMover is the device mover for n in-process ranks when the kernel runs on an
 // internal/cuda GPU (nil for a CPU or staged kernel): the ranks' transfers become
 // device-to-device copies on the kernel's GPU.
-func cpDeviceMover(kernel string, n int) (*cudamover.Mover, error) {
-	k, err := kernels.New(kernel)
+func cpDeviceMover(kernel string, ko kernels.Options, n int) (*cudamover.Mover, error) {
+	k, err := newKernel(kernel, ko)
 	if err != nil {
 		return nil, err
 	}
@@ -517,17 +517,4 @@ func cpDeviceMover(kernel string, n int) (*cudamover.Mover, error) {
 		return nil, fmt.Errorf("longca cp: device mover for %d ranks: %w", n, err)
 	}
 	return m, nil
-}
-
-// cpDeviceForRank points the cuda kernel of a launched rank at its own GPU (the local
-// rank's, as the nccl backend picks it) unless LONGCA_CUDA_DEVICE says otherwise.
-func cpDeviceForRank(w spmd.World) error {
-	if os.Getenv("LONGCA_CUDA_DEVICE") != "" {
-		return nil
-	}
-	idx, err := spmd.DeviceIndex(w, os.Getenv)
-	if err != nil {
-		return err
-	}
-	return os.Setenv("LONGCA_CUDA_DEVICE", fmt.Sprint(idx))
 }

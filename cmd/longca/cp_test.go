@@ -27,7 +27,7 @@ func (w wrongKernel) Forward(ctx context.Context, p kernels.Problem, q, k, v, ou
 }
 
 func init() {
-	kernels.Register("cp-test-wrong", "test only: ref with a wrong output element", func() (kernels.Kernel, error) {
+	kernels.Register("cp-test-wrong", "test only: ref with a wrong output element", func(kernels.Options) (kernels.Kernel, error) {
 		return wrongKernel{ref.New(ref.Options{})}, nil
 	})
 }

@@ -45,7 +45,7 @@ func sweepFlags() []cli.Flag {
 
 // commonSweepFlags are the flags `longca kernel` and `longca sparse` share.
 func commonSweepFlags() []cli.Flag {
-	return []cli.Flag{
+	return append([]cli.Flag{
 		&cli.StringFlag{Name: "begin", Aliases: []string{"b"}, Usage: "first sequence length (K, M suffixes)"},
 		&cli.StringFlag{Name: "end", Aliases: []string{"e"}, Usage: "last sequence length"},
 		&cli.IntFlag{Name: "factor", Aliases: []string{"f"}, Value: 2, Usage: "multiply the length by this from -b to -e"},
@@ -65,34 +65,69 @@ func commonSweepFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "no-check", Usage: "time without checking (same as --check=false)"},
 		&cli.Float64Flag{Name: "check-budget", Value: harness.DefaultCheckBudget, Usage: "largest checked case in multiply-adds (area x heads x dim); larger cases are checked smaller"},
 		&cli.BoolFlag{Name: "dry-run", Usage: "print the cases and their FLOPs; run nothing"},
+	}, kernelFlags()...)
+}
+
+// kernelFlags are the flags that configure how kernels are made (kernels.Options): every
+// one that can change a result is recorded in the rows.
+func kernelFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.IntFlag{Name: "device", Value: -1, Usage: "GPU index (default: the local rank's GPU under a launcher, else 0); recorded as device_index"},
+		&cli.StringFlag{Name: "variant", Usage: "kernel variant (longca list names them; default: the best for the device); recorded as kernel_variant"},
+		&cli.StringFlag{Name: "python", EnvVars: []string{"LONGCA_PYTHON"}, Usage: "Python interpreter of the torch:* workers (default python3 on the PATH)"},
 	}
+}
+
+// kernelOptions reads the kernel flags; under a launcher the device defaults to the local
+// rank's GPU (spmd.DeviceIndex).
+func kernelOptions(c *cli.Context, w spmd.World) (kernels.Options, error) {
+	o := kernels.Options{Variant: c.String("variant"), Python: c.String("python")}
+	switch d := c.Int("device"); {
+	case c.IsSet("device") && d < 0:
+		return o, usageError("--device %d: give a GPU index, 0 or more", d)
+	case c.IsSet("device"):
+		o.Device = d
+	case w.Size > 1:
+		idx, err := spmd.DeviceIndex(w, os.Getenv)
+		if err != nil {
+			return o, usageError("%v", err)
+		}
+		o.Device = idx
+	}
+	return o, nil
+}
+
+type madeKey struct {
+	name string
+	o    kernels.Options
 }
 
 var (
 	madeMu sync.Mutex
-	made   = map[string]kernels.Kernel{}
+	made   = map[madeKey]kernels.Kernel{}
 )
 
-// newKernel makes a kernel once per process: finding out whether cuda works compiles
-// and loads it, and the sweep then uses that same instance.
-func newKernel(name string) (kernels.Kernel, error) {
+// newKernel makes a kernel once per process and options: finding out whether cuda works
+// compiles and loads it, and the sweep then uses that same instance.
+func newKernel(name string, o kernels.Options) (kernels.Kernel, error) {
 	madeMu.Lock()
 	defer madeMu.Unlock()
-	if k, ok := made[name]; ok {
+	key := madeKey{name, o}
+	if k, ok := made[key]; ok {
 		return k, nil
 	}
-	k, err := kernels.New(name)
+	k, err := kernels.New(name, o)
 	if err != nil {
 		return nil, err
 	}
-	made[name] = k
+	made[key] = k
 	return k, nil
 }
 
 // defaultKernel is cuda when a GPU answers, else the CPU reference.
-func defaultKernel() string {
+func defaultKernel(o kernels.Options) string {
 	if slices.Contains(kernels.Names(), "cuda") {
-		if _, err := newKernel("cuda"); err == nil {
+		if _, err := newKernel("cuda", o); err == nil {
 			return "cuda"
 		}
 	}
@@ -175,8 +210,8 @@ func parseMasks(s string) ([]string, error) {
 }
 
 // sweepFromFlags turns the flags into a sweep; defaultLens are the lengths when none are
-// given.
-func sweepFromFlags(c *cli.Context, defaultLens []int) (harness.Sweep, error) {
+// given, ko the options the default kernel is probed with.
+func sweepFromFlags(c *cli.Context, defaultLens []int, ko kernels.Options) (harness.Sweep, error) {
 	var s harness.Sweep
 	var err error
 	if s.SeqLens, err = parseSeqLens(c, defaultLens); err != nil {
@@ -206,10 +241,10 @@ func sweepFromFlags(c *cli.Context, defaultLens []int) (harness.Sweep, error) {
 	}
 	s.Kernels = splitList(c.String("kernels"))
 	if len(s.Kernels) == 0 {
-		s.Kernels = []string{defaultKernel()}
+		s.Kernels = []string{defaultKernel(ko)}
 	}
 	for _, k := range s.Kernels {
-		if !slices.Contains(kernels.Names(), k) {
+		if !kernels.Known(k) {
 			return s, usageError("--kernels: unknown kernel %q: registered are %s", k, strings.Join(kernels.Names(), ", "))
 		}
 	}
@@ -225,7 +260,11 @@ func kernelAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	s, err := sweepFromFlags(c, publishedSeqLens)
+	ko, err := kernelOptions(c, w)
+	if err != nil {
+		return err
+	}
+	s, err := sweepFromFlags(c, publishedSeqLens, ko)
 	if err != nil {
 		return err
 	}
@@ -234,12 +273,12 @@ func kernelAction(c *cli.Context) error {
 			return err
 		}
 	}
-	return sweepAction(c, s, "kernel", w)
+	return sweepAction(c, s, "kernel", w, ko)
 }
 
 // sweepAction runs (or with --dry-run lists) a sweep from the shared flags and prints
 // its table.
-func sweepAction(c *cli.Context, s harness.Sweep, bench string, w spmd.World) error {
+func sweepAction(c *cli.Context, s harness.Sweep, bench string, w spmd.World, ko kernels.Options) error {
 	if w, n := c.Int("warmup"), c.Int("iters"); w < 0 || n < 1 {
 		return usageError("-w %d -n %d: warm-ups must be >= 0 and iterations >= 1", w, n)
 	}
@@ -259,6 +298,7 @@ func sweepAction(c *cli.Context, s harness.Sweep, bench string, w spmd.World) er
 		runID:       c.String("run-id"),
 		bench:       bench,
 		world:       w,
+		kernelOpts:  ko,
 	}
 	if o.out == "" {
 		o.out = defaultOutDir(bench)

@@ -8,12 +8,12 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/longca/longca/harness"
+	"github.com/longca/longca/kernels"
 	"github.com/longca/longca/results"
 	"github.com/longca/longca/spmd"
 	"github.com/mattn/go-isatty"
@@ -33,6 +33,8 @@ type sweepOptions struct {
 	// world is this process among the ranks a launcher started (rank 0 of 1 alone):
 	// every rank runs the whole sweep on its own GPU and writes its own rank file.
 	world spmd.World
+	// kernelOpts make the kernels (device index, variant, interpreter).
+	kernelOpts kernels.Options
 }
 
 // sweepResult is what a sweep wrote.
@@ -72,8 +74,8 @@ func baseRow(runID, bench string, w spmd.World) results.Row {
 }
 
 // kernelWorld discovers the ranks a launcher started. Under several ranks each one runs
-// the sweep on its own GPU (LONGCA_CUDA_DEVICE set from the local rank unless given),
-// and the ranks must share a run id: --out or --run-id is then required.
+// the sweep on its own GPU (kernelOptions picks the local rank's unless --device is
+// given), and the ranks must share a run id: --out or --run-id is then required.
 func kernelWorld(c *cli.Context) (spmd.World, error) {
 	w, err := spmd.Discover(os.Getenv)
 	if err != nil {
@@ -86,15 +88,6 @@ func kernelWorld(c *cli.Context) (spmd.World, error) {
 		return w, usageError("%d ranks (%s): give --out DIR (one folder, shared by the ranks) or --run-id so that the ranks' files form one run", w.Size, w.Launcher)
 	}
 	withRank(w.Rank, w.Size)
-	if os.Getenv("LONGCA_CUDA_DEVICE") == "" {
-		idx, err := spmd.DeviceIndex(w, os.Getenv)
-		if err != nil {
-			return w, err
-		}
-		if err := os.Setenv("LONGCA_CUDA_DEVICE", strconv.Itoa(idx)); err != nil {
-			return w, fmt.Errorf("choosing the GPU: %w", err)
-		}
-	}
 	return w, nil
 }
 
@@ -118,8 +111,9 @@ func runSweep(ctx context.Context, o sweepOptions) (sweepResult, error) {
 	res.file = w.Path()
 	r := &harness.Runner{
 		Build: o.build, Warmup: o.warmup, Iters: o.iters, CheckBudget: o.checkBudget,
-		Base:      baseRow(res.runID, o.bench, o.world),
-		NewKernel: newKernel,
+		Base:          baseRow(res.runID, o.bench, o.world),
+		KernelOptions: o.kernelOpts,
+		NewKernel:     func(name string) (kernels.Kernel, error) { return newKernel(name, o.kernelOpts) },
 	}
 	if o.check {
 		r.Check = harness.KernelCheck

@@ -210,7 +210,6 @@ func TestList(t *testing.T) {
 // each writes its own rank file, only rank 0 prints the table, and merge joins them.
 func TestKernelUnderLauncher(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "mpi1")
-	t.Setenv("LONGCA_CUDA_DEVICE", "0")
 	t.Setenv("OMPI_COMM_WORLD_SIZE", "2")
 	t.Setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "2")
 	args := []string{"kernel", "--kernels", "ref", "--seqlens", "128", "--masks", "causal", "--heads", "2:1",

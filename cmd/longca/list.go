@@ -35,7 +35,7 @@ func listAction(c *cli.Context) error {
 	fmt.Fprintln(w, "# kernels")
 	for _, k := range kernels.Names() {
 		avail := "available"
-		if _, err := newKernel(k); err != nil {
+		if _, err := newKernel(k, kernels.Options{}); err != nil {
 			avail = "unavailable here"
 		}
 		fmt.Fprintf(w, "  %-24s %-17s %s\n", k, avail, kernels.Doc(k))

@@ -10,6 +10,7 @@ import (
 	"github.com/longca/longca/kernels"
 	"github.com/longca/longca/mask"
 	"github.com/longca/longca/results"
+	"github.com/longca/longca/spmd"
 	"github.com/longca/longca/tensor"
 	"github.com/urfave/cli/v2"
 )
@@ -23,7 +24,7 @@ func init() {
 			"6 masks at 512, 1K, 2K, heads 8:2, head dim 64, fwd and bwd (about a minute on 2 idle cores);\n" +
 			"smoke: a seconds-long subset of cpu for tests. OUT gets <run>.rank-0-of-1.arrow, merged.arrow,\n" +
 			"report.txt and plots/*.png; the table is printed.",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "out", Usage: "results folder (default out/run-<time>)"},
 			&cli.StringFlag{Name: "suite", Value: "auto", Usage: "auto (gpu when a GPU is found, else cpu), gpu, cpu or smoke"},
 			&cli.IntFlag{Name: "warmup", Aliases: []string{"w"}, Value: -1, Usage: "override the suite's warm-ups"},
@@ -31,7 +32,7 @@ func init() {
 			&cli.BoolFlag{Name: "no-check", Usage: "time without checking"},
 			&cli.StringFlag{Name: "run-id", EnvVars: []string{"LONGCA_RUN_ID"}, Usage: "run id (default: the folder's name)"},
 			&cli.BoolFlag{Name: "parquet", Usage: "also write merged.parquet"},
-		},
+		}, kernelFlags()...),
 		Action: runAction,
 	})
 }
@@ -86,10 +87,14 @@ func runAction(c *cli.Context) error {
 	if c.NArg() > 0 {
 		return usageError("run takes no arguments (got %q): give the folder with --out", c.Args().First())
 	}
+	ko, err := kernelOptions(c, spmd.World{Size: 1})
+	if err != nil {
+		return err
+	}
 	name := c.String("suite")
 	if name == "auto" {
 		name = "cpu"
-		if defaultKernel() == "cuda" {
+		if defaultKernel(ko) == "cuda" {
 			name = "gpu"
 		}
 	}
@@ -118,6 +123,7 @@ func runAction(c *cli.Context) error {
 	res, err := runSweep(c.Context, sweepOptions{
 		sweep: st.sweep, warmup: st.warmup, iters: st.iters, check: !c.Bool("no-check"),
 		checkBudget: st.checkBudget, out: out, runID: c.String("run-id"), bench: "kernel", build: st.build,
+		world: spmd.World{Size: 1}, kernelOpts: ko,
 	})
 	if err != nil {
 		return err

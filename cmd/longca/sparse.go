@@ -96,12 +96,16 @@ func sparseAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	s, err := sweepFromFlags(c, sparseSeqLens)
+	ko, err := kernelOptions(c, w)
+	if err != nil {
+		return err
+	}
+	s, err := sweepFromFlags(c, sparseSeqLens, ko)
 	if err != nil {
 		return err
 	}
 	if s.Sparse, err = sparseSpecs(c); err != nil {
 		return err
 	}
-	return sweepAction(c, s, "sparse", w)
+	return sweepAction(c, s, "sparse", w, ko)
 }

@@ -25,7 +25,7 @@ func gpuKernel(t *testing.T) *Kernel {
 	t.Helper()
 	kernOnce.Do(func() {
 		var k kernels.Kernel
-		k, kernErr = kernels.New("cuda")
+		k, kernErr = kernels.New("cuda", kernels.Options{})
 		if kernErr == nil {
 			kern = k.(*Kernel)
 		}

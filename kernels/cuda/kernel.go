@@ -6,8 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
-	"os"
-	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/longca/longca/internal/cuda"
@@ -36,7 +35,7 @@ func (v variant) shared(d int) int { return v.sharedPerDim*d + v.sharedFixed }
 
 // The kernel's versions (docs/perf.md): fwd v1 keeps Q in registers, v2 re-reads it from
 // shared memory, v3 gives each of 4 warps 32 rows; bwd v1 owns 64 keys with 4 warps, v2
-// 128 keys with 8 warps. Select with LONGCA_CUDA_FWD and LONGCA_CUDA_BWD.
+// 128 keys with 8 warps. Select with the Variant option "FWD:BWD" (v1:v2 by default).
 var (
 	fwdVariants = map[string]variant{
 		"v1": {fn: "fwd", qTile: 128, kTile: 64, threads: 256, sharedPerDim: (128 + 4*64) * 2},
@@ -50,34 +49,38 @@ var (
 	defaultFwd, defaultBwd = "v1", "v2"
 )
 
-// pickVariant reads a version from the environment.
-func pickVariant(env, def string, vs map[string]variant) (variant, string, error) {
-	name := os.Getenv(env)
-	if name == "" {
-		name = def
+// pickVariants reads the Variant option "FWD:BWD" ("" for the defaults).
+func pickVariants(spec string) (fwd, bwd variant, fwdName, bwdName string, err error) {
+	fwdName, bwdName = defaultFwd, defaultBwd
+	if spec != "" {
+		f, b, ok := strings.Cut(spec, ":")
+		if !ok {
+			return fwd, bwd, "", "", fmt.Errorf("cuda: variant %q: give FWD:BWD, e.g. v1:v2 (--variant)", spec)
+		}
+		fwdName, bwdName = f, b
 	}
-	v, ok := vs[name]
-	if !ok {
-		return v, name, fmt.Errorf("cuda: %s=%q: not a version of this kernel (see docs/perf.md)", env, name)
+	var okF, okB bool
+	fwd, okF = fwdVariants[fwdName]
+	bwd, okB = bwdVariants[bwdName]
+	if !okF || !okB {
+		return fwd, bwd, "", "", fmt.Errorf("cuda: variant %q: forward one of v1, v2, v3 and backward one of v1, v2 (--variant)", spec)
 	}
-	return v, name, nil
+	return fwd, bwd, fwdName, bwdName, nil
 }
 
 func init() {
-	kernels.Register("cuda", "longca's flash attention (mma.sync, NVRTC), any mask through tile work lists; bf16/fp16, head dim 64/128", func() (kernels.Kernel, error) {
-		idx := 0
-		if s := os.Getenv("LONGCA_CUDA_DEVICE"); s != "" {
-			i, err := strconv.Atoi(s)
-			if err != nil {
-				return nil, fmt.Errorf("cuda: LONGCA_CUDA_DEVICE=%q is not a device index", s)
-			}
-			idx = i
+	kernels.Register("cuda", "longca's flash attention (mma.sync, NVRTC), any mask through tile work lists; bf16/fp16, head dim 64/128", func(o kernels.Options) (kernels.Kernel, error) {
+		if o.Device < 0 {
+			return nil, fmt.Errorf("cuda: device index %d must not be negative (--device)", o.Device)
 		}
-		g, err := cuda.Open(idx)
+		if _, _, _, _, err := pickVariants(o.Variant); err != nil {
+			return nil, err
+		}
+		g, err := cuda.Open(o.Device)
 		if err != nil {
 			return nil, err
 		}
-		return New(g)
+		return NewVariant(g, o.Variant)
 	})
 }
 
@@ -104,8 +107,16 @@ func Options(g *cuda.Device) []string {
 	return g.Options("--use_fast_math", "-lineinfo")
 }
 
-// New compiles (or loads from the cache) the kernel for device g.
-func New(g *cuda.Device) (*Kernel, error) {
+// New compiles (or loads from the cache) the kernel for device g with its default variants.
+func New(g *cuda.Device) (*Kernel, error) { return NewVariant(g, "") }
+
+// NewVariant compiles (or loads from the cache) the kernel for device g with the named
+// variants ("FWD:BWD"; "" for the defaults).
+func NewVariant(g *cuda.Device, spec string) (*Kernel, error) {
+	fwd, bwd, fwdName, bwdName, err := pickVariants(spec)
+	if err != nil {
+		return nil, err
+	}
 	img, log, _, err := cuda.CompileCached(source, "longca_attention.cu", Options(g), g.Props.Name+" "+g.Arch())
 	if err != nil {
 		return nil, err
@@ -119,14 +130,13 @@ func New(g *cuda.Device) (*Kernel, error) {
 		return nil, fmt.Errorf("cuda: loading the attention module: %w", err)
 	}
 	k := &Kernel{dev: g, mod: mod, Log: log, fns: map[string]*cuda.Function{}, lists: map[uint64]*deviceList{},
-		scratch: map[string]*cuda.Buffer{}}
-	if k.fwd, k.FwdVer, err = pickVariant("LONGCA_CUDA_FWD", defaultFwd, fwdVariants); err != nil {
-		return nil, err
-	}
-	if k.bwd, k.BwdVer, err = pickVariant("LONGCA_CUDA_BWD", defaultBwd, bwdVariants); err != nil {
-		return nil, err
-	}
+		scratch: map[string]*cuda.Buffer{}, fwd: fwd, bwd: bwd, FwdVer: fwdName, BwdVer: bwdName}
 	return k, nil
+}
+
+// Describe names the variants that serve the problem.
+func (k *Kernel) Describe(p kernels.Problem, pass kernels.Pass) kernels.Info {
+	return kernels.Info{Variant: k.FwdVer + ":" + k.BwdVer, Versions: map[string]string{"arch": k.dev.Arch()}}
 }
 
 // Name is "cuda".

@@ -24,12 +24,14 @@ func TestRegisteredWithoutGPU(t *testing.T) {
 		t.Log("a GPU is present: the GPU tests (tag gpu) cover this machine")
 		return
 	}
-	if _, err := kernels.New("cuda"); err == nil || !strings.Contains(err.Error(), "libcuda") {
+	if _, err := kernels.New("cuda", kernels.Options{}); err == nil || !strings.Contains(err.Error(), "libcuda") {
 		t.Fatalf(`kernels.New("cuda") without a driver: %v`, err)
 	}
-	t.Setenv("LONGCA_CUDA_DEVICE", "x")
-	if _, err := kernels.New("cuda"); err == nil || !strings.Contains(err.Error(), "LONGCA_CUDA_DEVICE") {
-		t.Fatalf("bad LONGCA_CUDA_DEVICE: %v", err)
+	if _, err := kernels.New("cuda", kernels.Options{Variant: "v9:v1"}); err == nil || !strings.Contains(err.Error(), "--variant") {
+		t.Fatalf("bad variant: %v", err)
+	}
+	if _, err := kernels.New("cuda", kernels.Options{Device: -1}); err == nil || !strings.Contains(err.Error(), "--device") {
+		t.Fatalf("bad device: %v", err)
 	}
 }
 
@@ -78,7 +80,12 @@ func TestVersionsMatchSource(t *testing.T) {
 			t.Errorf("attention.cu does not instantiate %s", dt)
 		}
 	}
-	if _, _, err := pickVariant("LONGCA_TEST_NO_SUCH_VAR", "v9", fwdVariants); err == nil {
-		t.Fatal("unknown version accepted")
+	for _, bad := range []string{"v9:v1", "v1:v3", "v1", "v1:"} {
+		if _, _, _, _, err := pickVariants(bad); err == nil {
+			t.Errorf("variant %q accepted", bad)
+		}
+	}
+	if _, _, f, b, err := pickVariants(""); err != nil || f != defaultFwd || b != defaultBwd {
+		t.Errorf(`variant "": %s:%s %v`, f, b, err)
 	}
 }

@@ -18,7 +18,7 @@ import (
 )
 
 func init() {
-	kernels.Register("ref", "CPU float64 reference, any mask", func() (kernels.Kernel, error) {
+	kernels.Register("ref", "CPU float64 reference, any mask", func(kernels.Options) (kernels.Kernel, error) {
 		return New(Options{}), nil
 	})
 }

@@ -270,7 +270,7 @@ func TestDeterministic(t *testing.T) {
 }
 
 func TestRegisteredAndErrors(t *testing.T) {
-	k, err := kernels.New("ref")
+	k, err := kernels.New("ref", kernels.Options{})
 	if err != nil || k.Name() != "ref" {
 		t.Fatalf("kernels.New(ref) = %v, %v", k, err)
 	}
