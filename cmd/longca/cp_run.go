@@ -7,7 +7,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -66,8 +65,8 @@ func cpAction(c *cli.Context) error {
 	if o.out == "" {
 		o.out = defaultOutDir("cp")
 	}
-	if o.runID == "" {
-		o.runID = filepath.Base(filepath.Clean(o.out))
+	if o.runID, err = resultsTarget(o.out, o.runID); err != nil {
+		return err
 	}
 	ctx := c.Context
 	if ctx == nil {

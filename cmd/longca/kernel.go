@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -285,6 +286,9 @@ func sweepAction(c *cli.Context, s harness.Sweep, bench string, w spmd.World, ko
 	if c.IsSet("check") && c.Bool("check") && c.Bool("no-check") {
 		return usageError("--check and --no-check both given: use one")
 	}
+	if b := c.Float64("check-budget"); !(b > 0) || math.IsInf(b, 0) {
+		return usageError("--check-budget %g: give a positive number of multiply-adds (default %g)", b, harness.DefaultCheckBudget)
+	}
 	if c.Bool("dry-run") {
 		return harness.PrintPlan(c.App.Writer, s.Cases(), harness.BuildMask)
 	}
@@ -302,6 +306,10 @@ func sweepAction(c *cli.Context, s harness.Sweep, bench string, w spmd.World, ko
 	}
 	if o.out == "" {
 		o.out = defaultOutDir(bench)
+	}
+	var err error
+	if o.runID, err = resultsTarget(o.out, o.runID); err != nil {
+		return err
 	}
 	res, err := runSweep(c.Context, o)
 	if err != nil {

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"os"
+	"strings"
 
 	"github.com/longca/longca/kernels"
 	"github.com/longca/longca/results"
@@ -43,10 +46,26 @@ func reportAction(c *cli.Context) error {
 		pass = p.String()
 	}
 	path := args[0]
-	rows, err := results.Load(path)
+	if _, err := os.Stat(path); err != nil {
+		return usageError("report %s: %v: give a results file or folder", path, cleanPathError(err))
+	}
+	dir := c.String("plot")
+	if dir != "" {
+		if err := writableDir(dir); err != nil {
+			return usageError("--plot %s: %v", dir, err)
+		}
+	}
+	loaded, err := results.Load(path)
+	if errors.Is(err, results.ErrNotResults) || errors.Is(err, results.ErrDamaged) {
+		return usageError("report %s: %v", path, strings.TrimPrefix(err.Error(), "results: "))
+	}
 	if err != nil {
 		return err
 	}
+	for _, s := range loaded.Skipped {
+		log.Warn().Str("skipped", s).Msg("report: file left out")
+	}
+	rows := loaded.Rows
 	sum := results.Summarize(rows, pass)
 	title := fmt.Sprintf("longca report: %s (%d rows in all)", path, len(rows))
 	if pass != "" {
@@ -55,7 +74,7 @@ func reportAction(c *cli.Context) error {
 	if err := results.WriteTable(c.App.Writer, title, sum); err != nil {
 		return err
 	}
-	if dir := c.String("plot"); dir != "" {
+	if dir != "" {
 		files, err := results.WritePlots(dir, sum)
 		if err != nil {
 			return err

@@ -22,8 +22,9 @@ func init() {
 		Description: "Suites: gpu (kernels.New(\"cuda\") works): the 12 kernel masks at 8K..48K, heads 64:8 and\n" +
 			"64:64, head dim 128, bf16, fwd and bwd, the cuda kernel; cpu (no GPU): the ref kernel on\n" +
 			"6 masks at 512, 1K, 2K, heads 8:2, head dim 64, fwd and bwd (about a minute on 2 idle cores);\n" +
-			"smoke: a seconds-long subset of cpu for tests. OUT gets <run>.rank-0-of-1.arrow, merged.arrow,\n" +
-			"report.txt and plots/*.png; the table is printed.",
+			"smoke: a seconds-long subset of cpu for tests. OUT gets <run>.rank-0-of-1.arrow,\n" +
+			"<run>.merged.arrow, <run>.report.txt and <run>.plots/*.png (runs sharing OUT keep their own);\n" +
+			"the table is printed.",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "out", Usage: "results folder (default out/run-<time>)"},
 			&cli.StringFlag{Name: "suite", Value: "auto", Usage: "auto (gpu when a GPU is found, else cpu), gpu, cpu or smoke"},
@@ -116,13 +117,19 @@ func runAction(c *cli.Context) error {
 	if out == "" {
 		out = defaultOutDir("run")
 	}
-	if _, err := os.Stat(filepath.Join(out, "merged.arrow")); err == nil {
-		return usageError("--out %s already holds a merged run: give a new folder", out)
+	runID, err := resultsTarget(out, c.String("run-id"))
+	if err != nil {
+		return err
+	}
+	// Every file of this run starts with its id: runs sharing a folder keep their own.
+	merged := filepath.Join(out, runID+".merged.arrow")
+	if _, err := os.Stat(merged); err == nil {
+		return usageError("--out %s already holds run %s (%s): give another --run-id or folder", out, runID, filepath.Base(merged))
 	}
 	log.Info().Str("suite", st.name).Str("out", out).Msg("longca run")
 	res, err := runSweep(c.Context, sweepOptions{
 		sweep: st.sweep, warmup: st.warmup, iters: st.iters, check: !c.Bool("no-check"),
-		checkBudget: st.checkBudget, out: out, runID: c.String("run-id"), bench: "kernel", build: st.build,
+		checkBudget: st.checkBudget, out: out, runID: runID, bench: "kernel", build: st.build,
 		world: spmd.World{Size: 1}, kernelOpts: ko,
 	})
 	if err != nil {
@@ -131,30 +138,31 @@ func runAction(c *cli.Context) error {
 	if err := writeSpecs(filepath.Join(out, "masks"), st); err != nil {
 		return err
 	}
-	m, err := results.Merge(out, results.MergeOptions{Runs: []string{res.runID}, Parquet: c.Bool("parquet")})
+	m, err := results.Merge(out, results.MergeOptions{Runs: []string{res.runID}, Out: merged, Parquet: c.Bool("parquet")})
 	if err != nil {
 		return err
 	}
-	rows, err := results.Load(m.Files[0])
+	loaded, err := results.Load(m.Files[0])
 	if err != nil {
 		return err
 	}
+	rows := loaded.Rows
 	title := fmt.Sprintf("longca run: suite %s, run %s, %d rows", st.name, res.runID, len(rows))
 	sum := results.Summarize(rows, "")
 	var table strings.Builder
 	if err := results.WriteTable(&table, title, sum); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(out, "report.txt"), []byte(table.String()), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(out, runID+".report.txt"), []byte(table.String()), 0o644); err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
-	plots, err := results.WritePlots(filepath.Join(out, "plots"), sum)
+	plots, err := results.WritePlots(filepath.Join(out, runID+".plots"), sum)
 	if err != nil {
 		return err
 	}
 	fmt.Fprint(c.App.Writer, table.String())
-	fmt.Fprintf(c.App.Writer, "# wrote %s, %s, report.txt and %d plots in %s\n",
-		filepath.Base(res.file), filepath.Base(m.Files[0]), len(plots), out)
+	fmt.Fprintf(c.App.Writer, "# wrote %s, %s, %s.report.txt and %d plots in %s/%s.plots\n",
+		filepath.Base(res.file), filepath.Base(m.Files[0]), runID, len(plots), out, runID)
 	return nil
 }
 
