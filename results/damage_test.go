@@ -123,9 +123,11 @@ func TestTruncatedAtEveryByte(t *testing.T) {
 	}
 }
 
-// FuzzDecode: no input makes Decode or the row decoding panic. Run it longer with
-// go test -run '^$' -fuzz FuzzDecode ./results; testdata/fuzz/FuzzDecode keeps the inputs
-// that once crashed.
+// FuzzDecode: no input makes Decode or the row decoding panic or allocate without
+// bound. Run it longer with go test -run '^$' -fuzz FuzzDecode -fuzzminimizetime 2s
+// ./results. testdata/fuzz/FuzzDecode keeps inputs that crashed the reader before it
+// verified the metadata: oom-* (a flipped FlatBuffers vector length: arrow-go asked for
+// 25 GB) and panic-* (a flipped batch length: the row decoding indexed past a buffer).
 func FuzzDecode(f *testing.F) {
 	closed, _, _ := writeTestFile(f, 2, true)
 	open, _, _ := writeTestFile(f, 2, false)
