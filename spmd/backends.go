@@ -57,7 +57,8 @@ func openTCP(ctx context.Context, w World, o Options) (comm.Comm, error) {
 // LocalTCP opens n TCP communicators in this process over 127.0.0.1 (a store on an
 // ephemeral port, one goroutine per rank): real sockets, for tests.
 func LocalTCP(ctx context.Context, n int, timeout time.Duration) ([]comm.Comm, error) {
-	srv, err := ServeStore("127.0.0.1:0", n)
+	cfg := StoreConfig{Size: n, Job: "local-tcp", Secret: randomBytes(32), Timeout: timeout}
+	srv, err := ServeStore([]string{"127.0.0.1:0"}, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -69,7 +70,7 @@ func LocalTCP(ctx context.Context, n int, timeout time.Duration) ([]comm.Comm, e
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			st, err := DialStore(ctx, srv.Addr(), r, n, timeout)
+			st, err := DialStore(ctx, srv.Addr(), r, cfg)
 			if err != nil {
 				errs[r] = err
 				return
