@@ -57,6 +57,14 @@ var (
 	// sm_90 forward: Q 128 x D, K and V 2 stages of 128 x D, 9 barriers, 1 KB of alignment
 	// slack (SmemLayout in attention_sm90.cu).
 	fwdSM90 = variant{fn: "fwd90", qTile: 128, kTile: 128, threads: 384, sharedPerDim: (128 + 4*128) * 2, sharedFixed: 8*9 + 1024}
+	// sm_90 backward: K and V 128 x D, Q and dO 2 stages of 64 x D; dS^T 2 x 128 x 64 bf16,
+	// dQ stages 2 x 64 x 64 fp32, lse and Dsum 2 stages of 64 fp32, 5 barriers, 1 KB slack
+	// (BwdLayout in attention_sm90.cu).
+	// fwd90o: the same forward with tile i's Q K^T and tile i-1's P V issued together and
+	// the softmax overlapping the P V product (an experiment against fwd90).
+	fwdSM90O = variant{fn: "fwd90o", qTile: 128, kTile: 128, threads: 384, sharedPerDim: (128 + 4*128) * 2, sharedFixed: 8*9 + 1024}
+	bwdSM90  = variant{fn: "bwd90", qTile: 64, kTile: 128, threads: 384, sharedPerDim: (2*128 + 4*64) * 2,
+		sharedFixed: 2*128*64*2 + 2*64*64*4 + 2*2*64*4 + 8*5 + 1024, transposedList: true}
 )
 
 // archVariant is a code path of the kernel: the entry points of its forward and backward
@@ -72,7 +80,8 @@ type archVariant struct {
 // archVariants are the kernel's variants, best first: the default on a device is the
 // first it can run.
 var archVariants = []archVariant{
-	{name: "sm90", doc: "Hopper: TMA + wgmma forward (warp-specialised, 128x128 tiles); mma.sync backward", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM80},
+	{name: "sm90", doc: "Hopper: TMA + wgmma, warp-specialised (a producer and two consumer warpgroups); forward 128x128 tiles, backward 128 keys x 64 queries with dQ by TMA reductions", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90},
+	{name: "sm90o", doc: "experimental: sm90 with the forward's softmax overlapping the P V product of the previous tile", major: 9, exact: true, fwd: fwdSM90O, bwd: bwdSM90},
 	{name: "sm80", doc: "Ampere and later: mma.sync forward and backward (cp.async double buffering)", major: 8, fwd: fwdSM80, bwd: bwdSM80},
 }
 
@@ -176,7 +185,7 @@ func NewVariant(g *cuda.Device, name string) (*Kernel, error) {
 	if k.mod, k.Log, err = load(g, source, "longca_attention.cu"); err != nil {
 		return nil, err
 	}
-	if av.name == "sm90" {
+	if strings.HasPrefix(av.name, "sm90") {
 		var log string
 		if k.mod90, log, err = load(g, SourceSM90(), "longca_attention_sm90.cu"); err != nil {
 			return nil, err
@@ -184,6 +193,16 @@ func NewVariant(g *cuda.Device, name string) (*Kernel, error) {
 		k.Log += log
 	}
 	return k, nil
+}
+
+// inSM90 says whether an entry point is in attention_sm90.cu (fwd90*, bwd90*, dq90*).
+func inSM90(name string) bool {
+	for _, p := range []string{"fwd90", "bwd90", "dq90"} {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // load compiles (or finds in the cache) one source for g and loads it.
@@ -252,8 +271,8 @@ func (k *Kernel) function(name string, shared int) (*cuda.Function, error) {
 	err := k.dev.Do(func() error {
 		var err error
 		mod := k.mod
-		if strings.Contains(name, "90_") {
-			mod = k.mod90 // the sm_90 entry points (fwd90_*, bwd90_*)
+		if inSM90(name) {
+			mod = k.mod90
 		}
 		if mod == nil {
 			return fmt.Errorf("cuda: %s needs the sm_90 module, not loaded for variant %s", name, k.arch.name)
@@ -402,7 +421,7 @@ func (k *Kernel) Forward(ctx context.Context, p kernels.Problem, q, kk, v, out, 
 	if err != nil {
 		return err
 	}
-	if k.fwd.fn == "fwd90" {
+	if strings.HasPrefix(k.fwd.fn, "fwd90") {
 		return k.forward90(p, bs, dl)
 	}
 	shared := k.fwd.shared(p.HeadDim)
@@ -453,6 +472,9 @@ func (k *Kernel) Backward(ctx context.Context, p kernels.Problem, q, kk, v, out,
 	dl, err := k.list(p, k.bwd.qTile, k.bwd.kTile, true)
 	if err != nil {
 		return err
+	}
+	if k.bwd.fn == "bwd90" {
+		return k.backward90(p, bs, dl)
 	}
 	sq, hq, d := p.Mask.SeqQ, p.HeadsQ, p.HeadDim
 	dsum, err := k.scratchBuf("dsum", hq*sq)
