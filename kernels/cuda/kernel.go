@@ -130,6 +130,7 @@ func knownVariant(name string) error {
 }
 
 func init() {
+	kernels.RegisterVariants("cuda", Variants())
 	kernels.Register("cuda", "longca's flash attention (NVRTC), any mask through tile work lists; bf16/fp16, head dim 64/128; variants sm90 (TMA + wgmma), sm80 (mma.sync)", func(o kernels.Options) (kernels.Kernel, error) {
 		if o.Device < 0 {
 			return nil, fmt.Errorf("cuda: device index %d must not be negative (--device)", o.Device)
