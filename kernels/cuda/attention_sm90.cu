@@ -185,34 +185,58 @@ template <int D> struct SmemLayout {
   static constexpr int kChunks = D / CHUNK;
   static constexpr int kQBytes = SBM * D * 2;
   static constexpr int kKVBytes = SBN * D * 2;
-  static constexpr int kQ = 0;
-  static constexpr int kK = kQ + kQBytes;
+  static constexpr int kQ = 0;                       // [2] Q tiles (the next work item's loads early)
+  static constexpr int kK = kQ + 2 * kQBytes;
   static constexpr int kV = kK + STAGES * kKVBytes;
   static constexpr int kBar = kV + STAGES * kKVBytes;
-  // barriers: fullQ, fullK[S], fullV[S], emptyK[S], emptyV[S]
-  static constexpr int kBytes = kBar + 8 * (1 + 4 * STAGES) + 1024;  // + alignment slack
+  // barriers: fullQ[2], emptyQ[2], fullK[S], fullV[S], emptyK[S], emptyV[S]
+  static constexpr int kBytes = kBar + 8 * (4 + 4 * STAGES) + 1024;  // + alignment slack
 };
 
-template <int D, typename T, bool OVERLAP>
+// A work item of the forward: query tile qt of head h, its entries e0 .. e1 of the work
+// list. Items are numbered as the non-persistent grid is laid out, heads fastest, row
+// tiles in the list's (heaviest first) order.
+struct FwdItem {
+  int h, kvh, qt, e0, e1;
+};
+DEV FwdItem fwd_item(const WorkList &wl, int item, int hq, int hkv) {
+  FwdItem it;
+  it.h = item % hq;
+  it.kvh = it.h / (hq / hkv);
+  const int list = wl.per_head ? it.kvh : 0;
+  it.qt = wl.order[list * wl.row_tiles + item / hq];
+  it.e0 = wl.start[list * (wl.row_tiles + 1) + it.qt];
+  it.e1 = wl.start[list * (wl.row_tiles + 1) + it.qt + 1];
+  return it;
+}
+
+// The forward. Without PERSIST a block does the one work item of its grid position; with
+// it, a grid of one block per multiprocessor walks items blockIdx.x, + gridDim.x, ...: the
+// producer then loads the next item's Q and K/V tiles while the consumers finish the
+// last one. OVERLAP picks the consumers' schedule.
+template <int D, typename T, bool OVERLAP, bool PERSIST>
 DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__restrict__ o, float *__restrict__ lse,
                   int sq, int sk, int hq, int hkv, float scale_log2, WorkList wl) {
   using L = SmemLayout<D>;
   extern __shared__ unsigned char smem_raw[];
   unsigned char *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
-  T *sQ = reinterpret_cast<T *>(smem + L::kQ);
+  T *sQs = reinterpret_cast<T *>(smem + L::kQ);
   T *sK = reinterpret_cast<T *>(smem + L::kK);
   T *sV = reinterpret_cast<T *>(smem + L::kV);
   u64 *bars = reinterpret_cast<u64 *>(smem + L::kBar);
-  u64 *fullQ = bars, *fullK = bars + 1, *fullV = fullK + STAGES, *emptyK = fullV + STAGES, *emptyV = emptyK + STAGES;
+  u64 *fullQ = bars, *emptyQ = bars + 2, *fullK = bars + 4, *fullV = fullK + STAGES, *emptyK = fullV + STAGES,
+      *emptyV = emptyK + STAGES;
 
   const int tid = threadIdx.x, wg = tid / 128;
-  const int h = blockIdx.x, kvh = h / (hq / hkv), list = wl.per_head ? kvh : 0;
-  const int qt = wl.order[list * wl.row_tiles + blockIdx.y];
-  const int e0 = wl.start[list * (wl.row_tiles + 1) + qt], e1 = wl.start[list * (wl.row_tiles + 1) + qt + 1];
-  const int q0 = qt * SBM;
+  const int items = hq * wl.row_tiles;
+  const int first = PERSIST ? blockIdx.x : blockIdx.y * hq + blockIdx.x;
+  const int step = PERSIST ? gridDim.x : items;
 
   if (tid == 0) {
-    mbar_init(fullQ, 1);
+    for (int b = 0; b < 2; b++) {
+      mbar_init(&fullQ[b], 1);
+      mbar_init(&emptyQ[b], 256);
+    }
     for (int s = 0; s < STAGES; s++) {
       mbar_init(&fullK[s], 1);
       mbar_init(&fullV[s], 1);
@@ -225,27 +249,36 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
 
   if (wg == 0) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
-    if (tid == 0 && e0 < e1) {
+    if (tid == 0) {
       tma_prefetch_desc(&tq);
       tma_prefetch_desc(&tk);
       tma_prefetch_desc(&tv);
-      mbar_expect_tx(fullQ, L::kQBytes);
-#pragma unroll
-      for (int c = 0; c < L::kChunks; c++) tma_load3(sQ + c * SBM * CHUNK, &tq, fullQ, c * CHUNK, h, q0);
-      for (int e = e0; e < e1; e++) {
-        const int i = e - e0, s = i % STAGES;
-        const unsigned ph = (i / STAGES) & 1;
-        const int kt = wl.entries[2 * e];
-        mbar_wait(&emptyK[s], ph ^ 1);
-        mbar_expect_tx(&fullK[s], L::kKVBytes);
+      int n = 0, qn = 0;  // tiles and Q tiles loaded so far: their ring positions
+      for (int item = first; item < items; item += step) {
+        const FwdItem it = fwd_item(wl, item, hq, hkv);
+        if (it.e0 == it.e1) continue;
+        const int qb = qn & 1;
+        mbar_wait(&emptyQ[qb], ((qn >> 1) & 1) ^ 1);
+        mbar_expect_tx(&fullQ[qb], L::kQBytes);
 #pragma unroll
         for (int c = 0; c < L::kChunks; c++)
-          tma_load3(sK + s * SBN * D + c * SBN * CHUNK, &tk, &fullK[s], c * CHUNK, kvh, kt * SBN);
-        mbar_wait(&emptyV[s], ph ^ 1);
-        mbar_expect_tx(&fullV[s], L::kKVBytes);
+          tma_load3(sQs + qb * SBM * D + c * SBM * CHUNK, &tq, &fullQ[qb], c * CHUNK, it.h, it.qt * SBM);
+        qn++;
+        for (int e = it.e0; e < it.e1; e++, n++) {
+          const int s = n % STAGES;
+          const unsigned ph = (n / STAGES) & 1;
+          const int kt = wl.entries[2 * e];
+          mbar_wait(&emptyK[s], ph ^ 1);
+          mbar_expect_tx(&fullK[s], L::kKVBytes);
 #pragma unroll
-        for (int c = 0; c < L::kChunks; c++)
-          tma_load3(sV + s * SBN * D + c * SBN * CHUNK, &tv, &fullV[s], c * CHUNK, kvh, kt * SBN);
+          for (int c = 0; c < L::kChunks; c++)
+            tma_load3(sK + s * SBN * D + c * SBN * CHUNK, &tk, &fullK[s], c * CHUNK, it.kvh, kt * SBN);
+          mbar_wait(&emptyV[s], ph ^ 1);
+          mbar_expect_tx(&fullV[s], L::kKVBytes);
+#pragma unroll
+          for (int c = 0; c < L::kChunks; c++)
+            tma_load3(sV + s * SBN * D + c * SBN * CHUNK, &tv, &fullV[s], c * CHUNK, it.kvh, kt * SBN);
+        }
       }
     }
     return;
@@ -254,16 +287,19 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
   asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
   const int cw = wg - 1;                  // consumer warpgroup: query rows 64 cw .. 64 cw + 63
   const int lt = tid % 128, warp = lt / 32, lane = lt % 32, g = lane / 4, t = lane % 4;
-  const int r0 = q0 + cw * 64 + warp * 16 + g;  // this thread's rows: r0 and r0 + 8
   constexpr int OR = D / 2;                // O accumulator registers (m64 x D)
-
+  int n = 0, qn = 0;                       // tiles and Q tiles consumed so far
+  for (int item = first; item < items; item += step) {
+  const FwdItem itm = fwd_item(wl, item, hq, hkv);
+  const int h = itm.h, e0 = itm.e0, e1 = itm.e1, q0 = itm.qt * SBM;
+  const int r0 = q0 + cw * 64 + warp * 16 + g;  // this thread's rows: r0 and r0 + 8
   float acc[OR];
 #pragma unroll
   for (int i = 0; i < OR; i++) acc[i] = 0.f;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-
-  if (e0 < e1) mbar_wait(fullQ, 0);
-  const T *qw = sQ + cw * 64 * CHUNK;  // this warpgroup's 64 rows of each chunk
+  const int qb = qn & 1;
+  if (e0 < e1) mbar_wait(&fullQ[qb], (qn >> 1) & 1);
+  const T *qw = sQs + qb * SBM * D + cw * 64 * CHUNK;  // this warpgroup's 64 rows of each chunk
   // S = Q K^T of the tile in stage s, issued (not waited for)
   auto issue_qk = [&](float(&sc)[64], int s) {
     const T *cK = sK + s * SBN * D;
@@ -330,7 +366,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
   if (!OVERLAP) {
     // one tile at a time: S, softmax, P V
     for (int e = e0; e < e1; e++) {
-      const int i = e - e0, s = i % STAGES;
+      const int i = n + e - e0, s = i % STAGES;
       const unsigned ph = (i / STAGES) & 1;
       mbar_wait(&fullK[s], ph);
       wgmma_fence();
@@ -353,17 +389,18 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
   } else if (e0 < e1) {
     // tile i's S = Q K^T and tile i-1's O += P V are issued together; tile i's softmax
     // runs while the P V product is in flight, and O is rescaled once it lands
-    mbar_wait(&fullK[0], 0);
+    const int s0 = n % STAGES;
+    mbar_wait(&fullK[s0], (n / STAGES) & 1);
     wgmma_fence();
-    issue_qk(sc, 0);
+    issue_qk(sc, s0);
     wgmma_commit();
     wgmma_wait<0>();
     reg_fence(sc);
-    mbar_arrive(&emptyK[0]);
+    mbar_arrive(&emptyK[s0]);
     softmax(sc, e0, pa, alpha, sum);
     rescale(alpha, sum);
     for (int e = e0 + 1; e < e1; e++) {
-      const int i = e - e0, s = i % STAGES, sp = (i - 1) % STAGES;
+      const int i = n + e - e0, s = i % STAGES, sp = (i - 1) % STAGES;
       const unsigned ph = (i / STAGES) & 1, php = ((i - 1) / STAGES) & 1;
       mbar_wait(&fullK[s], ph);
       mbar_wait(&fullV[sp], php);
@@ -387,7 +424,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
 #pragma unroll
         for (int x = 0; x < 4; x++) pa[kk][x] = pn[kk][x];
     }
-    const int i = e1 - 1 - e0, s = i % STAGES;
+    const int i = n + e1 - 1 - e0, s = i % STAGES;
     mbar_wait(&fullV[s], (i / STAGES) & 1);
     reg_fence(acc);
     wgmma_fence();
@@ -398,6 +435,11 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
     mbar_arrive(&emptyV[s]);
   }
 
+  if (e0 < e1) {
+    mbar_arrive(&emptyQ[qb]);
+    qn++;
+    n += e1 - e0;
+  }
   // finish: out = acc / l, lse = m ln2 + ln l; empty rows give 0 and -inf
   const long long qs = (long long)hq * D;
 #pragma unroll
@@ -414,6 +456,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
         *reinterpret_cast<unsigned *>(orow + j * 8 + 2 * t) = Ops<T>::pack(acc[4 * j + 2 * r] * inv, acc[4 * j + 2 * r + 1] * inv);
       if (t == 0) lse[(long long)h * sq + qi] = sum > 0.f ? m[r] * 0.6931471805599453f + logf(sum) : -INFINITY;
     }
+  }
   }
 }
 
@@ -711,18 +754,19 @@ DEV void dq90_convert(const float *__restrict__ acc, T *__restrict__ dq, int sq,
   }
 }
 
-#define SM90_FWD(FN, NAME, T, D, OVERLAP)                                                                          \
+#define SM90_FWD(FN, NAME, T, D, OVERLAP, PERSIST)                                                                 \
   extern "C" __global__ void __launch_bounds__(SNT, 1)                                                             \
       FN##_##NAME##_d##D(const __grid_constant__ TmaDesc tq, const __grid_constant__ TmaDesc tk,                   \
                          const __grid_constant__ TmaDesc tv, T *o, float *lse, int sq, int sk, int hq, int hkv,    \
                          float scale_log2, const int *order, const int *start, const int *entries, const int *refs, \
                          const int *slices, int row_tiles, int per_head) {                                         \
-    fwd_sm90<D, T, OVERLAP>(tq, tk, tv, o, lse, sq, sk, hq, hkv, scale_log2,                                       \
+    fwd_sm90<D, T, OVERLAP, PERSIST>(tq, tk, tv, o, lse, sq, sk, hq, hkv, scale_log2,                              \
                             WorkList{order, start, entries, refs, slices, row_tiles, per_head});                   \
   }
 #define SM90_ENTRIES(NAME, T, D)                                                                                   \
-  SM90_FWD(fwd90, NAME, T, D, false)                                                                               \
-  SM90_FWD(fwd90o, NAME, T, D, true)                                                                               \
+  SM90_FWD(fwd90, NAME, T, D, false, false)                                                                        \
+  SM90_FWD(fwd90o, NAME, T, D, true, false)                                                                        \
+  SM90_FWD(fwd90p, NAME, T, D, true, true)                                                                         \
   extern "C" __global__ void __launch_bounds__(SNT, 1) bwd90_##NAME##_d##D(                                       \
       const __grid_constant__ TmaDesc tq, const __grid_constant__ TmaDesc tk, const __grid_constant__ TmaDesc tv,   \
       const __grid_constant__ TmaDesc tdo, const __grid_constant__ TmaDesc tdq, const float *lse2, const float *dsum, \

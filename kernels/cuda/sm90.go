@@ -96,8 +96,12 @@ func (k *Kernel) forward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList)
 	}
 	scaleLog2 := float32(p.SoftmaxScale() * math.Log2E)
 	args := append([]any{tq, tk, tv, bs[3], bs[4], p.Mask.SeqQ, p.Mask.SeqK, p.HeadsQ, p.HeadsKV, scaleLog2}, dl.args()...)
+	grid := cuda.Dim3{X: p.HeadsQ, Y: dl.w.RowTiles}
+	if k.fwd.fn == "fwd90p" { // persistent: a block per multiprocessor walks the work items
+		grid = cuda.Dim3{X: max(1, min(k.dev.SMs, p.HeadsQ*dl.w.RowTiles))}
+	}
 	return k.dev.Do(func() error {
-		return f.Launch(cuda.Dim3{X: p.HeadsQ, Y: dl.w.RowTiles}, cuda.Dim3{X: k.fwd.threads}, shared, k.dev.Stream(), args...)
+		return f.Launch(grid, cuda.Dim3{X: k.fwd.threads}, shared, k.dev.Stream(), args...)
 	})
 }
 
