@@ -47,6 +47,11 @@ func cpAction(c *cli.Context) error {
 	if w.Size == 1 && o.ranks > 0 {
 		n = o.ranks
 	}
+	if !o.dryRun {
+		if err := fitCP(c, o, n, max(w.LocalSize, n/w.Size), w.Size == 1); err != nil {
+			return err
+		}
+	}
 	cases, skipped, err := cpCases(o, n)
 	if err != nil {
 		return err

@@ -311,6 +311,9 @@ func sweepAction(c *cli.Context, s harness.Sweep, bench string, w spmd.World, ko
 	if o.runID, err = resultsTarget(o.out, o.runID); err != nil {
 		return err
 	}
+	if err := fitSweep(c, o); err != nil {
+		return err
+	}
 	res, err := runSweep(c.Context, o)
 	if err != nil {
 		return err

@@ -127,11 +127,15 @@ func runAction(c *cli.Context) error {
 		return usageError("--out %s already holds run %s (%s): give another --run-id or folder", out, runID, filepath.Base(merged))
 	}
 	log.Info().Str("suite", st.name).Str("out", out).Msg("longca run")
-	res, err := runSweep(c.Context, sweepOptions{
+	so := sweepOptions{
 		sweep: st.sweep, warmup: st.warmup, iters: st.iters, check: !c.Bool("no-check"),
 		checkBudget: st.checkBudget, out: out, runID: runID, bench: "kernel", build: st.build,
 		world: spmd.World{Size: 1}, kernelOpts: ko,
-	})
+	}
+	if err := fitSweep(c, so); err != nil {
+		return err
+	}
+	res, err := runSweep(c.Context, so)
 	if err != nil {
 		return err
 	}
