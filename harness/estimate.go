@@ -26,7 +26,9 @@ func (f Footprint) Add(g Footprint) Footprint {
 }
 
 // Scale is f x n.
-func (f Footprint) Scale(n float64) Footprint { return Footprint{Host: f.Host * n, Device: f.Device * n} }
+func (f Footprint) Scale(n float64) Footprint {
+	return Footprint{Host: f.Host * n, Device: f.Device * n}
+}
 
 // Machine is what the estimates are held against.
 type Machine struct {

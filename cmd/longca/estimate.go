@@ -32,7 +32,9 @@ func kernelPlace(name string, ko kernels.Options) (onDevice, isRef bool, devByte
 	if dev.Name() == "cpu" {
 		return false, name == "ref", 0, true
 	}
-	if mi, has := dev.(interface{ MemInfo() (free, total int64, err error) }); has {
+	if mi, has := dev.(interface {
+		MemInfo() (free, total int64, err error)
+	}); has {
 		if _, total, err := mi.MemInfo(); err == nil {
 			devBytes = float64(total)
 		}
