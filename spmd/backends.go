@@ -17,6 +17,9 @@ func init() {
 	RegisterBackend("tcp", openTCP)
 }
 
+// The store's key makes the TCP backend's peer connections prove themselves too.
+var _ tcp.Keyed = (*Store)(nil)
+
 // openLocal is the one-rank communicator.
 func openLocal(_ context.Context, w World, o Options) (comm.Comm, error) {
 	if w.Size != 1 {

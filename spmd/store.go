@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/hmac"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -23,6 +24,7 @@ type Store struct {
 	rank, size int
 	timeout    time.Duration
 	addr       string
+	key        []byte // the job's store key, proven in the hello
 	conn       net.Conn
 	r          *bufio.Reader
 	w          *bufio.Writer
@@ -90,6 +92,7 @@ func (s *Store) hello(cfg StoreConfig) error {
 		return refused("the service at %s does not speak longca's store protocol (%s): another program, or a longca of another version, holds the port", s.addr, storeMagic)
 	}
 	key := storeKey(cfg.Job, cfg.Secret)
+	s.key = key
 	serverNonce, clientNonce := greet[len(storeMagic):], randomBytes(nonceBytes)
 	q := request{op: opHello, key: cfg.Job, rank: int64(s.rank), arg: int64(cfg.Size),
 		val: append(clientNonce, handshakeMAC(key, "client", serverNonce, clientNonce, cfg.Job, s.rank, cfg.Size)...)}
@@ -126,6 +129,14 @@ func printable(b []byte) string {
 		}
 		return '?'
 	}, s)
+}
+
+// MeshKey is a key for the job's peer connections (comm/tcp), derived from the store's:
+// only ranks that passed the store's handshake hold it.
+func (s *Store) MeshKey() []byte {
+	m := hmac.New(sha256.New, s.key)
+	m.Write([]byte("longca-mesh-key"))
+	return m.Sum(nil)
 }
 
 // LocalAddr is the address of this end of the store connection: the interface that

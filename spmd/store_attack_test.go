@@ -2,6 +2,7 @@ package spmd
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -16,6 +17,8 @@ import (
 	"time"
 
 	"github.com/longca/longca/comm"
+	"github.com/longca/longca/comm/tcp"
+	"github.com/longca/longca/tensor"
 )
 
 // stranger connects to the store and reads its greeting, as any process could.
@@ -49,10 +52,10 @@ func closedSoon(c net.Conn, d time.Duration) bool {
 func TestStoreRefusesRequestsBeforeHello(t *testing.T) {
 	srv := serveTest(t, testConfig(2, 5*time.Second))
 	c, _ := stranger(t, srv)
+	var b bytes.Buffer
 	q := request{op: opSet, key: "tcp/addr/1", val: []byte("6.6.6.6:666")}
-	if err := q.write(c); err != nil {
-		t.Fatal(err)
-	}
+	q.write(&b)
+	c.Write(b.Bytes()) // the store may drop the connection before it has all of it
 	if !closedSoon(c, 2*time.Second) {
 		t.Error("the store kept a connection that sent a set before its hello")
 	}
@@ -103,6 +106,9 @@ func TestStoreRefusesStrangersHello(t *testing.T) {
 	other.Secret = Secret("guess")
 	if _, err := DialStore(context.Background(), srv.Addr(), 1, other); err == nil || !strings.Contains(err.Error(), "authentication failed") {
 		t.Errorf("rank with another secret: %v", err)
+	}
+	for end := time.Now().Add(2 * time.Second); srv.Refused() < 3 && time.Now().Before(end); {
+		time.Sleep(5 * time.Millisecond) // the store counts a refusal once it has closed the connection
 	}
 	if srv.Refused() < 3 {
 		t.Errorf("refused %d connections, want at least 3", srv.Refused())
@@ -362,5 +368,65 @@ func TestJobIdentityAndToken(t *testing.T) {
 	}
 	if s := fmt.Sprintf("%v %+v %#v %s", w, w, w, w.Token); strings.Contains(s, "sekrit") || strings.Contains(s, "115 101 107") {
 		t.Errorf("the token prints: %s", s)
+	}
+}
+
+// TestMeshRefusesStrangers: a stranger who connects to rank 0's peer socket during the
+// bootstrap, claiming rank 1 without the job's key, and another who connects and stays
+// silent, neither take rank 1 nor stall the job.
+func TestMeshRefusesStrangers(t *testing.T) {
+	cfg := testConfig(2, 5*time.Second)
+	srv := serveTest(t, cfg)
+	sts := dialAll(t, srv, []int{0, 1}, 2, 5*time.Second)
+	type result struct {
+		c   comm.Comm
+		err error
+	}
+	res0 := make(chan result, 1)
+	go func() {
+		c, err := tcp.New(context.Background(), 0, 2, sts[0], "127.0.0.1", 5*time.Second)
+		res0 <- result{c, err}
+	}()
+	addr, err := sts[1].Get("tcp/addr/0", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	silent, err := net.Dial("tcp", string(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	liar, err := net.Dial("tcp", string(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer liar.Close()
+	nonce := make([]byte, 32)
+	io.ReadFull(liar, nonce)
+	claim := make([]byte, 8+32)
+	binary.LittleEndian.PutUint64(claim, 1)
+	liar.Write(claim)
+	start := time.Now()
+	c1, err := tcp.New(context.Background(), 1, 2, sts[1], "127.0.0.1", 5*time.Second)
+	if err != nil {
+		t.Fatalf("rank 1: %v", err)
+	}
+	defer c1.Close()
+	r0 := <-res0
+	if r0.err != nil {
+		t.Fatalf("rank 0: %v", r0.err)
+	}
+	defer r0.c.Close()
+	if el := time.Since(start); el > 2*time.Second {
+		t.Errorf("the mesh took %s with strangers on rank 0's socket", el)
+	}
+	h0, h1 := tensor.NewHost(tensor.FP64, 1), tensor.NewHost(tensor.FP64, 1)
+	h0.Set(0, 1)
+	h1.Set(0, 2)
+	errs := make(chan error, 2)
+	go func() { errs <- r0.c.AllReduce(h0, comm.Sum) }()
+	go func() { errs <- c1.AllReduce(h1, comm.Sum) }()
+	if e1, e2 := <-errs, <-errs; e1 != nil || e2 != nil || h0.At(0) != 3 || h1.At(0) != 3 {
+		t.Errorf("all-reduce after the strangers: %v %v %v %v", e1, e2, h0.At(0), h1.At(0))
 	}
 }
