@@ -42,13 +42,15 @@ lint:
 clean:
 	rm -rf bin
 
-# device: build what the GPU machine runs (it has no Go): the GPU test binaries
-# and a copy of the peers script, all under bin/ (carry bin in the device call).
+# device: build what the GPU machine runs (it has no Go), all under bin/: the CLI, gzipped
+# (bin/longca.gz, ~15 MB; its PyTorch peer worker is embedded), and the GPU test
+# binaries. Carry bin in the device call; kernels/external/gpu.sh unpacks the CLI.
 device:
-	mkdir -p bin/peers
+	mkdir -p bin
+	$(GO) build -ldflags '$(LDFLAGS) -s -w' -o bin/longca ./cmd/longca
+	gzip -kf bin/longca
 	$(GO) test -c -tags gpu -ldflags '-s -w' -o bin/cuda.test ./kernels/cuda
 	$(GO) test -c -tags gpu -ldflags '-s -w' -o bin/icuda.test ./internal/cuda
-	cp ../shared/peers/torch_attention.py bin/peers/ 2>/dev/null || true
 
 # cp-device: what spmd/cp/gpu.sh runs on the GPU machine (the CP methods device-resident):
 # the CLI and the GPU test binaries of spmd/cp, comm/local/cudamover and comm/nccl, in bin/,

@@ -5,10 +5,10 @@
 #                                  reference, once for each kernel version (v1, v2)
 #   sh kernels/cuda/gpu.sh bench   times the versions that passed on full/causal 16K, picks the
 #                                  faster, sweeps every mask (TestBench), then the peers
-#                                  (bin/peers/torch_attention.py) in the same call
+#                                  (bin/longca kernel --kernels torch:*) in the same call
 # Environment: LONGCA_BENCH_* (kernels/cuda/bench_test.go), BENCH_SEQLENS, BENCH_MHA_SEQLENS,
 # BENCH_FWD and BENCH_BWD (skip the choice),
-# PEER_KERNELS, PEER_SEQLENS, PEER_FLEX_SEQLENS. Logs go to /tmp/longca-out, and as one
+# PEER_KERNELS, PEER_MASKS, PEER_SEQLENS. Logs go to /tmp/longca-out, and as one
 # results.tgz to $OUT when set.
 set -u
 out=/tmp/longca-out
@@ -65,13 +65,10 @@ bench)
 		bin/cuda.test -test.run '^TestBench$' -test.v -test.count=1 -test.timeout 30m >"$out/bench-mha.log" 2>&1 || rc=1
 	cat "$out"/bench-*.log | grep '^{' >"$out/cuda.jsonl"
 	grep -E '^  |^#|FAIL|panic' "$out/bench-gqa.log" | grep -E 'full |causal |#|FAIL|panic' | head -60
-	PYTHONUNBUFFERED=1 python3 bin/peers/torch_attention.py --seqlens "${PEER_SEQLENS:-8192,16384}" --masks full,causal \
-		--heads 64:8 --kernels "${PEER_KERNELS:-sdpa-flash,sdpa-cudnn}" --passes "${PEER_PASSES:-fwd,bwd}" >"$out/peers.jsonl" 2>"$out/peers.log" || rc=1
-	for s in ${PEER_FLEX_SEQLENS:-}; do
-		PYTHONUNBUFFERED=1 timeout "${PEER_FLEX_TIMEOUT:-300}" python3 bin/peers/torch_attention.py --kernels flex --heads 64:8 --slices "$out"/slices/*-"$s".json \
-			>>"$out/peers.jsonl" 2>>"$out/peers.log" || rc=1
-	done
-	grep -E 'TFLOP|unsupported' "$out/peers.log" | tail -60
+	# the peers through longca's own worker protocol (kernels/external), checked and timed alike
+	bin/longca kernel --kernels "${PEER_KERNELS:-torch:flash,torch:cudnn,torch:flex}" --masks "${PEER_MASKS:-full,causal}" \
+		--seqlens "${PEER_SEQLENS:-8K,16K}" --heads 64:8 --out "$out/peers" >"$out/peers.log" 2>&1 || rc=1
+	grep -v '^{' "$out/peers.log" | tail -60
 	pack bench
 	exit $rc
 	;;
