@@ -54,6 +54,9 @@ func listAction(c *cli.Context) error {
 			avail = "unavailable here"
 		}
 		fmt.Fprintf(w, "  %-24s %-17s %s\n", k, avail, kernels.Doc(k))
+		for _, v := range kernels.Variants(k) {
+			fmt.Fprintf(w, "  %-24s %-17s   --variant %s\n", "", "", v)
+		}
 		if p.Peer && p.Error != "" {
 			fmt.Fprintf(w, "  %-24s %-17s why: %s\n", "", "", p.Error)
 		} else if p.Peer {
