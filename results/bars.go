@@ -22,9 +22,13 @@ func BarFileName(mask, pass string, hq, hkv int64) string {
 // WriteBarCharts draws, per (mask, pass, heads), TFLOP/s as grouped bars: one group per
 // sequence length, one bar per kernel (in the summary's kernel order, the same colour in
 // every chart), so which kernel is fastest at each length, and by how much, reads at a
-// glance. A kernel that did not run ok at a length has no bar there. It returns the
-// files written into dir.
+// glance. A kernel that did not run ok at a length has no bar there. With fewer than two
+// kernels it draws nothing (the line plots say it all). It returns the files written
+// into dir.
 func WriteBarCharts(dir string, s Summary) ([]string, error) {
+	if len(s.Kernels) < 2 {
+		return nil, nil
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("bar charts: %w", err)
 	}

@@ -133,7 +133,7 @@ func TestFakeWorkerCrashRestarts(t *testing.T) {
 	k := fakeKernel(t, "crash-once", "ref", 0)
 	r := runner(k)
 	row := r.Run(context.Background(), smallCase("causal", kernels.Fwd))
-	wantStatus(t, row, results.StatusError, "exit status 3", "crashing once", "during time")
+	wantStatus(t, row, results.StatusError, "exit status 3", "crashing once", "during its time request")
 	if k.Crashes() != 1 {
 		t.Fatalf("%d crashes counted, want 1", k.Crashes())
 	}

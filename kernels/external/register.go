@@ -33,7 +33,7 @@ func init() {
 			return NewKernel(tk.Name, tk.Remote, torchWorkerFor(o), o.Timeout), nil
 		})
 	}
-	kernels.RegisterPrefix("exec:", "any kernel behind the worker protocol: exec:PROGRAM or exec:PROGRAM:KERNEL (docs/external-kernels.md)",
+	kernels.RegisterPrefix("exec:", "a worker program speaking the protocol of docs/external-kernels.md: exec:PROGRAM or exec:PROGRAM:KERNEL",
 		func(rest string, o kernels.Options) (kernels.Kernel, error) {
 			path, remote, err := ParseExec(rest)
 			if err != nil {
