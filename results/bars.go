@@ -65,10 +65,17 @@ func WriteBarCharts(dir string, s Summary) ([]string, error) {
 		p.Y.Min = 0
 		p.Add(plotter.NewGrid())
 		var drawn []string
+		top := 0.0
 		for _, k := range s.Kernels {
 			if len(rates[g][k]) > 0 {
 				drawn = append(drawn, k)
 			}
+			for _, r := range rates[g][k] {
+				top = max(top, r)
+			}
+		}
+		if top > 0 {
+			p.Y.Max = top * (1.15 + 0.08*float64(len(drawn))) // room for the legend above the bars
 		}
 		width := vg.Points(min(22, 300/float64(max(1, len(drawn)*len(ls)))))
 		for i, k := range drawn {
