@@ -25,21 +25,21 @@ func (s status) category() status { return s / 1000 * 1000 }
 type descType int32
 
 const (
-	descPointwise         descType = 0
-	descEngine            descType = 2
-	descEngineCfg         descType = 3
-	descEngineHeur        descType = 4
-	descExecutionPlan     descType = 5
-	descOpPointwise       descType = 13
-	descOperationGraph    descType = 15
-	descVariantPack       descType = 16
-	descTensor            descType = 17
-	descMatmul            descType = 18
-	descOpMatmul          descType = 19
-	descReduction         descType = 21
-	descOpReduction       descType = 22
-	descOpReshape         descType = 31
-	descOpSDPAForward     descType = 41 // since 9.13
+	descPointwise      descType = 0
+	descEngine         descType = 2
+	descEngineCfg      descType = 3
+	descEngineHeur     descType = 4
+	descExecutionPlan  descType = 5
+	descOpPointwise    descType = 13
+	descOperationGraph descType = 15
+	descVariantPack    descType = 16
+	descTensor         descType = 17
+	descMatmul         descType = 18
+	descOpMatmul       descType = 19
+	descReduction      descType = 21
+	descOpReduction    descType = 22
+	descOpReshape      descType = 31
+	descOpSDPAForward  descType = 41 // since 9.13
 )
 
 var descTypeNames = map[descType]string{
@@ -63,18 +63,18 @@ func (t descType) String() string {
 type attrType int32
 
 const (
-	typeHandle             attrType = 0
-	typeDataType           attrType = 1
-	typeBoolean            attrType = 2
-	typeInt64              attrType = 3
-	typeFloat              attrType = 4
-	typeDouble             attrType = 5
-	typeVoidPtr            attrType = 6
-	typeHeurMode           attrType = 8
-	typePointwiseMode      attrType = 14
-	typeBackendDescriptor  attrType = 15
-	typeReductionOperator  attrType = 18
-	typeChar               attrType = 24
+	typeHandle            attrType = 0
+	typeDataType          attrType = 1
+	typeBoolean           attrType = 2
+	typeInt64             attrType = 3
+	typeFloat             attrType = 4
+	typeDouble            attrType = 5
+	typeVoidPtr           attrType = 6
+	typeHeurMode          attrType = 8
+	typePointwiseMode     attrType = 14
+	typeBackendDescriptor attrType = 15
+	typeReductionOperator attrType = 18
+	typeChar              attrType = 24
 )
 
 // attrName is cudnnBackendAttributeName_t.

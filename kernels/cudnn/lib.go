@@ -179,7 +179,9 @@ func (l *Lib) lastError() string {
 }
 
 // ErrorString is cudnnGetErrorString(st).
-func (l *Lib) ErrorString(st int) string { return C.GoString(C.cudnn_str_int(l.getErrorString, C.int(st))) }
+func (l *Lib) ErrorString(st int) string {
+	return C.GoString(C.cudnn_str_int(l.getErrorString, C.int(st)))
+}
 
 // NewHandle is cudnnCreate: a handle on the device whose context is current on the
 // calling thread.
@@ -260,7 +262,7 @@ func (m cmem) free() { C.free(m.p) }
 
 // ptr points at byte i; addr is its address as a value to hand to cuDNN.
 func (m cmem) ptr(i int) unsafe.Pointer { return unsafe.Add(m.p, i) }
-func (m cmem) addr(i int) uintptr      { return uintptr(m.ptr(i)) }
+func (m cmem) addr(i int) uintptr       { return uintptr(m.ptr(i)) }
 
 // cString is a Go string of the NUL-terminated bytes at p.
 func cString(p unsafe.Pointer) string { return C.GoString((*C.char)(p)) }
