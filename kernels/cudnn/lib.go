@@ -10,6 +10,7 @@ package cudnn
 // holds a C pointer it did not allocate; enums travel as int, which is their ABI.
 static size_t cudnn_size_void(void* f) { return ((size_t (*)(void))f)(); }
 static const char* cudnn_str_int(void* f, int s) { return ((const char* (*)(int))f)(s); }
+static const char* cudnn_str_void(void* f) { return ((const char* (*)(void))f)(); }
 static void cudnn_last_error(void* f, char* buf, size_t n) { ((void (*)(char*, size_t))f)(buf, n); }
 static int cudnn_out_ptr(void* f, uintptr_t* out) { return ((int (*)(void**))f)((void**)out); }
 static int cudnn_ptr(void* f, uintptr_t p) { return ((int (*)(void*))f)((void*)p); }
@@ -263,6 +264,10 @@ func (m cmem) free() { C.free(m.p) }
 // ptr points at byte i; addr is its address as a value to hand to cuDNN.
 func (m cmem) ptr(i int) unsafe.Pointer { return unsafe.Add(m.p, i) }
 func (m cmem) addr(i int) uintptr       { return uintptr(m.ptr(i)) }
+
+// callCString calls a `const char *f(void)`: the tests read the fake library's
+// descriptors through it (test files cannot use cgo).
+func callCString(f unsafe.Pointer) string { return C.GoString(C.cudnn_str_void(f)) }
 
 // cString is a Go string of the NUL-terminated bytes at p.
 func cString(p unsafe.Pointer) string { return C.GoString((*C.char)(p)) }
