@@ -10,7 +10,8 @@ import (
 	"github.com/longca/longca/dataset"
 	"github.com/longca/longca/harness"
 	"github.com/longca/longca/kernels"
-	_ "github.com/longca/longca/kernels/cuda" // registers "cuda" (errors without a GPU)
+	_ "github.com/longca/longca/kernels/cuda"  // registers "cuda" (errors without a GPU)
+	_ "github.com/longca/longca/kernels/cudnn" // registers "cudnn" (errors without cuDNN or a GPU)
 	"github.com/longca/longca/mask"
 	"github.com/longca/longca/spmd"
 	"github.com/longca/longca/tensor"

@@ -376,29 +376,14 @@ func (k *Kernel) arrays(pp *problemPlan, i int, s spec) (*raggedArrays, error) {
 	if a, ok := pp.arrays[i]; ok {
 		return a, nil
 	}
-	p, pieces := pp.p, pp.cut.calls[i].pieces
-	b := int(s.b)
-	seqQ, seqKV := make([]int32, b), make([]int32, b)
-	offQ, offKV, offS := make([]int64, b+1), make([]int64, b+1), make([]int64, b+1)
-	hq, hk, d := int64(p.HeadsQ), int64(p.HeadsKV), int64(p.HeadDim)
-	endQ, endK := int64(pieces[len(pieces)-1].Q.End), int64(pieces[len(pieces)-1].K.End)
-	for e := 0; e <= b; e++ {
-		if e < len(pieces) {
-			pc := pieces[e]
-			seqQ[e], seqKV[e] = int32(pc.Q.Len()), int32(pc.K.Len())
-			offQ[e], offKV[e], offS[e] = int64(pc.Q.Start)*hq*d, int64(pc.K.Start)*hk*d, int64(pc.Q.Start)*hq
-			continue
-		}
-		// padding entries: no rows, at the end of the last piece
-		offQ[e], offKV[e], offS[e] = endQ*hq*d, endK*hk*d, endQ*hq
-	}
+	h := raggedHost(pp.p, pp.cut.calls[i].pieces, s.b)
 	a := &raggedArrays{}
 	var err error
-	if a.seqQ, err = k.upload(int32Bytes(seqQ)); err == nil {
-		if a.seqKV, err = k.upload(int32Bytes(seqKV)); err == nil {
-			if a.offQ, err = k.upload(int64Bytes(offQ)); err == nil {
-				if a.offKV, err = k.upload(int64Bytes(offKV)); err == nil {
-					a.offStats, err = k.upload(int64Bytes(offS))
+	if a.seqQ, err = k.upload(int32Bytes(h.seqQ)); err == nil {
+		if a.seqKV, err = k.upload(int32Bytes(h.seqKV)); err == nil {
+			if a.offQ, err = k.upload(int64Bytes(h.offQ)); err == nil {
+				if a.offKV, err = k.upload(int64Bytes(h.offKV)); err == nil {
+					a.offStats, err = k.upload(int64Bytes(h.offStats))
 				}
 			}
 		}
@@ -408,6 +393,32 @@ func (k *Kernel) arrays(pp *problemPlan, i int, s spec) (*raggedArrays, error) {
 	}
 	pp.arrays[i] = a
 	return a, nil
+}
+
+// raggedValues are a call's per-entry lengths and offsets on the host.
+type raggedValues struct {
+	seqQ, seqKV           []int32
+	offQ, offKV, offStats []int64
+}
+
+// raggedHost lays b batch entries out: entry e < len(pieces) is piece e (its lengths,
+// and its first element in Q/O/dO/dQ, K/V/dK/dV and the packed stats); the entries
+// after are empty and start where the last piece ends, as does the closing offset.
+func raggedHost(p kernels.Problem, pieces []piece, b int64) raggedValues {
+	n := int(b)
+	v := raggedValues{seqQ: make([]int32, n), seqKV: make([]int32, n), offQ: make([]int64, n+1), offKV: make([]int64, n+1), offStats: make([]int64, n+1)}
+	hq, hk, d := int64(p.HeadsQ), int64(p.HeadsKV), int64(p.HeadDim)
+	endQ, endK := int64(pieces[len(pieces)-1].Q.End), int64(pieces[len(pieces)-1].K.End)
+	for e := 0; e <= n; e++ {
+		qs, ks := endQ, endK
+		if e < len(pieces) {
+			pc := pieces[e]
+			v.seqQ[e], v.seqKV[e] = int32(pc.Q.Len()), int32(pc.K.Len())
+			qs, ks = int64(pc.Q.Start), int64(pc.K.Start)
+		}
+		v.offQ[e], v.offKV[e], v.offStats[e] = qs*hq*d, ks*hk*d, qs*hq
+	}
+	return v
 }
 
 func int32Bytes(v []int32) []byte {
