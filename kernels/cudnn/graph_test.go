@@ -556,3 +556,22 @@ func TestOpenAndVersion(t *testing.T) {
 		}
 	}
 }
+
+// TestBackwardGraphBefore910: cuDNN before 9.10 gets the padding mask again after the
+// stats are subtracted, and the lowest float instead of -inf, as cudnn-frontend does.
+func TestBackwardGraphBefore910(t *testing.T) {
+	s := testSpecs()["bwd ragged causal gqa"]
+	s.version = 90800
+	g, err := buildGraph(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := opsOf(g)
+	i := slices.Index(ops, "sub_s_m:sub")
+	if i < 0 || i+6 >= len(ops) || ops[i+1] != "padding2::row:gen_index" || ops[i+6] != "padding2::select:binary_select" {
+		t.Fatalf("ops after sub_s_m: %v", ops[i:])
+	}
+	if x := g.find("padding2::-inf"); x.value != math.Float32bits(-math.MaxFloat32) {
+		t.Errorf("masked value %v, want the lowest float", math.Float32frombits(x.value))
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -79,6 +80,7 @@ type Kernel struct {
 	// context-parallel ranks share one kernel.
 	mu       sync.Mutex
 	problems map[uint64]*problemPlan
+	last     *problemPlan // the problem of the latest call
 	plans    map[spec]planEntry
 	help     *helpers
 	scratch  map[string]*cuda.Buffer
@@ -196,18 +198,31 @@ func problemKey(p kernels.Problem) uint64 {
 	return h.Sum64()
 }
 
-// problem finds or cuts p (k.mu held).
+// sameProblem says whether two problems have the same shape, scale and mask.
+func sameProblem(a, b kernels.Problem) bool {
+	return a.Mask.SeqQ == b.Mask.SeqQ && a.Mask.SeqK == b.Mask.SeqK && a.HeadsQ == b.HeadsQ && a.HeadsKV == b.HeadsKV &&
+		a.HeadDim == b.HeadDim && a.DType == b.DType && a.SoftmaxScale() == b.SoftmaxScale() && slices.Equal(a.Mask.Slices, b.Mask.Slices)
+}
+
+// problem finds or cuts p (k.mu held). A timed loop passes the same problem again and
+// again: the last one is compared first, without hashing the mask.
 func (k *Kernel) problem(p kernels.Problem) *problemPlan {
+	if k.last != nil && sameProblem(k.last.p, p) {
+		return k.last
+	}
 	key := problemKey(p)
-	if pp, ok := k.problems[key]; ok {
+	if pp, ok := k.problems[key]; ok && sameProblem(pp.p, p) {
+		k.last = pp
 		return pp
 	}
 	if len(k.problems) >= maxProblems {
 		k.dropProblems()
 	}
+	p.Mask.Slices = slices.Clone(p.Mask.Slices) // kept to compare with later problems
 	pp := &problemPlan{p: p, arrays: map[int]*raggedArrays{}, passes: map[bool][]callPlan{}, errs: map[bool]error{}}
 	pp.cut, pp.cutErr = cutMask(p.Mask)
 	k.problems[key] = pp
+	k.last = pp
 	return pp
 }
 
@@ -222,6 +237,7 @@ func (k *Kernel) dropProblems() {
 		}
 	}
 	k.problems = map[uint64]*problemPlan{}
+	k.last = nil
 }
 
 // ioType is cuDNN's type for a longca dtype.
@@ -575,7 +591,7 @@ func bufs(args ...arg) ([]*cuda.Buffer, error) {
 		if !ok {
 			return nil, fmt.Errorf("cudnn: %s is %T, not a device tensor", a.name, a.t)
 		}
-		if b.DType() != a.dt || fmt.Sprint(b.Shape()) != fmt.Sprint(a.shape) {
+		if b.DType() != a.dt || !slices.Equal(b.Shape(), a.shape) {
 			return nil, fmt.Errorf("cudnn: %s is %s%v, want %s%v", a.name, b.DType(), b.Shape(), a.dt, a.shape)
 		}
 		out[i] = b
@@ -583,8 +599,11 @@ func bufs(args ...arg) ([]*cuda.Buffer, error) {
 	return out, nil
 }
 
+// bindings are the user tensors of a call, by what they are bound to.
+type bindings [bindCount]*cuda.Buffer
+
 // key is a call's variant pack memory: the tensors bound to it and the workspace.
-func (cp callPlan) key(t map[binding]*cuda.Buffer, ws *cuda.Buffer) packKey {
+func (cp callPlan) key(t *bindings, ws *cuda.Buffer) packKey {
 	var key packKey
 	for b, buf := range t {
 		if buf != nil {
@@ -621,7 +640,7 @@ func (k *Kernel) fill(b *cuda.Buffer, negInf bool) error {
 	return k.dev.MemsetOn(k.dev.Stream(), b, 1, 0)
 }
 
-func (k *Kernel) execute(cp callPlan, t map[binding]*cuda.Buffer, ws *cuda.Buffer) error {
+func (k *Kernel) execute(cp callPlan, t *bindings, ws *cuda.Buffer) error {
 	if err := cp.plan.execute(k.handle, cp.key(t, ws)); err != nil {
 		return oomOr(fmt.Errorf("cudnn: %s: %w", cp.spec, err))
 	}
@@ -657,9 +676,10 @@ func (k *Kernel) forward(pp *problemPlan, calls []callPlan, bs []*cuda.Buffer, w
 	p, c := pp.p, pp.cut
 	sq, hq, d := p.Mask.SeqQ, p.HeadsQ, p.HeadDim
 	q, kk, v, out, lse := bs[0], bs[1], bs[2], bs[3], bs[4]
-	t := map[binding]*cuda.Buffer{bindQ: q, bindK: kk, bindV: v}
+	t := &bindings{bindQ: q, bindK: kk, bindV: v}
 	// run executes call i into o and the [heads, tokens] lse l (through the packed
 	// stats scratch for the ragged layout, its uncovered rows -inf).
+	single := len(calls) == 1
 	run := func(cp callPlan, o, l *cuda.Buffer, fillOut bool) error {
 		t[bindO] = o
 		if fillOut {
@@ -675,8 +695,10 @@ func (k *Kernel) forward(pp *problemPlan, calls []callPlan, bs []*cuda.Buffer, w
 		if err != nil {
 			return err
 		}
-		if err := k.fill(thd, true); err != nil {
-			return err
+		if !single || !c.coveredQ { // rows this call does not write stay -inf
+			if err := k.fill(thd, true); err != nil {
+				return err
+			}
 		}
 		t[bindStats] = thd
 		if err := k.execute(cp, t, ws); err != nil {
@@ -684,7 +706,7 @@ func (k *Kernel) forward(pp *problemPlan, calls []callPlan, bs []*cuda.Buffer, w
 		}
 		return k.help.lseToHeads(thd, l, sq, hq)
 	}
-	if len(calls) == 1 {
+	if single {
 		return run(calls[0], out, lse, !c.coveredQ)
 	}
 	acc, err := k.scratchBuf("acc_out", tensor.FP32, sq*hq*d)
@@ -752,7 +774,7 @@ func (k *Kernel) Backward(ctx context.Context, p kernels.Problem, q, kk, v, out,
 func (k *Kernel) backward(pp *problemPlan, calls []callPlan, bs []*cuda.Buffer, ws *cuda.Buffer) error {
 	p, c := pp.p, pp.cut
 	sq, hq := p.Mask.SeqQ, p.HeadsQ
-	t := map[binding]*cuda.Buffer{bindQ: bs[0], bindK: bs[1], bindV: bs[2], bindO: bs[3], bindDO: bs[5]}
+	t := &bindings{bindQ: bs[0], bindK: bs[1], bindV: bs[2], bindO: bs[3], bindDO: bs[5]}
 	lse, dq, dk, dv := bs[4], bs[6], bs[7], bs[8]
 	var thd *cuda.Buffer
 	for _, cp := range calls {

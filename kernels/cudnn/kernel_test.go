@@ -189,3 +189,34 @@ func TestSupports(t *testing.T) {
 		}
 	}
 }
+
+// TestProblemCache: a problem equal to a cached one finds it, whatever slice holds its
+// mask; a different mask, shape or scale does not.
+func TestProblemCache(t *testing.T) {
+	k := fakeKernel(t, "auto")
+	p := problemOf(t, "causal_document", 1024, 8, 2)
+	pp := k.problem(p)
+	q := p
+	q.Mask.Slices = slices.Clone(p.Mask.Slices)
+	if k.problem(q) != pp {
+		t.Error("an equal problem was cut again")
+	}
+	k.last = nil
+	if k.problem(q) != pp {
+		t.Error("an equal problem was not found by its hash")
+	}
+	r := q
+	r.Mask.Slices = slices.Clone(q.Mask.Slices)
+	r.Mask.Slices[0].Kind = mask.Full
+	s := q
+	s.Scale = 0.5
+	for _, x := range []kernels.Problem{r, s} {
+		if k.problem(x) == pp {
+			t.Errorf("a different problem found the cached one")
+		}
+	}
+	p.Mask.Slices[0].Kind = mask.Full // the cache keeps its own copy of the mask
+	if !slices.Equal(pp.p.Mask.Slices, q.Mask.Slices) {
+		t.Error("the cached problem shares the caller's slices")
+	}
+}

@@ -238,12 +238,16 @@ func compositeForward(s spec) *graph {
 // paddingMask keeps the scores of rows below seq_q and columns below seq_kv of each
 // batch entry.
 func (g *graph) paddingMask(s spec, x *operand, r raggedInputs) *operand {
-	row := g.genIndex("padding::row", x, 2, dtInt32)
-	col := g.genIndex("padding::col", x, 3, dtInt32)
-	rm := g.pointwise("padding::row<sq", pwCmpLT, dtBoolean, dtBoolean, row, r.seqQ)
-	cm := g.pointwise("padding::col<skv", pwCmpLT, dtBoolean, dtBoolean, col, r.seqKV)
-	both := g.pointwise("padding::and", pwLogicalAnd, dtBoolean, dtBoolean, rm, cm)
-	return g.pointwise("padding::select", pwBinarySelect, dtFloat, dtFloat, x, g.scalarF32("padding::-inf", s.negInf()), both)
+	return g.paddingMaskNamed("padding", s, x, r)
+}
+
+func (g *graph) paddingMaskNamed(name string, s spec, x *operand, r raggedInputs) *operand {
+	row := g.genIndex(name+"::row", x, 2, dtInt32)
+	col := g.genIndex(name+"::col", x, 3, dtInt32)
+	rm := g.pointwise(name+"::row<sq", pwCmpLT, dtBoolean, dtBoolean, row, r.seqQ)
+	cm := g.pointwise(name+"::col<skv", pwCmpLT, dtBoolean, dtBoolean, col, r.seqKV)
+	both := g.pointwise(name+"::and", pwLogicalAnd, dtBoolean, dtBoolean, rm, cm)
+	return g.pointwise(name+"::select", pwBinarySelect, dtFloat, dtFloat, x, g.scalarF32(name+"::-inf", s.negInf()), both)
 }
 
 // bandMask applies the diagonal bounds: the right bound as row (+ s_kv - s_q) (+ R) >=
@@ -330,6 +334,9 @@ func compositeBackward(s spec) *graph {
 		x = g.paddingMask(s, x, r)
 	}
 	x = g.pointwise("sub_s_m", pwSub, dtFloat, dtFloat, x, stats)
+	if s.ragged && s.version < 91000 { // before 9.10 the padding goes in again after the stats
+		x = g.paddingMaskNamed("padding2", s, x, r)
+	}
 	x = g.bandMask(s, x, r)
 	p := g.pointwise("exp_s", pwExp, dtFloat, dtFloat, x)
 
