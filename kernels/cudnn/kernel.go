@@ -259,9 +259,10 @@ func pow2(n int64) int64 {
 }
 
 // specFor is the graph of call i in one pass: dense when the call is one piece over the
-// whole problem (and cuDNN takes it so), ragged otherwise, with the batch padded to a
-// power of two and the lengths to multiples of 64 so that steps and samples of similar
-// shape share plans.
+// whole problem (and cuDNN takes it so), ragged otherwise, with the batch and the
+// longest lengths padded to powers of two (lengths at least 64) so that steps and
+// samples of similar shape share plans (each plan costs a build; the padding entries
+// are empty, and the padded lengths cost only tiles that exit at once).
 func (k *Kernel) specFor(pp *problemPlan, i int, backward bool) spec {
 	p, c := pp.p, pp.cut
 	cl := c.calls[i]
@@ -280,7 +281,7 @@ func (k *Kernel) specFor(pp *problemPlan, i int, backward bool) spec {
 		sq, sk = max(sq, int64(pc.Q.Len())), max(sk, int64(pc.K.Len()))
 	}
 	s.ragged = true
-	s.b, s.sq, s.sk = pow2(int64(len(cl.pieces))), roundUp(sq, 64), roundUp(sk, 64)
+	s.b, s.sq, s.sk = pow2(int64(len(cl.pieces))), pow2(max(sq, 64)), pow2(max(sk, 64))
 	s.totalQ, s.totalKV = roundUp(int64(p.Mask.SeqQ), 128)+128, roundUp(int64(p.Mask.SeqK), 128)+128
 	return s
 }

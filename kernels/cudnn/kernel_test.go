@@ -142,7 +142,7 @@ func TestSpecFor(t *testing.T) {
 	for _, p := range docs.cut.calls[0].pieces {
 		longest = max(longest, p.Q.Len())
 	}
-	if !s.ragged || s.b != pow2(int64(n)) || s.b < int64(n) || s.sq != roundUp(int64(longest), 64) || s.mask.String() != "right 0 top-left" {
+	if !s.ragged || s.b != pow2(int64(n)) || s.b < int64(n) || s.sq != pow2(max(int64(longest), 64)) || s.mask.String() != "right 0 top-left" {
 		t.Errorf("causal_document: %s for %d documents of at most %d tokens", s, n, longest)
 	}
 }
