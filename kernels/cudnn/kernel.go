@@ -30,6 +30,11 @@ import (
 var Variants = []string{"auto", "composite", "sdpa-op"}
 
 func init() {
+	kernels.RegisterVariants("cudnn", []string{
+		"auto: the SDPA forward operation for full masks where cuDNN has it (9.13.1+), the composite graph otherwise (default)",
+		"composite: always the composite operation graph",
+		"sdpa-op: the SDPA forward operation for full masks, or unsupported",
+	})
 	kernels.Register("cudnn", "cuDNN's fused attention (backend API, libcudnn.so.9 by dlopen): SDPA forward operation or composite graph, composite backward; any mask cut into full/causal/band pieces; bf16/fp16, head dim 64/128", func(o kernels.Options) (kernels.Kernel, error) {
 		if o.Device < 0 {
 			return nil, fmt.Errorf("cudnn: device index %d must not be negative (--device)", o.Device)
