@@ -11,6 +11,7 @@ import (
 	"github.com/longca/longca/harness"
 	"github.com/longca/longca/kernels"
 	_ "github.com/longca/longca/kernels/cuda"     // registers "cuda" (errors without a GPU)
+	_ "github.com/longca/longca/kernels/cudnn"    // registers "cudnn" (errors without cuDNN or a GPU)
 	_ "github.com/longca/longca/kernels/external" // registers torch:* and exec:PROGRAM[:KERNEL]
 	"github.com/longca/longca/mask"
 	"github.com/longca/longca/spmd"
