@@ -65,7 +65,7 @@ type Row struct {
 	// DeviceIndex is the GPU's index in the process (after CUDA_VISIBLE_DEVICES); nil on
 	// the CPU.
 	DeviceIndex *int64 `arrow:"device_index"`
-	Method string `arrow:"method"` // the CP method; empty for kernel runs
+	Method      string `arrow:"method"` // the CP method; empty for kernel runs
 
 	// CP mesh: nil for kernel runs.
 	Ulysses  *int64 `arrow:"cp_ulysses"`
