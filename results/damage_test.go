@@ -252,7 +252,7 @@ func TestMergeSkipsBadFiles(t *testing.T) {
 	}
 	// report reads the folder, skipping the same files.
 	os.Remove(filepath.Join(dir, "merged.arrow"))
-	l, err := Load(dir)
+	l, err := LoadChecked(dir)
 	if err != nil || len(l.Rows) != 10 || len(l.Skipped) != 4 {
 		t.Errorf("load: %d rows, skipped %v, %v", len(l.Rows), l.Skipped, err)
 	}

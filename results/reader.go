@@ -323,7 +323,7 @@ func ReadRows(path string) ([]Row, *File, error) {
 	return rows, f, err
 }
 
-// Loaded is what Load read: the rows, and the files it left out and why.
+// Loaded is what LoadChecked read: the rows, and the files it left out and why.
 type Loaded struct {
 	Rows []Row
 	// Skipped names the files left out (damaged, not longca's, renamed, another
@@ -331,11 +331,18 @@ type Loaded struct {
 	Skipped, Missing []string
 }
 
-// Load reads the rows of a results file, or of a folder: its merged.arrow when there is
-// one, else every readable rank file in it. In a folder, a file that cannot be used is
-// skipped and named in Loaded.Skipped (missing ranks are not an error here); a file
-// given by name must be readable.
-func Load(path string) (Loaded, error) {
+// Load reads the rows of a results file, or of a folder (see LoadChecked, which also
+// says which files it skipped).
+func Load(path string) ([]Row, error) {
+	l, err := LoadChecked(path)
+	return l.Rows, err
+}
+
+// LoadChecked reads the rows of a results file, or of a folder: its merged.arrow when
+// there is one, else every readable rank file in it. In a folder, a file that cannot be
+// used is skipped and named in Loaded.Skipped (missing ranks are not an error here); a
+// file given by name must be readable.
+func LoadChecked(path string) (Loaded, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return Loaded{}, fmt.Errorf("results: %w", err)

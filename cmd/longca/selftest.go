@@ -146,7 +146,7 @@ func selftestMerged(c *cli.Context) error {
 	if n < 1 {
 		return usageError("--ranks %d: give the world size the file must cover", n)
 	}
-	loaded, err := results.Load(c.Args().First())
+	loaded, err := results.LoadChecked(c.Args().First())
 	if err != nil {
 		return err
 	}
