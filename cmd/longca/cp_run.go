@@ -25,7 +25,8 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-func cpAction(c *cli.Context) error {
+func cpAction(c *cli.Context) (err error) {
+	defer func() { err = usageOnRankZero(err) }()
 	o, err := parseCPFlags(c)
 	if err != nil {
 		return err

@@ -277,7 +277,8 @@ func sweepFromFlags(c *cli.Context, defaultLens []int, ko kernels.Options) (harn
 	return s, nil
 }
 
-func kernelAction(c *cli.Context) error {
+func kernelAction(c *cli.Context) (err error) {
+	defer func() { err = usageOnRankZero(err) }()
 	if c.NArg() > 0 {
 		return usageError("kernel takes no arguments (got %q): give lengths with --seqlens or -b/-e", c.Args().First())
 	}

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 
 	"github.com/longca/longca/results"
+	"github.com/longca/longca/spmd"
+	"github.com/urfave/cli/v2"
 )
 
 // resultsTarget checks where a command will write its rows, before any work: the run id
@@ -79,4 +81,18 @@ func writableFileFlag(flag, path string) error {
 	f.Close()
 	os.Remove(name)
 	return nil
+}
+
+// usageOnRankZero keeps a usage error (exit status 2) to rank 0's output: every rank of
+// a launch finds the same bad flag, and one line says it. The other ranks exit with the
+// same status, silently.
+func usageOnRankZero(err error) error {
+	var ec cli.ExitCoder
+	if err == nil || !errors.As(err, &ec) || ec.ExitCode() != 2 {
+		return err
+	}
+	if w, derr := spmd.Discover(os.Getenv); derr == nil && w.Rank > 0 {
+		return cli.Exit("", 2)
+	}
+	return err
 }
