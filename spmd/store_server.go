@@ -113,8 +113,13 @@ func ServeStore(addrs []string, cfg StoreConfig) (*StoreServer, error) {
 	return s, nil
 }
 
-// Addr is the first address the store listens on.
-func (s *StoreServer) Addr() string { return s.lns[0].Addr().String() }
+// Addr is the first address the store listens on ("" with none).
+func (s *StoreServer) Addr() string {
+	if len(s.lns) == 0 {
+		return ""
+	}
+	return s.lns[0].Addr().String()
+}
 
 // Addrs are the addresses the store listens on.
 func (s *StoreServer) Addrs() []string {
@@ -198,19 +203,25 @@ func (s *StoreServer) accept(ln net.Listener) {
 		if err != nil {
 			return
 		}
-		s.mu.Lock()
-		if s.closed || s.pending >= s.cfg.maxPending() {
-			s.refused++
-			s.mu.Unlock()
-			c.Close()
-			continue
-		}
-		s.conns[c] = -1
-		s.pending++
-		s.mu.Unlock()
-		s.wg.Add(1)
-		go s.serve(c)
+		s.take(c)
 	}
+}
+
+// take serves a new connection, or drops it when the store is closed or too many
+// connections wait for their hello.
+func (s *StoreServer) take(c net.Conn) {
+	s.mu.Lock()
+	if s.closed || s.pending >= s.cfg.maxPending() {
+		s.refused++
+		s.mu.Unlock()
+		c.Close()
+		return
+	}
+	s.conns[c] = -1
+	s.pending++
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go s.serve(c)
 }
 
 // serve authenticates one connection, then answers its rank's requests in order until

@@ -250,8 +250,13 @@ func TestKernelUnderLauncher(t *testing.T) {
 		"--head-dim", "8", "--passes", "fwd", "-w", "0", "-n", "1"}
 	t.Setenv("OMPI_COMM_WORLD_RANK", "1")
 	t.Setenv("OMPI_COMM_WORLD_LOCAL_RANK", "1")
+	if _, errs, code := runCLI(t, args...); code != 2 || errs != "" {
+		t.Fatalf("rank 1 without --out under 2 ranks: exit %d %q (rank 0 says it)", code, errs)
+	}
+	t.Setenv("OMPI_COMM_WORLD_RANK", "0")
+	t.Setenv("OMPI_COMM_WORLD_LOCAL_RANK", "0")
 	if _, errs, code := runCLI(t, args...); code != 2 || !strings.Contains(errs, "--out") {
-		t.Fatalf("without --out under 2 ranks: exit %d %s", code, errs)
+		t.Fatalf("rank 0 without --out under 2 ranks: exit %d %s", code, errs)
 	}
 	for _, r := range []string{"1", "0"} {
 		t.Setenv("OMPI_COMM_WORLD_RANK", r)
