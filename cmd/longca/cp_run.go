@@ -61,6 +61,9 @@ func cpAction(c *cli.Context) (err error) {
 		for _, s := range skipped {
 			log.Warn().Str("reason", s).Msg("case skipped")
 		}
+		if !o.dryRun {
+			warnCPTime(c, o, cases, n, w.Size == 1)
+		}
 	}
 	if o.dryRun {
 		if w.Rank == 0 {

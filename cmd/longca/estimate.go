@@ -231,3 +231,64 @@ func calibrateRef(ctx context.Context) float64 {
 	}
 	return p.FLOPs(kernels.Fwd) / max(time.Since(start).Seconds(), 1e-6)
 }
+
+// cpSeconds estimates how long a CP sweep takes: every case's samples and passes, -w
+// warm-ups and -n iterations of the global mask's FLOPs (a backward's forward once
+// more), on n GPUs at the assumed device rate, or on this host's CPU reference when the
+// kernel is ref and the ranks are in-process (they share its cores).
+func cpSeconds(o cpOptions, cases []cpCase, n int, rate float64) float64 {
+	s := o.seqlenFor(n)
+	area := map[string]float64{}
+	var total float64
+	for _, cs := range cases {
+		a, ok := area[cs.mask]
+		if !ok {
+			if spec, _, err := buildCPMask(cs.mask, s, o.seed); err == nil {
+				a = float64(spec.Mask.Area())
+			} else {
+				a = float64(s) * float64(s)
+			}
+			area[cs.mask] = a
+		}
+		for _, p := range o.passes {
+			flops := 4 * a * float64(cs.heads.Q) * float64(o.headDim)
+			reps := float64(o.warmup+o.iters) * p.FLOPsFactor()
+			if p == kernels.Bwd {
+				reps++
+			}
+			total += float64(o.samples) * reps * flops / rate
+		}
+	}
+	return total
+}
+
+// warnCPTime says, once, how long a CP sweep will take when that is over slowSweep.
+func warnCPTime(c *cli.Context, o cpOptions, cases []cpCase, n int, inProcess bool) {
+	m := machine()
+	onDevice, isRef, _, ok := kernelPlace(o.kernel, o.kernelOpts)
+	if !ok {
+		return
+	}
+	rate := m.DeviceFLOPs * float64(n)
+	if !onDevice {
+		rate = m.RefFLOPs
+		if !inProcess {
+			rate *= float64(n) // one process per rank, each on its own cores (at best)
+		}
+	}
+	total := cpSeconds(o, cases, n, rate)
+	if total <= slowSweep.Seconds() {
+		return
+	}
+	if !onDevice && isRef {
+		if r := calibrateRef(c.Context); r > 0 {
+			rate *= r / m.RefFLOPs
+			total = cpSeconds(o, cases, n, rate)
+		}
+	}
+	if total > slowSweep.Seconds() {
+		log.Warn().Str("estimate", harness.FormatDuration(total)).Int("cases", len(cases)).Int("samples", o.samples).
+			Msgf("this CP sweep will take about %s (%s at %.3g TFLOP/s in all); Ctrl-C stops it, keeping the rows written",
+				harness.FormatDuration(total), o.kernel, rate/1e12)
+	}
+}
