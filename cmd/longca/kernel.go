@@ -356,8 +356,8 @@ func sweepAction(c *cli.Context, s harness.Sweep, bench string, w spmd.World, ko
 
 // writeMaskJSON writes one JSON file per (mask, length) of the sweep into dir.
 func writeMaskJSON(dir string, s harness.Sweep, build harness.MaskBuilder) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("--mask-json: %w", err)
+	if err := writableDir(dir); err != nil {
+		return usageError("--mask-json %s: %v", dir, err)
 	}
 	for _, m := range s.Masks {
 		for _, n := range s.SeqLens {

@@ -95,6 +95,7 @@ func TestBadFlagsExit2NamingTheFlag(t *testing.T) {
 		{[]string{"merge", tmp, "--out", aFile + "/m.arrow"}, "--out"},
 		{[]string{"report", aFile}, "not a longca results file"},
 		{[]string{"report", tmp, "--plot", aFile + "/p"}, "--plot"},
+		{[]string{"kernel", "--kernels", "ref", "--seqlens", "128", "--mask-json", aFile + "/m"}, "--mask-json"},
 		{[]string{"selftest", "comm", "--exit-rank", "3"}, "--exit-rank"},
 	} {
 		_, errs, code := runCLI(t, c.args...)
