@@ -213,8 +213,8 @@ DEV FwdItem fwd_item(const WorkList &wl, int item, int hq, int hkv) {
 // The forward. Without PERSIST a block does the one work item of its grid position; with
 // it, a grid of one block per multiprocessor walks items blockIdx.x, + gridDim.x, ...: the
 // producer then loads the next item's Q and K/V tiles while the consumers finish the
-// last one. OVERLAP picks the consumers' schedule.
-template <int D, typename T, bool OVERLAP, bool PERSIST>
+// last one.
+template <int D, typename T, bool PERSIST>
 DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__restrict__ o, float *__restrict__ lse,
                   int sq, int sk, int hq, int hkv, float scale_log2, WorkList wl) {
   using L = SmemLayout<D>;
@@ -363,69 +363,22 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
 
   float sc[64], alpha[2], sum[2];
   unsigned pa[SBN / 16][4];
-  if (!OVERLAP) {
-    // one tile at a time: S, softmax, P V
-    for (int e = e0; e < e1; e++) {
-      const int i = n + e - e0, s = i % STAGES;
-      const unsigned ph = (i / STAGES) & 1;
-      mbar_wait(&fullK[s], ph);
-      wgmma_fence();
-      issue_qk(sc, s);
-      wgmma_commit();
-      wgmma_wait<0>();
-      reg_fence(sc);
-      mbar_arrive(&emptyK[s]);
-      softmax(sc, e, pa, alpha, sum);
-      rescale(alpha, sum);
-      mbar_wait(&fullV[s], ph);
-      reg_fence(acc);
-      wgmma_fence();
-      issue_pv(pa, s);
-      wgmma_commit();
-      wgmma_wait<0>();
-      reg_fence(acc);
-      mbar_arrive(&emptyV[s]);
-    }
-  } else if (e0 < e1) {
-    // tile i's S = Q K^T and tile i-1's O += P V are issued together; tile i's softmax
-    // runs while the P V product is in flight, and O is rescaled once it lands
-    const int s0 = n % STAGES;
-    mbar_wait(&fullK[s0], (n / STAGES) & 1);
+  // one tile at a time: S, softmax, P V (issuing tile i's Q K^T with tile i-1's P V, the
+  // softmax overlapping the product, measured 10% slower with two consumer warpgroups:
+  // docs/perf.md)
+  for (int e = e0; e < e1; e++) {
+    const int i = n + e - e0, s = i % STAGES;
+    const unsigned ph = (i / STAGES) & 1;
+    mbar_wait(&fullK[s], ph);
     wgmma_fence();
-    issue_qk(sc, s0);
+    issue_qk(sc, s);
     wgmma_commit();
     wgmma_wait<0>();
     reg_fence(sc);
-    mbar_arrive(&emptyK[s0]);
-    softmax(sc, e0, pa, alpha, sum);
+    mbar_arrive(&emptyK[s]);
+    softmax(sc, e, pa, alpha, sum);
     rescale(alpha, sum);
-    for (int e = e0 + 1; e < e1; e++) {
-      const int i = n + e - e0, s = i % STAGES, sp = (i - 1) % STAGES;
-      const unsigned ph = (i / STAGES) & 1, php = ((i - 1) / STAGES) & 1;
-      mbar_wait(&fullK[s], ph);
-      mbar_wait(&fullV[sp], php);
-      reg_fence(acc);
-      wgmma_fence();
-      issue_qk(sc, s);
-      wgmma_commit();
-      issue_pv(pa, sp);
-      wgmma_commit();
-      wgmma_wait<1>();  // S has landed; P V may still run
-      reg_fence(sc);
-      mbar_arrive(&emptyK[s]);
-      unsigned pn[SBN / 16][4];
-      softmax(sc, e, pn, alpha, sum);
-      wgmma_wait<0>();
-      reg_fence(acc);
-      mbar_arrive(&emptyV[sp]);
-      rescale(alpha, sum);
-#pragma unroll
-      for (int kk = 0; kk < SBN / 16; kk++)
-#pragma unroll
-        for (int x = 0; x < 4; x++) pa[kk][x] = pn[kk][x];
-    }
-    const int i = n + e1 - 1 - e0, s = i % STAGES;
-    mbar_wait(&fullV[s], (i / STAGES) & 1);
+    mbar_wait(&fullV[s], ph);
     reg_fence(acc);
     wgmma_fence();
     issue_pv(pa, s);
@@ -754,19 +707,18 @@ DEV void dq90_convert(const float *__restrict__ acc, T *__restrict__ dq, int sq,
   }
 }
 
-#define SM90_FWD(FN, NAME, T, D, OVERLAP, PERSIST)                                                                 \
+#define SM90_FWD(FN, NAME, T, D, PERSIST)                                                                          \
   extern "C" __global__ void __launch_bounds__(SNT, 1)                                                             \
       FN##_##NAME##_d##D(const __grid_constant__ TmaDesc tq, const __grid_constant__ TmaDesc tk,                   \
                          const __grid_constant__ TmaDesc tv, T *o, float *lse, int sq, int sk, int hq, int hkv,    \
                          float scale_log2, const int *order, const int *start, const int *entries, const int *refs, \
                          const int *slices, int row_tiles, int per_head) {                                         \
-    fwd_sm90<D, T, OVERLAP, PERSIST>(tq, tk, tv, o, lse, sq, sk, hq, hkv, scale_log2,                              \
+    fwd_sm90<D, T, PERSIST>(tq, tk, tv, o, lse, sq, sk, hq, hkv, scale_log2,                                       \
                             WorkList{order, start, entries, refs, slices, row_tiles, per_head});                   \
   }
 #define SM90_ENTRIES(NAME, T, D)                                                                                   \
-  SM90_FWD(fwd90, NAME, T, D, false, false)                                                                        \
-  SM90_FWD(fwd90o, NAME, T, D, true, false)                                                                        \
-  SM90_FWD(fwd90p, NAME, T, D, true, true)                                                                         \
+  SM90_FWD(fwd90, NAME, T, D, false)                                                                               \
+  SM90_FWD(fwd90p, NAME, T, D, true)                                                                               \
   extern "C" __global__ void __launch_bounds__(SNT, 1) bwd90_##NAME##_d##D(                                       \
       const __grid_constant__ TmaDesc tq, const __grid_constant__ TmaDesc tk, const __grid_constant__ TmaDesc tv,   \
       const __grid_constant__ TmaDesc tdo, const __grid_constant__ TmaDesc tdq, const float *lse2, const float *dsum, \
