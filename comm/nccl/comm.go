@@ -291,7 +291,13 @@ func (c *Comm) describe(r Result) error {
 }
 
 // Close frees the communicator (ncclCommDestroy) and its thread. After a failure the
-// communicator was already aborted, and Close only stops using it.
+// communicator was already aborted (and freed by NCCL), and Close only stops using it.
+//
+// While ncclCommDestroy runs, nothing asks the communicator anything: the watchdog only
+// waits for the call to return (within the timeout), since NCCL frees the object under
+// it. (It used to poll ncclCommGetAsyncError meanwhile, which read the freed object,
+// failed with "corrupted comm object detected", and aborted the freed communicator:
+// the heap corruption of the one-rank `longca cp --backend nccl` runs.)
 func (c *Comm) Close() error {
 	c.mu.Lock()
 	if c.closed {
@@ -301,15 +307,19 @@ func (c *Comm) Close() error {
 	c.closed = true
 	c.mu.Unlock()
 	if c.g.failed() {
+		c.w.stop()
 		return nil
 	}
 	var err error
 	if c.ownScratch {
 		err = c.host("ncclMemFree", func() error { return c.lib.MemFree(c.scratch) })
 	}
-	if derr := c.host("ncclCommDestroy", func() error { return c.lib.CommDestroy(c.handle) }); derr != nil && err == nil {
+	c.g.startClose()
+	h := c.handle
+	if derr := c.host("ncclCommDestroy", func() error { return c.lib.CommDestroy(h) }); derr != nil && err == nil {
 		err = derr
 	}
+	c.handle = 0
 	c.w.stop()
 	return err
 }

@@ -1,6 +1,7 @@
 package cp
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/longca/longca/comm"
@@ -100,17 +101,22 @@ func (r *Run) Counters() comm.Counters {
 	return t
 }
 
-// Close closes the sub-groups (not the communicator the run was given) and gives the
-// device memory the run cached back.
+// Close closes the sub-groups (not the communicator the run was given), children
+// before the group they were split from, and gives the device memory the run cached
+// back. Every sub-group is closed even when one fails; the errors are joined.
 func (r *Run) Close() error {
 	r.dropSaved()
 	r.ops.trim()
-	for _, c := range []comm.Comm{r.ulysses, r.ring, r.inner, r.outer} {
+	var errs []error
+	for _, c := range []comm.Comm{r.outer, r.inner, r.ring, r.ulysses} {
+		if c == nil {
+			continue
+		}
 		if err := c.Close(); err != nil {
-			return err
+			errs = append(errs, err)
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // async runs fn in a goroutine: the transfer that overlaps the current step's compute.
