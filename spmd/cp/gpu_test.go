@@ -17,7 +17,7 @@ import (
 	"github.com/longca/longca/kernels"
 	cudakern "github.com/longca/longca/kernels/cuda"
 	"github.com/longca/longca/mask"
-	"github.com/longca/longca/spmd/cp/devops"
+	"github.com/longca/longca/internal/cuda/devops"
 	"github.com/longca/longca/tensor"
 )
 

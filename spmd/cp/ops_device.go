@@ -7,7 +7,7 @@ import (
 
 	"github.com/longca/longca/internal/cuda"
 	"github.com/longca/longca/kernels"
-	"github.com/longca/longca/spmd/cp/devops"
+	"github.com/longca/longca/internal/cuda/devops"
 	"github.com/longca/longca/tensor"
 )
 
@@ -19,7 +19,7 @@ type cudaKernel interface {
 }
 
 // devicePrims are the device primitives deviceOps is built from: memory, ordering, and
-// the helper kernels of spmd/cp/devops. cudaPrims are the GPU's; the tests run deviceOps
+// the helper kernels of internal/cuda/devops. cudaPrims are the GPU's; the tests run deviceOps
 // on a host emulation of the same primitives, so everything above them (offsets,
 // strides, dtypes, the order of operations) is checked on the CPU too.
 type devicePrims interface {

@@ -15,7 +15,7 @@ import (
 	"github.com/longca/longca/comm"
 	"github.com/longca/longca/comm/local"
 	"github.com/longca/longca/internal/cuda"
-	"github.com/longca/longca/spmd/cp/devops"
+	"github.com/longca/longca/internal/cuda/devops"
 	"github.com/longca/longca/tensor"
 )
 
