@@ -65,6 +65,18 @@ type Counters struct {
 // ErrTimeout is wrapped by errors from a collective or rendezvous that ran out of time.
 var ErrTimeout = errors.New("timed out")
 
+// ErrAborted is wrapped by the errors of calls on an aborted communicator (Aborter).
+var ErrAborted = errors.New("communicator aborted")
+
+// Aborter is a communicator that can be aborted: every call of every rank of the group
+// that waits, or comes later, fails (at once in one process; at the backend's timeout or
+// failure detection across processes) with an error wrapping ErrAborted where the
+// backend can say so. A rank that fails inside a collective its peers wait in aborts the
+// group, so they return instead of waiting for it.
+type Aborter interface {
+	Abort(reason error) error
+}
+
 // PeerError says which rank failed or never arrived.
 type PeerError struct {
 	Rank int

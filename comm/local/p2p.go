@@ -19,11 +19,8 @@ type pendingRecv struct {
 }
 
 func (c *Comm) checkPeer(op string, peer int) error {
-	c.mu.Lock()
-	closed := c.closed
-	c.mu.Unlock()
-	if closed {
-		return errClosed
+	if err := c.usable("local " + op); err != nil {
+		return err
 	}
 	if peer < 0 || peer >= c.Size() {
 		return fmt.Errorf("local: %s to peer %d of a group of %d", op, peer, c.Size())
@@ -50,10 +47,27 @@ func (c *Comm) post(tag int, buf tensor.Tensor, off, n int64, peer int) error {
 	return nil
 }
 
+// usable says why this rank cannot take op: closed, or its group aborted.
+func (c *Comm) usable(op string) error {
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		return errClosed
+	}
+	if err := c.g.aborted(); err != nil {
+		return fmt.Errorf("%s: %w: %w", op, comm.ErrAborted, err)
+	}
+	return nil
+}
+
 // fetch waits for the next message from peer, naming peer (by world rank) on timeout.
 func (c *Comm) fetch(op string, tag int, peer int, deadline time.Time) (Message, error) {
-	m, ok := c.g.boxes[peer][c.rank][tag].take(deadline)
+	m, ok := c.g.boxes[peer][c.rank][tag].take(deadline, c.g.abortCh)
 	if !ok {
+		if err := c.g.aborted(); err != nil {
+			return nil, fmt.Errorf("local %s: %w: %w", op, comm.ErrAborted, err)
+		}
 		return nil, &comm.PeerError{Rank: c.g.members[peer], Op: "local " + op, Err: fmt.Errorf("%w after %v (world rank %d waiting)", comm.ErrTimeout, c.w.cfg.timeout, c.WorldRank())}
 	}
 	return m, nil

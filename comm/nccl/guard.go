@@ -3,6 +3,8 @@ package nccl
 import (
 	"fmt"
 	"sync"
+
+	"github.com/longca/longca/comm"
 )
 
 // guard remembers the first failure of a communicator and aborts it exactly once: after
@@ -77,7 +79,7 @@ func (g *guard) check(op string) error {
 	if g.err == nil {
 		return nil
 	}
-	return fmt.Errorf("nccl: %s on an aborted communicator: %w", op, g.err)
+	return fmt.Errorf("nccl: %s on an aborted communicator (%w): %w", op, comm.ErrAborted, g.err)
 }
 
 // failed says whether the communicator has failed.
