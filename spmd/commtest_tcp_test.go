@@ -26,7 +26,6 @@ func TestTCP(t *testing.T) {
 	}
 }
 
-
 func closeAll(t *testing.T, comms []comm.Comm) {
 	for r, c := range comms {
 		if err := c.Close(); err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/longca/longca/comm"
 	"github.com/longca/longca/comm/local"
 	"github.com/longca/longca/kernels"
+	"github.com/longca/longca/kernels/check"
 	"github.com/longca/longca/kernels/ref"
 	"github.com/longca/longca/mask"
 	"github.com/longca/longca/tensor"
@@ -287,7 +288,7 @@ func deviceTable(t *testing.T, part tensor.DType, limit float64, deferred bool) 
 			q, k, v, dout := inputs(p, uint64(5000+100*mi+ci))
 			exact, naive := cache.get(t, fmt.Sprint(mi, ci), p, q, k, v, dout)
 			got, counted, leaked := runFakeDevice(t, m, pl, part, deferred, q, k, v, dout)
-			rep := CompareOutputs(got, exact, naive, true)
+			rep := check.CompareOutputs(got, exact, naive, kernels.FwdBwd)
 			for _, f := range rep.Figures {
 				ratio := f.Err / f.Tol
 				if f.NaNs > 0 || !(ratio <= limit) {
@@ -326,12 +327,13 @@ func forEachDeviceCase(t *testing.T, seq, headDim int, opts func(mi int) mask.Op
 		p := kernels.Problem{HeadsQ: 8, HeadsKV: 2, HeadDim: headDim, DType: tensor.BF16, Mask: spec.Mask}
 		for _, name := range Names() {
 			m, _ := New(name)
-			for ci, mc := range meshes(name) {
-				if mc.n == 1 {
+			for ci, mc := range meshes(m) {
+				if mc.Ranks == 1 {
 					continue
 				}
-				t.Run(fmt.Sprintf("%s/%s/%s", maskName, name, mc), func(t *testing.T) {
-					cfg := Config{Ranks: mc.n, Ulysses: mc.u, Ring: mc.r, Windows: mc.w, HeadFirst: mc.headFirst, Sharding: mc.sharding, Docs: docs}
+				t.Run(fmt.Sprintf("%s/%s/%s", maskName, name, meshName(mc)), func(t *testing.T) {
+					cfg := mc
+					cfg.Docs = docs
 					pl, err := m.Plan(cfg, p)
 					if err != nil {
 						t.Fatal(err)

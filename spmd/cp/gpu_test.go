@@ -14,10 +14,10 @@ import (
 	"github.com/longca/longca/comm/local"
 	"github.com/longca/longca/comm/local/cudamover"
 	"github.com/longca/longca/internal/cuda"
+	"github.com/longca/longca/internal/cuda/devops"
 	"github.com/longca/longca/kernels"
 	cudakern "github.com/longca/longca/kernels/cuda"
 	"github.com/longca/longca/mask"
-	"github.com/longca/longca/internal/cuda/devops"
 	"github.com/longca/longca/tensor"
 )
 
@@ -258,7 +258,7 @@ func TestGPUMethodsMatchReference(t *testing.T) {
 			if _, ok := r.ops.(deviceOps); !ok {
 				return fmt.Errorf("the run's ops are %T, not the device's", r.ops)
 			}
-			rep, err := CheckRank(ctx, m, r, uint64(900+10*mi+ci), true)
+			rep, err := CheckRank(ctx, m, r, CheckOptions{Seed: uint64(900 + 10*mi + ci), Backward: true})
 			if err != nil {
 				return err
 			}

@@ -6,17 +6,9 @@ import (
 	"sync"
 
 	"github.com/longca/longca/internal/cuda"
-	"github.com/longca/longca/kernels"
 	"github.com/longca/longca/internal/cuda/devops"
 	"github.com/longca/longca/tensor"
 )
-
-// cudaKernel is a kernel that runs on an internal/cuda device, launching on the
-// device's stream (kernels/cuda).
-type cudaKernel interface {
-	kernels.Kernel
-	CUDADevice() *cuda.Device
-}
 
 // devicePrims are the device primitives deviceOps is built from: memory, ordering, and
 // the helper kernels of internal/cuda/devops. cudaPrims are the GPU's; the tests run deviceOps
@@ -110,7 +102,7 @@ var (
 	devOps   = map[*cuda.Device]cudaPrims{} // helper modules and pools, one per device
 )
 
-func newDeviceOps(k cudaKernel) (ops, error) {
+func newDeviceOps(k DeviceKernel) (ops, error) {
 	g := k.CUDADevice()
 	devOpsMu.Lock()
 	defer devOpsMu.Unlock()
@@ -124,17 +116,10 @@ func newDeviceOps(k cudaKernel) (ops, error) {
 		devOps[g] = c
 	}
 	d := deviceOps{p: c}
-	if f, ok := k.(fp32Partials); ok && f.FP32Partials() {
+	if f, ok := k.(FP32Partials); ok && f.FP32Partials() {
 		d.part = tensor.FP32
 	}
 	return d, nil
-}
-
-// fp32Partials is a device kernel that also writes fp32 outputs (out, dq, dk, dv) for a
-// bf16 or fp16 problem. The methods then keep each step's partial results in fp32: the
-// rounding of per-step partial gradients to bf16 costs precision (TestDeviceOpsBF16Partials).
-type fp32Partials interface {
-	FP32Partials() bool
 }
 
 func (d deviceOps) alloc(dt tensor.DType, shape ...int) (tensor.Tensor, error) {

@@ -22,6 +22,7 @@ type Run struct {
 	ulysses, ring, inner, outer comm.Comm
 	saved                       *saved
 	ops                         ops
+	live                        [4]comm.Comm // the sub-groups while NoComm swaps them
 }
 
 // saved is the head-sharded forward state a Ulysses backward reuses, as autograd would.
@@ -90,6 +91,37 @@ func NewRun(pl *Plan, k kernels.Kernel, c comm.Comm) (*Run, error) {
 	return r, nil
 }
 
+// SetNoComm turns every transfer of the run's methods off (on) or back on: ring
+// exchanges, all-to-alls, all-gathers, reduce-scatters and dK/dV hops return at once
+// without moving anything, while the kernels run the same steps (with the same
+// sub-masks) on whatever the buffers hold. The outputs are then meaningless; the harness
+// times a pass this way to measure what the transfers add to a step (overlap).
+func (r *Run) SetNoComm(on bool) {
+	subs := []*comm.Comm{&r.ulysses, &r.ring, &r.inner, &r.outer}
+	if on == (r.live[0] != nil) {
+		return
+	}
+	for i, c := range subs {
+		if on {
+			r.live[i], *c = *c, silent{*c}
+		} else {
+			*c, r.live[i] = r.live[i], nil
+		}
+	}
+}
+
+// Abort aborts the run's sub-groups (those that can be, comm.Aborter), so that peers
+// waiting in them for this rank return; the world communicator the run was given is not
+// touched. The run cannot be used afterwards; Close it.
+func (r *Run) Abort(reason error) {
+	r.SetNoComm(false)
+	for _, c := range []comm.Comm{r.ulysses, r.ring, r.inner, r.outer} {
+		if a, ok := c.(comm.Aborter); ok {
+			_ = a.Abort(reason) // best effort: the rank is failing anyway
+		}
+	}
+}
+
 // Counters sums what this rank sent through the communicator and its sub-groups.
 func (r *Run) Counters() comm.Counters {
 	var t comm.Counters
@@ -105,6 +137,7 @@ func (r *Run) Counters() comm.Counters {
 // before the group they were split from, and gives the device memory the run cached
 // back. Every sub-group is closed even when one fails; the errors are joined.
 func (r *Run) Close() error {
+	r.SetNoComm(false)
 	r.dropSaved()
 	r.ops.trim()
 	var errs []error
@@ -140,3 +173,15 @@ func exchange(c comm.Comm, next, prev int, send, recv []tensor.Tensor) error {
 		return nil
 	})
 }
+
+// silent is a sub-group whose data movement does nothing (Run.SetNoComm).
+type silent struct{ comm.Comm }
+
+func (silent) Group(fn func() error) error            { return fn() }
+func (silent) Send(tensor.Tensor, int) error          { return nil }
+func (silent) Recv(tensor.Tensor, int) error          { return nil }
+func (silent) AllToAll(_, _ tensor.Tensor) error      { return nil }
+func (silent) AllGather(_, _ tensor.Tensor) error     { return nil }
+func (silent) ReduceScatter(_, _ tensor.Tensor) error { return nil }
+func (silent) AllReduce(tensor.Tensor, comm.Op) error { return nil }
+func (silent) Barrier() error                         { return nil }
