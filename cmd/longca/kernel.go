@@ -72,7 +72,7 @@ func commonSweepFlags() []cli.Flag {
 // one that can change a result is recorded in the rows.
 func kernelFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.IntFlag{Name: "device", Value: -1, Usage: "GPU index (default: the local rank's GPU under a launcher, else 0); recorded as device_index"},
+		&cli.IntFlag{Name: "device", Value: -1, DefaultText: "the local rank's GPU under a launcher, else 0", Usage: "GPU index; recorded as device_index"},
 		&cli.StringFlag{Name: "variant", Usage: "kernel variant (longca list names them; default: the best for the device); recorded as kernel_variant"},
 		&cli.StringFlag{Name: "python", EnvVars: []string{"LONGCA_PYTHON"}, Usage: "Python interpreter of the torch:* workers (default python3 on the PATH)"},
 	}

@@ -39,6 +39,9 @@ func listAction(c *cli.Context) error {
 			avail = "unavailable here"
 		}
 		fmt.Fprintf(w, "  %-24s %-17s %s\n", k, avail, kernels.Doc(k))
+		for _, v := range kernels.Variants(k) {
+			fmt.Fprintf(w, "  %-24s %-17s   --variant %s\n", "", "", v)
+		}
 	}
 	listCPMethods(w)
 	return nil
