@@ -55,6 +55,31 @@ type Comm interface {
 	Close() error
 }
 
+// Event is a point in a device stream's work: a CUDA event handle (CUevent) of the
+// ranks' context, opaque to comm.
+type Event uintptr
+
+// Ordered is a communicator that orders point-to-point transfers on device streams,
+// with events, instead of on host threads: the transfers of a ring step are enqueued
+// after the compute that frees their buffers, and the compute of the next step is
+// enqueued after them, and no host thread waits on an event in between.
+type Ordered interface {
+	// StreamOrdered says whether GroupAfter can be used here (the backend moves data on
+	// device streams).
+	StreamOrdered() bool
+	// GroupAfter issues fn's sends and receives (Send and Recv inside fn, point to point
+	// only) so that they start on the device once the work after marks has finished, and
+	// returns without waiting for them, with done: the mark of their completion, which
+	// the caller's stream waits on before it reads what was received or writes what was
+	// sent. The caller owns both events (it may destroy after once GroupAfter returned,
+	// and destroys done after waiting on it). done is 0 when there is nothing to wait for.
+	GroupAfter(after Event, fn func() error) (done Event, err error)
+	// Settle waits, bounded by the communicator's timeout, until every transfer issued
+	// by GroupAfter has finished, and reports their failure: at the end of a method, so
+	// a dead peer fails the rank instead of hanging its device.
+	Settle() error
+}
+
 // Counters count the bytes and messages a rank sent, so the bytes a CP method claims
 // to move (CommBytes) can be checked against what was moved.
 type Counters struct {

@@ -122,6 +122,9 @@ type Comm struct {
 	groupDep int
 	pending  []pendingRecv
 	closed   bool
+
+	lane   Lane // made by the first GroupAfter (an OrderedMover's)
+	onLane bool // inside GroupAfter: point-to-point data goes through lane
 }
 
 var _ comm.Comm = (*Comm)(nil)
@@ -143,11 +146,17 @@ func (c *Comm) Counters() comm.Counters {
 	return c.counters
 }
 
-// Close releases nothing shared; later calls on this rank fail.
+// Close releases this rank's transfer lane, if it has one; later calls on this rank
+// fail.
 func (c *Comm) Close() error {
 	c.mu.Lock()
 	c.closed = true
+	lane := c.lane
+	c.lane = nil
 	c.mu.Unlock()
+	if lane != nil {
+		return lane.Close()
+	}
 	return nil
 }
 

@@ -28,12 +28,19 @@ func (c *Comm) checkPeer(op string, peer int) error {
 	return nil
 }
 
-// post stages n bytes of buf from off and puts them in peer's mailbox.
+// post stages n bytes of buf from off and puts them in peer's mailbox (point-to-point
+// data inside GroupAfter is staged on the rank's lane, without waiting).
 func (c *Comm) post(tag int, buf tensor.Tensor, off, n int64, peer int) error {
 	var m Message = emptyMsg{}
 	if n > 0 {
+		stage := c.w.cfg.mover.Stage
+		c.mu.Lock()
+		if c.onLane && tag == tagP2P {
+			stage = c.lane.Stage
+		}
+		c.mu.Unlock()
 		var err error
-		if m, err = c.w.cfg.mover.Stage(buf, off, n); err != nil {
+		if m, err = stage(buf, off, n); err != nil {
 			return err
 		}
 	}
@@ -110,6 +117,15 @@ func (c *Comm) recvNow(buf tensor.Tensor, peer int, deadline time.Time) error {
 	if m.Len() == 0 {
 		return nil
 	}
+	c.mu.Lock()
+	lane := c.lane
+	if !c.onLane {
+		lane = nil
+	}
+	c.mu.Unlock()
+	if lane != nil {
+		return lane.Put(buf, 0, m)
+	}
 	return c.w.cfg.mover.Put(buf, 0, m)
 }
 
@@ -143,3 +159,54 @@ func (c *Comm) Group(fn func() error) error {
 type emptyMsg struct{}
 
 func (emptyMsg) Len() int64 { return 0 }
+
+// StreamOrdered implements comm.Ordered: true when the Mover is an OrderedMover (the
+// device mover of ranks that share a GPU).
+func (c *Comm) StreamOrdered() bool {
+	_, ok := c.w.cfg.mover.(OrderedMover)
+	return ok
+}
+
+// GroupAfter implements comm.Ordered: fn's sends are staged on this rank's lane after
+// the work after marks, its receives wait (on the host) only for their messages to be
+// posted and are then enqueued on the lane after the message's copy; done marks the
+// lane's work. No host thread waits on an event.
+func (c *Comm) GroupAfter(after comm.Event, fn func() error) (comm.Event, error) {
+	om, ok := c.w.cfg.mover.(OrderedMover)
+	if !ok {
+		return 0, fmt.Errorf("local: GroupAfter needs a device mover (this one moves host memory)")
+	}
+	if err := c.usable("local group"); err != nil {
+		return 0, err
+	}
+	c.mu.Lock()
+	lane := c.lane
+	c.mu.Unlock()
+	if lane == nil {
+		var err error
+		if lane, err = om.NewLane(); err != nil {
+			return 0, err
+		}
+		c.mu.Lock()
+		c.lane = lane
+		c.mu.Unlock()
+	}
+	if err := lane.Wait(after); err != nil {
+		return 0, err
+	}
+	c.mu.Lock()
+	c.onLane = true
+	c.mu.Unlock()
+	err := c.Group(fn)
+	c.mu.Lock()
+	c.onLane = false
+	c.mu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	return lane.Mark()
+}
+
+// Settle implements comm.Ordered: the lane's copies need no peer, so nothing can hang;
+// their errors surface at the device's next synchronisation.
+func (c *Comm) Settle() error { return nil }

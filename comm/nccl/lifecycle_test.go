@@ -1,11 +1,15 @@
 package nccl
 
 import (
+	"context"
 	"errors"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/longca/longca/comm"
 	"github.com/longca/longca/tensor"
 )
 
@@ -82,5 +86,102 @@ func TestAbortWhileWaiting(t *testing.T) {
 	comms[0].Abort(reason)
 	if got := fakeCounter(t, l, "fake_use_after_destroy") - before; got != 0 {
 		t.Fatalf("%d NCCL calls on an aborted or destroyed communicator", got)
+	}
+}
+
+// orderedStream is a fake OrderedStream: it records the events waited for and made, and
+// counts the host's queries of completion.
+type orderedStream struct {
+	FuncStream
+	mu      sync.Mutex
+	waited  []uintptr
+	made    uintptr
+	queries *atomic.Int32
+}
+
+func (s *orderedStream) WaitEvent(ev uintptr) error {
+	s.mu.Lock()
+	s.waited = append(s.waited, ev)
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *orderedStream) RecordEvent() (uintptr, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.made++
+	return 1000 + s.made, nil
+}
+
+// TestGroupAfterWaitsOnTheDevice: GroupAfter makes the communicator's stream wait for
+// the compute's event, enqueues the exchange, and returns the event of its end without
+// asking the stream anything (no host wait); Settle then waits for the stream.
+func TestGroupAfterWaitsOnTheDevice(t *testing.T) {
+	var queries atomic.Int32
+	query := func() (bool, error) { queries.Add(1); return true, nil }
+	streams := []*orderedStream{{FuncStream: FuncStream{Ptr: 1, QueryFn: query}, queries: &queries}, {FuncStream: FuncStream{Ptr: 2, QueryFn: query}, queries: &queries}}
+	if fakeErr != nil {
+		t.Fatal(fakeErr)
+	}
+	x := newChanExchange()
+	comms := make([]*Comm, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for r := range 2 {
+		wg.Go(func() {
+			comms[r], errs[r] = New(context.Background(), r, 2, x.forRank(r), streams[r], 10*time.Second, WithLibrary(fakeLib))
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, c := range comms {
+			c.Close()
+		}
+	}()
+	if !comms[0].StreamOrdered() {
+		t.Fatal("a communicator on an OrderedStream is not StreamOrdered")
+	}
+	before := queries.Load()
+	send := []hostDev{{tensor.NewHost(tensor.FP32, 4)}, {tensor.NewHost(tensor.FP32, 4)}}
+	recv := []hostDev{{tensor.NewHost(tensor.FP32, 4)}, {tensor.NewHost(tensor.FP32, 4)}}
+	for r := range 2 {
+		send[r].Fill(float64(r + 1))
+	}
+	done := make([]comm.Event, 2)
+	for r, c := range comms {
+		wg.Go(func() {
+			done[r], errs[r] = c.GroupAfter(comm.Event(77+r), func() error {
+				if err := c.Send(send[r], 1-r); err != nil {
+					return err
+				}
+				return c.Recv(recv[r], 1-r)
+			})
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	if q := queries.Load() - before; q != 0 {
+		t.Errorf("GroupAfter asked the stream %d times: a host wait", q)
+	}
+	for r, s := range streams {
+		if len(s.waited) != 1 || s.waited[0] != uintptr(77+r) || done[r] != comm.Event(1000+s.made) {
+			t.Errorf("rank %d: waited for %v, done %d (made %d)", r, s.waited, done[r], s.made)
+		}
+		if recv[r].At(0) != float64(2-r) {
+			t.Errorf("rank %d received %v", r, recv[r].At(0))
+		}
+	}
+	for _, c := range comms {
+		if err := c.Settle(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if queries.Load() == before {
+		t.Error("Settle did not wait for the stream")
 	}
 }

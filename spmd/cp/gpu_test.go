@@ -89,7 +89,7 @@ func TestGPUPrimsMatchEmulation(t *testing.T) {
 		t.Fatal(err)
 	}
 	gp := cudaPrims{Ops: o, g: g, pool: devops.NewPool(g)}
-	fp := newFakePrims()
+	fp := newFakePrims(nil)
 	rng := rand.New(rand.NewPCG(11, 12))
 	rnd := func(dt tensor.DType, shape ...int) *tensor.Host {
 		h := tensor.NewHost(dt, shape...)

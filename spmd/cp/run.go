@@ -161,17 +161,34 @@ func async(fn func() error) <-chan error {
 
 // exchange sends send to peer next and receives recv from peer prev in one group.
 func exchange(c comm.Comm, next, prev int, send, recv []tensor.Tensor) error {
-	return c.Group(func() error {
-		for i := range send {
-			if err := c.Send(send[i], next); err != nil {
-				return err
-			}
-			if err := c.Recv(recv[i], prev); err != nil {
+	return c.Group(func() error { return exchangeIn(c, next, prev, send, recv) })
+}
+
+// exchangeIn is the body of an exchange's group: the sends and receives.
+func exchangeIn(c comm.Comm, next, prev int, send, recv []tensor.Tensor) error {
+	for i := range send {
+		if err := c.Send(send[i], next); err != nil {
+			return err
+		}
+		if err := c.Recv(recv[i], prev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// settle waits for the transfers the run's ordered sub-groups issued (comm.Ordered), so
+// a peer that never comes fails this rank (at the communicator's timeout) instead of
+// leaving its device waiting.
+func (r *Run) settle() error {
+	for _, c := range []comm.Comm{r.inner, r.outer} {
+		if oc, ok := c.(comm.Ordered); ok && oc.StreamOrdered() {
+			if err := oc.Settle(); err != nil {
 				return err
 			}
 		}
-		return nil
-	})
+	}
+	return nil
 }
 
 // silent is a sub-group whose data movement does nothing (Run.SetNoComm).
@@ -185,3 +202,16 @@ func (silent) AllGather(_, _ tensor.Tensor) error     { return nil }
 func (silent) ReduceScatter(_, _ tensor.Tensor) error { return nil }
 func (silent) AllReduce(tensor.Tensor, comm.Op) error { return nil }
 func (silent) Barrier() error                         { return nil }
+
+// GroupAfter enqueues nothing: there is nothing to wait for.
+func (silent) GroupAfter(comm.Event, func() error) (comm.Event, error) { return 0, nil }
+
+// Settle has nothing to wait for.
+func (silent) Settle() error { return nil }
+
+// StreamOrdered is the sub-group's own, so the methods take the same path (events, or a
+// host goroutine) with the transfers as without.
+func (s silent) StreamOrdered() bool {
+	oc, ok := s.Comm.(comm.Ordered)
+	return ok && oc.StreamOrdered()
+}
