@@ -16,7 +16,8 @@ func init() {
 		Description: "One row per case (mask, seqlen, heads, pass), each kernel's TFLOP/s side by side (or its\n" +
 			"status: unsupported, oom, wrong, error); lines that are not data start with '#'. A folder is\n" +
 			"read through its merged.arrow, or else its rank files. --plot DIR draws TFLOP/s against the\n" +
-			"sequence length, one line per kernel, one PNG per (mask, pass, heads).",
+			"sequence length, one line per kernel, one PNG per (mask, pass, heads). CP rows also get the\n" +
+			"CP table (per-rank and per-device TFLOP/s, the kernel alone, efficiency, overlap, check).",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "pass", Usage: "only this pass: fwd, bwd or fwd+bwd"},
 			&cli.StringFlag{Name: "plot", Usage: "write PNG plots into this folder"},
@@ -54,6 +55,18 @@ func reportAction(c *cli.Context) error {
 	}
 	if err := results.WriteTable(c.App.Writer, title, sum); err != nil {
 		return err
+	}
+	// CP rows also get their own table: efficiency, ranks per device, overlap, check.
+	var cpRows []results.Row
+	for _, r := range rows {
+		if r.Bench == "cp" && (pass == "" || r.Pass == pass) {
+			cpRows = append(cpRows, r)
+		}
+	}
+	if len(cpRows) > 0 {
+		if err := results.WriteCPTable(c.App.Writer, "CP methods of "+path, cpRows); err != nil {
+			return err
+		}
 	}
 	if dir := c.String("plot"); dir != "" {
 		files, err := results.WritePlots(dir, sum)
