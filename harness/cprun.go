@@ -446,7 +446,8 @@ func (r *CPRunner) timePass(ctx context.Context, m cp.Method, run *cp.Run, pass 
 		return nil
 	}
 	run.SetNoComm(true)
-	nc, err := Loop{Warmup: min(r.Warmup, 1), Iters: r.Iters, Before: loop.Before, After: loop.After}.Time(dev, body)
+	// The same steps just ran warm: no warm-up.
+	nc, err := Loop{Iters: r.Iters, Before: loop.Before, After: loop.After}.Time(dev, body)
 	run.SetNoComm(false)
 	if err != nil {
 		return fmt.Errorf("timing without transfers: %w", err)
