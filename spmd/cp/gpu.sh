@@ -1,6 +1,6 @@
 #!/bin/sh
 # The CP methods on the GPU machine, at the published setting. Build here with
-# `make cp-device` (bin/longca, bin/cudamover.test, bin/nccl.test, bin/cp.test, packed as
+# `make cp-device` (bin/longca, bin/cudamover.test, bin/nccl.test, packed as
 # bin/cp-device.tgz: carry that alone), then from the repository root there:
 #   sh spmd/cp/gpu.sh OUTDIR
 # Steps, each bounded by `timeout`, about 6 minutes in all:
