@@ -424,7 +424,17 @@ func (r *CPRunner) timePass(ctx context.Context, m cp.Method, run *cp.Run, pass 
 		sent += run.Counters().BytesSent - before
 		return err
 	}
-	loop := Loop{Warmup: r.Warmup, Iters: r.Iters, Before: r.Comm.Barrier,
+	// Before every iteration: this rank's cache flush has finished (ranks sharing a GPU
+	// would otherwise time each other's flushes), then every rank starts together.
+	before := func() error {
+		if s, ok := dev.(interface{ Sync() error }); ok {
+			if err := s.Sync(); err != nil {
+				return err
+			}
+		}
+		return r.Comm.Barrier()
+	}
+	loop := Loop{Warmup: r.Warmup, Iters: r.Iters, Before: before,
 		After: func(d time.Duration, err error) (time.Duration, error) { return r.agreeOn(run, d, err) }}
 	st, err := loop.Time(dev, counted)
 	if err != nil {
