@@ -45,18 +45,19 @@ func (t TextTable) Write(w io.Writer) error {
 		b.WriteString("#\n")
 	}
 	line := func(lead string, cell func(i int) string) {
-		b.WriteString(lead)
+		var l strings.Builder
+		l.WriteString(lead)
 		for i, c := range t.Columns {
 			if i > 0 {
-				b.WriteString(" ")
+				l.WriteString(" ")
 			}
 			if c.Left {
-				fmt.Fprintf(&b, "%-*s", width[i], cell(i))
+				fmt.Fprintf(&l, "%-*s", width[i], cell(i))
 			} else {
-				fmt.Fprintf(&b, "%*s", width[i], cell(i))
+				fmt.Fprintf(&l, "%*s", width[i], cell(i))
 			}
 		}
-		b.WriteString("\n")
+		b.WriteString(strings.TrimRight(l.String(), " ") + "\n")
 	}
 	line("# ", func(i int) string { return t.Columns[i].Name })
 	line("# ", func(i int) string { return unit(t.Columns[i].Unit) })
