@@ -10,7 +10,9 @@ import (
 	"github.com/longca/longca/dataset"
 	"github.com/longca/longca/harness"
 	"github.com/longca/longca/kernels"
-	_ "github.com/longca/longca/kernels/cuda" // registers "cuda" (errors without a GPU)
+	_ "github.com/longca/longca/kernels/cuda"     // registers "cuda" (errors without a GPU)
+	_ "github.com/longca/longca/kernels/cudnn"    // registers "cudnn" (errors without cuDNN or a GPU)
+	_ "github.com/longca/longca/kernels/external" // registers torch:* and exec:PROGRAM[:KERNEL]
 	"github.com/longca/longca/mask"
 	"github.com/longca/longca/spmd"
 	"github.com/longca/longca/tensor"
@@ -75,13 +77,30 @@ func kernelFlags() []cli.Flag {
 		&cli.IntFlag{Name: "device", Value: -1, DefaultText: "the local rank's GPU under a launcher, else 0", Usage: "GPU index; recorded as device_index"},
 		&cli.StringFlag{Name: "variant", Usage: "kernel variant (longca list names them; default: the best for the device); recorded as kernel_variant"},
 		&cli.StringFlag{Name: "python", EnvVars: []string{"LONGCA_PYTHON"}, Usage: "Python interpreter of the torch:* workers (default python3 on the PATH)"},
+		&cli.DurationFlag{Name: "worker-timeout", Usage: "bound on every request to an external worker (torch:*, exec:); default: 10m plus the case's repetitions at 20 TFLOP/s"},
+		&cli.StringFlag{Name: "on-worker-crash", Value: "restart", Usage: "after an external worker crashes, hangs past its timeout or answers nonsense: restart (a new worker for the next case) or stop (end the sweep, keeping its rows)"},
+	}
+}
+
+// stopOnCrash reads --on-worker-crash.
+func stopOnCrash(c *cli.Context) (bool, error) {
+	switch v := c.String("on-worker-crash"); v {
+	case "restart":
+		return false, nil
+	case "stop":
+		return true, nil
+	default:
+		return false, usageError("--on-worker-crash %q: use restart or stop", v)
 	}
 }
 
 // kernelOptions reads the kernel flags; under a launcher the device defaults to the local
 // rank's GPU (spmd.DeviceIndex).
 func kernelOptions(c *cli.Context, w spmd.World) (kernels.Options, error) {
-	o := kernels.Options{Variant: c.String("variant"), Python: c.String("python")}
+	o := kernels.Options{Variant: c.String("variant"), Python: c.String("python"), Timeout: c.Duration("worker-timeout")}
+	if o.Timeout < 0 {
+		return o, usageError("--worker-timeout %s: give a positive duration such as 15m", o.Timeout)
+	}
 	switch d := c.Int("device"); {
 	case c.IsSet("device") && d < 0:
 		return o, usageError("--device %d: give a GPU index, 0 or more", d)
@@ -247,6 +266,11 @@ func sweepFromFlags(c *cli.Context, defaultLens []int, ko kernels.Options) (harn
 		if !kernels.Known(k) {
 			return s, usageError("--kernels: unknown kernel %q: registered are %s", k, strings.Join(kernels.Names(), ", "))
 		}
+		if strings.HasPrefix(k, "exec:") { // a program that is not there is bad input, not a row
+			if _, err := newKernel(k, ko); err != nil {
+				return s, usageError("--kernels: %v", err)
+			}
+		}
 	}
 	s.Seed = c.Uint64("seed")
 	return s, nil
@@ -288,7 +312,12 @@ func sweepAction(c *cli.Context, s harness.Sweep, bench string, w spmd.World, ko
 	if c.Bool("dry-run") {
 		return harness.PrintPlan(c.App.Writer, s.Cases(), harness.BuildMask)
 	}
+	stop, err := stopOnCrash(c)
+	if err != nil {
+		return err
+	}
 	o := sweepOptions{
+		stopOnCrash: stop,
 		sweep:       s,
 		warmup:      c.Int("warmup"),
 		iters:       c.Int("iters"),

@@ -14,10 +14,12 @@ func init() {
 		Usage:     "print the table of a results file or folder (nccl-tests style) and draw PNG plots",
 		ArgsUsage: "FILE|DIR",
 		Description: "One row per case (mask, seqlen, heads, pass), each kernel's TFLOP/s side by side (or its\n" +
-			"status: unsupported, oom, wrong, error); lines that are not data start with '#'. A folder is\n" +
+			"status: unsupported, oom, wrong, error), then with several kernels the same cases as ratios to\n" +
+			"the fastest kernel; lines that are not data start with '#'. A folder is\n" +
 			"read through its merged.arrow, or else its rank files. --plot DIR draws TFLOP/s against the\n" +
-			"sequence length, one line per kernel, one PNG per (mask, pass, heads). CP rows also get the\n" +
-			"CP table (per-rank and per-device TFLOP/s, the kernel alone, efficiency, overlap, check).",
+			"sequence length, one line per kernel, and grouped bars (bars_*.png: one group per length, one\n" +
+			"bar per kernel), one PNG of each per (mask, pass, heads). CP rows also get the CP table\n" +
+			"(per-rank and per-device TFLOP/s, the kernel alone, efficiency, overlap, check).",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "pass", Usage: "only this pass: fwd, bwd or fwd+bwd"},
 			&cli.StringFlag{Name: "plot", Usage: "write PNG plots into this folder"},
@@ -53,7 +55,7 @@ func reportAction(c *cli.Context) error {
 	if pass != "" {
 		title += ", showing pass " + pass
 	}
-	if err := results.WriteTable(c.App.Writer, title, sum); err != nil {
+	if err := writeReportText(c.App.Writer, rows, pass, title); err != nil {
 		return err
 	}
 	// CP rows also get their own table: efficiency, ranks per device, overlap, check.
@@ -73,7 +75,11 @@ func reportAction(c *cli.Context) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(c.App.Writer, "# %d plots in %s\n", len(files), dir)
+		bars, err := results.WriteBarCharts(dir, sum)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(c.App.Writer, "# %d plots in %s (lines: TFLOP/s against length; bars_*: kernels side by side per length)\n", len(files)+len(bars), dir)
 	}
 	return nil
 }

@@ -213,8 +213,8 @@ DEV FwdItem fwd_item(const WorkList &wl, int item, int hq, int hkv) {
 // The forward. Without PERSIST a block does the one work item of its grid position; with
 // it, a grid of one block per multiprocessor walks items blockIdx.x, + gridDim.x, ...: the
 // producer then loads the next item's Q and K/V tiles while the consumers finish the
-// last one. OVERLAP picks the consumers' schedule.
-template <int D, typename T, bool OVERLAP, bool PERSIST>
+// last one.
+template <int D, typename T, bool PERSIST>
 DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__restrict__ o, float *__restrict__ lse,
                   int sq, int sk, int hq, int hkv, float scale_log2, WorkList wl) {
   using L = SmemLayout<D>;
@@ -363,69 +363,22 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
 
   float sc[64], alpha[2], sum[2];
   unsigned pa[SBN / 16][4];
-  if (!OVERLAP) {
-    // one tile at a time: S, softmax, P V
-    for (int e = e0; e < e1; e++) {
-      const int i = n + e - e0, s = i % STAGES;
-      const unsigned ph = (i / STAGES) & 1;
-      mbar_wait(&fullK[s], ph);
-      wgmma_fence();
-      issue_qk(sc, s);
-      wgmma_commit();
-      wgmma_wait<0>();
-      reg_fence(sc);
-      mbar_arrive(&emptyK[s]);
-      softmax(sc, e, pa, alpha, sum);
-      rescale(alpha, sum);
-      mbar_wait(&fullV[s], ph);
-      reg_fence(acc);
-      wgmma_fence();
-      issue_pv(pa, s);
-      wgmma_commit();
-      wgmma_wait<0>();
-      reg_fence(acc);
-      mbar_arrive(&emptyV[s]);
-    }
-  } else if (e0 < e1) {
-    // tile i's S = Q K^T and tile i-1's O += P V are issued together; tile i's softmax
-    // runs while the P V product is in flight, and O is rescaled once it lands
-    const int s0 = n % STAGES;
-    mbar_wait(&fullK[s0], (n / STAGES) & 1);
+  // one tile at a time: S, softmax, P V (issuing tile i's Q K^T with tile i-1's P V, the
+  // softmax overlapping the product, measured 10% slower with two consumer warpgroups:
+  // docs/perf.md)
+  for (int e = e0; e < e1; e++) {
+    const int i = n + e - e0, s = i % STAGES;
+    const unsigned ph = (i / STAGES) & 1;
+    mbar_wait(&fullK[s], ph);
     wgmma_fence();
-    issue_qk(sc, s0);
+    issue_qk(sc, s);
     wgmma_commit();
     wgmma_wait<0>();
     reg_fence(sc);
-    mbar_arrive(&emptyK[s0]);
-    softmax(sc, e0, pa, alpha, sum);
+    mbar_arrive(&emptyK[s]);
+    softmax(sc, e, pa, alpha, sum);
     rescale(alpha, sum);
-    for (int e = e0 + 1; e < e1; e++) {
-      const int i = n + e - e0, s = i % STAGES, sp = (i - 1) % STAGES;
-      const unsigned ph = (i / STAGES) & 1, php = ((i - 1) / STAGES) & 1;
-      mbar_wait(&fullK[s], ph);
-      mbar_wait(&fullV[sp], php);
-      reg_fence(acc);
-      wgmma_fence();
-      issue_qk(sc, s);
-      wgmma_commit();
-      issue_pv(pa, sp);
-      wgmma_commit();
-      wgmma_wait<1>();  // S has landed; P V may still run
-      reg_fence(sc);
-      mbar_arrive(&emptyK[s]);
-      unsigned pn[SBN / 16][4];
-      softmax(sc, e, pn, alpha, sum);
-      wgmma_wait<0>();
-      reg_fence(acc);
-      mbar_arrive(&emptyV[sp]);
-      rescale(alpha, sum);
-#pragma unroll
-      for (int kk = 0; kk < SBN / 16; kk++)
-#pragma unroll
-        for (int x = 0; x < 4; x++) pa[kk][x] = pn[kk][x];
-    }
-    const int i = n + e1 - 1 - e0, s = i % STAGES;
-    mbar_wait(&fullV[s], (i / STAGES) & 1);
+    mbar_wait(&fullV[s], ph);
     reg_fence(acc);
     wgmma_fence();
     issue_pv(pa, s);
@@ -486,11 +439,14 @@ template <int D> struct BwdLayout {
   static constexpr int kdQ = kdS + 2 * BBN9 * BBM9 * 2;  // [2 warpgroups][BBM9][64] fp32
   static constexpr int kL = kdQ + 2 * BBM9 * 64 * 4;     // [STAGES][BBM9] lse * log2(e)
   static constexpr int kDs = kL + STAGES * BBM9 * 4;     // [STAGES][BBM9] Dsum
-  static constexpr int kBar = kDs + STAGES * BBM9 * 4;   // fullKV, fullQ[S], emptyQ[S]
-  static constexpr int kBytes = kBar + 8 * (1 + 2 * STAGES) + 1024;
+  static constexpr int kBar = kDs + STAGES * BBM9 * 4;   // fullKV, fullQ[S], emptyQ[S], dqFull[2], dqEmpty[2]
+  static constexpr int kBytes = kBar + 8 * (5 + 2 * STAGES) + 1024;
 };
 
-template <int D, typename T>
+// With DQW a warp of the producer warpgroup issues the dQ reductions: a consumer warpgroup
+// hands its staged dQ over through an mbarrier and goes on; without it, the consumer
+// warpgroup's first thread issues them and the warpgroup waits at two named barriers.
+template <int D, typename T, bool DQW>
 DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const TmaDesc &tdo, const TmaDesc &tdq,
                   const float *__restrict__ lse2, const float *__restrict__ dsum, T *__restrict__ dk,
                   T *__restrict__ dv, int sq, int sk, int hq, int hkv, int sq_pad, float scale, float scale_log2,
@@ -507,7 +463,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
   float *sL = reinterpret_cast<float *>(smem + L::kL);
   float *sDs = reinterpret_cast<float *>(smem + L::kDs);
   u64 *bars = reinterpret_cast<u64 *>(smem + L::kBar);
-  u64 *fullKV = bars, *fullQ = bars + 1, *emptyQ = fullQ + STAGES;
+  u64 *fullKV = bars, *fullQ = bars + 1, *emptyQ = fullQ + STAGES, *dqFull = emptyQ + STAGES, *dqEmpty = dqFull + 2;
 
   const int tid = threadIdx.x, wg = tid / 128;
   const int kvh = blockIdx.x, group = hq / hkv, list = wl.per_head ? kvh : 0;
@@ -524,6 +480,10 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     for (int s = 0; s < STAGES; s++) {
       mbar_init(&fullQ[s], 1);
       mbar_init(&emptyQ[s], 256);
+    }
+    for (int c = 0; c < 2; c++) {
+      mbar_init(&dqFull[c], 128);
+      mbar_init(&dqEmpty[c], 1);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
@@ -554,6 +514,24 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
         bulk_load(sL + s * BBM9, lse2 + (long long)h * sq_pad + q0, BBM9 * 4, &fullQ[s]);
         bulk_load(sDs + s * BBM9, dsum + (long long)h * sq_pad + q0, BBM9 * 4, &fullQ[s]);
       }
+    }
+    if (DQW && tid == 32) {  // the dQ writer
+      for (int it = 0; it < iters; it++) {
+        const int h = kvh * group + it / ne, e = e0 + (it % ne + rot) % ne, q0 = wl.entries[2 * e] * BBM9;
+#pragma unroll
+        for (int c = 0; c < 2; c++) {
+          mbar_wait(&dqFull[c], it & 1);
+          tma_reduce_add2(&tdq, sdQ + c * BBM9 * 64, L::kSplit ? c * 64 : 0, h * sq_pad + q0);
+          bulk_commit();
+        }
+#pragma unroll
+        for (int c = 0; c < 2; c++) {
+          // the stages have been read: hand them back (both at once: wait_group is per thread)
+          if (c == 0) bulk_wait_read0();
+          mbar_arrive(&dqEmpty[c]);
+        }
+      }
+      bulk_wait0();
     }
     return;
   }
@@ -685,8 +663,12 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     reg_fence(dqa);
     mbar_arrive(&emptyQ[s]);
     // stage dQ * scale as fp32 rows of 64 columns and add it into the accumulator
-    if (lt == 0) bulk_wait_read0();  // the previous reduction has read the stage
-    named_sync(2 + cw, 128);
+    if (DQW) {
+      mbar_wait(&dqEmpty[cw], (it & 1) ^ 1);  // the writer has read the last one
+    } else {
+      if (lt == 0) bulk_wait_read0();  // the previous reduction has read the stage
+      named_sync(2 + cw, 128);
+    }
 #pragma unroll
     for (int j = 0; j < 8; j++)
 #pragma unroll
@@ -695,13 +677,17 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
         *reinterpret_cast<float2 *>(stage + row * 64 + col) = make_float2(dqa[4 * j + 2 * r] * scale, dqa[4 * j + 2 * r + 1] * scale);
       }
     fence_async_smem();
-    named_sync(2 + cw, 128);
-    if (lt == 0) {
-      tma_reduce_add2(&tdq, stage, L::kSplit ? cw * 64 : 0, h * sq_pad + q0);
-      bulk_commit();
+    if (DQW) {
+      mbar_arrive(&dqFull[cw]);
+    } else {
+      named_sync(2 + cw, 128);
+      if (lt == 0) {
+        tma_reduce_add2(&tdq, stage, L::kSplit ? cw * 64 : 0, h * sq_pad + q0);
+        bulk_commit();
+      }
     }
   }
-  if (lt == 0) bulk_wait0();
+  if (!DQW && lt == 0) bulk_wait0();
 
   // write dK (scaled) and dV for this warpgroup's keys
   const long long ks = (long long)hkv * D;
@@ -754,27 +740,29 @@ DEV void dq90_convert(const float *__restrict__ acc, T *__restrict__ dq, int sq,
   }
 }
 
-#define SM90_FWD(FN, NAME, T, D, OVERLAP, PERSIST)                                                                 \
+#define SM90_FWD(FN, NAME, T, D, PERSIST)                                                                          \
   extern "C" __global__ void __launch_bounds__(SNT, 1)                                                             \
       FN##_##NAME##_d##D(const __grid_constant__ TmaDesc tq, const __grid_constant__ TmaDesc tk,                   \
                          const __grid_constant__ TmaDesc tv, T *o, float *lse, int sq, int sk, int hq, int hkv,    \
                          float scale_log2, const int *order, const int *start, const int *entries, const int *refs, \
                          const int *slices, int row_tiles, int per_head) {                                         \
-    fwd_sm90<D, T, OVERLAP, PERSIST>(tq, tk, tv, o, lse, sq, sk, hq, hkv, scale_log2,                              \
+    fwd_sm90<D, T, PERSIST>(tq, tk, tv, o, lse, sq, sk, hq, hkv, scale_log2,                                       \
                             WorkList{order, start, entries, refs, slices, row_tiles, per_head});                   \
   }
-#define SM90_ENTRIES(NAME, T, D)                                                                                   \
-  SM90_FWD(fwd90, NAME, T, D, false, false)                                                                        \
-  SM90_FWD(fwd90o, NAME, T, D, true, false)                                                                        \
-  SM90_FWD(fwd90p, NAME, T, D, true, true)                                                                         \
-  extern "C" __global__ void __launch_bounds__(SNT, 1) bwd90_##NAME##_d##D(                                       \
+#define SM90_BWD(FN, NAME, T, D, DQW)                                                                              \
+  extern "C" __global__ void __launch_bounds__(SNT, 1) FN##_##NAME##_d##D(                                        \
       const __grid_constant__ TmaDesc tq, const __grid_constant__ TmaDesc tk, const __grid_constant__ TmaDesc tv,   \
       const __grid_constant__ TmaDesc tdo, const __grid_constant__ TmaDesc tdq, const float *lse2, const float *dsum, \
       T *dk, T *dv, int sq, int sk, int hq, int hkv, int sq_pad, float scale, float scale_log2, const int *order,     \
       const int *start, const int *entries, const int *refs, const int *slices, int row_tiles, int per_head) {      \
-    bwd_sm90<D, T>(tq, tk, tv, tdo, tdq, lse2, dsum, dk, dv, sq, sk, hq, hkv, sq_pad, scale, scale_log2,          \
-                   WorkList{order, start, entries, refs, slices, row_tiles, per_head});                            \
-  }                                                                                                                \
+    bwd_sm90<D, T, DQW>(tq, tk, tv, tdo, tdq, lse2, dsum, dk, dv, sq, sk, hq, hkv, sq_pad, scale, scale_log2,     \
+                        WorkList{order, start, entries, refs, slices, row_tiles, per_head});                       \
+  }
+#define SM90_ENTRIES(NAME, T, D)                                                                                   \
+  SM90_FWD(fwd90, NAME, T, D, false)                                                                               \
+  SM90_FWD(fwd90p, NAME, T, D, true)                                                                               \
+  SM90_BWD(bwd90, NAME, T, D, false)                                                                               \
+  SM90_BWD(bwd90w, NAME, T, D, true)                                                                               \
   extern "C" __global__ void bwd90_pre_##NAME##_d##D(const T *o, const T *dout, const float *lse, float *dsum,      \
                                                     float *lse2, int sq, int hq, int sq_pad) {                     \
     bwd90_pre<D, T>(o, dout, lse, dsum, lse2, sq, hq, sq_pad);                                                     \

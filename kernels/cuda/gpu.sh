@@ -47,7 +47,8 @@ test)
 time | ncu)
 	v=${1:?variant}
 	shift
-	tag=$(echo "$v $*" | tr -c 'A-Za-z0-9\n' '_' | cut -c1-60)
+	n=$(ls "$out" | grep -c '^\(time\|ncu\)-')
+	tag=$n-$(echo "$v $*" | tr -c 'A-Za-z0-9\n' '_' | cut -c1-50)
 	if [ "$step" = ncu ]; then
 		timeout "$limit" ncu --clock-control none -k 'regex:^(fwd|bwd)' -c "${NCU_COUNT:-2}" \
 			--section SpeedOfLight --section WarpStateStats --section Occupancy --section LaunchStats \

@@ -57,16 +57,17 @@ var (
 	// sm_90 forward: Q 2 x 128 x D, K and V 2 stages of 128 x D, 12 barriers, 1 KB of
 	// alignment slack (SmemLayout in attention_sm90.cu).
 	fwdSM90 = variant{fn: "fwd90", qTile: 128, kTile: 128, threads: 384, sharedPerDim: (2*128 + 4*128) * 2, sharedFixed: 8*12 + 1024}
-	// fwd90o: the same forward with tile i's Q K^T and tile i-1's P V issued together and
-	// the softmax overlapping the P V product; fwd90p: that, persistent (a block per
-	// multiprocessor walking work items). Experiments against fwd90.
-	fwdSM90O = variant{fn: "fwd90o", qTile: 128, kTile: 128, threads: 384, sharedPerDim: (2*128 + 4*128) * 2, sharedFixed: 8*12 + 1024}
+	// fwd90p: the same forward, persistent (a block per multiprocessor walking the work
+	// items): an experiment against fwd90.
 	fwdSM90P = variant{fn: "fwd90p", qTile: 128, kTile: 128, threads: 384, sharedPerDim: (2*128 + 4*128) * 2, sharedFixed: 8*12 + 1024}
 	// sm_90 backward: K and V 128 x D, Q and dO 2 stages of 64 x D; dS^T 2 x 128 x 64 bf16,
-	// dQ stages 2 x 64 x 64 fp32, lse and Dsum 2 stages of 64 fp32, 5 barriers, 1 KB slack
-	// (BwdLayout in attention_sm90.cu).
+	// dQ stages 2 x 64 x 64 fp32, lse and Dsum 2 stages of 64 fp32, 9 barriers, 1 KB slack
+	// (BwdLayout in attention_sm90.cu). bwd90w: the dQ reductions issued by a warp of the
+	// producer warpgroup (an experiment against bwd90).
 	bwdSM90 = variant{fn: "bwd90", qTile: 64, kTile: 128, threads: 384, sharedPerDim: (2*128 + 4*64) * 2,
-		sharedFixed: 2*128*64*2 + 2*64*64*4 + 2*2*64*4 + 8*5 + 1024, transposedList: true}
+		sharedFixed: 2*128*64*2 + 2*64*64*4 + 2*2*64*4 + 8*9 + 1024, transposedList: true}
+	bwdSM90W = variant{fn: "bwd90w", qTile: 64, kTile: 128, threads: 384, sharedPerDim: (2*128 + 4*64) * 2,
+		sharedFixed: 2*128*64*2 + 2*64*64*4 + 2*2*64*4 + 8*9 + 1024, transposedList: true}
 )
 
 // archVariant is a code path of the kernel: the entry points of its forward and backward
@@ -83,8 +84,8 @@ type archVariant struct {
 // first it can run.
 var archVariants = []archVariant{
 	{name: "sm90", doc: "Hopper: TMA + wgmma, warp-specialised (a producer and two consumer warpgroups); forward 128x128 tiles, backward 128 keys x 64 queries with dQ by TMA reductions", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90},
-	{name: "sm90o", doc: "experimental: sm90 with the forward's softmax overlapping the P V product of the previous tile", major: 9, exact: true, fwd: fwdSM90O, bwd: bwdSM90},
-	{name: "sm90p", doc: "experimental: sm90o with a persistent forward (a block per multiprocessor)", major: 9, exact: true, fwd: fwdSM90P, bwd: bwdSM90},
+	{name: "sm90p", doc: "experimental: sm90 with a persistent forward (a block per multiprocessor walking the work items)", major: 9, exact: true, fwd: fwdSM90P, bwd: bwdSM90},
+	{name: "sm90w", doc: "experimental: sm90 with the backward's dQ reductions issued by a producer warp", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90W},
 	{name: "sm80", doc: "Ampere and later: mma.sync forward and backward (cp.async double buffering)", major: 8, fwd: fwdSM80, bwd: bwdSM80},
 }
 
@@ -477,7 +478,7 @@ func (k *Kernel) Backward(ctx context.Context, p kernels.Problem, q, kk, v, out,
 	if err != nil {
 		return err
 	}
-	if k.bwd.fn == "bwd90" {
+	if strings.HasPrefix(k.bwd.fn, "bwd90") {
 		return k.backward90(p, bs, dl)
 	}
 	sq, hq, d := p.Mask.SeqQ, p.HeadsQ, p.HeadDim
