@@ -6,7 +6,7 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 TAGS    ?= $(shell command -v mpicc >/dev/null 2>&1 && echo mpi)
 LDFLAGS := -X main.Version=$(VERSION)
 
-.PHONY: build run test unit integration lint bench gpu-test device cp-device cudnn-device clean
+.PHONY: build run test unit integration lint bench gpu-test device cp-device cp-gpu-test cudnn-device clean
 
 build:
 	$(GO) build -tags '$(TAGS)' -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/longca
@@ -52,17 +52,22 @@ device:
 	$(GO) test -c -tags gpu -ldflags '-s -w' -o bin/cuda.test ./kernels/cuda
 	$(GO) test -c -tags gpu -ldflags '-s -w' -o bin/icuda.test ./internal/cuda
 
-# cp-device: what spmd/cp/gpu.sh runs on the GPU machine (the CP methods device-resident):
-# the CLI and the GPU test binaries of spmd/cp, comm/local/cudamover and comm/nccl, in bin/,
-# and the same packed as bin/cp-device.tgz (about 30 MB: carry it alone to stay under the
-# device call's 64 MiB; gpu.sh unpacks it when the binaries are missing).
+# cp-device: what spmd/cp/gpu.sh runs on the GPU machine (longca cp over NCCL and on 8
+# simulated ranks, the device mover's GPU test, comm/nccl's checks), in bin/, and the same
+# packed as bin/cp-device.tgz (about 19 MB: carry it alone; gpu.sh unpacks it when the
+# binaries are missing). The CP GPU tests (35 MB) are separate: make cp-gpu-test.
 cp-device:
 	mkdir -p bin
 	$(GO) build -ldflags '$(LDFLAGS) -s -w' -o bin/longca ./cmd/longca
-	$(GO) test -c -tags gpu -ldflags '-s -w' -o bin/cp.test ./spmd/cp
 	$(GO) test -c -tags gpu -ldflags '-s -w' -o bin/cudamover.test ./comm/local/cudamover
 	$(GO) test -c -tags gpu -ldflags '-s -w' -o bin/nccl.test ./comm/nccl
-	tar -C bin -czf bin/cp-device.tgz longca cp.test cudamover.test nccl.test
+	tar -C bin -czf bin/cp-device.tgz longca cudamover.test nccl.test
+
+# cp-gpu-test: spmd/cp's GPU tests (helper kernels against their emulation, every method
+# on the GPU against the CPU reference): bin/cp.test, run there with -test.run '^TestGPU'.
+cp-gpu-test:
+	mkdir -p bin
+	$(GO) test -c -tags gpu -ldflags '-s -w' -o bin/cp.test ./spmd/cp
 
 # gpu-test: with Go (here) it builds the GPU test binaries (make device); without Go (the
 # GPU machine) it runs them: every mask forward and backward against the CPU reference.

@@ -55,6 +55,31 @@ type Comm interface {
 	Close() error
 }
 
+// Event is a point in a device stream's work: a CUDA event handle (CUevent) of the
+// ranks' context, opaque to comm.
+type Event uintptr
+
+// Ordered is a communicator that orders point-to-point transfers on device streams,
+// with events, instead of on host threads: the transfers of a ring step are enqueued
+// after the compute that frees their buffers, and the compute of the next step is
+// enqueued after them, and no host thread waits on an event in between.
+type Ordered interface {
+	// StreamOrdered says whether GroupAfter can be used here (the backend moves data on
+	// device streams).
+	StreamOrdered() bool
+	// GroupAfter issues fn's sends and receives (Send and Recv inside fn, point to point
+	// only) so that they start on the device once the work after marks has finished, and
+	// returns without waiting for them, with done: the mark of their completion, which
+	// the caller's stream waits on before it reads what was received or writes what was
+	// sent. The caller owns both events (it may destroy after once GroupAfter returned,
+	// and destroys done after waiting on it). done is 0 when there is nothing to wait for.
+	GroupAfter(after Event, fn func() error) (done Event, err error)
+	// Settle waits, bounded by the communicator's timeout, until every transfer issued
+	// by GroupAfter has finished, and reports their failure: at the end of a method, so
+	// a dead peer fails the rank instead of hanging its device.
+	Settle() error
+}
+
 // Counters count the bytes and messages a rank sent, so the bytes a CP method claims
 // to move (CommBytes) can be checked against what was moved.
 type Counters struct {
@@ -64,6 +89,18 @@ type Counters struct {
 
 // ErrTimeout is wrapped by errors from a collective or rendezvous that ran out of time.
 var ErrTimeout = errors.New("timed out")
+
+// ErrAborted is wrapped by the errors of calls on an aborted communicator (Aborter).
+var ErrAborted = errors.New("communicator aborted")
+
+// Aborter is a communicator that can be aborted: every call of every rank of the group
+// that waits, or comes later, fails (at once in one process; at the backend's timeout or
+// failure detection across processes) with an error wrapping ErrAborted where the
+// backend can say so. A rank that fails inside a collective its peers wait in aborts the
+// group, so they return instead of waiting for it.
+type Aborter interface {
+	Abort(reason error) error
+}
 
 // PeerError says which rank failed or never arrived.
 type PeerError struct {

@@ -9,36 +9,27 @@ import (
 )
 
 // KernelCheck is the CheckFunc of kernels/check: check.Forward for fwd, check.Backward
-// for bwd, both for fwd+bwd (the worse report wins).
+// for bwd, check.Both for fwd+bwd (one run, the five outputs, the references once).
 func KernelCheck(ctx context.Context, k kernels.Kernel, p kernels.Problem, pass kernels.Pass, seed uint64) (CheckOutcome, error) {
-	var reps []check.Report
-	if pass == kernels.Fwd || pass == kernels.FwdBwd {
-		r, err := check.Forward(ctx, k, p, seed)
-		if err != nil {
-			return CheckOutcome{}, err
-		}
-		reps = append(reps, r)
+	var rep check.Report
+	var err error
+	switch pass {
+	case kernels.Fwd:
+		rep, err = check.Forward(ctx, k, p, seed)
+	case kernels.Bwd:
+		rep, err = check.Backward(ctx, k, p, seed)
+	default:
+		rep, err = check.Both(ctx, k, p, seed)
 	}
-	if pass == kernels.Bwd || pass == kernels.FwdBwd {
-		r, err := check.Backward(ctx, k, p, seed)
-		if err != nil {
-			return CheckOutcome{}, err
-		}
-		reps = append(reps, r)
+	if err != nil {
+		return CheckOutcome{}, err
 	}
-	out := CheckOutcome{Pass: true}
-	worst := -1.0
-	for _, r := range reps {
-		w := r.Worst
-		score := w.Err / max(w.Tol, 1e-300)
-		if !w.Pass {
-			score += 1e300 // a failing figure is worse than any passing one
-		}
-		if score > worst {
-			worst = score
-			out.Worst = results.CheckFigure{Name: w.Name, Err: w.Err, NaiveErr: w.NaiveErr, Tol: w.Tol, Pass: w.Pass}
-		}
-		out.Pass = out.Pass && r.Pass
-	}
-	return out, nil
+	return Outcome(rep), nil
+}
+
+// Outcome is a check report as a row records it: the verdict and the worst figure
+// (check.NewReport's choice, the one worst-error rule of kernels and CP alike).
+func Outcome(rep check.Report) CheckOutcome {
+	w := rep.Worst
+	return CheckOutcome{Pass: rep.Pass, Worst: results.CheckFigure{Name: w.Name, Err: w.Err, NaiveErr: w.NaiveErr, Tol: w.Tol, Pass: rep.Pass}}
 }

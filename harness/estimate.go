@@ -182,14 +182,14 @@ func checkSizeBound(c Case, budget float64) (int, Heads) {
 	if budget <= 0 {
 		budget = DefaultCheckBudget
 	}
-	area := func(n int) (int64, bool) {
+	area := func(n int, _ Heads) (int64, bool) {
 		a := float64(n) * float64(n)
 		if c.Mask == "causal" || strings.Contains(c.Mask, "causal") {
 			a /= 2
 		}
 		return int64(min(a, math.MaxInt64/2)), true
 	}
-	return CheckSize(c, area, budget)
+	return CheckSize(c, DefaultCheckLengths, area, budget)
 }
 
 // CaseSeconds estimates how long a case takes: warm-ups and timed repetitions of the

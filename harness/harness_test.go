@@ -174,7 +174,9 @@ func TestCheckSize(t *testing.T) {
 		{3000, Heads{8, 8}, 4096, blocks, 1024, Heads{1, 1}},   // over budget everywhere, 512 not buildable: smallest built
 		{600, Heads{64, 64}, 8192, blocks, 600, Heads{64, 64}}, // nothing smaller: itself
 	} {
-		n, h := CheckSize(Case{SeqLen: c.seqlen, Heads: c.heads, HeadDim: c.dim}, c.area, 2e9)
+		c := c
+		area := func(n int, _ Heads) (int64, bool) { return c.area(n) }
+		n, h := CheckSize(Case{SeqLen: c.seqlen, Heads: c.heads, HeadDim: c.dim}, DefaultCheckLengths, area, 2e9)
 		if n != c.wantLen || h != c.want {
 			t.Errorf("S=%d heads %s d=%d: checked at %d %s, want %d %s", c.seqlen, c.heads, c.dim, n, h, c.wantLen, c.want)
 		}

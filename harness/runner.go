@@ -212,38 +212,44 @@ func backendOf(device string) string {
 	return "cuda"
 }
 
-// CheckSize picks the size at which a case is checked: the case itself when its
-// multiply-adds (area x query heads x head dim) are within budget; otherwise the largest
-// of 4K, 2K, 1K, 512 tokens below the case's length (the same mask and seed), with the
-// query:KV head ratio kept and the KV heads halved as needed to fit.
-func CheckSize(c Case, area func(seqlen int) (int64, bool), budget float64) (seqlen int, h Heads) {
+// DefaultCheckLengths are the shorter lengths a kernel case too large for the CPU
+// reference is checked at (the same mask and seed).
+var DefaultCheckLengths = []int{4096, 2048, 1024, 512}
+
+// CheckSize is the one rule for the size at which a case (a kernel's or a CP method's)
+// is checked: the case itself when its multiply-adds (area x query heads x head dim) are
+// within budget; otherwise the longest of lengths below the case's length, with the
+// query:KV head ratio kept and the KV heads halved as needed to fit. fits says whether
+// the case can be laid out at a length with heads (the mask builds, a CP plan accepts
+// it) and gives its area. When nothing fits the budget, the cheapest candidate tried;
+// when nothing smaller can be laid out, the case itself.
+func CheckSize(c Case, lengths []int, fits func(seqlen int, h Heads) (int64, bool), budget float64) (seqlen int, h Heads) {
 	cost := func(a int64, h Heads) float64 { return float64(a) * float64(h.Q) * float64(c.HeadDim) }
-	if a, ok := area(c.SeqLen); ok && cost(a, c.Heads) <= budget {
+	if a, ok := fits(c.SeqLen, c.Heads); ok && cost(a, c.Heads) <= budget {
 		return c.SeqLen, c.Heads
 	}
 	ratio := c.Heads.Q / c.Heads.KV
 	var last Heads
 	var lastLen int
-	for _, n := range []int{4096, 2048, 1024, 512} {
+	for _, n := range lengths {
 		if n >= c.SeqLen {
-			continue
-		}
-		a, ok := area(n)
-		if !ok {
 			continue
 		}
 		for kv := c.Heads.KV; kv >= 1; kv /= 2 {
 			h := Heads{ratio * kv, kv}
-			if cost(a, h) <= budget {
-				return n, h
+			a, ok := fits(n, h)
+			if ok {
+				if cost(a, h) <= budget {
+					return n, h
+				}
+				last, lastLen = h, n
 			}
-			last, lastLen = h, n
 			if kv == 1 {
 				break
 			}
 		}
 	}
-	if lastLen == 0 { // nothing smaller can be built: check the case itself
+	if lastLen == 0 { // nothing smaller can be laid out: check the case itself
 		return c.SeqLen, c.Heads
 	}
 	return lastLen, last // the smallest candidate, over budget: still the cheapest check
@@ -255,9 +261,12 @@ func (r *Runner) check(ctx context.Context, k kernels.Kernel, c Case, p kernels.
 		budget = DefaultCheckBudget
 	}
 	probs := map[int]caseProblem{}
-	area := func(n int) (int64, bool) {
+	area := func(n int, _ Heads) (int64, bool) {
 		if n == c.SeqLen {
 			return int64(math.Round(p.Area())), true // the case's own problem, built already
+		}
+		if cp, ok := probs[n]; ok {
+			return int64(math.Round(cp.p.Area())), true
 		}
 		cp, err := r.problemAt(c, n, c.Heads)
 		if err != nil {
@@ -266,7 +275,7 @@ func (r *Runner) check(ctx context.Context, k kernels.Kernel, c Case, p kernels.
 		probs[n] = cp
 		return int64(math.Round(cp.p.Area())), true
 	}
-	n, h := CheckSize(c, area, budget)
+	n, h := CheckSize(c, DefaultCheckLengths, area, budget)
 	key := checkKey{c: c, seqlen: n, hq: h.Q, hkv: h.KV, checkFor: c.Pass}
 	key.c.SeqLen, key.c.Heads = 0, Heads{}
 	if r.checks == nil {

@@ -3,10 +3,10 @@ package harness
 import (
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/longca/longca/kernels"
 	"github.com/longca/longca/mask"
+	"github.com/longca/longca/results"
 	"github.com/longca/longca/tensor"
 )
 
@@ -104,16 +104,15 @@ func (r *Runner) planProblem(c Case) (caseProblem, error) {
 }
 
 // PrintPlan writes the cases with their mask area and FLOPs, building each mask (which
-// is cheap) but running nothing: the --dry-run output. Lines not describing a case start
-// with '#'.
+// is cheap) but running nothing: the --dry-run output, a results.TextTable (lines not
+// describing a case start with '#').
 func PrintPlan(w io.Writer, cases []Case, build MaskBuilder) error {
 	r := &Runner{Build: build}
-	mw := len("mask")
-	for _, c := range cases {
-		mw = max(mw, len(c.Label()))
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "#%5s  %-*s %8s %7s %8s %5s %8s %7s %14s %12s\n", "case", mw, "mask", "seqlen", "heads", "head_dim", "dtype", "kernel", "pass", "area", "GFLOP")
+	t := results.TextTable{Columns: []results.TextColumn{
+		{Name: "case"}, {Name: "mask", Left: true}, {Name: "seqlen", Unit: "tokens"}, {Name: "heads", Unit: "q:kv"},
+		{Name: "head_dim"}, {Name: "dtype"}, {Name: "kernel"}, {Name: "pass"}, {Name: "area", Unit: "pairs"},
+		{Name: "flops", Unit: "GFLOP"}, {Name: "note", Left: true},
+	}}
 	var total float64
 	type planKey struct {
 		label  string
@@ -122,7 +121,8 @@ func PrintPlan(w io.Writer, cases []Case, build MaskBuilder) error {
 	}
 	plans := map[planKey]caseProblem{}
 	for i, c := range cases {
-		fmt.Fprintf(&b, " %5d  %-*s %8d %7s %8d %5s %8s %7s", i+1, mw, c.Label(), c.SeqLen, c.Heads, c.HeadDim, c.DType, c.Kernel, c.Pass)
+		row := []string{fmt.Sprint(i + 1), c.Label(), fmt.Sprint(c.SeqLen), c.Heads.String(), fmt.Sprint(c.HeadDim),
+			c.DType.String(), c.Kernel, c.Pass.String()}
 		key := planKey{c.Label(), c.SeqLen, c.Heads}
 		cp, ok := plans[key]
 		var err error
@@ -130,15 +130,14 @@ func PrintPlan(w io.Writer, cases []Case, build MaskBuilder) error {
 			cp, err = r.planProblem(c)
 		}
 		if err != nil {
-			fmt.Fprintf(&b, " %14s %12s  # %v\n", "-", "-", err)
+			t.Rows = append(t.Rows, append(row, "-", "-", err.Error()))
 			continue
 		}
 		plans[key] = cp
 		f := cp.p.FLOPs(c.Pass)
 		total += f
-		fmt.Fprintf(&b, " %14.0f %12.3f\n", cp.p.Area(), f/1e9)
+		t.Rows = append(t.Rows, append(row, fmt.Sprintf("%.0f", cp.p.Area()), fmt.Sprintf("%.3f", f/1e9), ""))
 	}
-	fmt.Fprintf(&b, "# %d cases, %.3f TFLOP in all (dry run: nothing was run)\n", len(cases), total/1e12)
-	_, err := io.WriteString(w, b.String())
-	return err
+	t.Summary = []string{fmt.Sprintf("%d cases, %.3f TFLOP in all (dry run: nothing was run)", len(cases), total/1e12)}
+	return t.Write(w)
 }

@@ -38,28 +38,65 @@ func NewStats(samples []time.Duration) Stats {
 	return s
 }
 
-// Time runs fn warmup times untimed, then iters times, each timed by the device's own
-// clock (events on a GPU) with the last-level cache flushed before it. The first error
-// stops it.
+// Loop is how a case is repeated: warm-ups, then timed iterations, each timed by the
+// device's own clock (events on a GPU) with the last-level cache flushed before it.
+// Kernels and CP methods share it; CP adds what every rank does around an iteration.
+type Loop struct {
+	// Warmup and Iters are the untimed and timed repetitions.
+	Warmup, Iters int
+	// Before runs before every iteration, warm-up or timed, after the cache flush (CP: a
+	// barrier, so the ranks start together). Nil: nothing.
+	Before func() error
+	// After runs after every iteration with the time this rank measured (0 for a
+	// warm-up) and its error, and returns the figure recorded and the error that stops
+	// the loop (CP: the slowest rank's time and the status every rank agreed on, so all
+	// ranks stop together). Nil: the rank's own time and error.
+	After func(d time.Duration, err error) (time.Duration, error)
+}
+
+// Time runs fn warmup times untimed, then iters times timed, with the cache flushed
+// before each timed one; the first error stops it.
 func Time(dev tensor.Device, warmup, iters int, fn func() error) (Stats, error) {
-	if iters < 1 {
-		return Stats{}, fmt.Errorf("timing: %d iterations: need at least 1 (-n)", iters)
+	return Loop{Warmup: warmup, Iters: iters}.Time(dev, fn)
+}
+
+// Time runs the loop on dev: fn is one iteration.
+func (l Loop) Time(dev tensor.Device, fn func() error) (Stats, error) {
+	if l.Iters < 1 {
+		return Stats{}, fmt.Errorf("timing: %d iterations: need at least 1 (-n)", l.Iters)
 	}
-	if warmup < 0 {
-		return Stats{}, fmt.Errorf("timing: %d warm-ups: must not be negative (-w)", warmup)
+	if l.Warmup < 0 {
+		return Stats{}, fmt.Errorf("timing: %d warm-ups: must not be negative (-w)", l.Warmup)
 	}
-	for i := 0; i < warmup; i++ {
-		if err := fn(); err != nil {
+	after := l.After
+	if after == nil {
+		after = func(d time.Duration, err error) (time.Duration, error) { return d, err }
+	}
+	before := func() error {
+		if l.Before == nil {
+			return nil
+		}
+		return l.Before()
+	}
+	for i := 0; i < l.Warmup; i++ {
+		err := before()
+		if err == nil {
+			err = fn()
+		}
+		if _, err := after(0, err); err != nil {
 			return Stats{}, fmt.Errorf("warm-up %d: %w", i+1, err)
 		}
 	}
-	samples := make([]time.Duration, 0, iters)
-	for i := 0; i < iters; i++ {
-		if err := dev.FlushCache(); err != nil {
-			return Stats{}, fmt.Errorf("flushing the cache: %w", err)
-		}
-		d, err := dev.Time(fn)
+	samples := make([]time.Duration, 0, l.Iters)
+	for i := 0; i < l.Iters; i++ {
+		var d time.Duration
+		err := dev.FlushCache()
 		if err != nil {
+			err = fmt.Errorf("flushing the cache: %w", err)
+		} else if err = before(); err == nil {
+			d, err = dev.Time(fn)
+		}
+		if d, err = after(d, err); err != nil {
 			return Stats{}, fmt.Errorf("iteration %d: %w", i+1, err)
 		}
 		samples = append(samples, d)

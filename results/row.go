@@ -109,6 +109,22 @@ type Row struct {
 	BandwidthGBs *float64 `arrow:"bandwidth_gbs"`
 	PeakMemBytes *int64   `arrow:"peak_mem_bytes"`
 
+	// CP efficiency and overlap: nil for kernel runs (and when not measured).
+	//
+	// RanksPerDevice is how many ranks of the run share this rank's device (8 simulated
+	// ranks on one GPU: 8); DeviceTFLOPs = TFLOPs x RanksPerDevice is what that device
+	// did. KernelTFLOPs is the same kernel alone on one device at the same per-rank work
+	// (the mask at seqlen_per_rank tokens, same heads and pass), KernelTFLOPsFrom where it
+	// came from ("measured" in this run, or the results file it was read from), and
+	// CPEfficiency = DeviceTFLOPs / KernelTFLOPs. NoCommMs is the median with every
+	// transfer skipped (--overlap): the step time without communication.
+	RanksPerDevice   *int64   `arrow:"ranks_per_device"`
+	DeviceTFLOPs     *float64 `arrow:"device_tflops"`
+	KernelTFLOPs     *float64 `arrow:"kernel_tflops"`
+	KernelTFLOPsFrom string   `arrow:"kernel_tflops_from"`
+	CPEfficiency     *float64 `arrow:"cp_efficiency"`
+	NoCommMs         *float64 `arrow:"no_comm_ms"`
+
 	// The correctness check of the case (or of a smaller case of the same mask).
 	CheckPass     *bool    `arrow:"check_pass"`
 	CheckWorst    string   `arrow:"check_worst"`

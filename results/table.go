@@ -141,34 +141,22 @@ func formatTFLOPs(v float64) string {
 	return fmt.Sprintf("%.4f", v)
 }
 
-// WriteTable prints the summary in the style of nccl-tests: every line that is not a
-// case starts with '#', a units row under the header, one line per case with each
-// kernel's TFLOP/s side by side (or its status word), and a closing '#' summary line.
+// WriteTable prints the summary as a TextTable: a units row under the header, one line
+// per case with each kernel's TFLOP/s side by side (or its status word), and a closing
+// '#' summary line.
 func WriteTable(w io.Writer, title string, s Summary) error {
-	kw := 12
+	t := TextTable{Title: []string{title}, Columns: []TextColumn{
+		{Name: "mask", Left: true}, {Name: "seqlen", Unit: "tokens"}, {Name: "heads", Unit: "q:kv"},
+		{Name: "pass"}, {Name: "area", Unit: "pairs"}, {Name: "flops", Unit: "GFLOP"},
+	}}
 	for _, k := range s.Kernels {
-		kw = max(kw, len(k)+2)
+		t.Columns = append(t.Columns, TextColumn{Name: k, Unit: "TFLOP/s"})
 	}
-	mw := 22
-	for _, c := range s.Cases {
-		mw = max(mw, len(c.Mask)+1)
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "# %s\n#\n", title)
-	fmt.Fprintf(&b, "#%-*s %8s %7s %7s %14s %10s", mw-1, " mask", "seqlen", "heads", "pass", "area", "flops")
-	for _, k := range s.Kernels {
-		fmt.Fprintf(&b, " %*s", kw, k)
-	}
-	b.WriteString("\n")
-	fmt.Fprintf(&b, "#%-*s %8s %7s %7s %14s %10s", mw-1, "", "(tokens)", "(q:kv)", "", "(pairs)", "(GFLOP)")
-	for range s.Kernels {
-		fmt.Fprintf(&b, " %*s", kw, "(TFLOP/s)")
-	}
-	b.WriteString("\n")
 	sum := map[string]float64{}
 	n := map[string]int{}
 	for _, c := range s.Cases {
-		fmt.Fprintf(&b, " %-*s %8d %7s %7s %14d %10.3f", mw-1, c.Mask, c.SeqLen, fmt.Sprintf("%d:%d", c.HeadsQ, c.HeadsKV), c.Pass, s.Area[c], s.FLOPs[c]/1e9)
+		row := []string{c.Mask, fmt.Sprint(c.SeqLen), fmt.Sprintf("%d:%d", c.HeadsQ, c.HeadsKV), c.Pass,
+			fmt.Sprint(s.Area[c]), fmt.Sprintf("%.3f", s.FLOPs[c]/1e9)}
 		for _, k := range s.Kernels {
 			cell, ok := s.Cells[c][k]
 			v := "-"
@@ -181,19 +169,16 @@ func WriteTable(w io.Writer, title string, s Summary) error {
 			default:
 				v = string(cell.Status)
 			}
-			fmt.Fprintf(&b, " %*s", kw, v)
+			row = append(row, v)
 		}
-		b.WriteString("\n")
+		t.Rows = append(t.Rows, row)
 	}
 	rows := 0
 	for _, n := range s.Counts {
 		rows += n
 	}
-	fmt.Fprintf(&b, "# Cases: %d  Rows: %d", len(s.Cases), rows)
-	for _, st := range []Status{StatusOK, StatusUnsupported, StatusOOM, StatusWrong, StatusError} {
-		fmt.Fprintf(&b, "  %s: %d", st, s.Counts[st])
-	}
-	b.WriteString("  Avg TFLOP/s:")
+	var b strings.Builder
+	fmt.Fprintf(&b, "Cases: %d  Rows: %d%s  Avg TFLOP/s:", len(s.Cases), rows, statusCounts(s.Counts))
 	for _, k := range s.Kernels {
 		if n[k] == 0 {
 			fmt.Fprintf(&b, " %s -", k)
@@ -201,7 +186,6 @@ func WriteTable(w io.Writer, title string, s Summary) error {
 			fmt.Fprintf(&b, " %s %s", k, formatTFLOPs(sum[k]/float64(n[k])))
 		}
 	}
-	b.WriteString("\n")
-	_, err := io.WriteString(w, b.String())
-	return err
+	t.Summary = []string{b.String()}
+	return t.Write(w)
 }

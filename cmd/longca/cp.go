@@ -1,8 +1,8 @@
 package main
 
 import (
-	"fmt"
 	"math"
+	"os"
 	"slices"
 	"strings"
 
@@ -24,7 +24,9 @@ func init() {
 			"Ranks: --ranks N runs N in-process ranks (comm/local) in one process; under mpirun or srun\n" +
 			"each process is one rank. A case is checked first (out, lse; dq, dk, dv) on its first sample;\n" +
 			"a wrong method is not timed and the command exits 1. Time is the slowest rank's per\n" +
-			"iteration, median over -n iterations; TFLOP/s per GPU = mask FLOPs / (ranks x time).",
+			"iteration, median over -n iterations; TFLOP/s per rank = mask FLOPs / (ranks x time). Every\n" +
+			"outcome is a row (ok, unsupported, oom, wrong, error), agreed by the ranks. Efficiency: what\n" +
+			"each device did over the kernel alone at the same per-rank work (--baseline).",
 		Flags:  append(append(cpFlags(), worldFlags()...), kernelFlags()...),
 		Action: cpAction,
 	})
@@ -51,9 +53,12 @@ func cpFlags() []cli.Flag {
 		&cli.StringFlag{Name: "passes", Value: "fwd,bwd", Usage: "comma-separated: fwd, bwd, fwd+bwd"},
 		&cli.BoolFlag{Name: "check", Value: true, Usage: "check each case against the reference before timing"},
 		&cli.BoolFlag{Name: "no-check", Usage: "time without checking"},
-		&cli.Float64Flag{Name: "check-budget", Value: harness.DefaultCheckBudget, Usage: "largest checked case in multiply-adds (area x heads x dim); larger cases are checked at a halved seqlen"},
+		&cli.Float64Flag{Name: "check-budget", Value: harness.DefaultCheckBudget, Usage: "largest checked case in multiply-adds (area x heads x dim); larger cases are checked smaller (4K, 2K, 1K, 512 tokens in all; KV heads halved)"},
 		&cli.IntFlag{Name: "ranks", Usage: "in-process ranks (comm/local) when not started by a launcher (default 1)"},
 		&cli.StringFlag{Name: "kernel", Value: "ref", Usage: "attention kernel of every step"},
+		&cli.BoolFlag{Name: "staged", Usage: "allow a device kernel that is not a cp.DeviceKernel: every step copies through the host (rows say KERNEL+staged)"},
+		&cli.StringFlag{Name: "baseline", Value: "measure", Usage: "the efficiency yardstick, the kernel alone at the same per-rank work: measure (in this run), none, or a results FILE of longca kernel"},
+		&cli.BoolFlag{Name: "overlap", Usage: "also time every pass with the transfers skipped (no_comm_ms): what communication adds to a step"},
 		&cli.StringFlag{Name: "out", Usage: "results folder (default out/cp-<time>)"},
 		&cli.StringFlag{Name: "run-id", EnvVars: []string{"LONGCA_RUN_ID"}, Usage: "run id in file names and rows (default: the folder's name)"},
 		&cli.BoolFlag{Name: "dry-run", Usage: "print the cases (mesh, padding, FLOPs, bytes) and run nothing"},
@@ -83,6 +88,8 @@ type cpOptions struct {
 	ranks           int
 	kernel          string
 	kernelOpts      kernels.Options // device index, variant: set once the world is known
+	staged, overlap bool
+	baseline        string // measure, none or a file
 	out, runID      string
 	dryRun          bool
 }
@@ -94,6 +101,7 @@ func parseCPFlags(c *cli.Context) (cpOptions, error) {
 		headFirst: c.Bool("head-first"), samples: c.Int("samples"), seed: c.Uint64("seed"),
 		warmup: c.Int("warmup"), iters: c.Int("iters"), check: c.Bool("check") && !c.Bool("no-check"),
 		checkBudget: c.Float64("check-budget"), ranks: c.Int("ranks"), kernel: c.String("kernel"),
+		staged: c.Bool("staged"), overlap: c.Bool("overlap"), baseline: c.String("baseline"),
 		out: c.String("out"), runID: c.String("run-id"), dryRun: c.Bool("dry-run"),
 	}
 	o.methods, o.methodsExplicit = splitList(c.String("methods")), c.IsSet("methods")
@@ -168,46 +176,26 @@ func parseCPFlags(c *cli.Context) (cpOptions, error) {
 	if !slices.Contains(kernels.Names(), o.kernel) {
 		return o, usageError("--kernel: unknown kernel %q: registered are %s", o.kernel, strings.Join(kernels.Names(), ", "))
 	}
+	if o.checkBudget <= 0 {
+		return o, usageError("--check-budget %g: give a positive number of multiply-adds such as 2e9", o.checkBudget)
+	}
+	switch o.baseline {
+	case "measure", "none":
+	default:
+		if _, err := os.Stat(o.baseline); err != nil {
+			return o, usageError("--baseline %q: neither measure, none nor a readable results file (%v)", o.baseline, err)
+		}
+	}
 	return o, nil
 }
 
-// cpCase is one method, mesh, mask and head setting; its rows are samples x passes.
-type cpCase struct {
-	method string
-	cfg    cp.Config // Docs filled per sample
-	mask   string
-	heads  harness.Heads
-}
-
-func (c cpCase) String() string {
-	return fmt.Sprintf("%s %s %s %s", c.method, c.cfg.Mesh(), c.mask, c.heads)
-}
-
-// meshesFor lists the configurations of a method on n ranks: the flags' mesh when given;
-// for usp and loongtrain otherwise every U x R = n with U, R >= 2 (or the default mesh
-// when n has no such split).
-func meshesFor(method string, n int, o cpOptions) []cp.Config {
-	base := cp.Config{Ranks: n, HeadFirst: o.headFirst, Sharding: o.sharding}
-	if method != "usp" && method != "loongtrain" {
-		return []cp.Config{base}
+// sweep is the harness's CP sweep of the flags on n ranks.
+func (o cpOptions) sweep(n int) harness.CPSweep {
+	return harness.CPSweep{
+		Methods: o.methods, Masks: o.masks, SeqLen: o.seqlenFor(n), Heads: o.heads, HeadDim: o.headDim, DType: o.dtype,
+		Passes: o.passes, Samples: o.samples, Seed: o.seed, Kernel: o.kernel,
+		Mesh: cp.Config{Ulysses: o.ulysses, Ring: o.ring, Windows: o.windows, HeadFirst: o.headFirst, Sharding: o.sharding},
 	}
-	base.Windows = o.windows
-	if o.ulysses > 0 || o.ring > 0 {
-		base.Ulysses, base.Ring = o.ulysses, o.ring
-		return []cp.Config{base}
-	}
-	var out []cp.Config
-	for u := 2; u <= n/2; u++ {
-		if n%u == 0 {
-			c := base
-			c.Ulysses, c.Ring = u, n/u
-			out = append(out, c)
-		}
-	}
-	if len(out) == 0 {
-		out = append(out, base)
-	}
-	return out
 }
 
 // seqlenFor is the global length on n ranks.
@@ -218,57 +206,28 @@ func (o cpOptions) seqlenFor(n int) int {
 	return n * o.tokensPerRank
 }
 
-// buildCPMask builds one sample of a case's mask (every rank builds the same).
-func buildCPMask(name string, seqlen int, seed uint64) (mask.Spec, []mask.Range, error) {
-	spec, err := mask.Build(name, seqlen, mask.Options{Seed: seed, Purpose: mask.PurposeCP})
+// cpCases expands the sweep for n ranks (harness.CPSweep.Cases). A case whose plan
+// refuses its mesh is kept as unsupported rows, except that a method the user named
+// that cannot run at all is a usage error; so is a sweep where nothing can run.
+func cpCases(o cpOptions, n int) ([]harness.CPCase, error) {
+	cases, err := o.sweep(n).Cases(n)
 	if err != nil {
-		return spec, nil, err
+		return nil, usageError("--masks or --methods: %v", err)
 	}
-	docs, err := spec.Docs()
-	return spec, docs, err
-}
-
-// problemFor is the global problem of a case.
-func (o cpOptions) problemFor(h harness.Heads, m mask.Mask) kernels.Problem {
-	return kernels.Problem{HeadsQ: h.Q, HeadsKV: h.KV, HeadDim: o.headDim, DType: o.dtype, Mask: m}
-}
-
-// cpCases expands the sweep for n ranks and plans each case's first sample, so that an
-// impossible configuration fails before any work: a usage error when the user named the
-// method, else the case is dropped with a warning (returned as skipped).
-func cpCases(o cpOptions, n int) (cases []cpCase, skipped []string, err error) {
-	s := o.seqlenFor(n)
-	for _, name := range o.methods {
-		m, err := cp.New(name)
-		if err != nil {
-			return nil, nil, usageError("%v", err)
+	runs := 0
+	var skipped []string
+	for _, c := range cases {
+		if c.Skip == nil {
+			runs++
+			continue
 		}
-		for _, cfg := range meshesFor(name, n, o) {
-			for _, mk := range o.masks {
-				spec, docs, err := buildCPMask(mk, s, o.seed)
-				if err != nil {
-					return nil, nil, usageError("--masks %s at seqlen %d: %v", mk, s, err)
-				}
-				for _, h := range o.heads {
-					c := cfg
-					c.Docs = docs
-					pl, err := m.Plan(c, o.problemFor(h, spec.Mask))
-					if err != nil {
-						if o.methodsExplicit {
-							return nil, nil, usageError("%v", err)
-						}
-						skipped = append(skipped, err.Error())
-						continue
-					}
-					resolved := pl.Config
-					resolved.Docs = nil
-					cases = append(cases, cpCase{method: name, cfg: resolved, mask: mk, heads: h})
-				}
-			}
+		if o.methodsExplicit {
+			return nil, usageError("%v", c.Skip)
 		}
+		skipped = append(skipped, c.Skip.Error())
 	}
-	if len(cases) == 0 {
-		return nil, skipped, usageError("no CP case can run on %d ranks: %s", n, strings.Join(skipped, "; "))
+	if runs == 0 {
+		return nil, usageError("no CP case can run on %d ranks: %s", n, strings.Join(skipped, "; "))
 	}
-	return cases, skipped, nil
+	return cases, nil
 }

@@ -71,7 +71,7 @@ func TestCPDryRun(t *testing.T) {
 			meshes = append(meshes, f[0]+" "+f[1])
 		}
 	}
-	want := "loongtrain 2x4 loongtrain 4x2 ring-allgather 1x8 ring-p2p 1x8 ulysses 8x1 usp 2x4 usp 4x2"
+	want := "loongtrain 2x4-hf loongtrain 4x2-hf ring-allgather 1x8 ring-p2p 1x8 ulysses 8x1 usp 2x4-hf usp 4x2-hf"
 	if got := strings.Join(meshes, " "); got != want {
 		t.Fatalf("cases %q, want %q\n%s", got, want, out)
 	}
@@ -84,7 +84,7 @@ func TestCPInProcessRun(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "cp")
 	out, errOut, code := captureRun(t, "--log-level", "warn", "cp", "--ranks", "4", "--methods", "ring-p2p,usp,loongtrain",
 		"--masks", "causal_document", "--tokens-per-rank", "32", "--heads", "4:2", "--head-dim", "8",
-		"--samples", "2", "-w", "0", "-n", "2", "--passes", "fwd,bwd", "--windows", "2", "--out", dir)
+		"--samples", "2", "-w", "0", "-n", "2", "--passes", "fwd,bwd", "--windows", "2", "--overlap", "--out", dir)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -109,6 +109,18 @@ func TestCPInProcessRun(t *testing.T) {
 		if r.Method == "loongtrain" && *r.Windows != 2 {
 			t.Fatalf("loongtrain row with %d windows, want 2", *r.Windows)
 		}
+		// Efficiency: 4 in-process ranks share the host; the kernel alone at 32 tokens
+		// was measured in the run; the pass was timed again without transfers.
+		if r.RanksPerDevice == nil || *r.RanksPerDevice != 4 || r.DeviceTFLOPs == nil || *r.DeviceTFLOPs != 4**r.TFLOPs {
+			t.Fatalf("ranks per device %v, device TFLOP/s %v for %v per rank", r.RanksPerDevice, r.DeviceTFLOPs, *r.TFLOPs)
+		}
+		if r.KernelTFLOPs == nil || *r.KernelTFLOPs <= 0 || r.KernelTFLOPsFrom != "measured" || r.CPEfficiency == nil ||
+			*r.CPEfficiency != *r.DeviceTFLOPs / *r.KernelTFLOPs || r.NoCommMs == nil || *r.NoCommMs <= 0 {
+			t.Fatalf("efficiency columns: kernel %v from %q, efficiency %v, no-comm %v", r.KernelTFLOPs, r.KernelTFLOPsFrom, r.CPEfficiency, r.NoCommMs)
+		}
+	}
+	if !strings.Contains(out, "(TFLOP/s)") || !strings.Contains(out, "# Cases: 6  Rows: 12") || !strings.Contains(out, "4 ranks share one device") {
+		t.Fatalf("table without its units row, summary or shared-device line:\n%s", out)
 	}
 	if !strings.Contains(out, "usp") || !strings.Contains(out, " OK") {
 		t.Fatalf("table:\n%s", out)
@@ -122,5 +134,90 @@ func TestCPWrongResultExitsNonZero(t *testing.T) {
 		"--samples", "1", "-n", "1", "--passes", "fwd", "--kernel", "cp-test-wrong", "--out", dir)
 	if code != 1 || !strings.Contains(errOut, "failed the check") || !strings.Contains(out, "WRONG") {
 		t.Fatalf("exit %d, stderr %q, stdout %q; want exit 1 and a WRONG row", code, errOut, out)
+	}
+}
+
+// TestCPSkippedMeshIsARow: a mesh a method cannot run here (Ulysses over 4 ranks with 2
+// query heads) is an unsupported row on every rank, not a log line, and the others run.
+func TestCPSkippedMeshIsARow(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "cp")
+	out, errOut, code := captureRun(t, "--log-level", "warn", "cp", "--ranks", "4", "--methods", "ring-p2p,ulysses",
+		"--masks", "causal", "--tokens-per-rank", "16", "--heads", "2:2", "--head-dim", "8", "--samples", "2",
+		"-w", "0", "-n", "1", "--passes", "fwd", "--baseline", "none", "--out", dir)
+	// --methods names ulysses, which cannot run at all: a usage error naming the heads.
+	if code != 2 || !strings.Contains(errOut, "2 query heads do not split over 4") {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	out, errOut, code = captureRun(t, "--log-level", "warn", "cp", "--ranks", "4", "--masks", "causal", "--tokens-per-rank", "16",
+		"--heads", "2:2", "--head-dim", "8", "--samples", "2", "-w", "0", "-n", "1", "--passes", "fwd", "--baseline", "none", "--out", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	rows, _, err := results.ReadRows(filepath.Join(dir, "merged.arrow"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	unsupported := map[string]int{}
+	for _, r := range rows {
+		if r.Status == results.StatusUnsupported {
+			unsupported[r.Method]++
+			if !strings.Contains(r.Reason, "do not split") || r.MedianMs != nil {
+				t.Fatalf("unsupported row %+v", r)
+			}
+		} else if r.Status != results.StatusOK {
+			t.Fatalf("row %s %s: %s %q", r.Method, r.Mask, r.Status, r.Reason)
+		}
+	}
+	// ulysses (4x1) cannot split 2 heads (usp and loongtrain on 2x2 can): one row per
+	// rank (a skipped case is written once, not per sample).
+	if len(unsupported) != 1 || unsupported["ulysses"] != 4 {
+		t.Fatalf("unsupported rows by method: %v\n%s", unsupported, out)
+	}
+	if !strings.Contains(out, "unsupported") {
+		t.Fatalf("table does not show the unsupported cases:\n%s", out)
+	}
+}
+
+// fakeGPU is the host posing as another device: a kernel on it is a device kernel that
+// is not a cp.DeviceKernel.
+type fakeGPU struct{ tensor.CPU }
+
+func (*fakeGPU) Name() string { return "fake-gpu" }
+
+type fakeGPUKernel struct {
+	*ref.Kernel
+	dev *fakeGPU
+}
+
+func (k fakeGPUKernel) Name() string          { return "cp-test-gpu" }
+func (k fakeGPUKernel) Device() tensor.Device { return k.dev }
+
+func init() {
+	kernels.Register("cp-test-gpu", "test only: ref on a device that is not internal/cuda", func(kernels.Options) (kernels.Kernel, error) {
+		return fakeGPUKernel{ref.New(ref.Options{}), &fakeGPU{}}, nil
+	})
+}
+
+// TestCPStagedOnlyWhenAsked: a device kernel the methods cannot keep on its device is
+// refused (exit 2, naming --staged) unless --staged, and then its rows say so.
+func TestCPStagedOnlyWhenAsked(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "cp")
+	args := []string{"--log-level", "warn", "cp", "--ranks", "2", "--methods", "ring-p2p", "--masks", "causal",
+		"--tokens-per-rank", "16", "--heads", "2:2", "--head-dim", "8", "--samples", "1", "-w", "0", "-n", "1",
+		"--passes", "fwd", "--baseline", "none", "--kernel", "cp-test-gpu", "--out", dir}
+	_, errOut, code := captureRun(t, args...)
+	checkUsageError(t, args, code, errOut, "--staged")
+	_, errOut, code = captureRun(t, append(args, "--staged")...)
+	if code != 0 {
+		t.Fatalf("with --staged: exit %d: %s", code, errOut)
+	}
+	rows, _, err := results.ReadRows(filepath.Join(dir, "merged.arrow"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		if r.Kernel != "cp-test-gpu+staged" || r.Status != results.StatusOK {
+			t.Fatalf("row kernel %q status %s %q", r.Kernel, r.Status, r.Reason)
+		}
 	}
 }

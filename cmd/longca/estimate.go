@@ -236,22 +236,25 @@ func calibrateRef(ctx context.Context) float64 {
 // warm-ups and -n iterations of the global mask's FLOPs (a backward's forward once
 // more), on n GPUs at the assumed device rate, or on this host's CPU reference when the
 // kernel is ref and the ranks are in-process (they share its cores).
-func cpSeconds(o cpOptions, cases []cpCase, n int, rate float64) float64 {
+func cpSeconds(o cpOptions, cases []harness.CPCase, n int, rate float64) float64 {
 	s := o.seqlenFor(n)
 	area := map[string]float64{}
 	var total float64
 	for _, cs := range cases {
-		a, ok := area[cs.mask]
+		if cs.Skip != nil {
+			continue
+		}
+		a, ok := area[cs.Mask]
 		if !ok {
-			if spec, _, err := buildCPMask(cs.mask, s, o.seed); err == nil {
+			if spec, err := harness.BuildCPMask(cs.Mask, s, o.seed); err == nil {
 				a = float64(spec.Mask.Area())
 			} else {
 				a = float64(s) * float64(s)
 			}
-			area[cs.mask] = a
+			area[cs.Mask] = a
 		}
 		for _, p := range o.passes {
-			flops := 4 * a * float64(cs.heads.Q) * float64(o.headDim)
+			flops := 4 * a * float64(cs.Heads.Q) * float64(o.headDim)
 			reps := float64(o.warmup+o.iters) * p.FLOPsFactor()
 			if p == kernels.Bwd {
 				reps++
@@ -263,7 +266,7 @@ func cpSeconds(o cpOptions, cases []cpCase, n int, rate float64) float64 {
 }
 
 // warnCPTime says, once, how long a CP sweep will take when that is over slowSweep.
-func warnCPTime(c *cli.Context, o cpOptions, cases []cpCase, n int, inProcess bool) {
+func warnCPTime(c *cli.Context, o cpOptions, cases []harness.CPCase, n int, inProcess bool) {
 	m := machine()
 	onDevice, isRef, _, ok := kernelPlace(o.kernel, o.kernelOpts)
 	if !ok {

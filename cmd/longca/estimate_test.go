@@ -78,7 +78,7 @@ func TestSlowSweepSaysHowLong(t *testing.T) {
 func TestCPSeconds(t *testing.T) {
 	o := cpOptions{tokensPerRank: 1024, headDim: 64, samples: 3, warmup: 1, iters: 4, seed: 42,
 		passes: []kernels.Pass{kernels.Fwd, kernels.Bwd}, heads: []harness.Heads{{Q: 8, KV: 2}}}
-	cases := []cpCase{{method: "ring-p2p", mask: "full", heads: harness.Heads{Q: 8, KV: 2}}}
+	cases := []harness.CPCase{{Method: "ring-p2p", Mask: "full", Heads: harness.Heads{Q: 8, KV: 2}}}
 	s := float64(4 * 1024)
 	flops := 4 * s * s * 8 * 64
 	want := 3 * (5*flops + (5*2.5+1)*flops) / 1e9

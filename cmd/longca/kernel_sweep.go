@@ -53,19 +53,6 @@ func defaultOutDir(what string) string {
 	return filepath.Join("out", what+"-"+time.Now().UTC().Format("20060102T150405Z"))
 }
 
-// launcher names what started this process, from its environment.
-func launcher() string {
-	switch {
-	case os.Getenv("OMPI_COMM_WORLD_RANK") != "" || os.Getenv("PMI_RANK") != "":
-		return "mpirun"
-	case os.Getenv("SLURM_PROCID") != "":
-		return "srun"
-	case os.Getenv("TORCHELASTIC_RUN_ID") != "" || os.Getenv("LOCAL_RANK") != "":
-		return "torchrun"
-	}
-	return "none"
-}
-
 // baseRow holds the columns every row of this process shares.
 func baseRow(runID, bench string, w spmd.World) results.Row {
 	host := w.Host
@@ -74,7 +61,7 @@ func baseRow(runID, bench string, w spmd.World) results.Row {
 	}
 	return results.Row{
 		RunID: runID, Host: host, Rank: int64(w.Rank), WorldSize: int64(max(w.Size, 1)), LocalRank: int64(w.LocalRank),
-		Launcher: launcher(), Bench: bench, Version: Version, Command: strings.Join(os.Args, " "),
+		Launcher: w.Launcher, Bench: bench, Version: Version, Command: strings.Join(os.Args, " "),
 	}
 }
 

@@ -271,7 +271,7 @@ func TestKernelUnderLauncher(t *testing.T) {
 		}
 	}
 	rows, _, err := results.ReadRows(filepath.Join(dir, "mpi1.rank-1-of-2.arrow"))
-	if err != nil || len(rows) != 1 || rows[0].Rank != 1 || rows[0].WorldSize != 2 || rows[0].LocalRank != 1 || rows[0].Launcher != "mpirun" {
+	if err != nil || len(rows) != 1 || rows[0].Rank != 1 || rows[0].WorldSize != 2 || rows[0].LocalRank != 1 || rows[0].Launcher != "ompi" {
 		t.Fatalf("rank 1 rows %+v, %v", rows, err)
 	}
 	res, err := results.Merge(dir, results.MergeOptions{})

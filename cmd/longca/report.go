@@ -21,7 +21,8 @@ func init() {
 			"the fastest kernel; lines that are not data start with '#'. A folder is\n" +
 			"read through its merged.arrow, or else its rank files. --plot DIR draws TFLOP/s against the\n" +
 			"sequence length, one line per kernel, and grouped bars (bars_*.png: one group per length, one\n" +
-			"bar per kernel), one PNG of each per (mask, pass, heads).",
+			"bar per kernel), one PNG of each per (mask, pass, heads). CP rows also get the CP table\n" +
+			"(per-rank and per-device TFLOP/s, the kernel alone, efficiency, overlap, check).",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "pass", Usage: "only this pass: fwd, bwd or fwd+bwd"},
 			&cli.StringFlag{Name: "plot", Usage: "write PNG plots into this folder"},
@@ -75,6 +76,18 @@ func reportAction(c *cli.Context) error {
 	}
 	if err := writeReportText(c.App.Writer, rows, pass, title); err != nil {
 		return err
+	}
+	// CP rows also get their own table: efficiency, ranks per device, overlap, check.
+	var cpRows []results.Row
+	for _, r := range rows {
+		if r.Bench == "cp" && (pass == "" || r.Pass == pass) {
+			cpRows = append(cpRows, r)
+		}
+	}
+	if len(cpRows) > 0 {
+		if err := results.WriteCPTable(c.App.Writer, "CP methods of "+path, cpRows); err != nil {
+			return err
+		}
 	}
 	if dir != "" {
 		files, err := results.WritePlots(dir, sum)

@@ -1,7 +1,6 @@
 package commtest_test
 
 import (
-	"context"
 	"fmt"
 	"github.com/longca/longca/tensor"
 	"sync"
@@ -11,26 +10,12 @@ import (
 	"github.com/longca/longca/comm"
 	"github.com/longca/longca/comm/commtest"
 	"github.com/longca/longca/comm/local"
-	"github.com/longca/longca/spmd"
 )
 
 func TestLocal(t *testing.T) {
 	for _, n := range []int{1, 2, 3, 4, 8} {
 		t.Run(fmt.Sprintf("n=%d", n), func(t *testing.T) {
 			comms := local.New(n, local.WithTimeout(20*time.Second))
-			commtest.Run(t, comms)
-			closeAll(t, comms)
-		})
-	}
-}
-
-func TestTCP(t *testing.T) {
-	for _, n := range []int{1, 2, 3, 4} {
-		t.Run(fmt.Sprintf("n=%d", n), func(t *testing.T) {
-			comms, err := spmd.LocalTCP(context.Background(), n, 20*time.Second)
-			if err != nil {
-				t.Fatal(err)
-			}
 			commtest.Run(t, comms)
 			closeAll(t, comms)
 		})

@@ -28,11 +28,8 @@ func sameDType(op string, a, b tensor.Tensor) error {
 // exchange sends part(r) of send to every rank r (itself included) and hands every
 // rank's message to got, in rank order.
 func (c *Comm) exchange(op string, send tensor.Tensor, part func(r int) (off, n int64), got func(r int, m Message) error) error {
-	c.mu.Lock()
-	closed := c.closed
-	c.mu.Unlock()
-	if closed {
-		return errClosed
+	if err := c.usable("local " + op); err != nil {
+		return err
 	}
 	n := c.Size()
 	for i := range n {

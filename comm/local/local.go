@@ -73,6 +73,20 @@ type groupKey struct {
 type group struct {
 	members []int
 	boxes   [][][nTags]*mailbox // [src][dst][tag], in group ranks
+
+	abortOnce sync.Once
+	abortCh   chan struct{} // closed by Abort: every wait in the group returns
+	abortErr  error         // the reason, set before abortCh is closed
+}
+
+// aborted returns the group's abort reason, or nil.
+func (g *group) aborted() error {
+	select {
+	case <-g.abortCh:
+		return g.abortErr
+	default:
+		return nil
+	}
 }
 
 // Message tags keep user point-to-point traffic apart from collective traffic.
@@ -84,7 +98,7 @@ const (
 
 func (w *world) newGroup(members []int) *group {
 	n := len(members)
-	g := &group{members: members, boxes: make([][][nTags]*mailbox, n)}
+	g := &group{members: members, boxes: make([][][nTags]*mailbox, n), abortCh: make(chan struct{})}
 	for s := range g.boxes {
 		g.boxes[s] = make([][nTags]*mailbox, n)
 		for d := range g.boxes[s] {
@@ -108,6 +122,9 @@ type Comm struct {
 	groupDep int
 	pending  []pendingRecv
 	closed   bool
+
+	lane   Lane // made by the first GroupAfter (an OrderedMover's)
+	onLane bool // inside GroupAfter: point-to-point data goes through lane
 }
 
 var _ comm.Comm = (*Comm)(nil)
@@ -129,11 +146,34 @@ func (c *Comm) Counters() comm.Counters {
 	return c.counters
 }
 
-// Close releases nothing shared; later calls on this rank fail.
+// Close releases this rank's transfer lane, if it has one; later calls on this rank
+// fail.
 func (c *Comm) Close() error {
 	c.mu.Lock()
 	c.closed = true
+	lane := c.lane
+	c.lane = nil
 	c.mu.Unlock()
+	if lane != nil {
+		return lane.Close()
+	}
+	return nil
+}
+
+// Abort aborts this rank's group: every call of every rank of the group that waits or
+// comes later fails at once with an error wrapping comm.ErrAborted and reason. The CP
+// harness aborts a run's sub-groups when this rank failed inside a method, so that its
+// peers, waiting there for it, return and the ranks agree on the case's status through
+// the (healthy) world communicator. Sub-groups split from the group later are not
+// affected; the parent group is not either.
+func (c *Comm) Abort(reason error) error {
+	if reason == nil {
+		reason = fmt.Errorf("local: rank %d aborted", c.WorldRank())
+	}
+	c.g.abortOnce.Do(func() {
+		c.g.abortErr = fmt.Errorf("aborted by world rank %d: %w", c.WorldRank(), reason)
+		close(c.g.abortCh)
+	})
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -352,4 +353,46 @@ func TestCustomMover(t *testing.T) {
 	if mv.staged != 3*3*8 || mv.placed != 3*3*8 {
 		t.Fatalf("mover staged %d and placed %d bytes, want 72 and 72", mv.staged, mv.placed)
 	}
+}
+
+// TestAbortWakesTheGroup: rank 0 of a sub-group fails and aborts it while its peers
+// wait there (a receive, an all-gather); they return at once with comm.ErrAborted,
+// later calls on the sub-group fail, and the world the sub-group was split from still
+// works (the CP harness agrees on the case's status through it).
+func TestAbortWakesTheGroup(t *testing.T) {
+	const n = 3
+	world := New(n, WithTimeout(time.Minute))
+	subs := make([]comm.Comm, n)
+	must(t, runAll(world, func(c comm.Comm) error {
+		s, err := c.Split(0, c.Rank())
+		subs[c.Rank()] = s
+		return err
+	}))
+	start := time.Now()
+	errs := runAll(world, func(c comm.Comm) error {
+		r := c.Rank()
+		s := subs[r]
+		var err error
+		switch r {
+		case 0:
+			time.Sleep(20 * time.Millisecond)
+			return s.(comm.Aborter).Abort(errors.New("out of memory"))
+		case 1:
+			err = s.Recv(tensor.NewHost(tensor.FP32, 4), 0)
+		case 2:
+			err = s.AllGather(tensor.NewHost(tensor.FP32, 2), tensor.NewHost(tensor.FP32, 6))
+		}
+		if !errors.Is(err, comm.ErrAborted) || !strings.Contains(err.Error(), "out of memory") {
+			return fmt.Errorf("rank %d: %v, want an abort naming the reason", r, err)
+		}
+		if err := s.Barrier(); !errors.Is(err, comm.ErrAborted) {
+			return fmt.Errorf("rank %d: barrier after the abort: %v", r, err)
+		}
+		return nil
+	})
+	must(t, errs)
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("the waiting ranks returned after %v", took)
+	}
+	must(t, runAll(world, func(c comm.Comm) error { return c.Barrier() }))
 }

@@ -25,8 +25,9 @@ func (b *mailbox) put(m Message) {
 	}
 }
 
-// take returns the oldest message, or false when none arrived before the deadline.
-func (b *mailbox) take(deadline time.Time) (Message, bool) {
+// take returns the oldest message, or false when none arrived before the deadline or
+// abort was closed.
+func (b *mailbox) take(deadline time.Time, abort <-chan struct{}) (Message, bool) {
 	for {
 		b.mu.Lock()
 		if len(b.queue) > 0 {
@@ -53,6 +54,9 @@ func (b *mailbox) take(deadline time.Time) (Message, bool) {
 		case <-b.ready:
 			t.Stop()
 		case <-t.C:
+		case <-abort:
+			t.Stop()
+			return nil, false
 		}
 	}
 }

@@ -25,6 +25,31 @@ type Mover interface {
 	Reduce(dst tensor.Tensor, off int64, ms []Message, op comm.Op) error
 }
 
+// OrderedMover is a Mover that can also move data on device streams ordered by events
+// (comm.Ordered): a Lane per communicator and rank enqueues its copies and returns at
+// once.
+type OrderedMover interface {
+	Mover
+	// NewLane makes a transfer lane: a stream of its own.
+	NewLane() (Lane, error)
+}
+
+// Lane is one rank's transfer stream in one group: what GroupAfter enqueues on.
+type Lane interface {
+	// Wait makes the lane wait, on the device, for the work ev marks.
+	Wait(ev comm.Event) error
+	// Stage enqueues the copy of n bytes of src from off into a new message, which
+	// carries the mark of the copy's end.
+	Stage(src tensor.Tensor, off, n int64) (Message, error)
+	// Put enqueues, after the message's copy has finished (device side), its copy into
+	// dst at off; the message's memory is reused only once that copy has finished.
+	Put(dst tensor.Tensor, off int64, m Message) error
+	// Mark returns a new event marking everything enqueued on the lane so far.
+	Mark() (comm.Event, error)
+	// Close releases the lane's stream (after its work).
+	Close() error
+}
+
 // HostMover moves *tensor.Host data.
 type HostMover struct{}
 

@@ -31,6 +31,7 @@ type Comm struct {
 
 	depth   int      // Group nesting
 	pending []string // what the open group holds, to name it in errors
+	async   bool     // inside GroupAfter: the group is enqueued, not waited for
 
 	mu       sync.Mutex
 	counters comm.Counters
@@ -247,7 +248,53 @@ func (c *Comm) Group(fn func() error) error {
 		// was enqueued is undefined, so the communicator is aborted as for a failing fn.
 		return c.g.fail(fmt.Errorf("nccl: rank %d: %s: %w; communicator aborted", c.rank, op, eerr))
 	}
+	if c.async {
+		return nil // GroupAfter: completion is marked by an event, and Settle waits
+	}
 	return c.complete(op)
+}
+
+// StreamOrdered implements comm.Ordered: the communicator's stream waits for and
+// records events (DeviceStream's does).
+func (c *Comm) StreamOrdered() bool {
+	_, ok := c.stream.(OrderedStream)
+	return ok
+}
+
+// GroupAfter implements comm.Ordered: the communicator's stream waits (on the device)
+// for after, fn's sends and receives are enqueued there as one group, and done is an
+// event recorded after them; nothing waits on the host for their completion (Settle
+// does, once, at the end of a method).
+func (c *Comm) GroupAfter(after comm.Event, fn func() error) (comm.Event, error) {
+	os, ok := c.stream.(OrderedStream)
+	if !ok {
+		return 0, fmt.Errorf("nccl: GroupAfter on a stream that cannot wait for events")
+	}
+	if err := c.usable("group"); err != nil {
+		return 0, err
+	}
+	if after != 0 {
+		if err := os.WaitEvent(uintptr(after)); err != nil {
+			return 0, fmt.Errorf("nccl: waiting for the compute: %w", err)
+		}
+	}
+	c.async = true
+	err := c.Group(fn)
+	c.async = false
+	if err != nil {
+		return 0, err
+	}
+	ev, err := os.RecordEvent()
+	return comm.Event(ev), err
+}
+
+// Settle implements comm.Ordered: a watched wait until the stream has finished what was
+// enqueued (a peer that never comes aborts the communicator at the timeout).
+func (c *Comm) Settle() error {
+	if err := c.usable("settle"); err != nil {
+		return err
+	}
+	return c.complete("transfers issued by GroupAfter")
 }
 
 // groupName names the open group by what it holds (the first few operations).
@@ -291,7 +338,13 @@ func (c *Comm) describe(r Result) error {
 }
 
 // Close frees the communicator (ncclCommDestroy) and its thread. After a failure the
-// communicator was already aborted, and Close only stops using it.
+// communicator was already aborted (and freed by NCCL), and Close only stops using it.
+//
+// While ncclCommDestroy runs, nothing asks the communicator anything: the watchdog only
+// waits for the call to return (within the timeout), since NCCL frees the object under
+// it. (It used to poll ncclCommGetAsyncError meanwhile, which read the freed object,
+// failed with "corrupted comm object detected", and aborted the freed communicator:
+// the heap corruption of the one-rank `longca cp --backend nccl` runs.)
 func (c *Comm) Close() error {
 	c.mu.Lock()
 	if c.closed {
@@ -301,15 +354,19 @@ func (c *Comm) Close() error {
 	c.closed = true
 	c.mu.Unlock()
 	if c.g.failed() {
+		c.w.stop()
 		return nil
 	}
 	var err error
 	if c.ownScratch {
 		err = c.host("ncclMemFree", func() error { return c.lib.MemFree(c.scratch) })
 	}
-	if derr := c.host("ncclCommDestroy", func() error { return c.lib.CommDestroy(c.handle) }); derr != nil && err == nil {
+	c.g.startClose()
+	h := c.handle
+	if derr := c.host("ncclCommDestroy", func() error { return c.lib.CommDestroy(h) }); derr != nil && err == nil {
 		err = derr
 	}
+	c.handle = 0
 	c.w.stop()
 	return err
 }

@@ -37,16 +37,33 @@ func streamQuery() (unsafe.Pointer, error) {
 	return cuQuery, cuErr
 }
 
-// DeviceStream is the stream of an internal/cuda device as a Stream: NCCL work goes on
-// the same stream as the device's kernels and copies, so they are ordered without
-// extra synchronisation. Query runs cuStreamQuery with the device's context current.
-func DeviceStream(g *cuda.Device) (Stream, error) {
+// deviceStream is an internal/cuda device's stream as an OrderedStream.
+type deviceStream struct {
+	FuncStream
+	g *cuda.Device
+	s cuda.Stream
+}
+
+// WaitEvent implements OrderedStream.
+func (d deviceStream) WaitEvent(ev uintptr) error { return d.g.StreamWait(d.s, cuda.Event(ev)) }
+
+// RecordEvent implements OrderedStream.
+func (d deviceStream) RecordEvent() (uintptr, error) {
+	ev, err := d.g.Record(d.s)
+	return uintptr(ev), err
+}
+
+// DeviceStream is the stream of an internal/cuda device as an OrderedStream: NCCL work
+// goes on that stream, ordered with the device's kernels and copies there, and with
+// other streams by events (Comm.GroupAfter). Query runs cuStreamQuery with the device's
+// context current.
+func DeviceStream(g *cuda.Device) (OrderedStream, error) {
 	f, err := streamQuery()
 	if err != nil {
 		return nil, err
 	}
 	s := uintptr(g.Stream())
-	return FuncStream{Ptr: s, QueryFn: func() (bool, error) {
+	return deviceStream{g: g, s: g.Stream(), FuncStream: FuncStream{Ptr: s, QueryFn: func() (bool, error) {
 		var code C.int
 		if err := g.Do(func() error { code = C.nccl_cu_stream_query(f, C.uintptr_t(s)); return nil }); err != nil {
 			return false, err
@@ -58,7 +75,7 @@ func DeviceStream(g *cuda.Device) (Stream, error) {
 			return false, nil
 		}
 		return false, fmt.Errorf("cuStreamQuery: CUDA error %d", int(code))
-	}}, nil
+	}}}, nil
 }
 
 // DeviceThread is the WithThreadSetup function for an internal/cuda device: it makes

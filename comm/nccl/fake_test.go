@@ -1,25 +1,20 @@
 package nccl
 
 import (
-	_ "embed"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"unsafe"
 
+	"github.com/longca/longca/comm/nccl/ncclfake"
 	"github.com/longca/longca/tensor"
 )
-
-//go:embed testdata/fakenccl.c
-var fakeSource []byte
 
 // fakeErr says why the fake libraries could not be built; tests that need them fail.
 var fakeErr error
 
-// The fake libraries built from testdata/fakenccl.c by TestMain: one with ncclAlltoAll
-// (like NCCL 2.28.3), one without (older NCCL, so AllToAll falls back to send/recv).
+// The fake libraries built by TestMain (ncclfake.Build): one with ncclAlltoAll (like
+// NCCL 2.28.3), one without (older NCCL, so AllToAll falls back to send/recv).
 var fakeLib, fakeLibNoA2A string
 
 func TestMain(m *testing.M) {
@@ -28,38 +23,16 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	fakeErr = buildFakes(dir)
+	fakeLib, fakeLibNoA2A, fakeErr = ncclfake.Build(dir)
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
 
-// buildFakes compiles the embedded fake NCCL source (so the test binary works from any
-// directory) with the C compiler cgo uses.
-func buildFakes(dir string) error {
-	src := filepath.Join(dir, "fakenccl.c")
-	if err := os.WriteFile(src, fakeSource, 0o644); err != nil {
-		return err
-	}
-	fakeLib = filepath.Join(dir, "libfakenccl.so")
-	fakeLibNoA2A = filepath.Join(dir, "libfakenccl-noa2a.so")
-	cc := os.Getenv("CC")
-	if cc == "" {
-		cc = "cc"
-	}
-	for out, flags := range map[string][]string{fakeLib: {"-DWITH_ALLTOALL"}, fakeLibNoA2A: nil} {
-		args := append([]string{"-shared", "-fPIC", "-O1", "-Wl,-Bsymbolic", "-o", out, src, "-lpthread"}, flags...)
-		if msg, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
-			return fmt.Errorf("building the fake NCCL with %s: %v\n%s", cc, err, msg)
-		}
-	}
-	return nil
-}
-
 // fakeCounter reads one of the fake library's int counters (fake_aborts, ...).
 func fakeCounter(t *testing.T, lib *Lib, name string) int {
 	t.Helper()
-	p, err := lib.dl.Sym(name)
+	p, err := lib.Symbol(name)
 	if err != nil {
 		t.Fatal(err)
 	}

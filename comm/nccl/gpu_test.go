@@ -12,6 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,40 +21,74 @@ import (
 	"github.com/longca/longca/comm"
 	"github.com/longca/longca/comm/commtest"
 	"github.com/longca/longca/internal/cuda"
-	"github.com/longca/longca/spmd"
 	"github.com/longca/longca/tensor"
 )
 
-// gpuWorld opens this rank's GPU and the world's communicator through the spmd backend.
-func gpuWorld(t *testing.T, opts ...Option) (*Comm, *cuda.Device, spmd.World) {
+// gpuRank is this process's place in an mpirun world (rank 0 of 1 without one), read
+// from Open MPI's environment: comm/nccl does not depend on spmd's launcher discovery.
+type gpuRank struct{ rank, size, local int }
+
+func gpuRankOf(t *testing.T) gpuRank {
 	t.Helper()
-	w, err := spmd.Discover(os.Getenv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	idx, err := spmd.DeviceIndex(w, os.Getenv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := cuda.Open(idx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(opts) == 0 {
-		c, err := NewSPMD(context.Background(), w, g, 2*time.Minute)
-		if err != nil {
-			t.Fatal(err)
+	r := gpuRank{size: 1}
+	for _, v := range []struct {
+		name string
+		dst  *int
+	}{{"OMPI_COMM_WORLD_RANK", &r.rank}, {"OMPI_COMM_WORLD_SIZE", &r.size}, {"OMPI_COMM_WORLD_LOCAL_RANK", &r.local}} {
+		if s := os.Getenv(v.name); s != "" {
+			n, err := strconv.Atoi(s)
+			if err != nil {
+				t.Fatalf("%s=%q", v.name, s)
+			}
+			*v.dst = n
 		}
-		return c, g, w
+	}
+	return r
+}
+
+// fileExchange shares rank 0's id through a file in $LONGCA_NCCL_TEST_DIR (gpucheck.sh
+// makes one per run): the bootstrap of the multi-rank GPU checks.
+func fileExchange(t *testing.T, r gpuRank) Exchange {
+	if r.size == 1 {
+		return func(id []byte) ([]byte, error) { return id, nil }
+	}
+	dir := os.Getenv("LONGCA_NCCL_TEST_DIR")
+	if dir == "" {
+		t.Fatal("several ranks: set LONGCA_NCCL_TEST_DIR to a folder every rank sees (gpucheck.sh does)")
+	}
+	path := filepath.Join(dir, "nccl-id")
+	return func(id []byte) ([]byte, error) {
+		if r.rank == 0 {
+			if err := os.WriteFile(path+".tmp", id, 0o644); err != nil {
+				return nil, err
+			}
+			return id, os.Rename(path+".tmp", path)
+		}
+		for start := time.Now(); time.Since(start) < time.Minute; time.Sleep(10 * time.Millisecond) {
+			if b, err := os.ReadFile(path); err == nil && len(b) == len(id) {
+				return b, nil
+			}
+		}
+		return nil, fmt.Errorf("rank %d: no NCCL id in %s after a minute", r.rank, path)
+	}
+}
+
+// gpuWorld opens this rank's GPU (the local rank's) and the world's communicator.
+func gpuWorld(t *testing.T, opts ...Option) (*Comm, *cuda.Device, gpuRank) {
+	t.Helper()
+	w := gpuRankOf(t)
+	if len(opts) > 0 && w.size != 1 {
+		t.Fatalf("options are only tested with one rank, have %d", w.size)
+	}
+	g, err := cuda.Open(w.local)
+	if err != nil {
+		t.Fatal(err)
 	}
 	s, err := DeviceStream(g)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w.Size != 1 {
-		t.Fatalf("options are only tested with one rank, have %d", w.Size)
-	}
-	c, err := New(context.Background(), 0, 1, func(id []byte) ([]byte, error) { return id, nil }, s, 2*time.Minute,
+	c, err := New(context.Background(), w.rank, w.size, fileExchange(t, w), s, 2*time.Minute,
 		append([]Option{WithThreadSetup(DeviceThread(g))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
@@ -249,9 +285,8 @@ func TestGPUAllToAllBySendRecv(t *testing.T) {
 // and name the operation. Run it alone (gpucheck.sh does): an aborted kernel may leave
 // the device unusable for the rest of the process.
 func TestGPUWatchdogHungRecv(t *testing.T) {
-	w, err := spmd.Discover(os.Getenv)
-	if err != nil || w.Size != 1 {
-		t.Fatalf("run with one rank (world %+v, %v)", w, err)
+	if w := gpuRankOf(t); w.size != 1 {
+		t.Fatalf("run with one rank (world of %d)", w.size)
 	}
 	g, err := cuda.Open(0)
 	if err != nil {

@@ -15,7 +15,9 @@ echo "# one rank: the watchdog aborts a receive no send matches (alone: it abort
 N=$(nvidia-smi -L 2>/dev/null | wc -l)
 if [ "$N" -ge 2 ] && command -v mpirun >/dev/null 2>&1; then
 	echo "# $N ranks under mpirun"
-	mpirun --allow-run-as-root --oversubscribe -np "$N" -x NCCL_NVLS_ENABLE -x MASTER_ADDR=127.0.0.1 \
+	LONGCA_NCCL_TEST_DIR=$(mktemp -d)
+	export LONGCA_NCCL_TEST_DIR
+	mpirun --allow-run-as-root --oversubscribe -np "$N" -x NCCL_NVLS_ENABLE -x LONGCA_NCCL_TEST_DIR \
 		"$BIN" -test.count=1 -test.run 'TestGPU(Operations|CommTable|Split)$'
 else
 	echo "# $N GPU(s): multi-rank checks skipped (need 2+ GPUs and mpirun)"

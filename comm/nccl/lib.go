@@ -129,6 +129,10 @@ func (l *Lib) Path() string { return l.dl.Name }
 // Has says whether the library exports the symbol (e.g. "ncclAlltoAll").
 func (l *Lib) Has(symbol string) bool { return l.dl.Has(symbol) }
 
+// Symbol resolves any symbol of the library (the tests read the fake library's
+// counters through it).
+func (l *Lib) Symbol(name string) (unsafe.Pointer, error) { return l.dl.Sym(name) }
+
 // Version is ncclGetVersion's code (22803 for 2.28.3).
 func (l *Lib) Version() int { return l.version }
 

@@ -29,3 +29,13 @@ func (s FuncStream) Query() (bool, error) {
 	}
 	return s.QueryFn()
 }
+
+// OrderedStream is a Stream that can also wait for and record events (CUDA events of
+// the ranks' context): what Comm.GroupAfter needs to order transfers on the device.
+type OrderedStream interface {
+	Stream
+	// WaitEvent makes the stream wait, on the device, for ev (cuStreamWaitEvent).
+	WaitEvent(ev uintptr) error
+	// RecordEvent creates an event marking the stream's work so far.
+	RecordEvent() (uintptr, error)
+}

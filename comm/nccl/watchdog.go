@@ -60,11 +60,17 @@ func (w *watchdog) wait(ctx context.Context, op string, t target) error {
 		if ok {
 			return nil
 		}
-		r, err := t.asyncError()
-		if err != nil {
+		// The communicator is asked only while it lives: after an abort (another
+		// goroutine's Abort, or a peer failure seen there) it is freed, and while it is
+		// being destroyed only completion and the deadline count.
+		r, err, asked := w.g.query(t.asyncError)
+		if !asked {
+			if err := w.g.check(op); err != nil {
+				return err
+			}
+		} else if err != nil {
 			return w.g.fail(fmt.Errorf("nccl: %s: %w; communicator aborted", op, err))
-		}
-		if r != Success && r != InProgress {
+		} else if r != Success && r != InProgress {
 			return w.g.fail(fmt.Errorf("nccl: %s failed asynchronously: %w; communicator aborted", op, t.describe(r)))
 		}
 		if w.timeout > 0 && time.Since(start) >= w.timeout {

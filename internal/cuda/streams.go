@@ -71,6 +71,28 @@ func (g *Device) EventSync(ev Event) error {
 	return g.with(func() error { return g.dv.call("cuEventSynchronize", uint64(ev)) })
 }
 
+// EventDone says, without waiting, whether the work ev marks has finished
+// (cuEventQuery: CUDA_SUCCESS is true, CUDA_ERROR_NOT_READY false, else an error).
+func (g *Device) EventDone(ev Event) (bool, error) {
+	var done bool
+	err := g.with(func() error {
+		code, err := g.dv.raw("cuEventQuery", uint64(ev))
+		switch {
+		case err != nil:
+			return err
+		case code == 0:
+			done = true
+		case code != errNotReady:
+			return g.dv.errorFor("cuEventQuery", code)
+		}
+		return nil
+	})
+	return done, err
+}
+
+// errNotReady is CUDA_ERROR_NOT_READY.
+const errNotReady = 600
+
 // DestroyEvent destroys an event from Record (work it guards is unaffected).
 func (g *Device) DestroyEvent(ev Event) error {
 	return g.with(func() error { return g.dv.call("cuEventDestroy_v2", uint64(ev)) })

@@ -23,14 +23,16 @@ func Inputs(p kernels.Problem, seed uint64) (q, k, v, dout *tensor.Host) {
 	return q, k, v, dout
 }
 
-// outputs are one kernel's results on the host, as float64.
-type outputs struct {
-	out, lse, dq, dk, dv []float64
+// Outputs are one run's results on the host: out and lse, and dq, dk and dv after a
+// backward (nil otherwise).
+type Outputs struct {
+	Out, LSE, DQ, DK, DV *tensor.Host
 }
 
-// reference runs the exact reference (float64 outputs) and the naive low-precision one
-// (outputs in p.DType, lse fp32) on the same inputs.
-func reference(ctx context.Context, p kernels.Problem, q, k, v, dout *tensor.Host, backward bool) (exact, naive outputs, err error) {
+// References runs the single-device references on the same inputs: exact (kernels/ref
+// with float64 outputs) and naive (ref emulating a plain kernel in p.DType: outputs in
+// p.DType, lse fp32). Every check, of a kernel or of a CP method, compares with these.
+func References(ctx context.Context, p kernels.Problem, q, k, v, dout *tensor.Host, backward bool) (exact, naive Outputs, err error) {
 	exact, err = runHost(ctx, ref.New(ref.Options{}), p, q, k, v, dout, tensor.FP64, tensor.FP64, backward)
 	if err != nil {
 		return exact, naive, fmt.Errorf("check: reference: %w", err)
@@ -43,22 +45,40 @@ func reference(ctx context.Context, p kernels.Problem, q, k, v, dout *tensor.Hos
 }
 
 // runHost runs a CPU kernel on host tensors with outputs in outDT and lse in lseDT.
-func runHost(ctx context.Context, k kernels.Kernel, p kernels.Problem, q, kk, v, dout *tensor.Host, outDT, lseDT tensor.DType, backward bool) (outputs, error) {
+func runHost(ctx context.Context, k kernels.Kernel, p kernels.Problem, q, kk, v, dout *tensor.Host, outDT, lseDT tensor.DType, backward bool) (Outputs, error) {
 	qs, kvs, ls := p.Shapes()
-	out, lse := tensor.NewHost(outDT, qs...), tensor.NewHost(lseDT, ls...)
-	if err := k.Forward(ctx, p, q, kk, v, out, lse); err != nil {
-		return outputs{}, err
+	o := Outputs{Out: tensor.NewHost(outDT, qs...), LSE: tensor.NewHost(lseDT, ls...)}
+	if err := k.Forward(ctx, p, q, kk, v, o.Out, o.LSE); err != nil {
+		return Outputs{}, err
 	}
-	o := outputs{out: out.Float64s(), lse: lse.Float64s()}
 	if !backward {
 		return o, nil
 	}
-	dq, dk, dv := tensor.NewHost(outDT, qs...), tensor.NewHost(outDT, kvs...), tensor.NewHost(outDT, kvs...)
-	if err := k.Backward(ctx, p, q, kk, v, out, lse, dout, dq, dk, dv); err != nil {
-		return outputs{}, err
+	o.DQ, o.DK, o.DV = tensor.NewHost(outDT, qs...), tensor.NewHost(outDT, kvs...), tensor.NewHost(outDT, kvs...)
+	if err := k.Backward(ctx, p, q, kk, v, o.Out, o.LSE, dout, o.DQ, o.DK, o.DV); err != nil {
+		return Outputs{}, err
 	}
-	o.dq, o.dk, o.dv = dq.Float64s(), dk.Float64s(), dv.Float64s()
 	return o, nil
+}
+
+// CompareOutputs applies the rule to the outputs a pass produces: out and lse for Fwd,
+// dq, dk and dv for Bwd, all five for FwdBwd. Worst is chosen by NewReport, the one
+// worst-error rule of every check.
+func CompareOutputs(got, exact, naive Outputs, pass kernels.Pass) Report {
+	var figs []Figure
+	f := func(name string, g, e, n *tensor.Host) {
+		figs = append(figs, Compare(name, g.Float64s(), e.Float64s(), n.Float64s()))
+	}
+	if pass != kernels.Bwd {
+		f("out", got.Out, exact.Out, naive.Out)
+		f("lse", got.LSE, exact.LSE, naive.LSE)
+	}
+	if pass != kernels.Fwd {
+		f("dq", got.DQ, exact.DQ, naive.DQ)
+		f("dk", got.DK, exact.DK, naive.DK)
+		f("dv", got.DV, exact.DV, naive.DV)
+	}
+	return NewReport(figs...)
 }
 
 // Forward checks the candidate's out and lse on the problem with inputs Inputs(p, seed).
@@ -91,21 +111,9 @@ func run(ctx context.Context, k kernels.Kernel, p kernels.Problem, seed uint64, 
 	if err != nil {
 		return Report{}, err
 	}
-	exact, naive, err := reference(ctx, p, q, kk, v, dout, backward)
+	exact, naive, err := References(ctx, p, q, kk, v, dout, backward)
 	if err != nil {
 		return Report{}, err
 	}
-	var figs []Figure
-	if pass != kernels.Bwd {
-		figs = append(figs,
-			Compare("out", cand.out, exact.out, naive.out),
-			Compare("lse", cand.lse, exact.lse, naive.lse))
-	}
-	if backward {
-		figs = append(figs,
-			Compare("dq", cand.dq, exact.dq, naive.dq),
-			Compare("dk", cand.dk, exact.dk, naive.dk),
-			Compare("dv", cand.dv, exact.dv, naive.dv))
-	}
-	return NewReport(figs...), nil
+	return CompareOutputs(cand, exact, naive, pass), nil
 }

@@ -42,13 +42,13 @@ func (d *deviceRun) upload(what string, h *tensor.Host) (tensor.Tensor, error) {
 	return t, nil
 }
 
-// download copies a device tensor back as float64.
-func (d *deviceRun) download(what string, t tensor.Tensor) ([]float64, error) {
+// download copies a device tensor back to the host.
+func (d *deviceRun) download(what string, t tensor.Tensor) (*tensor.Host, error) {
 	h := tensor.NewHost(t.DType(), t.Shape()...)
 	if err := d.dev.CopyOut(h, t); err != nil {
 		return nil, fmt.Errorf("check: %s: copying %s from %s: %w", d.name, what, d.dev.Name(), err)
 	}
-	return h.Float64s(), nil
+	return h, nil
 }
 
 func (d *deviceRun) free() {
@@ -60,7 +60,7 @@ func (d *deviceRun) free() {
 
 // runDevice runs the candidate on its device: outputs (out, dq, dk, dv in p.DType, lse
 // fp32) are poisoned with NaN before each pass, so an element it does not write shows.
-func runDevice(ctx context.Context, k kernels.Kernel, p kernels.Problem, qh, kh, vh, douth *tensor.Host, backward bool) (outputs, error) {
+func runDevice(ctx context.Context, k kernels.Kernel, p kernels.Problem, qh, kh, vh, douth *tensor.Host, backward bool) (Outputs, error) {
 	d := &deviceRun{dev: k.Device(), name: k.Name()}
 	defer d.free()
 	qs, kvs, ls := p.Shapes()
@@ -68,26 +68,26 @@ func runDevice(ctx context.Context, k kernels.Kernel, p kernels.Problem, qh, kh,
 	for i, h := range []*tensor.Host{qh, kh, vh} {
 		t, err := d.upload([]string{"q", "k", "v"}[i], h)
 		if err != nil {
-			return outputs{}, err
+			return Outputs{}, err
 		}
 		in[i] = t
 	}
 	out, err := d.alloc("out", p.DType, qs, true)
 	if err != nil {
-		return outputs{}, err
+		return Outputs{}, err
 	}
 	lse, err := d.alloc("lse", tensor.FP32, ls, true)
 	if err != nil {
-		return outputs{}, err
+		return Outputs{}, err
 	}
 	if err := k.Forward(ctx, p, in[0], in[1], in[2], out, lse); err != nil {
-		return outputs{}, fmt.Errorf("check: %s forward: %w", k.Name(), err)
+		return Outputs{}, fmt.Errorf("check: %s forward: %w", k.Name(), err)
 	}
-	var o outputs
-	if o.out, err = d.download("out", out); err != nil {
+	var o Outputs
+	if o.Out, err = d.download("out", out); err != nil {
 		return o, err
 	}
-	if o.lse, err = d.download("lse", lse); err != nil || !backward {
+	if o.LSE, err = d.download("lse", lse); err != nil || !backward {
 		return o, err
 	}
 	dout, err := d.upload("dout", douth)
@@ -103,7 +103,7 @@ func runDevice(ctx context.Context, k kernels.Kernel, p kernels.Problem, qh, kh,
 	if err := k.Backward(ctx, p, in[0], in[1], in[2], out, lse, dout, g[0], g[1], g[2]); err != nil {
 		return o, fmt.Errorf("check: %s backward: %w", k.Name(), err)
 	}
-	for i, dst := range []*[]float64{&o.dq, &o.dk, &o.dv} {
+	for i, dst := range []**tensor.Host{&o.DQ, &o.DK, &o.DV} {
 		if *dst, err = d.download([]string{"dq", "dk", "dv"}[i], g[i]); err != nil {
 			return o, err
 		}

@@ -3,18 +3,16 @@ package cp
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/longca/longca/comm"
 	"github.com/longca/longca/kernels"
 	"github.com/longca/longca/kernels/check"
-	"github.com/longca/longca/kernels/ref"
 	"github.com/longca/longca/tensor"
 )
 
-// Outputs are one rank's results of a forward (and backward) on its shard.
-type Outputs struct {
-	Out, LSE, DQ, DK, DV *tensor.Host
-}
+// Outputs are one rank's (or, gathered, the global) results of a forward and backward.
+type Outputs = check.Outputs
 
 // Execute runs the method on this rank's shard of global inputs (the same on every
 // rank): Forward, then Backward when backward is set, on NaN-poisoned outputs (out in
@@ -68,38 +66,92 @@ func poisoned(dt tensor.DType, shape []int) *tensor.Host {
 	return h
 }
 
+// CheckOptions configure CheckRank.
+type CheckOptions struct {
+	// Seed draws the global inputs (check.Inputs of the plan's problem).
+	Seed uint64
+	// Backward checks dq, dk and dv too.
+	Backward bool
+	// Agree, when set, is called by every rank after its run of the method, with its
+	// error (nil on success); what it returns replaces that error. The CP harness agrees
+	// on the outcome there (aborting the run's sub-groups when this rank failed), so no
+	// rank gathers outputs through the world while another is still inside the method.
+	Agree func(err error) error
+	// References computes, or recalls, the single-device references; nil means
+	// check.References.
+	References func(ctx context.Context, p kernels.Problem, q, k, v, dout *tensor.Host, backward bool) (exact, naive check.Outputs, err error)
+}
+
+// checkFigures are the names a shared verdict can carry.
+var checkFigures = []string{"", "out", "lse", "dq", "dk", "dv"}
+
 // CheckRank is the correctness check of one CP case, run by every rank of r: inputs
 // come from check.Inputs(problem, seed), every rank's outputs are gathered, and rank 0
-// compares them (out and lse; dq, dk and dv with backward) with the single-device
-// reference by the rule of MASKS.md (kernels/check: error at most 3x the naive bf16
-// kernel's). Every rank returns the same Pass; the figures are rank 0's.
-func CheckRank(ctx context.Context, m Method, r *Run, seed uint64, backward bool) (check.Report, error) {
+// compares them with the single-device references by the rule of MASKS.md
+// (check.CompareOutputs). Every rank returns the same Pass and Worst figure (rank 0's,
+// shared); Figures are rank 0's alone.
+func CheckRank(ctx context.Context, m Method, r *Run, o CheckOptions) (check.Report, error) {
 	pl := r.Plan
-	q, k, v, dout := check.Inputs(pl.Problem, seed)
-	o, err := Execute(ctx, m, r, q, k, v, dout, backward)
+	q, k, v, dout := check.Inputs(pl.Problem, o.Seed)
+	out, err := Execute(ctx, m, r, q, k, v, dout, o.Backward)
+	if o.Agree != nil {
+		err = o.Agree(err)
+	}
 	if err != nil {
 		return check.Report{}, err
 	}
-	got, err := GatherOutputs(r.Comm, pl, o, backward)
+	got, err := GatherOutputs(r.Comm, pl, out, o.Backward)
 	if err != nil {
 		return check.Report{}, err
+	}
+	pass := kernels.Fwd
+	if o.Backward {
+		pass = kernels.FwdBwd
 	}
 	var rep check.Report
-	verdict := tensor.NewHost(tensor.FP64, 1) // 1 when rank 0 saw a failure
+	// The verdict every rank learns: failed, and the worst figure (rank 0 fills it in,
+	// the others add zeros).
+	verdict := tensor.NewHost(tensor.FP64, 5)
+	var refErr error
 	if r.Comm.Rank() == 0 {
-		rep, err = Compare(ctx, pl.Problem, q, k, v, dout, got, backward)
-		if err != nil {
-			return rep, err
+		refs := o.References
+		if refs == nil {
+			refs = check.References
 		}
+		exact, naive, err := refs(ctx, pl.Problem, q, k, v, dout, o.Backward)
+		if err != nil {
+			// Rank 0 could not compare: it still joins the verdict, which says so.
+			refErr = err
+			verdict.Set(0, 2)
+		} else {
+			rep = check.CompareOutputs(got, exact, naive, pass)
+		}
+	}
+	if refErr == nil && r.Comm.Rank() == 0 {
 		if !rep.Pass {
 			verdict.Set(0, 1)
 		}
+		w := rep.Worst
+		verdict.Set(1, w.Err)
+		verdict.Set(2, w.NaiveErr)
+		verdict.Set(3, w.Tol)
+		verdict.Set(4, float64(slices.Index(checkFigures, w.Name)))
 	}
 	if err := r.Comm.AllReduce(verdict, comm.Max); err != nil {
 		return rep, fmt.Errorf("%s: check verdict: %w", pl.Method, err)
 	}
+	if verdict.At(0) == 2 {
+		if refErr != nil {
+			return rep, refErr
+		}
+		return rep, fmt.Errorf("%s: rank 0 could not compute the reference", pl.Method)
+	}
 	if r.Comm.Rank() != 0 {
 		rep.Pass = verdict.At(0) == 0
+		rep.Worst = check.Figure{Err: verdict.At(1), NaiveErr: verdict.At(2), Tol: verdict.At(3), Pass: rep.Pass}
+		if i := int(verdict.At(4)); i > 0 && i < len(checkFigures) {
+			rep.Worst.Name = checkFigures[i]
+		}
 	}
 	return rep, nil
 }
@@ -142,75 +194,4 @@ func GatherOutputs(c comm.Comm, pl *Plan, o Outputs, backward bool) (Outputs, er
 	}
 	g.DV, err = join(o.DV, false)
 	return g, err
-}
-
-// Compare checks global outputs against the exact float64 reference, with the naive
-// kernel in the problem's dtype as the baseline (kernels/check.Compare).
-func Compare(ctx context.Context, p kernels.Problem, q, k, v, dout *tensor.Host, got Outputs, backward bool) (check.Report, error) {
-	exact, naive, err := References(ctx, p, q, k, v, dout, backward)
-	if err != nil {
-		return check.Report{}, err
-	}
-	return CompareOutputs(got, exact, naive, backward), nil
-}
-
-// References runs the single-device references: exact (float64 outputs) and naive
-// (the ref kernel emulating a plain kernel in p.DType: outputs in p.DType, lse fp32).
-func References(ctx context.Context, p kernels.Problem, q, k, v, dout *tensor.Host, backward bool) (exact, naive Outputs, err error) {
-	exact, err = reference(ctx, ref.New(ref.Options{}), p, q, k, v, dout, tensor.FP64, tensor.FP64, backward)
-	if err != nil {
-		return exact, naive, fmt.Errorf("check: reference: %w", err)
-	}
-	naive, err = reference(ctx, ref.New(ref.Options{Emulate: p.DType}), p, q, k, v, dout, p.DType, tensor.FP32, backward)
-	if err != nil {
-		return exact, naive, fmt.Errorf("check: naive %s reference: %w", p.DType, err)
-	}
-	return exact, naive, nil
-}
-
-// CompareOutputs applies the rule to every output (out, lse; dq, dk, dv with backward).
-func CompareOutputs(got, exact, naive Outputs, backward bool) check.Report {
-	figs := []check.Figure{
-		check.Compare("out", got.Out.Float64s(), exact.Out.Float64s(), naive.Out.Float64s()),
-		check.Compare("lse", got.LSE.Float64s(), exact.LSE.Float64s(), naive.LSE.Float64s()),
-	}
-	if backward {
-		figs = append(figs,
-			check.Compare("dq", got.DQ.Float64s(), exact.DQ.Float64s(), naive.DQ.Float64s()),
-			check.Compare("dk", got.DK.Float64s(), exact.DK.Float64s(), naive.DK.Float64s()),
-			check.Compare("dv", got.DV.Float64s(), exact.DV.Float64s(), naive.DV.Float64s()))
-	}
-	return report(figs)
-}
-
-// report summarises figures as check's own reports do: Pass when all pass, Worst the
-// figure furthest from its tolerance.
-func report(figs []check.Figure) check.Report {
-	r := check.Report{Pass: true, Figures: figs}
-	worst := -1.0
-	for _, f := range figs {
-		r.Pass = r.Pass && f.Pass
-		s := f.Err / max(f.Tol, 1e-300)
-		if f.NaNs > 0 || f.Err != f.Err {
-			s = 1e300
-		}
-		if s > worst {
-			worst, r.Worst = s, f
-		}
-	}
-	return r
-}
-
-// reference runs a single-device kernel on the whole problem.
-func reference(ctx context.Context, kern kernels.Kernel, p kernels.Problem, q, k, v, dout *tensor.Host, outDT, lseDT tensor.DType, backward bool) (Outputs, error) {
-	qs, kvs, ls := p.Shapes()
-	o := Outputs{Out: tensor.NewHost(outDT, qs...), LSE: tensor.NewHost(lseDT, ls...)}
-	if err := kern.Forward(ctx, p, q, k, v, o.Out, o.LSE); err != nil {
-		return o, err
-	}
-	if !backward {
-		return o, nil
-	}
-	o.DQ, o.DK, o.DV = tensor.NewHost(outDT, qs...), tensor.NewHost(outDT, kvs...), tensor.NewHost(outDT, kvs...)
-	return o, kern.Backward(ctx, p, q, k, v, o.Out, o.LSE, dout, o.DQ, o.DK, o.DV)
 }

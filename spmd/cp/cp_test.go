@@ -10,6 +10,7 @@ import (
 	"github.com/longca/longca/comm/local"
 	"github.com/longca/longca/dataset"
 	"github.com/longca/longca/kernels"
+	"github.com/longca/longca/kernels/check"
 	"github.com/longca/longca/kernels/ref"
 	"github.com/longca/longca/mask"
 	"github.com/longca/longca/tensor"
@@ -27,36 +28,43 @@ func testMaskOptions(seed uint64) mask.Options {
 	}
 }
 
-// meshCase is one world size and mesh of a method.
-type meshCase struct {
-	n, u, r, w int
-	headFirst  bool
-	sharding   Sharding
+// tableMeshes are what the table asks each method for (Method.Meshes): 2, 4 and 8 ranks
+// with the sharding, the placement and the windows varied; on 4 ranks a 2-D method is
+// asked for the double ring 1 x 4 in 2 windows. (One rank: TestSmoke and
+// TestMethodsOverNCCL.)
+var tableMeshes = []Config{
+	{Ranks: 2, Sharding: Contiguous},
+	{Ranks: 4, Sharding: Zigzag, HeadFirst: true, Ulysses: 1, Windows: 2},
+	{Ranks: 8, Sharding: Zigzag, Windows: 2},
 }
 
-func (m meshCase) String() string {
-	s := fmt.Sprintf("n%d-%dx%d", m.n, m.u, m.r)
-	if m.w > 1 {
-		s += fmt.Sprintf("-w%d", m.w)
+// meshes are the configurations of the table for method m: what m says it runs on for
+// each of tableMeshes, without repeats. No test switches on a method's name.
+func meshes(m Method) []Config {
+	var out []Config
+	seen := map[string]bool{}
+	for _, fixed := range tableMeshes {
+		for _, c := range m.Meshes(fixed) {
+			key := fmt.Sprintf("%d %d %d %d %v %v", c.Ranks, c.Ulysses, c.Ring, c.Windows, c.HeadFirst, c.Sharding)
+			if !seen[key] {
+				seen[key] = true
+				out = append(out, c)
+			}
+		}
 	}
-	if m.headFirst {
+	return out
+}
+
+// meshName names a table configuration in subtest names.
+func meshName(c Config) string {
+	s := fmt.Sprintf("n%d-%dx%d", c.Ranks, c.Ulysses, c.Ring)
+	if c.Windows > 1 {
+		s += fmt.Sprintf("-w%d", c.Windows)
+	}
+	if c.HeadFirst {
 		s += "-hf"
 	}
-	return s + "-" + m.sharding.String()
-}
-
-// meshes are the configurations of the table for each method: 1, 2, 4, 8 ranks for
-// the 1-D methods, 2x2, 2x4 and 4x2 for the 2-D ones, both shardings and placements.
-func meshes(method string) []meshCase {
-	switch method {
-	case "ulysses":
-		return []meshCase{{1, 1, 1, 1, false, Contiguous}, {2, 2, 1, 1, false, Contiguous}, {4, 4, 1, 1, false, Zigzag}, {8, 8, 1, 1, false, Contiguous}}
-	case "usp":
-		return []meshCase{{4, 2, 2, 1, false, Zigzag}, {8, 2, 4, 1, true, Zigzag}, {8, 4, 2, 1, false, Contiguous}}
-	case "loongtrain":
-		return []meshCase{{4, 2, 2, 2, true, Zigzag}, {8, 2, 4, 2, false, Zigzag}, {8, 4, 2, 2, true, Contiguous}, {8, 1, 8, 4, false, Zigzag}}
-	}
-	return []meshCase{{1, 1, 1, 1, false, Zigzag}, {2, 1, 2, 1, false, Contiguous}, {4, 1, 4, 1, false, Zigzag}, {8, 1, 8, 1, false, Zigzag}}
+	return s + "-" + c.Sharding.String()
 }
 
 // heads are the head settings: GQA with more ranks than KV heads (replicated under
@@ -75,7 +83,7 @@ func (c *refCache) get(t *testing.T, key string, p kernels.Problem, q, k, v, dou
 	if r, ok := c.m[key]; ok {
 		return r[0], r[1]
 	}
-	exact, naive, err := References(context.Background(), p, q, k, v, dout, true)
+	exact, naive, err := check.References(context.Background(), p, q, k, v, dout, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,13 +150,14 @@ func TestMethodsMatchReference(t *testing.T) {
 			p := kernels.Problem{HeadsQ: h[0], HeadsKV: h[1], HeadDim: 16, DType: tensor.BF16, Mask: spec.Mask}
 			for _, name := range Names() {
 				m, _ := New(name)
-				for ci, mc := range meshes(name) {
+				for ci, mc := range meshes(m) {
 					// The 16:8 setting runs on the 8-rank meshes only, to keep the table fast.
-					if hi == 1 && mc.n != 8 {
+					if hi == 1 && mc.Ranks != 8 {
 						continue
 					}
-					t.Run(fmt.Sprintf("%s/%d:%d/%s/%s", maskName, h[0], h[1], name, mc), func(t *testing.T) {
-						cfg := Config{Ranks: mc.n, Ulysses: mc.u, Ring: mc.r, Windows: mc.w, HeadFirst: mc.headFirst, Sharding: mc.sharding, Docs: docs}
+					t.Run(fmt.Sprintf("%s/%d:%d/%s/%s", maskName, h[0], h[1], name, meshName(mc)), func(t *testing.T) {
+						cfg := mc
+						cfg.Docs = docs
 						pl, err := m.Plan(cfg, p)
 						if err != nil {
 							t.Fatal(err)
@@ -159,7 +168,7 @@ func TestMethodsMatchReference(t *testing.T) {
 						q, k, v, dout := inputs(p, inSeed)
 						exact, naive := cache.get(t, fmt.Sprint(mi, hi, ci), p, q, k, v, dout)
 						got, counted := runCase(t, m, pl, q, k, v, dout)
-						if rep := CompareOutputs(got, exact, naive, true); !rep.Pass {
+						if rep := check.CompareOutputs(got, exact, naive, kernels.FwdBwd); !rep.Pass {
 							t.Fatalf("%s", rep)
 						}
 						fwd, bwd := m.CommBytes(pl, kernels.Fwd), m.CommBytes(pl, kernels.Bwd)
@@ -168,8 +177,8 @@ func TestMethodsMatchReference(t *testing.T) {
 								t.Fatalf("rank %d sent %d bytes forward and %d backward; CommBytes says %d and %d", r, c[0], c[1], fwd, bwd)
 							}
 						}
-						if mc.n > 1 && fwd == 0 {
-							t.Fatalf("CommBytes forward is 0 on %d ranks", mc.n)
+						if mc.Ranks > 1 && fwd == 0 {
+							t.Fatalf("CommBytes forward is 0 on %d ranks", mc.Ranks)
 						}
 					})
 				}

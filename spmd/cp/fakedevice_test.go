@@ -10,6 +10,7 @@ import (
 	"github.com/longca/longca/comm"
 	"github.com/longca/longca/comm/local"
 	"github.com/longca/longca/kernels"
+	"github.com/longca/longca/kernels/check"
 	"github.com/longca/longca/kernels/ref"
 	"github.com/longca/longca/mask"
 	"github.com/longca/longca/tensor"
@@ -23,22 +24,119 @@ import (
 // With deferred set, the emulation is a stream: every operation (the helper kernels,
 // the zero-fill and NaN poisoning of pooled memory, and the attention kernel through
 // queuedKernel) is queued and runs only when Sync, a Mark's wait, CopyIn or CopyOut
-// drains the queue, while the communicator moves bytes at once, as the device mover
-// does. A transfer that is not ordered after the compute (a missing fence or mark) then
-// reads or overwrites the wrong data, and the check fails.
+// drains the queue (or another queue waits for one of its events), while the
+// communicator moves bytes at once, as the device mover does, unless it is the ordered
+// fake mover, whose lanes are queues too. A transfer that is not ordered after the
+// compute (a missing fence, mark or event) then reads or overwrites the wrong data, and
+// the check fails.
 type fakePrims struct {
 	cpu      *tensor.CPU
 	mu       sync.Mutex
 	live     int64
 	deferred bool
-	queue    []func() error // queued operations not yet run
-	ran      int            // operations run so far (marks count in these)
-	err      error          // the first error of a queued operation
+	q        *fakeQueue
+	marks    int // Mark calls (a transfer's host wait for the compute): none when event-ordered
 	pool     map[[2]int][]*tensor.Host
 }
 
-func newFakePrims() *fakePrims {
-	return &fakePrims{cpu: &tensor.CPU{}, pool: map[[2]int][]*tensor.Host{}}
+func newFakePrims(e *emulator) *fakePrims {
+	if e == nil {
+		e = newEmulator()
+	}
+	return &fakePrims{cpu: &tensor.CPU{}, pool: map[[2]int][]*tensor.Host{}, q: e.queue()}
+}
+
+// emulator is the device of the deferred emulation: every queue (each rank's compute
+// stream, each transfer lane) and every event, under one lock, so a queue may drain
+// another (an event wait) from inside one of its operations.
+type emulator struct {
+	mu     sync.Mutex
+	events map[comm.Event]evRef
+	next   comm.Event
+}
+
+// evRef is an event: the work of q up to (not including) operation pos.
+type evRef struct {
+	q   *fakeQueue
+	pos int
+}
+
+func newEmulator() *emulator { return &emulator{events: map[comm.Event]evRef{}} }
+
+func (e *emulator) queue() *fakeQueue { return &fakeQueue{e: e} }
+
+// fakeQueue is a stream: operations run in order, when something waits for them.
+type fakeQueue struct {
+	e       *emulator
+	ops     []func() error
+	ran     int // operations started so far
+	running bool
+	err     error
+}
+
+func (q *fakeQueue) push(op func() error) {
+	q.e.mu.Lock()
+	q.ops = append(q.ops, op)
+	q.e.mu.Unlock()
+}
+
+// drainTo runs operations until the first n have finished (every one when n < 0); the
+// emulator's lock is held. Waiting for an operation that has started but not finished
+// is a cycle: the device would deadlock.
+func (q *fakeQueue) drainTo(n int) error {
+	if q.running && (n < 0 || n >= q.ran) {
+		return fmt.Errorf("fake device: a queue waits for itself (the device would deadlock)")
+	}
+	for len(q.ops) > 0 && (n < 0 || q.ran < n) {
+		op := q.ops[0]
+		q.ops = q.ops[1:]
+		q.ran++
+		q.running = true
+		err := op()
+		q.running = false
+		if err != nil && q.err == nil {
+			q.err = err
+		}
+	}
+	return q.err
+}
+
+func (q *fakeQueue) drain(n int) error {
+	q.e.mu.Lock()
+	defer q.e.mu.Unlock()
+	return q.drainTo(n)
+}
+
+// record returns an event marking the queue's work so far.
+func (q *fakeQueue) record() comm.Event {
+	e := q.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.next++
+	e.events[e.next] = evRef{q, q.ran + len(q.ops)}
+	return e.next
+}
+
+// ref looks an event up (the zero event is always complete).
+func (e *emulator) ref(ev comm.Event) (evRef, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if ev == 0 {
+		return evRef{}, nil
+	}
+	r, ok := e.events[ev]
+	if !ok {
+		return r, fmt.Errorf("fake device: event %d destroyed or never recorded", ev)
+	}
+	return r, nil
+}
+
+// wait is the operation "the work of r has finished" (the emulator's lock is held).
+func (r evRef) wait() error {
+	if r.q == nil {
+		return nil
+	}
+	return r.q.drainTo(r.pos)
 }
 
 // do runs op now, or queues it in deferred mode.
@@ -46,26 +144,12 @@ func (f *fakePrims) do(op func() error) error {
 	if !f.deferred {
 		return op()
 	}
-	f.mu.Lock()
-	f.queue = append(f.queue, op)
-	f.mu.Unlock()
+	f.q.push(op)
 	return nil
 }
 
 // drain runs the queued operations up to the n-th ever queued (all when n < 0).
-func (f *fakePrims) drain(n int) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for len(f.queue) > 0 && (n < 0 || f.ran < n) {
-		op := f.queue[0]
-		f.queue = f.queue[1:]
-		f.ran++
-		if err := op(); err != nil && f.err == nil {
-			f.err = err
-		}
-	}
-	return f.err
-}
+func (f *fakePrims) drain(n int) error { return f.q.drain(n) }
 
 func (f *fakePrims) Device() tensor.Device { return f.cpu }
 
@@ -114,10 +198,97 @@ func (f *fakePrims) Sync() error { return f.drain(-1) }
 
 func (f *fakePrims) Mark() (func() error, error) {
 	f.mu.Lock()
-	n := f.ran + len(f.queue)
+	f.marks++
 	f.mu.Unlock()
+	f.q.e.mu.Lock()
+	n := f.q.ran + len(f.q.ops)
+	f.q.e.mu.Unlock()
 	return func() error { return f.drain(n) }, nil
 }
+
+func (f *fakePrims) Record() (comm.Event, error) { return f.q.record(), nil }
+
+func (f *fakePrims) WaitEvent(ev comm.Event) error {
+	r, err := f.q.e.ref(ev)
+	if err != nil {
+		return err
+	}
+	if !f.deferred {
+		f.q.e.mu.Lock()
+		defer f.q.e.mu.Unlock()
+		return r.wait()
+	}
+	f.q.push(r.wait)
+	return nil
+}
+
+func (f *fakePrims) DestroyEvent(ev comm.Event) {
+	f.q.e.mu.Lock()
+	delete(f.q.e.events, ev)
+	f.q.e.mu.Unlock()
+}
+
+// fakeMover is the device mover of the emulation as an OrderedMover: collectives and
+// plain transfers move host bytes at once (local.HostMover), and every lane is a queue
+// of the emulator, so GroupAfter's copies run only when an event wait reaches them.
+type fakeMover struct {
+	local.HostMover
+	e *emulator
+}
+
+func (m fakeMover) NewLane() (local.Lane, error) { return &fakeLane{q: m.e.queue()}, nil }
+
+// fakeLane is one rank's transfer queue in one group.
+type fakeLane struct{ q *fakeQueue }
+
+// laneMsg is a message a lane's copy fills, with the event of that copy.
+type laneMsg struct {
+	data  []byte
+	ready comm.Event
+}
+
+func (m laneMsg) Len() int64 { return int64(len(m.data)) }
+
+func (l *fakeLane) Wait(ev comm.Event) error {
+	r, err := l.q.e.ref(ev)
+	if err != nil {
+		return err
+	}
+	l.q.push(r.wait)
+	return nil
+}
+
+func (l *fakeLane) Stage(src tensor.Tensor, off, n int64) (local.Message, error) {
+	h := src.(*tensor.Host)
+	m := laneMsg{data: make([]byte, n)}
+	l.q.push(func() error { copy(m.data, h.Data[off:off+n]); return nil })
+	m.ready = l.q.record()
+	return m, nil
+}
+
+func (l *fakeLane) Put(dst tensor.Tensor, off int64, x local.Message) error {
+	m, ok := x.(laneMsg)
+	if !ok {
+		return fmt.Errorf("fake lane: a %T message", x)
+	}
+	r, err := l.q.e.ref(m.ready)
+	if err != nil {
+		return err
+	}
+	h := dst.(*tensor.Host)
+	l.q.push(func() error {
+		if err := r.wait(); err != nil {
+			return err
+		}
+		copy(h.Data[off:off+int64(len(m.data))], m.data)
+		return nil
+	})
+	return nil
+}
+
+func (l *fakeLane) Mark() (comm.Event, error) { return l.q.record(), nil }
+
+func (l *fakeLane) Close() error { return nil }
 
 func (f *fakePrims) CopyIn(dst tensor.Tensor, src *tensor.Host) error {
 	if err := f.drain(-1); err != nil {
@@ -254,7 +425,7 @@ func (f *fakePrims) Merge(acc, lacc, out, lse tensor.Tensor) error {
 // the methods allocated is freed. Partial outputs are fp32 here (a kernel that writes
 // fp32 gradients); TestDeviceOpsBF16Partials measures kernels/cuda's bf16 partials.
 func TestDeviceOpsMatchReference(t *testing.T) {
-	worst := deviceTable(t, tensor.FP32, 1, false)
+	worst := deviceTable(t, tensor.FP32, 1, eager)
 	t.Logf("worst error / tolerance with fp32 partials: %.3f", worst)
 }
 
@@ -264,7 +435,7 @@ func TestDeviceOpsMatchReference(t *testing.T) {
 // (causal_document_long, 4 ranks, zigzag) reaches 1.002x the rule's tolerance, so this
 // test bounds the ratio at 1.1, a regression guard, not the rule.
 func TestDeviceOpsBF16Partials(t *testing.T) {
-	worst := deviceTable(t, tensor.BF16, 1.1, false)
+	worst := deviceTable(t, tensor.BF16, 1.1, eager)
 	t.Logf("worst error / tolerance with bf16 partials: %.3f", worst)
 }
 
@@ -273,21 +444,46 @@ func TestDeviceOpsBF16Partials(t *testing.T) {
 // communicator moves bytes at once, and freed buffers are reused. It passes only if
 // every transfer is ordered after the compute that wrote or still reads its buffers.
 func TestDeviceOpsStreamOrder(t *testing.T) {
-	worst := deviceTable(t, tensor.FP32, 1, true)
+	worst := deviceTable(t, tensor.FP32, 1, deferred)
 	t.Logf("worst error / tolerance on the deferred device: %.3f", worst)
 }
 
+// TestDeviceOpsEventOrder is the table on the deferred emulation with a stream-ordered
+// communicator (comm.Ordered, as the device mover of ranks sharing a GPU and NCCL are):
+// each transfer is a queue of its own that runs only when an event wait reaches it, and
+// the compute runs only when something waits for it. It passes only if every ring
+// transfer (K/V and the dK/dV accumulators) waits, on the device, for the compute that
+// frees its buffers, and the compute waits for the transfers it reads; and no transfer
+// waits for the compute on the host (no Mark at all).
+func TestDeviceOpsEventOrder(t *testing.T) {
+	worst := deviceTable(t, tensor.FP32, 1, ordered)
+	t.Logf("worst error / tolerance on the event-ordered device: %.3f", worst)
+}
+
+// deviceMode is how the emulated device runs: every operation at once, or deferred
+// with the transfers at once (host-ordered), or deferred with event-ordered transfers.
+type deviceMode int
+
+const (
+	eager deviceMode = iota
+	deferred
+	ordered
+)
+
 // deviceTable runs the table with partials in part and fails a case whose worst
 // figure's error exceeds limit x its tolerance (or has NaNs); it returns the worst ratio.
-func deviceTable(t *testing.T, part tensor.DType, limit float64, deferred bool) float64 {
+func deviceTable(t *testing.T, part tensor.DType, limit float64, mode deviceMode) float64 {
 	var cache refCache
 	worst := 0.0
 	forEachDeviceCase(t, testSeq, 16, func(mi int) mask.Options { return testMaskOptions(uint64(7 + mi)) },
 		func(t *testing.T, mi, ci int, m Method, pl *Plan, p kernels.Problem) {
 			q, k, v, dout := inputs(p, uint64(5000+100*mi+ci))
 			exact, naive := cache.get(t, fmt.Sprint(mi, ci), p, q, k, v, dout)
-			got, counted, leaked := runFakeDevice(t, m, pl, part, deferred, q, k, v, dout)
-			rep := CompareOutputs(got, exact, naive, true)
+			got, counted, leaked, marks := runFakeDevice(t, m, pl, part, mode, q, k, v, dout)
+			if mode == ordered && marks != 0 {
+				t.Fatalf("%d transfers waited on the host for the compute (Mark) on a stream-ordered communicator", marks)
+			}
+			rep := check.CompareOutputs(got, exact, naive, kernels.FwdBwd)
 			for _, f := range rep.Figures {
 				ratio := f.Err / f.Tol
 				if f.NaNs > 0 || !(ratio <= limit) {
@@ -326,12 +522,13 @@ func forEachDeviceCase(t *testing.T, seq, headDim int, opts func(mi int) mask.Op
 		p := kernels.Problem{HeadsQ: 8, HeadsKV: 2, HeadDim: headDim, DType: tensor.BF16, Mask: spec.Mask}
 		for _, name := range Names() {
 			m, _ := New(name)
-			for ci, mc := range meshes(name) {
-				if mc.n == 1 {
+			for ci, mc := range meshes(m) {
+				if mc.Ranks == 1 {
 					continue
 				}
-				t.Run(fmt.Sprintf("%s/%s/%s", maskName, name, mc), func(t *testing.T) {
-					cfg := Config{Ranks: mc.n, Ulysses: mc.u, Ring: mc.r, Windows: mc.w, HeadFirst: mc.headFirst, Sharding: mc.sharding, Docs: docs}
+				t.Run(fmt.Sprintf("%s/%s/%s", maskName, name, meshName(mc)), func(t *testing.T) {
+					cfg := mc
+					cfg.Docs = docs
 					pl, err := m.Plan(cfg, p)
 					if err != nil {
 						t.Fatal(err)
@@ -344,15 +541,28 @@ func forEachDeviceCase(t *testing.T, seq, headDim int, opts func(mi int) mask.Op
 }
 
 // runFakeDevice is Execute on the emulated device on n in-process ranks: gathered
-// outputs, each rank's bytes sent, and each rank's device bytes left allocated.
-func runFakeDevice(t *testing.T, m Method, pl *Plan, part tensor.DType, deferred bool, q, k, v, dout *tensor.Host) (Outputs, []int64, []int64) {
+// outputs, each rank's bytes sent, each rank's device bytes left allocated, and the
+// Mark calls of all ranks.
+func runFakeDevice(t *testing.T, m Method, pl *Plan, part tensor.DType, mode deviceMode, q, k, v, dout *tensor.Host) (Outputs, []int64, []int64, int) {
 	t.Helper()
 	n := pl.Config.Ranks
 	var got Outputs
 	counted, leaked := make([]int64, n), make([]int64, n)
+	e := newEmulator()
+	var opts []local.Option
+	if mode == ordered {
+		opts = append(opts, local.WithMover(fakeMover{e: e}))
+	}
+	var mu sync.Mutex
+	marks := 0
 	err := local.Run(n, func(c comm.Comm) error {
-		f := newFakePrims()
-		f.deferred = deferred
+		f := newFakePrims(e)
+		f.deferred = mode != eager
+		defer func() {
+			mu.Lock()
+			marks += f.marks
+			mu.Unlock()
+		}()
 		r, err := NewRun(pl, queuedKernel{ref.New(ref.Options{}), f}, c)
 		if err != nil {
 			return err
@@ -375,9 +585,9 @@ func runFakeDevice(t *testing.T, m Method, pl *Plan, part tensor.DType, deferred
 			got = g
 		}
 		return err
-	})
+	}, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return got, counted, leaked
+	return got, counted, leaked, marks
 }

@@ -1,24 +1,27 @@
 #!/bin/sh
-# The CP methods on the GPU machine, device-resident. Build here with `make cp-device`
-# (bin/longca, bin/cp.test, bin/cudamover.test, bin/nccl.test), carry bin/, then run from
-# the repository root there:
-#   sh spmd/cp/gpu.sh
-# Steps, each bounded by `timeout` (the whole under 6 minutes):
-#   1. bin/cp.test: NVRTC log of the helper kernels, the primitives against their host
-#      emulation, every method x the 4 CP masks x 2/4/8 simulated ranks on one GPU,
-#      forward and backward, against the CPU reference (then bin/cudamover.test)
-#   2. bin/longca cp --ranks 8 --kernel cuda: each method x the 4 CP masks x fwd,bwd at 8K
-#      tokens per rank, GQA 64:8, head dim 128, bf16, checked (at a reduced length)
-#   3. one rank through NCCL under mpirun, then comm/nccl's gpucheck.sh
-# Logs and results go to /tmp/longca-cp and, when $OUT is set, to $OUT (7 files).
-# Environment: CP_METHODS, CP_MASKS, CP_TOKENS (8K), CP_ITERS (3), CP_WARMUP (1),
-# CP_STEP_TIMEOUT (seconds per method sweep, 50; the sweeps leave 90 s for step 3), CP_BUDGET (seconds for everything, 340);
-# CP_KERNEL, CP_HEADS, CP_HEAD_DIM (cuda, 64:8, 128) only to try the script on a CPU.
+# The CP methods on the GPU machine, at the published setting. Build here with
+# `make cp-device` (bin/longca, bin/cudamover.test, bin/nccl.test, packed as
+# bin/cp-device.tgz: carry that alone), then from the repository root there:
+#   sh spmd/cp/gpu.sh OUTDIR
+# Steps, each bounded by `timeout`, about 6 minutes in all:
+#   1. one rank through NCCL under mpirun: every method x the 4 CP masks x fwd,bwd at 8K
+#      tokens, checked, with the kernel baseline (efficiency ~1 expected at one rank)
+#   2. 8 simulated ranks on the GPU (comm/local, the device mover, event-ordered
+#      transfers): every method (usp and loongtrain on 2x4, loongtrain in 2 windows) x the
+#      4 CP masks x fwd,bwd at 8K tokens per rank (seqlen 64K), GQA 64:8, head dim 128,
+#      bf16, one sample, checked (at a reduced size: --check-budget), efficiency against
+#      the kernel alone at 8K (--baseline measure) and overlap (--overlap)
+#   3. bin/cudamover.test (the event-ordered lane ring, the collectives), then
+#      comm/nccl's gpucheck.sh, if time is left
+# Logs and results go to OUTDIR (default /tmp/longca-cp); the tables come last.
+# Environment: CP_METHODS, CP_MASKS, CP_TOKENS (8K), CP_ITERS (2), CP_WARMUP (1),
+# CP_STEP_TIMEOUT (seconds per method sweep, 50), CP_BUDGET (seconds in all, 345),
+# CP_KERNEL, CP_HEADS, CP_HEAD_DIM (cuda, 64:8, 128: only to try the script on a CPU).
 set -u
-if [ ! -x bin/cp.test ] && [ -f bin/cp-device.tgz ]; then
+out=${1:-/tmp/longca-cp}
+if [ ! -x bin/longca ] && [ -f bin/cp-device.tgz ]; then
 	tar -C bin -xzf bin/cp-device.tgz || exit 1
 fi
-out=/tmp/longca-cp
 rm -rf "$out"
 mkdir -p "$out"
 export LONGCA_CACHE_DIR=${LONGCA_CACHE_DIR:-/tmp/longca-nvrtc}
@@ -29,12 +32,12 @@ tokens=${CP_TOKENS:-8K}
 kernel=${CP_KERNEL:-cuda}
 heads=${CP_HEADS:-64:8}
 hdim=${CP_HEAD_DIM:-128}
-iters=${CP_ITERS:-3}
+iters=${CP_ITERS:-2}
 warmup=${CP_WARMUP:-1}
 steptime=${CP_STEP_TIMEOUT:-50}
 start=$(date +%s)
-budget=${CP_BUDGET:-340} # seconds for the whole script
-reserve=0 # seconds of the budget kept for the steps after the current one
+budget=${CP_BUDGET:-345} # seconds for the whole script
+reserve=0                # seconds of the budget kept for the steps after the current one
 # bound N: N, or the seconds left of the budget (less the reserve) when fewer (0: skip)
 bound() {
 	l=$((start + budget - reserve - $(date +%s)))
@@ -49,75 +52,53 @@ status() { case $1 in 0) echo ok ;; 124 | 137) echo "TIMEOUT" ;; skip) echo "SKI
 run() {
 	t=$(bound "$1")
 	shift
-	if [ "$t" = 0 ]; then rc=skip; return; fi
+	if [ "$t" = 0 ]; then
+		rc=skip
+		return
+	fi
 	timeout "$t" "$@"
 	rc=$?
 }
+# rows, wrong, notok LOG: counts of rank 0's row lines in a run's log
+rows() { grep -o '"message":"cp"' "$1" | wc -l; }
+wrong() { grep '"message":"cp"' "$1" | grep -c '"status":"wrong"'; }
+notok() { grep '"message":"cp"' "$1" | grep -vc '"status":"ok"'; }
+common="--masks $masks --heads $heads --head-dim $hdim --dtype bf16 --passes fwd,bwd --samples 1 -w $warmup -n $iters --check --check-budget 5e8 --baseline measure"
 
-# 1. the GPU tests
-run 110 bin/cp.test -test.run '^TestGPU' -test.v -test.count=1 >"$out/cp-test.log" 2>&1
-sed -n '/^=== RUN   TestGPUOpsCompile/,/^--- /p' "$out/cp-test.log" | head -40
-grep -E '^(--- |ok|FAIL|PASS)|^    --- FAIL|worst error|panic' "$out/cp-test.log" | grep -v '^    --- PASS' | tail -30
-pass=$(grep -c '^    --- PASS: TestGPUMethodsMatchReference/' "$out/cp-test.log")
-fail=$(grep -c '^    --- FAIL: TestGPUMethodsMatchReference/' "$out/cp-test.log")
-note "cp.test            $(status $rc)  method cases passed $pass, failed $fail; $(grep -o 'worst error / tolerance over the table: [0-9.]*' "$out/cp-test.log")"
-run 30 bin/cudamover.test -test.v -test.count=1 >"$out/cudamover-test.log" 2>&1
-grep -E '^(--- |ok|FAIL|PASS|#)|panic' "$out/cudamover-test.log"
-note "cudamover.test     $(status $rc)"
+# 1. One rank through NCCL: every method (the run that crashed after two methods). It
+# also compiles the kernel first (NVRTC, cached in LONGCA_CACHE_DIR for the later runs).
+reserve=$((5 * steptime + 30))
+run 70 mpirun --allow-run-as-root -np 1 -x NCCL_NVLS_ENABLE -x MASTER_ADDR=127.0.0.1 -x LONGCA_CACHE_DIR \
+	bin/longca --log-format json cp --backend nccl --kernel "$kernel" --tokens-per-rank "$tokens" $common \
+	--out "$out/nccl1" >"$out/nccl1.log" 2>&1
+note "1. longca cp --backend nccl, 1 rank, 5 methods: $(status $rc)  rows $(rows "$out/nccl1.log") (want 40), not ok $(notok "$out/nccl1.log"), wrong $(wrong "$out/nccl1.log")"
+[ "$rc" = 0 ] || tail -5 "$out/nccl1.log"
 
 # 2. 8 simulated ranks on one GPU, one sweep per method (each bounded; rows are flushed
-# as they are measured)
-reserve=90
+# as they are agreed, so a sweep cut short keeps what it measured).
+reserve=30
 for m in $methods; do
-	run "$steptime" bin/longca cp --ranks 8 --kernel "$kernel" --methods "$m" --masks "$masks" \
-		--tokens-per-rank "$tokens" --heads "$heads" --head-dim "$hdim" --dtype bf16 --passes fwd,bwd \
-		--samples 1 -w "$warmup" -n "$iters" --check --check-budget 5e8 --out "$out/results/$m" \
-		>"$out/sweep-$m.log" 2>&1
-	cat "$out/sweep-$m.log" >>"$out/cp-sweep.log"
-	grep -E '^(#|  )' "$out/sweep-$m.log" | grep -v '^# rank files\|^# results'
-	rows=$(grep -c '"message":"cp"' "$out/sweep-$m.log")
-	wrong=$(grep -c '"status":"wrong"' "$out/sweep-$m.log")
-	note "longca cp $m: $(status $rc)  rows $rows, wrong $wrong"
-	[ $rc = 0 ] || tail -3 "$out/sweep-$m.log"
+	run "$steptime" bin/longca --log-format json cp --ranks 8 --kernel "$kernel" --methods "$m" --tokens-per-rank "$tokens" \
+		--ulysses 2 --ring 4 --windows 2 --overlap $common --out "$out/ranks8" --run-id "ranks8-$m" >"$out/ranks8-$m.log" 2>&1
+	note "2. longca cp --ranks 8 --methods $m: $(status $rc)  rows $(rows "$out/ranks8-$m.log") (want 8), not ok $(notok "$out/ranks8-$m.log"), wrong $(wrong "$out/ranks8-$m.log")"
+	[ "$rc" = 0 ] || tail -3 "$out/ranks8-$m.log"
 done
-
 reserve=0
 
-# 3. one rank through NCCL (mpirun), then comm/nccl's own checks
-run 60 mpirun --allow-run-as-root -np 1 -x NCCL_NVLS_ENABLE -x MASTER_ADDR=127.0.0.1 -x LONGCA_CACHE_DIR \
-	bin/longca cp --backend nccl --kernel "$kernel" --masks "$masks" --tokens-per-rank "$tokens" --heads "$heads" \
-	--head-dim "$hdim" --dtype bf16 --passes fwd,bwd --samples 1 -w "$warmup" -n "$iters" --check-budget 5e8 \
-	--out "$out/results/nccl" >"$out/nccl-cp.log" 2>&1
-grep -E '^(#|  )' "$out/nccl-cp.log"
-note "longca cp nccl 1 rank: $(status $rc)  rows $(grep -c '"message":"cp"' "$out/nccl-cp.log"), wrong $(grep -c '"status":"wrong"' "$out/nccl-cp.log")"
-[ $rc = 0 ] || tail -5 "$out/nccl-cp.log"
-run 60 sh comm/nccl/gpucheck.sh bin/nccl.test >"$out/nccl-gpucheck.log" 2>&1
-grep -E '^(--- |ok|FAIL|#)|panic' "$out/nccl-gpucheck.log" | tail -15
-note "nccl gpucheck      $(status $rc)"
-
+# 3. The device mover's own GPU tests, then comm/nccl's checks, while time is left.
+run 30 bin/cudamover.test -test.v -test.count=1 >"$out/cudamover-test.log" 2>&1
+note "3. cudamover.test (event-ordered lane ring, collectives): $(status $rc)"
+grep -E '^(--- |#)|panic' "$out/cudamover-test.log"
+run 40 sh comm/nccl/gpucheck.sh bin/nccl.test >"$out/nccl-gpucheck.log" 2>&1
+note "   nccl gpucheck: $(status $rc)"
 note "elapsed $(($(date +%s) - start)) s"
-if [ -n "${OUT:-}" ]; then
-	tar -C "$out" -czf "$OUT/cp-results.tgz" results 2>/dev/null
-	cp "$out/cp-test.log" "$out/cudamover-test.log" "$out/cp-sweep.log" "$out/nccl-cp.log" \
-		"$out/nccl-gpucheck.log" "$summary" "$OUT/" 2>/dev/null
-fi
-# the measured rows of every sweep (rank 0's progress lines), then the step summary
-echo "# rows (rank 0): method mesh mask pass status time_ms TFLOP/s/GPU peak_GiB"
-cat "$out"/sweep-*.log "$out/nccl-cp.log" 2>/dev/null | python3 -c '
-import json, sys
-for line in sys.stdin:
-    if not line.startswith("{"):
-        continue
-    try:
-        r = json.loads(line)
-    except ValueError:
-        continue
-    if r.get("message") != "cp":
-        continue
-    peak = r.get("peak_mem_bytes")
-    print("  %-15s %-14s %-21s %-4s %-6s %9s %8s %8s" % (r["method"], r["mesh"], r["mask"], r["pass"], r["status"],
-        "%.2f" % r["median_ms"] if "median_ms" in r else "-", "%.1f" % r["tflops_per_gpu"] if "tflops_per_gpu" in r else "-",
-        "%.2f" % (peak / 2**30) if peak else "-"))
-' || grep -h '"message":"cp"' "$out"/sweep-*.log
-echo "# summary"
+
+# The tables: what every run measured (the rank files, merged), the 8-rank table last.
+echo "# ---- steps"
 cat "$summary"
+echo "# ---- 1 rank through NCCL"
+bin/longca merge "$out/nccl1" --out "$out/nccl1.arrow" >/dev/null 2>&1
+bin/longca report "$out/nccl1.arrow" 2>&1 | sed -n '/^# CP methods/,$p'
+echo "# ---- 8 simulated ranks on one GPU"
+bin/longca merge "$out/ranks8" --out "$out/ranks8.arrow" >/dev/null 2>&1
+bin/longca report "$out/ranks8.arrow" 2>&1 | sed -n '/^# CP methods/,$p'

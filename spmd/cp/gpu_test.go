@@ -14,10 +14,10 @@ import (
 	"github.com/longca/longca/comm/local"
 	"github.com/longca/longca/comm/local/cudamover"
 	"github.com/longca/longca/internal/cuda"
+	"github.com/longca/longca/internal/cuda/devops"
 	"github.com/longca/longca/kernels"
 	cudakern "github.com/longca/longca/kernels/cuda"
 	"github.com/longca/longca/mask"
-	"github.com/longca/longca/spmd/cp/devops"
 	"github.com/longca/longca/tensor"
 )
 
@@ -89,7 +89,7 @@ func TestGPUPrimsMatchEmulation(t *testing.T) {
 		t.Fatal(err)
 	}
 	gp := cudaPrims{Ops: o, g: g, pool: devops.NewPool(g)}
-	fp := newFakePrims()
+	fp := newFakePrims(nil)
 	rng := rand.New(rand.NewPCG(11, 12))
 	rnd := func(dt tensor.DType, shape ...int) *tensor.Host {
 		h := tensor.NewHost(dt, shape...)
@@ -258,7 +258,7 @@ func TestGPUMethodsMatchReference(t *testing.T) {
 			if _, ok := r.ops.(deviceOps); !ok {
 				return fmt.Errorf("the run's ops are %T, not the device's", r.ops)
 			}
-			rep, err := CheckRank(ctx, m, r, uint64(900+10*mi+ci), true)
+			rep, err := CheckRank(ctx, m, r, CheckOptions{Seed: uint64(900 + 10*mi + ci), Backward: true})
 			if err != nil {
 				return err
 			}

@@ -32,6 +32,12 @@ type Method interface {
 	Name() string
 	// Doc is a one-line description.
 	Doc() string
+	// Meshes lists the configurations the method runs on fixed.Ranks ranks: for a 2-D
+	// method every U x R = Ranks with U, R >= 2 (or the user's, when fixed names
+	// Ulysses or Ring), for the others their own one. HeadFirst, Sharding and Windows
+	// are kept as given. Plan may still refuse one (heads that do not split): the
+	// harness reports that as an unsupported row.
+	Meshes(fixed Config) []Config
 	// Plan checks the configuration against the problem (before any work: impossible
 	// meshes, head counts and token counts fail here with one clear line) and computes
 	// the sharding. Every rank computes the same plan.

@@ -3,6 +3,8 @@ package cp
 import (
 	"fmt"
 
+	"github.com/longca/longca/comm"
+
 	"github.com/longca/longca/tensor"
 )
 
@@ -38,6 +40,10 @@ type ops interface {
 	// fence waits until the enqueued work has finished (before a blocking collective
 	// reads or writes buffers the compute wrote).
 	fence() error
+	// startExchange starts a ring exchange on c (send to next, receive from prev)
+	// ordered after the compute enqueued so far, and returns the wait that orders what
+	// follows (compute on recv, writes to send) after it.
+	startExchange(c comm.Comm, next, prev int, send, recv []tensor.Tensor) (wait func() error, err error)
 	// upload and download move host tensors in and out of the ops' memory.
 	upload(h *tensor.Host) (tensor.Tensor, error)
 	download(dst *tensor.Host, t tensor.Tensor) error
@@ -90,11 +96,32 @@ type hostOps struct{ cpu *tensor.CPU }
 func (hostOps) alloc(dt tensor.DType, shape ...int) (tensor.Tensor, error) {
 	return tensor.NewHost(dt, shape...), nil
 }
-func (hostOps) free(...tensor.Tensor)                        {}
-func (hostOps) partDType(tensor.DType) tensor.DType          { return tensor.FP32 }
-func (hostOps) accDType() tensor.DType                       { return tensor.FP64 }
-func (hostOps) mark() (func() error, error)                  { return func() error { return nil }, nil }
-func (hostOps) fence() error                                 { return nil }
+func (hostOps) free(...tensor.Tensor)               {}
+func (hostOps) partDType(tensor.DType) tensor.DType { return tensor.FP32 }
+func (hostOps) accDType() tensor.DType              { return tensor.FP64 }
+func (hostOps) mark() (func() error, error)         { return func() error { return nil }, nil }
+func (hostOps) fence() error                        { return nil }
+
+func (o hostOps) startExchange(c comm.Comm, next, prev int, send, recv []tensor.Tensor) (func() error, error) {
+	return hostExchange(o, c, next, prev, send, recv)
+}
+
+// hostExchange runs the exchange in a goroutine, after a host wait (in that goroutine,
+// not the compute's) for the compute enqueued so far, since the receive buffer was read
+// by the step before the current one; the returned wait joins it.
+func hostExchange(o ops, c comm.Comm, next, prev int, send, recv []tensor.Tensor) (func() error, error) {
+	ready, err := o.mark()
+	if err != nil {
+		return nil, fmt.Errorf("cp: marking the compute: %w", err)
+	}
+	ch := async(func() error {
+		if err := ready(); err != nil {
+			return err
+		}
+		return exchange(c, next, prev, send, recv)
+	})
+	return func() error { return <-ch }, nil
+}
 func (hostOps) upload(h *tensor.Host) (tensor.Tensor, error) { return h, nil }
 func (hostOps) trim()                                        {}
 func (o hostOps) device() tensor.Device                      { return o.cpu }

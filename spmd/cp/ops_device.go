@@ -5,21 +5,14 @@ import (
 	"math"
 	"sync"
 
+	"github.com/longca/longca/comm"
 	"github.com/longca/longca/internal/cuda"
-	"github.com/longca/longca/kernels"
-	"github.com/longca/longca/spmd/cp/devops"
+	"github.com/longca/longca/internal/cuda/devops"
 	"github.com/longca/longca/tensor"
 )
 
-// cudaKernel is a kernel that runs on an internal/cuda device, launching on the
-// device's stream (kernels/cuda).
-type cudaKernel interface {
-	kernels.Kernel
-	CUDADevice() *cuda.Device
-}
-
 // devicePrims are the device primitives deviceOps is built from: memory, ordering, and
-// the helper kernels of spmd/cp/devops. cudaPrims are the GPU's; the tests run deviceOps
+// the helper kernels of internal/cuda/devops. cudaPrims are the GPU's; the tests run deviceOps
 // on a host emulation of the same primitives, so everything above them (offsets,
 // strides, dtypes, the order of operations) is checked on the CPU too.
 type devicePrims interface {
@@ -32,6 +25,11 @@ type devicePrims interface {
 	// Sync waits for the enqueued work; Mark returns a wait for the work enqueued so far.
 	Sync() error
 	Mark() (func() error, error)
+	// Record returns an event marking the work enqueued so far; WaitEvent makes the
+	// compute stream wait (on the device) for an event; DestroyEvent frees one.
+	Record() (comm.Event, error)
+	WaitEvent(ev comm.Event) error
+	DestroyEvent(ev comm.Event)
 	CopyIn(dst tensor.Tensor, src *tensor.Host) error
 	CopyOut(dst *tensor.Host, src tensor.Tensor) error
 	// The helper kernels (devops.Ops).
@@ -89,6 +87,20 @@ func (c cudaPrims) Mark() (func() error, error) {
 	}, nil
 }
 
+// Record implements devicePrims: an event on the compute stream.
+func (c cudaPrims) Record() (comm.Event, error) {
+	ev, err := c.g.Record(c.g.Stream())
+	return comm.Event(ev), err
+}
+
+// WaitEvent implements devicePrims.
+func (c cudaPrims) WaitEvent(ev comm.Event) error {
+	return c.g.StreamWait(c.g.Stream(), cuda.Event(ev))
+}
+
+// DestroyEvent implements devicePrims.
+func (c cudaPrims) DestroyEvent(ev comm.Event) { _ = c.g.DestroyEvent(cuda.Event(ev)) }
+
 // Fill of zero is a byte memset, for any dtype.
 func (c cudaPrims) Fill(t tensor.Tensor, v float64) error {
 	if v == 0 && !math.Signbit(v) {
@@ -110,7 +122,7 @@ var (
 	devOps   = map[*cuda.Device]cudaPrims{} // helper modules and pools, one per device
 )
 
-func newDeviceOps(k cudaKernel) (ops, error) {
+func newDeviceOps(k DeviceKernel) (ops, error) {
 	g := k.CUDADevice()
 	devOpsMu.Lock()
 	defer devOpsMu.Unlock()
@@ -124,17 +136,10 @@ func newDeviceOps(k cudaKernel) (ops, error) {
 		devOps[g] = c
 	}
 	d := deviceOps{p: c}
-	if f, ok := k.(fp32Partials); ok && f.FP32Partials() {
+	if f, ok := k.(FP32Partials); ok && f.FP32Partials() {
 		d.part = tensor.FP32
 	}
 	return d, nil
-}
-
-// fp32Partials is a device kernel that also writes fp32 outputs (out, dq, dk, dv) for a
-// bf16 or fp16 problem. The methods then keep each step's partial results in fp32: the
-// rounding of per-step partial gradients to bf16 costs precision (TestDeviceOpsBF16Partials).
-type fp32Partials interface {
-	FP32Partials() bool
 }
 
 func (d deviceOps) alloc(dt tensor.DType, shape ...int) (tensor.Tensor, error) {
@@ -157,10 +162,38 @@ func (d deviceOps) partDType(dt tensor.DType) tensor.DType {
 	}
 	return dt
 }
-func (deviceOps) accDType() tensor.DType                             { return tensor.FP32 }
-func (d deviceOps) device() tensor.Device                            { return d.p.Device() }
-func (d deviceOps) fence() error                                     { return d.p.Sync() }
-func (d deviceOps) mark() (func() error, error)                      { return d.p.Mark() }
+func (deviceOps) accDType() tensor.DType        { return tensor.FP32 }
+func (d deviceOps) device() tensor.Device       { return d.p.Device() }
+func (d deviceOps) fence() error                { return d.p.Sync() }
+func (d deviceOps) mark() (func() error, error) { return d.p.Mark() }
+
+// startExchange implements ops: on a stream-ordered communicator (comm.Ordered) the
+// exchange is enqueued after an event of the compute stream and the compute stream
+// waits for its done event, so no host thread waits on an event; otherwise it runs in a
+// goroutine after a host wait for the compute (hostExchange).
+func (d deviceOps) startExchange(c comm.Comm, next, prev int, send, recv []tensor.Tensor) (func() error, error) {
+	oc, ok := c.(comm.Ordered)
+	if !ok || !oc.StreamOrdered() {
+		return hostExchange(d, c, next, prev, send, recv)
+	}
+	after, err := d.p.Record()
+	if err != nil {
+		return nil, fmt.Errorf("cp: marking the compute: %w", err)
+	}
+	done, err := oc.GroupAfter(after, func() error { return exchangeIn(c, next, prev, send, recv) })
+	d.p.DestroyEvent(after)
+	if err != nil {
+		return nil, err
+	}
+	return func() error {
+		if done == 0 {
+			return nil
+		}
+		err := d.p.WaitEvent(done)
+		d.p.DestroyEvent(done)
+		return err
+	}, nil
+}
 func (d deviceOps) download(dst *tensor.Host, t tensor.Tensor) error { return d.p.CopyOut(dst, t) }
 
 func (d deviceOps) upload(h *tensor.Host) (tensor.Tensor, error) {

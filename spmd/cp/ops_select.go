@@ -9,15 +9,8 @@ import (
 // the kernel runs on an internal/cuda device, the host's otherwise (the CPU reference,
 // or a device kernel behind Staged).
 func opsFor(k kernels.Kernel) (ops, error) {
-	if dk, ok := k.(cudaKernel); ok {
+	if dk, ok := k.(DeviceKernel); ok {
 		return newDeviceOps(dk)
 	}
 	return hostOps{cpu: &tensor.CPU{}}, nil
-}
-
-// DeviceResident says whether the methods run k with every buffer on its device (an
-// internal/cuda kernel); otherwise a device kernel needs Staged.
-func DeviceResident(k kernels.Kernel) bool {
-	_, ok := k.(cudaKernel)
-	return ok
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/longca/longca/comm"
 	"github.com/longca/longca/comm/local"
 	"github.com/longca/longca/kernels"
+	"github.com/longca/longca/kernels/check"
 	"github.com/longca/longca/kernels/ref"
 	"github.com/longca/longca/mask"
 	"github.com/longca/longca/tensor"
@@ -212,7 +213,7 @@ func TestFullyMaskedRowsEndToEnd(t *testing.T) {
 	m := mask.Mask{SeqQ: s, SeqK: s, Slices: []mask.Slice{{Q: mask.Range{Start: 40, End: 64}, K: mask.Range{Start: 0, End: 30}, Kind: mask.Full}}}
 	p := kernels.Problem{HeadsQ: 4, HeadsKV: 2, HeadDim: 8, DType: tensor.BF16, Mask: m}
 	q, k, v, dout := inputs(p, 5)
-	exact, naive, err := References(context.Background(), p, q, k, v, dout, true)
+	exact, naive, err := check.References(context.Background(), p, q, k, v, dout, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +224,7 @@ func TestFullyMaskedRowsEndToEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 		got, _ := runCase(t, meth, pl, q, k, v, dout)
-		if rep := CompareOutputs(got, exact, naive, true); !rep.Pass {
+		if rep := check.CompareOutputs(got, exact, naive, kernels.FwdBwd); !rep.Pass {
 			t.Fatalf("%s: %s", name, rep)
 		}
 		if !math.IsInf(got.LSE.At(0), -1) || got.Out.At(0) != 0 {
@@ -259,7 +260,7 @@ func TestCheckCatchesAMissingStep(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		rep, err := CheckRank(context.Background(), RingP2P{}, r, 9, false)
+		rep, err := CheckRank(context.Background(), RingP2P{}, r, CheckOptions{Seed: 9, Backward: false})
 		pass[c.Rank()] = rep.Pass
 		return err
 	})
@@ -275,7 +276,7 @@ func TestCheckCatchesAMissingStep(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		rep, err := CheckRank(context.Background(), RingP2P{}, r, 9, true)
+		rep, err := CheckRank(context.Background(), RingP2P{}, r, CheckOptions{Seed: 9, Backward: true})
 		if err == nil && !rep.Pass {
 			err = errors.New(rep.String())
 		}

@@ -36,12 +36,12 @@ func newKV2(a *arena, dt tensor.DType, shape []int, n int) ([2]kvPair, error) {
 
 func (p kvPair) list() []tensor.Tensor { return []tensor.Tensor{p.k, p.v} }
 
-// wait collects an overlapped transfer (nil channel: none was started).
-func wait(ch <-chan error) error {
-	if ch == nil {
+// waitFor collects an overlapped transfer (nil: none was started).
+func waitFor(w func() error) error {
+	if w == nil {
 		return nil
 	}
-	return <-ch
+	return w()
 }
 
 // ringGeometry is this rank's place on the double ring: window a of W, position b of
@@ -57,22 +57,6 @@ func (r *Run) geometry() ringGeometry {
 // source is the ring rank whose K/V block this rank holds at outer step o, inner step i.
 func (g ringGeometry) source(o, i int) int {
 	return ((g.a-o+g.w)%g.w)*g.ws + (g.b-i+g.ws)%g.ws
-}
-
-// transfer starts an overlapped exchange: it first waits (in its own goroutine, not
-// the compute's) until the compute enqueued so far is done, since the receive buffer
-// was read by the step before the current one.
-func (r *Run) transfer(fn func() error) (<-chan error, error) {
-	ready, err := r.ops.mark()
-	if err != nil {
-		return nil, fmt.Errorf("%s: marking the compute stream: %w", r.Plan.Method, err)
-	}
-	return async(func() error {
-		if err := ready(); err != nil {
-			return err
-		}
-		return fn()
-	}), nil
 }
 
 // ringForward attends this rank's queries q ([Lr, hq, D], the ring shard after any
@@ -146,13 +130,15 @@ func (r *Run) ringBackward(ctx context.Context, q, k, v, out, lse, dout, dq, dk,
 			return err
 		}
 	}
-	// hop passes the dK/dV accumulator to the next rank of c (after the compute that
-	// wrote it) and takes the previous rank's.
+	// hop passes the dK/dV accumulator to the next rank of c, ordered after the compute
+	// that wrote it, and takes the previous rank's; what follows is ordered after it (on
+	// the device, with a stream-ordered communicator).
 	hop := func(name string, c comm.Comm, next, prev int) error {
-		if err := r.ops.fence(); err != nil {
-			return err
+		wait, err := r.ops.startExchange(c, next, prev, acc.list(), accRecv.list())
+		if err == nil {
+			err = wait()
 		}
-		if err := exchange(c, next, prev, acc.list(), accRecv.list()); err != nil {
+		if err != nil {
 			return fmt.Errorf("%s: %s ring dK/dV: %w", pl.Method, name, err)
 		}
 		acc, accRecv = accRecv, acc
@@ -198,6 +184,11 @@ func (r *Run) ringBackward(ctx context.Context, q, k, v, out, lse, dout, dq, dk,
 // position with the block present then: the next inner step's transfer runs while step
 // computes, and the outer ring's transfer during the whole inner ring. afterInner runs
 // after each inner step's transfer has landed, afterOuter after each outer one (nil: none).
+//
+// A transfer is ordered after the compute enqueued before it (the step that last read
+// its receive buffer), and the compute that uses what it received after it: on a
+// stream-ordered communicator (comm.Ordered) both by events on the device, so no host
+// thread waits in the loop; otherwise in a goroutine after a host wait.
 func (r *Run) walkRing(a *arena, k, v tensor.Tensor, step func(o, i int, blk kvPair) error, afterInner, afterOuter func() error) error {
 	pl, g := r.Plan, r.geometry()
 	kvShape := k.Shape()
@@ -211,46 +202,41 @@ func (r *Run) walkRing(a *arena, k, v tensor.Tensor, step func(o, i int, blk kvP
 	}
 	cur := kvPair{k, v}
 	for o := range g.w {
-		var outerDone <-chan error
+		var outerDone func() error
 		next := outerBuf[o%2]
 		if o < g.w-1 {
-			send := cur
-			if outerDone, err = r.transfer(func() error {
-				return exchange(r.outer, (g.a+1)%g.w, (g.a-1+g.w)%g.w, send.list(), next.list())
-			}); err != nil {
-				return err
+			if outerDone, err = r.ops.startExchange(r.outer, (g.a+1)%g.w, (g.a-1+g.w)%g.w, cur.list(), next.list()); err != nil {
+				return fmt.Errorf("%s: outer ring: %w", pl.Method, err)
 			}
 		}
 		blk := cur
 		for i := range g.ws {
-			var innerDone <-chan error
+			var innerDone func() error
 			recv := innerBuf[i%2]
 			if i < g.ws-1 {
-				send := blk
-				if innerDone, err = r.transfer(func() error {
-					return exchange(r.inner, (g.b+1)%g.ws, (g.b-1+g.ws)%g.ws, send.list(), recv.list())
-				}); err != nil {
-					return err
+				if innerDone, err = r.ops.startExchange(r.inner, (g.b+1)%g.ws, (g.b-1+g.ws)%g.ws, blk.list(), recv.list()); err != nil {
+					_ = waitFor(outerDone)
+					return fmt.Errorf("%s: inner ring: %w", pl.Method, err)
 				}
 			}
 			if err := step(o, i, blk); err != nil {
-				_ = wait(innerDone)
-				_ = wait(outerDone)
+				_ = waitFor(innerDone)
+				_ = waitFor(outerDone)
 				return err
 			}
-			if err := wait(innerDone); err != nil {
-				_ = wait(outerDone)
+			if err := waitFor(innerDone); err != nil {
+				_ = waitFor(outerDone)
 				return fmt.Errorf("%s: inner ring: %w", pl.Method, err)
 			}
 			blk = recv
 			if afterInner != nil {
 				if err := afterInner(); err != nil {
-					_ = wait(outerDone)
+					_ = waitFor(outerDone)
 					return err
 				}
 			}
 		}
-		if err := wait(outerDone); err != nil {
+		if err := waitFor(outerDone); err != nil {
 			return fmt.Errorf("%s: outer ring: %w", pl.Method, err)
 		}
 		cur = next
@@ -259,6 +245,9 @@ func (r *Run) walkRing(a *arena, k, v tensor.Tensor, step func(o, i int, blk kvP
 				return err
 			}
 		}
+	}
+	if err := r.settle(); err != nil {
+		return fmt.Errorf("%s: %w", pl.Method, err)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package cp
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/longca/longca/comm"
@@ -21,6 +22,7 @@ type Run struct {
 	ulysses, ring, inner, outer comm.Comm
 	saved                       *saved
 	ops                         ops
+	live                        [4]comm.Comm // the sub-groups while NoComm swaps them
 }
 
 // saved is the head-sharded forward state a Ulysses backward reuses, as autograd would.
@@ -89,6 +91,37 @@ func NewRun(pl *Plan, k kernels.Kernel, c comm.Comm) (*Run, error) {
 	return r, nil
 }
 
+// SetNoComm turns every transfer of the run's methods off (on) or back on: ring
+// exchanges, all-to-alls, all-gathers, reduce-scatters and dK/dV hops return at once
+// without moving anything, while the kernels run the same steps (with the same
+// sub-masks) on whatever the buffers hold. The outputs are then meaningless; the harness
+// times a pass this way to measure what the transfers add to a step (overlap).
+func (r *Run) SetNoComm(on bool) {
+	subs := []*comm.Comm{&r.ulysses, &r.ring, &r.inner, &r.outer}
+	if on == (r.live[0] != nil) {
+		return
+	}
+	for i, c := range subs {
+		if on {
+			r.live[i], *c = *c, silent{*c}
+		} else {
+			*c, r.live[i] = r.live[i], nil
+		}
+	}
+}
+
+// Abort aborts the run's sub-groups (those that can be, comm.Aborter), so that peers
+// waiting in them for this rank return; the world communicator the run was given is not
+// touched. The run cannot be used afterwards; Close it.
+func (r *Run) Abort(reason error) {
+	r.SetNoComm(false)
+	for _, c := range []comm.Comm{r.ulysses, r.ring, r.inner, r.outer} {
+		if a, ok := c.(comm.Aborter); ok {
+			_ = a.Abort(reason) // best effort: the rank is failing anyway
+		}
+	}
+}
+
 // Counters sums what this rank sent through the communicator and its sub-groups.
 func (r *Run) Counters() comm.Counters {
 	var t comm.Counters
@@ -100,17 +133,23 @@ func (r *Run) Counters() comm.Counters {
 	return t
 }
 
-// Close closes the sub-groups (not the communicator the run was given) and gives the
-// device memory the run cached back.
+// Close closes the sub-groups (not the communicator the run was given), children
+// before the group they were split from, and gives the device memory the run cached
+// back. Every sub-group is closed even when one fails; the errors are joined.
 func (r *Run) Close() error {
+	r.SetNoComm(false)
 	r.dropSaved()
 	r.ops.trim()
-	for _, c := range []comm.Comm{r.ulysses, r.ring, r.inner, r.outer} {
+	var errs []error
+	for _, c := range []comm.Comm{r.outer, r.inner, r.ring, r.ulysses} {
+		if c == nil {
+			continue
+		}
 		if err := c.Close(); err != nil {
-			return err
+			errs = append(errs, err)
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // async runs fn in a goroutine: the transfer that overlaps the current step's compute.
@@ -122,15 +161,57 @@ func async(fn func() error) <-chan error {
 
 // exchange sends send to peer next and receives recv from peer prev in one group.
 func exchange(c comm.Comm, next, prev int, send, recv []tensor.Tensor) error {
-	return c.Group(func() error {
-		for i := range send {
-			if err := c.Send(send[i], next); err != nil {
-				return err
-			}
-			if err := c.Recv(recv[i], prev); err != nil {
+	return c.Group(func() error { return exchangeIn(c, next, prev, send, recv) })
+}
+
+// exchangeIn is the body of an exchange's group: the sends and receives.
+func exchangeIn(c comm.Comm, next, prev int, send, recv []tensor.Tensor) error {
+	for i := range send {
+		if err := c.Send(send[i], next); err != nil {
+			return err
+		}
+		if err := c.Recv(recv[i], prev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// settle waits for the transfers the run's ordered sub-groups issued (comm.Ordered), so
+// a peer that never comes fails this rank (at the communicator's timeout) instead of
+// leaving its device waiting.
+func (r *Run) settle() error {
+	for _, c := range []comm.Comm{r.inner, r.outer} {
+		if oc, ok := c.(comm.Ordered); ok && oc.StreamOrdered() {
+			if err := oc.Settle(); err != nil {
 				return err
 			}
 		}
-		return nil
-	})
+	}
+	return nil
+}
+
+// silent is a sub-group whose data movement does nothing (Run.SetNoComm).
+type silent struct{ comm.Comm }
+
+func (silent) Group(fn func() error) error            { return fn() }
+func (silent) Send(tensor.Tensor, int) error          { return nil }
+func (silent) Recv(tensor.Tensor, int) error          { return nil }
+func (silent) AllToAll(_, _ tensor.Tensor) error      { return nil }
+func (silent) AllGather(_, _ tensor.Tensor) error     { return nil }
+func (silent) ReduceScatter(_, _ tensor.Tensor) error { return nil }
+func (silent) AllReduce(tensor.Tensor, comm.Op) error { return nil }
+func (silent) Barrier() error                         { return nil }
+
+// GroupAfter enqueues nothing: there is nothing to wait for.
+func (silent) GroupAfter(comm.Event, func() error) (comm.Event, error) { return 0, nil }
+
+// Settle has nothing to wait for.
+func (silent) Settle() error { return nil }
+
+// StreamOrdered is the sub-group's own, so the methods take the same path (events, or a
+// host goroutine) with the transfers as without.
+func (s silent) StreamOrdered() bool {
+	oc, ok := s.Comm.(comm.Ordered)
+	return ok && oc.StreamOrdered()
 }

@@ -37,7 +37,7 @@ func TestStagedKernel(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			rep, err := CheckRank(context.Background(), m, r, 11, true)
+			rep, err := CheckRank(context.Background(), m, r, CheckOptions{Seed: 11, Backward: true})
 			if err == nil && !rep.Pass {
 				t.Errorf("%s: %s", name, rep)
 			}

@@ -15,11 +15,12 @@ import (
 	"github.com/longca/longca/comm"
 	"github.com/longca/longca/comm/local"
 	"github.com/longca/longca/internal/cuda"
-	"github.com/longca/longca/spmd/cp/devops"
+	"github.com/longca/longca/internal/cuda/devops"
 	"github.com/longca/longca/tensor"
 )
 
-// Mover implements local.Mover on one GPU.
+// Mover implements local.Mover on one GPU, and local.OrderedMover: a lane per rank and
+// group enqueues its copies on a stream of its own, ordered by events.
 type Mover struct {
 	g       *cuda.Device
 	pool    *devops.Pool
@@ -29,9 +30,18 @@ type Mover struct {
 
 	redMu sync.Mutex
 	red   *devops.Ops // the reduction kernels, on their own stream
+
+	relMu   sync.Mutex
+	pending []release // message buffers a lane's copy still reads
 }
 
-var _ local.Mover = (*Mover)(nil)
+// release is a message buffer to give back to the pool once ev has completed.
+type release struct {
+	b  *cuda.Buffer
+	ev cuda.Event
+}
+
+var _ local.OrderedMover = (*Mover)(nil)
 
 // New makes a mover on g (the device the ranks' buffers live on, or another handle of
 // the same GPU: the primary context is shared) with streams copy streams.
@@ -65,18 +75,35 @@ func (m *Mover) Close() {
 		_ = m.g.DestroyStream(s)
 	}
 	m.all = nil
+	_ = m.g.Sync()
+	m.relMu.Lock()
+	for _, r := range m.pending {
+		_ = m.g.DestroyEvent(r.ev)
+		_ = m.pool.Put(r.b)
+	}
+	m.pending = nil
+	m.relMu.Unlock()
 	m.pool.Release()
 }
 
-// msg is a message in device memory.
-type msg struct{ b *cuda.Buffer }
+// msg is a message in device memory; ready, when set, marks the end of the lane copy
+// that filled it.
+type msg struct {
+	b     *cuda.Buffer
+	ready cuda.Event
+}
 
 func (x msg) Len() int64 { return x.b.Bytes() }
 
-// copyOn runs one copy on a free stream and waits for it.
-func (m *Mover) copyOn(dst tensor.Tensor, dstOff int64, src tensor.Tensor, srcOff, n int64) error {
+// copyOn runs one copy on a free stream (after ready, when set) and waits for it.
+func (m *Mover) copyOn(dst tensor.Tensor, dstOff int64, src tensor.Tensor, srcOff, n int64, ready cuda.Event) error {
 	s := <-m.streams
 	defer func() { m.streams <- s }()
+	if ready != 0 {
+		if err := m.g.StreamWait(s, ready); err != nil {
+			return fmt.Errorf("cudamover: %w", err)
+		}
+	}
 	if err := m.g.CopyOn(s, dst, dstOff, src, srcOff, n); err != nil {
 		return fmt.Errorf("cudamover: %w", err)
 	}
@@ -97,15 +124,39 @@ func (m *Mover) Stage(src tensor.Tensor, off, n int64) (local.Message, error) {
 	if n%es != 0 || off%es != 0 {
 		return nil, fmt.Errorf("cudamover: %d bytes at %d are not whole %s elements", n, off, src.DType())
 	}
-	b, err := m.pool.Get(src.DType(), int(n/es))
+	b, err := m.get(src.DType(), int(n/es))
 	if err != nil {
 		return nil, fmt.Errorf("cudamover: message of %d bytes: %w", n, err)
 	}
-	if err := m.copyOn(b, 0, src, off, n); err != nil {
+	if err := m.copyOn(b, 0, src, off, n, 0); err != nil {
 		_ = m.pool.Put(b)
 		return nil, err
 	}
-	return msg{b}, nil
+	return msg{b: b}, nil
+}
+
+// get takes a message buffer from the pool, first giving back those whose lane copies
+// have finished (asked, not waited for).
+func (m *Mover) get(dt tensor.DType, n int) (*cuda.Buffer, error) {
+	m.reclaim()
+	return m.pool.Get(dt, n)
+}
+
+// reclaim gives the message buffers whose lane copies have finished back to the pool.
+func (m *Mover) reclaim() {
+	m.relMu.Lock()
+	keep := m.pending[:0]
+	for _, r := range m.pending {
+		done, err := m.g.EventDone(r.ev)
+		if err != nil || !done {
+			keep = append(keep, r)
+			continue
+		}
+		_ = m.g.DestroyEvent(r.ev)
+		_ = m.pool.Put(r.b)
+	}
+	m.pending = keep
+	m.relMu.Unlock()
 }
 
 // Put implements local.Mover: the message into dst at off; a device message is
@@ -121,12 +172,107 @@ func (m *Mover) Put(dst tensor.Tensor, off int64, x local.Message) error {
 	if isHost(dst) {
 		return fmt.Errorf("cudamover: a device message into host tensor %v", dst.Shape())
 	}
-	err := m.copyOn(dst, off, dm.b, 0, dm.b.Bytes())
+	err := m.copyOn(dst, off, dm.b, 0, dm.b.Bytes(), dm.ready)
+	if dm.ready != 0 {
+		_ = m.g.DestroyEvent(dm.ready)
+	}
 	if perr := m.pool.Put(dm.b); err == nil {
 		err = perr
 	}
 	return err
 }
+
+// lane is one rank's transfer stream in one group.
+type lane struct {
+	m *Mover
+	s cuda.Stream
+}
+
+// NewLane implements local.OrderedMover: a stream of its own.
+func (m *Mover) NewLane() (local.Lane, error) {
+	s, err := m.g.NewStream()
+	if err != nil {
+		return nil, fmt.Errorf("cudamover: lane: %w", err)
+	}
+	return &lane{m: m, s: s}, nil
+}
+
+// Wait implements local.Lane.
+func (l *lane) Wait(ev comm.Event) error {
+	if ev == 0 {
+		return nil
+	}
+	return l.m.g.StreamWait(l.s, cuda.Event(ev))
+}
+
+// Stage implements local.Lane: the copy is enqueued on the lane, and the message
+// carries the event that marks its end.
+func (l *lane) Stage(src tensor.Tensor, off, n int64) (local.Message, error) {
+	m := l.m
+	if isHost(src) {
+		return m.host.Stage(src, off, n)
+	}
+	es := int64(src.DType().Size())
+	if n%es != 0 || off%es != 0 {
+		return nil, fmt.Errorf("cudamover: %d bytes at %d are not whole %s elements", n, off, src.DType())
+	}
+	b, err := m.get(src.DType(), int(n/es))
+	if err != nil {
+		return nil, fmt.Errorf("cudamover: message of %d bytes: %w", n, err)
+	}
+	if err := m.g.CopyOn(l.s, b, 0, src, off, n); err != nil {
+		_ = m.pool.Put(b)
+		return nil, fmt.Errorf("cudamover: %w", err)
+	}
+	ev, err := m.g.Record(l.s)
+	if err != nil {
+		return nil, fmt.Errorf("cudamover: %w", err) // the buffer stays out of the pool: the copy may still run
+	}
+	return msg{b: b, ready: ev}, nil
+}
+
+// Put implements local.Lane: the lane waits for the message's copy, copies it into dst,
+// and the message buffer goes back to the pool once that copy has finished.
+func (l *lane) Put(dst tensor.Tensor, off int64, x local.Message) error {
+	m := l.m
+	dm, ok := x.(msg)
+	if !ok {
+		if isHost(dst) {
+			return m.host.Put(dst, off, x)
+		}
+		return fmt.Errorf("cudamover: a host message into device tensor %v", dst.Shape())
+	}
+	if isHost(dst) {
+		return fmt.Errorf("cudamover: a device message into host tensor %v", dst.Shape())
+	}
+	if dm.ready != 0 {
+		if err := m.g.StreamWait(l.s, dm.ready); err != nil {
+			return fmt.Errorf("cudamover: %w", err)
+		}
+		_ = m.g.DestroyEvent(dm.ready) // the wait is enqueued: the event may go
+	}
+	if err := m.g.CopyOn(l.s, dst, off, dm.b, 0, dm.b.Bytes()); err != nil {
+		return fmt.Errorf("cudamover: %w", err)
+	}
+	ev, err := m.g.Record(l.s)
+	if err != nil {
+		return fmt.Errorf("cudamover: %w", err)
+	}
+	m.relMu.Lock()
+	m.pending = append(m.pending, release{dm.b, ev})
+	m.relMu.Unlock()
+	return nil
+}
+
+// Mark implements local.Lane.
+func (l *lane) Mark() (comm.Event, error) {
+	ev, err := l.m.g.Record(l.s)
+	return comm.Event(ev), err
+}
+
+// Close implements local.Lane: the stream is destroyed once its work is done (CUDA
+// destroys a stream with pending work after it finishes).
+func (l *lane) Close() error { return l.m.g.DestroyStream(l.s) }
 
 // Reduce implements local.Mover: fp32 sums and maxima run on the device in rank order
 // (fp32 arithmetic); other dtypes are reduced on the host (float64, rounded once).
@@ -165,6 +311,14 @@ func (m *Mover) Reduce(dst tensor.Tensor, off int64, ms []local.Message, op comm
 	m.redMu.Lock()
 	defer m.redMu.Unlock()
 	st := m.red.Stream()
+	for _, dm := range dms {
+		if dm.ready != 0 {
+			if err := m.g.StreamWait(st, dm.ready); err != nil {
+				return fmt.Errorf("cudamover: %w", err)
+			}
+			_ = m.g.DestroyEvent(dm.ready)
+		}
+	}
 	if err := m.g.CopyOn(st, view, 0, dms[0].b, 0, view.Bytes()); err != nil {
 		return fmt.Errorf("cudamover: %w", err)
 	}

@@ -6,7 +6,13 @@
 // it would there. Reductions support fp16, bf16, fp32 and fp64 (sum, max). Faults through the environment:
 //   FAKE_NCCL_ASYNC=<code>   ncclCommGetAsyncError reports <code>
 //   FAKE_NCCL_INIT_HANG=1    ncclCommInitRank blocks while it is set
+//   FAKE_NCCL_DESTROY_US=<n> ncclCommDestroy takes n microseconds (default 1000)
 // fake_aborts / fake_destroys count ncclCommAbort / ncclCommDestroy calls.
+//
+// A destroyed or aborted communicator is never freed: it is marked, and every later call
+// on it (and every call while ncclCommDestroy runs, which NCCL's own object check would
+// see as a corrupted communicator) fails with ncclInvalidArgument and counts in
+// fake_use_after_destroy, so a use after destroy is seen, not undefined behaviour.
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -38,15 +44,33 @@ typedef struct clique {
 
 typedef struct { void* buf; size_t bytes; int peer, send; } op;
 
+enum { live = 0, destroying = 1, destroyed = 2, aborted = 3 };
+
 typedef struct {
 	clique* q;
 	int rank;
 	op ops[MAXOPS];
 	int nops;
+	volatile int state; /* live, destroying, destroyed or aborted */
 } fakeComm;
 
 int fake_aborts = 0;
 int fake_destroys = 0;
+int fake_use_after_destroy = 0;
+
+/* usable says whether comm may be used; a comm being destroyed, destroyed or aborted
+   (or none at all) counts as a use after destroy. Abort is allowed on a live comm and on
+   an aborted one (NCCL callers may abort twice from two threads); not after destroy. */
+static int usable(void* comm, int abortCall) {
+	fakeComm* c = comm;
+	if (c == NULL) return 0;
+	int s = __atomic_load_n(&c->state, __ATOMIC_SEQ_CST);
+	if (s == live || (abortCall && s == aborted)) return 1;
+	__sync_fetch_and_add(&fake_use_after_destroy, 1);
+	fprintf(stderr, "fakenccl: call on a communicator that is %s\n",
+		s == destroying ? "being destroyed" : s == destroyed ? "destroyed" : "aborted");
+	return 0;
+}
 static int ids = 0;
 static clique* cliques = NULL;
 static pthread_mutex_t global = PTHREAD_MUTEX_INITIALIZER;
@@ -110,11 +134,22 @@ int ncclCommInitRank(void** comm, int n, ncclUniqueId id, int rank) {
 	return ok;
 }
 
-int ncclCommDestroy(void* comm) { __sync_fetch_and_add(&fake_destroys, 1); free(comm); return ok; }
+int ncclCommDestroy(void* comm) {
+	if (!usable(comm, 0)) return invalidArgument;
+	__sync_fetch_and_add(&fake_destroys, 1);
+	fakeComm* c = comm;
+	__atomic_store_n(&c->state, destroying, __ATOMIC_SEQ_CST);
+	const char* s = getenv("FAKE_NCCL_DESTROY_US");
+	usleep(s ? atoi(s) : 1000); /* NCCL's destroy takes a while: long enough to be seen */
+	__atomic_store_n(&c->state, destroyed, __ATOMIC_SEQ_CST);
+	return ok; /* not freed: a later use is detected */
+}
 
 int ncclCommAbort(void* comm) {
+	if (!usable(comm, 1)) return invalidArgument;
 	__sync_fetch_and_add(&fake_aborts, 1);
 	fakeComm* c = comm;
+	__atomic_store_n(&c->state, aborted, __ATOMIC_SEQ_CST);
 	pthread_mutex_lock(&c->q->mu);
 	c->q->aborted = 1; /* wakes every rank blocked on this clique */
 	pthread_cond_broadcast(&c->q->cv);
@@ -123,9 +158,10 @@ int ncclCommAbort(void* comm) {
 }
 
 int ncclCommGetAsyncError(void* comm, int* err) {
+	if (!usable(comm, 0)) return invalidArgument; /* NCCL: "corrupted comm object detected" */
 	const char* s = getenv("FAKE_NCCL_ASYNC");
 	*err = s ? atoi(s) : 0;
-	return comm ? ok : invalidArgument;
+	return ok;
 }
 
 const char* ncclGetErrorString(int r) {
@@ -136,8 +172,16 @@ const char* ncclGetErrorString(int r) {
 
 const char* ncclGetLastError(void* comm) { return "fake last error"; }
 
-int ncclCommCount(void* comm, int* n) { *n = ((fakeComm*)comm)->q->n; return ok; }
-int ncclCommUserRank(void* comm, int* r) { *r = ((fakeComm*)comm)->rank; return ok; }
+int ncclCommCount(void* comm, int* n) {
+	if (!usable(comm, 0)) return invalidArgument;
+	*n = ((fakeComm*)comm)->q->n;
+	return ok;
+}
+int ncclCommUserRank(void* comm, int* r) {
+	if (!usable(comm, 0)) return invalidArgument;
+	*r = ((fakeComm*)comm)->rank;
+	return ok;
+}
 
 /* put and take move one message between ranks of a clique. */
 static void put(clique* q, int src, int dst, const void* buf, size_t bytes) {
@@ -207,6 +251,7 @@ int ncclGroupEnd(void) {
 }
 
 static int post(void* buf, size_t count, int dt, int peer, void* comm, int send) {
+	if (!usable(comm, 0)) return invalidArgument;
 	fakeComm* c = comm;
 	if (typeSize(dt) == 0 || peer < 0 || peer >= c->q->n) return invalidArgument;
 	if (c->nops == MAXOPS) return internalError;
@@ -284,6 +329,7 @@ static int reduce(msg** ms, int n, size_t off, size_t count, int dt, int opc, vo
 static void freeAll(msg** ms, int n) { for (int r = 0; r < n; r++) free(ms[r]); }
 
 int ncclAllGather(const void* s, void* r, size_t count, int dt, void* comm, void* stream) {
+	if (!usable(comm, 0)) return invalidArgument;
 	fakeComm* c = comm;
 	size_t b = count * typeSize(dt);
 	if (b == 0 && count) return invalidArgument;
@@ -296,6 +342,7 @@ int ncclAllGather(const void* s, void* r, size_t count, int dt, void* comm, void
 }
 
 int ncclReduceScatter(const void* s, void* r, size_t count, int dt, int opc, void* comm, void* stream) {
+	if (!usable(comm, 0)) return invalidArgument;
 	fakeComm* c = comm;
 	size_t b = count * typeSize(dt);
 	if (b == 0 && count) return invalidArgument;
@@ -308,6 +355,7 @@ int ncclReduceScatter(const void* s, void* r, size_t count, int dt, int opc, voi
 }
 
 int ncclAllReduce(const void* s, void* r, size_t count, int dt, int opc, void* comm, void* stream) {
+	if (!usable(comm, 0)) return invalidArgument;
 	fakeComm* c = comm;
 	size_t b = count * typeSize(dt);
 	if (b == 0 && count) return invalidArgument;
@@ -321,6 +369,7 @@ int ncclAllReduce(const void* s, void* r, size_t count, int dt, int opc, void* c
 
 #ifdef WITH_ALLTOALL
 int ncclAlltoAll(const void* s, void* r, size_t count, int dt, void* comm, void* stream) {
+	if (!usable(comm, 0)) return invalidArgument;
 	fakeComm* c = comm;
 	size_t b = count * typeSize(dt);
 	if (s == r || (b == 0 && count)) return invalidArgument;
@@ -337,6 +386,7 @@ int ncclAlltoAll(const void* s, void* r, size_t count, int dt, void* comm, void*
    child clique, ordered by (key, parent rank). */
 int ncclCommSplit(void* comm, int color, int key, void** out, void* config) {
 	if (config != NULL) return invalidArgument;
+	if (!usable(comm, 0)) return invalidArgument;
 	fakeComm* c = comm;
 	clique* q = c->q;
 	pthread_mutex_lock(&q->mu);

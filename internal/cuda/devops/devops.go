@@ -1,6 +1,6 @@
-// Package devops holds the small device kernels the context-parallel methods need
-// besides attention: strided row copies (the head rearrangements around a Ulysses
-// all-to-all), the sum of replicated heads, fp32 accumulation, dtype conversion and the
+// Package devops holds small general device kernels besides attention, used by the
+// context-parallel methods (spmd/cp) and the device mover of comm/local: strided row
+// copies (the head rearrangements around a Ulysses all-to-all), the sum of replicated heads, fp32 accumulation, dtype conversion and the
 // log-sum-exp merge. They are CUDA C compiled at run time by NVRTC (internal/cuda) and
 // launched on a stream the caller names.
 package devops

@@ -1,4 +1,4 @@
-package tcp_test
+package spmd_test
 
 import (
 	"context"

@@ -1,0 +1,128 @@
+package harness
+
+import (
+	"fmt"
+
+	"github.com/longca/longca/kernels"
+	"github.com/longca/longca/mask"
+	"github.com/longca/longca/spmd/cp"
+	"github.com/longca/longca/tensor"
+)
+
+// CPSweep is what `longca cp` measures: every method on each mesh it runs on, x masks x
+// head settings, each on Samples masks (seeds Seed..Seed+Samples-1) and every pass.
+type CPSweep struct {
+	Methods []string
+	Masks   []string
+	// SeqLen is the global sequence length (weak scaling: ranks x tokens per rank).
+	SeqLen  int
+	Heads   []Heads
+	HeadDim int
+	DType   tensor.DType
+	Passes  []kernels.Pass
+	Samples int
+	Seed    uint64
+	// Kernel is the attention kernel of every step (by name, as kernels.New takes it).
+	Kernel string
+	// Mesh holds the user's mesh choices: Ulysses, Ring and Windows (0: the method's),
+	// HeadFirst and Sharding. Ranks is set per world.
+	Mesh cp.Config
+	// Build lays out a mask; nil means BuildCPMask.
+	Build MaskBuilder
+}
+
+// CPCase is one method on one mesh, mask and head setting; its rows are samples x
+// passes.
+type CPCase struct {
+	Method string
+	// Config is the mesh, resolved by the plan of the first sample (Docs nil).
+	Config cp.Config
+	Mask   string
+	Heads  Heads
+	// Skip, when set, says why the method cannot run this mesh with these heads (its
+	// plan refused it): the case's rows are unsupported, with this reason.
+	Skip error
+}
+
+func (c CPCase) String() string {
+	return fmt.Sprintf("%s %s %s %s", c.Method, c.Config.Mesh(), c.Mask, c.Heads)
+}
+
+// BuildCPMask is the default mask builder of CP runs: mask.Build with MASKS.md's CP
+// document distributions (mask.PurposeCP).
+func BuildCPMask(name string, seqlen int, seed uint64) (mask.Spec, error) {
+	return mask.Build(name, seqlen, mask.Options{Seed: seed, Purpose: mask.PurposeCP})
+}
+
+func (s CPSweep) build(name string, seqlen int, seed uint64) (mask.Spec, []mask.Range, error) {
+	b := s.Build
+	if b == nil {
+		b = BuildCPMask
+	}
+	spec, err := b(name, seqlen, seed)
+	if err != nil {
+		return spec, nil, err
+	}
+	docs, err := spec.Docs()
+	return spec, docs, err
+}
+
+// Problem is the global problem of a head setting on a mask.
+func (s CPSweep) Problem(h Heads, m mask.Mask) kernels.Problem {
+	return kernels.Problem{HeadsQ: h.Q, HeadsKV: h.KV, HeadDim: s.HeadDim, DType: s.DType, Mask: m}
+}
+
+// plan builds sample's mask and plans the case on it.
+func (s CPSweep) plan(c CPCase, seqlen int, h Heads, seed uint64) (cp.Method, *cp.Plan, mask.Spec, error) {
+	m, err := cp.New(c.Method)
+	if err != nil {
+		return nil, nil, mask.Spec{}, err
+	}
+	spec, docs, err := s.build(c.Mask, seqlen, seed)
+	if err != nil {
+		return m, nil, spec, fmt.Errorf("mask %s at S=%d: %w", c.Mask, seqlen, err)
+	}
+	cfg := c.Config
+	cfg.Docs = docs
+	pl, err := m.Plan(cfg, s.Problem(h, spec.Mask))
+	return m, pl, spec, err
+}
+
+// Cases expands the sweep for n ranks: every method x each mesh it runs on
+// (Method.Meshes) x masks x heads. Each case's first sample is planned, so an impossible
+// configuration is known before any work: such a case carries Skip (it becomes
+// unsupported rows). The error is a method that does not exist or a mask that cannot be
+// laid out at this length: the flags' fault.
+func (s CPSweep) Cases(n int) ([]CPCase, error) {
+	var out []CPCase
+	fixed := s.Mesh
+	fixed.Ranks = n
+	for _, name := range s.Methods {
+		m, err := cp.New(name)
+		if err != nil {
+			return nil, err
+		}
+		for _, cfg := range m.Meshes(fixed) {
+			for _, mk := range s.Masks {
+				spec, docs, err := s.build(mk, s.SeqLen, s.Seed)
+				if err != nil {
+					return nil, fmt.Errorf("mask %s at seqlen %d: %w", mk, s.SeqLen, err)
+				}
+				for _, h := range s.Heads {
+					c := CPCase{Method: name, Config: cfg, Mask: mk, Heads: h}
+					withDocs := cfg
+					withDocs.Docs = docs
+					pl, err := m.Plan(withDocs, s.Problem(h, spec.Mask))
+					if err != nil {
+						c.Skip = Unsupported(err)
+					} else {
+						c.Config = pl.Config
+						c.Config.Docs = nil
+					}
+					out = append(out, c)
+				}
+			}
+		}
+	}
+	return out, nil
+}

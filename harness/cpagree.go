@@ -1,0 +1,120 @@
+package harness
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/longca/longca/comm"
+	"github.com/longca/longca/kernels"
+	"github.com/longca/longca/results"
+	"github.com/longca/longca/tensor"
+)
+
+// A CP case's row is written only after the ranks agree on what became of it: every
+// rank reports its own outcome (and time) through one all-reduce over the world, the
+// worst outcome wins, and its reason travels to every rank, so all ranks write the same
+// status and reason and stop together.
+
+// outcome codes, in the order the agreement prefers them: a root cause over the
+// failures it caused (a peer aborted, a wait that timed out), and among root causes the
+// more severe.
+const (
+	codeOK = iota
+	codeSecondary
+	codeUnsupported
+	codeOOM
+	codeWrong
+	codeError
+)
+
+// codeOf is the agreement code of a rank's error.
+func codeOf(err error) int {
+	if err == nil {
+		return codeOK
+	}
+	if errors.Is(err, comm.ErrAborted) || errors.Is(err, comm.ErrTimeout) {
+		return codeSecondary
+	}
+	switch st, _ := Classify(err); st {
+	case results.StatusUnsupported:
+		return codeUnsupported
+	case results.StatusOOM:
+		return codeOOM
+	case results.StatusWrong:
+		return codeWrong
+	}
+	return codeError
+}
+
+// agreedError is the error every rank returns for an agreed code: the status the code
+// stands for, and the reason of the rank that caused it.
+func agreedError(code int, reason string) error {
+	base := errors.New(reason)
+	switch code {
+	case codeUnsupported:
+		return kernels.Unsupported(base)
+	case codeOOM:
+		return kernels.OOM(base)
+	case codeWrong:
+		return fmt.Errorf("%w: %s", ErrWrong, reason)
+	}
+	return base
+}
+
+// FatalError is a failure of the world communicator itself (the agreement could not be
+// reached): the run cannot go on, and the rows so far are all there is.
+type FatalError struct{ Err error }
+
+func (e *FatalError) Error() string { return "the ranks could not agree: " + e.Err.Error() }
+func (e *FatalError) Unwrap() error { return e.Err }
+
+// reasonBytes is how much of the failing rank's reason travels.
+const reasonBytes = 512
+
+// agree is every rank's report of its outcome (err, nil when it succeeded) and time d;
+// it returns the slowest rank's time and the agreed error (nil when every rank
+// succeeded), the same on every rank, or a *FatalError when the world failed.
+func agree(c comm.Comm, d time.Duration, err error) (time.Duration, error) {
+	n, me := c.Size(), c.Rank()
+	v := tensor.NewHost(tensor.FP64, 1+n)
+	v.Set(0, d.Seconds())
+	v.Set(1+me, float64(codeOf(err)))
+	if aerr := c.AllReduce(v, comm.Max); aerr != nil {
+		return 0, &FatalError{fmt.Errorf("agreeing on the outcome: %w", aerr)}
+	}
+	code, root := codeOK, -1
+	for r := range n {
+		if c := int(v.At(1 + r)); c > code {
+			code, root = c, r
+		}
+	}
+	slowest := time.Duration(v.At(0) * 1e9)
+	if code == codeOK {
+		return slowest, nil
+	}
+	// The reason of the rank that caused it, to every rank: its bytes, the others zeros.
+	msg := tensor.NewHost(tensor.FP64, reasonBytes)
+	if me == root {
+		b := []byte(fmt.Sprintf("rank %d: %v", me, err))
+		for i := 0; i < len(b) && i < reasonBytes; i++ {
+			msg.Set(i, float64(b[i]))
+		}
+	}
+	if aerr := c.AllReduce(msg, comm.Max); aerr != nil {
+		return 0, &FatalError{fmt.Errorf("sharing rank %d's failure: %w", root, aerr)}
+	}
+	var b strings.Builder
+	for i := range reasonBytes {
+		x := byte(msg.At(i))
+		if x == 0 {
+			break
+		}
+		b.WriteByte(x)
+	}
+	if code == codeSecondary {
+		code = codeError // every rank failed waiting: nothing else to blame
+	}
+	return slowest, agreedError(code, b.String())
+}

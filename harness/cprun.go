@@ -1,0 +1,559 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"time"
+
+	"github.com/longca/longca/comm"
+	"github.com/longca/longca/kernels"
+	"github.com/longca/longca/results"
+	"github.com/longca/longca/spmd/cp"
+	"github.com/longca/longca/tensor"
+)
+
+// CPKernel is the kernel the CP methods run with k: k itself when it runs on the host or
+// is a cp.DeviceKernel (every buffer on its device), else k behind cp.Staged (every step
+// copied through the host) when staged allows it. A device kernel is never staged
+// silently: without staged that is an error naming the flag.
+func CPKernel(k kernels.Kernel, staged bool) (kernels.Kernel, error) {
+	if k.Device().Name() == "cpu" || cp.DeviceResident(k) {
+		return k, nil
+	}
+	if !staged {
+		return nil, fmt.Errorf("kernel %s runs on %s but is not a cp.DeviceKernel (no CUDADevice method), so the CP methods would copy every step through the host: pass --staged to accept that (its rows say %s+staged), or use a device kernel such as cuda", k.Name(), k.Device().Name(), k.Name())
+	}
+	return cp.Staged(k), nil
+}
+
+// CPRunner runs CP cases on one rank. Every rank of the world runs the same cases in the
+// same order, each with its own CPRunner and its own kernel (ranks never share a kernel
+// instance: a kernel keeps per-call state on its device's stream).
+//
+// A case is checked first (on its first sample, at CheckSize's size), then each pass is
+// timed by the harness's Loop: a barrier before every iteration, the slowest rank's time
+// after it, the cache flushed. Every outcome becomes a row (ok, unsupported, oom, wrong,
+// error), written only after the ranks agree on it: a rank that fails inside a method
+// aborts the run's sub-groups so that its peers, waiting there, return, and one
+// all-reduce over the world decides the status every rank records.
+type CPRunner struct {
+	Sweep CPSweep
+	// Comm is this rank's world communicator.
+	Comm comm.Comm
+	// Kernel is this rank's kernel, from CPKernel.
+	Kernel kernels.Kernel
+	// KernelOptions made the kernel (recorded: device index).
+	KernelOptions kernels.Options
+	// Check runs the correctness check; CheckBudget bounds its size (0: the default).
+	Check       bool
+	CheckBudget float64
+	// Warmup and Iters are the untimed and timed repetitions.
+	Warmup, Iters int
+	// Overlap times every pass a second time with the transfers skipped (no_comm_ms).
+	Overlap bool
+	// Baseline gives the efficiency columns; nil: none.
+	Baseline *Baseline
+	// Base holds the columns every row shares (run id, host, launcher, backend, ...).
+	Base results.Row
+	// OnBaseline, when set, hears of each baseline kernel row rank 0 measured.
+	OnBaseline func(row results.Row)
+
+	ready          bool
+	ranksPerDevice int
+	checks         map[string]cpVerdict
+	refs           refCache
+	base           map[BaselineKey]float64
+	kernelRunner   *Runner
+}
+
+// cpVerdict is a case's check as its rows record it.
+type cpVerdict struct {
+	ran bool
+	fig results.CheckFigure
+	err error // nil: passed; else the agreed outcome (ErrWrong when it failed the rule)
+}
+
+// prepare learns, once, how many ranks share this rank's device (an all-reduce of every
+// rank's host and device).
+func (r *CPRunner) prepare() error {
+	if r.ready {
+		return nil
+	}
+	n, me := r.Comm.Size(), r.Comm.Rank()
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%s/%s", r.Base.Host, r.Kernel.Device().Name())
+	id := float64(h.Sum64()&(1<<52-1) | 1) // exact in a float64, never zero
+	v := tensor.NewHost(tensor.FP64, n)
+	v.Set(me, id)
+	if err := r.Comm.AllReduce(v, comm.Max); err != nil {
+		return &FatalError{fmt.Errorf("sharing the ranks' devices: %w", err)}
+	}
+	for i := range n {
+		if v.At(i) == id {
+			r.ranksPerDevice++
+		}
+	}
+	r.checks = map[string]cpVerdict{}
+	r.base = map[BaselineKey]float64{}
+	r.ready = true
+	return nil
+}
+
+// RanksPerDevice is how many ranks share this rank's device (after the first Run).
+func (r *CPRunner) RanksPerDevice() int { return r.ranksPerDevice }
+
+// agreeOn is this rank's outcome, agreed with the others (agree); a rank that failed
+// first aborts the run's sub-groups, where its peers may be waiting for it.
+func (r *CPRunner) agreeOn(run *cp.Run, d time.Duration, err error) (time.Duration, error) {
+	if err != nil && run != nil {
+		run.Abort(err)
+	}
+	return agree(r.Comm, d, err)
+}
+
+// row fills the columns the rows of a case share.
+func (r *CPRunner) row(cs CPCase, sample int, pass kernels.Pass) results.Row {
+	s := r.Sweep
+	row := r.Base
+	row.Time = time.Now().UTC()
+	row.Rank, row.WorldSize = int64(r.Comm.Rank()), int64(r.Comm.Size())
+	row.Bench, row.Kernel, row.Method = "cp", r.Kernel.Name(), cs.Method
+	row.KernelVersions = "{}"
+	row.Device = r.Kernel.Device().Name()
+	if row.Device != "cpu" {
+		row.DeviceIndex = results.Ptr(int64(r.KernelOptions.Device))
+	}
+	c := cs.Config
+	// The resolved mesh; unknown (null) for a case whose plan refused it unresolved.
+	if c.Ulysses > 0 && c.Ring > 0 {
+		row.Ulysses, row.Ring, row.Windows = results.Ptr(int64(c.Ulysses)), results.Ptr(int64(c.Ring)), results.Ptr(int64(max(c.Windows, 1)))
+	}
+	row.InnerDim = "ring"
+	if c.HeadFirst && c.Ulysses > 1 {
+		row.InnerDim = "ulysses"
+	}
+	row.Mask, row.MaskParams, row.Seed, row.Sample = cs.Mask, "{}", s.Seed+uint64(sample), int64(sample)
+	row.SeqLen, row.SeqLenPerRank, row.Batch = int64(s.SeqLen), int64(s.SeqLen/r.Comm.Size()), 1
+	row.HeadsQ, row.HeadsKV, row.HeadDim = int64(cs.Heads.Q), int64(cs.Heads.KV), int64(s.HeadDim)
+	row.DType, row.Pass = s.DType.String(), pass.String()
+	row.Warmups, row.Iters = int64(r.Warmup), int64(r.Iters)
+	row.RanksPerDevice = results.Ptr(int64(r.ranksPerDevice))
+	return row
+}
+
+// Run measures one sample of a case on this rank and returns its rows, one per pass,
+// with the status every rank agreed on. The error is a *FatalError (the world failed:
+// the run cannot go on) or a cancelled context.
+func (r *CPRunner) Run(ctx context.Context, cs CPCase, sample int) ([]results.Row, error) {
+	if err := r.prepare(); err != nil {
+		return nil, err
+	}
+	s := r.Sweep
+	rows := make([]results.Row, len(s.Passes))
+	for i, p := range s.Passes {
+		rows[i] = r.row(cs, sample, p)
+	}
+	setAll := func(err error) {
+		for i := range rows {
+			rows[i].Status, rows[i].Reason = Classify(err)
+		}
+	}
+	if cs.Skip != nil { // the same on every rank: nothing to agree on
+		setAll(cs.Skip)
+		return rows, nil
+	}
+	m, pl, spec, err := s.plan(cs, s.SeqLen, cs.Heads, s.Seed+uint64(sample))
+	if err != nil { // every rank plans the same
+		setAll(Unsupported(err))
+		return rows, nil
+	}
+	params, err := json.Marshal(spec.Params)
+	if err != nil {
+		return nil, err
+	}
+	for i, p := range s.Passes {
+		row := &rows[i]
+		row.MaskParams, row.SeqLenPerRank, row.PadTokens = string(params), int64(pl.Tokens), results.Ptr(int64(pl.Padding()))
+		row.MaskArea, row.FLOPs, row.CommBytes = spec.Mask.Area(), pl.Problem.FLOPs(p), results.Ptr(m.CommBytes(pl, p))
+		describe(r.Kernel, pl.Problem, p, row)
+	}
+	// Can this rank's kernel run the steps at all (dtype, head dim, heads per rank)?
+	// Asked on every rank and agreed: an unsupported case is not checked or timed.
+	local := kernels.Problem{HeadsQ: pl.HeadsQ, HeadsKV: pl.HeadsKV, HeadDim: s.HeadDim, DType: s.DType, Mask: pl.Problem.Mask}
+	var serr error
+	if err := r.Kernel.Supports(local); err != nil {
+		serr = Unsupported(fmt.Errorf("kernel %s: %w", r.Kernel.Name(), err))
+	}
+	if _, err := agree(r.Comm, 0, serr); err != nil {
+		if isFatal(err) {
+			return nil, err
+		}
+		setAll(err)
+		return rows, nil
+	}
+	var verdict cpVerdict
+	if r.Check {
+		if verdict, err = r.check(ctx, cs, pl); err != nil {
+			return nil, err
+		}
+		for i := range rows {
+			rows[i].SetCheck(verdict.fig)
+		}
+		if verdict.err != nil {
+			if !verdict.ran {
+				for i := range rows {
+					rows[i].CheckPass = nil
+				}
+			}
+			setAll(verdict.err)
+			return rows, nil
+		}
+	}
+	run, err := r.newRun(pl)
+	if err != nil {
+		if isFatal(err) {
+			return nil, err
+		}
+		setAll(err)
+		return rows, nil
+	}
+	defer func() {
+		if run != nil {
+			_ = run.Close()
+		}
+	}()
+	for i, pass := range s.Passes {
+		err := r.timePass(ctx, m, run, pass, s.Seed+uint64(sample), &rows[i])
+		if isFatal(err) {
+			return nil, err
+		}
+		if err != nil {
+			rows[i].Status, rows[i].Reason = Classify(err)
+			clearTimes(&rows[i])
+			// A run that failed may have aborted sub-groups: every rank starts afresh.
+			run.Abort(err)
+			_ = run.Close()
+			if run, err = r.newRun(pl); err != nil {
+				run = nil
+				if isFatal(err) {
+					return nil, err
+				}
+				for j := i + 1; j < len(rows); j++ {
+					rows[j].Status, rows[j].Reason = Classify(err)
+				}
+				return rows, nil
+			}
+			continue
+		}
+		rows[i].Status = results.StatusOK
+		if err := r.efficiency(ctx, cs, pass, &rows[i]); err != nil {
+			return nil, err
+		}
+	}
+	return rows, nil
+}
+
+// newRun makes the run's sub-groups (collective) and agrees on whether every rank could.
+func (r *CPRunner) newRun(pl *cp.Plan) (*cp.Run, error) {
+	run, err := cp.NewRun(pl, r.Kernel, r.Comm)
+	if _, err = r.agreeOn(run, 0, err); err != nil {
+		if run != nil {
+			run.Abort(err)
+			_ = run.Close()
+		}
+		return nil, err
+	}
+	return run, nil
+}
+
+func isFatal(err error) bool {
+	var f *FatalError
+	return errors.As(err, &f) || errors.Is(err, context.Canceled)
+}
+
+func clearTimes(row *results.Row) {
+	row.MedianMs, row.MinMs, row.MaxMs, row.MeanMs, row.TFLOPs, row.BandwidthGBs = nil, nil, nil, nil, nil, nil
+	row.PeakMemBytes, row.DeviceTFLOPs, row.NoCommMs = nil, nil, nil
+}
+
+// cpCheckLengths are CheckSize's candidate global lengths on n ranks: 4K, 2K, 1K and
+// 512 rounded up to a multiple of n, so every rank holds a whole share.
+func cpCheckLengths(n int) []int {
+	var out []int
+	for _, l := range DefaultCheckLengths {
+		l = (l + n - 1) / n * n
+		if len(out) == 0 || out[len(out)-1] != l {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// check runs (once per case) the correctness check of the case's first sample, at
+// CheckSize's size: the same mask and seed at a shorter length, the query:KV ratio kept,
+// and only sizes the method plans the same way (the KV heads replicated or not, as in
+// the case). Every rank returns the same verdict.
+func (r *CPRunner) check(ctx context.Context, cs CPCase, pl0 *cp.Plan) (cpVerdict, error) {
+	key := cs.String()
+	if v, ok := r.checks[key]; ok {
+		return v, nil
+	}
+	s := r.Sweep
+	fits := func(seqlen int, h Heads) (int64, bool) {
+		_, pl, spec, err := s.plan(cs, seqlen, h, s.Seed)
+		if err != nil || pl.ReplicateKV != pl0.ReplicateKV {
+			return 0, false
+		}
+		return spec.Mask.Area(), true
+	}
+	budget := r.CheckBudget
+	if budget == 0 {
+		budget = DefaultCheckBudget
+	}
+	seqlen, h := CheckSize(Case{SeqLen: s.SeqLen, Heads: cs.Heads, HeadDim: s.HeadDim}, cpCheckLengths(r.Comm.Size()), fits, budget)
+	v := cpVerdict{fig: results.CheckFigure{SeqLen: seqlen, HQ: h.Q, HKV: h.KV}}
+	m, pl, _, err := s.plan(cs, seqlen, h, s.Seed)
+	if err != nil { // only the case itself can get here, and it planned before
+		v.err = Unsupported(fmt.Errorf("check at S=%d heads %s: %w", seqlen, h, err))
+		r.checks[key] = v
+		return v, nil
+	}
+	run, err := r.newRun(pl)
+	if err != nil {
+		if isFatal(err) {
+			return v, err
+		}
+		v.err = fmt.Errorf("check: %w", err)
+		r.checks[key] = v
+		return v, nil
+	}
+	backward := false
+	for _, p := range s.Passes {
+		backward = backward || p != kernels.Fwd
+	}
+	rep, err := cp.CheckRank(ctx, m, run, cp.CheckOptions{Seed: s.Seed, Backward: backward,
+		Agree: func(err error) error {
+			_, err = r.agreeOn(run, 0, err)
+			return err
+		},
+		References: r.refs.get,
+	})
+	// Every rank ends the check here, whatever happened after the method ran (gathering
+	// the outputs, rank 0's comparison): one more agreement.
+	_, err = r.agreeOn(run, 0, err)
+	_ = run.Close()
+	if isFatal(err) {
+		return v, err
+	}
+	if err != nil {
+		v.err = fmt.Errorf("check at S=%d heads %s: %w", seqlen, h, err)
+		r.checks[key] = v
+		return v, nil
+	}
+	v.ran = true
+	w := Outcome(rep).Worst
+	v.fig.Name, v.fig.Err, v.fig.NaiveErr, v.fig.Tol, v.fig.Pass = w.Name, w.Err, w.NaiveErr, w.Tol, rep.Pass
+	if !rep.Pass {
+		v.err = fmt.Errorf("%w at S=%d heads %s: %s error %.3g > tolerance %.3g (naive %.3g)", ErrWrong, seqlen, h, w.Name, w.Err, w.Tol, w.NaiveErr)
+	}
+	r.checks[key] = v
+	return v, nil
+}
+
+// timePass times one pass on this rank's random shard: the inputs uploaded (agreed),
+// for bwd the forward it needs (agreed), then the Loop; with Overlap, the Loop again
+// with the transfers skipped. The error is the agreed outcome or a *FatalError.
+func (r *CPRunner) timePass(ctx context.Context, m cp.Method, run *cp.Run, pass kernels.Pass, seed uint64, row *results.Row) error {
+	pl := run.Plan
+	dt := pl.Problem.DType
+	rng := rand.New(rand.NewPCG(seed, uint64(r.Comm.Rank())))
+	shape := func(h int) []int { return []int{pl.Tokens, h, pl.Problem.HeadDim} }
+	hq, hkv := pl.Problem.HeadsQ, pl.Problem.HeadsKV
+	hostTs := []*tensor.Host{tensor.NewHost(dt, shape(hq)...), tensor.NewHost(dt, shape(hkv)...), tensor.NewHost(dt, shape(hkv)...),
+		tensor.NewHost(dt, shape(hq)...), tensor.NewHost(dt, shape(hq)...), tensor.NewHost(tensor.FP32, hq, pl.Tokens),
+		tensor.NewHost(dt, shape(hq)...), tensor.NewHost(dt, shape(hkv)...), tensor.NewHost(dt, shape(hkv)...)}
+	for _, t := range hostTs[:4] {
+		t.FillNormal(rng, 1)
+	}
+	dev := run.Device()
+	run.ReleaseCache()
+	dev.ResetPeak()
+	// q, k, v, dout, out, lse, dq, dk, dv on the run's device (the host tensors
+	// themselves on the CPU).
+	ts := make([]tensor.Tensor, len(hostTs))
+	defer func() { run.Free(ts...) }()
+	var err error
+	for i, h := range hostTs {
+		if ts[i], err = run.Upload(h); err != nil {
+			err = fmt.Errorf("%s: inputs on %s: %w", pl.Method, dev.Name(), err)
+			break
+		}
+	}
+	if _, err = r.agreeOn(run, 0, err); err != nil {
+		return err
+	}
+	q, k, v, dout, out, lse, dq, dk, dv := ts[0], ts[1], ts[2], ts[3], ts[4], ts[5], ts[6], ts[7], ts[8]
+	fwd := func() error { return m.Forward(ctx, run, q, k, v, out, lse) }
+	bwd := func() error { return m.Backward(ctx, run, q, k, v, out, lse, dout, dq, dk, dv) }
+	body := fwd
+	switch pass {
+	case kernels.Bwd:
+		// The saved forward the backward uses.
+		if _, err := r.agreeOn(run, 0, fwd()); err != nil {
+			return fmt.Errorf("forward before backward: %w", err)
+		}
+		body = bwd
+	case kernels.FwdBwd:
+		body = func() error {
+			if err := fwd(); err != nil {
+				return err
+			}
+			return bwd()
+		}
+	}
+	// The bytes the method sends, counted around the body alone (not the barriers and
+	// agreements around it).
+	var sent int64
+	counted := func() error {
+		before := run.Counters().BytesSent
+		err := body()
+		sent += run.Counters().BytesSent - before
+		return err
+	}
+	// Before every iteration: this rank's cache flush has finished (ranks sharing a GPU
+	// would otherwise time each other's flushes), then every rank starts together.
+	before := func() error {
+		if s, ok := dev.(interface{ Sync() error }); ok {
+			if err := s.Sync(); err != nil {
+				return err
+			}
+		}
+		return r.Comm.Barrier()
+	}
+	loop := Loop{Warmup: r.Warmup, Iters: r.Iters, Before: before,
+		After: func(d time.Duration, err error) (time.Duration, error) { return r.agreeOn(run, d, err) }}
+	st, err := loop.Time(dev, counted)
+	if err != nil {
+		return err
+	}
+	if sent /= int64(r.Warmup + r.Iters); sent != *row.CommBytes {
+		// A backend that counts differently (or a method that moves what it does not
+		// claim): keep the row, say so.
+		row.Reason = fmt.Sprintf("rank %d counted %d bytes sent per iteration; CommBytes says %d", r.Comm.Rank(), sent, *row.CommBytes)
+	}
+	if dev.Name() != "cpu" {
+		row.PeakMemBytes = results.Ptr(dev.PeakMemory())
+	}
+	row.SetTimes(st.Median, st.Min, st.Max, st.Mean)
+	// Per-GPU TFLOP/s (MASKS.md): the global mask's FLOPs over world size x time.
+	row.TFLOPs = results.Ptr(row.FLOPs / float64(r.Comm.Size()) / st.Median.Seconds() / 1e12)
+	row.DeviceTFLOPs = results.Ptr(*row.TFLOPs * float64(r.ranksPerDevice))
+	if !r.Overlap {
+		return nil
+	}
+	run.SetNoComm(true)
+	// The same steps just ran warm: no warm-up.
+	nc, err := Loop{Iters: r.Iters, Before: loop.Before, After: loop.After}.Time(dev, body)
+	run.SetNoComm(false)
+	if err != nil {
+		return fmt.Errorf("timing without transfers: %w", err)
+	}
+	row.NoCommMs = results.Ptr(float64(nc.Median.Nanoseconds()) / 1e6)
+	return nil
+}
+
+// efficiency fills the baseline columns of an ok row: the kernel alone at the same
+// per-rank work (from the file, or measured once per key by rank 0), and the ratio of
+// what the device did to it. Collective when measuring.
+func (r *CPRunner) efficiency(ctx context.Context, cs CPCase, pass kernels.Pass, row *results.Row) error {
+	b := r.Baseline
+	if b == nil || row.TFLOPs == nil {
+		return nil
+	}
+	s := r.Sweep
+	k := BaselineKey{Kernel: r.Sweep.Kernel, Mask: cs.Mask, SeqLen: s.SeqLen / r.Comm.Size(), HeadsQ: cs.Heads.Q, HeadsKV: cs.Heads.KV,
+		HeadDim: s.HeadDim, DType: s.DType.String(), Pass: pass.String()}
+	tf, ok := r.base[k]
+	if !ok {
+		var err error
+		if b.File != "" {
+			tf, err = b.Lookup(k)
+		} else {
+			var kr *results.Row
+			tf, kr, err = measureBaseline(ctx, r.Comm, r.kernels(), k, s.Seed)
+			if kr != nil && r.OnBaseline != nil {
+				r.OnBaseline(*kr)
+			}
+		}
+		if err != nil {
+			return err
+		}
+		r.base[k] = tf
+	}
+	if tf <= 0 {
+		return nil
+	}
+	row.KernelTFLOPs, row.KernelTFLOPsFrom = results.Ptr(tf), b.From()
+	row.CPEfficiency = results.Ptr(*row.DeviceTFLOPs / tf)
+	return nil
+}
+
+// kernels is the kernel harness the baseline is measured with: this rank's own kernel
+// (the one the methods run), the sweep's masks, the same repetitions.
+func (r *CPRunner) kernels() *Runner {
+	if r.kernelRunner == nil {
+		base := r.Base
+		base.Bench = ""
+		k := r.Kernel
+		r.kernelRunner = &Runner{Build: r.Sweep.Build, Warmup: r.Warmup, Iters: r.Iters, Base: base, KernelOptions: r.KernelOptions,
+			NewKernel: func(string) (kernels.Kernel, error) { return k, nil }}
+		if r.kernelRunner.Build == nil {
+			r.kernelRunner.Build = BuildCPMask
+		}
+	}
+	return r.kernelRunner
+}
+
+// Close frees what the runner holds on its device (the baseline's timing buffers).
+func (r *CPRunner) Close() {
+	if r.kernelRunner != nil {
+		r.kernelRunner.Close()
+	}
+}
+
+// RunCP runs every case's samples on this rank (a skipped case once: its rows do not
+// depend on the sample), handing each row to emit as soon as the ranks agreed on it
+// (emit writes it to the rank's file at once). Before each case the ranks agree on going
+// on, so a cancelled context stops every rank at the same case. It returns at a
+// *FatalError, an emit error or a cancelled context.
+func RunCP(ctx context.Context, r *CPRunner, cases []CPCase, emit func(ci int, row results.Row) error) error {
+	defer r.Close()
+	for ci, cs := range cases {
+		if _, err := agree(r.Comm, 0, ctx.Err()); err != nil {
+			if isFatal(err) {
+				return err
+			}
+			return fmt.Errorf("stopped before case %d of %d (%s): %w", ci+1, len(cases), cs, context.Canceled)
+		}
+		samples := r.Sweep.Samples
+		if cs.Skip != nil {
+			samples = 1
+		}
+		for sample := range samples {
+			rows, err := r.Run(ctx, cs, sample)
+			if err != nil {
+				return err
+			}
+			for _, row := range rows {
+				if err := emit(ci, row); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}

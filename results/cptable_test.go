@@ -1,0 +1,54 @@
+package results
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestCPTable: one line per method, mesh, mask, heads and pass (samples averaged, only
+// the lowest rank's rows), a units row, the status word of a case that did not run, the
+// efficiency and overlap columns, the summary, and the shared-device line.
+func TestCPTable(t *testing.T) {
+	var rows []Row
+	for rank := int64(0); rank < 2; rank++ {
+		for sample := int64(0); sample < 2; sample++ {
+			r := Row{Rank: rank, Bench: "cp", Method: "ring-p2p", Ulysses: Ptr(int64(1)), Ring: Ptr(int64(8)), Windows: Ptr(int64(1)),
+				Mask: "causal", HeadsQ: 64, HeadsKV: 8, Pass: "fwd", Sample: sample, Status: StatusOK, FLOPs: 8e12,
+				RanksPerDevice: Ptr(int64(8)), CheckPass: Ptr(true), CheckWorst: "out", CheckErr: Ptr(1.0), CheckTol: Ptr(2.0)}
+			r.MedianMs, r.TFLOPs = Ptr(100+10*float64(sample)), Ptr(10.0+float64(sample))
+			r.DeviceTFLOPs, r.KernelTFLOPs, r.CPEfficiency = Ptr(8**r.TFLOPs), Ptr(200.0), Ptr(8**r.TFLOPs/200)
+			r.NoCommMs = Ptr(80.0)
+			rows = append(rows, r)
+		}
+		rows = append(rows, Row{Rank: rank, Bench: "cp", Method: "ulysses", Mask: "causal", HeadsQ: 64, HeadsKV: 8, Pass: "fwd",
+			Status: StatusUnsupported, Reason: "heads", RanksPerDevice: Ptr(int64(8))})
+	}
+	var b strings.Builder
+	if err := WriteCPTable(&b, "cp test", rows); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	var data []string
+	for _, l := range strings.Split(strings.TrimRight(out, "\n"), "\n") {
+		if !strings.HasPrefix(l, "#") {
+			data = append(data, l)
+		}
+	}
+	if len(data) != 2 {
+		t.Fatalf("%d data lines, want 2:\n%s", len(data), out)
+	}
+	f := strings.Fields(data[0])
+	// method mesh mask heads pass samples time TFLOPs/rank ranks/dev device kernel eff no-comm xfer bw check err/tol peak
+	if f[0] != "ring-p2p" || f[1] != "1x8" || f[5] != "2" || f[6] != "105.000" || f[7] != "10.50" || f[8] != "8" || f[9] != "84.00" ||
+		f[10] != "200.0" || f[11] != "0.42" || f[12] != "80.000" || f[13] != "24" {
+		t.Fatalf("ring-p2p line %q", data[0])
+	}
+	if g := strings.Fields(data[1]); g[0] != "ulysses" || g[1] != "-" || g[6] != "unsupported" {
+		t.Fatalf("ulysses line %q", data[1])
+	}
+	for _, want := range []string{"(TFLOP/s)", "(ms)", "# Cases: 2  Rows: 3  ok: 2  unsupported: 1", "Avg efficiency: 0.42", "8 ranks share one device"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("no %q in\n%s", want, out)
+		}
+	}
+}

@@ -1,0 +1,93 @@
+package results
+
+import (
+	"fmt"
+	"io"
+	"strings"
+)
+
+// TextTable is the one text table of longca, in the style of nccl-tests: '#' title
+// lines, a '#' header of column names, a '#' units row, one line per row (starting with
+// two spaces, so grep and awk tell data from the rest), and closing '#' summary lines.
+// Every table longca prints (the kernel report, the CP table, dry-run plans) is one.
+type TextTable struct {
+	Title   []string
+	Columns []TextColumn
+	Rows    [][]string
+	Summary []string
+}
+
+// TextColumn is a column: its name, its unit (empty: none), and whether it is text
+// (left-aligned) rather than a number (right-aligned).
+type TextColumn struct {
+	Name, Unit string
+	Left       bool
+}
+
+// Write prints the table; column widths fit the widest cell.
+func (t TextTable) Write(w io.Writer) error {
+	width := make([]int, len(t.Columns))
+	for i, c := range t.Columns {
+		width[i] = max(len(c.Name), len(unit(c.Unit)))
+	}
+	for _, r := range t.Rows {
+		for i := range t.Columns {
+			if i < len(r) {
+				width[i] = max(width[i], len(r[i]))
+			}
+		}
+	}
+	var b strings.Builder
+	for _, l := range t.Title {
+		b.WriteString("# " + l + "\n")
+	}
+	if len(t.Title) > 0 {
+		b.WriteString("#\n")
+	}
+	line := func(lead string, cell func(i int) string) {
+		var l strings.Builder
+		l.WriteString(lead)
+		for i, c := range t.Columns {
+			if i > 0 {
+				l.WriteString(" ")
+			}
+			if c.Left {
+				fmt.Fprintf(&l, "%-*s", width[i], cell(i))
+			} else {
+				fmt.Fprintf(&l, "%*s", width[i], cell(i))
+			}
+		}
+		b.WriteString(strings.TrimRight(l.String(), " ") + "\n")
+	}
+	line("# ", func(i int) string { return t.Columns[i].Name })
+	line("# ", func(i int) string { return unit(t.Columns[i].Unit) })
+	for _, r := range t.Rows {
+		line("  ", func(i int) string {
+			if i < len(r) {
+				return r[i]
+			}
+			return "-"
+		})
+	}
+	for _, l := range t.Summary {
+		b.WriteString("# " + l + "\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func unit(u string) string {
+	if u == "" {
+		return ""
+	}
+	return "(" + u + ")"
+}
+
+// statusCounts is the summary's count of rows by status, in the order of the statuses.
+func statusCounts(counts map[Status]int) string {
+	var b strings.Builder
+	for _, st := range []Status{StatusOK, StatusUnsupported, StatusOOM, StatusWrong, StatusError} {
+		fmt.Fprintf(&b, "  %s: %d", st, counts[st])
+	}
+	return b.String()
+}
