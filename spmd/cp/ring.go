@@ -63,6 +63,11 @@ func (g ringGeometry) source(o, i int) int {
 // the compute's) until the compute enqueued so far is done, since the receive buffer
 // was read by the step before the current one.
 func (r *Run) transfer(fn func() error) (<-chan error, error) {
+	if in, ok := r.ops.(inlineTransfers); ok { // a trace: in program order
+		ch := make(chan error, 1)
+		ch <- in.transfer(fn)
+		return ch, nil
+	}
 	ready, err := r.ops.mark()
 	if err != nil {
 		return nil, fmt.Errorf("%s: marking the compute stream: %w", r.Plan.Method, err)

@@ -1,0 +1,128 @@
+package sim
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/longca/longca/kernels"
+)
+
+// PassModel prices one pass of a block-tiled attention kernel on a mask's tiles, per
+// query head, at head dim 128 (scaled by HeadDim/128):
+//
+//	time = launch + max(heads x (full x FullTileNs + partial x PartialTileNs + rows x RowNs),
+//	                    SMs x (maxRow x PartialTileNs + RowNs))
+//
+// A full tile is computed at the kernel's dense rate; a partial tile is computed whole
+// and masked per element (slower, and only part of its pairs count as FLOPs); every
+// q-block row costs a prologue and epilogue (loading Q, writing O and the LSE, or dQ in
+// the backward). The second term is the critical path of the busiest row when there are
+// fewer rows x heads than the GPU has SMs. So two masks of the same FLOPs can differ:
+// the document masks of CP steps at many ranks are many tiny rectangles, mostly
+// partial tiles.
+type PassModel struct {
+	LaunchUs      float64 `json:"launch_us"`
+	FullTileNs    float64 `json:"full_tile_ns"`
+	PartialTileNs float64 `json:"partial_tile_ns"`
+	RowNs         float64 `json:"row_ns"`
+}
+
+// KernelModel is a kernel's rate model: the tile grid it works on, its SMs, and the
+// forward and backward prices.
+type KernelModel struct {
+	Name  string    `json:"name"`
+	TileQ int       `json:"tile_q"`
+	TileK int       `json:"tile_k"`
+	SMs   int       `json:"sms"`
+	Fwd   PassModel `json:"fwd"`
+	Bwd   PassModel `json:"bwd"`
+	// Source says where the numbers come from: a preset's published figures, or the rows
+	// a fit used and how well it fits them.
+	Source string `json:"source"`
+}
+
+// tileNs is the time of one full tile of one head at dense rate tflops: 4 x bq x bk x 128
+// FLOPs for the forward, 2.5 times that for the backward (MASKS.md).
+func tileNs(bq, bk int, tflops float64, pass kernels.Pass) float64 {
+	return 4 * float64(bq*bk) * 128 * pass.FLOPsFactor() / (tflops * 1e12) * 1e9
+}
+
+// presetModel builds a model from dense rates (TFLOP/s on full tiles) and the relative
+// cost of a partial tile and of a row, the shape of published kernels: a causal or
+// document mask runs at 75-90% of the full rate.
+func presetModel(name, source string, sms int, fwdTF, bwdTF float64, launchFwd, launchBwd float64) KernelModel {
+	const bq, bk = 128, 128
+	f, b := tileNs(bq, bk, fwdTF, kernels.Fwd), tileNs(bq, bk, bwdTF, kernels.Bwd)
+	return KernelModel{
+		Name: name, TileQ: bq, TileK: bk, SMs: sms, Source: source,
+		Fwd: PassModel{LaunchUs: launchFwd, FullTileNs: f, PartialTileNs: 1.8 * f, RowNs: 2 * f},
+		Bwd: PassModel{LaunchUs: launchBwd, FullTileNs: b, PartialTileNs: 2.6 * b, RowNs: 3 * b},
+	}
+}
+
+// KernelPresets are rate models from published or recorded figures, for predictions
+// before any row is measured. A fit to measured rows (Fit) replaces them.
+var KernelPresets = map[string]KernelModel{
+	// FlashAttention-3 on H100 SXM, bf16, d 128: about 690 TFLOP/s forward and 590
+	// backward on full masks at 16K, 64:8 (DEVICE.md's published figures).
+	"fa3-h100": presetModel("fa3-h100", "preset: FlashAttention-3 on H100, published dense rates 690 fwd / 590 bwd TFLOP/s (bf16, d128)", 132, 690, 590, 10, 25),
+	// FlashAttention-2 on A100 SXM: about 220 forward, 190 backward.
+	"fa2-a100": presetModel("fa2-a100", "preset: FlashAttention-2 on A100, published dense rates 220 fwd / 190 bwd TFLOP/s (bf16, d128)", 108, 220, 190, 10, 25),
+	// longca's own cuda kernel on the H200 (DEVICE.md, 2026-12-03): 262 forward and 163
+	// backward on full 16K, 64:8.
+	"longca-cuda-h200": presetModel("longca-cuda-h200", "preset: longca cuda kernel on H200, measured 262 fwd / 163 bwd TFLOP/s on full 16K 64:8 (DEVICE.md, 2026-12-03)", 132, 262, 163, 15, 40),
+}
+
+// KernelPresetNames lists the kernel presets, sorted.
+func KernelPresetNames() []string {
+	out := make([]string, 0, len(KernelPresets))
+	for n := range KernelPresets {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// KernelPreset returns a preset by name.
+func KernelPreset(name string) (KernelModel, error) {
+	m, ok := KernelPresets[name]
+	if !ok {
+		return KernelModel{}, fmt.Errorf("unknown kernel model %q: use one of %s, or calibrate from rows (--kernel-rows)", name, strings.Join(KernelPresetNames(), ", "))
+	}
+	return m, nil
+}
+
+func (km KernelModel) pass(p kernels.Pass) PassModel {
+	if p == kernels.Bwd {
+		return km.Bwd
+	}
+	return km.Fwd
+}
+
+// Time is the predicted seconds of one pass (fwd or bwd) of the kernel on problem p
+// (fwd+bwd is the sum).
+func (km KernelModel) Time(pass kernels.Pass, p kernels.Problem) float64 {
+	if pass == kernels.FwdBwd {
+		return km.Time(kernels.Fwd, p) + km.Time(kernels.Bwd, p)
+	}
+	return km.timeOf(pass, TilesOf(p.Mask, km.TileQ, km.TileK), p.HeadsQ, p.HeadDim)
+}
+
+func (km KernelModel) timeOf(pass kernels.Pass, t Tiles, heads, dim int) float64 {
+	if t.Total() == 0 {
+		return 0
+	}
+	pm := km.pass(pass)
+	scale := float64(dim) / 128
+	work := float64(heads) * (float64(t.Full)*pm.FullTileNs + float64(t.Partial)*pm.PartialTileNs + float64(t.Rows)*pm.RowNs)
+	crit := float64(km.SMs) * (float64(t.MaxRow)*pm.PartialTileNs + pm.RowNs)
+	return pm.LaunchUs*1e-6 + scale*max(work, crit)*1e-9
+}
+
+// JSON is the model as recorded in rows.
+func (km KernelModel) JSON() string {
+	b, _ := json.Marshal(km)
+	return string(b)
+}

@@ -1,0 +1,115 @@
+package sim
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/longca/longca/mask"
+)
+
+// Tiles is what a block-tiled attention kernel does on a mask: the (q block, k block)
+// tiles it computes, split into those every pair of which is allowed (no per-element
+// masking) and the partial ones (computed whole, masked per element), the q-block rows
+// that have any tile, and the tiles of the busiest row (one thread block's sequential
+// work: the critical path when rows are few).
+type Tiles struct {
+	Full, Partial int64
+	Rows          int64
+	MaxRow        int64
+	Area          int64
+}
+
+// Total is every computed tile.
+func (t Tiles) Total() int64 { return t.Full + t.Partial }
+
+// TilesOf counts the tiles of m on a grid of bq x bk tiles. The work is proportional to
+// the (slice, q-block row) pairs, not to the tiles, so a 512K x 512K full mask costs as
+// little as a small one. Slices must be canonical (no empty query row, as the mask
+// builders and mask.Window make them). A tile that two slices fill together counts as
+// partial (mask.Blocks would call it full); slices never overlap, so a tile one slice
+// fills is touched by no other.
+func TilesOf(m mask.Mask, bq, bk int) Tiles {
+	type span struct{ lo, hi int } // k blocks [lo, hi] of one q-block row
+	rows := make([][]span, (m.SeqQ+bq-1)/bq)
+	var t Tiles
+	for _, s := range m.Slices {
+		if s.Q.Len() == 0 || s.K.Len() == 0 {
+			continue
+		}
+		t.Area += s.Area()
+		lo, hi := s.Band()
+		for i := s.Q.Start / bq; i*bq < s.Q.End; i++ {
+			qb := mask.Range{Start: i * bq, End: min((i+1)*bq, m.SeqQ)}
+			part := s.Q.Intersect(qb)
+			// The left and right ends of a row's keys grow with q: the first row's left end
+			// and the last row's right end bound the keys of the block row, and every key
+			// between is allowed for some row (canonical slices have no empty row).
+			left := max(s.K.Start, part.Start+lo)
+			right := min(s.K.End-1, part.End-1+hi)
+			if left > right {
+				continue
+			}
+			jl, jr := left/bk, right/bk
+			rows[i] = append(rows[i], span{jl, jr})
+			if part != qb {
+				continue // covering part of the block's rows, the slice fills no tile
+			}
+			t.Full += fullTiles(s, qb, jl, jr, bk, m.SeqQ, m.SeqK)
+		}
+	}
+	var total int64
+	for _, sp := range rows {
+		if len(sp) == 0 {
+			continue
+		}
+		if !slices.IsSortedFunc(sp, func(a, b span) int { return cmp.Compare(a.lo, b.lo) }) {
+			slices.SortFunc(sp, func(a, b span) int { return cmp.Compare(a.lo, b.lo) })
+		}
+		var n int64
+		end := -1
+		for _, x := range sp {
+			if lo := max(x.lo, end+1); x.hi >= lo {
+				n += int64(x.hi - lo + 1)
+				end = x.hi
+			}
+		}
+		t.Rows++
+		t.MaxRow = max(t.MaxRow, n)
+		total += n
+	}
+	t.Partial = total - t.Full
+	return t
+}
+
+// fullTiles counts the tiles j in [jl, jr] of q block qb that slice s fills: K covers the
+// tile and the band holds at its corners (kmin - qmax >= lo, kmax - qmin <= hi).
+func fullTiles(s mask.Slice, qb mask.Range, jl, jr, bk, seqQ, seqK int) int64 {
+	lo, hi := s.Band()
+	jmin := max(jl, ceilDiv(s.K.Start, bk))
+	if lo > -seqQ { // else every k - q in the matrix is above lo: tile start >= lo + qmax
+		jmin = max(jmin, ceilDiv(lo+qb.End-1, bk))
+	}
+	end := s.K.End // a tile's end (exclusive) may not pass this
+	if hi < seqK { // else every k - q in the matrix is below hi
+		end = min(end, hi+qb.Start+1)
+	}
+	nk := (seqK + bk - 1) / bk
+	jmax := nk - 1 // the last tile ends at seqK
+	if end < seqK {
+		jmax = end/bk - 1
+	}
+	jmax = min(jmax, jr)
+	if jmax < jmin {
+		return 0
+	}
+	return int64(jmax - jmin + 1)
+}
+
+// ceilDiv is a/b rounded up, for b > 0 and any a.
+func ceilDiv(a, b int) int {
+	q := a / b
+	if a%b != 0 && a > 0 {
+		q++
+	}
+	return q
+}
