@@ -104,10 +104,15 @@ func (km KernelModel) pass(p kernels.Pass) PassModel {
 // Time is the predicted seconds of one pass (fwd or bwd) of the kernel on problem p
 // (fwd+bwd is the sum).
 func (km KernelModel) Time(pass kernels.Pass, p kernels.Problem) float64 {
+	return km.TimeOn(pass, TilesOf(p.Mask, km.TileQ, km.TileK), p.HeadsQ, p.HeadDim)
+}
+
+// TimeOn is Time for a mask's tiles (TilesOf with the model's tile sizes).
+func (km KernelModel) TimeOn(pass kernels.Pass, t Tiles, heads, dim int) float64 {
 	if pass == kernels.FwdBwd {
-		return km.Time(kernels.Fwd, p) + km.Time(kernels.Bwd, p)
+		return km.timeOf(kernels.Fwd, t, heads, dim) + km.timeOf(kernels.Bwd, t, heads, dim)
 	}
-	return km.timeOf(pass, TilesOf(p.Mask, km.TileQ, km.TileK), p.HeadsQ, p.HeadDim)
+	return km.timeOf(pass, t, heads, dim)
 }
 
 func (km KernelModel) timeOf(pass kernels.Pass, t Tiles, heads, dim int) float64 {

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"sort"
 	"sync"
@@ -14,10 +15,16 @@ import (
 
 // DefaultExactRanks is the largest world simulated rank by rank; above it a sample of
 // ranks is simulated with mirrored peers (Options.ExactRanks).
-const DefaultExactRanks = 64
+const DefaultExactRanks = 16
 
-// DefaultSampledRanks bounds the ranks traced in a sampled simulation.
-const DefaultSampledRanks = 16
+// sampledRanks is how many ranks a sampled simulation traces when Options.SampledRanks
+// is 0: a rank's trace costs its ring length times the documents (every step's
+// sub-mask), so long rings get fewer: 1024/ring, between 4 and 16. With zigzag sharding
+// the ranks are alike: at 64 GPUs 4 to 16 sampled ranks and all 64 agree within 1.3%
+// (docs/simulate.md).
+func sampledRanks(ring int) int {
+	return min(max(1024/max(ring, 1), 4), 16)
+}
 
 // Options are a prediction's model.
 type Options struct {
@@ -28,10 +35,13 @@ type Options struct {
 	// spread over the ring, the ranks at node boundaries among them), each simulated with
 	// mirrored peers, the slowest taken. 0 means DefaultExactRanks.
 	ExactRanks int
-	// SampledRanks bounds the ranks traced in a sampled simulation (0: DefaultSampledRanks).
+	// SampledRanks bounds the ranks traced in a sampled simulation (0: 16, fewer on long
+	// rings; see sampledRanks).
 	SampledRanks int
 	// PartialDType is the dtype of the kernel's per-step outputs (0: the problem's).
 	PartialDType tensor.DType
+	// Tiles remembers sub-masks' tiles across predictions (nil: one cache per Predict).
+	Tiles *TileCache
 }
 
 // Prediction is one pass of one method on one problem.
@@ -145,7 +155,9 @@ func rankOf(pl *cp.Plan, u, r int) int {
 
 // sampleRanks lists the ranks to trace: all of them, or ring positions spread over the
 // ring (its ends and middle, the first node boundary on each side, then evenly spaced)
-// on the first Ulysses rank, and the last Ulysses rank of two of them.
+// on the first Ulysses rank. The other Ulysses ranks of a ring position walk the same
+// sub-masks over links of the same classes (a Ulysses group sits inside a node, or
+// spans whole nodes), so they are not traced.
 func sampleRanks(pl *cp.Plan, m Machine, all bool, limit int) []int {
 	n := pl.Config.Ranks
 	if all {
@@ -156,9 +168,9 @@ func sampleRanks(pl *cp.Plan, m Machine, all bool, limit int) []int {
 		return out
 	}
 	if limit <= 0 {
-		limit = DefaultSampledRanks
+		limit = sampledRanks(pl.Config.Ring)
 	}
-	u, ring := pl.Config.Ulysses, pl.Config.Ring
+	ring := pl.Config.Ring
 	pos := []int{0, ring - 1, ring / 2}
 	for r := 1; r < ring; r++ {
 		if m.Node(rankOf(pl, 0, r)) != m.Node(rankOf(pl, 0, r-1)) {
@@ -183,10 +195,6 @@ func sampleRanks(pl *cp.Plan, m Machine, all bool, limit int) []int {
 	for _, r := range pos {
 		set[rankOf(pl, 0, r)] = true
 	}
-	if u > 1 {
-		set[rankOf(pl, u-1, 0)] = true
-		set[rankOf(pl, u-1, ring/2)] = true
-	}
 	out := make([]int, 0, len(set))
 	for r := range set {
 		out = append(out, r)
@@ -206,8 +214,13 @@ type recorded struct {
 // traced rank's communicator counted.
 func record(ctx context.Context, method cp.Method, pl *cp.Plan, traced []int, passes []kernels.Pass, o Options) (recorded, []int64, error) {
 	n := pl.Config.Ranks
+	all := len(traced) == n // every rank: the sub-masks are shared, keep them
 	w := newTraceWorld(n)
-	c := modelCosts{km: o.Kernel, m: o.Machine}
+	tiles := o.Tiles
+	if tiles == nil {
+		tiles = &TileCache{}
+	}
+	c := modelCosts{km: o.Kernel, m: o.Machine, tiles: tiles}
 	recs := make([]*recorder, n)
 	isTraced := map[int]bool{}
 	for _, r := range traced {
@@ -222,6 +235,9 @@ func record(ctx context.Context, method cp.Method, pl *cp.Plan, traced []int, pa
 	counted := make([]int64, len(passes))
 	errs := make([]error, n)
 	var wg sync.WaitGroup
+	// Traced ranks walk their steps a few at a time, each forgetting its sub-masks after:
+	// at 512 ranks one rank's document sub-masks take tens of megabytes.
+	busy := make(chan struct{}, max(runtime.GOMAXPROCS(0), 1))
 	for rank := range n {
 		wg.Add(1)
 		go func() {
@@ -241,7 +257,12 @@ func record(ctx context.Context, method cp.Method, pl *cp.Plan, traced []int, pa
 				return
 			}
 			ti := slices.Index(traced, rank)
+			busy <- struct{}{}
 			ts, bytes, err := tracePasses(ctx, method, run, rec, passes)
+			if !all {
+				pl.ForgetSteps(run.R)
+			}
+			<-busy
 			if err != nil {
 				errs[rank] = fmt.Errorf("rank %d: %w", rank, err)
 				return
@@ -316,12 +337,15 @@ func tracePasses(ctx context.Context, method cp.Method, run *cp.Run, rec *record
 
 // modelCosts prices compute with the kernel model and the machine's helper costs.
 type modelCosts struct {
-	km KernelModel
-	m  Machine
+	km    KernelModel
+	m     Machine
+	tiles *TileCache
 }
 
-func (c modelCosts) kernelTime(pass kernels.Pass, p kernels.Problem) float64 {
-	return c.km.Time(pass, p)
+func (c modelCosts) kernelTime(pass kernels.Pass, p kernels.Problem) (float64, float64) {
+	t := c.tiles.Tiles(p.Mask, c.km.TileQ, c.km.TileK)
+	flops := 4 * float64(t.Area) * float64(p.HeadsQ) * float64(p.HeadDim) * pass.FLOPsFactor()
+	return c.km.TimeOn(pass, t, p.HeadsQ, p.HeadDim), flops
 }
 
 func (c modelCosts) helperTime(launches int, bytes int64) float64 {

@@ -3,6 +3,7 @@ package sim
 import (
 	"cmp"
 	"slices"
+	"sync"
 
 	"github.com/longca/longca/mask"
 )
@@ -112,4 +113,59 @@ func ceilDiv(a, b int) int {
 		q++
 	}
 	return q
+}
+
+// TileCache remembers the tiles of masks by content (a 128-bit hash of the slices): the
+// sub-masks of CP steps repeat across steps, ranks, passes and methods of one layout.
+// It is safe for concurrent use; the zero value is ready.
+type TileCache struct {
+	mu sync.Mutex
+	m  map[tileKey]Tiles
+}
+
+type tileKey struct {
+	h1, h2    uint64
+	n, sq, sk int
+	bq, bk    int
+}
+
+// cacheSlices is the most slices a mask may have to be remembered: larger ones (the
+// all-gather's sub-mask of a rank) rarely repeat, and hashing them costs as much as
+// counting their tiles.
+const cacheSlices = 1 << 14
+
+// Tiles returns TilesOf(m, bq, bk), computed once per distinct mask.
+func (c *TileCache) Tiles(m mask.Mask, bq, bk int) Tiles {
+	if c == nil || len(m.Slices) > cacheSlices {
+		return TilesOf(m, bq, bk)
+	}
+	k := tileKey{n: len(m.Slices), sq: m.SeqQ, sk: m.SeqK, bq: bq, bk: bk}
+	k.h1, k.h2 = 14695981039346656037, 0x9E3779B97F4A7C15
+	mix := func(v int) {
+		x := uint64(v)
+		k.h1 = (k.h1 ^ x) * 1099511628211
+		k.h2 = (k.h2 ^ (x + 0x632BE59BD9B4E019)) * 0xBF58476D1CE4E5B9
+		k.h2 ^= k.h2 >> 31
+	}
+	for _, s := range m.Slices {
+		mix(s.Q.Start)
+		mix(s.Q.End)
+		mix(s.K.Start)
+		mix(s.K.End)
+		mix(int(s.Kind))
+	}
+	c.mu.Lock()
+	t, ok := c.m[k]
+	c.mu.Unlock()
+	if ok {
+		return t
+	}
+	t = TilesOf(m, bq, bk)
+	c.mu.Lock()
+	if c.m == nil {
+		c.m = map[tileKey]Tiles{}
+	}
+	c.m[k] = t
+	c.mu.Unlock()
+	return t
 }

@@ -83,7 +83,8 @@ type rankTrace struct {
 
 // costs prices compute events as they are recorded.
 type costs interface {
-	kernelTime(pass kernels.Pass, p kernels.Problem) float64
+	// kernelTime is a kernel call's seconds and FLOPs.
+	kernelTime(pass kernels.Pass, p kernels.Problem) (seconds, flops float64)
 	helperTime(launches int, bytes int64) float64
 }
 
@@ -192,14 +193,14 @@ func (r *recorder) Device() tensor.Device          { return traceDevice{} }
 func (r *recorder) Supports(kernels.Problem) error { return nil }
 
 func (r *recorder) Forward(_ context.Context, p kernels.Problem, q, k, v, out, lse tensor.Tensor) error {
-	r.add(event{kind: evKernel, name: "attention fwd", dur: r.costs.kernelTime(kernels.Fwd, p), flops: p.FLOPs(kernels.Fwd)},
-		[]tensor.Tensor{q, k, v}, []tensor.Tensor{out, lse})
+	dur, flops := r.costs.kernelTime(kernels.Fwd, p)
+	r.add(event{kind: evKernel, name: "attention fwd", dur: dur, flops: flops}, []tensor.Tensor{q, k, v}, []tensor.Tensor{out, lse})
 	return nil
 }
 
 func (r *recorder) Backward(_ context.Context, p kernels.Problem, q, k, v, out, lse, dout, dq, dk, dv tensor.Tensor) error {
-	r.add(event{kind: evKernel, name: "attention bwd", dur: r.costs.kernelTime(kernels.Bwd, p), flops: p.FLOPs(kernels.Bwd)},
-		[]tensor.Tensor{q, k, v, out, lse, dout}, []tensor.Tensor{dq, dk, dv})
+	dur, flops := r.costs.kernelTime(kernels.Bwd, p)
+	r.add(event{kind: evKernel, name: "attention bwd", dur: dur, flops: flops}, []tensor.Tensor{q, k, v, out, lse, dout}, []tensor.Tensor{dq, dk, dv})
 	return nil
 }
 
