@@ -37,10 +37,13 @@ type simulator struct {
 	msgs     map[msgKey]*msgState // keyed by (group, src, dst) with the seq below
 }
 
+// portKey is a port: its class and owner (the first rank of the port's scope, or the
+// sending rank when the scope's other ranks are not simulated), and whether it is a
+// mirrored sender's, as seen by a rank simulated alone.
 type portKey struct {
-	rank   int
+	owner  int
 	class  LinkClass
-	mirror bool // a mirrored sender's port, as seen by the rank simulated alone
+	mirror bool
 }
 
 type collArrival struct {
@@ -67,6 +70,8 @@ type msgPair struct {
 	arrive           float64
 	arrived          bool
 	scheduled        bool
+	class            LinkClass
+	wire             float64 // time on the wire
 }
 
 type rankState struct {
@@ -93,7 +98,6 @@ type item struct {
 	port portKey
 	bw   float64
 	lat  float64
-	rcv  bool // a mirrored incoming message
 }
 
 type itemQueue []item
@@ -230,6 +234,9 @@ func (s *simulator) onStart(tr int, e int32, t float64) error {
 		s.finish(tr, e, begin+dur)
 	case evColl:
 		st.start[e] = t
+		if s.expands(ev) {
+			return s.startMessages(tr, e, t, ev.grp, s.collMessages(s.traces[tr].rank, ev), true)
+		}
 		cost := s.nw.collective(ev.grp, ev.coll, ev.bytes)
 		st.class[e] = cost.class
 		if s.mirror {
@@ -254,44 +261,83 @@ func (s *simulator) onStart(tr int, e int32, t float64) error {
 		}
 	case evP2P:
 		st.start[e] = t
-		st.msgsLeft[e] = len(ev.msgs)
-		st.endCand[e] = t
-		me := s.traces[tr].rank
-		for _, m := range ev.msgs {
-			if m.peer == me { // to itself: a local copy
-				s.msgDone(tr, e, t, ClassSelf, 0)
-				continue
-			}
-			if s.mirror {
-				s.mirrored(tr, e, m, t)
-				continue
-			}
-			src, dst := me, m.peer
-			if !m.send {
-				src, dst = dst, src
-			}
-			p := s.pair(ev.grp, src, dst, m.seq)
-			p.bytes = m.bytes
-			if m.send {
-				p.sendT, p.sendOK, p.sender = t, true, [2]int{tr, int(e)}
-				if _, ok := s.byRank[dst]; !ok {
-					return fmt.Errorf("sim: rank %d sends to rank %d, which is not simulated", me, dst)
-				}
-			} else {
-				p.recvT, p.recvOK, p.receiver = t, true, [2]int{tr, int(e)}
-				if p.arrived { // an eager message that landed before its receive was posted
-					s.msgDone(tr, e, max(t, p.arrive), ClassSelf, 0)
-				}
-			}
-			s.maybeSend(ev.grp, src, dst, p)
-		}
+		return s.startMessages(tr, e, t, ev.grp, ev.msgs, false)
 	}
 	return nil
 }
 
-// pair finds the message seq from src to dst on g.
-func (s *simulator) pair(g *traceGroup, src, dst, seq int) *msgPair {
-	k := msgKey{g, src, dst}
+// expands says whether a collective is simulated as its messages: a direct collective
+// (comm/local's, and NCCL's all-to-all, grouped sends and receives) when every rank is
+// simulated. Otherwise its modelled time is used (network.collective).
+func (s *simulator) expands(ev *event) bool {
+	return !s.mirror && (s.m.Collectives == CollDirect || ev.coll == collAllToAll)
+}
+
+// collMessages are a direct collective's messages from rank me: its block to every other
+// member, in comm/local's order (the next rank first), and one from each.
+func (s *simulator) collMessages(me int, ev *event) []message {
+	g := ev.grp
+	n := len(g.members)
+	bs := int64(block(ev.coll, ev.bytes, n))
+	idx := g.index[me]
+	var ms []message
+	for i := 1; i < n; i++ {
+		ms = append(ms, message{send: true, peer: g.members[(idx+i)%n], bytes: bs, seq: ev.seq})
+	}
+	for i := 1; i < n; i++ {
+		ms = append(ms, message{peer: g.members[(idx+n-i)%n], bytes: bs, seq: ev.seq})
+	}
+	return ms
+}
+
+// startMessages posts an event's messages at t. A send completes when it left its port
+// (rendezvous, as NCCL) or at once (eager, as comm/local); a receive when its message
+// arrived; the event when all have.
+func (s *simulator) startMessages(tr int, e int32, t float64, g *traceGroup, msgs []message, coll bool) error {
+	st := &s.ranks[tr]
+	st.msgsLeft[e] = len(msgs)
+	st.endCand[e] = t
+	if len(msgs) == 0 {
+		s.finish(tr, e, t)
+		return nil
+	}
+	me := s.traces[tr].rank
+	for _, m := range msgs {
+		if m.peer == me { // to itself: a local copy
+			s.msgDone(tr, e, t, ClassSelf, 0)
+			continue
+		}
+		if s.mirror {
+			s.mirrored(tr, e, g, m, t)
+			continue
+		}
+		src, dst := me, m.peer
+		if !m.send {
+			src, dst = dst, src
+		}
+		p := s.pair(msgKey{g: g, src: src, dst: dst, coll: coll}, m.seq)
+		p.bytes = m.bytes
+		if m.send {
+			p.sendT, p.sendOK, p.sender = t, true, [2]int{tr, int(e)}
+			if _, ok := s.byRank[dst]; !ok {
+				return fmt.Errorf("sim: rank %d sends to rank %d, which is not simulated", me, dst)
+			}
+			if !s.m.Rendezvous {
+				s.msgDone(tr, e, t, ClassSelf, 0) // eager: the send is done once posted
+			}
+		} else {
+			p.recvT, p.recvOK, p.receiver = t, true, [2]int{tr, int(e)}
+			if p.arrived { // an eager message that landed before its receive was posted
+				s.msgDone(tr, e, max(t, p.arrive), p.class, p.wire)
+			}
+		}
+		s.maybeSend(src, dst, p)
+	}
+	return nil
+}
+
+// pair finds message seq of a (group, source, destination).
+func (s *simulator) pair(k msgKey, seq int) *msgPair {
 	ms := s.msgs[k]
 	if ms == nil {
 		ms = &msgState{}
@@ -304,8 +350,9 @@ func (s *simulator) pair(g *traceGroup, src, dst, seq int) *msgPair {
 }
 
 // maybeSend puts a message on the wire once it may leave: at its send (eager) or once
-// both sides posted it (rendezvous).
-func (s *simulator) maybeSend(g *traceGroup, src, dst int, p *msgPair) {
+// both sides posted it (rendezvous). Every rank is simulated, so it waits for the real
+// port (shared with the other ranks of the port's scope).
+func (s *simulator) maybeSend(src, dst int, p *msgPair) {
 	if p.scheduled || !p.sendOK || (s.m.Rendezvous && !p.recvOK) {
 		return
 	}
@@ -314,28 +361,31 @@ func (s *simulator) maybeSend(g *traceGroup, src, dst int, p *msgPair) {
 	if s.m.Rendezvous {
 		leave = max(leave, p.recvT)
 	}
-	bw, c := s.nw.p2pBandwidth(g, src, dst)
-	s.push(item{t: leave, wire: p, c: c, port: portKey{rank: src, class: c}, bw: bw, lat: s.m.Link(c).LatencyUs * 1e-6, tr: p.sender[0], ev: int32(p.sender[1])})
+	port, bw := s.nw.port(src, dst)
+	s.push(item{t: leave, wire: p, c: port.class, port: port, bw: bw, lat: s.m.Link(port.class).LatencyUs * 1e-6, tr: p.sender[0], ev: int32(p.sender[1])})
 }
 
-// mirrored handles a message of a rank simulated alone: its peer does the same now.
-func (s *simulator) mirrored(tr int, e int32, m message, t float64) {
+// mirrored handles a message of a rank simulated alone: its peer does the same now, and
+// a shared port's bandwidth is divided among the ranks that use it in this operation.
+func (s *simulator) mirrored(tr int, e int32, g *traceGroup, m message, t float64) {
 	me := s.traces[tr].rank
-	g := s.traces[tr].events[e].grp
 	src, dst := me, m.peer
 	if !m.send {
 		src, dst = m.peer, me
 	}
 	bw, c := s.nw.p2pBandwidth(g, src, dst)
 	p := &msgPair{bytes: m.bytes, sender: [2]int{-1, -1}, receiver: [2]int{-1, -1}}
-	port := portKey{rank: src, class: c, mirror: !m.send}
+	port := portKey{owner: src, class: c, mirror: !m.send}
 	if m.send {
 		p.sender = [2]int{tr, int(e)}
+		if !s.m.Rendezvous {
+			s.msgDone(tr, e, t, ClassSelf, 0) // eager: the send is done once posted
+		}
 	} else {
 		p.receiver = [2]int{tr, int(e)}
 		p.recvT, p.recvOK = t, true
 	}
-	s.push(item{t: t, wire: p, c: c, port: port, bw: bw, lat: s.m.Link(c).LatencyUs * 1e-6, tr: tr, ev: e, rcv: !m.send})
+	s.push(item{t: t, wire: p, c: c, port: port, bw: bw, lat: s.m.Link(c).LatencyUs * 1e-6, tr: tr, ev: e})
 }
 
 // onWire sends a message through its sender's port.
@@ -345,10 +395,12 @@ func (s *simulator) onWire(it item) {
 	onWire := float64(p.bytes) / it.bw
 	done := depart + onWire
 	s.portFree[it.port] = done
-	p.arrive, p.arrived = done+it.lat, true
+	p.arrive, p.arrived, p.class, p.wire = done+it.lat, true, it.c, onWire+it.lat
 	if p.sender[0] >= 0 {
 		s.ranks[p.sender[0]].wire[it.c] += onWire
-		s.msgDone(p.sender[0], int32(p.sender[1]), done, it.c, onWire)
+		if s.m.Rendezvous {
+			s.msgDone(p.sender[0], int32(p.sender[1]), done, it.c, onWire)
+		}
 	}
 	if p.receiver[0] >= 0 && p.recvOK {
 		s.msgDone(p.receiver[0], int32(p.receiver[1]), max(p.arrive, p.recvT), it.c, onWire+it.lat)

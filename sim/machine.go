@@ -73,6 +73,18 @@ type Machine struct {
 	// Kernel names the kernel rate model (a preset of KernelPresets) unless calibrated
 	// rows replace it.
 	Kernel string `json:"kernel"`
+	// ComputeScale multiplies every kernel and helper time (0 means 1): compute that runs
+	// slower than the kernel model was calibrated for, such as in-process ranks sharing a
+	// loaded machine's cores with other work (measured by the same run with fast links).
+	ComputeScale float64 `json:"compute_scale,omitempty"`
+}
+
+// computeScale is ComputeScale, 1 when unset.
+func (m Machine) computeScale() float64 {
+	if m.ComputeScale > 0 {
+		return m.ComputeScale
+	}
+	return 1
 }
 
 // Collective algorithm families.
@@ -221,6 +233,9 @@ func (m Machine) Validate() error {
 	}
 	if m.AllReduce != "" && m.AllReduce != "ring" && m.AllReduce != "tree" {
 		return fmt.Errorf("allreduce %q: use ring or tree", m.AllReduce)
+	}
+	if m.ComputeScale < 0 {
+		return fmt.Errorf("compute_scale %g: must not be negative (0 or 1: as calibrated)", m.ComputeScale)
 	}
 	if !(m.Helpers.BandwidthGBs > 0) || m.Helpers.LaunchUs < 0 {
 		return fmt.Errorf("helpers: bandwidth_gbs %g and launch_us %g: need a positive bandwidth and a launch >= 0", m.Helpers.BandwidthGBs, m.Helpers.LaunchUs)

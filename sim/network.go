@@ -61,9 +61,18 @@ func mapValues[K comparable, V any](m map[K]V) []V {
 	return out
 }
 
-// p2pBandwidth is the bytes per second a message from world rank a to b on group g gets:
-// its link's port bandwidth divided among the ranks of the port's scope that send on the
-// same class in the same operation (each to the peer at the same offset in its group).
+// port is where a message from world rank a to b waits its turn: its link class and the
+// port's owner (the first rank of the port's scope), with the port's bandwidth.
+func (nw *network) port(a, b int) (portKey, float64) {
+	c := nw.m.Class(a, b)
+	first, _ := nw.m.portScope(a, c)
+	return portKey{owner: first, class: c}, nw.m.Link(c).BandwidthGBs * 1e9
+}
+
+// p2pBandwidth is the bytes per second a message from world rank a to b on group g gets
+// when the other ranks of its port's scope are not simulated: the port's bandwidth
+// divided among the ranks of the scope that send on the same class in the same
+// operation (each to the peer at the same offset in its group).
 func (nw *network) p2pBandwidth(g *traceGroup, a, b int) (float64, LinkClass) {
 	c := nw.m.Class(a, b)
 	l := nw.m.Link(c)

@@ -345,10 +345,10 @@ type modelCosts struct {
 func (c modelCosts) kernelTime(pass kernels.Pass, p kernels.Problem) (float64, float64) {
 	t := c.tiles.Tiles(p.Mask, c.km.TileQ, c.km.TileK)
 	flops := 4 * float64(t.Area) * float64(p.HeadsQ) * float64(p.HeadDim) * pass.FLOPsFactor()
-	return c.km.TimeOn(pass, t, p.HeadsQ, p.HeadDim), flops
+	return c.km.TimeOn(pass, t, p.HeadsQ, p.HeadDim) * c.m.computeScale(), flops
 }
 
 func (c modelCosts) helperTime(launches int, bytes int64) float64 {
 	h := c.m.Helpers
-	return float64(launches)*h.LaunchUs*1e-6 + float64(bytes)/(h.BandwidthGBs*1e9)
+	return (float64(launches)*h.LaunchUs*1e-6 + float64(bytes)/(h.BandwidthGBs*1e9)) * c.m.computeScale()
 }

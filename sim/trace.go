@@ -113,6 +113,7 @@ type recorder struct {
 type msgKey struct {
 	g        *traceGroup
 	src, dst int
+	coll     bool // a block of a direct collective (comm/local keeps them apart by tag)
 }
 
 func newRecorder(rank int, c costs, partDT tensor.DType) *recorder {
@@ -460,7 +461,7 @@ func (c *traceComm) p2p(send bool, buf tensor.Tensor, peer int) error {
 	if !send {
 		src, dst = dst, src
 	}
-	key := msgKey{c.g, src, dst}
+	key := msgKey{g: c.g, src: src, dst: dst}
 	m := message{send: send, peer: c.g.members[peer], bytes: buf.Bytes(), seq: c.rec.msgSeq[key]}
 	c.rec.msgSeq[key]++
 	return c.Group(func() error {

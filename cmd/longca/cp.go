@@ -9,6 +9,7 @@ import (
 	"github.com/longca/longca/harness"
 	"github.com/longca/longca/kernels"
 	"github.com/longca/longca/mask"
+	"github.com/longca/longca/sim"
 	"github.com/longca/longca/spmd/cp"
 	"github.com/longca/longca/tensor"
 	"github.com/urfave/cli/v2"
@@ -56,6 +57,7 @@ func cpFlags() []cli.Flag {
 		&cli.StringFlag{Name: "out", Usage: "results folder (default out/cp-<time>)"},
 		&cli.StringFlag{Name: "run-id", EnvVars: []string{"LONGCA_RUN_ID"}, Usage: "run id in file names and rows (default: the folder's name)"},
 		&cli.BoolFlag{Name: "dry-run", Usage: "print the cases (mesh, padding, FLOPs, bytes) and run nothing"},
+		&cli.StringFlag{Name: "links", Usage: "in-process ranks only: emulate a machine's links (a longca simulate --machine preset or file): each message waits bytes/bandwidth + latency"},
 	}
 }
 
@@ -84,6 +86,7 @@ type cpOptions struct {
 	kernelOpts      kernels.Options // device index, variant: set once the world is known
 	out, runID      string
 	dryRun          bool
+	links           *sim.Machine // emulated links between in-process ranks (--links)
 }
 
 // parseCPFlags checks every flag; bad input is one line naming the flag, exit status 2.
@@ -163,6 +166,13 @@ func parseCPFlags(c *cli.Context) (cpOptions, error) {
 	}
 	if !slices.Contains(kernels.Names(), o.kernel) {
 		return o, usageError("--kernel: unknown kernel %q: registered are %s", o.kernel, strings.Join(kernels.Names(), ", "))
+	}
+	if c.IsSet("links") {
+		m, err := sim.LoadMachine(c.String("links"))
+		if err != nil {
+			return o, usageError("--links: %v", err)
+		}
+		o.links = &m
 	}
 	return o, nil
 }

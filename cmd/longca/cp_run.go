@@ -48,6 +48,9 @@ func cpAction(c *cli.Context) error {
 	if w.Size == 1 && o.ranks > 0 {
 		n = o.ranks
 	}
+	if o.links != nil && (w.Size > 1 || so.Backend != "auto" && so.Backend != "local") {
+		return usageError("--links emulates links between in-process ranks (--ranks N, backend local): leave it out under a launcher or with --backend %s", so.Backend)
+	}
 	cases, skipped, err := cpCases(o, n)
 	if err != nil {
 		return err
@@ -100,6 +103,9 @@ func cpAction(c *cli.Context) error {
 		}
 	} else {
 		opts := []local.Option{local.WithTimeout(so.Timeout)}
+		if o.links != nil {
+			opts = append(opts, local.WithLinks(linksOf(*o.links)))
+		}
 		mover, err := cpDeviceMover(o.kernel, o.kernelOpts, n)
 		if err != nil {
 			return err
@@ -311,6 +317,10 @@ func (rr *cpRank) row(cs cpCase, pl *cp.Plan, spec mask.Spec, sample int, pass k
 	}
 	if rr.oneGPU {
 		row.Reason = fmt.Sprintf("%d ranks simulated on one GPU (comm/local, device mover): transfers are device copies, the ranks share the GPU", rr.c.Size())
+	}
+	if o.links != nil {
+		row.Backend = "local+links"
+		row.ModelParams = fmt.Sprintf(`{"links":%s}`, o.links.JSON())
 	}
 	return row
 }

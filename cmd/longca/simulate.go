@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/longca/longca/comm/local"
 	"github.com/longca/longca/dataset"
 	"github.com/longca/longca/harness"
 	"github.com/longca/longca/kernels"
@@ -542,6 +543,14 @@ func predictJob(ctx context.Context, o simOptions, j simJob, maskFor func(string
 	return rows, nil
 }
 
+// linksOf is the link emulator of comm/local for a machine.
+func linksOf(m sim.Machine) local.Links {
+	l := func(k sim.Link) local.Link {
+		return local.Link{Bandwidth: k.BandwidthGBs * 1e9, Latency: time.Duration(k.LatencyUs * float64(time.Microsecond)), Shared: k.Shared}
+	}
+	return local.Links{GPUsPerNode: m.GPUsPerNode, RanksPerGPU: m.RanksPerGPU, Local: l(m.Local), Intra: l(m.Intra), Inter: l(m.Inter)}
+}
+
 func hostName() string {
 	h, _ := os.Hostname()
 	return h
@@ -663,8 +672,12 @@ func printSimTable(w io.Writer, o simOptions, rows []results.Row) error {
 	best, keys, methods := bestCells(rows)
 	m := o.machine
 	var b strings.Builder
-	fmt.Fprintf(&b, "# longca simulate: machine %s: %d GPUs per node; intra %.0f GB/s %.1f us%s; inter %.0f GB/s %.1f us%s; collectives %s\n",
-		m.Name, m.GPUsPerNode, m.Intra.BandwidthGBs, m.Intra.LatencyUs, sharedNote(m.Intra), m.Inter.BandwidthGBs, m.Inter.LatencyUs, sharedNote(m.Inter), m.Collectives)
+	perGPU := ""
+	if m.RanksPerGPU > 1 {
+		perGPU = fmt.Sprintf(", %d ranks per GPU (local %g GB/s %g us)", m.RanksPerGPU, m.Local.BandwidthGBs, m.Local.LatencyUs)
+	}
+	fmt.Fprintf(&b, "# longca simulate: machine %s: %d GPUs per node%s; intra %g GB/s %g us%s; inter %g GB/s %g us%s; collectives %s\n",
+		m.Name, m.GPUsPerNode, perGPU, m.Intra.BandwidthGBs, m.Intra.LatencyUs, sharedNote(m.Intra), m.Inter.BandwidthGBs, m.Inter.LatencyUs, sharedNote(m.Inter), m.Collectives)
 	fmt.Fprintf(&b, "# kernel model %s: %s\n", o.kernel.Name, o.kernel.Source)
 	size := fmt.Sprintf("%s tokens per GPU", dataset.FormatSize(o.cp.tokensPerRank))
 	if o.cp.seqlen > 0 {
@@ -710,7 +723,7 @@ func printSimTable(w io.Writer, o simOptions, rows []results.Row) error {
 			switch {
 			case c == nil:
 			case c.n > 0:
-				v = fmt.Sprintf("%.1f", c.tflops)
+				v = formatRate(c.tflops)
 				if me == top {
 					v += "*"
 				}
@@ -754,6 +767,17 @@ func printSimTable(w io.Writer, o simOptions, rows []results.Row) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// formatRate keeps 4 significant digits of a TFLOP/s figure (CPU runs are tiny).
+func formatRate(v float64) string {
+	switch {
+	case v >= 100:
+		return fmt.Sprintf("%.1f", v)
+	case v >= 1:
+		return fmt.Sprintf("%.2f", v)
+	}
+	return fmt.Sprintf("%.3g", v)
 }
 
 func sharedNote(l sim.Link) string {

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/longca/longca/results"
+)
+
+// emulatedMachine is the machine of the CPU validation: 4 in-process ranks on a 2-core
+// machine, modelled as 2 "GPUs" (one per node) of 2 ranks each, so ranks 0 and 1 share
+// a core (and a local link), as do 2 and 3; nodes talk over the inter link. Bandwidths
+// are scaled by bw; fast makes every link effectively free (to measure compute alone).
+func emulatedMachine(t *testing.T, dir, name string, bw, computeScale float64, fast bool) string {
+	t.Helper()
+	local, inter := 0.0005*bw, 0.000125*bw // GB/s
+	llat, ilat := 500.0, 2000.0         // us
+	if fast {
+		local, inter, llat, ilat = 100, 100, 0, 0
+	}
+	js := fmt.Sprintf(`{"name": %q, "gpus_per_node": 1, "ranks_per_gpu": 2,
+ "local": {"bandwidth_gbs": %g, "latency_us": %g},
+ "intra": {"bandwidth_gbs": %g, "latency_us": %g},
+ "inter": {"bandwidth_gbs": %g, "latency_us": %g},
+ "collectives": "direct", "rendezvous": false,
+ "helpers": {"bandwidth_gbs": 1, "launch_us": 20}, "kernel": "cpu-ref", "compute_scale": %g}`,
+		name, local, llat, local, llat, inter, ilat, computeScale)
+	p := filepath.Join(dir, name+".json")
+	if err := os.WriteFile(p, []byte(js), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// caseKey pairs a measured row with a predicted one.
+type caseKey struct{ method, mesh, mask, pass string }
+
+func keyOf(r results.Row) caseKey {
+	return caseKey{r.Method, meshLabel(r), r.Mask, r.Pass}
+}
+
+// timesOf reads the rows of a run folder: the median time per case (rank 0's row for a
+// measured run), and the kernel rows' file when asked.
+func timesOf(t *testing.T, dir string) map[caseKey]float64 {
+	t.Helper()
+	rows, _, err := results.ReadRows(filepath.Join(dir, "merged.arrow"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[caseKey]float64{}
+	for _, r := range rows {
+		if r.Rank != 0 || r.MedianMs == nil {
+			continue
+		}
+		out[keyOf(r)] = *r.MedianMs
+	}
+	return out
+}
+
+// TestSimulateAgreesWithEmulatedLinks is the CPU validation of longca simulate: longca cp
+// with in-process ranks over emulated links (comm/local's link emulator), against
+// longca simulate for the same machine file: every method (loongtrain with two windows,
+// so that its outer ring runs), forward and backward, over a grid of two sizes and two
+// bandwidths, each CP mask at two of the four points. The kernel model is fitted to ref
+// rows timed here; compute is calibrated from the same run: just before each point, the
+// ranks' times with free links over the model's give the machine's compute scale (the
+// ranks share 2 cores with whatever else runs). Every prediction must be within 15% of
+// the measurement. The links dominate (2 to 10 times the compute), so this checks the
+// schedule and the network model.
+func TestSimulateAgreesWithEmulatedLinks(t *testing.T) {
+	dir := t.TempDir()
+	common := []string{"--heads", "4:2", "--head-dim", "8", "--dtype", "fp32", "--windows", "2", "--samples", "1"}
+	run := func(args ...string) string {
+		t.Helper()
+		out, errOut, code := captureRun(t, append([]string{"--log-level", "warn"}, args...)...)
+		if code != 0 {
+			t.Fatalf("longca %s: exit %d\n%s\n%s", strings.Join(args, " "), code, out, errOut)
+		}
+		return out
+	}
+	kdir := filepath.Join(dir, "kernel")
+	run("kernel", "--kernels", "ref", "--masks", "full,causal,full_document,causal_document", "--seqlens", "32,64,128,256",
+		"--heads", "4:2,2:1", "--head-dim", "8", "--dtype", "fp32", "--no-check", "-w", "1", "-n", "3", "--out", kdir)
+	matches, _ := filepath.Glob(filepath.Join(kdir, "*.rank-0-of-1.arrow"))
+	if len(matches) != 1 {
+		t.Fatalf("kernel rows in %s: %v", kdir, matches)
+	}
+	krows := matches[0]
+	grid := []struct {
+		tokens int
+		bw     float64
+		masks  string
+	}{
+		{32, 1, "full,causal_document_long"},
+		{32, 2, "causal,full_document_long"},
+		{64, 2, "causal,full_document_long"},
+		{64, 4, "full,causal_document_long"},
+	}
+	var worst float64
+	var report strings.Builder
+	scales := map[int]float64{}
+	for _, g := range grid {
+		tok := fmt.Sprint(g.tokens)
+		name := fmt.Sprintf("links-%s-%g", tok, g.bw)
+		if _, ok := scales[g.tokens]; !ok {
+			// Compute alone: free links, measured and predicted, every mask.
+			args := append([]string{"--tokens-per-rank", tok, "--masks", "full,causal,full_document_long,causal_document_long"}, common...)
+			fast := emulatedMachine(t, dir, "fast", 1, 1, true)
+			mdir, pdir := filepath.Join(dir, "cp-fast-"+tok), filepath.Join(dir, "sim-fast-"+tok)
+			run(append([]string{"cp", "--ranks", "4", "--links", fast, "--kernel", "ref", "--no-check", "-w", "1", "-n", "3", "--out", mdir}, args...)...)
+			run(append([]string{"simulate", "--gpus", "4", "--machine", fast, "--kernel-rows", krows, "--out", pdir}, args...)...)
+			meas, pred := timesOf(t, mdir), timesOf(t, pdir)
+			var ratios []float64
+			for k, m := range meas {
+				if p, ok := pred[k]; ok && p > 0 {
+					ratios = append(ratios, m/p)
+				}
+			}
+			if len(ratios) != 40 {
+				t.Fatalf("%d cases paired between cp and simulate with free links, want 40 (5 methods x 4 masks x 2 passes)", len(ratios))
+			}
+			slices.Sort(ratios)
+			scales[g.tokens] = ratios[len(ratios)/2]
+		}
+		scale := scales[g.tokens]
+		args := append([]string{"--tokens-per-rank", tok, "--masks", g.masks}, common...)
+		slow := emulatedMachine(t, dir, name, g.bw, scale, false)
+		mdir, pdir := filepath.Join(dir, "cp-"+name), filepath.Join(dir, "sim-"+name)
+		run(append([]string{"cp", "--ranks", "4", "--links", slow, "--kernel", "ref", "--no-check", "-w", "0", "-n", "3", "--out", mdir}, args...)...)
+		run(append([]string{"simulate", "--gpus", "4", "--machine", slow, "--kernel-rows", krows, "--out", pdir}, args...)...)
+		meas, pred := timesOf(t, mdir), timesOf(t, pdir)
+		if len(meas) != 20 {
+			t.Fatalf("%s: %d measured cases, want 20 (5 methods x 2 masks x 2 passes)", name, len(meas))
+		}
+		fmt.Fprintf(&report, "%s: compute scale %.2f\n", name, scale)
+		for k, m := range meas {
+			p, ok := pred[k]
+			if !ok {
+				t.Fatalf("%s: no prediction for %+v", name, k)
+			}
+			e := p/m - 1
+			worst = max(worst, math.Abs(e))
+			fmt.Fprintf(&report, "%-14s %-18s %-22s %-4s measured %7.1f ms predicted %7.1f ms %+6.1f%%\n", name, k.mesh, k.mask, k.pass, m, p, 100*e)
+			if math.Abs(e) > 0.15 {
+				t.Errorf("%s %s %s %s: predicted %.1f ms, measured %.1f ms (%+.0f%%, tolerance 15%%)", name, k.mesh, k.mask, k.pass, p, m, 100*e)
+			}
+		}
+	}
+	t.Logf("worst error %.1f%%\n%s", 100*worst, report.String())
+}
