@@ -19,7 +19,7 @@ import (
 func emulatedMachine(t *testing.T, dir, name string, bw, computeScale float64, fast bool) string {
 	t.Helper()
 	local, inter := 0.0005*bw, 0.000125*bw // GB/s
-	llat, ilat := 500.0, 2000.0         // us
+	llat, ilat := 500.0, 2000.0            // us
 	if fast {
 		local, inter, llat, ilat = 100, 100, 0, 0
 	}
