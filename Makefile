@@ -6,7 +6,7 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 TAGS    ?= $(shell command -v mpicc >/dev/null 2>&1 && echo mpi)
 LDFLAGS := -X main.Version=$(VERSION)
 
-.PHONY: build run test unit integration lint bench gpu-test device cp-device clean
+.PHONY: build run test unit integration lint bench gpu-test device cp-device cudnn-device clean
 
 build:
 	$(GO) build -tags '$(TAGS)' -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/longca
@@ -42,13 +42,15 @@ lint:
 clean:
 	rm -rf bin
 
-# device: build what the GPU machine runs (it has no Go): the GPU test binaries
-# and a copy of the peers script, all under bin/ (carry bin in the device call).
+# device: build what the GPU machine runs (it has no Go), all under bin/: the CLI, gzipped
+# (bin/longca.gz, ~15 MB; its PyTorch peer worker is embedded), and the GPU test
+# binaries. Carry bin in the device call; kernels/external/gpu.sh unpacks the CLI.
 device:
-	mkdir -p bin/peers
+	mkdir -p bin
+	$(GO) build -ldflags '$(LDFLAGS) -s -w' -o bin/longca ./cmd/longca
+	gzip -kf bin/longca
 	$(GO) test -c -tags gpu -ldflags '-s -w' -o bin/cuda.test ./kernels/cuda
 	$(GO) test -c -tags gpu -ldflags '-s -w' -o bin/icuda.test ./internal/cuda
-	cp ../shared/peers/torch_attention.py bin/peers/ 2>/dev/null || true
 
 # cp-device: what spmd/cp/gpu.sh runs on the GPU machine (the CP methods device-resident):
 # the CLI and the GPU test binaries of spmd/cp, comm/local/cudamover and comm/nccl, in bin/,
@@ -66,3 +68,11 @@ cp-device:
 # GPU machine) it runs them: every mask forward and backward against the CPU reference.
 gpu-test:
 	@if command -v $(GO) >/dev/null 2>&1; then $(MAKE) --no-print-directory device; else sh kernels/cuda/gpu.sh test; fi
+
+# cudnn-device: what kernels/cudnn/gpu.sh runs on the GPU machine: the CLI and the cudnn
+# kernel's GPU tests, packed as bin/cudnn-device.tgz (carry it alone; gpu.sh unpacks it).
+cudnn-device:
+	mkdir -p bin
+	$(GO) build -ldflags '$(LDFLAGS) -s -w' -o bin/longca ./cmd/longca
+	$(GO) test -c -tags gpu -ldflags '-s -w' -o bin/cudnn.test ./kernels/cudnn
+	tar -C bin -czf bin/cudnn-device.tgz longca cudnn.test

@@ -232,7 +232,23 @@ var (
 	registry = map[string]Factory{}
 	docs     = map[string]string{}
 	prefixes = map[string]PrefixFactory{}
+	variants = map[string][]string{}
 )
+
+// RegisterVariants lists a kernel's variants (Options.Variant values), a line each of
+// "name: description", for longca list.
+func RegisterVariants(name string, vs []string) {
+	mu.Lock()
+	defer mu.Unlock()
+	variants[name] = vs
+}
+
+// Variants are the lines RegisterVariants gave for a kernel.
+func Variants(name string) []string {
+	mu.Lock()
+	defer mu.Unlock()
+	return variants[name]
+}
 
 // Register adds a kernel under a name; call it from an init function.
 func Register(name, doc string, f Factory) {

@@ -60,23 +60,25 @@ func buildColumns() []column {
 	return cols
 }
 
-// Columns lists the column names of the schema, in order.
+// Columns lists the column names of the schema, in order: Row's columns, then
+// ChecksumColumn.
 func Columns() []string {
-	out := make([]string, len(columns))
+	out := make([]string, len(columns), len(columns)+1)
 	for i, c := range columns {
 		out[i] = c.name
 	}
-	return out
+	return append(out, ChecksumColumn)
 }
 
 // Schema returns the Arrow schema of Row with the schema version (and extra metadata).
 func Schema(extra map[string]string) *arrow.Schema { return buildSchema(extra) }
 
 func buildSchema(extra map[string]string) *arrow.Schema {
-	fields := make([]arrow.Field, len(columns))
+	fields := make([]arrow.Field, len(columns), len(columns)+1)
 	for i, c := range columns {
 		fields[i] = arrow.Field{Name: c.name, Type: c.typ, Nullable: c.null}
 	}
+	fields = append(fields, arrow.Field{Name: ChecksumColumn, Type: arrow.PrimitiveTypes.Uint64})
 	keys := []string{MetaSchemaVersion}
 	vals := []string{SchemaVersion}
 	for k, v := range extra {
@@ -87,18 +89,27 @@ func buildSchema(extra map[string]string) *arrow.Schema {
 	return arrow.NewSchema(fields, &md)
 }
 
-// Record encodes rows as one record batch of schema s (which must have Row's fields).
-// The caller releases it.
+// Record encodes rows as one record batch of schema s (which must have Row's fields
+// and ChecksumColumn, as Schema makes it), each row with its checksum. The caller
+// releases it.
 func Record(s *arrow.Schema, rows []Row) arrow.RecordBatch {
 	b := array.NewRecordBuilder(memory.DefaultAllocator, s)
 	defer b.Release()
+	sum := b.Field(len(columns)).(*array.Uint64Builder)
 	for _, r := range rows {
 		v := reflect.ValueOf(r)
 		for i, c := range columns {
 			appendValue(b.Field(i), c, v.Field(c.index))
 		}
+		sum.Append(0)
 	}
-	return b.NewRecordBatch()
+	rec := b.NewRecordBatch()
+	defer rec.Release()
+	out, err := withChecksums(rec)
+	if err != nil {
+		panic(fmt.Sprintf("results: checksums of rows just built: %v", err)) // only the codec's own types are built
+	}
+	return out
 }
 
 func appendValue(fb array.Builder, c column, v reflect.Value) {

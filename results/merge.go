@@ -38,38 +38,69 @@ type MergeResult struct {
 	Missing []string
 	// Truncated names rank files whose writer did not close them.
 	Truncated []string
+	// Skipped names the files left out and why: damaged, not longca's, of another run
+	// than their name says, or of a schema the run's other files do not share. Their
+	// ranks count as missing.
+	Skipped []string
+	// Unverified names files whose rows carry no checksums (older writers).
+	Unverified []string
 }
 
 // RunFiles are the rank files of one run id.
 type RunFiles struct {
-	// Size is the world size in the file names.
+	// Size is the world size in the file names (the one most of the run's files have).
 	Size int
 	// Paths maps each present rank to its file.
 	Paths map[int]string
+	// Skipped are the run's files named for another world size, and why.
+	Skipped []string
 }
 
-// Scan finds every rank file in dir, grouped by run id. Two files of one run that
-// disagree on the world size are an error.
+// Scan finds every rank file in dir, grouped by run id. When a run's files disagree on
+// the world size, the size most of them have wins and the others are listed in its
+// Skipped (a stray file does not block the folder).
 func Scan(dir string) (map[string]*RunFiles, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("merge: %w", err)
+		return nil, err
 	}
-	runs := map[string]*RunFiles{}
+	type named struct {
+		rank int
+		path string
+	}
+	bySize := map[string]map[int][]named{}
 	for _, e := range ents {
 		id, rank, size, ok := ParseFileName(e.Name())
 		if !ok || e.IsDir() {
 			continue
 		}
-		rf := runs[id]
-		if rf == nil {
-			rf = &RunFiles{Size: size, Paths: map[int]string{}}
-			runs[id] = rf
+		if bySize[id] == nil {
+			bySize[id] = map[int][]named{}
 		}
-		if rf.Size != size {
-			return nil, fmt.Errorf("merge: run %s has files for world sizes %d and %d", id, rf.Size, size)
+		bySize[id][size] = append(bySize[id][size], named{rank, filepath.Join(dir, e.Name())})
+	}
+	runs := map[string]*RunFiles{}
+	for id, sizes := range bySize {
+		best := -1
+		for size, fs := range sizes {
+			if best < 0 || len(fs) > len(sizes[best]) || len(fs) == len(sizes[best]) && size < best {
+				best = size
+			}
 		}
-		rf.Paths[rank] = filepath.Join(dir, e.Name())
+		rf := &RunFiles{Size: best, Paths: map[int]string{}}
+		for _, f := range sizes[best] {
+			rf.Paths[f.rank] = f.path
+		}
+		for size, fs := range sizes {
+			if size == best {
+				continue
+			}
+			for _, f := range fs {
+				rf.Skipped = append(rf.Skipped, fmt.Sprintf("%s: run %s has %d file(s) for %d ranks and this one for %d", f.path, id, len(sizes[best]), best, size))
+			}
+		}
+		sort.Strings(rf.Skipped)
+		runs[id] = rf
 	}
 	return runs, nil
 }
@@ -93,81 +124,183 @@ func joinInts(xs []int) string {
 	return strings.Join(s, ", ")
 }
 
-// Merge joins every rank's file of each run in dir into one Arrow IPC file (and Parquet
-// and CSV on request). Every rank 0..n-1 of each run must be present, unless
-// AllowMissing, and all files must have the same columns.
-func Merge(dir string, opts MergeOptions) (MergeResult, error) {
-	var res MergeResult
-	runs, err := Scan(dir)
-	if err != nil {
-		return res, err
+// collected is what collect read of a folder.
+type collected struct {
+	runs       []string
+	files      []*File // in run, then rank order
+	missing    []string
+	truncated  []string
+	skipped    []string
+	unverified []string
+}
+
+func (c *collected) release() {
+	for _, f := range c.files {
+		f.Release()
 	}
-	if len(opts.Runs) > 0 {
-		for _, id := range opts.Runs {
-			if runs[id] == nil {
-				return res, fmt.Errorf("merge: no files of run %s in %s", id, dir)
+	c.files = nil
+}
+
+// collect opens the rank files of the given runs of dir (every run when runs is empty),
+// keeping the readable files whose content matches their name and whose schema most of
+// the files share; the others are skipped with the reason, and their ranks are missing.
+func collect(dir string, runs []string) (*collected, error) {
+	all, err := Scan(dir)
+	if err != nil {
+		return nil, err
+	}
+	if len(runs) > 0 {
+		for _, id := range runs {
+			if all[id] == nil {
+				return nil, fmt.Errorf("no files of run %s in %s", id, dir)
 			}
 		}
-		keep := map[string]*RunFiles{}
-		for _, id := range opts.Runs {
-			keep[id] = runs[id]
+	} else {
+		for id := range all {
+			runs = append(runs, id)
 		}
-		runs = keep
 	}
 	if len(runs) == 0 {
-		return res, fmt.Errorf("merge: no rank files (*.rank-R-of-N.arrow) in %s", dir)
+		return nil, fmt.Errorf("no rank files (*.rank-R-of-N.arrow) in %s", dir)
 	}
-	for id := range runs {
-		res.Runs = append(res.Runs, id)
+	c := &collected{runs: append([]string(nil), runs...)}
+	sort.Strings(c.runs)
+	type opened struct {
+		f        *File
+		id       string
+		rank     int
+		size     int
+		schemaID string
 	}
-	sort.Strings(res.Runs)
-	var problems []string
-	for _, id := range res.Runs {
-		rf := runs[id]
-		if miss := rf.missingRanks(); len(miss) > 0 {
+	var ok []opened
+	for _, id := range c.runs {
+		rf := all[id]
+		c.skipped = append(c.skipped, rf.Skipped...)
+		for r := 0; r < rf.Size; r++ {
+			p, have := rf.Paths[r]
+			if !have {
+				continue
+			}
+			f, err := Open(p)
+			if err == nil {
+				if err = checkIdentity(f, id, r, rf.Size); err != nil {
+					f.Release()
+				}
+			}
+			if err != nil {
+				c.skipped = append(c.skipped, strings.TrimPrefix(err.Error(), "results: "))
+				continue
+			}
+			ok = append(ok, opened{f, id, r, rf.Size, schemaKey(f)})
+		}
+	}
+	// The schema most files have is the run's; a file of another is skipped.
+	count := map[string]int{}
+	first := map[string]int{}
+	for i, o := range ok {
+		count[o.schemaID]++
+		if _, seen := first[o.schemaID]; !seen {
+			first[o.schemaID] = i
+		}
+	}
+	best := ""
+	for k, n := range count {
+		if best == "" || n > count[best] || n == count[best] && first[k] < first[best] {
+			best = k
+		}
+	}
+	present := map[string]map[int]bool{}
+	for _, o := range ok {
+		if o.schemaID != best {
+			ref := ok[first[best]].f
+			c.skipped = append(c.skipped, fmt.Sprintf("%s: %v", o.f.Path, sameColumns(ref, o.f)))
+			o.f.Release()
+			continue
+		}
+		c.files = append(c.files, o.f)
+		if present[o.id] == nil {
+			present[o.id] = map[int]bool{}
+		}
+		present[o.id][o.rank] = true
+		if o.f.Truncated {
+			c.truncated = append(c.truncated, fmt.Sprintf("run %s: rank %d of %d", o.id, o.rank, o.size))
+		}
+		if o.f.Unverified {
+			c.unverified = append(c.unverified, o.f.Path)
+		}
+	}
+	for _, id := range c.runs {
+		rf := all[id]
+		var miss []int
+		for r := 0; r < rf.Size; r++ {
+			if !present[id][r] {
+				miss = append(miss, r)
+			}
+		}
+		if len(miss) > 0 {
 			word := "rank"
 			if len(miss) > 1 {
 				word = "ranks"
 			}
-			problems = append(problems, fmt.Sprintf("run %s: %s %s of %d missing", id, word, joinInts(miss), rf.Size))
+			c.missing = append(c.missing, fmt.Sprintf("run %s: %s %s of %d missing", id, word, joinInts(miss), rf.Size))
 		}
 	}
-	if len(problems) > 0 && !opts.AllowMissing {
-		return res, fmt.Errorf("merge: %s (pass --allow-missing to merge anyway)", strings.Join(problems, "; "))
-	}
-	res.Missing = problems
+	return c, nil
+}
 
-	var files []*File
-	defer func() {
-		for _, f := range files {
-			f.Release()
-		}
-	}()
-	var ref *File
-	for _, id := range res.Runs {
-		rf := runs[id]
-		for r := 0; r < rf.Size; r++ {
-			p, ok := rf.Paths[r]
-			if !ok {
-				continue
-			}
-			f, err := Open(p)
-			if err != nil {
-				return res, fmt.Errorf("merge: %w", err)
-			}
-			files = append(files, f)
-			if f.Truncated {
-				res.Truncated = append(res.Truncated, fmt.Sprintf("run %s: rank %d of %d", id, r, rf.Size))
-			}
-			if ref == nil {
-				ref = f
-				continue
-			}
-			if err := sameColumns(ref, f); err != nil {
-				return res, fmt.Errorf("merge: %w", err)
-			}
-		}
+// schemaKey identifies a file's columns and schema version.
+func schemaKey(f *File) string {
+	var b strings.Builder
+	b.WriteString(f.Meta(MetaSchemaVersion))
+	for _, fd := range f.Schema.Fields() {
+		fmt.Fprintf(&b, "|%s:%s:%v", fd.Name, fd.Type, fd.Nullable)
 	}
+	return b.String()
+}
+
+// checkIdentity checks that a rank file's metadata (which its Writer wrote) says the
+// run, rank and world size its name says: a file renamed from another run or rank is not
+// merged as this one.
+func checkIdentity(f *File, run string, rank, size int) error {
+	bad := func(what string, got, want any) error {
+		return fmt.Errorf("%s: its %s is %v but its name says %v (renamed from another run or rank?): %w", f.Path, what, got, want, ErrNotResults)
+	}
+	if v := f.Meta(MetaRunID); v != run {
+		return bad("run id (metadata "+MetaRunID+")", strconv.Quote(v), strconv.Quote(run))
+	}
+	if v := f.Meta(MetaRank); v != strconv.Itoa(rank) {
+		return bad("rank (metadata "+MetaRank+")", strconv.Quote(v), rank)
+	}
+	if v := f.Meta(MetaWorldSize); v != strconv.Itoa(size) {
+		return bad("world size (metadata "+MetaWorldSize+")", strconv.Quote(v), size)
+	}
+	return nil
+}
+
+// Merge joins every rank's file of each run in dir into one Arrow IPC file (and Parquet
+// and CSV on request). A file that is damaged, not longca's, of another run or rank than
+// its name says, or of another schema than the run's other files is skipped (named in
+// MergeResult.Skipped and the output's metadata), and its rank counts as missing. Every
+// rank 0..n-1 of each run must be present, unless AllowMissing.
+func Merge(dir string, opts MergeOptions) (MergeResult, error) {
+	var res MergeResult
+	c, err := collect(dir, opts.Runs)
+	if err != nil {
+		return res, fmt.Errorf("merge: %w", err)
+	}
+	defer c.release()
+	res.Runs, res.Missing, res.Truncated, res.Skipped, res.Unverified = c.runs, c.missing, c.truncated, c.skipped, c.unverified
+	if len(c.missing) > 0 && !opts.AllowMissing {
+		why := ""
+		if len(c.skipped) > 0 {
+			why = "; skipped " + strings.Join(c.skipped, "; ")
+		}
+		return res, fmt.Errorf("merge: %s%s (pass --allow-missing to merge anyway)", strings.Join(c.missing, "; "), why)
+	}
+	if len(c.files) == 0 {
+		return res, fmt.Errorf("merge: no readable rank file in %s: skipped %s", dir, strings.Join(c.skipped, "; "))
+	}
+	ref := c.files[0]
 	md := map[string]string{MetaRuns: strings.Join(res.Runs, ",")}
 	if v := ref.Meta(MetaSchemaVersion); v != "" {
 		md[MetaSchemaVersion] = v
@@ -179,7 +312,13 @@ func Merge(dir string, opts MergeOptions) (MergeResult, error) {
 	if len(res.Truncated) > 0 {
 		md[MetaTruncated] = strings.Join(res.Truncated, "; ")
 	}
-	rec, err := concat(ref.Schema, md, files)
+	if len(res.Skipped) > 0 {
+		md[MetaSkipped] = strings.Join(res.Skipped, "; ")
+	}
+	if len(res.Unverified) > 0 {
+		md[MetaUnverified] = strings.Join(res.Unverified, "; ")
+	}
+	rec, err := concat(ref.Schema, md, c.files)
 	if err != nil {
 		return res, err
 	}

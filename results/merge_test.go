@@ -139,16 +139,23 @@ func TestMergeAllRanksReadBackWithArrow(t *testing.T) {
 	}
 }
 
-func TestMergeRefusesDifferentSchemas(t *testing.T) {
+// TestMergeSkipsDifferentSchemas: a rank file of another schema (written by another
+// version, one column fewer) is skipped, named with the column; its rank is missing.
+func TestMergeSkipsDifferentSchemas(t *testing.T) {
 	dir := t.TempDir()
-	writeRanks(t, dir, "runA", 2, 1, 0)
-	// Rank 1 written by "another version": one column fewer.
-	s := Schema(nil)
-	f, err := os.Create(filepath.Join(dir, FileName("runA", 1, 2)))
+	writeRanks(t, dir, "runA", 3, 1, 0, 2)
+	s := Schema(map[string]string{MetaRunID: "runA", MetaRank: "1", MetaWorldSize: "3"})
+	f, err := os.Create(filepath.Join(dir, FileName("runA", 1, 3)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	other := arrow.NewSchema(s.Fields()[:len(s.Fields())-1], ptrMeta(s.Metadata()))
+	var fields []arrow.Field
+	for _, fd := range s.Fields() {
+		if fd.Name != "command" {
+			fields = append(fields, fd)
+		}
+	}
+	other := arrow.NewSchema(fields, ptrMeta(s.Metadata()))
 	w := ipc.NewWriter(f, ipc.WithSchema(other))
 	b := array.NewRecordBuilder(memory.DefaultAllocator, other)
 	rec := b.NewRecordBatch()
@@ -158,8 +165,12 @@ func TestMergeRefusesDifferentSchemas(t *testing.T) {
 	w.Close()
 	f.Close()
 	_, err = Merge(dir, MergeOptions{})
-	if err == nil || !strings.Contains(err.Error(), "schemas disagree") || !strings.Contains(err.Error(), "command") {
+	if err == nil || !strings.Contains(err.Error(), "rank 1 of 3 missing") || !strings.Contains(err.Error(), "schemas disagree") || !strings.Contains(err.Error(), "command") {
 		t.Fatalf("merge of different schemas: %v", err)
+	}
+	res, err := Merge(dir, MergeOptions{AllowMissing: true})
+	if err != nil || res.Rows != 2 || len(res.Skipped) != 1 || !strings.Contains(res.Skipped[0], FileName("runA", 1, 3)) {
+		t.Fatalf("allow-missing merge: %+v, %v", res, err)
 	}
 }
 

@@ -2,10 +2,12 @@ package results
 
 import (
 	"bytes"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
@@ -21,59 +23,246 @@ type File struct {
 	Truncated bool
 	// Tail says why the stream stopped early, when it did with an error.
 	Tail string
+	// Unverified is true when the file's rows carry no checksums (written before
+	// ChecksumColumn existed): damage in them cannot be detected.
+	Unverified bool
 }
+
+// ErrDamaged marks a file whose bytes were changed after its writer wrote them: a row
+// that fails its checksum, a batch that does not decode with more after it, bytes past
+// the end marker. ErrNotResults marks a file that is not a longca results file at all.
+// Both are reasons to skip a file (Merge, Load) rather than to stop.
+var (
+	ErrDamaged    = errors.New("damaged")
+	ErrNotResults = errors.New("not a longca results file")
+)
 
 // eos is the IPC stream's end marker: continuation token and a zero length.
 var eos = []byte{0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0}
 
+// MaxFileBytes bounds the size of a results file that Open reads into memory (a rank's
+// file holds about 2 KB a row: this is millions of rows).
+const MaxFileBytes = 8 << 30
+
 // Open reads a results file: an Arrow IPC file (as Merge writes) or an Arrow IPC stream
-// (as Writer writes), including one whose writer was killed mid-run.
+// (as Writer writes), including one whose writer was killed mid-run. Every batch is
+// checked before a value is read (its buffers hold what it claims) and every row
+// against its checksum; no input makes it panic or allocate more than a few times the
+// file's size. A damaged file is an error wrapping ErrDamaged, a foreign one
+// ErrNotResults.
 func Open(path string) (*File, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("results: %w", err)
+	}
+	if st.IsDir() {
+		return nil, fmt.Errorf("results: %s is a folder, not a file: %w", path, ErrNotResults)
+	}
+	if st.Size() > MaxFileBytes {
+		return nil, fmt.Errorf("results: %s is %d bytes, over the %d a results file may have: %w", path, st.Size(), int64(MaxFileBytes), ErrNotResults)
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("results: %w", err)
 	}
-	f := &File{Path: path}
-	if bytes.HasPrefix(data, []byte("ARROW1")) {
-		return f, f.readFile(data)
-	}
-	if len(data) == 0 {
-		return nil, fmt.Errorf("results: %s is empty: its writer died before writing the schema", path)
-	}
-	r, err := ipc.NewReader(bytes.NewReader(data))
+	f, err := Decode(path, data)
 	if err != nil {
 		return nil, fmt.Errorf("results: %s: %w", path, err)
-	}
-	defer r.Release()
-	f.Schema = r.Schema()
-	for r.Next() {
-		rec := r.RecordBatch()
-		rec.Retain()
-		f.Batches = append(f.Batches, rec)
-	}
-	if err := r.Err(); err != nil {
-		f.Truncated, f.Tail = true, err.Error()
-	} else if !bytes.HasSuffix(data, eos) {
-		f.Truncated, f.Tail = true, "no end-of-stream marker"
 	}
 	return f, nil
 }
 
-func (f *File) readFile(data []byte) error {
-	r, err := ipc.NewFileReader(bytes.NewReader(data))
+// Decode reads the bytes of a results file (see Open); path only names it.
+func Decode(path string, data []byte) (f *File, err error) {
+	f = &File{Path: path}
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: reading it failed: %v", ErrDamaged, p)
+		}
+		if err != nil {
+			f.Release()
+			f = nil
+		}
+	}()
+	if len(data) == 0 {
+		return nil, fmt.Errorf("empty: its writer died before writing the schema: %w", ErrNotResults)
+	}
+	if bytes.HasPrefix(data, fileMagic) {
+		return f, f.readFile(data)
+	}
+	return f, f.readStream(data)
+}
+
+// limits bound what the IPC readers allocate for one message by the input's size.
+func limits(n int) []ipc.Option {
+	return []ipc.Option{ipc.WithMetadataSizeLimit(int64(n)), ipc.WithBodySizeLimit(int64(n))}
+}
+
+func (f *File) readStream(data []byte) error {
+	// Walk the messages, verifying each one's metadata before arrow-go reads it.
+	var msgs []ipcMessage
+	var stop error
+	pos, eosEnd := 0, -1
+	for pos < len(data) {
+		m, isEOS, _, err := messageAt(data, pos)
+		if err != nil {
+			stop = err
+			break
+		}
+		if isEOS {
+			eosEnd = m.end
+			break
+		}
+		if m.end%8 != 0 { // the writer pads every message to 8 bytes
+			stop = fmt.Errorf("message at byte %d ends at byte %d, not 8-byte aligned", pos, m.end)
+			break
+		}
+		if len(msgs) == 0 && m.header != headerSchema || len(msgs) > 0 && m.header != headerRecordBatch {
+			stop = fmt.Errorf("message at byte %d is of type %d where a record batch belongs", pos, m.header)
+			break
+		}
+		if len(msgs) > 0 && m.cols != msgs[0].cols {
+			stop = fmt.Errorf("batch at byte %d has %d columns, the schema %d", pos, m.cols, msgs[0].cols)
+			break
+		}
+		msgs = append(msgs, m)
+		pos = m.end
+	}
+	if len(msgs) == 0 {
+		return fmt.Errorf("no Arrow schema at the start (%v): %w", stop, ErrNotResults)
+	}
+	schemaEnd := msgs[0].end
+	r, err := ipc.NewReader(bytes.NewReader(data[:pos]), limits(pos)...)
 	if err != nil {
-		return fmt.Errorf("results: %s: %w", f.Path, err)
+		return fmt.Errorf("the Arrow schema does not decode (%v): %w", err, ErrNotResults)
+	}
+	defer r.Release()
+	if err := checkSchema(r.Schema()); err != nil {
+		return fmt.Errorf("%v: %w", err, ErrNotResults)
+	}
+	f.Schema = r.Schema()
+	goodEnd := schemaEnd
+	for r.Next() {
+		if err := f.accept(r.RecordBatch(), len(f.Batches)); err != nil {
+			return err
+		}
+		goodEnd = msgs[len(f.Batches)].end
+	}
+	if r.Err() != nil {
+		stop = r.Err()
+	}
+	switch {
+	case stop != nil:
+		// A killed writer tears at most its last batch; a batch that does not decode
+		// with a good one after it, or before the end marker, is damage.
+		if bytes.HasSuffix(data, eos) {
+			return fmt.Errorf("%w: batch %d (at byte %d) does not decode but the stream has its end marker: %v", ErrDamaged, len(f.Batches), goodEnd, stop)
+		}
+		if at := laterBatch(data, goodEnd); at >= 0 {
+			return fmt.Errorf("%w: batch %d (at byte %d) does not decode but a whole batch lies at byte %d: %v", ErrDamaged, len(f.Batches), goodEnd, at, stop)
+		}
+		f.Truncated, f.Tail = true, stop.Error()
+	case eosEnd >= 0 && eosEnd < len(data):
+		return fmt.Errorf("%w: %d bytes follow the end marker at byte %d", ErrDamaged, len(data)-eosEnd, eosEnd-len(eos))
+	case eosEnd < 0:
+		f.Truncated, f.Tail = true, "no end-of-stream marker"
+	}
+	return nil
+}
+
+// accept validates and verifies batch i and keeps it.
+func (f *File) accept(rec arrow.RecordBatch, i int) error {
+	if err := validateBatch(rec); err != nil {
+		return fmt.Errorf("%w: batch %d: %v", ErrDamaged, i, err)
+	}
+	verified, err := verifyChecksums(rec)
+	if err != nil {
+		return fmt.Errorf("%w: batch %d: %v", ErrDamaged, i, err)
+	}
+	if !verified && rec.NumRows() > 0 {
+		f.Unverified = true
+	}
+	rec.Retain()
+	f.Batches = append(f.Batches, rec)
+	return nil
+}
+
+// maxResync bounds the places laterBatch tries.
+const maxResync = 4096
+
+// laterBatch looks, from the batch that failed at byte from on, for a whole record batch
+// message (its framing and metadata verify) and returns its offset, or -1. A killed writer leaves at most one torn
+// message, never a whole one, so finding one means the stream was damaged. IPC messages
+// start 8-byte aligned with the continuation token.
+func laterBatch(data []byte, from int) int {
+	tries := 0
+	for at := from; at+8 <= len(data) && tries < maxResync; at += 8 {
+		if !bytes.Equal(data[at:at+4], eos[:4]) {
+			continue
+		}
+		tries++
+		m, isEOS, _, err := messageAt(data, at)
+		if err == nil && !isEOS && m.header == headerRecordBatch {
+			return at
+		}
+	}
+	return -1
+}
+
+// fileMagic opens and closes an Arrow IPC file.
+var fileMagic = []byte("ARROW1")
+
+func (f *File) readFile(data []byte) error {
+	n := len(data)
+	if n < 8+10 || !bytes.HasSuffix(data, fileMagic) {
+		return fmt.Errorf("%w: an Arrow file without its closing magic (cut short?)", ErrDamaged)
+	}
+	footerLen := int(int32(binary.LittleEndian.Uint32(data[n-10:])))
+	footerStart := n - 10 - footerLen
+	if footerLen <= 0 || footerStart < 8 {
+		return fmt.Errorf("%w: footer length %d", ErrDamaged, footerLen)
+	}
+	blocks, cols, err := verifyFooter(data[footerStart : n-10])
+	if err != nil {
+		return fmt.Errorf("%w: footer: %v", ErrDamaged, err)
+	}
+	sm, _, _, err := messageAt(data[:footerStart], 8)
+	if err == nil && (sm.header != headerSchema || sm.cols != cols) {
+		err = fmt.Errorf("the footer's schema has %d columns, the stream's %d", cols, sm.cols)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: schema message: %v", ErrDamaged, err)
+	}
+	for i, b := range blocks {
+		end := b.offset + int64(b.metaLen) + b.bodyLen
+		if b.offset < 8 || b.metaLen < 8 || b.bodyLen < 0 || end > int64(footerStart) {
+			return fmt.Errorf("%w: batch %d's block (offset %d, %d+%d bytes) lies outside the file", ErrDamaged, i, b.offset, b.metaLen, b.bodyLen)
+		}
+		m, _, _, err := messageAt(data[:end], int(b.offset))
+		if err == nil && (m.header != headerRecordBatch || m.cols != sm.cols) {
+			err = fmt.Errorf("message of type %d with %d columns, the schema %d", m.header, m.cols, sm.cols)
+		}
+		if err != nil {
+			return fmt.Errorf("%w: batch %d: %v", ErrDamaged, i, err)
+		}
+	}
+	r, err := ipc.NewFileReader(bytes.NewReader(data), limits(n)...)
+	if err != nil {
+		return fmt.Errorf("%w: Arrow file: %v", ErrDamaged, err)
 	}
 	defer r.Close()
+	if err := checkSchema(r.Schema()); err != nil {
+		return fmt.Errorf("%v: %w", err, ErrNotResults)
+	}
 	f.Schema = r.Schema()
 	for i := 0; i < r.NumRecords(); i++ {
 		rec, err := r.RecordBatch(i)
 		if err != nil {
-			f.Release()
-			return fmt.Errorf("results: %s: batch %d: %w", f.Path, i, err)
+			return fmt.Errorf("%w: batch %d: %v", ErrDamaged, i, err)
 		}
-		rec.Retain()
-		f.Batches = append(f.Batches, rec)
+		if err := f.accept(rec, i); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -114,6 +303,9 @@ func (f *File) Meta(key string) string {
 
 // Release frees the batches.
 func (f *File) Release() {
+	if f == nil {
+		return
+	}
 	for _, b := range f.Batches {
 		b.Release()
 	}
@@ -131,47 +323,57 @@ func ReadRows(path string) ([]Row, *File, error) {
 	return rows, f, err
 }
 
-// Load reads the rows of a results file, or of a folder: its merged.arrow when there is
-// one, else every rank file in it (missing ranks are not an error here).
+// Loaded is what LoadChecked read: the rows, and the files it left out and why.
+type Loaded struct {
+	Rows []Row
+	// Skipped names the files left out (damaged, not longca's, renamed, another
+	// schema) with the reason; Missing the ranks without a readable file.
+	Skipped, Missing []string
+}
+
+// Load reads the rows of a results file, or of a folder (see LoadChecked, which also
+// says which files it skipped).
 func Load(path string) ([]Row, error) {
+	l, err := LoadChecked(path)
+	return l.Rows, err
+}
+
+// LoadChecked reads the rows of a results file, or of a folder: its merged.arrow when
+// there is one, else every readable rank file in it. In a folder, a file that cannot be
+// used is skipped and named in Loaded.Skipped (missing ranks are not an error here); a
+// file given by name must be readable.
+func LoadChecked(path string) (Loaded, error) {
 	st, err := os.Stat(path)
 	if err != nil {
-		return nil, fmt.Errorf("results: %w", err)
+		return Loaded{}, fmt.Errorf("results: %w", err)
 	}
 	if !st.IsDir() {
 		rows, _, err := ReadRows(path)
-		return rows, err
+		return Loaded{Rows: rows}, err
 	}
+	var out Loaded
 	merged := filepath.Join(path, "merged.arrow")
 	if _, err := os.Stat(merged); err == nil {
 		rows, _, err := ReadRows(merged)
-		return rows, err
-	}
-	runs, err := Scan(path)
-	if err != nil {
-		return nil, err
-	}
-	ids := make([]string, 0, len(runs))
-	for id := range runs {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	var out []Row
-	for _, id := range ids {
-		for r := 0; r < runs[id].Size; r++ {
-			p, ok := runs[id].Paths[r]
-			if !ok {
-				continue
-			}
-			rows, _, err := ReadRows(p)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, rows...)
+		if err == nil {
+			return Loaded{Rows: rows}, nil
 		}
+		out.Skipped = append(out.Skipped, strings.TrimPrefix(err.Error(), "results: "))
 	}
-	if len(out) == 0 && len(ids) == 0 {
-		return nil, fmt.Errorf("results: no results files in %s", path)
+	c, err := collect(path, nil)
+	if err != nil {
+		return out, fmt.Errorf("results: %w", err)
+	}
+	defer c.release()
+	out.Skipped = append(out.Skipped, c.skipped...)
+	out.Missing = c.missing
+	for _, f := range c.files {
+		rows, err := f.Rows()
+		if err != nil {
+			out.Skipped = append(out.Skipped, err.Error())
+			continue
+		}
+		out.Rows = append(out.Rows, rows...)
 	}
 	return out, nil
 }

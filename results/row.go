@@ -24,6 +24,11 @@ const (
 	// crashed, out of memory): their finished rows are in the merge.
 	MetaTruncated = "longca.truncated"
 	MetaRuns      = "longca.runs"
+	// MetaSkipped names the files a merge left out (damaged, not longca's, renamed from
+	// another run or rank, another schema) and why; their ranks are in MetaMissing.
+	MetaSkipped = "longca.skipped"
+	// MetaUnverified names merged files whose rows had no checksums (older writers).
+	MetaUnverified = "longca.unverified"
 )
 
 // Status is what became of a measurement.

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -47,10 +48,32 @@ type Writer struct {
 	n      int
 }
 
+// CheckRunID says why id cannot be a run id, or nil: a run id names files inside the
+// results folder, so it is 1 to 128 letters, digits, '.', '_', '-' and '+', not starting
+// with '.' or '-' (no '/', no "..": it cannot point outside the folder).
+func CheckRunID(id string) error {
+	if id == "" || len(id) > 128 {
+		return fmt.Errorf("run id %q must have 1 to 128 characters", id)
+	}
+	if id[0] == '.' || id[0] == '-' {
+		return fmt.Errorf("run id %q must not start with %q", id, id[0])
+	}
+	for _, c := range id {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("._-+", c)
+		if !ok {
+			return fmt.Errorf("run id %q has %q: use letters, digits, '.', '_', '-', '+' (it names files in the results folder)", id, c)
+		}
+	}
+	return nil
+}
+
 // Create makes dir (if needed) and the rank's file in it; an existing file is an error
 // (a run id is used once).
 func Create(dir, runID string, rank, size int) (*Writer, error) {
-	if runID == "" || size <= 0 || rank < 0 || rank >= size {
+	if err := CheckRunID(runID); err != nil {
+		return nil, fmt.Errorf("results: %w", err)
+	}
+	if size <= 0 || rank < 0 || rank >= size {
 		return nil, fmt.Errorf("results: bad writer identity: run %q rank %d of %d", runID, rank, size)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {

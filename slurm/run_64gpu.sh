@@ -23,6 +23,9 @@ set -euo pipefail
 LONGCA=${LONGCA:-bin/longca}
 out=${LONGCA_OUT:-out/cp-64gpu-${SLURM_JOB_ID}}
 mkdir -p "$out"
+# The bootstrap store admits only ranks that hold this job's secret (docs/cluster.md,
+# Security); srun passes the environment to every task.
+export LONGCA_JOB_TOKEN=${LONGCA_JOB_TOKEN:-$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')}
 
 # NCCL across nodes. Set the interface and HCAs of your fabric (see docs/cluster.md);
 # NVLS stays off on these machines.

@@ -18,6 +18,9 @@ set -euo pipefail
 LONGCA=${LONGCA:-bin/longca}
 out=${LONGCA_OUT:-out/cp-8gpu-${SLURM_JOB_ID}}
 mkdir -p "$out"
+# The bootstrap store admits only ranks that hold this job's secret (docs/cluster.md,
+# Security); srun passes the environment to every task.
+export LONGCA_JOB_TOKEN=${LONGCA_JOB_TOKEN:-$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')}
 
 # NCCL on H200 nodes: NVLink SHARP (NVLS) off; say what NCCL picked in the log.
 export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}

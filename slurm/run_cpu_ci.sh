@@ -18,6 +18,9 @@ LONGCA=${LONGCA:-bin/longca}
 out=${LONGCA_OUT:-out/slurm-${SLURM_JOB_ID}}
 run=${LONGCA_RUN_ID:-job${SLURM_JOB_ID}}
 mkdir -p "$out"
+# The bootstrap store admits only ranks that hold this job's secret (docs/cluster.md,
+# Security); srun passes the environment to every task.
+export LONGCA_JOB_TOKEN=${LONGCA_JOB_TOKEN:-$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')}
 echo "# job $SLURM_JOB_ID: $SLURM_NTASKS tasks on $SLURM_JOB_NODELIST, results in $out"
 
 # Every collective, checked on every rank.

@@ -26,6 +26,7 @@ func openMPI(_ context.Context, w World, o Options) (comm.Comm, error) {
 }
 
 func init() {
+	mpiFinalize = mpi.Finalize
 	mpiShare = func(data []byte, n int, timeout time.Duration) ([]byte, error) {
 		c, err := mpi.World(timeout)
 		if err != nil {

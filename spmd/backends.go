@@ -17,6 +17,9 @@ func init() {
 	RegisterBackend("tcp", openTCP)
 }
 
+// The store's key makes the TCP backend's peer connections prove themselves too.
+var _ tcp.Keyed = (*Store)(nil)
+
 // openLocal is the one-rank communicator.
 func openLocal(_ context.Context, w World, o Options) (comm.Comm, error) {
 	if w.Size != 1 {
@@ -57,7 +60,8 @@ func openTCP(ctx context.Context, w World, o Options) (comm.Comm, error) {
 // LocalTCP opens n TCP communicators in this process over 127.0.0.1 (a store on an
 // ephemeral port, one goroutine per rank): real sockets, for tests.
 func LocalTCP(ctx context.Context, n int, timeout time.Duration) ([]comm.Comm, error) {
-	srv, err := ServeStore("127.0.0.1:0", n)
+	cfg := StoreConfig{Size: n, Job: "local-tcp", Secret: randomBytes(32), Timeout: timeout}
+	srv, err := ServeStore([]string{"127.0.0.1:0"}, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -69,7 +73,7 @@ func LocalTCP(ctx context.Context, n int, timeout time.Duration) ([]comm.Comm, e
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			st, err := DialStore(ctx, srv.Addr(), r, n, timeout)
+			st, err := DialStore(ctx, srv.Addr(), r, cfg)
 			if err != nil {
 				errs[r] = err
 				return

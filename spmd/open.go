@@ -100,28 +100,33 @@ func Open(ctx context.Context, w World, o Options) (comm.Comm, error) {
 	return c, nil
 }
 
-// Bootstrap connects this rank to the TCP store at MasterAddr:MasterPort, which rank 0
-// starts, and waits until every rank has joined. Close the store (and, on rank 0, the
-// server) once the ranks need it no more. Ranks that do not join within the timeout are
-// named in the error.
+// Bootstrap connects this rank to the TCP store that rank 0 starts, and waits until
+// every rank has joined. Close the store (and, on rank 0, the server) once the ranks
+// need it no more. Ranks that do not join within the timeout are named in the error.
+//
+// The store admits only ranks of this job (World.Job) that hold its secret: World.Token
+// when the environment gives one, else, under an MPI launcher with MPI built in, a
+// secret rank 0 draws and MPI_Bcast carries; with neither, the job id alone separates
+// jobs. When every rank is on this node the store listens on the loopback only;
+// otherwise on the interface MASTER_ADDR names (every interface only when MASTER_ADDR
+// is not an address of this host).
 func Bootstrap(ctx context.Context, w World, timeout time.Duration) (*Store, *StoreServer, error) {
-	host := w.MasterAddr
-	if host == "" {
-		if w.LocalSize < w.Size {
-			return nil, nil, fmt.Errorf("spmd: MASTER_ADDR is not set and the %d ranks span several nodes (%d on this one): set it to rank 0's host (mpirun -x MASTER_ADDR=<host>)", w.Size, w.LocalSize)
-		}
-		host = "127.0.0.1" // every rank is on this node
+	listen, dial, err := storeAddrs(ctx, w)
+	if err != nil {
+		return nil, nil, err
 	}
-	addr := net.JoinHostPort(host, strconv.Itoa(w.MasterPort))
+	cfg, err := storeConfig(w, timeout)
+	if err != nil {
+		return nil, nil, err
+	}
 	var srv *StoreServer
 	if w.Rank == 0 {
-		var err error
-		if srv, err = ServeStore(":"+strconv.Itoa(w.MasterPort), w.Size); err != nil {
+		if srv, err = ServeStore(listen, cfg); err != nil {
 			return nil, nil, err
 		}
-		addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(w.MasterPort))
+		dial = srv.Addr()
 	}
-	st, err := DialStore(ctx, addr, w.Rank, w.Size, timeout)
+	st, err := DialStore(ctx, dial, w.Rank, cfg)
 	if err == nil {
 		err = st.Barrier("join")
 		if err != nil {
@@ -132,7 +137,93 @@ func Bootstrap(ctx context.Context, w World, timeout time.Duration) (*Store, *St
 		if srv != nil {
 			srv.Close()
 		}
-		return nil, nil, fmt.Errorf("spmd: bootstrap via %s: %w", addr, err)
+		return nil, nil, fmt.Errorf("spmd: bootstrap via %s: %w", dial, err)
 	}
 	return st, srv, nil
+}
+
+// storeConfig is the store's configuration for this job: its id, its secret, the bound
+// on every wait.
+func storeConfig(w World, timeout time.Duration) (StoreConfig, error) {
+	cfg := StoreConfig{Size: w.Size, Job: w.Job, Secret: w.Token, Timeout: timeout}
+	if cfg.Job == "" {
+		cfg.Job = "unnamed"
+	}
+	if len(cfg.Secret) == 0 {
+		s, ok, err := mpiSecret(w, timeout)
+		if err != nil {
+			return cfg, err
+		}
+		if ok {
+			cfg.Secret = s
+		}
+	}
+	return cfg, nil
+}
+
+// storeAddrs are where rank 0's store listens and where the ranks dial it: the loopback
+// when every rank is on this node (and MASTER_ADDR's interface too when it is one of
+// this host's, for a rank that dials it); otherwise MASTER_ADDR's interface.
+func storeAddrs(ctx context.Context, w World) (listen []string, dial string, err error) {
+	port := strconv.Itoa(w.MasterPort)
+	loop := net.JoinHostPort("127.0.0.1", port)
+	local := localIPs(ctx, w.MasterAddr)
+	if w.LocalSize >= w.Size {
+		listen = []string{loop}
+		for _, ip := range local {
+			if !ip.IsLoopback() {
+				listen = append(listen, net.JoinHostPort(ip.String(), port))
+			}
+		}
+		return listen, loop, nil
+	}
+	if w.MasterAddr == "" {
+		return nil, "", fmt.Errorf("spmd: MASTER_ADDR is not set and the %d ranks span several nodes (%d on this one): set it to rank 0's host (mpirun -x MASTER_ADDR=<host>)", w.Size, w.LocalSize)
+	}
+	dial = net.JoinHostPort(w.MasterAddr, port)
+	for _, ip := range local {
+		listen = append(listen, net.JoinHostPort(ip.String(), port))
+	}
+	if len(listen) == 0 {
+		// MASTER_ADDR does not resolve to an address of this host (NAT, a DNS alias): the
+		// store must listen everywhere, and only its handshake keeps strangers out.
+		listen = []string{":" + port}
+	}
+	return listen, dial, nil
+}
+
+// localIPs are the addresses host resolves to that belong to this machine.
+func localIPs(ctx context.Context, host string) []net.IP {
+	if host == "" {
+		return nil
+	}
+	var ips []net.IP
+	if ip := net.ParseIP(host); ip != nil {
+		ips = []net.IP{ip}
+	} else {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		addrs, err := net.DefaultResolver.LookupIPAddr(ctx, host)
+		if err != nil {
+			return nil
+		}
+		for _, a := range addrs {
+			ips = append(ips, a.IP)
+		}
+	}
+	ifaddrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil
+	}
+	var out []net.IP
+	seen := map[string]bool{}
+	for _, ip := range ips {
+		for _, a := range ifaddrs {
+			if n, ok := a.(*net.IPNet); ok && n.IP.Equal(ip) && !seen[ip.String()] {
+				seen[ip.String()] = true
+				out = append(out, ip)
+			}
+		}
+	}
+	return out
 }

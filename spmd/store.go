@@ -2,12 +2,18 @@ package spmd
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/longca/longca/comm"
 )
@@ -17,27 +23,50 @@ import (
 type Store struct {
 	rank, size int
 	timeout    time.Duration
+	addr       string
+	key        []byte // the job's store key, proven in the hello
 	conn       net.Conn
 	r          *bufio.Reader
 	w          *bufio.Writer
 	mu         sync.Mutex
 }
 
-// DialStore connects rank to the store at addr, retrying until rank 0 has started it or
-// timeout has passed (then the error is a comm.PeerError naming rank 0).
-func DialStore(ctx context.Context, addr string, rank, size int, timeout time.Duration) (*Store, error) {
+// refusal is a dial that reached something that is not this job's store, or a store
+// that refused this rank: no point retrying.
+type refusal struct{ msg string }
+
+func (r *refusal) Error() string { return r.msg }
+
+func refused(format string, args ...any) error { return &refusal{fmt.Sprintf(format, args...)} }
+
+// DialStore connects rank to the store of cfg at addr, retrying until rank 0 has started
+// it or cfg's timeout has passed (then the error is a comm.PeerError naming rank 0). The
+// handshake proves to the store that this rank holds the job's key, and the store's
+// answer proves the same of it: a store of another job, or something else on the port,
+// is an error at once.
+func DialStore(ctx context.Context, addr string, rank int, cfg StoreConfig) (*Store, error) {
+	timeout := cfg.timeout()
 	deadline := time.Now().Add(timeout)
 	var last error
 	for {
 		d := net.Dialer{Timeout: time.Until(deadline)}
 		c, err := d.DialContext(ctx, "tcp", addr)
 		if err == nil {
-			s := &Store{rank: rank, size: size, timeout: timeout, conn: c, r: bufio.NewReader(c), w: bufio.NewWriter(c)}
-			if _, err := s.do("hello", request{op: opHello, rank: int64(rank)}); err != nil {
-				c.Close()
+			s := &Store{rank: rank, size: cfg.Size, timeout: timeout, addr: addr, conn: c, r: bufio.NewReader(c), w: bufio.NewWriter(c)}
+			err = s.hello(cfg)
+			if err == nil {
+				return s, nil
+			}
+			c.Close()
+			var rf *refusal
+			if errors.As(err, &rf) {
+				return nil, &comm.PeerError{Rank: 0, Op: "connect to the store at " + addr, Err: err}
+			}
+			var pe *comm.PeerError
+			if errors.As(err, &pe) {
 				return nil, err
 			}
-			return s, nil
+			// The store was not ready (closed the connection at once): try again.
 		}
 		last = err
 		if ctx.Err() != nil || time.Now().After(deadline) {
@@ -51,6 +80,65 @@ func DialStore(ctx context.Context, addr string, rank, size int, timeout time.Du
 	}
 }
 
+// hello reads the store's greeting, proves this rank's key and checks the store's proof.
+func (s *Store) hello(cfg StoreConfig) error {
+	s.conn.SetDeadline(time.Now().Add(min(s.timeout, handshakeTimeout)))
+	defer s.conn.SetDeadline(time.Time{})
+	greet := make([]byte, len(storeMagic)+nonceBytes)
+	if _, err := io.ReadFull(s.r, greet); err != nil {
+		return fmt.Errorf("reading the store's greeting: %w", err)
+	}
+	if !bytes.Equal(greet[:len(storeMagic)], storeMagic) {
+		return refused("the service at %s does not speak longca's store protocol (%s): another program, or a longca of another version, holds the port", s.addr, storeMagic)
+	}
+	key := storeKey(cfg.Job, cfg.Secret)
+	s.key = key
+	serverNonce, clientNonce := greet[len(storeMagic):], randomBytes(nonceBytes)
+	q := request{op: opHello, key: cfg.Job, rank: int64(s.rank), arg: int64(cfg.Size),
+		val: append(clientNonce, handshakeMAC(key, "client", serverNonce, clientNonce, cfg.Job, s.rank, cfg.Size)...)}
+	if err := q.write(s.w); err != nil {
+		return err
+	}
+	if err := s.w.Flush(); err != nil {
+		return err
+	}
+	p, err := readReply(s.r, cfg.Size)
+	if err != nil {
+		return fmt.Errorf("reading the store's answer to the hello: %w", err)
+	}
+	switch {
+	case p.status == stErr:
+		return refused("the store at %s refused rank %d: %s", s.addr, s.rank, printable(p.payload))
+	case p.status != stOK:
+		return refused("the store at %s answered the hello with status %d", s.addr, p.status)
+	case !hmac.Equal(p.payload, handshakeMAC(key, "server", serverNonce, clientNonce, cfg.Job, s.rank, cfg.Size)):
+		return refused("the store at %s did not prove it belongs to job %q (a stranger on the port, or the ranks hold different secrets)", s.addr, cfg.Job)
+	}
+	return nil
+}
+
+// printable quotes at most 200 bytes of text from a peer.
+func printable(b []byte) string {
+	s := string(b)
+	if len(s) > 200 {
+		s = s[:200] + "..."
+	}
+	return strings.Map(func(r rune) rune {
+		if unicode.IsPrint(r) {
+			return r
+		}
+		return '?'
+	}, s)
+}
+
+// MeshKey is a key for the job's peer connections (comm/tcp), derived from the store's:
+// only ranks that passed the store's handshake hold it.
+func (s *Store) MeshKey() []byte {
+	m := hmac.New(sha256.New, s.key)
+	m.Write([]byte("longca-mesh-key"))
+	return m.Sum(nil)
+}
+
 // LocalAddr is the address of this end of the store connection: the interface that
 // reaches rank 0, which is where peers can reach this rank too.
 func (s *Store) LocalAddr() net.Addr { return s.conn.LocalAddr() }
@@ -60,6 +148,9 @@ func (s *Store) Timeout() time.Duration { return s.timeout }
 
 // Set stores val under key.
 func (s *Store) Set(key string, val []byte) error {
+	if len(key) > maxKey || len(val) > maxValue {
+		return fmt.Errorf("spmd: store set %s: %d-byte key, %d-byte value: over the store's %d and %d", key, len(key), len(val), maxKey, maxValue)
+	}
 	_, err := s.do("set "+key, request{op: opSet, key: key, val: val})
 	return err
 }
@@ -67,7 +158,7 @@ func (s *Store) Set(key string, val []byte) error {
 // Get waits for key to be set and returns its value. owner is the rank expected to set
 // it, named in the error when it does not in time.
 func (s *Store) Get(key string, owner int) ([]byte, error) {
-	p, err := s.do("get "+key, request{op: opGet, key: key, timeout: int64(s.timeout)})
+	p, err := s.do("get "+key, request{op: opGet, key: key, arg: int64(s.timeout)})
 	if err != nil {
 		var pe *comm.PeerError
 		if errors.As(err, &pe) && pe.Rank < 0 {
@@ -80,7 +171,7 @@ func (s *Store) Get(key string, owner int) ([]byte, error) {
 
 // Barrier waits until every rank has reached the barrier called name.
 func (s *Store) Barrier(name string) error {
-	_, err := s.do("barrier "+name, request{op: opBarrier, key: name, timeout: int64(s.timeout)})
+	_, err := s.do("barrier "+name, request{op: opBarrier, key: name, arg: int64(s.timeout)})
 	return err
 }
 
@@ -108,7 +199,7 @@ func (s *Store) do(what string, q request) (reply, error) {
 	if err := s.w.Flush(); err != nil {
 		return reply{}, s.lost(what, err)
 	}
-	p, err := readReply(s.r)
+	p, err := readReply(s.r, s.size)
 	if err != nil {
 		return reply{}, s.lost(what, err)
 	}
@@ -116,16 +207,25 @@ func (s *Store) do(what string, q request) (reply, error) {
 	case stOK:
 		return p, nil
 	case stErr:
-		return p, fmt.Errorf("spmd: store %s: %s", what, p.payload)
+		return p, fmt.Errorf("spmd: store %s: %s", what, printable(p.payload))
 	case stTimeout:
 		if len(p.missing) == 0 {
-			return p, &comm.PeerError{Rank: -1, Op: "store " + what, Err: fmt.Errorf("%s: %w", p.payload, comm.ErrTimeout)}
+			return p, &comm.PeerError{Rank: -1, Op: "store " + what, Err: fmt.Errorf("%s: %w", printable(p.payload), comm.ErrTimeout)}
 		}
 		return p, &comm.PeerError{Rank: int(p.missing[0]), Op: "store " + what,
 			Err: fmt.Errorf("rank(s) %v did not arrive within %s: %w", p.missing, s.timeout, comm.ErrTimeout)}
 	case stGone:
+		if len(p.missing) == 0 {
+			break
+		}
 		return p, &comm.PeerError{Rank: int(p.missing[0]), Op: "store " + what,
 			Err: fmt.Errorf("rank(s) %v left (exited or closed the connection) before arriving", p.missing)}
+	case stClosed:
+		if len(p.missing) == 0 {
+			return p, &comm.PeerError{Rank: -1, Op: "store " + what, Err: fmt.Errorf("%s", printable(p.payload))}
+		}
+		return p, &comm.PeerError{Rank: int(p.missing[0]), Op: "store " + what,
+			Err: fmt.Errorf("%s while rank(s) %v had not arrived", printable(p.payload), p.missing)}
 	}
 	return p, fmt.Errorf("spmd: store %s: unknown status %d", what, p.status)
 }

@@ -6,8 +6,13 @@ import (
 	"io"
 )
 
-// The store's wire format: a request is op, key, value, rank, timeout; a reply is a
-// status and a payload (the value, or the error's text).
+// The store's wire format. On connecting, the server sends storeMagic and a nonce. The
+// client's first request must be a hello: key the job id, value the client's nonce and
+// its MAC (handshakeMAC, role "client"), rank its rank, arg the world size. The server
+// answers a good hello with its own MAC (role "server"), which the client checks before
+// trusting anything else it says; it closes the connection on anything else. A request
+// is op, key, value, rank, arg; a reply is a status, a payload (the value, a MAC, or the
+// error's text) and the ranks a wait is missing.
 const (
 	opHello byte = iota + 1
 	opSet
@@ -19,18 +24,32 @@ const (
 	stOK byte = iota
 	stErr
 	stTimeout
-	stGone // a rank left before the wait completed
+	stGone   // a rank left before the wait completed
+	stClosed // the store closed while this rank waited
 )
 
-// maxFrame bounds one key or value (the NCCL id is 128 bytes; addresses are short).
-const maxFrame = 64 << 20
+// storeMagic starts the server's greeting: the protocol and its version.
+var storeMagic = []byte("LCSTORE2")
+
+const (
+	nonceBytes = 32
+	macBytes   = 32
+	// maxKey bounds a key (keys are short names: "tcp/addr/17", "nccl/id").
+	maxKey = 1 << 10
+	// maxValue bounds a value (the NCCL id is 128 bytes, addresses are short).
+	maxValue = 1 << 20
+	// maxHelloValue bounds the value of a hello, read before the client is known.
+	maxHelloValue = nonceBytes + macBytes
+	// maxJobID bounds the job id of a hello.
+	maxJobID = 256
+)
 
 type request struct {
-	op      byte
-	key     string
-	val     []byte
-	rank    int64 // the hello's rank; for a barrier, the caller's
-	timeout int64 // nanoseconds the server may wait
+	op   byte
+	key  string
+	val  []byte
+	rank int64 // the hello's rank
+	arg  int64 // hello: the world size; get, barrier: nanoseconds the client may wait
 }
 
 type reply struct {
@@ -50,14 +69,16 @@ func writeBytes(w io.Writer, b []byte) error {
 	return err
 }
 
-func readBytes(r io.Reader) ([]byte, error) {
+// readBytes reads one length-prefixed frame of at most limit bytes; a longer one is an
+// error before anything is allocated.
+func readBytes(r io.Reader, limit int, what string) ([]byte, error) {
 	var n [4]byte
 	if _, err := io.ReadFull(r, n[:]); err != nil {
 		return nil, err
 	}
 	l := binary.LittleEndian.Uint32(n[:])
-	if l > maxFrame {
-		return nil, fmt.Errorf("store frame of %d bytes is over the %d limit", l, maxFrame)
+	if l > uint32(limit) {
+		return nil, fmt.Errorf("store %s of %d bytes is over the %d-byte limit", what, l, limit)
 	}
 	b := make([]byte, l)
 	_, err := io.ReadFull(r, b)
@@ -92,28 +113,37 @@ func (q request) write(w io.Writer) error {
 	if err := writeInt(w, q.rank); err != nil {
 		return err
 	}
-	return writeInt(w, q.timeout)
+	return writeInt(w, q.arg)
 }
 
-func readRequest(r io.Reader) (request, error) {
+// readRequest reads one request; before the hello (authed false) only a hello with a
+// short job id and value is read.
+func readRequest(r io.Reader, authed bool) (request, error) {
 	var q request
 	var op [1]byte
 	if _, err := io.ReadFull(r, op[:]); err != nil {
 		return q, err
 	}
 	q.op = op[0]
-	k, err := readBytes(r)
+	keyLimit, valLimit := maxKey, maxValue
+	if !authed {
+		if q.op != opHello {
+			return q, fmt.Errorf("request %d before the hello", q.op)
+		}
+		keyLimit, valLimit = maxJobID, maxHelloValue
+	}
+	k, err := readBytes(r, keyLimit, "key")
 	if err != nil {
 		return q, err
 	}
 	q.key = string(k)
-	if q.val, err = readBytes(r); err != nil {
+	if q.val, err = readBytes(r, valLimit, "value"); err != nil {
 		return q, err
 	}
 	if q.rank, err = readInt(r); err != nil {
 		return q, err
 	}
-	q.timeout, err = readInt(r)
+	q.arg, err = readInt(r)
 	return q, err
 }
 
@@ -135,7 +165,8 @@ func (p reply) write(w io.Writer) error {
 	return nil
 }
 
-func readReply(r io.Reader) (reply, error) {
+// readReply reads one reply of a store of size ranks.
+func readReply(r io.Reader, size int) (reply, error) {
 	var p reply
 	var st [1]byte
 	if _, err := io.ReadFull(r, st[:]); err != nil {
@@ -143,20 +174,23 @@ func readReply(r io.Reader) (reply, error) {
 	}
 	p.status = st[0]
 	var err error
-	if p.payload, err = readBytes(r); err != nil {
+	if p.payload, err = readBytes(r, maxValue, "reply"); err != nil {
 		return p, err
 	}
 	n, err := readInt(r)
 	if err != nil {
 		return p, err
 	}
-	if n < 0 || n > 1<<20 {
-		return p, fmt.Errorf("store reply lists %d ranks", n)
+	if n < 0 || n > int64(size) {
+		return p, fmt.Errorf("store reply lists %d ranks of %d", n, size)
 	}
 	p.missing = make([]int64, n)
 	for i := range p.missing {
 		if p.missing[i], err = readInt(r); err != nil {
 			return p, err
+		}
+		if p.missing[i] < 0 || p.missing[i] >= int64(size) {
+			return p, fmt.Errorf("store reply names rank %d of %d", p.missing[i], size)
 		}
 	}
 	return p, nil

@@ -2,6 +2,7 @@ package spmd
 
 import (
 	"bufio"
+	"crypto/hmac"
 	"fmt"
 	"net"
 	"sort"
@@ -9,118 +10,222 @@ import (
 	"time"
 )
 
+// StoreConfig says which job a store serves and how much it may wait and hold. Both the
+// server (rank 0) and every client use the same one.
+type StoreConfig struct {
+	// Size is the number of ranks.
+	Size int
+	// Job is the job's identity (World.Job); a client of another job is refused.
+	Job string
+	// Secret is the job's shared secret; nil leaves the job id alone to tell jobs apart,
+	// which proves nothing to a stranger who can read it (docs/cluster.md, Security).
+	Secret Secret
+	// Timeout bounds every wait the store serves, whatever a client asks (--timeout).
+	Timeout time.Duration
+	// MaxBytes bounds the bytes of all keys and values held; 0 means DefaultStoreBytes.
+	MaxBytes int64
+}
+
+// DefaultStoreBytes is the default bound on what a store holds: far above what a job
+// keeps there (an address per rank, an NCCL id).
+const DefaultStoreBytes = 64 << 20
+
+// handshakeTimeout bounds how long a connection may take to say its hello.
+const handshakeTimeout = 10 * time.Second
+
+// closeGrace bounds how long Close lets waiting ranks receive their last reply.
+const closeGrace = time.Second
+
+func (c StoreConfig) timeout() time.Duration {
+	if c.Timeout <= 0 {
+		return DefaultTimeout
+	}
+	return c.Timeout
+}
+
+func (c StoreConfig) maxBytes() int64 {
+	if c.MaxBytes <= 0 {
+		return DefaultStoreBytes
+	}
+	return c.MaxBytes
+}
+
+// maxPending bounds the connections that have not said a good hello yet.
+func (c StoreConfig) maxPending() int { return 2*c.Size + 64 }
+
 // StoreServer is the bootstrap store that rank 0 hosts: a key-value map of byte values
-// that ranks set and wait for, and named barriers over all ranks. It knows which rank
-// holds each connection, so a wait that times out, or that a rank leaves, names the
-// missing ranks.
+// that ranks set and wait for, and named barriers over all ranks. A connection must
+// prove, by its hello, that it is a rank of this job (StoreConfig) before anything it
+// sends is read further; until then nothing is stored and it holds no rank. Every wait
+// ends within the configured timeout, the bytes held are bounded, and Close returns
+// without waiting on any client. Since the store knows which rank holds each
+// connection, a wait that times out, or that a rank leaves, names the missing ranks.
 type StoreServer struct {
-	ln   net.Listener
-	size int
+	lns  []net.Listener
+	cfg  StoreConfig
+	key  []byte
+	done chan struct{} // closed by Close: every wait ends
 
 	mu       sync.Mutex
 	kv       map[string][]byte
+	kvBytes  int64
 	waiters  map[string][]chan reply
 	barriers map[string]*barrier
-	sending  int          // replies handed to waiting connections, not yet written
+	busy     int          // requests read and not yet answered
 	joined   map[int]bool // ranks that said hello
 	left     map[int]bool // ranks whose connection closed
 	closed   bool
-	conns    map[net.Conn]bool
+	conns    map[net.Conn]int // the rank on each connection; -1 before its hello
+	pending  int              // connections before their hello
+	refused  int              // connections refused or dropped before a good hello
 	wg       sync.WaitGroup
 }
 
-// barrier is one named barrier: who arrived, and where to answer them.
+// barrier is one named barrier: who arrived, where to answer them, and when it ends.
 type barrier struct {
-	arrived map[int]chan reply
+	arrived  map[int]chan reply
+	deadline time.Time
 }
 
-// ServeStore listens on addr (":29517", "127.0.0.1:0") for size ranks and serves until
-// Close.
-func ServeStore(addr string, size int) (*StoreServer, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("spmd: store: listen on %s: %w (another run on this port? choose another with --master-port or MASTER_PORT)", addr, err)
+// ServeStore listens on every address of addrs ("127.0.0.1:29517", "10.0.0.1:0") for
+// the ranks of cfg and serves until Close.
+func ServeStore(addrs []string, cfg StoreConfig) (*StoreServer, error) {
+	if cfg.Size < 1 {
+		return nil, fmt.Errorf("spmd: store for %d ranks", cfg.Size)
 	}
-	s := &StoreServer{ln: ln, size: size, kv: map[string][]byte{}, waiters: map[string][]chan reply{},
-		barriers: map[string]*barrier{}, joined: map[int]bool{}, left: map[int]bool{}, conns: map[net.Conn]bool{}}
-	s.wg.Add(1)
-	go s.accept()
+	s := &StoreServer{cfg: cfg, key: storeKey(cfg.Job, cfg.Secret), done: make(chan struct{}),
+		kv: map[string][]byte{}, waiters: map[string][]chan reply{}, barriers: map[string]*barrier{},
+		joined: map[int]bool{}, left: map[int]bool{}, conns: map[net.Conn]int{}}
+	for _, a := range addrs {
+		ln, err := net.Listen("tcp", a)
+		if err != nil {
+			for _, l := range s.lns {
+				l.Close()
+			}
+			return nil, fmt.Errorf("spmd: store: listen on %s: %w (another run on this port? choose another with --master-port or MASTER_PORT)", a, err)
+		}
+		s.lns = append(s.lns, ln)
+	}
+	for _, ln := range s.lns {
+		s.wg.Add(1)
+		go s.accept(ln)
+	}
 	return s, nil
 }
 
-// Addr is the address the store listens on.
-func (s *StoreServer) Addr() string { return s.ln.Addr().String() }
+// Addr is the first address the store listens on ("" with none).
+func (s *StoreServer) Addr() string {
+	if len(s.lns) == 0 {
+		return ""
+	}
+	return s.lns[0].Addr().String()
+}
 
-// deliverLocked hands p to a waiting connection and counts it until it is written.
+// Addrs are the addresses the store listens on.
+func (s *StoreServer) Addrs() []string {
+	out := make([]string, len(s.lns))
+	for i, ln := range s.lns {
+		out[i] = ln.Addr().String()
+	}
+	return out
+}
+
+// Refused counts the connections refused or dropped before a good hello (strangers,
+// other jobs, and ranks whose hello failed).
+func (s *StoreServer) Refused() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refused
+}
+
+// deliverLocked hands p to a waiting connection.
 func (s *StoreServer) deliverLocked(ch chan reply, p reply) {
 	select {
 	case ch <- p:
-		s.sending++
 	default:
 	}
 }
 
-// Close stops the store and drops every connection, once the replies already handed to
-// waiting ranks (the last barrier's, say) are written, or after two seconds.
+// Close stops the store: every waiting rank is answered (stClosed, naming the ranks its
+// barrier still lacked), given at most closeGrace to receive it, and every connection
+// is dropped. It never waits on a client.
 func (s *StoreServer) Close() error {
-	s.ln.Close()
-	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	close(s.done)
+	s.mu.Unlock()
+	for _, ln := range s.lns {
+		ln.Close()
+	}
+	for end := time.Now().Add(closeGrace); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
 		s.mu.Lock()
-		n := s.sending
+		n := s.busy
 		s.mu.Unlock()
 		if n <= 0 {
 			break
 		}
 	}
 	s.mu.Lock()
-	s.closed = true
 	for c := range s.conns {
 		c.Close()
 	}
 	s.mu.Unlock()
-	s.ln.Close() // may be closed already by Shutdown
 	s.wg.Wait()
 	return nil
 }
 
 // Shutdown stops taking connections and waits (at most d) until every rank has closed
 // its connection, so that replies still on their way are delivered; then it closes.
+// Connections that never said a good hello do not hold it up.
 func (s *StoreServer) Shutdown(d time.Duration) error {
-	s.ln.Close()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
+	for _, ln := range s.lns {
+		ln.Close()
+	}
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		s.mu.Lock()
-		n := len(s.conns)
+		ranks := len(s.conns) - s.pending
 		s.mu.Unlock()
-		if n == 0 {
+		if ranks == 0 {
 			break
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
 	return s.Close()
 }
 
-func (s *StoreServer) accept() {
+func (s *StoreServer) accept(ln net.Listener) {
 	defer s.wg.Done()
 	for {
-		c, err := s.ln.Accept()
+		c, err := ln.Accept()
 		if err != nil {
 			return
 		}
-		s.mu.Lock()
-		if s.closed {
-			s.mu.Unlock()
-			c.Close()
-			return
-		}
-		s.conns[c] = true
-		s.mu.Unlock()
-		s.wg.Add(1)
-		go s.serve(c)
+		s.take(c)
 	}
 }
 
-// serve answers one rank's requests in order until its connection closes.
+// take serves a new connection, or drops it when the store is closed or too many
+// connections wait for their hello.
+func (s *StoreServer) take(c net.Conn) {
+	s.mu.Lock()
+	if s.closed || s.pending >= s.cfg.maxPending() {
+		s.refused++
+		s.mu.Unlock()
+		c.Close()
+		return
+	}
+	s.conns[c] = -1
+	s.pending++
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go s.serve(c)
+}
+
+// serve authenticates one connection, then answers its rank's requests in order until
+// it closes.
 func (s *StoreServer) serve(c net.Conn) {
 	defer s.wg.Done()
 	rank := -1
@@ -131,68 +236,151 @@ func (s *StoreServer) serve(c net.Conn) {
 		if rank >= 0 {
 			s.left[rank] = true
 			s.failBarriers(rank)
+		} else {
+			s.pending--
+			s.refused++
 		}
 		s.mu.Unlock()
 	}()
 	r, w := bufio.NewReader(c), bufio.NewWriter(c)
+	rank = s.handshake(c, r, w)
+	if rank < 0 {
+		return
+	}
 	for {
-		q, err := readRequest(r)
+		q, err := readRequest(r, true)
 		if err != nil {
 			return
 		}
+		s.mu.Lock()
+		s.busy++
+		s.mu.Unlock()
 		var p reply
 		switch q.op {
-		case opHello:
-			rank, p = s.hello(int(q.rank))
 		case opSet:
-			s.set(q.key, q.val)
+			p = s.set(q.key, q.val)
 		case opGet:
-			p = s.get(q.key, time.Duration(q.timeout))
+			p = s.get(q.key, s.wait(q.arg))
 		case opBarrier:
-			p = s.barrier(q.key, rank, time.Duration(q.timeout))
+			p = s.barrier(q.key, rank, s.wait(q.arg))
 		default:
 			p = reply{status: stErr, payload: []byte(fmt.Sprintf("unknown store op %d", q.op))}
 		}
-		if rank < 0 && q.op != opHello {
-			p = reply{status: stErr, payload: []byte("store: request before hello")}
-		}
+		c.SetWriteDeadline(time.Now().Add(min(s.cfg.timeout(), handshakeTimeout)))
 		err = p.write(w)
 		if err == nil {
 			err = w.Flush()
 		}
-		if p.fromChan {
-			s.mu.Lock()
-			s.sending--
-			s.mu.Unlock()
-		}
+		s.mu.Lock()
+		s.busy--
+		s.mu.Unlock()
 		if err != nil {
 			return
 		}
 	}
 }
 
-func (s *StoreServer) hello(rank int) (int, reply) {
+// wait is how long a request may wait: what the client asks, within the store's bound.
+func (s *StoreServer) wait(asked int64) time.Duration {
+	d := time.Duration(asked)
+	if d <= 0 || d > s.cfg.timeout() {
+		return s.cfg.timeout()
+	}
+	return d
+}
+
+// handshake greets a connection and reads its hello: the job id, the world size and
+// the MAC must be this job's, the rank free. It returns the rank, or -1 after refusing
+// (with a reason, when the hello was readable) .
+func (s *StoreServer) handshake(c net.Conn, r *bufio.Reader, w *bufio.Writer) int {
+	c.SetDeadline(time.Now().Add(min(s.cfg.timeout(), handshakeTimeout)))
+	nonce := randomBytes(nonceBytes)
+	w.Write(storeMagic)
+	w.Write(nonce)
+	if w.Flush() != nil {
+		return -1
+	}
+	q, err := readRequest(r, false)
+	if err != nil {
+		return -1 // a stranger's bytes: no answer
+	}
+	refuse := func(format string, args ...any) int {
+		p := reply{status: stErr, payload: []byte(fmt.Sprintf(format, args...))}
+		if p.write(w) == nil {
+			w.Flush()
+		}
+		return -1
+	}
+	switch {
+	case q.key != s.cfg.Job:
+		return refuse("this store serves job %q, not %q: another job uses this port (set MASTER_PORT apart, see docs/cluster.md)", s.cfg.Job, q.key)
+	case q.arg != int64(s.cfg.Size):
+		return refuse("this store serves %d ranks, not %d", s.cfg.Size, q.arg)
+	case len(q.val) != nonceBytes+macBytes:
+		return refuse("malformed hello")
+	}
+	clientNonce, mac := q.val[:nonceBytes], q.val[nonceBytes:]
+	if !hmac.Equal(mac, handshakeMAC(s.key, "client", nonce, clientNonce, s.cfg.Job, int(q.rank), s.cfg.Size)) {
+		return refuse("authentication failed: this rank does not hold the job's secret (%s / %s, or MPI's) that rank 0 holds", EnvToken, EnvTokenFile)
+	}
+	rank, p := s.hello(int(q.rank), c)
+	if rank < 0 {
+		return refuse("%s", p.payload)
+	}
+	p.payload = handshakeMAC(s.key, "server", nonce, clientNonce, s.cfg.Job, rank, s.cfg.Size)
+	if p.write(w) != nil || w.Flush() != nil {
+		s.mu.Lock()
+		s.conns[c] = -1 // undo: the deferred cleanup treats it as never joined
+		delete(s.joined, rank)
+		s.pending++
+		s.mu.Unlock()
+		return -1
+	}
+	c.SetDeadline(time.Time{})
+	return rank
+}
+
+func (s *StoreServer) hello(rank int, c net.Conn) (int, reply) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
-	case rank < 0 || rank >= s.size:
-		return -1, reply{status: stErr, payload: []byte(fmt.Sprintf("rank %d is outside the store's world of %d", rank, s.size))}
+	case rank < 0 || rank >= s.cfg.Size:
+		return -1, reply{status: stErr, payload: []byte(fmt.Sprintf("rank %d is outside the store's world of %d", rank, s.cfg.Size))}
 	case s.joined[rank] && !s.left[rank]:
 		return -1, reply{status: stErr, payload: []byte(fmt.Sprintf("rank %d joined twice: two processes have the same rank (check the launcher's environment)", rank))}
 	}
 	s.joined[rank] = true
 	delete(s.left, rank)
+	s.conns[c] = rank
+	s.pending--
 	return rank, reply{}
 }
 
-func (s *StoreServer) set(key string, val []byte) {
+func (s *StoreServer) set(key string, val []byte) reply {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	const overhead = 64 // map entry, slice headers
+	add := int64(len(key) + len(val) + overhead)
+	if old, ok := s.kv[key]; ok {
+		add -= int64(len(key) + len(old) + overhead)
+	}
+	if s.kvBytes+add > s.cfg.maxBytes() {
+		return reply{status: stErr, payload: []byte(fmt.Sprintf("store full: %d bytes held, %d more would pass its %d-byte bound", s.kvBytes, add, s.cfg.maxBytes()))}
+	}
+	s.kvBytes += add
 	s.kv[key] = append([]byte(nil), val...)
 	for _, ch := range s.waiters[key] {
 		s.deliverLocked(ch, reply{payload: s.kv[key]})
 	}
 	delete(s.waiters, key)
+	return reply{}
+}
+
+// Held is the number of bytes the store's keys and values count for.
+func (s *StoreServer) Held() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.kvBytes
 }
 
 func (s *StoreServer) get(key string, timeout time.Duration) reply {
@@ -208,15 +396,14 @@ func (s *StoreServer) get(key string, timeout time.Duration) reply {
 	defer t.Stop()
 	select {
 	case p := <-ch:
-		p.fromChan = true
 		return p
 	case <-t.C:
+	case <-s.done:
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	select { // set may have answered while the lock was free
 	case p := <-ch:
-		p.fromChan = true
 		return p
 	default:
 	}
@@ -227,45 +414,49 @@ func (s *StoreServer) get(key string, timeout time.Duration) reply {
 			break
 		}
 	}
+	if s.closed {
+		return reply{status: stClosed, payload: []byte(fmt.Sprintf("rank 0 closed the store before key %q was set", key))}
+	}
 	return reply{status: stTimeout, payload: []byte(fmt.Sprintf("key %q was not set within %s", key, timeout))}
 }
 
 func (s *StoreServer) barrier(name string, rank int, timeout time.Duration) reply {
-	if rank < 0 {
-		return reply{status: stErr}
-	}
 	s.mu.Lock()
 	b := s.barriers[name]
 	if b == nil {
-		b = &barrier{arrived: map[int]chan reply{}}
+		// One deadline for every rank of the barrier: they all time out together, each
+		// naming the ranks that never came (not rank 0, which would close first).
+		b = &barrier{arrived: map[int]chan reply{}, deadline: time.Now().Add(timeout)}
 		s.barriers[name] = b
 	}
 	ch := make(chan reply, 1)
 	b.arrived[rank] = ch
 	if gone := s.goneLocked(b); len(gone) > 0 {
 		s.deliverLocked(ch, reply{status: stGone, missing: gone})
-	} else if len(b.arrived) == s.size {
+	} else if len(b.arrived) == s.cfg.Size {
 		for _, c := range b.arrived {
 			s.deliverLocked(c, reply{})
 		}
 		delete(s.barriers, name)
 	}
 	s.mu.Unlock()
-	t := time.NewTimer(timeout)
+	t := time.NewTimer(time.Until(b.deadline))
 	defer t.Stop()
 	select {
 	case p := <-ch:
-		p.fromChan = true
 		return p
 	case <-t.C:
+	case <-s.done:
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	select {
 	case p := <-ch:
-		p.fromChan = true
 		return p
 	default:
+	}
+	if s.closed {
+		return reply{status: stClosed, missing: s.missingLocked(b), payload: []byte("rank 0 closed the store")}
 	}
 	return reply{status: stTimeout, missing: s.missingLocked(b)}
 }
@@ -297,7 +488,7 @@ func (s *StoreServer) goneLocked(b *barrier) []int64 {
 
 func (s *StoreServer) missingLocked(b *barrier) []int64 {
 	var out []int64
-	for r := 0; r < s.size; r++ {
+	for r := 0; r < s.cfg.Size; r++ {
 		if _, ok := b.arrived[r]; !ok {
 			out = append(out, int64(r))
 		}

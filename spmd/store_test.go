@@ -15,11 +15,27 @@ import (
 	"github.com/longca/longca/tensor"
 )
 
+// testConfig is a store configuration of n ranks of job "test" with a secret.
+func testConfig(n int, timeout time.Duration) StoreConfig {
+	return StoreConfig{Size: n, Job: "test", Secret: Secret("s3cret"), Timeout: timeout}
+}
+
+// serveTest starts a store of cfg on the loopback, closed at the end of the test.
+func serveTest(t *testing.T, cfg StoreConfig) *StoreServer {
+	t.Helper()
+	srv, err := ServeStore([]string{"127.0.0.1:0"}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	return srv
+}
+
 func dialAll(t *testing.T, srv *StoreServer, ranks []int, size int, timeout time.Duration) []*Store {
 	t.Helper()
 	out := make([]*Store, len(ranks))
 	for i, r := range ranks {
-		s, err := DialStore(context.Background(), srv.Addr(), r, size, timeout)
+		s, err := DialStore(context.Background(), srv.Addr(), r, testConfig(size, timeout))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -42,11 +58,7 @@ func parallel(sts []*Store, f func(i int, s *Store) error) []error {
 }
 
 func TestStoreSetGetBroadcastBarrier(t *testing.T) {
-	srv, err := ServeStore("127.0.0.1:0", 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	srv := serveTest(t, testConfig(4, 5*time.Second))
 	sts := dialAll(t, srv, []int{0, 1, 2, 3}, 4, 5*time.Second)
 	id := []byte("the 128-byte unique id, say")
 	got := make([][]byte, 4)
@@ -86,12 +98,8 @@ func TestStoreSetGetBroadcastBarrier(t *testing.T) {
 // TestStoreMissingRank: ranks 0, 1, 3 of 4 arrive; each fails within the timeout with a
 // PeerError naming rank 2 and wrapping ErrTimeout.
 func TestStoreMissingRank(t *testing.T) {
-	srv, err := ServeStore("127.0.0.1:0", 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
 	const timeout = 300 * time.Millisecond
+	srv := serveTest(t, testConfig(4, timeout))
 	sts := dialAll(t, srv, []int{0, 1, 3}, 4, timeout)
 	start := time.Now()
 	errs := parallel(sts, func(_ int, s *Store) error { return s.Barrier("join") })
@@ -105,7 +113,7 @@ func TestStoreMissingRank(t *testing.T) {
 		}
 	}
 	// A value nobody sets: the error names its owner.
-	_, err = sts[1].Get("never", 0)
+	_, err := sts[1].Get("never", 0)
 	var pe *comm.PeerError
 	if !errors.As(err, &pe) || pe.Rank != 0 || !errors.Is(err, comm.ErrTimeout) {
 		t.Errorf("get of an unset key: %v", err)
@@ -115,11 +123,7 @@ func TestStoreMissingRank(t *testing.T) {
 // TestStoreRankLeaves: rank 1 closes its connection while the others wait; they fail at
 // once (well before the timeout), naming rank 1.
 func TestStoreRankLeaves(t *testing.T) {
-	srv, err := ServeStore("127.0.0.1:0", 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	srv := serveTest(t, testConfig(3, 30*time.Second))
 	sts := dialAll(t, srv, []int{0, 1, 2}, 3, 30*time.Second)
 	go func() {
 		time.Sleep(100 * time.Millisecond)
@@ -145,21 +149,17 @@ func TestStoreNoServerAndDuplicate(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close() // nobody listens here now
-	_, err = DialStore(context.Background(), addr, 1, 2, 200*time.Millisecond)
+	_, err = DialStore(context.Background(), addr, 1, testConfig(2, 200*time.Millisecond))
 	var pe *comm.PeerError
 	if !errors.As(err, &pe) || pe.Rank != 0 || !errors.Is(err, comm.ErrTimeout) {
 		t.Errorf("dial without rank 0: %v", err)
 	}
-	srv, err := ServeStore("127.0.0.1:0", 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	srv := serveTest(t, testConfig(2, time.Second))
 	dialAll(t, srv, []int{1}, 2, time.Second)
-	if _, err := DialStore(context.Background(), srv.Addr(), 1, 2, time.Second); err == nil || !strings.Contains(err.Error(), "twice") {
+	if _, err := DialStore(context.Background(), srv.Addr(), 1, testConfig(2, time.Second)); err == nil || !strings.Contains(err.Error(), "twice") {
 		t.Errorf("second rank 1: %v", err)
 	}
-	if _, err := DialStore(context.Background(), srv.Addr(), 2, 2, time.Second); err == nil || !strings.Contains(err.Error(), "outside") {
+	if _, err := DialStore(context.Background(), srv.Addr(), 2, testConfig(2, time.Second)); err == nil || !strings.Contains(err.Error(), "outside") {
 		t.Errorf("rank 2 of 2: %v", err)
 	}
 }
@@ -287,10 +287,7 @@ func TestOpenUnknownBackend(t *testing.T) {
 // returns; every other rank must still get its reply (the race seen under srun).
 func TestStoreCloseAfterLastBarrier(t *testing.T) {
 	for i := range 30 {
-		srv, err := ServeStore("127.0.0.1:0", 4)
-		if err != nil {
-			t.Fatal(err)
-		}
+		srv := serveTest(t, testConfig(4, 5*time.Second))
 		sts := dialAll(t, srv, []int{0, 1, 2, 3}, 4, 5*time.Second)
 		errs := parallel(sts, func(r int, s *Store) error {
 			err := s.Barrier("done")

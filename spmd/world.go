@@ -27,6 +27,14 @@ type World struct {
 	MasterAddr string // where rank 0 hosts the bootstrap store; empty when nothing says
 	MasterPort int
 	NodeList   string // Slurm's compact node list, when launched by Slurm
+	// Job is the job's identity, the same on every rank: LONGCA_JOB_ID, else the
+	// launcher's job id (Slurm's job and step, PMIx's namespace, Open MPI's job id,
+	// torchrun's run id); empty when nothing says. The bootstrap store refuses ranks of
+	// another job.
+	Job string
+	// Token is the job's shared secret from LONGCA_JOB_TOKEN or LONGCA_JOB_TOKEN_FILE
+	// (nil when neither is set): the bootstrap store admits only ranks that hold it.
+	Token Secret
 }
 
 // MPI says whether an MPI launcher (mpirun, mpiexec) started this process, so that an
@@ -118,6 +126,12 @@ func Discover(getenv func(string) string) (World, error) {
 	if err := w.fillMaster(e); err != nil {
 		return World{}, err
 	}
+	w.Job = jobID(getenv)
+	tok, err := readToken(getenv)
+	if err != nil {
+		return World{}, err
+	}
+	w.Token = tok
 	return w, w.check()
 }
 

@@ -28,7 +28,7 @@ func TestDiscover(t *testing.T) {
 		{"slurm", map[string]string{"SLURM_PROCID": "9", "SLURM_NTASKS": "16", "SLURM_LOCALID": "1", "SLURM_TASKS_PER_NODE": "8,8", "SLURM_NODEID": "1", "SLURM_JOB_NODELIST": "gpu[01-02]"},
 			World{Launcher: "slurm", Rank: 9, Size: 16, LocalRank: 1, LocalSize: 8, NodeID: 1, MasterAddr: "gpu01", MasterPort: DefaultMasterPort, NodeList: "gpu[01-02]"}},
 		{"slurm port from job id", map[string]string{"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_JOB_ID": "123456", "SLURM_JOB_NODELIST": "n1"},
-			World{Launcher: "slurm", Size: 2, LocalSize: 1, MasterAddr: "n1", MasterPort: DefaultMasterPort + 456, NodeList: "n1"}},
+			World{Launcher: "slurm", Size: 2, LocalSize: 1, MasterAddr: "n1", MasterPort: DefaultMasterPort + 456, NodeList: "n1", Job: "slurm:123456"}},
 		{"torchrun", map[string]string{"RANK": "1", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "4", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500"},
 			World{Launcher: "torchrun", Rank: 1, Size: 4, LocalRank: 1, LocalSize: 4, MasterAddr: "10.0.0.1", MasterPort: 29500}},
 	}

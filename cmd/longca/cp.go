@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -160,6 +161,9 @@ func parseCPFlags(c *cli.Context) (cpOptions, error) {
 	}
 	if len(o.passes) == 0 {
 		return o, usageError("--passes is empty: use fwd, bwd or fwd+bwd")
+	}
+	if !(o.checkBudget > 0) || math.IsInf(o.checkBudget, 0) {
+		return o, usageError("--check-budget %g: give a positive number of multiply-adds (default %g)", o.checkBudget, harness.DefaultCheckBudget)
 	}
 	if c.IsSet("ranks") && o.ranks < 1 {
 		return o, usageError("--ranks %d: need at least 1", o.ranks)

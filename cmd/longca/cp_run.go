@@ -7,7 +7,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -26,7 +25,8 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-func cpAction(c *cli.Context) error {
+func cpAction(c *cli.Context) (err error) {
+	defer func() { err = usageOnRankZero(err) }()
 	o, err := parseCPFlags(c)
 	if err != nil {
 		return err
@@ -51,6 +51,11 @@ func cpAction(c *cli.Context) error {
 	if o.links != nil && (w.Size > 1 || so.Backend != "auto" && so.Backend != "local") {
 		return usageError("--links emulates links between in-process ranks (--ranks N, backend local): leave it out under a launcher or with --backend %s", so.Backend)
 	}
+	if !o.dryRun {
+		if err := fitCP(c, o, n, max(w.LocalSize, n/w.Size), w.Size == 1); err != nil {
+			return err
+		}
+	}
 	cases, skipped, err := cpCases(o, n)
 	if err != nil {
 		return err
@@ -58,6 +63,9 @@ func cpAction(c *cli.Context) error {
 	if w.Rank == 0 {
 		for _, s := range skipped {
 			log.Warn().Str("reason", s).Msg("case skipped")
+		}
+		if !o.dryRun {
+			warnCPTime(c, o, cases, n, w.Size == 1)
 		}
 	}
 	if o.dryRun {
@@ -69,8 +77,8 @@ func cpAction(c *cli.Context) error {
 	if o.out == "" {
 		o.out = defaultOutDir("cp")
 	}
-	if o.runID == "" {
-		o.runID = filepath.Base(filepath.Clean(o.out))
+	if o.runID, err = resultsTarget(o.out, o.runID); err != nil {
+		return err
 	}
 	ctx := c.Context
 	if ctx == nil {

@@ -23,6 +23,8 @@ import (
 	"unsafe"
 
 	"github.com/longca/longca/internal/dl"
+	"github.com/longca/longca/kernels"
+	"github.com/longca/longca/kernels/external"
 	"github.com/longca/longca/spmd"
 	"github.com/urfave/cli/v2"
 )
@@ -36,6 +38,7 @@ func init() {
 			"libcudnn, printing the versions they report. Run it under srun or mpirun to see every rank.",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "format", Value: "text", Usage: "text or json"},
+			&cli.StringFlag{Name: "python", EnvVars: []string{"LONGCA_PYTHON"}, Usage: "Python interpreter of the torch:* peers (default python3 on the PATH)"},
 		}, worldFlags()...),
 		Action: envAction,
 	})
@@ -102,6 +105,8 @@ type envReport struct {
 	CUDAVisibleDevices string    `json:"cuda_visible_devices"`
 	CUDA               string    `json:"cuda"`
 	Libraries          []libInfo `json:"libraries"`
+	// Peers are the torch:* kernels: available here or why not, with their versions.
+	Peers []peerInfo `json:"peers"`
 }
 
 // libInfo is one library's probe.
@@ -132,6 +137,13 @@ func envAction(c *cli.Context) error {
 		rep.Device = &d
 	}
 	rep.Libraries = probeLibraries()
+	po := kernels.Options{Python: c.String("python")}
+	if rep.Device != nil {
+		po.Device = *rep.Device
+	}
+	for _, name := range external.TorchNames() {
+		rep.Peers = append(rep.Peers, peerStatus(c.Context, name, po))
+	}
 	rep.CUDA = "no CUDA driver found"
 	for _, l := range rep.Libraries {
 		if l.Library == "libcuda" && l.Found {
@@ -170,6 +182,16 @@ func writeEnv(out io.Writer, r envReport) {
 		fmt.Fprintf(out, "device       none: %s\n", r.DeviceError)
 	}
 	fmt.Fprintf(out, "cuda         %s\n", r.CUDA)
+	if len(r.Peers) > 0 {
+		fmt.Fprintf(out, "peers\n")
+		for _, p := range r.Peers {
+			if p.Error != "" {
+				fmt.Fprintf(out, "  %-16s unavailable: %s\n", p.Kernel, p.Error)
+			} else {
+				fmt.Fprintf(out, "  %-16s available: %s\n", p.Kernel, p.versionText())
+			}
+		}
+	}
 	fmt.Fprintf(out, "libraries\n")
 	for _, l := range r.Libraries {
 		if l.Found {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -10,7 +11,9 @@ import (
 	"github.com/longca/longca/dataset"
 	"github.com/longca/longca/harness"
 	"github.com/longca/longca/kernels"
-	_ "github.com/longca/longca/kernels/cuda" // registers "cuda" (errors without a GPU)
+	_ "github.com/longca/longca/kernels/cuda"     // registers "cuda" (errors without a GPU)
+	_ "github.com/longca/longca/kernels/cudnn"    // registers "cudnn" (errors without cuDNN or a GPU)
+	_ "github.com/longca/longca/kernels/external" // registers torch:* and exec:PROGRAM[:KERNEL]
 	"github.com/longca/longca/mask"
 	"github.com/longca/longca/spmd"
 	"github.com/longca/longca/tensor"
@@ -72,16 +75,33 @@ func commonSweepFlags() []cli.Flag {
 // one that can change a result is recorded in the rows.
 func kernelFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.IntFlag{Name: "device", Value: -1, Usage: "GPU index (default: the local rank's GPU under a launcher, else 0); recorded as device_index"},
+		&cli.IntFlag{Name: "device", Value: -1, DefaultText: "the local rank's GPU under a launcher, else 0", Usage: "GPU index; recorded as device_index"},
 		&cli.StringFlag{Name: "variant", Usage: "kernel variant (longca list names them; default: the best for the device); recorded as kernel_variant"},
 		&cli.StringFlag{Name: "python", EnvVars: []string{"LONGCA_PYTHON"}, Usage: "Python interpreter of the torch:* workers (default python3 on the PATH)"},
+		&cli.DurationFlag{Name: "worker-timeout", Usage: "bound on every request to an external worker (torch:*, exec:); default: 10m plus the case's repetitions at 20 TFLOP/s"},
+		&cli.StringFlag{Name: "on-worker-crash", Value: "restart", Usage: "after an external worker crashes, hangs past its timeout or answers nonsense: restart (a new worker for the next case) or stop (end the sweep, keeping its rows)"},
+	}
+}
+
+// stopOnCrash reads --on-worker-crash.
+func stopOnCrash(c *cli.Context) (bool, error) {
+	switch v := c.String("on-worker-crash"); v {
+	case "restart":
+		return false, nil
+	case "stop":
+		return true, nil
+	default:
+		return false, usageError("--on-worker-crash %q: use restart or stop", v)
 	}
 }
 
 // kernelOptions reads the kernel flags; under a launcher the device defaults to the local
 // rank's GPU (spmd.DeviceIndex).
 func kernelOptions(c *cli.Context, w spmd.World) (kernels.Options, error) {
-	o := kernels.Options{Variant: c.String("variant"), Python: c.String("python")}
+	o := kernels.Options{Variant: c.String("variant"), Python: c.String("python"), Timeout: c.Duration("worker-timeout")}
+	if o.Timeout < 0 {
+		return o, usageError("--worker-timeout %s: give a positive duration such as 15m", o.Timeout)
+	}
 	switch d := c.Int("device"); {
 	case c.IsSet("device") && d < 0:
 		return o, usageError("--device %d: give a GPU index, 0 or more", d)
@@ -247,12 +267,18 @@ func sweepFromFlags(c *cli.Context, defaultLens []int, ko kernels.Options) (harn
 		if !kernels.Known(k) {
 			return s, usageError("--kernels: unknown kernel %q: registered are %s", k, strings.Join(kernels.Names(), ", "))
 		}
+		if strings.HasPrefix(k, "exec:") { // a program that is not there is bad input, not a row
+			if _, err := newKernel(k, ko); err != nil {
+				return s, usageError("--kernels: %v", err)
+			}
+		}
 	}
 	s.Seed = c.Uint64("seed")
 	return s, nil
 }
 
-func kernelAction(c *cli.Context) error {
+func kernelAction(c *cli.Context) (err error) {
+	defer func() { err = usageOnRankZero(err) }()
 	if c.NArg() > 0 {
 		return usageError("kernel takes no arguments (got %q): give lengths with --seqlens or -b/-e", c.Args().First())
 	}
@@ -285,10 +311,18 @@ func sweepAction(c *cli.Context, s harness.Sweep, bench string, w spmd.World, ko
 	if c.IsSet("check") && c.Bool("check") && c.Bool("no-check") {
 		return usageError("--check and --no-check both given: use one")
 	}
+	if b := c.Float64("check-budget"); !(b > 0) || math.IsInf(b, 0) {
+		return usageError("--check-budget %g: give a positive number of multiply-adds (default %g)", b, harness.DefaultCheckBudget)
+	}
 	if c.Bool("dry-run") {
 		return harness.PrintPlan(c.App.Writer, s.Cases(), harness.BuildMask)
 	}
+	stop, err := stopOnCrash(c)
+	if err != nil {
+		return err
+	}
 	o := sweepOptions{
+		stopOnCrash: stop,
 		sweep:       s,
 		warmup:      c.Int("warmup"),
 		iters:       c.Int("iters"),
@@ -303,6 +337,12 @@ func sweepAction(c *cli.Context, s harness.Sweep, bench string, w spmd.World, ko
 	if o.out == "" {
 		o.out = defaultOutDir(bench)
 	}
+	if o.runID, err = resultsTarget(o.out, o.runID); err != nil {
+		return err
+	}
+	if err := fitSweep(c, o); err != nil {
+		return err
+	}
 	res, err := runSweep(c.Context, o)
 	if err != nil {
 		return err
@@ -316,8 +356,8 @@ func sweepAction(c *cli.Context, s harness.Sweep, bench string, w spmd.World, ko
 
 // writeMaskJSON writes one JSON file per (mask, length) of the sweep into dir.
 func writeMaskJSON(dir string, s harness.Sweep, build harness.MaskBuilder) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("--mask-json: %w", err)
+	if err := writableDir(dir); err != nil {
+		return usageError("--mask-json %s: %v", dir, err)
 	}
 	for _, m := range s.Masks {
 		for _, n := range s.SeqLens {

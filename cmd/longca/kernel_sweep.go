@@ -35,7 +35,12 @@ type sweepOptions struct {
 	world spmd.World
 	// kernelOpts make the kernels (device index, variant, interpreter).
 	kernelOpts kernels.Options
+	// stopOnCrash ends the sweep after an external worker fails (--on-worker-crash stop).
+	stopOnCrash bool
 }
+
+// crashCounter is a kernel behind a worker process that can fail (kernels/external).
+type crashCounter interface{ Crashes() int }
 
 // sweepResult is what a sweep wrote.
 type sweepResult struct {
@@ -109,29 +114,49 @@ func runSweep(ctx context.Context, o sweepOptions) (sweepResult, error) {
 		return res, fmt.Errorf("--out %s: %w", o.out, err)
 	}
 	res.file = w.Path()
+	var workers []crashCounter
+	crashes := func() int {
+		n := 0
+		for _, w := range workers {
+			n += w.Crashes()
+		}
+		return n
+	}
 	r := &harness.Runner{
 		Build: o.build, Warmup: o.warmup, Iters: o.iters, CheckBudget: o.checkBudget,
 		Base:          baseRow(res.runID, o.bench, o.world),
 		KernelOptions: o.kernelOpts,
-		NewKernel:     func(name string) (kernels.Kernel, error) { return newKernel(name, o.kernelOpts) },
+		NewKernel: func(name string) (kernels.Kernel, error) {
+			k, err := newKernel(name, o.kernelOpts)
+			if cc, ok := k.(crashCounter); ok && err == nil {
+				workers = append(workers, cc)
+			}
+			return k, err
+		},
 	}
 	if o.check {
 		r.Check = harness.KernelCheck
 	}
 	defer r.Close()
 	cases := o.sweep.Cases()
+	eta := newETA(cases, o.build, o.warmup+o.iters)
 	var bar *progressbar.ProgressBar
 	if o.world.Rank == 0 && isatty.IsTerminal(os.Stderr.Fd()) { // progress on rank 0 only
-		bar = progressbar.NewOptions(len(cases), progressbar.OptionSetWriter(os.Stderr),
-			progressbar.OptionShowCount(), progressbar.OptionSetPredictTime(true),
+		// The bar counts estimated work (ms), not cases: a 48K backward weighs far more
+		// than an 8K sliding window, and the ETA follows.
+		bar = progressbar.NewOptions64(eta.totalMs(), progressbar.OptionSetWriter(os.Stderr),
+			progressbar.OptionSetPredictTime(true), progressbar.OptionShowElapsedTimeOnFinish(),
 			progressbar.OptionClearOnFinish(), progressbar.OptionSetWidth(30))
 	}
-	log.Info().Str("run", res.runID).Int("cases", len(cases)).Str("file", res.file).Msg("sweep")
+	log.Info().Str("run", res.runID).Int("cases", len(cases)).Str("file", res.file).
+		Dur("estimate", eta.estimate()).Msg("sweep")
+	var stopErr error
 	for i, c := range cases {
 		if ctx.Err() != nil {
 			log.Warn().Int("done", i).Int("cases", len(cases)).Msg("interrupted: rows so far are in the file")
 			break
 		}
+		before := crashes()
 		if bar != nil {
 			bar.Describe(fmt.Sprintf("%s %s %s %s", c.Mask, harness.FormatSize(c.SeqLen), c.Heads, c.Pass))
 		}
@@ -141,12 +166,22 @@ func runSweep(ctx context.Context, o sweepOptions) (sweepResult, error) {
 			return res, err
 		}
 		res.rows = append(res.rows, row)
+		eta.done(i)
+		stopping := o.stopOnCrash && crashes() > before
+		if stopping {
+			stopErr = fmt.Errorf("stopped after case %d of %d: an external worker failed (--on-worker-crash stop): %s", i+1, len(cases), row.Reason)
+			log.Error().Int("done", i+1).Int("cases", len(cases)).Str("reason", row.Reason).Msg("worker failed: stopping the sweep; rows so far are in the file")
+		}
 		if bar != nil {
-			_ = bar.Add(1) // drawing errors are not the sweep's
+			_ = bar.Add64(eta.weightMs(i)) // drawing errors are not the sweep's
+			if stopping {
+				break
+			}
 			continue
 		}
 		ev := log.Info().Int("case", i+1).Int("of", len(cases)).Str("kernel", c.Kernel).Str("mask", c.Mask).
-			Int("seqlen", c.SeqLen).Str("heads", c.Heads.String()).Str("pass", c.Pass.String()).Str("status", string(row.Status))
+			Int("seqlen", c.SeqLen).Str("heads", c.Heads.String()).Str("pass", c.Pass.String()).Str("status", string(row.Status)).
+			Str("eta", eta.remaining().Round(time.Second).String())
 		if row.TFLOPs != nil {
 			ev = ev.Float64("median_ms", *row.MedianMs).Float64("tflops", *row.TFLOPs)
 		}
@@ -154,6 +189,9 @@ func runSweep(ctx context.Context, o sweepOptions) (sweepResult, error) {
 			ev = ev.Str("reason", row.Reason)
 		}
 		ev.Msg("case")
+		if stopping {
+			break
+		}
 	}
 	if bar != nil {
 		_ = bar.Finish()
@@ -161,12 +199,26 @@ func runSweep(ctx context.Context, o sweepOptions) (sweepResult, error) {
 	if err := w.Close(); err != nil {
 		return res, err
 	}
+	if stopErr != nil {
+		return res, stopErr
+	}
 	return res, ctx.Err()
 }
 
-// writeReportText prints the nccl-tests style table of rows.
+// writeReportText prints the nccl-tests style table of rows and, when several kernels
+// ran, each one's ratio to the fastest.
 func writeReportText(w io.Writer, rows []results.Row, pass, title string) error {
-	return results.WriteTable(w, title, results.Summarize(rows, pass))
+	sum := results.Summarize(rows, pass)
+	if err := results.WriteTable(w, title, sum); err != nil {
+		return err
+	}
+	if len(sum.Kernels) < 2 {
+		return nil
+	}
+	if _, err := io.WriteString(w, "#\n"); err != nil {
+		return err
+	}
+	return results.WriteRatioTable(w, "each kernel's TFLOP/s over the fastest kernel's, per case", sum)
 }
 
 // writeJSONFile writes v as indented JSON.

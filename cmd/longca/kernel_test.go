@@ -61,6 +61,11 @@ func TestDryRunCounts(t *testing.T) {
 }
 
 func TestBadFlagsExit2NamingTheFlag(t *testing.T) {
+	tmp := t.TempDir()
+	aFile := filepath.Join(tmp, "not-arrow.txt") // a file: no folder can be made under it
+	if err := os.WriteFile(aFile, []byte("hello\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		args []string
 		flag string
@@ -79,6 +84,19 @@ func TestBadFlagsExit2NamingTheFlag(t *testing.T) {
 		{[]string{"run", "--suite", "huge"}, "--suite"},
 		{[]string{"report", "x", "--pass", "up"}, "--pass"},
 		{[]string{"merge"}, "merge"},
+		{[]string{"kernel", "--check-budget", "-1"}, "--check-budget"},
+		{[]string{"cp", "--check-budget", "-1"}, "--check-budget"},
+		{[]string{"kernel", "--run-id", "../escape"}, "--run-id"},
+		{[]string{"run", "--run-id", "a/b"}, "--run-id"},
+		{[]string{"cp", "--run-id", ".."}, "--run-id"},
+		{[]string{"kernel", "--out", aFile + "/sub"}, "--out"},
+		{[]string{"cp", "--ranks", "2", "--tokens-per-rank", "64", "--heads", "2:1", "--head-dim", "8", "--out", aFile + "/sub"}, "--out"},
+		{[]string{"merge", filepath.Join(tmp, "nowhere")}, "nowhere"},
+		{[]string{"merge", tmp, "--out", aFile + "/m.arrow"}, "--out"},
+		{[]string{"report", aFile}, "not a longca results file"},
+		{[]string{"report", tmp, "--plot", aFile + "/p"}, "--plot"},
+		{[]string{"kernel", "--kernels", "ref", "--seqlens", "128", "--mask-json", aFile + "/m"}, "--mask-json"},
+		{[]string{"selftest", "comm", "--exit-rank", "3"}, "--exit-rank"},
 	} {
 		_, errs, code := runCLI(t, c.args...)
 		checkUsageError(t, c.args, code, errs, c.flag)
@@ -140,22 +158,39 @@ func TestRunSmokeSuite(t *testing.T) {
 	if len(seen) != 12 {
 		t.Fatalf("rows are not distinct cases: %v", seen)
 	}
-	for _, p := range []string{"run1.rank-0-of-1.arrow", "merged.arrow", "report.txt", "plots/causal_fwd_4-2.png", "plots/block_causal_document_bwd_4-2.png"} {
+	for _, p := range []string{"run1.rank-0-of-1.arrow", "run1.merged.arrow", "run1.report.txt", "run1.plots/causal_fwd_4-2.png", "run1.plots/block_causal_document_bwd_4-2.png"} {
 		if st, err := os.Stat(filepath.Join(dir, p)); err != nil || st.Size() == 0 {
 			t.Errorf("%s: %v", p, err)
 		}
 	}
-	pngs, _ := filepath.Glob(filepath.Join(dir, "plots", "*.png"))
+	pngs, _ := filepath.Glob(filepath.Join(dir, "run1.plots", "*.png"))
 	if len(pngs) != 6 {
 		t.Errorf("%d plots, want 6", len(pngs))
 	}
-	rep, _ := os.ReadFile(filepath.Join(dir, "report.txt"))
+	rep, _ := os.ReadFile(filepath.Join(dir, "run1.report.txt"))
 	if len(dataLines(string(rep))) != 12 {
-		t.Errorf("report.txt:\n%s", rep)
+		t.Errorf("run1.report.txt:\n%s", rep)
 	}
-	rows, _, err := results.ReadRows(filepath.Join(dir, "merged.arrow"))
+	rows, _, err := results.ReadRows(filepath.Join(dir, "run1.merged.arrow"))
 	if err != nil || len(rows) != 12 {
 		t.Fatalf("merged: %d rows, %v", len(rows), err)
+	}
+
+	// A second run into the same folder keeps its own summaries; the first run's stay.
+	if _, errs, code := runCLI(t, "run", "--suite", "smoke", "--out", dir, "--run-id", "run2", "--no-check"); code != 0 {
+		t.Fatalf("second run: exit %d: %s", code, errs)
+	}
+	for _, run := range []string{"run1", "run2"} {
+		rows, f, err := results.ReadRows(filepath.Join(dir, run+".merged.arrow"))
+		if err != nil || len(rows) != 12 || f.Meta(results.MetaRuns) != run || rows[0].RunID != run {
+			t.Errorf("%s.merged.arrow: %d rows, %v", run, len(rows), err)
+		}
+		if rep, err := os.ReadFile(filepath.Join(dir, run+".report.txt")); err != nil || !strings.Contains(string(rep), "run "+run+",") {
+			t.Errorf("%s.report.txt: %v\n%s", run, err, rep)
+		}
+	}
+	if _, errs, code := runCLI(t, "run", "--suite", "smoke", "--out", dir, "--run-id", "run2"); code != 2 || !strings.Contains(errs, "run2") {
+		t.Errorf("run2 again: exit %d: %s", code, errs)
 	}
 
 	// report and merge read the folder back.
@@ -164,7 +199,7 @@ func TestRunSmokeSuite(t *testing.T) {
 		t.Fatalf("report --pass fwd: exit %d %s\n%s", code, errs, out)
 	}
 	out, errs, code = runCLI(t, "merge", dir, "--out", filepath.Join(dir, "again.arrow"), "--csv")
-	if code != 0 || !strings.Contains(out, "merged 12 rows") {
+	if code != 0 || !strings.Contains(out, "merged 24 rows of 2 run(s)") {
 		t.Fatalf("merge: exit %d %s %s", code, errs, out)
 	}
 }
@@ -216,8 +251,13 @@ func TestKernelUnderLauncher(t *testing.T) {
 		"--head-dim", "8", "--passes", "fwd", "-w", "0", "-n", "1"}
 	t.Setenv("OMPI_COMM_WORLD_RANK", "1")
 	t.Setenv("OMPI_COMM_WORLD_LOCAL_RANK", "1")
+	if _, errs, code := runCLI(t, args...); code != 2 || errs != "" {
+		t.Fatalf("rank 1 without --out under 2 ranks: exit %d %q (rank 0 says it)", code, errs)
+	}
+	t.Setenv("OMPI_COMM_WORLD_RANK", "0")
+	t.Setenv("OMPI_COMM_WORLD_LOCAL_RANK", "0")
 	if _, errs, code := runCLI(t, args...); code != 2 || !strings.Contains(errs, "--out") {
-		t.Fatalf("without --out under 2 ranks: exit %d %s", code, errs)
+		t.Fatalf("rank 0 without --out under 2 ranks: exit %d %s", code, errs)
 	}
 	for _, r := range []string{"1", "0"} {
 		t.Setenv("OMPI_COMM_WORLD_RANK", r)

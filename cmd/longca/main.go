@@ -9,6 +9,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/longca/longca/kernels/external"
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v2"
 )
@@ -87,6 +88,8 @@ func main() {
 
 // run is main without the exit, for tests.
 func run(args []string) int {
+	external.Version = Version
+	defer external.CloseAll() // external workers end, and their folders go, with longca
 	err := newApp().Run(args)
 	if err == nil {
 		return 0

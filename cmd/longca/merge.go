@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/longca/longca/results"
@@ -35,6 +36,18 @@ func mergeAction(c *cli.Context) error {
 	if len(args) != 1 {
 		return usageError("merge takes one folder: longca merge DIR [--out FILE] (got %d arguments)", len(args))
 	}
+	if st, err := os.Stat(args[0]); err != nil || !st.IsDir() {
+		why := "is not a folder"
+		if err != nil {
+			why = cleanPathError(err).Error()
+		}
+		return usageError("merge %s: %s: give the results folder (longca merge DIR)", args[0], why)
+	}
+	if out := c.String("out"); out != "" {
+		if err := writableFileFlag("out", out); err != nil {
+			return err
+		}
+	}
 	res, err := results.Merge(args[0], results.MergeOptions{
 		Out: c.String("out"), Parquet: c.Bool("parquet"), CSV: c.Bool("csv"),
 		AllowMissing: c.Bool("allow-missing"), Runs: c.StringSlice("run"),
@@ -43,9 +56,15 @@ func mergeAction(c *cli.Context) error {
 		return err
 	}
 	w := c.App.Writer
+	for _, s := range res.Skipped {
+		log.Warn().Str("skipped", s).Msg("merge: file left out; its rank counts as missing")
+	}
 	fmt.Fprintf(w, "# merged %d rows of %d run(s): %v\n", res.Rows, len(res.Runs), res.Runs)
 	for _, m := range res.Missing {
 		fmt.Fprintf(w, "# missing (--allow-missing): %s\n", m)
+	}
+	for _, s := range res.Skipped {
+		fmt.Fprintf(w, "# skipped (left out; recorded in longca.skipped): %s\n", s)
 	}
 	for _, t := range res.Truncated {
 		fmt.Fprintf(w, "# truncated (writer did not finish; its finished rows are kept): %s\n", t)

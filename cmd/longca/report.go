@@ -1,7 +1,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"os"
+	"strings"
 
 	"github.com/longca/longca/kernels"
 	"github.com/longca/longca/results"
@@ -14,9 +17,11 @@ func init() {
 		Usage:     "print the table of a results file or folder (nccl-tests style) and draw PNG plots",
 		ArgsUsage: "FILE|DIR",
 		Description: "One row per case (mask, seqlen, heads, pass), each kernel's TFLOP/s side by side (or its\n" +
-			"status: unsupported, oom, wrong, error); lines that are not data start with '#'. A folder is\n" +
+			"status: unsupported, oom, wrong, error), then with several kernels the same cases as ratios to\n" +
+			"the fastest kernel; lines that are not data start with '#'. A folder is\n" +
 			"read through its merged.arrow, or else its rank files. --plot DIR draws TFLOP/s against the\n" +
-			"sequence length, one line per kernel, one PNG per (mask, pass, heads).",
+			"sequence length, one line per kernel, and grouped bars (bars_*.png: one group per length, one\n" +
+			"bar per kernel), one PNG of each per (mask, pass, heads).",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "pass", Usage: "only this pass: fwd, bwd or fwd+bwd"},
 			&cli.StringFlag{Name: "plot", Usage: "write PNG plots into this folder"},
@@ -43,24 +48,44 @@ func reportAction(c *cli.Context) error {
 		pass = p.String()
 	}
 	path := args[0]
-	rows, err := results.Load(path)
+	if _, err := os.Stat(path); err != nil {
+		return usageError("report %s: %v: give a results file or folder", path, cleanPathError(err))
+	}
+	dir := c.String("plot")
+	if dir != "" {
+		if err := writableDir(dir); err != nil {
+			return usageError("--plot %s: %v", dir, err)
+		}
+	}
+	loaded, err := results.LoadChecked(path)
+	if errors.Is(err, results.ErrNotResults) || errors.Is(err, results.ErrDamaged) {
+		return usageError("report %s: %v", path, strings.TrimPrefix(err.Error(), "results: "))
+	}
 	if err != nil {
 		return err
 	}
+	for _, s := range loaded.Skipped {
+		log.Warn().Str("skipped", s).Msg("report: file left out")
+	}
+	rows := loaded.Rows
 	sum := results.Summarize(rows, pass)
 	title := fmt.Sprintf("longca report: %s (%d rows in all)", path, len(rows))
 	if pass != "" {
 		title += ", showing pass " + pass
 	}
-	if err := results.WriteTable(c.App.Writer, title, sum); err != nil {
+	if err := writeReportText(c.App.Writer, rows, pass, title); err != nil {
 		return err
 	}
-	if dir := c.String("plot"); dir != "" {
+	if dir != "" {
 		files, err := results.WritePlots(dir, sum)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(c.App.Writer, "# %d plots in %s\n", len(files), dir)
+		bars, err := results.WriteBarCharts(dir, sum)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(c.App.Writer, "# %d plots in %s (lines: TFLOP/s against length; bars_*: kernels side by side per length)\n", len(files)+len(bars), dir)
 	}
 	return nil
 }

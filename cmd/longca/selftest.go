@@ -54,6 +54,9 @@ func selftestComm(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if x := c.Int("exit-rank"); c.IsSet("exit-rank") && (x < 0 || x >= w.Size) {
+		return usageError("--exit-rank %d: the world has ranks 0..%d", x, w.Size-1)
+	}
 	withRank(w.Rank, w.Size)
 	cm, err := spmd.Open(context.Background(), w, o)
 	if err != nil {
@@ -143,12 +146,12 @@ func selftestMerged(c *cli.Context) error {
 	if n < 1 {
 		return usageError("--ranks %d: give the world size the file must cover", n)
 	}
-	rows, err := results.Load(c.Args().First())
+	loaded, err := results.LoadChecked(c.Args().First())
 	if err != nil {
 		return err
 	}
 	seen := map[int64]int{}
-	for _, r := range rows {
+	for _, r := range loaded.Rows {
 		seen[r.Rank]++
 	}
 	var problems []string

@@ -88,7 +88,8 @@ func sparseSpecs(c *cli.Context) ([]harness.SparseSpec, error) {
 	return specs, nil
 }
 
-func sparseAction(c *cli.Context) error {
+func sparseAction(c *cli.Context) (err error) {
+	defer func() { err = usageOnRankZero(err) }()
 	if c.NArg() > 0 {
 		return usageError("sparse takes no arguments (got %q): give lengths with --seqlens or -b/-e", c.Args().First())
 	}

@@ -1,7 +1,11 @@
 package tcp
 
 import (
+	"bufio"
 	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -9,10 +13,40 @@ import (
 	"strconv"
 	"time"
 
-	"bufio"
-
 	"github.com/longca/longca/comm"
 )
+
+// Keyed is a Rendezvous that holds a key only the job's ranks share (spmd's
+// authenticated store): New then makes every peer connection prove it, so a stranger
+// who connects to a rank's socket is dropped instead of taking a rank.
+type Keyed interface {
+	MeshKey() []byte
+}
+
+// meshHandshake bounds how long a connection may take to prove itself.
+const meshHandshake = 10 * time.Second
+
+const meshNonce = 32
+
+// meshMAC is what a dialing rank sends to prove it holds the key: over the acceptor's
+// nonce, the dialer's rank and the acceptor's.
+func meshMAC(key, nonce []byte, from, to int) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte("longca-mesh"))
+	m.Write(nonce)
+	var b [16]byte
+	binary.LittleEndian.PutUint64(b[:8], uint64(from))
+	binary.LittleEndian.PutUint64(b[8:], uint64(to))
+	m.Write(b[:])
+	return m.Sum(nil)
+}
+
+func meshKeyOf(rv Rendezvous) []byte {
+	if k, ok := rv.(Keyed); ok {
+		return k.MeshKey()
+	}
+	return nil
+}
 
 // New connects rank to every other of size ranks and returns its world communicator.
 // It listens on host (an address of this machine that the other ranks can reach),
@@ -33,10 +67,11 @@ func New(ctx context.Context, rank, size int, rv Rendezvous, host string, timeou
 	if err := rv.Set(addrKey(rank), []byte(ln.Addr().String())); err != nil {
 		return fail(fmt.Errorf("tcp: rank %d: publish address: %w", rank, err))
 	}
+	key := meshKeyOf(rv)
 	accepted := make(chan error, 1)
-	go func() { accepted <- m.acceptHigher(ctx) }()
+	go func() { accepted <- m.acceptHigher(key) }()
 	for p := 0; p < rank; p++ {
-		if err := m.dial(ctx, rv, p); err != nil {
+		if err := m.dial(ctx, rv, p, key); err != nil {
 			return fail(err)
 		}
 	}
@@ -72,8 +107,9 @@ func (m *mesh) addPeer(p int, c net.Conn) {
 	m.peers[p] = &peer{conn: c, w: bufio.NewWriterSize(c, 1<<16)}
 }
 
-// dial connects to lower rank p and says who this is.
-func (m *mesh) dial(ctx context.Context, rv Rendezvous, p int) error {
+// dial connects to lower rank p and proves who this is: it reads p's nonce and answers
+// with its rank and their MAC.
+func (m *mesh) dial(ctx context.Context, rv Rendezvous, p int, key []byte) error {
 	addr, err := rv.Get(addrKey(p), p)
 	if err != nil {
 		return fmt.Errorf("tcp: rank %d: address of rank %d: %w", m.rank, p, err)
@@ -83,10 +119,15 @@ func (m *mesh) dial(ctx context.Context, rv Rendezvous, p int) error {
 	if err != nil {
 		return &comm.PeerError{Rank: p, Op: "tcp connect", Err: fmt.Errorf("dial %s: %w", addr, err)}
 	}
+	c.SetDeadline(time.Now().Add(min(m.timeout, meshHandshake)))
+	nonce := make([]byte, meshNonce)
 	var b [8]byte
 	binary.LittleEndian.PutUint64(b[:], uint64(m.rank))
-	c.SetDeadline(time.Now().Add(m.timeout))
-	if _, err := c.Write(b[:]); err != nil {
+	_, err = io.ReadFull(c, nonce)
+	if err == nil {
+		_, err = c.Write(append(b[:], meshMAC(key, nonce, m.rank, p)...))
+	}
+	if err != nil {
 		c.Close()
 		return &comm.PeerError{Rank: p, Op: "tcp connect", Err: err}
 	}
@@ -95,15 +136,57 @@ func (m *mesh) dial(ctx context.Context, rv Rendezvous, p int) error {
 	return nil
 }
 
-// acceptHigher takes one connection from each higher rank; ranks that never connect are
-// named when the timeout passes.
-func (m *mesh) acceptHigher(ctx context.Context) error {
+// acceptHigher takes one proven connection from each higher rank; ranks that never
+// connect are named when the timeout passes. Each connection proves itself on its own
+// goroutine, so one that stays silent (or is a stranger's) holds up no other; it is
+// dropped, not counted. The listener closes once every higher rank is in.
+func (m *mesh) acceptHigher(key []byte) error {
 	want := m.size - 1 - m.rank
+	if want == 0 {
+		m.ln.Close()
+		return nil
+	}
 	deadline := time.Now().Add(m.timeout)
-	for got := 0; got < want; {
+	type joined struct {
+		p int
+		c net.Conn
+	}
+	in := make(chan joined)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
 		m.ln.(*net.TCPListener).SetDeadline(deadline)
-		c, err := m.ln.Accept()
-		if err != nil {
+		for {
+			c, err := m.ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				p, err := m.prove(c, key, deadline)
+				if err != nil {
+					c.Close()
+					return
+				}
+				select {
+				case in <- joined{p, c}:
+				case <-done:
+					c.Close()
+				}
+			}()
+		}
+	}()
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	for got := 0; got < want; {
+		select {
+		case j := <-in:
+			if m.peers[j.p] != nil {
+				j.c.Close()
+				return fmt.Errorf("tcp: rank %d: rank %d connected twice (two processes with one rank?)", m.rank, j.p)
+			}
+			m.addPeer(j.p, j.c)
+			got++
+		case <-timer.C:
 			var missing []int
 			for p := m.rank + 1; p < m.size; p++ {
 				if m.peers[p] == nil {
@@ -113,20 +196,37 @@ func (m *mesh) acceptHigher(ctx context.Context) error {
 			return &comm.PeerError{Rank: missing[0], Op: "tcp connect",
 				Err: fmt.Errorf("rank(s) %v did not connect to rank %d within %s: %w", missing, m.rank, m.timeout, comm.ErrTimeout)}
 		}
-		c.SetDeadline(deadline)
-		var b [8]byte
-		if _, err := io.ReadFull(c, b[:]); err != nil {
-			c.Close()
-			continue
-		}
-		c.SetDeadline(time.Time{})
-		p := int(binary.LittleEndian.Uint64(b[:]))
-		if p <= m.rank || p >= m.size || m.peers[p] != nil {
-			c.Close()
-			return fmt.Errorf("tcp: rank %d: a connection claims rank %d, which is not a new higher rank (two processes with one rank?)", m.rank, p)
-		}
-		m.addPeer(p, c)
-		got++
 	}
+	m.ln.Close()
 	return nil
+}
+
+// prove sends a connection a nonce and checks its answer: a higher rank of this world
+// and the MAC of the job's key.
+func (m *mesh) prove(c net.Conn, key []byte, deadline time.Time) (int, error) {
+	c.SetDeadline(minTime(deadline, time.Now().Add(meshHandshake)))
+	nonce := make([]byte, meshNonce)
+	if _, err := rand.Read(nonce); err != nil {
+		return 0, err
+	}
+	if _, err := c.Write(nonce); err != nil {
+		return 0, err
+	}
+	var b [8 + sha256.Size]byte
+	if _, err := io.ReadFull(c, b[:]); err != nil {
+		return 0, err
+	}
+	p := int(binary.LittleEndian.Uint64(b[:8]))
+	if p <= m.rank || p >= m.size || !hmac.Equal(b[8:], meshMAC(key, nonce, p, m.rank)) {
+		return 0, fmt.Errorf("tcp: a connection to rank %d claimed rank %d without the job's key", m.rank, p)
+	}
+	c.SetDeadline(time.Time{})
+	return p, nil
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }

@@ -129,3 +129,48 @@ func TestCacheKeyDependsOnEverything(t *testing.T) {
 		t.Fatal("cache key not deterministic")
 	}
 }
+
+// A tensor map travels by value: its argument slot points to a 64-byte-aligned copy of
+// its 128 bytes, and the slots around it are unaffected.
+func TestPackArgsTensorMap(t *testing.T) {
+	tm := &TensorMap{}
+	for i := range tm.b {
+		tm.b[i] = byte(i + 1)
+	}
+	_, ptrs, free, err := packArgs([]any{int32(5), tm, float32(2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer free()
+	slots := unsafe.Slice(ptrs, 3)
+	if uintptr(slots[1])%64 != 0 {
+		t.Fatalf("tensor map copy at %p is not 64-byte aligned", slots[1])
+	}
+	got := unsafe.Slice((*byte)(slots[1]), 128)
+	for i := range got {
+		if got[i] != byte(i+1) {
+			t.Fatalf("byte %d of the tensor map is %d", i, got[i])
+		}
+	}
+	if *(*int32)(slots[0]) != 5 || *(*float32)(slots[2]) != 2 {
+		t.Fatal("neighbouring arguments changed")
+	}
+}
+
+func TestTileMapRules(t *testing.T) {
+	ok := TileMap{DType: tensor.BF16, Dims: []uint64{128, 8, 4096}, Strides: []uint64{256, 2048}, Box: []uint32{64, 1, 128}, Swizzle: Swizzle128B}
+	if err := ok.check(); err != nil {
+		t.Fatalf("a valid map: %v", err)
+	}
+	for name, m := range map[string]TileMap{
+		"stride not a multiple of 16": {DType: tensor.BF16, Dims: []uint64{7, 3}, Strides: []uint64{14}, Box: []uint32{8, 1}},
+		"box over 256":                {DType: tensor.BF16, Dims: []uint64{128, 4096}, Strides: []uint64{256}, Box: []uint32{64, 512}},
+		"row wider than its swizzle":  {DType: tensor.BF16, Dims: []uint64{128, 4096}, Strides: []uint64{256}, Box: []uint32{128, 64}, Swizzle: Swizzle128B},
+		"missing strides":             {DType: tensor.BF16, Dims: []uint64{128, 4096}, Box: []uint32{64, 64}},
+		"row not 16 bytes":            {DType: tensor.FP32, Dims: []uint64{128, 4096}, Strides: []uint64{512}, Box: []uint32{2, 64}},
+	} {
+		if err := m.check(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}

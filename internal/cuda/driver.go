@@ -8,6 +8,7 @@ import (
 
 /*
 #include <stdlib.h>
+#include <string.h>
 #include <stdint.h>
 */
 import "C"
@@ -211,17 +212,32 @@ type Dim3 struct{ X, Y, Z int }
 // packArgs lays kernel arguments out as cuLaunchKernel wants them: an array of pointers,
 // each to one argument's bytes. Every argument gets an 8-byte slot, little-endian, so a
 // 4-byte parameter reads its low half. Accepted: device buffers (their address),
-// uintptr, uint64, int, int32, uint32, float32, and float64 (as a C double).
+// uintptr, uint64, int, int32, uint32, float32, float64 (as a C double), and *TensorMap
+// (its 128 bytes, 64-byte aligned: a __grid_constant__ parameter).
 func packArgs(args []any) (vals *C.uint64_t, ptrs *unsafe.Pointer, free func(), err error) {
 	n := max(len(args), 1)
 	v := (*[64]C.uint64_t)(C.calloc(C.size_t(n), 8))
 	p := (*[64]unsafe.Pointer)(C.calloc(C.size_t(n), 8))
-	free = func() { C.free(unsafe.Pointer(v)); C.free(unsafe.Pointer(p)) }
+	var maps []unsafe.Pointer
+	free = func() {
+		C.free(unsafe.Pointer(v))
+		C.free(unsafe.Pointer(p))
+		for _, m := range maps {
+			C.free(m)
+		}
+	}
 	if len(args) > 64 {
 		free()
 		return nil, nil, nil, fmt.Errorf("cuda: %d kernel arguments, at most 64", len(args))
 	}
 	for i, a := range args {
+		if tm, ok := a.(*TensorMap); ok {
+			m := C.aligned_alloc(64, 128)
+			C.memcpy(m, unsafe.Pointer(&tm.b[0]), 128)
+			maps = append(maps, m)
+			p[i] = m
+			continue
+		}
 		var u uint64
 		switch x := a.(type) {
 		case interface{ DevicePtr() uintptr }:

@@ -90,7 +90,7 @@ struct WorkList {
 // its work list over 64-key tiles.
 constexpr int FBM = 128, FBN = 64, FWARPS = 8, FNT = FWARPS * 32;
 
-template <int D, typename T, bool QREG>
+template <int D, typename T>
 DEV void fwd(const T *__restrict__ q, const T *__restrict__ k, const T *__restrict__ v, T *__restrict__ o,
              float *__restrict__ lse, int sq, int sk, int hq, int hkv, float scale_log2, WorkList wl) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -119,14 +119,11 @@ DEV void fwd(const T *__restrict__ q, const T *__restrict__ k, const T *__restri
   cp_commit();
   cp_wait_all();
   __syncthreads();
-  // QREG keeps the warp's Q fragments in registers; otherwise they are re-read from
-  // shared memory for every key tile (fewer registers, more shared-memory traffic).
-  unsigned qf[QREG ? D / 16 : 1][4];
-  if (QREG) {
+  // the warp's Q fragments stay in registers for the whole walk
+  unsigned qf[D / 16][4];
 #pragma unroll
-    for (int kk = 0; kk < (QREG ? D / 16 : 0); kk++)
-      ldsm4(qf[kk], sQ + swz<D>(warp * 16 + (lane % 8) + ((lane / 8) % 2) * 8, kk * 16 + (lane / 16) * 8));
-  }
+  for (int kk = 0; kk < D / 16; kk++)
+    ldsm4(qf[kk], sQ + swz<D>(warp * 16 + (lane % 8) + ((lane / 8) % 2) * 8, kk * 16 + (lane / 16) * 8));
 
   for (int e = e0; e < e1; e++) {
     const int buf = (e - e0) & 1;
@@ -143,12 +140,7 @@ DEV void fwd(const T *__restrict__ q, const T *__restrict__ k, const T *__restri
     for (int i = 0; i < FBN / 8; i++) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
 #pragma unroll
     for (int kk = 0; kk < D / 16; kk++) {
-      unsigned qa[4];
-      if (QREG) {
-        qa[0] = qf[QREG ? kk : 0][0], qa[1] = qf[QREG ? kk : 0][1], qa[2] = qf[QREG ? kk : 0][2], qa[3] = qf[QREG ? kk : 0][3];
-      } else {
-        ldsm4(qa, sQ + swz<D>(warp * 16 + (lane % 8) + ((lane / 8) % 2) * 8, kk * 16 + (lane / 16) * 8));
-      }
+      const unsigned(&qa)[4] = qf[kk];
 #pragma unroll
       for (int j = 0; j < FBN / 16; j++) {
         unsigned b[4];
@@ -250,186 +242,6 @@ DEV void fwd(const T *__restrict__ q, const T *__restrict__ k, const T *__restri
 }
 
 // ---------------------------------------------------------------------------------
-// Forward v3: 4 warps of 32 query rows each (two m16 tiles a warp), Q read from shared
-// memory: every K and V fragment loaded from shared memory feeds two mma instead of one,
-// halving shared-memory reads per FLOP (v1 is bound by them: each of its 8 warps reads
-// all of K and V for 16 rows).
-template <int D, typename T>
-DEV void fwd_mt(const T *__restrict__ q, const T *__restrict__ k, const T *__restrict__ v, T *__restrict__ o,
-                float *__restrict__ lse, int sq, int sk, int hq, int hkv, float scale_log2, WorkList wl) {
-  constexpr int MT = 2, NW = 4, NT = NW * 32, BM = 16 * MT * NW;
-  extern __shared__ __align__(128) unsigned char smem_raw[];
-  T *sQ = reinterpret_cast<T *>(smem_raw);
-  T *sK = sQ + BM * D;       // [2][FBN][D]
-  T *sV = sK + 2 * FBN * D;  // [2][FBN][D]
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
-  const int h = blockIdx.x, kvh = h / (hq / hkv), list = wl.per_head ? kvh : 0;
-  const int qt = wl.order[list * wl.row_tiles + blockIdx.y];
-  const int e0 = wl.start[list * (wl.row_tiles + 1) + qt], e1 = wl.start[list * (wl.row_tiles + 1) + qt + 1];
-  const long long qs = (long long)hq * D, ks = (long long)hkv * D;
-  const T *qh = q + (long long)h * D, *kh = k + (long long)kvh * D, *vh = v + (long long)kvh * D;
-  const int q0 = qt * BM, wrow = warp * 16 * MT;
-
-  float acc[MT][D / 8][4];
-#pragma unroll
-  for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-    for (int i = 0; i < D / 8; i++) acc[mt][i][0] = acc[mt][i][1] = acc[mt][i][2] = acc[mt][i][3] = 0.f;
-  float m[MT][2], l[MT][2];
-#pragma unroll
-  for (int mt = 0; mt < MT; mt++) m[mt][0] = m[mt][1] = -INFINITY, l[mt][0] = l[mt][1] = 0.f;
-
-  load_tile<BM, D, NT>(sQ, qh, q0, sq, qs, tid);
-  if (e0 < e1) {
-    int kt = wl.entries[2 * e0];
-    load_tile<FBN, D, NT>(sK, kh, kt * FBN, sk, ks, tid);
-    load_tile<FBN, D, NT>(sV, vh, kt * FBN, sk, ks, tid);
-  }
-  cp_commit();
-  cp_wait_all();
-  __syncthreads();
-
-  for (int e = e0; e < e1; e++) {
-    const int buf = (e - e0) & 1;
-    const int kt = wl.entries[2 * e], ref = wl.entries[2 * e + 1];
-    if (e + 1 < e1) {
-      int nk = wl.entries[2 * e + 2];
-      load_tile<FBN, D, NT>(sK + (buf ^ 1) * FBN * D, kh, nk * FBN, sk, ks, tid);
-      load_tile<FBN, D, NT>(sV + (buf ^ 1) * FBN * D, vh, nk * FBN, sk, ks, tid);
-    }
-    cp_commit();
-    const T *cK = sK + buf * FBN * D, *cV = sV + buf * FBN * D;
-    float s[MT][FBN / 8][4];
-#pragma unroll
-    for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-      for (int i = 0; i < FBN / 8; i++) s[mt][i][0] = s[mt][i][1] = s[mt][i][2] = s[mt][i][3] = 0.f;
-#pragma unroll
-    for (int kk = 0; kk < D / 16; kk++) {
-      unsigned qa[MT][4];
-#pragma unroll
-      for (int mt = 0; mt < MT; mt++)
-        ldsm4(qa[mt], sQ + swz<D>(wrow + mt * 16 + (lane % 8) + ((lane / 8) % 2) * 8, kk * 16 + (lane / 16) * 8));
-#pragma unroll
-      for (int j = 0; j < FBN / 16; j++) {
-        unsigned b[4];
-        ldsm4(b, cK + swz<D>(j * 16 + (lane % 8) + (lane / 16) * 8, kk * 16 + ((lane / 8) % 2) * 8));
-#pragma unroll
-        for (int mt = 0; mt < MT; mt++) {
-          mma<T>(s[mt][2 * j], qa[mt], b[0], b[1]);
-          mma<T>(s[mt][2 * j + 1], qa[mt], b[2], b[3]);
-        }
-      }
-    }
-#pragma unroll
-    for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-      for (int j = 0; j < FBN / 8; j++)
-#pragma unroll
-        for (int c = 0; c < 4; c++) s[mt][j][c] *= scale_log2;
-    if (ref >= 0) {
-      unsigned bits[MT];
-#pragma unroll
-      for (int mt = 0; mt < MT; mt++) bits[mt] = 0;
-      const int n = wl.refs[ref];
-      for (int i = 0; i < n; i++) {
-        const int *sl = wl.slices + 6 * wl.refs[ref + 1 + i];
-        const int qa = sl[0], qb = sl[1], ka = sl[2], kb = sl[3], lo = sl[4], hi = sl[5];
-#pragma unroll
-        for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-          for (int r = 0; r < 2; r++) {
-            const int qi = q0 + wrow + mt * 16 + g + r * 8;
-            const int kl = max(ka, qi + lo), kh2 = min(kb - 1, qi + hi);
-            const bool in = qi >= qa && qi < qb;
-#pragma unroll
-            for (int j = 0; j < FBN / 8; j++)
-#pragma unroll
-              for (int cc = 0; cc < 2; cc++) {
-                const int ki = kt * FBN + j * 8 + 2 * t + cc;
-                if (in && ki >= kl && ki <= kh2) bits[mt] |= 1u << (j * 4 + r * 2 + cc);
-              }
-          }
-      }
-#pragma unroll
-      for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-        for (int j = 0; j < FBN / 8; j++)
-#pragma unroll
-          for (int c = 0; c < 4; c++)
-            if (!(bits[mt] >> (j * 4 + c) & 1u)) s[mt][j][c] = -INFINITY;
-    }
-#pragma unroll
-    for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-      for (int r = 0; r < 2; r++) {
-        float mx = m[mt][r];
-#pragma unroll
-        for (int j = 0; j < FBN / 8; j++) mx = fmaxf(mx, fmaxf(s[mt][j][2 * r], s[mt][j][2 * r + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
-        float use = mx == -INFINITY ? 0.f : mx;
-        float alpha = exp2f(m[mt][r] - use);
-        m[mt][r] = mx;
-        float sum = 0.f;
-#pragma unroll
-        for (int j = 0; j < FBN / 8; j++) {
-          s[mt][j][2 * r] = exp2f(s[mt][j][2 * r] - use);
-          s[mt][j][2 * r + 1] = exp2f(s[mt][j][2 * r + 1] - use);
-          sum += s[mt][j][2 * r] + s[mt][j][2 * r + 1];
-        }
-        l[mt][r] = l[mt][r] * alpha + sum;
-#pragma unroll
-        for (int i = 0; i < D / 8; i++) {
-          acc[mt][i][2 * r] *= alpha;
-          acc[mt][i][2 * r + 1] *= alpha;
-        }
-      }
-#pragma unroll
-    for (int kk = 0; kk < FBN / 16; kk++) {
-      unsigned a[MT][4];
-#pragma unroll
-      for (int mt = 0; mt < MT; mt++) {
-        a[mt][0] = pack2<T>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
-        a[mt][1] = pack2<T>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
-        a[mt][2] = pack2<T>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
-        a[mt][3] = pack2<T>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
-      }
-#pragma unroll
-      for (int j = 0; j < D / 16; j++) {
-        unsigned b[4];
-        ldsm4t(b, cV + swz<D>(kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8, j * 16 + (lane / 16) * 8));
-#pragma unroll
-        for (int mt = 0; mt < MT; mt++) {
-          mma<T>(acc[mt][2 * j], a[mt], b[0], b[1]);
-          mma<T>(acc[mt][2 * j + 1], a[mt], b[2], b[3]);
-        }
-      }
-    }
-    cp_wait_all();
-    __syncthreads();
-  }
-#pragma unroll
-  for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-      float sum = l[mt][r];
-      sum += __shfl_xor_sync(0xffffffff, sum, 1);
-      sum += __shfl_xor_sync(0xffffffff, sum, 2);
-      const int qi = q0 + wrow + mt * 16 + g + r * 8;
-      const float inv = sum > 0.f ? 1.f / sum : 0.f;
-      if (qi < sq) {
-        T *orow = o + (long long)qi * qs + (long long)h * D;
-#pragma unroll
-        for (int i = 0; i < D / 8; i++)
-          *reinterpret_cast<unsigned *>(orow + i * 8 + 2 * t) =
-              pack2<T>(acc[mt][i][2 * r] * inv, acc[mt][i][2 * r + 1] * inv);
-        if (t == 0) lse[(long long)h * sq + qi] = sum > 0.f ? m[mt][r] * 0.6931471805599453f + logf(sum) : -INFINITY;
-      }
-    }
-}
-
-// ---------------------------------------------------------------------------------
 // Backward preprocessing: Dsum[h][q] = sum_d dO * O, one warp a (q, h) row.
 template <int D, typename T>
 DEV void bwd_pre(const T *__restrict__ o, const T *__restrict__ dout, float *__restrict__ dsum, int sq, int hq) {
@@ -451,11 +263,11 @@ template <typename T> DEV void dq_convert(const float *__restrict__ acc, T *__re
 }
 
 // ---------------------------------------------------------------------------------
-// Backward, K side: a block of 4 warps owns 64 keys (16 a warp) of one KV head and walks
+// Backward, K side: a block of 8 warps owns 128 keys (16 a warp) of one KV head and walks
 // the transposed work list (the 64-query tiles touching it) for every query head of the
 // group, accumulating dK and dV in registers (the GQA sum, deterministic) and adding dQ
 // into an fp32 buffer with atomics.
-constexpr int BBM = 64;
+constexpr int BBM = 64, BBN_ = 128, BWARPS_ = 8;
 
 template <int D, typename T, int BBN, int BWARPS>
 DEV void bwd(const T *__restrict__ q, const T *__restrict__ k, const T *__restrict__ v, const T *__restrict__ dout,
@@ -660,30 +472,21 @@ DEV void bwd(const T *__restrict__ q, const T *__restrict__ k, const T *__restri
 // Entry points, one per (dtype, head dim).
 #define WL_PARAMS const int *order, const int *start, const int *entries, const int *refs, const int *slices, int row_tiles, int per_head
 #define WL_ARGS WorkList{order, start, entries, refs, slices, row_tiles, per_head}
-#define FWD_ENTRY(FN, NAME, T, D, QREG)                                                                               \
-  extern "C" __global__ void __launch_bounds__(FNT) FN##_##NAME##_d##D(                                              \
+#define FWD_ENTRY(NAME, T, D)                                                                                        \
+  extern "C" __global__ void __launch_bounds__(FNT) fwd_##NAME##_d##D(                                               \
       const T *q, const T *k, const T *v, T *o, float *lse, int sq, int sk, int hq, int hkv, float scale_log2,       \
       WL_PARAMS) {                                                                                                   \
-    fwd<D, T, QREG>(q, k, v, o, lse, sq, sk, hq, hkv, scale_log2, WL_ARGS);                                          \
+    fwd<D, T>(q, k, v, o, lse, sq, sk, hq, hkv, scale_log2, WL_ARGS);                                                \
   }
-#define FWD3_ENTRY(NAME, T, D)                                                                                       \
-  extern "C" __global__ void __launch_bounds__(128) fwd3_##NAME##_d##D(                                              \
-      const T *q, const T *k, const T *v, T *o, float *lse, int sq, int sk, int hq, int hkv, float scale_log2,       \
-      WL_PARAMS) {                                                                                                   \
-    fwd_mt<D, T>(q, k, v, o, lse, sq, sk, hq, hkv, scale_log2, WL_ARGS);                                             \
-  }
-#define BWD_ENTRY(FN, NAME, T, D, BN, NW)                                                                             \
-  extern "C" __global__ void __launch_bounds__(NW * 32) FN##_##NAME##_d##D(                                          \
+#define BWD_ENTRY(NAME, T, D, BN, NW)                                                                                 \
+  extern "C" __global__ void __launch_bounds__(NW * 32) bwd_##NAME##_d##D(                                            \
       const T *q, const T *k, const T *v, const T *dout, const float *lse, const float *dsum, float *dqacc, T *dk,   \
       T *dv, int sq, int sk, int hq, int hkv, float scale, float scale_log2, WL_PARAMS) {                            \
     bwd<D, T, BN, NW>(q, k, v, dout, lse, dsum, dqacc, dk, dv, sq, sk, hq, hkv, scale, scale_log2, WL_ARGS);         \
   }
 #define ENTRIES(NAME, T, D)                                                                                          \
-  FWD_ENTRY(fwd, NAME, T, D, true)                                                                                   \
-  FWD_ENTRY(fwd2, NAME, T, D, false)                                                                                 \
-  FWD3_ENTRY(NAME, T, D)                                                                                             \
-  BWD_ENTRY(bwd, NAME, T, D, 64, 4)                                                                                  \
-  BWD_ENTRY(bwd2, NAME, T, D, 128, 8)                                                                                \
+  FWD_ENTRY(NAME, T, D)                                                                                              \
+  BWD_ENTRY(NAME, T, D, BBN_, BWARPS_)                                                                               \
   extern "C" __global__ void bwd_pre_##NAME##_d##D(const T *o, const T *dout, float *dsum, int sq, int hq) {         \
     bwd_pre<D, T>(o, dout, dsum, sq, hq);                                                                            \
   }

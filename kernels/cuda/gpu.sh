@@ -1,80 +1,71 @@
 #!/bin/sh
-# Runs on the GPU machine, from the repository root, what `make device` built here:
-#   sh kernels/cuda/gpu.sh test    the GPU tests (internal/cuda, kernels/cuda): NVRTC log and
-#                                  kernel resources first, then every mask fwd+bwd vs the CPU
-#                                  reference, once for each kernel version (v1, v2)
-#   sh kernels/cuda/gpu.sh bench   times the versions that passed on full/causal 16K, picks the
-#                                  faster, sweeps every mask (TestBench), then the peers
-#                                  (bin/peers/torch_attention.py) in the same call
-# Environment: LONGCA_BENCH_* (kernels/cuda/bench_test.go), BENCH_SEQLENS, BENCH_MHA_SEQLENS,
-# BENCH_FWD and BENCH_BWD (skip the choice),
-# PEER_KERNELS, PEER_SEQLENS, PEER_FLEX_SEQLENS. Logs go to /tmp/longca-out, and as one
-# results.tgz to $OUT when set.
+# The cuda kernel on the GPU machine, from the repository root, with bin/longca and
+# bin/cuda.test built here (`make device`; each may arrive gzipped as bin/NAME.gz):
+#
+#   sh kernels/cuda/gpu.sh OUT resources            registers, stack, shared memory of each variant
+#   sh kernels/cuda/gpu.sh OUT test VARIANT [REGEX]  the GPU tests (every mask fwd+bwd vs the CPU
+#                                                    reference) for one variant (sm90, sm80)
+#   sh kernels/cuda/gpu.sh OUT time VARIANT ARGS...  `longca kernel --kernels cuda --variant VARIANT ARGS`
+#   sh kernels/cuda/gpu.sh OUT ncu VARIANT ARGS...   the same under Nsight Compute: tensor-pipe use,
+#                                                    throughput and stall reasons of the attention kernels
+#
+# Every step is bounded (STEP_TIMEOUT seconds, default 120) and appends one summary line to
+# OUT/summary.txt; logs go to OUT/*.log. Exit status 1 when a step failed.
 set -u
-out=/tmp/longca-out
+out=${1:?usage: gpu.sh OUT STEP ...}
+shift
 mkdir -p "$out"
 export LONGCA_CACHE_DIR=${LONGCA_CACHE_DIR:-/tmp/longca-nvrtc}
 export NCCL_NVLS_ENABLE=0
-rc=0
-pack() { [ -n "${OUT:-}" ] && tar -C "$out" -czf "$OUT/results-$1.tgz" . ; }
-case "${1:-test}" in
-test)
-	bin/cuda.test -test.run '^TestCompile$' -test.v -test.count=1 >"$out/compile.log" 2>&1 || rc=1
-	cat "$out/compile.log"
-	[ $rc = 0 ] || { pack test; exit 1; }
-	bin/icuda.test -test.v -test.count=1 >"$out/icuda.log" 2>&1 || rc=1
-	grep -hE '^(--- |ok|FAIL|PASS)|panic' "$out/icuda.log"
-	for pair in ${TEST_PAIRS:-"v1 v2" "v2 v1" "v3 v2"}; do
-		set -- $pair
-		log="$out/cuda-fwd$1-bwd$2.log"
-		LONGCA_CUDA_FWD=$1 LONGCA_CUDA_BWD=$2 bin/cuda.test -test.v -test.count=1 -test.run "${GPU_TESTS:-.}" -test.timeout 20m >"$log" 2>&1 || rc=1
-		grep -hE '^(--- |ok|FAIL|PASS)|bwd=(true|false): FAIL|panic' "$log"
-		echo "# fwd $1 bwd $2: $(grep -c 'bwd=.*: PASS' "$log") checks passed, $(grep -c 'bwd=.*: FAIL' "$log") failed"
-		# a version is good when all 34 checks of its pass ran and passed (tests that stop
-		# early on an error run fewer)
-		for p in false:fwd-$1 true:bwd-$2; do
-			n=$(grep -c "bwd=${p%%:*}: PASS" "$log"); f=$(grep -c "bwd=${p%%:*}: FAIL" "$log")
-			[ "$n" -ge 34 ] && [ "$f" = 0 ] && ! grep -q panic "$log" && touch "$out/ok-${p#*:}"
-		done
+limit=${STEP_TIMEOUT:-120}
+for f in longca cuda.test; do
+	[ -x "bin/$f" ] || { [ -f "bin/$f.gz" ] && gunzip -c "bin/$f.gz" >"bin/$f" && chmod +x "bin/$f"; }
+done
+step=${1:?step: resources, test, time or ncu}
+shift
+note() { echo "$*" | tee -a "$out/summary.txt"; }
+case $step in
+resources)
+	for v in sm90 sm80; do
+		timeout "$limit" bin/cuda.test -test.run '^TestCompile$' -test.v -test.count=1 -variant "$v" >"$out/resources-$v.log" 2>&1
+		note "# resources $v (exit $?):"
+		grep -E 'threads|NVRTC|error|FAIL' "$out/resources-$v.log" | sed 's/^ *//' | tee -a "$out/summary.txt"
 	done
-	ls "$out" | grep '^ok-' | tr '\n' ' '; echo
-	pack test
-	exit $rc
 	;;
-bench)
-	mkdir -p "$out/slices"
-	# pick the faster of the versions that passed the tests
-	best() { # pass, then the versions
-		pass=$1; shift; bestv=""; bestt=0
-		for v in "$@"; do
-			[ -e "$out/ok-$pass-$v" ] || continue
-			t=$(env LONGCA_BENCH=1 LONGCA_CUDA_FWD=$v LONGCA_CUDA_BWD=$v LONGCA_BENCH_SEQLENS=16384 LONGCA_BENCH_HEADS=64:8 \
-				LONGCA_BENCH_MASKS=full,causal LONGCA_BENCH_PASSES=$pass bin/cuda.test -test.run '^TestBench$' -test.count=1 2>&1 |
-				tee -a "$out/variants.log" | python3 -c 'import sys,json; print(sum(json.loads(l)["tflops"] for l in sys.stdin if l.startswith("{")))')
-			echo "# $pass $v: sum of full+causal 16K TFLOP/s = $t" >&2
-			if python3 -c "import sys; sys.exit(0 if float('$t' or 0) > float('$bestt') else 1)"; then bestv=$v; bestt=$t; fi
-		done
-		echo "${bestv:-v1}"
-	}
-	fv=${BENCH_FWD:-$(best fwd v1 v3)}; bv=${BENCH_BWD:-$(best bwd v1 v2)}
-	echo "# using fwd $fv bwd $bv"
-	export LONGCA_CUDA_FWD=$fv LONGCA_CUDA_BWD=$bv LONGCA_BENCH=1
-	LONGCA_BENCH_SLICES="$out/slices" LONGCA_BENCH_SEQLENS=${BENCH_SEQLENS:-8192,16384} LONGCA_BENCH_HEADS=64:8 \
-		bin/cuda.test -test.run '^TestBench$' -test.v -test.count=1 -test.timeout 30m >"$out/bench-gqa.log" 2>&1 || rc=1
-	[ "${BENCH_MHA_SEQLENS:-}" = none ] || LONGCA_BENCH_SEQLENS=${BENCH_MHA_SEQLENS:-8192} LONGCA_BENCH_HEADS=64:64 \
-		bin/cuda.test -test.run '^TestBench$' -test.v -test.count=1 -test.timeout 30m >"$out/bench-mha.log" 2>&1 || rc=1
-	cat "$out"/bench-*.log | grep '^{' >"$out/cuda.jsonl"
-	grep -E '^  |^#|FAIL|panic' "$out/bench-gqa.log" | grep -E 'full |causal |#|FAIL|panic' | head -60
-	PYTHONUNBUFFERED=1 python3 bin/peers/torch_attention.py --seqlens "${PEER_SEQLENS:-8192,16384}" --masks full,causal \
-		--heads 64:8 --kernels "${PEER_KERNELS:-sdpa-flash,sdpa-cudnn}" --passes "${PEER_PASSES:-fwd,bwd}" >"$out/peers.jsonl" 2>"$out/peers.log" || rc=1
-	for s in ${PEER_FLEX_SEQLENS:-}; do
-		PYTHONUNBUFFERED=1 timeout "${PEER_FLEX_TIMEOUT:-300}" python3 bin/peers/torch_attention.py --kernels flex --heads 64:8 --slices "$out"/slices/*-"$s".json \
-			>>"$out/peers.jsonl" 2>>"$out/peers.log" || rc=1
-	done
-	grep -E 'TFLOP|unsupported' "$out/peers.log" | tail -60
-	pack bench
-	exit $rc
+test)
+	v=${1:?variant}
+	run=${2:-.}
+	log="$out/test-$v.log"
+	timeout "$limit" bin/cuda.test -test.v -test.count=1 -test.run "$run" -test.timeout "${limit}s" -variant "$v" >"$log" 2>&1
+	rc=$?
+	pass=$(grep -c 'bwd=.*: PASS' "$log")
+	fail=$(grep -c 'bwd=.*: FAIL' "$log")
+	note "# test $v [$run]: exit $rc, $pass checks passed, $fail failed"
+	grep -hE 'bwd=(true|false): FAIL|panic|^--- FAIL|timed out' "$log" | head -20 | tee -a "$out/summary.txt"
+	[ "$rc" = 0 ]
+	;;
+time | ncu)
+	v=${1:?variant}
+	shift
+	n=$(ls "$out" | grep -c '^\(time\|ncu\)-')
+	tag=$n-$(echo "$v $*" | tr -c 'A-Za-z0-9\n' '_' | cut -c1-50)
+	if [ "$step" = ncu ]; then
+		timeout "$limit" ncu --clock-control none -k 'regex:^(fwd|bwd)' -c "${NCU_COUNT:-2}" \
+			--section SpeedOfLight --section WarpStateStats --section Occupancy --section LaunchStats \
+			--metrics sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active \
+			bin/longca kernel --kernels cuda --variant "$v" --no-check -w 0 -n 1 --out "$out/ncu-run" "$@" >"$out/ncu-$tag.log" 2>&1
+		note "# ncu $v $* (exit $?):"
+		grep -E 'fwd|bwd|Duration|Compute \(SM\) Throughput|gmma_cycles|hmma_cycles|Registers|Achieved Occupancy|Stall|Warp Cycles Per Issued' "$out/ncu-$tag.log" | head -40 | tee -a "$out/summary.txt"
+	else
+		timeout "$limit" bin/longca kernel --kernels cuda --variant "$v" --out "$out/run-$tag" "$@" >"$out/time-$tag.log" 2>&1
+		rc=$?
+		note "# time $v $* (exit $rc):"
+		grep -vE '^#  |^$' "$out/time-$tag.log" | grep -E '^ |^# Cases|error|panic' | head -40 | tee -a "$out/summary.txt"
+		[ "$rc" = 0 ]
+	fi
+	;;
+*)
+	echo "gpu.sh: unknown step $step" >&2
+	exit 2
 	;;
 esac
-echo "usage: gpu.sh test|bench" >&2
-exit 2

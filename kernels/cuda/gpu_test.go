@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"sync"
 	"testing"
@@ -13,6 +14,9 @@ import (
 	"github.com/longca/longca/mask"
 	"github.com/longca/longca/tensor"
 )
+
+// -variant picks the kernel variant the tests check (sm90, sm80; default: the device's best).
+var variantFlag = flag.String("variant", "", "kernel variant to test (sm90, sm80; default: the best for the device)")
 
 var (
 	kernOnce sync.Once
@@ -25,7 +29,7 @@ func gpuKernel(t *testing.T) *Kernel {
 	t.Helper()
 	kernOnce.Do(func() {
 		var k kernels.Kernel
-		k, kernErr = kernels.New("cuda", kernels.Options{})
+		k, kernErr = kernels.New("cuda", kernels.Options{Variant: *variantFlag})
 		if kernErr == nil {
 			kern = k.(*Kernel)
 		}
@@ -39,7 +43,7 @@ func gpuKernel(t *testing.T) *Kernel {
 // TestCompile runs first: NVRTC's log and each kernel's registers, stack and occupancy.
 func TestCompile(t *testing.T) {
 	k := gpuKernel(t)
-	t.Logf("device %s, NVRTC options %v, versions fwd %s bwd %s", k.dev.Props, Options(k.dev), k.FwdVer, k.BwdVer)
+	t.Logf("device %s, NVRTC options %v, variant %s", k.dev.Props, Options(k.dev), k.arch.name)
 	if k.Log != "" {
 		t.Logf("NVRTC log:\n%s", k.Log)
 	}

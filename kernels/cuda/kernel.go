@@ -18,10 +18,24 @@ import (
 //go:embed attention.cu
 var source string
 
-// Source is the kernel's CUDA C source, as compiled.
+//go:embed attention_sm90.cu
+var sourceSM90 string
+
+//go:embed wgmma.cuh
+var wgmmaHeader string
+
+// Source is the sm_80 kernel's CUDA C source, as compiled.
 func Source() string { return source }
 
-// variant is one entry point of the CUDA source with its tile shape (attention.cu).
+// SourceSM90 is the Hopper kernel's CUDA C source with its generated wgmma wrappers
+// inlined, as NVRTC compiles it.
+func SourceSM90() string {
+	return strings.Replace(sourceSM90, `#include "wgmma.cuh"`, wgmmaHeader, 1)
+}
+
+//go:generate go run gen_wgmma.go
+
+// variant is one entry point of the CUDA source with its tile shape.
 type variant struct {
 	fn             string // entry point prefix
 	qTile, kTile   int
@@ -33,47 +47,99 @@ type variant struct {
 
 func (v variant) shared(d int) int { return v.sharedPerDim*d + v.sharedFixed }
 
-// The kernel's versions (docs/perf.md): fwd v1 keeps Q in registers, v2 re-reads it from
-// shared memory, v3 gives each of 4 warps 32 rows; bwd v1 owns 64 keys with 4 warps, v2
-// 128 keys with 8 warps. Select with the Variant option "FWD:BWD" (v1:v2 by default).
+// The kernel's entry points (docs/perf.md). sm_80 (attention.cu): the forward keeps Q in
+// registers, 8 warps of 16 query rows over 64-key tiles, mma.sync; the backward owns 128
+// keys with 8 warps. sm_90 (attention_sm90.cu): the forward is TMA + wgmma with one
+// producer and two consumer warpgroups over 128 x 128 tiles.
 var (
-	fwdVariants = map[string]variant{
-		"v1": {fn: "fwd", qTile: 128, kTile: 64, threads: 256, sharedPerDim: (128 + 4*64) * 2},
-		"v2": {fn: "fwd2", qTile: 128, kTile: 64, threads: 256, sharedPerDim: (128 + 4*64) * 2},
-		"v3": {fn: "fwd3", qTile: 128, kTile: 64, threads: 128, sharedPerDim: (128 + 4*64) * 2},
-	}
-	bwdVariants = map[string]variant{
-		"v1": {fn: "bwd", qTile: 64, kTile: 64, threads: 128, sharedPerDim: (2*64 + 4*64) * 2, sharedFixed: 64*64*2 + 4*64*4, transposedList: true},
-		"v2": {fn: "bwd2", qTile: 64, kTile: 128, threads: 256, sharedPerDim: (2*128 + 4*64) * 2, sharedFixed: 128*64*2 + 4*64*4, transposedList: true},
-	}
-	defaultFwd, defaultBwd = "v1", "v2"
+	fwdSM80 = variant{fn: "fwd", qTile: 128, kTile: 64, threads: 256, sharedPerDim: (128 + 4*64) * 2}
+	bwdSM80 = variant{fn: "bwd", qTile: 64, kTile: 128, threads: 256, sharedPerDim: (2*128 + 4*64) * 2, sharedFixed: 128*64*2 + 4*64*4, transposedList: true}
+	// sm_90 forward: Q 2 x 128 x D, K and V 2 stages of 128 x D, 12 barriers, 1 KB of
+	// alignment slack (SmemLayout in attention_sm90.cu).
+	fwdSM90 = variant{fn: "fwd90", qTile: 128, kTile: 128, threads: 384, sharedPerDim: (2*128 + 4*128) * 2, sharedFixed: 8*12 + 1024}
+	// fwd90p: the same forward, persistent (a block per multiprocessor walking the work
+	// items): an experiment against fwd90.
+	fwdSM90P = variant{fn: "fwd90p", qTile: 128, kTile: 128, threads: 384, sharedPerDim: (2*128 + 4*128) * 2, sharedFixed: 8*12 + 1024}
+	// sm_90 backward: K and V 128 x D, Q and dO 2 stages of 64 x D; dS^T 2 x 128 x 64 bf16,
+	// dQ stages 2 x 64 x 64 fp32, lse and Dsum 2 stages of 64 fp32, 9 barriers, 1 KB slack
+	// (BwdLayout in attention_sm90.cu). bwd90w: the dQ reductions issued by a warp of the
+	// producer warpgroup (an experiment against bwd90).
+	bwdSM90 = variant{fn: "bwd90", qTile: 64, kTile: 128, threads: 384, sharedPerDim: (2*128 + 4*64) * 2,
+		sharedFixed: 2*128*64*2 + 2*64*64*4 + 2*2*64*4 + 8*9 + 1024, transposedList: true}
+	bwdSM90W = variant{fn: "bwd90w", qTile: 64, kTile: 128, threads: 384, sharedPerDim: (2*128 + 4*64) * 2,
+		sharedFixed: 2*128*64*2 + 2*64*64*4 + 2*2*64*4 + 8*9 + 1024, transposedList: true}
 )
 
-// pickVariants reads the Variant option "FWD:BWD" ("" for the defaults).
-func pickVariants(spec string) (fwd, bwd variant, fwdName, bwdName string, err error) {
-	fwdName, bwdName = defaultFwd, defaultBwd
-	if spec != "" {
-		f, b, ok := strings.Cut(spec, ":")
-		if !ok {
-			return fwd, bwd, "", "", fmt.Errorf("cuda: variant %q: give FWD:BWD, e.g. v1:v2 (--variant)", spec)
+// archVariant is a code path of the kernel: the entry points of its forward and backward
+// and the compute capability it needs.
+type archVariant struct {
+	name     string
+	doc      string
+	major    int  // the least compute capability major version
+	exact    bool // only that major version (sm_90a code runs on 9.0 alone)
+	fwd, bwd variant
+}
+
+// archVariants are the kernel's variants, best first: the default on a device is the
+// first it can run.
+var archVariants = []archVariant{
+	{name: "sm90", doc: "Hopper: TMA + wgmma, warp-specialised (a producer and two consumer warpgroups); forward 128x128 tiles, backward 128 keys x 64 queries with dQ by TMA reductions", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90},
+	{name: "sm90p", doc: "experimental: sm90 with a persistent forward (a block per multiprocessor walking the work items)", major: 9, exact: true, fwd: fwdSM90P, bwd: bwdSM90},
+	{name: "sm90w", doc: "experimental: sm90 with the backward's dQ reductions issued by a producer warp", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90W},
+	{name: "sm80", doc: "Ampere and later: mma.sync forward and backward (cp.async double buffering)", major: 8, fwd: fwdSM80, bwd: bwdSM80},
+}
+
+// Variants names the kernel's variants with a line each, for longca list.
+func Variants() []string {
+	var out []string
+	for _, v := range archVariants {
+		out = append(out, v.name+": "+v.doc)
+	}
+	return out
+}
+
+// pickVariant chooses the named variant ("" for the best one the device runs), or says
+// why it cannot run on a device of compute capability major.minor.
+func pickVariant(name string, major, minor int) (archVariant, error) {
+	var names []string
+	for _, v := range archVariants {
+		names = append(names, v.name)
+		runs := major >= v.major && (!v.exact || major == v.major && minor == 0)
+		if name == "" && runs || name == v.name {
+			if !runs {
+				return v, fmt.Errorf("cuda: variant %s needs compute capability %d.0%s, the device has %d.%d (--variant)",
+					v.name, v.major, map[bool]string{true: " exactly", false: " or later"}[v.exact], major, minor)
+			}
+			return v, nil
 		}
-		fwdName, bwdName = f, b
 	}
-	var okF, okB bool
-	fwd, okF = fwdVariants[fwdName]
-	bwd, okB = bwdVariants[bwdName]
-	if !okF || !okB {
-		return fwd, bwd, "", "", fmt.Errorf("cuda: variant %q: forward one of v1, v2, v3 and backward one of v1, v2 (--variant)", spec)
+	if name == "" {
+		return archVariant{}, fmt.Errorf("cuda: no variant runs on compute capability %d.%d (sm_80 or later needed)", major, minor)
 	}
-	return fwd, bwd, fwdName, bwdName, nil
+	return archVariant{}, fmt.Errorf("cuda: unknown variant %q (--variant): use one of %s", name, strings.Join(names, ", "))
+}
+
+// knownVariant checks a variant name before any device is opened.
+func knownVariant(name string) error {
+	if name == "" {
+		return nil
+	}
+	for _, v := range archVariants {
+		if v.name == name {
+			return nil
+		}
+	}
+	_, err := pickVariant(name, 0, 0)
+	return err
 }
 
 func init() {
-	kernels.Register("cuda", "longca's flash attention (mma.sync, NVRTC), any mask through tile work lists; bf16/fp16, head dim 64/128", func(o kernels.Options) (kernels.Kernel, error) {
+	kernels.RegisterVariants("cuda", Variants())
+	kernels.Register("cuda", "longca's flash attention (NVRTC), any mask through tile work lists; bf16/fp16, head dim 64/128; variants sm90 (TMA + wgmma), sm80 (mma.sync)", func(o kernels.Options) (kernels.Kernel, error) {
 		if o.Device < 0 {
 			return nil, fmt.Errorf("cuda: device index %d must not be negative (--device)", o.Device)
 		}
-		if _, _, _, _, err := pickVariants(o.Variant); err != nil {
+		if err := knownVariant(o.Variant); err != nil {
 			return nil, err
 		}
 		g, err := cuda.Open(o.Device)
@@ -86,13 +152,15 @@ func init() {
 
 // Kernel is the "cuda" kernel on one device.
 type Kernel struct {
-	dev *cuda.Device
-	mod *cuda.Module
+	dev   *cuda.Device
+	mod   *cuda.Module // attention.cu
+	mod90 *cuda.Module // attention_sm90.cu, on Hopper
 	// Log is NVRTC's log from the compilation (empty when the cache answered).
 	Log string
 
-	fwd, bwd       variant
-	FwdVer, BwdVer string // the versions in use
+	arch     archVariant
+	fwd, bwd variant
+	maps     map[tmaKey]*cuda.TensorMap
 
 	mu      sync.Mutex
 	fns     map[string]*cuda.Function
@@ -107,19 +175,46 @@ func Options(g *cuda.Device) []string {
 	return g.Options("--use_fast_math", "-lineinfo")
 }
 
-// New compiles (or loads from the cache) the kernel for device g with its default variants.
+// New compiles (or loads from the cache) the kernel for device g with its best variant.
 func New(g *cuda.Device) (*Kernel, error) { return NewVariant(g, "") }
 
 // NewVariant compiles (or loads from the cache) the kernel for device g with the named
-// variants ("FWD:BWD"; "" for the defaults).
-func NewVariant(g *cuda.Device, spec string) (*Kernel, error) {
-	fwd, bwd, fwdName, bwdName, err := pickVariants(spec)
+// variant ("" for the best one the device runs).
+func NewVariant(g *cuda.Device, name string) (*Kernel, error) {
+	av, err := pickVariant(name, g.Props.Major, g.Props.Minor)
 	if err != nil {
 		return nil, err
 	}
-	img, log, _, err := cuda.CompileCached(source, "longca_attention.cu", Options(g), g.Props.Name+" "+g.Arch())
-	if err != nil {
+	k := &Kernel{dev: g, arch: av, fwd: av.fwd, bwd: av.bwd, fns: map[string]*cuda.Function{}, lists: map[uint64]*deviceList{},
+		scratch: map[string]*cuda.Buffer{}, maps: map[tmaKey]*cuda.TensorMap{}}
+	if k.mod, k.Log, err = load(g, source, "longca_attention.cu"); err != nil {
 		return nil, err
+	}
+	if strings.HasPrefix(av.name, "sm90") {
+		var log string
+		if k.mod90, log, err = load(g, SourceSM90(), "longca_attention_sm90.cu"); err != nil {
+			return nil, err
+		}
+		k.Log += log
+	}
+	return k, nil
+}
+
+// inSM90 says whether an entry point is in attention_sm90.cu (fwd90*, bwd90*, dq90*).
+func inSM90(name string) bool {
+	for _, p := range []string{"fwd90", "bwd90", "dq90"} {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// load compiles (or finds in the cache) one source for g and loads it.
+func load(g *cuda.Device, src, name string) (*cuda.Module, string, error) {
+	img, log, _, err := cuda.CompileCached(src, name, Options(g), g.Props.Name+" "+g.Arch())
+	if err != nil {
+		return nil, log, err
 	}
 	var mod *cuda.Module
 	if err := g.Do(func() error {
@@ -127,16 +222,17 @@ func NewVariant(g *cuda.Device, spec string) (*Kernel, error) {
 		mod, err = cuda.LoadModule(img)
 		return err
 	}); err != nil {
-		return nil, fmt.Errorf("cuda: loading the attention module: %w", err)
+		return nil, log, fmt.Errorf("cuda: loading %s: %w", name, err)
 	}
-	k := &Kernel{dev: g, mod: mod, Log: log, fns: map[string]*cuda.Function{}, lists: map[uint64]*deviceList{},
-		scratch: map[string]*cuda.Buffer{}, fwd: fwd, bwd: bwd, FwdVer: fwdName, BwdVer: bwdName}
-	return k, nil
+	return mod, log, nil
 }
 
-// Describe names the variants that serve the problem.
+// Variant is the name of the variant in use (sm90, sm80).
+func (k *Kernel) Variant() string { return k.arch.name }
+
+// Describe names the variant that serves the problem and the architecture it was built for.
 func (k *Kernel) Describe(p kernels.Problem, pass kernels.Pass) kernels.Info {
-	return kernels.Info{Variant: k.FwdVer + ":" + k.BwdVer, Versions: map[string]string{"arch": k.dev.Arch()}}
+	return kernels.Info{Variant: k.arch.name, Versions: map[string]string{"arch": k.dev.Arch()}}
 }
 
 // Name is "cuda".
@@ -179,7 +275,14 @@ func (k *Kernel) function(name string, shared int) (*cuda.Function, error) {
 	var f *cuda.Function
 	err := k.dev.Do(func() error {
 		var err error
-		if f, err = k.mod.Function(name); err != nil {
+		mod := k.mod
+		if inSM90(name) {
+			mod = k.mod90
+		}
+		if mod == nil {
+			return fmt.Errorf("cuda: %s needs the sm_90 module, not loaded for variant %s", name, k.arch.name)
+		}
+		if f, err = mod.Function(name); err != nil {
 			return err
 		}
 		if shared > 48<<10 {
@@ -323,6 +426,9 @@ func (k *Kernel) Forward(ctx context.Context, p kernels.Problem, q, kk, v, out, 
 	if err != nil {
 		return err
 	}
+	if strings.HasPrefix(k.fwd.fn, "fwd90") {
+		return k.forward90(p, bs, dl)
+	}
 	shared := k.fwd.shared(p.HeadDim)
 	f, err := k.function(fmt.Sprintf("%s_%s_d%d", k.fwd.fn, dtypeName(p.DType), p.HeadDim), shared)
 	if err != nil {
@@ -372,6 +478,9 @@ func (k *Kernel) Backward(ctx context.Context, p kernels.Problem, q, kk, v, out,
 	if err != nil {
 		return err
 	}
+	if strings.HasPrefix(k.bwd.fn, "bwd90") {
+		return k.backward90(p, bs, dl)
+	}
 	sq, hq, d := p.Mask.SeqQ, p.HeadsQ, p.HeadDim
 	dsum, err := k.scratchBuf("dsum", hq*sq)
 	if err != nil {
@@ -415,7 +524,8 @@ func (k *Kernel) Backward(ctx context.Context, p kernels.Problem, q, kk, v, out,
 	})
 }
 
-// Resources reports registers, stack frame and blocks per SM of each kernel.
+// Resources reports registers, stack frame and blocks per SM of each kernel of the
+// variant in use.
 func (k *Kernel) Resources() (string, error) {
 	type entry struct {
 		name            string
@@ -424,14 +534,8 @@ func (k *Kernel) Resources() (string, error) {
 	var es []entry
 	for _, dt := range []string{"bf16", "fp16"} {
 		for _, d := range []int{64, 128} {
-			for _, vs := range []map[string]variant{fwdVariants, bwdVariants} {
-				for _, ver := range []string{"v1", "v2", "v3"} {
-					v, ok := vs[ver]
-					if !ok {
-						continue
-					}
-					es = append(es, entry{fmt.Sprintf("%s_%s_d%d", v.fn, dt, d), v.threads, v.shared(d)})
-				}
+			for _, v := range []variant{k.fwd, k.bwd} {
+				es = append(es, entry{fmt.Sprintf("%s_%s_d%d", v.fn, dt, d), v.threads, v.shared(d)})
 			}
 			es = append(es, entry{fmt.Sprintf("bwd_pre_%s_d%d", dt, d), 256, 0})
 		}

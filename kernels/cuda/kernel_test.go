@@ -27,7 +27,7 @@ func TestRegisteredWithoutGPU(t *testing.T) {
 	if _, err := kernels.New("cuda", kernels.Options{}); err == nil || !strings.Contains(err.Error(), "libcuda") {
 		t.Fatalf(`kernels.New("cuda") without a driver: %v`, err)
 	}
-	if _, err := kernels.New("cuda", kernels.Options{Variant: "v9:v1"}); err == nil || !strings.Contains(err.Error(), "--variant") {
+	if _, err := kernels.New("cuda", kernels.Options{Variant: "v9"}); err == nil || !strings.Contains(err.Error(), "--variant") {
 		t.Fatalf("bad variant: %v", err)
 	}
 	if _, err := kernels.New("cuda", kernels.Options{Device: -1}); err == nil || !strings.Contains(err.Error(), "--device") {
@@ -60,32 +60,51 @@ func TestSupportsNamesTheFlag(t *testing.T) {
 	}
 }
 
-// Every version's shared memory fits the H200's 227 KB opt-in limit, and the source
-// instantiates each version's entry point.
-func TestVersionsMatchSource(t *testing.T) {
-	entry := map[string]string{"fwd": "FWD_ENTRY(fwd,", "fwd2": "FWD_ENTRY(fwd2,", "fwd3": "fwd3_##NAME",
-		"bwd": "BWD_ENTRY(bwd,", "bwd2": "BWD_ENTRY(bwd2,"}
-	for _, vs := range []map[string]variant{fwdVariants, bwdVariants} {
-		for name, v := range vs {
+// Every variant's shared memory fits the H200's 227 KB opt-in limit, and the sources
+// instantiate each variant's entry points for both dtypes and head dims.
+func TestVariantsMatchSource(t *testing.T) {
+	for _, av := range archVariants {
+		for _, v := range []variant{av.fwd, av.bwd} {
 			if sh := v.shared(128); sh > 227<<10 {
-				t.Errorf("%s %s: %d bytes of shared memory", v.fn, name, sh)
+				t.Errorf("%s %s: %d bytes of shared memory", av.name, v.fn, sh)
 			}
-			if e, ok := entry[v.fn]; !ok || !strings.Contains(source, e) {
-				t.Errorf("version %s: no entry point %s in attention.cu", name, v.fn)
+			src := source
+			if inSM90(v.fn) {
+				src = SourceSM90()
+			}
+			if !strings.Contains(src, v.fn+"_##NAME##_d##D(") && !strings.Contains(src, "SM90_FWD("+v.fn+", NAME") && !strings.Contains(src, "SM90_BWD("+v.fn+", NAME") {
+				t.Errorf("variant %s: no entry point %s", av.name, v.fn)
 			}
 		}
 	}
 	for _, dt := range []string{"ENTRIES(bf16, __nv_bfloat16, 64)", "ENTRIES(bf16, __nv_bfloat16, 128)", "ENTRIES(fp16, __half, 64)", "ENTRIES(fp16, __half, 128)"} {
-		if !strings.Contains(source, dt) {
-			t.Errorf("attention.cu does not instantiate %s", dt)
+		if !strings.Contains(source, dt) || !strings.Contains(SourceSM90(), "SM90_"+dt) {
+			t.Errorf("a source does not instantiate %s", dt)
 		}
 	}
-	for _, bad := range []string{"v9:v1", "v1:v3", "v1", "v1:"} {
-		if _, _, _, _, err := pickVariants(bad); err == nil {
-			t.Errorf("variant %q accepted", bad)
-		}
+	if strings.Contains(SourceSM90(), `#include "wgmma.cuh"`) || !strings.Contains(SourceSM90(), "wgmma_rs_bf16_n128") {
+		t.Error("the sm90 source does not inline its wgmma wrappers")
 	}
-	if _, _, f, b, err := pickVariants(""); err != nil || f != defaultFwd || b != defaultBwd {
-		t.Errorf(`variant "": %s:%s %v`, f, b, err)
+}
+
+// The variant follows the compute capability, and a variant the device cannot run is a
+// reason naming --variant.
+func TestPickVariant(t *testing.T) {
+	for _, c := range []struct {
+		name         string
+		major, minor int
+		want, err    string
+	}{
+		{"", 9, 0, "sm90", ""}, {"", 8, 0, "sm80", ""}, {"", 8, 9, "sm80", ""}, {"", 10, 0, "sm80", ""},
+		{"sm80", 9, 0, "sm80", ""}, {"sm90", 8, 6, "", "--variant"}, {"sm90", 10, 0, "", "--variant"},
+		{"v1", 9, 0, "", "unknown variant"}, {"", 7, 5, "", "sm_80 or later"},
+	} {
+		v, err := pickVariant(c.name, c.major, c.minor)
+		switch {
+		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
+			t.Errorf("%q on %d.%d: %v, want an error with %q", c.name, c.major, c.minor, err, c.err)
+		case c.err == "" && (err != nil || v.name != c.want):
+			t.Errorf("%q on %d.%d: %s %v, want %s", c.name, c.major, c.minor, v.name, err, c.want)
+		}
 	}
 }

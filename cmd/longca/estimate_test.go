@@ -1,0 +1,88 @@
+package main
+
+import (
+	"io"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/longca/longca/harness"
+	"github.com/longca/longca/kernels"
+)
+
+// withMachine runs the test against a host of hostBytes (the estimates do not depend on
+// the machine running the tests).
+func withMachine(t *testing.T, hostBytes float64) {
+	t.Helper()
+	old := machine
+	machine = func() harness.Machine {
+		return harness.Machine{HostBytes: hostBytes, RefFLOPs: 1e9, DeviceFLOPs: harness.DefaultDeviceFLOPs}
+	}
+	t.Cleanup(func() { machine = old })
+}
+
+// TestSizesRefusedBeforeAllocating: the requests that ran out of memory (or for hours)
+// are refused at once with one line naming the flag and the limit, exit status 2.
+func TestSizesRefusedBeforeAllocating(t *testing.T) {
+	withMachine(t, 24<<30)
+	out := t.TempDir()
+	for _, c := range []struct {
+		args  []string
+		wants []string
+	}{
+		{[]string{"kernel", "--kernels", "ref", "--seqlens", "1M"}, []string{"--seqlens 1M", "host memory", "24.0 GiB available"}},
+		{[]string{"kernel", "--kernels", "ref", "--seqlens", "1K", "--heads", "1000000000:1"}, []string{"--heads 1000000000:1", "host memory"}},
+		{[]string{"kernel", "--kernels", "ref", "--seqlens", "1K", "--head-dim", "100000"}, []string{"--head-dim 100000", "host memory"}},
+		{[]string{"kernel", "--kernels", "ref", "-b", "1K", "-e", "1M"}, []string{"-b/-e 32K", "needs about"}},
+		{[]string{"sparse", "--kernels", "ref", "--seqlens", "1M"}, []string{"1M", "host memory"}},
+		{[]string{"cp", "--ranks", "64", "--tokens-per-rank", "64K", "--kernel", "ref"}, []string{"--tokens-per-rank 64K", "host memory"}},
+		{[]string{"cp", "--ranks", "100000"}, []string{"--ranks 100000", "host memory"}},
+		{[]string{"cp", "--ranks", "100000", "--tokens-per-rank", "1", "--heads", "1", "--head-dim", "1"}, []string{"--ranks 100000"}},
+		{[]string{"cp", "--ranks", "2", "--heads", "1000000000:1"}, []string{"--heads 1000000000:1"}},
+	} {
+		args := append(c.args, "--out", out)
+		_, errs, code := runCLI(t, args...)
+		checkUsageError(t, args, code, errs, c.wants...)
+	}
+}
+
+// TestSlowSweepSaysHowLong: a sweep that fits but would run for hours says so, once,
+// before it starts (and the CPU reference's rate is measured here for it).
+func TestSlowSweepSaysHowLong(t *testing.T) {
+	withMachine(t, 24<<30)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := os.Stderr
+	os.Stderr = w
+	// The run's file exists already, so the sweep stops when it creates it, after the
+	// estimate has been said; nothing runs.
+	dir := t.TempDir()
+	os.WriteFile(dir+"/slow.rank-0-of-1.arrow", nil, 0o644)
+	_, errs, code := runCLI(t, "--log-format", "json", "kernel", "--kernels", "ref", "--seqlens", "64K", "--heads", "8:2", "--head-dim", "64",
+		"--masks", "full", "--passes", "bwd", "-n", "20", "--out", dir, "--run-id", "slow")
+	w.Close()
+	os.Stderr = stderr
+	logged, _ := io.ReadAll(r)
+	if code == 0 || !strings.Contains(errs, "exists") {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if !strings.Contains(string(logged), "this sweep will take about") || !strings.Contains(string(logged), `"longest_case":"ref full S=64K`) {
+		t.Errorf("no estimate logged:\n%s", logged)
+	}
+}
+
+// TestCPSeconds: a CP sweep's time is its cases' samples x passes x repetitions of the
+// global mask's FLOPs at the rate.
+func TestCPSeconds(t *testing.T) {
+	o := cpOptions{tokensPerRank: 1024, headDim: 64, samples: 3, warmup: 1, iters: 4, seed: 42,
+		passes: []kernels.Pass{kernels.Fwd, kernels.Bwd}, heads: []harness.Heads{{Q: 8, KV: 2}}}
+	cases := []cpCase{{method: "ring-p2p", mask: "full", heads: harness.Heads{Q: 8, KV: 2}}}
+	s := float64(4 * 1024)
+	flops := 4 * s * s * 8 * 64
+	want := 3 * (5*flops + (5*2.5+1)*flops) / 1e9
+	if got := cpSeconds(o, cases, 4, 1e9); got < want*0.999 || got > want*1.001 {
+		t.Errorf("cpSeconds = %g, want %g", got, want)
+	}
+}

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/longca/longca/results"
+	"github.com/longca/longca/spmd"
+	"github.com/urfave/cli/v2"
+)
+
+// resultsTarget checks where a command will write its rows, before any work: the run id
+// (given, or the folder's name) must be a valid one, and the folder must exist or be
+// creatable, and be writable. Bad input is a usage error naming --run-id or --out, so
+// that it is said once, before ranks start.
+func resultsTarget(out, runID string) (string, error) {
+	if runID == "" {
+		runID = filepath.Base(filepath.Clean(out))
+		if err := results.CheckRunID(runID); err != nil {
+			return "", usageError("--out %s: the folder's name is the run id by default, and %v: give --run-id", out, err)
+		}
+	} else if err := results.CheckRunID(runID); err != nil {
+		return "", usageError("--run-id: %v", err)
+	}
+	if err := writableDir(out); err != nil {
+		return "", usageError("--out %s: %v", out, err)
+	}
+	return runID, nil
+}
+
+// writableDir makes dir if needed and checks that a file can be created in it.
+func writableDir(dir string) error {
+	if st, err := os.Stat(dir); err == nil && !st.IsDir() {
+		return fmt.Errorf("is a file, not a folder")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return cleanPathError(err)
+	}
+	f, err := os.CreateTemp(dir, ".longca-probe-*")
+	if err != nil {
+		return fmt.Errorf("cannot write in it: %w", cleanPathError(err))
+	}
+	name := f.Name()
+	f.Close()
+	os.Remove(name)
+	return nil
+}
+
+// cleanPathError drops the operation and path from a *fs.PathError (the caller names the
+// flag and the path already).
+func cleanPathError(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// writableFileFlag checks that the file named by flag can be created (its folder exists
+// and is writable).
+func writableFileFlag(flag, path string) error {
+	dir := filepath.Dir(path)
+	st, err := os.Stat(dir)
+	if err != nil {
+		return usageError("--%s %s: its folder %s: %v", flag, path, dir, cleanPathError(err))
+	}
+	if !st.IsDir() {
+		return usageError("--%s %s: %s is not a folder", flag, path, dir)
+	}
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return usageError("--%s %s: is a folder: give a file name", flag, path)
+	}
+	f, err := os.CreateTemp(dir, ".longca-probe-*")
+	if err != nil {
+		return usageError("--%s %s: cannot write in %s: %v", flag, path, dir, cleanPathError(err))
+	}
+	name := f.Name()
+	f.Close()
+	os.Remove(name)
+	return nil
+}
+
+// usageOnRankZero keeps a usage error (exit status 2) to rank 0's output: every rank of
+// a launch finds the same bad flag, and one line says it. The other ranks exit with the
+// same status, silently.
+func usageOnRankZero(err error) error {
+	var ec cli.ExitCoder
+	if err == nil || !errors.As(err, &ec) || ec.ExitCode() != 2 {
+		return err
+	}
+	if w, derr := spmd.Discover(os.Getenv); derr == nil && w.Rank > 0 {
+		return cli.Exit("", 2)
+	}
+	return err
+}

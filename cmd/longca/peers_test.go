@@ -1,0 +1,166 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/longca/longca/kernels"
+	"github.com/longca/longca/kernels/external"
+	"github.com/longca/longca/kernels/external/externaltest"
+	"github.com/longca/longca/results"
+)
+
+func TestMain(m *testing.M) {
+	externaltest.MaybeServe() // this test binary re-executed as the fake worker
+	code := m.Run()
+	external.CloseAll()
+	os.Exit(code)
+}
+
+// fakeWorker sets up this test binary as an exec: worker in mode and returns its path.
+func fakeWorker(t *testing.T, mode string) string {
+	t.Helper()
+	t.Setenv(externaltest.FakeEnv, mode)
+	t.Setenv(externaltest.StateEnv, t.TempDir())
+	t.Cleanup(func() { // a worker of one mode must not serve the next test
+		external.CloseAll()
+		madeMu.Lock()
+		made = map[madeKey]kernels.Kernel{}
+		madeMu.Unlock()
+	})
+	return os.Args[0]
+}
+
+func smallPeerArgs(out string) []string {
+	return []string{"kernel", "--masks", "full,causal", "--seqlens", "256", "--heads", "4:2", "--head-dim", "16",
+		"-w", "0", "-n", "2", "--out", out}
+}
+
+// Peers through exec: are checked and timed beside each other, one column each, with
+// the ratio view; the rows record the worker's versions.
+func TestKernelSweepWithExecPeers(t *testing.T) {
+	w := fakeWorker(t, "ok")
+	out := t.TempDir()
+	stdout, stderr, code := runCLI(t, append(smallPeerArgs(out), "--kernels", "exec:"+w+":ref,exec:"+w+":fullonly,ref")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, s := range []string{"exec:" + w + ":ref", "exec:" + w + ":fullonly", "(x fastest)", "fastest", "Geomean"} {
+		if !strings.Contains(stdout, s) {
+			t.Fatalf("output lacks %q:\n%s", s, stdout)
+		}
+	}
+	rows, err := results.Load(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := map[string]results.Status{}
+	for _, r := range rows {
+		st[strings.TrimPrefix(r.Kernel, "exec:"+w+":")+"/"+r.Mask+"/"+r.Pass] = r.Status
+		if strings.HasPrefix(r.Kernel, "exec:") && !strings.Contains(r.KernelVersions, `"fake":"1.0"`) {
+			t.Errorf("%s: versions %s", r.Kernel, r.KernelVersions)
+		}
+	}
+	for key, want := range map[string]results.Status{
+		"ref/causal/fwd": results.StatusOK, "ref/causal/bwd": results.StatusOK, "fullonly/full/bwd": results.StatusOK,
+		"fullonly/causal/fwd": results.StatusUnsupported,
+	} {
+		if st[key] != want {
+			t.Errorf("%s: %s, want %s (all: %v)", key, st[key], want, st)
+		}
+	}
+}
+
+// A worker crash mid-case: with restart (the default) the sweep goes on with error
+// rows naming the exit status; with stop it ends after that case, exit status 1, its
+// rows kept.
+func TestWorkerCrashRestartOrStop(t *testing.T) {
+	w := fakeWorker(t, "crash")
+	out := t.TempDir()
+	_, stderr, code := runCLI(t, append(smallPeerArgs(out), "--kernels", "exec:"+w+":ref")...)
+	if code != 0 {
+		t.Fatalf("restart: exit %d: %s", code, stderr)
+	}
+	rows, err := results.Load(out)
+	if err != nil || len(rows) != 4 {
+		t.Fatalf("restart: %d rows, %v", len(rows), err)
+	}
+	for _, r := range rows {
+		if r.Status != results.StatusError || !strings.Contains(r.Reason, "exit status 3") {
+			t.Fatalf("restart: %s %s", r.Status, r.Reason)
+		}
+	}
+
+	w = fakeWorker(t, "crash")
+	out = t.TempDir()
+	_, stderr, code = runCLI(t, append(smallPeerArgs(out), "--kernels", "exec:"+w+":ref", "--on-worker-crash", "stop")...)
+	if code != 1 || !strings.Contains(stderr, "stopped after case 1 of 4") {
+		t.Fatalf("stop: exit %d: %s", code, stderr)
+	}
+	if rows, err := results.Load(out); err != nil || len(rows) != 1 {
+		t.Fatalf("stop: %d rows kept, want 1 (%v)", len(rows), err)
+	}
+}
+
+func TestExecPeerBadInputExits2(t *testing.T) {
+	for _, args := range [][]string{
+		{"kernel", "--kernels", "exec:/nonexistent/worker", "--dry-run"},
+		{"kernel", "--kernels", "ref", "--on-worker-crash", "sometimes", "--seqlens", "256", "--masks", "causal"},
+		{"kernel", "--kernels", "ref", "--worker-timeout", "-1s", "--seqlens", "256"},
+	} {
+		_, stderr, code := runCLI(t, args...)
+		if code != 2 {
+			t.Errorf("%v: exit %d, want 2: %s", args, code, stderr)
+		}
+	}
+}
+
+// Without a GPU or without torch, torch:flex cases are unsupported rows that say why,
+// and longca exits 0.
+func TestTorchPeerWithoutGPUIsUnsupported(t *testing.T) {
+	if os.Getenv("LONGCA_PYTHON") != "" {
+		t.Skip("LONGCA_PYTHON is set: this machine may have torch")
+	}
+	out := t.TempDir()
+	stdout, stderr, code := runCLI(t, append(smallPeerArgs(out), "--kernels", "torch:flex,torch:cudnn")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	rows, err := results.Load(out)
+	if err != nil || len(rows) != 8 {
+		t.Fatalf("%d rows, %v", len(rows), err)
+	}
+	for _, r := range rows {
+		if r.Status != results.StatusUnsupported || r.Reason == "" {
+			t.Fatalf("%s %s %s: %s %q", r.Kernel, r.Mask, r.Pass, r.Status, r.Reason)
+		}
+	}
+	if !strings.Contains(stdout, "unsupported") {
+		t.Fatalf("table does not show unsupported:\n%s", stdout)
+	}
+	t.Logf("reason: %s", rows[0].Reason)
+}
+
+// report --plot draws grouped bars beside the line plots.
+func TestReportBars(t *testing.T) {
+	w := fakeWorker(t, "ok")
+	out := t.TempDir()
+	if _, stderr, code := runCLI(t, append(smallPeerArgs(out), "--kernels", "exec:"+w+":ref,ref")...); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	plots := filepath.Join(t.TempDir(), "plots")
+	stdout, stderr, code := runCLI(t, "report", out, "--plot", plots)
+	if code != 0 {
+		t.Fatalf("report: exit %d: %s", code, stderr)
+	}
+	for _, f := range []string{"bars_causal_fwd_4-2.png", "causal_fwd_4-2.png"} {
+		if st, err := os.Stat(filepath.Join(plots, f)); err != nil || st.Size() < 1000 {
+			t.Fatalf("%s: %v", f, err)
+		}
+	}
+	if !strings.Contains(stdout, "(x fastest)") {
+		t.Fatalf("report lacks the ratio view:\n%s", stdout)
+	}
+}

@@ -1,0 +1,298 @@
+package harness
+
+import (
+	"bufio"
+	"fmt"
+	"math"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/longca/longca/kernels"
+	"github.com/longca/longca/tensor"
+)
+
+// Footprint is the memory a case holds at its peak, in bytes (float64: a request such as
+// 1e9 heads must not overflow before it is refused).
+type Footprint struct {
+	Host, Device float64
+}
+
+// Add is f + g.
+func (f Footprint) Add(g Footprint) Footprint {
+	return Footprint{Host: f.Host + g.Host, Device: f.Device + g.Device}
+}
+
+// Scale is f x n.
+func (f Footprint) Scale(n float64) Footprint {
+	return Footprint{Host: f.Host * n, Device: f.Device * n}
+}
+
+// Machine is what the estimates are held against.
+type Machine struct {
+	// HostBytes is the memory this process may still take: MemAvailable, or the cgroup's
+	// remaining limit when that is less.
+	HostBytes float64
+	// RefFLOPs is the CPU reference kernel's rate on this host (FLOP/s).
+	RefFLOPs float64
+	// DeviceFLOPs is the rate assumed of a GPU kernel (FLOP/s), for time estimates only.
+	DeviceFLOPs float64
+}
+
+// DefaultDeviceFLOPs is the rate assumed of a GPU kernel when estimating how long a sweep
+// takes: a fraction of an H100/H200's dense bf16 peak that attention kernels reach.
+const DefaultDeviceFLOPs = 300e12
+
+// DefaultRefFLOPs is the CPU reference's rate assumed when none was measured: about
+// what kernels/ref reaches on one core.
+const DefaultRefFLOPs = 1e9
+
+// fitFraction is the share of the available memory a case may plan to use: the rest is
+// the Go runtime's, the mask's and the other tensors' slack.
+const fitFraction = 0.85
+
+// ThisMachine reads the host memory this process may use (Linux: /proc/meminfo's
+// MemAvailable, and the cgroup v2 limit less its usage).
+func ThisMachine() Machine {
+	m := Machine{HostBytes: math.Inf(1), RefFLOPs: DefaultRefFLOPs, DeviceFLOPs: DefaultDeviceFLOPs}
+	if v, ok := memAvailable("/proc/meminfo"); ok {
+		m.HostBytes = v
+	}
+	if v, ok := cgroupRemaining("/sys/fs/cgroup"); ok && v < m.HostBytes {
+		m.HostBytes = v
+	}
+	return m
+}
+
+func memAvailable(path string) (float64, bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		if len(fs) >= 2 && fs[0] == "MemAvailable:" {
+			kb, err := strconv.ParseFloat(fs[1], 64)
+			return kb * 1024, err == nil
+		}
+	}
+	return 0, false
+}
+
+func cgroupRemaining(dir string) (float64, bool) {
+	read := func(name string) (float64, bool) {
+		b, err := os.ReadFile(dir + "/" + name)
+		if err != nil {
+			return 0, false
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(string(b)), 64)
+		return v, err == nil // "max" does not parse: no limit
+	}
+	limit, ok := read("memory.max")
+	if !ok {
+		return 0, false
+	}
+	used, _ := read("memory.current")
+	return max(limit-used, 0), true
+}
+
+// tensorBytes is the size of a [tokens, heads, dim] tensor of dt.
+func tensorBytes(tokens, heads, dim float64, dt tensor.DType) float64 {
+	return tokens * heads * dim * float64(dt.Size())
+}
+
+// timingBytes are the nine tensors a timed case holds (q, k, v, dout, out, lse, dq, dk,
+// dv: harness.buffers, and cp's per-rank inputs).
+func timingBytes(sq, sk, hq, hkv, d float64, dt tensor.DType) float64 {
+	return 4*tensorBytes(sq, hq, d, dt) + 4*tensorBytes(sk, hkv, d, dt) + sq*hq*4
+}
+
+// refBytes is what kernels/ref (float64) holds for one pass beyond its inputs and
+// outputs: the head-major float64 copies of q, k, v, its accumulators, each row's key
+// spans (rangesPerRow ranges a row) and every worker's score rows. A backward holds
+// more than the forward that runs before it (dout's copy, dsum, dq, dk, dv, the column
+// spans), and the forward's memory is garbage by then: the peak is the backward's, with
+// half the forward's again for the collector's lag.
+func refBytes(sq, sk, hq, hkv, d, rangesPerRow float64, pass kernels.Pass) float64 {
+	const f64, rangeBytes, sliceHeader, blockRows = 8, 16, 24, 16
+	workers := float64(runtime.GOMAXPROCS(0))
+	engine := f64 * (sq*hq*d + 2*sk*hkv*d)
+	spans := sq * (sliceHeader + rangesPerRow*rangeBytes)
+	fwd := engine + f64*(sq*hq*d+sq*hq) + spans + workers*2*blockRows*sk*f64
+	if pass == kernels.Fwd {
+		return fwd
+	}
+	bwd := engine + f64*(2*sq*hq*d+3*sq*hq) + f64*2*sk*hkv*d + spans + sk*(sliceHeader+rangesPerRow*rangeBytes) +
+		workers*2*blockRows*max(sq, sk)*f64
+	return bwd + fwd/2
+}
+
+// maskBytes is the mask a case builds: a few slices for static masks; for block-sparse
+// ones a slice per kept block per KV head.
+func maskBytes(c Case) (bytes, rangesPerRow float64) {
+	const sliceBytes = 48
+	if !c.Sparse.IsSparse() {
+		return 1 << 20, 4
+	}
+	blk := float64(max(c.Sparse.BlockSize(), 1))
+	blocks := math.Ceil(float64(c.SeqLen) / blk)
+	keep := math.Ceil(c.Sparse.Ratio * blocks)
+	return float64(c.Heads.KV) * blocks * keep * sliceBytes, keep
+}
+
+// KernelFootprint is the peak memory of one kernel case: the timing tensors (on the
+// device for a device kernel, on the host for a CPU one), the reference's working set
+// when the kernel is the CPU reference, the mask, and the check at its own size.
+// onDevice says whether the kernel runs on a GPU; isRef whether it is kernels/ref.
+func KernelFootprint(c Case, check bool, checkBudget float64, onDevice, isRef bool) Footprint {
+	s, hq, hkv, d := float64(c.SeqLen), float64(c.Heads.Q), float64(c.Heads.KV), float64(c.HeadDim)
+	mb, ranges := maskBytes(c)
+	buf := timingBytes(s, s, hq, hkv, d, c.DType)
+	largest := tensorBytes(s, hq, d, c.DType) // fillRandom's host staging tensor
+	var f Footprint
+	if onDevice {
+		f.Device = buf + FlushBytes
+		if c.Pass != kernels.Fwd {
+			f.Device += tensorBytes(s, hq, d, tensor.FP32) + 2*s*hq*4 // fp32 dq and Dsum/lse workspace
+		}
+		f.Host = largest + mb
+	} else {
+		f.Host = buf + largest + mb
+		if isRef {
+			f.Host += refBytes(s, s, hq, hkv, d, ranges, c.Pass)
+		}
+	}
+	if check {
+		n, h := checkSizeBound(c, checkBudget)
+		cs, chq, chkv := float64(n), float64(h.Q), float64(h.KV)
+		// inputs and outputs of the kernel, the float64 reference and the float32 naive
+		// baseline, and the kernel itself at the checked size
+		f.Host += 3*timingBytes(cs, cs, chq, chkv, d, tensor.FP64) + 2*refBytes(cs, cs, chq, chkv, d, ranges, kernels.FwdBwd)
+	}
+	return f
+}
+
+// checkSizeBound is CheckSize with the mask's area bounded by a full mask's: the size
+// the check runs at, or a larger one (the memory bound is then conservative).
+func checkSizeBound(c Case, budget float64) (int, Heads) {
+	if budget <= 0 {
+		budget = DefaultCheckBudget
+	}
+	area := func(n int) (int64, bool) {
+		a := float64(n) * float64(n)
+		if c.Mask == "causal" || strings.Contains(c.Mask, "causal") {
+			a /= 2
+		}
+		return int64(min(a, math.MaxInt64/2)), true
+	}
+	return CheckSize(c, area, budget)
+}
+
+// CaseSeconds estimates how long a case takes: warm-ups and timed repetitions of the
+// pass (a backward also runs its forward once) at rate, plus the check on the CPU
+// reference at its size. area is the mask's area (pairs).
+func CaseSeconds(c Case, area float64, warmup, iters int, rate float64, check bool, checkBudget, refRate float64) float64 {
+	p := kernels.Problem{HeadsQ: c.Heads.Q, HeadsKV: c.Heads.KV, HeadDim: c.HeadDim}
+	flops := func(pass kernels.Pass) float64 {
+		return 4 * area * float64(p.HeadsQ) * float64(p.HeadDim) * pass.FLOPsFactor()
+	}
+	sec := float64(warmup+iters) * flops(c.Pass) / rate
+	if c.Pass == kernels.Bwd {
+		sec += flops(kernels.Fwd) / rate
+	}
+	if check {
+		n, h := checkSizeBound(c, checkBudget)
+		scale := float64(n) * float64(n) / max(float64(c.SeqLen)*float64(c.SeqLen), 1) * float64(h.Q) / float64(c.Heads.Q)
+		// the reference, the naive baseline and the kernel itself, forward and backward
+		sec += 3 * 3.5 * flops(kernels.Fwd) * min(scale, 1) / refRate
+	}
+	return sec
+}
+
+// SizeError says that a case does not fit: which size, how much it needs, how much
+// there is.
+type SizeError struct {
+	What      string // "host memory" or "device memory"
+	Need, Has float64
+	Case      string
+}
+
+func (e *SizeError) Error() string {
+	return fmt.Sprintf("%s needs about %s of %s; %s available", e.Case, FormatBytes(e.Need), e.What, FormatBytes(e.Has))
+}
+
+// Fits checks f against the memory there is: the host's, and devBytes (0 when the
+// kernel is on the host). what names the case in the error.
+func (m Machine) Fits(f Footprint, devBytes float64, what string) error {
+	if f.Host > fitFraction*m.HostBytes {
+		return &SizeError{What: "host memory", Need: f.Host, Has: m.HostBytes, Case: what}
+	}
+	if devBytes > 0 && f.Device > fitFraction*devBytes {
+		return &SizeError{What: "device memory", Need: f.Device, Has: devBytes, Case: what}
+	}
+	return nil
+}
+
+// FormatBytes writes n as 1.5 GiB, 320 MiB, 12 KiB or 7 B (and "1e+21 B" past EiB).
+func FormatBytes(n float64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
+	i := 0
+	for n >= 1024 && i < len(units)-1 {
+		n /= 1024
+		i++
+	}
+	if i == 0 || n >= 100 {
+		return fmt.Sprintf("%.0f %s", n, units[i])
+	}
+	return fmt.Sprintf("%.1f %s", n, units[i])
+}
+
+// FormatDuration writes seconds as 40s, 12m, 3.5h, 6.2 days or 2.1 years.
+func FormatDuration(sec float64) string {
+	switch {
+	case math.IsInf(sec, 0) || sec > 1e12:
+		return "forever"
+	case sec < 120:
+		return time.Duration(sec * float64(time.Second)).Round(time.Second).String()
+	case sec < 7200:
+		return fmt.Sprintf("%.0fm", sec/60)
+	case sec < 2*86400:
+		return fmt.Sprintf("%.1fh", sec/3600)
+	case sec < 2*365*86400:
+		return fmt.Sprintf("%.1f days", sec/86400)
+	}
+	return fmt.Sprintf("%.1f years", sec/(365*86400))
+}
+
+// CPFootprint is one CP rank's peak memory: its share of the sequence (tokens, padding
+// included) as the nine timing tensors, the method's buffers (a ring step's incoming
+// and outgoing K, V blocks and partial outputs, an all-to-all's send and receive copies:
+// bounded by twice the inputs), the kernel's working set for one step (kernels/ref's when
+// isRef), and a fixed cost for the rank itself (goroutines, queues, the mask).
+func CPFootprint(tokens, hq, hkv, d int, dt tensor.DType, passes []kernels.Pass, onDevice, isRef bool) Footprint {
+	t, q, kv, dd := float64(tokens), float64(hq), float64(hkv), float64(d)
+	pass := kernels.Fwd
+	for _, p := range passes {
+		if p != kernels.Fwd {
+			pass = kernels.FwdBwd
+		}
+	}
+	data := timingBytes(t, t, q, kv, dd, dt)
+	method := 2*data + tensorBytes(t, q, dd, tensor.FP32) + t*q*8 // fp32 partial out and lse
+	var f Footprint
+	const perRank = 4 << 20
+	if onDevice {
+		f.Device = data + method
+		f.Host = perRank + data // host copies of the inputs while they are uploaded
+	} else {
+		f.Host = perRank + data + method
+	}
+	if isRef {
+		f.Host += refBytes(t, t, q, kv, dd, 4, pass)
+	}
+	return f
+}

@@ -1,0 +1,777 @@
+// longca's flash attention for Hopper (sm_90a): TMA loads into 128-byte-swizzled shared
+// memory, wgmma from shared memory (Q K^T) and from registers (P V), mbarrier pipelines,
+// and warp specialisation (one producer warpgroup issuing the copies, two consumer
+// warpgroups of 64 query rows each, registers moved to them with setmaxnreg). Masks
+// arrive as the same work lists as the sm_80 kernel (kernels/cuda/worklist.go): for each
+// 128-row query tile the 128-key tiles to visit, full (no per-element test) or partial
+// (the indices of the canonical slices touching it).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#define DEV __device__ __forceinline__
+#ifndef INFINITY
+#define INFINITY __int_as_float(0x7f800000)
+#endif
+typedef unsigned long long u64;
+
+#include "wgmma.cuh"
+
+// A TMA descriptor (CUtensorMap) made by cuTensorMapEncodeTiled on the host, passed by
+// value as a __grid_constant__ kernel parameter.
+struct __align__(64) TmaDesc {
+  unsigned long long v[16];
+};
+
+DEV unsigned smem_u32(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
+
+// ---- mbarriers -------------------------------------------------------------------
+DEV void mbar_init(u64 *b, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(b)), "r"(count) : "memory");
+}
+DEV void mbar_expect_tx(u64 *b, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(b)), "r"(bytes) : "memory");
+}
+DEV void mbar_arrive(u64 *b) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(b)) : "memory");
+}
+DEV bool mbar_try(u64 *b, unsigned parity) {
+  unsigned ok;
+  asm volatile(
+      "{\n.reg .pred p;\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+      "selp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(ok)
+      : "r"(smem_u32(b)), "r"(parity)
+      : "memory");
+  return ok != 0;
+}
+// Waits until the barrier's phase of the given parity has completed. A fresh barrier
+// counts its phase before the first as complete, so waiting for parity 1 passes at once.
+DEV void mbar_wait(u64 *b, unsigned parity) {
+  while (!mbar_try(b, parity)) {
+  }
+}
+
+// ---- TMA -------------------------------------------------------------------------
+// Copies the box at coordinates (c0, c1, c2) of the tensor map into shared memory,
+// completing bytes on the barrier.
+DEV void tma_load3(void *dst, const TmaDesc *map, u64 *bar, int c0, int c1, int c2) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], [%2];\n" ::"r"(
+          smem_u32(dst)),
+      "l"(reinterpret_cast<unsigned long long>(map)), "r"(smem_u32(bar)), "r"(c0), "r"(c1), "r"(c2)
+      : "memory");
+}
+DEV void tma_prefetch_desc(const TmaDesc *map) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<unsigned long long>(map)) : "memory");
+}
+
+// ---- wgmma -----------------------------------------------------------------------
+// The shared-memory matrix descriptor of a 128-byte-swizzled operand starting at p:
+// lbo and sbo are the leading and stride byte offsets (PTX ISA, "Matrix Descriptor").
+DEV u64 sw128_desc(const void *p, unsigned lbo, unsigned sbo) {
+  u64 d = (u64)((smem_u32(p) & 0x3FFFF) >> 4);
+  d |= (u64)((lbo >> 4) & 0x3FFF) << 16;
+  d |= (u64)((sbo >> 4) & 0x3FFF) << 32;
+  d |= (u64)1 << 62;
+  return d;
+}
+DEV void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+DEV void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N> DEV void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
+// Keeps the compiler from moving accesses of accumulator registers across wgmma calls.
+template <int R> DEV void reg_fence(float (&r)[R]) {
+#pragma unroll
+  for (int i = 0; i < R; i++) asm volatile("" : "+f"(r[i])::"memory");
+}
+
+template <typename T> struct Ops;
+template <> struct Ops<__nv_bfloat16> {
+  template <int TB> static DEV void ss128(float (&d)[64], u64 a, u64 b, int s) { wgmma_ss_bf16_n128<0, TB>(d, a, b, s); }
+  template <int TA, int TB> static DEV void ss64(float (&d)[32], u64 a, u64 b, int s) { wgmma_ss_bf16_n64<TA, TB>(d, a, b, s); }
+  template <int TB> static DEV void rs128(float (&d)[64], const unsigned (&a)[4], u64 b, int s) { wgmma_rs_bf16_n128<TB>(d, a, b, s); }
+  template <int TB> static DEV void rs64(float (&d)[32], const unsigned (&a)[4], u64 b, int s) { wgmma_rs_bf16_n64<TB>(d, a, b, s); }
+  static DEV unsigned pack(float lo, float hi) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<unsigned *>(&v);
+  }
+};
+template <> struct Ops<__half> {
+  template <int TB> static DEV void ss128(float (&d)[64], u64 a, u64 b, int s) { wgmma_ss_fp16_n128<0, TB>(d, a, b, s); }
+  template <int TA, int TB> static DEV void ss64(float (&d)[32], u64 a, u64 b, int s) { wgmma_ss_fp16_n64<TA, TB>(d, a, b, s); }
+  template <int TB> static DEV void rs128(float (&d)[64], const unsigned (&a)[4], u64 b, int s) { wgmma_rs_fp16_n128<TB>(d, a, b, s); }
+  template <int TB> static DEV void rs64(float (&d)[32], const unsigned (&a)[4], u64 b, int s) { wgmma_rs_fp16_n64<TB>(d, a, b, s); }
+  static DEV unsigned pack(float lo, float hi) {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<unsigned *>(&v);
+  }
+};
+
+// O (m64 x D) += P (m64 x k16, registers) * V (k16 x D, MN-major in shared memory).
+template <typename T, int D> struct PV;
+template <typename T> struct PV<T, 128> {
+  static DEV void run(float (&o)[64], const unsigned (&a)[4], u64 db) { Ops<T>::template rs128<1>(o, a, db, 1); }
+};
+template <typename T> struct PV<T, 64> {
+  static DEV void run(float (&o)[32], const unsigned (&a)[4], u64 db) { Ops<T>::template rs64<1>(o, a, db, 1); }
+};
+
+// ---- bulk copies and reductions -----------------------------------------------------
+// Copies bytes (a multiple of 16, both addresses 16-byte aligned) from global memory into
+// shared memory, completing them on the barrier.
+DEV void bulk_load(void *dst, const void *src, unsigned bytes, u64 *bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(smem_u32(dst)),
+               "l"(reinterpret_cast<unsigned long long>(src)), "r"(bytes), "r"(smem_u32(bar))
+               : "memory");
+}
+// Adds the shared-memory box at src into the global tile at (c0, c1) of the tensor map.
+DEV void tma_reduce_add2(const TmaDesc *map, const void *src, int c0, int c1) {
+  asm volatile("cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3}], [%1];\n" ::"l"(
+                   reinterpret_cast<unsigned long long>(map)),
+               "r"(smem_u32(src)), "r"(c0), "r"(c1)
+               : "memory");
+}
+DEV void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+DEV void bulk_wait_read0() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
+DEV void bulk_wait0() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+// Orders this thread's ordinary shared-memory writes before later reads by the async
+// proxy (wgmma, TMA).
+DEV void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// A barrier among some warps: id 1-15, count threads (a multiple of 32).
+DEV void named_sync(int id, int count) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory"); }
+
+struct WorkList {
+  const int *order, *start, *entries, *refs, *slices;
+  int row_tiles, per_head;
+};
+
+// Sets the scores of a partial tile's masked pairs to -inf. The thread holds rows r0 and
+// r0 + 8 and, of each group of 8 keys from k0, keys 2t and 2t+1 (the wgmma accumulator
+// layout): each slice gives each row an interval of allowed keys, read once per slice.
+template <int N> DEV void mask_tile(float (&sc)[N / 2], const WorkList &wl, int ref, int r0, int k0, int t) {
+  unsigned long long bits = 0;
+  const int n = wl.refs[ref];
+  for (int x = 0; x < n; x++) {
+    const int *sl = wl.slices + 6 * wl.refs[ref + 1 + x];
+    const int qa = sl[0], qb = sl[1], ka = sl[2], kb = sl[3], lo = sl[4], hi = sl[5];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+      const int qi = r0 + r * 8;
+      const int kl = max(ka, qi + lo), kh = min(kb - 1, qi + hi);
+      const bool in = qi >= qa && qi < qb;
+#pragma unroll
+      for (int j = 0; j < N / 8; j++)
+#pragma unroll
+        for (int cc = 0; cc < 2; cc++) {
+          const int ki = k0 + j * 8 + 2 * t + cc;
+          if (in && ki >= kl && ki <= kh) bits |= 1ull << (j * 4 + r * 2 + cc);
+        }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < N / 2; j++)
+    if (!(bits >> j & 1ull)) sc[j] = -INFINITY;
+}
+
+// ---- the forward -------------------------------------------------------------------
+// A block owns one 128-row query tile of one query head. Warpgroup 0 produces: its first
+// thread loads Q once and then K and V tiles of the work list into a STAGES-deep ring.
+// Warpgroups 1 and 2 consume, 64 query rows each: S = Q K^T by wgmma from shared memory,
+// the mask and the online softmax in registers, O += P V by wgmma with P from registers.
+constexpr int SBM = 128, SBN = 128, STAGES = 2, SNT = 384;
+constexpr int CHUNK = 64;  // columns of one 128-byte swizzled chunk (16-bit elements)
+
+template <int D> struct SmemLayout {
+  static constexpr int kChunks = D / CHUNK;
+  static constexpr int kQBytes = SBM * D * 2;
+  static constexpr int kKVBytes = SBN * D * 2;
+  static constexpr int kQ = 0;                       // [2] Q tiles (the next work item's loads early)
+  static constexpr int kK = kQ + 2 * kQBytes;
+  static constexpr int kV = kK + STAGES * kKVBytes;
+  static constexpr int kBar = kV + STAGES * kKVBytes;
+  // barriers: fullQ[2], emptyQ[2], fullK[S], fullV[S], emptyK[S], emptyV[S]
+  static constexpr int kBytes = kBar + 8 * (4 + 4 * STAGES) + 1024;  // + alignment slack
+};
+
+// A work item of the forward: query tile qt of head h, its entries e0 .. e1 of the work
+// list. Items are numbered as the non-persistent grid is laid out, heads fastest, row
+// tiles in the list's (heaviest first) order.
+struct FwdItem {
+  int h, kvh, qt, e0, e1;
+};
+DEV FwdItem fwd_item(const WorkList &wl, int item, int hq, int hkv) {
+  FwdItem it;
+  it.h = item % hq;
+  it.kvh = it.h / (hq / hkv);
+  const int list = wl.per_head ? it.kvh : 0;
+  it.qt = wl.order[list * wl.row_tiles + item / hq];
+  it.e0 = wl.start[list * (wl.row_tiles + 1) + it.qt];
+  it.e1 = wl.start[list * (wl.row_tiles + 1) + it.qt + 1];
+  return it;
+}
+
+// The forward. Without PERSIST a block does the one work item of its grid position; with
+// it, a grid of one block per multiprocessor walks items blockIdx.x, + gridDim.x, ...: the
+// producer then loads the next item's Q and K/V tiles while the consumers finish the
+// last one.
+template <int D, typename T, bool PERSIST>
+DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__restrict__ o, float *__restrict__ lse,
+                  int sq, int sk, int hq, int hkv, float scale_log2, WorkList wl) {
+  using L = SmemLayout<D>;
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
+  T *sQs = reinterpret_cast<T *>(smem + L::kQ);
+  T *sK = reinterpret_cast<T *>(smem + L::kK);
+  T *sV = reinterpret_cast<T *>(smem + L::kV);
+  u64 *bars = reinterpret_cast<u64 *>(smem + L::kBar);
+  u64 *fullQ = bars, *emptyQ = bars + 2, *fullK = bars + 4, *fullV = fullK + STAGES, *emptyK = fullV + STAGES,
+      *emptyV = emptyK + STAGES;
+
+  const int tid = threadIdx.x, wg = tid / 128;
+  const int items = hq * wl.row_tiles;
+  const int first = PERSIST ? blockIdx.x : blockIdx.y * hq + blockIdx.x;
+  const int step = PERSIST ? gridDim.x : items;
+
+  if (tid == 0) {
+    for (int b = 0; b < 2; b++) {
+      mbar_init(&fullQ[b], 1);
+      mbar_init(&emptyQ[b], 256);
+    }
+    for (int s = 0; s < STAGES; s++) {
+      mbar_init(&fullK[s], 1);
+      mbar_init(&fullV[s], 1);
+      mbar_init(&emptyK[s], 256);
+      mbar_init(&emptyV[s], 256);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+    if (tid == 0) {
+      tma_prefetch_desc(&tq);
+      tma_prefetch_desc(&tk);
+      tma_prefetch_desc(&tv);
+      int n = 0, qn = 0;  // tiles and Q tiles loaded so far: their ring positions
+      for (int item = first; item < items; item += step) {
+        const FwdItem it = fwd_item(wl, item, hq, hkv);
+        if (it.e0 == it.e1) continue;
+        const int qb = qn & 1;
+        mbar_wait(&emptyQ[qb], ((qn >> 1) & 1) ^ 1);
+        mbar_expect_tx(&fullQ[qb], L::kQBytes);
+#pragma unroll
+        for (int c = 0; c < L::kChunks; c++)
+          tma_load3(sQs + qb * SBM * D + c * SBM * CHUNK, &tq, &fullQ[qb], c * CHUNK, it.h, it.qt * SBM);
+        qn++;
+        for (int e = it.e0; e < it.e1; e++, n++) {
+          const int s = n % STAGES;
+          const unsigned ph = (n / STAGES) & 1;
+          const int kt = wl.entries[2 * e];
+          mbar_wait(&emptyK[s], ph ^ 1);
+          mbar_expect_tx(&fullK[s], L::kKVBytes);
+#pragma unroll
+          for (int c = 0; c < L::kChunks; c++)
+            tma_load3(sK + s * SBN * D + c * SBN * CHUNK, &tk, &fullK[s], c * CHUNK, it.kvh, kt * SBN);
+          mbar_wait(&emptyV[s], ph ^ 1);
+          mbar_expect_tx(&fullV[s], L::kKVBytes);
+#pragma unroll
+          for (int c = 0; c < L::kChunks; c++)
+            tma_load3(sV + s * SBN * D + c * SBN * CHUNK, &tv, &fullV[s], c * CHUNK, it.kvh, kt * SBN);
+        }
+      }
+    }
+    return;
+  }
+
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+  const int cw = wg - 1;                  // consumer warpgroup: query rows 64 cw .. 64 cw + 63
+  const int lt = tid % 128, warp = lt / 32, lane = lt % 32, g = lane / 4, t = lane % 4;
+  constexpr int OR = D / 2;                // O accumulator registers (m64 x D)
+  int n = 0, qn = 0;                       // tiles and Q tiles consumed so far
+  for (int item = first; item < items; item += step) {
+  const FwdItem itm = fwd_item(wl, item, hq, hkv);
+  const int h = itm.h, e0 = itm.e0, e1 = itm.e1, q0 = itm.qt * SBM;
+  const int r0 = q0 + cw * 64 + warp * 16 + g;  // this thread's rows: r0 and r0 + 8
+  float acc[OR];
+#pragma unroll
+  for (int i = 0; i < OR; i++) acc[i] = 0.f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+  const int qb = qn & 1;
+  if (e0 < e1) mbar_wait(&fullQ[qb], (qn >> 1) & 1);
+  const T *qw = sQs + qb * SBM * D + cw * 64 * CHUNK;  // this warpgroup's 64 rows of each chunk
+  // S = Q K^T of the tile in stage s, issued (not waited for)
+  auto issue_qk = [&](float(&sc)[64], int s) {
+    const T *cK = sK + s * SBN * D;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++) {
+      const int c = kk / 4, k16 = (kk % 4) * 16;
+      const u64 da = sw128_desc(qw + c * SBM * CHUNK + k16, 16, 1024);
+      const u64 db = sw128_desc(cK + c * SBN * CHUNK + k16, 16, 1024);
+      Ops<T>::template ss128<0>(sc, da, db, kk > 0);
+    }
+  };
+  // O += P V of the tile in stage s, issued: keys kk*16 .. kk*16+15 are 16 rows of 128
+  // bytes in every chunk, chunks SBN*128 bytes apart
+  auto issue_pv = [&](const unsigned(&pa)[SBN / 16][4], int s) {
+    const T *cV = sV + s * SBN * D;
+#pragma unroll
+    for (int kk = 0; kk < SBN / 16; kk++) PV<T, D>::run(acc, pa[kk], sw128_desc(cV + kk * 16 * CHUNK, SBN * CHUNK * 2, 1024));
+  };
+  // the scores of entry e to P (packed), with the row maxima m moved on; alpha rescales
+  // what was accumulated before, sum is the rows' new mass
+  auto softmax = [&](float(&sc)[64], int e, unsigned(&pa)[SBN / 16][4], float(&alpha)[2], float(&sum)[2]) {
+    const int kt = wl.entries[2 * e], ref = wl.entries[2 * e + 1];
+#pragma unroll
+    for (int j = 0; j < 64; j++) sc[j] *= scale_log2;
+    if (ref >= 0) mask_tile<SBN>(sc, wl, ref, r0, kt * SBN, t);
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+      float mx = m[r];
+#pragma unroll
+      for (int j = 0; j < SBN / 8; j++) mx = fmaxf(mx, fmaxf(sc[4 * j + 2 * r], sc[4 * j + 2 * r + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
+      const float use = mx == -INFINITY ? 0.f : mx;
+      alpha[r] = exp2f(m[r] - use);  // 0 when m[r] is -inf
+      m[r] = mx;
+      float sm = 0.f;
+#pragma unroll
+      for (int j = 0; j < SBN / 8; j++) {
+        sc[4 * j + 2 * r] = exp2f(sc[4 * j + 2 * r] - use);
+        sc[4 * j + 2 * r + 1] = exp2f(sc[4 * j + 2 * r + 1] - use);
+        sm += sc[4 * j + 2 * r] + sc[4 * j + 2 * r + 1];
+      }
+      sum[r] = sm;
+    }
+#pragma unroll
+    for (int kk = 0; kk < SBN / 16; kk++)
+#pragma unroll
+      for (int x = 0; x < 4; x++) pa[kk][x] = Ops<T>::pack(sc[8 * kk + 2 * x], sc[8 * kk + 2 * x + 1]);
+  };
+  auto rescale = [&](const float(&alpha)[2], const float(&sum)[2]) {
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+      l[r] = l[r] * alpha[r] + sum[r];
+#pragma unroll
+      for (int j = 0; j < D / 8; j++) {
+        acc[4 * j + 2 * r] *= alpha[r];
+        acc[4 * j + 2 * r + 1] *= alpha[r];
+      }
+    }
+  };
+
+  float sc[64], alpha[2], sum[2];
+  unsigned pa[SBN / 16][4];
+  // one tile at a time: S, softmax, P V (issuing tile i's Q K^T with tile i-1's P V, the
+  // softmax overlapping the product, measured 10% slower with two consumer warpgroups:
+  // docs/perf.md)
+  for (int e = e0; e < e1; e++) {
+    const int i = n + e - e0, s = i % STAGES;
+    const unsigned ph = (i / STAGES) & 1;
+    mbar_wait(&fullK[s], ph);
+    wgmma_fence();
+    issue_qk(sc, s);
+    wgmma_commit();
+    wgmma_wait<0>();
+    reg_fence(sc);
+    mbar_arrive(&emptyK[s]);
+    softmax(sc, e, pa, alpha, sum);
+    rescale(alpha, sum);
+    mbar_wait(&fullV[s], ph);
+    reg_fence(acc);
+    wgmma_fence();
+    issue_pv(pa, s);
+    wgmma_commit();
+    wgmma_wait<0>();
+    reg_fence(acc);
+    mbar_arrive(&emptyV[s]);
+  }
+
+  if (e0 < e1) {
+    mbar_arrive(&emptyQ[qb]);
+    qn++;
+    n += e1 - e0;
+  }
+  // finish: out = acc / l, lse = m ln2 + ln l; empty rows give 0 and -inf
+  const long long qs = (long long)hq * D;
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
+    float sum = l[r];
+    sum += __shfl_xor_sync(0xffffffff, sum, 1);
+    sum += __shfl_xor_sync(0xffffffff, sum, 2);
+    const int qi = r0 + r * 8;
+    const float inv = sum > 0.f ? 1.f / sum : 0.f;
+    if (qi < sq) {
+      T *orow = o + (long long)qi * qs + (long long)h * D;
+#pragma unroll
+      for (int j = 0; j < D / 8; j++)
+        *reinterpret_cast<unsigned *>(orow + j * 8 + 2 * t) = Ops<T>::pack(acc[4 * j + 2 * r] * inv, acc[4 * j + 2 * r + 1] * inv);
+      if (t == 0) lse[(long long)h * sq + qi] = sum > 0.f ? m[r] * 0.6931471805599453f + logf(sum) : -INFINITY;
+    }
+  }
+  }
+}
+
+// ---- the backward -------------------------------------------------------------------
+// A block owns 128 keys of one KV head and walks the transposed work list (the 64-query
+// tiles touching them) for every query head of the group. Warpgroup 0 produces: K and V
+// once, then per step a Q tile, a dO tile and their rows of lse*log2(e) and Dsum into a
+// STAGES-deep ring. Warpgroups 1 and 2 own 64 keys each: S^T = K Q^T and dP^T = V dO^T by
+// wgmma from shared memory; P^T and dS^T in registers; dV += P^T dO and dK += dS^T Q by
+// wgmma with A from registers (dK and dV stay in registers for the whole walk); dS^T to
+// shared memory for dQ = dS K, staged in shared memory as fp32 and added into the dQ
+// accumulator by a TMA reduction (no per-element atomics). With D = 128 each warpgroup
+// computes 64 of dQ's columns over all 128 keys (one 32 KB reduction a step); with D = 64
+// each adds its own keys' share of all columns.
+constexpr int BBM9 = 64, BBN9 = 128;
+
+template <int D> struct BwdLayout {
+  static constexpr int kChunks = D / CHUNK;
+  static constexpr bool kSplit = D == 128;  // dQ columns split between the warpgroups
+  static constexpr int kKV = BBN9 * D * 2;
+  static constexpr int kQT = BBM9 * D * 2;
+  static constexpr int kK = 0;
+  static constexpr int kV = kK + kKV;
+  static constexpr int kQ = kV + kKV;                  // [STAGES] Q tiles
+  static constexpr int kdO = kQ + STAGES * kQT;        // [STAGES] dO tiles
+  static constexpr int kdS = kdO + STAGES * kQT;       // [2][BBN9 keys][BBM9 queries] dS^T
+  static constexpr int kdQ = kdS + 2 * BBN9 * BBM9 * 2;  // [2 warpgroups][BBM9][64] fp32
+  static constexpr int kL = kdQ + 2 * BBM9 * 64 * 4;     // [STAGES][BBM9] lse * log2(e)
+  static constexpr int kDs = kL + STAGES * BBM9 * 4;     // [STAGES][BBM9] Dsum
+  static constexpr int kBar = kDs + STAGES * BBM9 * 4;   // fullKV, fullQ[S], emptyQ[S], dqFull[2], dqEmpty[2]
+  static constexpr int kBytes = kBar + 8 * (5 + 2 * STAGES) + 1024;
+};
+
+// With DQW a warp of the producer warpgroup issues the dQ reductions: a consumer warpgroup
+// hands its staged dQ over through an mbarrier and goes on; without it, the consumer
+// warpgroup's first thread issues them and the warpgroup waits at two named barriers.
+template <int D, typename T, bool DQW>
+DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const TmaDesc &tdo, const TmaDesc &tdq,
+                  const float *__restrict__ lse2, const float *__restrict__ dsum, T *__restrict__ dk,
+                  T *__restrict__ dv, int sq, int sk, int hq, int hkv, int sq_pad, float scale, float scale_log2,
+                  WorkList wl) {
+  using L = BwdLayout<D>;
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
+  T *sK = reinterpret_cast<T *>(smem + L::kK);
+  T *sV = reinterpret_cast<T *>(smem + L::kV);
+  T *sQ = reinterpret_cast<T *>(smem + L::kQ);
+  T *sdO = reinterpret_cast<T *>(smem + L::kdO);
+  T *sdS = reinterpret_cast<T *>(smem + L::kdS);
+  float *sdQ = reinterpret_cast<float *>(smem + L::kdQ);
+  float *sL = reinterpret_cast<float *>(smem + L::kL);
+  float *sDs = reinterpret_cast<float *>(smem + L::kDs);
+  u64 *bars = reinterpret_cast<u64 *>(smem + L::kBar);
+  u64 *fullKV = bars, *fullQ = bars + 1, *emptyQ = fullQ + STAGES, *dqFull = emptyQ + STAGES, *dqEmpty = dqFull + 2;
+
+  const int tid = threadIdx.x, wg = tid / 128;
+  const int kvh = blockIdx.x, group = hq / hkv, list = wl.per_head ? kvh : 0;
+  const int kt = wl.order[list * wl.row_tiles + blockIdx.y];
+  const int e0 = wl.start[list * (wl.row_tiles + 1) + kt], e1 = wl.start[list * (wl.row_tiles + 1) + kt + 1];
+  const int ne = e1 - e0, iters = ne * group;
+  // Blocks start at different query tiles (a rotation by key tile), so that blocks
+  // running together add into different dQ rows.
+  const int rot = ne > 0 ? (kt * 7) % ne : 0;
+  const int k0 = kt * BBN9;
+
+  if (tid == 0) {
+    mbar_init(fullKV, 1);
+    for (int s = 0; s < STAGES; s++) {
+      mbar_init(&fullQ[s], 1);
+      mbar_init(&emptyQ[s], 256);
+    }
+    for (int c = 0; c < 2; c++) {
+      mbar_init(&dqFull[c], 128);
+      mbar_init(&dqEmpty[c], 1);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+    if (tid == 0 && iters > 0) {
+      tma_prefetch_desc(&tq);
+      tma_prefetch_desc(&tdo);
+      mbar_expect_tx(fullKV, 2 * L::kKV);
+#pragma unroll
+      for (int c = 0; c < L::kChunks; c++) {
+        tma_load3(sK + c * BBN9 * CHUNK, &tk, fullKV, c * CHUNK, kvh, k0);
+        tma_load3(sV + c * BBN9 * CHUNK, &tv, fullKV, c * CHUNK, kvh, k0);
+      }
+      for (int it = 0; it < iters; it++) {
+        const int s = it % STAGES;
+        const unsigned ph = (it / STAGES) & 1;
+        const int h = kvh * group + it / ne, e = e0 + (it % ne + rot) % ne, q0 = wl.entries[2 * e] * BBM9;
+        mbar_wait(&emptyQ[s], ph ^ 1);
+        mbar_expect_tx(&fullQ[s], 2 * L::kQT + 2 * BBM9 * 4);
+#pragma unroll
+        for (int c = 0; c < L::kChunks; c++) {
+          tma_load3(sQ + s * BBM9 * D + c * BBM9 * CHUNK, &tq, &fullQ[s], c * CHUNK, h, q0);
+          tma_load3(sdO + s * BBM9 * D + c * BBM9 * CHUNK, &tdo, &fullQ[s], c * CHUNK, h, q0);
+        }
+        bulk_load(sL + s * BBM9, lse2 + (long long)h * sq_pad + q0, BBM9 * 4, &fullQ[s]);
+        bulk_load(sDs + s * BBM9, dsum + (long long)h * sq_pad + q0, BBM9 * 4, &fullQ[s]);
+      }
+    }
+    if (DQW && tid == 32) {  // the dQ writer
+      for (int it = 0; it < iters; it++) {
+        const int h = kvh * group + it / ne, e = e0 + (it % ne + rot) % ne, q0 = wl.entries[2 * e] * BBM9;
+#pragma unroll
+        for (int c = 0; c < 2; c++) {
+          mbar_wait(&dqFull[c], it & 1);
+          tma_reduce_add2(&tdq, sdQ + c * BBM9 * 64, L::kSplit ? c * 64 : 0, h * sq_pad + q0);
+          bulk_commit();
+        }
+#pragma unroll
+        for (int c = 0; c < 2; c++) {
+          // the stages have been read: hand them back (both at once: wait_group is per thread)
+          if (c == 0) bulk_wait_read0();
+          mbar_arrive(&dqEmpty[c]);
+        }
+      }
+      bulk_wait0();
+    }
+    return;
+  }
+
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+  const int cw = wg - 1;  // consumer warpgroup: keys 64 cw .. 64 cw + 63 of the block
+  const int lt = tid % 128, warp = lt / 32, lane = lt % 32, g = lane / 4, t = lane % 4;
+  const int kr = cw * 64 + warp * 16 + g;  // this thread's key rows in the block: kr, kr + 8
+  constexpr int OR = D / 2;
+
+  float dka[OR], dva[OR];
+#pragma unroll
+  for (int i = 0; i < OR; i++) dka[i] = dva[i] = 0.f;
+  float *stage = sdQ + cw * BBM9 * 64;
+  if (iters > 0) mbar_wait(fullKV, 0);
+
+  for (int it = 0; it < iters; it++) {
+    const int s = it % STAGES;
+    const unsigned ph = (it / STAGES) & 1;
+    const int h = kvh * group + it / ne, e = e0 + (it % ne + rot) % ne;
+    const int q0 = wl.entries[2 * e] * BBM9, ref = wl.entries[2 * e + 1];
+    const T *cQ = sQ + s * BBM9 * D, *cdO = sdO + s * BBM9 * D;
+    const float *cL = sL + s * BBM9, *cDs = sDs + s * BBM9;
+    T *dS = sdS + (it & 1) * BBN9 * BBM9;
+
+    float st[32], dpt[32];
+    mbar_wait(&fullQ[s], ph);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++) {
+      const int c = kk / 4, k16 = (kk % 4) * 16;
+      const T *ka = sK + c * BBN9 * CHUNK + cw * 64 * CHUNK + k16;
+      const T *va = sV + c * BBN9 * CHUNK + cw * 64 * CHUNK + k16;
+      const T *qb = cQ + c * BBM9 * CHUNK + k16, *ob = cdO + c * BBM9 * CHUNK + k16;
+      Ops<T>::template ss64<0, 0>(st, sw128_desc(ka, 16, 1024), sw128_desc(qb, 16, 1024), kk > 0);
+      Ops<T>::template ss64<0, 0>(dpt, sw128_desc(va, 16, 1024), sw128_desc(ob, 16, 1024), kk > 0);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    reg_fence(st);
+    reg_fence(dpt);
+
+    // the allowed bits of a partial tile: each slice gives each key row an interval of
+    // allowed queries
+    unsigned bits = 0xffffffffu;
+    if (ref >= 0) {
+      bits = 0;
+      const int n = wl.refs[ref];
+      for (int x = 0; x < n; x++) {
+        const int *sl = wl.slices + 6 * wl.refs[ref + 1 + x];
+        const int qa = sl[0], qb = sl[1], ka = sl[2], kb = sl[3], lo = sl[4], hi = sl[5];
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+          const int ki = k0 + kr + r * 8;
+          const int ql = max(qa, ki - hi), qh = min(qb - 1, ki - lo);
+          const bool in = ki >= ka && ki < kb;
+#pragma unroll
+          for (int j = 0; j < BBM9 / 8; j++)
+#pragma unroll
+            for (int cc = 0; cc < 2; cc++) {
+              const int qi = q0 + j * 8 + 2 * t + cc;
+              if (in && qi >= ql && qi <= qh) bits |= 1u << (j * 4 + r * 2 + cc);
+            }
+        }
+      }
+    }
+    // P^T = exp2(S^T scale log2e - lse log2e) on allowed pairs; dS^T = P^T (dP^T - Dsum)
+#pragma unroll
+    for (int j = 0; j < BBM9 / 8; j++)
+#pragma unroll
+      for (int c = 0; c < 4; c++) {
+        const int ql = j * 8 + 2 * t + (c % 2);
+        const bool ok = bits >> (j * 4 + c) & 1u;
+        const float p = ok ? exp2f(st[4 * j + c] * scale_log2 - cL[ql]) : 0.f;
+        st[4 * j + c] = p;
+        dpt[4 * j + c] = p * (dpt[4 * j + c] - cDs[ql]);
+      }
+    unsigned pa[4][4], sa[4][4];
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+      for (int x = 0; x < 4; x++) {
+        pa[kk][x] = Ops<T>::pack(st[8 * kk + 2 * x], st[8 * kk + 2 * x + 1]);
+        sa[kk][x] = Ops<T>::pack(dpt[8 * kk + 2 * x], dpt[8 * kk + 2 * x + 1]);
+      }
+    // dV += P^T dO and dK += dS^T Q: queries are the reduction dimension; dO and Q are
+    // MN-major B operands (chunks of 64 columns, BBM9 rows of 128 bytes apart)
+    reg_fence(dva);
+    reg_fence(dka);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) {
+      PV<T, D>::run(dva, pa[kk], sw128_desc(cdO + kk * 16 * CHUNK, BBM9 * CHUNK * 2, 1024));
+      PV<T, D>::run(dka, sa[kk], sw128_desc(cQ + kk * 16 * CHUNK, BBM9 * CHUNK * 2, 1024));
+    }
+    wgmma_commit();
+    // dS^T to shared memory (rows keys, 64 query columns: one 128-byte swizzled row each)
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+      for (int x = 0; x < 4; x++) {
+        const int row = kr + (x & 1) * 8, col = kk * 16 + (x >> 1) * 8 + 2 * t;
+        const int off = row * CHUNK + ((((col >> 3) ^ (row & 7))) << 3) + (col & 7);
+        *reinterpret_cast<unsigned *>(dS + off) = sa[kk][x];
+      }
+    fence_async_smem();
+    if (L::kSplit)
+      named_sync(1, 256);  // both halves of dS^T written
+    else
+      named_sync(2 + cw, 128);
+    // dQ (64 queries x 64 columns) = dS K: A = dS^T read MN-major, B = K MN-major
+    float dqa[32];
+    wgmma_fence();
+    if (L::kSplit) {
+#pragma unroll
+      for (int kk = 0; kk < BBN9 / 16; kk++)
+        Ops<T>::template ss64<1, 1>(dqa, sw128_desc(dS + kk * 16 * CHUNK, 16, 1024),
+                                    sw128_desc(sK + cw * BBN9 * CHUNK + kk * 16 * CHUNK, 16, 1024), kk > 0);
+    } else {
+#pragma unroll
+      for (int kk = 0; kk < 4; kk++)
+        Ops<T>::template ss64<1, 1>(dqa, sw128_desc(dS + (cw * 64 + kk * 16) * CHUNK, 16, 1024),
+                                    sw128_desc(sK + (cw * 64 + kk * 16) * CHUNK, 16, 1024), kk > 0);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    reg_fence(dva);
+    reg_fence(dka);
+    reg_fence(dqa);
+    mbar_arrive(&emptyQ[s]);
+    // stage dQ * scale as fp32 rows of 64 columns and add it into the accumulator
+    if (DQW) {
+      mbar_wait(&dqEmpty[cw], (it & 1) ^ 1);  // the writer has read the last one
+    } else {
+      if (lt == 0) bulk_wait_read0();  // the previous reduction has read the stage
+      named_sync(2 + cw, 128);
+    }
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+#pragma unroll
+      for (int r = 0; r < 2; r++) {
+        const int row = warp * 16 + g + r * 8, col = j * 8 + 2 * t;
+        *reinterpret_cast<float2 *>(stage + row * 64 + col) = make_float2(dqa[4 * j + 2 * r] * scale, dqa[4 * j + 2 * r + 1] * scale);
+      }
+    fence_async_smem();
+    if (DQW) {
+      mbar_arrive(&dqFull[cw]);
+    } else {
+      named_sync(2 + cw, 128);
+      if (lt == 0) {
+        tma_reduce_add2(&tdq, stage, L::kSplit ? cw * 64 : 0, h * sq_pad + q0);
+        bulk_commit();
+      }
+    }
+  }
+  if (!DQW && lt == 0) bulk_wait0();
+
+  // write dK (scaled) and dV for this warpgroup's keys
+  const long long ks = (long long)hkv * D;
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
+    const int ki = k0 + kr + r * 8;
+    if (ki < sk) {
+      T *krow = dk + (long long)ki * ks + (long long)kvh * D, *vrow = dv + (long long)ki * ks + (long long)kvh * D;
+#pragma unroll
+      for (int j = 0; j < D / 8; j++) {
+        *reinterpret_cast<unsigned *>(krow + j * 8 + 2 * t) = Ops<T>::pack(dka[4 * j + 2 * r] * scale, dka[4 * j + 2 * r + 1] * scale);
+        *reinterpret_cast<unsigned *>(vrow + j * 8 + 2 * t) = Ops<T>::pack(dva[4 * j + 2 * r], dva[4 * j + 2 * r + 1]);
+      }
+    }
+  }
+}
+
+// Backward preprocessing: Dsum[h][q] = sum_d dO * O and lse2[h][q] = lse * log2(e), in
+// rows of sq_pad (a multiple of 64) so that the backward copies whole 64-row tiles; rows
+// past sq are 0. One warp a (h, q).
+template <int D, typename T>
+DEV void bwd90_pre(const T *__restrict__ o, const T *__restrict__ dout, const float *__restrict__ lse,
+                   float *__restrict__ dsum, float *__restrict__ lse2, int sq, int hq, int sq_pad) {
+  const long long w = (blockIdx.x * (long long)blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (w >= (long long)hq * sq_pad) return;
+  const int h = w / sq_pad, qi = w % sq_pad;
+  float s = 0.f, l = 0.f;
+  if (qi < sq) {
+    const T *a = o + ((long long)qi * hq + h) * D, *b = dout + ((long long)qi * hq + h) * D;
+    for (int d = lane; d < D; d += 32) s += float(a[d]) * float(b[d]);
+#pragma unroll
+    for (int x = 16; x > 0; x >>= 1) s += __shfl_xor_sync(0xffffffff, s, x);
+    l = lse[(long long)h * sq + qi] * 1.4426950408889634f;
+  }
+  if (lane == 0) {
+    dsum[w] = s;
+    lse2[w] = l;
+  }
+}
+
+// dq[q][h][:] = dqacc[h][q][:], in the problem's dtype.
+template <int D, typename T>
+DEV void dq90_convert(const float *__restrict__ acc, T *__restrict__ dq, int sq, int hq, int sq_pad) {
+  const long long n = (long long)sq * hq * D;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+    const long long q = i / ((long long)hq * D);
+    const int h = (i / D) % hq, d = i % D;
+    dq[i] = T(acc[((long long)h * sq_pad + q) * D + d]);
+  }
+}
+
+#define SM90_FWD(FN, NAME, T, D, PERSIST)                                                                          \
+  extern "C" __global__ void __launch_bounds__(SNT, 1)                                                             \
+      FN##_##NAME##_d##D(const __grid_constant__ TmaDesc tq, const __grid_constant__ TmaDesc tk,                   \
+                         const __grid_constant__ TmaDesc tv, T *o, float *lse, int sq, int sk, int hq, int hkv,    \
+                         float scale_log2, const int *order, const int *start, const int *entries, const int *refs, \
+                         const int *slices, int row_tiles, int per_head) {                                         \
+    fwd_sm90<D, T, PERSIST>(tq, tk, tv, o, lse, sq, sk, hq, hkv, scale_log2,                                       \
+                            WorkList{order, start, entries, refs, slices, row_tiles, per_head});                   \
+  }
+#define SM90_BWD(FN, NAME, T, D, DQW)                                                                              \
+  extern "C" __global__ void __launch_bounds__(SNT, 1) FN##_##NAME##_d##D(                                        \
+      const __grid_constant__ TmaDesc tq, const __grid_constant__ TmaDesc tk, const __grid_constant__ TmaDesc tv,   \
+      const __grid_constant__ TmaDesc tdo, const __grid_constant__ TmaDesc tdq, const float *lse2, const float *dsum, \
+      T *dk, T *dv, int sq, int sk, int hq, int hkv, int sq_pad, float scale, float scale_log2, const int *order,     \
+      const int *start, const int *entries, const int *refs, const int *slices, int row_tiles, int per_head) {      \
+    bwd_sm90<D, T, DQW>(tq, tk, tv, tdo, tdq, lse2, dsum, dk, dv, sq, sk, hq, hkv, sq_pad, scale, scale_log2,     \
+                        WorkList{order, start, entries, refs, slices, row_tiles, per_head});                       \
+  }
+#define SM90_ENTRIES(NAME, T, D)                                                                                   \
+  SM90_FWD(fwd90, NAME, T, D, false)                                                                               \
+  SM90_FWD(fwd90p, NAME, T, D, true)                                                                               \
+  SM90_BWD(bwd90, NAME, T, D, false)                                                                               \
+  SM90_BWD(bwd90w, NAME, T, D, true)                                                                               \
+  extern "C" __global__ void bwd90_pre_##NAME##_d##D(const T *o, const T *dout, const float *lse, float *dsum,      \
+                                                    float *lse2, int sq, int hq, int sq_pad) {                     \
+    bwd90_pre<D, T>(o, dout, lse, dsum, lse2, sq, hq, sq_pad);                                                     \
+  }                                                                                                                \
+  extern "C" __global__ void dq90_convert_##NAME##_d##D(const float *acc, T *dq, int sq, int hq, int sq_pad) {     \
+    dq90_convert<D, T>(acc, dq, sq, hq, sq_pad);                                                                   \
+  }
+
+SM90_ENTRIES(bf16, __nv_bfloat16, 64)
+SM90_ENTRIES(bf16, __nv_bfloat16, 128)
+SM90_ENTRIES(fp16, __half, 64)
+SM90_ENTRIES(fp16, __half, 128)

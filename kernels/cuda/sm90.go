@@ -1,0 +1,173 @@
+package cuda
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/longca/longca/internal/cuda"
+	"github.com/longca/longca/kernels"
+	"github.com/longca/longca/tensor"
+)
+
+// tmaKey identifies a tensor map: the tensor's address and the view's shape.
+type tmaKey struct {
+	ptr        uint64
+	rows, cols int // rows of the sequence, heads x head dim
+	heads      int
+	box        int
+	fp32       bool // the dQ accumulator's map (fp32, unswizzled 64 x 64 boxes)
+}
+
+// cacheMap keeps a map made by mk under key.
+func (k *Kernel) cacheMap(key tmaKey, mk func() (*cuda.TensorMap, error)) (*cuda.TensorMap, error) {
+	k.mu.Lock()
+	m, ok := k.maps[key]
+	k.mu.Unlock()
+	if ok {
+		return m, nil
+	}
+	m, err := mk()
+	if err != nil {
+		return nil, err
+	}
+	k.mu.Lock()
+	if len(k.maps) > 256 { // buffers come and go across a sweep: keep the cache small
+		clear(k.maps)
+	}
+	k.maps[key] = m
+	k.mu.Unlock()
+	return m, nil
+}
+
+// headMap is the tensor map of a [rows, heads, d] tensor read in boxes of boxRows rows
+// of one head and 64 columns (one 128-byte swizzled chunk), cached by address and shape
+// so a timed call only launches.
+func (k *Kernel) headMap(b *cuda.Buffer, rows, heads, d, boxRows int) (*cuda.TensorMap, error) {
+	key := tmaKey{ptr: uint64(b.DevicePtr()), rows: rows, cols: heads * d, heads: heads, box: boxRows}
+	return k.cacheMap(key, func() (*cuda.TensorMap, error) {
+		es := uint64(b.DType().Size())
+		return k.dev.EncodeTiled(key.ptr, cuda.TileMap{
+			DType:   b.DType(),
+			Dims:    []uint64{uint64(d), uint64(heads), uint64(rows)},
+			Strides: []uint64{uint64(d) * es, uint64(heads*d) * es},
+			Box:     []uint32{64, 1, uint32(boxRows)},
+			Swizzle: cuda.Swizzle128B,
+		})
+	})
+}
+
+// accMap is the tensor map of the fp32 dQ accumulator [rows, d] (rows = heads x padded
+// length), added into in unswizzled boxes of 64 rows x 64 columns.
+func (k *Kernel) accMap(b *cuda.Buffer, rows, d int) (*cuda.TensorMap, error) {
+	key := tmaKey{ptr: uint64(b.DevicePtr()), rows: rows, cols: d, box: 64, fp32: true}
+	return k.cacheMap(key, func() (*cuda.TensorMap, error) {
+		return k.dev.EncodeTiled(key.ptr, cuda.TileMap{
+			DType:   tensor.FP32,
+			Dims:    []uint64{uint64(d), uint64(rows)},
+			Strides: []uint64{uint64(d) * 4},
+			Box:     []uint32{64, 64},
+			Swizzle: cuda.SwizzleNone,
+		})
+	})
+}
+
+// forward90 launches the Hopper forward: bs are q, k, v, out, lse.
+func (k *Kernel) forward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList) error {
+	d := p.HeadDim
+	if p.HeadsQ > 1<<16 || dl.w.RowTiles > 65535 {
+		return fmt.Errorf("cuda: grid of %d heads x %d row tiles is too large", p.HeadsQ, dl.w.RowTiles)
+	}
+	tq, err := k.headMap(bs[0], p.Mask.SeqQ, p.HeadsQ, d, k.fwd.qTile)
+	if err != nil {
+		return err
+	}
+	tk, err := k.headMap(bs[1], p.Mask.SeqK, p.HeadsKV, d, k.fwd.kTile)
+	if err != nil {
+		return err
+	}
+	tv, err := k.headMap(bs[2], p.Mask.SeqK, p.HeadsKV, d, k.fwd.kTile)
+	if err != nil {
+		return err
+	}
+	shared := k.fwd.shared(d)
+	f, err := k.function(fmt.Sprintf("%s_%s_d%d", k.fwd.fn, dtypeName(p.DType), d), shared)
+	if err != nil {
+		return err
+	}
+	scaleLog2 := float32(p.SoftmaxScale() * math.Log2E)
+	args := append([]any{tq, tk, tv, bs[3], bs[4], p.Mask.SeqQ, p.Mask.SeqK, p.HeadsQ, p.HeadsKV, scaleLog2}, dl.args()...)
+	grid := cuda.Dim3{X: p.HeadsQ, Y: dl.w.RowTiles}
+	if k.fwd.fn == "fwd90p" { // persistent: a block per multiprocessor walks the work items
+		grid = cuda.Dim3{X: max(1, min(k.dev.SMs, p.HeadsQ*dl.w.RowTiles))}
+	}
+	return k.dev.Do(func() error {
+		return f.Launch(grid, cuda.Dim3{X: k.fwd.threads}, shared, k.dev.Stream(), args...)
+	})
+}
+
+// backward90 launches the Hopper backward: bs are q, k, v, out, lse, dout, dq, dk, dv.
+// Dsum and lse*log2(e) go to scratch rows padded to 64, dQ accumulates in an fp32
+// scratch [heads][padded length][d] by TMA reductions, then converts into dq.
+func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList) error {
+	sq, hq, d := p.Mask.SeqQ, p.HeadsQ, p.HeadDim
+	sqPad := (sq + 63) / 64 * 64
+	if dl.w.RowTiles > 65535 {
+		return fmt.Errorf("cuda: %d key tiles: grid too large", dl.w.RowTiles)
+	}
+	dsum, err := k.scratchBuf("dsum", hq*sqPad)
+	if err != nil {
+		return err
+	}
+	lse2, err := k.scratchBuf("lse2", hq*sqPad)
+	if err != nil {
+		return err
+	}
+	dqacc, err := k.scratchBuf("dqacc", hq*sqPad*d)
+	if err != nil {
+		return err
+	}
+	var maps [5]*cuda.TensorMap
+	for i, m := range []struct {
+		b          *cuda.Buffer
+		rows, h, n int
+	}{{bs[0], sq, hq, k.bwd.qTile}, {bs[1], p.Mask.SeqK, p.HeadsKV, k.bwd.kTile}, {bs[2], p.Mask.SeqK, p.HeadsKV, k.bwd.kTile}, {bs[5], sq, hq, k.bwd.qTile}} {
+		if maps[i], err = k.headMap(m.b, m.rows, m.h, d, m.n); err != nil {
+			return err
+		}
+	}
+	if maps[4], err = k.accMap(dqacc, hq*sqPad, d); err != nil {
+		return err
+	}
+	dt := dtypeName(p.DType)
+	pre, err := k.function(fmt.Sprintf("bwd90_pre_%s_d%d", dt, d), 0)
+	if err != nil {
+		return err
+	}
+	shared := k.bwd.shared(d)
+	main, err := k.function(fmt.Sprintf("%s_%s_d%d", k.bwd.fn, dt, d), shared)
+	if err != nil {
+		return err
+	}
+	conv, err := k.function(fmt.Sprintf("dq90_convert_%s_d%d", dt, d), 0)
+	if err != nil {
+		return err
+	}
+	if err := k.dev.Memset(dqacc, 4, 0); err != nil {
+		return err
+	}
+	scale := p.SoftmaxScale()
+	return k.dev.Do(func() error {
+		st := k.dev.Stream()
+		rows := hq * sqPad
+		if err := pre.Launch(cuda.Dim3{X: (rows + 7) / 8}, cuda.Dim3{X: 256}, 0, st, bs[3], bs[5], bs[4], dsum, lse2, sq, hq, sqPad); err != nil {
+			return err
+		}
+		args := append([]any{maps[0], maps[1], maps[2], maps[3], maps[4], lse2, dsum, bs[7], bs[8], sq, p.Mask.SeqK, hq, p.HeadsKV, sqPad,
+			float32(scale), float32(scale * math.Log2E)}, dl.args()...)
+		if err := main.Launch(cuda.Dim3{X: p.HeadsKV, Y: dl.w.RowTiles}, cuda.Dim3{X: k.bwd.threads}, shared, st, args...); err != nil {
+			return err
+		}
+		n := sq * hq * d
+		return conv.Launch(cuda.Dim3{X: max(1, min(k.dev.SMs*8, (n+255)/256))}, cuda.Dim3{X: 256}, 0, st, dqacc, bs[6], sq, hq, sqPad)
+	})
+}

@@ -1,0 +1,142 @@
+package external
+
+import (
+	_ "embed"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/longca/longca/kernels"
+)
+
+// torchWorker is the PyTorch worker shipped inside the binary.
+//
+//go:embed torch_worker.py
+var torchWorker []byte
+
+// TorchKernels are the kernels of the embedded PyTorch worker: longca's name, the
+// worker's name, and what each is.
+var TorchKernels = []struct{ Name, Remote, Doc string }{
+	{"torch:flash", "flash", "PyTorch SDPA, FlashAttention-2 backend: full and causal masks (Python worker, --python)"},
+	{"torch:cudnn", "cudnn", "PyTorch SDPA, cuDNN backend: full and causal masks (Python worker, --python)"},
+	{"torch:efficient", "efficient", "PyTorch SDPA, memory-efficient backend: full and causal masks (Python worker, --python)"},
+	{"torch:flex", "flex", "PyTorch FlexAttention: any mask, block-sparse too (Python worker, --python)"},
+}
+
+func init() {
+	for _, tk := range TorchKernels {
+		kernels.Register(tk.Name, tk.Doc, func(o kernels.Options) (kernels.Kernel, error) {
+			return NewKernel(tk.Name, tk.Remote, torchWorkerFor(o), o.Timeout), nil
+		})
+	}
+	kernels.RegisterPrefix("exec:", "a worker program speaking the protocol of docs/external-kernels.md: exec:PROGRAM or exec:PROGRAM:KERNEL",
+		func(rest string, o kernels.Options) (kernels.Kernel, error) {
+			path, remote, err := ParseExec(rest)
+			if err != nil {
+				return nil, err
+			}
+			return NewKernel("exec:"+rest, remote, execWorkerFor(path, o), o.Timeout), nil
+		})
+}
+
+var (
+	poolMu sync.Mutex
+	pool   = map[string]*Worker{}
+)
+
+// shared returns the pool's worker for key, making it with spec when there is none:
+// one process per program, interpreter and device, shared by the kernels it serves.
+func shared(key string, spec Spec) *Worker {
+	poolMu.Lock()
+	defer poolMu.Unlock()
+	if w, ok := pool[key]; ok {
+		return w
+	}
+	w := NewWorker(spec)
+	pool[key] = w
+	return w
+}
+
+// CloseAll stops every pooled worker and removes their folders; the CLI calls it
+// before it exits.
+func CloseAll() {
+	poolMu.Lock()
+	ws := make([]*Worker, 0, len(pool))
+	for k, w := range pool {
+		ws = append(ws, w)
+		delete(pool, k)
+	}
+	poolMu.Unlock()
+	for _, w := range ws {
+		w.Close()
+	}
+}
+
+// Interpreter is the Python the torch:* kernels run under: o.Python, else python3.
+func Interpreter(o kernels.Options) string {
+	if o.Python != "" {
+		return o.Python
+	}
+	return "python3"
+}
+
+const torchScript = "longca_torch_worker.py"
+
+// TorchSpec is how the embedded PyTorch worker starts under python on device.
+func TorchSpec(python string, device int, extra ...string) Spec {
+	return Spec{
+		Argv:   append([]string{python, "-u", torchScript}, extra...),
+		Device: device, Label: fmt.Sprintf("torch worker (%s)", python),
+		Script: torchWorker, ScriptArg: torchScript,
+		Missing: ": give the interpreter with --python or LONGCA_PYTHON",
+	}
+}
+
+func torchWorkerFor(o kernels.Options) *Worker {
+	py := Interpreter(o)
+	return shared(fmt.Sprintf("torch\x00%s\x00%d", py, o.Device), TorchSpec(py, o.Device))
+}
+
+func execWorkerFor(path string, o kernels.Options) *Worker {
+	return shared(fmt.Sprintf("exec\x00%s\x00%d", path, o.Device), Spec{Argv: []string{path}, Device: o.Device, Label: "exec:" + path})
+}
+
+var kernelNameRE = regexp.MustCompile(`^[A-Za-z0-9_.+-]+$`)
+
+// ParseExec reads PROGRAM[:KERNEL], the part of exec:PROGRAM[:KERNEL] after "exec:".
+// PROGRAM must be an executable file; a relative path is taken from the current
+// folder and made absolute.
+func ParseExec(rest string) (path, kernel string, err error) {
+	path = rest
+	if i := strings.LastIndex(rest, ":"); i > 0 && kernelNameRE.MatchString(rest[i+1:]) {
+		if _, statErr := os.Stat(rest); statErr != nil { // a program whose name has a colon wins
+			path, kernel = rest[:i], rest[i+1:]
+		}
+	}
+	st, err := os.Stat(path)
+	switch {
+	case err != nil:
+		return "", "", fmt.Errorf("exec:%s: %w (give an executable worker program, exec:PROGRAM[:KERNEL])", rest, err)
+	case st.IsDir() || st.Mode()&0o111 == 0:
+		return "", "", fmt.Errorf("exec:%s: %s is not an executable file (chmod +x it)", rest, path)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", "", fmt.Errorf("exec:%s: %w", rest, err)
+	}
+	return abs, kernel, nil
+}
+
+// TorchNames are the names of the torch:* kernels, sorted.
+func TorchNames() []string {
+	var n []string
+	for _, tk := range TorchKernels {
+		n = append(n, tk.Name)
+	}
+	sort.Strings(n)
+	return n
+}

@@ -1,0 +1,87 @@
+package results
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strings"
+)
+
+// Fastest is the kernel with the most TFLOP/s among a case's ok cells ("" when none is
+// ok) and that rate.
+func (s Summary) Fastest(c CaseKey) (string, float64) {
+	best, rate := "", 0.0
+	for _, k := range s.Kernels {
+		if cell, ok := s.Cells[c][k]; ok && cell.Status == StatusOK && cell.TFLOPs > rate {
+			best, rate = k, cell.TFLOPs
+		}
+	}
+	return best, rate
+}
+
+// WriteRatioTable prints "which is fastest here, and by how much": per case (mask,
+// length, heads, pass) each kernel's TFLOP/s over the fastest kernel's (1.00 is the
+// fastest; a status word where the kernel did not run ok), and the fastest kernel's
+// name. Lines that are not cases start with '#'; the closing line gives each kernel's
+// geometric mean ratio over the cases it ran and how often it was the fastest.
+func WriteRatioTable(w io.Writer, title string, s Summary) error {
+	kw := 12
+	for _, k := range s.Kernels {
+		kw = max(kw, len(k)+2)
+	}
+	mw := 22
+	for _, c := range s.Cases {
+		mw = max(mw, len(c.Mask)+1)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "# %s\n#\n", title)
+	fmt.Fprintf(&b, "#%-*s %8s %7s %7s", mw-1, " mask", "seqlen", "heads", "pass")
+	for _, k := range s.Kernels {
+		fmt.Fprintf(&b, " %*s", kw, k)
+	}
+	fmt.Fprintf(&b, "  %s\n", "fastest")
+	fmt.Fprintf(&b, "#%-*s %8s %7s %7s", mw-1, "", "(tokens)", "(q:kv)", "")
+	for range s.Kernels {
+		fmt.Fprintf(&b, " %*s", kw, "(x fastest)")
+	}
+	fmt.Fprintf(&b, "  %s\n", "(TFLOP/s)")
+	logSum := map[string]float64{}
+	n := map[string]int{}
+	wins := map[string]int{}
+	for _, c := range s.Cases {
+		best, rate := s.Fastest(c)
+		fmt.Fprintf(&b, " %-*s %8d %7s %7s", mw-1, c.Mask, c.SeqLen, fmt.Sprintf("%d:%d", c.HeadsQ, c.HeadsKV), c.Pass)
+		for _, k := range s.Kernels {
+			cell, ok := s.Cells[c][k]
+			v := "-"
+			switch {
+			case !ok:
+			case cell.Status == StatusOK && rate > 0:
+				r := cell.TFLOPs / rate
+				v = fmt.Sprintf("%.2f", r)
+				logSum[k] += math.Log(r)
+				n[k]++
+			default:
+				v = string(cell.Status)
+			}
+			fmt.Fprintf(&b, " %*s", kw, v)
+		}
+		if best == "" {
+			fmt.Fprintf(&b, "  %s\n", "-")
+		} else {
+			wins[best]++
+			fmt.Fprintf(&b, "  %s %s\n", best, formatTFLOPs(rate))
+		}
+	}
+	b.WriteString("# Geomean x fastest (cases run) and times fastest:")
+	for _, k := range s.Kernels {
+		if n[k] == 0 {
+			fmt.Fprintf(&b, " %s - (0) %d;", k, wins[k])
+			continue
+		}
+		fmt.Fprintf(&b, " %s %.2f (%d) %d;", k, math.Exp(logSum[k]/float64(n[k])), n[k], wins[k])
+	}
+	b.WriteString("\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}

@@ -1,0 +1,111 @@
+package results
+
+import (
+	"fmt"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+)
+
+// identityColumns must be in every results file, with these types: a file without them
+// is not longca's (and every decoded row costs at least their bytes on disk, which bounds
+// what decoding a damaged file may allocate).
+var identityColumns = map[string]arrow.DataType{
+	"run_id": arrow.BinaryTypes.String,
+	"rank":   arrow.PrimitiveTypes.Int64,
+	"status": arrow.BinaryTypes.String,
+}
+
+// checkSchema refuses a schema that results files never have: a column type the codec
+// does not write, or missing identity columns.
+func checkSchema(s *arrow.Schema) error {
+	if s == nil {
+		return fmt.Errorf("no schema")
+	}
+	for _, f := range s.Fields() {
+		switch f.Type.ID() {
+		case arrow.STRING, arrow.INT64, arrow.UINT64, arrow.FLOAT64, arrow.BOOL, arrow.TIMESTAMP:
+		default:
+			return fmt.Errorf("column %s has type %s, which results files do not use: not a longca results file", f.Name, f.Type)
+		}
+	}
+	for name, typ := range identityColumns {
+		idx := s.FieldIndices(name)
+		if len(idx) != 1 || !arrow.TypeEqual(s.Field(idx[0]).Type, typ) {
+			return fmt.Errorf("no %s column of type %s: not a longca results file", name, typ)
+		}
+	}
+	return nil
+}
+
+// validateBatch checks that every column of rec holds as many values as the batch has
+// rows, and that its buffers are long enough for them, so that reading any value is
+// in bounds. It reads no value but the string offsets.
+func validateBatch(rec arrow.RecordBatch) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("malformed batch: %v", p)
+		}
+	}()
+	n := rec.NumRows()
+	if n < 0 {
+		return fmt.Errorf("batch claims %d rows", n)
+	}
+	if int(rec.NumCols()) != len(rec.Schema().Fields()) {
+		return fmt.Errorf("batch has %d columns, its schema %d", rec.NumCols(), len(rec.Schema().Fields()))
+	}
+	for c, col := range rec.Columns() {
+		name := rec.Schema().Field(c).Name
+		if int64(col.Len()) != n {
+			return fmt.Errorf("column %s holds %d values in a batch of %d rows", name, col.Len(), n)
+		}
+		if err := validateArray(col); err != nil {
+			return fmt.Errorf("column %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+func validateArray(a arrow.Array) error {
+	d := a.Data()
+	off, n := d.Offset(), d.Len()
+	if off < 0 || n < 0 {
+		return fmt.Errorf("offset %d, length %d", off, n)
+	}
+	end := off + n
+	bufs := d.Buffers()
+	size := func(i int) int {
+		if i >= len(bufs) || bufs[i] == nil {
+			return 0
+		}
+		return bufs[i].Len()
+	}
+	bitmapBytes := (end + 7) / 8
+	if d.NullN() > 0 && size(0) < bitmapBytes {
+		return fmt.Errorf("%d nulls but a validity bitmap of %d bytes for %d values", d.NullN(), size(0), n)
+	}
+	if d.NullN() > n {
+		return fmt.Errorf("%d nulls in %d values", d.NullN(), n)
+	}
+	switch a := a.(type) {
+	case *array.String:
+		if n == 0 {
+			return nil
+		}
+		if size(1) < 4*(end+1) {
+			return fmt.Errorf("offsets buffer of %d bytes for %d strings", size(1), n)
+		}
+		return a.ValidateFull()
+	case *array.Boolean:
+		if size(1) < bitmapBytes {
+			return fmt.Errorf("values bitmap of %d bytes for %d values", size(1), n)
+		}
+	case *array.Int64, *array.Uint64, *array.Float64, *array.Timestamp:
+		if size(1) < 8*end {
+			return fmt.Errorf("values buffer of %d bytes for %d values", size(1), n)
+		}
+	default:
+		return fmt.Errorf("type %s is not read", a.DataType())
+	}
+	return nil
+}
