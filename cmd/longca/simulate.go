@@ -278,8 +278,8 @@ func simulateAction(c *cli.Context) error {
 	if o.cp.out == "" {
 		o.cp.out = defaultOutDir("simulate")
 	}
-	if o.cp.runID == "" {
-		o.cp.runID = filepath.Base(filepath.Clean(o.cp.out))
+	if o.cp.runID, err = resultsTarget(o.cp.out, o.cp.runID); err != nil {
+		return err
 	}
 	ctx := c.Context
 	if ctx == nil {
