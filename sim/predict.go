@@ -59,8 +59,9 @@ type Prediction struct {
 	// the link class that limited most of the waiting ("inter", "intra", "local").
 	Bottleneck string
 	// CommBytes is what each rank sends (the method's CommBytes); CountedBytes what the
-	// traced communicator counted on the first traced rank (they agree unless the method
-	// moves what it does not claim).
+	// traced communicators counted: the first traced rank's count that differs from
+	// CommBytes, else CommBytes (they agree unless the method moves what it does not
+	// claim).
 	CommBytes, CountedBytes int64
 	// Traced is how many ranks were traced; Sampled says they were a sample simulated with
 	// mirrored peers.
@@ -115,7 +116,14 @@ func Predict(ctx context.Context, method cp.Method, cfg cp.Config, p kernels.Pro
 			}
 		}
 		pr := Prediction{Pass: pass, Seconds: slow.Seconds, Slowest: slow, Traced: len(traced), Sampled: n > exact,
-			CommBytes: cp.CommBytesOf(pl, pass), CountedBytes: counted[pi]}
+			CommBytes: cp.CommBytesOf(pl, pass)}
+		pr.CountedBytes = pr.CommBytes
+		for _, b := range counted[pi] {
+			if b != pr.CommBytes {
+				pr.CountedBytes = b
+				break
+			}
+		}
 		if slow.Seconds > 0 {
 			pr.TFLOPsPerRank = p.FLOPs(pass) / float64(n) / slow.Seconds / 1e12
 			pr.ExposedShare = slow.Exposed / slow.Seconds
@@ -210,9 +218,9 @@ type recorded struct {
 }
 
 // record runs the method's code on every rank of the plan's world (the splits need all
-// of them) and traces the given ranks' passes. It returns, per pass, the bytes the first
-// traced rank's communicator counted.
-func record(ctx context.Context, method cp.Method, pl *cp.Plan, traced []int, passes []kernels.Pass, o Options) (recorded, []int64, error) {
+// of them) and traces the given ranks' passes. It returns, per pass and traced rank, the
+// bytes its communicators counted.
+func record(ctx context.Context, method cp.Method, pl *cp.Plan, traced []int, passes []kernels.Pass, o Options) (recorded, [][]int64, error) {
 	n := pl.Config.Ranks
 	all := len(traced) == n // every rank: the sub-masks are shared, keep them
 	w := newTraceWorld(n)
@@ -232,7 +240,10 @@ func record(ctx context.Context, method cp.Method, pl *cp.Plan, traced []int, pa
 	for i := range out.byPass {
 		out.byPass[i] = make([]rankTrace, len(traced))
 	}
-	counted := make([]int64, len(passes))
+	counted := make([][]int64, len(passes))
+	for i := range counted {
+		counted[i] = make([]int64, len(traced))
+	}
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	// Traced ranks walk their steps a few at a time, each forgetting its sub-masks after:
@@ -269,9 +280,7 @@ func record(ctx context.Context, method cp.Method, pl *cp.Plan, traced []int, pa
 			}
 			for pi := range passes {
 				out.byPass[pi][ti] = ts[pi]
-				if ti == 0 {
-					counted[pi] = bytes[pi]
-				}
+				counted[pi][ti] = bytes[pi]
 			}
 		}()
 	}
