@@ -153,3 +153,92 @@ func TestSimulateAgreesWithEmulatedLinks(t *testing.T) {
 	}
 	t.Logf("worst error %.1f%%\n%s", 100*worst, report.String())
 }
+
+func TestSimulateUsageErrors(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.json")
+	if err := os.WriteFile(bad, []byte(`{"preset": "h100-ib", "inter": {"bandwidth_gb": 10}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--gpus", "8,x"}, "--gpus"},
+		{[]string{"--gpus", ""}, "--gpus"},
+		{[]string{"--machine", "nope"}, "--machine"},
+		{[]string{"--machine", bad}, "bandwidth_gb"},
+		{[]string{"--inter-bw", "0"}, "inter"},
+		{[]string{"--collectives", "mpi"}, "collectives"},
+		{[]string{"--kernel-model", "fa9"}, "--kernel-model"},
+		{[]string{"--kernel-rows", filepath.Join(dir, "none")}, "--kernel-rows"},
+		{[]string{"--calibrate", "nope"}, "--calibrate"},
+		{[]string{"--calibrate", "ref", "--kernel-rows", dir}, "both given"},
+		{[]string{"--methods", "ring-p"}, "--methods"},
+		{[]string{"--passes", "up"}, "--passes"},
+		{[]string{"--nccl-table", "--nccl-sizes", "8"}, "--nccl-sizes"},
+		{[]string{"--exact-ranks", "0"}, "--exact-ranks"},
+		{[]string{"--run-id", "a/b"}, "--run-id"},
+	}
+	for _, c := range cases {
+		args := append([]string{"simulate", "--out", filepath.Join(dir, "out")}, c.args...)
+		_, errOut, code := captureRun(t, args...)
+		checkUsageError(t, args, code, errOut, c.want)
+	}
+	args := []string{"cp", "--ranks", "4", "--links", "h100-ib", "--backend", "tcp", "--dry-run"}
+	_, errOut, code := captureRun(t, args...)
+	checkUsageError(t, args, code, errOut, "--ranks 4 with --backend tcp")
+}
+
+// TestSimulateRun: predicted rows for every method, mesh, mask, GPU count and pass
+// (ulysses past the head count unsupported, with its reason), the table with its units,
+// a plot per mask and pass, and the NCCL table.
+func TestSimulateRun(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "sim")
+	out, errOut, code := captureRun(t, "--log-level", "warn", "simulate", "--gpus", "8,16,32", "--masks", "causal,causal_document_long",
+		"--tokens-per-rank", "1K", "--heads", "16:4", "--out", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	rows, _, err := results.ReadRows(filepath.Join(dir, "merged.arrow"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Meshes: 8 GPUs usp/loongtrain 2x4, 4x2; 16: 2x8, 4x4, 8x2; 32: 2x16 .. 16x2 (16 heads);
+	// plus ring-p2p, ring-allgather, ulysses each; x 2 masks x 2 passes.
+	meshes := map[int64]int{8: 3 + 2*2, 16: 3 + 2*3, 32: 3 + 2*4}
+	want := 0
+	for _, m := range meshes {
+		want += m * 2 * 2
+	}
+	if len(rows) != want {
+		t.Fatalf("%d rows, want %d", len(rows), want)
+	}
+	for _, r := range rows {
+		switch {
+		case r.Method == "ulysses" && r.WorldSize == 32:
+			if r.Status != results.StatusUnsupported || !strings.Contains(r.Reason, "16 query heads do not split over 32") {
+				t.Fatalf("ulysses on 32 GPUs with 16 heads: %s %q", r.Status, r.Reason)
+			}
+		case r.Status != results.StatusPredicted || r.Bench != "simulate" || r.TFLOPs == nil || *r.TFLOPs <= 0 || r.MedianMs == nil ||
+			r.ExposedCommShare == nil || r.Bottleneck == "" || !strings.Contains(r.ModelParams, `"machine"`) || r.CommBytes == nil || r.Reason != "":
+			t.Fatalf("row %+v", r)
+		}
+		if r.SeqLen != r.WorldSize*1024 {
+			t.Fatalf("weak scaling: seqlen %d on %d GPUs", r.SeqLen, r.WorldSize)
+		}
+	}
+	for _, w := range []string{"(TFLOP/s)", "h100-ib", "fa3-h100", "*", "# Rows: "} {
+		if !strings.Contains(out, w) {
+			t.Errorf("table without %q:\n%s", w, out)
+		}
+	}
+	plots, _ := filepath.Glob(filepath.Join(dir, "plots", "*_scaling.png"))
+	if len(plots) != 4 {
+		t.Errorf("%d plots, want 4 (2 masks x 2 passes): %v", len(plots), plots)
+	}
+	out, errOut, code = captureRun(t, "simulate", "--nccl-table", "--gpus", "16", "--nccl-sizes", "1K:1M")
+	if code != 0 || !strings.Contains(out, "all_gather_perf") || !strings.Contains(out, "busbw") || strings.Count(out, "\n") < 40 {
+		t.Fatalf("nccl table: exit %d %s\n%s", code, errOut, out)
+	}
+}
