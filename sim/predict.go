@@ -270,6 +270,7 @@ func record(ctx context.Context, method cp.Method, pl *cp.Plan, traced []int, pa
 			ti := slices.Index(traced, rank)
 			busy <- struct{}{}
 			ts, bytes, err := tracePasses(ctx, method, run, rec, passes)
+			rec.last = lastTiles{} // let the rank's large sub-mask go
 			if !all {
 				pl.ForgetSteps(run.R)
 			}
@@ -351,8 +352,8 @@ type modelCosts struct {
 	tiles *TileCache
 }
 
-func (c modelCosts) kernelTime(pass kernels.Pass, p kernels.Problem) (float64, float64) {
-	t := c.tiles.Tiles(p.Mask, c.km.TileQ, c.km.TileK)
+func (c modelCosts) kernelTime(pass kernels.Pass, p kernels.Problem, last *lastTiles) (float64, float64) {
+	t := last.of(c.tiles, p.Mask, c.km.TileQ, c.km.TileK)
 	flops := 4 * float64(t.Area) * float64(p.HeadsQ) * float64(p.HeadDim) * pass.FLOPsFactor()
 	return c.km.TimeOn(pass, t, p.HeadsQ, p.HeadDim) * c.m.computeScale(), flops
 }

@@ -37,7 +37,11 @@ func TilesOf(m mask.Mask, bq, bk int) Tiles {
 		if s.Q.Len() == 0 || s.K.Len() == 0 {
 			continue
 		}
-		t.Area += s.Area()
+		if s.Kind == mask.Full {
+			t.Area += int64(s.Q.Len()) * int64(s.K.Len())
+		} else {
+			t.Area += s.Area()
+		}
 		lo, hi := s.Band()
 		for i := s.Q.Start / bq; i*bq < s.Q.End; i++ {
 			qb := mask.Range{Start: i * bq, End: min((i+1)*bq, m.SeqQ)}
@@ -123,6 +127,29 @@ type TileCache struct {
 	m  map[tileKey]Tiles
 }
 
+// lastTiles remembers the tiles of one large mask by identity (its slices held, so that
+// their address is not reused): a traced rank's all-gather sub-mask, too large to hash,
+// serves its forward and its backward. One per recorder, so at most one such mask per
+// rank being traced stays alive.
+type lastTiles struct {
+	slices []mask.Slice
+	seq    [2]int
+	bq, bk int
+	t      Tiles
+}
+
+// of returns the tiles of m, from memory when m is the last large mask seen.
+func (l *lastTiles) of(c *TileCache, m mask.Mask, bq, bk int) Tiles {
+	if len(m.Slices) <= cacheSlices {
+		return c.Tiles(m, bq, bk)
+	}
+	if len(l.slices) == len(m.Slices) && &l.slices[0] == &m.Slices[0] && l.seq == [2]int{m.SeqQ, m.SeqK} && l.bq == bq && l.bk == bk {
+		return l.t
+	}
+	*l = lastTiles{slices: m.Slices, seq: [2]int{m.SeqQ, m.SeqK}, bq: bq, bk: bk, t: TilesOf(m, bq, bk)}
+	return l.t
+}
+
 type tileKey struct {
 	h1, h2    uint64
 	n, sq, sk int
@@ -169,3 +196,4 @@ func (c *TileCache) Tiles(m mask.Mask, bq, bk int) Tiles {
 	c.mu.Unlock()
 	return t
 }
+

@@ -83,8 +83,8 @@ type rankTrace struct {
 
 // costs prices compute events as they are recorded.
 type costs interface {
-	// kernelTime is a kernel call's seconds and FLOPs.
-	kernelTime(pass kernels.Pass, p kernels.Problem) (seconds, flops float64)
+	// kernelTime is a kernel call's seconds and FLOPs (last remembers a large mask).
+	kernelTime(pass kernels.Pass, p kernels.Problem, last *lastTiles) (seconds, flops float64)
 	helperTime(launches int, bytes int64) float64
 }
 
@@ -108,6 +108,7 @@ type recorder struct {
 	events      []event
 	group       *p2pGroup // open comm.Group
 	recording   bool
+	last        lastTiles
 }
 
 type msgKey struct {
@@ -194,13 +195,13 @@ func (r *recorder) Device() tensor.Device          { return traceDevice{} }
 func (r *recorder) Supports(kernels.Problem) error { return nil }
 
 func (r *recorder) Forward(_ context.Context, p kernels.Problem, q, k, v, out, lse tensor.Tensor) error {
-	dur, flops := r.costs.kernelTime(kernels.Fwd, p)
+	dur, flops := r.costs.kernelTime(kernels.Fwd, p, &r.last)
 	r.add(event{kind: evKernel, name: "attention fwd", dur: dur, flops: flops}, []tensor.Tensor{q, k, v}, []tensor.Tensor{out, lse})
 	return nil
 }
 
 func (r *recorder) Backward(_ context.Context, p kernels.Problem, q, k, v, out, lse, dout, dq, dk, dv tensor.Tensor) error {
-	dur, flops := r.costs.kernelTime(kernels.Bwd, p)
+	dur, flops := r.costs.kernelTime(kernels.Bwd, p, &r.last)
 	r.add(event{kind: evKernel, name: "attention bwd", dur: dur, flops: flops}, []tensor.Tensor{q, k, v, out, lse, dout}, []tensor.Tensor{dq, dk, dv})
 	return nil
 }
