@@ -70,14 +70,17 @@ var KernelPresets = map[string]KernelModel{
 	"fa3-h100": presetModel("fa3-h100", "preset: FlashAttention-3 on H100, published dense rates 690 fwd / 590 bwd TFLOP/s (bf16, d128)", 132, 690, 590, 10, 25),
 	// FlashAttention-2 on A100 SXM: about 220 forward, 190 backward.
 	"fa2-a100": presetModel("fa2-a100", "preset: FlashAttention-2 on A100, published dense rates 220 fwd / 190 bwd TFLOP/s (bf16, d128)", 108, 220, 190, 10, 25),
-	// longca's own cuda kernel on the H200 (DEVICE.md, 2026-12-03): 262 forward and 163
-	// backward on full 16K, 64:8.
+	// longca's own cuda kernel on the H200, variant sm90 (docs/perf.md): 532 forward on
+	// full 16K, 64:8 (call 1), about 397 backward (call 2, under ncu).
+	"longca-cuda-h200": presetModel("longca-cuda-h200", "preset: longca cuda kernel (sm90) on H200, measured 532 fwd (full 16K 64:8) / about 397 bwd TFLOP/s (docs/perf.md)", 132, 532, 397, 15, 40),
+	// The same kernel's first version (sm80 path, the one docs/cp-gpu.md's CP run of
+	// 2026-12-02 used): 262 forward, 163 backward on full 16K (DEVICE.md).
+	"longca-cuda-h200-v1": presetModel("longca-cuda-h200-v1", "preset: longca cuda kernel v1 (sm80 path) on H200, measured 262 fwd / 163 bwd TFLOP/s on full 16K 64:8 (DEVICE.md, 2026-12-03)", 132, 262, 163, 15, 40),
 	// longca's float64 CPU reference (ref), one core per rank: a few GFLOP/s, priced on
 	// 16 x 16 tiles (it loops over allowed pairs, so tiles follow the area closely).
 	"cpu-ref": {Name: "cpu-ref", TileQ: 16, TileK: 16, SMs: 1, Source: "preset: longca's CPU reference kernel, about 5 GFLOP/s forward and 4 backward (fp32, one core); calibrate it here with --calibrate ref",
 		Fwd: PassModel{LaunchUs: 20, FullTileNs: tileNs(16, 16, 0.005, kernels.Fwd), PartialTileNs: tileNs(16, 16, 0.005, kernels.Fwd), RowNs: tileNs(16, 16, 0.005, kernels.Fwd) / 4},
 		Bwd: PassModel{LaunchUs: 40, FullTileNs: tileNs(16, 16, 0.004, kernels.Bwd), PartialTileNs: tileNs(16, 16, 0.004, kernels.Bwd), RowNs: tileNs(16, 16, 0.004, kernels.Bwd) / 4}},
-	"longca-cuda-h200": presetModel("longca-cuda-h200", "preset: longca cuda kernel on H200, measured 262 fwd / 163 bwd TFLOP/s on full 16K 64:8 (DEVICE.md, 2026-12-03)", 132, 262, 163, 15, 40),
 }
 
 // KernelPresetNames lists the kernel presets, sorted.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -82,6 +83,7 @@ func simulateFlags() []cli.Flag {
 		&cli.IntFlag{Name: "sampled-ranks", Usage: "ranks traced in a sampled simulation (default: 16, 2048/ring on rings longer than 128, at least 4)"},
 		&cli.StringFlag{Name: "out", Usage: "results folder (default out/simulate-<time>)"},
 		&cli.StringFlag{Name: "run-id", EnvVars: []string{"LONGCA_RUN_ID"}, Usage: "run id in file names and rows (default: the folder's name)"},
+		&cli.StringFlag{Name: "compare", Usage: "measured longca cp rows (a results file or folder): print each case's measured and predicted time side by side"},
 		&cli.BoolFlag{Name: "nccl-table", Usage: "print the predicted NCCL collectives on each --gpus count in nccl-tests' columns and exit"},
 		&cli.StringFlag{Name: "nccl-sizes", Value: "8:8G", Usage: "with --nccl-table: smallest:largest size in bytes (doubling)"},
 	}
@@ -105,6 +107,8 @@ type simOptions struct {
 	calCheck   bool
 	kernelRows string
 	rowsKernel string
+	compare    []results.Row // measured cp rows (--compare)
+	compareSrc string
 }
 
 // parseSimulateFlags checks every flag; bad input is one line naming the flag, exit 2.
@@ -206,6 +210,20 @@ func parseSimulateFlags(c *cli.Context) (simOptions, error) {
 		return o, usageError("--kernel-model: %v", err)
 	}
 	o.kernelRows, o.rowsKernel = c.String("kernel-rows"), c.String("rows-kernel")
+	if o.compareSrc = c.String("compare"); o.compareSrc != "" {
+		rows, err := results.Load(o.compareSrc)
+		if err != nil {
+			return o, usageError("--compare: %v", err)
+		}
+		for _, r := range rows {
+			if r.Bench == "cp" && r.Status == results.StatusOK && r.MedianMs != nil && r.Rank == 0 {
+				o.compare = append(o.compare, r)
+			}
+		}
+		if len(o.compare) == 0 {
+			return o, usageError("--compare %s: no ok rows of longca cp (bench cp) to compare with", o.compareSrc)
+		}
+	}
 	o.calibrate, o.calIters, o.calCheck = c.String("calibrate"), c.Int("calibrate-iters"), c.Bool("calibrate-check")
 	if o.calibrate != "" {
 		if o.kernelRows != "" {
@@ -315,6 +333,11 @@ func simulateAction(c *cli.Context) error {
 	}
 	if err := printSimTable(w, o, rows); err != nil {
 		return err
+	}
+	if len(o.compare) > 0 {
+		if err := printComparison(w, o.compareSrc, o.compare, rows); err != nil {
+			return err
+		}
 	}
 	fmt.Fprintf(w, "# rows: %s (%d rows); plots: %d in %s; %.1f s\n", res.Files[0], res.Rows, len(plots), filepath.Join(o.cp.out, "plots"), time.Since(start).Seconds())
 	return nil
@@ -815,4 +838,73 @@ func writeScalingPlots(dir string, rows []results.Row) ([]string, error) {
 		files = append(files, path)
 	}
 	return files, nil
+}
+
+// compareKey pairs a measured cp row with a predicted one.
+type compareKey struct {
+	label, mask, pass, heads string
+	gpus, seqlen             int64
+}
+
+func compareKeyOf(r results.Row) compareKey {
+	return compareKey{meshLabel(r), r.Mask, r.Pass, fmt.Sprintf("%d:%d", r.HeadsQ, r.HeadsKV), r.WorldSize, r.SeqLen}
+}
+
+// printComparison prints every case measured (longca cp rows, rank 0, averaged over
+// samples) and predicted side by side, with the error of the prediction, and a summary.
+func printComparison(w io.Writer, src string, measured, predicted []results.Row) error {
+	type acc struct {
+		ms, tf float64
+		n      int
+	}
+	sum := func(rows []results.Row, st results.Status) (map[compareKey]*acc, []compareKey) {
+		m := map[compareKey]*acc{}
+		var order []compareKey
+		for _, r := range rows {
+			if r.Status != st || r.MedianMs == nil || r.TFLOPs == nil {
+				continue
+			}
+			k := compareKeyOf(r)
+			a := m[k]
+			if a == nil {
+				a = &acc{}
+				m[k] = a
+				order = append(order, k)
+			}
+			a.ms += *r.MedianMs
+			a.tf += *r.TFLOPs
+			a.n++
+		}
+		return m, order
+	}
+	meas, _ := sum(measured, results.StatusOK)
+	pred, order := sum(predicted, results.StatusPredicted)
+	var b strings.Builder
+	fmt.Fprintf(&b, "#\n# measured (%s) against predicted\n", src)
+	fmt.Fprintf(&b, "# %-22s %-22s %-7s %6s %7s %12s %12s %8s %12s %12s\n", "method", "mask", "pass", "heads", "GPUs", "measured_ms", "predicted_ms", "error", "meas_TF/GPU", "pred_TF/GPU")
+	var errs []float64
+	worst, worstCase := 0.0, ""
+	for _, k := range order {
+		m, ok := meas[k]
+		if !ok {
+			continue
+		}
+		p := pred[k]
+		mm, pm := m.ms/float64(m.n), p.ms/float64(p.n)
+		e := pm/mm - 1
+		errs = append(errs, math.Abs(e))
+		if math.Abs(e) > worst {
+			worst, worstCase = math.Abs(e), fmt.Sprintf("%s %s %s on %d", k.label, k.mask, k.pass, k.gpus)
+		}
+		fmt.Fprintf(&b, "  %-22s %-22s %-7s %6s %7d %12.3f %12.3f %+7.1f%% %12s %12s\n", k.label, k.mask, k.pass, k.heads, k.gpus, mm, pm, 100*e,
+			formatRate(m.tf/float64(m.n)), formatRate(p.tf/float64(p.n)))
+	}
+	if len(errs) == 0 {
+		fmt.Fprintf(&b, "# no case of %s matches a prediction (same method, mesh, mask, pass, heads, GPUs and seqlen)\n", src)
+	} else {
+		slices.Sort(errs)
+		fmt.Fprintf(&b, "# compared %d cases: median |error| %.1f%%, worst %.1f%% (%s)\n", len(errs), 100*errs[len(errs)/2], 100*worst, worstCase)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }

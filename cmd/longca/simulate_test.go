@@ -132,7 +132,10 @@ func TestSimulateAgreesWithEmulatedLinks(t *testing.T) {
 		slow := emulatedMachine(t, dir, name, g.bw, scale, false)
 		mdir, pdir := filepath.Join(dir, "cp-"+name), filepath.Join(dir, "sim-"+name)
 		run(append([]string{"cp", "--ranks", "4", "--links", slow, "--kernel", "ref", "--no-check", "-w", "0", "-n", "3", "--out", mdir}, args...)...)
-		run(append([]string{"simulate", "--gpus", "4", "--machine", slow, "--kernel-rows", krows, "--out", pdir}, args...)...)
+		table := run(append([]string{"simulate", "--gpus", "4", "--machine", slow, "--kernel-rows", krows, "--compare", mdir, "--out", pdir}, args...)...)
+		if !strings.Contains(table, "# compared 20 cases") {
+			t.Errorf("%s: simulate --compare does not pair the 20 cases:\n%s", name, table)
+		}
 		meas, pred := timesOf(t, mdir), timesOf(t, pdir)
 		if len(meas) != 20 {
 			t.Fatalf("%s: %d measured cases, want 20 (5 methods x 2 masks x 2 passes)", name, len(meas))
