@@ -196,4 +196,3 @@ func (c *TileCache) Tiles(m mask.Mask, bq, bk int) Tiles {
 	c.mu.Unlock()
 	return t
 }
-
