@@ -49,16 +49,28 @@ func tileNs(bq, bk int, tflops float64, pass kernels.Pass) float64 {
 	return 4 * float64(bq*bk) * 128 * pass.FLOPsFactor() / (tflops * 1e12) * 1e9
 }
 
-// presetModel builds a model from dense rates (TFLOP/s on full tiles) and the relative
-// cost of a partial tile and of a row, the shape of published kernels: a causal or
-// document mask runs at 75-90% of the full rate.
-func presetModel(name, source string, sms int, fwdTF, bwdTF float64, launchFwd, launchBwd float64) KernelModel {
+// shape is the cost of a partial tile and of a q-block row relative to a full tile,
+// forward and backward: how a kernel handles masks beyond its dense rate.
+type shape struct{ fwdPartial, fwdRow, bwdPartial, bwdRow float64 }
+
+var (
+	// faShape: FlashAttention-3's published document-causal rates (545 / 377 against 688
+	// / 588 full) need partial tiles well dearer than full ones.
+	faShape = shape{1.8, 2, 2.6, 3}
+	// longcaShape: longca's cuda kernel, fitted to its measured rates on 4 to 6 masks
+	// (DEVICE.md, docs/perf.md): partial tiles about as dear as full ones, rows dear.
+	longcaShape = shape{1.15, 1.7, 1.0, 1.8}
+)
+
+// presetModel builds a model from dense rates (TFLOP/s on full tiles), launch overheads
+// and a shape.
+func presetModel(name, source string, sms int, fwdTF, bwdTF float64, launchFwd, launchBwd float64, sh shape) KernelModel {
 	const bq, bk = 128, 128
 	f, b := tileNs(bq, bk, fwdTF, kernels.Fwd), tileNs(bq, bk, bwdTF, kernels.Bwd)
 	return KernelModel{
 		Name: name, TileQ: bq, TileK: bk, SMs: sms, Source: source,
-		Fwd: PassModel{LaunchUs: launchFwd, FullTileNs: f, PartialTileNs: 1.8 * f, RowNs: 2 * f},
-		Bwd: PassModel{LaunchUs: launchBwd, FullTileNs: b, PartialTileNs: 2.6 * b, RowNs: 3 * b},
+		Fwd: PassModel{LaunchUs: launchFwd, FullTileNs: f, PartialTileNs: sh.fwdPartial * f, RowNs: sh.fwdRow * f},
+		Bwd: PassModel{LaunchUs: launchBwd, FullTileNs: b, PartialTileNs: sh.bwdPartial * b, RowNs: sh.bwdRow * b},
 	}
 }
 
@@ -67,15 +79,15 @@ func presetModel(name, source string, sms int, fwdTF, bwdTF float64, launchFwd, 
 var KernelPresets = map[string]KernelModel{
 	// FlashAttention-3 on H100 SXM, bf16, d 128: about 690 TFLOP/s forward and 590
 	// backward on full masks at 16K, 64:8 (DEVICE.md's published figures).
-	"fa3-h100": presetModel("fa3-h100", "preset: FlashAttention-3 on H100, published dense rates 690 fwd / 590 bwd TFLOP/s (bf16, d128)", 132, 690, 590, 10, 25),
+	"fa3-h100": presetModel("fa3-h100", "preset: FlashAttention-3 on H100, published dense rates 690 fwd / 590 bwd TFLOP/s (bf16, d128)", 132, 690, 590, 10, 25, faShape),
 	// FlashAttention-2 on A100 SXM: about 220 forward, 190 backward.
-	"fa2-a100": presetModel("fa2-a100", "preset: FlashAttention-2 on A100, published dense rates 220 fwd / 190 bwd TFLOP/s (bf16, d128)", 108, 220, 190, 10, 25),
+	"fa2-a100": presetModel("fa2-a100", "preset: FlashAttention-2 on A100, published dense rates 220 fwd / 190 bwd TFLOP/s (bf16, d128)", 108, 220, 190, 10, 25, faShape),
 	// longca's own cuda kernel on the H200, variant sm90 (docs/perf.md): 532 forward on
 	// full 16K, 64:8 (call 1), about 397 backward (call 2, under ncu).
-	"longca-cuda-h200": presetModel("longca-cuda-h200", "preset: longca cuda kernel (sm90) on H200, measured 532 fwd (full 16K 64:8) / about 397 bwd TFLOP/s (docs/perf.md)", 132, 532, 397, 15, 40),
+	"longca-cuda-h200": presetModel("longca-cuda-h200", "preset: longca cuda kernel (sm90) on H200, measured 532 fwd (full 16K 64:8) / about 397 bwd TFLOP/s (docs/perf.md)", 132, 532, 397, 15, 40, longcaShape),
 	// The same kernel's first version (sm80 path, the one docs/cp-gpu.md's CP run of
 	// 2026-12-02 used): 262 forward, 163 backward on full 16K (DEVICE.md).
-	"longca-cuda-h200-v1": presetModel("longca-cuda-h200-v1", "preset: longca cuda kernel v1 (sm80 path) on H200, measured 262 fwd / 163 bwd TFLOP/s on full 16K 64:8 (DEVICE.md, 2026-12-03)", 132, 262, 163, 15, 40),
+	"longca-cuda-h200-v1": presetModel("longca-cuda-h200-v1", "preset: longca cuda kernel v1 (sm80 path) on H200, measured 262 fwd / 163 bwd TFLOP/s on full 16K 64:8 (DEVICE.md, 2026-12-03)", 132, 262, 163, 15, 40, longcaShape),
 	// longca's float64 CPU reference (ref), one core per rank: a few GFLOP/s, priced on
 	// 16 x 16 tiles (it loops over allowed pairs, so tiles follow the area closely).
 	"cpu-ref": {Name: "cpu-ref", TileQ: 16, TileK: 16, SMs: 1, Source: "preset: longca's CPU reference kernel, about 5 GFLOP/s forward and 4 backward (fp32, one core); calibrate it here with --calibrate ref",
