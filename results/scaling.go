@@ -30,15 +30,29 @@ func (c Crossover) String() string {
 	return fmt.Sprintf("%s best at %d GPUs, %s at %d", c.Before, c.From, c.After, c.To)
 }
 
+// tied is how close (relative) two figures must be to share first place.
+const tied = 5e-4
+
 // Crossovers finds the neighbouring GPU counts between which the fastest series changes
-// (counts where a series has no point do not compete there).
+// (counts where a series has no point do not compete there). Series within 0.05% of the
+// fastest share first place, named together ("loongtrain=usp").
 func Crossovers(series map[string][]ScalingPoint) []Crossover {
-	best := map[int]string{}
 	val := map[int]float64{}
 	for _, name := range sortedKeys(series) {
 		for _, p := range series[name] {
 			if v, ok := val[p.GPUs]; !ok || p.TFLOPs > v {
-				best[p.GPUs], val[p.GPUs] = name, p.TFLOPs
+				val[p.GPUs] = p.TFLOPs
+			}
+		}
+	}
+	best := map[int]string{}
+	for _, name := range sortedKeys(series) {
+		for _, p := range series[name] {
+			if p.TFLOPs >= val[p.GPUs]*(1-tied) {
+				if best[p.GPUs] != "" {
+					best[p.GPUs] += "="
+				}
+				best[p.GPUs] += name
 			}
 		}
 	}

@@ -729,10 +729,10 @@ func printSimTable(w io.Writer, o simOptions, rows []results.Row) error {
 	var order [][3]string
 	for _, k := range keys {
 		fmt.Fprintf(&b, " %-*s %-7s %6s %6d", mw-1, k.mask, k.pass, k.heads, k.gpus)
-		top := ""
+		var top float64 // the fastest; methods within 0.05% of it are marked too
 		for _, me := range methods {
-			if c := best[k][me]; c != nil && c.n > 0 && (top == "" || c.tflops > best[k][top].tflops) {
-				top = me
+			if c := best[k][me]; c != nil && c.n > 0 {
+				top = max(top, c.tflops)
 			}
 		}
 		g := [3]string{k.mask, k.pass, k.heads}
@@ -747,7 +747,7 @@ func printSimTable(w io.Writer, o simOptions, rows []results.Row) error {
 			case c == nil:
 			case c.n > 0:
 				v = formatRate(c.tflops)
-				if me == top {
+				if c.tflops >= top*(1-5e-4) {
 					v += "*"
 				}
 				series[g][me] = append(series[g][me], results.ScalingPoint{GPUs: int(k.gpus), TFLOPs: c.tflops})
@@ -759,6 +759,7 @@ func printSimTable(w io.Writer, o simOptions, rows []results.Row) error {
 		b.WriteString("\n")
 	}
 	b.WriteString("#\n")
+	cw = 24
 	header("best mesh, exposed communication share, bottleneck")
 	for _, k := range keys {
 		fmt.Fprintf(&b, " %-*s %-7s %6s %6d", mw-1, k.mask, k.pass, k.heads, k.gpus)
