@@ -107,7 +107,6 @@ type recorder struct {
 	msgSeq      map[msgKey]int
 	events      []event
 	group       *p2pGroup // open comm.Group
-	recording   bool
 	last        lastTiles
 }
 
@@ -133,7 +132,6 @@ func (r *recorder) reset() {
 	r.collSeq = map[*traceGroup]int{}
 	r.msgSeq = map[msgKey]int{}
 	r.events = nil
-	r.recording = true
 }
 
 func (r *recorder) take() rankTrace {
@@ -146,9 +144,6 @@ func (r *recorder) take() rankTrace {
 // event, the transfer's mark, the writers of what it reads, the communicator's previous
 // event; then it becomes the writer of what it writes.
 func (r *recorder) add(e event, reads, writes []tensor.Tensor) {
-	if !r.recording {
-		return
-	}
 	e.stream = r.stream
 	idx := int32(len(r.events))
 	seen := map[int32]bool{}

@@ -466,6 +466,9 @@ func predictAll(ctx context.Context, o simOptions) ([]results.Row, error) {
 		masks[key] = b
 		return b
 	}
+	if err := fitSimulation(o, maskFor); err != nil {
+		return nil, err
+	}
 	out := make([][]results.Row, len(jobs))
 	errs := make([]error, len(jobs))
 	next := make(chan int)
@@ -908,4 +911,26 @@ func printComparison(w io.Writer, src string, measured, predicted []results.Row)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// fitSimulation refuses, before any work, a sweep whose largest case cannot fit in the
+// memory this process may take (sim.MemoryBytes for each GPU count and mask, with as
+// many cases and traced ranks at once as there are cores).
+func fitSimulation(o simOptions, maskFor func(string, int, uint64) *builtMask) error {
+	avail := harness.ThisMachine().HostBytes * 0.85
+	workers := max(runtime.GOMAXPROCS(0), 1)
+	for _, n := range o.gpus {
+		for _, mk := range o.cp.masks {
+			b := maskFor(mk, o.cp.seqlenFor(n), o.cp.seed)
+			if b.err != nil {
+				continue // reported by the job itself
+			}
+			need := float64(workers) * sim.MemoryBytes(n, len(b.docs), workers)
+			if need > avail {
+				return usageError("--gpus %d: simulating %s (%d documents) needs about %.1f GiB of host memory; %.1f GiB available: use fewer GPUs or tokens per GPU",
+					n, mk, len(b.docs), need/(1<<30), avail/(1<<30))
+			}
+		}
+	}
+	return nil
 }

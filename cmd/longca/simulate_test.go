@@ -182,6 +182,7 @@ func TestSimulateUsageErrors(t *testing.T) {
 		{[]string{"--nccl-table", "--nccl-sizes", "8"}, "--nccl-sizes"},
 		{[]string{"--exact-ranks", "0"}, "--exact-ranks"},
 		{[]string{"--run-id", "a/b"}, "--run-id"},
+		{[]string{"--gpus", "65536", "--masks", "causal_document_long"}, "host memory"},
 	}
 	for _, c := range cases {
 		args := append([]string{"simulate", "--out", filepath.Join(dir, "out")}, c.args...)
