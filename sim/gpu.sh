@@ -5,7 +5,8 @@
 #   go build -ldflags '-s -w' -o bin/longca ./cmd/longca && gzip -kf bin/longca
 # then, from the repository root on the GPU machine:
 #   sh sim/gpu.sh OUTDIR
-# Steps, each under `timeout` (about 6 minutes in all, most of it step 2):
+# Steps, each under `timeout` (at most 8 minutes in all, 7 without SIM_COMPARE_8K; step 2
+# is most of it):
 #   1. bin/longca kernel --kernels cuda on the shapes the CP steps take (full, causal and
 #      documents at 2K..16K, 64:8, fwd and bwd): the kernel rates to calibrate from
 #   2. bin/longca cp --ranks 8 --kernel cuda: every method x the 4 CP masks x fwd, bwd at
@@ -38,7 +39,7 @@ summary="$out/summary.txt"
 note() { echo "$*" | tee -a "$summary"; }
 status() { case $1 in 0) echo ok ;; 124 | 137) echo TIMEOUT ;; *) echo "FAIL($1)" ;; esac; }
 
-timeout 150 bin/longca kernel --kernels "$kernel" --masks full,causal,full_document,causal_document \
+timeout 120 bin/longca kernel --kernels "$kernel" --masks full,causal,full_document,causal_document \
 	--seqlens "$seqlens" --heads "$heads" --head-dim "$hdim" --dtype bf16 --passes fwd,bwd \
 	-w 2 -n 5 --no-check --out "$out/kernel" >"$out/kernel.log" 2>&1
 note "1. longca kernel (calibration rows): $(status $?)"
@@ -51,7 +52,7 @@ note "2. longca cp --ranks 8 at $tokens tokens per rank: $(status $?) ($(grep -c
 compare() { # name, compare dir, tokens, extra simulate flags...
 	name=$1 dir=$2 tok=$3
 	shift 3
-	timeout 120 bin/longca simulate --gpus 8 --machine h200-1gpu --tokens-per-rank "$tok" --masks "$masks" \
+	timeout 30 bin/longca simulate --gpus 8 --machine h200-1gpu --tokens-per-rank "$tok" --masks "$masks" \
 		--heads "$heads" --head-dim "$hdim" --compare "$dir" --out "$out/$name" "$@" >"$out/$name.txt" 2>&1
 	rc=$?
 	note "3. simulate $name: $(status $rc): $(grep '^# compared' "$out/$name.txt" || tail -1 "$out/$name.txt")"
