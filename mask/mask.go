@@ -246,7 +246,13 @@ func (m Mask) Density() float64 {
 // Window returns the part of m inside the q x k window, in the window's local
 // coordinates, as canonical slices. Every context-parallel sub-step is built from it.
 func (m Mask) Window(q, k Range) Mask {
-	out := Mask{SeqQ: q.Len(), SeqK: k.Len()}
+	return Mask{SeqQ: q.Len(), SeqK: k.Len(), Slices: m.AppendWindow(nil, q, k, 0, 0)}
+}
+
+// AppendWindow appends the slices of m.Window(q, k) to dst with the window's origin
+// placed at (atQ, atK): a context-parallel sub-mask assembles many windows into one mask
+// without a mask per window.
+func (m Mask) AppendWindow(dst []Slice, q, k Range, atQ, atK int) []Slice {
 	for _, s := range m.Slices {
 		qq, kk := s.Q.Intersect(q), s.K.Intersect(k)
 		if qq.Len() == 0 || kk.Len() == 0 {
@@ -254,14 +260,14 @@ func (m Mask) Window(q, k Range) Mask {
 		}
 		lo, hi := s.Band()
 		pieces(qq, kk, lo, hi, func(p Slice) {
-			p.Q.Start -= q.Start
-			p.Q.End -= q.Start
-			p.K.Start -= k.Start
-			p.K.End -= k.Start
-			out.Slices = append(out.Slices, p)
+			p.Q.Start += atQ - q.Start
+			p.Q.End += atQ - q.Start
+			p.K.Start += atK - k.Start
+			p.K.End += atK - k.Start
+			dst = append(dst, p)
 		})
 	}
-	return out
+	return dst
 }
 
 // Empty says whether no pair is allowed.

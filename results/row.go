@@ -34,13 +34,16 @@ const (
 // Status is what became of a measurement.
 type Status string
 
-// The statuses. Only StatusOK rows carry times and rates; the others carry nulls there.
+// The statuses. Only StatusOK rows (measured) and StatusPredicted rows (longca
+// simulate's model, never a measurement) carry times and rates; the others carry nulls
+// there.
 const (
 	StatusOK          Status = "ok"
 	StatusUnsupported Status = "unsupported"
 	StatusOOM         Status = "oom"
 	StatusWrong       Status = "wrong"
 	StatusError       Status = "error"
+	StatusPredicted   Status = "predicted"
 )
 
 // Row is one measurement: one case (mask, lengths, heads, pass) of one kernel or CP
@@ -60,7 +63,7 @@ type Row struct {
 	Backend   string    `arrow:"backend"`
 
 	// What was measured.
-	Bench  string `arrow:"bench"`  // kernel, sparse or cp
+	Bench  string `arrow:"bench"`  // kernel, sparse, cp or simulate
 	Kernel string `arrow:"kernel"` // the attention kernel
 	// KernelVariant is the kernel's code path that ran (sm90, sm80, a cuDNN engine).
 	KernelVariant string `arrow:"kernel_variant"`
@@ -134,6 +137,13 @@ type Row struct {
 	CheckSeqLen   *int64   `arrow:"check_seqlen"`
 	CheckHeadsQ   *int64   `arrow:"check_heads_q"`
 	CheckHeadsKV  *int64   `arrow:"check_heads_kv"`
+
+	// A prediction (bench simulate): the model's parameters (JSON: machine, kernel rate
+	// model, approximations), the share of the time spent waiting on communication, and
+	// what limits the method (compute, or a link class). Empty and null otherwise.
+	ModelParams      string   `arrow:"model_params"`
+	ExposedCommShare *float64 `arrow:"exposed_comm_share"`
+	Bottleneck       string   `arrow:"bottleneck"`
 
 	// Outcome and provenance.
 	Status  Status `arrow:"status"`

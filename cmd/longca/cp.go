@@ -10,6 +10,7 @@ import (
 	"github.com/longca/longca/harness"
 	"github.com/longca/longca/kernels"
 	"github.com/longca/longca/mask"
+	"github.com/longca/longca/sim"
 	"github.com/longca/longca/spmd/cp"
 	"github.com/longca/longca/tensor"
 	"github.com/urfave/cli/v2"
@@ -62,6 +63,7 @@ func cpFlags() []cli.Flag {
 		&cli.StringFlag{Name: "out", Usage: "results folder (default out/cp-<time>)"},
 		&cli.StringFlag{Name: "run-id", EnvVars: []string{"LONGCA_RUN_ID"}, Usage: "run id in file names and rows (default: the folder's name)"},
 		&cli.BoolFlag{Name: "dry-run", Usage: "print the cases (mesh, padding, FLOPs, bytes) and run nothing"},
+		&cli.StringFlag{Name: "links", Usage: "in-process ranks only: emulate a machine's links (a longca simulate --machine preset or file): each message waits bytes/bandwidth + latency"},
 	}
 }
 
@@ -92,6 +94,7 @@ type cpOptions struct {
 	baseline        string // measure, none or a file
 	out, runID      string
 	dryRun          bool
+	links           *sim.Machine // emulated links between in-process ranks (--links)
 }
 
 // parseCPFlags checks every flag; bad input is one line naming the flag, exit status 2.
@@ -178,6 +181,13 @@ func parseCPFlags(c *cli.Context) (cpOptions, error) {
 	}
 	if o.checkBudget <= 0 {
 		return o, usageError("--check-budget %g: give a positive number of multiply-adds such as 2e9", o.checkBudget)
+	}
+	if c.IsSet("links") {
+		m, err := sim.LoadMachine(c.String("links"))
+		if err != nil {
+			return o, usageError("--links: %v", err)
+		}
+		o.links = &m
 	}
 	switch o.baseline {
 	case "measure", "none":

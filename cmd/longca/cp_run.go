@@ -44,6 +44,9 @@ func cpAction(c *cli.Context) (err error) {
 	if w.Size == 1 && o.ranks > 0 {
 		n = o.ranks
 	}
+	if o.links != nil && (w.Size > 1 || so.Backend != "auto" && so.Backend != "local") {
+		return usageError("--links emulates links between in-process ranks (--ranks N, backend local): leave it out under a launcher or with --backend %s", so.Backend)
+	}
 	cases, err := cpCases(o, n)
 	if err != nil {
 		return err
@@ -115,6 +118,9 @@ func cpAction(c *cli.Context) (err error) {
 		}
 	} else {
 		opts := []local.Option{local.WithTimeout(so.Timeout)}
+		if o.links != nil {
+			opts = append(opts, local.WithLinks(linksOf(*o.links)))
+		}
 		mover, err := cpDeviceMover(probe, n)
 		if err != nil {
 			return err
@@ -184,6 +190,10 @@ func (rr *cpRanks) run(ctx context.Context, cm comm.Comm, w spmd.World, k kernel
 	defer wr.Close()
 	base := baseRow(o.runID, "cp", w)
 	base.Backend = rr.backend
+	if o.links != nil {
+		base.Backend = "local+links"
+		base.ModelParams = fmt.Sprintf(`{"links":%s}`, o.links.JSON())
+	}
 	r := &harness.CPRunner{
 		Sweep: o.sweep(n), Comm: cm, Kernel: kern, KernelOptions: o.kernelOpts, Check: o.check, CheckBudget: o.checkBudget,
 		Warmup: o.warmup, Iters: o.iters, Overlap: o.overlap, Baseline: rr.baseline, Base: base,

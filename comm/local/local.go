@@ -25,6 +25,7 @@ type Option func(*config)
 type config struct {
 	timeout time.Duration
 	mover   Mover
+	links   *linkState // nil: no emulated links
 }
 
 // WithTimeout bounds every blocking call (Recv, every collective, Split): a rank that

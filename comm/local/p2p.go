@@ -44,6 +44,9 @@ func (c *Comm) post(tag int, buf tensor.Tensor, off, n int64, peer int) error {
 			return err
 		}
 	}
+	if ls := c.w.cfg.links; ls != nil && peer != c.rank {
+		m = delayed{m, ls.reserve(c.WorldRank(), c.g.members[peer], n, time.Now())}
+	}
 	c.g.boxes[c.rank][peer][tag].put(m)
 	if peer != c.rank {
 		c.mu.Lock()
@@ -77,7 +80,7 @@ func (c *Comm) fetch(op string, tag int, peer int, deadline time.Time) (Message,
 		}
 		return nil, &comm.PeerError{Rank: c.g.members[peer], Op: "local " + op, Err: fmt.Errorf("%w after %v (world rank %d waiting)", comm.ErrTimeout, c.w.cfg.timeout, c.WorldRank())}
 	}
-	return m, nil
+	return landed(m), nil
 }
 
 func (c *Comm) deadline() time.Time { return time.Now().Add(c.w.cfg.timeout) }

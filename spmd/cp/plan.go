@@ -26,6 +26,12 @@ type Plan struct {
 
 	mu    sync.Mutex
 	steps map[[2]int]mask.Mask
+	// The all-gather's keys: every ring shard's pieces in ring order, and their order by
+	// source position (GatherMask).
+	gatherOnce   sync.Once
+	gatherKeys   []Piece
+	gatherOrder  []int
+	gatherSorted bool
 }
 
 // Padding is the padding tokens zigzag sharding added (0 for contiguous).
@@ -53,12 +59,27 @@ func (pl *Plan) StepMask(q, k int) mask.Mask {
 func (pl *Plan) GatherMask(q int) mask.Mask {
 	return pl.cached(q, -1, func() mask.Mask {
 		l := pl.Layout
-		var all []Piece
-		for r, ps := range l.Shards {
-			all = append(all, shiftPieces(ps, r*l.Local)...)
-		}
-		return SubMask(pl.Problem.Mask, l.Shards[q], l.Local, all, l.Padded)
+		pl.gatherOnce.Do(func() {
+			for r, ps := range l.Shards {
+				pl.gatherKeys = append(pl.gatherKeys, shiftPieces(ps, r*l.Local)...)
+			}
+			pl.gatherOrder, pl.gatherSorted = bySource(pl.gatherKeys)
+		})
+		return subMask(pl.Problem.Mask, l.Shards[q], l.Local, pl.gatherKeys, l.Padded, pl.gatherOrder, pl.gatherSorted)
 	})
+}
+
+// ForgetSteps drops the cached sub-masks of ring shard q's queries (StepMask(q, *) and
+// GatherMask(q)): a tracer that has walked a rank's steps frees them (at 512 ranks a
+// rank's document sub-masks hold tens of megabytes). A later call computes them again.
+func (pl *Plan) ForgetSteps(q int) {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	for key := range pl.steps {
+		if key[0] == q {
+			delete(pl.steps, key)
+		}
+	}
 }
 
 func (pl *Plan) cached(q, k int, f func() mask.Mask) mask.Mask {

@@ -1,0 +1,248 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/longca/longca/results"
+)
+
+// emulatedMachine is the machine of the CPU validation: 4 in-process ranks on a 2-core
+// machine, modelled as 2 "GPUs" (one per node) of 2 ranks each, so ranks 0 and 1 share
+// a core (and a local link), as do 2 and 3; nodes talk over the inter link. Bandwidths
+// are scaled by bw; fast makes every link effectively free (to measure compute alone).
+func emulatedMachine(t *testing.T, dir, name string, bw, computeScale float64, fast bool) string {
+	t.Helper()
+	local, inter := 0.0005*bw, 0.000125*bw // GB/s
+	llat, ilat := 500.0, 2000.0            // us
+	if fast {
+		local, inter, llat, ilat = 100, 100, 0, 0
+	}
+	js := fmt.Sprintf(`{"name": %q, "gpus_per_node": 1, "ranks_per_gpu": 2,
+ "local": {"bandwidth_gbs": %g, "latency_us": %g},
+ "intra": {"bandwidth_gbs": %g, "latency_us": %g},
+ "inter": {"bandwidth_gbs": %g, "latency_us": %g},
+ "collectives": "direct", "rendezvous": false,
+ "helpers": {"bandwidth_gbs": 1, "launch_us": 20}, "kernel": "cpu-ref", "compute_scale": %g}`,
+		name, local, llat, local, llat, inter, ilat, computeScale)
+	p := filepath.Join(dir, name+".json")
+	if err := os.WriteFile(p, []byte(js), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// caseKey pairs a measured row with a predicted one.
+type caseKey struct{ method, mesh, mask, pass string }
+
+func keyOf(r results.Row) caseKey {
+	return caseKey{r.Method, rowMeshLabel(r), r.Mask, r.Pass}
+}
+
+// timesOf reads the rows of a run folder: the median time per case (rank 0's row for a
+// measured run), and the kernel rows' file when asked.
+func timesOf(t *testing.T, dir string) map[caseKey]float64 {
+	t.Helper()
+	rows, _, err := results.ReadRows(filepath.Join(dir, "merged.arrow"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[caseKey]float64{}
+	for _, r := range rows {
+		if r.Rank != 0 || r.MedianMs == nil {
+			continue
+		}
+		out[keyOf(r)] = *r.MedianMs
+	}
+	return out
+}
+
+// TestSimulateAgreesWithEmulatedLinks is the CPU validation of longca simulate: longca cp
+// with in-process ranks over emulated links (comm/local's link emulator), against
+// longca simulate for the same machine file: every method (loongtrain with two windows,
+// so that its outer ring runs), forward and backward, over a grid of two sizes and two
+// bandwidths, each CP mask at two of the four points. The kernel model is fitted to ref
+// rows timed here; compute is calibrated from the same run: just before each point, the
+// ranks' times with free links over the model's give the machine's compute scale (the
+// ranks share 2 cores with whatever else runs). Every prediction must be within 15% of
+// the measurement. The links dominate (2 to 10 times the compute), so this checks the
+// schedule and the network model.
+func TestSimulateAgreesWithEmulatedLinks(t *testing.T) {
+	dir := t.TempDir()
+	common := []string{"--heads", "4:2", "--head-dim", "8", "--dtype", "fp32", "--windows", "2", "--samples", "1"}
+	run := func(args ...string) string {
+		t.Helper()
+		out, errOut, code := captureRun(t, append([]string{"--log-level", "warn"}, args...)...)
+		if code != 0 {
+			t.Fatalf("longca %s: exit %d\n%s\n%s", strings.Join(args, " "), code, out, errOut)
+		}
+		return out
+	}
+	kdir := filepath.Join(dir, "kernel")
+	run("kernel", "--kernels", "ref", "--masks", "full,causal,full_document,causal_document", "--seqlens", "32,64,128,256",
+		"--heads", "4:2,2:1", "--head-dim", "8", "--dtype", "fp32", "--no-check", "-w", "1", "-n", "3", "--out", kdir)
+	matches, _ := filepath.Glob(filepath.Join(kdir, "*.rank-0-of-1.arrow"))
+	if len(matches) != 1 {
+		t.Fatalf("kernel rows in %s: %v", kdir, matches)
+	}
+	krows := matches[0]
+	grid := []struct {
+		tokens int
+		bw     float64
+		masks  string
+	}{
+		{32, 1, "full,causal_document_long"},
+		{32, 2, "causal,full_document_long"},
+		{64, 2, "causal,full_document_long"},
+		{64, 4, "full,causal_document_long"},
+	}
+	var worst float64
+	var report strings.Builder
+	scales := map[int]float64{}
+	for _, g := range grid {
+		tok := fmt.Sprint(g.tokens)
+		name := fmt.Sprintf("links-%s-%g", tok, g.bw)
+		if _, ok := scales[g.tokens]; !ok {
+			// Compute alone: free links, measured and predicted, every mask.
+			args := append([]string{"--tokens-per-rank", tok, "--masks", "full,causal,full_document_long,causal_document_long"}, common...)
+			fast := emulatedMachine(t, dir, "fast", 1, 1, true)
+			mdir, pdir := filepath.Join(dir, "cp-fast-"+tok), filepath.Join(dir, "sim-fast-"+tok)
+			run(append([]string{"cp", "--ranks", "4", "--links", fast, "--kernel", "ref", "--no-check", "-w", "1", "-n", "3", "--out", mdir}, args...)...)
+			run(append([]string{"simulate", "--gpus", "4", "--machine", fast, "--kernel-rows", krows, "--out", pdir}, args...)...)
+			meas, pred := timesOf(t, mdir), timesOf(t, pdir)
+			var ratios []float64
+			for k, m := range meas {
+				if p, ok := pred[k]; ok && p > 0 {
+					ratios = append(ratios, m/p)
+				}
+			}
+			if len(ratios) != 40 {
+				t.Fatalf("%d cases paired between cp and simulate with free links, want 40 (5 methods x 4 masks x 2 passes)", len(ratios))
+			}
+			slices.Sort(ratios)
+			scales[g.tokens] = ratios[len(ratios)/2]
+		}
+		scale := scales[g.tokens]
+		args := append([]string{"--tokens-per-rank", tok, "--masks", g.masks}, common...)
+		slow := emulatedMachine(t, dir, name, g.bw, scale, false)
+		mdir, pdir := filepath.Join(dir, "cp-"+name), filepath.Join(dir, "sim-"+name)
+		run(append([]string{"cp", "--ranks", "4", "--links", slow, "--kernel", "ref", "--no-check", "-w", "0", "-n", "3", "--out", mdir}, args...)...)
+		table := run(append([]string{"simulate", "--gpus", "4", "--machine", slow, "--kernel-rows", krows, "--compare", mdir, "--out", pdir}, args...)...)
+		if !strings.Contains(table, "# compared 20 cases") {
+			t.Errorf("%s: simulate --compare does not pair the 20 cases:\n%s", name, table)
+		}
+		meas, pred := timesOf(t, mdir), timesOf(t, pdir)
+		if len(meas) != 20 {
+			t.Fatalf("%s: %d measured cases, want 20 (5 methods x 2 masks x 2 passes)", name, len(meas))
+		}
+		fmt.Fprintf(&report, "%s: compute scale %.2f\n", name, scale)
+		for k, m := range meas {
+			p, ok := pred[k]
+			if !ok {
+				t.Fatalf("%s: no prediction for %+v", name, k)
+			}
+			e := p/m - 1
+			worst = max(worst, math.Abs(e))
+			fmt.Fprintf(&report, "%-14s %-18s %-22s %-4s measured %7.1f ms predicted %7.1f ms %+6.1f%%\n", name, k.mesh, k.mask, k.pass, m, p, 100*e)
+			if math.Abs(e) > 0.15 {
+				t.Errorf("%s %s %s %s: predicted %.1f ms, measured %.1f ms (%+.0f%%, tolerance 15%%)", name, k.mesh, k.mask, k.pass, p, m, 100*e)
+			}
+		}
+	}
+	t.Logf("worst error %.1f%%\n%s", 100*worst, report.String())
+}
+
+func TestSimulateUsageErrors(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.json")
+	if err := os.WriteFile(bad, []byte(`{"preset": "h100-ib", "inter": {"bandwidth_gb": 10}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--gpus", "8,x"}, "--gpus"},
+		{[]string{"--gpus", ""}, "--gpus"},
+		{[]string{"--machine", "nope"}, "--machine"},
+		{[]string{"--machine", bad}, "bandwidth_gb"},
+		{[]string{"--inter-bw", "0"}, "inter"},
+		{[]string{"--collectives", "mpi"}, "collectives"},
+		{[]string{"--kernel-model", "fa9"}, "--kernel-model"},
+		{[]string{"--kernel-rows", filepath.Join(dir, "none")}, "--kernel-rows"},
+		{[]string{"--calibrate", "nope"}, "--calibrate"},
+		{[]string{"--calibrate", "ref", "--kernel-rows", dir}, "both given"},
+		{[]string{"--methods", "ring-p"}, "--methods"},
+		{[]string{"--passes", "up"}, "--passes"},
+		{[]string{"--nccl-table", "--nccl-sizes", "8"}, "--nccl-sizes"},
+		{[]string{"--exact-ranks", "0"}, "--exact-ranks"},
+		{[]string{"--run-id", "a/b"}, "--run-id"},
+		{[]string{"--gpus", "65536", "--masks", "causal_document_long"}, "host memory"},
+	}
+	for _, c := range cases {
+		args := append([]string{"simulate", "--out", filepath.Join(dir, "out")}, c.args...)
+		_, errOut, code := captureRun(t, args...)
+		checkUsageError(t, args, code, errOut, c.want)
+	}
+	args := []string{"cp", "--ranks", "4", "--links", "h100-ib", "--backend", "tcp", "--dry-run"}
+	_, errOut, code := captureRun(t, args...)
+	checkUsageError(t, args, code, errOut, "--ranks 4 with --backend tcp")
+}
+
+// TestSimulateRun: predicted rows for every method, mesh, mask, GPU count and pass
+// (ulysses past the head count unsupported, with its reason), the table with its units,
+// a plot per mask and pass, and the NCCL table.
+func TestSimulateRun(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "sim")
+	out, errOut, code := captureRun(t, "--log-level", "warn", "simulate", "--gpus", "8,16,32", "--masks", "causal,causal_document_long",
+		"--tokens-per-rank", "1K", "--heads", "16:4", "--out", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	rows, _, err := results.ReadRows(filepath.Join(dir, "merged.arrow"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Meshes: 8 GPUs usp/loongtrain 2x4, 4x2; 16: 2x8, 4x4, 8x2; 32: 2x16 .. 16x2 (16 heads);
+	// plus ring-p2p, ring-allgather, ulysses each; x 2 masks x 2 passes.
+	meshes := map[int64]int{8: 3 + 2*2, 16: 3 + 2*3, 32: 3 + 2*4}
+	want := 0
+	for _, m := range meshes {
+		want += m * 2 * 2
+	}
+	if len(rows) != want {
+		t.Fatalf("%d rows, want %d", len(rows), want)
+	}
+	for _, r := range rows {
+		switch {
+		case r.Method == "ulysses" && r.WorldSize == 32:
+			if r.Status != results.StatusUnsupported || !strings.Contains(r.Reason, "16 query heads do not split over 32") {
+				t.Fatalf("ulysses on 32 GPUs with 16 heads: %s %q", r.Status, r.Reason)
+			}
+		case r.Status != results.StatusPredicted || r.Bench != "simulate" || r.TFLOPs == nil || *r.TFLOPs <= 0 || r.MedianMs == nil ||
+			r.ExposedCommShare == nil || r.Bottleneck == "" || !strings.Contains(r.ModelParams, `"machine"`) || r.CommBytes == nil || r.Reason != "":
+			t.Fatalf("row %+v", r)
+		}
+		if r.SeqLen != r.WorldSize*1024 {
+			t.Fatalf("weak scaling: seqlen %d on %d GPUs", r.SeqLen, r.WorldSize)
+		}
+	}
+	for _, w := range []string{"(TFLOP/s)", "h100-ib", "fa3-h100", "*", "# Rows: "} {
+		if !strings.Contains(out, w) {
+			t.Errorf("table without %q:\n%s", w, out)
+		}
+	}
+	plots, _ := filepath.Glob(filepath.Join(dir, "plots", "*_scaling.png"))
+	if len(plots) != 4 {
+		t.Errorf("%d plots, want 4 (2 masks x 2 passes): %v", len(plots), plots)
+	}
+	out, errOut, code = captureRun(t, "simulate", "--nccl-table", "--gpus", "16", "--nccl-sizes", "1K:1M")
+	if code != 0 || !strings.Contains(out, "all_gather_perf") || !strings.Contains(out, "busbw") || strings.Count(out, "\n") < 40 {
+		t.Fatalf("nccl table: exit %d %s\n%s", code, errOut, out)
+	}
+}

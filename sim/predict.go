@@ -1,0 +1,378 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"slices"
+	"sort"
+	"sync"
+
+	"github.com/longca/longca/kernels"
+	"github.com/longca/longca/spmd/cp"
+	"github.com/longca/longca/tensor"
+)
+
+// DefaultExactRanks is the largest world simulated rank by rank; above it a sample of
+// ranks is simulated with mirrored peers (Options.ExactRanks).
+const DefaultExactRanks = 16
+
+// sampledRanks is how many ranks a sampled simulation traces when Options.SampledRanks
+// is 0: a rank's trace costs its ring length times the documents (every step's
+// sub-mask), so long rings get fewer: 1024/ring, between 4 and 16. With zigzag sharding
+// the ranks are alike: at 64 GPUs 4 to 16 sampled ranks and all 64 agree within 1.3%
+// (docs/simulate.md).
+func sampledRanks(ring int) int {
+	return min(max(1024/max(ring, 1), 4), 16)
+}
+
+// Options are a prediction's model.
+type Options struct {
+	Machine Machine
+	Kernel  KernelModel
+	// ExactRanks: worlds up to this size are simulated rank by rank (every rank traced,
+	// every message matched); larger ones from SampledRanks traced ranks (ring positions
+	// spread over the ring, the ranks at node boundaries among them), each simulated with
+	// mirrored peers, the slowest taken. 0 means DefaultExactRanks.
+	ExactRanks int
+	// SampledRanks bounds the ranks traced in a sampled simulation (0: 16, fewer on long
+	// rings; see sampledRanks).
+	SampledRanks int
+	// PartialDType is the dtype of the kernel's per-step outputs (0: the problem's).
+	PartialDType tensor.DType
+	// Tiles remembers sub-masks' tiles across predictions (nil: one cache per Predict).
+	Tiles *TileCache
+}
+
+// Prediction is one pass of one method on one problem.
+type Prediction struct {
+	Pass kernels.Pass
+	// Seconds is the slowest rank's time; TFLOPsPerRank the mask's FLOPs over (ranks x
+	// Seconds), MASKS.md's per-GPU figure.
+	Seconds       float64
+	TFLOPsPerRank float64
+	// Slowest is the slowest simulated rank.
+	Slowest RankResult
+	// ExposedShare is the slowest rank's time waiting on communication over Seconds.
+	ExposedShare float64
+	// Bottleneck is "compute" when less than 5% of the time waits on communication, else
+	// the link class that limited most of the waiting ("inter", "intra", "local").
+	Bottleneck string
+	// CommBytes is what each rank sends (the method's CommBytes); CountedBytes what the
+	// traced communicators counted: the first traced rank's count that differs from
+	// CommBytes, else CommBytes (they agree unless the method moves what it does not
+	// claim).
+	CommBytes, CountedBytes int64
+	// Traced is how many ranks were traced; Sampled says they were a sample simulated with
+	// mirrored peers.
+	Traced  int
+	Sampled bool
+}
+
+// Predict traces method on the configuration and problem (the method's own Plan,
+// Forward and Backward, run against placeholder tensors and a recording communicator)
+// and simulates each pass on o's machine and kernel model.
+func Predict(ctx context.Context, method cp.Method, cfg cp.Config, p kernels.Problem, passes []kernels.Pass, o Options) (*cp.Plan, []Prediction, error) {
+	if err := o.Machine.Validate(); err != nil {
+		return nil, nil, fmt.Errorf("machine %s: %w", o.Machine.Name, err)
+	}
+	pl, err := method.Plan(cfg, p)
+	if err != nil {
+		return nil, nil, err
+	}
+	n := pl.Config.Ranks
+	exact := o.ExactRanks
+	if exact <= 0 {
+		exact = DefaultExactRanks
+	}
+	traced := sampleRanks(pl, o.Machine, n <= exact, o.SampledRanks)
+	traces, counted, err := record(ctx, method, pl, traced, passes, o)
+	if err != nil {
+		return pl, nil, err
+	}
+	w := traces.world
+	nw := newNetwork(o.Machine, w)
+	var out []Prediction
+	for pi, pass := range passes {
+		ts := traces.byPass[pi]
+		var res []RankResult
+		if n <= exact {
+			if res, err = newSimulator(o.Machine, nw, ts, false).run(); err != nil {
+				return pl, nil, fmt.Errorf("%s %s: %w", pl.Method, pass, err)
+			}
+		} else {
+			for _, t := range ts {
+				r, err := newSimulator(o.Machine, nw, []rankTrace{t}, true).run()
+				if err != nil {
+					return pl, nil, fmt.Errorf("%s %s: %w", pl.Method, pass, err)
+				}
+				res = append(res, r...)
+			}
+		}
+		slow := res[0]
+		for _, r := range res[1:] {
+			if r.Seconds > slow.Seconds {
+				slow = r
+			}
+		}
+		pr := Prediction{Pass: pass, Seconds: slow.Seconds, Slowest: slow, Traced: len(traced), Sampled: n > exact,
+			CommBytes: cp.CommBytesOf(pl, pass)}
+		pr.CountedBytes = pr.CommBytes
+		for _, b := range counted[pi] {
+			if b != pr.CommBytes {
+				pr.CountedBytes = b
+				break
+			}
+		}
+		if slow.Seconds > 0 {
+			pr.TFLOPsPerRank = p.FLOPs(pass) / float64(n) / slow.Seconds / 1e12
+			pr.ExposedShare = slow.Exposed / slow.Seconds
+		}
+		pr.Bottleneck = bottleneck(slow, pr.ExposedShare)
+		out = append(out, pr)
+	}
+	return pl, out, nil
+}
+
+// bottleneck names what limits a rank: compute, or the link class behind most of its
+// waiting.
+func bottleneck(r RankResult, share float64) string {
+	if share < 0.05 {
+		return "compute"
+	}
+	best := ClassSelf
+	for c := ClassLocal; c < numClasses; c++ {
+		if r.ExposedBy[c] > r.ExposedBy[best] {
+			best = c
+		}
+	}
+	if best == ClassSelf {
+		return "compute"
+	}
+	return best.String()
+}
+
+// rankOf is the world rank at mesh place (u, r) (the inverse of Plan.Coords).
+func rankOf(pl *cp.Plan, u, r int) int {
+	c := pl.Config
+	if c.HeadFirst {
+		return r*c.Ulysses + u
+	}
+	return u*c.Ring + r
+}
+
+// sampleRanks lists the ranks to trace: all of them, or ring positions spread over the
+// ring (its ends and middle, the first node boundary on each side, then evenly spaced)
+// on the first Ulysses rank. The other Ulysses ranks of a ring position walk the same
+// sub-masks over links of the same classes (a Ulysses group sits inside a node, or
+// spans whole nodes), so they are not traced.
+func sampleRanks(pl *cp.Plan, m Machine, all bool, limit int) []int {
+	n := pl.Config.Ranks
+	if all {
+		out := make([]int, n)
+		for i := range out {
+			out[i] = i
+		}
+		return out
+	}
+	if limit <= 0 {
+		limit = sampledRanks(pl.Config.Ring)
+	}
+	ring := pl.Config.Ring
+	pos := []int{0, ring - 1, ring / 2}
+	for r := 1; r < ring; r++ {
+		if m.Node(rankOf(pl, 0, r)) != m.Node(rankOf(pl, 0, r-1)) {
+			pos = append(pos, r-1, r)
+			break
+		}
+	}
+	for step := max(ring/limit, 1); len(pos) < limit; {
+		added := false
+		for r := step / 2; r < ring && len(pos) < limit; r += step {
+			if !slices.Contains(pos, r) {
+				pos = append(pos, r)
+				added = true
+			}
+		}
+		if !added {
+			break
+		}
+		step = max(step/2, 1)
+	}
+	set := map[int]bool{}
+	for _, r := range pos {
+		set[rankOf(pl, 0, r)] = true
+	}
+	out := make([]int, 0, len(set))
+	for r := range set {
+		out = append(out, r)
+	}
+	sort.Ints(out)
+	return out
+}
+
+// recorded are the traces of a run: per pass, the traced ranks' traces.
+type recorded struct {
+	world  *traceWorld
+	byPass [][]rankTrace
+}
+
+// record runs the method's code on every rank of the plan's world (the splits need all
+// of them) and traces the given ranks' passes. It returns, per pass and traced rank, the
+// bytes its communicators counted.
+func record(ctx context.Context, method cp.Method, pl *cp.Plan, traced []int, passes []kernels.Pass, o Options) (recorded, [][]int64, error) {
+	n := pl.Config.Ranks
+	all := len(traced) == n // every rank: the sub-masks are shared, keep them
+	w := newTraceWorld(n)
+	tiles := o.Tiles
+	if tiles == nil {
+		tiles = &TileCache{}
+	}
+	c := modelCosts{km: o.Kernel, m: o.Machine, tiles: tiles}
+	recs := make([]*recorder, n)
+	isTraced := map[int]bool{}
+	for _, r := range traced {
+		recs[r] = newRecorder(r, c, o.PartialDType)
+		isTraced[r] = true
+	}
+	comms := w.comms(recs)
+	out := recorded{world: w, byPass: make([][]rankTrace, len(passes))}
+	for i := range out.byPass {
+		out.byPass[i] = make([]rankTrace, len(traced))
+	}
+	counted := make([][]int64, len(passes))
+	for i := range counted {
+		counted[i] = make([]int64, len(traced))
+	}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	// Traced ranks walk their steps a few at a time, each forgetting its sub-masks after:
+	// at 512 ranks one rank's document sub-masks take tens of megabytes.
+	busy := make(chan struct{}, max(runtime.GOMAXPROCS(0), 1))
+	for rank := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rec := recs[rank]
+			k := rec
+			if k == nil {
+				k = newRecorder(rank, c, o.PartialDType) // takes part in the splits only
+			}
+			run, err := cp.NewRun(pl, k, comms[rank])
+			if err != nil {
+				errs[rank] = err
+				return
+			}
+			defer run.Close()
+			if rec == nil {
+				return
+			}
+			ti := slices.Index(traced, rank)
+			busy <- struct{}{}
+			ts, bytes, err := tracePasses(ctx, method, run, rec, passes)
+			rec.last = lastTiles{} // let the rank's large sub-mask go
+			if !all {
+				pl.ForgetSteps(run.R)
+			}
+			<-busy
+			if err != nil {
+				errs[rank] = fmt.Errorf("rank %d: %w", rank, err)
+				return
+			}
+			for pi := range passes {
+				out.byPass[pi][ti] = ts[pi]
+				counted[pi][ti] = bytes[pi]
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return out, nil, err
+		}
+	}
+	return out, counted, nil
+}
+
+// tracePasses records each pass on one rank: fwd alone; bwd after an untraced forward
+// (as longca cp times it); fwd+bwd both.
+func tracePasses(ctx context.Context, method cp.Method, run *cp.Run, rec *recorder, passes []kernels.Pass) ([]rankTrace, []int64, error) {
+	pl := run.Plan
+	shape := func(h int) []int { return []int{pl.Tokens, h, pl.Problem.HeadDim} }
+	dt := pl.Problem.DType
+	hq, hkv := pl.Problem.HeadsQ, pl.Problem.HeadsKV
+	var ts []tensor.Tensor
+	for _, s := range [][]int{shape(hq), shape(hkv), shape(hkv), shape(hq), shape(hq), {hq, pl.Tokens}, shape(hq), shape(hkv), shape(hkv)} {
+		d := dt
+		if len(s) == 2 {
+			d = tensor.FP32
+		}
+		t, _ := rec.Alloc(d, s...)
+		ts = append(ts, t)
+	}
+	q, k, v, dout, out, lse, dq, dk, dv := ts[0], ts[1], ts[2], ts[3], ts[4], ts[5], ts[6], ts[7], ts[8]
+	fwd := func() error { return method.Forward(ctx, run, q, k, v, out, lse) }
+	bwd := func() error { return method.Backward(ctx, run, q, k, v, out, lse, dout, dq, dk, dv) }
+	traces := make([]rankTrace, len(passes))
+	bytes := make([]int64, len(passes))
+	for i, pass := range passes {
+		var body func() error
+		switch pass {
+		case kernels.Fwd:
+			body = fwd
+		case kernels.Bwd:
+			rec.reset()
+			if err := fwd(); err != nil { // the saved forward the backward uses
+				return nil, nil, err
+			}
+			body = bwd
+		default:
+			body = func() error {
+				if err := fwd(); err != nil {
+					return err
+				}
+				return bwd()
+			}
+		}
+		rec.reset()
+		before := run.Counters().BytesSent
+		if err := body(); err != nil {
+			return nil, nil, err
+		}
+		bytes[i] = run.Counters().BytesSent - before
+		traces[i] = rec.take()
+	}
+	return traces, bytes, nil
+}
+
+// modelCosts prices compute with the kernel model and the machine's helper costs.
+type modelCosts struct {
+	km    KernelModel
+	m     Machine
+	tiles *TileCache
+}
+
+func (c modelCosts) kernelTime(pass kernels.Pass, p kernels.Problem, last *lastTiles) (float64, float64) {
+	t := last.of(c.tiles, p.Mask, c.km.TileQ, c.km.TileK)
+	flops := 4 * float64(t.Area) * float64(p.HeadsQ) * float64(p.HeadDim) * pass.FLOPsFactor()
+	return c.km.TimeOn(pass, t, p.HeadsQ, p.HeadDim) * c.m.computeScale(), flops
+}
+
+func (c modelCosts) helperTime(launches int, bytes int64) float64 {
+	h := c.m.Helpers
+	return (float64(launches)*h.LaunchUs*1e-6 + float64(bytes)/(h.BandwidthGBs*1e9)) * c.m.computeScale()
+}
+
+// MemoryBytes estimates the host memory the simulation of one case takes at most, for a
+// world of n ranks and a mask of docs documents (1 without): the zigzag layout (2 pieces
+// of every document per ring rank) and the all-gather's copy of it, and the sub-masks
+// of the ranks being traced at once (a step's sub-mask holds a few slices per document;
+// a rank walks n steps). parallel is how many ranks are traced at once. An over-estimate
+// by design (a 1024-GPU document sweep measured 0.9 GB against 1.5 GB estimated).
+func MemoryBytes(n, docs, parallel int) float64 {
+	const pieceBytes, sliceBytes = 24, 40
+	d, r := float64(max(docs, 1)), float64(n)
+	layout := 2 * 2 * d * r * pieceBytes                 // the layout and the all-gather's keys
+	traced := float64(parallel) * 4 * d * r * sliceBytes // each traced rank's step sub-masks
+	return layout + traced
+}
