@@ -9,6 +9,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow/ipc"
 )
 
 // writeTestFile writes rows random rows as rank 0 of 1 of run "dmg" and returns the file's
@@ -262,5 +264,50 @@ func TestMergeSkipsBadFiles(t *testing.T) {
 	l, err := LoadChecked(dir)
 	if err != nil || len(l.Rows) != 10 || len(l.Skipped) != 4 {
 		t.Errorf("load: %d rows, skipped %v, %v", len(l.Rows), l.Skipped, err)
+	}
+}
+
+// A merged file records its row count: a file whose batches hold fewer rows than that
+// (a damaged batch length, as a byte flip made in the flip test) is damaged, not short.
+func TestMergedRowCountIsChecked(t *testing.T) {
+	dir := t.TempDir()
+	writeRanks(t, dir, "runA", 2, 3, 0, 1)
+	res, err := Merge(dir, MergeOptions{Runs: []string{"runA"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := Open(res.Files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Meta(MetaRows) != "6" {
+		t.Fatalf("merged file records %q rows, want 6", f.Meta(MetaRows))
+	}
+	f.Release()
+	// the same rows under metadata claiming one more
+	rows, err := Load(res.Files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := Record(Schema(map[string]string{MetaRows: "7", MetaSchemaVersion: SchemaVersion}), rows)
+	defer rec.Release()
+	bad := filepath.Join(t.TempDir(), "short.arrow")
+	out, err := os.Create(bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := ipc.NewFileWriter(out, ipc.WithSchema(rec.Schema()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	out.Close()
+	if _, err := Load(bad); !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "6 rows read where the file records 7") {
+		t.Fatalf("a file short of its recorded rows: %v", err)
 	}
 }

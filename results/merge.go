@@ -318,6 +318,11 @@ func Merge(dir string, opts MergeOptions) (MergeResult, error) {
 	if len(res.Unverified) > 0 {
 		md[MetaUnverified] = strings.Join(res.Unverified, "; ")
 	}
+	var total int64
+	for _, f := range c.files {
+		total += f.NumRows()
+	}
+	md[MetaRows] = fmt.Sprint(total)
 	rec, err := concat(ref.Schema, md, c.files)
 	if err != nil {
 		return res, err

@@ -142,7 +142,17 @@ func (f *File) readStream(data []byte) error {
 	}
 	f.Schema = r.Schema()
 	goodEnd := schemaEnd
+	rankFile := f.Meta(MetaRank) != ""
 	for r.Next() {
+		// A rank file's writer writes an empty first batch (the schema on disk at once),
+		// then one row a batch: any other count is damage.
+		want := int64(1)
+		if len(f.Batches) == 0 {
+			want = 0
+		}
+		if n := r.RecordBatch().NumRows(); rankFile && n != want {
+			return fmt.Errorf("%w: batch %d holds %d rows; a rank file's batch %d holds %d", ErrDamaged, len(f.Batches), n, len(f.Batches), want)
+		}
 		if err := f.accept(r.RecordBatch(), len(f.Batches)); err != nil {
 			return err
 		}
@@ -263,6 +273,19 @@ func (f *File) readFile(data []byte) error {
 		if err := f.accept(rec, i); err != nil {
 			return err
 		}
+	}
+	return f.checkRowCount()
+}
+
+// checkRowCount holds a file to the row count its metadata records (merged files), so a
+// damaged batch length cannot drop rows silently.
+func (f *File) checkRowCount() error {
+	want := f.Meta(MetaRows)
+	if want == "" {
+		return nil // written before the count was recorded
+	}
+	if got := fmt.Sprint(f.NumRows()); got != want {
+		return fmt.Errorf("%w: %s rows read where the file records %s", ErrDamaged, got, want)
 	}
 	return nil
 }

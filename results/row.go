@@ -29,6 +29,9 @@ const (
 	MetaSkipped = "longca.skipped"
 	// MetaUnverified names merged files whose rows had no checksums (older writers).
 	MetaUnverified = "longca.unverified"
+	// MetaRows is a merged file's row count, so a damaged batch length that reads as
+	// fewer rows is detected rather than read silently.
+	MetaRows = "longca.rows"
 )
 
 // Status is what became of a measurement.

@@ -47,17 +47,19 @@ func cpAction(c *cli.Context) (err error) {
 	if o.links != nil && (w.Size > 1 || so.Backend != "auto" && so.Backend != "local") {
 		return usageError("--links emulates links between in-process ranks (--ranks N, backend local): leave it out under a launcher or with --backend %s", so.Backend)
 	}
-	cases, err := cpCases(o, n)
-	if err != nil {
-		return err
-	}
+	// The memory estimate comes before any planning: planning an impossible world (100000
+	// ranks) is itself the long allocation the estimate refuses.
 	if !o.dryRun {
 		if err := fitCP(c, o, n, max(w.LocalSize, n/w.Size), w.Size == 1); err != nil {
 			return err
 		}
-		if w.Rank == 0 {
-			warnCPTime(c, o, cases, n, w.Size == 1)
-		}
+	}
+	cases, err := cpCases(o, n)
+	if err != nil {
+		return err
+	}
+	if !o.dryRun && w.Rank == 0 {
+		warnCPTime(c, o, cases, n, w.Size == 1)
 	}
 	if o.dryRun {
 		if w.Rank == 0 {
