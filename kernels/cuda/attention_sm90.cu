@@ -443,10 +443,10 @@ template <int D> struct BwdLayout {
   static constexpr int kBytes = kBar + 8 * (5 + 2 * STAGES) + 1024;
 };
 
-// With DQW a warp of the producer warpgroup issues the dQ reductions: a consumer warpgroup
-// hands its staged dQ over through an mbarrier and goes on; without it, the consumer
-// warpgroup's first thread issues them and the warpgroup waits at two named barriers.
-template <int D, typename T, bool DQW>
+// A warp of the producer warpgroup issues the dQ reductions: a consumer warpgroup hands
+// its staged dQ over through an mbarrier and goes on (issuing them itself, the consumer
+// warpgroup waited at two named barriers a step: measured 5-7% slower, docs/perf.md).
+template <int D, typename T>
 DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const TmaDesc &tdo, const TmaDesc &tdq,
                   const float *__restrict__ lse2, const float *__restrict__ dsum, T *__restrict__ dk,
                   T *__restrict__ dv, int sq, int sk, int hq, int hkv, int sq_pad, float scale, float scale_log2,
@@ -515,7 +515,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
         bulk_load(sDs + s * BBM9, dsum + (long long)h * sq_pad + q0, BBM9 * 4, &fullQ[s]);
       }
     }
-    if (DQW && tid == 32) {  // the dQ writer
+    if (tid == 32) {  // the dQ writer
       for (int it = 0; it < iters; it++) {
         const int h = kvh * group + it / ne, e = e0 + (it % ne + rot) % ne, q0 = wl.entries[2 * e] * BBM9;
 #pragma unroll
@@ -551,7 +551,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
   for (int it = 0; it < iters; it++) {
     const int s = it % STAGES;
     const unsigned ph = (it / STAGES) & 1;
-    const int h = kvh * group + it / ne, e = e0 + (it % ne + rot) % ne;
+    const int e = e0 + (it % ne + rot) % ne;
     const int q0 = wl.entries[2 * e] * BBM9, ref = wl.entries[2 * e + 1];
     const T *cQ = sQ + s * BBM9 * D, *cdO = sdO + s * BBM9 * D;
     const float *cL = sL + s * BBM9, *cDs = sDs + s * BBM9;
@@ -663,12 +663,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     reg_fence(dqa);
     mbar_arrive(&emptyQ[s]);
     // stage dQ * scale as fp32 rows of 64 columns and add it into the accumulator
-    if (DQW) {
-      mbar_wait(&dqEmpty[cw], (it & 1) ^ 1);  // the writer has read the last one
-    } else {
-      if (lt == 0) bulk_wait_read0();  // the previous reduction has read the stage
-      named_sync(2 + cw, 128);
-    }
+    mbar_wait(&dqEmpty[cw], (it & 1) ^ 1);  // the writer has read the last one
 #pragma unroll
     for (int j = 0; j < 8; j++)
 #pragma unroll
@@ -677,17 +672,8 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
         *reinterpret_cast<float2 *>(stage + row * 64 + col) = make_float2(dqa[4 * j + 2 * r] * scale, dqa[4 * j + 2 * r + 1] * scale);
       }
     fence_async_smem();
-    if (DQW) {
-      mbar_arrive(&dqFull[cw]);
-    } else {
-      named_sync(2 + cw, 128);
-      if (lt == 0) {
-        tma_reduce_add2(&tdq, stage, L::kSplit ? cw * 64 : 0, h * sq_pad + q0);
-        bulk_commit();
-      }
-    }
+    mbar_arrive(&dqFull[cw]);
   }
-  if (!DQW && lt == 0) bulk_wait0();
 
   // write dK (scaled) and dV for this warpgroup's keys
   const long long ks = (long long)hkv * D;
@@ -749,20 +735,19 @@ DEV void dq90_convert(const float *__restrict__ acc, T *__restrict__ dq, int sq,
     fwd_sm90<D, T, PERSIST>(tq, tk, tv, o, lse, sq, sk, hq, hkv, scale_log2,                                       \
                             WorkList{order, start, entries, refs, slices, row_tiles, per_head});                   \
   }
-#define SM90_BWD(FN, NAME, T, D, DQW)                                                                              \
+#define SM90_BWD(FN, NAME, T, D)                                                                                   \
   extern "C" __global__ void __launch_bounds__(SNT, 1) FN##_##NAME##_d##D(                                        \
       const __grid_constant__ TmaDesc tq, const __grid_constant__ TmaDesc tk, const __grid_constant__ TmaDesc tv,   \
       const __grid_constant__ TmaDesc tdo, const __grid_constant__ TmaDesc tdq, const float *lse2, const float *dsum, \
       T *dk, T *dv, int sq, int sk, int hq, int hkv, int sq_pad, float scale, float scale_log2, const int *order,     \
       const int *start, const int *entries, const int *refs, const int *slices, int row_tiles, int per_head) {      \
-    bwd_sm90<D, T, DQW>(tq, tk, tv, tdo, tdq, lse2, dsum, dk, dv, sq, sk, hq, hkv, sq_pad, scale, scale_log2,     \
-                        WorkList{order, start, entries, refs, slices, row_tiles, per_head});                       \
+    bwd_sm90<D, T>(tq, tk, tv, tdo, tdq, lse2, dsum, dk, dv, sq, sk, hq, hkv, sq_pad, scale, scale_log2,          \
+                   WorkList{order, start, entries, refs, slices, row_tiles, per_head});                            \
   }
 #define SM90_ENTRIES(NAME, T, D)                                                                                   \
   SM90_FWD(fwd90, NAME, T, D, false)                                                                               \
   SM90_FWD(fwd90p, NAME, T, D, true)                                                                               \
-  SM90_BWD(bwd90, NAME, T, D, false)                                                                               \
-  SM90_BWD(bwd90w, NAME, T, D, true)                                                                               \
+  SM90_BWD(bwd90w, NAME, T, D)                                                                                     \
   extern "C" __global__ void bwd90_pre_##NAME##_d##D(const T *o, const T *dout, const float *lse, float *dsum,      \
                                                     float *lse2, int sq, int hq, int sq_pad) {                     \
     bwd90_pre<D, T>(o, dout, lse, dsum, lse2, sq, hq, sq_pad);                                                     \

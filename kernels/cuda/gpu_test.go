@@ -148,3 +148,14 @@ func TestSupports(t *testing.T) {
 		t.Fatal("fp32 accepted")
 	}
 }
+
+// Long rows: at 8K full and causal have 64 and 32.5 key tiles per query tile, so the sm90
+// forward runs its non-persistent schedule (the short masks above run persistent).
+func TestLongRows(t *testing.T) {
+	k := gpuKernel(t)
+	for i, name := range []string{"full", "causal"} {
+		m := smallMask(t, name, 8192)
+		p := kernels.Problem{HeadsQ: 2, HeadsKV: 1, HeadDim: 64, DType: tensor.BF16, Mask: m}
+		runCheck(t, k, p, uint64(950+i), fmt.Sprintf("%s S=8192 2:1 d64", name))
+	}
+}

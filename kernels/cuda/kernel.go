@@ -57,16 +57,11 @@ var (
 	// sm_90 forward: Q 2 x 128 x D, K and V 2 stages of 128 x D, 12 barriers, 1 KB of
 	// alignment slack (SmemLayout in attention_sm90.cu).
 	fwdSM90 = variant{fn: "fwd90", qTile: 128, kTile: 128, threads: 384, sharedPerDim: (2*128 + 4*128) * 2, sharedFixed: 8*12 + 1024}
-	// fwd90p: the same forward, persistent (a block per multiprocessor walking the work
-	// items): an experiment against fwd90.
-	fwdSM90P = variant{fn: "fwd90p", qTile: 128, kTile: 128, threads: 384, sharedPerDim: (2*128 + 4*128) * 2, sharedFixed: 8*12 + 1024}
 	// sm_90 backward: K and V 128 x D, Q and dO 2 stages of 64 x D; dS^T 2 x 128 x 64 bf16,
 	// dQ stages 2 x 64 x 64 fp32, lse and Dsum 2 stages of 64 fp32, 9 barriers, 1 KB slack
-	// (BwdLayout in attention_sm90.cu). bwd90w: the dQ reductions issued by a warp of the
-	// producer warpgroup (an experiment against bwd90).
-	bwdSM90 = variant{fn: "bwd90", qTile: 64, kTile: 128, threads: 384, sharedPerDim: (2*128 + 4*64) * 2,
-		sharedFixed: 2*128*64*2 + 2*64*64*4 + 2*2*64*4 + 8*9 + 1024, transposedList: true}
-	bwdSM90W = variant{fn: "bwd90w", qTile: 64, kTile: 128, threads: 384, sharedPerDim: (2*128 + 4*64) * 2,
+	// (BwdLayout in attention_sm90.cu). The dQ reductions are issued by a warp of the
+	// producer warpgroup (bwd90w).
+	bwdSM90 = variant{fn: "bwd90w", qTile: 64, kTile: 128, threads: 384, sharedPerDim: (2*128 + 4*64) * 2,
 		sharedFixed: 2*128*64*2 + 2*64*64*4 + 2*2*64*4 + 8*9 + 1024, transposedList: true}
 )
 
@@ -83,9 +78,7 @@ type archVariant struct {
 // archVariants are the kernel's variants, best first: the default on a device is the
 // first it can run.
 var archVariants = []archVariant{
-	{name: "sm90", doc: "Hopper: TMA + wgmma, warp-specialised (a producer and two consumer warpgroups); forward 128x128 tiles, backward 128 keys x 64 queries with dQ by TMA reductions", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90},
-	{name: "sm90p", doc: "experimental: sm90 with a persistent forward (a block per multiprocessor walking the work items)", major: 9, exact: true, fwd: fwdSM90P, bwd: bwdSM90},
-	{name: "sm90w", doc: "experimental: sm90 with the backward's dQ reductions issued by a producer warp", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90W},
+	{name: "sm90", doc: "Hopper: TMA + wgmma, warp-specialised (a producer and two consumer warpgroups); forward 128x128 tiles (persistent when rows are short), backward 128 keys x 64 queries with dQ by TMA reductions", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90},
 	{name: "sm80", doc: "Ampere and later: mma.sync forward and backward (cp.async double buffering)", major: 8, fwd: fwdSM80, bwd: bwdSM80},
 }
 
@@ -230,9 +223,16 @@ func load(g *cuda.Device, src, name string) (*cuda.Module, string, error) {
 // Variant is the name of the variant in use (sm90, sm80).
 func (k *Kernel) Variant() string { return k.arch.name }
 
-// Describe names the variant that serves the problem and the architecture it was built for.
+// Describe names the variant that serves the problem and the architecture it was built
+// for; on sm90 a forward run persistent (short rows) says so ("sm90 persistent-fwd").
 func (k *Kernel) Describe(p kernels.Problem, pass kernels.Pass) kernels.Info {
-	return kernels.Info{Variant: k.arch.name, Versions: map[string]string{"arch": k.dev.Arch()}}
+	info := kernels.Info{Variant: k.arch.name, Versions: map[string]string{"arch": k.dev.Arch()}}
+	if inSM90(k.fwd.fn) && pass != kernels.Bwd { // a backward row times the backward alone
+		if w, err := BuildWorkList(masksOf(p), k.fwd.qTile, k.fwd.kTile, false); err == nil && persistentForward(w) {
+			info.Variant += " persistent-fwd"
+		}
+	}
+	return info
 }
 
 // Name is "cuda".

@@ -71,6 +71,19 @@ func (k *Kernel) accMap(b *cuda.Buffer, rows, d int) (*cuda.TensorMap, error) {
 	})
 }
 
+// shortRows is the mean number of key tiles per query tile below which the forward runs
+// persistent. Measured at 16K, 64:8 (docs/perf.md, call 3): persistent was +7.8% on
+// sliding_window_causal (about 9 tiles a row), +2.7% on causal_document, and -7% on full
+// (128 tiles a row), where a block's prologue and epilogue are a small share of its work.
+const shortRows = 32
+
+// persistentForward says whether the forward of a work list runs persistent: rows short
+// enough that overlapping one item's epilogue with the next item's loads pays.
+func persistentForward(w *WorkList) bool {
+	n := w.RowTiles * w.Lists
+	return n > 0 && len(w.Entries)/2 < shortRows*n
+}
+
 // forward90 launches the Hopper forward: bs are q, k, v, out, lse.
 func (k *Kernel) forward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList) error {
 	d := p.HeadDim
@@ -90,14 +103,19 @@ func (k *Kernel) forward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList)
 		return err
 	}
 	shared := k.fwd.shared(d)
-	f, err := k.function(fmt.Sprintf("%s_%s_d%d", k.fwd.fn, dtypeName(p.DType), d), shared)
+	fn := k.fwd.fn
+	persistent := persistentForward(dl.w)
+	if persistent {
+		fn += "p"
+	}
+	f, err := k.function(fmt.Sprintf("%s_%s_d%d", fn, dtypeName(p.DType), d), shared)
 	if err != nil {
 		return err
 	}
 	scaleLog2 := float32(p.SoftmaxScale() * math.Log2E)
 	args := append([]any{tq, tk, tv, bs[3], bs[4], p.Mask.SeqQ, p.Mask.SeqK, p.HeadsQ, p.HeadsKV, scaleLog2}, dl.args()...)
 	grid := cuda.Dim3{X: p.HeadsQ, Y: dl.w.RowTiles}
-	if k.fwd.fn == "fwd90p" { // persistent: a block per multiprocessor walks the work items
+	if persistent { // a block per multiprocessor walks the work items
 		grid = cuda.Dim3{X: max(1, min(k.dev.SMs, p.HeadsQ*dl.w.RowTiles))}
 	}
 	return k.dev.Do(func() error {

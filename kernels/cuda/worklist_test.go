@@ -155,3 +155,25 @@ func TestBandArea(t *testing.T) {
 		}
 	}
 }
+
+// The sm90 forward runs persistent on short rows (windows, short documents) and not on
+// long ones (full, causal at length), by the mean key tiles per query tile.
+func TestPersistentForwardByRowLength(t *testing.T) {
+	for _, c := range []struct {
+		mask string
+		s    int
+		want bool
+	}{{"full", 16384, false}, {"causal", 16384, false}, {"sliding_window_causal", 16384, true}, {"full", 2048, true}} {
+		spec, err := mask.Build(c.mask, c.s, mask.Options{Seed: 42})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := BuildWorkList([]mask.Mask{spec.Mask}, 128, 128, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := persistentForward(w); got != c.want {
+			t.Errorf("%s %d: persistent %v, want %v (%d entries over %d row tiles)", c.mask, c.s, got, c.want, len(w.Entries)/2, w.RowTiles)
+		}
+	}
+}
