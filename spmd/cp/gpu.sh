@@ -67,7 +67,7 @@ common="--masks $masks --heads $heads --head-dim $hdim --dtype bf16 --passes fwd
 
 # 1. One rank through NCCL: every method (the run that crashed after two methods). It
 # also compiles the kernel first (NVRTC, cached in LONGCA_CACHE_DIR for the later runs).
-reserve=$((5 * steptime + 30))
+reserve=$(($(echo $methods | wc -w) * steptime + 30))
 run 70 mpirun --allow-run-as-root -np 1 -x NCCL_NVLS_ENABLE -x MASTER_ADDR=127.0.0.1 -x LONGCA_CACHE_DIR \
 	bin/longca --log-format json cp --backend nccl --kernel "$kernel" --tokens-per-rank "$tokens" $common \
 	--out "$out/nccl1" >"$out/nccl1.log" 2>&1
