@@ -145,10 +145,12 @@ struct WorkList {
   int row_tiles, per_head;
 };
 
-// Sets the scores of a partial tile's masked pairs to -inf. The thread holds rows r0 and
-// r0 + 8 and, of each group of 8 keys from k0, keys 2t and 2t+1 (the wgmma accumulator
-// layout): each slice gives each row an interval of allowed keys, read once per slice.
-template <int N> DEV void mask_tile(float (&sc)[N / 2], const WorkList &wl, int ref, int r0, int k0, int t) {
+// The allowed pairs of a partial tile as bits, for a thread that holds rows r0 and r0 + 8
+// and, of each group of 8 columns from c0, columns 2t and 2t+1 (the wgmma accumulator
+// layout); bit j*4 + r*2 + c is row r, column 8j + 2t + c. Rows are queries and columns
+// keys, or with KEYROWS the other way round (the backward's transposed tiles). Each slice
+// gives each row an interval of allowed columns, read once per slice, not per element.
+template <int N, bool KEYROWS> DEV unsigned long long tile_bits(const WorkList &wl, int ref, int r0, int c0, int t) {
   unsigned long long bits = 0;
   const int n = wl.refs[ref];
   for (int x = 0; x < n; x++) {
@@ -156,18 +158,27 @@ template <int N> DEV void mask_tile(float (&sc)[N / 2], const WorkList &wl, int 
     const int qa = sl[0], qb = sl[1], ka = sl[2], kb = sl[3], lo = sl[4], hi = sl[5];
 #pragma unroll
     for (int r = 0; r < 2; r++) {
-      const int qi = r0 + r * 8;
-      const int kl = max(ka, qi + lo), kh = min(kb - 1, qi + hi);
-      const bool in = qi >= qa && qi < qb;
+      const int ri = r0 + r * 8;
+      // a query row allows keys ri+lo .. ri+hi; a key row allows queries ri-hi .. ri-lo
+      const int cl = KEYROWS ? max(qa, ri - hi) : max(ka, ri + lo);
+      const int ch = KEYROWS ? min(qb - 1, ri - lo) : min(kb - 1, ri + hi);
+      const bool in = KEYROWS ? ri >= ka && ri < kb : ri >= qa && ri < qb;
 #pragma unroll
       for (int j = 0; j < N / 8; j++)
 #pragma unroll
         for (int cc = 0; cc < 2; cc++) {
-          const int ki = k0 + j * 8 + 2 * t + cc;
-          if (in && ki >= kl && ki <= kh) bits |= 1ull << (j * 4 + r * 2 + cc);
+          const int ci = c0 + j * 8 + 2 * t + cc;
+          if (in && ci >= cl && ci <= ch) bits |= 1ull << (j * 4 + r * 2 + cc);
         }
     }
   }
+  return bits;
+}
+
+// Sets the scores of a partial tile's masked pairs to -inf (rows queries from r0, keys
+// from k0).
+template <int N> DEV void mask_tile(float (&sc)[N / 2], const WorkList &wl, int ref, int r0, int k0, int t) {
+  const unsigned long long bits = tile_bits<N, false>(wl, ref, r0, k0, t);
 #pragma unroll
   for (int j = 0; j < N / 2; j++)
     if (!(bits >> j & 1ull)) sc[j] = -INFINITY;
@@ -574,37 +585,15 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     reg_fence(st);
     reg_fence(dpt);
 
-    // the allowed bits of a partial tile: each slice gives each key row an interval of
-    // allowed queries
-    unsigned bits = 0xffffffffu;
-    if (ref >= 0) {
-      bits = 0;
-      const int n = wl.refs[ref];
-      for (int x = 0; x < n; x++) {
-        const int *sl = wl.slices + 6 * wl.refs[ref + 1 + x];
-        const int qa = sl[0], qb = sl[1], ka = sl[2], kb = sl[3], lo = sl[4], hi = sl[5];
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-          const int ki = k0 + kr + r * 8;
-          const int ql = max(qa, ki - hi), qh = min(qb - 1, ki - lo);
-          const bool in = ki >= ka && ki < kb;
-#pragma unroll
-          for (int j = 0; j < BBM9 / 8; j++)
-#pragma unroll
-            for (int cc = 0; cc < 2; cc++) {
-              const int qi = q0 + j * 8 + 2 * t + cc;
-              if (in && qi >= ql && qi <= qh) bits |= 1u << (j * 4 + r * 2 + cc);
-            }
-        }
-      }
-    }
+    // the allowed pairs of a partial tile (rows keys, columns queries)
+    const unsigned long long bits = ref >= 0 ? tile_bits<BBM9, true>(wl, ref, k0 + kr, q0, t) : ~0ull;
     // P^T = exp2(S^T scale log2e - lse log2e) on allowed pairs; dS^T = P^T (dP^T - Dsum)
 #pragma unroll
     for (int j = 0; j < BBM9 / 8; j++)
 #pragma unroll
       for (int c = 0; c < 4; c++) {
         const int ql = j * 8 + 2 * t + (c % 2);
-        const bool ok = bits >> (j * 4 + c) & 1u;
+        const bool ok = bits >> (j * 4 + c) & 1ull;
         const float p = ok ? exp2f(st[4 * j + c] * scale_log2 - cL[ql]) : 0.f;
         st[4 * j + c] = p;
         dpt[4 * j + c] = p * (dpt[4 * j + c] - cDs[ql]);
