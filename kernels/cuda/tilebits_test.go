@@ -1,0 +1,166 @@
+package cuda
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/longca/longca/mask"
+)
+
+// The sm90 kernel's partial-tile test (tile_bits in attention_sm90.cu), compiled with the
+// host C++ compiler and run for every partial entry of forward and transposed (backward)
+// work lists, every thread's rows and columns, against the work list's own Allowed: the
+// index arithmetic of both orientations is checked here, the GPU runs the same source.
+func TestTileBitsMatchWorkList(t *testing.T) {
+	cxx, err := exec.LookPath("g++")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("no g++: CI must install it (.ci/run) so the kernel's mask test is checked on the CPU")
+		}
+		t.Skip("no g++ on this machine: tile_bits is checked on the GPU only")
+	}
+	src := SourceSM90()
+	wl := extract(t, src, "struct WorkList {", "};")
+	fn := extract(t, src, "template <int N, bool KEYROWS> DEV unsigned long long tile_bits(", "\n}\n")
+	type job struct {
+		w        *WorkList
+		rowTile  int // rows a block owns
+		n        int // columns of a tile (N)
+		keyRows  bool
+		rowSpan  int // rows a thread group starts at: every 8-row pair from the tile start
+		colTiles int
+	}
+	var b strings.Builder
+	b.WriteString("#include <cstdio>\n#include <algorithm>\nusing std::max; using std::min;\n#define DEV inline\n")
+	b.WriteString(wl + "\n" + fn + "\n")
+	var checks []func(sc *bufio.Scanner) error
+	var calls strings.Builder
+	for mi, name := range []string{"causal_document", "sliding_window", "share_question", "prefix_lm_document"} {
+		spec, err := mask.Build(name, 1000, mask.Options{Seed: 7, Window: 150, BlockSize: 128})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tr := range []bool{false, true} {
+			qt, kt := 128, 128
+			if tr {
+				qt = 64
+			}
+			w, err := BuildWorkList([]mask.Mask{spec.Mask}, qt, kt, tr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			id := fmt.Sprintf("w%d_%v", mi, tr)
+			arr := func(n string, v []int32) {
+				if len(v) == 0 {
+					v = []int32{0}
+				}
+				s := make([]string, len(v))
+				for i, x := range v {
+					s[i] = fmt.Sprint(x)
+				}
+				fmt.Fprintf(&b, "static const int %s_%s[] = {%s};\n", id, n, strings.Join(s, ","))
+			}
+			arr("order", w.Order)
+			arr("start", w.Start)
+			arr("entries", w.Entries)
+			arr("refs", w.Refs)
+			arr("slices", w.Slices)
+			var args []string // ref, r0, c0, t of every call
+			n := w.ColTile
+			for r := 0; r < w.RowTiles; r++ {
+				row := w.Row(0, r)
+				for e := 0; e < len(row); e += 2 {
+					col, ref := int(row[e]), row[e+1]
+					if ref < 0 {
+						continue
+					}
+					for base := 0; base < w.RowTile; base += 16 {
+						for g := 0; g < 8; g++ {
+							for th := 0; th < 4; th++ {
+								r0, c0 := r*w.RowTile+base+g, col*n
+								args = append(args, fmt.Sprintf("%d,%d,%d,%d", ref, r0, c0, th))
+								w, ref, tr, r0, c0, th := w, ref, tr, r0, c0, th
+								checks = append(checks, func(sc *bufio.Scanner) error {
+									if !sc.Scan() {
+										return fmt.Errorf("output ended")
+									}
+									var got uint64
+									fmt.Sscan(sc.Text(), &got)
+									var want uint64
+									for j := 0; j < n/8; j++ {
+										for rr := 0; rr < 2; rr++ {
+											for cc := 0; cc < 2; cc++ {
+												ri, ci := r0+rr*8, c0+j*8+2*th+cc
+												q, k := ri, ci
+												if tr {
+													q, k = ci, ri
+												}
+												if w.Allowed(ref, q, k) {
+													want |= 1 << (j*4 + rr*2 + cc)
+												}
+											}
+										}
+									}
+									if got != want {
+										return fmt.Errorf("%s transposed=%v ref %d rows %d,+8 cols from %d t %d: bits %x, want %x", name, tr, ref, r0, c0, th, got, want)
+									}
+									return nil
+								})
+							}
+						}
+					}
+				}
+			}
+			fmt.Fprintf(&b, "static const int %s_args[] = {%s};\n", id, strings.Join(args, ","))
+			fmt.Fprintf(&calls, "  { WorkList wl{%[1]s_order, %[1]s_start, %[1]s_entries, %[1]s_refs, %[1]s_slices, %[2]d, 0};\n", id, w.RowTiles)
+			fmt.Fprintf(&calls, "    for (unsigned i = 0; i < sizeof(%[1]s_args) / sizeof(int); i += 4) {\n      const int *a = %[1]s_args + i;\n", id)
+			fmt.Fprintf(&calls, "      printf(\"%%llu\\n\", tile_bits<%d, %v>(wl, a[0], a[1], a[2], a[3]));\n    }\n  }\n", n, tr)
+		}
+	}
+	b.WriteString("int main() {\n" + calls.String() + "  return 0;\n}\n")
+	dir := t.TempDir()
+	cc := filepath.Join(dir, "tb.cc")
+	if err := os.WriteFile(cc, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "tb")
+	if out, err := exec.Command(cxx, "-O1", "-std=c++17", "-o", bin, cc).CombinedOutput(); err != nil {
+		t.Fatalf("g++: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(strings.NewReader(string(out)))
+	bad := 0
+	for _, c := range checks {
+		if err := c(sc); err != nil {
+			if bad++; bad <= 5 {
+				t.Error(err)
+			}
+		}
+	}
+	if len(checks) < 1000 {
+		t.Fatalf("only %d checks: the masks have too few partial tiles to test", len(checks))
+	}
+	t.Logf("%d thread tiles checked, %d wrong", len(checks), bad)
+}
+
+// extract returns src from the line starting with start through the first end after it.
+func extract(t *testing.T, src, start, end string) string {
+	t.Helper()
+	i := strings.Index(src, start)
+	if i < 0 {
+		t.Fatalf("%q not in the source", start)
+	}
+	j := strings.Index(src[i:], end)
+	if j < 0 {
+		t.Fatalf("no %q after %q", end, start)
+	}
+	return src[i : i+j+len(end)]
+}
