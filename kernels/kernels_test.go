@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/longca/longca/mask"
+	"github.com/longca/longca/tensor"
 )
 
 func TestFLOPsFollowTheAreaRule(t *testing.T) {
@@ -78,5 +79,17 @@ func TestRegistryPrefixesOptionsAndMarks(t *testing.T) {
 	}
 	if e := OOM(errors.New("x")); !errors.Is(e, ErrOOM) || errors.Is(e, ErrUnsupported) || e.Error() != "x" {
 		t.Fatalf("OOM mark: %v", e)
+	}
+}
+
+func TestDeviceArgsCheckDTypeAndShape(t *testing.T) {
+	h := tensor.NewHost(tensor.BF16, 4, 2, 8)
+	if bs, err := DeviceArgs[*tensor.Host]("k", Want("q", h, tensor.BF16, []int{4, 2, 8})); err != nil || bs[0] != h {
+		t.Fatalf("a matching argument: %v", err)
+	}
+	for _, w := range []Arg{Want("q", h, tensor.FP16, []int{4, 2, 8}), Want("q", h, tensor.BF16, []int{4, 2, 9})} {
+		if _, err := DeviceArgs[*tensor.Host]("k", w); err == nil || !strings.Contains(err.Error(), "k: q is bf16[4 2 8], want") {
+			t.Errorf("a mismatched argument: %v", err)
+		}
 	}
 }

@@ -378,47 +378,12 @@ func (dl *deviceList) args() []any {
 	return []any{dl.order, dl.start, dl.entries, dl.refs, dl.slices, dl.w.RowTiles, per}
 }
 
-// buf checks that t is a device tensor of the given type and shape.
-// arg is one tensor argument of a kernel call and the dtype and shape it must have.
-type arg struct {
-	name  string
-	t     tensor.Tensor
-	dt    tensor.DType
-	shape []int
-}
-
-// bufs checks every argument (buf) and returns their device buffers in order.
-func bufs(args ...arg) ([]*cuda.Buffer, error) {
-	bs := make([]*cuda.Buffer, len(args))
-	for i, a := range args {
-		b, err := buf(a.name, a.t, a.dt, a.shape)
-		if err != nil {
-			return nil, err
-		}
-		bs[i] = b
-	}
-	return bs, nil
-}
-
-func buf(name string, t tensor.Tensor, dt tensor.DType, shape []int) (*cuda.Buffer, error) {
-	b, ok := t.(*cuda.Buffer)
-	if !ok {
-		return nil, fmt.Errorf("cuda: %s is %T, not a device tensor", name, t)
-	}
-	if b.DType() != dt || fmt.Sprint(b.Shape()) != fmt.Sprint(shape) {
-		return nil, fmt.Errorf("cuda: %s is %s%v, want %s%v", name, b.DType(), b.Shape(), dt, shape)
-	}
-	return b, nil
-}
-
 // Forward writes out and lse.
 func (k *Kernel) Forward(ctx context.Context, p kernels.Problem, q, kk, v, out, lse tensor.Tensor) error {
 	if err := k.Supports(p); err != nil {
 		return err
 	}
-	qs, kvs, ls := p.Shapes()
-	bs, err := bufs(arg{"q", q, p.DType, qs}, arg{"k", kk, p.DType, kvs}, arg{"v", v, p.DType, kvs},
-		arg{"out", out, p.DType, qs}, arg{"lse", lse, tensor.FP32, ls})
+	bs, err := kernels.ForwardArgs[*cuda.Buffer]("cuda", p, q, kk, v, out, lse)
 	if err != nil {
 		return err
 	}
@@ -467,10 +432,7 @@ func (k *Kernel) Backward(ctx context.Context, p kernels.Problem, q, kk, v, out,
 	if err := k.Supports(p); err != nil {
 		return err
 	}
-	qs, kvs, ls := p.Shapes()
-	bs, err := bufs(arg{"q", q, p.DType, qs}, arg{"k", kk, p.DType, kvs}, arg{"v", v, p.DType, kvs},
-		arg{"out", out, p.DType, qs}, arg{"lse", lse, tensor.FP32, ls}, arg{"dout", dout, p.DType, qs},
-		arg{"dq", dq, p.DType, qs}, arg{"dk", dk, p.DType, kvs}, arg{"dv", dv, p.DType, kvs})
+	bs, err := kernels.BackwardArgs[*cuda.Buffer]("cuda", p, q, kk, v, out, lse, dout, dq, dk, dv)
 	if err != nil {
 		return err
 	}

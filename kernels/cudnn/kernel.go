@@ -581,30 +581,6 @@ func dedupe(xs []string) []string {
 	return out
 }
 
-// arg is one tensor argument and the dtype and shape it must have.
-type arg struct {
-	name  string
-	t     tensor.Tensor
-	dt    tensor.DType
-	shape []int
-}
-
-// bufs checks every argument and returns their device buffers in order.
-func bufs(args ...arg) ([]*cuda.Buffer, error) {
-	out := make([]*cuda.Buffer, len(args))
-	for i, a := range args {
-		b, ok := a.t.(*cuda.Buffer)
-		if !ok {
-			return nil, fmt.Errorf("cudnn: %s is %T, not a device tensor", a.name, a.t)
-		}
-		if b.DType() != a.dt || !slices.Equal(b.Shape(), a.shape) {
-			return nil, fmt.Errorf("cudnn: %s is %s%v, want %s%v", a.name, b.DType(), b.Shape(), a.dt, a.shape)
-		}
-		out[i] = b
-	}
-	return out, nil
-}
-
 // bindings are the user tensors of a call, by what they are bound to.
 type bindings [bindCount]*cuda.Buffer
 
@@ -658,9 +634,7 @@ func (k *Kernel) Forward(ctx context.Context, p kernels.Problem, q, kk, v, out, 
 	if err := k.Supports(p); err != nil {
 		return kernels.Unsupported(err)
 	}
-	qs, kvs, ls := p.Shapes()
-	bs, err := bufs(arg{"q", q, p.DType, qs}, arg{"k", kk, p.DType, kvs}, arg{"v", v, p.DType, kvs},
-		arg{"out", out, p.DType, qs}, arg{"lse", lse, tensor.FP32, ls})
+	bs, err := kernels.ForwardArgs[*cuda.Buffer]("cudnn", p, q, kk, v, out, lse)
 	if err != nil {
 		return err
 	}
@@ -756,10 +730,7 @@ func (k *Kernel) Backward(ctx context.Context, p kernels.Problem, q, kk, v, out,
 	if err := k.Supports(p); err != nil {
 		return kernels.Unsupported(err)
 	}
-	qs, kvs, ls := p.Shapes()
-	bs, err := bufs(arg{"q", q, p.DType, qs}, arg{"k", kk, p.DType, kvs}, arg{"v", v, p.DType, kvs},
-		arg{"out", out, p.DType, qs}, arg{"lse", lse, tensor.FP32, ls}, arg{"dout", dout, p.DType, qs},
-		arg{"dq", dq, p.DType, qs}, arg{"dk", dk, p.DType, kvs}, arg{"dv", dv, p.DType, kvs})
+	bs, err := kernels.BackwardArgs[*cuda.Buffer]("cudnn", p, q, kk, v, out, lse, dout, dq, dk, dv)
 	if err != nil {
 		return err
 	}
