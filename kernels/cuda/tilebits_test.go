@@ -3,12 +3,11 @@ package cuda
 import (
 	"bufio"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/longca/longca/internal/hostcc"
 	"github.com/longca/longca/mask"
 )
 
@@ -17,13 +16,6 @@ import (
 // work lists, every thread's rows and columns, against the work list's own Allowed: the
 // index arithmetic of both orientations is checked here, the GPU runs the same source.
 func TestTileBitsMatchWorkList(t *testing.T) {
-	cxx, err := exec.LookPath("g++")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("no g++: CI must install it (.ci/run) so the kernel's mask test is checked on the CPU")
-		}
-		t.Skip("no g++ on this machine: tile_bits is checked on the GPU only")
-	}
 	src := SourceSM90()
 	wl := extract(t, src, "struct WorkList {", "};")
 	fn := extract(t, src, "template <int N, bool KEYROWS> DEV unsigned long long tile_bits(", "\n}\n")
@@ -123,15 +115,7 @@ func TestTileBitsMatchWorkList(t *testing.T) {
 		}
 	}
 	b.WriteString("int main() {\n" + calls.String() + "  return 0;\n}\n")
-	dir := t.TempDir()
-	cc := filepath.Join(dir, "tb.cc")
-	if err := os.WriteFile(cc, []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "tb")
-	if out, err := exec.Command(cxx, "-O1", "-std=c++17", "-o", bin, cc).CombinedOutput(); err != nil {
-		t.Fatalf("g++: %v\n%s", err, out)
-	}
+	bin := hostcc.Compile(t, "tile_bits", b.String())
 	out, err := exec.Command(bin).Output()
 	if err != nil {
 		t.Fatal(err)

@@ -2,15 +2,12 @@ package cudnn
 
 import (
 	"encoding/binary"
-	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/longca/longca/internal/hostcc"
 	"github.com/longca/longca/tensor"
 )
 
@@ -70,10 +67,9 @@ int main(int argc, char **argv) {
 }
 `
 
-// hostHelpers builds the host program once.
+// hostHelpers builds the host program.
 func hostHelpers(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
 	var src strings.Builder
 	src.WriteString(hostShim)
 	for _, l := range strings.Split(helperSource, "\n") {
@@ -82,46 +78,17 @@ func hostHelpers(t *testing.T) string {
 		}
 	}
 	src.WriteString(hostDriver)
-	path := filepath.Join(dir, "helpers.cc")
-	if err := os.WriteFile(path, []byte(src.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cxx := os.Getenv("CXX")
-	if cxx == "" {
-		cxx = "c++"
-	}
-	bin := filepath.Join(dir, "helpers")
-	if out, err := exec.Command(cxx, "-O1", "-o", bin, path).CombinedOutput(); err != nil {
-		t.Fatalf("compiling the helper kernels for the host with %s: %v\n%s", cxx, err, out)
-	}
-	return bin
+	return hostcc.Compile(t, "the cudnn helper kernels", src.String())
 }
 
 // runHost runs one kernel on host tensors (in place) with integer arguments.
 func runHost(t *testing.T, bin, op string, ts []*tensor.Host, args ...int) {
 	t.Helper()
-	dir := t.TempDir()
-	cmd := []string{op, fmt.Sprint(len(ts))}
-	for i, x := range ts {
-		p := filepath.Join(dir, fmt.Sprintf("b%d", i))
-		if err := os.WriteFile(p, x.Data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		cmd = append(cmd, p)
+	a := make([]int64, len(args))
+	for i, x := range args {
+		a[i] = int64(x)
 	}
-	for _, a := range args {
-		cmd = append(cmd, fmt.Sprint(a))
-	}
-	if out, err := exec.Command(bin, cmd...).CombinedOutput(); err != nil {
-		t.Fatalf("%s: %v\n%s", op, err, out)
-	}
-	for i, x := range ts {
-		b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("b%d", i)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		copy(x.Data, b)
-	}
+	hostcc.Run(t, bin, op, ts, a...)
 }
 
 func f32s(x *tensor.Host) []float32 {

@@ -1,15 +1,12 @@
 package devops
 
 import (
-	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"testing"
 
+	"github.com/longca/longca/internal/hostcc"
 	"github.com/longca/longca/tensor"
 )
 
@@ -84,58 +81,17 @@ int main(int argc, char **argv) {
 }
 `
 
-// hostBinary compiles shim + source + driver once per test binary.
+// hostBinary compiles shim + source + driver.
 func hostBinary(t *testing.T) string {
 	t.Helper()
-	cxx, err := exec.LookPath("g++")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("no g++: CI must install it (.ci/run) so the CUDA C helper kernels are checked on the CPU")
-		}
-		t.Skip("no g++ on this machine: the CUDA C is checked on the GPU only")
-	}
-	dir := t.TempDir()
 	src := regexp.MustCompile(`(?m)^#include <cuda_.*>$`).ReplaceAllString(source, "")
-	path := filepath.Join(dir, "ops.cpp")
-	if err := os.WriteFile(path, []byte(shim+src+driver), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "ops")
-	out, err := exec.Command(cxx, "-std=c++17", "-O1", "-Wall", "-Wno-unused-function", "-o", bin, path).CombinedOutput()
-	if err != nil {
-		t.Fatalf("the helper kernels do not compile as C++: %v\n%s", err, out)
-	}
-	if len(out) > 0 {
-		t.Logf("g++ warnings:\n%s", out)
-	}
-	return bin
+	return hostcc.Compile(t, "the CUDA C helper kernels", shim+src+driver, "-Wall", "-Wno-unused-function")
 }
 
 // call runs one kernel on host tensors (updated in place) with integer arguments.
 func call(t *testing.T, bin, op string, bufs []*tensor.Host, args ...int64) {
 	t.Helper()
-	dir := t.TempDir()
-	argv := []string{op, fmt.Sprint(len(bufs))}
-	for i, b := range bufs {
-		p := filepath.Join(dir, fmt.Sprintf("b%d", i))
-		if err := os.WriteFile(p, b.Data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		argv = append(argv, p)
-	}
-	for _, a := range args {
-		argv = append(argv, fmt.Sprint(a))
-	}
-	if out, err := exec.Command(bin, argv...).CombinedOutput(); err != nil {
-		t.Fatalf("%s: %v\n%s", op, err, out)
-	}
-	for i, b := range bufs {
-		d, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("b%d", i)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		copy(b.Data, d)
-	}
+	hostcc.Run(t, bin, op, bufs, args...)
 }
 
 func rnd(rng *rand.Rand, dt tensor.DType, shape ...int) *tensor.Host {

@@ -1,0 +1,70 @@
+// Package hostcc compiles CUDA C helper kernels with the host C++ compiler for tests: the
+// source, over a shim of the test's own, runs block by block on the CPU against a Go
+// implementation, so index arithmetic and templates are checked where no GPU is. CI
+// installs g++ (.ci/run); without it, a test fails under CI and is skipped elsewhere.
+package hostcc
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/longca/longca/tensor"
+)
+
+// Compile writes src to a temporary file and compiles it with g++ (C++17, -O1), returning
+// the binary's path; flags are added to the compiler's.
+func Compile(t testing.TB, name, src string, flags ...string) string {
+	t.Helper()
+	cxx, err := exec.LookPath("g++")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("no g++: CI must install it (.ci/run) so %s is checked on the CPU", name)
+		}
+		t.Skipf("no g++ on this machine: %s is checked on the GPU only", name)
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, name+".cc")
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, name)
+	out, err := exec.Command(cxx, append(append([]string{"-std=c++17", "-O1"}, flags...), "-o", bin, path)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s does not compile as C++: %v\n%s", name, err, out)
+	}
+	if len(out) > 0 {
+		t.Logf("g++ warnings for %s:\n%s", name, out)
+	}
+	return bin
+}
+
+// Run calls bin with op, the number of buffers, a file per buffer and the integer
+// arguments; the program rewrites the files, which are read back into the buffers.
+func Run(t testing.TB, bin, op string, bufs []*tensor.Host, args ...int64) {
+	t.Helper()
+	dir := t.TempDir()
+	argv := []string{op, fmt.Sprint(len(bufs))}
+	for i, b := range bufs {
+		p := filepath.Join(dir, fmt.Sprintf("b%d", i))
+		if err := os.WriteFile(p, b.Data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		argv = append(argv, p)
+	}
+	for _, a := range args {
+		argv = append(argv, fmt.Sprint(a))
+	}
+	if out, err := exec.Command(bin, argv...).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", op, err, out)
+	}
+	for i, b := range bufs {
+		d, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("b%d", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		copy(b.Data, d)
+	}
+}
