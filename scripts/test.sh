@@ -95,12 +95,25 @@ mpi_all() {
 early_exit() {
 	local backend=$1 rank=$2 want=$3 start rc el
 	start=$(date +%s)
-	timeout 120 "${MPIRUN[@]}" -np 4 "$BIN" selftest comm --backend "$backend" --timeout 8s --exit-rank "$rank" >"$work/early-$backend.out" 2>&1
+	timeout -k 10 90 "${MPIRUN[@]}" -np 4 "$BIN" selftest comm --backend "$backend" --timeout 8s --exit-rank "$rank" >"$work/early-$backend.out" 2>&1
 	rc=$? el=$(($(date +%s) - start))
 	grep 'selftest comm' "$work/early-$backend.out"
 	[ "$rc" != 0 ] || { echo "exit status 0 although rank $rank left"; return 1; }
-	[ "$rc" != 124 ] || { echo "hung until the outer timeout"; return 1; }
-	[ "$el" -le 40 ] || { echo "took ${el}s with an 8s timeout"; return 1; }
+	if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+		# Open MPI's mpirun can itself hang in its abort ("Abort is in progress") after
+		# every rank has exited; then the ranks' own reports decide: each survivor must
+		# have ended within the timeout (its summary line says how long it ran).
+		if grep -q 'Abort is in progress' "$work/early-$backend.out" &&
+			[ "$(grep -c 'failed, .* not run ([0-9.]*s)' "$work/early-$backend.out")" -ge 3 ] &&
+			! grep -E 'not run \(([4-9][0-9]|[0-9]{3,})\.' "$work/early-$backend.out" >/dev/null; then
+			echo "(mpirun hung in its own abort after every rank had ended; the ranks ended in time)"
+		else
+			echo "hung until the outer timeout"
+			return 1
+		fi
+	else
+		[ "$el" -le 40 ] || { echo "took ${el}s with an 8s timeout"; return 1; }
+	fi
 	grep -q "rank $rank of 4 ($backend) leaves early" "$work/early-$backend.out" || { echo "rank $rank did not leave"; return 1; }
 	grep 'FAIL' "$work/early-$backend.out" | grep -q -- "$want" || { echo "no failure names '$want'"; cat "$work/early-$backend.out"; return 1; }
 	if grep 'FAIL' "$work/early-$backend.out" | grep -v -q -- "rank $rank"; then
