@@ -113,14 +113,15 @@ func Summarize(rows []Row, pass string) Summary {
 		case a.HeadsKV != b.HeadsKV:
 			return a.HeadsKV < b.HeadsKV
 		case a.Pass != b.Pass:
-			return passRank(a.Pass) < passRank(b.Pass)
+			return PassRank(a.Pass) < PassRank(b.Pass)
 		}
 		return a.SeqLen < b.SeqLen
 	})
 	return s
 }
 
-func passRank(p string) int {
+// PassRank orders passes as tables show them: fwd, bwd, then anything else.
+func PassRank(p string) int {
 	switch p {
 	case "fwd":
 		return 0

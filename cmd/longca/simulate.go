@@ -671,22 +671,12 @@ func bestCells(rows []results.Row) (map[simKey]map[string]*simCell, []simKey, []
 		case a.heads != b.heads:
 			return a.heads < b.heads
 		case a.pass != b.pass:
-			return passRank(a.pass) < passRank(b.pass)
+			return results.PassRank(a.pass) < results.PassRank(b.pass)
 		}
 		return a.gpus < b.gpus
 	})
 	sort.Strings(methods)
 	return best, keys, methods
-}
-
-func passRank(p string) int {
-	switch p {
-	case "fwd":
-		return 0
-	case "bwd":
-		return 1
-	}
-	return 2
 }
 
 // rowMeshLabel names a row's method and mesh: usp-8x8, loongtrain-8x8-w8, ring-p2p.

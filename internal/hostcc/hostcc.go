@@ -14,6 +14,38 @@ import (
 	"github.com/longca/longca/tensor"
 )
 
+// CUDAShim makes CUDA C device code compile as host C++: the qualifiers as nothing,
+// blockIdx/threadIdx/blockDim/gridDim as globals a driver sets, __syncthreads as nothing
+// (blocks run thread by thread), bf16 and fp16 as 16-bit structs with CUDA's
+// round-to-nearest-even conversions. Tests put it before the kernels' source (their
+// #include <cuda_*.h> lines removed) and a driver of their own after it.
+const CUDAShim = `
+#include <cstdint>
+#include <cstring>
+#include <cstdio>
+#include <cstdlib>
+#include <cmath>
+#include <math.h>
+#define __global__
+#define __device__
+#define __forceinline__ inline
+struct dim3_ { long long x; };
+static dim3_ blockIdx, threadIdx, blockDim, gridDim;
+static inline void __syncthreads() {}
+static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
+struct __nv_bfloat16 { uint16_t x; };
+static inline float __bfloat162float(__nv_bfloat16 h) { uint32_t u = (uint32_t)h.x << 16; float f; memcpy(&f, &u, 4); return f; }
+static inline __nv_bfloat16 __float2bfloat16(float f) {
+  uint32_t u; memcpy(&u, &f, 4);
+  if (f != f) return {(uint16_t)((u >> 16) | 0x40)};
+  u += 0x7fff + ((u >> 16) & 1);
+  return {(uint16_t)(u >> 16)};
+}
+struct __half { uint16_t x; };
+static inline float __half2float(__half h) { _Float16 v; memcpy(&v, &h.x, 2); return (float)v; }
+static inline __half __float2half(float f) { _Float16 v = (_Float16)f; __half h; memcpy(&h.x, &v, 2); return h; }
+`
+
 // Compile writes src to a temporary file and compiles it with g++ (C++17, -O1), returning
 // the binary's path; flags are added to the compiler's.
 func Compile(t testing.TB, name, src string, flags ...string) string {
