@@ -120,6 +120,20 @@ func (m *Mover) Stage(src tensor.Tensor, off, n int64) (local.Message, error) {
 	if isHost(src) {
 		return m.host.Stage(src, off, n)
 	}
+	b, err := m.messageFor(src, off, n)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.copyOn(b, 0, src, off, n, 0); err != nil {
+		_ = m.pool.Put(b)
+		return nil, err
+	}
+	return msg{b: b}, nil
+}
+
+// messageFor takes a pooled message buffer for n bytes of src from off, which must be
+// whole elements.
+func (m *Mover) messageFor(src tensor.Tensor, off, n int64) (*cuda.Buffer, error) {
 	es := int64(src.DType().Size())
 	if n%es != 0 || off%es != 0 {
 		return nil, fmt.Errorf("cudamover: %d bytes at %d are not whole %s elements", n, off, src.DType())
@@ -128,11 +142,7 @@ func (m *Mover) Stage(src tensor.Tensor, off, n int64) (local.Message, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cudamover: message of %d bytes: %w", n, err)
 	}
-	if err := m.copyOn(b, 0, src, off, n, 0); err != nil {
-		_ = m.pool.Put(b)
-		return nil, err
-	}
-	return msg{b: b}, nil
+	return b, nil
 }
 
 // get takes a message buffer from the pool, first giving back those whose lane copies
@@ -212,13 +222,9 @@ func (l *lane) Stage(src tensor.Tensor, off, n int64) (local.Message, error) {
 	if isHost(src) {
 		return m.host.Stage(src, off, n)
 	}
-	es := int64(src.DType().Size())
-	if n%es != 0 || off%es != 0 {
-		return nil, fmt.Errorf("cudamover: %d bytes at %d are not whole %s elements", n, off, src.DType())
-	}
-	b, err := m.get(src.DType(), int(n/es))
+	b, err := m.messageFor(src, off, n)
 	if err != nil {
-		return nil, fmt.Errorf("cudamover: message of %d bytes: %w", n, err)
+		return nil, err
 	}
 	if err := m.g.CopyOn(l.s, b, 0, src, off, n); err != nil {
 		_ = m.pool.Put(b)
