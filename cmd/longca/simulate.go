@@ -372,8 +372,14 @@ func calibrateKernel(ctx context.Context, c *cli.Context, o *simOptions) error {
 		}
 		runID := o.cp.runID + "-calibration"
 		base := baseRow(runID, "kernel", spmd.World{Size: 1})
-		for _, h := range o.cp.heads[:1] {
-			rows = append(rows, sim.Measure(ctx, o.calibrate, ko, o.calLens, h, o.cp.headDim, o.cp.dtype, 1, o.calIters, o.calCheck, base)...)
+		r := &harness.Runner{Warmup: 1, Iters: o.calIters, Base: base, KernelOptions: ko}
+		if o.calCheck {
+			r.Check = harness.KernelCheck
+		}
+		defer r.Close()
+		cases := harness.CalibrationSweep(o.calibrate, o.calLens, o.cp.heads[0], o.cp.headDim, o.cp.dtype).Cases()
+		if err := r.RunAll(ctx, cases, func(_ int, row results.Row) error { rows = append(rows, row); return nil }); err != nil {
+			return err
 		}
 		wr, err := results.Create(o.cp.out, runID, 0, 1)
 		if err != nil {
