@@ -45,6 +45,7 @@ type variant struct {
 	sharedPerDim   int // dynamic shared memory is sharedPerDim*headDim + sharedFixed
 	sharedFixed    int
 	transposedList bool
+	swizzledDQ     bool // the sm_90 backward stages dQ in 128-byte-swizzled boxes of 32 columns
 }
 
 func (v variant) shared(d int) int { return v.sharedPerDim*d + v.sharedFixed }
@@ -65,6 +66,15 @@ var (
 	// producer warpgroup (bwd90w).
 	bwdSM90 = variant{fn: "bwd90w", qTile: 64, kTile: 128, threads: 384, sharedPerDim: (2*128 + 4*64) * 2,
 		sharedFixed: 2*128*64*2 + 2*64*64*4 + 2*2*64*4 + 8*9 + 1024, transposedList: true}
+	// Experiments of issue 19, timed beside sm90 in one call (docs/perf.md): the forward
+	// with the consumer warpgroups taking turns on the tensor cores (fwd90q); the backward
+	// with dQ staged swizzled (bwd90s) and, on top, P^T computed while dP^T runs and dS^T
+	// while dV runs (bwd90o).
+	fwdSM90Q = variant{fn: "fwd90q", qTile: 128, kTile: 128, threads: 384, sharedPerDim: fwdSM90.sharedPerDim, sharedFixed: fwdSM90.sharedFixed}
+	bwdSM90S = variant{fn: "bwd90s", qTile: 64, kTile: 128, threads: 384, sharedPerDim: bwdSM90.sharedPerDim,
+		sharedFixed: bwdSM90.sharedFixed, transposedList: true, swizzledDQ: true}
+	bwdSM90O = variant{fn: "bwd90o", qTile: 64, kTile: 128, threads: 384, sharedPerDim: bwdSM90.sharedPerDim,
+		sharedFixed: bwdSM90.sharedFixed, transposedList: true, swizzledDQ: true}
 )
 
 // archVariant is a code path of the kernel: the entry points of its forward and backward
@@ -81,6 +91,8 @@ type archVariant struct {
 // first it can run.
 var archVariants = []archVariant{
 	{name: "sm90", doc: "Hopper: TMA + wgmma, warp-specialised (a producer and two consumer warpgroups); forward 128x128 tiles (persistent when rows are short), backward 128 keys x 64 queries with dQ by TMA reductions", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90},
+	{name: "sm90n", doc: "experiment: sm90 with the consumer warpgroups taking turns in the forward (pingpong) and, in the backward, P^T computed while dP^T runs, dS^T while dV runs, dQ staged swizzled", major: 9, exact: true, fwd: fwdSM90Q, bwd: bwdSM90O},
+	{name: "sm90s", doc: "experiment: the pingpong forward of sm90n; the backward of sm90 with dQ staged swizzled", major: 9, exact: true, fwd: fwdSM90Q, bwd: bwdSM90S},
 	{name: "sm80", doc: "Ampere and later: mma.sync forward and backward (cp.async double buffering)", major: 8, fwd: fwdSM80, bwd: bwdSM80},
 }
 
