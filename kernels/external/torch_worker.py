@@ -733,12 +733,16 @@ class VarLen(Kernel):
         if not lse:
             return r.transpose(0, 1).unsqueeze(0)
         out, l = r
-        if tuple(l.shape) == (p.hq, p.sq):
+        docs = plan["docs"]
+        if tuple(l.shape) == (p.hq, p.sq):  # FlashAttention's packed lse (CUDA)
             pass
-        elif tuple(l.shape) == (p.sq, p.hq):
+        elif tuple(l.shape) == (p.sq, p.hq):  # the layout varlen_attn's docstring names
             l = l.transpose(0, 1)
+        elif l.dim() == 3 and tuple(l.shape[:2]) == (len(docs), p.hq) and l.shape[2] >= plan["max"]:
+            l = self.w.torch.cat([l[i, :, :e - s] for i, (s, e) in enumerate(docs)], dim=1)  # padded per document
         else:
-            raise RuntimeError(f"varlen_attn's lse has shape {tuple(l.shape)}, want ({p.hq}, {p.sq}) or ({p.sq}, {p.hq})")
+            raise RuntimeError(f"varlen_attn's lse has shape {tuple(l.shape)}, want ({p.hq}, {p.sq}), ({p.sq}, {p.hq}) "
+                               f"or ({len(docs)}, {p.hq}, >= {plan['max']})")
         return out.transpose(0, 1).unsqueeze(0), l.float()
 
     def run(self, p, q, k, v, bwd=False):
