@@ -140,7 +140,7 @@ func runAction(c *cli.Context) error {
 		return err
 	}
 	// Every file of this run starts with its id: runs sharing a folder keep their own.
-	merged := filepath.Join(out, runID+".merged.arrow")
+	merged := results.MergedPath(out, runID)
 	if _, err := os.Stat(merged); err == nil {
 		return usageError("--out %s already holds run %s (%s): give another --run-id or folder", out, runID, filepath.Base(merged))
 	}

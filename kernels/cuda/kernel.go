@@ -26,13 +26,18 @@ var sourceSM90 string
 //go:embed wgmma.cuh
 var wgmmaHeader string
 
-// Source is the sm_80 kernel's CUDA C source, as compiled.
-func Source() string { return source }
+//go:embed worklist.cuh
+var worklistHeader string
+
+// Source is the sm_80 kernel's CUDA C source with the shared work-list header inlined,
+// as NVRTC compiles it.
+func Source() string { return strings.Replace(source, `#include "worklist.cuh"`, worklistHeader, 1) }
 
 // SourceSM90 is the Hopper kernel's CUDA C source with its generated wgmma wrappers
 // inlined, as NVRTC compiles it.
 func SourceSM90() string {
-	return strings.Replace(sourceSM90, `#include "wgmma.cuh"`, wgmmaHeader, 1)
+	s := strings.Replace(sourceSM90, `#include "wgmma.cuh"`, wgmmaHeader, 1)
+	return strings.Replace(s, `#include "worklist.cuh"`, worklistHeader, 1)
 }
 
 //go:generate go run gen_wgmma.go
@@ -198,7 +203,7 @@ func NewVariant(g *cuda.Device, name string) (*Kernel, error) {
 	}
 	k := &Kernel{dev: g, arch: av, fwd: av.fwd, bwd: av.bwd, fns: map[string]*cuda.Function{}, lists: map[uint64]*deviceList{}, byIdent: map[string]*deviceList{}, identMasks: map[string][]mask.Mask{},
 		scratch: map[string]*cuda.Buffer{}, maps: map[tmaKey]*cuda.TensorMap{}}
-	if k.mod, k.Log, err = load(g, source, "longca_attention.cu"); err != nil {
+	if k.mod, k.Log, err = load(g, Source(), "longca_attention.cu"); err != nil {
 		return nil, err
 	}
 	if strings.HasPrefix(av.name, "sm90") {

@@ -26,6 +26,8 @@ for v in $vars; do
 	STEP_TIMEOUT=100 sh kernels/cuda/gpu.sh "$out/k" test "$v" 'TestMasks|TestOddLengths|TestWindows|TestHeadMasks|TestLongRows' >/dev/null 2>&1
 	stamp "test $v: $(grep "^# test $v" "$out/k/summary.txt" | tail -1)"
 done
+STEP_TIMEOUT=80 sh kernels/cuda/gpu.sh "$out/k" test sm80 'TestMasks' >/dev/null 2>&1
+stamp "test sm80: $(grep "^# test sm80" "$out/k/summary.txt" | tail -1)"
 STEP_TIMEOUT=60 sh kernels/cuda/gpu.sh "$out/k" resources >/dev/null 2>&1
 bin/cuda.test -test.run '^TestCompile$' -test.v -variant "$last" >"$out/k/resources-$last.log" 2>&1
 stamp "resources done"
