@@ -104,3 +104,14 @@ func sizeLabel(n int) string {
 	}
 	return fmt.Sprint(n)
 }
+
+// WriteAllPlots draws both kinds of plot of a summary into dir: TFLOP/s against length
+// (WritePlots) and kernels side by side per length (WriteBarCharts); it returns how many.
+func WriteAllPlots(dir string, s Summary) (int, error) {
+	lines, err := WritePlots(dir, s)
+	if err != nil {
+		return 0, err
+	}
+	bars, err := WriteBarCharts(dir, s)
+	return len(lines) + len(bars), err
+}

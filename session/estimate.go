@@ -1,0 +1,145 @@
+package session
+
+import (
+	"context"
+	"time"
+
+	"github.com/longca/longca/harness"
+	"github.com/longca/longca/kernels"
+)
+
+// Machine is what the memory and time estimates are held against; tests replace it.
+var Machine = harness.ThisMachine
+
+// SlowSweep is how long a sweep may take before longca says how long it will be.
+const SlowSweep = 10 * time.Minute
+
+// KernelPlace says where a kernel runs: on a GPU (with its memory), and whether it is
+// the CPU reference. A kernel that cannot be made is left to the sweep (its rows say
+// unsupported).
+func KernelPlace(name string, ko kernels.Options) (k kernels.Kernel, onDevice, isRef bool, devBytes float64, ok bool) {
+	k, err := NewKernel(name, ko)
+	if err != nil {
+		return nil, false, false, 0, false
+	}
+	dev := k.Device()
+	if dev.Name() == "cpu" {
+		return k, false, name == "ref", 0, true
+	}
+	if mi, has := dev.(interface {
+		MemInfo() (free, total int64, err error)
+	}); has {
+		if _, total, err := mi.MemInfo(); err == nil {
+			devBytes = float64(total)
+		}
+	}
+	return k, true, false, devBytes, true
+}
+
+type place struct {
+	k                   kernels.Kernel
+	onDevice, isRef, ok bool
+	devBytes            float64
+}
+
+// FitKernels refuses, before anything is allocated, a sweep with a case that cannot fit
+// in the host's (or the GPU's) memory: one line naming the flags that make it too big
+// (k.Culprit). It returns the sweep's time estimate, the one its ETA then follows; a
+// sweep that runs long says, once, about how long.
+func (s *Session) FitKernels(ctx context.Context, k KernelSweep) (*harness.Estimate, error) {
+	m := Machine()
+	places := map[string]place{}
+	cases := k.Sweep.Cases()
+	for _, cs := range cases {
+		pl, seen := places[cs.Kernel]
+		if !seen {
+			pl.k, pl.onDevice, pl.isRef, pl.devBytes, pl.ok = KernelPlace(cs.Kernel, k.KernelOptions)
+			places[cs.Kernel] = pl
+		}
+		if !pl.ok {
+			continue
+		}
+		f := harness.KernelFootprint(cs, k.Check, k.CheckBudget, pl.onDevice, pl.isRef)
+		if err := m.Fits(f, pl.devBytes, "case "+cs.String()); err != nil {
+			fits := func(x harness.Case) bool {
+				return m.Fits(harness.KernelFootprint(x, k.Check, k.CheckBudget, pl.onDevice, pl.isRef), pl.devBytes, "") == nil
+			}
+			culprit := cs.String()
+			if k.Culprit != nil {
+				culprit = k.Culprit(cs, fits)
+			}
+			return nil, Usagef("%s: %v: give smaller sizes", culprit, err)
+		}
+	}
+	est := s.newEstimate(k, cases, places, m)
+	if est.Total() > SlowSweep/10 {
+		// Long by the assumed rates: measure the CPU reference here, which runs the
+		// checks (and the ref kernel), before saying so.
+		if r := CalibrateRef(ctx); r > 0 {
+			m.RefFLOPs = r
+			est = s.newEstimate(k, cases, places, m)
+		}
+	}
+	if total := est.Total().Seconds(); total > SlowSweep.Seconds() {
+		lc, longest := est.Longest()
+		s.log().Warn().Str("estimate", harness.FormatDuration(total)).Str("longest_case", lc.Kernel+" "+lc.String()).
+			Str("longest", harness.FormatDuration(longest)).
+			Msgf("this sweep will take about %s (the CPU reference at %.1f GFLOP/s here, GPU kernels at %.0f TFLOP/s assumed); Ctrl-C stops it, keeping the rows written",
+				harness.FormatDuration(total), m.RefFLOPs/1e9, m.DeviceFLOPs/1e12)
+	}
+	return est, nil
+}
+
+// estimate is the time estimate of a sweep that did not go through FitKernels.
+func (s *Session) estimate(_ context.Context, k KernelSweep, cases []harness.Case) *harness.Estimate {
+	places := map[string]place{}
+	for _, cs := range cases {
+		if _, seen := places[cs.Kernel]; !seen {
+			var pl place
+			pl.k, pl.onDevice, pl.isRef, pl.devBytes, pl.ok = KernelPlace(cs.Kernel, k.KernelOptions)
+			places[cs.Kernel] = pl
+		}
+	}
+	return s.newEstimate(k, cases, places, Machine())
+}
+
+// newEstimate lays out each case's problem (its FLOPs) and asks its kernel whether it
+// runs it (Supports: a peer that takes only some masks costs nothing on the others).
+func (s *Session) newEstimate(k KernelSweep, cases []harness.Case, places map[string]place, m harness.Machine) *harness.Estimate {
+	type pk struct {
+		label  string
+		seqlen int
+		heads  harness.Heads
+	}
+	probs := map[pk]*kernels.Problem{}
+	ecs := make([]harness.EstimateCase, len(cases))
+	for i, cs := range cases {
+		pl := places[cs.Kernel]
+		ec := harness.EstimateCase{Case: cs, OnDevice: pl.onDevice, Refused: !pl.ok}
+		key := pk{cs.Label(), cs.SeqLen, cs.Heads}
+		p, seen := probs[key]
+		if !seen {
+			if pp, err := harness.PlanProblem(cs, k.Build); err == nil {
+				p = &pp
+			}
+			probs[key] = p
+		}
+		switch {
+		case p == nil:
+			ec.Refused = true // the mask cannot be laid out: its rows say so at once
+		default:
+			q := *p
+			q.HeadDim, q.DType = cs.HeadDim, cs.DType
+			ec.FLOPs = q.FLOPs(cs.Pass)
+			if pl.ok && !cs.Sparse.IsSparse() && pl.k.Supports(q) != nil {
+				ec.Refused = true
+			}
+		}
+		ecs[i] = ec
+	}
+	if k.Check {
+		harness.SetCheckCosts(ecs, k.CheckBudget, m.RefFLOPs)
+	}
+	return harness.NewEstimate(ecs, harness.EstimatePrior{DeviceFLOPs: m.DeviceFLOPs, RefFLOPs: m.RefFLOPs,
+		PerCase: harness.DefaultPerCase, Reps: k.Warmup + k.Iters})
+}
