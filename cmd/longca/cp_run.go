@@ -145,7 +145,7 @@ func cpAction(c *cli.Context) (err error) {
 		if err != nil {
 			return err
 		}
-		res, err := results.Merge(o.out, results.MergeOptions{Runs: []string{o.runID}})
+		res, err := results.Merge(o.out, results.MergeOptions{Runs: []string{o.runID}, Out: results.MergedPath(o.out, o.runID)})
 		if err != nil {
 			return fmt.Errorf("merging the rank files: %w", err)
 		}

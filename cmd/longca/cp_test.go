@@ -88,7 +88,7 @@ func TestCPInProcessRun(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	rows, _, err := results.ReadRows(filepath.Join(dir, "merged.arrow"))
+	rows, _, err := results.ReadRows(results.MergedPath(dir, filepath.Base(dir)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func TestCPSkippedMeshIsARow(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	rows, _, err := results.ReadRows(filepath.Join(dir, "merged.arrow"))
+	rows, _, err := results.ReadRows(results.MergedPath(dir, filepath.Base(dir)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +211,7 @@ func TestCPStagedOnlyWhenAsked(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("with --staged: exit %d: %s", code, errOut)
 	}
-	rows, _, err := results.ReadRows(filepath.Join(dir, "merged.arrow"))
+	rows, _, err := results.ReadRows(results.MergedPath(dir, filepath.Base(dir)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -323,7 +323,7 @@ func simulateAction(c *cli.Context) error {
 	if err := wr.Close(); err != nil {
 		return err
 	}
-	res, err := results.Merge(o.cp.out, results.MergeOptions{Runs: []string{o.cp.runID}})
+	res, err := results.Merge(o.cp.out, results.MergeOptions{Runs: []string{o.cp.runID}, Out: results.MergedPath(o.cp.out, o.cp.runID)})
 	if err != nil {
 		return fmt.Errorf("merging the rows: %w", err)
 	}

@@ -48,7 +48,7 @@ func keyOf(r results.Row) caseKey {
 // measured run), and the kernel rows' file when asked.
 func timesOf(t *testing.T, dir string) map[caseKey]float64 {
 	t.Helper()
-	rows, _, err := results.ReadRows(filepath.Join(dir, "merged.arrow"))
+	rows, _, err := results.ReadRows(results.MergedPath(dir, filepath.Base(dir)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +221,7 @@ func TestSimulateRun(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	rows, _, err := results.ReadRows(filepath.Join(dir, "merged.arrow"))
+	rows, _, err := results.ReadRows(results.MergedPath(dir, filepath.Base(dir)))
 	if err != nil {
 		t.Fatal(err)
 	}
