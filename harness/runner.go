@@ -180,6 +180,11 @@ func (r *Runner) run(ctx context.Context, c Case, row *results.Row) error {
 	if err := k.Supports(p); err != nil {
 		return Unsupported(err)
 	}
+	if r.KernelOptions.Deterministic && c.Pass != kernels.Fwd {
+		if d, ok := k.(kernels.DeterministicBackward); !ok || !d.DeterministicBackward() {
+			return Unsupported(fmt.Errorf("kernel %s has no deterministic backward (--deterministic)", c.Kernel))
+		}
+	}
 	if r.Check != nil {
 		if err := r.check(ctx, k, c, p, row); err != nil {
 			return err

@@ -153,7 +153,12 @@ func init() {
 		if err != nil {
 			return nil, err
 		}
-		return NewVariant(g, o.Variant)
+		k, err := NewVariant(g, o.Variant)
+		if err != nil {
+			return nil, err
+		}
+		k.det = o.Deterministic
+		return k, nil
 	})
 }
 
@@ -167,6 +172,7 @@ type Kernel struct {
 
 	arch     archVariant
 	fwd, bwd variant
+	det      bool // the deterministic backward (Options.Deterministic; sm90 only)
 	maps     map[tmaKey]*cuda.TensorMap
 
 	mu    sync.Mutex
@@ -241,10 +247,18 @@ func load(g *cuda.Device, src, name string) (*cuda.Module, string, error) {
 // Variant is the name of the variant in use (sm90, sm80).
 func (k *Kernel) Variant() string { return k.arch.name }
 
+// DeterministicBackward says whether the backward adds dQ in a fixed order (made with
+// Options.Deterministic, on the sm90 variants).
+func (k *Kernel) DeterministicBackward() bool { return k.det && inSM90(k.bwd.fn) }
+
 // Describe names the variant that serves the problem and the architecture it was built
-// for; on sm90 a forward run persistent (short rows) says so ("sm90 persistent-fwd").
+// for; on sm90 a forward run persistent (short rows) says so ("sm90 persistent-fwd"), a
+// deterministic backward too ("sm90 deterministic").
 func (k *Kernel) Describe(p kernels.Problem, pass kernels.Pass) kernels.Info {
 	info := kernels.Info{Variant: k.arch.name, Versions: map[string]string{"arch": k.dev.Arch()}}
+	if k.DeterministicBackward() && pass != kernels.Fwd {
+		info.Variant += " deterministic"
+	}
 	if inSM90(k.fwd.fn) && pass != kernels.Bwd { // a backward row times the backward alone
 		if dl, err := k.list(p, k.fwd.qTile, k.fwd.kTile, false); err == nil && persistentForward(dl.w) {
 			info.Variant += " persistent-fwd"
@@ -320,8 +334,8 @@ func (k *Kernel) function(name string, shared int) (*cuda.Function, error) {
 
 // deviceList is a work list in device memory.
 type deviceList struct {
-	w                                   *WorkList
-	order, start, entries, refs, slices *cuda.Buffer
+	w                                          *WorkList
+	order, start, entries, refs, slices, ranks *cuda.Buffer
 }
 
 // listKey hashes what a work list depends on: the tile shape and every slice's values
@@ -414,7 +428,7 @@ func (k *Kernel) list(p kernels.Problem, qt, kt int, tr bool) (*deviceList, erro
 		for _, f := range []struct {
 			dst  **cuda.Buffer
 			vals []int32
-		}{{&dl.order, w.Order}, {&dl.start, w.Start}, {&dl.entries, w.Entries}, {&dl.refs, w.Refs}, {&dl.slices, w.Slices}} {
+		}{{&dl.order, w.Order}, {&dl.start, w.Start}, {&dl.entries, w.Entries}, {&dl.refs, w.Refs}, {&dl.slices, w.Slices}, {&dl.ranks, w.Ranks}} {
 			vals := f.vals
 			if len(vals) == 0 {
 				vals = []int32{0}
