@@ -54,6 +54,11 @@ func BuildCPMask(name string, seqlen int, seed uint64) (mask.Spec, error) {
 	return mask.Build(name, seqlen, mask.Options{Seed: seed, Purpose: mask.PurposeCP})
 }
 
+// MaskSpec lays out the named mask with the sweep's builder and returns its documents.
+func (s CPSweep) MaskSpec(name string, seqlen int, seed uint64) (mask.Spec, []mask.Range, error) {
+	return s.build(name, seqlen, seed)
+}
+
 func (s CPSweep) build(name string, seqlen int, seed uint64) (mask.Spec, []mask.Range, error) {
 	b := s.Build
 	if b == nil {

@@ -41,7 +41,7 @@ func init() {
 			"of measured longca kernel rows, or --calibrate KERNEL measured here). Prints per-GPU TFLOP/s (best\n" +
 			"mesh per method), the exposed-communication share and the bottleneck link; writes predicted rows\n" +
 			"(bench simulate, status predicted) and one plot per mask and pass. See docs/simulate.md.",
-		Flags:  append(simulateFlags(), kernelFlags()...),
+		Flags:  append(append(simulateFlags(), kernelFlags()...), docsFlags()...),
 		Action: simulateAction,
 	})
 }
@@ -174,6 +174,9 @@ func parseSimulateFlags(c *cli.Context) (simOptions, error) {
 	}
 	if co.samples < 1 {
 		return o, usageError("--samples %d: need at least 1", co.samples)
+	}
+	if co.docs, err = docsFromFlags(c); err != nil {
+		return o, err
 	}
 	for _, p := range splitList(c.String("passes")) {
 		pass, err := kernels.ParsePass(p)
@@ -467,7 +470,7 @@ func predictAll(ctx context.Context, o simOptions) ([]results.Row, error) {
 		if b, ok := masks[key]; ok {
 			return b
 		}
-		spec, err := harness.BuildCPMask(name, s, seed)
+		spec, err := o.cp.docs.CPBuilder()(name, s, seed)
 		var docs []mask.Range
 		if err == nil {
 			docs, err = spec.Docs()
@@ -540,6 +543,7 @@ func predictJob(ctx context.Context, o simOptions, j simJob, maskFor func(string
 		HeadsQ: int64(j.heads.Q), HeadsKV: int64(j.heads.KV), HeadDim: int64(o.cp.headDim), DType: o.cp.dtype.String(),
 		MaskArea: b.spec.Mask.Area(), Version: Version, Command: strings.Join(os.Args, " "),
 	}
+	harness.SetDocColumns(&base, b.spec.Params)
 	var rows []results.Row
 	if err != nil {
 		if pl != nil { // a failure of the simulation itself, not a refused configuration
