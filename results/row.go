@@ -85,15 +85,15 @@ type Row struct {
 	InnerDim string `arrow:"cp_inner_dim"` // ulysses or ring: the dimension inside a node
 
 	// The mask and the problem.
-	Mask          string   `arrow:"mask"`
-	MaskParams    string   `arrow:"mask_params"` // JSON object
+	Mask       string `arrow:"mask"`
+	MaskParams string `arrow:"mask_params"` // JSON object
 	// DocSource is where a document mask's lengths came from: a preset (pile, prolong64k,
 	// prolong512k, magiattention), "file:NAME@HASH" for a --dist file, "counts:NAME@HASH"
 	// for --counts (HASH: the first 12 hex digits of the SHA-256 of the content); "" for
 	// a mask without documents. MaxDoc is the document-length cap in tokens (--max-doc,
 	// or the preset's own); null when none. Two rows on different data never agree on both.
-	DocSource string `arrow:"doc_source"`
-	MaxDoc    *int64 `arrow:"max_doc"`
+	DocSource     string   `arrow:"doc_source"`
+	MaxDoc        *int64   `arrow:"max_doc"`
 	Seed          uint64   `arrow:"seed"`
 	Sample        int64    `arrow:"sample"`
 	SeqLen        int64    `arrow:"seqlen"`
