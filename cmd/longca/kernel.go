@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/longca/longca/present"
 	"math"
 	"os"
 	"slices"
@@ -315,7 +316,7 @@ func sweepAction(c *cli.Context, s harness.Sweep, bench string, w spmd.World, ko
 		return usageError("--check-budget %g: give a positive number of multiply-adds (default %g)", b, harness.DefaultCheckBudget)
 	}
 	if c.Bool("dry-run") {
-		return harness.PrintPlan(c.App.Writer, s.Cases(), harness.BuildMask)
+		return present.WritePlan(c.App.Writer, s.Cases(), harness.BuildMask)
 	}
 	stop, err := stopOnCrash(c)
 	if err != nil {
