@@ -425,10 +425,14 @@ func (r *CPRunner) timePass(ctx context.Context, m cp.Method, run *cp.Run, pass 
 		sent += run.Counters().BytesSent - before
 		return err
 	}
-	// Before every iteration: this rank's cache flush has finished (ranks sharing a GPU
-	// would otherwise time each other's flushes), then every rank starts together.
+	// Before every iteration: on a device shared by ranks, this rank's cache flush has
+	// finished (they would otherwise time each other's flushes); then every rank starts
+	// together. A rank alone on its device does not wait for its flush, as the kernel
+	// alone (the baseline) does not: a host wait there would start the timed region on
+	// an idle device, so the host's launch latency would count for CP and not for the
+	// kernel (docs/cp-gpu.md, "Engine overhead at one rank").
 	before := func() error {
-		if s, ok := dev.(interface{ Sync() error }); ok {
+		if s, ok := dev.(interface{ Sync() error }); ok && r.ranksPerDevice > 1 {
 			if err := s.Sync(); err != nil {
 				return err
 			}

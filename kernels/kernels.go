@@ -201,6 +201,9 @@ type Timing struct {
 	Median, Min, Max, Mean time.Duration
 	// PeakMemBytes is the device memory the kernel held at its peak (0: unknown).
 	PeakMemBytes int64
+	// Variant, when set, is the code path that ran the timed pass, where it differs by
+	// pass from what Describe said (an external worker's backward at another block size).
+	Variant string
 }
 
 // SelfTimer is a kernel that times itself, on a device longca does not drive (an

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/longca/longca/present"
 	"io"
 	"sync"
 
@@ -144,7 +145,7 @@ func cpAction(c *cli.Context) (err error) {
 		if err != nil {
 			return err
 		}
-		res, err := results.Merge(o.out, results.MergeOptions{Runs: []string{o.runID}})
+		res, err := results.Merge(o.out, results.MergeOptions{Runs: []string{o.runID}, Out: results.MergedPath(o.out, o.runID)})
 		if err != nil {
 			return fmt.Errorf("merging the rank files: %w", err)
 		}
@@ -152,7 +153,7 @@ func cpAction(c *cli.Context) (err error) {
 	}
 	if w.Rank == 0 {
 		title := fmt.Sprintf("longca cp: %d ranks (%s), seqlen %d, kernel %s", n, rr.backend, o.seqlenFor(n), o.kernel)
-		if err := results.WriteCPTable(c.App.Writer, title, rr.rows); err != nil {
+		if err := present.WriteCPTable(c.App.Writer, title, rr.rows); err != nil {
 			return err
 		}
 	}
@@ -266,9 +267,9 @@ func logCPRow(ci, of int, row results.Row) {
 // its reason).
 func printCPPlan(w io.Writer, o cpOptions, cases []harness.CPCase, n int) error {
 	s := o.sweep(n)
-	t := results.TextTable{
+	t := present.TextTable{
 		Title: []string{fmt.Sprintf("longca cp: %d ranks, seqlen %d, %d case(s) x %d sample(s) x %d pass(es) (dry run: nothing was run)", n, s.SeqLen, len(cases), o.samples, len(o.passes))},
-		Columns: []results.TextColumn{{Name: "method", Left: true}, {Name: "mesh", Left: true}, {Name: "mask", Left: true},
+		Columns: []present.TextColumn{{Name: "method", Left: true}, {Name: "mesh", Left: true}, {Name: "mask", Left: true},
 			{Name: "heads", Unit: "q:kv"}, {Name: "tok/rank", Unit: "tokens"}, {Name: "padding", Unit: "tokens"},
 			{Name: "fwd", Unit: "GFLOP"}, {Name: "fwd_bytes/rank", Unit: "bytes"}, {Name: "note", Left: true}},
 	}

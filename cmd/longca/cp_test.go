@@ -91,7 +91,7 @@ func TestCPInProcessRun(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	rows, _, err := results.ReadRows(filepath.Join(dir, "merged.arrow"))
+	rows, _, err := results.ReadRows(results.MergedPath(dir, filepath.Base(dir)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +156,7 @@ func TestCPSkippedMeshIsARow(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	rows, _, err := results.ReadRows(filepath.Join(dir, "merged.arrow"))
+	rows, _, err := results.ReadRows(results.MergedPath(dir, filepath.Base(dir)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +214,7 @@ func TestCPStagedOnlyWhenAsked(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("with --staged: exit %d: %s", code, errOut)
 	}
-	rows, _, err := results.ReadRows(filepath.Join(dir, "merged.arrow"))
+	rows, _, err := results.ReadRows(results.MergedPath(dir, filepath.Base(dir)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +241,7 @@ func TestCPOnUserDocuments(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	rows, _, err := results.ReadRows(filepath.Join(dir, "merged.arrow"))
+	rows, _, err := results.ReadRows(results.MergedPath(dir, filepath.Base(dir)))
 	if err != nil {
 		t.Fatal(err)
 	}

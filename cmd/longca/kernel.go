@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/longca/longca/present"
 	"math"
 	"os"
 	"slices"
@@ -327,7 +328,7 @@ func sweepAction(c *cli.Context, s harness.Sweep, bench string, w spmd.World, ko
 		build = docs.KernelBuilder()
 	}
 	if c.Bool("dry-run") {
-		return harness.PrintPlan(c.App.Writer, s.Cases(), build)
+		return present.WritePlan(c.App.Writer, s.Cases(), build)
 	}
 	stop, err := stopOnCrash(c)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/longca/longca/present"
 	"io"
 	"math"
 	"os"
@@ -326,7 +327,7 @@ func simulateAction(c *cli.Context) error {
 	if err := wr.Close(); err != nil {
 		return err
 	}
-	res, err := results.Merge(o.cp.out, results.MergeOptions{Runs: []string{o.cp.runID}})
+	res, err := results.Merge(o.cp.out, results.MergeOptions{Runs: []string{o.cp.runID}, Out: results.MergedPath(o.cp.out, o.cp.runID)})
 	if err != nil {
 		return fmt.Errorf("merging the rows: %w", err)
 	}
@@ -374,8 +375,14 @@ func calibrateKernel(ctx context.Context, c *cli.Context, o *simOptions) error {
 		}
 		runID := o.cp.runID + "-calibration"
 		base := baseRow(runID, "kernel", spmd.World{Size: 1})
-		for _, h := range o.cp.heads[:1] {
-			rows = append(rows, sim.Measure(ctx, o.calibrate, ko, o.calLens, h, o.cp.headDim, o.cp.dtype, 1, o.calIters, o.calCheck, base)...)
+		r := &harness.Runner{Warmup: 1, Iters: o.calIters, Base: base, KernelOptions: ko}
+		if o.calCheck {
+			r.Check = harness.KernelCheck
+		}
+		defer r.Close()
+		cases := harness.CalibrationSweep(o.calibrate, o.calLens, o.cp.heads[0], o.cp.headDim, o.cp.dtype).Cases()
+		if err := r.RunAll(ctx, cases, func(_ int, row results.Row) error { rows = append(rows, row); return nil }); err != nil {
+			return err
 		}
 		wr, err := results.Create(o.cp.out, runID, 0, 1)
 		if err != nil {
@@ -725,7 +732,7 @@ func bestCells(rows []results.Row) (map[simKey]map[string]*simCell, []simKey, []
 		case a.heads != b.heads:
 			return a.heads < b.heads
 		case a.pass != b.pass:
-			return results.PassRank(a.pass) < results.PassRank(b.pass)
+			return present.PassRank(a.pass) < present.PassRank(b.pass)
 		}
 		return a.gpus < b.gpus
 	})
@@ -804,7 +811,7 @@ func printSimTable(w io.Writer, o simOptions, rows []results.Row) error {
 		fmt.Fprintf(&b, " %*s", cw, "(TFLOP/s)")
 	}
 	b.WriteString("\n")
-	series := map[[3]string]map[string][]results.ScalingPoint{}
+	series := map[[3]string]map[string][]present.ScalingPoint{}
 	var order [][3]string
 	for _, k := range keys {
 		fmt.Fprintf(&b, " %-*s %-7s %6s %6d", mw-1, k.mask, k.pass, k.heads, k.gpus)
@@ -816,7 +823,7 @@ func printSimTable(w io.Writer, o simOptions, rows []results.Row) error {
 		}
 		g := [3]string{k.mask, k.pass, k.heads}
 		if series[g] == nil {
-			series[g] = map[string][]results.ScalingPoint{}
+			series[g] = map[string][]present.ScalingPoint{}
 			order = append(order, g)
 		}
 		for _, me := range methods {
@@ -832,7 +839,7 @@ func printSimTable(w io.Writer, o simOptions, rows []results.Row) error {
 				if c.n > 1 {
 					v += fmt.Sprintf(" (%s-%s)", formatRate(c.lo), formatRate(c.hi))
 				}
-				series[g][me] = append(series[g][me], results.ScalingPoint{GPUs: int(k.gpus), TFLOPs: c.tflops})
+				series[g][me] = append(series[g][me], present.ScalingPoint{GPUs: int(k.gpus), TFLOPs: c.tflops})
 			default:
 				v = string(c.status)
 			}
@@ -867,7 +874,7 @@ func printSimTable(w io.Writer, o simOptions, rows []results.Row) error {
 	}
 	fmt.Fprintf(&b, "# Rows: %d  predicted: %d  unsupported: %d\n", len(rows), counts[results.StatusPredicted], counts[results.StatusUnsupported])
 	for _, g := range order {
-		for _, x := range results.Crossovers(series[g]) {
+		for _, x := range present.Crossovers(series[g]) {
 			fmt.Fprintf(&b, "# crossover: %s %s %s: %s\n", g[0], g[1], g[2], x)
 		}
 	}
@@ -897,17 +904,17 @@ func sharedNote(l sim.Link) string {
 // GPUs, each method's best mesh.
 func writeScalingPlots(dir string, rows []results.Row) ([]string, error) {
 	best, keys, _ := bestCells(rows)
-	series := map[[3]string]map[string][]results.ScalingPoint{}
+	series := map[[3]string]map[string][]present.ScalingPoint{}
 	var order [][3]string
 	for _, k := range keys {
 		g := [3]string{k.mask, k.pass, k.heads}
 		if series[g] == nil {
-			series[g] = map[string][]results.ScalingPoint{}
+			series[g] = map[string][]present.ScalingPoint{}
 			order = append(order, g)
 		}
 		for me, c := range best[k] {
 			if c.n > 0 {
-				series[g][me] = append(series[g][me], results.ScalingPoint{GPUs: int(k.gpus), TFLOPs: c.tflops})
+				series[g][me] = append(series[g][me], present.ScalingPoint{GPUs: int(k.gpus), TFLOPs: c.tflops})
 			}
 		}
 	}
@@ -915,7 +922,7 @@ func writeScalingPlots(dir string, rows []results.Row) ([]string, error) {
 	for _, g := range order {
 		name := fmt.Sprintf("%s_%s_%s_scaling.png", g[0], strings.ReplaceAll(g[1], "+", ""), strings.ReplaceAll(g[2], ":", "-"))
 		path := filepath.Join(dir, name)
-		if err := results.WriteScalingPlot(path, fmt.Sprintf("%s, %s, heads %s (predicted)", g[0], g[1], g[2]), series[g]); err != nil {
+		if err := present.WriteScalingPlot(path, fmt.Sprintf("%s, %s, heads %s (predicted)", g[0], g[1], g[2]), series[g]); err != nil {
 			return files, err
 		}
 		files = append(files, path)

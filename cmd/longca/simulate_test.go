@@ -49,7 +49,7 @@ func keyOf(r results.Row) caseKey {
 // measured run), and the kernel rows' file when asked.
 func timesOf(t *testing.T, dir string) map[caseKey]float64 {
 	t.Helper()
-	rows, _, err := results.ReadRows(filepath.Join(dir, "merged.arrow"))
+	rows, _, err := results.ReadRows(results.MergedPath(dir, filepath.Base(dir)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +222,7 @@ func TestSimulateRun(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	rows, _, err := results.ReadRows(filepath.Join(dir, "merged.arrow"))
+	rows, _, err := results.ReadRows(results.MergedPath(dir, filepath.Base(dir)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,7 +314,7 @@ func TestSimulateNoMeshIsUnsupported(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	rows, _, err := results.ReadRows(filepath.Join(dir, "merged.arrow"))
+	rows, _, err := results.ReadRows(results.MergedPath(dir, filepath.Base(dir)))
 	if err != nil {
 		t.Fatal(err)
 	}
