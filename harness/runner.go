@@ -151,6 +151,7 @@ func (r *Runner) run(ctx context.Context, c Case, row *results.Row) error {
 		}
 		row.MaskParams = string(b)
 	}
+	SetDocColumns(row, cp.params)
 	p := cp.p
 	row.MaskArea = int64(math.Round(p.Area()))
 	row.FLOPs = p.FLOPs(c.Pass)

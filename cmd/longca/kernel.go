@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/longca/longca/present"
 	"math"
 	"os"
 	"slices"
@@ -40,10 +41,10 @@ func init() {
 
 // sweepFlags are the flags of `longca kernel`, in nccl-tests' vocabulary.
 func sweepFlags() []cli.Flag {
-	return append(commonSweepFlags(),
+	return append(append(commonSweepFlags(),
 		&cli.StringFlag{Name: "masks", Usage: "comma-separated masks, or all (default: the 12 kernel masks)"},
 		&cli.StringFlag{Name: "mask-json", Usage: "write each case's mask as JSON (MASKS.md form) into this folder"},
-	)
+	), docsFlags()...)
 }
 
 // commonSweepFlags are the flags `longca kernel` and `longca sparse` share.
@@ -295,8 +296,12 @@ func kernelAction(c *cli.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	docs, err := docsFromFlags(c)
+	if err != nil {
+		return err
+	}
 	if dir := c.String("mask-json"); dir != "" {
-		if err := writeMaskJSON(dir, s, harness.BuildMask); err != nil {
+		if err := writeMaskJSON(dir, s, docs.KernelBuilder()); err != nil {
 			return err
 		}
 	}
@@ -315,8 +320,16 @@ func sweepAction(c *cli.Context, s harness.Sweep, bench string, w spmd.World, ko
 	if b := c.Float64("check-budget"); !(b > 0) || math.IsInf(b, 0) {
 		return usageError("--check-budget %g: give a positive number of multiply-adds (default %g)", b, harness.DefaultCheckBudget)
 	}
+	docs, err := docsFromFlags(c) // none for sparse, which has no document masks
+	if err != nil {
+		return err
+	}
+	build := harness.BuildMask
+	if !docs.IsDefault() {
+		build = docs.KernelBuilder()
+	}
 	if c.Bool("dry-run") {
-		return harness.PrintPlan(c.App.Writer, s.Cases(), harness.BuildMask)
+		return present.WritePlan(c.App.Writer, s.Cases(), build)
 	}
 	stop, err := stopOnCrash(c)
 	if err != nil {
@@ -334,6 +347,7 @@ func sweepAction(c *cli.Context, s harness.Sweep, bench string, w spmd.World, ko
 		bench:       bench,
 		world:       w,
 		kernelOpts:  ko,
+		build:       build,
 	}
 	if o.out == "" {
 		o.out = defaultOutDir(bench)

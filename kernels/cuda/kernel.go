@@ -182,7 +182,7 @@ type Kernel struct {
 	// masks so the identity stays unique while the entry stands.
 	byIdent    map[string]*deviceList
 	identMasks map[string][]mask.Mask
-	scratch    map[string]*cuda.Buffer
+	scratch    *cuda.ScratchPool
 }
 
 var _ kernels.Kernel = (*Kernel)(nil)
@@ -203,7 +203,7 @@ func NewVariant(g *cuda.Device, name string) (*Kernel, error) {
 		return nil, err
 	}
 	k := &Kernel{dev: g, arch: av, fwd: av.fwd, bwd: av.bwd, fns: map[string]*cuda.Function{}, lists: map[uint64]*deviceList{}, byIdent: map[string]*deviceList{}, identMasks: map[string][]mask.Mask{},
-		scratch: map[string]*cuda.Buffer{}, maps: map[tmaKey]*cuda.TensorMap{}}
+		scratch: cuda.NewScratchPool(g), maps: map[tmaKey]*cuda.TensorMap{}}
 	if k.mod, k.Log, err = load(g, Source(), "longca_attention.cu"); err != nil {
 		return nil, err
 	}
@@ -495,25 +495,11 @@ func (k *Kernel) Forward(ctx context.Context, p kernels.Problem, q, kk, v, out, 
 	})
 }
 
-// scratchBuf is a reusable fp32 device buffer of the named role with at least n
-// elements: one per role, grown (the old one freed) when a larger problem comes, so a
-// sweep over lengths holds only the largest.
+// scratchBuf is the kernel's fp32 device buffer of the named role with at least n
+// elements (internal/cuda's ScratchPool: one per role, grown when a larger problem
+// comes, so a sweep over lengths holds only the largest).
 func (k *Kernel) scratchBuf(role string, n int) (*cuda.Buffer, error) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if b, ok := k.scratch[role]; ok && b.Numel() >= n {
-		return b.View(0, n)
-	}
-	if old, ok := k.scratch[role]; ok {
-		k.dev.Free(old)
-		delete(k.scratch, role)
-	}
-	b, err := k.dev.AllocBuffer(tensor.FP32, n)
-	if err != nil {
-		return nil, err
-	}
-	k.scratch[role] = b
-	return b.View(0, n)
+	return k.scratch.Get(role, tensor.FP32, n)
 }
 
 // Backward writes dq, dk and dv.
