@@ -7,7 +7,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/longca/longca/harness"
 	"github.com/longca/longca/kernels"
 	"github.com/longca/longca/mask"
 	"github.com/longca/longca/spmd/cp"
@@ -29,7 +28,7 @@ func TestRetrodictsH200Run(t *testing.T) {
 	prior := KernelPresets["longca-cuda-h200-v1"]
 	var samples []Sample
 	for mk, v := range kernelRates {
-		spec, err := harness.BuildMask(mk, 16384, 42)
+		spec, err := mask.Build(mk, 16384, mask.Options{Seed: 42})
 		if err != nil {
 			t.Fatal(err)
 		}

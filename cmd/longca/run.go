@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/longca/longca/present"
 	"os"
 	"path/filepath"
 	"strings"
@@ -175,14 +176,14 @@ func runAction(c *cli.Context) error {
 	if sweepErr != nil {
 		title += fmt.Sprintf(" (stopped early: %v)", sweepErr)
 	}
-	sum := results.Summarize(rows, "")
+	sum := present.Summarize(rows, "")
 	var table strings.Builder
-	if err := results.WriteTable(&table, title, sum); err != nil {
+	if err := present.WriteTable(&table, title, sum); err != nil {
 		return err
 	}
 	if len(sum.Kernels) > 1 {
 		table.WriteString("#\n")
-		if err := results.WriteRatioTable(&table, "each kernel's TFLOP/s over the fastest kernel's, per case", sum); err != nil {
+		if err := present.WriteRatioTable(&table, "each kernel's TFLOP/s over the fastest kernel's, per case", sum); err != nil {
 			return err
 		}
 	}
@@ -190,11 +191,11 @@ func runAction(c *cli.Context) error {
 		return fmt.Errorf("report: %w", err)
 	}
 	plotDir := filepath.Join(out, runID+".plots")
-	plots, err := results.WritePlots(plotDir, sum)
+	plots, err := present.WritePlots(plotDir, sum)
 	if err != nil {
 		return err
 	}
-	bars, err := results.WriteBarCharts(plotDir, sum)
+	bars, err := present.WriteBarCharts(plotDir, sum)
 	if err != nil {
 		return err
 	}

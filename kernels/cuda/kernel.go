@@ -153,7 +153,12 @@ func init() {
 		if err != nil {
 			return nil, err
 		}
-		return NewVariant(g, o.Variant)
+		k, err := NewVariant(g, o.Variant)
+		if err != nil {
+			return nil, err
+		}
+		k.det = o.Deterministic
+		return k, nil
 	})
 }
 
@@ -167,6 +172,7 @@ type Kernel struct {
 
 	arch     archVariant
 	fwd, bwd variant
+	det      bool // the deterministic backward (Options.Deterministic; sm90 only)
 	maps     map[tmaKey]*cuda.TensorMap
 
 	mu    sync.Mutex
@@ -176,7 +182,7 @@ type Kernel struct {
 	// masks so the identity stays unique while the entry stands.
 	byIdent    map[string]*deviceList
 	identMasks map[string][]mask.Mask
-	scratch    map[string]*cuda.Buffer
+	scratch    *cuda.ScratchPool
 }
 
 var _ kernels.Kernel = (*Kernel)(nil)
@@ -197,7 +203,7 @@ func NewVariant(g *cuda.Device, name string) (*Kernel, error) {
 		return nil, err
 	}
 	k := &Kernel{dev: g, arch: av, fwd: av.fwd, bwd: av.bwd, fns: map[string]*cuda.Function{}, lists: map[uint64]*deviceList{}, byIdent: map[string]*deviceList{}, identMasks: map[string][]mask.Mask{},
-		scratch: map[string]*cuda.Buffer{}, maps: map[tmaKey]*cuda.TensorMap{}}
+		scratch: cuda.NewScratchPool(g), maps: map[tmaKey]*cuda.TensorMap{}}
 	if k.mod, k.Log, err = load(g, Source(), "longca_attention.cu"); err != nil {
 		return nil, err
 	}
@@ -241,10 +247,18 @@ func load(g *cuda.Device, src, name string) (*cuda.Module, string, error) {
 // Variant is the name of the variant in use (sm90, sm80).
 func (k *Kernel) Variant() string { return k.arch.name }
 
+// DeterministicBackward says whether the backward adds dQ in a fixed order (made with
+// Options.Deterministic, on the sm90 variants).
+func (k *Kernel) DeterministicBackward() bool { return k.det && inSM90(k.bwd.fn) }
+
 // Describe names the variant that serves the problem and the architecture it was built
-// for; on sm90 a forward run persistent (short rows) says so ("sm90 persistent-fwd").
+// for; on sm90 a forward run persistent (short rows) says so ("sm90 persistent-fwd"), a
+// deterministic backward too ("sm90 deterministic").
 func (k *Kernel) Describe(p kernels.Problem, pass kernels.Pass) kernels.Info {
 	info := kernels.Info{Variant: k.arch.name, Versions: map[string]string{"arch": k.dev.Arch()}}
+	if k.DeterministicBackward() && pass != kernels.Fwd {
+		info.Variant += " deterministic"
+	}
 	if inSM90(k.fwd.fn) && pass != kernels.Bwd { // a backward row times the backward alone
 		if dl, err := k.list(p, k.fwd.qTile, k.fwd.kTile, false); err == nil && persistentForward(dl.w) {
 			info.Variant += " persistent-fwd"
@@ -320,8 +334,8 @@ func (k *Kernel) function(name string, shared int) (*cuda.Function, error) {
 
 // deviceList is a work list in device memory.
 type deviceList struct {
-	w                                   *WorkList
-	order, start, entries, refs, slices *cuda.Buffer
+	w                                          *WorkList
+	order, start, entries, refs, slices, ranks *cuda.Buffer
 }
 
 // listKey hashes what a work list depends on: the tile shape and every slice's values
@@ -414,7 +428,7 @@ func (k *Kernel) list(p kernels.Problem, qt, kt int, tr bool) (*deviceList, erro
 		for _, f := range []struct {
 			dst  **cuda.Buffer
 			vals []int32
-		}{{&dl.order, w.Order}, {&dl.start, w.Start}, {&dl.entries, w.Entries}, {&dl.refs, w.Refs}, {&dl.slices, w.Slices}} {
+		}{{&dl.order, w.Order}, {&dl.start, w.Start}, {&dl.entries, w.Entries}, {&dl.refs, w.Refs}, {&dl.slices, w.Slices}, {&dl.ranks, w.Ranks}} {
 			vals := f.vals
 			if len(vals) == 0 {
 				vals = []int32{0}
@@ -481,25 +495,11 @@ func (k *Kernel) Forward(ctx context.Context, p kernels.Problem, q, kk, v, out, 
 	})
 }
 
-// scratchBuf is a reusable fp32 device buffer of the named role with at least n
-// elements: one per role, grown (the old one freed) when a larger problem comes, so a
-// sweep over lengths holds only the largest.
+// scratchBuf is the kernel's fp32 device buffer of the named role with at least n
+// elements (internal/cuda's ScratchPool: one per role, grown when a larger problem
+// comes, so a sweep over lengths holds only the largest).
 func (k *Kernel) scratchBuf(role string, n int) (*cuda.Buffer, error) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if b, ok := k.scratch[role]; ok && b.Numel() >= n {
-		return b.View(0, n)
-	}
-	if old, ok := k.scratch[role]; ok {
-		k.dev.Free(old)
-		delete(k.scratch, role)
-	}
-	b, err := k.dev.AllocBuffer(tensor.FP32, n)
-	if err != nil {
-		return nil, err
-	}
-	k.scratch[role] = b
-	return b.View(0, n)
+	return k.scratch.Get(role, tensor.FP32, n)
 }
 
 // Backward writes dq, dk and dv.
