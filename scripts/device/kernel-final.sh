@@ -41,6 +41,6 @@ tar -C "$out" -czf "$out/kernel-final.tgz" k
 echo "=== kernel final: TFLOP/s, 16K, 64:8, d128 unless said (mask pass value[s])"
 for f in "$out"/k/time-*.log; do
 	echo "## $(basename "$f" .log)"
-	grep -E '^  [a-z_]+ +[0-9]' "$f" | awk '{printf "%-24s %-4s", $1, $4; for (i = 8; i <= NF; i++) printf " %s", $i; printf "\n"}' | head -12
+	grep -E '^  [a-z_]+ +[0-9]' "$f" | awk '{printf "%-24s %-4s", $1, $4; for (i = 7; i <= NF; i++) printf " %s", $i; printf "\n"}' | head -12
 done
 grep -E '^# test|deterministic: dq' "$out/k/summary.txt"
