@@ -178,6 +178,7 @@ func (r *CPRunner) Run(ctx context.Context, cs CPCase, sample int) ([]results.Ro
 	for i, p := range s.Passes {
 		row := &rows[i]
 		row.MaskParams, row.SeqLenPerRank, row.PadTokens = string(params), int64(pl.Tokens), results.Ptr(int64(pl.Padding()))
+		SetDocColumns(row, spec.Params)
 		row.MaskArea, row.FLOPs, row.CommBytes = spec.Mask.Area(), pl.Problem.FLOPs(p), results.Ptr(m.CommBytes(pl, p))
 		describe(r.Kernel, pl.Problem, p, row)
 	}
@@ -547,12 +548,17 @@ func RunCP(ctx context.Context, r *CPRunner, cases []CPCase, emit func(ci int, r
 		if cs.Skip != nil {
 			samples = 1
 		}
+		rates := map[string][]float64{} // per pass: the TFLOP/s of the samples so far
 		for sample := range samples {
 			rows, err := r.Run(ctx, cs, sample)
 			if err != nil {
 				return err
 			}
 			for _, row := range rows {
+				if row.TFLOPs != nil {
+					rates[row.Pass] = append(rates[row.Pass], *row.TFLOPs)
+				}
+				SetSpread(&row, rates[row.Pass], samples)
 				if err := emit(ci, row); err != nil {
 					return err
 				}

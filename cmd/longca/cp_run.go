@@ -13,7 +13,6 @@ import (
 	"github.com/longca/longca/harness"
 	"github.com/longca/longca/internal/cuda"
 	"github.com/longca/longca/kernels"
-	"github.com/longca/longca/mask"
 	"github.com/longca/longca/results"
 	"github.com/longca/longca/spmd"
 	"github.com/longca/longca/spmd/cp"
@@ -285,11 +284,7 @@ func printCPPlan(w io.Writer, o cpOptions, cases []harness.CPCase, n int) error 
 		if err != nil {
 			return err
 		}
-		spec, err := mask.Build(cs.Mask, s.SeqLen, mask.Options{Seed: s.Seed, Purpose: mask.PurposeCP})
-		if err != nil {
-			return err
-		}
-		docs, err := spec.Docs()
+		spec, docs, err := s.MaskSpec(cs.Mask, s.SeqLen, s.Seed)
 		if err != nil {
 			return err
 		}
