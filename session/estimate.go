@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/longca/longca/harness"
@@ -142,4 +143,104 @@ func (s *Session) newEstimate(k KernelSweep, cases []harness.Case, places map[st
 	}
 	return harness.NewEstimate(ecs, harness.EstimatePrior{DeviceFLOPs: m.DeviceFLOPs, RefFLOPs: m.RefFLOPs,
 		PerCase: harness.DefaultPerCase, Reps: k.Warmup + k.Iters})
+}
+
+// CPSeconds estimates how long a CP sweep takes: every case's samples and passes, the
+// warm-ups and iterations of the global mask's FLOPs (a backward's forward once more), at
+// rate FLOP/s in all.
+func CPSeconds(s harness.CPSweep, cases []harness.CPCase, warmup, iters int, rate float64) float64 {
+	area := map[string]float64{}
+	var total float64
+	for _, cs := range cases {
+		if cs.Skip != nil {
+			continue
+		}
+		a, ok := area[cs.Mask]
+		if !ok {
+			if spec, _, err := s.MaskSpec(cs.Mask, s.SeqLen, s.Seed); err == nil {
+				a = float64(spec.Mask.Area())
+			} else {
+				a = float64(s.SeqLen) * float64(s.SeqLen)
+			}
+			area[cs.Mask] = a
+		}
+		for _, p := range s.Passes {
+			flops := 4 * a * float64(cs.Heads.Q) * float64(s.HeadDim)
+			reps := float64(warmup+iters) * p.FLOPsFactor()
+			if p == kernels.Bwd {
+				reps++
+			}
+			total += float64(s.Samples) * reps * flops / rate
+		}
+	}
+	return total
+}
+
+// WarnCPTime says, once, how long a CP sweep on n ranks will take when that is over
+// SlowSweep: on n GPUs at the assumed device rate, or on this host's CPU reference when
+// the kernel is ref and the ranks are in-process (they share its cores).
+func (s *Session) WarnCPTime(ctx context.Context, r CPRun) {
+	m := Machine()
+	_, onDevice, isRef, _, ok := KernelPlace(r.Sweep.Kernel, r.KernelOptions)
+	if !ok {
+		return
+	}
+	n := r.Ranks
+	rate := m.DeviceFLOPs * float64(n)
+	if !onDevice {
+		rate = m.RefFLOPs
+		if !r.InProcess {
+			rate *= float64(n) // one process per rank, each on its own cores (at best)
+		}
+	}
+	total := CPSeconds(r.Sweep, r.Cases, r.Warmup, r.Iters, rate)
+	if total <= SlowSweep.Seconds() {
+		return
+	}
+	if !onDevice && isRef {
+		if ref := CalibrateRef(ctx); ref > 0 {
+			rate *= ref / m.RefFLOPs
+			total = CPSeconds(r.Sweep, r.Cases, r.Warmup, r.Iters, rate)
+		}
+	}
+	if total > SlowSweep.Seconds() {
+		s.log().Warn().Str("estimate", harness.FormatDuration(total)).Int("cases", len(r.Cases)).Int("samples", r.Sweep.Samples).
+			Msgf("this CP sweep will take about %s (%s at %.3g TFLOP/s in all); Ctrl-C stops it, keeping the rows written",
+				harness.FormatDuration(total), r.Sweep.Kernel, rate/1e12)
+	}
+}
+
+// FitCP refuses, before any mask is built, a CP sweep on n ranks whose ranks cannot fit
+// in memory: n in-process ranks share this host; under a launcher the ranks of this node
+// (onNode) do. The line names --ranks when one rank would fit, else sizeFlags (the size
+// flags as the user gave them).
+func FitCP(s harness.CPSweep, n, onNode int, inProcess bool, ko kernels.Options, sizeFlags string) error {
+	_, onDevice, isRef, devBytes, ok := KernelPlace(s.Kernel, ko)
+	if !ok {
+		return nil // the kernel cannot be made: the run says why
+	}
+	tokens := (s.SeqLen + n - 1) / n
+	tokens += tokens / 8 // padding of zigzag sharding
+	m := Machine()
+	var need harness.Footprint
+	for _, h := range s.Heads {
+		f := harness.CPFootprint(tokens, h.Q, h.KV, s.HeadDim, s.DType, s.Passes, onDevice, isRef)
+		if f.Host > need.Host || f.Device > need.Device {
+			need = f
+		}
+	}
+	host := need.Scale(float64(onNode))
+	dev := need
+	if inProcess && onDevice {
+		dev = need.Scale(float64(n)) // in-process ranks share one GPU
+	}
+	what := fmt.Sprintf("%d rank(s) of %d tokens", onNode, tokens)
+	err := m.Fits(harness.Footprint{Host: host.Host, Device: dev.Device}, devBytes, what)
+	if err == nil {
+		return nil
+	}
+	if inProcess && m.Fits(need, devBytes, "") == nil {
+		return Usagef("--ranks %d: %v: in-process ranks share this host; use fewer, or one process per GPU (mpirun, srun)", n, err)
+	}
+	return Usagef("%s: %v (kernel %s): give smaller sizes", sizeFlags, err, s.Kernel)
 }

@@ -256,3 +256,11 @@ func CalibrateRef(ctx context.Context) float64 {
 	}
 	return p.FLOPs(kernels.Fwd) / max(time.Since(start).Seconds(), 1e-6)
 }
+
+// ForgetKernels drops every kernel NewKernel made, so that the next call makes a new one
+// (after external workers were closed, or their environment changed).
+func ForgetKernels() {
+	madeMu.Lock()
+	defer madeMu.Unlock()
+	made = map[madeKey]kernels.Kernel{}
+}

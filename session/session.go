@@ -51,6 +51,8 @@ type Session struct {
 	Log *zerolog.Logger
 	// Stdout gets tables, Stderr the "# results:" lines.
 	Stdout, Stderr io.Writer
+	// OutFlag names the folder's flag in errors ("--out" when empty).
+	OutFlag string
 }
 
 // New is a session of bench writing into out under runID (both checked by the command:
@@ -103,14 +105,23 @@ func (s *Session) BaseRow(w spmd.World) results.Row {
 func (s *Session) RankFile(runID string, rank, n int) (*results.Writer, error) {
 	w, err := results.Create(s.Out, runID, rank, max(n, 1))
 	if err != nil {
-		return nil, fmt.Errorf("--out %s: %w", s.Out, err)
+		flag := s.OutFlag
+		if flag == "" {
+			flag = "--out"
+		}
+		return nil, fmt.Errorf("%s %s: %w", flag, s.Out, err)
 	}
 	return w, nil
 }
 
 // WriteRows writes rows to a new rank file (rank 0 of 1) of runID, closing it.
 func (s *Session) WriteRows(runID string, rows []results.Row) (string, error) {
-	w, err := s.RankFile(runID, 0, 1)
+	return s.WriteRankRows(runID, 0, 1, rows)
+}
+
+// WriteRankRows writes rows to a new file of runID's rank of n, closing it.
+func (s *Session) WriteRankRows(runID string, rank, n int, rows []results.Row) (string, error) {
+	w, err := s.RankFile(runID, rank, n)
 	if err != nil {
 		return "", err
 	}

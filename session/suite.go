@@ -28,7 +28,7 @@ func (e *ExitError) ExitCode() int { return e.Code }
 // <run>.merged.arrow (and .parquet), reported in <run>.report.txt and on Stdout, and
 // drawn in <run>.plots; the masks go to masks/ as JSON.
 func (s *Session) Suite(ctx context.Context, name string, k KernelSweep, parquet bool) error {
-	merged := filepath.Join(s.Out, s.RunID+".merged.arrow")
+	merged := results.MergedPath(s.Out, s.RunID)
 	if _, err := os.Stat(merged); err == nil {
 		return Usagef("--out %s already holds run %s (%s): give another --run-id or folder", s.Out, s.RunID, filepath.Base(merged))
 	}
