@@ -59,6 +59,9 @@ type Config struct {
 	HeadFirst bool
 	// Sharding of the sequence over the ring.
 	Sharding Sharding
+	// Block is the dispatch block of balanced, in tokens (--cp-block); 0 picks one
+	// (DefaultBlock). The other methods ignore it.
+	Block int
 	// Docs are the documents of the packed sequence (mask.Spec.Docs) for zigzag
 	// sharding; nil is one document.
 	Docs []mask.Range
@@ -69,6 +72,9 @@ func (c Config) Mesh() string {
 	s := fmt.Sprintf("%dx%d", c.Ulysses, c.Ring)
 	if c.Windows > 1 {
 		s += fmt.Sprintf(" w%d", c.Windows)
+	}
+	if c.Block > 0 {
+		s += fmt.Sprintf(" b%d", c.Block)
 	}
 	if c.Ulysses > 1 && c.Ring > 1 {
 		if c.HeadFirst {

@@ -44,6 +44,9 @@ type ops interface {
 	// ordered after the compute enqueued so far, and returns the wait that orders what
 	// follows (compute on recv, writes to send) after it.
 	startExchange(c comm.Comm, next, prev int, send, recv []tensor.Tensor) (wait func() error, err error)
+	// startGroup is startExchange for any sends and receives: body (Send and Recv on c)
+	// runs inside c.Group, ordered the same way (ops_group.go).
+	startGroup(c comm.Comm, body func() error) (wait func() error, err error)
 	// upload and download move host tensors in and out of the ops' memory.
 	upload(h *tensor.Host) (tensor.Tensor, error)
 	download(dst *tensor.Host, t tensor.Tensor) error
