@@ -83,6 +83,8 @@ type Row struct {
 	Ring     *int64 `arrow:"cp_ring"`
 	Windows  *int64 `arrow:"cp_windows"`
 	InnerDim string `arrow:"cp_inner_dim"` // ulysses or ring: the dimension inside a node
+	// CPBlock is the dispatch block of the balanced method, in tokens (--cp-block).
+	CPBlock *int64 `arrow:"cp_block"`
 
 	// The mask and the problem.
 	Mask          string   `arrow:"mask"`
