@@ -164,52 +164,78 @@ func (b *balancedRun) busy(s int) bool {
 	return len(b.d.Sends(b.me, s)) > 0 || len(b.d.RecvStage(b.me, s).Recv) > 0
 }
 
-// start starts a group of the given posts (nil: none to post) on the run's ring.
-func (b *balancedRun) start(posts ...func(c comm.Comm) error) (func() error, error) {
-	var todo []func(c comm.Comm) error
-	for _, p := range posts {
-		if p != nil {
-			todo = append(todo, p)
-		}
-	}
-	if len(todo) == 0 {
-		return nil, nil
-	}
-	c := b.r.ring
-	return b.r.ops.startGroup(c, func() error {
-		for _, p := range todo {
-			if err := p(c); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+// balancedQueue starts the groups of a pass on the run's ring, every rank in the same
+// order (a rank skips the ones it has no part in), each after the one before.
+type balancedQueue struct {
+	b    *balancedRun
+	last func() error
 }
 
-// settle waits for what the ring's ordered transfers issued (Run.settle for the rings).
-func (b *balancedRun) settle() error {
-	if oc, ok := b.r.ring.(comm.Ordered); ok && oc.StreamOrdered() {
+// start starts post (nil: nothing, and a nil wait) as a group after the compute so far.
+func (q *balancedQueue) start(post func(c comm.Comm) error) (func() error, error) {
+	if post == nil {
+		return nil, nil
+	}
+	c := q.b.r.ring
+	w, err := q.b.r.ops.startGroup(c, q.last, func() error { return post(c) })
+	if err != nil {
+		return nil, err
+	}
+	q.last = w
+	return w, nil
+}
+
+// drain waits for every group started (the last one waits for those before it).
+func (q *balancedQueue) drain() error {
+	if err := waitFor(q.last); err != nil {
+		return err
+	}
+	if oc, ok := q.b.r.ring.(comm.Ordered); ok && oc.StreamOrdered() {
 		return oc.Settle()
 	}
 	return nil
 }
 
-// maxSlots is the largest stage buffer of this rank (receives), and the most of its own
-// blocks returned in one stage (sends).
-func (b *balancedRun) maxSlots() (recv, sent int) {
-	for s := range b.d.NumStages() {
-		recv = max(recv, b.d.RecvStage(b.me, s).Slots)
-		n := 0
-		for _, x := range b.d.Sends(b.me, s) {
-			n += int(x.N)
+// buffers allocates the fetch window: buffer i holds the stages s = i mod Window, sized
+// for the largest of them, in dt with the row shape tail.
+func (b *balancedRun) buffers(a *arena, dt tensor.DType, tail []int) ([]kvPair, error) {
+	w := b.d.Window
+	out := make([]kvPair, w)
+	for i := range w {
+		slots := 0
+		for s := i; s < b.d.NumStages(); s += w {
+			slots = max(slots, b.d.RecvStage(b.me, s).Slots)
 		}
-		sent = max(sent, n)
+		var err error
+		if out[i], err = newKV(a, dt, append([]int{max(slots, 1) * b.d.Block}, tail...)); err != nil {
+			return nil, err
+		}
 	}
-	return recv, sent
+	return out, nil
 }
 
-// Forward implements Method: the local blocks' attention overlaps stage 0's fetch, each
-// stage's attention overlaps the next stage's fetch; partials merge by log-sum-exp.
+// stageKV is the first rows of buf holding stage s.
+func (b *balancedRun) stageKV(buf kvPair, rows int) (kvPair, error) {
+	k, err := rowsOf(buf.k, 0, rows)
+	if err != nil {
+		return kvPair{}, err
+	}
+	v, err := rowsOf(buf.v, 0, rows)
+	return kvPair{k, v}, err
+}
+
+// fetchPost is stage s's fetch into buf, or nil when this rank has no part in it.
+func (b *balancedRun) fetchPost(s int, k, v tensor.Tensor, buf kvPair) func(c comm.Comm) error {
+	if !b.busy(s) {
+		return nil
+	}
+	return func(c comm.Comm) error { return b.fetch(c, s, k, v, buf) }
+}
+
+// Forward implements Method: the first Window stages' fetches start at once (their
+// buffers are fresh, so they wait for nothing but each other), the local blocks'
+// attention runs meanwhile, then each stage's attention once its blocks are in, and the
+// fetch of stage s+Window after it, into its buffer. Partials merge by log-sum-exp.
 func (Balanced) Forward(ctx context.Context, r *Run, q, k, v, out, lse tensor.Tensor) error {
 	b, err := newBalancedRun(r)
 	if err != nil {
@@ -232,70 +258,60 @@ func (Balanced) Forward(ctx context.Context, r *Run, q, k, v, out, lse tensor.Te
 	if err != nil {
 		return err
 	}
-	recvSlots, _ := b.maxSlots()
-	kvShape := append([]int{recvSlots * d.Block}, k.Shape()[1:]...)
-	bufs, err := newKV2(a, k.DType(), kvShape, 2)
+	bufs, err := b.buffers(a, k.DType(), k.Shape()[1:])
 	if err != nil {
 		return err
 	}
-	fetch := func(s int) (func() error, error) {
-		if !b.busy(s) {
-			return nil, nil
-		}
-		return b.start(func(c comm.Comm) error { return b.fetch(c, s, k, v, bufs[s%2]) })
-	}
-	attend := func(m mask.Mask, kk, vv tensor.Tensor, what string) error {
+	attend := func(m mask.Mask, kv kvPair, what string) error {
 		if len(m.Slices) == 0 {
 			return nil
 		}
-		if err := r.Kernel.Forward(ctx, pl.stepProblem(m), q, kk, vv, partOut, partLSE); err != nil {
+		if err := r.Kernel.Forward(ctx, pl.stepProblem(m), q, kv.k, kv.v, partOut, partLSE); err != nil {
 			return fmt.Errorf("balanced: %s: %w", what, err)
 		}
 		return merger.add(partOut, partLSE)
 	}
-	wait, err := fetch(0)
-	if err != nil {
-		return fmt.Errorf("balanced: stage 0: %w", err)
+	ns, w := d.NumStages(), d.Window
+	queue := &balancedQueue{b: b}
+	waits := make([]func() error, ns)
+	for s := range min(w, ns) {
+		if waits[s], err = queue.start(b.fetchPost(s, k, v, bufs[s%w])); err != nil {
+			return fmt.Errorf("balanced: stage %d: %w", s, err)
+		}
 	}
-	err = attend(pl.StepMask(b.me, b.me), k, v, "local blocks")
-	for s := 0; err == nil && s < d.NumStages(); s++ {
-		if err = waitFor(wait); err != nil {
-			wait = nil
+	err = attend(pl.StepMask(b.me, b.me), kvPair{k, v}, "local blocks")
+	for s := 0; err == nil && s < ns; s++ {
+		if err = waitFor(waits[s]); err != nil {
 			err = fmt.Errorf("balanced: stage %d: %w", s, err)
 			break
 		}
-		if wait, err = fetch(s + 1); err != nil {
-			err = fmt.Errorf("balanced: stage %d: %w", s+1, err)
-			break
-		}
 		rows, m := pl.stageMask(b.me, s)
-		if rows == 0 {
-			continue
+		if rows > 0 {
+			var kv kvPair
+			if kv, err = b.stageKV(bufs[s%w], rows); err == nil {
+				err = attend(m, kv, fmt.Sprintf("stage %d", s))
+			}
 		}
-		var kk, vv tensor.Tensor
-		if kk, err = rowsOf(bufs[s%2].k, 0, rows); err == nil {
-			vv, err = rowsOf(bufs[s%2].v, 0, rows)
-		}
-		if err == nil {
-			err = attend(m, kk, vv, fmt.Sprintf("stage %d", s))
+		if n := s + w; err == nil && n < ns {
+			if waits[n], err = queue.start(b.fetchPost(n, k, v, bufs[n%w])); err != nil {
+				err = fmt.Errorf("balanced: stage %d: %w", n, err)
+			}
 		}
 	}
-	if werr := waitFor(wait); err == nil && werr != nil {
-		err = fmt.Errorf("balanced: %w", werr)
+	if derr := queue.drain(); err == nil && derr != nil {
+		err = fmt.Errorf("balanced: %w", derr)
 	}
 	if err != nil {
 		return err
 	}
-	if err := b.settle(); err != nil {
-		return fmt.Errorf("balanced: %w", err)
-	}
 	return merger.write(out, lse)
 }
 
-// Backward implements Method: the same fetches as the forward; each stage's kernel
-// backward writes the fetched blocks' dK/dV partials, which go back to their owners
-// during the next stage's compute (together with the fetch after it), and the owner adds
-// what comes back into its fp32 accumulators. dQ accumulates locally.
+// Backward implements Method: the fetches as in the forward; each stage's kernel
+// backward writes the fetched blocks' dK/dV partials, which go back to their owners in a
+// group started right after it (before the fetch that reuses its buffer), and the owner
+// adds what came back into its fp32 accumulators one stage later. dQ accumulates
+// locally.
 func (Balanced) Backward(ctx context.Context, r *Run, q, k, v, out, lse, dout, dq, dk, dv tensor.Tensor) error {
 	b, err := newBalancedRun(r)
 	if err != nil {
@@ -324,46 +340,39 @@ func (Balanced) Backward(ctx context.Context, r *Run, q, k, v, out, lse, dout, d
 	if err != nil {
 		return err
 	}
-	recvSlots, sentSlots := b.maxSlots()
-	stageShape := append([]int{recvSlots * d.Block}, tail...)
-	bufs, err := newKV2(a, k.DType(), stageShape, 2)
+	bufs, err := b.buffers(a, k.DType(), tail)
 	if err != nil {
 		return err
 	}
-	grads, err := newKV2(a, pdt, stageShape, 2) // the kernel's partials per stage
+	grads, err := b.buffers(a, pdt, tail) // the kernel's partials per stage
 	if err != nil {
 		return err
 	}
 	send := grads // what returns: fp32
 	if pdt != tensor.FP32 {
-		if send, err = newKV2(a, tensor.FP32, stageShape, 2); err != nil {
+		if send, err = b.buffers(a, tensor.FP32, tail); err != nil {
 			return err
 		}
 	}
-	ret, err := newKV(a, tensor.FP32, append([]int{sentSlots * d.Block}, tail...))
-	if err != nil {
-		return err
-	}
-	// step s's group: the fetch of stage s and the return of stage s-2's gradients (the
-	// previous stage's are being computed while it runs).
-	step := func(s int) (func() error, error) {
-		var f, g func(c comm.Comm) error
-		if b.busy(s) {
-			f = func(c comm.Comm) error { return b.fetch(c, s, k, v, bufs[s%2]) }
+	sentSlots := 0
+	for s := range d.NumStages() {
+		n := 0
+		for _, x := range d.Sends(b.me, s) {
+			n += int(x.N)
 		}
-		if b.busy(s - 2) {
-			g = func(c comm.Comm) error { return b.giveBack(c, s-2, send[s%2], ret) }
-		}
-		return b.start(f, g)
+		sentSlots = max(sentSlots, n)
 	}
-	// landed adds the returned partials of stage s into the owner's accumulators.
+	var ret [2]kvPair
+	for i := range ret {
+		if ret[i], err = newKV(a, tensor.FP32, append([]int{max(sentSlots, 1) * d.Block}, tail...)); err != nil {
+			return err
+		}
+	}
+	// landed adds the returned partials of stage s (in ret[s%2]) into the accumulators.
 	landed := func(s int) error {
-		if !b.busy(s) {
-			return nil
-		}
 		at := 0
 		for _, x := range d.Sends(b.me, s) {
-			for i, pair := range [][2]tensor.Tensor{{acc.k, ret.k}, {acc.v, ret.v}} {
+			for i, pair := range [][2]tensor.Tensor{{acc.k, ret[s%2].k}, {acc.v, ret[s%2].v}} {
 				dst, err := b.rows(pair[0], int(x.Slot), int(x.N))
 				if err != nil {
 					return err
@@ -380,11 +389,8 @@ func (Balanced) Backward(ctx context.Context, r *Run, q, k, v, out, lse, dout, d
 		}
 		return nil
 	}
-	compute := func(m mask.Mask, kk, vv, gk, gv tensor.Tensor, what string) error {
-		if len(m.Slices) == 0 {
-			return nil
-		}
-		err := r.Kernel.Backward(ctx, pl.stepProblem(m), q, kk, vv, out, lse, dout, dqPart, gk, gv)
+	compute := func(m mask.Mask, kv, g kvPair, what string) error {
+		err := r.Kernel.Backward(ctx, pl.stepProblem(m), q, kv.k, kv.v, out, lse, dout, dqPart, g.k, g.v)
 		if err == nil {
 			err = r.ops.accumulate(dqAcc, dqPart)
 		}
@@ -393,59 +399,70 @@ func (Balanced) Backward(ctx context.Context, r *Run, q, k, v, out, lse, dout, d
 		}
 		return nil
 	}
-	ns := d.NumStages()
-	wait, err := step(0)
-	if err != nil {
-		return fmt.Errorf("balanced: stage 0: %w", err)
+	ns, w := d.NumStages(), d.Window
+	queue := &balancedQueue{b: b}
+	fetched := make([]func() error, ns)
+	returned := make([]func() error, ns)
+	for s := range min(w, ns) {
+		if fetched[s], err = queue.start(b.fetchPost(s, k, v, bufs[s%w])); err != nil {
+			return fmt.Errorf("balanced: stage %d: %w", s, err)
+		}
 	}
-	m := pl.StepMask(b.me, b.me)
-	err = compute(m, k, v, dLocal.k, dLocal.v, "local blocks")
-	if err == nil && len(m.Slices) > 0 {
-		err = r.accumulateAll(acc.list(), dLocal.list())
+	if m := pl.StepMask(b.me, b.me); len(m.Slices) > 0 {
+		err = compute(m, kvPair{k, v}, dLocal, "local blocks")
+		if err == nil {
+			err = r.accumulateAll(acc.list(), dLocal.list())
+		}
 	}
-	// Step s (s = 0..ns+1) waits for group s (fetch s, return s-2), then starts group
-	// s+1, then computes stage s.
-	for s := 0; err == nil && s < ns+2; s++ {
-		if err = waitFor(wait); err != nil {
-			wait = nil
+	for s := 0; err == nil && s < ns; s++ {
+		if err = waitFor(fetched[s]); err != nil {
 			break
-		}
-		if err = landed(s - 2); err != nil {
-			break
-		}
-		if wait, err = step(s + 1); err != nil {
-			break
-		}
-		if s >= ns {
-			continue
 		}
 		rows, m := pl.stageMask(b.me, s)
-		if rows == 0 || len(m.Slices) == 0 {
-			continue
-		}
-		var views [4]tensor.Tensor
-		for i, t := range []tensor.Tensor{bufs[s%2].k, bufs[s%2].v, grads[s%2].k, grads[s%2].v} {
-			if views[i], err = rowsOf(t, 0, rows); err != nil {
+		if rows > 0 && len(m.Slices) > 0 {
+			var kv, g kvPair
+			if kv, err = b.stageKV(bufs[s%w], rows); err == nil {
+				g, err = b.stageKV(grads[s%w], rows)
+			}
+			if err == nil {
+				err = compute(m, kv, g, fmt.Sprintf("stage %d", s))
+			}
+			if err == nil && pdt != tensor.FP32 {
+				if err = r.ops.convert(send[s%w].k, grads[s%w].k); err == nil {
+					err = r.ops.convert(send[s%w].v, grads[s%w].v)
+				}
+			}
+			if err != nil {
 				break
 			}
 		}
-		if err == nil {
-			err = compute(m, views[0], views[1], views[2], views[3], fmt.Sprintf("stage %d", s))
+		// The return of stage s, then the fetch that reuses its buffer: every rank starts
+		// them in this order.
+		if b.busy(s) {
+			if returned[s], err = queue.start(func(c comm.Comm) error { return b.giveBack(c, s, send[s%w], ret[s%2]) }); err != nil {
+				break
+			}
 		}
-		if err == nil && pdt != tensor.FP32 {
-			// The return of stage s goes out from send[(s+2)%2] = send[s%2].
-			if err = r.ops.convert(send[s%2].k, grads[s%2].k); err == nil {
-				err = r.ops.convert(send[s%2].v, grads[s%2].v)
+		if n := s + w; n < ns {
+			if fetched[n], err = queue.start(b.fetchPost(n, k, v, bufs[n%w])); err != nil {
+				break
+			}
+		}
+		if s > 0 && returned[s-1] != nil {
+			if err = waitFor(returned[s-1]); err == nil {
+				err = landed(s - 1)
 			}
 		}
 	}
-	if werr := waitFor(wait); err == nil && werr != nil {
-		err = werr
+	if err == nil && ns > 0 && returned[ns-1] != nil {
+		if err = waitFor(returned[ns-1]); err == nil {
+			err = landed(ns - 1)
+		}
+	}
+	if derr := queue.drain(); err == nil && derr != nil {
+		err = derr
 	}
 	if err != nil {
-		return fmt.Errorf("balanced: %w", err)
-	}
-	if err := b.settle(); err != nil {
 		return fmt.Errorf("balanced: %w", err)
 	}
 	if err := r.ops.convert(dq, dqAcc); err != nil {

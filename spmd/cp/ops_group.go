@@ -2,42 +2,54 @@ package cp
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/longca/longca/comm"
 	"github.com/longca/longca/internal/cuda"
 	"github.com/longca/longca/tensor"
 )
 
-// The grouped transfer of balanced: any sends and receives (body, run inside c.Group),
-// ordered after the compute enqueued so far, overlapping what follows until its wait,
-// exactly as startExchange orders a ring exchange, on every ops.
+// The grouped transfers of balanced: any sends and receives (body, run inside c.Group),
+// ordered after the compute enqueued so far, overlapping what follows until their wait,
+// as startExchange orders a ring exchange, on every ops. Several may be in flight on one
+// communicator: a stream-ordered one runs them in the order they were started, the host
+// path chains each after the one before (prev).
 
-func (o hostOps) startGroup(c comm.Comm, body func() error) (func() error, error) {
-	return hostGroup(o, c, body)
+func (o hostOps) startGroup(c comm.Comm, prev, body func() error) (func() error, error) {
+	return hostGroup(o, c, prev, body)
 }
 
-// hostGroup runs the group in a goroutine after a host wait (in that goroutine) for the
-// compute enqueued so far; the returned wait joins it.
-func hostGroup(o ops, c comm.Comm, body func() error) (func() error, error) {
+// hostGroup runs the group in a goroutine, after prev and a host wait (both in that
+// goroutine) for the compute enqueued so far; the returned wait joins it (any number of
+// times).
+func hostGroup(o ops, c comm.Comm, prev, body func() error) (func() error, error) {
 	ready, err := o.mark()
 	if err != nil {
 		return nil, fmt.Errorf("cp: marking the compute: %w", err)
 	}
-	ch := async(func() error {
-		if err := ready(); err != nil {
-			return err
+	done := make(chan struct{})
+	var gerr error
+	go func() {
+		defer close(done)
+		if prev != nil {
+			if gerr = prev(); gerr != nil {
+				return
+			}
 		}
-		return c.Group(body)
-	})
-	return func() error { return <-ch }, nil
+		if gerr = ready(); gerr != nil {
+			return
+		}
+		gerr = c.Group(body)
+	}()
+	return func() error { <-done; return gerr }, nil
 }
 
 // startGroup on a stream-ordered communicator enqueues the group after an event of the
 // compute stream, and the compute stream waits for its done event; otherwise hostGroup.
-func (d deviceOps) startGroup(c comm.Comm, body func() error) (func() error, error) {
+func (d deviceOps) startGroup(c comm.Comm, prev, body func() error) (func() error, error) {
 	oc, ok := c.(comm.Ordered)
 	if !ok || !oc.StreamOrdered() {
-		return hostGroup(d, c, body)
+		return hostGroup(d, c, prev, body)
 	}
 	after, err := d.p.Record()
 	if err != nil {
@@ -48,18 +60,22 @@ func (d deviceOps) startGroup(c comm.Comm, body func() error) (func() error, err
 	if err != nil {
 		return nil, err
 	}
+	var once sync.Once
+	var werr error
 	return func() error {
-		if done == 0 {
-			return nil
-		}
-		err := d.p.WaitEvent(done)
-		d.p.DestroyEvent(done)
-		return err
+		once.Do(func() {
+			if done != 0 {
+				werr = d.p.WaitEvent(done)
+				d.p.DestroyEvent(done)
+			}
+		})
+		return werr
 	}, nil
 }
 
-// startGroup of a traced run runs the group at once, as the overlapped transfer it is.
-func (o traceOps) startGroup(c comm.Comm, body func() error) (func() error, error) {
+// startGroup of a traced run runs the group at once, as the overlapped transfer it is
+// (the tracer orders it after the compute so far and the communicator's last event).
+func (o traceOps) startGroup(c comm.Comm, _, body func() error) (func() error, error) {
 	err := o.t.Transfer(func() error { return c.Group(body) })
 	return func() error { return nil }, err
 }
