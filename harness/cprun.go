@@ -182,7 +182,7 @@ func (r *CPRunner) Run(ctx context.Context, cs CPCase, sample int) ([]results.Ro
 		// differ (cp.RankBytes).
 		row.MaskArea, row.FLOPs, row.CommBytes = spec.Mask.Area(), pl.Problem.FLOPs(p), results.Ptr(cp.RankCommBytesOf(pl, r.Comm.Rank(), p))
 		if pl.Config.Block > 0 {
-			row.CPBlock = results.Ptr(int64(pl.Config.Block))
+			row.CPBlock, row.CPStages = results.Ptr(int64(pl.Config.Block)), results.Ptr(int64(pl.Config.Stages))
 		}
 		describe(r.Kernel, pl.Problem, p, row)
 	}

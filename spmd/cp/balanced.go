@@ -37,7 +37,7 @@ func (Balanced) Meshes(fixed Config) []Config {
 }
 
 // Plan validates the problem and computes the dispatch (Balance) with cfg.Block, or
-// DefaultBlock.
+// DefaultBlock, and cfg.Stages (DefaultStages).
 func (Balanced) Plan(cfg Config, p kernels.Problem) (*Plan, error) {
 	const method = "balanced"
 	if err := p.Validate(); err != nil {
@@ -59,11 +59,11 @@ func (Balanced) Plan(cfg Config, p kernels.Problem) (*Plan, error) {
 	if cfg.Block == 0 {
 		cfg.Block = DefaultBlock(p.Mask.SeqQ, n)
 	}
-	d, err := Balance(p.Mask, n, cfg.Block)
+	d, err := Balance(p.Mask, n, cfg.Block, cfg.Stages)
 	if err != nil {
 		return nil, err
 	}
-	cfg.Ulysses, cfg.Ring, cfg.Windows = 1, n, 1
+	cfg.Ulysses, cfg.Ring, cfg.Windows, cfg.Stages = 1, n, 1, d.NumStages()
 	lay := d.Layout()
 	return &Plan{Method: method, Problem: p, Config: cfg, Layout: lay, Tokens: lay.Local,
 		HeadsQ: p.HeadsQ, HeadsKV: p.HeadsKV, Dispatch: d}, nil

@@ -62,6 +62,10 @@ type Config struct {
 	// Block is the dispatch block of balanced, in tokens (--cp-block); 0 picks one
 	// (DefaultBlock). The other methods ignore it.
 	Block int
+	// Stages is the most stages balanced cuts a rank's fetch into (--cp-stages): 1 one
+	// piece, k > 1 pieces doubling in size; 0 picks (DefaultStages). A plan holds the
+	// stages the fetches took (the most of any rank).
+	Stages int
 	// Docs are the documents of the packed sequence (mask.Spec.Docs) for zigzag
 	// sharding; nil is one document.
 	Docs []mask.Range
@@ -74,7 +78,7 @@ func (c Config) Mesh() string {
 		s += fmt.Sprintf(" w%d", c.Windows)
 	}
 	if c.Block > 0 {
-		s += fmt.Sprintf(" b%d", c.Block)
+		s += fmt.Sprintf(" b%d s%d", c.Block, c.Stages)
 	}
 	if c.Ulysses > 1 && c.Ring > 1 {
 		if c.HeadFirst {

@@ -38,6 +38,7 @@ type Dispatch struct {
 	Window int
 	sends  [][][]Xfer
 	nStage int
+	stages int // the most stages a fetch is cut into (0: the pyramid)
 }
 
 // Stage is one step of a rank's fetch: the blocks it receives, side by side in one
@@ -76,6 +77,20 @@ func DefaultBlock(seq, ranks int) int {
 	b := max(per/8, 1)
 	b = 1 << (bits.Len(uint(b)) - 1)
 	return min(b, 512)
+}
+
+// DefaultStages resolves --cp-stages: as given when positive; else one stage up to 8
+// ranks (one node: the fetch moves fast, and every further stage costs a log-sum-exp
+// merge of the rank's whole output, which the fetch it would hide does not), the pyramid
+// (0, stageCaps) past that, where the fetch crosses nodes and must overlap compute.
+func DefaultStages(ranks, stages int) int {
+	if stages > 0 {
+		return stages
+	}
+	if ranks <= 8 {
+		return 1
+	}
+	return 0
 }
 
 // Imbalance is the largest rank's area over the mean, less one (0: perfect).
@@ -215,7 +230,7 @@ func needsOf(m mask.Mask, nb, block int) blockNeeds {
 // (the heaviest of them to the least loaded first), so every rank holds the same number
 // of tokens; then swaps between the most loaded rank and the least loaded ones bring
 // every rank within DispatchTolerance of the mean area where block sizes allow.
-func Balance(m mask.Mask, ranks, block int) (*Dispatch, error) {
+func Balance(m mask.Mask, ranks, block, stages int) (*Dispatch, error) {
 	if ranks < 1 {
 		return nil, fmt.Errorf("balanced: %d ranks: need at least 1 (--ranks)", ranks)
 	}
@@ -225,7 +240,11 @@ func Balance(m mask.Mask, ranks, block int) (*Dispatch, error) {
 	if m.SeqQ < 1 {
 		return nil, fmt.Errorf("balanced: an empty sequence")
 	}
+	if stages < 0 {
+		return nil, fmt.Errorf("balanced: %d stages (--cp-stages): use a positive number, or 0 for the default", stages)
+	}
 	d, needs := newDispatch(m, ranks, block)
+	d.stages = DefaultStages(ranks, stages)
 	d.assign(needs)
 	d.plan(needs)
 	return d, nil
@@ -384,13 +403,27 @@ func (d *Dispatch) refine(area []int64, total int64) {
 	}
 }
 
-// stageCaps are the cumulative sizes (in blocks) of the stages of a fetch of total blocks:
-// in units of base x one rank's blocks (base: an eighth of the fetch, at least one rank's),
+// stageCaps are the cumulative sizes (in blocks) of the stages of a fetch of total blocks,
+// in at most stages stages: one (stages 1) is the whole fetch in one piece, k > 1 cut it
+// in k pieces doubling in size (1, 2, 4, ... parts), and 0, the pyramid, cuts it in units
+// of base x one rank's blocks (base: an eighth of the fetch, at least one rank's),
 // doubling from 1 up to maxStageUnits ranks' over the first half and halving back over
 // the second, so the first transfer (overlapping the local blocks' compute) and the
 // backward's last gradient return (overlapping nothing) are small, and the stages between
 // few and large.
-func stageCaps(total, unit int) []int {
+func stageCaps(total, unit, stages int) []int {
+	if stages == 1 {
+		return []int{total}
+	}
+	if stages > 1 {
+		parts := 1<<stages - 1
+		caps := make([]int, stages)
+		for i := range stages {
+			caps[i] = (total*(1<<(i+1)-1) + parts - 1) / parts
+		}
+		caps[stages-1] = total
+		return caps
+	}
 	base := max(1, (total+8*unit-1)/(8*unit))
 	unit *= min(base, maxStageUnits)
 	units := (total + unit - 1) / unit
@@ -485,7 +518,7 @@ func (d *Dispatch) plan(needs blockNeeds) {
 		if total == 0 {
 			continue
 		}
-		caps := stageCaps(total, per)
+		caps := stageCaps(total, per, d.stages)
 		var st Stage
 		got := 0
 		for _, x := range runs { // (appended by value into the stage's own slice)

@@ -27,7 +27,7 @@ func TestDispatchBalancesArea(t *testing.T) {
 	for _, n := range []int{8, 64} {
 		for _, name := range mask.CPMasks() {
 			m := cpMask(t, name, n*8192, 3)
-			d, err := Balance(m, n, 512)
+			d, err := Balance(m, n, 512, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -85,7 +85,7 @@ func TestDispatchFetchesExactlyWhatIsNeeded(t *testing.T) {
 		m := spec.Mask
 		for _, c := range [][2]int{{2, 16}, {4, 8}, {8, 4}, {3, 7}} {
 			n, blk := c[0], c[1]
-			d, err := Balance(m, n, blk)
+			d, err := Balance(m, n, blk, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -149,7 +149,7 @@ func sortedKeys(m map[int]bool) []int {
 // blocks from both ends (as zigzag sharding does), so the areas balance.
 func TestDispatchCausalIsZigzagLike(t *testing.T) {
 	m := cpMask(t, "causal", 8*8192, 1)
-	d, err := Balance(m, 8, 512)
+	d, err := Balance(m, 8, 512, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,6 +176,7 @@ func TestDispatchSolverTime(t *testing.T) {
 		m := cpMask(t, name, 1<<20, 5)
 		t0 := time.Now()
 		d, needs := newDispatch(m, 1024, DefaultBlock(1<<20, 1024))
+		d.stages = DefaultStages(1024, 0)
 		t1 := time.Now()
 		d.assign(needs)
 		t2 := time.Now()
@@ -202,7 +203,7 @@ func BenchmarkDispatch1M1024(b *testing.B) {
 	blk := DefaultBlock(1<<20, 1024)
 	b.ResetTimer()
 	for range b.N {
-		if _, err := Balance(m, 1024, blk); err != nil {
+		if _, err := Balance(m, 1024, blk, 0); err != nil {
 			b.Fatal(err)
 		}
 	}

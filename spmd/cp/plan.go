@@ -178,7 +178,7 @@ func newPlan(method string, cfg Config, p kernels.Problem, m mesh) (*Plan, error
 	if m.sharding == DefaultSharding {
 		m.sharding = Zigzag
 	}
-	cfg.Ulysses, cfg.Ring, cfg.Windows, cfg.Sharding, cfg.Block = m.u, m.r, m.w, m.sharding, 0
+	cfg.Ulysses, cfg.Ring, cfg.Windows, cfg.Sharding, cfg.Block, cfg.Stages = m.u, m.r, m.w, m.sharding, 0, 0
 	seq := p.Mask.SeqQ
 	var lay Layout
 	switch m.sharding {
