@@ -242,7 +242,7 @@ func TestMergeSkipsBadFiles(t *testing.T) {
 		t.Errorf("merged %d rows, want 10", res.Rows)
 	}
 	skipped := strings.Join(res.Skipped, "\n")
-	for _, want := range []string{FileName("runA", 2, 5) + ": damaged", FileName("runA", 3, 5) + ": its run id", FileName("runA", 4, 5) + ": no Arrow schema", FileName("runA", 6, 7)} {
+	for _, want := range []string{FileName("runA", 2, 5) + ": damaged", FileName("runA", 3, 5) + ": its run id", FileName("runA", 4, 5) + ": its first bytes", FileName("runA", 6, 7)} {
 		if !strings.Contains(skipped, want) {
 			t.Errorf("skipped list does not name %q:\n%s", want, skipped)
 		}

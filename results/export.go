@@ -1,9 +1,13 @@
 package results
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
+	"syscall"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -14,18 +18,48 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 )
 
-// writeVia creates path, lets fn fill it, and closes it, reporting the first error.
-func writeVia(path string, fn func(f *os.File) error) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("results: %w", err)
+// writeVia writes path atomically: fn fills a temporary file in path's folder, which is
+// synced and renamed over path only when everything went well. A writer killed midway,
+// or a full disk, leaves path as it was (the old file, or none) and no partial file
+// under its name; the temporary file is removed on error.
+func writeVia(path string, fn func(f *os.File) error) (err error) {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
 	}
+	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	if err != nil {
+		err = fmt.Errorf("results: writing %s: %w", path, err)
+		if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS) || errors.Is(err, fs.ErrNotExist) {
+			err = usageErr{fmt.Errorf("%w (choose a folder you can write, e.g. --out elsewhere)", err)}
+		}
+		return err
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
 	if err := fn(f); err != nil {
-		f.Close()
+		return fmt.Errorf("results: writing %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("results: writing %s: %w", path, err)
+	}
+	if err := f.Chmod(0o644); err != nil {
 		return fmt.Errorf("results: writing %s: %w", path, err)
 	}
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("results: closing %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("results: writing %s: %w", path, err)
+	}
+	if d, err := os.Open(dir); err == nil { // the rename itself survives a crash
+		d.Sync()
+		d.Close()
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package results
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -145,6 +146,7 @@ func (c *collected) release() {
 // keeping the readable files whose content matches their name and whose schema most of
 // the files share; the others are skipped with the reason, and their ranks are missing.
 func collect(dir string, runs []string) (*collected, error) {
+	explicit := len(runs) > 0
 	all, err := Scan(dir)
 	if err != nil {
 		return nil, err
@@ -152,7 +154,7 @@ func collect(dir string, runs []string) (*collected, error) {
 	if len(runs) > 0 {
 		for _, id := range runs {
 			if all[id] == nil {
-				return nil, fmt.Errorf("no files of run %s in %s", id, dir)
+				return nil, usage("no files of run %s in %s (it holds %s)", id, dir, describeRuns(all))
 			}
 		}
 	} else {
@@ -161,7 +163,7 @@ func collect(dir string, runs []string) (*collected, error) {
 		}
 	}
 	if len(runs) == 0 {
-		return nil, fmt.Errorf("no rank files (*.rank-R-of-N.arrow) in %s", dir)
+		return nil, usage("no rank files (*.rank-R-of-N.arrow) in %s: give the folder a run wrote its results to", dir)
 	}
 	c := &collected{runs: append([]string(nil), runs...)}
 	sort.Strings(c.runs)
@@ -229,6 +231,18 @@ func collect(dir string, runs []string) (*collected, error) {
 			c.unverified = append(c.unverified, o.f.Path)
 		}
 	}
+	// A run none of whose files could be used, among runs that could, is no run: stray
+	// files named like one (copied, renamed, damaged) do not block the folder's real
+	// runs. They are skipped (named above), and the run is left out unless asked for.
+	if !explicit && len(present) > 0 {
+		kept := c.runs[:0]
+		for _, id := range c.runs {
+			if len(present[id]) > 0 {
+				kept = append(kept, id)
+			}
+		}
+		c.runs = kept
+	}
 	for _, id := range c.runs {
 		rf := all[id]
 		var miss []int
@@ -246,6 +260,66 @@ func collect(dir string, runs []string) (*collected, error) {
 		}
 	}
 	return c, nil
+}
+
+// describeRuns lists the runs of a folder with the ranks present: "a (2 of 2 ranks), b
+// (1 of 4 ranks)".
+func describeRuns(all map[string]*RunFiles) string {
+	if len(all) == 0 {
+		return "no rank files"
+	}
+	ids := make([]string, 0, len(all))
+	for id := range all {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = fmt.Sprintf("%s (%d of %d ranks)", id, len(all[id].Paths), all[id].Size)
+	}
+	return "runs " + strings.Join(parts, ", ")
+}
+
+// MergedPath is the merged file of one run in dir: <run>.merged.arrow. Commands that
+// merge their own run (run, cp, simulate) write it there, so that runs sharing a folder
+// keep their own merged file instead of overwriting one merged.arrow.
+func MergedPath(dir, run string) string { return filepath.Join(dir, run+".merged.arrow") }
+
+// checkOut refuses an output that would overwrite an input: a rank file's name (of any
+// run), or one of the files being merged; and an output folder that cannot be written,
+// before anything is read.
+func checkOut(out string, inputs []*File) error {
+	for _, p := range []string{out, strings.TrimSuffix(out, filepath.Ext(out)) + ".parquet", strings.TrimSuffix(out, filepath.Ext(out)) + ".csv"} {
+		if _, _, _, ok := ParseFileName(filepath.Base(p)); ok {
+			return usage("--out %s is named like a rank file (<run>.rank-R-of-N.arrow): merging there would replace a rank's results; choose another name", out)
+		}
+		st, err := os.Stat(p)
+		if err != nil {
+			continue
+		}
+		for _, f := range inputs {
+			if fst, err := os.Stat(f.Path); err == nil && os.SameFile(st, fst) {
+				return usage("--out %s is %s, one of the files being merged: choose another name", out, f.Path)
+			}
+		}
+	}
+	dir := filepath.Dir(out)
+	probe, err := os.CreateTemp(dir, ".longca-merge-probe-*")
+	if err != nil {
+		return usage("cannot write the merged file in %s (%v): give --out in a folder you can write", dir, cleanErr(err))
+	}
+	probe.Close()
+	os.Remove(probe.Name())
+	return nil
+}
+
+// cleanErr is an *os.PathError's reason without the path (said already).
+func cleanErr(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }
 
 // schemaKey identifies a file's columns and schema version.
@@ -290,12 +364,23 @@ func Merge(dir string, opts MergeOptions) (MergeResult, error) {
 	}
 	defer c.release()
 	res.Runs, res.Missing, res.Truncated, res.Skipped, res.Unverified = c.runs, c.missing, c.truncated, c.skipped, c.unverified
+	out := opts.Out
+	if out == "" {
+		out = filepath.Join(dir, "merged.arrow")
+	}
+	if err := checkOut(out, c.files); err != nil {
+		return res, fmt.Errorf("merge: %w", err)
+	}
 	if len(c.missing) > 0 && !opts.AllowMissing {
 		why := ""
 		if len(c.skipped) > 0 {
 			why = "; skipped " + strings.Join(c.skipped, "; ")
 		}
-		return res, fmt.Errorf("merge: %s%s (pass --allow-missing to merge anyway)", strings.Join(c.missing, "; "), why)
+		runs := ""
+		if len(opts.Runs) == 0 && len(c.runs) > 1 {
+			runs = fmt.Sprintf("; the folder holds runs %s: merge one with --run", strings.Join(c.runs, ", "))
+		}
+		return res, fmt.Errorf("merge: %s%s%s (pass --allow-missing to merge anyway)", strings.Join(c.missing, "; "), why, runs)
 	}
 	if len(c.files) == 0 {
 		return res, fmt.Errorf("merge: no readable rank file in %s: skipped %s", dir, strings.Join(c.skipped, "; "))
@@ -330,10 +415,6 @@ func Merge(dir string, opts MergeOptions) (MergeResult, error) {
 	defer rec.Release()
 	res.Rows = rec.NumRows()
 
-	out := opts.Out
-	if out == "" {
-		out = filepath.Join(dir, "merged.arrow")
-	}
 	if err := WriteArrowFile(out, rec); err != nil {
 		return res, err
 	}

@@ -48,12 +48,13 @@ func TestMergeMissingRankIsNamed(t *testing.T) {
 		t.Fatal("a failed merge wrote its output")
 	}
 
-	// Two missing ranks, and a complete second run: only runA's are named.
+	// Two missing ranks, and a complete second run: only runA's are named missing, and
+	// the runs are listed with how to merge one.
 	dir2 := t.TempDir()
 	writeRanks(t, dir2, "runA", 4, 1, 1, 3)
 	writeRanks(t, dir2, "runB", 2, 1, 0, 1)
 	_, err = Merge(dir2, MergeOptions{})
-	if err == nil || !strings.Contains(err.Error(), "run runA: ranks 0, 2 of 4 missing") || strings.Contains(err.Error(), "runB") {
+	if err == nil || !strings.Contains(err.Error(), "run runA: ranks 0, 2 of 4 missing") || strings.Contains(err.Error(), "run runB: rank") || !strings.Contains(err.Error(), "holds runs runA, runB: merge one with --run") {
 		t.Fatalf("error: %v", err)
 	}
 

@@ -5,8 +5,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -37,6 +39,20 @@ var (
 	ErrNotResults = errors.New("not a longca results file")
 )
 
+// ErrUsage marks a request the caller can fix and the files cannot meet as asked: a
+// folder without rank files, a run id it does not hold, an output that is one of the
+// inputs or in a folder that cannot be written. The CLI exits with status 2 on it.
+var ErrUsage = errors.New("bad request")
+
+// usageErr is an error that errors.Is takes for ErrUsage, without adding its text.
+type usageErr struct{ error }
+
+func (e usageErr) Is(target error) bool { return target == ErrUsage }
+func (e usageErr) Unwrap() error        { return e.error }
+
+// usage is a request error (ErrUsage) with the message format gives.
+func usage(format string, args ...any) error { return usageErr{fmt.Errorf(format, args...)} }
+
 // eos is the IPC stream's end marker: continuation token and a zero length.
 var eos = []byte{0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0}
 
@@ -61,6 +77,9 @@ func Open(path string) (*File, error) {
 	if st.Size() > MaxFileBytes {
 		return nil, fmt.Errorf("results: %s is %d bytes, over the %d a results file may have: %w", path, st.Size(), int64(MaxFileBytes), ErrNotResults)
 	}
+	if err := sniff(path, st.Size()); err != nil {
+		return nil, fmt.Errorf("results: %s: %w", path, err)
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("results: %w", err)
@@ -70,6 +89,30 @@ func Open(path string) (*File, error) {
 		return nil, fmt.Errorf("results: %s: %w", path, err)
 	}
 	return f, nil
+}
+
+// sniff rejects a file that is not Arrow from its first 8 bytes, before it is read
+// whole: an Arrow IPC file starts with its magic, a stream with the continuation token
+// and the length of a schema message that fits in the file.
+func sniff(path string, size int64) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var head [8]byte
+	n, _ := io.ReadFull(f, head[:])
+	switch {
+	case n == 0:
+		return nil // Decode says what an empty file is
+	case bytes.HasPrefix(head[:n], fileMagic[:min(n, len(fileMagic))]):
+		return nil
+	case n == 8 && binary.LittleEndian.Uint32(head[:4]) == 0xffffffff:
+		if l := int64(binary.LittleEndian.Uint32(head[4:])); l > 0 && l <= size-8 && l <= 16<<20 {
+			return nil
+		}
+	}
+	return fmt.Errorf("its first bytes % x are not an Arrow file's or stream's (read %d of its %d bytes): %w", head[:n], n, size, ErrNotResults)
 }
 
 // Decode reads the bytes of a results file (see Open); path only names it.
@@ -354,6 +397,27 @@ type Loaded struct {
 	Skipped, Missing []string
 }
 
+// runsNotIn lists the runs with rank files in dir that the merged file f does not hold
+// (its MetaRuns).
+func runsNotIn(dir string, f *File) []string {
+	all, err := Scan(dir)
+	if err != nil {
+		return nil
+	}
+	held := map[string]bool{}
+	for _, r := range strings.Split(f.Meta(MetaRuns), ",") {
+		held[r] = true
+	}
+	var out []string
+	for id := range all {
+		if !held[id] {
+			out = append(out, id)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // Load reads the rows of a results file, or of a folder (see LoadChecked, which also
 // says which files it skipped).
 func Load(path string) ([]Row, error) {
@@ -377,11 +441,18 @@ func LoadChecked(path string) (Loaded, error) {
 	var out Loaded
 	merged := filepath.Join(path, "merged.arrow")
 	if _, err := os.Stat(merged); err == nil {
-		rows, _, err := ReadRows(merged)
+		rows, f, err := ReadRows(merged)
 		if err == nil {
-			return Loaded{Rows: rows}, nil
+			// The merged file stands for the folder only when it holds every run whose
+			// rank files are there: a later run in the same folder must not be hidden.
+			extra := runsNotIn(path, f)
+			if len(extra) == 0 {
+				return Loaded{Rows: rows}, nil
+			}
+			out.Skipped = append(out.Skipped, fmt.Sprintf("%s: it lacks run(s) %s whose rank files are in the folder: reading the rank files instead", merged, strings.Join(extra, ", ")))
+		} else {
+			out.Skipped = append(out.Skipped, strings.TrimPrefix(err.Error(), "results: "))
 		}
-		out.Skipped = append(out.Skipped, strings.TrimPrefix(err.Error(), "results: "))
 	}
 	c, err := collect(path, nil)
 	if err != nil {

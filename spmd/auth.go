@@ -100,8 +100,8 @@ func storeKey(job string, secret Secret) []byte {
 }
 
 // handshakeMAC is the MAC one side of the handshake sends: over who speaks (role), both
-// nonces, the job id, the rank and the world size.
-func handshakeMAC(key []byte, role string, serverNonce, clientNonce []byte, job string, rank, size int) []byte {
+// nonces, the job id, the rank, the world size and the launch id that side shows.
+func handshakeMAC(key []byte, role string, serverNonce, clientNonce []byte, job string, rank, size int, launch []byte) []byte {
 	m := hmac.New(sha256.New, key)
 	m.Write([]byte(role))
 	m.Write(serverNonce)
@@ -110,6 +110,10 @@ func handshakeMAC(key []byte, role string, serverNonce, clientNonce []byte, job 
 	binary.LittleEndian.PutUint64(n[:8], uint64(rank))
 	binary.LittleEndian.PutUint64(n[8:], uint64(size))
 	m.Write(n[:])
+	var l [1]byte
+	l[0] = byte(len(launch))
+	m.Write(l[:])
+	m.Write(launch)
 	m.Write([]byte(job))
 	return m.Sum(nil)
 }

@@ -2,8 +2,10 @@ package spmd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -25,12 +27,7 @@ type Options struct {
 	Timeout time.Duration
 }
 
-func (o Options) timeout() time.Duration {
-	if o.Timeout <= 0 {
-		return DefaultTimeout
-	}
-	return o.Timeout
-}
+func (o Options) timeout() time.Duration { return clampTimeout(o.Timeout, DefaultTimeout) }
 
 // BackendFunc opens one rank's communicator of a backend.
 type BackendFunc func(ctx context.Context, w World, o Options) (comm.Comm, error)
@@ -122,9 +119,19 @@ func Bootstrap(ctx context.Context, w World, timeout time.Duration) (*Store, *St
 	var srv *StoreServer
 	if w.Rank == 0 {
 		if srv, err = ServeStore(listen, cfg); err != nil {
+			var be *bindError
+			if errors.As(err, &be) {
+				// Another process holds the port. If it is the store of another launch
+				// with this job's key, claim rank 0 there, which ends that job too: this
+				// job's other ranks may have joined it (docs/cluster.md, Security).
+				claimRankZero(ctx, dial, cfg)
+			}
 			return nil, nil, err
 		}
 		dial = srv.Addr()
+		if len(cfg.Secret) == 0 {
+			Warn(fmt.Sprintf("spmd: no shared secret for this job (%s unset, no MPI to share one): any process that can reach port %d and knows the job id %q can join as a rank; set %s (or %s) in every rank's environment, see docs/cluster.md#security", EnvToken, w.MasterPort, cfg.Job, EnvToken, EnvTokenFile))
+		}
 	}
 	st, err := DialStore(ctx, dial, w.Rank, cfg)
 	if err == nil {
@@ -142,10 +149,37 @@ func Bootstrap(ctx context.Context, w World, timeout time.Duration) (*Store, *St
 	return st, srv, nil
 }
 
+// Warn prints a warning of the runtime (the CLI points it at its logger); by default
+// one line on stderr.
+var Warn = func(msg string) { fmt.Fprintln(os.Stderr, msg) }
+
+// bindError is a store that could not listen on its address.
+type bindError struct {
+	addr string
+	err  error
+}
+
+func (e *bindError) Error() string {
+	return fmt.Sprintf("spmd: store: listen on %s: %v: another process holds the port (another job on it? choose another with MASTER_PORT); this job ends here rather than let its ranks join another job's store", e.addr, e.err)
+}
+
+func (e *bindError) Unwrap() error { return e.err }
+
+// claimRankZero says hello as rank 0 to whatever holds addr, for at most a few seconds.
+// A store of another launch with this job's key takes a second rank 0 as two jobs on one
+// port and ends its job; any other store refuses it, and nothing else is touched.
+func claimRankZero(ctx context.Context, addr string, cfg StoreConfig) {
+	cfg.Timeout = min(cfg.timeout(), 2*time.Second)
+	cfg.launches = &launchCache{} // show no launch: this one never had a store
+	if st, err := DialStore(ctx, addr, 0, cfg); err == nil {
+		st.Close()
+	}
+}
+
 // storeConfig is the store's configuration for this job: its id, its secret, the bound
 // on every wait.
 func storeConfig(w World, timeout time.Duration) (StoreConfig, error) {
-	cfg := StoreConfig{Size: w.Size, Job: w.Job, Secret: w.Token, Timeout: timeout}
+	cfg := StoreConfig{Size: w.Size, Job: w.Job, Secret: w.Token, Timeout: timeout, launches: w.launches}
 	if cfg.Job == "" {
 		cfg.Job = "unnamed"
 	}

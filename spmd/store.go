@@ -48,6 +48,7 @@ func DialStore(ctx context.Context, addr string, rank int, cfg StoreConfig) (*St
 	timeout := cfg.timeout()
 	deadline := time.Now().Add(timeout)
 	var last error
+	dropped := 0 // connections the store took and then dropped before the hello ended
 	for {
 		d := net.Dialer{Timeout: time.Until(deadline)}
 		c, err := d.DialContext(ctx, "tcp", addr)
@@ -66,10 +67,16 @@ func DialStore(ctx context.Context, addr string, rank int, cfg StoreConfig) (*St
 			if errors.As(err, &pe) {
 				return nil, err
 			}
-			// The store was not ready (closed the connection at once): try again.
+			// The store was not ready, or dropped this connection for a newer one while
+			// silent connections crowd it: try again.
+			dropped++
 		}
 		last = err
 		if ctx.Err() != nil || time.Now().After(deadline) {
+			if dropped > 0 {
+				return nil, &comm.PeerError{Rank: 0, Op: "connect to the store at " + addr,
+					Err: fmt.Errorf("a store listens there but dropped this rank's connection %d times before its hello ended (last: %v) within %s: it is crowded by connections that never say hello (something else connects to the port) or is closing: %w", dropped, last, timeout, comm.ErrTimeout)}
+			}
 			return nil, &comm.PeerError{Rank: 0, Op: "connect to the store at " + addr,
 				Err: fmt.Errorf("rank 0 did not serve it within %s (%v): %w", timeout, last, comm.ErrTimeout)}
 		}
@@ -94,8 +101,9 @@ func (s *Store) hello(cfg StoreConfig) error {
 	key := storeKey(cfg.Job, cfg.Secret)
 	s.key = key
 	serverNonce, clientNonce := greet[len(storeMagic):], randomBytes(nonceBytes)
-	q := request{op: opHello, key: cfg.Job, rank: int64(s.rank), arg: int64(cfg.Size),
-		val: append(clientNonce, handshakeMAC(key, "client", serverNonce, clientNonce, cfg.Job, s.rank, cfg.Size)...)}
+	launch := cfg.launchCache().held(cfg.Job)
+	val := append(append(clientNonce, handshakeMAC(key, "client", serverNonce, clientNonce, cfg.Job, s.rank, cfg.Size, launch)...), launch...)
+	q := request{op: opHello, key: cfg.Job, rank: int64(s.rank), arg: int64(cfg.Size), val: val}
 	if err := q.write(s.w); err != nil {
 		return err
 	}
@@ -111,8 +119,15 @@ func (s *Store) hello(cfg StoreConfig) error {
 		return refused("the store at %s refused rank %d: %s", s.addr, s.rank, printable(p.payload))
 	case p.status != stOK:
 		return refused("the store at %s answered the hello with status %d", s.addr, p.status)
-	case !hmac.Equal(p.payload, handshakeMAC(key, "server", serverNonce, clientNonce, cfg.Job, s.rank, cfg.Size)):
+	case len(p.payload) != macBytes+launchBytes:
+		return refused("the store at %s answered the hello with %d bytes, not a proof and a launch id", s.addr, len(p.payload))
+	}
+	mac, served := p.payload[:macBytes], p.payload[macBytes:]
+	switch {
+	case !hmac.Equal(mac, handshakeMAC(key, "server", serverNonce, clientNonce, cfg.Job, s.rank, cfg.Size, served)):
 		return refused("the store at %s did not prove it belongs to job %q (a stranger on the port, or the ranks hold different secrets)", s.addr, cfg.Job)
+	case !cfg.launchCache().learn(cfg.Job, served):
+		return refused("the store at %s belongs to another launch of job %q than this process joined before: two jobs share the port without a secret (set %s, or LONGCA_JOB_ID, or MASTER_PORT apart)", s.addr, cfg.Job, EnvToken)
 	}
 	return nil
 }
@@ -212,22 +227,36 @@ func (s *Store) do(what string, q request) (reply, error) {
 		if len(p.missing) == 0 {
 			return p, &comm.PeerError{Rank: -1, Op: "store " + what, Err: fmt.Errorf("%s: %w", printable(p.payload), comm.ErrTimeout)}
 		}
+		note := ""
+		if len(p.payload) > 0 {
+			note = " (" + printable(p.payload) + ")"
+		}
 		return p, &comm.PeerError{Rank: int(p.missing[0]), Op: "store " + what,
-			Err: fmt.Errorf("rank(s) %v did not arrive within %s: %w", p.missing, s.timeout, comm.ErrTimeout)}
+			Err: fmt.Errorf("rank(s) %s did not arrive within %s%s: %w", rankList(p.missing, p.total), s.timeout, note, comm.ErrTimeout)}
 	case stGone:
 		if len(p.missing) == 0 {
 			break
 		}
 		return p, &comm.PeerError{Rank: int(p.missing[0]), Op: "store " + what,
-			Err: fmt.Errorf("rank(s) %v left (exited or closed the connection) before arriving", p.missing)}
+			Err: fmt.Errorf("rank(s) %s left (exited or closed the connection) before arriving", rankList(p.missing, p.total))}
 	case stClosed:
 		if len(p.missing) == 0 {
 			return p, &comm.PeerError{Rank: -1, Op: "store " + what, Err: fmt.Errorf("%s", printable(p.payload))}
 		}
 		return p, &comm.PeerError{Rank: int(p.missing[0]), Op: "store " + what,
-			Err: fmt.Errorf("%s while rank(s) %v had not arrived", printable(p.payload), p.missing)}
+			Err: fmt.Errorf("%s while rank(s) %s had not arrived", printable(p.payload), rankList(p.missing, p.total))}
 	}
 	return p, fmt.Errorf("spmd: store %s: unknown status %d", what, p.status)
+}
+
+// rankList prints the first ranks of a list and how many there are in all: "[2]",
+// "[1 2 3 ... 16] (199999 in all)".
+func rankList(first []int64, total int64) string {
+	s := fmt.Sprint(first)
+	if total > int64(len(first)) {
+		s = strings.TrimSuffix(s, "]") + fmt.Sprintf(" ...] (%d in all)", total)
+	}
+	return s
 }
 
 // lost is the error for a broken connection to rank 0's store.

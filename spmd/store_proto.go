@@ -7,12 +7,14 @@ import (
 )
 
 // The store's wire format. On connecting, the server sends storeMagic and a nonce. The
-// client's first request must be a hello: key the job id, value the client's nonce and
-// its MAC (handshakeMAC, role "client"), rank its rank, arg the world size. The server
-// answers a good hello with its own MAC (role "server"), which the client checks before
-// trusting anything else it says; it closes the connection on anything else. A request
-// is op, key, value, rank, arg; a reply is a status, a payload (the value, a MAC, or the
-// error's text) and the ranks a wait is missing.
+// client's first request must be a hello: key the job id, value the client's nonce, its
+// MAC (handshakeMAC, role "client") and the launch id it holds from an earlier bootstrap
+// of this process (none on the first), rank its rank, arg the world size. The server
+// answers a good hello with its own MAC (role "server") and its launch id, which the
+// client checks before trusting anything else it says; it closes the connection on
+// anything else. A request is op, key, value, rank, arg; a reply is a status, a payload
+// (the value, a MAC, or the error's text), the first ranks a wait is missing (at most
+// maxListed) and how many it is missing in all.
 const (
 	opHello byte = iota + 1
 	opSet
@@ -29,17 +31,21 @@ const (
 )
 
 // storeMagic starts the server's greeting: the protocol and its version.
-var storeMagic = []byte("LCSTORE2")
+var storeMagic = []byte("LCSTORE3")
 
 const (
 	nonceBytes = 32
 	macBytes   = 32
+	// launchBytes is the size of a launch id (launch.go).
+	launchBytes = 16
+	// maxListed bounds the missing ranks a reply lists; the total says how many there are.
+	maxListed = 16
 	// maxKey bounds a key (keys are short names: "tcp/addr/17", "nccl/id").
 	maxKey = 1 << 10
 	// maxValue bounds a value (the NCCL id is 128 bytes, addresses are short).
 	maxValue = 1 << 20
 	// maxHelloValue bounds the value of a hello, read before the client is known.
-	maxHelloValue = nonceBytes + macBytes
+	maxHelloValue = nonceBytes + macBytes + launchBytes
 	// maxJobID bounds the job id of a hello.
 	maxJobID = 256
 )
@@ -55,7 +61,8 @@ type request struct {
 type reply struct {
 	status   byte
 	payload  []byte
-	missing  []int64 // ranks that did not arrive or left
+	missing  []int64 // ranks that did not arrive or left: the first maxListed
+	total    int64   // how many ranks are missing in all (at least len(missing))
 	fromChan bool    // handed over by another connection's request (not sent on the wire)
 }
 
@@ -162,7 +169,16 @@ func (p reply) write(w io.Writer) error {
 			return err
 		}
 	}
-	return nil
+	return writeInt(w, max(p.total, int64(len(p.missing))))
+}
+
+// listed bounds a list of missing ranks to what a reply carries, and counts them.
+func listed(ranks []int64) ([]int64, int64) {
+	n := int64(len(ranks))
+	if len(ranks) > maxListed {
+		ranks = ranks[:maxListed]
+	}
+	return ranks, n
 }
 
 // readReply reads one reply of a store of size ranks.
@@ -181,7 +197,7 @@ func readReply(r io.Reader, size int) (reply, error) {
 	if err != nil {
 		return p, err
 	}
-	if n < 0 || n > int64(size) {
+	if n < 0 || n > int64(min(size, maxListed)) {
 		return p, fmt.Errorf("store reply lists %d ranks of %d", n, size)
 	}
 	p.missing = make([]int64, n)
@@ -192,6 +208,12 @@ func readReply(r io.Reader, size int) (reply, error) {
 		if p.missing[i] < 0 || p.missing[i] >= int64(size) {
 			return p, fmt.Errorf("store reply names rank %d of %d", p.missing[i], size)
 		}
+	}
+	if p.total, err = readInt(r); err != nil {
+		return p, err
+	}
+	if p.total < n || p.total > int64(size) {
+		return p, fmt.Errorf("store reply counts %d missing ranks of %d", p.total, size)
 	}
 	return p, nil
 }

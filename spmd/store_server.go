@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 )
@@ -24,23 +25,45 @@ type StoreConfig struct {
 	Timeout time.Duration
 	// MaxBytes bounds the bytes of all keys and values held; 0 means DefaultStoreBytes.
 	MaxBytes int64
+
+	// launches holds the launch ids of this process (nil: the process's own cache).
+	launches *launchCache
 }
 
 // DefaultStoreBytes is the default bound on what a store holds: far above what a job
 // keeps there (an address per rank, an NCCL id).
 const DefaultStoreBytes = 64 << 20
 
-// handshakeTimeout bounds how long a connection may take to say its hello.
-const handshakeTimeout = 10 * time.Second
+// handshakeTimeout bounds how long a connection may take to say its hello: a rank
+// answers the greeting within a round trip, so a connection still silent after this is
+// not a rank.
+const handshakeTimeout = 3 * time.Second
+
+// MaxTimeout bounds --timeout wherever it is a deadline (a year): past it, deadline
+// arithmetic would overflow time.Duration.
+const MaxTimeout = 365 * 24 * time.Hour
+
+// clampTimeout is d within (0, MaxTimeout]; def when d is not positive.
+func clampTimeout(d, def time.Duration) time.Duration {
+	switch {
+	case d <= 0:
+		return def
+	case d > MaxTimeout:
+		return MaxTimeout
+	}
+	return d
+}
 
 // closeGrace bounds how long Close lets waiting ranks receive their last reply.
 const closeGrace = time.Second
 
-func (c StoreConfig) timeout() time.Duration {
-	if c.Timeout <= 0 {
-		return DefaultTimeout
+func (c StoreConfig) timeout() time.Duration { return clampTimeout(c.Timeout, DefaultTimeout) }
+
+func (c StoreConfig) launchCache() *launchCache {
+	if c.launches == nil {
+		return launches
 	}
-	return c.Timeout
+	return c.launches
 }
 
 func (c StoreConfig) maxBytes() int64 {
@@ -50,8 +73,11 @@ func (c StoreConfig) maxBytes() int64 {
 	return c.MaxBytes
 }
 
-// maxPending bounds the connections that have not said a good hello yet.
-func (c StoreConfig) maxPending() int { return 2*c.Size + 64 }
+// maxPending bounds the connections that have not said a good hello yet: small, and
+// apart from the ranks that joined. When it is reached the oldest such connection is
+// dropped for the new one, so a flood of silent connections cannot keep a rank out: a
+// rank's hello takes one round trip, a flood's connections wait for their deadline.
+func (c StoreConfig) maxPending() int { return 32 + min(c.Size, 224) }
 
 // StoreServer is the bootstrap store that rank 0 hosts: a key-value map of byte values
 // that ranks set and wait for, and named barriers over all ranks. A connection must
@@ -61,10 +87,12 @@ func (c StoreConfig) maxPending() int { return 2*c.Size + 64 }
 // without waiting on any client. Since the store knows which rank holds each
 // connection, a wait that times out, or that a rank leaves, names the missing ranks.
 type StoreServer struct {
-	lns  []net.Listener
-	cfg  StoreConfig
-	key  []byte
-	done chan struct{} // closed by Close: every wait ends
+	lns    []net.Listener
+	cfg    StoreConfig
+	key    []byte
+	launch []byte        // this launch's id (launch.go)
+	done   chan struct{} // closed by Close: every wait ends
+	ended  chan struct{} // closed when the job is ended (endLocked): every wait fails
 
 	mu       sync.Mutex
 	kv       map[string][]byte
@@ -77,7 +105,11 @@ type StoreServer struct {
 	closed   bool
 	conns    map[net.Conn]int // the rank on each connection; -1 before its hello
 	pending  int              // connections before their hello
+	waiting  []net.Conn       // the connections before their hello, oldest first
 	refused  int              // connections refused or dropped before a good hello
+	evicted  int              // of those, dropped to make room for a newer connection
+	badHello map[int]string   // why the hello of a connection claiming a rank was refused
+	endWhy   string           // why the job was ended ("" while it runs)
 	wg       sync.WaitGroup
 }
 
@@ -93,16 +125,17 @@ func ServeStore(addrs []string, cfg StoreConfig) (*StoreServer, error) {
 	if cfg.Size < 1 {
 		return nil, fmt.Errorf("spmd: store for %d ranks", cfg.Size)
 	}
-	s := &StoreServer{cfg: cfg, key: storeKey(cfg.Job, cfg.Secret), done: make(chan struct{}),
+	s := &StoreServer{cfg: cfg, key: storeKey(cfg.Job, cfg.Secret), launch: cfg.launchCache().forServer(cfg.Job),
+		done: make(chan struct{}), ended: make(chan struct{}),
 		kv: map[string][]byte{}, waiters: map[string][]chan reply{}, barriers: map[string]*barrier{},
-		joined: map[int]bool{}, left: map[int]bool{}, conns: map[net.Conn]int{}}
+		joined: map[int]bool{}, left: map[int]bool{}, conns: map[net.Conn]int{}, badHello: map[int]string{}}
 	for _, a := range addrs {
 		ln, err := net.Listen("tcp", a)
 		if err != nil {
 			for _, l := range s.lns {
 				l.Close()
 			}
-			return nil, fmt.Errorf("spmd: store: listen on %s: %w (another run on this port? choose another with --master-port or MASTER_PORT)", a, err)
+			return nil, &bindError{addr: a, err: err}
 		}
 		s.lns = append(s.lns, ln)
 	}
@@ -211,14 +244,21 @@ func (s *StoreServer) accept(ln net.Listener) {
 // connections wait for their hello.
 func (s *StoreServer) take(c net.Conn) {
 	s.mu.Lock()
-	if s.closed || s.pending >= s.cfg.maxPending() {
+	if s.closed {
 		s.refused++
 		s.mu.Unlock()
 		c.Close()
 		return
 	}
+	if len(s.waiting) >= s.cfg.maxPending() {
+		// Drop the oldest silent connection (its goroutine counts it refused).
+		s.waiting[0].Close()
+		s.waiting = s.waiting[1:]
+		s.evicted++
+	}
 	s.conns[c] = -1
 	s.pending++
+	s.waiting = append(s.waiting, c)
 	s.mu.Unlock()
 	s.wg.Add(1)
 	go s.serve(c)
@@ -239,6 +279,7 @@ func (s *StoreServer) serve(c net.Conn) {
 		} else {
 			s.pending--
 			s.refused++
+			s.unwaitLocked(c)
 		}
 		s.mu.Unlock()
 	}()
@@ -254,14 +295,17 @@ func (s *StoreServer) serve(c net.Conn) {
 		}
 		s.mu.Lock()
 		s.busy++
+		why := s.endWhy
 		s.mu.Unlock()
 		var p reply
-		switch q.op {
-		case opSet:
+		switch {
+		case why != "":
+			p = reply{status: stErr, payload: []byte(why)}
+		case q.op == opSet:
 			p = s.set(q.key, q.val)
-		case opGet:
+		case q.op == opGet:
 			p = s.get(q.key, s.wait(q.arg))
-		case opBarrier:
+		case q.op == opBarrier:
 			p = s.barrier(q.key, rank, s.wait(q.arg))
 		default:
 			p = reply{status: stErr, payload: []byte(fmt.Sprintf("unknown store op %d", q.op))}
@@ -289,9 +333,13 @@ func (s *StoreServer) wait(asked int64) time.Duration {
 	return d
 }
 
-// handshake greets a connection and reads its hello: the job id, the world size and
-// the MAC must be this job's, the rank free. It returns the rank, or -1 after refusing
-// (with a reason, when the hello was readable) .
+// handshake greets a connection and reads its hello: the MAC must prove the job's key,
+// the world size and launch must be this store's, the rank free. It returns the rank,
+// or -1 after refusing (with a reason, when the hello was readable). A caller that has
+// not proven the key learns nothing of the job from the refusal. A hello that proves the
+// key but claims a taken rank, another world size or another launch comes from a second
+// launch holding the same key (two jobs on one port without a secret or job id): the
+// store then ends the job for every rank, so that neither job runs with the other's ranks.
 func (s *StoreServer) handshake(c net.Conn, r *bufio.Reader, w *bufio.Writer) int {
 	c.SetDeadline(time.Now().Add(min(s.cfg.timeout(), handshakeTimeout)))
 	nonce := randomBytes(nonceBytes)
@@ -305,29 +353,50 @@ func (s *StoreServer) handshake(c net.Conn, r *bufio.Reader, w *bufio.Writer) in
 		return -1 // a stranger's bytes: no answer
 	}
 	refuse := func(format string, args ...any) int {
-		p := reply{status: stErr, payload: []byte(fmt.Sprintf(format, args...))}
+		p := reply{status: stErr, payload: []byte("hello refused: " + fmt.Sprintf(format, args...))}
 		if p.write(w) == nil {
 			w.Flush()
 		}
 		return -1
 	}
-	switch {
-	case q.key != s.cfg.Job:
-		return refuse("this store serves job %q, not %q: another job uses this port (set MASTER_PORT apart, see docs/cluster.md)", s.cfg.Job, q.key)
-	case q.arg != int64(s.cfg.Size):
-		return refuse("this store serves %d ranks, not %d", s.cfg.Size, q.arg)
-	case len(q.val) != nonceBytes+macBytes:
+	if q.key != s.cfg.Job {
+		return refuse("this store serves another job, not %q: another job uses this port (set MASTER_PORT apart, see docs/cluster.md)", q.key)
+	}
+	if n := len(q.val); n != nonceBytes+macBytes && n != nonceBytes+macBytes+launchBytes {
 		return refuse("malformed hello")
 	}
-	clientNonce, mac := q.val[:nonceBytes], q.val[nonceBytes:]
-	if !hmac.Equal(mac, handshakeMAC(s.key, "client", nonce, clientNonce, s.cfg.Job, int(q.rank), s.cfg.Size)) {
+	clientNonce, mac, launch := q.val[:nonceBytes], q.val[nonceBytes:nonceBytes+macBytes], q.val[nonceBytes+macBytes:]
+	if q.rank < 0 || q.arg < 1 || q.rank >= q.arg || q.arg > maxWorld {
+		return refuse("rank %d is outside the world of %d ranks it claims", q.rank, q.arg)
+	}
+	if !hmac.Equal(mac, handshakeMAC(s.key, "client", nonce, clientNonce, s.cfg.Job, int(q.rank), int(q.arg), launch)) {
+		s.noteBadHello(int(q.rank), fmt.Sprintf("a connection claiming rank %d was refused: its hello was not signed with the key rank 0 holds (a different %s, or none)", q.rank, EnvToken))
 		return refuse("authentication failed: this rank does not hold the job's secret (%s / %s, or MPI's) that rank 0 holds", EnvToken, EnvTokenFile)
 	}
-	rank, p := s.hello(int(q.rank), c)
-	if rank < 0 {
-		return refuse("%s", p.payload)
+	s.mu.Lock()
+	why := s.endWhy
+	switch {
+	case why != "":
+	case q.arg != int64(s.cfg.Size):
+		why = s.endLocked(fmt.Sprintf("a process of a %d-rank job with this job's key reached the store of this %d-rank job: two jobs share port %s without a secret (set %s, or LONGCA_JOB_ID, or MASTER_PORT apart); both end", q.arg, s.cfg.Size, s.port(), EnvToken))
+	case len(launch) > 0 && !hmac.Equal(launch, s.launch):
+		why = s.endLocked(fmt.Sprintf("rank %d of another launch with this job's key reached the store: two jobs share port %s without a secret (set %s, or LONGCA_JOB_ID, or MASTER_PORT apart); both end", q.rank, s.port(), EnvToken))
+	case s.joined[int(q.rank)]:
+		why = s.endLocked(fmt.Sprintf("rank %d joined twice: two processes have the same rank (two jobs on port %s without a secret, or a launcher's environment that repeats a rank; set %s or LONGCA_JOB_ID); the job ends", q.rank, s.port(), EnvToken))
 	}
-	p.payload = handshakeMAC(s.key, "server", nonce, clientNonce, s.cfg.Job, rank, s.cfg.Size)
+	if why != "" {
+		s.mu.Unlock()
+		return refuse("%s", why)
+	}
+	rank := int(q.rank)
+	s.joined[rank] = true
+	delete(s.left, rank)
+	delete(s.badHello, rank)
+	s.conns[c] = rank
+	s.pending--
+	s.unwaitLocked(c)
+	s.mu.Unlock()
+	p := reply{payload: append(handshakeMAC(s.key, "server", nonce, clientNonce, s.cfg.Job, rank, s.cfg.Size, s.launch), s.launch...)}
 	if p.write(w) != nil || w.Flush() != nil {
 		s.mu.Lock()
 		s.conns[c] = -1 // undo: the deferred cleanup treats it as never joined
@@ -340,20 +409,68 @@ func (s *StoreServer) handshake(c net.Conn, r *bufio.Reader, w *bufio.Writer) in
 	return rank
 }
 
-func (s *StoreServer) hello(rank int, c net.Conn) (int, reply) {
+// maxWorld bounds the world size a hello may claim (and a launcher may give).
+const maxWorld = 1 << 20
+
+// port is the port the store listens on, for messages.
+func (s *StoreServer) port() string {
+	if len(s.lns) == 0 {
+		return "?"
+	}
+	_, p, _ := net.SplitHostPort(s.lns[0].Addr().String())
+	return p
+}
+
+// endLocked ends the job: every wait and every later request fails with why.
+func (s *StoreServer) endLocked(why string) string {
+	if s.endWhy == "" {
+		s.endWhy = why
+		close(s.ended)
+	}
+	return s.endWhy
+}
+
+// Ended says why the store ended the job ("" while it has not).
+func (s *StoreServer) Ended() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch {
-	case rank < 0 || rank >= s.cfg.Size:
-		return -1, reply{status: stErr, payload: []byte(fmt.Sprintf("rank %d is outside the store's world of %d", rank, s.cfg.Size))}
-	case s.joined[rank] && !s.left[rank]:
-		return -1, reply{status: stErr, payload: []byte(fmt.Sprintf("rank %d joined twice: two processes have the same rank (check the launcher's environment)", rank))}
+	return s.endWhy
+}
+
+// noteBadHello keeps why the hello of a connection claiming rank was refused, for the
+// error of a wait that misses that rank (a rank with another token "did not arrive"
+// says too little). Only ranks of the world are kept, so the map stays bounded.
+func (s *StoreServer) noteBadHello(rank int, why string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if rank >= 0 && rank < s.cfg.Size && !s.joined[rank] && len(s.badHello) < maxListed {
+		s.badHello[rank] = why
 	}
-	s.joined[rank] = true
-	delete(s.left, rank)
-	s.conns[c] = rank
-	s.pending--
-	return rank, reply{}
+}
+
+// unwaitLocked removes c from the connections waiting for their hello.
+func (s *StoreServer) unwaitLocked(c net.Conn) {
+	for i, w := range s.waiting {
+		if w == c {
+			s.waiting = append(s.waiting[:i], s.waiting[i+1:]...)
+			return
+		}
+	}
+}
+
+// notesLocked explains the missing ranks whose hello was refused, or the connections
+// the store dropped before their hello (a flood on the port), for a timeout's error.
+func (s *StoreServer) notesLocked(missing []int64) string {
+	var notes []string
+	for _, r := range missing {
+		if why, ok := s.badHello[int(r)]; ok {
+			notes = append(notes, why)
+		}
+	}
+	if s.evicted > 0 {
+		notes = append(notes, fmt.Sprintf("the store dropped %d connections that did not say hello in time to make room (something else is connecting to port %s)", s.evicted, s.port()))
+	}
+	return strings.Join(notes, "; ")
 }
 
 func (s *StoreServer) set(key string, val []byte) reply {
@@ -399,9 +516,13 @@ func (s *StoreServer) get(key string, timeout time.Duration) reply {
 		return p
 	case <-t.C:
 	case <-s.done:
+	case <-s.ended:
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.endWhy != "" {
+		return reply{status: stErr, payload: []byte(s.endWhy)}
+	}
 	select { // set may have answered while the lock was free
 	case p := <-ch:
 		return p
@@ -432,7 +553,8 @@ func (s *StoreServer) barrier(name string, rank int, timeout time.Duration) repl
 	ch := make(chan reply, 1)
 	b.arrived[rank] = ch
 	if gone := s.goneLocked(b); len(gone) > 0 {
-		s.deliverLocked(ch, reply{status: stGone, missing: gone})
+		missing, total := listed(gone)
+		s.deliverLocked(ch, reply{status: stGone, missing: missing, total: total})
 	} else if len(b.arrived) == s.cfg.Size {
 		for _, c := range b.arrived {
 			s.deliverLocked(c, reply{})
@@ -447,18 +569,23 @@ func (s *StoreServer) barrier(name string, rank int, timeout time.Duration) repl
 		return p
 	case <-t.C:
 	case <-s.done:
+	case <-s.ended:
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.endWhy != "" {
+		return reply{status: stErr, payload: []byte(s.endWhy)}
+	}
 	select {
 	case p := <-ch:
 		return p
 	default:
 	}
+	missing, total := listed(s.missingLocked(b))
 	if s.closed {
-		return reply{status: stClosed, missing: s.missingLocked(b), payload: []byte("rank 0 closed the store")}
+		return reply{status: stClosed, missing: missing, total: total, payload: []byte("rank 0 closed the store")}
 	}
-	return reply{status: stTimeout, missing: s.missingLocked(b)}
+	return reply{status: stTimeout, missing: missing, total: total, payload: []byte(s.notesLocked(missing))}
 }
 
 // failBarriers answers the waiting barriers that rank will now never reach.

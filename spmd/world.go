@@ -35,6 +35,10 @@ type World struct {
 	// Token is the job's shared secret from LONGCA_JOB_TOKEN or LONGCA_JOB_TOKEN_FILE
 	// (nil when neither is set): the bootstrap store admits only ranks that hold it.
 	Token Secret
+
+	// launches is where this rank keeps its launch ids (nil: the process's); tests give
+	// each simulated process its own.
+	launches *launchCache
 }
 
 // MPI says whether an MPI launcher (mpirun, mpiexec) started this process, so that an
@@ -160,6 +164,8 @@ func (w World) check() error {
 	switch {
 	case w.Size < 1:
 		return fmt.Errorf("spmd: %s: world size %d is not positive", w.sizeVar(), w.Size)
+	case w.Size > maxWorld:
+		return fmt.Errorf("spmd: %s=%d is over longca's %d ranks", w.sizeVar(), w.Size, maxWorld)
 	case w.Rank < 0 || w.Rank >= w.Size:
 		return fmt.Errorf("spmd: %s=%d is outside the world of %d ranks (%s)", w.rankVar(), w.Rank, w.Size, w.sizeVar())
 	case w.LocalSize < 1:

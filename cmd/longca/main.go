@@ -5,6 +5,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/longca/longca/results"
 	"os"
 	"sort"
 	"sync"
@@ -114,6 +115,8 @@ func exitCode(err error) int {
 		return 0
 	case errors.As(err, &ec):
 		return ec.ExitCode()
+	case errors.Is(err, results.ErrUsage):
+		return 2
 	}
 	return 1
 }

@@ -1,6 +1,11 @@
 package main
 
-import "testing"
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/longca/longca/results"
+)
 
 // urfave/cli's own complaints (an unknown flag or command, a value that does not parse)
 // end like every other bad input: exit status 2 and one line naming what was wrong.
@@ -20,5 +25,32 @@ func TestParseErrorsAreUsageErrors(t *testing.T) {
 	}
 	if _, _, code := captureRun(t); code != 0 {
 		t.Fatalf("no arguments (help): exit %d", code)
+	}
+}
+
+// TestResultsRequestErrorsExit2 (issue 23, items 8 and 12): merge and report of an empty
+// folder, merge of a run the folder does not hold, and a merge whose --out is a rank
+// file exit 2 with one line (the issue: exit 1, and the rank file replaced).
+func TestResultsRequestErrorsExit2(t *testing.T) {
+	empty, dir := t.TempDir(), t.TempDir()
+	w, err := results.Create(dir, "a", 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(results.Row{RunID: "a", WorldSize: 1, Status: results.StatusOK}); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"merge", empty}, "no rank files"},
+		{[]string{"report", empty}, "no rank files"},
+		{[]string{"merge", dir, "--run", "nosuch"}, "no files of run nosuch"},
+		{[]string{"merge", dir, "--out", filepath.Join(dir, "c.rank-0-of-2.arrow")}, "named like a rank file"},
+	} {
+		_, errOut, code := captureRun(t, c.args...)
+		checkUsageError(t, c.args, code, errOut, c.want)
 	}
 }

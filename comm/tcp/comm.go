@@ -2,6 +2,7 @@ package tcp
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"sort"
@@ -90,6 +91,10 @@ func (c *Comm) peerErr(what string, peer int, err error) error {
 		err = fmt.Errorf("(rank %d of this group) %w", peer, err)
 	}
 	pe := &comm.PeerError{Rank: w, Op: "tcp " + what, Err: err}
+	var g *gaveUp
+	if errors.As(err, &g) && g.culprit != w && g.culprit < c.m.size {
+		pe.Rank = g.culprit // the rank that stopped first, not the one that relayed it
+	}
 	c.m.abort(pe)
 	return pe
 }

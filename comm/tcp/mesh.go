@@ -10,6 +10,7 @@ package tcp
 import (
 	"bufio"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -113,28 +114,36 @@ func (m *mesh) read(src int, c net.Conn) {
 					m.dead[src] = fmt.Errorf("connection lost: %v", err)
 				}
 			}
-			var wake []*queue
-			for k, q := range m.queues {
-				if k.src == src {
-					wake = append(wake, q)
-				}
-			}
 			m.mu.Unlock()
-			for _, q := range wake {
-				select {
-				case q.ready <- struct{}{}:
-				default:
-				}
-			}
+			m.wake(src)
 			return
 		}
 		if hdr[8] == tagAbort {
 			m.mu.Lock()
-			m.dead[src] = fmt.Errorf("the rank gave up: %s", b)
+			m.dead[src] = readAbort(src, b)
 			m.mu.Unlock()
-			continue // the connection closes next; the reader then wakes the waiters
+			m.wake(src) // a rank waiting on src fails now, naming the culprit
+			continue
 		}
 		m.deliver(qkey{comm: binary.LittleEndian.Uint64(hdr[:8]), src: src, tag: hdr[8]}, b)
+	}
+}
+
+// wake wakes every receiver waiting on src, to see that it is dead.
+func (m *mesh) wake(src int) {
+	m.mu.Lock()
+	var wake []*queue
+	for k, q := range m.queues {
+		if k.src == src {
+			wake = append(wake, q)
+		}
+	}
+	m.mu.Unlock()
+	for _, q := range wake {
+		select {
+		case q.ready <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -200,13 +209,53 @@ func (m *mesh) abort(err error) {
 	m.aborted = true
 	dead := append([]error(nil), m.dead...)
 	m.mu.Unlock()
-	msg := []byte(fmt.Sprintf("rank %d: %v", m.rank, err))
+	msg := abortMessage(m.rank, err)
 	for p, pr := range m.peers {
 		if pr != nil && dead[p] == nil {
 			pr.conn.SetWriteDeadline(time.Now().Add(time.Second))
 			m.send(0, tagAbort, p, msg)
 		}
 	}
+}
+
+// gaveUp is a peer's abort: the rank that stopped first (culprit) and why. A rank that
+// waited on the relaying rank blames the culprit, not the relay (rank 3 must not blame
+// rank 1 for rank 2's death).
+type gaveUp struct {
+	relay, culprit int
+	why            string
+}
+
+func (g *gaveUp) Error() string {
+	if g.relay == g.culprit {
+		return "the rank gave up: " + g.why
+	}
+	return fmt.Sprintf("rank %d gave up after it lost rank %d: %s", g.relay, g.culprit, g.why)
+}
+
+// abortMessage is the abort's payload: the culprit (the peer err names, else this rank)
+// as 8 bytes, then the reason.
+func abortMessage(rank int, err error) []byte {
+	culprit := rank
+	var pe *comm.PeerError
+	if errors.As(err, &pe) && pe.Rank >= 0 {
+		culprit = pe.Rank
+	}
+	b := binary.LittleEndian.AppendUint64(nil, uint64(culprit))
+	return append(b, fmt.Sprintf("rank %d: %v", rank, err)...)
+}
+
+// readAbort reads an abort from src; a culprit outside the world is src itself.
+func readAbort(src int, b []byte) *gaveUp {
+	g := &gaveUp{relay: src, culprit: src}
+	if len(b) >= 8 {
+		if c := binary.LittleEndian.Uint64(b[:8]); c < 1<<20 {
+			g.culprit = int(c)
+		}
+		b = b[8:]
+	}
+	g.why = string(b)
+	return g
 }
 
 func (m *mesh) close() error {

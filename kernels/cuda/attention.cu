@@ -80,10 +80,7 @@ DEV void load_tile(T *s, const T *g, int row0, int n, long long stride, int tid)
   }
 }
 
-struct WorkList {
-  const int *order, *start, *entries, *refs, *slices;
-  int row_tiles, per_head;
-};
+#include "worklist.cuh"
 
 // ---------------------------------------------------------------------------------
 // Forward: a block of 8 warps owns 128 query rows (16 a warp) of one query head and walks
@@ -155,27 +152,9 @@ DEV void fwd(const T *__restrict__ q, const T *__restrict__ k, const T *__restri
 #pragma unroll
       for (int c = 0; c < 4; c++) s[j][c] *= scale_log2;
     if (ref >= 0) {
-      // one bit per element: each slice gives each of the thread's two rows an interval
-      // of allowed keys, read once per slice rather than once per element
-      unsigned bits = 0;
-      const int n = wl.refs[ref];
-      for (int i = 0; i < n; i++) {
-        const int *sl = wl.slices + 6 * wl.refs[ref + 1 + i];
-        const int qa = sl[0], qb = sl[1], ka = sl[2], kb = sl[3], lo = sl[4], hi = sl[5];
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-          const int qi = q0 + warp * 16 + g + r * 8;
-          const int kl = max(ka, qi + lo), kh = min(kb - 1, qi + hi);
-          const bool in = qi >= qa && qi < qb;
-#pragma unroll
-          for (int j = 0; j < FBN / 8; j++)
-#pragma unroll
-            for (int cc = 0; cc < 2; cc++) {
-              const int ki = kt * FBN + j * 8 + 2 * t + cc;
-              if (in && ki >= kl && ki <= kh) bits |= 1u << (j * 4 + r * 2 + cc);
-            }
-        }
-      }
+      // one bit per element (tile_bits, worklist.cuh): each slice gives each of the
+      // thread's two rows an interval of allowed keys
+      const unsigned bits = (unsigned)tile_bits<FBN, false>(wl, ref, q0 + warp * 16 + g, kt * FBN, t);
 #pragma unroll
       for (int j = 0; j < FBN / 8; j++)
 #pragma unroll
@@ -354,28 +333,7 @@ DEV void bwd(const T *__restrict__ q, const T *__restrict__ k, const T *__restri
     }
     // the allowed bits of a partial tile: each slice gives each key row an interval of
     // allowed queries
-    unsigned bits = 0xffffffffu;
-    if (ref >= 0) {
-      bits = 0;
-      const int n = wl.refs[ref];
-      for (int i = 0; i < n; i++) {
-        const int *sl = wl.slices + 6 * wl.refs[ref + 1 + i];
-        const int qa = sl[0], qb = sl[1], ka = sl[2], kb = sl[3], lo = sl[4], hi = sl[5];
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-          const int ki = k0 + warp * 16 + g + r * 8;
-          const int ql = max(qa, ki - hi), qh = min(qb - 1, ki - lo);
-          const bool in = ki >= ka && ki < kb;
-#pragma unroll
-          for (int j = 0; j < BBM / 8; j++)
-#pragma unroll
-            for (int cc = 0; cc < 2; cc++) {
-              const int qi = q0 + j * 8 + 2 * t + cc;
-              if (in && qi >= ql && qi <= qh) bits |= 1u << (j * 4 + r * 2 + cc);
-            }
-        }
-      }
-    }
+    const unsigned bits = ref >= 0 ? (unsigned)tile_bits<BBM, true>(wl, ref, k0 + warp * 16 + g, q0, t) : 0xffffffffu;
     // P^T = exp(S^T scale - lse) on allowed pairs; dS^T = P^T (dP^T - Dsum)
 #pragma unroll
     for (int j = 0; j < BBM / 8; j++)

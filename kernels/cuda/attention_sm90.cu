@@ -139,41 +139,10 @@ DEV void bulk_wait0() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory
 DEV void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 // A barrier among some warps: id 1-15, count threads (a multiple of 32).
 DEV void named_sync(int id, int count) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory"); }
+// Arrives at a barrier among some warps without waiting for it.
+DEV void named_arrive(int id, int count) { asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory"); }
 
-struct WorkList {
-  const int *order, *start, *entries, *refs, *slices;
-  int row_tiles, per_head;
-};
-
-// The allowed pairs of a partial tile as bits, for a thread that holds rows r0 and r0 + 8
-// and, of each group of 8 columns from c0, columns 2t and 2t+1 (the wgmma accumulator
-// layout); bit j*4 + r*2 + c is row r, column 8j + 2t + c. Rows are queries and columns
-// keys, or with KEYROWS the other way round (the backward's transposed tiles). Each slice
-// gives each row an interval of allowed columns, read once per slice, not per element.
-template <int N, bool KEYROWS> DEV unsigned long long tile_bits(const WorkList &wl, int ref, int r0, int c0, int t) {
-  unsigned long long bits = 0;
-  const int n = wl.refs[ref];
-  for (int x = 0; x < n; x++) {
-    const int *sl = wl.slices + 6 * wl.refs[ref + 1 + x];
-    const int qa = sl[0], qb = sl[1], ka = sl[2], kb = sl[3], lo = sl[4], hi = sl[5];
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-      const int ri = r0 + r * 8;
-      // a query row allows keys ri+lo .. ri+hi; a key row allows queries ri-hi .. ri-lo
-      const int cl = KEYROWS ? max(qa, ri - hi) : max(ka, ri + lo);
-      const int ch = KEYROWS ? min(qb - 1, ri - lo) : min(kb - 1, ri + hi);
-      const bool in = KEYROWS ? ri >= ka && ri < kb : ri >= qa && ri < qb;
-#pragma unroll
-      for (int j = 0; j < N / 8; j++)
-#pragma unroll
-        for (int cc = 0; cc < 2; cc++) {
-          const int ci = c0 + j * 8 + 2 * t + cc;
-          if (in && ci >= cl && ci <= ch) bits |= 1ull << (j * 4 + r * 2 + cc);
-        }
-    }
-  }
-  return bits;
-}
+#include "worklist.cuh"
 
 // Sets the scores of a partial tile's masked pairs to -inf (rows queries from r0, keys
 // from k0).
@@ -297,6 +266,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
 
   asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
   const int cw = wg - 1;                  // consumer warpgroup: query rows 64 cw .. 64 cw + 63
+  if (cw == 1) named_arrive(1, 256);  // consumer 0 takes the first turn
   const int lt = tid % 128, warp = lt / 32, lane = lt % 32, g = lane / 4, t = lane % 4;
   constexpr int OR = D / 2;                // O accumulator registers (m64 x D)
   int n = 0, qn = 0;                       // tiles and Q tiles consumed so far
@@ -374,29 +344,45 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
 
   float sc[64], alpha[2], sum[2];
   unsigned pa[SBN / 16][4];
-  // one tile at a time: S, softmax, P V (issuing tile i's Q K^T with tile i-1's P V, the
-  // softmax overlapping the product, measured 10% slower with two consumer warpgroups:
-  // docs/perf.md)
-  for (int e = e0; e < e1; e++) {
-    const int i = n + e - e0, s = i % STAGES;
-    const unsigned ph = (i / STAGES) & 1;
-    mbar_wait(&fullK[s], ph);
-    wgmma_fence();
-    issue_qk(sc, s);
-    wgmma_commit();
-    wgmma_wait<0>();
-    reg_fence(sc);
-    mbar_arrive(&emptyK[s]);
-    softmax(sc, e, pa, alpha, sum);
-    rescale(alpha, sum);
-    mbar_wait(&fullV[s], ph);
-    reg_fence(acc);
-    wgmma_fence();
-    issue_pv(pa, s);
-    wgmma_commit();
-    wgmma_wait<0>();
-    reg_fence(acc);
-    mbar_arrive(&emptyV[s]);
+  {
+    // The two consumer warpgroups take turns on the tensor cores (named barriers 1 and 2):
+    // a turn issues tile i's P V and tile i+1's Q K^T together, then hands over, so one
+    // warpgroup's softmax runs while the other's products do. Tile e0's Q K^T comes first,
+    // outside the turns.
+    if (e0 < e1) {
+      const int s = n % STAGES;
+      mbar_wait(&fullK[s], (n / STAGES) & 1);
+      wgmma_fence();
+      issue_qk(sc, s);
+      wgmma_commit();
+      wgmma_wait<0>();
+      reg_fence(sc);
+      mbar_arrive(&emptyK[s]);
+      softmax(sc, e0, pa, alpha, sum);
+      rescale(alpha, sum);
+    }
+    for (int e = e0; e < e1; e++) {
+      const int i = n + e - e0, s = i % STAGES, s1 = (i + 1) % STAGES;
+      const bool more = e + 1 < e1;
+      mbar_wait(&fullV[s], (i / STAGES) & 1);
+      if (more) mbar_wait(&fullK[s1], ((i + 1) / STAGES) & 1);
+      named_sync(1 + cw, 256);  // this warpgroup's turn
+      reg_fence(acc);
+      wgmma_fence();
+      issue_pv(pa, s);
+      if (more) issue_qk(sc, s1);
+      wgmma_commit();
+      named_arrive(2 - cw, 256);  // the other warpgroup's turn
+      wgmma_wait<0>();
+      reg_fence(acc);
+      reg_fence(sc);
+      mbar_arrive(&emptyV[s]);
+      if (more) {
+        mbar_arrive(&emptyK[s1]);
+        softmax(sc, e + 1, pa, alpha, sum);
+        rescale(alpha, sum);
+      }
+    }
   }
 
   if (e0 < e1) {
@@ -422,6 +408,9 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
     }
   }
   }
+  // consumer 1's last hand-over is still pending at barrier 1: take it, so no arrival
+  // outlives the block
+  if (cw == 0) named_sync(1, 256);
 }
 
 // ---- the backward -------------------------------------------------------------------
@@ -457,11 +446,26 @@ template <int D> struct BwdLayout {
 // A warp of the producer warpgroup issues the dQ reductions: a consumer warpgroup hands
 // its staged dQ over through an mbarrier and goes on (issuing them itself, the consumer
 // warpgroup waited at two named barriers a step: measured 5-7% slower, docs/perf.md).
-template <int D, typename T>
+// Acquire and release on a global flag (the deterministic backward's per-tile turns).
+DEV int ld_acquire(const int *p) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+DEV void st_release(int *p, int v) { asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory"); }
+DEV void fence_async_global() { asm volatile("fence.proxy.async.global;\n" ::: "memory"); }
+
+// DET: the deterministic backward. Every query tile's dQ is added by the key tiles that
+// visit it in increasing order: the writer of key tile kt waits until locks[h][tile] says
+// the ranks[e] lower key tiles have added theirs, adds, waits for its additions to land,
+// and passes the turn on. Blocks run in key-tile order (blockIdx.y, not the heaviest-first
+// order) and without the rotation, so a block waits only on lower key tiles, which were
+// started before it: no cycle.
+template <int D, typename T, bool OVERLAP, bool DET>
 DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const TmaDesc &tdo, const TmaDesc &tdq,
                   const float *__restrict__ lse2, const float *__restrict__ dsum, T *__restrict__ dk,
                   T *__restrict__ dv, int sq, int sk, int hq, int hkv, int sq_pad, float scale, float scale_log2,
-                  WorkList wl) {
+                  WorkList wl, const int *__restrict__ ranks, int *__restrict__ locks) {
   using L = BwdLayout<D>;
   extern __shared__ unsigned char smem_raw[];
   unsigned char *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
@@ -478,12 +482,12 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
 
   const int tid = threadIdx.x, wg = tid / 128;
   const int kvh = blockIdx.x, group = hq / hkv, list = wl.per_head ? kvh : 0;
-  const int kt = wl.order[list * wl.row_tiles + blockIdx.y];
+  const int kt = DET ? (int)blockIdx.y : wl.order[list * wl.row_tiles + blockIdx.y];
   const int e0 = wl.start[list * (wl.row_tiles + 1) + kt], e1 = wl.start[list * (wl.row_tiles + 1) + kt + 1];
   const int ne = e1 - e0, iters = ne * group;
   // Blocks start at different query tiles (a rotation by key tile), so that blocks
   // running together add into different dQ rows.
-  const int rot = ne > 0 ? (kt * 7) % ne : 0;
+  const int rot = ne > 0 && !DET ? (kt * 7) % ne : 0;
   const int k0 = kt * BBN9;
 
   if (tid == 0) {
@@ -501,7 +505,10 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
   __syncthreads();
 
   if (wg == 0) {
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+    if (OVERLAP)
+      asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
+    else
+      asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
     if (tid == 0 && iters > 0) {
       tma_prefetch_desc(&tq);
       tma_prefetch_desc(&tdo);
@@ -529,16 +536,30 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     if (tid == 32) {  // the dQ writer
       for (int it = 0; it < iters; it++) {
         const int h = kvh * group + it / ne, e = e0 + (it % ne + rot) % ne, q0 = wl.entries[2 * e] * BBM9;
+        int *lock = locks + (long long)h * (sq_pad / BBM9) + q0 / BBM9;
+        if (DET) {  // this query tile's turn
+          const int want = ranks[e];
+          while (ld_acquire(lock) != want) {
+          }
+          fence_async_global();
+        }
 #pragma unroll
         for (int c = 0; c < 2; c++) {
           mbar_wait(&dqFull[c], it & 1);
+          // two swizzled boxes of 32 columns
           tma_reduce_add2(&tdq, sdQ + c * BBM9 * 64, L::kSplit ? c * 64 : 0, h * sq_pad + q0);
+          tma_reduce_add2(&tdq, sdQ + c * BBM9 * 64 + BBM9 * 32, (L::kSplit ? c * 64 : 0) + 32, h * sq_pad + q0);
           bulk_commit();
+          if (DET) bulk_wait0();  // landed before the next half (the same columns at D = 64)
+        }
+        if (DET) {
+          fence_async_global();
+          st_release(lock, ranks[e] + 1);
         }
 #pragma unroll
         for (int c = 0; c < 2; c++) {
           // the stages have been read: hand them back (both at once: wait_group is per thread)
-          if (c == 0) bulk_wait_read0();
+          if (c == 0 && !DET) bulk_wait_read0();
           mbar_arrive(&dqEmpty[c]);
         }
       }
@@ -547,7 +568,10 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     return;
   }
 
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+  if (OVERLAP)  // two accumulator groups in flight: at 232 registers it spilled 32 bytes
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n" ::: "memory");
+  else
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
   const int cw = wg - 1;  // consumer warpgroup: keys 64 cw .. 64 cw + 63 of the block
   const int lt = tid % 128, warp = lt / 32, lane = lt % 32, g = lane / 4, t = lane % 4;
   const int kr = cw * 64 + warp * 16 + g;  // this thread's key rows in the block: kr, kr + 8
@@ -569,7 +593,67 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     T *dS = sdS + (it & 1) * BBN9 * BBM9;
 
     float st[32], dpt[32];
+    unsigned pa[4][4], sa[4][4];
     mbar_wait(&fullQ[s], ph);
+    if (OVERLAP) {
+      // S^T and dP^T as two groups: P^T is computed while dP^T runs, and dS^T while
+      // dV += P^T dO runs
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < D / 16; kk++) {
+        const int c = kk / 4, k16 = (kk % 4) * 16;
+        const T *ka = sK + c * BBN9 * CHUNK + cw * 64 * CHUNK + k16;
+        const T *qb = cQ + c * BBM9 * CHUNK + k16;
+        Ops<T>::template ss64<0, 0>(st, sw128_desc(ka, 16, 1024), sw128_desc(qb, 16, 1024), kk > 0);
+      }
+      wgmma_commit();
+#pragma unroll
+      for (int kk = 0; kk < D / 16; kk++) {
+        const int c = kk / 4, k16 = (kk % 4) * 16;
+        const T *va = sV + c * BBN9 * CHUNK + cw * 64 * CHUNK + k16;
+        const T *ob = cdO + c * BBM9 * CHUNK + k16;
+        Ops<T>::template ss64<0, 0>(dpt, sw128_desc(va, 16, 1024), sw128_desc(ob, 16, 1024), kk > 0);
+      }
+      wgmma_commit();
+      const unsigned long long bits = ref >= 0 ? tile_bits<BBM9, true>(wl, ref, k0 + kr, q0, t) : ~0ull;
+      wgmma_wait<1>();
+      reg_fence(st);
+#pragma unroll
+      for (int j = 0; j < BBM9 / 8; j++)
+#pragma unroll
+        for (int c = 0; c < 4; c++) {
+          const int ql = j * 8 + 2 * t + (c % 2);
+          const bool ok = bits >> (j * 4 + c) & 1ull;
+          st[4 * j + c] = ok ? exp2f(st[4 * j + c] * scale_log2 - cL[ql]) : 0.f;
+        }
+#pragma unroll
+      for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+        for (int x = 0; x < 4; x++) pa[kk][x] = Ops<T>::pack(st[8 * kk + 2 * x], st[8 * kk + 2 * x + 1]);
+      reg_fence(dva);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; kk++) PV<T, D>::run(dva, pa[kk], sw128_desc(cdO + kk * 16 * CHUNK, BBM9 * CHUNK * 2, 1024));
+      wgmma_commit();
+      wgmma_wait<1>();
+      reg_fence(dpt);
+#pragma unroll
+      for (int j = 0; j < BBM9 / 8; j++)
+#pragma unroll
+        for (int c = 0; c < 4; c++) {
+          const int ql = j * 8 + 2 * t + (c % 2);
+          dpt[4 * j + c] = st[4 * j + c] * (dpt[4 * j + c] - cDs[ql]);
+        }
+#pragma unroll
+      for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+        for (int x = 0; x < 4; x++) sa[kk][x] = Ops<T>::pack(dpt[8 * kk + 2 * x], dpt[8 * kk + 2 * x + 1]);
+      reg_fence(dka);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; kk++) PV<T, D>::run(dka, sa[kk], sw128_desc(cQ + kk * 16 * CHUNK, BBM9 * CHUNK * 2, 1024));
+      wgmma_commit();
+    } else {
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < D / 16; kk++) {
@@ -598,7 +682,6 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
         st[4 * j + c] = p;
         dpt[4 * j + c] = p * (dpt[4 * j + c] - cDs[ql]);
       }
-    unsigned pa[4][4], sa[4][4];
 #pragma unroll
     for (int kk = 0; kk < 4; kk++)
 #pragma unroll
@@ -617,6 +700,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
       PV<T, D>::run(dka, sa[kk], sw128_desc(cQ + kk * 16 * CHUNK, BBM9 * CHUNK * 2, 1024));
     }
     wgmma_commit();
+    }
     // dS^T to shared memory (rows keys, 64 query columns: one 128-byte swizzled row each)
 #pragma unroll
     for (int kk = 0; kk < 4; kk++)
@@ -658,7 +742,11 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
 #pragma unroll
       for (int r = 0; r < 2; r++) {
         const int row = warp * 16 + g + r * 8, col = j * 8 + 2 * t;
-        *reinterpret_cast<float2 *>(stage + row * 64 + col) = make_float2(dqa[4 * j + 2 * r] * scale, dqa[4 * j + 2 * r + 1] * scale);
+        // two boxes of 32 columns, the 16-byte chunks of each 128-byte row swizzled by
+        // the row: the 8 rows a warp writes at once fall in 8 different banks (rows of
+        // 256 bytes put them all in the same ones: measured +1% over that, docs/perf.md)
+        const int off = (col / 32) * BBM9 * 32 + row * 32 + ((((col % 32) / 4) ^ (row & 7)) << 2) + (col % 4);
+        *reinterpret_cast<float2 *>(stage + off) = make_float2(dqa[4 * j + 2 * r] * scale, dqa[4 * j + 2 * r + 1] * scale);
       }
     fence_async_smem();
     mbar_arrive(&dqFull[cw]);
@@ -724,19 +812,22 @@ DEV void dq90_convert(const float *__restrict__ acc, T *__restrict__ dq, int sq,
     fwd_sm90<D, T, PERSIST>(tq, tk, tv, o, lse, sq, sk, hq, hkv, scale_log2,                                       \
                             WorkList{order, start, entries, refs, slices, row_tiles, per_head});                   \
   }
-#define SM90_BWD(FN, NAME, T, D)                                                                                   \
+#define SM90_BWD(FN, NAME, T, D, OVERLAP, DET)                                                                                   \
   extern "C" __global__ void __launch_bounds__(SNT, 1) FN##_##NAME##_d##D(                                        \
       const __grid_constant__ TmaDesc tq, const __grid_constant__ TmaDesc tk, const __grid_constant__ TmaDesc tv,   \
       const __grid_constant__ TmaDesc tdo, const __grid_constant__ TmaDesc tdq, const float *lse2, const float *dsum, \
       T *dk, T *dv, int sq, int sk, int hq, int hkv, int sq_pad, float scale, float scale_log2, const int *order,     \
-      const int *start, const int *entries, const int *refs, const int *slices, int row_tiles, int per_head) {      \
-    bwd_sm90<D, T>(tq, tk, tv, tdo, tdq, lse2, dsum, dk, dv, sq, sk, hq, hkv, sq_pad, scale, scale_log2,          \
-                   WorkList{order, start, entries, refs, slices, row_tiles, per_head});                            \
+      const int *start, const int *entries, const int *refs, const int *slices, int row_tiles, int per_head,        \
+      const int *ranks, int *locks) {                                                                                \
+    bwd_sm90<D, T, OVERLAP, DET>(tq, tk, tv, tdo, tdq, lse2, dsum, dk, dv, sq, sk, hq, hkv, sq_pad, scale, scale_log2, \
+                                 WorkList{order, start, entries, refs, slices, row_tiles, per_head}, ranks, locks); \
   }
 #define SM90_ENTRIES(NAME, T, D)                                                                                   \
   SM90_FWD(fwd90, NAME, T, D, false)                                                                               \
   SM90_FWD(fwd90p, NAME, T, D, true)                                                                               \
-  SM90_BWD(bwd90w, NAME, T, D)                                                                                     \
+  SM90_BWD(bwd90, NAME, T, D, false, false)                                                                        \
+  SM90_BWD(bwd90o, NAME, T, D, true, false)                                                                        \
+  SM90_BWD(bwd90d, NAME, T, D, false, true)                                                                        \
   extern "C" __global__ void bwd90_pre_##NAME##_d##D(const T *o, const T *dout, const float *lse, float *dsum,      \
                                                     float *lse2, int sq, int hq, int sq_pad) {                     \
     bwd90_pre<D, T>(o, dout, lse, dsum, lse2, sq, hq, sq_pad);                                                     \

@@ -3,11 +3,13 @@ package cuda
 import (
 	"context"
 	_ "embed"
+	"encoding/binary"
 	"fmt"
 	"hash/fnv"
 	"math"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"github.com/longca/longca/internal/cuda"
 	"github.com/longca/longca/kernels"
@@ -24,13 +26,18 @@ var sourceSM90 string
 //go:embed wgmma.cuh
 var wgmmaHeader string
 
-// Source is the sm_80 kernel's CUDA C source, as compiled.
-func Source() string { return source }
+//go:embed worklist.cuh
+var worklistHeader string
+
+// Source is the sm_80 kernel's CUDA C source with the shared work-list header inlined,
+// as NVRTC compiles it.
+func Source() string { return strings.Replace(source, `#include "worklist.cuh"`, worklistHeader, 1) }
 
 // SourceSM90 is the Hopper kernel's CUDA C source with its generated wgmma wrappers
 // inlined, as NVRTC compiles it.
 func SourceSM90() string {
-	return strings.Replace(sourceSM90, `#include "wgmma.cuh"`, wgmmaHeader, 1)
+	s := strings.Replace(sourceSM90, `#include "wgmma.cuh"`, wgmmaHeader, 1)
+	return strings.Replace(s, `#include "worklist.cuh"`, worklistHeader, 1)
 }
 
 //go:generate go run gen_wgmma.go
@@ -43,6 +50,7 @@ type variant struct {
 	sharedPerDim   int // dynamic shared memory is sharedPerDim*headDim + sharedFixed
 	sharedFixed    int
 	transposedList bool
+	swizzledDQ     bool // the sm_90 backward stages dQ in 128-byte-swizzled boxes of 32 columns
 }
 
 func (v variant) shared(d int) int { return v.sharedPerDim*d + v.sharedFixed }
@@ -55,14 +63,19 @@ var (
 	fwdSM80 = variant{fn: "fwd", qTile: 128, kTile: 64, threads: 256, sharedPerDim: (128 + 4*64) * 2}
 	bwdSM80 = variant{fn: "bwd", qTile: 64, kTile: 128, threads: 256, sharedPerDim: (2*128 + 4*64) * 2, sharedFixed: 128*64*2 + 4*64*4, transposedList: true}
 	// sm_90 forward: Q 2 x 128 x D, K and V 2 stages of 128 x D, 12 barriers, 1 KB of
-	// alignment slack (SmemLayout in attention_sm90.cu).
+	// alignment slack (SmemLayout in attention_sm90.cu); the consumer warpgroups take
+	// turns on the tensor cores (pingpong).
 	fwdSM90 = variant{fn: "fwd90", qTile: 128, kTile: 128, threads: 384, sharedPerDim: (2*128 + 4*128) * 2, sharedFixed: 8*12 + 1024}
 	// sm_90 backward: K and V 128 x D, Q and dO 2 stages of 64 x D; dS^T 2 x 128 x 64 bf16,
-	// dQ stages 2 x 64 x 64 fp32, lse and Dsum 2 stages of 64 fp32, 9 barriers, 1 KB slack
-	// (BwdLayout in attention_sm90.cu). The dQ reductions are issued by a warp of the
-	// producer warpgroup (bwd90w).
-	bwdSM90 = variant{fn: "bwd90w", qTile: 64, kTile: 128, threads: 384, sharedPerDim: (2*128 + 4*64) * 2,
-		sharedFixed: 2*128*64*2 + 2*64*64*4 + 2*2*64*4 + 8*9 + 1024, transposedList: true}
+	// dQ stages 2 x 64 x 64 fp32 (128-byte-swizzled boxes of 32 columns), lse and Dsum 2
+	// stages of 64 fp32, 9 barriers, 1 KB slack (BwdLayout in attention_sm90.cu). The dQ
+	// reductions are issued by a warp of the producer warpgroup.
+	bwdSM90 = variant{fn: "bwd90", qTile: 64, kTile: 128, threads: 384, sharedPerDim: (2*128 + 4*64) * 2,
+		sharedFixed: 2*128*64*2 + 2*64*64*4 + 2*2*64*4 + 8*9 + 1024, transposedList: true, swizzledDQ: true}
+	// Experiment of issue 19 (docs/perf.md): the backward with S^T and dP^T as two groups,
+	// P^T computed while dP^T runs and dS^T while dV runs, 240 registers to the consumers.
+	bwdSM90O = variant{fn: "bwd90o", qTile: 64, kTile: 128, threads: 384, sharedPerDim: bwdSM90.sharedPerDim,
+		sharedFixed: bwdSM90.sharedFixed, transposedList: true, swizzledDQ: true}
 )
 
 // archVariant is a code path of the kernel: the entry points of its forward and backward
@@ -78,7 +91,8 @@ type archVariant struct {
 // archVariants are the kernel's variants, best first: the default on a device is the
 // first it can run.
 var archVariants = []archVariant{
-	{name: "sm90", doc: "Hopper: TMA + wgmma, warp-specialised (a producer and two consumer warpgroups); forward 128x128 tiles (persistent when rows are short), backward 128 keys x 64 queries with dQ by TMA reductions", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90},
+	{name: "sm90", doc: "Hopper: TMA + wgmma, warp-specialised (a producer and two consumer warpgroups); forward 128x128 tiles with the consumer warpgroups taking turns (pingpong; persistent when rows are short), backward 128 keys x 64 queries with dQ staged swizzled and added by TMA reductions", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90},
+	{name: "sm90o", doc: "experiment: sm90 with the backward's S^T and dP^T as two groups, P^T computed while dP^T runs and dS^T while dV runs (240 registers to the consumers)", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90O},
 	{name: "sm80", doc: "Ampere and later: mma.sync forward and backward (cp.async double buffering)", major: 8, fwd: fwdSM80, bwd: bwdSM80},
 }
 
@@ -139,7 +153,12 @@ func init() {
 		if err != nil {
 			return nil, err
 		}
-		return NewVariant(g, o.Variant)
+		k, err := NewVariant(g, o.Variant)
+		if err != nil {
+			return nil, err
+		}
+		k.det = o.Deterministic
+		return k, nil
 	})
 }
 
@@ -153,12 +172,17 @@ type Kernel struct {
 
 	arch     archVariant
 	fwd, bwd variant
+	det      bool // the deterministic backward (Options.Deterministic; sm90 only)
 	maps     map[tmaKey]*cuda.TensorMap
 
-	mu      sync.Mutex
-	fns     map[string]*cuda.Function
-	lists   map[uint64]*deviceList
-	scratch map[string]*cuda.Buffer
+	mu    sync.Mutex
+	fns   map[string]*cuda.Function
+	lists map[uint64]*deviceList
+	// byIdent finds a list by its masks' identity (listIdent); identMasks holds those
+	// masks so the identity stays unique while the entry stands.
+	byIdent    map[string]*deviceList
+	identMasks map[string][]mask.Mask
+	scratch    *cuda.ScratchPool
 }
 
 var _ kernels.Kernel = (*Kernel)(nil)
@@ -178,9 +202,9 @@ func NewVariant(g *cuda.Device, name string) (*Kernel, error) {
 	if err != nil {
 		return nil, err
 	}
-	k := &Kernel{dev: g, arch: av, fwd: av.fwd, bwd: av.bwd, fns: map[string]*cuda.Function{}, lists: map[uint64]*deviceList{},
-		scratch: map[string]*cuda.Buffer{}, maps: map[tmaKey]*cuda.TensorMap{}}
-	if k.mod, k.Log, err = load(g, source, "longca_attention.cu"); err != nil {
+	k := &Kernel{dev: g, arch: av, fwd: av.fwd, bwd: av.bwd, fns: map[string]*cuda.Function{}, lists: map[uint64]*deviceList{}, byIdent: map[string]*deviceList{}, identMasks: map[string][]mask.Mask{},
+		scratch: cuda.NewScratchPool(g), maps: map[tmaKey]*cuda.TensorMap{}}
+	if k.mod, k.Log, err = load(g, Source(), "longca_attention.cu"); err != nil {
 		return nil, err
 	}
 	if strings.HasPrefix(av.name, "sm90") {
@@ -223,12 +247,20 @@ func load(g *cuda.Device, src, name string) (*cuda.Module, string, error) {
 // Variant is the name of the variant in use (sm90, sm80).
 func (k *Kernel) Variant() string { return k.arch.name }
 
+// DeterministicBackward says whether the backward adds dQ in a fixed order (made with
+// Options.Deterministic, on the sm90 variants).
+func (k *Kernel) DeterministicBackward() bool { return k.det && inSM90(k.bwd.fn) }
+
 // Describe names the variant that serves the problem and the architecture it was built
-// for; on sm90 a forward run persistent (short rows) says so ("sm90 persistent-fwd").
+// for; on sm90 a forward run persistent (short rows) says so ("sm90 persistent-fwd"), a
+// deterministic backward too ("sm90 deterministic").
 func (k *Kernel) Describe(p kernels.Problem, pass kernels.Pass) kernels.Info {
 	info := kernels.Info{Variant: k.arch.name, Versions: map[string]string{"arch": k.dev.Arch()}}
+	if k.DeterministicBackward() && pass != kernels.Fwd {
+		info.Variant += " deterministic"
+	}
 	if inSM90(k.fwd.fn) && pass != kernels.Bwd { // a backward row times the backward alone
-		if w, err := BuildWorkList(masksOf(p), k.fwd.qTile, k.fwd.kTile, false); err == nil && persistentForward(w) {
+		if dl, err := k.list(p, k.fwd.qTile, k.fwd.kTile, false); err == nil && persistentForward(dl.w) {
 			info.Variant += " persistent-fwd"
 		}
 	}
@@ -302,21 +334,66 @@ func (k *Kernel) function(name string, shared int) (*cuda.Function, error) {
 
 // deviceList is a work list in device memory.
 type deviceList struct {
-	w                                   *WorkList
-	order, start, entries, refs, slices *cuda.Buffer
+	w                                          *WorkList
+	order, start, entries, refs, slices, ranks *cuda.Buffer
 }
 
-// listKey hashes what a work list depends on.
+// listKey hashes what a work list depends on: the tile shape and every slice's values
+// (binary, no formatting: a block-sparse mask has 10^5 slices and the key is taken on
+// every call of an uncached mask).
 func listKey(ms []mask.Mask, qt, kt int, tr bool) uint64 {
 	h := fnv.New64a()
-	fmt.Fprintf(h, "%d %d %v %d|", qt, kt, tr, len(ms))
-	for _, m := range ms {
-		fmt.Fprintf(h, "%d %d:", m.SeqQ, m.SeqK)
-		for _, s := range m.Slices {
-			fmt.Fprintf(h, "%d,%d,%d,%d,%d;", s.Q.Start, s.Q.End, s.K.Start, s.K.End, s.Kind)
+	buf := make([]byte, 0, 4096)
+	put := func(vs ...int) {
+		for _, v := range vs {
+			buf = binary.LittleEndian.AppendUint64(buf, uint64(v))
+		}
+		if len(buf) >= 4000 {
+			h.Write(buf)
+			buf = buf[:0]
 		}
 	}
+	trb := 0
+	if tr {
+		trb = 1
+	}
+	put(qt, kt, trb, len(ms))
+	for _, m := range ms {
+		put(m.SeqQ, m.SeqK, len(m.Slices))
+		for _, s := range m.Slices {
+			put(s.Q.Start, s.Q.End, s.K.Start, s.K.End, int(s.Kind))
+		}
+	}
+	h.Write(buf)
 	return h.Sum64()
+}
+
+// listIdent names a list by the identity of its masks' slice arrays (address and length
+// of each), the tile shape and the orientation: the fast path of list, which a repeated
+// call of the same problem (a timed repetition, a CP step) takes without reading the
+// slices. The cache entry keeps the masks, so their arrays cannot be freed and their
+// addresses reused while the entry stands; masks are values never changed in place.
+func listIdent(ms []mask.Mask, qt, kt int, tr bool) string {
+	b := make([]byte, 0, 8*(4+3*len(ms)))
+	put := func(v uint64) { b = binary.LittleEndian.AppendUint64(b, v) }
+	trb := uint64(0)
+	if tr {
+		trb = 1
+	}
+	put(uint64(qt))
+	put(uint64(kt))
+	put(trb)
+	put(uint64(len(ms)))
+	for _, m := range ms {
+		var p uintptr
+		if len(m.Slices) > 0 {
+			p = uintptr(unsafe.Pointer(&m.Slices[0]))
+		}
+		put(uint64(p))
+		put(uint64(len(m.Slices)))
+		put(uint64(m.SeqQ)<<32 | uint64(uint32(m.SeqK)))
+	}
+	return string(b)
 }
 
 // masksOf is the one mask, or the per-KV-head masks.
@@ -327,45 +404,57 @@ func masksOf(p kernels.Problem) []mask.Mask {
 	return []mask.Mask{p.Mask}
 }
 
-// list builds (or finds) a work list and puts it in device memory.
+// list builds (or finds) a work list and puts it in device memory: by the masks'
+// identity first (no pass over the slices), then by their content.
 func (k *Kernel) list(p kernels.Problem, qt, kt int, tr bool) (*deviceList, error) {
 	ms := masksOf(p)
-	key := listKey(ms, qt, kt, tr)
+	id := listIdent(ms, qt, kt, tr)
 	k.mu.Lock()
-	dl, ok := k.lists[key]
+	dl, ok := k.byIdent[id]
 	k.mu.Unlock()
 	if ok {
 		return dl, nil
 	}
-	w, err := BuildWorkList(ms, qt, kt, tr)
-	if err != nil {
-		return nil, err
-	}
-	dl = &deviceList{w: w}
-	for _, f := range []struct {
-		dst  **cuda.Buffer
-		vals []int32
-	}{{&dl.order, w.Order}, {&dl.start, w.Start}, {&dl.entries, w.Entries}, {&dl.refs, w.Refs}, {&dl.slices, w.Slices}} {
-		vals := f.vals
-		if len(vals) == 0 {
-			vals = []int32{0}
-		}
-		b, err := k.dev.AllocBuffer(tensor.FP32, len(vals))
+	key := listKey(ms, qt, kt, tr)
+	k.mu.Lock()
+	dl, ok = k.lists[key]
+	k.mu.Unlock()
+	if !ok {
+		w, err := BuildWorkList(ms, qt, kt, tr)
 		if err != nil {
 			return nil, err
 		}
-		h := tensor.NewHost(tensor.FP32, len(vals))
-		for i, v := range vals {
-			u := uint32(v)
-			h.Data[4*i], h.Data[4*i+1], h.Data[4*i+2], h.Data[4*i+3] = byte(u), byte(u>>8), byte(u>>16), byte(u>>24)
+		dl = &deviceList{w: w}
+		for _, f := range []struct {
+			dst  **cuda.Buffer
+			vals []int32
+		}{{&dl.order, w.Order}, {&dl.start, w.Start}, {&dl.entries, w.Entries}, {&dl.refs, w.Refs}, {&dl.slices, w.Slices}, {&dl.ranks, w.Ranks}} {
+			vals := f.vals
+			if len(vals) == 0 {
+				vals = []int32{0}
+			}
+			b, err := k.dev.AllocBuffer(tensor.FP32, len(vals))
+			if err != nil {
+				return nil, err
+			}
+			h := tensor.NewHost(tensor.FP32, len(vals))
+			for i, v := range vals {
+				binary.LittleEndian.PutUint32(h.Data[4*i:], uint32(v))
+			}
+			if err := k.dev.CopyIn(b, h); err != nil {
+				return nil, err
+			}
+			*f.dst = b
 		}
-		if err := k.dev.CopyIn(b, h); err != nil {
-			return nil, err
-		}
-		*f.dst = b
 	}
 	k.mu.Lock()
 	k.lists[key] = dl
+	if len(k.byIdent) > 4096 { // identities of masks long gone: let them go
+		clear(k.byIdent)
+		clear(k.identMasks)
+	}
+	k.byIdent[id] = dl
+	k.identMasks[id] = ms // keeps the arrays the identity names alive
 	k.mu.Unlock()
 	return dl, nil
 }
@@ -406,25 +495,11 @@ func (k *Kernel) Forward(ctx context.Context, p kernels.Problem, q, kk, v, out, 
 	})
 }
 
-// scratchBuf is a reusable fp32 device buffer of the named role with at least n
-// elements: one per role, grown (the old one freed) when a larger problem comes, so a
-// sweep over lengths holds only the largest.
+// scratchBuf is the kernel's fp32 device buffer of the named role with at least n
+// elements (internal/cuda's ScratchPool: one per role, grown when a larger problem
+// comes, so a sweep over lengths holds only the largest).
 func (k *Kernel) scratchBuf(role string, n int) (*cuda.Buffer, error) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if b, ok := k.scratch[role]; ok && b.Numel() >= n {
-		return b.View(0, n)
-	}
-	if old, ok := k.scratch[role]; ok {
-		k.dev.Free(old)
-		delete(k.scratch, role)
-	}
-	b, err := k.dev.AllocBuffer(tensor.FP32, n)
-	if err != nil {
-		return nil, err
-	}
-	k.scratch[role] = b
-	return b.View(0, n)
+	return k.scratch.Get(role, tensor.FP32, n)
 }
 
 // Backward writes dq, dk and dv.

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/longca/longca/internal/cuda"
+	"github.com/longca/longca/internal/hostcc"
 	"github.com/longca/longca/kernels"
 	"github.com/longca/longca/mask"
 	"github.com/longca/longca/tensor"
@@ -68,7 +69,7 @@ func TestVariantsMatchSource(t *testing.T) {
 			if sh := v.shared(128); sh > 227<<10 {
 				t.Errorf("%s %s: %d bytes of shared memory", av.name, v.fn, sh)
 			}
-			src := source
+			src := Source()
 			if inSM90(v.fn) {
 				src = SourceSM90()
 			}
@@ -107,4 +108,11 @@ func TestPickVariant(t *testing.T) {
 			t.Errorf("%q on %d.%d: %s %v, want %s", c.name, c.major, c.minor, v.name, err, c.want)
 		}
 	}
+}
+
+// Both sources compile as device code (clang, every template instantiated): a kernel
+// edit that breaks the C++ fails here, not in a device call.
+func TestSourcesCompile(t *testing.T) {
+	hostcc.CheckDevice(t, "attention", Source(), "sm_80")
+	hostcc.CheckDevice(t, "attention_sm90", SourceSM90(), "sm_80")
 }

@@ -15,7 +15,8 @@ type tmaKey struct {
 	rows, cols int // rows of the sequence, heads x head dim
 	heads      int
 	box        int
-	fp32       bool // the dQ accumulator's map (fp32, unswizzled 64 x 64 boxes)
+	fp32       bool // the dQ accumulator's map (fp32 boxes of 64 rows)
+	swizzled   bool // the dQ accumulator's boxes are 32 columns, 128-byte swizzled
 }
 
 // cacheMap keeps a map made by mk under key.
@@ -57,16 +58,21 @@ func (k *Kernel) headMap(b *cuda.Buffer, rows, heads, d, boxRows int) (*cuda.Ten
 }
 
 // accMap is the tensor map of the fp32 dQ accumulator [rows, d] (rows = heads x padded
-// length), added into in unswizzled boxes of 64 rows x 64 columns.
-func (k *Kernel) accMap(b *cuda.Buffer, rows, d int) (*cuda.TensorMap, error) {
-	key := tmaKey{ptr: uint64(b.DevicePtr()), rows: rows, cols: d, box: 64, fp32: true}
+// length), added into in boxes of 64 rows: 64 columns unswizzled, or with swizzled 32
+// columns (128 bytes) 128-byte swizzled.
+func (k *Kernel) accMap(b *cuda.Buffer, rows, d int, swizzled bool) (*cuda.TensorMap, error) {
+	key := tmaKey{ptr: uint64(b.DevicePtr()), rows: rows, cols: d, box: 64, fp32: true, swizzled: swizzled}
 	return k.cacheMap(key, func() (*cuda.TensorMap, error) {
+		box, sw := uint32(64), cuda.SwizzleNone
+		if swizzled {
+			box, sw = 32, cuda.Swizzle128B
+		}
 		return k.dev.EncodeTiled(key.ptr, cuda.TileMap{
 			DType:   tensor.FP32,
 			Dims:    []uint64{uint64(d), uint64(rows)},
 			Strides: []uint64{uint64(d) * 4},
-			Box:     []uint32{64, 64},
-			Swizzle: cuda.SwizzleNone,
+			Box:     []uint32{box, 64},
+			Swizzle: sw,
 		})
 	})
 }
@@ -153,7 +159,7 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 			return err
 		}
 	}
-	if maps[4], err = k.accMap(dqacc, hq*sqPad, d); err != nil {
+	if maps[4], err = k.accMap(dqacc, hq*sqPad, d, k.bwd.swizzledDQ); err != nil {
 		return err
 	}
 	dt := dtypeName(p.DType)
@@ -162,7 +168,11 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 		return err
 	}
 	shared := k.bwd.shared(d)
-	main, err := k.function(fmt.Sprintf("%s_%s_d%d", k.bwd.fn, dt, d), shared)
+	fn := k.bwd.fn
+	if k.det {
+		fn = "bwd90d"
+	}
+	main, err := k.function(fmt.Sprintf("%s_%s_d%d", fn, dt, d), shared)
 	if err != nil {
 		return err
 	}
@@ -173,6 +183,16 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 	if err := k.dev.Memset(dqacc, 4, 0); err != nil {
 		return err
 	}
+	// the deterministic backward's turns, one per (query head, 64-query tile): zero
+	locks, err := k.scratchBuf("dqlocks", hq*sqPad/64)
+	if err != nil {
+		return err
+	}
+	if k.det {
+		if err := k.dev.Memset(locks, 4, 0); err != nil {
+			return err
+		}
+	}
 	scale := p.SoftmaxScale()
 	return k.dev.Do(func() error {
 		st := k.dev.Stream()
@@ -182,6 +202,7 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 		}
 		args := append([]any{maps[0], maps[1], maps[2], maps[3], maps[4], lse2, dsum, bs[7], bs[8], sq, p.Mask.SeqK, hq, p.HeadsKV, sqPad,
 			float32(scale), float32(scale * math.Log2E)}, dl.args()...)
+		args = append(args, dl.ranks, locks)
 		if err := main.Launch(cuda.Dim3{X: p.HeadsKV, Y: dl.w.RowTiles}, cuda.Dim3{X: k.bwd.threads}, shared, st, args...); err != nil {
 			return err
 		}
