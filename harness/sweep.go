@@ -59,8 +59,23 @@ type Sweep struct {
 }
 
 // Cases expands the sweep: masks x seqlens x heads x kernels x passes, in that order
-// (the last varies fastest).
+// (the last varies fastest). A block-sparse setting that keeps exactly the blocks an
+// earlier one keeps at a length (the same layout, block and scores, and a ratio that
+// rounds to the same k blocks per row) is left out there: it would measure the same mask
+// under another label. Dropped says which.
 func (s Sweep) Cases() []Case {
+	cases, _ := s.expand()
+	return cases
+}
+
+// Dropped describes the block-sparse cases Cases leaves out as duplicates, one line per
+// setting and length.
+func (s Sweep) Dropped() []string {
+	_, d := s.expand()
+	return d
+}
+
+func (s Sweep) expand() ([]Case, []string) {
 	type maskSetting struct {
 		name   string
 		sparse SparseSpec
@@ -76,8 +91,25 @@ func (s Sweep) Cases() []Case {
 		}
 	}
 	var out []Case
+	var dropped []string
+	type sparseKey struct {
+		name          string
+		block, seqlen int
+		scores        mask.Scores
+		keep          int
+	}
+	first := map[sparseKey]SparseSpec{}
 	for _, m := range ms {
 		for _, n := range s.SeqLens {
+			if m.sparse.IsSparse() {
+				kept, keep, nk := m.sparse.KeptAt(n)
+				k := sparseKey{m.name, m.sparse.BlockSize(), n, m.sparse.Scores, keep}
+				if f, dup := first[k]; dup {
+					dropped = append(dropped, fmt.Sprintf("%s at %s: keeps %d of %d k blocks per row (kept ratio %g), as r=%g does: left out", m.sparse, FormatSize(n), keep, nk, kept, f.Ratio))
+					continue
+				}
+				first[k] = m.sparse
+			}
 			for _, h := range s.Heads {
 				for _, k := range s.Kernels {
 					for _, p := range s.Passes {
@@ -87,7 +119,7 @@ func (s Sweep) Cases() []Case {
 			}
 		}
 	}
-	return out
+	return out, dropped
 }
 
 // planProblem is the problem PrintPlan reports. A block-sparse case is built for KV
@@ -136,7 +168,11 @@ func PrintPlan(w io.Writer, cases []Case, build MaskBuilder) error {
 		plans[key] = cp
 		f := cp.p.FLOPs(c.Pass)
 		total += f
-		t.Rows = append(t.Rows, append(row, fmt.Sprintf("%.0f", cp.p.Area()), fmt.Sprintf("%.3f", f/1e9), ""))
+		note := ""
+		if c.Sparse.IsSparse() && cp.kept != c.Sparse.Ratio {
+			note = fmt.Sprintf("kept ratio %.4g (%s of %s k blocks per row)", cp.kept, cp.params["keep_per_row"], cp.params["k_blocks"])
+		}
+		t.Rows = append(t.Rows, append(row, fmt.Sprintf("%.0f", cp.p.Area()), fmt.Sprintf("%.3f", f/1e9), note))
 	}
 	t.Summary = []string{fmt.Sprintf("%d cases, %.3f TFLOP in all (dry run: nothing was run)", len(cases), total/1e12)}
 	return t.Write(w)

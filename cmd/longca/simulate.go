@@ -119,6 +119,9 @@ func parseSimulateFlags(c *cli.Context) (simOptions, error) {
 		if err != nil || n < 1 {
 			return o, usageError("--gpus %q: give GPU counts such as 8,64,512", c.String("gpus"))
 		}
+		if n > sim.MaxGPUs {
+			return o, usageError("--gpus %d: over the %d GPUs one prediction takes (it runs every rank's plan)", n, sim.MaxGPUs)
+		}
 		o.gpus = append(o.gpus, n)
 	}
 	if len(o.gpus) == 0 {
@@ -172,8 +175,8 @@ func parseSimulateFlags(c *cli.Context) (simOptions, error) {
 	if co.sharding, err = cp.ParseSharding(c.String("sharding")); err != nil {
 		return o, usageError("%v", err)
 	}
-	if co.samples < 1 {
-		return o, usageError("--samples %d: need at least 1", co.samples)
+	if co.samples < 1 || co.samples > harness.MaxSamples {
+		return o, usageError("--samples %d: need 1 to %d", co.samples, harness.MaxSamples)
 	}
 	for _, p := range splitList(c.String("passes")) {
 		pass, err := kernels.ParsePass(p)
