@@ -6,7 +6,7 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 TAGS    ?= $(shell command -v mpicc >/dev/null 2>&1 && echo mpi)
 LDFLAGS := -X main.Version=$(VERSION)
 
-.PHONY: build run test unit integration lint bench gpu-test device cp-device cp-gpu-test cudnn-device clean
+.PHONY: build run test unit integration lint bench gpu-test device cp-device cp-gpu-test overhead-device cudnn-device clean
 
 build:
 	$(GO) build -tags '$(TAGS)' -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/longca
@@ -62,6 +62,18 @@ cp-device:
 	$(GO) test -c -tags gpu -ldflags '-s -w' -o bin/cudamover.test ./comm/local/cudamover
 	$(GO) test -c -tags gpu -ldflags '-s -w' -o bin/nccl.test ./comm/nccl
 	tar -C bin -czf bin/cp-device.tgz longca cudamover.test nccl.test
+
+# overhead-device: what spmd/cp/overhead.sh runs on the GPU machine (the CP engine's
+# overhead at one rank, docs/cp-gpu.md): bin/longca, and bin/longca-before built from
+# OVERHEAD_BEFORE (main just before the engine-overhead fix) for the A/B in the same call,
+# packed as bin/overhead-device.tgz (carry it alone; overhead.sh unpacks it).
+OVERHEAD_BEFORE ?= f781f68
+overhead-device:
+	mkdir -p bin
+	$(GO) build -ldflags '$(LDFLAGS) -s -w' -o bin/longca ./cmd/longca
+	d=$$(mktemp -d) && git archive $(OVERHEAD_BEFORE) | tar -x -C $$d && \
+		(cd $$d && $(GO) build -ldflags '-s -w' -o $(CURDIR)/bin/longca-before ./cmd/longca); rc=$$?; rm -rf $$d; exit $$rc
+	tar -C bin -czf bin/overhead-device.tgz longca longca-before
 
 # cp-gpu-test: spmd/cp's GPU tests (helper kernels against their emulation, every method
 # on the GPU against the CPU reference): bin/cp.test, run there with -test.run '^TestGPU'.

@@ -40,7 +40,7 @@ func LoadCounts(path, column string) (*Empirical, error) {
 	if len(counts) == 0 {
 		return nil, fmt.Errorf("dataset: %s: no positive token counts", path)
 	}
-	return &Empirical{Name: filepath.Base(path), Counts: counts}, nil
+	return &Empirical{Name: filepath.Base(path), ID: "counts:" + filepath.Base(path) + "@" + countsHash(counts), Counts: counts}, nil
 }
 
 // textCounts reads one integer a line.

@@ -26,8 +26,9 @@ const (
 	ProLong512K = "prolong512k"
 )
 
-// Builtins lists the embedded distributions' names.
-func Builtins() []string { return []string{Pile, ProLong64K, ProLong512K} }
+// Builtins lists the embedded distributions' names (the three of MASKS.md and the
+// magiattention preset).
+func Builtins() []string { return []string{Pile, ProLong64K, ProLong512K, MagiAttention} }
 
 // Bin is the length interval [Lo, Hi) and its probability.
 type Bin struct {
@@ -38,7 +39,16 @@ type Bin struct {
 // Dist is a document-length distribution: bins sorted by Lo, probabilities summing to 1.
 type Dist struct {
 	Name string
+	// ID names the distribution in result rows: the preset's name, or for a file its base
+	// name and a hash of its content (so two files of one name never read as one input).
+	ID   string
 	Bins []Bin
+	// Packing is how PackDocs packs a sequence from it: PackingClip (MASKS.md) or
+	// PackingStream (the magiattention preset).
+	Packing string
+	// Cap is the document-length cap the distribution brings (the magiattention preset's
+	// quarter of the pack); a --max-doc given replaces it.
+	Cap Cap
 }
 
 // Builtin returns one of the embedded distributions: pile, prolong64k or prolong512k.
@@ -47,7 +57,15 @@ func Builtin(name string) (*Dist, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dataset: unknown distribution %q: use %s or a JSON file", name, strings.Join(Builtins(), ", "))
 	}
-	return ParseDist(name, b)
+	d, err := ParseDist(name, b)
+	if err != nil {
+		return nil, err
+	}
+	d.ID = name
+	if name == MagiAttention {
+		d.Packing, d.Cap = PackingStream, Cap{Fraction: 0.25}
+	}
+	return d, nil
 }
 
 // LoadDist reads a distribution from a JSON file of "[a,b)" -> weight.
@@ -61,6 +79,7 @@ func LoadDist(path string) (*Dist, error) {
 		return nil, err
 	}
 	d.Name = strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+	d.ID = "file:" + filepath.Base(path) + "@" + shortHash(b)
 	return d, nil
 }
 

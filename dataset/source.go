@@ -24,7 +24,10 @@ func NewRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, pcgStre
 
 // Empirical draws lengths uniformly from a list of real documents' token counts.
 type Empirical struct {
-	Name   string
+	Name string
+	// ID names the counts in result rows: "counts:" the file's base name and a hash of the
+	// counts read.
+	ID     string
 	Counts []int
 }
 

@@ -106,6 +106,9 @@ func (r *Runner) time(ctx context.Context, k kernels.Kernel, c Case, p kernels.P
 		if t.PeakMemBytes > 0 {
 			row.PeakMemBytes = results.Ptr(t.PeakMemBytes)
 		}
+		if t.Variant != "" {
+			row.KernelVariant = t.Variant
+		}
 		row.SetTimes(t.Median, t.Min, t.Max, t.Mean)
 		return nil
 	}

@@ -54,6 +54,11 @@ func BuildCPMask(name string, seqlen int, seed uint64) (mask.Spec, error) {
 	return mask.Build(name, seqlen, mask.Options{Seed: seed, Purpose: mask.PurposeCP})
 }
 
+// MaskSpec lays out the named mask with the sweep's builder and returns its documents.
+func (s CPSweep) MaskSpec(name string, seqlen int, seed uint64) (mask.Spec, []mask.Range, error) {
+	return s.build(name, seqlen, seed)
+}
+
 func (s CPSweep) build(name string, seqlen int, seed uint64) (mask.Spec, []mask.Range, error) {
 	b := s.Build
 	if b == nil {
@@ -102,6 +107,10 @@ func (s CPSweep) Cases(n int) ([]CPCase, error) {
 		if err != nil {
 			return nil, err
 		}
+		var refused error // a 2-D method on ranks without a 2-D mesh: unsupported rows, not a 1-D fallback's numbers
+		if r, ok := m.(cp.MeshRefuser); ok {
+			refused = r.NoMesh(fixed)
+		}
 		for _, cfg := range m.Meshes(fixed) {
 			for _, mk := range s.Masks {
 				spec, docs, err := s.build(mk, s.SeqLen, s.Seed)
@@ -110,6 +119,11 @@ func (s CPSweep) Cases(n int) ([]CPCase, error) {
 				}
 				for _, h := range s.Heads {
 					c := CPCase{Method: name, Config: cfg, Mask: mk, Heads: h}
+					if refused != nil {
+						c.Skip = Unsupported(refused)
+						out = append(out, c)
+						continue
+					}
 					withDocs := cfg
 					withDocs.Docs = docs
 					pl, err := m.Plan(withDocs, s.Problem(h, spec.Mask))

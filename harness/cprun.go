@@ -178,6 +178,7 @@ func (r *CPRunner) Run(ctx context.Context, cs CPCase, sample int) ([]results.Ro
 	for i, p := range s.Passes {
 		row := &rows[i]
 		row.MaskParams, row.SeqLenPerRank, row.PadTokens = string(params), int64(pl.Tokens), results.Ptr(int64(pl.Padding()))
+		SetDocColumns(row, spec.Params)
 		row.MaskArea, row.FLOPs, row.CommBytes = spec.Mask.Area(), pl.Problem.FLOPs(p), results.Ptr(m.CommBytes(pl, p))
 		describe(r.Kernel, pl.Problem, p, row)
 	}
@@ -424,10 +425,14 @@ func (r *CPRunner) timePass(ctx context.Context, m cp.Method, run *cp.Run, pass 
 		sent += run.Counters().BytesSent - before
 		return err
 	}
-	// Before every iteration: this rank's cache flush has finished (ranks sharing a GPU
-	// would otherwise time each other's flushes), then every rank starts together.
+	// Before every iteration: on a device shared by ranks, this rank's cache flush has
+	// finished (they would otherwise time each other's flushes); then every rank starts
+	// together. A rank alone on its device does not wait for its flush, as the kernel
+	// alone (the baseline) does not: a host wait there would start the timed region on
+	// an idle device, so the host's launch latency would count for CP and not for the
+	// kernel (docs/cp-gpu.md, "Engine overhead at one rank").
 	before := func() error {
-		if s, ok := dev.(interface{ Sync() error }); ok {
+		if s, ok := dev.(interface{ Sync() error }); ok && r.ranksPerDevice > 1 {
 			if err := s.Sync(); err != nil {
 				return err
 			}
@@ -543,12 +548,17 @@ func RunCP(ctx context.Context, r *CPRunner, cases []CPCase, emit func(ci int, r
 		if cs.Skip != nil {
 			samples = 1
 		}
+		rates := map[string][]float64{} // per pass: the TFLOP/s of the samples so far
 		for sample := range samples {
 			rows, err := r.Run(ctx, cs, sample)
 			if err != nil {
 				return err
 			}
 			for _, row := range rows {
+				if row.TFLOPs != nil {
+					rates[row.Pass] = append(rates[row.Pass], *row.TFLOPs)
+				}
+				SetSpread(&row, rates[row.Pass], samples)
 				if err := emit(ci, row); err != nil {
 					return err
 				}

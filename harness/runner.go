@@ -151,6 +151,7 @@ func (r *Runner) run(ctx context.Context, c Case, row *results.Row) error {
 		}
 		row.MaskParams = string(b)
 	}
+	SetDocColumns(row, cp.params)
 	p := cp.p
 	row.MaskArea = int64(math.Round(p.Area()))
 	row.FLOPs = p.FLOPs(c.Pass)
@@ -179,6 +180,11 @@ func (r *Runner) run(ctx context.Context, c Case, row *results.Row) error {
 	describe(k, p, c.Pass, row)
 	if err := k.Supports(p); err != nil {
 		return Unsupported(err)
+	}
+	if r.KernelOptions.Deterministic && c.Pass != kernels.Fwd {
+		if d, ok := k.(kernels.DeterministicBackward); !ok || !d.DeterministicBackward() {
+			return Unsupported(fmt.Errorf("kernel %s has no deterministic backward (--deterministic)", c.Kernel))
+		}
 	}
 	if r.Check != nil {
 		if err := r.check(ctx, k, c, p, row); err != nil {

@@ -2,11 +2,9 @@ package harness
 
 import (
 	"fmt"
-	"io"
 
 	"github.com/longca/longca/kernels"
 	"github.com/longca/longca/mask"
-	"github.com/longca/longca/results"
 	"github.com/longca/longca/tensor"
 )
 
@@ -122,58 +120,17 @@ func (s Sweep) expand() ([]Case, []string) {
 	return out, dropped
 }
 
-// planProblem is the problem PrintPlan reports. A block-sparse case is built for KV
-// head 0 only (the first head's selection is the same whatever the head count), so a
+// PlanProblem is the problem a dry run reports for case c, building its mask (which is
+// cheap) but running nothing. A block-sparse case is built for KV head 0 only, so that a
 // dry run of 128K tokens and 64 heads stays quick: the area shown is head 0's, exact for
 // the uniform layout, one head's sample for the variable one.
-func (r *Runner) planProblem(c Case) (caseProblem, error) {
+func PlanProblem(c Case, build MaskBuilder) (kernels.Problem, error) {
+	r := &Runner{Build: build}
 	if !c.Sparse.IsSparse() {
-		return r.problemAt(c, c.SeqLen, c.Heads)
+		cp, err := r.problemAt(c, c.SeqLen, c.Heads)
+		return cp.p, err
 	}
 	cp, err := r.problemAt(c, c.SeqLen, Heads{Q: c.Heads.Q / c.Heads.KV, KV: 1})
 	cp.p.HeadsQ, cp.p.HeadsKV = c.Heads.Q, c.Heads.KV
-	return cp, err
-}
-
-// PrintPlan writes the cases with their mask area and FLOPs, building each mask (which
-// is cheap) but running nothing: the --dry-run output, a results.TextTable (lines not
-// describing a case start with '#').
-func PrintPlan(w io.Writer, cases []Case, build MaskBuilder) error {
-	r := &Runner{Build: build}
-	t := results.TextTable{Columns: []results.TextColumn{
-		{Name: "case"}, {Name: "mask", Left: true}, {Name: "seqlen", Unit: "tokens"}, {Name: "heads", Unit: "q:kv"},
-		{Name: "head_dim"}, {Name: "dtype"}, {Name: "kernel"}, {Name: "pass"}, {Name: "area", Unit: "pairs"},
-		{Name: "flops", Unit: "GFLOP"}, {Name: "note", Left: true},
-	}}
-	var total float64
-	type planKey struct {
-		label  string
-		seqlen int
-		heads  Heads
-	}
-	plans := map[planKey]caseProblem{}
-	for i, c := range cases {
-		row := []string{fmt.Sprint(i + 1), c.Label(), fmt.Sprint(c.SeqLen), c.Heads.String(), fmt.Sprint(c.HeadDim),
-			c.DType.String(), c.Kernel, c.Pass.String()}
-		key := planKey{c.Label(), c.SeqLen, c.Heads}
-		cp, ok := plans[key]
-		var err error
-		if !ok {
-			cp, err = r.planProblem(c)
-		}
-		if err != nil {
-			t.Rows = append(t.Rows, append(row, "-", "-", err.Error()))
-			continue
-		}
-		plans[key] = cp
-		f := cp.p.FLOPs(c.Pass)
-		total += f
-		note := ""
-		if c.Sparse.IsSparse() && cp.kept != c.Sparse.Ratio {
-			note = fmt.Sprintf("kept ratio %.4g (%s of %s k blocks per row)", cp.kept, cp.params["keep_per_row"], cp.params["k_blocks"])
-		}
-		t.Rows = append(t.Rows, append(row, fmt.Sprintf("%.0f", cp.p.Area()), fmt.Sprintf("%.3f", f/1e9), note))
-	}
-	t.Summary = []string{fmt.Sprintf("%d cases, %.3f TFLOP in all (dry run: nothing was run)", len(cases), total/1e12)}
-	return t.Write(w)
+	return cp.p, err
 }

@@ -164,6 +164,15 @@ type Options struct {
 	Python string
 	// Timeout bounds one request to an external worker (0: the worker's default).
 	Timeout time.Duration
+	// Deterministic asks for a backward whose results are bitwise the same run after run
+	// (dQ accumulated in a fixed order); a kernel without one gives unsupported rows.
+	Deterministic bool
+}
+
+// DeterministicBackward is a kernel that can run its backward deterministically (made with
+// Options.Deterministic): it says whether this instance does.
+type DeterministicBackward interface {
+	DeterministicBackward() bool
 }
 
 // Factory makes a kernel, or says why it cannot (no GPU, a missing library).
@@ -201,6 +210,9 @@ type Timing struct {
 	Median, Min, Max, Mean time.Duration
 	// PeakMemBytes is the device memory the kernel held at its peak (0: unknown).
 	PeakMemBytes int64
+	// Variant, when set, is the code path that ran the timed pass, where it differs by
+	// pass from what Describe said (an external worker's backward at another block size).
+	Variant string
 }
 
 // SelfTimer is a kernel that times itself, on a device longca does not drive (an

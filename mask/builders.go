@@ -52,6 +52,10 @@ type Options struct {
 	Source dataset.Source
 	// Purpose picks the built-in distribution when Source is nil.
 	Purpose Purpose
+	// MaxDoc caps document lengths (a token count or a fraction of S): a longer document
+	// is split into chunks of the cap. Zero takes the source's own cap (the magiattention
+	// preset's S/4), else none. Recorded in Params as max_doc (tokens).
+	MaxDoc dataset.Cap
 }
 
 // InputError is bad user input to a builder; its message names the flag to fix
@@ -148,6 +152,7 @@ type build struct {
 	b      *builder
 	rng    *rand.Rand
 	src    dataset.Source
+	cap    int // document cap in tokens (0: none)
 	params map[string]string
 	slices []Slice
 }
@@ -215,27 +220,27 @@ func (o Options) withDefaults(s int) (Options, error) {
 
 // source is the options' Source, or the built-in distribution MASKS.md assigns.
 func (st *build) source() (dataset.Source, error) {
-	if st.o.Source != nil {
-		switch src := st.o.Source.(type) {
-		case *dataset.Dist:
-			st.params["dist"] = src.Name
-		case *dataset.Empirical:
-			st.params["dist"] = src.Name
-		default:
-			st.params["dist"] = "custom"
+	src := st.o.Source
+	if src == nil {
+		name := dataset.ForKernel(st.s)
+		if st.o.Purpose == PurposeCP || (st.o.Purpose == PurposeDefault && st.b.long) {
+			name = dataset.ForCP(st.s)
 		}
-		return st.o.Source, nil
+		d, err := dataset.Builtin(name)
+		if err != nil {
+			return nil, fmt.Errorf("mask %s: %w", st.b.name, err)
+		}
+		src = d
 	}
-	name := dataset.ForKernel(st.s)
-	if st.o.Purpose == PurposeCP || (st.o.Purpose == PurposeDefault && st.b.long) {
-		name = dataset.ForCP(st.s)
+	st.params["dist"] = dataset.SourceID(src)
+	c := st.o.MaxDoc
+	if c.IsZero() {
+		c = dataset.DefaultCap(src)
 	}
-	st.params["dist"] = name
-	d, err := dataset.Builtin(name)
-	if err != nil {
-		return nil, fmt.Errorf("mask %s: %w", st.b.name, err)
+	if st.cap = c.Resolve(st.s); st.cap > 0 {
+		st.params["max_doc"] = strconv.Itoa(st.cap)
 	}
-	return d, nil
+	return src, nil
 }
 
 // add appends the slices of the pairs q in Q, k in K with lo <= k-q <= hi.

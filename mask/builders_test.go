@@ -337,3 +337,39 @@ func TestBuildErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestMaxDocCapsEveryDocument: --max-doc splits every document longer than the cap (the
+// long masks' 8K-30K documents too), records the cap, and leaves the default untouched.
+func TestMaxDocCapsEveryDocument(t *testing.T) {
+	const s = 1 << 16
+	for _, name := range []string{"causal_document", "full_document_long", "causal_document_long", "share_question"} {
+		for _, c := range []dataset.Cap{{Tokens: 3000}, {Fraction: 0.05}} {
+			sp, err := Build(name, s, Options{Seed: 7, Purpose: PurposeCP, MaxDoc: c})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := c.Resolve(s)
+			if sp.Params["max_doc"] != strconv.Itoa(want) {
+				t.Errorf("%s cap %v: max_doc %q, want %d", name, c, sp.Params["max_doc"], want)
+			}
+			docs, err := sp.Docs()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range docs {
+				if d.Len() > want {
+					t.Fatalf("%s cap %v: a document of %d tokens", name, c, d.Len())
+				}
+			}
+		}
+		sp, _ := Build(name, s, Options{Seed: 7, Purpose: PurposeCP})
+		if _, ok := sp.Params["max_doc"]; ok {
+			t.Errorf("%s: max_doc recorded without a cap", name)
+		}
+	}
+	magi, _ := dataset.Builtin(dataset.MagiAttention)
+	sp, err := Build("causal_document", s, Options{Seed: 1, Source: magi})
+	if err != nil || sp.Params["dist"] != "magiattention" || sp.Params["max_doc"] != strconv.Itoa(s/4) {
+		t.Errorf("magiattention preset: params %v, err %v; want its own cap S/4", sp.Params, err)
+	}
+}

@@ -1,6 +1,10 @@
 package mask
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/longca/longca/dataset"
+)
 
 // The builders of the 14 masks of MASKS.md. Each lays out non-overlapping slices, one or
 // a handful per document.
@@ -28,8 +32,12 @@ func (st *build) docs() []Range {
 	lens := packLensN(st, short)
 	for left := st.s - short; left > 0; {
 		n := min(st.randint(st.o.LongMin, st.o.LongMax), left)
-		lens = append(lens, n)
 		left -= n
+		for st.cap > 0 && n > st.cap { // the cap splits long documents too
+			lens = append(lens, st.cap)
+			n -= st.cap
+		}
+		lens = append(lens, n)
 	}
 	st.rng.Shuffle(len(lens), func(i, j int) { lens[i], lens[j] = lens[j], lens[i] })
 	st.params["long_fraction"] = strconv.FormatFloat(st.o.LongFraction, 'g', -1, 64)
@@ -40,14 +48,10 @@ func (st *build) docs() []Range {
 
 func packLens(st *build) []int { return packLensN(st, st.s) }
 
+// packLensN packs n tokens from the source under the cap (dataset.PackDocs: with no cap
+// and MASKS.md's packing, draw for draw what it always was).
 func packLensN(st *build, n int) []int {
-	var lens []int
-	for left := n; left > 0; {
-		l := min(max(1, st.src.Length(st.rng)), left)
-		lens = append(lens, l)
-		left -= l
-	}
-	return lens
+	return dataset.PackDocs(st.src, n, st.cap, st.rng)
 }
 
 func buildFullDocument(st *build) error {

@@ -85,8 +85,15 @@ type Row struct {
 	InnerDim string `arrow:"cp_inner_dim"` // ulysses or ring: the dimension inside a node
 
 	// The mask and the problem.
-	Mask          string   `arrow:"mask"`
-	MaskParams    string   `arrow:"mask_params"` // JSON object
+	Mask       string `arrow:"mask"`
+	MaskParams string `arrow:"mask_params"` // JSON object
+	// DocSource is where a document mask's lengths came from: a preset (pile, prolong64k,
+	// prolong512k, magiattention), "file:NAME@HASH" for a --dist file, "counts:NAME@HASH"
+	// for --counts (HASH: the first 12 hex digits of the SHA-256 of the content); "" for
+	// a mask without documents. MaxDoc is the document-length cap in tokens (--max-doc,
+	// or the preset's own); null when none. Two rows on different data never agree on both.
+	DocSource     string   `arrow:"doc_source"`
+	MaxDoc        *int64   `arrow:"max_doc"`
 	Seed          uint64   `arrow:"seed"`
 	Sample        int64    `arrow:"sample"`
 	SeqLen        int64    `arrow:"seqlen"`
@@ -114,6 +121,14 @@ type Row struct {
 	CommBytes    *int64   `arrow:"comm_bytes"`
 	BandwidthGBs *float64 `arrow:"bandwidth_gbs"`
 	PeakMemBytes *int64   `arrow:"peak_mem_bytes"`
+	// The spread over mask samples of a case drawn from documents (--samples > 1): the
+	// samples up to and including this row's (its sample index + 1; the case's last row
+	// covers them all) and their per-GPU TFLOP/s median, minimum and maximum. Null for a
+	// case of one sample.
+	SamplesN            *int64   `arrow:"samples_n"`
+	SamplesTFLOPsMedian *float64 `arrow:"samples_tflops_median"`
+	SamplesTFLOPsMin    *float64 `arrow:"samples_tflops_min"`
+	SamplesTFLOPsMax    *float64 `arrow:"samples_tflops_max"`
 
 	// CP efficiency and overlap: nil for kernel runs (and when not measured).
 	//

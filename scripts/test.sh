@@ -26,14 +26,21 @@ command -v make >/dev/null || need+=(make)
 command -v mpicc >/dev/null || need+=(openmpi-bin libopenmpi-dev)
 command -v slurmctld >/dev/null || need+=(slurm-wlm)
 command -v munged >/dev/null || need+=(munge)
+# examples/analyze.py (the worked analysis) needs pandas; Debian has python3-pandas.
+PY=
+for p in python3 /usr/bin/python3; do
+	command -v "$p" >/dev/null && "$p" -c 'import pandas' 2>/dev/null && { PY=$p; break; }
+done
+[ -n "$PY" ] || need+=(python3-pandas)
 if [ ${#need[@]} -gt 0 ]; then
 	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
 		log "installing ${need[*]}"
 		export DEBIAN_FRONTEND=noninteractive
 		apt-get update -qq && apt-get install -y -qq "${need[@]}" >/dev/null ||
 			{ echo "test.sh: apt-get install ${need[*]} failed" >&2; exit 1; }
+		[ -n "$PY" ] || PY=/usr/bin/python3
 	else
-		echo "test.sh: missing ${need[*]}: install them (apt-get install -y openmpi-bin libopenmpi-dev slurm-wlm munge) or run as root" >&2
+		echo "test.sh: missing ${need[*]}: install them (apt-get install -y openmpi-bin libopenmpi-dev slurm-wlm munge python3-pandas) or run as root" >&2
 		exit 1
 	fi
 fi
@@ -146,7 +153,30 @@ mpi_cp() {
 	"$BIN" selftest merged --ranks 4 "$out/merged.arrow"
 }
 
+# example_analysis: the worked analysis of the README (examples/analyze.py) on the CPU
+# suite's output and a small in-process CP run, read the way CI has it (pandas, and the
+# CSV export where pyarrow is missing); it must name the fastest kernel of every suite mask
+# and a winning CP method for both CP masks and passes.
+example_analysis() {
+	local out=$work/example
+	timeout 600 "$BIN" --log-format json run --suite cpu --out "$out" --run-id suite >"$work/example-run.out" 2>&1 ||
+		{ tail -20 "$work/example-run.out"; return 1; }
+	timeout 300 "$BIN" --log-format json cp --ranks 2 --methods ring-p2p,ring-allgather,ulysses --masks causal,causal_document \
+		--tokens-per-rank 128 --heads 4:2 --head-dim 16 --samples 2 -w 0 -n 1 --out "$out" --run-id cp >"$work/example-cp.out" 2>&1 ||
+		{ tail -20 "$work/example-cp.out"; return 1; }
+	"$BIN" merge "$out" --csv --out "$out/all.merged.arrow" >/dev/null || return 1
+	"$PY" examples/analyze.py "$out/all.merged.arrow" >"$work/example.out" 2>&1 || { cat "$work/example.out"; return 1; }
+	cat "$work/example.out"
+	local m
+	for m in full causal causal_document sliding_window_causal share_question block_causal_document; do
+		grep -Eq "^ *$m +ref " "$work/example.out" || { echo "no fastest kernel for mask $m"; return 1; }
+	done
+	[ "$(grep -Ec '^ *causal(_document)? +2 +256 +4 +2 +(fwd|bwd) +(ring-p2p|ring-allgather|ulysses) ' "$work/example.out")" = 4 ] ||
+		{ echo "want a CP winner for 2 masks x 2 passes"; return 1; }
+}
+
 check "mpirun -np 4 selftest comm (every collective, checked)" mpi_all
+check "examples/analyze.py on the CPU suite's output (pandas, CSV export)" example_analysis
 check "mpirun -np 4 longca cp: ring-p2p, ulysses, usp checked against the reference (mpi)" mpi_cp
 check "mpirun: rank 3 leaves early, others fail naming it (mpi)" early_exit mpi 3 'rank(s) \[3\] did not arrive'
 check "mpirun: rank 1 leaves early, others fail naming it (tcp)" early_exit tcp 1 'rank 1: connection closed'

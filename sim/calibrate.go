@@ -1,15 +1,13 @@
 package sim
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"strings"
 
-	"github.com/longca/longca/harness"
 	"github.com/longca/longca/kernels"
+	"github.com/longca/longca/mask"
 	"github.com/longca/longca/results"
-	"github.com/longca/longca/tensor"
 )
 
 // Sample is one measured kernel time on a mask, as a fit uses it.
@@ -39,7 +37,7 @@ func SamplesFromRows(rows []results.Row, kernel string, bq, bk int) (samples []S
 		key := fmt.Sprintf("%s/%d/%d", r.Mask, r.SeqLen, r.Seed)
 		t, ok := built[key]
 		if !ok {
-			spec, err := harness.BuildMask(r.Mask, int(r.SeqLen), r.Seed)
+			spec, err := mask.Build(r.Mask, int(r.SeqLen), mask.Options{Seed: r.Seed})
 			if err != nil {
 				skipped = append(skipped, fmt.Sprintf("%s: %v", key, err))
 				continue
@@ -196,31 +194,6 @@ func solve4(m [4][5]float64) [4]float64 {
 		}
 	}
 	return x
-}
-
-// CalibrationMasks are the masks measured on the spot: the shapes CP steps take (dense,
-// causal diagonal, documents of both kinds).
-var CalibrationMasks = []string{"full", "causal", "full_document", "causal_document"}
-
-// Measure times kernel on the calibration masks at the given lengths, heads, head dim and
-// dtype, forward and backward, through the one harness (each case checked against the
-// reference first when check is set), and returns the rows (bench kernel).
-func Measure(ctx context.Context, kernel string, ko kernels.Options, seqlens []int, heads harness.Heads, dim int, dt tensor.DType, warmup, iters int, check bool, base results.Row) []results.Row {
-	r := &harness.Runner{Warmup: warmup, Iters: iters, Base: base, KernelOptions: ko}
-	if check {
-		r.Check = harness.KernelCheck
-	}
-	defer r.Close()
-	var rows []results.Row
-	for _, m := range CalibrationMasks {
-		for _, s := range seqlens {
-			for _, pass := range []kernels.Pass{kernels.Fwd, kernels.Bwd} {
-				c := harness.Case{Mask: m, SeqLen: s, Heads: heads, HeadDim: dim, DType: dt, Kernel: kernel, Pass: pass, Seed: 42}
-				rows = append(rows, r.Run(ctx, c))
-			}
-		}
-	}
-	return rows
 }
 
 // ModelParams is what a predicted row records of its model (JSON): the machine, the

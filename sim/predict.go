@@ -369,14 +369,39 @@ func (c modelCosts) helperTime(launches int, bytes int64) float64 {
 
 // MemoryBytes estimates the host memory the simulation of one case takes at most, for a
 // world of n ranks and a mask of docs documents (1 without): the zigzag layout (2 pieces
-// of every document per ring rank) and the all-gather's copy of it, and the sub-masks
-// of the ranks being traced at once (a step's sub-mask holds a few slices per document;
-// a rank walks n steps). parallel is how many ranks are traced at once. An over-estimate
-// by design (a 1024-GPU document sweep measured 0.9 GB against 1.5 GB estimated).
+// of every document per ring rank) and the all-gather's copy of it, the sub-masks of the
+// ranks being traced at once (a step's sub-mask holds a few slices per document; a rank
+// walks n steps), parallel is how many ranks are traced at once, and the world itself:
+// every rank runs the method's code in its own goroutine with its own communicator and
+// plan view, which grows as n per rank (worldBytesPerRank2 x n^2 in all). An
+// over-estimate by design (a 1024-GPU document sweep measured 0.9 GB against 1.5 GB
+// estimated; ring-p2p on full took 0.53 GB at 8192 GPUs and 2.1 GB at 16384).
 func MemoryBytes(n, docs, parallel int) float64 {
 	const pieceBytes, sliceBytes = 24, 40
 	d, r := float64(max(docs, 1)), float64(n)
 	layout := 2 * 2 * d * r * pieceBytes                 // the layout and the all-gather's keys
 	traced := float64(parallel) * 4 * d * r * sliceBytes // each traced rank's step sub-masks
-	return layout + traced
+	world := worldBytesPerRank2*r*r + rankBytes*r        // the ranks' goroutines, communicators and plan views
+	return layout + traced + world
+}
+
+// The world's cost, measured (ring-p2p, full mask, fwd, on the 2-core build machine:
+// 4096 GPUs 4.6 s; 8192 GPUs 12.6 s and 0.53 GB; 16384 GPUs 46.7 s and 2.1 GB): both grow
+// as the square of the GPU count. The constants are those measurements rounded up.
+const (
+	worldBytesPerRank2   = 10       // bytes per n^2
+	rankBytes            = 64 << 10 // a goroutine's stack, recorder and communicator
+	worldSecondsPerRank2 = 2.5e-7   // CPU seconds per n^2
+	// rankDocSeconds is the traced ranks' CPU time per GPU and document of the mask (a
+	// 1024-GPU document sweep, 852 documents: 8.8 s).
+	rankDocSeconds = 1e-5
+)
+
+// Seconds estimates the CPU time of one case of n ranks on a mask of docs documents:
+// the world (every rank's goroutine and splits) and the traced ranks' steps (a ring of
+// up to n steps each, every step's sub-mask a few slices per document). An estimate, to
+// refuse a sweep that cannot end in reasonable time before it starts.
+func Seconds(n, docs int) float64 {
+	d, r := float64(max(docs, 1)), float64(n)
+	return worldSecondsPerRank2*r*r + rankDocSeconds*r*d
 }

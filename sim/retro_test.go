@@ -7,7 +7,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/longca/longca/harness"
 	"github.com/longca/longca/kernels"
 	"github.com/longca/longca/mask"
 	"github.com/longca/longca/spmd/cp"
@@ -18,8 +17,9 @@ import (
 // --ranks 8 --kernel cuda, 8 simulated ranks on one GPU, 2K tokens per rank, 64:8, the
 // kernel's first version) with the machine preset h200-1gpu and the kernel model fitted
 // to that kernel's measured rates at 16K (DEVICE.md, 2026-12-03: six masks, forward and
-// backward). The 39 measured per-rank TFLOP/s must come out with a median error of at
-// most 8% and none off by more than 25% (docs/simulate.md lists them).
+// backward). The 35 measured per-rank TFLOP/s compared (of 39: see retracedAway) must come
+// out with a median error of at most 8% and none off by more than 25% (docs/simulate.md
+// lists them).
 func TestRetrodictsH200Run(t *testing.T) {
 	kernelRates := map[string][2]float64{ // DEVICE.md: longca cuda, 16K, 64:8, fwd / bwd TFLOP/s
 		"full": {262, 163}, "causal": {261, 154}, "full_document": {242, 144}, "causal_document": {222, 139},
@@ -28,7 +28,7 @@ func TestRetrodictsH200Run(t *testing.T) {
 	prior := KernelPresets["longca-cuda-h200-v1"]
 	var samples []Sample
 	for mk, v := range kernelRates {
-		spec, err := harness.BuildMask(mk, 16384, 42)
+		spec, err := mask.Build(mk, 16384, mask.Options{Seed: 42})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -50,6 +50,12 @@ func TestRetrodictsH200Run(t *testing.T) {
 		"ring-p2p 1x8":       {"full": {25.1, 19.2}, "causal": {19.7, 17.2}, "full_document_long": {16.5, 14.8}, "causal_document_long": {11.3, 11.6}},
 		"ulysses 8x1":        {"full": {27.2, 19.7}, "causal": {20.0, 17.2}, "full_document_long": {19.6, 17.7}, "causal_document_long": {16.5, 0}},
 	}
+	// retracedAway are the measured rows whose work the methods' code no longer does, so a
+	// trace of today's code cannot retrodict them: the engine's overhead fix (docs/cp-gpu.md,
+	// "Engine overhead at one rank") removed ulysses's whole merge path around its one
+	// kernel call per rank (zero fills, a merge, conversions) and the fills of its all-to-all
+	// buffers. They come back with the next measurement.
+	retracedAway := map[string]bool{"ulysses 8x1 fwd": true}
 	var errs []float64
 	for _, mk := range mask.CPMasks() {
 		spec, err := mask.Build(mk, 8*2048, mask.Options{Seed: 42, Purpose: mask.PurposeCP})
@@ -73,7 +79,7 @@ func TestRetrodictsH200Run(t *testing.T) {
 			}
 			for i, x := range pr {
 				want := byMask[mk][i]
-				if want == 0 {
+				if want == 0 || retracedAway[run+" "+x.Pass.String()] {
 					continue
 				}
 				e := x.TFLOPsPerRank/want - 1
@@ -83,8 +89,8 @@ func TestRetrodictsH200Run(t *testing.T) {
 		}
 	}
 	slices.Sort(errs)
-	if len(errs) != 39 {
-		t.Fatalf("%d cases compared, want 39", len(errs))
+	if len(errs) != 35 {
+		t.Fatalf("%d cases compared, want 35", len(errs))
 	}
 	if med, worst := errs[len(errs)/2], errs[len(errs)-1]; med > 0.08 || worst > 0.25 {
 		t.Fatalf("median |error| %.1f%%, worst %.1f%%: want at most 8%% and 25%%", 100*med, 100*worst)

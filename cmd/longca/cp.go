@@ -34,7 +34,7 @@ func init() {
 }
 
 func cpFlags() []cli.Flag {
-	return []cli.Flag{
+	return append([]cli.Flag{
 		&cli.StringFlag{Name: "methods", Usage: "comma-separated CP methods (default: all of " + strings.Join(cp.Names(), ", ") + ")"},
 		&cli.StringFlag{Name: "masks", Usage: "comma-separated masks, or all (default: " + strings.Join(mask.CPMasks(), ",") + ")"},
 		&cli.StringFlag{Name: "tokens-per-rank", Value: "8K", Usage: "tokens per rank (weak scaling: seqlen = ranks x this)"},
@@ -64,7 +64,7 @@ func cpFlags() []cli.Flag {
 		&cli.StringFlag{Name: "run-id", EnvVars: []string{"LONGCA_RUN_ID"}, Usage: "run id in file names and rows (default: the folder's name)"},
 		&cli.BoolFlag{Name: "dry-run", Usage: "print the cases (mesh, padding, FLOPs, bytes) and run nothing"},
 		&cli.StringFlag{Name: "links", Usage: "in-process ranks only: emulate a machine's links (a longca simulate --machine preset or file): each message waits bytes/bandwidth + latency"},
-	}
+	}, docsFlags()...)
 }
 
 // cpOptions are the validated flags of `longca cp`.
@@ -95,6 +95,7 @@ type cpOptions struct {
 	out, runID      string
 	dryRun          bool
 	links           *sim.Machine // emulated links between in-process ranks (--links)
+	docs            harness.Docs // where document masks' lengths come from (--dist, --counts, --max-doc)
 }
 
 // parseCPFlags checks every flag; bad input is one line naming the flag, exit status 2.
@@ -157,6 +158,9 @@ func parseCPFlags(c *cli.Context) (cpOptions, error) {
 	if o.samples < 1 || o.samples > harness.MaxSamples {
 		return o, usageError("--samples %d: need 1 to %d", o.samples, harness.MaxSamples)
 	}
+	if o.docs, err = docsFromFlags(c); err != nil {
+		return o, err
+	}
 	if o.warmup < 0 || o.iters < 1 {
 		return o, usageError("-w %d -n %d: warm-ups must be >= 0 and iterations >= 1", o.warmup, o.iters)
 	}
@@ -204,7 +208,8 @@ func (o cpOptions) sweep(n int) harness.CPSweep {
 	return harness.CPSweep{
 		Methods: o.methods, Masks: o.masks, SeqLen: o.seqlenFor(n), Heads: o.heads, HeadDim: o.headDim, DType: o.dtype,
 		Passes: o.passes, Samples: o.samples, Seed: o.seed, Kernel: o.kernel,
-		Mesh: cp.Config{Ulysses: o.ulysses, Ring: o.ring, Windows: o.windows, HeadFirst: o.headFirst, Sharding: o.sharding},
+		Mesh:  cp.Config{Ulysses: o.ulysses, Ring: o.ring, Windows: o.windows, HeadFirst: o.headFirst, Sharding: o.sharding},
+		Build: o.docs.CPBuilder(),
 	}
 }
 

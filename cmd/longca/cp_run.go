@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/longca/longca/present"
 	"io"
 	"sync"
 
@@ -12,7 +13,6 @@ import (
 	"github.com/longca/longca/harness"
 	"github.com/longca/longca/internal/cuda"
 	"github.com/longca/longca/kernels"
-	"github.com/longca/longca/mask"
 	"github.com/longca/longca/results"
 	"github.com/longca/longca/spmd"
 	"github.com/longca/longca/spmd/cp"
@@ -153,7 +153,7 @@ func cpAction(c *cli.Context) (err error) {
 	}
 	if w.Rank == 0 {
 		title := fmt.Sprintf("longca cp: %d ranks (%s), seqlen %d, kernel %s", n, rr.backend, o.seqlenFor(n), o.kernel)
-		if err := results.WriteCPTable(c.App.Writer, title, rr.rows); err != nil {
+		if err := present.WriteCPTable(c.App.Writer, title, rr.rows); err != nil {
 			return err
 		}
 	}
@@ -267,9 +267,9 @@ func logCPRow(ci, of int, row results.Row) {
 // its reason).
 func printCPPlan(w io.Writer, o cpOptions, cases []harness.CPCase, n int) error {
 	s := o.sweep(n)
-	t := results.TextTable{
+	t := present.TextTable{
 		Title: []string{fmt.Sprintf("longca cp: %d ranks, seqlen %d, %d case(s) x %d sample(s) x %d pass(es) (dry run: nothing was run)", n, s.SeqLen, len(cases), o.samples, len(o.passes))},
-		Columns: []results.TextColumn{{Name: "method", Left: true}, {Name: "mesh", Left: true}, {Name: "mask", Left: true},
+		Columns: []present.TextColumn{{Name: "method", Left: true}, {Name: "mesh", Left: true}, {Name: "mask", Left: true},
 			{Name: "heads", Unit: "q:kv"}, {Name: "tok/rank", Unit: "tokens"}, {Name: "padding", Unit: "tokens"},
 			{Name: "fwd", Unit: "GFLOP"}, {Name: "fwd_bytes/rank", Unit: "bytes"}, {Name: "note", Left: true}},
 	}
@@ -284,11 +284,7 @@ func printCPPlan(w io.Writer, o cpOptions, cases []harness.CPCase, n int) error 
 		if err != nil {
 			return err
 		}
-		spec, err := mask.Build(cs.Mask, s.SeqLen, mask.Options{Seed: s.Seed, Purpose: mask.PurposeCP})
-		if err != nil {
-			return err
-		}
-		docs, err := spec.Docs()
+		spec, docs, err := s.MaskSpec(cs.Mask, s.SeqLen, s.Seed)
 		if err != nil {
 			return err
 		}

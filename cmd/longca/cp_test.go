@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -219,5 +222,57 @@ func TestCPStagedOnlyWhenAsked(t *testing.T) {
 		if r.Kernel != "cp-test-gpu+staged" || r.Status != results.StatusOK {
 			t.Fatalf("row kernel %q status %s %q", r.Kernel, r.Status, r.Reason)
 		}
+	}
+}
+
+// TestCPOnUserDocuments: --counts and --max-doc reach the masks of every sample, the rows
+// record the source (with a hash of the counts) and the cap, and a case of several
+// samples carries its spread.
+func TestCPOnUserDocuments(t *testing.T) {
+	tmp := t.TempDir()
+	counts := filepath.Join(tmp, "my_counts.txt")
+	if err := os.WriteFile(counts, []byte("# tokens per document\n7\n50\n90\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(tmp, "cp")
+	_, errOut, code := captureRun(t, "--log-level", "warn", "cp", "--ranks", "4", "--methods", "ring-p2p",
+		"--masks", "causal_document", "--tokens-per-rank", "32", "--heads", "4:2", "--head-dim", "8", "--counts", counts,
+		"--max-doc", "0.25", "--samples", "3", "-w", "0", "-n", "1", "--passes", "fwd", "--baseline", "none", "--out", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	rows, _, err := results.ReadRows(results.MergedPath(dir, filepath.Base(dir)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 3*4 {
+		t.Fatalf("%d rows, want 3 samples x 4 ranks", len(rows))
+	}
+	for _, r := range rows {
+		if r.Status != results.StatusOK || !strings.HasPrefix(r.DocSource, "counts:my_counts.txt@") || r.MaxDoc == nil || *r.MaxDoc != 32 {
+			t.Fatalf("row: status %s, doc_source %q, max_doc %v; want ok, counts:my_counts.txt@HASH, 32", r.Status, r.DocSource, r.MaxDoc)
+		}
+		var p map[string]string
+		if err := json.Unmarshal([]byte(r.MaskParams), &p); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range strings.Split(p["doc_lengths"], ",") {
+			n, _ := strconv.Atoi(f)
+			// Drawn from {7, 50, 90} and cut at 32: 7, 32, 18, 26 (or shorter where S ends).
+			if n < 1 || n > 32 {
+				t.Fatalf("document of %d tokens in %s: not cut at the cap of 32", n, p["doc_lengths"])
+			}
+		}
+		want := r.Sample + 1
+		if r.SamplesN == nil || *r.SamplesN != want || !(*r.SamplesTFLOPsMin <= *r.SamplesTFLOPsMedian && *r.SamplesTFLOPsMedian <= *r.SamplesTFLOPsMax) {
+			t.Fatalf("sample %d: spread columns n=%v median=%v min=%v max=%v", r.Sample, r.SamplesN, r.SamplesTFLOPsMedian, r.SamplesTFLOPsMin, r.SamplesTFLOPsMax)
+		}
+	}
+	for _, bad := range [][]string{
+		{"--max-doc", "2.5"}, {"--max-doc", "-3"}, {"--dist", "nope"}, {"--dist", "pile", "--counts", counts}, {"--counts", filepath.Join(tmp, "absent.txt")},
+	} {
+		args := append([]string{"cp", "--dry-run", "--ranks", "2"}, bad...)
+		_, errOut, code := captureRun(t, args...)
+		checkUsageError(t, args, code, errOut, bad[0])
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"github.com/longca/longca/dataset"
+	"github.com/longca/longca/harness"
 	"github.com/urfave/cli/v2"
 )
 
@@ -16,7 +17,7 @@ func init() {
 			&cli.StringFlag{Name: "seqlen", Usage: "tokens per packed sequence (suffixes K, M: 16K); required"},
 			&cli.IntFlag{Name: "samples", Value: 10, Usage: "packed sequences to draw"},
 			&cli.Uint64Flag{Name: "seed", Value: 42, Usage: "seed of the one generator"},
-		}, sourceFlags()...),
+		}, docsFlags()...),
 		Action: dataAction,
 	})
 }
@@ -24,10 +25,30 @@ func init() {
 // sourceFlags are the flags that choose where document lengths come from.
 func sourceFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "dist", Usage: "length distribution: pile, prolong64k, prolong512k or a JSON file of \"[a,b)\": weight (default: the MASKS.md rule for S)"},
+		&cli.StringFlag{Name: "dist", Usage: "length distribution: pile, prolong64k, prolong512k, magiattention (MagiAttention's benchmark packing, documents cut at S/4) or a JSON file of \"[a,b)\": weight (default: the MASKS.md rule for S)"},
 		&cli.StringFlag{Name: "counts", Usage: "real token counts per document: a .parquet or .arrow file (with --column) or one integer a line"},
 		&cli.StringFlag{Name: "column", Usage: "the column of --counts that holds token counts"},
 	}
+}
+
+// docsFlags are the flags of every command that builds document masks: the source and
+// the cap.
+func docsFlags() []cli.Flag {
+	return append(sourceFlags(),
+		&cli.StringFlag{Name: "max-doc", Usage: "cap document lengths: a token count (16K) or a fraction of the sequence (0.25); longer documents are split into chunks of the cap (default: none; magiattention: 0.25)"})
+}
+
+// docsFromFlags reads --dist/--counts/--column and --max-doc (harness.Docs{} when none).
+func docsFromFlags(c *cli.Context) (harness.Docs, error) {
+	src, _, err := lengthSource(c)
+	if err != nil {
+		return harness.Docs{}, err
+	}
+	cp, err := dataset.ParseCap(c.String("max-doc"))
+	if err != nil {
+		return harness.Docs{}, usageError("--max-doc: %v", err)
+	}
+	return harness.Docs{Source: src, MaxDoc: cp}, nil
 }
 
 // lengthSource reads --dist or --counts; nil (and "") when neither is given.
@@ -89,10 +110,17 @@ func dataAction(c *cli.Context) error {
 			return err
 		}
 	}
+	cp, err := dataset.ParseCap(c.String("max-doc"))
+	if err != nil {
+		return usageError("--max-doc: %v", err)
+	}
+	if cp.IsZero() {
+		cp = dataset.DefaultCap(src)
+	}
 	rng := dataset.NewRand(c.Uint64("seed"))
 	var st dataset.LengthStats
 	for i := 0; i < n; i++ {
-		dataset.PackEach(src, s, rng, func(l int) { st.Add(l) })
+		st.Add(dataset.PackDocs(src, s, cp.Resolve(s), rng)...) // one sequence at a time: nothing kept per document
 	}
 	st.Write(c.App.Writer, name, s, n, c.Uint64("seed"))
 	return nil

@@ -1,29 +1,18 @@
 package main
 
-/*
-#include <stddef.h>
-#include <stdlib.h>
-typedef int (*lc_int_ptr_fn)(int *);
-typedef int (*lc_two_int_ptr_fn)(int *, int *);
-typedef size_t (*lc_size_fn)(void);
-typedef int (*lc_str_fn)(char *, int *);
-static int lc_call_int_ptr(void *f, int *a) { return ((lc_int_ptr_fn)f)(a); }
-static int lc_call_two_int_ptr(void *f, int *a, int *b) { return ((lc_two_int_ptr_fn)f)(a, b); }
-static size_t lc_call_size(void *f) { return ((lc_size_fn)f)(); }
-static int lc_call_str(void *f, char *buf, int *n) { return ((lc_str_fn)f)(buf, n); }
-*/
-import "C"
-
 import (
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"strings"
-	"unsafe"
 
+	"github.com/longca/longca/comm/mpi"
+	"github.com/longca/longca/comm/nccl"
+	"github.com/longca/longca/internal/cuda"
 	"github.com/longca/longca/internal/dl"
 	"github.com/longca/longca/kernels"
+	"github.com/longca/longca/kernels/cudnn"
 	"github.com/longca/longca/kernels/external"
 	"github.com/longca/longca/spmd"
 	"github.com/urfave/cli/v2"
@@ -88,35 +77,25 @@ func contains(xs []string, x string) bool {
 
 // envReport is what `longca env` prints.
 type envReport struct {
-	Launcher           string    `json:"launcher"`
-	Rank               int       `json:"rank"`
-	WorldSize          int       `json:"world_size"`
-	LocalRank          int       `json:"local_rank"`
-	LocalSize          int       `json:"local_size"`
-	NodeID             int       `json:"node_id"`
-	Host               string    `json:"host"`
-	MasterAddr         string    `json:"master_addr"`
-	MasterPort         int       `json:"master_port"`
-	NodeList           string    `json:"node_list,omitempty"`
-	Backend            string    `json:"backend"`
-	Backends           []string  `json:"backends"`
-	Device             *int      `json:"device"`
-	DeviceError        string    `json:"device_error,omitempty"`
-	CUDAVisibleDevices string    `json:"cuda_visible_devices"`
-	CUDA               string    `json:"cuda"`
-	Libraries          []libInfo `json:"libraries"`
+	Launcher           string     `json:"launcher"`
+	Rank               int        `json:"rank"`
+	WorldSize          int        `json:"world_size"`
+	LocalRank          int        `json:"local_rank"`
+	LocalSize          int        `json:"local_size"`
+	NodeID             int        `json:"node_id"`
+	Host               string     `json:"host"`
+	MasterAddr         string     `json:"master_addr"`
+	MasterPort         int        `json:"master_port"`
+	NodeList           string     `json:"node_list,omitempty"`
+	Backend            string     `json:"backend"`
+	Backends           []string   `json:"backends"`
+	Device             *int       `json:"device"`
+	DeviceError        string     `json:"device_error,omitempty"`
+	CUDAVisibleDevices string     `json:"cuda_visible_devices"`
+	CUDA               string     `json:"cuda"`
+	Libraries          []dl.Probe `json:"libraries"`
 	// Peers are the torch:* kernels: available here or why not, with their versions.
 	Peers []peerInfo `json:"peers"`
-}
-
-// libInfo is one library's probe.
-type libInfo struct {
-	Library string   `json:"library"`
-	Found   bool     `json:"found"`
-	Opened  string   `json:"opened,omitempty"`
-	Version string   `json:"version,omitempty"`
-	Error   string   `json:"error,omitempty"`
-	Tried   []string `json:"tried"`
 }
 
 func envAction(c *cli.Context) error {
@@ -193,104 +172,22 @@ func writeEnv(out io.Writer, r envReport) {
 		}
 	}
 	fmt.Fprintf(out, "libraries\n")
-	for _, l := range r.Libraries {
+	writeLibraries(out, r.Libraries)
+}
+
+// writeLibraries prints each library's probe, one line each.
+func writeLibraries(out io.Writer, probes []dl.Probe) {
+	for _, l := range probes {
 		if l.Found {
-			fmt.Fprintf(out, "  %-9s %-22s %s\n", l.Library, l.Opened, l.Version)
+			fmt.Fprintf(out, "  %-9s %-22s %s\n", l.Library, l.Path, l.Version)
 		} else {
 			fmt.Fprintf(out, "  %-9s not found (tried %s)\n", l.Library, strings.Join(l.Tried, ", "))
 		}
 	}
 }
 
-// libraryProbes are the libraries longca may open, the names tried, and how each
-// reports its version.
-var libraryProbes = []struct {
-	lib     string
-	names   []string
-	version func(l *dl.Library) (string, error)
-}{
-	{"libmpi", []string{"libmpi.so.40", "libmpi.so.12", "libmpi.so"}, mpiVersion},
-	{"libcuda", []string{"libcuda.so.1"}, func(l *dl.Library) (string, error) { return intVersion(l, "cuDriverGetVersion", 1000, 10) }},
-	{"libnvrtc", []string{"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so", "/usr/local/cuda/targets/x86_64-linux/lib/libnvrtc.so.13", "/usr/local/cuda/lib64/libnvrtc.so"}, nvrtcVersion},
-	{"libnccl", []string{"libnccl.so.2"}, func(l *dl.Library) (string, error) { return intVersion(l, "ncclGetVersion", 10000, 100) }},
-	{"libcudnn", []string{"libcudnn.so.9"}, cudnnVersion},
-}
-
-func probeLibraries() []libInfo {
-	var out []libInfo
-	for _, p := range libraryProbes {
-		info := libInfo{Library: p.lib, Tried: p.names}
-		l, err := dl.Open(p.names...)
-		if err != nil {
-			info.Error = err.Error()
-			out = append(out, info)
-			continue
-		}
-		info.Found, info.Opened = true, l.Name
-		if v, err := p.version(l); err != nil {
-			info.Error = err.Error()
-		} else {
-			info.Version = v
-		}
-		out = append(out, info)
-	}
-	return out
-}
-
-// intVersion calls an int f(int*) version function: major = v/div, minor = v%div/sub.
-func intVersion(l *dl.Library, sym string, div, sub int) (string, error) {
-	f, err := l.Sym(sym)
-	if err != nil {
-		return "", err
-	}
-	var v C.int
-	if rc := C.lc_call_int_ptr(f, &v); rc != 0 {
-		return "", fmt.Errorf("%s returned error %d", sym, int(rc))
-	}
-	n := int(v)
-	if sym == "ncclGetVersion" && n < 10000 { // NCCL before 2.9 coded versions as 1000*major
-		return fmt.Sprintf("%d.%d.%d", n/1000, n%1000/100, n%100), nil
-	}
-	if sub == 100 {
-		return fmt.Sprintf("%d.%d.%d", n/div, n%div/sub, n%sub), nil
-	}
-	return fmt.Sprintf("%d.%d", n/div, n%div/sub), nil
-}
-
-func nvrtcVersion(l *dl.Library) (string, error) {
-	f, err := l.Sym("nvrtcVersion")
-	if err != nil {
-		return "", err
-	}
-	var major, minor C.int
-	if rc := C.lc_call_two_int_ptr(f, &major, &minor); rc != 0 {
-		return "", fmt.Errorf("nvrtcVersion returned error %d", int(rc))
-	}
-	return fmt.Sprintf("%d.%d", int(major), int(minor)), nil
-}
-
-func cudnnVersion(l *dl.Library) (string, error) {
-	f, err := l.Sym("cudnnGetVersion")
-	if err != nil {
-		return "", err
-	}
-	v := int(C.lc_call_size(f)) // 9.14.0 is 91400 from cuDNN 9 on
-	return fmt.Sprintf("%d.%d.%d", v/10000, v%10000/100, v%100), nil
-}
-
-// mpiVersion calls MPI_Get_library_version, which MPI allows before MPI_Init.
-func mpiVersion(l *dl.Library) (string, error) {
-	f, err := l.Sym("MPI_Get_library_version")
-	if err != nil {
-		return "", err
-	}
-	buf := (*C.char)(C.malloc(8192))
-	defer C.free(unsafe.Pointer(buf))
-	var n C.int
-	if rc := C.lc_call_str(f, buf, &n); rc != 0 {
-		return "", fmt.Errorf("MPI_Get_library_version returned error %d", int(rc))
-	}
-	s, _, _ := strings.Cut(C.GoStringN(buf, n), "\n")
-	s, _, _ = strings.Cut(s, ", package")
-	return strings.TrimSpace(s), nil
+// probeLibraries asks each library's owner for its probe: MPI, the CUDA driver and
+// NVRTC, NCCL, cuDNN.
+func probeLibraries() []dl.Probe {
+	return []dl.Probe{mpi.Probe(), cuda.ProbeDriver(), cuda.ProbeNVRTC(), nccl.Probe(), cudnn.Probe()}
 }

@@ -246,7 +246,7 @@ func cpSeconds(o cpOptions, cases []harness.CPCase, n int, rate float64) float64
 		}
 		a, ok := area[cs.Mask]
 		if !ok {
-			if spec, err := harness.BuildCPMask(cs.Mask, s, o.seed); err == nil {
+			if spec, _, err := o.sweep(n).MaskSpec(cs.Mask, s, o.seed); err == nil {
 				a = float64(spec.Mask.Area())
 			} else {
 				a = float64(s) * float64(s)

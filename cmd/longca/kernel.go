@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/longca/longca/present"
 	"math"
 	"os"
 	"slices"
@@ -40,10 +41,10 @@ func init() {
 
 // sweepFlags are the flags of `longca kernel`, in nccl-tests' vocabulary.
 func sweepFlags() []cli.Flag {
-	return append(commonSweepFlags(),
+	return append(append(commonSweepFlags(),
 		&cli.StringFlag{Name: "masks", Usage: "comma-separated masks, or all (default: the 12 kernel masks)"},
 		&cli.StringFlag{Name: "mask-json", Usage: "write each case's mask as JSON (MASKS.md form) into this folder"},
-	)
+	), docsFlags()...)
 }
 
 // commonSweepFlags are the flags `longca kernel` and `longca sparse` share.
@@ -77,6 +78,7 @@ func kernelFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.IntFlag{Name: "device", Value: -1, DefaultText: "the local rank's GPU under a launcher, else 0", Usage: "GPU index; recorded as device_index"},
 		&cli.StringFlag{Name: "variant", Usage: "kernel variant (longca list names them; default: the best for the device); recorded as kernel_variant"},
+		&cli.BoolFlag{Name: "deterministic", Usage: "backward passes bitwise reproducible (dQ added in a fixed order); kernels without such a backward give unsupported rows; recorded in kernel_variant"},
 		&cli.StringFlag{Name: "python", EnvVars: []string{"LONGCA_PYTHON"}, Usage: "Python interpreter of the torch:* workers (default python3 on the PATH)"},
 		&cli.DurationFlag{Name: "worker-timeout", Usage: "bound on every request to an external worker (torch:*, exec:); default: 10m plus the case's repetitions at 20 TFLOP/s"},
 		&cli.StringFlag{Name: "on-worker-crash", Value: "restart", Usage: "after an external worker crashes, hangs past its timeout or answers nonsense: restart (a new worker for the next case) or stop (end the sweep, keeping its rows)"},
@@ -98,7 +100,7 @@ func stopOnCrash(c *cli.Context) (bool, error) {
 // kernelOptions reads the kernel flags; under a launcher the device defaults to the local
 // rank's GPU (spmd.DeviceIndex).
 func kernelOptions(c *cli.Context, w spmd.World) (kernels.Options, error) {
-	o := kernels.Options{Variant: c.String("variant"), Python: c.String("python"), Timeout: c.Duration("worker-timeout")}
+	o := kernels.Options{Variant: c.String("variant"), Python: c.String("python"), Timeout: c.Duration("worker-timeout"), Deterministic: c.Bool("deterministic")}
 	if o.Timeout < 0 {
 		return o, usageError("--worker-timeout %s: give a positive duration such as 15m", o.Timeout)
 	}
@@ -294,8 +296,12 @@ func kernelAction(c *cli.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	docs, err := docsFromFlags(c)
+	if err != nil {
+		return err
+	}
 	if dir := c.String("mask-json"); dir != "" {
-		if err := writeMaskJSON(dir, s, harness.BuildMask); err != nil {
+		if err := writeMaskJSON(dir, s, docs.KernelBuilder()); err != nil {
 			return err
 		}
 	}
@@ -314,8 +320,16 @@ func sweepAction(c *cli.Context, s harness.Sweep, bench string, w spmd.World, ko
 	if b := c.Float64("check-budget"); !(b > 0) || math.IsInf(b, 0) {
 		return usageError("--check-budget %g: give a positive number of multiply-adds (default %g)", b, harness.DefaultCheckBudget)
 	}
+	docs, err := docsFromFlags(c) // none for sparse, which has no document masks
+	if err != nil {
+		return err
+	}
+	build := harness.BuildMask
+	if !docs.IsDefault() {
+		build = docs.KernelBuilder()
+	}
 	if c.Bool("dry-run") {
-		return harness.PrintPlan(c.App.Writer, s.Cases(), harness.BuildMask)
+		return present.WritePlan(c.App.Writer, s.Cases(), build)
 	}
 	stop, err := stopOnCrash(c)
 	if err != nil {
@@ -333,6 +347,7 @@ func sweepAction(c *cli.Context, s harness.Sweep, bench string, w spmd.World, ko
 		bench:       bench,
 		world:       w,
 		kernelOpts:  ko,
+		build:       build,
 	}
 	if o.out == "" {
 		o.out = defaultOutDir(bench)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/longca/longca/present"
 	"io"
 	"os"
 	"os/signal"
@@ -195,8 +196,8 @@ func runSweep(ctx context.Context, o sweepOptions) (sweepResult, error) {
 // writeReportText prints the nccl-tests style table of rows and, when several kernels
 // ran, each one's ratio to the fastest.
 func writeReportText(w io.Writer, rows []results.Row, pass, title string) error {
-	sum := results.Summarize(rows, pass)
-	if err := results.WriteTable(w, title, sum); err != nil {
+	sum := present.Summarize(rows, pass)
+	if err := present.WriteTable(w, title, sum); err != nil {
 		return err
 	}
 	if len(sum.Kernels) < 2 {
@@ -205,7 +206,7 @@ func writeReportText(w io.Writer, rows []results.Row, pass, title string) error 
 	if _, err := io.WriteString(w, "#\n"); err != nil {
 		return err
 	}
-	return results.WriteRatioTable(w, "each kernel's TFLOP/s over the fastest kernel's, per case", sum)
+	return present.WriteRatioTable(w, "each kernel's TFLOP/s over the fastest kernel's, per case", sum)
 }
 
 // writeJSONFile writes v as indented JSON.

@@ -64,6 +64,8 @@ func listAction(c *cli.Context) error {
 		}
 	}
 	listCPMethods(w)
+	fmt.Fprintln(w, "# libraries")
+	writeLibraries(w, probeLibraries())
 	return nil
 }
 

@@ -37,7 +37,7 @@ func init() {
 			&cli.StringFlag{Name: "format", Value: "table", Usage: "table or json"},
 			&cli.StringFlag{Name: "out", Usage: "also write the mask's JSON to this file"},
 			&cli.StringFlag{Name: "png", Usage: "draw the mask into this PNG file"},
-		}, sourceFlags()...),
+		}, docsFlags()...),
 		Action: masksAction,
 	})
 }
@@ -82,9 +82,11 @@ func masksAction(c *cli.Context) error {
 	default:
 		return usageError("--purpose %q: use default, kernel or cp", c.String("purpose"))
 	}
-	if o.Source, _, err = lengthSource(c); err != nil {
+	docs, err := docsFromFlags(c)
+	if err != nil {
 		return err
 	}
+	o.Source, o.MaxDoc = docs.Source, docs.MaxDoc
 	sp, err := mask.Build(c.String("mask"), s, o)
 	if err != nil {
 		if mask.IsInputError(err) {

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/longca/longca/present"
 	"os"
 	"strings"
 
@@ -69,7 +70,7 @@ func reportAction(c *cli.Context) error {
 		log.Warn().Str("skipped", s).Msg("report: file left out")
 	}
 	rows := loaded.Rows
-	sum := results.Summarize(rows, pass)
+	sum := present.Summarize(rows, pass)
 	title := fmt.Sprintf("longca report: %s (%d rows in all)", path, len(rows))
 	if pass != "" {
 		title += ", showing pass " + pass
@@ -85,16 +86,16 @@ func reportAction(c *cli.Context) error {
 		}
 	}
 	if len(cpRows) > 0 {
-		if err := results.WriteCPTable(c.App.Writer, "CP methods of "+path, cpRows); err != nil {
+		if err := present.WriteCPTable(c.App.Writer, "CP methods of "+path, cpRows); err != nil {
 			return err
 		}
 	}
 	if dir != "" {
-		files, err := results.WritePlots(dir, sum)
+		files, err := present.WritePlots(dir, sum)
 		if err != nil {
 			return err
 		}
-		bars, err := results.WriteBarCharts(dir, sum)
+		bars, err := present.WriteBarCharts(dir, sum)
 		if err != nil {
 			return err
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/longca/longca/present"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,7 +25,7 @@ func init() {
 		Usage: "run the standard kernel suite that fits this machine; write rows, merged file, report and plots",
 		Description: "Suites: gpu (kernels.New(\"cuda\") works): the 12 kernel masks at 8K, 16K, 32K and 48K, heads\n" +
 			"64:8, head dim 128, bf16, fwd and bwd, -w 3 -n 10, the cuda kernel and every peer available here\n" +
-			"(torch:flash, torch:cudnn, torch:efficient, torch:flex through --python; about 15 minutes on one\n" +
+			"(torch:flash, torch:cudnn, torch:efficient, torch:flex, torch:varlen through --python; about 15 minutes on one\n" +
 			"H200 with all of them, 4 with cuda alone); cpu (no GPU): the ref kernel on\n" +
 			"6 masks at 512, 1K, 2K, heads 8:2, head dim 64, fwd and bwd (about a minute on 2 idle cores);\n" +
 			"smoke: a seconds-long subset of cpu for tests. OUT gets <run>.rank-0-of-1.arrow, and named by\n" +
@@ -175,14 +176,14 @@ func runAction(c *cli.Context) error {
 	if sweepErr != nil {
 		title += fmt.Sprintf(" (stopped early: %v)", sweepErr)
 	}
-	sum := results.Summarize(rows, "")
+	sum := present.Summarize(rows, "")
 	var table strings.Builder
-	if err := results.WriteTable(&table, title, sum); err != nil {
+	if err := present.WriteTable(&table, title, sum); err != nil {
 		return err
 	}
 	if len(sum.Kernels) > 1 {
 		table.WriteString("#\n")
-		if err := results.WriteRatioTable(&table, "each kernel's TFLOP/s over the fastest kernel's, per case", sum); err != nil {
+		if err := present.WriteRatioTable(&table, "each kernel's TFLOP/s over the fastest kernel's, per case", sum); err != nil {
 			return err
 		}
 	}
@@ -190,11 +191,11 @@ func runAction(c *cli.Context) error {
 		return fmt.Errorf("report: %w", err)
 	}
 	plotDir := filepath.Join(out, runID+".plots")
-	plots, err := results.WritePlots(plotDir, sum)
+	plots, err := present.WritePlots(plotDir, sum)
 	if err != nil {
 		return err
 	}
-	bars, err := results.WriteBarCharts(plotDir, sum)
+	bars, err := present.WriteBarCharts(plotDir, sum)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/longca/longca/present"
 	"io"
 	"math"
 	"os"
@@ -41,7 +42,7 @@ func init() {
 			"of measured longca kernel rows, or --calibrate KERNEL measured here). Prints per-GPU TFLOP/s (best\n" +
 			"mesh per method), the exposed-communication share and the bottleneck link; writes predicted rows\n" +
 			"(bench simulate, status predicted) and one plot per mask and pass. See docs/simulate.md.",
-		Flags:  append(simulateFlags(), kernelFlags()...),
+		Flags:  append(append(simulateFlags(), kernelFlags()...), docsFlags()...),
 		Action: simulateAction,
 	})
 }
@@ -61,7 +62,7 @@ func simulateFlags() []cli.Flag {
 		&cli.IntFlag{Name: "windows", Usage: "loongtrain: windows the ring is cut into (default: windows of at most 8 GPUs)"},
 		&cli.BoolFlag{Name: "head-first", Value: true, Usage: "a Ulysses group is consecutive ranks (inside a node); --head-first=false puts the ring there"},
 		&cli.StringFlag{Name: "sharding", Value: "default", Usage: "contiguous, zigzag or default (zigzag; contiguous for ulysses)"},
-		&cli.IntFlag{Name: "samples", Value: 1, Usage: "masks per case (seeds seed..seed+samples-1), averaged"},
+		&cli.IntFlag{Name: "samples", Value: 5, Usage: "masks per document case (seeds seed..seed+samples-1): the table shows the median and the min-max; masks without documents are drawn once"},
 		&cli.Uint64Flag{Name: "seed", Value: 42, Usage: "first mask seed"},
 		&cli.StringFlag{Name: "passes", Value: "fwd,bwd", Usage: "comma-separated: fwd, bwd, fwd+bwd"},
 		&cli.StringFlag{Name: "machine", Value: sim.DefaultPreset, Usage: "machine: a preset (" + strings.Join(sim.PresetNames(), ", ") + ") or a JSON machine file (docs/simulate.md)"},
@@ -177,6 +178,9 @@ func parseSimulateFlags(c *cli.Context) (simOptions, error) {
 	}
 	if co.samples < 1 || co.samples > harness.MaxSamples {
 		return o, usageError("--samples %d: need 1 to %d", co.samples, harness.MaxSamples)
+	}
+	if co.docs, err = docsFromFlags(c); err != nil {
+		return o, err
 	}
 	for _, p := range splitList(c.String("passes")) {
 		pass, err := kernels.ParsePass(p)
@@ -374,8 +378,14 @@ func calibrateKernel(ctx context.Context, c *cli.Context, o *simOptions) error {
 		}
 		runID := o.cp.runID + "-calibration"
 		base := baseRow(runID, "kernel", spmd.World{Size: 1})
-		for _, h := range o.cp.heads[:1] {
-			rows = append(rows, sim.Measure(ctx, o.calibrate, ko, o.calLens, h, o.cp.headDim, o.cp.dtype, 1, o.calIters, o.calCheck, base)...)
+		r := &harness.Runner{Warmup: 1, Iters: o.calIters, Base: base, KernelOptions: ko}
+		if o.calCheck {
+			r.Check = harness.KernelCheck
+		}
+		defer r.Close()
+		cases := harness.CalibrationSweep(o.calibrate, o.calLens, o.cp.heads[0], o.cp.headDim, o.cp.dtype).Cases()
+		if err := r.RunAll(ctx, cases, func(_ int, row results.Row) error { rows = append(rows, row); return nil }); err != nil {
+			return err
 		}
 		wr, err := results.Create(o.cp.out, runID, 0, 1)
 		if err != nil {
@@ -436,31 +446,12 @@ type simJob struct {
 	mask   string
 	heads  harness.Heads
 	sample int
+	refuse error // the method has no mesh of its own on n GPUs (cp.MeshRefuser): unsupported rows
 }
 
 // predictAll runs every prediction (in parallel, one per core) and returns the rows in
 // a fixed order.
 func predictAll(ctx context.Context, o simOptions) ([]results.Row, error) {
-	var jobs []simJob
-	for _, n := range o.gpus {
-		for _, method := range o.cp.methods {
-			m, err := cp.New(method)
-			if err != nil {
-				return nil, usageError("%v", err)
-			}
-			fixed := o.cp.sweep(n).Mesh
-			fixed.Ranks = n
-			for _, cfg := range m.Meshes(fixed) { // the method says which meshes it runs on
-				for _, mk := range o.cp.masks {
-					for _, h := range o.cp.heads {
-						for s := range o.samples {
-							jobs = append(jobs, simJob{n, method, cfg, mk, h, s})
-						}
-					}
-				}
-			}
-		}
-	}
 	var mu sync.Mutex
 	masks := map[string]*builtMask{}
 	maskFor := func(name string, s int, seed uint64) *builtMask {
@@ -470,7 +461,7 @@ func predictAll(ctx context.Context, o simOptions) ([]results.Row, error) {
 		if b, ok := masks[key]; ok {
 			return b
 		}
-		spec, err := harness.BuildCPMask(name, s, seed)
+		spec, err := o.cp.docs.CPBuilder()(name, s, seed)
 		var docs []mask.Range
 		if err == nil {
 			docs, err = spec.Docs()
@@ -481,6 +472,39 @@ func predictAll(ctx context.Context, o simOptions) ([]results.Row, error) {
 	}
 	if err := fitSimulation(o, maskFor); err != nil {
 		return nil, err
+	}
+	// seeded says whether the seed changes mask mk at n GPUs (documents, a random prefix or
+	// window); a mask that does not is simulated once, whatever --samples says.
+	seeded := func(n int, mk string) bool {
+		a, b := maskFor(mk, o.cp.seqlenFor(n), o.cp.seed), maskFor(mk, o.cp.seqlenFor(n), o.cp.seed+1)
+		return a.err != nil || b.err != nil || !slices.Equal(a.spec.Mask.Slices, b.spec.Mask.Slices)
+	}
+	var jobs []simJob
+	for _, n := range o.gpus {
+		for _, method := range o.cp.methods {
+			m, err := cp.New(method)
+			if err != nil {
+				return nil, usageError("%v", err)
+			}
+			fixed := o.cp.sweep(n).Mesh
+			fixed.Ranks = n
+			var refuse error
+			if r, ok := m.(cp.MeshRefuser); ok {
+				refuse = r.NoMesh(fixed)
+			}
+			for _, cfg := range m.Meshes(fixed) { // the method says which meshes it runs on
+				for _, mk := range o.cp.masks {
+					for _, h := range o.cp.heads {
+						for s := range o.samples {
+							jobs = append(jobs, simJob{n, method, cfg, mk, h, s, refuse})
+							if refuse != nil || (o.samples > 1 && !seeded(n, mk)) {
+								break // one row per pass says why; or every sample is the same mask
+							}
+						}
+					}
+				}
+			}
+		}
 	}
 	out := make([][]results.Row, len(jobs))
 	errs := make([]error, len(jobs))
@@ -507,7 +531,32 @@ func predictAll(ctx context.Context, o simOptions) ([]results.Row, error) {
 		}
 		rows = append(rows, out[i]...)
 	}
+	setSimSpread(rows)
 	return rows, nil
+}
+
+// setSimSpread fills each row's sample-spread columns (harness.SetSpread): the samples of
+// its case (method, mesh, mask, heads, GPUs, pass) up to its own, in sample order.
+func setSimSpread(rows []results.Row) {
+	type key struct {
+		gpus                     int64
+		label, mask, heads, pass string
+	}
+	keyOf := func(r results.Row) key {
+		return key{r.WorldSize, rowMeshLabel(r), r.Mask, fmt.Sprintf("%d:%d", r.HeadsQ, r.HeadsKV), r.Pass}
+	}
+	count := map[key]int{}
+	for _, r := range rows {
+		count[keyOf(r)]++
+	}
+	rates := map[key][]float64{}
+	for i := range rows {
+		k := keyOf(rows[i])
+		if rows[i].TFLOPs != nil {
+			rates[k] = append(rates[k], *rows[i].TFLOPs)
+		}
+		harness.SetSpread(&rows[i], rates[k], count[k])
+	}
 }
 
 // builtMask is one sample of a mask at one length, built once for every method.
@@ -534,7 +583,15 @@ func predictJob(ctx context.Context, o simOptions, j simJob, maskFor func(string
 		return nil, usageError("%v", err)
 	}
 	opts := sim.Options{Machine: o.machine, Kernel: o.kernel, ExactRanks: o.exact, SampledRanks: o.sampled, PartialDType: tensor.FP32}
-	pl, preds, err := sim.Predict(ctx, m, cfg, p, o.cp.passes, opts)
+	var (
+		pl    *cp.Plan
+		preds []sim.Prediction
+	)
+	if j.refuse != nil {
+		err = j.refuse
+	} else {
+		pl, preds, err = sim.Predict(ctx, m, cfg, p, o.cp.passes, opts)
+	}
 	params, _ := json.Marshal(b.spec.Params)
 	base := results.Row{
 		RunID: o.cp.runID, Time: time.Now().UTC(), Host: hostName(), WorldSize: int64(j.n), Launcher: "none",
@@ -543,6 +600,7 @@ func predictJob(ctx context.Context, o simOptions, j simJob, maskFor func(string
 		HeadsQ: int64(j.heads.Q), HeadsKV: int64(j.heads.KV), HeadDim: int64(o.cp.headDim), DType: o.cp.dtype.String(),
 		MaskArea: b.spec.Mask.Area(), Version: Version, Command: strings.Join(os.Args, " "),
 	}
+	harness.SetDocColumns(&base, b.spec.Params)
 	var rows []results.Row
 	if err != nil {
 		if pl != nil { // a failure of the simulation itself, not a refused configuration
@@ -600,6 +658,8 @@ type simCell struct {
 	method             string
 	label              string // method with its mesh (usp-8x8)
 	tflops, ms, expose float64
+	lo, hi             float64 // the samples' smallest and largest TFLOP/s (tflops is their median)
+	rates              []float64
 	bottleneck         string
 	n                  int
 	status             results.Status
@@ -639,7 +699,7 @@ func bestCells(rows []results.Row) (map[simKey]map[string]*simCell, []simKey, []
 		if r.Status == results.StatusPredicted && r.TFLOPs != nil {
 			c.status = r.Status
 			c.n++
-			c.tflops += *r.TFLOPs
+			c.rates = append(c.rates, *r.TFLOPs)
 			c.ms += *r.MedianMs
 			c.expose += *r.ExposedCommShare
 			c.bottleneck = r.Bottleneck
@@ -648,7 +708,8 @@ func bestCells(rows []results.Row) (map[simKey]map[string]*simCell, []simKey, []
 	best := map[simKey]map[string]*simCell{}
 	for k, c := range sums {
 		if c.n > 0 {
-			c.tflops, c.ms, c.expose = c.tflops/float64(c.n), c.ms/float64(c.n), c.expose/float64(c.n)
+			c.tflops, c.lo, c.hi = harness.Spread(c.rates)
+			c.ms, c.expose = c.ms/float64(c.n), c.expose/float64(c.n)
 		}
 		method := c.method
 		m := best[k.k]
@@ -674,7 +735,7 @@ func bestCells(rows []results.Row) (map[simKey]map[string]*simCell, []simKey, []
 		case a.heads != b.heads:
 			return a.heads < b.heads
 		case a.pass != b.pass:
-			return results.PassRank(a.pass) < results.PassRank(b.pass)
+			return present.PassRank(a.pass) < present.PassRank(b.pass)
 		}
 		return a.gpus < b.gpus
 	})
@@ -712,7 +773,16 @@ func printSimTable(w io.Writer, o simOptions, rows []results.Row) error {
 	if o.cp.seqlen > 0 {
 		size = fmt.Sprintf("seqlen %s", dataset.FormatSize(o.cp.seqlen))
 	}
-	fmt.Fprintf(&b, "# %s, head dim %d, %s, %d mask sample(s); ranks simulated one by one up to %d GPUs, sampled above\n#\n", size, o.cp.headDim, o.cp.dtype, o.samples, o.exact)
+	docs := "documents: MASKS.md's rule"
+	if o.cp.docs.Source != nil {
+		docs = "documents: " + dataset.SourceID(o.cp.docs.Source)
+	}
+	if c := o.cp.docs.MaxDoc; !c.IsZero() {
+		docs += ", --max-doc " + c.String()
+	} else if c := dataset.DefaultCap(o.cp.docs.Source); !c.IsZero() {
+		docs += ", cut at " + c.String() + " of the sequence"
+	}
+	fmt.Fprintf(&b, "# %s, head dim %d, %s, %s, %d mask sample(s) per document case; ranks simulated one by one up to %d GPUs, sampled above\n#\n", size, o.cp.headDim, o.cp.dtype, docs, o.samples, o.exact)
 	mw := 22
 	for _, k := range keys {
 		mw = max(mw, len(k.mask)+1)
@@ -725,13 +795,26 @@ func printSimTable(w io.Writer, o simOptions, rows []results.Row) error {
 		}
 		b.WriteString("\n")
 	}
-	header("per-GPU TFLOP/s (best mesh per method; * fastest)")
+	spread := false
+	for _, k := range keys {
+		for _, c := range best[k] {
+			spread = spread || c.n > 1
+		}
+	}
+	if spread {
+		cw = 24
+	}
+	title := "per-GPU TFLOP/s (best mesh per method; * fastest)"
+	if spread {
+		title = "per-GPU TFLOP/s, median over the mask samples (min-max) (best mesh per method by median; * fastest)"
+	}
+	header(title)
 	fmt.Fprintf(&b, "#%-*s %-7s %6s %6s", mw-1, "", "", "", "")
 	for range methods {
 		fmt.Fprintf(&b, " %*s", cw, "(TFLOP/s)")
 	}
 	b.WriteString("\n")
-	series := map[[3]string]map[string][]results.ScalingPoint{}
+	series := map[[3]string]map[string][]present.ScalingPoint{}
 	var order [][3]string
 	for _, k := range keys {
 		fmt.Fprintf(&b, " %-*s %-7s %6s %6d", mw-1, k.mask, k.pass, k.heads, k.gpus)
@@ -743,7 +826,7 @@ func printSimTable(w io.Writer, o simOptions, rows []results.Row) error {
 		}
 		g := [3]string{k.mask, k.pass, k.heads}
 		if series[g] == nil {
-			series[g] = map[string][]results.ScalingPoint{}
+			series[g] = map[string][]present.ScalingPoint{}
 			order = append(order, g)
 		}
 		for _, me := range methods {
@@ -756,7 +839,10 @@ func printSimTable(w io.Writer, o simOptions, rows []results.Row) error {
 				if c.tflops >= top*(1-5e-4) {
 					v += "*"
 				}
-				series[g][me] = append(series[g][me], results.ScalingPoint{GPUs: int(k.gpus), TFLOPs: c.tflops})
+				if c.n > 1 {
+					v += fmt.Sprintf(" (%s-%s)", formatRate(c.lo), formatRate(c.hi))
+				}
+				series[g][me] = append(series[g][me], present.ScalingPoint{GPUs: int(k.gpus), TFLOPs: c.tflops})
 			default:
 				v = string(c.status)
 			}
@@ -791,7 +877,7 @@ func printSimTable(w io.Writer, o simOptions, rows []results.Row) error {
 	}
 	fmt.Fprintf(&b, "# Rows: %d  predicted: %d  unsupported: %d\n", len(rows), counts[results.StatusPredicted], counts[results.StatusUnsupported])
 	for _, g := range order {
-		for _, x := range results.Crossovers(series[g]) {
+		for _, x := range present.Crossovers(series[g]) {
 			fmt.Fprintf(&b, "# crossover: %s %s %s: %s\n", g[0], g[1], g[2], x)
 		}
 	}
@@ -821,17 +907,17 @@ func sharedNote(l sim.Link) string {
 // GPUs, each method's best mesh.
 func writeScalingPlots(dir string, rows []results.Row) ([]string, error) {
 	best, keys, _ := bestCells(rows)
-	series := map[[3]string]map[string][]results.ScalingPoint{}
+	series := map[[3]string]map[string][]present.ScalingPoint{}
 	var order [][3]string
 	for _, k := range keys {
 		g := [3]string{k.mask, k.pass, k.heads}
 		if series[g] == nil {
-			series[g] = map[string][]results.ScalingPoint{}
+			series[g] = map[string][]present.ScalingPoint{}
 			order = append(order, g)
 		}
 		for me, c := range best[k] {
 			if c.n > 0 {
-				series[g][me] = append(series[g][me], results.ScalingPoint{GPUs: int(k.gpus), TFLOPs: c.tflops})
+				series[g][me] = append(series[g][me], present.ScalingPoint{GPUs: int(k.gpus), TFLOPs: c.tflops})
 			}
 		}
 	}
@@ -839,7 +925,7 @@ func writeScalingPlots(dir string, rows []results.Row) ([]string, error) {
 	for _, g := range order {
 		name := fmt.Sprintf("%s_%s_%s_scaling.png", g[0], strings.ReplaceAll(g[1], "+", ""), strings.ReplaceAll(g[2], ":", "-"))
 		path := filepath.Join(dir, name)
-		if err := results.WriteScalingPlot(path, fmt.Sprintf("%s, %s, heads %s (predicted)", g[0], g[1], g[2]), series[g]); err != nil {
+		if err := present.WriteScalingPlot(path, fmt.Sprintf("%s, %s, heads %s (predicted)", g[0], g[1], g[2]), series[g]); err != nil {
 			return files, err
 		}
 		files = append(files, path)
@@ -916,22 +1002,44 @@ func printComparison(w io.Writer, src string, measured, predicted []results.Row)
 	return err
 }
 
+// maxCaseSeconds is the longest one case may be estimated to take (sim.Seconds) before
+// the sweep is refused.
+const maxCaseSeconds = 3600
+
 // fitSimulation refuses, before any work, a sweep whose largest case cannot fit in the
 // memory this process may take (sim.MemoryBytes for each GPU count and mask, with as
-// many cases and traced ranks at once as there are cores).
+// many cases and traced ranks at once as there are cores) or would take more than an
+// hour (sim.Seconds). Everything that grows with the GPU count is counted first, before
+// a mask is built (a document mask of a million GPUs' tokens is itself large); then the
+// documents of each mask.
 func fitSimulation(o simOptions, maskFor func(string, int, uint64) *builtMask) error {
 	avail := harness.ThisMachine().HostBytes * 0.85
 	workers := max(runtime.GOMAXPROCS(0), 1)
+	check := func(n int, what string, docs int) error {
+		need := float64(workers) * sim.MemoryBytes(n, docs, workers)
+		if need > avail {
+			return usageError("--gpus %d: simulating %s needs about %.1f GiB of host memory; %.1f GiB available: use fewer GPUs or tokens per GPU",
+				n, what, need/(1<<30), avail/(1<<30))
+		}
+		if t := sim.Seconds(n, docs); t > maxCaseSeconds {
+			return usageError("--gpus %d: simulating %s would take about %.0f CPU hours (the limit is 1 hour per case): use fewer GPUs or tokens per GPU",
+				n, what, t/3600)
+		}
+		return nil
+	}
+	for _, n := range o.gpus {
+		if err := check(n, fmt.Sprintf("%d ranks", n), 1); err != nil {
+			return err
+		}
+	}
 	for _, n := range o.gpus {
 		for _, mk := range o.cp.masks {
 			b := maskFor(mk, o.cp.seqlenFor(n), o.cp.seed)
 			if b.err != nil {
 				continue // reported by the job itself
 			}
-			need := float64(workers) * sim.MemoryBytes(n, len(b.docs), workers)
-			if need > avail {
-				return usageError("--gpus %d: simulating %s (%d documents) needs about %.1f GiB of host memory; %.1f GiB available: use fewer GPUs or tokens per GPU",
-					n, mk, len(b.docs), need/(1<<30), avail/(1<<30))
+			if err := check(n, fmt.Sprintf("%s (%d documents)", mk, len(b.docs)), len(b.docs)); err != nil {
+				return err
 			}
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/longca/longca/results"
 )
@@ -226,11 +227,12 @@ func TestSimulateRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Meshes: 8 GPUs usp/loongtrain 2x4, 4x2; 16: 2x8, 4x4, 8x2; 32: 2x16 .. 16x2 (16 heads);
-	// plus ring-p2p, ring-allgather, ulysses each; x 2 masks x 2 passes.
+	// plus ring-p2p, ring-allgather, ulysses each; x 2 passes x (causal once, whatever the
+	// seed; causal_document_long the default 5 samples).
 	meshes := map[int64]int{8: 3 + 2*2, 16: 3 + 2*3, 32: 3 + 2*4}
 	want := 0
 	for _, m := range meshes {
-		want += m * 2 * 2
+		want += m * 2 * (1 + 5)
 	}
 	if len(rows) != want {
 		t.Fatalf("%d rows, want %d", len(rows), want)
@@ -248,8 +250,20 @@ func TestSimulateRun(t *testing.T) {
 		if r.SeqLen != r.WorldSize*1024 {
 			t.Fatalf("weak scaling: seqlen %d on %d GPUs", r.SeqLen, r.WorldSize)
 		}
+		// The spread over samples: on every predicted document row, over the samples up
+		// to its own; none on causal (one sample).
+		switch {
+		case r.Status != results.StatusPredicted:
+		case r.Mask == "causal":
+			if r.SamplesN != nil || r.Sample != 0 {
+				t.Fatalf("causal row with sample %d, samples_n %v", r.Sample, r.SamplesN)
+			}
+		case r.SamplesN == nil || *r.SamplesN != r.Sample+1 || *r.SamplesTFLOPsMin > *r.SamplesTFLOPsMedian || *r.SamplesTFLOPsMedian > *r.SamplesTFLOPsMax ||
+			*r.TFLOPs < *r.SamplesTFLOPsMin || *r.TFLOPs > *r.SamplesTFLOPsMax || r.DocSource == "":
+			t.Fatalf("document row: sample %d, samples_n %v, spread %v-%v-%v, doc_source %q", r.Sample, r.SamplesN, r.SamplesTFLOPsMin, r.SamplesTFLOPsMedian, r.SamplesTFLOPsMax, r.DocSource)
+		}
 	}
-	for _, w := range []string{"(TFLOP/s)", "h100-ib", "fa3-h100", "*", "# Rows: "} {
+	for _, w := range []string{"(TFLOP/s)", "h100-ib", "fa3-h100", "*", "# Rows: ", "median over the mask samples (min-max)", "5 mask sample(s)"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("table without %q:\n%s", w, out)
 		}
@@ -261,5 +275,64 @@ func TestSimulateRun(t *testing.T) {
 	out, errOut, code = captureRun(t, "simulate", "--nccl-table", "--gpus", "16", "--nccl-sizes", "1K:1M")
 	if code != 0 || !strings.Contains(out, "all_gather_perf") || !strings.Contains(out, "busbw") || strings.Count(out, "\n") < 40 {
 		t.Fatalf("nccl table: exit %d %s\n%s", code, errOut, out)
+	}
+}
+
+// TestSimulateRefusesAMillionGPUs: everything that grows with the GPU count is counted
+// before any work, so a million GPUs is one line and exit 2 at once (it used to pass the
+// guard, which counted only documents, and die out of memory after a minute). The
+// command runs with a deadline so that a guard that lets it through fails the test
+// instead of taking the machine's memory.
+func TestSimulateRefusesAMillionGPUs(t *testing.T) {
+	type result struct {
+		errOut string
+		code   int
+	}
+	done := make(chan result, 1)
+	go func() {
+		_, errOut, code := captureRun(t, "simulate", "--gpus", "1000000", "--masks", "full", "--methods", "ring-p2p", "--out", filepath.Join(t.TempDir(), "out"))
+		done <- result{errOut, code}
+	}()
+	select {
+	case r := <-done:
+		args := []string{"simulate", "--gpus", "1000000"}
+		checkUsageError(t, args, r.code, r.errOut, "--gpus 1000000")
+		if !strings.Contains(r.errOut, "host memory") || strings.Count(strings.TrimSpace(r.errOut), "\n") > 0 {
+			t.Fatalf("want one line about host memory, got %q", r.errOut)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("simulate --gpus 1000000 was not refused within 20 s: the guard let it start")
+	}
+}
+
+// TestSimulateNoMeshIsUnsupported: on 3 GPUs usp and loongtrain have no 2-D mesh; their
+// rows are unsupported with the reason, never Ring P2P's numbers under their names.
+func TestSimulateNoMeshIsUnsupported(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "sim")
+	_, errOut, code := captureRun(t, "--log-level", "warn", "simulate", "--gpus", "3", "--methods", "usp,loongtrain,ring-p2p",
+		"--masks", "full", "--tokens-per-rank", "1K", "--heads", "16:4", "--samples", "1", "--out", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	rows, _, err := results.ReadRows(results.MergedPath(dir, filepath.Base(dir)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, r := range rows {
+		seen[r.Method]++
+		switch r.Method {
+		case "usp", "loongtrain":
+			if r.Status != results.StatusUnsupported || r.TFLOPs != nil || !strings.Contains(r.Reason, "3 ranks have none") {
+				t.Errorf("%s on 3 GPUs: status %s, tflops %v, reason %q; want unsupported, no numbers, the reason", r.Method, r.Status, r.TFLOPs, r.Reason)
+			}
+		case "ring-p2p":
+			if r.Status != results.StatusPredicted {
+				t.Errorf("ring-p2p on 3 GPUs: %s %q", r.Status, r.Reason)
+			}
+		}
+	}
+	if seen["usp"] != 2 || seen["loongtrain"] != 2 || seen["ring-p2p"] != 2 {
+		t.Errorf("rows per method %v, want 2 each (fwd, bwd)", seen)
 	}
 }

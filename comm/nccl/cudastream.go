@@ -1,41 +1,8 @@
 package nccl
 
-/*
-#include <stdint.h>
-static int nccl_cu_stream_query(void* f, uintptr_t stream) { return ((int (*)(void*))f)((void*)stream); }
-*/
-import "C"
-
 import (
-	"fmt"
-	"sync"
-	"unsafe"
-
 	"github.com/longca/longca/internal/cuda"
-	"github.com/longca/longca/internal/dl"
 )
-
-// cudaNotReady is CUDA_ERROR_NOT_READY: the stream still has work.
-const cudaNotReady = 600
-
-var (
-	cuOnce  sync.Once
-	cuQuery unsafe.Pointer
-	cuErr   error
-)
-
-// streamQuery resolves cuStreamQuery from the driver (libcuda.so.1) once.
-func streamQuery() (unsafe.Pointer, error) {
-	cuOnce.Do(func() {
-		l, err := dl.Open("libcuda.so.1", "libcuda.so")
-		if err != nil {
-			cuErr = fmt.Errorf("nccl: %w", err)
-			return
-		}
-		cuQuery, cuErr = l.Sym("cuStreamQuery")
-	})
-	return cuQuery, cuErr
-}
 
 // deviceStream is an internal/cuda device's stream as an OrderedStream.
 type deviceStream struct {
@@ -56,25 +23,11 @@ func (d deviceStream) RecordEvent() (uintptr, error) {
 // DeviceStream is the stream of an internal/cuda device as an OrderedStream: NCCL work
 // goes on that stream, ordered with the device's kernels and copies there, and with
 // other streams by events (Comm.GroupAfter). Query runs cuStreamQuery with the device's
-// context current.
+// context current (internal/cuda owns the driver).
 func DeviceStream(g *cuda.Device) (OrderedStream, error) {
-	f, err := streamQuery()
-	if err != nil {
-		return nil, err
-	}
-	s := uintptr(g.Stream())
-	return deviceStream{g: g, s: g.Stream(), FuncStream: FuncStream{Ptr: s, QueryFn: func() (bool, error) {
-		var code C.int
-		if err := g.Do(func() error { code = C.nccl_cu_stream_query(f, C.uintptr_t(s)); return nil }); err != nil {
-			return false, err
-		}
-		switch code {
-		case 0:
-			return true, nil
-		case cudaNotReady:
-			return false, nil
-		}
-		return false, fmt.Errorf("cuStreamQuery: CUDA error %d", int(code))
+	st := g.Stream()
+	return deviceStream{g: g, s: st, FuncStream: FuncStream{Ptr: uintptr(st), QueryFn: func() (bool, error) {
+		return g.StreamDone(st)
 	}}}, nil
 }
 

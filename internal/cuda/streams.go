@@ -90,6 +90,26 @@ func (g *Device) EventDone(ev Event) (bool, error) {
 	return done, err
 }
 
+// StreamDone says, without waiting, whether every piece of work queued on st has
+// finished (cuStreamQuery: CUDA_SUCCESS is true, CUDA_ERROR_NOT_READY false, else an
+// error).
+func (g *Device) StreamDone(st Stream) (bool, error) {
+	var done bool
+	err := g.with(func() error {
+		code, err := g.dv.raw("cuStreamQuery", uint64(st))
+		switch {
+		case err != nil:
+			return err
+		case code == 0:
+			done = true
+		case code != errNotReady:
+			return g.dv.errorFor("cuStreamQuery", code)
+		}
+		return nil
+	})
+	return done, err
+}
+
 // errNotReady is CUDA_ERROR_NOT_READY.
 const errNotReady = 600
 

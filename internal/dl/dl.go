@@ -75,3 +75,35 @@ func (l *Library) Close() error {
 	}
 	return nil
 }
+
+// Probe is what the one owner of a library says of it (internal/cuda for libcuda and
+// libnvrtc, comm/nccl for libnccl, kernels/cudnn for libcudnn, comm/mpi for libmpi):
+// whether it opens here, by which name, the version it reports, the names tried, and
+// why not. `longca env` and `longca list` print these, so the names and version codes
+// they show are the ones the benchmark itself uses.
+type Probe struct {
+	Library string   `json:"library"`
+	Found   bool     `json:"found"`
+	Path    string   `json:"opened,omitempty"`
+	Version string   `json:"version,omitempty"`
+	Error   string   `json:"error,omitempty"`
+	Tried   []string `json:"tried"`
+}
+
+// ProbeOpen opens the first of names for a probe of library lib and asks version for
+// the version it reports; the library stays open (its owner opens it again anyway).
+func ProbeOpen(lib string, names []string, version func(l *Library) (string, error)) Probe {
+	p := Probe{Library: lib, Tried: names}
+	l, err := Open(names...)
+	if err != nil {
+		p.Error = err.Error()
+		return p
+	}
+	p.Found, p.Path = true, l.Name
+	if v, err := version(l); err != nil {
+		p.Error = err.Error()
+	} else {
+		p.Version = v
+	}
+	return p
+}

@@ -100,3 +100,19 @@ func Run(t testing.TB, bin, op string, bufs []*tensor.Host, args ...int64) {
 		copy(b.Data, d)
 	}
 }
+
+// SharedLibrary compiles the C file src into the shared library out with the C compiler
+// cgo uses ($CC, else cc), -shared -fPIC -O1 and flags: the fake libnccl and libcudnn
+// that CPU tests load in place of the real ones. It takes no testing.TB so that a
+// TestMain (or a helper package such as ncclfake) can build once for a whole package.
+func SharedLibrary(out, src string, flags ...string) error {
+	cc := os.Getenv("CC")
+	if cc == "" {
+		cc = "cc"
+	}
+	args := append([]string{"-shared", "-fPIC", "-O1", "-o", out, src}, flags...)
+	if msg, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("building %s with %s: %v\n%s", filepath.Base(out), cc, err, msg)
+	}
+	return nil
+}

@@ -194,7 +194,7 @@ DEV FwdItem fwd_item(const WorkList &wl, int item, int hq, int hkv) {
 // it, a grid of one block per multiprocessor walks items blockIdx.x, + gridDim.x, ...: the
 // producer then loads the next item's Q and K/V tiles while the consumers finish the
 // last one.
-template <int D, typename T, bool PERSIST, bool PINGPONG>
+template <int D, typename T, bool PERSIST>
 DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__restrict__ o, float *__restrict__ lse,
                   int sq, int sk, int hq, int hkv, float scale_log2, WorkList wl) {
   using L = SmemLayout<D>;
@@ -266,7 +266,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
 
   asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
   const int cw = wg - 1;                  // consumer warpgroup: query rows 64 cw .. 64 cw + 63
-  if (PINGPONG && cw == 1) named_arrive(1, 256);  // consumer 0 takes the first turn
+  if (cw == 1) named_arrive(1, 256);  // consumer 0 takes the first turn
   const int lt = tid % 128, warp = lt / 32, lane = lt % 32, g = lane / 4, t = lane % 4;
   constexpr int OR = D / 2;                // O accumulator registers (m64 x D)
   int n = 0, qn = 0;                       // tiles and Q tiles consumed so far
@@ -344,7 +344,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
 
   float sc[64], alpha[2], sum[2];
   unsigned pa[SBN / 16][4];
-  if (PINGPONG) {
+  {
     // The two consumer warpgroups take turns on the tensor cores (named barriers 1 and 2):
     // a turn issues tile i's P V and tile i+1's Q K^T together, then hands over, so one
     // warpgroup's softmax runs while the other's products do. Tile e0's Q K^T comes first,
@@ -383,31 +383,6 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
         rescale(alpha, sum);
       }
     }
-  } else {
-  // one tile at a time: S, softmax, P V (issuing tile i's Q K^T with tile i-1's P V, the
-  // softmax overlapping the product, measured 10% slower with two consumer warpgroups:
-  // docs/perf.md)
-  for (int e = e0; e < e1; e++) {
-    const int i = n + e - e0, s = i % STAGES;
-    const unsigned ph = (i / STAGES) & 1;
-    mbar_wait(&fullK[s], ph);
-    wgmma_fence();
-    issue_qk(sc, s);
-    wgmma_commit();
-    wgmma_wait<0>();
-    reg_fence(sc);
-    mbar_arrive(&emptyK[s]);
-    softmax(sc, e, pa, alpha, sum);
-    rescale(alpha, sum);
-    mbar_wait(&fullV[s], ph);
-    reg_fence(acc);
-    wgmma_fence();
-    issue_pv(pa, s);
-    wgmma_commit();
-    wgmma_wait<0>();
-    reg_fence(acc);
-    mbar_arrive(&emptyV[s]);
-  }
   }
 
   if (e0 < e1) {
@@ -435,7 +410,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
   }
   // consumer 1's last hand-over is still pending at barrier 1: take it, so no arrival
   // outlives the block
-  if (PINGPONG && cw == 0) named_sync(1, 256);
+  if (cw == 0) named_sync(1, 256);
 }
 
 // ---- the backward -------------------------------------------------------------------
@@ -471,11 +446,26 @@ template <int D> struct BwdLayout {
 // A warp of the producer warpgroup issues the dQ reductions: a consumer warpgroup hands
 // its staged dQ over through an mbarrier and goes on (issuing them itself, the consumer
 // warpgroup waited at two named barriers a step: measured 5-7% slower, docs/perf.md).
-template <int D, typename T, bool SWZ, bool OVERLAP>
+// Acquire and release on a global flag (the deterministic backward's per-tile turns).
+DEV int ld_acquire(const int *p) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+DEV void st_release(int *p, int v) { asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory"); }
+DEV void fence_async_global() { asm volatile("fence.proxy.async.global;\n" ::: "memory"); }
+
+// DET: the deterministic backward. Every query tile's dQ is added by the key tiles that
+// visit it in increasing order: the writer of key tile kt waits until locks[h][tile] says
+// the ranks[e] lower key tiles have added theirs, adds, waits for its additions to land,
+// and passes the turn on. Blocks run in key-tile order (blockIdx.y, not the heaviest-first
+// order) and without the rotation, so a block waits only on lower key tiles, which were
+// started before it: no cycle.
+template <int D, typename T, bool OVERLAP, bool DET>
 DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const TmaDesc &tdo, const TmaDesc &tdq,
                   const float *__restrict__ lse2, const float *__restrict__ dsum, T *__restrict__ dk,
                   T *__restrict__ dv, int sq, int sk, int hq, int hkv, int sq_pad, float scale, float scale_log2,
-                  WorkList wl) {
+                  WorkList wl, const int *__restrict__ ranks, int *__restrict__ locks) {
   using L = BwdLayout<D>;
   extern __shared__ unsigned char smem_raw[];
   unsigned char *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
@@ -492,12 +482,12 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
 
   const int tid = threadIdx.x, wg = tid / 128;
   const int kvh = blockIdx.x, group = hq / hkv, list = wl.per_head ? kvh : 0;
-  const int kt = wl.order[list * wl.row_tiles + blockIdx.y];
+  const int kt = DET ? (int)blockIdx.y : wl.order[list * wl.row_tiles + blockIdx.y];
   const int e0 = wl.start[list * (wl.row_tiles + 1) + kt], e1 = wl.start[list * (wl.row_tiles + 1) + kt + 1];
   const int ne = e1 - e0, iters = ne * group;
   // Blocks start at different query tiles (a rotation by key tile), so that blocks
   // running together add into different dQ rows.
-  const int rot = ne > 0 ? (kt * 7) % ne : 0;
+  const int rot = ne > 0 && !DET ? (kt * 7) % ne : 0;
   const int k0 = kt * BBN9;
 
   if (tid == 0) {
@@ -515,7 +505,10 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
   __syncthreads();
 
   if (wg == 0) {
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+    if (OVERLAP)
+      asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
+    else
+      asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
     if (tid == 0 && iters > 0) {
       tma_prefetch_desc(&tq);
       tma_prefetch_desc(&tdo);
@@ -543,21 +536,30 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     if (tid == 32) {  // the dQ writer
       for (int it = 0; it < iters; it++) {
         const int h = kvh * group + it / ne, e = e0 + (it % ne + rot) % ne, q0 = wl.entries[2 * e] * BBM9;
+        int *lock = locks + (long long)h * (sq_pad / BBM9) + q0 / BBM9;
+        if (DET) {  // this query tile's turn
+          const int want = ranks[e];
+          while (ld_acquire(lock) != want) {
+          }
+          fence_async_global();
+        }
 #pragma unroll
         for (int c = 0; c < 2; c++) {
           mbar_wait(&dqFull[c], it & 1);
-          if (SWZ) {  // two swizzled boxes of 32 columns
-            tma_reduce_add2(&tdq, sdQ + c * BBM9 * 64, L::kSplit ? c * 64 : 0, h * sq_pad + q0);
-            tma_reduce_add2(&tdq, sdQ + c * BBM9 * 64 + BBM9 * 32, (L::kSplit ? c * 64 : 0) + 32, h * sq_pad + q0);
-          } else {
-            tma_reduce_add2(&tdq, sdQ + c * BBM9 * 64, L::kSplit ? c * 64 : 0, h * sq_pad + q0);
-          }
+          // two swizzled boxes of 32 columns
+          tma_reduce_add2(&tdq, sdQ + c * BBM9 * 64, L::kSplit ? c * 64 : 0, h * sq_pad + q0);
+          tma_reduce_add2(&tdq, sdQ + c * BBM9 * 64 + BBM9 * 32, (L::kSplit ? c * 64 : 0) + 32, h * sq_pad + q0);
           bulk_commit();
+          if (DET) bulk_wait0();  // landed before the next half (the same columns at D = 64)
+        }
+        if (DET) {
+          fence_async_global();
+          st_release(lock, ranks[e] + 1);
         }
 #pragma unroll
         for (int c = 0; c < 2; c++) {
           // the stages have been read: hand them back (both at once: wait_group is per thread)
-          if (c == 0) bulk_wait_read0();
+          if (c == 0 && !DET) bulk_wait_read0();
           mbar_arrive(&dqEmpty[c]);
         }
       }
@@ -566,7 +568,10 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     return;
   }
 
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+  if (OVERLAP)  // two accumulator groups in flight: at 232 registers it spilled 32 bytes
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n" ::: "memory");
+  else
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
   const int cw = wg - 1;  // consumer warpgroup: keys 64 cw .. 64 cw + 63 of the block
   const int lt = tid % 128, warp = lt / 32, lane = lt % 32, g = lane / 4, t = lane % 4;
   const int kr = cw * 64 + warp * 16 + g;  // this thread's key rows in the block: kr, kr + 8
@@ -737,11 +742,10 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
 #pragma unroll
       for (int r = 0; r < 2; r++) {
         const int row = warp * 16 + g + r * 8, col = j * 8 + 2 * t;
-        // SWZ: two boxes of 32 columns, 16-byte chunks of each 128-byte row swizzled by
-        // the row (the 8 rows a warp writes at once fall in 8 different banks; plain rows
-        // of 256 bytes put them all in the same ones)
-        const int off = SWZ ? (col / 32) * BBM9 * 32 + row * 32 + ((((col % 32) / 4) ^ (row & 7)) << 2) + (col % 4)
-                            : row * 64 + col;
+        // two boxes of 32 columns, the 16-byte chunks of each 128-byte row swizzled by
+        // the row: the 8 rows a warp writes at once fall in 8 different banks (rows of
+        // 256 bytes put them all in the same ones: measured +1% over that, docs/perf.md)
+        const int off = (col / 32) * BBM9 * 32 + row * 32 + ((((col % 32) / 4) ^ (row & 7)) << 2) + (col % 4);
         *reinterpret_cast<float2 *>(stage + off) = make_float2(dqa[4 * j + 2 * r] * scale, dqa[4 * j + 2 * r + 1] * scale);
       }
     fence_async_smem();
@@ -799,32 +803,31 @@ DEV void dq90_convert(const float *__restrict__ acc, T *__restrict__ dq, int sq,
   }
 }
 
-#define SM90_FWD(FN, NAME, T, D, PERSIST, PINGPONG)                                                                          \
+#define SM90_FWD(FN, NAME, T, D, PERSIST)                                                                          \
   extern "C" __global__ void __launch_bounds__(SNT, 1)                                                             \
       FN##_##NAME##_d##D(const __grid_constant__ TmaDesc tq, const __grid_constant__ TmaDesc tk,                   \
                          const __grid_constant__ TmaDesc tv, T *o, float *lse, int sq, int sk, int hq, int hkv,    \
                          float scale_log2, const int *order, const int *start, const int *entries, const int *refs, \
                          const int *slices, int row_tiles, int per_head) {                                         \
-    fwd_sm90<D, T, PERSIST, PINGPONG>(tq, tk, tv, o, lse, sq, sk, hq, hkv, scale_log2,                                       \
+    fwd_sm90<D, T, PERSIST>(tq, tk, tv, o, lse, sq, sk, hq, hkv, scale_log2,                                       \
                             WorkList{order, start, entries, refs, slices, row_tiles, per_head});                   \
   }
-#define SM90_BWD(FN, NAME, T, D, SWZ, OVERLAP)                                                                                   \
+#define SM90_BWD(FN, NAME, T, D, OVERLAP, DET)                                                                                   \
   extern "C" __global__ void __launch_bounds__(SNT, 1) FN##_##NAME##_d##D(                                        \
       const __grid_constant__ TmaDesc tq, const __grid_constant__ TmaDesc tk, const __grid_constant__ TmaDesc tv,   \
       const __grid_constant__ TmaDesc tdo, const __grid_constant__ TmaDesc tdq, const float *lse2, const float *dsum, \
       T *dk, T *dv, int sq, int sk, int hq, int hkv, int sq_pad, float scale, float scale_log2, const int *order,     \
-      const int *start, const int *entries, const int *refs, const int *slices, int row_tiles, int per_head) {      \
-    bwd_sm90<D, T, SWZ, OVERLAP>(tq, tk, tv, tdo, tdq, lse2, dsum, dk, dv, sq, sk, hq, hkv, sq_pad, scale, scale_log2,          \
-                   WorkList{order, start, entries, refs, slices, row_tiles, per_head});                            \
+      const int *start, const int *entries, const int *refs, const int *slices, int row_tiles, int per_head,        \
+      const int *ranks, int *locks) {                                                                                \
+    bwd_sm90<D, T, OVERLAP, DET>(tq, tk, tv, tdo, tdq, lse2, dsum, dk, dv, sq, sk, hq, hkv, sq_pad, scale, scale_log2, \
+                                 WorkList{order, start, entries, refs, slices, row_tiles, per_head}, ranks, locks); \
   }
 #define SM90_ENTRIES(NAME, T, D)                                                                                   \
-  SM90_FWD(fwd90, NAME, T, D, false, false)                                                                        \
-  SM90_FWD(fwd90p, NAME, T, D, true, false)                                                                        \
-  SM90_FWD(fwd90q, NAME, T, D, false, true)                                                                        \
-  SM90_FWD(fwd90qp, NAME, T, D, true, true)                                                                        \
-  SM90_BWD(bwd90w, NAME, T, D, false, false)                                                                       \
-  SM90_BWD(bwd90s, NAME, T, D, true, false)                                                                        \
-  SM90_BWD(bwd90o, NAME, T, D, true, true)                                                                         \
+  SM90_FWD(fwd90, NAME, T, D, false)                                                                               \
+  SM90_FWD(fwd90p, NAME, T, D, true)                                                                               \
+  SM90_BWD(bwd90, NAME, T, D, false, false)                                                                        \
+  SM90_BWD(bwd90o, NAME, T, D, true, false)                                                                        \
+  SM90_BWD(bwd90d, NAME, T, D, false, true)                                                                        \
   extern "C" __global__ void bwd90_pre_##NAME##_d##D(const T *o, const T *dout, const float *lse, float *dsum,      \
                                                     float *lse2, int sq, int hq, int sq_pad) {                     \
     bwd90_pre<D, T>(o, dout, lse, dsum, lse2, sq, hq, sq_pad);                                                     \

@@ -63,21 +63,17 @@ var (
 	fwdSM80 = variant{fn: "fwd", qTile: 128, kTile: 64, threads: 256, sharedPerDim: (128 + 4*64) * 2}
 	bwdSM80 = variant{fn: "bwd", qTile: 64, kTile: 128, threads: 256, sharedPerDim: (2*128 + 4*64) * 2, sharedFixed: 128*64*2 + 4*64*4, transposedList: true}
 	// sm_90 forward: Q 2 x 128 x D, K and V 2 stages of 128 x D, 12 barriers, 1 KB of
-	// alignment slack (SmemLayout in attention_sm90.cu).
+	// alignment slack (SmemLayout in attention_sm90.cu); the consumer warpgroups take
+	// turns on the tensor cores (pingpong).
 	fwdSM90 = variant{fn: "fwd90", qTile: 128, kTile: 128, threads: 384, sharedPerDim: (2*128 + 4*128) * 2, sharedFixed: 8*12 + 1024}
 	// sm_90 backward: K and V 128 x D, Q and dO 2 stages of 64 x D; dS^T 2 x 128 x 64 bf16,
-	// dQ stages 2 x 64 x 64 fp32, lse and Dsum 2 stages of 64 fp32, 9 barriers, 1 KB slack
-	// (BwdLayout in attention_sm90.cu). The dQ reductions are issued by a warp of the
-	// producer warpgroup (bwd90w).
-	bwdSM90 = variant{fn: "bwd90w", qTile: 64, kTile: 128, threads: 384, sharedPerDim: (2*128 + 4*64) * 2,
-		sharedFixed: 2*128*64*2 + 2*64*64*4 + 2*2*64*4 + 8*9 + 1024, transposedList: true}
-	// Experiments of issue 19, timed beside sm90 in one call (docs/perf.md): the forward
-	// with the consumer warpgroups taking turns on the tensor cores (fwd90q); the backward
-	// with dQ staged swizzled (bwd90s) and, on top, P^T computed while dP^T runs and dS^T
-	// while dV runs (bwd90o).
-	fwdSM90Q = variant{fn: "fwd90q", qTile: 128, kTile: 128, threads: 384, sharedPerDim: fwdSM90.sharedPerDim, sharedFixed: fwdSM90.sharedFixed}
-	bwdSM90S = variant{fn: "bwd90s", qTile: 64, kTile: 128, threads: 384, sharedPerDim: bwdSM90.sharedPerDim,
-		sharedFixed: bwdSM90.sharedFixed, transposedList: true, swizzledDQ: true}
+	// dQ stages 2 x 64 x 64 fp32 (128-byte-swizzled boxes of 32 columns), lse and Dsum 2
+	// stages of 64 fp32, 9 barriers, 1 KB slack (BwdLayout in attention_sm90.cu). The dQ
+	// reductions are issued by a warp of the producer warpgroup.
+	bwdSM90 = variant{fn: "bwd90", qTile: 64, kTile: 128, threads: 384, sharedPerDim: (2*128 + 4*64) * 2,
+		sharedFixed: 2*128*64*2 + 2*64*64*4 + 2*2*64*4 + 8*9 + 1024, transposedList: true, swizzledDQ: true}
+	// Experiment of issue 19 (docs/perf.md): the backward with S^T and dP^T as two groups,
+	// P^T computed while dP^T runs and dS^T while dV runs, 240 registers to the consumers.
 	bwdSM90O = variant{fn: "bwd90o", qTile: 64, kTile: 128, threads: 384, sharedPerDim: bwdSM90.sharedPerDim,
 		sharedFixed: bwdSM90.sharedFixed, transposedList: true, swizzledDQ: true}
 )
@@ -95,9 +91,8 @@ type archVariant struct {
 // archVariants are the kernel's variants, best first: the default on a device is the
 // first it can run.
 var archVariants = []archVariant{
-	{name: "sm90", doc: "Hopper: TMA + wgmma, warp-specialised (a producer and two consumer warpgroups); forward 128x128 tiles (persistent when rows are short), backward 128 keys x 64 queries with dQ by TMA reductions", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90},
-	{name: "sm90n", doc: "experiment: sm90 with the consumer warpgroups taking turns in the forward (pingpong) and, in the backward, P^T computed while dP^T runs, dS^T while dV runs, dQ staged swizzled", major: 9, exact: true, fwd: fwdSM90Q, bwd: bwdSM90O},
-	{name: "sm90s", doc: "experiment: the pingpong forward of sm90n; the backward of sm90 with dQ staged swizzled", major: 9, exact: true, fwd: fwdSM90Q, bwd: bwdSM90S},
+	{name: "sm90", doc: "Hopper: TMA + wgmma, warp-specialised (a producer and two consumer warpgroups); forward 128x128 tiles with the consumer warpgroups taking turns (pingpong; persistent when rows are short), backward 128 keys x 64 queries with dQ staged swizzled and added by TMA reductions", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90},
+	{name: "sm90o", doc: "experiment: sm90 with the backward's S^T and dP^T as two groups, P^T computed while dP^T runs and dS^T while dV runs (240 registers to the consumers)", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90O},
 	{name: "sm80", doc: "Ampere and later: mma.sync forward and backward (cp.async double buffering)", major: 8, fwd: fwdSM80, bwd: bwdSM80},
 }
 
@@ -158,7 +153,12 @@ func init() {
 		if err != nil {
 			return nil, err
 		}
-		return NewVariant(g, o.Variant)
+		k, err := NewVariant(g, o.Variant)
+		if err != nil {
+			return nil, err
+		}
+		k.det = o.Deterministic
+		return k, nil
 	})
 }
 
@@ -172,6 +172,7 @@ type Kernel struct {
 
 	arch     archVariant
 	fwd, bwd variant
+	det      bool // the deterministic backward (Options.Deterministic; sm90 only)
 	maps     map[tmaKey]*cuda.TensorMap
 
 	mu    sync.Mutex
@@ -181,7 +182,7 @@ type Kernel struct {
 	// masks so the identity stays unique while the entry stands.
 	byIdent    map[string]*deviceList
 	identMasks map[string][]mask.Mask
-	scratch    map[string]*cuda.Buffer
+	scratch    *cuda.ScratchPool
 }
 
 var _ kernels.Kernel = (*Kernel)(nil)
@@ -202,7 +203,7 @@ func NewVariant(g *cuda.Device, name string) (*Kernel, error) {
 		return nil, err
 	}
 	k := &Kernel{dev: g, arch: av, fwd: av.fwd, bwd: av.bwd, fns: map[string]*cuda.Function{}, lists: map[uint64]*deviceList{}, byIdent: map[string]*deviceList{}, identMasks: map[string][]mask.Mask{},
-		scratch: map[string]*cuda.Buffer{}, maps: map[tmaKey]*cuda.TensorMap{}}
+		scratch: cuda.NewScratchPool(g), maps: map[tmaKey]*cuda.TensorMap{}}
 	if k.mod, k.Log, err = load(g, Source(), "longca_attention.cu"); err != nil {
 		return nil, err
 	}
@@ -246,10 +247,18 @@ func load(g *cuda.Device, src, name string) (*cuda.Module, string, error) {
 // Variant is the name of the variant in use (sm90, sm80).
 func (k *Kernel) Variant() string { return k.arch.name }
 
+// DeterministicBackward says whether the backward adds dQ in a fixed order (made with
+// Options.Deterministic, on the sm90 variants).
+func (k *Kernel) DeterministicBackward() bool { return k.det && inSM90(k.bwd.fn) }
+
 // Describe names the variant that serves the problem and the architecture it was built
-// for; on sm90 a forward run persistent (short rows) says so ("sm90 persistent-fwd").
+// for; on sm90 a forward run persistent (short rows) says so ("sm90 persistent-fwd"), a
+// deterministic backward too ("sm90 deterministic").
 func (k *Kernel) Describe(p kernels.Problem, pass kernels.Pass) kernels.Info {
 	info := kernels.Info{Variant: k.arch.name, Versions: map[string]string{"arch": k.dev.Arch()}}
+	if k.DeterministicBackward() && pass != kernels.Fwd {
+		info.Variant += " deterministic"
+	}
 	if inSM90(k.fwd.fn) && pass != kernels.Bwd { // a backward row times the backward alone
 		if dl, err := k.list(p, k.fwd.qTile, k.fwd.kTile, false); err == nil && persistentForward(dl.w) {
 			info.Variant += " persistent-fwd"
@@ -325,8 +334,8 @@ func (k *Kernel) function(name string, shared int) (*cuda.Function, error) {
 
 // deviceList is a work list in device memory.
 type deviceList struct {
-	w                                   *WorkList
-	order, start, entries, refs, slices *cuda.Buffer
+	w                                          *WorkList
+	order, start, entries, refs, slices, ranks *cuda.Buffer
 }
 
 // listKey hashes what a work list depends on: the tile shape and every slice's values
@@ -419,7 +428,7 @@ func (k *Kernel) list(p kernels.Problem, qt, kt int, tr bool) (*deviceList, erro
 		for _, f := range []struct {
 			dst  **cuda.Buffer
 			vals []int32
-		}{{&dl.order, w.Order}, {&dl.start, w.Start}, {&dl.entries, w.Entries}, {&dl.refs, w.Refs}, {&dl.slices, w.Slices}} {
+		}{{&dl.order, w.Order}, {&dl.start, w.Start}, {&dl.entries, w.Entries}, {&dl.refs, w.Refs}, {&dl.slices, w.Slices}, {&dl.ranks, w.Ranks}} {
 			vals := f.vals
 			if len(vals) == 0 {
 				vals = []int32{0}
@@ -486,25 +495,11 @@ func (k *Kernel) Forward(ctx context.Context, p kernels.Problem, q, kk, v, out, 
 	})
 }
 
-// scratchBuf is a reusable fp32 device buffer of the named role with at least n
-// elements: one per role, grown (the old one freed) when a larger problem comes, so a
-// sweep over lengths holds only the largest.
+// scratchBuf is the kernel's fp32 device buffer of the named role with at least n
+// elements (internal/cuda's ScratchPool: one per role, grown when a larger problem
+// comes, so a sweep over lengths holds only the largest).
 func (k *Kernel) scratchBuf(role string, n int) (*cuda.Buffer, error) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if b, ok := k.scratch[role]; ok && b.Numel() >= n {
-		return b.View(0, n)
-	}
-	if old, ok := k.scratch[role]; ok {
-		k.dev.Free(old)
-		delete(k.scratch, role)
-	}
-	b, err := k.dev.AllocBuffer(tensor.FP32, n)
-	if err != nil {
-		return nil, err
-	}
-	k.scratch[role] = b
-	return b.View(0, n)
+	return k.scratch.Get(role, tensor.FP32, n)
 }
 
 // Backward writes dq, dk and dv.

@@ -4,11 +4,12 @@ import (
 	_ "embed"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/longca/longca/internal/hostcc"
 )
 
 //go:embed testdata/fakecudnn.c
@@ -33,7 +34,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// buildFakes compiles the embedded fake cuDNN with the C compiler cgo uses.
+// buildFakes compiles the embedded fake cuDNN through internal/hostcc.
 func buildFakes(dir string) error {
 	src := filepath.Join(dir, "fakecudnn.c")
 	if err := os.WriteFile(src, fakeSource, 0o644); err != nil {
@@ -41,14 +42,9 @@ func buildFakes(dir string) error {
 	}
 	fakeLib = filepath.Join(dir, "libfakecudnn.so")
 	fakeLibNoLastError = filepath.Join(dir, "libfakecudnn-nolasterror.so")
-	cc := os.Getenv("CC")
-	if cc == "" {
-		cc = "cc"
-	}
 	for out, flags := range map[string][]string{fakeLib: {"-DWITH_LAST_ERROR"}, fakeLibNoLastError: nil} {
-		args := append([]string{"-shared", "-fPIC", "-O1", "-Wall", "-o", out, src}, flags...)
-		if msg, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
-			return fmt.Errorf("building the fake cuDNN with %s: %v\n%s", cc, err, msg)
+		if err := hostcc.SharedLibrary(out, src, append([]string{"-Wall"}, flags...)...); err != nil {
+			return fmt.Errorf("building the fake cuDNN: %w", err)
 		}
 	}
 	return nil

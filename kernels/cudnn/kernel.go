@@ -88,7 +88,7 @@ type Kernel struct {
 	last     *problemPlan // the problem of the latest call
 	plans    map[spec]planEntry
 	help     *helpers
-	scratch  map[string]*cuda.Buffer
+	scratch  *cuda.ScratchPool
 }
 
 var _ kernels.Kernel = (*Kernel)(nil)
@@ -104,7 +104,7 @@ func New(lib *Lib, g *cuda.Device, variant string) (*Kernel, error) {
 	// the paths longca knows, lets them find it where it is not on the loader's path.
 	_, _, _ = cuda.NVRTCVersion()
 	k := &Kernel{lib: lib, dev: g, variant: variant, problems: map[uint64]*problemPlan{}, plans: map[spec]planEntry{},
-		scratch: map[string]*cuda.Buffer{}}
+		scratch: cuda.NewScratchPool(g)}
 	err = g.Do(func() error {
 		h, err := lib.NewHandle()
 		if err != nil {
@@ -478,27 +478,14 @@ func (k *Kernel) upload(b []byte) (*cuda.Buffer, error) {
 	return buf, nil
 }
 
-// scratchBuf is a reusable device buffer of a role with at least n elements of dt: one
-// per role, grown (after the stream's work, then the old one freed) when a larger
-// problem comes.
+// scratchBuf is the kernel's device buffer of a role with at least n elements of dt
+// (internal/cuda's ScratchPool: one per role, grown when a larger problem comes).
 func (k *Kernel) scratchBuf(role string, dt tensor.DType, n int) (*cuda.Buffer, error) {
-	n = max(n, 1)
-	if b, ok := k.scratch[role]; ok && b.DType() == dt && b.Numel() >= n {
-		return b.View(0, n)
-	}
-	if old, ok := k.scratch[role]; ok {
-		if err := k.dev.Sync(); err != nil {
-			return nil, err
-		}
-		k.dev.Free(old)
-		delete(k.scratch, role)
-	}
-	b, err := k.dev.AllocBuffer(dt, n)
+	b, err := k.scratch.Get(role, dt, n)
 	if err != nil {
-		return nil, oomOr(fmt.Errorf("cudnn: %s scratch of %d %s: %w", role, n, dt, err))
+		return nil, oomOr(fmt.Errorf("cudnn: %w", err))
 	}
-	k.scratch[role] = b
-	return b.View(0, n)
+	return b, nil
 }
 
 // oomOr marks an out-of-memory error as such.

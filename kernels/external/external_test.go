@@ -89,6 +89,22 @@ func TestFakeWorkerOK(t *testing.T) {
 	}
 }
 
+// A time reply's variant (the path that ran, when it differs by pass) is the row's
+// kernel_variant; without one, the supports answer's stays.
+func TestFakeWorkerTimedVariant(t *testing.T) {
+	k := fakeKernel(t, "timed-variant", "ref", 0)
+	for _, pc := range []struct {
+		pass kernels.Pass
+		want string
+	}{{kernels.Fwd, "fake-timed-variant"}, {kernels.Bwd, "fake-timed-bwd"}} {
+		row := runner(k).Run(context.Background(), smallCase("causal", pc.pass))
+		wantStatus(t, row, results.StatusOK)
+		if row.KernelVariant != pc.want {
+			t.Errorf("%s: variant %q, want %q", pc.pass, row.KernelVariant, pc.want)
+		}
+	}
+}
+
 func TestFakeWorkerWrongIsNeverTimed(t *testing.T) {
 	k := fakeKernel(t, "wrong", "ref", 0)
 	for _, pass := range []kernels.Pass{kernels.Fwd, kernels.Bwd} {

@@ -2,7 +2,7 @@
 # kernels/external/gpu.sh OUTDIR: the peers inside longca's sweep, on the GPU machine, from
 # the repository root, with bin/longca (or bin/longca.gz) built by `make device`:
 #  1. longca kernel over the 12 masks x 8K,16K,32K,48K x fwd,bwd at 64:8, head dim 128,
-#     bf16: cuda and every torch peer (torch:flash, torch:cudnn, torch:efficient,
+#     bf16: cuda and every torch peer (torch:flash, torch:cudnn, torch:efficient, torch:varlen,
 #     torch:flex), every case checked, -w 1 -n 3 (estimated 6 minutes: ~2 min of timed
 #     repetitions, ~1.5 min of checks on the CPU reference, ~3 min of FlexAttention
 #     compilations; stopped with SIGINT at PEER_SWEEP_TIMEOUT, default 480 s, keeping
@@ -22,7 +22,7 @@ py=${PYTHON:-python3}
 [ -x bin/longca ] || { [ -f bin/longca.gz ] && gunzip -kf bin/longca.gz && chmod +x bin/longca; }
 [ -x bin/longca ] || { echo "gpu.sh: bin/longca is missing: run make device here, carry bin/" >&2; exit 2; }
 rc=0
-kern=${PEER_KERNELS:-cuda,torch:flash,torch:cudnn,torch:efficient,torch:flex}
+kern=${PEER_KERNELS:-cuda,torch:flash,torch:cudnn,torch:efficient,torch:flex,torch:varlen}
 
 echo "# env"
 bin/longca env --python "$py" >"$out/env.txt" 2>&1

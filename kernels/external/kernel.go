@@ -388,5 +388,6 @@ func (k *Kernel) TimePass(ctx context.Context, p kernels.Problem, pass kernels.P
 	if r.PeakMemBytes != nil {
 		t.PeakMemBytes = *r.PeakMemBytes
 	}
+	t.Variant = r.Variant
 	return t, nil
 }

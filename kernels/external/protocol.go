@@ -96,7 +96,7 @@ type reply struct {
 	Device   string       `json:"device"`
 	Versions Versions     `json:"versions"`
 	Kernels  []kernelInfo `json:"kernels"`
-	// supports
+	// supports; time (optional: the path that ran the timed pass)
 	Variant string `json:"variant"`
 	// time
 	MedianMs     *float64  `json:"median_ms"`

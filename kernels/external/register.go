@@ -25,6 +25,7 @@ var TorchKernels = []struct{ Name, Remote, Doc string }{
 	{"torch:cudnn", "cudnn", "PyTorch SDPA, cuDNN backend: full and causal masks (Python worker, --python)"},
 	{"torch:efficient", "efficient", "PyTorch SDPA, memory-efficient backend: full and causal masks (Python worker, --python)"},
 	{"torch:flex", "flex", "PyTorch FlexAttention: any mask, block-sparse too (Python worker, --python)"},
+	{"torch:varlen", "varlen", "PyTorch varlen_attn (FlashAttention's varlen path, torch 2.10+): full, causal, document and sliding-window masks (Python worker, --python)"},
 }
 
 func init() {

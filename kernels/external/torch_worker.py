@@ -8,13 +8,20 @@ one process per rank, shared by the kernels it serves:
   cudnn      PyTorch SDPA, cuDNN backend (full and causal masks)
   efficient  PyTorch SDPA, memory-efficient backend (full and causal masks)
   flex       FlexAttention (any mask given as slices; per-KV-head block-sparse grids)
+  varlen     torch.nn.attention.varlen.varlen_attn, FlashAttention's varlen path (PyTorch
+             2.10+): documents packed by cumulative offsets, full or causal, and sliding
+             windows, wherever the mask is exactly such a packing
 
 It reads one JSON request a line on stdin and writes one JSON reply a line on stdout
 (the real stdout: anything a library prints goes to stderr). `--cpu` (tests only) runs
 FlexAttention eagerly on the CPU, so the protocol, the layouts and the block masks can be
-checked on a machine without a GPU.
+checked on a machine without a GPU. `--varlen-plan` (tests only, no torch needed) reads
+problems as JSON lines on stdin and writes how varlen_attn would serve each (documents and
+window) or why it cannot, one JSON line each.
 """
+import dataclasses
 import gc
+import inspect
 import json
 import math
 import os
@@ -31,6 +38,15 @@ NPY_DESCR = {"bf16": "<u2", "fp16": "<f2", "fp32": "<f4", "fp64": "<f8"}
 # Masks up to this many (q, k) pairs per mask are checked element by element against the
 # block mask FlexAttention gets (the check's small cases always are).
 VERIFY_PAIRS = 1 << 26
+# The kernels this worker serves: name, what it is, the masks it takes.
+KERNELS = (
+    ("flash", "PyTorch SDPA, FlashAttention-2 backend", "full, causal"),
+    ("cudnn", "PyTorch SDPA, cuDNN backend", "full, causal"),
+    ("efficient", "PyTorch SDPA, memory-efficient backend", "full, causal"),
+    ("flex", "PyTorch FlexAttention", "any (slices); per-KV-head grids"),
+    ("varlen", "PyTorch varlen_attn (FlashAttention varlen)",
+     "full, causal, full_document, causal_document, sliding windows (one window over the whole sequence)"),
+)
 
 
 class Unsupported(Exception):
@@ -112,6 +128,87 @@ def flex_slots(j):
     return n
 
 
+def row_spans(slices, sq):
+    """Every query row's allowed keys as one interval: lists lo, hi with row q allowing
+    [lo[q], hi[q]) (None for a row no key allows). Raises Unsupported when a row's keys
+    are not one interval (touching intervals of two slices are merged)."""
+    spans = [None] * sq
+    for s in slices:
+        qs, qe, ks, ke, _ = s
+        blo, bhi = band(s)
+        for q in range(qs, qe):
+            l = ks if blo is None else max(ks, q + blo)
+            h = ke if bhi is None else min(ke, q + bhi + 1)
+            if l >= h:
+                continue
+            if spans[q] is None:
+                spans[q] = [(l, h)]
+            else:
+                spans[q].append((l, h))
+    lo, hi = [None] * sq, [None] * sq
+    for q, sp in enumerate(spans):
+        if sp is None:
+            continue
+        sp.sort()
+        a, b = sp[0]
+        for l, h in sp[1:]:
+            if l > b:
+                raise Unsupported(f"query row {q} attends to separate key ranges [{a}, {b}) and [{l}, {h}): "
+                                  "varlen_attn gives a row one contiguous range")
+            b = max(b, h)
+        lo[q], hi[q] = a, b
+    return lo, hi
+
+
+def varlen_plan(slices, sq, sk):
+    """How torch.nn.attention.varlen.varlen_attn serves a mask exactly, or Unsupported
+    with the reason. varlen_attn packs documents [cu[i], cu[i+1]) that attend only within
+    themselves, and within a document of n tokens query i attends key j when
+    i - left <= j <= i + right (FlashAttention's window, aligned bottom-right: for a
+    square document, as here, the same as top-left; -1 is unbounded, (-1, 0) causal).
+    Two forms are found from the rows' key intervals, and the mask must equal one of them
+    row by row:
+      documents: every row's keys start at its document's first token (rows grouped by
+        that start, each group a square on the diagonal), and end at the document's end
+        (full, window (-1, -1)) or at the row itself (causal, (-1, 0)), the same rule in
+        every document;
+      one window: one document over the whole sequence, keys [q - left, q + right].
+    Returns {"docs": [(start, end), ...], "window": (left, right), "form": str}."""
+    if sq != sk:
+        raise Unsupported(f"varlen_attn here serves masks with seqlen_q == seqlen_k (documents on the diagonal), "
+                          f"not {sq} x {sk}")
+    lo, hi = row_spans(slices, sq)
+    for q in range(sq):
+        if lo[q] is None:
+            raise Unsupported(f"query row {q} attends to no key: varlen_attn's documents give every row keys")
+    docs, q = [], 0
+    while q < sq and lo[q] == q:
+        e = q + 1
+        while e < sq and lo[e] == q:
+            e += 1
+        docs.append((q, e))
+        q = e
+    if q == sq:
+        if all(hi[r] == e for s, e in docs for r in range(s, e)):
+            return {"docs": docs, "window": (-1, -1), "form": "full documents"}
+        if all(hi[r] == r + 1 for r in range(sq)):
+            return {"docs": docs, "window": (-1, 0), "form": "causal documents"}
+    left = max(r - lo[r] for r in range(sq))
+    right = max(hi[r] - 1 - r for r in range(sq))
+    if right >= 0 and all(lo[r] == max(0, r - left) and hi[r] == min(sq, r + right + 1) for r in range(sq)):
+        window = (-1 if left >= sq - 1 else left, -1 if right >= sq - 1 else right)
+        return {"docs": [(0, sq)], "window": window, "form": "one window"}
+    raise Unsupported("the mask is neither documents on the diagonal, each full or each causal, nor one "
+                      "sliding window over the whole sequence: varlen_attn cannot express it exactly")
+
+
+def varlen_describe(plan):
+    """A plan in words, for kernel_variant."""
+    n = len(plan["docs"])
+    what = {(-1, -1): "full", (-1, 0): "causal"}.get(tuple(plan["window"]), f"window {tuple(plan['window'])}")
+    return f"{n} document{'s' if n != 1 else ''}, {what}"
+
+
 class Worker:
     def __init__(self, device, cpu):
         self.device_index, self.cpu = device, cpu
@@ -132,7 +229,7 @@ class Worker:
             import torch
         except Exception as e:  # ImportError, or a broken install
             self.unavailable = f"{type(e).__name__}: {e} (interpreter {sys.executable}, Python {platform.python_version()})"
-            self.kernels = {n: None for n in ("flash", "cudnn", "efficient", "flex")}
+            self.kernels = {n[0]: None for n in KERNELS}
             return
         self.np, self.torch = np, torch
         self.versions.update(torch=torch.__version__, numpy=np.__version__)
@@ -162,6 +259,7 @@ class Worker:
             "cudnn": SDPA(self, "cudnn", "CUDNN_ATTENTION", "_scaled_dot_product_cudnn_attention"),
             "efficient": SDPA(self, "efficient", "EFFICIENT_ATTENTION", "_scaled_dot_product_efficient_attention"),
             "flex": Flex(self),
+            "varlen": VarLen(self),
         }
 
     def tensor_dtype(self, name):
@@ -221,12 +319,7 @@ class Worker:
     def hello(self, req):
         self.load()
         ks = []
-        for name, doc, masks in (
-            ("flash", "PyTorch SDPA, FlashAttention-2 backend", "full, causal"),
-            ("cudnn", "PyTorch SDPA, cuDNN backend", "full, causal"),
-            ("efficient", "PyTorch SDPA, memory-efficient backend", "full, causal"),
-            ("flex", "PyTorch FlexAttention", "any (slices); per-KV-head grids"),
-        ):
+        for name, doc, masks in KERNELS:
             k = self.kernels.get(name)
             ok, why = (False, self.unavailable) if k is None or self.unavailable else k.available()
             ks.append({"name": name, "doc": doc, "masks": masks, "available": ok, "reason": why,
@@ -288,8 +381,12 @@ class Worker:
         q, kk, v, dout = self.inputs(req, p, ("q", "k", "v", "dout"))
         for x in (q, kk, v):
             x.requires_grad_(True)
-        out = k.run(p, q, kk, v)
-        dq, dk, dv = self.torch.autograd.grad(out, (q, kk, v), dout)
+
+        def grads():
+            out = k.run(p, q, kk, v, bwd=True)
+            return self.torch.autograd.grad(out, (q, kk, v), dout)
+
+        dq, dk, dv = k.compiled(p, "bwd", grads)
         for n, x in (("dq", dq), ("dk", dk), ("dv", dv)):
             self.save_npy(req, n, x[0].permute(1, 0, 2), p.dtype)
         return {}
@@ -336,18 +433,23 @@ class Worker:
         v = t.randn((1, p.hkv, p.sk, p.d), generator=gen, device=self.dev, dtype=dt, requires_grad=True)
         dout = t.randn((1, p.hq, p.sq, p.d), generator=gen, device=self.dev, dtype=dt)
         flush = t.empty(max(flush_bytes, 1), dtype=t.uint8, device=self.dev)
-        if pas == "fwd":
-            def fn():  # in grad mode, as training runs it: out and the lse the backward needs
-                return k.run(p, q, kk, v)
-        elif pas == "bwd":
-            out = k.run(p, q, kk, v)
 
-            def fn():
-                return t.autograd.grad(out, (q, kk, v), dout, retain_graph=True)
-        else:
-            def fn():
-                return t.autograd.grad(k.run(p, q, kk, v), (q, kk, v), dout)
-        fn()  # once more than the warm-ups: compilation is never timed
+        def setup():
+            if pas == "fwd":
+                def fn():  # in grad mode, as training runs it: out and the lse the backward needs
+                    return k.run(p, q, kk, v)
+            elif pas == "bwd":
+                out = k.run(p, q, kk, v, bwd=True)
+
+                def fn():
+                    return t.autograd.grad(out, (q, kk, v), dout, retain_graph=True)
+            else:
+                def fn():
+                    return t.autograd.grad(k.run(p, q, kk, v, bwd=True), (q, kk, v), dout)
+            fn()  # once more than the warm-ups: compilation is never timed
+            return fn
+
+        fn = k.compiled(p, pas, setup)
         for _ in range(warmup):
             fn()
         samples = []
@@ -375,15 +477,41 @@ class Worker:
         s = sorted(samples)
         n = len(s)
         median = s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
-        return {"median_ms": median, "min_ms": s[0], "max_ms": s[-1], "mean_ms": sum(s) / n,
-                "samples_ms": samples, "peak_mem_bytes": int(max(peak, 0))}
+        rep = {"median_ms": median, "min_ms": s[0], "max_ms": s[-1], "mean_ms": sum(s) / n,
+               "samples_ms": samples, "peak_mem_bytes": int(max(peak, 0))}
+        variant = k.timed_variant(p, pas)
+        if variant:
+            rep["variant"] = variant  # the path that ran, where it differs by pass
+        return rep
 
 
 def clip(s, n=2000):
     return s if len(s) <= n else s[:n] + "..."
 
 
-class SDPA:
+def is_compile_error(e):
+    """A failure of torch.compile / Inductor to build a kernel (as opposed to a kernel that
+    ran and failed): the peer's limitation on this problem, answered unsupported."""
+    names = {c.__name__ for c in type(e).__mro__}
+    if names & {"InductorError", "BackendCompilerFailed", "NoValidChoicesError", "LoweringException"}:
+        return True
+    return "NoValidChoicesError" in str(e)
+
+
+class Kernel:
+    """What every kernel of this worker does unless it says otherwise."""
+
+    def compiled(self, p, pas, setup):
+        """Runs setup (the pass's first, compiling call) and returns its result. Flex
+        overrides this to retry a backward that does not compile in another form."""
+        return setup()
+
+    def timed_variant(self, p, pas):
+        """The variant that ran the timed pass when it is not the one supports named."""
+        return ""
+
+
+class SDPA(Kernel):
     """One backend of torch.nn.functional.scaled_dot_product_attention, forced with
     torch.nn.attention.sdpa_kernel. It takes a mask only when it is one full or causal
     slice over the whole matrix (causal only when seqlen_q == seqlen_k, where SDPA's
@@ -471,7 +599,7 @@ class SDPA:
         self.modes[key] = err
         raise err
 
-    def run(self, p, q, k, v):
+    def run(self, p, q, k, v, bwd=False):
         causal = p.whole() == "causal"
         return self.call(p, q, k, v, causal, self.mode(p, causal))
 
@@ -494,6 +622,136 @@ class SDPA:
         return out, lse
 
 
+class VarLen(Kernel):
+    """torch.nn.attention.varlen.varlen_attn (PyTorch 2.10 and later): FlashAttention's
+    varlen kernels on documents packed by cumulative offsets, each document full, causal
+    or a sliding window (window_size; is_causal in 2.10). It serves exactly the masks
+    varlen_plan expresses (full, causal, full_document, causal_document,
+    sliding_window_causal, sliding_window) and answers unsupported on the others. q, k,
+    v go in packed as (tokens, heads, dim) views of longca's tensors (no copy); GQA runs
+    with enable_gqa where this torch has it, else with K and V expanded to the query
+    heads (repeat_interleave) inside the timed pass, as a user of this torch must. lse
+    comes from return_aux=AuxRequest(lse=True) (natural log, [heads, tokens]); dq, dk,
+    dv by autograd through the same call."""
+
+    def __init__(self, w):
+        self.w = w
+        self.fn, self.aux, self.params = None, None, set()
+        self.plans = []  # (key, plan with its device offsets), most recent last
+
+    def available(self):
+        if self.w.cpu:
+            return False, "varlen_attn runs FlashAttention's CUDA kernels (worker runs on the CPU)"
+        if self.fn is None:
+            try:
+                from torch.nn.attention.varlen import varlen_attn
+            except ImportError as e:
+                return False, f"torch {self.w.torch.__version__} has no torch.nn.attention.varlen.varlen_attn (PyTorch 2.10 or later): {e}"
+            try:
+                from torch.nn.attention.varlen import AuxRequest
+            except ImportError:
+                try:
+                    from torch.nn.attention.flex_attention import AuxRequest
+                except ImportError as e:
+                    return False, f"torch {self.w.torch.__version__}: varlen_attn without an AuxRequest to ask for the lse: {e}"
+            try:
+                self.params = set(inspect.signature(varlen_attn).parameters)
+            except (TypeError, ValueError) as e:
+                return False, f"varlen_attn's signature cannot be read: {e}"
+            if "return_aux" not in self.params:
+                return False, "this torch's varlen_attn has no return_aux: the lse the check needs cannot be had"
+            self.fn, self.aux = varlen_attn, AuxRequest
+        return True, ""
+
+    def versions(self):
+        v = {"torch": self.w.versions.get("torch", "")}
+        if "cuda" in self.w.versions:
+            v["cuda"] = self.w.versions["cuda"]
+        if self.fn is not None or self.available()[0]:
+            args = sorted(self.params & {"window_size", "is_causal", "scale", "enable_gqa", "return_aux"})
+            v["api"] = f"torch.nn.attention.varlen.varlen_attn({', '.join(args)})"
+        return v
+
+    def supports(self, p):
+        if p.grid is not None:
+            raise Unsupported("varlen_attn takes documents and windows, not per-KV-head (block-sparse) masks")
+        if p.dtype not in ("bf16", "fp16"):
+            raise Unsupported(f"varlen_attn (FlashAttention) takes bf16 and fp16, not {p.dtype}")
+        if p.d % 8 or p.d > 256:
+            raise Unsupported(f"varlen_attn (FlashAttention) takes head dims up to 256 in multiples of 8, not {p.d}")
+        plan = self.plan(p)
+        if p.hq == p.hkv:
+            gqa = ""
+        elif "enable_gqa" in self.params:
+            gqa = ", GQA native (enable_gqa)"
+        else:
+            gqa = ", GQA by K/V expanded to the query heads"
+        return f"varlen_attn, {varlen_describe(plan)}{gqa}"
+
+    def plan(self, p):
+        for key, plan in self.plans:
+            if key == p.key:
+                return plan
+        plan = dict(varlen_plan(p.slices, p.sq, p.sk))
+        w = tuple(plan["window"])
+        if "window_size" not in self.params:
+            if w not in ((-1, -1), (-1, 0)):
+                raise Unsupported(f"this torch's varlen_attn has no window_size: window {w} cannot be run")
+            if w == (-1, 0) and "is_causal" not in self.params:
+                raise Unsupported("this torch's varlen_attn has neither window_size nor is_causal")
+        if "scale" not in self.params and abs(p.scale * math.sqrt(p.d) - 1) > 1e-6:
+            raise Unsupported(f"this torch's varlen_attn has no scale argument: scale {p.scale} is not 1/sqrt({p.d})")
+        t = self.w.torch
+        cu = [0] + [e for _, e in plan["docs"]]
+        plan["cu"] = t.tensor(cu, dtype=t.int32, device=self.w.dev)
+        plan["max"] = max(e - s for s, e in plan["docs"])
+        self.plans = self.plans[-3:] + [(p.key, plan)]
+        return plan
+
+    def call(self, p, q, k, v, lse=False):
+        """q, k, v as [1, heads, seq, dim]; returns out as [1, heads_q, seq, dim] (and the
+        lse as [heads_q, seq] when asked)."""
+        plan = self.plan(p)
+        g = p.hq // p.hkv
+        qq, kk, vv = (x[0].transpose(0, 1) for x in (q, k, v))  # (tokens, heads, dim) views
+        kw = {}
+        if g > 1:
+            if "enable_gqa" in self.params:
+                kw["enable_gqa"] = True
+            else:
+                kk, vv = kk.repeat_interleave(g, dim=1), vv.repeat_interleave(g, dim=1)
+        w = tuple(int(x) for x in plan["window"])  # varlen_attn tells causal by window_size == (-1, 0): a tuple
+        if "window_size" in self.params:
+            kw["window_size"] = w
+        elif w == (-1, 0):
+            kw["is_causal"] = True
+        if "scale" in self.params:
+            kw["scale"] = p.scale
+        if lse:
+            kw["return_aux"] = self.aux(lse=True)
+        r = self.fn(qq, kk, vv, plan["cu"], plan["cu"], plan["max"], plan["max"], **kw)
+        if not lse:
+            return r.transpose(0, 1).unsqueeze(0)
+        out, l = r
+        docs = plan["docs"]
+        if tuple(l.shape) == (p.hq, p.sq):  # FlashAttention's packed lse (CUDA)
+            pass
+        elif tuple(l.shape) == (p.sq, p.hq):  # the layout varlen_attn's docstring names
+            l = l.transpose(0, 1)
+        elif l.dim() == 3 and tuple(l.shape[:2]) == (len(docs), p.hq) and l.shape[2] >= plan["max"]:
+            l = self.w.torch.cat([l[i, :, :e - s] for i, (s, e) in enumerate(docs)], dim=1)  # padded per document
+        else:
+            raise RuntimeError(f"varlen_attn's lse has shape {tuple(l.shape)}, want ({p.hq}, {p.sq}), ({p.sq}, {p.hq}) "
+                               f"or ({len(docs)}, {p.hq}, >= {plan['max']})")
+        return out.transpose(0, 1).unsqueeze(0), l.float()
+
+    def run(self, p, q, k, v, bwd=False):
+        return self.call(p, q, k, v)
+
+    def forward_lse(self, p, q, k, v):
+        return self.call(p, q, k, v, lse=True)
+
+
 # FlexAttention's mask_mod reads the current problem's tables from these module globals
 # (set by Flex.use before every call), so one mask_mod serves every mask: torch.compile
 # then recompiles for a new shape, not for every new mask.
@@ -507,6 +765,50 @@ _QOFF = None  # int32 [seqlen_q]: the q cell of each query times the k cells
 _KCELL = None  # int32 [seqlen_k]: the k cell of each key
 _HOFF = 0     # q cells * k cells
 _GROUP = 1    # query heads per KV head
+
+
+_FLEX_BWD_BLOCK = 0  # the block mask's block size when a backward at 64-token blocks may compile next, else 0
+
+
+def extend_flex_bwd_configs():
+    """Inductor keeps only the backward configs whose tiles divide the block mask's block
+    size, and on sm90 at head dim 128 its one default config (tiles 64x128 and 128x64)
+    does not divide 64: every 64-token backward fails with NoValidChoicesError, whatever
+    kernel_options say (they are applied after that filter). This adds one config, tiles
+    32x64 and 64x32 (the kernel_options the 64-token forward already gives), 2 stages, 4
+    warps, to the list while a 64-token block mask is in use (Flex.use sets
+    _FLEX_BWD_BLOCK) and no listed config divides it; it changes nothing else. A class
+    attribute, not V.set_choices_handler: the backward compiles lazily, on the autograd
+    engine's thread, where a thread-local handler is not seen. Returns "" or why not."""
+    try:
+        from torch._inductor.choices import InductorChoices
+    except ImportError as e:
+        return f"no torch._inductor.choices ({e})"
+    orig = getattr(InductorChoices, "get_flex_attention_bwd_configs", None)
+    if orig is None:
+        return "torch._inductor.choices.InductorChoices has no get_flex_attention_bwd_configs"
+    if getattr(orig, "_longca", False):
+        return ""
+    fields = ("block_m1", "block_n1", "block_m2", "block_n2")
+
+    def configs(self, head_dim, dtype, *args, **kwargs):
+        confs = orig(self, head_dim, dtype, *args, **kwargs)
+        b = _FLEX_BWD_BLOCK
+        if not b or not confs or not all(hasattr(c, f) for c in confs for f in fields):
+            return confs
+        if any(all(b % getattr(c, f) == 0 for f in fields) for c in confs):
+            return confs
+        try:
+            extra = dataclasses.replace(confs[-1], block_m1=b // 2, block_n1=b, block_m2=b, block_n2=b // 2,
+                                        num_stages=2, num_warps=4)
+        except Exception as e:  # not the dataclass this was written against: leave the list alone
+            print(f"longca torch worker: cannot add a backward config for {b}-token blocks: {e!r}", file=sys.stderr)
+            return confs
+        return list(confs) + [extra]
+
+    configs._longca = True
+    InductorChoices.get_flex_attention_bwd_configs = configs
+    return ""
 
 
 def _mod_intervals_2(b, h, q, k):
@@ -531,22 +833,28 @@ class Prepared:
     def __init__(self):
         self.tables = {}
         self.block_mask = None
+        self.block = 0  # the block mask's block size (0: no block mask)
         self.options = None
         self.variant = ""
 
 
-class Flex:
+class Flex(Kernel):
     """FlexAttention with a block mask built from the slices without a dense S x S mask:
     per-query-row key intervals (at most two a row for every mask longca builds) give
     the mask_mod and, summed per 128 x 128 block, which blocks are empty, full or
     partial. Per-KV-head block-sparse masks come as grids of whole cells; their block
-    mask is counted from the cells, at the cells' own block size when it is 64."""
+    mask is counted from the cells, at the cells' own block size when it is 64. A backward
+    that does not compile at 64-token blocks is retried once at 128 with partial blocks
+    (mask_mod), and is unsupported when that does not compile either."""
 
     def __init__(self, w):
         self.w = w
         self.fn = None
-        self.cache = []  # (key, Prepared), most recent last
+        self.cache = []  # ((key, 64-token blocks allowed), Prepared), most recent last
         self.no64 = ""  # why 64-token blocks failed to compile, once they did
+        self.no64_bwd = ""  # why the backward failed to compile at 64-token blocks, once it did
+        self.bwd64_ok = False  # a backward at 64-token blocks compiled and ran in this worker
+        self.extended = None  # extend_flex_bwd_configs's answer, once called
 
     def available(self):
         try:
@@ -574,6 +882,9 @@ class Flex:
                 for name in ("cache_size_limit", "recompile_limit", "accumulated_cache_size_limit", "accumulated_recompile_limit"):
                     if hasattr(torch._dynamo.config, name):
                         setattr(torch._dynamo.config, name, max(getattr(torch._dynamo.config, name), 4096))
+                self.extended = extend_flex_bwd_configs()
+                if self.extended:
+                    print(f"longca torch worker: flex: {self.extended}", file=sys.stderr)
                 self.fn = torch.compile(flex_attention, dynamic=False)
         return self.fn
 
@@ -584,9 +895,13 @@ class Flex:
             raise Unsupported(f"FlexAttention here takes head dims 16, 32, 64, 128, 256, not {p.d}")
         return self.prepare(p).variant
 
-    def prepare(self, p):
-        for key, prep in self.cache:
-            if key == p.key:
+    def prepare(self, p, bwd=False):
+        """The problem made ready; bwd: for a pass with a backward (64-token blocks only
+        while the backward compiles at 64 here)."""
+        use64 = not self.no64 and not (bwd and self.no64_bwd)
+        key = (p.key, use64)
+        for k, prep in self.cache:
+            if k == key:
                 return prep
         prep = Prepared()
         if p.whole() == "full":
@@ -594,8 +909,8 @@ class Flex:
         elif p.slices is not None:
             self.prepare_intervals(p, prep)
         else:
-            self.prepare_grid(p, prep)
-        self.cache = self.cache[-1:] + [(p.key, prep)]
+            self.prepare_grid(p, prep, use64)
+        self.cache = self.cache[-2:] + [(key, prep)]
         return prep
 
     # -- the intervals form ---------------------------------------------------------
@@ -623,6 +938,7 @@ class Flex:
         b = 128
         counts = self.interval_counts(lo, hi, p.sq, p.sk, b)
         prep.block_mask, info = self.block_mask(counts, p, b, mod)
+        prep.block = b
         prep.variant = f"block mask {b}, row intervals x{n}, {info}"
         if p.sq * p.sk <= VERIFY_PAIRS:
             self.verify(p, prep)
@@ -646,7 +962,7 @@ class Flex:
 
     # -- the grid form --------------------------------------------------------------
 
-    def prepare_grid(self, p, prep):
+    def prepare_grid(self, p, prep, use64):
         t, np, dev = self.w.torch, self.w.np, self.w.dev
         qe, ke, path = p.grid
         kept = np.load(path, allow_pickle=False)
@@ -666,7 +982,7 @@ class Flex:
         b, opts = 128, None
         if all(e % 128 == 0 for e in inner):
             b = 128
-        elif all(e % 64 == 0 for e in inner) and not self.no64:
+        elif all(e % 64 == 0 for e in inner) and use64:
             b = 64  # the cells' own block: every block full or empty, no mask_mod at all
             opts = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_M1": 32, "BLOCK_N1": 64, "BLOCK_M2": 64, "BLOCK_N2": 32}
         nqb, nkb = -(-p.sq // b), -(-p.sk // b)
@@ -680,9 +996,13 @@ class Flex:
         counts = t.stack([(pq @ kept[h].double() @ pk.T).round().long() for h in range(p.hkv)])
         prep.options = opts
         prep.block_mask, info = self.block_mask(counts, p, b, _mod_grid)
+        prep.block = b
         prep.variant = f"block mask {b}, grid {nqc}x{nkc} cells, {info}"
-        if self.no64 and b == 128 and all(e % 64 == 0 for e in inner):
-            prep.variant += " (64-token blocks did not compile here)"
+        if b == 64:
+            prep.variant += ", tiles fwd 64x64, bwd 32x64/64x32"
+        elif all(e % 64 == 0 for e in inner):
+            prep.variant += (" (64-token blocks did not compile here)" if self.no64 else
+                             " (the backward did not compile at 64-token blocks here)")
         if p.sq * p.sk * p.hkv <= VERIFY_PAIRS:
             self.verify(p, prep)
 
@@ -773,6 +1093,7 @@ class Flex:
             g[n] = None
         g.update(_SQ=0, _SLOTS=2, _HOFF=0, _GROUP=1)
         g.update(prep.tables)
+        g["_FLEX_BWD_BLOCK"] = 64 if prep.block == 64 else 0
 
     def kwargs(self, p, prep):
         kw = {"block_mask": prep.block_mask, "scale": p.scale, "enable_gqa": p.hq != p.hkv}
@@ -787,8 +1108,8 @@ class Flex:
             return q.float(), k.float(), v.float()
         return q, k, v
 
-    def run(self, p, q, k, v):
-        prep = self.prepare(p)
+    def run(self, p, q, k, v, bwd=False):
+        prep = self.prepare(p, bwd)
         self.use(prep)
         try:
             return self.function()(*self.upcast(q, k, v), **self.kwargs(p, prep)).to(q.dtype)
@@ -796,7 +1117,41 @@ class Flex:
             if not prep.options or self.w.is_oom(e):
                 raise
             self.fallback(e)
-            return self.run(p, q, k, v)
+            return self.run(p, q, k, v, bwd)
+
+    def compiled(self, p, pas, setup):
+        """setup's first call compiles the pass. A backward that does not compile at
+        64-token blocks is retried at 128-token blocks with partial blocks (the same mask,
+        mask_mod deciding inside the partial blocks); when that does not compile either,
+        the problem is unsupported with both reasons."""
+        if pas == "fwd":
+            return setup()
+        prep = self.prepare(p, bwd=True)
+        try:
+            r = setup()
+        except Exception as e:
+            if self.w.is_oom(e):
+                raise
+            if prep.block != 64:
+                if self.no64_bwd and p.grid is not None and is_compile_error(e):
+                    raise Unsupported(clip("FlexAttention's backward compiles here neither at 64-token blocks "
+                                           f"({self.no64_bwd}) nor at 128-token blocks with partial blocks "
+                                           f"({type(e).__name__}: {e})", 1500))
+                raise
+            first = clip(f"{type(e).__name__}: {e}", 600)
+            traceback.print_exc(file=sys.stderr)
+            if self.bwd64_ok:  # the check's problem compiled at 64: do not time an unchecked form
+                raise Unsupported("FlexAttention's backward at 64-token blocks compiled for an earlier problem "
+                                  f"(the check's) but not for this one: {first}")
+            self.no64_bwd = first
+            self.cache = []
+            return self.compiled(p, pas, setup)
+        if prep.block == 64:
+            self.bwd64_ok = True
+        return r
+
+    def timed_variant(self, p, pas):
+        return self.prepare(p, bwd=pas != "fwd").variant
 
     def fallback(self, e):
         """64-token blocks need kernel options for tiles of 64; when this torch does not
@@ -828,6 +1183,27 @@ class Flex:
             return self.forward_lse(p, q, k, v)
 
 
+def varlen_plans(inp, out):
+    """--varlen-plan (tests): a problem a line in, its varlen plan (or why none) a line out."""
+    for line in inp:
+        if not line.strip():
+            continue
+        try:
+            p = Problem(json.loads(line))
+            if p.slices is None:
+                raise Unsupported("not a mask of slices")
+            plan = varlen_plan(p.slices, p.sq, p.sk)
+            rep = {"status": "ok", "docs": plan["docs"], "window": list(plan["window"]), "form": plan["form"],
+                   "variant": varlen_describe(plan)}
+        except Unsupported as e:
+            rep = {"status": "unsupported", "reason": str(e)}
+        except Exception as e:
+            rep = {"status": "error", "reason": f"{type(e).__name__}: {e}"}
+        out.write(json.dumps(rep) + "\n")
+        out.flush()
+    return 0
+
+
 def main(argv):
     device, cpu = 0, False
     i = 0
@@ -840,6 +1216,8 @@ def main(argv):
             i += 2
         elif argv[i] == "--cpu":
             cpu, i = True, i + 1
+        elif argv[i] == "--varlen-plan":
+            return varlen_plans(sys.stdin, sys.stdout)
         else:
             print(f"longca torch worker: unknown argument {argv[i]!r}", file=sys.stderr)
             return 2

@@ -50,7 +50,7 @@ func TestTorchWorkerFlexOnCPU(t *testing.T) {
 			t.Errorf("%s %s: %s: %s", c.Label(), c.Pass, row.Status, row.Reason)
 		}
 	}
-	for _, name := range []string{"flash", "cudnn", "efficient"} {
+	for _, name := range []string{"flash", "cudnn", "efficient", "varlen"} {
 		sk := external.NewKernel("torch:"+name, name, w, 0)
 		rr := &harness.Runner{Check: harness.KernelCheck, Warmup: 0, Iters: 1,
 			NewKernel: func(string) (kernels.Kernel, error) { return sk, nil }}

@@ -28,10 +28,14 @@ func (RingAllGather) Plan(cfg Config, p kernels.Problem) (*Plan, error) {
 	return newPlan("ring-allgather", cfg, p, mesh{u: 1, r: cfg.Ranks, w: 1, sharding: cfg.Sharding})
 }
 
-// gather all-gathers this rank's k and v into the whole padded sequence, allocated in a.
+// gather all-gathers this rank's k and v into the whole padded sequence, allocated in a
+// (k and v themselves on a ring of one rank: nothing to gather).
 func (RingAllGather) gather(r *Run, a *arena, k, v tensor.Tensor) (kvPair, error) {
+	if r.Plan.Config.Ring == 1 {
+		return kvPair{k, v}, nil
+	}
 	shape := append([]int{r.Plan.Layout.Padded}, k.Shape()[1:]...)
-	all, err := newKV(a, k.DType(), shape)
+	all, err := newKVScratch(a, k.DType(), shape) // the all-gather writes it whole
 	if err != nil {
 		return all, err
 	}
@@ -65,29 +69,43 @@ func (m RingAllGather) Forward(ctx context.Context, r *Run, q, k, v, out, lse te
 	return r.Kernel.Forward(ctx, r.Plan.stepProblem(sub), q, all.k, all.v, out, lse)
 }
 
-// Backward implements Method.
+// Backward implements Method. On a ring of one rank the kernel writes dq, dk and dv
+// itself, as it does alone.
 func (m RingAllGather) Backward(ctx context.Context, r *Run, q, k, v, out, lse, dout, dq, dk, dv tensor.Tensor) error {
 	a := &arena{o: r.ops}
 	defer a.release()
+	sub := r.Plan.GatherMask(r.R)
+	if r.Plan.Config.Ring == 1 {
+		if len(sub.Slices) == 0 {
+			for _, t := range []tensor.Tensor{dq, dk, dv} {
+				if err := r.ops.fill(t, 0); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		return r.Kernel.Backward(ctx, r.Plan.stepProblem(sub), q, k, v, out, lse, dout, dq, dk, dv)
+	}
 	all, err := m.gather(r, a, k, v)
 	if err != nil {
 		return err
 	}
 	pdt := r.ops.partDType(r.Plan.Problem.DType)
-	grads, err := newKV(a, pdt, all.k.Shape())
+	grads, err := newKVScratch(a, pdt, all.k.Shape())
 	if err != nil {
 		return err
 	}
-	sub := r.Plan.GatherMask(r.R)
 	if len(sub.Slices) == 0 {
-		if err := r.ops.fill(dq, 0); err != nil {
-			return err
+		for _, t := range []tensor.Tensor{dq, grads.k, grads.v} {
+			if err := r.ops.fill(t, 0); err != nil {
+				return err
+			}
 		}
 	} else if err := r.Kernel.Backward(ctx, r.Plan.stepProblem(sub), q, all.k, all.v, out, lse, dout, dq, grads.k, grads.v); err != nil {
 		return err
 	}
 	if pdt != tensor.FP32 { // the reduce-scatter sums fp32 gradients
-		g32, err := newKV(a, tensor.FP32, all.k.Shape())
+		g32, err := newKVScratch(a, tensor.FP32, all.k.Shape())
 		if err != nil {
 			return err
 		}
@@ -99,7 +117,7 @@ func (m RingAllGather) Backward(ctx context.Context, r *Run, q, k, v, out, lse, 
 		}
 		grads = g32
 	}
-	mine, err := newKV(a, tensor.FP32, dk.Shape())
+	mine, err := newKVScratch(a, tensor.FP32, dk.Shape()) // the reduce-scatter writes it whole
 	if err != nil {
 		return err
 	}

@@ -40,10 +40,12 @@ func (engine) Forward(ctx context.Context, r *Run, q, k, v, out, lse tensor.Tens
 		return err
 	}
 	lr := pl.Layout.Local
-	if s.outh, err = s.a.alloc(out.DType(), lr, pl.HeadsQ, pl.Problem.HeadDim); err != nil {
+	// Every buffer below is written whole before it is read (by the ring, a row copy
+	// or an all-to-all): none is zero-filled.
+	if s.outh, err = s.a.scratch(out.DType(), lr, pl.HeadsQ, pl.Problem.HeadDim); err != nil {
 		return err
 	}
-	if s.lseh, err = s.a.alloc(tensor.FP32, pl.HeadsQ, lr); err != nil {
+	if s.lseh, err = s.a.scratch(tensor.FP32, pl.HeadsQ, lr); err != nil {
 		return err
 	}
 	if err := r.ringForward(ctx, s.qh, s.kh, s.vh, s.outh, s.lseh); err != nil {
@@ -62,7 +64,7 @@ func (engine) Forward(ctx context.Context, r *Run, q, k, v, out, lse tensor.Tens
 		return err
 	}
 	tmp.keep(send)
-	back, err := tmp.alloc(tensor.FP32, pl.Problem.HeadsQ, pl.Tokens)
+	back, err := tmp.scratch(tensor.FP32, pl.Problem.HeadsQ, pl.Tokens)
 	if err != nil {
 		return err
 	}
@@ -85,7 +87,7 @@ func (r *Run) toHeads(a *arena, name string, x tensor.Tensor, replicate bool) (t
 		return nil, err
 	}
 	tmp.keep(send)
-	recv, err := a.alloc(send.DType(), send.Shape()...)
+	recv, err := a.scratch(send.DType(), send.Shape()...)
 	if err != nil {
 		return nil, err
 	}
@@ -102,7 +104,7 @@ func (r *Run) toHeads(a *arena, name string, x tensor.Tensor, replicate bool) (t
 func (r *Run) fromHeads(name string, xh, x tensor.Tensor, replicate bool) error {
 	tmp := &arena{o: r.ops}
 	defer tmp.release()
-	recv, err := tmp.alloc(xh.DType(), xh.Shape()...)
+	recv, err := tmp.scratch(xh.DType(), xh.Shape()...)
 	if err != nil {
 		return err
 	}
@@ -132,15 +134,15 @@ func (engine) Backward(ctx context.Context, r *Run, q, k, v, out, lse, dout, dq,
 		return err
 	}
 	dt := pl.Problem.DType
-	dqh, err := a.alloc(dt, s.qh.Shape()...)
+	dqh, err := a.scratch(dt, s.qh.Shape()...) // the ring writes dq, dk, dv whole
 	if err != nil {
 		return err
 	}
-	dkh, err := a.alloc(dt, s.kh.Shape()...)
+	dkh, err := a.scratch(dt, s.kh.Shape()...)
 	if err != nil {
 		return err
 	}
-	dvh, err := a.alloc(dt, s.vh.Shape()...)
+	dvh, err := a.scratch(dt, s.vh.Shape()...)
 	if err != nil {
 		return err
 	}

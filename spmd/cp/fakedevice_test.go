@@ -37,13 +37,33 @@ type fakePrims struct {
 	q        *fakeQueue
 	marks    int // Mark calls (a transfer's host wait for the compute): none when event-ordered
 	pool     map[[2]int][]*tensor.Host
+	// calls counts what the methods asked of the device, by name: alloc, fill, convert,
+	// merge, accumulate, copy-rows, heads-sum, sync, mark, record, wait-event, and the
+	// kernel's forward and backward (queuedKernel).
+	calls map[string]int
+}
+
+// count records one call of the named primitive.
+func (f *fakePrims) count(name string) {
+	f.mu.Lock()
+	f.calls[name]++
+	f.mu.Unlock()
+}
+
+// takeCalls returns the calls counted since the last takeCalls and starts afresh.
+func (f *fakePrims) takeCalls() map[string]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := f.calls
+	f.calls = map[string]int{}
+	return c
 }
 
 func newFakePrims(e *emulator) *fakePrims {
 	if e == nil {
 		e = newEmulator()
 	}
-	return &fakePrims{cpu: &tensor.CPU{}, pool: map[[2]int][]*tensor.Host{}, q: e.queue()}
+	return &fakePrims{cpu: &tensor.CPU{}, pool: map[[2]int][]*tensor.Host{}, q: e.queue(), calls: map[string]int{}}
 }
 
 // emulator is the device of the deferred emulation: every queue (each rank's compute
@@ -163,6 +183,7 @@ func (f *fakePrims) Trim() {
 // Alloc hands out pooled memory first, as the device pool does, so a buffer freed by
 // one step is reused by a later one.
 func (f *fakePrims) Alloc(dt tensor.DType, shape ...int) (tensor.Tensor, error) {
+	f.count("alloc")
 	k := [2]int{int(dt), tensor.Numel(shape)}
 	f.mu.Lock()
 	var h *tensor.Host
@@ -194,9 +215,13 @@ func (f *fakePrims) Free(ts ...tensor.Tensor) {
 	}
 }
 
-func (f *fakePrims) Sync() error { return f.drain(-1) }
+func (f *fakePrims) Sync() error {
+	f.count("sync")
+	return f.drain(-1)
+}
 
 func (f *fakePrims) Mark() (func() error, error) {
+	f.count("mark")
 	f.mu.Lock()
 	f.marks++
 	f.mu.Unlock()
@@ -206,9 +231,13 @@ func (f *fakePrims) Mark() (func() error, error) {
 	return func() error { return f.drain(n) }, nil
 }
 
-func (f *fakePrims) Record() (comm.Event, error) { return f.q.record(), nil }
+func (f *fakePrims) Record() (comm.Event, error) {
+	f.count("record")
+	return f.q.record(), nil
+}
 
 func (f *fakePrims) WaitEvent(ev comm.Event) error {
+	f.count("wait-event")
 	r, err := f.q.e.ref(ev)
 	if err != nil {
 		return err
@@ -311,14 +340,17 @@ type queuedKernel struct {
 }
 
 func (k queuedKernel) Forward(ctx context.Context, p kernels.Problem, q, kk, v, out, lse tensor.Tensor) error {
+	k.f.count("forward")
 	return k.f.do(func() error { return k.Kernel.Forward(ctx, p, q, kk, v, out, lse) })
 }
 
 func (k queuedKernel) Backward(ctx context.Context, p kernels.Problem, q, kk, v, out, lse, dout, dq, dk, dv tensor.Tensor) error {
+	k.f.count("backward")
 	return k.f.do(func() error { return k.Kernel.Backward(ctx, p, q, kk, v, out, lse, dout, dq, dk, dv) })
 }
 
 func (f *fakePrims) CopyRows(dst, src tensor.Tensor, rows int, rowBytes, dstOff, dstStride, srcOff, srcStride int64) error {
+	f.count("copy-rows")
 	return f.do(func() error {
 		d, s := dst.(*tensor.Host), src.(*tensor.Host)
 		for _, v := range []int64{rowBytes, dstOff, dstStride, srcOff, srcStride} {
@@ -338,6 +370,7 @@ func (f *fakePrims) CopyRows(dst, src tensor.Tensor, rows int, rowBytes, dstOff,
 }
 
 func (f *fakePrims) HeadsSum(x, in tensor.Tensor, u int) error {
+	f.count("heads-sum")
 	return f.do(func() error {
 		xh, ih := x.(*tensor.Host), in.(*tensor.Host)
 		sh := xh.Shape()
@@ -360,6 +393,7 @@ func (f *fakePrims) HeadsSum(x, in tensor.Tensor, u int) error {
 }
 
 func (f *fakePrims) Accumulate(dst, src tensor.Tensor) error {
+	f.count("accumulate")
 	return f.do(func() error {
 		d, s := dst.(*tensor.Host), src.(*tensor.Host)
 		if d.DType() != tensor.FP32 || d.Numel() != s.Numel() {
@@ -373,6 +407,7 @@ func (f *fakePrims) Accumulate(dst, src tensor.Tensor) error {
 }
 
 func (f *fakePrims) Convert(dst, src tensor.Tensor) error {
+	f.count("convert")
 	return f.do(func() error {
 		d, s := dst.(*tensor.Host), src.(*tensor.Host)
 		if d.DType() != s.DType() && d.DType() != tensor.FP32 && s.DType() != tensor.FP32 {
@@ -383,6 +418,7 @@ func (f *fakePrims) Convert(dst, src tensor.Tensor) error {
 }
 
 func (f *fakePrims) Fill(t tensor.Tensor, v float64) error {
+	f.count("fill")
 	return f.do(func() error {
 		t.(*tensor.Host).Fill(v)
 		return nil
@@ -390,6 +426,7 @@ func (f *fakePrims) Fill(t tensor.Tensor, v float64) error {
 }
 
 func (f *fakePrims) Merge(acc, lacc, out, lse tensor.Tensor) error {
+	f.count("merge")
 	return f.do(func() error {
 		a, la, o, l := acc.(*tensor.Host), lacc.(*tensor.Host), out.(*tensor.Host), lse.(*tensor.Host)
 		sh := a.Shape()

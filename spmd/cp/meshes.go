@@ -1,5 +1,7 @@
 package cp
 
+import "fmt"
+
 // Each method says which meshes it runs on (Method.Meshes), so nothing outside a method
 // switches on its name.
 
@@ -45,3 +47,33 @@ func (USP) Meshes(fixed Config) []Config { return gridMeshes(fixed) }
 // Meshes implements Method: every U x R split of the ranks, or the user's (with the
 // user's windows, or DefaultWindows).
 func (LoongTrain) Meshes(fixed Config) []Config { return gridMeshes(fixed) }
+
+// MeshRefuser is a method that can say that a world has no mesh of its own for it: a
+// 2-D method on a rank count without a split U x R with U, R >= 2. Sweeps (longca cp,
+// longca simulate) ask it before running the method's fallback mesh, so that a 1 x N
+// "usp" never reports Ring P2P's numbers under usp's name; the fallback itself still
+// plans (the conformance tests run it on 1 and 2 ranks).
+type MeshRefuser interface {
+	NoMesh(fixed Config) error
+}
+
+// noGridMesh is the refusal of a 2-D method on fixed.Ranks ranks when the user gave no
+// mesh and the ranks have no U x R split with U, R >= 2.
+func noGridMesh(name string, fixed Config) error {
+	if fixed.Ulysses > 0 || fixed.Ring > 0 {
+		return nil
+	}
+	n := fixed.Ranks
+	for u := 2; u <= n/2; u++ {
+		if n%u == 0 {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s needs a 2-D mesh U x R with U, R >= 2, and %d ranks have none (%d is 1 or a prime): its only meshes would be 1 x %d (ring-p2p's) and %d x 1 (ulysses'); use those methods, or name a mesh with --ulysses/--ring", name, n, n, n, n)
+}
+
+// NoMesh implements MeshRefuser.
+func (USP) NoMesh(fixed Config) error { return noGridMesh("usp", fixed) }
+
+// NoMesh implements MeshRefuser.
+func (LoongTrain) NoMesh(fixed Config) error { return noGridMesh("loongtrain", fixed) }

@@ -16,6 +16,10 @@ import (
 type ops interface {
 	// alloc returns a zeroed tensor.
 	alloc(dt tensor.DType, shape ...int) (tensor.Tensor, error)
+	// scratch returns a tensor of undefined contents, for a buffer that is written
+	// whole before it is read (a kernel's output, a transfer's receive buffer, a
+	// rearrangement's destination): on a device it costs no fill.
+	scratch(dt tensor.DType, shape ...int) (tensor.Tensor, error)
 	// free releases a tensor from alloc (a no-op on the host).
 	free(ts ...tensor.Tensor)
 	// partDType is the dtype of the per-step kernel outputs (partial out, dq, dk, dv)
@@ -75,6 +79,17 @@ func (a *arena) alloc(dt tensor.DType, shape ...int) (tensor.Tensor, error) {
 	return t, nil
 }
 
+// scratch is alloc without the zero fill (ops.scratch): for buffers written whole
+// before they are read.
+func (a *arena) scratch(dt tensor.DType, shape ...int) (tensor.Tensor, error) {
+	t, err := a.o.scratch(dt, shape...)
+	if err != nil {
+		return nil, fmt.Errorf("cp: allocating %s%v: %w", dt, shape, err)
+	}
+	a.ts = append(a.ts, t)
+	return t, nil
+}
+
 // keep records a tensor allocated elsewhere (headsOut, lseOut) for release.
 func (a *arena) keep(t tensor.Tensor) tensor.Tensor {
 	a.ts = append(a.ts, t)
@@ -94,6 +109,9 @@ func (a *arena) release() {
 type hostOps struct{ cpu *tensor.CPU }
 
 func (hostOps) alloc(dt tensor.DType, shape ...int) (tensor.Tensor, error) {
+	return tensor.NewHost(dt, shape...), nil
+}
+func (hostOps) scratch(dt tensor.DType, shape ...int) (tensor.Tensor, error) {
 	return tensor.NewHost(dt, shape...), nil
 }
 func (hostOps) free(...tensor.Tensor)               {}

@@ -154,6 +154,11 @@ func (d deviceOps) alloc(dt tensor.DType, shape ...int) (tensor.Tensor, error) {
 	return b, nil
 }
 
+// scratch is pooled memory as it comes (ops.scratch): no fill is enqueued.
+func (d deviceOps) scratch(dt tensor.DType, shape ...int) (tensor.Tensor, error) {
+	return d.p.Alloc(dt, shape...)
+}
+
 func (d deviceOps) trim()                    { d.p.Trim() }
 func (d deviceOps) free(ts ...tensor.Tensor) { d.p.Free(ts...) }
 func (d deviceOps) partDType(dt tensor.DType) tensor.DType {
@@ -226,7 +231,7 @@ func (d deviceOps) headsOut(x tensor.Tensor, u int, replicate bool) (tensor.Tens
 		hu = 1
 	}
 	es := int64(x.DType().Size())
-	out, err := d.alloc(x.DType(), u*t, hu, dim)
+	out, err := d.p.Alloc(x.DType(), u*t, hu, dim) // the row copies write it whole
 	if err != nil {
 		return nil, err
 	}
@@ -271,7 +276,7 @@ func (d deviceOps) lseOut(l tensor.Tensor, u int) (tensor.Tensor, error) {
 	hu, n := sh[0], sh[1]
 	t := n / u
 	es := int64(l.DType().Size())
-	out, err := d.alloc(l.DType(), u*hu, t)
+	out, err := d.p.Alloc(l.DType(), u*hu, t) // the row copies write it whole
 	if err != nil {
 		return nil, err
 	}
@@ -290,31 +295,47 @@ func (d deviceOps) convert(dst, src tensor.Tensor) error    { return d.p.Convert
 func (d deviceOps) fill(t tensor.Tensor, v float64) error   { return d.p.Fill(t, v) }
 
 func (d deviceOps) merger(tokens, heads, dim int) (merger, error) {
-	acc, err := d.alloc(tensor.FP32, tokens, heads, dim)
+	acc, err := d.p.Alloc(tensor.FP32, tokens, heads, dim)
 	if err != nil {
 		return nil, err
 	}
-	lacc, err := d.alloc(tensor.FP32, heads, tokens)
+	lacc, err := d.p.Alloc(tensor.FP32, heads, tokens)
 	if err != nil {
 		d.free(acc)
-		return nil, err
-	}
-	if err := d.p.Fill(lacc, math.Inf(-1)); err != nil {
-		d.free(acc, lacc)
 		return nil, err
 	}
 	return &deviceMerger{d: d, acc: acc, lacc: lacc}, nil
 }
 
-// deviceMerger is the log-sum-exp merge as a kernel, into fp32 accumulators.
+// deviceMerger is the log-sum-exp merge as a kernel, into fp32 accumulators. The
+// accumulators are not filled: the first partial is copied in (a row it saw no key for
+// holds out = 0 and lse = -inf, the kernels' contract, which is what the merge of it
+// into empty accumulators gives), the later ones merged. A merge that saw no partial
+// writes out = 0, lse = -inf.
 type deviceMerger struct {
 	d         deviceOps
 	acc, lacc tensor.Tensor
+	n         int // partials added
 }
 
-func (m *deviceMerger) add(out, lse tensor.Tensor) error { return m.d.p.Merge(m.acc, m.lacc, out, lse) }
+func (m *deviceMerger) add(out, lse tensor.Tensor) error {
+	m.n++
+	if m.n == 1 {
+		if err := m.d.p.Convert(m.acc, out); err != nil {
+			return err
+		}
+		return m.d.p.Convert(m.lacc, lse)
+	}
+	return m.d.p.Merge(m.acc, m.lacc, out, lse)
+}
 
 func (m *deviceMerger) write(out, lse tensor.Tensor) error {
+	if m.n == 0 {
+		if err := m.d.p.Fill(out, 0); err != nil {
+			return err
+		}
+		return m.d.p.Fill(lse, math.Inf(-1))
+	}
 	if err := m.d.p.Convert(out, m.acc); err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package cp
 import (
 	"context"
 	"fmt"
+	"math"
 
 	"github.com/longca/longca/comm"
 	"github.com/longca/longca/tensor"
@@ -20,18 +21,30 @@ func newKV(a *arena, dt tensor.DType, shape []int) (kvPair, error) {
 	return kvPair{k, v}, err
 }
 
-// newKV2 is a double buffer of blocks (none when n is 1: no transfer happens).
+// newKV2 is a double buffer of blocks (none when n is 1: no transfer happens), received
+// whole before they are read (no fill).
 func newKV2(a *arena, dt tensor.DType, shape []int, n int) ([2]kvPair, error) {
 	var b [2]kvPair
 	if n <= 1 {
 		return b, nil
 	}
 	var err error
-	if b[0], err = newKV(a, dt, shape); err != nil {
+	if b[0], err = newKVScratch(a, dt, shape); err != nil {
 		return b, err
 	}
-	b[1], err = newKV(a, dt, shape)
+	b[1], err = newKVScratch(a, dt, shape)
 	return b, err
+}
+
+// newKVScratch is newKV without the zero fill (arena.scratch), for blocks written whole
+// before they are read.
+func newKVScratch(a *arena, dt tensor.DType, shape []int) (kvPair, error) {
+	k, err := a.scratch(dt, shape...)
+	if err != nil {
+		return kvPair{}, err
+	}
+	v, err := a.scratch(dt, shape...)
+	return kvPair{k, v}, err
 }
 
 func (p kvPair) list() []tensor.Tensor { return []tensor.Tensor{p.k, p.v} }
@@ -59,31 +72,62 @@ func (g ringGeometry) source(o, i int) int {
 	return ((g.a-o+g.w)%g.w)*g.ws + (g.b-i+g.ws)%g.ws
 }
 
+// liveSteps is how many of this rank's ring steps have keys to attend to (a non-empty
+// sub-mask): 1 on a ring of one rank, and on a rank whose queries see only its own
+// shard (a document mask whose documents this rank holds whole).
+func (r *Run) liveSteps() int {
+	pl, g := r.Plan, r.geometry()
+	n := 0
+	for o := range g.w {
+		for i := range g.ws {
+			if len(pl.StepMask(g.rr, g.source(o, i)).Slices) > 0 {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 // ringForward attends this rank's queries q ([Lr, hq, D], the ring shard after any
 // all-to-all) to every ring shard's K/V as they travel around the double ring: the
 // next inner step's transfer runs while the current step computes, and the outer ring's
 // transfer runs during the whole inner ring. Partial results merge by log-sum-exp.
+//
+// A rank with one step that has keys (every rank of a ring of one: one rank, or
+// Ulysses) has nothing to merge: the kernel writes out and lse itself, as it does alone,
+// with no partial buffers, accumulators, merge or conversion around it.
 func (r *Run) ringForward(ctx context.Context, q, k, v, out, lse tensor.Tensor) error {
 	pl, g := r.Plan, r.geometry()
 	lr, hq, d := pl.Layout.Local, pl.HeadsQ, pl.Problem.HeadDim
 	a := &arena{o: r.ops}
 	defer a.release()
-	merger, err := r.ops.merger(lr, hq, d)
-	if err != nil {
-		return err
+	live := r.liveSteps()
+	var merger merger
+	var partOut, partLSE tensor.Tensor
+	if live > 1 {
+		var err error
+		if merger, err = r.ops.merger(lr, hq, d); err != nil {
+			return err
+		}
+		defer merger.close()
+		// Partial buffers are written whole by the kernel (a row without keys gets
+		// out = 0 and lse = -inf): no fill.
+		if partOut, err = a.scratch(r.ops.partDType(pl.Problem.DType), lr, hq, d); err != nil {
+			return err
+		}
+		if partLSE, err = a.scratch(tensor.FP32, hq, lr); err != nil {
+			return err
+		}
 	}
-	defer merger.close()
-	partOut, err := a.alloc(r.ops.partDType(pl.Problem.DType), lr, hq, d)
-	if err != nil {
-		return err
-	}
-	partLSE, err := a.alloc(tensor.FP32, hq, lr)
-	if err != nil {
-		return err
-	}
-	err = r.walkRing(a, k, v, func(o, i int, blk kvPair) error {
+	err := r.walkRing(a, k, v, func(o, i int, blk kvPair) error {
 		m := pl.StepMask(g.rr, g.source(o, i))
 		if len(m.Slices) == 0 {
+			return nil
+		}
+		if live == 1 {
+			if err := r.Kernel.Forward(ctx, pl.stepProblem(m), q, blk.k, blk.v, out, lse); err != nil {
+				return fmt.Errorf("%s: step (%d, %d): %w", pl.Method, o, i, err)
+			}
 			return nil
 		}
 		if err := r.Kernel.Forward(ctx, pl.stepProblem(m), q, blk.k, blk.v, partOut, partLSE); err != nil {
@@ -91,16 +135,28 @@ func (r *Run) ringForward(ctx context.Context, q, k, v, out, lse tensor.Tensor) 
 		}
 		return merger.add(partOut, partLSE)
 	}, nil, nil)
-	if err != nil {
-		return err
+	if err == nil {
+		switch live {
+		case 0: // only padding rows, or keys nowhere: out = 0, lse = -inf
+			if err = r.ops.fill(out, 0); err == nil {
+				err = r.ops.fill(lse, math.Inf(-1))
+			}
+		case 1: // the kernel wrote them
+		default:
+			err = merger.write(out, lse)
+		}
 	}
-	return merger.write(out, lse)
+	return r.settled(err)
 }
 
 // ringBackward is the standard ring backward: K/V travel as in the forward, each step
 // runs the kernel's backward with the final out and lse, dQ accumulates locally, and
 // the dK/dV accumulators (fp32) travel with their K/V block, around the inner ring and
 // then to the next window, until they come home.
+//
+// What needs no accumulation is written by the kernel directly: dq on a rank with one
+// step that has keys, and dk, dv too when nothing travels (a ring of one). Accumulators
+// are not zero-filled: the first partial is copied in.
 func (r *Run) ringBackward(ctx context.Context, q, k, v, out, lse, dout, dq, dk, dv tensor.Tensor) error {
 	pl, g := r.Plan, r.geometry()
 	lr, hq, d := pl.Layout.Local, pl.HeadsQ, pl.Problem.HeadDim
@@ -108,26 +164,31 @@ func (r *Run) ringBackward(ctx context.Context, q, k, v, out, lse, dout, dq, dk,
 	a := &arena{o: r.ops}
 	defer a.release()
 	pdt := r.ops.partDType(pl.Problem.DType)
-	dqAcc, err := a.alloc(r.ops.accDType(), lr, hq, d)
-	if err != nil {
-		return err
-	}
-	dqPart, err := a.alloc(pdt, lr, hq, d)
-	if err != nil {
-		return err
-	}
-	dPart, err := newKV(a, pdt, kvShape)
-	if err != nil {
-		return err
-	}
-	acc, err := newKV(a, tensor.FP32, kvShape)
-	if err != nil {
-		return err
-	}
-	var accRecv kvPair
-	if g.ws > 1 || g.w > 1 {
-		if accRecv, err = newKV(a, tensor.FP32, kvShape); err != nil {
+	live := r.liveSteps()
+	hops := g.ws > 1 || g.w > 1
+	kvDirect := live == 1 && !hops
+	var dqAcc, dqPart tensor.Tensor
+	var err error
+	if live > 1 {
+		if dqAcc, err = a.scratch(r.ops.accDType(), lr, hq, d); err != nil {
 			return err
+		}
+		if dqPart, err = a.scratch(pdt, lr, hq, d); err != nil {
+			return err
+		}
+	}
+	var dPart, acc, accRecv kvPair
+	if !kvDirect {
+		if dPart, err = newKVScratch(a, pdt, kvShape); err != nil {
+			return err
+		}
+		if acc, err = newKVScratch(a, tensor.FP32, kvShape); err != nil {
+			return err
+		}
+		if hops { // received whole at every hop
+			if accRecv, err = newKVScratch(a, tensor.FP32, kvShape); err != nil {
+				return err
+			}
 		}
 	}
 	// hop passes the dK/dV accumulator to the next rank of c, ordered after the compute
@@ -144,15 +205,44 @@ func (r *Run) ringBackward(ctx context.Context, q, k, v, out, lse, dout, dq, dk,
 		acc, accRecv = accRecv, acc
 		return nil
 	}
+	seen := 0 // steps with keys so far
 	err = r.walkRing(a, k, v, func(o, i int, blk kvPair) error {
 		m := pl.StepMask(g.rr, g.source(o, i))
+		// The first step starts this rank's dK/dV accumulator (before any hop): a copy
+		// of its partial, or zeros when it has no keys.
+		first := o == 0 && i == 0 && !kvDirect
 		if len(m.Slices) == 0 {
+			if first {
+				if err := r.ops.fill(acc.k, 0); err != nil {
+					return err
+				}
+				return r.ops.fill(acc.v, 0)
+			}
 			return nil
 		}
-		err := r.Kernel.Backward(ctx, pl.stepProblem(m), q, blk.k, blk.v, out, lse, dout, dqPart, dPart.k, dPart.v)
-		if err == nil {
-			err = r.accumulateAll([]tensor.Tensor{dqAcc, acc.k, acc.v}, []tensor.Tensor{dqPart, dPart.k, dPart.v})
+		dqOut, dkOut, dvOut := dqPart, dPart.k, dPart.v
+		if live == 1 {
+			dqOut = dq
 		}
+		if kvDirect {
+			dkOut, dvOut = dk, dv
+		}
+		err := r.Kernel.Backward(ctx, pl.stepProblem(m), q, blk.k, blk.v, out, lse, dout, dqOut, dkOut, dvOut)
+		if err == nil && live > 1 {
+			if seen == 0 {
+				err = r.ops.convert(dqAcc, dqPart)
+			} else {
+				err = r.ops.accumulate(dqAcc, dqPart)
+			}
+		}
+		if err == nil && !kvDirect {
+			if first {
+				err = r.copyAll([]tensor.Tensor{acc.k, acc.v}, []tensor.Tensor{dPart.k, dPart.v})
+			} else {
+				err = r.accumulateAll([]tensor.Tensor{acc.k, acc.v}, []tensor.Tensor{dPart.k, dPart.v})
+			}
+		}
+		seen++
 		if err != nil {
 			return fmt.Errorf("%s: backward step (%d, %d): %w", pl.Method, o, i, err)
 		}
@@ -168,16 +258,21 @@ func (r *Run) ringBackward(ctx context.Context, q, k, v, out, lse, dout, dq, dk,
 		}
 		return hop("outer", r.outer, (g.a+1)%g.w, (g.a-1+g.w)%g.w)
 	})
-	if err != nil {
-		return err
+	if err == nil {
+		switch live {
+		case 0:
+			err = r.ops.fill(dq, 0)
+		case 1: // the kernel wrote dq
+		default:
+			err = r.ops.convert(dq, dqAcc)
+		}
 	}
-	if err := r.ops.convert(dq, dqAcc); err != nil {
-		return err
+	if err == nil && !kvDirect {
+		if err = r.ops.convert(dk, acc.k); err == nil {
+			err = r.ops.convert(dv, acc.v)
+		}
 	}
-	if err := r.ops.convert(dk, acc.k); err != nil {
-		return err
-	}
-	return r.ops.convert(dv, acc.v)
+	return r.settled(err)
 }
 
 // walkRing moves K/V around the double ring and calls step for every (outer o, inner i)
@@ -246,8 +341,15 @@ func (r *Run) walkRing(a *arena, k, v tensor.Tensor, step func(o, i int, blk kvP
 			}
 		}
 	}
-	if err := r.settle(); err != nil {
-		return fmt.Errorf("%s: %w", pl.Method, err)
+	return nil
+}
+
+// copyAll converts each partial into its accumulator (the first partial of a sum).
+func (r *Run) copyAll(accs, parts []tensor.Tensor) error {
+	for i := range accs {
+		if err := r.ops.convert(accs[i], parts[i]); err != nil {
+			return err
+		}
 	}
 	return nil
 }

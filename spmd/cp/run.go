@@ -179,14 +179,30 @@ func exchangeIn(c comm.Comm, next, prev int, send, recv []tensor.Tensor) error {
 
 // settle waits for the transfers the run's ordered sub-groups issued (comm.Ordered), so
 // a peer that never comes fails this rank (at the communicator's timeout) instead of
-// leaving its device waiting.
+// leaving its device waiting. A sub-group of one rank issued none: no wait. The methods
+// settle after enqueuing all their work, since the wait is on the host and the device
+// would idle while the host sees the transfers done and enqueues what follows.
 func (r *Run) settle() error {
 	for _, c := range []comm.Comm{r.inner, r.outer} {
+		if c.Size() < 2 {
+			continue
+		}
 		if oc, ok := c.(comm.Ordered); ok && oc.StreamOrdered() {
 			if err := oc.Settle(); err != nil {
 				return err
 			}
 		}
+	}
+	return nil
+}
+
+// settled is err, or else the settle's error, naming the method.
+func (r *Run) settled(err error) error {
+	if err != nil {
+		return err
+	}
+	if err := r.settle(); err != nil {
+		return fmt.Errorf("%s: %w", r.Plan.Method, err)
 	}
 	return nil
 }

@@ -52,6 +52,11 @@ func (o traceOps) alloc(dt tensor.DType, shape ...int) (tensor.Tensor, error) {
 	return t, o.t.Helper("fill", 1, nil, []tensor.Tensor{t})
 }
 
+// scratch is a placeholder with no fill reported (deviceOps.scratch enqueues none).
+func (o traceOps) scratch(dt tensor.DType, shape ...int) (tensor.Tensor, error) {
+	return o.t.Alloc(dt, shape...)
+}
+
 func (traceOps) free(...tensor.Tensor) {}
 func (traceOps) trim()                 {}
 func (o traceOps) partDType(dt tensor.DType) tensor.DType {
@@ -85,7 +90,7 @@ func (o traceOps) headsOut(x tensor.Tensor, u int, replicate bool) (tensor.Tenso
 	if replicate {
 		hu = 1
 	}
-	out, err := o.alloc(x.DType(), u*t, hu, d)
+	out, err := o.scratch(x.DType(), u*t, hu, d)
 	if err != nil {
 		return nil, err
 	}
@@ -105,7 +110,7 @@ func (o traceOps) lseOut(l tensor.Tensor, u int) (tensor.Tensor, error) {
 	if len(sh) != 2 {
 		return nil, fmt.Errorf("cp: lse of shape %v, want [heads, tokens]", sh)
 	}
-	out, err := o.alloc(l.DType(), u*sh[0], sh[1]/u)
+	out, err := o.scratch(l.DType(), u*sh[0], sh[1]/u)
 	if err != nil {
 		return nil, err
 	}
@@ -131,39 +136,51 @@ func (o traceOps) fill(t tensor.Tensor, _ float64) error {
 }
 
 func (o traceOps) merger(tokens, heads, dim int) (merger, error) {
-	acc, err := o.alloc(tensor.FP32, tokens, heads, dim)
+	acc, err := o.scratch(tensor.FP32, tokens, heads, dim)
 	if err != nil {
 		return nil, err
 	}
-	lacc, err := o.alloc(tensor.FP32, heads, tokens)
+	lacc, err := o.scratch(tensor.FP32, heads, tokens)
 	if err != nil {
 		return nil, err
 	}
-	if err := o.fill(lacc, math.Inf(-1)); err != nil {
-		return nil, err
-	}
-	return traceMerger{o: o, acc: acc, lacc: lacc}, nil
+	return &traceMerger{o: o, acc: acc, lacc: lacc}, nil
 }
 
-// traceMerger reports the device merger's kernels: one merge per partial, two
-// conversions at the end.
+// traceMerger reports the device merger's kernels (deviceMerger): the first partial
+// copied in (two conversions), a merge per later one, two conversions at the end (two
+// fills when no partial came).
 type traceMerger struct {
 	o         traceOps
 	acc, lacc tensor.Tensor
+	n         int
 }
 
-func (m traceMerger) add(out, lse tensor.Tensor) error {
+func (m *traceMerger) add(out, lse tensor.Tensor) error {
+	m.n++
+	if m.n == 1 {
+		if err := m.o.convert(m.acc, out); err != nil {
+			return err
+		}
+		return m.o.convert(m.lacc, lse)
+	}
 	return m.o.t.Helper("merge", 1, []tensor.Tensor{m.acc, m.lacc, out, lse}, []tensor.Tensor{m.acc, m.lacc})
 }
 
-func (m traceMerger) write(out, lse tensor.Tensor) error {
+func (m *traceMerger) write(out, lse tensor.Tensor) error {
+	if m.n == 0 {
+		if err := m.o.fill(out, 0); err != nil {
+			return err
+		}
+		return m.o.fill(lse, math.Inf(-1))
+	}
 	if err := m.o.convert(out, m.acc); err != nil {
 		return err
 	}
 	return m.o.convert(lse, m.lacc)
 }
 
-func (traceMerger) close() {}
+func (*traceMerger) close() {}
 
 // Traced says whether k is a Tracer: a run with it records instead of computing.
 func Traced(k kernels.Kernel) bool {

@@ -14,8 +14,9 @@ import (
 	_ "embed"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
+
+	"github.com/longca/longca/internal/hostcc"
 )
 
 // Source is the fake library's C source.
@@ -23,7 +24,7 @@ import (
 //go:embed testdata/fakenccl.c
 var Source []byte
 
-// Build compiles the fake into dir with the C compiler cgo uses ($CC, else cc): lib has
+// Build compiles the fake into dir through internal/hostcc (the C compiler cgo uses): lib has
 // ncclAlltoAll (as NCCL 2.28.3 does), noA2A does not (older NCCL, so AllToAll falls back
 // to grouped sends and receives).
 func Build(dir string) (lib, noA2A string, err error) {
@@ -33,14 +34,9 @@ func Build(dir string) (lib, noA2A string, err error) {
 	}
 	lib = filepath.Join(dir, "libfakenccl.so")
 	noA2A = filepath.Join(dir, "libfakenccl-noa2a.so")
-	cc := os.Getenv("CC")
-	if cc == "" {
-		cc = "cc"
-	}
 	for out, flags := range map[string][]string{lib: {"-DWITH_ALLTOALL"}, noA2A: nil} {
-		args := append([]string{"-shared", "-fPIC", "-O1", "-Wl,-Bsymbolic", "-o", out, src, "-lpthread"}, flags...)
-		if msg, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
-			return "", "", fmt.Errorf("building the fake NCCL with %s: %v\n%s", cc, err, msg)
+		if err := hostcc.SharedLibrary(out, src, append([]string{"-Wl,-Bsymbolic", "-lpthread"}, flags...)...); err != nil {
+			return "", "", fmt.Errorf("building the fake NCCL: %w", err)
 		}
 	}
 	return lib, noA2A, nil

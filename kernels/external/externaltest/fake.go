@@ -25,7 +25,8 @@ import (
 
 // FakeEnv names the environment variable that turns a test binary into the fake worker:
 // its value is the mode (ok, wrong, unsupported, oom, crash, crash-once, hang,
-// malformed, badid, version, crash-hello, garbage-hello, slow-hello).
+// malformed, badid, version, crash-hello, garbage-hello, slow-hello, timed-variant: its
+// backward timings name the variant that ran, fake-timed-bwd).
 const FakeEnv = "LONGCA_FAKE_WORKER"
 
 // StateEnv names a folder where the fake keeps state across its restarts (crash-once).
@@ -132,7 +133,11 @@ func Serve(mode string, in io.Reader, out, errw io.Writer) int {
 				send(map[string]any{"id": r.ID + 100, "status": "ok", "median_ms": 1, "min_ms": 1, "max_ms": 1, "mean_ms": 1})
 				continue
 			}
-			send(timing(r))
+			tm := timing(r)
+			if mode == "timed-variant" && r.Pass == "bwd" {
+				tm["variant"] = "fake-timed-bwd"
+			}
+			send(tm)
 		case "quit":
 			send(map[string]any{"id": r.ID, "status": "ok"})
 			return 0

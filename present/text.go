@@ -1,7 +1,8 @@
-package results
+package present
 
 import (
 	"fmt"
+	"github.com/longca/longca/results"
 	"io"
 	"strings"
 )
@@ -84,9 +85,9 @@ func unit(u string) string {
 }
 
 // statusCounts is the summary's count of rows by status, in the order of the statuses.
-func statusCounts(counts map[Status]int) string {
+func statusCounts(counts map[results.Status]int) string {
 	var b strings.Builder
-	for _, st := range []Status{StatusOK, StatusUnsupported, StatusOOM, StatusWrong, StatusError} {
+	for _, st := range []results.Status{results.StatusOK, results.StatusUnsupported, results.StatusOOM, results.StatusWrong, results.StatusError} {
 		fmt.Fprintf(&b, "  %s: %d", st, counts[st])
 	}
 	return b.String()

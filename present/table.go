@@ -1,7 +1,8 @@
-package results
+package present
 
 import (
 	"fmt"
+	"github.com/longca/longca/results"
 	"io"
 	"sort"
 	"strings"
@@ -19,7 +20,7 @@ type CaseKey struct {
 // status of its first row when none is ok.
 type Cell struct {
 	TFLOPs float64
-	Status Status
+	Status results.Status
 	N      int
 }
 
@@ -30,12 +31,12 @@ type Summary struct {
 	Cells   map[CaseKey]map[string]Cell
 	Area    map[CaseKey]int64
 	FLOPs   map[CaseKey]float64
-	Counts  map[Status]int
+	Counts  map[results.Status]int
 }
 
 // kernelLabel is the column name of a row: the kernel, or the CP method with its 2-D
 // mesh (usp-2x4: Ulysses 2 x ring 4; -w2: LoongTrain's windows) so meshes stay apart.
-func kernelLabel(r Row) string {
+func kernelLabel(r results.Row) string {
 	if r.Method == "" {
 		return r.Kernel
 	}
@@ -51,7 +52,7 @@ func kernelLabel(r Row) string {
 
 // MaskLabel names a row's mask in reports: the mask, or for block-sparse rows
 // <mask>_b<block>_r<ratio> (with _content for content scores), so settings stay apart.
-func MaskLabel(r Row) string {
+func MaskLabel(r results.Row) string {
 	if r.KeptRatio == nil || r.BlockSize == nil {
 		return r.Mask
 	}
@@ -64,8 +65,8 @@ func MaskLabel(r Row) string {
 
 // Summarize groups rows by case and kernel; pass, when not empty, keeps only that pass.
 // Cases are ordered by the mask's first appearance, then heads, pass and length.
-func Summarize(rows []Row, pass string) Summary {
-	s := Summary{Cells: map[CaseKey]map[string]Cell{}, Area: map[CaseKey]int64{}, FLOPs: map[CaseKey]float64{}, Counts: map[Status]int{}}
+func Summarize(rows []results.Row, pass string) Summary {
+	s := Summary{Cells: map[CaseKey]map[string]Cell{}, Area: map[CaseKey]int64{}, FLOPs: map[CaseKey]float64{}, Counts: map[results.Status]int{}}
 	maskOrder := map[string]int{}
 	kernelSeen := map[string]bool{}
 	sums := map[CaseKey]map[string]float64{}
@@ -91,9 +92,9 @@ func Summarize(rows []Row, pass string) Summary {
 		}
 		s.Counts[r.Status]++
 		c := s.Cells[k][name]
-		if r.Status == StatusOK && r.TFLOPs != nil {
-			if c.Status != StatusOK {
-				c = Cell{Status: StatusOK}
+		if r.Status == results.StatusOK && r.TFLOPs != nil {
+			if c.Status != results.StatusOK {
+				c = Cell{Status: results.StatusOK}
 			}
 			c.N++
 			sums[k][name] += *r.TFLOPs
@@ -163,7 +164,7 @@ func WriteTable(w io.Writer, title string, s Summary) error {
 			v := "-"
 			switch {
 			case !ok:
-			case cell.Status == StatusOK:
+			case cell.Status == results.StatusOK:
 				v = formatTFLOPs(cell.TFLOPs)
 				sum[k] += cell.TFLOPs
 				n[k]++

@@ -1,7 +1,8 @@
-package results
+package present
 
 import (
 	"fmt"
+	"github.com/longca/longca/results"
 	"os"
 	"path/filepath"
 	"sort"
@@ -39,7 +40,7 @@ func WritePlots(dir string, s Summary) ([]string, error) {
 			order = append(order, g)
 		}
 		for _, k := range s.Kernels {
-			if cell, ok := s.Cells[c][k]; ok && cell.Status == StatusOK {
+			if cell, ok := s.Cells[c][k]; ok && cell.Status == results.StatusOK {
 				points[g][k] = append(points[g][k], plotter.XY{X: float64(c.SeqLen), Y: cell.TFLOPs})
 			}
 		}

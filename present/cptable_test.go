@@ -1,6 +1,7 @@
-package results
+package present
 
 import (
+	"github.com/longca/longca/results"
 	"strings"
 	"testing"
 )
@@ -9,19 +10,19 @@ import (
 // the lowest rank's rows), a units row, the status word of a case that did not run, the
 // efficiency and overlap columns, the summary, and the shared-device line.
 func TestCPTable(t *testing.T) {
-	var rows []Row
+	var rows []results.Row
 	for rank := int64(0); rank < 2; rank++ {
 		for sample := int64(0); sample < 2; sample++ {
-			r := Row{Rank: rank, Bench: "cp", Method: "ring-p2p", Ulysses: Ptr(int64(1)), Ring: Ptr(int64(8)), Windows: Ptr(int64(1)),
-				Mask: "causal", HeadsQ: 64, HeadsKV: 8, Pass: "fwd", Sample: sample, Status: StatusOK, FLOPs: 8e12,
-				RanksPerDevice: Ptr(int64(8)), CheckPass: Ptr(true), CheckWorst: "out", CheckErr: Ptr(1.0), CheckTol: Ptr(2.0)}
-			r.MedianMs, r.TFLOPs = Ptr(100+10*float64(sample)), Ptr(10.0+float64(sample))
-			r.DeviceTFLOPs, r.KernelTFLOPs, r.CPEfficiency = Ptr(8**r.TFLOPs), Ptr(200.0), Ptr(8**r.TFLOPs/200)
-			r.NoCommMs = Ptr(80.0)
+			r := results.Row{Rank: rank, Bench: "cp", Method: "ring-p2p", Ulysses: results.Ptr(int64(1)), Ring: results.Ptr(int64(8)), Windows: results.Ptr(int64(1)),
+				Mask: "causal", HeadsQ: 64, HeadsKV: 8, Pass: "fwd", Sample: sample, Status: results.StatusOK, FLOPs: 8e12,
+				RanksPerDevice: results.Ptr(int64(8)), CheckPass: results.Ptr(true), CheckWorst: "out", CheckErr: results.Ptr(1.0), CheckTol: results.Ptr(2.0)}
+			r.MedianMs, r.TFLOPs = results.Ptr(100+10*float64(sample)), results.Ptr(10.0+float64(sample))
+			r.DeviceTFLOPs, r.KernelTFLOPs, r.CPEfficiency = results.Ptr(8**r.TFLOPs), results.Ptr(200.0), results.Ptr(8**r.TFLOPs/200)
+			r.NoCommMs = results.Ptr(80.0)
 			rows = append(rows, r)
 		}
-		rows = append(rows, Row{Rank: rank, Bench: "cp", Method: "ulysses", Mask: "causal", HeadsQ: 64, HeadsKV: 8, Pass: "fwd",
-			Status: StatusUnsupported, Reason: "heads", RanksPerDevice: Ptr(int64(8))})
+		rows = append(rows, results.Row{Rank: rank, Bench: "cp", Method: "ulysses", Mask: "causal", HeadsQ: 64, HeadsKV: 8, Pass: "fwd",
+			Status: results.StatusUnsupported, Reason: "heads", RanksPerDevice: results.Ptr(int64(8))})
 	}
 	var b strings.Builder
 	if err := WriteCPTable(&b, "cp test", rows); err != nil {

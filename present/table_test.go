@@ -1,22 +1,23 @@
-package results
+package present
 
 import (
+	"github.com/longca/longca/results"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 )
 
-func reportRows() []Row {
-	var rows []Row
+func reportRows() []results.Row {
+	var rows []results.Row
 	for _, mask := range []string{"causal", "full"} {
 		for _, n := range []int64{2048, 1024} {
 			for _, pass := range []string{"fwd", "bwd"} {
 				for _, k := range []string{"ref", "cuda"} {
-					r := Row{Mask: mask, SeqLen: n, HeadsQ: 8, HeadsKV: 2, Pass: pass, Kernel: k, MaskArea: n * n / 2, FLOPs: 1e9, Status: StatusOK}
-					r.TFLOPs = Ptr(float64(n) / 1000)
+					r := results.Row{Mask: mask, SeqLen: n, HeadsQ: 8, HeadsKV: 2, Pass: pass, Kernel: k, MaskArea: n * n / 2, FLOPs: 1e9, Status: results.StatusOK}
+					r.TFLOPs = results.Ptr(float64(n) / 1000)
 					if k == "cuda" && mask == "full" && n == 2048 {
-						r.Status, r.TFLOPs = StatusOOM, nil
+						r.Status, r.TFLOPs = results.StatusOOM, nil
 					}
 					rows = append(rows, r)
 				}
@@ -105,13 +106,13 @@ func TestPlots(t *testing.T) {
 
 func TestKernelLabelKeepsMeshesApart(t *testing.T) {
 	for _, c := range []struct {
-		r    Row
+		r    results.Row
 		want string
 	}{
-		{Row{Kernel: "cuda"}, "cuda"},
-		{Row{Kernel: "cuda", Method: "ring-p2p", Ulysses: Ptr(int64(1)), Ring: Ptr(int64(8))}, "ring-p2p"},
-		{Row{Kernel: "cuda", Method: "usp", Ulysses: Ptr(int64(2)), Ring: Ptr(int64(4))}, "usp-2x4"},
-		{Row{Kernel: "cuda", Method: "loongtrain", Ulysses: Ptr(int64(2)), Ring: Ptr(int64(4)), Windows: Ptr(int64(2))}, "loongtrain-2x4-w2"},
+		{results.Row{Kernel: "cuda"}, "cuda"},
+		{results.Row{Kernel: "cuda", Method: "ring-p2p", Ulysses: results.Ptr(int64(1)), Ring: results.Ptr(int64(8))}, "ring-p2p"},
+		{results.Row{Kernel: "cuda", Method: "usp", Ulysses: results.Ptr(int64(2)), Ring: results.Ptr(int64(4))}, "usp-2x4"},
+		{results.Row{Kernel: "cuda", Method: "loongtrain", Ulysses: results.Ptr(int64(2)), Ring: results.Ptr(int64(4)), Windows: results.Ptr(int64(2))}, "loongtrain-2x4-w2"},
 	} {
 		if got := kernelLabel(c.r); got != c.want {
 			t.Errorf("%+v: %q, want %q", c.r, got, c.want)

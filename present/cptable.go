@@ -1,7 +1,8 @@
-package results
+package present
 
 import (
 	"fmt"
+	"github.com/longca/longca/results"
 	"io"
 	"math"
 	"strings"
@@ -19,7 +20,7 @@ type cpAgg struct {
 	nKern, nNoComm               int
 	ranksPerDevice               int64
 	peak                         int64
-	status                       Status
+	status                       results.Status
 	reason                       string
 	checkPass                    *bool
 	checkWorst                   string
@@ -27,7 +28,7 @@ type cpAgg struct {
 }
 
 // cpMesh names a row's mesh: UxR, with LoongTrain's windows.
-func cpMesh(r Row) string {
+func cpMesh(r results.Row) string {
 	if r.Ulysses == nil || r.Ring == nil {
 		return "-"
 	}
@@ -45,14 +46,14 @@ func cpMesh(r Row) string {
 // kernel's TFLOP/s at the same per-rank work and the efficiency, the time without
 // transfers (--overlap) and the share the transfers add, bandwidth, the check and the
 // peak memory. A line that is not ok shows its status.
-func WriteCPTable(w io.Writer, title string, rows []Row) error {
+func WriteCPTable(w io.Writer, title string, rows []results.Row) error {
 	low := int64(math.MaxInt64)
 	for _, r := range rows {
 		low = min(low, r.Rank)
 	}
 	var order []cpKey
 	aggs := map[cpKey]*cpAgg{}
-	counts := map[Status]int{}
+	counts := map[results.Status]int{}
 	for _, r := range rows {
 		if r.Rank != low {
 			continue
@@ -61,7 +62,7 @@ func WriteCPTable(w io.Writer, title string, rows []Row) error {
 		k := cpKey{r.Method, cpMesh(r), r.Mask, fmt.Sprintf("%d:%d", r.HeadsQ, r.HeadsKV), r.Pass}
 		a := aggs[k]
 		if a == nil {
-			a = &cpAgg{status: StatusOK}
+			a = &cpAgg{status: results.StatusOK}
 			aggs[k] = a
 			order = append(order, k)
 		}
@@ -75,8 +76,8 @@ func WriteCPTable(w io.Writer, title string, rows []Row) error {
 		if r.RanksPerDevice != nil {
 			a.ranksPerDevice = *r.RanksPerDevice
 		}
-		if r.Status != StatusOK || r.MedianMs == nil || r.TFLOPs == nil {
-			if a.status == StatusOK {
+		if r.Status != results.StatusOK || r.MedianMs == nil || r.TFLOPs == nil {
+			if a.status == results.StatusOK {
 				a.status, a.reason = r.Status, r.Reason
 			}
 			continue

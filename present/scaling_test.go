@@ -1,4 +1,4 @@
-package results
+package present
 
 import (
 	"image/png"

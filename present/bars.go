@@ -1,7 +1,8 @@
-package results
+package present
 
 import (
 	"fmt"
+	"github.com/longca/longca/results"
 	"image/color"
 	"os"
 	"path/filepath"
@@ -47,7 +48,7 @@ func WriteBarCharts(dir string, s Summary) ([]string, error) {
 		}
 		lengths[g] = append(lengths[g], c.SeqLen)
 		for _, k := range s.Kernels {
-			if cell, ok := s.Cells[c][k]; ok && cell.Status == StatusOK {
+			if cell, ok := s.Cells[c][k]; ok && cell.Status == results.StatusOK {
 				if rates[g][k] == nil {
 					rates[g][k] = map[int64]float64{}
 				}

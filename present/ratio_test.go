@@ -1,23 +1,24 @@
-package results
+package present
 
 import (
+	"github.com/longca/longca/results"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 )
 
-func ratioRows() []Row {
-	mk := func(kernel string, seqlen int64, st Status, tf float64) Row {
-		r := Row{Kernel: kernel, Mask: "causal", SeqLen: seqlen, HeadsQ: 64, HeadsKV: 8, Pass: "fwd", Status: st}
-		if st == StatusOK {
-			r.TFLOPs = Ptr(tf)
+func ratioRows() []results.Row {
+	mk := func(kernel string, seqlen int64, st results.Status, tf float64) results.Row {
+		r := results.Row{Kernel: kernel, Mask: "causal", SeqLen: seqlen, HeadsQ: 64, HeadsKV: 8, Pass: "fwd", Status: st}
+		if st == results.StatusOK {
+			r.TFLOPs = results.Ptr(tf)
 		}
 		return r
 	}
-	return []Row{
-		mk("cuda", 8192, StatusOK, 250), mk("torch:flex", 8192, StatusOK, 400), mk("torch:cudnn", 8192, StatusOK, 500),
-		mk("cuda", 16384, StatusOK, 300), mk("torch:flex", 16384, StatusWrong, 0), mk("torch:cudnn", 16384, StatusUnsupported, 0),
+	return []results.Row{
+		mk("cuda", 8192, results.StatusOK, 250), mk("torch:flex", 8192, results.StatusOK, 400), mk("torch:cudnn", 8192, results.StatusOK, 500),
+		mk("cuda", 16384, results.StatusOK, 300), mk("torch:flex", 16384, results.StatusWrong, 0), mk("torch:cudnn", 16384, results.StatusUnsupported, 0),
 	}
 }
 

@@ -1,7 +1,8 @@
-package results
+package present
 
 import (
 	"fmt"
+	"github.com/longca/longca/results"
 	"io"
 	"math"
 	"strings"
@@ -12,7 +13,7 @@ import (
 func (s Summary) Fastest(c CaseKey) (string, float64) {
 	best, rate := "", 0.0
 	for _, k := range s.Kernels {
-		if cell, ok := s.Cells[c][k]; ok && cell.Status == StatusOK && cell.TFLOPs > rate {
+		if cell, ok := s.Cells[c][k]; ok && cell.Status == results.StatusOK && cell.TFLOPs > rate {
 			best, rate = k, cell.TFLOPs
 		}
 	}
@@ -56,7 +57,7 @@ func WriteRatioTable(w io.Writer, title string, s Summary) error {
 			v := "-"
 			switch {
 			case !ok:
-			case cell.Status == StatusOK && rate > 0:
+			case cell.Status == results.StatusOK && rate > 0:
 				r := cell.TFLOPs / rate
 				v = fmt.Sprintf("%.2f", r)
 				logSum[k] += math.Log(r)

@@ -1,0 +1,190 @@
+#!/usr/bin/env python3
+"""A worked analysis of longca results: which kernel is fastest per mask, and which CP
+method wins where.
+
+    python3 examples/analyze.py out/run-.../<run>.merged.arrow [more merged files ...]
+
+Each argument is a merged results file (`longca merge`, `longca run`): Arrow, Parquet or
+CSV, or a folder holding them. pandas reads them; Arrow and Parquet need pyarrow, and
+where pyarrow is missing (Debian ships pandas and matplotlib, not pyarrow) the CSV
+export beside the Arrow file is read instead (`longca merge DIR --csv` writes it).
+The columns are the ones docs/results-format.md lists.
+
+It answers two questions, printing one table each (lines that are not data start
+with '#', as longca's own tables):
+
+1. Which kernel is fastest per mask? For every mask: the kernel with the highest mean
+   TFLOP/s over the cases (length, heads, pass) that every timed kernel ran, how many
+   of those cases it won, and its lead over the runner-up.
+2. Which CP method wins where? For every mask, world size, sequence length, heads and
+   pass of `longca cp` rows: the method (with its mesh) with the highest TFLOP/s per GPU,
+   averaged over mask samples, and its lead over the next method.
+
+Exits 0 with the tables, 2 with one line when an input cannot be read.
+"""
+
+import os
+import sys
+
+try:
+    import pandas as pd
+except ImportError:  # pragma: no cover - said once, clearly
+    sys.exit("analyze.py: needs pandas (apt-get install python3-pandas, or pip install pandas)")
+
+try:
+    import pyarrow  # noqa: F401  (pandas reads Arrow and Parquet through it)
+    import pyarrow.ipc
+
+    HAVE_PYARROW = True
+except ImportError:
+    HAVE_PYARROW = False
+
+
+def fail(msg):
+    print("analyze.py: " + msg, file=sys.stderr)
+    sys.exit(2)
+
+
+def read_one(path):
+    """Reads one merged file: Arrow or Parquet through pyarrow, else its CSV export."""
+    stem, ext = os.path.splitext(path)
+    if ext == ".csv":
+        return pd.read_csv(path)
+    if ext in (".arrow", ".parquet"):
+        if HAVE_PYARROW:
+            if ext == ".parquet":
+                return pd.read_parquet(path)
+            with open(path, "rb") as f:
+                return pyarrow.ipc.open_file(f).read_all().to_pandas()
+        csv = stem + ".csv"
+        if os.path.exists(csv):
+            return pd.read_csv(csv)
+        fail(f"{path}: no pyarrow here to read Arrow, and no CSV export beside it ({csv}): "
+             f"write one with `longca merge DIR --csv`, or install pyarrow")
+    fail(f"{path}: not a merged results file (.arrow, .parquet or .csv)")
+
+
+def inputs(args):
+    """The files named, a folder standing for its merged files (CSV when no pyarrow)."""
+    out = []
+    for a in args:
+        if os.path.isdir(a):
+            names = sorted(os.listdir(a))
+            want = (".arrow", ".parquet") if HAVE_PYARROW else (".csv",)
+            found = [os.path.join(a, n) for n in names
+                     if n.endswith(want) and "merged" in n and ".rank-" not in n]
+            if not HAVE_PYARROW and not found:
+                fail(f"{a}: no merged CSV here and no pyarrow to read Arrow: run `longca merge {a} --csv`")
+            if not found:
+                fail(f"{a}: no merged results file here: run `longca merge {a}`")
+            out.extend(found)
+        elif os.path.exists(a):
+            out.append(a)
+        else:
+            fail(f"{a}: no such file or folder")
+    return out
+
+
+def load(args):
+    frames = [read_one(p) for p in inputs(args)]
+    df = pd.concat(frames, ignore_index=True)
+    # CSV leaves nulls empty: make the numbers numbers again.
+    for c in ("tflops", "median_ms", "seqlen", "world_size", "heads_q", "heads_kv", "cp_ulysses", "cp_ring", "cp_windows", "rank"):
+        if c in df.columns:
+            df[c] = pd.to_numeric(df[c], errors="coerce")
+    return df
+
+
+def fastest_kernel_per_mask(df):
+    """Question 1: per mask, the kernel with the highest mean TFLOP/s over shared cases."""
+    k = df[df["bench"].isin(["kernel", "sparse"]) & (df["status"] == "ok") & df["tflops"].notna()]
+    if k.empty:
+        return None
+    case = ["mask", "seqlen", "heads_q", "heads_kv", "pass"]
+    # Mean over ranks (every rank of a launched kernel sweep times the same cases).
+    per = k.groupby(case + ["kernel"], as_index=False)["tflops"].mean()
+    out = []
+    for mask, m in per.groupby("mask", sort=False):
+        kernels = sorted(m["kernel"].unique())
+        # The cases every kernel of this mask ran: a fair mean.
+        wide = m.pivot_table(index=case, columns="kernel", values="tflops").dropna()
+        if wide.empty:
+            wide = m.pivot_table(index=case, columns="kernel", values="tflops")
+        means = wide.mean().sort_values(ascending=False)
+        wins = wide.idxmax(axis=1).value_counts()
+        best = means.index[0]
+        lead = means.iloc[0] / means.iloc[1] if len(means) > 1 and means.iloc[1] > 0 else float("nan")
+        out.append({
+            "mask": mask,
+            "fastest": best,
+            "mean_tflops": means.iloc[0],
+            "won": f"{int(wins.get(best, 0))}/{len(wide)}",
+            "runner_up": means.index[1] if len(means) > 1 else "-",
+            "lead": lead,
+            "kernels": len(kernels),
+        })
+    return pd.DataFrame(out)
+
+
+def mesh_label(r):
+    label = r["method"]
+    u, g = r.get("cp_ulysses"), r.get("cp_ring")
+    if pd.notna(u) and pd.notna(g) and u > 1 and g > 1:
+        label += f"-{int(u)}x{int(g)}"
+    w = r.get("cp_windows")
+    if pd.notna(w) and w > 1:
+        label += f"-w{int(w)}"
+    return label
+
+
+def cp_winners(df):
+    """Question 2: per mask, world size, length, heads and pass, the fastest CP method."""
+    c = df[(df["bench"] == "cp") & (df["status"] == "ok") & df["tflops"].notna()].copy()
+    if "rank" in c.columns:
+        c = c[c["rank"] == 0]  # the ranks agree on a case's time; rank 0 speaks for them
+    if c.empty:
+        return None
+    c["method_mesh"] = c.apply(mesh_label, axis=1)
+    where = ["mask", "world_size", "seqlen", "heads_q", "heads_kv", "pass"]
+    per = c.groupby(where + ["method_mesh"], as_index=False)["tflops"].mean()  # over samples
+    out = []
+    for key, g in per.groupby(where, sort=False):
+        g = g.sort_values("tflops", ascending=False)
+        top, nxt = g.iloc[0], (g.iloc[1] if len(g) > 1 else None)
+        out.append(dict(zip(where, key)) | {
+            "winner": top["method_mesh"],
+            "tflops_per_gpu": top["tflops"],
+            "next": nxt["method_mesh"] if nxt is not None else "-",
+            "lead": top["tflops"] / nxt["tflops"] if nxt is not None and nxt["tflops"] > 0 else float("nan"),
+            "methods": len(g),
+        })
+    return pd.DataFrame(out)
+
+
+def show(title, t):
+    print(f"# {title}")
+    if t is None:
+        print("#   (no rows of this kind in the input)")
+        return
+    text = t.to_string(index=False, float_format=lambda v: f"{v:.4g}")
+    lines = text.splitlines()
+    print("#" + lines[0][1:] if lines[0].startswith(" ") else "# " + lines[0])
+    for line in lines[1:]:
+        print(line)
+
+
+def main(argv):
+    if len(argv) < 2 or argv[1] in ("-h", "--help"):
+        print(__doc__.strip())
+        return 0 if len(argv) >= 2 else 2
+    df = load(argv[1:])
+    reader = "pyarrow" if HAVE_PYARROW else "the CSV export"
+    print(f"# longca analysis of {', '.join(argv[1:])}: {len(df)} rows (read with pandas and {reader})")
+    show("1. which kernel is fastest per mask (mean TFLOP/s over the cases every kernel ran)", fastest_kernel_per_mask(df))
+    print("#")
+    show("2. which CP method wins where (TFLOP/s per GPU, mean over samples, rank 0)", cp_winners(df))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
