@@ -12,11 +12,6 @@ import (
 	"github.com/longca/longca/spmd/cp"
 	"github.com/longca/longca/tensor"
 )
-
-// MaxGPUs bounds the GPU counts one prediction takes: the trace runs every rank's plan,
-// and 16384 GPUs already take minutes and gigabytes (4096: 18 s, 0.3 GB here).
-const MaxGPUs = 8192
-
 // DefaultExactRanks is the largest world simulated rank by rank; above it a sample of
 // ranks is simulated with mirrored peers (Options.ExactRanks).
 const DefaultExactRanks = 16

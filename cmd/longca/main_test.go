@@ -69,7 +69,7 @@ func TestSizeFlagsRefusedUpFront(t *testing.T) {
 		{[]string{"data", "--seqlen", "16K", "--samples", "1000000000"}, "--samples"},
 		{[]string{"cp", "--ranks", "100000", "--dry-run"}, "--ranks"},
 		{[]string{"cp", "--samples", "1000000000", "--dry-run"}, "--samples"},
-		{[]string{"simulate", "--gpus", "16777216"}, "--gpus"},
+		{[]string{"simulate", "--gpus", "16777216"}, "host memory"},
 	} {
 		start := time.Now()
 		_, errOut, code := captureRun(t, c.args...)

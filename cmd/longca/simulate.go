@@ -120,9 +120,6 @@ func parseSimulateFlags(c *cli.Context) (simOptions, error) {
 		if err != nil || n < 1 {
 			return o, usageError("--gpus %q: give GPU counts such as 8,64,512", c.String("gpus"))
 		}
-		if n > sim.MaxGPUs {
-			return o, usageError("--gpus %d: over the %d GPUs one prediction takes (it runs every rank's plan)", n, sim.MaxGPUs)
-		}
 		o.gpus = append(o.gpus, n)
 	}
 	if len(o.gpus) == 0 {
