@@ -157,7 +157,7 @@ func (r *Runner) run(ctx context.Context, c Case, row *results.Row) error {
 	row.FLOPs = p.FLOPs(c.Pass)
 	if c.Sparse.IsSparse() {
 		row.BlockSize = results.Ptr(int64(c.Sparse.BlockSize()))
-		row.KeptRatio = results.Ptr(c.Sparse.Ratio)
+		row.KeptRatio = results.Ptr(cp.kept) // as built; mask_params.ratio is the ratio asked for
 		if row.Bench == "kernel" {
 			row.Bench = "sparse"
 		}
