@@ -37,7 +37,8 @@ func WriteCPPlan(w io.Writer, s harness.CPSweep, cases []harness.CPCase, n int) 
 	return t.Write(w)
 }
 
-// MeshLabel is a resolved mesh in one word: UxR, wW for windows, -hf head-first.
+// MeshLabel is a resolved mesh in one word: UxR, wW for windows, -hf head-first, -bB-sS
+// balanced's block and stages.
 func MeshLabel(c cp.Config) string {
 	s := fmt.Sprintf("%dx%d", c.Ulysses, c.Ring)
 	if c.Windows > 1 {
@@ -45,6 +46,9 @@ func MeshLabel(c cp.Config) string {
 	}
 	if c.Ulysses > 1 && c.Ring > 1 && c.HeadFirst {
 		s += "-hf"
+	}
+	if c.Block > 0 { // balanced: its block and stages
+		s += fmt.Sprintf("-b%d-s%d", c.Block, c.Stages)
 	}
 	return s
 }

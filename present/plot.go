@@ -2,11 +2,12 @@ package present
 
 import (
 	"fmt"
-	"github.com/longca/longca/results"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/longca/longca/results"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"

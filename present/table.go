@@ -2,10 +2,11 @@ package present
 
 import (
 	"fmt"
-	"github.com/longca/longca/results"
 	"io"
 	"sort"
 	"strings"
+
+	"github.com/longca/longca/results"
 )
 
 // CaseKey identifies one row of a report: a mask at one length, head setting and pass.

@@ -3,7 +3,6 @@ package main
 import (
 	"github.com/longca/longca/dataset"
 	"github.com/longca/longca/harness"
-	"github.com/longca/longca/present"
 	"github.com/urfave/cli/v2"
 )
 
@@ -98,6 +97,9 @@ func dataAction(c *cli.Context) error {
 	if n < 1 {
 		return usageError("--samples must be at least 1, got %d", n)
 	}
+	if float64(n)*float64(s) > dataset.MaxDrawTokens {
+		return usageError("--samples %d x --seqlen %s is %.3g tokens, over the %.3g one summary draws: lower --samples", n, dataset.FormatSize(s), float64(n)*float64(s), float64(dataset.MaxDrawTokens))
+	}
 	src, name, err := lengthSource(c)
 	if err != nil {
 		return err
@@ -116,10 +118,10 @@ func dataAction(c *cli.Context) error {
 		cp = dataset.DefaultCap(src)
 	}
 	rng := dataset.NewRand(c.Uint64("seed"))
-	var lens []int
+	var st dataset.LengthStats
 	for i := 0; i < n; i++ {
-		lens = append(lens, dataset.PackDocs(src, s, cp.Resolve(s), rng)...)
+		st.Add(dataset.PackDocs(src, s, cp.Resolve(s), rng)...) // one sequence at a time: nothing kept per document
 	}
-	present.WriteLengthSummary(c.App.Writer, name, s, n, c.Uint64("seed"), lens)
+	st.Write(c.App.Writer, name, s, n, c.Uint64("seed"))
 	return nil
 }

@@ -52,6 +52,8 @@ func simulateFlags() []cli.Flag {
 		&cli.IntFlag{Name: "windows", Usage: "loongtrain: windows the ring is cut into (default: windows of at most 8 GPUs)"},
 		&cli.BoolFlag{Name: "head-first", Value: true, Usage: "a Ulysses group is consecutive ranks (inside a node); --head-first=false puts the ring there"},
 		&cli.StringFlag{Name: "sharding", Value: "default", Usage: "contiguous, zigzag or default (zigzag; contiguous for ulysses)"},
+		&cli.IntFlag{Name: "cp-block", Usage: "balanced: dispatch block in tokens (0: the largest power of two <= 512 giving each rank >= 8 blocks), as longca cp"},
+		&cli.IntFlag{Name: "cp-stages", Usage: "balanced: most stages a rank's fetch is cut into (0: one up to 8 GPUs, else a pyramid of small-large-small stages), as longca cp"},
 		&cli.IntFlag{Name: "samples", Value: 5, Usage: "masks per document case (seeds seed..seed+samples-1): the table shows the median and the min-max; masks without documents are drawn once"},
 		&cli.Uint64Flag{Name: "seed", Value: 42, Usage: "first mask seed"},
 		&cli.StringFlag{Name: "passes", Value: "fwd,bwd", Usage: "comma-separated: fwd, bwd, fwd+bwd"},
