@@ -82,25 +82,13 @@ func simulateFlags() []cli.Flag {
 	}
 }
 
-// simOptions are the validated flags of `longca simulate`.
+// simOptions are the validated flags of `longca simulate`: the session's Simulation, the
+// CP sweep's flags as longca cp reads them, and the NCCL table's.
 type simOptions struct {
-	gpus       []int
-	cp         cpOptions // methods, masks, lengths, heads, mesh flags (as longca cp)
-	machine    sim.Machine
-	kernel     sim.KernelModel
-	exact      int
-	sampled    int
-	ncclTable  bool
-	ncclMin    int64
-	ncclMax    int64
-	calibrate  string
-	calLens    []int
-	calIters   int
-	calCheck   bool
-	kernelRows string
-	rowsKernel string
-	compare    []results.Row // measured cp rows (--compare)
-	compareSrc string
+	session.Simulation
+	cp               cpOptions
+	ncclTable        bool
+	ncclMin, ncclMax int64
 }
 
 // parseSimulateFlags checks every flag; bad input is one line naming the flag, exit 2.
@@ -111,24 +99,24 @@ func parseSimulateFlags(c *cli.Context) (simOptions, error) {
 		if err != nil || n < 1 {
 			return o, usageError("--gpus %q: give GPU counts such as 8,64,512", c.String("gpus"))
 		}
-		o.gpus = append(o.gpus, n)
+		o.GPUs = append(o.GPUs, n)
 	}
-	if len(o.gpus) == 0 {
+	if len(o.GPUs) == 0 {
 		return o, usageError("--gpus is empty: give GPU counts such as 8,64,512")
 	}
-	slices.Sort(o.gpus)
-	o.gpus = slices.Compact(o.gpus)
+	slices.Sort(o.GPUs)
+	o.GPUs = slices.Compact(o.GPUs)
 	co, err := cpSweepFlags(c)
 	if err != nil {
 		return o, err
 	}
 	o.cp = co
-	if o.machine, err = machineFromFlags(c); err != nil {
+	if o.Machine, err = machineFromFlags(c); err != nil {
 		return o, err
 	}
-	o.exact, o.sampled = c.Int("exact-ranks"), c.Int("sampled-ranks")
-	if o.exact < 1 || o.sampled < 0 {
-		return o, usageError("--exact-ranks %d --sampled-ranks %d: need at least 1 exact rank and a sample of 0 (the default) or more", o.exact, o.sampled)
+	o.Exact, o.Sampled = c.Int("exact-ranks"), c.Int("sampled-ranks")
+	if o.Exact < 1 || o.Sampled < 0 {
+		return o, usageError("--exact-ranks %d --sampled-ranks %d: need at least 1 exact rank and a sample of 0 (the default) or more", o.Exact, o.Sampled)
 	}
 	o.ncclTable = c.Bool("nccl-table")
 	lo, hi, ok := strings.Cut(c.String("nccl-sizes"), ":")
@@ -140,40 +128,40 @@ func parseSimulateFlags(c *cli.Context) (simOptions, error) {
 	o.ncclMin, o.ncclMax = int64(a), int64(b)
 	name := c.String("kernel-model")
 	if name == "" {
-		name = o.machine.Kernel
+		name = o.Machine.Kernel
 	}
-	if o.kernel, err = sim.KernelPreset(name); err != nil {
+	if o.Kernel, err = sim.KernelPreset(name); err != nil {
 		return o, usageError("--kernel-model: %v", err)
 	}
-	o.kernelRows, o.rowsKernel = c.String("kernel-rows"), c.String("rows-kernel")
-	if o.compareSrc = c.String("compare"); o.compareSrc != "" {
-		rows, err := results.Load(o.compareSrc)
+	o.KernelRows, o.RowsKernel = c.String("kernel-rows"), c.String("rows-kernel")
+	if o.CompareSrc = c.String("compare"); o.CompareSrc != "" {
+		rows, err := results.Load(o.CompareSrc)
 		if err != nil {
 			return o, usageError("--compare: %v", err)
 		}
 		for _, r := range rows {
 			if r.Bench == "cp" && r.Status == results.StatusOK && r.MedianMs != nil && r.Rank == 0 {
-				o.compare = append(o.compare, r)
+				o.Compare = append(o.Compare, r)
 			}
 		}
-		if len(o.compare) == 0 {
-			return o, usageError("--compare %s: no ok rows of longca cp (bench cp) to compare with", o.compareSrc)
+		if len(o.Compare) == 0 {
+			return o, usageError("--compare %s: no ok rows of longca cp (bench cp) to compare with", o.CompareSrc)
 		}
 	}
-	o.calibrate, o.calIters, o.calCheck = c.String("calibrate"), c.Int("calibrate-iters"), c.Bool("calibrate-check")
-	if o.calibrate != "" {
-		if o.kernelRows != "" {
+	o.Calibrate, o.CalIters, o.CalCheck = c.String("calibrate"), c.Int("calibrate-iters"), c.Bool("calibrate-check")
+	if o.Calibrate != "" {
+		if o.KernelRows != "" {
 			return o, usageError("--calibrate and --kernel-rows both given: use one source of kernel rates")
 		}
-		if !kernels.Known(o.calibrate) {
-			return o, usageError("--calibrate: unknown kernel %q: registered are %s", o.calibrate, strings.Join(kernels.Names(), ", "))
+		if !kernels.Known(o.Calibrate) {
+			return o, usageError("--calibrate: unknown kernel %q: registered are %s", o.Calibrate, strings.Join(kernels.Names(), ", "))
 		}
-		if o.calIters < 1 {
-			return o, usageError("--calibrate-iters %d: need at least 1", o.calIters)
+		if o.CalIters < 1 {
+			return o, usageError("--calibrate-iters %d: need at least 1", o.CalIters)
 		}
-		o.calLens = []int{co.tokensPerRank, 2 * co.tokensPerRank}
+		o.CalLens = []int{co.tokensPerRank, 2 * co.tokensPerRank}
 		if c.IsSet("calibrate-seqlens") {
-			if o.calLens, err = harness.ParseSizeList(c.String("calibrate-seqlens")); err != nil {
+			if o.CalLens, err = harness.ParseSizeList(c.String("calibrate-seqlens")); err != nil {
 				return o, usageError("--calibrate-seqlens: %v", err)
 			}
 		}
@@ -221,8 +209,8 @@ func simulateAction(c *cli.Context) error {
 		return err
 	}
 	if o.ncclTable {
-		for _, n := range o.gpus {
-			if err := sim.WriteCollectives(c.App.Writer, o.machine, n, o.ncclMin, o.ncclMax); err != nil {
+		for _, n := range o.GPUs {
+			if err := sim.WriteCollectives(c.App.Writer, o.Machine, n, o.ncclMin, o.ncclMax); err != nil {
 				return usageError("--nccl-table: %v", err)
 			}
 		}
@@ -234,11 +222,9 @@ func simulateAction(c *cli.Context) error {
 	if o.cp.runID, err = resultsTarget(o.cp.out, o.cp.runID); err != nil {
 		return err
 	}
-	sm := session.Simulation{Sweep: o.cp.sweep(0), TokensPerRank: o.cp.tokensPerRank, SeqLen: o.cp.seqlen, GPUs: o.gpus,
-		Machine: o.machine, Kernel: o.kernel, Exact: o.exact, Sampled: o.sampled,
-		Calibrate: o.calibrate, CalLens: o.calLens, CalIters: o.calIters, CalCheck: o.calCheck,
-		KernelRows: o.kernelRows, RowsKernel: o.rowsKernel, Compare: o.compare, CompareSrc: o.compareSrc, Docs: o.cp.docs}
-	if o.calibrate != "" {
+	sm := o.Simulation
+	sm.Sweep, sm.TokensPerRank, sm.SeqLen, sm.Docs = o.cp.sweep(0), o.cp.tokensPerRank, o.cp.seqlen, o.cp.docs
+	if o.Calibrate != "" {
 		w, err := spmd.Discover(os.Getenv)
 		if err != nil {
 			return usageError("%v", err)
