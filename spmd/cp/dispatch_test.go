@@ -1,12 +1,18 @@
 package cp
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/longca/longca/comm"
+	"github.com/longca/longca/comm/local"
+	"github.com/longca/longca/kernels"
+	"github.com/longca/longca/kernels/ref"
 	"github.com/longca/longca/mask"
+	"github.com/longca/longca/tensor"
 )
 
 // cpMask builds a CP benchmark mask of seq tokens as longca cp does.
@@ -205,6 +211,61 @@ func BenchmarkDispatch1M1024(b *testing.B) {
 	for range b.N {
 		if _, err := Balance(m, 1024, blk, 0); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestBalancedBufferBytes: the device memory balanced's buffers take on the emulated
+// device (its peak, less the pass's inputs and outputs) is what BufferBytes estimates
+// before the run, within a fifth, never more; and the bound for the memory guard is at
+// least that.
+func TestBalancedBufferBytes(t *testing.T) {
+	m, _ := New("balanced")
+	for _, name := range mask.CPMasks() {
+		for _, n := range []int{4, 8} {
+			spec, err := mask.Build(name, n*64, testMaskOptions(3))
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := kernels.Problem{HeadsQ: 8, HeadsKV: 2, HeadDim: 16, DType: tensor.BF16, Mask: spec.Mask}
+			pl, err := m.Plan(Config{Ranks: n}, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			q, k, v, dout := inputs(p, 11)
+			peaks := make([]int64, n)
+			err = local.Run(n, func(c comm.Comm) error {
+				f := newFakePrims(newEmulator())
+				r, err := NewRun(pl, queuedKernel{ref.New(ref.Options{}), f}, c)
+				if err != nil {
+					return err
+				}
+				defer r.Close()
+				r.ops = deviceOps{p: f, part: tensor.FP32}
+				if _, err := Execute(context.Background(), m, r, q, k, v, dout, true); err != nil {
+					return err
+				}
+				peaks[c.Rank()] = f.peak
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			qb := int64(pl.Tokens * pl.HeadsQ * p.HeadDim * p.DType.Size())
+			kvb := int64(pl.Tokens * pl.HeadsKV * p.HeadDim * p.DType.Size())
+			io := 4*qb + 4*kvb + int64(pl.HeadsQ*pl.Tokens*4) // q, out, dout, dq; k, v, dk, dv; lse
+			got := slices.Max(peaks) - io
+			want := Balanced{}.BufferBytes(pl, kernels.FwdBwd)
+			if got > want || float64(got) < 0.8*float64(want) {
+				t.Fatalf("%s n%d: buffers took %d bytes at the peak, BufferBytes says %d", name, n, got, want)
+			}
+			passes := []kernels.Pass{kernels.Fwd, kernels.Bwd}
+			if bound := MethodBufferBound(nil, pl.Tokens, n, 8, 2, 16, tensor.BF16, passes, 0); bound < float64(want) {
+				t.Fatalf("%s n%d: the guard's bound %g is below the plan's %d", name, n, bound, want)
+			}
+			if b := MethodBufferBound([]string{"ring-p2p", "ulysses"}, pl.Tokens, n, 8, 2, 16, tensor.BF16, passes, 0); b != 0 {
+				t.Fatalf("the guard's bound without balanced is %g, want 0 (the generic estimate)", b)
+			}
 		}
 	}
 }
