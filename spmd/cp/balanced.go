@@ -242,6 +242,9 @@ func (Balanced) Forward(ctx context.Context, r *Run, q, k, v, out, lse tensor.Te
 		return err
 	}
 	pl, d := r.Plan, b.d
+	if d.NumStages() <= 1 {
+		return b.forwardOne(ctx, q, k, v, out, lse)
+	}
 	lr, hq, dim := pl.Layout.Local, pl.HeadsQ, pl.Problem.HeadDim
 	a := &arena{o: r.ops}
 	defer a.release()
@@ -318,6 +321,9 @@ func (Balanced) Backward(ctx context.Context, r *Run, q, k, v, out, lse, dout, d
 		return err
 	}
 	pl, d := r.Plan, b.d
+	if d.NumStages() <= 1 {
+		return b.backwardOne(ctx, q, k, v, out, lse, dout, dq, dk, dv)
+	}
 	lr, hq, dim := pl.Layout.Local, pl.HeadsQ, pl.Problem.HeadDim
 	kvShape := k.Shape()
 	tail := kvShape[1:]

@@ -27,6 +27,15 @@ func (Balanced) BufferBytes(pl *Plan, pass kernels.Pass) int64 {
 	}
 	var top int64
 	for r := range d.Ranks {
+		if d.NumStages() <= 1 { // the one-stage path (balanced_one.go)
+			var sent int64
+			for _, x := range d.Sends(r, 0) {
+				sent += int64(x.N)
+			}
+			fetched := int64(d.RecvStage(r, 0).Slots)
+			top = max(top, oneBytes(pl, pass, fetched*int64(d.Block), sent*int64(d.Block)))
+			continue
+		}
 		var window, sent int64
 		for i := range d.Window {
 			slots := 0
@@ -45,6 +54,34 @@ func (Balanced) BufferBytes(pl *Plan, pass kernels.Pass) int64 {
 		top = max(top, balancedBytes(pl, pass, window*int64(d.Block), int64(max(sent, 1))*int64(d.Block)))
 	}
 	return top
+}
+
+// oneBytes is one rank's buffers on the one-stage path: its K/V and what it fetches in one
+// buffer; in the backward the kernel's partials for all of it, fp32 copies of the
+// fetched part, the returned partials and the fp32 accumulators.
+func oneBytes(pl *Plan, pass kernels.Pass, fetched, sent int64) int64 {
+	const f32 = 4
+	lr := int64(pl.Layout.Local)
+	kv := int64(pl.HeadsKV * pl.Problem.HeadDim)
+	es := int64(pl.Problem.DType.Size())
+	buf := int64(0)
+	if fetched > 0 {
+		buf = 2 * (lr + fetched) * kv * es
+	}
+	if pass == kernels.Fwd {
+		return buf
+	}
+	if fetched == 0 && sent == 0 {
+		return 0 // the kernel writes the gradients
+	}
+	// the kernel's partials: fp32, or in the problem's dtype with fp32 copies of the
+	// fetched part, whichever is more
+	parts := max(2*(lr+fetched)*kv*f32, 2*(lr+fetched)*kv*es+2*fetched*kv*f32)
+	bwd := buf + parts + 2*sent*kv*f32
+	if sent > 0 {
+		bwd += 2 * lr * kv * f32
+	}
+	return bwd
 }
 
 // balancedBytes is one rank's buffers for a fetch window of window rows and returns of
@@ -70,7 +107,7 @@ func balancedBound(pass kernels.Pass, lr, hq, q, kv, es, window, sent int64) int
 	}
 	bwd := fetch + 2*lr*q*f32 + // dq accumulator and partial
 		2*lr*kv*f32 + 2*lr*kv*f32 + // dK/dV accumulators and the local blocks' partials
-		2*2*window*kv*f32 + // the window's dK/dV partials and their fp32 copies
+		max(2*window*kv*f32, 2*window*kv*(es+f32)) + // the window's dK/dV partials (fp32, or with fp32 copies)
 		2*2*sent*kv*f32 // the returned partials, two stages
 	if pass == kernels.FwdBwd {
 		return max(fwd, bwd)
@@ -88,9 +125,17 @@ func BalancedBoundBytes(tokens, ranks, hq, hkv, dim int, dt tensor.DType, passes
 	}
 	lr := int64(tokens)
 	rows := int64(max(units, 0)) * lr
+	kv, es := int64(hkv*dim), int64(dt.Size())
 	var top int64
 	for _, p := range passes {
-		top = max(top, balancedBound(p, lr, int64(hq), int64(hq*dim), int64(hkv*dim), int64(dt.Size()), rows, rows))
+		top = max(top, balancedBound(p, lr, int64(hq), int64(hq*dim), kv, es, rows, rows))
+		if stages == 1 || ranks <= 8 { // the one-stage path: own K/V beside the fetch
+			one := 2 * (lr + rows) * kv * es
+			if p != kernels.Fwd {
+				one += max(2*(lr+rows)*kv*4, 2*(lr+rows)*kv*es+2*rows*kv*4) + 2*rows*kv*4 + 2*lr*kv*4
+			}
+			top = max(top, one)
+		}
 	}
 	return float64(top)
 }
