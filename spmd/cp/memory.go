@@ -33,7 +33,7 @@ func (Balanced) BufferBytes(pl *Plan, pass kernels.Pass) int64 {
 				sent += int64(x.N)
 			}
 			fetched := int64(d.RecvStage(r, 0).Slots)
-			top = max(top, oneBytes(pl, pass, fetched*int64(d.Block), sent*int64(d.Block)))
+			top = max(top, oneBytes(pl, pass, fetched*int64(d.Block), sent*int64(d.Block))+headShardBytes(pl, pass))
 			continue
 		}
 		var window, sent int64
@@ -53,7 +53,25 @@ func (Balanced) BufferBytes(pl *Plan, pass kernels.Pass) int64 {
 		}
 		top = max(top, balancedBytes(pl, pass, window*int64(d.Block), int64(max(sent, 1))*int64(d.Block)))
 	}
-	return top
+	return top + headShardBytes(pl, pass)
+}
+
+// headShardBytes are the head shards of a Ulysses group (BalancedUlysses > 1): q, k, v,
+// out and lse saved by the forward, an all-to-all's send copy, and the backward's dout,
+// dq, dk, dv.
+func headShardBytes(pl *Plan, pass kernels.Pass) int64 {
+	if pl.Config.Ulysses <= 1 {
+		return 0
+	}
+	lr := int64(pl.Layout.Local)
+	q := int64(pl.HeadsQ * pl.Problem.HeadDim)
+	kv := int64(pl.HeadsKV * pl.Problem.HeadDim)
+	es := int64(pl.Problem.DType.Size())
+	b := 3*lr*q*es + 2*lr*kv*es + int64(pl.HeadsQ)*lr*4
+	if pass != kernels.Fwd {
+		b += 2*lr*q*es + 2*lr*kv*es
+	}
+	return b
 }
 
 // oneBytes is one rank's buffers on the one-stage path: its K/V and what it fetches in one
