@@ -161,8 +161,8 @@ func parseCPFlags(c *cli.Context) (cpOptions, error) {
 	if o.sharding, err = cp.ParseSharding(c.String("sharding")); err != nil {
 		return o, usageError("%v", err)
 	}
-	if o.samples < 1 {
-		return o, usageError("--samples %d: need at least 1", o.samples)
+	if o.samples < 1 || o.samples > harness.MaxSamples {
+		return o, usageError("--samples %d: need 1 to %d", o.samples, harness.MaxSamples)
 	}
 	if o.docs, err = docsFromFlags(c); err != nil {
 		return o, err

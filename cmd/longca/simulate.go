@@ -178,8 +178,8 @@ func parseSimulateFlags(c *cli.Context) (simOptions, error) {
 	if co.sharding, err = cp.ParseSharding(c.String("sharding")); err != nil {
 		return o, usageError("%v", err)
 	}
-	if co.samples < 1 {
-		return o, usageError("--samples %d: need at least 1", co.samples)
+	if co.samples < 1 || co.samples > harness.MaxSamples {
+		return o, usageError("--samples %d: need 1 to %d", co.samples, harness.MaxSamples)
 	}
 	if co.docs, err = docsFromFlags(c); err != nil {
 		return o, err
