@@ -7,6 +7,7 @@ import (
 
 	"github.com/longca/longca/harness"
 	"github.com/longca/longca/kernels"
+	"github.com/longca/longca/spmd/cp"
 )
 
 // Machine is what the memory and time estimates are held against; tests replace it.
@@ -224,7 +225,9 @@ func FitCP(s harness.CPSweep, n, onNode int, inProcess bool, ko kernels.Options,
 	m := Machine()
 	var need harness.Footprint
 	for _, h := range s.Heads {
-		f := harness.CPFootprint(tokens, h.Q, h.KV, s.HeadDim, s.DType, s.Passes, onDevice, isRef)
+		// The methods' own buffers where they can exceed the generic estimate (balanced).
+		mb := cp.MethodBufferBound(s.Methods, tokens, n, h.Q, h.KV, s.HeadDim, s.DType, s.Passes, s.Mesh.Stages)
+		f := harness.CPFootprintWith(tokens, h.Q, h.KV, s.HeadDim, s.DType, s.Passes, onDevice, isRef, mb)
 		if f.Host > need.Host || f.Device > need.Device {
 			need = f
 		}
