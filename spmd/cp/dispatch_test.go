@@ -179,10 +179,16 @@ func TestDispatchSolverTime(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds 1M-token masks")
 	}
-	for _, name := range mask.CPMasks() {
+	// 1024 ranks of the dispatch alone, and the 128 nodes of 8 it places blocks on at 1024
+	// GPUs past one node (BalancedUlysses).
+	for _, c := range []struct {
+		name  string
+		ranks int
+	}{{"full", 1024}, {"causal", 1024}, {"full_document_long", 1024}, {"causal_document_long", 1024}, {"full_document_long", 128}, {"causal_document_long", 128}} {
+		name := c.name
 		m := cpMask(t, name, 1<<20, 5)
 		t0 := time.Now()
-		d, needs := newDispatch(m, 1024, DefaultBlock(1<<20, 1024))
+		d, needs := newDispatch(m, c.ranks, DefaultBlock(1<<20, c.ranks))
 		d.stages = DefaultStages(1024, 0)
 		t1 := time.Now()
 		d.assign(needs)
@@ -195,8 +201,8 @@ func TestDispatchSolverTime(t *testing.T) {
 				xfers += len(d.RecvStage(r, s).Recv)
 			}
 		}
-		t.Logf("%-22s 1M tokens, 1024 ranks, block %d: needs %v, placement %v, transfer plan %v (%d transfers); imbalance %.4f, %d stages",
-			name, d.Block, t1.Sub(t0).Round(time.Millisecond), t2.Sub(t1).Round(time.Millisecond), t3.Sub(t2).Round(time.Millisecond), xfers, d.Imbalance(), d.NumStages())
+		t.Logf("%-22s 1M tokens, %4d ranks, block %d: needs %v, placement %v, transfer plan %v (%d transfers); imbalance %.4f, %d stages",
+			name, c.ranks, d.Block, t1.Sub(t0).Round(time.Millisecond), t2.Sub(t1).Round(time.Millisecond), t3.Sub(t2).Round(time.Millisecond), xfers, d.Imbalance(), d.NumStages())
 		if el := t3.Sub(t0); el > 2*time.Second {
 			t.Fatalf("%s: the dispatch took %v", name, el)
 		}
