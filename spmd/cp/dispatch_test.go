@@ -174,7 +174,8 @@ func TestDispatchCausalIsZigzagLike(t *testing.T) {
 // TestDispatchSolverTime prints the dispatch's time at 1M tokens on 1024 ranks (the
 // figures in docs/cp-gpu.md): the blocks' areas and keys from the slices, the placement,
 // and the transfer plan (which blocks every rank fetches from whom, in which stage). It
-// fails past two seconds in all, a bound loose enough for a loaded machine.
+// fails past ten seconds in all: a bound for a loaded machine that still catches a
+// quadratic turn (the figures are in the log).
 func TestDispatchSolverTime(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds 1M-token masks")
@@ -203,7 +204,7 @@ func TestDispatchSolverTime(t *testing.T) {
 		}
 		t.Logf("%-22s 1M tokens, %4d ranks, block %d: needs %v, placement %v, transfer plan %v (%d transfers); imbalance %.4f, %d stages",
 			name, c.ranks, d.Block, t1.Sub(t0).Round(time.Millisecond), t2.Sub(t1).Round(time.Millisecond), t3.Sub(t2).Round(time.Millisecond), xfers, d.Imbalance(), d.NumStages())
-		if el := t3.Sub(t0); el > 2*time.Second {
+		if el := t3.Sub(t0); el > 10*time.Second {
 			t.Fatalf("%s: the dispatch took %v", name, el)
 		}
 	}
