@@ -157,7 +157,7 @@ func (r *Runner) run(ctx context.Context, c Case, row *results.Row) error {
 	row.FLOPs = p.FLOPs(c.Pass)
 	if c.Sparse.IsSparse() {
 		row.BlockSize = results.Ptr(int64(c.Sparse.BlockSize()))
-		row.KeptRatio = results.Ptr(c.Sparse.Ratio)
+		row.KeptRatio = results.Ptr(cp.kept) // as built; mask_params.ratio is the ratio asked for
 		if row.Bench == "kernel" {
 			row.Bench = "sparse"
 		}
@@ -168,6 +168,9 @@ func (r *Runner) run(ctx context.Context, c Case, row *results.Row) error {
 	k, err := r.kernel(c.Kernel)
 	if err != nil {
 		return Unsupported(fmt.Errorf("kernel %s: %w", c.Kernel, err))
+	}
+	if cs, ok := k.(kernels.CaseScoped); ok {
+		cs.BeginCase()
 	}
 	dev := k.Device()
 	row.Device = dev.Name()
@@ -308,12 +311,16 @@ func (r *Runner) check(ctx context.Context, k kernels.Kernel, c Case, p kernels.
 		}
 	}
 	if e.err != nil {
+		var pe *kernels.PhaseError
+		if errors.As(e.err, &pe) {
+			return e.err // the kernel failed before the check's pass: it says where
+		}
 		return fmt.Errorf("check at S=%d heads %s: %w", n, h, e.err)
 	}
 	row.SetCheck(e.out.Worst)
 	if !e.out.Pass {
 		w := e.out.Worst
-		return fmt.Errorf("%w at S=%d heads %s: %s error %.3g > tolerance %.3g (naive %.3g)", ErrWrong, n, h, w.Name, w.Err, w.Tol, w.NaiveErr)
+		return fmt.Errorf("%w at S=%d heads %s: %s", ErrWrong, n, h, wrongWhy(w))
 	}
 	return nil
 }
