@@ -6,7 +6,7 @@
 # bin/merge-device.tgz: carry that alone), then on the GPU machine, from the repository
 # root:
 #   sh spmd/cp/merge-bench.sh OUTDIR
-# Steps, each under `timeout`, about 110 s in all, bounded at 130 s (MB_BUDGET):
+# Steps, each under `timeout`, about 110 s in all, bounded at 120 s (MB_BUDGET):
 #   0. NVRTC compiles the attention kernel (one small unchecked case; cached after)
 #   1. for each binary (before, after): longca cp --ranks 8 --kernel cuda, ring-p2p (1x8,
 #      zigzag) and usp (2x4) x full and causal_document_long x fwd,bwd at 8K tokens per
@@ -20,7 +20,7 @@
 # Environment (to try the script on a CPU: MB_KERNEL=ref MB_TOKENS=256 MB_HEADS=4:2
 # MB_HEAD_DIM=16): MB_METHODS (ring-p2p,usp), MB_MASKS (full,causal_document_long),
 # MB_TOKENS (8K), MB_ITERS (3), MB_WARMUP (1), MB_TIMEOUT (45 s per sweep), MB_BUDGET
-# (130 s), MB_KERNEL (cuda), MB_HEADS (64:8), MB_HEAD_DIM (128).
+# (120 s), MB_KERNEL (cuda), MB_HEADS (64:8), MB_HEAD_DIM (128).
 set -u
 out=${1:-/tmp/longca-merge}
 if [ -f bin/merge-device.tgz ]; then
@@ -39,7 +39,7 @@ tokens=${MB_TOKENS:-8K}
 iters=${MB_ITERS:-3}
 warmup=${MB_WARMUP:-1}
 limit=${MB_TIMEOUT:-45}
-budget=${MB_BUDGET:-130}
+budget=${MB_BUDGET:-120}
 kernel=${MB_KERNEL:-cuda}
 start=$(date +%s)
 summary="$out/summary.txt"
@@ -54,7 +54,7 @@ left() {
 
 # 0. Compile the attention kernel (NVRTC, cached in LONGCA_CACHE_DIR) outside the timed
 # sweeps' limits: one small case, unchecked.
-t=$(left 25)
+t=$(left 20)
 [ "$t" -gt 0 ] && timeout -k 5 "$t" bin/longca kernel --kernels "$kernel" --masks causal --seqlens 1K --heads "${MB_HEADS:-64:8}" \
 	--head-dim "${MB_HEAD_DIM:-128}" --passes fwd,bwd --no-check -w 0 -n 1 --out "$out/warm" >"$out/warm.log" 2>&1
 note "0. kernel compile warm-up: rc $? ($(($(date +%s) - start)) s)"
@@ -88,7 +88,7 @@ runs="$runs after"
 
 # 2. The helper kernels on the GPU against their emulation.
 if [ -x bin/cp.test ]; then
-	t=$(left 25)
+	t=$(left 20)
 	if [ "$t" -gt 0 ]; then
 		timeout -k 5 "$t" bin/cp.test -test.run '^(TestGPUOpsCompile|TestGPUPrimsMatchEmulation)$' -test.v -test.count=1 >"$out/prims.log" 2>&1
 		note "2. cp.test helper kernels vs emulation: rc $? ($(grep -c '^--- PASS' "$out/prims.log") passed, $(grep -c '^--- FAIL' "$out/prims.log") failed)"
