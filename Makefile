@@ -79,7 +79,7 @@ overhead-device:
 # per step, docs/cp-gpu.md): bin/longca, bin/longca-before built from MERGE_BEFORE (main
 # before the merge rewrite) for the A/B in the same call, and bin/cp.test (the helper
 # kernels against their emulation), packed as bin/merge-device.tgz (carry it alone).
-MERGE_BEFORE ?= 4f56eeb
+MERGE_BEFORE ?= 8bfcca3
 merge-device:
 	mkdir -p bin
 	$(GO) build -ldflags '$(LDFLAGS) -s -w' -o bin/longca ./cmd/longca
