@@ -94,10 +94,16 @@ func (s CPSweep) plan(c CPCase, seqlen int, h Heads, seed uint64) (cp.Method, *c
 	if err != nil {
 		return m, nil, spec, fmt.Errorf("mask %s at S=%d: %w", c.Mask, seqlen, err)
 	}
+	pl, err := s.planOn(m, c, h, spec, docs)
+	return m, pl, spec, err
+}
+
+// planOn plans case c with heads h on a built mask and its documents: the one place a
+// CP case is planned.
+func (s CPSweep) planOn(m cp.Method, c CPCase, h Heads, spec mask.Spec, docs []mask.Range) (*cp.Plan, error) {
 	cfg := c.Config
 	cfg.Docs = docs
-	pl, err := m.Plan(cfg, s.Problem(h, spec.Mask))
-	return m, pl, spec, err
+	return m.Plan(cfg, s.Problem(h, spec.Mask))
 }
 
 // Configs expands the sweep for n ranks without planning: every method x each mesh it
@@ -164,9 +170,7 @@ func (s CPSweep) Cases(n int) ([]CPCase, error) {
 		if err != nil {
 			return nil, err
 		}
-		withDocs := c.Config
-		withDocs.Docs = b.docs
-		pl, err := m.Plan(withDocs, s.Problem(c.Heads, b.spec.Mask))
+		pl, err := s.planOn(m, *c, c.Heads, b.spec, b.docs)
 		if err != nil {
 			c.Skip = Unsupported(err)
 		} else {

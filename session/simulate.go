@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -301,13 +300,11 @@ func (s *Session) predictJob(ctx context.Context, o *Simulation, j simJob, maskF
 		pl, preds, err = sim.Predict(ctx, m, cfg, p, o.Sweep.Passes, opts)
 	}
 	params, _ := json.Marshal(b.spec.Params)
-	base := results.Row{
-		RunID: s.RunID, Time: time.Now().UTC(), Host: hostName(), WorldSize: int64(j.n), Launcher: "none",
-		Device: o.Machine.Name, Backend: "sim", Bench: "simulate", Kernel: o.Kernel.Name, KernelVersions: "{}", Method: j.method,
-		Mask: j.mask, MaskParams: string(params), Seed: seed, Sample: int64(j.sample), SeqLen: int64(seqlen), Batch: 1,
-		HeadsQ: int64(j.heads.Q), HeadsKV: int64(j.heads.KV), HeadDim: int64(o.Sweep.HeadDim), DType: o.Sweep.DType.String(),
-		MaskArea: b.spec.Mask.Area(), Version: s.Version, Command: s.Command,
-	}
+	base := s.BaseRow(spmd.World{Size: j.n, Launcher: "none"})
+	base.Time, base.Device, base.Backend, base.Kernel, base.KernelVersions, base.Method = time.Now().UTC(), o.Machine.Name, "sim", o.Kernel.Name, "{}", j.method
+	base.Mask, base.MaskParams, base.Seed, base.Sample, base.SeqLen, base.Batch = j.mask, string(params), seed, int64(j.sample), int64(seqlen), 1
+	base.HeadsQ, base.HeadsKV, base.HeadDim, base.DType = int64(j.heads.Q), int64(j.heads.KV), int64(o.Sweep.HeadDim), o.Sweep.DType.String()
+	base.MaskArea = b.spec.Mask.Area()
 	harness.SetDocColumns(&base, b.spec.Params)
 	var rows []results.Row
 	if err != nil {
@@ -349,11 +346,6 @@ func (s *Session) predictJob(ctx context.Context, o *Simulation, j simJob, maskF
 		rows = append(rows, r)
 	}
 	return rows, nil
-}
-
-func hostName() string {
-	h, _ := os.Hostname()
-	return h
 }
 
 // maxCaseSeconds is the longest one case may be estimated to take (sim.Seconds) before

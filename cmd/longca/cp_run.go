@@ -9,9 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// cpAction wires `longca cp`: the flags and the world's shape become a session.CPRun,
-// and the session runs it (the world, each rank's file and runner, the merge, the
-// table).
+// cpAction wires `longca cp`: the flags and the world's shape become a session.CPRun.
 func cpAction(c *cli.Context) (err error) {
 	defer func() { err = usageOnRankZero(err) }()
 	o, err := parseCPFlags(c)

@@ -81,14 +81,12 @@ func kernelWorld(c *cli.Context) (spmd.World, error) {
 	return w, nil
 }
 
-// newSession is the run session of a command: its rows go to out under runID (both
-// checked by resultsTarget), as rank w.
+// newSession is a command's run session: rows to out under runID (resultsTarget's), as rank w.
 func newSession(c *cli.Context, bench, out, runID string, w spmd.World) *session.Session {
 	return session.New(bench, out, runID, w, Version, &log, c.App.Writer, c.App.ErrWriter)
 }
 
-// sweepAction runs (or with --dry-run lists) a sweep from the shared flags and prints
-// its table: the flags become a session.KernelSweep, and the session does the rest.
+// sweepAction runs (or with --dry-run lists) a sweep: the flags become a session.KernelSweep.
 func sweepAction(c *cli.Context, s harness.Sweep, bench string, w spmd.World, ko kernels.Options) error {
 	if w, n := c.Int("warmup"), c.Int("iters"); w < 0 || n < 1 {
 		return usageError("-w %d -n %d: warm-ups must be >= 0 and iterations >= 1", w, n)
