@@ -17,7 +17,7 @@ import (
 // grouped sends and receives. Up to 8 ranks the fetch is one piece beside the rank's own
 // K/V and one kernel call attends to both (balanced_one.go); past that it comes in stages,
 // each overlapping the attention of what came before, and Ulysses runs inside the node
-// with the dispatch across nodes (balanced_heads.go). The backward fetches the same
+// with the dispatch across nodes (the engine's headsForward). The backward fetches the same
 // blocks again and returns their dK/dV partials to their owners the same way, where the
 // owner adds them up.
 type Balanced struct{}
@@ -265,8 +265,10 @@ func (b *balancedRun) fetchPost(s int, k, v tensor.Tensor, buf kvPair) func(c co
 	return func(c comm.Comm) error { return b.fetch(c, s, k, v, buf) }
 }
 
-// Forward implements Method: on the head shards past one node (headsForward), then over
-// the dispatch ring (balancedForward).
+// Forward implements Method: balancedForward over the dispatch ring; past one node
+// (BalancedUlysses > 1) inside the engine's Ulysses all-to-alls (headsForward), so the
+// ring is N/U ranks on head shards (each holds its ring rank's blocks, Local rows, for
+// H/U heads).
 func (Balanced) Forward(ctx context.Context, r *Run, q, k, v, out, lse tensor.Tensor) error {
 	r.dropSaved()
 	if r.Plan.Config.Ulysses > 1 {

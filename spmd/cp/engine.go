@@ -14,12 +14,22 @@ type engine struct{}
 
 // Forward implements Method.
 func (engine) Forward(ctx context.Context, r *Run, q, k, v, out, lse tensor.Tensor) error {
-	pl := r.Plan
-	u := pl.Config.Ulysses
 	r.dropSaved()
-	if u == 1 {
+	if r.Plan.Config.Ulysses == 1 {
 		return r.ringForward(ctx, q, k, v, out, lse)
 	}
+	return r.headsForward(q, k, v, out, lse, func(q, k, v, out, lse tensor.Tensor) error {
+		return r.ringForward(ctx, q, k, v, out, lse)
+	})
+}
+
+// headsForward is the Ulysses wrapper of the engine and of balanced past one node: it
+// turns the sequence shards q, k, v into head shards, runs core on them (writing the
+// head shards' out and lse), turns out and lse back into sequence shards, and saves the
+// head shards on r for headsBackward.
+func (r *Run) headsForward(q, k, v, out, lse tensor.Tensor, core func(q, k, v, out, lse tensor.Tensor) error) error {
+	pl := r.Plan
+	u := pl.Config.Ulysses
 	s := &saved{q: q, a: &arena{o: r.ops}}
 	ok := false
 	defer func() {
@@ -40,7 +50,7 @@ func (engine) Forward(ctx context.Context, r *Run, q, k, v, out, lse tensor.Tens
 		return err
 	}
 	lr := pl.Layout.Local
-	// Every buffer below is written whole before it is read (by the ring, a row copy
+	// Every buffer below is written whole before it is read (by the core, a row copy
 	// or an all-to-all): none is zero-filled.
 	if s.outh, err = s.a.scratch(out.DType(), lr, pl.HeadsQ, pl.Problem.HeadDim); err != nil {
 		return err
@@ -48,7 +58,7 @@ func (engine) Forward(ctx context.Context, r *Run, q, k, v, out, lse tensor.Tens
 	if s.lseh, err = s.a.scratch(tensor.FP32, pl.HeadsQ, lr); err != nil {
 		return err
 	}
-	if err := r.ringForward(ctx, s.qh, s.kh, s.vh, s.outh, s.lseh); err != nil {
+	if err := core(s.qh, s.kh, s.vh, s.outh, s.lseh); err != nil {
 		return err
 	}
 	ok = true
@@ -119,10 +129,18 @@ func (r *Run) fromHeads(name string, xh, x tensor.Tensor, replicate bool) error 
 
 // Backward implements Method.
 func (engine) Backward(ctx context.Context, r *Run, q, k, v, out, lse, dout, dq, dk, dv tensor.Tensor) error {
-	pl := r.Plan
-	if pl.Config.Ulysses == 1 {
+	if r.Plan.Config.Ulysses == 1 {
 		return r.ringBackward(ctx, q, k, v, out, lse, dout, dq, dk, dv)
 	}
+	return r.headsBackward(q, dout, dq, dk, dv, func(q, k, v, out, lse, dout, dq, dk, dv tensor.Tensor) error {
+		return r.ringBackward(ctx, q, k, v, out, lse, dout, dq, dk, dv)
+	})
+}
+
+// headsBackward is headsForward's backward: it turns dout into head shards, runs core on
+// the head shards the forward of the same q saved, and turns dq, dk, dv back.
+func (r *Run) headsBackward(q, dout, dq, dk, dv tensor.Tensor, core func(q, k, v, out, lse, dout, dq, dk, dv tensor.Tensor) error) error {
+	pl := r.Plan
 	s := r.saved
 	if s == nil || s.q != q {
 		return fmt.Errorf("%s: backward needs the forward of the same q on this run first", pl.Method)
@@ -134,7 +152,7 @@ func (engine) Backward(ctx context.Context, r *Run, q, k, v, out, lse, dout, dq,
 		return err
 	}
 	dt := pl.Problem.DType
-	dqh, err := a.scratch(dt, s.qh.Shape()...) // the ring writes dq, dk, dv whole
+	dqh, err := a.scratch(dt, s.qh.Shape()...) // the core writes dq, dk, dv whole
 	if err != nil {
 		return err
 	}
@@ -146,7 +164,7 @@ func (engine) Backward(ctx context.Context, r *Run, q, k, v, out, lse, dout, dq,
 	if err != nil {
 		return err
 	}
-	if err := r.ringBackward(ctx, s.qh, s.kh, s.vh, s.outh, s.lseh, doh, dqh, dkh, dvh); err != nil {
+	if err := core(s.qh, s.kh, s.vh, s.outh, s.lseh, doh, dqh, dkh, dvh); err != nil {
 		return err
 	}
 	if err := r.fromHeads("dq", dqh, dq, false); err != nil {
