@@ -563,16 +563,12 @@ func (Balanced) RankCommBytes(pl *Plan, rank int, pass kernels.Pass) int64 {
 	es := int64(pl.Problem.DType.Size())
 	kv := 2 * sent * blk * row * es
 	back := 2 * int64(d.Fetched[ring]) * blk * row * 4
-	// One all-to-all block of each tensor (engineBytes' Ulysses part).
-	u, t, dim := int64(pl.Config.Ulysses), int64(pl.Tokens), int64(pl.Problem.HeadDim)
-	hq, hkv := int64(pl.HeadsQ), int64(pl.HeadsKV)
-	qBlock, kvBlock := t*hq*dim*es, t*hkv*dim*es
 	var b int64
 	if pass == kernels.Fwd || pass == kernels.FwdBwd {
-		b += kv + (u-1)*(2*qBlock+2*kvBlock+hq*t*4)
+		b += kv + ulyssesBytes(pl, false)
 	}
 	if pass == kernels.Bwd || pass == kernels.FwdBwd {
-		b += kv + back + (u-1)*(2*qBlock+2*kvBlock)
+		b += kv + back + ulyssesBytes(pl, true)
 	}
 	return b
 }

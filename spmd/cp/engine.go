@@ -192,16 +192,13 @@ func (engine) CommBytes(pl *Plan, pass kernels.Pass) int64 {
 
 func engineBytes(pl *Plan, backward bool) int64 {
 	c := pl.Config
-	u, r, w := int64(c.Ulysses), int64(c.Ring), int64(c.Windows)
+	r, w := int64(c.Ring), int64(c.Windows)
 	ws := r / w
 	es := int64(pl.Problem.DType.Size())
-	t, lr, d := int64(pl.Tokens), int64(pl.Layout.Local), int64(pl.Problem.HeadDim)
-	hq, hkv := int64(pl.HeadsQ), int64(pl.HeadsKV)
-	qBlock, kvBlock := t*hq*d*es, t*hkv*d*es // one all-to-all block
+	lr, d, hkv := int64(pl.Layout.Local), int64(pl.Problem.HeadDim), int64(pl.HeadsKV)
 	ringKV := (r - 1) * 2 * lr * hkv * d * es
 	if !backward {
-		// q, k, v in; out and lse back.
-		return (u-1)*(2*qBlock+2*kvBlock+hq*t*4) + ringKV
+		return ulyssesBytes(pl, false) + ringKV
 	}
 	var hops int64
 	if ws > 1 {
@@ -210,6 +207,20 @@ func engineBytes(pl *Plan, backward bool) int64 {
 	if w > 1 {
 		hops += w
 	}
-	// dout in; dq, dk, dv back.
-	return (u-1)*(2*qBlock+2*kvBlock) + ringKV + hops*2*lr*hkv*d*4
+	return ulyssesBytes(pl, true) + ringKV + hops*2*lr*hkv*d*4
+}
+
+// ulyssesBytes is what one rank sends in the all-to-alls of a pass of headsForward
+// (q, k, v in; out and lse back) or headsBackward (dout in; dq, dk, dv back): (U-1)/U
+// of each tensor, one block of it to each other rank of its Ulysses group.
+func ulyssesBytes(pl *Plan, backward bool) int64 {
+	u := int64(pl.Config.Ulysses)
+	es := int64(pl.Problem.DType.Size())
+	t, d := int64(pl.Tokens), int64(pl.Problem.HeadDim)
+	hq, hkv := int64(pl.HeadsQ), int64(pl.HeadsKV)
+	qBlock, kvBlock := t*hq*d*es, t*hkv*d*es // one all-to-all block
+	if !backward {
+		return (u - 1) * (2*qBlock + 2*kvBlock + hq*t*4)
+	}
+	return (u - 1) * (2*qBlock + 2*kvBlock)
 }
