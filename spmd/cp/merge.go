@@ -138,28 +138,99 @@ func mergePair(dst, ldst, a, la, b, lb *tensor.Host) error {
 	return nil
 }
 
+// steps is the buffer schedule stepMerge and stepSum share for n >= 2 partials combined
+// into final: the first partial is written by the kernel straight into final when the
+// partials are in final's dtype (else into a buffer of its own), the second is combined
+// with it into the accumulator (accDType), or into final in place when n = 2, the middle
+// ones into the accumulator in place, and the last with the accumulator straight into
+// final (no conversion pass).
+type steps struct {
+	noun, past string // "merge", "merged" or "sum", "summed": for errors
+	final      tensor.Tensor
+	n, k       int           // partials in all, added so far
+	first      tensor.Tensor // where partial 1 is written
+	acc        tensor.Tensor // the combination of partials 1..k, for n > 2
+	part       tensor.Tensor // partials 2..n
+}
+
+// newSteps starts the schedule of n partials into final; alloc allocates its buffers.
+func newSteps(noun, past string, final tensor.Tensor, n int) (steps, error) {
+	if n < 2 {
+		return steps{}, fmt.Errorf("cp: a %s of %d partials", noun, n)
+	}
+	return steps{noun: noun, past: past, final: final, n: n, first: final}, nil
+}
+
+// alloc allocates in a the schedule's buffers of shape sh: first (when the partials'
+// dtype part is not final's), the accumulator (n > 2) and part. Every one is written
+// whole (by the kernel or a combination) before it is read.
+func (s *steps) alloc(o ops, a *arena, sh []int, part tensor.DType) error {
+	var err error
+	if part != s.final.DType() {
+		if s.first, err = a.scratch(part, sh...); err != nil {
+			return err
+		}
+	}
+	if s.n > 2 {
+		if s.acc, err = a.scratch(o.accDType(), sh...); err != nil {
+			return err
+		}
+	}
+	s.part, err = a.scratch(part, sh...)
+	return err
+}
+
+// buffer is where the kernel writes the next partial.
+func (s *steps) buffer() tensor.Tensor {
+	if s.k == 0 {
+		return s.first
+	}
+	return s.part
+}
+
+// step counts the partial the kernel has written into buffer's; from the second on
+// (combine) the caller combines src with part into dst.
+func (s *steps) step() (src, dst tensor.Tensor, combine bool, err error) {
+	if s.k == s.n {
+		return nil, nil, false, fmt.Errorf("cp: a %s of %d partials got another", s.noun, s.n)
+	}
+	s.k++
+	if s.k == 1 {
+		return nil, nil, false, nil
+	}
+	src, dst = s.acc, s.acc
+	if s.k == 2 {
+		src = s.first
+	}
+	if s.k == s.n {
+		dst = s.final
+	}
+	return src, dst, true, nil
+}
+
+// done says whether all n partials were added (final holds the combination).
+func (s *steps) done() error {
+	if s.k != s.n {
+		return fmt.Errorf("cp: %s %d of %d partials", s.past, s.k, s.n)
+	}
+	return nil
+}
+
 // stepMerge merges the n >= 2 partial results of a ring rank's steps with keys into out
-// and lse by log-sum-exp, in as few passes over memory as the dtypes allow. The first
-// partial is written by the kernel straight into out when the partials are in out's
-// dtype (else into a partial buffer of its own); the second is merged with it into the
-// accumulator (accDType), the middle ones into the accumulator in place, and the last
-// with the accumulator straight into out and lse (no conversion pass). With n = 2 the
-// second merges with the first in place in out. Each merge writes its lse into the
-// buffer the previous one did not (the kernel's lse output may not alias an input):
-// after partial k it is in lbuf[(n-k)%2], so the last lands in lbuf[0], which is lse.
+// and lse by log-sum-exp, in as few passes over memory as the dtypes allow, on the
+// schedule of steps (final is out). Each merge writes its lse into the buffer the
+// previous one did not (the kernel's lse output may not alias an input): after partial
+// k it is in lbuf[(n-k)%2], so the last lands in lbuf[0], which is lse.
 //
 // Per element of out (bf16 partials and out, fp32 accumulator), the passes move 2 + 4
 // (second merge, reading the first partial from out) + 10 per middle merge + 8 (last)
 // bytes beside the kernel's writes: 10n - 14 for n > 2, and 6 for n = 2; the
 // accumulator-then-convert way moved 6 + 10(n-1) + 6 = 10n + 2.
 type stepMerge struct {
-	o          ops
-	out        tensor.Tensor
-	n, k       int              // partials in all, added so far
-	first      tensor.Tensor    // where partial 1 is written
-	acc        tensor.Tensor    // the merge of partials 1..k, for n > 2
-	part, plse tensor.Tensor    // partials 2..n
-	lbuf       [2]tensor.Tensor // the running lse; lbuf[0] is lse
+	steps
+	o    ops
+	plse tensor.Tensor    // the lse of partials 2..n
+	lbuf [2]tensor.Tensor // the running lse; lbuf[0] is lse
 }
 
 // newStepMerge allocates in a what a merge of n partials of [tokens, heads, dim] into
@@ -169,26 +240,16 @@ func newStepMerge(o ops, a *arena, out, lse tensor.Tensor, n int, part tensor.DT
 	if err != nil {
 		return nil, err
 	}
-	if n < 2 {
-		return nil, fmt.Errorf("cp: a merge of %d partials", n)
+	st, err := newSteps("merge", "merged", out, n)
+	if err != nil {
+		return nil, err
 	}
-	m := &stepMerge{o: o, out: out, n: n, first: out}
+	m := &stepMerge{steps: st, o: o}
 	m.lbuf[0] = lse
-	// Every buffer here is written whole (by the kernel or a merge) before it is read.
 	if m.lbuf[1], err = a.scratch(tensor.FP32, h, t); err != nil {
 		return nil, err
 	}
-	if part != out.DType() {
-		if m.first, err = a.scratch(part, t, h, d); err != nil {
-			return nil, err
-		}
-	}
-	if n > 2 {
-		if m.acc, err = a.scratch(o.accDType(), t, h, d); err != nil {
-			return nil, err
-		}
-	}
-	if m.part, err = a.scratch(part, t, h, d); err != nil {
+	if err := m.alloc(o, a, []int{t, h, d}, part); err != nil {
 		return nil, err
 	}
 	if m.plse, err = a.scratch(tensor.FP32, h, t); err != nil {
@@ -207,96 +268,41 @@ func (m *stepMerge) next() (out, lse tensor.Tensor) {
 
 // add merges the partial the kernel has written into next's buffers.
 func (m *stepMerge) add() error {
-	if m.k == m.n {
-		return fmt.Errorf("cp: a merge of %d partials got another", m.n)
-	}
-	m.k++
-	if m.k == 1 {
-		return nil
-	}
-	src, dst := m.acc, m.acc
-	if m.k == 2 {
-		src = m.first
-	}
-	if m.k == m.n {
-		dst = m.out
+	src, dst, combine, err := m.step()
+	if !combine {
+		return err
 	}
 	return m.o.merge(dst, m.lbuf[(m.n-m.k)%2], src, m.lbuf[(m.n-m.k+1)%2], m.part, m.plse)
 }
 
-// done says whether all n partials were added (out and lse hold the merge).
-func (m *stepMerge) done() error {
-	if m.k != m.n {
-		return fmt.Errorf("cp: merged %d of %d partials", m.k, m.n)
-	}
-	return nil
-}
-
-// stepSum is stepMerge for a sum (dq over a rank's steps): the first partial written
-// straight into dst when in its dtype, the second added to it into the accumulator,
-// the middle ones in place, and the last with the accumulator straight into dst.
+// stepSum is stepMerge for a sum (dq over a rank's steps), on the schedule of steps
+// (final is dst).
 type stepSum struct {
-	o                ops
-	dst              tensor.Tensor
-	n, k             int
-	first, acc, part tensor.Tensor
+	steps
+	o ops
 }
 
 // newStepSum allocates in a what a sum of n partials into dst needs.
 func newStepSum(o ops, a *arena, dst tensor.Tensor, n int, part tensor.DType) (*stepSum, error) {
-	if n < 2 {
-		return nil, fmt.Errorf("cp: a sum of %d partials", n)
+	st, err := newSteps("sum", "summed", dst, n)
+	if err != nil {
+		return nil, err
 	}
-	s := &stepSum{o: o, dst: dst, n: n, first: dst}
-	sh := dst.Shape()
-	var err error
-	if part != dst.DType() {
-		if s.first, err = a.scratch(part, sh...); err != nil {
-			return nil, err
-		}
-	}
-	if n > 2 {
-		if s.acc, err = a.scratch(o.accDType(), sh...); err != nil {
-			return nil, err
-		}
-	}
-	if s.part, err = a.scratch(part, sh...); err != nil {
+	s := &stepSum{steps: st, o: o}
+	if err := s.alloc(o, a, dst.Shape(), part); err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
 // next is the buffer the kernel writes the next partial into.
-func (s *stepSum) next() tensor.Tensor {
-	if s.k == 0 {
-		return s.first
-	}
-	return s.part
-}
+func (s *stepSum) next() tensor.Tensor { return s.buffer() }
 
 // add adds the partial the kernel has written into next's buffer.
 func (s *stepSum) add() error {
-	if s.k == s.n {
-		return fmt.Errorf("cp: a sum of %d partials got another", s.n)
-	}
-	s.k++
-	if s.k == 1 {
-		return nil
-	}
-	src, dst := s.acc, s.acc
-	if s.k == 2 {
-		src = s.first
-	}
-	if s.k == s.n {
-		dst = s.dst
+	src, dst, combine, err := s.step()
+	if !combine {
+		return err
 	}
 	return s.o.add(dst, src, s.part)
-}
-
-// done says whether all n partials were added (dst holds the sum).
-func (s *stepSum) done() error {
-	if s.k != s.n {
-		return fmt.Errorf("cp: summed %d of %d partials", s.k, s.n)
-	}
-	return nil
 }
