@@ -44,19 +44,10 @@ func (Balanced) Meshes(fixed Config) []Config {
 // (BalancedUlysses) with cfg.Block, or DefaultBlock, and cfg.Stages (DefaultStages).
 func (Balanced) Plan(cfg Config, p kernels.Problem) (*Plan, error) {
 	const method = "balanced"
-	if err := p.Validate(); err != nil {
-		return nil, fmt.Errorf("%s: %w", method, err)
-	}
-	if len(p.HeadMasks) != 0 {
-		return nil, fmt.Errorf("%s: per-head (block-sparse) masks are not supported by CP methods", method)
-	}
-	if p.Mask.SeqQ != p.Mask.SeqK {
-		return nil, fmt.Errorf("%s: self-attention only: %d queries against %d keys", method, p.Mask.SeqQ, p.Mask.SeqK)
+	if err := checkProblem(method, cfg, p); err != nil {
+		return nil, err
 	}
 	n := cfg.Ranks
-	if n < 1 {
-		return nil, fmt.Errorf("%s: %d ranks: need at least 1 (--ranks)", method, n)
-	}
 	if cfg.Block < 0 {
 		return nil, fmt.Errorf("%s: block of %d tokens (--cp-block): use a positive size, or 0 for the default", method, cfg.Block)
 	}
@@ -76,11 +67,7 @@ func (Balanced) Plan(cfg Config, p kernels.Problem) (*Plan, error) {
 	lay := d.Layout()
 	pl := &Plan{Method: method, Problem: p, Config: cfg, Layout: lay, Tokens: lay.Local / u,
 		HeadsQ: p.HeadsQ / u, Dispatch: d}
-	if p.HeadsKV >= u {
-		pl.HeadsKV = p.HeadsKV / u
-	} else {
-		pl.HeadsKV, pl.ReplicateKV = 1, true
-	}
+	pl.HeadsKV, pl.ReplicateKV = kvHeads(p.HeadsKV, u)
 	return pl, nil
 }
 

@@ -149,19 +149,10 @@ type mesh struct {
 // newPlan validates a resolved mesh against the problem and lays out the sequence.
 // Every error is one line naming the flag to change.
 func newPlan(method string, cfg Config, p kernels.Problem, m mesh) (*Plan, error) {
-	if err := p.Validate(); err != nil {
-		return nil, fmt.Errorf("%s: %w", method, err)
-	}
-	if len(p.HeadMasks) != 0 {
-		return nil, fmt.Errorf("%s: per-head (block-sparse) masks are not supported by CP methods", method)
-	}
-	if p.Mask.SeqQ != p.Mask.SeqK {
-		return nil, fmt.Errorf("%s: self-attention only: %d queries against %d keys", method, p.Mask.SeqQ, p.Mask.SeqK)
+	if err := checkProblem(method, cfg, p); err != nil {
+		return nil, err
 	}
 	n := cfg.Ranks
-	if n < 1 {
-		return nil, fmt.Errorf("%s: %d ranks: need at least 1 (--ranks)", method, n)
-	}
 	if m.u < 1 || m.r < 1 || m.u*m.r != n {
 		return nil, fmt.Errorf("%s: mesh %dx%d (--ulysses x --ring) has %d ranks, not the %d of the world", method, m.u, m.r, m.u*m.r, n)
 	}
@@ -196,10 +187,33 @@ func newPlan(method string, cfg Config, p kernels.Problem, m mesh) (*Plan, error
 		return nil, fmt.Errorf("%s: unknown sharding %d", method, m.sharding)
 	}
 	pl := &Plan{Method: method, Problem: p, Config: cfg, Layout: lay, Tokens: lay.Local / m.u, HeadsQ: hq / m.u}
-	if hkv >= m.u {
-		pl.HeadsKV = hkv / m.u
-	} else {
-		pl.HeadsKV, pl.ReplicateKV = 1, true
-	}
+	pl.HeadsKV, pl.ReplicateKV = kvHeads(hkv, m.u)
 	return pl, nil
+}
+
+// checkProblem is what every CP method asks of the problem and the world before it
+// plans: a valid problem, one mask for all heads, self-attention, at least one rank.
+func checkProblem(method string, cfg Config, p kernels.Problem) error {
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("%s: %w", method, err)
+	}
+	if len(p.HeadMasks) != 0 {
+		return fmt.Errorf("%s: per-head (block-sparse) masks are not supported by CP methods", method)
+	}
+	if p.Mask.SeqQ != p.Mask.SeqK {
+		return fmt.Errorf("%s: self-attention only: %d queries against %d keys", method, p.Mask.SeqQ, p.Mask.SeqK)
+	}
+	if cfg.Ranks < 1 {
+		return fmt.Errorf("%s: %d ranks: need at least 1 (--ranks)", method, cfg.Ranks)
+	}
+	return nil
+}
+
+// kvHeads is how many of hkv KV heads each of u Ulysses ranks holds: its share, or one
+// replicated onto several ranks when there are fewer KV heads than ranks.
+func kvHeads(hkv, u int) (heads int, replicate bool) {
+	if hkv >= u {
+		return hkv / u, false
+	}
+	return 1, true
 }
