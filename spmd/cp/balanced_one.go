@@ -73,17 +73,27 @@ func (b *balancedRun) settleRing() error {
 	return nil
 }
 
+// fetchOne is how both one-stage passes start: the rank's sub-mask (rows keys) and its
+// K/V buffer (in a), once the fetch into it has landed.
+func (b *balancedRun) fetchOne(a *arena, k, v tensor.Tensor) (rows int, m mask.Mask, kv kvPair, err error) {
+	rows, m = b.r.Plan.oneMask(b.me)
+	kv, wait, err := b.oneBuffer(a, k, v, rows)
+	if err != nil {
+		return 0, m, kv, fmt.Errorf("balanced: %w", err)
+	}
+	if err := waitFor(wait); err != nil {
+		return 0, m, kv, fmt.Errorf("balanced: fetch: %w", err)
+	}
+	return rows, m, kv, nil
+}
+
 func (b *balancedRun) forwardOne(ctx context.Context, q, k, v, out, lse tensor.Tensor) error {
 	r, pl := b.r, b.r.Plan
 	a := &arena{o: r.ops}
 	defer a.release()
-	rows, m := pl.oneMask(b.me)
-	kv, wait, err := b.oneBuffer(a, k, v, rows)
+	_, m, kv, err := b.fetchOne(a, k, v)
 	if err != nil {
-		return fmt.Errorf("balanced: %w", err)
-	}
-	if err := waitFor(wait); err != nil {
-		return fmt.Errorf("balanced: fetch: %w", err)
+		return err
 	}
 	if len(m.Slices) == 0 {
 		if err := r.ops.fill(out, 0); err != nil {
@@ -106,13 +116,9 @@ func (b *balancedRun) backwardOne(ctx context.Context, q, k, v, out, lse, dout, 
 	lr := pl.Layout.Local
 	a := &arena{o: r.ops}
 	defer a.release()
-	rows, m := pl.oneMask(b.me)
-	kv, wait, err := b.oneBuffer(a, k, v, rows)
+	rows, m, kv, err := b.fetchOne(a, k, v)
 	if err != nil {
-		return fmt.Errorf("balanced: %w", err)
-	}
-	if err := waitFor(wait); err != nil {
-		return fmt.Errorf("balanced: fetch: %w", err)
+		return err
 	}
 	fetched, owed := rows > lr, b.busy(0) && len(d.Sends(b.me, 0)) > 0
 	if !fetched && !owed { // nothing travels: the kernel writes the gradients
