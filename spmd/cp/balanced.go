@@ -176,6 +176,30 @@ func (b *balancedRun) giveBack(c comm.Comm, s int, grads, ret kvPair) error {
 	return nil
 }
 
+// land adds the dK/dV partials of this rank's own blocks that came back in stage s (in
+// ret, one after another in Sends order, as giveBack receives them) into its fp32
+// accumulators acc.
+func (b *balancedRun) land(s int, acc, ret kvPair) error {
+	at := 0
+	for _, x := range b.d.Sends(b.me, s) {
+		for i, pair := range [][2]tensor.Tensor{{acc.k, ret.k}, {acc.v, ret.v}} {
+			dst, err := b.rows(pair[0], int(x.Slot), int(x.N))
+			if err != nil {
+				return err
+			}
+			src, err := b.rows(pair[1], at, int(x.N))
+			if err != nil {
+				return err
+			}
+			if err := b.r.ops.accumulate(dst, src); err != nil {
+				return fmt.Errorf("gradient %d of stage %d: %w", i, s, err)
+			}
+		}
+		at += int(x.N)
+	}
+	return nil
+}
+
 // busy says whether stage s moves anything for this rank (fetch: K/V; else gradients).
 func (b *balancedRun) busy(s int) bool {
 	if s < 0 || s >= b.d.NumStages() {
@@ -423,26 +447,7 @@ func balancedBackward(ctx context.Context, r *Run, q, k, v, out, lse, dout, dq, 
 		}
 	}
 	// landed adds the returned partials of stage s (in ret[s%2]) into the accumulators.
-	landed := func(s int) error {
-		at := 0
-		for _, x := range d.Sends(b.me, s) {
-			for i, pair := range [][2]tensor.Tensor{{acc.k, ret[s%2].k}, {acc.v, ret[s%2].v}} {
-				dst, err := b.rows(pair[0], int(x.Slot), int(x.N))
-				if err != nil {
-					return err
-				}
-				src, err := b.rows(pair[1], at, int(x.N))
-				if err != nil {
-					return err
-				}
-				if err := r.ops.accumulate(dst, src); err != nil {
-					return fmt.Errorf("balanced: gradient %d of stage %d: %w", i, s, err)
-				}
-			}
-			at += int(x.N)
-		}
-		return nil
-	}
+	landed := func(s int) error { return b.land(s, acc, ret[s%2]) }
 	compute := func(m mask.Mask, kv, g kvPair, what string) error {
 		err := r.Kernel.Backward(ctx, pl.stepProblem(m), q, kv.k, kv.v, out, lse, dout, dqPart, g.k, g.v)
 		if err == nil {

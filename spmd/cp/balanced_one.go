@@ -226,22 +226,8 @@ func (b *balancedRun) backwardOne(ctx context.Context, q, k, v, out, lse, dout, 
 	if err != nil {
 		return err
 	}
-	at := 0
-	for _, x := range d.Sends(b.me, 0) {
-		for _, pair := range [][2]tensor.Tensor{{acc.k, ret.k}, {acc.v, ret.v}} {
-			dst, err := b.rows(pair[0], int(x.Slot), int(x.N))
-			if err != nil {
-				return err
-			}
-			src, err := b.rows(pair[1], at, int(x.N))
-			if err != nil {
-				return err
-			}
-			if err := r.ops.accumulate(dst, src); err != nil {
-				return err
-			}
-		}
-		at += int(x.N)
+	if err := b.land(0, acc, ret); err != nil {
+		return fmt.Errorf("balanced: %w", err)
 	}
 	if err := b.settleRing(); err != nil {
 		return fmt.Errorf("balanced: %w", err)
