@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -335,4 +336,40 @@ func TestSimulateNoMeshIsUnsupported(t *testing.T) {
 	if seen["usp"] != 2 || seen["loongtrain"] != 2 || seen["ring-p2p"] != 2 {
 		t.Errorf("rows per method %v, want 2 each (fwd, bwd)", seen)
 	}
+}
+
+// TestSimulatePredictsH200Rows holds the model to a measurement: 8 ranks on one H200
+// (longca cp --ranks 8 --kernel cuda, 8K tokens per rank, 64:8, every method, the 4 CP
+// masks; ../shared/data/h200/cp-ranks8-cuda-8k*.arrow, rank 0's ok rows copied to
+// testdata). Every one of the 40 cases is predicted within 15% by the h200-1gpu machine
+// and the longca-cuda-h200 kernel model, so that a model change cannot drift away from
+// a measurement unnoticed.
+func TestSimulatePredictsH200Rows(t *testing.T) {
+	measured := filepath.Join("testdata", "h200", "cp-ranks8-cuda-8k.arrow")
+	out, errOut, code := captureRun(t, "--log-level", "warn", "simulate", "--gpus", "8", "--machine", "h200-1gpu", "--tokens-per-rank", "8K",
+		"--masks", "full,causal,full_document_long,causal_document_long", "--samples", "1", "--ulysses", "2", "--ring", "4", "--windows", "2",
+		"--compare", measured, "--out", filepath.Join(t.TempDir(), "sim"))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	compared := 0
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		if len(f) != 10 || !strings.HasSuffix(f[7], "%") || strings.HasPrefix(l, "#") {
+			continue
+		}
+		e, err := strconv.ParseFloat(strings.TrimSuffix(f[7], "%"), 64)
+		if err != nil {
+			t.Fatalf("line %q: %v", l, err)
+		}
+		compared++
+		if math.Abs(e) > 15 {
+			t.Errorf("%s %s %s: predicted %s ms, measured %s ms (%+.1f%%, limit 15%%)", f[0], f[1], f[2], f[6], f[5], e)
+		}
+	}
+	if compared != 40 {
+		t.Fatalf("compared %d cases, want the 40 measured:\n%s", compared, out)
+	}
+	i := strings.Index(out, "# compared")
+	t.Log(strings.TrimSpace(out[i : strings.Index(out[i:], "\n")+i]))
 }
