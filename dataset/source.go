@@ -40,10 +40,16 @@ func (e *Empirical) Length(rng *rand.Rand) int {
 // clipped to what is left, so the lengths sum to seqlen exactly (empty for seqlen <= 0).
 func Pack(src Source, seqlen int, rng *rand.Rand) []int {
 	var docs []int
+	PackEach(src, seqlen, rng, func(n int) { docs = append(docs, n) })
+	return docs
+}
+
+// PackEach draws as Pack does, handing each document's length to fn instead of keeping
+// them (a summary of many sequences holds nothing per document).
+func PackEach(src Source, seqlen int, rng *rand.Rand, fn func(int)) {
 	for left := seqlen; left > 0; {
 		n := min(max(1, src.Length(rng)), left)
-		docs = append(docs, n)
+		fn(n)
 		left -= n
 	}
-	return docs
 }

@@ -179,7 +179,12 @@ func (r *CPRunner) Run(ctx context.Context, cs CPCase, sample int) ([]results.Ro
 		row := &rows[i]
 		row.MaskParams, row.SeqLenPerRank, row.PadTokens = string(params), int64(pl.Tokens), results.Ptr(int64(pl.Padding()))
 		SetDocColumns(row, spec.Params)
-		row.MaskArea, row.FLOPs, row.CommBytes = spec.Mask.Area(), pl.Problem.FLOPs(p), results.Ptr(m.CommBytes(pl, p))
+		// What this rank sends: every rank the same, except for a method whose ranks
+		// differ (cp.RankBytes).
+		row.MaskArea, row.FLOPs, row.CommBytes = spec.Mask.Area(), pl.Problem.FLOPs(p), results.Ptr(cp.RankCommBytesOf(pl, r.Comm.Rank(), p))
+		if pl.Config.Block > 0 {
+			row.CPBlock, row.CPStages = results.Ptr(int64(pl.Config.Block)), results.Ptr(int64(pl.Config.Stages))
+		}
 		describe(r.Kernel, pl.Problem, p, row)
 	}
 	// Can this rank's kernel run the steps at all (dtype, head dim, heads per rank)?

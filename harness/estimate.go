@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/longca/longca/kernels"
@@ -53,17 +56,27 @@ const DefaultRefFLOPs = 1e9
 // the Go runtime's, the mask's and the other tensors' slack.
 const fitFraction = 0.85
 
-// ThisMachine reads the host memory this process may use (Linux: /proc/meminfo's
-// MemAvailable, and the cgroup v2 limit less its usage).
+// ThisMachine reads the host memory this process may use: the least of /proc/meminfo's
+// MemAvailable, what its cgroup's memory limit leaves (v2 memory.max, or v1
+// memory.limit_in_bytes, on its cgroup and every parent), and what its address-space
+// limit leaves (RLIMIT_AS, `ulimit -v` or `prlimit --as`, less the address space it
+// already maps).
 func ThisMachine() Machine {
-	m := Machine{HostBytes: math.Inf(1), RefFLOPs: DefaultRefFLOPs, DeviceFLOPs: DefaultDeviceFLOPs}
-	if v, ok := memAvailable("/proc/meminfo"); ok {
-		m.HostBytes = v
-	}
-	if v, ok := cgroupRemaining("/sys/fs/cgroup"); ok && v < m.HostBytes {
-		m.HostBytes = v
-	}
+	m := Machine{HostBytes: hostBytes("/", addressSpaceLeft()), RefFLOPs: DefaultRefFLOPs, DeviceFLOPs: DefaultDeviceFLOPs}
 	return m
+}
+
+// hostBytes is the least of the limits under root (a file-system root: "/", or a test's
+// folder holding proc/ and sys/fs/cgroup/) and as (the address space left; +Inf for none).
+func hostBytes(root string, as float64) float64 {
+	v := math.Inf(1)
+	if a, ok := memAvailable(filepath.Join(root, "proc/meminfo")); ok {
+		v = a
+	}
+	if c, ok := cgroupLeft(root); ok {
+		v = min(v, c)
+	}
+	return min(v, as)
 }
 
 func memAvailable(path string) (float64, bool) {
@@ -83,21 +96,87 @@ func memAvailable(path string) (float64, bool) {
 	return 0, false
 }
 
-func cgroupRemaining(dir string) (float64, bool) {
+// cgroupLimitV1Unlimited is what cgroup v1 reports as "no limit" (or more).
+const cgroupLimitV1Unlimited = 1 << 62
+
+// cgroupLeft is what the memory limits of this process's cgroups leave: the least, over
+// its memory cgroup (v2 and v1, from proc/self/cgroup) and every parent up to the root of
+// the mounted hierarchy, of limit less usage.
+func cgroupLeft(root string) (float64, bool) {
+	b, err := os.ReadFile(filepath.Join(root, "proc/self/cgroup"))
+	if err != nil {
+		return 0, false
+	}
+	left, found := math.Inf(1), false
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		var base, limitFile, usageFile string
+		switch {
+		case parts[0] == "0" && parts[1] == "": // v2
+			base, limitFile, usageFile = "sys/fs/cgroup", "memory.max", "memory.current"
+		case slices.Contains(strings.Split(parts[1], ","), "memory"): // v1
+			base, limitFile, usageFile = "sys/fs/cgroup/memory", "memory.limit_in_bytes", "memory.usage_in_bytes"
+		default:
+			continue
+		}
+		// The path may be hidden by a cgroup namespace (the hierarchy is mounted at the
+		// process's own cgroup): look at it and its parents, and at the mount's root.
+		for p := filepath.Clean("/" + parts[2]); ; p = filepath.Dir(p) {
+			if v, ok := cgroupRemaining(filepath.Join(root, base, p), limitFile, usageFile); ok {
+				left, found = min(left, v), true
+			}
+			if p == "/" {
+				break
+			}
+		}
+	}
+	return left, found
+}
+
+// cgroupRemaining is limit less usage of one cgroup folder; false when it sets no limit.
+func cgroupRemaining(dir, limitFile, usageFile string) (float64, bool) {
 	read := func(name string) (float64, bool) {
-		b, err := os.ReadFile(dir + "/" + name)
+		b, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil {
 			return 0, false
 		}
 		v, err := strconv.ParseFloat(strings.TrimSpace(string(b)), 64)
 		return v, err == nil // "max" does not parse: no limit
 	}
-	limit, ok := read("memory.max")
-	if !ok {
+	limit, ok := read(limitFile)
+	if !ok || limit >= cgroupLimitV1Unlimited {
 		return 0, false
 	}
-	used, _ := read("memory.current")
+	used, _ := read(usageFile)
 	return max(limit-used, 0), true
+}
+
+// addressSpaceLeft is RLIMIT_AS less the address space this process maps now (VmSize);
+// +Inf without a limit.
+func addressSpaceLeft() float64 {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_AS, &rl); err != nil || rl.Cur == math.MaxUint64 || rl.Cur >= 1<<62 {
+		return math.Inf(1)
+	}
+	return max(float64(rl.Cur)-vmSize("/proc/self/status"), 0)
+}
+
+// vmSize is the VmSize line of a /proc/PID/status file, in bytes (0 when absent).
+func vmSize(path string) float64 {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if fs := strings.Fields(line); len(fs) >= 2 && fs[0] == "VmSize:" {
+			kb, _ := strconv.ParseFloat(fs[1], 64)
+			return kb * 1024
+		}
+	}
+	return 0
 }
 
 // tensorBytes is the size of a [tokens, heads, dim] tensor of dt.

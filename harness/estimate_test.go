@@ -1,9 +1,11 @@
 package harness
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/longca/longca/kernels"
@@ -92,11 +94,11 @@ func TestThisMachineReadsLimits(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(dir, "memory.max"), []byte("8589934592\n"), 0o644)
 	os.WriteFile(filepath.Join(dir, "memory.current"), []byte("1073741824\n"), 0o644)
-	if v, ok := cgroupRemaining(dir); !ok || v != 7<<30 {
+	if v, ok := cgroupRemaining(dir, "memory.max", "memory.current"); !ok || v != 7<<30 {
 		t.Errorf("cgroup: %g, %v", v, ok)
 	}
 	os.WriteFile(filepath.Join(dir, "memory.max"), []byte("max\n"), 0o644)
-	if _, ok := cgroupRemaining(dir); ok {
+	if _, ok := cgroupRemaining(dir, "memory.max", "memory.current"); ok {
 		t.Error("an unlimited cgroup reads as a limit")
 	}
 	if m := ThisMachine(); m.HostBytes <= 0 || m.RefFLOPs <= 0 {
@@ -120,5 +122,64 @@ func TestFormat(t *testing.T) {
 		if got := FormatDuration(c.s); got != c.want {
 			t.Errorf("FormatDuration(%g) = %s, want %s", c.s, got, c.want)
 		}
+	}
+}
+
+// TestMemoryEstimateSeesLimits (issue 23, item 16): the host memory the estimates hold
+// cases against is the least of MemAvailable, the cgroup's limit (v2 and v1, on the
+// process's own cgroup or a parent) and the address-space limit (the issue: under
+// prlimit --as=8GiB the 1M-token ref case crashed out of memory instead of being refused).
+func TestMemoryEstimateSeesLimits(t *testing.T) {
+	write := func(root, name, text string) {
+		p := filepath.Join(root, name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	meminfo := "MemTotal: 100000000 kB\nMemAvailable: 90000000 kB\n" // ~86 GiB
+	inf := math.Inf(1)
+
+	v2 := t.TempDir()
+	write(v2, "proc/meminfo", meminfo)
+	write(v2, "proc/self/cgroup", "0::/job/step\n")
+	write(v2, "sys/fs/cgroup/job/memory.max", "17179869184\n") // 16 GiB on the parent
+	write(v2, "sys/fs/cgroup/job/memory.current", "1073741824\n")
+	write(v2, "sys/fs/cgroup/job/step/memory.max", "max\n")
+	if got := hostBytes(v2, inf); got != 15<<30 {
+		t.Errorf("cgroup v2, limit on the parent: %s, want 15 GiB", FormatBytes(got))
+	}
+
+	v1 := t.TempDir()
+	write(v1, "proc/meminfo", meminfo)
+	write(v1, "proc/self/cgroup", "5:cpu,cpuacct:/\n4:memory:/slurm/job1\n")
+	write(v1, "sys/fs/cgroup/memory/slurm/job1/memory.limit_in_bytes", "4294967296\n") // 4 GiB
+	write(v1, "sys/fs/cgroup/memory/slurm/job1/memory.usage_in_bytes", "1073741824\n")
+	write(v1, "sys/fs/cgroup/memory/memory.limit_in_bytes", "9223372036854771712\n") // none
+	if got := hostBytes(v1, inf); got != 3<<30 {
+		t.Errorf("cgroup v1: %s, want 3 GiB", FormatBytes(got))
+	}
+	if got := hostBytes(v1, 2<<30); got != 2<<30 {
+		t.Errorf("with 2 GiB of address space left: %s", FormatBytes(got))
+	}
+
+	// The real RLIMIT_AS: 8 GiB more than this process maps now.
+	var old syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_AS, &old); err != nil {
+		t.Fatal(err)
+	}
+	lim := old
+	lim.Cur = uint64(vmSize("/proc/self/status")) + 8<<30
+	if lim.Cur > old.Max {
+		t.Fatalf("cannot lower RLIMIT_AS below its hard limit %d", old.Max)
+	}
+	if err := syscall.Setrlimit(syscall.RLIMIT_AS, &lim); err != nil {
+		t.Fatal(err)
+	}
+	left := addressSpaceLeft()
+	got := ThisMachine().HostBytes
+	syscall.Setrlimit(syscall.RLIMIT_AS, &old)
+	if left > 8<<30 || left < 7<<30 || got > left {
+		t.Errorf("under RLIMIT_AS = VmSize + 8 GiB: %s of address space left, host bytes %s", FormatBytes(left), FormatBytes(got))
 	}
 }

@@ -22,6 +22,13 @@ type SparseSpec struct {
 	Scores mask.Scores
 }
 
+// KeptAt is the kept ratio the spec's masks really have at seqlen tokens
+// (mask.KeptBlocks): keep of nk k blocks per row.
+func (s SparseSpec) KeptAt(seqlen int) (ratio float64, keep, nk int) {
+	keep, nk = mask.KeptBlocks(seqlen, s.Block, s.AvgBlock, s.Ratio)
+	return float64(keep) / float64(nk), keep, nk
+}
+
 // IsSparse says whether the spec describes a block-sparse case.
 func (s SparseSpec) IsSparse() bool { return s.Ratio > 0 }
 
@@ -50,6 +57,9 @@ func (s SparseSpec) String() string {
 type caseProblem struct {
 	p      kernels.Problem
 	params map[string]string
+	// kept is a block-sparse case's kept ratio as built (mask.Sparse.KeptRatio), which
+	// the row records: it is coarser than the ratio asked for when blocks are large.
+	kept float64
 }
 
 // problemAt builds the problem of case c at seqlen tokens with heads h: the static mask
@@ -89,5 +99,5 @@ func (r *Runner) problemAt(c Case, seqlen int, h Heads) (caseProblem, error) {
 		"q_blocks":     strconv.Itoa(len(sp.QEdges) - 1),
 		"k_blocks":     strconv.Itoa(len(sp.KEdges) - 1),
 	}
-	return caseProblem{p: p, params: params}, nil
+	return caseProblem{p: p, params: params, kept: sp.KeptRatio()}, nil
 }

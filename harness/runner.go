@@ -157,7 +157,7 @@ func (r *Runner) run(ctx context.Context, c Case, row *results.Row) error {
 	row.FLOPs = p.FLOPs(c.Pass)
 	if c.Sparse.IsSparse() {
 		row.BlockSize = results.Ptr(int64(c.Sparse.BlockSize()))
-		row.KeptRatio = results.Ptr(c.Sparse.Ratio)
+		row.KeptRatio = results.Ptr(cp.kept) // as built; mask_params.ratio is the ratio asked for
 		if row.Bench == "kernel" {
 			row.Bench = "sparse"
 		}
@@ -180,6 +180,11 @@ func (r *Runner) run(ctx context.Context, c Case, row *results.Row) error {
 	describe(k, p, c.Pass, row)
 	if err := k.Supports(p); err != nil {
 		return Unsupported(err)
+	}
+	if r.KernelOptions.Deterministic && c.Pass != kernels.Fwd {
+		if d, ok := k.(kernels.DeterministicBackward); !ok || !d.DeterministicBackward() {
+			return Unsupported(fmt.Errorf("kernel %s has no deterministic backward (--deterministic)", c.Kernel))
+		}
 	}
 	if r.Check != nil {
 		if err := r.check(ctx, k, c, p, row); err != nil {

@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -232,6 +233,46 @@ func TestSelfTimerAndDescriber(t *testing.T) {
 		row := runnerFor(k).Run(context.Background(), small)
 		if row.Status != c.want || row.MedianMs != nil {
 			t.Errorf("%v: status %s, median %v; want %s and no times", c.err, row.Status, row.MedianMs, c.want)
+		}
+	}
+}
+
+// --deterministic: a backward of a kernel without a deterministic one is unsupported and
+// never run; its forward, and the backward of a kernel that has one (the reference), run.
+func TestDeterministicBackwardOnly(t *testing.T) {
+	type plain struct{ kernels.Kernel } // hides DeterministicBackward
+	for _, c := range []struct {
+		name string
+		k    kernels.Kernel
+		pass kernels.Pass
+		want results.Status
+	}{
+		{"no det, bwd", plain{newFake()}, kernels.Bwd, results.StatusUnsupported},
+		{"no det, fwd+bwd", plain{newFake()}, kernels.FwdBwd, results.StatusUnsupported},
+		{"no det, fwd", plain{newFake()}, kernels.Fwd, results.StatusOK},
+		{"ref, bwd", newFake(), kernels.Bwd, results.StatusOK},
+	} {
+		cs := small
+		cs.Pass = c.pass
+		r := runnerFor(c.k)
+		r.KernelOptions.Deterministic = true
+		row := r.Run(context.Background(), cs)
+		r.Close()
+		if row.Status != c.want {
+			t.Fatalf("%s: status %s (%s), want %s", c.name, row.Status, row.Reason, c.want)
+		}
+		if c.want == results.StatusUnsupported && !strings.Contains(row.Reason, "--deterministic") {
+			t.Fatalf("%s: reason %q does not name the flag", c.name, row.Reason)
+		}
+		var f *fakeKernel
+		switch k := c.k.(type) {
+		case plain:
+			f = k.Kernel.(*fakeKernel)
+		case *fakeKernel:
+			f = k
+		}
+		if c.want == results.StatusUnsupported && f.forwards != 0 {
+			t.Fatalf("%s: the kernel ran (%d forwards)", c.name, f.forwards)
 		}
 	}
 }

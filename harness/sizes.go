@@ -33,9 +33,19 @@ func ParseSizeList(s string) ([]int, error) {
 	return out, nil
 }
 
+// MaxLengths bounds the lengths one sweep may have: a range is counted, and refused past
+// this, before anything is allocated (-b 1 -e 1G --step 1 would be a billion cases).
+const MaxLengths = 4096
+
+// MaxSamples bounds --samples (masks per case) of cp and simulate.
+const MaxSamples = 100000
+
+// MaxInProcessRanks bounds --ranks (in-process ranks, each a goroutine with its shards).
+const MaxInProcessRanks = 1024
+
 // SizeRange is nccl-tests' sweep: from begin to end (inclusive), multiplying by factor
 // (factor 2 doubles), or adding step when step > 0 (8K..48K by 8K). The error says which
-// of begin, end, factor, step is wrong.
+// of begin, end, factor, step is wrong, or that the range has more than MaxLengths.
 func SizeRange(begin, end, factor, step int) ([]int, error) {
 	switch {
 	case begin <= 0:
@@ -47,16 +57,21 @@ func SizeRange(begin, end, factor, step int) ([]int, error) {
 	case step == 0 && factor < 2 && end != begin:
 		return nil, fmt.Errorf("factor %d must be at least 2 (or give a step)", factor)
 	}
-	var out []int
-	for n := begin; n <= end; {
-		out = append(out, n)
-		if step > 0 {
-			n += step
-		} else if end == begin {
-			break
-		} else {
-			n *= factor
+	if step > 0 {
+		n := (end-begin)/step + 1
+		if n > MaxLengths {
+			return nil, fmt.Errorf("%s to %s by %s is %d lengths, over the %d a sweep may have: give a larger step, or -f", FormatSize(begin), FormatSize(end), FormatSize(step), n, MaxLengths)
 		}
+		out := make([]int, n)
+		for i := range out {
+			out[i] = begin + i*step
+		}
+		return out, nil
+	}
+	out := []int{begin}
+	for n := begin; end != begin && n <= end/factor; { // n*factor <= end, without overflow
+		n *= factor
+		out = append(out, n)
 	}
 	return out, nil
 }

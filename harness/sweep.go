@@ -57,8 +57,23 @@ type Sweep struct {
 }
 
 // Cases expands the sweep: masks x seqlens x heads x kernels x passes, in that order
-// (the last varies fastest).
+// (the last varies fastest). A block-sparse setting that keeps exactly the blocks an
+// earlier one keeps at a length (the same layout, block and scores, and a ratio that
+// rounds to the same k blocks per row) is left out there: it would measure the same mask
+// under another label. Dropped says which.
 func (s Sweep) Cases() []Case {
+	cases, _ := s.expand()
+	return cases
+}
+
+// Dropped describes the block-sparse cases Cases leaves out as duplicates, one line per
+// setting and length.
+func (s Sweep) Dropped() []string {
+	_, d := s.expand()
+	return d
+}
+
+func (s Sweep) expand() ([]Case, []string) {
 	type maskSetting struct {
 		name   string
 		sparse SparseSpec
@@ -74,8 +89,25 @@ func (s Sweep) Cases() []Case {
 		}
 	}
 	var out []Case
+	var dropped []string
+	type sparseKey struct {
+		name          string
+		block, seqlen int
+		scores        mask.Scores
+		keep          int
+	}
+	first := map[sparseKey]SparseSpec{}
 	for _, m := range ms {
 		for _, n := range s.SeqLens {
+			if m.sparse.IsSparse() {
+				kept, keep, nk := m.sparse.KeptAt(n)
+				k := sparseKey{m.name, m.sparse.BlockSize(), n, m.sparse.Scores, keep}
+				if f, dup := first[k]; dup {
+					dropped = append(dropped, fmt.Sprintf("%s at %s: keeps %d of %d k blocks per row (kept ratio %g), as r=%g does: left out", m.sparse, FormatSize(n), keep, nk, kept, f.Ratio))
+					continue
+				}
+				first[k] = m.sparse
+			}
 			for _, h := range s.Heads {
 				for _, k := range s.Kernels {
 					for _, p := range s.Passes {
@@ -85,7 +117,7 @@ func (s Sweep) Cases() []Case {
 			}
 		}
 	}
-	return out
+	return out, dropped
 }
 
 // PlanProblem is the problem a dry run reports for case c, building its mask (which is

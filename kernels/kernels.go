@@ -164,6 +164,15 @@ type Options struct {
 	Python string
 	// Timeout bounds one request to an external worker (0: the worker's default).
 	Timeout time.Duration
+	// Deterministic asks for a backward whose results are bitwise the same run after run
+	// (dQ accumulated in a fixed order); a kernel without one gives unsupported rows.
+	Deterministic bool
+}
+
+// DeterministicBackward is a kernel that can run its backward deterministically (made with
+// Options.Deterministic): it says whether this instance does.
+type DeterministicBackward interface {
+	DeterministicBackward() bool
 }
 
 // Factory makes a kernel, or says why it cannot (no GPU, a missing library).

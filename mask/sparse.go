@@ -99,6 +99,26 @@ func VariableEdges(n, minBlock, avg int, rng *rand.Rand) ([]int, error) {
 	return edges, nil
 }
 
+// KeptBlocks is how many k blocks each q-block row keeps, and how many there are, for
+// seqlen tokens cut into blocks of block (uniform) or averaging avgBlock (variable):
+// max(1, int(ratio x nK)) of nK. Their quotient is the kept ratio a mask really has,
+// which is coarser than ratio when the blocks are large for the length (1K tokens in
+// blocks of 512: 1 of 2 for every ratio below 1).
+func KeptBlocks(seqlen, block, avgBlock int, ratio float64) (keep, nk int) {
+	if block > 0 {
+		nk = (seqlen + block - 1) / block
+	} else if avgBlock > 0 {
+		nk = max(1, seqlen/avgBlock)
+	}
+	nk = max(nk, 1)
+	return max(1, int(ratio*float64(nk))), nk
+}
+
+// KeptRatio is the ratio of k blocks each q-block row keeps: KeepPerRow / k blocks.
+func (sp *Sparse) KeptRatio() float64 {
+	return float64(sp.KeepPerRow) / float64(len(sp.KEdges)-1)
+}
+
 // BlockSparse builds the block-sparse masks over seqlen tokens. q ([S, HeadsQ, D]) and
 // k ([S, HeadsKV, D]) are read only for ContentScores and may be nil otherwise. Bad
 // options are InputErrors naming the flag (--ratio, --block, --avg-block, --seqlen).

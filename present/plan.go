@@ -40,7 +40,13 @@ func WritePlan(w io.Writer, cases []harness.Case, build harness.MaskBuilder) err
 		plans[key] = p
 		f := p.FLOPs(c.Pass)
 		total += f
-		t.Rows = append(t.Rows, append(row, fmt.Sprintf("%.0f", p.Area()), fmt.Sprintf("%.3f", f/1e9), ""))
+		note := ""
+		if c.Sparse.IsSparse() {
+			if kept, keep, nk := c.Sparse.KeptAt(c.SeqLen); kept != c.Sparse.Ratio {
+				note = fmt.Sprintf("kept ratio %.4g (%d of %d k blocks per row)", kept, keep, nk)
+			}
+		}
+		t.Rows = append(t.Rows, append(row, fmt.Sprintf("%.0f", p.Area()), fmt.Sprintf("%.3f", f/1e9), note))
 	}
 	t.Summary = []string{fmt.Sprintf("%d cases, %.3f TFLOP in all (dry run: nothing was run)", len(cases), total/1e12)}
 	return t.Write(w)

@@ -83,6 +83,10 @@ type Row struct {
 	Ring     *int64 `arrow:"cp_ring"`
 	Windows  *int64 `arrow:"cp_windows"`
 	InnerDim string `arrow:"cp_inner_dim"` // ulysses or ring: the dimension inside a node
+	// CPBlock is the dispatch block of the balanced method, in tokens (--cp-block).
+	CPBlock *int64 `arrow:"cp_block"`
+	// CPStages is the stages balanced's fetches took (the most of any rank; --cp-stages).
+	CPStages *int64 `arrow:"cp_stages"`
 
 	// The mask and the problem.
 	Mask       string `arrow:"mask"`

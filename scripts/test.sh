@@ -134,17 +134,17 @@ early_exit() {
 # merged results holding every rank's rows, all ok.
 mpi_cp() {
 	local out=$work/cp-mpi
-	timeout 600 "${MPIRUN[@]}" -np 4 "$BIN" --log-format json cp --backend mpi --methods ring-p2p,ulysses,usp \
+	timeout 600 "${MPIRUN[@]}" -np 4 "$BIN" --log-format json cp --backend mpi --methods ring-p2p,ulysses,usp,balanced \
 		--masks causal,causal_document --tokens-per-rank 128 --heads 8:2 --head-dim 16 --dtype bf16 \
 		--passes fwd,bwd --samples 1 -w 0 -n 1 --check --timeout 120s --out "$out" >"$work/cp-mpi.out" 2>&1 ||
 		{ tail -20 "$work/cp-mpi.out"; return 1; }
 	grep -E '^(#|  )' "$work/cp-mpi.out"
 	"$BIN" merge "$out" >/dev/null || return 1
 	"$BIN" report "$out/merged.arrow" | tail -3
-	# 3 methods (usp as 2x2) x 2 masks x 2 passes = 12 cases, one row per rank each
+	# 4 methods (usp as 2x2) x 2 masks x 2 passes = 16 cases, one row per rank each
 	local rows
 	rows=$(grep -c '"message":"cp"' "$work/cp-mpi.out")
-	[ "$rows" -ge 12 ] || { echo "rank 0 logged $rows case rows, want at least 12"; return 1; }
+	[ "$rows" -ge 16 ] || { echo "rank 0 logged $rows case rows, want at least 16"; return 1; }
 	if grep '"message":"cp"' "$work/cp-mpi.out" | grep -v -q '"status":"ok"'; then
 		echo "a case is not ok:"
 		grep '"message":"cp"' "$work/cp-mpi.out" | grep -v '"status":"ok"'
@@ -177,7 +177,7 @@ example_analysis() {
 
 check "mpirun -np 4 selftest comm (every collective, checked)" mpi_all
 check "examples/analyze.py on the CPU suite's output (pandas, CSV export)" example_analysis
-check "mpirun -np 4 longca cp: ring-p2p, ulysses, usp checked against the reference (mpi)" mpi_cp
+check "mpirun -np 4 longca cp: ring-p2p, ulysses, usp, balanced checked against the reference (mpi)" mpi_cp
 check "mpirun: rank 3 leaves early, others fail naming it (mpi)" early_exit mpi 3 'rank(s) \[3\] did not arrive'
 check "mpirun: rank 1 leaves early, others fail naming it (tcp)" early_exit tcp 1 'rank 1: connection closed'
 

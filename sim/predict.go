@@ -12,7 +12,6 @@ import (
 	"github.com/longca/longca/spmd/cp"
 	"github.com/longca/longca/tensor"
 )
-
 // DefaultExactRanks is the largest world simulated rank by rank; above it a sample of
 // ranks is simulated with mirrored peers (Options.ExactRanks).
 const DefaultExactRanks = 16
@@ -58,10 +57,11 @@ type Prediction struct {
 	// Bottleneck is "compute" when less than 5% of the time waits on communication, else
 	// the link class that limited most of the waiting ("inter", "intra", "local").
 	Bottleneck string
-	// CommBytes is what each rank sends (the method's CommBytes); CountedBytes what the
-	// traced communicators counted: the first traced rank's count that differs from
-	// CommBytes, else CommBytes (they agree unless the method moves what it does not
-	// claim).
+	// CommBytes is what each rank sends (the method's CommBytes: the most, for a method
+	// whose ranks send different amounts); CountedBytes what the traced communicators
+	// counted: the first traced rank's count that differs from its own claim
+	// (cp.RankCommBytesOf; CommBytes is then that claim), else CommBytes (they agree
+	// unless the method moves what it does not claim).
 	CommBytes, CountedBytes int64
 	// Traced is how many ranks were traced; Sampled says they were a sample simulated with
 	// mirrored peers.
@@ -118,9 +118,9 @@ func Predict(ctx context.Context, method cp.Method, cfg cp.Config, p kernels.Pro
 		pr := Prediction{Pass: pass, Seconds: slow.Seconds, Slowest: slow, Traced: len(traced), Sampled: n > exact,
 			CommBytes: cp.CommBytesOf(pl, pass)}
 		pr.CountedBytes = pr.CommBytes
-		for _, b := range counted[pi] {
-			if b != pr.CommBytes {
-				pr.CountedBytes = b
+		for ti, b := range counted[pi] {
+			if want := cp.RankCommBytesOf(pl, traced[ti], pass); b != want {
+				pr.CommBytes, pr.CountedBytes = want, b
 				break
 			}
 		}
@@ -202,6 +202,18 @@ func sampleRanks(pl *cp.Plan, m Machine, all bool, limit int) []int {
 	set := map[int]bool{}
 	for _, r := range pos {
 		set[rankOf(pl, 0, r)] = true
+	}
+	// balanced's ranks differ in what they fetch (their work is equal): trace the ones
+	// that fetch the most.
+	if d := pl.Dispatch; d != nil {
+		byFetch := make([]int, n)
+		for i := range byFetch {
+			byFetch[i] = i
+		}
+		sort.SliceStable(byFetch, func(a, b int) bool { return d.Fetched[byFetch[a]] > d.Fetched[byFetch[b]] })
+		for _, r := range byFetch[:min(n, max(limit/4, 2))] {
+			set[r] = true
+		}
 	}
 	out := make([]int, 0, len(set))
 	for r := range set {

@@ -65,9 +65,8 @@ func TestTracedBytesMatchCommBytes(t *testing.T) {
 							t.Fatal(err)
 						}
 						for pi, pass := range allPasses {
-							want := cp.CommBytesOf(pl, pass)
 							for r, got := range counted[pi] {
-								if got != want {
+								if want := cp.RankCommBytesOf(pl, r, pass); got != want {
 									t.Fatalf("%s %s %s %d:%d %s rank %d: traced %d bytes, CommBytes %d", name, pl.Config.Mesh(), mk, heads[0], heads[1], pass, r, got, want)
 								}
 							}

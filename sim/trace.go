@@ -25,6 +25,17 @@ func (p *placeholder) Shape() []int        { return p.shape }
 func (p *placeholder) Numel() int          { return tensor.Numel(p.shape) }
 func (p *placeholder) Bytes() int64        { return int64(p.Numel()) * int64(p.dt.Size()) }
 
+// View is a placeholder for part of p (cp.RowViewer): it has p's id, so what writes or
+// reads the part is ordered as a write or read of p.
+func (p *placeholder) View(off int, shape ...int) (tensor.Tensor, error) {
+	if off < 0 || off+tensor.Numel(shape) > p.Numel() {
+		return nil, fmt.Errorf("sim: view of %v at %d of a placeholder of %v", shape, off, p.shape)
+	}
+	return &placeholder{id: p.id, dt: p.dt, shape: append([]int(nil), shape...)}, nil
+}
+
+var _ cp.RowViewer = (*placeholder)(nil)
+
 // eventKind is what an event of a trace does.
 type eventKind uint8
 

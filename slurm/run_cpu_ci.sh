@@ -28,7 +28,7 @@ srun --overcommit -n "$SLURM_NTASKS" "$LONGCA" selftest comm --timeout 60s
 
 # The CP benchmark: every case checked against the single-device reference, then timed.
 srun --overcommit -n "$SLURM_NTASKS" "$LONGCA" cp --out "$out" --run-id "$run" \
-	${LONGCA_CP_ARGS:---methods ring-p2p,ulysses --masks causal_document --tokens-per-rank 256 --heads 4:4 --head-dim 16 --dtype fp32 --samples 1 -w 1 -n 2}
+	${LONGCA_CP_ARGS:---methods ring-p2p,ulysses,balanced --masks causal_document --tokens-per-rank 256 --heads 4:4 --head-dim 16 --dtype fp32 --samples 1 -w 1 -n 2}
 
 "$LONGCA" merge "$out"
 echo "# merged: $(ls "$out"/merged.* 2>/dev/null | tr '\n' ' ')"

@@ -47,6 +47,8 @@ func cpFlags() []cli.Flag {
 		&cli.IntFlag{Name: "windows", Usage: "loongtrain: windows the ring is cut into (default: windows of at most 8 GPUs)"},
 		&cli.BoolFlag{Name: "head-first", Value: true, Usage: "a Ulysses group is consecutive ranks (inside a node); --head-first=false puts the ring there"},
 		&cli.StringFlag{Name: "sharding", Value: "default", Usage: "contiguous, zigzag (per document, padded) or default (zigzag; contiguous for ulysses)"},
+		&cli.IntFlag{Name: "cp-block", Usage: "balanced: dispatch block in tokens (0: the largest power of two <= 512 giving each rank >= 8 blocks); recorded as cp_block"},
+		&cli.IntFlag{Name: "cp-stages", Usage: "balanced: most stages a rank's fetch is cut into, each overlapping the one before's attention (0: one up to 8 ranks, else a pyramid of small-large-small stages); recorded as cp_stages"},
 		&cli.IntFlag{Name: "samples", Value: 30, Usage: "masks per case (seeds seed..seed+samples-1), averaged in reports"},
 		&cli.Uint64Flag{Name: "seed", Value: 42, Usage: "first mask seed"},
 		&cli.IntFlag{Name: "warmup", Aliases: []string{"w"}, Value: 5, Usage: "untimed warm-up iterations"},
@@ -79,6 +81,7 @@ type cpOptions struct {
 	dtype           tensor.DType
 	ulysses, ring   int
 	windows         int
+	block, stages   int // balanced's dispatch block and stages (--cp-block, --cp-stages); 0: the defaults
 	headFirst       bool
 	sharding        cp.Sharding
 	samples         int
@@ -102,7 +105,7 @@ type cpOptions struct {
 func parseCPFlags(c *cli.Context) (cpOptions, error) {
 	o := cpOptions{
 		headDim: c.Int("head-dim"), ulysses: c.Int("ulysses"), ring: c.Int("ring"), windows: c.Int("windows"),
-		headFirst: c.Bool("head-first"), samples: c.Int("samples"), seed: c.Uint64("seed"),
+		block: c.Int("cp-block"), stages: c.Int("cp-stages"), headFirst: c.Bool("head-first"), samples: c.Int("samples"), seed: c.Uint64("seed"),
 		warmup: c.Int("warmup"), iters: c.Int("iters"), check: c.Bool("check") && !c.Bool("no-check"),
 		checkBudget: c.Float64("check-budget"), ranks: c.Int("ranks"), kernel: c.String("kernel"),
 		staged: c.Bool("staged"), overlap: c.Bool("overlap"), baseline: c.String("baseline"),
@@ -152,11 +155,14 @@ func parseCPFlags(c *cli.Context) (cpOptions, error) {
 	if o.ulysses < 0 || o.ring < 0 || o.windows < 0 {
 		return o, usageError("--ulysses %d --ring %d --windows %d: must not be negative", o.ulysses, o.ring, o.windows)
 	}
+	if o.block < 0 || o.stages < 0 {
+		return o, usageError("--cp-block %d --cp-stages %d: give positive numbers, or 0 for the defaults", o.block, o.stages)
+	}
 	if o.sharding, err = cp.ParseSharding(c.String("sharding")); err != nil {
 		return o, usageError("%v", err)
 	}
-	if o.samples < 1 {
-		return o, usageError("--samples %d: need at least 1", o.samples)
+	if o.samples < 1 || o.samples > harness.MaxSamples {
+		return o, usageError("--samples %d: need 1 to %d", o.samples, harness.MaxSamples)
 	}
 	if o.docs, err = docsFromFlags(c); err != nil {
 		return o, err
@@ -177,8 +183,8 @@ func parseCPFlags(c *cli.Context) (cpOptions, error) {
 	if !(o.checkBudget > 0) || math.IsInf(o.checkBudget, 0) {
 		return o, usageError("--check-budget %g: give a positive number of multiply-adds (default %g)", o.checkBudget, harness.DefaultCheckBudget)
 	}
-	if c.IsSet("ranks") && o.ranks < 1 {
-		return o, usageError("--ranks %d: need at least 1", o.ranks)
+	if c.IsSet("ranks") && (o.ranks < 1 || o.ranks > harness.MaxInProcessRanks) {
+		return o, usageError("--ranks %d: need 1 to %d in-process ranks (more ranks: start them with mpirun or srun)", o.ranks, harness.MaxInProcessRanks)
 	}
 	if !slices.Contains(kernels.Names(), o.kernel) {
 		return o, usageError("--kernel: unknown kernel %q: registered are %s", o.kernel, strings.Join(kernels.Names(), ", "))
@@ -208,7 +214,7 @@ func (o cpOptions) sweep(n int) harness.CPSweep {
 	return harness.CPSweep{
 		Methods: o.methods, Masks: o.masks, SeqLen: o.seqlenFor(n), Heads: o.heads, HeadDim: o.headDim, DType: o.dtype,
 		Passes: o.passes, Samples: o.samples, Seed: o.seed, Kernel: o.kernel,
-		Mesh:  cp.Config{Ulysses: o.ulysses, Ring: o.ring, Windows: o.windows, HeadFirst: o.headFirst, Sharding: o.sharding},
+		Mesh:  cp.Config{Ulysses: o.ulysses, Ring: o.ring, Windows: o.windows, HeadFirst: o.headFirst, Sharding: o.sharding, Block: o.block, Stages: o.stages},
 		Build: o.docs.CPBuilder(),
 	}
 }

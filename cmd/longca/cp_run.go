@@ -301,7 +301,8 @@ func printCPPlan(w io.Writer, o cpOptions, cases []harness.CPCase, n int) error 
 	return t.Write(w)
 }
 
-// meshLabel is a resolved mesh in one word: UxR, wW for windows, -hf head-first.
+// meshLabel is a resolved mesh in one word: UxR, wW for windows, -hf head-first, -bB-sS
+// balanced's block and stages.
 func meshLabel(c cp.Config) string {
 	s := fmt.Sprintf("%dx%d", c.Ulysses, c.Ring)
 	if c.Windows > 1 {
@@ -309,6 +310,9 @@ func meshLabel(c cp.Config) string {
 	}
 	if c.Ulysses > 1 && c.Ring > 1 && c.HeadFirst {
 		s += "-hf"
+	}
+	if c.Block > 0 { // balanced: its block and stages
+		s += fmt.Sprintf("-b%d-s%d", c.Block, c.Stages)
 	}
 	return s
 }

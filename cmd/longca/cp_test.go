@@ -66,7 +66,7 @@ func TestCPDryRun(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	// ring-allgather, ring-p2p, ulysses: one mesh; usp and loongtrain: 2x4 and 4x2.
+	// balanced, ring-allgather, ring-p2p, ulysses: one mesh; usp and loongtrain: 2x4 and 4x2.
 	var meshes []string
 	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
 		if !strings.HasPrefix(l, "#") {
@@ -74,7 +74,7 @@ func TestCPDryRun(t *testing.T) {
 			meshes = append(meshes, f[0]+" "+f[1])
 		}
 	}
-	want := "loongtrain 2x4-hf loongtrain 4x2-hf ring-allgather 1x8 ring-p2p 1x8 ulysses 8x1 usp 2x4-hf usp 4x2-hf"
+	want := "balanced 1x8-b512-s1 loongtrain 2x4-hf loongtrain 4x2-hf ring-allgather 1x8 ring-p2p 1x8 ulysses 8x1 usp 2x4-hf usp 4x2-hf"
 	if got := strings.Join(meshes, " "); got != want {
 		t.Fatalf("cases %q, want %q\n%s", got, want, out)
 	}
@@ -85,7 +85,7 @@ func TestCPDryRun(t *testing.T) {
 
 func TestCPInProcessRun(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "cp")
-	out, errOut, code := captureRun(t, "--log-level", "warn", "cp", "--ranks", "4", "--methods", "ring-p2p,usp,loongtrain",
+	out, errOut, code := captureRun(t, "--log-level", "warn", "cp", "--ranks", "4", "--methods", "ring-p2p,usp,loongtrain,balanced",
 		"--masks", "causal_document", "--tokens-per-rank", "32", "--heads", "4:2", "--head-dim", "8",
 		"--samples", "2", "-w", "0", "-n", "2", "--passes", "fwd,bwd", "--windows", "2", "--overlap", "--out", dir)
 	if code != 0 {
@@ -95,9 +95,9 @@ func TestCPInProcessRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 3 cases (usp and loongtrain on 2x2) x 2 samples x 2 passes x 4 ranks.
-	if len(rows) != 3*2*2*4 {
-		t.Fatalf("%d rows, want 48", len(rows))
+	// 4 cases (usp and loongtrain on 2x2) x 2 samples x 2 passes x 4 ranks.
+	if len(rows) != 4*2*2*4 {
+		t.Fatalf("%d rows, want 64", len(rows))
 	}
 	for _, r := range rows {
 		if r.Status != results.StatusOK || r.CheckPass == nil || !*r.CheckPass || r.MedianMs == nil || r.CommBytes == nil || *r.CommBytes <= 0 {
@@ -112,6 +112,9 @@ func TestCPInProcessRun(t *testing.T) {
 		if r.Method == "loongtrain" && *r.Windows != 2 {
 			t.Fatalf("loongtrain row with %d windows, want 2", *r.Windows)
 		}
+		if (r.CPBlock != nil) != (r.Method == "balanced") || r.Method == "balanced" && (*r.CPBlock != 4 || r.CPStages == nil || *r.CPStages != 1) {
+			t.Fatalf("%s row with block %v, stages %v (balanced: the default block 4 and 1 stage on 4 ranks of 32 tokens)", r.Method, r.CPBlock, r.CPStages)
+		}
 		// Efficiency: 4 in-process ranks share the host; the kernel alone at 32 tokens
 		// was measured in the run; the pass was timed again without transfers.
 		if r.RanksPerDevice == nil || *r.RanksPerDevice != 4 || r.DeviceTFLOPs == nil || *r.DeviceTFLOPs != 4**r.TFLOPs {
@@ -122,7 +125,7 @@ func TestCPInProcessRun(t *testing.T) {
 			t.Fatalf("efficiency columns: kernel %v from %q, efficiency %v, no-comm %v", r.KernelTFLOPs, r.KernelTFLOPsFrom, r.CPEfficiency, r.NoCommMs)
 		}
 	}
-	if !strings.Contains(out, "(TFLOP/s)") || !strings.Contains(out, "# Cases: 6  Rows: 12") || !strings.Contains(out, "4 ranks share one device") {
+	if !strings.Contains(out, "(TFLOP/s)") || !strings.Contains(out, "# Cases: 8  Rows: 16") || !strings.Contains(out, "4 ranks share one device") {
 		t.Fatalf("table without its units row, summary or shared-device line:\n%s", out)
 	}
 	if !strings.Contains(out, "usp") || !strings.Contains(out, " OK") {

@@ -78,6 +78,7 @@ func kernelFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.IntFlag{Name: "device", Value: -1, DefaultText: "the local rank's GPU under a launcher, else 0", Usage: "GPU index; recorded as device_index"},
 		&cli.StringFlag{Name: "variant", Usage: "kernel variant (longca list names them; default: the best for the device); recorded as kernel_variant"},
+		&cli.BoolFlag{Name: "deterministic", Usage: "backward passes bitwise reproducible (dQ added in a fixed order); kernels without such a backward give unsupported rows; recorded in kernel_variant"},
 		&cli.StringFlag{Name: "python", EnvVars: []string{"LONGCA_PYTHON"}, Usage: "Python interpreter of the torch:* workers (default python3 on the PATH)"},
 		&cli.DurationFlag{Name: "worker-timeout", Usage: "bound on every request to an external worker (torch:*, exec:); default: 10m plus the case's repetitions at 20 TFLOP/s"},
 		&cli.StringFlag{Name: "on-worker-crash", Value: "restart", Usage: "after an external worker crashes, hangs past its timeout or answers nonsense: restart (a new worker for the next case) or stop (end the sweep, keeping its rows)"},
@@ -99,7 +100,7 @@ func stopOnCrash(c *cli.Context) (bool, error) {
 // kernelOptions reads the kernel flags; under a launcher the device defaults to the local
 // rank's GPU (spmd.DeviceIndex).
 func kernelOptions(c *cli.Context, w spmd.World) (kernels.Options, error) {
-	o := kernels.Options{Variant: c.String("variant"), Python: c.String("python"), Timeout: c.Duration("worker-timeout")}
+	o := kernels.Options{Variant: c.String("variant"), Python: c.String("python"), Timeout: c.Duration("worker-timeout"), Deterministic: c.Bool("deterministic")}
 	if o.Timeout < 0 {
 		return o, usageError("--worker-timeout %s: give a positive duration such as 15m", o.Timeout)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/longca/longca/results"
 )
@@ -52,5 +53,29 @@ func TestResultsRequestErrorsExit2(t *testing.T) {
 	} {
 		_, errOut, code := captureRun(t, c.args...)
 		checkUsageError(t, c.args, code, errOut, c.want)
+	}
+}
+
+// TestSizeFlagsRefusedUpFront (issue 23, items 14 and 15, and the rank counts): sizes and
+// counts a flag can raise are refused with exit 2 before anything is allocated (the
+// issue: -b 1 -e 1G --step 1 died with fatal error: out of memory; data --samples 1e9
+// grew past 5 GB).
+func TestSizeFlagsRefusedUpFront(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"kernel", "--masks", "all", "-b", "1", "-e", "1G", "--step", "1", "--dry-run"}, "-b/-e/-f/--step"},
+		{[]string{"data", "--seqlen", "16K", "--samples", "1000000000"}, "--samples"},
+		{[]string{"cp", "--ranks", "100000", "--dry-run"}, "--ranks"},
+		{[]string{"cp", "--samples", "1000000000", "--dry-run"}, "--samples"},
+		{[]string{"simulate", "--gpus", "16777216"}, "host memory"},
+	} {
+		start := time.Now()
+		_, errOut, code := captureRun(t, c.args...)
+		checkUsageError(t, c.args, code, errOut, c.want)
+		if el := time.Since(start); el > 2*time.Second {
+			t.Errorf("%v: took %s to refuse", c.args, el)
+		}
 	}
 }

@@ -62,6 +62,8 @@ func simulateFlags() []cli.Flag {
 		&cli.IntFlag{Name: "windows", Usage: "loongtrain: windows the ring is cut into (default: windows of at most 8 GPUs)"},
 		&cli.BoolFlag{Name: "head-first", Value: true, Usage: "a Ulysses group is consecutive ranks (inside a node); --head-first=false puts the ring there"},
 		&cli.StringFlag{Name: "sharding", Value: "default", Usage: "contiguous, zigzag or default (zigzag; contiguous for ulysses)"},
+		&cli.IntFlag{Name: "cp-block", Usage: "balanced: dispatch block in tokens (0: the largest power of two <= 512 giving each rank >= 8 blocks), as longca cp"},
+		&cli.IntFlag{Name: "cp-stages", Usage: "balanced: most stages a rank's fetch is cut into (0: one up to 8 GPUs, else a pyramid of small-large-small stages), as longca cp"},
 		&cli.IntFlag{Name: "samples", Value: 5, Usage: "masks per document case (seeds seed..seed+samples-1): the table shows the median and the min-max; masks without documents are drawn once"},
 		&cli.Uint64Flag{Name: "seed", Value: 42, Usage: "first mask seed"},
 		&cli.StringFlag{Name: "passes", Value: "fwd,bwd", Usage: "comma-separated: fwd, bwd, fwd+bwd"},
@@ -128,7 +130,7 @@ func parseSimulateFlags(c *cli.Context) (simOptions, error) {
 	slices.Sort(o.gpus)
 	o.gpus = slices.Compact(o.gpus)
 	co := cpOptions{headDim: c.Int("head-dim"), ulysses: c.Int("ulysses"), ring: c.Int("ring"), windows: c.Int("windows"),
-		headFirst: c.Bool("head-first"), seed: c.Uint64("seed"), samples: c.Int("samples")}
+		block: c.Int("cp-block"), stages: c.Int("cp-stages"), headFirst: c.Bool("head-first"), seed: c.Uint64("seed"), samples: c.Int("samples")}
 	co.methods, co.methodsExplicit = splitList(c.String("methods")), c.IsSet("methods")
 	if len(co.methods) == 0 {
 		if co.methodsExplicit {
@@ -170,11 +172,14 @@ func parseSimulateFlags(c *cli.Context) (simOptions, error) {
 	if co.ulysses < 0 || co.ring < 0 || co.windows < 0 {
 		return o, usageError("--ulysses %d --ring %d --windows %d: must not be negative", co.ulysses, co.ring, co.windows)
 	}
+	if co.block < 0 || co.stages < 0 {
+		return o, usageError("--cp-block %d --cp-stages %d: give positive numbers, or 0 for the defaults", co.block, co.stages)
+	}
 	if co.sharding, err = cp.ParseSharding(c.String("sharding")); err != nil {
 		return o, usageError("%v", err)
 	}
-	if co.samples < 1 {
-		return o, usageError("--samples %d: need at least 1", co.samples)
+	if co.samples < 1 || co.samples > harness.MaxSamples {
+		return o, usageError("--samples %d: need 1 to %d", co.samples, harness.MaxSamples)
 	}
 	if co.docs, err = docsFromFlags(c); err != nil {
 		return o, err
@@ -620,6 +625,9 @@ func predictJob(ctx context.Context, o simOptions, j simJob, maskFor func(string
 		r := base
 		r.Ulysses, r.Ring, r.Windows = results.Ptr(int64(pl.Config.Ulysses)), results.Ptr(int64(pl.Config.Ring)), results.Ptr(int64(pl.Config.Windows))
 		r.InnerDim, r.SeqLenPerRank, r.PadTokens = inner, int64(pl.Tokens), results.Ptr(int64(pl.Padding()))
+		if pl.Config.Block > 0 {
+			r.CPBlock, r.CPStages = results.Ptr(int64(pl.Config.Block)), results.Ptr(int64(pl.Config.Stages))
+		}
 		r.Pass, r.FLOPs = pr.Pass.String(), p.FLOPs(pr.Pass)
 		r.CommBytes = results.Ptr(pr.CommBytes)
 		r.Status = results.StatusPredicted

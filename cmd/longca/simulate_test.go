@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/longca/longca/results"
+	"github.com/longca/longca/spmd/cp"
 )
 
 // emulatedMachine is the machine of the CPU validation: 4 in-process ranks on a 2-core
@@ -124,8 +125,8 @@ func TestSimulateAgreesWithEmulatedLinks(t *testing.T) {
 					ratios = append(ratios, m/p)
 				}
 			}
-			if len(ratios) != 40 {
-				t.Fatalf("%d cases paired between cp and simulate with free links, want 40 (5 methods x 4 masks x 2 passes)", len(ratios))
+			if want := 8 * len(cp.Names()); len(ratios) != want {
+				t.Fatalf("%d cases paired between cp and simulate with free links, want %d (%d methods x 4 masks x 2 passes)", len(ratios), want, len(cp.Names()))
 			}
 			slices.Sort(ratios)
 			scales[g.tokens] = ratios[len(ratios)/2]
@@ -136,12 +137,13 @@ func TestSimulateAgreesWithEmulatedLinks(t *testing.T) {
 		mdir, pdir := filepath.Join(dir, "cp-"+name), filepath.Join(dir, "sim-"+name)
 		run(append([]string{"cp", "--ranks", "4", "--links", slow, "--kernel", "ref", "--no-check", "-w", "0", "-n", "3", "--out", mdir}, args...)...)
 		table := run(append([]string{"simulate", "--gpus", "4", "--machine", slow, "--kernel-rows", krows, "--compare", mdir, "--out", pdir}, args...)...)
-		if !strings.Contains(table, "# compared 20 cases") {
-			t.Errorf("%s: simulate --compare does not pair the 20 cases:\n%s", name, table)
+		cases := 4 * len(cp.Names())
+		if !strings.Contains(table, fmt.Sprintf("# compared %d cases", cases)) {
+			t.Errorf("%s: simulate --compare does not pair the %d cases:\n%s", name, cases, table)
 		}
 		meas, pred := timesOf(t, mdir), timesOf(t, pdir)
-		if len(meas) != 20 {
-			t.Fatalf("%s: %d measured cases, want 20 (5 methods x 2 masks x 2 passes)", name, len(meas))
+		if len(meas) != cases {
+			t.Fatalf("%s: %d measured cases, want %d (%d methods x 2 masks x 2 passes)", name, len(meas), cases, len(cp.Names()))
 		}
 		// Whatever else runs on the machine (other packages' tests under go test ./...)
 		// only ever slows a measurement: when a case misses, the point is measured once
@@ -228,9 +230,9 @@ func TestSimulateRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Meshes: 8 GPUs usp/loongtrain 2x4, 4x2; 16: 2x8, 4x4, 8x2; 32: 2x16 .. 16x2 (16 heads);
-	// plus ring-p2p, ring-allgather, ulysses each; x 2 passes x (causal once, whatever the
-	// seed; causal_document_long the default 5 samples).
-	meshes := map[int64]int{8: 3 + 2*2, 16: 3 + 2*3, 32: 3 + 2*4}
+	// plus balanced, ring-p2p, ring-allgather, ulysses each; x 2 passes x (causal once,
+	// whatever the seed; causal_document_long the default 5 samples).
+	meshes := map[int64]int{8: 4 + 2*2, 16: 4 + 2*3, 32: 4 + 2*4}
 	want := 0
 	for _, m := range meshes {
 		want += m * 2 * (1 + 5)

@@ -88,6 +88,7 @@ template <int R> DEV void reg_fence(float (&r)[R]) {
 template <typename T> struct Ops;
 template <> struct Ops<__nv_bfloat16> {
   template <int TB> static DEV void ss128(float (&d)[64], u64 a, u64 b, int s) { wgmma_ss_bf16_n128<0, TB>(d, a, b, s); }
+  template <int TA, int TB> static DEV void ss128t(float (&d)[64], u64 a, u64 b, int s) { wgmma_ss_bf16_n128<TA, TB>(d, a, b, s); }
   template <int TA, int TB> static DEV void ss64(float (&d)[32], u64 a, u64 b, int s) { wgmma_ss_bf16_n64<TA, TB>(d, a, b, s); }
   template <int TB> static DEV void rs128(float (&d)[64], const unsigned (&a)[4], u64 b, int s) { wgmma_rs_bf16_n128<TB>(d, a, b, s); }
   template <int TB> static DEV void rs64(float (&d)[32], const unsigned (&a)[4], u64 b, int s) { wgmma_rs_bf16_n64<TB>(d, a, b, s); }
@@ -98,6 +99,7 @@ template <> struct Ops<__nv_bfloat16> {
 };
 template <> struct Ops<__half> {
   template <int TB> static DEV void ss128(float (&d)[64], u64 a, u64 b, int s) { wgmma_ss_fp16_n128<0, TB>(d, a, b, s); }
+  template <int TA, int TB> static DEV void ss128t(float (&d)[64], u64 a, u64 b, int s) { wgmma_ss_fp16_n128<TA, TB>(d, a, b, s); }
   template <int TA, int TB> static DEV void ss64(float (&d)[32], u64 a, u64 b, int s) { wgmma_ss_fp16_n64<TA, TB>(d, a, b, s); }
   template <int TB> static DEV void rs128(float (&d)[64], const unsigned (&a)[4], u64 b, int s) { wgmma_rs_fp16_n128<TB>(d, a, b, s); }
   template <int TB> static DEV void rs64(float (&d)[32], const unsigned (&a)[4], u64 b, int s) { wgmma_rs_fp16_n64<TB>(d, a, b, s); }
@@ -114,6 +116,15 @@ template <typename T> struct PV<T, 128> {
 };
 template <typename T> struct PV<T, 64> {
   static DEV void run(float (&o)[32], const unsigned (&a)[4], u64 db) { Ops<T>::template rs64<1>(o, a, db, 1); }
+};
+
+// dQ (m64 x D) += dS (m64 x k16: dS^T's rows read MN-major) * K (k16 x D, MN-major).
+template <typename T, int D> struct DQ;
+template <typename T> struct DQ<T, 128> {
+  static DEV void run(float (&d)[64], u64 da, u64 db, int s) { Ops<T>::template ss128t<1, 1>(d, da, db, s); }
+};
+template <typename T> struct DQ<T, 64> {
+  static DEV void run(float (&d)[32], u64 da, u64 db, int s) { Ops<T>::template ss64<1, 1>(d, da, db, s); }
 };
 
 // ---- bulk copies and reductions -----------------------------------------------------
@@ -446,11 +457,31 @@ template <int D> struct BwdLayout {
 // A warp of the producer warpgroup issues the dQ reductions: a consumer warpgroup hands
 // its staged dQ over through an mbarrier and goes on (issuing them itself, the consumer
 // warpgroup waited at two named barriers a step: measured 5-7% slower, docs/perf.md).
-template <int D, typename T, bool OVERLAP>
+// Acquire and release on a global flag (the deterministic backward's per-tile turns).
+DEV int ld_acquire(const int *p) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+DEV void st_release(int *p, int v) { asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory"); }
+DEV void fence_async_global() { asm volatile("fence.proxy.async.global;\n" ::: "memory"); }
+
+// DET: the deterministic backward. Every query tile's dQ is added by the key tiles that
+// visit it in increasing order: the writer of key tile kt waits until locks[h][tile] says
+// the ranks[e] lower key tiles have added theirs, adds, waits for its additions to land,
+// and passes the turn on. Blocks run in key-tile order (blockIdx.y, not the heaviest-first
+// order) and without the rotation, so a block waits only on lower key tiles, which were
+// started before it: no cycle.
+// ALT: the consumer warpgroups take turns at dQ: step it's whole dQ (64 queries x D, over
+// all 128 keys) is computed and staged by warpgroup it % 2 alone, which waits for the
+// other's half of dS^T at a named barrier (1 + it % 2) that the other only arrives at and
+// goes on to its next step: the two warpgroups fall out of lock step, one's S^T/dP^T
+// products running while the other finishes dQ.
+template <int D, typename T, bool OVERLAP, bool DET, bool ALT>
 DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const TmaDesc &tdo, const TmaDesc &tdq,
                   const float *__restrict__ lse2, const float *__restrict__ dsum, T *__restrict__ dk,
                   T *__restrict__ dv, int sq, int sk, int hq, int hkv, int sq_pad, float scale, float scale_log2,
-                  WorkList wl) {
+                  WorkList wl, const int *__restrict__ ranks, int *__restrict__ locks) {
   using L = BwdLayout<D>;
   extern __shared__ unsigned char smem_raw[];
   unsigned char *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
@@ -467,12 +498,12 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
 
   const int tid = threadIdx.x, wg = tid / 128;
   const int kvh = blockIdx.x, group = hq / hkv, list = wl.per_head ? kvh : 0;
-  const int kt = wl.order[list * wl.row_tiles + blockIdx.y];
+  const int kt = DET ? (int)blockIdx.y : wl.order[list * wl.row_tiles + blockIdx.y];
   const int e0 = wl.start[list * (wl.row_tiles + 1) + kt], e1 = wl.start[list * (wl.row_tiles + 1) + kt + 1];
   const int ne = e1 - e0, iters = ne * group;
   // Blocks start at different query tiles (a rotation by key tile), so that blocks
   // running together add into different dQ rows.
-  const int rot = ne > 0 ? (kt * 7) % ne : 0;
+  const int rot = ne > 0 && !DET ? (kt * 7) % ne : 0;
   const int k0 = kt * BBN9;
 
   if (tid == 0) {
@@ -521,6 +552,22 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     if (tid == 32) {  // the dQ writer
       for (int it = 0; it < iters; it++) {
         const int h = kvh * group + it / ne, e = e0 + (it % ne + rot) % ne, q0 = wl.entries[2 * e] * BBM9;
+        int *lock = locks + (long long)h * (sq_pad / BBM9) + q0 / BBM9;
+        if (DET) {  // this query tile's turn
+          const int want = ranks[e];
+          while (ld_acquire(lock) != want) {
+          }
+          fence_async_global();
+        }
+        if (ALT) {  // one stage of D columns a step, from whichever warpgroup had the turn
+          mbar_wait(&dqFull[0], it & 1);
+#pragma unroll
+          for (int b = 0; b < D / 32; b++) tma_reduce_add2(&tdq, sdQ + b * BBM9 * 32, b * 32, h * sq_pad + q0);
+          bulk_commit();
+          bulk_wait_read0();
+          mbar_arrive(&dqEmpty[0]);
+          continue;
+        }
 #pragma unroll
         for (int c = 0; c < 2; c++) {
           mbar_wait(&dqFull[c], it & 1);
@@ -528,11 +575,16 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
           tma_reduce_add2(&tdq, sdQ + c * BBM9 * 64, L::kSplit ? c * 64 : 0, h * sq_pad + q0);
           tma_reduce_add2(&tdq, sdQ + c * BBM9 * 64 + BBM9 * 32, (L::kSplit ? c * 64 : 0) + 32, h * sq_pad + q0);
           bulk_commit();
+          if (DET) bulk_wait0();  // landed before the next half (the same columns at D = 64)
+        }
+        if (DET) {
+          fence_async_global();
+          st_release(lock, ranks[e] + 1);
         }
 #pragma unroll
         for (int c = 0; c < 2; c++) {
           // the stages have been read: hand them back (both at once: wait_group is per thread)
-          if (c == 0) bulk_wait_read0();
+          if (c == 0 && !DET) bulk_wait_read0();
           mbar_arrive(&dqEmpty[c]);
         }
       }
@@ -684,6 +736,41 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
         *reinterpret_cast<unsigned *>(dS + off) = sa[kk][x];
       }
     fence_async_smem();
+    if (ALT) {
+      const int owner = it & 1;
+      if (cw != owner) {  // hand this half of dS^T over and go on
+        named_arrive(1 + owner, 256);
+        wgmma_wait<0>();
+        reg_fence(dva);
+        reg_fence(dka);
+        mbar_arrive(&emptyQ[s]);
+        continue;
+      }
+      named_sync(1 + owner, 256);  // both halves of dS^T written
+      float dqf[D / 2];
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < BBN9 / 16; kk++)
+        DQ<T, D>::run(dqf, sw128_desc(dS + kk * 16 * CHUNK, 16, 1024), sw128_desc(sK + kk * 16 * CHUNK, BBN9 * CHUNK * 2, 1024), kk > 0);
+      wgmma_commit();
+      wgmma_wait<0>();
+      reg_fence(dva);
+      reg_fence(dka);
+      reg_fence(dqf);
+      mbar_arrive(&emptyQ[s]);
+      mbar_wait(&dqEmpty[0], (it & 1) ^ 1);  // the writer has read step it-1's stage (either warpgroup's)
+#pragma unroll
+      for (int j = 0; j < D / 8; j++)
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+          const int row = warp * 16 + g + r * 8, col = j * 8 + 2 * t;
+          const int off = (col / 32) * BBM9 * 32 + row * 32 + ((((col % 32) / 4) ^ (row & 7)) << 2) + (col % 4);
+          *reinterpret_cast<float2 *>(sdQ + off) = make_float2(dqf[4 * j + 2 * r] * scale, dqf[4 * j + 2 * r + 1] * scale);
+        }
+      fence_async_smem();
+      mbar_arrive(&dqFull[0]);
+      continue;
+    }
     if (L::kSplit)
       named_sync(1, 256);  // both halves of dS^T written
     else
@@ -785,20 +872,23 @@ DEV void dq90_convert(const float *__restrict__ acc, T *__restrict__ dq, int sq,
     fwd_sm90<D, T, PERSIST>(tq, tk, tv, o, lse, sq, sk, hq, hkv, scale_log2,                                       \
                             WorkList{order, start, entries, refs, slices, row_tiles, per_head});                   \
   }
-#define SM90_BWD(FN, NAME, T, D, OVERLAP)                                                                                   \
+#define SM90_BWD(FN, NAME, T, D, OVERLAP, DET, ALT)                                                                                   \
   extern "C" __global__ void __launch_bounds__(SNT, 1) FN##_##NAME##_d##D(                                        \
       const __grid_constant__ TmaDesc tq, const __grid_constant__ TmaDesc tk, const __grid_constant__ TmaDesc tv,   \
       const __grid_constant__ TmaDesc tdo, const __grid_constant__ TmaDesc tdq, const float *lse2, const float *dsum, \
       T *dk, T *dv, int sq, int sk, int hq, int hkv, int sq_pad, float scale, float scale_log2, const int *order,     \
-      const int *start, const int *entries, const int *refs, const int *slices, int row_tiles, int per_head) {      \
-    bwd_sm90<D, T, OVERLAP>(tq, tk, tv, tdo, tdq, lse2, dsum, dk, dv, sq, sk, hq, hkv, sq_pad, scale, scale_log2,          \
-                   WorkList{order, start, entries, refs, slices, row_tiles, per_head});                            \
+      const int *start, const int *entries, const int *refs, const int *slices, int row_tiles, int per_head,        \
+      const int *ranks, int *locks) {                                                                                \
+    bwd_sm90<D, T, OVERLAP, DET, ALT>(tq, tk, tv, tdo, tdq, lse2, dsum, dk, dv, sq, sk, hq, hkv, sq_pad, scale, scale_log2, \
+                                 WorkList{order, start, entries, refs, slices, row_tiles, per_head}, ranks, locks); \
   }
 #define SM90_ENTRIES(NAME, T, D)                                                                                   \
   SM90_FWD(fwd90, NAME, T, D, false)                                                                               \
   SM90_FWD(fwd90p, NAME, T, D, true)                                                                               \
-  SM90_BWD(bwd90, NAME, T, D, false)                                                                               \
-  SM90_BWD(bwd90o, NAME, T, D, true)                                                                               \
+  SM90_BWD(bwd90, NAME, T, D, false, false, false)                                                                 \
+  SM90_BWD(bwd90o, NAME, T, D, true, false, false)                                                                 \
+  SM90_BWD(bwd90d, NAME, T, D, false, true, false)                                                                 \
+  SM90_BWD(bwd90a, NAME, T, D, false, false, true)                                                                 \
   extern "C" __global__ void bwd90_pre_##NAME##_d##D(const T *o, const T *dout, const float *lse, float *dsum,      \
                                                     float *lse2, int sq, int hq, int sq_pad) {                     \
     bwd90_pre<D, T>(o, dout, lse, dsum, lse2, sq, hq, sq_pad);                                                     \

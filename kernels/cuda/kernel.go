@@ -76,6 +76,10 @@ var (
 	// P^T computed while dP^T runs and dS^T while dV runs, 240 registers to the consumers.
 	bwdSM90O = variant{fn: "bwd90o", qTile: 64, kTile: 128, threads: 384, sharedPerDim: bwdSM90.sharedPerDim,
 		sharedFixed: bwdSM90.sharedFixed, transposedList: true, swizzledDQ: true}
+	// Experiment: the consumer warpgroups take turns at dQ (each step's whole dQ by one of
+	// them), so they leave lock step.
+	bwdSM90A = variant{fn: "bwd90a", qTile: 64, kTile: 128, threads: 384, sharedPerDim: bwdSM90.sharedPerDim,
+		sharedFixed: bwdSM90.sharedFixed, transposedList: true, swizzledDQ: true}
 )
 
 // archVariant is a code path of the kernel: the entry points of its forward and backward
@@ -92,6 +96,7 @@ type archVariant struct {
 // first it can run.
 var archVariants = []archVariant{
 	{name: "sm90", doc: "Hopper: TMA + wgmma, warp-specialised (a producer and two consumer warpgroups); forward 128x128 tiles with the consumer warpgroups taking turns (pingpong; persistent when rows are short), backward 128 keys x 64 queries with dQ staged swizzled and added by TMA reductions", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90},
+	{name: "sm90a", doc: "experiment: sm90 with the consumer warpgroups taking turns at dQ (each step's whole dQ by one of them, the other going on to its next step)", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90A},
 	{name: "sm90o", doc: "experiment: sm90 with the backward's S^T and dP^T as two groups, P^T computed while dP^T runs and dS^T while dV runs (240 registers to the consumers)", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90O},
 	{name: "sm80", doc: "Ampere and later: mma.sync forward and backward (cp.async double buffering)", major: 8, fwd: fwdSM80, bwd: bwdSM80},
 }
@@ -153,7 +158,12 @@ func init() {
 		if err != nil {
 			return nil, err
 		}
-		return NewVariant(g, o.Variant)
+		k, err := NewVariant(g, o.Variant)
+		if err != nil {
+			return nil, err
+		}
+		k.det = o.Deterministic
+		return k, nil
 	})
 }
 
@@ -167,6 +177,7 @@ type Kernel struct {
 
 	arch     archVariant
 	fwd, bwd variant
+	det      bool // the deterministic backward (Options.Deterministic; sm90 only)
 	maps     map[tmaKey]*cuda.TensorMap
 
 	mu    sync.Mutex
@@ -241,10 +252,18 @@ func load(g *cuda.Device, src, name string) (*cuda.Module, string, error) {
 // Variant is the name of the variant in use (sm90, sm80).
 func (k *Kernel) Variant() string { return k.arch.name }
 
+// DeterministicBackward says whether the backward adds dQ in a fixed order (made with
+// Options.Deterministic, on the sm90 variants).
+func (k *Kernel) DeterministicBackward() bool { return k.det && inSM90(k.bwd.fn) }
+
 // Describe names the variant that serves the problem and the architecture it was built
-// for; on sm90 a forward run persistent (short rows) says so ("sm90 persistent-fwd").
+// for; on sm90 a forward run persistent (short rows) says so ("sm90 persistent-fwd"), a
+// deterministic backward too ("sm90 deterministic").
 func (k *Kernel) Describe(p kernels.Problem, pass kernels.Pass) kernels.Info {
 	info := kernels.Info{Variant: k.arch.name, Versions: map[string]string{"arch": k.dev.Arch()}}
+	if k.DeterministicBackward() && pass != kernels.Fwd {
+		info.Variant += " deterministic"
+	}
 	if inSM90(k.fwd.fn) && pass != kernels.Bwd { // a backward row times the backward alone
 		if dl, err := k.list(p, k.fwd.qTile, k.fwd.kTile, false); err == nil && persistentForward(dl.w) {
 			info.Variant += " persistent-fwd"
@@ -320,8 +339,8 @@ func (k *Kernel) function(name string, shared int) (*cuda.Function, error) {
 
 // deviceList is a work list in device memory.
 type deviceList struct {
-	w                                   *WorkList
-	order, start, entries, refs, slices *cuda.Buffer
+	w                                          *WorkList
+	order, start, entries, refs, slices, ranks *cuda.Buffer
 }
 
 // listKey hashes what a work list depends on: the tile shape and every slice's values
@@ -414,7 +433,7 @@ func (k *Kernel) list(p kernels.Problem, qt, kt int, tr bool) (*deviceList, erro
 		for _, f := range []struct {
 			dst  **cuda.Buffer
 			vals []int32
-		}{{&dl.order, w.Order}, {&dl.start, w.Start}, {&dl.entries, w.Entries}, {&dl.refs, w.Refs}, {&dl.slices, w.Slices}} {
+		}{{&dl.order, w.Order}, {&dl.start, w.Start}, {&dl.entries, w.Entries}, {&dl.refs, w.Refs}, {&dl.slices, w.Slices}, {&dl.ranks, w.Ranks}} {
 			vals := f.vals
 			if len(vals) == 0 {
 				vals = []int32{0}

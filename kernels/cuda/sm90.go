@@ -168,7 +168,11 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 		return err
 	}
 	shared := k.bwd.shared(d)
-	main, err := k.function(fmt.Sprintf("%s_%s_d%d", k.bwd.fn, dt, d), shared)
+	fn := k.bwd.fn
+	if k.det {
+		fn = "bwd90d"
+	}
+	main, err := k.function(fmt.Sprintf("%s_%s_d%d", fn, dt, d), shared)
 	if err != nil {
 		return err
 	}
@@ -179,6 +183,16 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 	if err := k.dev.Memset(dqacc, 4, 0); err != nil {
 		return err
 	}
+	// the deterministic backward's turns, one per (query head, 64-query tile): zero
+	locks, err := k.scratchBuf("dqlocks", hq*sqPad/64)
+	if err != nil {
+		return err
+	}
+	if k.det {
+		if err := k.dev.Memset(locks, 4, 0); err != nil {
+			return err
+		}
+	}
 	scale := p.SoftmaxScale()
 	return k.dev.Do(func() error {
 		st := k.dev.Stream()
@@ -188,6 +202,7 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 		}
 		args := append([]any{maps[0], maps[1], maps[2], maps[3], maps[4], lse2, dsum, bs[7], bs[8], sq, p.Mask.SeqK, hq, p.HeadsKV, sqPad,
 			float32(scale), float32(scale * math.Log2E)}, dl.args()...)
+		args = append(args, dl.ranks, locks)
 		if err := main.Launch(cuda.Dim3{X: p.HeadsKV, Y: dl.w.RowTiles}, cuda.Dim3{X: k.bwd.threads}, shared, st, args...); err != nil {
 			return err
 		}

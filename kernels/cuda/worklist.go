@@ -44,6 +44,7 @@ type WorkList struct {
 	Entries          []int32
 	Refs             []int32
 	Slices           []int32
+	Ranks            []int32
 	// FullTiles and PartialTiles count the entries of each kind, over all lists.
 	FullTiles, PartialTiles int
 }
@@ -124,6 +125,10 @@ func (w *WorkList) addList(m mask.Mask, qTile, kTile, nqt, nkt int) {
 	}
 	starts := make([]int32, rows+1)
 	weight := make([]int, rows)
+	var seen []int32 // transposed: key tiles so far that visit each query tile
+	if w.Transposed {
+		seen = make([]int32, cols)
+	}
 	for r := 0; r < rows; r++ {
 		starts[r] = int32(len(w.Entries) / 2)
 		for c := 0; c < cols; c++ {
@@ -147,6 +152,10 @@ func (w *WorkList) addList(m mask.Mask, qTile, kTile, nqt, nkt int) {
 				w.FullTiles++
 			}
 			w.Entries = append(w.Entries, int32(c), ref)
+			if w.Transposed {
+				w.Ranks = append(w.Ranks, seen[c])
+				seen[c]++
+			}
 			weight[r]++
 		}
 	}

@@ -145,3 +145,7 @@ func sameShape(a, b []int) bool {
 	}
 	return true
 }
+
+// DeterministicBackward is true: the reference's results are bit-identical at any core
+// count and run after run.
+func (r *Kernel) DeterministicBackward() bool { return true }

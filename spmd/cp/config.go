@@ -59,6 +59,13 @@ type Config struct {
 	HeadFirst bool
 	// Sharding of the sequence over the ring.
 	Sharding Sharding
+	// Block is the dispatch block of balanced, in tokens (--cp-block); 0 picks one
+	// (DefaultBlock). The other methods ignore it.
+	Block int
+	// Stages is the most stages balanced cuts a rank's fetch into (--cp-stages): 1 one
+	// piece, k > 1 pieces doubling in size; 0 picks (DefaultStages). A plan holds the
+	// stages the fetches took (the most of any rank).
+	Stages int
 	// Docs are the documents of the packed sequence (mask.Spec.Docs) for zigzag
 	// sharding; nil is one document.
 	Docs []mask.Range
@@ -69,6 +76,9 @@ func (c Config) Mesh() string {
 	s := fmt.Sprintf("%dx%d", c.Ulysses, c.Ring)
 	if c.Windows > 1 {
 		s += fmt.Sprintf(" w%d", c.Windows)
+	}
+	if c.Block > 0 {
+		s += fmt.Sprintf(" b%d s%d", c.Block, c.Stages)
 	}
 	if c.Ulysses > 1 && c.Ring > 1 {
 		if c.HeadFirst {

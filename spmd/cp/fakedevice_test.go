@@ -528,9 +528,8 @@ func deviceTable(t *testing.T, part tensor.DType, limit float64, mode deviceMode
 				}
 				worst = max(worst, ratio)
 			}
-			want := m.CommBytes(pl, kernels.FwdBwd)
 			for r, c := range counted {
-				if c != want {
+				if want := RankCommBytesOf(pl, r, kernels.FwdBwd); c != want {
 					t.Fatalf("rank %d sent %d bytes; CommBytes says %d", r, c, want)
 				}
 			}

@@ -9,7 +9,7 @@ import "fmt"
 // 1 x N; ulysses: N x 1): the user's Ulysses, Ring and Windows do not apply.
 func oneMesh(fixed Config) []Config {
 	c := fixed
-	c.Ulysses, c.Ring, c.Windows = 0, 0, 0
+	c.Ulysses, c.Ring, c.Windows, c.Block, c.Stages = 0, 0, 0, 0, 0
 	return []Config{c}
 }
 
@@ -17,6 +17,7 @@ func oneMesh(fixed Config) []Config {
 // Ulysses or Ring is set, else every U x R = Ranks with U, R >= 2, or the method's
 // default mesh when Ranks has no such split (1, 2, a prime).
 func gridMeshes(fixed Config) []Config {
+	fixed.Block, fixed.Stages = 0, 0
 	if fixed.Ulysses > 0 || fixed.Ring > 0 {
 		return []Config{fixed}
 	}

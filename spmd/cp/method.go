@@ -1,5 +1,6 @@
 // Package cp holds the context-parallel (CP) attention methods: ring-p2p, ring-allgather,
-// ulysses, usp and loongtrain, one file each behind one Method interface and registry,
+// ulysses, usp, loongtrain and longca's own balanced (dispatch.go: blocks placed by mask
+// area), one file each behind one Method interface and registry,
 // with the sequence sharding (contiguous, or zigzag per document), the per-step
 // sub-masks (cut from the global mask by mask.Mask.Window) and the log-sum-exp merge
 // they share.
@@ -49,7 +50,8 @@ type Method interface {
 	// Ulysses), so Forward must have run on r with the same q, k, v first.
 	Backward(ctx context.Context, r *Run, q, k, v, out, lse, dout, dq, dk, dv tensor.Tensor) error
 	// CommBytes is the bytes each rank sends in one pass (fwd, bwd or fwd+bwd), computed
-	// from the plan; comm.Counters counts the same.
+	// from the plan; comm.Counters counts the same. A method whose ranks send different
+	// amounts returns the most and implements RankBytes (RankCommBytesOf).
 	CommBytes(pl *Plan, pass kernels.Pass) int64
 }
 
@@ -96,6 +98,26 @@ func CommBytesOf(pl *Plan, pass kernels.Pass) int64 {
 	m, err := New(pl.Method)
 	if err != nil {
 		return 0
+	}
+	return m.CommBytes(pl, pass)
+}
+
+// RankBytes is implemented by a method whose ranks send different amounts (balanced):
+// its CommBytes is then the most any rank sends, and RankCommBytes each rank's.
+type RankBytes interface {
+	RankCommBytes(pl *Plan, rank int, pass kernels.Pass) int64
+}
+
+// RankCommBytesOf is what rank sends in one pass of the plan's method, as its
+// comm.Counters count it: the method's RankCommBytes, or CommBytes (every rank sends
+// the same); 0 for an unregistered method.
+func RankCommBytesOf(pl *Plan, rank int, pass kernels.Pass) int64 {
+	m, err := New(pl.Method)
+	if err != nil {
+		return 0
+	}
+	if rb, ok := m.(RankBytes); ok {
+		return rb.RankCommBytes(pl, rank, pass)
 	}
 	return m.CommBytes(pl, pass)
 }

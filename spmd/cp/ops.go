@@ -48,6 +48,11 @@ type ops interface {
 	// ordered after the compute enqueued so far, and returns the wait that orders what
 	// follows (compute on recv, writes to send) after it.
 	startExchange(c comm.Comm, next, prev int, send, recv []tensor.Tensor) (wait func() error, err error)
+	// startGroup is startExchange for any sends and receives: body (Send and Recv on c)
+	// runs inside c.Group, ordered the same way, and after the group whose wait is prev
+	// (nil: none) when the communicator does not order its groups itself. Its wait may be
+	// called more than once (ops_group.go).
+	startGroup(c comm.Comm, prev func() error, body func() error) (wait func() error, err error)
 	// upload and download move host tensors in and out of the ops' memory.
 	upload(h *tensor.Host) (tensor.Tensor, error)
 	download(dst *tensor.Host, t tensor.Tensor) error

@@ -23,6 +23,8 @@ type Plan struct {
 	// says the KV heads are replicated (HeadsKV < Ulysses).
 	HeadsQ, HeadsKV int
 	ReplicateKV     bool
+	// Dispatch is balanced's placement of the blocks (nil for the other methods).
+	Dispatch *Dispatch
 
 	mu    sync.Mutex
 	steps map[[2]int]mask.Mask
@@ -176,7 +178,7 @@ func newPlan(method string, cfg Config, p kernels.Problem, m mesh) (*Plan, error
 	if m.sharding == DefaultSharding {
 		m.sharding = Zigzag
 	}
-	cfg.Ulysses, cfg.Ring, cfg.Windows, cfg.Sharding = m.u, m.r, m.w, m.sharding
+	cfg.Ulysses, cfg.Ring, cfg.Windows, cfg.Sharding, cfg.Block, cfg.Stages = m.u, m.r, m.w, m.sharding, 0, 0
 	seq := p.Mask.SeqQ
 	var lay Layout
 	switch m.sharding {
