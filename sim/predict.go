@@ -12,6 +12,7 @@ import (
 	"github.com/longca/longca/spmd/cp"
 	"github.com/longca/longca/tensor"
 )
+
 // DefaultExactRanks is the largest world simulated rank by rank; above it a sample of
 // ranks is simulated with mirrored peers (Options.ExactRanks).
 const DefaultExactRanks = 16
