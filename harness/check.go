@@ -31,5 +31,11 @@ func KernelCheck(ctx context.Context, k kernels.Kernel, p kernels.Problem, pass 
 // (check.NewReport's choice, the one worst-error rule of kernels and CP alike).
 func Outcome(rep check.Report) CheckOutcome {
 	w := rep.Worst
-	return CheckOutcome{Pass: rep.Pass, Worst: results.CheckFigure{Name: w.Name, Err: w.Err, NaiveErr: w.NaiveErr, Tol: w.Tol, Pass: rep.Pass}}
+	return CheckOutcome{Pass: rep.Pass, Worst: results.CheckFigure{Name: w.Name, Err: w.Err, NaiveErr: w.NaiveErr, Tol: w.Tol, Pass: rep.Pass, NaNs: w.NaNs}}
+}
+
+// wrongWhy is a failed check's reason: the worst figure's NaNs first (a NaN fails
+// whatever the other elements' error), else its error over the tolerance.
+func wrongWhy(w results.CheckFigure) string {
+	return check.Figure{Name: w.Name, Err: w.Err, NaiveErr: w.NaiveErr, Tol: w.Tol, NaNs: w.NaNs}.Why()
 }

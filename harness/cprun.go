@@ -364,7 +364,7 @@ func (r *CPRunner) check(ctx context.Context, cs CPCase, pl0 *cp.Plan) (cpVerdic
 	w := Outcome(rep).Worst
 	v.fig.Name, v.fig.Err, v.fig.NaiveErr, v.fig.Tol, v.fig.Pass = w.Name, w.Err, w.NaiveErr, w.Tol, rep.Pass
 	if !rep.Pass {
-		v.err = fmt.Errorf("%w at S=%d heads %s: %s error %.3g > tolerance %.3g (naive %.3g)", ErrWrong, seqlen, h, w.Name, w.Err, w.Tol, w.NaiveErr)
+		v.err = fmt.Errorf("%w at S=%d heads %s: %s", ErrWrong, seqlen, h, wrongWhy(w))
 	}
 	r.checks[key] = v
 	return v, nil

@@ -353,6 +353,13 @@ func FormatDuration(sec float64) string {
 // bounded by twice the inputs), the kernel's working set for one step (kernels/ref's when
 // isRef), and a fixed cost for the rank itself (goroutines, queues, the mask).
 func CPFootprint(tokens, hq, hkv, d int, dt tensor.DType, passes []kernels.Pass, onDevice, isRef bool) Footprint {
+	return CPFootprintWith(tokens, hq, hkv, d, dt, passes, onDevice, isRef, 0)
+}
+
+// CPFootprintWith is CPFootprint with the method's buffers at least methodBytes (a
+// method's own bound, cp.MethodBufferBound: balanced fetches what the mask needs, up to
+// many ranks' K/V).
+func CPFootprintWith(tokens, hq, hkv, d int, dt tensor.DType, passes []kernels.Pass, onDevice, isRef bool, methodBytes float64) Footprint {
 	t, q, kv, dd := float64(tokens), float64(hq), float64(hkv), float64(d)
 	pass := kernels.Fwd
 	for _, p := range passes {
@@ -361,7 +368,7 @@ func CPFootprint(tokens, hq, hkv, d int, dt tensor.DType, passes []kernels.Pass,
 		}
 	}
 	data := timingBytes(t, t, q, kv, dd, dt)
-	method := 2*data + tensorBytes(t, q, dd, tensor.FP32) + t*q*8 // fp32 partial out and lse
+	method := max(2*data+tensorBytes(t, q, dd, tensor.FP32)+t*q*8, methodBytes) // fp32 partial out and lse
 	var f Footprint
 	const perRank = 4 << 20
 	if onDevice {

@@ -169,6 +169,9 @@ func (r *Runner) run(ctx context.Context, c Case, row *results.Row) error {
 	if err != nil {
 		return Unsupported(fmt.Errorf("kernel %s: %w", c.Kernel, err))
 	}
+	if cs, ok := k.(kernels.CaseScoped); ok {
+		cs.BeginCase()
+	}
 	dev := k.Device()
 	row.Device = dev.Name()
 	if row.Backend == "" {
@@ -308,12 +311,16 @@ func (r *Runner) check(ctx context.Context, k kernels.Kernel, c Case, p kernels.
 		}
 	}
 	if e.err != nil {
+		var pe *kernels.PhaseError
+		if errors.As(e.err, &pe) {
+			return e.err // the kernel failed before the check's pass: it says where
+		}
 		return fmt.Errorf("check at S=%d heads %s: %w", n, h, e.err)
 	}
 	row.SetCheck(e.out.Worst)
 	if !e.out.Pass {
 		w := e.out.Worst
-		return fmt.Errorf("%w at S=%d heads %s: %s error %.3g > tolerance %.3g (naive %.3g)", ErrWrong, n, h, w.Name, w.Err, w.Tol, w.NaiveErr)
+		return fmt.Errorf("%w at S=%d heads %s: %s", ErrWrong, n, h, wrongWhy(w))
 	}
 	return nil
 }

@@ -40,9 +40,6 @@ const MaxLengths = 4096
 // MaxSamples bounds --samples (masks per case) of cp and simulate.
 const MaxSamples = 100000
 
-// MaxInProcessRanks bounds --ranks (in-process ranks, each a goroutine with its shards).
-const MaxInProcessRanks = 1024
-
 // SizeRange is nccl-tests' sweep: from begin to end (inclusive), multiplying by factor
 // (factor 2 doubles), or adding step when step > 0 (8K..48K by 8K). The error says which
 // of begin, end, factor, step is wrong, or that the range has more than MaxLengths.

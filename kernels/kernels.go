@@ -222,6 +222,27 @@ type SelfTimer interface {
 	TimePass(ctx context.Context, p Problem, pass Pass, s TimeSpec) (Timing, error)
 }
 
+// CaseScoped is a kernel that keeps state for the length of one case: an external
+// worker's failure, so that a case starts its worker once rather than at every request
+// (Device, Describe, Supports, the check's passes). The runner calls BeginCase before
+// each case.
+type CaseScoped interface {
+	BeginCase()
+}
+
+// PhaseError is a kernel's failure in a phase before the pass it surfaced in (an
+// external worker's hello or supports, reported by the check's forward): it names that
+// phase, so the pass's label does not misname it.
+type PhaseError struct {
+	Kernel, Phase string
+	Err           error
+}
+
+func (e *PhaseError) Error() string { return e.Kernel + " " + e.Phase + ": " + e.Err.Error() }
+
+// Unwrap is the failure itself.
+func (e *PhaseError) Unwrap() error { return e.Err }
+
 // ErrUnsupported marks an error as "this case cannot run here": status unsupported.
 var ErrUnsupported = errors.New("unsupported")
 

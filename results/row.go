@@ -181,6 +181,8 @@ type CheckFigure struct {
 	Err, NaiveErr, Tol float64
 	Pass               bool
 	SeqLen, HQ, HKV    int
+	// NaNs counts the candidate's NaN elements (not a column: the reason says them).
+	NaNs int
 }
 
 // SetCheck fills the check columns from the worst figure of a check.

@@ -207,13 +207,13 @@ func sampleRanks(pl *cp.Plan, m Machine, all bool, limit int) []int {
 	// balanced's ranks differ in what they fetch (their work is equal): trace the ones
 	// that fetch the most.
 	if d := pl.Dispatch; d != nil {
-		byFetch := make([]int, n)
+		byFetch := make([]int, d.Ranks) // ring ranks
 		for i := range byFetch {
 			byFetch[i] = i
 		}
 		sort.SliceStable(byFetch, func(a, b int) bool { return d.Fetched[byFetch[a]] > d.Fetched[byFetch[b]] })
-		for _, r := range byFetch[:min(n, max(limit/4, 2))] {
-			set[r] = true
+		for _, r := range byFetch[:min(len(byFetch), max(limit/4, 2))] {
+			set[rankOf(pl, 0, r)] = true
 		}
 	}
 	out := make([]int, 0, len(set))

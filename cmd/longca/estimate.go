@@ -10,6 +10,7 @@ import (
 	"github.com/longca/longca/harness"
 	"github.com/longca/longca/kernels"
 	"github.com/longca/longca/mask"
+	"github.com/longca/longca/spmd/cp"
 	"github.com/longca/longca/tensor"
 	"github.com/urfave/cli/v2"
 )
@@ -168,7 +169,9 @@ func fitCP(c *cli.Context, o cpOptions, n, onNode int, inProcess bool) error {
 	m := machine()
 	var need harness.Footprint
 	for _, h := range o.heads {
-		f := harness.CPFootprint(tokens, h.Q, h.KV, o.headDim, o.dtype, o.passes, onDevice, isRef)
+		// The methods' own buffers where they can exceed the generic estimate (balanced).
+		mb := cp.MethodBufferBound(o.methods, tokens, n, h.Q, h.KV, o.headDim, o.dtype, o.passes, o.stages)
+		f := harness.CPFootprintWith(tokens, h.Q, h.KV, o.headDim, o.dtype, o.passes, onDevice, isRef, mb)
 		if f.Host > need.Host || f.Device > need.Device {
 			need = f
 		}

@@ -157,7 +157,8 @@ func runSweep(ctx context.Context, o sweepOptions) (sweepResult, error) {
 		eta.done(i)
 		stopping := o.stopOnCrash && crashes() > before
 		if stopping {
-			stopErr = fmt.Errorf("stopped after case %d of %d: an external worker failed (--on-worker-crash stop): %s", i+1, len(cases), row.Reason)
+			// Counted in rows (one per kernel and case), as the table's "Rows:" counts them.
+			stopErr = fmt.Errorf("stopped after %d of %d rows: an external worker failed (--on-worker-crash stop): %s", i+1, len(cases), row.Reason)
 			log.Error().Int("done", i+1).Int("cases", len(cases)).Str("reason", row.Reason).Msg("worker failed: stopping the sweep; rows so far are in the file")
 		}
 		if bar != nil {

@@ -67,7 +67,7 @@ func TestSizeFlagsRefusedUpFront(t *testing.T) {
 	}{
 		{[]string{"kernel", "--masks", "all", "-b", "1", "-e", "1G", "--step", "1", "--dry-run"}, "-b/-e/-f/--step"},
 		{[]string{"data", "--seqlen", "16K", "--samples", "1000000000"}, "--samples"},
-		{[]string{"cp", "--ranks", "100000", "--dry-run"}, "--ranks"},
+		{[]string{"cp", "--ranks", "100000", "--out", t.TempDir()}, "host memory"},
 		{[]string{"cp", "--samples", "1000000000", "--dry-run"}, "--samples"},
 		{[]string{"simulate", "--gpus", "16777216"}, "host memory"},
 	} {

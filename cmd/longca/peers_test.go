@@ -96,7 +96,7 @@ func TestWorkerCrashRestartOrStop(t *testing.T) {
 	w = fakeWorker(t, "crash")
 	out = t.TempDir()
 	_, stderr, code = runCLI(t, append(smallPeerArgs(out), "--kernels", "exec:"+w+":ref", "--on-worker-crash", "stop")...)
-	if code != 1 || !strings.Contains(stderr, "stopped after case 1 of 4") {
+	if code != 1 || !strings.Contains(stderr, "stopped after 1 of 4 rows") {
 		t.Fatalf("stop: exit %d: %s", code, stderr)
 	}
 	if rows, err := results.Load(out); err != nil || len(rows) != 1 {
@@ -162,5 +162,27 @@ func TestReportBars(t *testing.T) {
 	}
 	if !strings.Contains(stdout, "(x fastest)") {
 		t.Fatalf("report lacks the ratio view:\n%s", stdout)
+	}
+}
+
+// TestWorkerStopCountsAsTheTable (issue 23, items 18 and 20): with a ref column and a
+// worker that dies on supports, --on-worker-crash stop ends the sweep after that case,
+// its worker started once, the last line counting rows as the table does ("Rows: 3"; the
+// issue: "stopped after case 3 of 8" beside "Cases: 2 Rows: 3"), and the reason
+// labelled supports, said once.
+func TestWorkerStopCountsAsTheTable(t *testing.T) {
+	w := fakeWorker(t, "crash-supports")
+	out := t.TempDir()
+	_, stderr, code := runCLI(t, "kernel", "--masks", "causal,full", "--seqlens", "256", "--heads", "4:2", "--head-dim", "16",
+		"--passes", "fwd,bwd", "-w", "0", "-n", "1", "--kernels", "ref,exec:"+w+":ref", "--on-worker-crash", "stop", "--out", out)
+	last := strings.TrimSpace(stderr)
+	last = last[strings.LastIndex(last, "\n")+1:]
+	if code != 1 || !strings.Contains(last, "stopped after 3 of 8 rows") || !strings.Contains(last, "ref supports: ") ||
+		strings.Contains(last, "forward") || strings.Count(last, "failed during its") != 1 {
+		t.Fatalf("exit %d, last line %q", code, last)
+	}
+	report, _, _ := runCLI(t, "report", out)
+	if !strings.Contains(report, "Rows: 3") {
+		t.Errorf("the report of the kept rows:\n%s", report)
 	}
 }

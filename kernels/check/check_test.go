@@ -275,3 +275,16 @@ func TestNewReport(t *testing.T) {
 		}
 	}
 }
+
+// TestFigureWhyNamesNaNs (issue 23, item 19): a figure that fails by its NaNs says so,
+// whatever its other elements' error.
+func TestFigureWhyNamesNaNs(t *testing.T) {
+	f := Compare("out", []float64{1, math.NaN(), 3}, []float64{1, 2, 3}, []float64{1.1, 2, 3})
+	if f.Pass || f.NaNs != 1 || !strings.Contains(f.Why(), "out has 1 NaN element") || strings.Contains(f.Why(), "> tolerance") {
+		t.Errorf("%+v: %q", f, f.Why())
+	}
+	f = Compare("dq", []float64{1, 5}, []float64{1, 2}, []float64{1, 2.1})
+	if f.Pass || !strings.Contains(f.Why(), "dq error 3 > tolerance") {
+		t.Errorf("%+v: %q", f, f.Why())
+	}
+}

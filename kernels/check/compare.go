@@ -57,6 +57,20 @@ func (f Figure) String() string {
 	return s
 }
 
+// Why says why a failing figure failed, in one phrase for a row's reason: its NaNs
+// first (a NaN fails whatever the error of the other elements), else its error over the
+// tolerance.
+func (f Figure) Why() string {
+	if f.NaNs > 0 {
+		s := "s"
+		if f.NaNs == 1 {
+			s = ""
+		}
+		return fmt.Sprintf("%s has %d NaN element%s (unwritten or invalid; NaN never passes); the other elements' error %.3g, tolerance %.3g", f.Name, f.NaNs, s, f.Err, f.Tol)
+	}
+	return fmt.Sprintf("%s error %.3g > tolerance %.3g (naive %.3g)", f.Name, f.Err, f.Tol, f.NaiveErr)
+}
+
 // Compare checks one tensor: cand, ref and naive are its elements as float64.
 // Elements where ref is infinite (the lse of a fully masked row, -inf) must be the same
 // infinity in cand; elsewhere the error is max |cand - ref|. The naive kernel's

@@ -2,6 +2,7 @@ package check
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/longca/longca/kernels"
@@ -19,12 +20,12 @@ type deviceRun struct {
 func (d *deviceRun) alloc(what string, dt tensor.DType, shape []int, poison bool) (tensor.Tensor, error) {
 	t, err := d.dev.Alloc(dt, shape...)
 	if err != nil {
-		return nil, fmt.Errorf("check: %s: allocating %s %s%v on %s: %w", d.name, what, dt, shape, d.dev.Name(), err)
+		return nil, fmt.Errorf("%s: allocating %s %s%v on %s: %w", d.name, what, dt, shape, d.dev.Name(), err)
 	}
 	d.live = append(d.live, t)
 	if poison {
 		if err := d.dev.Poison(t); err != nil {
-			return nil, fmt.Errorf("check: %s: poisoning %s: %w", d.name, what, err)
+			return nil, fmt.Errorf("%s: poisoning %s: %w", d.name, what, err)
 		}
 	}
 	return t, nil
@@ -37,7 +38,7 @@ func (d *deviceRun) upload(what string, h *tensor.Host) (tensor.Tensor, error) {
 		return nil, err
 	}
 	if err := d.dev.CopyIn(t, h); err != nil {
-		return nil, fmt.Errorf("check: %s: copying %s to %s: %w", d.name, what, d.dev.Name(), err)
+		return nil, fmt.Errorf("%s: copying %s to %s: %w", d.name, what, d.dev.Name(), err)
 	}
 	return t, nil
 }
@@ -46,7 +47,7 @@ func (d *deviceRun) upload(what string, h *tensor.Host) (tensor.Tensor, error) {
 func (d *deviceRun) download(what string, t tensor.Tensor) (*tensor.Host, error) {
 	h := tensor.NewHost(t.DType(), t.Shape()...)
 	if err := d.dev.CopyOut(h, t); err != nil {
-		return nil, fmt.Errorf("check: %s: copying %s from %s: %w", d.name, what, d.dev.Name(), err)
+		return nil, fmt.Errorf("%s: copying %s from %s: %w", d.name, what, d.dev.Name(), err)
 	}
 	return h, nil
 }
@@ -81,7 +82,7 @@ func runDevice(ctx context.Context, k kernels.Kernel, p kernels.Problem, qh, kh,
 		return Outputs{}, err
 	}
 	if err := k.Forward(ctx, p, in[0], in[1], in[2], out, lse); err != nil {
-		return Outputs{}, fmt.Errorf("check: %s forward: %w", k.Name(), err)
+		return Outputs{}, passError(k, "forward", err)
 	}
 	var o Outputs
 	if o.Out, err = d.download("out", out); err != nil {
@@ -101,7 +102,7 @@ func runDevice(ctx context.Context, k kernels.Kernel, p kernels.Problem, qh, kh,
 		}
 	}
 	if err := k.Backward(ctx, p, in[0], in[1], in[2], out, lse, dout, g[0], g[1], g[2]); err != nil {
-		return o, fmt.Errorf("check: %s backward: %w", k.Name(), err)
+		return o, passError(k, "backward", err)
 	}
 	for i, dst := range []**tensor.Host{&o.DQ, &o.DK, &o.DV} {
 		if *dst, err = d.download([]string{"dq", "dk", "dv"}[i], g[i]); err != nil {
@@ -115,4 +116,15 @@ func runDevice(ctx context.Context, k kernels.Kernel, p kernels.Problem, qh, kh,
 // does) and brings the outputs back: what a test comparing two runs of one kernel needs.
 func RunDevice(ctx context.Context, k kernels.Kernel, p kernels.Problem, q, kk, v, dout *tensor.Host, backward bool) (Outputs, error) {
 	return runDevice(ctx, k, p, q, kk, v, dout, backward)
+}
+
+// passError labels a pass's failure with the pass, unless it is the failure of an
+// earlier phase (kernels.PhaseError: an external worker's hello or supports) that the
+// pass only reported: that one names its own phase.
+func passError(k kernels.Kernel, pass string, err error) error {
+	var pe *kernels.PhaseError
+	if errors.As(err, &pe) {
+		return err
+	}
+	return fmt.Errorf("%s %s: %w", k.Name(), pass, err)
 }

@@ -88,7 +88,6 @@ template <int R> DEV void reg_fence(float (&r)[R]) {
 template <typename T> struct Ops;
 template <> struct Ops<__nv_bfloat16> {
   template <int TB> static DEV void ss128(float (&d)[64], u64 a, u64 b, int s) { wgmma_ss_bf16_n128<0, TB>(d, a, b, s); }
-  template <int TA, int TB> static DEV void ss128t(float (&d)[64], u64 a, u64 b, int s) { wgmma_ss_bf16_n128<TA, TB>(d, a, b, s); }
   template <int TA, int TB> static DEV void ss64(float (&d)[32], u64 a, u64 b, int s) { wgmma_ss_bf16_n64<TA, TB>(d, a, b, s); }
   template <int TB> static DEV void rs128(float (&d)[64], const unsigned (&a)[4], u64 b, int s) { wgmma_rs_bf16_n128<TB>(d, a, b, s); }
   template <int TB> static DEV void rs64(float (&d)[32], const unsigned (&a)[4], u64 b, int s) { wgmma_rs_bf16_n64<TB>(d, a, b, s); }
@@ -99,7 +98,6 @@ template <> struct Ops<__nv_bfloat16> {
 };
 template <> struct Ops<__half> {
   template <int TB> static DEV void ss128(float (&d)[64], u64 a, u64 b, int s) { wgmma_ss_fp16_n128<0, TB>(d, a, b, s); }
-  template <int TA, int TB> static DEV void ss128t(float (&d)[64], u64 a, u64 b, int s) { wgmma_ss_fp16_n128<TA, TB>(d, a, b, s); }
   template <int TA, int TB> static DEV void ss64(float (&d)[32], u64 a, u64 b, int s) { wgmma_ss_fp16_n64<TA, TB>(d, a, b, s); }
   template <int TB> static DEV void rs128(float (&d)[64], const unsigned (&a)[4], u64 b, int s) { wgmma_rs_fp16_n128<TB>(d, a, b, s); }
   template <int TB> static DEV void rs64(float (&d)[32], const unsigned (&a)[4], u64 b, int s) { wgmma_rs_fp16_n64<TB>(d, a, b, s); }
@@ -116,15 +114,6 @@ template <typename T> struct PV<T, 128> {
 };
 template <typename T> struct PV<T, 64> {
   static DEV void run(float (&o)[32], const unsigned (&a)[4], u64 db) { Ops<T>::template rs64<1>(o, a, db, 1); }
-};
-
-// dQ (m64 x D) += dS (m64 x k16: dS^T's rows read MN-major) * K (k16 x D, MN-major).
-template <typename T, int D> struct DQ;
-template <typename T> struct DQ<T, 128> {
-  static DEV void run(float (&d)[64], u64 da, u64 db, int s) { Ops<T>::template ss128t<1, 1>(d, da, db, s); }
-};
-template <typename T> struct DQ<T, 64> {
-  static DEV void run(float (&d)[32], u64 da, u64 db, int s) { Ops<T>::template ss64<1, 1>(d, da, db, s); }
 };
 
 // ---- bulk copies and reductions -----------------------------------------------------
@@ -472,12 +461,7 @@ DEV void fence_async_global() { asm volatile("fence.proxy.async.global;\n" ::: "
 // and passes the turn on. Blocks run in key-tile order (blockIdx.y, not the heaviest-first
 // order) and without the rotation, so a block waits only on lower key tiles, which were
 // started before it: no cycle.
-// ALT: the consumer warpgroups take turns at dQ: step it's whole dQ (64 queries x D, over
-// all 128 keys) is computed and staged by warpgroup it % 2 alone, which waits for the
-// other's half of dS^T at a named barrier (1 + it % 2) that the other only arrives at and
-// goes on to its next step: the two warpgroups fall out of lock step, one's S^T/dP^T
-// products running while the other finishes dQ.
-template <int D, typename T, bool OVERLAP, bool DET, bool ALT>
+template <int D, typename T, bool DET>
 DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const TmaDesc &tdo, const TmaDesc &tdq,
                   const float *__restrict__ lse2, const float *__restrict__ dsum, T *__restrict__ dk,
                   T *__restrict__ dv, int sq, int sk, int hq, int hkv, int sq_pad, float scale, float scale_log2,
@@ -521,10 +505,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
   __syncthreads();
 
   if (wg == 0) {
-    if (OVERLAP)
-      asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
-    else
-      asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
     if (tid == 0 && iters > 0) {
       tma_prefetch_desc(&tq);
       tma_prefetch_desc(&tdo);
@@ -559,15 +540,6 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
           }
           fence_async_global();
         }
-        if (ALT) {  // one stage of D columns a step, from whichever warpgroup had the turn
-          mbar_wait(&dqFull[0], it & 1);
-#pragma unroll
-          for (int b = 0; b < D / 32; b++) tma_reduce_add2(&tdq, sdQ + b * BBM9 * 32, b * 32, h * sq_pad + q0);
-          bulk_commit();
-          bulk_wait_read0();
-          mbar_arrive(&dqEmpty[0]);
-          continue;
-        }
 #pragma unroll
         for (int c = 0; c < 2; c++) {
           mbar_wait(&dqFull[c], it & 1);
@@ -593,10 +565,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     return;
   }
 
-  if (OVERLAP)  // two accumulator groups in flight: at 232 registers it spilled 32 bytes
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n" ::: "memory");
-  else
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
   const int cw = wg - 1;  // consumer warpgroup: keys 64 cw .. 64 cw + 63 of the block
   const int lt = tid % 128, warp = lt / 32, lane = lt % 32, g = lane / 4, t = lane % 4;
   const int kr = cw * 64 + warp * 16 + g;  // this thread's key rows in the block: kr, kr + 8
@@ -620,65 +589,6 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     float st[32], dpt[32];
     unsigned pa[4][4], sa[4][4];
     mbar_wait(&fullQ[s], ph);
-    if (OVERLAP) {
-      // S^T and dP^T as two groups: P^T is computed while dP^T runs, and dS^T while
-      // dV += P^T dO runs
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < D / 16; kk++) {
-        const int c = kk / 4, k16 = (kk % 4) * 16;
-        const T *ka = sK + c * BBN9 * CHUNK + cw * 64 * CHUNK + k16;
-        const T *qb = cQ + c * BBM9 * CHUNK + k16;
-        Ops<T>::template ss64<0, 0>(st, sw128_desc(ka, 16, 1024), sw128_desc(qb, 16, 1024), kk > 0);
-      }
-      wgmma_commit();
-#pragma unroll
-      for (int kk = 0; kk < D / 16; kk++) {
-        const int c = kk / 4, k16 = (kk % 4) * 16;
-        const T *va = sV + c * BBN9 * CHUNK + cw * 64 * CHUNK + k16;
-        const T *ob = cdO + c * BBM9 * CHUNK + k16;
-        Ops<T>::template ss64<0, 0>(dpt, sw128_desc(va, 16, 1024), sw128_desc(ob, 16, 1024), kk > 0);
-      }
-      wgmma_commit();
-      const unsigned long long bits = ref >= 0 ? tile_bits<BBM9, true>(wl, ref, k0 + kr, q0, t) : ~0ull;
-      wgmma_wait<1>();
-      reg_fence(st);
-#pragma unroll
-      for (int j = 0; j < BBM9 / 8; j++)
-#pragma unroll
-        for (int c = 0; c < 4; c++) {
-          const int ql = j * 8 + 2 * t + (c % 2);
-          const bool ok = bits >> (j * 4 + c) & 1ull;
-          st[4 * j + c] = ok ? exp2f(st[4 * j + c] * scale_log2 - cL[ql]) : 0.f;
-        }
-#pragma unroll
-      for (int kk = 0; kk < 4; kk++)
-#pragma unroll
-        for (int x = 0; x < 4; x++) pa[kk][x] = Ops<T>::pack(st[8 * kk + 2 * x], st[8 * kk + 2 * x + 1]);
-      reg_fence(dva);
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < 4; kk++) PV<T, D>::run(dva, pa[kk], sw128_desc(cdO + kk * 16 * CHUNK, BBM9 * CHUNK * 2, 1024));
-      wgmma_commit();
-      wgmma_wait<1>();
-      reg_fence(dpt);
-#pragma unroll
-      for (int j = 0; j < BBM9 / 8; j++)
-#pragma unroll
-        for (int c = 0; c < 4; c++) {
-          const int ql = j * 8 + 2 * t + (c % 2);
-          dpt[4 * j + c] = st[4 * j + c] * (dpt[4 * j + c] - cDs[ql]);
-        }
-#pragma unroll
-      for (int kk = 0; kk < 4; kk++)
-#pragma unroll
-        for (int x = 0; x < 4; x++) sa[kk][x] = Ops<T>::pack(dpt[8 * kk + 2 * x], dpt[8 * kk + 2 * x + 1]);
-      reg_fence(dka);
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < 4; kk++) PV<T, D>::run(dka, sa[kk], sw128_desc(cQ + kk * 16 * CHUNK, BBM9 * CHUNK * 2, 1024));
-      wgmma_commit();
-    } else {
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < D / 16; kk++) {
@@ -725,7 +635,6 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
       PV<T, D>::run(dka, sa[kk], sw128_desc(cQ + kk * 16 * CHUNK, BBM9 * CHUNK * 2, 1024));
     }
     wgmma_commit();
-    }
     // dS^T to shared memory (rows keys, 64 query columns: one 128-byte swizzled row each)
 #pragma unroll
     for (int kk = 0; kk < 4; kk++)
@@ -736,41 +645,6 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
         *reinterpret_cast<unsigned *>(dS + off) = sa[kk][x];
       }
     fence_async_smem();
-    if (ALT) {
-      const int owner = it & 1;
-      if (cw != owner) {  // hand this half of dS^T over and go on
-        named_arrive(1 + owner, 256);
-        wgmma_wait<0>();
-        reg_fence(dva);
-        reg_fence(dka);
-        mbar_arrive(&emptyQ[s]);
-        continue;
-      }
-      named_sync(1 + owner, 256);  // both halves of dS^T written
-      float dqf[D / 2];
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < BBN9 / 16; kk++)
-        DQ<T, D>::run(dqf, sw128_desc(dS + kk * 16 * CHUNK, 16, 1024), sw128_desc(sK + kk * 16 * CHUNK, BBN9 * CHUNK * 2, 1024), kk > 0);
-      wgmma_commit();
-      wgmma_wait<0>();
-      reg_fence(dva);
-      reg_fence(dka);
-      reg_fence(dqf);
-      mbar_arrive(&emptyQ[s]);
-      mbar_wait(&dqEmpty[0], (it & 1) ^ 1);  // the writer has read step it-1's stage (either warpgroup's)
-#pragma unroll
-      for (int j = 0; j < D / 8; j++)
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-          const int row = warp * 16 + g + r * 8, col = j * 8 + 2 * t;
-          const int off = (col / 32) * BBM9 * 32 + row * 32 + ((((col % 32) / 4) ^ (row & 7)) << 2) + (col % 4);
-          *reinterpret_cast<float2 *>(sdQ + off) = make_float2(dqf[4 * j + 2 * r] * scale, dqf[4 * j + 2 * r + 1] * scale);
-        }
-      fence_async_smem();
-      mbar_arrive(&dqFull[0]);
-      continue;
-    }
     if (L::kSplit)
       named_sync(1, 256);  // both halves of dS^T written
     else
@@ -872,23 +746,21 @@ DEV void dq90_convert(const float *__restrict__ acc, T *__restrict__ dq, int sq,
     fwd_sm90<D, T, PERSIST>(tq, tk, tv, o, lse, sq, sk, hq, hkv, scale_log2,                                       \
                             WorkList{order, start, entries, refs, slices, row_tiles, per_head});                   \
   }
-#define SM90_BWD(FN, NAME, T, D, OVERLAP, DET, ALT)                                                                                   \
+#define SM90_BWD(FN, NAME, T, D, DET)                                                                                   \
   extern "C" __global__ void __launch_bounds__(SNT, 1) FN##_##NAME##_d##D(                                        \
       const __grid_constant__ TmaDesc tq, const __grid_constant__ TmaDesc tk, const __grid_constant__ TmaDesc tv,   \
       const __grid_constant__ TmaDesc tdo, const __grid_constant__ TmaDesc tdq, const float *lse2, const float *dsum, \
       T *dk, T *dv, int sq, int sk, int hq, int hkv, int sq_pad, float scale, float scale_log2, const int *order,     \
       const int *start, const int *entries, const int *refs, const int *slices, int row_tiles, int per_head,        \
       const int *ranks, int *locks) {                                                                                \
-    bwd_sm90<D, T, OVERLAP, DET, ALT>(tq, tk, tv, tdo, tdq, lse2, dsum, dk, dv, sq, sk, hq, hkv, sq_pad, scale, scale_log2, \
+    bwd_sm90<D, T, DET>(tq, tk, tv, tdo, tdq, lse2, dsum, dk, dv, sq, sk, hq, hkv, sq_pad, scale, scale_log2, \
                                  WorkList{order, start, entries, refs, slices, row_tiles, per_head}, ranks, locks); \
   }
 #define SM90_ENTRIES(NAME, T, D)                                                                                   \
   SM90_FWD(fwd90, NAME, T, D, false)                                                                               \
   SM90_FWD(fwd90p, NAME, T, D, true)                                                                               \
-  SM90_BWD(bwd90, NAME, T, D, false, false, false)                                                                 \
-  SM90_BWD(bwd90o, NAME, T, D, true, false, false)                                                                 \
-  SM90_BWD(bwd90d, NAME, T, D, false, true, false)                                                                 \
-  SM90_BWD(bwd90a, NAME, T, D, false, false, true)                                                                 \
+  SM90_BWD(bwd90, NAME, T, D, false)                                                                               \
+  SM90_BWD(bwd90d, NAME, T, D, true)                                                                               \
   extern "C" __global__ void bwd90_pre_##NAME##_d##D(const T *o, const T *dout, const float *lse, float *dsum,      \
                                                     float *lse2, int sq, int hq, int sq_pad) {                     \
     bwd90_pre<D, T>(o, dout, lse, dsum, lse2, sq, hq, sq_pad);                                                     \

@@ -72,14 +72,6 @@ var (
 	// reductions are issued by a warp of the producer warpgroup.
 	bwdSM90 = variant{fn: "bwd90", qTile: 64, kTile: 128, threads: 384, sharedPerDim: (2*128 + 4*64) * 2,
 		sharedFixed: 2*128*64*2 + 2*64*64*4 + 2*2*64*4 + 8*9 + 1024, transposedList: true, swizzledDQ: true}
-	// Experiment of issue 19 (docs/perf.md): the backward with S^T and dP^T as two groups,
-	// P^T computed while dP^T runs and dS^T while dV runs, 240 registers to the consumers.
-	bwdSM90O = variant{fn: "bwd90o", qTile: 64, kTile: 128, threads: 384, sharedPerDim: bwdSM90.sharedPerDim,
-		sharedFixed: bwdSM90.sharedFixed, transposedList: true, swizzledDQ: true}
-	// Experiment: the consumer warpgroups take turns at dQ (each step's whole dQ by one of
-	// them), so they leave lock step.
-	bwdSM90A = variant{fn: "bwd90a", qTile: 64, kTile: 128, threads: 384, sharedPerDim: bwdSM90.sharedPerDim,
-		sharedFixed: bwdSM90.sharedFixed, transposedList: true, swizzledDQ: true}
 )
 
 // archVariant is a code path of the kernel: the entry points of its forward and backward
@@ -96,8 +88,6 @@ type archVariant struct {
 // first it can run.
 var archVariants = []archVariant{
 	{name: "sm90", doc: "Hopper: TMA + wgmma, warp-specialised (a producer and two consumer warpgroups); forward 128x128 tiles with the consumer warpgroups taking turns (pingpong; persistent when rows are short), backward 128 keys x 64 queries with dQ staged swizzled and added by TMA reductions", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90},
-	{name: "sm90a", doc: "experiment: sm90 with the consumer warpgroups taking turns at dQ (each step's whole dQ by one of them, the other going on to its next step)", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90A},
-	{name: "sm90o", doc: "experiment: sm90 with the backward's S^T and dP^T as two groups, P^T computed while dP^T runs and dS^T while dV runs (240 registers to the consumers)", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90O},
 	{name: "sm80", doc: "Ampere and later: mma.sync forward and backward (cp.async double buffering)", major: 8, fwd: fwdSM80, bwd: bwdSM80},
 }
 

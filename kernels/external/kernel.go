@@ -29,8 +29,11 @@ type Kernel struct {
 	mu       sync.Mutex
 	supports map[string]supportEntry
 	deferred error // a worker failure met in Supports, reported by the next pass
-	dev      *hostDevice
-	calls    int
+	// failed is this case's worker failure (hello or supports): until the next case
+	// (BeginCase) no request starts a new worker, each is answered with it.
+	failed error
+	dev    *hostDevice
+	calls  int
 }
 
 type supportEntry struct {
@@ -39,10 +42,44 @@ type supportEntry struct {
 }
 
 var (
-	_ kernels.Kernel    = (*Kernel)(nil)
-	_ kernels.Describer = (*Kernel)(nil)
-	_ kernels.SelfTimer = (*Kernel)(nil)
+	_ kernels.Kernel     = (*Kernel)(nil)
+	_ kernels.Describer  = (*Kernel)(nil)
+	_ kernels.SelfTimer  = (*Kernel)(nil)
+	_ kernels.CaseScoped = (*Kernel)(nil)
 )
+
+// BeginCase forgets the last case's worker failure: the next request may start a new
+// worker (--on-worker-crash restart).
+func (k *Kernel) BeginCase() {
+	k.mu.Lock()
+	k.failed, k.deferred = nil, nil
+	k.mu.Unlock()
+}
+
+// fail keeps a worker failure met in phase for the rest of the case, labelled by the
+// phase; other errors pass unchanged.
+func (k *Kernel) fail(phase string, err error) error {
+	if !errors.Is(err, ErrWorkerFailed) {
+		return err
+	}
+	var pe *kernels.PhaseError
+	if !errors.As(err, &pe) {
+		err = &kernels.PhaseError{Kernel: k.name, Phase: phase, Err: err}
+	}
+	k.mu.Lock()
+	if k.failed == nil {
+		k.failed = err
+	}
+	k.mu.Unlock()
+	return err
+}
+
+// caseFailure is this case's worker failure, if any.
+func (k *Kernel) caseFailure() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.failed
+}
 
 // NewKernel makes the kernel remote of worker w under longca's name.
 func NewKernel(name, remote string, w *Worker, timeout time.Duration) *Kernel {
@@ -67,13 +104,20 @@ func (d *hostDevice) Name() string { return d.name }
 // Device is host memory named after the worker's device ("NVIDIA H200", or "cpu" for a
 // worker that computes on the CPU); "unavailable" when the worker does not start.
 func (k *Kernel) Device() tensor.Device {
+	if k.caseFailure() != nil {
+		return &hostDevice{CPU: &tensor.CPU{}, name: "unavailable"}
+	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.dev != nil {
 		return k.dev
 	}
 	name := "unavailable"
-	if h, err := k.w.Hello(context.Background(), k.helloTimeout()); err == nil {
+	h, err := k.w.Hello(context.Background(), k.helloTimeout())
+	if err != nil && errors.Is(err, ErrWorkerFailed) && k.failed == nil {
+		k.failed = &kernels.PhaseError{Kernel: k.name, Phase: "hello", Err: err}
+	}
+	if err == nil {
 		if name = h.Device; name == "" {
 			name = "unknown"
 		}
@@ -99,9 +143,12 @@ func (k *Kernel) callTimeout() time.Duration {
 
 // info is the worker's description of this kernel, or why it cannot run here.
 func (k *Kernel) info(ctx context.Context) (kernelInfo, *reply, error) {
+	if err := k.caseFailure(); err != nil {
+		return kernelInfo{}, nil, err
+	}
 	h, err := k.w.Hello(ctx, k.helloTimeout())
 	if err != nil {
-		return kernelInfo{}, nil, err
+		return kernelInfo{}, nil, k.fail("hello", err)
 	}
 	if k.remote == "" {
 		if len(h.Kernels) != 1 {
@@ -190,7 +237,7 @@ func (k *Kernel) supported(ctx context.Context, p kernels.Problem) (string, erro
 	}
 	r, err := k.w.Call(ctx, "supports", &problemRequest{Kernel: ki.Name, Problem: pj}, k.callTimeout())
 	if err != nil {
-		k.defer_(err)
+		k.defer_(k.fail("supports", err))
 		return "", nil
 	}
 	switch r.Status {

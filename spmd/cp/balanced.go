@@ -29,15 +29,16 @@ func (Balanced) Doc() string {
 	return "blocks placed by mask area (equal work per rank); each rank fetches exactly the K/V blocks it attends to, staged p2p; dK/dV back to owners"
 }
 
-// Meshes implements Method: one mesh, 1 x N, with the user's block.
+// Meshes implements Method: one mesh, its own (BalancedUlysses x N/U), with the user's
+// block and stages.
 func (Balanced) Meshes(fixed Config) []Config {
 	c := fixed
 	c.Ulysses, c.Ring, c.Windows = 0, 0, 0
 	return []Config{c}
 }
 
-// Plan validates the problem and computes the dispatch (Balance) with cfg.Block, or
-// DefaultBlock, and cfg.Stages (DefaultStages).
+// Plan validates the problem and computes the dispatch (Balance) over N/U ranks
+// (BalancedUlysses) with cfg.Block, or DefaultBlock, and cfg.Stages (DefaultStages).
 func (Balanced) Plan(cfg Config, p kernels.Problem) (*Plan, error) {
 	const method = "balanced"
 	if err := p.Validate(); err != nil {
@@ -56,17 +57,46 @@ func (Balanced) Plan(cfg Config, p kernels.Problem) (*Plan, error) {
 	if cfg.Block < 0 {
 		return nil, fmt.Errorf("%s: block of %d tokens (--cp-block): use a positive size, or 0 for the default", method, cfg.Block)
 	}
-	if cfg.Block == 0 {
-		cfg.Block = DefaultBlock(p.Mask.SeqQ, n)
+	if cfg.Stages < 0 {
+		return nil, fmt.Errorf("%s: %d stages (--cp-stages): use a positive number, or 0 for the default", method, cfg.Stages)
 	}
-	d, err := Balance(p.Mask, n, cfg.Block, cfg.Stages)
+	u := BalancedUlysses(n, p)
+	ring := n / u
+	if cfg.Block == 0 {
+		cfg.Block = DefaultBlock(p.Mask.SeqQ, ring)
+	}
+	d, err := Balance(p.Mask, ring, cfg.Block, DefaultStages(n, cfg.Stages))
 	if err != nil {
 		return nil, err
 	}
-	cfg.Ulysses, cfg.Ring, cfg.Windows, cfg.Stages = 1, n, 1, d.NumStages()
+	cfg.Ulysses, cfg.Ring, cfg.Windows, cfg.HeadFirst, cfg.Stages = u, ring, 1, true, d.NumStages()
 	lay := d.Layout()
-	return &Plan{Method: method, Problem: p, Config: cfg, Layout: lay, Tokens: lay.Local,
-		HeadsQ: p.HeadsQ, HeadsKV: p.HeadsKV, Dispatch: d}, nil
+	pl := &Plan{Method: method, Problem: p, Config: cfg, Layout: lay, Tokens: lay.Local / u,
+		HeadsQ: p.HeadsQ / u, Dispatch: d}
+	if p.HeadsKV >= u {
+		pl.HeadsKV = p.HeadsKV / u
+	} else {
+		pl.HeadsKV, pl.ReplicateKV = 1, true
+	}
+	return pl, nil
+}
+
+// BalancedUlysses is balanced's Ulysses degree on n ranks: 1 up to 8 ranks (one node:
+// the dispatch alone), else the largest divisor of n of at most 8 (a node's GPUs) that the
+// query heads split over and the KV heads split over or replicate onto: Ulysses inside
+// the node, the dispatch across nodes, so what crosses nodes is K/V of 1/U of the heads
+// and the blocks are placed node by node.
+func BalancedUlysses(n int, p kernels.Problem) int {
+	if n <= 8 {
+		return 1
+	}
+	u := 1
+	for c := 2; c <= 8; c++ {
+		if n%c == 0 && p.HeadsQ%c == 0 && p.HeadsKV > 0 && (p.HeadsKV%c == 0 || c%p.HeadsKV == 0) {
+			u = c
+		}
+	}
+	return u
 }
 
 // stageMask is the sub-mask of rank r's queries against the keys of its stage s.
@@ -237,11 +267,26 @@ func (b *balancedRun) fetchPost(s int, k, v tensor.Tensor, buf kvPair) func(c co
 // attention runs meanwhile, then each stage's attention once its blocks are in, and the
 // fetch of stage s+Window after it, into its buffer. Partials merge by log-sum-exp.
 func (Balanced) Forward(ctx context.Context, r *Run, q, k, v, out, lse tensor.Tensor) error {
+	r.dropSaved()
+	if r.Plan.Config.Ulysses > 1 {
+		return r.headsForward(q, k, v, out, lse, func(q, k, v, out, lse tensor.Tensor) error {
+			return balancedForward(ctx, r, q, k, v, out, lse)
+		})
+	}
+	return balancedForward(ctx, r, q, k, v, out, lse)
+}
+
+// balancedForward is the forward over the ring of dispatch ranks (after the all-to-all
+// to head shards when Ulysses > 1).
+func balancedForward(ctx context.Context, r *Run, q, k, v, out, lse tensor.Tensor) error {
 	b, err := newBalancedRun(r)
 	if err != nil {
 		return err
 	}
 	pl, d := r.Plan, b.d
+	if d.NumStages() <= 1 {
+		return b.forwardOne(ctx, q, k, v, out, lse)
+	}
 	lr, hq, dim := pl.Layout.Local, pl.HeadsQ, pl.Problem.HeadDim
 	a := &arena{o: r.ops}
 	defer a.release()
@@ -313,11 +358,25 @@ func (Balanced) Forward(ctx context.Context, r *Run, q, k, v, out, lse tensor.Te
 // adds what came back into its fp32 accumulators one stage later. dQ accumulates
 // locally.
 func (Balanced) Backward(ctx context.Context, r *Run, q, k, v, out, lse, dout, dq, dk, dv tensor.Tensor) error {
+	if r.Plan.Config.Ulysses > 1 {
+		return r.headsBackward(q, dout, dq, dk, dv, func(q, k, v, out, lse, dout, dq, dk, dv tensor.Tensor) error {
+			return balancedBackward(ctx, r, q, k, v, out, lse, dout, dq, dk, dv)
+		})
+	}
+	return balancedBackward(ctx, r, q, k, v, out, lse, dout, dq, dk, dv)
+}
+
+// balancedBackward is the backward over the ring of dispatch ranks (on the head shards
+// when Ulysses > 1).
+func balancedBackward(ctx context.Context, r *Run, q, k, v, out, lse, dout, dq, dk, dv tensor.Tensor) error {
 	b, err := newBalancedRun(r)
 	if err != nil {
 		return err
 	}
 	pl, d := r.Plan, b.d
+	if d.NumStages() <= 1 {
+		return b.backwardOne(ctx, q, k, v, out, lse, dout, dq, dk, dv)
+	}
 	lr, hq, dim := pl.Layout.Local, pl.HeadsQ, pl.Problem.HeadDim
 	kvShape := k.Shape()
 	tail := kvShape[1:]
@@ -474,30 +533,38 @@ func (Balanced) Backward(ctx context.Context, r *Run, q, k, v, out, lse, dout, d
 	return r.ops.convert(dv, acc.v)
 }
 
-// RankCommBytes implements RankBytes: what rank sends in one pass: the forward sends its
-// blocks to the ranks that fetch them (K and V); the backward sends them again and the
-// fp32 dK/dV partials of the blocks it fetched back to their owners.
+// RankCommBytes implements RankBytes: what rank sends in one pass: the all-to-alls of a
+// Ulysses group (as the engine's: q, k, v, out and lse forward; dout, dq, dk, dv
+// backward), and over the dispatch ring the forward sends its blocks to the ranks that
+// fetch them (K and V); the backward sends them again and the fp32 dK/dV partials of the
+// blocks it fetched back to their owners.
 func (Balanced) RankCommBytes(pl *Plan, rank int, pass kernels.Pass) int64 {
 	d := pl.Dispatch
 	if d == nil {
 		return 0
 	}
+	_, ring := pl.Coords(rank)
 	row := int64(pl.HeadsKV * pl.Problem.HeadDim)
 	var sent int64
 	for s := range d.NumStages() {
-		for _, x := range d.Sends(rank, s) {
+		for _, x := range d.Sends(ring, s) {
 			sent += int64(x.N)
 		}
 	}
 	blk := int64(d.Block)
-	kv := 2 * sent * blk * row * int64(pl.Problem.DType.Size())
-	back := 2 * int64(d.Fetched[rank]) * blk * row * 4
+	es := int64(pl.Problem.DType.Size())
+	kv := 2 * sent * blk * row * es
+	back := 2 * int64(d.Fetched[ring]) * blk * row * 4
+	// One all-to-all block of each tensor (engineBytes' Ulysses part).
+	u, t, dim := int64(pl.Config.Ulysses), int64(pl.Tokens), int64(pl.Problem.HeadDim)
+	hq, hkv := int64(pl.HeadsQ), int64(pl.HeadsKV)
+	qBlock, kvBlock := t*hq*dim*es, t*hkv*dim*es
 	var b int64
 	if pass == kernels.Fwd || pass == kernels.FwdBwd {
-		b += kv
+		b += kv + (u-1)*(2*qBlock+2*kvBlock+hq*t*4)
 	}
 	if pass == kernels.Bwd || pass == kernels.FwdBwd {
-		b += kv + back
+		b += kv + back + (u-1)*(2*qBlock+2*kvBlock)
 	}
 	return b
 }

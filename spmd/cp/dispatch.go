@@ -79,10 +79,11 @@ func DefaultBlock(seq, ranks int) int {
 	return min(b, 512)
 }
 
-// DefaultStages resolves --cp-stages: as given when positive; else one stage up to 8
-// ranks (one node: the fetch moves fast, and every further stage costs a log-sum-exp
-// merge of the rank's whole output, which the fetch it would hide does not), the pyramid
-// (0, stageCaps) past that, where the fetch crosses nodes and must overlap compute.
+// DefaultStages resolves --cp-stages on a world of ranks ranks: as given when positive;
+// else one stage up to 8 ranks (one node: the fetch moves fast, and every further stage
+// costs a log-sum-exp merge of the rank's whole output, which the fetch it would hide does
+// not), the pyramid (0, stageCaps) past that, where the fetch crosses nodes and must
+// overlap compute.
 func DefaultStages(ranks, stages int) int {
 	if stages > 0 {
 		return stages
@@ -230,6 +231,9 @@ func needsOf(m mask.Mask, nb, block int) blockNeeds {
 // (the heaviest of them to the least loaded first), so every rank holds the same number
 // of tokens; then swaps between the most loaded rank and the least loaded ones bring
 // every rank within DispatchTolerance of the mean area where block sizes allow.
+//
+// stages bounds the stages a rank's fetch is cut into (stageCaps: 1 one piece, k > 1
+// doubling pieces, 0 the pyramid).
 func Balance(m mask.Mask, ranks, block, stages int) (*Dispatch, error) {
 	if ranks < 1 {
 		return nil, fmt.Errorf("balanced: %d ranks: need at least 1 (--ranks)", ranks)
@@ -244,7 +248,7 @@ func Balance(m mask.Mask, ranks, block, stages int) (*Dispatch, error) {
 		return nil, fmt.Errorf("balanced: %d stages (--cp-stages): use a positive number, or 0 for the default", stages)
 	}
 	d, needs := newDispatch(m, ranks, block)
-	d.stages = DefaultStages(ranks, stages)
+	d.stages = stages
 	d.assign(needs)
 	d.plan(needs)
 	return d, nil

@@ -1,12 +1,19 @@
 package cp
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/longca/longca/comm"
+	"github.com/longca/longca/comm/local"
+	"github.com/longca/longca/kernels"
+	"github.com/longca/longca/kernels/check"
+	"github.com/longca/longca/kernels/ref"
 	"github.com/longca/longca/mask"
+	"github.com/longca/longca/tensor"
 )
 
 // cpMask builds a CP benchmark mask of seq tokens as longca cp does.
@@ -205,6 +212,109 @@ func BenchmarkDispatch1M1024(b *testing.B) {
 	for range b.N {
 		if _, err := Balance(m, 1024, blk, 0); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestBalancedBufferBytes: the device memory balanced's buffers take on the emulated
+// device (its peak, less the pass's inputs and outputs) is what BufferBytes estimates
+// before the run, within a fifth, never more; and the bound for the memory guard is at
+// least that.
+func TestBalancedBufferBytes(t *testing.T) {
+	m, _ := New("balanced")
+	for _, name := range mask.CPMasks() {
+		for _, c := range [][2]int{{4, 0}, {8, 0}, {8, 3}, {4, 2}} {
+			n, stages := c[0], c[1]
+			spec, err := mask.Build(name, n*64, testMaskOptions(3))
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := kernels.Problem{HeadsQ: 8, HeadsKV: 2, HeadDim: 16, DType: tensor.BF16, Mask: spec.Mask}
+			pl, err := m.Plan(Config{Ranks: n, Stages: stages}, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			q, k, v, dout := inputs(p, 11)
+			peaks := make([]int64, n)
+			err = local.Run(n, func(c comm.Comm) error {
+				f := newFakePrims(newEmulator())
+				r, err := NewRun(pl, queuedKernel{ref.New(ref.Options{}), f}, c)
+				if err != nil {
+					return err
+				}
+				defer r.Close()
+				r.ops = deviceOps{p: f, part: tensor.FP32}
+				if _, err := Execute(context.Background(), m, r, q, k, v, dout, true); err != nil {
+					return err
+				}
+				peaks[c.Rank()] = f.peak
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			qb := int64(pl.Tokens * pl.HeadsQ * p.HeadDim * p.DType.Size())
+			kvb := int64(pl.Tokens * pl.HeadsKV * p.HeadDim * p.DType.Size())
+			io := 4*qb + 4*kvb + int64(pl.HeadsQ*pl.Tokens*4) // q, out, dout, dq; k, v, dk, dv; lse
+			got := slices.Max(peaks) - io
+			want := Balanced{}.BufferBytes(pl, kernels.FwdBwd)
+			if got > want || float64(got) < 0.8*float64(want) {
+				t.Fatalf("%s n%d (%d stages): buffers took %d bytes at the peak, BufferBytes says %d", name, n, pl.Config.Stages, got, want)
+			}
+			passes := []kernels.Pass{kernels.Fwd, kernels.Bwd}
+			if bound := MethodBufferBound(nil, pl.Tokens, n, 8, 2, 16, tensor.BF16, passes, stages); bound < float64(want) {
+				t.Fatalf("%s n%d: the guard's bound %g is below the plan's %d", name, n, bound, want)
+			}
+			if b := MethodBufferBound([]string{"ring-p2p", "ulysses"}, pl.Tokens, n, 8, 2, 16, tensor.BF16, passes, 0); b != 0 {
+				t.Fatalf("the guard's bound without balanced is %g, want 0 (the generic estimate)", b)
+			}
+		}
+	}
+}
+
+// TestBalancedStagesMatchReference: balanced's staged path (fetches in flight in a
+// window, partials merged, gradients returned a stage behind) on every mask, with 2 and 3
+// stages and the pyramid at 16 ranks, forward and backward against the single-device
+// reference, each rank's bytes as RankCommBytesOf says. (The table of
+// TestMethodsMatchReference runs the default, one stage, up to 8 ranks.)
+func TestBalancedStagesMatchReference(t *testing.T) {
+	m, _ := New("balanced")
+	var cache refCache
+	staged, cases := 0, 0
+	defer func() {
+		// Most cases must really be staged (a small fetch may take one stage).
+		if !t.Failed() && 2*staged < cases {
+			t.Fatalf("only %d of %d cases ran more than one stage", staged, cases)
+		}
+	}()
+	for mi, name := range mask.Names() {
+		spec, err := mask.Build(name, testSeq, testMaskOptions(uint64(1+mi)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := kernels.Problem{HeadsQ: 4, HeadsKV: 2, HeadDim: 16, DType: tensor.BF16, Mask: spec.Mask}
+		for ci, c := range [][2]int{{4, 2}, {8, 3}, {16, 0}} {
+			t.Run(fmt.Sprintf("%s/n%d-s%d", name, c[0], c[1]), func(t *testing.T) {
+				pl, err := m.Plan(Config{Ranks: c[0], Stages: c[1]}, p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				cases++
+				if pl.Config.Stages > 1 {
+					staged++
+				}
+				q, k, v, dout := inputs(p, uint64(100*mi+ci))
+				exact, naive := cache.get(t, fmt.Sprint(mi, ci), p, q, k, v, dout)
+				got, counted := runCase(t, m, pl, q, k, v, dout)
+				if rep := check.CompareOutputs(got, exact, naive, kernels.FwdBwd); !rep.Pass {
+					t.Fatalf("%d stages: %s", pl.Config.Stages, rep)
+				}
+				for r, cb := range counted {
+					if fwd, bwd := RankCommBytesOf(pl, r, kernels.Fwd), RankCommBytesOf(pl, r, kernels.Bwd); cb != [2]int64{fwd, bwd} {
+						t.Fatalf("rank %d sent %v; RankCommBytesOf says %d, %d", r, cb, fwd, bwd)
+					}
+				}
+			})
 		}
 	}
 }

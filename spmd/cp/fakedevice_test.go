@@ -33,6 +33,7 @@ type fakePrims struct {
 	cpu      *tensor.CPU
 	mu       sync.Mutex
 	live     int64
+	peak     int64 // the most live bytes
 	deferred bool
 	q        *fakeQueue
 	marks    int // Mark calls (a transfer's host wait for the compute): none when event-ordered
@@ -191,6 +192,7 @@ func (f *fakePrims) Alloc(dt tensor.DType, shape ...int) (tensor.Tensor, error) 
 		h, f.pool[k] = l[len(l)-1].Reshape(shape...), l[:len(l)-1]
 	}
 	f.live += int64(k[1] * dt.Size())
+	f.peak = max(f.peak, f.live)
 	f.mu.Unlock()
 	if h == nil {
 		h = tensor.NewHost(dt, shape...)

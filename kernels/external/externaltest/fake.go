@@ -25,8 +25,9 @@ import (
 
 // FakeEnv names the environment variable that turns a test binary into the fake worker:
 // its value is the mode (ok, wrong, unsupported, oom, crash, crash-once, hang,
-// malformed, badid, version, crash-hello, garbage-hello, slow-hello, timed-variant: its
-// backward timings name the variant that ran, fake-timed-bwd).
+// malformed, badid, version, crash-hello, garbage-hello, slow-hello, crash-supports,
+// hang-supports, nan (a NaN in the output), timed-variant: its backward timings name the
+// variant that ran, fake-timed-bwd).
 const FakeEnv = "LONGCA_FAKE_WORKER"
 
 // StateEnv names a folder where the fake keeps state across its restarts (crash-once).
@@ -98,6 +99,13 @@ func Serve(mode string, in io.Reader, out, errw io.Writer) int {
 					{"name": "gone", "doc": "never here", "available": false, "reason": "no such device here"},
 				}})
 		case "supports":
+			switch mode {
+			case "crash-supports":
+				fmt.Fprintln(errw, "fake worker: dying during supports")
+				return 5
+			case "hang-supports":
+				time.Sleep(time.Hour)
+			}
 			if reason := unsupported(mode, r); reason != "" {
 				send(map[string]any{"id": r.ID, "status": "unsupported", "reason": reason})
 				continue
@@ -213,8 +221,11 @@ func compute(mode string, r request) error {
 		return err
 	}
 	if r.Op == "forward" {
-		if mode == "wrong" {
+		switch mode {
+		case "wrong":
 			out.Set(0, out.At(0)+0.5)
+		case "nan":
+			out.Set(1, math.NaN())
 		}
 		if err := write("out", out); err != nil {
 			return err

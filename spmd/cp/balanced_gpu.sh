@@ -1,0 +1,103 @@
+#!/bin/sh
+# The balanced round on the GPU machine: the six CP methods x the 4 CP masks x fwd,bwd at
+# 8K tokens per rank on 8 simulated ranks of one GPU (comm/local, the device mover,
+# event-ordered transfers), every case checked, with the kernel alone measured in the same
+# run (--baseline measure) and the transfers timed apart (--overlap); once with
+# --kernel cuda, once with --kernel cudnn. Build here with `make cp-device` (carry
+# bin/cp-device.tgz alone; this script unpacks it), then from the repository root there:
+#   sh spmd/cp/balanced_gpu.sh OUTDIR
+# Each kernel's sweep is one process over every method (the baseline kernel runs and the
+# NVRTC compile are shared by the methods), balanced first, bounded by `timeout`; rows are
+# written as they are measured, so a sweep cut short keeps what it finished. What bounds
+# the time: the checks run the CPU reference at the smallest size CheckSize allows
+# (--check-budget 5e8: 512 tokens, heads down to 8:1 where the method plans the same way;
+# ulysses keeps 64:8), one warm-up and two timed iterations, one sample. Measured on the
+# H200 before (DEVICE.md, data/h200): a method's sweep took 45-60 s in a process of its
+# own; one process for six methods about 4 minutes a kernel. Budget: CP_BUDGET seconds in
+# all (default 460), cuda first (CP_CUDA_TIME, default 250), cudnn with what is left.
+# Logs and results go to OUTDIR (default /tmp/longca-balanced); the table of cp_efficiency
+# (fwd / bwd per method and mask, each kernel) comes last.
+# Environment: CP_METHODS, CP_MASKS, CP_TOKENS (8K), CP_ITERS (2), CP_WARMUP (1),
+# CP_KERNELS ("cuda cudnn"), CP_HEADS, CP_HEAD_DIM (64:8, 128: only to try it on a CPU).
+set -u
+out=${1:-/tmp/longca-balanced}
+if [ ! -x bin/longca ] && [ -f bin/cp-device.tgz ]; then
+	tar -C bin -xzf bin/cp-device.tgz || exit 1
+fi
+rm -rf "$out"
+mkdir -p "$out"
+export LONGCA_CACHE_DIR=${LONGCA_CACHE_DIR:-/tmp/longca-nvrtc}
+export NCCL_NVLS_ENABLE=0
+methods=${CP_METHODS:-balanced,ulysses,ring-allgather,usp,loongtrain,ring-p2p}
+masks=${CP_MASKS:-full,causal,full_document_long,causal_document_long}
+tokens=${CP_TOKENS:-8K}
+kernels=${CP_KERNELS:-cuda cudnn}
+heads=${CP_HEADS:-64:8}
+hdim=${CP_HEAD_DIM:-128}
+iters=${CP_ITERS:-2}
+warmup=${CP_WARMUP:-1}
+budget=${CP_BUDGET:-460}
+cudatime=${CP_CUDA_TIME:-250}
+start=$(date +%s)
+summary="$out/summary.txt"
+: >"$summary"
+note() { echo "$*" | tee -a "$summary"; }
+status() { case $1 in 0) echo ok ;; 124 | 137) echo "TIMEOUT (rows so far kept)" ;; skip) echo "SKIPPED (out of time)" ;; *) echo "FAIL($1)" ;; esac; }
+rows() { grep -o '"message":"cp"' "$1" | wc -l; }
+notok() { grep '"message":"cp"' "$1" | grep -vc '"status":"ok"'; }
+nmethods=$(echo "$methods" | tr ',' '\n' | grep -c .)
+nmasks=$(echo "$masks" | tr ',' '\n' | grep -c .)
+want=$((nmethods * nmasks * 2))
+for k in $kernels; do
+	left=$((start + budget - $(date +%s)))
+	t=$left
+	[ "$k" = cuda ] && [ "$cudatime" -lt "$t" ] && t=$cudatime
+	if [ "$t" -lt 20 ]; then
+		note "longca cp --kernel $k: $(status skip)"
+		continue
+	fi
+	timeout -k 5 "$t" bin/longca --log-format json cp --ranks 8 --kernel "$k" --methods "$methods" --tokens-per-rank "$tokens" \
+		--ulysses 2 --ring 4 --windows 2 --overlap --masks "$masks" --heads "$heads" --head-dim "$hdim" --dtype bf16 \
+		--passes fwd,bwd --samples 1 -w "$warmup" -n "$iters" --check --check-budget 5e8 --baseline measure \
+		--out "$out/$k" --run-id "balanced-$k" >"$out/$k.log" 2>&1
+	rc=$?
+	note "longca cp --ranks 8 --kernel $k, $nmethods methods: $(status $rc) in $(($(date +%s) - start)) s so far; rows $(rows "$out/$k.log") (want $want), not ok $(notok "$out/$k.log")"
+	[ "$rc" = 0 ] || tail -3 "$out/$k.log"
+done
+note "elapsed $(($(date +%s) - start)) s"
+
+echo "# ---- steps"
+cat "$summary"
+for k in $kernels; do
+	[ -d "$out/$k" ] || continue
+	bin/longca merge "$out/$k" --out "$out/$k.arrow" >/dev/null 2>&1 || continue
+	echo "# ---- --kernel $k: longca report"
+	bin/longca report "$out/$k.arrow" 2>&1 | sed -n '/^# CP methods/,$p' >"$out/$k.report"
+	cat "$out/$k.report"
+done
+# The compact table: cp_efficiency fwd / bwd per method (mesh) and mask, from the
+# report's CP table (columns: method mesh mask heads pass samples time TFLOPs/rank
+# ranks/dev device kernel eff ...; a row without eff shows its status).
+for k in $kernels; do
+	[ -f "$out/$k.report" ] || continue
+	echo "# ---- cp_efficiency fwd / bwd, --kernel $k, 8 ranks on one GPU, $tokens tokens per rank"
+	awk -v masks="$masks" '
+		BEGIN { n = split(masks, ms, ","); printf "%-22s", "# method"; for (i = 1; i <= n; i++) printf " %22s", ms[i]; printf "\n" }
+		/^  [a-z]/ && ($5 == "fwd" || $5 == "bwd") {
+			key = $1 " " $2
+			if (!(key in seen)) { seen[key] = 1; order[++m] = key }
+			v = ($12 ~ /^[0-9.]+$/) ? $12 : "-"
+			eff[key, $3, $5] = v
+		}
+		END {
+			for (j = 1; j <= m; j++) {
+				printf "%-22s", order[j]
+				for (i = 1; i <= n; i++) {
+					f = eff[order[j], ms[i], "fwd"]; b = eff[order[j], ms[i], "bwd"]
+					if (f == "") f = "-"; if (b == "") b = "-"
+					printf " %22s", f " / " b
+				}
+				printf "\n"
+			}
+		}' "$out/$k.report"
+done
