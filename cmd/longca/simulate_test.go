@@ -375,3 +375,57 @@ func TestSimulatePredictsH200Rows(t *testing.T) {
 	i := strings.Index(out, "# compared")
 	t.Log(strings.TrimSpace(out[i : strings.Index(out[i:], "\n")+i]))
 }
+
+// TestDocumentsReachKernelAndSimulate: --dist, --counts and --max-doc reach the masks of
+// longca kernel and longca simulate, and their rows record them (cp: TestCPOnUserDocuments).
+func TestDocumentsReachKernelAndSimulate(t *testing.T) {
+	tmp := t.TempDir()
+	dir := filepath.Join(tmp, "sim")
+	_, errOut, code := captureRun(t, "--log-level", "warn", "simulate", "--gpus", "8", "--dist", "magiattention", "--masks", "causal_document",
+		"--methods", "ulysses", "--samples", "2", "--tokens-per-rank", "1K", "--heads", "16:4", "--out", dir)
+	if code != 0 {
+		t.Fatalf("simulate: exit %d: %s", code, errOut)
+	}
+	rows, _, err := results.ReadRows(results.MergedPath(dir, filepath.Base(dir)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 2*2 {
+		t.Fatalf("%d rows, want 2 samples x 2 passes", len(rows))
+	}
+	for _, r := range rows {
+		if r.DocSource != "magiattention" || r.MaxDoc == nil || *r.MaxDoc != 8*1024/4 || !strings.Contains(r.MaskParams, `"max_doc":"2048"`) {
+			t.Fatalf("simulate row: doc_source %q, max_doc %v, params %s; want magiattention, S/4 = 2048", r.DocSource, r.MaxDoc, r.MaskParams)
+		}
+	}
+	counts := filepath.Join(tmp, "c.txt")
+	if err := os.WriteFile(counts, []byte("100\n300\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir = filepath.Join(tmp, "kernel")
+	_, errOut, code = captureRun(t, "--log-level", "warn", "kernel", "--kernels", "ref", "--masks", "causal_document,causal", "--seqlens", "512",
+		"--heads", "4:2", "--head-dim", "16", "--passes", "fwd", "-w", "0", "-n", "1", "--counts", counts, "--max-doc", "64", "--out", dir)
+	if code != 0 {
+		t.Fatalf("kernel: exit %d: %s", code, errOut)
+	}
+	if rows, _, err = results.ReadRows(filepath.Join(dir, results.FileName(filepath.Base(dir), 0, 1))); err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, r := range rows {
+		switch r.Mask {
+		case "causal_document":
+			seen++
+			if !strings.HasPrefix(r.DocSource, "counts:c.txt@") || r.MaxDoc == nil || *r.MaxDoc != 64 || r.Status != results.StatusOK {
+				t.Fatalf("kernel row: %s doc_source %q max_doc %v", r.Status, r.DocSource, r.MaxDoc)
+			}
+		case "causal":
+			if r.DocSource != "" || r.MaxDoc != nil {
+				t.Fatalf("causal has no documents: doc_source %q max_doc %v", r.DocSource, r.MaxDoc)
+			}
+		}
+	}
+	if seen != 1 {
+		t.Fatalf("%d causal_document rows, want 1", seen)
+	}
+}
