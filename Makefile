@@ -6,7 +6,7 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 TAGS    ?= $(shell command -v mpicc >/dev/null 2>&1 && echo mpi)
 LDFLAGS := -X main.Version=$(VERSION)
 
-.PHONY: build run test unit integration lint bench doc-tables gpu-test device cp-device cp-gpu-test overhead-device cudnn-device clean
+.PHONY: build run test unit integration lint bench doc-tables gpu-test device cp-device cp-gpu-test overhead-device merge-device cudnn-device clean
 
 build:
 	$(GO) build -tags '$(TAGS)' -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/longca
@@ -79,6 +79,19 @@ overhead-device:
 	d=$$(mktemp -d) && git archive $(OVERHEAD_BEFORE) | tar -x -C $$d && \
 		(cd $$d && $(GO) build -ldflags '-s -w' -o $(CURDIR)/bin/longca-before ./cmd/longca); rc=$$?; rm -rf $$d; exit $$rc
 	tar -C bin -czf bin/overhead-device.tgz longca longca-before
+
+# merge-device: what spmd/cp/merge-bench.sh runs on the GPU machine (the ring's merges
+# per step, docs/cp-gpu.md): bin/longca, bin/longca-before built from MERGE_BEFORE (main
+# before the merge rewrite) for the A/B in the same call, and bin/cp.test (the helper
+# kernels against their emulation), packed as bin/merge-device.tgz (carry it alone).
+MERGE_BEFORE ?= 8bfcca3
+merge-device:
+	mkdir -p bin
+	$(GO) build -ldflags '$(LDFLAGS) -s -w' -o bin/longca ./cmd/longca
+	$(GO) test -c -tags gpu -ldflags '-s -w' -o bin/cp.test ./spmd/cp
+	d=$$(mktemp -d) && git archive $(MERGE_BEFORE) | tar -x -C $$d && \
+		(cd $$d && $(GO) build -ldflags '-s -w' -o $(CURDIR)/bin/longca-before ./cmd/longca); rc=$$?; rm -rf $$d; exit $$rc
+	tar -C bin -czf bin/merge-device.tgz longca longca-before cp.test
 
 # cp-gpu-test: spmd/cp's GPU tests (helper kernels against their emulation, every method
 # on the GPU against the CPU reference): bin/cp.test, run there with -test.run '^TestGPU'.

@@ -77,6 +77,13 @@ func (s CPSweep) Problem(h Heads, m mask.Mask) kernels.Problem {
 	return kernels.Problem{HeadsQ: h.Q, HeadsKV: h.KV, HeadDim: s.HeadDim, DType: s.DType, Mask: m}
 }
 
+// PlanSample builds the mask of sample (0 is the first: seed Seed) and plans the case on
+// it at the sweep's length: the one place a CP case's mask is built and planned (the
+// run, its checks and baseline, the dry run's table, simulate's predictions).
+func (s CPSweep) PlanSample(c CPCase, sample int) (cp.Method, *cp.Plan, mask.Spec, error) {
+	return s.plan(c, s.SeqLen, c.Heads, s.Seed+uint64(sample))
+}
+
 // plan builds sample's mask and plans the case on it.
 func (s CPSweep) plan(c CPCase, seqlen int, h Heads, seed uint64) (cp.Method, *cp.Plan, mask.Spec, error) {
 	m, err := cp.New(c.Method)
@@ -87,18 +94,23 @@ func (s CPSweep) plan(c CPCase, seqlen int, h Heads, seed uint64) (cp.Method, *c
 	if err != nil {
 		return m, nil, spec, fmt.Errorf("mask %s at S=%d: %w", c.Mask, seqlen, err)
 	}
-	cfg := c.Config
-	cfg.Docs = docs
-	pl, err := m.Plan(cfg, s.Problem(h, spec.Mask))
+	pl, err := s.planOn(m, c, h, spec, docs)
 	return m, pl, spec, err
 }
 
-// Cases expands the sweep for n ranks: every method x each mesh it runs on
-// (Method.Meshes) x masks x heads. Each case's first sample is planned, so an impossible
-// configuration is known before any work: such a case carries Skip (it becomes
-// unsupported rows). The error is a method that does not exist or a mask that cannot be
-// laid out at this length: the flags' fault.
-func (s CPSweep) Cases(n int) ([]CPCase, error) {
+// planOn plans case c with heads h on a built mask and its documents: the one place a
+// CP case is planned.
+func (s CPSweep) planOn(m cp.Method, c CPCase, h Heads, spec mask.Spec, docs []mask.Range) (*cp.Plan, error) {
+	cfg := c.Config
+	cfg.Docs = docs
+	return m.Plan(cfg, s.Problem(h, spec.Mask))
+}
+
+// Configs expands the sweep for n ranks without planning: every method x each mesh it
+// runs on (Method.Meshes) x masks x heads, in that order; a method that has no mesh of
+// its own on n ranks (cp.MeshRefuser) gives cases that carry Skip. It is the case
+// description `longca cp` (through Cases) and `longca simulate` share.
+func (s CPSweep) Configs(n int) ([]CPCase, error) {
 	var out []CPCase
 	fixed := s.Mesh
 	fixed.Ranks = n
@@ -113,25 +125,10 @@ func (s CPSweep) Cases(n int) ([]CPCase, error) {
 		}
 		for _, cfg := range m.Meshes(fixed) {
 			for _, mk := range s.Masks {
-				spec, docs, err := s.build(mk, s.SeqLen, s.Seed)
-				if err != nil {
-					return nil, fmt.Errorf("mask %s at seqlen %d: %w", mk, s.SeqLen, err)
-				}
 				for _, h := range s.Heads {
 					c := CPCase{Method: name, Config: cfg, Mask: mk, Heads: h}
 					if refused != nil {
 						c.Skip = Unsupported(refused)
-						out = append(out, c)
-						continue
-					}
-					withDocs := cfg
-					withDocs.Docs = docs
-					pl, err := m.Plan(withDocs, s.Problem(h, spec.Mask))
-					if err != nil {
-						c.Skip = Unsupported(err)
-					} else {
-						c.Config = pl.Config
-						c.Config.Docs = nil
 					}
 					out = append(out, c)
 				}
@@ -139,4 +136,47 @@ func (s CPSweep) Cases(n int) ([]CPCase, error) {
 		}
 	}
 	return out, nil
+}
+
+// Cases expands the sweep for n ranks (Configs) and plans each case's first sample, so an
+// impossible configuration is known before any work: such a case carries Skip (it
+// becomes unsupported rows). The error is a method that does not exist or a mask that
+// cannot be laid out at this length: the flags' fault.
+func (s CPSweep) Cases(n int) ([]CPCase, error) {
+	cases, err := s.Configs(n)
+	if err != nil {
+		return nil, err
+	}
+	type built struct {
+		spec mask.Spec
+		docs []mask.Range
+	}
+	masks := map[string]built{}
+	for i := range cases {
+		c := &cases[i]
+		b, ok := masks[c.Mask]
+		if !ok {
+			spec, docs, err := s.build(c.Mask, s.SeqLen, s.Seed)
+			if err != nil {
+				return nil, fmt.Errorf("mask %s at seqlen %d: %w", c.Mask, s.SeqLen, err)
+			}
+			b = built{spec, docs}
+			masks[c.Mask] = b
+		}
+		if c.Skip != nil {
+			continue
+		}
+		m, err := cp.New(c.Method)
+		if err != nil {
+			return nil, err
+		}
+		pl, err := s.planOn(m, *c, c.Heads, b.spec, b.docs)
+		if err != nil {
+			c.Skip = Unsupported(err)
+		} else {
+			c.Config = pl.Config
+			c.Config.Docs = nil
+		}
+	}
+	return cases, nil
 }

@@ -2,11 +2,12 @@ package present
 
 import (
 	"fmt"
-	"github.com/longca/longca/results"
 	"image/color"
 	"os"
 	"path/filepath"
 	"sort"
+
+	"github.com/longca/longca/results"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"

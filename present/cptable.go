@@ -2,11 +2,12 @@ package present
 
 import (
 	"fmt"
-	"github.com/longca/longca/results"
 	"io"
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/longca/longca/results"
 )
 
 // cpKey groups a CP table's rows: one line per method, mesh, mask, heads and pass, the

@@ -1,9 +1,10 @@
 package present
 
 import (
-	"github.com/longca/longca/results"
 	"strings"
 	"testing"
+
+	"github.com/longca/longca/results"
 )
 
 // TestCPTable: one line per method, mesh, mask, heads and pass (samples averaged, only

@@ -2,11 +2,12 @@ package present
 
 import (
 	"fmt"
-	"github.com/longca/longca/results"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/longca/longca/results"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -103,4 +104,15 @@ func sizeLabel(n int) string {
 		return fmt.Sprintf("%dK", n>>10)
 	}
 	return fmt.Sprint(n)
+}
+
+// WriteAllPlots draws both kinds of plot of a summary into dir: TFLOP/s against length
+// (WritePlots) and kernels side by side per length (WriteBarCharts); it returns how many.
+func WriteAllPlots(dir string, s Summary) (int, error) {
+	lines, err := WritePlots(dir, s)
+	if err != nil {
+		return 0, err
+	}
+	bars, err := WriteBarCharts(dir, s)
+	return len(lines) + len(bars), err
 }

@@ -2,10 +2,11 @@ package present
 
 import (
 	"fmt"
-	"github.com/longca/longca/results"
 	"io"
 	"math"
 	"strings"
+
+	"github.com/longca/longca/results"
 )
 
 // Fastest is the kernel with the most TFLOP/s among a case's ok cells ("" when none is

@@ -2,10 +2,11 @@ package present
 
 import (
 	"fmt"
-	"github.com/longca/longca/results"
 	"io"
 	"sort"
 	"strings"
+
+	"github.com/longca/longca/results"
 )
 
 // CaseKey identifies one row of a report: a mask at one length, head setting and pass.
@@ -190,4 +191,20 @@ func WriteTable(w io.Writer, title string, s Summary) error {
 	}
 	t.Summary = []string{b.String()}
 	return t.Write(w)
+}
+
+// WriteReport prints the nccl-tests style table of rows and, when several kernels ran,
+// each one's ratio to the fastest: what `longca kernel`, `run` and `report` print.
+func WriteReport(w io.Writer, rows []results.Row, pass, title string) error {
+	sum := Summarize(rows, pass)
+	if err := WriteTable(w, title, sum); err != nil {
+		return err
+	}
+	if len(sum.Kernels) < 2 {
+		return nil
+	}
+	if _, err := io.WriteString(w, "#\n"); err != nil {
+		return err
+	}
+	return WriteRatioTable(w, "each kernel's TFLOP/s over the fastest kernel's, per case", sum)
 }

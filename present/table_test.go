@@ -1,11 +1,12 @@
 package present
 
 import (
-	"github.com/longca/longca/results"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/longca/longca/results"
 )
 
 func reportRows() []results.Row {

@@ -2,9 +2,10 @@ package present
 
 import (
 	"fmt"
-	"github.com/longca/longca/results"
 	"io"
 	"strings"
+
+	"github.com/longca/longca/results"
 )
 
 // TextTable is the one text table of longca, in the style of nccl-tests: '#' title

@@ -129,7 +129,7 @@ func Bootstrap(ctx context.Context, w World, timeout time.Duration) (*Store, *St
 			return nil, nil, err
 		}
 		dial = srv.Addr()
-		if len(cfg.Secret) == 0 {
+		if _, warned := warnedNoSecret.LoadOrStore(dial, true); !warned && len(cfg.Secret) == 0 {
 			Warn(fmt.Sprintf("spmd: no shared secret for this job (%s unset, no MPI to share one): any process that can reach port %d and knows the job id %q can join as a rank; set %s (or %s) in every rank's environment, see docs/cluster.md#security", EnvToken, w.MasterPort, cfg.Job, EnvToken, EnvTokenFile))
 		}
 	}
@@ -152,6 +152,10 @@ func Bootstrap(ctx context.Context, w World, timeout time.Duration) (*Store, *St
 // Warn prints a warning of the runtime (the CLI points it at its logger); by default
 // one line on stderr.
 var Warn = func(msg string) { fmt.Fprintln(os.Stderr, msg) }
+
+// warnedNoSecret keeps the stores (by address) whose missing secret was warned of: a
+// process that bootstraps twice (Share, then the backend) warns once.
+var warnedNoSecret sync.Map
 
 // bindError is a store that could not listen on its address.
 type bindError struct {

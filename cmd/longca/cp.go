@@ -81,7 +81,6 @@ type cpOptions struct {
 	dtype           tensor.DType
 	ulysses, ring   int
 	windows         int
-	block, stages   int // balanced's dispatch block and stages (--cp-block, --cp-stages); 0: the defaults
 	headFirst       bool
 	sharding        cp.Sharding
 	samples         int
@@ -97,20 +96,56 @@ type cpOptions struct {
 	baseline        string // measure, none or a file
 	out, runID      string
 	dryRun          bool
+	block, stages   int          // balanced's dispatch block and stages (--cp-block, --cp-stages); 0: the defaults
 	links           *sim.Machine // emulated links between in-process ranks (--links)
 	docs            harness.Docs // where document masks' lengths come from (--dist, --counts, --max-doc)
 }
 
 // parseCPFlags checks every flag; bad input is one line naming the flag, exit status 2.
 func parseCPFlags(c *cli.Context) (cpOptions, error) {
-	o := cpOptions{
-		headDim: c.Int("head-dim"), ulysses: c.Int("ulysses"), ring: c.Int("ring"), windows: c.Int("windows"),
-		block: c.Int("cp-block"), stages: c.Int("cp-stages"), headFirst: c.Bool("head-first"), samples: c.Int("samples"), seed: c.Uint64("seed"),
-		warmup: c.Int("warmup"), iters: c.Int("iters"), check: c.Bool("check") && !c.Bool("no-check"),
-		checkBudget: c.Float64("check-budget"), ranks: c.Int("ranks"), kernel: c.String("kernel"),
-		staged: c.Bool("staged"), overlap: c.Bool("overlap"), baseline: c.String("baseline"),
-		out: c.String("out"), runID: c.String("run-id"), dryRun: c.Bool("dry-run"),
+	o, err := cpSweepFlags(c)
+	if err != nil {
+		return o, err
 	}
+	o.warmup, o.iters, o.check = c.Int("warmup"), c.Int("iters"), c.Bool("check") && !c.Bool("no-check")
+	o.checkBudget, o.ranks, o.kernel = c.Float64("check-budget"), c.Int("ranks"), c.String("kernel")
+	o.staged, o.overlap, o.baseline, o.dryRun = c.Bool("staged"), c.Bool("overlap"), c.String("baseline"), c.Bool("dry-run")
+	if o.warmup < 0 || o.iters < 1 {
+		return o, usageError("-w %d -n %d: warm-ups must be >= 0 and iterations >= 1", o.warmup, o.iters)
+	}
+	if !(o.checkBudget > 0) || math.IsInf(o.checkBudget, 0) {
+		return o, usageError("--check-budget %g: give a positive number of multiply-adds (default %g)", o.checkBudget, harness.DefaultCheckBudget)
+	}
+	if c.IsSet("ranks") && o.ranks < 1 {
+		return o, usageError("--ranks %d: need at least 1", o.ranks)
+	}
+	if !slices.Contains(kernels.Names(), o.kernel) {
+		return o, usageError("--kernel: unknown kernel %q: registered are %s", o.kernel, strings.Join(kernels.Names(), ", "))
+	}
+	if c.IsSet("links") {
+		m, err := sim.LoadMachine(c.String("links"))
+		if err != nil {
+			return o, usageError("--links: %v", err)
+		}
+		o.links = &m
+	}
+	switch o.baseline {
+	case "measure", "none":
+	default:
+		if _, err := os.Stat(o.baseline); err != nil {
+			return o, usageError("--baseline %q: neither measure, none nor a readable results file (%v)", o.baseline, err)
+		}
+	}
+	return o, nil
+}
+
+// cpSweepFlags reads the flags `longca cp` and `longca simulate` share, the CP sweep they
+// describe alike: methods, masks, lengths, heads, mesh, sharding, samples, documents,
+// passes, and where the rows go.
+func cpSweepFlags(c *cli.Context) (cpOptions, error) {
+	o := cpOptions{headDim: c.Int("head-dim"), ulysses: c.Int("ulysses"), ring: c.Int("ring"), windows: c.Int("windows"),
+		block: c.Int("cp-block"), stages: c.Int("cp-stages"), headFirst: c.Bool("head-first"), samples: c.Int("samples"), seed: c.Uint64("seed"),
+		out: c.String("out"), runID: c.String("run-id")}
 	o.methods, o.methodsExplicit = splitList(c.String("methods")), c.IsSet("methods")
 	if len(o.methods) == 0 {
 		if o.methodsExplicit {
@@ -124,10 +159,7 @@ func parseCPFlags(c *cli.Context) (cpOptions, error) {
 		}
 	}
 	var err error
-	switch c.String("masks") {
-	case "":
-		o.masks = mask.CPMasks()
-	default:
+	if o.masks = mask.CPMasks(); c.String("masks") != "" {
 		if o.masks, err = parseMasks(c.String("masks")); err != nil {
 			return o, err
 		}
@@ -167,9 +199,6 @@ func parseCPFlags(c *cli.Context) (cpOptions, error) {
 	if o.docs, err = docsFromFlags(c); err != nil {
 		return o, err
 	}
-	if o.warmup < 0 || o.iters < 1 {
-		return o, usageError("-w %d -n %d: warm-ups must be >= 0 and iterations >= 1", o.warmup, o.iters)
-	}
 	for _, p := range splitList(c.String("passes")) {
 		pass, err := kernels.ParsePass(p)
 		if err != nil {
@@ -179,32 +208,6 @@ func parseCPFlags(c *cli.Context) (cpOptions, error) {
 	}
 	if len(o.passes) == 0 {
 		return o, usageError("--passes is empty: use fwd, bwd or fwd+bwd")
-	}
-	if !(o.checkBudget > 0) || math.IsInf(o.checkBudget, 0) {
-		return o, usageError("--check-budget %g: give a positive number of multiply-adds (default %g)", o.checkBudget, harness.DefaultCheckBudget)
-	}
-	if c.IsSet("ranks") && o.ranks < 1 {
-		return o, usageError("--ranks %d: need at least 1", o.ranks)
-	}
-	if !slices.Contains(kernels.Names(), o.kernel) {
-		return o, usageError("--kernel: unknown kernel %q: registered are %s", o.kernel, strings.Join(kernels.Names(), ", "))
-	}
-	if o.checkBudget <= 0 {
-		return o, usageError("--check-budget %g: give a positive number of multiply-adds such as 2e9", o.checkBudget)
-	}
-	if c.IsSet("links") {
-		m, err := sim.LoadMachine(c.String("links"))
-		if err != nil {
-			return o, usageError("--links: %v", err)
-		}
-		o.links = &m
-	}
-	switch o.baseline {
-	case "measure", "none":
-	default:
-		if _, err := os.Stat(o.baseline); err != nil {
-			return o, usageError("--baseline %q: neither measure, none nor a readable results file (%v)", o.baseline, err)
-		}
 	}
 	return o, nil
 }

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/longca/longca/present"
 )
 
 // clearLaunchers unsets every launcher variable Discover reads, so the test sees only
@@ -28,7 +30,7 @@ func TestEnvJSONUnderSlurm(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	var r envReport
+	var r present.EnvReport
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}

@@ -7,18 +7,18 @@ import (
 	"testing"
 
 	"github.com/longca/longca/harness"
-	"github.com/longca/longca/kernels"
+	"github.com/longca/longca/session"
 )
 
 // withMachine runs the test against a host of hostBytes (the estimates do not depend on
 // the machine running the tests).
 func withMachine(t *testing.T, hostBytes float64) {
 	t.Helper()
-	old := machine
-	machine = func() harness.Machine {
+	old := session.Machine
+	session.Machine = func() harness.Machine {
 		return harness.Machine{HostBytes: hostBytes, RefFLOPs: 1e9, DeviceFLOPs: harness.DefaultDeviceFLOPs}
 	}
-	t.Cleanup(func() { machine = old })
+	t.Cleanup(func() { session.Machine = old })
 }
 
 // TestSizesRefusedBeforeAllocating: the requests that ran out of memory (or for hours)
@@ -70,19 +70,5 @@ func TestSlowSweepSaysHowLong(t *testing.T) {
 	}
 	if !strings.Contains(string(logged), "this sweep will take about") || !strings.Contains(string(logged), `"longest_case":"ref full S=64K`) {
 		t.Errorf("no estimate logged:\n%s", logged)
-	}
-}
-
-// TestCPSeconds: a CP sweep's time is its cases' samples x passes x repetitions of the
-// global mask's FLOPs at the rate.
-func TestCPSeconds(t *testing.T) {
-	o := cpOptions{tokensPerRank: 1024, headDim: 64, samples: 3, warmup: 1, iters: 4, seed: 42,
-		passes: []kernels.Pass{kernels.Fwd, kernels.Bwd}, heads: []harness.Heads{{Q: 8, KV: 2}}}
-	cases := []harness.CPCase{{Method: "ring-p2p", Mask: "full", Heads: harness.Heads{Q: 8, KV: 2}}}
-	s := float64(4 * 1024)
-	flops := 4 * s * s * 8 * 64
-	want := 3 * (5*flops + (5*2.5+1)*flops) / 1e9
-	if got := cpSeconds(o, cases, 4, 1e9); got < want*0.999 || got > want*1.001 {
-		t.Errorf("cpSeconds = %g, want %g", got, want)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/longca/longca/spmd"
 	"github.com/mattn/go-isatty"
 	"github.com/rs/zerolog"
 )
@@ -33,6 +34,9 @@ func setupLogger(format, level string) error {
 	}
 	return nil
 }
+
+// init routes the runtime's warnings (a job without a shared secret) to the one logger.
+func init() { spmd.Warn = func(msg string) { log.Warn().Msg(msg) } }
 
 // withRank tags every later log line with the rank and world size.
 func withRank(rank, size int) {

@@ -5,10 +5,11 @@ package main
 import (
 	"errors"
 	"fmt"
-	"github.com/longca/longca/results"
 	"os"
 	"sort"
 	"sync"
+
+	"github.com/longca/longca/results"
 
 	"github.com/longca/longca/kernels/external"
 	"github.com/rs/zerolog"

@@ -2,18 +2,12 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
-	"image"
-	"image/color"
-	"image/png"
-	"io"
 	"os"
-	"slices"
-	"sort"
-	"strings"
 
-	"github.com/longca/longca/dataset"
 	"github.com/longca/longca/mask"
+	"github.com/longca/longca/present"
 	"github.com/urfave/cli/v2"
 )
 
@@ -48,7 +42,7 @@ func masksAction(c *cli.Context) error {
 		if c.IsSet("seqlen") {
 			return usageError("--seqlen given without --mask: name a mask (--mask causal) or drop --seqlen to list them")
 		}
-		writeMaskList(w)
+		present.WriteMaskList(w)
 		return nil
 	}
 	format := c.String("format")
@@ -100,7 +94,11 @@ func masksAction(c *cli.Context) error {
 		}
 	}
 	if p := c.String("png"); p != "" {
-		if err := writeMaskPNG(p, sp.Mask); err != nil {
+		if err := present.WriteMaskPNG(p, sp.Mask); err != nil {
+			var pe *os.PathError
+			if errors.As(err, &pe) && pe.Op == "create" {
+				return usageError("--png: %v", pe.Err)
+			}
 			return err
 		}
 	}
@@ -115,24 +113,8 @@ func masksAction(c *cli.Context) error {
 		_, err = fmt.Fprintf(w, "%s\n", b)
 		return err
 	}
-	writeMaskTable(w, sp, hq, hd)
+	present.WriteMaskTable(w, sp, hq, hd)
 	return nil
-}
-
-// writeMaskList prints the 14 masks, the benchmarks they belong to and a line each.
-func writeMaskList(w io.Writer) {
-	fmt.Fprintf(w, "# %-22s %-10s %s\n", "mask", "bench", "definition (MASKS.md)")
-	kernel, cp := mask.KernelMasks(), mask.CPMasks()
-	for _, n := range mask.Names() {
-		var in []string
-		if slices.Contains(kernel, n) {
-			in = append(in, "kernel")
-		}
-		if slices.Contains(cp, n) {
-			in = append(in, "cp")
-		}
-		fmt.Fprintf(w, "%-24s %-10s %s\n", n, strings.Join(in, ","), mask.Describe(n))
-	}
 }
 
 func writeSpecFile(path string, sp mask.Spec) error {
@@ -142,101 +124,6 @@ func writeSpecFile(path string, sp mask.Spec) error {
 	}
 	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
 		return usageError("--out: %v", err)
-	}
-	return nil
-}
-
-// writeMaskTable prints the summary and the text drawing.
-func writeMaskTable(w io.Writer, sp mask.Spec, headsQ, headDim int) {
-	m := sp.Mask
-	area := m.Area()
-	fmt.Fprintf(w, "# longca masks: %s, S = %d (%s), seed %d\n", sp.Name, m.SeqQ, dataset.FormatSize(m.SeqQ), sp.Seed)
-	var keys []string
-	for k := range sp.Params {
-		if k != "doc_lengths" {
-			keys = append(keys, k+"="+sp.Params[k])
-		}
-	}
-	sort.Strings(keys)
-	if len(keys) > 0 {
-		fmt.Fprintf(w, "# params: %s\n", strings.Join(keys, " "))
-	}
-	fmt.Fprintf(w, "# %8s %16s %10s %14s   (fwd FLOPs = 4 * area * heads_q %d * head_dim %d)\n", "slices", "area", "density", "fwd_flops", headsQ, headDim)
-	fmt.Fprintf(w, "%10d %16d %10.6f %14.4e\n", len(m.Slices), area, m.Density(), 4*float64(area)*float64(headsQ)*float64(headDim))
-	for _, line := range drawMask(m) {
-		fmt.Fprintln(w, line)
-	}
-}
-
-// drawMask draws one character a cell ('#' allowed, '.' not) up to 128 tokens, else
-// the block states on a grid of at most 64 x 64 ('#' full, '+' partial, '.' empty).
-func drawMask(m mask.Mask) []string {
-	var out []string
-	if m.SeqQ <= 128 && m.SeqK <= 128 {
-		out = append(out, "# one character a token: '#' allowed, '.' masked")
-		for q := 0; q < m.SeqQ; q++ {
-			row := make([]byte, m.SeqK)
-			for k := range row {
-				row[k] = '.'
-				if m.Allowed(q, k) {
-					row[k] = '#'
-				}
-			}
-			out = append(out, string(row))
-		}
-		return out
-	}
-	bq, bk := (m.SeqQ+63)/64, (m.SeqK+63)/64
-	bm := mask.Blocks(m, mask.UniformEdges(m.SeqQ, bq), mask.UniformEdges(m.SeqK, bk))
-	out = append(out, fmt.Sprintf("# one character a block of %d x %d tokens: '#' full, '+' partial, '.' empty", bq, bk))
-	nk := len(bm.KEdges) - 1
-	for _, r := range bm.Rows {
-		row := []byte(strings.Repeat(".", nk))
-		for _, e := range r {
-			row[e.K] = '+'
-			if e.State == mask.FullBlock {
-				row[e.K] = '#'
-			}
-		}
-		out = append(out, string(row))
-	}
-	return out
-}
-
-// writeMaskPNG draws the mask as a greyscale image: black allowed, white masked, and
-// grey for partial blocks when the sequence is longer than 512 tokens.
-func writeMaskPNG(path string, m mask.Mask) error {
-	n := min(max(m.SeqQ, m.SeqK), 512)
-	bq, bk := (m.SeqQ+n-1)/n, (m.SeqK+n-1)/n
-	bm := mask.Blocks(m, mask.UniformEdges(m.SeqQ, bq), mask.UniformEdges(m.SeqK, bk))
-	rows, cols := len(bm.QEdges)-1, len(bm.KEdges)-1
-	cell := max(1, 512/max(rows, cols))
-	img := image.NewGray(image.Rect(0, 0, cols*cell, rows*cell))
-	for i := range img.Pix {
-		img.Pix[i] = 255
-	}
-	for i, r := range bm.Rows {
-		for _, e := range r {
-			// Darker the more of the block is allowed.
-			size := float64(bm.QEdges[i+1]-bm.QEdges[i]) * float64(bm.KEdges[e.K+1]-bm.KEdges[e.K])
-			v := uint8(255 * (1 - float64(e.Area)/size) * 0.8)
-			for y := i * cell; y < (i+1)*cell; y++ {
-				for x := e.K * cell; x < (e.K+1)*cell; x++ {
-					img.SetGray(x, y, color.Gray{Y: v})
-				}
-			}
-		}
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return usageError("--png: %v", err)
-	}
-	if err := png.Encode(f, img); err != nil {
-		f.Close()
-		return fmt.Errorf("masks: writing %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("masks: writing %s: %w", path, err)
 	}
 	return nil
 }

@@ -1,11 +1,12 @@
 package main
 
 import (
-	"fmt"
 	"os"
 	"strings"
 
+	"github.com/longca/longca/present"
 	"github.com/longca/longca/results"
+	"github.com/longca/longca/session"
 	"github.com/urfave/cli/v2"
 )
 
@@ -48,30 +49,17 @@ func mergeAction(c *cli.Context) error {
 			return err
 		}
 	}
-	res, err := results.Merge(args[0], results.MergeOptions{
+	res, err := session.Merge(args[0], results.MergeOptions{
 		Out: c.String("out"), Parquet: c.Bool("parquet"), CSV: c.Bool("csv"),
 		AllowMissing: c.Bool("allow-missing"), Runs: c.StringSlice("run"),
 	})
 	if err != nil {
 		return err
 	}
-	w := c.App.Writer
 	for _, s := range res.Skipped {
 		log.Warn().Str("skipped", s).Msg("merge: file left out; its rank counts as missing")
 	}
-	fmt.Fprintf(w, "# merged %d rows of %d run(s): %v\n", res.Rows, len(res.Runs), res.Runs)
-	for _, m := range res.Missing {
-		fmt.Fprintf(w, "# missing (--allow-missing): %s\n", m)
-	}
-	for _, s := range res.Skipped {
-		fmt.Fprintf(w, "# skipped (left out; recorded in longca.skipped): %s\n", s)
-	}
-	for _, t := range res.Truncated {
-		fmt.Fprintf(w, "# truncated (writer did not finish; its finished rows are kept): %s\n", t)
-	}
-	for _, f := range res.Files {
-		fmt.Fprintln(w, f)
-	}
+	present.WriteMerge(c.App.Writer, res)
 	return nil
 }
 

@@ -6,10 +6,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/longca/longca/kernels"
 	"github.com/longca/longca/kernels/external"
 	"github.com/longca/longca/kernels/external/externaltest"
 	"github.com/longca/longca/results"
+	"github.com/longca/longca/session"
 )
 
 func TestMain(m *testing.M) {
@@ -26,9 +26,7 @@ func fakeWorker(t *testing.T, mode string) string {
 	t.Setenv(externaltest.StateEnv, t.TempDir())
 	t.Cleanup(func() { // a worker of one mode must not serve the next test
 		external.CloseAll()
-		madeMu.Lock()
-		made = map[madeKey]kernels.Kernel{}
-		madeMu.Unlock()
+		session.ForgetKernels()
 	})
 	return os.Args[0]
 }

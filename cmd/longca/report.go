@@ -2,10 +2,10 @@ package main
 
 import (
 	"errors"
-	"fmt"
-	"github.com/longca/longca/present"
 	"os"
 	"strings"
+
+	"github.com/longca/longca/present"
 
 	"github.com/longca/longca/kernels"
 	"github.com/longca/longca/results"
@@ -69,37 +69,5 @@ func reportAction(c *cli.Context) error {
 	for _, s := range loaded.Skipped {
 		log.Warn().Str("skipped", s).Msg("report: file left out")
 	}
-	rows := loaded.Rows
-	sum := present.Summarize(rows, pass)
-	title := fmt.Sprintf("longca report: %s (%d rows in all)", path, len(rows))
-	if pass != "" {
-		title += ", showing pass " + pass
-	}
-	if err := writeReportText(c.App.Writer, rows, pass, title); err != nil {
-		return err
-	}
-	// CP rows also get their own table: efficiency, ranks per device, overlap, check.
-	var cpRows []results.Row
-	for _, r := range rows {
-		if r.Bench == "cp" && (pass == "" || r.Pass == pass) {
-			cpRows = append(cpRows, r)
-		}
-	}
-	if len(cpRows) > 0 {
-		if err := present.WriteCPTable(c.App.Writer, "CP methods of "+path, cpRows); err != nil {
-			return err
-		}
-	}
-	if dir != "" {
-		files, err := present.WritePlots(dir, sum)
-		if err != nil {
-			return err
-		}
-		bars, err := present.WriteBarCharts(dir, sum)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(c.App.Writer, "# %d plots in %s (lines: TFLOP/s against length; bars_*: kernels side by side per length)\n", len(files)+len(bars), dir)
-	}
-	return nil
+	return present.WriteReportFull(c.App.Writer, path, loaded.Rows, pass, dir)
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/longca/longca/present"
 	"github.com/longca/longca/results"
 	"github.com/longca/longca/spmd/cp"
 )
@@ -44,7 +45,7 @@ func emulatedMachine(t *testing.T, dir, name string, bw, computeScale float64, f
 type caseKey struct{ method, mesh, mask, pass string }
 
 func keyOf(r results.Row) caseKey {
-	return caseKey{r.Method, rowMeshLabel(r), r.Mask, r.Pass}
+	return caseKey{r.Method, present.RowMeshLabel(r), r.Mask, r.Pass}
 }
 
 // timesOf reads the rows of a run folder: the median time per case (rank 0's row for a

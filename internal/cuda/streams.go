@@ -73,37 +73,24 @@ func (g *Device) EventSync(ev Event) error {
 
 // EventDone says, without waiting, whether the work ev marks has finished
 // (cuEventQuery: CUDA_SUCCESS is true, CUDA_ERROR_NOT_READY false, else an error).
-func (g *Device) EventDone(ev Event) (bool, error) {
-	var done bool
-	err := g.with(func() error {
-		code, err := g.dv.raw("cuEventQuery", uint64(ev))
-		switch {
-		case err != nil:
-			return err
-		case code == 0:
-			done = true
-		case code != errNotReady:
-			return g.dv.errorFor("cuEventQuery", code)
-		}
-		return nil
-	})
-	return done, err
-}
+func (g *Device) EventDone(ev Event) (bool, error) { return g.query("cuEventQuery", uint64(ev)) }
 
 // StreamDone says, without waiting, whether every piece of work queued on st has
-// finished (cuStreamQuery: CUDA_SUCCESS is true, CUDA_ERROR_NOT_READY false, else an
-// error).
-func (g *Device) StreamDone(st Stream) (bool, error) {
+// finished (cuStreamQuery, as EventDone).
+func (g *Device) StreamDone(st Stream) (bool, error) { return g.query("cuStreamQuery", uint64(st)) }
+
+// query calls a cu*Query function on handle with the device's context current.
+func (g *Device) query(fn string, handle uint64) (bool, error) {
 	var done bool
 	err := g.with(func() error {
-		code, err := g.dv.raw("cuStreamQuery", uint64(st))
+		code, err := g.dv.raw(fn, handle)
 		switch {
 		case err != nil:
 			return err
 		case code == 0:
 			done = true
 		case code != errNotReady:
-			return g.dv.errorFor("cuStreamQuery", code)
+			return g.dv.errorFor(fn, code)
 		}
 		return nil
 	})

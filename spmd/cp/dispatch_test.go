@@ -174,15 +174,22 @@ func TestDispatchCausalIsZigzagLike(t *testing.T) {
 // TestDispatchSolverTime prints the dispatch's time at 1M tokens on 1024 ranks (the
 // figures in docs/cp-gpu.md): the blocks' areas and keys from the slices, the placement,
 // and the transfer plan (which blocks every rank fetches from whom, in which stage). It
-// fails past two seconds in all, a bound loose enough for a loaded machine.
+// fails past ten seconds in all: a bound for a loaded machine that still catches a
+// quadratic turn (the figures are in the log).
 func TestDispatchSolverTime(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds 1M-token masks")
 	}
-	for _, name := range mask.CPMasks() {
+	// 1024 ranks of the dispatch alone, and the 128 nodes of 8 it places blocks on at 1024
+	// GPUs past one node (BalancedUlysses).
+	for _, c := range []struct {
+		name  string
+		ranks int
+	}{{"full", 1024}, {"causal", 1024}, {"full_document_long", 1024}, {"causal_document_long", 1024}, {"full_document_long", 128}, {"causal_document_long", 128}} {
+		name := c.name
 		m := cpMask(t, name, 1<<20, 5)
 		t0 := time.Now()
-		d, needs := newDispatch(m, 1024, DefaultBlock(1<<20, 1024))
+		d, needs := newDispatch(m, c.ranks, DefaultBlock(1<<20, c.ranks))
 		d.stages = DefaultStages(1024, 0)
 		t1 := time.Now()
 		d.assign(needs)
@@ -195,9 +202,9 @@ func TestDispatchSolverTime(t *testing.T) {
 				xfers += len(d.RecvStage(r, s).Recv)
 			}
 		}
-		t.Logf("%-22s 1M tokens, 1024 ranks, block %d: needs %v, placement %v, transfer plan %v (%d transfers); imbalance %.4f, %d stages",
-			name, d.Block, t1.Sub(t0).Round(time.Millisecond), t2.Sub(t1).Round(time.Millisecond), t3.Sub(t2).Round(time.Millisecond), xfers, d.Imbalance(), d.NumStages())
-		if el := t3.Sub(t0); el > 2*time.Second {
+		t.Logf("%-22s 1M tokens, %4d ranks, block %d: needs %v, placement %v, transfer plan %v (%d transfers); imbalance %.4f, %d stages",
+			name, c.ranks, d.Block, t1.Sub(t0).Round(time.Millisecond), t2.Sub(t1).Round(time.Millisecond), t3.Sub(t2).Round(time.Millisecond), xfers, d.Imbalance(), d.NumStages())
+		if el := t3.Sub(t0); el > 10*time.Second {
 			t.Fatalf("%s: the dispatch took %v", name, el)
 		}
 	}

@@ -39,8 +39,8 @@ type fakePrims struct {
 	marks    int // Mark calls (a transfer's host wait for the compute): none when event-ordered
 	pool     map[[2]int][]*tensor.Host
 	// calls counts what the methods asked of the device, by name: alloc, fill, convert,
-	// merge, accumulate, copy-rows, heads-sum, sync, mark, record, wait-event, and the
-	// kernel's forward and backward (queuedKernel).
+	// merge, add, accumulate, copy-rows, heads-sum, sync, mark, record, wait-event, and
+	// the kernel's forward and backward (queuedKernel); and helper-bytes (moved).
 	calls map[string]int
 }
 
@@ -48,6 +48,18 @@ type fakePrims struct {
 func (f *fakePrims) count(name string) {
 	f.mu.Lock()
 	f.calls[name]++
+	f.mu.Unlock()
+}
+
+// moved counts, under the key "helper-bytes", the bytes a helper kernel reads and
+// writes (every row; the merge kernel skips some, the count is the most).
+func (f *fakePrims) moved(ts ...tensor.Tensor) {
+	var b int64
+	for _, t := range ts {
+		b += int64(t.Numel() * t.DType().Size())
+	}
+	f.mu.Lock()
+	f.calls["helper-bytes"] += int(b)
 	f.mu.Unlock()
 }
 
@@ -396,6 +408,7 @@ func (f *fakePrims) HeadsSum(x, in tensor.Tensor, u int) error {
 
 func (f *fakePrims) Accumulate(dst, src tensor.Tensor) error {
 	f.count("accumulate")
+	f.moved(dst, dst, src)
 	return f.do(func() error {
 		d, s := dst.(*tensor.Host), src.(*tensor.Host)
 		if d.DType() != tensor.FP32 || d.Numel() != s.Numel() {
@@ -410,6 +423,7 @@ func (f *fakePrims) Accumulate(dst, src tensor.Tensor) error {
 
 func (f *fakePrims) Convert(dst, src tensor.Tensor) error {
 	f.count("convert")
+	f.moved(dst, src)
 	return f.do(func() error {
 		d, s := dst.(*tensor.Host), src.(*tensor.Host)
 		if d.DType() != s.DType() && d.DType() != tensor.FP32 && s.DType() != tensor.FP32 {
@@ -427,31 +441,63 @@ func (f *fakePrims) Fill(t tensor.Tensor, v float64) error {
 	})
 }
 
-func (f *fakePrims) Merge(acc, lacc, out, lse tensor.Tensor) error {
-	f.count("merge")
+func (f *fakePrims) Add(dst, a, b tensor.Tensor) error {
+	f.count("add")
+	f.moved(dst, a, b)
 	return f.do(func() error {
-		a, la, o, l := acc.(*tensor.Host), lacc.(*tensor.Host), out.(*tensor.Host), lse.(*tensor.Host)
-		sh := a.Shape()
+		d, x, y := dst.(*tensor.Host), a.(*tensor.Host), b.(*tensor.Host)
+		if x.Numel() != d.Numel() || y.Numel() != d.Numel() {
+			return fmt.Errorf("fake: adding %v and %v into %v", x.Shape(), y.Shape(), d.Shape())
+		}
+		for i := range d.Numel() {
+			d.Set(i, float64(float32(x.At(i))+float32(y.At(i))))
+		}
+		return nil
+	})
+}
+
+// Merge is the merge kernel's arithmetic (fp32, the weights from float64 exp and log of
+// fp32 values): a side with lse -inf is not read. Like the kernel it refuses an lse
+// output that aliases an input lse, and an out that aliases b.
+func (f *fakePrims) Merge(dst, ldst, a, la, b, lb tensor.Tensor) error {
+	f.count("merge")
+	f.moved(dst, ldst, a, la, b, lb)
+	if ldst == la || ldst == lb || dst == b {
+		return fmt.Errorf("fake: merge with aliased outputs")
+	}
+	return f.do(func() error {
+		o, lo, x, lx, y, ly := dst.(*tensor.Host), ldst.(*tensor.Host), a.(*tensor.Host), la.(*tensor.Host), b.(*tensor.Host), lb.(*tensor.Host)
+		sh := o.Shape()
 		t, h, d := sh[0], sh[1], sh[2]
+		if x.Numel() != o.Numel() || y.Numel() != o.Numel() || lo.Numel() != t*h || lx.Numel() != t*h || ly.Numel() != t*h {
+			return fmt.Errorf("fake: merge of %v and %v into %v", x.Shape(), y.Shape(), sh)
+		}
 		ninf := float32(math.Inf(-1))
 		for row := range t * h {
-			tok, hd := row/h, row%h
-			li := hd*t + tok
-			x, y := float32(la.At(li)), float32(l.At(li))
-			if y == ninf {
-				continue
+			li := (row%h)*t + row/h
+			p, q := float32(lx.At(li)), float32(ly.At(li))
+			wa, wb, lv := float32(0), float32(0), ninf
+			switch {
+			case p != ninf && q != ninf:
+				hi := max(p, q)
+				lv = hi + float32(math.Log(math.Exp(float64(p-hi))+math.Exp(float64(q-hi))))
+				wa, wb = float32(math.Exp(float64(p-lv))), float32(math.Exp(float64(q-lv)))
+			case p != ninf:
+				wa, lv = 1, p
+			case q != ninf:
+				wb, lv = 1, q
 			}
-			wa, wb, lv := float32(0), float32(1), y
-			if x != ninf {
-				hi := max(x, y)
-				lv = hi + float32(math.Log(math.Exp(float64(x-hi))+math.Exp(float64(y-hi))))
-				wa, wb = float32(math.Exp(float64(x-lv))), float32(math.Exp(float64(y-lv)))
+			lo.Set(li, float64(lv))
+			for i := row * d; i < (row+1)*d; i++ {
+				var v float32
+				if wa != 0 {
+					v = wa * float32(x.At(i))
+				}
+				if wb != 0 {
+					v += wb * float32(y.At(i))
+				}
+				o.Set(i, float64(v))
 			}
-			for e := range d {
-				i := row*d + e
-				a.Set(i, float64(wa*float32(a.At(i))+wb*float32(o.At(i))))
-			}
-			la.Set(li, float64(lv))
 		}
 		return nil
 	})

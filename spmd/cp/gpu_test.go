@@ -210,23 +210,53 @@ func TestGPUPrimsMatchEmulation(t *testing.T) {
 	both("fill -inf", 0, 0, []*tensor.Host{rnd(tensor.FP32, H, T)}, func(p devicePrims, ts []tensor.Tensor) error {
 		return p.Fill(ts[0], math.Inf(-1))
 	})
-	// Merge three partials, one with rows of -inf (no keys), into fresh accumulators.
+	// Merge three partials, one with rows of -inf (no keys), into -inf accumulators in
+	// place, the lse alternating between two buffers (it ends in the second); then the
+	// engine's other merges: two bf16 partials into fp32, fp32 and bf16 into bf16, and
+	// two bf16 in place in the first.
 	lses := []*tensor.Host{rnd(tensor.FP32, H, T), rnd(tensor.FP32, H, T), rnd(tensor.FP32, H, T)}
 	for i := range T {
 		lses[1].Set(3*T+i, math.Inf(-1))
 		lses[2].Set(i, math.Inf(-1))
 	}
-	for _, which := range []int{0, 1} {
+	for _, which := range []int{0, 2} {
 		acc, lacc := tensor.NewHost(tensor.FP32, T, H, D), tensor.NewHost(tensor.FP32, H, T)
 		lacc.Fill(math.Inf(-1))
-		ins := []*tensor.Host{acc, lacc, rnd(tensor.BF16, T, H, D), lses[0], rnd(tensor.BF16, T, H, D), lses[1], rnd(tensor.BF16, T, H, D), lses[2]}
+		ins := []*tensor.Host{acc, lacc, rnd(tensor.FP32, H, T), rnd(tensor.BF16, T, H, D), lses[0], rnd(tensor.BF16, T, H, D), lses[1], rnd(tensor.BF16, T, H, D), lses[2]}
 		both(fmt.Sprintf("merge (output %d)", which), 2e-5, which, ins, func(p devicePrims, ts []tensor.Tensor) error {
 			for j := 0; j < 3; j++ {
-				if err := p.Merge(ts[0], ts[1], ts[2+2*j], ts[3+2*j]); err != nil {
+				if err := p.Merge(ts[0], ts[1+(j+1)%2], ts[0], ts[1+j%2], ts[3+2*j], ts[4+2*j]); err != nil {
 					return err
 				}
 			}
 			return nil
+		})
+	}
+	for _, c := range []struct {
+		name    string
+		a, b    tensor.DType
+		d       tensor.DType
+		inPlace bool
+	}{{"bf16+bf16->fp32", tensor.BF16, tensor.BF16, tensor.FP32, false}, {"fp32+bf16->bf16", tensor.FP32, tensor.BF16, tensor.BF16, false},
+		{"bf16+bf16->bf16 in place", tensor.BF16, tensor.BF16, tensor.BF16, true}} {
+		ins := []*tensor.Host{rnd(c.d, T, H, D), rnd(tensor.FP32, H, T), rnd(c.a, T, H, D), lses[1], rnd(c.b, T, H, D), lses[2]}
+		outs := []int{0, 1}
+		if c.inPlace {
+			outs[0] = 2 // dst is a
+		}
+		for _, which := range outs {
+			both("merge "+c.name+fmt.Sprintf(" (output %d)", which), 1e-2, which, ins, func(p devicePrims, ts []tensor.Tensor) error {
+				dst := ts[0]
+				if c.inPlace {
+					dst = ts[2]
+				}
+				return p.Merge(dst, ts[1], ts[2], ts[3], ts[4], ts[5])
+			})
+		}
+	}
+	for _, dt := range []tensor.DType{tensor.BF16, tensor.FP32} {
+		both("add bf16+bf16->"+dt.String(), 1e-6, 0, []*tensor.Host{rnd(dt, T, H, D), rnd(tensor.BF16, T, H, D), rnd(tensor.BF16, T, H, D)}, func(p devicePrims, ts []tensor.Tensor) error {
+			return p.Add(ts[0], ts[1], ts[2])
 		})
 	}
 }

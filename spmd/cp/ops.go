@@ -38,6 +38,11 @@ type ops interface {
 	fill(t tensor.Tensor, v float64) error
 	// merger starts a log-sum-exp merge of [tokens, heads, dim] partial outputs.
 	merger(tokens, heads, dim int) (merger, error)
+	// merge writes into dst, ldst the log-sum-exp merge of the partials (a, la) and
+	// (b, lb); dst may be a, ldst is none of la, lb (stepMerge is its user).
+	merge(dst, ldst, a, la, b, lb tensor.Tensor) error
+	// add writes a + b into dst (dst may be a).
+	add(dst, a, b tensor.Tensor) error
 	// mark returns a wait function that returns once the work enqueued so far has
 	// finished: a transfer into a buffer the compute still reads waits on it.
 	mark() (func() error, error)
@@ -211,6 +216,28 @@ func (hostOps) fill(t tensor.Tensor, v float64) error {
 		return err
 	}
 	h.Fill(v)
+	return nil
+}
+
+func (hostOps) merge(dst, ldst, a, la, b, lb tensor.Tensor) error {
+	hs, err := hosts([]string{"merged out", "merged lse", "first out", "first lse", "second out", "second lse"}, dst, ldst, a, la, b, lb)
+	if err != nil {
+		return err
+	}
+	return mergePair(hs[0], hs[1], hs[2], hs[3], hs[4], hs[5])
+}
+
+func (hostOps) add(dst, a, b tensor.Tensor) error {
+	hs, err := hosts([]string{"sum", "first addend", "second addend"}, dst, a, b)
+	if err != nil {
+		return err
+	}
+	if hs[1].Numel() != hs[0].Numel() || hs[2].Numel() != hs[0].Numel() {
+		return fmt.Errorf("cp: adding %v and %v into %v", hs[1].Shape(), hs[2].Shape(), hs[0].Shape())
+	}
+	for i := range hs[0].Numel() {
+		hs[0].Set(i, hs[1].At(i)+hs[2].At(i))
+	}
 	return nil
 }
 

@@ -38,7 +38,8 @@ type devicePrims interface {
 	Accumulate(dst, src tensor.Tensor) error
 	Convert(dst, src tensor.Tensor) error
 	Fill(t tensor.Tensor, v float64) error
-	Merge(acc, lacc, out, lse tensor.Tensor) error
+	Add(dst, a, b tensor.Tensor) error
+	Merge(dst, ldst, a, la, b, lb tensor.Tensor) error
 }
 
 // cudaPrims are the primitives on one GPU: the helper kernels launch on the device's
@@ -291,31 +292,42 @@ func (d deviceOps) lseOut(l tensor.Tensor, u int) (tensor.Tensor, error) {
 }
 
 func (d deviceOps) accumulate(dst, src tensor.Tensor) error { return d.p.Accumulate(dst, src) }
-func (d deviceOps) convert(dst, src tensor.Tensor) error    { return d.p.Convert(dst, src) }
-func (d deviceOps) fill(t tensor.Tensor, v float64) error   { return d.p.Fill(t, v) }
+func (d deviceOps) add(dst, a, b tensor.Tensor) error       { return d.p.Add(dst, a, b) }
+func (d deviceOps) merge(dst, ldst, a, la, b, lb tensor.Tensor) error {
+	return d.p.Merge(dst, ldst, a, la, b, lb)
+}
+func (d deviceOps) convert(dst, src tensor.Tensor) error  { return d.p.Convert(dst, src) }
+func (d deviceOps) fill(t tensor.Tensor, v float64) error { return d.p.Fill(t, v) }
 
 func (d deviceOps) merger(tokens, heads, dim int) (merger, error) {
-	acc, err := d.p.Alloc(tensor.FP32, tokens, heads, dim)
+	a := &arena{o: d}
+	m := &deviceMerger{d: d, a: a}
+	var err error
+	if m.acc, err = a.scratch(tensor.FP32, tokens, heads, dim); err == nil {
+		if m.lacc[0], err = a.scratch(tensor.FP32, heads, tokens); err == nil {
+			m.lacc[1], err = a.scratch(tensor.FP32, heads, tokens)
+		}
+	}
 	if err != nil {
+		a.release()
 		return nil, err
 	}
-	lacc, err := d.p.Alloc(tensor.FP32, heads, tokens)
-	if err != nil {
-		d.free(acc)
-		return nil, err
-	}
-	return &deviceMerger{d: d, acc: acc, lacc: lacc}, nil
+	return m, nil
 }
 
-// deviceMerger is the log-sum-exp merge as a kernel, into fp32 accumulators. The
-// accumulators are not filled: the first partial is copied in (a row it saw no key for
-// holds out = 0 and lse = -inf, the kernels' contract, which is what the merge of it
-// into empty accumulators gives), the later ones merged. A merge that saw no partial
-// writes out = 0, lse = -inf.
+// deviceMerger is the log-sum-exp merge as a kernel, into an fp32 accumulator, for a
+// method that does not know its number of partials in advance (stepMerge is the
+// cheaper merge of a known number). The accumulators are not filled: the first partial
+// is copied in (a row it saw no key for holds out = 0 and lse = -inf, the kernels'
+// contract, which is what the merge of it into empty accumulators gives), the later
+// ones merged in place, the lse into the other of two buffers (the kernel's lse output
+// may not alias an input). A merge that saw no partial writes out = 0, lse = -inf.
 type deviceMerger struct {
-	d         deviceOps
-	acc, lacc tensor.Tensor
-	n         int // partials added
+	d    deviceOps
+	a    *arena
+	acc  tensor.Tensor
+	lacc [2]tensor.Tensor // the running lse is lacc[n%2]
+	n    int              // partials added
 }
 
 func (m *deviceMerger) add(out, lse tensor.Tensor) error {
@@ -324,9 +336,9 @@ func (m *deviceMerger) add(out, lse tensor.Tensor) error {
 		if err := m.d.p.Convert(m.acc, out); err != nil {
 			return err
 		}
-		return m.d.p.Convert(m.lacc, lse)
+		return m.d.p.Convert(m.lacc[1], lse)
 	}
-	return m.d.p.Merge(m.acc, m.lacc, out, lse)
+	return m.d.p.Merge(m.acc, m.lacc[m.n%2], m.acc, m.lacc[(m.n-1)%2], out, lse)
 }
 
 func (m *deviceMerger) write(out, lse tensor.Tensor) error {
@@ -339,7 +351,7 @@ func (m *deviceMerger) write(out, lse tensor.Tensor) error {
 	if err := m.d.p.Convert(out, m.acc); err != nil {
 		return err
 	}
-	return m.d.p.Convert(lse, m.lacc)
+	return m.d.p.Convert(lse, m.lacc[m.n%2])
 }
 
-func (m *deviceMerger) close() { m.d.free(m.acc, m.lacc) }
+func (m *deviceMerger) close() { m.a.release() }

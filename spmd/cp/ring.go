@@ -95,27 +95,18 @@ func (r *Run) liveSteps() int {
 //
 // A rank with one step that has keys (every rank of a ring of one: one rank, or
 // Ulysses) has nothing to merge: the kernel writes out and lse itself, as it does alone,
-// with no partial buffers, accumulators, merge or conversion around it.
+// with no partial buffers, accumulators, merge or conversion around it. With more, the
+// first partial goes straight into out and the last merge writes out and lse
+// (stepMerge).
 func (r *Run) ringForward(ctx context.Context, q, k, v, out, lse tensor.Tensor) error {
 	pl, g := r.Plan, r.geometry()
-	lr, hq, d := pl.Layout.Local, pl.HeadsQ, pl.Problem.HeadDim
 	a := &arena{o: r.ops}
 	defer a.release()
 	live := r.liveSteps()
-	var merger merger
-	var partOut, partLSE tensor.Tensor
+	var sm *stepMerge
 	if live > 1 {
 		var err error
-		if merger, err = r.ops.merger(lr, hq, d); err != nil {
-			return err
-		}
-		defer merger.close()
-		// Partial buffers are written whole by the kernel (a row without keys gets
-		// out = 0 and lse = -inf): no fill.
-		if partOut, err = a.scratch(r.ops.partDType(pl.Problem.DType), lr, hq, d); err != nil {
-			return err
-		}
-		if partLSE, err = a.scratch(tensor.FP32, hq, lr); err != nil {
+		if sm, err = newStepMerge(r.ops, a, out, lse, live, r.ops.partDType(pl.Problem.DType)); err != nil {
 			return err
 		}
 	}
@@ -130,10 +121,11 @@ func (r *Run) ringForward(ctx context.Context, q, k, v, out, lse tensor.Tensor) 
 			}
 			return nil
 		}
-		if err := r.Kernel.Forward(ctx, pl.stepProblem(m), q, blk.k, blk.v, partOut, partLSE); err != nil {
+		po, plse := sm.next()
+		if err := r.Kernel.Forward(ctx, pl.stepProblem(m), q, blk.k, blk.v, po, plse); err != nil {
 			return fmt.Errorf("%s: step (%d, %d): %w", pl.Method, o, i, err)
 		}
-		return merger.add(partOut, partLSE)
+		return sm.add()
 	}, nil, nil)
 	if err == nil {
 		switch live {
@@ -142,8 +134,8 @@ func (r *Run) ringForward(ctx context.Context, q, k, v, out, lse tensor.Tensor) 
 				err = r.ops.fill(lse, math.Inf(-1))
 			}
 		case 1: // the kernel wrote them
-		default:
-			err = merger.write(out, lse)
+		default: // the last merge wrote them
+			err = sm.done()
 		}
 	}
 	return r.settled(err)
@@ -159,7 +151,6 @@ func (r *Run) ringForward(ctx context.Context, q, k, v, out, lse tensor.Tensor) 
 // are not zero-filled: the first partial is copied in.
 func (r *Run) ringBackward(ctx context.Context, q, k, v, out, lse, dout, dq, dk, dv tensor.Tensor) error {
 	pl, g := r.Plan, r.geometry()
-	lr, hq, d := pl.Layout.Local, pl.HeadsQ, pl.Problem.HeadDim
 	kvShape := k.Shape()
 	a := &arena{o: r.ops}
 	defer a.release()
@@ -167,13 +158,10 @@ func (r *Run) ringBackward(ctx context.Context, q, k, v, out, lse, dout, dq, dk,
 	live := r.liveSteps()
 	hops := g.ws > 1 || g.w > 1
 	kvDirect := live == 1 && !hops
-	var dqAcc, dqPart tensor.Tensor
+	var dqSum *stepSum
 	var err error
 	if live > 1 {
-		if dqAcc, err = a.scratch(r.ops.accDType(), lr, hq, d); err != nil {
-			return err
-		}
-		if dqPart, err = a.scratch(pdt, lr, hq, d); err != nil {
+		if dqSum, err = newStepSum(r.ops, a, dq, live, pdt); err != nil {
 			return err
 		}
 	}
@@ -205,7 +193,6 @@ func (r *Run) ringBackward(ctx context.Context, q, k, v, out, lse, dout, dq, dk,
 		acc, accRecv = accRecv, acc
 		return nil
 	}
-	seen := 0 // steps with keys so far
 	err = r.walkRing(a, k, v, func(o, i int, blk kvPair) error {
 		m := pl.StepMask(g.rr, g.source(o, i))
 		// The first step starts this rank's dK/dV accumulator (before any hop): a copy
@@ -220,20 +207,16 @@ func (r *Run) ringBackward(ctx context.Context, q, k, v, out, lse, dout, dq, dk,
 			}
 			return nil
 		}
-		dqOut, dkOut, dvOut := dqPart, dPart.k, dPart.v
-		if live == 1 {
-			dqOut = dq
+		dqOut, dkOut, dvOut := dq, dPart.k, dPart.v
+		if live > 1 {
+			dqOut = dqSum.next()
 		}
 		if kvDirect {
 			dkOut, dvOut = dk, dv
 		}
 		err := r.Kernel.Backward(ctx, pl.stepProblem(m), q, blk.k, blk.v, out, lse, dout, dqOut, dkOut, dvOut)
 		if err == nil && live > 1 {
-			if seen == 0 {
-				err = r.ops.convert(dqAcc, dqPart)
-			} else {
-				err = r.ops.accumulate(dqAcc, dqPart)
-			}
+			err = dqSum.add()
 		}
 		if err == nil && !kvDirect {
 			if first {
@@ -242,7 +225,6 @@ func (r *Run) ringBackward(ctx context.Context, q, k, v, out, lse, dout, dq, dk,
 				err = r.accumulateAll([]tensor.Tensor{acc.k, acc.v}, []tensor.Tensor{dPart.k, dPart.v})
 			}
 		}
-		seen++
 		if err != nil {
 			return fmt.Errorf("%s: backward step (%d, %d): %w", pl.Method, o, i, err)
 		}
@@ -263,8 +245,8 @@ func (r *Run) ringBackward(ctx context.Context, q, k, v, out, lse, dout, dq, dk,
 		case 0:
 			err = r.ops.fill(dq, 0)
 		case 1: // the kernel wrote dq
-		default:
-			err = r.ops.convert(dq, dqAcc)
+		default: // the last sum wrote dq
+			err = dqSum.done()
 		}
 	}
 	if err == nil && !kvDirect {

@@ -131,6 +131,24 @@ func (o traceOps) convert(dst, src tensor.Tensor) error {
 	return o.t.Helper("convert", 1, []tensor.Tensor{src}, []tensor.Tensor{dst})
 }
 
+// add reports the add kernel: dst = a + b (in place when dst is a).
+func (o traceOps) add(dst, a, b tensor.Tensor) error {
+	if a.Numel() != dst.Numel() || b.Numel() != dst.Numel() {
+		return fmt.Errorf("cp: adding %v and %v into %v", a.Shape(), b.Shape(), dst.Shape())
+	}
+	return o.t.Helper("add", 1, []tensor.Tensor{a, b}, []tensor.Tensor{dst})
+}
+
+// merge reports the merge kernel as if every row had keys on both sides (the kernel
+// skips the reads of a side without keys, and in place the rows b has none for: a
+// trace has no data to tell, so it counts the most).
+func (o traceOps) merge(dst, ldst, a, la, b, lb tensor.Tensor) error {
+	if a.Numel() != dst.Numel() || b.Numel() != dst.Numel() {
+		return fmt.Errorf("cp: merge of %v and %v into %v", a.Shape(), b.Shape(), dst.Shape())
+	}
+	return o.t.Helper("merge", 1, []tensor.Tensor{a, la, b, lb}, []tensor.Tensor{dst, ldst})
+}
+
 func (o traceOps) fill(t tensor.Tensor, _ float64) error {
 	return o.t.Helper("fill", 1, nil, []tensor.Tensor{t})
 }

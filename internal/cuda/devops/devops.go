@@ -150,18 +150,68 @@ func (o *Ops) Accumulate(dst, src tensor.Tensor) error {
 	if err != nil {
 		return err
 	}
-	s, err := dev("partial", src)
+	if d.DType() != tensor.FP32 {
+		return fmt.Errorf("devops: accumulating into %s%v (want fp32)", d.DType(), d.Shape())
+	}
+	return o.Add(dst, dst, src)
+}
+
+// Add writes a + b (computed in fp32) into dst, rounding to dst's dtype; any of bf16,
+// fp16 and fp32 for each, the same element count. dst may be a or b.
+func (o *Ops) Add(dst, a, b tensor.Tensor) error {
+	bs, err := devs([]string{"sum", "first addend", "second addend"}, dst, a, b)
 	if err != nil {
 		return err
 	}
-	if d.DType() != tensor.FP32 || d.Numel() != s.Numel() {
-		return fmt.Errorf("devops: accumulating %s%v into %s%v (want fp32, same size)", s.DType(), s.Shape(), d.DType(), d.Shape())
+	n := bs[0].Numel()
+	if bs[1].Numel() != n || bs[2].Numel() != n {
+		return fmt.Errorf("devops: adding %s%v and %s%v into %s%v (want the same size)", bs[1].DType(), bs[1].Shape(), bs[2].DType(), bs[2].Shape(), bs[0].DType(), bs[0].Shape())
 	}
-	sf, err := suffix(s.DType())
+	name, err := tripleName("add", bs[1], bs[2], bs[0])
 	if err != nil {
 		return err
 	}
-	return o.launch("acc_"+sf, int64(d.Numel()), d, s, uint64(d.Numel()))
+	return o.launch(name, chunks(int64(n)), bs[0], bs[1], bs[2], uint64(n), vec(bs...))
+}
+
+// chunks is the number of threads of an 8-elements-per-thread pass over n elements.
+func chunks(n int64) int64 { return (n + 7) / 8 }
+
+// vec is the kernels' vec argument: 1 when every buffer starts 16-byte aligned (device
+// allocations do; a view at an offset may not), so 8 elements move as 16-byte words.
+func vec(bs ...*cuda.Buffer) int {
+	for _, b := range bs {
+		if b.DevicePtr()%16 != 0 {
+			return 0
+		}
+	}
+	return 1
+}
+
+// devs converts tensors to device buffers, naming the first that is not one.
+func devs(names []string, ts ...tensor.Tensor) ([]*cuda.Buffer, error) {
+	bs := make([]*cuda.Buffer, len(ts))
+	for i, t := range ts {
+		b, err := dev(names[i], t)
+		if err != nil {
+			return nil, err
+		}
+		bs[i] = b
+	}
+	return bs, nil
+}
+
+// tripleName is kernel's name for its operands' dtypes: kernel_A_B_D.
+func tripleName(kernel string, a, b, d *cuda.Buffer) (string, error) {
+	name := kernel
+	for _, x := range []*cuda.Buffer{a, b, d} {
+		sf, err := suffix(x.DType())
+		if err != nil {
+			return "", err
+		}
+		name += "_" + sf
+	}
+	return name, nil
 }
 
 // Max sets the fp32 dst to the elementwise max of dst and src.
@@ -208,7 +258,7 @@ func (o *Ops) Convert(dst, src tensor.Tensor) error {
 	if sd != "fp32" && dd != "fp32" {
 		return fmt.Errorf("devops: no conversion from %s to %s", s.DType(), d.DType())
 	}
-	return o.launch("cvt_"+sd+"_"+dd, int64(d.Numel()), d, s, uint64(d.Numel()))
+	return o.launch("cvt_"+sd+"_"+dd, chunks(int64(d.Numel())), d, s, uint64(d.Numel()), vec(d, s))
 }
 
 // Fill sets every element of t to v (by a memset of v's bits in t's dtype).
@@ -228,43 +278,46 @@ func (o *Ops) Fill(t tensor.Tensor, v float64) error {
 	return fmt.Errorf("devops: no fill for %s", b.DType())
 }
 
-// Merge merges a partial (out [t, h, d] in bf16, fp16 or fp32; lse [h, t] fp32) into the
-// fp32 accumulators acc [t, h, d] and lacc [h, t] (lacc starts at -inf) by log-sum-exp.
-func (o *Ops) Merge(acc, lacc, out, lse tensor.Tensor) error {
-	var bs [4]*cuda.Buffer
-	for i, x := range []struct {
-		n string
-		t tensor.Tensor
-	}{{"accumulator", acc}, {"lse accumulator", lacc}, {"partial out", out}, {"partial lse", lse}} {
-		b, err := dev(x.n, x.t)
-		if err != nil {
-			return err
-		}
-		bs[i] = b
+// Merge writes into dst [t, h, d] and ldst [h, t] (fp32) the log-sum-exp merge of the
+// partial results a (lse la) and b (lse lb) of the same queries over disjoint keys: the
+// operands in bf16, fp16 or fp32 each, the arithmetic in fp32. dst may be a (merging
+// into an accumulator in place); ldst must be a buffer of its own (not la or lb). A row
+// with lse -inf on one side takes the other side whole (without reading the empty one;
+// in place, it is not touched), and on both sides is out 0, lse -inf.
+func (o *Ops) Merge(dst, ldst, a, la, b, lb tensor.Tensor) error {
+	bs, err := devs([]string{"merged out", "merged lse", "first out", "first lse", "second out", "second lse"}, dst, ldst, a, la, b, lb)
+	if err != nil {
+		return err
 	}
 	sh := bs[0].Shape()
-	if len(sh) != 3 || bs[0].DType() != tensor.FP32 || bs[1].DType() != tensor.FP32 || bs[3].DType() != tensor.FP32 ||
-		bs[2].Numel() != bs[0].Numel() || bs[1].Numel() != sh[0]*sh[1] || bs[3].Numel() != bs[1].Numel() {
-		return fmt.Errorf("devops: merge of out %s%v, lse %s%v into %s%v, %s%v", bs[2].DType(), bs[2].Shape(), bs[3].DType(),
-			bs[3].Shape(), bs[0].DType(), sh, bs[1].DType(), bs[1].Shape())
+	bad := len(sh) != 3
+	for _, i := range []int{1, 3, 5} {
+		bad = bad || bs[i].DType() != tensor.FP32 || (!bad && bs[i].Numel() != sh[0]*sh[1])
 	}
-	sf, err := suffix(bs[2].DType())
+	for _, i := range []int{2, 4} {
+		bad = bad || bs[i].Numel() != bs[0].Numel()
+	}
+	if bad {
+		return fmt.Errorf("devops: merge of out %s%v (lse %s%v) and %s%v (lse %s%v) into %s%v (lse %s%v)",
+			bs[2].DType(), bs[2].Shape(), bs[3].DType(), bs[3].Shape(), bs[4].DType(), bs[4].Shape(), bs[5].DType(), bs[5].Shape(),
+			bs[0].DType(), sh, bs[1].DType(), bs[1].Shape())
+	}
+	if overlaps(bs[1], bs[3]) || overlaps(bs[1], bs[5]) || overlaps(bs[0], bs[4]) || (overlaps(bs[0], bs[2]) && (bs[0].DevicePtr() != bs[2].DevicePtr() || bs[0].DType() != bs[2].DType())) {
+		return fmt.Errorf("devops: merge whose lse output overlaps an input lse, or whose out overlaps an input other than in place")
+	}
+	name, err := tripleName("merge", bs[2], bs[4], bs[0])
 	if err != nil {
 		return err
 	}
-	f, err := o.fn("merge_" + sf)
-	if err != nil {
-		return err
+	v := vec(bs...)
+	if sh[2]%8 != 0 {
+		v = 0
 	}
-	rows := sh[0] * sh[1]
-	if rows == 0 {
-		return nil
-	}
-	args := []any{bs[0], bs[1], bs[2], bs[3], sh[0], sh[1], sh[2]}
-	if err := checkArgs("merge_"+sf, args); err != nil {
-		return err
-	}
-	return o.g.Do(func() error {
-		return f.Launch(cuda.Dim3{X: rows}, cuda.Dim3{X: min(128, max(32, sh[2]))}, 0, o.stream, args...)
-	})
+	return o.launch(name, int64(sh[0])*int64(sh[1])*chunks(int64(sh[2])), bs[0], bs[1], bs[2], bs[3], bs[4], bs[5], sh[0], sh[1], sh[2], v)
+}
+
+// overlaps says whether two buffers share bytes.
+func overlaps(x, y *cuda.Buffer) bool {
+	a, b := x.DevicePtr(), y.DevicePtr()
+	return a < b+uintptr(y.Bytes()) && b < a+uintptr(x.Bytes())
 }

@@ -1,0 +1,219 @@
+package main
+
+import (
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/longca/longca/dataset"
+	"github.com/longca/longca/harness"
+	"github.com/longca/longca/kernels"
+	"github.com/longca/longca/mask"
+	"github.com/longca/longca/session"
+	"github.com/longca/longca/spmd"
+	"github.com/longca/longca/tensor"
+	"github.com/urfave/cli/v2"
+)
+
+// sweepFlags are the flags of `longca kernel`, in nccl-tests' vocabulary.
+func sweepFlags() []cli.Flag {
+	return append(append(commonSweepFlags(),
+		&cli.StringFlag{Name: "masks", Usage: "comma-separated masks, or all (default: the 12 kernel masks)"},
+		&cli.StringFlag{Name: "mask-json", Usage: "write each case's mask as JSON (MASKS.md form) into this folder"},
+	), docsFlags()...)
+}
+
+// commonSweepFlags are the flags `longca kernel` and `longca sparse` share.
+func commonSweepFlags() []cli.Flag {
+	return append([]cli.Flag{
+		&cli.StringFlag{Name: "begin", Aliases: []string{"b"}, Usage: "first sequence length (K, M suffixes)"},
+		&cli.StringFlag{Name: "end", Aliases: []string{"e"}, Usage: "last sequence length"},
+		&cli.IntFlag{Name: "factor", Aliases: []string{"f"}, Value: 2, Usage: "multiply the length by this from -b to -e"},
+		&cli.StringFlag{Name: "step", Usage: "add this to the length from -b to -e instead (8K)"},
+		&cli.StringFlag{Name: "seqlens", Usage: "comma-separated lengths (kernel default 1K,2K,4K,8K,16K,24K,32K,40K,48K; sparse 32K,64K,128K)"},
+		&cli.StringFlag{Name: "heads", Value: "64:8,64:64", Usage: "query:KV head settings"},
+		&cli.IntFlag{Name: "head-dim", Value: 128, Usage: "head dimension"},
+		&cli.StringFlag{Name: "dtype", Value: "bf16", Usage: "bf16, fp16, fp32 or fp64"},
+		&cli.StringFlag{Name: "passes", Value: "fwd,bwd", Usage: "comma-separated: fwd, bwd, fwd+bwd"},
+		&cli.IntFlag{Name: "warmup", Aliases: []string{"w"}, Value: 5, Usage: "untimed warm-up repetitions"},
+		&cli.IntFlag{Name: "iters", Aliases: []string{"n"}, Value: 20, Usage: "timed repetitions (the median is reported)"},
+		&cli.StringFlag{Name: "kernels", Usage: "comma-separated kernels (default: cuda when a GPU is found, else ref)"},
+		&cli.Uint64Flag{Name: "seed", Value: 42, Usage: "seed of the masks and inputs"},
+		&cli.StringFlag{Name: "out", Usage: "results folder (default out/<command>-<time>)"},
+		&cli.StringFlag{Name: "run-id", EnvVars: []string{"LONGCA_RUN_ID"}, Usage: "run id in file names and rows (default: the folder's name)"},
+		&cli.BoolFlag{Name: "check", Value: true, Usage: "check each case against the reference before timing it"},
+		&cli.BoolFlag{Name: "no-check", Usage: "time without checking (same as --check=false)"},
+		&cli.Float64Flag{Name: "check-budget", Value: harness.DefaultCheckBudget, Usage: "largest checked case in multiply-adds (area x heads x dim); larger cases are checked smaller"},
+		&cli.BoolFlag{Name: "dry-run", Usage: "print the cases and their FLOPs; run nothing"},
+	}, kernelFlags()...)
+}
+
+// kernelFlags are the flags that configure how kernels are made (kernels.Options): every
+// one that can change a result is recorded in the rows.
+func kernelFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.IntFlag{Name: "device", Value: -1, DefaultText: "the local rank's GPU under a launcher, else 0", Usage: "GPU index; recorded as device_index"},
+		&cli.StringFlag{Name: "variant", Usage: "kernel variant (longca list names them; default: the best for the device); recorded as kernel_variant"},
+		&cli.BoolFlag{Name: "deterministic", Usage: "backward passes bitwise reproducible (dQ added in a fixed order); kernels without such a backward give unsupported rows; recorded in kernel_variant"},
+		&cli.StringFlag{Name: "python", EnvVars: []string{"LONGCA_PYTHON"}, Usage: "Python interpreter of the torch:* workers (default python3 on the PATH)"},
+		&cli.DurationFlag{Name: "worker-timeout", Usage: "bound on every request to an external worker (torch:*, exec:); default: 10m plus the case's repetitions at 20 TFLOP/s"},
+		&cli.StringFlag{Name: "on-worker-crash", Value: "restart", Usage: "after an external worker crashes, hangs past its timeout or answers nonsense: restart (a new worker for the next case) or stop (end the sweep, keeping its rows)"},
+	}
+}
+
+// stopOnCrash reads --on-worker-crash.
+func stopOnCrash(c *cli.Context) (bool, error) {
+	switch v := c.String("on-worker-crash"); v {
+	case "restart":
+		return false, nil
+	case "stop":
+		return true, nil
+	default:
+		return false, usageError("--on-worker-crash %q: use restart or stop", v)
+	}
+}
+
+// kernelOptions reads the kernel flags; under a launcher the device defaults to the local
+// rank's GPU (spmd.DeviceIndex).
+func kernelOptions(c *cli.Context, w spmd.World) (kernels.Options, error) {
+	o := kernels.Options{Variant: c.String("variant"), Python: c.String("python"), Timeout: c.Duration("worker-timeout"), Deterministic: c.Bool("deterministic")}
+	if o.Timeout < 0 {
+		return o, usageError("--worker-timeout %s: give a positive duration such as 15m", o.Timeout)
+	}
+	switch d := c.Int("device"); {
+	case c.IsSet("device") && d < 0:
+		return o, usageError("--device %d: give a GPU index, 0 or more", d)
+	case c.IsSet("device"):
+		o.Device = d
+	case w.Size > 1:
+		idx, err := spmd.DeviceIndex(w, os.Getenv)
+		if err != nil {
+			return o, usageError("%v", err)
+		}
+		o.Device = idx
+	}
+	return o, nil
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// parseSeqLens reads --seqlens or -b/-e/-f/--step.
+func parseSeqLens(c *cli.Context, defaults []int) ([]int, error) {
+	ranged := c.IsSet("begin") || c.IsSet("end") || c.IsSet("step")
+	if c.IsSet("seqlens") {
+		if ranged {
+			return nil, usageError("--seqlens and -b/-e/--step both given: use one way to give the lengths")
+		}
+		l, err := harness.ParseSizeList(c.String("seqlens"))
+		if err != nil {
+			return nil, usageError("--seqlens: %v", err)
+		}
+		return l, nil
+	}
+	if !ranged {
+		return defaults, nil
+	}
+	if !c.IsSet("begin") {
+		return nil, usageError("-e/--step given without -b: give the first length, e.g. -b 1K")
+	}
+	b, err := dataset.ParseSize(c.String("begin"))
+	if err != nil {
+		return nil, usageError("-b: %v", err)
+	}
+	e := b
+	if c.IsSet("end") {
+		if e, err = dataset.ParseSize(c.String("end")); err != nil {
+			return nil, usageError("-e: %v", err)
+		}
+	}
+	step := 0
+	if c.IsSet("step") {
+		if step, err = dataset.ParseSize(c.String("step")); err != nil || step == 0 {
+			return nil, usageError("--step %q: give a positive size, e.g. --step 8K", c.String("step"))
+		}
+	}
+	l, err := harness.SizeRange(b, e, c.Int("factor"), step)
+	if err != nil {
+		return nil, usageError("-b/-e/-f/--step: %v", err)
+	}
+	return l, nil
+}
+
+// parseMasks reads --masks against the mask registry.
+func parseMasks(s string) ([]string, error) {
+	switch s {
+	case "":
+		return mask.KernelMasks(), nil
+	case "all":
+		return mask.Names(), nil
+	}
+	known := mask.Names()
+	var out []string
+	for _, m := range splitList(s) {
+		if !slices.Contains(known, m) {
+			return nil, usageError("--masks: unknown mask %q: use all or some of %s", m, strings.Join(known, ", "))
+		}
+		out = append(out, m)
+	}
+	if len(out) == 0 {
+		return nil, usageError("--masks is empty: name masks (causal,full) or all")
+	}
+	return out, nil
+}
+
+// sweepFromFlags turns the flags into a sweep; defaultLens are the lengths when none are
+// given, ko the options the default kernel is probed with.
+func sweepFromFlags(c *cli.Context, defaultLens []int, ko kernels.Options) (harness.Sweep, error) {
+	var s harness.Sweep
+	var err error
+	if s.SeqLens, err = parseSeqLens(c, defaultLens); err != nil {
+		return s, err
+	}
+	if s.Masks, err = parseMasks(c.String("masks")); err != nil {
+		return s, err
+	}
+	if s.Heads, err = harness.ParseHeads(c.String("heads")); err != nil {
+		return s, usageError("--heads: %v", err)
+	}
+	if s.HeadDim = c.Int("head-dim"); s.HeadDim <= 0 {
+		return s, usageError("--head-dim %d: must be positive (e.g. 128)", s.HeadDim)
+	}
+	if s.DType, err = tensor.ParseDType(c.String("dtype")); err != nil {
+		return s, usageError("--dtype: %v", err)
+	}
+	for _, p := range splitList(c.String("passes")) {
+		pass, err := kernels.ParsePass(p)
+		if err != nil {
+			return s, usageError("--passes: %v", err)
+		}
+		s.Passes = append(s.Passes, pass)
+	}
+	if len(s.Passes) == 0 {
+		return s, usageError("--passes is empty: use fwd, bwd or fwd+bwd")
+	}
+	s.Kernels = splitList(c.String("kernels"))
+	if len(s.Kernels) == 0 {
+		s.Kernels = []string{session.DefaultKernel(ko)}
+	}
+	for _, k := range s.Kernels {
+		if !kernels.Known(k) {
+			return s, usageError("--kernels: unknown kernel %q: registered are %s", k, strings.Join(kernels.Names(), ", "))
+		}
+		if strings.HasPrefix(k, "exec:") { // a program that is not there is bad input, not a row
+			if _, err := session.NewKernel(k, ko); err != nil {
+				return s, usageError("--kernels: %v", err)
+			}
+		}
+	}
+	s.Seed = c.Uint64("seed")
+	return s, nil
+}

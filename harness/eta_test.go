@@ -1,0 +1,177 @@
+package harness
+
+import (
+	"bufio"
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/longca/longca/kernels"
+	"github.com/longca/longca/results"
+)
+
+// h200Case is one row of testdata/h200-run-gpu.csv: a case of `longca run`'s GPU suite
+// on one H200 (480 cases in about 6 minutes), with when it started.
+type h200Case struct {
+	start float64
+	c     EstimateCase
+	row   results.Row
+}
+
+func loadH200Run(t *testing.T) []h200Case {
+	t.Helper()
+	f, err := os.Open("testdata/h200-run-gpu.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []h200Case
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "#") || strings.HasPrefix(line, "start_s") {
+			continue
+		}
+		v := strings.Split(line, ",")
+		start, _ := strconv.ParseFloat(v[0], 64)
+		n, _ := strconv.Atoi(v[3])
+		pass, err := kernels.ParsePass(v[4])
+		if err != nil {
+			t.Fatal(err)
+		}
+		flops, _ := strconv.ParseFloat(v[7], 64)
+		row := results.Row{Kernel: v[1], Mask: v[2], SeqLen: int64(n), Pass: v[4], Status: results.Status(v[5])}
+		if v[6] != "" {
+			ms, _ := strconv.ParseFloat(v[6], 64)
+			row.MedianMs = &ms
+		}
+		c := Case{Mask: v[2], SeqLen: n, Heads: Heads{Q: 64, KV: 8}, HeadDim: 128, Kernel: v[1], Pass: pass, Seed: 42}
+		// What the run knows before it starts: the suite's cases, their FLOPs, and
+		// which cases a kernel refuses (Kernel.Supports: the torch SDPA peers take only
+		// full and causal masks). Checks run on the device there: no CPU share.
+		out = append(out, h200Case{start: start, row: row,
+			c: EstimateCase{Case: c, FLOPs: flops, OnDevice: true, Refused: row.Status == results.StatusUnsupported}})
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != 480 {
+		t.Fatalf("%d rows in the H200 run, want 480", len(out))
+	}
+	return out
+}
+
+// The one estimate is within 25% of the real time of the H200 run of `longca run`
+// (480 cases in about 6 minutes), up front and as the ETA after every case while more
+// than a minute is left; the estimates of old said 18 minutes up front, and the ETA went
+// from 5 to 19 minutes over the first 3 cases.
+func TestEstimateH200Run(t *testing.T) {
+	// The H200 host's CPU reference runs at about 50 GFLOP/s (what this run's first
+	// checks of each mask took; the session measures it on the spot, calibrateRef).
+	replayH200(t, 50e9, 0)
+}
+
+// Where the reference's rate was misjudged by 2.5x either way, the checks of the first
+// masks teach the estimate: the ETA is within 25% from the 20th case on.
+func TestEstimateH200RunLearnsChecks(t *testing.T) {
+	for _, ref := range []float64{20e9, 125e9} {
+		t.Run(fmt.Sprintf("ref %.0f GFLOP/s", ref/1e9), func(t *testing.T) { replayH200(t, ref, 20) })
+	}
+}
+
+// replayH200 replays the H200 run through an Estimate with the reference at ref FLOP/s:
+// up front (when from is 0) and after every case from the from-th on while more than a
+// minute is left, the estimate must be within 25% of the real time.
+func replayH200(t *testing.T, ref float64, from int) {
+	run := loadH200Run(t)
+	// The last case's end: its start plus its repetitions (3 warm-ups, 10 timed, one
+	// untimed, a backward's forward).
+	last := run[len(run)-1]
+	end := last.start + (14+0.4)**last.row.MedianMs/1e3
+	cases := make([]EstimateCase, len(run))
+	for i, r := range run {
+		cases[i] = r.c
+	}
+	SetCheckCosts(cases, DefaultCheckBudget, ref)
+	e := NewEstimate(cases, EstimatePrior{DeviceFLOPs: DefaultDeviceFLOPs, RefFLOPs: ref, PerCase: DefaultPerCase, Reps: 3 + 10})
+	within := func(what string, got time.Duration, want float64) {
+		t.Helper()
+		if r := got.Seconds() / want; math.Abs(r-1) > 0.25 {
+			t.Errorf("%s: estimated %.0f s, real %.0f s (%.2fx): more than 25%% off", what, got.Seconds(), want, r)
+		}
+	}
+	upFront := e.Total()
+	if from == 0 {
+		within("up front", upFront, end)
+	}
+	worst, at := 0.0, 0
+	for i, r := range run {
+		next := end
+		if i+1 < len(run) {
+			next = run[i+1].start
+		}
+		e.Done(i, r.row, time.Duration((next-r.start)*float64(time.Second)))
+		left := end - next
+		if left < 60 {
+			break
+		}
+		if i+1 < from {
+			continue
+		}
+		within("ETA after case "+strconv.Itoa(i+1), e.Remaining(), left)
+		if d := math.Abs(e.Remaining().Seconds()/left - 1); d > worst {
+			worst, at = d, i+1
+		}
+	}
+	t.Logf("real %.0f s; up front %.0f s; worst ETA %.0f%% off (after case %d)", end, upFront.Seconds(), 100*worst, at)
+}
+
+// A kernel's rate is learned from its timed cases (its other pass too), a kernel not yet
+// timed runs at the prior's, and a kernel that refused a mask refuses it at every length.
+func TestEstimateLearns(t *testing.T) {
+	mk := func(k, m string, n int, pass kernels.Pass) EstimateCase {
+		return EstimateCase{Case: Case{Mask: m, SeqLen: n, Heads: Heads{Q: 8, KV: 8}, HeadDim: 64, Kernel: k, Pass: pass}, FLOPs: 1e12, OnDevice: true}
+	}
+	cases := []EstimateCase{mk("a", "full", 1024, kernels.Fwd), mk("b", "doc", 1024, kernels.Fwd), mk("b", "doc", 2048, kernels.Fwd),
+		mk("c", "full", 1024, kernels.Fwd), mk("a", "full", 2048, kernels.FwdBwd)}
+	e := NewEstimate(cases, EstimatePrior{DeviceFLOPs: 100e12, PerCase: 0, Reps: 9})
+	near := func(what string, got, want float64) {
+		t.Helper()
+		if math.Abs(got-want) > 1e-9 {
+			t.Errorf("%s: %g s, want %g", what, got, want)
+		}
+	}
+	near("kernel c before anything is timed (10 reps of 1e12 FLOP at 100 TFLOP/s)", e.Seconds(3), 0.1)
+	ms := 5.0 // 200 TFLOP/s
+	e.Done(0, results.Row{Status: results.StatusOK, MedianMs: &ms}, 50*time.Millisecond)
+	near("kernel a's fwd+bwd after its fwd ran at 200 TFLOP/s", e.Seconds(4), 0.05)
+	near("kernel c, not yet timed, stays at the prior rate", e.Seconds(3), 0.1)
+	e.Done(1, results.Row{Status: results.StatusUnsupported}, time.Millisecond)
+	near("kernel b at 2048 on the mask it refused at 1024", e.Seconds(2), 0)
+	if e.Elapsed() != 51*time.Millisecond {
+		t.Errorf("elapsed %v, want 51ms", e.Elapsed())
+	}
+	if got := e.Remaining(); got != 150*time.Millisecond {
+		t.Errorf("remaining %v, want 150ms (c at 0.1 s, a's fwd+bwd at 0.05 s)", got)
+	}
+}
+
+// The first case of a kernel, mask, heads and pass at its checked size pays the check;
+// the others reuse it, as Runner does.
+func TestSetCheckCosts(t *testing.T) {
+	mk := func(n int, pass kernels.Pass, flops float64) EstimateCase {
+		return EstimateCase{Case: Case{Mask: "causal", SeqLen: n, Heads: Heads{Q: 8, KV: 2}, HeadDim: 64, Kernel: "cuda", Pass: pass}, FLOPs: flops}
+	}
+	cases := []EstimateCase{mk(1024, kernels.Fwd, 4e8), mk(2048, kernels.Fwd, 1.6e9), mk(4096, kernels.Fwd, 4e10), mk(8192, kernels.Fwd, 1.6e11), mk(8192, kernels.Bwd, 4e11)}
+	SetCheckCosts(cases, 2e9, 1e9)
+	want := []float64{3 * 4e8 / 1e9, 3 * 1.6e9 / 1e9, 3 * 8e9 / 1e9, 0, 3 * 3.5 * 8e9 / 1e9}
+	for i, c := range cases {
+		if math.Abs(c.CheckSeconds-want[i]) > 1e-9 {
+			t.Errorf("case %d (S=%d %s): check %g s, want %g", i, c.SeqLen, c.Pass, c.CheckSeconds, want[i])
+		}
+	}
+}

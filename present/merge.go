@@ -1,0 +1,26 @@
+package present
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/longca/longca/results"
+)
+
+// WriteMerge is what `longca merge` prints of a merge: rows and runs, what is missing,
+// skipped or truncated (each a '#' line), then the files written, one a line.
+func WriteMerge(w io.Writer, res results.MergeResult) {
+	fmt.Fprintf(w, "# merged %d rows of %d run(s): %v\n", res.Rows, len(res.Runs), res.Runs)
+	for _, m := range res.Missing {
+		fmt.Fprintf(w, "# missing (--allow-missing): %s\n", m)
+	}
+	for _, s := range res.Skipped {
+		fmt.Fprintf(w, "# skipped (left out; recorded in longca.skipped): %s\n", s)
+	}
+	for _, t := range res.Truncated {
+		fmt.Fprintf(w, "# truncated (writer did not finish; its finished rows are kept): %s\n", t)
+	}
+	for _, f := range res.Files {
+		fmt.Fprintln(w, f)
+	}
+}

@@ -1,0 +1,227 @@
+package session
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/longca/longca/comm"
+	"github.com/longca/longca/comm/local"
+	"github.com/longca/longca/comm/local/cudamover"
+	"github.com/longca/longca/harness"
+	"github.com/longca/longca/internal/cuda"
+	"github.com/longca/longca/kernels"
+	"github.com/longca/longca/present"
+	"github.com/longca/longca/results"
+	"github.com/longca/longca/sim"
+	"github.com/longca/longca/spmd"
+	"github.com/longca/longca/spmd/cp"
+)
+
+// CPRun is what `longca cp` describes: the sweep on Ranks ranks and its cases
+// (harness.CPSweep.Cases), and how each is checked and timed.
+type CPRun struct {
+	Sweep harness.CPSweep
+	Cases []harness.CPCase
+	// Ranks is the world's size; InProcess runs them as goroutines of this process
+	// (comm/local, with the device mover when the kernel is a cp.DeviceKernel), else this
+	// process is one rank of a launched world (spmd.Open with Options).
+	Ranks     int
+	InProcess bool
+	Options   spmd.Options
+	// Kernel is the probed kernel (its device); every in-process rank makes its own.
+	Kernel        kernels.Kernel
+	KernelOptions kernels.Options
+	Staged        bool
+	Check         bool
+	CheckBudget   float64
+	Warmup, Iters int
+	Overlap       bool
+	Baseline      *harness.Baseline
+	// Links emulates a machine's links between in-process ranks (--links).
+	Links *sim.Machine
+}
+
+// cpRanks is what the ranks of this process share: rank 0's rows.
+type cpRanks struct {
+	mu    sync.Mutex
+	rows  []results.Row
+	wrong int
+}
+
+// CP runs a CP sweep: the world (spmd.RunRanks), each rank's communicator, kernel, rank
+// file and harness.CPRunner; rank 0 logs each agreed row, the in-process ranks' files are
+// merged, and rank 0 prints the CP table. A row that failed its check makes the command
+// exit 1.
+func (s *Session) CP(ctx context.Context, r CPRun) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	backend := "local"
+	var ip *spmd.InProcess
+	if r.InProcess {
+		ip = &spmd.InProcess{Ranks: r.Ranks}
+		if r.Links != nil {
+			ip.Local = append(ip.Local, local.WithLinks(LinksOf(*r.Links)))
+		}
+		mover, err := deviceMover(r.Kernel, r.Ranks)
+		if err != nil {
+			return err
+		}
+		if mover != nil {
+			defer mover.Close()
+			ip.Local = append(ip.Local, local.WithMover(mover))
+		}
+	} else {
+		s.TagRank(s.World.Rank, s.World.Size)
+		backend = spmd.Choose(s.World, r.Options)
+	}
+	var shared cpRanks
+	err := spmd.RunRanks(ctx, s.World, r.Options, ip, func(ctx context.Context, cm comm.Comm, w spmd.World) error {
+		k := r.Kernel
+		if r.InProcess { // every in-process rank has its own kernel (and so its own device stream)
+			var err error
+			if k, err = kernels.New(r.Sweep.Kernel, r.KernelOptions); err != nil {
+				return err
+			}
+		}
+		return s.cpRank(ctx, r, backend, cm, w, k, &shared)
+	})
+	if err != nil {
+		return err
+	}
+	if r.InProcess {
+		res, err := Merge(s.Out, results.MergeOptions{Runs: []string{s.RunID}, Out: results.MergedPath(s.Out, s.RunID)})
+		if err != nil {
+			return fmt.Errorf("merging the rank files: %w", err)
+		}
+		fmt.Fprintf(s.Stderr, "# results: %s (%d rows from %d ranks)\n", res.Files[0], res.Rows, r.Ranks)
+	} else if s.World.Rank == 0 {
+		fmt.Fprintf(s.Stderr, "# rank files in %s: join them with longca merge %s\n", s.Out, s.Out)
+	}
+	if s.World.Rank == 0 {
+		title := fmt.Sprintf("longca cp: %d ranks (%s), seqlen %d, kernel %s", r.Ranks, backend, r.Sweep.SeqLen, r.Sweep.Kernel)
+		if err := present.WriteCPTable(s.Stdout, title, shared.rows); err != nil {
+			return err
+		}
+	}
+	if shared.wrong > 0 {
+		return &ExitError{1, fmt.Sprintf("longca cp: %d row(s) failed the check against the reference (status wrong)", shared.wrong)}
+	}
+	return nil
+}
+
+// cpRank is one rank: its rank file, its harness.CPRunner, every row written as it is
+// agreed, rank 0's progress logged.
+func (s *Session) cpRank(ctx context.Context, r CPRun, backend string, cm comm.Comm, w spmd.World, k kernels.Kernel, shared *cpRanks) error {
+	kern, err := harness.CPKernel(k, r.Staged)
+	if err != nil {
+		return err
+	}
+	rank, n := cm.Rank(), cm.Size()
+	wr, err := s.RankFile(s.RunID, rank, n)
+	if err != nil {
+		return err
+	}
+	defer wr.Close()
+	base := s.BaseRow(w)
+	base.Backend = backend
+	if r.Links != nil {
+		base.Backend = "local+links"
+		base.ModelParams = fmt.Sprintf(`{"links":%s}`, r.Links.JSON())
+	}
+	run := &harness.CPRunner{
+		Sweep: r.Sweep, Comm: cm, Kernel: kern, KernelOptions: r.KernelOptions, Check: r.Check, CheckBudget: r.CheckBudget,
+		Warmup: r.Warmup, Iters: r.Iters, Overlap: r.Overlap, Baseline: r.Baseline, Base: base,
+	}
+	log := s.log()
+	if rank == 0 {
+		run.OnBaseline = func(row results.Row) {
+			ev := log.Info().Str("kernel", row.Kernel).Str("mask", row.Mask).Int64("seqlen", row.SeqLen).Str("pass", row.Pass).Str("status", string(row.Status))
+			if row.TFLOPs != nil {
+				ev = ev.Float64("tflops", *row.TFLOPs)
+			}
+			ev.Str("reason", row.Reason).Msg("kernel baseline")
+		}
+	}
+	err = harness.RunCP(ctx, run, r.Cases, func(ci int, row results.Row) error {
+		if err := wr.Write(row); err != nil {
+			return err
+		}
+		if rank == 0 {
+			shared.mu.Lock()
+			shared.rows = append(shared.rows, row)
+			if row.Status == results.StatusWrong {
+				shared.wrong++
+			}
+			shared.mu.Unlock()
+			s.logCPRow(ci, len(r.Cases), row)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return wr.Close()
+}
+
+// logCPRow is rank 0's progress line of a row (scripts read its fields).
+func (s *Session) logCPRow(ci, of int, row results.Row) {
+	mesh := "-"
+	if row.Ulysses != nil && row.Ring != nil {
+		mesh = fmt.Sprintf("%dx%d", *row.Ulysses, *row.Ring)
+	}
+	ev := s.log().Info().Int("case", ci+1).Int("of", of).Int64("sample", row.Sample).Str("method", row.Method).
+		Str("mesh", mesh).Str("mask", row.Mask).
+		Str("heads", fmt.Sprintf("%d:%d", row.HeadsQ, row.HeadsKV)).Str("pass", row.Pass).Str("status", string(row.Status))
+	if row.MedianMs != nil {
+		ev = ev.Float64("median_ms", *row.MedianMs).Float64("tflops_per_gpu", *row.TFLOPs)
+	}
+	if row.RanksPerDevice != nil {
+		ev = ev.Int64("ranks_per_device", *row.RanksPerDevice)
+	}
+	if row.DeviceTFLOPs != nil {
+		ev = ev.Float64("device_tflops", *row.DeviceTFLOPs)
+	}
+	if row.KernelTFLOPs != nil {
+		ev = ev.Float64("kernel_tflops", *row.KernelTFLOPs).Float64("cp_efficiency", *row.CPEfficiency)
+	}
+	if row.NoCommMs != nil {
+		ev = ev.Float64("no_comm_ms", *row.NoCommMs)
+	}
+	if row.PeakMemBytes != nil {
+		ev = ev.Int64("peak_mem_bytes", *row.PeakMemBytes)
+	}
+	if row.Reason != "" {
+		ev = ev.Str("reason", row.Reason)
+	}
+	ev.Msg("cp")
+}
+
+// deviceMover is the device mover for n in-process ranks when the kernel is a
+// cp.DeviceKernel (nil otherwise): the ranks' transfers become device-to-device copies
+// on the kernel's GPU.
+func deviceMover(k kernels.Kernel, n int) (*cudamover.Mover, error) {
+	dk, ok := k.(cp.DeviceKernel)
+	if !ok {
+		return nil, nil
+	}
+	g, err := cuda.Open(dk.CUDADevice().Index)
+	if err != nil {
+		return nil, err
+	}
+	m, err := cudamover.New(g, 2*n)
+	if err != nil {
+		return nil, fmt.Errorf("longca cp: device mover for %d ranks: %w", n, err)
+	}
+	return m, nil
+}
+
+// LinksOf is the link emulator of comm/local for a machine.
+func LinksOf(m sim.Machine) local.Links {
+	l := func(k sim.Link) local.Link {
+		return local.Link{Bandwidth: k.BandwidthGBs * 1e9, Latency: time.Duration(k.LatencyUs * float64(time.Microsecond)), Shared: k.Shared}
+	}
+	return local.Links{GPUsPerNode: m.GPUsPerNode, RanksPerGPU: m.RanksPerGPU, Local: l(m.Local), Intra: l(m.Intra), Inter: l(m.Inter)}
+}

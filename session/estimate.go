@@ -1,0 +1,249 @@
+package session
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/longca/longca/harness"
+	"github.com/longca/longca/kernels"
+	"github.com/longca/longca/spmd/cp"
+)
+
+// Machine is what the memory and time estimates are held against; tests replace it.
+var Machine = harness.ThisMachine
+
+// SlowSweep is how long a sweep may take before longca says how long it will be.
+const SlowSweep = 10 * time.Minute
+
+// KernelPlace says where a kernel runs: on a GPU (with its memory), and whether it is
+// the CPU reference. A kernel that cannot be made is left to the sweep (its rows say
+// unsupported).
+func KernelPlace(name string, ko kernels.Options) (k kernels.Kernel, onDevice, isRef bool, devBytes float64, ok bool) {
+	k, err := NewKernel(name, ko)
+	if err != nil {
+		return nil, false, false, 0, false
+	}
+	dev := k.Device()
+	if dev.Name() == "cpu" {
+		return k, false, name == "ref", 0, true
+	}
+	if mi, has := dev.(interface {
+		MemInfo() (free, total int64, err error)
+	}); has {
+		if _, total, err := mi.MemInfo(); err == nil {
+			devBytes = float64(total)
+		}
+	}
+	return k, true, false, devBytes, true
+}
+
+type place struct {
+	k                   kernels.Kernel
+	onDevice, isRef, ok bool
+	devBytes            float64
+}
+
+// FitKernels refuses, before anything is allocated, a sweep with a case that cannot fit
+// in the host's (or the GPU's) memory: one line naming the flags that make it too big
+// (k.Culprit). It returns the sweep's time estimate, the one its ETA then follows; a
+// sweep that runs long says, once, about how long.
+func (s *Session) FitKernels(ctx context.Context, k KernelSweep) (*harness.Estimate, error) {
+	m := Machine()
+	places := map[string]place{}
+	cases := k.Sweep.Cases()
+	for _, cs := range cases {
+		pl, seen := places[cs.Kernel]
+		if !seen {
+			pl.k, pl.onDevice, pl.isRef, pl.devBytes, pl.ok = KernelPlace(cs.Kernel, k.KernelOptions)
+			places[cs.Kernel] = pl
+		}
+		if !pl.ok {
+			continue
+		}
+		f := harness.KernelFootprint(cs, k.Check, k.CheckBudget, pl.onDevice, pl.isRef)
+		if err := m.Fits(f, pl.devBytes, "case "+cs.String()); err != nil {
+			fits := func(x harness.Case) bool {
+				return m.Fits(harness.KernelFootprint(x, k.Check, k.CheckBudget, pl.onDevice, pl.isRef), pl.devBytes, "") == nil
+			}
+			culprit := cs.String()
+			if k.Culprit != nil {
+				culprit = k.Culprit(cs, fits)
+			}
+			return nil, Usagef("%s: %v: give smaller sizes", culprit, err)
+		}
+	}
+	est := s.newEstimate(k, cases, places, m)
+	if est.Total() > SlowSweep/10 {
+		// Long by the assumed rates: measure the CPU reference here, which runs the
+		// checks (and the ref kernel), before saying so.
+		if r := CalibrateRef(ctx); r > 0 {
+			m.RefFLOPs = r
+			est = s.newEstimate(k, cases, places, m)
+		}
+	}
+	if total := est.Total().Seconds(); total > SlowSweep.Seconds() {
+		lc, longest := est.Longest()
+		s.log().Warn().Str("estimate", harness.FormatDuration(total)).Str("longest_case", lc.Kernel+" "+lc.String()).
+			Str("longest", harness.FormatDuration(longest)).
+			Msgf("this sweep will take about %s (the CPU reference at %.1f GFLOP/s here, GPU kernels at %.0f TFLOP/s assumed); Ctrl-C stops it, keeping the rows written",
+				harness.FormatDuration(total), m.RefFLOPs/1e9, m.DeviceFLOPs/1e12)
+	}
+	return est, nil
+}
+
+// estimate is the time estimate of a sweep that did not go through FitKernels.
+func (s *Session) estimate(_ context.Context, k KernelSweep, cases []harness.Case) *harness.Estimate {
+	places := map[string]place{}
+	for _, cs := range cases {
+		if _, seen := places[cs.Kernel]; !seen {
+			var pl place
+			pl.k, pl.onDevice, pl.isRef, pl.devBytes, pl.ok = KernelPlace(cs.Kernel, k.KernelOptions)
+			places[cs.Kernel] = pl
+		}
+	}
+	return s.newEstimate(k, cases, places, Machine())
+}
+
+// newEstimate lays out each case's problem (its FLOPs) and asks its kernel whether it
+// runs it (Supports: a peer that takes only some masks costs nothing on the others).
+func (s *Session) newEstimate(k KernelSweep, cases []harness.Case, places map[string]place, m harness.Machine) *harness.Estimate {
+	type pk struct {
+		label  string
+		seqlen int
+		heads  harness.Heads
+	}
+	probs := map[pk]*kernels.Problem{}
+	ecs := make([]harness.EstimateCase, len(cases))
+	for i, cs := range cases {
+		pl := places[cs.Kernel]
+		ec := harness.EstimateCase{Case: cs, OnDevice: pl.onDevice, Refused: !pl.ok}
+		key := pk{cs.Label(), cs.SeqLen, cs.Heads}
+		p, seen := probs[key]
+		if !seen {
+			if pp, err := harness.PlanProblem(cs, k.Build); err == nil {
+				p = &pp
+			}
+			probs[key] = p
+		}
+		switch {
+		case p == nil:
+			ec.Refused = true // the mask cannot be laid out: its rows say so at once
+		default:
+			q := *p
+			q.HeadDim, q.DType = cs.HeadDim, cs.DType
+			ec.FLOPs = q.FLOPs(cs.Pass)
+			if pl.ok && !cs.Sparse.IsSparse() && pl.k.Supports(q) != nil {
+				ec.Refused = true
+			}
+		}
+		ecs[i] = ec
+	}
+	if k.Check {
+		harness.SetCheckCosts(ecs, k.CheckBudget, m.RefFLOPs)
+	}
+	return harness.NewEstimate(ecs, harness.EstimatePrior{DeviceFLOPs: m.DeviceFLOPs, RefFLOPs: m.RefFLOPs,
+		PerCase: harness.DefaultPerCase, Reps: k.Warmup + k.Iters})
+}
+
+// CPSeconds estimates how long a CP sweep takes: every case's samples and passes, the
+// warm-ups and iterations of the global mask's FLOPs (a backward's forward once more), at
+// rate FLOP/s in all.
+func CPSeconds(s harness.CPSweep, cases []harness.CPCase, warmup, iters int, rate float64) float64 {
+	area := map[string]float64{}
+	var total float64
+	for _, cs := range cases {
+		if cs.Skip != nil {
+			continue
+		}
+		a, ok := area[cs.Mask]
+		if !ok {
+			if spec, _, err := s.MaskSpec(cs.Mask, s.SeqLen, s.Seed); err == nil {
+				a = float64(spec.Mask.Area())
+			} else {
+				a = float64(s.SeqLen) * float64(s.SeqLen)
+			}
+			area[cs.Mask] = a
+		}
+		for _, p := range s.Passes {
+			flops := 4 * a * float64(cs.Heads.Q) * float64(s.HeadDim)
+			reps := float64(warmup+iters) * p.FLOPsFactor()
+			if p == kernels.Bwd {
+				reps++
+			}
+			total += float64(s.Samples) * reps * flops / rate
+		}
+	}
+	return total
+}
+
+// WarnCPTime says, once, how long a CP sweep on n ranks will take when that is over
+// SlowSweep: on n GPUs at the assumed device rate, or on this host's CPU reference when
+// the kernel is ref and the ranks are in-process (they share its cores).
+func (s *Session) WarnCPTime(ctx context.Context, r CPRun) {
+	m := Machine()
+	_, onDevice, isRef, _, ok := KernelPlace(r.Sweep.Kernel, r.KernelOptions)
+	if !ok {
+		return
+	}
+	n := r.Ranks
+	rate := m.DeviceFLOPs * float64(n)
+	if !onDevice {
+		rate = m.RefFLOPs
+		if !r.InProcess {
+			rate *= float64(n) // one process per rank, each on its own cores (at best)
+		}
+	}
+	total := CPSeconds(r.Sweep, r.Cases, r.Warmup, r.Iters, rate)
+	if total <= SlowSweep.Seconds() {
+		return
+	}
+	if !onDevice && isRef {
+		if ref := CalibrateRef(ctx); ref > 0 {
+			rate *= ref / m.RefFLOPs
+			total = CPSeconds(r.Sweep, r.Cases, r.Warmup, r.Iters, rate)
+		}
+	}
+	if total > SlowSweep.Seconds() {
+		s.log().Warn().Str("estimate", harness.FormatDuration(total)).Int("cases", len(r.Cases)).Int("samples", r.Sweep.Samples).
+			Msgf("this CP sweep will take about %s (%s at %.3g TFLOP/s in all); Ctrl-C stops it, keeping the rows written",
+				harness.FormatDuration(total), r.Sweep.Kernel, rate/1e12)
+	}
+}
+
+// FitCP refuses, before any mask is built, a CP sweep on n ranks whose ranks cannot fit
+// in memory: n in-process ranks share this host; under a launcher the ranks of this node
+// (onNode) do. The line names --ranks when one rank would fit, else sizeFlags (the size
+// flags as the user gave them).
+func FitCP(s harness.CPSweep, n, onNode int, inProcess bool, ko kernels.Options, sizeFlags string) error {
+	_, onDevice, isRef, devBytes, ok := KernelPlace(s.Kernel, ko)
+	if !ok {
+		return nil // the kernel cannot be made: the run says why
+	}
+	tokens := (s.SeqLen + n - 1) / n
+	tokens += tokens / 8 // padding of zigzag sharding
+	m := Machine()
+	var need harness.Footprint
+	for _, h := range s.Heads {
+		// The methods' own buffers where they can exceed the generic estimate (balanced).
+		mb := cp.MethodBufferBound(s.Methods, tokens, n, h.Q, h.KV, s.HeadDim, s.DType, s.Passes, s.Mesh.Stages)
+		f := harness.CPFootprintWith(tokens, h.Q, h.KV, s.HeadDim, s.DType, s.Passes, onDevice, isRef, mb)
+		if f.Host > need.Host || f.Device > need.Device {
+			need = f
+		}
+	}
+	host := need.Scale(float64(onNode))
+	dev := need
+	if inProcess && onDevice {
+		dev = need.Scale(float64(n)) // in-process ranks share one GPU
+	}
+	what := fmt.Sprintf("%d rank(s) of %d tokens", onNode, tokens)
+	err := m.Fits(harness.Footprint{Host: host.Host, Device: dev.Device}, devBytes, what)
+	if err == nil {
+		return nil
+	}
+	if inProcess && m.Fits(need, devBytes, "") == nil {
+		return Usagef("--ranks %d: %v: in-process ranks share this host; use fewer, or one process per GPU (mpirun, srun)", n, err)
+	}
+	return Usagef("%s: %v (kernel %s): give smaller sizes", sizeFlags, err, s.Kernel)
+}

@@ -1,0 +1,267 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/longca/longca/harness"
+	"github.com/longca/longca/kernels"
+	"github.com/longca/longca/mask"
+	"github.com/longca/longca/results"
+	"github.com/longca/longca/tensor"
+	"github.com/mattn/go-isatty"
+	"github.com/schollz/progressbar/v3"
+)
+
+// KernelSweep is what `longca kernel`, `longca sparse` and `longca run` describe: the
+// cases and how each is checked and timed.
+type KernelSweep struct {
+	Sweep         harness.Sweep
+	Build         harness.MaskBuilder // nil: harness.BuildMask
+	Warmup, Iters int
+	Check         bool
+	CheckBudget   float64
+	KernelOptions kernels.Options
+	// StopOnCrash ends the sweep after an external worker fails (--on-worker-crash stop).
+	StopOnCrash bool
+	// Culprit names the flags that make a case too big for this machine, for the usage
+	// error; fits says whether a changed case would fit.
+	Culprit func(cs harness.Case, fits func(harness.Case) bool) string
+}
+
+// KernelResult is what a kernel sweep wrote: this rank's file and its rows.
+type KernelResult struct {
+	File string
+	Rows []results.Row
+}
+
+type madeKey struct {
+	name string
+	o    kernels.Options
+}
+
+var (
+	madeMu sync.Mutex
+	made   = map[madeKey]kernels.Kernel{}
+)
+
+// NewKernel makes a kernel once per process and options: finding out whether cuda works
+// compiles and loads it, and the sweep then uses that same instance.
+func NewKernel(name string, o kernels.Options) (kernels.Kernel, error) {
+	madeMu.Lock()
+	defer madeMu.Unlock()
+	key := madeKey{name, o}
+	if k, ok := made[key]; ok {
+		return k, nil
+	}
+	k, err := kernels.New(name, o)
+	if err != nil {
+		return nil, err
+	}
+	made[key] = k
+	return k, nil
+}
+
+// DefaultKernel is cuda when a GPU answers, else the CPU reference.
+func DefaultKernel(o kernels.Options) string {
+	if slices.Contains(kernels.Names(), "cuda") {
+		if _, err := NewKernel("cuda", o); err == nil {
+			return "cuda"
+		}
+	}
+	return "ref"
+}
+
+// crashCounter is a kernel behind a worker process that can fail (kernels/external).
+type crashCounter interface{ Crashes() int }
+
+// RunKernels checks and times every case of k, writing each row to this rank's file as
+// soon as it is finished; a progress bar on a terminal (rank 0), one log line a case
+// otherwise, both with the ETA of est (Fit's; nil: a fresh one). Ctrl-C stops after the
+// current case, keeping the rows written.
+func (s *Session) RunKernels(ctx context.Context, k KernelSweep, est *harness.Estimate) (KernelResult, error) {
+	ctx, stop := Interruptible(ctx)
+	defer stop()
+	res := KernelResult{}
+	w, err := s.RankFile(s.RunID, s.World.Rank, s.World.Size)
+	if err != nil {
+		return res, err
+	}
+	res.File = w.Path()
+	var workers []crashCounter
+	crashes := func() int {
+		n := 0
+		for _, w := range workers {
+			n += w.Crashes()
+		}
+		return n
+	}
+	r := &harness.Runner{
+		Build: k.Build, Warmup: k.Warmup, Iters: k.Iters, CheckBudget: k.CheckBudget,
+		Base:          s.BaseRow(s.World),
+		KernelOptions: k.KernelOptions,
+		NewKernel: func(name string) (kernels.Kernel, error) {
+			kn, err := NewKernel(name, k.KernelOptions)
+			if cc, ok := kn.(crashCounter); ok && err == nil {
+				workers = append(workers, cc)
+			}
+			return kn, err
+		},
+	}
+	if k.Check {
+		r.Check = harness.KernelCheck
+	}
+	defer r.Close()
+	cases := k.Sweep.Cases()
+	if est == nil || est.Len() != len(cases) {
+		est = s.estimate(ctx, k, cases)
+	}
+	log := s.log()
+	var bar *progressbar.ProgressBar
+	if s.World.Rank == 0 && isatty.IsTerminal(os.Stderr.Fd()) { // progress on rank 0 only
+		// The bar counts estimated work (ms), not cases: a 48K backward weighs far more
+		// than an 8K sliding window, and the ETA follows.
+		bar = progressbar.NewOptions64(est.Total().Milliseconds(), progressbar.OptionSetWriter(os.Stderr),
+			progressbar.OptionSetPredictTime(true), progressbar.OptionShowElapsedTimeOnFinish(),
+			progressbar.OptionClearOnFinish(), progressbar.OptionSetWidth(30))
+	}
+	log.Info().Str("run", s.RunID).Int("cases", len(cases)).Str("file", res.File).
+		Dur("estimate", est.Total().Round(time.Second)).Msg("sweep")
+	var stopErr error
+	seenCrashes := 0
+	start := time.Now()
+	err = r.RunAll(ctx, cases, func(i int, row results.Row) error {
+		c := cases[i]
+		if err := w.Write(row); err != nil {
+			return err
+		}
+		res.Rows = append(res.Rows, row)
+		est.Done(i, row, time.Since(start))
+		start = time.Now()
+		now := crashes()
+		stopping := k.StopOnCrash && now > seenCrashes
+		seenCrashes = now
+		if stopping {
+			// Counted in rows (one per kernel and case), as the table's "Rows:" counts them.
+			stopErr = fmt.Errorf("stopped after %d of %d rows: an external worker failed (--on-worker-crash stop): %s", i+1, len(cases), row.Reason)
+			log.Error().Int("done", i+1).Int("cases", len(cases)).Str("reason", row.Reason).Msg("worker failed: stopping the sweep; rows so far are in the file")
+		}
+		if bar != nil {
+			bar.ChangeMax64(est.Total().Milliseconds())
+			_ = bar.Set64(est.Elapsed().Milliseconds()) // drawing errors are not the sweep's
+			if i+1 < len(cases) {
+				n := cases[i+1]
+				bar.Describe(fmt.Sprintf("%s %s %s %s", n.Mask, harness.FormatSize(n.SeqLen), n.Heads, n.Pass))
+			}
+		} else {
+			ev := log.Info().Int("case", i+1).Int("of", len(cases)).Str("kernel", c.Kernel).Str("mask", c.Mask).
+				Int("seqlen", c.SeqLen).Str("heads", c.Heads.String()).Str("pass", c.Pass.String()).Str("status", string(row.Status)).
+				Str("eta", est.Remaining().Round(time.Second).String())
+			if row.TFLOPs != nil {
+				ev = ev.Float64("median_ms", *row.MedianMs).Float64("tflops", *row.TFLOPs)
+			}
+			if row.Reason != "" {
+				ev = ev.Str("reason", row.Reason)
+			}
+			ev.Msg("case")
+		}
+		if stopping {
+			return errStopped
+		}
+		return nil
+	})
+	if bar != nil {
+		_ = bar.Finish()
+	}
+	if ctx.Err() != nil && err == ctx.Err() {
+		log.Warn().Int("done", len(res.Rows)).Int("cases", len(cases)).Msg("interrupted: rows so far are in the file")
+	}
+	if cerr := w.Close(); cerr != nil && (err == nil || err == errStopped || err == ctx.Err()) {
+		return res, cerr
+	}
+	switch {
+	case err == errStopped:
+		return res, stopErr
+	case err != nil:
+		return res, err
+	}
+	return res, nil
+}
+
+// errStopped ends RunAll after a worker failure under --on-worker-crash stop.
+var errStopped = fmt.Errorf("stopped")
+
+// WriteMaskJSON writes one JSON file per (mask, length) of the sweep into dir (a folder
+// the caller checked), MASKS.md's form.
+func (s *Session) WriteMaskJSON(dir string, sw harness.Sweep, build harness.MaskBuilder) error {
+	if build == nil {
+		build = harness.BuildMask
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("--mask-json: %w", err)
+	}
+	for _, m := range sw.Masks {
+		for _, n := range sw.SeqLens {
+			spec, err := build(m, n, sw.Seed)
+			if err != nil {
+				s.log().Warn().Str("mask", m).Int("seqlen", n).Err(err).Msg("mask not written")
+				continue
+			}
+			b, err := json.MarshalIndent(spec, "", "  ")
+			if err == nil {
+				err = os.WriteFile(fmt.Sprintf("%s/%s_%d_seed%d.json", dir, m, n, sw.Seed), append(b, '\n'), 0o644)
+			}
+			if err != nil {
+				return fmt.Errorf("--mask-json: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// CalibrateRef measures the CPU reference's forward rate on this host (FLOP/s), for the
+// time estimate; 0 when it cannot.
+func CalibrateRef(ctx context.Context) float64 {
+	k, err := NewKernel("ref", kernels.Options{})
+	if err != nil {
+		return 0
+	}
+	const n, h, d = 384, 2, 64
+	spec, err := mask.Build("full", n, mask.Options{})
+	if err != nil {
+		return 0
+	}
+	p := kernels.Problem{HeadsQ: h, HeadsKV: h, HeadDim: d, DType: tensor.BF16, Mask: spec.Mask}
+	dev := k.Device()
+	qs, kvs, ls := p.Shapes()
+	var ts []tensor.Tensor
+	for _, sh := range [][]int{qs, kvs, kvs, qs} {
+		t, err := dev.Alloc(tensor.BF16, sh...)
+		if err != nil {
+			return 0
+		}
+		ts = append(ts, t)
+	}
+	lse, err := dev.Alloc(tensor.FP32, ls...)
+	if err != nil {
+		return 0
+	}
+	start := time.Now()
+	if err := k.Forward(ctx, p, ts[0], ts[1], ts[2], ts[3], lse); err != nil {
+		return 0
+	}
+	return p.FLOPs(kernels.Fwd) / max(time.Since(start).Seconds(), 1e-6)
+}
+
+// ForgetKernels drops every kernel NewKernel made, so that the next call makes a new one
+// (after external workers were closed, or their environment changed).
+func ForgetKernels() {
+	madeMu.Lock()
+	defer madeMu.Unlock()
+	made = map[madeKey]kernels.Kernel{}
+}

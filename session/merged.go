@@ -1,0 +1,42 @@
+package session
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/longca/longca/results"
+)
+
+// CheckMerged checks that a merged results file holds rows from each of n ranks, as many
+// from each, and none from outside the world: the line to print, or an exit-1 error
+// naming what is off.
+func CheckMerged(path string, n int) (string, error) {
+	loaded, err := results.LoadChecked(path)
+	if err != nil {
+		return "", err
+	}
+	seen := map[int64]int{}
+	for _, r := range loaded.Rows {
+		seen[r.Rank]++
+	}
+	var problems []string
+	per := seen[0]
+	for r := range int64(n) {
+		if seen[r] == 0 || seen[r] != per {
+			problems = append(problems, fmt.Sprintf("rank %d has %d rows (rank 0 has %d)", r, seen[r], per))
+		}
+		delete(seen, r)
+	}
+	var extra []int
+	for r := range seen {
+		extra = append(extra, int(r))
+	}
+	sort.Ints(extra)
+	if len(extra) > 0 {
+		problems = append(problems, fmt.Sprintf("ranks %v are outside 0..%d", extra, n-1))
+	}
+	if len(problems) > 0 {
+		return "", &ExitError{1, fmt.Sprintf("selftest merged: %s: %v", path, problems)}
+	}
+	return fmt.Sprintf("selftest merged: %s holds %d rows from each of %d ranks", path, per, n), nil
+}

@@ -1,0 +1,155 @@
+// Package session is the run session under every command of longca: a command parses its
+// flags, describes its cases (a kernel sweep, a CP sweep, a simulation, a selftest row)
+// and hands them to a Session, which owns the rest: the world (launched ranks, or
+// in-process ranks with their device mover, both through spmd.RunRanks), the rank file,
+// the base row every row starts from, progress with one time estimate, Ctrl-C, the merge,
+// the report and the plots.
+package session
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/longca/longca/results"
+	"github.com/longca/longca/spmd"
+	"github.com/rs/zerolog"
+)
+
+// UsageError is bad input found by the session (a folder that cannot be written, a run
+// id that is not one, a case too big for the machine): one line naming the flag and the
+// fix; the command exits with status 2 (its ExitCode).
+type UsageError struct{ msg string }
+
+// Usagef makes a UsageError.
+func Usagef(format string, args ...any) error {
+	return &UsageError{msg: fmt.Sprintf(format, args...)}
+}
+
+func (e *UsageError) Error() string { return "longca: " + e.msg }
+
+// ExitCode is 2, the status of bad usage (urfave/cli's ExitCoder).
+func (e *UsageError) ExitCode() int { return 2 }
+
+// Session is one command's run: where its rows go and what every row records of it.
+type Session struct {
+	// Out is the results folder, RunID the run id (see Target).
+	Out, RunID string
+	// Bench is the rows' bench column: kernel, sparse, cp, simulate or selftest.
+	Bench string
+	// World is this process among the ranks a launcher started (rank 0 of 1 alone).
+	World spmd.World
+	// Version and Command are recorded in every row.
+	Version, Command string
+	// Log is the one logger (rank-tagged once the world is known); nil: no log.
+	Log *zerolog.Logger
+	// Stdout gets tables, Stderr the "# results:" lines.
+	Stdout, Stderr io.Writer
+	// OutFlag names the folder's flag in errors ("--out" when empty).
+	OutFlag string
+}
+
+// New is a session of bench writing into out under runID (both checked by the command:
+// the folder writable, the id valid), as rank w.
+func New(bench, out, runID string, w spmd.World, version string, log *zerolog.Logger, stdout, stderr io.Writer) *Session {
+	s := &Session{Bench: bench, Out: out, RunID: runID, World: w, Version: version, Command: strings.Join(os.Args, " "), Log: log, Stdout: stdout, Stderr: stderr}
+	if s.Stdout == nil {
+		s.Stdout = os.Stdout
+	}
+	if s.Stderr == nil {
+		s.Stderr = os.Stderr
+	}
+	return s
+}
+
+// DefaultOutDir is out/<what>-<UTC time>.
+func DefaultOutDir(what string) string {
+	return filepath.Join("out", what+"-"+time.Now().UTC().Format("20060102T150405Z"))
+}
+
+func (s *Session) log() *zerolog.Logger {
+	if s.Log == nil {
+		l := zerolog.Nop()
+		return &l
+	}
+	return s.Log
+}
+
+// TagRank tags every later log line with the rank and world size.
+func (s *Session) TagRank(rank, size int) {
+	if s.Log != nil {
+		*s.Log = s.Log.With().Str("rank", fmt.Sprintf("%d/%d", rank, size)).Logger()
+	}
+}
+
+// BaseRow holds the columns every row of rank w of this session shares.
+func (s *Session) BaseRow(w spmd.World) results.Row {
+	host := w.Host
+	if host == "" {
+		host, _ = os.Hostname()
+	}
+	return results.Row{
+		RunID: s.RunID, Host: host, Rank: int64(w.Rank), WorldSize: int64(max(w.Size, 1)), LocalRank: int64(w.LocalRank),
+		Launcher: w.Launcher, Bench: s.Bench, Version: s.Version, Command: s.Command,
+	}
+}
+
+// RankFile creates rank's results file of n ranks in the session's folder: the one place
+// a results file is created.
+func (s *Session) RankFile(runID string, rank, n int) (*results.Writer, error) {
+	w, err := results.Create(s.Out, runID, rank, max(n, 1))
+	if err != nil {
+		flag := s.OutFlag
+		if flag == "" {
+			flag = "--out"
+		}
+		return nil, fmt.Errorf("%s %s: %w", flag, s.Out, err)
+	}
+	return w, nil
+}
+
+// WriteRows writes rows to a new rank file (rank 0 of 1) of runID, closing it.
+func (s *Session) WriteRows(runID string, rows []results.Row) (string, error) {
+	return s.WriteRankRows(runID, 0, 1, rows)
+}
+
+// WriteRankRows writes rows to a new file of runID's rank of n, closing it.
+func (s *Session) WriteRankRows(runID string, rank, n int, rows []results.Row) (string, error) {
+	w, err := s.RankFile(runID, rank, n)
+	if err != nil {
+		return "", err
+	}
+	for _, r := range rows {
+		if err := w.Write(r); err != nil {
+			_ = w.Close()
+			return "", err
+		}
+	}
+	return w.Path(), w.Close()
+}
+
+// Merge joins the rank files of dir: the one place results are merged (longca merge's
+// folder, or a session's run).
+func Merge(dir string, o results.MergeOptions) (results.MergeResult, error) {
+	return results.Merge(dir, o)
+}
+
+// MergeRun merges this session's run into its folder's default merged file (or out).
+func (s *Session) MergeRun(out string, parquet bool) (results.MergeResult, error) {
+	return Merge(s.Out, results.MergeOptions{Runs: []string{s.RunID}, Out: out, Parquet: parquet})
+}
+
+// Interruptible is ctx (Background when nil) cancelled by Ctrl-C or SIGTERM: a session
+// stops after the case at hand, keeping every row written.
+func Interruptible(ctx context.Context) (context.Context, context.CancelFunc) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	return signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+}

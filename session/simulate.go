@@ -1,0 +1,437 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/longca/longca/dataset"
+	"github.com/longca/longca/harness"
+	"github.com/longca/longca/kernels"
+	"github.com/longca/longca/mask"
+	"github.com/longca/longca/present"
+	"github.com/longca/longca/results"
+	"github.com/longca/longca/sim"
+	"github.com/longca/longca/spmd"
+	"github.com/longca/longca/spmd/cp"
+	"github.com/longca/longca/tensor"
+)
+
+// Simulation is what `longca simulate` describes: the CP sweep (the same description
+// `longca cp` runs, harness.CPSweep, its length per GPU count from TokensPerRank or
+// SeqLen), the GPU counts, the machine and kernel model, where kernel rates come from
+// (KernelRows, or Calibrate: a kernel timed here), and measured rows to compare with.
+type Simulation struct {
+	Sweep         harness.CPSweep
+	TokensPerRank int
+	SeqLen        int // 0: GPUs x TokensPerRank
+	GPUs          []int
+	Machine       sim.Machine
+	Kernel        sim.KernelModel
+	Exact         int
+	Sampled       int
+	// Calibrate times this kernel here on CalLens (CalIters repetitions, CalCheck),
+	// made with CalKernelOptions; KernelRows reads measured rows of RowsKernel instead.
+	Calibrate        string
+	CalLens          []int
+	CalIters         int
+	CalCheck         bool
+	CalKernelOptions kernels.Options
+	KernelRows       string
+	RowsKernel       string
+	// Compare holds measured longca cp rows (from CompareSrc) to print beside the
+	// predictions.
+	Compare    []results.Row
+	CompareSrc string
+	// Docs is where document masks' lengths come from (--dist, --counts, --max-doc).
+	Docs harness.Docs
+}
+
+// header is what the table says of the run's lengths and documents.
+func (o *Simulation) header() (size, docs string) {
+	size = fmt.Sprintf("%s tokens per GPU", dataset.FormatSize(o.TokensPerRank))
+	if o.SeqLen > 0 {
+		size = fmt.Sprintf("seqlen %s", dataset.FormatSize(o.SeqLen))
+	}
+	docs = "documents: MASKS.md's rule"
+	if o.Docs.Source != nil {
+		docs = "documents: " + dataset.SourceID(o.Docs.Source)
+	}
+	if mc := o.Docs.MaxDoc; !mc.IsZero() {
+		docs += ", --max-doc " + mc.String()
+	} else if mc := dataset.DefaultCap(o.Docs.Source); !mc.IsZero() {
+		docs += ", cut at " + mc.String() + " of the sequence"
+	}
+	return size, docs
+}
+
+// seqlenFor is the global length on n GPUs.
+func (o *Simulation) seqlenFor(n int) int {
+	if o.SeqLen > 0 {
+		return o.SeqLen
+	}
+	return n * o.TokensPerRank
+}
+
+// sweep is the CP sweep on n GPUs.
+func (o *Simulation) sweep(n int) harness.CPSweep {
+	s := o.Sweep
+	s.SeqLen = o.seqlenFor(n)
+	return s
+}
+
+// calibrateKernel replaces the preset kernel model by a fit to measured rows: from
+// --kernel-rows, or timed here with --calibrate (the rows are written to the out folder
+// under their own run id, bench kernel).
+func (s *Session) calibrateKernel(ctx context.Context, o *Simulation) error {
+	var rows []results.Row
+	var source, kernel string
+	switch {
+	case o.KernelRows != "":
+		var err error
+		if rows, err = results.Load(o.KernelRows); err != nil {
+			return Usagef("--kernel-rows: %v", err)
+		}
+		kernel = o.RowsKernel
+		if kernel == "" {
+			kernel = mostRowsKernel(rows)
+		}
+		source = fmt.Sprintf("%s rows of %s", kernel, o.KernelRows)
+	case o.Calibrate != "":
+		runID := s.RunID + "-calibration"
+		base := s.BaseRow(spmd.World{Size: 1})
+		base.RunID, base.Bench = runID, "kernel"
+		r := &harness.Runner{Warmup: 1, Iters: o.CalIters, Base: base, KernelOptions: o.CalKernelOptions}
+		if o.CalCheck {
+			r.Check = harness.KernelCheck
+		}
+		defer r.Close()
+		cases := harness.CalibrationSweep(o.Calibrate, o.CalLens, o.Sweep.Heads[0], o.Sweep.HeadDim, o.Sweep.DType).Cases()
+		if err := r.RunAll(ctx, cases, func(_ int, row results.Row) error { rows = append(rows, row); return nil }); err != nil {
+			return err
+		}
+		path, err := s.WriteRows(runID, rows)
+		if err != nil {
+			return err
+		}
+		for _, r := range rows {
+			if r.Status != results.StatusOK {
+				s.log().Warn().Str("mask", r.Mask).Int64("seqlen", r.SeqLen).Str("pass", r.Pass).Str("status", string(r.Status)).Str("reason", r.Reason).Msg("calibration case not used")
+			}
+		}
+		kernel, source = o.Calibrate, fmt.Sprintf("%s timed here (%s)", o.Calibrate, path)
+	default:
+		return nil
+	}
+	samples, skipped := sim.SamplesFromRows(rows, kernel, o.Kernel.TileQ, o.Kernel.TileK)
+	for _, sk := range skipped {
+		s.log().Warn().Str("row", sk).Msg("kernel row not used for calibration")
+	}
+	km, rep, err := sim.Fit(o.Kernel, samples, source)
+	if err != nil {
+		if o.KernelRows != "" {
+			return Usagef("--kernel-rows %s: %v (need ok rows of bench kernel, fwd or bwd)", o.KernelRows, err)
+		}
+		return fmt.Errorf("--calibrate %s: %w", o.Calibrate, err)
+	}
+	s.log().Info().Str("model", km.Name).Str("fit", rep.String()).Msg("kernel model calibrated")
+	o.Kernel = km
+	return nil
+}
+
+// mostRowsKernel is the kernel with the most ok kernel rows.
+func mostRowsKernel(rows []results.Row) string {
+	n := map[string]int{}
+	best := ""
+	for _, r := range rows {
+		if r.Bench == "kernel" && r.Status == results.StatusOK {
+			n[r.Kernel]++
+			if n[r.Kernel] > n[best] || (n[r.Kernel] == n[best] && r.Kernel < best) {
+				best = r.Kernel
+			}
+		}
+	}
+	return best
+}
+
+// simJob is one prediction: a method on a mesh, a mask sample, a head setting, a world.
+type simJob struct {
+	n      int
+	method string
+	cfg    cp.Config
+	mask   string
+	heads  harness.Heads
+	sample int
+	refuse error // the method has no mesh of its own on n GPUs (cp.MeshRefuser): unsupported rows
+}
+
+// predictAll runs every prediction (in parallel, one per core) and returns the rows in
+// a fixed order.
+func (s *Session) predictAll(ctx context.Context, o *Simulation) ([]results.Row, error) {
+	var mu sync.Mutex
+	masks := map[string]*builtMask{}
+	maskFor := func(name string, s int, seed uint64) *builtMask {
+		key := fmt.Sprintf("%s/%d/%d", name, s, seed)
+		mu.Lock()
+		defer mu.Unlock()
+		if b, ok := masks[key]; ok {
+			return b
+		}
+		spec, docs, err := o.sweep(0).MaskSpec(name, s, seed)
+		b := &builtMask{spec, docs, err}
+		masks[key] = b
+		return b
+	}
+	if err := fitSimulation(o, maskFor); err != nil {
+		return nil, err
+	}
+	// seeded says whether the seed changes mask mk at n GPUs (documents, a random prefix or
+	// window); a mask that does not is simulated once, whatever --samples says.
+	seeded := func(n int, mk string) bool {
+		a, b := maskFor(mk, o.seqlenFor(n), o.Sweep.Seed), maskFor(mk, o.seqlenFor(n), o.Sweep.Seed+1)
+		return a.err != nil || b.err != nil || !slices.Equal(a.spec.Mask.Slices, b.spec.Mask.Slices)
+	}
+	// The jobs are longca cp's cases (harness.CPSweep.Configs: methods x meshes x masks x
+	// heads, a method without a mesh of its own on n GPUs unsupported) x samples.
+	var jobs []simJob
+	for _, n := range o.GPUs {
+		cases, err := o.sweep(n).Configs(n)
+		if err != nil {
+			return nil, Usagef("%v", err)
+		}
+		for _, c := range cases {
+			for smp := range o.Sweep.Samples {
+				jobs = append(jobs, simJob{n, c.Method, c.Config, c.Mask, c.Heads, smp, c.Skip})
+				if c.Skip != nil || (o.Sweep.Samples > 1 && !seeded(n, c.Mask)) {
+					break // one row per pass says why; or every sample is the same mask
+				}
+			}
+		}
+	}
+	out := make([][]results.Row, len(jobs))
+	errs := make([]error, len(jobs))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range max(runtime.GOMAXPROCS(0), 1) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				out[i], errs[i] = s.predictJob(ctx, o, jobs[i], maskFor)
+			}
+		}()
+	}
+	for i := range jobs {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	var rows []results.Row
+	for i := range jobs {
+		if errs[i] != nil {
+			return nil, errs[i]
+		}
+		rows = append(rows, out[i]...)
+	}
+	setSimSpread(rows)
+	return rows, nil
+}
+
+// setSimSpread fills each row's sample-spread columns (harness.SetSpread): the samples of
+// its case (method, mesh, mask, heads, GPUs, pass) up to its own, in sample order.
+func setSimSpread(rows []results.Row) {
+	type key struct {
+		gpus                     int64
+		label, mask, heads, pass string
+	}
+	keyOf := func(r results.Row) key {
+		return key{r.WorldSize, present.RowMeshLabel(r), r.Mask, fmt.Sprintf("%d:%d", r.HeadsQ, r.HeadsKV), r.Pass}
+	}
+	count := map[key]int{}
+	for _, r := range rows {
+		count[keyOf(r)]++
+	}
+	rates := map[key][]float64{}
+	for i := range rows {
+		k := keyOf(rows[i])
+		if rows[i].TFLOPs != nil {
+			rates[k] = append(rates[k], *rows[i].TFLOPs)
+		}
+		harness.SetSpread(&rows[i], rates[k], count[k])
+	}
+}
+
+// builtMask is one sample of a mask at one length, built once for every method.
+type builtMask struct {
+	spec mask.Spec
+	docs []mask.Range
+	err  error
+}
+
+// predictJob predicts one job's passes; a configuration the method refuses (heads that
+// do not split, a mesh that does not fit) is an unsupported row with the method's reason.
+func (s *Session) predictJob(ctx context.Context, o *Simulation, j simJob, maskFor func(string, int, uint64) *builtMask) ([]results.Row, error) {
+	seqlen := o.seqlenFor(j.n)
+	seed := o.Sweep.Seed + uint64(j.sample)
+	b := maskFor(j.mask, seqlen, seed)
+	if b.err != nil {
+		return nil, Usagef("--masks %s at seqlen %d: %v", j.mask, seqlen, b.err)
+	}
+	cfg := j.cfg
+	cfg.Docs = b.docs
+	p := o.sweep(j.n).Problem(j.heads, b.spec.Mask)
+	m, err := cp.New(j.method)
+	if err != nil {
+		return nil, Usagef("%v", err)
+	}
+	opts := sim.Options{Machine: o.Machine, Kernel: o.Kernel, ExactRanks: o.Exact, SampledRanks: o.Sampled, PartialDType: tensor.FP32}
+	var (
+		pl    *cp.Plan
+		preds []sim.Prediction
+	)
+	if j.refuse != nil {
+		err = j.refuse
+	} else {
+		pl, preds, err = sim.Predict(ctx, m, cfg, p, o.Sweep.Passes, opts)
+	}
+	params, _ := json.Marshal(b.spec.Params)
+	base := s.BaseRow(spmd.World{Size: j.n, Launcher: "none"})
+	base.Time, base.Device, base.Backend, base.Kernel, base.KernelVersions, base.Method = time.Now().UTC(), o.Machine.Name, "sim", o.Kernel.Name, "{}", j.method
+	base.Mask, base.MaskParams, base.Seed, base.Sample, base.SeqLen, base.Batch = j.mask, string(params), seed, int64(j.sample), int64(seqlen), 1
+	base.HeadsQ, base.HeadsKV, base.HeadDim, base.DType = int64(j.heads.Q), int64(j.heads.KV), int64(o.Sweep.HeadDim), o.Sweep.DType.String()
+	base.MaskArea = b.spec.Mask.Area()
+	harness.SetDocColumns(&base, b.spec.Params)
+	var rows []results.Row
+	if err != nil {
+		if pl != nil { // a failure of the simulation itself, not a refused configuration
+			return nil, fmt.Errorf("simulating %s on %d GPUs, %s: %w", j.method, j.n, j.mask, err)
+		}
+		for _, pass := range o.Sweep.Passes {
+			r := base
+			r.Pass, r.FLOPs = pass.String(), p.FLOPs(pass)
+			r.Status, r.Reason = results.StatusUnsupported, err.Error()
+			r.Ulysses, r.Ring = results.Ptr(int64(cfg.Ulysses)), results.Ptr(int64(cfg.Ring))
+			rows = append(rows, r)
+		}
+		return rows, nil
+	}
+	inner := "ring"
+	if pl.Config.HeadFirst && pl.Config.Ulysses > 1 {
+		inner = "ulysses"
+	}
+	for _, pr := range preds {
+		r := base
+		r.Ulysses, r.Ring, r.Windows = results.Ptr(int64(pl.Config.Ulysses)), results.Ptr(int64(pl.Config.Ring)), results.Ptr(int64(pl.Config.Windows))
+		r.InnerDim, r.SeqLenPerRank, r.PadTokens = inner, int64(pl.Tokens), results.Ptr(int64(pl.Padding()))
+		if pl.Config.Block > 0 {
+			r.CPBlock, r.CPStages = results.Ptr(int64(pl.Config.Block)), results.Ptr(int64(pl.Config.Stages))
+		}
+		r.Pass, r.FLOPs = pr.Pass.String(), p.FLOPs(pr.Pass)
+		r.CommBytes = results.Ptr(pr.CommBytes)
+		r.Status = results.StatusPredicted
+		d := time.Duration(pr.Seconds * 1e9)
+		r.SetTimes(d, d, d, d)
+		r.TFLOPs = results.Ptr(pr.TFLOPsPerRank)
+		r.ModelParams = sim.ModelParams(o.Machine, o.Kernel, pr.Sampled, pr.Traced)
+		r.ExposedCommShare = results.Ptr(pr.ExposedShare)
+		r.Bottleneck = pr.Bottleneck
+		if pr.CountedBytes != pr.CommBytes {
+			r.Reason = fmt.Sprintf("the traced rank sent %d bytes; CommBytes says %d", pr.CountedBytes, pr.CommBytes)
+		}
+		rows = append(rows, r)
+	}
+	return rows, nil
+}
+
+// maxCaseSeconds is the longest one case may be estimated to take (sim.Seconds) before
+// the sweep is refused.
+const maxCaseSeconds = 3600
+
+// fitSimulation refuses, before any work, a sweep whose largest case cannot fit in the
+// memory this process may take (sim.MemoryBytes for each GPU count and mask, with as
+// many cases and traced ranks at once as there are cores) or would take more than an
+// hour (sim.Seconds). Everything that grows with the GPU count is counted first, before
+// a mask is built (a document mask of a million GPUs' tokens is itself large); then the
+// documents of each mask.
+func fitSimulation(o *Simulation, maskFor func(string, int, uint64) *builtMask) error {
+	avail := harness.ThisMachine().HostBytes * 0.85
+	workers := max(runtime.GOMAXPROCS(0), 1)
+	check := func(n int, what string, docs int) error {
+		need := float64(workers) * sim.MemoryBytes(n, docs, workers)
+		if need > avail {
+			return Usagef("--gpus %d: simulating %s needs about %.1f GiB of host memory; %.1f GiB available: use fewer GPUs or tokens per GPU",
+				n, what, need/(1<<30), avail/(1<<30))
+		}
+		if t := sim.Seconds(n, docs); t > maxCaseSeconds {
+			return Usagef("--gpus %d: simulating %s would take about %.0f CPU hours (the limit is 1 hour per case): use fewer GPUs or tokens per GPU",
+				n, what, t/3600)
+		}
+		return nil
+	}
+	for _, n := range o.GPUs {
+		if err := check(n, fmt.Sprintf("%d ranks", n), 1); err != nil {
+			return err
+		}
+	}
+	for _, n := range o.GPUs {
+		for _, mk := range o.Sweep.Masks {
+			b := maskFor(mk, o.seqlenFor(n), o.Sweep.Seed)
+			if b.err != nil {
+				continue // reported by the job itself
+			}
+			if err := check(n, fmt.Sprintf("%s (%d documents)", mk, len(b.docs)), len(b.docs)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Simulate predicts every case of o on every GPU count (calibrating the kernel model
+// first when asked), writes the predicted rows (bench simulate, status predicted) to the
+// session's run and merges them, draws one scaling plot per mask, pass and heads, and
+// prints the table (and the comparison with measured rows); start is when the command
+// began, for the closing line.
+func (s *Session) Simulate(ctx context.Context, o Simulation, start time.Time) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if err := s.calibrateKernel(ctx, &o); err != nil {
+		return err
+	}
+	rows, err := s.predictAll(ctx, &o)
+	if err != nil {
+		return err
+	}
+	if _, err := s.WriteRows(s.RunID, rows); err != nil {
+		return err
+	}
+	res, err := Merge(s.Out, results.MergeOptions{Runs: []string{s.RunID}, Out: results.MergedPath(s.Out, s.RunID)})
+	if err != nil {
+		return fmt.Errorf("merging the rows: %w", err)
+	}
+	plotDir := filepath.Join(s.Out, "plots")
+	plots, err := present.WriteScalingPlots(plotDir, rows)
+	if err != nil {
+		return err
+	}
+	w := s.Stdout
+	size, docs := o.header()
+	h := present.SimHeader{Machine: o.Machine, Kernel: o.Kernel, Size: size, Docs: docs, HeadDim: o.Sweep.HeadDim,
+		DType: o.Sweep.DType.String(), Samples: o.Sweep.Samples, Exact: o.Exact}
+	if err := present.WriteSimTable(w, h, rows); err != nil {
+		return err
+	}
+	if len(o.Compare) > 0 {
+		if err := present.WriteComparison(w, o.CompareSrc, o.Compare, rows); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(w, "# rows: %s (%d rows); plots: %d in %s; %.1f s\n", res.Files[0], res.Rows, len(plots), plotDir, time.Since(start).Seconds())
+	return nil
+}
