@@ -32,7 +32,7 @@ type EstimatePrior struct {
 	// PerCase is a case's own cost besides its repetitions and check (setup, compile,
 	// inputs, bookkeeping), in seconds.
 	PerCase float64
-	// Reps is warm-ups plus timed repetitions; one untimed call more is counted.
+	// Reps is warm-ups plus timed repetitions.
 	Reps int
 }
 
@@ -92,10 +92,10 @@ func NewEstimate(cases []EstimateCase, prior EstimatePrior) *Estimate {
 // Len is the number of cases.
 func (e *Estimate) Len() int { return len(e.cases) }
 
-// reps is the repetitions a case runs of its pass, in units of that pass: warm-ups,
-// timed ones and the untimed first; a backward first runs a forward (0.4 of its FLOPs).
+// reps is the repetitions a case runs of its pass, in units of that pass: warm-ups and
+// timed ones (harness.Loop); a backward first runs a forward (0.4 of its FLOPs).
 func (e *Estimate) reps(c EstimateCase) float64 {
-	r := float64(e.prior.Reps + 1)
+	r := float64(e.prior.Reps)
 	if c.Pass == kernels.Bwd {
 		r += kernels.Fwd.FLOPsFactor() / kernels.Bwd.FLOPsFactor()
 	}

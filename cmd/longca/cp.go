@@ -35,7 +35,7 @@ func init() {
 
 func cpFlags() []cli.Flag {
 	return append([]cli.Flag{
-		&cli.StringFlag{Name: "methods", Usage: "comma-separated CP methods (default: all of " + strings.Join(cp.Names(), ", ") + ")"},
+		&cli.StringFlag{Name: "methods", Usage: "comma-separated CP methods, or all (default: all of " + strings.Join(cp.Names(), ", ") + ")"},
 		&cli.StringFlag{Name: "masks", Usage: "comma-separated masks, or all (default: " + strings.Join(mask.CPMasks(), ",") + ")"},
 		&cli.StringFlag{Name: "tokens-per-rank", Value: "8K", Usage: "tokens per rank (weak scaling: seqlen = ranks x this)"},
 		&cli.StringFlag{Name: "seqlen", Usage: "global sequence length instead of --tokens-per-rank"},
@@ -147,6 +147,9 @@ func cpSweepFlags(c *cli.Context) (cpOptions, error) {
 		block: c.Int("cp-block"), stages: c.Int("cp-stages"), headFirst: c.Bool("head-first"), samples: c.Int("samples"), seed: c.Uint64("seed"),
 		out: c.String("out"), runID: c.String("run-id")}
 	o.methods, o.methodsExplicit = splitList(c.String("methods")), c.IsSet("methods")
+	if len(o.methods) == 1 && o.methods[0] == "all" { // every method, as the default
+		o.methods, o.methodsExplicit = nil, false
+	}
 	if len(o.methods) == 0 {
 		if o.methodsExplicit {
 			return o, usageError("--methods is empty: name methods (%s)", strings.Join(cp.Names(), ","))

@@ -62,7 +62,7 @@ func TestCPUsageErrors(t *testing.T) {
 }
 
 func TestCPDryRun(t *testing.T) {
-	out, errOut, code := captureRun(t, "cp", "--dry-run", "--ranks", "8", "--masks", "causal", "--heads", "64:8")
+	out, errOut, code := captureRun(t, "cp", "--dry-run", "--ranks", "8", "--methods", "all", "--masks", "causal", "--heads", "64:8")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}

@@ -12,40 +12,37 @@ import (
 
 // sweepCulprit names the flags that make a case too big: the one whose default (or a
 // modest length) alone would make it fit, else all of them with their values.
-func sweepCulprit(c *cli.Context) func(cs harness.Case, fits func(harness.Case) bool) string {
-	return func(cs harness.Case, fits func(harness.Case) bool) string { return culpritOf(c, cs, fits) }
-}
-
-func culpritOf(c *cli.Context, cs harness.Case, fits func(harness.Case) bool) string {
-	lenFlag := "--seqlens"
-	if !c.IsSet("seqlens") && (c.IsSet("begin") || c.IsSet("end")) {
-		lenFlag = "-b/-e"
-	}
-	if c.Command.Name == "run" {
-		return "--suite " + c.String("suite")
-	}
-	shrink := []struct {
-		flag, value string
-		apply       func(x *harness.Case)
-	}{
-		{lenFlag, harness.FormatSize(cs.SeqLen), func(x *harness.Case) { x.SeqLen = min(x.SeqLen, 4096) }},
-		{"--heads", cs.Heads.String(), func(x *harness.Case) { x.Heads = harness.Heads{Q: min(x.Heads.Q, 64), KV: min(x.Heads.KV, 8)} }},
-		{"--head-dim", fmt.Sprint(cs.HeadDim), func(x *harness.Case) { x.HeadDim = min(x.HeadDim, 128) }},
-	}
-	var all []string
-	for _, s := range shrink {
-		x := cs
-		s.apply(&x)
-		if x != cs && fits(x) {
-			return s.flag + " " + s.value
+func sweepCulprit(c *cli.Context) func(harness.Case, func(harness.Case) bool) string {
+	return func(cs harness.Case, fits func(harness.Case) bool) string {
+		lenFlag := "--seqlens"
+		if !c.IsSet("seqlens") && (c.IsSet("begin") || c.IsSet("end")) {
+			lenFlag = "-b/-e"
 		}
-		all = append(all, s.flag+" "+s.value)
+		if c.Command.Name == "run" {
+			return "--suite " + c.String("suite")
+		}
+		shrink := []struct {
+			flag, value string
+			apply       func(x *harness.Case)
+		}{
+			{lenFlag, harness.FormatSize(cs.SeqLen), func(x *harness.Case) { x.SeqLen = min(x.SeqLen, 4096) }},
+			{"--heads", cs.Heads.String(), func(x *harness.Case) { x.Heads = harness.Heads{Q: min(x.Heads.Q, 64), KV: min(x.Heads.KV, 8)} }},
+			{"--head-dim", fmt.Sprint(cs.HeadDim), func(x *harness.Case) { x.HeadDim = min(x.HeadDim, 128) }},
+		}
+		var all []string
+		for _, s := range shrink {
+			x := cs
+			s.apply(&x)
+			if x != cs && fits(x) {
+				return s.flag + " " + s.value
+			}
+			all = append(all, s.flag+" "+s.value)
+		}
+		return strings.Join(all, ", ")
 	}
-	return strings.Join(all, ", ")
 }
 
-// fitCP refuses, before any mask is built, a CP run whose ranks cannot fit in memory
-// (session.FitCP), naming the size flags as given.
+// fitCP is session.FitCP naming the size flags as given.
 func fitCP(c *cli.Context, o cpOptions, n, onNode int, inProcess bool) error {
 	flags := fmt.Sprintf("--tokens-per-rank %s, --heads %s, --head-dim %d", c.String("tokens-per-rank"), c.String("heads"), o.headDim)
 	if o.seqlen > 0 {

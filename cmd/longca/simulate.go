@@ -40,7 +40,7 @@ func init() {
 func simulateFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "gpus", Value: "8,64,512", Usage: "comma-separated GPU counts (ranks) to predict for"},
-		&cli.StringFlag{Name: "methods", Usage: "comma-separated CP methods (default: all of " + strings.Join(cp.Names(), ", ") + ")"},
+		&cli.StringFlag{Name: "methods", Usage: "comma-separated CP methods, or all (default: all of " + strings.Join(cp.Names(), ", ") + ")"},
 		&cli.StringFlag{Name: "masks", Usage: "comma-separated masks, or all (default: " + strings.Join(mask.CPMasks(), ",") + ")"},
 		&cli.StringFlag{Name: "tokens-per-rank", Value: "8K", Usage: "tokens per GPU (weak scaling: seqlen = GPUs x this)"},
 		&cli.StringFlag{Name: "seqlen", Usage: "global sequence length instead of --tokens-per-rank"},

@@ -13,10 +13,13 @@ import (
 // Balanced is longca's own method: the sequence is cut into blocks and every rank given
 // the same number of them so that the mask's area in its rows (its attention work) is
 // equal (Balance), and each rank receives exactly the key/value blocks its rows attend
-// to from the ranks that own them (each rank owns the K/V of its own query blocks), in
-// stages of grouped sends and receives, each overlapping the previous stage's attention.
-// The backward fetches the same blocks again and returns their dK/dV partials to their
-// owners the same way, one stage behind, where the owner adds them up.
+// to from the ranks that own them (each rank owns the K/V of its own query blocks), by
+// grouped sends and receives. Up to 8 ranks the fetch is one piece beside the rank's own
+// K/V and one kernel call attends to both (balanced_one.go); past that it comes in stages,
+// each overlapping the attention of what came before, and Ulysses runs inside the node
+// with the dispatch across nodes (balanced_heads.go). The backward fetches the same
+// blocks again and returns their dK/dV partials to their owners the same way, where the
+// owner adds them up.
 type Balanced struct{}
 
 func init() { Register(Balanced{}) }
@@ -262,10 +265,8 @@ func (b *balancedRun) fetchPost(s int, k, v tensor.Tensor, buf kvPair) func(c co
 	return func(c comm.Comm) error { return b.fetch(c, s, k, v, buf) }
 }
 
-// Forward implements Method: the first Window stages' fetches start at once (their
-// buffers are fresh, so they wait for nothing but each other), the local blocks'
-// attention runs meanwhile, then each stage's attention once its blocks are in, and the
-// fetch of stage s+Window after it, into its buffer. Partials merge by log-sum-exp.
+// Forward implements Method: on the head shards past one node (headsForward), then over
+// the dispatch ring (balancedForward).
 func (Balanced) Forward(ctx context.Context, r *Run, q, k, v, out, lse tensor.Tensor) error {
 	r.dropSaved()
 	if r.Plan.Config.Ulysses > 1 {
@@ -277,7 +278,11 @@ func (Balanced) Forward(ctx context.Context, r *Run, q, k, v, out, lse tensor.Te
 }
 
 // balancedForward is the forward over the ring of dispatch ranks (after the all-to-all
-// to head shards when Ulysses > 1).
+// to head shards when Ulysses > 1): with one stage, forwardOne; else the first Window
+// stages' fetches start at once (their buffers are fresh, so they wait for nothing but
+// each other), the local blocks' attention runs meanwhile, then each stage's attention
+// once its blocks are in, and the fetch of stage s+Window after it, into its buffer.
+// Partials merge by log-sum-exp.
 func balancedForward(ctx context.Context, r *Run, q, k, v, out, lse tensor.Tensor) error {
 	b, err := newBalancedRun(r)
 	if err != nil {
@@ -352,11 +357,8 @@ func balancedForward(ctx context.Context, r *Run, q, k, v, out, lse tensor.Tenso
 	return merger.write(out, lse)
 }
 
-// Backward implements Method: the fetches as in the forward; each stage's kernel
-// backward writes the fetched blocks' dK/dV partials, which go back to their owners in a
-// group started right after it (before the fetch that reuses its buffer), and the owner
-// adds what came back into its fp32 accumulators one stage later. dQ accumulates
-// locally.
+// Backward implements Method: on the head shards the forward saved past one node
+// (headsBackward), then over the dispatch ring (balancedBackward).
 func (Balanced) Backward(ctx context.Context, r *Run, q, k, v, out, lse, dout, dq, dk, dv tensor.Tensor) error {
 	if r.Plan.Config.Ulysses > 1 {
 		return r.headsBackward(q, dout, dq, dk, dv, func(q, k, v, out, lse, dout, dq, dk, dv tensor.Tensor) error {
@@ -367,7 +369,11 @@ func (Balanced) Backward(ctx context.Context, r *Run, q, k, v, out, lse, dout, d
 }
 
 // balancedBackward is the backward over the ring of dispatch ranks (on the head shards
-// when Ulysses > 1).
+// when Ulysses > 1): with one stage, backwardOne; else the fetches as in the forward,
+// each stage's kernel backward writing the fetched blocks' dK/dV partials, which go back
+// to their owners in a group started right after it (before the fetch that reuses its
+// buffer), and the owner adds what came back into its fp32 accumulators one stage later.
+// dQ accumulates locally.
 func balancedBackward(ctx context.Context, r *Run, q, k, v, out, lse, dout, dq, dk, dv tensor.Tensor) error {
 	b, err := newBalancedRun(r)
 	if err != nil {

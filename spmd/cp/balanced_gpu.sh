@@ -12,12 +12,14 @@
 # the time: the checks run the CPU reference at the smallest size CheckSize allows
 # (--check-budget 5e8: 512 tokens, heads down to 8:1 where the method plans the same way;
 # ulysses keeps 64:8), one warm-up and two timed iterations, one sample. Measured on the
-# H200 before (DEVICE.md, data/h200): a method's sweep took 45-60 s in a process of its
-# own; one process for six methods about 4 minutes a kernel. Budget: CP_BUDGET seconds in
-# all (default 460), cuda first (CP_CUDA_TIME, default 250), cudnn with what is left.
+# H200 before (DEVICE.md, data/h200: each case 9-17 s, a method's sweep 40-70 s, ulysses
+# the longest: its check keeps 64:8 heads): the six methods with cuda take about 4.5
+# minutes, so cudnn runs four (CP_CUDNN_METHODS: balanced, ulysses, ring-allgather,
+# ring-p2p, about 3 minutes). Budget: CP_BUDGET seconds in all (default 460), cuda first
+# (CP_CUDA_TIME, default 280), cudnn with what is left.
 # Logs and results go to OUTDIR (default /tmp/longca-balanced); the table of cp_efficiency
 # (fwd / bwd per method and mask, each kernel) comes last.
-# Environment: CP_METHODS, CP_MASKS, CP_TOKENS (8K), CP_ITERS (2), CP_WARMUP (1),
+# Environment: CP_METHODS, CP_CUDNN_METHODS, CP_MASKS, CP_TOKENS (8K), CP_ITERS (2), CP_WARMUP (1),
 # CP_KERNELS ("cuda cudnn"), CP_HEADS, CP_HEAD_DIM (64:8, 128: only to try it on a CPU).
 set -u
 out=${1:-/tmp/longca-balanced}
@@ -29,6 +31,7 @@ mkdir -p "$out"
 export LONGCA_CACHE_DIR=${LONGCA_CACHE_DIR:-/tmp/longca-nvrtc}
 export NCCL_NVLS_ENABLE=0
 methods=${CP_METHODS:-balanced,ulysses,ring-allgather,usp,loongtrain,ring-p2p}
+cudnn_methods=${CP_CUDNN_METHODS:-balanced,ulysses,ring-allgather,ring-p2p}
 masks=${CP_MASKS:-full,causal,full_document_long,causal_document_long}
 tokens=${CP_TOKENS:-8K}
 kernels=${CP_KERNELS:-cuda cudnn}
@@ -37,7 +40,7 @@ hdim=${CP_HEAD_DIM:-128}
 iters=${CP_ITERS:-2}
 warmup=${CP_WARMUP:-1}
 budget=${CP_BUDGET:-460}
-cudatime=${CP_CUDA_TIME:-250}
+cudatime=${CP_CUDA_TIME:-280}
 start=$(date +%s)
 summary="$out/summary.txt"
 : >"$summary"
@@ -45,10 +48,12 @@ note() { echo "$*" | tee -a "$summary"; }
 status() { case $1 in 0) echo ok ;; 124 | 137) echo "TIMEOUT (rows so far kept)" ;; skip) echo "SKIPPED (out of time)" ;; *) echo "FAIL($1)" ;; esac; }
 rows() { grep -o '"message":"cp"' "$1" | wc -l; }
 notok() { grep '"message":"cp"' "$1" | grep -vc '"status":"ok"'; }
-nmethods=$(echo "$methods" | tr ',' '\n' | grep -c .)
 nmasks=$(echo "$masks" | tr ',' '\n' | grep -c .)
-want=$((nmethods * nmasks * 2))
 for k in $kernels; do
+	ms=$methods
+	[ "$k" = cudnn ] && ms=$cudnn_methods
+	nmethods=$(echo "$ms" | tr ',' '\n' | grep -c .)
+	want=$((nmethods * nmasks * 2))
 	left=$((start + budget - $(date +%s)))
 	t=$left
 	[ "$k" = cuda ] && [ "$cudatime" -lt "$t" ] && t=$cudatime
@@ -56,7 +61,7 @@ for k in $kernels; do
 		note "longca cp --kernel $k: $(status skip)"
 		continue
 	fi
-	timeout -k 5 "$t" bin/longca --log-format json cp --ranks 8 --kernel "$k" --methods "$methods" --tokens-per-rank "$tokens" \
+	timeout -k 5 "$t" bin/longca --log-format json cp --ranks 8 --kernel "$k" --methods "$ms" --tokens-per-rank "$tokens" \
 		--ulysses 2 --ring 4 --windows 2 --overlap --masks "$masks" --heads "$heads" --head-dim "$hdim" --dtype bf16 \
 		--passes fwd,bwd --samples 1 -w "$warmup" -n "$iters" --check --check-budget 5e8 --baseline measure \
 		--out "$out/$k" --run-id "balanced-$k" >"$out/$k.log" 2>&1

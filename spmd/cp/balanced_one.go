@@ -135,12 +135,23 @@ func (b *balancedRun) backwardOne(ctx context.Context, q, k, v, out, lse, dout, 
 	if err != nil {
 		return err
 	}
+	// dq in the partials' dtype beside them (a kernel with fp32 partials), else directly.
+	dqOut := dq
+	if pdt != dq.DType() {
+		if dqOut, err = a.scratch(pdt, dq.Shape()...); err != nil {
+			return err
+		}
+	}
 	if len(m.Slices) == 0 {
 		if err := r.ops.fill(dq, 0); err != nil {
 			return err
 		}
-	} else if err := r.Kernel.Backward(ctx, pl.stepProblem(m), q, kv.k, kv.v, out, lse, dout, dq, grads.k, grads.v); err != nil {
+	} else if err := r.Kernel.Backward(ctx, pl.stepProblem(m), q, kv.k, kv.v, out, lse, dout, dqOut, grads.k, grads.v); err != nil {
 		return fmt.Errorf("balanced: %w", err)
+	} else if dqOut != dq {
+		if err := r.ops.convert(dq, dqOut); err != nil {
+			return err
+		}
 	}
 	// The fetched blocks' partials go back to their owners (fp32); this rank's own come
 	// back from the ranks that fetched them.

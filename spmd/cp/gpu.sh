@@ -26,7 +26,7 @@ rm -rf "$out"
 mkdir -p "$out"
 export LONGCA_CACHE_DIR=${LONGCA_CACHE_DIR:-/tmp/longca-nvrtc}
 export NCCL_NVLS_ENABLE=0
-methods=${CP_METHODS:-ring-p2p ring-allgather ulysses usp loongtrain}
+methods=${CP_METHODS:-ring-p2p ring-allgather ulysses usp loongtrain balanced}
 masks=${CP_MASKS:-full,causal,full_document_long,causal_document_long}
 tokens=${CP_TOKENS:-8K}
 kernel=${CP_KERNEL:-cuda}
@@ -71,7 +71,7 @@ reserve=$(($(echo $methods | wc -w) * steptime + 30))
 run 70 mpirun --allow-run-as-root -np 1 -x NCCL_NVLS_ENABLE -x MASTER_ADDR=127.0.0.1 -x LONGCA_CACHE_DIR \
 	bin/longca --log-format json cp --backend nccl --kernel "$kernel" --tokens-per-rank "$tokens" $common \
 	--out "$out/nccl1" >"$out/nccl1.log" 2>&1
-note "1. longca cp --backend nccl, 1 rank, 5 methods: $(status $rc)  rows $(rows "$out/nccl1.log") (want 40), not ok $(notok "$out/nccl1.log"), wrong $(wrong "$out/nccl1.log")"
+note "1. longca cp --backend nccl, 1 rank, 6 methods: $(status $rc)  rows $(rows "$out/nccl1.log") (want 48), not ok $(notok "$out/nccl1.log"), wrong $(wrong "$out/nccl1.log")"
 [ "$rc" = 0 ] || tail -5 "$out/nccl1.log"
 
 # 2. 8 simulated ranks on one GPU, one sweep per method (each bounded; rows are flushed

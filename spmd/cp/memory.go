@@ -95,7 +95,8 @@ func oneBytes(pl *Plan, pass kernels.Pass, fetched, sent int64) int64 {
 	// the kernel's partials: fp32, or in the problem's dtype with fp32 copies of the
 	// fetched part, whichever is more
 	parts := max(2*(lr+fetched)*kv*f32, 2*(lr+fetched)*kv*es+2*fetched*kv*f32)
-	bwd := buf + parts + 2*sent*kv*f32
+	q := int64(pl.HeadsQ * pl.Problem.HeadDim)
+	bwd := buf + parts + 2*sent*kv*f32 + lr*q*f32 // and dq in fp32 beside fp32 partials
 	if sent > 0 {
 		bwd += 2 * lr * kv * f32
 	}

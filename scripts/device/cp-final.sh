@@ -1,0 +1,28 @@
+#!/bin/sh
+# The CP part of the session's last device calls (issue 20), from the repository root with
+# bin/cp-device.tgz carried (make cp-device: longca and the CP GPU checks):
+#   sh scripts/device/cp-final.sh OUT
+# 1. spmd/cp/overhead.sh: one rank through NCCL under mpirun, every method x the 4 CP
+#    masks x fwd,bwd at 8K tokens, checked, with the kernel alone (about 80 s);
+# 2. spmd/cp/balanced_gpu.sh: 8 ranks on one GPU, the six methods x 4 CP masks x fwd,bwd at
+#    8K tokens per rank, checked, --overlap --baseline measure, --kernel cuda then cudnn
+#    (bounded: CP_BUDGET, default here 420 s).
+# Tables last; each step's logs and merged rows packed as OUT/cp-final.tgz.
+set -u
+out=${1:?usage: cp-final.sh OUT}
+mkdir -p "$out"
+if [ ! -x bin/longca ] && [ -f bin/cp-device.tgz ]; then
+	tar -C bin -xzf bin/cp-device.tgz || exit 1
+fi
+export LONGCA_CACHE_DIR=${LONGCA_CACHE_DIR:-/tmp/longca-nvrtc} NCCL_NVLS_ENABLE=0
+t0=$(date +%s)
+OVH_TIMEOUT=${OVH_TIMEOUT:-110} sh spmd/cp/overhead.sh "$out/ovh" >"$out/ovh.txt" 2>&1
+echo "# [$(($(date +%s) - t0)) s] overhead.sh rc=$?"
+CP_BUDGET=${CP_BUDGET:-420} CP_CUDA_TIME=${CP_CUDA_TIME:-270} sh spmd/cp/balanced_gpu.sh "$out/bal" >"$out/bal.txt" 2>&1
+echo "# [$(($(date +%s) - t0)) s] balanced_gpu.sh rc=$?"
+tar -C "$out" -czf "$out/cp-final.tgz" ovh bal ovh.txt bal.txt 2>/dev/null
+rm -rf "$out/ovh" "$out/bal"
+echo "=== one rank through NCCL (overhead.sh), last lines"
+tail -30 "$out/ovh.txt"
+echo "=== 8 ranks on one GPU (balanced_gpu.sh), last lines"
+tail -45 "$out/bal.txt"

@@ -1,0 +1,21 @@
+#!/bin/sh
+# `longca run` on the GPU machine, the way a user runs it (issue 22's wall time, issue 19's
+# every-kernel table with the final defaults), from the repository root with
+# bin/longca(.gz) carried (make device):
+#   sh scripts/device/run-final.sh OUT [LIMIT_SECONDS]
+# Stopped with SIGINT at the limit (default 560 s): run then ends after the current case and
+# still writes its merged file and report. OUT gets the merged rows, the report and the log.
+set -u
+out=${1:?usage: run-final.sh OUT [LIMIT_SECONDS]}
+limit=${2:-560}
+mkdir -p "$out"
+[ -x bin/longca ] || { [ -f bin/longca.gz ] && gunzip -c bin/longca.gz >bin/longca && chmod +x bin/longca; }
+export LONGCA_CACHE_DIR=${LONGCA_CACHE_DIR:-/tmp/longca-nvrtc} NCCL_NVLS_ENABLE=0
+t0=$(date +%s)
+timeout -s INT -k 30 "$limit" bin/longca run --suite gpu --out /tmp/run-final --run-id h200-run >"$out/run.log" 2>&1
+rc=$?
+echo "# longca run --suite gpu: exit $rc, wall $(($(date +%s) - t0)) s" | tee -a "$out/run.log"
+cp /tmp/run-final/h200-run.merged.arrow /tmp/run-final/h200-run.report.txt "$out/" 2>/dev/null
+grep -E '"estimate"|eta' "$out/run.log" | head -3
+grep -E '^# Cases|^# Geomean' "$out/run.log" | head -4
+sed -n '/x fastest/,$p' /tmp/run-final/h200-run.report.txt 2>/dev/null | head -110
