@@ -6,7 +6,7 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 TAGS    ?= $(shell command -v mpicc >/dev/null 2>&1 && echo mpi)
 LDFLAGS := -X main.Version=$(VERSION)
 
-.PHONY: build run test unit integration lint bench gpu-test device cp-device cp-gpu-test overhead-device merge-device cudnn-device clean
+.PHONY: build run test unit integration lint bench doc-tables gpu-test device cp-device cp-gpu-test overhead-device merge-device cudnn-device clean
 
 build:
 	$(GO) build -tags '$(TAGS)' -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/longca
@@ -34,6 +34,11 @@ unit: build
 # integration: only the mpirun and Slurm part of test.
 integration:
 	GO=$(GO) LONGCA_SKIP_UNIT=1 ./scripts/test.sh
+
+# doc-tables: rerun the command above every table of docs/simulate.md and rewrite the
+# tables (TestDocTables checks the cheap ones in CI; the 512-GPU sweep takes minutes).
+doc-tables:
+	$(GO) test ./cmd/longca -run '^TestDocTables$$' -count=1 -timeout 60m -args -update
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "not gofmt-formatted:"; echo "$$out"; exit 1; fi

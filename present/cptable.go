@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/longca/longca/results"
@@ -26,6 +27,7 @@ type cpAgg struct {
 	checkPass                    *bool
 	checkWorst                   string
 	checkRatio                   float64
+	rates                        []float64 // each ok sample's TFLOP/s per rank
 }
 
 // cpMesh names a row's mesh: UxR, with LoongTrain's windows.
@@ -41,7 +43,8 @@ func cpMesh(r results.Row) string {
 }
 
 // WriteCPTable prints CP rows as a TextTable, one line per method, mesh, mask, heads and
-// pass (the samples averaged; only the lowest rank's rows, since every rank records the
+// pass (the samples averaged, and their smallest and largest TFLOP/s per rank when there
+// are several; only the lowest rank's rows, since every rank records the
 // slowest rank's time): the per-rank TFLOP/s (MASKS.md's per-GPU figure when each rank
 // has its device), how many ranks share a device and what the device did, the bare
 // kernel's TFLOP/s at the same per-rank work and the efficiency, the time without
@@ -86,6 +89,7 @@ func WriteCPTable(w io.Writer, title string, rows []results.Row) error {
 		a.ok++
 		a.ms += *r.MedianMs
 		a.tflops += *r.TFLOPs
+		a.rates = append(a.rates, *r.TFLOPs)
 		if r.DeviceTFLOPs != nil {
 			a.devTF += *r.DeviceTFLOPs
 		}
@@ -109,7 +113,7 @@ func WriteCPTable(w io.Writer, title string, rows []results.Row) error {
 	t := TextTable{Title: []string{title}, Columns: []TextColumn{
 		{Name: "method", Left: true}, {Name: "mesh", Left: true}, {Name: "mask", Left: true}, {Name: "heads", Unit: "q:kv"},
 		{Name: "pass", Left: true}, {Name: "samples"}, {Name: "time", Unit: "ms"}, {Name: "TFLOPs/rank", Unit: "TFLOP/s"},
-		{Name: "ranks/dev"}, {Name: "device", Unit: "TFLOP/s"}, {Name: "kernel", Unit: "TFLOP/s"}, {Name: "eff"},
+		{Name: "min-max", Unit: "TFLOP/s"}, {Name: "ranks/dev"}, {Name: "device", Unit: "TFLOP/s"}, {Name: "kernel", Unit: "TFLOP/s"}, {Name: "eff"},
 		{Name: "no-comm", Unit: "ms"}, {Name: "xfer", Unit: "%"}, {Name: "bw", Unit: "GB/s"}, {Name: "check", Left: true},
 		{Name: "err/tol"}, {Name: "peak", Unit: "GiB"},
 	}}
@@ -140,7 +144,7 @@ func WriteCPTable(w io.Writer, title string, rows []results.Row) error {
 		}
 		line := []string{k.method, k.mesh, k.mask, k.heads, k.pass, fmt.Sprint(a.n)}
 		if a.ok == 0 {
-			line = append(line, string(a.status), "-", rpd, "-", "-", "-", "-", "-", "-", chk, ratio, "-")
+			line = append(line, string(a.status), "-", "-", rpd, "-", "-", "-", "-", "-", "-", chk, ratio, "-")
 			t.Rows = append(t.Rows, line)
 			continue
 		}
@@ -154,7 +158,12 @@ func WriteCPTable(w io.Writer, title string, rows []results.Row) error {
 			}
 			return formatTFLOPs(v / float64(n))
 		}
-		line = append(line, f(a.ms, a.ok, "%.3f"), tf(a.tflops, a.ok), rpd, tf(a.devTF, a.ok),
+		spread := "-" // over the mask samples, when there are several
+		if len(a.rates) > 1 {
+			lo, hi := slices.Min(a.rates), slices.Max(a.rates)
+			spread = formatTFLOPs(lo) + "-" + formatTFLOPs(hi)
+		}
+		line = append(line, f(a.ms, a.ok, "%.3f"), tf(a.tflops, a.ok), spread, rpd, tf(a.devTF, a.ok),
 			tf(a.kernTF, a.nKern), f(a.eff, a.nKern, "%.2f"), f(a.noComm, a.nNoComm, "%.3f"),
 			f(100*a.exposed, a.nNoComm, "%.0f"), f(a.gbs, a.ok, "%.1f"), chk, ratio, peak)
 		t.Rows = append(t.Rows, line)

@@ -1,6 +1,7 @@
 package present
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -298,10 +299,22 @@ func WriteScalingPlots(dir string, rows []results.Row) ([]string, error) {
 type compareKey struct {
 	label, mask, pass, heads string
 	gpus, seqlen             int64
+	seed                     uint64 // the mask sample: a prediction is compared on the masks measured
+	docs                     string // doc_source and max_doc: never two inputs' cases
 }
 
 func compareKeyOf(r results.Row) compareKey {
-	return compareKey{RowMeshLabel(r), r.Mask, r.Pass, fmt.Sprintf("%d:%d", r.HeadsQ, r.HeadsKV), r.WorldSize, r.SeqLen}
+	docs := r.DocSource
+	if r.MaxDoc != nil {
+		docs += fmt.Sprintf("/%d", *r.MaxDoc)
+	}
+	if docs == "" && strings.Contains(r.MaskParams, `"dist":`) { // rows written before doc_source
+		var p map[string]string
+		if json.Unmarshal([]byte(r.MaskParams), &p) == nil {
+			docs = p["dist"]
+		}
+	}
+	return compareKey{RowMeshLabel(r), r.Mask, r.Pass, fmt.Sprintf("%d:%d", r.HeadsQ, r.HeadsKV), r.WorldSize, r.SeqLen, r.Seed, docs}
 }
 
 // WriteComparison prints every case measured (longca cp rows, rank 0, averaged over

@@ -85,7 +85,21 @@ type rankState struct {
 	classWire  []float64
 	dependents [][]int32
 	gpuWait    float64
+	open       []int32 // point-to-point events started, maybe not ended (Machine.Contention)
 	wire       [numClasses]float64
+}
+
+// transferAt says whether a point-to-point event of the rank is in flight at t (started,
+// and not known to have ended by t); it forgets the ones that ended.
+func (st *rankState) transferAt(t float64) bool {
+	keep := st.open[:0]
+	for _, e := range st.open {
+		if math.IsNaN(st.end[e]) || st.end[e] > t {
+			keep = append(keep, e)
+		}
+	}
+	st.open = keep
+	return len(keep) > 0
 }
 
 type item struct {
@@ -219,6 +233,9 @@ func (s *simulator) onStart(tr int, e int32, t float64) error {
 	switch ev.kind {
 	case evKernel, evHelper:
 		dur := ev.dur
+		if ev.kind == evKernel && s.m.Contention > 0 && st.transferAt(t) {
+			dur *= 1 + s.m.Contention // a transfer of this rank runs alongside
+		}
 		begin := t
 		if s.m.RanksPerGPU > 1 {
 			if s.mirror {
@@ -261,6 +278,9 @@ func (s *simulator) onStart(tr int, e int32, t float64) error {
 		}
 	case evP2P:
 		st.start[e] = t
+		if s.m.Contention > 0 {
+			st.open = append(st.open, e)
+		}
 		return s.startMessages(tr, e, t, ev.grp, ev.msgs, false)
 	}
 	return nil

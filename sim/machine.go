@@ -77,6 +77,17 @@ type Machine struct {
 	// slower than the kernel model was calibrated for, such as in-process ranks sharing a
 	// loaded machine's cores with other work (measured by the same run with fast links).
 	ComputeScale float64 `json:"compute_scale,omitempty"`
+	// StepUs is host-side work of one attention kernel call that neither the kernel model
+	// nor the helpers hold (a ring step's launch path, sub-mask bookkeeping), in
+	// microseconds per call; StepSliceUs is more of it per slice of the call's sub-mask
+	// (the documents in the step). 0 in every preset: docs/simulate.md gives the values
+	// measured and how much they change.
+	StepUs      float64 `json:"step_us,omitempty"`
+	StepSliceUs float64 `json:"step_slice_us,omitempty"`
+	// Contention is how much longer an attention kernel takes when it starts while a
+	// transfer of its rank is in flight (0.09: 9% longer): NCCL's kernels take SMs, device
+	// copies take memory bandwidth. 0 in every preset (docs/simulate.md).
+	Contention float64 `json:"contention,omitempty"`
 }
 
 // computeScale is ComputeScale, 1 when unset.
@@ -233,6 +244,9 @@ func (m Machine) Validate() error {
 	}
 	if m.AllReduce != "" && m.AllReduce != "ring" && m.AllReduce != "tree" {
 		return fmt.Errorf("allreduce %q: use ring or tree", m.AllReduce)
+	}
+	if m.StepUs < 0 || m.StepSliceUs < 0 || m.Contention < 0 {
+		return fmt.Errorf("step_us %g, step_slice_us %g, contention %g: must not be negative", m.StepUs, m.StepSliceUs, m.Contention)
 	}
 	if m.ComputeScale < 0 {
 		return fmt.Errorf("compute_scale %g: must not be negative (0 or 1: as calibrated)", m.ComputeScale)

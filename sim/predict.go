@@ -368,7 +368,8 @@ type modelCosts struct {
 func (c modelCosts) kernelTime(pass kernels.Pass, p kernels.Problem, last *lastTiles) (float64, float64) {
 	t := last.of(c.tiles, p.Mask, c.km.TileQ, c.km.TileK)
 	flops := 4 * float64(t.Area) * float64(p.HeadsQ) * float64(p.HeadDim) * pass.FLOPsFactor()
-	return c.km.TimeOn(pass, t, p.HeadsQ, p.HeadDim) * c.m.computeScale(), flops
+	host := (c.m.StepUs + c.m.StepSliceUs*float64(len(p.Mask.Slices))) * 1e-6
+	return c.km.TimeOn(pass, t, p.HeadsQ, p.HeadDim)*c.m.computeScale() + host, flops
 }
 
 func (c modelCosts) helperTime(launches int, bytes int64) float64 {

@@ -318,3 +318,31 @@ func TestUnmatchedMessageIsAnError(t *testing.T) {
 		t.Fatalf("unmatched receive: %v", err)
 	}
 }
+
+// TestStepOverheadAndContention: the two measured terms on the hand-worked ring of
+// TestRingForwardSchedule (compute-bound: every step's kernel twice its transfer). A
+// step overhead adds its time to each of the n kernel calls; contention stretches the
+// n-1 kernels that start while the next block is on the wire, not the last one.
+func TestStepOverheadAndContention(t *testing.T) {
+	const n, seq, bw, lat = 4, 4 * 256, 1e9, 5e-6
+	p, docs := problem(t, "full", seq, 8, 2, 16)
+	m, _ := cp.New("ring-p2p")
+	kernel := 2 * (2*float64(256*2*16*2)/bw + lat)
+	for _, c := range []struct {
+		stepUs, contention, want float64
+	}{
+		{0, 0, n * kernel},
+		{30, 0, n * (kernel + 30e-6)},
+		{0, 0.25, (n-1)*kernel*1.25 + kernel},
+	} {
+		mc := flatMachine(bw, lat)
+		mc.StepUs, mc.Contention = c.stepUs, c.contention
+		_, pr, err := Predict(context.Background(), m, cp.Config{Ranks: n, Docs: docs}, p, []kernels.Pass{kernels.Fwd}, Options{Machine: mc, Kernel: fixedKernel(kernel)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := pr[0].Seconds; math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("step %g us, contention %g: %.6g s, want %.6g", c.stepUs, c.contention, got, c.want)
+		}
+	}
+}

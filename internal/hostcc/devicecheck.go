@@ -48,13 +48,7 @@ __device__ float atomicAdd(float *, float);
 // elsewhere.
 func CheckDevice(t testing.TB, name, src, arch string) {
 	t.Helper()
-	cc, err := exec.LookPath("clang++")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("no clang++: CI must install it (.ci/run) so %s is compiled on the CPU", name)
-		}
-		t.Skipf("no clang++ on this machine: %s is compiled on the GPU only", name)
-	}
+	cc := compiler(t, "clang++", name, "compiled")
 	dir := t.TempDir()
 	for _, h := range []string{"cuda_bf16.h", "cuda_fp16.h"} {
 		if err := os.WriteFile(filepath.Join(dir, h), []byte(deviceHeaders), 0o644); err != nil {

@@ -46,17 +46,25 @@ static inline float __half2float(__half h) { _Float16 v; memcpy(&v, &h.x, 2); re
 static inline __half __float2half(float f) { _Float16 v = (_Float16)f; __half h; memcpy(&h.x, &v, 2); return h; }
 `
 
+// compiler finds a host compiler a test needs: under CI (which installs it: .ci/run) its
+// absence fails the test; elsewhere the test is skipped, what it checks left to the GPU.
+func compiler(t testing.TB, tool, name, what string) string {
+	t.Helper()
+	path, err := exec.LookPath(tool)
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("no %s: CI must install it (.ci/run) so %s is %s on the CPU", tool, name, what)
+		}
+		t.Skipf("no %s on this machine: %s is %s on the GPU only", tool, name, what)
+	}
+	return path
+}
+
 // Compile writes src to a temporary file and compiles it with g++ (C++17, -O1), returning
 // the binary's path; flags are added to the compiler's.
 func Compile(t testing.TB, name, src string, flags ...string) string {
 	t.Helper()
-	cxx, err := exec.LookPath("g++")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("no g++: CI must install it (.ci/run) so %s is checked on the CPU", name)
-		}
-		t.Skipf("no g++ on this machine: %s is checked on the GPU only", name)
-	}
+	cxx := compiler(t, "g++", name, "checked")
 	dir := t.TempDir()
 	path := filepath.Join(dir, name+".cc")
 	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
