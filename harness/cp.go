@@ -42,6 +42,9 @@ type CPCase struct {
 	// Skip, when set, says why the method cannot run this mesh with these heads (its
 	// plan refused it): the case's rows are unsupported, with this reason.
 	Skip error
+	// NoMesh says Skip is the method's refusal of the rank count itself (cp.MeshRefuser:
+	// a 2-D method on 1 or a prime number of ranks), not of the user's settings.
+	NoMesh bool
 }
 
 func (c CPCase) String() string {
@@ -128,7 +131,7 @@ func (s CPSweep) Configs(n int) ([]CPCase, error) {
 				for _, h := range s.Heads {
 					c := CPCase{Method: name, Config: cfg, Mask: mk, Heads: h}
 					if refused != nil {
-						c.Skip = Unsupported(refused)
+						c.Skip, c.NoMesh = Unsupported(refused), true
 					}
 					out = append(out, c)
 				}

@@ -235,7 +235,9 @@ func (o cpOptions) seqlenFor(n int) int {
 
 // cpCases expands the sweep for n ranks (harness.CPSweep.Cases). A case whose plan
 // refuses its mesh is kept as unsupported rows, except that a method the user named
-// that cannot run at all is a usage error; so is a sweep where nothing can run.
+// whose settings cannot run is a usage error; so is a sweep where nothing can run. A
+// 2-D method on a rank count without a 2-D mesh (usp on 1 rank) stays unsupported rows
+// even when named, so a sweep over every method still runs the others.
 func cpCases(o cpOptions, n int) ([]harness.CPCase, error) {
 	cases, err := o.sweep(n).Cases(n)
 	if err != nil {
@@ -248,7 +250,7 @@ func cpCases(o cpOptions, n int) ([]harness.CPCase, error) {
 			runs++
 			continue
 		}
-		if o.methodsExplicit {
+		if o.methodsExplicit && !c.NoMesh {
 			return nil, usageError("%v", c.Skip)
 		}
 		skipped = append(skipped, c.Skip.Error())

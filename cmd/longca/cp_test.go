@@ -279,3 +279,35 @@ func TestCPOnUserDocuments(t *testing.T) {
 		checkUsageError(t, args, code, errOut, bad[0])
 	}
 }
+
+// A 2-D method named beside others on a rank count without a 2-D mesh (usp and
+// loongtrain on one rank: spmd/cp/overhead.sh names every method) gives unsupported rows
+// and the others run; named alone, nothing can run: a usage error.
+func TestCPNamedMethodWithoutMeshIsARow(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "cp")
+	_, errOut, code := captureRun(t, "--log-level", "warn", "cp", "--methods", "ring-p2p,usp,loongtrain",
+		"--masks", "causal", "--tokens-per-rank", "32", "--heads", "2:2", "--head-dim", "8", "--samples", "1",
+		"-w", "0", "-n", "1", "--passes", "fwd", "--baseline", "none", "--out", dir)
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	rows, _, err := results.ReadRows(results.MergedPath(dir, filepath.Base(dir)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]results.Status{}
+	for _, r := range rows {
+		got[r.Method] = r.Status
+		if r.Status == results.StatusUnsupported && !strings.Contains(r.Reason, "2-D mesh") {
+			t.Fatalf("%s: reason %q", r.Method, r.Reason)
+		}
+	}
+	if got["ring-p2p"] != results.StatusOK || got["usp"] != results.StatusUnsupported || got["loongtrain"] != results.StatusUnsupported {
+		t.Fatalf("statuses by method: %v", got)
+	}
+	_, errOut, code = captureRun(t, "--log-level", "warn", "cp", "--methods", "usp", "--masks", "causal", "--tokens-per-rank", "32",
+		"--heads", "2:2", "--head-dim", "8", "--samples", "1", "-w", "0", "-n", "1", "--passes", "fwd", "--out", filepath.Join(t.TempDir(), "u"))
+	if code != 2 || !strings.Contains(errOut, "2-D mesh") {
+		t.Fatalf("usp alone on one rank: exit %d, stderr %q", code, errOut)
+	}
+}

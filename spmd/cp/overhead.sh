@@ -59,7 +59,7 @@ measure() {
 
 # cptable REPORT: the CP table of longca report as "method mask pass eff peak" lines.
 cptable() {
-	sed -n '/^# CP methods/,$p' "$1" | awk '$1 !~ /^#/ && NF >= 12 { print $1, $3, $5, $12, $NF }'
+	sed -n '/^# CP methods/,$p' "$1" | awk '/^# method/ { for (i = 2; i <= NF; i++) if ($i == "eff") col = i - 1 } $1 !~ /^#/ && col && NF >= col { print $1, $3, $5, $col, $NF }'
 }
 
 runs=""
