@@ -14,7 +14,7 @@ func init() {
 		Description: "Suites: gpu (kernels.New(\"cuda\") works): the 12 kernel masks at 8K, 16K, 32K and 48K, heads\n" +
 			"64:8, head dim 128, bf16, fwd and bwd, -w 3 -n 10, the cuda kernel and every peer available here\n" +
 			"(cudnn when libcudnn opens; torch:flash, torch:cudnn, torch:efficient, torch:flex, torch:varlen\n" +
-			"through --python; 480 cases in 6 minutes on one H200 with cuda and four torch peers, measured);\n" +
+			"through --python; on one H200 about 8.5 minutes for its 672 cases, measured);\n" +
 			"cpu (no GPU): the ref kernel on\n" +
 			"6 masks at 512, 1K, 2K, heads 8:2, head dim 64, fwd and bwd (about a minute on 2 idle cores);\n" +
 			"smoke: a seconds-long subset of cpu for tests. OUT gets <run>.rank-0-of-1.arrow, and named by\n" +
