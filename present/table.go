@@ -41,14 +41,7 @@ func kernelLabel(r results.Row) string {
 	if r.Method == "" {
 		return r.Kernel
 	}
-	l := r.Method
-	if r.Ulysses != nil && r.Ring != nil && *r.Ulysses > 1 && *r.Ring > 1 {
-		l += fmt.Sprintf("-%dx%d", *r.Ulysses, *r.Ring)
-	}
-	if r.Windows != nil && *r.Windows > 1 {
-		l += fmt.Sprintf("-w%d", *r.Windows)
-	}
-	return l
+	return RowMeshLabel(r)
 }
 
 // MaskLabel names a row's mask in reports: the mask, or for block-sparse rows

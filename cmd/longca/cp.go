@@ -202,15 +202,8 @@ func cpSweepFlags(c *cli.Context) (cpOptions, error) {
 	if o.docs, err = docsFromFlags(c); err != nil {
 		return o, err
 	}
-	for _, p := range splitList(c.String("passes")) {
-		pass, err := kernels.ParsePass(p)
-		if err != nil {
-			return o, usageError("--passes: %v", err)
-		}
-		o.passes = append(o.passes, pass)
-	}
-	if len(o.passes) == 0 {
-		return o, usageError("--passes is empty: use fwd, bwd or fwd+bwd")
+	if o.passes, err = passesFlag(c); err != nil {
+		return o, err
 	}
 	return o, nil
 }

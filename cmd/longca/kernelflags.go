@@ -190,15 +190,8 @@ func sweepFromFlags(c *cli.Context, defaultLens []int, ko kernels.Options) (harn
 	if s.DType, err = tensor.ParseDType(c.String("dtype")); err != nil {
 		return s, usageError("--dtype: %v", err)
 	}
-	for _, p := range splitList(c.String("passes")) {
-		pass, err := kernels.ParsePass(p)
-		if err != nil {
-			return s, usageError("--passes: %v", err)
-		}
-		s.Passes = append(s.Passes, pass)
-	}
-	if len(s.Passes) == 0 {
-		return s, usageError("--passes is empty: use fwd, bwd or fwd+bwd")
+	if s.Passes, err = passesFlag(c); err != nil {
+		return s, err
 	}
 	s.Kernels = splitList(c.String("kernels"))
 	if len(s.Kernels) == 0 {
@@ -216,4 +209,20 @@ func sweepFromFlags(c *cli.Context, defaultLens []int, ko kernels.Options) (harn
 	}
 	s.Seed = c.Uint64("seed")
 	return s, nil
+}
+
+// passesFlag reads --passes: fwd, bwd and fwd+bwd, at least one.
+func passesFlag(c *cli.Context) ([]kernels.Pass, error) {
+	var out []kernels.Pass
+	for _, p := range splitList(c.String("passes")) {
+		pass, err := kernels.ParsePass(p)
+		if err != nil {
+			return nil, usageError("--passes: %v", err)
+		}
+		out = append(out, pass)
+	}
+	if len(out) == 0 {
+		return nil, usageError("--passes is empty: use fwd, bwd or fwd+bwd")
+	}
+	return out, nil
 }
