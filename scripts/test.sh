@@ -26,6 +26,7 @@ command -v make >/dev/null || need+=(make)
 command -v mpicc >/dev/null || need+=(openmpi-bin libopenmpi-dev)
 command -v slurmctld >/dev/null || need+=(slurm-wlm)
 command -v munged >/dev/null || need+=(munge)
+command -v clang++ >/dev/null || need+=(clang) # the CUDA sources compiled as device code (kernels/cuda)
 # examples/analyze.py (the worked analysis) needs pandas; Debian has python3-pandas.
 PY=
 for p in python3 /usr/bin/python3; do
