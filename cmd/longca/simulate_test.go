@@ -146,21 +146,26 @@ func TestSimulateAgreesWithEmulatedLinks(t *testing.T) {
 		if len(meas) != cases {
 			t.Fatalf("%s: %d measured cases, want %d (%d methods x 2 masks x 2 passes)", name, len(meas), cases, len(cp.Names()))
 		}
-		// Whatever else runs on the machine (other packages' tests under go test ./...)
-		// only ever slows a measurement: when a case misses, the point is measured once
-		// more and each case keeps its faster time.
-		for k, m := range meas {
-			if p, ok := pred[k]; ok && math.Abs(p/m-1) > 0.15 {
-				again := mdir + "-again"
-				run(append([]string{"cp", "--ranks", "4", "--links", slow, "--kernel", "ref", "--no-check", "-w", "0", "-n", "3", "--out", again}, args...)...)
-				for k2, m2 := range timesOf(t, again) {
-					if old, ok := meas[k2]; ok && m2 < old {
-						meas[k2] = m2
-					}
+		// Whatever else runs on the machine (other packages' tests under go test ./...,
+		// the scheduler of 2 cores) only ever slows a measurement: while a case misses, the
+		// point is measured again, up to 3 more times, and each case keeps its fastest time.
+		missed := func() bool {
+			for k, m := range meas {
+				if p, ok := pred[k]; ok && math.Abs(p/m-1) > 0.15 {
+					return true
 				}
-				fmt.Fprintf(&report, "%s: measured again (a case missed by more than 15%%)\n", name)
-				break
 			}
+			return false
+		}
+		for again := 1; again <= 3 && missed(); again++ {
+			adir := fmt.Sprintf("%s-again%d", mdir, again)
+			run(append([]string{"cp", "--ranks", "4", "--links", slow, "--kernel", "ref", "--no-check", "-w", "0", "-n", "3", "--out", adir}, args...)...)
+			for k2, m2 := range timesOf(t, adir) {
+				if old, ok := meas[k2]; ok && m2 < old {
+					meas[k2] = m2
+				}
+			}
+			fmt.Fprintf(&report, "%s: measured again (%d; a case missed by more than 15%%)\n", name, again)
 		}
 		fmt.Fprintf(&report, "%s: compute scale %.2f\n", name, scale)
 		for k, m := range meas {
