@@ -311,3 +311,32 @@ func TestCPNamedMethodWithoutMeshIsARow(t *testing.T) {
 		t.Fatalf("usp alone on one rank: exit %d, stderr %q", code, errOut)
 	}
 }
+
+// Rank 0's progress lines of `longca cp` carry the estimate's time left (eta), which
+// ends at 0s with the last row.
+func TestCPProgressETA(t *testing.T) {
+	args := []string{"--log-format", "json", "cp", "--ranks", "2", "--kernel", "ref", "--methods", "ring-p2p", "--masks", "causal,full",
+		"--tokens-per-rank", "128", "--heads", "2:1", "--head-dim", "16", "--samples", "2", "-w", "0", "-n", "1", "--baseline", "none",
+		"--out", t.TempDir()}
+	_, errOut, code := captureRun(t, args...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var etas []string
+	for _, l := range strings.Split(errOut, "\n") {
+		if !strings.Contains(l, `"message":"cp"`) {
+			continue
+		}
+		i := strings.Index(l, `"eta":"`)
+		if i < 0 {
+			t.Fatalf("a progress line without eta: %s", l)
+		}
+		etas = append(etas, strings.SplitN(l[i+7:], `"`, 2)[0])
+	}
+	if len(etas) != 8 { // 2 masks x 2 samples x 2 passes
+		t.Fatalf("%d progress lines, want 8:\n%s", len(etas), errOut)
+	}
+	if etas[len(etas)-1] != "0s" {
+		t.Errorf("the last row's eta is %s, want 0s", etas[len(etas)-1])
+	}
+}
