@@ -136,6 +136,7 @@ func (r *CPRunner) row(cs CPCase, sample int, pass kernels.Pass) results.Row {
 	if c.HeadFirst && c.Ulysses > 1 {
 		row.InnerDim = "ulysses"
 	}
+	row.CPSharding = c.Sharding.String()
 	row.Mask, row.MaskParams, row.Seed, row.Sample = cs.Mask, "{}", s.Seed+uint64(sample), int64(sample)
 	row.SeqLen, row.SeqLenPerRank, row.Batch = int64(s.SeqLen), int64(s.SeqLen/r.Comm.Size()), 1
 	row.HeadsQ, row.HeadsKV, row.HeadDim = int64(cs.Heads.Q), int64(cs.Heads.KV), int64(s.HeadDim)
@@ -185,6 +186,7 @@ func (r *CPRunner) Run(ctx context.Context, cs CPCase, sample int) ([]results.Ro
 		if pl.Config.Block > 0 {
 			row.CPBlock, row.CPStages = results.Ptr(int64(pl.Config.Block)), results.Ptr(int64(pl.Config.Stages))
 		}
+		row.CPSharding = pl.Config.Sharding.String()
 		describe(r.Kernel, pl.Problem, p, row)
 	}
 	// Can this rank's kernel run the steps at all (dtype, head dim, heads per rank)?

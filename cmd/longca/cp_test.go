@@ -340,3 +340,37 @@ func TestCPProgressETA(t *testing.T) {
 		t.Errorf("the last row's eta is %s, want 0s", etas[len(etas)-1])
 	}
 }
+
+// --sharding changes a CP result (padding, balance), so every row records it as the
+// method resolved it (cp_sharding): the default is zigzag for ring-p2p and contiguous for
+// ulysses; --sharding contiguous makes ring-p2p contiguous.
+func TestCPRowsRecordSharding(t *testing.T) {
+	for _, c := range []struct {
+		flag string
+		want map[string]string
+	}{
+		{"default", map[string]string{"ring-p2p": "zigzag", "ulysses": "contiguous"}},
+		{"contiguous", map[string]string{"ring-p2p": "contiguous", "ulysses": "contiguous"}},
+	} {
+		dir := t.TempDir()
+		args := []string{"cp", "--ranks", "2", "--kernel", "ref", "--methods", "ring-p2p,ulysses", "--masks", "causal", "--sharding", c.flag,
+			"--tokens-per-rank", "64", "--heads", "2:2", "--head-dim", "8", "--samples", "1", "-w", "0", "-n", "1", "--passes", "fwd",
+			"--no-check", "--baseline", "none", "--out", dir}
+		if _, errOut, code := runCLI(t, args...); code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errOut)
+		}
+		rows, err := results.Load(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, r := range rows {
+			got[r.Method] = r.CPSharding
+		}
+		for m, w := range c.want {
+			if got[m] != w {
+				t.Errorf("--sharding %s: %s rows record cp_sharding %q, want %q", c.flag, m, got[m], w)
+			}
+		}
+	}
+}
