@@ -308,7 +308,6 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
   // bytes in every chunk, chunks SBN*128 bytes apart
   auto issue_pv = [&](const unsigned(&pa)[SBN / 16][4], int s) {
     const T *cV = sV + s * SBN * D;
-#pragma unroll
     const unsigned loV = sw128_lo(cV, SBN * CHUNK * 2);
 #pragma unroll
     for (int kk = 0; kk < SBN / 16; kk++)
