@@ -91,6 +91,9 @@ type Row struct {
 	// "blocks", "thd" (packed documents), or "thd K/N" when K of N ranks took thd; ""
 	// for the other methods.
 	CPLayout string `arrow:"cp_layout"`
+	// CPSharding is how the sequence was cut over the ring (--sharding, as the method
+	// resolved it): contiguous or zigzag; default where the mesh was refused unresolved.
+	CPSharding string `arrow:"cp_sharding"`
 
 	// The mask and the problem.
 	Mask       string `arrow:"mask"`
