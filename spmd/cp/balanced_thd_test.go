@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -249,5 +250,26 @@ func TestBalancedTHDOnDevice(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestBalancedTHDOneStageOnly: past one stage the layout is blocks (auto) or a one-line
+// error naming --cp-stages (thd forced).
+func TestBalancedTHDOneStageOnly(t *testing.T) {
+	m := cpMask(t, "causal_document_long", 16*512, 3)
+	p := kernels.Problem{HeadsQ: 1, HeadsKV: 1, HeadDim: 16, DType: tensor.BF16, Mask: m}
+	pl, err := Balanced{}.Plan(Config{Ranks: 16, Stages: 3, Calls: cudnnCalls{}}, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pl.Config.Stages < 2 || pl.KVLayoutName() != "blocks" {
+		t.Fatalf("%d stages, layout %s: want several stages and blocks", pl.Config.Stages, pl.KVLayoutName())
+	}
+	_, err = Balanced{}.Plan(Config{Ranks: 16, Stages: 3, KVLayout: KVDocs}, p)
+	if err == nil || !strings.Contains(err.Error(), "--cp-stages 1") {
+		t.Fatalf("thd forced on %d stages: %v, want an error naming --cp-stages 1", pl.Config.Stages, err)
+	}
+	if _, err := ParseKVLayout("zigzag"); err == nil || !strings.Contains(err.Error(), "--cp-layout") {
+		t.Fatalf("ParseKVLayout(zigzag): %v", err)
 	}
 }
