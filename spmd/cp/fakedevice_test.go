@@ -33,7 +33,7 @@ type fakePrims struct {
 	cpu      *tensor.CPU
 	mu       sync.Mutex
 	live     int64
-	noRuns   bool // RunsReady fails (the methods copy run by run)
+	noRuns   bool  // RunsReady fails (the methods copy run by run)
 	peak     int64 // the most live bytes
 	deferred bool
 	q        *fakeQueue
