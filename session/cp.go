@@ -87,7 +87,7 @@ func (s *Session) CP(ctx context.Context, r CPRun) error {
 		if r.InProcess { // every in-process rank has its own kernel (and so its own device stream)
 			var err error
 			if k, err = kernels.New(r.Sweep.Kernel, r.KernelOptions); err != nil {
-				return err
+				return fmt.Errorf("rank %d: kernel %s: %w", w.Rank, r.Sweep.Kernel, err)
 			}
 		}
 		return s.cpRank(ctx, r, backend, cm, w, k, &shared)
@@ -236,7 +236,7 @@ func deviceMover(k kernels.Kernel, n int) (*cudamover.Mover, error) {
 	}
 	g, err := cuda.Open(dk.CUDADevice().Index)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("longca cp: device mover: GPU %d: %w", dk.CUDADevice().Index, err)
 	}
 	m, err := cudamover.New(g, 2*n)
 	if err != nil {
