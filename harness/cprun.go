@@ -155,6 +155,9 @@ func (r *CPRunner) Run(ctx context.Context, cs CPCase, sample int) ([]results.Ro
 		return nil, err
 	}
 	s := r.Sweep
+	if cc, ok := r.Kernel.(kernels.CallCounter); ok { // balanced's auto key layout asks it
+		cs.Config.Calls = cc
+	}
 	rows := make([]results.Row, len(s.Passes))
 	for i, p := range s.Passes {
 		rows[i] = r.row(cs, sample, p)
@@ -229,6 +232,7 @@ func (r *CPRunner) planned(rows []results.Row, pl *cp.Plan, spec mask.Spec) erro
 		row.MaskArea, row.FLOPs, row.CommBytes = spec.Mask.Area(), pl.Problem.FLOPs(p), results.Ptr(cp.RankCommBytesOf(pl, r.Comm.Rank(), p))
 		if pl.Config.Block > 0 {
 			row.CPBlock, row.CPStages = results.Ptr(int64(pl.Config.Block)), results.Ptr(int64(pl.Config.Stages))
+			row.CPLayout = pl.KVLayoutName()
 		}
 		row.CPSharding = pl.Config.Sharding.String()
 		describe(r.Kernel, pl.Problem, p, row)
@@ -573,10 +577,11 @@ func (r *CPRunner) Close() {
 
 // RunCP runs every case's samples on this rank (a skipped case once: its rows do not
 // depend on the sample), handing each row to emit as soon as the ranks agreed on it
-// (emit writes it to the rank's file at once). Before each sample the ranks agree on
-// going on, so a cancelled context (Ctrl-C) stops every rank at the same sample, not
-// after the case's other samples have failed one by one. It returns at a *FatalError, an
-// emit error or a cancelled context.
+// (emit writes it to the rank's file at once). Before and after each sample the ranks
+// agree on going on, so a cancelled context (Ctrl-C) stops every rank at the same
+// sample: the passes it cut short are not written (they would read as the method's
+// errors; those that finished are), nor are the case's other samples run into errors.
+// It returns at a *FatalError, an emit error or a cancelled context.
 func RunCP(ctx context.Context, r *CPRunner, cases []CPCase, emit func(ci int, row results.Row) error) error {
 	defer r.Close()
 	for ci, cs := range cases {
