@@ -601,7 +601,20 @@ func RunCP(ctx context.Context, r *CPRunner, cases []CPCase, emit func(ci int, r
 			if err != nil {
 				return err
 			}
+			// A stop during the sample (agreed): its passes that did not finish measured
+			// nothing, and are not written as the method's errors.
+			stopped := false
+			if _, aerr := agree(r.Comm, 0, ctx.Err()); aerr != nil {
+				var f *FatalError
+				if errors.As(aerr, &f) {
+					return aerr
+				}
+				stopped = true
+			}
 			for _, row := range rows {
+				if stopped && row.Status != results.StatusOK {
+					continue
+				}
 				if row.TFLOPs != nil {
 					rates[row.Pass] = append(rates[row.Pass], *row.TFLOPs)
 				}
@@ -609,6 +622,9 @@ func RunCP(ctx context.Context, r *CPRunner, cases []CPCase, emit func(ci int, r
 				if err := emit(ci, row); err != nil {
 					return err
 				}
+			}
+			if stopped {
+				return fmt.Errorf("stopped in case %d of %d (%s), sample %d: %w", ci+1, len(cases), cs, sample, context.Canceled)
 			}
 		}
 	}

@@ -161,6 +161,8 @@ func (s *Session) cpRank(ctx context.Context, r CPRun, backend string, cm comm.C
 		est = nil
 	}
 	if est != nil {
+		log.Info().Str("run", s.RunID).Int("cases", len(r.Cases)).Int("samples", r.Sweep.Samples).
+			Str("estimate", est.Total().Round(time.Second).String()).Msg("cp sweep")
 		est.Start(time.Now())
 	}
 	err = harness.RunCP(ctx, run, r.Cases, func(ci int, row results.Row) error {
@@ -216,6 +218,9 @@ func (s *Session) logCPRow(ci, of int, row results.Row, eta time.Duration) {
 	}
 	if row.PeakMemBytes != nil {
 		ev = ev.Int64("peak_mem_bytes", *row.PeakMemBytes)
+	}
+	if row.CPLayout != "" {
+		ev = ev.Str("cp_layout", row.CPLayout)
 	}
 	if row.Reason != "" {
 		ev = ev.Str("reason", row.Reason)
