@@ -4,6 +4,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/longca/longca/dataset"
@@ -48,6 +49,7 @@ func cpFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "head-first", Value: true, Usage: "a Ulysses group is consecutive ranks (inside a node); --head-first=false puts the ring there"},
 		&cli.StringFlag{Name: "sharding", Value: "default", Usage: "contiguous, zigzag (per document, padded) or default (zigzag; contiguous for ulysses)"},
 		&cli.IntFlag{Name: "cp-block", Usage: "balanced: dispatch block in tokens (0: the largest power of two <= 512 giving each rank >= 8 blocks); recorded as cp_block"},
+		&cli.StringFlag{Name: "cp-ulysses", Value: "0", Usage: "balanced: head-parallel degrees U of its U x (ranks/U) mesh, comma-separated, one mesh each (e.g. 1,2,8; 1: the dispatch alone; ranks: Ulysses on a contiguous layout; 0: chosen per mask by the plan's model, spmd/cp.BalancedMeshChoice); recorded as cp_ulysses and cp_ring"},
 		&cli.IntFlag{Name: "cp-stages", Usage: "balanced: most stages a rank's fetch is cut into, each overlapping the one before's attention (0: one up to 8 ranks, else a pyramid of small-large-small stages); recorded as cp_stages"},
 		&cli.IntFlag{Name: "samples", Value: 30, Usage: "masks per case (seeds seed..seed+samples-1), averaged in reports"},
 		&cli.Uint64Flag{Name: "seed", Value: 42, Usage: "first mask seed"},
@@ -97,6 +99,7 @@ type cpOptions struct {
 	out, runID      string
 	dryRun          bool
 	block, stages   int          // balanced's dispatch block and stages (--cp-block, --cp-stages); 0: the defaults
+	splits          []int        // balanced's head-parallel degrees (--cp-ulysses); 0: chosen per mask
 	links           *sim.Machine // emulated links between in-process ranks (--links)
 	docs            harness.Docs // where document masks' lengths come from (--dist, --counts, --max-doc)
 }
@@ -193,6 +196,9 @@ func cpSweepFlags(c *cli.Context) (cpOptions, error) {
 	if o.block < 0 || o.stages < 0 {
 		return o, usageError("--cp-block %d --cp-stages %d: give positive numbers, or 0 for the defaults", o.block, o.stages)
 	}
+	if o.splits, err = splitsFlag(c.String("cp-ulysses")); err != nil {
+		return o, err
+	}
 	if o.sharding, err = cp.ParseSharding(c.String("sharding")); err != nil {
 		return o, usageError("%v", err)
 	}
@@ -213,7 +219,7 @@ func (o cpOptions) sweep(n int) harness.CPSweep {
 	return harness.CPSweep{
 		Methods: o.methods, Masks: o.masks, SeqLen: o.seqlenFor(n), Heads: o.heads, HeadDim: o.headDim, DType: o.dtype,
 		Passes: o.passes, Samples: o.samples, Seed: o.seed, Kernel: o.kernel,
-		Mesh:  cp.Config{Ulysses: o.ulysses, Ring: o.ring, Windows: o.windows, HeadFirst: o.headFirst, Sharding: o.sharding, Block: o.block, Stages: o.stages},
+		Mesh:  cp.Config{Ulysses: o.ulysses, Ring: o.ring, Windows: o.windows, HeadFirst: o.headFirst, Sharding: o.sharding, Block: o.block, Stages: o.stages, Splits: o.splits},
 		Build: o.docs.CPBuilder(),
 	}
 }
@@ -252,4 +258,19 @@ func cpCases(o cpOptions, n int) ([]harness.CPCase, error) {
 		return nil, usageError("no CP case can run on %d ranks: %s", n, strings.Join(skipped, "; "))
 	}
 	return cases, nil
+}
+
+// splitsFlag reads --cp-ulysses: comma-separated head-parallel degrees of balanced, each
+// 0 (chosen per mask) or positive; whether one divides the ranks and heads is the plan's
+// to say (an unsupported row naming the fix).
+func splitsFlag(s string) ([]int, error) {
+	var out []int
+	for _, f := range splitList(s) {
+		u, err := strconv.Atoi(f)
+		if err != nil || u < 0 {
+			return nil, usageError("--cp-ulysses %q: give comma-separated head-parallel degrees such as 1,2,8 (0: chosen per mask)", s)
+		}
+		out = append(out, u)
+	}
+	return out, nil
 }

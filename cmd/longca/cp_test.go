@@ -53,6 +53,9 @@ func TestCPUsageErrors(t *testing.T) {
 		{[]string{"--kernel", "nope"}, "--kernel"},
 		{[]string{"--ranks", "0"}, "--ranks"},
 		{[]string{"--ranks", "8", "--backend", "nccl"}, "--ranks 8 with --backend nccl"},
+		{[]string{"--cp-ulysses", "2,x"}, "--cp-ulysses"},
+		{[]string{"--cp-ulysses", "-2"}, "--cp-ulysses"},
+		{[]string{"--methods", "balanced", "--ranks", "8", "--cp-ulysses", "3"}, "--cp-ulysses 3 does not divide 8 ranks"},
 	}
 	for _, c := range cases {
 		args := append([]string{"cp", "--dry-run"}, c.args...)
@@ -80,6 +83,27 @@ func TestCPDryRun(t *testing.T) {
 	}
 	if !strings.Contains(out, "seqlen 65536") {
 		t.Fatalf("weak scaling: want seqlen 8 x 8K = 65536 in\n%s", out)
+	}
+}
+
+// TestCPBalancedMeshes: --cp-ulysses names balanced's meshes, one case each (U x 8/U);
+// without it the plan chooses per mask; usp's --ulysses does not reach balanced.
+func TestCPBalancedMeshes(t *testing.T) {
+	out, errOut, code := captureRun(t, "cp", "--dry-run", "--ranks", "8", "--methods", "balanced,usp", "--masks", "causal",
+		"--heads", "64:8", "--ulysses", "2", "--ring", "4", "--cp-ulysses", "1,2,4,8")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var meshes []string
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if !strings.HasPrefix(l, "#") {
+			f := strings.Fields(l)
+			meshes = append(meshes, f[0]+" "+f[1])
+		}
+	}
+	want := "balanced 1x8-b512-s1 balanced 2x4-hf-b512-s1 balanced 4x2-hf-b512-s1 balanced 8x1-b512-s0 usp 2x4-hf"
+	if got := strings.Join(meshes, " "); got != want {
+		t.Fatalf("cases %q, want %q\n%s", got, want, out)
 	}
 }
 

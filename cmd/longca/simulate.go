@@ -53,6 +53,7 @@ func simulateFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "head-first", Value: true, Usage: "a Ulysses group is consecutive ranks (inside a node); --head-first=false puts the ring there"},
 		&cli.StringFlag{Name: "sharding", Value: "default", Usage: "contiguous, zigzag or default (zigzag; contiguous for ulysses)"},
 		&cli.IntFlag{Name: "cp-block", Usage: "balanced: dispatch block in tokens (0: the largest power of two <= 512 giving each rank >= 8 blocks), as longca cp"},
+		&cli.StringFlag{Name: "cp-ulysses", Value: "0", Usage: "balanced: head-parallel degrees U of its U x (GPUs/U) mesh, comma-separated, one mesh each (0: chosen per mask by the plan's model), as longca cp"},
 		&cli.IntFlag{Name: "cp-stages", Usage: "balanced: most stages a rank's fetch is cut into (0: one up to 8 GPUs, else a pyramid of small-large-small stages), as longca cp"},
 		&cli.IntFlag{Name: "samples", Value: 5, Usage: "masks per document case (seeds seed..seed+samples-1): the table shows the median and the min-max; masks without documents are drawn once"},
 		&cli.Uint64Flag{Name: "seed", Value: 42, Usage: "first mask seed"},

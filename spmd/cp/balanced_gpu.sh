@@ -20,7 +20,9 @@
 # Logs and results go to OUTDIR (default /tmp/longca-balanced); the table of cp_efficiency
 # (fwd / bwd per method and mask, each kernel) comes last.
 # Environment: CP_METHODS, CP_CUDNN_METHODS, CP_MASKS, CP_TOKENS (8K), CP_ITERS (2), CP_WARMUP (1),
-# CP_KERNELS ("cuda cudnn"), CP_HEADS, CP_HEAD_DIM (64:8, 128: only to try it on a CPU).
+# CP_KERNELS ("cuda cudnn"), CP_HEADS, CP_HEAD_DIM (64:8, 128: only to try it on a CPU),
+# CP_SPLITS (balanced's --cp-ulysses: 0, the plan's choice per mask; e.g. 1,2,4,8 for one
+# row per mesh U x 8/U), CP_OVERLAP (--overlap, the transfers timed apart; empty: not).
 set -u
 out=${1:-/tmp/longca-balanced}
 if [ ! -x bin/longca ] && [ -f bin/cp-device.tgz ]; then
@@ -39,6 +41,8 @@ heads=${CP_HEADS:-64:8}
 hdim=${CP_HEAD_DIM:-128}
 iters=${CP_ITERS:-2}
 warmup=${CP_WARMUP:-1}
+splits=${CP_SPLITS:-0}
+overlap=${CP_OVERLAP---overlap}
 budget=${CP_BUDGET:-460}
 cudatime=${CP_CUDA_TIME:-280}
 start=$(date +%s)
@@ -53,6 +57,7 @@ for k in $kernels; do
 	ms=$methods
 	[ "$k" = cudnn ] && ms=$cudnn_methods
 	nmethods=$(echo "$ms" | tr ',' '\n' | grep -c .)
+	case ",$ms," in *,balanced,*) nmethods=$((nmethods - 1 + $(echo "$splits" | tr ',' '\n' | sort -u | grep -c .))) ;; esac
 	want=$((nmethods * nmasks * 2))
 	left=$((start + budget - $(date +%s)))
 	t=$left
@@ -62,7 +67,7 @@ for k in $kernels; do
 		continue
 	fi
 	timeout -k 5 "$t" bin/longca --log-format json cp --ranks 8 --kernel "$k" --methods "$ms" --tokens-per-rank "$tokens" \
-		--ulysses 2 --ring 4 --windows 2 --overlap --masks "$masks" --heads "$heads" --head-dim "$hdim" --dtype bf16 \
+		--ulysses 2 --ring 4 --windows 2 --cp-ulysses "$splits" $overlap --masks "$masks" --heads "$heads" --head-dim "$hdim" --dtype bf16 \
 		--passes fwd,bwd --samples 1 -w "$warmup" -n "$iters" --check --check-budget 5e8 --baseline measure \
 		--out "$out/$k" --run-id "balanced-$k" >"$out/$k.log" 2>&1
 	rc=$?

@@ -66,6 +66,11 @@ type Config struct {
 	// piece, k > 1 pieces doubling in size; 0 picks (DefaultStages). A plan holds the
 	// stages the fetches took (the most of any rank).
 	Stages int
+	// Splits are balanced's head-parallel degrees to run (--cp-ulysses), one mesh U x N/U
+	// each: U ranks split the heads (Ulysses all-to-alls), N/U split the sequence by
+	// area; 0 (or none) lets the plan choose per mask (BalancedMeshChoice). The other
+	// methods ignore it. A resolved plan holds its U in Ulysses.
+	Splits []int
 	// Docs are the documents of the packed sequence (mask.Spec.Docs) for zigzag
 	// sharding; nil is one document.
 	Docs []mask.Range

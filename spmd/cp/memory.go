@@ -33,7 +33,7 @@ func (Balanced) BufferBytes(pl *Plan, pass kernels.Pass) int64 {
 				sent += int64(x.N)
 			}
 			fetched := int64(d.RecvStage(r, 0).Slots)
-			top = max(top, oneBytes(pl, pass, fetched*int64(d.Block), sent*int64(d.Block))+headShardBytes(pl, pass))
+			top = max(top, oneBytes(pl, pass, fetched*int64(d.Block), sent*int64(d.Block)))
 			continue
 		}
 		var window, sent int64
