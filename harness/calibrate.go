@@ -23,13 +23,19 @@ func CalibrationSweep(kernel string, seqlens []int, h Heads, dim int, dt tensor.
 
 // RunAll checks and times cases in order through r, handing each finished row to each
 // (which may stop the loop with an error, returned as is). A cancelled ctx stops before
-// the next case with ctx's error. It is the one case loop of kernel sweeps.
+// the next case with ctx's error; a case it interrupted measured nothing and is not
+// handed to each (a case that finished anyway is). It is the one case loop of kernel
+// sweeps.
 func (r *Runner) RunAll(ctx context.Context, cases []Case, each func(i int, row results.Row) error) error {
 	for i, c := range cases {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if err := each(i, r.Run(ctx, c)); err != nil {
+		row, err := r.runRow(ctx, c)
+		if interrupted(ctx, err) {
+			return ctx.Err()
+		}
+		if err := each(i, row); err != nil {
 			return err
 		}
 	}

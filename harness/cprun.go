@@ -136,6 +136,7 @@ func (r *CPRunner) row(cs CPCase, sample int, pass kernels.Pass) results.Row {
 	if c.HeadFirst && c.Ulysses > 1 {
 		row.InnerDim = "ulysses"
 	}
+	row.CPSharding = c.Sharding.String()
 	row.Mask, row.MaskParams, row.Seed, row.Sample = cs.Mask, "{}", s.Seed+uint64(sample), int64(sample)
 	row.SeqLen, row.SeqLenPerRank, row.Batch = int64(s.SeqLen), int64(s.SeqLen/r.Comm.Size()), 1
 	row.HeadsQ, row.HeadsKV, row.HeadDim = int64(cs.Heads.Q), int64(cs.Heads.KV), int64(s.HeadDim)
@@ -185,6 +186,7 @@ func (r *CPRunner) Run(ctx context.Context, cs CPCase, sample int) ([]results.Ro
 		if pl.Config.Block > 0 {
 			row.CPBlock, row.CPStages = results.Ptr(int64(pl.Config.Block)), results.Ptr(int64(pl.Config.Stages))
 		}
+		row.CPSharding = pl.Config.Sharding.String()
 		describe(r.Kernel, pl.Problem, p, row)
 	}
 	// Can this rank's kernel run the steps at all (dtype, head dim, heads per rank)?
@@ -299,6 +301,24 @@ func cpCheckLengths(n int) []int {
 	return out
 }
 
+// checkShape is the length and heads case cs (planned as pl0) is checked at on n ranks
+// under budget multiply-adds (0: the default): CheckSize over cpCheckLengths, keeping
+// only sizes the method plans the same way (the KV heads replicated or not, as in the
+// case). The run's check and the time estimate both ask it.
+func (s CPSweep) checkShape(cs CPCase, pl0 *cp.Plan, n int, budget float64) (int, Heads) {
+	fits := func(seqlen int, h Heads) (int64, bool) {
+		_, pl, spec, err := s.plan(cs, seqlen, h, s.Seed)
+		if err != nil || pl.ReplicateKV != pl0.ReplicateKV {
+			return 0, false
+		}
+		return spec.Mask.Area(), true
+	}
+	if budget == 0 {
+		budget = DefaultCheckBudget
+	}
+	return CheckSize(Case{SeqLen: s.SeqLen, Heads: cs.Heads, HeadDim: s.HeadDim}, cpCheckLengths(n), fits, budget)
+}
+
 // check runs (once per case) the correctness check of the case's first sample, at
 // CheckSize's size: the same mask and seed at a shorter length, the query:KV ratio kept,
 // and only sizes the method plans the same way (the KV heads replicated or not, as in
@@ -309,18 +329,7 @@ func (r *CPRunner) check(ctx context.Context, cs CPCase, pl0 *cp.Plan) (cpVerdic
 		return v, nil
 	}
 	s := r.Sweep
-	fits := func(seqlen int, h Heads) (int64, bool) {
-		_, pl, spec, err := s.plan(cs, seqlen, h, s.Seed)
-		if err != nil || pl.ReplicateKV != pl0.ReplicateKV {
-			return 0, false
-		}
-		return spec.Mask.Area(), true
-	}
-	budget := r.CheckBudget
-	if budget == 0 {
-		budget = DefaultCheckBudget
-	}
-	seqlen, h := CheckSize(Case{SeqLen: s.SeqLen, Heads: cs.Heads, HeadDim: s.HeadDim}, cpCheckLengths(r.Comm.Size()), fits, budget)
+	seqlen, h := s.checkShape(cs, pl0, r.Comm.Size(), r.CheckBudget)
 	v := cpVerdict{fig: results.CheckFigure{SeqLen: seqlen, HQ: h.Q, HKV: h.KV}}
 	m, pl, _, err := s.plan(cs, seqlen, h, s.Seed)
 	if err != nil { // only the case itself can get here, and it planned before

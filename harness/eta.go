@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"math"
 	"slices"
 	"time"
 
@@ -22,6 +23,13 @@ type EstimateCase struct {
 	// reference's share at the checked size (0 without a check, or when an earlier case
 	// of the sweep already checked the same mask, pass and size).
 	CheckSeconds float64
+	// Family is whose rate the case takes before its own Kernel has a timed row: a CP
+	// case's Kernel is its method and mesh, its Family the attention kernel every method
+	// of the sweep runs ("" for none: the prior rate).
+	Family string
+	// Overhead is the prior of the case's own cost besides its repetitions and check, in
+	// seconds (0: EstimatePrior.PerCase): a CP case's inputs and its kernel baseline.
+	Overhead float64
 }
 
 // EstimatePrior holds what the estimate assumes before any case of the run is timed.
@@ -58,6 +66,7 @@ type Estimate struct {
 	elapsed float64 // wall seconds of the finished cases
 
 	rates   map[rateKey]*rateSum
+	family  map[rateKey]*rateSum    // the same by Family
 	plain   map[[2]string][]float64 // per kernel and mask: seconds besides repetitions of cases without a check
 	checked map[string][]checkSpent
 	refused map[[2]string]bool
@@ -75,6 +84,8 @@ type rateSum struct{ work, sec float64 }
 type checkSpent struct {
 	spent, prior float64
 	label        string
+	overhead     float64 // the case's Overhead
+	anyMask      bool    // a CP case (perCase)
 }
 
 // NewEstimate is the estimate of cases (in the order they run) under prior.
@@ -85,7 +96,7 @@ func NewEstimate(cases []EstimateCase, prior EstimatePrior) *Estimate {
 	if prior.RefFLOPs <= 0 {
 		prior.RefFLOPs = DefaultRefFLOPs
 	}
-	return &Estimate{cases: cases, prior: prior, done: make([]bool, len(cases)), rates: map[rateKey]*rateSum{},
+	return &Estimate{cases: cases, prior: prior, done: make([]bool, len(cases)), rates: map[rateKey]*rateSum{}, family: map[rateKey]*rateSum{},
 		plain: map[[2]string][]float64{}, checked: map[string][]checkSpent{}, refused: map[[2]string]bool{}}
 }
 
@@ -102,14 +113,23 @@ func (e *Estimate) reps(c EstimateCase) float64 {
 	return r
 }
 
-// rate is the FLOP/s the case's repetitions are expected to run at.
+// rate is the FLOP/s the case's repetitions are expected to run at: its kernel's on its
+// pass, else on another pass, else its family's likewise, else the prior.
 func (e *Estimate) rate(c EstimateCase) float64 {
-	if s := e.rates[rateKey{c.Kernel, c.Pass}]; s != nil && s.sec > 0 {
-		return s.work / s.sec
+	learned := func(rates map[rateKey]*rateSum, kernel string) float64 {
+		for _, p := range []kernels.Pass{c.Pass, kernels.Fwd, kernels.Bwd, kernels.FwdBwd} { // its pass first
+			if s := rates[rateKey{kernel, p}]; s != nil && s.sec > 0 {
+				return s.work / s.sec
+			}
+		}
+		return 0
 	}
-	for _, p := range []kernels.Pass{kernels.Fwd, kernels.Bwd, kernels.FwdBwd} { // the kernel's other passes
-		if s := e.rates[rateKey{c.Kernel, p}]; s != nil && s.sec > 0 {
-			return s.work / s.sec
+	if r := learned(e.rates, c.Kernel); r > 0 {
+		return r
+	}
+	if c.Family != "" {
+		if r := learned(e.family, c.Family); r > 0 {
+			return r
 		}
 	}
 	r := e.prior.DeviceFLOPs
@@ -121,12 +141,25 @@ func (e *Estimate) rate(c EstimateCase) float64 {
 
 // perCase is the expected overhead of a case of kernel on mask (its label) without a
 // check: the median of the latest such cases of that kernel and mask, else the median of
-// every finished unchecked case, else the prior. Per mask, because a peer may compile per
+// every finished unchecked case, else prior (the case's Overhead, else the prior's
+// PerCase); a CP case (anyMask: one with a Family), whose own cost is its inputs' and
+// not its mask's, takes its kernel's cases on the other masks before every case. Per mask, because a peer may compile per
 // mask and length (FlexAttention does for the dense ones); the median, because one-off
 // costs make single cases far off.
-func (e *Estimate) perCase(kernel, label string) float64 {
+func (e *Estimate) perCase(kernel, label string, prior float64, anyMask bool) float64 {
 	if r := e.plain[[2]string{kernel, label}]; len(r) > 0 {
 		return median(latest(r))
+	}
+	if anyMask {
+		var mine []float64
+		for k, r := range e.plain {
+			if k[0] == kernel {
+				mine = append(mine, r...)
+			}
+		}
+		if len(mine) > 0 {
+			return median(mine)
+		}
 	}
 	var all []float64
 	for _, r := range e.plain {
@@ -134,6 +167,9 @@ func (e *Estimate) perCase(kernel, label string) float64 {
 	}
 	if len(all) >= learnMin {
 		return median(all)
+	}
+	if prior > 0 {
+		return prior
 	}
 	return e.prior.PerCase
 }
@@ -147,7 +183,7 @@ func (e *Estimate) checkScale(kernel string) float64 {
 		var out []float64
 		cs := e.checked[k]
 		for _, c := range cs[max(len(cs)-checkWindow, 0):] {
-			out = append(out, max(c.spent-e.perCase(k, c.label), 0)/c.prior)
+			out = append(out, max(c.spent-e.perCase(k, c.label, c.overhead, c.anyMask), 0)/c.prior)
 		}
 		return out
 	}
@@ -197,7 +233,7 @@ func (e *Estimate) Seconds(i int) float64 {
 	if c.Refused || e.refused[[2]string{c.Kernel, c.Label()}] {
 		return 0
 	}
-	sec := e.perCase(c.Kernel, c.Label()) + e.reps(c)*c.FLOPs/e.rate(c)
+	sec := e.perCase(c.Kernel, c.Label(), c.Overhead, c.Family != "") + e.reps(c)*c.FLOPs/e.rate(c)
 	if c.CheckSeconds > 0 {
 		sec += c.CheckSeconds * e.checkScale(c.Kernel)
 	}
@@ -229,10 +265,18 @@ func (e *Estimate) Done(i int, row results.Row, wall time.Duration) {
 		}
 		e.rates[k].work += c.FLOPs
 		e.rates[k].sec += med
+		if c.Family != "" {
+			f := rateKey{c.Family, c.Pass}
+			if e.family[f] == nil {
+				e.family[f] = &rateSum{}
+			}
+			e.family[f].work += c.FLOPs
+			e.family[f].sec += med
+		}
 		spent = max(sec-e.reps(c)*med, 0)
 	}
 	if c.CheckSeconds > 0 {
-		e.checked[c.Kernel] = append(e.checked[c.Kernel], checkSpent{spent, c.CheckSeconds, c.Label()})
+		e.checked[c.Kernel] = append(e.checked[c.Kernel], checkSpent{spent, c.CheckSeconds, c.Label(), c.Overhead, c.Family != ""})
 	} else {
 		k := [2]string{c.Kernel, c.Label()}
 		e.plain[k] = append(e.plain[k], spent)
@@ -247,16 +291,25 @@ func (e *Estimate) Remaining() time.Duration {
 			s += e.Seconds(i)
 		}
 	}
-	return time.Duration(s * float64(time.Second))
+	return seconds(s)
 }
 
 // Total is the time done plus the time expected: before any case, the sweep's estimate.
 func (e *Estimate) Total() time.Duration {
-	return time.Duration(e.elapsed*float64(time.Second)) + e.Remaining()
+	return seconds(e.elapsed + e.Remaining().Seconds())
+}
+
+// seconds is s seconds as a Duration, the longest one for more than it holds (a sweep of
+// centuries): never a negative wrap.
+func seconds(s float64) time.Duration {
+	if s >= float64(math.MaxInt64)/float64(time.Second) {
+		return math.MaxInt64
+	}
+	return time.Duration(s * float64(time.Second))
 }
 
 // Elapsed is the wall time of the finished cases.
-func (e *Estimate) Elapsed() time.Duration { return time.Duration(e.elapsed * float64(time.Second)) }
+func (e *Estimate) Elapsed() time.Duration { return seconds(e.elapsed) }
 
 // Longest is the case expected to take longest, and its seconds.
 func (e *Estimate) Longest() (Case, float64) {

@@ -123,13 +123,26 @@ func (r *Runner) row(c Case) results.Row {
 // Run measures one case and returns its row; the row's status says what became of it
 // (ok, unsupported, oom, wrong, error), and only an ok row has times.
 func (r *Runner) Run(ctx context.Context, c Case) results.Row {
+	row, _ := r.runRow(ctx, c)
+	return row
+}
+
+// runRow is Run with the error the row was classified from.
+func (r *Runner) runRow(ctx context.Context, c Case) (results.Row, error) {
 	row := r.row(c)
 	err := r.run(ctx, c, &row)
 	row.Status, row.Reason = Classify(err)
 	if row.Status != results.StatusOK {
 		row.MedianMs, row.MinMs, row.MaxMs, row.MeanMs, row.TFLOPs, row.BandwidthGBs = nil, nil, nil, nil, nil, nil
 	}
-	return row
+	return row, err
+}
+
+// interrupted says whether a case's error is the sweep being stopped (Ctrl-C, SIGTERM):
+// such a case measured nothing, and its row is not written (it would read as the
+// kernel's error).
+func interrupted(ctx context.Context, err error) bool {
+	return err != nil && ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
 }
 
 func (r *Runner) run(ctx context.Context, c Case, row *results.Row) error {

@@ -157,7 +157,9 @@ type Options struct {
 	// sees (after CUDA_VISIBLE_DEVICES); a launched rank passes its local rank's GPU.
 	Device int
 	// Variant picks one of the kernel's variants by name (longca list names them); ""
-	// lets the kernel choose the best for the device. The row records the one used.
+	// lets the kernel choose the best for the device. The row records the one used. It may
+	// name a variant per kernel ("cuda=sm90,cudnn=composite", ParseVariants): New hands
+	// each kernel only its own (Options.For).
 	Variant string
 	// Python is the interpreter external Python workers run under ("" means python3 on
 	// the PATH); the CLI fills it from --python or LONGCA_PYTHON.
@@ -357,9 +359,9 @@ func New(name string, o Options) (Kernel, error) {
 	mu.Unlock()
 	switch {
 	case ok:
-		return f(o)
+		return f(o.For(name))
 	case isPrefix:
-		return pf(rest, o)
+		return pf(rest, o.For(name))
 	}
 	return nil, fmt.Errorf("unknown kernel %q (--kernels): registered are %s", name, strings.Join(Names(), ", "))
 }

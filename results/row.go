@@ -87,6 +87,9 @@ type Row struct {
 	CPBlock *int64 `arrow:"cp_block"`
 	// CPStages is the stages balanced's fetches took (the most of any rank; --cp-stages).
 	CPStages *int64 `arrow:"cp_stages"`
+	// CPSharding is how the sequence was cut over the ring (--sharding, as the method
+	// resolved it): contiguous or zigzag; default where the mesh was refused unresolved.
+	CPSharding string `arrow:"cp_sharding"`
 
 	// The mask and the problem.
 	Mask       string `arrow:"mask"`

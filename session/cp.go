@@ -41,6 +41,9 @@ type CPRun struct {
 	Baseline      *harness.Baseline
 	// Links emulates a machine's links between in-process ranks (--links).
 	Links *sim.Machine
+	// Estimate is the run's time estimate (EstimateCP): rank 0's progress lines give its
+	// ETA, learned from the rows as they come. Nil: no ETA.
+	Estimate *harness.CPEstimate
 }
 
 // cpRanks is what the ranks of this process share: rank 0's rows.
@@ -145,6 +148,13 @@ func (s *Session) cpRank(ctx context.Context, r CPRun, backend string, cm comm.C
 			ev.Str("reason", row.Reason).Msg("kernel baseline")
 		}
 	}
+	est := r.Estimate
+	if rank != 0 {
+		est = nil
+	}
+	if est != nil {
+		est.Start(time.Now())
+	}
 	err = harness.RunCP(ctx, run, r.Cases, func(ci int, row results.Row) error {
 		if err := wr.Write(row); err != nil {
 			return err
@@ -156,7 +166,12 @@ func (s *Session) cpRank(ctx context.Context, r CPRun, backend string, cm comm.C
 				shared.wrong++
 			}
 			shared.mu.Unlock()
-			s.logCPRow(ci, len(r.Cases), row)
+			var eta time.Duration = -1
+			if est != nil {
+				est.Row(ci, row, time.Now())
+				eta = est.Remaining()
+			}
+			s.logCPRow(ci, len(r.Cases), row, eta)
 		}
 		return nil
 	})
@@ -166,8 +181,9 @@ func (s *Session) cpRank(ctx context.Context, r CPRun, backend string, cm comm.C
 	return wr.Close()
 }
 
-// logCPRow is rank 0's progress line of a row (scripts read its fields).
-func (s *Session) logCPRow(ci, of int, row results.Row) {
+// logCPRow is rank 0's progress line of a row (scripts read its fields); eta is the
+// estimate's time left (negative: none).
+func (s *Session) logCPRow(ci, of int, row results.Row, eta time.Duration) {
 	mesh := "-"
 	if row.Ulysses != nil && row.Ring != nil {
 		mesh = fmt.Sprintf("%dx%d", *row.Ulysses, *row.Ring)
@@ -195,6 +211,9 @@ func (s *Session) logCPRow(ci, of int, row results.Row) {
 	}
 	if row.Reason != "" {
 		ev = ev.Str("reason", row.Reason)
+	}
+	if eta >= 0 {
+		ev = ev.Str("eta", eta.Round(time.Second).String())
 	}
 	ev.Msg("cp")
 }

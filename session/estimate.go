@@ -7,6 +7,7 @@ import (
 
 	"github.com/longca/longca/harness"
 	"github.com/longca/longca/kernels"
+	"github.com/longca/longca/sim"
 	"github.com/longca/longca/spmd/cp"
 )
 
@@ -146,69 +147,47 @@ func (s *Session) newEstimate(k KernelSweep, cases []harness.Case, places map[st
 		PerCase: harness.DefaultPerCase, Reps: k.Warmup + k.Iters})
 }
 
-// CPSeconds estimates how long a CP sweep takes: every case's samples and passes, the
-// warm-ups and iterations of the global mask's FLOPs (a backward's forward once more), at
-// rate FLOP/s in all.
-func CPSeconds(s harness.CPSweep, cases []harness.CPCase, warmup, iters int, rate float64) float64 {
-	area := map[string]float64{}
-	var total float64
-	for _, cs := range cases {
-		if cs.Skip != nil {
-			continue
-		}
-		a, ok := area[cs.Mask]
-		if !ok {
-			if spec, _, err := s.MaskSpec(cs.Mask, s.SeqLen, s.Seed); err == nil {
-				a = float64(spec.Mask.Area())
-			} else {
-				a = float64(s.SeqLen) * float64(s.SeqLen)
-			}
-			area[cs.Mask] = a
-		}
-		for _, p := range s.Passes {
-			flops := 4 * a * float64(cs.Heads.Q) * float64(s.HeadDim)
-			reps := float64(warmup+iters) * p.FLOPsFactor()
-			if p == kernels.Bwd {
-				reps++
-			}
-			total += float64(s.Samples) * reps * flops / rate
+// EstimateCP is the time estimate of a CP run (harness.CPEstimate), the one its ETA then
+// follows (CPRun.Estimate); a run estimated past SlowSweep says so, once. Long by the
+// assumed rates, with checks or the CPU reference as the kernel, it first measures the
+// reference here before saying so. Nil when the kernel cannot be made (the run says why).
+func (s *Session) EstimateCP(ctx context.Context, r CPRun) *harness.CPEstimate {
+	m := Machine()
+	_, onDevice, _, _, ok := KernelPlace(r.Sweep.Kernel, r.KernelOptions)
+	if !ok {
+		return nil
+	}
+	setup := harness.CPEstimateSetup{Ranks: r.Ranks, InProcess: r.InProcess, OnDevice: onDevice, Warmup: r.Warmup, Iters: r.Iters,
+		Overlap: r.Overlap, Check: r.Check, CheckBudget: r.CheckBudget, Baseline: r.Baseline != nil && r.Baseline.File == "",
+		DeviceFLOPs: m.DeviceFLOPs, RefFLOPs: m.RefFLOPs}
+	if r.Links != nil {
+		setup.LinkBytes = linkBytes(*r.Links, r.Ranks)
+	}
+	est := harness.NewCPEstimate(r.Sweep, r.Cases, setup)
+	if est.Total() > SlowSweep/10 && (!onDevice || r.Check) {
+		if ref := CalibrateRef(ctx); ref > 0 {
+			setup.RefFLOPs = ref
+			est = harness.NewCPEstimate(r.Sweep, r.Cases, setup)
 		}
 	}
-	return total
+	if total := est.Total().Seconds(); total > SlowSweep.Seconds() {
+		lc, longest := est.Longest()
+		s.log().Warn().Str("estimate", harness.FormatDuration(total)).Int("cases", len(r.Cases)).Int("samples", r.Sweep.Samples).
+			Str("longest_case", lc.Kernel+" "+lc.Mask+" "+lc.Pass.String()).Str("longest", harness.FormatDuration(longest)).
+			Msgf("this CP sweep will take about %s (%s at %.0f TFLOP/s on a GPU, the CPU reference at %.1f GFLOP/s here, transfers at %.0f GB/s assumed until rows are timed); Ctrl-C stops it, keeping the rows written",
+				harness.FormatDuration(total), r.Sweep.Kernel, setup.DeviceFLOPs/1e12, setup.RefFLOPs/1e9, setup.LinkPrior()/1e9)
+	}
+	return est
 }
 
-// WarnCPTime says, once, how long a CP sweep on n ranks will take when that is over
-// SlowSweep: on n GPUs at the assumed device rate, or on this host's CPU reference when
-// the kernel is ref and the ranks are in-process (they share its cores).
-func (s *Session) WarnCPTime(ctx context.Context, r CPRun) {
-	m := Machine()
-	_, onDevice, isRef, _, ok := KernelPlace(r.Sweep.Kernel, r.KernelOptions)
-	if !ok {
-		return
+// linkBytes is the slowest link an emulated machine gives ranks ranks: the intra-node
+// link, or the inter-node one when they span nodes.
+func linkBytes(m sim.Machine, ranks int) float64 {
+	bw := m.Intra.BandwidthGBs
+	if per := m.GPUsPerNode * max(m.RanksPerGPU, 1); per > 0 && ranks > per && m.Inter.BandwidthGBs > 0 {
+		bw = min(bw, m.Inter.BandwidthGBs)
 	}
-	n := r.Ranks
-	rate := m.DeviceFLOPs * float64(n)
-	if !onDevice {
-		rate = m.RefFLOPs
-		if !r.InProcess {
-			rate *= float64(n) // one process per rank, each on its own cores (at best)
-		}
-	}
-	total := CPSeconds(r.Sweep, r.Cases, r.Warmup, r.Iters, rate)
-	if total <= SlowSweep.Seconds() {
-		return
-	}
-	if !onDevice && isRef {
-		if ref := CalibrateRef(ctx); ref > 0 {
-			rate *= ref / m.RefFLOPs
-			total = CPSeconds(r.Sweep, r.Cases, r.Warmup, r.Iters, rate)
-		}
-	}
-	if total > SlowSweep.Seconds() {
-		s.log().Warn().Str("estimate", harness.FormatDuration(total)).Int("cases", len(r.Cases)).Int("samples", r.Sweep.Samples).
-			Msgf("this CP sweep will take about %s (%s at %.3g TFLOP/s in all); Ctrl-C stops it, keeping the rows written",
-				harness.FormatDuration(total), r.Sweep.Kernel, rate/1e12)
-	}
+	return bw * 1e9
 }
 
 // FitCP refuses, before any mask is built, a CP sweep on n ranks whose ranks cannot fit

@@ -1,22 +1,58 @@
 package session
 
 import (
+	"bytes"
+	"context"
+	"strings"
 	"testing"
 
 	"github.com/longca/longca/harness"
 	"github.com/longca/longca/kernels"
+	"github.com/longca/longca/spmd"
+	"github.com/longca/longca/spmd/cp"
+	"github.com/longca/longca/tensor"
+	"github.com/rs/zerolog"
 )
 
-// TestCPSeconds: a CP sweep's time is its cases' samples x passes x repetitions of the
-// global mask's FLOPs at the rate.
-func TestCPSeconds(t *testing.T) {
-	sw := harness.CPSweep{SeqLen: 4 * 1024, HeadDim: 64, Samples: 3, Seed: 42,
-		Passes: []kernels.Pass{kernels.Fwd, kernels.Bwd}, Heads: []harness.Heads{{Q: 8, KV: 2}}}
-	cases := []harness.CPCase{{Method: "ring-p2p", Mask: "full", Heads: harness.Heads{Q: 8, KV: 2}}}
-	s := float64(4 * 1024)
-	flops := 4 * s * s * 8 * 64
-	want := 3 * (5*flops + (5*2.5+1)*flops) / 1e9
-	if got := CPSeconds(sw, cases, 1, 4, 1e9); got < want*0.999 || got > want*1.001 {
-		t.Errorf("CPSeconds = %g, want %g", got, want)
+// EstimateCP is harness.CPEstimate for the run as CP runs it: a sweep past SlowSweep says
+// so once, with its estimate and the rates it assumed; a short one says nothing; and the
+// estimate grows with what the run adds (checks, --overlap).
+func TestEstimateCP(t *testing.T) {
+	sweep := func(seqlen, samples int) (harness.CPSweep, []harness.CPCase) {
+		s := harness.CPSweep{Methods: []string{"ring-p2p"}, Masks: []string{"causal"}, SeqLen: seqlen, Heads: []harness.Heads{{Q: 8, KV: 2}},
+			HeadDim: 64, DType: tensor.BF16, Passes: []kernels.Pass{kernels.Fwd, kernels.Bwd}, Samples: samples, Seed: 42, Kernel: "ref",
+			Mesh: cp.Config{HeadFirst: true}}
+		cases, err := s.Cases(4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s, cases
+	}
+	var buf bytes.Buffer
+	log := zerolog.New(&buf)
+	s := New("cp", "", "", spmd.World{Size: 1}, "test", &log, nil, nil)
+	long, lc := sweep(256*1024, harness.MaxSamples)
+	r := CPRun{Sweep: long, Cases: lc, Ranks: 4, InProcess: true, Warmup: 5, Iters: 15}
+	est := s.EstimateCP(context.Background(), r)
+	if est == nil || est.Total() <= SlowSweep {
+		t.Fatalf("a 256K causal sweep on the CPU reference, %d samples: estimate %v, want over %s", harness.MaxSamples, est.Total(), SlowSweep)
+	}
+	if n := strings.Count(buf.String(), "this CP sweep will take about"); n != 1 {
+		t.Errorf("%d warnings of a long sweep, want 1:\n%s", n, buf.String())
+	}
+	buf.Reset()
+	short, sc := sweep(1024, 1)
+	r = CPRun{Sweep: short, Cases: sc, Ranks: 4, InProcess: true, Warmup: 1, Iters: 1}
+	base := s.EstimateCP(context.Background(), r)
+	if base == nil || base.Total() <= 0 || base.Total() > SlowSweep || buf.Len() != 0 {
+		t.Fatalf("a 1K sweep: estimate %v, log %q", base.Total(), buf.String())
+	}
+	r.Check, r.Overlap = true, true
+	if more := s.EstimateCP(context.Background(), r); more.Total() <= base.Total() {
+		t.Errorf("checked and with --overlap: %v, not more than %v", more.Total(), base.Total())
+	}
+	r.Sweep.Kernel = "no-such-kernel"
+	if got := s.EstimateCP(context.Background(), r); got != nil {
+		t.Errorf("a kernel that cannot be made: an estimate, want nil")
 	}
 }

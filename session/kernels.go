@@ -55,7 +55,7 @@ var (
 func NewKernel(name string, o kernels.Options) (kernels.Kernel, error) {
 	madeMu.Lock()
 	defer madeMu.Unlock()
-	key := madeKey{name, o}
+	key := madeKey{name, o.For(name)} // the variant this kernel takes, not the whole --variant
 	if k, ok := made[key]; ok {
 		return k, nil
 	}

@@ -146,7 +146,8 @@ func (s *Session) MergeRun(out string, parquet bool) (results.MergeResult, error
 }
 
 // Interruptible is ctx (Background when nil) cancelled by Ctrl-C or SIGTERM: a session
-// stops after the case at hand, keeping every row written.
+// stops at the case at hand (a case it cuts short is not written), keeping every row
+// written before.
 func Interruptible(ctx context.Context) (context.Context, context.CancelFunc) {
 	if ctx == nil {
 		ctx = context.Background()

@@ -328,6 +328,7 @@ func (s *Session) predictJob(ctx context.Context, o *Simulation, j simJob, maskF
 		r := base
 		r.Ulysses, r.Ring, r.Windows = results.Ptr(int64(pl.Config.Ulysses)), results.Ptr(int64(pl.Config.Ring)), results.Ptr(int64(pl.Config.Windows))
 		r.InnerDim, r.SeqLenPerRank, r.PadTokens = inner, int64(pl.Tokens), results.Ptr(int64(pl.Padding()))
+		r.CPSharding = pl.Config.Sharding.String()
 		if pl.Config.Block > 0 {
 			r.CPBlock, r.CPStages = results.Ptr(int64(pl.Config.Block)), results.Ptr(int64(pl.Config.Stages))
 		}

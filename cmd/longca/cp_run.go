@@ -47,9 +47,6 @@ func cpAction(c *cli.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	if !o.dryRun && w.Rank == 0 {
-		warnCPTime(c, o, cases, n, w.Size == 1)
-	}
 	if o.dryRun {
 		if w.Rank == 0 {
 			return present.WriteCPPlan(c.App.Writer, o.sweep(n), cases, n)
@@ -84,9 +81,13 @@ func cpAction(c *cli.Context) (err error) {
 		so.Backend = "nccl"
 	}
 	inProcess := !(w.Size > 1 || so.Backend != "auto" && so.Backend != "local")
-	return newSession(c, "cp", o.out, o.runID, w).CP(c.Context, session.CPRun{
+	run := session.CPRun{
 		Sweep: o.sweep(n), Cases: cases, Ranks: n, InProcess: inProcess, Options: so,
 		Kernel: probe, KernelOptions: o.kernelOpts, Staged: o.staged, Check: o.check, CheckBudget: o.checkBudget,
 		Warmup: o.warmup, Iters: o.iters, Overlap: o.overlap, Baseline: baseline, Links: o.links,
-	})
+	}
+	if w.Rank == 0 {
+		run.Estimate = estimateCP(c, run)
+	}
+	return newSession(c, "cp", o.out, o.runID, w).CP(c.Context, run)
 }

@@ -335,3 +335,66 @@ func TestCPNamedMethodWithoutMeshIsARow(t *testing.T) {
 		t.Fatalf("usp alone on one rank: exit %d, stderr %q", code, errOut)
 	}
 }
+
+// Rank 0's progress lines of `longca cp` carry the estimate's time left (eta), which
+// ends at 0s with the last row.
+func TestCPProgressETA(t *testing.T) {
+	args := []string{"--log-format", "json", "cp", "--ranks", "2", "--kernel", "ref", "--methods", "ring-p2p", "--masks", "causal,full",
+		"--tokens-per-rank", "128", "--heads", "2:1", "--head-dim", "16", "--samples", "2", "-w", "0", "-n", "1", "--baseline", "none",
+		"--out", t.TempDir()}
+	_, errOut, code := captureRun(t, args...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var etas []string
+	for _, l := range strings.Split(errOut, "\n") {
+		if !strings.Contains(l, `"message":"cp"`) {
+			continue
+		}
+		i := strings.Index(l, `"eta":"`)
+		if i < 0 {
+			t.Fatalf("a progress line without eta: %s", l)
+		}
+		etas = append(etas, strings.SplitN(l[i+7:], `"`, 2)[0])
+	}
+	if len(etas) != 8 { // 2 masks x 2 samples x 2 passes
+		t.Fatalf("%d progress lines, want 8:\n%s", len(etas), errOut)
+	}
+	if etas[len(etas)-1] != "0s" {
+		t.Errorf("the last row's eta is %s, want 0s", etas[len(etas)-1])
+	}
+}
+
+// --sharding changes a CP result (padding, balance), so every row records it as the
+// method resolved it (cp_sharding): the default is zigzag for ring-p2p and contiguous for
+// ulysses; --sharding contiguous makes ring-p2p contiguous.
+func TestCPRowsRecordSharding(t *testing.T) {
+	for _, c := range []struct {
+		flag string
+		want map[string]string
+	}{
+		{"default", map[string]string{"ring-p2p": "zigzag", "ulysses": "contiguous"}},
+		{"contiguous", map[string]string{"ring-p2p": "contiguous", "ulysses": "contiguous"}},
+	} {
+		dir := t.TempDir()
+		args := []string{"cp", "--ranks", "2", "--kernel", "ref", "--methods", "ring-p2p,ulysses", "--masks", "causal", "--sharding", c.flag,
+			"--tokens-per-rank", "64", "--heads", "2:2", "--head-dim", "8", "--samples", "1", "-w", "0", "-n", "1", "--passes", "fwd",
+			"--no-check", "--baseline", "none", "--out", dir}
+		if _, errOut, code := runCLI(t, args...); code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errOut)
+		}
+		rows, err := results.Load(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, r := range rows {
+			got[r.Method] = r.CPSharding
+		}
+		for m, w := range c.want {
+			if got[m] != w {
+				t.Errorf("--sharding %s: %s rows record cp_sharding %q, want %q", c.flag, m, got[m], w)
+			}
+		}
+	}
+}

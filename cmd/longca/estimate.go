@@ -51,8 +51,7 @@ func fitCP(c *cli.Context, o cpOptions, n, onNode int, inProcess bool) error {
 	return session.FitCP(o.sweep(n), n, onNode, inProcess, o.kernelOpts, flags)
 }
 
-// warnCPTime says, once, how long a CP sweep will take when that is over SlowSweep.
-func warnCPTime(c *cli.Context, o cpOptions, cases []harness.CPCase, n int, inProcess bool) {
-	newSession(c, "cp", "", "", spmd.World{Size: 1}).WarnCPTime(c.Context, session.CPRun{Sweep: o.sweep(n), Cases: cases, Ranks: n,
-		InProcess: inProcess, KernelOptions: o.kernelOpts, Warmup: o.warmup, Iters: o.iters})
+// estimateCP is the CP run's time estimate (session.EstimateCP): a long run says so.
+func estimateCP(c *cli.Context, r session.CPRun) *harness.CPEstimate {
+	return newSession(c, "cp", "", "", spmd.World{Size: 1}).EstimateCP(c.Context, r)
 }

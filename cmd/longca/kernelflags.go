@@ -53,7 +53,7 @@ func commonSweepFlags() []cli.Flag {
 func kernelFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.IntFlag{Name: "device", Value: -1, DefaultText: "the local rank's GPU under a launcher, else 0", Usage: "GPU index; recorded as device_index"},
-		&cli.StringFlag{Name: "variant", Usage: "kernel variant (longca list names them; default: the best for the device); recorded as kernel_variant"},
+		&cli.StringFlag{Name: "variant", Usage: "kernel variant, for every kernel (sm90) or per kernel (cuda=sm90,cudnn=composite; a plain item among them is the others'); longca list names them; default: the best for the device; recorded as kernel_variant"},
 		&cli.BoolFlag{Name: "deterministic", Usage: "backward passes bitwise reproducible (dQ added in a fixed order); kernels without such a backward give unsupported rows; recorded in kernel_variant"},
 		&cli.StringFlag{Name: "python", EnvVars: []string{"LONGCA_PYTHON"}, Usage: "Python interpreter of the torch:* workers (default python3 on the PATH)"},
 		&cli.DurationFlag{Name: "worker-timeout", Usage: "bound on every request to an external worker (torch:*, exec:); default: 10m plus the case's repetitions at 20 TFLOP/s"},
@@ -77,6 +77,9 @@ func stopOnCrash(c *cli.Context) (bool, error) {
 // rank's GPU (spmd.DeviceIndex).
 func kernelOptions(c *cli.Context, w spmd.World) (kernels.Options, error) {
 	o := kernels.Options{Variant: c.String("variant"), Python: c.String("python"), Timeout: c.Duration("worker-timeout"), Deterministic: c.Bool("deterministic")}
+	if _, err := kernels.ParseVariants(o.Variant); err != nil {
+		return o, usageError("--variant: %v", err)
+	}
 	if o.Timeout < 0 {
 		return o, usageError("--worker-timeout %s: give a positive duration such as 15m", o.Timeout)
 	}

@@ -20,7 +20,7 @@ func init() {
 			"smoke: a seconds-long subset of cpu for tests. OUT gets <run>.rank-0-of-1.arrow, and named by\n" +
 			"the run id (runs sharing OUT keep their own): <run>.merged.arrow, <run>.report.txt (TFLOP/s per\n" +
 			"kernel and each kernel's ratio to the fastest) and <run>.plots/*.png; the table is printed.\n" +
-			"Ctrl-C stops after the current case and still writes all of these.",
+			"Ctrl-C stops the sweep (a case it cuts short is dropped, not written as an error) and still writes all of these.",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "out", Usage: "results folder (default out/run-<time>)"},
 			&cli.StringFlag{Name: "suite", Value: "auto", Usage: "auto (gpu when a GPU is found, else cpu), gpu, cpu or smoke"},

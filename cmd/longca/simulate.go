@@ -12,11 +12,9 @@ import (
 	"github.com/longca/longca/dataset"
 	"github.com/longca/longca/harness"
 	"github.com/longca/longca/kernels"
-	"github.com/longca/longca/mask"
 	"github.com/longca/longca/results"
 	"github.com/longca/longca/sim"
 	"github.com/longca/longca/spmd"
-	"github.com/longca/longca/spmd/cp"
 	"github.com/urfave/cli/v2"
 )
 
@@ -32,32 +30,15 @@ func init() {
 			"of measured longca kernel rows, or --calibrate KERNEL measured here). Prints per-GPU TFLOP/s (best\n" +
 			"mesh per method), the exposed-communication share and the bottleneck link; writes predicted rows\n" +
 			"(bench simulate, status predicted) and one plot per mask and pass. See docs/simulate.md.",
-		Flags:  append(append(simulateFlags(), kernelFlags()...), docsFlags()...),
+		Flags:  append(simulateFlags(), kernelFlags()...),
 		Action: simulateAction,
 	})
 }
 
 func simulateFlags() []cli.Flag {
-	return []cli.Flag{
+	return append([]cli.Flag{
 		&cli.StringFlag{Name: "gpus", Value: "8,64,512", Usage: "comma-separated GPU counts (ranks) to predict for"},
-		&cli.StringFlag{Name: "methods", Usage: "comma-separated CP methods, or all (default: all of " + strings.Join(cp.Names(), ", ") + ")"},
-		&cli.StringFlag{Name: "masks", Usage: "comma-separated masks, or all (default: " + strings.Join(mask.CPMasks(), ",") + ")"},
-		&cli.StringFlag{Name: "tokens-per-rank", Value: "8K", Usage: "tokens per GPU (weak scaling: seqlen = GPUs x this)"},
-		&cli.StringFlag{Name: "seqlen", Usage: "global sequence length instead of --tokens-per-rank"},
-		&cli.StringFlag{Name: "heads", Value: "64:8", Usage: "query:KV head settings, comma-separated"},
-		&cli.IntFlag{Name: "head-dim", Value: 128, Usage: "head dimension"},
-		&cli.StringFlag{Name: "dtype", Value: "bf16", Usage: "bf16, fp16, fp32 or fp64"},
-		&cli.IntFlag{Name: "ulysses", Usage: "Ulysses degree U of usp/loongtrain (default: every mesh U x R = GPUs with U, R >= 2, as longca cp)"},
-		&cli.IntFlag{Name: "ring", Usage: "ring degree R of usp/loongtrain"},
-		&cli.IntFlag{Name: "windows", Usage: "loongtrain: windows the ring is cut into (default: windows of at most 8 GPUs)"},
-		&cli.BoolFlag{Name: "head-first", Value: true, Usage: "a Ulysses group is consecutive ranks (inside a node); --head-first=false puts the ring there"},
-		&cli.StringFlag{Name: "sharding", Value: "default", Usage: "contiguous, zigzag or default (zigzag; contiguous for ulysses)"},
-		&cli.IntFlag{Name: "cp-block", Usage: "balanced: dispatch block in tokens (0: the largest power of two <= 512 giving each rank >= 8 blocks), as longca cp"},
-		&cli.StringFlag{Name: "cp-ulysses", Value: "0", Usage: "balanced: head-parallel degrees U of its U x (GPUs/U) mesh, comma-separated, one mesh each (0: chosen per mask by the plan's model), as longca cp"},
-		&cli.IntFlag{Name: "cp-stages", Usage: "balanced: most stages a rank's fetch is cut into (0: one up to 8 GPUs, else a pyramid of small-large-small stages), as longca cp"},
-		&cli.IntFlag{Name: "samples", Value: 5, Usage: "masks per document case (seeds seed..seed+samples-1): the table shows the median and the min-max; masks without documents are drawn once"},
-		&cli.Uint64Flag{Name: "seed", Value: 42, Usage: "first mask seed"},
-		&cli.StringFlag{Name: "passes", Value: "fwd,bwd", Usage: "comma-separated: fwd, bwd, fwd+bwd"},
+	}, append(cpSweepFlags(simulateDefaults),
 		&cli.StringFlag{Name: "machine", Value: sim.DefaultPreset, Usage: "machine: a preset (" + strings.Join(sim.PresetNames(), ", ") + ") or a JSON machine file (docs/simulate.md)"},
 		&cli.IntFlag{Name: "gpus-per-node", Usage: "override the machine's GPUs per node"},
 		&cli.Float64Flag{Name: "intra-bw", Usage: "override the intra-node bandwidth, GB/s per GPU per direction (nccl-tests bus bandwidth)"},
@@ -75,19 +56,17 @@ func simulateFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "calibrate-check", Value: true, Usage: "check each --calibrate case against the reference first"},
 		&cli.IntFlag{Name: "exact-ranks", Value: sim.DefaultExactRanks, Usage: "simulate every rank up to this many GPUs; above it, a sample of ranks with mirrored peers"},
 		&cli.IntFlag{Name: "sampled-ranks", Usage: "ranks traced in a sampled simulation (default: 16, 2048/ring on rings longer than 128, at least 4)"},
-		&cli.StringFlag{Name: "out", Usage: "results folder (default out/simulate-<time>)"},
-		&cli.StringFlag{Name: "run-id", EnvVars: []string{"LONGCA_RUN_ID"}, Usage: "run id in file names and rows (default: the folder's name)"},
 		&cli.StringFlag{Name: "compare", Usage: "measured longca cp rows (a results file or folder): print each case's measured and predicted time side by side"},
 		&cli.BoolFlag{Name: "nccl-table", Usage: "print the predicted NCCL collectives on each --gpus count in nccl-tests' columns and exit"},
 		&cli.StringFlag{Name: "nccl-sizes", Value: "8:8G", Usage: "with --nccl-table: smallest:largest size in bytes (doubling)"},
-	}
+	)...)
 }
 
 // simOptions are the validated flags of `longca simulate`: the session's Simulation, the
 // CP sweep's flags as longca cp reads them, and the NCCL table's.
 type simOptions struct {
 	session.Simulation
-	cp               cpOptions
+	cp               cpSweepOptions
 	ncclTable        bool
 	ncclMin, ncclMax int64
 }
@@ -107,7 +86,7 @@ func parseSimulateFlags(c *cli.Context) (simOptions, error) {
 	}
 	slices.Sort(o.GPUs)
 	o.GPUs = slices.Compact(o.GPUs)
-	co, err := cpSweepFlags(c)
+	co, err := parseCPSweep(c)
 	if err != nil {
 		return o, err
 	}
@@ -224,7 +203,7 @@ func simulateAction(c *cli.Context) error {
 		return err
 	}
 	sm := o.Simulation
-	sm.Sweep, sm.TokensPerRank, sm.SeqLen, sm.Docs = o.cp.sweep(0), o.cp.tokensPerRank, o.cp.seqlen, o.cp.docs
+	sm.Sweep, sm.TokensPerRank, sm.SeqLen, sm.Docs = o.cp.sweep(0, ""), o.cp.tokensPerRank, o.cp.seqlen, o.cp.docs
 	if o.Calibrate != "" {
 		w, err := spmd.Discover(os.Getenv)
 		if err != nil {

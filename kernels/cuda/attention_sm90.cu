@@ -76,6 +76,16 @@ DEV u64 sw128_desc(const void *p, unsigned lbo, unsigned sbo) {
   d |= (u64)1 << 62;
   return d;
 }
+// The same descriptor in two parts, for operands walked by constant offsets: the low
+// word (start address >> 4 and the leading byte offset) made once per operand base, and
+// a constant high word (stride 1024 bytes, 128-byte swizzle). sw128_at adds a byte offset
+// to the start address (no carry leaves the 14-bit field: shared memory is under 256 KB),
+// so that each wgmma's descriptor is one add from a base rather than the whole encoding.
+DEV unsigned sw128_lo(const void *p, unsigned lbo) {
+  return ((smem_u32(p) & 0x3FFFF) >> 4) | (((lbo >> 4) & 0x3FFF) << 16);
+}
+constexpr u64 kSw128Hi = ((u64)(1024 >> 4) << 32) | ((u64)1 << 62);
+DEV u64 sw128_at(unsigned lo, int bytes) { return kSw128Hi | (u64)(lo + (unsigned)(bytes >> 4)); }
 DEV void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 DEV void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int N> DEV void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
@@ -194,7 +204,7 @@ DEV FwdItem fwd_item(const WorkList &wl, int item, int hq, int hkv) {
 // it, a grid of one block per multiprocessor walks items blockIdx.x, + gridDim.x, ...: the
 // producer then loads the next item's Q and K/V tiles while the consumers finish the
 // last one.
-template <int D, typename T, bool PERSIST>
+template <int D, typename T, bool PERSIST, bool UD>
 DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__restrict__ o, float *__restrict__ lse,
                   int sq, int sk, int hq, int hkv, float scale_log2, WorkList wl) {
   using L = SmemLayout<D>;
@@ -282,13 +292,15 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
   if (e0 < e1) mbar_wait(&fullQ[qb], (qn >> 1) & 1);
   const T *qw = sQs + qb * SBM * D + cw * 64 * CHUNK;  // this warpgroup's 64 rows of each chunk
   // S = Q K^T of the tile in stage s, issued (not waited for)
+  const unsigned loQw = sw128_lo(qw, 16);  // UD: descriptors one add from a base
   auto issue_qk = [&](float(&sc)[64], int s) {
     const T *cK = sK + s * SBN * D;
+    const unsigned loK = sw128_lo(cK, 16);
 #pragma unroll
     for (int kk = 0; kk < D / 16; kk++) {
       const int c = kk / 4, k16 = (kk % 4) * 16;
-      const u64 da = sw128_desc(qw + c * SBM * CHUNK + k16, 16, 1024);
-      const u64 db = sw128_desc(cK + c * SBN * CHUNK + k16, 16, 1024);
+      const u64 da = UD ? sw128_at(loQw, (c * SBM * CHUNK + k16) * 2) : sw128_desc(qw + c * SBM * CHUNK + k16, 16, 1024);
+      const u64 db = UD ? sw128_at(loK, (c * SBN * CHUNK + k16) * 2) : sw128_desc(cK + c * SBN * CHUNK + k16, 16, 1024);
       Ops<T>::template ss128<0>(sc, da, db, kk > 0);
     }
   };
@@ -296,8 +308,10 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
   // bytes in every chunk, chunks SBN*128 bytes apart
   auto issue_pv = [&](const unsigned(&pa)[SBN / 16][4], int s) {
     const T *cV = sV + s * SBN * D;
+    const unsigned loV = sw128_lo(cV, SBN * CHUNK * 2);
 #pragma unroll
-    for (int kk = 0; kk < SBN / 16; kk++) PV<T, D>::run(acc, pa[kk], sw128_desc(cV + kk * 16 * CHUNK, SBN * CHUNK * 2, 1024));
+    for (int kk = 0; kk < SBN / 16; kk++)
+      PV<T, D>::run(acc, pa[kk], UD ? sw128_at(loV, kk * 16 * CHUNK * 2) : sw128_desc(cV + kk * 16 * CHUNK, SBN * CHUNK * 2, 1024));
   };
   // the scores of entry e to P (packed), with the row maxima m moved on; alpha rescales
   // what was accumulated before, sum is the rows' new mass
@@ -461,7 +475,7 @@ DEV void fence_async_global() { asm volatile("fence.proxy.async.global;\n" ::: "
 // and passes the turn on. Blocks run in key-tile order (blockIdx.y, not the heaviest-first
 // order) and without the rotation, so a block waits only on lower key tiles, which were
 // started before it: no cycle.
-template <int D, typename T, bool DET>
+template <int D, typename T, bool DET, bool UD>
 DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const TmaDesc &tdo, const TmaDesc &tdq,
                   const float *__restrict__ lse2, const float *__restrict__ dsum, T *__restrict__ dk,
                   T *__restrict__ dv, int sq, int sk, int hq, int hkv, int sq_pad, float scale, float scale_log2,
@@ -575,48 +589,79 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
 #pragma unroll
   for (int i = 0; i < OR; i++) dka[i] = dva[i] = 0.f;
   float *stage = sdQ + cw * BBM9 * 64;
+  // UD: the descriptors' invariant bases (this warpgroup's keys of K and V, K for dQ)
+  const unsigned loK = sw128_lo(sK + cw * 64 * CHUNK, 16), loV = sw128_lo(sV + cw * 64 * CHUNK, 16);
+  const unsigned loKq = sw128_lo(sK + (L::kSplit ? cw * BBN9 * CHUNK : cw * 64 * CHUNK), 16);
   if (iters > 0) mbar_wait(fullKV, 0);
+  // UD: the next step's work-list entry is read a step ahead
+  int refNext = iters > 0 ? wl.entries[2 * (e0 + rot % max(ne, 1)) + 1] : -1;
 
   for (int it = 0; it < iters; it++) {
     const int s = it % STAGES;
     const unsigned ph = (it / STAGES) & 1;
     const int e = e0 + (it % ne + rot) % ne;
-    const int q0 = wl.entries[2 * e] * BBM9, ref = wl.entries[2 * e + 1];
+    const int q0 = wl.entries[2 * e] * BBM9;
+    int ref;
+    if (UD) {
+      ref = refNext;
+      if (it + 1 < iters) refNext = wl.entries[2 * (e0 + ((it + 1) % ne + rot) % ne) + 1];
+    } else {
+      ref = wl.entries[2 * e + 1];
+    }
     const T *cQ = sQ + s * BBM9 * D, *cdO = sdO + s * BBM9 * D;
     const float *cL = sL + s * BBM9, *cDs = sDs + s * BBM9;
     T *dS = sdS + (it & 1) * BBN9 * BBM9;
 
     float st[32], dpt[32];
     unsigned pa[4][4], sa[4][4];
+    const unsigned loQ = sw128_lo(cQ, 16), loO = sw128_lo(cdO, 16);
     mbar_wait(&fullQ[s], ph);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < D / 16; kk++) {
       const int c = kk / 4, k16 = (kk % 4) * 16;
-      const T *ka = sK + c * BBN9 * CHUNK + cw * 64 * CHUNK + k16;
-      const T *va = sV + c * BBN9 * CHUNK + cw * 64 * CHUNK + k16;
-      const T *qb = cQ + c * BBM9 * CHUNK + k16, *ob = cdO + c * BBM9 * CHUNK + k16;
-      Ops<T>::template ss64<0, 0>(st, sw128_desc(ka, 16, 1024), sw128_desc(qb, 16, 1024), kk > 0);
-      Ops<T>::template ss64<0, 0>(dpt, sw128_desc(va, 16, 1024), sw128_desc(ob, 16, 1024), kk > 0);
+      if (UD) {
+        const int ko = (c * BBN9 * CHUNK + k16) * 2, qo = (c * BBM9 * CHUNK + k16) * 2;
+        Ops<T>::template ss64<0, 0>(st, sw128_at(loK, ko), sw128_at(loQ, qo), kk > 0);
+        Ops<T>::template ss64<0, 0>(dpt, sw128_at(loV, ko), sw128_at(loO, qo), kk > 0);
+      } else {
+        const T *ka = sK + c * BBN9 * CHUNK + cw * 64 * CHUNK + k16;
+        const T *va = sV + c * BBN9 * CHUNK + cw * 64 * CHUNK + k16;
+        const T *qb = cQ + c * BBM9 * CHUNK + k16, *ob = cdO + c * BBM9 * CHUNK + k16;
+        Ops<T>::template ss64<0, 0>(st, sw128_desc(ka, 16, 1024), sw128_desc(qb, 16, 1024), kk > 0);
+        Ops<T>::template ss64<0, 0>(dpt, sw128_desc(va, 16, 1024), sw128_desc(ob, 16, 1024), kk > 0);
+      }
     }
     wgmma_commit();
     wgmma_wait<0>();
     reg_fence(st);
     reg_fence(dpt);
 
-    // the allowed pairs of a partial tile (rows keys, columns queries)
-    const unsigned long long bits = ref >= 0 ? tile_bits<BBM9, true>(wl, ref, k0 + kr, q0, t) : ~0ull;
     // P^T = exp2(S^T scale log2e - lse log2e) on allowed pairs; dS^T = P^T (dP^T - Dsum)
+    if (UD && ref < 0) {  // a full tile: no pair to test
 #pragma unroll
-    for (int j = 0; j < BBM9 / 8; j++)
+      for (int j = 0; j < BBM9 / 8; j++)
 #pragma unroll
-      for (int c = 0; c < 4; c++) {
-        const int ql = j * 8 + 2 * t + (c % 2);
-        const bool ok = bits >> (j * 4 + c) & 1ull;
-        const float p = ok ? exp2f(st[4 * j + c] * scale_log2 - cL[ql]) : 0.f;
-        st[4 * j + c] = p;
-        dpt[4 * j + c] = p * (dpt[4 * j + c] - cDs[ql]);
-      }
+        for (int c = 0; c < 4; c++) {
+          const int ql = j * 8 + 2 * t + (c % 2);
+          const float p = exp2f(st[4 * j + c] * scale_log2 - cL[ql]);
+          st[4 * j + c] = p;
+          dpt[4 * j + c] = p * (dpt[4 * j + c] - cDs[ql]);
+        }
+    } else {
+      // the allowed pairs of a partial tile (rows keys, columns queries)
+      const unsigned long long bits = ref >= 0 ? tile_bits<BBM9, true>(wl, ref, k0 + kr, q0, t) : ~0ull;
+#pragma unroll
+      for (int j = 0; j < BBM9 / 8; j++)
+#pragma unroll
+        for (int c = 0; c < 4; c++) {
+          const int ql = j * 8 + 2 * t + (c % 2);
+          const bool ok = bits >> (j * 4 + c) & 1ull;
+          const float p = ok ? exp2f(st[4 * j + c] * scale_log2 - cL[ql]) : 0.f;
+          st[4 * j + c] = p;
+          dpt[4 * j + c] = p * (dpt[4 * j + c] - cDs[ql]);
+        }
+    }
 #pragma unroll
     for (int kk = 0; kk < 4; kk++)
 #pragma unroll
@@ -629,10 +674,16 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     reg_fence(dva);
     reg_fence(dka);
     wgmma_fence();
+    const unsigned loOm = sw128_lo(cdO, BBM9 * CHUNK * 2), loQm = sw128_lo(cQ, BBM9 * CHUNK * 2);
 #pragma unroll
     for (int kk = 0; kk < 4; kk++) {
-      PV<T, D>::run(dva, pa[kk], sw128_desc(cdO + kk * 16 * CHUNK, BBM9 * CHUNK * 2, 1024));
-      PV<T, D>::run(dka, sa[kk], sw128_desc(cQ + kk * 16 * CHUNK, BBM9 * CHUNK * 2, 1024));
+      if (UD) {
+        PV<T, D>::run(dva, pa[kk], sw128_at(loOm, kk * 16 * CHUNK * 2));
+        PV<T, D>::run(dka, sa[kk], sw128_at(loQm, kk * 16 * CHUNK * 2));
+      } else {
+        PV<T, D>::run(dva, pa[kk], sw128_desc(cdO + kk * 16 * CHUNK, BBM9 * CHUNK * 2, 1024));
+        PV<T, D>::run(dka, sa[kk], sw128_desc(cQ + kk * 16 * CHUNK, BBM9 * CHUNK * 2, 1024));
+      }
     }
     wgmma_commit();
     // dS^T to shared memory (rows keys, 64 query columns: one 128-byte swizzled row each)
@@ -652,7 +703,12 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     // dQ (64 queries x 64 columns) = dS K: A = dS^T read MN-major, B = K MN-major
     float dqa[32];
     wgmma_fence();
-    if (L::kSplit) {
+    const unsigned loS = sw128_lo(dS + (L::kSplit ? 0 : cw * 64 * CHUNK), 16);
+    if (UD) {
+#pragma unroll
+      for (int kk = 0; kk < (L::kSplit ? BBN9 : 64) / 16; kk++)
+        Ops<T>::template ss64<1, 1>(dqa, sw128_at(loS, kk * 16 * CHUNK * 2), sw128_at(loKq, kk * 16 * CHUNK * 2), kk > 0);
+    } else if (L::kSplit) {
 #pragma unroll
       for (int kk = 0; kk < BBN9 / 16; kk++)
         Ops<T>::template ss64<1, 1>(dqa, sw128_desc(dS + kk * 16 * CHUNK, 16, 1024),
@@ -737,30 +793,34 @@ DEV void dq90_convert(const float *__restrict__ acc, T *__restrict__ dq, int sq,
   }
 }
 
-#define SM90_FWD(FN, NAME, T, D, PERSIST)                                                                          \
+#define SM90_FWD(FN, NAME, T, D, PERSIST, UD)                                                                      \
   extern "C" __global__ void __launch_bounds__(SNT, 1)                                                             \
       FN##_##NAME##_d##D(const __grid_constant__ TmaDesc tq, const __grid_constant__ TmaDesc tk,                   \
                          const __grid_constant__ TmaDesc tv, T *o, float *lse, int sq, int sk, int hq, int hkv,    \
                          float scale_log2, const int *order, const int *start, const int *entries, const int *refs, \
                          const int *slices, int row_tiles, int per_head) {                                         \
-    fwd_sm90<D, T, PERSIST>(tq, tk, tv, o, lse, sq, sk, hq, hkv, scale_log2,                                       \
+    fwd_sm90<D, T, PERSIST, UD>(tq, tk, tv, o, lse, sq, sk, hq, hkv, scale_log2,                                       \
                             WorkList{order, start, entries, refs, slices, row_tiles, per_head});                   \
   }
-#define SM90_BWD(FN, NAME, T, D, DET)                                                                                   \
+#define SM90_BWD(FN, NAME, T, D, DET, UD)                                                                               \
   extern "C" __global__ void __launch_bounds__(SNT, 1) FN##_##NAME##_d##D(                                        \
       const __grid_constant__ TmaDesc tq, const __grid_constant__ TmaDesc tk, const __grid_constant__ TmaDesc tv,   \
       const __grid_constant__ TmaDesc tdo, const __grid_constant__ TmaDesc tdq, const float *lse2, const float *dsum, \
       T *dk, T *dv, int sq, int sk, int hq, int hkv, int sq_pad, float scale, float scale_log2, const int *order,     \
       const int *start, const int *entries, const int *refs, const int *slices, int row_tiles, int per_head,        \
       const int *ranks, int *locks) {                                                                                \
-    bwd_sm90<D, T, DET>(tq, tk, tv, tdo, tdq, lse2, dsum, dk, dv, sq, sk, hq, hkv, sq_pad, scale, scale_log2, \
+    bwd_sm90<D, T, DET, UD>(tq, tk, tv, tdo, tdq, lse2, dsum, dk, dv, sq, sk, hq, hkv, sq_pad, scale, scale_log2, \
                                  WorkList{order, start, entries, refs, slices, row_tiles, per_head}, ranks, locks); \
   }
 #define SM90_ENTRIES(NAME, T, D)                                                                                   \
-  SM90_FWD(fwd90, NAME, T, D, false)                                                                               \
-  SM90_FWD(fwd90p, NAME, T, D, true)                                                                               \
-  SM90_BWD(bwd90, NAME, T, D, false)                                                                               \
-  SM90_BWD(bwd90d, NAME, T, D, true)                                                                               \
+  SM90_FWD(fwd90, NAME, T, D, false, false)                                                                        \
+  SM90_FWD(fwd90p, NAME, T, D, true, false)                                                                        \
+  SM90_FWD(fwd90u, NAME, T, D, false, true)                                                                        \
+  SM90_FWD(fwd90up, NAME, T, D, true, true)                                                                        \
+  SM90_BWD(bwd90, NAME, T, D, false, false)                                                                        \
+  SM90_BWD(bwd90d, NAME, T, D, true, false)                                                                        \
+  SM90_BWD(bwd90u, NAME, T, D, false, true)                                                                        \
+  SM90_BWD(bwd90ud, NAME, T, D, true, true)                                                                        \
   extern "C" __global__ void bwd90_pre_##NAME##_d##D(const T *o, const T *dout, const float *lse, float *dsum,      \
                                                     float *lse2, int sq, int hq, int sq_pad) {                     \
     bwd90_pre<D, T>(o, dout, lse, dsum, lse2, sq, hq, sq_pad);                                                     \

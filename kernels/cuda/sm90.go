@@ -169,8 +169,8 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 	}
 	shared := k.bwd.shared(d)
 	fn := k.bwd.fn
-	if k.det {
-		fn = "bwd90d"
+	if k.det { // the deterministic entry of the same variant (bwd90d, bwd90ud)
+		fn += "d"
 	}
 	main, err := k.function(fmt.Sprintf("%s_%s_d%d", fn, dt, d), shared)
 	if err != nil {

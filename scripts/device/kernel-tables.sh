@@ -34,6 +34,13 @@ for m in full causal_document; do
 	stamp "ncu bwd $m rc=$?"
 done
 
+# the same kernel's SASS with the sampled stall reasons per instruction (where warps wait)
+timeout 75 ncu --clock-control none -k 'regex:^bwd90_bf16' -c 1 --section SourceCounters --section WarpStateStats \
+	--page source --print-source sass --csv \
+	$L kernel --kernels cuda --no-check -w 0 -n 1 --masks full --seqlens 16K --heads 64:8 --passes bwd \
+	--out "$out/t/ncu-src-run" >"$out/t/ncu-bwd-sass.csv" 2>&1
+stamp "ncu sass rc=$?"
+
 # 2. block-sparse, cuda and torch:flex on the same maps
 timeout -s INT -k 20 150 $L sparse --kernels cuda,torch:flex --seqlens 32K --block 128,64 --ratios 0.2,0.5 \
 	--heads 64:8 --passes fwd,bwd -w 2 -n 5 --out "$out/t/sparse" --run-id sparse >"$out/t/sparse.log" 2>&1
@@ -69,4 +76,27 @@ for r in sparse d64 d128; do
 	grep -E 'ok|wrong|error|unsupported' "$out/t/$r.log" | grep -ciE 'wrong|"error"' | sed 's/^/# rows wrong or error: /'
 	sed -n '/x fastest/,$p' "$out/t/$r.report.txt" | head -60
 done
+echo "=== SASS lines with the most stall samples (full, bwd)"
+python3 - "$out/t/ncu-bwd-sass.csv" <<'PY' 2>&1 | head -40
+import csv, sys
+rows = [r for r in csv.reader(open(sys.argv[1], errors="replace")) if len(r) > 3]
+hdr = next((i for i, r in enumerate(rows) if any("Source" == c or "Address" in c for c in r)), None)
+if hdr is None:
+    print("# no source table"); sys.exit(0)
+h = rows[hdr]; body = rows[hdr + 1:]
+def col(name):
+    return next((i for i, c in enumerate(h) if c.strip() == name), None)
+src = col("Source")
+samp = col("Warp Stall Sampling (All Samples)") or next((i for i, c in enumerate(h) if "Stall Sampling" in c), None)
+print("# columns:", [c for c in h][:30])
+if samp is None or src is None:
+    sys.exit(0)
+def num(x):
+    try: return float(x.replace(",", ""))
+    except ValueError: return 0.0
+tot = sum(num(r[samp]) for r in body if len(r) > samp) or 1
+stalls = [i for i, c in enumerate(h) if c.startswith("stall_") or "Stall" in c]
+for r in sorted(body, key=lambda r: -num(r[samp]) if len(r) > samp else 0)[:25]:
+    print(f"{100*num(r[samp])/tot:5.1f}%  {r[src][:90]}")
+PY
 cat "$out/t/summary.txt"

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/urfave/cli/v2"
+)
+
+// helpLines is each flag's line of `longca CMD --help`, by flag name, with the column
+// padding squeezed out (the two commands align their columns differently).
+func helpLines(t *testing.T, cmd string) map[string]string {
+	t.Helper()
+	out, errOut, code := captureRun(t, cmd, "--help")
+	if code != 0 {
+		t.Fatalf("longca %s --help: exit %d: %s", cmd, code, errOut)
+	}
+	flag := regexp.MustCompile(`^\s+--([a-z0-9-]+)`)
+	space := regexp.MustCompile(`\s+`)
+	lines := map[string]string{}
+	for _, l := range strings.Split(out, "\n") {
+		if m := flag.FindStringSubmatch(l); m != nil {
+			lines[m[1]] = space.ReplaceAllString(strings.TrimSpace(l), " ")
+		}
+	}
+	if len(lines) < 20 {
+		t.Fatalf("longca %s --help: %d flag lines found:\n%s", cmd, len(lines), out)
+	}
+	return lines
+}
+
+// The CP sweep's flags have one owner (cpSweepFlags): `longca cp --help` and `longca
+// simulate --help` show every one of them with the same text, but for what
+// cpSweepDefaults says differs (the default results folder, the samples), and every
+// shared flag parses the same way in both commands.
+func TestCPSweepFlagsOneOwner(t *testing.T) {
+	cpHelp, simHelp := helpLines(t, "cp"), helpLines(t, "simulate")
+	differ := map[string]bool{"out": true, "samples": true}
+	for _, f := range cpSweepFlags(cpDefaults) {
+		name := f.Names()[0]
+		a, okA := cpHelp[name]
+		b, okB := simHelp[name]
+		if !okA || !okB {
+			t.Errorf("--%s: in cp's help %v, in simulate's %v: a shared flag must be in both", name, okA, okB)
+			continue
+		}
+		if differ[name] {
+			if a == b {
+				t.Errorf("--%s: the same line in both commands, but cpSweepDefaults says it differs: %q", name, a)
+			}
+			continue
+		}
+		if a != b {
+			t.Errorf("--%s differs between the commands:\n  cp:       %s\n  simulate: %s", name, a, b)
+		}
+	}
+	for name, want := range map[string]string{"out": "out/cp-<time>", "samples": "(default: 30)"} {
+		if !strings.Contains(cpHelp[name], want) {
+			t.Errorf("cp --%s: %q, want it to contain %q", name, cpHelp[name], want)
+		}
+	}
+	for name, want := range map[string]string{"out": "out/simulate-<time>", "samples": "(default: 5)"} {
+		if !strings.Contains(simHelp[name], want) {
+			t.Errorf("simulate --%s: %q, want it to contain %q", name, simHelp[name], want)
+		}
+	}
+	// No command defines a shared flag a second time (urfave/cli would take the first).
+	for _, cmd := range []string{"cp", "simulate"} {
+		seen := map[string]int{}
+		for _, f := range commandFlags(t, cmd) {
+			for _, n := range f.Names() {
+				seen[n]++
+			}
+		}
+		for n, k := range seen {
+			if k > 1 {
+				t.Errorf("longca %s defines --%s %d times", cmd, n, k)
+			}
+		}
+	}
+}
+
+// commandFlags are the flags of a registered subcommand.
+func commandFlags(t *testing.T, name string) []cli.Flag {
+	t.Helper()
+	for _, c := range commands {
+		if c.Name == name {
+			return c.Flags
+		}
+	}
+	t.Fatalf("no command %s", name)
+	return nil
+}
+
+// The shared flags are read by one parser: bad input gives the same line, exit 2, from
+// both commands.
+func TestCPSweepFlagsSameErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--methods", "nosuch"}, `--methods: unknown method "nosuch"`},
+		{[]string{"--masks", "nosuch"}, `--masks: unknown mask "nosuch"`},
+		{[]string{"--tokens-per-rank", "0"}, "--tokens-per-rank"},
+		{[]string{"--seqlen", "64K", "--tokens-per-rank", "8K"}, "--seqlen and --tokens-per-rank both given"},
+		{[]string{"--heads", "64:7:1"}, "--heads"},
+		{[]string{"--head-dim", "0"}, "--head-dim 0"},
+		{[]string{"--dtype", "int3"}, "--dtype"},
+		{[]string{"--ulysses", "-1"}, "--ulysses -1"},
+		{[]string{"--cp-block", "-4"}, "--cp-block -4"},
+		{[]string{"--sharding", "diagonal"}, "diagonal"},
+		{[]string{"--samples", "0"}, "--samples 0"},
+		{[]string{"--passes", "sideways"}, "--passes"},
+		{[]string{"--max-doc", "-3"}, "--max-doc"},
+	} {
+		for _, cmd := range []string{"cp", "simulate"} {
+			args := append([]string{cmd}, c.args...)
+			_, errOut, code := captureRun(t, args...)
+			checkUsageError(t, args, code, errOut, c.want)
+		}
+	}
+}

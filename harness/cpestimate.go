@@ -1,0 +1,277 @@
+package harness
+
+import (
+	"runtime"
+	"time"
+
+	"github.com/longca/longca/kernels"
+	"github.com/longca/longca/results"
+	"github.com/longca/longca/spmd/cp"
+)
+
+// CPEstimateSetup is how a CP sweep runs, as its time estimate sees it.
+type CPEstimateSetup struct {
+	// Ranks is the world's size; InProcess: they are goroutines of this process sharing
+	// its host and (with a device kernel) one GPU; else one process per rank, each on
+	// its own device.
+	Ranks     int
+	InProcess bool
+	// OnDevice: the kernel runs on a GPU, else on the host (the CPU reference's rate).
+	OnDevice bool
+	// Warmup and Iters are each pass's repetitions; Overlap times Iters more without the
+	// transfers.
+	Warmup, Iters int
+	Overlap       bool
+	// Check checks each case once (its first sample) at CheckBudget's size (0: the
+	// default); Baseline measures the kernel alone once per mask, heads and pass.
+	Check       bool
+	CheckBudget float64
+	Baseline    bool
+	// DeviceFLOPs and RefFLOPs are the prior rates of a GPU kernel and of the CPU
+	// reference (Machine); LinkBytes is the rate of each rank's own link in bytes/s (an
+	// emulated link, --links; 0: by placement, LinkPrior); Cores are the host's (0:
+	// runtime.NumCPU).
+	DeviceFLOPs, RefFLOPs float64
+	LinkBytes             float64
+	Cores                 int
+}
+
+// The priors of the CP estimate's transfers and host work, before a case is timed.
+const (
+	// DeviceCopyBytes: in-process ranks on one GPU move their bytes as device-to-device
+	// copies on it (the device mover), one after another.
+	DeviceCopyBytes = 1e12
+	// HostCopyBytes: in-process ranks on the host copy through memory (comm/local).
+	HostCopyBytes = 10e9
+	// DefaultLinkBytes: launched ranks over NCCL, MPI or TCP (a GPU's NVLink share).
+	DefaultLinkBytes = 50e9
+	// HostPrepBytes is what one core prepares per second of a case's host tensors
+	// (allocated, inputs drawn, uploaded): on the H200 host, 8 in-process ranks at 8K
+	// tokens, 64:8 heads, head dim 128 spent 6-11 s (median 8) per case of two passes besides
+	// their repetitions (cmd/longca/testdata/h200/cp-ranks8-cuda-8k.arrow).
+	HostPrepBytes = 340e6
+)
+
+// LinkPrior is the transfer rate a CP case is estimated at before one is timed: a GPU's
+// copies for in-process ranks sharing it, the host's memory for in-process host ranks,
+// else DefaultLinkBytes (per rank).
+func (e CPEstimateSetup) LinkPrior() float64 {
+	switch {
+	case e.LinkBytes > 0:
+		return e.LinkBytes
+	case e.InProcess && e.OnDevice:
+		return DeviceCopyBytes
+	case e.InProcess:
+		return HostCopyBytes
+	}
+	return DefaultLinkBytes
+}
+
+// CPEstimate is the one time estimate of a CP sweep (Estimate): up front it says how long
+// the sweep takes, and rank 0's progress follows it as the ETA. A row of the sweep is
+// one case, sample and pass; each is expected to cost its repetitions of the kernel's
+// FLOPs on its share of the devices plus the bytes the plan sends at the link's rate,
+// then its share of the case's host work (inputs for every rank, the kernel baseline)
+// and its check (the CPU references at the checked size, once per mask and size). The
+// rates are learned per method and pass from the rows as they come, falling back to
+// what the sweep's other methods ran at.
+type CPEstimate struct {
+	*Estimate
+	passes []kernels.Pass
+	first  []int // per case: the index of its first row
+	last   time.Time
+	share  []float64 // the running sample's rows' shares of its wall time
+}
+
+// NewCPEstimate lays out every case of s on e's world: each case's first sample is
+// planned for its FLOPs and bytes, and its check shape found as the run finds it.
+func NewCPEstimate(s CPSweep, cases []CPCase, e CPEstimateSetup) *CPEstimate {
+	if e.DeviceFLOPs <= 0 {
+		e.DeviceFLOPs = DefaultDeviceFLOPs
+	}
+	if e.RefFLOPs <= 0 {
+		e.RefFLOPs = DefaultRefFLOPs
+	}
+	if e.Cores <= 0 {
+		e.Cores = runtime.NumCPU()
+	}
+	rate := e.DeviceFLOPs // what the ranks' kernels run at together
+	switch {
+	case !e.OnDevice && !e.InProcess:
+		rate = e.RefFLOPs * float64(e.Ranks) // one process per rank, each on its own cores (at best)
+	case !e.OnDevice:
+		rate = e.RefFLOPs // in-process ranks share the host's cores
+	case !e.InProcess:
+		rate = e.DeviceFLOPs * float64(e.Ranks) // a GPU each
+	}
+	est := &CPEstimate{passes: s.Passes}
+	var ecs []EstimateCase
+	checked := map[cpCheckKey]bool{}
+	based := map[BaselineKey]bool{}
+	for _, cs := range cases {
+		est.first = append(est.first, len(ecs))
+		samples := s.Samples
+		if cs.Skip != nil {
+			samples = 1
+		}
+		var pl *cp.Plan
+		if cs.Skip == nil {
+			if _, p, _, err := s.PlanSample(cs, 0); err == nil {
+				pl = p
+			}
+		}
+		for sample := range samples {
+			for pi, pass := range s.Passes {
+				ec := EstimateCase{Case: Case{Mask: cs.Mask, SeqLen: s.SeqLen, Heads: cs.Heads, HeadDim: s.HeadDim, DType: s.DType,
+					Kernel: cs.Method + " " + cs.Config.Mesh(), Pass: pass, Seed: s.Seed + uint64(sample)},
+					Family: s.Kernel, OnDevice: e.OnDevice, Refused: pl == nil}
+				if pl != nil {
+					ec.FLOPs, ec.Overhead = est.pass(s, cs, pl, pass, e, rate, sample == 0 && pi == 0, based)
+					if e.Check && sample == 0 && pi == 0 {
+						ec.CheckSeconds = s.checkSeconds(cs, pl, e, checked)
+					}
+				}
+				ecs = append(ecs, ec)
+			}
+		}
+	}
+	reps := e.Warmup + e.Iters
+	if e.Overlap {
+		reps += e.Iters
+	}
+	// The cases' FLOPs are at rate: it is the prior of their place (a host case runs at
+	// the reference's).
+	prior := EstimatePrior{DeviceFLOPs: rate, RefFLOPs: rate, PerCase: DefaultPerCase, Reps: reps}
+	est.Estimate = NewEstimate(ecs, prior)
+	return est
+}
+
+// pass is one repetition of a pass of case cs as FLOPs at rate (the kernel's share of
+// the work, and the plan's transfers at the link's rate, in FLOPs of the same time), and
+// the host work of the rows' sample besides (the inputs of every rank; the kernel
+// baseline the first time its key comes).
+func (est *CPEstimate) pass(s CPSweep, cs CPCase, pl *cp.Plan, pass kernels.Pass, e CPEstimateSetup, rate float64, first bool,
+	based map[BaselineKey]bool) (flops, overhead float64) {
+	n := e.Ranks
+	// The transfers that take the time: every rank's where in-process ranks share one
+	// copy engine (no LinkBytes given), else the busiest rank's on its own link.
+	shared := e.InProcess && e.LinkBytes <= 0
+	var bytes float64
+	for r := range n {
+		b := float64(cp.RankCommBytesOf(pl, r, pass))
+		if shared {
+			bytes += b
+		} else {
+			bytes = max(bytes, b)
+		}
+	}
+	flops = pl.Problem.FLOPs(pass) + bytes/e.LinkPrior()*rate
+	// Host tensors per rank and pass (CPRunner.timePass): q, dout, out, dq and k, v, dk,
+	// dv of its tokens and every head, the lse.
+	es := float64(s.DType.Size())
+	hq, hkv := float64(pl.Problem.HeadsQ), float64(pl.Problem.HeadsKV)
+	perRank := float64(pl.Tokens) * (4*hq*float64(s.HeadDim)*es + 4*hkv*float64(s.HeadDim)*es + 4*hq)
+	par := 1.0 // the ranks this process prepares at once
+	if e.InProcess {
+		par = float64(min(n, e.Cores))
+	}
+	ranks := 1.0
+	if e.InProcess {
+		ranks = float64(n)
+	}
+	overhead = DefaultPerCase/float64(len(s.Passes)) + ranks*perRank/(par*HostPrepBytes)
+	if e.Baseline {
+		k := BaselineKey{Kernel: s.Kernel, Mask: cs.Mask, SeqLen: s.SeqLen / n, HeadsQ: cs.Heads.Q, HeadsKV: cs.Heads.KV, Pass: pass.String()}
+		if !based[k] {
+			based[k] = true
+			// Rank 0 alone: one rank's inputs, and the kernel's repetitions at a rank's work.
+			one := float64(s.SeqLen/n) * float64(s.HeadDim) * es * (4*float64(cs.Heads.Q) + 4*float64(cs.Heads.KV))
+			kernelRate := e.DeviceFLOPs
+			if !e.OnDevice {
+				kernelRate = e.RefFLOPs
+			}
+			overhead += one/HostPrepBytes + float64(e.Warmup+e.Iters)*pl.Problem.FLOPs(pass)/float64(n)/kernelRate
+		}
+	}
+	return flops, overhead
+}
+
+// cpCheckKey is what makes two cases' checks share their references (refCache): rank 0
+// keeps the references of a mask at a size, heads and passes for every method after.
+type cpCheckKey struct {
+	mask     string
+	seqlen   int
+	heads    Heads
+	backward bool
+}
+
+// checkSeconds is the prior cost of case cs's check: rank 0's two CPU references (exact
+// and naive, forward and for a backward pass its backward) at the checked size, the
+// first time that size of the mask is checked, and the method itself at that size on
+// the host when its kernel runs there.
+func (s CPSweep) checkSeconds(cs CPCase, pl0 *cp.Plan, e CPEstimateSetup, checked map[cpCheckKey]bool) float64 {
+	seqlen, h := s.checkShape(cs, pl0, e.Ranks, e.CheckBudget)
+	_, _, spec, err := s.plan(cs, seqlen, h, s.Seed)
+	if err != nil {
+		return 0
+	}
+	backward := false
+	for _, p := range s.Passes {
+		backward = backward || p != kernels.Fwd
+	}
+	passes := kernels.Fwd.FLOPsFactor()
+	if backward {
+		passes += kernels.Bwd.FLOPsFactor()
+	}
+	one := 4 * float64(spec.Mask.Area()) * float64(h.Q) * float64(s.HeadDim) * passes / e.RefFLOPs
+	var sec float64
+	if k := (cpCheckKey{cs.Mask, seqlen, h, backward}); !checked[k] {
+		checked[k] = true
+		sec += 2 * one
+	}
+	if !e.OnDevice {
+		sec += one
+	}
+	return sec
+}
+
+// Start marks when the first case begins.
+func (est *CPEstimate) Start(t time.Time) { est.last = t }
+
+// Row records a row of case ci at now. A sample's rows arrive together when the sample
+// is done: the first carries the sample's wall time since the one before, and each row
+// is given the share of it that the estimate expected of it.
+func (est *CPEstimate) Row(ci int, row results.Row, now time.Time) {
+	if ci < 0 || ci >= len(est.first) {
+		return
+	}
+	pi := 0
+	for i, p := range est.passes {
+		if p.String() == row.Pass {
+			pi = i
+		}
+	}
+	np := len(est.passes)
+	base := est.first[ci] + int(row.Sample)*np
+	if base+np > est.Len() || (ci+1 < len(est.first) && base+np > est.first[ci+1]) {
+		return
+	}
+	if pi == 0 || est.share == nil {
+		wall := now.Sub(est.last).Seconds()
+		est.last = now
+		est.share = make([]float64, np)
+		var sum float64
+		for i := range np {
+			est.share[i] = est.Seconds(base + i)
+			sum += est.share[i]
+		}
+		for i := range np {
+			if sum > 0 {
+				est.share[i] *= wall / sum
+			} else {
+				est.share[i] = wall / float64(np)
+			}
+		}
+	}
+	est.Done(base+pi, row, time.Duration(est.share[pi]*float64(time.Second)))
+}

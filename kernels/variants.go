@@ -1,0 +1,92 @@
+package kernels
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// VariantSpec is Options.Variant read: a variant for every kernel (Default, the plain
+// form "sm90"), and variants of named kernels (the per-kernel form
+// "cuda=sm90,cudnn=composite"), which take precedence for their kernel.
+type VariantSpec struct {
+	Default   string
+	PerKernel map[string]string
+}
+
+// ParseVariants reads a variant option: "" (every kernel's own default), a plain name
+// (every kernel that has variants takes it, as before the per-kernel form), or
+// comma-separated KERNEL=VARIANT items, with at most one plain item among them for the
+// kernels not named. Kernel names are checked against the registry, and a variant against
+// the kernel's registered variants (RegisterVariants); a kernel without variants cannot
+// be given one.
+func ParseVariants(s string) (VariantSpec, error) {
+	var v VariantSpec
+	if !strings.ContainsAny(s, ",=") {
+		v.Default = strings.TrimSpace(s)
+		return v, nil
+	}
+	for _, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		name, variant, named := strings.Cut(item, "=")
+		name, variant = strings.TrimSpace(name), strings.TrimSpace(variant)
+		switch {
+		case item == "":
+			return v, fmt.Errorf("%q has an empty item: give KERNEL=VARIANT items separated by commas", s)
+		case !named:
+			if v.Default != "" {
+				return v, fmt.Errorf("%q has two variants without a kernel (%s, %s): name the kernel of each, as cuda=%s", s, v.Default, item, item)
+			}
+			v.Default = item
+			continue
+		case name == "" || variant == "":
+			return v, fmt.Errorf("%q needs a kernel and a variant, as cuda=sm90", item)
+		case !Known(name):
+			return v, fmt.Errorf("unknown kernel %q in %q: registered are %s", name, item, strings.Join(Names(), ", "))
+		}
+		if _, dup := v.PerKernel[name]; dup {
+			return v, fmt.Errorf("kernel %s given twice in %q", name, s)
+		}
+		known := variantNames(name)
+		if len(known) == 0 {
+			return v, fmt.Errorf("kernel %s has no variants (%q; longca list names each kernel's)", name, item)
+		}
+		if !slices.Contains(known, variant) {
+			return v, fmt.Errorf("kernel %s has no variant %q: use one of %s", name, variant, strings.Join(known, ", "))
+		}
+		if v.PerKernel == nil {
+			v.PerKernel = map[string]string{}
+		}
+		v.PerKernel[name] = variant
+	}
+	return v, nil
+}
+
+// variantNames are the names of a kernel's registered variants (the part of each
+// RegisterVariants line before its colon).
+func variantNames(kernel string) []string {
+	var out []string
+	for _, line := range Variants(kernel) {
+		name, _, _ := strings.Cut(line, ":")
+		out = append(out, strings.TrimSpace(name))
+	}
+	return out
+}
+
+// For is the variant kernel takes: its own entry, else the default.
+func (v VariantSpec) For(kernel string) string {
+	if x, ok := v.PerKernel[kernel]; ok {
+		return x
+	}
+	return v.Default
+}
+
+// For is o as kernel name is made with: Variant resolved to that kernel's own (a
+// per-kernel Variant such as "cuda=sm90,cudnn=composite" gives cudnn "composite"). A
+// Variant that does not parse is left as it is, for the kernel to refuse by name.
+func (o Options) For(name string) Options {
+	if v, err := ParseVariants(o.Variant); err == nil {
+		o.Variant = v.For(name)
+	}
+	return o
+}

@@ -1,0 +1,79 @@
+package kernels
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/longca/longca/tensor"
+)
+
+// variantKernel is a test kernel that keeps the variant it was made with.
+type variantKernel struct{ name, variant string }
+
+func (k variantKernel) Name() string           { return k.name }
+func (variantKernel) Device() tensor.Device    { return &tensor.CPU{} }
+func (variantKernel) Supports(p Problem) error { return nil }
+func (variantKernel) Forward(_ context.Context, _ Problem, _, _, _, _, _ tensor.Tensor) error {
+	return nil
+}
+func (variantKernel) Backward(_ context.Context, _ Problem, _, _, _, _, _, _, _, _, _ tensor.Tensor) error {
+	return nil
+}
+
+func init() {
+	for _, name := range []string{"vt-gpu", "vt-dnn"} {
+		RegisterVariants(name, []string{"fast: the fast path", "slow: the slow path", "auto: the default"})
+		Register(name, "test only: keeps its variant", func(o Options) (Kernel, error) { return variantKernel{name, o.Variant}, nil })
+	}
+	Register("vt-plain", "test only: no variants", func(o Options) (Kernel, error) { return variantKernel{"vt-plain", o.Variant}, nil })
+}
+
+// --variant's per-kernel form gives each named kernel its own variant, and the plain
+// form (alone, or as one item among named ones) every other kernel's, as before.
+func TestVariantPerKernel(t *testing.T) {
+	for _, c := range []struct {
+		spec                string
+		gpu, dnn, plainWant string
+	}{
+		{"", "", "", ""},
+		{"fast", "fast", "fast", "fast"}, // the plain form: every kernel, as before
+		{"vt-gpu=fast,vt-dnn=slow", "fast", "slow", ""},
+		{"vt-gpu=fast", "fast", "", ""},
+		{" vt-dnn = auto , slow", "slow", "auto", "slow"},
+	} {
+		got := map[string]string{}
+		for _, name := range []string{"vt-gpu", "vt-dnn", "vt-plain"} {
+			k, err := New(name, Options{Variant: c.spec})
+			if err != nil {
+				t.Fatalf("%q: New(%s): %v", c.spec, name, err)
+			}
+			got[name] = k.(variantKernel).variant
+		}
+		want := map[string]string{"vt-gpu": c.gpu, "vt-dnn": c.dnn, "vt-plain": c.plainWant}
+		for name := range want {
+			if got[name] != want[name] {
+				t.Errorf("--variant %q: %s made with variant %q, want %q", c.spec, name, got[name], want[name])
+			}
+		}
+	}
+}
+
+// A bad per-kernel form is refused with a reason that names what is wrong.
+func TestVariantPerKernelErrors(t *testing.T) {
+	for _, c := range []struct{ spec, want string }{
+		{"vt-gpuu=fast", `unknown kernel "vt-gpuu"`},
+		{"vt-plain=fast", "kernel vt-plain has no variants"},
+		{"vt-gpu=fastest", `kernel vt-gpu has no variant "fastest": use one of fast, slow, auto`},
+		{"vt-gpu=fast,vt-gpu=slow", "kernel vt-gpu given twice"},
+		{"fast,slow", "two variants without a kernel"},
+		{"vt-gpu=fast,,vt-dnn=slow", "empty item"},
+		{"vt-gpu=", "needs a kernel and a variant"},
+		{"=fast", "needs a kernel and a variant"},
+	} {
+		_, err := ParseVariants(c.spec)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("ParseVariants(%q): %v, want an error containing %q", c.spec, err, c.want)
+		}
+	}
+}
