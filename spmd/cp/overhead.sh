@@ -7,7 +7,8 @@
 #   sh spmd/cp/overhead.sh OUTDIR
 # Every method x full, causal, full_document_long, causal_document_long x fwd,bwd at 8K
 # tokens, one rank through NCCL under mpirun (--backend nccl --kernel cuda), checked (at a
-# reduced size: --check-budget), with the kernel alone measured in the same run
+# reduced size: --check-budget; usp and loongtrain on a 1x1 mesh: --ulysses 1 --ring 1),
+# with the kernel alone measured in the same run
 # (--baseline measure), 3 warm-ups and 10 timed iterations. About 70 s; with
 # bin/longca-before (the same build from the commit before the fix: an A/B in one call)
 # run the same way first, about 140 s. Everything is bounded (OVH_TIMEOUT per run, 120 s).
@@ -45,7 +46,7 @@ start=$(date +%s)
 measure() {
 	# shellcheck disable=SC2086 # launch is a word list
 	timeout -k 10 "$limit" $launch "$2" --log-format json cp --backend "$backend" --kernel "$kernel" \
-		--methods "$methods" --masks "$masks" --tokens-per-rank "$tokens" --heads "${OVH_HEADS:-64:8}" --head-dim "${OVH_HEAD_DIM:-128}" --dtype bf16 \
+		--methods "$methods" --masks "$masks" --tokens-per-rank "$tokens" --ulysses 1 --ring 1 --heads "${OVH_HEADS:-64:8}" --head-dim "${OVH_HEAD_DIM:-128}" --dtype bf16 \
 		--passes fwd,bwd --samples 1 -w "$warmup" -n "$iters" --check --check-budget 5e8 --baseline measure \
 		--out "$out/$1" --run-id "overhead-$1" >"$out/$1.log" 2>&1
 	rc=$?
