@@ -111,7 +111,7 @@ func TestCPInProcessRun(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "cp")
 	out, errOut, code := captureRun(t, "--log-level", "warn", "cp", "--ranks", "4", "--methods", "ring-p2p,usp,loongtrain,balanced",
 		"--masks", "causal_document", "--tokens-per-rank", "32", "--heads", "4:2", "--head-dim", "8",
-		"--samples", "2", "-w", "0", "-n", "2", "--passes", "fwd,bwd", "--windows", "2", "--overlap", "--out", dir)
+		"--samples", "2", "-w", "0", "-n", "2", "--passes", "fwd,bwd", "--windows", "2", "--overlap", "--cp-ulysses", "1", "--out", dir)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -138,6 +138,9 @@ func TestCPInProcessRun(t *testing.T) {
 		}
 		if (r.CPBlock != nil) != (r.Method == "balanced") || r.Method == "balanced" && (*r.CPBlock != 4 || r.CPStages == nil || *r.CPStages != 1) {
 			t.Fatalf("%s row with block %v, stages %v (balanced: the default block 4 and 1 stage on 4 ranks of 32 tokens)", r.Method, r.CPBlock, r.CPStages)
+		}
+		if r.Method == "balanced" && (*r.Ulysses != 1 || *r.Ring != 4) {
+			t.Fatalf("balanced row on mesh %dx%d, want --cp-ulysses 1's 1x4", *r.Ulysses, *r.Ring)
 		}
 		// Efficiency: 4 in-process ranks share the host; the kernel alone at 32 tokens
 		// was measured in the run; the pass was timed again without transfers.
