@@ -154,6 +154,9 @@ func (r *CPRunner) Run(ctx context.Context, cs CPCase, sample int) ([]results.Ro
 		return nil, err
 	}
 	s := r.Sweep
+	if cc, ok := r.Kernel.(kernels.CallCounter); ok { // balanced's auto key layout asks it
+		cs.Config.Calls = cc
+	}
 	rows := make([]results.Row, len(s.Passes))
 	for i, p := range s.Passes {
 		rows[i] = r.row(cs, sample, p)
@@ -185,6 +188,7 @@ func (r *CPRunner) Run(ctx context.Context, cs CPCase, sample int) ([]results.Ro
 		row.MaskArea, row.FLOPs, row.CommBytes = spec.Mask.Area(), pl.Problem.FLOPs(p), results.Ptr(cp.RankCommBytesOf(pl, r.Comm.Rank(), p))
 		if pl.Config.Block > 0 {
 			row.CPBlock, row.CPStages = results.Ptr(int64(pl.Config.Block)), results.Ptr(int64(pl.Config.Stages))
+			row.CPLayout = pl.KVLayoutName()
 		}
 		row.CPSharding = pl.Config.Sharding.String()
 		describe(r.Kernel, pl.Problem, p, row)

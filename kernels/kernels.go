@@ -177,6 +177,16 @@ type DeterministicBackward interface {
 	DeterministicBackward() bool
 }
 
+// CallCounter is a kernel that runs a mask as several calls of the kernel beneath it
+// (cuDNN takes packed documents with one diagonal bound per call: kernels/cudnn cuts any
+// mask into such calls). Calls is how many calls mask m takes (a count past what the
+// kernel supports is a mask it refuses), or why m cannot be cut. A kernel without it runs
+// any mask in one call. A context-parallel method asks it to lay out a rank's keys so that
+// the rank's sub-mask takes few calls.
+type CallCounter interface {
+	Calls(m mask.Mask) (int, error)
+}
+
 // Factory makes a kernel, or says why it cannot (no GPU, a missing library).
 type Factory func(o Options) (Kernel, error)
 

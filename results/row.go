@@ -87,6 +87,10 @@ type Row struct {
 	CPBlock *int64 `arrow:"cp_block"`
 	// CPStages is the stages balanced's fetches took (the most of any rank; --cp-stages).
 	CPStages *int64 `arrow:"cp_stages"`
+	// CPLayout is how balanced laid out its ranks' keys for the kernel (--cp-layout):
+	// "blocks", "thd" (packed documents), or "thd K/N" when K of N ranks took thd; ""
+	// for the other methods.
+	CPLayout string `arrow:"cp_layout"`
 	// CPSharding is how the sequence was cut over the ring (--sharding, as the method
 	// resolved it): contiguous or zigzag; default where the mesh was refused unresolved.
 	CPSharding string `arrow:"cp_sharding"`

@@ -209,6 +209,9 @@ func (s *Session) logCPRow(ci, of int, row results.Row, eta time.Duration) {
 	if row.PeakMemBytes != nil {
 		ev = ev.Int64("peak_mem_bytes", *row.PeakMemBytes)
 	}
+	if row.CPLayout != "" {
+		ev = ev.Str("cp_layout", row.CPLayout)
+	}
 	if row.Reason != "" {
 		ev = ev.Str("reason", row.Reason)
 	}

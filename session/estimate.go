@@ -195,7 +195,7 @@ func linkBytes(m sim.Machine, ranks int) float64 {
 // (onNode) do. The line names --ranks when one rank would fit, else sizeFlags (the size
 // flags as the user gave them).
 func FitCP(s harness.CPSweep, n, onNode int, inProcess bool, ko kernels.Options, sizeFlags string) error {
-	_, onDevice, isRef, devBytes, ok := KernelPlace(s.Kernel, ko)
+	k, onDevice, isRef, devBytes, ok := KernelPlace(s.Kernel, ko)
 	if !ok {
 		return nil // the kernel cannot be made: the run says why
 	}
@@ -203,9 +203,12 @@ func FitCP(s harness.CPSweep, n, onNode int, inProcess bool, ko kernels.Options,
 	tokens += tokens / 8 // padding of zigzag sharding
 	m := Machine()
 	var need harness.Footprint
+	// balanced's THD layout copies keys: forced, or auto on a kernel that counts its calls.
+	_, counts := k.(kernels.CallCounter)
+	thd := s.Mesh.KVLayout == cp.KVDocs || s.Mesh.KVLayout == cp.KVAuto && counts
 	for _, h := range s.Heads {
 		// The methods' own buffers where they can exceed the generic estimate (balanced).
-		mb := cp.MethodBufferBound(s.Methods, tokens, n, h.Q, h.KV, s.HeadDim, s.DType, s.Passes, s.Mesh.Stages)
+		mb := cp.MethodBufferBound(s.Methods, tokens, n, h.Q, h.KV, s.HeadDim, s.DType, s.Passes, s.Mesh.Stages, thd)
 		f := harness.CPFootprintWith(tokens, h.Q, h.KV, s.HeadDim, s.DType, s.Passes, onDevice, isRef, mb)
 		if f.Host > need.Host || f.Device > need.Device {
 			need = f

@@ -331,6 +331,7 @@ func (s *Session) predictJob(ctx context.Context, o *Simulation, j simJob, maskF
 		r.CPSharding = pl.Config.Sharding.String()
 		if pl.Config.Block > 0 {
 			r.CPBlock, r.CPStages = results.Ptr(int64(pl.Config.Block)), results.Ptr(int64(pl.Config.Stages))
+			r.CPLayout = pl.KVLayoutName()
 		}
 		r.Pass, r.FLOPs = pr.Pass.String(), p.FLOPs(pr.Pass)
 		r.CommBytes = results.Ptr(pr.CommBytes)

@@ -46,6 +46,7 @@ func TestCPUsageErrors(t *testing.T) {
 		{[]string{"--methods", "ring-p2p", "--ranks", "8", "--seqlen", "1001", "--sharding", "contiguous"}, "1001 tokens do not split over 8 ranks"},
 		{[]string{"--methods", "ring-p"}, "--methods: unknown method"},
 		{[]string{"--sharding", "diagonal"}, "--sharding"},
+		{[]string{"--cp-layout", "diagonal"}, "--cp-layout"},
 		{[]string{"--tokens-per-rank", "0"}, "--tokens-per-rank"},
 		{[]string{"--seqlen", "4K", "--tokens-per-rank", "1K"}, "both given"},
 		{[]string{"--samples", "0"}, "--samples"},
@@ -157,6 +158,34 @@ func TestCPInProcessRun(t *testing.T) {
 	}
 	if !strings.Contains(out, "usp") || !strings.Contains(out, " OK") {
 		t.Fatalf("table:\n%s", out)
+	}
+}
+
+// TestCPLayoutRecorded: balanced's key layout is a setting recorded in every row
+// (cp_layout): blocks by default with the ref kernel (it runs any mask in one call), thd
+// when asked, every row checked; the other methods leave it empty.
+func TestCPLayoutRecorded(t *testing.T) {
+	for _, layout := range []string{"auto", "thd"} {
+		dir := filepath.Join(t.TempDir(), "cp")
+		_, errOut, code := captureRun(t, "--log-level", "warn", "cp", "--ranks", "4", "--methods", "balanced,ring-p2p",
+			"--masks", "causal_document", "--tokens-per-rank", "32", "--heads", "4:2", "--head-dim", "8",
+			"--samples", "1", "-w", "0", "-n", "1", "--passes", "fwd,bwd", "--cp-layout", layout, "--out", dir)
+		if code != 0 {
+			t.Fatalf("--cp-layout %s: exit %d: %s", layout, code, errOut)
+		}
+		rows, _, err := results.ReadRows(results.MergedPath(dir, filepath.Base(dir)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]string{"auto": "blocks", "thd": "thd"}[layout]
+		for _, r := range rows {
+			if r.Status != results.StatusOK || r.CheckPass == nil || !*r.CheckPass {
+				t.Fatalf("--cp-layout %s: %s row %s: %s", layout, r.Method, r.Status, r.Reason)
+			}
+			if r.Method == "balanced" && !strings.HasPrefix(r.CPLayout, want) || r.Method != "balanced" && r.CPLayout != "" {
+				t.Fatalf("--cp-layout %s: %s row with cp_layout %q", layout, r.Method, r.CPLayout)
+			}
+		}
 	}
 }
 

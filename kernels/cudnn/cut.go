@@ -2,6 +2,7 @@ package cudnn
 
 import (
 	"fmt"
+	"math"
 	"sort"
 
 	"github.com/longca/longca/mask"
@@ -186,7 +187,22 @@ func (c *cut) String() string {
 }
 
 // cutMask cuts m into calls, or says why it cannot.
-func cutMask(m mask.Mask) (*cut, error) {
+func cutMask(m mask.Mask) (*cut, error) { return cutWithin(m, MaxCalls) }
+
+// Calls is how many calls of cuDNN's attention the kernel cuts mask m into (pure Go: no
+// GPU, no library). A count above MaxCalls is a mask the kernel refuses; the error is
+// only for an invalid mask. A context-parallel method asks it to lay out a rank's keys so
+// that its sub-mask runs in few calls (kernels.CallCounter).
+func Calls(m mask.Mask) (int, error) {
+	c, err := cutWithin(m, math.MaxInt)
+	if err != nil {
+		return 0, err
+	}
+	return len(c.calls), nil
+}
+
+// cutWithin is cutMask with the most calls allowed.
+func cutWithin(m mask.Mask, most int) (*cut, error) {
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
@@ -222,8 +238,8 @@ func cutMask(m mask.Mask) (*cut, error) {
 		if !placed {
 			c.calls = append(c.calls, call{pieces: []piece{p}, bounds: p.naturalBounds()})
 		}
-		if len(c.calls) > MaxCalls {
-			return nil, fmt.Errorf("the mask cuts into more than %d calls of cuDNN's attention (%d pieces)", MaxCalls, len(ps))
+		if len(c.calls) > most {
+			return nil, fmt.Errorf("the mask cuts into more than %d calls of cuDNN's attention (%d pieces)", most, len(ps))
 		}
 	}
 	for i := range c.calls {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/longca/longca/internal/cuda"
 	"github.com/longca/longca/kernels"
+	"github.com/longca/longca/mask"
 	"github.com/longca/longca/tensor"
 )
 
@@ -93,6 +94,7 @@ type Kernel struct {
 
 var _ kernels.Kernel = (*Kernel)(nil)
 var _ kernels.Describer = (*Kernel)(nil)
+var _ kernels.CallCounter = (*Kernel)(nil)
 
 // New makes the kernel on device g with cuDNN lib (variant auto, composite or sdpa-op).
 func New(lib *Lib, g *cuda.Device, variant string) (*Kernel, error) {
@@ -131,6 +133,10 @@ func (k *Kernel) CUDADevice() *cuda.Device { return k.dev }
 
 // FP32Partials is false: cuDNN writes outputs and gradients in the problem's type.
 func (k *Kernel) FP32Partials() bool { return false }
+
+// Calls implements kernels.CallCounter: the calls of cuDNN's attention mask m is cut
+// into (Calls; more than MaxCalls is a mask Supports refuses).
+func (k *Kernel) Calls(m mask.Mask) (int, error) { return Calls(m) }
 
 // Lib is the cuDNN library the kernel drives.
 func (k *Kernel) Lib() *Lib { return k.lib }

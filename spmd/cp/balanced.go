@@ -99,6 +99,9 @@ func (Balanced) Plan(cfg Config, p kernels.Problem) (*Plan, error) {
 	pl := &Plan{Method: method, Problem: p, Config: cfg, Layout: lay, Tokens: lay.Local / u,
 		HeadsQ: p.HeadsQ / u, Dispatch: d}
 	pl.HeadsKV, pl.ReplicateKV = kvHeads(p.HeadsKV, u)
+	if err := pl.chooseKV(cfg); err != nil {
+		return nil, err
+	}
 	return pl, nil
 }
 

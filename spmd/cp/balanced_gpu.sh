@@ -23,6 +23,12 @@
 # CP_KERNELS ("cuda cudnn"), CP_HEADS, CP_HEAD_DIM (64:8, 128: only to try it on a CPU),
 # CP_SPLITS (balanced's --cp-ulysses: 0, the plan's choice per mask; e.g. 1,2,4,8 for one
 # row per mesh U x 8/U), CP_OVERLAP (--overlap, the transfers timed apart; empty: not).
+# CP_LAYOUT (balanced's --cp-layout: auto, blocks or thd; default auto, which takes the
+# packed-documents layout per rank where the kernel, cudnn, runs it in fewer calls; the
+# layout each balanced row took, and its peak memory, are listed before the tables).
+# The cudnn round of the THD layout (issue 20), under 4 minutes:
+#   CP_KERNELS=cudnn CP_SPLITS=1 CP_CUDNN_METHODS=balanced,ulysses,ring-allgather,ring-p2p,usp,loongtrain \
+#     CP_BUDGET=225 sh spmd/cp/balanced_gpu.sh OUTDIR
 set -u
 out=${1:-/tmp/longca-balanced}
 if [ ! -x bin/longca ] && [ -f bin/cp-device.tgz ]; then
@@ -43,6 +49,7 @@ iters=${CP_ITERS:-2}
 warmup=${CP_WARMUP:-1}
 splits=${CP_SPLITS:-0}
 overlap=${CP_OVERLAP---overlap}
+layout=${CP_LAYOUT:-auto}
 budget=${CP_BUDGET:-460}
 cudatime=${CP_CUDA_TIME:-280}
 start=$(date +%s)
@@ -68,7 +75,7 @@ for k in $kernels; do
 	fi
 	timeout -k 5 "$t" bin/longca --log-format json cp --ranks 8 --kernel "$k" --methods "$ms" --tokens-per-rank "$tokens" \
 		--ulysses 2 --ring 4 --windows 2 --cp-ulysses "$splits" $overlap --masks "$masks" --heads "$heads" --head-dim "$hdim" --dtype bf16 \
-		--passes fwd,bwd --samples 1 -w "$warmup" -n "$iters" --check --check-budget 5e8 --baseline measure \
+		--passes fwd,bwd --samples 1 -w "$warmup" -n "$iters" --check --check-budget 5e8 --baseline measure --cp-layout "$layout" \
 		--out "$out/$k" --run-id "balanced-$k" >"$out/$k.log" 2>&1
 	rc=$?
 	note "longca cp --ranks 8 --kernel $k, $nmethods methods: $(status $rc) in $(($(date +%s) - start)) s so far; rows $(rows "$out/$k.log") (want $want), not ok $(notok "$out/$k.log")"
@@ -78,6 +85,15 @@ note "elapsed $(($(date +%s) - start)) s"
 
 echo "# ---- steps"
 cat "$summary"
+for k in $kernels; do
+	[ -f "$out/$k.log" ] || continue
+	echo "# ---- balanced rows, --kernel $k: mask pass status cp_layout peak_mem_bytes"
+	grep '"message":"cp"' "$out/$k.log" | grep '"method":"balanced"' |
+		sed -E 's/.*"mask":"([^"]*)".*"pass":"([^"]*)","status":"([^"]*)".*/\1 \2 \3 &/' |
+		awk '{ l = "-"; p = "-"; if (match($0, /"cp_layout":"[^"]*"/)) l = substr($0, RSTART + 13, RLENGTH - 14)
+			if (match($0, /"peak_mem_bytes":[0-9]+/)) p = substr($0, RSTART + 17, RLENGTH - 17)
+			printf "%-22s %s %-6s %-8s %s\n", $1, $2, $3, l, p }'
+done
 for k in $kernels; do
 	[ -d "$out/$k" ] || continue
 	bin/longca merge "$out/$k" --out "$out/$k.arrow" >/dev/null 2>&1 || continue

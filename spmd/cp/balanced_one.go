@@ -95,6 +95,12 @@ func (b *balancedRun) forwardOne(ctx context.Context, q, k, v, out, lse tensor.T
 	if err != nil {
 		return err
 	}
+	if dl := pl.docsOf(b.me); dl != nil { // packed documents (balanced_thd.go)
+		if kv, err = b.docsKV(a, kv, dl); err != nil {
+			return err
+		}
+		m = dl.Mask
+	}
 	if len(m.Slices) == 0 {
 		if err := r.ops.fill(out, 0); err != nil {
 			return err
@@ -121,7 +127,9 @@ func (b *balancedRun) backwardOne(ctx context.Context, q, k, v, out, lse, dout, 
 		return err
 	}
 	fetched, owed := rows > lr, b.busy(0) && len(d.Sends(b.me, 0)) > 0
-	if !fetched && !owed { // nothing travels: the kernel writes the gradients
+	// dl: the packed-documents layout (balanced_thd.go), nil for the blocks one.
+	dl := pl.docsOf(b.me)
+	if !fetched && !owed && dl == nil { // nothing travels: the kernel writes the gradients
 		if len(m.Slices) == 0 {
 			for _, t := range []tensor.Tensor{dq, dk, dv} {
 				if err := r.ops.fill(t, 0); err != nil {
@@ -137,9 +145,11 @@ func (b *balancedRun) backwardOne(ctx context.Context, q, k, v, out, lse, dout, 
 	}
 	tail := k.Shape()[1:]
 	pdt := r.ops.partDType(pl.Problem.DType)
-	grads, err := newKV(a, pdt, append([]int{rows}, tail...))
-	if err != nil {
-		return err
+	var grads kvPair
+	if dl == nil {
+		if grads, err = newKV(a, pdt, append([]int{rows}, tail...)); err != nil {
+			return err
+		}
 	}
 	// dq in the partials' dtype beside them (a kernel with fp32 partials), else directly.
 	dqOut := dq
@@ -148,7 +158,16 @@ func (b *balancedRun) backwardOne(ctx context.Context, q, k, v, out, lse, dout, 
 			return err
 		}
 	}
-	if len(m.Slices) == 0 {
+	if dl != nil { // the kernel on the THD buffers, whose dK/dV sum into fp32 grads
+		if grads, err = b.backwardDocs(ctx, a, dl, rows, q, kv, out, lse, dout, dqOut); err != nil {
+			return err
+		}
+		if dqOut != dq {
+			if err := r.ops.convert(dq, dqOut); err != nil {
+				return err
+			}
+		}
+	} else if len(m.Slices) == 0 {
 		if err := r.ops.fill(dq, 0); err != nil {
 			return err
 		}
@@ -169,7 +188,7 @@ func (b *balancedRun) backwardOne(ctx context.Context, q, k, v, out, lse, dout, 
 		if err != nil {
 			return err
 		}
-		if pdt != tensor.FP32 {
+		if grads.k.DType() != tensor.FP32 {
 			s32, err := newKVScratch(a, tensor.FP32, send.k.Shape())
 			if err != nil {
 				return err
@@ -192,7 +211,10 @@ func (b *balancedRun) backwardOne(ctx context.Context, q, k, v, out, lse, dout, 
 			return err
 		}
 	}
-	back, err := (&balancedQueue{b: b}).start(func(c comm.Comm) error { return b.giveBack(c, 0, send, ret) })
+	var back func() error
+	if fetched || owed {
+		back, err = (&balancedQueue{b: b}).start(func(c comm.Comm) error { return b.giveBack(c, 0, send, ret) })
+	}
 	if err != nil {
 		return fmt.Errorf("balanced: %w", err)
 	}

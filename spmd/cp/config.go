@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/longca/longca/kernels"
 	"github.com/longca/longca/mask"
 )
 
@@ -71,6 +72,13 @@ type Config struct {
 	// area; 0 (or none) lets the plan choose per mask (BalancedMeshChoice). The other
 	// methods ignore it. A resolved plan holds its U in Ulysses.
 	Splits []int
+	// KVLayout is how balanced lays out a rank's keys for its kernel call (--cp-layout):
+	// auto (per rank, by Calls), blocks or thd (balanced_thd.go). The others ignore it.
+	KVLayout KVLayout
+	// Calls is the kernel's count of calls per mask (kernels.CallCounter: cuDNN's cut),
+	// which balanced's auto layout asks; nil for a kernel that runs any mask in one call.
+	// The runner sets it from its kernel.
+	Calls kernels.CallCounter
 	// Docs are the documents of the packed sequence (mask.Spec.Docs) for zigzag
 	// sharding; nil is one document.
 	Docs []mask.Range

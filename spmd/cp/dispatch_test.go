@@ -271,10 +271,10 @@ func TestBalancedBufferBytes(t *testing.T) {
 				t.Fatalf("%s n%d %s (%d stages): buffers took %d bytes at the peak, BufferBytes says %d", name, n, pl.Config.Mesh(), pl.Config.Stages, got, want)
 			}
 			passes := []kernels.Pass{kernels.Fwd, kernels.Bwd}
-			if bound := MethodBufferBound(nil, pl.Tokens, n, 8, 2, 16, tensor.BF16, passes, stages); bound < float64(want) {
+			if bound := MethodBufferBound(nil, pl.Tokens, n, 8, 2, 16, tensor.BF16, passes, stages, false); bound < float64(want) {
 				t.Fatalf("%s n%d: the guard's bound %g is below the plan's %d", name, n, bound, want)
 			}
-			if b := MethodBufferBound([]string{"ring-p2p", "ulysses"}, pl.Tokens, n, 8, 2, 16, tensor.BF16, passes, 0); b != 0 {
+			if b := MethodBufferBound([]string{"ring-p2p", "ulysses"}, pl.Tokens, n, 8, 2, 16, tensor.BF16, passes, 0, false); b != 0 {
 				t.Fatalf("the guard's bound without balanced is %g, want 0 (the generic estimate)", b)
 			}
 		}

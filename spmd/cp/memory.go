@@ -33,6 +33,10 @@ func (Balanced) BufferBytes(pl *Plan, pass kernels.Pass) int64 {
 				sent += int64(x.N)
 			}
 			fetched := int64(d.RecvStage(r, 0).Slots)
+			if dl := pl.docsOf(r); dl != nil {
+				top = max(top, docsBytes(pl, pass, fetched*int64(d.Block), sent*int64(d.Block), int64(dl.Rows)))
+				continue
+			}
 			top = max(top, oneBytes(pl, pass, fetched*int64(d.Block), sent*int64(d.Block)))
 			continue
 		}
@@ -103,6 +107,32 @@ func oneBytes(pl *Plan, pass kernels.Pass, fetched, sent int64) int64 {
 	return bwd
 }
 
+// docsBytes is one rank's buffers on the one-stage path in the THD layout
+// (balanced_thd.go) with docs THD key rows: the one-stage buffer and the THD K/V; in the
+// backward the kernel's dK/dV in THD rows (fp32, the larger case, with dq in fp32 beside
+// them), their sum in the one-stage layout (fp32, which also returns), the returned
+// partials and the fp32 accumulators.
+func docsBytes(pl *Plan, pass kernels.Pass, fetched, sent, docs int64) int64 {
+	const f32 = 4
+	lr := int64(pl.Layout.Local)
+	kv := int64(pl.HeadsKV * pl.Problem.HeadDim)
+	es := int64(pl.Problem.DType.Size())
+	buf := int64(0)
+	if fetched > 0 {
+		buf = 2 * (lr + fetched) * kv * es
+	}
+	fwd := buf + 2*docs*kv*es
+	if pass == kernels.Fwd {
+		return fwd
+	}
+	q := int64(pl.HeadsQ * pl.Problem.HeadDim)
+	bwd := fwd + lr*q*f32 + 2*docs*kv*f32 + 2*(lr+fetched)*kv*f32 + 2*sent*kv*f32
+	if sent > 0 {
+		bwd += 2 * lr * kv * f32
+	}
+	return bwd
+}
+
 // balancedBytes is one rank's buffers for a fetch window of window rows and returns of
 // at most sent rows per stage.
 func balancedBytes(pl *Plan, pass kernels.Pass, window, sent int64) int64 {
@@ -136,8 +166,10 @@ func balancedBound(pass kernels.Pass, lr, hq, q, kv, es, window, sent int64) int
 
 // BalancedBoundBytes bounds balanced's buffers per rank before any mask is built (the
 // memory guard of longca cp): the worst mask fetches every other rank's blocks, of which
-// at most maxFetchUnits ranks' are in flight, unless stages is 1 (all in one piece).
-func BalancedBoundBytes(tokens, ranks, hq, hkv, dim int, dt tensor.DType, passes []kernels.Pass, stages int) float64 {
+// at most maxFetchUnits ranks' are in flight, unless stages is 1 (all in one piece). With
+// thd (the THD layout may be taken: --cp-layout thd, or auto with a kernel that counts its
+// calls) the one-stage path's keys may be copied up to maxDocsGrowth times.
+func BalancedBoundBytes(tokens, ranks, hq, hkv, dim int, dt tensor.DType, passes []kernels.Pass, stages int, thd bool) float64 {
 	units := min(ranks-1, maxFetchUnits)
 	if stages == 1 {
 		units = ranks - 1
@@ -154,6 +186,14 @@ func BalancedBoundBytes(tokens, ranks, hq, hkv, dim int, dt tensor.DType, passes
 				one += max(2*(lr+rows)*kv*4, 2*(lr+rows)*kv*es+2*rows*kv*4) + 2*rows*kv*4 + 2*lr*kv*4
 			}
 			top = max(top, one)
+			if thd {
+				all, docs := lr+rows, int64(maxDocsGrowth)*(lr+rows)
+				b := 2*all*kv*es + 2*docs*kv*es
+				if p != kernels.Fwd {
+					b += lr*int64(hq*dim)*4 + 2*docs*kv*4 + 2*all*kv*4 + 2*rows*kv*4 + 2*lr*kv*4
+				}
+				top = max(top, b)
+			}
 		}
 	}
 	return float64(top)
@@ -161,10 +201,10 @@ func BalancedBoundBytes(tokens, ranks, hq, hkv, dim int, dt tensor.DType, passes
 
 // MethodBufferBound is the most any of the named methods' buffers may need per rank
 // beyond the generic estimate (harness.CPFootprint's two copies of the inputs): 0 for
-// every method but balanced.
-func MethodBufferBound(methods []string, tokens, ranks, hq, hkv, dim int, dt tensor.DType, passes []kernels.Pass, stages int) float64 {
+// every method but balanced. thd: balanced may take the THD layout (BalancedBoundBytes).
+func MethodBufferBound(methods []string, tokens, ranks, hq, hkv, dim int, dt tensor.DType, passes []kernels.Pass, stages int, thd bool) float64 {
 	if len(methods) != 0 && !slices.Contains(methods, "balanced") {
 		return 0
 	}
-	return BalancedBoundBytes(tokens, ranks, hq, hkv, dim, dt, passes, stages)
+	return BalancedBoundBytes(tokens, ranks, hq, hkv, dim, dt, passes, stages, thd)
 }

@@ -25,6 +25,8 @@ type Plan struct {
 	ReplicateKV     bool
 	// Dispatch is balanced's placement of the blocks (nil for the other methods).
 	Dispatch *Dispatch
+	// kvDocs are balanced's THD key layouts per dispatch rank (nil: blocks), chooseKV.
+	kvDocs []*docLayout
 
 	mu    sync.Mutex
 	steps map[[2]int]mask.Mask
