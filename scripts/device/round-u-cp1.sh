@@ -15,7 +15,7 @@ echo "# kernel-u done at $(($(date +%s) - t0)) s" >>"$out/kernel-u.txt"
 OVH_TIMEOUT=90 sh spmd/cp/overhead.sh /tmp/ovh >"$out/overhead.txt" 2>&1
 echo "# overhead done at $(($(date +%s) - t0)) s" >>"$out/overhead.txt"
 tar -C /tmp -czf "$out/overhead.tgz" ovh
-CP_KERNELS=cudnn CP_CUDNN_METHODS=balanced,ulysses,ring-allgather,ring-p2p,usp,loongtrain CP_BUDGET=${CP_BUDGET:-200} \
+CP_KERNELS=cudnn CP_SPLITS=1 CP_CUDNN_METHODS=balanced,ulysses,ring-allgather,ring-p2p,usp,loongtrain CP_BUDGET=${CP_BUDGET:-200} \
 	sh spmd/cp/balanced_gpu.sh /tmp/cpc >"$out/cp-cudnn.txt" 2>&1
 echo "# cp cudnn done at $(($(date +%s) - t0)) s" >>"$out/cp-cudnn.txt"
 tar -C /tmp -czf "$out/cp-cudnn.tgz" cpc
