@@ -109,7 +109,7 @@ func TestBalancedTHDMatchesReference(t *testing.T) {
 		p := kernels.Problem{HeadsQ: 4, HeadsKV: 2, HeadDim: 16, DType: tensor.BF16, Mask: spec.Mask}
 		for ci, n := range []int{2, 4, 8} {
 			t.Run(fmt.Sprintf("%s/n%d", name, n), func(t *testing.T) {
-				pl, err := m.Plan(Config{Ranks: n, KVLayout: KVDocs}, p)
+				pl, err := m.Plan(Config{Ranks: n, Ulysses: 1, KVLayout: KVDocs}, p)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -155,7 +155,7 @@ func TestBalancedTHDBufferBytes(t *testing.T) {
 				t.Fatal(err)
 			}
 			p := kernels.Problem{HeadsQ: 8, HeadsKV: 2, HeadDim: 16, DType: tensor.BF16, Mask: spec.Mask}
-			pl, err := m.Plan(Config{Ranks: n, KVLayout: KVDocs}, p)
+			pl, err := m.Plan(Config{Ranks: n, Ulysses: 1, KVLayout: KVDocs}, p)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -221,7 +221,7 @@ func TestBalancedTHDOnDevice(t *testing.T) {
 		}
 		p := kernels.Problem{HeadsQ: 8, HeadsKV: 2, HeadDim: 16, DType: tensor.BF16, Mask: spec.Mask}
 		for ci, n := range []int{2, 4, 8} {
-			pl, err := m.Plan(Config{Ranks: n, KVLayout: KVDocs}, p)
+			pl, err := m.Plan(Config{Ranks: n, Ulysses: 1, KVLayout: KVDocs}, p)
 			if err != nil {
 				t.Fatal(err)
 			}
