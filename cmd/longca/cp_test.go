@@ -54,6 +54,9 @@ func TestCPUsageErrors(t *testing.T) {
 		{[]string{"--kernel", "nope"}, "--kernel"},
 		{[]string{"--ranks", "0"}, "--ranks"},
 		{[]string{"--ranks", "8", "--backend", "nccl"}, "--ranks 8 with --backend nccl"},
+		{[]string{"--cp-ulysses", "2,x"}, "--cp-ulysses"},
+		{[]string{"--cp-ulysses", "-2"}, "--cp-ulysses"},
+		{[]string{"--methods", "balanced", "--ranks", "8", "--cp-ulysses", "3"}, "--cp-ulysses 3 does not divide 8 ranks"},
 	}
 	for _, c := range cases {
 		args := append([]string{"cp", "--dry-run"}, c.args...)
@@ -84,11 +87,32 @@ func TestCPDryRun(t *testing.T) {
 	}
 }
 
+// TestCPBalancedMeshes: --cp-ulysses names balanced's meshes, one case each (U x 8/U);
+// without it the plan chooses per mask; usp's --ulysses does not reach balanced.
+func TestCPBalancedMeshes(t *testing.T) {
+	out, errOut, code := captureRun(t, "cp", "--dry-run", "--ranks", "8", "--methods", "balanced,usp", "--masks", "causal",
+		"--heads", "64:8", "--ulysses", "2", "--ring", "4", "--cp-ulysses", "1,2,4,8")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var meshes []string
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if !strings.HasPrefix(l, "#") {
+			f := strings.Fields(l)
+			meshes = append(meshes, f[0]+" "+f[1])
+		}
+	}
+	want := "balanced 1x8-b512-s1 balanced 2x4-hf-b512-s1 balanced 4x2-hf-b512-s1 balanced 8x1-b512-s0 usp 2x4-hf"
+	if got := strings.Join(meshes, " "); got != want {
+		t.Fatalf("cases %q, want %q\n%s", got, want, out)
+	}
+}
+
 func TestCPInProcessRun(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "cp")
 	out, errOut, code := captureRun(t, "--log-level", "warn", "cp", "--ranks", "4", "--methods", "ring-p2p,usp,loongtrain,balanced",
 		"--masks", "causal_document", "--tokens-per-rank", "32", "--heads", "4:2", "--head-dim", "8",
-		"--samples", "2", "-w", "0", "-n", "2", "--passes", "fwd,bwd", "--windows", "2", "--overlap", "--out", dir)
+		"--samples", "2", "-w", "0", "-n", "2", "--passes", "fwd,bwd", "--windows", "2", "--overlap", "--cp-ulysses", "1", "--out", dir)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -115,6 +139,9 @@ func TestCPInProcessRun(t *testing.T) {
 		}
 		if (r.CPBlock != nil) != (r.Method == "balanced") || r.Method == "balanced" && (*r.CPBlock != 4 || r.CPStages == nil || *r.CPStages != 1) {
 			t.Fatalf("%s row with block %v, stages %v (balanced: the default block 4 and 1 stage on 4 ranks of 32 tokens)", r.Method, r.CPBlock, r.CPStages)
+		}
+		if r.Method == "balanced" && (*r.Ulysses != 1 || *r.Ring != 4) {
+			t.Fatalf("balanced row on mesh %dx%d, want --cp-ulysses 1's 1x4", *r.Ulysses, *r.Ring)
 		}
 		// Efficiency: 4 in-process ranks share the host; the kernel alone at 32 tokens
 		// was measured in the run; the pass was timed again without transfers.

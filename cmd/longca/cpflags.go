@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/longca/longca/dataset"
@@ -51,6 +52,7 @@ func cpSweepFlags(d cpSweepDefaults) []cli.Flag {
 		&cli.BoolFlag{Name: "head-first", Value: true, Usage: "a Ulysses group is consecutive ranks (inside a node); --head-first=false puts the ring there"},
 		&cli.StringFlag{Name: "sharding", Value: "default", Usage: "contiguous, zigzag (per document, padded) or default (zigzag; contiguous for ulysses)"},
 		&cli.IntFlag{Name: "cp-block", Usage: "balanced: dispatch block in tokens (0: the largest power of two <= 512 giving each rank >= 8 blocks); recorded as cp_block"},
+		&cli.StringFlag{Name: "cp-ulysses", Value: "0", Usage: "balanced: head-parallel degrees U of its U x (ranks/U) mesh, comma-separated, one mesh each (e.g. 1,2,8; 1: the dispatch alone; ranks: Ulysses on a contiguous layout; 0: chosen per mask by the plan's model, spmd/cp.BalancedMeshChoice); recorded as cp_ulysses and cp_ring"},
 		&cli.IntFlag{Name: "cp-stages", Usage: "balanced: most stages a rank's fetch is cut into, each overlapping the one before's attention (0: one up to 8 ranks, else a pyramid of small-large-small stages); recorded as cp_stages"},
 		&cli.StringFlag{Name: "cp-layout", Value: "auto", Usage: "balanced: how a rank's keys are laid out for its kernel call: blocks (its own, then its fetch: one sub-mask of many pieces), thd (packed documents, one contiguous run of keys per run of query rows, keys copied where runs share them: one call of a kernel that takes only documents, e.g. cudnn; one stage only), or auto (per rank, the one the kernel runs in fewer calls); recorded as cp_layout"},
 		&cli.IntFlag{Name: "samples", Value: d.samples, Usage: d.samplesUsage},
@@ -80,6 +82,7 @@ type cpSweepOptions struct {
 	passes          []kernels.Pass
 	out, runID      string
 	block, stages   int          // balanced's dispatch block and stages (--cp-block, --cp-stages); 0: the defaults
+	splits          []int        // balanced's head-parallel degrees (--cp-ulysses); 0: chosen per mask
 	kvLayout        cp.KVLayout  // balanced's key layout (--cp-layout)
 	docs            harness.Docs // where document masks' lengths come from (--dist, --counts, --max-doc)
 }
@@ -137,6 +140,9 @@ func parseCPSweep(c *cli.Context) (cpSweepOptions, error) {
 	if o.block < 0 || o.stages < 0 {
 		return o, usageError("--cp-block %d --cp-stages %d: give positive numbers, or 0 for the defaults", o.block, o.stages)
 	}
+	if o.splits, err = splitsFlag(c.String("cp-ulysses")); err != nil {
+		return o, err
+	}
 	if o.kvLayout, err = cp.ParseKVLayout(c.String("cp-layout")); err != nil {
 		return o, usageError("%v", err)
 	}
@@ -160,7 +166,8 @@ func (o cpSweepOptions) sweep(n int, kernel string) harness.CPSweep {
 	return harness.CPSweep{
 		Methods: o.methods, Masks: o.masks, SeqLen: o.seqlenFor(n), Heads: o.heads, HeadDim: o.headDim, DType: o.dtype,
 		Passes: o.passes, Samples: o.samples, Seed: o.seed, Kernel: kernel,
-		Mesh:  cp.Config{Ulysses: o.ulysses, Ring: o.ring, Windows: o.windows, HeadFirst: o.headFirst, Sharding: o.sharding, Block: o.block, Stages: o.stages, KVLayout: o.kvLayout},
+		Mesh: cp.Config{Ulysses: o.ulysses, Ring: o.ring, Windows: o.windows, HeadFirst: o.headFirst, Sharding: o.sharding, Block: o.block, Stages: o.stages,
+			Splits: o.splits, KVLayout: o.kvLayout},
 		Build: o.docs.CPBuilder(),
 	}
 }
@@ -171,4 +178,19 @@ func (o cpSweepOptions) seqlenFor(n int) int {
 		return o.seqlen
 	}
 	return n * o.tokensPerRank
+}
+
+// splitsFlag reads --cp-ulysses: comma-separated head-parallel degrees of balanced, each
+// 0 (chosen per mask) or positive; whether one divides the ranks and heads is the plan's
+// to say (an unsupported row naming the fix).
+func splitsFlag(s string) ([]int, error) {
+	var out []int
+	for _, f := range splitList(s) {
+		u, err := strconv.Atoi(f)
+		if err != nil || u < 0 {
+			return nil, usageError("--cp-ulysses %q: give comma-separated head-parallel degrees such as 1,2,8 (0: chosen per mask)", s)
+		}
+		out = append(out, u)
+	}
+	return out, nil
 }

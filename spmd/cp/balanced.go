@@ -32,16 +32,31 @@ func (Balanced) Doc() string {
 	return "blocks placed by mask area (equal work per rank); each rank fetches exactly the K/V blocks it attends to, staged p2p; dK/dV back to owners"
 }
 
-// Meshes implements Method: one mesh, its own (BalancedUlysses x N/U), with the user's
-// block and stages.
+// Meshes implements Method: one mesh U x N/U per head-parallel degree the user names
+// (Splits, --cp-ulysses; 0: the plan chooses per mask), with the user's block and
+// stages. The 2-D methods' --ulysses/--ring do not apply.
 func (Balanced) Meshes(fixed Config) []Config {
 	c := fixed
-	c.Ulysses, c.Ring, c.Windows = 0, 0, 0
-	return []Config{c}
+	c.Ulysses, c.Ring, c.Windows, c.Splits = 0, 0, 0, nil
+	var out []Config
+	seen := map[int]bool{}
+	for _, u := range fixed.Splits {
+		if !seen[u] {
+			seen[u] = true
+			cu := c
+			cu.Ulysses = u
+			out = append(out, cu)
+		}
+	}
+	if len(out) == 0 {
+		out = append(out, c)
+	}
+	return out
 }
 
-// Plan validates the problem and computes the dispatch (Balance) over N/U ranks
-// (BalancedUlysses) with cfg.Block, or DefaultBlock, and cfg.Stages (DefaultStages).
+// Plan validates the problem and computes the dispatch (Balance) over N/U ranks with
+// cfg.Block, or DefaultBlock, and cfg.Stages (DefaultStages): U is cfg.Ulysses when set
+// (the user's --cp-ulysses), else BalancedMeshChoice's.
 func (Balanced) Plan(cfg Config, p kernels.Problem) (*Plan, error) {
 	const method = "balanced"
 	if err := checkProblem(method, cfg, p); err != nil {
@@ -54,17 +69,33 @@ func (Balanced) Plan(cfg Config, p kernels.Problem) (*Plan, error) {
 	if cfg.Stages < 0 {
 		return nil, fmt.Errorf("%s: %d stages (--cp-stages): use a positive number, or 0 for the default", method, cfg.Stages)
 	}
-	u := BalancedUlysses(n, p)
-	ring := n / u
-	if cfg.Block == 0 {
-		cfg.Block = DefaultBlock(p.Mask.SeqQ, ring)
+	if cfg.Ulysses < 0 {
+		return nil, fmt.Errorf("%s: --cp-ulysses %d: use a positive divisor of the ranks, or 0 to let the plan choose", method, cfg.Ulysses)
 	}
-	d, err := Balance(p.Mask, ring, cfg.Block, DefaultStages(n, cfg.Stages))
-	if err != nil {
-		return nil, err
+	var u int
+	var d *Dispatch
+	if u = cfg.Ulysses; u > 0 {
+		if err := balancedSplitErr(n, u, p); err != nil {
+			return nil, err
+		}
+		if cfg.Block == 0 {
+			cfg.Block = DefaultBlock(p.Mask.SeqQ, n/u)
+		}
+		var err error
+		if d, err = Balance(p.Mask, n/u, cfg.Block, DefaultStages(n, cfg.Stages)); err != nil {
+			return nil, err
+		}
+	} else {
+		var err error
+		if u, d, _, err = BalancedMeshChoice(p, n, cfg.Block, cfg.Stages); err != nil {
+			return nil, err
+		}
 	}
-	cfg.Ulysses, cfg.Ring, cfg.Windows, cfg.HeadFirst, cfg.Stages = u, ring, 1, true, d.NumStages()
+	cfg.Ulysses, cfg.Ring, cfg.Windows, cfg.HeadFirst, cfg.Block, cfg.Stages = u, n/u, 1, true, d.Block, d.NumStages()
 	lay := d.Layout()
+	if lay.Local%u != 0 {
+		return nil, fmt.Errorf("%s: %d rows per dispatch rank do not split over the %d ranks of a Ulysses group: choose --cp-block so that they do, or another --cp-ulysses", method, lay.Local, u)
+	}
 	pl := &Plan{Method: method, Problem: p, Config: cfg, Layout: lay, Tokens: lay.Local / u,
 		HeadsQ: p.HeadsQ / u, Dispatch: d}
 	pl.HeadsKV, pl.ReplicateKV = kvHeads(p.HeadsKV, u)
@@ -74,8 +105,8 @@ func (Balanced) Plan(cfg Config, p kernels.Problem) (*Plan, error) {
 	return pl, nil
 }
 
-// BalancedUlysses is balanced's Ulysses degree on n ranks: 1 up to 8 ranks (one node:
-// the dispatch alone), else the largest divisor of n of at most 8 (a node's GPUs) that the
+// BalancedUlysses is balanced's Ulysses degree on n ranks when the user names none, past
+// 8 ranks (up to 8, BalancedMeshChoice's model chooses): 1 up to 8 ranks, else the largest divisor of n of at most 8 (a node's GPUs) that the
 // query heads split over and the KV heads split over or replicate onto: Ulysses inside
 // the node, the dispatch across nodes, so what crosses nodes is K/V of 1/U of the heads
 // and the blocks are placed node by node.

@@ -21,11 +21,13 @@
 # (fwd / bwd per method and mask, each kernel) comes last.
 # Environment: CP_METHODS, CP_CUDNN_METHODS, CP_MASKS, CP_TOKENS (8K), CP_ITERS (2), CP_WARMUP (1),
 # CP_KERNELS ("cuda cudnn"), CP_HEADS, CP_HEAD_DIM (64:8, 128: only to try it on a CPU),
+# CP_SPLITS (balanced's --cp-ulysses: 0, the plan's choice per mask; e.g. 1,2,4,8 for one
+# row per mesh U x 8/U), CP_OVERLAP (--overlap, the transfers timed apart; empty: not).
 # CP_LAYOUT (balanced's --cp-layout: auto, blocks or thd; default auto, which takes the
 # packed-documents layout per rank where the kernel, cudnn, runs it in fewer calls; the
 # layout each balanced row took, and its peak memory, are listed before the tables).
 # The cudnn round of the THD layout (issue 20), under 4 minutes:
-#   CP_KERNELS=cudnn CP_CUDNN_METHODS=balanced,ulysses,ring-allgather,ring-p2p,usp,loongtrain \
+#   CP_KERNELS=cudnn CP_SPLITS=1 CP_CUDNN_METHODS=balanced,ulysses,ring-allgather,ring-p2p,usp,loongtrain \
 #     CP_BUDGET=225 sh spmd/cp/balanced_gpu.sh OUTDIR
 set -u
 out=${1:-/tmp/longca-balanced}
@@ -45,6 +47,8 @@ heads=${CP_HEADS:-64:8}
 hdim=${CP_HEAD_DIM:-128}
 iters=${CP_ITERS:-2}
 warmup=${CP_WARMUP:-1}
+splits=${CP_SPLITS:-0}
+overlap=${CP_OVERLAP---overlap}
 layout=${CP_LAYOUT:-auto}
 budget=${CP_BUDGET:-460}
 cudatime=${CP_CUDA_TIME:-280}
@@ -60,6 +64,7 @@ for k in $kernels; do
 	ms=$methods
 	[ "$k" = cudnn ] && ms=$cudnn_methods
 	nmethods=$(echo "$ms" | tr ',' '\n' | grep -c .)
+	case ",$ms," in *,balanced,*) nmethods=$((nmethods - 1 + $(echo "$splits" | tr ',' '\n' | sort -u | grep -c .))) ;; esac
 	want=$((nmethods * nmasks * 2))
 	left=$((start + budget - $(date +%s)))
 	t=$left
@@ -69,7 +74,7 @@ for k in $kernels; do
 		continue
 	fi
 	timeout -k 5 "$t" bin/longca --log-format json cp --ranks 8 --kernel "$k" --methods "$ms" --tokens-per-rank "$tokens" \
-		--ulysses 2 --ring 4 --windows 2 --overlap --masks "$masks" --heads "$heads" --head-dim "$hdim" --dtype bf16 \
+		--ulysses 2 --ring 4 --windows 2 --cp-ulysses "$splits" $overlap --masks "$masks" --heads "$heads" --head-dim "$hdim" --dtype bf16 \
 		--passes fwd,bwd --samples 1 -w "$warmup" -n "$iters" --check --check-budget 5e8 --baseline measure --cp-layout "$layout" \
 		--out "$out/$k" --run-id "balanced-$k" >"$out/$k.log" 2>&1
 	rc=$?

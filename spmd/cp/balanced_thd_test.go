@@ -95,10 +95,11 @@ func thdMasks() []string {
 }
 
 // TestBalancedTHDMatchesReference: balanced with the THD layout forced (--cp-layout thd)
-// on the CP masks and the window masks, 2, 4 and 8 ranks, forward and backward with the
-// ref kernel against the single-device reference; most ranks take the layout (the rest
-// are past maxDocsGrowth or have no work), and each rank sends what RankCommBytesOf says
-// (the layout moves nothing more).
+// on the CP masks and the window masks, 2, 4 and 8 ranks (and 4 and 8 in Ulysses groups of
+// 2: the layout on head shards), forward and backward with the ref kernel against the
+// single-device reference; most dispatch ranks take the layout (the rest are past
+// maxDocsGrowth or have no work), and each rank sends what RankCommBytesOf says (the
+// layout moves nothing more).
 func TestBalancedTHDMatchesReference(t *testing.T) {
 	m, _ := New("balanced")
 	var cache refCache
@@ -108,14 +109,18 @@ func TestBalancedTHDMatchesReference(t *testing.T) {
 			t.Fatal(err)
 		}
 		p := kernels.Problem{HeadsQ: 4, HeadsKV: 2, HeadDim: 16, DType: tensor.BF16, Mask: spec.Mask}
-		for ci, n := range []int{2, 4, 8} {
-			t.Run(fmt.Sprintf("%s/n%d", name, n), func(t *testing.T) {
-				pl, err := m.Plan(Config{Ranks: n, KVLayout: KVDocs}, p)
+		for ci, c := range [][2]int{{2, 1}, {4, 1}, {8, 1}, {4, 2}, {8, 2}} {
+			n, u := c[0], c[1]
+			t.Run(fmt.Sprintf("%s/n%d-u%d", name, n, u), func(t *testing.T) {
+				pl, err := m.Plan(Config{Ranks: n, Ulysses: u, KVLayout: KVDocs}, p)
 				if err != nil {
 					t.Fatal(err)
 				}
+				if pl.Config.Ulysses != u {
+					t.Fatalf("mesh %s, want Ulysses %d", pl.Config.Mesh(), u)
+				}
 				took, work := 0, 0
-				for r := range n {
+				for r := range pl.Dispatch.Ranks {
 					if _, bm := pl.oneMask(r); len(bm.Slices) > 0 {
 						work++
 					}
@@ -156,7 +161,7 @@ func TestBalancedTHDBufferBytes(t *testing.T) {
 				t.Fatal(err)
 			}
 			p := kernels.Problem{HeadsQ: 8, HeadsKV: 2, HeadDim: 16, DType: tensor.BF16, Mask: spec.Mask}
-			pl, err := m.Plan(Config{Ranks: n, KVLayout: KVDocs}, p)
+			pl, err := m.Plan(Config{Ranks: n, Ulysses: 1, KVLayout: KVDocs}, p)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -227,7 +232,7 @@ func TestBalancedTHDOnDevice(t *testing.T) {
 		}
 		p := kernels.Problem{HeadsQ: 8, HeadsKV: 2, HeadDim: 16, DType: tensor.BF16, Mask: spec.Mask}
 		for ci, n := range []int{2, 4, 8} {
-			pl, err := m.Plan(Config{Ranks: n, KVLayout: KVDocs}, p)
+			pl, err := m.Plan(Config{Ranks: n, Ulysses: 1, KVLayout: KVDocs}, p)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -67,6 +67,11 @@ type Config struct {
 	// piece, k > 1 pieces doubling in size; 0 picks (DefaultStages). A plan holds the
 	// stages the fetches took (the most of any rank).
 	Stages int
+	// Splits are balanced's head-parallel degrees to run (--cp-ulysses), one mesh U x N/U
+	// each: U ranks split the heads (Ulysses all-to-alls), N/U split the sequence by
+	// area; 0 (or none) lets the plan choose per mask (BalancedMeshChoice). The other
+	// methods ignore it. A resolved plan holds its U in Ulysses.
+	Splits []int
 	// KVLayout is how balanced lays out a rank's keys for its kernel call (--cp-layout):
 	// auto (per rank, by Calls), blocks or thd (balanced_thd.go). The others ignore it.
 	KVLayout KVLayout

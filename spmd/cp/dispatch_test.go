@@ -225,19 +225,19 @@ func BenchmarkDispatch1M1024(b *testing.B) {
 
 // TestBalancedBufferBytes: the device memory balanced's buffers take on the emulated
 // device (its peak, less the pass's inputs and outputs) is what BufferBytes estimates
-// before the run, within a fifth, never more; and the bound for the memory guard is at
-// least that.
+// before the run, within a fifth, never more, on the dispatch alone and on U x B meshes
+// (--cp-ulysses); and the bound for the memory guard is at least that.
 func TestBalancedBufferBytes(t *testing.T) {
 	m, _ := New("balanced")
 	for _, name := range mask.CPMasks() {
-		for _, c := range [][2]int{{4, 0}, {8, 0}, {8, 3}, {4, 2}} {
-			n, stages := c[0], c[1]
+		for _, c := range [][3]int{{4, 0, 1}, {8, 0, 1}, {8, 3, 1}, {4, 2, 1}, {4, 0, 2}, {8, 0, 2}, {8, 0, 4}, {8, 0, 8}, {8, 2, 2}, {8, 0, 0}} {
+			n, stages, u := c[0], c[1], c[2]
 			spec, err := mask.Build(name, n*64, testMaskOptions(3))
 			if err != nil {
 				t.Fatal(err)
 			}
 			p := kernels.Problem{HeadsQ: 8, HeadsKV: 2, HeadDim: 16, DType: tensor.BF16, Mask: spec.Mask}
-			pl, err := m.Plan(Config{Ranks: n, Stages: stages}, p)
+			pl, err := m.Plan(Config{Ranks: n, Stages: stages, Ulysses: u}, p)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -260,13 +260,15 @@ func TestBalancedBufferBytes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			qb := int64(pl.Tokens * pl.HeadsQ * p.HeadDim * p.DType.Size())
-			kvb := int64(pl.Tokens * pl.HeadsKV * p.HeadDim * p.DType.Size())
-			io := 4*qb + 4*kvb + int64(pl.HeadsQ*pl.Tokens*4) // q, out, dout, dq; k, v, dk, dv; lse
+			// A rank's inputs and outputs hold all the heads (a Ulysses group splits them
+			// inside the method).
+			qb := int64(pl.Tokens * p.HeadsQ * p.HeadDim * p.DType.Size())
+			kvb := int64(pl.Tokens * p.HeadsKV * p.HeadDim * p.DType.Size())
+			io := 4*qb + 4*kvb + int64(p.HeadsQ*pl.Tokens*4) // q, out, dout, dq; k, v, dk, dv; lse
 			got := slices.Max(peaks) - io
 			want := Balanced{}.BufferBytes(pl, kernels.FwdBwd)
 			if got > want || float64(got) < 0.8*float64(want) {
-				t.Fatalf("%s n%d (%d stages): buffers took %d bytes at the peak, BufferBytes says %d", name, n, pl.Config.Stages, got, want)
+				t.Fatalf("%s n%d %s (%d stages): buffers took %d bytes at the peak, BufferBytes says %d", name, n, pl.Config.Mesh(), pl.Config.Stages, got, want)
 			}
 			passes := []kernels.Pass{kernels.Fwd, kernels.Bwd}
 			if bound := MethodBufferBound(nil, pl.Tokens, n, 8, 2, 16, tensor.BF16, passes, stages, false); bound < float64(want) {
@@ -302,7 +304,11 @@ func TestBalancedStagesMatchReference(t *testing.T) {
 		p := kernels.Problem{HeadsQ: 4, HeadsKV: 2, HeadDim: 16, DType: tensor.BF16, Mask: spec.Mask}
 		for ci, c := range [][2]int{{4, 2}, {8, 3}, {16, 0}} {
 			t.Run(fmt.Sprintf("%s/n%d-s%d", name, c[0], c[1]), func(t *testing.T) {
-				pl, err := m.Plan(Config{Ranks: c[0], Stages: c[1]}, p)
+				cfg := Config{Ranks: c[0], Stages: c[1]}
+				if c[0] <= 8 { // the dispatch alone (U = 1), as --cp-ulysses 1: the staged path at every rank
+					cfg.Ulysses = 1
+				}
+				pl, err := m.Plan(cfg, p)
 				if err != nil {
 					t.Fatal(err)
 				}

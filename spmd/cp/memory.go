@@ -34,10 +34,10 @@ func (Balanced) BufferBytes(pl *Plan, pass kernels.Pass) int64 {
 			}
 			fetched := int64(d.RecvStage(r, 0).Slots)
 			if dl := pl.docsOf(r); dl != nil {
-				top = max(top, docsBytes(pl, pass, fetched*int64(d.Block), sent*int64(d.Block), dl)+headShardBytes(pl, pass))
+				top = max(top, docsBytes(pl, pass, fetched*int64(d.Block), sent*int64(d.Block), dl))
 				continue
 			}
-			top = max(top, oneBytes(pl, pass, fetched*int64(d.Block), sent*int64(d.Block))+headShardBytes(pl, pass))
+			top = max(top, oneBytes(pl, pass, fetched*int64(d.Block), sent*int64(d.Block)))
 			continue
 		}
 		var window, sent int64
