@@ -47,10 +47,18 @@ const (
 	DefaultLinkBytes = 50e9
 	// HostPrepBytes is what one core prepares per second of a case's host tensors
 	// (allocated, inputs drawn, uploaded): on the H200 host, 8 in-process ranks at 8K
-	// tokens, 64:8 heads, head dim 128 spent 6-11 s (median 8) per case of two passes besides
-	// their repetitions (cmd/longca/testdata/h200/cp-ranks8-cuda-8k.arrow).
-	HostPrepBytes = 340e6
+	// tokens, 64:8 heads, head dim 128 spent 6-11 s (median 8) per case of two passes
+	// besides their repetitions, their checks included
+	// (cmd/longca/testdata/h200/cp-ranks8-cuda-8k.arrow).
+	HostPrepBytes = 390e6
 )
+
+// NaiveRefCost is what the check's naive reference (kernels/check: the CPU reference
+// with the dtype's rounding emulated) costs in exact references: about 5 on the H200
+// host (its checks at 64 heads against those at 16, in the rows HostPrepBytes names),
+// about 9 on the 2-core build machine (a method whose references were cached by the one
+// before checks in a ninth of the time).
+const NaiveRefCost = 6
 
 // LinkPrior is the transfer rate a CP case is estimated at before one is timed: a GPU's
 // copies for in-process ranks sharing it, the host's memory for in-process host ranks,
@@ -205,10 +213,11 @@ type cpCheckKey struct {
 	backward bool
 }
 
-// checkSeconds is the prior cost of case cs's check: rank 0's two CPU references (exact
-// and naive, forward and for a backward pass its backward) at the checked size, the
-// first time that size of the mask is checked, and the method itself at that size on
-// the host when its kernel runs there.
+// checkSeconds is the prior cost of case cs's check: rank 0's two CPU references (exact,
+// and naive: the dtype's rounding emulated, NaiveRefCost times the exact one; forward,
+// and for a backward pass its backward) at the checked size, the first time that size of
+// the mask is checked, and the method itself at that size on the host when its kernel
+// runs there.
 func (s CPSweep) checkSeconds(cs CPCase, pl0 *cp.Plan, e CPEstimateSetup, checked map[cpCheckKey]bool) float64 {
 	seqlen, h := s.checkShape(cs, pl0, e.Ranks, e.CheckBudget)
 	_, _, spec, err := s.plan(cs, seqlen, h, s.Seed)
@@ -227,7 +236,7 @@ func (s CPSweep) checkSeconds(cs CPCase, pl0 *cp.Plan, e CPEstimateSetup, checke
 	var sec float64
 	if k := (cpCheckKey{cs.Mask, seqlen, h, backward}); !checked[k] {
 		checked[k] = true
-		sec += 2 * one
+		sec += (1 + NaiveRefCost) * one
 	}
 	if !e.OnDevice {
 		sec += one

@@ -11,6 +11,7 @@ import (
 
 	"github.com/longca/longca/comm"
 	"github.com/longca/longca/kernels"
+	"github.com/longca/longca/mask"
 	"github.com/longca/longca/results"
 	"github.com/longca/longca/spmd/cp"
 	"github.com/longca/longca/tensor"
@@ -175,23 +176,8 @@ func (r *CPRunner) Run(ctx context.Context, cs CPCase, sample int) ([]results.Ro
 		setAll(Unsupported(err))
 		return rows, nil
 	}
-	params, err := json.Marshal(spec.Params)
-	if err != nil {
+	if err := r.planned(rows, pl, spec); err != nil {
 		return nil, err
-	}
-	for i, p := range s.Passes {
-		row := &rows[i]
-		row.MaskParams, row.SeqLenPerRank, row.PadTokens = string(params), int64(pl.Tokens), results.Ptr(int64(pl.Padding()))
-		SetDocColumns(row, spec.Params)
-		// What this rank sends: every rank the same, except for a method whose ranks
-		// differ (cp.RankBytes).
-		row.MaskArea, row.FLOPs, row.CommBytes = spec.Mask.Area(), pl.Problem.FLOPs(p), results.Ptr(cp.RankCommBytesOf(pl, r.Comm.Rank(), p))
-		if pl.Config.Block > 0 {
-			row.CPBlock, row.CPStages = results.Ptr(int64(pl.Config.Block)), results.Ptr(int64(pl.Config.Stages))
-			row.CPLayout = pl.KVLayoutName()
-		}
-		row.CPSharding = pl.Config.Sharding.String()
-		describe(r.Kernel, pl.Problem, p, row)
 	}
 	// Can this rank's kernel run the steps at all (dtype, head dim, heads per rank)?
 	// Asked on every rank and agreed: an unsupported case is not checked or timed.
@@ -225,13 +211,49 @@ func (r *CPRunner) Run(ctx context.Context, cs CPCase, sample int) ([]results.Ro
 			return rows, nil
 		}
 	}
+	if err := r.timePasses(ctx, cs, m, pl, sample, rows); err != nil {
+		return nil, err
+	}
+	return rows, nil
+}
+
+// planned fills the columns of a sample's rows that its plan and mask give.
+func (r *CPRunner) planned(rows []results.Row, pl *cp.Plan, spec mask.Spec) error {
+	params, err := json.Marshal(spec.Params)
+	if err != nil {
+		return fmt.Errorf("mask %s parameters: %w", spec.Name, err)
+	}
+	for i, p := range r.Sweep.Passes {
+		row := &rows[i]
+		row.MaskParams, row.SeqLenPerRank, row.PadTokens = string(params), int64(pl.Tokens), results.Ptr(int64(pl.Padding()))
+		SetDocColumns(row, spec.Params)
+		// What this rank sends: every rank the same, except for a method whose ranks
+		// differ (cp.RankBytes).
+		row.MaskArea, row.FLOPs, row.CommBytes = spec.Mask.Area(), pl.Problem.FLOPs(p), results.Ptr(cp.RankCommBytesOf(pl, r.Comm.Rank(), p))
+		if pl.Config.Block > 0 {
+			row.CPBlock, row.CPStages = results.Ptr(int64(pl.Config.Block)), results.Ptr(int64(pl.Config.Stages))
+			row.CPLayout = pl.KVLayoutName()
+		}
+		row.CPSharding = pl.Config.Sharding.String()
+		describe(r.Kernel, pl.Problem, p, row)
+	}
+	return nil
+}
+
+// timePasses times every pass of a checked sample into its rows (their statuses as the
+// ranks agreed); a pass that failed gives its row the failure and the next pass a fresh
+// run. The error is a *FatalError or a cancelled context.
+func (r *CPRunner) timePasses(ctx context.Context, cs CPCase, m cp.Method, pl *cp.Plan, sample int, rows []results.Row) error {
+	s := r.Sweep
 	run, err := r.newRun(pl)
 	if err != nil {
 		if isFatal(err) {
-			return nil, err
+			return err
 		}
-		setAll(err)
-		return rows, nil
+		for i := range rows {
+			rows[i].Status, rows[i].Reason = Classify(err)
+		}
+		return nil
 	}
 	defer func() {
 		if run != nil {
@@ -241,7 +263,7 @@ func (r *CPRunner) Run(ctx context.Context, cs CPCase, sample int) ([]results.Ro
 	for i, pass := range s.Passes {
 		err := r.timePass(ctx, m, run, pass, s.Seed+uint64(sample), &rows[i])
 		if isFatal(err) {
-			return nil, err
+			return err
 		}
 		if err != nil {
 			rows[i].Status, rows[i].Reason = Classify(err)
@@ -252,21 +274,21 @@ func (r *CPRunner) Run(ctx context.Context, cs CPCase, sample int) ([]results.Ro
 			if run, err = r.newRun(pl); err != nil {
 				run = nil
 				if isFatal(err) {
-					return nil, err
+					return err
 				}
 				for j := i + 1; j < len(rows); j++ {
 					rows[j].Status, rows[j].Reason = Classify(err)
 				}
-				return rows, nil
+				return nil
 			}
 			continue
 		}
 		rows[i].Status = results.StatusOK
 		if err := r.efficiency(ctx, cs, pass, &rows[i]); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return rows, nil
+	return nil
 }
 
 // newRun makes the run's sub-groups (collective) and agrees on whether every rank could.
@@ -383,10 +405,10 @@ func (r *CPRunner) check(ctx context.Context, cs CPCase, pl0 *cp.Plan) (cpVerdic
 	return v, nil
 }
 
-// timePass times one pass on this rank's random shard: the inputs uploaded (agreed),
-// for bwd the forward it needs (agreed), then the Loop; with Overlap, the Loop again
-// with the transfers skipped. The error is the agreed outcome or a *FatalError.
-func (r *CPRunner) timePass(ctx context.Context, m cp.Method, run *cp.Run, pass kernels.Pass, seed uint64, row *results.Row) error {
+// passTensors are a pass's q, k, v, dout, out, lse, dq, dk, dv on the run's device (the
+// host tensors themselves on the CPU), q, k, v and dout drawn from seed on this rank's
+// stream. What was uploaded is returned for the caller to free, also with an error.
+func (r *CPRunner) passTensors(run *cp.Run, seed uint64) ([]tensor.Tensor, error) {
 	pl := run.Plan
 	dt := pl.Problem.DType
 	rng := rand.New(rand.NewPCG(seed, uint64(r.Comm.Rank())))
@@ -398,20 +420,25 @@ func (r *CPRunner) timePass(ctx context.Context, m cp.Method, run *cp.Run, pass 
 	for _, t := range hostTs[:4] {
 		t.FillNormal(rng, 1)
 	}
+	ts := make([]tensor.Tensor, len(hostTs))
+	for i, h := range hostTs {
+		var err error
+		if ts[i], err = run.Upload(h); err != nil {
+			return ts, fmt.Errorf("%s: inputs on %s: %w", pl.Method, run.Device().Name(), err)
+		}
+	}
+	return ts, nil
+}
+
+// timePass times one pass on this rank's random shard: the inputs uploaded (agreed),
+// for bwd the forward it needs (agreed), then the Loop; with Overlap, the Loop again
+// with the transfers skipped. The error is the agreed outcome or a *FatalError.
+func (r *CPRunner) timePass(ctx context.Context, m cp.Method, run *cp.Run, pass kernels.Pass, seed uint64, row *results.Row) error {
 	dev := run.Device()
 	run.ReleaseCache()
 	dev.ResetPeak()
-	// q, k, v, dout, out, lse, dq, dk, dv on the run's device (the host tensors
-	// themselves on the CPU).
-	ts := make([]tensor.Tensor, len(hostTs))
+	ts, err := r.passTensors(run, seed)
 	defer func() { run.Free(ts...) }()
-	var err error
-	for i, h := range hostTs {
-		if ts[i], err = run.Upload(h); err != nil {
-			err = fmt.Errorf("%s: inputs on %s: %w", pl.Method, dev.Name(), err)
-			break
-		}
-	}
 	if _, err = r.agreeOn(run, 0, err); err != nil {
 		return err
 	}
@@ -550,29 +577,44 @@ func (r *CPRunner) Close() {
 
 // RunCP runs every case's samples on this rank (a skipped case once: its rows do not
 // depend on the sample), handing each row to emit as soon as the ranks agreed on it
-// (emit writes it to the rank's file at once). Before each case the ranks agree on going
-// on, so a cancelled context stops every rank at the same case. It returns at a
-// *FatalError, an emit error or a cancelled context.
+// (emit writes it to the rank's file at once). Before and after each sample the ranks
+// agree on going on, so a cancelled context (Ctrl-C) stops every rank at the same
+// sample: the passes it cut short are not written (they would read as the method's
+// errors; those that finished are), nor are the case's other samples run into errors.
+// It returns at a *FatalError, an emit error or a cancelled context.
 func RunCP(ctx context.Context, r *CPRunner, cases []CPCase, emit func(ci int, row results.Row) error) error {
 	defer r.Close()
 	for ci, cs := range cases {
-		if _, err := agree(r.Comm, 0, ctx.Err()); err != nil {
-			if isFatal(err) {
-				return err
-			}
-			return fmt.Errorf("stopped before case %d of %d (%s): %w", ci+1, len(cases), cs, context.Canceled)
-		}
 		samples := r.Sweep.Samples
 		if cs.Skip != nil {
 			samples = 1
 		}
 		rates := map[string][]float64{} // per pass: the TFLOP/s of the samples so far
 		for sample := range samples {
+			if _, err := agree(r.Comm, 0, ctx.Err()); err != nil {
+				if isFatal(err) {
+					return err
+				}
+				return fmt.Errorf("stopped before case %d of %d (%s), sample %d: %w", ci+1, len(cases), cs, sample, context.Canceled)
+			}
 			rows, err := r.Run(ctx, cs, sample)
 			if err != nil {
 				return err
 			}
+			// A stop during the sample (agreed): its passes that did not finish measured
+			// nothing, and are not written as the method's errors.
+			stopped := false
+			if _, aerr := agree(r.Comm, 0, ctx.Err()); aerr != nil {
+				var f *FatalError
+				if errors.As(aerr, &f) {
+					return aerr
+				}
+				stopped = true
+			}
 			for _, row := range rows {
+				if stopped && row.Status != results.StatusOK {
+					continue
+				}
 				if row.TFLOPs != nil {
 					rates[row.Pass] = append(rates[row.Pass], *row.TFLOPs)
 				}
@@ -580,6 +622,9 @@ func RunCP(ctx context.Context, r *CPRunner, cases []CPCase, emit func(ci int, r
 				if err := emit(ci, row); err != nil {
 					return err
 				}
+			}
+			if stopped {
+				return fmt.Errorf("stopped in case %d of %d (%s), sample %d: %w", ci+1, len(cases), cs, sample, context.Canceled)
 			}
 		}
 	}

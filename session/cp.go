@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -56,11 +57,11 @@ type cpRanks struct {
 // CP runs a CP sweep: the world (spmd.RunRanks), each rank's communicator, kernel, rank
 // file and harness.CPRunner; rank 0 logs each agreed row, the in-process ranks' files are
 // merged, and rank 0 prints the CP table. A row that failed its check makes the command
-// exit 1.
+// exit 1. Ctrl-C (or SIGTERM) stops every rank before the next case: the rows so far are
+// merged and shown, and the command exits 130.
 func (s *Session) CP(ctx context.Context, r CPRun) error {
-	if ctx == nil {
-		ctx = context.Background()
-	}
+	ctx, stop := Interruptible(ctx)
+	defer stop()
 	backend := "local"
 	var ip *spmd.InProcess
 	if r.InProcess {
@@ -86,13 +87,17 @@ func (s *Session) CP(ctx context.Context, r CPRun) error {
 		if r.InProcess { // every in-process rank has its own kernel (and so its own device stream)
 			var err error
 			if k, err = kernels.New(r.Sweep.Kernel, r.KernelOptions); err != nil {
-				return err
+				return fmt.Errorf("rank %d: kernel %s: %w", w.Rank, r.Sweep.Kernel, err)
 			}
 		}
 		return s.cpRank(ctx, r, backend, cm, w, k, &shared)
 	})
-	if err != nil {
+	interrupted := err != nil && errors.Is(err, context.Canceled) && ctx.Err() != nil
+	if err != nil && !interrupted {
 		return err
+	}
+	if interrupted && s.World.Rank == 0 {
+		s.log().Warn().Int("rows", len(shared.rows)).Msg("interrupted: rows so far are in the file")
 	}
 	if r.InProcess {
 		res, err := Merge(s.Out, results.MergeOptions{Runs: []string{s.RunID}, Out: results.MergedPath(s.Out, s.RunID)})
@@ -108,6 +113,9 @@ func (s *Session) CP(ctx context.Context, r CPRun) error {
 		if err := present.WriteCPTable(s.Stdout, title, shared.rows); err != nil {
 			return err
 		}
+	}
+	if interrupted {
+		return &ExitError{130, fmt.Sprintf("longca cp: interrupted after %d row(s); the files above hold them", len(shared.rows))}
 	}
 	if shared.wrong > 0 {
 		return &ExitError{1, fmt.Sprintf("longca cp: %d row(s) failed the check against the reference (status wrong)", shared.wrong)}
@@ -153,6 +161,8 @@ func (s *Session) cpRank(ctx context.Context, r CPRun, backend string, cm comm.C
 		est = nil
 	}
 	if est != nil {
+		log.Info().Str("run", s.RunID).Int("cases", len(r.Cases)).Int("samples", r.Sweep.Samples).
+			Str("estimate", est.Total().Round(time.Second).String()).Msg("cp sweep")
 		est.Start(time.Now())
 	}
 	err = harness.RunCP(ctx, run, r.Cases, func(ci int, row results.Row) error {
@@ -231,7 +241,7 @@ func deviceMover(k kernels.Kernel, n int) (*cudamover.Mover, error) {
 	}
 	g, err := cuda.Open(dk.CUDADevice().Index)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("longca cp: device mover: GPU %d: %w", dk.CUDADevice().Index, err)
 	}
 	m, err := cudamover.New(g, 2*n)
 	if err != nil {

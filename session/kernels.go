@@ -15,6 +15,7 @@ import (
 	"github.com/longca/longca/results"
 	"github.com/longca/longca/tensor"
 	"github.com/mattn/go-isatty"
+	"github.com/rs/zerolog"
 	"github.com/schollz/progressbar/v3"
 )
 
@@ -122,21 +123,13 @@ func (s *Session) RunKernels(ctx context.Context, k KernelSweep, est *harness.Es
 		est = s.estimate(ctx, k, cases)
 	}
 	log := s.log()
-	var bar *progressbar.ProgressBar
-	if s.World.Rank == 0 && isatty.IsTerminal(os.Stderr.Fd()) { // progress on rank 0 only
-		// The bar counts estimated work (ms), not cases: a 48K backward weighs far more
-		// than an 8K sliding window, and the ETA follows.
-		bar = progressbar.NewOptions64(est.Total().Milliseconds(), progressbar.OptionSetWriter(os.Stderr),
-			progressbar.OptionSetPredictTime(true), progressbar.OptionShowElapsedTimeOnFinish(),
-			progressbar.OptionClearOnFinish(), progressbar.OptionSetWidth(30))
-	}
+	progress := s.kernelProgress(est, cases)
 	log.Info().Str("run", s.RunID).Int("cases", len(cases)).Str("file", res.File).
 		Dur("estimate", est.Total().Round(time.Second)).Msg("sweep")
 	var stopErr error
 	seenCrashes := 0
 	start := time.Now()
 	err = r.RunAll(ctx, cases, func(i int, row results.Row) error {
-		c := cases[i]
 		if err := w.Write(row); err != nil {
 			return err
 		}
@@ -151,33 +144,13 @@ func (s *Session) RunKernels(ctx context.Context, k KernelSweep, est *harness.Es
 			stopErr = fmt.Errorf("stopped after %d of %d rows: an external worker failed (--on-worker-crash stop): %s", i+1, len(cases), row.Reason)
 			log.Error().Int("done", i+1).Int("cases", len(cases)).Str("reason", row.Reason).Msg("worker failed: stopping the sweep; rows so far are in the file")
 		}
-		if bar != nil {
-			bar.ChangeMax64(est.Total().Milliseconds())
-			_ = bar.Set64(est.Elapsed().Milliseconds()) // drawing errors are not the sweep's
-			if i+1 < len(cases) {
-				n := cases[i+1]
-				bar.Describe(fmt.Sprintf("%s %s %s %s", n.Mask, harness.FormatSize(n.SeqLen), n.Heads, n.Pass))
-			}
-		} else {
-			ev := log.Info().Int("case", i+1).Int("of", len(cases)).Str("kernel", c.Kernel).Str("mask", c.Mask).
-				Int("seqlen", c.SeqLen).Str("heads", c.Heads.String()).Str("pass", c.Pass.String()).Str("status", string(row.Status)).
-				Str("eta", est.Remaining().Round(time.Second).String())
-			if row.TFLOPs != nil {
-				ev = ev.Float64("median_ms", *row.MedianMs).Float64("tflops", *row.TFLOPs)
-			}
-			if row.Reason != "" {
-				ev = ev.Str("reason", row.Reason)
-			}
-			ev.Msg("case")
-		}
+		progress.row(i, row)
 		if stopping {
 			return errStopped
 		}
 		return nil
 	})
-	if bar != nil {
-		_ = bar.Finish()
-	}
+	progress.finish()
 	if ctx.Err() != nil && err == ctx.Err() {
 		log.Warn().Int("done", len(res.Rows)).Int("cases", len(cases)).Msg("interrupted: rows so far are in the file")
 	}
@@ -191,6 +164,57 @@ func (s *Session) RunKernels(ctx context.Context, k KernelSweep, est *harness.Es
 		return res, err
 	}
 	return res, nil
+}
+
+// progress is a kernel sweep's progress with its estimate's ETA: a bar on rank 0's
+// terminal, else a log line a case.
+type progress struct {
+	log   *zerolog.Logger
+	bar   *progressbar.ProgressBar
+	est   *harness.Estimate
+	cases []harness.Case
+}
+
+func (s *Session) kernelProgress(est *harness.Estimate, cases []harness.Case) *progress {
+	p := &progress{log: s.log(), est: est, cases: cases}
+	if s.World.Rank == 0 && isatty.IsTerminal(os.Stderr.Fd()) { // progress on rank 0 only
+		// The bar counts estimated work (ms), not cases: a 48K backward weighs far more
+		// than an 8K sliding window, and the ETA follows.
+		p.bar = progressbar.NewOptions64(est.Total().Milliseconds(), progressbar.OptionSetWriter(os.Stderr),
+			progressbar.OptionSetPredictTime(true), progressbar.OptionShowElapsedTimeOnFinish(),
+			progressbar.OptionClearOnFinish(), progressbar.OptionSetWidth(30))
+	}
+	return p
+}
+
+// row shows case i done (the estimate has heard of it).
+func (p *progress) row(i int, row results.Row) {
+	if p.bar != nil {
+		p.bar.ChangeMax64(p.est.Total().Milliseconds())
+		_ = p.bar.Set64(p.est.Elapsed().Milliseconds()) // drawing errors are not the sweep's
+		if i+1 < len(p.cases) {
+			n := p.cases[i+1]
+			p.bar.Describe(fmt.Sprintf("%s %s %s %s", n.Mask, harness.FormatSize(n.SeqLen), n.Heads, n.Pass))
+		}
+		return
+	}
+	c := p.cases[i]
+	ev := p.log.Info().Int("case", i+1).Int("of", len(p.cases)).Str("kernel", c.Kernel).Str("mask", c.Mask).
+		Int("seqlen", c.SeqLen).Str("heads", c.Heads.String()).Str("pass", c.Pass.String()).Str("status", string(row.Status)).
+		Str("eta", p.est.Remaining().Round(time.Second).String())
+	if row.TFLOPs != nil {
+		ev = ev.Float64("median_ms", *row.MedianMs).Float64("tflops", *row.TFLOPs)
+	}
+	if row.Reason != "" {
+		ev = ev.Str("reason", row.Reason)
+	}
+	ev.Msg("case")
+}
+
+func (p *progress) finish() {
+	if p.bar != nil {
+		_ = p.bar.Finish()
+	}
 }
 
 // errStopped ends RunAll after a worker failure under --on-worker-crash stop.

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"math"
 	"os"
 	"slices"
 	"strings"
@@ -30,12 +29,9 @@ func init() {
 }
 
 func cpFlags() []cli.Flag {
-	return append(cpSweepFlags(cpDefaults),
+	return append(append(cpSweepFlags(cpDefaults), checkFlags()...),
 		&cli.IntFlag{Name: "warmup", Aliases: []string{"w"}, Value: 5, Usage: "untimed warm-up iterations"},
 		&cli.IntFlag{Name: "iters", Aliases: []string{"n"}, Value: 15, Usage: "timed iterations (median of the slowest rank)"},
-		&cli.BoolFlag{Name: "check", Value: true, Usage: "check each case against the reference before timing"},
-		&cli.BoolFlag{Name: "no-check", Usage: "time without checking"},
-		&cli.Float64Flag{Name: "check-budget", Value: harness.DefaultCheckBudget, Usage: "largest checked case in multiply-adds (area x heads x dim); larger cases are checked smaller (4K, 2K, 1K, 512 tokens in all; KV heads halved)"},
 		&cli.IntFlag{Name: "ranks", Usage: "in-process ranks (comm/local) when not started by a launcher (default 1)"},
 		&cli.StringFlag{Name: "kernel", Value: "ref", Usage: "attention kernel of every step"},
 		&cli.BoolFlag{Name: "staged", Usage: "allow a device kernel that is not a cp.DeviceKernel: every step copies through the host (rows say KERNEL+staged)"},
@@ -69,15 +65,14 @@ func parseCPFlags(c *cli.Context) (cpOptions, error) {
 	if o.cpSweepOptions, err = parseCPSweep(c); err != nil {
 		return o, err
 	}
-	o.warmup, o.iters, o.check = c.Int("warmup"), c.Int("iters"), c.Bool("check") && !c.Bool("no-check")
-	o.checkBudget, o.ranks, o.kernel = c.Float64("check-budget"), c.Int("ranks"), c.String("kernel")
+	if o.warmup, o.iters, err = repsFromFlags(c); err != nil {
+		return o, err
+	}
+	if o.check, o.checkBudget, err = checkFromFlags(c); err != nil {
+		return o, err
+	}
+	o.ranks, o.kernel = c.Int("ranks"), c.String("kernel")
 	o.staged, o.overlap, o.baseline, o.dryRun = c.Bool("staged"), c.Bool("overlap"), c.String("baseline"), c.Bool("dry-run")
-	if o.warmup < 0 || o.iters < 1 {
-		return o, usageError("-w %d -n %d: warm-ups must be >= 0 and iterations >= 1", o.warmup, o.iters)
-	}
-	if !(o.checkBudget > 0) || math.IsInf(o.checkBudget, 0) {
-		return o, usageError("--check-budget %g: give a positive number of multiply-adds (default %g)", o.checkBudget, harness.DefaultCheckBudget)
-	}
 	if c.IsSet("ranks") && o.ranks < 1 {
 		return o, usageError("--ranks %d: need at least 1", o.ranks)
 	}

@@ -68,14 +68,6 @@ func cpAction(c *cli.Context) (err error) {
 	if o.runID, err = resultsTarget(o.out, o.runID); err != nil {
 		return err
 	}
-	var baseline *harness.Baseline
-	switch o.baseline {
-	case "none":
-	case "measure":
-		baseline = &harness.Baseline{}
-	default:
-		baseline = &harness.Baseline{File: o.baseline}
-	}
 	if w.Size > 1 && (so.Backend == "" || so.Backend == "auto") && o.kernel == "cuda" {
 		// GPU ranks started by a launcher talk through NCCL, device buffer to device buffer.
 		so.Backend = "nccl"
@@ -84,10 +76,22 @@ func cpAction(c *cli.Context) (err error) {
 	run := session.CPRun{
 		Sweep: o.sweep(n), Cases: cases, Ranks: n, InProcess: inProcess, Options: so,
 		Kernel: probe, KernelOptions: o.kernelOpts, Staged: o.staged, Check: o.check, CheckBudget: o.checkBudget,
-		Warmup: o.warmup, Iters: o.iters, Overlap: o.overlap, Baseline: baseline, Links: o.links,
+		Warmup: o.warmup, Iters: o.iters, Overlap: o.overlap, Baseline: baselineOf(o.baseline), Links: o.links,
 	}
 	if w.Rank == 0 {
 		run.Estimate = estimateCP(c, run)
 	}
 	return newSession(c, "cp", o.out, o.runID, w).CP(c.Context, run)
+}
+
+// baselineOf is --baseline's yardstick (parseCPFlags checked it): none, measured in the
+// run, or read from a results file.
+func baselineOf(v string) *harness.Baseline {
+	switch v {
+	case "none":
+		return nil
+	case "measure":
+		return &harness.Baseline{}
+	}
+	return &harness.Baseline{File: v}
 }

@@ -121,3 +121,30 @@ func TestCPSweepFlagsSameErrors(t *testing.T) {
 		}
 	}
 }
+
+// The check's and the repetitions' flags have one definition and one reader for kernel,
+// sparse and cp: `cp --check --no-check` is refused as kernel refuses it (it used to run
+// unchecked), and the help says the same.
+func TestCheckFlagsOneOwner(t *testing.T) {
+	for _, cmd := range []string{"kernel", "sparse", "cp"} {
+		for _, c := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"--check", "--no-check", "--dry-run"}, "--check and --no-check both given"},
+			{[]string{"--check-budget", "0", "--dry-run"}, "--check-budget 0"},
+			{[]string{"-w", "-1", "--dry-run"}, "-w -1 -n"},
+		} {
+			args := append([]string{cmd}, c.args...)
+			_, errOut, code := captureRun(t, args...)
+			checkUsageError(t, args, code, errOut, c.want)
+		}
+	}
+	kernelHelp, cpHelp := helpLines(t, "kernel"), helpLines(t, "cp")
+	for _, f := range checkFlags() {
+		name := f.Names()[0]
+		if kernelHelp[name] != cpHelp[name] {
+			t.Errorf("--%s differs:\n  kernel: %s\n  cp:     %s", name, kernelHelp[name], cpHelp[name])
+		}
+	}
+}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"math"
 	"os"
 
 	"github.com/longca/longca/harness"
@@ -88,14 +87,13 @@ func newSession(c *cli.Context, bench, out, runID string, w spmd.World) *session
 
 // sweepAction runs (or with --dry-run lists) a sweep: the flags become a session.KernelSweep.
 func sweepAction(c *cli.Context, s harness.Sweep, bench string, w spmd.World, ko kernels.Options) error {
-	if w, n := c.Int("warmup"), c.Int("iters"); w < 0 || n < 1 {
-		return usageError("-w %d -n %d: warm-ups must be >= 0 and iterations >= 1", w, n)
+	warmup, iters, err := repsFromFlags(c)
+	if err != nil {
+		return err
 	}
-	if c.IsSet("check") && c.Bool("check") && c.Bool("no-check") {
-		return usageError("--check and --no-check both given: use one")
-	}
-	if b := c.Float64("check-budget"); !(b > 0) || math.IsInf(b, 0) {
-		return usageError("--check-budget %g: give a positive number of multiply-adds (default %g)", b, harness.DefaultCheckBudget)
+	check, budget, err := checkFromFlags(c)
+	if err != nil {
+		return err
 	}
 	docs, err := docsFromFlags(c) // none for sparse, which has no document masks
 	if err != nil {
@@ -112,8 +110,7 @@ func sweepAction(c *cli.Context, s harness.Sweep, bench string, w spmd.World, ko
 	if err != nil {
 		return err
 	}
-	k := session.KernelSweep{Sweep: s, Build: build, Warmup: c.Int("warmup"), Iters: c.Int("iters"),
-		Check: c.Bool("check") && !c.Bool("no-check"), CheckBudget: c.Float64("check-budget"),
+	k := session.KernelSweep{Sweep: s, Build: build, Warmup: warmup, Iters: iters, Check: check, CheckBudget: budget,
 		KernelOptions: ko, StopOnCrash: stop, Culprit: sweepCulprit(c)}
 	out := c.String("out")
 	if out == "" {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -41,11 +42,37 @@ func commonSweepFlags() []cli.Flag {
 		&cli.Uint64Flag{Name: "seed", Value: 42, Usage: "seed of the masks and inputs"},
 		&cli.StringFlag{Name: "out", Usage: "results folder (default out/<command>-<time>)"},
 		&cli.StringFlag{Name: "run-id", EnvVars: []string{"LONGCA_RUN_ID"}, Usage: "run id in file names and rows (default: the folder's name)"},
+		&cli.BoolFlag{Name: "dry-run", Usage: "print the cases and their FLOPs; run nothing"},
+	}, append(checkFlags(), kernelFlags()...)...)
+}
+
+// checkFlags are the flags of the check before timing, one definition for the commands
+// that check cases (kernel, sparse, cp; checkFromFlags reads them).
+func checkFlags() []cli.Flag {
+	return []cli.Flag{
 		&cli.BoolFlag{Name: "check", Value: true, Usage: "check each case against the reference before timing it"},
 		&cli.BoolFlag{Name: "no-check", Usage: "time without checking (same as --check=false)"},
-		&cli.Float64Flag{Name: "check-budget", Value: harness.DefaultCheckBudget, Usage: "largest checked case in multiply-adds (area x heads x dim); larger cases are checked smaller"},
-		&cli.BoolFlag{Name: "dry-run", Usage: "print the cases and their FLOPs; run nothing"},
-	}, kernelFlags()...)
+		&cli.Float64Flag{Name: "check-budget", Value: harness.DefaultCheckBudget, Usage: "largest checked case in multiply-adds (area x heads x dim); larger cases are checked smaller (4K, 2K, 1K, 512 tokens in all; KV heads halved)"},
+	}
+}
+
+// checkFromFlags reads checkFlags: whether to check, and the budget.
+func checkFromFlags(c *cli.Context) (check bool, budget float64, err error) {
+	if c.IsSet("check") && c.Bool("check") && c.Bool("no-check") {
+		return false, 0, usageError("--check and --no-check both given: use one")
+	}
+	if budget = c.Float64("check-budget"); !(budget > 0) || math.IsInf(budget, 0) {
+		return false, 0, usageError("--check-budget %g: give a positive number of multiply-adds (default %g)", budget, harness.DefaultCheckBudget)
+	}
+	return c.Bool("check") && !c.Bool("no-check"), budget, nil
+}
+
+// repsFromFlags reads -w/--warmup and -n/--iters.
+func repsFromFlags(c *cli.Context) (warmup, iters int, err error) {
+	if warmup, iters = c.Int("warmup"), c.Int("iters"); warmup < 0 || iters < 1 {
+		return 0, 0, usageError("-w %d -n %d: warm-ups must be >= 0 and iterations >= 1", warmup, iters)
+	}
+	return warmup, iters, nil
 }
 
 // kernelFlags are the flags that configure how kernels are made (kernels.Options): every

@@ -67,20 +67,14 @@ DEV void tma_prefetch_desc(const TmaDesc *map) {
 }
 
 // ---- wgmma -----------------------------------------------------------------------
-// The shared-memory matrix descriptor of a 128-byte-swizzled operand starting at p:
-// lbo and sbo are the leading and stride byte offsets (PTX ISA, "Matrix Descriptor").
-DEV u64 sw128_desc(const void *p, unsigned lbo, unsigned sbo) {
-  u64 d = (u64)((smem_u32(p) & 0x3FFFF) >> 4);
-  d |= (u64)((lbo >> 4) & 0x3FFF) << 16;
-  d |= (u64)((sbo >> 4) & 0x3FFF) << 32;
-  d |= (u64)1 << 62;
-  return d;
-}
-// The same descriptor in two parts, for operands walked by constant offsets: the low
-// word (start address >> 4 and the leading byte offset) made once per operand base, and
-// a constant high word (stride 1024 bytes, 128-byte swizzle). sw128_at adds a byte offset
+// The shared-memory matrix descriptor of a 128-byte-swizzled operand (PTX ISA, "Matrix
+// Descriptor"), in two parts for operands walked by constant offsets: the low word (start
+// address >> 4 and the leading byte offset lbo) made once per operand base, and a
+// constant high word (stride 1024 bytes, 128-byte swizzle). sw128_at adds a byte offset
 // to the start address (no carry leaves the 14-bit field: shared memory is under 256 KB),
-// so that each wgmma's descriptor is one add from a base rather than the whole encoding.
+// so each wgmma's descriptor is one add from a base: rebuilding it from a pointer took
+// about 13 instructions a wgmma, a dependent chain that fed the backward's n64 products
+// slower than they ran (docs/perf.md, calls 8 and 9).
 DEV unsigned sw128_lo(const void *p, unsigned lbo) {
   return ((smem_u32(p) & 0x3FFFF) >> 4) | (((lbo >> 4) & 0x3FFF) << 16);
 }
@@ -204,7 +198,7 @@ DEV FwdItem fwd_item(const WorkList &wl, int item, int hq, int hkv) {
 // it, a grid of one block per multiprocessor walks items blockIdx.x, + gridDim.x, ...: the
 // producer then loads the next item's Q and K/V tiles while the consumers finish the
 // last one.
-template <int D, typename T, bool PERSIST, bool UD>
+template <int D, typename T, bool PERSIST>
 DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__restrict__ o, float *__restrict__ lse,
                   int sq, int sk, int hq, int hkv, float scale_log2, WorkList wl) {
   using L = SmemLayout<D>;
@@ -292,15 +286,15 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
   if (e0 < e1) mbar_wait(&fullQ[qb], (qn >> 1) & 1);
   const T *qw = sQs + qb * SBM * D + cw * 64 * CHUNK;  // this warpgroup's 64 rows of each chunk
   // S = Q K^T of the tile in stage s, issued (not waited for)
-  const unsigned loQw = sw128_lo(qw, 16);  // UD: descriptors one add from a base
+  const unsigned loQw = sw128_lo(qw, 16);  // descriptors are one add from a base
   auto issue_qk = [&](float(&sc)[64], int s) {
     const T *cK = sK + s * SBN * D;
     const unsigned loK = sw128_lo(cK, 16);
 #pragma unroll
     for (int kk = 0; kk < D / 16; kk++) {
       const int c = kk / 4, k16 = (kk % 4) * 16;
-      const u64 da = UD ? sw128_at(loQw, (c * SBM * CHUNK + k16) * 2) : sw128_desc(qw + c * SBM * CHUNK + k16, 16, 1024);
-      const u64 db = UD ? sw128_at(loK, (c * SBN * CHUNK + k16) * 2) : sw128_desc(cK + c * SBN * CHUNK + k16, 16, 1024);
+      const u64 da = sw128_at(loQw, (c * SBM * CHUNK + k16) * 2);
+      const u64 db = sw128_at(loK, (c * SBN * CHUNK + k16) * 2);
       Ops<T>::template ss128<0>(sc, da, db, kk > 0);
     }
   };
@@ -311,7 +305,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
     const unsigned loV = sw128_lo(cV, SBN * CHUNK * 2);
 #pragma unroll
     for (int kk = 0; kk < SBN / 16; kk++)
-      PV<T, D>::run(acc, pa[kk], UD ? sw128_at(loV, kk * 16 * CHUNK * 2) : sw128_desc(cV + kk * 16 * CHUNK, SBN * CHUNK * 2, 1024));
+      PV<T, D>::run(acc, pa[kk], sw128_at(loV, kk * 16 * CHUNK * 2));
   };
   // the scores of entry e to P (packed), with the row maxima m moved on; alpha rescales
   // what was accumulated before, sum is the rows' new mass
@@ -475,7 +469,7 @@ DEV void fence_async_global() { asm volatile("fence.proxy.async.global;\n" ::: "
 // and passes the turn on. Blocks run in key-tile order (blockIdx.y, not the heaviest-first
 // order) and without the rotation, so a block waits only on lower key tiles, which were
 // started before it: no cycle.
-template <int D, typename T, bool DET, bool UD>
+template <int D, typename T, bool DET, bool LATE>
 DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const TmaDesc &tdo, const TmaDesc &tdq,
                   const float *__restrict__ lse2, const float *__restrict__ dsum, T *__restrict__ dk,
                   T *__restrict__ dv, int sq, int sk, int hq, int hkv, int sq_pad, float scale, float scale_log2,
@@ -589,25 +583,59 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
 #pragma unroll
   for (int i = 0; i < OR; i++) dka[i] = dva[i] = 0.f;
   float *stage = sdQ + cw * BBM9 * 64;
-  // UD: the descriptors' invariant bases (this warpgroup's keys of K and V, K for dQ)
+  // the descriptors' invariant bases (this warpgroup's keys of K and V, K for dQ)
   const unsigned loK = sw128_lo(sK + cw * 64 * CHUNK, 16), loV = sw128_lo(sV + cw * 64 * CHUNK, 16);
   const unsigned loKq = sw128_lo(sK + (L::kSplit ? cw * BBN9 * CHUNK : cw * 64 * CHUNK), 16);
   if (iters > 0) mbar_wait(fullKV, 0);
-  // UD: the next step's work-list entry is read a step ahead
+  // the next step's work-list entry is read a step ahead
   int refNext = iters > 0 ? wl.entries[2 * (e0 + rot % max(ne, 1)) + 1] : -1;
+  constexpr bool kLate = LATE && L::kSplit;
+  // stage dQ * scale as fp32 rows of 64 columns (the j-th dQ of the walk) and hand it to
+  // the writer, who adds it into the accumulator
+  auto stage_dq = [&](float(&dqa)[32], int j) {
+    mbar_wait(&dqEmpty[cw], (j & 1) ^ 1);  // the writer has read the last one
+#pragma unroll
+    for (int jj = 0; jj < 8; jj++)
+#pragma unroll
+      for (int r = 0; r < 2; r++) {
+        const int row = warp * 16 + g + r * 8, col = jj * 8 + 2 * t;
+        // two boxes of 32 columns, the 16-byte chunks of each 128-byte row swizzled by
+        // the row: the 8 rows a warp writes at once fall in 8 different banks (rows of
+        // 256 bytes put them all in the same ones: measured +1% over that, docs/perf.md)
+        const int off = (col / 32) * BBM9 * 32 + row * 32 + ((((col % 32) / 4) ^ (row & 7)) << 2) + (col % 4);
+        *reinterpret_cast<float2 *>(stage + off) = make_float2(dqa[4 * jj + 2 * r] * scale, dqa[4 * jj + 2 * r + 1] * scale);
+      }
+    fence_async_smem();
+    mbar_arrive(&dqFull[cw]);
+  };
+  // LATE: step j's dQ = dS K (both halves of its dS^T), issued behind what this step
+  // issued; waits for all of it, frees the Q/dO stage s (-1: none), hands step j's dS^T
+  // buffer back when a later step writes it again, stages dQ
+  auto dq_step = [&](int j, int s) {
+    named_sync(5 + 2 * (j & 1) + (1 - cw), 256);  // the other half of step j's dS^T
+    float dqa[32];
+    wgmma_fence();
+    const unsigned loS = sw128_lo(sdS + (j & 1) * BBN9 * BBM9, 16);
+#pragma unroll
+    for (int kk = 0; kk < BBN9 / 16; kk++)
+      Ops<T>::template ss64<1, 1>(dqa, sw128_at(loS, kk * 16 * CHUNK * 2), sw128_at(loKq, kk * 16 * CHUNK * 2), kk > 0);
+    wgmma_commit();
+    wgmma_wait<0>();
+    reg_fence(dva);
+    reg_fence(dka);
+    reg_fence(dqa);
+    if (s >= 0) mbar_arrive(&emptyQ[s]);
+    if (j < iters - 2) named_arrive(9 + 2 * (j & 1) + cw, 256);  // read: step j + 2 may write it
+    stage_dq(dqa, j);
+  };
 
   for (int it = 0; it < iters; it++) {
     const int s = it % STAGES;
     const unsigned ph = (it / STAGES) & 1;
     const int e = e0 + (it % ne + rot) % ne;
     const int q0 = wl.entries[2 * e] * BBM9;
-    int ref;
-    if (UD) {
-      ref = refNext;
-      if (it + 1 < iters) refNext = wl.entries[2 * (e0 + ((it + 1) % ne + rot) % ne) + 1];
-    } else {
-      ref = wl.entries[2 * e + 1];
-    }
+    const int ref = refNext;
+    if (it + 1 < iters) refNext = wl.entries[2 * (e0 + ((it + 1) % ne + rot) % ne) + 1];
     const T *cQ = sQ + s * BBM9 * D, *cdO = sdO + s * BBM9 * D;
     const float *cL = sL + s * BBM9, *cDs = sDs + s * BBM9;
     T *dS = sdS + (it & 1) * BBN9 * BBM9;
@@ -620,17 +648,9 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
 #pragma unroll
     for (int kk = 0; kk < D / 16; kk++) {
       const int c = kk / 4, k16 = (kk % 4) * 16;
-      if (UD) {
-        const int ko = (c * BBN9 * CHUNK + k16) * 2, qo = (c * BBM9 * CHUNK + k16) * 2;
-        Ops<T>::template ss64<0, 0>(st, sw128_at(loK, ko), sw128_at(loQ, qo), kk > 0);
-        Ops<T>::template ss64<0, 0>(dpt, sw128_at(loV, ko), sw128_at(loO, qo), kk > 0);
-      } else {
-        const T *ka = sK + c * BBN9 * CHUNK + cw * 64 * CHUNK + k16;
-        const T *va = sV + c * BBN9 * CHUNK + cw * 64 * CHUNK + k16;
-        const T *qb = cQ + c * BBM9 * CHUNK + k16, *ob = cdO + c * BBM9 * CHUNK + k16;
-        Ops<T>::template ss64<0, 0>(st, sw128_desc(ka, 16, 1024), sw128_desc(qb, 16, 1024), kk > 0);
-        Ops<T>::template ss64<0, 0>(dpt, sw128_desc(va, 16, 1024), sw128_desc(ob, 16, 1024), kk > 0);
-      }
+      const int ko = (c * BBN9 * CHUNK + k16) * 2, qo = (c * BBM9 * CHUNK + k16) * 2;
+      Ops<T>::template ss64<0, 0>(st, sw128_at(loK, ko), sw128_at(loQ, qo), kk > 0);
+      Ops<T>::template ss64<0, 0>(dpt, sw128_at(loV, ko), sw128_at(loO, qo), kk > 0);
     }
     wgmma_commit();
     wgmma_wait<0>();
@@ -638,7 +658,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     reg_fence(dpt);
 
     // P^T = exp2(S^T scale log2e - lse log2e) on allowed pairs; dS^T = P^T (dP^T - Dsum)
-    if (UD && ref < 0) {  // a full tile: no pair to test
+    if (ref < 0) {  // a full tile: no pair to test
 #pragma unroll
       for (int j = 0; j < BBM9 / 8; j++)
 #pragma unroll
@@ -677,15 +697,16 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     const unsigned loOm = sw128_lo(cdO, BBM9 * CHUNK * 2), loQm = sw128_lo(cQ, BBM9 * CHUNK * 2);
 #pragma unroll
     for (int kk = 0; kk < 4; kk++) {
-      if (UD) {
-        PV<T, D>::run(dva, pa[kk], sw128_at(loOm, kk * 16 * CHUNK * 2));
-        PV<T, D>::run(dka, sa[kk], sw128_at(loQm, kk * 16 * CHUNK * 2));
-      } else {
-        PV<T, D>::run(dva, pa[kk], sw128_desc(cdO + kk * 16 * CHUNK, BBM9 * CHUNK * 2, 1024));
-        PV<T, D>::run(dka, sa[kk], sw128_desc(cQ + kk * 16 * CHUNK, BBM9 * CHUNK * 2, 1024));
-      }
+      PV<T, D>::run(dva, pa[kk], sw128_at(loOm, kk * 16 * CHUNK * 2));
+      PV<T, D>::run(dka, sa[kk], sw128_at(loQm, kk * 16 * CHUNK * 2));
     }
     wgmma_commit();
+    // LATE: step it's dQ product runs in step it + 1 (after that step's dV and dK), so
+    // that neither warpgroup waits at the dS^T barrier for the other's step: named
+    // barriers 5-8 hand a dS^T half over (buffer b, writer w: 5 + 2b + w), 9-12 hand it
+    // back once read (9 + 2b + reader), 13-14 close a warpgroup's own writes. The dQ
+    // stages go to the writer in step order, as before.
+    if (kLate && it >= 2) named_sync(9 + 2 * (it & 1) + (1 - cw), 256);  // the other has read step it-2's dS^T here
     // dS^T to shared memory (rows keys, 64 query columns: one 128-byte swizzled row each)
 #pragma unroll
     for (int kk = 0; kk < 4; kk++)
@@ -696,6 +717,19 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
         *reinterpret_cast<unsigned *>(dS + off) = sa[kk][x];
       }
     fence_async_smem();
+    if (kLate) {
+      named_sync(13 + cw, 128);                  // this warpgroup's rows of dS^T written
+      named_arrive(5 + 2 * (it & 1) + cw, 256);  // and handed to the other warpgroup
+      if (it >= 1) {
+        dq_step(it - 1, s);
+      } else {
+        wgmma_wait<0>();
+        reg_fence(dva);
+        reg_fence(dka);
+        mbar_arrive(&emptyQ[s]);
+      }
+      continue;
+    }
     if (L::kSplit)
       named_sync(1, 256);  // both halves of dS^T written
     else
@@ -704,43 +738,18 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     float dqa[32];
     wgmma_fence();
     const unsigned loS = sw128_lo(dS + (L::kSplit ? 0 : cw * 64 * CHUNK), 16);
-    if (UD) {
 #pragma unroll
-      for (int kk = 0; kk < (L::kSplit ? BBN9 : 64) / 16; kk++)
-        Ops<T>::template ss64<1, 1>(dqa, sw128_at(loS, kk * 16 * CHUNK * 2), sw128_at(loKq, kk * 16 * CHUNK * 2), kk > 0);
-    } else if (L::kSplit) {
-#pragma unroll
-      for (int kk = 0; kk < BBN9 / 16; kk++)
-        Ops<T>::template ss64<1, 1>(dqa, sw128_desc(dS + kk * 16 * CHUNK, 16, 1024),
-                                    sw128_desc(sK + cw * BBN9 * CHUNK + kk * 16 * CHUNK, 16, 1024), kk > 0);
-    } else {
-#pragma unroll
-      for (int kk = 0; kk < 4; kk++)
-        Ops<T>::template ss64<1, 1>(dqa, sw128_desc(dS + (cw * 64 + kk * 16) * CHUNK, 16, 1024),
-                                    sw128_desc(sK + (cw * 64 + kk * 16) * CHUNK, 16, 1024), kk > 0);
-    }
+    for (int kk = 0; kk < (L::kSplit ? BBN9 : 64) / 16; kk++)
+      Ops<T>::template ss64<1, 1>(dqa, sw128_at(loS, kk * 16 * CHUNK * 2), sw128_at(loKq, kk * 16 * CHUNK * 2), kk > 0);
     wgmma_commit();
     wgmma_wait<0>();
     reg_fence(dva);
     reg_fence(dka);
     reg_fence(dqa);
     mbar_arrive(&emptyQ[s]);
-    // stage dQ * scale as fp32 rows of 64 columns and add it into the accumulator
-    mbar_wait(&dqEmpty[cw], (it & 1) ^ 1);  // the writer has read the last one
-#pragma unroll
-    for (int j = 0; j < 8; j++)
-#pragma unroll
-      for (int r = 0; r < 2; r++) {
-        const int row = warp * 16 + g + r * 8, col = j * 8 + 2 * t;
-        // two boxes of 32 columns, the 16-byte chunks of each 128-byte row swizzled by
-        // the row: the 8 rows a warp writes at once fall in 8 different banks (rows of
-        // 256 bytes put them all in the same ones: measured +1% over that, docs/perf.md)
-        const int off = (col / 32) * BBM9 * 32 + row * 32 + ((((col % 32) / 4) ^ (row & 7)) << 2) + (col % 4);
-        *reinterpret_cast<float2 *>(stage + off) = make_float2(dqa[4 * j + 2 * r] * scale, dqa[4 * j + 2 * r + 1] * scale);
-      }
-    fence_async_smem();
-    mbar_arrive(&dqFull[cw]);
+    stage_dq(dqa, it);
   }
+  if (kLate && iters > 0) dq_step(iters - 1, -1);
 
   // write dK (scaled) and dV for this warpgroup's keys
   const long long ks = (long long)hkv * D;
@@ -793,34 +802,32 @@ DEV void dq90_convert(const float *__restrict__ acc, T *__restrict__ dq, int sq,
   }
 }
 
-#define SM90_FWD(FN, NAME, T, D, PERSIST, UD)                                                                      \
+#define SM90_FWD(FN, NAME, T, D, PERSIST)                                                                          \
   extern "C" __global__ void __launch_bounds__(SNT, 1)                                                             \
       FN##_##NAME##_d##D(const __grid_constant__ TmaDesc tq, const __grid_constant__ TmaDesc tk,                   \
                          const __grid_constant__ TmaDesc tv, T *o, float *lse, int sq, int sk, int hq, int hkv,    \
                          float scale_log2, const int *order, const int *start, const int *entries, const int *refs, \
                          const int *slices, int row_tiles, int per_head) {                                         \
-    fwd_sm90<D, T, PERSIST, UD>(tq, tk, tv, o, lse, sq, sk, hq, hkv, scale_log2,                                       \
+    fwd_sm90<D, T, PERSIST>(tq, tk, tv, o, lse, sq, sk, hq, hkv, scale_log2,                                       \
                             WorkList{order, start, entries, refs, slices, row_tiles, per_head});                   \
   }
-#define SM90_BWD(FN, NAME, T, D, DET, UD)                                                                               \
+#define SM90_BWD(FN, NAME, T, D, DET, LATE)                                                                             \
   extern "C" __global__ void __launch_bounds__(SNT, 1) FN##_##NAME##_d##D(                                        \
       const __grid_constant__ TmaDesc tq, const __grid_constant__ TmaDesc tk, const __grid_constant__ TmaDesc tv,   \
       const __grid_constant__ TmaDesc tdo, const __grid_constant__ TmaDesc tdq, const float *lse2, const float *dsum, \
       T *dk, T *dv, int sq, int sk, int hq, int hkv, int sq_pad, float scale, float scale_log2, const int *order,     \
       const int *start, const int *entries, const int *refs, const int *slices, int row_tiles, int per_head,        \
       const int *ranks, int *locks) {                                                                                \
-    bwd_sm90<D, T, DET, UD>(tq, tk, tv, tdo, tdq, lse2, dsum, dk, dv, sq, sk, hq, hkv, sq_pad, scale, scale_log2, \
+    bwd_sm90<D, T, DET, LATE>(tq, tk, tv, tdo, tdq, lse2, dsum, dk, dv, sq, sk, hq, hkv, sq_pad, scale, scale_log2, \
                                  WorkList{order, start, entries, refs, slices, row_tiles, per_head}, ranks, locks); \
   }
 #define SM90_ENTRIES(NAME, T, D)                                                                                   \
-  SM90_FWD(fwd90, NAME, T, D, false, false)                                                                        \
-  SM90_FWD(fwd90p, NAME, T, D, true, false)                                                                        \
-  SM90_FWD(fwd90u, NAME, T, D, false, true)                                                                        \
-  SM90_FWD(fwd90up, NAME, T, D, true, true)                                                                        \
+  SM90_FWD(fwd90, NAME, T, D, false)                                                                               \
+  SM90_FWD(fwd90p, NAME, T, D, true)                                                                               \
   SM90_BWD(bwd90, NAME, T, D, false, false)                                                                        \
   SM90_BWD(bwd90d, NAME, T, D, true, false)                                                                        \
-  SM90_BWD(bwd90u, NAME, T, D, false, true)                                                                        \
-  SM90_BWD(bwd90ud, NAME, T, D, true, true)                                                                        \
+  SM90_BWD(bwd90q, NAME, T, D, false, true)                                                                        \
+  SM90_BWD(bwd90qd, NAME, T, D, true, true)                                                                        \
   extern "C" __global__ void bwd90_pre_##NAME##_d##D(const T *o, const T *dout, const float *lse, float *dsum,      \
                                                     float *lse2, int sq, int hq, int sq_pad) {                     \
     bwd90_pre<D, T>(o, dout, lse, dsum, lse2, sq, hq, sq_pad);                                                     \
