@@ -22,7 +22,7 @@ if [ ! -x bin/longca ] && [ -f bin/cp-device.tgz ]; then
 fi
 choice=$(bin/longca cp --ranks 8 --methods balanced --tokens-per-rank "${CP_TOKENS:-8K}" --masks "$masks" \
 	--heads "${CP_HEADS:-64:8}" --head-dim "${CP_HEAD_DIM:-128}" --passes fwd,bwd --samples 1 --dry-run 2>&1 | grep '^  balanced')
-CP_KERNELS=cuda CP_SPLITS=${CP_SPLITS:-1,2,4,8} CP_OVERLAP=${CP_OVERLAP-} \
+CP_KERNELS=${CP_KERNELS:-cuda} CP_SPLITS=${CP_SPLITS:-1,2,4,8} CP_OVERLAP=${CP_OVERLAP-} \
 	CP_METHODS=${CP_METHODS:-balanced,ulysses,ring-allgather,loongtrain,usp,ring-p2p} \
 	CP_BUDGET=${CP_BUDGET:-225} CP_CUDA_TIME=${CP_BUDGET:-225} CP_MASKS="$masks" sh spmd/cp/balanced_gpu.sh "$out" >"$out.txt" 2>&1
 rc=$?
