@@ -3,6 +3,8 @@ package harness
 import (
 	"fmt"
 
+	"github.com/longca/longca/results"
+
 	"github.com/longca/longca/kernels"
 	"github.com/longca/longca/mask"
 	"github.com/longca/longca/spmd/cp"
@@ -182,4 +184,29 @@ func (s CPSweep) Cases(n int) ([]CPCase, error) {
 		}
 	}
 	return cases, nil
+}
+
+// SetPlanColumns fills the columns a CP plan gives a row: the resolved mesh, the
+// dimension inside a node, the tokens each rank holds and the padding, the sharding, and
+// balanced's block, stages and key layout. longca cp's rows and simulate's predicted rows
+// both take them from here.
+func SetPlanColumns(row *results.Row, pl *cp.Plan) {
+	c := pl.Config
+	row.Ulysses, row.Ring, row.Windows = results.Ptr(int64(c.Ulysses)), results.Ptr(int64(c.Ring)), results.Ptr(int64(max(c.Windows, 1)))
+	row.InnerDim = InnerDim(c)
+	row.SeqLenPerRank, row.PadTokens = int64(pl.Tokens), results.Ptr(int64(pl.Padding()))
+	row.CPSharding = c.Sharding.String()
+	if c.Block > 0 {
+		row.CPBlock, row.CPStages = results.Ptr(int64(c.Block)), results.Ptr(int64(c.Stages))
+		row.CPLayout = pl.KVLayoutName()
+	}
+}
+
+// InnerDim is the mesh dimension contiguous in rank order (inside a node): ulysses when
+// a Ulysses group of more than one rank comes first, else ring.
+func InnerDim(c cp.Config) string {
+	if c.HeadFirst && c.Ulysses > 1 {
+		return "ulysses"
+	}
+	return "ring"
 }

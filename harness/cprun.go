@@ -133,11 +133,7 @@ func (r *CPRunner) row(cs CPCase, sample int, pass kernels.Pass) results.Row {
 	if c.Ulysses > 0 && c.Ring > 0 {
 		row.Ulysses, row.Ring, row.Windows = results.Ptr(int64(c.Ulysses)), results.Ptr(int64(c.Ring)), results.Ptr(int64(max(c.Windows, 1)))
 	}
-	row.InnerDim = "ring"
-	if c.HeadFirst && c.Ulysses > 1 {
-		row.InnerDim = "ulysses"
-	}
-	row.CPSharding = c.Sharding.String()
+	row.InnerDim, row.CPSharding = InnerDim(c), c.Sharding.String()
 	row.Mask, row.MaskParams, row.Seed, row.Sample = cs.Mask, "{}", s.Seed+uint64(sample), int64(sample)
 	row.SeqLen, row.SeqLenPerRank, row.Batch = int64(s.SeqLen), int64(s.SeqLen/r.Comm.Size()), 1
 	row.HeadsQ, row.HeadsKV, row.HeadDim = int64(cs.Heads.Q), int64(cs.Heads.KV), int64(s.HeadDim)
@@ -225,16 +221,12 @@ func (r *CPRunner) planned(rows []results.Row, pl *cp.Plan, spec mask.Spec) erro
 	}
 	for i, p := range r.Sweep.Passes {
 		row := &rows[i]
-		row.MaskParams, row.SeqLenPerRank, row.PadTokens = string(params), int64(pl.Tokens), results.Ptr(int64(pl.Padding()))
+		row.MaskParams = string(params)
+		SetPlanColumns(row, pl)
 		SetDocColumns(row, spec.Params)
 		// What this rank sends: every rank the same, except for a method whose ranks
 		// differ (cp.RankBytes).
 		row.MaskArea, row.FLOPs, row.CommBytes = spec.Mask.Area(), pl.Problem.FLOPs(p), results.Ptr(cp.RankCommBytesOf(pl, r.Comm.Rank(), p))
-		if pl.Config.Block > 0 {
-			row.CPBlock, row.CPStages = results.Ptr(int64(pl.Config.Block)), results.Ptr(int64(pl.Config.Stages))
-			row.CPLayout = pl.KVLayoutName()
-		}
-		row.CPSharding = pl.Config.Sharding.String()
 		describe(r.Kernel, pl.Problem, p, row)
 	}
 	return nil

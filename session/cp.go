@@ -100,7 +100,7 @@ func (s *Session) CP(ctx context.Context, r CPRun) error {
 		s.log().Warn().Int("rows", len(shared.rows)).Msg("interrupted: rows so far are in the file")
 	}
 	if r.InProcess {
-		res, err := Merge(s.Out, results.MergeOptions{Runs: []string{s.RunID}, Out: results.MergedPath(s.Out, s.RunID)})
+		res, err := s.MergeRun(results.MergedPath(s.Out, s.RunID), false)
 		if err != nil {
 			return fmt.Errorf("merging the rank files: %w", err)
 		}

@@ -299,7 +299,10 @@ func (s *Session) predictJob(ctx context.Context, o *Simulation, j simJob, maskF
 	} else {
 		pl, preds, err = sim.Predict(ctx, m, cfg, p, o.Sweep.Passes, opts)
 	}
-	params, _ := json.Marshal(b.spec.Params)
+	params, err2 := json.Marshal(b.spec.Params)
+	if err2 != nil {
+		return nil, fmt.Errorf("mask %s parameters: %w", j.mask, err2)
+	}
 	base := s.BaseRow(spmd.World{Size: j.n, Launcher: "none"})
 	base.Time, base.Device, base.Backend, base.Kernel, base.KernelVersions, base.Method = time.Now().UTC(), o.Machine.Name, "sim", o.Kernel.Name, "{}", j.method
 	base.Mask, base.MaskParams, base.Seed, base.Sample, base.SeqLen, base.Batch = j.mask, string(params), seed, int64(j.sample), int64(seqlen), 1
@@ -320,19 +323,9 @@ func (s *Session) predictJob(ctx context.Context, o *Simulation, j simJob, maskF
 		}
 		return rows, nil
 	}
-	inner := "ring"
-	if pl.Config.HeadFirst && pl.Config.Ulysses > 1 {
-		inner = "ulysses"
-	}
 	for _, pr := range preds {
 		r := base
-		r.Ulysses, r.Ring, r.Windows = results.Ptr(int64(pl.Config.Ulysses)), results.Ptr(int64(pl.Config.Ring)), results.Ptr(int64(pl.Config.Windows))
-		r.InnerDim, r.SeqLenPerRank, r.PadTokens = inner, int64(pl.Tokens), results.Ptr(int64(pl.Padding()))
-		r.CPSharding = pl.Config.Sharding.String()
-		if pl.Config.Block > 0 {
-			r.CPBlock, r.CPStages = results.Ptr(int64(pl.Config.Block)), results.Ptr(int64(pl.Config.Stages))
-			r.CPLayout = pl.KVLayoutName()
-		}
+		harness.SetPlanColumns(&r, pl)
 		r.Pass, r.FLOPs = pr.Pass.String(), p.FLOPs(pr.Pass)
 		r.CommBytes = results.Ptr(pr.CommBytes)
 		r.Status = results.StatusPredicted
@@ -413,7 +406,7 @@ func (s *Session) Simulate(ctx context.Context, o Simulation, start time.Time) e
 	if _, err := s.WriteRows(s.RunID, rows); err != nil {
 		return err
 	}
-	res, err := Merge(s.Out, results.MergeOptions{Runs: []string{s.RunID}, Out: results.MergedPath(s.Out, s.RunID)})
+	res, err := s.MergeRun(results.MergedPath(s.Out, s.RunID), false)
 	if err != nil {
 		return fmt.Errorf("merging the rows: %w", err)
 	}

@@ -46,7 +46,7 @@ func (s *Session) Suite(ctx context.Context, name string, k KernelSweep, parquet
 	if err := s.WriteMaskJSON(filepath.Join(s.Out, "masks"), k.Sweep, k.Build); err != nil {
 		return err
 	}
-	m, err := Merge(s.Out, results.MergeOptions{Runs: []string{s.RunID}, Out: merged, Parquet: parquet})
+	m, err := s.MergeRun(merged, parquet)
 	if err != nil {
 		return err
 	}

@@ -162,3 +162,44 @@ func TestBalancedMeshChoice(t *testing.T) {
 		t.Fatalf("16 ranks: U %d (%v), costs %v; want BalancedUlysses's %d", u, err, costs, BalancedUlysses(16, p))
 	}
 }
+
+// TestBalancedAllHeadsIsUlysses: balanced on the mesh N x 1 (--cp-ulysses N: the dispatch
+// over one rank) asks the device for exactly what ulysses asks, pass by pass and rank by
+// rank (the same all-to-alls, one kernel call on the whole sequence, nothing fetched or
+// returned), and sends the same bytes: docs/cp-gpu.md predicts its GPU rows equal to
+// ulysses's within noise.
+func TestBalancedAllHeadsIsUlysses(t *testing.T) {
+	for _, name := range mask.CPMasks() {
+		spec, err := mask.Build(name, testSeq, testMaskOptions(9))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := kernels.Problem{HeadsQ: 16, HeadsKV: 8, HeadDim: 16, DType: tensor.BF16, Mask: spec.Mask}
+		q, k, v, dout := inputs(p, 21)
+		bal, _ := New("balanced")
+		uly, _ := New("ulysses")
+		bp, err := bal.Plan(Config{Ranks: 8, Ulysses: 8}, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		up, err := uly.Plan(Config{Ranks: 8}, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bf, bb := passCalls(t, bal, bp, q, k, v, dout)
+		uf, ub := passCalls(t, uly, up, q, k, v, dout)
+		for r := range 8 {
+			if bf[r]["forward"] != 1 || bb[r]["backward"] != 1 {
+				t.Fatalf("%s rank %d: balanced 8x1 made %d forward and %d backward kernel calls, want 1 each", name, r, bf[r]["forward"], bb[r]["backward"])
+			}
+			if fmt.Sprint(bf[r]) != fmt.Sprint(uf[r]) || fmt.Sprint(bb[r]) != fmt.Sprint(ub[r]) {
+				t.Fatalf("%s rank %d: balanced 8x1 asks fwd %v, bwd %v; ulysses fwd %v, bwd %v", name, r, bf[r], bb[r], uf[r], ub[r])
+			}
+			for _, pass := range []kernels.Pass{kernels.Fwd, kernels.Bwd} {
+				if b, u := RankCommBytesOf(bp, r, pass), RankCommBytesOf(up, r, pass); b != u {
+					t.Fatalf("%s rank %d %s: balanced 8x1 sends %d bytes, ulysses %d", name, r, pass, b, u)
+				}
+			}
+		}
+	}
+}
