@@ -264,3 +264,34 @@ func TestTightenAndArea(t *testing.T) {
 		}
 	}
 }
+
+// TestCalls: Calls counts the calls of the cut, past MaxCalls too (where the kernel
+// refuses the mask), and refuses only an invalid mask: causal documents laid out one
+// after another are one call; causal diagonal blocks with their keys reversed (so no two
+// share a call: the query and key orders disagree) are one call each.
+func TestCalls(t *testing.T) {
+	docs := mask.Mask{SeqQ: 300, SeqK: 300}
+	for _, r := range [][2]int{{0, 100}, {100, 180}, {180, 300}} {
+		docs.Slices = append(docs.Slices, mask.Slice{Q: mask.Range{Start: r[0], End: r[1]}, K: mask.Range{Start: r[0], End: r[1]}, Kind: mask.Causal})
+	}
+	if n, err := Calls(docs); err != nil || n != 1 {
+		t.Fatalf("causal documents: %d calls, %v; want 1", n, err)
+	}
+	const blocks = MaxCalls + 8
+	rev := mask.Mask{SeqQ: 4 * blocks, SeqK: 4 * blocks}
+	for i := range blocks {
+		k := blocks - 1 - i
+		rev.Slices = append(rev.Slices, mask.Slice{Q: mask.Range{Start: 4 * i, End: 4*i + 4}, K: mask.Range{Start: 4 * k, End: 4*k + 4}, Kind: mask.Causal})
+	}
+	n, err := Calls(rev)
+	if err != nil || n != blocks {
+		t.Fatalf("reversed blocks: %d calls, %v; want %d", n, err, blocks)
+	}
+	if _, err := cutMask(rev); err == nil {
+		t.Fatalf("the kernel's cut took %d calls, more than MaxCalls %d", n, MaxCalls)
+	}
+	bad := mask.Mask{SeqQ: 4, SeqK: 4, Slices: []mask.Slice{{Q: mask.Range{Start: 0, End: 8}, K: mask.Range{Start: 0, End: 4}}}}
+	if _, err := Calls(bad); err == nil {
+		t.Fatal("Calls took a slice outside the mask")
+	}
+}
