@@ -23,7 +23,9 @@ type MeshModel struct {
 	// FwdGroup and BwdGroup are the kernel's extra time per KV-head group beyond the
 	// first in one call, as a fraction of its time on the mask's full (non-causal) area
 	// (GQA: a call on 8 KV groups of 8 query heads each against one on 1 group of 8, the
-	// same FLOPs; measured on the full mask, and not seen on causal).
+	// same FLOPs; measured on the full mask, and not seen on causal). The share is the
+	// global mask's, not a call's slices': a causal rank's sub-mask is mostly full
+	// rectangles, yet the measured causal calls showed no such cost.
 	FwdGroup, BwdGroup float64
 	// LinkGBs prices what a rank receives (the fetch, the gradient return, the
 	// all-to-alls), CopyGBs the passes over device memory (copies, conversions, sums;
