@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sort"
 	"strings"
 
 	"github.com/longca/longca/mask"
@@ -78,29 +79,23 @@ type docLayout struct {
 	Rows int
 	// Mask is the rank's sub-mask: its local query rows against the THD key rows.
 	Mask mask.Mask
-	// Runs are where every THD row comes from in the one-stage buffer, in THD order; none
-	// crosses the end of the rank's own rows. The backward sums the gradients along them.
-	Runs []rowRun
-	// Fill are the copies that fill the THD buffer, in order: a key range an earlier
-	// entry holds too (a causal document's prefix) is copied from that entry's rows in
-	// one piece (Docs), the rest from the one-stage buffer, so the copies are about the
-	// pieces of the one-stage buffer, not the pieces times the entries.
-	Fill []rowRun
+	// Fill are the copies that fill the THD buffer from the one-stage buffer (To: THD
+	// rows, From: one-stage rows), one batched launch per tensor (ops.copyRuns).
+	Fill []rowCopy
+	// Sum are the backward's sums of the THD rows' gradients into the one-stage layout
+	// (To: one-stage rows, From: THD rows), in waves whose destinations do not overlap
+	// (a key copied into k entries is in k waves), one batched launch per wave and tensor.
+	Sum [][]rowCopy
 	// Entries is the number of batch entries (documents) of the layout.
 	Entries int
 }
 
-// rowRun is N rows copied from row Src of the one-stage buffer (of the THD buffer itself
-// when Docs) to THD row Dst.
-type rowRun struct {
-	Dst, Src, N int
-	Docs        bool
-}
+// rowCopy is N rows from row From of one tensor to row To of another.
+type rowCopy struct{ To, From, N int }
 
 // thdLayout lays out the keys of the query pieces qs (lq local rows) of mask m as packed
-// documents, filled from a one-stage buffer whose rows hold the key pieces keys, the
-// first own of them the rank's own rows (the copies never cross row own).
-func thdLayout(m mask.Mask, qs []Piece, lq int, keys []Piece, own int) (*docLayout, error) {
+// documents, filled from a one-stage buffer whose rows hold the key pieces keys.
+func thdLayout(m mask.Mask, qs []Piece, lq int, keys []Piece) (*docLayout, error) {
 	// The rank's queries against the global keys, as canonical slices: each one a run
 	// of query rows inside one slice of m (a document), with its keys and bound.
 	g := SubMask(m, qs, lq, []Piece{{Src: mask.Range{Start: 0, End: m.SeqK}, At: 0}}, m.SeqK)
@@ -126,37 +121,23 @@ func thdLayout(m mask.Mask, qs []Piece, lq int, keys []Piece, own int) (*docLayo
 	}
 	order, _ := bySource(keys)
 	dl := &docLayout{Mask: mask.Mask{SeqQ: lq}, Entries: len(ents)}
-	for i, e := range ents {
+	for _, e := range ents {
 		at := dl.Rows
 		var err error
-		if dl.Runs, err = addRuns(dl.Runs, e.K, at, keys, order, own); err != nil {
+		if dl.Fill, err = addRuns(dl.Fill, e.K, at, keys, order); err != nil {
 			return nil, err
-		}
-		// The earlier entry sharing the most keys, whose rows hold them in order.
-		var ov mask.Range
-		from := 0
-		for j := range i {
-			if x := ents[j].K.Intersect(e.K); x.Len() > ov.Len() {
-				ov, from = x, dl.Mask.Slices[j].K.Start+x.Start-ents[j].K.Start
-			}
-		}
-		if ov.Len() == 0 {
-			dl.Fill, _ = addRuns(dl.Fill, e.K, at, keys, order, own)
-		} else {
-			dl.Fill, _ = addRuns(dl.Fill, mask.Range{Start: e.K.Start, End: ov.Start}, at, keys, order, own)
-			dl.Fill = append(dl.Fill, rowRun{Dst: at + ov.Start - e.K.Start, Src: from, N: ov.Len(), Docs: true})
-			dl.Fill, _ = addRuns(dl.Fill, mask.Range{Start: ov.End, End: e.K.End}, at+ov.End-e.K.Start, keys, order, own)
 		}
 		dl.Rows += e.K.Len()
 		dl.Mask.Slices = append(dl.Mask.Slices, mask.Slice{Q: e.Q, K: mask.Range{Start: at, End: dl.Rows}, Kind: e.Kind})
 	}
+	dl.Sum = sumWaves(dl.Fill)
 	dl.Mask.SeqK = dl.Rows
 	return dl, nil
 }
 
 // addRuns appends to runs the copies of global keys k to THD rows from at: from the
 // pieces of keys that hold them (order: keys by source), merged where both sides run on.
-func addRuns(runs []rowRun, k mask.Range, at int, keys []Piece, order []int, own int) ([]rowRun, error) {
+func addRuns(runs []rowCopy, k mask.Range, at int, keys []Piece, order []int) ([]rowCopy, error) {
 	if k.Len() == 0 {
 		return runs, nil
 	}
@@ -168,15 +149,13 @@ func addRuns(runs []rowRun, k mask.Range, at int, keys []Piece, order []int, own
 			break
 		}
 		end := min(p.Src.End, k.End)
-		src := p.At + next - p.Src.Start
-		for n := end - next; n > 0; { // never across the end of the own rows
-			take := n
-			if src < own && src+take > own {
-				take = own - src
-			}
-			runs = addRun(runs, rowRun{Dst: at + next - k.Start, Src: src, N: take}, own)
-			next, src, n = next+take, src+take, n-take
+		r := rowCopy{To: at + next - k.Start, From: p.At + next - p.Src.Start, N: end - next}
+		if n := len(runs); n > 0 && runs[n-1].To+runs[n-1].N == r.To && runs[n-1].From+runs[n-1].N == r.From {
+			runs[n-1].N += r.N
+		} else {
+			runs = append(runs, r)
 		}
+		next = end
 	}
 	if next < k.End {
 		return runs, fmt.Errorf("balanced: key %d is neither this rank's nor fetched (thd layout)", next)
@@ -184,15 +163,31 @@ func addRuns(runs []rowRun, k mask.Range, at int, keys []Piece, order []int, own
 	return runs, nil
 }
 
-func addRun(runs []rowRun, r rowRun, own int) []rowRun {
-	if n := len(runs); n > 0 {
-		last := &runs[n-1]
-		if !last.Docs && last.Dst+last.N == r.Dst && last.Src+last.N == r.Src && (last.Src >= own) == (r.Src >= own) {
-			last.N += r.N
-			return runs
+// sumWaves are the backward's sums of fill's copies, reversed (THD rows back into the
+// one-stage rows), in waves: each copy goes to the first wave none of whose copies
+// shares a destination row with it, so a batched launch never adds into one row twice.
+func sumWaves(fill []rowCopy) [][]rowCopy {
+	var waves [][]rowCopy
+	var busy [][]rowCopy // per wave, its destinations by start
+	for _, f := range fill {
+		r := rowCopy{To: f.From, From: f.To, N: f.N}
+		w := 0
+		for ; w < len(waves); w++ {
+			b := busy[w]
+			i := sort.Search(len(b), func(i int) bool { return b[i].To+b[i].N > r.To })
+			if i == len(b) || b[i].To >= r.To+r.N {
+				break
+			}
 		}
+		if w == len(waves) {
+			waves, busy = append(waves, nil), append(busy, nil)
+		}
+		waves[w] = append(waves[w], r)
+		b := busy[w]
+		i := sort.Search(len(b), func(i int) bool { return b[i].To > r.To })
+		busy[w] = slices.Insert(b, i, r)
 	}
-	return append(runs, r)
+	return waves
 }
 
 // oneKeys are the key pieces of rank r's one-stage buffer: its own rows, then its fetch.
@@ -223,7 +218,7 @@ func (pl *Plan) chooseKV(cfg Config) error {
 		if len(bm.Slices) == 0 {
 			continue
 		}
-		dl, err := thdLayout(pl.Problem.Mask, pl.Layout.Shards[r], lr, pl.oneKeys(r), lr)
+		dl, err := thdLayout(pl.Problem.Mask, pl.Layout.Shards[r], lr, pl.oneKeys(r))
 		if err != nil {
 			return err
 		}
@@ -279,23 +274,9 @@ func (b *balancedRun) docsKV(a *arena, kv kvPair, dl *docLayout) (kvPair, error)
 	if err != nil {
 		return out, err
 	}
-	for _, run := range dl.Fill {
-		for _, t := range [][2]tensor.Tensor{{out.k, kv.k}, {out.v, kv.v}} {
-			dst, err := rowsOf(t[0], run.Dst, run.Dst+run.N)
-			if err != nil {
-				return out, err
-			}
-			from := t[1]
-			if run.Docs {
-				from = t[0]
-			}
-			src, err := rowsOf(from, run.Src, run.Src+run.N)
-			if err != nil {
-				return out, err
-			}
-			if err := b.r.ops.convert(dst, src); err != nil {
-				return out, fmt.Errorf("balanced: thd copy: %w", err)
-			}
+	for _, t := range [][2]tensor.Tensor{{out.k, kv.k}, {out.v, kv.v}} {
+		if err := b.r.ops.copyRuns(t[0], t[1], dl.Fill); err != nil {
+			return out, fmt.Errorf("balanced: thd copy: %w", err)
 		}
 	}
 	return out, nil
@@ -308,17 +289,9 @@ func (b *balancedRun) foldGrads(a *arena, g kvPair, dl *docLayout, rows int) (kv
 	if err != nil {
 		return out, err
 	}
-	for _, run := range dl.Runs {
+	for _, wave := range dl.Sum {
 		for _, t := range [][2]tensor.Tensor{{out.k, g.k}, {out.v, g.v}} {
-			dst, err := rowsOf(t[0], run.Src, run.Src+run.N)
-			if err != nil {
-				return out, err
-			}
-			src, err := rowsOf(t[1], run.Dst, run.Dst+run.N)
-			if err != nil {
-				return out, err
-			}
-			if err := b.r.ops.accumulate(dst, src); err != nil {
+			if err := b.r.ops.addRuns(t[0], t[1], wave); err != nil {
 				return out, fmt.Errorf("balanced: thd gradient sum: %w", err)
 			}
 		}
@@ -335,7 +308,9 @@ func (b *balancedRun) backwardDocs(ctx context.Context, a *arena, dl *docLayout,
 	if err != nil {
 		return kvPair{}, err
 	}
-	g, err := newKV(a, r.ops.partDType(pl.Problem.DType), append([]int{dl.Rows}, kv.k.Shape()[1:]...))
+	// Every THD key row is attended by a row of its entry (the entries' keys are tight),
+	// so the kernel writes every row of g: no fill.
+	g, err := newKVScratch(a, r.ops.partDType(pl.Problem.DType), append([]int{dl.Rows}, kv.k.Shape()[1:]...))
 	if err != nil {
 		return kvPair{}, err
 	}

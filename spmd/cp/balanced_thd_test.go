@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -51,7 +52,7 @@ func TestBalancedTHDCudnnCalls(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				dl, err := thdLayout(m, pl.Layout.Shards[r], lr, pl.oneKeys(r), lr)
+				dl, err := thdLayout(m, pl.Layout.Shards[r], lr, pl.oneKeys(r))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -66,12 +67,12 @@ func TestBalancedTHDCudnnCalls(t *testing.T) {
 				if got := pl.docsOf(r) != nil; got != want {
 					t.Errorf("%s n%d rank %d: auto took thd %v with %d calls in blocks, %d in thd, %d rows against %d", name, n, r, got, nb, nd, dl.Rows, rows)
 				}
-				rowsB, rowsD, runs, fill = max(rowsB, rows), max(rowsD, dl.Rows), max(runs, len(dl.Runs)), max(fill, len(dl.Fill))
+				rowsB, rowsD, runs, fill = max(rowsB, rows), max(rowsD, dl.Rows), max(runs, len(dl.Fill)), max(fill, len(dl.Sum))
 				g := float64(dl.Rows) / float64(rows)
 				growth = [2]float64{min(growth[0], g), max(growth[1], g)}
 				topB, topD = max(topB, nb), max(topD, nd)
 			}
-			t.Logf("%-21s n%-3d cuDNN calls per rank, most: blocks %3d, thd %d; auto: %s; key rows, most: blocks %d, thd %d (%.2f-%.2fx per rank); copies %d (fill %d); plan %v",
+			t.Logf("%-21s n%-3d cuDNN calls per rank, most: blocks %3d, thd %d; auto: %s; key rows, most: blocks %d, thd %d (%.2f-%.2fx per rank); copies %d in %d waves back; plan %v",
 				name, n, topB, topD, pl.KVLayoutName(), rowsB, rowsD, growth[0], growth[1], runs, fill, el.Round(time.Millisecond))
 			if name != "full" && topB <= 2 {
 				t.Errorf("%s n%d: the blocks layout takes only %d calls: the test shows nothing", name, n, topB)
@@ -94,10 +95,11 @@ func thdMasks() []string {
 }
 
 // TestBalancedTHDMatchesReference: balanced with the THD layout forced (--cp-layout thd)
-// on the CP masks and the window masks, 2, 4 and 8 ranks, forward and backward with the
-// ref kernel against the single-device reference; most ranks take the layout (the rest
-// are past maxDocsGrowth or have no work), and each rank sends what RankCommBytesOf says
-// (the layout moves nothing more).
+// on the CP masks and the window masks, 2, 4 and 8 ranks (and 4 and 8 in Ulysses groups of
+// 2: the layout on head shards), forward and backward with the ref kernel against the
+// single-device reference; most dispatch ranks take the layout (the rest are past
+// maxDocsGrowth or have no work), and each rank sends what RankCommBytesOf says (the
+// layout moves nothing more).
 func TestBalancedTHDMatchesReference(t *testing.T) {
 	m, _ := New("balanced")
 	var cache refCache
@@ -107,14 +109,18 @@ func TestBalancedTHDMatchesReference(t *testing.T) {
 			t.Fatal(err)
 		}
 		p := kernels.Problem{HeadsQ: 4, HeadsKV: 2, HeadDim: 16, DType: tensor.BF16, Mask: spec.Mask}
-		for ci, n := range []int{2, 4, 8} {
-			t.Run(fmt.Sprintf("%s/n%d", name, n), func(t *testing.T) {
-				pl, err := m.Plan(Config{Ranks: n, Ulysses: 1, KVLayout: KVDocs}, p)
+		for ci, c := range [][2]int{{2, 1}, {4, 1}, {8, 1}, {4, 2}, {8, 2}} {
+			n, u := c[0], c[1]
+			t.Run(fmt.Sprintf("%s/n%d-u%d", name, n, u), func(t *testing.T) {
+				pl, err := m.Plan(Config{Ranks: n, Ulysses: u, KVLayout: KVDocs}, p)
 				if err != nil {
 					t.Fatal(err)
 				}
+				if pl.Config.Ulysses != u {
+					t.Fatalf("mesh %s, want Ulysses %d", pl.Config.Mesh(), u)
+				}
 				took, work := 0, 0
-				for r := range n {
+				for r := range pl.Dispatch.Ranks {
 					if _, bm := pl.oneMask(r); len(bm.Slices) > 0 {
 						work++
 					}
@@ -171,7 +177,7 @@ func TestBalancedTHDBufferBytes(t *testing.T) {
 					return err
 				}
 				defer r.Close()
-				r.ops = deviceOps{p: f, part: tensor.FP32}
+				r.ops = deviceOps{p: f, part: tensor.FP32, tables: &runTables{}} // the tables kept, as on a GPU
 				if _, err := Execute(context.Background(), m, r, q, k, v, dout, true); err != nil {
 					return err
 				}
@@ -200,20 +206,25 @@ func TestBalancedTHDBufferBytes(t *testing.T) {
 	}
 }
 
-// TestBalancedTHDOnDevice: the THD layout through the device path (row views, copies,
-// fp32 gradient sums) on the emulated device, eager with bf16 partials (as cudnn writes
-// them), deferred and event-ordered with fp32 ones, on the CP masks at 2, 4 and 8 ranks:
-// checked against the reference (bf16 partials within 1.1x the rule's tolerance, as
-// TestDeviceOpsBF16Partials), each rank's bytes as CommBytes says, nothing leaked, and no
-// host wait on a stream-ordered communicator.
+// TestBalancedTHDOnDevice: the THD layout through the device path (row views, batched
+// copies and gradient sums over runs tables) on the emulated device: eager with bf16
+// partials (as cudnn writes them) and a table uploaded per call, eager without the
+// batched kernels (run by run), deferred and event-ordered with fp32 partials and the
+// tables kept for the run; on the CP masks at 2, 4 and 8 ranks, checked against the
+// reference (bf16 partials within 1.1x the rule's tolerance, as
+// TestDeviceOpsBF16Partials), each rank's bytes as CommBytes says, nothing left allocated
+// after Close, no host wait on a stream-ordered communicator, and the batched launches
+// used where they can run.
 func TestBalancedTHDOnDevice(t *testing.T) {
 	m, _ := New("balanced")
 	var cache refCache
 	modes := []struct {
-		mode  deviceMode
-		part  tensor.DType
-		limit float64
-	}{{eager, tensor.BF16, 1.1}, {deferred, tensor.FP32, 1}, {ordered, tensor.FP32, 1}}
+		mode          deviceMode
+		part          tensor.DType
+		limit         float64
+		keep, noBatch bool
+	}{{eager, tensor.BF16, 1.1, false, false}, {eager, tensor.FP32, 1, false, true},
+		{deferred, tensor.FP32, 1, true, false}, {ordered, tensor.FP32, 1, true, false}}
 	for mi, name := range mask.CPMasks() {
 		spec, err := mask.Build(name, testSeq, testMaskOptions(uint64(61+mi)))
 		if err != nil {
@@ -228,29 +239,86 @@ func TestBalancedTHDOnDevice(t *testing.T) {
 			q, k, v, dout := inputs(p, uint64(700+10*mi+ci))
 			exact, naive := cache.get(t, fmt.Sprint(mi, ci), p, q, k, v, dout)
 			for _, md := range modes {
-				got, counted, leaked, marks := runFakeDevice(t, m, pl, md.part, md.mode, q, k, v, dout)
+				what := fmt.Sprintf("%s n%d mode %d (%s partials, tables kept %v, batched %v, %s)", name, n, md.mode, md.part, md.keep, !md.noBatch, pl.KVLayoutName())
+				got, counted, leaked, marks, calls := runTHDDevice(t, m, pl, md.part, md.mode, md.keep, md.noBatch, q, k, v, dout)
 				if md.mode == ordered && marks != 0 {
-					t.Fatalf("%s n%d: %d transfers waited on the host (Mark) on a stream-ordered communicator", name, n, marks)
+					t.Fatalf("%s: %d transfers waited on the host (Mark) on a stream-ordered communicator", what, marks)
 				}
 				rep := check.CompareOutputs(got, exact, naive, kernels.FwdBwd)
 				for _, f := range rep.Figures {
 					if ratio := f.Err / f.Tol; f.NaNs > 0 || !(ratio <= md.limit) {
-						t.Fatalf("%s n%d mode %d (%s partials, %s): %s error %.3g is %.3fx its tolerance; %s", name, n, md.mode, md.part, pl.KVLayoutName(), f.Name, f.Err, ratio, rep)
+						t.Fatalf("%s: %s error %.3g is %.3fx its tolerance; %s", what, f.Name, f.Err, ratio, rep)
 					}
 				}
 				for r, c := range counted {
 					if want := RankCommBytesOf(pl, r, kernels.FwdBwd); c != want {
-						t.Fatalf("%s n%d: rank %d sent %d bytes; CommBytes says %d", name, n, r, c, want)
+						t.Fatalf("%s: rank %d sent %d bytes; CommBytes says %d", what, r, c, want)
 					}
 				}
 				for r, l := range leaked {
 					if l != 0 {
-						t.Fatalf("%s n%d: rank %d leaked %d device bytes", name, n, r, l)
+						t.Fatalf("%s: rank %d left %d device bytes allocated", what, r, l)
 					}
+				}
+				if thd := pl.KVLayoutName() != "blocks"; thd && (calls["copy-runs"] > 0) == md.noBatch {
+					t.Fatalf("%s: %d batched copies", what, calls["copy-runs"])
 				}
 			}
 		}
 	}
+}
+
+// runTHDDevice is runFakeDevice with the runs tables kept for the run (keep) or
+// uploaded per call, and the batched kernels missing (noBatch); it also returns the
+// calls of the helper kernels, summed over the ranks.
+func runTHDDevice(t *testing.T, m Method, pl *Plan, part tensor.DType, mode deviceMode, keep, noBatch bool, q, k, v, dout *tensor.Host) (Outputs, []int64, []int64, int, map[string]int) {
+	t.Helper()
+	n := pl.Config.Ranks
+	var got Outputs
+	counted, leaked := make([]int64, n), make([]int64, n)
+	e := newEmulator()
+	var opts []local.Option
+	if mode == ordered {
+		opts = append(opts, local.WithMover(fakeMover{e: e}))
+	}
+	var mu sync.Mutex
+	marks, calls := 0, map[string]int{}
+	err := local.Run(n, func(c comm.Comm) error {
+		f := newFakePrims(e)
+		f.deferred, f.noRuns = mode != eager, noBatch
+		r, err := NewRun(pl, queuedKernel{ref.New(ref.Options{}), f}, c)
+		if err != nil {
+			return err
+		}
+		r.ops = deviceOps{p: f, part: part}
+		if keep {
+			r.ops = deviceOps{p: f, part: part, tables: &runTables{}}
+		}
+		o, err := Execute(context.Background(), m, r, q, k, v, dout, true)
+		if err != nil {
+			return err
+		}
+		counted[c.Rank()] = r.Counters().BytesSent
+		if err := r.Close(); err != nil {
+			return err
+		}
+		leaked[c.Rank()] = f.live
+		mu.Lock()
+		marks += f.marks
+		for name, k := range f.takeCalls() {
+			calls[name] += k
+		}
+		mu.Unlock()
+		g, err := GatherOutputs(c, pl, o, true)
+		if c.Rank() == 0 {
+			got = g
+		}
+		return err
+	}, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got, counted, leaked, marks, calls
 }
 
 // TestBalancedTHDOneStageOnly: past one stage the layout is blocks (auto) or a one-line

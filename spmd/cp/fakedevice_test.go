@@ -33,6 +33,7 @@ type fakePrims struct {
 	cpu      *tensor.CPU
 	mu       sync.Mutex
 	live     int64
+	noRuns   bool  // RunsReady fails (the methods copy run by run)
 	peak     int64 // the most live bytes
 	deferred bool
 	q        *fakeQueue
@@ -378,6 +379,89 @@ func (f *fakePrims) CopyRows(dst, src tensor.Tensor, rows int, rowBytes, dstOff,
 				return fmt.Errorf("fake: row %d outside the buffers", r)
 			}
 			copy(d.Data[do:do+rowBytes], s.Data[so:so+rowBytes])
+		}
+		return nil
+	})
+}
+
+// RunsReady fails when noRuns is set: a device without the batched kernels.
+func (f *fakePrims) RunsReady() error {
+	if f.noRuns {
+		return fmt.Errorf("fake: no batched row kernels")
+	}
+	return nil
+}
+
+// runsOf reads a runs table (devops.RunsTable) back: (to, from, rows) per run.
+func runsOf(table tensor.Tensor, n int) ([][3]int, error) {
+	h := table.(*tensor.Host)
+	if len(h.Data) < 8*(4*n+1) {
+		return nil, fmt.Errorf("fake: a table of %d bytes for %d runs", len(h.Data), n)
+	}
+	at := func(i int) int {
+		var v uint64
+		for b := range 8 {
+			v |= uint64(h.Data[8*i+b]) << (8 * b)
+		}
+		return int(int64(v))
+	}
+	rs := make([][3]int, n)
+	for j := range n {
+		rs[j] = [3]int{at(3 * j), at(3*j + 1), at(3*j + 2)}
+	}
+	return rs, nil
+}
+
+func (f *fakePrims) CopyRuns(dst, src, table tensor.Tensor, n, total int, rowBytes int64) error {
+	f.count("copy-runs")
+	return f.do(func() error {
+		rs, err := runsOf(table, n)
+		if err != nil {
+			return err
+		}
+		d, s := dst.(*tensor.Host), src.(*tensor.Host)
+		rb := int(rowBytes)
+		got := 0
+		for _, r := range rs {
+			if (r[0]+r[2])*rb > len(d.Data) || (r[1]+r[2])*rb > len(s.Data) {
+				return fmt.Errorf("fake: run %v outside the buffers", r)
+			}
+			copy(d.Data[r[0]*rb:(r[0]+r[2])*rb], s.Data[r[1]*rb:(r[1]+r[2])*rb])
+			got += r[2]
+		}
+		if got != total {
+			return fmt.Errorf("fake: runs of %d rows, told %d", got, total)
+		}
+		return nil
+	})
+}
+
+func (f *fakePrims) AddRuns(dst, src, table tensor.Tensor, n, total int, rowElems int64) error {
+	f.count("add-runs")
+	return f.do(func() error {
+		rs, err := runsOf(table, n)
+		if err != nil {
+			return err
+		}
+		d, s := dst.(*tensor.Host), src.(*tensor.Host)
+		if d.DType() != tensor.FP32 {
+			return fmt.Errorf("fake: row sums into %s", d.DType())
+		}
+		e := int(rowElems)
+		seen := map[int]bool{}
+		for _, r := range rs {
+			if (r[0]+r[2])*e > d.Numel() || (r[1]+r[2])*e > s.Numel() {
+				return fmt.Errorf("fake: run %v outside the buffers", r)
+			}
+			for row := r[0]; row < r[0]+r[2]; row++ {
+				if seen[row] { // the device adds them at once: a race
+					return fmt.Errorf("fake: two runs of one launch add into row %d", row)
+				}
+				seen[row] = true
+			}
+			for i := range r[2] * e {
+				d.Set(r[0]*e+i, float64(float32(d.At(r[0]*e+i))+float32(s.At(r[1]*e+i))))
+			}
 		}
 		return nil
 	})

@@ -34,7 +34,7 @@ func (Balanced) BufferBytes(pl *Plan, pass kernels.Pass) int64 {
 			}
 			fetched := int64(d.RecvStage(r, 0).Slots)
 			if dl := pl.docsOf(r); dl != nil {
-				top = max(top, docsBytes(pl, pass, fetched*int64(d.Block), sent*int64(d.Block), int64(dl.Rows)))
+				top = max(top, docsBytes(pl, pass, fetched*int64(d.Block), sent*int64(d.Block), dl))
 				continue
 			}
 			top = max(top, oneBytes(pl, pass, fetched*int64(d.Block), sent*int64(d.Block)))
@@ -107,12 +107,14 @@ func oneBytes(pl *Plan, pass kernels.Pass, fetched, sent int64) int64 {
 	return bwd
 }
 
-// docsBytes is one rank's buffers on the one-stage path in the THD layout
-// (balanced_thd.go) with docs THD key rows: the one-stage buffer and the THD K/V; in the
-// backward the kernel's dK/dV in THD rows (fp32, the larger case, with dq in fp32 beside
-// them), their sum in the one-stage layout (fp32, which also returns), the returned
-// partials and the fp32 accumulators.
-func docsBytes(pl *Plan, pass kernels.Pass, fetched, sent, docs int64) int64 {
+// docsBytes is one rank's buffers on the one-stage path in the THD layout dl
+// (balanced_thd.go): the one-stage buffer, the THD K/V and the runs table of their copies;
+// in the backward the kernel's dK/dV in THD rows (fp32, the larger case, with dq in fp32
+// beside them), their sum in the one-stage layout (fp32, which also returns), the tables
+// of its waves, the returned partials and the fp32 accumulators.
+func docsBytes(pl *Plan, pass kernels.Pass, fetched, sent int64, dl *docLayout) int64 {
+	table := func(runs []rowCopy) int64 { return 8 * int64(4*len(runs)+1) }
+	docs := int64(dl.Rows)
 	const f32 = 4
 	lr := int64(pl.Layout.Local)
 	kv := int64(pl.HeadsKV * pl.Problem.HeadDim)
@@ -121,12 +123,15 @@ func docsBytes(pl *Plan, pass kernels.Pass, fetched, sent, docs int64) int64 {
 	if fetched > 0 {
 		buf = 2 * (lr + fetched) * kv * es
 	}
-	fwd := buf + 2*docs*kv*es
+	fwd := buf + 2*docs*kv*es + table(dl.Fill)
 	if pass == kernels.Fwd {
 		return fwd
 	}
 	q := int64(pl.HeadsQ * pl.Problem.HeadDim)
 	bwd := fwd + lr*q*f32 + 2*docs*kv*f32 + 2*(lr+fetched)*kv*f32 + 2*sent*kv*f32
+	for _, w := range dl.Sum {
+		bwd += table(w)
+	}
 	if sent > 0 {
 		bwd += 2 * lr * kv * f32
 	}

@@ -36,6 +36,11 @@ type ops interface {
 	convert(dst, src tensor.Tensor) error
 	// fill sets every element of t to v.
 	fill(t tensor.Tensor, v float64) error
+	// copyRuns copies runs of rows (along the first dimension, same dtype) from src to
+	// dst, and addRuns adds runs of src's rows into the fp32 rows of dst; the runs'
+	// destinations do not overlap, so a device does each in one launch (ops_runs.go).
+	copyRuns(dst, src tensor.Tensor, runs []rowCopy) error
+	addRuns(dst, src tensor.Tensor, runs []rowCopy) error
 	// merger starts a log-sum-exp merge of [tokens, heads, dim] partial outputs.
 	merger(tokens, heads, dim int) (merger, error)
 	// merge writes into dst, ldst the log-sum-exp merge of the partials (a, la) and

@@ -34,6 +34,10 @@ type devicePrims interface {
 	CopyOut(dst *tensor.Host, src tensor.Tensor) error
 	// The helper kernels (devops.Ops).
 	CopyRows(dst, src tensor.Tensor, rows int, rowBytes, dstOff, dstStride, srcOff, srcStride int64) error
+	// The batched row kernels (devops.Ops, runs.go): RunsReady says whether they can run.
+	RunsReady() error
+	CopyRuns(dst, src, table tensor.Tensor, n int, total int, rowBytes int64) error
+	AddRuns(dst, src, table tensor.Tensor, n int, total int, rowElems int64) error
 	HeadsSum(x, in tensor.Tensor, u int) error
 	Accumulate(dst, src tensor.Tensor) error
 	Convert(dst, src tensor.Tensor) error
@@ -116,6 +120,9 @@ func (c cudaPrims) Fill(t tensor.Tensor, v float64) error {
 type deviceOps struct {
 	p    devicePrims
 	part tensor.DType
+	// tables keeps the batched copies' runs tables on the device (ops_runs.go); nil
+	// uploads one per call.
+	tables *runTables
 }
 
 var (
@@ -136,7 +143,7 @@ func newDeviceOps(k DeviceKernel) (ops, error) {
 		c = cudaPrims{Ops: o, g: g, pool: devops.NewPool(g)}
 		devOps[g] = c
 	}
-	d := deviceOps{p: c}
+	d := deviceOps{p: c, tables: &runTables{}}
 	if f, ok := k.(FP32Partials); ok && f.FP32Partials() {
 		d.part = tensor.FP32
 	}
@@ -160,7 +167,7 @@ func (d deviceOps) scratch(dt tensor.DType, shape ...int) (tensor.Tensor, error)
 	return d.p.Alloc(dt, shape...)
 }
 
-func (d deviceOps) trim()                    { d.p.Trim() }
+func (d deviceOps) trim()                    { d.dropTables(); d.p.Trim() }
 func (d deviceOps) free(ts ...tensor.Tensor) { d.p.Free(ts...) }
 func (d deviceOps) partDType(dt tensor.DType) tensor.DType {
 	if d.part != 0 {

@@ -23,8 +23,9 @@ type Ops struct {
 	stream cuda.Stream
 	mod    *cuda.Module
 
-	mu  sync.Mutex
-	fns map[string]*cuda.Function
+	mu   sync.Mutex
+	fns  map[string]*cuda.Function
+	runs runsModule // the batched row kernels (runs.go), compiled on first use
 }
 
 // New compiles (or loads from the NVRTC cache) the helper kernels for g; they launch on

@@ -395,8 +395,8 @@ func TestSignatures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(s) != 63 { // copy_rows, max, 3 heads_sum, 4 cvt, 27 add, 27 merge
-		t.Fatalf("parsed %d kernels, want 63", len(s))
+	if len(s) != 67 { // copy_rows, max, 3 heads_sum, 4 cvt, 27 add, 27 merge; copy_runs, 3 add_runs
+		t.Fatalf("parsed %d kernels, want 67", len(s))
 	}
 	b := fakeBuf{}
 	ok := map[string][]any{
@@ -405,6 +405,8 @@ func TestSignatures(t *testing.T) {
 		"add_fp32_fp16_fp32":   {b, b, b, uint64(9), 1},
 		"cvt_fp32_bf16":        {b, b, uint64(9), 0},
 		"max_fp32":             {b, b, uint64(9)},
+		"copy_runs":            {b, b, b, uint64(4), uint64(16)},
+		"add_runs_bf16":        {b, b, b, uint64(4), uint64(1024)},
 		"merge_fp32_bf16_bf16": {b, b, b, b, b, b, 5, 3, 64, 1},
 	}
 	for name, args := range ok {

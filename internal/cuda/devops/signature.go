@@ -32,7 +32,7 @@ var declRE = regexp.MustCompile(`extern "C" __global__ void (\w+)\(([^)]*)\)`)
 func signatures() (map[string][]param, error) {
 	sigOnce.Do(func() {
 		sigs = map[string][]param{}
-		for _, m := range declRE.FindAllStringSubmatch(source, -1) {
+		for _, m := range declRE.FindAllStringSubmatch(source+runsKernels, -1) {
 			var ps []param
 			for _, a := range strings.Split(m[2], ",") {
 				a = strings.TrimSpace(a)

@@ -11,7 +11,9 @@ import (
 // The add and merge kernels of every dtype triple are declared by instances.
 var source = templates + instances()
 
-const templates = `
+// prelude is what every module of helper kernels starts with: the headers, the
+// grid-stride loop, and loads and stores of each dtype through fp32.
+const prelude = `
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -23,7 +25,9 @@ __device__ __forceinline__ float ld(const float *p, long long i) { return p[i]; 
 __device__ __forceinline__ void st(__nv_bfloat16 *p, long long i, float v) { p[i] = __float2bfloat16(v); }
 __device__ __forceinline__ void st(__half *p, long long i, float v) { p[i] = __float2half(v); }
 __device__ __forceinline__ void st(float *p, long long i, float v) { p[i] = v; }
+`
 
+const templates = prelude + `
 // copy_rows copies rows of w words: row r goes from src + so + r*ss to dst + do_ + r*ds.
 extern "C" __global__ void copy_rows(unsigned short *dst, const unsigned short *src, long long rows, long long w,
                                      long long do_, long long ds, long long so, long long ss) {
