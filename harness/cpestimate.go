@@ -2,6 +2,7 @@ package harness
 
 import (
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/longca/longca/kernels"
@@ -103,6 +104,7 @@ func NewCPEstimate(s CPSweep, cases []CPCase, e CPEstimateSetup) *CPEstimate {
 	if e.Cores <= 0 {
 		e.Cores = runtime.NumCPU()
 	}
+	e.Ranks = max(e.Ranks, 1)
 	rate := e.DeviceFLOPs // what the ranks' kernels run at together
 	switch {
 	case !e.OnDevice && !e.InProcess:
@@ -114,7 +116,7 @@ func NewCPEstimate(s CPSweep, cases []CPCase, e CPEstimateSetup) *CPEstimate {
 	}
 	est := &CPEstimate{passes: s.Passes}
 	var ecs []EstimateCase
-	checked := map[cpCheckKey]bool{}
+	var checked []cpCheckKey // the references rank 0 keeps (refCache)
 	based := map[BaselineKey]bool{}
 	for _, cs := range cases {
 		est.first = append(est.first, len(ecs))
@@ -134,9 +136,9 @@ func NewCPEstimate(s CPSweep, cases []CPCase, e CPEstimateSetup) *CPEstimate {
 					Kernel: cs.Method + " " + cs.Config.Mesh(), Pass: pass, Seed: s.Seed + uint64(sample)},
 					Family: s.Kernel, OnDevice: e.OnDevice, Refused: pl == nil}
 				if pl != nil {
-					ec.FLOPs, ec.Overhead = est.pass(s, cs, pl, pass, e, rate, sample == 0 && pi == 0, based)
+					ec.FLOPs, ec.Overhead = passCost(s, cs, pl, pass, e, rate, based)
 					if e.Check && sample == 0 && pi == 0 {
-						ec.CheckSeconds = s.checkSeconds(cs, pl, e, checked)
+						ec.CheckSeconds = s.checkSeconds(cs, pl, e, &checked)
 					}
 				}
 				ecs = append(ecs, ec)
@@ -154,11 +156,11 @@ func NewCPEstimate(s CPSweep, cases []CPCase, e CPEstimateSetup) *CPEstimate {
 	return est
 }
 
-// pass is one repetition of a pass of case cs as FLOPs at rate (the kernel's share of
-// the work, and the plan's transfers at the link's rate, in FLOPs of the same time), and
-// the host work of the rows' sample besides (the inputs of every rank; the kernel
-// baseline the first time its key comes).
-func (est *CPEstimate) pass(s CPSweep, cs CPCase, pl *cp.Plan, pass kernels.Pass, e CPEstimateSetup, rate float64, first bool,
+// passCost is one repetition of a pass of case cs as FLOPs at rate (the kernel's share
+// of the work, and the plan's transfers at the link's rate, in FLOPs of the same time),
+// and the host work of the row besides (the inputs of every rank; the kernel baseline
+// the first time its key comes, based).
+func passCost(s CPSweep, cs CPCase, pl *cp.Plan, pass kernels.Pass, e CPEstimateSetup, rate float64,
 	based map[BaselineKey]bool) (flops, overhead float64) {
 	n := e.Ranks
 	// The transfers that take the time: every rank's where in-process ranks share one
@@ -215,10 +217,10 @@ type cpCheckKey struct {
 
 // checkSeconds is the prior cost of case cs's check: rank 0's two CPU references (exact,
 // and naive: the dtype's rounding emulated, NaiveRefCost times the exact one; forward,
-// and for a backward pass its backward) at the checked size, the first time that size of
-// the mask is checked, and the method itself at that size on the host when its kernel
-// runs there.
-func (s CPSweep) checkSeconds(cs CPCase, pl0 *cp.Plan, e CPEstimateSetup, checked map[cpCheckKey]bool) float64 {
+// and for a backward pass its backward) at the checked size unless rank 0 still keeps
+// them from an earlier case (refCache keeps the last refCacheSize), and the method
+// itself at that size on the host when its kernel runs there.
+func (s CPSweep) checkSeconds(cs CPCase, pl0 *cp.Plan, e CPEstimateSetup, checked *[]cpCheckKey) float64 {
 	seqlen, h := s.checkShape(cs, pl0, e.Ranks, e.CheckBudget)
 	_, _, spec, err := s.plan(cs, seqlen, h, s.Seed)
 	if err != nil {
@@ -234,8 +236,12 @@ func (s CPSweep) checkSeconds(cs CPCase, pl0 *cp.Plan, e CPEstimateSetup, checke
 	}
 	one := 4 * float64(spec.Mask.Area()) * float64(h.Q) * float64(s.HeadDim) * passes / e.RefFLOPs
 	var sec float64
-	if k := (cpCheckKey{cs.Mask, seqlen, h, backward}); !checked[k] {
-		checked[k] = true
+	if k := (cpCheckKey{cs.Mask, seqlen, h, backward}); !slices.Contains(*checked, k) {
+		// Computed and kept, the oldest kept forgotten, as refCache does.
+		if len(*checked) == refCacheSize {
+			*checked = (*checked)[1:]
+		}
+		*checked = append(*checked, k)
 		sec += (1 + NaiveRefCost) * one
 	}
 	if !e.OnDevice {

@@ -201,3 +201,38 @@ func TestEstimateSaturates(t *testing.T) {
 		t.Errorf("Total of 1e30 FLOPs at 1 FLOP/s: %v, want the longest Duration", got)
 	}
 }
+
+// A check's references are paid once per mask, size and heads while rank 0 keeps them
+// (refCache, the last refCacheSize): the next method checks the same mask for its own run
+// alone (nothing on a GPU), unless more masks came between than the cache keeps.
+func TestCPEstimateChecksShareReferences(t *testing.T) {
+	checks := func(masks []string) []float64 {
+		t.Helper()
+		s := CPSweep{Methods: []string{"ring-p2p", "ring-allgather"}, Masks: masks, SeqLen: 1024, Heads: []Heads{{4, 2}}, HeadDim: 16,
+			DType: tensor.BF16, Passes: []kernels.Pass{kernels.Fwd}, Samples: 1, Seed: 42, Kernel: "cuda"}
+		cases, err := s.Cases(2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		est := NewCPEstimate(s, cases, CPEstimateSetup{Ranks: 2, InProcess: true, OnDevice: true, Warmup: 1, Iters: 1, Check: true})
+		var out []float64
+		for _, i := range est.first {
+			out = append(out, est.cases[i].CheckSeconds)
+		}
+		return out
+	}
+	two := checks([]string{"causal", "full"})
+	if !(two[0] > 0 && two[1] > 0) || two[2] != 0 || two[3] != 0 {
+		t.Errorf("2 masks: checks %v s, want ring-p2p's to cost and ring-allgather's, kept, to be free", two)
+	}
+	many := []string{"full", "causal", "full_document", "causal_document", "sliding_window_causal", "sliding_window",
+		"share_question", "causal_blockwise", "prefix_lm_causal"}
+	nine := checks(many)
+	for i, c := range nine[len(many):] {
+		// Oldest first out, and the masks come round in the same order: each is gone
+		// by the time the next method asks for it.
+		if c == 0 {
+			t.Errorf("9 masks: ring-allgather's check of %s free, want a cost: its references were forgotten", many[i])
+		}
+	}
+}

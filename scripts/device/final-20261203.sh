@@ -17,7 +17,7 @@ for f in longca cuda.test; do
 	[ -f "bin/$f.gz" ] && gunzip -c "bin/$f.gz" >"bin/$f" && chmod +x "bin/$f"
 done
 t0=$(date +%s)
-CP_BUDGET=${CP_BUDGET:-190} sh spmd/cp/balanced_mesh_gpu.sh /tmp/mesh >"$out/mesh.txt" 2>&1
+CP_SPLITS=${CP_SPLITS:-8,1,2} CP_BUDGET=${CP_BUDGET:-250} sh spmd/cp/balanced_mesh_gpu.sh /tmp/mesh >"$out/mesh.txt" 2>&1
 echo "# mesh round done at $(($(date +%s) - t0)) s" >>"$out/mesh.txt"
 tar -C /tmp -czf "$out/mesh.tgz" mesh
 
@@ -37,7 +37,7 @@ timeout 60 $L kernel --kernels cudnn --masks $masks $common --out "$out/k/run-cu
 echo "# kernel cudnn rc=$? at $(($(date +%s) - t0)) s" >>"$out/k/summary.txt"
 tar -C "$out" -czf "$out/kernel.tgz" k
 
-OVH_METHODS=${OVH_METHODS:-ring-allgather,ulysses,ring-p2p,usp} OVH_TIMEOUT=${OVH_TIMEOUT:-120} sh spmd/cp/overhead.sh /tmp/ovh >"$out/overhead.txt" 2>&1
+OVH_METHODS=${OVH_METHODS:-ring-allgather,ulysses,ring-p2p,usp} OVH_TIMEOUT=${OVH_TIMEOUT:-110} sh spmd/cp/overhead.sh /tmp/ovh >"$out/overhead.txt" 2>&1
 echo "# overhead done at $(($(date +%s) - t0)) s" >>"$out/overhead.txt"
 tar -C /tmp -czf "$out/overhead.tgz" ovh
 

@@ -94,7 +94,7 @@ func balancedSplitErr(n, u int, p kernels.Problem) error {
 // one stage or more): per rank, the kernel on its area at H/U heads (with the group
 // cost), what it receives (the fetch twice, the fp32 return, u > 1: the all-to-alls of
 // its share), and the device passes (its own K/V copied beside the fetch, the return's
-// conversion and sums, the dK/dV conversions). The slowest rank of each pass.
+// conversion and sums, the dK/dV conversions). The rank slowest over both passes.
 func (mm MeshModel) Cost(p kernels.Problem, u int, d *Dispatch) MeshCost {
 	hq := p.HeadsQ / u
 	hkv, _ := kvHeads(p.HeadsKV, u)
