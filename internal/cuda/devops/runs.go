@@ -29,26 +29,29 @@ __device__ __forceinline__ long long find_run(const long long *first, long long 
 }
 
 // copy_runs copies the runs of tab, rows of w 8-byte words, from src to dst (the
-// destinations do not overlap).
+// destinations do not overlap). A block takes a row at a time (one search per row and
+// thread, no division per element), its threads the row's words.
 extern "C" __global__ void copy_runs(unsigned long long *dst, const unsigned long long *src, const long long *tab, long long n, long long w) {
   const long long *first = tab + 3 * n;
-  LOOP(i, first[n] * w) {
-    long long row = i / w, c = i - row * w;
+  for (long long row = blockIdx.x; row < first[n]; row += gridDim.x) {
     long long j = find_run(first, n, row), r = row - first[j];
-    dst[(tab[3 * j] + r) * w + c] = src[(tab[3 * j + 1] + r) * w + c];
+    unsigned long long *d = dst + (tab[3 * j] + r) * w;
+    const unsigned long long *s = src + (tab[3 * j + 1] + r) * w;
+    for (long long c = threadIdx.x; c < w; c += blockDim.x) d[c] = s[c];
   }
 }
 
 // add_runs adds the runs of tab, rows of w elements, of src into the fp32 rows of dst (the
-// destinations do not overlap, so no two threads add into one element).
+// destinations do not overlap, so no two threads add into one element), a row at a time
+// per block as copy_runs.
 template <typename T>
 __device__ void add_runs(float *dst, const T *src, const long long *tab, long long n, long long w) {
   const long long *first = tab + 3 * n;
-  LOOP(i, first[n] * w) {
-    long long row = i / w, c = i - row * w;
+  for (long long row = blockIdx.x; row < first[n]; row += gridDim.x) {
     long long j = find_run(first, n, row), r = row - first[j];
-    long long d = (tab[3 * j] + r) * w + c;
-    dst[d] = dst[d] + ld(src, (tab[3 * j + 1] + r) * w + c);
+    float *d = dst + (tab[3 * j] + r) * w;
+    long long so = (tab[3 * j + 1] + r) * w;
+    for (long long c = threadIdx.x; c < w; c += blockDim.x) d[c] = d[c] + ld(src, so + c);
   }
 }
 extern "C" __global__ void add_runs_bf16(float *dst, const __nv_bfloat16 *src, const long long *tab, long long n, long long w) { add_runs(dst, src, tab, n, w); }
@@ -103,8 +106,9 @@ func RunsTable(runs [][3]int) *tensor.Host {
 	return h
 }
 
-// runsLaunch checks a batched launch: n runs of total rows in a table of 4n+1 long longs.
-func (o *Ops) runsLaunch(name string, total, w int64, table *cuda.Buffer, n int, args ...any) error {
+// runsLaunch checks and launches a batched kernel: n runs of total rows in a table of
+// 4n+1 long longs, a block of 256 threads per row at a time.
+func (o *Ops) runsLaunch(name string, total int64, table *cuda.Buffer, n int, args ...any) error {
 	if err := o.RunsReady(); err != nil {
 		return err
 	}
@@ -121,8 +125,7 @@ func (o *Ops) runsLaunch(name string, total, w int64, table *cuda.Buffer, n int,
 	if err != nil {
 		return err
 	}
-	cells := total * w
-	blocks := int(max(1, min(int64(o.g.SMs*8), (cells+255)/256)))
+	blocks := int(max(1, min(int64(o.g.SMs*8), total))) // a block per row at a time
 	return o.g.Do(func() error { return f.Launch(cuda.Dim3{X: blocks}, cuda.Dim3{X: 256}, 0, o.stream, args...) })
 }
 
@@ -157,7 +160,7 @@ func (o *Ops) CopyRuns(dst, src, table tensor.Tensor, n int, total int, rowBytes
 		return fmt.Errorf("devops: batched row copy of %d-byte rows (a multiple of 8 is needed)", rowBytes)
 	}
 	w := rowBytes / 8
-	return o.runsLaunch("copy_runs", int64(total), w, bs[2], n, bs[0], bs[1], bs[2], uint64(n), uint64(w))
+	return o.runsLaunch("copy_runs", int64(total), bs[2], n, bs[0], bs[1], bs[2], uint64(n), uint64(w))
 }
 
 // AddRuns adds n runs of rows of rowElems elements of src (bf16, fp16 or fp32) into the
@@ -174,5 +177,5 @@ func (o *Ops) AddRuns(dst, src, table tensor.Tensor, n int, total int, rowElems 
 	if err != nil {
 		return err
 	}
-	return o.runsLaunch("add_runs_"+sf, int64(total), rowElems, bs[2], n, bs[0], bs[1], bs[2], uint64(n), uint64(rowElems))
+	return o.runsLaunch("add_runs_"+sf, int64(total), bs[2], n, bs[0], bs[1], bs[2], uint64(n), uint64(rowElems))
 }

@@ -49,8 +49,8 @@ func TestRunsKernelsOnHost(t *testing.T) {
 		{{12, 2, 1}, {1, 13, 6}},
 	} {
 		table := RunsTable(runs)
-		// copy_runs on rows of 3 words of 8 bytes (12 bf16 elements).
-		const w = 3
+		// copy_runs on rows of 6 words of 8 bytes (24 bf16 elements).
+		const w = 6 // more words than the driver's 5 threads: each strides over the row
 		s, d := rnd(rng, tensor.BF16, 24, 4*w), rnd(rng, tensor.BF16, 24, 4*w)
 		want := d.Clone()
 		for _, r := range runs {
@@ -59,7 +59,7 @@ func TestRunsKernelsOnHost(t *testing.T) {
 		hostcc.Run(t, bin, "copy_runs", []*tensor.Host{d, s, table}, int64(len(runs)), w)
 		near(t, "copy_runs", d, want, 0)
 		for dt, sf := range suffixes {
-			const e = 5
+			const e = 7
 			s, d := rnd(rng, dt, 24, e), rnd(rng, tensor.FP32, 24, e)
 			want := d.Clone()
 			for _, r := range runs {
