@@ -469,7 +469,7 @@ DEV void fence_async_global() { asm volatile("fence.proxy.async.global;\n" ::: "
 // and passes the turn on. Blocks run in key-tile order (blockIdx.y, not the heaviest-first
 // order) and without the rotation, so a block waits only on lower key tiles, which were
 // started before it: no cycle.
-template <int D, typename T, bool DET, bool LATE>
+template <int D, typename T, bool DET>
 DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const TmaDesc &tdo, const TmaDesc &tdq,
                   const float *__restrict__ lse2, const float *__restrict__ dsum, T *__restrict__ dk,
                   T *__restrict__ dv, int sq, int sk, int hq, int hkv, int sq_pad, float scale, float scale_log2,
@@ -589,7 +589,6 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
   if (iters > 0) mbar_wait(fullKV, 0);
   // the next step's work-list entry is read a step ahead
   int refNext = iters > 0 ? wl.entries[2 * (e0 + rot % max(ne, 1)) + 1] : -1;
-  constexpr bool kLate = LATE && L::kSplit;
   // stage dQ * scale as fp32 rows of 64 columns (the j-th dQ of the walk) and hand it to
   // the writer, who adds it into the accumulator
   auto stage_dq = [&](float(&dqa)[32], int j) {
@@ -607,26 +606,6 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
       }
     fence_async_smem();
     mbar_arrive(&dqFull[cw]);
-  };
-  // LATE: step j's dQ = dS K (both halves of its dS^T), issued behind what this step
-  // issued; waits for all of it, frees the Q/dO stage s (-1: none), hands step j's dS^T
-  // buffer back when a later step writes it again, stages dQ
-  auto dq_step = [&](int j, int s) {
-    named_sync(5 + 2 * (j & 1) + (1 - cw), 256);  // the other half of step j's dS^T
-    float dqa[32];
-    wgmma_fence();
-    const unsigned loS = sw128_lo(sdS + (j & 1) * BBN9 * BBM9, 16);
-#pragma unroll
-    for (int kk = 0; kk < BBN9 / 16; kk++)
-      Ops<T>::template ss64<1, 1>(dqa, sw128_at(loS, kk * 16 * CHUNK * 2), sw128_at(loKq, kk * 16 * CHUNK * 2), kk > 0);
-    wgmma_commit();
-    wgmma_wait<0>();
-    reg_fence(dva);
-    reg_fence(dka);
-    reg_fence(dqa);
-    if (s >= 0) mbar_arrive(&emptyQ[s]);
-    if (j < iters - 2) named_arrive(9 + 2 * (j & 1) + cw, 256);  // read: step j + 2 may write it
-    stage_dq(dqa, j);
   };
 
   for (int it = 0; it < iters; it++) {
@@ -701,12 +680,6 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
       PV<T, D>::run(dka, sa[kk], sw128_at(loQm, kk * 16 * CHUNK * 2));
     }
     wgmma_commit();
-    // LATE: step it's dQ product runs in step it + 1 (after that step's dV and dK), so
-    // that neither warpgroup waits at the dS^T barrier for the other's step: named
-    // barriers 5-8 hand a dS^T half over (buffer b, writer w: 5 + 2b + w), 9-12 hand it
-    // back once read (9 + 2b + reader), 13-14 close a warpgroup's own writes. The dQ
-    // stages go to the writer in step order, as before.
-    if (kLate && it >= 2) named_sync(9 + 2 * (it & 1) + (1 - cw), 256);  // the other has read step it-2's dS^T here
     // dS^T to shared memory (rows keys, 64 query columns: one 128-byte swizzled row each)
 #pragma unroll
     for (int kk = 0; kk < 4; kk++)
@@ -717,19 +690,6 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
         *reinterpret_cast<unsigned *>(dS + off) = sa[kk][x];
       }
     fence_async_smem();
-    if (kLate) {
-      named_sync(13 + cw, 128);                  // this warpgroup's rows of dS^T written
-      named_arrive(5 + 2 * (it & 1) + cw, 256);  // and handed to the other warpgroup
-      if (it >= 1) {
-        dq_step(it - 1, s);
-      } else {
-        wgmma_wait<0>();
-        reg_fence(dva);
-        reg_fence(dka);
-        mbar_arrive(&emptyQ[s]);
-      }
-      continue;
-    }
     if (L::kSplit)
       named_sync(1, 256);  // both halves of dS^T written
     else
@@ -749,7 +709,6 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     mbar_arrive(&emptyQ[s]);
     stage_dq(dqa, it);
   }
-  if (kLate && iters > 0) dq_step(iters - 1, -1);
 
   // write dK (scaled) and dV for this warpgroup's keys
   const long long ks = (long long)hkv * D;
@@ -811,23 +770,21 @@ DEV void dq90_convert(const float *__restrict__ acc, T *__restrict__ dq, int sq,
     fwd_sm90<D, T, PERSIST>(tq, tk, tv, o, lse, sq, sk, hq, hkv, scale_log2,                                       \
                             WorkList{order, start, entries, refs, slices, row_tiles, per_head});                   \
   }
-#define SM90_BWD(FN, NAME, T, D, DET, LATE)                                                                             \
+#define SM90_BWD(FN, NAME, T, D, DET)                                                                                   \
   extern "C" __global__ void __launch_bounds__(SNT, 1) FN##_##NAME##_d##D(                                        \
       const __grid_constant__ TmaDesc tq, const __grid_constant__ TmaDesc tk, const __grid_constant__ TmaDesc tv,   \
       const __grid_constant__ TmaDesc tdo, const __grid_constant__ TmaDesc tdq, const float *lse2, const float *dsum, \
       T *dk, T *dv, int sq, int sk, int hq, int hkv, int sq_pad, float scale, float scale_log2, const int *order,     \
       const int *start, const int *entries, const int *refs, const int *slices, int row_tiles, int per_head,        \
       const int *ranks, int *locks) {                                                                                \
-    bwd_sm90<D, T, DET, LATE>(tq, tk, tv, tdo, tdq, lse2, dsum, dk, dv, sq, sk, hq, hkv, sq_pad, scale, scale_log2, \
+    bwd_sm90<D, T, DET>(tq, tk, tv, tdo, tdq, lse2, dsum, dk, dv, sq, sk, hq, hkv, sq_pad, scale, scale_log2, \
                                  WorkList{order, start, entries, refs, slices, row_tiles, per_head}, ranks, locks); \
   }
 #define SM90_ENTRIES(NAME, T, D)                                                                                   \
   SM90_FWD(fwd90, NAME, T, D, false)                                                                               \
   SM90_FWD(fwd90p, NAME, T, D, true)                                                                               \
-  SM90_BWD(bwd90, NAME, T, D, false, false)                                                                        \
-  SM90_BWD(bwd90d, NAME, T, D, true, false)                                                                        \
-  SM90_BWD(bwd90q, NAME, T, D, false, true)                                                                        \
-  SM90_BWD(bwd90qd, NAME, T, D, true, true)                                                                        \
+  SM90_BWD(bwd90, NAME, T, D, false)                                                                               \
+  SM90_BWD(bwd90d, NAME, T, D, true)                                                                               \
   extern "C" __global__ void bwd90_pre_##NAME##_d##D(const T *o, const T *dout, const float *lse, float *dsum,      \
                                                     float *lse2, int sq, int hq, int sq_pad) {                     \
     bwd90_pre<D, T>(o, dout, lse, dsum, lse2, sq, hq, sq_pad);                                                     \

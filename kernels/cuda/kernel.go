@@ -72,12 +72,6 @@ var (
 	// reductions are issued by a warp of the producer warpgroup.
 	bwdSM90 = variant{fn: "bwd90", qTile: 64, kTile: 128, threads: 384, sharedPerDim: (2*128 + 4*64) * 2,
 		sharedFixed: 2*128*64*2 + 2*64*64*4 + 2*2*64*4 + 8*9 + 1024, transposedList: true, swizzledDQ: true}
-	// Experiment of issue 19 (docs/perf.md, call 10): each step's dQ product issued in the
-	// next step, behind its dV and dK, with the dS^T halves handed between the consumer
-	// warpgroups by named barriers (arrive/sync) instead of the shared barrier of each step
-	// (ncu, call 9: the barrier stall tripled once the descriptors were cheap).
-	bwdSM90Q = variant{fn: "bwd90q", qTile: 64, kTile: 128, threads: 384, sharedPerDim: bwdSM90.sharedPerDim,
-		sharedFixed: bwdSM90.sharedFixed, transposedList: true, swizzledDQ: true}
 )
 
 // archVariant is a code path of the kernel: the entry points of its forward and backward
@@ -94,7 +88,6 @@ type archVariant struct {
 // first it can run.
 var archVariants = []archVariant{
 	{name: "sm90", doc: "Hopper: TMA + wgmma, warp-specialised (a producer and two consumer warpgroups); forward 128x128 tiles with the consumer warpgroups taking turns (pingpong; persistent when rows are short), backward 128 keys x 64 queries with dQ staged swizzled and added by TMA reductions; wgmma descriptors one add from per-step bases", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90},
-	{name: "sm90q", doc: "experiment: sm90 with each step's dQ product issued a step late (after the next step's dV and dK), the dS^T halves handed between the warpgroups by arrive/sync barriers", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90Q},
 	{name: "sm80", doc: "Ampere and later: mma.sync forward and backward (cp.async double buffering)", major: 8, fwd: fwdSM80, bwd: bwdSM80},
 }
 

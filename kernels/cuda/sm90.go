@@ -169,7 +169,7 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 	}
 	shared := k.bwd.shared(d)
 	fn := k.bwd.fn
-	if k.det { // the deterministic entry of the same variant (bwd90d, bwd90qd)
+	if k.det { // the deterministic entry (bwd90d)
 		fn += "d"
 	}
 	main, err := k.function(fmt.Sprintf("%s_%s_d%d", fn, dt, d), shared)
