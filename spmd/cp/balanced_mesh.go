@@ -27,28 +27,35 @@ type MeshModel struct {
 	// global mask's, not a call's slices': a causal rank's sub-mask is mostly full
 	// rectangles, yet the measured causal calls showed no such cost.
 	FwdGroup, BwdGroup float64
-	// LinkGBs prices what a rank receives (the fetch, the gradient return, the
-	// all-to-alls), CopyGBs the passes over device memory (copies, conversions, sums;
-	// read plus write).
-	LinkGBs, CopyGBs float64
+	// LinkGBs prices what a rank receives from the dispatch (the fetch, the gradient
+	// return), AllToAllGBs what it receives by the engine's all-to-alls (U > 1), CopyGBs
+	// the dispatch's passes over device memory (copies, conversions, sums; read plus
+	// write). The all-to-alls have a rate of their own: each tensor's comes with a
+	// packing pass over the whole tensor and a fence, which the fetch does not.
+	LinkGBs, AllToAllGBs, CopyGBs float64
 	// Gain is how much faster (a fraction of the dispatch alone's time) another mesh
-	// must be predicted to leave the dispatch alone (U = 1): the model's link and copy
-	// terms are uncertain by about that much (a rank's transfers are NVLink's on a node,
-	// device copies when ranks share one GPU).
+	// must be predicted to leave the dispatch alone (U = 1); 0: the least predicted
+	// time wins.
 	Gain float64
 }
 
-// DefaultMeshModel is the H200 of docs/cp-gpu.md (8 ranks, 8K tokens each, 64:8, d 128,
-// longca's cuda kernel): dense rates 600 / 400 TFLOP/s; the group costs from the same
-// run's ring-allgather (8 groups a call, 1x8) against ulysses (1 group, 8x1) on the full
-// mask, where both do the same FLOPs in one call a rank and neither's transfers show
-// (their times without communication: 262.5 / 933.8 ms against 251.3 / 871.7, less the
-// dK/dV passes ring-allgather adds, about 0.7%): 4.5% forward and 6.4% backward over 7
-// groups; on the causal mask the same two took the same time (123.7 / 439.1 against
-// 123.7 / 440.6 ms), so the group cost applies to full area only. Transfers at an
-// NVLink-class 450 GB/s a rank (ranks sharing one GPU copy faster: about 2 TB/s each in
-// the same terms), device passes at 4.3 TB/s; another mesh must gain 3%.
-var DefaultMeshModel = MeshModel{FwdTFLOPs: 600, BwdTFLOPs: 400, FwdGroup: 0.045 / 7, BwdGroup: 0.064 / 7, LinkGBs: 450, CopyGBs: 4300, Gain: 0.03}
+// DefaultMeshModel is the H200 of docs/cp-gpu.md (8 ranks on one GPU, 8K tokens each,
+// 64:8, d 128, longca's cuda kernel), fitted to balanced's rows of 8x1, 2x4 and 1x8 on
+// the four CP masks of the call of 2026-12-03 16:31 (docs/results/
+// h200-cp-ranks8-cuda-mesh-20261203.txt; TestMeshModelMeasured): the parameters that
+// best predict each mesh's forward plus backward time against 8x1's on the same mask,
+// over a grid, among those whose choice is the measured best within 1% on every mask.
+// Dense rates 575 / 450 TFLOP/s; the group cost 6% both ways over 7 groups on full
+// area (the 14:38 call without transfers: ring-allgather, balanced's shape, 4.5% /
+// 7.1% slower than ulysses on full, the same on causal); the dispatch's transfers at
+// 500 GB/s, the all-to-alls at 300 GB/s, device passes at 4.3 TB/s. The two rates are
+// effective, not the links': one rate for both cannot choose 8x1 on causal and 1x8 on
+// causal_document_long (neither has a group cost; the dispatch fetches 112 blocks on
+// one, 71 on the other, while the all-to-alls move the same), which the rows need. No
+// preference for the dispatch alone (Gain 0, was 3%): the model's gain of 8x1 on causal
+// is 1.2% (measured 2.6%), so a 3% rule would keep 1x8 there; and 1x8 was the slowest
+// of the three meshes on causal and full_document_long, within 1% of it on full.
+var DefaultMeshModel = MeshModel{FwdTFLOPs: 575, BwdTFLOPs: 450, FwdGroup: 0.06 / 7, BwdGroup: 0.06 / 7, LinkGBs: 500, AllToAllGBs: 300, CopyGBs: 4300}
 
 // MeshCost is a mesh's predicted seconds per pass, the slowest rank's, and their parts.
 type MeshCost struct {
@@ -113,7 +120,7 @@ func (mm MeshModel) Cost(p kernels.Problem, u int, d *Dispatch) MeshCost {
 	kvRow := float64(hkv) * dim // elements of one row of K (or V)
 	lr := float64(d.PerRank * d.Block)
 	tokens := lr / float64(u) // a rank's own tokens, before the all-to-all
-	link, copyRate := mm.LinkGBs*1e9, mm.CopyGBs*1e9
+	link, a2a, copyRate := mm.LinkGBs*1e9, mm.AllToAllGBs*1e9, mm.CopyGBs*1e9
 	var a2aF, a2aB float64
 	if u > 1 { // the engine's all-to-alls (ulyssesBytes), received as much as sent
 		frac := float64(u-1) / float64(u)
@@ -135,8 +142,8 @@ func (mm MeshModel) Cost(p kernels.Problem, u int, d *Dispatch) MeshCost {
 			}
 		}
 		kvIn := 2 * fetched * kvRow * es
-		lf := (kvIn + a2aF) / link
-		lb := (kvIn + 2*fetched*kvRow*4 + a2aB) / link
+		lf := kvIn/link + a2aF/a2a
+		lb := (kvIn+2*fetched*kvRow*4)/link + a2aB/a2a
 		var cf, cb float64
 		if fetched > 0 {
 			cf = 2 * 2 * lr * kvRow * es / copyRate // its own K/V beside the fetch
@@ -158,7 +165,8 @@ func (mm MeshModel) Cost(p kernels.Problem, u int, d *Dispatch) MeshCost {
 
 // BalancedMeshChoice is the mesh balanced runs on n ranks when the user names none
 // (--cp-ulysses 0): up to 8 ranks (one node) the U of the least forward plus backward
-// time by DefaultMeshModel over every split (balancedSplits), each with its own
+// time by DefaultMeshModel over every split (balancedSplits; the dispatch alone unless
+// another gains Gain), each with its own
 // dispatch of block (0: DefaultBlock) and stages; past 8 ranks BalancedUlysses (Ulysses
 // inside the node, the dispatch across nodes). It returns U, the dispatch over n/U ranks,
 // and every candidate's cost (none past 8 ranks).
@@ -184,7 +192,7 @@ func BalancedMeshChoice(p kernels.Problem, n, block, stages int) (int, *Dispatch
 		ds = append(ds, d)
 		costs = append(costs, DefaultMeshModel.Cost(p, u, d))
 	}
-	// us[0] is 1, the dispatch alone: another mesh must beat it by Gain.
+	// us[0] is 1, the dispatch alone: another mesh must beat it by Gain (0: any gain).
 	best := 0
 	for i, c := range costs {
 		if c.Total() < costs[best].Total() {
