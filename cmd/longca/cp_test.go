@@ -70,7 +70,9 @@ func TestCPDryRun(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	// balanced, ring-allgather, ring-p2p, ulysses: one mesh; usp and loongtrain: 2x4 and 4x2.
+	// balanced, ring-allgather, ring-p2p, ulysses: one mesh (balanced's the plan's choice on
+	// causal at 8 ranks, 64:8: 8x1, spmd/cp's TestBalancedMeshChoice); usp and loongtrain:
+	// 2x4 and 4x2.
 	var meshes []string
 	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
 		if !strings.HasPrefix(l, "#") {
@@ -78,7 +80,7 @@ func TestCPDryRun(t *testing.T) {
 			meshes = append(meshes, f[0]+" "+f[1])
 		}
 	}
-	want := "balanced 1x8-b512-s1 loongtrain 2x4-hf loongtrain 4x2-hf ring-allgather 1x8 ring-p2p 1x8 ulysses 8x1 usp 2x4-hf usp 4x2-hf"
+	want := "balanced 8x1-b512-s0 loongtrain 2x4-hf loongtrain 4x2-hf ring-allgather 1x8 ring-p2p 1x8 ulysses 8x1 usp 2x4-hf usp 4x2-hf"
 	if got := strings.Join(meshes, " "); got != want {
 		t.Fatalf("cases %q, want %q\n%s", got, want, out)
 	}
