@@ -44,7 +44,11 @@ func (o *Ops) Device() *cuda.Device { return o.g }
 // Stream is the stream the kernels launch on.
 func (o *Ops) Stream() cuda.Stream { return o.stream }
 
-func (o *Ops) fn(name string) (*cuda.Function, error) {
+func (o *Ops) fn(name string) (*cuda.Function, error) { return o.fnIn(o.mod, name) }
+
+// fnIn is the named entry of mod (this package's modules: names are unique across them),
+// looked up once.
+func (o *Ops) fnIn(mod *cuda.Module, name string) (*cuda.Function, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if f, ok := o.fns[name]; ok {
@@ -53,7 +57,7 @@ func (o *Ops) fn(name string) (*cuda.Function, error) {
 	var f *cuda.Function
 	err := o.g.Do(func() error {
 		var err error
-		f, err = o.mod.Function(name)
+		f, err = mod.Function(name)
 		return err
 	})
 	if err != nil {

@@ -129,24 +129,7 @@ func (o *Ops) runsLaunch(name string, total int64, table *cuda.Buffer, n int, ar
 	return o.g.Do(func() error { return f.Launch(cuda.Dim3{X: blocks}, cuda.Dim3{X: 256}, 0, o.stream, args...) })
 }
 
-func (o *Ops) runsFn(name string) (*cuda.Function, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if f, ok := o.fns[name]; ok {
-		return f, nil
-	}
-	var f *cuda.Function
-	err := o.g.Do(func() error {
-		var err error
-		f, err = o.runs.mod.Function(name)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("devops: %w", err)
-	}
-	o.fns[name] = f
-	return f, nil
-}
+func (o *Ops) runsFn(name string) (*cuda.Function, error) { return o.fnIn(o.runs.mod, name) }
 
 // CopyRuns copies n runs of rows of rowBytes (a multiple of 8) from src to dst, as the
 // runs table (RunsTable, on the device) says; the destinations must not overlap. total is
