@@ -119,11 +119,7 @@ func docsBytes(pl *Plan, pass kernels.Pass, fetched, sent int64, dl *docLayout) 
 	lr := int64(pl.Layout.Local)
 	kv := int64(pl.HeadsKV * pl.Problem.HeadDim)
 	es := int64(pl.Problem.DType.Size())
-	buf := int64(0)
-	if fetched > 0 {
-		buf = 2 * (lr + fetched) * kv * es
-	}
-	fwd := buf + 2*docs*kv*es + table(dl.Fill)
+	fwd := oneBytes(pl, kernels.Fwd, fetched, sent) + 2*docs*kv*es + table(dl.Fill) // the one-stage buffer, then the THD K/V
 	if pass == kernels.Fwd {
 		return fwd
 	}
