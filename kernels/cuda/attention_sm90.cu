@@ -649,7 +649,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
         }
     } else {
       // the allowed pairs of a partial tile (rows keys, columns queries)
-      const unsigned long long bits = ref >= 0 ? tile_bits<BBM9, true>(wl, ref, k0 + kr, q0, t) : ~0ull;
+      const unsigned long long bits = tile_bits<BBM9, true>(wl, ref, k0 + kr, q0, t);
 #pragma unroll
       for (int j = 0; j < BBM9 / 8; j++)
 #pragma unroll
