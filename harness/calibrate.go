@@ -32,7 +32,7 @@ func (r *Runner) RunAll(ctx context.Context, cases []Case, each func(i int, row 
 			return err
 		}
 		row, err := r.runRow(ctx, c)
-		if interrupted(ctx, err) {
+		if Interrupted(ctx, err) {
 			return ctx.Err()
 		}
 		if err := each(i, row); err != nil {

@@ -138,10 +138,10 @@ func (r *Runner) runRow(ctx context.Context, c Case) (results.Row, error) {
 	return row, err
 }
 
-// interrupted says whether a case's error is the sweep being stopped (Ctrl-C, SIGTERM):
-// such a case measured nothing, and its row is not written (it would read as the
-// kernel's error).
-func interrupted(ctx context.Context, err error) bool {
+// Interrupted says whether err is the sweep being stopped through ctx (Ctrl-C, SIGTERM)
+// rather than a failure of its own: a case it cut short measured nothing, and its row is
+// not written (it would read as the kernel's error).
+func Interrupted(ctx context.Context, err error) bool {
 	return err != nil && ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
 }
 

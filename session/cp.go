@@ -2,7 +2,6 @@ package session
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -92,7 +91,7 @@ func (s *Session) CP(ctx context.Context, r CPRun) error {
 		}
 		return s.cpRank(ctx, r, backend, cm, w, k, &shared)
 	})
-	interrupted := err != nil && errors.Is(err, context.Canceled) && ctx.Err() != nil
+	interrupted := harness.Interrupted(ctx, err)
 	if err != nil && !interrupted {
 		return err
 	}
