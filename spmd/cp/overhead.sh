@@ -14,7 +14,7 @@
 # run the same way first, about 140 s. Everything is bounded (OVH_TIMEOUT per run, 120 s).
 # The table last: cp_efficiency fwd / bwd per method x mask (before -> after with the
 # A/B), then each run's peak memory. Target: every cell >= 0.95.
-# Environment: OVH_METHODS (every method longca list names, comma-separated), OVH_TOKENS (8K), OVH_ITERS (10), OVH_WARMUP
+# Environment: OVH_METHODS (every method longca list names, comma-separated), OVH_MASKS (the 4 CP masks), OVH_TOKENS (8K), OVH_ITERS (10), OVH_WARMUP
 # (3), OVH_TIMEOUT (120 s per run), OVH_KERNEL (cuda), OVH_BACKEND (nccl),
 # OVH_LAUNCH ("mpirun --allow-run-as-root -np 1 ..."; empty runs bin/longca directly, to
 # try the script on a CPU with OVH_KERNEL=ref OVH_BACKEND=local OVH_TOKENS=256 OVH_HEADS=4:2
@@ -39,7 +39,7 @@ limit=${OVH_TIMEOUT:-120}
 kernel=${OVH_KERNEL:-cuda}
 backend=${OVH_BACKEND:-nccl}
 launch=${OVH_LAUNCH-mpirun --allow-run-as-root -np 1 -x NCCL_NVLS_ENABLE -x MASTER_ADDR=127.0.0.1 -x LONGCA_CACHE_DIR}
-masks=full,causal,full_document_long,causal_document_long
+masks=${OVH_MASKS:-full,causal,full_document_long,causal_document_long}
 start=$(date +%s)
 
 # measure NAME BINARY: one sweep into $out/NAME (rank files) and $out/NAME.arrow.
