@@ -368,32 +368,46 @@ func TestSimulateNoMeshIsUnsupported(t *testing.T) {
 	}
 }
 
-// staleH200 are the cases of the H200 rows whose code changed after they were measured
-// (see TestSimulatePredictsH200Rows).
-var staleH200 = map[string]bool{
-	"ring-p2p causal_document_long fwd":          true,
-	"usp-2x4 causal_document_long fwd":           true,
-	"loongtrain-2x4-w2 causal_document_long fwd": true,
+// biasH200 are the cases of the H200 rows the model misses by more than 15%, and its
+// limits for them (see TestSimulatePredictsH200Rows): known biases of the model, not of
+// the rows.
+var biasH200 = map[string]float64{
+	// The model prices a tile alike whatever the call's shape; ring-allgather's backward
+	// is one call of 8K queries against the 64K gathered keys, then an fp32 reduce-scatter
+	// of dK and dV, and runs 12% slower than ulysses on the same FLOPs (908.5 against
+	// 810.6 ms; the model has them equal, 764 ms; the rows of 5074d11 had it 10% slower
+	// without its transfers, --overlap's no_comm 851.9 against 774.4 ms): -15.9%.
+	"ring-allgather full bwd": 17,
+	// The model's merges (helpers at 3 TB/s and 8 us a launch) are a quarter of its 58.8
+	// ms; with free helpers it says 43.6 ms, 14.5% under the measured 51.0: the merges of
+	// the current code cost about half what the helpers price them at. +15.4%.
+	"ring-p2p causal_document_long fwd": 17,
 }
 
-// TestSimulatePredictsH200Rows holds the model to a measurement: 8 ranks on one H200
-// (longca cp --ranks 8 --kernel cuda, 8K tokens per rank, 64:8, every method, the 4 CP
-// masks; ../shared/data/h200/cp-ranks8-cuda-8k*.arrow, rank 0's ok rows copied to
-// testdata). Every one of the 40 cases is predicted within 15% by the h200-1gpu machine
-// and the longca-cuda-h200 kernel model, so that a model change cannot drift away from
-// a measurement unnoticed.
+// TestSimulatePredictsH200Rows holds the model to a measurement: 8 ranks on one H200,
+// longca cp --ranks 8 --kernel cuda, 8K tokens per rank, 64:8, d128, the 4 CP masks, one
+// sample (seed 42), every case checked, the kernel alone measured in the same run
+// (--baseline measure), measured on 2026-12-03 17:40-17:55 UTC at ed9018a in two calls of
+// spmd/cp/balanced_mesh_gpu.sh: CP_METHODS=loongtrain,usp,ring-p2p (--ulysses 2 --ring 4
+// --windows 2) and ulysses,balanced,ring-allgather (balanced on the mesh its plan chose
+// per mask, --cp-ulysses 0). Rank 0's ok rows of both (48: 6 methods x 4 masks x fwd,
+// bwd) are in testdata/h200/cp-ranks8-cuda-8k-ed9018a.arrow (the rows of 5074d11 beside
+// it, one run per method with --overlap, serve the CP time estimate's tests). Every case is predicted within 15% by the h200-1gpu machine and
+// the longca-cuda-h200 kernel model (fitted to the same runs' kernel-alone rows:
+// TestH200PresetFitsKernelAlone), except the two of biasH200, so that a model change
+// cannot drift away from a measurement unnoticed. Balanced is compared on its measured
+// mesh: the test checks that the prediction took the same one.
 //
-// The rows were measured at 5074d11. The ring's merges were rewritten after (ba3153f:
-// fewer passes over the partials), and the model traces the new code, so the forward on
-// causal_document_long, the case with the most merge work per FLOP, of the three methods
-// that merge per ring step moved 2-4 points (to -16.1..-17.7%). Until the rows are
-// measured again on the current code (sim/gpu.sh with SIM_COMPARE_8K, or
-// spmd/cp/gpu.sh's 8K rows), those three cases are held to 20%, the rest to 15%.
+// Before these rows (the rows of 5074d11, the earlier kernel and merges, against the
+// earlier preset): median 3.0%, worst 17.7% (40 cases); the earlier preset against these
+// rows' 40 cases of the five methods: median 10.2%, worst 19.3%, 39 of them slow (the
+// kernel got faster). Now: median 3.6%, worst 15.9% (48 cases).
 func TestSimulatePredictsH200Rows(t *testing.T) {
-	measured := filepath.Join("testdata", "h200", "cp-ranks8-cuda-8k.arrow")
+	measured := filepath.Join("testdata", "h200", "cp-ranks8-cuda-8k-ed9018a.arrow")
+	dir := filepath.Join(t.TempDir(), "sim")
 	out, errOut, code := captureRun(t, "--log-level", "warn", "simulate", "--gpus", "8", "--machine", "h200-1gpu", "--tokens-per-rank", "8K",
 		"--masks", "full,causal,full_document_long,causal_document_long", "--samples", "1", "--ulysses", "2", "--ring", "4", "--windows", "2",
-		"--compare", measured, "--out", filepath.Join(t.TempDir(), "sim"))
+		"--compare", measured, "--out", dir)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -409,15 +423,38 @@ func TestSimulatePredictsH200Rows(t *testing.T) {
 		}
 		compared++
 		limit := 15.0
-		if staleH200[f[0]+" "+f[1]+" "+f[2]] {
-			limit = 20
+		if b, ok := biasH200[f[0]+" "+f[1]+" "+f[2]]; ok {
+			limit = b
 		}
 		if math.Abs(e) > limit {
 			t.Errorf("%s %s %s: predicted %s ms, measured %s ms (%+.1f%%, limit %g%%)", f[0], f[1], f[2], f[6], f[5], e, limit)
 		}
 	}
-	if compared != 40 {
-		t.Fatalf("compared %d cases, want the 40 measured:\n%s", compared, out)
+	if compared != 48 {
+		t.Fatalf("compared %d cases, want the 48 measured:\n%s", compared, out)
+	}
+	// balanced's rows pair by method alone: its predicted mesh must be the one measured.
+	mesh := func(path string) map[string]string {
+		rows, _, err := results.ReadRows(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]string{}
+		for _, r := range rows {
+			if r.Method == "balanced" && r.Ulysses != nil && r.Ring != nil {
+				m[r.Mask+" "+r.Pass] = fmt.Sprintf("%dx%d", *r.Ulysses, *r.Ring)
+			}
+		}
+		return m
+	}
+	want, got := mesh(measured), mesh(results.MergedPath(dir, filepath.Base(dir)))
+	if len(want) != 8 {
+		t.Fatalf("balanced: %d measured cases with a mesh, want 8", len(want))
+	}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("balanced %s: predicted on mesh %q, measured on %s", k, got[k], w)
+		}
 	}
 	i := strings.Index(out, "# compared")
 	t.Log(strings.TrimSpace(out[i : strings.Index(out[i:], "\n")+i]))
