@@ -434,21 +434,21 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
 // each adds its own keys' share of all columns.
 constexpr int BBM9 = 64, BBN9 = 128;
 
-template <int D, int NST> struct BwdLayout {
+template <int D> struct BwdLayout {
   static constexpr int kChunks = D / CHUNK;
   static constexpr bool kSplit = D == 128;  // dQ columns split between the warpgroups
   static constexpr int kKV = BBN9 * D * 2;
   static constexpr int kQT = BBM9 * D * 2;
   static constexpr int kK = 0;
   static constexpr int kV = kK + kKV;
-  static constexpr int kQ = kV + kKV;                  // [NST] Q tiles
-  static constexpr int kdO = kQ + NST * kQT;        // [NST] dO tiles
-  static constexpr int kdS = kdO + NST * kQT;       // [2][BBN9 keys][BBM9 queries] dS^T
+  static constexpr int kQ = kV + kKV;                  // [STAGES] Q tiles
+  static constexpr int kdO = kQ + STAGES * kQT;        // [STAGES] dO tiles
+  static constexpr int kdS = kdO + STAGES * kQT;       // [2][BBN9 keys][BBM9 queries] dS^T
   static constexpr int kdQ = kdS + 2 * BBN9 * BBM9 * 2;  // [2 warpgroups][BBM9][64] fp32
-  static constexpr int kL = kdQ + 2 * BBM9 * 64 * 4;     // [NST][BBM9] lse * log2(e)
-  static constexpr int kDs = kL + NST * BBM9 * 4;     // [NST][BBM9] Dsum
-  static constexpr int kBar = kDs + NST * BBM9 * 4;   // fullKV, fullQ[S], emptyQ[S], dqFull[2], dqEmpty[2]
-  static constexpr int kBytes = kBar + 8 * (5 + 2 * NST) + 1024;
+  static constexpr int kL = kdQ + 2 * BBM9 * 64 * 4;     // [STAGES][BBM9] lse * log2(e)
+  static constexpr int kDs = kL + STAGES * BBM9 * 4;     // [STAGES][BBM9] Dsum
+  static constexpr int kBar = kDs + STAGES * BBM9 * 4;   // fullKV, fullQ[S], emptyQ[S], dqFull[2], dqEmpty[2]
+  static constexpr int kBytes = kBar + 8 * (5 + 2 * STAGES) + 1024;
 };
 
 // A warp of the producer warpgroup issues the dQ reductions: a consumer warpgroup hands
@@ -469,12 +469,12 @@ DEV void fence_async_global() { asm volatile("fence.proxy.async.global;\n" ::: "
 // and passes the turn on. Blocks run in key-tile order (blockIdx.y, not the heaviest-first
 // order) and without the rotation, so a block waits only on lower key tiles, which were
 // started before it: no cycle.
-template <int D, typename T, bool DET, int NST, bool R>
+template <int D, typename T, bool DET>
 DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const TmaDesc &tdo, const TmaDesc &tdq,
                   const float *__restrict__ lse2, const float *__restrict__ dsum, T *__restrict__ dk,
                   T *__restrict__ dv, int sq, int sk, int hq, int hkv, int sq_pad, float scale, float scale_log2,
                   WorkList wl, const int *__restrict__ ranks, int *__restrict__ locks) {
-  using L = BwdLayout<D, NST>;
+  using L = BwdLayout<D>;
   extern __shared__ unsigned char smem_raw[];
   unsigned char *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
   T *sK = reinterpret_cast<T *>(smem + L::kK);
@@ -486,7 +486,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
   float *sL = reinterpret_cast<float *>(smem + L::kL);
   float *sDs = reinterpret_cast<float *>(smem + L::kDs);
   u64 *bars = reinterpret_cast<u64 *>(smem + L::kBar);
-  u64 *fullKV = bars, *fullQ = bars + 1, *emptyQ = fullQ + NST, *dqFull = emptyQ + NST, *dqEmpty = dqFull + 2;
+  u64 *fullKV = bars, *fullQ = bars + 1, *emptyQ = fullQ + STAGES, *dqFull = emptyQ + STAGES, *dqEmpty = dqFull + 2;
 
   const int tid = threadIdx.x, wg = tid / 128;
   const int kvh = blockIdx.x, group = hq / hkv, list = wl.per_head ? kvh : 0;
@@ -500,7 +500,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
 
   if (tid == 0) {
     mbar_init(fullKV, 1);
-    for (int s = 0; s < NST; s++) {
+    for (int s = 0; s < STAGES; s++) {
       mbar_init(&fullQ[s], 1);
       mbar_init(&emptyQ[s], 256);
     }
@@ -524,8 +524,8 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
         tma_load3(sV + c * BBN9 * CHUNK, &tv, fullKV, c * CHUNK, kvh, k0);
       }
       for (int it = 0; it < iters; it++) {
-        const int s = it % NST;
-        const unsigned ph = (it / NST) & 1;
+        const int s = it % STAGES;
+        const unsigned ph = (it / STAGES) & 1;
         const int h = kvh * group + it / ne, e = e0 + (it % ne + rot) % ne, q0 = wl.entries[2 * e] * BBM9;
         mbar_wait(&emptyQ[s], ph ^ 1);
         mbar_expect_tx(&fullQ[s], 2 * L::kQT + 2 * BBM9 * 4);
@@ -609,8 +609,8 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
   };
 
   for (int it = 0; it < iters; it++) {
-    const int s = it % NST;
-    const unsigned ph = (it / NST) & 1;
+    const int s = it % STAGES;
+    const unsigned ph = (it / STAGES) & 1;
     const int e = e0 + (it % ne + rot) % ne;
     const int q0 = wl.entries[2 * e] * BBM9;
     const int ref = refNext;
@@ -674,16 +674,10 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     reg_fence(dka);
     wgmma_fence();
     const unsigned loOm = sw128_lo(cdO, BBM9 * CHUNK * 2), loQm = sw128_lo(cQ, BBM9 * CHUNK * 2);
-    if (R) {  // dV now; dK after dQ (below), so that dQ is staged while dK runs
+    // dV now, dK after dQ (below), so that dQ is staged while dK runs (issuing dK here,
+    // beside dV, left the staging after the wait for all three: 3-5% slower, docs/perf.md)
 #pragma unroll
-      for (int kk = 0; kk < 4; kk++) PV<T, D>::run(dva, pa[kk], sw128_at(loOm, kk * 16 * CHUNK * 2));
-    } else {
-#pragma unroll
-      for (int kk = 0; kk < 4; kk++) {
-        PV<T, D>::run(dva, pa[kk], sw128_at(loOm, kk * 16 * CHUNK * 2));
-        PV<T, D>::run(dka, sa[kk], sw128_at(loQm, kk * 16 * CHUNK * 2));
-      }
-    }
+    for (int kk = 0; kk < 4; kk++) PV<T, D>::run(dva, pa[kk], sw128_at(loOm, kk * 16 * CHUNK * 2));
     wgmma_commit();
     // dS^T to shared memory (rows keys, 64 query columns: one 128-byte swizzled row each)
 #pragma unroll
@@ -707,28 +701,19 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     for (int kk = 0; kk < (L::kSplit ? BBN9 : 64) / 16; kk++)
       Ops<T>::template ss64<1, 1>(dqa, sw128_at(loS, kk * 16 * CHUNK * 2), sw128_at(loKq, kk * 16 * CHUNK * 2), kk > 0);
     wgmma_commit();
-    if (R) {
-      // dK += dS^T Q behind dQ: dV and dQ done (groups retire in order), dQ staged while
-      // dK runs on the tensor cores, then the stage is released
-      wgmma_fence();
+    // dK += dS^T Q behind dQ: once dV and dQ are done (groups retire in order), dQ is
+    // staged while dK runs on the tensor cores; then the Q/dO stage is released
+    wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < 4; kk++) PV<T, D>::run(dka, sa[kk], sw128_at(loQm, kk * 16 * CHUNK * 2));
-      wgmma_commit();
-      wgmma_wait<1>();
-      reg_fence(dva);
-      reg_fence(dqa);
-      stage_dq(dqa, it);
-      wgmma_wait<0>();
-      reg_fence(dka);
-      mbar_arrive(&emptyQ[s]);
-    } else {
-      wgmma_wait<0>();
-      reg_fence(dva);
-      reg_fence(dka);
-      reg_fence(dqa);
-      mbar_arrive(&emptyQ[s]);
-      stage_dq(dqa, it);
-    }
+    for (int kk = 0; kk < 4; kk++) PV<T, D>::run(dka, sa[kk], sw128_at(loQm, kk * 16 * CHUNK * 2));
+    wgmma_commit();
+    wgmma_wait<1>();
+    reg_fence(dva);
+    reg_fence(dqa);
+    stage_dq(dqa, it);
+    wgmma_wait<0>();
+    reg_fence(dka);
+    mbar_arrive(&emptyQ[s]);
   }
 
   // write dK (scaled) and dV for this warpgroup's keys
@@ -791,25 +776,21 @@ DEV void dq90_convert(const float *__restrict__ acc, T *__restrict__ dq, int sq,
     fwd_sm90<D, T, PERSIST>(tq, tk, tv, o, lse, sq, sk, hq, hkv, scale_log2,                                       \
                             WorkList{order, start, entries, refs, slices, row_tiles, per_head});                   \
   }
-#define SM90_BWD(FN, NAME, T, D, DET, NST, R)                                                                                 \
+#define SM90_BWD(FN, NAME, T, D, DET)                                                                                 \
   extern "C" __global__ void __launch_bounds__(SNT, 1) FN##_##NAME##_d##D(                                        \
       const __grid_constant__ TmaDesc tq, const __grid_constant__ TmaDesc tk, const __grid_constant__ TmaDesc tv,   \
       const __grid_constant__ TmaDesc tdo, const __grid_constant__ TmaDesc tdq, const float *lse2, const float *dsum, \
       T *dk, T *dv, int sq, int sk, int hq, int hkv, int sq_pad, float scale, float scale_log2, const int *order,     \
       const int *start, const int *entries, const int *refs, const int *slices, int row_tiles, int per_head,        \
       const int *ranks, int *locks) {                                                                                \
-    bwd_sm90<D, T, DET, NST, R>(tq, tk, tv, tdo, tdq, lse2, dsum, dk, dv, sq, sk, hq, hkv, sq_pad, scale, scale_log2, \
+    bwd_sm90<D, T, DET>(tq, tk, tv, tdo, tdq, lse2, dsum, dk, dv, sq, sk, hq, hkv, sq_pad, scale, scale_log2, \
                                  WorkList{order, start, entries, refs, slices, row_tiles, per_head}, ranks, locks); \
   }
 #define SM90_ENTRIES(NAME, T, D)                                                                                   \
   SM90_FWD(fwd90, NAME, T, D, false)                                                                               \
   SM90_FWD(fwd90p, NAME, T, D, true)                                                                               \
-  SM90_BWD(bwd90, NAME, T, D, false, 2, false)                                                                    \
-  SM90_BWD(bwd90d, NAME, T, D, true, 2, false)                                                                     \
-  SM90_BWD(bwd90r, NAME, T, D, false, 2, true)                                                                     \
-  SM90_BWD(bwd90rd, NAME, T, D, true, 2, true)                                                                     \
-  SM90_BWD(bwd90t, NAME, T, D, false, 3, true)                                                                     \
-  SM90_BWD(bwd90td, NAME, T, D, true, 3, true)                                                                     \
+  SM90_BWD(bwd90, NAME, T, D, false)                                                                               \
+  SM90_BWD(bwd90d, NAME, T, D, true)                                                                               \
   extern "C" __global__ void bwd90_pre_##NAME##_d##D(const T *o, const T *dout, const float *lse, float *dsum,      \
                                                     float *lse2, int sq, int hq, int sq_pad) {                     \
     bwd90_pre<D, T>(o, dout, lse, dsum, lse2, sq, hq, sq_pad);                                                     \

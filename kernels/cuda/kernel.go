@@ -72,12 +72,6 @@ var (
 	// reductions are issued by a warp of the producer warpgroup.
 	bwdSM90 = variant{fn: "bwd90", qTile: 64, kTile: 128, threads: 384, sharedPerDim: (2*128 + 4*64) * 2,
 		sharedFixed: 2*128*64*2 + 2*64*64*4 + 2*2*64*4 + 8*9 + 1024, transposedList: true, swizzledDQ: true}
-	// Experiments of issue 19 (docs/perf.md, call 11): sm90r issues dK after dQ, so that
-	// dQ is staged while dK runs; sm90t is sm90r with a third Q/dO stage (227 KB at D = 128).
-	bwdSM90R = variant{fn: "bwd90r", qTile: 64, kTile: 128, threads: 384, sharedPerDim: bwdSM90.sharedPerDim,
-		sharedFixed: bwdSM90.sharedFixed, transposedList: true, swizzledDQ: true}
-	bwdSM90T = variant{fn: "bwd90t", qTile: 64, kTile: 128, threads: 384, sharedPerDim: (2*128 + 6*64) * 2,
-		sharedFixed: 2*128*64*2 + 2*64*64*4 + 3*2*64*4 + 8*11 + 1024, transposedList: true, swizzledDQ: true}
 )
 
 // archVariant is a code path of the kernel: the entry points of its forward and backward
@@ -93,9 +87,7 @@ type archVariant struct {
 // archVariants are the kernel's variants, best first: the default on a device is the
 // first it can run.
 var archVariants = []archVariant{
-	{name: "sm90", doc: "Hopper: TMA + wgmma, warp-specialised (a producer and two consumer warpgroups); forward 128x128 tiles with the consumer warpgroups taking turns (pingpong; persistent when rows are short), backward 128 keys x 64 queries with dQ staged swizzled and added by TMA reductions; wgmma descriptors one add from per-step bases", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90},
-	{name: "sm90r", doc: "experiment: sm90 with the backward's dK product issued after dQ, dQ staged while dK runs", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90R},
-	{name: "sm90t", doc: "experiment: sm90r with three Q/dO stages in the backward", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90T},
+	{name: "sm90", doc: "Hopper: TMA + wgmma, warp-specialised (a producer and two consumer warpgroups); forward 128x128 tiles with the consumer warpgroups taking turns (pingpong; persistent when rows are short), backward 128 keys x 64 queries with dQ staged swizzled (while dK runs) and added by TMA reductions; wgmma descriptors one add from per-step bases", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90},
 	{name: "sm80", doc: "Ampere and later: mma.sync forward and backward (cp.async double buffering)", major: 8, fwd: fwdSM80, bwd: bwdSM80},
 }
 
