@@ -80,7 +80,7 @@ func TestCPDryRun(t *testing.T) {
 			meshes = append(meshes, f[0]+" "+f[1])
 		}
 	}
-	want := "balanced 8x1-b512-s0 loongtrain 2x4-hf loongtrain 4x2-hf ring-allgather 1x8 ring-p2p 1x8 ulysses 8x1 usp 2x4-hf usp 4x2-hf"
+	want := "balanced 8x1-b4096-s0 loongtrain 2x4-hf loongtrain 4x2-hf ring-allgather 1x8 ring-p2p 1x8 ulysses 8x1 usp 2x4-hf usp 4x2-hf"
 	if got := strings.Join(meshes, " "); got != want {
 		t.Fatalf("cases %q, want %q\n%s", got, want, out)
 	}
@@ -104,7 +104,8 @@ func TestCPBalancedMeshes(t *testing.T) {
 			meshes = append(meshes, f[0]+" "+f[1])
 		}
 	}
-	want := "balanced 1x8-b512-s1 balanced 2x4-hf-b512-s1 balanced 4x2-hf-b512-s1 balanced 8x1-b512-s0 usp 2x4-hf"
+	// the default block is 512 tokens times U (spmd/cp.DefaultBlock)
+	want := "balanced 1x8-b512-s1 balanced 2x4-hf-b1024-s1 balanced 4x2-hf-b2048-s1 balanced 8x1-b4096-s0 usp 2x4-hf"
 	if got := strings.Join(meshes, " "); got != want {
 		t.Fatalf("cases %q, want %q\n%s", got, want, out)
 	}

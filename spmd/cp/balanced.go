@@ -79,7 +79,7 @@ func (Balanced) Plan(cfg Config, p kernels.Problem) (*Plan, error) {
 			return nil, err
 		}
 		if cfg.Block == 0 {
-			cfg.Block = DefaultBlock(p.Mask.SeqQ, n/u)
+			cfg.Block = DefaultBlock(p.Mask.SeqQ, n/u, u)
 		}
 		var err error
 		if d, err = Balance(p.Mask, n/u, cfg.Block, DefaultStages(n, cfg.Stages)); err != nil {

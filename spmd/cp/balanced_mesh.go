@@ -180,7 +180,7 @@ func BalancedMeshChoice(p kernels.Problem, n, block, stages int) (int, *Dispatch
 	for _, u := range us {
 		b := block
 		if b == 0 {
-			b = DefaultBlock(p.Mask.SeqQ, n/u)
+			b = DefaultBlock(p.Mask.SeqQ, n/u, u)
 		}
 		d, err := Balance(p.Mask, n/u, b, DefaultStages(n, stages))
 		if err != nil {

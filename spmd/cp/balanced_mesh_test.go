@@ -157,7 +157,8 @@ func TestBalancedMeshChoice(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if pl.Config.Ulysses != u || pl.Config.Ring != 8/u || pl.Config.Block != 512 || pl.HeadsQ != 64/u {
+		// the default block: 512 tokens on the dispatch alone, 512·U where U ranks split the heads
+		if wantBlock := map[int]int{1: 512, 8: 4096}[u]; pl.Config.Ulysses != u || pl.Config.Ring != 8/u || pl.Config.Block != wantBlock || pl.HeadsQ != 64/u {
 			t.Fatalf("%s: plan mesh %q with %d query heads a rank, chosen U %d", name, pl.Config.Mesh(), pl.HeadsQ, u)
 		}
 	}

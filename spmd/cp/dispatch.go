@@ -70,13 +70,20 @@ const (
 	maxFetchUnits = 32
 )
 
-// DefaultBlock is the dispatch block when --cp-block is 0: the largest power of two of at
-// most 512 tokens that gives every rank at least 8 blocks (1 at the least).
-func DefaultBlock(seq, ranks int) int {
-	per := (seq + ranks - 1) / max(ranks, 1)
+// DefaultBlock is the dispatch block when --cp-block is 0, for a dispatch over units
+// ranks (or groups of u ranks that split the heads: the mesh u x units): the largest power
+// of two of at most 512·u tokens that gives every unit at least 8 blocks (1 at the least).
+// A block's work on each of the u ranks is that of a block u times shorter over all the
+// heads, so 512·u keeps the per-rank grain of the one-rank dispatch (512 tokens at 8K
+// tokens per rank); finer blocks on a head-split mesh only cut the kernel's calls into
+// shorter pieces (longca simulate, 64 and 512 H100s, 8x8 and 8x64, causal: 637 -> 662
+// and 648 -> 680 TFLOP/s forward; causal_document_long with MagiAttention's documents
+// 382 -> 454 and 307 -> 396; docs/cp-gpu.md).
+func DefaultBlock(seq, units, u int) int {
+	per := (seq + units - 1) / max(units, 1)
 	b := max(per/8, 1)
 	b = 1 << (bits.Len(uint(b)) - 1)
-	return min(b, 512)
+	return min(b, 512*max(u, 1))
 }
 
 // DefaultStages resolves --cp-stages on a world of ranks ranks: as given when positive;

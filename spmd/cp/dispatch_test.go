@@ -189,7 +189,7 @@ func TestDispatchSolverTime(t *testing.T) {
 		name := c.name
 		m := cpMask(t, name, 1<<20, 5)
 		t0 := time.Now()
-		d, needs := newDispatch(m, c.ranks, DefaultBlock(1<<20, c.ranks))
+		d, needs := newDispatch(m, c.ranks, DefaultBlock(1<<20, c.ranks, 1))
 		d.stages = DefaultStages(1024, 0)
 		t1 := time.Now()
 		d.assign(needs)
@@ -214,7 +214,7 @@ func TestDispatchSolverTime(t *testing.T) {
 // ranks (go test -bench Dispatch ./spmd/cp/).
 func BenchmarkDispatch1M1024(b *testing.B) {
 	m := cpMask(b, "causal_document_long", 1<<20, 5)
-	blk := DefaultBlock(1<<20, 1024)
+	blk := DefaultBlock(1<<20, 1024, 1)
 	b.ResetTimer()
 	for range b.N {
 		if _, err := Balance(m, 1024, blk, 0); err != nil {
@@ -328,6 +328,25 @@ func TestBalancedStagesMatchReference(t *testing.T) {
 					}
 				}
 			})
+		}
+	}
+}
+
+// TestDefaultBlock: the largest power of two giving every dispatch unit 8 blocks, capped at
+// 512 tokens times the ranks that split the heads (the mesh's U).
+func TestDefaultBlock(t *testing.T) {
+	for _, c := range []struct{ seq, units, u, want int }{
+		{64 << 10, 8, 1, 512},     // 8 ranks, the dispatch alone (8K tokens a rank)
+		{64 << 10, 1, 8, 4096},    // 8 ranks, all heads split: one unit of 64K tokens
+		{64 << 10, 4, 2, 1024},    // the mesh 2x4
+		{512 << 10, 8, 8, 4096},   // 64 GPUs, 8x8
+		{4096 << 10, 64, 8, 4096}, // 512 GPUs, 8x64
+		{2048, 8, 1, 32},          // short sequences: 8 blocks a unit
+		{6000, 8, 1, 64},          // not a power of two: 750 tokens a unit, 93 -> 64
+		{5, 8, 1, 1},              // fewer tokens than units
+	} {
+		if got := DefaultBlock(c.seq, c.units, c.u); got != c.want {
+			t.Errorf("DefaultBlock(%d, %d, %d) = %d, want %d", c.seq, c.units, c.u, got, c.want)
 		}
 	}
 }
