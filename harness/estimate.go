@@ -347,6 +347,20 @@ func FormatDuration(sec float64) string {
 	return fmt.Sprintf("%.1f years", sec/(365*86400))
 }
 
+// CPPlanBytes estimates the host memory of planning one CP case of n ranks on a
+// sequence of seqlen tokens the way a dry run does, every rank's plan at once (the
+// layout, every rank's step sub-masks, balanced's dispatch): a base, a few bytes per
+// token of the mask, a share growing as ranks x tokens (every rank's view of the
+// documents) and one as ranks squared (every rank's view of every step). An
+// over-estimate from the build machine's peaks (cp --dry-run, all methods, document
+// masks: 4096 ranks x 8K tokens 0.69 GB, 1024 x 32K 0.30 GB, 4096 x 2K 0.19 GB; 100000
+// ranks of an 8K sequence 4.8 GB; 100000 x 8K ran out of memory in balanced's dispatch).
+func CPPlanBytes(n, seqlen int) float64 {
+	r, s := float64(max(n, 1)), float64(max(seqlen, 1))
+	const base = 64 << 20
+	return base + 8*s + 4e-3*r*s + 2*r*r
+}
+
 // CPFootprint is one CP rank's peak memory: its share of the sequence (tokens, padding
 // included) as the nine timing tensors, the method's buffers (a ring step's incoming
 // and outgoing K, V blocks and partial outputs, an all-to-all's send and receive copies:

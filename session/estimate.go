@@ -190,6 +190,20 @@ func linkBytes(m sim.Machine, ranks int) float64 {
 	return bw * 1e9
 }
 
+// FitCPPlan refuses, before any mask is built or planned, a dry run of a CP sweep on n
+// ranks whose plans cannot fit in this host's memory (harness.CPPlanBytes): a dry run
+// plans every rank, so a world of 100000 ranks is itself the allocation to refuse.
+// sizeFlags names the flags as the user gave them.
+func FitCPPlan(s harness.CPSweep, n int, sizeFlags string) error {
+	need := harness.CPPlanBytes(n, s.SeqLen)
+	what := fmt.Sprintf("planning %d ranks of a %s-token sequence", n, harness.FormatSize(s.SeqLen))
+	err := Machine().Fits(harness.Footprint{Host: need}, 0, what)
+	if err == nil {
+		return nil
+	}
+	return Usagef("%s: %v: use fewer ranks or tokens, or longca simulate --gpus %d (it plans a sample of the ranks)", sizeFlags, err, n)
+}
+
 // FitCP refuses, before any mask is built, a CP sweep on n ranks whose ranks cannot fit
 // in memory: n in-process ranks share this host; under a launcher the ranks of this node
 // (onNode) do. The line names --ranks when one rank would fit, else sizeFlags (the size

@@ -42,6 +42,8 @@ func cpAction(c *cli.Context) (err error) {
 		if err := fitCP(c, o, n, max(w.LocalSize, n/w.Size), w.Size == 1); err != nil {
 			return err
 		}
+	} else if err := fitCPPlan(c, o, n); err != nil {
+		return err
 	}
 	cases, err := cpCases(o, n)
 	if err != nil {

@@ -57,6 +57,10 @@ func TestCPUsageErrors(t *testing.T) {
 		{[]string{"--cp-ulysses", "2,x"}, "--cp-ulysses"},
 		{[]string{"--cp-ulysses", "-2"}, "--cp-ulysses"},
 		{[]string{"--methods", "balanced", "--ranks", "8", "--cp-ulysses", "3"}, "--cp-ulysses 3 does not divide 8 ranks"},
+		// A dry run plans every rank: a world too big to plan is refused before it is
+		// planned (it ran out of memory in balanced's dispatch), naming --ranks.
+		{[]string{"--ranks", "100000"}, "--ranks 100000, --tokens-per-rank 8K: planning 100000 ranks"},
+		{[]string{"--ranks", "1000000", "--seqlen", "8K"}, "--ranks 1000000, --seqlen 8K: planning"},
 	}
 	for _, c := range cases {
 		args := append([]string{"cp", "--dry-run"}, c.args...)

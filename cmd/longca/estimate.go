@@ -51,6 +51,15 @@ func fitCP(c *cli.Context, o cpOptions, n, onNode int, inProcess bool) error {
 	return session.FitCP(o.sweep(n), n, onNode, inProcess, o.kernelOpts, flags)
 }
 
+// fitCPPlan is session.FitCPPlan naming the world's and the length's flags as given.
+func fitCPPlan(c *cli.Context, o cpOptions, n int) error {
+	flags := fmt.Sprintf("--ranks %d, --tokens-per-rank %s", n, c.String("tokens-per-rank"))
+	if o.seqlen > 0 {
+		flags = fmt.Sprintf("--ranks %d, --seqlen %s", n, c.String("seqlen"))
+	}
+	return session.FitCPPlan(o.sweep(n), n, flags)
+}
+
 // estimateCP is the CP run's time estimate (session.EstimateCP): a long run says so.
 func estimateCP(c *cli.Context, r session.CPRun) *harness.CPEstimate {
 	return newSession(c, "cp", "", "", spmd.World{Size: 1}).EstimateCP(c.Context, r)
