@@ -14,6 +14,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/longca/longca/internal/smallfile"
 )
 
 //go:embed seqlen/*.json
@@ -68,9 +70,12 @@ func Builtin(name string) (*Dist, error) {
 	return d, nil
 }
 
+// maxDistBytes bounds a distribution file (the built-in ones are a few KB).
+const maxDistBytes = 4 << 20
+
 // LoadDist reads a distribution from a JSON file of "[a,b)" -> weight.
 func LoadDist(path string) (*Dist, error) {
-	b, err := os.ReadFile(path)
+	b, err := smallfile.Read(path, maxDistBytes)
 	if err != nil {
 		return nil, fmt.Errorf("dataset: %w", err)
 	}

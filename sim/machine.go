@@ -19,6 +19,8 @@ import (
 	"os"
 	"sort"
 	"strings"
+
+	"github.com/longca/longca/internal/smallfile"
 )
 
 // Link is one class of connection between ranks: its bandwidth in one direction, its
@@ -174,6 +176,9 @@ func PresetNames() []string {
 	return out
 }
 
+// maxMachineBytes bounds a machine file (a few hundred bytes of JSON).
+const maxMachineBytes = 1 << 20
+
 // LoadMachine reads a machine: a preset's name, or a JSON file (the fields of Machine;
 // a file may start from a preset with "preset": NAME and override fields). Every error
 // names the field or the file.
@@ -181,7 +186,7 @@ func LoadMachine(spec string) (Machine, error) {
 	if m, ok := MachinePresets[spec]; ok {
 		return m, nil
 	}
-	b, err := os.ReadFile(spec)
+	b, err := smallfile.Read(spec, maxMachineBytes)
 	if err != nil {
 		if os.IsNotExist(err) {
 			return Machine{}, fmt.Errorf("machine %q is neither a preset (%s) nor a readable file", spec, strings.Join(PresetNames(), ", "))
