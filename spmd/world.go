@@ -131,6 +131,14 @@ func Discover(getenv func(string) string) (World, error) {
 		return World{}, err
 	}
 	w.Job = jobID(getenv)
+	if len(w.Job) > maxJobID {
+		// The store refuses a hello with a longer id: say so now, not after --timeout.
+		src := "the launcher's job id"
+		if getenv(EnvJobID) != "" {
+			src = EnvJobID
+		}
+		return World{}, fmt.Errorf("spmd: %s is %d bytes, over the %d a job id may have: give a shorter %s", src, len(w.Job), maxJobID, EnvJobID)
+	}
 	tok, err := readToken(getenv)
 	if err != nil {
 		return World{}, err
@@ -245,7 +253,10 @@ func (e *env) first(def int, keys ...string) int {
 
 // require fails when a size variable was not set (v < 0).
 func (e *env) require(k string, v int) {
-	if v < 0 {
+	switch {
+	case v < 0 && e.has(k):
+		e.fail("%s=%d: world size %d is not positive", k, v, v)
+	case v < 0:
 		e.fail("%s is not set but the launcher's rank is: the environment is incomplete", k)
 	}
 }

@@ -72,6 +72,26 @@ func TestDiscoverErrors(t *testing.T) {
 			}
 		})
 	}
+	// What the line says, not only which variable: a negative size is not "unset"; a job
+	// id the store would refuse (over maxJobID) is refused here, not after --timeout.
+	for _, tc := range []struct {
+		name, want string
+		env        map[string]string
+	}{
+		{"negative size", "OMPI_COMM_WORLD_SIZE=-3: world size -3 is not positive", map[string]string{"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "-3"}},
+		{"long job id", "LONGCA_JOB_ID is 257 bytes, over the 256", map[string]string{EnvJobID: strings.Repeat("x", maxJobID+1)}},
+		{"long launcher job id", "the launcher's job id is 270 bytes", map[string]string{"TORCHELASTIC_RUN_ID": strings.Repeat("7", 250)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Discover(envOf(tc.env))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want it to say %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := Discover(envOf(map[string]string{EnvJobID: strings.Repeat("x", maxJobID)})); err != nil {
+		t.Errorf("a job id of exactly %d bytes: %v", maxJobID, err)
+	}
 }
 
 func TestExpandNodeList(t *testing.T) {
