@@ -90,6 +90,11 @@ func (m *mesh) deliver(k qkey, b []byte) {
 	}
 }
 
+// maxMessage bounds one message's length as its header says it: far above any K/V
+// block or collective a host-memory communicator moves (a rank's whole share of the
+// largest case is a few GiB), far below what make would refuse.
+const maxMessage = 64 << 30
+
 // read drains one peer's connection until it ends.
 func (m *mesh) read(src int, c net.Conn) {
 	defer m.wg.Done()
@@ -100,8 +105,14 @@ func (m *mesh) read(src int, c net.Conn) {
 		var b []byte
 		if err == nil {
 			n := binary.LittleEndian.Uint64(hdr[9:])
-			b = make([]byte, n)
-			_, err = io.ReadFull(r, b)
+			if n > maxMessage {
+				// Only a corrupt stream says this (the peer proved the job's key): a length
+				// that would panic in make or run the host out of memory ends the peer.
+				err = fmt.Errorf("a message of %d bytes, over the %d a message may have: the stream is corrupt", n, uint64(maxMessage))
+			} else {
+				b = make([]byte, n)
+				_, err = io.ReadFull(r, b)
+			}
 		}
 		if err != nil {
 			m.mu.Lock()
