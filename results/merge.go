@@ -380,7 +380,7 @@ func Merge(dir string, opts MergeOptions) (MergeResult, error) {
 		if len(opts.Runs) == 0 && len(c.runs) > 1 {
 			runs = fmt.Sprintf("; the folder holds runs %s: merge one with --run", strings.Join(c.runs, ", "))
 		}
-		return res, fmt.Errorf("merge: %s%s%s (pass --allow-missing to merge anyway)", strings.Join(c.missing, "; "), why, runs)
+		return res, missingRanks{fmt.Errorf("merge: %s%s%s (pass --allow-missing to merge anyway)", strings.Join(c.missing, "; "), why, runs)}
 	}
 	if len(c.files) == 0 {
 		return res, fmt.Errorf("merge: no readable rank file in %s: skipped %s", dir, strings.Join(c.skipped, "; "))

@@ -39,6 +39,18 @@ var (
 	ErrNotResults = errors.New("not a longca results file")
 )
 
+// ErrMissingRanks marks a merge refused because ranks have no readable file (Merge
+// without AllowMissing). longca merge exits with status 2 on it: the folder given is
+// incomplete, and --allow-missing is the fix; a run merging its own files exits 1.
+var ErrMissingRanks = errors.New("ranks missing")
+
+// missingRanks is an error that errors.Is takes for ErrMissingRanks, without adding its
+// text.
+type missingRanks struct{ error }
+
+func (e missingRanks) Is(target error) bool { return target == ErrMissingRanks }
+func (e missingRanks) Unwrap() error        { return e.error }
+
 // ErrUsage marks a request the caller can fix and the files cannot meet as asked: a
 // folder without rank files, a run id it does not hold, an output that is one of the
 // inputs or in a folder that cannot be written. The CLI exits with status 2 on it.
@@ -428,7 +440,8 @@ func Load(path string) ([]Row, error) {
 // LoadChecked reads the rows of a results file, or of a folder: its merged.arrow when
 // there is one, else every readable rank file in it. In a folder, a file that cannot be
 // used is skipped and named in Loaded.Skipped (missing ranks are not an error here); a
-// file given by name must be readable.
+// file given by name must be readable. A folder none of whose files can be read is a
+// usage error (ErrUsage) naming each and why.
 func LoadChecked(path string) (Loaded, error) {
 	st, err := os.Stat(path)
 	if err != nil {
@@ -439,10 +452,12 @@ func LoadChecked(path string) (Loaded, error) {
 		return Loaded{Rows: rows}, err
 	}
 	var out Loaded
+	used := 0
 	merged := filepath.Join(path, "merged.arrow")
 	if _, err := os.Stat(merged); err == nil {
 		rows, f, err := ReadRows(merged)
 		if err == nil {
+			used++
 			// The merged file stands for the folder only when it holds every run whose
 			// rank files are there: a later run in the same folder must not be hidden.
 			extra := runsNotIn(path, f)
@@ -468,6 +483,15 @@ func LoadChecked(path string) (Loaded, error) {
 			continue
 		}
 		out.Rows = append(out.Rows, rows...)
+		used++
+	}
+	if used == 0 && len(out.Skipped) > 0 {
+		// Every file was left out: an empty table would read as a run without rows.
+		why := out.Skipped
+		if len(why) > 3 {
+			why = append(why[:3:3], fmt.Sprintf("and %d more", len(out.Skipped)-3))
+		}
+		return out, usage("none of the folder's %d results file(s) can be read (%s): give a folder a longca run wrote", len(out.Skipped), strings.Join(why, "; "))
 	}
 	return out, nil
 }

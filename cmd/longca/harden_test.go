@@ -24,3 +24,37 @@ func TestSmallFileFlagsAreBounded(t *testing.T) {
 		checkUsageError(t, args, code, errOut, "--"+strings.TrimPrefix(args[len(args)-2], "--"), "holds more than")
 	}
 }
+
+// A folder that cannot be used as asked is bad input, exit status 2 with the fix named:
+// merge with a rank missing (it exited 1), report of a folder whose only file is not
+// results (it printed an empty table and exited 0).
+func TestUnusableFoldersExitTwo(t *testing.T) {
+	missing, garbage := t.TempDir(), t.TempDir()
+	if _, _, code := captureRun(t, "kernel", "--kernels", "ref", "--masks", "causal", "--seqlens", "128", "--heads", "1:1",
+		"--head-dim", "8", "--passes", "fwd", "-w", "0", "-n", "1", "--out", missing); code != 0 {
+		t.Fatalf("kernel run: exit %d", code)
+	}
+	// The run's one file, renamed as rank 0 of 2 of a run of its own id: rank 1 is missing.
+	ents, _ := filepath.Glob(filepath.Join(missing, "*.rank-0-of-1.arrow"))
+	if len(ents) != 1 {
+		t.Fatalf("rank files: %v", ents)
+	}
+	id := filepath.Base(missing)
+	if err := os.Rename(ents[0], filepath.Join(missing, id+".rank-0-of-2.arrow")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(garbage, "x.rank-0-of-1.arrow"), []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args  []string
+		wants []string
+	}{
+		{[]string{"merge", missing}, []string{"of 2 missing", "--allow-missing"}},
+		{[]string{"merge", garbage}, []string{"rank 0 of 1 missing", "not a longca results file", "--allow-missing"}},
+		{[]string{"report", garbage}, []string{"report " + garbage, "none of the folder's 1 results file(s) can be read", "x.rank-0-of-1.arrow"}},
+	} {
+		_, errOut, code := captureRun(t, c.args...)
+		checkUsageError(t, c.args, code, errOut, c.wants...)
+	}
+}

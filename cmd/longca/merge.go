@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"strings"
 
@@ -53,6 +54,9 @@ func mergeAction(c *cli.Context) error {
 		Out: c.String("out"), Parquet: c.Bool("parquet"), CSV: c.Bool("csv"),
 		AllowMissing: c.Bool("allow-missing"), Runs: c.StringSlice("run"),
 	})
+	if errors.Is(err, results.ErrMissingRanks) {
+		return usageError("%v", err) // the folder given is incomplete: --allow-missing or the missing files
+	}
 	if err != nil {
 		return err
 	}

@@ -60,7 +60,7 @@ func reportAction(c *cli.Context) error {
 		}
 	}
 	loaded, err := results.LoadChecked(path)
-	if errors.Is(err, results.ErrNotResults) || errors.Is(err, results.ErrDamaged) {
+	if errors.Is(err, results.ErrNotResults) || errors.Is(err, results.ErrDamaged) || errors.Is(err, results.ErrUsage) {
 		return usageError("report %s: %v", path, strings.TrimPrefix(err.Error(), "results: "))
 	}
 	if err != nil {

@@ -1,0 +1,39 @@
+package results
+
+// Second hardening pass of the binary (docs/hardening.md): what a folder of results that
+// cannot be used says.
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A folder none of whose files can be read is a usage error naming them, not an empty
+// table (report printed "0 rows" and exited 0); one good file among bad ones still
+// loads. A merge refused for missing ranks is ErrMissingRanks (longca merge: exit 2),
+// and its text is unchanged.
+func TestUnusableFolderIsNamed(t *testing.T) {
+	dir := t.TempDir()
+	for i, name := range []string{FileName("runA", 0, 2), FileName("runA", 1, 2), FileName("runB", 0, 1), FileName("runC", 0, 1), FileName("runD", 0, 1)} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("garbage "+strings.Repeat("x", i)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := LoadChecked(dir)
+	if !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), "none of the folder's 5 results file(s) can be read") ||
+		!strings.Contains(err.Error(), FileName("runA", 0, 2)) || !strings.Contains(err.Error(), "and 2 more") {
+		t.Errorf("a folder of garbage: %v", err)
+	}
+	_, err = Merge(dir, MergeOptions{})
+	if !errors.Is(err, ErrMissingRanks) || errors.Is(err, ErrUsage) || !strings.HasSuffix(err.Error(), "(pass --allow-missing to merge anyway)") {
+		t.Errorf("merge of a folder of garbage: %v; want ErrMissingRanks with the --allow-missing hint last", err)
+	}
+	writeRanks(t, dir, "good", 1, 2, 0)
+	l, err := LoadChecked(dir)
+	if err != nil || len(l.Rows) != 2 || len(l.Skipped) != 5 {
+		t.Errorf("one good file among the garbage: %d rows, %d skipped, %v", len(l.Rows), len(l.Skipped), err)
+	}
+}
