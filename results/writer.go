@@ -1,7 +1,9 @@
 package results
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -67,8 +69,31 @@ func CheckRunID(id string) error {
 	return nil
 }
 
-// Create makes dir (if needed) and the rank's file in it; an existing file is an error
-// (a run id is used once).
+// CheckNewRun refuses, before a run of size ranks starts, a run id that dir already
+// holds in a form the new run cannot join: its merged file (MergedPath), or rank files
+// of another world size (a merge keeps one size's and leaves the others out, so the
+// earlier rows would vanish from the run's merge). Rank files of the same size are left
+// to Create, which refuses each rank's own: the other ranks of a launch may be writing
+// theirs now. A usage error (ErrUsage) naming the file; nil when dir does not exist.
+func CheckNewRun(dir, runID string, size int) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil // Create says what is wrong with the folder
+	}
+	for _, e := range ents {
+		name := e.Name()
+		if name == runID+".merged.arrow" {
+			return usage("%s exists: run %s was written to %s already (a run id is used once; nothing is overwritten): give another run id or folder", filepath.Join(dir, name), runID, dir)
+		}
+		if id, _, n, ok := ParseFileName(name); ok && id == runID && n != size {
+			return usage("%s exists: run %s was written to %s already, on %d rank(s), and this run has %d (a run id is used once; nothing is overwritten): give another run id or folder", filepath.Join(dir, name), runID, dir, n, size)
+		}
+	}
+	return nil
+}
+
+// Create makes dir (if needed) and the rank's file in it; an existing file is a usage
+// error (ErrUsage: a run id is used once).
 func Create(dir, runID string, rank, size int) (*Writer, error) {
 	if err := CheckRunID(runID); err != nil {
 		return nil, fmt.Errorf("results: %w", err)
@@ -81,6 +106,9 @@ func Create(dir, runID string, rank, size int) (*Writer, error) {
 	}
 	path := filepath.Join(dir, FileName(runID, rank, size))
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if errors.Is(err, fs.ErrExist) {
+		return nil, usage("results: %s exists: run %s has rank files in %s already (a run id is used once; nothing is overwritten): give another run id or folder", path, runID, dir)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("results: %w", err)
 	}

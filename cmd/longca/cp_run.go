@@ -67,7 +67,7 @@ func cpAction(c *cli.Context) (err error) {
 	if o.out == "" {
 		o.out = session.DefaultOutDir("cp")
 	}
-	if o.runID, err = resultsTarget(o.out, o.runID); err != nil {
+	if o.runID, err = resultsTarget(o.out, o.runID, n); err != nil {
 		return err
 	}
 	if w.Size > 1 && (so.Backend == "" || so.Backend == "auto") && o.kernel == "cuda" {

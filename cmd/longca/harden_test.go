@@ -58,3 +58,31 @@ func TestUnusableFoldersExitTwo(t *testing.T) {
 		checkUsageError(t, c.args, code, errOut, c.wants...)
 	}
 }
+
+// A results folder that holds the run id already is bad input, said before any work
+// with the fix (another run id or folder): the same rank's file (it was "file exists",
+// exit 1), and the run on another number of ranks (cp --ranks 2 wrote beside a 1-rank
+// run of the same id, and the run's merge then left one of them out).
+func TestRunIDReusedExitsTwo(t *testing.T) {
+	out := t.TempDir()
+	kernel := []string{"kernel", "--kernels", "ref", "--masks", "causal", "--seqlens", "128", "--heads", "1:1",
+		"--head-dim", "8", "--passes", "fwd", "-w", "0", "-n", "1", "--out", out, "--run-id", "r1"}
+	if _, errOut, code := captureRun(t, kernel...); code != 0 {
+		t.Fatalf("first run: exit %d: %s", code, errOut)
+	}
+	cp := []string{"cp", "--ranks", "2", "--methods", "ring-p2p", "--masks", "causal", "--tokens-per-rank", "128", "--heads", "2:2",
+		"--head-dim", "8", "--passes", "fwd", "-w", "0", "-n", "1", "--samples", "1", "--baseline", "none", "--out", out, "--run-id", "r1"}
+	for _, c := range []struct {
+		args  []string
+		wants []string
+	}{
+		{kernel, []string{"--out " + out, "r1.rank-0-of-1.arrow exists", "give another run id or folder"}},
+		{cp, []string{"--out " + out, "on 1 rank(s), and this run has 2", "give another run id or folder"}},
+	} {
+		_, errOut, code := captureRun(t, c.args...)
+		checkUsageError(t, c.args, code, errOut, c.wants...)
+	}
+	if ents, _ := filepath.Glob(filepath.Join(out, "r1.*")); len(ents) != 1 {
+		t.Errorf("the folder holds %v; want the first run's one file", ents)
+	}
+}

@@ -116,7 +116,7 @@ func sweepAction(c *cli.Context, s harness.Sweep, bench string, w spmd.World, ko
 	if out == "" {
 		out = session.DefaultOutDir(bench)
 	}
-	runID, err := resultsTarget(out, c.String("run-id"))
+	runID, err := resultsTarget(out, c.String("run-id"), w.Size)
 	if err != nil {
 		return err
 	}

@@ -75,7 +75,7 @@ func runAction(c *cli.Context) error {
 	if out == "" {
 		out = session.DefaultOutDir("run")
 	}
-	runID, err := resultsTarget(out, c.String("run-id"))
+	runID, err := resultsTarget(out, c.String("run-id"), 1)
 	if err != nil {
 		return err
 	}
