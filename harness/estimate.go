@@ -223,6 +223,13 @@ func maskBytes(c Case) (bytes, rangesPerRow float64) {
 	return float64(c.Heads.KV) * blocks * keep * sliceBytes, keep
 }
 
+// MaskBytes is the host memory of one case's mask (a block-sparse mask holds a tile per
+// kept block of every q-block row, for every KV head): what a dry run builds per case.
+func MaskBytes(c Case) float64 {
+	b, _ := maskBytes(c)
+	return b
+}
+
 // KernelFootprint is the peak memory of one kernel case: the timing tensors (on the
 // device for a device kernel, on the host for a CPU one), the reference's working set
 // when the kernel is the CPU reference, the mask, and the check at its own size.

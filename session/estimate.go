@@ -190,6 +190,19 @@ func linkBytes(m sim.Machine, ranks int) float64 {
 	return bw * 1e9
 }
 
+// FitPlanMasks refuses, before a dry run builds its masks (to print their area and
+// FLOPs), a case whose mask alone cannot fit in this host's memory (harness.MaskBytes: a
+// block-sparse mask of 1-token blocks over 64K tokens is tens of GiB).
+func FitPlanMasks(cases []harness.Case) error {
+	m := Machine()
+	for _, cs := range cases {
+		if err := m.Fits(harness.Footprint{Host: harness.MaskBytes(cs)}, 0, "the mask of case "+cs.String()); err != nil {
+			return Usagef("%v: give larger blocks or smaller sizes (--block, --avg-block, --seqlens, --heads)", err)
+		}
+	}
+	return nil
+}
+
 // FitCPPlan refuses, before any mask is built or planned, a dry run of a CP sweep on n
 // ranks whose plans cannot fit in this host's memory (harness.CPPlanBytes): a dry run
 // plans every rank, so a world of 100000 ranks is itself the allocation to refuse.

@@ -57,6 +57,8 @@ func lengthSource(c *cli.Context) (dataset.Source, string, error) {
 	switch {
 	case dist != "" && counts != "":
 		return nil, "", usageError("--dist and --counts both given: pick one source of document lengths")
+	case counts == "" && c.String("column") != "":
+		return nil, "", usageError("--column %s without --counts: it names a column of the --counts file", c.String("column"))
 	case counts != "":
 		e, err := dataset.LoadCounts(counts, c.String("column"))
 		if err != nil {

@@ -86,3 +86,32 @@ func TestRunIDReusedExitsTwo(t *testing.T) {
 		t.Errorf("the folder holds %v; want the first run's one file", ents)
 	}
 }
+
+// A flag that does nothing where it is given is said, not ignored; a dry run checks the
+// flags the run would (--on-worker-crash nope: exit 0 with --dry-run, 2 without).
+func TestIgnoredFlagsAreSaid(t *testing.T) {
+	for _, c := range []struct {
+		args  []string
+		wants []string
+	}{
+		{[]string{"kernel", "--dry-run", "--on-worker-crash", "nope"}, []string{"--on-worker-crash \"nope\": use restart or stop"}},
+		{[]string{"kernel", "--dry-run", "--column", "tokens"}, []string{"--column tokens without --counts"}},
+		{[]string{"cp", "--dry-run", "--column", "tokens"}, []string{"--column tokens without --counts"}},
+		{[]string{"data", "--seqlen", "16K", "--column", "tokens"}, []string{"--column tokens without --counts"}},
+	} {
+		_, errOut, code := captureRun(t, c.args...)
+		checkUsageError(t, c.args, code, errOut, c.wants...)
+	}
+}
+
+// A dry run builds each case's mask: one too big to build is refused first (a
+// block-sparse mask of 1-token blocks over 64K tokens ran the process out of memory;
+// the run itself was refused by its estimate).
+func TestDryRunMaskIsEstimated(t *testing.T) {
+	for _, extra := range [][]string{{"--dry-run"}, {"--out", t.TempDir()}} {
+		args := append([]string{"sparse", "--seqlens", "64K", "--block", "1", "--ratios", "0.2", "--heads", "1:1", "--head-dim", "8",
+			"--kernels", "ref", "-n", "1", "-w", "0"}, extra...)
+		_, errOut, code := captureRun(t, args...)
+		checkUsageError(t, args, code, errOut, "block_sparse_uniform b=1", "of host memory")
+	}
+}

@@ -103,12 +103,15 @@ func sweepAction(c *cli.Context, s harness.Sweep, bench string, w spmd.World, ko
 	if !docs.IsDefault() {
 		build = docs.KernelBuilder()
 	}
-	if c.Bool("dry-run") {
-		return present.WritePlan(c.App.Writer, s.Cases(), build)
-	}
-	stop, err := stopOnCrash(c)
+	stop, err := stopOnCrash(c) // checked before a dry run too: it accepts what the run would
 	if err != nil {
 		return err
+	}
+	if c.Bool("dry-run") {
+		if err := session.FitPlanMasks(s.Cases()); err != nil {
+			return err
+		}
+		return present.WritePlan(c.App.Writer, s.Cases(), build)
 	}
 	k := session.KernelSweep{Sweep: s, Build: build, Warmup: warmup, Iters: iters, Check: check, CheckBudget: budget,
 		KernelOptions: ko, StopOnCrash: stop, Culprit: sweepCulprit(c)}
