@@ -112,6 +112,9 @@ func (s *Session) calibrateKernel(ctx context.Context, o *Simulation) error {
 		}
 		defer r.Close()
 		cases := harness.CalibrationSweep(o.Calibrate, o.CalLens, o.Sweep.Heads[0], o.Sweep.HeadDim, o.Sweep.DType).Cases()
+		if err := fitCalibration(cases, o.Calibrate, o.CalKernelOptions, o.CalCheck); err != nil {
+			return err
+		}
 		if err := r.RunAll(ctx, cases, func(_ int, row results.Row) error { rows = append(rows, row); return nil }); err != nil {
 			return err
 		}
@@ -343,24 +346,56 @@ func (s *Session) predictJob(ctx context.Context, o *Simulation, j simJob, maskF
 	return rows, nil
 }
 
+// fitCalibration refuses, before any is timed, a --calibrate case that cannot fit in
+// memory (harness.KernelFootprint, as longca kernel's cases: --calibrate-seqlens 1G ran
+// the process out of memory).
+func fitCalibration(cases []harness.Case, kernel string, ko kernels.Options, check bool) error {
+	_, onDevice, isRef, devBytes, ok := KernelPlace(kernel, ko)
+	if !ok {
+		return nil // the kernel cannot be made: the run says why
+	}
+	m := Machine()
+	for _, cs := range cases {
+		if err := m.Fits(harness.KernelFootprint(cs, check, 0, onDevice, isRef), devBytes, "calibration case "+cs.String()); err != nil {
+			return Usagef("--calibrate-seqlens %s: %v: give shorter lengths", harness.FormatSize(cs.SeqLen), err)
+		}
+	}
+	return nil
+}
+
 // maxCaseSeconds is the longest one case may be estimated to take (sim.Seconds) before
 // the sweep is refused.
 const maxCaseSeconds = 3600
 
 // fitSimulation refuses, before any work, a sweep whose largest case cannot fit in the
 // memory this process may take (sim.MemoryBytes for each GPU count and mask, with as
-// many cases and traced ranks at once as there are cores) or would take more than an
+// many cases and traced ranks at once as there are cores, or every rank traced where
+// --exact-ranks covers more than the default) or would take more than an
 // hour (sim.Seconds). Everything that grows with the GPU count is counted first, before
 // a mask is built (a document mask of a million GPUs' tokens is itself large); then the
 // documents of each mask.
 func fitSimulation(o *Simulation, maskFor func(string, int, uint64) *builtMask) error {
 	avail := harness.ThisMachine().HostBytes * 0.85
 	workers := max(runtime.GOMAXPROCS(0), 1)
+	exact := o.Exact
+	if exact <= 0 {
+		exact = sim.DefaultExactRanks
+	}
 	check := func(n int, what string, docs int) error {
-		need := float64(workers) * sim.MemoryBytes(n, docs, workers)
+		traced := workers
+		if n <= exact && n > sim.DefaultExactRanks {
+			// --exact-ranks above the default: every rank is traced, all at once (1024
+			// exact ranks on a document mask ran out of memory under the estimate).
+			traced = max(traced, n)
+		}
+		need := float64(workers) * sim.MemoryBytes(n, docs, traced)
 		if need > avail {
-			return Usagef("--gpus %d: simulating %s needs about %.1f GiB of host memory; %.1f GiB available: use fewer GPUs or tokens per GPU",
-				n, what, need/(1<<30), avail/(1<<30))
+			fix := "use fewer GPUs or tokens per GPU"
+			if traced > workers {
+				fix = fmt.Sprintf("use a smaller --exact-ranks (%d traces every rank of %d), fewer GPUs or tokens per GPU", exact, n)
+			}
+			return Usagef("--gpus %d: simulating %s needs about %.1f GiB of host memory; %.1f GiB available: %s",
+				n, what, need/(1<<30), avail/(1<<30), fix)
 		}
 		if t := sim.Seconds(n, docs); t > maxCaseSeconds {
 			return Usagef("--gpus %d: simulating %s would take about %.0f CPU hours (the limit is 1 hour per case): use fewer GPUs or tokens per GPU",

@@ -226,12 +226,14 @@ func TestSimulateUsageErrors(t *testing.T) {
 		{[]string{"--kernel-rows", filepath.Join(dir, "none")}, "--kernel-rows"},
 		{[]string{"--calibrate", "nope"}, "--calibrate"},
 		{[]string{"--calibrate", "ref", "--kernel-rows", dir}, "both given"},
+		{[]string{"--calibrate", "ref", "--calibrate-seqlens", "1G"}, "--calibrate-seqlens 1G: calibration case"},
 		{[]string{"--methods", "ring-p"}, "--methods"},
 		{[]string{"--passes", "up"}, "--passes"},
 		{[]string{"--nccl-table", "--nccl-sizes", "8"}, "--nccl-sizes"},
 		{[]string{"--exact-ranks", "0"}, "--exact-ranks"},
 		{[]string{"--run-id", "a/b"}, "--run-id"},
 		{[]string{"--gpus", "65536", "--masks", "causal_document_long"}, "host memory"},
+		{[]string{"--gpus", "1024", "--exact-ranks", "1024", "--masks", "causal_document_long"}, "use a smaller --exact-ranks"},
 	}
 	for _, c := range cases {
 		args := append([]string{"simulate", "--out", filepath.Join(dir, "out")}, c.args...)
