@@ -290,14 +290,43 @@ func log2ceil(n int) int {
 	return bits.Len(uint(n - 1))
 }
 
+// maxCollectivesSeconds bounds the CPU time of one GPU count's NCCL table.
+const maxCollectivesSeconds = 600
+
+// CollectivesSeconds estimates the CPU time of WriteCollectives: four collectives at each
+// doubling size from minBytes to maxBytes, each predicted over every pair of GPUs
+// (measured: 2048 GPUs, 8:8G, 22 s on the 2-core build machine; 512 GPUs 1.4 s).
+func CollectivesSeconds(gpus int, minBytes, maxBytes int64) float64 {
+	sizes := 1
+	for s := max(minBytes, 1); s < maxBytes; s *= 2 {
+		sizes++
+	}
+	n := float64(gpus)
+	return 4 * float64(sizes) * 5e-8 * n * n
+}
+
+// CheckCollectives refuses a table WriteCollectives cannot print: fewer than 2 GPUs, or
+// more than maxCollectivesSeconds of work (CollectivesSeconds: 100000 GPUs ran for
+// hours with nothing said).
+func CheckCollectives(gpus int, minBytes, maxBytes int64) error {
+	if gpus < 2 {
+		return fmt.Errorf("collectives need at least 2 GPUs (--gpus)")
+	}
+	if t := CollectivesSeconds(gpus, minBytes, maxBytes); t > maxCollectivesSeconds {
+		return fmt.Errorf("predicting the collectives on %d GPUs would take about %.1f minutes (the limit is %d; the time grows as the square of the GPUs): use fewer --gpus or --nccl-sizes",
+			gpus, t/60, maxCollectivesSeconds/60)
+	}
+	return nil
+}
+
 // WriteCollectives prints what the model predicts for NCCL's collectives on the first
 // gpus GPUs of m, in the columns of nccl-tests (all_gather_perf, reduce_scatter_perf,
 // alltoall_perf, all_reduce_perf with -g 1 per process), so a run of those tests on the
 // machine checks the network model: at large sizes busbw should approach the measured
 // bus bandwidth, at small ones time is the latency terms.
 func WriteCollectives(w io.Writer, m Machine, gpus int, minBytes, maxBytes int64) error {
-	if gpus < 2 {
-		return fmt.Errorf("collectives need at least 2 GPUs (--gpus)")
+	if err := CheckCollectives(gpus, minBytes, maxBytes); err != nil {
+		return err
 	}
 	m.RanksPerGPU = 1
 	tw := newTraceWorld(gpus)

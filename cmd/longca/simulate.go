@@ -189,6 +189,11 @@ func simulateAction(c *cli.Context) error {
 		return err
 	}
 	if o.ncclTable {
+		for _, n := range o.GPUs { // every count checked before any table is printed
+			if err := sim.CheckCollectives(n, o.ncclMin, o.ncclMax); err != nil {
+				return usageError("--nccl-table: %v", err)
+			}
+		}
 		for _, n := range o.GPUs {
 			if err := sim.WriteCollectives(c.App.Writer, o.Machine, n, o.ncclMin, o.ncclMax); err != nil {
 				return usageError("--nccl-table: %v", err)

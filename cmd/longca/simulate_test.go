@@ -230,6 +230,7 @@ func TestSimulateUsageErrors(t *testing.T) {
 		{[]string{"--methods", "ring-p"}, "--methods"},
 		{[]string{"--passes", "up"}, "--passes"},
 		{[]string{"--nccl-table", "--nccl-sizes", "8"}, "--nccl-sizes"},
+		{[]string{"--nccl-table", "--gpus", "8,100000"}, "--nccl-table: predicting the collectives on 100000 GPUs would take about"},
 		{[]string{"--exact-ranks", "0"}, "--exact-ranks"},
 		{[]string{"--run-id", "a/b"}, "--run-id"},
 		{[]string{"--gpus", "65536", "--masks", "causal_document_long"}, "host memory"},
