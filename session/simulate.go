@@ -375,20 +375,20 @@ const maxCaseSeconds = 3600
 // a mask is built (a document mask of a million GPUs' tokens is itself large); then the
 // documents of each mask.
 func fitSimulation(o *Simulation, maskFor func(string, int, uint64) *builtMask) error {
-	avail := harness.ThisMachine().HostBytes * 0.85
+	avail := Machine().HostBytes * 0.85
 	workers := max(runtime.GOMAXPROCS(0), 1)
 	exact := o.Exact
 	if exact <= 0 {
 		exact = sim.DefaultExactRanks
 	}
-	check := func(n int, what string, docs int) error {
+	check := func(n int, what string, docs, seqlen int) error {
 		traced := workers
 		if n <= exact && n > sim.DefaultExactRanks {
 			// --exact-ranks above the default: every rank is traced, all at once (1024
 			// exact ranks on a document mask ran out of memory under the estimate).
 			traced = max(traced, n)
 		}
-		need := float64(workers) * sim.MemoryBytes(n, docs, traced)
+		need := float64(workers) * (sim.MemoryBytes(n, docs, traced) + sim.SequenceBytes(seqlen))
 		if need > avail {
 			fix := "use fewer GPUs or tokens per GPU"
 			if traced > workers {
@@ -404,7 +404,7 @@ func fitSimulation(o *Simulation, maskFor func(string, int, uint64) *builtMask) 
 		return nil
 	}
 	for _, n := range o.GPUs {
-		if err := check(n, fmt.Sprintf("%d ranks", n), 1); err != nil {
+		if err := check(n, fmt.Sprintf("%d ranks of %s tokens", n, harness.FormatSize(o.seqlenFor(n))), 1, o.seqlenFor(n)); err != nil {
 			return err
 		}
 	}
@@ -414,7 +414,7 @@ func fitSimulation(o *Simulation, maskFor func(string, int, uint64) *builtMask) 
 			if b.err != nil {
 				continue // reported by the job itself
 			}
-			if err := check(n, fmt.Sprintf("%s (%d documents)", mk, len(b.docs)), len(b.docs)); err != nil {
+			if err := check(n, fmt.Sprintf("%s (%d documents)", mk, len(b.docs)), len(b.docs), o.seqlenFor(n)); err != nil {
 				return err
 			}
 		}

@@ -395,6 +395,13 @@ func MemoryBytes(n, docs, parallel int) float64 {
 	return layout + traced + world
 }
 
+// SequenceBytes is what one case's simulation holds per token of the sequence, beside
+// MemoryBytes: the kernel model's tile rows of each step's sub-mask (Ulysses' span the
+// whole sequence) and the document mask itself. Measured on causal_document_long, 8
+// GPUs, every method: 64M tokens 0.30 GB, 256M tokens 1.57 GB (6 bytes a token with two
+// cases at once); 1G tokens ran out of memory under an estimate that had no such term.
+func SequenceBytes(seqlen int) float64 { return 4 * float64(max(seqlen, 0)) }
+
 // The world's cost, measured (ring-p2p, full mask, fwd, on the 2-core build machine:
 // 4096 GPUs 4.6 s; 8192 GPUs 12.6 s and 0.53 GB; 16384 GPUs 46.7 s and 2.1 GB): both grow
 // as the square of the GPU count. The constants are those measurements rounded up.

@@ -115,3 +115,13 @@ func TestDryRunMaskIsEstimated(t *testing.T) {
 		checkUsageError(t, args, code, errOut, "block_sparse_uniform b=1", "of host memory")
 	}
 }
+
+// simulate's memory estimate counts the sequence itself (sim.SequenceBytes): 8 GPUs of
+// a 1G-token document mask ran out of memory under an estimate without it.
+func TestSimulateCountsTheSequence(t *testing.T) {
+	withMachine(t, 4<<30)
+	args := []string{"simulate", "--gpus", "8", "--seqlen", "1G", "--masks", "causal_document_long", "--methods", "ring-p2p",
+		"--passes", "fwd", "--out", t.TempDir()}
+	_, errOut, code := captureRun(t, args...)
+	checkUsageError(t, args, code, errOut, "--gpus 8: simulating 8 ranks of 1G tokens needs about")
+}
