@@ -125,3 +125,21 @@ func TestSimulateCountsTheSequence(t *testing.T) {
 	_, errOut, code := captureRun(t, args...)
 	checkUsageError(t, args, code, errOut, "--gpus 8: simulating 8 ranks of 1G tokens needs about")
 }
+
+// A command that takes no arguments refuses one: urfave/cli stops reading flags at the
+// first argument, so `cp x --dry-run` ran a whole sweep (--dry-run unread) and
+// `simulate x --gpus 8` the default GPU counts; masks, env and list ignored it.
+func TestNoArgumentsWhereNoneAreTaken(t *testing.T) {
+	for _, args := range [][]string{
+		{"cp", "x", "--dry-run"}, {"simulate", "x", "--gpus", "8"}, {"data", "x", "--seqlen", "1K"},
+		{"masks", "x"}, {"env", "x"}, {"list", "x"}, {"kernel", "x"}, {"sparse", "x"}, {"run", "x"},
+		{"selftest", "comm", "x"},
+	} {
+		_, errOut, code := captureRun(t, args...)
+		cmd := strings.Join(args[:len(args)-1], " ")
+		if args[0] != "selftest" {
+			cmd = args[0]
+		}
+		checkUsageError(t, args, code, errOut, cmd+` takes no arguments (got "x"`)
+	}
+}

@@ -35,9 +35,6 @@ func init() {
 
 func kernelAction(c *cli.Context) (err error) {
 	defer func() { err = usageOnRankZero(err) }()
-	if c.NArg() > 0 {
-		return usageError("kernel takes no arguments (got %q): give lengths with --seqlens or -b/-e", c.Args().First())
-	}
 	w, err := kernelWorld(c)
 	if err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/longca/longca/results"
@@ -71,8 +72,23 @@ func setFlagErrors(c *cli.Command, parent string) {
 	if c.OnUsageError == nil {
 		c.OnUsageError = flagError(name)
 	}
+	if c.ArgsUsage == "" && c.Action != nil && len(c.Subcommands) == 0 {
+		c.Action = noArgs(strings.TrimSpace(name), c.Action)
+	}
 	for _, sub := range c.Subcommands {
 		setFlagErrors(sub, name)
+	}
+}
+
+// noArgs refuses positional arguments for a command that takes none: urfave/cli stops
+// reading flags at the first argument, so `longca cp x --dry-run` ran a whole sweep with
+// --dry-run as a second argument, and `simulate x --gpus 8` the default GPU counts.
+func noArgs(cmd string, action cli.ActionFunc) cli.ActionFunc {
+	return func(c *cli.Context) error {
+		if c.NArg() > 0 {
+			return usageError("%s takes no arguments (got %q; the flags after it were not read): see longca %s --help", cmd, c.Args().First(), cmd)
+		}
+		return action(c)
 	}
 }
 

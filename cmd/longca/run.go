@@ -36,9 +36,6 @@ func init() {
 }
 
 func runAction(c *cli.Context) error {
-	if c.NArg() > 0 {
-		return usageError("run takes no arguments (got %q): give the folder with --out", c.Args().First())
-	}
 	ko, err := kernelOptions(c, spmd.World{Size: 1})
 	if err != nil {
 		return err

@@ -90,9 +90,6 @@ func sparseSpecs(c *cli.Context) ([]harness.SparseSpec, error) {
 
 func sparseAction(c *cli.Context) (err error) {
 	defer func() { err = usageOnRankZero(err) }()
-	if c.NArg() > 0 {
-		return usageError("sparse takes no arguments (got %q): give lengths with --seqlens or -b/-e", c.Args().First())
-	}
 	w, err := kernelWorld(c)
 	if err != nil {
 		return err
