@@ -72,6 +72,10 @@ var (
 	// reductions are issued by a warp of the producer warpgroup.
 	bwdSM90 = variant{fn: "bwd90", qTile: 64, kTile: 128, threads: 384, sharedPerDim: (2*128 + 4*64) * 2,
 		sharedFixed: 2*128*64*2 + 2*64*64*4 + 2*2*64*4 + 8*9 + 1024, transposedList: true, swizzledDQ: true}
+	// Experiment of issue 19 (docs/perf.md, "Next: sm90e"; not yet run on a GPU): the next
+	// step's S^T and dP^T issued at the end of a step, behind its dK.
+	bwdSM90E = variant{fn: "bwd90e", qTile: 64, kTile: 128, threads: 384, sharedPerDim: bwdSM90.sharedPerDim,
+		sharedFixed: bwdSM90.sharedFixed, transposedList: true, swizzledDQ: true}
 )
 
 // archVariant is a code path of the kernel: the entry points of its forward and backward
@@ -88,6 +92,7 @@ type archVariant struct {
 // first it can run.
 var archVariants = []archVariant{
 	{name: "sm90", doc: "Hopper: TMA + wgmma, warp-specialised (a producer and two consumer warpgroups); forward 128x128 tiles with the consumer warpgroups taking turns (pingpong; persistent when rows are short), backward 128 keys x 64 queries with dQ staged swizzled (while dK runs) and added by TMA reductions; wgmma descriptors one add from per-step bases", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90},
+	{name: "sm90e", doc: "experiment (not yet run on a GPU): sm90 with the backward's next S^T and dP^T issued behind the step's dK (240 registers to the consumers)", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90E},
 	{name: "sm80", doc: "Ampere and later: mma.sync forward and backward (cp.async double buffering)", major: 8, fwd: fwdSM80, bwd: bwdSM80},
 }
 
