@@ -86,6 +86,9 @@ type archVariant struct {
 	major    int  // the least compute capability major version
 	exact    bool // only that major version (sm_90a code runs on 9.0 alone)
 	fwd, bwd variant
+	// persist, on sm90: 0 runs the forward persistent by the rule (persistentForward),
+	// 1 always, -1 never (the variants that time both sides of the rule on every case)
+	persist int
 }
 
 // archVariants are the kernel's variants, best first: the default on a device is the
@@ -93,6 +96,8 @@ type archVariant struct {
 var archVariants = []archVariant{
 	{name: "sm90", doc: "Hopper: TMA + wgmma, warp-specialised (a producer and two consumer warpgroups); forward 128x128 tiles with the consumer warpgroups taking turns (pingpong; persistent when rows are short), backward 128 keys x 64 queries with dQ staged swizzled (while dK runs) and added by TMA reductions; wgmma descriptors one add from per-step bases", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90},
 	{name: "sm90e", doc: "experiment (not yet run on a GPU): sm90 with the backward's next S^T and dP^T issued behind the step's dK (240 registers to the consumers)", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90E},
+	{name: "sm90-persist", doc: "sm90 with the forward always persistent (a block per SM walking the work items), whatever the rows: to time both sides of sm90's rule", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90, persist: 1},
+	{name: "sm90-plain", doc: "sm90 with the forward never persistent (a block per 128-query tile), whatever the rows: to time both sides of sm90's rule", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90, persist: -1},
 	{name: "sm80", doc: "Ampere and later: mma.sync forward and backward (cp.async double buffering)", major: 8, fwd: fwdSM80, bwd: bwdSM80},
 }
 
@@ -260,7 +265,7 @@ func (k *Kernel) Describe(p kernels.Problem, pass kernels.Pass) kernels.Info {
 		info.Variant += " deterministic"
 	}
 	if inSM90(k.fwd.fn) && pass != kernels.Bwd { // a backward row times the backward alone
-		if dl, err := k.list(p, k.fwd.qTile, k.fwd.kTile, false); err == nil && persistentForward(dl.w) {
+		if dl, err := k.list(p, k.fwd.qTile, k.fwd.kTile, false); err == nil && k.persistent(dl.w) {
 			info.Variant += " persistent-fwd"
 		}
 	}

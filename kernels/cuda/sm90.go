@@ -90,6 +90,18 @@ func persistentForward(w *WorkList) bool {
 	return n > 0 && len(w.Entries)/2 < shortRows*n
 }
 
+// persistent says whether this kernel's variant runs the forward of w persistent: by the
+// rule, or always or never (sm90-persist, sm90-plain).
+func (k *Kernel) persistent(w *WorkList) bool {
+	switch k.arch.persist {
+	case 1:
+		return true
+	case -1:
+		return false
+	}
+	return persistentForward(w)
+}
+
 // forward90 launches the Hopper forward: bs are q, k, v, out, lse.
 func (k *Kernel) forward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList) error {
 	d := p.HeadDim
@@ -110,7 +122,7 @@ func (k *Kernel) forward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList)
 	}
 	shared := k.fwd.shared(d)
 	fn := k.fwd.fn
-	persistent := persistentForward(dl.w)
+	persistent := k.persistent(dl.w)
 	if persistent {
 		fn += "p"
 	}
