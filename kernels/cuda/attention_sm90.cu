@@ -477,7 +477,7 @@ template <int D, typename T, bool DET, bool E>
 DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const TmaDesc &tdo, const TmaDesc &tdq,
                   const float *__restrict__ lse2, const float *__restrict__ dsum, T *__restrict__ dk,
                   T *__restrict__ dv, int sq, int sk, int hq, int hkv, int sq_pad, float scale, float scale_log2,
-                  WorkList wl, const int *__restrict__ ranks, int *__restrict__ locks) {
+                  WorkList wl, const int *__restrict__ ranks, int *__restrict__ locks, int sched) {
   using L = BwdLayout<D>;
   extern __shared__ unsigned char smem_raw[];
   unsigned char *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
@@ -493,13 +493,17 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
   u64 *fullKV = bars, *fullQ = bars + 1, *emptyQ = fullQ + STAGES, *dqFull = emptyQ + STAGES, *dqEmpty = dqFull + 2;
 
   const int tid = threadIdx.x, wg = tid / 128;
-  const int kvh = blockIdx.x, group = hq / hkv, list = wl.per_head ? kvh : 0;
-  const int kt = DET ? (int)blockIdx.y : wl.order[list * wl.row_tiles + blockIdx.y];
+  // sched (the experiments sm90-norot, sm90-ktfast; 0 in sm90): bit 0 turns the rotation
+  // below off, bit 1 makes the key tile the grid's fast index (blocks running together
+  // then share one head's Q/dO in L2); the deterministic backward ignores it
+  const bool ktFast = !DET && (sched & 2);
+  const int kvh = ktFast ? blockIdx.y : blockIdx.x, group = hq / hkv, list = wl.per_head ? kvh : 0;
+  const int kt = DET ? (int)blockIdx.y : wl.order[list * wl.row_tiles + (ktFast ? blockIdx.x : blockIdx.y)];
   const int e0 = wl.start[list * (wl.row_tiles + 1) + kt], e1 = wl.start[list * (wl.row_tiles + 1) + kt + 1];
   const int ne = e1 - e0, iters = ne * group;
   // Blocks start at different query tiles (a rotation by key tile), so that blocks
   // running together add into different dQ rows.
-  const int rot = ne > 0 && !DET ? (kt * 7) % ne : 0;
+  const int rot = ne > 0 && !DET && !(sched & 1) ? (kt * 7) % ne : 0;
   const int k0 = kt * BBN9;
 
   if (tid == 0) {
@@ -832,9 +836,9 @@ DEV void dq90_convert(const float *__restrict__ acc, T *__restrict__ dq, int sq,
       const __grid_constant__ TmaDesc tdo, const __grid_constant__ TmaDesc tdq, const float *lse2, const float *dsum, \
       T *dk, T *dv, int sq, int sk, int hq, int hkv, int sq_pad, float scale, float scale_log2, const int *order,     \
       const int *start, const int *entries, const int *refs, const int *slices, int row_tiles, int per_head,        \
-      const int *ranks, int *locks) {                                                                                \
+      const int *ranks, int *locks, int sched) {                                                                     \
     bwd_sm90<D, T, DET, E>(tq, tk, tv, tdo, tdq, lse2, dsum, dk, dv, sq, sk, hq, hkv, sq_pad, scale, scale_log2, \
-                                 WorkList{order, start, entries, refs, slices, row_tiles, per_head}, ranks, locks); \
+                                 WorkList{order, start, entries, refs, slices, row_tiles, per_head}, ranks, locks, sched); \
   }
 #define SM90_ENTRIES(NAME, T, D)                                                                                   \
   SM90_FWD(fwd90, NAME, T, D, false)                                                                               \

@@ -89,6 +89,10 @@ type archVariant struct {
 	// persist, on sm90: 0 runs the forward persistent by the rule (persistentForward),
 	// 1 always, -1 never (the variants that time both sides of the rule on every case)
 	persist int
+	// sched, on sm90's backward (an int32 argument of the kernel): bit 0 no rotation of the
+	// blocks' first query tiles, bit 1 key tiles the grid's fast index (the experiments
+	// sm90-norot and sm90-ktfast: the L2 reuse of Q/dO against the dQ reductions' spread)
+	sched int32
 }
 
 // archVariants are the kernel's variants, best first: the default on a device is the
@@ -98,6 +102,8 @@ var archVariants = []archVariant{
 	{name: "sm90e", doc: "experiment (not yet run on a GPU): sm90 with the backward's next S^T and dP^T issued behind the step's dK (240 registers to the consumers)", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90E},
 	{name: "sm90-persist", doc: "sm90 with the forward always persistent (a block per SM walking the work items), whatever the rows: to time both sides of sm90's rule", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90, persist: 1},
 	{name: "sm90-plain", doc: "sm90 with the forward never persistent (a block per 128-query tile), whatever the rows: to time both sides of sm90's rule", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90, persist: -1},
+	{name: "sm90-norot", doc: "experiment (not yet run on a GPU): sm90 with the backward's blocks all starting at their first query tile (no rotation: more L2 reuse of Q/dO, the dQ reductions of blocks running together on the same rows)", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90, sched: 1},
+	{name: "sm90-ktfast", doc: "experiment (not yet run on a GPU): sm90-norot with the key tiles the backward grid's fast index (FlashAttention-3's order: the blocks running together walk one head's Q/dO)", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90, sched: 3},
 	{name: "sm80", doc: "Ampere and later: mma.sync forward and backward (cp.async double buffering)", major: 8, fwd: fwdSM80, bwd: bwdSM80},
 }
 

@@ -214,8 +214,12 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 		}
 		args := append([]any{maps[0], maps[1], maps[2], maps[3], maps[4], lse2, dsum, bs[7], bs[8], sq, p.Mask.SeqK, hq, p.HeadsKV, sqPad,
 			float32(scale), float32(scale * math.Log2E)}, dl.args()...)
-		args = append(args, dl.ranks, locks)
-		if err := main.Launch(cuda.Dim3{X: p.HeadsKV, Y: dl.w.RowTiles}, cuda.Dim3{X: k.bwd.threads}, shared, st, args...); err != nil {
+		args = append(args, dl.ranks, locks, k.arch.sched)
+		grid := cuda.Dim3{X: p.HeadsKV, Y: dl.w.RowTiles}
+		if k.arch.sched&2 != 0 && !k.det { // key tiles the fast index (sm90-ktfast)
+			grid = cuda.Dim3{X: dl.w.RowTiles, Y: p.HeadsKV}
+		}
+		if err := main.Launch(grid, cuda.Dim3{X: k.bwd.threads}, shared, st, args...); err != nil {
 			return err
 		}
 		n := sq * hq * d
