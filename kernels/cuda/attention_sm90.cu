@@ -479,6 +479,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
                   T *__restrict__ dv, int sq, int sk, int hq, int hkv, int sq_pad, float scale, float scale_log2,
                   WorkList wl, const int *__restrict__ ranks, int *__restrict__ locks, int sched) {
   using L = BwdLayout<D>;
+  static_assert(!E || STAGES >= 2, "sm90e issues the next step's products before releasing this step's stage");
   extern __shared__ unsigned char smem_raw[];
   unsigned char *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
   T *sK = reinterpret_cast<T *>(smem + L::kK);
@@ -638,6 +639,8 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
       Ops<T>::template ss64<0, 0>(dptE, sw128_at(loV, ko), sw128_at(loO, qo), kk > 0);
     }
     wgmma_commit();
+    reg_fence(stE);  // in flight across the loop's back edge: pinned, never copied
+    reg_fence(dptE);
   };
   if (E) {
 #pragma unroll
@@ -659,6 +662,8 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     float st[32], dpt[32];
     unsigned pa[4][4], sa[4][4];
     if (E) {  // issued at the end of the step before (or before the loop)
+      reg_fence(stE);
+      reg_fence(dptE);
       wgmma_wait<0>();
       reg_fence(stE);
       reg_fence(dptE);

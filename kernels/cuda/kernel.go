@@ -95,8 +95,9 @@ type archVariant struct {
 	sched int32
 }
 
-// archVariants are the kernel's variants, best first: the default on a device is the
-// first it can run.
+// archVariants are the kernel's variants: the default on a device is the first it can run
+// (sm90 on compute capability 9.0, sm80 elsewhere); the experiments and the variants that
+// time one side of a rule stand between them.
 var archVariants = []archVariant{
 	{name: "sm90", doc: "Hopper: TMA + wgmma, warp-specialised (a producer and two consumer warpgroups); forward 128x128 tiles with the consumer warpgroups taking turns (pingpong; persistent when rows are short), backward 128 keys x 64 queries with dQ staged swizzled (while dK runs) and added by TMA reductions; wgmma descriptors one add from per-step bases", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90},
 	{name: "sm90e", doc: "experiment (not yet run on a GPU): sm90 with the backward's next S^T and dP^T issued behind the step's dK (240 registers to the consumers)", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90E},
