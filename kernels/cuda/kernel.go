@@ -51,6 +51,7 @@ type variant struct {
 	sharedFixed    int
 	transposedList bool
 	swizzledDQ     bool // the sm_90 backward stages dQ in 128-byte-swizzled boxes of 32 columns
+	fragDQ         bool // ... or unscaled in fragment order, added by 1-D bulk reductions (sm90f)
 }
 
 func (v variant) shared(d int) int { return v.sharedPerDim*d + v.sharedFixed }
@@ -76,6 +77,11 @@ var (
 	// step's S^T and dP^T issued at the end of a step, behind its dK.
 	bwdSM90E = variant{fn: "bwd90e", qTile: 64, kTile: 128, threads: 384, sharedPerDim: bwdSM90.sharedPerDim,
 		sharedFixed: bwdSM90.sharedFixed, transposedList: true, swizzledDQ: true}
+	// Experiment of issue 19 (not yet run on a GPU): dQ staged unscaled in the accumulator's
+	// fragment order (8 conflict-free 16-byte stores a thread) and added by one 1-D bulk
+	// reduction a warpgroup; dq90_convertf undoes the order and scales (FlashAttention-3's way).
+	bwdSM90F = variant{fn: "bwd90f", qTile: 64, kTile: 128, threads: 384, sharedPerDim: bwdSM90.sharedPerDim,
+		sharedFixed: bwdSM90.sharedFixed, transposedList: true, swizzledDQ: true, fragDQ: true}
 )
 
 // archVariant is a code path of the kernel: the entry points of its forward and backward
@@ -103,6 +109,7 @@ var archVariants = []archVariant{
 	{name: "sm90e", doc: "experiment (not yet run on a GPU): sm90 with the backward's next S^T and dP^T issued behind the step's dK (240 registers to the consumers)", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90E},
 	{name: "sm90-persist", doc: "sm90 with the forward always persistent (a block per SM walking the work items), whatever the rows: to time both sides of sm90's rule", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90, persist: 1},
 	{name: "sm90-plain", doc: "sm90 with the forward never persistent (a block per 128-query tile), whatever the rows: to time both sides of sm90's rule", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90, persist: -1},
+	{name: "sm90f", doc: "experiment (not yet run on a GPU): sm90 with dQ staged unscaled in fragment order and added by 1-D bulk reductions (the conversion undoes the order and scales)", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90F},
 	{name: "sm90-norot", doc: "experiment (not yet run on a GPU): sm90 with the backward's blocks all starting at their first query tile (no rotation: more L2 reuse of Q/dO, the dQ reductions of blocks running together on the same rows)", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90, sched: 1},
 	{name: "sm90-ktfast", doc: "experiment (not yet run on a GPU): sm90-norot with the key tiles the backward grid's fast index (FlashAttention-3's order: the blocks running together walk one head's Q/dO)", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90, sched: 3},
 	{name: "sm80", doc: "Ampere and later: mma.sync forward and backward (cp.async double buffering)", major: 8, fwd: fwdSM80, bwd: bwdSM80},

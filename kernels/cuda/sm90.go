@@ -188,7 +188,11 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 	if err != nil {
 		return err
 	}
-	conv, err := k.function(fmt.Sprintf("dq90_convert_%s_d%d", dt, d), 0)
+	convFn := "dq90_convert"
+	if k.bwd.fragDQ {
+		convFn = "dq90_convertf" // fragment order, and the scale applied here
+	}
+	conv, err := k.function(fmt.Sprintf("%s_%s_d%d", convFn, dt, d), 0)
 	if err != nil {
 		return err
 	}
@@ -214,7 +218,7 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 		}
 		args := append([]any{maps[0], maps[1], maps[2], maps[3], maps[4], lse2, dsum, bs[7], bs[8], sq, p.Mask.SeqK, hq, p.HeadsKV, sqPad,
 			float32(scale), float32(scale * math.Log2E)}, dl.args()...)
-		args = append(args, dl.ranks, locks, k.arch.sched)
+		args = append(args, dl.ranks, locks, k.arch.sched, dqacc)
 		grid := cuda.Dim3{X: p.HeadsKV, Y: dl.w.RowTiles}
 		if k.arch.sched&2 != 0 && !k.det { // key tiles the fast index (sm90-ktfast)
 			grid = cuda.Dim3{X: dl.w.RowTiles, Y: p.HeadsKV}
@@ -223,6 +227,10 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 			return err
 		}
 		n := sq * hq * d
-		return conv.Launch(cuda.Dim3{X: max(1, min(k.dev.SMs*8, (n+255)/256))}, cuda.Dim3{X: 256}, 0, st, dqacc, bs[6], sq, hq, sqPad)
+		cargs := []any{dqacc, bs[6], sq, hq, sqPad}
+		if k.bwd.fragDQ {
+			cargs = append(cargs, float32(scale))
+		}
+		return conv.Launch(cuda.Dim3{X: max(1, min(k.dev.SMs*8, (n+255)/256))}, cuda.Dim3{X: 256}, 0, st, cargs...)
 	})
 }

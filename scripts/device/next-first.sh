@@ -5,7 +5,7 @@
 #   sh scripts/device/next-first.sh OUT
 # 1. GPU tests: sm90 (today's default, the backward's dQ staged while dK runs) in full (every
 #    mask fwd+bwd, odd lengths, fp16, windows, per-head masks, long rows, the deterministic
-#    backward), then the experiments sm90e, sm90-norot and sm90-ktfast (docs/perf.md "Next",
+#    backward), then the experiments sm90e, sm90f, sm90-norot, sm90-ktfast (docs/perf.md "Next",
 #    predictions written before they ran) on the usual subset;
 # 2. the backward at 16K on four masks and full/causal at 48K: sm90, each experiment whose
 #    tests passed, the native cudnn; the SM clock and power sampled by nvidia-smi meanwhile (is the
@@ -37,7 +37,7 @@ run() { # run N CMD...: CMD bounded by bound N, skipped when nothing is left
 }
 STEP_TIMEOUT=$(bound 110) sh kernels/cuda/gpu.sh "$out/k" test sm90 >/dev/null 2>&1
 vs="sm90"
-for v in sm90e sm90-norot sm90-ktfast; do
+for v in sm90e sm90f sm90-norot sm90-ktfast; do
 	n=$(bound 80)
 	[ "$n" -gt 0 ] && STEP_TIMEOUT=$n sh kernels/cuda/gpu.sh "$out/k" test "$v" 'TestCompile|TestMasks|TestWindows|TestDeterministic|TestOddLengths' >/dev/null 2>&1 && vs="$vs $v"
 done
