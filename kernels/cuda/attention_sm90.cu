@@ -135,6 +135,14 @@ DEV void tma_reduce_add2(const TmaDesc *map, const void *src, int c0, int c1) {
                "r"(smem_u32(src)), "r"(c0), "r"(c1)
                : "memory");
 }
+// Adds bytes (a multiple of 16, both addresses 16-byte aligned) of fp32 at src in shared
+// memory into dst in global memory (a bulk-group operation, like the tensor reduction).
+DEV void bulk_reduce_add_f32(float *dst, const float *src, unsigned bytes) {
+  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(
+                   reinterpret_cast<unsigned long long>(dst)),
+               "r"(smem_u32(src)), "r"(bytes)
+               : "memory");
+}
 DEV void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
 DEV void bulk_wait_read0() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
 DEV void bulk_wait0() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
@@ -434,6 +442,19 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
 // each adds its own keys' share of all columns.
 constexpr int BBM9 = 64, BBN9 = 128;
 
+// The fragment-order dQ chunk (experiment sm90f): a consumer thread lt (0..127) of a
+// warpgroup holds, after dQ = dS K (m64n64), dqa[4 jj + 2 r + e] = dQ[row][col] with
+// row = 16 (lt / 32) + (lt % 32) / 4 + 8 r and col = 8 jj + 2 (lt % 4) + e (wgmma's
+// accumulator layout); it stores dqa[4 jj .. 4 jj + 3] as the float4 dq_frag_slot(lt, jj)
+// of a 64 x 64 chunk (consecutive threads, consecutive 16 bytes: no bank conflict), and the
+// conversion finds dQ[row][col] at dq_frag_pos(row, col). kernels/cuda's host test checks
+// the two against the layout.
+DEV int dq_frag_slot(int lt, int jj) { return jj * 128 + lt; }
+DEV int dq_frag_pos(int row, int col) {
+  const int lt = (row >> 4) * 32 + (row & 7) * 4 + ((col & 7) >> 1);
+  return dq_frag_slot(lt, col >> 3) * 4 + ((row >> 3) & 1) * 2 + (col & 1);
+}
+
 template <int D> struct BwdLayout {
   static constexpr int kChunks = D / CHUNK;
   static constexpr bool kSplit = D == 128;  // dQ columns split between the warpgroups
@@ -469,12 +490,21 @@ DEV void fence_async_global() { asm volatile("fence.proxy.async.global;\n" ::: "
 // and passes the turn on. Blocks run in key-tile order (blockIdx.y, not the heaviest-first
 // order) and without the rotation, so a block waits only on lower key tiles, which were
 // started before it: no cycle.
-template <int D, typename T, bool DET>
+// E (experiment sm90e): the next step's S^T and dP^T are issued at the end of a step,
+// behind its dK, so that the tensor pipe does not drain between steps (the consumers get
+// 240 registers, the producer 24: S^T and dP^T are live beside dK, dV and dK's operand).
+// Without E the code is sm90's as measured.
+// F (experiment sm90f): dQ staged unscaled in fragment order and added by one 1-D bulk
+// reduction a warpgroup into chunks of the accumulator (dq90_convertf undoes the order and
+// scales), instead of two swizzled tensor boxes.
+template <int D, typename T, bool DET, bool E, bool F>
 DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const TmaDesc &tdo, const TmaDesc &tdq,
                   const float *__restrict__ lse2, const float *__restrict__ dsum, T *__restrict__ dk,
                   T *__restrict__ dv, int sq, int sk, int hq, int hkv, int sq_pad, float scale, float scale_log2,
-                  WorkList wl, const int *__restrict__ ranks, int *__restrict__ locks) {
+                  WorkList wl, const int *__restrict__ ranks, int *__restrict__ locks, int sched,
+                  float *__restrict__ dqacc) {
   using L = BwdLayout<D>;
+  static_assert(!E || STAGES >= 2, "sm90e issues the next step's products before releasing this step's stage");
   extern __shared__ unsigned char smem_raw[];
   unsigned char *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
   T *sK = reinterpret_cast<T *>(smem + L::kK);
@@ -489,13 +519,17 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
   u64 *fullKV = bars, *fullQ = bars + 1, *emptyQ = fullQ + STAGES, *dqFull = emptyQ + STAGES, *dqEmpty = dqFull + 2;
 
   const int tid = threadIdx.x, wg = tid / 128;
-  const int kvh = blockIdx.x, group = hq / hkv, list = wl.per_head ? kvh : 0;
-  const int kt = DET ? (int)blockIdx.y : wl.order[list * wl.row_tiles + blockIdx.y];
+  // sched (the experiments sm90-norot, sm90-ktfast; 0 in sm90): bit 0 turns the rotation
+  // below off, bit 1 makes the key tile the grid's fast index (blocks running together
+  // then share one head's Q/dO in L2); the deterministic backward ignores it
+  const bool ktFast = !DET && (sched & 2);
+  const int kvh = ktFast ? blockIdx.y : blockIdx.x, group = hq / hkv, list = wl.per_head ? kvh : 0;
+  const int kt = DET ? (int)blockIdx.y : wl.order[list * wl.row_tiles + (ktFast ? blockIdx.x : blockIdx.y)];
   const int e0 = wl.start[list * (wl.row_tiles + 1) + kt], e1 = wl.start[list * (wl.row_tiles + 1) + kt + 1];
   const int ne = e1 - e0, iters = ne * group;
   // Blocks start at different query tiles (a rotation by key tile), so that blocks
   // running together add into different dQ rows.
-  const int rot = ne > 0 && !DET ? (kt * 7) % ne : 0;
+  const int rot = ne > 0 && !DET && !(sched & 1) ? (kt * 7) % ne : 0;
   const int k0 = kt * BBN9;
 
   if (tid == 0) {
@@ -513,7 +547,10 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
   __syncthreads();
 
   if (wg == 0) {
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+    if (E)
+      asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
+    else
+      asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
     if (tid == 0 && iters > 0) {
       tma_prefetch_desc(&tq);
       tma_prefetch_desc(&tdo);
@@ -551,9 +588,13 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
 #pragma unroll
         for (int c = 0; c < 2; c++) {
           mbar_wait(&dqFull[c], it & 1);
-          // two swizzled boxes of 32 columns
-          tma_reduce_add2(&tdq, sdQ + c * BBM9 * 64, L::kSplit ? c * 64 : 0, h * sq_pad + q0);
-          tma_reduce_add2(&tdq, sdQ + c * BBM9 * 64 + BBM9 * 32, (L::kSplit ? c * 64 : 0) + 32, h * sq_pad + q0);
+          if (F) {  // one chunk of 64 x 64 in fragment order: (h, query tile, column half)
+            const long long chunk = ((long long)h * (sq_pad / BBM9) + q0 / BBM9) * (D / 64) + (L::kSplit ? c : 0);
+            bulk_reduce_add_f32(dqacc + chunk * (BBM9 * 64), sdQ + c * BBM9 * 64, BBM9 * 64 * 4);
+          } else {  // two swizzled boxes of 32 columns
+            tma_reduce_add2(&tdq, sdQ + c * BBM9 * 64, L::kSplit ? c * 64 : 0, h * sq_pad + q0);
+            tma_reduce_add2(&tdq, sdQ + c * BBM9 * 64 + BBM9 * 32, (L::kSplit ? c * 64 : 0) + 32, h * sq_pad + q0);
+          }
           bulk_commit();
           if (DET) bulk_wait0();  // landed before the next half (the same columns at D = 64)
         }
@@ -573,7 +614,10 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     return;
   }
 
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+  if (E)
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n" ::: "memory");
+  else
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
   const int cw = wg - 1;  // consumer warpgroup: keys 64 cw .. 64 cw + 63 of the block
   const int lt = tid % 128, warp = lt / 32, lane = lt % 32, g = lane / 4, t = lane % 4;
   const int kr = cw * 64 + warp * 16 + g;  // this thread's key rows in the block: kr, kr + 8
@@ -593,6 +637,15 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
   // the writer, who adds it into the accumulator
   auto stage_dq = [&](float(&dqa)[32], int j) {
     mbar_wait(&dqEmpty[cw], (j & 1) ^ 1);  // the writer has read the last one
+    if (F) {  // unscaled, in fragment order: 8 conflict-free 16-byte stores
+#pragma unroll
+      for (int jj = 0; jj < 8; jj++)
+        *reinterpret_cast<float4 *>(stage + dq_frag_slot(lt, jj) * 4) =
+            make_float4(dqa[4 * jj], dqa[4 * jj + 1], dqa[4 * jj + 2], dqa[4 * jj + 3]);
+      fence_async_smem();
+      mbar_arrive(&dqFull[cw]);
+      return;
+    }
 #pragma unroll
     for (int jj = 0; jj < 8; jj++)
 #pragma unroll
@@ -608,6 +661,31 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     mbar_arrive(&dqFull[cw]);
   };
 
+  // E: S^T = K Q^T and dP^T = V dO^T of step j, issued into stE and dptE (the step's own
+  // st and dpt take them over after the wait)
+  float stE[32], dptE[32];
+  auto issue_next = [&](int j) {
+    const int sj = j % STAGES;
+    const unsigned loQ = sw128_lo(sQ + sj * BBM9 * D, 16), loO = sw128_lo(sdO + sj * BBM9 * D, 16);
+    mbar_wait(&fullQ[sj], (j / STAGES) & 1);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++) {
+      const int c = kk / 4, k16 = (kk % 4) * 16;
+      const int ko = (c * BBN9 * CHUNK + k16) * 2, qo = (c * BBM9 * CHUNK + k16) * 2;
+      Ops<T>::template ss64<0, 0>(stE, sw128_at(loK, ko), sw128_at(loQ, qo), kk > 0);
+      Ops<T>::template ss64<0, 0>(dptE, sw128_at(loV, ko), sw128_at(loO, qo), kk > 0);
+    }
+    wgmma_commit();
+    reg_fence(stE);  // in flight across the loop's back edge: pinned, never copied
+    reg_fence(dptE);
+  };
+  if (E) {
+#pragma unroll
+    for (int i = 0; i < 32; i++) stE[i] = dptE[i] = 0.f;
+    if (iters > 0) issue_next(0);
+  }
+
   for (int it = 0; it < iters; it++) {
     const int s = it % STAGES;
     const unsigned ph = (it / STAGES) & 1;
@@ -621,20 +699,34 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
 
     float st[32], dpt[32];
     unsigned pa[4][4], sa[4][4];
-    const unsigned loQ = sw128_lo(cQ, 16), loO = sw128_lo(cdO, 16);
-    mbar_wait(&fullQ[s], ph);
-    wgmma_fence();
+    if (E) {  // issued at the end of the step before (or before the loop)
+      reg_fence(stE);
+      reg_fence(dptE);
+      wgmma_wait<0>();
+      reg_fence(stE);
+      reg_fence(dptE);
 #pragma unroll
-    for (int kk = 0; kk < D / 16; kk++) {
-      const int c = kk / 4, k16 = (kk % 4) * 16;
-      const int ko = (c * BBN9 * CHUNK + k16) * 2, qo = (c * BBM9 * CHUNK + k16) * 2;
-      Ops<T>::template ss64<0, 0>(st, sw128_at(loK, ko), sw128_at(loQ, qo), kk > 0);
-      Ops<T>::template ss64<0, 0>(dpt, sw128_at(loV, ko), sw128_at(loO, qo), kk > 0);
+      for (int i = 0; i < 32; i++) {
+        st[i] = stE[i];
+        dpt[i] = dptE[i];
+        stE[i] = dptE[i] = 0.f;  // dead until the next issue: constants, not held registers
+      }
+    } else {
+      const unsigned loQ = sw128_lo(cQ, 16), loO = sw128_lo(cdO, 16);
+      mbar_wait(&fullQ[s], ph);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < D / 16; kk++) {
+        const int c = kk / 4, k16 = (kk % 4) * 16;
+        const int ko = (c * BBN9 * CHUNK + k16) * 2, qo = (c * BBM9 * CHUNK + k16) * 2;
+        Ops<T>::template ss64<0, 0>(st, sw128_at(loK, ko), sw128_at(loQ, qo), kk > 0);
+        Ops<T>::template ss64<0, 0>(dpt, sw128_at(loV, ko), sw128_at(loO, qo), kk > 0);
+      }
+      wgmma_commit();
+      wgmma_wait<0>();
+      reg_fence(st);
+      reg_fence(dpt);
     }
-    wgmma_commit();
-    wgmma_wait<0>();
-    reg_fence(st);
-    reg_fence(dpt);
 
     // P^T = exp2(S^T scale log2e - lse log2e) on allowed pairs; dS^T = P^T (dP^T - Dsum)
     if (ref < 0) {  // a full tile: no pair to test
@@ -711,7 +803,12 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     reg_fence(dva);
     reg_fence(dqa);
     stage_dq(dqa, it);
-    wgmma_wait<0>();
+    if (E && it + 1 < iters) {
+      issue_next(it + 1);  // behind dK: the pipe does not drain before the next step
+      wgmma_wait<1>();
+    } else {
+      wgmma_wait<0>();
+    }
     reg_fence(dka);
     mbar_arrive(&emptyQ[s]);
   }
@@ -757,6 +854,19 @@ DEV void bwd90_pre(const T *__restrict__ o, const T *__restrict__ dout, const fl
 }
 
 // dq[q][h][:] = dqacc[h][q][:], in the problem's dtype.
+// dQ = scale * the fragment-order accumulator of sm90f (chunks of 64 x 64 per head, query
+// tile and column half), in the output's layout.
+template <int D, typename T>
+DEV void dq90_convertf(const float *__restrict__ acc, T *__restrict__ dq, int sq, int hq, int sq_pad, float scale) {
+  const long long n = (long long)sq * hq * D;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+    const long long q = i / ((long long)hq * D);
+    const int h = (i / D) % hq, d = i % D;
+    const long long chunk = ((long long)h * (sq_pad / 64) + q / 64) * (D / 64) + d / 64;
+    dq[i] = T(acc[chunk * 4096 + dq_frag_pos((int)(q % 64), d % 64)] * scale);
+  }
+}
+
 template <int D, typename T>
 DEV void dq90_convert(const float *__restrict__ acc, T *__restrict__ dq, int sq, int hq, int sq_pad) {
   const long long n = (long long)sq * hq * D;
@@ -776,27 +886,35 @@ DEV void dq90_convert(const float *__restrict__ acc, T *__restrict__ dq, int sq,
     fwd_sm90<D, T, PERSIST>(tq, tk, tv, o, lse, sq, sk, hq, hkv, scale_log2,                                       \
                             WorkList{order, start, entries, refs, slices, row_tiles, per_head});                   \
   }
-#define SM90_BWD(FN, NAME, T, D, DET)                                                                                 \
+#define SM90_BWD(FN, NAME, T, D, DET, E, F)                                                                               \
   extern "C" __global__ void __launch_bounds__(SNT, 1) FN##_##NAME##_d##D(                                        \
       const __grid_constant__ TmaDesc tq, const __grid_constant__ TmaDesc tk, const __grid_constant__ TmaDesc tv,   \
       const __grid_constant__ TmaDesc tdo, const __grid_constant__ TmaDesc tdq, const float *lse2, const float *dsum, \
       T *dk, T *dv, int sq, int sk, int hq, int hkv, int sq_pad, float scale, float scale_log2, const int *order,     \
       const int *start, const int *entries, const int *refs, const int *slices, int row_tiles, int per_head,        \
-      const int *ranks, int *locks) {                                                                                \
-    bwd_sm90<D, T, DET>(tq, tk, tv, tdo, tdq, lse2, dsum, dk, dv, sq, sk, hq, hkv, sq_pad, scale, scale_log2, \
-                                 WorkList{order, start, entries, refs, slices, row_tiles, per_head}, ranks, locks); \
+      const int *ranks, int *locks, int sched, float *dqacc) {                                                       \
+    bwd_sm90<D, T, DET, E, F>(tq, tk, tv, tdo, tdq, lse2, dsum, dk, dv, sq, sk, hq, hkv, sq_pad, scale, scale_log2, \
+                                 WorkList{order, start, entries, refs, slices, row_tiles, per_head}, ranks, locks, sched, dqacc); \
   }
 #define SM90_ENTRIES(NAME, T, D)                                                                                   \
   SM90_FWD(fwd90, NAME, T, D, false)                                                                               \
   SM90_FWD(fwd90p, NAME, T, D, true)                                                                               \
-  SM90_BWD(bwd90, NAME, T, D, false)                                                                               \
-  SM90_BWD(bwd90d, NAME, T, D, true)                                                                               \
+  SM90_BWD(bwd90, NAME, T, D, false, false, false)                                                                 \
+  SM90_BWD(bwd90d, NAME, T, D, true, false, false)                                                                 \
+  SM90_BWD(bwd90e, NAME, T, D, false, true, false)                                                                 \
+  SM90_BWD(bwd90ed, NAME, T, D, true, true, false)                                                                 \
+  SM90_BWD(bwd90f, NAME, T, D, false, false, true)                                                                 \
+  SM90_BWD(bwd90fd, NAME, T, D, true, false, true)                                                                 \
   extern "C" __global__ void bwd90_pre_##NAME##_d##D(const T *o, const T *dout, const float *lse, float *dsum,      \
                                                     float *lse2, int sq, int hq, int sq_pad) {                     \
     bwd90_pre<D, T>(o, dout, lse, dsum, lse2, sq, hq, sq_pad);                                                     \
   }                                                                                                                \
   extern "C" __global__ void dq90_convert_##NAME##_d##D(const float *acc, T *dq, int sq, int hq, int sq_pad) {     \
     dq90_convert<D, T>(acc, dq, sq, hq, sq_pad);                                                                   \
+  }                                                                                                                \
+  extern "C" __global__ void dq90_convertf_##NAME##_d##D(const float *acc, T *dq, int sq, int hq, int sq_pad,      \
+                                                         float scale) {                                            \
+    dq90_convertf<D, T>(acc, dq, sq, hq, sq_pad, scale);                                                           \
   }
 
 SM90_ENTRIES(bf16, __nv_bfloat16, 64)

@@ -27,7 +27,7 @@ note() { echo "$*" | tee -a "$out/summary.txt"; }
 case $step in
 resources)
 	for v in sm90 sm80; do
-		timeout "$limit" bin/cuda.test -test.run '^TestCompile$' -test.v -test.count=1 -variant "$v" >"$out/resources-$v.log" 2>&1
+		timeout -k 10 "$limit" bin/cuda.test -test.run '^TestCompile$' -test.v -test.count=1 -variant "$v" >"$out/resources-$v.log" 2>&1
 		note "# resources $v (exit $?):"
 		grep -E 'threads|NVRTC|error|FAIL' "$out/resources-$v.log" | sed 's/^ *//' | tee -a "$out/summary.txt"
 	done
@@ -36,7 +36,7 @@ test)
 	v=${1:?variant}
 	run=${2:-.}
 	log="$out/test-$v.log"
-	timeout "$limit" bin/cuda.test -test.v -test.count=1 -test.run "$run" -test.timeout "${limit}s" -variant "$v" >"$log" 2>&1
+	timeout -k 10 "$limit" bin/cuda.test -test.v -test.count=1 -test.run "$run" -test.timeout "${limit}s" -variant "$v" >"$log" 2>&1
 	rc=$?
 	pass=$(grep -c 'bwd=.*: PASS' "$log")
 	fail=$(grep -c 'bwd=.*: FAIL' "$log")
@@ -50,14 +50,14 @@ time | ncu)
 	n=$(ls "$out" | grep -c '^\(time\|ncu\)-')
 	tag=$n-$(echo "$v $*" | tr -c 'A-Za-z0-9\n' '_' | cut -c1-50)
 	if [ "$step" = ncu ]; then
-		timeout "$limit" ncu --clock-control none -k 'regex:^(fwd|bwd)' -c "${NCU_COUNT:-2}" \
+		timeout -k 10 "$limit" ncu --clock-control none -k 'regex:^(fwd|bwd)' -c "${NCU_COUNT:-2}" \
 			--section SpeedOfLight --section WarpStateStats --section Occupancy --section LaunchStats \
 			--metrics sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active \
 			bin/longca kernel --kernels cuda --variant "$v" --no-check -w 0 -n 1 --out "$out/ncu-run" "$@" >"$out/ncu-$tag.log" 2>&1
 		note "# ncu $v $* (exit $?):"
 		grep -E 'fwd|bwd|Duration|Compute \(SM\) Throughput|gmma_cycles|hmma_cycles|Registers|Achieved Occupancy|Stall|Warp Cycles Per Issued' "$out/ncu-$tag.log" | head -40 | tee -a "$out/summary.txt"
 	else
-		timeout "$limit" bin/longca kernel --kernels cuda --variant "$v" --out "$out/run-$tag" "$@" >"$out/time-$tag.log" 2>&1
+		timeout -k 10 "$limit" bin/longca kernel --kernels cuda --variant "$v" --out "$out/run-$tag" "$@" >"$out/time-$tag.log" 2>&1
 		rc=$?
 		note "# time $v $* (exit $rc):"
 		grep -vE '^#  |^$' "$out/time-$tag.log" | grep -E '^ |^# Cases|error|panic' | head -40 | tee -a "$out/summary.txt"

@@ -51,6 +51,7 @@ type variant struct {
 	sharedFixed    int
 	transposedList bool
 	swizzledDQ     bool // the sm_90 backward stages dQ in 128-byte-swizzled boxes of 32 columns
+	fragDQ         bool // ... or unscaled in fragment order, added by 1-D bulk reductions (sm90f)
 }
 
 func (v variant) shared(d int) int { return v.sharedPerDim*d + v.sharedFixed }
@@ -72,6 +73,15 @@ var (
 	// reductions are issued by a warp of the producer warpgroup.
 	bwdSM90 = variant{fn: "bwd90", qTile: 64, kTile: 128, threads: 384, sharedPerDim: (2*128 + 4*64) * 2,
 		sharedFixed: 2*128*64*2 + 2*64*64*4 + 2*2*64*4 + 8*9 + 1024, transposedList: true, swizzledDQ: true}
+	// Experiment of issue 19 (docs/perf.md, "Next: sm90e"; not yet run on a GPU): the next
+	// step's S^T and dP^T issued at the end of a step, behind its dK.
+	bwdSM90E = variant{fn: "bwd90e", qTile: 64, kTile: 128, threads: 384, sharedPerDim: bwdSM90.sharedPerDim,
+		sharedFixed: bwdSM90.sharedFixed, transposedList: true, swizzledDQ: true}
+	// Experiment of issue 19 (not yet run on a GPU): dQ staged unscaled in the accumulator's
+	// fragment order (8 conflict-free 16-byte stores a thread) and added by one 1-D bulk
+	// reduction a warpgroup; dq90_convertf undoes the order and scales (FlashAttention-3's way).
+	bwdSM90F = variant{fn: "bwd90f", qTile: 64, kTile: 128, threads: 384, sharedPerDim: bwdSM90.sharedPerDim,
+		sharedFixed: bwdSM90.sharedFixed, transposedList: true, swizzledDQ: true, fragDQ: true}
 )
 
 // archVariant is a code path of the kernel: the entry points of its forward and backward
@@ -82,12 +92,26 @@ type archVariant struct {
 	major    int  // the least compute capability major version
 	exact    bool // only that major version (sm_90a code runs on 9.0 alone)
 	fwd, bwd variant
+	// persist, on sm90: 0 runs the forward persistent by the rule (persistentForward),
+	// 1 always, -1 never (the variants that time both sides of the rule on every case)
+	persist int
+	// sched, on sm90's backward (an int32 argument of the kernel): bit 0 no rotation of the
+	// blocks' first query tiles, bit 1 key tiles the grid's fast index (the experiments
+	// sm90-norot and sm90-ktfast: the L2 reuse of Q/dO against the dQ reductions' spread)
+	sched int32
 }
 
-// archVariants are the kernel's variants, best first: the default on a device is the
-// first it can run.
+// archVariants are the kernel's variants: the default on a device is the first it can run
+// (sm90 on compute capability 9.0, sm80 elsewhere); the experiments and the variants that
+// time one side of a rule stand between them.
 var archVariants = []archVariant{
 	{name: "sm90", doc: "Hopper: TMA + wgmma, warp-specialised (a producer and two consumer warpgroups); forward 128x128 tiles with the consumer warpgroups taking turns (pingpong; persistent when rows are short), backward 128 keys x 64 queries with dQ staged swizzled (while dK runs) and added by TMA reductions; wgmma descriptors one add from per-step bases", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90},
+	{name: "sm90e", doc: "experiment (not yet run on a GPU): sm90 with the backward's next S^T and dP^T issued behind the step's dK (240 registers to the consumers)", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90E},
+	{name: "sm90-persist", doc: "sm90 with the forward always persistent (a block per SM walking the work items), whatever the rows: to time both sides of sm90's rule", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90, persist: 1},
+	{name: "sm90-plain", doc: "sm90 with the forward never persistent (a block per 128-query tile), whatever the rows: to time both sides of sm90's rule", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90, persist: -1},
+	{name: "sm90f", doc: "experiment (not yet run on a GPU): sm90 with dQ staged unscaled in fragment order and added by 1-D bulk reductions (the conversion undoes the order and scales)", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90F},
+	{name: "sm90-norot", doc: "experiment (not yet run on a GPU): sm90 with the backward's blocks all starting at their first query tile (no rotation: more L2 reuse of Q/dO, the dQ reductions of blocks running together on the same rows)", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90, sched: 1},
+	{name: "sm90-ktfast", doc: "experiment (not yet run on a GPU): sm90-norot with the key tiles the backward grid's fast index (FlashAttention-3's order: the blocks running together walk one head's Q/dO)", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90, sched: 3},
 	{name: "sm80", doc: "Ampere and later: mma.sync forward and backward (cp.async double buffering)", major: 8, fwd: fwdSM80, bwd: bwdSM80},
 }
 
@@ -255,7 +279,7 @@ func (k *Kernel) Describe(p kernels.Problem, pass kernels.Pass) kernels.Info {
 		info.Variant += " deterministic"
 	}
 	if inSM90(k.fwd.fn) && pass != kernels.Bwd { // a backward row times the backward alone
-		if dl, err := k.list(p, k.fwd.qTile, k.fwd.kTile, false); err == nil && persistentForward(dl.w) {
+		if dl, err := k.list(p, k.fwd.qTile, k.fwd.kTile, false); err == nil && k.persistent(dl.w) {
 			info.Variant += " persistent-fwd"
 		}
 	}

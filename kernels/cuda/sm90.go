@@ -90,6 +90,18 @@ func persistentForward(w *WorkList) bool {
 	return n > 0 && len(w.Entries)/2 < shortRows*n
 }
 
+// persistent says whether this kernel's variant runs the forward of w persistent: by the
+// rule, or always or never (sm90-persist, sm90-plain).
+func (k *Kernel) persistent(w *WorkList) bool {
+	switch k.arch.persist {
+	case 1:
+		return true
+	case -1:
+		return false
+	}
+	return persistentForward(w)
+}
+
 // forward90 launches the Hopper forward: bs are q, k, v, out, lse.
 func (k *Kernel) forward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList) error {
 	d := p.HeadDim
@@ -110,7 +122,7 @@ func (k *Kernel) forward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList)
 	}
 	shared := k.fwd.shared(d)
 	fn := k.fwd.fn
-	persistent := persistentForward(dl.w)
+	persistent := k.persistent(dl.w)
 	if persistent {
 		fn += "p"
 	}
@@ -176,7 +188,11 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 	if err != nil {
 		return err
 	}
-	conv, err := k.function(fmt.Sprintf("dq90_convert_%s_d%d", dt, d), 0)
+	convFn := "dq90_convert"
+	if k.bwd.fragDQ {
+		convFn = "dq90_convertf" // fragment order, and the scale applied here
+	}
+	conv, err := k.function(fmt.Sprintf("%s_%s_d%d", convFn, dt, d), 0)
 	if err != nil {
 		return err
 	}
@@ -202,11 +218,19 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 		}
 		args := append([]any{maps[0], maps[1], maps[2], maps[3], maps[4], lse2, dsum, bs[7], bs[8], sq, p.Mask.SeqK, hq, p.HeadsKV, sqPad,
 			float32(scale), float32(scale * math.Log2E)}, dl.args()...)
-		args = append(args, dl.ranks, locks)
-		if err := main.Launch(cuda.Dim3{X: p.HeadsKV, Y: dl.w.RowTiles}, cuda.Dim3{X: k.bwd.threads}, shared, st, args...); err != nil {
+		args = append(args, dl.ranks, locks, k.arch.sched, dqacc)
+		grid := cuda.Dim3{X: p.HeadsKV, Y: dl.w.RowTiles}
+		if k.arch.sched&2 != 0 && !k.det { // key tiles the fast index (sm90-ktfast)
+			grid = cuda.Dim3{X: dl.w.RowTiles, Y: p.HeadsKV}
+		}
+		if err := main.Launch(grid, cuda.Dim3{X: k.bwd.threads}, shared, st, args...); err != nil {
 			return err
 		}
 		n := sq * hq * d
-		return conv.Launch(cuda.Dim3{X: max(1, min(k.dev.SMs*8, (n+255)/256))}, cuda.Dim3{X: 256}, 0, st, dqacc, bs[6], sq, hq, sqPad)
+		cargs := []any{dqacc, bs[6], sq, hq, sqPad}
+		if k.bwd.fragDQ {
+			cargs = append(cargs, float32(scale))
+		}
+		return conv.Launch(cuda.Dim3{X: max(1, min(k.dev.SMs*8, (n+255)/256))}, cuda.Dim3{X: 256}, 0, st, cargs...)
 	})
 }

@@ -175,5 +175,26 @@ func TestPersistentForwardByRowLength(t *testing.T) {
 		if got := persistentForward(w); got != c.want {
 			t.Errorf("%s %d: persistent %v, want %v (%d entries over %d row tiles)", c.mask, c.s, got, c.want, len(w.Entries)/2, w.RowTiles)
 		}
+		// the variants that time both sides of the rule: sm90-persist always, sm90-plain never
+		for _, v := range []struct {
+			name string
+			want bool
+		}{{"sm90", c.want}, {"sm90-persist", true}, {"sm90-plain", false}} {
+			k := &Kernel{arch: variantNamed(t, v.name)}
+			if got := k.persistent(w); got != v.want {
+				t.Errorf("%s %s %d: persistent %v, want %v", v.name, c.mask, c.s, got, v.want)
+			}
+		}
 	}
+}
+
+func variantNamed(t *testing.T, name string) archVariant {
+	t.Helper()
+	for _, v := range archVariants {
+		if v.name == name {
+			return v
+		}
+	}
+	t.Fatalf("no variant %q", name)
+	return archVariant{}
 }

@@ -72,7 +72,8 @@ const (
 
 // DefaultBlock is the dispatch block when --cp-block is 0, for a dispatch over units
 // ranks (or groups of u ranks that split the heads: the mesh u x units): the largest power
-// of two of at most 512·u tokens that gives every unit at least 8 blocks (1 at the least).
+// of two of at most 512·u' tokens (u' the largest power of two up to u: 512·U for the usual
+// U of 1, 2, 4, 8) that gives every unit at least 8 blocks (1 at the least).
 // A block's work on each of the u ranks is that of a block u times shorter over all the
 // heads, so 512·u keeps the per-rank grain of the one-rank dispatch (512 tokens at 8K
 // tokens per rank); finer blocks on a head-split mesh only cut the kernel's calls into
@@ -83,7 +84,7 @@ func DefaultBlock(seq, units, u int) int {
 	per := (seq + units - 1) / max(units, 1)
 	b := max(per/8, 1)
 	b = 1 << (bits.Len(uint(b)) - 1)
-	return min(b, 512*max(u, 1))
+	return min(b, 512<<(bits.Len(uint(max(u, 1)))-1))
 }
 
 // DefaultStages resolves --cp-stages on a world of ranks ranks: as given when positive;

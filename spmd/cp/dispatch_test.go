@@ -344,6 +344,8 @@ func TestDefaultBlock(t *testing.T) {
 		{2048, 8, 1, 32},          // short sequences: 8 blocks a unit
 		{6000, 8, 1, 64},          // not a power of two: 750 tokens a unit, 93 -> 64
 		{5, 8, 1, 1},              // fewer tokens than units
+		{6 * 65536, 2, 3, 1024},   // U = 3 (24 KV heads on 6 ranks): 512·2, a power of two
+		{6 * 65536, 1, 6, 2048},   // U = 6: 512·4
 	} {
 		if got := DefaultBlock(c.seq, c.units, c.u); got != c.want {
 			t.Errorf("DefaultBlock(%d, %d, %d) = %d, want %d", c.seq, c.units, c.u, got, c.want)
