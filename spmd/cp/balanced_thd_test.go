@@ -1,20 +1,14 @@
 package cp
 
 import (
-	"context"
 	"fmt"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/longca/longca/comm"
-	"github.com/longca/longca/comm/local"
 	"github.com/longca/longca/kernels"
 	"github.com/longca/longca/kernels/check"
 	"github.com/longca/longca/kernels/cudnn"
-	"github.com/longca/longca/kernels/ref"
 	"github.com/longca/longca/mask"
 	"github.com/longca/longca/tensor"
 )
@@ -168,29 +162,7 @@ func TestBalancedTHDBufferBytes(t *testing.T) {
 			if pl.KVLayoutName() == "blocks" {
 				t.Fatalf("%s n%d: no rank took the THD layout", name, n)
 			}
-			q, k, v, dout := inputs(p, 13)
-			peaks := make([]int64, n)
-			err = local.Run(n, func(c comm.Comm) error {
-				f := newFakePrims(newEmulator())
-				r, err := NewRun(pl, queuedKernel{ref.New(ref.Options{}), f}, c)
-				if err != nil {
-					return err
-				}
-				defer r.Close()
-				r.ops = deviceOps{p: f, part: tensor.FP32, tables: &runTables{}} // the tables kept, as on a GPU
-				if _, err := Execute(context.Background(), m, r, q, k, v, dout, true); err != nil {
-					return err
-				}
-				peaks[c.Rank()] = f.peak
-				return nil
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			qb := int64(pl.Tokens * pl.HeadsQ * p.HeadDim * p.DType.Size())
-			kvb := int64(pl.Tokens * pl.HeadsKV * p.HeadDim * p.DType.Size())
-			io := 4*qb + 4*kvb + int64(pl.HeadsQ*pl.Tokens*4)
-			got := slices.Max(peaks) - io
+			got := balancedBufferPeak(t, m, pl, p, 13, true) // the tables kept, as on a GPU
 			want := Balanced{}.BufferBytes(pl, kernels.FwdBwd)
 			if got > want || float64(got) < 0.8*float64(want) {
 				t.Fatalf("%s n%d (%s): buffers took %d bytes at the peak, BufferBytes says %d", name, n, pl.KVLayoutName(), got, want)
@@ -240,7 +212,7 @@ func TestBalancedTHDOnDevice(t *testing.T) {
 			exact, naive := cache.get(t, fmt.Sprint(mi, ci), p, q, k, v, dout)
 			for _, md := range modes {
 				what := fmt.Sprintf("%s n%d mode %d (%s partials, tables kept %v, batched %v, %s)", name, n, md.mode, md.part, md.keep, !md.noBatch, pl.KVLayoutName())
-				got, counted, leaked, marks, calls := runTHDDevice(t, m, pl, md.part, md.mode, md.keep, md.noBatch, q, k, v, dout)
+				got, counted, leaked, marks, calls := runFakeDeviceWith(t, m, pl, md.part, md.mode, md.keep, md.noBatch, q, k, v, dout)
 				if md.mode == ordered && marks != 0 {
 					t.Fatalf("%s: %d transfers waited on the host (Mark) on a stream-ordered communicator", what, marks)
 				}
@@ -266,59 +238,6 @@ func TestBalancedTHDOnDevice(t *testing.T) {
 			}
 		}
 	}
-}
-
-// runTHDDevice is runFakeDevice with the runs tables kept for the run (keep) or
-// uploaded per call, and the batched kernels missing (noBatch); it also returns the
-// calls of the helper kernels, summed over the ranks.
-func runTHDDevice(t *testing.T, m Method, pl *Plan, part tensor.DType, mode deviceMode, keep, noBatch bool, q, k, v, dout *tensor.Host) (Outputs, []int64, []int64, int, map[string]int) {
-	t.Helper()
-	n := pl.Config.Ranks
-	var got Outputs
-	counted, leaked := make([]int64, n), make([]int64, n)
-	e := newEmulator()
-	var opts []local.Option
-	if mode == ordered {
-		opts = append(opts, local.WithMover(fakeMover{e: e}))
-	}
-	var mu sync.Mutex
-	marks, calls := 0, map[string]int{}
-	err := local.Run(n, func(c comm.Comm) error {
-		f := newFakePrims(e)
-		f.deferred, f.noRuns = mode != eager, noBatch
-		r, err := NewRun(pl, queuedKernel{ref.New(ref.Options{}), f}, c)
-		if err != nil {
-			return err
-		}
-		r.ops = deviceOps{p: f, part: part}
-		if keep {
-			r.ops = deviceOps{p: f, part: part, tables: &runTables{}}
-		}
-		o, err := Execute(context.Background(), m, r, q, k, v, dout, true)
-		if err != nil {
-			return err
-		}
-		counted[c.Rank()] = r.Counters().BytesSent
-		if err := r.Close(); err != nil {
-			return err
-		}
-		leaked[c.Rank()] = f.live
-		mu.Lock()
-		marks += f.marks
-		for name, k := range f.takeCalls() {
-			calls[name] += k
-		}
-		mu.Unlock()
-		g, err := GatherOutputs(c, pl, o, true)
-		if c.Rank() == 0 {
-			got = g
-		}
-		return err
-	}, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return got, counted, leaked, marks, calls
 }
 
 // TestBalancedTHDOneStageOnly: past one stage the layout is blocks (auto) or a one-line

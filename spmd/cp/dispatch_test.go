@@ -241,31 +241,7 @@ func TestBalancedBufferBytes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			q, k, v, dout := inputs(p, 11)
-			peaks := make([]int64, n)
-			err = local.Run(n, func(c comm.Comm) error {
-				f := newFakePrims(newEmulator())
-				r, err := NewRun(pl, queuedKernel{ref.New(ref.Options{}), f}, c)
-				if err != nil {
-					return err
-				}
-				defer r.Close()
-				r.ops = deviceOps{p: f, part: tensor.FP32}
-				if _, err := Execute(context.Background(), m, r, q, k, v, dout, true); err != nil {
-					return err
-				}
-				peaks[c.Rank()] = f.peak
-				return nil
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			// A rank's inputs and outputs hold all the heads (a Ulysses group splits them
-			// inside the method).
-			qb := int64(pl.Tokens * p.HeadsQ * p.HeadDim * p.DType.Size())
-			kvb := int64(pl.Tokens * p.HeadsKV * p.HeadDim * p.DType.Size())
-			io := 4*qb + 4*kvb + int64(p.HeadsQ*pl.Tokens*4) // q, out, dout, dq; k, v, dk, dv; lse
-			got := slices.Max(peaks) - io
+			got := balancedBufferPeak(t, m, pl, p, 11, false)
 			want := Balanced{}.BufferBytes(pl, kernels.FwdBwd)
 			if got > want || float64(got) < 0.8*float64(want) {
 				t.Fatalf("%s n%d %s (%d stages): buffers took %d bytes at the peak, BufferBytes says %d", name, n, pl.Config.Mesh(), pl.Config.Stages, got, want)
@@ -279,6 +255,41 @@ func TestBalancedBufferBytes(t *testing.T) {
 			}
 		}
 	}
+}
+
+// balancedBufferPeak runs balanced's forward and backward on the emulated device on the
+// plan's ranks and returns the largest rank's device peak less the pass's inputs and
+// outputs, which hold all the heads (a Ulysses group splits them inside the method):
+// what balanced's own buffers took. keep keeps the runs tables for the run, as on a GPU.
+func balancedBufferPeak(t *testing.T, m Method, pl *Plan, p kernels.Problem, seed uint64, keep bool) int64 {
+	t.Helper()
+	q, k, v, dout := inputs(p, seed)
+	peaks := make([]int64, pl.Config.Ranks)
+	err := local.Run(pl.Config.Ranks, func(c comm.Comm) error {
+		f := newFakePrims(newEmulator())
+		r, err := NewRun(pl, queuedKernel{ref.New(ref.Options{}), f}, c)
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		ops := deviceOps{p: f, part: tensor.FP32}
+		if keep {
+			ops.tables = &runTables{}
+		}
+		r.ops = ops
+		if _, err := Execute(context.Background(), m, r, q, k, v, dout, true); err != nil {
+			return err
+		}
+		peaks[c.Rank()] = f.peak
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	qb := int64(pl.Tokens * p.HeadsQ * p.HeadDim * p.DType.Size())
+	kvb := int64(pl.Tokens * p.HeadsKV * p.HeadDim * p.DType.Size())
+	io := 4*qb + 4*kvb + int64(p.HeadsQ*pl.Tokens*4) // q, out, dout, dq; k, v, dk, dv; lse
+	return slices.Max(peaks) - io
 }
 
 // TestBalancedStagesMatchReference: balanced's staged path (fetches in flight in a

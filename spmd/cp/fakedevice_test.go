@@ -713,6 +713,15 @@ func forEachDeviceCase(t *testing.T, seq, headDim int, opts func(mi int) mask.Op
 // Mark calls of all ranks.
 func runFakeDevice(t *testing.T, m Method, pl *Plan, part tensor.DType, mode deviceMode, q, k, v, dout *tensor.Host) (Outputs, []int64, []int64, int) {
 	t.Helper()
+	got, counted, leaked, marks, _ := runFakeDeviceWith(t, m, pl, part, mode, false, false, q, k, v, dout)
+	return got, counted, leaked, marks
+}
+
+// runFakeDeviceWith is runFakeDevice with the runs tables kept for the run (keep) or
+// uploaded per call, and the batched kernels missing (noBatch); it also returns the
+// calls of the helper kernels, summed over the ranks.
+func runFakeDeviceWith(t *testing.T, m Method, pl *Plan, part tensor.DType, mode deviceMode, keep, noBatch bool, q, k, v, dout *tensor.Host) (Outputs, []int64, []int64, int, map[string]int) {
+	t.Helper()
 	n := pl.Config.Ranks
 	var got Outputs
 	counted, leaked := make([]int64, n), make([]int64, n)
@@ -722,20 +731,27 @@ func runFakeDevice(t *testing.T, m Method, pl *Plan, part tensor.DType, mode dev
 		opts = append(opts, local.WithMover(fakeMover{e: e}))
 	}
 	var mu sync.Mutex
-	marks := 0
+	marks, calls := 0, map[string]int{}
 	err := local.Run(n, func(c comm.Comm) error {
 		f := newFakePrims(e)
-		f.deferred = mode != eager
+		f.deferred, f.noRuns = mode != eager, noBatch
 		defer func() {
 			mu.Lock()
 			marks += f.marks
+			for name, k := range f.takeCalls() {
+				calls[name] += k
+			}
 			mu.Unlock()
 		}()
 		r, err := NewRun(pl, queuedKernel{ref.New(ref.Options{}), f}, c)
 		if err != nil {
 			return err
 		}
-		r.ops = deviceOps{p: f, part: part}
+		ops := deviceOps{p: f, part: part}
+		if keep {
+			ops.tables = &runTables{}
+		}
+		r.ops = ops
 		if _, ok := r.Device().(*tensor.CPU); !ok {
 			return fmt.Errorf("fake device is %T", r.Device())
 		}
@@ -757,5 +773,5 @@ func runFakeDevice(t *testing.T, m Method, pl *Plan, part tensor.DType, mode dev
 	if err != nil {
 		t.Fatal(err)
 	}
-	return got, counted, leaked, marks
+	return got, counted, leaked, marks, calls
 }
