@@ -69,23 +69,31 @@ func TestCPUsageErrors(t *testing.T) {
 	}
 }
 
-func TestCPDryRun(t *testing.T) {
-	out, errOut, code := captureRun(t, "cp", "--dry-run", "--ranks", "8", "--methods", "all", "--masks", "causal", "--heads", "64:8")
+// dryRunMeshes runs longca cp --dry-run with args and returns its output and its cases as
+// "method mesh" pairs joined by spaces.
+func dryRunMeshes(t *testing.T, args ...string) (out, meshes string) {
+	t.Helper()
+	out, errOut, code := captureRun(t, append([]string{"cp", "--dry-run"}, args...)...)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	// balanced, ring-allgather, ring-p2p, ulysses: one mesh (balanced's the plan's choice on
-	// causal at 8 ranks, 64:8: 8x1, spmd/cp's TestBalancedMeshChoice); usp and loongtrain:
-	// 2x4 and 4x2.
-	var meshes []string
+	var ms []string
 	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
 		if !strings.HasPrefix(l, "#") {
 			f := strings.Fields(l)
-			meshes = append(meshes, f[0]+" "+f[1])
+			ms = append(ms, f[0]+" "+f[1])
 		}
 	}
+	return out, strings.Join(ms, " ")
+}
+
+func TestCPDryRun(t *testing.T) {
+	out, got := dryRunMeshes(t, "--ranks", "8", "--methods", "all", "--masks", "causal", "--heads", "64:8")
+	// balanced, ring-allgather, ring-p2p, ulysses: one mesh (balanced's the plan's choice on
+	// causal at 8 ranks, 64:8: 8x1, spmd/cp's TestBalancedMeshChoice); usp and loongtrain:
+	// 2x4 and 4x2.
 	want := "balanced 8x1-b4096-s0 loongtrain 2x4-hf loongtrain 4x2-hf ring-allgather 1x8 ring-p2p 1x8 ulysses 8x1 usp 2x4-hf usp 4x2-hf"
-	if got := strings.Join(meshes, " "); got != want {
+	if got != want {
 		t.Fatalf("cases %q, want %q\n%s", got, want, out)
 	}
 	if !strings.Contains(out, "seqlen 65536") {
@@ -96,21 +104,11 @@ func TestCPDryRun(t *testing.T) {
 // TestCPBalancedMeshes: --cp-ulysses names balanced's meshes, one case each (U x 8/U);
 // without it the plan chooses per mask; usp's --ulysses does not reach balanced.
 func TestCPBalancedMeshes(t *testing.T) {
-	out, errOut, code := captureRun(t, "cp", "--dry-run", "--ranks", "8", "--methods", "balanced,usp", "--masks", "causal",
+	out, got := dryRunMeshes(t, "--ranks", "8", "--methods", "balanced,usp", "--masks", "causal",
 		"--heads", "64:8", "--ulysses", "2", "--ring", "4", "--cp-ulysses", "1,2,4,8")
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errOut)
-	}
-	var meshes []string
-	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
-		if !strings.HasPrefix(l, "#") {
-			f := strings.Fields(l)
-			meshes = append(meshes, f[0]+" "+f[1])
-		}
-	}
 	// the default block is 512 tokens times U (spmd/cp.DefaultBlock)
 	want := "balanced 1x8-b512-s1 balanced 2x4-hf-b1024-s1 balanced 4x2-hf-b2048-s1 balanced 8x1-b4096-s0 usp 2x4-hf"
-	if got := strings.Join(meshes, " "); got != want {
+	if got != want {
 		t.Fatalf("cases %q, want %q\n%s", got, want, out)
 	}
 }
