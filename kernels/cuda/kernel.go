@@ -73,13 +73,9 @@ var (
 	// reductions are issued by a warp of the producer warpgroup.
 	bwdSM90 = variant{fn: "bwd90", qTile: 64, kTile: 128, threads: 384, sharedPerDim: (2*128 + 4*64) * 2,
 		sharedFixed: 2*128*64*2 + 2*64*64*4 + 2*2*64*4 + 8*9 + 1024, transposedList: true, swizzledDQ: true}
-	// Experiment of issue 19 (docs/perf.md, "Next: sm90e"; not yet run on a GPU): the next
-	// step's S^T and dP^T issued at the end of a step, behind its dK.
-	bwdSM90E = variant{fn: "bwd90e", qTile: 64, kTile: 128, threads: 384, sharedPerDim: bwdSM90.sharedPerDim,
-		sharedFixed: bwdSM90.sharedFixed, transposedList: true, swizzledDQ: true}
-	// Experiment of issue 19 (not yet run on a GPU): dQ staged unscaled in the accumulator's
-	// fragment order (8 conflict-free 16-byte stores a thread) and added by one 1-D bulk
-	// reduction a warpgroup; dq90_convertf undoes the order and scales (FlashAttention-3's way).
+	// sm90's backward since call 13: dQ staged unscaled in the accumulator's fragment order
+	// (8 conflict-free 16-byte stores a thread) and added by one 1-D bulk reduction a
+	// warpgroup; dq90_convertf undoes the order and scales (FlashAttention-3's way).
 	bwdSM90F = variant{fn: "bwd90f", qTile: 64, kTile: 128, threads: 384, sharedPerDim: bwdSM90.sharedPerDim,
 		sharedFixed: bwdSM90.sharedFixed, transposedList: true, swizzledDQ: true, fragDQ: true}
 )
@@ -96,8 +92,8 @@ type archVariant struct {
 	// 1 always, -1 never (the variants that time both sides of the rule on every case)
 	persist int
 	// sched, on sm90's backward (an int32 argument of the kernel): bit 0 no rotation of the
-	// blocks' first query tiles, bit 1 key tiles the grid's fast index (the experiments
-	// sm90-norot and sm90-ktfast: the L2 reuse of Q/dO against the dQ reductions' spread)
+	// blocks' first query tiles, bit 1 key tiles the grid's fast index (schedRotate,
+	// schedNoRot, schedKTFast), or schedByRule for backwardOrder's choice
 	sched int32
 }
 
@@ -105,13 +101,12 @@ type archVariant struct {
 // (sm90 on compute capability 9.0, sm80 elsewhere); the experiments and the variants that
 // time one side of a rule stand between them.
 var archVariants = []archVariant{
-	{name: "sm90", doc: "Hopper: TMA + wgmma, warp-specialised (a producer and two consumer warpgroups); forward 128x128 tiles with the consumer warpgroups taking turns (pingpong; persistent when rows are short), backward 128 keys x 64 queries with dQ staged swizzled (while dK runs) and added by TMA reductions; wgmma descriptors one add from per-step bases", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90},
-	{name: "sm90e", doc: "experiment (not yet run on a GPU): sm90 with the backward's next S^T and dP^T issued behind the step's dK (240 registers to the consumers)", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90E},
-	{name: "sm90-persist", doc: "sm90 with the forward always persistent (a block per SM walking the work items), whatever the rows: to time both sides of sm90's rule", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90, persist: 1},
-	{name: "sm90-plain", doc: "sm90 with the forward never persistent (a block per 128-query tile), whatever the rows: to time both sides of sm90's rule", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90, persist: -1},
-	{name: "sm90f", doc: "experiment (not yet run on a GPU): sm90 with dQ staged unscaled in fragment order and added by 1-D bulk reductions (the conversion undoes the order and scales)", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90F},
-	{name: "sm90-norot", doc: "experiment (not yet run on a GPU): sm90 with the backward's blocks all starting at their first query tile (no rotation: more L2 reuse of Q/dO, the dQ reductions of blocks running together on the same rows)", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90, sched: 1},
-	{name: "sm90-ktfast", doc: "experiment (not yet run on a GPU): sm90-norot with the key tiles the backward grid's fast index (FlashAttention-3's order: the blocks running together walk one head's Q/dO)", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90, sched: 3},
+	{name: "sm90", doc: "Hopper: TMA + wgmma, warp-specialised (a producer and two consumer warpgroups); forward 128x128 tiles with the consumer warpgroups taking turns (pingpong; persistent when rows are short), backward 128 keys x 64 queries with dQ staged in fragment order while dK runs and added by bulk reductions, the key tiles of a head together on uniform masks and heaviest first otherwise; wgmma descriptors one add from per-step bases", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90F, sched: schedByRule},
+	{name: "sm90r", doc: "sm90 with the backward of call 11 (dQ staged swizzled and scaled, added by 2-D TMA reductions; blocks rotated by key tile): the default before call 13, kept to time against", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90},
+	{name: "sm90-persist", doc: "sm90 with the forward always persistent (a block per SM walking the work items), whatever the rows: to time both sides of sm90's rule", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90F, sched: schedByRule, persist: 1},
+	{name: "sm90-plain", doc: "sm90 with the forward never persistent (a block per 128-query tile), whatever the rows: to time both sides of sm90's rule", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90F, sched: schedByRule, persist: -1},
+	{name: "sm90fk", doc: "sm90 with the backward's key tiles of a head always together (one side of sm90's order rule)", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90F, sched: schedKTFast},
+	{name: "sm90fn", doc: "sm90 with the backward's key tiles always heaviest first over all heads (the other side of sm90's order rule)", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90F, sched: schedNoRot},
 	{name: "sm80", doc: "Ampere and later: mma.sync forward and backward (cp.async double buffering)", major: 8, fwd: fwdSM80, bwd: bwdSM80},
 }
 

@@ -90,6 +90,43 @@ func persistentForward(w *WorkList) bool {
 	return n > 0 && len(w.Entries)/2 < shortRows*n
 }
 
+// Orders of the backward's blocks (the kernel's sched argument): bit 0 no rotation of
+// the blocks' first query tiles, bit 1 key tiles the grid's fast index.
+const (
+	schedRotate int32 = 0 // each block starts at a query tile rotated by its key tile
+	schedNoRot  int32 = 1 // every block starts at its first query tile, heaviest key tiles first over all heads
+	schedKTFast int32 = 3 // no rotation, and the key tiles of one KV head run together
+	schedByRule int32 = -1
+)
+
+// backwardOrder is sm90's rule for the backward's block order (call 13, docs/perf.md): the
+// key tiles of a head together (L2 reuse of Q/dO by blocks walking the same query tiles in
+// step) when every key tile has the same number of query tiles to visit, as on the full
+// mask; otherwise the heaviest key tiles first over all heads (no rotation), which on
+// document masks beat the key-tiles-together order by 10-25%.
+func backwardOrder(w *WorkList) int32 {
+	if w.RowTiles == 0 {
+		return schedNoRot
+	}
+	n := w.Start[1] - w.Start[0]
+	for l := 0; l < w.Lists; l++ {
+		for r := 0; r < w.RowTiles; r++ {
+			if w.Start[l*(w.RowTiles+1)+r+1]-w.Start[l*(w.RowTiles+1)+r] != n {
+				return schedNoRot
+			}
+		}
+	}
+	return schedKTFast
+}
+
+// backwardSched is the order this kernel's variant runs the backward of w in.
+func (k *Kernel) backwardSched(w *WorkList) int32 {
+	if k.arch.sched == schedByRule {
+		return backwardOrder(w)
+	}
+	return k.arch.sched
+}
+
 // persistent says whether this kernel's variant runs the forward of w persistent: by the
 // rule, or always or never (sm90-persist, sm90-plain).
 func (k *Kernel) persistent(w *WorkList) bool {
@@ -218,9 +255,10 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 		}
 		args := append([]any{maps[0], maps[1], maps[2], maps[3], maps[4], lse2, dsum, bs[7], bs[8], sq, p.Mask.SeqK, hq, p.HeadsKV, sqPad,
 			float32(scale), float32(scale * math.Log2E)}, dl.args()...)
-		args = append(args, dl.ranks, locks, k.arch.sched, dqacc)
+		sched := k.backwardSched(dl.w)
+		args = append(args, dl.ranks, locks, sched, dqacc)
 		grid := cuda.Dim3{X: p.HeadsKV, Y: dl.w.RowTiles}
-		if k.arch.sched&2 != 0 && !k.det { // key tiles the fast index (sm90-ktfast)
+		if sched&2 != 0 && !k.det { // key tiles the fast index
 			grid = cuda.Dim3{X: dl.w.RowTiles, Y: p.HeadsKV}
 		}
 		if err := main.Launch(grid, cuda.Dim3{X: k.bwd.threads}, shared, st, args...); err != nil {

@@ -198,3 +198,49 @@ func variantNamed(t *testing.T, name string) archVariant {
 	t.Fatalf("no variant %q", name)
 	return archVariant{}
 }
+
+// sm90's backward runs the key tiles of a head together when every key tile has the same
+// number of query tiles to visit (full, any length), and heaviest first over all heads
+// otherwise (causal, documents, windows, per-head masks with one uneven head); sm90fk and
+// sm90fn pin one side, sm90r keeps the rotation.
+func TestBackwardOrderRule(t *testing.T) {
+	for _, c := range []struct {
+		masks []string
+		s     int
+		want  int32
+	}{
+		{[]string{"full"}, 16384, schedKTFast},
+		{[]string{"full"}, 1000, schedKTFast}, // a ragged last query tile is still in every key tile's list
+		{[]string{"causal"}, 16384, schedNoRot},
+		{[]string{"causal_document"}, 16384, schedNoRot},
+		{[]string{"full_document"}, 8192, schedNoRot},
+		{[]string{"sliding_window_causal"}, 16384, schedNoRot},
+		{[]string{"full", "full"}, 4096, schedKTFast},
+		{[]string{"full", "causal"}, 4096, schedNoRot},
+	} {
+		var ms []mask.Mask
+		for _, name := range c.masks {
+			spec, err := mask.Build(name, c.s, mask.Options{Seed: 7})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ms = append(ms, spec.Mask)
+		}
+		w, err := BuildWorkList(ms, 64, 128, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := backwardOrder(w); got != c.want {
+			t.Errorf("%v %d: order %d, want %d", c.masks, c.s, got, c.want)
+		}
+		for _, v := range []struct {
+			name string
+			want int32
+		}{{"sm90", c.want}, {"sm90fk", schedKTFast}, {"sm90fn", schedNoRot}, {"sm90r", schedRotate}} {
+			k := &Kernel{arch: variantNamed(t, v.name)}
+			if got := k.backwardSched(w); got != v.want {
+				t.Errorf("%s %v %d: order %d, want %d", v.name, c.masks, c.s, got, v.want)
+			}
+		}
+	}
+}
