@@ -490,21 +490,16 @@ DEV void fence_async_global() { asm volatile("fence.proxy.async.global;\n" ::: "
 // and passes the turn on. Blocks run in key-tile order (blockIdx.y, not the heaviest-first
 // order) and without the rotation, so a block waits only on lower key tiles, which were
 // started before it: no cycle.
-// E (experiment sm90e): the next step's S^T and dP^T are issued at the end of a step,
-// behind its dK, so that the tensor pipe does not drain between steps (the consumers get
-// 240 registers, the producer 24: S^T and dP^T are live beside dK, dV and dK's operand).
-// Without E the code is sm90's as measured.
-// F (experiment sm90f): dQ staged unscaled in fragment order and added by one 1-D bulk
+// F (sm90's since call 13): dQ staged unscaled in fragment order and added by one 1-D bulk
 // reduction a warpgroup into chunks of the accumulator (dq90_convertf undoes the order and
-// scales), instead of two swizzled tensor boxes.
-template <int D, typename T, bool DET, bool E, bool F>
+// scales); without F (sm90r), two swizzled tensor boxes, scaled.
+template <int D, typename T, bool DET, bool F>
 DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const TmaDesc &tdo, const TmaDesc &tdq,
                   const float *__restrict__ lse2, const float *__restrict__ dsum, T *__restrict__ dk,
                   T *__restrict__ dv, int sq, int sk, int hq, int hkv, int sq_pad, float scale, float scale_log2,
                   WorkList wl, const int *__restrict__ ranks, int *__restrict__ locks, int sched,
                   float *__restrict__ dqacc) {
   using L = BwdLayout<D>;
-  static_assert(!E || STAGES >= 2, "sm90e issues the next step's products before releasing this step's stage");
   extern __shared__ unsigned char smem_raw[];
   unsigned char *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
   T *sK = reinterpret_cast<T *>(smem + L::kK);
@@ -547,10 +542,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
   __syncthreads();
 
   if (wg == 0) {
-    if (E)
-      asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
-    else
-      asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
     if (tid == 0 && iters > 0) {
       tma_prefetch_desc(&tq);
       tma_prefetch_desc(&tdo);
@@ -614,10 +606,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     return;
   }
 
-  if (E)
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n" ::: "memory");
-  else
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
   const int cw = wg - 1;  // consumer warpgroup: keys 64 cw .. 64 cw + 63 of the block
   const int lt = tid % 128, warp = lt / 32, lane = lt % 32, g = lane / 4, t = lane % 4;
   const int kr = cw * 64 + warp * 16 + g;  // this thread's key rows in the block: kr, kr + 8
@@ -661,31 +650,6 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     mbar_arrive(&dqFull[cw]);
   };
 
-  // E: S^T = K Q^T and dP^T = V dO^T of step j, issued into stE and dptE (the step's own
-  // st and dpt take them over after the wait)
-  float stE[32], dptE[32];
-  auto issue_next = [&](int j) {
-    const int sj = j % STAGES;
-    const unsigned loQ = sw128_lo(sQ + sj * BBM9 * D, 16), loO = sw128_lo(sdO + sj * BBM9 * D, 16);
-    mbar_wait(&fullQ[sj], (j / STAGES) & 1);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < D / 16; kk++) {
-      const int c = kk / 4, k16 = (kk % 4) * 16;
-      const int ko = (c * BBN9 * CHUNK + k16) * 2, qo = (c * BBM9 * CHUNK + k16) * 2;
-      Ops<T>::template ss64<0, 0>(stE, sw128_at(loK, ko), sw128_at(loQ, qo), kk > 0);
-      Ops<T>::template ss64<0, 0>(dptE, sw128_at(loV, ko), sw128_at(loO, qo), kk > 0);
-    }
-    wgmma_commit();
-    reg_fence(stE);  // in flight across the loop's back edge: pinned, never copied
-    reg_fence(dptE);
-  };
-  if (E) {
-#pragma unroll
-    for (int i = 0; i < 32; i++) stE[i] = dptE[i] = 0.f;
-    if (iters > 0) issue_next(0);
-  }
-
   for (int it = 0; it < iters; it++) {
     const int s = it % STAGES;
     const unsigned ph = (it / STAGES) & 1;
@@ -699,34 +663,21 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
 
     float st[32], dpt[32];
     unsigned pa[4][4], sa[4][4];
-    if (E) {  // issued at the end of the step before (or before the loop)
-      reg_fence(stE);
-      reg_fence(dptE);
-      wgmma_wait<0>();
-      reg_fence(stE);
-      reg_fence(dptE);
+    // S^T = K Q^T and dP^T = V dO^T, both over the head dimension
+    const unsigned loQ = sw128_lo(cQ, 16), loO = sw128_lo(cdO, 16);
+    mbar_wait(&fullQ[s], ph);
+    wgmma_fence();
 #pragma unroll
-      for (int i = 0; i < 32; i++) {
-        st[i] = stE[i];
-        dpt[i] = dptE[i];
-        stE[i] = dptE[i] = 0.f;  // dead until the next issue: constants, not held registers
-      }
-    } else {
-      const unsigned loQ = sw128_lo(cQ, 16), loO = sw128_lo(cdO, 16);
-      mbar_wait(&fullQ[s], ph);
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < D / 16; kk++) {
-        const int c = kk / 4, k16 = (kk % 4) * 16;
-        const int ko = (c * BBN9 * CHUNK + k16) * 2, qo = (c * BBM9 * CHUNK + k16) * 2;
-        Ops<T>::template ss64<0, 0>(st, sw128_at(loK, ko), sw128_at(loQ, qo), kk > 0);
-        Ops<T>::template ss64<0, 0>(dpt, sw128_at(loV, ko), sw128_at(loO, qo), kk > 0);
-      }
-      wgmma_commit();
-      wgmma_wait<0>();
-      reg_fence(st);
-      reg_fence(dpt);
+    for (int kk = 0; kk < D / 16; kk++) {
+      const int c = kk / 4, k16 = (kk % 4) * 16;
+      const int ko = (c * BBN9 * CHUNK + k16) * 2, qo = (c * BBM9 * CHUNK + k16) * 2;
+      Ops<T>::template ss64<0, 0>(st, sw128_at(loK, ko), sw128_at(loQ, qo), kk > 0);
+      Ops<T>::template ss64<0, 0>(dpt, sw128_at(loV, ko), sw128_at(loO, qo), kk > 0);
     }
+    wgmma_commit();
+    wgmma_wait<0>();
+    reg_fence(st);
+    reg_fence(dpt);
 
     // P^T = exp2(S^T scale log2e - lse log2e) on allowed pairs; dS^T = P^T (dP^T - Dsum)
     if (ref < 0) {  // a full tile: no pair to test
@@ -803,12 +754,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     reg_fence(dva);
     reg_fence(dqa);
     stage_dq(dqa, it);
-    if (E && it + 1 < iters) {
-      issue_next(it + 1);  // behind dK: the pipe does not drain before the next step
-      wgmma_wait<1>();
-    } else {
-      wgmma_wait<0>();
-    }
+    wgmma_wait<0>();
     reg_fence(dka);
     mbar_arrive(&emptyQ[s]);
   }
@@ -886,25 +832,23 @@ DEV void dq90_convert(const float *__restrict__ acc, T *__restrict__ dq, int sq,
     fwd_sm90<D, T, PERSIST>(tq, tk, tv, o, lse, sq, sk, hq, hkv, scale_log2,                                       \
                             WorkList{order, start, entries, refs, slices, row_tiles, per_head});                   \
   }
-#define SM90_BWD(FN, NAME, T, D, DET, E, F)                                                                               \
+#define SM90_BWD(FN, NAME, T, D, DET, F)                                                                               \
   extern "C" __global__ void __launch_bounds__(SNT, 1) FN##_##NAME##_d##D(                                        \
       const __grid_constant__ TmaDesc tq, const __grid_constant__ TmaDesc tk, const __grid_constant__ TmaDesc tv,   \
       const __grid_constant__ TmaDesc tdo, const __grid_constant__ TmaDesc tdq, const float *lse2, const float *dsum, \
       T *dk, T *dv, int sq, int sk, int hq, int hkv, int sq_pad, float scale, float scale_log2, const int *order,     \
       const int *start, const int *entries, const int *refs, const int *slices, int row_tiles, int per_head,        \
       const int *ranks, int *locks, int sched, float *dqacc) {                                                       \
-    bwd_sm90<D, T, DET, E, F>(tq, tk, tv, tdo, tdq, lse2, dsum, dk, dv, sq, sk, hq, hkv, sq_pad, scale, scale_log2, \
+    bwd_sm90<D, T, DET, F>(tq, tk, tv, tdo, tdq, lse2, dsum, dk, dv, sq, sk, hq, hkv, sq_pad, scale, scale_log2, \
                                  WorkList{order, start, entries, refs, slices, row_tiles, per_head}, ranks, locks, sched, dqacc); \
   }
 #define SM90_ENTRIES(NAME, T, D)                                                                                   \
   SM90_FWD(fwd90, NAME, T, D, false)                                                                               \
   SM90_FWD(fwd90p, NAME, T, D, true)                                                                               \
-  SM90_BWD(bwd90, NAME, T, D, false, false, false)                                                                 \
-  SM90_BWD(bwd90d, NAME, T, D, true, false, false)                                                                 \
-  SM90_BWD(bwd90e, NAME, T, D, false, true, false)                                                                 \
-  SM90_BWD(bwd90ed, NAME, T, D, true, true, false)                                                                 \
-  SM90_BWD(bwd90f, NAME, T, D, false, false, true)                                                                 \
-  SM90_BWD(bwd90fd, NAME, T, D, true, false, true)                                                                 \
+  SM90_BWD(bwd90, NAME, T, D, false, false)                                                                        \
+  SM90_BWD(bwd90d, NAME, T, D, true, false)                                                                        \
+  SM90_BWD(bwd90f, NAME, T, D, false, true)                                                                        \
+  SM90_BWD(bwd90fd, NAME, T, D, true, true)                                                                        \
   extern "C" __global__ void bwd90_pre_##NAME##_d##D(const T *o, const T *dout, const float *lse, float *dsum,      \
                                                     float *lse2, int sq, int hq, int sq_pad) {                     \
     bwd90_pre<D, T>(o, dout, lse, dsum, lse2, sq, hq, sq_pad);                                                     \
