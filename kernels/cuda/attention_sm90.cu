@@ -206,7 +206,12 @@ DEV FwdItem fwd_item(const WorkList &wl, int item, int hq, int hkv) {
 // it, a grid of one block per multiprocessor walks items blockIdx.x, + gridDim.x, ...: the
 // producer then loads the next item's Q and K/V tiles while the consumers finish the
 // last one.
-template <int D, typename T, bool PERSIST>
+// LEAN (experiment sm90l; the softmax scale must be positive): fewer instructions a tile
+// in the softmax: the row maxima are taken over the unscaled scores and the scale folded
+// into the exponent's subtraction (one FFMA a score instead of a multiply and a
+// subtraction), and the accumulator's rescale is skipped when no row of the warp has a
+// new maximum (every alpha is exactly 1: the same result).
+template <int D, typename T, bool PERSIST, bool LEAN>
 DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__restrict__ o, float *__restrict__ lse,
                   int sq, int sk, int hq, int hkv, float scale_log2, WorkList wl) {
   using L = SmemLayout<D>;
@@ -319,24 +324,32 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
   // what was accumulated before, sum is the rows' new mass
   auto softmax = [&](float(&sc)[64], int e, unsigned(&pa)[SBN / 16][4], float(&alpha)[2], float(&sum)[2]) {
     const int kt = wl.entries[2 * e], ref = wl.entries[2 * e + 1];
+    if (!LEAN) {
 #pragma unroll
-    for (int j = 0; j < 64; j++) sc[j] *= scale_log2;
+      for (int j = 0; j < 64; j++) sc[j] *= scale_log2;
+    }
     if (ref >= 0) mask_tile<SBN>(sc, wl, ref, r0, kt * SBN, t);
 #pragma unroll
     for (int r = 0; r < 2; r++) {
-      float mx = m[r];
+      float mx = LEAN ? -INFINITY : m[r];
 #pragma unroll
       for (int j = 0; j < SBN / 8; j++) mx = fmaxf(mx, fmaxf(sc[4 * j + 2 * r], sc[4 * j + 2 * r + 1]));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
+      if (LEAN) mx = fmaxf(m[r], mx * scale_log2);  // the maximum in the exponent's units (scale > 0)
       const float use = mx == -INFINITY ? 0.f : mx;
       alpha[r] = exp2f(m[r] - use);  // 0 when m[r] is -inf
       m[r] = mx;
       float sm = 0.f;
 #pragma unroll
       for (int j = 0; j < SBN / 8; j++) {
-        sc[4 * j + 2 * r] = exp2f(sc[4 * j + 2 * r] - use);
-        sc[4 * j + 2 * r + 1] = exp2f(sc[4 * j + 2 * r + 1] - use);
+        if (LEAN) {  // exp2(s scale log2e - max): one FFMA; masked scores are -inf either way
+          sc[4 * j + 2 * r] = exp2f(fmaf(sc[4 * j + 2 * r], scale_log2, -use));
+          sc[4 * j + 2 * r + 1] = exp2f(fmaf(sc[4 * j + 2 * r + 1], scale_log2, -use));
+        } else {
+          sc[4 * j + 2 * r] = exp2f(sc[4 * j + 2 * r] - use);
+          sc[4 * j + 2 * r + 1] = exp2f(sc[4 * j + 2 * r + 1] - use);
+        }
         sm += sc[4 * j + 2 * r] + sc[4 * j + 2 * r + 1];
       }
       sum[r] = sm;
@@ -348,8 +361,11 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
   };
   auto rescale = [&](const float(&alpha)[2], const float(&sum)[2]) {
 #pragma unroll
+    for (int r = 0; r < 2; r++) l[r] = l[r] * alpha[r] + sum[r];
+    // LEAN: every alpha of the warp exactly 1 (no new maximum) leaves acc as it is
+    if (LEAN && !__any_sync(0xffffffff, alpha[0] != 1.f || alpha[1] != 1.f)) return;
+#pragma unroll
     for (int r = 0; r < 2; r++) {
-      l[r] = l[r] * alpha[r] + sum[r];
 #pragma unroll
       for (int j = 0; j < D / 8; j++) {
         acc[4 * j + 2 * r] *= alpha[r];
@@ -813,6 +829,43 @@ DEV void dq90_convertf(const float *__restrict__ acc, T *__restrict__ dq, int sq
   }
 }
 
+// dq90_convertf through shared memory (experiment sm90c): a block takes one 64 x 64 chunk
+// at a time, reads its 16 KB in order (16 bytes a thread, a warp 512 contiguous bytes), and
+// writes each query row's 64 columns as 128 contiguous bytes (8 a thread), where
+// dq90_convertf reads half-used sectors and writes 2 bytes a thread. The chunk's 8 groups
+// of 128 float4 slots lie 516 floats apart in shared memory, so that the 16 threads of a
+// row, 8 groups apart, fall in different banks. Blocks of 256 threads.
+constexpr int DQC_GROUP = 128 * 4 + 4;  // floats from one group of 128 slots to the next
+DEV int dqc_word(int pos) { return (pos >> 9) * DQC_GROUP + (pos & 511); }
+template <int D, typename T>
+DEV void dq90_convertc(const float *__restrict__ acc, T *__restrict__ dq, int sq, int hq, int sq_pad, float scale) {
+  __shared__ __align__(16) float buf[8 * DQC_GROUP];
+  const int tiles = sq_pad / 64;
+  const long long chunks = (long long)hq * tiles * (D / 64);
+  for (long long c = blockIdx.x; c < chunks; c += gridDim.x) {
+    const float4 *src = reinterpret_cast<const float4 *>(acc + c * 4096);
+    for (int j = threadIdx.x; j < 1024; j += blockDim.x)
+      *reinterpret_cast<float4 *>(buf + dqc_word(4 * j)) = src[j];
+    __syncthreads();
+    const int half = (int)(c % (D / 64));
+    const long long qt = (c / (D / 64)) % tiles;
+    const int h = (int)(c / ((long long)(D / 64) * tiles));
+    for (int j = threadIdx.x; j < 64 * 16; j += blockDim.x) {  // 64 rows x 16 groups of 4 columns
+      const int row = j >> 4, col = (j & 15) * 4;
+      const long long q = qt * 64 + row;
+      if (q < sq) {
+        // columns col, col + 1 are one pair of a slot, col + 2, col + 3 the next slot's
+        const float2 a = *reinterpret_cast<const float2 *>(buf + dqc_word(dq_frag_pos(row, col)));
+        const float2 b = *reinterpret_cast<const float2 *>(buf + dqc_word(dq_frag_pos(row, col + 2)));
+        unsigned *out = reinterpret_cast<unsigned *>(dq + (q * hq + h) * D + half * 64 + col);
+        out[0] = Ops<T>::pack(a.x * scale, a.y * scale);
+        out[1] = Ops<T>::pack(b.x * scale, b.y * scale);
+      }
+    }
+    __syncthreads();
+  }
+}
+
 template <int D, typename T>
 DEV void dq90_convert(const float *__restrict__ acc, T *__restrict__ dq, int sq, int hq, int sq_pad) {
   const long long n = (long long)sq * hq * D;
@@ -823,13 +876,13 @@ DEV void dq90_convert(const float *__restrict__ acc, T *__restrict__ dq, int sq,
   }
 }
 
-#define SM90_FWD(FN, NAME, T, D, PERSIST)                                                                          \
+#define SM90_FWD(FN, NAME, T, D, PERSIST, LEAN)                                                                          \
   extern "C" __global__ void __launch_bounds__(SNT, 1)                                                             \
       FN##_##NAME##_d##D(const __grid_constant__ TmaDesc tq, const __grid_constant__ TmaDesc tk,                   \
                          const __grid_constant__ TmaDesc tv, T *o, float *lse, int sq, int sk, int hq, int hkv,    \
                          float scale_log2, const int *order, const int *start, const int *entries, const int *refs, \
                          const int *slices, int row_tiles, int per_head) {                                         \
-    fwd_sm90<D, T, PERSIST>(tq, tk, tv, o, lse, sq, sk, hq, hkv, scale_log2,                                       \
+    fwd_sm90<D, T, PERSIST, LEAN>(tq, tk, tv, o, lse, sq, sk, hq, hkv, scale_log2,                                       \
                             WorkList{order, start, entries, refs, slices, row_tiles, per_head});                   \
   }
 #define SM90_BWD(FN, NAME, T, D, DET, F)                                                                               \
@@ -843,8 +896,10 @@ DEV void dq90_convert(const float *__restrict__ acc, T *__restrict__ dq, int sq,
                                  WorkList{order, start, entries, refs, slices, row_tiles, per_head}, ranks, locks, sched, dqacc); \
   }
 #define SM90_ENTRIES(NAME, T, D)                                                                                   \
-  SM90_FWD(fwd90, NAME, T, D, false)                                                                               \
-  SM90_FWD(fwd90p, NAME, T, D, true)                                                                               \
+  SM90_FWD(fwd90, NAME, T, D, false, false)                                                                        \
+  SM90_FWD(fwd90p, NAME, T, D, true, false)                                                                        \
+  SM90_FWD(fwd90l, NAME, T, D, false, true)                                                                        \
+  SM90_FWD(fwd90lp, NAME, T, D, true, true)                                                                        \
   SM90_BWD(bwd90, NAME, T, D, false, false)                                                                        \
   SM90_BWD(bwd90d, NAME, T, D, true, false)                                                                        \
   SM90_BWD(bwd90f, NAME, T, D, false, true)                                                                        \
@@ -859,6 +914,10 @@ DEV void dq90_convert(const float *__restrict__ acc, T *__restrict__ dq, int sq,
   extern "C" __global__ void dq90_convertf_##NAME##_d##D(const float *acc, T *dq, int sq, int hq, int sq_pad,      \
                                                          float scale) {                                            \
     dq90_convertf<D, T>(acc, dq, sq, hq, sq_pad, scale);                                                           \
+  }                                                                                                                \
+  extern "C" __global__ void __launch_bounds__(256) dq90_convertc_##NAME##_d##D(const float *acc, T *dq, int sq,   \
+                                                                               int hq, int sq_pad, float scale) {  \
+    dq90_convertc<D, T>(acc, dq, sq, hq, sq_pad, scale);                                                           \
   }
 
 SM90_ENTRIES(bf16, __nv_bfloat16, 64)

@@ -52,6 +52,8 @@ type variant struct {
 	transposedList bool
 	swizzledDQ     bool // the sm_90 backward stages dQ in 128-byte-swizzled boxes of 32 columns
 	fragDQ         bool // ... or unscaled in fragment order, added by 1-D bulk reductions (sm90f)
+	convC          bool // fragDQ converted through shared memory, a 64 x 64 chunk a block (sm90c)
+	lean           bool // the sm_90 forward's lean softmax (sm90l; a positive softmax scale only)
 }
 
 func (v variant) shared(d int) int { return v.sharedPerDim*d + v.sharedFixed }
@@ -78,6 +80,12 @@ var (
 	// warpgroup; dq90_convertf undoes the order and scales (FlashAttention-3's way).
 	bwdSM90F = variant{fn: "bwd90f", qTile: 64, kTile: 128, threads: 384, sharedPerDim: bwdSM90.sharedPerDim,
 		sharedFixed: bwdSM90.sharedFixed, transposedList: true, swizzledDQ: true, fragDQ: true}
+	// Experiments of issue 19 (docs/perf.md "Next: sm90l, sm90c"; not yet run on a GPU): the
+	// forward's lean softmax (the scale folded into the exponent, the rescale skipped when
+	// no row of a warp has a new maximum), and dQ's conversion through shared memory.
+	fwdSM90L = variant{fn: "fwd90l", qTile: 128, kTile: 128, threads: 384, sharedPerDim: fwdSM90.sharedPerDim, sharedFixed: fwdSM90.sharedFixed, lean: true}
+	bwdSM90C = variant{fn: "bwd90f", qTile: 64, kTile: 128, threads: 384, sharedPerDim: bwdSM90.sharedPerDim,
+		sharedFixed: bwdSM90.sharedFixed, transposedList: true, swizzledDQ: true, fragDQ: true, convC: true}
 )
 
 // archVariant is a code path of the kernel: the entry points of its forward and backward
@@ -107,6 +115,8 @@ var archVariants = []archVariant{
 	{name: "sm90-plain", doc: "sm90 with the forward never persistent (a block per 128-query tile), whatever the rows: to time both sides of sm90's rule", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90F, sched: schedByRule, persist: -1},
 	{name: "sm90fk", doc: "sm90 with the backward's key tiles of a head always together (one side of sm90's order rule)", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90F, sched: schedKTFast},
 	{name: "sm90fn", doc: "sm90 with the backward's key tiles always heaviest first over all heads (the other side of sm90's order rule)", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90F, sched: schedNoRot},
+	{name: "sm90l", doc: "experiment (not yet run on a GPU): sm90 with the forward's lean softmax (the scale folded into the exponent's FFMA, the accumulator's rescale skipped when no row of a warp has a new maximum)", major: 9, exact: true, fwd: fwdSM90L, bwd: bwdSM90F, sched: schedByRule},
+	{name: "sm90c", doc: "experiment (not yet run on a GPU): sm90 with dQ's conversion through shared memory (a 64 x 64 chunk a block: coalesced reads and 128-byte row writes)", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90C, sched: schedByRule},
 	{name: "sm80", doc: "Ampere and later: mma.sync forward and backward (cp.async double buffering)", major: 8, fwd: fwdSM80, bwd: bwdSM80},
 }
 

@@ -159,6 +159,9 @@ func (k *Kernel) forward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList)
 	}
 	shared := k.fwd.shared(d)
 	fn := k.fwd.fn
+	if k.fwd.lean && p.SoftmaxScale() <= 0 {
+		fn = fwdSM90.fn // the lean softmax takes the row maxima before the scale: a positive one
+	}
 	persistent := k.persistent(dl.w)
 	if persistent {
 		fn += "p"
@@ -226,7 +229,10 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 		return err
 	}
 	convFn := "dq90_convert"
-	if k.bwd.fragDQ {
+	switch {
+	case k.bwd.fragDQ && k.bwd.convC:
+		convFn = "dq90_convertc" // fragment order through shared memory, a chunk a block
+	case k.bwd.fragDQ:
 		convFn = "dq90_convertf" // fragment order, and the scale applied here
 	}
 	conv, err := k.function(fmt.Sprintf("%s_%s_d%d", convFn, dt, d), 0)
@@ -269,6 +275,10 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 		if k.bwd.fragDQ {
 			cargs = append(cargs, float32(scale))
 		}
-		return conv.Launch(cuda.Dim3{X: max(1, min(k.dev.SMs*8, (n+255)/256))}, cuda.Dim3{X: 256}, 0, st, cargs...)
+		blocks := (n + 255) / 256
+		if k.bwd.convC { // a block a 64 x 64 chunk at a time
+			blocks = hq * sqPad / 64 * d / 64
+		}
+		return conv.Launch(cuda.Dim3{X: max(1, min(k.dev.SMs*8, blocks))}, cuda.Dim3{X: 256}, 0, st, cargs...)
 	})
 }
