@@ -37,6 +37,7 @@ __device__ unsigned long long __cvta_generic_to_shared(const void *);
 __device__ float __int_as_float(int); __device__ int __float_as_int(float);
 struct float2 { float x, y; }; __device__ float2 make_float2(float, float);
 struct __attribute__((aligned(16))) float4 { float x, y, z, w; }; __device__ float4 make_float4(float, float, float, float);
+struct __attribute__((aligned(8))) uint2 { unsigned x, y; }; __device__ uint2 make_uint2(unsigned, unsigned);
 template <class T> __device__ T max(T, T); template <class T> __device__ T min(T, T);
 __device__ void __syncthreads();
 __device__ float atomicAdd(float *, float);

@@ -338,7 +338,9 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
       if (LEAN) mx = fmaxf(m[r], mx * scale_log2);  // the maximum in the exponent's units (scale > 0)
       const float use = mx == -INFINITY ? 0.f : mx;
-      alpha[r] = exp2f(m[r] - use);  // 0 when m[r] is -inf
+      // 0 when m[r] is -inf; LEAN: 1 then (acc and l are still 0: the same result, and the
+      // rescale can be skipped on a warp's first tile)
+      alpha[r] = LEAN && m[r] == -INFINITY ? 1.f : exp2f(m[r] - use);
       m[r] = mx;
       float sm = 0.f;
 #pragma unroll
@@ -458,7 +460,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
 // each adds its own keys' share of all columns.
 constexpr int BBM9 = 64, BBN9 = 128;
 
-// The fragment-order dQ chunk (experiment sm90f): a consumer thread lt (0..127) of a
+// The fragment-order dQ chunk (sm90's backward since call 13, F): a consumer thread lt (0..127) of a
 // warpgroup holds, after dQ = dS K (m64n64), dqa[4 jj + 2 r + e] = dQ[row][col] with
 // row = 16 (lt / 32) + (lt % 32) / 4 + 8 r and col = 8 jj + 2 (lt % 4) + e (wgmma's
 // accumulator layout); it stores dqa[4 jj .. 4 jj + 3] as the float4 dq_frag_slot(lt, jj)
@@ -530,9 +532,9 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
   u64 *fullKV = bars, *fullQ = bars + 1, *emptyQ = fullQ + STAGES, *dqFull = emptyQ + STAGES, *dqEmpty = dqFull + 2;
 
   const int tid = threadIdx.x, wg = tid / 128;
-  // sched (the experiments sm90-norot, sm90-ktfast; 0 in sm90): bit 0 turns the rotation
-  // below off, bit 1 makes the key tile the grid's fast index (blocks running together
-  // then share one head's Q/dO in L2); the deterministic backward ignores it
+  // sched (sm90: backwardOrder's pick, 1 or 3; sm90fk 3, sm90fn 1, sm90r 0): bit 0 turns
+  // the rotation below off, bit 1 makes the key tile the grid's fast index (blocks running
+  // together then share one head's Q/dO in L2); the deterministic backward ignores it
   const bool ktFast = !DET && (sched & 2);
   const int kvh = ktFast ? blockIdx.y : blockIdx.x, group = hq / hkv, list = wl.per_head ? kvh : 0;
   const int kt = DET ? (int)blockIdx.y : wl.order[list * wl.row_tiles + (ktFast ? blockIdx.x : blockIdx.y)];
@@ -816,7 +818,7 @@ DEV void bwd90_pre(const T *__restrict__ o, const T *__restrict__ dout, const fl
 }
 
 // dq[q][h][:] = dqacc[h][q][:], in the problem's dtype.
-// dQ = scale * the fragment-order accumulator of sm90f (chunks of 64 x 64 per head, query
+// dQ = scale * the fragment-order accumulator of the F backward (chunks of 64 x 64 per head, query
 // tile and column half), in the output's layout.
 template <int D, typename T>
 DEV void dq90_convertf(const float *__restrict__ acc, T *__restrict__ dq, int sq, int hq, int sq_pad, float scale) {
@@ -833,8 +835,10 @@ DEV void dq90_convertf(const float *__restrict__ acc, T *__restrict__ dq, int sq
 // at a time, reads its 16 KB in order (16 bytes a thread, a warp 512 contiguous bytes), and
 // writes each query row's 64 columns as 128 contiguous bytes (8 a thread), where
 // dq90_convertf reads half-used sectors and writes 2 bytes a thread. The chunk's 8 groups
-// of 128 float4 slots lie 516 floats apart in shared memory, so that the 16 threads of a
-// row, 8 groups apart, fall in different banks. Blocks of 256 threads.
+// of 128 float4 slots lie 516 floats apart in shared memory, and a warp takes rows r and
+// r + 8 with its lanes' column groups fastest, so that its 32 pairs of words fall in 32
+// different pairs of banks (a warp still writes two whole 128-byte rows). Blocks of 256
+// threads.
 constexpr int DQC_GROUP = 128 * 4 + 4;  // floats from one group of 128 slots to the next
 DEV int dqc_word(int pos) { return (pos >> 9) * DQC_GROUP + (pos & 511); }
 template <int D, typename T>
@@ -851,15 +855,16 @@ DEV void dq90_convertc(const float *__restrict__ acc, T *__restrict__ dq, int sq
     const long long qt = (c / (D / 64)) % tiles;
     const int h = (int)(c / ((long long)(D / 64) * tiles));
     for (int j = threadIdx.x; j < 64 * 16; j += blockDim.x) {  // 64 rows x 16 groups of 4 columns
-      const int row = j >> 4, col = (j & 15) * 4;
+      // lane bits: 8-column group (3), row + 8 (1), the 4-column half (1); then the rows
+      const int rest = j >> 5, row = (rest >> 3) * 16 + ((j >> 3) & 1) * 8 + (rest & 7);
+      const int col = (j & 7) * 8 + ((j >> 4) & 1) * 4;
       const long long q = qt * 64 + row;
       if (q < sq) {
         // columns col, col + 1 are one pair of a slot, col + 2, col + 3 the next slot's
         const float2 a = *reinterpret_cast<const float2 *>(buf + dqc_word(dq_frag_pos(row, col)));
         const float2 b = *reinterpret_cast<const float2 *>(buf + dqc_word(dq_frag_pos(row, col + 2)));
-        unsigned *out = reinterpret_cast<unsigned *>(dq + (q * hq + h) * D + half * 64 + col);
-        out[0] = Ops<T>::pack(a.x * scale, a.y * scale);
-        out[1] = Ops<T>::pack(b.x * scale, b.y * scale);
+        *reinterpret_cast<uint2 *>(dq + (q * hq + h) * D + half * 64 + col) =
+            make_uint2(Ops<T>::pack(a.x * scale, a.y * scale), Ops<T>::pack(b.x * scale, b.y * scale));
       }
     }
     __syncthreads();

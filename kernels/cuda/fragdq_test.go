@@ -81,6 +81,8 @@ struct { int x; } threadIdx{0}, blockIdx{0}, blockDim{1}, gridDim{1};
 inline void __syncthreads() {}
 struct float2 { float x, y; };
 struct alignas(16) float4 { float x, y, z, w; };
+struct alignas(8) uint2 { unsigned x, y; };
+inline uint2 make_uint2(unsigned x, unsigned y) { return uint2{x, y}; }
 struct B16 { unsigned short x; };
 inline unsigned bits(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
 template <class T> struct Ops;

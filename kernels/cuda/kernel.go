@@ -51,7 +51,7 @@ type variant struct {
 	sharedFixed    int
 	transposedList bool
 	swizzledDQ     bool // the sm_90 backward stages dQ in 128-byte-swizzled boxes of 32 columns
-	fragDQ         bool // ... or unscaled in fragment order, added by 1-D bulk reductions (sm90f)
+	fragDQ         bool // ... or unscaled in fragment order, added by 1-D bulk reductions (sm90, sm90fk, sm90fn)
 	convC          bool // fragDQ converted through shared memory, a 64 x 64 chunk a block (sm90c)
 	lean           bool // the sm_90 forward's lean softmax (sm90l; a positive softmax scale only)
 }

@@ -158,9 +158,10 @@ func (k *Kernel) forward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList)
 		return err
 	}
 	shared := k.fwd.shared(d)
+	scaleLog2 := float32(p.SoftmaxScale() * math.Log2E)
 	fn := k.fwd.fn
-	if k.fwd.lean && p.SoftmaxScale() <= 0 {
-		fn = fwdSM90.fn // the lean softmax takes the row maxima before the scale: a positive one
+	if k.fwd.lean && !(scaleLog2 >= 0x1p-126) {
+		fn = fwdSM90.fn // the lean softmax takes the row maxima before the scale: a positive, normal one
 	}
 	persistent := k.persistent(dl.w)
 	if persistent {
@@ -170,7 +171,6 @@ func (k *Kernel) forward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList)
 	if err != nil {
 		return err
 	}
-	scaleLog2 := float32(p.SoftmaxScale() * math.Log2E)
 	args := append([]any{tq, tk, tv, bs[3], bs[4], p.Mask.SeqQ, p.Mask.SeqK, p.HeadsQ, p.HeadsKV, scaleLog2}, dl.args()...)
 	grid := cuda.Dim3{X: p.HeadsQ, Y: dl.w.RowTiles}
 	if persistent { // a block per multiprocessor walks the work items
@@ -262,6 +262,9 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 		args := append([]any{maps[0], maps[1], maps[2], maps[3], maps[4], lse2, dsum, bs[7], bs[8], sq, p.Mask.SeqK, hq, p.HeadsKV, sqPad,
 			float32(scale), float32(scale * math.Log2E)}, dl.args()...)
 		sched := k.backwardSched(dl.w)
+		if p.HeadsKV > 65535 { // the key-tiles-fast grid puts the heads in grid y (at most 65535)
+			sched &^= 2
+		}
 		args = append(args, dl.ranks, locks, sched, dqacc)
 		grid := cuda.Dim3{X: p.HeadsKV, Y: dl.w.RowTiles}
 		if sched&2 != 0 && !k.det { // key tiles the fast index

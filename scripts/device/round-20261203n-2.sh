@@ -8,6 +8,7 @@
 #    sm90-ktfast, sm90fk, sm90fn, cudnn (its 5 masks); nvidia-smi clocks meanwhile;
 # 3. scripts/device/persist-rule.sh, each step bounded to 25 s.
 # Bounded to 560 s as a whole; the tables last.
+# (sm90f and sm90-ktfast were removed after this call: the script is its record and no longer runs as is.)
 set -u
 out=${1:?usage: round-20261203n-2.sh OUT}
 mkdir -p "$out/k"
