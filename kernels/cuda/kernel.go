@@ -103,6 +103,9 @@ type archVariant struct {
 	// blocks' first query tiles, bit 1 key tiles the grid's fast index (schedRotate,
 	// schedNoRot, schedKTFast), or schedByRule for backwardOrder's choice
 	sched int32
+	// define, when set, is defined (as 1) at the top of attention_sm90.cu for this variant:
+	// an experiment inside code every entry point shares (sm90b: LONGCA_TILE_BITS_SPAN)
+	define string
 }
 
 // archVariants are the kernel's variants: the default on a device is the first it can run
@@ -117,6 +120,7 @@ var archVariants = []archVariant{
 	{name: "sm90fn", doc: "sm90 with the backward's key tiles always heaviest first over all heads (the other side of sm90's order rule)", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90F, sched: schedNoRot},
 	{name: "sm90l", doc: "experiment (not yet run on a GPU): sm90 with the forward's lean softmax (the scale folded into the exponent's FFMA, the accumulator's rescale skipped when no row of a warp has a new maximum)", major: 9, exact: true, fwd: fwdSM90L, bwd: bwdSM90F, sched: schedByRule},
 	{name: "sm90c", doc: "experiment (not yet run on a GPU): sm90 with dQ's conversion through shared memory (a 64 x 64 chunk a block: coalesced reads and 128-byte row writes)", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90C, sched: schedByRule},
+	{name: "sm90b", doc: "experiment (not yet run on a GPU): sm90 with the partial tiles' allowed columns set by interval arithmetic (a mask of every fourth bit a row and column pair) instead of a comparison a column", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90F, sched: schedByRule, define: "LONGCA_TILE_BITS_SPAN"},
 	{name: "sm80", doc: "Ampere and later: mma.sync forward and backward (cp.async double buffering)", major: 8, fwd: fwdSM80, bwd: bwdSM80},
 }
 
@@ -233,7 +237,11 @@ func NewVariant(g *cuda.Device, name string) (*Kernel, error) {
 	}
 	if strings.HasPrefix(av.name, "sm90") {
 		var log string
-		if k.mod90, log, err = load(g, SourceSM90(), "longca_attention_sm90.cu"); err != nil {
+		src := SourceSM90()
+		if av.define != "" {
+			src = "#define " + av.define + " 1\n" + src
+		}
+		if k.mod90, log, err = load(g, src, "longca_attention_sm90.cu"); err != nil {
 			return nil, err
 		}
 		k.Log += log

@@ -110,9 +110,15 @@ func TestPickVariant(t *testing.T) {
 	}
 }
 
-// Both sources compile as device code (clang, every template instantiated): a kernel
-// edit that breaks the C++ fails here, not in a device call.
+// Both sources compile as device code (clang, every template instantiated), and the sm90
+// source with each variant's define: a kernel edit that breaks the C++ fails here, not in
+// a device call.
 func TestSourcesCompile(t *testing.T) {
 	hostcc.CheckDevice(t, "attention", Source(), "sm_80")
 	hostcc.CheckDevice(t, "attention_sm90", SourceSM90(), "sm_80")
+	for _, v := range archVariants {
+		if v.define != "" {
+			hostcc.CheckDevice(t, "attention_sm90_"+v.name, "#define "+v.define+" 1\n"+SourceSM90(), "sm_80")
+		}
+	}
 }

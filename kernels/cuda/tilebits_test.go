@@ -16,6 +16,14 @@ import (
 // work lists, every thread's rows and columns, against the work list's own Allowed: the
 // index arithmetic of both orientations is checked here, the GPU runs the same source.
 func TestTileBitsMatchWorkList(t *testing.T) {
+	for _, span := range []bool{false, true} {
+		t.Run(fmt.Sprintf("span=%v", span), func(t *testing.T) { tileBitsMatchWorkList(t, span) })
+	}
+}
+
+// tileBitsMatchWorkList checks tile_bits as sm90 compiles it, or with span as sm90b does
+// (LONGCA_TILE_BITS_SPAN: the columns of a row by interval arithmetic).
+func tileBitsMatchWorkList(t *testing.T, span bool) {
 	src := SourceSM90()
 	wl := extract(t, src, "struct WorkList {", "};")
 	fn := extract(t, src, "template <int N, bool KEYROWS> DEV unsigned long long tile_bits(", "\n}\n")
@@ -29,6 +37,9 @@ func TestTileBitsMatchWorkList(t *testing.T) {
 	}
 	var b strings.Builder
 	b.WriteString("#include <cstdio>\n#include <algorithm>\nusing std::max; using std::min;\n#define DEV inline\n")
+	if span {
+		b.WriteString("#define LONGCA_TILE_BITS_SPAN 1\n")
+	}
 	b.WriteString(wl + "\n" + fn + "\n")
 	var checks []func(sc *bufio.Scanner) error
 	var calls strings.Builder

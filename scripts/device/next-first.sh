@@ -4,15 +4,17 @@
 # gzip -kf bin/cuda.test):
 #   sh scripts/device/next-first.sh OUT
 # 1. GPU tests: sm90 (call 13's backward) in full, then the experiments sm90l (the
-#    forward's lean softmax) and sm90c (dQ's conversion through shared memory) on the
-#    usual subset (docs/perf.md "Next: sm90l, sm90c", predictions written before they ran);
+#    forward's lean softmax), sm90c (dQ's conversion through shared memory) and sm90b (the
+#    partial tiles' bits by interval arithmetic) on the usual subset (docs/perf.md "Next:
+#    sm90l, sm90c, sm90b", predictions written before they ran);
 # 2. the forward of sm90 and sm90l beside cudnn: full and causal at 8K-48K, causal_document
 #    and sliding_window_causal at 16K, variants interleaved length by length;
 # 3. the backward of sm90, sm90c and sm90r beside cudnn at 16K on the masks where the
 #    conversion weighs most (sliding_window_causal, sliding_window, causal_document,
 #    block_causal_document) and full;
-# 4. the two masks call 14's `longca run` did not reach (block_causal_document at 8K-48K,
-#    global_sliding_window 48K), fwd and bwd, every kernel, every case checked.
+# 4. sm90b beside sm90 on the masks with most partial tiles at 16K, fwd and bwd, and on
+#    64-token block-sparse maps at 32K beside torch:flex (longca sparse).
+# (The two masks call 14's `longca run` did not reach run in next-second.sh.)
 # nvidia-smi samples the clock and power meanwhile (the H200 runs at its 700 W cap in the
 # timed loops: docs/perf.md call 12). About 8 minutes, bounded to 540 s; the tables last.
 set -u
@@ -41,6 +43,9 @@ n=$(bound 50)
 [ "$n" -gt 0 ] && STEP_TIMEOUT=$n sh kernels/cuda/gpu.sh "$out/k" test sm90l 'TestCompile|TestMasks|TestWindows|TestOddLengths|TestHeadMasks' >/dev/null 2>&1 && fv="$fv sm90l"
 n=$(bound 50)
 [ "$n" -gt 0 ] && STEP_TIMEOUT=$n sh kernels/cuda/gpu.sh "$out/k" test sm90c 'TestCompile|TestMasks|TestWindows|TestOddLengths|TestDeterministic' >/dev/null 2>&1 && bv="$bv sm90c"
+sb=""
+n=$(bound 70)
+[ "$n" -gt 0 ] && STEP_TIMEOUT=$n sh kernels/cuda/gpu.sh "$out/k" test sm90b 'TestCompile|TestMasks|TestWindows|TestOddLengths|TestHeadMasks' >/dev/null 2>&1 && sb=sm90b
 echo "# tests done at $(($(date +%s) - t0)) s; forward variants: $fv; backward: $bv" >>"$out/k/summary.txt"
 nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv -lms 200 >"$out/k/clocks.csv" 2>&1 &
 smi=$!
@@ -66,22 +71,29 @@ for v in $bv; do
 done
 run 40 $L kernel --kernels cudnn --masks full,causal_document,sliding_window_causal --seqlens 16K --heads 64:8 --passes bwd -w 3 -n 10 \
 	--out "$out/k/b-cudnn" >"$out/k/tb-cudnn.log" 2>&1
+for v in sm90 $sb; do
+	run 40 $L kernel --kernels cuda --variant "$v" --masks causal_document,sliding_window_causal,share_question,block_causal_document \
+		--seqlens 16K --heads 64:8 --passes fwd,bwd -w 3 -n 10 --out "$out/k/p-$v" >"$out/k/tp-$v.log" 2>&1
+	echo "# partial tiles $v rc=$? at $(($(date +%s) - t0)) s" >>"$out/k/summary.txt"
+done
 kill "$smi" 2>/dev/null
-# the rest of call 14's suite, every kernel
-run 150 $L kernel --kernels cuda,cudnn,torch:cudnn,torch:flash,torch:flex,torch:varlen --masks block_causal_document \
-	--seqlens 8K,16K,32K,48K --heads 64:8 --passes fwd,bwd -w 3 -n 10 --out "$out/rest/bcd" --run-id rest-bcd >"$out/k/rest-bcd.log" 2>&1
-echo "# rest bcd rc=$? at $(($(date +%s) - t0)) s" >>"$out/k/summary.txt"
-run 60 $L kernel --kernels cuda,cudnn,torch:cudnn,torch:flash,torch:flex,torch:varlen --masks global_sliding_window \
-	--seqlens 48K --heads 64:8 --passes fwd,bwd -w 3 -n 10 --out "$out/rest/gsw" --run-id rest-gsw >"$out/k/rest-gsw.log" 2>&1
-echo "# rest gsw rc=$? at $(($(date +%s) - t0)) s" >>"$out/k/summary.txt"
+# 64-token block-sparse maps, 32K: sm90, sm90b, torch:flex on the same maps
+for v in sm90 $sb; do
+	run 45 $L sparse --kernels cuda --variant "$v" --seqlens 32K --block 64 --ratios 0.2,0.5 --heads 64:8 -w 2 -n 5 \
+		--out "$out/k/s-$v" >"$out/k/ts-$v.log" 2>&1
+	echo "# sparse $v rc=$? at $(($(date +%s) - t0)) s" >>"$out/k/summary.txt"
+done
+run 60 $L sparse --kernels torch:flex --seqlens 32K --block 64 --ratios 0.2,0.5 --heads 64:8 -w 2 -n 5 \
+	--out "$out/k/s-flex" >"$out/k/ts-flex.log" 2>&1
+echo "# sparse flex rc=$? at $(($(date +%s) - t0)) s" >>"$out/k/summary.txt"
 echo "# done at $(($(date +%s) - t0)) s"
 echo "=== GPU tests and steps"; cat "$out/k/summary.txt"
 echo "=== TFLOP/s: mask seqlen pass, then one column per variant"
-for f in "$out"/k/tf-*.log "$out"/k/tb-*.log; do
-	v=$(basename "$f" .log); v=${v#tf-}; v=${v#tb-}; v=${v%-docs}; v=${v%-8K}; v=${v%-16K}; v=${v%-32K}; v=${v%-48K}
+for f in "$out"/k/tf-*.log "$out"/k/tb-*.log "$out"/k/tp-*.log; do
+	v=$(basename "$f" .log); v=${v#tf-}; v=${v#tb-}; v=${v#tp-}; v=${v%-docs}; v=${v%-8K}; v=${v%-16K}; v=${v%-32K}; v=${v%-48K}
 	grep -E '^  [a-z_]+ +[0-9]+ .* (fwd|bwd) ' "$f" | awk -v v="$v" '{ print $1, $2, $4, v, $7 }'
 done >"$out/k/rates.txt"
-awk -v order="sm90 sm90l sm90r sm90c cudnn" 'BEGIN { n = split(order, o, " ") } { r[$1 " " $2 " " $3, $4] = $5; k[$1 " " $2 " " $3] = 1 } END {
+awk -v order="sm90 sm90l sm90r sm90c sm90b cudnn" 'BEGIN { n = split(order, o, " ") } { r[$1 " " $2 " " $3, $4] = $5; k[$1 " " $2 " " $3] = 1 } END {
 	printf "%-24s %6s %4s", "mask", "len", "pass"; for (i = 1; i <= n; i++) printf " %8s", o[i]; printf "\n"
 	for (c in k) { split(c, f, " "); printf "%-24s %6s %4s", f[1], f[2], f[3]; for (i = 1; i <= n; i++) printf " %8s", ((c, o[i]) in r) ? r[c, o[i]] : "-"; printf "\n" }
 }' "$out/k/rates.txt" | sort -k3,3 -k1,1 -k2n
@@ -90,9 +102,10 @@ for col in 2 4; do
 	awk -F', ' -v c=$col 'NR > 1 && $2 + 0 > 0 { print $c + 0 }' "$out/k/clocks.csv" | sort -n |
 		awk '{ a[NR] = $1 } END { if (NR) printf "min %s, median %s, max %s (%d)\n", a[1], a[int(NR / 2) + 1], a[NR], NR }'
 done
-echo "=== the rest of the suite (x fastest)"
-for r in bcd gsw; do
-	timeout -k 5 30 $L report "$out/rest/$r" 2>/dev/null | sed -n '/x fastest/,$p' | head -14
+echo "=== block-sparse 64-token maps, 32K (mask ratio pass TFLOP/s)"
+for f in "$out"/k/ts-*.log; do
+	echo "## $(basename "$f" .log)"
+	grep -E '^  [a-z_]+' "$f" | grep -E ' (fwd|bwd) ' | head -8
 done
-tar -C "$out" -czf "$out/all.tgz" k rest 2>/dev/null && rm -rf "$out/k" "$out/rest"
+tar -C "$out" -czf "$out/all.tgz" k 2>/dev/null && rm -rf "$out/k"
 ls "$out"
