@@ -104,7 +104,7 @@ func (m *mesh) addPeer(p int, c net.Conn) {
 	if tc, ok := c.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
-	m.peers[p] = &peer{conn: c, w: bufio.NewWriterSize(c, 1<<16)}
+	m.peers[p] = &peer{conn: c, w: bufio.NewWriterSize(c, 1<<16), ended: make(chan struct{})}
 }
 
 // dial connects to lower rank p and proves who this is: it reads p's nonce and answers

@@ -48,9 +48,10 @@ type queue struct {
 }
 
 type peer struct {
-	conn net.Conn
-	mu   sync.Mutex // one writer at a time
-	w    *bufio.Writer
+	conn  net.Conn
+	mu    sync.Mutex // one writer at a time
+	w     *bufio.Writer
+	ended chan struct{} // closed when the reader of conn has returned
 }
 
 // mesh is the connections of one process to every other rank, shared by the world
@@ -98,6 +99,9 @@ const maxMessage = 64 << 30
 // read drains one peer's connection until it ends.
 func (m *mesh) read(src int, c net.Conn) {
 	defer m.wg.Done()
+	if p := m.peers[src]; p != nil && p.ended != nil {
+		defer close(p.ended)
+	}
 	r := bufio.NewReaderSize(c, 1<<16)
 	var hdr [17]byte
 	for {
@@ -158,12 +162,21 @@ func (m *mesh) wake(src int) {
 	}
 }
 
-// send writes one message to world rank dst (to itself: straight into its queue).
+// send writes one message to world rank dst (to itself: straight into its queue); a
+// failed write is reported as writeFailed says.
 func (m *mesh) send(id uint64, tag uint8, dst int, b []byte) error {
 	if dst == m.rank {
 		m.deliver(qkey{comm: id, src: dst, tag: tag}, append([]byte(nil), b...))
 		return nil
 	}
+	if err := m.write(id, tag, dst, b, m.timeout); err != nil {
+		return m.writeFailed(dst, err)
+	}
+	return nil
+}
+
+// write writes one message to peer dst, failing when it takes longer than limit.
+func (m *mesh) write(id uint64, tag uint8, dst int, b []byte, limit time.Duration) error {
 	p := m.peers[dst]
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -171,7 +184,7 @@ func (m *mesh) send(id uint64, tag uint8, dst int, b []byte) error {
 	binary.LittleEndian.PutUint64(hdr[:8], id)
 	hdr[8] = tag
 	binary.LittleEndian.PutUint64(hdr[9:], uint64(len(b)))
-	p.conn.SetWriteDeadline(time.Now().Add(m.timeout))
+	p.conn.SetWriteDeadline(time.Now().Add(limit))
 	if _, err := p.w.Write(hdr[:]); err != nil {
 		return err
 	}
@@ -179,6 +192,37 @@ func (m *mesh) send(id uint64, tag uint8, dst int, b []byte) error {
 		return err
 	}
 	return p.w.Flush()
+}
+
+// abortGrace bounds how long a failed write waits for the reader of its peer's
+// connection to reach the end of the stream (an abort the peer sent before it closed).
+const abortGrace = 2 * time.Second
+
+// writeFailed is why a write to dst failed: dst's abort when dst sent one before its
+// connection closed, else err. A write to a rank that gave up and exited fails as soon
+// as the close comes back, often before this rank's reader has read the abort queued
+// ahead of it (a rank stopped with SIGSTOP and resumed blamed "rank 0: broken pipe"
+// instead of relaying why rank 0 stopped): so unless the write timed out (the peer is
+// there but not reading, and its stream has not ended), it waits up to abortGrace for
+// the reader to reach the end of dst's stream, which a broken connection makes prompt.
+func (m *mesh) writeFailed(dst int, err error) error {
+	var ne net.Error
+	if p := m.peers[dst]; p.ended != nil && !(errors.As(err, &ne) && ne.Timeout()) {
+		t := time.NewTimer(min(abortGrace, m.timeout))
+		select {
+		case <-p.ended:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	m.mu.Lock()
+	dead := m.dead[dst]
+	m.mu.Unlock()
+	var g *gaveUp
+	if errors.As(dead, &g) {
+		return g
+	}
+	return err
 }
 
 // recv takes the next message of (id, src, tag), waiting at most the timeout.
@@ -223,8 +267,7 @@ func (m *mesh) abort(err error) {
 	msg := abortMessage(m.rank, err)
 	for p, pr := range m.peers {
 		if pr != nil && dead[p] == nil {
-			pr.conn.SetWriteDeadline(time.Now().Add(time.Second))
-			m.send(0, tagAbort, p, msg)
+			m.write(0, tagAbort, p, msg, time.Second) // best effort: no wait on a failure
 		}
 	}
 }
