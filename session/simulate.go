@@ -370,10 +370,11 @@ const maxCaseSeconds = 3600
 // fitSimulation refuses, before any work, a sweep whose largest case cannot fit in the
 // memory this process may take (sim.MemoryBytes for each GPU count and mask, with as
 // many cases and traced ranks at once as there are cores, or every rank traced where
-// --exact-ranks covers more than the default) or would take more than an
-// hour (sim.Seconds). Everything that grows with the GPU count is counted first, before
-// a mask is built (a document mask of a million GPUs' tokens is itself large); then the
-// documents of each mask.
+// --exact-ranks covers more than the default) or would take more than an hour
+// (sim.Seconds, which counts the GPUs, the documents and the tokens). Everything that
+// grows with the GPU count or the length is counted first, before a mask is built (a
+// document mask of a million GPUs' tokens is itself large); then the documents of each
+// mask.
 func fitSimulation(o *Simulation, maskFor func(string, int, uint64) *builtMask) error {
 	avail := Machine().HostBytes * 0.85
 	workers := max(runtime.GOMAXPROCS(0), 1)
@@ -397,7 +398,17 @@ func fitSimulation(o *Simulation, maskFor func(string, int, uint64) *builtMask) 
 			return Usagef("--gpus %d: simulating %s needs about %.1f GiB of host memory; %.1f GiB available: %s",
 				n, what, need/(1<<30), avail/(1<<30), fix)
 		}
-		if t := sim.Seconds(n, docs); t > maxCaseSeconds {
+		passes := len(o.Sweep.Passes)
+		if t := sim.Seconds(n, docs, seqlen, passes); t > maxCaseSeconds {
+			if sim.SequenceSeconds(seqlen, passes) > maxCaseSeconds/2 {
+				// The sequence's length, not the GPU count, makes it long: name its flag.
+				flag, fix := "--tokens-per-rank "+harness.FormatSize(o.TokensPerRank), "give fewer --tokens-per-rank"
+				if o.SeqLen > 0 {
+					flag, fix = "--seqlen "+harness.FormatSize(o.SeqLen), "give a shorter --seqlen"
+				}
+				return Usagef("%s: simulating %s would take about %.0f CPU hours a case (the limit is 1 hour per case; the time grows with the tokens): %s",
+					flag, what, t/3600, fix)
+			}
 			return Usagef("--gpus %d: simulating %s would take about %.0f CPU hours (the limit is 1 hour per case): use fewer GPUs or tokens per GPU",
 				n, what, t/3600)
 		}

@@ -412,13 +412,28 @@ const (
 	// rankDocSeconds is the traced ranks' CPU time per GPU and document of the mask (a
 	// 1024-GPU document sweep, 852 documents: 8.8 s).
 	rankDocSeconds = 1e-5
+	// tokenSeconds is a case's CPU time per token of the sequence and pass
+	// (BenchmarkPredictPerToken: 8 GPUs, every method and pass, 16M and 64M tokens, one
+	// core: at most 21 ns, ring-p2p's backward on full_document_long, a little more at
+	// the longer length; balanced 6 ns on causal, a mask without documents; longca
+	// simulate of that backward alone at 1G tokens, its mask built too: 37 ns), rounded
+	// up. It counts the sequence for masks without documents too: balanced's dispatch,
+	// the tile rows of each step's sub-mask.
+	tokenSeconds = 40e-9
 )
 
-// Seconds estimates the CPU time of one case of n ranks on a mask of docs documents:
-// the world (every rank's goroutine and splits) and the traced ranks' steps (a ring of
-// up to n steps each, every step's sub-mask a few slices per document). An estimate, to
+// Seconds estimates the CPU time of one case of n ranks on a mask of docs documents and
+// seqlen tokens, predicted for passes passes: the world (every rank's goroutine and
+// splits), the traced ranks' steps (a ring of up to n steps each, every step's sub-mask
+// a few slices per document) and the sequence itself (SequenceSeconds). An estimate, to
 // refuse a sweep that cannot end in reasonable time before it starts.
-func Seconds(n, docs int) float64 {
+func Seconds(n, docs, seqlen, passes int) float64 {
 	d, r := float64(max(docs, 1)), float64(n)
-	return worldSecondsPerRank2*r*r + rankDocSeconds*r*d
+	return worldSecondsPerRank2*r*r + rankDocSeconds*r*d + SequenceSeconds(seqlen, passes)
+}
+
+// SequenceSeconds is the part of Seconds that grows with the sequence's length alone,
+// for passes passes (--gpus 8 --seqlen 1G was estimated as if it were 8K tokens).
+func SequenceSeconds(seqlen, passes int) float64 {
+	return tokenSeconds * float64(max(seqlen, 0)) * float64(max(passes, 1))
 }

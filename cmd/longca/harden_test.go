@@ -143,3 +143,19 @@ func TestNoArgumentsWhereNoneAreTaken(t *testing.T) {
 		checkUsageError(t, args, code, errOut, cmd+` takes no arguments (got "x"`)
 	}
 }
+
+// The time estimate counts the sequence too: a length that fits in a large host's memory
+// but whose every case would take hours is refused at once, naming --seqlen (it was
+// estimated as if it were 8K tokens, and --gpus 8 --seqlen 1G ran for minutes; balanced's
+// dispatch was quadratic in the blocks a rank holds). With --tokens-per-rank, that flag.
+func TestSimulateTimeCountsTheSequence(t *testing.T) {
+	withMachine(t, 1<<52)
+	for _, c := range []struct{ size []string }{
+		{[]string{"--seqlen", "256G"}},
+		{[]string{"--tokens-per-rank", "32G"}},
+	} {
+		args := append([]string{"simulate", "--gpus", "8", "--masks", "full", "--methods", "ring-p2p", "--passes", "fwd", "--out", t.TempDir()}, c.size...)
+		_, errOut, code := captureRun(t, args...)
+		checkUsageError(t, args, code, errOut, c.size[0]+" "+c.size[1]+": simulating 8 ranks of 256G tokens would take about")
+	}
+}
