@@ -368,6 +368,18 @@ func CPPlanBytes(n, seqlen int) float64 {
 	return base + 8*s + 4e-3*r*s + 2*r*r
 }
 
+// CPPlanSeconds estimates the CPU time of a dry run's planning of cases CP cases on n
+// ranks of a seqlen-token sequence (a dry run plans each case twice: for the list of
+// cases and for the printed plan): per case, a share per token (the masks, balanced's
+// dispatch) and one growing as ranks x tokens (the zigzag layout gives every document
+// pieces on every ring rank). Fitted to cp --dry-run of every method and the default
+// masks on the 2-core build machine, 8K tokens a rank (1024 ranks 1.5 s for 88 cases,
+// 2048 3.8 s for 96, 4096 12.3 s for 104, 8192 39.4 s for 112), rounded up.
+func CPPlanSeconds(n, seqlen, cases int) float64 {
+	r, s := float64(max(n, 1)), float64(max(seqlen, 1))
+	return float64(max(cases, 0)) * s * (2e-9 + 5e-13*r)
+}
+
 // CPFootprint is one CP rank's peak memory: its share of the sequence (tokens, padding
 // included) as the nine timing tensors, the method's buffers (a ring step's incoming
 // and outgoing K, V blocks and partial outputs, an all-to-all's send and receive copies:

@@ -203,18 +203,37 @@ func FitPlanMasks(cases []harness.Case) error {
 	return nil
 }
 
+// maxPlanSeconds bounds a dry run's planning (harness.CPPlanSeconds), as simulate's
+// NCCL table is bounded.
+const maxPlanSeconds = 600
+
 // FitCPPlan refuses, before any mask is built or planned, a dry run of a CP sweep on n
-// ranks whose plans cannot fit in this host's memory (harness.CPPlanBytes): a dry run
-// plans every rank, so a world of 100000 ranks is itself the allocation to refuse.
-// sizeFlags names the flags as the user gave them.
+// ranks whose plans cannot fit in this host's memory (harness.CPPlanBytes) or would
+// take more than maxPlanSeconds (harness.CPPlanSeconds): a dry run plans every rank, so
+// a world of 100000 ranks is itself the allocation to refuse, and the planning grows as
+// ranks x tokens (8192 ranks took 40 s, 16384 about 2.5 minutes). sizeFlags names the
+// flags as the user gave them.
 func FitCPPlan(s harness.CPSweep, n int, sizeFlags string) error {
 	need := harness.CPPlanBytes(n, s.SeqLen)
 	what := fmt.Sprintf("planning %d ranks of a %s-token sequence", n, harness.FormatSize(s.SeqLen))
-	err := Machine().Fits(harness.Footprint{Host: need}, 0, what)
-	if err == nil {
-		return nil
+	if err := Machine().Fits(harness.Footprint{Host: need}, 0, what); err != nil {
+		return Usagef("%s: %v: use fewer ranks or tokens, or longca simulate --gpus %d (it plans a sample of the ranks)", sizeFlags, err, n)
 	}
-	return Usagef("%s: %v: use fewer ranks or tokens, or longca simulate --gpus %d (it plans a sample of the ranks)", sizeFlags, err, n)
+	cases, err := s.Configs(n)
+	if err != nil {
+		return nil // the sweep itself says why
+	}
+	planned := 0
+	for _, c := range cases {
+		if c.Skip == nil {
+			planned++
+		}
+	}
+	if t := harness.CPPlanSeconds(n, s.SeqLen, planned); t > maxPlanSeconds {
+		return Usagef("%s: %s for %d cases would take about %s (the limit is %d minutes; the time grows as ranks x tokens): use fewer ranks, tokens, methods or masks, or longca simulate --gpus %d (it plans a sample of the ranks)",
+			sizeFlags, what, planned, harness.FormatDuration(t), maxPlanSeconds/60, n)
+	}
+	return nil
 }
 
 // FitCP refuses, before any mask is built, a CP sweep on n ranks whose ranks cannot fit

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/longca/longca/harness"
 )
 
 // A file named where a small JSON file is expected (--dist, --machine, --links) is read
@@ -157,5 +159,29 @@ func TestSimulateTimeCountsTheSequence(t *testing.T) {
 		args := append([]string{"simulate", "--gpus", "8", "--masks", "full", "--methods", "ring-p2p", "--passes", "fwd", "--out", t.TempDir()}, c.size...)
 		_, errOut, code := captureRun(t, args...)
 		checkUsageError(t, args, code, errOut, c.size[0]+" "+c.size[1]+": simulating 8 ranks of 256G tokens would take about")
+	}
+}
+
+// A dry run's planning is bounded in time too: it grows as ranks x tokens (the zigzag
+// layout gives every document pieces on every ring rank; 8192 ranks took 40 s), so a
+// world that fits in a large host's memory but would plan for most of an hour is refused
+// at once naming --ranks (it ran, saying nothing). The estimate covers the measured runs
+// (cp --dry-run, default methods and masks, 8K tokens a rank) without doubling them.
+func TestCPDryRunPlanningIsBounded(t *testing.T) {
+	for _, m := range []struct {
+		ranks, cases int
+		seconds      float64
+	}{{2048, 96, 3.76}, {4096, 104, 12.3}, {8192, 112, 39.4}} {
+		est := harness.CPPlanSeconds(m.ranks, m.ranks*8192, m.cases)
+		if est < m.seconds || est > 2*m.seconds {
+			t.Errorf("%d ranks: planning estimated at %.1f s, measured %.1f s", m.ranks, est, m.seconds)
+		}
+	}
+	withMachine(t, 1<<52)
+	args := []string{"cp", "--dry-run", "--ranks", "65536"}
+	_, errOut, code := captureRun(t, args...)
+	checkUsageError(t, args, code, errOut, "--ranks 65536, --tokens-per-rank 8K: planning 65536 ranks of a 512M-token sequence for")
+	if !strings.Contains(errOut, "the limit is 10 minutes") {
+		t.Errorf("%v: %q does not say the limit", args, errOut)
 	}
 }
