@@ -78,9 +78,11 @@ func (k *Kernel) accMap(b *cuda.Buffer, rows, d int, swizzled bool) (*cuda.Tenso
 }
 
 // shortRows is the mean number of key tiles per query tile below which the forward runs
-// persistent. Measured at 16K, 64:8 (docs/perf.md, call 3): persistent was +7.8% on
-// sliding_window_causal (about 9 tiles a row), +2.7% on causal_document, and -7% on full
-// (128 tiles a row), where a block's prologue and epilogue are a small share of its work.
+// persistent. Set from three cases at 16K (docs/perf.md, call 3: persistent +7.8% on
+// sliding_window_causal, about 9 tiles a row, +2.7% on causal_document, -7% on full, 128
+// tiles a row), then tested on both sides over the 12 masks at 8K-48K (call 13, 48 cases):
+// persistence wins by 3-12% below 16 tiles a row, loses by 2-5% above 128, and any
+// threshold from 16 to 64 costs 0.4% against the better side of every case (geomean).
 const shortRows = 32
 
 // persistentForward says whether the forward of a work list runs persistent: rows short
