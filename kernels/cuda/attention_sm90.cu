@@ -386,7 +386,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
   float sc[64], alpha[2], sum[2];
   unsigned pa[SBN / 16][4];
 #ifdef LONGCA_FWD_OVERLAP
-  unsigned pb[SBN / 16][4];  // the next tile's P while this tile's P V runs (sm90o)
+  unsigned pb[SBN / 16][4];  // the next tile's P while this tile's P V runs (sm90q)
 #endif
   {
     // The two consumer warpgroups take turns on the tensor cores (named barriers 1 and 2):
@@ -414,7 +414,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       reg_fence(acc);
       wgmma_fence();
 #ifdef LONGCA_FWD_OVERLAP
-      // (experiment sm90o) tile i+1's Q K^T first and tile i's P V after it, as two groups:
+      // (experiment sm90q) tile i+1's Q K^T first and tile i's P V after it, as two groups:
       // the softmax of tile i+1 (into pb) starts once Q K^T is done, while P V still runs;
       // the rescale waits for P V (it changes acc)
       if (more) {

@@ -121,8 +121,8 @@ var archVariants = []archVariant{
 	{name: "sm90l", doc: "experiment (not yet run on a GPU): sm90 with the forward's lean softmax (the scale folded into the exponent's FFMA, the accumulator's rescale skipped when no row of a warp has a new maximum)", major: 9, exact: true, fwd: fwdSM90L, bwd: bwdSM90F, sched: schedByRule},
 	{name: "sm90c", doc: "experiment (not yet run on a GPU): sm90 with dQ's conversion through shared memory (a 64 x 64 chunk a block: coalesced reads and 128-byte row writes)", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90C, sched: schedByRule},
 	{name: "sm90b", doc: "experiment (not yet run on a GPU): sm90 with the partial tiles' allowed columns set by interval arithmetic (a mask of every fourth bit a row and column pair) instead of a comparison a column", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90F, sched: schedByRule, define: "LONGCA_TILE_BITS_SPAN"},
-	{name: "sm90o", doc: "experiment (not yet run on a GPU): sm90 with the forward's next Q K^T issued before this tile's P V, its softmax running while P V does (two P buffers)", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90F, sched: schedByRule, define: "LONGCA_FWD_OVERLAP"},
-	{name: "sm90lo", doc: "experiment (not yet run on a GPU): sm90l and sm90o together", major: 9, exact: true, fwd: fwdSM90L, bwd: bwdSM90F, sched: schedByRule, define: "LONGCA_FWD_OVERLAP"},
+	{name: "sm90q", doc: "experiment (not yet run on a GPU): sm90 with the forward's next Q K^T issued before this tile's P V, its softmax running while P V does (two P buffers)", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90F, sched: schedByRule, define: "LONGCA_FWD_OVERLAP"},
+	{name: "sm90lq", doc: "experiment (not yet run on a GPU): sm90l and sm90q together", major: 9, exact: true, fwd: fwdSM90L, bwd: bwdSM90F, sched: schedByRule, define: "LONGCA_FWD_OVERLAP"},
 	{name: "sm80", doc: "Ampere and later: mma.sync forward and backward (cp.async double buffering)", major: 8, fwd: fwdSM80, bwd: bwdSM80},
 }
 

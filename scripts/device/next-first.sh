@@ -4,10 +4,10 @@
 # gzip -kf bin/cuda.test):
 #   sh scripts/device/next-first.sh OUT
 # 1. GPU tests: sm90 (call 13's backward) in full, then the experiments sm90l (the
-#    forward's lean softmax), sm90o (the forward's next Q K^T before this tile's P V, the
-#    softmax under P V), sm90lo (both), sm90c (dQ's conversion through shared memory) and
+#    forward's lean softmax), sm90q (the forward's next Q K^T before this tile's P V, the
+#    softmax under P V), sm90lq (both), sm90c (dQ's conversion through shared memory) and
 #    sm90b (the partial tiles' bits by interval arithmetic) on the usual subset
-#    (docs/perf.md "Next: sm90l, sm90o, sm90c, sm90b", predictions written before they ran);
+#    (docs/perf.md "Next: sm90l, sm90q, sm90c, sm90b", predictions written before they ran);
 # 2. the forward of sm90 and the forward experiments beside cudnn: full and causal at
 #    8K-48K, causal_document and sliding_window_causal at 16K, interleaved length by length;
 # 3. the backward of sm90, sm90c and sm90r beside cudnn at 16K on the masks where the
@@ -40,12 +40,12 @@ run() { # run N CMD...: CMD bounded by bound N, skipped when nothing is left
 }
 STEP_TIMEOUT=$(bound 110) sh kernels/cuda/gpu.sh "$out/k" test sm90 >/dev/null 2>&1
 fv="sm90" bv="sm90 sm90r"
-for v in sm90l sm90o sm90lo; do
+for v in sm90l sm90q sm90lq; do
 	n=$(bound 70)
 	[ "$n" -gt 0 ] && STEP_TIMEOUT=$n sh kernels/cuda/gpu.sh "$out/k" test $v 'TestCompile|TestMasks|TestWindows|TestOddLengths|TestHeadMasks' >/dev/null 2>&1 && fv="$fv $v"
 done
-# sm90o holds two P buffers: spills (stack) or serialised wgmma would show here
-grep -hiE 'fwd90.*(regs|stack)|serializ' "$out/k"/test-sm90o.log | head -6 >>"$out/k/summary.txt"
+# sm90q holds two P buffers: spills (stack) or serialised wgmma would show here
+grep -hiE 'fwd90.*(regs|stack)|serializ' "$out/k"/test-sm90q.log | head -6 >>"$out/k/summary.txt"
 n=$(bound 50)
 [ "$n" -gt 0 ] && STEP_TIMEOUT=$n sh kernels/cuda/gpu.sh "$out/k" test sm90c 'TestCompile|TestMasks|TestWindows|TestOddLengths|TestDeterministic' >/dev/null 2>&1 && bv="$bv sm90c"
 sb=""
@@ -98,7 +98,7 @@ for f in "$out"/k/tf-*.log "$out"/k/tb-*.log "$out"/k/tp-*.log; do
 	v=$(basename "$f" .log); v=${v#tf-}; v=${v#tb-}; v=${v#tp-}; v=${v%-docs}; v=${v%-8K}; v=${v%-16K}; v=${v%-32K}; v=${v%-48K}
 	grep -E '^  [a-z_]+ +[0-9]+ .* (fwd|bwd) ' "$f" | awk -v v="$v" '{ print $1, $2, $4, v, $7 }'
 done >"$out/k/rates.txt"
-awk -v order="sm90 sm90l sm90o sm90lo sm90r sm90c sm90b cudnn" 'BEGIN { n = split(order, o, " ") } { r[$1 " " $2 " " $3, $4] = $5; k[$1 " " $2 " " $3] = 1 } END {
+awk -v order="sm90 sm90l sm90q sm90lq sm90r sm90c sm90b cudnn" 'BEGIN { n = split(order, o, " ") } { r[$1 " " $2 " " $3, $4] = $5; k[$1 " " $2 " " $3] = 1 } END {
 	printf "%-24s %6s %4s", "mask", "len", "pass"; for (i = 1; i <= n; i++) printf " %8s", o[i]; printf "\n"
 	for (c in k) { split(c, f, " "); printf "%-24s %6s %4s", f[1], f[2], f[3]; for (i = 1; i <= n; i++) printf " %8s", ((c, o[i]) in r) ? r[c, o[i]] : "-"; printf "\n" }
 }' "$out/k/rates.txt" | sort -k3,3 -k1,1 -k2n
