@@ -201,15 +201,26 @@ func (s *Session) predictAll(ctx context.Context, o *Simulation) ([]results.Row,
 	}
 	// The jobs are longca cp's cases (harness.CPSweep.Configs: methods x meshes x masks x
 	// heads, a method without a mesh of its own on n GPUs unsupported) x samples.
-	var jobs []simJob
-	for _, n := range o.GPUs {
+	// Each job's estimate (sim.Seconds, the documents of the first sample's mask, built
+	// already) and GPU count are for the progress lines.
+	var (
+		jobs  []simJob
+		cost  []float64
+		group []int
+	)
+	for gi, n := range o.GPUs {
 		cases, err := o.sweep(n).Configs(n)
 		if err != nil {
 			return nil, Usagef("%v", err)
 		}
 		for _, c := range cases {
+			est := 0.0
+			if b := maskFor(c.Mask, o.seqlenFor(n), o.Sweep.Seed); c.Skip == nil && b.err == nil {
+				est = sim.Seconds(n, len(b.docs), o.seqlenFor(n), len(o.Sweep.Passes))
+			}
 			for smp := range o.Sweep.Samples {
 				jobs = append(jobs, simJob{n, c.Method, c.Config, c.Mask, c.Heads, smp, c.Skip})
+				cost, group = append(cost, est), append(group, gi)
 				if c.Skip != nil || (o.Sweep.Samples > 1 && !seeded(n, c.Mask)) {
 					break // one row per pass says why; or every sample is the same mask
 				}
@@ -220,12 +231,16 @@ func (s *Session) predictAll(ctx context.Context, o *Simulation) ([]results.Row,
 	errs := make([]error, len(jobs))
 	next := make(chan int)
 	var wg sync.WaitGroup
-	for range max(runtime.GOMAXPROCS(0), 1) {
+	workers := max(runtime.GOMAXPROCS(0), 1)
+	progress := newSimProgress(s.log(), jobs, cost, group, o.GPUs, workers)
+	progress.begin(s.RunID)
+	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range next {
 				out[i], errs[i] = s.predictJob(ctx, o, jobs[i], maskFor)
+				progress.finished(i)
 			}
 		}()
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -514,5 +515,63 @@ func TestDocumentsReachKernelAndSimulate(t *testing.T) {
 	}
 	if seen != 1 {
 		t.Fatalf("%d causal_document rows, want 1", seen)
+	}
+}
+
+// TestSimulateProgressOnStderr: simulate says on stderr, as kernel and cp do, how many
+// cases it will run and its bound before the first, then a line as each GPU count
+// finishes with how many remain; stdout, the tables that tests and notebooks parse, is
+// the same as with the progress lines off (--log-level warn) and holds none of them.
+func TestSimulateProgressOnStderr(t *testing.T) {
+	args := func(out string) []string {
+		return []string{"simulate", "--gpus", "8,16", "--masks", "causal", "--methods", "ring-p2p,ulysses", "--passes", "fwd",
+			"--tokens-per-rank", "1K", "--heads", "16:4", "--run-id", "progress", "--out", out}
+	}
+	out, errOut, code := captureRun(t, append([]string{"--log-format", "json", "--log-level", "info"}, args(filepath.Join(t.TempDir(), "a"))...)...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	quiet, qerr, code := captureRun(t, append([]string{"--log-level", "warn"}, args(filepath.Join(t.TempDir(), "b"))...)...)
+	if code != 0 || qerr != "" {
+		t.Fatalf("--log-level warn: exit %d, stderr %q", code, qerr)
+	}
+	// The closing "# rows:" line names the folder and the wall time; the rest must match.
+	table := func(s string) string { return s[:strings.LastIndex(strings.TrimSuffix(s, "\n"), "\n")+1] }
+	if table(out) != table(quiet) || !strings.Contains(out, "# Rows: 4") {
+		t.Errorf("stdout with progress:\n%s\nwithout:\n%s", out, quiet)
+	}
+	if strings.Contains(out, "simulate sweep") || strings.Contains(out, "simulate gpus") || strings.Contains(out, `"level"`) {
+		t.Errorf("progress on stdout:\n%s", out)
+	}
+	// 2 cases (ring-p2p, ulysses; causal has one sample) on each of 8 and 16 GPUs.
+	var lines, gpus []string
+	for _, line := range strings.Split(strings.TrimSpace(errOut), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("stderr line %q: %v", line, err)
+		}
+		switch m["message"] {
+		case "simulate sweep":
+			if d, err := time.ParseDuration(fmt.Sprint(m["at_most"])); err != nil || d < 0 {
+				t.Errorf("at_most %v: %v", m["at_most"], err)
+			}
+			lines = append(lines, fmt.Sprintf("sweep cases=%v gpus=%v", m["cases"], m["gpus"]))
+		case "simulate gpus":
+			if _, err := time.ParseDuration(fmt.Sprint(m["eta"])); err != nil {
+				t.Errorf("eta %v: %v", m["eta"], err)
+			}
+			done := m["done"]
+			if done == 3.0 {
+				done = 2.0 // a case of the other GPU count may end first: 2 or 3 done
+			}
+			lines = append(lines, fmt.Sprintf("done=%v/%v gpus_left=%v", done, m["of"], m["gpus_left"]))
+			gpus = append(gpus, fmt.Sprint(m["gpus"]))
+		}
+	}
+	// The cases run in parallel: a GPU count may finish before the one listed first.
+	slices.Sort(gpus)
+	want := []string{"sweep cases=4 gpus=[8 16]", "done=2/4 gpus_left=1", "done=4/4 gpus_left=0"}
+	if strings.Join(lines, "\n") != strings.Join(want, "\n") || !slices.Equal(gpus, []string{"16", "8"}) {
+		t.Errorf("progress lines:\n%s\nwant:\n%s\n(GPU counts %v)\nstderr:\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"), gpus, errOut)
 	}
 }
