@@ -943,8 +943,6 @@ DEV void dq90_convert(const float *__restrict__ acc, T *__restrict__ dq, int sq,
 #define SM90_ENTRIES(NAME, T, D)                                                                                   \
   SM90_FWD(fwd90, NAME, T, D, false, false)                                                                        \
   SM90_FWD(fwd90p, NAME, T, D, true, false)                                                                        \
-  SM90_FWD(fwd90l, NAME, T, D, false, true)                                                                        \
-  SM90_FWD(fwd90lp, NAME, T, D, true, true)                                                                        \
   SM90_BWD(bwd90, NAME, T, D, false, false)                                                                        \
   SM90_BWD(bwd90d, NAME, T, D, true, false)                                                                        \
   SM90_BWD(bwd90f, NAME, T, D, false, true)                                                                        \
@@ -969,3 +967,15 @@ SM90_ENTRIES(bf16, __nv_bfloat16, 64)
 SM90_ENTRIES(bf16, __nv_bfloat16, 128)
 SM90_ENTRIES(fp16, __half, 64)
 SM90_ENTRIES(fp16, __half, 128)
+
+// The lean forward's entries (experiment sm90l) only in the variants that define
+// LONGCA_FWD_LEAN: the default module is not compiled with 16 forward kernels it never runs.
+#ifdef LONGCA_FWD_LEAN
+#define SM90_LEAN_ENTRIES(NAME, T, D)     \
+  SM90_FWD(fwd90l, NAME, T, D, false, true) \
+  SM90_FWD(fwd90lp, NAME, T, D, true, true)
+SM90_LEAN_ENTRIES(bf16, __nv_bfloat16, 64)
+SM90_LEAN_ENTRIES(bf16, __nv_bfloat16, 128)
+SM90_LEAN_ENTRIES(fp16, __half, 64)
+SM90_LEAN_ENTRIES(fp16, __half, 128)
+#endif

@@ -103,9 +103,10 @@ type archVariant struct {
 	// blocks' first query tiles, bit 1 key tiles the grid's fast index (schedRotate,
 	// schedNoRot, schedKTFast), or schedByRule for backwardOrder's choice
 	sched int32
-	// define, when set, is defined (as 1) at the top of attention_sm90.cu for this variant:
-	// an experiment inside code every entry point shares (sm90b: LONGCA_TILE_BITS_SPAN)
-	define string
+	// defines are defined (as 1) at the top of attention_sm90.cu for this variant: an
+	// experiment inside code every entry point shares (sm90b: LONGCA_TILE_BITS_SPAN), or
+	// entry points the default module need not compile (sm90l: LONGCA_FWD_LEAN)
+	defines []string
 }
 
 // archVariants are the kernel's variants: the default on a device is the first it can run
@@ -118,12 +119,21 @@ var archVariants = []archVariant{
 	{name: "sm90-plain", doc: "sm90 with the forward never persistent (a block per 128-query tile), whatever the rows: to time both sides of sm90's rule", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90F, sched: schedByRule, persist: -1},
 	{name: "sm90fk", doc: "sm90 with the backward's key tiles of a head always together (one side of sm90's order rule)", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90F, sched: schedKTFast},
 	{name: "sm90fn", doc: "sm90 with the backward's key tiles always heaviest first over all heads (the other side of sm90's order rule)", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90F, sched: schedNoRot},
-	{name: "sm90l", doc: "experiment (not yet run on a GPU): sm90 with the forward's lean softmax (the scale folded into the exponent's FFMA, the accumulator's rescale skipped when no row of a warp has a new maximum)", major: 9, exact: true, fwd: fwdSM90L, bwd: bwdSM90F, sched: schedByRule},
+	{name: "sm90l", doc: "experiment (not yet run on a GPU): sm90 with the forward's lean softmax (the scale folded into the exponent's FFMA, the accumulator's rescale skipped when no row of a warp has a new maximum)", major: 9, exact: true, fwd: fwdSM90L, bwd: bwdSM90F, sched: schedByRule, defines: []string{"LONGCA_FWD_LEAN"}},
 	{name: "sm90c", doc: "experiment (not yet run on a GPU): sm90 with dQ's conversion through shared memory (a 64 x 64 chunk a block: coalesced reads and 128-byte row writes)", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90C, sched: schedByRule},
-	{name: "sm90b", doc: "experiment (not yet run on a GPU): sm90 with the partial tiles' allowed columns set by interval arithmetic (a mask of every fourth bit a row and column pair) instead of a comparison a column", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90F, sched: schedByRule, define: "LONGCA_TILE_BITS_SPAN"},
-	{name: "sm90q", doc: "experiment (not yet run on a GPU): sm90 with the forward's next Q K^T issued before this tile's P V, its softmax running while P V does (two P buffers)", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90F, sched: schedByRule, define: "LONGCA_FWD_OVERLAP"},
-	{name: "sm90lq", doc: "experiment (not yet run on a GPU): sm90l and sm90q together", major: 9, exact: true, fwd: fwdSM90L, bwd: bwdSM90F, sched: schedByRule, define: "LONGCA_FWD_OVERLAP"},
+	{name: "sm90b", doc: "experiment (not yet run on a GPU): sm90 with the partial tiles' allowed columns set by interval arithmetic (a mask of every fourth bit a row and column pair) instead of a comparison a column", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90F, sched: schedByRule, defines: []string{"LONGCA_TILE_BITS_SPAN"}},
+	{name: "sm90q", doc: "experiment (not yet run on a GPU): sm90 with the forward's next Q K^T issued before this tile's P V, its softmax running while P V does (two P buffers)", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90F, sched: schedByRule, defines: []string{"LONGCA_FWD_OVERLAP"}},
+	{name: "sm90lq", doc: "experiment (not yet run on a GPU): sm90l and sm90q together", major: 9, exact: true, fwd: fwdSM90L, bwd: bwdSM90F, sched: schedByRule, defines: []string{"LONGCA_FWD_LEAN", "LONGCA_FWD_OVERLAP"}},
 	{name: "sm80", doc: "Ampere and later: mma.sync forward and backward (cp.async double buffering)", major: 8, fwd: fwdSM80, bwd: bwdSM80},
+}
+
+// sourceSM90 is attention_sm90.cu as this variant compiles it: its defines first.
+func (v archVariant) sourceSM90() string {
+	var b strings.Builder
+	for _, d := range v.defines {
+		b.WriteString("#define " + d + " 1\n")
+	}
+	return b.String() + SourceSM90()
 }
 
 // Variants names the kernel's variants with a line each, for longca list.
@@ -239,11 +249,7 @@ func NewVariant(g *cuda.Device, name string) (*Kernel, error) {
 	}
 	if strings.HasPrefix(av.name, "sm90") {
 		var log string
-		src := SourceSM90()
-		if av.define != "" {
-			src = "#define " + av.define + " 1\n" + src
-		}
-		if k.mod90, log, err = load(g, src, "longca_attention_sm90.cu"); err != nil {
+		if k.mod90, log, err = load(g, av.sourceSM90(), "longca_attention_sm90.cu"); err != nil {
 			return nil, err
 		}
 		k.Log += log

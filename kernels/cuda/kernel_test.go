@@ -117,8 +117,8 @@ func TestSourcesCompile(t *testing.T) {
 	hostcc.CheckDevice(t, "attention", Source(), "sm_80")
 	hostcc.CheckDevice(t, "attention_sm90", SourceSM90(), "sm_80")
 	for _, v := range archVariants {
-		if v.define != "" {
-			hostcc.CheckDevice(t, "attention_sm90_"+v.name, "#define "+v.define+" 1\n"+SourceSM90(), "sm_80")
+		if len(v.defines) > 0 {
+			hostcc.CheckDevice(t, "attention_sm90_"+v.name, v.sourceSM90(), "sm_80")
 		}
 	}
 }
