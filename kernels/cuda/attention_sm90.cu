@@ -385,9 +385,6 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
 
   float sc[64], alpha[2], sum[2];
   unsigned pa[SBN / 16][4];
-#ifdef LONGCA_FWD_OVERLAP
-  unsigned pb[SBN / 16][4];  // the next tile's P while this tile's P V runs (sm90q)
-#endif
   {
     // The two consumer warpgroups take turns on the tensor cores (named barriers 1 and 2):
     // a turn issues tile i's P V and tile i+1's Q K^T together, then hands over, so one
@@ -413,35 +410,6 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       named_sync(1 + cw, 256);  // this warpgroup's turn
       reg_fence(acc);
       wgmma_fence();
-#ifdef LONGCA_FWD_OVERLAP
-      // (experiment sm90q) tile i+1's Q K^T first and tile i's P V after it, as two groups:
-      // the softmax of tile i+1 (into pb) starts once Q K^T is done, while P V still runs;
-      // the rescale waits for P V (it changes acc)
-      if (more) {
-        issue_qk(sc, s1);
-        wgmma_commit();
-      }
-      issue_pv(pa, s);
-      wgmma_commit();
-      named_arrive(2 - cw, 256);  // the other warpgroup's turn
-      if (more) {
-        wgmma_wait<1>();
-        reg_fence(sc);
-        mbar_arrive(&emptyK[s1]);
-        softmax(sc, e + 1, pb, alpha, sum);
-      }
-      wgmma_wait<0>();
-      reg_fence(acc);
-      reg_fence(pa);  // read by P V until here
-      mbar_arrive(&emptyV[s]);
-      if (more) {
-        rescale(alpha, sum);
-#pragma unroll
-        for (int kk = 0; kk < SBN / 16; kk++)
-#pragma unroll
-          for (int x = 0; x < 4; x++) pa[kk][x] = pb[kk][x];
-      }
-#else
       issue_pv(pa, s);
       if (more) issue_qk(sc, s1);
       wgmma_commit();
@@ -455,7 +423,6 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
         softmax(sc, e + 1, pa, alpha, sum);
         rescale(alpha, sum);
       }
-#endif
     }
   }
 

@@ -61,7 +61,7 @@ int main() {
 	}
 }
 
-// sm90c's conversion (dq90_convertc in attention_sm90.cu), compiled with the host C++
+// sm90's conversion (dq90_convertc in attention_sm90.cu), compiled with the host C++
 // compiler and run as one block of one thread (its loops then cover every index in turn,
 // and its barriers have nothing to wait for): from an accumulator in fragment order, every
 // dQ[q][h][d] of a ragged length (the last 64-query tile part padding) comes out scaled,

@@ -51,9 +51,9 @@ type variant struct {
 	sharedFixed    int
 	transposedList bool
 	swizzledDQ     bool // the sm_90 backward stages dQ in 128-byte-swizzled boxes of 32 columns
-	fragDQ         bool // ... or unscaled in fragment order, added by 1-D bulk reductions (sm90, sm90fk, sm90fn)
-	convC          bool // fragDQ converted through shared memory, a 64 x 64 chunk a block (sm90c)
-	lean           bool // the sm_90 forward's lean softmax (sm90l; a positive softmax scale only)
+	fragDQ         bool // ... or unscaled in fragment order, added by 1-D bulk reductions (sm90 since call 13)
+	convC          bool // fragDQ converted through shared memory, a 64 x 64 chunk a block (sm90 since call 15)
+	lean           bool // the sm_90 forward's lean softmax (sm90 since call 15; a positive softmax scale only)
 }
 
 func (v variant) shared(d int) int { return v.sharedPerDim*d + v.sharedFixed }
@@ -80,9 +80,10 @@ var (
 	// warpgroup; dq90_convertf undoes the order and scales (FlashAttention-3's way).
 	bwdSM90F = variant{fn: "bwd90f", qTile: 64, kTile: 128, threads: 384, sharedPerDim: bwdSM90.sharedPerDim,
 		sharedFixed: bwdSM90.sharedFixed, transposedList: true, swizzledDQ: true, fragDQ: true}
-	// Experiments of issue 19 (docs/perf.md "Next: sm90l, sm90c"; not yet run on a GPU): the
-	// forward's lean softmax (the scale folded into the exponent, the rescale skipped when
-	// no row of a warp has a new maximum), and dQ's conversion through shared memory.
+	// sm90 since call 15 (docs/perf.md "Call 15"): the forward's lean softmax (the scale
+	// folded into the exponent, the rescale skipped when no row of a warp has a new maximum;
+	// fwdSM90 where the scale is not a positive normal float), and dQ's conversion through
+	// shared memory.
 	fwdSM90L = variant{fn: "fwd90l", qTile: 128, kTile: 128, threads: 384, sharedPerDim: fwdSM90.sharedPerDim, sharedFixed: fwdSM90.sharedFixed, lean: true}
 	bwdSM90C = variant{fn: "bwd90f", qTile: 64, kTile: 128, threads: 384, sharedPerDim: bwdSM90.sharedPerDim,
 		sharedFixed: bwdSM90.sharedFixed, transposedList: true, swizzledDQ: true, fragDQ: true, convC: true}
@@ -103,9 +104,9 @@ type archVariant struct {
 	// blocks' first query tiles, bit 1 key tiles the grid's fast index (schedRotate,
 	// schedNoRot, schedKTFast), or schedByRule for backwardOrder's choice
 	sched int32
-	// defines are defined (as 1) at the top of attention_sm90.cu for this variant: an
-	// experiment inside code every entry point shares (sm90b: LONGCA_TILE_BITS_SPAN), or
-	// entry points the default module need not compile (sm90l: LONGCA_FWD_LEAN)
+	// defines are defined (as 1) at the top of attention_sm90.cu for this variant: a
+	// choice inside code every entry point shares (LONGCA_TILE_BITS_SPAN), or entry points
+	// a module that does not run them need not compile (LONGCA_FWD_LEAN)
 	defines []string
 }
 
@@ -113,19 +114,18 @@ type archVariant struct {
 // (sm90 on compute capability 9.0, sm80 elsewhere); the experiments and the variants that
 // time one side of a rule stand between them.
 var archVariants = []archVariant{
-	{name: "sm90", doc: "Hopper: TMA + wgmma, warp-specialised (a producer and two consumer warpgroups); forward 128x128 tiles with the consumer warpgroups taking turns (pingpong; persistent when rows are short), backward 128 keys x 64 queries with dQ staged in fragment order while dK runs and added by bulk reductions, the key tiles of a head together on uniform masks and heaviest first otherwise; wgmma descriptors one add from per-step bases", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90F, sched: schedByRule},
-	{name: "sm90r", doc: "sm90 with the backward of call 11 (dQ staged swizzled and scaled, added by 2-D TMA reductions; blocks rotated by key tile): the default before call 13, kept to time against", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90},
-	{name: "sm90-persist", doc: "sm90 with the forward always persistent (a block per SM walking the work items), whatever the rows: to time both sides of sm90's rule", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90F, sched: schedByRule, persist: 1},
-	{name: "sm90-plain", doc: "sm90 with the forward never persistent (a block per 128-query tile), whatever the rows: to time both sides of sm90's rule", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90F, sched: schedByRule, persist: -1},
-	{name: "sm90fk", doc: "sm90 with the backward's key tiles of a head always together (one side of sm90's order rule)", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90F, sched: schedKTFast},
-	{name: "sm90fn", doc: "sm90 with the backward's key tiles always heaviest first over all heads (the other side of sm90's order rule)", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90F, sched: schedNoRot},
-	{name: "sm90l", doc: "experiment (not yet run on a GPU): sm90 with the forward's lean softmax (the scale folded into the exponent's FFMA, the accumulator's rescale skipped when no row of a warp has a new maximum)", major: 9, exact: true, fwd: fwdSM90L, bwd: bwdSM90F, sched: schedByRule, defines: []string{"LONGCA_FWD_LEAN"}},
-	{name: "sm90c", doc: "experiment (not yet run on a GPU): sm90 with dQ's conversion through shared memory (a 64 x 64 chunk a block: coalesced reads and 128-byte row writes)", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90C, sched: schedByRule},
-	{name: "sm90b", doc: "experiment (not yet run on a GPU): sm90 with the partial tiles' allowed columns set by interval arithmetic (a mask of every fourth bit a row and column pair) instead of a comparison a column", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90F, sched: schedByRule, defines: []string{"LONGCA_TILE_BITS_SPAN"}},
-	{name: "sm90q", doc: "experiment (not yet run on a GPU): sm90 with the forward's next Q K^T issued before this tile's P V, its softmax running while P V does (two P buffers)", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90F, sched: schedByRule, defines: []string{"LONGCA_FWD_OVERLAP"}},
-	{name: "sm90lq", doc: "experiment (not yet run on a GPU): sm90l and sm90q together", major: 9, exact: true, fwd: fwdSM90L, bwd: bwdSM90F, sched: schedByRule, defines: []string{"LONGCA_FWD_LEAN", "LONGCA_FWD_OVERLAP"}},
+	{name: "sm90", doc: "Hopper: TMA + wgmma, warp-specialised (a producer and two consumer warpgroups); forward 128x128 tiles with the consumer warpgroups taking turns (pingpong; persistent when rows are short) and a lean softmax (the scale folded into the exponent, the rescale skipped when no row of a warp has a new maximum), backward 128 keys x 64 queries with dQ staged in fragment order while dK runs, added by bulk reductions and converted through shared memory, the key tiles of a head together on uniform masks and heaviest first otherwise; partial tiles' allowed columns by interval arithmetic; wgmma descriptors one add from per-step bases", major: 9, exact: true, fwd: fwdSM90L, bwd: bwdSM90C, sched: schedByRule, defines: sm90Defines},
+	{name: "sm90-prev", doc: "sm90 as it was before call 15 (call 13's kernel: the plain softmax, dQ converted from global memory, the partial tiles' columns compared one by one): kept to time the new default against", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90F, sched: schedByRule},
+	{name: "sm90-persist", doc: "sm90 with the forward always persistent (a block per SM walking the work items), whatever the rows: to time both sides of sm90's rule", major: 9, exact: true, fwd: fwdSM90L, bwd: bwdSM90C, sched: schedByRule, persist: 1, defines: sm90Defines},
+	{name: "sm90-plain", doc: "sm90 with the forward never persistent (a block per 128-query tile), whatever the rows: to time both sides of sm90's rule", major: 9, exact: true, fwd: fwdSM90L, bwd: bwdSM90C, sched: schedByRule, persist: -1, defines: sm90Defines},
+	{name: "sm90fk", doc: "sm90 with the backward's key tiles of a head always together (one side of sm90's order rule)", major: 9, exact: true, fwd: fwdSM90L, bwd: bwdSM90C, sched: schedKTFast, defines: sm90Defines},
+	{name: "sm90fn", doc: "sm90 with the backward's key tiles always heaviest first over all heads (the other side of sm90's order rule)", major: 9, exact: true, fwd: fwdSM90L, bwd: bwdSM90C, sched: schedNoRot, defines: sm90Defines},
 	{name: "sm80", doc: "Ampere and later: mma.sync forward and backward (cp.async double buffering)", major: 8, fwd: fwdSM80, bwd: bwdSM80},
 }
+
+// sm90Defines are the default's defines (call 15's winners): the lean forward's entry points
+// and the partial tiles' bits by interval arithmetic.
+var sm90Defines = []string{"LONGCA_FWD_LEAN", "LONGCA_TILE_BITS_SPAN"}
 
 // sourceSM90 is attention_sm90.cu as this variant compiles it: its defines first.
 func (v archVariant) sourceSM90() string {

@@ -21,7 +21,7 @@ func TestTileBitsMatchWorkList(t *testing.T) {
 	}
 }
 
-// tileBitsMatchWorkList checks tile_bits as sm90 compiles it, or with span as sm90b does
+// tileBitsMatchWorkList checks tile_bits as sm90-prev compiles it, or with span as sm90 does
 // (LONGCA_TILE_BITS_SPAN: the columns of a row by interval arithmetic).
 func tileBitsMatchWorkList(t *testing.T, span bool) {
 	src := SourceSM90()

@@ -25,7 +25,7 @@ template <int N, bool KEYROWS> DEV unsigned long long tile_bits(const WorkList &
       const int ch = KEYROWS ? min(qb - 1, ri - lo) : min(kb - 1, ri + hi);
       const bool in = KEYROWS ? ri >= ka && ri < kb : ri >= qa && ri < qb;
 #ifdef LONGCA_TILE_BITS_SPAN
-      // (experiment sm90b) the columns c0 + 8 j + 2 t + cc inside [cl, ch] are the j of one
+      // (sm90 since call 15) the columns c0 + 8 j + 2 t + cc inside [cl, ch] are the j of one
       // interval: set them at once through a mask of every fourth bit (about 12 operations
       // a row and column pair instead of 2 comparisons a column)
       if (in && cl <= ch) {

@@ -202,7 +202,7 @@ func variantNamed(t *testing.T, name string) archVariant {
 // sm90's backward runs the key tiles of a head together when every key tile has the same
 // number of query tiles to visit (full, any length), and heaviest first over all heads
 // otherwise (causal, documents, windows, per-head masks with one uneven head); sm90fk and
-// sm90fn pin one side, sm90r keeps the rotation.
+// sm90fn pin one side; sm90-prev (call 13's kernel) follows the rule too.
 func TestBackwardOrderRule(t *testing.T) {
 	for _, c := range []struct {
 		masks []string
@@ -236,7 +236,7 @@ func TestBackwardOrderRule(t *testing.T) {
 		for _, v := range []struct {
 			name string
 			want int32
-		}{{"sm90", c.want}, {"sm90fk", schedKTFast}, {"sm90fn", schedNoRot}, {"sm90r", schedRotate}} {
+		}{{"sm90", c.want}, {"sm90fk", schedKTFast}, {"sm90fn", schedNoRot}, {"sm90-prev", c.want}} {
 			k := &Kernel{arch: variantNamed(t, v.name)}
 			if got := k.backwardSched(w); got != v.want {
 				t.Errorf("%s %v %d: order %d, want %d", v.name, c.masks, c.s, got, v.want)
