@@ -878,16 +878,6 @@ DEV void dq90_convertc(const float *__restrict__ acc, T *__restrict__ dq, int sq
   }
 }
 
-template <int D, typename T>
-DEV void dq90_convert(const float *__restrict__ acc, T *__restrict__ dq, int sq, int hq, int sq_pad) {
-  const long long n = (long long)sq * hq * D;
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-    const long long q = i / ((long long)hq * D);
-    const int h = (i / D) % hq, d = i % D;
-    dq[i] = T(acc[((long long)h * sq_pad + q) * D + d]);
-  }
-}
-
 #define SM90_FWD(FN, NAME, T, D, PERSIST, LEAN)                                                                          \
   extern "C" __global__ void __launch_bounds__(SNT, 1)                                                             \
       FN##_##NAME##_d##D(const __grid_constant__ TmaDesc tq, const __grid_constant__ TmaDesc tk,                   \
@@ -910,16 +900,11 @@ DEV void dq90_convert(const float *__restrict__ acc, T *__restrict__ dq, int sq,
 #define SM90_ENTRIES(NAME, T, D)                                                                                   \
   SM90_FWD(fwd90, NAME, T, D, false, false)                                                                        \
   SM90_FWD(fwd90p, NAME, T, D, true, false)                                                                        \
-  SM90_BWD(bwd90, NAME, T, D, false, false)                                                                        \
-  SM90_BWD(bwd90d, NAME, T, D, true, false)                                                                        \
   SM90_BWD(bwd90f, NAME, T, D, false, true)                                                                        \
   SM90_BWD(bwd90fd, NAME, T, D, true, true)                                                                        \
   extern "C" __global__ void bwd90_pre_##NAME##_d##D(const T *o, const T *dout, const float *lse, float *dsum,      \
                                                     float *lse2, int sq, int hq, int sq_pad) {                     \
     bwd90_pre<D, T>(o, dout, lse, dsum, lse2, sq, hq, sq_pad);                                                     \
-  }                                                                                                                \
-  extern "C" __global__ void dq90_convert_##NAME##_d##D(const float *acc, T *dq, int sq, int hq, int sq_pad) {     \
-    dq90_convert<D, T>(acc, dq, sq, hq, sq_pad);                                                                   \
   }                                                                                                                \
   extern "C" __global__ void dq90_convertf_##NAME##_d##D(const float *acc, T *dq, int sq, int hq, int sq_pad,      \
                                                          float scale) {                                            \

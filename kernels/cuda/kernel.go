@@ -51,12 +51,14 @@ type variant struct {
 	sharedFixed    int
 	transposedList bool
 	swizzledDQ     bool // the sm_90 backward stages dQ in 128-byte-swizzled boxes of 32 columns
-	fragDQ         bool // ... or unscaled in fragment order, added by 1-D bulk reductions (sm90 since call 13)
-	convC          bool // fragDQ converted through shared memory, a 64 x 64 chunk a block (sm90 since call 15)
+	convC          bool // dQ's fragment order converted through shared memory, a 64 x 64 chunk a block (sm90 since call 15)
 	lean           bool // the sm_90 forward's lean softmax (sm90 since call 15; a positive softmax scale only)
 }
 
 func (v variant) shared(d int) int { return v.sharedPerDim*d + v.sharedFixed }
+
+// withConvC is v with dQ converted through shared memory (dq90_convertc).
+func (v variant) withConvC() variant { v.convC = true; return v }
 
 // The kernel's entry points (docs/perf.md). sm_80 (attention.cu): the forward keeps Q in
 // registers, 8 warps of 16 query rows over 64-key tiles, mma.sync; the backward owns 128
@@ -70,23 +72,19 @@ var (
 	// turns on the tensor cores (pingpong).
 	fwdSM90 = variant{fn: "fwd90", qTile: 128, kTile: 128, threads: 384, sharedPerDim: (2*128 + 4*128) * 2, sharedFixed: 8*12 + 1024}
 	// sm_90 backward: K and V 128 x D, Q and dO 2 stages of 64 x D; dS^T 2 x 128 x 64 bf16,
-	// dQ stages 2 x 64 x 64 fp32 (128-byte-swizzled boxes of 32 columns), lse and Dsum 2
-	// stages of 64 fp32, 9 barriers, 1 KB slack (BwdLayout in attention_sm90.cu). The dQ
-	// reductions are issued by a warp of the producer warpgroup.
-	bwdSM90 = variant{fn: "bwd90", qTile: 64, kTile: 128, threads: 384, sharedPerDim: (2*128 + 4*64) * 2,
+	// dQ stages 2 x 64 x 64 fp32, lse and Dsum 2 stages of 64 fp32, 9 barriers, 1 KB slack
+	// (BwdLayout in attention_sm90.cu). Since call 13 dQ is staged unscaled in the
+	// accumulator's fragment order (8 conflict-free 16-byte stores a thread) and added by one
+	// 1-D bulk reduction a warpgroup, issued by a warp of the producer warpgroup;
+	// dq90_convertf undoes the order and scales (FlashAttention-3's way).
+	bwdSM90F = variant{fn: "bwd90f", qTile: 64, kTile: 128, threads: 384, sharedPerDim: (2*128 + 4*64) * 2,
 		sharedFixed: 2*128*64*2 + 2*64*64*4 + 2*2*64*4 + 8*9 + 1024, transposedList: true, swizzledDQ: true}
-	// sm90's backward since call 13: dQ staged unscaled in the accumulator's fragment order
-	// (8 conflict-free 16-byte stores a thread) and added by one 1-D bulk reduction a
-	// warpgroup; dq90_convertf undoes the order and scales (FlashAttention-3's way).
-	bwdSM90F = variant{fn: "bwd90f", qTile: 64, kTile: 128, threads: 384, sharedPerDim: bwdSM90.sharedPerDim,
-		sharedFixed: bwdSM90.sharedFixed, transposedList: true, swizzledDQ: true, fragDQ: true}
 	// sm90 since call 15 (docs/perf.md "Call 15"): the forward's lean softmax (the scale
 	// folded into the exponent, the rescale skipped when no row of a warp has a new maximum;
 	// fwdSM90 where the scale is not a positive normal float), and dQ's conversion through
 	// shared memory.
 	fwdSM90L = variant{fn: "fwd90l", qTile: 128, kTile: 128, threads: 384, sharedPerDim: fwdSM90.sharedPerDim, sharedFixed: fwdSM90.sharedFixed, lean: true}
-	bwdSM90C = variant{fn: "bwd90f", qTile: 64, kTile: 128, threads: 384, sharedPerDim: bwdSM90.sharedPerDim,
-		sharedFixed: bwdSM90.sharedFixed, transposedList: true, swizzledDQ: true, fragDQ: true, convC: true}
+	bwdSM90C = bwdSM90F.withConvC()
 )
 
 // archVariant is a code path of the kernel: the entry points of its forward and backward

@@ -230,12 +230,9 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 	if err != nil {
 		return err
 	}
-	convFn := "dq90_convert"
-	switch {
-	case k.bwd.fragDQ && k.bwd.convC:
-		convFn = "dq90_convertc" // fragment order through shared memory, a chunk a block
-	case k.bwd.fragDQ:
-		convFn = "dq90_convertf" // fragment order, and the scale applied here
+	convFn := "dq90_convertf" // fragment order, and the scale applied here
+	if k.bwd.convC {
+		convFn = "dq90_convertc" // ... through shared memory, a chunk a block
 	}
 	conv, err := k.function(fmt.Sprintf("%s_%s_d%d", convFn, dt, d), 0)
 	if err != nil {
@@ -276,10 +273,7 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 			return err
 		}
 		n := sq * hq * d
-		cargs := []any{dqacc, bs[6], sq, hq, sqPad}
-		if k.bwd.fragDQ {
-			cargs = append(cargs, float32(scale))
-		}
+		cargs := []any{dqacc, bs[6], sq, hq, sqPad, float32(scale)}
 		blocks := (n + 255) / 256
 		if k.bwd.convC { // a block a 64 x 64 chunk at a time
 			blocks = hq * sqPad / 64 * d / 64
