@@ -11,6 +11,7 @@ import (
 	"github.com/longca/longca/comm/local/cudamover"
 	"github.com/longca/longca/harness"
 	"github.com/longca/longca/internal/cuda"
+	"github.com/longca/longca/internal/dl"
 	"github.com/longca/longca/kernels"
 	"github.com/longca/longca/present"
 	"github.com/longca/longca/results"
@@ -193,6 +194,7 @@ func (s *Session) cpRank(ctx context.Context, r CPRun, backend string, cm comm.C
 // logCPRow is rank 0's progress line of a row (scripts read its fields); eta is the
 // estimate's time left (negative: none).
 func (s *Session) logCPRow(ci, of int, row results.Row, eta time.Duration) {
+	dl.SignalsOnStack() // a library may have installed a careless handler during the case
 	mesh := "-"
 	if row.Ulysses != nil && row.Ring != nil {
 		mesh = fmt.Sprintf("%dx%d", *row.Ulysses, *row.Ring)

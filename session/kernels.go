@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/longca/longca/harness"
+	"github.com/longca/longca/internal/dl"
 	"github.com/longca/longca/kernels"
 	"github.com/longca/longca/mask"
 	"github.com/longca/longca/results"
@@ -189,6 +190,7 @@ func (s *Session) kernelProgress(est *harness.Estimate, cases []harness.Case) *p
 
 // row shows case i done (the estimate has heard of it).
 func (p *progress) row(i int, row results.Row) {
+	dl.SignalsOnStack() // a library may have installed a careless handler during the case
 	if p.bar != nil {
 		p.bar.ChangeMax64(p.est.Total().Milliseconds())
 		_ = p.bar.Set64(p.est.Elapsed().Milliseconds()) // drawing errors are not the sweep's

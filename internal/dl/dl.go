@@ -12,11 +12,14 @@ package dl
 import "C"
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"unsafe"
 )
+
+var errSignal = errors.New("sigaction failed")
 
 // Library is an opened shared library.
 type Library struct {
@@ -35,6 +38,7 @@ func Open(names ...string) (*Library, error) {
 		h := C.dlopen(cn, C.RTLD_NOW|C.RTLD_GLOBAL)
 		C.free(unsafe.Pointer(cn))
 		if h != nil {
+			SignalsOnStack() // a library's constructors may have installed handlers
 			return &Library{Name: n, handle: h, syms: map[string]unsafe.Pointer{}}, nil
 		}
 		if e := C.dlerror(); e != nil {
