@@ -16,11 +16,16 @@ M=sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active,sm__ins
 prof() { # name kernel-regex longca-args...
 	name=$1 re=$2
 	shift 2
-	timeout -k 10 150 ncu --clock-control none -k "regex:$re" -c 1 --metrics "$M" \
-		--section SpeedOfLight --section WarpStateStats --section InstructionStats --section ComputeWorkloadAnalysis \
-		bin/longca kernel --no-check -w 0 -n 1 --head-dim 64 --masks full --seqlens 16K --heads 64:8 --out "$out/n/run-$name" "$@" \
-		>"$out/n/ncu-$name.log" 2>&1
-	echo "# $name exit $? at $(($(date +%s) - t0)) s" >>"$out/n/summary.txt"
+	for m in "$M" sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active; do
+		rm -rf "$out/n/run-$name"
+		timeout -k 10 120 ncu --clock-control none -k "regex:$re" -c 1 --metrics "$m" \
+			--section SpeedOfLight --section WarpStateStats --section InstructionStats --section ComputeWorkloadAnalysis \
+			bin/longca kernel --no-check -w 0 -n 1 --head-dim 64 --masks full --seqlens 16K --heads 64:8 --out "$out/n/run-$name" "$@" \
+			>"$out/n/ncu-$name.log" 2>&1
+		rc=$?
+		echo "# $name exit $rc at $(($(date +%s) - t0)) s (metrics: ${#m} chars)" >>"$out/n/summary.txt"
+		grep -qiE 'failed to find metric|invalid metric|unknown metric' "$out/n/ncu-$name.log" || break
+	done
 }
 prof fwd-sm90 '^fwd' --kernels cuda --variant sm90 --passes fwd
 prof fwd-sm90x4 '^fwd' --kernels cuda --variant sm90x4 --passes fwd
