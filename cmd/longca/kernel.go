@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 
@@ -126,14 +128,20 @@ func sweepAction(c *cli.Context, s harness.Sweep, bench string, w spmd.World, ko
 		return err
 	}
 	res, err := ss.RunKernels(c.Context, k, est)
-	if err != nil {
+	interrupted := err != nil && errors.Is(err, context.Canceled) && res.File != ""
+	if err != nil && !interrupted {
 		return err
 	}
 	fmt.Fprintf(c.App.ErrWriter, "# results: %s\n", res.File)
-	if w.Rank != 0 {
-		return nil // rank 0 prints the table of its own rows; merge joins every rank's
+	if w.Rank == 0 { // rank 0 prints the table of its own rows; merge joins every rank's
+		if err := present.WriteReport(c.App.Writer, res.Rows, "", "longca "+bench+" "+runID); err != nil {
+			return err
+		}
 	}
-	return present.WriteReport(c.App.Writer, res.Rows, "", "longca "+bench+" "+runID)
+	if interrupted { // Ctrl-C or SIGTERM: the rows measured so far are shown and kept
+		return &session.ExitError{Code: 130, Msg: fmt.Sprintf("longca %s: interrupted after %d of %d cases; their rows are in %s", bench, len(res.Rows), len(k.Sweep.Cases()), res.File)}
+	}
+	return nil
 }
 
 // writeMaskJSON writes one JSON file per (mask, length) of the sweep into dir (--mask-json).

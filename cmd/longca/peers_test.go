@@ -13,7 +13,10 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	externaltest.MaybeServe() // this test binary re-executed as the fake worker
+	externaltest.MaybeServe()                          // this test binary re-executed as the fake worker
+	if args := os.Getenv(longcaChildEnv); args != "" { // re-executed as longca itself
+		os.Exit(run(append([]string{"longca"}, strings.Fields(args)...)))
+	}
 	code := m.Run()
 	external.CloseAll()
 	os.Exit(code)

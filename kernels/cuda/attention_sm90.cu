@@ -218,28 +218,6 @@ DEV FwdItem fwd_item(const WorkList &wl, int item, int hq, int hkv) {
 // into the exponent's subtraction (one FFMA a score instead of a multiply and a
 // subtraction), and the accumulator's rescale is skipped when no row of the warp has a
 // new maximum (every alpha is exactly 1: the same result).
-// LONGCA_EXP_EMU=N (experiment sm90xN, call 20): at head dim 64 a tile's products take as
-// long as its exponentials on the multi-function unit (16 a clock an SM against 2048
-// multiply-adds: 253 FLOPs an exponential; a score costs 4 D = 256 FLOPs at D = 64), so the
-// lean forward computes one pair of scores in N (each thread's pairs j with j % N == N - 1)
-// by exp2_fma on the FMA and integer pipes instead. Off (0) by default and at D = 128.
-#ifndef LONGCA_EXP_EMU
-#define LONGCA_EXP_EMU 0
-#endif
-// 2^x for x <= 0 without the multi-function unit: x = j + f with j = round(x) (the
-// 1.5 * 2^23 addition leaves j in t's low bits), 2^f on [-0.5, 0.5] by a cubic fitted for
-// relative error (7.5e-5 at most in fp32, 50 times below bf16's half unit), 2^j added to
-// the exponent field. x is clamped at -125 so the exponent stays normal: a masked score
-// (-inf) gives 2^-125 rather than 0, nothing beside a row's maximum (1); a row with every
-// score masked keeps m = -inf and is written as empty by the finish (which tests m).
-DEV float exp2_fma(float x) {
-  x = fmaxf(x, -125.f);
-  const float t = __fadd_rn(x, 12582912.f);
-  const float f = __fsub_rn(x, __fsub_rn(t, 12582912.f));
-  const float p = fmaf(fmaf(fmaf(5.517166853e-02f, f, 2.426111400e-01f), f, 6.932609677e-01f), f, 9.999280572e-01f);
-  return __uint_as_float(__float_as_uint(p) + (__float_as_uint(t) << 23));
-}
-
 template <int D, typename T, bool PERSIST, bool LEAN>
 DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__restrict__ o, float *__restrict__ lse,
                   int sq, int sk, int hq, int hkv, float scale_log2, WorkList wl) {
@@ -374,10 +352,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       float sm = 0.f;
 #pragma unroll
       for (int j = 0; j < SBN / 8; j++) {
-        if (LEAN && D == 64 && LONGCA_EXP_EMU > 0 && j % (LONGCA_EXP_EMU > 0 ? LONGCA_EXP_EMU : 1) == LONGCA_EXP_EMU - 1) {
-          sc[4 * j + 2 * r] = exp2_fma(fmaf(sc[4 * j + 2 * r], scale_log2, -use));
-          sc[4 * j + 2 * r + 1] = exp2_fma(fmaf(sc[4 * j + 2 * r + 1], scale_log2, -use));
-        } else if (LEAN) {  // exp2(s scale log2e - max): one FFMA; masked scores are -inf either way
+        if (LEAN) {  // exp2(s scale log2e - max): one FFMA; masked scores are -inf either way
           sc[4 * j + 2 * r] = exp2f(fmaf(sc[4 * j + 2 * r], scale_log2, -use));
           sc[4 * j + 2 * r + 1] = exp2f(fmaf(sc[4 * j + 2 * r + 1], scale_log2, -use));
         } else {
@@ -464,14 +439,13 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
     sum += __shfl_xor_sync(0xffffffff, sum, 1);
     sum += __shfl_xor_sync(0xffffffff, sum, 2);
     const int qi = r0 + r * 8;
-    const bool live = sum > 0.f && m[r] != -INFINITY;  // m stays -inf on a row with every score masked
-    const float inv = live ? 1.f / sum : 0.f;
+    const float inv = sum > 0.f ? 1.f / sum : 0.f;
     if (qi < sq) {
       T *orow = o + (long long)qi * qs + (long long)h * D;
 #pragma unroll
       for (int j = 0; j < D / 8; j++)
         *reinterpret_cast<unsigned *>(orow + j * 8 + 2 * t) = Ops<T>::pack(acc[4 * j + 2 * r] * inv, acc[4 * j + 2 * r + 1] * inv);
-      if (t == 0) lse[(long long)h * sq + qi] = live ? m[r] * 0.6931471805599453f + logf(sum) : -INFINITY;
+      if (t == 0) lse[(long long)h * sq + qi] = sum > 0.f ? m[r] * 0.6931471805599453f + logf(sum) : -INFINITY;
     }
   }
   }

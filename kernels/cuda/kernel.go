@@ -118,20 +118,12 @@ var archVariants = []archVariant{
 	{name: "sm90-plain", doc: "sm90 with the forward never persistent (a block per 128-query tile), whatever the rows: to time both sides of sm90's rule", major: 9, exact: true, fwd: fwdSM90L, bwd: bwdSM90C, sched: schedByRule, persist: -1, defines: sm90Defines},
 	{name: "sm90fk", doc: "sm90 with the backward's key tiles of a head always together (one side of sm90's order rule)", major: 9, exact: true, fwd: fwdSM90L, bwd: bwdSM90C, sched: schedKTFast, defines: sm90Defines},
 	{name: "sm90fn", doc: "sm90 with the backward's key tiles always heaviest first over all heads (the other side of sm90's order rule)", major: 9, exact: true, fwd: fwdSM90L, bwd: bwdSM90C, sched: schedNoRot, defines: sm90Defines},
-	{name: "sm90x2", doc: "experiment (call 20): sm90 with one exponential in 2 of the head-dim-64 forward's softmax computed on the FMA pipe (exp2_fma) rather than the multi-function unit", major: 9, exact: true, fwd: fwdSM90L, bwd: bwdSM90C, sched: schedByRule, defines: withDefine(sm90Defines, "LONGCA_EXP_EMU=2")},
-	{name: "sm90x4", doc: "experiment (call 20): sm90 with one exponential in 4 of the head-dim-64 forward's softmax on the FMA pipe", major: 9, exact: true, fwd: fwdSM90L, bwd: bwdSM90C, sched: schedByRule, defines: withDefine(sm90Defines, "LONGCA_EXP_EMU=4")},
-	{name: "sm90x8", doc: "experiment (call 20): sm90 with one exponential in 8 of the head-dim-64 forward's softmax on the FMA pipe", major: 9, exact: true, fwd: fwdSM90L, bwd: bwdSM90C, sched: schedByRule, defines: withDefine(sm90Defines, "LONGCA_EXP_EMU=8")},
 	{name: "sm80", doc: "Ampere and later: mma.sync forward and backward (cp.async double buffering)", major: 8, fwd: fwdSM80, bwd: bwdSM80},
 }
 
 // sm90Defines are the default's defines (call 15's winners): the lean forward's entry points
 // and the partial tiles' bits by interval arithmetic.
 var sm90Defines = []string{"LONGCA_FWD_LEAN", "LONGCA_TILE_BITS_SPAN"}
-
-// withDefine is defs and one more, in a new slice.
-func withDefine(defs []string, d string) []string {
-	return append(append([]string(nil), defs...), d)
-}
 
 // sourceSM90 is attention_sm90.cu as this variant compiles it: its defines first, NAME as
 // 1 and NAME=VALUE as VALUE.

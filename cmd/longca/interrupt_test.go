@@ -1,0 +1,72 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/longca/longca/results"
+)
+
+// longcaChildEnv re-executes this test binary as `longca ARGS` (TestMain).
+const longcaChildEnv = "LONGCA_TEST_CHILD_ARGS"
+
+// Ctrl-C (SIGINT) in the middle of a kernel sweep: longca stops at the case at hand,
+// prints the table of the rows measured so far, names the file that holds them and exits
+// 130; the file reads back with those rows (call 19 on the H200: a timeout's SIGINT killed
+// the process instead, through a library's signal handler).
+func TestKernelInterruptKeepsRows(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run", "^$")
+	cmd.Env = append(os.Environ(), longcaChildEnv+"=kernel --kernels ref --masks full,causal,sliding_window --seqlens 256,512,1K,2K,4K "+
+		"--heads 2:1 --head-dim 64 --passes fwd,bwd -w 0 -n 1 --out "+dir+" --run-id intr")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout strings.Builder
+	cmd.Stdout = &stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var errLines []string
+	sent := false
+	sc := bufio.NewScanner(stderr)
+	timer := time.AfterFunc(2*time.Minute, func() { cmd.Process.Kill() })
+	defer timer.Stop()
+	for sc.Scan() {
+		errLines = append(errLines, sc.Text())
+		if !sent && strings.Contains(sc.Text(), `"case":2,`) { // two rows written
+			sent = true
+			if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	err = cmd.Wait()
+	all := strings.Join(errLines, "\n")
+	var ee *exec.ExitError
+	if !sent || !errors.As(err, &ee) || ee.ExitCode() != 130 {
+		t.Fatalf("SIGINT sent %v; exit %v, want status 130; stderr:\n%s", sent, err, all)
+	}
+	last := errLines[len(errLines)-1]
+	if !strings.Contains(last, "interrupted after") || !strings.Contains(last, "intr.rank-0-of-1.arrow") {
+		t.Errorf("last line %q, want the interruption and the file", last)
+	}
+	if !strings.Contains(stdout.String(), "# Cases:") {
+		t.Errorf("no table of the rows so far on stdout:\n%s", stdout.String())
+	}
+	rows, _, err := results.ReadRows(filepath.Join(dir, "intr.rank-0-of-1.arrow"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) < 2 || len(rows) >= 30 {
+		t.Errorf("%d rows in the file, want at least the 2 before the signal and fewer than the 30 cases", len(rows))
+	}
+}
