@@ -99,7 +99,6 @@ template <int R, int C> DEV void reg_fence(unsigned (&r)[R][C]) {
 template <typename T> struct Ops;
 template <> struct Ops<__nv_bfloat16> {
   template <int TB> static DEV void ss128(float (&d)[64], u64 a, u64 b, int s) { wgmma_ss_bf16_n128<0, TB>(d, a, b, s); }
-  static DEV void ss256(float (&d)[128], u64 a, u64 b, int s) { wgmma_ss_bf16_n256<0, 0>(d, a, b, s); }
   template <int TA, int TB> static DEV void ss64(float (&d)[32], u64 a, u64 b, int s) { wgmma_ss_bf16_n64<TA, TB>(d, a, b, s); }
   template <int TB> static DEV void rs128(float (&d)[64], const unsigned (&a)[4], u64 b, int s) { wgmma_rs_bf16_n128<TB>(d, a, b, s); }
   template <int TB> static DEV void rs64(float (&d)[32], const unsigned (&a)[4], u64 b, int s) { wgmma_rs_bf16_n64<TB>(d, a, b, s); }
@@ -110,7 +109,6 @@ template <> struct Ops<__nv_bfloat16> {
 };
 template <> struct Ops<__half> {
   template <int TB> static DEV void ss128(float (&d)[64], u64 a, u64 b, int s) { wgmma_ss_fp16_n128<0, TB>(d, a, b, s); }
-  static DEV void ss256(float (&d)[128], u64 a, u64 b, int s) { wgmma_ss_fp16_n256<0, 0>(d, a, b, s); }
   template <int TA, int TB> static DEV void ss64(float (&d)[32], u64 a, u64 b, int s) { wgmma_ss_fp16_n64<TA, TB>(d, a, b, s); }
   template <int TB> static DEV void rs128(float (&d)[64], const unsigned (&a)[4], u64 b, int s) { wgmma_rs_fp16_n128<TB>(d, a, b, s); }
   template <int TB> static DEV void rs64(float (&d)[32], const unsigned (&a)[4], u64 b, int s) { wgmma_rs_fp16_n64<TB>(d, a, b, s); }
@@ -174,27 +172,6 @@ template <int N> DEV void mask_tile(float (&sc)[N / 2], const WorkList &wl, int 
     if (!(bits >> j & 1ull)) sc[j] = -INFINITY;
 }
 
-// S (m64 x BN) = Q K^T, one k16 step, both operands K-major in shared memory.
-template <typename T, int BN> struct QK;
-template <typename T> struct QK<T, 128> {
-  static DEV void run(float (&s)[64], u64 da, u64 db, int acc) { Ops<T>::template ss128<0>(s, da, db, acc); }
-};
-template <typename T> struct QK<T, 256> {
-  static DEV void run(float (&s)[128], u64 da, u64 db, int acc) { Ops<T>::ss256(s, da, db, acc); }
-};
-
-// mask_tile over a BN-key tile: 128-key halves, each with its own bits (tile_bits reads
-// the slices in absolute coordinates, so any 8-aligned c0 works).
-template <int BN> DEV void mask_tile_bn(float (&sc)[BN / 2], const WorkList &wl, int ref, int r0, int k0, int t) {
-#pragma unroll
-  for (int h = 0; h < BN / 128; h++) {
-    const unsigned long long bits = tile_bits<128, false>(wl, ref, r0, k0 + h * 128, t);
-#pragma unroll
-    for (int j = 0; j < 64; j++)
-      if (!(bits >> j & 1ull)) sc[h * 64 + j] = -INFINITY;
-  }
-}
-
 // ---- the forward -------------------------------------------------------------------
 // A block owns one 128-row query tile of one query head. Warpgroup 0 produces: its first
 // thread loads Q once and then K and V tiles of the work list into a STAGES-deep ring.
@@ -203,10 +180,10 @@ template <int BN> DEV void mask_tile_bn(float (&sc)[BN / 2], const WorkList &wl,
 constexpr int SBM = 128, SBN = 128, STAGES = 2, SNT = 384;
 constexpr int CHUNK = 64;  // columns of one 128-byte swizzled chunk (16-bit elements)
 
-template <int D, int BN = SBN> struct SmemLayout {
+template <int D> struct SmemLayout {
   static constexpr int kChunks = D / CHUNK;
   static constexpr int kQBytes = SBM * D * 2;
-  static constexpr int kKVBytes = BN * D * 2;
+  static constexpr int kKVBytes = SBN * D * 2;
   static constexpr int kQ = 0;                       // [2] Q tiles (the next work item's loads early)
   static constexpr int kK = kQ + 2 * kQBytes;
   static constexpr int kV = kK + STAGES * kKVBytes;
@@ -241,13 +218,10 @@ DEV FwdItem fwd_item(const WorkList &wl, int item, int hq, int hkv) {
 // into the exponent's subtraction (one FFMA a score instead of a multiply and a
 // subtraction), and the accumulator's rescale is skipped when no row of the warp has a
 // new maximum (every alpha is exactly 1: the same result).
-// BN (sm90w, LONGCA_FWD_WIDE, head dim 64 only): keys a tile, 128 or 256. At 256 a
-// consumer holds S as 128 registers, P as 64 and O as 32: the consumers take 240 registers
-// and the producer 24 (FlashAttention-3's split), rather than 232 and 40.
-template <int D, typename T, bool PERSIST, bool LEAN, int BN = SBN>
+template <int D, typename T, bool PERSIST, bool LEAN>
 DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__restrict__ o, float *__restrict__ lse,
                   int sq, int sk, int hq, int hkv, float scale_log2, WorkList wl) {
-  using L = SmemLayout<D, BN>;
+  using L = SmemLayout<D>;
   extern __shared__ unsigned char smem_raw[];
   unsigned char *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
   T *sQs = reinterpret_cast<T *>(smem + L::kQ);
@@ -278,10 +252,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
   __syncthreads();
 
   if (wg == 0) {
-    if constexpr (BN == 256)
-      asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
-    else
-      asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
     if (tid == 0) {
       tma_prefetch_desc(&tq);
       tma_prefetch_desc(&tk);
@@ -305,22 +276,19 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
           mbar_expect_tx(&fullK[s], L::kKVBytes);
 #pragma unroll
           for (int c = 0; c < L::kChunks; c++)
-            tma_load3(sK + s * BN * D + c * BN * CHUNK, &tk, &fullK[s], c * CHUNK, it.kvh, kt * BN);
+            tma_load3(sK + s * SBN * D + c * SBN * CHUNK, &tk, &fullK[s], c * CHUNK, it.kvh, kt * SBN);
           mbar_wait(&emptyV[s], ph ^ 1);
           mbar_expect_tx(&fullV[s], L::kKVBytes);
 #pragma unroll
           for (int c = 0; c < L::kChunks; c++)
-            tma_load3(sV + s * BN * D + c * BN * CHUNK, &tv, &fullV[s], c * CHUNK, it.kvh, kt * BN);
+            tma_load3(sV + s * SBN * D + c * SBN * CHUNK, &tv, &fullV[s], c * CHUNK, it.kvh, kt * SBN);
         }
       }
     }
     return;
   }
 
-  if constexpr (BN == 256)
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n" ::: "memory");
-  else
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
   const int cw = wg - 1;                  // consumer warpgroup: query rows 64 cw .. 64 cw + 63
   if (cw == 1) named_arrive(1, 256);  // consumer 0 takes the first turn
   const int lt = tid % 128, warp = lt / 32, lane = lt % 32, g = lane / 4, t = lane % 4;
@@ -339,45 +307,40 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
   const T *qw = sQs + qb * SBM * D + cw * 64 * CHUNK;  // this warpgroup's 64 rows of each chunk
   // S = Q K^T of the tile in stage s, issued (not waited for)
   const unsigned loQw = sw128_lo(qw, 16);  // descriptors are one add from a base
-  auto issue_qk = [&](float(&sc)[BN / 2], int s) {
-    const T *cK = sK + s * BN * D;
+  auto issue_qk = [&](float(&sc)[64], int s) {
+    const T *cK = sK + s * SBN * D;
     const unsigned loK = sw128_lo(cK, 16);
 #pragma unroll
     for (int kk = 0; kk < D / 16; kk++) {
       const int c = kk / 4, k16 = (kk % 4) * 16;
       const u64 da = sw128_at(loQw, (c * SBM * CHUNK + k16) * 2);
-      const u64 db = sw128_at(loK, (c * BN * CHUNK + k16) * 2);
-      QK<T, BN>::run(sc, da, db, kk > 0);
+      const u64 db = sw128_at(loK, (c * SBN * CHUNK + k16) * 2);
+      Ops<T>::template ss128<0>(sc, da, db, kk > 0);
     }
   };
   // O += P V of the tile in stage s, issued: keys kk*16 .. kk*16+15 are 16 rows of 128
   // bytes in every chunk, chunks SBN*128 bytes apart
-  auto issue_pv = [&](const unsigned(&pa)[BN / 16][4], int s) {
-    const T *cV = sV + s * BN * D;
-    const unsigned loV = sw128_lo(cV, BN * CHUNK * 2);
+  auto issue_pv = [&](const unsigned(&pa)[SBN / 16][4], int s) {
+    const T *cV = sV + s * SBN * D;
+    const unsigned loV = sw128_lo(cV, SBN * CHUNK * 2);
 #pragma unroll
-    for (int kk = 0; kk < BN / 16; kk++)
+    for (int kk = 0; kk < SBN / 16; kk++)
       PV<T, D>::run(acc, pa[kk], sw128_at(loV, kk * 16 * CHUNK * 2));
   };
   // the scores of entry e to P (packed), with the row maxima m moved on; alpha rescales
   // what was accumulated before, sum is the rows' new mass
-  auto softmax = [&](float(&sc)[BN / 2], int e, unsigned(&pa)[BN / 16][4], float(&alpha)[2], float(&sum)[2]) {
+  auto softmax = [&](float(&sc)[64], int e, unsigned(&pa)[SBN / 16][4], float(&alpha)[2], float(&sum)[2]) {
     const int kt = wl.entries[2 * e], ref = wl.entries[2 * e + 1];
     if (!LEAN) {
 #pragma unroll
-      for (int j = 0; j < BN / 2; j++) sc[j] *= scale_log2;
+      for (int j = 0; j < 64; j++) sc[j] *= scale_log2;
     }
-    if (ref >= 0) {
-      if constexpr (BN == SBN)
-        mask_tile<SBN>(sc, wl, ref, r0, kt * SBN, t);
-      else
-        mask_tile_bn<BN>(sc, wl, ref, r0, kt * BN, t);
-    }
+    if (ref >= 0) mask_tile<SBN>(sc, wl, ref, r0, kt * SBN, t);
 #pragma unroll
     for (int r = 0; r < 2; r++) {
       float mx = LEAN ? -INFINITY : m[r];
 #pragma unroll
-      for (int j = 0; j < BN / 8; j++) mx = fmaxf(mx, fmaxf(sc[4 * j + 2 * r], sc[4 * j + 2 * r + 1]));
+      for (int j = 0; j < SBN / 8; j++) mx = fmaxf(mx, fmaxf(sc[4 * j + 2 * r], sc[4 * j + 2 * r + 1]));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
       if (LEAN) mx = fmaxf(m[r], mx * scale_log2);  // the maximum in the exponent's units (scale > 0)
@@ -388,7 +351,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       m[r] = mx;
       float sm = 0.f;
 #pragma unroll
-      for (int j = 0; j < BN / 8; j++) {
+      for (int j = 0; j < SBN / 8; j++) {
         if (LEAN) {  // exp2(s scale log2e - max): one FFMA; masked scores are -inf either way
           sc[4 * j + 2 * r] = exp2f(fmaf(sc[4 * j + 2 * r], scale_log2, -use));
           sc[4 * j + 2 * r + 1] = exp2f(fmaf(sc[4 * j + 2 * r + 1], scale_log2, -use));
@@ -401,7 +364,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       sum[r] = sm;
     }
 #pragma unroll
-    for (int kk = 0; kk < BN / 16; kk++)
+    for (int kk = 0; kk < SBN / 16; kk++)
 #pragma unroll
       for (int x = 0; x < 4; x++) pa[kk][x] = Ops<T>::pack(sc[8 * kk + 2 * x], sc[8 * kk + 2 * x + 1]);
   };
@@ -420,8 +383,8 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
     }
   };
 
-  float sc[BN / 2], alpha[2], sum[2];
-  unsigned pa[BN / 16][4];
+  float sc[64], alpha[2], sum[2];
+  unsigned pa[SBN / 16][4];
   {
     // The two consumer warpgroups take turns on the tensor cores (named barriers 1 and 2):
     // a turn issues tile i's P V and tile i+1's Q K^T together, then hands over, so one
@@ -915,14 +878,13 @@ DEV void dq90_convertc(const float *__restrict__ acc, T *__restrict__ dq, int sq
   }
 }
 
-#define SM90_FWD(FN, NAME, T, D, PERSIST, LEAN) SM90_FWD_BN(FN, NAME, T, D, PERSIST, LEAN, SBN)
-#define SM90_FWD_BN(FN, NAME, T, D, PERSIST, LEAN, BN)                                                                          \
+#define SM90_FWD(FN, NAME, T, D, PERSIST, LEAN)                                                                          \
   extern "C" __global__ void __launch_bounds__(SNT, 1)                                                             \
       FN##_##NAME##_d##D(const __grid_constant__ TmaDesc tq, const __grid_constant__ TmaDesc tk,                   \
                          const __grid_constant__ TmaDesc tv, T *o, float *lse, int sq, int sk, int hq, int hkv,    \
                          float scale_log2, const int *order, const int *start, const int *entries, const int *refs, \
                          const int *slices, int row_tiles, int per_head) {                                         \
-    fwd_sm90<D, T, PERSIST, LEAN, BN>(tq, tk, tv, o, lse, sq, sk, hq, hkv, scale_log2,                                       \
+    fwd_sm90<D, T, PERSIST, LEAN>(tq, tk, tv, o, lse, sq, sk, hq, hkv, scale_log2,                                       \
                             WorkList{order, start, entries, refs, slices, row_tiles, per_head});                   \
   }
 #define SM90_BWD(FN, NAME, T, D, DET, F)                                                                               \
@@ -968,13 +930,4 @@ SM90_LEAN_ENTRIES(bf16, __nv_bfloat16, 64)
 SM90_LEAN_ENTRIES(bf16, __nv_bfloat16, 128)
 SM90_LEAN_ENTRIES(fp16, __half, 64)
 SM90_LEAN_ENTRIES(fp16, __half, 128)
-#endif
-
-// The wide forward's entries (experiment sm90w, call 24): head dim 64, 256-key tiles, the
-// lean softmax; only in the variants that define LONGCA_FWD_WIDE.
-#ifdef LONGCA_FWD_WIDE
-SM90_FWD_BN(fwd90w, bf16, __nv_bfloat16, 64, false, true, 256)
-SM90_FWD_BN(fwd90wp, bf16, __nv_bfloat16, 64, true, true, 256)
-SM90_FWD_BN(fwd90w, fp16, __half, 64, false, true, 256)
-SM90_FWD_BN(fwd90wp, fp16, __half, 64, true, true, 256)
 #endif

@@ -53,18 +53,9 @@ type variant struct {
 	swizzledDQ     bool // the sm_90 backward stages dQ in 128-byte-swizzled boxes of 32 columns
 	convC          bool // dQ's fragment order converted through shared memory, a 64 x 64 chunk a block (sm90 since call 15)
 	lean           bool // the sm_90 forward's lean softmax (sm90 since call 15; a positive softmax scale only)
-	wide64         *variant // the forward at head dim 64, when it is another entry (sm90w: 256-key tiles)
 }
 
 func (v variant) shared(d int) int { return v.sharedPerDim*d + v.sharedFixed }
-
-// at is the entry point v runs at head dim d.
-func (v variant) at(d int) variant {
-	if d == 64 && v.wide64 != nil {
-		return *v.wide64
-	}
-	return v
-}
 
 // withConvC is v with dQ converted through shared memory (dq90_convertc).
 func (v variant) withConvC() variant { v.convC = true; return v }
@@ -94,11 +85,6 @@ var (
 	// shared memory.
 	fwdSM90L = variant{fn: "fwd90l", qTile: 128, kTile: 128, threads: 384, sharedPerDim: fwdSM90.sharedPerDim, sharedFixed: fwdSM90.sharedFixed, lean: true}
 	bwdSM90C = bwdSM90F.withConvC()
-	// experiment sm90w (call 24; docs/perf.md "Calls 19-23": cuDNN's head-dim-64 forward runs
-	// 64 x 256 tiles): at head dim 64 the lean forward over 256-key tiles (K and V stages of
-	// 256 x D), twice the products per softmax step and half the per-tile waits and turns.
-	fwdSM90W  = variant{fn: "fwd90w", qTile: 128, kTile: 256, threads: 384, sharedPerDim: (2*128 + 4*256) * 2, sharedFixed: fwdSM90.sharedFixed, lean: true}
-	fwdSM90LW = variant{fn: "fwd90l", qTile: 128, kTile: 128, threads: 384, sharedPerDim: fwdSM90.sharedPerDim, sharedFixed: fwdSM90.sharedFixed, lean: true, wide64: &fwdSM90W}
 )
 
 // archVariant is a code path of the kernel: the entry points of its forward and backward
@@ -132,7 +118,6 @@ var archVariants = []archVariant{
 	{name: "sm90-plain", doc: "sm90 with the forward never persistent (a block per 128-query tile), whatever the rows: to time both sides of sm90's rule", major: 9, exact: true, fwd: fwdSM90L, bwd: bwdSM90C, sched: schedByRule, persist: -1, defines: sm90Defines},
 	{name: "sm90fk", doc: "sm90 with the backward's key tiles of a head always together (one side of sm90's order rule)", major: 9, exact: true, fwd: fwdSM90L, bwd: bwdSM90C, sched: schedKTFast, defines: sm90Defines},
 	{name: "sm90fn", doc: "sm90 with the backward's key tiles always heaviest first over all heads (the other side of sm90's order rule)", major: 9, exact: true, fwd: fwdSM90L, bwd: bwdSM90C, sched: schedNoRot, defines: sm90Defines},
-	{name: "sm90w", doc: "experiment (call 24): sm90 with the head-dim-64 forward over 256-key tiles (cuDNN's shape there); head dim 128 as sm90", major: 9, exact: true, fwd: fwdSM90LW, bwd: bwdSM90C, sched: schedByRule, defines: append([]string{"LONGCA_FWD_WIDE"}, sm90Defines...)},
 	{name: "sm80", doc: "Ampere and later: mma.sync forward and backward (cp.async double buffering)", major: 8, fwd: fwdSM80, bwd: bwdSM80},
 }
 
@@ -317,8 +302,8 @@ func (k *Kernel) Describe(p kernels.Problem, pass kernels.Pass) kernels.Info {
 	if k.DeterministicBackward() && pass != kernels.Fwd {
 		info.Variant += " deterministic"
 	}
-	if fv := k.forwardFor(p); inSM90(fv.fn) && pass != kernels.Bwd { // a backward row times the backward alone
-		if dl, err := k.list(p, fv.qTile, fv.kTile, false); err == nil && k.persistent(dl.w) {
+	if inSM90(k.fwd.fn) && pass != kernels.Bwd { // a backward row times the backward alone
+		if dl, err := k.list(p, k.fwd.qTile, k.fwd.kTile, false); err == nil && k.persistent(dl.w) {
 			info.Variant += " persistent-fwd"
 		}
 	}
@@ -534,13 +519,12 @@ func (k *Kernel) Forward(ctx context.Context, p kernels.Problem, q, kk, v, out, 
 	if err != nil {
 		return err
 	}
-	fv := k.forwardFor(p)
-	dl, err := k.list(p, fv.qTile, fv.kTile, false)
+	dl, err := k.list(p, k.fwd.qTile, k.fwd.kTile, false)
 	if err != nil {
 		return err
 	}
-	if strings.HasPrefix(fv.fn, "fwd90") {
-		return k.forward90(p, bs, dl, fv)
+	if strings.HasPrefix(k.fwd.fn, "fwd90") {
+		return k.forward90(p, bs, dl)
 	}
 	shared := k.fwd.shared(p.HeadDim)
 	f, err := k.function(fmt.Sprintf("%s_%s_d%d", k.fwd.fn, dtypeName(p.DType), p.HeadDim), shared)
@@ -630,7 +614,7 @@ func (k *Kernel) Resources() (string, error) {
 	var es []entry
 	for _, dt := range []string{"bf16", "fp16"} {
 		for _, d := range []int{64, 128} {
-			for _, v := range []variant{k.fwd.at(d), k.bwd} {
+			for _, v := range []variant{k.fwd, k.bwd} {
 				es = append(es, entry{fmt.Sprintf("%s_%s_d%d", v.fn, dt, d), v.threads, v.shared(d)})
 			}
 			es = append(es, entry{fmt.Sprintf("bwd_pre_%s_d%d", dt, d), 256, 0})

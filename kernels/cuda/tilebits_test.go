@@ -48,13 +48,8 @@ func tileBitsMatchWorkList(t *testing.T, span bool) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// the forward's 128-key tiles, the backward's transposed tiles, and sm90w's 256-key
-		// tiles, whose halves mask_tile_bn reads as two 128-column tiles at c0 and c0 + 128
-		for _, cfg := range []struct {
-			tr bool
-			kt int
-		}{{false, 128}, {true, 128}, {false, 256}} {
-			tr, qt, kt := cfg.tr, 128, cfg.kt
+		for _, tr := range []bool{false, true} {
+			qt, kt := 128, 128
 			if tr {
 				qt = 64
 			}
@@ -62,7 +57,7 @@ func tileBitsMatchWorkList(t *testing.T, span bool) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			id := fmt.Sprintf("w%d_%v_%d", mi, tr, kt)
+			id := fmt.Sprintf("w%d_%v", mi, tr)
 			arr := func(n string, v []int32) {
 				if len(v) == 0 {
 					v = []int32{0}
@@ -79,7 +74,7 @@ func tileBitsMatchWorkList(t *testing.T, span bool) {
 			arr("refs", w.Refs)
 			arr("slices", w.Slices)
 			var args []string // ref, r0, c0, t of every call
-			n := min(w.ColTile, 128) // columns a tile_bits call covers: a tile, or half of a 256-key one
+			n := w.ColTile
 			for r := 0; r < w.RowTiles; r++ {
 				row := w.Row(0, r)
 				for e := 0; e < len(row); e += 2 {
@@ -87,11 +82,10 @@ func tileBitsMatchWorkList(t *testing.T, span bool) {
 					if ref < 0 {
 						continue
 					}
-					for base := 0; base < w.RowTile*(w.ColTile/n); base += 16 {
+					for base := 0; base < w.RowTile; base += 16 {
 						for g := 0; g < 8; g++ {
 							for th := 0; th < 4; th++ {
-								half, base := base/w.RowTile, base%w.RowTile
-								r0, c0 := r*w.RowTile+base+g, col*w.ColTile+half*n
+								r0, c0 := r*w.RowTile+base+g, col*n
 								args = append(args, fmt.Sprintf("%d,%d,%d,%d", ref, r0, c0, th))
 								w, ref, tr, r0, c0, th := w, ref, tr, r0, c0, th
 								checks = append(checks, func(sc *bufio.Scanner) error {
