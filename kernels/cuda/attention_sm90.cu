@@ -180,9 +180,9 @@ template <int N> DEV void mask_tile(float (&sc)[N / 2], const WorkList &wl, int 
 constexpr int SBM = 128, SBN = 128, STAGES = 2, SNT = 384;
 constexpr int CHUNK = 64;  // columns of one 128-byte swizzled chunk (16-bit elements)
 
-template <int D> struct SmemLayout {
+template <int D, int QM = SBM> struct SmemLayout {
   static constexpr int kChunks = D / CHUNK;
-  static constexpr int kQBytes = SBM * D * 2;
+  static constexpr int kQBytes = QM * D * 2;
   static constexpr int kKVBytes = SBN * D * 2;
   static constexpr int kQ = 0;                       // [2] Q tiles (the next work item's loads early)
   static constexpr int kK = kQ + 2 * kQBytes;
@@ -218,10 +218,16 @@ DEV FwdItem fwd_item(const WorkList &wl, int item, int hq, int hkv) {
 // into the exponent's subtraction (one FFMA a score instead of a multiply and a
 // subtraction), and the accumulator's rescale is skipped when no row of the warp has a
 // new maximum (every alpha is exactly 1: the same result).
-template <int D, typename T, bool PERSIST, bool LEAN>
+// NC (experiment sm90t, LONGCA_FWD_THREE, head dim 64 only): consumer warpgroups, 2 or 3,
+// 64 query rows each (a 64 NC-row tile); they take turns on the tensor cores in a ring
+// (warpgroup c waits at named barrier 1 + c and hands over at the next one). With 3 the
+// block is 512 threads: consumers at 160 registers, the producer at 32 (65536 in all).
+template <int D, typename T, bool PERSIST, bool LEAN, int NC = 2>
 DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__restrict__ o, float *__restrict__ lse,
                   int sq, int sk, int hq, int hkv, float scale_log2, WorkList wl) {
-  using L = SmemLayout<D>;
+  static_assert(NC == 2 || (NC == 3 && D == 64), "three consumer warpgroups fit the registers at head dim 64 only");
+  constexpr int QM = 64 * NC, CT = 128 * NC;  // query rows a tile, consumer threads
+  using L = SmemLayout<D, QM>;
   extern __shared__ unsigned char smem_raw[];
   unsigned char *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
   T *sQs = reinterpret_cast<T *>(smem + L::kQ);
@@ -239,20 +245,23 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
   if (tid == 0) {
     for (int b = 0; b < 2; b++) {
       mbar_init(&fullQ[b], 1);
-      mbar_init(&emptyQ[b], 256);
+      mbar_init(&emptyQ[b], CT);
     }
     for (int s = 0; s < STAGES; s++) {
       mbar_init(&fullK[s], 1);
       mbar_init(&fullV[s], 1);
-      mbar_init(&emptyK[s], 256);
-      mbar_init(&emptyV[s], 256);
+      mbar_init(&emptyK[s], CT);
+      mbar_init(&emptyV[s], CT);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
 
   if (wg == 0) {
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+    if constexpr (NC == 3)
+      asm volatile("setmaxnreg.dec.sync.aligned.u32 32;\n" ::: "memory");
+    else
+      asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
     if (tid == 0) {
       tma_prefetch_desc(&tq);
       tma_prefetch_desc(&tk);
@@ -266,7 +275,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
         mbar_expect_tx(&fullQ[qb], L::kQBytes);
 #pragma unroll
         for (int c = 0; c < L::kChunks; c++)
-          tma_load3(sQs + qb * SBM * D + c * SBM * CHUNK, &tq, &fullQ[qb], c * CHUNK, it.h, it.qt * SBM);
+          tma_load3(sQs + qb * QM * D + c * QM * CHUNK, &tq, &fullQ[qb], c * CHUNK, it.h, it.qt * QM);
         qn++;
         for (int e = it.e0; e < it.e1; e++, n++) {
           const int s = n % STAGES;
@@ -288,15 +297,18 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
     return;
   }
 
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+  if constexpr (NC == 3)
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 160;\n" ::: "memory");
+  else
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
   const int cw = wg - 1;                  // consumer warpgroup: query rows 64 cw .. 64 cw + 63
-  if (cw == 1) named_arrive(1, 256);  // consumer 0 takes the first turn
+  if (cw == NC - 1) named_arrive(1, 256);  // consumer 0 takes the first turn
   const int lt = tid % 128, warp = lt / 32, lane = lt % 32, g = lane / 4, t = lane % 4;
   constexpr int OR = D / 2;                // O accumulator registers (m64 x D)
   int n = 0, qn = 0;                       // tiles and Q tiles consumed so far
   for (int item = first; item < items; item += step) {
   const FwdItem itm = fwd_item(wl, item, hq, hkv);
-  const int h = itm.h, e0 = itm.e0, e1 = itm.e1, q0 = itm.qt * SBM;
+  const int h = itm.h, e0 = itm.e0, e1 = itm.e1, q0 = itm.qt * QM;
   const int r0 = q0 + cw * 64 + warp * 16 + g;  // this thread's rows: r0 and r0 + 8
   float acc[OR];
 #pragma unroll
@@ -304,7 +316,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
   const int qb = qn & 1;
   if (e0 < e1) mbar_wait(&fullQ[qb], (qn >> 1) & 1);
-  const T *qw = sQs + qb * SBM * D + cw * 64 * CHUNK;  // this warpgroup's 64 rows of each chunk
+  const T *qw = sQs + qb * QM * D + cw * 64 * CHUNK;  // this warpgroup's 64 rows of each chunk
   // S = Q K^T of the tile in stage s, issued (not waited for)
   const unsigned loQw = sw128_lo(qw, 16);  // descriptors are one add from a base
   auto issue_qk = [&](float(&sc)[64], int s) {
@@ -313,7 +325,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
 #pragma unroll
     for (int kk = 0; kk < D / 16; kk++) {
       const int c = kk / 4, k16 = (kk % 4) * 16;
-      const u64 da = sw128_at(loQw, (c * SBM * CHUNK + k16) * 2);
+      const u64 da = sw128_at(loQw, (c * QM * CHUNK + k16) * 2);
       const u64 db = sw128_at(loK, (c * SBN * CHUNK + k16) * 2);
       Ops<T>::template ss128<0>(sc, da, db, kk > 0);
     }
@@ -413,7 +425,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       issue_pv(pa, s);
       if (more) issue_qk(sc, s1);
       wgmma_commit();
-      named_arrive(2 - cw, 256);  // the other warpgroup's turn
+      named_arrive(1 + (cw + 1) % NC, 256);  // the next warpgroup's turn
       wgmma_wait<0>();
       reg_fence(acc);
       reg_fence(sc);
@@ -449,8 +461,8 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
     }
   }
   }
-  // consumer 1's last hand-over is still pending at barrier 1: take it, so no arrival
-  // outlives the block
+  // the last consumer's last hand-over is still pending at barrier 1: take it, so no
+  // arrival outlives the block
   if (cw == 0) named_sync(1, 256);
 }
 
@@ -878,13 +890,14 @@ DEV void dq90_convertc(const float *__restrict__ acc, T *__restrict__ dq, int sq
   }
 }
 
-#define SM90_FWD(FN, NAME, T, D, PERSIST, LEAN)                                                                          \
-  extern "C" __global__ void __launch_bounds__(SNT, 1)                                                             \
+#define SM90_FWD(FN, NAME, T, D, PERSIST, LEAN) SM90_FWD_NC(FN, NAME, T, D, PERSIST, LEAN, 2)
+#define SM90_FWD_NC(FN, NAME, T, D, PERSIST, LEAN, NC)                                                                          \
+  extern "C" __global__ void __launch_bounds__(128 * (NC + 1), 1)                                                             \
       FN##_##NAME##_d##D(const __grid_constant__ TmaDesc tq, const __grid_constant__ TmaDesc tk,                   \
                          const __grid_constant__ TmaDesc tv, T *o, float *lse, int sq, int sk, int hq, int hkv,    \
                          float scale_log2, const int *order, const int *start, const int *entries, const int *refs, \
                          const int *slices, int row_tiles, int per_head) {                                         \
-    fwd_sm90<D, T, PERSIST, LEAN>(tq, tk, tv, o, lse, sq, sk, hq, hkv, scale_log2,                                       \
+    fwd_sm90<D, T, PERSIST, LEAN, NC>(tq, tk, tv, o, lse, sq, sk, hq, hkv, scale_log2,                                       \
                             WorkList{order, start, entries, refs, slices, row_tiles, per_head});                   \
   }
 #define SM90_BWD(FN, NAME, T, D, DET, F)                                                                               \
@@ -930,4 +943,13 @@ SM90_LEAN_ENTRIES(bf16, __nv_bfloat16, 64)
 SM90_LEAN_ENTRIES(bf16, __nv_bfloat16, 128)
 SM90_LEAN_ENTRIES(fp16, __half, 64)
 SM90_LEAN_ENTRIES(fp16, __half, 128)
+#endif
+
+// The three-consumer forward's entries (experiment sm90t): head dim 64, the lean softmax;
+// only in the variants that define LONGCA_FWD_THREE.
+#ifdef LONGCA_FWD_THREE
+SM90_FWD_NC(fwd90t, bf16, __nv_bfloat16, 64, false, true, 3)
+SM90_FWD_NC(fwd90tp, bf16, __nv_bfloat16, 64, true, true, 3)
+SM90_FWD_NC(fwd90t, fp16, __half, 64, false, true, 3)
+SM90_FWD_NC(fwd90tp, fp16, __half, 64, true, true, 3)
 #endif

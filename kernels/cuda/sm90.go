@@ -141,30 +141,39 @@ func (k *Kernel) persistent(w *WorkList) bool {
 	return persistentForward(w)
 }
 
-// forward90 launches the Hopper forward: bs are q, k, v, out, lse.
-func (k *Kernel) forward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList) error {
+// forwardFor is the forward entry point of p: the variant's at p's head dim, or the plain
+// forward where the lean softmax cannot take p's scale (the row maxima are taken before
+// the scale: a positive, normal one).
+func (k *Kernel) forwardFor(p kernels.Problem) variant {
+	fv := k.fwd.at(p.HeadDim)
+	if scaleLog2 := float32(p.SoftmaxScale() * math.Log2E); fv.lean && !(scaleLog2 >= 0x1p-126) {
+		return fwdSM90
+	}
+	return fv
+}
+
+// forward90 launches the Hopper forward fv (forwardFor): bs are q, k, v, out, lse, dl
+// the work list in fv's tiles.
+func (k *Kernel) forward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList, fv variant) error {
 	d := p.HeadDim
 	if p.HeadsQ > 1<<16 || dl.w.RowTiles > 65535 {
 		return fmt.Errorf("cuda: grid of %d heads x %d row tiles is too large", p.HeadsQ, dl.w.RowTiles)
 	}
-	tq, err := k.headMap(bs[0], p.Mask.SeqQ, p.HeadsQ, d, k.fwd.qTile)
+	tq, err := k.headMap(bs[0], p.Mask.SeqQ, p.HeadsQ, d, fv.qTile)
 	if err != nil {
 		return err
 	}
-	tk, err := k.headMap(bs[1], p.Mask.SeqK, p.HeadsKV, d, k.fwd.kTile)
+	tk, err := k.headMap(bs[1], p.Mask.SeqK, p.HeadsKV, d, fv.kTile)
 	if err != nil {
 		return err
 	}
-	tv, err := k.headMap(bs[2], p.Mask.SeqK, p.HeadsKV, d, k.fwd.kTile)
+	tv, err := k.headMap(bs[2], p.Mask.SeqK, p.HeadsKV, d, fv.kTile)
 	if err != nil {
 		return err
 	}
-	shared := k.fwd.shared(d)
+	shared := fv.shared(d)
 	scaleLog2 := float32(p.SoftmaxScale() * math.Log2E)
-	fn := k.fwd.fn
-	if k.fwd.lean && !(scaleLog2 >= 0x1p-126) {
-		fn = fwdSM90.fn // the lean softmax takes the row maxima before the scale: a positive, normal one
-	}
+	fn := fv.fn
 	persistent := k.persistent(dl.w)
 	if persistent {
 		fn += "p"
@@ -179,7 +188,7 @@ func (k *Kernel) forward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList)
 		grid = cuda.Dim3{X: max(1, min(k.dev.SMs, p.HeadsQ*dl.w.RowTiles))}
 	}
 	return k.dev.Do(func() error {
-		return f.Launch(grid, cuda.Dim3{X: k.fwd.threads}, shared, k.dev.Stream(), args...)
+		return f.Launch(grid, cuda.Dim3{X: fv.threads}, shared, k.dev.Stream(), args...)
 	})
 }
 

@@ -48,16 +48,18 @@ func tileBitsMatchWorkList(t *testing.T, span bool) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, tr := range []bool{false, true} {
-			qt, kt := 128, 128
-			if tr {
-				qt = 64
-			}
+		// the forward's 128-row tiles, sm90t's 192-row ones (head dim 64), the backward's
+		// transposed 64-query tiles
+		for _, cfg := range []struct {
+			tr bool
+			qt int
+		}{{false, 128}, {false, 192}, {true, 64}} {
+			tr, qt, kt := cfg.tr, cfg.qt, 128
 			w, err := BuildWorkList([]mask.Mask{spec.Mask}, qt, kt, tr)
 			if err != nil {
 				t.Fatal(err)
 			}
-			id := fmt.Sprintf("w%d_%v", mi, tr)
+			id := fmt.Sprintf("w%d_%v_%d", mi, tr, qt)
 			arr := func(n string, v []int32) {
 				if len(v) == 0 {
 					v = []int32{0}
