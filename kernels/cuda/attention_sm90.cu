@@ -218,7 +218,7 @@ DEV FwdItem fwd_item(const WorkList &wl, int item, int hq, int hkv) {
 // into the exponent's subtraction (one FFMA a score instead of a multiply and a
 // subtraction), and the accumulator's rescale is skipped when no row of the warp has a
 // new maximum (every alpha is exactly 1: the same result).
-// NC (experiment sm90t, LONGCA_FWD_THREE, head dim 64 only): consumer warpgroups, 2 or 3,
+// NC (experiment sm90m, LONGCA_FWD_THREE, head dim 64 only): consumer warpgroups, 2 or 3,
 // 64 query rows each (a 64 NC-row tile); they take turns on the tensor cores in a ring
 // (warpgroup c waits at named barrier 1 + c and hands over at the next one). With 3 the
 // block is 512 threads: consumers at 160 registers, the producer at 32 (65536 in all).
@@ -945,11 +945,11 @@ SM90_LEAN_ENTRIES(fp16, __half, 64)
 SM90_LEAN_ENTRIES(fp16, __half, 128)
 #endif
 
-// The three-consumer forward's entries (experiment sm90t): head dim 64, the lean softmax;
+// The three-consumer forward's entries (experiment sm90m): head dim 64, the lean softmax;
 // only in the variants that define LONGCA_FWD_THREE.
 #ifdef LONGCA_FWD_THREE
-SM90_FWD_NC(fwd90t, bf16, __nv_bfloat16, 64, false, true, 3)
-SM90_FWD_NC(fwd90tp, bf16, __nv_bfloat16, 64, true, true, 3)
-SM90_FWD_NC(fwd90t, fp16, __half, 64, false, true, 3)
-SM90_FWD_NC(fwd90tp, fp16, __half, 64, true, true, 3)
+SM90_FWD_NC(fwd90m, bf16, __nv_bfloat16, 64, false, true, 3)
+SM90_FWD_NC(fwd90mp, bf16, __nv_bfloat16, 64, true, true, 3)
+SM90_FWD_NC(fwd90m, fp16, __half, 64, false, true, 3)
+SM90_FWD_NC(fwd90mp, fp16, __half, 64, true, true, 3)
 #endif

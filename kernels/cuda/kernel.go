@@ -53,7 +53,7 @@ type variant struct {
 	swizzledDQ     bool // the sm_90 backward stages dQ in 128-byte-swizzled boxes of 32 columns
 	convC          bool // dQ's fragment order converted through shared memory, a 64 x 64 chunk a block (sm90 since call 15)
 	lean           bool // the sm_90 forward's lean softmax (sm90 since call 15; a positive softmax scale only)
-	at64           *variant // the forward at head dim 64, when it is another entry (sm90t: three consumer warpgroups)
+	at64           *variant // the forward at head dim 64, when it is another entry (sm90m: three consumer warpgroups)
 }
 
 func (v variant) shared(d int) int { return v.sharedPerDim*d + v.sharedFixed }
@@ -94,11 +94,11 @@ var (
 	// shared memory.
 	fwdSM90L = variant{fn: "fwd90l", qTile: 128, kTile: 128, threads: 384, sharedPerDim: fwdSM90.sharedPerDim, sharedFixed: fwdSM90.sharedFixed, lean: true}
 	bwdSM90C = bwdSM90F.withConvC()
-	// experiment sm90t (prepared 2026-12-04, not yet run on a GPU; docs/perf.md "Next:
-	// sm90t"): at head dim 64 the lean forward with three consumer warpgroups over 192 x 128
+	// experiment sm90m (prepared 2026-12-04, not yet run on a GPU; docs/perf.md "Next:
+	// sm90m"): at head dim 64 the lean forward with three consumer warpgroups over 192 x 128
 	// tiles (Q 2 x 192 x D), taking turns in a ring, 160 registers a consumer, 32 the producer.
-	fwdSM90T  = variant{fn: "fwd90t", qTile: 192, kTile: 128, threads: 512, sharedPerDim: (2*192 + 4*128) * 2, sharedFixed: fwdSM90.sharedFixed, lean: true}
-	fwdSM90LT = variant{fn: "fwd90l", qTile: 128, kTile: 128, threads: 384, sharedPerDim: fwdSM90.sharedPerDim, sharedFixed: fwdSM90.sharedFixed, lean: true, at64: &fwdSM90T}
+	fwdSM90M  = variant{fn: "fwd90m", qTile: 192, kTile: 128, threads: 512, sharedPerDim: (2*192 + 4*128) * 2, sharedFixed: fwdSM90.sharedFixed, lean: true}
+	fwdSM90LM = variant{fn: "fwd90l", qTile: 128, kTile: 128, threads: 384, sharedPerDim: fwdSM90.sharedPerDim, sharedFixed: fwdSM90.sharedFixed, lean: true, at64: &fwdSM90M}
 )
 
 // archVariant is a code path of the kernel: the entry points of its forward and backward
@@ -132,7 +132,7 @@ var archVariants = []archVariant{
 	{name: "sm90-plain", doc: "sm90 with the forward never persistent (a block per 128-query tile), whatever the rows: to time both sides of sm90's rule", major: 9, exact: true, fwd: fwdSM90L, bwd: bwdSM90C, sched: schedByRule, persist: -1, defines: sm90Defines},
 	{name: "sm90fk", doc: "sm90 with the backward's key tiles of a head always together (one side of sm90's order rule)", major: 9, exact: true, fwd: fwdSM90L, bwd: bwdSM90C, sched: schedKTFast, defines: sm90Defines},
 	{name: "sm90fn", doc: "sm90 with the backward's key tiles always heaviest first over all heads (the other side of sm90's order rule)", major: 9, exact: true, fwd: fwdSM90L, bwd: bwdSM90C, sched: schedNoRot, defines: sm90Defines},
-	{name: "sm90t", doc: "experiment (not yet run on a GPU): sm90 with the head-dim-64 forward on three consumer warpgroups over 192 x 128 tiles, taking turns in a ring; head dim 128 as sm90", major: 9, exact: true, fwd: fwdSM90LT, bwd: bwdSM90C, sched: schedByRule, defines: append([]string{"LONGCA_FWD_THREE"}, sm90Defines...)},
+	{name: "sm90m", doc: "experiment (not yet run on a GPU): sm90 with the head-dim-64 forward on three consumer warpgroups over 192 x 128 tiles, taking turns in a ring; head dim 128 as sm90", major: 9, exact: true, fwd: fwdSM90LM, bwd: bwdSM90C, sched: schedByRule, defines: append([]string{"LONGCA_FWD_THREE"}, sm90Defines...)},
 	{name: "sm80", doc: "Ampere and later: mma.sync forward and backward (cp.async double buffering)", major: 8, fwd: fwdSM80, bwd: bwdSM80},
 }
 

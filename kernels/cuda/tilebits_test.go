@@ -48,7 +48,7 @@ func tileBitsMatchWorkList(t *testing.T, span bool) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// the forward's 128-row tiles, sm90t's 192-row ones (head dim 64), the backward's
+		// the forward's 128-row tiles, sm90m's 192-row ones (head dim 64), the backward's
 		// transposed 64-query tiles
 		for _, cfg := range []struct {
 			tr bool

@@ -1,23 +1,23 @@
 #!/bin/sh
-# The next session's first device call (prepared 2026-12-04; docs/perf.md "Next: sm90t"),
+# The next session's first device call (prepared 2026-12-04; docs/perf.md "Next: sm90m"),
 # from the repository root with bin/longca.gz and bin/cuda.test.gz carried (make device;
 # gzip -kf bin/cuda.test):
-#   sh scripts/device/next-sm90t.sh OUT
-# 1. the experiment sm90t (head dim 64 forward on three consumer warpgroups, 192 x 128
+#   sh scripts/device/next-sm90m.sh OUT
+# 1. the experiment sm90m (head dim 64 forward on three consumer warpgroups, 192 x 128
 #    tiles): its registers and stack (ptxas: any "serialized" or spill loses), then its GPU
 #    tests (every mask, d64 and d128, fwd and bwd);
-# 2. head dim 64 forward, sm90 / sm90t / cudnn, each its own folder: full and causal 16K and
+# 2. head dim 64 forward, sm90 / sm90m / cudnn, each its own folder: full and causal 16K and
 #    48K, causal_document and sliding_window_causal 16K and 48K, checked.
 # Bounded to 300 s; the table last; logs packed under OUT.
 set -u
-out=${1:?usage: next-sm90t.sh OUT}
+out=${1:?usage: next-sm90m.sh OUT}
 mkdir -p "$out/t"
 export LONGCA_CACHE_DIR=${LONGCA_CACHE_DIR:-/tmp/longca-nvrtc} NCCL_NVLS_ENABLE=0
 t0=$(date +%s)
-STEP_TIMEOUT=110 sh kernels/cuda/gpu.sh "$out/t" test sm90t >/dev/null 2>&1
+STEP_TIMEOUT=110 sh kernels/cuda/gpu.sh "$out/t" test sm90m >/dev/null 2>&1
 echo "# tests done at $(($(date +%s) - t0)) s" >>"$out/t/summary.txt"
-grep -E "fwd90t.*regs|serialized.*fwd90t|error" "$out/t/test-sm90t.log" | sort -u | head -8 >>"$out/t/summary.txt"
-for v in sm90t sm90 cudnn; do
+grep -E "fwd90m.*regs|serialized.*fwd90m|error" "$out/t/test-sm90m.log" | sort -u | head -8 >>"$out/t/summary.txt"
+for v in sm90m sm90 cudnn; do
 	left=$((300 - ($(date +%s) - t0)))
 	[ "$left" -gt 8 ] || break
 	sel="--kernels cuda --variant $v"
@@ -28,7 +28,7 @@ for v in sm90t sm90 cudnn; do
 	echo "# $v rc=$? at $(($(date +%s) - t0)) s" >>"$out/t/summary.txt"
 done
 cat "$out/t/summary.txt"
-for v in sm90t sm90 cudnn; do
+for v in sm90m sm90 cudnn; do
 	echo "=== $v"
 	grep -E '^  [a-z_]+ +[0-9]+ ' "$out/t/t-$v.log"
 done
