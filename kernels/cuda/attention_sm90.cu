@@ -425,7 +425,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       issue_pv(pa, s);
       if (more) issue_qk(sc, s1);
       wgmma_commit();
-      named_arrive(1 + (cw + 1) % NC, 256);  // the next warpgroup's turn
+      named_arrive(NC == 2 ? 2 - cw : 1 + (cw + 1) % NC, 256);  // the next warpgroup's turn
       wgmma_wait<0>();
       reg_fence(acc);
       reg_fence(sc);
