@@ -49,8 +49,8 @@ import "C"
 
 // SignalsOnStack gives every installed signal handler that lacks it the SA_ONSTACK flag,
 // and returns how many it changed. Go's runtime requires it of handlers that non-Go code
-// installs (os/signal's documentation): a library that installs one without it (on the
-// H200 one of the CUDA libraries does) and chains to Go's makes a Ctrl-C or a timeout's
+// installs (os/signal's documentation): a library that installs one without it and chains to Go's
+// (one loaded on the H200 does; which one was not identified) makes a Ctrl-C or a timeout's
 // SIGINT a fatal "non-Go code set up signal handler without SA_ONSTACK flag" instead of
 // a clean stop. Open calls it after every library it opens, and the sweeps after every
 // case (a library may install its handler on first use).
