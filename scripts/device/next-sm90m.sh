@@ -8,6 +8,7 @@
 #    tests (every mask, d64 and d128, fwd and bwd);
 # 2. head dim 64 forward, sm90 / sm90m / cudnn, each its own folder: full and causal 16K and
 #    48K, causal_document and sliding_window_causal 16K and 48K, checked.
+# 3. ncu of sm90m's forward (full 16K) if time is left: instructions, issue, IPC, MUFU.
 # Bounded to 300 s; the table last; logs packed under OUT.
 set -u
 out=${1:?usage: next-sm90m.sh OUT}
@@ -27,6 +28,14 @@ for v in sm90m sm90 cudnn; do
 		-w 3 -n 10 --out "$out/t/$v" >"$out/t/t-$v.log" 2>&1
 	echo "# $v rc=$? at $(($(date +%s) - t0)) s" >>"$out/t/summary.txt"
 done
+left=$((300 - ($(date +%s) - t0)))
+if [ "$left" -gt 30 ]; then # ncu of sm90m's forward as call 21 read sm90's and cudnn's
+	timeout -k 5 $((left < 70 ? left - 5 : 65)) ncu --clock-control none -k 'regex:^fwd' -c 1 \
+		--metrics sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum,smsp__issue_active.avg.pct_of_peak_sustained_active \
+		--section SpeedOfLight bin/longca kernel --no-check -w 0 -n 1 --kernels cuda --variant sm90m --head-dim 64 --masks full \
+		--seqlens 16K --heads 64:8 --passes fwd --out "$out/t/ncu-run" >"$out/t/ncu-sm90m.log" 2>&1
+	echo "# ncu sm90m exit $?: $(grep -E 'Duration|inst_executed.sum|issue_active|pipe_xu|Executed Ipc Active' "$out/t/ncu-sm90m.log" | tr -s ' ' | tr '\n' ';')" >>"$out/t/summary.txt"
+fi
 cat "$out/t/summary.txt"
 for v in sm90m sm90 cudnn; do
 	echo "=== $v"
