@@ -169,6 +169,7 @@ func (s *Session) cpRank(ctx context.Context, r CPRun, backend string, cm comm.C
 		if err := wr.Write(row); err != nil {
 			return err
 		}
+		dl.SignalsOnStack() // on every rank: a library may have installed a careless handler during the case
 		if rank == 0 {
 			shared.mu.Lock()
 			shared.rows = append(shared.rows, row)
@@ -194,7 +195,6 @@ func (s *Session) cpRank(ctx context.Context, r CPRun, backend string, cm comm.C
 // logCPRow is rank 0's progress line of a row (scripts read its fields); eta is the
 // estimate's time left (negative: none).
 func (s *Session) logCPRow(ci, of int, row results.Row, eta time.Duration) {
-	dl.SignalsOnStack() // a library may have installed a careless handler during the case
 	mesh := "-"
 	if row.Ulysses != nil && row.Ring != nil {
 		mesh = fmt.Sprintf("%dx%d", *row.Ulysses, *row.Ring)

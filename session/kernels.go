@@ -134,6 +134,7 @@ func (s *Session) RunKernels(ctx context.Context, k KernelSweep, est *harness.Es
 		if err := w.Write(row); err != nil {
 			return err
 		}
+		dl.SignalsOnStack() // a library may have installed a careless handler during the case
 		res.Rows = append(res.Rows, row)
 		est.Done(i, row, time.Since(start))
 		start = time.Now()
@@ -190,7 +191,6 @@ func (s *Session) kernelProgress(est *harness.Estimate, cases []harness.Case) *p
 
 // row shows case i done (the estimate has heard of it).
 func (p *progress) row(i int, row results.Row) {
-	dl.SignalsOnStack() // a library may have installed a careless handler during the case
 	if p.bar != nil {
 		p.bar.ChangeMax64(p.est.Total().Milliseconds())
 		_ = p.bar.Set64(p.est.Elapsed().Milliseconds()) // drawing errors are not the sweep's

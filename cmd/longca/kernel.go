@@ -128,7 +128,7 @@ func sweepAction(c *cli.Context, s harness.Sweep, bench string, w spmd.World, ko
 		return err
 	}
 	res, err := ss.RunKernels(c.Context, k, est)
-	interrupted := err != nil && errors.Is(err, context.Canceled) && res.File != ""
+	interrupted := errors.Is(err, context.Canceled) && res.File != ""
 	if err != nil && !interrupted {
 		return err
 	}

@@ -12,14 +12,11 @@ package dl
 import "C"
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"unsafe"
 )
-
-var errSignal = errors.New("sigaction failed")
 
 // Library is an opened shared library.
 type Library struct {

@@ -47,6 +47,10 @@ static int longca_onstack_set(int s) {
 */
 import "C"
 
+import "errors"
+
+var errSignal = errors.New("sigaction failed")
+
 // SignalsOnStack gives every installed signal handler that lacks it the SA_ONSTACK flag,
 // and returns how many it changed. Go's runtime requires it of handlers that non-Go code
 // installs (os/signal's documentation): a library that installs one without it and chains to Go's

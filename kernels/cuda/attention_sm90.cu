@@ -227,6 +227,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
                   int sq, int sk, int hq, int hkv, float scale_log2, WorkList wl) {
   static_assert(NC == 2 || (NC == 3 && D == 64), "three consumer warpgroups fit the registers at head dim 64 only");
   constexpr int QM = 64 * NC, CT = 128 * NC;  // query rows a tile, consumer threads
+  constexpr int kProdRegs = NC == 3 ? 32 : 40, kConsRegs = NC == 3 ? 160 : 232;  // setmaxnreg
   using L = SmemLayout<D, QM>;
   extern __shared__ unsigned char smem_raw[];
   unsigned char *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
@@ -258,10 +259,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
   __syncthreads();
 
   if (wg == 0) {
-    if constexpr (NC == 3)
-      asm volatile("setmaxnreg.dec.sync.aligned.u32 32;\n" ::: "memory");
-    else
-      asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProdRegs) : "memory");
     if (tid == 0) {
       tma_prefetch_desc(&tq);
       tma_prefetch_desc(&tk);
@@ -297,10 +295,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
     return;
   }
 
-  if constexpr (NC == 3)
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 160;\n" ::: "memory");
-  else
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsRegs) : "memory");
   const int cw = wg - 1;                  // consumer warpgroup: query rows 64 cw .. 64 cw + 63
   if (cw == NC - 1) named_arrive(1, 256);  // consumer 0 takes the first turn
   const int lt = tid % 128, warp = lt / 32, lane = lt % 32, g = lane / 4, t = lane % 4;

@@ -50,9 +50,9 @@ type variant struct {
 	sharedPerDim   int // dynamic shared memory is sharedPerDim*headDim + sharedFixed
 	sharedFixed    int
 	transposedList bool
-	swizzledDQ     bool // the sm_90 backward stages dQ in 128-byte-swizzled boxes of 32 columns
-	convC          bool // dQ's fragment order converted through shared memory, a 64 x 64 chunk a block (sm90 since call 15)
-	lean           bool // the sm_90 forward's lean softmax (sm90 since call 15; a positive softmax scale only)
+	swizzledDQ     bool     // the sm_90 backward stages dQ in 128-byte-swizzled boxes of 32 columns
+	convC          bool     // dQ's fragment order converted through shared memory, a 64 x 64 chunk a block (sm90 since call 15)
+	lean           bool     // the sm_90 forward's lean softmax (sm90 since call 15; a positive softmax scale only)
 	at64           *variant // the forward at head dim 64, when it is another entry (sm90m: three consumer warpgroups)
 }
 
@@ -68,6 +68,9 @@ func (v variant) at(d int) variant {
 
 // withConvC is v with dQ converted through shared memory (dq90_convertc).
 func (v variant) withConvC() variant { v.convC = true; return v }
+
+// withAt64 is v with the entry point f at head dim 64.
+func (v variant) withAt64(f *variant) variant { v.at64 = f; return v }
 
 // The kernel's entry points (docs/perf.md). sm_80 (attention.cu): the forward keeps Q in
 // registers, 8 warps of 16 query rows over 64-key tiles, mma.sync; the backward owns 128
@@ -98,7 +101,7 @@ var (
 	// sm90m"): at head dim 64 the lean forward with three consumer warpgroups over 192 x 128
 	// tiles (Q 2 x 192 x D), taking turns in a ring, 160 registers a consumer, 32 the producer.
 	fwdSM90M  = variant{fn: "fwd90m", qTile: 192, kTile: 128, threads: 512, sharedPerDim: (2*192 + 4*128) * 2, sharedFixed: fwdSM90.sharedFixed, lean: true}
-	fwdSM90LM = variant{fn: "fwd90l", qTile: 128, kTile: 128, threads: 384, sharedPerDim: fwdSM90.sharedPerDim, sharedFixed: fwdSM90.sharedFixed, lean: true, at64: &fwdSM90M}
+	fwdSM90LM = fwdSM90L.withAt64(&fwdSM90M)
 )
 
 // archVariant is a code path of the kernel: the entry points of its forward and backward
@@ -140,16 +143,11 @@ var archVariants = []archVariant{
 // and the partial tiles' bits by interval arithmetic.
 var sm90Defines = []string{"LONGCA_FWD_LEAN", "LONGCA_TILE_BITS_SPAN"}
 
-// sourceSM90 is attention_sm90.cu as this variant compiles it: its defines first, NAME as
-// 1 and NAME=VALUE as VALUE.
+// sourceSM90 is attention_sm90.cu as this variant compiles it: its defines first.
 func (v archVariant) sourceSM90() string {
 	var b strings.Builder
 	for _, d := range v.defines {
-		name, val, ok := strings.Cut(d, "=")
-		if !ok {
-			val = "1"
-		}
-		b.WriteString("#define " + name + " " + val + "\n")
+		b.WriteString("#define " + d + " 1\n")
 	}
 	return b.String() + SourceSM90()
 }
@@ -542,15 +540,15 @@ func (k *Kernel) Forward(ctx context.Context, p kernels.Problem, q, kk, v, out, 
 	if strings.HasPrefix(fv.fn, "fwd90") {
 		return k.forward90(p, bs, dl, fv)
 	}
-	shared := k.fwd.shared(p.HeadDim)
-	f, err := k.function(fmt.Sprintf("%s_%s_d%d", k.fwd.fn, dtypeName(p.DType), p.HeadDim), shared)
+	shared := fv.shared(p.HeadDim)
+	f, err := k.function(fmt.Sprintf("%s_%s_d%d", fv.fn, dtypeName(p.DType), p.HeadDim), shared)
 	if err != nil {
 		return err
 	}
 	scaleLog2 := float32(p.SoftmaxScale() * math.Log2E)
 	args := append([]any{bs[0], bs[1], bs[2], bs[3], bs[4], p.Mask.SeqQ, p.Mask.SeqK, p.HeadsQ, p.HeadsKV, scaleLog2}, dl.args()...)
 	return k.dev.Do(func() error {
-		return f.Launch(cuda.Dim3{X: p.HeadsQ, Y: dl.w.RowTiles}, cuda.Dim3{X: k.fwd.threads}, shared, k.dev.Stream(), args...)
+		return f.Launch(cuda.Dim3{X: p.HeadsQ, Y: dl.w.RowTiles}, cuda.Dim3{X: fv.threads}, shared, k.dev.Stream(), args...)
 	})
 }
 

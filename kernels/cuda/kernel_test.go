@@ -122,12 +122,3 @@ func TestSourcesCompile(t *testing.T) {
 		}
 	}
 }
-
-// A variant's defines reach the source first: NAME as 1, NAME=VALUE as VALUE.
-func TestSourceSM90Defines(t *testing.T) {
-	v := archVariant{name: "x", defines: []string{"LONGCA_A", "LONGCA_B=4"}}
-	src := v.sourceSM90()
-	if want := "#define LONGCA_A 1\n#define LONGCA_B 4\n"; !strings.HasPrefix(src, want) || !strings.HasSuffix(src, SourceSM90()) {
-		t.Errorf("source starts %q, want %q then attention_sm90.cu", src[:min(len(src), 60)], want)
-	}
-}
