@@ -222,7 +222,7 @@ DEV FwdItem fwd_item(const WorkList &wl, int item, int hq, int hkv) {
 // 64 query rows each (a 64 NC-row tile); they take turns on the tensor cores in a ring
 // (warpgroup c waits at named barrier 1 + c and hands over at the next one). With 3 the
 // block is 512 threads: consumers at 160 registers, the producer at 32 (65536 in all).
-template <int D, typename T, bool PERSIST, bool LEAN, int NC = 2>
+template <int D, typename T, bool PERSIST, bool LEAN, int NC = 2, bool OV = false>
 DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__restrict__ o, float *__restrict__ lse,
                   int sq, int sk, int hq, int hkv, float scale_log2, WorkList wl) {
   static_assert(NC == 2 || (NC == 3 && D == 64), "three consumer warpgroups fit the registers at head dim 64 only");
@@ -336,7 +336,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
   };
   // the scores of entry e to P (packed), with the row maxima m moved on; alpha rescales
   // what was accumulated before, sum is the rows' new mass
-  auto softmax = [&](float(&sc)[64], int e, unsigned(&pa)[SBN / 16][4], float(&alpha)[2], float(&sum)[2]) {
+  auto softmax = [&](float(&sc)[64], int e, unsigned(&pa)[SBN / 16][4], float(&alpha)[2], float(&sum)[2], bool pack = true) {
     const int kt = wl.entries[2 * e], ref = wl.entries[2 * e + 1];
     if (!LEAN) {
 #pragma unroll
@@ -370,10 +370,12 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       }
       sum[r] = sm;
     }
+    if (pack) {
 #pragma unroll
-    for (int kk = 0; kk < SBN / 16; kk++)
+      for (int kk = 0; kk < SBN / 16; kk++)
 #pragma unroll
-      for (int x = 0; x < 4; x++) pa[kk][x] = Ops<T>::pack(sc[8 * kk + 2 * x], sc[8 * kk + 2 * x + 1]);
+        for (int x = 0; x < 4; x++) pa[kk][x] = Ops<T>::pack(sc[8 * kk + 2 * x], sc[8 * kk + 2 * x + 1]);
+    }
   };
   auto rescale = [&](const float(&alpha)[2], const float(&sum)[2]) {
 #pragma unroll
@@ -409,7 +411,53 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       softmax(sc, e0, pa, alpha, sum);
       rescale(alpha, sum);
     }
-    for (int e = e0; e < e1; e++) {
+    // (experiment sm90o) tile i+1's Q K^T, then tile i's P V, as two groups: the
+    // exponentials of tile i+1 run under P V (in sc, which Q K^T has finished); P is packed
+    // into pa and acc rescaled once P V, which reads pa and writes acc, is done
+    // (FlashAttention-3's order within a warpgroup, with the turns). The last tile's P V
+    // is peeled off, so that every turn of the loop issues both groups: ptxas serialises
+    // the wgmma (C7514) when Q K^T is conditional.
+    for (int e = e0; OV && e + 1 < e1; e++) {
+      const int i = n + e - e0, s = i % STAGES, s1 = (i + 1) % STAGES;
+      mbar_wait(&fullV[s], (i / STAGES) & 1);
+      mbar_wait(&fullK[s1], ((i + 1) / STAGES) & 1);
+      named_sync(1 + cw, 256);
+      reg_fence(acc);
+      wgmma_fence();
+      issue_qk(sc, s1);
+      wgmma_commit();
+      issue_pv(pa, s);
+      wgmma_commit();
+      named_arrive(NC == 2 ? 2 - cw : 1 + (cw + 1) % NC, 256);
+      wgmma_wait<1>();
+      reg_fence(sc);
+      mbar_arrive(&emptyK[s1]);
+      softmax(sc, e + 1, pa, alpha, sum, false);
+      wgmma_wait<0>();
+      reg_fence(acc);
+      reg_fence(pa);
+      mbar_arrive(&emptyV[s]);
+#pragma unroll
+      for (int kk = 0; kk < SBN / 16; kk++)
+#pragma unroll
+        for (int x = 0; x < 4; x++) pa[kk][x] = Ops<T>::pack(sc[8 * kk + 2 * x], sc[8 * kk + 2 * x + 1]);
+      rescale(alpha, sum);
+    }
+    if (OV && e0 < e1) {  // the last tile's P V
+      const int i = n + e1 - 1 - e0, s = i % STAGES;
+      mbar_wait(&fullV[s], (i / STAGES) & 1);
+      named_sync(1 + cw, 256);
+      reg_fence(acc);
+      wgmma_fence();
+      issue_pv(pa, s);
+      wgmma_commit();
+      named_arrive(NC == 2 ? 2 - cw : 1 + (cw + 1) % NC, 256);
+      wgmma_wait<0>();
+      reg_fence(acc);
+      reg_fence(pa);
+      mbar_arrive(&emptyV[s]);
+    }
+    for (int e = e0; !OV && e < e1; e++) {
       const int i = n + e - e0, s = i % STAGES, s1 = (i + 1) % STAGES;
       const bool more = e + 1 < e1;
       mbar_wait(&fullV[s], (i / STAGES) & 1);
@@ -886,13 +934,14 @@ DEV void dq90_convertc(const float *__restrict__ acc, T *__restrict__ dq, int sq
 }
 
 #define SM90_FWD(FN, NAME, T, D, PERSIST, LEAN) SM90_FWD_NC(FN, NAME, T, D, PERSIST, LEAN, 2)
-#define SM90_FWD_NC(FN, NAME, T, D, PERSIST, LEAN, NC)                                                                          \
+#define SM90_FWD_NC(FN, NAME, T, D, PERSIST, LEAN, NC) SM90_FWD_X(FN, NAME, T, D, PERSIST, LEAN, NC, false)
+#define SM90_FWD_X(FN, NAME, T, D, PERSIST, LEAN, NC, OV)                                                                          \
   extern "C" __global__ void __launch_bounds__(128 * (NC + 1), 1)                                                             \
       FN##_##NAME##_d##D(const __grid_constant__ TmaDesc tq, const __grid_constant__ TmaDesc tk,                   \
                          const __grid_constant__ TmaDesc tv, T *o, float *lse, int sq, int sk, int hq, int hkv,    \
                          float scale_log2, const int *order, const int *start, const int *entries, const int *refs, \
                          const int *slices, int row_tiles, int per_head) {                                         \
-    fwd_sm90<D, T, PERSIST, LEAN, NC>(tq, tk, tv, o, lse, sq, sk, hq, hkv, scale_log2,                                       \
+    fwd_sm90<D, T, PERSIST, LEAN, NC, OV>(tq, tk, tv, o, lse, sq, sk, hq, hkv, scale_log2,                                       \
                             WorkList{order, start, entries, refs, slices, row_tiles, per_head});                   \
   }
 #define SM90_BWD(FN, NAME, T, D, DET, F)                                                                               \
@@ -947,4 +996,17 @@ SM90_FWD_NC(fwd90m, bf16, __nv_bfloat16, 64, false, true, 3)
 SM90_FWD_NC(fwd90mp, bf16, __nv_bfloat16, 64, true, true, 3)
 SM90_FWD_NC(fwd90m, fp16, __half, 64, false, true, 3)
 SM90_FWD_NC(fwd90mp, fp16, __half, 64, true, true, 3)
+#endif
+
+// The overlapped forward's entries (experiment sm90o): the lean softmax, two consumer
+// warpgroups, the exponentials of the next tile under this tile's P V; only in the variants
+// that define LONGCA_FWD_OVL.
+#ifdef LONGCA_FWD_OVL
+#define SM90_OVL_ENTRIES(NAME, T, D)                 \
+  SM90_FWD_X(fwd90o, NAME, T, D, false, true, 2, true) \
+  SM90_FWD_X(fwd90op, NAME, T, D, true, true, 2, true)
+SM90_OVL_ENTRIES(bf16, __nv_bfloat16, 64)
+SM90_OVL_ENTRIES(bf16, __nv_bfloat16, 128)
+SM90_OVL_ENTRIES(fp16, __half, 64)
+SM90_OVL_ENTRIES(fp16, __half, 128)
 #endif

@@ -102,6 +102,9 @@ var (
 	// tiles (Q 2 x 192 x D), taking turns in a ring, 160 registers a consumer, 32 the producer.
 	fwdSM90M  = variant{fn: "fwd90m", qTile: 192, kTile: 128, threads: 512, sharedPerDim: (2*192 + 4*128) * 2, sharedFixed: fwdSM90.sharedFixed, lean: true}
 	fwdSM90LM = fwdSM90L.withAt64(&fwdSM90M)
+	// experiment sm90o (2026-12-04, not yet run on a GPU): the lean forward with the next
+	// tile's exponentials under this tile's P V (LONGCA_FWD_OVL), the turns as in sm90
+	fwdSM90O = variant{fn: "fwd90o", qTile: 128, kTile: 128, threads: 384, sharedPerDim: fwdSM90.sharedPerDim, sharedFixed: fwdSM90.sharedFixed, lean: true}
 )
 
 // archVariant is a code path of the kernel: the entry points of its forward and backward
@@ -136,6 +139,7 @@ var archVariants = []archVariant{
 	{name: "sm90fk", doc: "sm90 with the backward's key tiles of a head always together (one side of sm90's order rule)", major: 9, exact: true, fwd: fwdSM90L, bwd: bwdSM90C, sched: schedKTFast, defines: sm90Defines},
 	{name: "sm90fn", doc: "sm90 with the backward's key tiles always heaviest first over all heads (the other side of sm90's order rule)", major: 9, exact: true, fwd: fwdSM90L, bwd: bwdSM90C, sched: schedNoRot, defines: sm90Defines},
 	{name: "sm90m", doc: "experiment (not yet run on a GPU): sm90 with the head-dim-64 forward on three consumer warpgroups over 192 x 128 tiles, taking turns in a ring; head dim 128 as sm90", major: 9, exact: true, fwd: fwdSM90LM, bwd: bwdSM90C, sched: schedByRule, defines: append([]string{"LONGCA_FWD_THREE"}, sm90Defines...)},
+	{name: "sm90o", doc: "experiment (not yet run on a GPU): sm90 with the forward's next Q K^T issued before this tile's P V as two groups, the next tile's exponentials under P V, P packed and the accumulator rescaled after it (FlashAttention-3's order within a warpgroup, with the turns)", major: 9, exact: true, fwd: fwdSM90O, bwd: bwdSM90C, sched: schedByRule, defines: append([]string{"LONGCA_FWD_OVL"}, sm90Defines...)},
 	{name: "sm80", doc: "Ampere and later: mma.sync forward and backward (cp.async double buffering)", major: 8, fwd: fwdSM80, bwd: bwdSM80},
 }
 

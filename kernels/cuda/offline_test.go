@@ -20,7 +20,7 @@ import (
 //	LD_LIBRARY_PATH=/work/cuda124/root/usr/lib/x86_64-linux-gnu \
 //	  go test -tags nvrtc ./kernels/cuda -run TestOfflineCompile -v -offline.variants sm90,sm90m
 //
-// It reports; it asserts only that each source compiles and that the default's wgmma are not
+// LONGCA_OFFLINE_EXTRA="A B=2" adds trial defines to every source compiled. It reports; it asserts only that each source compiles and that the default's wgmma are not
 // serialised. The timings that count are the device's.
 var offlineVariants = flag.String("offline.variants", "sm90", "comma-separated variants to compile offline")
 
@@ -42,7 +42,15 @@ func TestOfflineCompile(t *testing.T) {
 		if av == nil || !strings.HasPrefix(name, "sm90") {
 			t.Fatalf("-offline.variants: %q is not an sm90 variant", name)
 		}
-		img, log, err := cuda.Compile(av.sourceSM90(), "longca_attention_sm90.cu", opts)
+		src := av.sourceSM90()
+		for _, d := range strings.Fields(os.Getenv("LONGCA_OFFLINE_EXTRA")) { // trial defines, NAME or NAME=VALUE
+			name, val, ok := strings.Cut(d, "=")
+			if !ok {
+				val = "1"
+			}
+			src = "#define " + name + " " + val + "\n" + src
+		}
+		img, log, err := cuda.Compile(src, "longca_attention_sm90.cu", opts)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
