@@ -7,7 +7,8 @@
 #   sh scripts/offline-nvrtc.sh [DIR] [VARIANTS]     (default DIR ~/.cache/longca-cuda124,
 #                                                    VARIANTS sm90)
 # With LONGCA_OFFLINE_CUBIN_DIR set, each variant's cubin is written there
-# (nvdisasm -c DIR/NAME.cubin reads the SASS).
+# (nvdisasm -c DIR/NAME.cubin reads the SASS), and with LONGCA_OFFLINE_PTX=1 its PTX beside it;
+# LONGCA_OFFLINE_EXTRA="NAME NAME=VALUE" adds trial defines.
 set -eu
 dir=${1:-$HOME/.cache/longca-cuda124}
 variants=${2:-sm90}

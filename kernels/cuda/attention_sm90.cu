@@ -433,6 +433,15 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       reg_fence(sc);
       mbar_arrive(&emptyK[s1]);
       softmax(sc, e + 1, pa, alpha, sum, false);
+      reg_fence(sc);
+      reg_fence(sum);
+#ifndef EXP_NOPIN
+      // ptxas schedules the wait for P V as early as it can, ahead of the exponentials:
+      // a shared store that depends on every exponential (through the rows' sums) and never
+      // runs (a sum of exponentials is never -inf) keeps the wait behind them
+      asm volatile("{ .reg .pred p; setp.eq.f32 p, %0, 0fFF800000; @p st.shared.f32 [%1], %0; }" ::"f"(sum[0] + sum[1]),
+                   "r"(smem_u32(smem)) : "memory");
+#endif
       wgmma_wait<0>();
       reg_fence(acc);
       reg_fence(pa);

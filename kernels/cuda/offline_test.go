@@ -54,6 +54,16 @@ func TestOfflineCompile(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
+		if dir := os.Getenv("LONGCA_OFFLINE_CUBIN_DIR"); dir != "" && os.Getenv("LONGCA_OFFLINE_PTX") != "" { // the PTX beside the cubin
+			popts := append([]string{"-arch=compute_90a"}, opts[1:len(opts)-2]...)
+			ptx, _, err := cuda.Compile(src, "longca_attention_sm90.cu", popts)
+			if err != nil {
+				t.Fatalf("%s PTX: %v", name, err)
+			}
+			if err := os.WriteFile(dir+"/"+name+".ptx", ptx, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
 		if dir := os.Getenv("LONGCA_OFFLINE_CUBIN_DIR"); dir != "" {
 			if err := os.WriteFile(dir+"/"+name+".cubin", img, 0o644); err != nil {
 				t.Fatal(err)
