@@ -218,7 +218,7 @@ DEV FwdItem fwd_item(const WorkList &wl, int item, int hq, int hkv) {
 // into the exponent's subtraction (one FFMA a score instead of a multiply and a
 // subtraction), and the accumulator's rescale is skipped when no row of the warp has a
 // new maximum (every alpha is exactly 1: the same result).
-// NC (experiment sm90m, LONGCA_FWD_THREE, head dim 64 only): consumer warpgroups, 2 or 3,
+// NC (LONGCA_FWD_THREE, sm90's head-dim-64 forward since call 26, head dim 64 only): consumer warpgroups, 2 or 3,
 // 64 query rows each (a 64 NC-row tile); they take turns on the tensor cores in a ring
 // (warpgroup c waits at named barrier 1 + c and hands over at the next one). With 3 the
 // block is 512 threads: consumers at 160 registers, the producer at 32 (65536 in all).
@@ -411,7 +411,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       softmax(sc, e0, pa, alpha, sum);
       rescale(alpha, sum);
     }
-    // (experiment sm90o) tile i+1's Q K^T, then tile i's P V, as two groups: the
+    // (OV, sm90's head-dim-128 forward since call 26) tile i+1's Q K^T, then tile i's P V, as two groups: the
     // exponentials of tile i+1 run under P V (in sc, which Q K^T has finished); P is packed
     // into pa and acc rescaled once P V, which reads pa and writes acc, is done
     // (FlashAttention-3's order within a warpgroup, with the turns). The last tile's P V
@@ -998,7 +998,7 @@ SM90_LEAN_ENTRIES(fp16, __half, 64)
 SM90_LEAN_ENTRIES(fp16, __half, 128)
 #endif
 
-// The three-consumer forward's entries (experiment sm90m): head dim 64, the lean softmax;
+// The three-consumer forward's entries (sm90 at head dim 64): head dim 64, the lean softmax;
 // only in the variants that define LONGCA_FWD_THREE.
 #ifdef LONGCA_FWD_THREE
 SM90_FWD_NC(fwd90m, bf16, __nv_bfloat16, 64, false, true, 3)
@@ -1007,7 +1007,7 @@ SM90_FWD_NC(fwd90m, fp16, __half, 64, false, true, 3)
 SM90_FWD_NC(fwd90mp, fp16, __half, 64, true, true, 3)
 #endif
 
-// The overlapped forward's entries (experiment sm90o): the lean softmax, two consumer
+// The overlapped forward's entries (sm90 at head dim 128): the lean softmax, two consumer
 // warpgroups, the exponentials of the next tile under this tile's P V; only in the variants
 // that define LONGCA_FWD_OVL.
 #ifdef LONGCA_FWD_OVL

@@ -53,7 +53,7 @@ type variant struct {
 	swizzledDQ     bool     // the sm_90 backward stages dQ in 128-byte-swizzled boxes of 32 columns
 	convC          bool     // dQ's fragment order converted through shared memory, a 64 x 64 chunk a block (sm90 since call 15)
 	lean           bool     // the sm_90 forward's lean softmax (sm90 since call 15; a positive softmax scale only)
-	at64           *variant // the forward at head dim 64, when it is another entry (sm90m: three consumer warpgroups)
+	at64           *variant // the forward at head dim 64, when it is another entry (sm90: three consumer warpgroups)
 }
 
 func (v variant) shared(d int) int { return v.sharedPerDim*d + v.sharedFixed }
@@ -97,14 +97,13 @@ var (
 	// shared memory.
 	fwdSM90L = variant{fn: "fwd90l", qTile: 128, kTile: 128, threads: 384, sharedPerDim: fwdSM90.sharedPerDim, sharedFixed: fwdSM90.sharedFixed, lean: true}
 	bwdSM90C = bwdSM90F.withConvC()
-	// experiment sm90m (prepared 2026-12-04, not yet run on a GPU; docs/perf.md "Next:
-	// sm90m"): at head dim 64 the lean forward with three consumer warpgroups over 192 x 128
-	// tiles (Q 2 x 192 x D), taking turns in a ring, 160 registers a consumer, 32 the producer.
+	// sm90 since call 26 (docs/perf.md "Call 25"): at head dim 64 the lean forward with
+	// three consumer warpgroups over 192 x 128 tiles (Q 2 x 192 x D), taking turns in a ring,
+	// 160 registers a consumer, 32 the producer (LONGCA_FWD_THREE); at head dim 128 the
+	// lean forward with the next tile's softmax under this tile's P V (LONGCA_FWD_OVL).
 	fwdSM90M  = variant{fn: "fwd90m", qTile: 192, kTile: 128, threads: 512, sharedPerDim: (2*192 + 4*128) * 2, sharedFixed: fwdSM90.sharedFixed, lean: true}
-	fwdSM90LM = fwdSM90L.withAt64(&fwdSM90M)
-	// experiment sm90o (2026-12-04, not yet run on a GPU): the lean forward with the next
-	// tile's exponentials under this tile's P V (LONGCA_FWD_OVL), the turns as in sm90
-	fwdSM90O = variant{fn: "fwd90o", qTile: 128, kTile: 128, threads: 384, sharedPerDim: fwdSM90.sharedPerDim, sharedFixed: fwdSM90.sharedFixed, lean: true}
+	fwdSM90O  = variant{fn: "fwd90o", qTile: 128, kTile: 128, threads: 384, sharedPerDim: fwdSM90.sharedPerDim, sharedFixed: fwdSM90.sharedFixed, lean: true}
+	fwdSM90OM = fwdSM90O.withAt64(&fwdSM90M)
 )
 
 // archVariant is a code path of the kernel: the entry points of its forward and backward
@@ -132,20 +131,19 @@ type archVariant struct {
 // (sm90 on compute capability 9.0, sm80 elsewhere); the experiments and the variants that
 // time one side of a rule stand between them.
 var archVariants = []archVariant{
-	{name: "sm90", doc: "Hopper: TMA + wgmma, warp-specialised (a producer and two consumer warpgroups); forward 128x128 tiles with the consumer warpgroups taking turns (pingpong; persistent when rows are short) and a lean softmax (the scale folded into the exponent, the rescale skipped when no row of a warp has a new maximum), backward 128 keys x 64 queries with dQ staged in fragment order while dK runs, added by bulk reductions and converted through shared memory, the key tiles of a head together on uniform masks and heaviest first otherwise; partial tiles' allowed columns by interval arithmetic; wgmma descriptors one add from per-step bases", major: 9, exact: true, fwd: fwdSM90L, bwd: bwdSM90C, sched: schedByRule, defines: sm90Defines},
-	{name: "sm90-prev", doc: "sm90 as it was before call 15 (call 13's kernel: the plain softmax, dQ converted from global memory, the partial tiles' columns compared one by one): kept to time the new default against", major: 9, exact: true, fwd: fwdSM90, bwd: bwdSM90F, sched: schedByRule},
-	{name: "sm90-persist", doc: "sm90 with the forward always persistent (a block per SM walking the work items), whatever the rows: to time both sides of sm90's rule", major: 9, exact: true, fwd: fwdSM90L, bwd: bwdSM90C, sched: schedByRule, persist: 1, defines: sm90Defines},
-	{name: "sm90-plain", doc: "sm90 with the forward never persistent (a block per 128-query tile), whatever the rows: to time both sides of sm90's rule", major: 9, exact: true, fwd: fwdSM90L, bwd: bwdSM90C, sched: schedByRule, persist: -1, defines: sm90Defines},
-	{name: "sm90fk", doc: "sm90 with the backward's key tiles of a head always together (one side of sm90's order rule)", major: 9, exact: true, fwd: fwdSM90L, bwd: bwdSM90C, sched: schedKTFast, defines: sm90Defines},
-	{name: "sm90fn", doc: "sm90 with the backward's key tiles always heaviest first over all heads (the other side of sm90's order rule)", major: 9, exact: true, fwd: fwdSM90L, bwd: bwdSM90C, sched: schedNoRot, defines: sm90Defines},
-	{name: "sm90m", doc: "experiment (not yet run on a GPU): sm90 with the head-dim-64 forward on three consumer warpgroups over 192 x 128 tiles, taking turns in a ring; head dim 128 as sm90", major: 9, exact: true, fwd: fwdSM90LM, bwd: bwdSM90C, sched: schedByRule, defines: append([]string{"LONGCA_FWD_THREE"}, sm90Defines...)},
-	{name: "sm90o", doc: "experiment (not yet run on a GPU): sm90 with the forward's next Q K^T issued before this tile's P V as two groups, the next tile's exponentials under P V, P packed and the accumulator rescaled after it (FlashAttention-3's order within a warpgroup, with the turns)", major: 9, exact: true, fwd: fwdSM90O, bwd: bwdSM90C, sched: schedByRule, defines: append([]string{"LONGCA_FWD_OVL"}, sm90Defines...)},
+	{name: "sm90", doc: "Hopper: TMA + wgmma, warp-specialised (a producer and consumer warpgroups); forward at head dim 128 over 128x128 tiles with two consumer warpgroups taking turns (pingpong) and, within a turn, the next tile's Q K^T and this tile's P V as two groups with the next tile's softmax under P V (FlashAttention-3's order); at head dim 64 over 192x128 tiles with three consumer warpgroups taking turns in a ring; a lean softmax (the scale folded into the exponent, the rescale skipped when no row of a warp has a new maximum); persistent when rows are short; backward 128 keys x 64 queries with dQ staged in fragment order while dK runs, added by bulk reductions and converted through shared memory, the key tiles of a head together on uniform masks and heaviest first otherwise; partial tiles' allowed columns by interval arithmetic; wgmma descriptors one add from per-step bases", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90C, sched: schedByRule, defines: sm90Defines},
+	{name: "sm90-prev", doc: "sm90 as it was before call 26 (call 23's kernel: the forward's softmax after its products within a turn, two consumer warpgroups at head dim 64 too): kept to time the new default against", major: 9, exact: true, fwd: fwdSM90L, bwd: bwdSM90C, sched: schedByRule, defines: []string{"LONGCA_FWD_LEAN", "LONGCA_TILE_BITS_SPAN"}},
+	{name: "sm90-persist", doc: "sm90 with the forward always persistent (a block per SM walking the work items), whatever the rows: to time both sides of sm90's rule", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90C, sched: schedByRule, persist: 1, defines: sm90Defines},
+	{name: "sm90-plain", doc: "sm90 with the forward never persistent (a block per query tile), whatever the rows: to time both sides of sm90's rule", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90C, sched: schedByRule, persist: -1, defines: sm90Defines},
+	{name: "sm90fk", doc: "sm90 with the backward's key tiles of a head always together (one side of sm90's order rule)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90C, sched: schedKTFast, defines: sm90Defines},
+	{name: "sm90fn", doc: "sm90 with the backward's key tiles always heaviest first over all heads (the other side of sm90's order rule)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90C, sched: schedNoRot, defines: sm90Defines},
 	{name: "sm80", doc: "Ampere and later: mma.sync forward and backward (cp.async double buffering)", major: 8, fwd: fwdSM80, bwd: bwdSM80},
 }
 
-// sm90Defines are the default's defines (call 15's winners): the lean forward's entry points
-// and the partial tiles' bits by interval arithmetic.
-var sm90Defines = []string{"LONGCA_FWD_LEAN", "LONGCA_TILE_BITS_SPAN"}
+// sm90Defines are the default's defines (call 15's and call 25's winners): the overlapped
+// forward's entry points (d128), the three-consumer forward's (d64), and the partial tiles'
+// bits by interval arithmetic.
+var sm90Defines = []string{"LONGCA_FWD_OVL", "LONGCA_FWD_THREE", "LONGCA_TILE_BITS_SPAN"}
 
 // sourceSM90 is attention_sm90.cu as this variant compiles it: its defines first.
 func (v archVariant) sourceSM90() string {
