@@ -582,7 +582,7 @@ DEV void fence_async_global() { asm volatile("fence.proxy.async.global;\n" ::: "
 // F (sm90's since call 13): dQ staged unscaled in fragment order and added by one 1-D bulk
 // reduction a warpgroup into chunks of the accumulator (dq90_convertf undoes the order and
 // scales); without F (sm90r), two swizzled tensor boxes, scaled.
-template <int D, typename T, bool DET, bool F>
+template <int D, typename T, bool DET, bool F, bool OVB = false>
 DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const TmaDesc &tdo, const TmaDesc &tdq,
                   const float *__restrict__ lse2, const float *__restrict__ dsum, T *__restrict__ dk,
                   T *__restrict__ dv, int sq, int sk, int hq, int hkv, int sq_pad, float scale, float scale_log2,
@@ -739,7 +739,164 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     mbar_arrive(&dqFull[cw]);
   };
 
-  for (int it = 0; it < iters; it++) {
+  // OV (experiment sm90bo, head dim 64 only: the registers of a second S^T and dP^T fit
+  // there, not at 128): step it+1's S^T and dP^T are issued right after step it's dV, as
+  // their own group, and step it+1's exponentials and dS^T are computed while step it's dQ
+  // and dK run; dS^T is packed once dK (which reads the packed dS^T of step it) is done.
+  // The last step is written out on its own, so that every turn of the loop issues the
+  // same groups (ptxas serialises the wgmma when one is conditional, C7514).
+  constexpr bool OV = OVB && D == 64;
+  if constexpr (OV) {
+    float st[32], dpt[32];
+    unsigned pa[4][4], sa[4][4];
+    // S^T and dP^T of step j, issued and committed (not waited for)
+    auto issue_sdp = [&](int j) {
+      const int sj = j % STAGES;
+      const T *cQ = sQ + sj * BBM9 * D, *cdO = sdO + sj * BBM9 * D;
+      const unsigned loQ = sw128_lo(cQ, 16), loO = sw128_lo(cdO, 16);
+      mbar_wait(&fullQ[sj], (j / STAGES) & 1);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < D / 16; kk++) {
+        const int c = kk / 4, k16 = (kk % 4) * 16;
+        const int ko = (c * BBN9 * CHUNK + k16) * 2, qo = (c * BBM9 * CHUNK + k16) * 2;
+        Ops<T>::template ss64<0, 0>(st, sw128_at(loK, ko), sw128_at(loQ, qo), kk > 0);
+        Ops<T>::template ss64<0, 0>(dpt, sw128_at(loV, ko), sw128_at(loO, qo), kk > 0);
+      }
+      wgmma_commit();
+    };
+    // P^T (packed into pa) and dS^T (fp32, in dpt) of step j from its S^T and dP^T
+    auto elementwise = [&](int j) {
+      const int sj = j % STAGES, ej = e0 + (j % ne + rot) % ne;
+      const int q0 = wl.entries[2 * ej] * BBM9, ref = wl.entries[2 * ej + 1];
+      const float *cL = sL + sj * BBM9, *cDs = sDs + sj * BBM9;
+      if (ref < 0) {  // a full tile: no pair to test
+#pragma unroll
+        for (int jj = 0; jj < BBM9 / 8; jj++)
+#pragma unroll
+          for (int c = 0; c < 4; c++) {
+            const int ql = jj * 8 + 2 * t + (c % 2);
+            const float p = exp2f(st[4 * jj + c] * scale_log2 - cL[ql]);
+            st[4 * jj + c] = p;
+            dpt[4 * jj + c] = p * (dpt[4 * jj + c] - cDs[ql]);
+          }
+      } else {
+        const unsigned long long bits = tile_bits<BBM9, true>(wl, ref, k0 + kr, q0, t);
+#pragma unroll
+        for (int jj = 0; jj < BBM9 / 8; jj++)
+#pragma unroll
+          for (int c = 0; c < 4; c++) {
+            const int ql = jj * 8 + 2 * t + (c % 2);
+            const bool ok = bits >> (jj * 4 + c) & 1ull;
+            const float p = ok ? exp2f(st[4 * jj + c] * scale_log2 - cL[ql]) : 0.f;
+            st[4 * jj + c] = p;
+            dpt[4 * jj + c] = p * (dpt[4 * jj + c] - cDs[ql]);
+          }
+      }
+#pragma unroll
+      for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+        for (int x = 0; x < 4; x++) pa[kk][x] = Ops<T>::pack(st[8 * kk + 2 * x], st[8 * kk + 2 * x + 1]);
+    };
+    auto pack_ds = [&]() {
+#pragma unroll
+      for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+        for (int x = 0; x < 4; x++) sa[kk][x] = Ops<T>::pack(dpt[8 * kk + 2 * x], dpt[8 * kk + 2 * x + 1]);
+    };
+    // dV of step j, issued and committed
+    auto issue_dv = [&](int j) {
+      const T *cdO = sdO + (j % STAGES) * BBM9 * D;
+      const unsigned loOm = sw128_lo(cdO, BBM9 * CHUNK * 2);
+      reg_fence(dva);
+      reg_fence(dka);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; kk++) PV<T, D>::run(dva, pa[kk], sw128_at(loOm, kk * 16 * CHUNK * 2));
+      wgmma_commit();
+    };
+    // dS^T of step j to shared memory, then dQ and dK of step j, each committed
+    auto issue_dqdk = [&](int j, float(&dqa)[32]) {
+      T *dS = sdS + (j & 1) * BBN9 * BBM9;
+#pragma unroll
+      for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+        for (int x = 0; x < 4; x++) {
+          const int row = kr + (x & 1) * 8, col = kk * 16 + (x >> 1) * 8 + 2 * t;
+          const int off = row * CHUNK + ((((col >> 3) ^ (row & 7))) << 3) + (col & 7);
+          *reinterpret_cast<unsigned *>(dS + off) = sa[kk][x];
+        }
+      fence_async_smem();
+      named_sync(2 + cw, 128);
+      wgmma_fence();
+      const unsigned loS = sw128_lo(dS + cw * 64 * CHUNK, 16);
+#pragma unroll
+      for (int kk = 0; kk < 4; kk++)
+        Ops<T>::template ss64<1, 1>(dqa, sw128_at(loS, kk * 16 * CHUNK * 2), sw128_at(loKq, kk * 16 * CHUNK * 2), kk > 0);
+      wgmma_commit();
+      const T *cQ = sQ + (j % STAGES) * BBM9 * D;
+      const unsigned loQm = sw128_lo(cQ, BBM9 * CHUNK * 2);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; kk++) PV<T, D>::run(dka, sa[kk], sw128_at(loQm, kk * 16 * CHUNK * 2));
+      wgmma_commit();
+    };
+    if (iters > 0) {
+      issue_sdp(0);
+      wgmma_wait<0>();
+      reg_fence(st);
+      reg_fence(dpt);
+      elementwise(0);
+      pack_ds();
+    }
+    for (int it = 0; it + 1 < iters; it++) {
+      float dqa[32];
+      issue_dv(it);
+      issue_sdp(it + 1);
+      issue_dqdk(it, dqa);
+      wgmma_wait<2>();  // dV of step it and S^T, dP^T of step it + 1
+      reg_fence(dva);
+      reg_fence(st);
+      reg_fence(dpt);
+      elementwise(it + 1);  // pa is free: dV has read it
+      reg_fence(dpt);
+      reg_fence(pa);
+#ifndef EXP_BNOPIN
+      {  // ptxas would schedule the next wait above the exponentials: a never-taken store
+         // that depends on every P (through the packed words) keeps them before it
+        unsigned x = 0;
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+          for (int y = 0; y < 4; y++) x ^= pa[kk][y];
+        asm volatile("{ .reg .pred p; setp.eq.u32 p, %0, 0x7fc17fc1; @p st.shared.u32 [%1], %0; }" ::"r"(x),
+                     "r"(smem_u32(smem)) : "memory");
+      }
+#endif
+      wgmma_wait<1>();  // dQ
+      reg_fence(dqa);
+      stage_dq(dqa, it);
+      wgmma_wait<0>();  // dK: sa is free
+      reg_fence(dka);
+      reg_fence(sa);
+      mbar_arrive(&emptyQ[it % STAGES]);
+      pack_ds();
+    }
+    if (iters > 0) {  // the last step
+      const int it = iters - 1;
+      float dqa[32];
+      issue_dv(it);
+      issue_dqdk(it, dqa);
+      wgmma_wait<1>();
+      reg_fence(dva);
+      reg_fence(dqa);
+      stage_dq(dqa, it);
+      wgmma_wait<0>();
+      reg_fence(dka);
+      mbar_arrive(&emptyQ[it % STAGES]);
+    }
+  }
+  for (int it = 0; !OV && it < iters; it++) {
     const int s = it % STAGES;
     const unsigned ph = (it / STAGES) & 1;
     const int e = e0 + (it % ne + rot) % ne;
@@ -953,14 +1110,15 @@ DEV void dq90_convertc(const float *__restrict__ acc, T *__restrict__ dq, int sq
     fwd_sm90<D, T, PERSIST, LEAN, NC, OV>(tq, tk, tv, o, lse, sq, sk, hq, hkv, scale_log2,                                       \
                             WorkList{order, start, entries, refs, slices, row_tiles, per_head});                   \
   }
-#define SM90_BWD(FN, NAME, T, D, DET, F)                                                                               \
+#define SM90_BWD(FN, NAME, T, D, DET, F) SM90_BWD_X(FN, NAME, T, D, DET, F, false)
+#define SM90_BWD_X(FN, NAME, T, D, DET, F, OVB)                                                                               \
   extern "C" __global__ void __launch_bounds__(SNT, 1) FN##_##NAME##_d##D(                                        \
       const __grid_constant__ TmaDesc tq, const __grid_constant__ TmaDesc tk, const __grid_constant__ TmaDesc tv,   \
       const __grid_constant__ TmaDesc tdo, const __grid_constant__ TmaDesc tdq, const float *lse2, const float *dsum, \
       T *dk, T *dv, int sq, int sk, int hq, int hkv, int sq_pad, float scale, float scale_log2, const int *order,     \
       const int *start, const int *entries, const int *refs, const int *slices, int row_tiles, int per_head,        \
       const int *ranks, int *locks, int sched, float *dqacc) {                                                       \
-    bwd_sm90<D, T, DET, F>(tq, tk, tv, tdo, tdq, lse2, dsum, dk, dv, sq, sk, hq, hkv, sq_pad, scale, scale_log2, \
+    bwd_sm90<D, T, DET, F, OVB>(tq, tk, tv, tdo, tdq, lse2, dsum, dk, dv, sq, sk, hq, hkv, sq_pad, scale, scale_log2, \
                                  WorkList{order, start, entries, refs, slices, row_tiles, per_head}, ranks, locks, sched, dqacc); \
   }
 #define SM90_ENTRIES(NAME, T, D)                                                                                   \
@@ -1018,4 +1176,17 @@ SM90_OVL_ENTRIES(bf16, __nv_bfloat16, 64)
 SM90_OVL_ENTRIES(bf16, __nv_bfloat16, 128)
 SM90_OVL_ENTRIES(fp16, __half, 64)
 SM90_OVL_ENTRIES(fp16, __half, 128)
+#endif
+
+// The overlapped backward's entries (experiment sm90bo): at head dim 64 the next step's
+// S^T, dP^T and exponentials under this step's dQ and dK; at 128 the same code as bwd90f.
+// Only in the variants that define LONGCA_BWD_OVL.
+#ifdef LONGCA_BWD_OVL
+#define SM90_BOVL_ENTRIES(NAME, T, D)               \
+  SM90_BWD_X(bwd90o, NAME, T, D, false, true, true) \
+  SM90_BWD_X(bwd90od, NAME, T, D, true, true, true)
+SM90_BOVL_ENTRIES(bf16, __nv_bfloat16, 64)
+SM90_BOVL_ENTRIES(bf16, __nv_bfloat16, 128)
+SM90_BOVL_ENTRIES(fp16, __half, 64)
+SM90_BOVL_ENTRIES(fp16, __half, 128)
 #endif

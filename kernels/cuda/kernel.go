@@ -104,6 +104,10 @@ var (
 	fwdSM90M  = variant{fn: "fwd90m", qTile: 192, kTile: 128, threads: 512, sharedPerDim: (2*192 + 4*128) * 2, sharedFixed: fwdSM90.sharedFixed, lean: true}
 	fwdSM90O  = variant{fn: "fwd90o", qTile: 128, kTile: 128, threads: 384, sharedPerDim: fwdSM90.sharedPerDim, sharedFixed: fwdSM90.sharedFixed, lean: true}
 	fwdSM90OM = fwdSM90O.withAt64(&fwdSM90M)
+	// experiment sm90bo (2026-12-04, not yet run on a GPU): the backward at head dim 64 with
+	// the next step's S^T, dP^T and exponentials under this step's dQ and dK (LONGCA_BWD_OVL;
+	// at head dim 128 the entry is bwd90f's code)
+	bwdSM90O = func() variant { v := bwdSM90C; v.fn = "bwd90o"; return v }()
 )
 
 // archVariant is a code path of the kernel: the entry points of its forward and backward
@@ -137,6 +141,7 @@ var archVariants = []archVariant{
 	{name: "sm90-plain", doc: "sm90 with the forward never persistent (a block per query tile), whatever the rows: to time both sides of sm90's rule", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90C, sched: schedByRule, persist: -1, defines: sm90Defines},
 	{name: "sm90fk", doc: "sm90 with the backward's key tiles of a head always together (one side of sm90's order rule)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90C, sched: schedKTFast, defines: sm90Defines},
 	{name: "sm90fn", doc: "sm90 with the backward's key tiles always heaviest first over all heads (the other side of sm90's order rule)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90C, sched: schedNoRot, defines: sm90Defines},
+	{name: "sm90bo", doc: "experiment (not yet run on a GPU): sm90 with the head-dim-64 backward's next step's S^T and dP^T issued after this step's dV and its exponentials and dS^T computed while this step's dQ and dK run; head dim 128 as sm90", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90O, sched: schedByRule, defines: append([]string{"LONGCA_BWD_OVL"}, sm90Defines...)},
 	{name: "sm80", doc: "Ampere and later: mma.sync forward and backward (cp.async double buffering)", major: 8, fwd: fwdSM80, bwd: bwdSM80},
 }
 
