@@ -6,8 +6,11 @@
 # 1. the experiment sm90bo's GPU tests (every mask, d64 and d128, fwd and bwd);
 # 2. head dim 64 backward, sm90bo / sm90 / cudnn, each its own folder: full, causal,
 #    causal_document and sliding_window_causal at 16K and 48K, checked;
-# 3. head dim 128 backward, sm90bo / sm90 on full 16K (the same code: a control for noise).
-# Bounded to 300 s; the table last; logs packed under OUT.
+# 3. head dim 128 backward, sm90bo / sm90 on full 16K (the same code: a control for noise);
+# 4. block-sparse backward, 32K, 128-token blocks, kept 0.2 / 0.5: sm90 (the rule's order for
+#    uneven key tiles, heaviest first over all heads) against sm90fk (a head's key tiles
+#    together): does the L2 reuse of Q/dO explain sparse's 0.75-0.78 of dense per area?
+# Bounded to 360 s; the table last; logs packed under OUT.
 set -u
 out=${1:?usage: next-sm90bo.sh OUT}
 mkdir -p "$out/t"
@@ -18,7 +21,7 @@ echo "# tests sm90bo done at $(($(date +%s) - t0)) s: $(grep -c 'bwd=' "$out/t/t
 grep -E -- "--- FAIL|panic" "$out/t/test-sm90bo.log" | head -5 >>"$out/t/summary.txt"
 for c in 64:sm90bo 64:sm90 64:cudnn 128:sm90bo 128:sm90; do
 	d=${c%%:*} v=${c#*:}
-	left=$((300 - ($(date +%s) - t0)))
+	left=$((360 - ($(date +%s) - t0)))
 	[ "$left" -gt 10 ] || break
 	sel="--kernels cuda --variant $v"
 	[ "$v" = cudnn ] && sel="--kernels cudnn"
@@ -28,10 +31,21 @@ for c in 64:sm90bo 64:sm90 64:cudnn 128:sm90bo 128:sm90; do
 		--masks $masks --seqlens $lens --heads 64:8 --passes bwd -w 3 -n 10 --out "$out/t/$v-$d" >"$out/t/t-$v-$d.log" 2>&1
 	echo "# d$d $v rc=$? at $(($(date +%s) - t0)) s" >>"$out/t/summary.txt"
 done
+for v in sm90 sm90fk; do
+	left=$((360 - ($(date +%s) - t0)))
+	[ "$left" -gt 10 ] || break
+	timeout -s INT -k 5 $((left < 50 ? left : 50)) bin/longca sparse --kernels cuda --variant $v --seqlens 32K --block 128 \
+		--ratios 0.2,0.5 --heads 64:8 --passes bwd -w 2 -n 5 --out "$out/t/s-$v" >"$out/t/ts-$v.log" 2>&1
+	echo "# sparse $v rc=$? at $(($(date +%s) - t0)) s" >>"$out/t/summary.txt"
+done
 cat "$out/t/summary.txt"
 for c in 64:sm90bo 64:sm90 64:cudnn 128:sm90bo 128:sm90; do
 	d=${c%%:*} v=${c#*:}
 	echo "=== d$d $v"
 	grep -E '^  [a-z_]+ +[0-9]+ ' "$out/t/t-$v-$d.log"
+done
+for v in sm90 sm90fk; do
+	echo "=== sparse $v"
+	grep -E '^  [a-z_0-9.]+ +[0-9]+ ' "$out/t/ts-$v.log"
 done
 tar -C "$out" -czf "$out/t.tgz" t && rm -rf "$out/t"
