@@ -180,10 +180,10 @@ template <int N> DEV void mask_tile(float (&sc)[N / 2], const WorkList &wl, int 
 constexpr int SBM = 128, SBN = 128, STAGES = 2, SNT = 384;
 constexpr int CHUNK = 64;  // columns of one 128-byte swizzled chunk (16-bit elements)
 
-template <int D, int QM = SBM> struct SmemLayout {
+template <int D, int QM = SBM, int BN = SBN> struct SmemLayout {
   static constexpr int kChunks = D / CHUNK;
   static constexpr int kQBytes = QM * D * 2;
-  static constexpr int kKVBytes = SBN * D * 2;
+  static constexpr int kKVBytes = BN * D * 2;
   static constexpr int kQ = 0;                       // [2] Q tiles (the next work item's loads early)
   static constexpr int kK = kQ + 2 * kQBytes;
   static constexpr int kV = kK + STAGES * kKVBytes;
@@ -222,13 +222,14 @@ DEV FwdItem fwd_item(const WorkList &wl, int item, int hq, int hkv) {
 // 64 query rows each (a 64 NC-row tile); they take turns on the tensor cores in a ring
 // (warpgroup c waits at named barrier 1 + c and hands over at the next one). With 3 the
 // block is 512 threads: consumers at 160 registers, the producer at 32 (65536 in all).
-template <int D, typename T, bool PERSIST, bool LEAN, int NC = 2, bool OV = false>
+template <int D, typename T, bool PERSIST, bool LEAN, int NC = 2, bool OV = false, int BN = SBN>
 DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__restrict__ o, float *__restrict__ lse,
                   int sq, int sk, int hq, int hkv, float scale_log2, WorkList wl) {
   static_assert(NC == 2 || (NC == 3 && D == 64), "three consumer warpgroups fit the registers at head dim 64 only");
+  static_assert(BN == 128 || (BN == 64 && NC == 2), "64-key tiles with two consumer warpgroups");
   constexpr int QM = 64 * NC, CT = 128 * NC;  // query rows a tile, consumer threads
   constexpr int kProdRegs = NC == 3 ? 32 : 40, kConsRegs = NC == 3 ? 160 : 232;  // setmaxnreg
-  using L = SmemLayout<D, QM>;
+  using L = SmemLayout<D, QM, BN>;
   extern __shared__ unsigned char smem_raw[];
   unsigned char *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
   T *sQs = reinterpret_cast<T *>(smem + L::kQ);
@@ -283,12 +284,12 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
           mbar_expect_tx(&fullK[s], L::kKVBytes);
 #pragma unroll
           for (int c = 0; c < L::kChunks; c++)
-            tma_load3(sK + s * SBN * D + c * SBN * CHUNK, &tk, &fullK[s], c * CHUNK, it.kvh, kt * SBN);
+            tma_load3(sK + s * BN * D + c * BN * CHUNK, &tk, &fullK[s], c * CHUNK, it.kvh, kt * BN);
           mbar_wait(&emptyV[s], ph ^ 1);
           mbar_expect_tx(&fullV[s], L::kKVBytes);
 #pragma unroll
           for (int c = 0; c < L::kChunks; c++)
-            tma_load3(sV + s * SBN * D + c * SBN * CHUNK, &tv, &fullV[s], c * CHUNK, it.kvh, kt * SBN);
+            tma_load3(sV + s * BN * D + c * BN * CHUNK, &tv, &fullV[s], c * CHUNK, it.kvh, kt * BN);
         }
       }
     }
@@ -314,40 +315,43 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
   const T *qw = sQs + qb * QM * D + cw * 64 * CHUNK;  // this warpgroup's 64 rows of each chunk
   // S = Q K^T of the tile in stage s, issued (not waited for)
   const unsigned loQw = sw128_lo(qw, 16);  // descriptors are one add from a base
-  auto issue_qk = [&](float(&sc)[64], int s) {
-    const T *cK = sK + s * SBN * D;
+  auto issue_qk = [&](float(&sc)[BN / 2], int s) {
+    const T *cK = sK + s * BN * D;
     const unsigned loK = sw128_lo(cK, 16);
 #pragma unroll
     for (int kk = 0; kk < D / 16; kk++) {
       const int c = kk / 4, k16 = (kk % 4) * 16;
       const u64 da = sw128_at(loQw, (c * QM * CHUNK + k16) * 2);
-      const u64 db = sw128_at(loK, (c * SBN * CHUNK + k16) * 2);
-      Ops<T>::template ss128<0>(sc, da, db, kk > 0);
+      const u64 db = sw128_at(loK, (c * BN * CHUNK + k16) * 2);
+      if constexpr (BN == 128)
+        Ops<T>::template ss128<0>(sc, da, db, kk > 0);
+      else
+        Ops<T>::template ss64<0, 0>(sc, da, db, kk > 0);
     }
   };
   // O += P V of the tile in stage s, issued: keys kk*16 .. kk*16+15 are 16 rows of 128
-  // bytes in every chunk, chunks SBN*128 bytes apart
-  auto issue_pv = [&](const unsigned(&pa)[SBN / 16][4], int s) {
-    const T *cV = sV + s * SBN * D;
-    const unsigned loV = sw128_lo(cV, SBN * CHUNK * 2);
+  // bytes in every chunk, chunks BN*128 bytes apart
+  auto issue_pv = [&](const unsigned(&pa)[BN / 16][4], int s) {
+    const T *cV = sV + s * BN * D;
+    const unsigned loV = sw128_lo(cV, BN * CHUNK * 2);
 #pragma unroll
-    for (int kk = 0; kk < SBN / 16; kk++)
+    for (int kk = 0; kk < BN / 16; kk++)
       PV<T, D>::run(acc, pa[kk], sw128_at(loV, kk * 16 * CHUNK * 2));
   };
   // the scores of entry e to P (packed), with the row maxima m moved on; alpha rescales
   // what was accumulated before, sum is the rows' new mass
-  auto softmax = [&](float(&sc)[64], int e, unsigned(&pa)[SBN / 16][4], float(&alpha)[2], float(&sum)[2], bool pack = true) {
+  auto softmax = [&](float(&sc)[BN / 2], int e, unsigned(&pa)[BN / 16][4], float(&alpha)[2], float(&sum)[2], bool pack = true) {
     const int kt = wl.entries[2 * e], ref = wl.entries[2 * e + 1];
     if (!LEAN) {
 #pragma unroll
-      for (int j = 0; j < 64; j++) sc[j] *= scale_log2;
+      for (int j = 0; j < BN / 2; j++) sc[j] *= scale_log2;
     }
-    if (ref >= 0) mask_tile<SBN>(sc, wl, ref, r0, kt * SBN, t);
+    if (ref >= 0) mask_tile<BN>(sc, wl, ref, r0, kt * BN, t);
 #pragma unroll
     for (int r = 0; r < 2; r++) {
       float mx = LEAN ? -INFINITY : m[r];
 #pragma unroll
-      for (int j = 0; j < SBN / 8; j++) mx = fmaxf(mx, fmaxf(sc[4 * j + 2 * r], sc[4 * j + 2 * r + 1]));
+      for (int j = 0; j < BN / 8; j++) mx = fmaxf(mx, fmaxf(sc[4 * j + 2 * r], sc[4 * j + 2 * r + 1]));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
       if (LEAN) mx = fmaxf(m[r], mx * scale_log2);  // the maximum in the exponent's units (scale > 0)
@@ -358,7 +362,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       m[r] = mx;
       float sm = 0.f;
 #pragma unroll
-      for (int j = 0; j < SBN / 8; j++) {
+      for (int j = 0; j < BN / 8; j++) {
         if (LEAN) {  // exp2(s scale log2e - max): one FFMA; masked scores are -inf either way
           sc[4 * j + 2 * r] = exp2f(fmaf(sc[4 * j + 2 * r], scale_log2, -use));
           sc[4 * j + 2 * r + 1] = exp2f(fmaf(sc[4 * j + 2 * r + 1], scale_log2, -use));
@@ -372,7 +376,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
     }
     if (pack) {
 #pragma unroll
-      for (int kk = 0; kk < SBN / 16; kk++)
+      for (int kk = 0; kk < BN / 16; kk++)
 #pragma unroll
         for (int x = 0; x < 4; x++) pa[kk][x] = Ops<T>::pack(sc[8 * kk + 2 * x], sc[8 * kk + 2 * x + 1]);
     }
@@ -392,8 +396,8 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
     }
   };
 
-  float sc[64], alpha[2], sum[2];
-  unsigned pa[SBN / 16][4];
+  float sc[BN / 2], alpha[2], sum[2];
+  unsigned pa[BN / 16][4];
   {
     // The two consumer warpgroups take turns on the tensor cores (named barriers 1 and 2):
     // a turn issues tile i's P V and tile i+1's Q K^T together, then hands over, so one
@@ -447,7 +451,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       reg_fence(pa);
       mbar_arrive(&emptyV[s]);
 #pragma unroll
-      for (int kk = 0; kk < SBN / 16; kk++)
+      for (int kk = 0; kk < BN / 16; kk++)
 #pragma unroll
         for (int x = 0; x < 4; x++) pa[kk][x] = Ops<T>::pack(sc[8 * kk + 2 * x], sc[8 * kk + 2 * x + 1]);
       rescale(alpha, sum);
@@ -1101,13 +1105,14 @@ DEV void dq90_convertc(const float *__restrict__ acc, T *__restrict__ dq, int sq
 
 #define SM90_FWD(FN, NAME, T, D, PERSIST, LEAN) SM90_FWD_NC(FN, NAME, T, D, PERSIST, LEAN, 2)
 #define SM90_FWD_NC(FN, NAME, T, D, PERSIST, LEAN, NC) SM90_FWD_X(FN, NAME, T, D, PERSIST, LEAN, NC, false)
-#define SM90_FWD_X(FN, NAME, T, D, PERSIST, LEAN, NC, OV)                                                                          \
+#define SM90_FWD_X(FN, NAME, T, D, PERSIST, LEAN, NC, OV) SM90_FWD_B(FN, NAME, T, D, PERSIST, LEAN, NC, OV, SBN)
+#define SM90_FWD_B(FN, NAME, T, D, PERSIST, LEAN, NC, OV, BN)                                                                          \
   extern "C" __global__ void __launch_bounds__(128 * (NC + 1), 1)                                                             \
       FN##_##NAME##_d##D(const __grid_constant__ TmaDesc tq, const __grid_constant__ TmaDesc tk,                   \
                          const __grid_constant__ TmaDesc tv, T *o, float *lse, int sq, int sk, int hq, int hkv,    \
                          float scale_log2, const int *order, const int *start, const int *entries, const int *refs, \
                          const int *slices, int row_tiles, int per_head) {                                         \
-    fwd_sm90<D, T, PERSIST, LEAN, NC, OV>(tq, tk, tv, o, lse, sq, sk, hq, hkv, scale_log2,                                       \
+    fwd_sm90<D, T, PERSIST, LEAN, NC, OV, BN>(tq, tk, tv, o, lse, sq, sk, hq, hkv, scale_log2,                                       \
                             WorkList{order, start, entries, refs, slices, row_tiles, per_head});                   \
   }
 #define SM90_BWD(FN, NAME, T, D, DET, F) SM90_BWD_X(FN, NAME, T, D, DET, F, false)
@@ -1189,4 +1194,17 @@ SM90_BOVL_ENTRIES(bf16, __nv_bfloat16, 64)
 SM90_BOVL_ENTRIES(bf16, __nv_bfloat16, 128)
 SM90_BOVL_ENTRIES(fp16, __half, 64)
 SM90_BOVL_ENTRIES(fp16, __half, 128)
+#endif
+
+// The forward over 64-key tiles (experiment sm90s): the overlapped forward with tiles of
+// 128 queries x 64 keys, for masks whose kept blocks are 64 keys wide (a 128-key tile of a
+// 64-token block-sparse map is often half empty); only with LONGCA_FWD_K64.
+#ifdef LONGCA_FWD_K64
+#define SM90_K64_ENTRIES(NAME, T, D)                      \
+  SM90_FWD_B(fwd90s, NAME, T, D, false, true, 2, true, 64) \
+  SM90_FWD_B(fwd90sp, NAME, T, D, true, true, 2, true, 64)
+SM90_K64_ENTRIES(bf16, __nv_bfloat16, 64)
+SM90_K64_ENTRIES(bf16, __nv_bfloat16, 128)
+SM90_K64_ENTRIES(fp16, __half, 64)
+SM90_K64_ENTRIES(fp16, __half, 128)
 #endif

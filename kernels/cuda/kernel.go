@@ -104,6 +104,9 @@ var (
 	fwdSM90M  = variant{fn: "fwd90m", qTile: 192, kTile: 128, threads: 512, sharedPerDim: (2*192 + 4*128) * 2, sharedFixed: fwdSM90.sharedFixed, lean: true}
 	fwdSM90O  = variant{fn: "fwd90o", qTile: 128, kTile: 128, threads: 384, sharedPerDim: fwdSM90.sharedPerDim, sharedFixed: fwdSM90.sharedFixed, lean: true}
 	fwdSM90OM = fwdSM90O.withAt64(&fwdSM90M)
+	// experiment sm90s (2026-12-04, not yet run on a GPU): the overlapped forward over 128 x 64
+	// tiles at both head dims (LONGCA_FWD_K64): K and V 2 stages of 64 x D
+	fwdSM90S = variant{fn: "fwd90s", qTile: 128, kTile: 64, threads: 384, sharedPerDim: (2*128 + 4*64) * 2, sharedFixed: fwdSM90.sharedFixed, lean: true}
 	// experiment sm90bo (2026-12-04, not yet run on a GPU): the backward at head dim 64 with
 	// the next step's S^T, dP^T and exponentials under this step's dQ and dK (LONGCA_BWD_OVL;
 	// at head dim 128 the entry is bwd90f's code)
@@ -142,6 +145,7 @@ var archVariants = []archVariant{
 	{name: "sm90fk", doc: "sm90 with the backward's key tiles of a head always together (one side of sm90's order rule)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90C, sched: schedKTFast, defines: sm90Defines},
 	{name: "sm90fn", doc: "sm90 with the backward's key tiles always heaviest first over all heads (the other side of sm90's order rule)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90C, sched: schedNoRot, defines: sm90Defines},
 	{name: "sm90bo", doc: "experiment (not yet run on a GPU): sm90 with the head-dim-64 backward's next step's S^T and dP^T issued after this step's dV and its exponentials and dS^T computed while this step's dQ and dK run; head dim 128 as sm90", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90O, sched: schedByRule, defines: append([]string{"LONGCA_BWD_OVL"}, sm90Defines...)},
+	{name: "sm90s", doc: "experiment (not yet run on a GPU): sm90 with the forward over 128-query x 64-key tiles at both head dims (for 64-token block-sparse maps, whose 128-key tiles are often half empty)", major: 9, exact: true, fwd: fwdSM90S, bwd: bwdSM90C, sched: schedByRule, defines: append([]string{"LONGCA_FWD_K64"}, sm90Defines...)},
 	{name: "sm80", doc: "Ampere and later: mma.sync forward and backward (cp.async double buffering)", major: 8, fwd: fwdSM80, bwd: bwdSM80},
 }
 

@@ -10,7 +10,10 @@
 # 4. block-sparse backward, 32K, 128-token blocks, kept 0.2 / 0.5: sm90 (the rule's order for
 #    uneven key tiles, heaviest first over all heads) against sm90fk (a head's key tiles
 #    together): does the L2 reuse of Q/dO explain sparse's 0.75-0.78 of dense per area?
-# Bounded to 360 s; the table last; logs packed under OUT.
+# 5. the experiment sm90s (the forward over 128 x 64 tiles): its GPU tests, then the
+#    64-token block-sparse forward, 32K, kept 0.2 / 0.5, sm90s against sm90 (and full 16K
+#    d128 forward: what the smaller tiles cost on a dense mask).
+# Bounded to 480 s; the table last; logs packed under OUT.
 set -u
 out=${1:?usage: next-sm90bo.sh OUT}
 mkdir -p "$out/t"
@@ -21,7 +24,7 @@ echo "# tests sm90bo done at $(($(date +%s) - t0)) s: $(grep -c 'bwd=' "$out/t/t
 grep -E -- "--- FAIL|panic" "$out/t/test-sm90bo.log" | head -5 >>"$out/t/summary.txt"
 for c in 64:sm90bo 64:sm90 64:cudnn 128:sm90bo 128:sm90; do
 	d=${c%%:*} v=${c#*:}
-	left=$((360 - ($(date +%s) - t0)))
+	left=$((480 - ($(date +%s) - t0)))
 	[ "$left" -gt 10 ] || break
 	sel="--kernels cuda --variant $v"
 	[ "$v" = cudnn ] && sel="--kernels cudnn"
@@ -32,11 +35,27 @@ for c in 64:sm90bo 64:sm90 64:cudnn 128:sm90bo 128:sm90; do
 	echo "# d$d $v rc=$? at $(($(date +%s) - t0)) s" >>"$out/t/summary.txt"
 done
 for v in sm90 sm90fk; do
-	left=$((360 - ($(date +%s) - t0)))
+	left=$((480 - ($(date +%s) - t0)))
 	[ "$left" -gt 10 ] || break
 	timeout -s INT -k 5 $((left < 50 ? left : 50)) bin/longca sparse --kernels cuda --variant $v --seqlens 32K --block 128 \
 		--ratios 0.2,0.5 --heads 64:8 --passes bwd -w 2 -n 5 --out "$out/t/s-$v" >"$out/t/ts-$v.log" 2>&1
 	echo "# sparse $v rc=$? at $(($(date +%s) - t0)) s" >>"$out/t/summary.txt"
+done
+left=$((480 - ($(date +%s) - t0)))
+if [ "$left" -gt 60 ]; then
+	STEP_TIMEOUT=$((left < 100 ? left - 20 : 80)) sh kernels/cuda/gpu.sh "$out/t" test sm90s >/dev/null 2>&1
+	echo "# tests sm90s done at $(($(date +%s) - t0)) s: $(grep -c 'bwd=' "$out/t/test-sm90s.log") checks, $(grep -c -- '--- FAIL' "$out/t/test-sm90s.log") failed tests" >>"$out/t/summary.txt"
+fi
+for v in sm90s sm90; do
+	left=$((480 - ($(date +%s) - t0)))
+	[ "$left" -gt 10 ] || break
+	timeout -s INT -k 5 $((left < 40 ? left : 40)) bin/longca sparse --kernels cuda --variant $v --seqlens 32K --block 64 \
+		--ratios 0.2,0.5 --heads 64:8 --passes fwd -w 2 -n 5 --out "$out/t/s64-$v" >"$out/t/ts64-$v.log" 2>&1
+	echo "# sparse64 $v rc=$? at $(($(date +%s) - t0)) s" >>"$out/t/summary.txt"
+	left=$((480 - ($(date +%s) - t0)))
+	[ "$left" -gt 10 ] || break
+	timeout -s INT -k 5 $((left < 30 ? left : 30)) bin/longca kernel --kernels cuda --variant $v --masks full --seqlens 16K \
+		--heads 64:8 --passes fwd -w 3 -n 10 --out "$out/t/dense-$v" >"$out/t/td-$v.log" 2>&1
 done
 cat "$out/t/summary.txt"
 for c in 64:sm90bo 64:sm90 64:cudnn 128:sm90bo 128:sm90; do
@@ -47,5 +66,9 @@ done
 for v in sm90 sm90fk; do
 	echo "=== sparse $v"
 	grep -E '^  [a-z_0-9.]+ +[0-9]+ ' "$out/t/ts-$v.log"
+done
+for v in sm90s sm90; do
+	echo "=== sparse 64 / dense full 16K, $v"
+	grep -hE '^  [a-z_0-9.]+ +[0-9]+ ' "$out/t/ts64-$v.log" "$out/t/td-$v.log"
 done
 tar -C "$out" -czf "$out/t.tgz" t && rm -rf "$out/t"
