@@ -114,11 +114,11 @@ early_exit() {
 	grep 'selftest comm' "$work/early-$backend.out"
 	[ "$rc" != 0 ] || { echo "exit status 0 although rank $rank left"; return 1; }
 	if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
-		# Open MPI's mpirun can itself hang in its abort ("Abort is in progress") after
-		# every rank has exited; then the ranks' own reports decide: each survivor must
-		# have ended within the timeout (its summary line says how long it ran).
-		if grep -q 'Abort is in progress' "$work/early-$backend.out" &&
-			[ "$(grep -c 'failed, .* not run ([0-9.]*s)' "$work/early-$backend.out")" -ge 3 ] &&
+		# Open MPI's mpirun can itself hang in its abort after every rank has exited (seen
+		# with "Abort is in progress" and, on a loaded machine, without a word); then the
+		# ranks' own reports decide: each survivor must have ended within the timeout (its
+		# summary line says how long it ran).
+		if [ "$(grep -c 'failed, .* not run ([0-9.]*s)' "$work/early-$backend.out")" -ge 3 ] &&
 			! grep -E 'not run \(([4-9][0-9]|[0-9]{3,})\.' "$work/early-$backend.out" >/dev/null; then
 			echo "(mpirun hung in its own abort after every rank had ended; the ranks ended in time)"
 		else
