@@ -586,7 +586,7 @@ DEV void fence_async_global() { asm volatile("fence.proxy.async.global;\n" ::: "
 // F (sm90's since call 13): dQ staged unscaled in fragment order and added by one 1-D bulk
 // reduction a warpgroup into chunks of the accumulator (dq90_convertf undoes the order and
 // scales); without F (sm90r), two swizzled tensor boxes, scaled.
-template <int D, typename T, bool DET, bool F, bool OVB = false>
+template <int D, typename T, bool DET, bool F, int OVB = 0>
 DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const TmaDesc &tdo, const TmaDesc &tdq,
                   const float *__restrict__ lse2, const float *__restrict__ dsum, T *__restrict__ dk,
                   T *__restrict__ dv, int sq, int sk, int hq, int hkv, int sq_pad, float scale, float scale_log2,
@@ -749,7 +749,12 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
   // and dK run; dS^T is packed once dK (which reads the packed dS^T of step it) is done.
   // The last step is written out on its own, so that every turn of the loop issues the
   // same groups (ptxas serialises the wgmma when one is conditional, C7514).
-  constexpr bool OV = OVB && D == 64;
+  // EARLY (OVB 2, experiment sm90be, both head dims): no second S^T and dP^T, but step it+1's
+  // are issued as soon as step it's dQ is staged, behind its dK, so that the tensor cores
+  // go on from dK into them while this warpgroup waits (the two warpgroups meet at dS^T every
+  // step at D = 128, so their gaps coincide).
+  constexpr bool EARLY = OVB == 2;
+  constexpr bool OV = (OVB == 1 && D == 64) || EARLY;
   if constexpr (OV) {
     float st[32], dpt[32];
     unsigned pa[4][4], sa[4][4];
@@ -831,29 +836,71 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
           *reinterpret_cast<unsigned *>(dS + off) = sa[kk][x];
         }
       fence_async_smem();
-      named_sync(2 + cw, 128);
+      if (L::kSplit)
+        named_sync(1, 256);  // both halves of dS^T written
+      else
+        named_sync(2 + cw, 128);
       wgmma_fence();
-      const unsigned loS = sw128_lo(dS + cw * 64 * CHUNK, 16);
+      const unsigned loS = sw128_lo(dS + (L::kSplit ? 0 : cw * 64 * CHUNK), 16);
 #pragma unroll
-      for (int kk = 0; kk < 4; kk++)
+      for (int kk = 0; kk < (L::kSplit ? BBN9 : 64) / 16; kk++)
         Ops<T>::template ss64<1, 1>(dqa, sw128_at(loS, kk * 16 * CHUNK * 2), sw128_at(loKq, kk * 16 * CHUNK * 2), kk > 0);
       wgmma_commit();
       const T *cQ = sQ + (j % STAGES) * BBM9 * D;
       const unsigned loQm = sw128_lo(cQ, BBM9 * CHUNK * 2);
       wgmma_fence();
+      if constexpr (EARLY) {
+        // dK's A from the dS^T just stored (this warpgroup's 64 key rows, K-major): sa is
+        // free once stored, which leaves the registers for the next S^T and dP^T
+        const unsigned loA = sw128_lo(dS + cw * 64 * CHUNK, 16);
 #pragma unroll
-      for (int kk = 0; kk < 4; kk++) PV<T, D>::run(dka, sa[kk], sw128_at(loQm, kk * 16 * CHUNK * 2));
+        for (int kk = 0; kk < 4; kk++) {
+          if constexpr (D == 128)
+            Ops<T>::template ss128<1>(dka, sw128_at(loA, kk * 32), sw128_at(loQm, kk * 16 * CHUNK * 2), 1);
+          else
+            Ops<T>::template ss64<0, 1>(dka, sw128_at(loA, kk * 32), sw128_at(loQm, kk * 16 * CHUNK * 2), 1);
+        }
+      } else {
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) PV<T, D>::run(dka, sa[kk], sw128_at(loQm, kk * 16 * CHUNK * 2));
+      }
       wgmma_commit();
     };
-    if (iters > 0) {
+    if (EARLY && iters > 0) {
       issue_sdp(0);
       wgmma_wait<0>();
+    }
+    // (every group is retired at the end of a turn: with S^T and dP^T in flight across the
+    // loop's back edge the compiler copies accumulators there, and ptxas serialises, C7514)
+    for (int it = 0; EARLY && it + 1 < iters; it++) {
+      float dqa[32];
       reg_fence(st);
       reg_fence(dpt);
-      elementwise(0);
+      elementwise(it);
+      pack_ds();
+      issue_dv(it);
+      issue_dqdk(it, dqa);
+      wgmma_wait<1>();  // dV and dQ
+      reg_fence(dva);
+      reg_fence(dqa);
+      stage_dq(dqa, it);
+      issue_sdp(it + 1);  // behind dK
+      wgmma_wait<1>();    // dK: the stage's Q is free
+      reg_fence(dka);
+      mbar_arrive(&emptyQ[it % STAGES]);
+      wgmma_wait<0>();  // S^T and dP^T of step it + 1
+    }
+    if (iters > 0) {
+      if (!EARLY) {  // EARLY: issued and waited for before its loop or in its last turn
+        issue_sdp(0);
+        wgmma_wait<0>();
+      }
+      reg_fence(st);
+      reg_fence(dpt);
+      elementwise(EARLY ? iters - 1 : 0);
       pack_ds();
     }
-    for (int it = 0; it + 1 < iters; it++) {
+    for (int it = 0; !EARLY && it + 1 < iters; it++) {
       float dqa[32];
       issue_dv(it);
       issue_sdp(it + 1);
@@ -1115,7 +1162,7 @@ DEV void dq90_convertc(const float *__restrict__ acc, T *__restrict__ dq, int sq
     fwd_sm90<D, T, PERSIST, LEAN, NC, OV, BN>(tq, tk, tv, o, lse, sq, sk, hq, hkv, scale_log2,                                       \
                             WorkList{order, start, entries, refs, slices, row_tiles, per_head});                   \
   }
-#define SM90_BWD(FN, NAME, T, D, DET, F) SM90_BWD_X(FN, NAME, T, D, DET, F, false)
+#define SM90_BWD(FN, NAME, T, D, DET, F) SM90_BWD_X(FN, NAME, T, D, DET, F, 0)
 #define SM90_BWD_X(FN, NAME, T, D, DET, F, OVB)                                                                               \
   extern "C" __global__ void __launch_bounds__(SNT, 1) FN##_##NAME##_d##D(                                        \
       const __grid_constant__ TmaDesc tq, const __grid_constant__ TmaDesc tk, const __grid_constant__ TmaDesc tv,   \
@@ -1188,8 +1235,8 @@ SM90_OVL_ENTRIES(fp16, __half, 128)
 // Only in the variants that define LONGCA_BWD_OVL.
 #ifdef LONGCA_BWD_OVL
 #define SM90_BOVL_ENTRIES(NAME, T, D)               \
-  SM90_BWD_X(bwd90o, NAME, T, D, false, true, true) \
-  SM90_BWD_X(bwd90od, NAME, T, D, true, true, true)
+  SM90_BWD_X(bwd90o, NAME, T, D, false, true, 1) \
+  SM90_BWD_X(bwd90od, NAME, T, D, true, true, 1)
 SM90_BOVL_ENTRIES(bf16, __nv_bfloat16, 64)
 SM90_BOVL_ENTRIES(bf16, __nv_bfloat16, 128)
 SM90_BOVL_ENTRIES(fp16, __half, 64)
@@ -1207,4 +1254,16 @@ SM90_K64_ENTRIES(bf16, __nv_bfloat16, 64)
 SM90_K64_ENTRIES(bf16, __nv_bfloat16, 128)
 SM90_K64_ENTRIES(fp16, __half, 64)
 SM90_K64_ENTRIES(fp16, __half, 128)
+#endif
+
+// The early backward's entries (experiment sm90be): the next step's S^T and dP^T issued
+// behind this step's dK, both head dims; only with LONGCA_BWD_EARLY.
+#ifdef LONGCA_BWD_EARLY
+#define SM90_BEARLY_ENTRIES(NAME, T, D)             \
+  SM90_BWD_X(bwd90e, NAME, T, D, false, true, 2) \
+  SM90_BWD_X(bwd90ed, NAME, T, D, true, true, 2)
+SM90_BEARLY_ENTRIES(bf16, __nv_bfloat16, 64)
+SM90_BEARLY_ENTRIES(bf16, __nv_bfloat16, 128)
+SM90_BEARLY_ENTRIES(fp16, __half, 64)
+SM90_BEARLY_ENTRIES(fp16, __half, 128)
 #endif
