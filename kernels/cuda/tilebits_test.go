@@ -48,18 +48,18 @@ func tileBitsMatchWorkList(t *testing.T, span bool) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// the forward's 128-row tiles, sm90m's 192-row ones (head dim 64), the backward's
-		// transposed 64-query tiles
+		// the forward's 128 x 128 tiles, sm90m's 192 x 128 ones (head dim 64), sm90s's
+		// 128 x 64 ones, the backward's transposed 64-query tiles
 		for _, cfg := range []struct {
-			tr bool
-			qt int
-		}{{false, 128}, {false, 192}, {true, 64}} {
-			tr, qt, kt := cfg.tr, cfg.qt, 128
+			tr     bool
+			qt, kt int
+		}{{false, 128, 128}, {false, 192, 128}, {false, 128, 64}, {true, 64, 128}} {
+			tr, qt, kt := cfg.tr, cfg.qt, cfg.kt
 			w, err := BuildWorkList([]mask.Mask{spec.Mask}, qt, kt, tr)
 			if err != nil {
 				t.Fatal(err)
 			}
-			id := fmt.Sprintf("w%d_%v_%d", mi, tr, qt)
+			id := fmt.Sprintf("w%d_%v_%d_%d", mi, tr, qt, kt)
 			arr := func(n string, v []int32) {
 				if len(v) == 0 {
 					v = []int32{0}
