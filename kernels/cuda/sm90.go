@@ -86,10 +86,12 @@ func (k *Kernel) accMap(b *cuda.Buffer, rows, d int, swizzled bool) (*cuda.Tenso
 const shortRows = 32
 
 // persistentForward says whether the forward of a work list runs persistent: rows short
-// enough that overlapping one item's epilogue with the next item's loads pays.
+// enough that overlapping one item's epilogue with the next item's loads pays. Rows are
+// measured in keys (shortRows tiles of 128), so that sm90s's 64-key tiles decide as the
+// 128-key ones do.
 func persistentForward(w *WorkList) bool {
-	n := w.RowTiles * w.Lists
-	return n > 0 && len(w.Entries)/2 < shortRows*n
+	n := int64(w.RowTiles * w.Lists)
+	return n > 0 && int64(len(w.Entries)/2)*int64(w.ColTile) < shortRows*128*n
 }
 
 // Orders of the backward's blocks (the kernel's sched argument): bit 0 no rotation of

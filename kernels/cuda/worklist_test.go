@@ -163,7 +163,7 @@ func TestPersistentForwardByRowLength(t *testing.T) {
 		mask string
 		s    int
 		want bool
-	}{{"full", 16384, false}, {"causal", 16384, false}, {"sliding_window_causal", 16384, true}, {"full", 2048, true}} {
+	}{{"full", 16384, false}, {"causal", 16384, false}, {"sliding_window_causal", 16384, true}, {"full", 2048, true}, {"full", 3072, true}, {"full", 6144, false}} {
 		spec, err := mask.Build(c.mask, c.s, mask.Options{Seed: 42})
 		if err != nil {
 			t.Fatal(err)
@@ -174,6 +174,14 @@ func TestPersistentForwardByRowLength(t *testing.T) {
 		}
 		if got := persistentForward(w); got != c.want {
 			t.Errorf("%s %d: persistent %v, want %v (%d entries over %d row tiles)", c.mask, c.s, got, c.want, len(w.Entries)/2, w.RowTiles)
+		}
+		// sm90s's 64-key tiles: twice the tiles a row, the same decision
+		w64, err := BuildWorkList([]mask.Mask{spec.Mask}, 128, 64, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := persistentForward(w64); got != c.want {
+			t.Errorf("%s %d, 64-key tiles: persistent %v, want %v (%d entries over %d row tiles)", c.mask, c.s, got, c.want, len(w64.Entries)/2, w64.RowTiles)
 		}
 		// the variants that time both sides of the rule: sm90-persist always, sm90-plain never
 		for _, v := range []struct {
