@@ -55,6 +55,7 @@ device:
 	$(GO) build -ldflags '$(LDFLAGS) -s -w' -o bin/longca ./cmd/longca
 	gzip -kf bin/longca
 	$(GO) test -c -tags gpu -ldflags '-s -w' -o bin/cuda.test ./kernels/cuda
+	gzip -kf bin/cuda.test
 	$(GO) test -c -tags gpu -ldflags '-s -w' -o bin/icuda.test ./internal/cuda
 
 # cp-device: what spmd/cp/gpu.sh runs on the GPU machine (longca cp over NCCL and on 8

@@ -1,7 +1,6 @@
 #!/bin/sh
 # The next session's first device call (prepared 2026-12-04; docs/perf.md "Next: sm90bo"),
-# from the repository root with bin/longca.gz and bin/cuda.test.gz carried (make device;
-# gzip -kf bin/cuda.test):
+# from the repository root with bin/longca.gz and bin/cuda.test.gz carried (make device):
 #   sh scripts/device/next-sm90bo.sh OUT
 # 1. the experiments sm90bo's and sm90be's GPU tests (every mask, d64 and d128, fwd and bwd);
 # 2. head dim 64 backward, sm90bo / sm90be / sm90 / cudnn, each its own folder: full, causal,
