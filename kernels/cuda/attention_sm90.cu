@@ -754,6 +754,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
   // go on from dK into them while this warpgroup waits (the two warpgroups meet at dS^T every
   // step at D = 128, so their gaps coincide).
   constexpr bool EARLY = OVB == 2;
+  constexpr bool SKIPH = OVB == 3;  // experiment sm90bs: the default loop, empty 64-key halves skipped
   constexpr bool OV = (OVB == 1 && D == 64) || EARLY;
   if constexpr (OV) {
     float st[32], dpt[32];
@@ -959,6 +960,40 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     const T *cQ = sQ + s * BBM9 * D, *cdO = sdO + s * BBM9 * D;
     const float *cL = sL + s * BBM9, *cDs = sDs + s * BBM9;
     T *dS = sdS + (it & 1) * BBN9 * BBM9;
+
+    if (SKIPH && ref >= 0 && square_empty(wl, ref, q0, k0 + cw * 64, 64)) {
+      // (experiment sm90bs) nothing of this step touches this warpgroup's 64 keys (a 64-token
+      // block-sparse map's empty block): no S^T, dP^T, exponentials, dV or dK. Its rows of dS^T
+      // are zeros; at D = 128 the warpgroup still computes its half of dQ's columns over both
+      // warpgroups' keys, at D = 64 it stages zeros (the writer adds a stage each step). Its
+      // groups are retired inside this branch, so no group is in flight where it rejoins.
+      float dqa[32];
+      if constexpr (L::kSplit) {
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+          for (int x = 0; x < 4; x++) {
+            const int row = kr + (x & 1) * 8, col = kk * 16 + (x >> 1) * 8 + 2 * t;
+            *reinterpret_cast<unsigned *>(dS + row * CHUNK + ((((col >> 3) ^ (row & 7))) << 3) + (col & 7)) = 0u;
+          }
+        fence_async_smem();
+        named_sync(1, 256);
+        wgmma_fence();
+        const unsigned loS = sw128_lo(dS, 16);
+#pragma unroll
+        for (int kk = 0; kk < BBN9 / 16; kk++)
+          Ops<T>::template ss64<1, 1>(dqa, sw128_at(loS, kk * 16 * CHUNK * 2), sw128_at(loKq, kk * 16 * CHUNK * 2), kk > 0);
+        wgmma_commit();
+        wgmma_wait<0>();
+        reg_fence(dqa);
+      } else {
+#pragma unroll
+        for (int i = 0; i < 32; i++) dqa[i] = 0.f;
+      }
+      stage_dq(dqa, it);
+      mbar_arrive(&emptyQ[s]);
+      continue;
+    }
 
     float st[32], dpt[32];
     unsigned pa[4][4], sa[4][4];
@@ -1268,4 +1303,16 @@ SM90_BEARLY_ENTRIES(bf16, __nv_bfloat16, 64)
 SM90_BEARLY_ENTRIES(bf16, __nv_bfloat16, 128)
 SM90_BEARLY_ENTRIES(fp16, __half, 64)
 SM90_BEARLY_ENTRIES(fp16, __half, 128)
+#endif
+
+// The skipping backward's entries (experiment sm90bs): the default loop, a warpgroup's
+// steps whose 64 x 64 square is empty skipped; only with LONGCA_BWD_SKIP.
+#ifdef LONGCA_BWD_SKIP
+#define SM90_BSKIP_ENTRIES(NAME, T, D)             \
+  SM90_BWD_X(bwd90k, NAME, T, D, false, true, 3) \
+  SM90_BWD_X(bwd90kd, NAME, T, D, true, true, 3)
+SM90_BSKIP_ENTRIES(bf16, __nv_bfloat16, 64)
+SM90_BSKIP_ENTRIES(bf16, __nv_bfloat16, 128)
+SM90_BSKIP_ENTRIES(fp16, __half, 64)
+SM90_BSKIP_ENTRIES(fp16, __half, 128)
 #endif

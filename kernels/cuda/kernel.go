@@ -114,6 +114,9 @@ var (
 	// experiment sm90be (2026-12-04, not yet run on a GPU): the backward with the next step's
 	// S^T and dP^T issued behind this step's dK (LONGCA_BWD_EARLY), both head dims
 	bwdSM90E = func() variant { v := bwdSM90C; v.fn = "bwd90e"; return v }()
+	// experiment sm90bs (2026-12-04, not yet run on a GPU): the default backward with a
+	// warpgroup's steps skipped where its 64 x 64 square is empty (LONGCA_BWD_SKIP)
+	bwdSM90K = func() variant { v := bwdSM90C; v.fn = "bwd90k"; return v }()
 )
 
 // archVariant is a code path of the kernel: the entry points of its forward and backward
@@ -150,6 +153,7 @@ var archVariants = []archVariant{
 	{name: "sm90bo", doc: "experiment (not yet run on a GPU): sm90 with the head-dim-64 backward's next step's S^T and dP^T issued after this step's dV and its exponentials and dS^T computed while this step's dQ and dK run; head dim 128 as sm90", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90O, sched: schedByRule, defines: append([]string{"LONGCA_BWD_OVL"}, sm90Defines...)},
 	{name: "sm90s", doc: "experiment (not yet run on a GPU): sm90 with the forward over 128-query x 64-key tiles at both head dims (for 64-token block-sparse maps, whose 128-key tiles are often half empty)", major: 9, exact: true, fwd: fwdSM90S, bwd: bwdSM90C, sched: schedByRule, defines: append([]string{"LONGCA_FWD_K64"}, sm90Defines...)},
 	{name: "sm90be", doc: "experiment (not yet run on a GPU): sm90 with the backward's next S^T and dP^T issued behind this step's dK, as soon as its dQ is staged (both head dims)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90E, sched: schedByRule, defines: append([]string{"LONGCA_BWD_EARLY"}, sm90Defines...)},
+	{name: "sm90bs", doc: "experiment (not yet run on a GPU): sm90 with the backward's warpgroup skipping its products, exponentials, dV and dK in steps where its 64 keys x 64 queries are all masked (64-token block-sparse maps' empty blocks)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90K, sched: schedByRule, defines: append([]string{"LONGCA_BWD_SKIP"}, sm90Defines...)},
 	{name: "sm80", doc: "Ampere and later: mma.sync forward and backward (cp.async double buffering)", major: 8, fwd: fwdSM80, bwd: bwdSM80},
 }
 
