@@ -130,6 +130,9 @@ type archVariant struct {
 	// persist, on sm90: 0 runs the forward persistent by the rule (persistentForward),
 	// 1 always, -1 never (the variants that time both sides of the rule on every case)
 	persist int
+	// k64, on sm90 (experiment sm90sr): the forward over 128 x 64 tiles (fwdSM90S) where
+	// keyTile64Pays says so, the variant's forward elsewhere
+	k64 bool
 	// sched, on sm90's backward (an int32 argument of the kernel): bit 0 no rotation of the
 	// blocks' first query tiles, bit 1 key tiles the grid's fast index (schedRotate,
 	// schedNoRot, schedKTFast), or schedByRule for backwardOrder's choice
@@ -154,6 +157,7 @@ var archVariants = []archVariant{
 	{name: "sm90s", doc: "experiment (not yet run on a GPU): sm90 with the forward over 128-query x 64-key tiles at both head dims (for 64-token block-sparse maps, whose 128-key tiles are often half empty)", major: 9, exact: true, fwd: fwdSM90S, bwd: bwdSM90C, sched: schedByRule, defines: append([]string{"LONGCA_FWD_K64"}, sm90Defines...)},
 	{name: "sm90be", doc: "experiment (not yet run on a GPU): sm90 with the backward's next S^T and dP^T issued behind this step's dK, as soon as its dQ is staged (both head dims)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90E, sched: schedByRule, defines: append([]string{"LONGCA_BWD_EARLY"}, sm90Defines...)},
 	{name: "sm90bs", doc: "experiment (not yet run on a GPU): sm90 with the backward's warpgroup skipping its products, exponentials, dV and dK in steps where its 64 keys x 64 queries are all masked (64-token block-sparse maps' empty blocks)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90K, sched: schedByRule, defines: append([]string{"LONGCA_BWD_SKIP"}, sm90Defines...)},
+	{name: "sm90sr", doc: "experiment (not yet run on a GPU): sm90 with the forward over 128 x 64 tiles (sm90s) where the 128 x 128 work list visits at least 1.3x the keys of the 128 x 64 one (64-token block-sparse maps), sm90's forward elsewhere; rows say k64-fwd where it ran", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90C, sched: schedByRule, k64: true, defines: append([]string{"LONGCA_FWD_K64"}, sm90Defines...)},
 	{name: "sm80", doc: "Ampere and later: mma.sync forward and backward (cp.async double buffering)", major: 8, fwd: fwdSM80, bwd: bwdSM80},
 }
 
@@ -337,6 +341,9 @@ func (k *Kernel) Describe(p kernels.Problem, pass kernels.Pass) kernels.Info {
 	if fv := k.forwardFor(p); inSM90(fv.fn) && pass != kernels.Bwd { // a backward row times the backward alone
 		if dl, err := k.list(p, fv.qTile, fv.kTile, false); err == nil && k.persistent(dl.w) {
 			info.Variant += " persistent-fwd"
+		}
+		if k.arch.k64 && fv.kTile == 64 {
+			info.Variant += " k64-fwd"
 		}
 	}
 	return info

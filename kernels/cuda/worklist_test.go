@@ -252,3 +252,41 @@ func TestBackwardOrderRule(t *testing.T) {
 		}
 	}
 }
+
+// sm90sr's rule: 128 x 64 forward tiles on 64-token block-sparse maps, where 128-key tiles
+// are often half empty, and 128 x 128 ones on the dense, causal and document masks.
+func TestKeyTile64Rule(t *testing.T) {
+	lists := func(m mask.Mask) (*WorkList, *WorkList) {
+		a, err := BuildWorkList([]mask.Mask{m}, 128, 128, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := BuildWorkList([]mask.Mask{m}, 128, 64, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a, b
+	}
+	for _, name := range []string{"full", "causal", "causal_document", "full_document", "sliding_window_causal"} {
+		spec, err := mask.Build(name, 8192, mask.Options{Seed: 42})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a, b := lists(spec.Mask); keyTile64Pays(a, b) {
+			t.Errorf("%s: 64-key tiles chosen (%d x 128 against %d x 64 keys)", name, len(a.Entries)/2, len(b.Entries)/2)
+		}
+	}
+	for _, c := range []struct {
+		block int
+		ratio float64
+		want  bool
+	}{{64, 0.2, true}, {64, 0.5, false}, {128, 0.2, false}} {
+		sp, err := mask.BlockSparse(8192, mask.SparseOptions{Seed: 3, Block: c.block, Ratio: c.ratio, HeadsKV: 1}, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a, b := lists(sp.Heads[0]); keyTile64Pays(a, b) != c.want {
+			t.Errorf("block %d kept %v: 64-key tiles %v, want %v (%d x 128 against %d x 64 keys)", c.block, c.ratio, !c.want, c.want, len(a.Entries)/2, len(b.Entries)/2)
+		}
+	}
+}

@@ -13,7 +13,8 @@
 #    64-token blocks: sm90bs (a warpgroup skips its empty 64 x 64 squares) against sm90;
 # 5. the experiment sm90s (the forward over 128 x 64 tiles): its GPU tests, then the
 #    64-token block-sparse forward, 32K, kept 0.2 / 0.5, sm90s against sm90 (and full 16K
-#    d128 forward: what the smaller tiles cost on a dense mask).
+#    d128 forward: what the smaller tiles cost on a dense mask), and sm90sr (sm90s's tiles
+#    only where the rule says they pay: the sparse maps as sm90s, full as sm90).
 # Bounded to 540 s; the table last; logs packed under OUT.
 set -u
 out=${1:?usage: next-sm90bo.sh OUT}
@@ -55,7 +56,7 @@ if [ "$left" -gt 60 ]; then
 	STEP_TIMEOUT=$((left < 100 ? left - 20 : 80)) sh kernels/cuda/gpu.sh "$out/t" test sm90s >/dev/null 2>&1
 	echo "# tests sm90s done at $(($(date +%s) - t0)) s: $(grep -c 'bwd=' "$out/t/test-sm90s.log") checks, $(grep -c -- '--- FAIL' "$out/t/test-sm90s.log") failed tests" >>"$out/t/summary.txt"
 fi
-for v in sm90s sm90; do
+for v in sm90s sm90sr sm90; do
 	left=$((540 - ($(date +%s) - t0)))
 	[ "$left" -gt 10 ] || break
 	timeout -s INT -k 5 $((left < 40 ? left : 40)) bin/longca sparse --kernels cuda --variant $v --seqlens 32K --block 64 \
@@ -80,7 +81,7 @@ for v in sm90bs sm90; do
 	echo "=== sparse 64 bwd, $v"
 	grep -E '^  [a-z_0-9.]+ +[0-9]+ ' "$out/t/tsb64-$v.log"
 done
-for v in sm90s sm90; do
+for v in sm90s sm90sr sm90; do
 	echo "=== sparse 64 / dense full 16K, $v"
 	grep -hE '^  [a-z_0-9.]+ +[0-9]+ ' "$out/t/ts64-$v.log" "$out/t/td-$v.log"
 done
