@@ -967,6 +967,9 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
       // are zeros; at D = 128 the warpgroup still computes its half of dQ's columns over both
       // warpgroups' keys, at D = 64 it stages zeros (the writer adds a stage each step). Its
       // groups are retired inside this branch, so no group is in flight where it rejoins.
+      // It does not wait for fullQ[s]: the other warpgroup does (a listed tile allows a pair,
+      // so both halves are never empty; square_test.go asserts it), and this one's next wait
+      // on the stage comes after that (named barrier 1 at D = 128, the dQ writer's turn at 64).
       float dqa[32];
       if constexpr (L::kSplit) {
 #pragma unroll
