@@ -56,22 +56,8 @@ func TestSquareEmptyMatchesWorkList(t *testing.T) {
 			t.Fatal(err)
 		}
 		id := fmt.Sprintf("w%d", mi)
-		arr := func(n string, v []int32) {
-			if len(v) == 0 {
-				v = []int32{0}
-			}
-			s := make([]string, len(v))
-			for i, x := range v {
-				s[i] = fmt.Sprint(x)
-			}
-			fmt.Fprintf(&b, "static const int %s_%s[] = {%s};\n", id, n, strings.Join(s, ","))
-		}
-		arr("order", w.Order)
-		arr("start", w.Start)
-		arr("entries", w.Entries)
-		arr("refs", w.Refs)
-		arr("slices", w.Slices)
-		fmt.Fprintf(&calls, "  { WorkList wl{%[1]s_order, %[1]s_start, %[1]s_entries, %[1]s_refs, %[1]s_slices, %[2]d, 0};\n", id, w.RowTiles)
+		wlExpr := cWorkList(&b, id, w)
+		fmt.Fprintf(&calls, "  { WorkList wl = %s;\n", wlExpr)
 		for kt := 0; kt < w.RowTiles; kt++ {
 			row := w.Row(0, kt)
 			for e := 0; e < len(row); e += 2 {

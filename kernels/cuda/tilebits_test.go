@@ -60,21 +60,7 @@ func tileBitsMatchWorkList(t *testing.T, span bool) {
 				t.Fatal(err)
 			}
 			id := fmt.Sprintf("w%d_%v_%d_%d", mi, tr, qt, kt)
-			arr := func(n string, v []int32) {
-				if len(v) == 0 {
-					v = []int32{0}
-				}
-				s := make([]string, len(v))
-				for i, x := range v {
-					s[i] = fmt.Sprint(x)
-				}
-				fmt.Fprintf(&b, "static const int %s_%s[] = {%s};\n", id, n, strings.Join(s, ","))
-			}
-			arr("order", w.Order)
-			arr("start", w.Start)
-			arr("entries", w.Entries)
-			arr("refs", w.Refs)
-			arr("slices", w.Slices)
+			wlExpr := cWorkList(&b, id, w)
 			var args []string // ref, r0, c0, t of every call
 			n := w.ColTile
 			for r := 0; r < w.RowTiles; r++ {
@@ -122,7 +108,7 @@ func tileBitsMatchWorkList(t *testing.T, span bool) {
 				}
 			}
 			fmt.Fprintf(&b, "static const int %s_args[] = {%s};\n", id, strings.Join(args, ","))
-			fmt.Fprintf(&calls, "  { WorkList wl{%[1]s_order, %[1]s_start, %[1]s_entries, %[1]s_refs, %[1]s_slices, %[2]d, 0};\n", id, w.RowTiles)
+			fmt.Fprintf(&calls, "  { WorkList wl = %s;\n", wlExpr)
 			fmt.Fprintf(&calls, "    for (unsigned i = 0; i < sizeof(%[1]s_args) / sizeof(int); i += 4) {\n      const int *a = %[1]s_args + i;\n", id)
 			fmt.Fprintf(&calls, "      printf(\"%%llu\\n\", tile_bits<%d, %v>(wl, a[0], a[1], a[2], a[3]));\n    }\n  }\n", n, tr)
 		}
@@ -160,4 +146,25 @@ func extract(t *testing.T, src, start, end string) string {
 		t.Fatalf("no %q after %q", end, start)
 	}
 	return src[i : i+j+len(end)]
+}
+
+// cWorkList writes w's arrays as C arrays named id_order, id_start, ... into b, for the host
+// programs that run the kernels' work-list code (tile_bits, square_empty), and returns the
+// C expression of a WorkList over them.
+func cWorkList(b *strings.Builder, id string, w *WorkList) string {
+	for _, a := range []struct {
+		n string
+		v []int32
+	}{{"order", w.Order}, {"start", w.Start}, {"entries", w.Entries}, {"refs", w.Refs}, {"slices", w.Slices}} {
+		v := a.v
+		if len(v) == 0 {
+			v = []int32{0}
+		}
+		s := make([]string, len(v))
+		for i, x := range v {
+			s[i] = fmt.Sprint(x)
+		}
+		fmt.Fprintf(b, "static const int %s_%s[] = {%s};\n", id, a.n, strings.Join(s, ","))
+	}
+	return fmt.Sprintf("WorkList{%[1]s_order, %[1]s_start, %[1]s_entries, %[1]s_refs, %[1]s_slices, %[2]d, 0}", id, w.RowTiles)
 }
