@@ -139,6 +139,33 @@ func TestHeadMasks(t *testing.T) {
 	runCheck(t, k, p, 900, "head masks")
 }
 
+// Block-sparse maps, one per KV head (the sparse command's masks): 64-token blocks at kept
+// 0.2 and 0.5, where sm90's tile rule runs the forward over 128 x 64 tiles (asserted for the
+// variants with the rule), and 128-token blocks, where it keeps 128 x 128; head dim 64 and
+// 128, forward and backward, the key tiles' order by sm90's rule (key tiles together).
+func TestBlockSparse(t *testing.T) {
+	k := gpuKernel(t)
+	for i, c := range []struct {
+		block int
+		ratio float64
+		d     int
+		k64   bool
+	}{{64, 0.2, 128, true}, {64, 0.5, 64, true}, {128, 0.2, 128, false}} {
+		sp, err := mask.BlockSparse(2048, mask.SparseOptions{Seed: uint64(5 + i), Block: c.block, Ratio: c.ratio, HeadsKV: 2}, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := kernels.Problem{HeadsQ: 4, HeadsKV: 2, HeadDim: c.d, DType: tensor.BF16, Mask: mask.Mask{SeqQ: 2048, SeqK: 2048}, HeadMasks: sp.Heads}
+		what := fmt.Sprintf("block-sparse b%d r%.1f 4:2 d%d", c.block, c.ratio, c.d)
+		if k.arch.k64 {
+			if got := k.forwardFor(p).kTile == 64; got != c.k64 {
+				t.Errorf("%s: forward over 64-key tiles %v, want %v", what, got, c.k64)
+			}
+		}
+		runCheck(t, k, p, uint64(960+i), what)
+	}
+}
+
 func TestSupports(t *testing.T) {
 	k := gpuKernel(t)
 	m := mask.Mask{SeqQ: 8, SeqK: 8, Slices: []mask.Slice{{Q: mask.Range{End: 8}, K: mask.Range{End: 8}}}}

@@ -53,7 +53,7 @@ type variant struct {
 	swizzledDQ     bool     // the sm_90 backward stages dQ in 128-byte-swizzled boxes of 32 columns
 	convC          bool     // dQ's fragment order converted through shared memory, a 64 x 64 chunk a block (sm90 since call 15)
 	lean           bool     // the sm_90 forward's lean softmax (sm90 since call 15; a positive softmax scale only)
-	at64           *variant // the forward at head dim 64, when it is another entry (sm90: three consumer warpgroups)
+	at64           *variant // the entry at head dim 64, when it is another (sm90: the forward's three consumer warpgroups, the backward's bwd90f)
 }
 
 func (v variant) shared(d int) int { return v.sharedPerDim*d + v.sharedFixed }
@@ -114,6 +114,9 @@ var (
 	// experiment sm90be (2026-12-04, not yet run on a GPU): the backward with the next step's
 	// S^T and dP^T issued behind this step's dK (LONGCA_BWD_EARLY), both head dims
 	bwdSM90E = func() variant { v := bwdSM90C; v.fn = "bwd90e"; return v }()
+	// sm90 since call 31 (docs/perf.md "Calls 29-31"): bwd90e at head dim 128 (+1 to +4% on
+	// 17 of 20 cells of calls 29-30), bwd90f at 64 (even there)
+	bwdSM90EC = bwdSM90E.withAt64(&bwdSM90C)
 	// experiment sm90bs (2026-12-04, not yet run on a GPU): the default backward with a
 	// warpgroup's steps skipped where its 64 x 64 square is empty (LONGCA_BWD_SKIP)
 	bwdSM90K = func() variant { v := bwdSM90C; v.fn = "bwd90k"; return v }()
@@ -130,8 +133,8 @@ type archVariant struct {
 	// persist, on sm90: 0 runs the forward persistent by the rule (persistentForward),
 	// 1 always, -1 never (the variants that time both sides of the rule on every case)
 	persist int
-	// k64, on sm90 (experiment sm90sr): the forward over 128 x 64 tiles (fwdSM90S) where
-	// keyTile64Pays says so, the variant's forward elsewhere
+	// k64, on sm90: the forward over 128 x 64 tiles (fwdSM90S) where keyTile64Pays says
+	// so, the variant's forward elsewhere
 	k64 bool
 	// sched, on sm90's backward (an int32 argument of the kernel): bit 0 no rotation of the
 	// blocks' first query tiles, bit 1 key tiles the grid's fast index (schedRotate,
@@ -147,24 +150,25 @@ type archVariant struct {
 // (sm90 on compute capability 9.0, sm80 elsewhere); the experiments and the variants that
 // time one side of a rule stand between them.
 var archVariants = []archVariant{
-	{name: "sm90", doc: "Hopper: TMA + wgmma, warp-specialised (a producer and consumer warpgroups); forward at head dim 128 over 128x128 tiles with two consumer warpgroups taking turns (pingpong) and, within a turn, the next tile's Q K^T and this tile's P V as two groups with the next tile's softmax under P V (FlashAttention-3's order); at head dim 64 over 192x128 tiles with three consumer warpgroups taking turns in a ring; a lean softmax (the scale folded into the exponent, the rescale skipped when no row of a warp has a new maximum); persistent when rows are short; backward 128 keys x 64 queries with dQ staged in fragment order while dK runs, added by bulk reductions and converted through shared memory, the key tiles of a head together on uniform masks and heaviest first otherwise; partial tiles' allowed columns by interval arithmetic; wgmma descriptors one add from per-step bases", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90C, sched: schedByRule, defines: sm90Defines},
+	{name: "sm90", doc: "Hopper: TMA + wgmma, warp-specialised (a producer and consumer warpgroups); forward at head dim 128 over 128x128 tiles with two consumer warpgroups taking turns (pingpong) and, within a turn, the next tile's Q K^T and this tile's P V as two groups with the next tile's softmax under P V (FlashAttention-3's order); at head dim 64 over 192x128 tiles with three consumer warpgroups taking turns in a ring; a lean softmax (the scale folded into the exponent, the rescale skipped when no row of a warp has a new maximum); persistent when rows are short; the forward over 128 x 64 tiles instead where the 128-key tiles visit 1.2x the keys (64-token block-sparse maps at kept 0.5 and below; rows say k64-fwd); backward 128 keys x 64 queries with dQ staged in fragment order while dK runs (at head dim 128 the next step's S^T and dP^T issued behind dK), added by bulk reductions and converted through shared memory, the key tiles of a head together where their loads are about even (full, block-sparse, windows) and heaviest first otherwise (documents, causal); partial tiles' allowed columns by interval arithmetic; wgmma descriptors one add from per-step bases", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90EC, sched: schedByRule, k64: true, defines: sm90Defines},
 	{name: "sm90-prev", doc: "sm90 as it was before call 26 (call 23's kernel: the forward's softmax after its products within a turn, two consumer warpgroups at head dim 64 too): kept to time the new default against", major: 9, exact: true, fwd: fwdSM90L, bwd: bwdSM90C, sched: schedByRule, defines: []string{"LONGCA_FWD_LEAN", "LONGCA_TILE_BITS_SPAN"}},
-	{name: "sm90-persist", doc: "sm90 with the forward always persistent (a block per SM walking the work items), whatever the rows: to time both sides of sm90's rule", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90C, sched: schedByRule, persist: 1, defines: sm90Defines},
-	{name: "sm90-plain", doc: "sm90 with the forward never persistent (a block per query tile), whatever the rows: to time both sides of sm90's rule", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90C, sched: schedByRule, persist: -1, defines: sm90Defines},
-	{name: "sm90fk", doc: "sm90 with the backward's key tiles of a head always together (one side of sm90's order rule)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90C, sched: schedKTFast, defines: sm90Defines},
-	{name: "sm90fn", doc: "sm90 with the backward's key tiles always heaviest first over all heads (the other side of sm90's order rule)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90C, sched: schedNoRot, defines: sm90Defines},
+	{name: "sm90-persist", doc: "sm90 with the forward always persistent (a block per SM walking the work items), whatever the rows: to time both sides of sm90's rule", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90EC, sched: schedByRule, persist: 1, k64: true, defines: sm90Defines},
+	{name: "sm90-plain", doc: "sm90 with the forward never persistent (a block per query tile), whatever the rows: to time both sides of sm90's rule", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90EC, sched: schedByRule, persist: -1, k64: true, defines: sm90Defines},
+	{name: "sm90fk", doc: "sm90 with the backward's key tiles of a head always together (one side of sm90's order rule)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90EC, sched: schedKTFast, k64: true, defines: sm90Defines},
+	{name: "sm90fn", doc: "sm90 with the backward's key tiles always heaviest first over all heads (the other side of sm90's order rule)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90EC, sched: schedNoRot, k64: true, defines: sm90Defines},
 	{name: "sm90bo", doc: "experiment (not yet run on a GPU): sm90 with the head-dim-64 backward's next step's S^T and dP^T issued after this step's dV and its exponentials and dS^T computed while this step's dQ and dK run; head dim 128 as sm90", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90O, sched: schedByRule, defines: append([]string{"LONGCA_BWD_OVL"}, sm90Defines...)},
-	{name: "sm90s", doc: "experiment (not yet run on a GPU): sm90 with the forward over 128-query x 64-key tiles at both head dims (for 64-token block-sparse maps, whose 128-key tiles are often half empty)", major: 9, exact: true, fwd: fwdSM90S, bwd: bwdSM90C, sched: schedByRule, defines: append([]string{"LONGCA_FWD_K64"}, sm90Defines...)},
-	{name: "sm90be", doc: "experiment (not yet run on a GPU): sm90 with the backward's next S^T and dP^T issued behind this step's dK, as soon as its dQ is staged (both head dims)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90E, sched: schedByRule, defines: append([]string{"LONGCA_BWD_EARLY"}, sm90Defines...)},
+	{name: "sm90s", doc: "sm90 with the forward always over 128-query x 64-key tiles, at both head dims (one side of sm90's tile rule)", major: 9, exact: true, fwd: fwdSM90S, bwd: bwdSM90EC, sched: schedByRule, defines: sm90Defines},
+	{name: "sm90be", doc: "sm90 with the backward's next S^T and dP^T issued behind this step's dK at head dim 64 too (call 29: even with sm90 there)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90E, sched: schedByRule, k64: true, defines: sm90Defines},
+	{name: "sm90-c29", doc: "sm90 as it was before call 31 (call 29's default: 128 x 128 forward tiles on every mask, bwd90f's backward at both head dims; the block order by sm90's rule): kept to time the new default against", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90C, sched: schedByRule, defines: sm90Defines},
 	{name: "sm90bs", doc: "experiment (not yet run on a GPU): sm90 with the backward's warpgroup skipping its products, exponentials, dV and dK in steps where its 64 keys x 64 queries are all masked (64-token block-sparse maps' empty blocks)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90K, sched: schedByRule, defines: append([]string{"LONGCA_BWD_SKIP"}, sm90Defines...)},
-	{name: "sm90sr", doc: "experiment (not yet run on a GPU): sm90 with the forward over 128 x 64 tiles (sm90s) where the 128 x 128 work list visits at least 1.3x the keys of the 128 x 64 one (64-token block-sparse maps), sm90's forward elsewhere; rows say k64-fwd where it ran", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90C, sched: schedByRule, k64: true, defines: append([]string{"LONGCA_FWD_K64"}, sm90Defines...)},
 	{name: "sm80", doc: "Ampere and later: mma.sync forward and backward (cp.async double buffering)", major: 8, fwd: fwdSM80, bwd: bwdSM80},
 }
 
-// sm90Defines are the default's defines (call 15's and call 25's winners): the overlapped
-// forward's entry points (d128), the three-consumer forward's (d64), and the partial tiles'
+// sm90Defines are the default's defines (calls 15, 25 and 31's winners): the overlapped
+// forward's entry points (d128), the three-consumer forward's (d64), the forward over
+// 128 x 64 tiles (block-sparse maps), the early backward's (d128), and the partial tiles'
 // bits by interval arithmetic.
-var sm90Defines = []string{"LONGCA_FWD_OVL", "LONGCA_FWD_THREE", "LONGCA_TILE_BITS_SPAN"}
+var sm90Defines = []string{"LONGCA_FWD_OVL", "LONGCA_FWD_THREE", "LONGCA_FWD_K64", "LONGCA_BWD_EARLY", "LONGCA_TILE_BITS_SPAN"}
 
 // sourceSM90 is attention_sm90.cu as this variant compiles it: its defines first.
 func (v archVariant) sourceSM90() string {
@@ -418,6 +422,9 @@ func (k *Kernel) function(name string, shared int) (*cuda.Function, error) {
 type deviceList struct {
 	w                                          *WorkList
 	order, start, entries, refs, slices, ranks *cuda.Buffer
+	// k64, on a 128 x 128 forward list: whether the forward runs over 128 x 64 tiles
+	// instead (key64Pays): 0 not yet decided, 1 yes, -1 no
+	k64 int8
 }
 
 // listKey hashes what a work list depends on: the tile shape and every slice's values
@@ -654,7 +661,7 @@ func (k *Kernel) Resources() (string, error) {
 	var es []entry
 	for _, dt := range []string{"bf16", "fp16"} {
 		for _, d := range []int{64, 128} {
-			for _, v := range []variant{k.fwd.at(d), k.bwd} {
+			for _, v := range []variant{k.fwd.at(d), k.bwd.at(d)} {
 				es = append(es, entry{fmt.Sprintf("%s_%s_d%d", v.fn, dt, d), v.threads, v.shared(d)})
 			}
 			es = append(es, entry{fmt.Sprintf("bwd_pre_%s_d%d", dt, d), 256, 0})

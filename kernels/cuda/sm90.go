@@ -103,24 +103,34 @@ const (
 	schedByRule int32 = -1
 )
 
-// backwardOrder is sm90's rule for the backward's block order (call 13, docs/perf.md): the
-// key tiles of a head together (L2 reuse of Q/dO by blocks walking the same query tiles in
-// step) when every key tile has the same number of query tiles to visit, as on the full
-// mask; otherwise the heaviest key tiles first over all heads (no rotation), which on
-// document masks beat the key-tiles-together order by 10-25%.
+// backwardOrder is sm90's rule for the backward's block order: the key tiles of a head
+// together (schedKTFast: blocks walking the same head's query tiles share Q and dO in L2)
+// when the key tiles have about the same number of query tiles to visit, heaviest key
+// tiles first over all heads (schedNoRot: load balance) when they differ widely. "About
+// the same" is a coefficient of variation of the key tiles' counts (over every list) of at
+// most 0.4. Calls 13 and 30 (docs/perf.md "Calls 29-31"): the key tiles together win on
+// full (+4%) and on every block-sparse map (uniform 64/128-token and variable blocks,
+// kept 0.1-0.8, coefficient 0.01-0.31: +10 to +37%); heaviest first wins on the document
+// masks (coefficient 0.58-1.27: +5 to +36%); causal, prefix_lm_causal, full_document
+// (0.57-0.61) tie; of the windows (0.10-0.23) global_sliding_window goes with the key tiles
+// together (+2%) and sliding_window the other way (-3%).
 func backwardOrder(w *WorkList) int32 {
-	if w.RowTiles == 0 {
-		return schedNoRot
-	}
-	n := w.Start[1] - w.Start[0]
+	var n, sum, sum2 float64
 	for l := 0; l < w.Lists; l++ {
 		for r := 0; r < w.RowTiles; r++ {
-			if w.Start[l*(w.RowTiles+1)+r+1]-w.Start[l*(w.RowTiles+1)+r] != n {
-				return schedNoRot
-			}
+			c := float64(w.Start[l*(w.RowTiles+1)+r+1] - w.Start[l*(w.RowTiles+1)+r])
+			n, sum, sum2 = n+1, sum+c, sum2+c*c
 		}
 	}
-	return schedKTFast
+	if n == 0 || sum == 0 {
+		return schedNoRot
+	}
+	mean := sum / n
+	// cv <= 0.4, as variance <= 0.16 mean^2 (no square root)
+	if sum2/n-mean*mean <= 0.16*mean*mean {
+		return schedKTFast
+	}
+	return schedNoRot
 }
 
 // backwardSched is the order this kernel's variant runs the backward of w in.
@@ -144,11 +154,38 @@ func (k *Kernel) persistent(w *WorkList) bool {
 }
 
 // keyTile64Pays says whether a forward over 128 x 64 tiles visits enough fewer keys than
-// one over 128 x 128 tiles to pay for its smaller products (sm90sr): the 128-key list
-// visits at least 1.3x the key positions of the 64-key one. On a 64-token block-sparse map
-// at kept 0.2 that is about 1.6x; on full, causal and document masks at most a few percent.
+// one over 128 x 128 tiles to pay for its smaller products: the 128-key list visits at
+// least 1.2x the key positions of the 64-key one. Calls 29-30 (docs/perf.md "Calls
+// 29-31"): per key visited the 64-key tiles cost 1.09-1.30x (1.15x on full), so 64-token
+// block-sparse maps at kept 0.1-0.5 (ratios 1.81-1.25) gain 11-39% and at kept 0.8 (1.04)
+// lose 4%; variable 256-token blocks (1.08-1.15) lose 6-10%; dense masks (1.00-1.02)
+// lose 13%.
 func keyTile64Pays(w128, w64 *WorkList) bool {
-	return 10*int64(len(w128.Entries)/2)*int64(w128.ColTile) >= 13*int64(len(w64.Entries)/2)*int64(w64.ColTile)
+	return 5*int64(len(w128.Entries)/2)*int64(w128.ColTile) >= 6*int64(len(w64.Entries)/2)*int64(w64.ColTile)
+}
+
+// key64Pays says whether p's forward runs over 128 x 64 tiles (keyTile64Pays), decided once
+// per 128 x 128 work list: the 64-key list is built on the host to decide and reaches the
+// device only where it is used. A list that cannot be built keeps the 128-key tiles (the
+// forward then reports the error itself).
+func (k *Kernel) key64Pays(p kernels.Problem) bool {
+	a, err := k.list(p, fwdSM90S.qTile, 128, false)
+	if err != nil {
+		return false
+	}
+	k.mu.Lock()
+	known := a.k64
+	k.mu.Unlock()
+	if known == 0 {
+		known = -1
+		if b, err := BuildWorkList(masksOf(p), fwdSM90S.qTile, fwdSM90S.kTile, false); err == nil && keyTile64Pays(a.w, b) {
+			known = 1
+		}
+		k.mu.Lock()
+		a.k64 = known
+		k.mu.Unlock()
+	}
+	return known > 0
 }
 
 // forwardFor is the forward entry point of p: the variant's at p's head dim, or the plain
@@ -156,12 +193,8 @@ func keyTile64Pays(w128, w64 *WorkList) bool {
 // the scale: a positive, normal one).
 func (k *Kernel) forwardFor(p kernels.Problem) variant {
 	fv := k.fwd.at(p.HeadDim)
-	if k.arch.k64 && k.dev != nil { // sm90sr: 64-key tiles where 128-key ones waste (both lists cached)
-		a, err1 := k.list(p, fwdSM90S.qTile, 128, false)
-		b, err2 := k.list(p, fwdSM90S.qTile, fwdSM90S.kTile, false)
-		if err1 == nil && err2 == nil && keyTile64Pays(a.w, b.w) {
-			fv = fwdSM90S
-		}
+	if k.arch.k64 && k.dev != nil && k.key64Pays(p) {
+		fv = fwdSM90S
 	}
 	if scaleLog2 := float32(p.SoftmaxScale() * math.Log2E); fv.lean && !(scaleLog2 >= 0x1p-126) {
 		return fwdSM90
@@ -248,7 +281,7 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 		return err
 	}
 	shared := k.bwd.shared(d)
-	fn := k.bwd.fn
+	fn := k.bwd.at(d).fn
 	if k.det { // the deterministic entry (bwd90d)
 		fn += "d"
 	}
