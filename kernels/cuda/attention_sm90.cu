@@ -743,20 +743,12 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     mbar_arrive(&dqFull[cw]);
   };
 
-  // OV (experiment sm90bo, head dim 64 only: the registers of a second S^T and dP^T fit
-  // there, not at 128): step it+1's S^T and dP^T are issued right after step it's dV, as
-  // their own group, and step it+1's exponentials and dS^T are computed while step it's dQ
-  // and dK run; dS^T is packed once dK (which reads the packed dS^T of step it) is done.
-  // The last step is written out on its own, so that every turn of the loop issues the
-  // same groups (ptxas serialises the wgmma when one is conditional, C7514).
-  // EARLY (OVB 2, experiment sm90be, both head dims): no second S^T and dP^T, but step it+1's
-  // are issued as soon as step it's dQ is staged, behind its dK, so that the tensor cores
-  // go on from dK into them while this warpgroup waits (the two warpgroups meet at dS^T every
-  // step at D = 128, so their gaps coincide).
+  // EARLY (OVB 2, sm90's backward at head dim 128 since call 31; both head dims in sm90be):
+  // step it+1's S^T and dP^T are issued as soon as step it's dQ is staged, behind its dK, so
+  // that the tensor cores go on from dK into them while this warpgroup waits (the two
+  // warpgroups meet at dS^T every step at D = 128, so their gaps coincide).
   constexpr bool EARLY = OVB == 2;
-  constexpr bool SKIPH = OVB == 3;  // experiment sm90bs: the default loop, empty 64-key halves skipped
-  constexpr bool OV = (OVB == 1 && D == 64) || EARLY;
-  if constexpr (OV) {
+  if constexpr (EARLY) {
     float st[32], dpt[32];
     unsigned pa[4][4], sa[4][4];
     // S^T and dP^T of step j, issued and committed (not waited for)
@@ -850,7 +842,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
       const T *cQ = sQ + (j % STAGES) * BBM9 * D;
       const unsigned loQm = sw128_lo(cQ, BBM9 * CHUNK * 2);
       wgmma_fence();
-      if constexpr (EARLY) {
+      {
         // dK's A from the dS^T just stored (this warpgroup's 64 key rows, K-major): sa is
         // free once stored, which leaves the registers for the next S^T and dP^T
         const unsigned loA = sw128_lo(dS + cw * 64 * CHUNK, 16);
@@ -861,19 +853,16 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
           else
             Ops<T>::template ss64<0, 1>(dka, sw128_at(loA, kk * 32), sw128_at(loQm, kk * 16 * CHUNK * 2), 1);
         }
-      } else {
-#pragma unroll
-        for (int kk = 0; kk < 4; kk++) PV<T, D>::run(dka, sa[kk], sw128_at(loQm, kk * 16 * CHUNK * 2));
       }
       wgmma_commit();
     };
-    if (EARLY && iters > 0) {
+    if (iters > 0) {
       issue_sdp(0);
       wgmma_wait<0>();
     }
     // (every group is retired at the end of a turn: with S^T and dP^T in flight across the
     // loop's back edge the compiler copies accumulators there, and ptxas serialises, C7514)
-    for (int it = 0; EARLY && it + 1 < iters; it++) {
+    for (int it = 0; it + 1 < iters; it++) {
       float dqa[32];
       reg_fence(st);
       reg_fence(dpt);
@@ -891,49 +880,10 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
       mbar_arrive(&emptyQ[it % STAGES]);
       wgmma_wait<0>();  // S^T and dP^T of step it + 1
     }
-    if (iters > 0) {
-      if (!EARLY) {  // EARLY: issued and waited for before its loop or in its last turn
-        issue_sdp(0);
-        wgmma_wait<0>();
-      }
+    if (iters > 0) {  // the last step's S^T and dP^T were waited for before the loop or in its last turn
       reg_fence(st);
       reg_fence(dpt);
-      elementwise(EARLY ? iters - 1 : 0);
-      pack_ds();
-    }
-    for (int it = 0; !EARLY && it + 1 < iters; it++) {
-      float dqa[32];
-      issue_dv(it);
-      issue_sdp(it + 1);
-      issue_dqdk(it, dqa);
-      wgmma_wait<2>();  // dV of step it and S^T, dP^T of step it + 1
-      reg_fence(dva);
-      reg_fence(st);
-      reg_fence(dpt);
-      elementwise(it + 1);  // pa is free: dV has read it
-      reg_fence(dpt);
-      reg_fence(pa);
-      {  // ptxas would schedule the next wait above the exponentials: a store that depends
-         // on every P (through the packed words) keeps them before it. It runs only when the
-         // words' XOR is 0x7fc17fc1, which finite inputs cannot give (every P < 2: no half
-         // sets bit 14), and then writes a word of this thread's own row of the next step's
-         // dS^T, which nothing reads before this warpgroup rewrites it (at d64 a warpgroup's
-         // dQ reads only its own rows; dQ of the step before is retired)
-        unsigned x = 0;
-#pragma unroll
-        for (int kk = 0; kk < 4; kk++)
-#pragma unroll
-          for (int y = 0; y < 4; y++) x ^= pa[kk][y];
-        asm volatile("{ .reg .pred p; setp.eq.u32 p, %0, 0x7fc17fc1; @p st.shared.u32 [%1], %0; }" ::"r"(x),
-                     "r"(smem_u32(sdS + ((it + 1) & 1) * BBN9 * BBM9 + kr * CHUNK)) : "memory");
-      }
-      wgmma_wait<1>();  // dQ
-      reg_fence(dqa);
-      stage_dq(dqa, it);
-      wgmma_wait<0>();  // dK: sa is free
-      reg_fence(dka);
-      reg_fence(sa);
-      mbar_arrive(&emptyQ[it % STAGES]);
+      elementwise(iters - 1);
       pack_ds();
     }
     if (iters > 0) {  // the last step
@@ -950,7 +900,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
       mbar_arrive(&emptyQ[it % STAGES]);
     }
   }
-  for (int it = 0; !OV && it < iters; it++) {
+  for (int it = 0; !EARLY && it < iters; it++) {
     const int s = it % STAGES;
     const unsigned ph = (it / STAGES) & 1;
     const int e = e0 + (it % ne + rot) % ne;
@@ -960,43 +910,6 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     const T *cQ = sQ + s * BBM9 * D, *cdO = sdO + s * BBM9 * D;
     const float *cL = sL + s * BBM9, *cDs = sDs + s * BBM9;
     T *dS = sdS + (it & 1) * BBN9 * BBM9;
-
-    if (SKIPH && ref >= 0 && square_empty(wl, ref, q0, k0 + cw * 64, 64)) {
-      // (experiment sm90bs) nothing of this step touches this warpgroup's 64 keys (a 64-token
-      // block-sparse map's empty block): no S^T, dP^T, exponentials, dV or dK. Its rows of dS^T
-      // are zeros; at D = 128 the warpgroup still computes its half of dQ's columns over both
-      // warpgroups' keys, at D = 64 it stages zeros (the writer adds a stage each step). Its
-      // groups are retired inside this branch, so no group is in flight where it rejoins.
-      // It does not wait for fullQ[s]: the other warpgroup does (a listed tile allows a pair,
-      // so both halves are never empty; square_test.go asserts it), and this one's next wait
-      // on the stage comes after that (named barrier 1 at D = 128, the dQ writer's turn at 64).
-      float dqa[32];
-      if constexpr (L::kSplit) {
-#pragma unroll
-        for (int kk = 0; kk < 4; kk++)
-#pragma unroll
-          for (int x = 0; x < 4; x++) {
-            const int row = kr + (x & 1) * 8, col = kk * 16 + (x >> 1) * 8 + 2 * t;
-            *reinterpret_cast<unsigned *>(dS + row * CHUNK + ((((col >> 3) ^ (row & 7))) << 3) + (col & 7)) = 0u;
-          }
-        fence_async_smem();
-        named_sync(1, 256);
-        wgmma_fence();
-        const unsigned loS = sw128_lo(dS, 16);
-#pragma unroll
-        for (int kk = 0; kk < BBN9 / 16; kk++)
-          Ops<T>::template ss64<1, 1>(dqa, sw128_at(loS, kk * 16 * CHUNK * 2), sw128_at(loKq, kk * 16 * CHUNK * 2), kk > 0);
-        wgmma_commit();
-        wgmma_wait<0>();
-        reg_fence(dqa);
-      } else {
-#pragma unroll
-        for (int i = 0; i < 32; i++) dqa[i] = 0.f;
-      }
-      stage_dq(dqa, it);
-      mbar_arrive(&emptyQ[s]);
-      continue;
-    }
 
     float st[32], dpt[32];
     unsigned pa[4][4], sa[4][4];
@@ -1270,19 +1183,6 @@ SM90_OVL_ENTRIES(fp16, __half, 64)
 SM90_OVL_ENTRIES(fp16, __half, 128)
 #endif
 
-// The overlapped backward's entries (experiment sm90bo): at head dim 64 the next step's
-// S^T, dP^T and exponentials under this step's dQ and dK; at 128 the same code as bwd90f.
-// Only in the variants that define LONGCA_BWD_OVL.
-#ifdef LONGCA_BWD_OVL
-#define SM90_BOVL_ENTRIES(NAME, T, D)               \
-  SM90_BWD_X(bwd90o, NAME, T, D, false, true, 1) \
-  SM90_BWD_X(bwd90od, NAME, T, D, true, true, 1)
-SM90_BOVL_ENTRIES(bf16, __nv_bfloat16, 64)
-SM90_BOVL_ENTRIES(bf16, __nv_bfloat16, 128)
-SM90_BOVL_ENTRIES(fp16, __half, 64)
-SM90_BOVL_ENTRIES(fp16, __half, 128)
-#endif
-
 // The forward over 64-key tiles (experiment sm90s): the overlapped forward with tiles of
 // 128 queries x 64 keys, for masks whose kept blocks are 64 keys wide (a 128-key tile of a
 // 64-token block-sparse map is often half empty); only with LONGCA_FWD_K64.
@@ -1306,16 +1206,4 @@ SM90_BEARLY_ENTRIES(bf16, __nv_bfloat16, 64)
 SM90_BEARLY_ENTRIES(bf16, __nv_bfloat16, 128)
 SM90_BEARLY_ENTRIES(fp16, __half, 64)
 SM90_BEARLY_ENTRIES(fp16, __half, 128)
-#endif
-
-// The skipping backward's entries (experiment sm90bs): the default loop, a warpgroup's
-// steps whose 64 x 64 square is empty skipped; only with LONGCA_BWD_SKIP.
-#ifdef LONGCA_BWD_SKIP
-#define SM90_BSKIP_ENTRIES(NAME, T, D)             \
-  SM90_BWD_X(bwd90k, NAME, T, D, false, true, 3) \
-  SM90_BWD_X(bwd90kd, NAME, T, D, true, true, 3)
-SM90_BSKIP_ENTRIES(bf16, __nv_bfloat16, 64)
-SM90_BSKIP_ENTRIES(bf16, __nv_bfloat16, 128)
-SM90_BSKIP_ENTRIES(fp16, __half, 64)
-SM90_BSKIP_ENTRIES(fp16, __half, 128)
 #endif

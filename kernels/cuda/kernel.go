@@ -69,6 +69,9 @@ func (v variant) at(d int) variant {
 // withConvC is v with dQ converted through shared memory (dq90_convertc).
 func (v variant) withConvC() variant { v.convC = true; return v }
 
+// withFn is v with another entry point of the same tiles and resources.
+func (v variant) withFn(fn string) variant { v.fn = fn; return v }
+
 // withAt64 is v with the entry point f at head dim 64.
 func (v variant) withAt64(f *variant) variant { v.at64 = f; return v }
 
@@ -102,24 +105,17 @@ var (
 	// 160 registers a consumer, 32 the producer (LONGCA_FWD_THREE); at head dim 128 the
 	// lean forward with the next tile's softmax under this tile's P V (LONGCA_FWD_OVL).
 	fwdSM90M  = variant{fn: "fwd90m", qTile: 192, kTile: 128, threads: 512, sharedPerDim: (2*192 + 4*128) * 2, sharedFixed: fwdSM90.sharedFixed, lean: true}
-	fwdSM90O  = variant{fn: "fwd90o", qTile: 128, kTile: 128, threads: 384, sharedPerDim: fwdSM90.sharedPerDim, sharedFixed: fwdSM90.sharedFixed, lean: true}
+	fwdSM90O  = fwdSM90L.withFn("fwd90o")
 	fwdSM90OM = fwdSM90O.withAt64(&fwdSM90M)
-	// experiment sm90s (2026-12-04, not yet run on a GPU): the overlapped forward over 128 x 64
-	// tiles at both head dims (LONGCA_FWD_K64): K and V 2 stages of 64 x D
+	// the overlapped forward over 128 x 64 tiles at both head dims (LONGCA_FWD_K64): K and V
+	// 2 stages of 64 x D (sm90 where keyTile64Pays says so, sm90s always; calls 29-30)
 	fwdSM90S = variant{fn: "fwd90s", qTile: 128, kTile: 64, threads: 384, sharedPerDim: (2*128 + 4*64) * 2, sharedFixed: fwdSM90.sharedFixed, lean: true}
-	// experiment sm90bo (2026-12-04, not yet run on a GPU): the backward at head dim 64 with
-	// the next step's S^T, dP^T and exponentials under this step's dQ and dK (LONGCA_BWD_OVL;
-	// at head dim 128 the entry is bwd90f's code)
-	bwdSM90O = func() variant { v := bwdSM90C; v.fn = "bwd90o"; return v }()
-	// experiment sm90be (2026-12-04, not yet run on a GPU): the backward with the next step's
-	// S^T and dP^T issued behind this step's dK (LONGCA_BWD_EARLY), both head dims
-	bwdSM90E = func() variant { v := bwdSM90C; v.fn = "bwd90e"; return v }()
-	// sm90 since call 31 (docs/perf.md "Calls 29-31"): bwd90e at head dim 128 (+1 to +4% on
-	// 17 of 20 cells of calls 29-30), bwd90f at 64 (even there)
+	// the backward with the next step's S^T and dP^T issued behind this step's dK
+	// (LONGCA_BWD_EARLY; sm90be at both head dims)
+	bwdSM90E = bwdSM90C.withFn("bwd90e")
+	// sm90 since call 31 (docs/perf.md "Calls 29-32"): bwd90e at head dim 128 (+0.3 to +5.7%
+	// on 17 of 20 cells of calls 29-30), bwd90f at 64 (-3 to +1% there)
 	bwdSM90EC = bwdSM90E.withAt64(&bwdSM90C)
-	// experiment sm90bs (2026-12-04, not yet run on a GPU): the default backward with a
-	// warpgroup's steps skipped where its 64 x 64 square is empty (LONGCA_BWD_SKIP)
-	bwdSM90K = func() variant { v := bwdSM90C; v.fn = "bwd90k"; return v }()
 )
 
 // archVariant is a code path of the kernel: the entry points of its forward and backward
@@ -156,11 +152,9 @@ var archVariants = []archVariant{
 	{name: "sm90-plain", doc: "sm90 with the forward never persistent (a block per query tile), whatever the rows: to time both sides of sm90's rule", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90EC, sched: schedByRule, persist: -1, k64: true, defines: sm90Defines},
 	{name: "sm90fk", doc: "sm90 with the backward's key tiles of a head always together (one side of sm90's order rule)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90EC, sched: schedKTFast, k64: true, defines: sm90Defines},
 	{name: "sm90fn", doc: "sm90 with the backward's key tiles always heaviest first over all heads (the other side of sm90's order rule)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90EC, sched: schedNoRot, k64: true, defines: sm90Defines},
-	{name: "sm90bo", doc: "experiment (not yet run on a GPU): sm90 with the head-dim-64 backward's next step's S^T and dP^T issued after this step's dV and its exponentials and dS^T computed while this step's dQ and dK run; head dim 128 as sm90", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90O, sched: schedByRule, defines: append([]string{"LONGCA_BWD_OVL"}, sm90Defines...)},
 	{name: "sm90s", doc: "sm90 with the forward always over 128-query x 64-key tiles, at both head dims (one side of sm90's tile rule)", major: 9, exact: true, fwd: fwdSM90S, bwd: bwdSM90EC, sched: schedByRule, defines: sm90Defines},
 	{name: "sm90be", doc: "sm90 with the backward's next S^T and dP^T issued behind this step's dK at head dim 64 too (call 29: even with sm90 there)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90E, sched: schedByRule, k64: true, defines: sm90Defines},
 	{name: "sm90-c29", doc: "sm90 as it was before call 31 (call 29's default: 128 x 128 forward tiles on every mask, bwd90f's backward at both head dims; the block order by sm90's rule): kept to time the new default against", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90C, sched: schedByRule, defines: sm90Defines},
-	{name: "sm90bs", doc: "experiment (not yet run on a GPU): sm90 with the backward's warpgroup skipping its products, exponentials, dV and dK in steps where its 64 keys x 64 queries are all masked (64-token block-sparse maps' empty blocks)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90K, sched: schedByRule, defines: append([]string{"LONGCA_BWD_SKIP"}, sm90Defines...)},
 	{name: "sm80", doc: "Ampere and later: mma.sync forward and backward (cp.async double buffering)", major: 8, fwd: fwdSM80, bwd: bwdSM80},
 }
 

@@ -108,7 +108,7 @@ const (
 // when the key tiles have about the same number of query tiles to visit, heaviest key
 // tiles first over all heads (schedNoRot: load balance) when they differ widely. "About
 // the same" is a coefficient of variation of the key tiles' counts (over every list) of at
-// most 0.4. Calls 13 and 30 (docs/perf.md "Calls 29-31"): the key tiles together win on
+// most 0.4. Calls 13 and 30 (docs/perf.md "Calls 29-32"): the key tiles together win on
 // full (+4%) and on every block-sparse map (uniform 64/128-token and variable blocks,
 // kept 0.1-0.8, coefficient 0.01-0.31: +10 to +37%); heaviest first wins on the document
 // masks (coefficient 0.58-1.27: +5 to +36%); causal, prefix_lm_causal, full_document

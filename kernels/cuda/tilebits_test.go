@@ -149,7 +149,7 @@ func extract(t *testing.T, src, start, end string) string {
 }
 
 // cWorkList writes w's arrays as C arrays named id_order, id_start, ... into b, for the host
-// programs that run the kernels' work-list code (tile_bits, square_empty), and returns the
+// programs that run the kernels' work-list code (tile_bits), and returns the
 // C expression of a WorkList over them.
 func cWorkList(b *strings.Builder, id string, w *WorkList) string {
 	for _, a := range []struct {

@@ -50,19 +50,3 @@ template <int N, bool KEYROWS> DEV unsigned long long tile_bits(const WorkList &
   }
   return bits;
 }
-
-// Whether a partial tile allows no pair inside the square of queries q0 .. q0+n-1 and keys
-// k0 .. k0+n-1 (experiment sm90bs: a backward warpgroup whose 64 keys have nothing to do in
-// a step skips its products). A slice allows (q, k) with qs <= q < qe, ks <= k < ke and
-// lo <= k - q <= hi; over the rectangle where its ranges meet the square, k - q takes every
-// value between its least and its greatest, so the band meets it when those two overlap
-// [lo, hi]. The same for every thread: no communication.
-DEV bool square_empty(const WorkList &wl, int ref, int q0, int k0, int n) {
-  const int m = wl.refs[ref];
-  for (int x = 0; x < m; x++) {
-    const int *sl = wl.slices + 6 * wl.refs[ref + 1 + x];
-    const int q1 = max(sl[0], q0), q2 = min(sl[1], q0 + n), k1 = max(sl[2], k0), k2 = min(sl[3], k0 + n);
-    if (q1 < q2 && k1 < k2 && max(sl[4], k1 - (q2 - 1)) <= min(sl[5], (k2 - 1) - q1)) return false;
-  }
-  return true;
-}

@@ -1,4 +1,5 @@
 #!/bin/sh
+# (Call 29 ran it; sm90bo, sm90bs and sm90sr were removed after it: docs/perf.md "Calls 29-32".)
 # The next session's first device call (prepared 2026-12-04; docs/perf.md "Next: sm90bo"),
 # from the repository root with bin/longca.gz and bin/cuda.test.gz carried (make device):
 #   sh scripts/device/next-sm90bo.sh OUT
