@@ -27,6 +27,21 @@ func KernelCheck(ctx context.Context, k kernels.Kernel, p kernels.Problem, pass 
 	return Outcome(rep), nil
 }
 
+// NewKernelCheck is KernelCheck with the references shared between the kernels and passes
+// checked on one case (check.Cache): a sweep of N kernels computes each case's float64 and
+// naive references once instead of 2N times. The inputs are the same either way
+// (check.Inputs of the case's seed), so every row's verdict is the same.
+func NewKernelCheck() CheckFunc {
+	c := &check.Cache{}
+	return func(ctx context.Context, k kernels.Kernel, p kernels.Problem, pass kernels.Pass, seed uint64) (CheckOutcome, error) {
+		rep, err := c.Check(ctx, k, p, seed, pass)
+		if err != nil {
+			return CheckOutcome{}, err
+		}
+		return Outcome(rep), nil
+	}
+}
+
 // Outcome is a check report as a row records it: the verdict and the worst figure
 // (check.NewReport's choice, the one worst-error rule of kernels and CP alike).
 func Outcome(rep check.Report) CheckOutcome {

@@ -116,7 +116,7 @@ func (s *Session) RunKernels(ctx context.Context, k KernelSweep, est *harness.Es
 		},
 	}
 	if k.Check {
-		r.Check = harness.KernelCheck
+		r.Check = harness.NewKernelCheck()
 	}
 	defer r.Close()
 	cases := k.Sweep.Cases()

@@ -108,7 +108,7 @@ func (s *Session) calibrateKernel(ctx context.Context, o *Simulation) error {
 		base.RunID, base.Bench = runID, "kernel"
 		r := &harness.Runner{Warmup: 1, Iters: o.CalIters, Base: base, KernelOptions: o.CalKernelOptions}
 		if o.CalCheck {
-			r.Check = harness.KernelCheck
+			r.Check = harness.NewKernelCheck()
 		}
 		defer r.Close()
 		cases := harness.CalibrationSweep(o.Calibrate, o.CalLens, o.Sweep.Heads[0], o.Sweep.HeadDim, o.Sweep.DType).Cases()

@@ -102,16 +102,31 @@ func Both(ctx context.Context, k kernels.Kernel, p kernels.Problem, seed uint64)
 }
 
 func run(ctx context.Context, k kernels.Kernel, p kernels.Problem, seed uint64, pass kernels.Pass) (Report, error) {
+	return runWith(ctx, k, p, seed, pass, nil)
+}
+
+// runWith is run with the inputs and references from c (nil: computed here).
+func runWith(ctx context.Context, k kernels.Kernel, p kernels.Problem, seed uint64, pass kernels.Pass, c *Cache) (Report, error) {
 	if err := k.Supports(p); err != nil {
 		return Report{}, fmt.Errorf("check: %s: %w", k.Name(), err)
 	}
 	backward := pass != kernels.Fwd
-	q, kk, v, dout := Inputs(p, seed)
+	var q, kk, v, dout *tensor.Host
+	if c != nil {
+		q, kk, v, dout = c.inputs(p, seed)
+	} else {
+		q, kk, v, dout = Inputs(p, seed)
+	}
 	cand, err := runDevice(ctx, k, p, q, kk, v, dout, backward)
 	if err != nil {
 		return Report{}, err
 	}
-	exact, naive, err := References(ctx, p, q, kk, v, dout, backward)
+	var exact, naive Outputs
+	if c != nil {
+		exact, naive, err = c.references(ctx, p, seed, backward)
+	} else {
+		exact, naive, err = References(ctx, p, q, kk, v, dout, backward)
+	}
 	if err != nil {
 		return Report{}, err
 	}
