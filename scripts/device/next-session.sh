@@ -4,7 +4,7 @@
 # call's bound (call 32 reached 88 in 530 s without the cache), from the repository root
 # with bin/longca.gz carried (make device):
 #   sh scripts/device/next-session.sh OUT
-# Then, in later calls: scripts/device/next-ncu-bwd.sh (about 200 s) and
+# Then, in later calls: scripts/device/next-d64bwd.sh (bin/cuda.test.gz too; about 500 s) and
 # scripts/device/cp-final.sh (make cp-device; the CP rows of issue 19's must-show).
 set -u
 out=${1:?usage: next-session.sh OUT}
