@@ -328,8 +328,10 @@ func (e *Estimate) Longest() (Case, float64) {
 // head setting and pass at its checked size pays the check (the reference, the naive
 // reference and the kernel, forward and for a backward its backward too); the later ones
 // reuse it, as Runner does (a case over budget is checked at a smaller length, the same
-// for every longer one).
-func SetCheckCosts(cases []EstimateCase, budget, refFLOPs float64) {
+// for every longer one). With sharedRefs (the sweep checks through one check.Cache,
+// harness.NewKernelCheck) the two references are paid once for all the kernels of a mask,
+// head setting and pass, and the other kernels pay only their own run.
+func SetCheckCosts(cases []EstimateCase, budget, refFLOPs float64, sharedRefs bool) {
 	if budget <= 0 {
 		budget = DefaultCheckBudget
 	}
@@ -344,6 +346,7 @@ func SetCheckCosts(cases []EstimateCase, budget, refFLOPs float64) {
 		seqlen        int // 0: checked at the budget's size
 	}
 	seen := map[key]bool{}
+	refs := map[key]bool{} // with sharedRefs: the references' key, the kernel left out
 	for i := range cases {
 		c := &cases[i]
 		c.CheckSeconds = 0
@@ -360,6 +363,15 @@ func SetCheckCosts(cases []EstimateCase, budget, refFLOPs float64) {
 		if c.Pass != kernels.Fwd {
 			passes = kernels.Fwd.FLOPsFactor() + kernels.Bwd.FLOPsFactor()
 		}
-		c.CheckSeconds = 3 * 4 * madds * passes / refFLOPs
+		unit := 4 * madds * passes / refFLOPs
+		c.CheckSeconds = 3 * unit
+		if sharedRefs {
+			rk := k
+			rk.kernel = ""
+			if refs[rk] {
+				c.CheckSeconds = unit // the kernel's own run; the references are cached
+			}
+			refs[rk] = true
+		}
 	}
 }

@@ -96,7 +96,7 @@ func replayH200(t *testing.T, ref float64, from int) {
 	for i, r := range run {
 		cases[i] = r.c
 	}
-	SetCheckCosts(cases, DefaultCheckBudget, ref)
+	SetCheckCosts(cases, DefaultCheckBudget, ref, false) // that run checked every kernel on its own references
 	e := NewEstimate(cases, EstimatePrior{DeviceFLOPs: DefaultDeviceFLOPs, RefFLOPs: ref, PerCase: DefaultPerCase, Reps: 3 + 10})
 	within := func(what string, got time.Duration, want float64) {
 		t.Helper()
@@ -167,11 +167,31 @@ func TestSetCheckCosts(t *testing.T) {
 		return EstimateCase{Case: Case{Mask: "causal", SeqLen: n, Heads: Heads{Q: 8, KV: 2}, HeadDim: 64, Kernel: "cuda", Pass: pass}, FLOPs: flops}
 	}
 	cases := []EstimateCase{mk(1024, kernels.Fwd, 4e8), mk(2048, kernels.Fwd, 1.6e9), mk(4096, kernels.Fwd, 4e10), mk(8192, kernels.Fwd, 1.6e11), mk(8192, kernels.Bwd, 4e11)}
-	SetCheckCosts(cases, 2e9, 1e9)
 	want := []float64{3 * 4e8 / 1e9, 3 * 1.6e9 / 1e9, 3 * 8e9 / 1e9, 0, 3 * 3.5 * 8e9 / 1e9}
-	for i, c := range cases {
-		if math.Abs(c.CheckSeconds-want[i]) > 1e-9 {
-			t.Errorf("case %d (S=%d %s): check %g s, want %g", i, c.SeqLen, c.Pass, c.CheckSeconds, want[i])
+	for _, shared := range []bool{false, true} { // one kernel: the same either way
+		SetCheckCosts(cases, 2e9, 1e9, shared)
+		for i, c := range cases {
+			if math.Abs(c.CheckSeconds-want[i]) > 1e-9 {
+				t.Errorf("shared %v case %d (S=%d %s): check %g s, want %g", shared, i, c.SeqLen, c.Pass, c.CheckSeconds, want[i])
+			}
+		}
+	}
+	// A second kernel on the same cases: its own check at every size, and with shared
+	// references (check.Cache) only its own run, a third of it.
+	two := append(append([]EstimateCase{}, cases...), cases...)
+	for i := len(cases); i < len(two); i++ {
+		two[i].Kernel = "cudnn"
+	}
+	for _, shared := range []bool{false, true} {
+		SetCheckCosts(two, 2e9, 1e9, shared)
+		for i := range cases {
+			w := want[i]
+			if shared {
+				w /= 3
+			}
+			if got := two[len(cases)+i].CheckSeconds; math.Abs(got-w) > 1e-9 || math.Abs(two[i].CheckSeconds-want[i]) > 1e-9 {
+				t.Errorf("shared %v case %d: the second kernel's check %g s, want %g (the first's %g, want %g)", shared, i, got, w, two[i].CheckSeconds, want[i])
+			}
 		}
 	}
 }

@@ -141,7 +141,7 @@ func (s *Session) newEstimate(k KernelSweep, cases []harness.Case, places map[st
 		ecs[i] = ec
 	}
 	if k.Check {
-		harness.SetCheckCosts(ecs, k.CheckBudget, m.RefFLOPs)
+		harness.SetCheckCosts(ecs, k.CheckBudget, m.RefFLOPs, true) // NewKernelCheck shares the references
 	}
 	return harness.NewEstimate(ecs, harness.EstimatePrior{DeviceFLOPs: m.DeviceFLOPs, RefFLOPs: m.RefFLOPs,
 		PerCase: harness.DefaultPerCase, Reps: k.Warmup + k.Iters})

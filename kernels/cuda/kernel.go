@@ -660,7 +660,11 @@ func (k *Kernel) Resources() (string, error) {
 	var es []entry
 	for _, dt := range []string{"bf16", "fp16"} {
 		for _, d := range []int{64, 128} {
-			for _, v := range []variant{k.fwd.at(d), k.bwd.at(d)} {
+			vs := []variant{k.fwd.at(d), k.bwd.at(d)}
+			if k.arch.k64 { // the forward the tile rule picks on 64-token block-sparse maps
+				vs = append(vs, fwdSM90S)
+			}
+			for _, v := range vs {
 				es = append(es, entry{fmt.Sprintf("%s_%s_d%d", v.fn, dt, d), v.threads, v.shared(d)})
 			}
 			es = append(es, entry{fmt.Sprintf("bwd_pre_%s_d%d", dt, d), 256, 0})
