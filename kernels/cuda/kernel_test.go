@@ -67,8 +67,10 @@ func TestSupportsNamesTheFlag(t *testing.T) {
 func TestVariantsMatchSource(t *testing.T) {
 	for _, av := range archVariants {
 		vs := []variant{av.fwd, av.bwd}
-		if av.fwd.at64 != nil {
-			vs = append(vs, *av.fwd.at64)
+		for _, v := range []variant{av.fwd, av.bwd} {
+			if v.at64 != nil {
+				vs = append(vs, *v.at64)
+			}
 		}
 		for _, v := range vs {
 			if sh := v.shared(128); sh > 227<<10 {
