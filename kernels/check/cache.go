@@ -47,14 +47,19 @@ func (c *Cache) Runs() int {
 func (c *Cache) inputs(p kernels.Problem, seed uint64) (q, k, v, dout *tensor.Host) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.holdLocked(p, seed)
+	return c.q, c.k, c.v, c.dout
+}
+
+// holdLocked makes the cache hold p at seed: unless it already does, fresh inputs and no
+// references yet. The caller holds c.mu.
+func (c *Cache) holdLocked(p kernels.Problem, seed uint64) {
 	if c.have && c.seed == seed && sameProblem(c.p, p) {
-		return c.q, c.k, c.v, c.dout
+		return
 	}
-	q, k, v, dout = Inputs(p, seed)
+	c.q, c.k, c.v, c.dout = Inputs(p, seed)
 	c.have, c.p, c.seed, c.backward = true, p, seed, false
-	c.q, c.k, c.v, c.dout = q, k, v, dout
 	c.exact, c.naive = Outputs{}, Outputs{}
-	return q, k, v, dout
 }
 
 // references are References(p, inputs, backward), computed once per problem (and once
@@ -63,12 +68,7 @@ func (c *Cache) inputs(p kernels.Problem, seed uint64) (q, k, v, dout *tensor.Ho
 func (c *Cache) references(ctx context.Context, p kernels.Problem, seed uint64, backward bool) (exact, naive Outputs, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.have || c.seed != seed || !sameProblem(c.p, p) {
-		q, k, v, dout := Inputs(p, seed)
-		c.have, c.p, c.seed, c.backward = true, p, seed, false
-		c.q, c.k, c.v, c.dout = q, k, v, dout
-		c.exact, c.naive = Outputs{}, Outputs{}
-	}
+	c.holdLocked(p, seed)
 	if c.exact.Out != nil && (c.backward || !backward) {
 		return c.exact, c.naive, nil
 	}

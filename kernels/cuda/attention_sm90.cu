@@ -1204,9 +1204,10 @@ SM90_OVL_ENTRIES(fp16, __half, 64)
 SM90_OVL_ENTRIES(fp16, __half, 128)
 #endif
 
-// The forward over 64-key tiles (experiment sm90s): the overlapped forward with tiles of
-// 128 queries x 64 keys, for masks whose kept blocks are 64 keys wide (a 128-key tile of a
-// 64-token block-sparse map is often half empty); only with LONGCA_FWD_K64.
+// The forward over 64-key tiles (sm90 where the tile rule picks it, sm90s always): the
+// overlapped forward with tiles of 128 queries x 64 keys, for masks whose kept blocks are 64
+// keys wide (a 128-key tile of a 64-token block-sparse map is often half empty); only with
+// LONGCA_FWD_K64.
 #ifdef LONGCA_FWD_K64
 #define SM90_K64_ENTRIES(NAME, T, D)                      \
   SM90_FWD_B(fwd90s, NAME, T, D, false, true, 2, true, 64) \
@@ -1217,25 +1218,24 @@ SM90_K64_ENTRIES(fp16, __half, 64)
 SM90_K64_ENTRIES(fp16, __half, 128)
 #endif
 
+// A backward loop's two entries, FN and its deterministic FN##d (OVB picks the loop).
+#define SM90_BWD_PAIR(FN, NAME, T, D, OVB)      \
+  SM90_BWD_X(FN, NAME, T, D, false, true, OVB) \
+  SM90_BWD_X(FN##d, NAME, T, D, true, true, OVB)
+
 // The summing backward's entries (experiment sm90bq): at head dim 64 the two warpgroups'
-// dQ partials added in shared memory before one reduction a step; at 128 the default's code.
-// Only with LONGCA_BWD_SUMQ.
+// dQ partials added in shared memory before one reduction a step. Only with
+// LONGCA_BWD_SUMQ.
 #ifdef LONGCA_BWD_SUMQ
-#define SM90_BSUMQ_ENTRIES(NAME, T, D)             \
-  SM90_BWD_X(bwd90q, NAME, T, D, false, true, 4) \
-  SM90_BWD_X(bwd90qd, NAME, T, D, true, true, 4)
-SM90_BSUMQ_ENTRIES(bf16, __nv_bfloat16, 64)
-SM90_BSUMQ_ENTRIES(fp16, __half, 64)
+SM90_BWD_PAIR(bwd90q, bf16, __nv_bfloat16, 64, 4)
+SM90_BWD_PAIR(bwd90q, fp16, __half, 64, 4)
 #endif
 
-// The early backward's entries (experiment sm90be): the next step's S^T and dP^T issued
-// behind this step's dK, both head dims; only with LONGCA_BWD_EARLY.
+// The early backward's entries (sm90 at head dim 128 since call 31, sm90be at both): the
+// next step's S^T and dP^T issued behind this step's dK; only with LONGCA_BWD_EARLY.
 #ifdef LONGCA_BWD_EARLY
-#define SM90_BEARLY_ENTRIES(NAME, T, D)             \
-  SM90_BWD_X(bwd90e, NAME, T, D, false, true, 2) \
-  SM90_BWD_X(bwd90ed, NAME, T, D, true, true, 2)
-SM90_BEARLY_ENTRIES(bf16, __nv_bfloat16, 64)
-SM90_BEARLY_ENTRIES(bf16, __nv_bfloat16, 128)
-SM90_BEARLY_ENTRIES(fp16, __half, 64)
-SM90_BEARLY_ENTRIES(fp16, __half, 128)
+SM90_BWD_PAIR(bwd90e, bf16, __nv_bfloat16, 64, 2)
+SM90_BWD_PAIR(bwd90e, bf16, __nv_bfloat16, 128, 2)
+SM90_BWD_PAIR(bwd90e, fp16, __half, 64, 2)
+SM90_BWD_PAIR(bwd90e, fp16, __half, 128, 2)
 #endif

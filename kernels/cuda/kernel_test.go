@@ -80,7 +80,7 @@ func TestVariantsMatchSource(t *testing.T) {
 			if inSM90(v.fn) {
 				src = SourceSM90()
 			}
-			if !strings.Contains(src, v.fn+"_##NAME##_d##D(") && !regexp.MustCompile(`SM90_(FWD|FWD_NC|FWD_X|FWD_B|BWD|BWD_X)\(`+v.fn+`, `).MatchString(src) {
+			if !strings.Contains(src, v.fn+"_##NAME##_d##D(") && !regexp.MustCompile(`SM90_(FWD|FWD_NC|FWD_X|FWD_B|BWD|BWD_X|BWD_PAIR)\(`+v.fn+`, `).MatchString(src) {
 				t.Errorf("variant %s: no entry point %s", av.name, v.fn)
 			}
 		}

@@ -156,7 +156,7 @@ func (k *Kernel) persistent(w *WorkList) bool {
 // keyTile64Pays says whether a forward over 128 x 64 tiles visits enough fewer keys than
 // one over 128 x 128 tiles to pay for its smaller products: the 128-key list visits at
 // least 1.2x the key positions of the 64-key one. Calls 29-30 (docs/perf.md "Calls
-// 29-31"): per key visited the 64-key tiles cost 1.09-1.30x (1.15x on full), so 64-token
+// 29-32"): per key visited the 64-key tiles cost 1.09-1.30x (1.15x on full), so 64-token
 // block-sparse maps at kept 0.1-0.5 (ratios 1.81-1.25) gain 11-39% and at kept 0.8 (1.04)
 // lose 4%; variable 256-token blocks (1.08-1.15) lose 6-10%; dense masks (1.00-1.02)
 // lose 13%.
