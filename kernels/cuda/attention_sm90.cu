@@ -593,13 +593,6 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
                   WorkList wl, const int *__restrict__ ranks, int *__restrict__ locks, int sched,
                   float *__restrict__ dqacc) {
   using L = BwdLayout<D>;
-  // SUMQ (OVB 4, experiment sm90bq, head dim 64 only): the second warpgroup's dQ partial
-  // is added into the first's in shared memory, so the writer adds one 64 x 64 chunk a step
-  // into the accumulator instead of two (half the bulk reductions into L2): the second
-  // warpgroup stages its partial as always and the first, instead of the writer, takes it
-  // (dqFull[1], dqEmpty[1] with 128 arrivals), adds it to its own and stages the sum.
-  constexpr bool SUMQ = OVB == 4 && D == 64;
-  static_assert(!SUMQ || F, "SUMQ stages dQ in fragment order");
   extern __shared__ unsigned char smem_raw[];
   unsigned char *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
   T *sK = reinterpret_cast<T *>(smem + L::kK);
@@ -635,7 +628,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     }
     for (int c = 0; c < 2; c++) {
       mbar_init(&dqFull[c], 128);
-      mbar_init(&dqEmpty[c], SUMQ && c == 1 ? 128 : 1);  // SUMQ: the first warpgroup frees stage 1
+      mbar_init(&dqEmpty[c], 1);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
@@ -677,9 +670,8 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
           }
           fence_async_global();
         }
-        constexpr int NQ = SUMQ ? 1 : 2;  // the staged chunks a step
 #pragma unroll
-        for (int c = 0; c < NQ; c++) {
+        for (int c = 0; c < 2; c++) {
           mbar_wait(&dqFull[c], it & 1);
           if (F) {  // one chunk of 64 x 64 in fragment order: (h, query tile, column half)
             const long long chunk = ((long long)h * (sq_pad / BBM9) + q0 / BBM9) * (D / 64) + (L::kSplit ? c : 0);
@@ -696,7 +688,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
           st_release(lock, ranks[e] + 1);
         }
 #pragma unroll
-        for (int c = 0; c < NQ; c++) {
+        for (int c = 0; c < 2; c++) {
           // the stages have been read: hand them back (both at once: wait_group is per thread)
           if (c == 0 && !DET) bulk_wait_read0();
           mbar_arrive(&dqEmpty[c]);
@@ -726,20 +718,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
   // stage dQ * scale as fp32 rows of 64 columns (the j-th dQ of the walk) and hand it to
   // the writer, who adds it into the accumulator
   auto stage_dq = [&](float(&dqa)[32], int j) {
-    mbar_wait(&dqEmpty[cw], (j & 1) ^ 1);  // the writer (SUMQ: for stage 1, the first warpgroup) has read the last one
-    if (SUMQ && cw == 0) {  // the second warpgroup's partial of this step, added in
-      mbar_wait(&dqFull[1], j & 1);
-      const float *other = sdQ + BBM9 * 64;
-#pragma unroll
-      for (int jj = 0; jj < 8; jj++) {
-        const float4 o = *reinterpret_cast<const float4 *>(other + dq_frag_slot(lt, jj) * 4);
-        dqa[4 * jj] += o.x;
-        dqa[4 * jj + 1] += o.y;
-        dqa[4 * jj + 2] += o.z;
-        dqa[4 * jj + 3] += o.w;
-      }
-      mbar_arrive(&dqEmpty[1]);
-    }
+    mbar_wait(&dqEmpty[cw], (j & 1) ^ 1);  // the writer has read the last one
     if (F) {  // unscaled, in fragment order: 8 conflict-free 16-byte stores
 #pragma unroll
       for (int jj = 0; jj < 8; jj++)
@@ -1222,14 +1201,6 @@ SM90_K64_ENTRIES(fp16, __half, 128)
 #define SM90_BWD_PAIR(FN, NAME, T, D, OVB)      \
   SM90_BWD_X(FN, NAME, T, D, false, true, OVB) \
   SM90_BWD_X(FN##d, NAME, T, D, true, true, OVB)
-
-// The summing backward's entries (experiment sm90bq): at head dim 64 the two warpgroups'
-// dQ partials added in shared memory before one reduction a step. Only with
-// LONGCA_BWD_SUMQ.
-#ifdef LONGCA_BWD_SUMQ
-SM90_BWD_PAIR(bwd90q, bf16, __nv_bfloat16, 64, 4)
-SM90_BWD_PAIR(bwd90q, fp16, __half, 64, 4)
-#endif
 
 // The early backward's entries (sm90 at head dim 128 since call 31, sm90be at both): the
 // next step's S^T and dP^T issued behind this step's dK; only with LONGCA_BWD_EARLY.

@@ -116,10 +116,6 @@ var (
 	// sm90 since call 31 (docs/perf.md "Calls 29-32"): bwd90e at head dim 128 (+0.3 to +5.7%
 	// on 17 of 20 cells of calls 29-30), bwd90f at 64 (-3 to +1% there)
 	bwdSM90EC = bwdSM90E.withAt64(&bwdSM90C)
-	// experiment sm90bq (2026-12-04, not yet run on a GPU): at head dim 64 the two
-	// warpgroups' dQ partials added in shared memory, one reduction a step (LONGCA_BWD_SUMQ)
-	bwdSM90Q  = bwdSM90C.withFn("bwd90q")
-	bwdSM90EQ = bwdSM90E.withAt64(&bwdSM90Q)
 )
 
 // archVariant is a code path of the kernel: the entry points of its forward and backward
@@ -158,7 +154,6 @@ var archVariants = []archVariant{
 	{name: "sm90fn", doc: "sm90 with the backward's key tiles always heaviest first over all heads (the other side of sm90's order rule)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90EC, sched: schedNoRot, k64: true, defines: sm90Defines},
 	{name: "sm90s", doc: "sm90 with the forward always over 128-query x 64-key tiles, at both head dims (one side of sm90's tile rule)", major: 9, exact: true, fwd: fwdSM90S, bwd: bwdSM90EC, sched: schedByRule, defines: sm90Defines},
 	{name: "sm90be", doc: "sm90 with the backward's next S^T and dP^T issued behind this step's dK at head dim 64 too (call 29: even with sm90 there)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90E, sched: schedByRule, k64: true, defines: sm90Defines},
-	{name: "sm90bq", doc: "experiment (not yet run on a GPU): sm90 with the head-dim-64 backward's two dQ partials a step added in shared memory by the first consumer warpgroup, so that one 64 x 64 chunk a step is reduced into L2 instead of two; head dim 128 as sm90", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90EQ, sched: schedByRule, k64: true, defines: append([]string{"LONGCA_BWD_SUMQ"}, sm90Defines...)},
 	{name: "sm90-c29", doc: "sm90 as it was before call 31 (call 29's default: 128 x 128 forward tiles on every mask, bwd90f's backward at both head dims; the block order by sm90's rule): kept to time the new default against", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90C, sched: schedByRule, defines: sm90Defines},
 	{name: "sm80", doc: "Ampere and later: mma.sync forward and backward (cp.async double buffering)", major: 8, fwd: fwdSM80, bwd: bwdSM80},
 }

@@ -1,0 +1,96 @@
+#!/bin/sh
+# Prepared 2026-12-04 (third session) for the next one: where the backward's last gap to
+# cuDNN is, measured before any new design (docs/perf.md "Next: where the backward's gap is").
+#   sh scripts/device/next-bwd-gap.sh OUT     (bin/longca.gz carried: make device)
+# 1. causal against full at d128: the backward of both orders (sm90fk: key tiles together,
+#    sm90fn: heaviest first; sm90 takes fn on causal) and cuDNN, full and causal 8K-48K:
+#    is causal's extra 4-5% below full (0.91-0.93x cuDNN against 0.95-1.00x) the order?
+# 2. ncu, one launch each, full 16K and causal 16K, d128 (sm90 and cuDNN's bprop): the
+#    instruction counts and the stall reasons by name (is causal's gap the diagonal tiles'
+#    extra instructions, or waiting?);
+# 3. ncu --page source on the d64 backward (bwd90f, full 16K): the stall samples per SASS
+#    instruction, the data call 36 left open (`wait` at twice cuDNN's, `long_scoreboard`
+#    1.4x), printed as the 30 instructions with the most samples.
+# Every timed case checked. Bounded to 450 s; the tables last; logs packed as OUT/t.tgz
+# (at most 8 files come back: everything else is inside it).
+set -u
+out=${1:?usage: next-bwd-gap.sh OUT}
+mkdir -p "$out/t"
+export LONGCA_CACHE_DIR=${LONGCA_CACHE_DIR:-/tmp/longca-nvrtc} NCCL_NVLS_ENABLE=0
+[ -x bin/longca ] || { gunzip -c bin/longca.gz >bin/longca && chmod +x bin/longca; }
+t0=$(date +%s)
+budget=${CALL_BUDGET:-450}
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv,noheader >"$out/t/gpu.txt" 2>&1
+step() { # NAME CAP ARGS...: a longca sweep stopped with SIGINT at its cap or the budget, rows kept
+	name=$1 cap=$2
+	shift 2
+	left=$((budget - ($(date +%s) - t0)))
+	[ "$left" -gt 15 ] || { echo "# $name skipped (time)" >>"$out/t/summary.txt"; return; }
+	timeout -s INT -k 10 $((left < cap ? left : cap)) bin/longca "$@" --heads 64:8 --out "$out/t/$name" --run-id "$name" >"$out/t/$name.log" 2>&1
+	echo "# $name rc=$? at $(($(date +%s) - t0)) s: $(grep '^# Cases' "$out/t/$name.log" | sed 's/Avg.*//')" >>"$out/t/summary.txt"
+}
+for v in sm90fk sm90fn; do
+	step "o-$v" 70 kernel --kernels cuda --variant $v --masks full,causal --seqlens 8K,16K,32K,48K --passes bwd -w 3 -n 10
+done
+step o-cudnn 60 kernel --kernels cudnn --masks full,causal --seqlens 8K,16K,32K,48K --passes bwd -w 3 -n 10
+M='regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio,smsp__inst_executed.sum,smsp__cycles_active.avg,gpu__time_duration.sum'
+prof() { # NAME REGEX MASK HEADDIM ARGS...
+	name=$1 re=$2 mask=$3 d=$4
+	shift 4
+	left=$((budget + 30 - ($(date +%s) - t0)))
+	[ "$left" -gt 20 ] || { echo "# ncu $name skipped (time)" >>"$out/t/summary.txt"; return; }
+	timeout -k 5 $((left < 60 ? left : 60)) ncu --clock-control none -k "regex:$re" -c 1 \
+		--section SpeedOfLight --section WarpStateStats --section SchedulerStats --metrics "$M" \
+		bin/longca kernel --no-check -w 0 -n 1 --masks "$mask" --seqlens 16K --heads 64:8 --passes bwd --head-dim "$d" \
+		--out "$out/t/ncu-run-$name" "$@" >"$out/t/ncu-$name.log" 2>&1
+	echo "# ncu $name rc=$? at $(($(date +%s) - t0)) s" >>"$out/t/summary.txt"
+}
+prof sm90-full '^bwd90[a-z]*_bf16' full 128 --kernels cuda
+prof sm90-causal '^bwd90[a-z]*_bf16' causal 128 --kernels cuda
+prof cudnn-full 'bprop' full 128 --kernels cudnn
+prof cudnn-causal 'bprop' causal 128 --kernels cudnn
+left=$((budget + 40 - ($(date +%s) - t0)))
+if [ "$left" -gt 30 ]; then
+	timeout -k 5 $((left < 80 ? left : 80)) ncu --clock-control none -k 'regex:^bwd90f_bf16' -c 1 \
+		--section SourceCounters --section WarpStateStats --page source --print-source sass --csv \
+		bin/longca kernel --kernels cuda --no-check -w 0 -n 1 --masks full --seqlens 16K --heads 64:8 --passes bwd \
+		--head-dim 64 --out "$out/t/ncu-src-run" >"$out/t/ncu-d64-sass.csv" 2>&1
+	echo "# ncu d64 sass rc=$? at $(($(date +%s) - t0)) s" >>"$out/t/summary.txt"
+fi
+cat "$out/t/gpu.txt" "$out/t/summary.txt"
+echo "=== backward TFLOP/s, d128: mask seqlen value (sm90fk, sm90fn, cudnn)"
+for n in o-sm90fk o-sm90fn o-cudnn; do
+	echo "## $n"
+	grep -hE '^  [a-z_]+ +[0-9]+ ' "$out/t/$n.log" 2>/dev/null | awk '{print $1, $2, $NF}'
+done
+echo "=== ncu, d128 backward, 16K: instructions and stall reasons per issued instruction (>= 0.05)"
+for n in sm90-full sm90-causal cudnn-full cudnn-causal; do
+	echo "## $n"
+	grep -E 'inst_executed.sum|issue_stalled_.*ratio|Warp Cycles Per Issued|No Eligible|Duration' "$out/t/ncu-$n.log" |
+		awk '{v=$NF; $NF=""; sub(/smsp__average_warps_issue_stalled_/, "stall_"); sub(/_per_issue_active.ratio/, ""); print $0 v}' |
+		awk '$NF+0 >= 0.05 || !/stall_/' | cut -c1-100 | head -20
+done
+echo "=== d64 backward: the SASS instructions with the most stall samples"
+python3 - "$out/t/ncu-d64-sass.csv" <<'PY' 2>&1 | head -40
+import csv, sys
+try:
+    rows = [r for r in csv.reader(open(sys.argv[1], errors="replace")) if len(r) > 3]
+except OSError as e:
+    print("# no csv:", e); sys.exit(0)
+hdr = next((i for i, r in enumerate(rows) if any(c.strip() == "Source" for c in r)), None)
+if hdr is None:
+    print("# no source table"); sys.exit(0)
+h = rows[hdr]; body = rows[hdr + 1:]
+src = next(i for i, c in enumerate(h) if c.strip() == "Source")
+samp = next((i for i, c in enumerate(h) if "Stall Sampling (All" in c), None)
+if samp is None:
+    print("# no sampling column:", h[:20]); sys.exit(0)
+def num(x):
+    try: return float(x.replace(",", ""))
+    except ValueError: return 0.0
+tot = sum(num(r[samp]) for r in body if len(r) > samp) or 1
+print(f"# {len(body)} instructions, {tot:.0f} samples")
+for i, r in sorted(enumerate(body), key=lambda x: -num(x[1][samp]) if len(x[1]) > samp else 0)[:30]:
+    print(f"{100*num(r[samp])/tot:5.1f}%  #{i:<5d} {r[src][:90]}")
+PY
+tar -C "$out" -czf "$out/t.tgz" t && rm -rf "$out/t"
