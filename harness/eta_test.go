@@ -14,17 +14,18 @@ import (
 	"github.com/longca/longca/results"
 )
 
-// h200Case is one row of testdata/h200-run-gpu.csv: a case of `longca run`'s GPU suite
-// on one H200 (480 cases in about 6 minutes), with when it started.
+// h200Case is one row of a recorded H200 run of `longca run`'s GPU suite (testdata/
+// h200-run-gpu.csv: 480 cases in about 6 minutes, 2026-12-03; testdata/h200-run-gpu-cache.csv:
+// 672 cases in about 8, 2026-12-04, with the reference cache), with when it started.
 type h200Case struct {
 	start float64
 	c     EstimateCase
 	row   results.Row
 }
 
-func loadH200Run(t *testing.T) []h200Case {
+func loadH200Run(t *testing.T, file string, want int) []h200Case {
 	t.Helper()
-	f, err := os.Open("testdata/h200-run-gpu.csv")
+	f, err := os.Open(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,8 +60,8 @@ func loadH200Run(t *testing.T) []h200Case {
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if len(out) != 480 {
-		t.Fatalf("%d rows in the H200 run, want 480", len(out))
+	if len(out) != want {
+		t.Fatalf("%d rows in %s, want %d", len(out), file, want)
 	}
 	return out
 }
@@ -72,31 +73,45 @@ func loadH200Run(t *testing.T) []h200Case {
 func TestEstimateH200Run(t *testing.T) {
 	// The H200 host's CPU reference runs at about 50 GFLOP/s (what this run's first
 	// checks of each mask took; the session measures it on the spot, calibrateRef).
-	replayH200(t, 50e9, 0)
+	replayH200(t, "testdata/h200-run-gpu.csv", 480, 50e9, 0, false)
+}
+
+// The same for the run of 2026-12-04 (call 33, docs/perf.md): 672 cases, every kernel's
+// checks against one set of references per case (check.Cache), which the estimate charges
+// once (SetCheckCosts' sharedRefs). Its checks ran the reference at about 50 GFLOP/s (what
+// the first kernel's 8K cases spent besides their repetitions); the host's calibration of
+// the day said 12.8 (two heads on 16 cores), and with that the estimate said 616 s up front
+// for 471 (1.31x): CalibrateRef now takes a head per worker.
+func TestEstimateH200RunSharedRefs(t *testing.T) {
+	replayH200(t, "testdata/h200-run-gpu-cache.csv", 672, 50e9, 0, true)
 }
 
 // Where the reference's rate was misjudged by 2.5x either way, the checks of the first
 // masks teach the estimate: the ETA is within 25% from the 20th case on.
 func TestEstimateH200RunLearnsChecks(t *testing.T) {
 	for _, ref := range []float64{20e9, 125e9} {
-		t.Run(fmt.Sprintf("ref %.0f GFLOP/s", ref/1e9), func(t *testing.T) { replayH200(t, ref, 20) })
+		t.Run(fmt.Sprintf("ref %.0f GFLOP/s", ref/1e9), func(t *testing.T) { replayH200(t, "testdata/h200-run-gpu.csv", 480, ref, 20, false) })
 	}
 }
 
-// replayH200 replays the H200 run through an Estimate with the reference at ref FLOP/s:
-// up front (when from is 0) and after every case from the from-th on while more than a
-// minute is left, the estimate must be within 25% of the real time.
-func replayH200(t *testing.T, ref float64, from int) {
-	run := loadH200Run(t)
+// replayH200 replays a recorded H200 run (file, want rows) through an Estimate with the
+// reference at ref FLOP/s, charged per kernel or once per case (shared): up front (when
+// from is 0) and after every case from the from-th on while more than a minute is left,
+// the estimate must be within 25% of the real time.
+func replayH200(t *testing.T, file string, want int, ref float64, from int, shared bool) {
+	run := loadH200Run(t, file, want)
 	// The last case's end: its start plus its repetitions (3 warm-ups, 10 timed, a
-	// backward's forward).
+	// backward's forward), or its start where it was refused.
 	last := run[len(run)-1]
-	end := last.start + (13+0.4)**last.row.MedianMs/1e3
+	end := last.start
+	if last.row.MedianMs != nil {
+		end += (13 + 0.4) * *last.row.MedianMs / 1e3
+	}
 	cases := make([]EstimateCase, len(run))
 	for i, r := range run {
 		cases[i] = r.c
 	}
-	SetCheckCosts(cases, DefaultCheckBudget, ref, false) // that run checked every kernel on its own references
+	SetCheckCosts(cases, DefaultCheckBudget, ref, shared)
 	e := NewEstimate(cases, EstimatePrior{DeviceFLOPs: DefaultDeviceFLOPs, RefFLOPs: ref, PerCase: DefaultPerCase, Reps: 3 + 10})
 	within := func(what string, got time.Duration, want float64) {
 		t.Helper()
