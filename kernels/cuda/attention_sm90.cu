@@ -548,21 +548,27 @@ DEV int dq_frag_pos(int row, int col) {
   return dq_frag_slot(lt, col >> 3) * 4 + ((row >> 3) & 1) * 2 + (col & 1);
 }
 
-template <int D> struct BwdLayout {
+// NB keys a block (BBN9; 192 in the three-consumer backward at head dim 64, experiment
+// sm90b3): kNC consumer warpgroups of 64 keys each (two at D = 128, where they split dQ's
+// columns), each with its own dQ stage and its pair of dQ barriers.
+template <int D, int NB = BBN9> struct BwdLayout {
   static constexpr int kChunks = D / CHUNK;
   static constexpr bool kSplit = D == 128;  // dQ columns split between the warpgroups
-  static constexpr int kKV = BBN9 * D * 2;
+  static constexpr int kNC = kSplit ? 2 : NB / 64;
+  static_assert(!kSplit || NB == 128, "the split dQ needs 128 keys a block");
+  static_assert(NB % 64 == 0 && kNC >= 2 && kNC <= 3, "two or three consumer warpgroups of 64 keys");
+  static constexpr int kKV = NB * D * 2;
   static constexpr int kQT = BBM9 * D * 2;
   static constexpr int kK = 0;
   static constexpr int kV = kK + kKV;
   static constexpr int kQ = kV + kKV;                  // [STAGES] Q tiles
   static constexpr int kdO = kQ + STAGES * kQT;        // [STAGES] dO tiles
-  static constexpr int kdS = kdO + STAGES * kQT;       // [2][BBN9 keys][BBM9 queries] dS^T
-  static constexpr int kdQ = kdS + 2 * BBN9 * BBM9 * 2;  // [2 warpgroups][BBM9][64] fp32
-  static constexpr int kL = kdQ + 2 * BBM9 * 64 * 4;     // [STAGES][BBM9] lse * log2(e)
+  static constexpr int kdS = kdO + STAGES * kQT;       // [2][NB keys][BBM9 queries] dS^T
+  static constexpr int kdQ = kdS + 2 * NB * BBM9 * 2;  // [kNC warpgroups][BBM9][64] fp32
+  static constexpr int kL = kdQ + kNC * BBM9 * 64 * 4;   // [STAGES][BBM9] lse * log2(e)
   static constexpr int kDs = kL + STAGES * BBM9 * 4;     // [STAGES][BBM9] Dsum
-  static constexpr int kBar = kDs + STAGES * BBM9 * 4;   // fullKV, fullQ[S], emptyQ[S], dqFull[2], dqEmpty[2]
-  static constexpr int kBytes = kBar + 8 * (5 + 2 * STAGES) + 1024;
+  static constexpr int kBar = kDs + STAGES * BBM9 * 4;   // fullKV, fullQ[S], emptyQ[S], dqFull[kNC], dqEmpty[kNC]
+  static constexpr int kBytes = kBar + 8 * (1 + 2 * STAGES + 2 * kNC) + 1024;
 };
 
 // A warp of the producer warpgroup issues the dQ reductions: a consumer warpgroup hands
@@ -586,13 +592,14 @@ DEV void fence_async_global() { asm volatile("fence.proxy.async.global;\n" ::: "
 // F (sm90's since call 13): dQ staged unscaled in fragment order and added by one 1-D bulk
 // reduction a warpgroup into chunks of the accumulator (dq90_convertf undoes the order and
 // scales); without F (sm90r), two swizzled tensor boxes, scaled.
-template <int D, typename T, bool DET, bool F, int OVB = 0>
+template <int D, typename T, bool DET, bool F, int OVB = 0, int NB = BBN9>
 DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const TmaDesc &tdo, const TmaDesc &tdq,
                   const float *__restrict__ lse2, const float *__restrict__ dsum, T *__restrict__ dk,
                   T *__restrict__ dv, int sq, int sk, int hq, int hkv, int sq_pad, float scale, float scale_log2,
                   WorkList wl, const int *__restrict__ ranks, int *__restrict__ locks, int sched,
                   float *__restrict__ dqacc) {
-  using L = BwdLayout<D>;
+  using L = BwdLayout<D, NB>;
+  constexpr int NCW = L::kNC;  // consumer warpgroups
   extern __shared__ unsigned char smem_raw[];
   unsigned char *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
   T *sK = reinterpret_cast<T *>(smem + L::kK);
@@ -604,7 +611,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
   float *sL = reinterpret_cast<float *>(smem + L::kL);
   float *sDs = reinterpret_cast<float *>(smem + L::kDs);
   u64 *bars = reinterpret_cast<u64 *>(smem + L::kBar);
-  u64 *fullKV = bars, *fullQ = bars + 1, *emptyQ = fullQ + STAGES, *dqFull = emptyQ + STAGES, *dqEmpty = dqFull + 2;
+  u64 *fullKV = bars, *fullQ = bars + 1, *emptyQ = fullQ + STAGES, *dqFull = emptyQ + STAGES, *dqEmpty = dqFull + NCW;
 
   const int tid = threadIdx.x, wg = tid / 128;
   // sched (sm90: backwardOrder's pick, 1 or 3; sm90fk 3, sm90fn 1, sm90r 0): bit 0 turns
@@ -618,15 +625,15 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
   // Blocks start at different query tiles (a rotation by key tile), so that blocks
   // running together add into different dQ rows.
   const int rot = ne > 0 && !DET && !(sched & 1) ? (kt * 7) % ne : 0;
-  const int k0 = kt * BBN9;
+  const int k0 = kt * NB;
 
   if (tid == 0) {
     mbar_init(fullKV, 1);
     for (int s = 0; s < STAGES; s++) {
       mbar_init(&fullQ[s], 1);
-      mbar_init(&emptyQ[s], 256);
+      mbar_init(&emptyQ[s], 128 * NCW);
     }
-    for (int c = 0; c < 2; c++) {
+    for (int c = 0; c < NCW; c++) {
       mbar_init(&dqFull[c], 128);
       mbar_init(&dqEmpty[c], 1);
     }
@@ -635,15 +642,15 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
   __syncthreads();
 
   if (wg == 0) {
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(NCW == 3 ? 32 : 40) : "memory");
     if (tid == 0 && iters > 0) {
       tma_prefetch_desc(&tq);
       tma_prefetch_desc(&tdo);
       mbar_expect_tx(fullKV, 2 * L::kKV);
 #pragma unroll
       for (int c = 0; c < L::kChunks; c++) {
-        tma_load3(sK + c * BBN9 * CHUNK, &tk, fullKV, c * CHUNK, kvh, k0);
-        tma_load3(sV + c * BBN9 * CHUNK, &tv, fullKV, c * CHUNK, kvh, k0);
+        tma_load3(sK + c * NB * CHUNK, &tk, fullKV, c * CHUNK, kvh, k0);
+        tma_load3(sV + c * NB * CHUNK, &tv, fullKV, c * CHUNK, kvh, k0);
       }
       for (int it = 0; it < iters; it++) {
         const int s = it % STAGES;
@@ -671,7 +678,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
           fence_async_global();
         }
 #pragma unroll
-        for (int c = 0; c < 2; c++) {
+        for (int c = 0; c < NCW; c++) {
           mbar_wait(&dqFull[c], it & 1);
           if (F) {  // one chunk of 64 x 64 in fragment order: (h, query tile, column half)
             const long long chunk = ((long long)h * (sq_pad / BBM9) + q0 / BBM9) * (D / 64) + (L::kSplit ? c : 0);
@@ -688,7 +695,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
           st_release(lock, ranks[e] + 1);
         }
 #pragma unroll
-        for (int c = 0; c < 2; c++) {
+        for (int c = 0; c < NCW; c++) {
           // the stages have been read: hand them back (both at once: wait_group is per thread)
           if (c == 0 && !DET) bulk_wait_read0();
           mbar_arrive(&dqEmpty[c]);
@@ -699,7 +706,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     return;
   }
 
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(NCW == 3 ? 160 : 232) : "memory");
   const int cw = wg - 1;  // consumer warpgroup: keys 64 cw .. 64 cw + 63 of the block
   const int lt = tid % 128, warp = lt / 32, lane = lt % 32, g = lane / 4, t = lane % 4;
   const int kr = cw * 64 + warp * 16 + g;  // this thread's key rows in the block: kr, kr + 8
@@ -711,7 +718,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
   float *stage = sdQ + cw * BBM9 * 64;
   // the descriptors' invariant bases (this warpgroup's keys of K and V, K for dQ)
   const unsigned loK = sw128_lo(sK + cw * 64 * CHUNK, 16), loV = sw128_lo(sV + cw * 64 * CHUNK, 16);
-  const unsigned loKq = sw128_lo(sK + (L::kSplit ? cw * BBN9 * CHUNK : cw * 64 * CHUNK), 16);
+  const unsigned loKq = sw128_lo(sK + (L::kSplit ? cw * NB * CHUNK : cw * 64 * CHUNK), 16);
   if (iters > 0) mbar_wait(fullKV, 0);
   // the next step's work-list entry is read a step ahead
   int refNext = iters > 0 ? wl.entries[2 * (e0 + rot % max(ne, 1)) + 1] : -1;
@@ -761,7 +768,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
 #pragma unroll
       for (int kk = 0; kk < D / 16; kk++) {
         const int c = kk / 4, k16 = (kk % 4) * 16;
-        const int ko = (c * BBN9 * CHUNK + k16) * 2, qo = (c * BBM9 * CHUNK + k16) * 2;
+        const int ko = (c * NB * CHUNK + k16) * 2, qo = (c * BBM9 * CHUNK + k16) * 2;
         Ops<T>::template ss64<0, 0>(st, sw128_at(loK, ko), sw128_at(loQ, qo), kk > 0);
         Ops<T>::template ss64<0, 0>(dpt, sw128_at(loV, ko), sw128_at(loO, qo), kk > 0);
       }
@@ -819,7 +826,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     };
     // dS^T of step j to shared memory, then dQ and dK of step j, each committed
     auto issue_dqdk = [&](int j, float(&dqa)[32]) {
-      T *dS = sdS + (j & 1) * BBN9 * BBM9;
+      T *dS = sdS + (j & 1) * NB * BBM9;
 #pragma unroll
       for (int kk = 0; kk < 4; kk++)
 #pragma unroll
@@ -836,7 +843,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
       wgmma_fence();
       const unsigned loS = sw128_lo(dS + (L::kSplit ? 0 : cw * 64 * CHUNK), 16);
 #pragma unroll
-      for (int kk = 0; kk < (L::kSplit ? BBN9 : 64) / 16; kk++)
+      for (int kk = 0; kk < (L::kSplit ? NB : 64) / 16; kk++)
         Ops<T>::template ss64<1, 1>(dqa, sw128_at(loS, kk * 16 * CHUNK * 2), sw128_at(loKq, kk * 16 * CHUNK * 2), kk > 0);
       wgmma_commit();
       const T *cQ = sQ + (j % STAGES) * BBM9 * D;
@@ -909,7 +916,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     if (it + 1 < iters) refNext = wl.entries[2 * (e0 + ((it + 1) % ne + rot) % ne) + 1];
     const T *cQ = sQ + s * BBM9 * D, *cdO = sdO + s * BBM9 * D;
     const float *cL = sL + s * BBM9, *cDs = sDs + s * BBM9;
-    T *dS = sdS + (it & 1) * BBN9 * BBM9;
+    T *dS = sdS + (it & 1) * NB * BBM9;
 
     float st[32], dpt[32];
     unsigned pa[4][4], sa[4][4];
@@ -920,7 +927,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
 #pragma unroll
     for (int kk = 0; kk < D / 16; kk++) {
       const int c = kk / 4, k16 = (kk % 4) * 16;
-      const int ko = (c * BBN9 * CHUNK + k16) * 2, qo = (c * BBM9 * CHUNK + k16) * 2;
+      const int ko = (c * NB * CHUNK + k16) * 2, qo = (c * BBM9 * CHUNK + k16) * 2;
       Ops<T>::template ss64<0, 0>(st, sw128_at(loK, ko), sw128_at(loQ, qo), kk > 0);
       Ops<T>::template ss64<0, 0>(dpt, sw128_at(loV, ko), sw128_at(loO, qo), kk > 0);
     }
@@ -991,7 +998,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     wgmma_fence();
     const unsigned loS = sw128_lo(dS + (L::kSplit ? 0 : cw * 64 * CHUNK), 16);
 #pragma unroll
-    for (int kk = 0; kk < (L::kSplit ? BBN9 : 64) / 16; kk++)
+    for (int kk = 0; kk < (L::kSplit ? NB : 64) / 16; kk++)
       Ops<T>::template ss64<1, 1>(dqa, sw128_at(loS, kk * 16 * CHUNK * 2), sw128_at(loKq, kk * 16 * CHUNK * 2), kk > 0);
     wgmma_commit();
     // dK += dS^T Q behind dQ: once dV and dQ are done (groups retire in order), dQ is
@@ -1116,14 +1123,15 @@ DEV void dq90_convertc(const float *__restrict__ acc, T *__restrict__ dq, int sq
                             WorkList{order, start, entries, refs, slices, row_tiles, per_head});                   \
   }
 #define SM90_BWD(FN, NAME, T, D, DET, F) SM90_BWD_X(FN, NAME, T, D, DET, F, 0)
-#define SM90_BWD_X(FN, NAME, T, D, DET, F, OVB)                                                                               \
-  extern "C" __global__ void __launch_bounds__(SNT, 1) FN##_##NAME##_d##D(                                        \
+#define SM90_BWD_X(FN, NAME, T, D, DET, F, OVB) SM90_BWD_N(FN, NAME, T, D, DET, F, OVB, BBN9)
+#define SM90_BWD_N(FN, NAME, T, D, DET, F, OVB, NB)                                                                   \
+  extern "C" __global__ void __launch_bounds__(128 * (BwdLayout<D, NB>::kNC + 1), 1) FN##_##NAME##_d##D(          \
       const __grid_constant__ TmaDesc tq, const __grid_constant__ TmaDesc tk, const __grid_constant__ TmaDesc tv,   \
       const __grid_constant__ TmaDesc tdo, const __grid_constant__ TmaDesc tdq, const float *lse2, const float *dsum, \
       T *dk, T *dv, int sq, int sk, int hq, int hkv, int sq_pad, float scale, float scale_log2, const int *order,     \
       const int *start, const int *entries, const int *refs, const int *slices, int row_tiles, int per_head,        \
       const int *ranks, int *locks, int sched, float *dqacc) {                                                       \
-    bwd_sm90<D, T, DET, F, OVB>(tq, tk, tv, tdo, tdq, lse2, dsum, dk, dv, sq, sk, hq, hkv, sq_pad, scale, scale_log2, \
+    bwd_sm90<D, T, DET, F, OVB, NB>(tq, tk, tv, tdo, tdq, lse2, dsum, dk, dv, sq, sk, hq, hkv, sq_pad, scale, scale_log2, \
                                  WorkList{order, start, entries, refs, slices, row_tiles, per_head}, ranks, locks, sched, dqacc); \
   }
 #define SM90_ENTRIES(NAME, T, D)                                                                                   \
@@ -1201,6 +1209,19 @@ SM90_K64_ENTRIES(fp16, __half, 128)
 #define SM90_BWD_PAIR(FN, NAME, T, D, OVB)      \
   SM90_BWD_X(FN, NAME, T, D, false, true, OVB) \
   SM90_BWD_X(FN##d, NAME, T, D, true, true, OVB)
+
+// The three-consumer backward's entries (experiment sm90b3): at head dim 64, blocks of 192
+// keys, three consumer warpgroups of 64 keys (160 registers each, 32 the producer), so that
+// two keep the tensor cores busy while the third does its elementwise work (the d64 step's
+// products are half as long as d128's, its elementwise work as long). Only with
+// LONGCA_BWD_THREE.
+#ifdef LONGCA_BWD_THREE
+#define SM90_BWD3_PAIR(NAME, T)                        \
+  SM90_BWD_N(bwd90t, NAME, T, 64, false, true, 2, 192) \
+  SM90_BWD_N(bwd90td, NAME, T, 64, true, true, 2, 192)
+SM90_BWD3_PAIR(bf16, __nv_bfloat16)
+SM90_BWD3_PAIR(fp16, __half)
+#endif
 
 // The early backward's entries (sm90 at head dim 128 since call 31, sm90be at both): the
 // next step's S^T and dP^T issued behind this step's dK; only with LONGCA_BWD_EARLY.

@@ -116,6 +116,13 @@ var (
 	// sm90 since call 31 (docs/perf.md "Calls 29-32"): bwd90e at head dim 128 (+0.3 to +5.7%
 	// on 17 of 20 cells of calls 29-30), bwd90f at 64 (-3 to +1% there)
 	bwdSM90EC = bwdSM90E.withAt64(&bwdSM90C)
+	// experiment sm90b3 (2026-12-04, not yet run on a GPU): at head dim 64 the backward over
+	// blocks of 192 keys with three consumer warpgroups of 64 keys (160 registers each, 32
+	// the producer; LONGCA_BWD_THREE): K and V 192 x D, dS^T 2 x 192 x 64 bf16, three dQ
+	// stages of 64 x 64 fp32, 11 barriers
+	bwdSM90T = variant{fn: "bwd90t", qTile: 64, kTile: 192, threads: 512, sharedPerDim: (2*192 + 4*64) * 2,
+		sharedFixed: 2*192*64*2 + 3*64*64*4 + 2*2*64*4 + 8*11 + 1024, transposedList: true, swizzledDQ: true, convC: true}
+	bwdSM90ET = bwdSM90E.withAt64(&bwdSM90T)
 )
 
 // archVariant is a code path of the kernel: the entry points of its forward and backward
@@ -154,6 +161,7 @@ var archVariants = []archVariant{
 	{name: "sm90fn", doc: "sm90 with the backward's key tiles always heaviest first over all heads (the other side of sm90's order rule)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90EC, sched: schedNoRot, k64: true, defines: sm90Defines},
 	{name: "sm90s", doc: "sm90 with the forward always over 128-query x 64-key tiles, at both head dims (one side of sm90's tile rule)", major: 9, exact: true, fwd: fwdSM90S, bwd: bwdSM90EC, sched: schedByRule, defines: sm90Defines},
 	{name: "sm90be", doc: "sm90 with the backward's next S^T and dP^T issued behind this step's dK at head dim 64 too (call 29: even with sm90 there)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90E, sched: schedByRule, k64: true, defines: sm90Defines},
+	{name: "sm90b3", doc: "experiment (not yet run on a GPU): sm90 with the head-dim-64 backward over 192-key blocks and three consumer warpgroups of 64 keys (two keep the tensor cores busy while the third does its elementwise work, as the d64 forward's three warpgroups do); head dim 128 as sm90", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ET, sched: schedByRule, k64: true, defines: append([]string{"LONGCA_BWD_THREE"}, sm90Defines...)},
 	{name: "sm90-c29", doc: "sm90 as it was before call 31 (call 29's default: 128 x 128 forward tiles on every mask, bwd90f's backward at both head dims; the block order by sm90's rule): kept to time the new default against", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90C, sched: schedByRule, defines: sm90Defines},
 	{name: "sm80", doc: "Ampere and later: mma.sync forward and backward (cp.async double buffering)", major: 8, fwd: fwdSM80, bwd: bwdSM80},
 }
@@ -595,7 +603,8 @@ func (k *Kernel) Backward(ctx context.Context, p kernels.Problem, q, kk, v, out,
 	if err != nil {
 		return err
 	}
-	dl, err := k.list(p, k.bwd.qTile, k.bwd.kTile, true)
+	bv := k.bwd.at(p.HeadDim) // the entry at this head dim, with its own tiles (sm90b3's 192 keys at 64)
+	dl, err := k.list(p, bv.qTile, bv.kTile, true)
 	if err != nil {
 		return err
 	}

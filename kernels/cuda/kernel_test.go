@@ -72,15 +72,19 @@ func TestVariantsMatchSource(t *testing.T) {
 				vs = append(vs, *v.at64)
 			}
 		}
-		for _, v := range vs {
-			if sh := v.shared(128); sh > 227<<10 {
-				t.Errorf("%s %s: %d bytes of shared memory", av.name, v.fn, sh)
+		for i, v := range vs {
+			d := 128 // the entries past the first two run at head dim 64 only (at64)
+			if i >= 2 {
+				d = 64
+			}
+			if sh := v.shared(d); sh > 227<<10 {
+				t.Errorf("%s %s: %d bytes of shared memory at head dim %d", av.name, v.fn, sh, d)
 			}
 			src := Source()
 			if inSM90(v.fn) {
 				src = SourceSM90()
 			}
-			if !strings.Contains(src, v.fn+"_##NAME##_d##D(") && !regexp.MustCompile(`SM90_(FWD|FWD_NC|FWD_X|FWD_B|BWD|BWD_X|BWD_PAIR)\(`+v.fn+`, `).MatchString(src) {
+			if !strings.Contains(src, v.fn+"_##NAME##_d##D(") && !regexp.MustCompile(`SM90_(FWD|FWD_NC|FWD_X|FWD_B|BWD|BWD_X|BWD_N|BWD_PAIR)\(`+v.fn+`, `).MatchString(src) {
 				t.Errorf("variant %s: no entry point %s", av.name, v.fn)
 			}
 		}
@@ -92,6 +96,33 @@ func TestVariantsMatchSource(t *testing.T) {
 	}
 	if strings.Contains(SourceSM90(), `#include "wgmma.cuh"`) || !strings.Contains(SourceSM90(), "wgmma_rs_bf16_n128") {
 		t.Error("the sm90 source does not inline its wgmma wrappers")
+	}
+}
+
+// The Hopper backward's shared memory as BwdLayout<D, NB> lays it out (attention_sm90.cu:
+// K and V NB x D, Q and dO STAGES x 64 x D, dS^T 2 x NB x 64, a 64 x 64 fp32 dQ stage per
+// consumer warpgroup, lse and Dsum STAGES x 64, 1 + 2 STAGES + 2 NC barriers, 1 KB of
+// alignment slack) is what the variants ask for at launch: the kernel has no check of its
+// own, and a short allocation would be overrun.
+func TestBackwardSharedMatchesLayout(t *testing.T) {
+	layout := func(d, nb int) int {
+		const stages, qt = 2, 64
+		nc := nb / 64
+		if d == 128 {
+			nc = 2
+		}
+		return 2*nb*d*2 + 2*stages*qt*d*2 + 2*nb*qt*2 + nc*qt*64*4 + 2*stages*qt*4 + 8*(1+2*stages+2*nc) + 1024
+	}
+	for _, c := range []struct {
+		v     variant
+		d, nb int
+	}{{bwdSM90F, 64, 128}, {bwdSM90F, 128, 128}, {bwdSM90C, 128, 128}, {bwdSM90E, 128, 128}, {bwdSM90T, 64, 192}} {
+		if got, want := c.v.shared(c.d), layout(c.d, c.nb); got != want {
+			t.Errorf("%s at head dim %d: the variant asks for %d bytes, BwdLayout<%d, %d> takes %d", c.v.fn, c.d, got, c.d, c.nb, want)
+		}
+		if c.v.kTile != c.nb || c.v.threads != 128*(1+map[bool]int{true: 2, false: c.nb / 64}[c.d == 128]) {
+			t.Errorf("%s at head dim %d: %d keys, %d threads; the kernel has %d keys and a warpgroup per 64 keys and the producer", c.v.fn, c.d, c.v.kTile, c.v.threads, c.nb)
+		}
 	}
 }
 

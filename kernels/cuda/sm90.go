@@ -247,6 +247,7 @@ func (k *Kernel) forward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList,
 // scratch [heads][padded length][d] by TMA reductions, then converts into dq.
 func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList) error {
 	sq, hq, d := p.Mask.SeqQ, p.HeadsQ, p.HeadDim
+	bv := k.bwd.at(d) // the entry at this head dim: its tiles, threads and shared memory
 	sqPad := (sq + 63) / 64 * 64
 	if dl.w.RowTiles > 65535 {
 		return fmt.Errorf("cuda: %d key tiles: grid too large", dl.w.RowTiles)
@@ -267,12 +268,12 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 	for i, m := range []struct {
 		b          *cuda.Buffer
 		rows, h, n int
-	}{{bs[0], sq, hq, k.bwd.qTile}, {bs[1], p.Mask.SeqK, p.HeadsKV, k.bwd.kTile}, {bs[2], p.Mask.SeqK, p.HeadsKV, k.bwd.kTile}, {bs[5], sq, hq, k.bwd.qTile}} {
+	}{{bs[0], sq, hq, bv.qTile}, {bs[1], p.Mask.SeqK, p.HeadsKV, bv.kTile}, {bs[2], p.Mask.SeqK, p.HeadsKV, bv.kTile}, {bs[5], sq, hq, bv.qTile}} {
 		if maps[i], err = k.headMap(m.b, m.rows, m.h, d, m.n); err != nil {
 			return err
 		}
 	}
-	if maps[4], err = k.accMap(dqacc, hq*sqPad, d, k.bwd.swizzledDQ); err != nil {
+	if maps[4], err = k.accMap(dqacc, hq*sqPad, d, bv.swizzledDQ); err != nil {
 		return err
 	}
 	dt := dtypeName(p.DType)
@@ -280,8 +281,8 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 	if err != nil {
 		return err
 	}
-	shared := k.bwd.shared(d)
-	fn := k.bwd.at(d).fn
+	shared := bv.shared(d)
+	fn := bv.fn
 	if k.det { // the deterministic entry (bwd90d)
 		fn += "d"
 	}
@@ -290,7 +291,7 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 		return err
 	}
 	convFn := "dq90_convertf" // fragment order, and the scale applied here
-	if k.bwd.convC {
+	if bv.convC {
 		convFn = "dq90_convertc" // ... through shared memory, a chunk a block
 	}
 	conv, err := k.function(fmt.Sprintf("%s_%s_d%d", convFn, dt, d), 0)
@@ -328,13 +329,13 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 		if sched&2 != 0 && !k.det { // key tiles the fast index
 			grid = cuda.Dim3{X: dl.w.RowTiles, Y: p.HeadsKV}
 		}
-		if err := main.Launch(grid, cuda.Dim3{X: k.bwd.threads}, shared, st, args...); err != nil {
+		if err := main.Launch(grid, cuda.Dim3{X: bv.threads}, shared, st, args...); err != nil {
 			return err
 		}
 		n := sq * hq * d
 		cargs := []any{dqacc, bs[6], sq, hq, sqPad, float32(scale)}
 		blocks := (n + 255) / 256
-		if k.bwd.convC { // a block a 64 x 64 chunk at a time
+		if bv.convC { // a block a 64 x 64 chunk at a time
 			blocks = hq * sqPad / 64 * d / 64
 		}
 		return conv.Launch(cuda.Dim3{X: max(1, min(k.dev.SMs*8, blocks))}, cuda.Dim3{X: 256}, 0, st, cargs...)

@@ -104,7 +104,7 @@ func TestWorkListBruteForce(t *testing.T) {
 				continue
 			}
 		}
-		qTile, kTile := []int{16, 32, 64}[rng.IntN(3)], []int{16, 32, 64}[rng.IntN(3)]
+		qTile, kTile := []int{16, 32, 64}[rng.IntN(3)], []int{16, 32, 64, 192}[rng.IntN(4)] // 192: sm90b3's key tiles
 		for _, tr := range []bool{false, true} {
 			w, err := BuildWorkList([]mask.Mask{m}, qTile, kTile, tr)
 			if err != nil {
