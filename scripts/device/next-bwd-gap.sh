@@ -21,26 +21,18 @@ export LONGCA_CACHE_DIR=${LONGCA_CACHE_DIR:-/tmp/longca-nvrtc} NCCL_NVLS_ENABLE=
 t0=$(date +%s)
 budget=${CALL_BUDGET:-450}
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv,noheader >"$out/t/gpu.txt" 2>&1
-step() { # NAME CAP ARGS...: a longca sweep stopped with SIGINT at its cap or the budget, rows kept
-	name=$1 cap=$2
-	shift 2
-	left=$((budget - ($(date +%s) - t0)))
-	[ "$left" -gt 15 ] || { echo "# $name skipped (time)" >>"$out/t/summary.txt"; return; }
-	timeout -s INT -k 10 $((left < cap ? left : cap)) bin/longca "$@" --heads 64:8 --out "$out/t/$name" --run-id "$name" >"$out/t/$name.log" 2>&1
-	echo "# $name rc=$? at $(($(date +%s) - t0)) s: $(grep '^# Cases' "$out/t/$name.log" | sed 's/Avg.*//')" >>"$out/t/summary.txt"
-}
+. scripts/device/lib.sh
 for v in sm90fk sm90fn; do
 	step "o-$v" 70 kernel --kernels cuda --variant $v --masks full,causal --seqlens 8K,16K,32K,48K --passes bwd -w 3 -n 10
 done
 step o-cudnn 60 kernel --kernels cudnn --masks full,causal --seqlens 8K,16K,32K,48K --passes bwd -w 3 -n 10
-M='regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio,smsp__inst_executed.sum,smsp__cycles_active.avg,gpu__time_duration.sum'
 prof() { # NAME REGEX MASK HEADDIM ARGS...
 	name=$1 re=$2 mask=$3 d=$4
 	shift 4
 	left=$((budget + 30 - ($(date +%s) - t0)))
 	[ "$left" -gt 20 ] || { echo "# ncu $name skipped (time)" >>"$out/t/summary.txt"; return; }
 	timeout -k 5 $((left < 60 ? left : 60)) ncu --clock-control none -k "regex:$re" -c 1 \
-		--section SpeedOfLight --section WarpStateStats --section SchedulerStats --metrics "$M" \
+		--section SpeedOfLight --section WarpStateStats --section SchedulerStats --metrics "$STALL_METRICS" \
 		bin/longca kernel --no-check -w 0 -n 1 --masks "$mask" --seqlens 16K --heads 64:8 --passes bwd --head-dim "$d" \
 		--out "$out/t/ncu-run-$name" "$@" >"$out/t/ncu-$name.log" 2>&1
 	echo "# ncu $name rc=$? at $(($(date +%s) - t0)) s" >>"$out/t/summary.txt"
@@ -66,9 +58,7 @@ done
 echo "=== ncu, d128 backward, 16K: instructions and stall reasons per issued instruction (>= 0.05)"
 for n in sm90-full sm90-causal cudnn-full cudnn-causal; do
 	echo "## $n"
-	grep -E 'inst_executed.sum|issue_stalled_.*ratio|Warp Cycles Per Issued|No Eligible|Duration' "$out/t/ncu-$n.log" |
-		awk '{v=$NF; $NF=""; sub(/smsp__average_warps_issue_stalled_/, "stall_"); sub(/_per_issue_active.ratio/, ""); print $0 v}' |
-		awk '$NF+0 >= 0.05 || !/stall_/' | cut -c1-100 | head -20
+	stalls "$out/t/ncu-$n.log"
 done
 echo "=== d64 backward: the SASS instructions with the most stall samples"
 python3 - "$out/t/ncu-d64-sass.csv" <<'PY' 2>&1 | head -40

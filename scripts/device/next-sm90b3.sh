@@ -20,6 +20,7 @@ done
 export LONGCA_CACHE_DIR=${LONGCA_CACHE_DIR:-/tmp/longca-nvrtc} NCCL_NVLS_ENABLE=0
 t0=$(date +%s)
 budget=${CALL_BUDGET:-500}
+. scripts/device/lib.sh
 STEP_TIMEOUT=120 sh kernels/cuda/gpu.sh "$out/t" test sm90b3 >/dev/null 2>&1
 echo "# tests sm90b3 done at $(($(date +%s) - t0)) s: $(grep -c 'bwd=' "$out/t/test-sm90b3.log") checks, $(grep -c -- '--- FAIL' "$out/t/test-sm90b3.log") failed tests" >>"$out/t/summary.txt"
 grep -E -- "--- FAIL|panic|Skip" "$out/t/test-sm90b3.log" | head -8 >>"$out/t/summary.txt"
@@ -39,7 +40,7 @@ left=$((budget - ($(date +%s) - t0)))
 if [ "$left" -gt 25 ]; then
 	timeout -k 5 $((left < 60 ? left : 60)) ncu --clock-control none -k 'regex:^bwd90t_bf16' -c 1 \
 		--section SpeedOfLight --section WarpStateStats --section SchedulerStats \
-		--metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio,smsp__inst_executed.sum,gpu__time_duration.sum' \
+		--metrics "$STALL_METRICS" \
 		bin/longca kernel --kernels cuda --variant sm90b3 --no-check -w 0 -n 1 --masks full --seqlens 16K --heads 64:8 \
 		--passes bwd --head-dim 64 --out "$out/t/ncu-run" >"$out/t/ncu-sm90b3.log" 2>&1
 	echo "# ncu sm90b3 rc=$? at $(($(date +%s) - t0)) s" >>"$out/t/summary.txt"
@@ -51,7 +52,5 @@ for f in "$out"/t/b*.log; do
 	grep -hE '^  [a-z_]+ +[0-9]+ ' "$f" | awk '{print $1, $2, $NF}'
 done
 echo "=== ncu bwd90t, full 16K d64 (call 36: bwd90f 28.02 ms, 6.35 cycles an instruction; cudnn 22.09 ms, 5.26)"
-grep -E 'inst_executed.sum|issue_stalled_.*ratio|Warp Cycles Per Issued|No Eligible|Duration' "$out/t/ncu-sm90b3.log" 2>/dev/null |
-	awk '{v=$NF; $NF=""; sub(/smsp__average_warps_issue_stalled_/, "stall_"); sub(/_per_issue_active.ratio/, ""); print $0 v}' |
-	awk '$NF+0 >= 0.05 || !/stall_/' | cut -c1-100 | head -20
+stalls "$out/t/ncu-sm90b3.log"
 tar -C "$out" -czf "$out/t.tgz" t && rm -rf "$out/t"

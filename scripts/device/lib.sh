@@ -1,0 +1,26 @@
+# Helpers shared by the device call scripts (sourced: `. scripts/device/lib.sh`), written
+# for the calls prepared from 2026-12-04 on; the older scripts are the records of their
+# calls and keep their own copies. The caller sets out (its output folder, with t/ in it),
+# t0 (its start, date +%s) and budget (seconds for the whole call).
+
+# step NAME CAP ARGS...: `bin/longca ARGS --heads 64:8 --out $out/t/NAME --run-id NAME`,
+# stopped with SIGINT at CAP seconds or at the budget (the rows kept), one summary line.
+step() {
+	_name=$1 _cap=$2
+	shift 2
+	_left=$((budget - ($(date +%s) - t0)))
+	[ "$_left" -gt 15 ] || { echo "# $_name skipped (time)" >>"$out/t/summary.txt"; return; }
+	timeout -s INT -k 10 $((_left < _cap ? _left : _cap)) bin/longca "$@" --heads 64:8 --out "$out/t/$_name" --run-id "$_name" >"$out/t/$_name.log" 2>&1
+	echo "# $_name rc=$? at $(($(date +%s) - t0)) s: $(grep '^# Cases' "$out/t/$_name.log" | sed 's/Avg.*//')" >>"$out/t/summary.txt"
+}
+
+# stalls FILE: an ncu log's time, instruction count and stall reasons per issued
+# instruction (those at 0.05 or more), one per line.
+stalls() {
+	grep -E 'inst_executed.sum|issue_stalled_.*ratio|Warp Cycles Per Issued|No Eligible|Duration' "$1" 2>/dev/null |
+		awk '{v=$NF; $NF=""; sub(/smsp__average_warps_issue_stalled_/, "stall_"); sub(/_per_issue_active.ratio/, ""); print $0 v}' |
+		awk '$NF+0 >= 0.05 || !/stall_/' | cut -c1-100 | head -20
+}
+
+# STALL_METRICS: the ncu metrics stalls reads.
+STALL_METRICS='regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio,smsp__inst_executed.sum,smsp__cycles_active.avg,gpu__time_duration.sum'
