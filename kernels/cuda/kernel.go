@@ -625,8 +625,8 @@ func (k *Kernel) Backward(ctx context.Context, p kernels.Problem, q, kk, v, out,
 	if err != nil {
 		return err
 	}
-	shared := k.bwd.shared(d)
-	main, err := k.function(fmt.Sprintf("%s_%s_d%d", k.bwd.fn, dt, d), shared)
+	shared := bv.shared(d)
+	main, err := k.function(fmt.Sprintf("%s_%s_d%d", bv.fn, dt, d), shared)
 	if err != nil {
 		return err
 	}
@@ -646,7 +646,7 @@ func (k *Kernel) Backward(ctx context.Context, p kernels.Problem, q, kk, v, out,
 		}
 		args := append([]any{bs[0], bs[1], bs[2], bs[5], bs[4], dsum, dqacc, bs[7], bs[8], sq, p.Mask.SeqK, hq, p.HeadsKV,
 			float32(scale), float32(scale * math.Log2E)}, dl.args()...)
-		if err := main.Launch(cuda.Dim3{X: p.HeadsKV, Y: dl.w.RowTiles}, cuda.Dim3{X: k.bwd.threads}, shared, st, args...); err != nil {
+		if err := main.Launch(cuda.Dim3{X: p.HeadsKV, Y: dl.w.RowTiles}, cuda.Dim3{X: bv.threads}, shared, st, args...); err != nil {
 			return err
 		}
 		n := sq * hq * d

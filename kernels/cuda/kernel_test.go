@@ -1,6 +1,8 @@
 package cuda
 
 import (
+	"fmt"
+	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
@@ -99,29 +101,44 @@ func TestVariantsMatchSource(t *testing.T) {
 	}
 }
 
-// The Hopper backward's shared memory as BwdLayout<D, NB> lays it out (attention_sm90.cu:
-// K and V NB x D, Q and dO STAGES x 64 x D, dS^T 2 x NB x 64, a 64 x 64 fp32 dQ stage per
-// consumer warpgroup, lse and Dsum STAGES x 64, 1 + 2 STAGES + 2 NC barriers, 1 KB of
-// alignment slack) is what the variants ask for at launch: the kernel has no check of its
-// own, and a short allocation would be overrun.
+// The Hopper backward's shared memory as BwdLayout<D, NB> lays it out (attention_sm90.cu,
+// compiled with the host C++ compiler) is what the variants ask for at launch: the kernel
+// has no check of its own, and a short allocation would be overrun. The variants' key tiles
+// and threads are the layout's (a consumer warpgroup per 64 keys, two at D = 128, and the
+// producer).
 func TestBackwardSharedMatchesLayout(t *testing.T) {
-	layout := func(d, nb int) int {
-		const stages, qt = 2, 64
-		nc := nb / 64
-		if d == 128 {
-			nc = 2
+	src := SourceSM90()
+	prog := "#include <cstdio>\n" + extract(t, src, "constexpr int SBM = 128", "\n") + extract(t, src, "constexpr int CHUNK = 64;", "\n") +
+		extract(t, src, "constexpr int BBM9 = 64", "\n") + extract(t, src, "template <int D, int NB = BBN9> struct BwdLayout {", "\n};\n") + `
+template <int D, int NB> void show() { printf("%d %d %d %d\n", D, NB, BwdLayout<D, NB>::kBytes, BwdLayout<D, NB>::kNC); }
+int main() { show<64, 128>(); show<128, 128>(); show<64, 192>(); return 0; }
+`
+	out, err := exec.Command(hostcc.Compile(t, "bwdlayout", prog)).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	type key struct{ d, nb int }
+	layout := map[key][2]int{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var d, nb, bytes, nc int
+		if _, err := fmt.Sscan(line, &d, &nb, &bytes, &nc); err != nil {
+			t.Fatalf("line %q: %v", line, err)
 		}
-		return 2*nb*d*2 + 2*stages*qt*d*2 + 2*nb*qt*2 + nc*qt*64*4 + 2*stages*qt*4 + 8*(1+2*stages+2*nc) + 1024
+		layout[key{d, nb}] = [2]int{bytes, nc}
 	}
 	for _, c := range []struct {
 		v     variant
 		d, nb int
 	}{{bwdSM90F, 64, 128}, {bwdSM90F, 128, 128}, {bwdSM90C, 128, 128}, {bwdSM90E, 128, 128}, {bwdSM90T, 64, 192}} {
-		if got, want := c.v.shared(c.d), layout(c.d, c.nb); got != want {
-			t.Errorf("%s at head dim %d: the variant asks for %d bytes, BwdLayout<%d, %d> takes %d", c.v.fn, c.d, got, c.d, c.nb, want)
+		l, ok := layout[key{c.d, c.nb}]
+		if !ok {
+			t.Fatalf("no layout for D %d NB %d in %q", c.d, c.nb, out)
 		}
-		if c.v.kTile != c.nb || c.v.threads != 128*(1+map[bool]int{true: 2, false: c.nb / 64}[c.d == 128]) {
-			t.Errorf("%s at head dim %d: %d keys, %d threads; the kernel has %d keys and a warpgroup per 64 keys and the producer", c.v.fn, c.d, c.v.kTile, c.v.threads, c.nb)
+		if got := c.v.shared(c.d); got != l[0] {
+			t.Errorf("%s at head dim %d: the variant asks for %d bytes, BwdLayout<%d, %d> takes %d", c.v.fn, c.d, got, c.d, c.nb, l[0])
+		}
+		if c.v.kTile != c.nb || c.v.threads != 128*(1+l[1]) {
+			t.Errorf("%s at head dim %d: %d keys, %d threads; the layout has %d keys and %d consumer warpgroups", c.v.fn, c.d, c.v.kTile, c.v.threads, c.nb, l[1])
 		}
 	}
 }
