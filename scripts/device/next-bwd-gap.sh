@@ -2,6 +2,9 @@
 # Prepared 2026-12-04 (third session) for the next one: where the backward's last gap to
 # cuDNN is, measured before any new design (docs/perf.md "Next: where the backward's gap is").
 #   sh scripts/device/next-bwd-gap.sh OUT     (bin/longca.gz carried: make device)
+# 0. the last wave at d128: full's backward at 16K and 48K, where 1,024 and 3,072 equal
+#    blocks fill 7.76 of 8 and 23.3 of 24 waves on 132 SMs, and at 16,896 and 50,688 tokens,
+#    where 1,056 and 3,168 blocks fill 8 and 24 exactly; cuda and cudnn in one sweep;
 # 1. causal against full at d128: the backward of both orders (sm90fk: key tiles together,
 #    sm90fn: heaviest first; sm90 takes fn on causal) and cuDNN, full and causal 8K-48K:
 #    is causal's extra 4-5% below full (0.91-0.93x cuDNN against 0.95-1.00x) the order?
@@ -11,7 +14,7 @@
 # 3. ncu --page source on the d64 backward (bwd90f, full 16K): the stall samples per SASS
 #    instruction, the data call 36 left open (`wait` at twice cuDNN's, `long_scoreboard`
 #    1.4x), printed as the 30 instructions with the most samples.
-# Every timed case checked. Bounded to 450 s; the tables last; logs packed as OUT/t.tgz
+# Every timed case checked. Bounded to 500 s; the tables last; logs packed as OUT/t.tgz
 # (at most 8 files come back: everything else is inside it).
 set -u
 out=${1:?usage: next-bwd-gap.sh OUT}
@@ -19,9 +22,10 @@ mkdir -p "$out/t"
 export LONGCA_CACHE_DIR=${LONGCA_CACHE_DIR:-/tmp/longca-nvrtc} NCCL_NVLS_ENABLE=0
 [ -x bin/longca ] || { gunzip -c bin/longca.gz >bin/longca && chmod +x bin/longca; }
 t0=$(date +%s)
-budget=${CALL_BUDGET:-450}
+budget=${CALL_BUDGET:-500}
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv,noheader >"$out/t/gpu.txt" 2>&1
 . scripts/device/lib.sh
+step waves 70 kernel --kernels cuda,cudnn --masks full --seqlens 16384,16896,49152,50688 --passes bwd -w 3 -n 10
 for v in sm90fk sm90fn; do
 	step "o-$v" 70 kernel --kernels cuda --variant $v --masks full,causal --seqlens 8K,16K,32K,48K --passes bwd -w 3 -n 10
 done
@@ -50,7 +54,8 @@ if [ "$left" -gt 30 ]; then
 	echo "# ncu d64 sass rc=$? at $(($(date +%s) - t0)) s" >>"$out/t/summary.txt"
 fi
 cat "$out/t/gpu.txt" "$out/t/summary.txt"
-echo "=== backward TFLOP/s, d128: mask seqlen value (sm90fk, sm90fn, cudnn)"
+echo "=== backward TFLOP/s, d128: mask seqlen value (the waves: cuda, cudnn; the orders: sm90fk, sm90fn, cudnn)"
+grep -hE '^  full +[0-9]+ ' "$out/t/waves.log" 2>/dev/null | awk '{print "waves", $1, $2, $(NF-1), $NF}'
 for n in o-sm90fk o-sm90fn o-cudnn; do
 	echo "## $n"
 	grep -hE '^  [a-z_]+ +[0-9]+ ' "$out/t/$n.log" 2>/dev/null | awk '{print $1, $2, $NF}'
