@@ -101,6 +101,8 @@ const (
 	schedNoRot  int32 = 1 // every block starts at its first query tile, heaviest key tiles first over all heads
 	schedKTFast int32 = 3 // no rotation, and the key tiles of one KV head run together
 	schedByRule int32 = -1
+	// schedByModel: backwardOrderByModel's choice (experiment sm90bm)
+	schedByModel int32 = -2
 )
 
 // backwardOrder is sm90's rule for the backward's block order: the key tiles of a head
@@ -133,10 +135,108 @@ func backwardOrder(w *WorkList) int32 {
 	return schedNoRot
 }
 
-// backwardSched is the order this kernel's variant runs the backward of w in.
-func (k *Kernel) backwardSched(w *WorkList) int32 {
-	if k.arch.sched == schedByRule {
+// schedBalance is how evenly the backward's blocks of w (a key tile of a KV head each,
+// walking its list for the group's query heads) fill `slots` block slots launched in the
+// order sched gives them: the hardware starts the blocks in grid order (x fastest) and each
+// slot takes the next block when its last one ends. A greedy model, each block costing its
+// steps (entries times group) plus blockSteps for its loads and epilogue; the result is the
+// average slot's busy time over the longest's (1: perfectly even). 1,024 equal blocks on
+// 132 slots fill 7.76 of 8 waves: 0.970.
+func schedBalance(w *WorkList, heads, group, slots int, sched int32) float64 {
+	const blockSteps = 2
+	if slots <= 0 || heads <= 0 || w.RowTiles == 0 {
+		return 1
+	}
+	cost := func(kvh, i int) float64 {
+		l := 0
+		if w.Lists > 1 {
+			l = kvh % w.Lists
+		}
+		kt := int(w.Order[l*w.RowTiles+i])
+		return float64(w.Start[l*(w.RowTiles+1)+kt+1]-w.Start[l*(w.RowTiles+1)+kt])*float64(group) + blockSteps
+	}
+	free := make(slotHeap, slots) // when each slot is next free
+	var total float64
+	next := func(c float64) {
+		free[0] += c
+		free.down()
+		total += c
+	}
+	if sched&2 != 0 { // key tiles the fast index: a head's key tiles together
+		for h := 0; h < heads; h++ {
+			for i := 0; i < w.RowTiles; i++ {
+				next(cost(h, i))
+			}
+		}
+	} else {
+		for i := 0; i < w.RowTiles; i++ {
+			for h := 0; h < heads; h++ {
+				next(cost(h, i))
+			}
+		}
+	}
+	longest := 0.0
+	for _, t := range free {
+		longest = max(longest, t)
+	}
+	if longest == 0 {
+		return 1
+	}
+	return total / float64(slots) / longest
+}
+
+// slotHeap is a min-heap of the slots' free times; down restores it after free[0] grew.
+type slotHeap []float64
+
+func (h slotHeap) down() {
+	i := 0
+	for {
+		l, r, m := 2*i+1, 2*i+2, i
+		if l < len(h) && h[l] < h[m] {
+			m = l
+		}
+		if r < len(h) && h[r] < h[m] {
+			m = r
+		}
+		if m == i {
+			return
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
+}
+
+// modelSlack is how much evenness the key tiles together may give up against heaviest
+// first and still be chosen by backwardOrderByModel: at 16K (call 30) they ran 4-8% faster
+// than their balance said on most masks (a head's blocks share Q and dO in L2), and the
+// heaviest-first order won every mask where it balanced 6% or more better.
+const modelSlack = 0.02
+
+// backwardOrderByModel is experiment sm90bm's order for the backward of w: the key tiles
+// of a head together (schedKTFast) unless they fill the device's block slots more than
+// modelSlack less evenly than heaviest first over all heads (schedNoRot), by schedBalance.
+// Where backwardOrder (the coefficient of variation of the key tiles' loads) sends causal
+// and the document masks heaviest first at every length, the model sees their blocks
+// balance either way from 32K on and keeps a head's blocks together there.
+func backwardOrderByModel(w *WorkList, heads, group, slots int) int32 {
+	if schedBalance(w, heads, group, slots, schedKTFast) >= schedBalance(w, heads, group, slots, schedNoRot)-modelSlack {
+		return schedKTFast
+	}
+	return schedNoRot
+}
+
+// backwardSched is the order this kernel's variant runs the backward of w in, for heads
+// KV heads of group query heads each.
+func (k *Kernel) backwardSched(w *WorkList, heads, group int) int32 {
+	switch k.arch.sched {
+	case schedByRule:
 		return backwardOrder(w)
+	case schedByModel:
+		slots := 132 // the H200's SMs, a backward block each (its shared memory allows one)
+		if k.dev != nil && k.dev.SMs > 0 {
+			slots = k.dev.SMs
+		}
+		return backwardOrderByModel(w, heads, group, slots)
 	}
 	return k.arch.sched
 }
@@ -320,7 +420,7 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 		}
 		args := append([]any{maps[0], maps[1], maps[2], maps[3], maps[4], lse2, dsum, bs[7], bs[8], sq, p.Mask.SeqK, hq, p.HeadsKV, sqPad,
 			float32(scale), float32(scale * math.Log2E)}, dl.args()...)
-		sched := k.backwardSched(dl.w)
+		sched := k.backwardSched(dl.w, p.HeadsKV, hq/p.HeadsKV)
 		if p.HeadsKV > 65535 { // the key-tiles-fast grid puts the heads in grid y (at most 65535)
 			sched &^= 2
 		}

@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -251,7 +252,7 @@ func TestBackwardOrderRule(t *testing.T) {
 			want int32
 		}{{"sm90", c.want}, {"sm90fk", schedKTFast}, {"sm90fn", schedNoRot}, {"sm90-prev", c.want}, {"sm90-c29", c.want}} {
 			k := &Kernel{arch: variantNamed(t, v.name)}
-			if got := k.backwardSched(w); got != v.want {
+			if got := k.backwardSched(w, 8, 8); got != v.want {
 				t.Errorf("%s %v %d: order %d, want %d", v.name, c.masks, c.s, got, v.want)
 			}
 		}
@@ -319,6 +320,78 @@ func TestKeyTile64Rule(t *testing.T) {
 		}
 		if a, b := lists(sp.Heads[0]); keyTile64Pays(a, b) != c.want {
 			t.Errorf("block %d avg %d kept %v: 64-key tiles %v, want %v (%d x 128 against %d x 64 keys)", c.block, c.avg, c.ratio, !c.want, c.want, len(a.Entries)/2, len(b.Entries)/2)
+		}
+	}
+}
+
+// The model of the block scheduler: equal blocks fill the waves they need (1,024 on 132
+// slots: 7.76 of 8), causal's unequal ones balance in the heaviest-first order and, at 8K,
+// not with a head's key tiles together (its lightest key tiles last, then the next head's
+// heaviest: 0.81 at 8K).
+func TestSchedBalance(t *testing.T) {
+	build := func(name string, s int) *WorkList {
+		spec, err := mask.Build(name, s, mask.Options{Seed: 42})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := BuildWorkList([]mask.Mask{spec.Mask}, 64, 128, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	full := build("full", 16384)
+	for _, sched := range []int32{schedKTFast, schedNoRot} {
+		if got, want := schedBalance(full, 8, 8, 132, sched), 1024.0/132/8; math.Abs(got-want) > 1e-9 {
+			t.Errorf("full 16K order %d: balance %.4f, want %.4f (7.76 of 8 waves)", sched, got, want)
+		}
+	}
+	if got := schedBalance(full, 8, 8, 128, schedNoRot); math.Abs(got-1) > 1e-9 {
+		t.Errorf("full 16K on 128 slots: balance %.4f, want 1 (8 waves exactly)", got)
+	}
+	causal := build("causal", 8192)
+	kt, nr := schedBalance(causal, 8, 8, 132, schedKTFast), schedBalance(causal, 8, 8, 132, schedNoRot)
+	if nr < 0.99 || kt > 0.85 {
+		t.Errorf("causal 8K: heaviest first %.3f (want at least 0.99), key tiles together %.3f (want under 0.85)", nr, kt)
+	}
+	if got := backwardOrderByModel(causal, 8, 8, 132); got != schedNoRot {
+		t.Errorf("causal 8K: order %d, want heaviest first", got)
+	}
+	if got := backwardOrderByModel(build("causal", 49152), 8, 8, 132); got != schedKTFast {
+		t.Errorf("causal 48K: order %d, want the key tiles together (both orders balance)", got)
+	}
+	if got := schedBalance(&WorkList{}, 8, 8, 132, schedNoRot); got != 1 {
+		t.Errorf("empty list: balance %v, want 1", got)
+	}
+}
+
+// At 16K the model's order is call 30's faster side on every mask where the two orders
+// differed by 2% or more (docs/perf.md "Calls 29-32"): the key tiles together on full and
+// global_sliding_window, heaviest first on causal_document, share_question,
+// causal_blockwise, prefix_lm_document and block_causal_document.
+func TestBackwardOrderByModelCall30(t *testing.T) {
+	for _, c := range []struct {
+		mask string
+		want int32
+	}{
+		{"full", schedKTFast}, {"global_sliding_window", schedKTFast},
+		{"causal_document", schedNoRot}, {"share_question", schedNoRot}, {"causal_blockwise", schedNoRot},
+		{"prefix_lm_document", schedNoRot}, {"block_causal_document", schedNoRot},
+	} {
+		spec, err := mask.Build(c.mask, 16384, mask.Options{Seed: 42})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := BuildWorkList([]mask.Mask{spec.Mask}, 64, 128, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := backwardOrderByModel(w, 8, 8, 132); got != c.want {
+			t.Errorf("%s 16K: order %d, want %d (call 30's faster)", c.mask, got, c.want)
+		}
+		k := &Kernel{arch: variantNamed(t, "sm90bm")}
+		if got := k.backwardSched(w, 8, 8); got != c.want {
+			t.Errorf("sm90bm %s 16K: order %d, want %d", c.mask, got, c.want)
 		}
 	}
 }
