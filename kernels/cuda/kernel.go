@@ -160,7 +160,7 @@ var archVariants = []archVariant{
 	{name: "sm90-plain", doc: "sm90 with the forward never persistent (a block per query tile), whatever the rows: to time both sides of sm90's rule", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90EC, sched: schedByRule, persist: -1, k64: true, defines: sm90Defines},
 	{name: "sm90fk", doc: "sm90 with the backward's key tiles of a head always together (one side of sm90's order rule)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90EC, sched: schedKTFast, k64: true, defines: sm90Defines},
 	{name: "sm90fn", doc: "sm90 with the backward's key tiles always heaviest first over all heads (the other side of sm90's order rule)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90EC, sched: schedNoRot, k64: true, defines: sm90Defines},
-	{name: "sm90bm", doc: "experiment (not yet run on a GPU): sm90 with the backward's block order chosen by a model of the block scheduler (the key tiles of a head together unless they fill the SMs 2% less evenly than heaviest first) instead of the key tiles' coefficient of variation: causal and the document masks keep a head's blocks together from 32K on", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90EC, sched: schedByModel, k64: true, defines: sm90Defines},
+	{name: "sm90bm", doc: "experiment (not yet run on a GPU): sm90 with the backward's block order chosen by a model of the block scheduler (the key tiles of a head together unless they fill the SMs 2% less evenly than heaviest first) instead of the key tiles' coefficient of variation: causal and full_document keep a head's blocks together from 16K on, prefix_lm_causal and block_causal_document from 32K, the other document masks at 48K (share_question never)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90EC, sched: schedByModel, k64: true, defines: sm90Defines},
 	{name: "sm90s", doc: "sm90 with the forward always over 128-query x 64-key tiles, at both head dims (one side of sm90's tile rule)", major: 9, exact: true, fwd: fwdSM90S, bwd: bwdSM90EC, sched: schedByRule, defines: sm90Defines},
 	{name: "sm90be", doc: "sm90 with the backward's next S^T and dP^T issued behind this step's dK at head dim 64 too (call 29: even with sm90 there)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90E, sched: schedByRule, k64: true, defines: sm90Defines},
 	{name: "sm90b3", doc: "experiment (not yet run on a GPU): sm90 with the head-dim-64 backward over 192-key blocks and three consumer warpgroups of 64 keys (two keep the tensor cores busy while the third does its elementwise work, as the d64 forward's three warpgroups do); head dim 128 as sm90", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ET, sched: schedByRule, k64: true, defines: append([]string{"LONGCA_BWD_THREE"}, sm90Defines...)},
@@ -429,6 +429,10 @@ type deviceList struct {
 	// k64, on a 128 x 128 forward list: whether the forward runs over 128 x 64 tiles
 	// instead (key64Pays): 0 not yet decided, 1 yes, -1 no
 	k64 int8
+	// byModel, on a backward list: backwardOrderByModel's order for modelFor (heads, group,
+	// slots), 0 when not yet decided (sm90bm)
+	byModel  int32
+	modelFor [3]int
 }
 
 // listKey hashes what a work list depends on: the tile shape and every slice's values

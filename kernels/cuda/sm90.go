@@ -216,8 +216,11 @@ const modelSlack = 0.02
 // of a head together (schedKTFast) unless they fill the device's block slots more than
 // modelSlack less evenly than heaviest first over all heads (schedNoRot), by schedBalance.
 // Where backwardOrder (the coefficient of variation of the key tiles' loads) sends causal
-// and the document masks heaviest first at every length, the model sees their blocks
-// balance either way from 32K on and keeps a head's blocks together there.
+// and most document masks heaviest first at every length, the model sees their blocks
+// balance either way at long rows and keeps a head's blocks together there: causal and
+// full_document from 16K, prefix_lm_causal and block_causal_document from 32K, the other
+// document masks at 48K (share_question never). It misses call 30's sliding_window at 16K
+// as the rule does (heaviest first 2.8% faster at a balance 0.7% better).
 func backwardOrderByModel(w *WorkList, heads, group, slots int) int32 {
 	if schedBalance(w, heads, group, slots, schedKTFast) >= schedBalance(w, heads, group, slots, schedNoRot)-modelSlack {
 		return schedKTFast
@@ -232,13 +235,38 @@ func (k *Kernel) backwardSched(w *WorkList, heads, group int) int32 {
 	case schedByRule:
 		return backwardOrder(w)
 	case schedByModel:
-		slots := 132 // the H200's SMs, a backward block each (its shared memory allows one)
-		if k.dev != nil && k.dev.SMs > 0 {
-			slots = k.dev.SMs
-		}
-		return backwardOrderByModel(w, heads, group, slots)
+		return backwardOrderByModel(w, heads, group, k.blockSlots())
 	}
 	return k.arch.sched
+}
+
+// blockSlots is how many backward blocks run at once: one per SM (their shared memory
+// allows no second), 132 on the H200 and where the device is not known.
+func (k *Kernel) blockSlots() int {
+	if k.dev != nil && k.dev.SMs > 0 {
+		return k.dev.SMs
+	}
+	return 132
+}
+
+// backwardSchedFor is backwardSched for a device list, with the model's order (sm90bm)
+// decided once per list and head shape (the model walks every block: about 0.1 ms at 48K).
+func (k *Kernel) backwardSchedFor(dl *deviceList, heads, group int) int32 {
+	if k.arch.sched != schedByModel {
+		return k.backwardSched(dl.w, heads, group)
+	}
+	key := [3]int{heads, group, k.blockSlots()}
+	k.mu.Lock()
+	o, known := dl.byModel, dl.modelFor == key
+	k.mu.Unlock()
+	if o != 0 && known {
+		return o
+	}
+	o = backwardOrderByModel(dl.w, heads, group, key[2])
+	k.mu.Lock()
+	dl.byModel, dl.modelFor = o, key
+	k.mu.Unlock()
+	return o
 }
 
 // persistent says whether this kernel's variant runs the forward of w persistent: by the
@@ -420,7 +448,7 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 		}
 		args := append([]any{maps[0], maps[1], maps[2], maps[3], maps[4], lse2, dsum, bs[7], bs[8], sq, p.Mask.SeqK, hq, p.HeadsKV, sqPad,
 			float32(scale), float32(scale * math.Log2E)}, dl.args()...)
-		sched := k.backwardSched(dl.w, p.HeadsKV, hq/p.HeadsKV)
+		sched := k.backwardSchedFor(dl, p.HeadsKV, hq/p.HeadsKV)
 		if p.HeadsKV > 65535 { // the key-tiles-fast grid puts the heads in grid y (at most 65535)
 			sched &^= 2
 		}
