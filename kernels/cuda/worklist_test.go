@@ -232,18 +232,7 @@ func TestBackwardOrderRule(t *testing.T) {
 		{[]string{"full", "causal"}, 4096, schedNoRot},
 		{[]string{"causal", "causal"}, 4096, schedNoRot},
 	} {
-		var ms []mask.Mask
-		for _, name := range c.masks {
-			spec, err := mask.Build(name, c.s, mask.Options{Seed: 7})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ms = append(ms, spec.Mask)
-		}
-		w, err := BuildWorkList(ms, 64, 128, true)
-		if err != nil {
-			t.Fatal(err)
-		}
+		w := backwardList(t, 7, c.s, c.masks...)
 		if got := backwardOrder(w); got != c.want {
 			t.Errorf("%v %d: order %d, want %d", c.masks, c.s, got, c.want)
 		}
@@ -329,17 +318,7 @@ func TestKeyTile64Rule(t *testing.T) {
 // not with a head's key tiles together (its lightest key tiles last, then the next head's
 // heaviest: 0.81 at 8K).
 func TestSchedBalance(t *testing.T) {
-	build := func(name string, s int) *WorkList {
-		spec, err := mask.Build(name, s, mask.Options{Seed: 42})
-		if err != nil {
-			t.Fatal(err)
-		}
-		w, err := BuildWorkList([]mask.Mask{spec.Mask}, 64, 128, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return w
-	}
+	build := func(name string, s int) *WorkList { return backwardList(t, 42, s, name) }
 	full := build("full", 16384)
 	for _, sched := range []int32{schedKTFast, schedNoRot} {
 		if got, want := schedBalance(full, 8, 8, 132, sched), 1024.0/132/8; math.Abs(got-want) > 1e-9 {
@@ -380,14 +359,7 @@ func TestBackwardOrderByModelCall30(t *testing.T) {
 		{"causal_document", schedNoRot}, {"share_question", schedNoRot}, {"causal_blockwise", schedNoRot},
 		{"prefix_lm_document", schedNoRot}, {"block_causal_document", schedNoRot},
 	} {
-		spec, err := mask.Build(c.mask, 16384, mask.Options{Seed: 42})
-		if err != nil {
-			t.Fatal(err)
-		}
-		w, err := BuildWorkList([]mask.Mask{spec.Mask}, 64, 128, true)
-		if err != nil {
-			t.Fatal(err)
-		}
+		w := backwardList(t, 42, 16384, c.mask)
 		if got := backwardOrderByModel(w, 8, 8, 132); got != c.want {
 			t.Errorf("%s 16K: order %d, want %d (call 30's faster)", c.mask, got, c.want)
 		}
@@ -400,14 +372,7 @@ func TestBackwardOrderByModelCall30(t *testing.T) {
 
 // A device list keeps the model's order for its head shape and decides again for another.
 func TestBackwardSchedForCaches(t *testing.T) {
-	spec, err := mask.Build("causal", 8192, mask.Options{Seed: 42})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := BuildWorkList([]mask.Mask{spec.Mask}, 64, 128, true)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := backwardList(t, 42, 8192, "causal")
 	k := &Kernel{arch: variantNamed(t, "sm90bm")}
 	dl := &deviceList{w: w}
 	if got := k.backwardSchedFor(dl, 8, 8); got != schedNoRot || dl.byModel != schedNoRot || dl.modelFor != [3]int{8, 8, 132} {
@@ -429,18 +394,7 @@ func TestBackwardSchedForCaches(t *testing.T) {
 // With per-head lists (a mask per KV head) each head's blocks cost what its own list says:
 // on more slots than blocks the balance is the blocks' total over slots x the largest.
 func TestSchedBalancePerHead(t *testing.T) {
-	var ms []mask.Mask
-	for _, name := range []string{"full", "causal"} {
-		spec, err := mask.Build(name, 4096, mask.Options{Seed: 7})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ms = append(ms, spec.Mask)
-	}
-	w, err := BuildWorkList(ms, 64, 128, true)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := backwardList(t, 7, 4096, "full", "causal")
 	if w.Lists != 2 {
 		t.Fatalf("%d lists, want 2", w.Lists)
 	}
@@ -457,4 +411,23 @@ func TestSchedBalancePerHead(t *testing.T) {
 			t.Errorf("order %d: balance %g, want %g (full's list for head 0, causal's for head 1)", sched, got, want)
 		}
 	}
+}
+
+// backwardList is the sm90 backward's work list (64-query x 128-key tiles, transposed) of
+// the named masks at length s, a mask per KV head when there are several.
+func backwardList(t *testing.T, seed uint64, s int, names ...string) *WorkList {
+	t.Helper()
+	var ms []mask.Mask
+	for _, name := range names {
+		spec, err := mask.Build(name, s, mask.Options{Seed: seed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms = append(ms, spec.Mask)
+	}
+	w, err := BuildWorkList(ms, 64, 128, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
 }

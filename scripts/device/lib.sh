@@ -1,7 +1,21 @@
 # Helpers shared by the device call scripts (sourced: `. scripts/device/lib.sh`), written
 # for the calls prepared from 2026-12-04 on; the older scripts are the records of their
 # calls and keep their own copies. The caller sets out (its output folder, with t/ in it),
-# t0 (its start, date +%s) and budget (seconds for the whole call).
+# t0 (its start, date +%s) and budget (seconds for the whole call), or calls call_start.
+
+# call_start BUDGET BIN...: the call's clock (t0), its budget (CALL_BUDGET overrides it),
+# its environment and output folder ($out/t), the carried binaries unpacked (bin/NAME from
+# bin/NAME.gz, as make device writes them).
+call_start() {
+	budget=${CALL_BUDGET:-$1}
+	shift
+	for _f in "$@"; do
+		[ -x "bin/$_f" ] || { gunzip -c "bin/$_f.gz" >"bin/$_f" && chmod +x "bin/$_f"; } || return 1
+	done
+	export LONGCA_CACHE_DIR=${LONGCA_CACHE_DIR:-/tmp/longca-nvrtc} NCCL_NVLS_ENABLE=0
+	mkdir -p "$out/t"
+	t0=$(date +%s)
+}
 
 # step NAME CAP ARGS...: `bin/longca ARGS --heads 64:8 --out $out/t/NAME --run-id NAME`,
 # stopped with SIGINT at CAP seconds or at the budget (the rows kept), one summary line.

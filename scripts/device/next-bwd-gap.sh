@@ -18,13 +18,9 @@
 # (at most 8 files come back: everything else is inside it).
 set -u
 out=${1:?usage: next-bwd-gap.sh OUT}
-mkdir -p "$out/t"
-export LONGCA_CACHE_DIR=${LONGCA_CACHE_DIR:-/tmp/longca-nvrtc} NCCL_NVLS_ENABLE=0
-[ -x bin/longca ] || { gunzip -c bin/longca.gz >bin/longca && chmod +x bin/longca; }
-t0=$(date +%s)
-budget=${CALL_BUDGET:-500}
-nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv,noheader >"$out/t/gpu.txt" 2>&1
 . scripts/device/lib.sh
+call_start 500 longca || exit 1
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv,noheader >"$out/t/gpu.txt" 2>&1
 step waves 70 kernel --kernels cuda,cudnn --masks full --seqlens 16384,16896,49152,50688 --passes bwd -w 3 -n 10
 for v in sm90fk sm90fn; do
 	step "o-$v" 70 kernel --kernels cuda --variant $v --masks full,causal --seqlens 8K,16K,32K,48K --passes bwd -w 3 -n 10

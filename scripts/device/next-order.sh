@@ -11,14 +11,8 @@
 # Bounded to 480 s; the table last; the logs packed as OUT/t.tgz.
 set -u
 out=${1:?usage: next-order.sh OUT}
-mkdir -p "$out/t"
-for f in longca cuda.test; do
-	[ -x bin/$f ] || { gunzip -c bin/$f.gz >bin/$f && chmod +x bin/$f; }
-done
-export LONGCA_CACHE_DIR=${LONGCA_CACHE_DIR:-/tmp/longca-nvrtc} NCCL_NVLS_ENABLE=0
-t0=$(date +%s)
-budget=${CALL_BUDGET:-480}
 . scripts/device/lib.sh
+call_start 480 longca cuda.test || exit 1
 STEP_TIMEOUT=90 sh kernels/cuda/gpu.sh "$out/t" test sm90bm '^TestMasks$' >/dev/null 2>&1
 echo "# tests sm90bm (TestMasks) done at $(($(date +%s) - t0)) s: $(grep -c 'bwd=' "$out/t/test-sm90bm.log") checks, $(grep -c -- '--- FAIL' "$out/t/test-sm90bm.log") failed tests" >>"$out/t/summary.txt"
 masks=causal,full_document,causal_document,sliding_window,causal_blockwise,prefix_lm_causal,prefix_lm_document,global_sliding_window,block_causal_document

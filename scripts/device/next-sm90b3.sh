@@ -13,14 +13,8 @@
 # Bounded to 500 s; the tables last; the logs packed as OUT/t.tgz.
 set -u
 out=${1:?usage: next-sm90b3.sh OUT}
-mkdir -p "$out/t"
-for f in longca cuda.test; do
-	[ -x bin/$f ] || { gunzip -c bin/$f.gz >bin/$f && chmod +x bin/$f; }
-done
-export LONGCA_CACHE_DIR=${LONGCA_CACHE_DIR:-/tmp/longca-nvrtc} NCCL_NVLS_ENABLE=0
-t0=$(date +%s)
-budget=${CALL_BUDGET:-500}
 . scripts/device/lib.sh
+call_start 500 longca cuda.test || exit 1
 STEP_TIMEOUT=120 sh kernels/cuda/gpu.sh "$out/t" test sm90b3 >/dev/null 2>&1
 echo "# tests sm90b3 done at $(($(date +%s) - t0)) s: $(grep -c 'bwd=' "$out/t/test-sm90b3.log") checks, $(grep -c -- '--- FAIL' "$out/t/test-sm90b3.log") failed tests" >>"$out/t/summary.txt"
 grep -E -- "--- FAIL|panic|Skip" "$out/t/test-sm90b3.log" | head -8 >>"$out/t/summary.txt"
