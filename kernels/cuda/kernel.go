@@ -504,6 +504,13 @@ func masksOf(p kernels.Problem) []mask.Mask {
 // list builds (or finds) a work list and puts it in device memory: by the masks'
 // identity first (no pass over the slices), then by their content.
 func (k *Kernel) list(p kernels.Problem, qt, kt int, tr bool) (*deviceList, error) {
+	return k.listBuilt(p, qt, kt, tr, nil)
+}
+
+// listBuilt is list with w, when not nil, the work list already built on the host for
+// these tiles (key64Pays builds the 64-key one to decide), used instead of building it
+// again where the list is not in device memory yet.
+func (k *Kernel) listBuilt(p kernels.Problem, qt, kt int, tr bool, w *WorkList) (*deviceList, error) {
 	ms := masksOf(p)
 	id := listIdent(ms, qt, kt, tr)
 	k.mu.Lock()
@@ -517,9 +524,11 @@ func (k *Kernel) list(p kernels.Problem, qt, kt int, tr bool) (*deviceList, erro
 	dl, ok = k.lists[key]
 	k.mu.Unlock()
 	if !ok {
-		w, err := BuildWorkList(ms, qt, kt, tr)
-		if err != nil {
-			return nil, err
+		if w == nil {
+			var err error
+			if w, err = BuildWorkList(ms, qt, kt, tr); err != nil {
+				return nil, err
+			}
 		}
 		dl = &deviceList{w: w}
 		for _, f := range []struct {

@@ -293,9 +293,10 @@ func keyTile64Pays(w128, w64 *WorkList) bool {
 }
 
 // key64Pays says whether p's forward runs over 128 x 64 tiles (keyTile64Pays), decided once
-// per 128 x 128 work list: the 64-key list is built on the host to decide and reaches the
-// device only where it is used. A list that cannot be built keeps the 128-key tiles (the
-// forward then reports the error itself).
+// per 128 x 128 work list: the 64-key list is built on the host to decide and, where it
+// pays, goes to device memory as built (the forward that asks next finds it there; only a
+// softmax scale the lean forward cannot take leaves it unused). A list that cannot be built
+// keeps the 128-key tiles (the forward then reports the error itself).
 func (k *Kernel) key64Pays(p kernels.Problem) bool {
 	a, err := k.list(p, fwdSM90S.qTile, 128, false)
 	if err != nil {
@@ -308,6 +309,9 @@ func (k *Kernel) key64Pays(p kernels.Problem) bool {
 		known = -1
 		if b, err := BuildWorkList(masksOf(p), fwdSM90S.qTile, fwdSM90S.kTile, false); err == nil && keyTile64Pays(a.w, b) {
 			known = 1
+			// in device memory now, as built; if that fails, the forward's own request of the
+			// list builds it again and reports the error
+			_, _ = k.listBuilt(p, fwdSM90S.qTile, fwdSM90S.kTile, false, b)
 		}
 		k.mu.Lock()
 		a.k64 = known
