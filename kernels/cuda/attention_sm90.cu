@@ -177,7 +177,7 @@ template <int N> DEV void mask_tile(float (&sc)[N / 2], const WorkList &wl, int 
 // thread loads Q once and then K and V tiles of the work list into a STAGES-deep ring.
 // Warpgroups 1 and 2 consume, 64 query rows each: S = Q K^T by wgmma from shared memory,
 // the mask and the online softmax in registers, O += P V by wgmma with P from registers.
-constexpr int SBM = 128, SBN = 128, STAGES = 2, SNT = 384;
+constexpr int SBM = 128, SBN = 128, STAGES = 2;
 constexpr int CHUNK = 64;  // columns of one 128-byte swizzled chunk (16-bit elements)
 
 template <int D, int QM = SBM, int BN = SBN> struct SmemLayout {
