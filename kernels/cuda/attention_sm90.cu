@@ -156,6 +156,13 @@ DEV void bulk_wait0() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory
 // Orders this thread's ordinary shared-memory writes before later reads by the async
 // proxy (wgmma, TMA).
 DEV void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// Four 8 x 8 matrices of 16-bit elements from the accumulator's fragments (register i of a
+// thread: row lane / 4, columns 2 (lane % 4) and the next, of matrix i) to shared memory,
+// lanes 8 i .. 8 i + 7 giving the addresses of matrix i's rows (16 bytes each).
+DEV void stsm_x4(unsigned addr, unsigned r0, unsigned r1, unsigned r2, unsigned r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r0), "r"(r1), "r"(r2), "r"(r3)
+               : "memory");
+}
 // A barrier among some warps: id 1-15, count threads (a multiple of 32).
 DEV void named_sync(int id, int count) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory"); }
 // Arrives at a barrier among some warps without waiting for it.
@@ -583,6 +590,14 @@ DEV int ld_acquire(const int *p) {
 DEV void st_release(int *p, int v) { asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory"); }
 DEV void fence_async_global() { asm volatile("fence.proxy.async.global;\n" ::: "memory"); }
 
+// STSM: the experiment sm90bs's dS^T stores (stmatrix). (Its row statistics read as 8-byte
+// pairs too spilled 140 bytes in the d64 backward under ptxas 12.4: left out.)
+#ifdef LONGCA_BWD_STSM
+constexpr bool STSM = true;
+#else
+constexpr bool STSM = false;
+#endif
+
 // DET: the deterministic backward. Every query tile's dQ is added by the key tiles that
 // visit it in increasing order: the writer of key tile kt waits until locks[h][tile] says
 // the ranks[e] lower key tiles have added theirs, adds, waits for its additions to land,
@@ -750,6 +765,27 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     mbar_arrive(&dqFull[cw]);
   };
 
+  // dS^T of a step (sa: its packed fragments) to shared memory, rows keys, 64 query columns:
+  // one 128-byte swizzled row each. STSM (experiment sm90bs): four stmatrix of four 8 x 8
+  // matrices a thread, the addresses computed once; else 16 32-bit stores.
+  auto store_ds = [&](T *dS, const unsigned(&sa)[4][4]) {
+    if constexpr (STSM) {
+      const int m = lane / 8, row = cw * 64 + warp * 16 + (m & 1) * 8 + lane % 8;
+      const unsigned base = smem_u32(dS) + row * CHUNK * 2;
+#pragma unroll
+      for (int kk = 0; kk < 4; kk++) stsm_x4(base + (((kk * 2 + (m >> 1)) ^ (row & 7)) << 4), sa[kk][0], sa[kk][1], sa[kk][2], sa[kk][3]);
+    } else {
+#pragma unroll
+      for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+        for (int x = 0; x < 4; x++) {
+          const int row = kr + (x & 1) * 8, col = kk * 16 + (x >> 1) * 8 + 2 * t;
+          const int off = row * CHUNK + ((((col >> 3) ^ (row & 7))) << 3) + (col & 7);
+          *reinterpret_cast<unsigned *>(dS + off) = sa[kk][x];
+        }
+    }
+  };
+
   // EARLY (OVB 2, sm90's backward at head dim 128 since call 31; both head dims in sm90be):
   // step it+1's S^T and dP^T are issued as soon as step it's dQ is staged, behind its dK, so
   // that the tensor cores go on from dK into them while this warpgroup waits (the two
@@ -795,8 +831,8 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
         for (int jj = 0; jj < BBM9 / 8; jj++)
 #pragma unroll
           for (int c = 0; c < 4; c++) {
-            const int ql = jj * 8 + 2 * t + (c % 2);
             const bool ok = bits >> (jj * 4 + c) & 1ull;
+            const int ql = jj * 8 + 2 * t + (c % 2);
             const float p = ok ? exp2f(st[4 * jj + c] * scale_log2 - cL[ql]) : 0.f;
             st[4 * jj + c] = p;
             dpt[4 * jj + c] = p * (dpt[4 * jj + c] - cDs[ql]);
@@ -827,14 +863,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     // dS^T of step j to shared memory, then dQ and dK of step j, each committed
     auto issue_dqdk = [&](int j, float(&dqa)[32]) {
       T *dS = sdS + (j & 1) * NB * BBM9;
-#pragma unroll
-      for (int kk = 0; kk < 4; kk++)
-#pragma unroll
-        for (int x = 0; x < 4; x++) {
-          const int row = kr + (x & 1) * 8, col = kk * 16 + (x >> 1) * 8 + 2 * t;
-          const int off = row * CHUNK + ((((col >> 3) ^ (row & 7))) << 3) + (col & 7);
-          *reinterpret_cast<unsigned *>(dS + off) = sa[kk][x];
-        }
+      store_ds(dS, sa);
       fence_async_smem();
       if (L::kSplit)
         named_sync(1, 256);  // both halves of dS^T written
@@ -954,8 +983,8 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
       for (int j = 0; j < BBM9 / 8; j++)
 #pragma unroll
         for (int c = 0; c < 4; c++) {
-          const int ql = j * 8 + 2 * t + (c % 2);
           const bool ok = bits >> (j * 4 + c) & 1ull;
+          const int ql = j * 8 + 2 * t + (c % 2);
           const float p = ok ? exp2f(st[4 * j + c] * scale_log2 - cL[ql]) : 0.f;
           st[4 * j + c] = p;
           dpt[4 * j + c] = p * (dpt[4 * j + c] - cDs[ql]);
@@ -979,15 +1008,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
 #pragma unroll
     for (int kk = 0; kk < 4; kk++) PV<T, D>::run(dva, pa[kk], sw128_at(loOm, kk * 16 * CHUNK * 2));
     wgmma_commit();
-    // dS^T to shared memory (rows keys, 64 query columns: one 128-byte swizzled row each)
-#pragma unroll
-    for (int kk = 0; kk < 4; kk++)
-#pragma unroll
-      for (int x = 0; x < 4; x++) {
-        const int row = kr + (x & 1) * 8, col = kk * 16 + (x >> 1) * 8 + 2 * t;
-        const int off = row * CHUNK + ((((col >> 3) ^ (row & 7))) << 3) + (col & 7);
-        *reinterpret_cast<unsigned *>(dS + off) = sa[kk][x];
-      }
+    store_ds(dS, sa);
     fence_async_smem();
     if (L::kSplit)
       named_sync(1, 256);  // both halves of dS^T written

@@ -113,13 +113,11 @@ var (
 	// the backward with the next step's S^T and dP^T issued behind this step's dK
 	// (LONGCA_BWD_EARLY; sm90be at both head dims)
 	bwdSM90E = bwdSM90C.withFn("bwd90e")
-	// sm90 since call 31 (docs/perf.md "Calls 29-32"): bwd90e at head dim 128 (+0.3 to +5.7%
-	// on 17 of 20 cells of calls 29-30), bwd90f at 64 (-3 to +1% there)
-	bwdSM90EC = bwdSM90E.withAt64(&bwdSM90C)
-	// experiment sm90b3 (2026-12-04, not yet run on a GPU): at head dim 64 the backward over
-	// blocks of 192 keys with three consumer warpgroups of 64 keys (160 registers each, 32
-	// the producer; LONGCA_BWD_THREE): K and V 192 x D, dS^T 2 x 192 x 64 bf16, three dQ
-	// stages of 64 x 64 fp32, 11 barriers
+	// sm90 since call 38 (docs/perf.md "Calls 37-39"; experiment sm90b3): at head dim 64 the
+	// backward over blocks of 192 keys with three consumer warpgroups of 64 keys (160
+	// registers each, 32 the producer; LONGCA_BWD_THREE): K and V 192 x D, dS^T 2 x 192 x 64
+	// bf16, three dQ stages of 64 x 64 fp32, 11 barriers; +6 to +12% from 16K or 32K on
+	// full, causal and causal_document, -3 to +1% at 8K
 	bwdSM90T = variant{fn: "bwd90t", qTile: 64, kTile: 192, threads: 512, sharedPerDim: (2*192 + 4*64) * 2,
 		sharedFixed: 2*192*64*2 + 3*64*64*4 + 2*2*64*4 + 8*11 + 1024, transposedList: true, swizzledDQ: true, convC: true}
 	bwdSM90ET = bwdSM90E.withAt64(&bwdSM90T)
@@ -141,8 +139,7 @@ type archVariant struct {
 	k64 bool
 	// sched, on sm90's backward (an int32 argument of the kernel): bit 0 no rotation of the
 	// blocks' first query tiles, bit 1 key tiles the grid's fast index (schedRotate,
-	// schedNoRot, schedKTFast), or schedByRule for backwardOrder's choice, schedByModel for
-	// backwardOrderByModel's
+	// schedNoRot, schedKTFast), or schedByRule for backwardOrder's choice
 	sched int32
 	// defines are defined (as 1) at the top of attention_sm90.cu for this variant: a
 	// choice inside code every entry point shares (LONGCA_TILE_BITS_SPAN), or entry points
@@ -154,25 +151,24 @@ type archVariant struct {
 // (sm90 on compute capability 9.0, sm80 elsewhere); the experiments and the variants that
 // time one side of a rule stand between them.
 var archVariants = []archVariant{
-	{name: "sm90", doc: "Hopper: TMA + wgmma, warp-specialised (a producer and consumer warpgroups); forward at head dim 128 over 128x128 tiles with two consumer warpgroups taking turns (pingpong) and, within a turn, the next tile's Q K^T and this tile's P V as two groups with the next tile's softmax under P V (FlashAttention-3's order); at head dim 64 over 192x128 tiles with three consumer warpgroups taking turns in a ring; a lean softmax (the scale folded into the exponent, the rescale skipped when no row of a warp has a new maximum); persistent when rows are short; the forward over 128 x 64 tiles instead where the 128-key tiles visit 1.2x the keys (64-token block-sparse maps at kept 0.5 and below; rows say k64-fwd); backward 128 keys x 64 queries with dQ staged in fragment order while dK runs (at head dim 128 the next step's S^T and dP^T issued behind dK), added by bulk reductions and converted through shared memory, the key tiles of a head together where their loads are about even (full, block-sparse, windows) and heaviest first otherwise (documents, causal); partial tiles' allowed columns by interval arithmetic; wgmma descriptors one add from per-step bases", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90EC, sched: schedByRule, k64: true, defines: sm90Defines},
+	{name: "sm90", doc: "Hopper: TMA + wgmma, warp-specialised (a producer and consumer warpgroups); forward at head dim 128 over 128x128 tiles with two consumer warpgroups taking turns (pingpong) and, within a turn, the next tile's Q K^T and this tile's P V as two groups with the next tile's softmax under P V (FlashAttention-3's order); at head dim 64 over 192x128 tiles with three consumer warpgroups taking turns in a ring; a lean softmax (the scale folded into the exponent, the rescale skipped when no row of a warp has a new maximum); persistent when rows are short; the forward over 128 x 64 tiles instead where the 128-key tiles visit 1.2x the keys (64-token block-sparse maps at kept 0.5 and below; rows say k64-fwd); backward over 128 keys x 64 queries at head dim 128 (the next step's S^T and dP^T issued behind dK) and 192 keys x 64 queries at head dim 64 (three consumer warpgroups of 64 keys), dQ staged in fragment order while dK runs, added by bulk reductions and converted through shared memory; the backward's blocks a head's key tiles together unless a model of the block scheduler says they fill the SMs 2% less evenly than heaviest first over all heads (short causal and document rows); partial tiles' allowed columns by interval arithmetic; wgmma descriptors one add from per-step bases", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ET, sched: schedByRule, k64: true, defines: sm90Defines},
 	{name: "sm90-prev", doc: "sm90 as it was before call 26 (call 23's kernel: the forward's softmax after its products within a turn, two consumer warpgroups at head dim 64 too): kept to time the new default against", major: 9, exact: true, fwd: fwdSM90L, bwd: bwdSM90C, sched: schedByRule, defines: []string{"LONGCA_FWD_LEAN", "LONGCA_TILE_BITS_SPAN"}},
-	{name: "sm90-persist", doc: "sm90 with the forward always persistent (a block per SM walking the work items), whatever the rows: to time both sides of sm90's rule", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90EC, sched: schedByRule, persist: 1, k64: true, defines: sm90Defines},
-	{name: "sm90-plain", doc: "sm90 with the forward never persistent (a block per query tile), whatever the rows: to time both sides of sm90's rule", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90EC, sched: schedByRule, persist: -1, k64: true, defines: sm90Defines},
-	{name: "sm90fk", doc: "sm90 with the backward's key tiles of a head always together (one side of sm90's order rule)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90EC, sched: schedKTFast, k64: true, defines: sm90Defines},
-	{name: "sm90fn", doc: "sm90 with the backward's key tiles always heaviest first over all heads (the other side of sm90's order rule)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90EC, sched: schedNoRot, k64: true, defines: sm90Defines},
-	{name: "sm90bm", doc: "experiment (not yet run on a GPU): sm90 with the backward's block order chosen by a model of the block scheduler (the key tiles of a head together unless they fill the SMs 2% less evenly than heaviest first) instead of the key tiles' coefficient of variation: causal and full_document keep a head's blocks together from 16K on, prefix_lm_causal and block_causal_document from 32K, the other document masks at 48K (share_question never)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90EC, sched: schedByModel, k64: true, defines: sm90Defines},
-	{name: "sm90s", doc: "sm90 with the forward always over 128-query x 64-key tiles, at both head dims (one side of sm90's tile rule)", major: 9, exact: true, fwd: fwdSM90S, bwd: bwdSM90EC, sched: schedByRule, defines: sm90Defines},
+	{name: "sm90-persist", doc: "sm90 with the forward always persistent (a block per SM walking the work items), whatever the rows: to time both sides of sm90's rule", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ET, sched: schedByRule, persist: 1, k64: true, defines: sm90Defines},
+	{name: "sm90-plain", doc: "sm90 with the forward never persistent (a block per query tile), whatever the rows: to time both sides of sm90's rule", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ET, sched: schedByRule, persist: -1, k64: true, defines: sm90Defines},
+	{name: "sm90fk", doc: "sm90 with the backward's key tiles of a head always together (one side of sm90's order rule)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ET, sched: schedKTFast, k64: true, defines: sm90Defines},
+	{name: "sm90fn", doc: "sm90 with the backward's key tiles always heaviest first over all heads (the other side of sm90's order rule)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ET, sched: schedNoRot, k64: true, defines: sm90Defines},
+	{name: "sm90bs", doc: "experiment (not yet run on a GPU): sm90 with the backward's dS^T stored by four stmatrix a thread instead of 16 32-bit stores, and its row statistics (lse, Dsum) read as 8-byte pairs: half the shared-memory instructions of a step (ncu, call 39: the d128 backward stalled on the MIO queue 0.60 cycles an instruction, cuDNN's 0.05)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ET, sched: schedByRule, k64: true, defines: append([]string{"LONGCA_BWD_STSM"}, sm90Defines...)},
+	{name: "sm90s", doc: "sm90 with the forward always over 128-query x 64-key tiles, at both head dims (one side of sm90's tile rule)", major: 9, exact: true, fwd: fwdSM90S, bwd: bwdSM90ET, sched: schedByRule, defines: sm90Defines},
 	{name: "sm90be", doc: "sm90 with the backward's next S^T and dP^T issued behind this step's dK at head dim 64 too (call 29: even with sm90 there)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90E, sched: schedByRule, k64: true, defines: sm90Defines},
-	{name: "sm90b3", doc: "experiment (not yet run on a GPU): sm90 with the head-dim-64 backward over 192-key blocks and three consumer warpgroups of 64 keys (two keep the tensor cores busy while the third does its elementwise work, as the d64 forward's three warpgroups do); head dim 128 as sm90", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ET, sched: schedByRule, k64: true, defines: append([]string{"LONGCA_BWD_THREE"}, sm90Defines...)},
 	{name: "sm90-c29", doc: "sm90 as it was before call 31 (call 29's default: 128 x 128 forward tiles on every mask, bwd90f's backward at both head dims; the block order by sm90's rule): kept to time the new default against", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90C, sched: schedByRule, defines: sm90Defines},
 	{name: "sm80", doc: "Ampere and later: mma.sync forward and backward (cp.async double buffering)", major: 8, fwd: fwdSM80, bwd: bwdSM80},
 }
 
-// sm90Defines are the default's defines (calls 15, 25 and 31's winners): the overlapped
-// forward's entry points (d128), the three-consumer forward's (d64), the forward over
-// 128 x 64 tiles (block-sparse maps), the early backward's (d128), and the partial tiles'
-// bits by interval arithmetic.
-var sm90Defines = []string{"LONGCA_FWD_OVL", "LONGCA_FWD_THREE", "LONGCA_FWD_K64", "LONGCA_BWD_EARLY", "LONGCA_TILE_BITS_SPAN"}
+// sm90Defines are the default's defines (calls 15, 25, 31 and 38's winners): the
+// overlapped forward's entry points (d128), the three-consumer forward's (d64), the forward
+// over 128 x 64 tiles (block-sparse maps), the early backward's (d128), the three-consumer
+// backward's (d64), and the partial tiles' bits by interval arithmetic.
+var sm90Defines = []string{"LONGCA_FWD_OVL", "LONGCA_FWD_THREE", "LONGCA_FWD_K64", "LONGCA_BWD_EARLY", "LONGCA_BWD_THREE", "LONGCA_TILE_BITS_SPAN"}
 
 // sourceSM90 is attention_sm90.cu as this variant compiles it: its defines first.
 func (v archVariant) sourceSM90() string {
@@ -429,10 +425,10 @@ type deviceList struct {
 	// k64, on a 128 x 128 forward list: whether the forward runs over 128 x 64 tiles
 	// instead (key64Pays): 0 not yet decided, 1 yes, -1 no
 	k64 int8
-	// byModel, on a backward list: backwardOrderByModel's order for modelFor (heads, group,
-	// slots), 0 when not yet decided (sm90bm)
-	byModel  int32
-	modelFor [3]int
+	// sched, on a backward list: backwardOrder's order for schedFor (heads, group, slots),
+	// 0 when not yet decided
+	sched    int32
+	schedFor [3]int
 }
 
 // listKey hashes what a work list depends on: the tile shape and every slice's values
@@ -618,7 +614,7 @@ func (k *Kernel) Backward(ctx context.Context, p kernels.Problem, q, kk, v, out,
 	if err != nil {
 		return err
 	}
-	bv := k.bwd.at(p.HeadDim) // the entry at this head dim, with its own tiles (sm90b3's 192 keys at 64)
+	bv := k.bwd.at(p.HeadDim) // the entry at this head dim, with its own tiles (192 keys at 64 on sm90)
 	dl, err := k.list(p, bv.qTile, bv.kTile, true)
 	if err != nil {
 		return err

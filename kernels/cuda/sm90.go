@@ -100,40 +100,8 @@ const (
 	schedRotate int32 = 0 // each block starts at a query tile rotated by its key tile
 	schedNoRot  int32 = 1 // every block starts at its first query tile, heaviest key tiles first over all heads
 	schedKTFast int32 = 3 // no rotation, and the key tiles of one KV head run together
-	schedByRule int32 = -1
-	// schedByModel: backwardOrderByModel's choice (experiment sm90bm)
-	schedByModel int32 = -2
+	schedByRule int32 = -1 // backwardOrder's choice
 )
-
-// backwardOrder is sm90's rule for the backward's block order: the key tiles of a head
-// together (schedKTFast: blocks walking the same head's query tiles share Q and dO in L2)
-// when the key tiles have about the same number of query tiles to visit, heaviest key
-// tiles first over all heads (schedNoRot: load balance) when they differ widely. "About
-// the same" is a coefficient of variation of the key tiles' counts (over every list) of at
-// most 0.4. Calls 13 and 30 (docs/perf.md "Calls 29-32"): the key tiles together win on
-// full (+4%) and on every block-sparse map (uniform 64/128-token and variable blocks,
-// kept 0.1-0.8, coefficient 0.01-0.31: +10 to +37%); heaviest first wins on the document
-// masks (coefficient 0.58-1.27: +5 to +36%); causal, prefix_lm_causal, full_document
-// (0.57-0.61) tie; of the windows (0.10-0.23) global_sliding_window goes with the key tiles
-// together (+2%) and sliding_window the other way (-3%).
-func backwardOrder(w *WorkList) int32 {
-	var n, sum, sum2 float64
-	for l := 0; l < w.Lists; l++ {
-		for r := 0; r < w.RowTiles; r++ {
-			c := float64(w.Start[l*(w.RowTiles+1)+r+1] - w.Start[l*(w.RowTiles+1)+r])
-			n, sum, sum2 = n+1, sum+c, sum2+c*c
-		}
-	}
-	if n == 0 || sum == 0 {
-		return schedNoRot
-	}
-	mean := sum / n
-	// cv <= 0.4, as variance <= 0.16 mean^2 (no square root)
-	if sum2/n-mean*mean <= 0.16*mean*mean {
-		return schedKTFast
-	}
-	return schedNoRot
-}
 
 // schedBalance is how evenly the backward's blocks of w (a key tile of a KV head each,
 // walking its list for the group's query heads) fill `slots` block slots launched in the
@@ -207,21 +175,27 @@ func (h slotHeap) down() {
 }
 
 // modelSlack is how much evenness the key tiles together may give up against heaviest
-// first and still be chosen by backwardOrderByModel: at 16K (call 30) they ran 4-8% faster
-// than their balance said on most masks (a head's blocks share Q and dO in L2), and the
+// first and still be chosen by backwardOrder: at 16K (call 30) they ran 4-8% faster than
+// their balance said on most masks (a head's blocks share Q and dO in L2), and the
 // heaviest-first order won every mask where it balanced 6% or more better.
 const modelSlack = 0.02
 
-// backwardOrderByModel is experiment sm90bm's order for the backward of w: the key tiles
-// of a head together (schedKTFast) unless they fill the device's block slots more than
-// modelSlack less evenly than heaviest first over all heads (schedNoRot), by schedBalance.
-// Where backwardOrder (the coefficient of variation of the key tiles' loads) sends causal
-// and most document masks heaviest first at every length, the model sees their blocks
-// balance either way at long rows and keeps a head's blocks together there: causal and
-// full_document from 16K, prefix_lm_causal and block_causal_document from 32K, the other
-// document masks at 48K (share_question never). It misses call 30's sliding_window at 16K
-// as the rule does (heaviest first 2.8% faster at a balance 0.7% better).
-func backwardOrderByModel(w *WorkList, heads, group, slots int) int32 {
+// backwardOrder is sm90's rule for the backward's block order of w, for heads KV heads of
+// group query heads each on slots block slots: the key tiles of a head together
+// (schedKTFast: blocks walking the same head's query tiles share Q and dO in L2) unless
+// they fill the slots more than modelSlack less evenly than heaviest first over all heads
+// (schedNoRot: load balance), by schedBalance. Causal and full_document keep a head's
+// blocks together from 16K on, prefix_lm_causal and block_causal_document from 32K, the
+// other document masks at 48K (share_question never); full, the windows and block-sparse
+// maps always, but at 8K where their last wave is uneven.
+//
+// Call 37 (docs/perf.md "Calls 37-39") timed it against the rule it replaced (the key
+// tiles together where the coefficient of variation of their loads was at most 0.4) on
+// the 36 cells of nine masks at 8K-48K where the two differ on 16: block_causal_document
+// 8K +13%, full_document 48K +8%, causal_blockwise 48K +3%, the rest within 2% but
+// causal_document and prefix_lm_document at 48K (-1 to -3%), which the model, balancing
+// both orders within 0.5% there, cannot tell from full_document's +8%.
+func backwardOrder(w *WorkList, heads, group, slots int) int32 {
 	if schedBalance(w, heads, group, slots, schedKTFast) >= schedBalance(w, heads, group, slots, schedNoRot)-modelSlack {
 		return schedKTFast
 	}
@@ -231,11 +205,8 @@ func backwardOrderByModel(w *WorkList, heads, group, slots int) int32 {
 // backwardSched is the order this kernel's variant runs the backward of w in, for heads
 // KV heads of group query heads each.
 func (k *Kernel) backwardSched(w *WorkList, heads, group int) int32 {
-	switch k.arch.sched {
-	case schedByRule:
-		return backwardOrder(w)
-	case schedByModel:
-		return backwardOrderByModel(w, heads, group, k.blockSlots())
+	if k.arch.sched == schedByRule {
+		return backwardOrder(w, heads, group, k.blockSlots())
 	}
 	return k.arch.sched
 }
@@ -249,22 +220,22 @@ func (k *Kernel) blockSlots() int {
 	return 132
 }
 
-// backwardSchedFor is backwardSched for a device list, with the model's order (sm90bm)
-// decided once per list and head shape (the model walks every block: about 0.1 ms at 48K).
+// backwardSchedFor is backwardSched for a device list, with the rule's order decided once
+// per list and head shape (the model walks every block: about 0.1 ms at 48K).
 func (k *Kernel) backwardSchedFor(dl *deviceList, heads, group int) int32 {
-	if k.arch.sched != schedByModel {
-		return k.backwardSched(dl.w, heads, group)
+	if k.arch.sched != schedByRule {
+		return k.arch.sched
 	}
 	key := [3]int{heads, group, k.blockSlots()}
 	k.mu.Lock()
-	o, known := dl.byModel, dl.modelFor == key
+	o, known := dl.sched, dl.schedFor == key
 	k.mu.Unlock()
 	if o != 0 && known {
 		return o
 	}
-	o = backwardOrderByModel(dl.w, heads, group, key[2])
+	o = backwardOrder(dl.w, heads, group, key[2])
 	k.mu.Lock()
-	dl.byModel, dl.modelFor = o, key
+	dl.sched, dl.schedFor = o, key
 	k.mu.Unlock()
 	return o
 }

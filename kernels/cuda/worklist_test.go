@@ -105,7 +105,7 @@ func TestWorkListBruteForce(t *testing.T) {
 				continue
 			}
 		}
-		qTile, kTile := []int{16, 32, 64}[rng.IntN(3)], []int{16, 32, 64, 192}[rng.IntN(4)] // 192: sm90b3's key tiles
+		qTile, kTile := []int{16, 32, 64}[rng.IntN(3)], []int{16, 32, 64, 192}[rng.IntN(4)] // 192: sm90's key tiles at head dim 64
 		for _, tr := range []bool{false, true} {
 			w, err := BuildWorkList([]mask.Mask{m}, qTile, kTile, tr)
 			if err != nil {
@@ -208,10 +208,12 @@ func variantNamed(t *testing.T, name string) archVariant {
 	return archVariant{}
 }
 
-// sm90's backward runs the key tiles of a head together when their loads are about even
-// (coefficient of variation at most 0.4: full, the windows, block-sparse maps) and heaviest
-// first over all heads otherwise (causal, documents, per-head masks with one uneven head);
-// sm90fk and sm90fn pin one side; sm90-prev and sm90-c29 follow the rule too.
+// sm90's backward runs the key tiles of a head together unless the model of the block
+// scheduler says heaviest first over all heads fills the SMs more than 2% more evenly: at
+// 8K on causal and the document masks (a head's light key tiles last, the next head's
+// heavy ones first), on long rows of causal and full_document, where both orders fill them
+// about evenly, a head's blocks together; full and the windows together from 16K; sm90fk
+// and sm90fn pin one side; sm90-prev and sm90-c29 follow the rule too.
 func TestBackwardOrderRule(t *testing.T) {
 	for _, c := range []struct {
 		masks []string
@@ -219,22 +221,23 @@ func TestBackwardOrderRule(t *testing.T) {
 		want  int32
 	}{
 		{[]string{"full"}, 16384, schedKTFast},
-		{[]string{"full"}, 1000, schedKTFast}, // a ragged last query tile is still in every key tile's list
-		{[]string{"causal"}, 16384, schedNoRot},
+		{[]string{"full"}, 1000, schedKTFast}, // 8 x 8 = 64 equal blocks, one wave either way
+		{[]string{"causal"}, 8192, schedNoRot},
+		{[]string{"causal"}, 49152, schedKTFast},
 		{[]string{"causal_document"}, 16384, schedNoRot},
-		{[]string{"full_document"}, 8192, schedNoRot},
+		{[]string{"prefix_lm_causal"}, 8192, schedNoRot},
 		{[]string{"share_question"}, 16384, schedNoRot},
 		{[]string{"prefix_lm_document"}, 16384, schedNoRot},
 		{[]string{"block_causal_document"}, 16384, schedNoRot},
 		{[]string{"sliding_window_causal"}, 16384, schedKTFast},
 		{[]string{"global_sliding_window"}, 16384, schedKTFast},
 		{[]string{"full", "full"}, 4096, schedKTFast},
-		{[]string{"full", "causal"}, 4096, schedNoRot},
 		{[]string{"causal", "causal"}, 4096, schedNoRot},
 	} {
 		w := backwardList(t, 7, c.s, c.masks...)
-		if got := backwardOrder(w); got != c.want {
-			t.Errorf("%v %d: order %d, want %d", c.masks, c.s, got, c.want)
+		if got := backwardOrder(w, 8, 8, 132); got != c.want {
+			t.Errorf("%v %d: order %d, want %d (balance: together %.3f, heaviest first %.3f)", c.masks, c.s, got, c.want,
+				schedBalance(w, 8, 8, 132, schedKTFast), schedBalance(w, 8, 8, 132, schedNoRot))
 		}
 		for _, v := range []struct {
 			name string
@@ -244,6 +247,27 @@ func TestBackwardOrderRule(t *testing.T) {
 			if got := k.backwardSched(w, 8, 8); got != v.want {
 				t.Errorf("%s %v %d: order %d, want %d", v.name, c.masks, c.s, got, v.want)
 			}
+		}
+	}
+}
+
+// Call 37's cells (the benchmark's documents, seed 42; docs/perf.md "Calls 37-39"), where
+// the model's order ran ahead of the coefficient-of-variation rule it replaced: heaviest
+// first on block_causal_document at 8K (+13%), a head's key tiles together on
+// full_document and causal_blockwise at 48K (+8%, +3%).
+func TestBackwardOrderCall37(t *testing.T) {
+	for _, c := range []struct {
+		mask string
+		s    int
+		want int32
+	}{
+		{"block_causal_document", 8192, schedNoRot},
+		{"full_document", 49152, schedKTFast},
+		{"causal_blockwise", 49152, schedKTFast},
+	} {
+		w := backwardList(t, 42, c.s, c.mask)
+		if got := backwardOrder(w, 8, 8, 132); got != c.want {
+			t.Errorf("%s %d: order %d, want %d", c.mask, c.s, got, c.want)
 		}
 	}
 }
@@ -264,12 +288,12 @@ func TestBackwardOrderSparse(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := backwardOrder(w); got != schedKTFast {
+		if got := backwardOrder(w, 4, 8, 132); got != schedKTFast {
 			t.Errorf("block %d avg %d kept %v: order %d, want %d (key tiles together)", c.block, c.avg, c.ratio, got, schedKTFast)
 		}
 	}
-	if got := backwardOrder(&WorkList{}); got != schedNoRot {
-		t.Errorf("empty list: order %d, want %d", got, schedNoRot)
+	if got := backwardOrder(&WorkList{}, 8, 8, 132); got != schedKTFast {
+		t.Errorf("empty list: order %d, want %d (both balance 1)", got, schedKTFast)
 	}
 }
 
@@ -333,10 +357,10 @@ func TestSchedBalance(t *testing.T) {
 	if nr < 0.99 || kt > 0.85 {
 		t.Errorf("causal 8K: heaviest first %.3f (want at least 0.99), key tiles together %.3f (want under 0.85)", nr, kt)
 	}
-	if got := backwardOrderByModel(causal, 8, 8, 132); got != schedNoRot {
+	if got := backwardOrder(causal, 8, 8, 132); got != schedNoRot {
 		t.Errorf("causal 8K: order %d, want heaviest first", got)
 	}
-	if got := backwardOrderByModel(build("causal", 49152), 8, 8, 132); got != schedKTFast {
+	if got := backwardOrder(build("causal", 49152), 8, 8, 132); got != schedKTFast {
 		t.Errorf("causal 48K: order %d, want the key tiles together (both orders balance)", got)
 	}
 	if got := schedBalance(&WorkList{}, 8, 8, 132, schedNoRot); got != 1 {
@@ -350,7 +374,7 @@ func TestSchedBalance(t *testing.T) {
 // causal_blockwise, prefix_lm_document and block_causal_document. The miss, sliding_window
 // (heaviest first 2.8% faster, balancing only 0.7% better), the coefficient-of-variation
 // rule misses too.
-func TestBackwardOrderByModelCall30(t *testing.T) {
+func TestBackwardOrderCall30(t *testing.T) {
 	for _, c := range []struct {
 		mask string
 		want int32
@@ -360,12 +384,12 @@ func TestBackwardOrderByModelCall30(t *testing.T) {
 		{"prefix_lm_document", schedNoRot}, {"block_causal_document", schedNoRot},
 	} {
 		w := backwardList(t, 42, 16384, c.mask)
-		if got := backwardOrderByModel(w, 8, 8, 132); got != c.want {
+		if got := backwardOrder(w, 8, 8, 132); got != c.want {
 			t.Errorf("%s 16K: order %d, want %d (call 30's faster)", c.mask, got, c.want)
 		}
-		k := &Kernel{arch: variantNamed(t, "sm90bm")}
+		k := &Kernel{arch: variantNamed(t, "sm90")}
 		if got := k.backwardSched(w, 8, 8); got != c.want {
-			t.Errorf("sm90bm %s 16K: order %d, want %d", c.mask, got, c.want)
+			t.Errorf("sm90 %s 16K: order %d, want %d", c.mask, got, c.want)
 		}
 	}
 }
@@ -373,21 +397,21 @@ func TestBackwardOrderByModelCall30(t *testing.T) {
 // A device list keeps the model's order for its head shape and decides again for another.
 func TestBackwardSchedForCaches(t *testing.T) {
 	w := backwardList(t, 42, 8192, "causal")
-	k := &Kernel{arch: variantNamed(t, "sm90bm")}
+	k := &Kernel{arch: variantNamed(t, "sm90")}
 	dl := &deviceList{w: w}
-	if got := k.backwardSchedFor(dl, 8, 8); got != schedNoRot || dl.byModel != schedNoRot || dl.modelFor != [3]int{8, 8, 132} {
-		t.Fatalf("causal 8K, 8 KV heads: order %d, kept %d for %v; want heaviest first kept for [8 8 132]", got, dl.byModel, dl.modelFor)
+	if got := k.backwardSchedFor(dl, 8, 8); got != schedNoRot || dl.sched != schedNoRot || dl.schedFor != [3]int{8, 8, 132} {
+		t.Fatalf("causal 8K, 8 KV heads: order %d, kept %d for %v; want heaviest first kept for [8 8 132]", got, dl.sched, dl.schedFor)
 	}
-	dl.byModel = schedKTFast // what the list kept is what it answers for the same shape
+	dl.sched = schedKTFast // what the list kept is what it answers for the same shape
 	if got := k.backwardSchedFor(dl, 8, 8); got != schedKTFast {
 		t.Errorf("same shape: order %d, want the kept %d", got, schedKTFast)
 	}
-	if got := k.backwardSchedFor(dl, 66, 1); got != backwardOrderByModel(w, 66, 1, 132) || dl.modelFor != [3]int{66, 1, 132} {
-		t.Errorf("another head shape: order %d kept for %v, want the model's for [66 1 132]", got, dl.modelFor)
+	if got := k.backwardSchedFor(dl, 66, 1); got != backwardOrder(w, 66, 1, 132) || dl.schedFor != [3]int{66, 1, 132} {
+		t.Errorf("another head shape: order %d kept for %v, want the model's for [66 1 132]", got, dl.schedFor)
 	}
-	k2 := &Kernel{arch: variantNamed(t, "sm90")}
-	if got := k2.backwardSchedFor(&deviceList{w: w}, 8, 8); got != backwardOrder(w) {
-		t.Errorf("sm90: order %d, want the rule's %d", got, backwardOrder(w))
+	k2 := &Kernel{arch: variantNamed(t, "sm90fk")}
+	if got := k2.backwardSchedFor(&deviceList{w: w}, 8, 8); got != schedKTFast {
+		t.Errorf("sm90fk: order %d, want its own %d", got, schedKTFast)
 	}
 }
 

@@ -43,10 +43,10 @@ prof cudnn-full 'bprop' full 128 --kernels cudnn
 prof cudnn-causal 'bprop' causal 128 --kernels cudnn
 left=$((budget + 40 - ($(date +%s) - t0)))
 if [ "$left" -gt 30 ]; then
-	timeout -k 5 $((left < 80 ? left : 80)) ncu --clock-control none -k 'regex:^bwd90f_bf16' -c 1 \
+	timeout -k 5 $((left < 80 ? left : 80)) ncu --clock-control none -k 'regex:^bwd90t_bf16' -c 1 \
 		--section SourceCounters --section WarpStateStats --page source --print-source sass --csv \
 		bin/longca kernel --kernels cuda --no-check -w 0 -n 1 --masks full --seqlens 16K --heads 64:8 --passes bwd \
-		--head-dim 64 --out "$out/t/ncu-src-run" >"$out/t/ncu-d64-sass.csv" 2>&1
+		--head-dim 64 --variant sm90b3 --out "$out/t/ncu-src-run" >"$out/t/ncu-d64-sass.csv" 2>&1
 	echo "# ncu d64 sass rc=$? at $(($(date +%s) - t0)) s" >>"$out/t/summary.txt"
 fi
 cat "$out/t/gpu.txt" "$out/t/summary.txt"
