@@ -590,8 +590,9 @@ DEV int ld_acquire(const int *p) {
 DEV void st_release(int *p, int v) { asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory"); }
 DEV void fence_async_global() { asm volatile("fence.proxy.async.global;\n" ::: "memory"); }
 
-// STSM: the experiment sm90bs's dS^T stores (stmatrix). (Its row statistics read as 8-byte
-// pairs too spilled 140 bytes in the d64 backward under ptxas 12.4: left out.)
+// STSM (sm90's since call 40, experiment sm90bs: +2 to +5% at both head dims): the
+// backward's dS^T stored by stmatrix. (Its row statistics read as 8-byte pairs too spilled
+// 140 bytes in the d64 backward under ptxas 12.4: left out.)
 #ifdef LONGCA_BWD_STSM
 constexpr bool STSM = true;
 #else
@@ -766,7 +767,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
   };
 
   // dS^T of a step (sa: its packed fragments) to shared memory, rows keys, 64 query columns:
-  // one 128-byte swizzled row each. STSM (experiment sm90bs): four stmatrix of four 8 x 8
+  // one 128-byte swizzled row each. STSM (sm90 since call 40): four stmatrix of four 8 x 8
   // matrices a thread, the addresses computed once; else 16 32-bit stores.
   auto store_ds = [&](T *dS, const unsigned(&sa)[4][4]) {
     if constexpr (STSM) {
