@@ -156,6 +156,15 @@ DEV void bulk_wait0() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory
 // Orders this thread's ordinary shared-memory writes before later reads by the async
 // proxy (wgmma, TMA).
 DEV void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// This thread's warpgroup. WG_UNIFORM (experiment sm90u): read through a warp shuffle from
+// lane 0, which tells the compiler the value is the same across the warp (it is), so that
+// what is computed from it (the wgmma descriptors' bases) can live in uniform registers
+// instead of being moved there (R2UR) before every wgmma.
+#ifdef LONGCA_WG_UNIFORM
+DEV int warpgroup_index() { return __shfl_sync(0xffffffffu, (int)threadIdx.x / 128, 0); }
+#else
+DEV int warpgroup_index() { return (int)threadIdx.x / 128; }
+#endif
 // Four 8 x 8 matrices of 16-bit elements from the accumulator's fragments (register i of a
 // thread: row lane / 4, columns 2 (lane % 4) and the next, of matrix i) to shared memory,
 // lanes 8 i .. 8 i + 7 giving the addresses of matrix i's rows (16 bytes each).
@@ -246,7 +255,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
   u64 *fullQ = bars, *emptyQ = bars + 2, *fullK = bars + 4, *fullV = fullK + STAGES, *emptyK = fullV + STAGES,
       *emptyV = emptyK + STAGES;
 
-  const int tid = threadIdx.x, wg = tid / 128;
+  const int tid = threadIdx.x, wg = warpgroup_index();
   const int items = hq * wl.row_tiles;
   const int first = PERSIST ? blockIdx.x : blockIdx.y * hq + blockIdx.x;
   const int step = PERSIST ? gridDim.x : items;
@@ -629,7 +638,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
   u64 *bars = reinterpret_cast<u64 *>(smem + L::kBar);
   u64 *fullKV = bars, *fullQ = bars + 1, *emptyQ = fullQ + STAGES, *dqFull = emptyQ + STAGES, *dqEmpty = dqFull + NCW;
 
-  const int tid = threadIdx.x, wg = tid / 128;
+  const int tid = threadIdx.x, wg = warpgroup_index();
   // sched (sm90: backwardOrder's pick, 1 or 3; sm90fk 3, sm90fn 1, sm90r 0): bit 0 turns
   // the rotation below off, bit 1 makes the key tile the grid's fast index (blocks running
   // together then share one head's Q/dO in L2); the deterministic backward ignores it

@@ -189,7 +189,7 @@ const modelSlack = 0.02
 // other document masks at 48K (share_question never); full, the windows and block-sparse
 // maps always, but at 8K where their last wave is uneven.
 //
-// Call 37 (docs/perf.md "Calls 37-39") timed it against the rule it replaced (the key
+// Call 37 (docs/perf.md "Calls 37-42") timed it against the rule it replaced (the key
 // tiles together where the coefficient of variation of their loads was at most 0.4) on
 // the 36 cells of nine masks at 8K-48K where the two differ on 16: block_causal_document
 // 8K +13%, full_document 48K +8%, causal_blockwise 48K +3%, the rest within 2% but

@@ -251,7 +251,7 @@ func TestBackwardOrderRule(t *testing.T) {
 	}
 }
 
-// Call 37's cells (the benchmark's documents, seed 42; docs/perf.md "Calls 37-39"), where
+// Call 37's cells (the benchmark's documents, seed 42; docs/perf.md "Calls 37-42"), where
 // the model's order ran ahead of the coefficient-of-variation rule it replaced: heaviest
 // first on block_causal_document at 8K (+13%), a head's key tiles together on
 // full_document and causal_blockwise at 48K (+8%, +3%).

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Call 40 (2026-12-04, fourth session; docs/perf.md "Calls 37-40"): the experiment sm90bs,
+# Call 40 (2026-12-04, fourth session; docs/perf.md "Calls 37-42"): the experiment sm90bs,
 # the backward's dS^T stored by stmatrix (4 a thread instead of 16 32-bit stores), against
 # sm90 (since call 38: bwd90e at d128, bwd90t at d64, the block order by the scheduler
 # model), from the repository root with bin/longca.gz and bin/cuda.test.gz carried:

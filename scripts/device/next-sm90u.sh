@@ -1,0 +1,53 @@
+#!/bin/sh
+# Prepared 2026-12-04 (fourth session; docs/perf.md "Next: the uniform warpgroup index"):
+# the experiment sm90u, the warpgroup index read through a warp shuffle so that the wgmma
+# descriptors' bases live in uniform registers (3-11% fewer instructions offline), against
+# sm90 and cuDNN, from the repository root with bin/longca.gz and bin/cuda.test.gz carried
+# (make device):
+#   sh scripts/device/next-sm90u.sh OUT
+# 1. sm90u's GPU tests (every mask, d64 and d128, fwd and bwd, the deterministic repeat);
+# 2. forward and backward, d128 on the five masks cuDNN runs whole and d64 on four, 8K-48K,
+#    sm90u / sm90 / cudnn / sm90u again (the clock's drift), 64:8, checked;
+# 3. ncu on sm90u's d128 backward and forward (full 16K): instructions and stalls against
+#    call 40's backward (10.55 G instructions, 35.57 ms).
+# Bounded to 500 s; the tables last; the logs packed as OUT/t.tgz.
+set -u
+out=${1:?usage: next-sm90u.sh OUT}
+. scripts/device/lib.sh
+call_start 500 longca cuda.test || exit 1
+STEP_TIMEOUT=120 sh kernels/cuda/gpu.sh "$out/t" test sm90u >/dev/null 2>&1
+echo "# tests sm90u done at $(($(date +%s) - t0)) s: $(grep -c 'bwd=' "$out/t/test-sm90u.log") checks, $(grep -c -- '--- FAIL' "$out/t/test-sm90u.log") failed tests" >>"$out/t/summary.txt"
+grep -E -- "--- FAIL|panic|Skip" "$out/t/test-sm90u.log" | head -8 >>"$out/t/summary.txt"
+n=0
+for v in sm90u sm90 cudnn sm90u; do
+	sel="--kernels cuda --variant $v"
+	[ "$v" = cudnn ] && sel="--kernels cudnn"
+	step "d128-$n-$v" 90 kernel $sel --masks full,causal,full_document,causal_document,sliding_window_causal --seqlens 8K,16K,32K,48K --passes fwd,bwd -w 3 -n 10
+	step "d64-$n-$v" 50 kernel $sel --head-dim 64 --masks full,causal,causal_document,sliding_window_causal --seqlens 8K,16K,32K,48K --passes fwd,bwd -w 3 -n 10
+	n=$((n + 1))
+done
+for p in bwd fwd; do
+	left=$((budget - ($(date +%s) - t0)))
+	[ "$left" -gt 15 ] || { echo "# ncu sm90u $p skipped (time)" >>"$out/t/summary.txt"; continue; }
+	re='^bwd90e_bf16'
+	[ $p = fwd ] && re='^fwd90o_bf16'
+	timeout -k 5 $((left < 30 ? left : 30)) ncu --clock-control none -k "regex:$re" -c 1 \
+		--section SpeedOfLight --section WarpStateStats --section SchedulerStats --metrics "$STALL_METRICS" \
+		bin/longca kernel --kernels cuda --variant sm90u --no-check -w 0 -n 1 --masks full --seqlens 16K --heads 64:8 \
+		--passes $p --out "$out/t/ncu-run-$p" >"$out/t/ncu-sm90u-$p.log" 2>&1
+	echo "# ncu sm90u $p rc=$? at $(($(date +%s) - t0)) s" >>"$out/t/summary.txt"
+done
+cat "$out/t/summary.txt"
+for d in d128 d64; do
+	echo "=== $d TFLOP/s: mask seqlen pass, then sm90u, sm90, cudnn, sm90u"
+	for f in "$out"/t/$d-*.log; do
+		grep -hE '^  [a-z_]+ +[0-9]+ ' "$f" 2>/dev/null | awk '{print $1 "@" $2 "@" $4, $NF}' | sort >"$f.v"
+	done
+	join -a 1 -e - -o auto "$out/t/$d-0-sm90u.log.v" "$out/t/$d-1-sm90.log.v" 2>/dev/null | join -a 1 -e - -o auto - "$out/t/$d-2-cudnn.log.v" 2>/dev/null |
+		join -a 1 -e - -o auto - "$out/t/$d-3-sm90u.log.v" 2>/dev/null | tr '@' ' ' | sort -k3,3 -k1,1 -k2,2n
+done
+for p in bwd fwd; do
+	echo "=== ncu sm90u $p, full 16K d128 (call 40, sm90's backward: 10.55 G instructions, 35.57 ms, 7.67 cycles an issued instruction)"
+	stalls "$out/t/ncu-sm90u-$p.log"
+done
+tar -C "$out" -czf "$out/t.tgz" t && rm -rf "$out/t"
