@@ -97,9 +97,9 @@ func persistentForward(w *WorkList) bool {
 // Orders of the backward's blocks (the kernel's sched argument): bit 0 no rotation of
 // the blocks' first query tiles, bit 1 key tiles the grid's fast index.
 const (
-	schedRotate int32 = 0 // each block starts at a query tile rotated by its key tile
-	schedNoRot  int32 = 1 // every block starts at its first query tile, heaviest key tiles first over all heads
-	schedKTFast int32 = 3 // no rotation, and the key tiles of one KV head run together
+	schedRotate int32 = 0  // each block starts at a query tile rotated by its key tile
+	schedNoRot  int32 = 1  // every block starts at its first query tile, heaviest key tiles first over all heads
+	schedKTFast int32 = 3  // no rotation, and the key tiles of one KV head run together
 	schedByRule int32 = -1 // backwardOrder's choice
 )
 
