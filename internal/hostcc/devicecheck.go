@@ -32,7 +32,7 @@ __device__ float __bfloat162float(__nv_bfloat16); __device__ __nv_bfloat16 __flo
 __device__ float __half2float(__half); __device__ __half __float2half(float);
 __device__ float exp2f(float); __device__ float logf(float); __device__ float expf(float); __device__ float fmaxf(float, float);
 __device__ float fmaf(float, float, float);
-__device__ float __shfl_xor_sync(unsigned, float, int); __device__ int __any_sync(unsigned, int);
+__device__ float __shfl_xor_sync(unsigned, float, int); __device__ int __shfl_sync(unsigned, int, int); __device__ int __any_sync(unsigned, int);
 __device__ unsigned long long __cvta_generic_to_shared(const void *);
 __device__ float __int_as_float(int); __device__ int __float_as_int(float);
 struct float2 { float x, y; }; __device__ float2 make_float2(float, float);

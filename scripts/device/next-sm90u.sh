@@ -9,12 +9,15 @@
 # 2. forward and backward, d128 on the five masks cuDNN runs whole and d64 on four, 8K-48K,
 #    sm90u / sm90 / cudnn / sm90u again (the clock's drift), 64:8, checked;
 # 3. ncu on sm90u's d128 backward and forward (full 16K): instructions and stalls against
-#    call 40's backward (10.55 G instructions, 35.57 ms).
-# Bounded to 500 s; the tables last; the logs packed as OUT/t.tgz.
+#    call 40's backward (10.55 G instructions, 35.57 ms);
+# 4. every kernel of one backward pass (the forward it needs, bwd90_pre, the backward,
+#    dq90_convert; cuDNN's likewise) with its time, full and causal 16K d128, sm90 and cudnn:
+#    how much of causal's pass is fixed work ("Next: sm90u", item 3).
+# Bounded to 540 s; the tables last; the logs packed as OUT/t.tgz.
 set -u
 out=${1:?usage: next-sm90u.sh OUT}
 . scripts/device/lib.sh
-call_start 500 longca cuda.test || exit 1
+call_start 540 longca cuda.test || exit 1
 STEP_TIMEOUT=120 sh kernels/cuda/gpu.sh "$out/t" test sm90u >/dev/null 2>&1
 echo "# tests sm90u done at $(($(date +%s) - t0)) s: $(grep -c 'bwd=' "$out/t/test-sm90u.log") checks, $(grep -c -- '--- FAIL' "$out/t/test-sm90u.log") failed tests" >>"$out/t/summary.txt"
 grep -E -- "--- FAIL|panic|Skip" "$out/t/test-sm90u.log" | head -8 >>"$out/t/summary.txt"
@@ -37,6 +40,16 @@ for p in bwd fwd; do
 		--passes $p --out "$out/t/ncu-run-$p" >"$out/t/ncu-sm90u-$p.log" 2>&1
 	echo "# ncu sm90u $p rc=$? at $(($(date +%s) - t0)) s" >>"$out/t/summary.txt"
 done
+for k in cuda cudnn; do
+	for m in full causal; do
+		left=$((budget + 20 - ($(date +%s) - t0)))
+		[ "$left" -gt 15 ] || { echo "# ncu pass $k $m skipped (time)" >>"$out/t/summary.txt"; continue; }
+		timeout -k 5 $((left < 30 ? left : 30)) ncu --clock-control none -c 16 --section SpeedOfLight \
+			bin/longca kernel --kernels $k --no-check -w 0 -n 1 --masks $m --seqlens 16K --heads 64:8 --passes bwd \
+			--out "$out/t/ncu-pass-run-$k-$m" >"$out/t/ncu-pass-$k-$m.log" 2>&1
+		echo "# ncu pass $k $m rc=$? at $(($(date +%s) - t0)) s" >>"$out/t/summary.txt"
+	done
+done
 cat "$out/t/summary.txt"
 for d in d128 d64; do
 	echo "=== $d TFLOP/s: mask seqlen pass, then sm90u, sm90, cudnn, sm90u"
@@ -49,5 +62,10 @@ done
 for p in bwd fwd; do
 	echo "=== ncu sm90u $p, full 16K d128 (call 40, sm90's backward: 10.55 G instructions, 35.57 ms, 7.67 cycles an issued instruction)"
 	stalls "$out/t/ncu-sm90u-$p.log"
+done
+echo "=== every kernel ncu saw in one backward pass (the forward first), 16K d128: name, ms"
+for f in "$out"/t/ncu-pass-*.log; do
+	echo "## $(basename "$f" .log)"
+	awk '/^  [A-Za-z_].*\(/ {name=$1} /Duration/ {print name, $NF}' "$f" | head -16
 done
 tar -C "$out" -czf "$out/t.tgz" t && rm -rf "$out/t"
