@@ -607,6 +607,25 @@ constexpr bool STSM = true;
 #else
 constexpr bool STSM = false;
 #endif
+// RS2 (experiment sm90ur): the backward's row statistics (lse * log2(e), Dsum) of query
+// columns 2 t and 2 t + 1 of each group of 8 read as one 8-byte pair, 16 loads a step where
+// there were 32 (with stmatrix and without sm90u's uniform registers they spilled 140 bytes
+// at d64 under ptxas 12.4).
+#ifdef LONGCA_BWD_RS2
+constexpr bool RS2 = true;
+#else
+constexpr bool RS2 = false;
+#endif
+// The row statistic of query column 8 j + 2 t + (c % 2) from its stage a (RS2: the pair's
+// 8-byte load, which the compiler keeps for c and c + 1).
+DEV float row_stat(const float *a, int j, int t, int c) {
+  if constexpr (RS2) {
+    const float2 v = *reinterpret_cast<const float2 *>(a + j * 8 + 2 * t);
+    return (c & 1) ? v.y : v.x;
+  } else {
+    return a[j * 8 + 2 * t + (c & 1)];
+  }
+}
 
 // DET: the deterministic backward. Every query tile's dQ is added by the key tiles that
 // visit it in increasing order: the writer of key tile kt waits until locks[h][tile] says
@@ -830,10 +849,9 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
         for (int jj = 0; jj < BBM9 / 8; jj++)
 #pragma unroll
           for (int c = 0; c < 4; c++) {
-            const int ql = jj * 8 + 2 * t + (c % 2);
-            const float p = exp2f(st[4 * jj + c] * scale_log2 - cL[ql]);
+            const float p = exp2f(st[4 * jj + c] * scale_log2 - row_stat(cL, jj, t, c));
             st[4 * jj + c] = p;
-            dpt[4 * jj + c] = p * (dpt[4 * jj + c] - cDs[ql]);
+            dpt[4 * jj + c] = p * (dpt[4 * jj + c] - row_stat(cDs, jj, t, c));
           }
       } else {
         const unsigned long long bits = tile_bits<BBM9, true>(wl, ref, k0 + kr, q0, t);
@@ -842,10 +860,9 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
 #pragma unroll
           for (int c = 0; c < 4; c++) {
             const bool ok = bits >> (jj * 4 + c) & 1ull;
-            const int ql = jj * 8 + 2 * t + (c % 2);
-            const float p = ok ? exp2f(st[4 * jj + c] * scale_log2 - cL[ql]) : 0.f;
+            const float p = ok ? exp2f(st[4 * jj + c] * scale_log2 - row_stat(cL, jj, t, c)) : 0.f;
             st[4 * jj + c] = p;
-            dpt[4 * jj + c] = p * (dpt[4 * jj + c] - cDs[ql]);
+            dpt[4 * jj + c] = p * (dpt[4 * jj + c] - row_stat(cDs, jj, t, c));
           }
       }
 #pragma unroll
@@ -981,10 +998,9 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
       for (int j = 0; j < BBM9 / 8; j++)
 #pragma unroll
         for (int c = 0; c < 4; c++) {
-          const int ql = j * 8 + 2 * t + (c % 2);
-          const float p = exp2f(st[4 * j + c] * scale_log2 - cL[ql]);
+          const float p = exp2f(st[4 * j + c] * scale_log2 - row_stat(cL, j, t, c));
           st[4 * j + c] = p;
-          dpt[4 * j + c] = p * (dpt[4 * j + c] - cDs[ql]);
+          dpt[4 * j + c] = p * (dpt[4 * j + c] - row_stat(cDs, j, t, c));
         }
     } else {
       // the allowed pairs of a partial tile (rows keys, columns queries)
@@ -994,10 +1010,9 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
 #pragma unroll
         for (int c = 0; c < 4; c++) {
           const bool ok = bits >> (j * 4 + c) & 1ull;
-          const int ql = j * 8 + 2 * t + (c % 2);
-          const float p = ok ? exp2f(st[4 * j + c] * scale_log2 - cL[ql]) : 0.f;
+          const float p = ok ? exp2f(st[4 * j + c] * scale_log2 - row_stat(cL, j, t, c)) : 0.f;
           st[4 * j + c] = p;
-          dpt[4 * j + c] = p * (dpt[4 * j + c] - cDs[ql]);
+          dpt[4 * j + c] = p * (dpt[4 * j + c] - row_stat(cDs, j, t, c));
         }
     }
 #pragma unroll

@@ -4,7 +4,9 @@
 # descriptors' bases live in uniform registers (3-11% fewer instructions offline), against
 # sm90 and cuDNN, from the repository root with bin/longca.gz and bin/cuda.test.gz carried
 # (make device):
-#   sh scripts/device/next-sm90u.sh OUT
+#   sh scripts/device/next-sm90u.sh OUT [VARIANT]
+# VARIANT (default sm90u): sm90ur times sm90u with the backward's row statistics as 8-byte
+# pairs the same way (its second call, if sm90u wins; the pass kernels' ncu is skipped then).
 # 1. sm90u's GPU tests (every mask, d64 and d128, fwd and bwd, the deterministic repeat);
 # 2. forward and backward, d128 on the five masks cuDNN runs whole and d64 on four, 8K-48K,
 #    sm90u / sm90 / cudnn / sm90u again (the clock's drift), 64:8, checked;
@@ -15,14 +17,15 @@
 #    how much of causal's pass is fixed work ("Next: sm90u", item 3).
 # Bounded to 540 s; the tables last; the logs packed as OUT/t.tgz.
 set -u
-out=${1:?usage: next-sm90u.sh OUT}
+out=${1:?usage: next-sm90u.sh OUT [VARIANT]}
+x=${2:-sm90u}
 . scripts/device/lib.sh
 call_start 540 longca cuda.test || exit 1
-STEP_TIMEOUT=120 sh kernels/cuda/gpu.sh "$out/t" test sm90u >/dev/null 2>&1
-echo "# tests sm90u done at $(($(date +%s) - t0)) s: $(grep -c 'bwd=' "$out/t/test-sm90u.log") checks, $(grep -c -- '--- FAIL' "$out/t/test-sm90u.log") failed tests" >>"$out/t/summary.txt"
-grep -E -- "--- FAIL|panic|Skip" "$out/t/test-sm90u.log" | head -8 >>"$out/t/summary.txt"
+STEP_TIMEOUT=120 sh kernels/cuda/gpu.sh "$out/t" test $x >/dev/null 2>&1
+echo "# tests $x done at $(($(date +%s) - t0)) s: $(grep -c 'bwd=' "$out/t/test-$x.log") checks, $(grep -c -- '--- FAIL' "$out/t/test-$x.log") failed tests" >>"$out/t/summary.txt"
+grep -E -- "--- FAIL|panic|Skip" "$out/t/test-$x.log" | head -8 >>"$out/t/summary.txt"
 n=0
-for v in sm90u sm90 cudnn sm90u; do
+for v in $x sm90 cudnn $x; do
 	sel="--kernels cuda --variant $v"
 	[ "$v" = cudnn ] && sel="--kernels cudnn"
 	step "d128-$n-$v" 90 kernel $sel --masks full,causal,full_document,causal_document,sliding_window_causal --seqlens 8K,16K,32K,48K --passes fwd,bwd -w 3 -n 10
@@ -31,16 +34,17 @@ for v in sm90u sm90 cudnn sm90u; do
 done
 for p in bwd fwd; do
 	left=$((budget - ($(date +%s) - t0)))
-	[ "$left" -gt 15 ] || { echo "# ncu sm90u $p skipped (time)" >>"$out/t/summary.txt"; continue; }
+	[ "$left" -gt 15 ] || { echo "# ncu $x $p skipped (time)" >>"$out/t/summary.txt"; continue; }
 	re='^bwd90e_bf16'
 	[ $p = fwd ] && re='^fwd90o_bf16'
 	timeout -k 5 $((left < 30 ? left : 30)) ncu --clock-control none -k "regex:$re" -c 1 \
 		--section SpeedOfLight --section WarpStateStats --section SchedulerStats --metrics "$STALL_METRICS" \
-		bin/longca kernel --kernels cuda --variant sm90u --no-check -w 0 -n 1 --masks full --seqlens 16K --heads 64:8 \
-		--passes $p --out "$out/t/ncu-run-$p" >"$out/t/ncu-sm90u-$p.log" 2>&1
-	echo "# ncu sm90u $p rc=$? at $(($(date +%s) - t0)) s" >>"$out/t/summary.txt"
+		bin/longca kernel --kernels cuda --variant $x --no-check -w 0 -n 1 --masks full --seqlens 16K --heads 64:8 \
+		--passes $p --out "$out/t/ncu-run-$p" >"$out/t/ncu-$x-$p.log" 2>&1
+	echo "# ncu $x $p rc=$? at $(($(date +%s) - t0)) s" >>"$out/t/summary.txt"
 done
 for k in cuda cudnn; do
+	[ "$x" = sm90u ] || break
 	for m in full causal; do
 		left=$((budget + 20 - ($(date +%s) - t0)))
 		[ "$left" -gt 15 ] || { echo "# ncu pass $k $m skipped (time)" >>"$out/t/summary.txt"; continue; }
@@ -52,20 +56,21 @@ for k in cuda cudnn; do
 done
 cat "$out/t/summary.txt"
 for d in d128 d64; do
-	echo "=== $d TFLOP/s: mask seqlen pass, then sm90u, sm90, cudnn, sm90u"
+	echo "=== $d TFLOP/s: mask seqlen pass, then $x, sm90, cudnn, $x"
 	for f in "$out"/t/$d-*.log; do
 		grep -hE '^  [a-z_]+ +[0-9]+ ' "$f" 2>/dev/null | awk '{print $1 "@" $2 "@" $4, $NF}' | sort >"$f.v"
 	done
-	join -a 1 -e - -o auto "$out/t/$d-0-sm90u.log.v" "$out/t/$d-1-sm90.log.v" 2>/dev/null | join -a 1 -e - -o auto - "$out/t/$d-2-cudnn.log.v" 2>/dev/null |
-		join -a 1 -e - -o auto - "$out/t/$d-3-sm90u.log.v" 2>/dev/null | tr '@' ' ' | sort -k3,3 -k1,1 -k2,2n
+	join -a 1 -e - -o auto "$out/t/$d-0-$x.log.v" "$out/t/$d-1-sm90.log.v" 2>/dev/null | join -a 1 -e - -o auto - "$out/t/$d-2-cudnn.log.v" 2>/dev/null |
+		join -a 1 -e - -o auto - "$out/t/$d-3-$x.log.v" 2>/dev/null | tr '@' ' ' | sort -k3,3 -k1,1 -k2,2n
 done
 for p in bwd fwd; do
-	echo "=== ncu sm90u $p, full 16K d128 (call 40, sm90's backward: 10.55 G instructions, 35.57 ms, 7.67 cycles an issued instruction)"
-	stalls "$out/t/ncu-sm90u-$p.log"
+	echo "=== ncu $x $p, full 16K d128 (call 40, sm90's backward: 10.55 G instructions, 35.57 ms, 7.67 cycles an issued instruction)"
+	stalls "$out/t/ncu-$x-$p.log"
 done
-echo "=== every kernel ncu saw in one backward pass (the forward first), 16K d128: name, ms"
+echo "=== every kernel ncu saw in one backward pass (the forward first), 16K d128: name, time, unit"
 for f in "$out"/t/ncu-pass-*.log; do
+	[ -f "$f" ] || continue
 	echo "## $(basename "$f" .log)"
-	awk '/^  [A-Za-z_].*\(/ {name=$1} /Duration/ {print name, $NF}' "$f" | head -16
+	awk '/^  [A-Za-z_].*\(/ {name=$1} /Duration/ {print name, $NF, $(NF-1)}' "$f" | head -16
 done
 tar -C "$out" -czf "$out/t.tgz" t && rm -rf "$out/t"
