@@ -607,6 +607,13 @@ constexpr bool STSM = true;
 #else
 constexpr bool STSM = false;
 #endif
+// GSPLIT (experiment sm90bg): the backward's split of a KV head's query heads over blocks
+// (bwd_sm90), and dkv90_reduce's entry points.
+#ifdef LONGCA_BWD_GSPLIT
+constexpr bool GSPLIT = true;
+#else
+constexpr bool GSPLIT = false;
+#endif
 // RS2 (experiment sm90ur): the backward's row statistics (lse * log2(e), Dsum) of query
 // columns 2 t and 2 t + 1 of each group of 8 read as one 8-byte pair, 16 loads a step where
 // there were 32 (with stmatrix and without sm90u's uniform registers they spilled 140 bytes
@@ -662,10 +669,16 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
   // the rotation below off, bit 1 makes the key tile the grid's fast index (blocks running
   // together then share one head's Q/dO in L2); the deterministic backward ignores it
   const bool ktFast = !DET && (sched & 2);
-  const int kvh = ktFast ? blockIdx.y : blockIdx.x, group = hq / hkv, list = wl.per_head ? kvh : 0;
+  // GSPLIT (experiment sm90bg): bits 4-7 of sched split a KV head's query heads into gs
+  // parts, a block each (the grid's head index is kvh * gs + part), so that short rows make
+  // more blocks; each part adds its dK and dV as fp32 partials (below), summed by
+  // dkv90_reduce. Without GSPLIT, or deterministic, one part.
+  const int gs = GSPLIT && !DET ? max(1, (sched >> 4) & 15) : 1;
+  const int hb = ktFast ? blockIdx.y : blockIdx.x, kvh = hb / gs, part = hb % gs;
+  const int group = hq / hkv, gpart = group / gs, list = wl.per_head ? kvh : 0;
   const int kt = DET ? (int)blockIdx.y : wl.order[list * wl.row_tiles + (ktFast ? blockIdx.x : blockIdx.y)];
   const int e0 = wl.start[list * (wl.row_tiles + 1) + kt], e1 = wl.start[list * (wl.row_tiles + 1) + kt + 1];
-  const int ne = e1 - e0, iters = ne * group;
+  const int ne = e1 - e0, iters = ne * gpart;
   // Blocks start at different query tiles (a rotation by key tile), so that blocks
   // running together add into different dQ rows.
   const int rot = ne > 0 && !DET && !(sched & 1) ? (kt * 7) % ne : 0;
@@ -699,7 +712,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
       for (int it = 0; it < iters; it++) {
         const int s = it % STAGES;
         const unsigned ph = (it / STAGES) & 1;
-        const int h = kvh * group + it / ne, e = e0 + (it % ne + rot) % ne, q0 = wl.entries[2 * e] * BBM9;
+        const int h = kvh * group + part * gpart + it / ne, e = e0 + (it % ne + rot) % ne, q0 = wl.entries[2 * e] * BBM9;
         mbar_wait(&emptyQ[s], ph ^ 1);
         mbar_expect_tx(&fullQ[s], 2 * L::kQT + 2 * BBM9 * 4);
 #pragma unroll
@@ -713,7 +726,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     }
     if (tid == 32) {  // the dQ writer
       for (int it = 0; it < iters; it++) {
-        const int h = kvh * group + it / ne, e = e0 + (it % ne + rot) % ne, q0 = wl.entries[2 * e] * BBM9;
+        const int h = kvh * group + part * gpart + it / ne, e = e0 + (it % ne + rot) % ne, q0 = wl.entries[2 * e] * BBM9;
         int *lock = locks + (long long)h * (sq_pad / BBM9) + q0 / BBM9;
         if (DET) {  // this query tile's turn
           const int want = ranks[e];
@@ -1064,6 +1077,22 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
 
   // write dK (scaled) and dV for this warpgroup's keys
   const long long ks = (long long)hkv * D;
+  if (GSPLIT && gs > 1) {  // fp32 partials, unscaled: dk and dv point at gs slots of [sk][hkv][D]
+    float *kp = reinterpret_cast<float *>(dk) + (long long)part * sk * ks, *vp = reinterpret_cast<float *>(dv) + (long long)part * sk * ks;
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+      const int ki = k0 + kr + r * 8;
+      if (ki < sk) {
+        float *krow = kp + (long long)ki * ks + (long long)kvh * D, *vrow = vp + (long long)ki * ks + (long long)kvh * D;
+#pragma unroll
+        for (int j = 0; j < D / 8; j++) {
+          *reinterpret_cast<float2 *>(krow + j * 8 + 2 * t) = make_float2(dka[4 * j + 2 * r], dka[4 * j + 2 * r + 1]);
+          *reinterpret_cast<float2 *>(vrow + j * 8 + 2 * t) = make_float2(dva[4 * j + 2 * r], dva[4 * j + 2 * r + 1]);
+        }
+      }
+    }
+    return;
+  }
 #pragma unroll
   for (int r = 0; r < 2; r++) {
     const int ki = k0 + kr + r * 8;
@@ -1099,6 +1128,22 @@ DEV void bwd90_pre(const T *__restrict__ o, const T *__restrict__ dout, const fl
   if (lane == 0) {
     dsum[w] = s;
     lse2[w] = l;
+  }
+}
+
+// dK and dV of the split backward (GSPLIT): the sum of gs fp32 partials of n elements each
+// ([sk][hkv][D]), dK scaled, in the problem's dtype; two elements a thread a turn.
+template <typename T>
+DEV void dkv90_reduce(const float *__restrict__ kp, const float *__restrict__ vp, T *__restrict__ dk, T *__restrict__ dv,
+                      long long n, int gs, float scale) {
+  for (long long i = 2 * (blockIdx.x * (long long)blockDim.x + threadIdx.x); i < n; i += 2 * (long long)gridDim.x * blockDim.x) {
+    float2 a = *reinterpret_cast<const float2 *>(kp + i), b = *reinterpret_cast<const float2 *>(vp + i);
+    for (int g = 1; g < gs; g++) {
+      const float2 x = *reinterpret_cast<const float2 *>(kp + g * n + i), y = *reinterpret_cast<const float2 *>(vp + g * n + i);
+      a.x += x.x, a.y += x.y, b.x += y.x, b.y += y.y;
+    }
+    *reinterpret_cast<unsigned *>(dk + i) = Ops<T>::pack(a.x * scale, a.y * scale);
+    *reinterpret_cast<unsigned *>(dv + i) = Ops<T>::pack(b.x, b.y);
   }
 }
 
@@ -1267,6 +1312,17 @@ SM90_K64_ENTRIES(fp16, __half, 128)
   SM90_BWD_N(bwd90td, NAME, T, 64, true, true, 2, 192)
 SM90_BWD3_PAIR(bf16, __nv_bfloat16)
 SM90_BWD3_PAIR(fp16, __half)
+#endif
+
+// The split backward's reduction (experiment sm90bg); only with LONGCA_BWD_GSPLIT.
+#ifdef LONGCA_BWD_GSPLIT
+#define SM90_DKV_REDUCE(NAME, T)                                                                              \
+  extern "C" __global__ void dkv90_reduce_##NAME(const float *kp, const float *vp, T *dk, T *dv, long long n, int gs, \
+                                                  float scale) {                                              \
+    dkv90_reduce<T>(kp, vp, dk, dv, n, gs, scale);                                                            \
+  }
+SM90_DKV_REDUCE(bf16, __nv_bfloat16)
+SM90_DKV_REDUCE(fp16, __half)
 #endif
 
 // The early backward's entries (sm90 at head dim 128 since call 31, sm90be at both): the

@@ -141,6 +141,9 @@ type archVariant struct {
 	// blocks' first query tiles, bit 1 key tiles the grid's fast index (schedRotate,
 	// schedNoRot, schedKTFast), or schedByRule for backwardOrder's choice
 	sched int32
+	// gsplit, on sm90's backward: split a KV head's query heads over blocks where the
+	// block-scheduler model says short rows leave the last wave part-empty (groupSplit)
+	gsplit bool
 	// defines are defined (as 1) at the top of attention_sm90.cu for this variant: a
 	// choice inside code every entry point shares (LONGCA_TILE_BITS_SPAN), or entry points
 	// a module that does not run them need not compile (LONGCA_FWD_LEAN)
@@ -159,6 +162,7 @@ var archVariants = []archVariant{
 	{name: "sm90fn", doc: "sm90 with the backward's key tiles always heaviest first over all heads (the other side of sm90's order rule)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ET, sched: schedNoRot, k64: true, defines: sm90Defines},
 	{name: "sm90u", doc: "experiment (not yet run on a GPU): sm90 with the warpgroup index read through a warp shuffle, so that the compiler keeps the wgmma descriptors' bases in uniform registers: R2UR per function 103-136 -> 15-26, 3-11% fewer instructions in the forward and backward (ptxas 12.4, offline)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ET, sched: schedByRule, k64: true, defines: append([]string{"LONGCA_WG_UNIFORM"}, sm90Defines...)},
 	{name: "sm90ur", doc: "experiment (not yet run on a GPU): sm90u with the backward's row statistics (lse, Dsum) read as 8-byte pairs, 16 shared-memory loads a step instead of 32", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ET, sched: schedByRule, k64: true, defines: append([]string{"LONGCA_WG_UNIFORM", "LONGCA_BWD_RS2"}, sm90Defines...)},
+	{name: "sm90bg", doc: "experiment (not yet run on a GPU): sm90 with a KV head's query heads split over 2 or 4 blocks a key tile where the block-scheduler model says the backward's blocks leave the last wave part-empty (head dim 64 at 8K-16K: 344 and 688 192-key blocks on 132 SMs), dK and dV added as fp32 partials and summed by a second kernel", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ET, sched: schedByRule, k64: true, gsplit: true, defines: append([]string{"LONGCA_BWD_GSPLIT"}, sm90Defines...)},
 	{name: "sm90s", doc: "sm90 with the forward always over 128-query x 64-key tiles, at both head dims (one side of sm90's tile rule)", major: 9, exact: true, fwd: fwdSM90S, bwd: bwdSM90ET, sched: schedByRule, defines: sm90Defines},
 	{name: "sm90be", doc: "sm90 with the backward's next S^T and dP^T issued behind this step's dK at head dim 64 too (call 29: even with sm90 there)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90E, sched: schedByRule, k64: true, defines: sm90Defines},
 	{name: "sm90-c29", doc: "sm90 as it was before call 31 (call 29's default: 128 x 128 forward tiles on every mask, bwd90f's backward at both head dims; the block order by sm90's rule): kept to time the new default against", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90C, sched: schedByRule, defines: sm90Defines},
@@ -431,6 +435,10 @@ type deviceList struct {
 	// 0 when not yet decided
 	sched    int32
 	schedFor [3]int
+	// split, on a backward list: groupSplit's parts for splitFor (sm90bg), 0 when not yet
+	// decided
+	split    int
+	splitFor [3]int
 }
 
 // listKey hashes what a work list depends on: the tile shape and every slice's values

@@ -111,18 +111,26 @@ const (
 // average slot's busy time over the longest's (1: perfectly even). 1,024 equal blocks on
 // 132 slots fill 7.76 of 8 waves: 0.970.
 func schedBalance(w *WorkList, heads, group, slots int, sched int32) float64 {
+	return splitBalance(w, heads, group, 1, slots, sched)
+}
+
+// splitBalance is schedBalance with each KV head's group of query heads split into split
+// parts, a block each (sm90bg): heads x split blocks a key tile, the grid's head index
+// kvh x split + part, each block costing its steps over group / split query heads.
+func splitBalance(w *WorkList, heads, group, split, slots int, sched int32) float64 {
 	const blockSteps = 2
-	if slots <= 0 || heads <= 0 || w.RowTiles == 0 {
+	if slots <= 0 || heads <= 0 || w.RowTiles == 0 || split <= 0 {
 		return 1
 	}
-	cost := func(kvh, i int) float64 {
+	cost := func(hb, i int) float64 {
 		l := 0
 		if w.Lists > 1 {
-			l = kvh % w.Lists
+			l = (hb / split) % w.Lists
 		}
 		kt := int(w.Order[l*w.RowTiles+i])
-		return float64(w.Start[l*(w.RowTiles+1)+kt+1]-w.Start[l*(w.RowTiles+1)+kt])*float64(group) + blockSteps
+		return float64(w.Start[l*(w.RowTiles+1)+kt+1]-w.Start[l*(w.RowTiles+1)+kt])*float64(group/split) + blockSteps
 	}
+	heads *= split
 	free := make(slotHeap, slots) // when each slot is next free
 	var total float64
 	next := func(c float64) {
@@ -238,6 +246,56 @@ func (k *Kernel) backwardSchedFor(dl *deviceList, heads, group int) int32 {
 	dl.sched, dl.schedFor = o, key
 	k.mu.Unlock()
 	return o
+}
+
+// splitCost is what each further part of a group split (sm90bg) is charged against its
+// balance: its fp32 partials of dK and dV written and summed again, its K and V loaded once
+// more (about 1% of a block's time at 8K each, by their bytes).
+const splitCost = 0.01
+
+// groupSplit is how many parts (1, 2 or 4, dividing group) experiment sm90bg splits each
+// KV head's query heads into on the backward of w in order sched: the most even fill of
+// the slots by splitBalance, each further part charged splitCost, a split taken only where
+// it fills them at least 2% more evenly. Equal blocks that leave the last wave part-empty
+// are where it pays: at head dim 64, 192-key blocks of full at 8K and 16K (344 and 688
+// blocks, 0.87 of their waves; split 4 ways 0.95 and 0.99).
+func groupSplit(w *WorkList, heads, group, slots int, sched int32) int {
+	best, score := 1, splitBalance(w, heads, group, 1, slots, sched)
+	base := score
+	for _, s := range []int{2, 4} {
+		if group%s != 0 || group/s < 1 {
+			continue
+		}
+		if v := splitBalance(w, heads, group, s, slots, sched) * (1 - splitCost*float64(s-1)); v > score {
+			best, score = s, v
+		}
+	}
+	if score < base*1.02 {
+		return 1
+	}
+	return best
+}
+
+// groupSplitFor is this kernel's group split of the backward of a device list: 1 but in
+// sm90bg, and there never deterministic (its blocks run one part each) nor where the grid's
+// head dimension would pass 65535. Decided once per list and head shape, as the order.
+func (k *Kernel) groupSplitFor(dl *deviceList, heads, group int) int {
+	if !k.arch.gsplit || k.det || heads*4 > 65535 {
+		return 1
+	}
+	sched := k.backwardSchedFor(dl, heads, group)
+	key := [3]int{heads, group, k.blockSlots()}
+	k.mu.Lock()
+	g, known := dl.split, dl.splitFor == key
+	k.mu.Unlock()
+	if g != 0 && known {
+		return g
+	}
+	g = groupSplit(dl.w, heads, group, key[2], sched)
+	k.mu.Lock()
+	dl.split, dl.splitFor = g, key
+	k.mu.Unlock()
+	return g
 }
 
 // persistent says whether this kernel's variant runs the forward of w persistent: by the
@@ -414,6 +472,22 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 			return err
 		}
 	}
+	// the group split (sm90bg): its fp32 partials of dK and dV and their reduction
+	gs := k.groupSplitFor(dl, p.HeadsKV, hq/p.HeadsKV)
+	var kpart, vpart *cuda.Buffer
+	var reduce *cuda.Function
+	if gs > 1 {
+		n := gs * p.Mask.SeqK * p.HeadsKV * d
+		if kpart, err = k.scratchBuf("dkpart", n); err != nil {
+			return err
+		}
+		if vpart, err = k.scratchBuf("dvpart", n); err != nil {
+			return err
+		}
+		if reduce, err = k.function("dkv90_reduce_"+dt, 0); err != nil {
+			return err
+		}
+	}
 	scale := p.SoftmaxScale()
 	return k.dev.Do(func() error {
 		st := k.dev.Stream()
@@ -424,16 +498,27 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 		args := append([]any{maps[0], maps[1], maps[2], maps[3], maps[4], lse2, dsum, bs[7], bs[8], sq, p.Mask.SeqK, hq, p.HeadsKV, sqPad,
 			float32(scale), float32(scale * math.Log2E)}, dl.args()...)
 		sched := k.backwardSchedFor(dl, p.HeadsKV, hq/p.HeadsKV)
-		if p.HeadsKV > 65535 { // the key-tiles-fast grid puts the heads in grid y (at most 65535)
+		if p.HeadsKV*gs > 65535 { // the key-tiles-fast grid puts the heads in grid y (at most 65535)
 			sched &^= 2
 		}
+		sched |= int32(gs) << 4 // the group split (sm90bg), in bits 4-7: 1 is no split
+		if gs > 1 {             // the kernel writes fp32 partials of dK and dV, summed below
+			args[7], args[8] = kpart, vpart
+		}
 		args = append(args, dl.ranks, locks, sched, dqacc)
-		grid := cuda.Dim3{X: p.HeadsKV, Y: dl.w.RowTiles}
+		grid := cuda.Dim3{X: p.HeadsKV * gs, Y: dl.w.RowTiles}
 		if sched&2 != 0 && !k.det { // key tiles the fast index
-			grid = cuda.Dim3{X: dl.w.RowTiles, Y: p.HeadsKV}
+			grid = cuda.Dim3{X: dl.w.RowTiles, Y: p.HeadsKV * gs}
 		}
 		if err := main.Launch(grid, cuda.Dim3{X: bv.threads}, shared, st, args...); err != nil {
 			return err
+		}
+		if gs > 1 {
+			n := p.Mask.SeqK * p.HeadsKV * d
+			if err := reduce.Launch(cuda.Dim3{X: max(1, min(k.dev.SMs*8, (n/2+255)/256))}, cuda.Dim3{X: 256}, 0, st,
+				kpart, vpart, bs[7], bs[8], uint64(n), gs, float32(scale)); err != nil {
+				return err
+			}
 		}
 		n := sq * hq * d
 		cargs := []any{dqacc, bs[6], sq, hq, sqPad, float32(scale)}

@@ -455,3 +455,82 @@ func backwardList(t *testing.T, seed uint64, s int, names ...string) *WorkList {
 	}
 	return w
 }
+
+// The group split (sm90bg): 192-key blocks of full at head dim 64 fill 0.87 of their waves
+// at 8K and 16K (344 and 688 blocks on 132 slots), split 4 ways 0.95 and 0.99; at 48K (2,048
+// blocks, 15.5 of 16 waves) and on 128-key blocks at 16K (1,024, 7.76 of 8) no split pays;
+// causal's blocks balance in the heaviest-first order. Split 1 is schedBalance.
+func TestGroupSplit(t *testing.T) {
+	list := func(name string, s, kTile int) *WorkList {
+		spec, err := mask.Build(name, s, mask.Options{Seed: 42})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := BuildWorkList([]mask.Mask{spec.Mask}, 64, kTile, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	for _, c := range []struct {
+		mask        string
+		s, kTile    int
+		want        int
+		withinSplit float64 // the chosen split's balance at least this
+	}{
+		{"full", 8192, 192, 4, 0.94},
+		{"full", 16384, 192, 4, 0.98},
+		{"full", 49152, 192, 1, 0},
+		{"full", 16384, 128, 1, 0},
+		{"causal", 16384, 128, 1, 0},
+	} {
+		w := list(c.mask, c.s, c.kTile)
+		sched := backwardOrder(w, 8, 8, 132)
+		if got := groupSplit(w, 8, 8, 132, sched); got != c.want {
+			t.Errorf("%s %d, %d-key blocks: split %d, want %d (balance 1: %.3f, 2: %.3f, 4: %.3f)", c.mask, c.s, c.kTile, got, c.want,
+				splitBalance(w, 8, 8, 1, 132, sched), splitBalance(w, 8, 8, 2, 132, sched), splitBalance(w, 8, 8, 4, 132, sched))
+		}
+		if b := splitBalance(w, 8, 8, c.want, 132, sched); b < c.withinSplit {
+			t.Errorf("%s %d: split %d balances %.3f, want at least %.3f", c.mask, c.s, c.want, b, c.withinSplit)
+		}
+		if a, b := splitBalance(w, 8, 8, 1, 132, sched), schedBalance(w, 8, 8, 132, sched); a != b {
+			t.Errorf("%s %d: split 1 balance %v, schedBalance %v", c.mask, c.s, a, b)
+		}
+	}
+	// a group of one query head (MHA) or an odd group has nothing to split
+	w := list("full", 8192, 192)
+	if got := groupSplit(w, 64, 1, 132, schedKTFast); got != 1 {
+		t.Errorf("MHA: split %d, want 1", got)
+	}
+	if got := groupSplit(w, 8, 3, 132, schedKTFast); got != 1 {
+		t.Errorf("group of 3: split %d, want 1", got)
+	}
+}
+
+// Only sm90bg splits, never its deterministic backward; a device list keeps the split for
+// its head shape.
+func TestGroupSplitFor(t *testing.T) {
+	spec, err := mask.Build("full", 8192, mask.Options{Seed: 42})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := BuildWorkList([]mask.Mask{spec.Mask}, 64, 192, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bg := &Kernel{arch: variantNamed(t, "sm90bg")}
+	dl := &deviceList{w: w}
+	if got := bg.groupSplitFor(dl, 8, 8); got != 4 || dl.split != 4 || dl.splitFor != [3]int{8, 8, 132} {
+		t.Errorf("sm90bg: split %d, kept %d for %v; want 4 kept for [8 8 132]", got, dl.split, dl.splitFor)
+	}
+	dl.split = 2 // what the list kept is what it answers for the same shape
+	if got := bg.groupSplitFor(dl, 8, 8); got != 2 {
+		t.Errorf("same shape: split %d, want the kept 2", got)
+	}
+	if got := (&Kernel{arch: variantNamed(t, "sm90")}).groupSplitFor(&deviceList{w: w}, 8, 8); got != 1 {
+		t.Errorf("sm90: split %d, want 1", got)
+	}
+	if got := (&Kernel{arch: variantNamed(t, "sm90bg"), det: true}).groupSplitFor(&deviceList{w: w}, 8, 8); got != 1 {
+		t.Errorf("sm90bg deterministic: split %d, want 1", got)
+	}
+}

@@ -5,8 +5,9 @@
 # sm90 and cuDNN, from the repository root with bin/longca.gz and bin/cuda.test.gz carried
 # (make device):
 #   sh scripts/device/next-sm90u.sh OUT [VARIANT]
-# VARIANT (default sm90u): sm90ur times sm90u with the backward's row statistics as 8-byte
-# pairs the same way (its second call, if sm90u wins; the pass kernels' ncu is skipped then).
+# VARIANT (default sm90u): sm90ur (sm90u with the backward's row statistics as 8-byte pairs)
+# or sm90bg (the backward's group split on short rows) are timed the same way, each in a call
+# of its own (the pass kernels' ncu, step 4, is skipped for them).
 # 1. sm90u's GPU tests (every mask, d64 and d128, fwd and bwd, the deterministic repeat);
 # 2. forward and backward, d128 on the five masks cuDNN runs whole and d64 on four, 8K-48K,
 #    sm90u / sm90 / cudnn / sm90u again (the clock's drift), 64:8, checked;
