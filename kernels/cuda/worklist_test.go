@@ -534,3 +534,42 @@ func TestGroupSplitFor(t *testing.T) {
 		t.Errorf("sm90bg deterministic: split %d, want 1", got)
 	}
 }
+
+// The GPU tests' small problems are split by sm90bg's model (a few blocks on 132 SMs), so
+// its partials path runs against the float64 reference there: TestMasks' 4:2 at head dim
+// 128 (1,024 tokens), TestLongRows' 2:1 at head dim 64 (8,192 tokens, 192-key blocks), and
+// TestHeadMasks' per-head lists, 6:3 at 64 (512 tokens).
+func TestGroupSplitGPUTestShapes(t *testing.T) {
+	for _, c := range []struct {
+		mask             string
+		s, kTile         int
+		heads, group, ok int
+	}{{"full", 1024, 128, 2, 2, 2}, {"causal", 1024, 128, 2, 2, 2}, {"full", 8192, 192, 1, 2, 2}, {"causal", 8192, 192, 1, 2, 2}} {
+		spec, err := mask.Build(c.mask, c.s, mask.Options{Seed: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := BuildWorkList([]mask.Mask{spec.Mask}, 64, c.kTile, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := groupSplit(w, c.heads, c.group, 132, backwardOrder(w, c.heads, c.group, 132)); got != c.ok {
+			t.Errorf("%s %d %d:%d: split %d, want %d", c.mask, c.s, c.heads*c.group, c.heads, got, c.ok)
+		}
+	}
+	var ms []mask.Mask
+	for i := 0; i < 3; i++ {
+		spec, err := mask.Build([]string{"full", "causal", "sliding_window"}[i], 512, mask.Options{Seed: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms = append(ms, spec.Mask)
+	}
+	w, err := BuildWorkList(ms, 64, 192, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := groupSplit(w, 3, 2, 132, backwardOrder(w, 3, 2, 132)); got != 2 {
+		t.Errorf("per-head lists 6:3 at 512: split %d, want 2", got)
+	}
+}
