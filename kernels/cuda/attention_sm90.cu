@@ -1317,7 +1317,7 @@ SM90_BWD3_PAIR(fp16, __half)
 // The split backward's reduction (experiment sm90bg); only with LONGCA_BWD_GSPLIT.
 #ifdef LONGCA_BWD_GSPLIT
 #define SM90_DKV_REDUCE(NAME, T)                                                                              \
-  extern "C" __global__ void dkv90_reduce_##NAME(const float *kp, const float *vp, T *dk, T *dv, long long n, int gs, \
+  extern "C" __global__ void bwd90_dkv_reduce_##NAME(const float *kp, const float *vp, T *dk, T *dv, long long n, int gs, \
                                                   float scale) {                                              \
     dkv90_reduce<T>(kp, vp, dk, dv, n, gs, scale);                                                            \
   }

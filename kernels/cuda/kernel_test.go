@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -174,6 +175,32 @@ func TestSourcesCompile(t *testing.T) {
 	for _, v := range archVariants {
 		if len(v.defines) > 0 {
 			hostcc.CheckDevice(t, "attention_sm90_"+v.name, v.sourceSM90(), "sm_80")
+		}
+	}
+}
+
+// Every entry point sm90.go asks for by a literal name is looked up in the sm90 module
+// (inSM90): a new entry whose prefix inSM90 does not know would be looked for in
+// attention.cu and fail on the GPU only (the split backward's reduction once did).
+func TestSM90EntriesInSM90Module(t *testing.T) {
+	src, err := os.ReadFile("sm90.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	re := regexp.MustCompile(`k\.function\((?:fmt\.Sprintf\()?"([A-Za-z0-9_]+)`)
+	names := re.FindAllStringSubmatch(string(src), -1)
+	for _, lit := range regexp.MustCompile(`(?:convFn|fn) :?= "([A-Za-z0-9_]+)"`).FindAllStringSubmatch(string(src), -1) {
+		names = append(names, lit)
+	}
+	if len(names) < 3 {
+		t.Fatalf("found %d literal entry names in sm90.go, want at least 3 (the pattern no longer matches the code?)", len(names))
+	}
+	for _, m := range names {
+		if !inSM90(m[1]) {
+			t.Errorf("sm90.go asks for %q, which inSM90 sends to attention.cu", m[1])
+		}
+		if !strings.Contains(SourceSM90(), strings.TrimSuffix(m[1], "_")) && !strings.Contains(SourceSM90(), strings.SplitN(m[1], "_", 2)[0]) {
+			t.Errorf("%q: not in attention_sm90.cu", m[1])
 		}
 	}
 }

@@ -484,7 +484,7 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 		if vpart, err = k.scratchBuf("dvpart", n); err != nil {
 			return err
 		}
-		if reduce, err = k.function("dkv90_reduce_"+dt, 0); err != nil {
+		if reduce, err = k.function("bwd90_dkv_reduce_"+dt, 0); err != nil {
 			return err
 		}
 	}
