@@ -614,6 +614,12 @@ constexpr bool GSPLIT = true;
 #else
 constexpr bool GSPLIT = false;
 #endif
+// WRITERS (experiment sm90bw): a dQ writer per consumer warpgroup (bwd_sm90).
+#ifdef LONGCA_BWD_WRITERS
+constexpr bool WRITERS = true;
+#else
+constexpr bool WRITERS = false;
+#endif
 // RS2 (experiment sm90ur): the backward's row statistics (lse * log2(e), Dsum) of query
 // columns 2 t and 2 t + 1 of each group of 8 read as one 8-byte pair, 16 loads a step where
 // there were 32 (with stmatrix and without sm90u's uniform registers they spilled 140 bytes
@@ -724,7 +730,14 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
         bulk_load(sDs + s * BBM9, dsum + (long long)h * sq_pad + q0, BBM9 * 4, &fullQ[s]);
       }
     }
-    if (tid == 32) {  // the dQ writer
+    // the dQ writer: lane 0 of warp 1, serving every consumer warpgroup in turn (a stage is
+    // handed back once all of a step's stages have been read); WRITERS (experiment sm90bw),
+    // not deterministic: lane 0 of warp 1 + c for consumer warpgroup c alone, so that a
+    // warpgroup's stage comes back when its own reduction has read it
+    constexpr bool PER = WRITERS && !DET;
+    const int wc = tid / 32 - 1;
+    if (PER ? (tid % 32 == 0 && wc >= 0 && wc < NCW) : tid == 32) {
+      const int c0 = PER ? wc : 0, c1 = PER ? wc + 1 : NCW;
       for (int it = 0; it < iters; it++) {
         const int h = kvh * group + part * gpart + it / ne, e = e0 + (it % ne + rot) % ne, q0 = wl.entries[2 * e] * BBM9;
         int *lock = locks + (long long)h * (sq_pad / BBM9) + q0 / BBM9;
@@ -735,7 +748,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
           fence_async_global();
         }
 #pragma unroll
-        for (int c = 0; c < NCW; c++) {
+        for (int c = c0; c < c1; c++) {
           mbar_wait(&dqFull[c], it & 1);
           if (F) {  // one chunk of 64 x 64 in fragment order: (h, query tile, column half)
             const long long chunk = ((long long)h * (sq_pad / BBM9) + q0 / BBM9) * (D / 64) + (L::kSplit ? c : 0);
@@ -752,9 +765,9 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
           st_release(lock, ranks[e] + 1);
         }
 #pragma unroll
-        for (int c = 0; c < NCW; c++) {
+        for (int c = c0; c < c1; c++) {
           // the stages have been read: hand them back (both at once: wait_group is per thread)
-          if (c == 0 && !DET) bulk_wait_read0();
+          if (c == c0 && !DET) bulk_wait_read0();
           mbar_arrive(&dqEmpty[c]);
         }
       }
