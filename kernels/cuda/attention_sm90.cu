@@ -766,7 +766,8 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
         }
 #pragma unroll
         for (int c = c0; c < c1; c++) {
-          // the stages have been read: hand them back (both at once: wait_group is per thread)
+          // the stages have been read: hand them back (a single writer's all at once, as
+          // wait_group is per thread; sm90bw's writers one each)
           if (c == c0 && !DET) bulk_wait_read0();
           mbar_arrive(&dqEmpty[c]);
         }
