@@ -343,7 +343,8 @@ func (k *Kernel) DeterministicBackward() bool { return k.det && inSM90(k.bwd.fn)
 
 // Describe names the variant that serves the problem and the architecture it was built
 // for; on sm90 a forward run persistent (short rows) says so ("sm90 persistent-fwd"), a
-// deterministic backward too ("sm90 deterministic").
+// deterministic backward too ("sm90 deterministic"), and sm90bg's backward its group split
+// ("sm90bg gsplit-4").
 func (k *Kernel) Describe(p kernels.Problem, pass kernels.Pass) kernels.Info {
 	info := kernels.Info{Variant: k.arch.name, Versions: map[string]string{"arch": k.dev.Arch()}}
 	if k.DeterministicBackward() && pass != kernels.Fwd {
@@ -355,6 +356,14 @@ func (k *Kernel) Describe(p kernels.Problem, pass kernels.Pass) kernels.Info {
 		}
 		if k.arch.k64 && fv.kTile == 64 {
 			info.Variant += " k64-fwd"
+		}
+	}
+	if k.arch.gsplit && pass != kernels.Fwd && p.HeadsKV > 0 { // sm90bg: the backward's group split ("gsplit-4")
+		bv := k.bwd.at(p.HeadDim)
+		if dl, err := k.list(p, bv.qTile, bv.kTile, true); err == nil {
+			if g := k.groupSplitFor(dl, p.HeadsKV, p.HeadsQ/p.HeadsKV); g > 1 {
+				info.Variant += fmt.Sprintf(" gsplit-%d", g)
+			}
 		}
 	}
 	return info
