@@ -38,3 +38,23 @@ stalls() {
 
 # STALL_METRICS: the ncu metrics stalls reads.
 STALL_METRICS='regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio,smsp__inst_executed.sum,smsp__cycles_active.avg,gpu__time_duration.sum'
+
+# join_runs DIM NAME...: the table of the runs $out/t/DIM-I-NAME.log (I = 0, 1, ... in the
+# order given): a line a case (mask seqlen, and the pass with JOIN_PASS=1), a column a run's
+# TFLOP/s (the log's last column), "-" where a run has no such case.
+join_runs() {
+	_d=$1 _i=0 _j=
+	shift
+	for _v in "$@"; do
+		_f="$out/t/$_d-$_i-$_v.log"
+		grep -hE '^  [a-z_]+ +[0-9]+ ' "$_f" 2>/dev/null | awk -v p="${JOIN_PASS:-}" '{k = $1 "@" $2; if (p != "") k = k "@" $4; print k, $NF}' | sort >"$_f.v"
+		if [ -z "$_j" ]; then
+			_j="$_f.v"
+		else
+			join -a 1 -e - -o auto "$_j" "$_f.v" >"$_f.j" 2>/dev/null
+			_j="$_f.j"
+		fi
+		_i=$((_i + 1))
+	done
+	[ -n "$_j" ] && tr '@' ' ' <"$_j" | sort -k1,1 -k2,2n
+}

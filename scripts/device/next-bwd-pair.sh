@@ -28,15 +28,6 @@ done
 cat "$out/t/summary.txt"
 for d in d128 d64; do
 	echo "=== $d backward TFLOP/s: mask seqlen, then $a, $b, sm90, cudnn, $a, $b"
-	for f in "$out"/t/$d-*.log; do
-		grep -hE '^  [a-z_]+ +[0-9]+ ' "$f" 2>/dev/null | awk '{print $1 "@" $2, $NF}' | sort >"$f.v"
-	done
-	j="$out/t/$d-0-$a.log.v"
-	for k in 1-$b 2-sm90 3-cudnn 4-$a 5-$b; do
-		[ -f "$out/t/$d-$k.log.v" ] || : >"$out/t/$d-$k.log.v"
-		join -a 1 -e - -o auto "$j" "$out/t/$d-$k.log.v" >"$j.j" 2>/dev/null
-		j="$j.j"
-	done
-	tr '@' ' ' <"$j" | sort -k1,1 -k2,2n
+	join_runs $d $a $b sm90 cudnn $a $b
 done
 tar -C "$out" -czf "$out/t.tgz" t && rm -rf "$out/t"

@@ -58,11 +58,7 @@ done
 cat "$out/t/summary.txt"
 for d in d128 d64; do
 	echo "=== $d TFLOP/s: mask seqlen pass, then $x, sm90, cudnn, $x"
-	for f in "$out"/t/$d-*.log; do
-		grep -hE '^  [a-z_]+ +[0-9]+ ' "$f" 2>/dev/null | awk '{print $1 "@" $2 "@" $4, $NF}' | sort >"$f.v"
-	done
-	join -a 1 -e - -o auto "$out/t/$d-0-$x.log.v" "$out/t/$d-1-sm90.log.v" 2>/dev/null | join -a 1 -e - -o auto - "$out/t/$d-2-cudnn.log.v" 2>/dev/null |
-		join -a 1 -e - -o auto - "$out/t/$d-3-$x.log.v" 2>/dev/null | tr '@' ' ' | sort -k3,3 -k1,1 -k2,2n
+	JOIN_PASS=1 join_runs $d $x sm90 cudnn $x | sort -k3,3 -s
 done
 for p in bwd fwd; do
 	echo "=== ncu $x $p, full 16K d128 (call 40, sm90's backward: 10.55 G instructions, 35.57 ms, 7.67 cycles an issued instruction)"
