@@ -40,7 +40,7 @@ stalls() {
 STALL_METRICS='regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio,smsp__inst_executed.sum,smsp__cycles_active.avg,gpu__time_duration.sum'
 
 # join_runs DIM NAME...: the table of the runs $out/t/DIM-I-NAME.log (I = 0, 1, ... in the
-# order given): a line a case (mask seqlen, and the pass with JOIN_PASS=1), a column a run's
+# order given): a line a case of any run (mask seqlen, and the pass with JOIN_PASS=1), a column a run's
 # TFLOP/s (the log's last column), "-" where a run has no such case.
 join_runs() {
 	_d=$1 _i=0 _j=
@@ -50,8 +50,8 @@ join_runs() {
 		grep -hE '^  [a-z_]+ +[0-9]+ ' "$_f" 2>/dev/null | awk -v p="${JOIN_PASS:-}" '{k = $1 "@" $2; if (p != "") k = k "@" $4; print k, $NF}' | sort >"$_f.v"
 		if [ -z "$_j" ]; then
 			_j="$_f.v"
-		else
-			join -a 1 -e - -o auto "$_j" "$_f.v" >"$_f.j" 2>/dev/null
+		else # every field named (the _i columns so far, then this run's), so that a run without a case shows -
+			join -a 1 -a 2 -e - -o "0$(seq -f ',1.%g' 2 $((_i + 1)) | tr -d '\n'),2.2" "$_j" "$_f.v" >"$_f.j" 2>/dev/null
 			_j="$_f.j"
 		fi
 		_i=$((_i + 1))
