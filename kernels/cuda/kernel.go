@@ -361,7 +361,7 @@ func (k *Kernel) Describe(p kernels.Problem, pass kernels.Pass) kernels.Info {
 	if k.arch.gsplit && pass != kernels.Fwd && p.HeadsKV > 0 { // sm90bg: the backward's group split ("gsplit-4")
 		bv := k.bwd.at(p.HeadDim)
 		if dl, err := k.list(p, bv.qTile, bv.kTile, true); err == nil {
-			if g := k.groupSplitFor(dl, p.HeadsKV, p.HeadsQ/p.HeadsKV); g > 1 {
+			if _, g := k.backwardPlan(dl, p.HeadsKV, p.HeadsQ/p.HeadsKV); g > 1 {
 				info.Variant += fmt.Sprintf(" gsplit-%d", g)
 			}
 		}
@@ -441,14 +441,11 @@ type deviceList struct {
 	// k64, on a 128 x 128 forward list: whether the forward runs over 128 x 64 tiles
 	// instead (key64Pays): 0 not yet decided, 1 yes, -1 no
 	k64 int8
-	// sched, on a backward list: backwardOrder's order for schedFor (heads, group, slots),
-	// 0 when not yet decided
-	sched    int32
-	schedFor [3]int
-	// split, on a backward list: groupSplit's parts for splitFor (sm90bg), 0 when not yet
-	// decided
-	split    int
-	splitFor [3]int
+	// sched and split, on a backward list: backwardPlan's order and group split for planFor
+	// (heads, group, slots); sched 0 when not yet decided
+	sched   int32
+	split   int
+	planFor [3]int
 }
 
 // listKey hashes what a work list depends on: the tile shape and every slice's values

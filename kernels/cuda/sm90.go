@@ -228,26 +228,6 @@ func (k *Kernel) blockSlots() int {
 	return 132
 }
 
-// backwardSchedFor is backwardSched for a device list, with the rule's order decided once
-// per list and head shape (the model walks every block: about 0.1 ms at 48K).
-func (k *Kernel) backwardSchedFor(dl *deviceList, heads, group int) int32 {
-	if k.arch.sched != schedByRule {
-		return k.arch.sched
-	}
-	key := [3]int{heads, group, k.blockSlots()}
-	k.mu.Lock()
-	o, known := dl.sched, dl.schedFor == key
-	k.mu.Unlock()
-	if o != 0 && known {
-		return o
-	}
-	o = backwardOrder(dl.w, heads, group, key[2])
-	k.mu.Lock()
-	dl.sched, dl.schedFor = o, key
-	k.mu.Unlock()
-	return o
-}
-
 // splitCost is what each further part of a group split (sm90bg) is charged against its
 // balance: its fp32 partials of dK and dV written and summed again, its K and V loaded once
 // more (about 1% of a block's time at 8K each, by their bytes).
@@ -276,26 +256,34 @@ func groupSplit(w *WorkList, heads, group, slots int, sched int32) int {
 	return best
 }
 
-// groupSplitFor is this kernel's group split of the backward of a device list: 1 but in
-// sm90bg, and there never deterministic (its blocks run one part each) nor where the grid's
-// head dimension would pass 65535. Decided once per list and head shape, as the order.
-func (k *Kernel) groupSplitFor(dl *deviceList, heads, group int) int {
-	if !k.arch.gsplit || k.det || heads*4 > 65535 {
-		return 1
+// backwardPlan is the order and the group split this kernel's variant runs the backward of
+// a device list with, for heads KV heads of group query heads each: the variant's own order
+// or backwardOrder's, and groupSplit's parts in sm90bg (1 elsewhere, when deterministic, or
+// where the grid's head dimension would pass 65535). Decided once per list and head shape
+// (the model walks every block: about 0.1 ms at 48K).
+func (k *Kernel) backwardPlan(dl *deviceList, heads, group int) (int32, int) {
+	byRule, split := k.arch.sched == schedByRule, k.arch.gsplit && !k.det && heads*4 <= 65535
+	if !byRule && !split {
+		return k.arch.sched, 1
 	}
-	sched := k.backwardSchedFor(dl, heads, group)
 	key := [3]int{heads, group, k.blockSlots()}
 	k.mu.Lock()
-	g, known := dl.split, dl.splitFor == key
+	o, g, known := dl.sched, dl.split, dl.planFor == key
 	k.mu.Unlock()
-	if g != 0 && known {
-		return g
+	if o != 0 && known {
+		return o, g
 	}
-	g = groupSplit(dl.w, heads, group, key[2], sched)
+	o, g = k.arch.sched, 1
+	if byRule {
+		o = backwardOrder(dl.w, heads, group, key[2])
+	}
+	if split {
+		g = groupSplit(dl.w, heads, group, key[2], o)
+	}
 	k.mu.Lock()
-	dl.split, dl.splitFor = g, key
+	dl.sched, dl.split, dl.planFor = o, g, key
 	k.mu.Unlock()
-	return g
+	return o, g
 }
 
 // persistent says whether this kernel's variant runs the forward of w persistent: by the
@@ -473,7 +461,7 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 		}
 	}
 	// the group split (sm90bg): its fp32 partials of dK and dV and their reduction
-	gs := k.groupSplitFor(dl, p.HeadsKV, hq/p.HeadsKV)
+	sched, gs := k.backwardPlan(dl, p.HeadsKV, hq/p.HeadsKV)
 	var kpart, vpart *cuda.Buffer
 	var reduce *cuda.Function
 	if gs > 1 {
@@ -497,7 +485,6 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 		}
 		args := append([]any{maps[0], maps[1], maps[2], maps[3], maps[4], lse2, dsum, bs[7], bs[8], sq, p.Mask.SeqK, hq, p.HeadsKV, sqPad,
 			float32(scale), float32(scale * math.Log2E)}, dl.args()...)
-		sched := k.backwardSchedFor(dl, p.HeadsKV, hq/p.HeadsKV)
 		if p.HeadsKV*gs > 65535 { // the key-tiles-fast grid puts the heads in grid y (at most 65535)
 			sched &^= 2
 		}

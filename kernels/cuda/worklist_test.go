@@ -395,22 +395,22 @@ func TestBackwardOrderCall30(t *testing.T) {
 }
 
 // A device list keeps the model's order for its head shape and decides again for another.
-func TestBackwardSchedForCaches(t *testing.T) {
+func TestBackwardPlanCaches(t *testing.T) {
 	w := backwardList(t, 42, 8192, "causal")
 	k := &Kernel{arch: variantNamed(t, "sm90")}
 	dl := &deviceList{w: w}
-	if got := k.backwardSchedFor(dl, 8, 8); got != schedNoRot || dl.sched != schedNoRot || dl.schedFor != [3]int{8, 8, 132} {
-		t.Fatalf("causal 8K, 8 KV heads: order %d, kept %d for %v; want heaviest first kept for [8 8 132]", got, dl.sched, dl.schedFor)
+	if got, _ := k.backwardPlan(dl, 8, 8); got != schedNoRot || dl.sched != schedNoRot || dl.planFor != [3]int{8, 8, 132} {
+		t.Fatalf("causal 8K, 8 KV heads: order %d, kept %d for %v; want heaviest first kept for [8 8 132]", got, dl.sched, dl.planFor)
 	}
 	dl.sched = schedKTFast // what the list kept is what it answers for the same shape
-	if got := k.backwardSchedFor(dl, 8, 8); got != schedKTFast {
+	if got, _ := k.backwardPlan(dl, 8, 8); got != schedKTFast {
 		t.Errorf("same shape: order %d, want the kept %d", got, schedKTFast)
 	}
-	if got := k.backwardSchedFor(dl, 66, 1); got != backwardOrder(w, 66, 1, 132) || dl.schedFor != [3]int{66, 1, 132} {
-		t.Errorf("another head shape: order %d kept for %v, want the model's for [66 1 132]", got, dl.schedFor)
+	if got, _ := k.backwardPlan(dl, 66, 1); got != backwardOrder(w, 66, 1, 132) || dl.planFor != [3]int{66, 1, 132} {
+		t.Errorf("another head shape: order %d kept for %v, want the model's for [66 1 132]", got, dl.planFor)
 	}
 	k2 := &Kernel{arch: variantNamed(t, "sm90fk")}
-	if got := k2.backwardSchedFor(&deviceList{w: w}, 8, 8); got != schedKTFast {
+	if got, _ := k2.backwardPlan(&deviceList{w: w}, 8, 8); got != schedKTFast {
 		t.Errorf("sm90fk: order %d, want its own %d", got, schedKTFast)
 	}
 }
@@ -509,7 +509,7 @@ func TestGroupSplit(t *testing.T) {
 
 // Only sm90bg splits, never its deterministic backward; a device list keeps the split for
 // its head shape.
-func TestGroupSplitFor(t *testing.T) {
+func TestGroupSplitPlan(t *testing.T) {
 	spec, err := mask.Build("full", 8192, mask.Options{Seed: 42})
 	if err != nil {
 		t.Fatal(err)
@@ -520,17 +520,17 @@ func TestGroupSplitFor(t *testing.T) {
 	}
 	bg := &Kernel{arch: variantNamed(t, "sm90bg")}
 	dl := &deviceList{w: w}
-	if got := bg.groupSplitFor(dl, 8, 8); got != 4 || dl.split != 4 || dl.splitFor != [3]int{8, 8, 132} {
-		t.Errorf("sm90bg: split %d, kept %d for %v; want 4 kept for [8 8 132]", got, dl.split, dl.splitFor)
+	if _, got := bg.backwardPlan(dl, 8, 8); got != 4 || dl.split != 4 || dl.planFor != [3]int{8, 8, 132} {
+		t.Errorf("sm90bg: split %d, kept %d for %v; want 4 kept for [8 8 132]", got, dl.split, dl.planFor)
 	}
 	dl.split = 2 // what the list kept is what it answers for the same shape
-	if got := bg.groupSplitFor(dl, 8, 8); got != 2 {
+	if _, got := bg.backwardPlan(dl, 8, 8); got != 2 {
 		t.Errorf("same shape: split %d, want the kept 2", got)
 	}
-	if got := (&Kernel{arch: variantNamed(t, "sm90")}).groupSplitFor(&deviceList{w: w}, 8, 8); got != 1 {
+	if _, got := (&Kernel{arch: variantNamed(t, "sm90")}).backwardPlan(&deviceList{w: w}, 8, 8); got != 1 {
 		t.Errorf("sm90: split %d, want 1", got)
 	}
-	if got := (&Kernel{arch: variantNamed(t, "sm90bg"), det: true}).groupSplitFor(&deviceList{w: w}, 8, 8); got != 1 {
+	if _, got := (&Kernel{arch: variantNamed(t, "sm90bg"), det: true}).backwardPlan(&deviceList{w: w}, 8, 8); got != 1 {
 		t.Errorf("sm90bg deterministic: split %d, want 1", got)
 	}
 }

@@ -12,11 +12,8 @@ out=${1:?usage: next-bwd-pair.sh OUT [A B]}
 a=${2:-sm90bg} b=${3:-sm90bw}
 . scripts/device/lib.sh
 call_start 540 longca cuda.test || exit 1
-for x in $a $b; do
-	STEP_TIMEOUT=110 sh kernels/cuda/gpu.sh "$out/t" test $x >/dev/null 2>&1
-	echo "# tests $x done at $(($(date +%s) - t0)) s: $(grep -c 'bwd=' "$out/t/test-$x.log") checks, $(grep -c -- '--- FAIL' "$out/t/test-$x.log") failed tests" >>"$out/t/summary.txt"
-	grep -E -- "--- FAIL|panic|Skip" "$out/t/test-$x.log" | head -8 >>"$out/t/summary.txt"
-done
+gpu_tests $a 110
+gpu_tests $b 110
 n=0
 for v in $a $b sm90 cudnn $a $b; do
 	sel="--kernels cuda --variant $v"

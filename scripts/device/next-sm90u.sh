@@ -22,9 +22,7 @@ out=${1:?usage: next-sm90u.sh OUT [VARIANT]}
 x=${2:-sm90u}
 . scripts/device/lib.sh
 call_start 540 longca cuda.test || exit 1
-STEP_TIMEOUT=120 sh kernels/cuda/gpu.sh "$out/t" test $x >/dev/null 2>&1
-echo "# tests $x done at $(($(date +%s) - t0)) s: $(grep -c 'bwd=' "$out/t/test-$x.log") checks, $(grep -c -- '--- FAIL' "$out/t/test-$x.log") failed tests" >>"$out/t/summary.txt"
-grep -E -- "--- FAIL|panic|Skip" "$out/t/test-$x.log" | head -8 >>"$out/t/summary.txt"
+gpu_tests $x 120
 n=0
 for v in $x sm90 cudnn $x; do
 	sel="--kernels cuda --variant $v"
