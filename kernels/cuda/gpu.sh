@@ -15,6 +15,8 @@ set -u
 out=${1:?usage: gpu.sh OUT STEP ...}
 shift
 mkdir -p "$out"
+out=$(cd "$out" && pwd)
+root=$(pwd)
 export LONGCA_CACHE_DIR=${LONGCA_CACHE_DIR:-/tmp/longca-nvrtc}
 export NCCL_NVLS_ENABLE=0
 limit=${STEP_TIMEOUT:-120}
@@ -36,7 +38,8 @@ test)
 	v=${1:?variant}
 	run=${2:-.}
 	log="$out/test-$v.log"
-	timeout -k 10 "$limit" bin/cuda.test -test.v -test.count=1 -test.run "$run" -test.timeout "${limit}s" -variant "$v" >"$log" 2>&1
+	# from the package's directory, as `go test` runs it: some tests read the package's sources
+	(cd kernels/cuda && timeout -k 10 "$limit" "$root/bin/cuda.test" -test.v -test.count=1 -test.run "$run" -test.timeout "${limit}s" -variant "$v" >"$log" 2>&1)
 	rc=$?
 	pass=$(grep -c 'bwd=.*: PASS' "$log")
 	fail=$(grep -c 'bwd=.*: FAIL' "$log")
