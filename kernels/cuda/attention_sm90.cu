@@ -156,14 +156,17 @@ DEV void bulk_wait0() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory
 // Orders this thread's ordinary shared-memory writes before later reads by the async
 // proxy (wgmma, TMA).
 DEV void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-// This thread's warpgroup. WG_UNIFORM (experiment sm90u): read through a warp shuffle from
-// lane 0, which tells the compiler the value is the same across the warp (it is), so that
-// what is computed from it (the wgmma descriptors' bases) can live in uniform registers
-// instead of being moved there (R2UR) before every wgmma.
-#ifdef LONGCA_WG_UNIFORM
-DEV int warpgroup_index() { return __shfl_sync(0xffffffffu, (int)threadIdx.x / 128, 0); }
-#else
+// This thread's warpgroup. FWD_UNIFORM (sm90's forward since call 44, experiment sm90u):
+// the forward reads it through a warp shuffle from lane 0, which tells the compiler the
+// value is the same across the warp (it is), so that what is computed from it (the wgmma
+// descriptors' bases) can live in uniform registers instead of being moved there (R2UR)
+// before every wgmma: forward +0.3 to +2% at head dim 128, +0.5 to +4% at 64. The backward
+// keeps the plain index (sm90u's backward: -2 to +1% at 128).
 DEV int warpgroup_index() { return (int)threadIdx.x / 128; }
+#ifdef LONGCA_FWD_UNIFORM
+DEV int warpgroup_index_fwd() { return __shfl_sync(0xffffffffu, (int)threadIdx.x / 128, 0); }
+#else
+DEV int warpgroup_index_fwd() { return (int)threadIdx.x / 128; }
 #endif
 // Four 8 x 8 matrices of 16-bit elements from the accumulator's fragments (register i of a
 // thread: row lane / 4, columns 2 (lane % 4) and the next, of matrix i) to shared memory,
@@ -255,7 +258,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
   u64 *fullQ = bars, *emptyQ = bars + 2, *fullK = bars + 4, *fullV = fullK + STAGES, *emptyK = fullV + STAGES,
       *emptyV = emptyK + STAGES;
 
-  const int tid = threadIdx.x, wg = warpgroup_index();
+  const int tid = threadIdx.x, wg = warpgroup_index_fwd();
   const int items = hq * wl.row_tiles;
   const int first = PERSIST ? blockIdx.x : blockIdx.y * hq + blockIdx.x;
   const int step = PERSIST ? gridDim.x : items;
@@ -607,38 +610,6 @@ constexpr bool STSM = true;
 #else
 constexpr bool STSM = false;
 #endif
-// GSPLIT (experiment sm90bg): the backward's split of a KV head's query heads over blocks
-// (bwd_sm90), and dkv90_reduce's entry points.
-#ifdef LONGCA_BWD_GSPLIT
-constexpr bool GSPLIT = true;
-#else
-constexpr bool GSPLIT = false;
-#endif
-// WRITERS (experiment sm90bw): a dQ writer per consumer warpgroup (bwd_sm90).
-#ifdef LONGCA_BWD_WRITERS
-constexpr bool WRITERS = true;
-#else
-constexpr bool WRITERS = false;
-#endif
-// RS2 (experiment sm90ur): the backward's row statistics (lse * log2(e), Dsum) of query
-// columns 2 t and 2 t + 1 of each group of 8 read as one 8-byte pair, 16 loads a step where
-// there were 32 (with stmatrix and without sm90u's uniform registers they spilled 140 bytes
-// at d64 under ptxas 12.4).
-#ifdef LONGCA_BWD_RS2
-constexpr bool RS2 = true;
-#else
-constexpr bool RS2 = false;
-#endif
-// The row statistic of query column 8 j + 2 t + (c % 2) from its stage a (RS2: the pair's
-// 8-byte load, which the compiler keeps for c and c + 1).
-DEV float row_stat(const float *a, int j, int t, int c) {
-  if constexpr (RS2) {
-    const float2 v = *reinterpret_cast<const float2 *>(a + j * 8 + 2 * t);
-    return (c & 1) ? v.y : v.x;
-  } else {
-    return a[j * 8 + 2 * t + (c & 1)];
-  }
-}
 
 // DET: the deterministic backward. Every query tile's dQ is added by the key tiles that
 // visit it in increasing order: the writer of key tile kt waits until locks[h][tile] says
@@ -675,11 +646,12 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
   // the rotation below off, bit 1 makes the key tile the grid's fast index (blocks running
   // together then share one head's Q/dO in L2); the deterministic backward ignores it
   const bool ktFast = !DET && (sched & 2);
-  // GSPLIT (experiment sm90bg): bits 4-7 of sched split a KV head's query heads into gs
-  // parts, a block each (the grid's head index is kvh * gs + part), so that short rows make
-  // more blocks; each part adds its dK and dV as fp32 partials (below), summed by
-  // dkv90_reduce. Without GSPLIT, or deterministic, one part.
-  const int gs = GSPLIT && !DET ? max(1, (sched >> 4) & 15) : 1;
+  // the group split (sm90's at head dim 64 since call 44, experiment sm90bg): bits 4-7 of
+  // sched split a KV head's query heads into gs parts, a block each (the grid's head index
+  // is kvh * gs + part), so that short rows make more blocks; each part adds its dK and dV
+  // as fp32 partials (below), summed by bwd90_dkv_reduce. At head dim 128 (where it lost
+  // or was level in call 44), or deterministic, one part: the host splits only at 64.
+  const int gs = D == 64 && !DET ? max(1, (sched >> 4) & 15) : 1;
   const int hb = ktFast ? blockIdx.y : blockIdx.x, kvh = hb / gs, part = hb % gs;
   const int group = hq / hkv, gpart = group / gs, list = wl.per_head ? kvh : 0;
   const int kt = DET ? (int)blockIdx.y : wl.order[list * wl.row_tiles + (ktFast ? blockIdx.x : blockIdx.y)];
@@ -731,13 +703,9 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
       }
     }
     // the dQ writer: lane 0 of warp 1, serving every consumer warpgroup in turn (a stage is
-    // handed back once all of a step's stages have been read); WRITERS (experiment sm90bw),
-    // not deterministic: lane 0 of warp 1 + c for consumer warpgroup c alone, so that a
-    // warpgroup's stage comes back when its own reduction has read it
-    constexpr bool PER = WRITERS && !DET;
-    const int wc = tid / 32 - 1;
-    if (PER ? (tid % 32 == 0 && wc >= 0 && wc < NCW) : tid == 32) {
-      const int c0 = PER ? wc : 0, c1 = PER ? wc + 1 : NCW;
+    // handed back once all of a step's stages have been read; a writer per warpgroup,
+    // experiment sm90bw, measured level in call 44)
+    if (tid == 32) {
       for (int it = 0; it < iters; it++) {
         const int h = kvh * group + part * gpart + it / ne, e = e0 + (it % ne + rot) % ne, q0 = wl.entries[2 * e] * BBM9;
         int *lock = locks + (long long)h * (sq_pad / BBM9) + q0 / BBM9;
@@ -748,7 +716,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
           fence_async_global();
         }
 #pragma unroll
-        for (int c = c0; c < c1; c++) {
+        for (int c = 0; c < NCW; c++) {
           mbar_wait(&dqFull[c], it & 1);
           if (F) {  // one chunk of 64 x 64 in fragment order: (h, query tile, column half)
             const long long chunk = ((long long)h * (sq_pad / BBM9) + q0 / BBM9) * (D / 64) + (L::kSplit ? c : 0);
@@ -765,10 +733,9 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
           st_release(lock, ranks[e] + 1);
         }
 #pragma unroll
-        for (int c = c0; c < c1; c++) {
-          // the stages have been read: hand them back (a single writer's all at once, as
-          // wait_group is per thread; sm90bw's writers one each)
-          if (c == c0 && !DET) bulk_wait_read0();
+        for (int c = 0; c < NCW; c++) {
+          // the stages have been read: hand them back (all at once: wait_group is per thread)
+          if (c == 0 && !DET) bulk_wait_read0();
           mbar_arrive(&dqEmpty[c]);
         }
       }
@@ -876,9 +843,10 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
         for (int jj = 0; jj < BBM9 / 8; jj++)
 #pragma unroll
           for (int c = 0; c < 4; c++) {
-            const float p = exp2f(st[4 * jj + c] * scale_log2 - row_stat(cL, jj, t, c));
+            const int ql = jj * 8 + 2 * t + (c % 2);
+            const float p = exp2f(st[4 * jj + c] * scale_log2 - cL[ql]);
             st[4 * jj + c] = p;
-            dpt[4 * jj + c] = p * (dpt[4 * jj + c] - row_stat(cDs, jj, t, c));
+            dpt[4 * jj + c] = p * (dpt[4 * jj + c] - cDs[ql]);
           }
       } else {
         const unsigned long long bits = tile_bits<BBM9, true>(wl, ref, k0 + kr, q0, t);
@@ -887,9 +855,10 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
 #pragma unroll
           for (int c = 0; c < 4; c++) {
             const bool ok = bits >> (jj * 4 + c) & 1ull;
-            const float p = ok ? exp2f(st[4 * jj + c] * scale_log2 - row_stat(cL, jj, t, c)) : 0.f;
+            const int ql = jj * 8 + 2 * t + (c % 2);
+            const float p = ok ? exp2f(st[4 * jj + c] * scale_log2 - cL[ql]) : 0.f;
             st[4 * jj + c] = p;
-            dpt[4 * jj + c] = p * (dpt[4 * jj + c] - row_stat(cDs, jj, t, c));
+            dpt[4 * jj + c] = p * (dpt[4 * jj + c] - cDs[ql]);
           }
       }
 #pragma unroll
@@ -1025,9 +994,10 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
       for (int j = 0; j < BBM9 / 8; j++)
 #pragma unroll
         for (int c = 0; c < 4; c++) {
-          const float p = exp2f(st[4 * j + c] * scale_log2 - row_stat(cL, j, t, c));
+          const int ql = j * 8 + 2 * t + (c % 2);
+          const float p = exp2f(st[4 * j + c] * scale_log2 - cL[ql]);
           st[4 * j + c] = p;
-          dpt[4 * j + c] = p * (dpt[4 * j + c] - row_stat(cDs, j, t, c));
+          dpt[4 * j + c] = p * (dpt[4 * j + c] - cDs[ql]);
         }
     } else {
       // the allowed pairs of a partial tile (rows keys, columns queries)
@@ -1037,9 +1007,10 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
 #pragma unroll
         for (int c = 0; c < 4; c++) {
           const bool ok = bits >> (j * 4 + c) & 1ull;
-          const float p = ok ? exp2f(st[4 * j + c] * scale_log2 - row_stat(cL, j, t, c)) : 0.f;
+          const int ql = j * 8 + 2 * t + (c % 2);
+          const float p = ok ? exp2f(st[4 * j + c] * scale_log2 - cL[ql]) : 0.f;
           st[4 * j + c] = p;
-          dpt[4 * j + c] = p * (dpt[4 * j + c] - row_stat(cDs, j, t, c));
+          dpt[4 * j + c] = p * (dpt[4 * j + c] - cDs[ql]);
         }
     }
 #pragma unroll
@@ -1091,7 +1062,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
 
   // write dK (scaled) and dV for this warpgroup's keys
   const long long ks = (long long)hkv * D;
-  if (GSPLIT && gs > 1) {  // fp32 partials, unscaled: dk and dv point at gs slots of [sk][hkv][D]
+  if (gs > 1) {  // fp32 partials, unscaled: dk and dv point at gs slots of [sk][hkv][D]
     float *kp = reinterpret_cast<float *>(dk) + (long long)part * sk * ks, *vp = reinterpret_cast<float *>(dv) + (long long)part * sk * ks;
 #pragma unroll
     for (int r = 0; r < 2; r++) {
@@ -1145,7 +1116,7 @@ DEV void bwd90_pre(const T *__restrict__ o, const T *__restrict__ dout, const fl
   }
 }
 
-// dK and dV of the split backward (GSPLIT): the sum of gs fp32 partials of n elements each
+// dK and dV of the split backward (head dim 64): the sum of gs fp32 partials of n elements each
 // ([sk][hkv][D]), dK scaled, in the problem's dtype; two elements a thread a turn.
 template <typename T>
 DEV void dkv90_reduce(const float *__restrict__ kp, const float *__restrict__ vp, T *__restrict__ dk, T *__restrict__ dv,
@@ -1328,8 +1299,7 @@ SM90_BWD3_PAIR(bf16, __nv_bfloat16)
 SM90_BWD3_PAIR(fp16, __half)
 #endif
 
-// The split backward's reduction (experiment sm90bg); only with LONGCA_BWD_GSPLIT.
-#ifdef LONGCA_BWD_GSPLIT
+// The split backward's reduction (head dim 64).
 #define SM90_DKV_REDUCE(NAME, T)                                                                              \
   extern "C" __global__ void bwd90_dkv_reduce_##NAME(const float *kp, const float *vp, T *dk, T *dv, long long n, int gs, \
                                                   float scale) {                                              \
@@ -1337,7 +1307,6 @@ SM90_BWD3_PAIR(fp16, __half)
   }
 SM90_DKV_REDUCE(bf16, __nv_bfloat16)
 SM90_DKV_REDUCE(fp16, __half)
-#endif
 
 // The early backward's entries (sm90 at head dim 128 since call 31, sm90be at both): the
 // next step's S^T and dP^T issued behind this step's dK; only with LONGCA_BWD_EARLY.

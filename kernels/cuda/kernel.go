@@ -141,8 +141,9 @@ type archVariant struct {
 	// blocks' first query tiles, bit 1 key tiles the grid's fast index (schedRotate,
 	// schedNoRot, schedKTFast), or schedByRule for backwardOrder's choice
 	sched int32
-	// gsplit, on sm90's backward: split a KV head's query heads over blocks where the
-	// block-scheduler model says short rows leave the last wave part-empty (groupSplit)
+	// gsplit, on sm90's backward at head dim 64: split a KV head's query heads over blocks
+	// where the block-scheduler model says short rows leave the last wave part-empty
+	// (groupSplit; call 44, experiment sm90bg)
 	gsplit bool
 	// defines are defined (as 1) at the top of attention_sm90.cu for this variant: a
 	// choice inside code every entry point shares (LONGCA_TILE_BITS_SPAN), or entry points
@@ -154,28 +155,25 @@ type archVariant struct {
 // (sm90 on compute capability 9.0, sm80 elsewhere); the experiments and the variants that
 // time one side of a rule stand between them.
 var archVariants = []archVariant{
-	{name: "sm90", doc: "Hopper: TMA + wgmma, warp-specialised (a producer and consumer warpgroups); forward at head dim 128 over 128x128 tiles with two consumer warpgroups taking turns (pingpong) and, within a turn, the next tile's Q K^T and this tile's P V as two groups with the next tile's softmax under P V (FlashAttention-3's order); at head dim 64 over 192x128 tiles with three consumer warpgroups taking turns in a ring; a lean softmax (the scale folded into the exponent, the rescale skipped when no row of a warp has a new maximum); persistent when rows are short; the forward over 128 x 64 tiles instead where the 128-key tiles visit 1.2x the keys (64-token block-sparse maps at kept 0.5 and below; rows say k64-fwd); backward over 128 keys x 64 queries at head dim 128 (the next step's S^T and dP^T issued behind dK) and 192 keys x 64 queries at head dim 64 (three consumer warpgroups of 64 keys), dS^T stored by stmatrix, dQ staged in fragment order while dK runs, added by bulk reductions and converted through shared memory; the backward's blocks a head's key tiles together unless a model of the block scheduler says they fill the SMs 2% less evenly than heaviest first over all heads (short causal and document rows); partial tiles' allowed columns by interval arithmetic; wgmma descriptors one add from per-step bases", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ET, sched: schedByRule, k64: true, defines: sm90Defines},
+	{name: "sm90", doc: "Hopper: TMA + wgmma, warp-specialised (a producer and consumer warpgroups); forward at head dim 128 over 128x128 tiles with two consumer warpgroups taking turns (pingpong) and, within a turn, the next tile's Q K^T and this tile's P V as two groups with the next tile's softmax under P V (FlashAttention-3's order); at head dim 64 over 192x128 tiles with three consumer warpgroups taking turns in a ring; a lean softmax (the scale folded into the exponent, the rescale skipped when no row of a warp has a new maximum); persistent when rows are short; the forward over 128 x 64 tiles instead where the 128-key tiles visit 1.2x the keys (64-token block-sparse maps at kept 0.5 and below; rows say k64-fwd); backward over 128 keys x 64 queries at head dim 128 (the next step's S^T and dP^T issued behind dK) and 192 keys x 64 queries at head dim 64 (three consumer warpgroups of 64 keys), dS^T stored by stmatrix, dQ staged in fragment order while dK runs, added by bulk reductions and converted through shared memory; the backward's blocks a head's key tiles together unless a model of the block scheduler says they fill the SMs 2% less evenly than heaviest first over all heads (short causal and document rows); at head dim 64 a KV head's query heads split over 2 or 4 blocks a key tile where that model says it shortens the pass 2% or more (short full and causal rows: gsplit-N), dK and dV then summed from fp32 partials; the forward's warpgroup index read through a warp shuffle (wgmma descriptors in uniform registers); partial tiles' allowed columns by interval arithmetic; wgmma descriptors one add from per-step bases", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ET, gsplit: true, sched: schedByRule, k64: true, defines: sm90Defines},
 	{name: "sm90-prev", doc: "sm90 as it was before call 26 (call 23's kernel: the forward's softmax after its products within a turn, two consumer warpgroups at head dim 64 too): kept to time the new default against", major: 9, exact: true, fwd: fwdSM90L, bwd: bwdSM90C, sched: schedByRule, defines: []string{"LONGCA_FWD_LEAN", "LONGCA_TILE_BITS_SPAN"}},
-	{name: "sm90-persist", doc: "sm90 with the forward always persistent (a block per SM walking the work items), whatever the rows: to time both sides of sm90's rule", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ET, sched: schedByRule, persist: 1, k64: true, defines: sm90Defines},
-	{name: "sm90-plain", doc: "sm90 with the forward never persistent (a block per query tile), whatever the rows: to time both sides of sm90's rule", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ET, sched: schedByRule, persist: -1, k64: true, defines: sm90Defines},
-	{name: "sm90fk", doc: "sm90 with the backward's key tiles of a head always together (one side of sm90's order rule)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ET, sched: schedKTFast, k64: true, defines: sm90Defines},
-	{name: "sm90fn", doc: "sm90 with the backward's key tiles always heaviest first over all heads (the other side of sm90's order rule)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ET, sched: schedNoRot, k64: true, defines: sm90Defines},
-	{name: "sm90u", doc: "experiment (not yet run on a GPU): sm90 with the warpgroup index read through a warp shuffle, so that the compiler keeps the wgmma descriptors' bases in uniform registers: R2UR per function 103-136 -> 15-26, 3-11% fewer instructions in the forward and backward (ptxas 12.4, offline)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ET, sched: schedByRule, k64: true, defines: append([]string{"LONGCA_WG_UNIFORM"}, sm90Defines...)},
-	{name: "sm90ur", doc: "experiment (not yet run on a GPU): sm90u with the backward's row statistics (lse, Dsum) read as 8-byte pairs, 16 shared-memory loads a step instead of 32", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ET, sched: schedByRule, k64: true, defines: append([]string{"LONGCA_WG_UNIFORM", "LONGCA_BWD_RS2"}, sm90Defines...)},
-	{name: "sm90bg", doc: "experiment (not yet run on a GPU): sm90 with a KV head's query heads split over 2 or 4 blocks a key tile where the block-scheduler model says the backward's blocks leave the last wave part-empty (head dim 64 at 8K-16K: 344 and 688 192-key blocks on 132 SMs), dK and dV added as fp32 partials and summed by a second kernel", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ET, sched: schedByRule, k64: true, gsplit: true, defines: append([]string{"LONGCA_BWD_GSPLIT"}, sm90Defines...)},
-	{name: "sm90bw", doc: "experiment (not yet run on a GPU): sm90 with a dQ writer thread per consumer warpgroup (lanes 0 of the producer warpgroup's warps 1-3) instead of one serving them in turn, so that a warpgroup's dQ stage comes back as soon as its own reduction has read it (call 39's SASS samples: the d64 backward's consumers waited 2.7% of the time for their stage); the deterministic backward keeps one writer", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ET, sched: schedByRule, k64: true, defines: append([]string{"LONGCA_BWD_WRITERS"}, sm90Defines...)},
-	{name: "sm90s", doc: "sm90 with the forward always over 128-query x 64-key tiles, at both head dims (one side of sm90's tile rule)", major: 9, exact: true, fwd: fwdSM90S, bwd: bwdSM90ET, sched: schedByRule, defines: sm90Defines},
+	{name: "sm90-persist", doc: "sm90 with the forward always persistent (a block per SM walking the work items), whatever the rows: to time both sides of sm90's rule", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ET, gsplit: true, sched: schedByRule, persist: 1, k64: true, defines: sm90Defines},
+	{name: "sm90-plain", doc: "sm90 with the forward never persistent (a block per query tile), whatever the rows: to time both sides of sm90's rule", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ET, gsplit: true, sched: schedByRule, persist: -1, k64: true, defines: sm90Defines},
+	{name: "sm90fk", doc: "sm90 with the backward's key tiles of a head always together (one side of sm90's order rule)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ET, gsplit: true, sched: schedKTFast, k64: true, defines: sm90Defines},
+	{name: "sm90fn", doc: "sm90 with the backward's key tiles always heaviest first over all heads (the other side of sm90's order rule)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ET, gsplit: true, sched: schedNoRot, k64: true, defines: sm90Defines},
+	{name: "sm90s", doc: "sm90 with the forward always over 128-query x 64-key tiles, at both head dims (one side of sm90's tile rule)", major: 9, exact: true, fwd: fwdSM90S, bwd: bwdSM90ET, gsplit: true, sched: schedByRule, defines: sm90Defines},
 	{name: "sm90be", doc: "sm90 with the backward's next S^T and dP^T issued behind this step's dK at head dim 64 too (call 29: even with sm90 there)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90E, sched: schedByRule, k64: true, defines: sm90Defines},
 	{name: "sm90-c29", doc: "sm90 as it was before call 31 (call 29's default: 128 x 128 forward tiles on every mask, bwd90f's backward at both head dims; the block order by sm90's rule): kept to time the new default against", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90C, sched: schedByRule, defines: sm90Defines},
 	{name: "sm80", doc: "Ampere and later: mma.sync forward and backward (cp.async double buffering)", major: 8, fwd: fwdSM80, bwd: bwdSM80},
 }
 
-// sm90Defines are the default's defines (calls 15, 25, 31, 38 and 40's winners): the
+// sm90Defines are the default's defines (calls 15, 25, 31, 38, 40 and 44's winners): the
+// forward's warpgroup index in uniform registers (call 44, experiment sm90u's forward), the
 // overlapped forward's entry points (d128), the three-consumer forward's (d64), the forward
 // over 128 x 64 tiles (block-sparse maps), the early backward's (d128), the three-consumer
 // backward's (d64), the backward's dS^T by stmatrix (call 40, experiment sm90bs: +2 to +5%
 // at both head dims), and the partial tiles' bits by interval arithmetic.
-var sm90Defines = []string{"LONGCA_FWD_OVL", "LONGCA_FWD_THREE", "LONGCA_FWD_K64", "LONGCA_BWD_EARLY", "LONGCA_BWD_THREE", "LONGCA_BWD_STSM", "LONGCA_TILE_BITS_SPAN"}
+var sm90Defines = []string{"LONGCA_FWD_UNIFORM", "LONGCA_FWD_OVL", "LONGCA_FWD_THREE", "LONGCA_FWD_K64", "LONGCA_BWD_EARLY", "LONGCA_BWD_THREE", "LONGCA_BWD_STSM", "LONGCA_TILE_BITS_SPAN"}
 
 // sourceSM90 is attention_sm90.cu as this variant compiles it: its defines first.
 func (v archVariant) sourceSM90() string {
@@ -343,8 +341,8 @@ func (k *Kernel) DeterministicBackward() bool { return k.det && inSM90(k.bwd.fn)
 
 // Describe names the variant that serves the problem and the architecture it was built
 // for; on sm90 a forward run persistent (short rows) says so ("sm90 persistent-fwd"), a
-// deterministic backward too ("sm90 deterministic"), and sm90bg's backward its group split
-// ("sm90bg gsplit-4").
+// deterministic backward too ("sm90 deterministic"), and a backward its group split
+// ("sm90 gsplit-4").
 func (k *Kernel) Describe(p kernels.Problem, pass kernels.Pass) kernels.Info {
 	info := kernels.Info{Variant: k.arch.name, Versions: map[string]string{"arch": k.dev.Arch()}}
 	if k.DeterministicBackward() && pass != kernels.Fwd {
@@ -358,10 +356,10 @@ func (k *Kernel) Describe(p kernels.Problem, pass kernels.Pass) kernels.Info {
 			info.Variant += " k64-fwd"
 		}
 	}
-	if k.arch.gsplit && pass != kernels.Fwd && p.HeadsKV > 0 { // sm90bg: the backward's group split ("gsplit-4")
+	if k.arch.gsplit && pass != kernels.Fwd && p.HeadsKV > 0 { // the backward's group split ("gsplit-4")
 		bv := k.bwd.at(p.HeadDim)
 		if dl, err := k.list(p, bv.qTile, bv.kTile, true); err == nil {
-			if _, g := k.backwardPlan(dl, p.HeadsKV, p.HeadsQ/p.HeadsKV); g > 1 {
+			if _, g := k.backwardPlan(dl, p.HeadsKV, p.HeadsQ/p.HeadsKV, p.HeadDim); g > 1 {
 				info.Variant += fmt.Sprintf(" gsplit-%d", g)
 			}
 		}
@@ -442,10 +440,10 @@ type deviceList struct {
 	// instead (key64Pays): 0 not yet decided, 1 yes, -1 no
 	k64 int8
 	// sched and split, on a backward list: backwardPlan's order and group split for planFor
-	// (heads, group, slots); sched 0 when not yet decided
+	// (heads, group, slots, head dim); sched 0 when not yet decided
 	sched   int32
 	split   int
-	planFor [3]int
+	planFor [4]int
 }
 
 // listKey hashes what a work list depends on: the tile shape and every slice's values

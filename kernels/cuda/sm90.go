@@ -115,12 +115,23 @@ func schedBalance(w *WorkList, heads, group, slots int, sched int32) float64 {
 }
 
 // splitBalance is schedBalance with each KV head's group of query heads split into split
-// parts, a block each (sm90bg): heads x split blocks a key tile, the grid's head index
-// kvh x split + part, each block costing its steps over group / split query heads.
+// parts, a block each (the group split): heads x split blocks a key tile, the grid's head
+// index kvh x split + part, each block costing its steps over group / split query heads.
 func splitBalance(w *WorkList, heads, group, split, slots int, sched int32) float64 {
+	total, longest := fillSlots(w, heads, group, split, slots, sched, 0)
+	if longest == 0 {
+		return 1
+	}
+	return total / float64(slots) / longest
+}
+
+// fillSlots walks splitBalance's model, each block costing extra steps more: the work of
+// all blocks and the longest slot's busy time (the pass's modelled length), both 0 when
+// there is nothing to place.
+func fillSlots(w *WorkList, heads, group, split, slots int, sched int32, extra float64) (total, longest float64) {
 	const blockSteps = 2
 	if slots <= 0 || heads <= 0 || w.RowTiles == 0 || split <= 0 {
-		return 1
+		return 0, 0
 	}
 	cost := func(hb, i int) float64 {
 		l := 0
@@ -128,11 +139,10 @@ func splitBalance(w *WorkList, heads, group, split, slots int, sched int32) floa
 			l = (hb / split) % w.Lists
 		}
 		kt := int(w.Order[l*w.RowTiles+i])
-		return float64(w.Start[l*(w.RowTiles+1)+kt+1]-w.Start[l*(w.RowTiles+1)+kt])*float64(group/split) + blockSteps
+		return float64(w.Start[l*(w.RowTiles+1)+kt+1]-w.Start[l*(w.RowTiles+1)+kt])*float64(group/split) + blockSteps + extra
 	}
 	heads *= split
 	free := make(slotHeap, slots) // when each slot is next free
-	var total float64
 	next := func(c float64) {
 		free[0] += c
 		free.down()
@@ -151,14 +161,10 @@ func splitBalance(w *WorkList, heads, group, split, slots int, sched int32) floa
 			}
 		}
 	}
-	longest := 0.0
 	for _, t := range free {
 		longest = max(longest, t)
 	}
-	if longest == 0 {
-		return 1
-	}
-	return total / float64(slots) / longest
+	return total, longest
 }
 
 // slotHeap is a min-heap of the slots' free times; down restores it after free[0] grew.
@@ -228,45 +234,49 @@ func (k *Kernel) blockSlots() int {
 	return 132
 }
 
-// splitCost is what each further part of a group split (sm90bg) is charged against its
-// balance: its fp32 partials of dK and dV written and summed again, its K and V loaded once
-// more (about 1% of a block's time at 8K each, by their bytes).
-const splitCost = 0.01
+// splitSteps is what each block of a split backward costs in fillSlots beyond its steps:
+// its fp32 partials of dK and dV written and summed again by bwd90_dkv_reduce, and its K
+// and V loaded once more. Fitted to call 44's twelve split cells (sm90bg against sm90 in
+// one call, head dims 64 and 128): 4 steps predicts their gains within 2.6% (rms), where
+// sm90bg's flat 1% a part predicted sliding_window_causal's short rows +2 to +15% that
+// measured -4 to +6%.
+const splitSteps = 4
 
-// groupSplit is how many parts (1, 2 or 4, dividing group) experiment sm90bg splits each
-// KV head's query heads into on the backward of w in order sched: the most even fill of
-// the slots by splitBalance, each further part charged splitCost, a split taken only where
-// it fills them at least 2% more evenly. Equal blocks that leave the last wave part-empty
-// are where it pays: at head dim 64, 192-key blocks of full at 8K and 16K (344 and 688
-// blocks, 0.87 of their waves; split 4 ways 0.95 and 0.99).
+// groupSplit is how many parts (1, 2 or 4, dividing group) sm90's backward at head dim 64
+// splits each KV head's query heads into on w in order sched: the split whose pass fillSlots
+// models shortest, each split block charged splitSteps, taken only where it is at least 2%
+// shorter than unsplit. Equal blocks that leave the last wave part-empty are where it pays:
+// 192-key blocks of full at 8K and 16K (344 and 688 blocks on 132 slots, 0.87 of their
+// waves; call 44: +11 and +10% split 4 ways), causal at 8K (+10% split 2 ways).
 func groupSplit(w *WorkList, heads, group, slots int, sched int32) int {
-	best, score := 1, splitBalance(w, heads, group, 1, slots, sched)
-	base := score
+	_, base := fillSlots(w, heads, group, 1, slots, sched, 0)
+	best, span := 1, base
 	for _, s := range []int{2, 4} {
-		if group%s != 0 || group/s < 1 {
+		if group%s != 0 {
 			continue
 		}
-		if v := splitBalance(w, heads, group, s, slots, sched) * (1 - splitCost*float64(s-1)); v > score {
-			best, score = s, v
+		if _, l := fillSlots(w, heads, group, s, slots, sched, splitSteps); l < span {
+			best, span = s, l
 		}
 	}
-	if score < base*1.02 {
+	if base < span*1.02 {
 		return 1
 	}
 	return best
 }
 
 // backwardPlan is the order and the group split this kernel's variant runs the backward of
-// a device list with, for heads KV heads of group query heads each: the variant's own order
-// or backwardOrder's, and groupSplit's parts in sm90bg (1 elsewhere, when deterministic, or
-// where the grid's head dimension would pass 65535). Decided once per list and head shape
-// (the model walks every block: about 0.1 ms at 48K).
-func (k *Kernel) backwardPlan(dl *deviceList, heads, group int) (int32, int) {
-	byRule, split := k.arch.sched == schedByRule, k.arch.gsplit && !k.det && heads*4 <= 65535
+// a device list with, for heads KV heads of group query heads each at head dimension d:
+// the variant's own order or backwardOrder's, and groupSplit's parts where the variant
+// splits (sm90's, at head dim 64 only: the kernel splits nothing at 128; 1 elsewhere, when
+// deterministic, or where the grid's head dimension would pass 65535). Decided once per
+// list and head shape (the model walks every block: about 0.1 ms at 48K).
+func (k *Kernel) backwardPlan(dl *deviceList, heads, group, d int) (int32, int) {
+	byRule, split := k.arch.sched == schedByRule, k.arch.gsplit && d == 64 && !k.det && heads*4 <= 65535
 	if !byRule && !split {
 		return k.arch.sched, 1
 	}
-	key := [3]int{heads, group, k.blockSlots()}
+	key := [4]int{heads, group, k.blockSlots(), d}
 	k.mu.Lock()
 	o, g, known := dl.sched, dl.split, dl.planFor == key
 	k.mu.Unlock()
@@ -460,8 +470,8 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 			return err
 		}
 	}
-	// the group split (sm90bg): its fp32 partials of dK and dV and their reduction
-	sched, gs := k.backwardPlan(dl, p.HeadsKV, hq/p.HeadsKV)
+	// the group split (head dim 64): its fp32 partials of dK and dV and their reduction
+	sched, gs := k.backwardPlan(dl, p.HeadsKV, hq/p.HeadsKV, d)
 	var kpart, vpart *cuda.Buffer
 	var reduce *cuda.Function
 	if gs > 1 {
@@ -488,7 +498,7 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 		if p.HeadsKV*gs > 65535 { // the key-tiles-fast grid puts the heads in grid y (at most 65535)
 			sched &^= 2
 		}
-		sched |= int32(gs) << 4 // the group split (sm90bg), in bits 4-7: 1 is no split
+		sched |= int32(gs) << 4 // the group split, in bits 4-7: 1 is no split
 		if gs > 1 {             // the kernel writes fp32 partials of dK and dV, summed below
 			args[7], args[8] = kpart, vpart
 		}
