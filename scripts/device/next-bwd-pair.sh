@@ -1,4 +1,5 @@
 #!/bin/sh
+# Ran as call 44 (2026-12-04 18:19 UTC; docs/perf.md "Calls 43-46"); sm90bg and sm90bw are removed since (sm90bg's d64 split is sm90's default): a record of the call.
 # Prepared 2026-12-04 (fourth session; docs/perf.md "Next: sm90u, sm90bg, sm90bw, sm90ur"):
 # two backward experiments in one call, from the repository root with bin/longca.gz and
 # bin/cuda.test.gz carried (make device):

@@ -1,4 +1,5 @@
 #!/bin/sh
+# Ran as call 43 (2026-12-04 18:12 UTC; docs/perf.md "Calls 43-46"); sm90u, sm90ur and sm90bg are removed since (sm90u's forward and sm90bg's d64 split are sm90's default): a record of the call.
 # Prepared 2026-12-04 (fourth session; docs/perf.md "Next: the uniform warpgroup index"):
 # the experiment sm90u, the warpgroup index read through a warp shuffle so that the wgmma
 # descriptors' bases live in uniform registers (3-11% fewer instructions offline), against
