@@ -1,0 +1,88 @@
+#!/bin/sh
+# Call 47 (2026-12-04, fifth session): why causal's d128 backward is 0.92-0.95x cuDNN in a
+# timed loop while its kernel is only 3% slower than cuDNN's under ncu's single launch
+# (call 43), measured before any design:
+# 1. the SM clock and the power while each backward is timed (nvidia-smi every 50 ms),
+#    causal and full 16K d128, cuda and cudnn, -n 40 each (about a second of timed passes);
+#    the H200 is power-capped at 700 W: a kernel that spends more energy per unit of work
+#    runs at a lower clock there;
+# 2. ncu's stall samples per SASS instruction of sm90's d128 backward (bwd90e), causal 16K:
+#    the 30 instructions with the most samples.
+# Every timed case checked. Bounded to 200 s; the table last; logs packed as OUT/t.tgz.
+#   sh scripts/device/call47.sh OUT
+set -u
+out=${1:?usage: call47.sh OUT}
+. scripts/device/lib.sh
+call_start 200 longca || exit 1
+nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw --format=csv,noheader,nounits -lms 50 >"$out/t/smi.csv" 2>&1 &
+smi=$!
+for k in cuda cudnn cuda cudnn; do
+	for m in causal full; do
+		echo "start $k $m $(date +%s.%N)" >>"$out/t/marks"
+		step "p-$k-$m" 40 kernel --kernels $k --masks $m --seqlens 16K --passes bwd -w 3 -n 40
+		echo "end $k $m $(date +%s.%N)" >>"$out/t/marks"
+	done
+done
+kill $smi 2>/dev/null
+left=$((budget + 40 - ($(date +%s) - t0)))
+if [ "$left" -gt 30 ]; then
+	timeout -k 5 $((left < 60 ? left : 60)) ncu --clock-control none -k 'regex:^bwd90e_bf16' -c 1 \
+		--section SourceCounters --section WarpStateStats --page source --print-source sass --csv \
+		bin/longca kernel --kernels cuda --no-check -w 0 -n 1 --masks causal --seqlens 16K --heads 64:8 --passes bwd \
+		--out "$out/t/ncu-src-run" >"$out/t/ncu-causal-sass.csv" 2>&1
+	echo "# ncu causal sass rc=$? at $(($(date +%s) - t0)) s" >>"$out/t/summary.txt"
+fi
+cat "$out/t/summary.txt"
+echo "=== the timed loops, 16K d128 backward: kernel mask, TFLOP/s, then the busy samples' (power > 300 W) median SM clock (MHz) and power (W), and their count"
+python3 - "$out/t" <<'PY'
+import sys, os, datetime, statistics as st
+d = sys.argv[1]
+smi = []
+for l in open(os.path.join(d, "smi.csv"), errors="replace"):
+    p = [x.strip() for x in l.split(",")]
+    try:
+        t = datetime.datetime.strptime(p[0], "%Y/%m/%d %H:%M:%S.%f").timestamp()  # nvidia-smi writes local time
+        smi.append((t, float(p[1]), float(p[2])))
+    except (ValueError, IndexError):
+        pass
+marks = [l.split() for l in open(os.path.join(d, "marks"))]
+runs = {}
+for i in range(0, len(marks) - 1, 2):
+    _, k, m, a = marks[i]; _, _, _, b = marks[i + 1]
+    n = sum(1 for x in runs if x[:2] == (k, m))
+    log = os.path.join(d, f"p-{k}-{m}.log")
+    tf = "-"
+    for l in open(log, errors="replace"):
+        s = l.split()
+        if len(s) > 3 and s[0] == m and s[1] == "16384":
+            tf = s[-1]
+    busy = [x for x in smi if float(a) <= x[0] <= float(b) and x[2] > 300]
+    clk = st.median(x[1] for x in busy) if busy else 0
+    pw = st.median(x[2] for x in busy) if busy else 0
+    runs[(k, m, n)] = 1
+    print(f"{k:6s} {m:7s} {tf:>7s}  {clk:6.0f} MHz {pw:6.0f} W  ({len(busy)} samples)")
+PY
+echo "=== bwd90e causal 16K: the SASS instructions with the most stall samples"
+python3 - "$out/t/ncu-causal-sass.csv" <<'PY' 2>&1 | head -40
+import csv, sys
+try:
+    rows = [r for r in csv.reader(open(sys.argv[1], errors="replace")) if len(r) > 3]
+except OSError as e:
+    print("# no csv:", e); sys.exit(0)
+hdr = next((i for i, r in enumerate(rows) if any(c.strip() == "Source" for c in r)), None)
+if hdr is None:
+    print("# no source table"); sys.exit(0)
+h = rows[hdr]; body = rows[hdr + 1:]
+src = next(i for i, c in enumerate(h) if c.strip() == "Source")
+samp = next((i for i, c in enumerate(h) if "Stall Sampling (All" in c), None)
+if samp is None:
+    print("# no sampling column:", h[:20]); sys.exit(0)
+def num(x):
+    try: return float(x.replace(",", ""))
+    except ValueError: return 0.0
+tot = sum(num(r[samp]) for r in body if len(r) > samp) or 1
+print(f"# {len(body)} instructions, {tot:.0f} samples")
+for i, r in sorted(enumerate(body), key=lambda x: -num(x[1][samp]) if len(x[1]) > samp else 0)[:30]:
+    print(f"{100*num(r[samp])/tot:5.1f}%  #{i:<5d} {r[src][:90]}")
+PY
+tar -C "$out" -czf "$out/t.tgz" t && rm -rf "$out/t"
