@@ -151,6 +151,12 @@ DEV void bulk_reduce_add_f32(float *dst, const float *src, unsigned bytes) {
                : "memory");
 }
 DEV void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+// Adds four fp32 at dst (16-byte aligned, global memory) as one vector reduction (sm_90).
+DEV void red_add_v4(float *dst, float a, float b, float c, float d) {
+  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(reinterpret_cast<unsigned long long>(dst)), "f"(a), "f"(b),
+               "f"(c), "f"(d)
+               : "memory");
+}
 DEV void bulk_wait_read0() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
 DEV void bulk_wait0() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 // Orders this thread's ordinary shared-memory writes before later reads by the async
@@ -610,6 +616,17 @@ constexpr bool STSM = true;
 #else
 constexpr bool STSM = false;
 #endif
+// RED (experiment sm90br): the consumers add their dQ (fragment order, F) into the fp32
+// accumulator themselves, by 16-byte vector reductions from registers, instead of staging
+// it in shared memory for the writer's bulk reduction: no stage, no proxy fence, no wait
+// for the stage to come back (call 47's stall samples: 10% of the d128 causal backward's on
+// that fence, the arrive after it and the stage's wait). The deterministic backward keeps
+// the writer (its turns order the adds).
+#ifdef LONGCA_BWD_RED
+constexpr bool RED = true;
+#else
+constexpr bool RED = false;
+#endif
 
 // DET: the deterministic backward. Every query tile's dQ is added by the key tiles that
 // visit it in increasing order: the writer of key tile kt waits until locks[h][tile] says
@@ -704,8 +721,9 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     }
     // the dQ writer: lane 0 of warp 1, serving every consumer warpgroup in turn (a stage is
     // handed back once all of a step's stages have been read; a writer per warpgroup,
-    // experiment sm90bw, measured level in call 44)
-    if (tid == 32) {
+    // experiment sm90bw, measured level in call 44); none where the consumers add their
+    // own (RED)
+    if (tid == 32 && !(RED && F && !DET)) {
       for (int it = 0; it < iters; it++) {
         const int h = kvh * group + part * gpart + it / ne, e = e0 + (it % ne + rot) % ne, q0 = wl.entries[2 * e] * BBM9;
         int *lock = locks + (long long)h * (sq_pad / BBM9) + q0 / BBM9;
@@ -760,9 +778,24 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
   if (iters > 0) mbar_wait(fullKV, 0);
   // the next step's work-list entry is read a step ahead
   int refNext = iters > 0 ? wl.entries[2 * (e0 + rot % max(ne, 1)) + 1] : -1;
+  // RED: where step j's dQ goes (its 64 x 64 chunk of the accumulator, fragment order, as
+  // the writer addresses it), set where the step's query tile is read, before its dQ is ready
+  float *dqDst = dqacc;
+  auto set_dq_dst = [&](int j, int q0) {
+    if constexpr (RED && F && !DET) {
+      const int h = kvh * group + part * gpart + j / ne;
+      dqDst = dqacc + (((long long)h * (sq_pad / BBM9) + q0 / BBM9) * (D / 64) + (L::kSplit ? cw : 0)) * (BBM9 * 64);
+    }
+  };
   // stage dQ * scale as fp32 rows of 64 columns (the j-th dQ of the walk) and hand it to
-  // the writer, who adds it into the accumulator
+  // the writer, who adds it into the accumulator (RED: add it from registers instead)
   auto stage_dq = [&](float(&dqa)[32], int j) {
+    if constexpr (RED && F && !DET) {  // straight from registers: 8 coalesced 16-byte reductions
+#pragma unroll
+      for (int jj = 0; jj < 8; jj++)
+        red_add_v4(dqDst + dq_frag_slot(lt, jj) * 4, dqa[4 * jj], dqa[4 * jj + 1], dqa[4 * jj + 2], dqa[4 * jj + 3]);
+      return;
+    }
     mbar_wait(&dqEmpty[cw], (j & 1) ^ 1);  // the writer has read the last one
     if (F) {  // unscaled, in fragment order: 8 conflict-free 16-byte stores
 #pragma unroll
@@ -837,6 +870,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     auto elementwise = [&](int j) {
       const int sj = j % STAGES, ej = e0 + (j % ne + rot) % ne;
       const int q0 = wl.entries[2 * ej] * BBM9, ref = wl.entries[2 * ej + 1];
+      set_dq_dst(j, q0);
       const float *cL = sL + sj * BBM9, *cDs = sDs + sj * BBM9;
       if (ref < 0) {  // a full tile: no pair to test
 #pragma unroll
@@ -964,6 +998,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     const unsigned ph = (it / STAGES) & 1;
     const int e = e0 + (it % ne + rot) % ne;
     const int q0 = wl.entries[2 * e] * BBM9;
+    set_dq_dst(it, q0);
     const int ref = refNext;
     if (it + 1 < iters) refNext = wl.entries[2 * (e0 + ((it + 1) % ne + rot) % ne) + 1];
     const T *cQ = sQ + s * BBM9 * D, *cdO = sdO + s * BBM9 * D;

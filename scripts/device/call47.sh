@@ -10,7 +10,7 @@
 #    the 30 instructions with the most samples.
 # (Its first run, 18:50 UTC, gave each repeat the same step name, so the repeats' logs
 # overwrote the first ones; the steps run once each since, after a compile step.)
-# Every timed case checked. Bounded to 200 s (BUDGET); the table last; logs packed as OUT/t.tgz.
+# VARIANT (default sm90) picks the cuda variant. Every timed case checked. Bounded to 200 s (BUDGET); the table last; logs packed as OUT/t.tgz.
 #   sh scripts/device/call47.sh OUT
 set -u
 out=${1:?usage: call47.sh OUT}
@@ -19,11 +19,13 @@ call_start ${BUDGET:-200} longca || exit 1
 nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw --format=csv,noheader,nounits -lms 50 >"$out/t/smi.csv" 2>&1 &
 smi=$!
 # the module compiled first (a fresh machine: about 30 s), outside the measured steps
-step warm 70 kernel --kernels cuda --masks causal --seqlens 1K --passes bwd -w 0 -n 1 --no-check
+step warm 70 kernel --kernels cuda --variant ${VARIANT:-sm90} --masks causal --seqlens 1K --passes bwd -w 0 -n 1 --no-check
 for k in cuda cudnn; do
 	for m in causal full; do
 		echo "start $k $m $(date +%s.%N)" >>"$out/t/marks"
-		step "p-$k-$m" 40 kernel --kernels $k --masks $m --seqlens 16K --passes bwd -w 3 -n ${LOOPS:-100}
+		sel="--kernels $k"
+		[ "$k" = cuda ] && sel="--kernels cuda --variant ${VARIANT:-sm90}"
+		step "p-$k-$m" 40 kernel $sel --masks $m --seqlens 16K --passes bwd -w 3 -n ${LOOPS:-100}
 		echo "end $k $m $(date +%s.%N)" >>"$out/t/marks"
 	done
 done
@@ -32,7 +34,7 @@ left=$((budget + 40 - ($(date +%s) - t0)))
 if [ "$left" -gt 30 ]; then
 	timeout -k 5 $((left < 60 ? left : 60)) ncu --clock-control none -k 'regex:^bwd90e_bf16' -c 1 \
 		--section SourceCounters --section WarpStateStats --page source --print-source sass --csv \
-		bin/longca kernel --kernels cuda --no-check -w 0 -n 1 --masks causal --seqlens 16K --heads 64:8 --passes bwd \
+		bin/longca kernel --kernels cuda --variant ${VARIANT:-sm90} --no-check -w 0 -n 1 --masks causal --seqlens 16K --heads 64:8 --passes bwd \
 		--out "$out/t/ncu-src-run" >"$out/t/ncu-causal-sass.csv" 2>&1
 	echo "# ncu causal sass rc=$? at $(($(date +%s) - t0)) s" >>"$out/t/summary.txt"
 fi
