@@ -7,7 +7,8 @@
 #    the H200 is power-capped at 700 W: a kernel that spends more energy per unit of work
 #    runs at a lower clock there;
 # 2. ncu's stall samples per SASS instruction of sm90's d128 backward (bwd90e), causal 16K:
-#    the 30 instructions with the most samples.
+#    the 30 instructions with the most samples;
+# 3. (added after its first run) DRAM bytes and the L2 hit rate of one backward launch.
 # (Its first run, 18:50 UTC, gave each repeat the same step name, so the repeats' logs
 # overwrote the first ones; the steps run once each since, after a compile step.)
 # VARIANT (default sm90) picks the cuda variant. Every timed case checked. Bounded to 200 s (BUDGET); the table last; logs packed as OUT/t.tgz.
@@ -38,6 +39,22 @@ if [ "$left" -gt 30 ]; then
 		--out "$out/t/ncu-src-run" >"$out/t/ncu-causal-sass.csv" 2>&1
 	echo "# ncu causal sass rc=$? at $(($(date +%s) - t0)) s" >>"$out/t/summary.txt"
 fi
+# 3. the memory traffic of one backward launch, 16K d128, cuda (VARIANT) and cudnn, full and
+#    causal: DRAM bytes read and written, L2 hit rate (is causal's extra energy HBM traffic?)
+for k in cuda cudnn; do
+	for m in full causal; do
+		left=$((budget + 60 - ($(date +%s) - t0)))
+		[ "$left" -gt 12 ] || { echo "# ncu mem $k $m skipped (time)" >>"$out/t/summary.txt"; continue; }
+		re='^bwd90e_bf16'
+		sel="--kernels cuda --variant ${VARIANT:-sm90}"
+		[ $k = cudnn ] && re='bprop' sel="--kernels cudnn"
+		timeout -k 5 $((left < 25 ? left : 25)) ncu --clock-control none -k "regex:$re" -c 1 \
+			--metrics dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct,gpu__time_duration.sum,lts__t_sectors_op_red.sum \
+			bin/longca kernel $sel --no-check -w 0 -n 1 --masks $m --seqlens 16K --heads 64:8 --passes bwd \
+			--out "$out/t/ncu-mem-run-$k-$m" >"$out/t/ncu-mem-$k-$m.log" 2>&1
+		echo "# ncu mem $k $m rc=$? at $(($(date +%s) - t0)) s" >>"$out/t/summary.txt"
+	done
+done
 cat "$out/t/summary.txt"
 echo "=== the timed loops, 16K d128 backward: kernel mask, TFLOP/s, then the busy samples' (power > 300 W) median SM clock (MHz) and power (W), and their count"
 python3 - "$out/t" <<'PY'
@@ -91,4 +108,10 @@ print(f"# {len(body)} instructions, {tot:.0f} samples")
 for i, r in sorted(enumerate(body), key=lambda x: -num(x[1][samp]) if len(x[1]) > samp else 0)[:30]:
     print(f"{100*num(r[samp])/tot:5.1f}%  #{i:<5d} {r[src][:90]}")
 PY
+echo "=== one backward launch, 16K d128: DRAM read / write, L2 hit rate, L2 reduction sectors, time"
+for f in "$out"/t/ncu-mem-*.log; do
+	[ -f "$f" ] || continue
+	echo "## $(basename "$f" .log)"
+	grep -E 'dram__bytes|lts__t_sector_hit_rate|lts__t_sectors_op_red|gpu__time_duration' "$f" | awk '{print "  " $1, $(NF-1), $NF}'
+done
 tar -C "$out" -czf "$out/t.tgz" t && rm -rf "$out/t"
