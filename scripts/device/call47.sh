@@ -86,28 +86,7 @@ for i in range(0, len(marks) - 1, 2):
     print(f"{k:6s} {m:7s} {tf:>7s}  {clk:6.0f} MHz {pw:6.0f} W  ({len(busy)} samples)")
 PY
 echo "=== bwd90e causal 16K: the SASS instructions with the most stall samples"
-python3 - "$out/t/ncu-causal-sass.csv" <<'PY' 2>&1 | head -40
-import csv, sys
-try:
-    rows = [r for r in csv.reader(open(sys.argv[1], errors="replace")) if len(r) > 3]
-except OSError as e:
-    print("# no csv:", e); sys.exit(0)
-hdr = next((i for i, r in enumerate(rows) if any(c.strip() == "Source" for c in r)), None)
-if hdr is None:
-    print("# no source table"); sys.exit(0)
-h = rows[hdr]; body = rows[hdr + 1:]
-src = next(i for i, c in enumerate(h) if c.strip() == "Source")
-samp = next((i for i, c in enumerate(h) if "Stall Sampling (All" in c), None)
-if samp is None:
-    print("# no sampling column:", h[:20]); sys.exit(0)
-def num(x):
-    try: return float(x.replace(",", ""))
-    except ValueError: return 0.0
-tot = sum(num(r[samp]) for r in body if len(r) > samp) or 1
-print(f"# {len(body)} instructions, {tot:.0f} samples")
-for i, r in sorted(enumerate(body), key=lambda x: -num(x[1][samp]) if len(x[1]) > samp else 0)[:30]:
-    print(f"{100*num(r[samp])/tot:5.1f}%  #{i:<5d} {r[src][:90]}")
-PY
+sass_top "$out/t/ncu-causal-sass.csv"
 echo "=== one backward launch, 16K d128: DRAM read / write, L2 hit rate, L2 reduction sectors, time"
 for f in "$out"/t/ncu-mem-*.log; do
 	[ -f "$f" ] || continue

@@ -62,26 +62,5 @@ for n in sm90-full sm90-causal cudnn-full cudnn-causal; do
 	stalls "$out/t/ncu-$n.log"
 done
 echo "=== d64 backward: the SASS instructions with the most stall samples"
-python3 - "$out/t/ncu-d64-sass.csv" <<'PY' 2>&1 | head -40
-import csv, sys
-try:
-    rows = [r for r in csv.reader(open(sys.argv[1], errors="replace")) if len(r) > 3]
-except OSError as e:
-    print("# no csv:", e); sys.exit(0)
-hdr = next((i for i, r in enumerate(rows) if any(c.strip() == "Source" for c in r)), None)
-if hdr is None:
-    print("# no source table"); sys.exit(0)
-h = rows[hdr]; body = rows[hdr + 1:]
-src = next(i for i, c in enumerate(h) if c.strip() == "Source")
-samp = next((i for i, c in enumerate(h) if "Stall Sampling (All" in c), None)
-if samp is None:
-    print("# no sampling column:", h[:20]); sys.exit(0)
-def num(x):
-    try: return float(x.replace(",", ""))
-    except ValueError: return 0.0
-tot = sum(num(r[samp]) for r in body if len(r) > samp) or 1
-print(f"# {len(body)} instructions, {tot:.0f} samples")
-for i, r in sorted(enumerate(body), key=lambda x: -num(x[1][samp]) if len(x[1]) > samp else 0)[:30]:
-    print(f"{100*num(r[samp])/tot:5.1f}%  #{i:<5d} {r[src][:90]}")
-PY
+sass_top "$out/t/ncu-d64-sass.csv"
 tar -C "$out" -czf "$out/t.tgz" t && rm -rf "$out/t"
