@@ -576,7 +576,7 @@ DEV int dq_frag_pos(int row, int col) {
 // NB keys a block (BBN9; 192 in the three-consumer backward at head dim 64, experiment
 // sm90b3): kNC consumer warpgroups of 64 keys each (two at D = 128, where they split dQ's
 // columns), each with its own dQ stage and its pair of dQ barriers.
-template <int D, int NB = BBN9> struct BwdLayout {
+template <int D, int NB = BBN9, int ST = STAGES> struct BwdLayout {
   static constexpr int kChunks = D / CHUNK;
   static constexpr bool kSplit = D == 128;  // dQ columns split between the warpgroups
   static constexpr int kNC = kSplit ? 2 : NB / 64;
@@ -586,14 +586,14 @@ template <int D, int NB = BBN9> struct BwdLayout {
   static constexpr int kQT = BBM9 * D * 2;
   static constexpr int kK = 0;
   static constexpr int kV = kK + kKV;
-  static constexpr int kQ = kV + kKV;                  // [STAGES] Q tiles
-  static constexpr int kdO = kQ + STAGES * kQT;        // [STAGES] dO tiles
-  static constexpr int kdS = kdO + STAGES * kQT;       // [2][NB keys][BBM9 queries] dS^T
+  static constexpr int kQ = kV + kKV;                  // [ST] Q tiles
+  static constexpr int kdO = kQ + ST * kQT;        // [ST] dO tiles
+  static constexpr int kdS = kdO + ST * kQT;       // [2][NB keys][BBM9 queries] dS^T
   static constexpr int kdQ = kdS + 2 * NB * BBM9 * 2;  // [kNC warpgroups][BBM9][64] fp32
-  static constexpr int kL = kdQ + kNC * BBM9 * 64 * 4;   // [STAGES][BBM9] lse * log2(e)
-  static constexpr int kDs = kL + STAGES * BBM9 * 4;     // [STAGES][BBM9] Dsum
-  static constexpr int kBar = kDs + STAGES * BBM9 * 4;   // fullKV, fullQ[S], emptyQ[S], dqFull[kNC], dqEmpty[kNC]
-  static constexpr int kBytes = kBar + 8 * (1 + 2 * STAGES + 2 * kNC) + 1024;
+  static constexpr int kL = kdQ + kNC * BBM9 * 64 * 4;   // [ST][BBM9] lse * log2(e)
+  static constexpr int kDs = kL + ST * BBM9 * 4;     // [ST][BBM9] Dsum
+  static constexpr int kBar = kDs + ST * BBM9 * 4;   // fullKV, fullQ[S], emptyQ[S], dqFull[kNC], dqEmpty[kNC]
+  static constexpr int kBytes = kBar + 8 * (1 + 2 * ST + 2 * kNC) + 1024;
 };
 
 // A warp of the producer warpgroup issues the dQ reductions: a consumer warpgroup hands
@@ -627,6 +627,14 @@ constexpr bool RED = true;
 #else
 constexpr bool RED = false;
 #endif
+// BST (experiment sm90bp): the backward's Q/dO ring three stages deep instead of two
+// (call 47's stall samples: 3.8% of the d128 causal backward's on the consumers' wait for
+// the next step's Q and dO); 226.6 KB of shared memory at D = 128, 194.6 KB at 64.
+#ifdef LONGCA_BWD_S3
+constexpr int BST = 3;
+#else
+constexpr int BST = STAGES;
+#endif
 
 // DET: the deterministic backward. Every query tile's dQ is added by the key tiles that
 // visit it in increasing order: the writer of key tile kt waits until locks[h][tile] says
@@ -643,7 +651,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
                   T *__restrict__ dv, int sq, int sk, int hq, int hkv, int sq_pad, float scale, float scale_log2,
                   WorkList wl, const int *__restrict__ ranks, int *__restrict__ locks, int sched,
                   float *__restrict__ dqacc) {
-  using L = BwdLayout<D, NB>;
+  using L = BwdLayout<D, NB, BST>;
   constexpr int NCW = L::kNC;  // consumer warpgroups
   extern __shared__ unsigned char smem_raw[];
   unsigned char *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
@@ -656,7 +664,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
   float *sL = reinterpret_cast<float *>(smem + L::kL);
   float *sDs = reinterpret_cast<float *>(smem + L::kDs);
   u64 *bars = reinterpret_cast<u64 *>(smem + L::kBar);
-  u64 *fullKV = bars, *fullQ = bars + 1, *emptyQ = fullQ + STAGES, *dqFull = emptyQ + STAGES, *dqEmpty = dqFull + NCW;
+  u64 *fullKV = bars, *fullQ = bars + 1, *emptyQ = fullQ + BST, *dqFull = emptyQ + BST, *dqEmpty = dqFull + NCW;
 
   const int tid = threadIdx.x, wg = warpgroup_index();
   // sched (sm90: backwardOrder's pick, 1 or 3; sm90fk 3, sm90fn 1, sm90r 0): bit 0 turns
@@ -681,7 +689,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
 
   if (tid == 0) {
     mbar_init(fullKV, 1);
-    for (int s = 0; s < STAGES; s++) {
+    for (int s = 0; s < BST; s++) {
       mbar_init(&fullQ[s], 1);
       mbar_init(&emptyQ[s], 128 * NCW);
     }
@@ -705,8 +713,8 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
         tma_load3(sV + c * NB * CHUNK, &tv, fullKV, c * CHUNK, kvh, k0);
       }
       for (int it = 0; it < iters; it++) {
-        const int s = it % STAGES;
-        const unsigned ph = (it / STAGES) & 1;
+        const int s = it % BST;
+        const unsigned ph = (it / BST) & 1;
         const int h = kvh * group + part * gpart + it / ne, e = e0 + (it % ne + rot) % ne, q0 = wl.entries[2 * e] * BBM9;
         mbar_wait(&emptyQ[s], ph ^ 1);
         mbar_expect_tx(&fullQ[s], 2 * L::kQT + 2 * BBM9 * 4);
@@ -852,10 +860,10 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     unsigned pa[4][4], sa[4][4];
     // S^T and dP^T of step j, issued and committed (not waited for)
     auto issue_sdp = [&](int j) {
-      const int sj = j % STAGES;
+      const int sj = j % BST;
       const T *cQ = sQ + sj * BBM9 * D, *cdO = sdO + sj * BBM9 * D;
       const unsigned loQ = sw128_lo(cQ, 16), loO = sw128_lo(cdO, 16);
-      mbar_wait(&fullQ[sj], (j / STAGES) & 1);
+      mbar_wait(&fullQ[sj], (j / BST) & 1);
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < D / 16; kk++) {
@@ -868,7 +876,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     };
     // P^T (packed into pa) and dS^T (fp32, in dpt) of step j from its S^T and dP^T
     auto elementwise = [&](int j) {
-      const int sj = j % STAGES, ej = e0 + (j % ne + rot) % ne;
+      const int sj = j % BST, ej = e0 + (j % ne + rot) % ne;
       const int q0 = wl.entries[2 * ej] * BBM9, ref = wl.entries[2 * ej + 1];
       set_dq_dst(j, q0);
       const float *cL = sL + sj * BBM9, *cDs = sDs + sj * BBM9;
@@ -908,7 +916,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     };
     // dV of step j, issued and committed
     auto issue_dv = [&](int j) {
-      const T *cdO = sdO + (j % STAGES) * BBM9 * D;
+      const T *cdO = sdO + (j % BST) * BBM9 * D;
       const unsigned loOm = sw128_lo(cdO, BBM9 * CHUNK * 2);
       reg_fence(dva);
       reg_fence(dka);
@@ -932,7 +940,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
       for (int kk = 0; kk < (L::kSplit ? NB : 64) / 16; kk++)
         Ops<T>::template ss64<1, 1>(dqa, sw128_at(loS, kk * 16 * CHUNK * 2), sw128_at(loKq, kk * 16 * CHUNK * 2), kk > 0);
       wgmma_commit();
-      const T *cQ = sQ + (j % STAGES) * BBM9 * D;
+      const T *cQ = sQ + (j % BST) * BBM9 * D;
       const unsigned loQm = sw128_lo(cQ, BBM9 * CHUNK * 2);
       wgmma_fence();
       {
@@ -970,7 +978,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
       issue_sdp(it + 1);  // behind dK
       wgmma_wait<1>();    // dK: the stage's Q is free
       reg_fence(dka);
-      mbar_arrive(&emptyQ[it % STAGES]);
+      mbar_arrive(&emptyQ[it % BST]);
       wgmma_wait<0>();  // S^T and dP^T of step it + 1
     }
     if (iters > 0) {  // the last step's S^T and dP^T were waited for before the loop or in its last turn
@@ -990,12 +998,12 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
       stage_dq(dqa, it);
       wgmma_wait<0>();
       reg_fence(dka);
-      mbar_arrive(&emptyQ[it % STAGES]);
+      mbar_arrive(&emptyQ[it % BST]);
     }
   }
   for (int it = 0; !EARLY && it < iters; it++) {
-    const int s = it % STAGES;
-    const unsigned ph = (it / STAGES) & 1;
+    const int s = it % BST;
+    const unsigned ph = (it / BST) & 1;
     const int e = e0 + (it % ne + rot) % ne;
     const int q0 = wl.entries[2 * e] * BBM9;
     set_dq_dst(it, q0);

@@ -121,6 +121,13 @@ var (
 	bwdSM90T = variant{fn: "bwd90t", qTile: 64, kTile: 192, threads: 512, sharedPerDim: (2*192 + 4*64) * 2,
 		sharedFixed: 2*192*64*2 + 3*64*64*4 + 2*2*64*4 + 8*11 + 1024, transposedList: true, swizzledDQ: true, convC: true}
 	bwdSM90ET = bwdSM90E.withAt64(&bwdSM90T)
+	// experiment sm90bp (LONGCA_BWD_S3): bwdSM90ET with the Q/dO ring (and lse, Dsum) three
+	// stages deep: 226.6 KB of shared memory at head dim 128, 194.6 KB at 64, 11 and 13
+	// barriers
+	bwdSM90T3 = variant{fn: "bwd90t", qTile: 64, kTile: 192, threads: 512, sharedPerDim: (2*192 + 6*64) * 2,
+		sharedFixed: 2*192*64*2 + 3*64*64*4 + 2*3*64*4 + 8*13 + 1024, transposedList: true, swizzledDQ: true, convC: true}
+	bwdSM90ET3 = variant{fn: "bwd90e", qTile: 64, kTile: 128, threads: 384, sharedPerDim: (2*128 + 6*64) * 2,
+		sharedFixed: 2*128*64*2 + 2*64*64*4 + 2*3*64*4 + 8*11 + 1024, transposedList: true, swizzledDQ: true, convC: true, at64: &bwdSM90T3}
 )
 
 // archVariant is a code path of the kernel: the entry points of its forward and backward
@@ -162,6 +169,7 @@ var archVariants = []archVariant{
 	{name: "sm90fk", doc: "sm90 with the backward's key tiles of a head always together (one side of sm90's order rule)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ET, gsplit: true, sched: schedKTFast, k64: true, defines: sm90Defines},
 	{name: "sm90fn", doc: "sm90 with the backward's key tiles always heaviest first over all heads (the other side of sm90's order rule)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ET, gsplit: true, sched: schedNoRot, k64: true, defines: sm90Defines},
 	{name: "sm90br", doc: "experiment (not yet run on a GPU): sm90 with the backward's dQ added into the fp32 accumulator by the consumer warpgroups themselves, 16-byte vector reductions (red.global.add.v4.f32) straight from registers in fragment order, instead of a shared-memory stage, a proxy fence and the writer's bulk reduction (call 47: 10% of the d128 causal backward's stall samples on that fence, the arrive after it and the stage's wait); the deterministic backward keeps the writer", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ET, sched: schedByRule, k64: true, gsplit: true, defines: append([]string{"LONGCA_BWD_RED"}, sm90Defines...)},
+	{name: "sm90bp", doc: "experiment (not yet run on a GPU): sm90 with the backward's Q/dO ring (and its lse and Dsum) three stages deep instead of two, so that the producer loads step j+2's tiles while the consumers work on step j (call 47: 3.8% of the d128 causal backward's stall samples on the consumers' wait for the next step's Q and dO); 226.6 KB of shared memory at head dim 128, 194.6 KB at 64", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ET3, sched: schedByRule, k64: true, gsplit: true, defines: append([]string{"LONGCA_BWD_S3"}, sm90Defines...)},
 	{name: "sm90s", doc: "sm90 with the forward always over 128-query x 64-key tiles, at both head dims (one side of sm90's tile rule)", major: 9, exact: true, fwd: fwdSM90S, bwd: bwdSM90ET, gsplit: true, sched: schedByRule, defines: sm90Defines},
 	{name: "sm90be", doc: "sm90 with the backward's next S^T and dP^T issued behind this step's dK at head dim 64 too (call 29: even with sm90 there)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90E, sched: schedByRule, k64: true, defines: sm90Defines},
 	{name: "sm90-c29", doc: "sm90 as it was before call 31 (call 29's default: 128 x 128 forward tiles on every mask, bwd90f's backward at both head dims; the block order by sm90's rule): kept to time the new default against", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90C, sched: schedByRule, defines: sm90Defines},
