@@ -551,7 +551,8 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
 // A block owns 128 keys of one KV head and walks the transposed work list (the 64-query
 // tiles touching them) for every query head of the group. Warpgroup 0 produces: K and V
 // once, then per step a Q tile, a dO tile and their rows of lse*log2(e) and Dsum into a
-// STAGES-deep ring. Warpgroups 1 and 2 own 64 keys each: S^T = K Q^T and dP^T = V dO^T by
+// BST-deep ring (2; 3 in experiment sm90bp). Warpgroups 1 and 2 own 64 keys each:
+// S^T = K Q^T and dP^T = V dO^T by
 // wgmma from shared memory; P^T and dS^T in registers; dV += P^T dO and dK += dS^T Q by
 // wgmma with A from registers (dK and dV stay in registers for the whole walk); dS^T to
 // shared memory for dQ = dS K, staged in shared memory as fp32 and added into the dQ

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -99,6 +100,27 @@ func TestVariantsMatchSource(t *testing.T) {
 	}
 	if strings.Contains(SourceSM90(), `#include "wgmma.cuh"`) || !strings.Contains(SourceSM90(), "wgmma_rs_bf16_n128") {
 		t.Error("the sm90 source does not inline its wgmma wrappers")
+	}
+}
+
+// A variant compiled with the three-stage backward ring (LONGCA_BWD_S3) asks for the
+// three-stage shared memory at both head dims, and no other variant does: a mismatch would
+// allocate too little and put the barriers past the end of shared memory.
+func TestThreeStageVariantsAskForTheirMemory(t *testing.T) {
+	n := 0
+	for _, av := range archVariants {
+		s3 := slices.Contains(av.defines, "LONGCA_BWD_S3")
+		b64 := av.bwd.at(64)
+		three := av.bwd.fn == bwdSM90ET3.fn && av.bwd.shared(128) == bwdSM90ET3.shared(128) && b64.shared(64) == bwdSM90T3.shared(64)
+		if s3 != three {
+			t.Errorf("%s: LONGCA_BWD_S3 %v, three-stage shared memory %v (d128 %d, d64 %d bytes)", av.name, s3, three, av.bwd.shared(128), b64.shared(64))
+		}
+		if s3 {
+			n++
+		}
+	}
+	if n == 0 {
+		t.Error("no variant defines LONGCA_BWD_S3: the check above checked nothing")
 	}
 }
 
