@@ -246,10 +246,12 @@ func KernelFootprint(c Case, check bool, checkBudget float64, onDevice, isRef bo
 			f.Device += tensorBytes(s, hq, d, tensor.FP32) + 2*s*hq*4 // fp32 dq and Dsum/lse workspace
 			// the group-split backward's fp32 partials of dK and dV (cuda sm90 at head dim 64:
 			// 4 or 2 parts, whichever is the largest to divide the group)
-			if g := c.Heads.Q / max(c.Heads.KV, 1); c.HeadDim == 64 && g%4 == 0 {
-				f.Device += 2 * 4 * tensorBytes(s, hkv, d, tensor.FP32)
-			} else if c.HeadDim == 64 && g%2 == 0 {
-				f.Device += 2 * 2 * tensorBytes(s, hkv, d, tensor.FP32)
+			if g := c.Heads.Q / max(c.Heads.KV, 1); c.HeadDim == 64 && g%2 == 0 {
+				parts := 2.0
+				if g%4 == 0 {
+					parts = 4
+				}
+				f.Device += 2 * parts * tensorBytes(s, hkv, d, tensor.FP32)
 			}
 		}
 		f.Host = largest + mb

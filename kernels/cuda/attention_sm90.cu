@@ -552,9 +552,8 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
 // A block owns 128 keys of one KV head and walks the transposed work list (the 64-query
 // tiles touching them) for every query head of the group. Warpgroup 0 produces: K and V
 // once, then per step a Q tile, a dO tile and their rows of lse*log2(e) and Dsum into a
-// BST-deep ring (2; 3 in experiment sm90bp). Warpgroups 1 and 2 own 64 keys each:
-// S^T = K Q^T and dP^T = V dO^T by
-// wgmma from shared memory; P^T and dS^T in registers; dV += P^T dO and dK += dS^T Q by
+// BST-deep ring (2; 3 in experiment sm90bp). Warpgroups 1 and 2 own 64 keys each: S^T =
+// K Q^T and dP^T = V dO^T by wgmma from shared memory; P^T and dS^T in registers; dV += P^T dO and dK += dS^T Q by
 // wgmma with A from registers (dK and dV stay in registers for the whole walk); dS^T to
 // shared memory for dQ = dS K, staged in shared memory as fp32 and added into the dQ
 // accumulator by a TMA reduction (no per-element atomics). With D = 128 each warpgroup
@@ -687,6 +686,10 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
   // Blocks start at different query tiles (a rotation by key tile), so that blocks
   // running together add into different dQ rows.
   const int rot = ne > 0 && !DET && !(sched & 1) ? (kt * 7) % ne : 0;
+  // the query head of step it of this block's walk (its part of the group: ne steps a head)
+  auto head_of = [&](int it) { return kvh * group + part * gpart + it / ne; };
+  // RED: the consumers add their own dQ, with no writer (not in the deterministic backward)
+  constexpr bool OWN_DQ = RED && F && !DET;
   const int k0 = kt * NB;
 
   if (tid == 0) {
@@ -717,7 +720,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
       for (int it = 0; it < iters; it++) {
         const int s = it % BST;
         const unsigned ph = (it / BST) & 1;
-        const int h = kvh * group + part * gpart + it / ne, e = e0 + (it % ne + rot) % ne, q0 = wl.entries[2 * e] * BBM9;
+        const int h = head_of(it), e = e0 + (it % ne + rot) % ne, q0 = wl.entries[2 * e] * BBM9;
         mbar_wait(&emptyQ[s], ph ^ 1);
         mbar_expect_tx(&fullQ[s], 2 * L::kQT + 2 * BBM9 * 4);
 #pragma unroll
@@ -733,9 +736,9 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     // handed back once all of a step's stages have been read; a writer per warpgroup,
     // experiment sm90bw, measured level in call 44); none where the consumers add their
     // own (RED)
-    if (tid == 32 && !(RED && F && !DET)) {
+    if (tid == 32 && !OWN_DQ) {
       for (int it = 0; it < iters; it++) {
-        const int h = kvh * group + part * gpart + it / ne, e = e0 + (it % ne + rot) % ne, q0 = wl.entries[2 * e] * BBM9;
+        const int h = head_of(it), e = e0 + (it % ne + rot) % ne, q0 = wl.entries[2 * e] * BBM9;
         int *lock = locks + (long long)h * (sq_pad / BBM9) + q0 / BBM9;
         if (DET) {  // this query tile's turn
           const int want = ranks[e];
@@ -792,15 +795,14 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
   // the writer addresses it), set where the step's query tile is read, before its dQ is ready
   float *dqDst = dqacc;
   auto set_dq_dst = [&](int j, int q0) {
-    if constexpr (RED && F && !DET) {
-      const int h = kvh * group + part * gpart + j / ne;
-      dqDst = dqacc + (((long long)h * (sq_pad / BBM9) + q0 / BBM9) * (D / 64) + (L::kSplit ? cw : 0)) * (BBM9 * 64);
+    if constexpr (OWN_DQ) {
+      dqDst = dqacc + (((long long)head_of(j) * (sq_pad / BBM9) + q0 / BBM9) * (D / 64) + (L::kSplit ? cw : 0)) * (BBM9 * 64);
     }
   };
   // stage dQ * scale as fp32 rows of 64 columns (the j-th dQ of the walk) and hand it to
   // the writer, who adds it into the accumulator (RED: add it from registers instead)
   auto stage_dq = [&](float(&dqa)[32], int j) {
-    if constexpr (RED && F && !DET) {  // straight from registers: 8 coalesced 16-byte reductions
+    if constexpr (OWN_DQ) {  // straight from registers: 8 coalesced 16-byte reductions
 #pragma unroll
       for (int jj = 0; jj < 8; jj++)
         red_add_v4(dqDst + dq_frag_slot(lt, jj) * 4, dqa[4 * jj], dqa[4 * jj + 1], dqa[4 * jj + 2], dqa[4 * jj + 3]);
@@ -898,8 +900,8 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
         for (int jj = 0; jj < BBM9 / 8; jj++)
 #pragma unroll
           for (int c = 0; c < 4; c++) {
-            const bool ok = bits >> (jj * 4 + c) & 1ull;
             const int ql = jj * 8 + 2 * t + (c % 2);
+            const bool ok = bits >> (jj * 4 + c) & 1ull;
             const float p = ok ? exp2f(st[4 * jj + c] * scale_log2 - cL[ql]) : 0.f;
             st[4 * jj + c] = p;
             dpt[4 * jj + c] = p * (dpt[4 * jj + c] - cDs[ql]);
@@ -1051,8 +1053,8 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
       for (int j = 0; j < BBM9 / 8; j++)
 #pragma unroll
         for (int c = 0; c < 4; c++) {
-          const bool ok = bits >> (j * 4 + c) & 1ull;
           const int ql = j * 8 + 2 * t + (c % 2);
+          const bool ok = bits >> (j * 4 + c) & 1ull;
           const float p = ok ? exp2f(st[4 * j + c] * scale_log2 - cL[ql]) : 0.f;
           st[4 * j + c] = p;
           dpt[4 * j + c] = p * (dpt[4 * j + c] - cDs[ql]);

@@ -216,15 +216,6 @@ func backwardOrder(w *WorkList, heads, group, slots int) int32 {
 	return schedNoRot
 }
 
-// backwardSched is the order this kernel's variant runs the backward of w in, for heads
-// KV heads of group query heads each.
-func (k *Kernel) backwardSched(w *WorkList, heads, group int) int32 {
-	if k.arch.sched == schedByRule {
-		return backwardOrder(w, heads, group, k.blockSlots())
-	}
-	return k.arch.sched
-}
-
 // blockSlots is how many backward blocks run at once: one per SM (their shared memory
 // allows no second), 132 on the H200 and where the device is not known.
 func (k *Kernel) blockSlots() int {

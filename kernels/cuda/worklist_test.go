@@ -244,7 +244,7 @@ func TestBackwardOrderRule(t *testing.T) {
 			want int32
 		}{{"sm90", c.want}, {"sm90fk", schedKTFast}, {"sm90fn", schedNoRot}, {"sm90-prev", c.want}, {"sm90-c29", c.want}} {
 			k := &Kernel{arch: variantNamed(t, v.name)}
-			if got := k.backwardSched(w, 8, 8); got != v.want {
+			if got, _ := k.backwardPlan(&deviceList{w: w}, 8, 8, 128); got != v.want {
 				t.Errorf("%s %v %d: order %d, want %d", v.name, c.masks, c.s, got, v.want)
 			}
 		}
@@ -388,7 +388,7 @@ func TestBackwardOrderCall30(t *testing.T) {
 			t.Errorf("%s 16K: order %d, want %d (call 30's faster)", c.mask, got, c.want)
 		}
 		k := &Kernel{arch: variantNamed(t, "sm90")}
-		if got := k.backwardSched(w, 8, 8); got != c.want {
+		if got, _ := k.backwardPlan(&deviceList{w: w}, 8, 8, 128); got != c.want {
 			t.Errorf("sm90 %s 16K: order %d, want %d", c.mask, got, c.want)
 		}
 	}
@@ -441,6 +441,12 @@ func TestSchedBalancePerHead(t *testing.T) {
 // the named masks at length s, a mask per KV head when there are several.
 func backwardList(t *testing.T, seed uint64, s int, names ...string) *WorkList {
 	t.Helper()
+	return backwardListKeys(t, seed, s, 128, names...)
+}
+
+// backwardListKeys is backwardList over kTile-key tiles (192 in the head-dim-64 backward).
+func backwardListKeys(t *testing.T, seed uint64, s, kTile int, names ...string) *WorkList {
+	t.Helper()
 	var ms []mask.Mask
 	for _, name := range names {
 		spec, err := mask.Build(name, s, mask.Options{Seed: seed})
@@ -449,7 +455,7 @@ func backwardList(t *testing.T, seed uint64, s int, names ...string) *WorkList {
 		}
 		ms = append(ms, spec.Mask)
 	}
-	w, err := BuildWorkList(ms, 64, 128, true)
+	w, err := BuildWorkList(ms, 64, kTile, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -465,17 +471,6 @@ func backwardList(t *testing.T, seed uint64, s int, names ...string) *WorkList {
 // split block's fixed work, splitSteps, outweighs the fuller last wave): no split there.
 // Split 1 is schedBalance.
 func TestGroupSplit(t *testing.T) {
-	list := func(name string, s, kTile int) *WorkList {
-		spec, err := mask.Build(name, s, mask.Options{Seed: 42})
-		if err != nil {
-			t.Fatal(err)
-		}
-		w, err := BuildWorkList([]mask.Mask{spec.Mask}, 64, kTile, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return w
-	}
 	for _, c := range []struct {
 		mask        string
 		s, kTile    int
@@ -492,7 +487,7 @@ func TestGroupSplit(t *testing.T) {
 		{"full", 16384, 128, 1, 0},
 		{"causal", 16384, 128, 1, 0},
 	} {
-		w := list(c.mask, c.s, c.kTile)
+		w := backwardListKeys(t, 42, c.s, c.kTile, c.mask)
 		sched := backwardOrder(w, 8, 8, 132)
 		if got := groupSplit(w, 8, 8, 132, sched); got != c.want {
 			t.Errorf("%s %d, %d-key blocks: split %d, want %d (balance 1: %.3f, 2: %.3f, 4: %.3f)", c.mask, c.s, c.kTile, got, c.want,
@@ -506,7 +501,7 @@ func TestGroupSplit(t *testing.T) {
 		}
 	}
 	// a group of one query head (MHA) or an odd group has nothing to split
-	w := list("full", 8192, 192)
+	w := backwardListKeys(t, 42, 8192, 192, "full")
 	if got := groupSplit(w, 64, 1, 132, schedKTFast); got != 1 {
 		t.Errorf("MHA: split %d, want 1", got)
 	}
@@ -518,14 +513,7 @@ func TestGroupSplit(t *testing.T) {
 // sm90 splits at head dim 64 only (its kernel splits nothing at 128), never its
 // deterministic backward nor sm80; a device list keeps the split for its head shape.
 func TestGroupSplitPlan(t *testing.T) {
-	spec, err := mask.Build("full", 8192, mask.Options{Seed: 42})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := BuildWorkList([]mask.Mask{spec.Mask}, 64, 192, true)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := backwardListKeys(t, 42, 8192, 192, "full")
 	k := &Kernel{arch: variantNamed(t, "sm90")}
 	dl := &deviceList{w: w}
 	if _, got := k.backwardPlan(dl, 8, 8, 64); got != 4 || dl.split != 4 || dl.planFor != [4]int{8, 8, 132, 64} {
@@ -557,30 +545,12 @@ func TestGroupSplitGPUTestShapes(t *testing.T) {
 		s, kTile         int
 		heads, group, ok int
 	}{{"full", 8192, 192, 1, 2, 2}, {"causal", 8192, 192, 1, 2, 2}} {
-		spec, err := mask.Build(c.mask, c.s, mask.Options{Seed: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		w, err := BuildWorkList([]mask.Mask{spec.Mask}, 64, c.kTile, true)
-		if err != nil {
-			t.Fatal(err)
-		}
+		w := backwardListKeys(t, 1, c.s, c.kTile, c.mask)
 		if got := groupSplit(w, c.heads, c.group, 132, backwardOrder(w, c.heads, c.group, 132)); got != c.ok {
 			t.Errorf("%s %d %d:%d: split %d, want %d", c.mask, c.s, c.heads*c.group, c.heads, got, c.ok)
 		}
 	}
-	var ms []mask.Mask
-	for i := 0; i < 3; i++ {
-		spec, err := mask.Build([]string{"full", "causal", "sliding_window"}[i], 512, mask.Options{Seed: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ms = append(ms, spec.Mask)
-	}
-	w, err := BuildWorkList(ms, 64, 192, true)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := backwardListKeys(t, 1, 512, 192, "full", "causal", "sliding_window")
 	if got := groupSplit(w, 3, 2, 132, backwardOrder(w, 3, 2, 132)); got != 2 {
 		t.Errorf("per-head lists 6:3 at 512: split %d, want 2", got)
 	}
