@@ -121,10 +121,10 @@ template <> struct Ops<__half> {
 // O (m64 x D) += P (m64 x k16, registers) * V (k16 x D, MN-major in shared memory).
 template <typename T, int D> struct PV;
 template <typename T> struct PV<T, 128> {
-  static DEV void run(float (&o)[64], const unsigned (&a)[4], u64 db) { Ops<T>::template rs128<1>(o, a, db, 1); }
+  static DEV void run(float (&o)[64], const unsigned (&a)[4], u64 db, int s = 1) { Ops<T>::template rs128<1>(o, a, db, s); }
 };
 template <typename T> struct PV<T, 64> {
-  static DEV void run(float (&o)[32], const unsigned (&a)[4], u64 db) { Ops<T>::template rs64<1>(o, a, db, 1); }
+  static DEV void run(float (&o)[32], const unsigned (&a)[4], u64 db, int s = 1) { Ops<T>::template rs64<1>(o, a, db, s); }
 };
 
 // ---- bulk copies and reductions -----------------------------------------------------
@@ -577,7 +577,7 @@ DEV int dq_frag_pos(int row, int col) {
 // NB keys a block (BBN9; 192 in the three-consumer backward at head dim 64, experiment
 // sm90b3): kNC consumer warpgroups of 64 keys each (two at D = 128, where they split dQ's
 // columns), each with its own dQ stage and its pair of dQ barriers.
-template <int D, int NB = BBN9, int ST = STAGES> struct BwdLayout {
+template <int D, int NB = BBN9, int ST = STAGES, int XB = 0> struct BwdLayout {
   static constexpr int kChunks = D / CHUNK;
   static constexpr bool kSplit = D == 128;  // dQ columns split between the warpgroups
   static constexpr int kNC = kSplit ? 2 : NB / 64;
@@ -593,8 +593,9 @@ template <int D, int NB = BBN9, int ST = STAGES> struct BwdLayout {
   static constexpr int kdQ = kdS + 2 * NB * BBM9 * 2;  // [kNC warpgroups][BBM9][64] fp32
   static constexpr int kL = kdQ + kNC * BBM9 * 64 * 4;   // [ST][BBM9] lse * log2(e)
   static constexpr int kDs = kL + ST * BBM9 * 4;     // [ST][BBM9] Dsum
-  static constexpr int kBar = kDs + ST * BBM9 * 4;   // fullKV, fullQ[S], emptyQ[S], dqFull[kNC], dqEmpty[kNC]
-  static constexpr int kBytes = kBar + 8 * (1 + 2 * ST + 2 * kNC) + 1024;
+  // fullKV, fullQ[S], emptyQ[S], dqFull[kNC], dqEmpty[kNC], and XB more (PAIRS: emptyKV)
+  static constexpr int kBar = kDs + ST * BBM9 * 4;
+  static constexpr int kBytes = kBar + 8 * (1 + 2 * ST + 2 * kNC + XB) + 1024;
 };
 
 // A warp of the producer warpgroup issues the dQ reductions: a consumer warpgroup hands
@@ -636,6 +637,20 @@ constexpr int BST = 3;
 #else
 constexpr int BST = STAGES;
 #endif
+// PAIRS (experiment sm90hp): a block walks two key tiles
+// of its KV head one after the other, the heaviest still unplaced with the lightest
+// (order[x], then order[rows - 1 - x]), the first from its last query tile down, the second
+// from its first query tile up, and every step the group's query heads of one query tile
+// in turn (heads inner). On causal rows every block is then as long as a full row and the
+// blocks running together walk the same query tiles at the same time, as on full: call 48
+// measured causal 16K's backward reading 17.4 GB from DRAM (L2 hit rate 74%) where cuDNN's
+// read 1.4 GB (98%), and a model of L2 (scratch, docs/perf.md) put the paired walk at
+// 1.9 GB. K and V are loaded again between the two tiles, behind an emptyKV barrier.
+#ifdef LONGCA_BWD_PAIRS
+constexpr bool PAIRS = true;
+#else
+constexpr bool PAIRS = false;
+#endif
 
 // DET: the deterministic backward. Every query tile's dQ is added by the key tiles that
 // visit it in increasing order: the writer of key tile kt waits until locks[h][tile] says
@@ -652,7 +667,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
                   T *__restrict__ dv, int sq, int sk, int hq, int hkv, int sq_pad, float scale, float scale_log2,
                   WorkList wl, const int *__restrict__ ranks, int *__restrict__ locks, int sched,
                   float *__restrict__ dqacc) {
-  using L = BwdLayout<D, NB, BST>;
+  using L = BwdLayout<D, NB, BST, PAIRS ? 1 : 0>;
   constexpr int NCW = L::kNC;  // consumer warpgroups
   extern __shared__ unsigned char smem_raw[];
   unsigned char *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
@@ -666,6 +681,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
   float *sDs = reinterpret_cast<float *>(smem + L::kDs);
   u64 *bars = reinterpret_cast<u64 *>(smem + L::kBar);
   u64 *fullKV = bars, *fullQ = bars + 1, *emptyQ = fullQ + BST, *dqFull = emptyQ + BST, *dqEmpty = dqFull + NCW;
+  u64 *emptyKV = dqEmpty + NCW;  // PAIRS only
 
   const int tid = threadIdx.x, wg = warpgroup_index();
   // sched (sm90: backwardOrder's pick, 1 or 3; sm90fk 3, sm90fn 1, sm90r 0): bit 0 turns
@@ -680,20 +696,50 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
   const int gs = D == 64 && !DET ? max(1, (sched >> 4) & 15) : 1;
   const int hb = ktFast ? blockIdx.y : blockIdx.x, kvh = hb / gs, part = hb % gs;
   const int group = hq / hkv, gpart = group / gs, list = wl.per_head ? kvh : 0;
-  const int kt = DET ? (int)blockIdx.y : wl.order[list * wl.row_tiles + (ktFast ? blockIdx.x : blockIdx.y)];
-  const int e0 = wl.start[list * (wl.row_tiles + 1) + kt], e1 = wl.start[list * (wl.row_tiles + 1) + kt + 1];
-  const int ne = e1 - e0, iters = ne * gpart;
+  const int xi = ktFast ? blockIdx.x : blockIdx.y, rows = wl.row_tiles;
+  const int *lstart = wl.start + list * (rows + 1);
+  // PAIRS: this block's second key tile (ktB, its entries eB0.., neB of them), -1 if none
+  constexpr bool paired = PAIRS && !DET;  // (the host launches half the blocks a head)
+  const int kt = DET ? (int)blockIdx.y : wl.order[list * rows + xi];
+  const int ktB = paired && rows - 1 - xi > xi ? wl.order[list * rows + rows - 1 - xi] : -1;
+  const int e0 = lstart[kt], e1 = lstart[kt + 1];
+  const int ne = e1 - e0, itersA = ne * gpart;
+  const int eB0 = ktB >= 0 ? lstart[ktB] : 0, neB = ktB >= 0 ? lstart[ktB + 1] - eB0 : 0;
+  const int iters = itersA + neB * gpart;
   // Blocks start at different query tiles (a rotation by key tile), so that blocks
   // running together add into different dQ rows.
-  const int rot = ne > 0 && !DET && !(sched & 1) ? (kt * 7) % ne : 0;
-  // the query head of step it of this block's walk (its part of the group: ne steps a head)
-  auto head_of = [&](int it) { return kvh * group + part * gpart + it / ne; };
+  const int rot = ne > 0 && !DET && !(sched & 1) && !paired ? (kt * 7) % ne : 0;
+  // step it of this block's walk: its query head (of its part of the group) and its work-list
+  // entry; unpaired, ne steps a head from the rotated first entry; paired, the first key
+  // tile's entries from the last, then the second's from the first, the heads inner
+  auto step_at = [&](int it, int &h, int &e) {
+    if (paired) {
+      const bool b = it >= itersA;
+      const int l = b ? it - itersA : it, i = l / gpart;
+      h = kvh * group + part * gpart + l % gpart;
+      e = b ? eB0 + i : e1 - 1 - i;
+    } else {
+      h = kvh * group + part * gpart + it / ne;
+      e = e0 + (it % ne + rot) % ne;
+    }
+  };
+  auto head_of = [&](int it) {
+    int h, e;
+    step_at(it, h, e);
+    return h;
+  };
+  auto entry_of = [&](int it) {
+    int h, e;
+    step_at(it, h, e);
+    return e;
+  };
   // RED: the consumers add their own dQ, with no writer (not in the deterministic backward)
   constexpr bool OWN_DQ = RED && F && !DET;
-  const int k0 = kt * NB;
+  int k0 = kt * NB;  // the key tile being walked (PAIRS: ktB's from step itersA)
 
   if (tid == 0) {
     mbar_init(fullKV, 1);
+    if (PAIRS) mbar_init(emptyKV, 128 * NCW);
     for (int s = 0; s < BST; s++) {
       mbar_init(&fullQ[s], 1);
       mbar_init(&emptyQ[s], 128 * NCW);
@@ -711,16 +757,21 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     if (tid == 0 && iters > 0) {
       tma_prefetch_desc(&tq);
       tma_prefetch_desc(&tdo);
-      mbar_expect_tx(fullKV, 2 * L::kKV);
+      auto load_kv = [&](int kb) {
+        mbar_expect_tx(fullKV, 2 * L::kKV);
 #pragma unroll
-      for (int c = 0; c < L::kChunks; c++) {
-        tma_load3(sK + c * NB * CHUNK, &tk, fullKV, c * CHUNK, kvh, k0);
-        tma_load3(sV + c * NB * CHUNK, &tv, fullKV, c * CHUNK, kvh, k0);
-      }
+        for (int c = 0; c < L::kChunks; c++) {
+          tma_load3(sK + c * NB * CHUNK, &tk, fullKV, c * CHUNK, kvh, kb);
+          tma_load3(sV + c * NB * CHUNK, &tv, fullKV, c * CHUNK, kvh, kb);
+        }
+      };
+      if (itersA > 0) load_kv(k0);
       for (int it = 0; it < iters; it++) {
         const int s = it % BST;
         const unsigned ph = (it / BST) & 1;
-        const int h = head_of(it), e = e0 + (it % ne + rot) % ne, q0 = wl.entries[2 * e] * BBM9;
+        int h, e;
+        step_at(it, h, e);
+        const int q0 = wl.entries[2 * e] * BBM9;
         mbar_wait(&emptyQ[s], ph ^ 1);
         mbar_expect_tx(&fullQ[s], 2 * L::kQT + 2 * BBM9 * 4);
 #pragma unroll
@@ -730,6 +781,10 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
         }
         bulk_load(sL + s * BBM9, lse2 + (long long)h * sq_pad + q0, BBM9 * 4, &fullQ[s]);
         bulk_load(sDs + s * BBM9, dsum + (long long)h * sq_pad + q0, BBM9 * 4, &fullQ[s]);
+        if (paired && it == itersA) {  // the second key tile's K and V, once the consumers are done with the first's
+          if (itersA > 0) mbar_wait(emptyKV, 0);
+          load_kv(ktB * NB);
+        }
       }
     }
     // the dQ writer: lane 0 of warp 1, serving every consumer warpgroup in turn (a stage is
@@ -738,7 +793,9 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     // own (RED)
     if (tid == 32 && !OWN_DQ) {
       for (int it = 0; it < iters; it++) {
-        const int h = head_of(it), e = e0 + (it % ne + rot) % ne, q0 = wl.entries[2 * e] * BBM9;
+        int h, e;
+        step_at(it, h, e);
+        const int q0 = wl.entries[2 * e] * BBM9;
         int *lock = locks + (long long)h * (sq_pad / BBM9) + q0 / BBM9;
         if (DET) {  // this query tile's turn
           const int want = ranks[e];
@@ -790,7 +847,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
   const unsigned loKq = sw128_lo(sK + (L::kSplit ? cw * NB * CHUNK : cw * 64 * CHUNK), 16);
   if (iters > 0) mbar_wait(fullKV, 0);
   // the next step's work-list entry is read a step ahead
-  int refNext = iters > 0 ? wl.entries[2 * (e0 + rot % max(ne, 1)) + 1] : -1;
+  int refNext = iters > 0 ? wl.entries[2 * entry_of(0) + 1] : -1;
   // RED: where step j's dQ goes (its 64 x 64 chunk of the accumulator, fragment order, as
   // the writer addresses it), set where the step's query tile is read, before its dQ is ready
   float *dqDst = dqacc;
@@ -854,6 +911,50 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     }
   };
 
+  // keep: the first of the next step's dK and dV products adds to the accumulators (0 at
+  // PAIRS's second key tile: the products start them afresh)
+  int keep = 1;
+  // write dK (scaled) and dV for this warpgroup's keys of key tile k0
+  auto write_dkv = [&]() {
+    const long long ks = (long long)hkv * D;
+    if (gs > 1) {  // fp32 partials, unscaled: dk and dv point at gs slots of [sk][hkv][D]
+      float *kp = reinterpret_cast<float *>(dk) + (long long)part * sk * ks, *vp = reinterpret_cast<float *>(dv) + (long long)part * sk * ks;
+#pragma unroll
+      for (int r = 0; r < 2; r++) {
+        const int ki = k0 + kr + r * 8;
+        if (ki < sk) {
+          float *krow = kp + (long long)ki * ks + (long long)kvh * D, *vrow = vp + (long long)ki * ks + (long long)kvh * D;
+#pragma unroll
+          for (int j = 0; j < D / 8; j++) {
+            *reinterpret_cast<float2 *>(krow + j * 8 + 2 * t) = make_float2(dka[4 * j + 2 * r], dka[4 * j + 2 * r + 1]);
+            *reinterpret_cast<float2 *>(vrow + j * 8 + 2 * t) = make_float2(dva[4 * j + 2 * r], dva[4 * j + 2 * r + 1]);
+          }
+        }
+      }
+      return;
+    }
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+      const int ki = k0 + kr + r * 8;
+      if (ki < sk) {
+        T *krow = dk + (long long)ki * ks + (long long)kvh * D, *vrow = dv + (long long)ki * ks + (long long)kvh * D;
+#pragma unroll
+        for (int j = 0; j < D / 8; j++) {
+          *reinterpret_cast<unsigned *>(krow + j * 8 + 2 * t) = Ops<T>::pack(dka[4 * j + 2 * r] * scale, dka[4 * j + 2 * r + 1] * scale);
+          *reinterpret_cast<unsigned *>(vrow + j * 8 + 2 * t) = Ops<T>::pack(dva[4 * j + 2 * r], dva[4 * j + 2 * r + 1]);
+        }
+      }
+    }
+  };
+  // PAIRS: the first key tile's walk done (every group retired): its dK and dV out, the
+  // second's K and V in
+  auto next_tile = [&]() {
+    mbar_arrive(emptyKV);
+    write_dkv();
+    keep = 0;  // the next step's dK and dV start afresh
+    k0 = ktB * NB;
+    mbar_wait(fullKV, 1);
+  };
   // EARLY (OVB 2, sm90's backward at head dim 128 since call 31; both head dims in sm90be):
   // step it+1's S^T and dP^T are issued as soon as step it's dQ is staged, behind its dK, so
   // that the tensor cores go on from dK into them while this warpgroup waits (the two
@@ -880,7 +981,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     };
     // P^T (packed into pa) and dS^T (fp32, in dpt) of step j from its S^T and dP^T
     auto elementwise = [&](int j) {
-      const int sj = j % BST, ej = e0 + (j % ne + rot) % ne;
+      const int sj = j % BST, ej = entry_of(j);
       const int q0 = wl.entries[2 * ej] * BBM9, ref = wl.entries[2 * ej + 1];
       set_dq_dst(j, q0);
       const float *cL = sL + sj * BBM9, *cDs = sDs + sj * BBM9;
@@ -926,7 +1027,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
       reg_fence(dka);
       wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < 4; kk++) PV<T, D>::run(dva, pa[kk], sw128_at(loOm, kk * 16 * CHUNK * 2));
+      for (int kk = 0; kk < 4; kk++) PV<T, D>::run(dva, pa[kk], sw128_at(loOm, kk * 16 * CHUNK * 2), kk > 0 || keep);
       wgmma_commit();
     };
     // dS^T of step j to shared memory, then dQ and dK of step j, each committed
@@ -954,12 +1055,13 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
 #pragma unroll
         for (int kk = 0; kk < 4; kk++) {
           if constexpr (D == 128)
-            Ops<T>::template ss128<1>(dka, sw128_at(loA, kk * 32), sw128_at(loQm, kk * 16 * CHUNK * 2), 1);
+            Ops<T>::template ss128<1>(dka, sw128_at(loA, kk * 32), sw128_at(loQm, kk * 16 * CHUNK * 2), kk > 0 || keep);
           else
-            Ops<T>::template ss64<0, 1>(dka, sw128_at(loA, kk * 32), sw128_at(loQm, kk * 16 * CHUNK * 2), 1);
+            Ops<T>::template ss64<0, 1>(dka, sw128_at(loA, kk * 32), sw128_at(loQm, kk * 16 * CHUNK * 2), kk > 0 || keep);
         }
       }
       wgmma_commit();
+      keep = 1;
     };
     if (iters > 0) {
       issue_sdp(0);
@@ -979,6 +1081,11 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
       reg_fence(dva);
       reg_fence(dqa);
       stage_dq(dqa, it);
+      if (paired && it + 1 == itersA) {  // the first key tile's last step: dK retired, then the second's K and V
+        wgmma_wait<0>();
+        reg_fence(dka);
+        next_tile();
+      }
       issue_sdp(it + 1);  // behind dK
       wgmma_wait<1>();    // dK: the stage's Q is free
       reg_fence(dka);
@@ -1008,11 +1115,11 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
   for (int it = 0; !EARLY && it < iters; it++) {
     const int s = it % BST;
     const unsigned ph = (it / BST) & 1;
-    const int e = e0 + (it % ne + rot) % ne;
+    const int e = entry_of(it);
     const int q0 = wl.entries[2 * e] * BBM9;
     set_dq_dst(it, q0);
     const int ref = refNext;
-    if (it + 1 < iters) refNext = wl.entries[2 * (e0 + ((it + 1) % ne + rot) % ne) + 1];
+    if (it + 1 < iters) refNext = wl.entries[2 * entry_of(it + 1) + 1];
     const T *cQ = sQ + s * BBM9 * D, *cdO = sdO + s * BBM9 * D;
     const float *cL = sL + s * BBM9, *cDs = sDs + s * BBM9;
     T *dS = sdS + (it & 1) * NB * BBM9;
@@ -1076,7 +1183,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     // dV now, dK after dQ (below), so that dQ is staged while dK runs (issuing dK here,
     // beside dV, left the staging after the wait for all three: 3-5% slower, docs/perf.md)
 #pragma unroll
-    for (int kk = 0; kk < 4; kk++) PV<T, D>::run(dva, pa[kk], sw128_at(loOm, kk * 16 * CHUNK * 2));
+    for (int kk = 0; kk < 4; kk++) PV<T, D>::run(dva, pa[kk], sw128_at(loOm, kk * 16 * CHUNK * 2), kk > 0 || keep);
     wgmma_commit();
     store_ds(dS, sa);
     fence_async_smem();
@@ -1096,8 +1203,9 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     // staged while dK runs on the tensor cores; then the Q/dO stage is released
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < 4; kk++) PV<T, D>::run(dka, sa[kk], sw128_at(loQm, kk * 16 * CHUNK * 2));
+    for (int kk = 0; kk < 4; kk++) PV<T, D>::run(dka, sa[kk], sw128_at(loQm, kk * 16 * CHUNK * 2), kk > 0 || keep);
     wgmma_commit();
+    keep = 1;
     wgmma_wait<1>();
     reg_fence(dva);
     reg_fence(dqa);
@@ -1105,37 +1213,15 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     wgmma_wait<0>();
     reg_fence(dka);
     mbar_arrive(&emptyQ[s]);
+    if (paired && it + 1 == itersA && it + 1 < iters) next_tile();
   }
 
-  // write dK (scaled) and dV for this warpgroup's keys
-  const long long ks = (long long)hkv * D;
-  if (gs > 1) {  // fp32 partials, unscaled: dk and dv point at gs slots of [sk][hkv][D]
-    float *kp = reinterpret_cast<float *>(dk) + (long long)part * sk * ks, *vp = reinterpret_cast<float *>(dv) + (long long)part * sk * ks;
+  write_dkv();
+  if (paired && ktB >= 0 && neB == 0) {  // a second key tile with no work: its dK and dV are 0
 #pragma unroll
-    for (int r = 0; r < 2; r++) {
-      const int ki = k0 + kr + r * 8;
-      if (ki < sk) {
-        float *krow = kp + (long long)ki * ks + (long long)kvh * D, *vrow = vp + (long long)ki * ks + (long long)kvh * D;
-#pragma unroll
-        for (int j = 0; j < D / 8; j++) {
-          *reinterpret_cast<float2 *>(krow + j * 8 + 2 * t) = make_float2(dka[4 * j + 2 * r], dka[4 * j + 2 * r + 1]);
-          *reinterpret_cast<float2 *>(vrow + j * 8 + 2 * t) = make_float2(dva[4 * j + 2 * r], dva[4 * j + 2 * r + 1]);
-        }
-      }
-    }
-    return;
-  }
-#pragma unroll
-  for (int r = 0; r < 2; r++) {
-    const int ki = k0 + kr + r * 8;
-    if (ki < sk) {
-      T *krow = dk + (long long)ki * ks + (long long)kvh * D, *vrow = dv + (long long)ki * ks + (long long)kvh * D;
-#pragma unroll
-      for (int j = 0; j < D / 8; j++) {
-        *reinterpret_cast<unsigned *>(krow + j * 8 + 2 * t) = Ops<T>::pack(dka[4 * j + 2 * r] * scale, dka[4 * j + 2 * r + 1] * scale);
-        *reinterpret_cast<unsigned *>(vrow + j * 8 + 2 * t) = Ops<T>::pack(dva[4 * j + 2 * r], dva[4 * j + 2 * r + 1]);
-      }
-    }
+    for (int i = 0; i < OR; i++) dka[i] = dva[i] = 0.f;
+    k0 = ktB * NB;
+    write_dkv();
   }
 }
 

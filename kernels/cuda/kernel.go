@@ -75,6 +75,9 @@ func (v variant) withFn(fn string) variant { v.fn = fn; return v }
 // withAt64 is v with the entry point f at head dim 64.
 func (v variant) withAt64(f *variant) variant { v.at64 = f; return v }
 
+// withBars is v with n more mbarriers in its shared memory.
+func (v variant) withBars(n int) variant { v.sharedFixed += 8 * n; return v }
+
 // The kernel's entry points (docs/perf.md). sm_80 (attention.cu): the forward keeps Q in
 // registers, 8 warps of 16 query rows over 64-key tiles, mma.sync; the backward owns 128
 // keys with 8 warps. sm_90 (attention_sm90.cu): the forward is TMA + wgmma with one
@@ -128,6 +131,10 @@ var (
 		sharedFixed: 2*192*64*2 + 3*64*64*4 + 2*3*64*4 + 8*13 + 1024, transposedList: true, swizzledDQ: true, convC: true}
 	bwdSM90ET3 = variant{fn: "bwd90e", qTile: 64, kTile: 128, threads: 384, sharedPerDim: (2*128 + 6*64) * 2,
 		sharedFixed: 2*128*64*2 + 2*64*64*4 + 2*3*64*4 + 8*11 + 1024, transposedList: true, swizzledDQ: true, convC: true, at64: &bwdSM90T3}
+	// experiment sm90hp (LONGCA_BWD_PAIRS): bwdSM90ET with one barrier more (emptyKV: K and V
+	// loaded again for a block's second key tile)
+	bwdSM90TP  = bwdSM90T.withBars(1)
+	bwdSM90ETP = bwdSM90ET.withBars(1).withAt64(&bwdSM90TP)
 )
 
 // archVariant is a code path of the kernel: the entry points of its forward and backward
@@ -152,6 +159,9 @@ type archVariant struct {
 	// where the block-scheduler model says short rows leave the last wave part-empty
 	// (groupSplit; call 44, experiment sm90bg)
 	gsplit bool
+	// pairs, on sm90's backward (LONGCA_BWD_PAIRS): a block walks two key tiles,
+	// the heaviest unplaced with the lightest, heads inner (not when deterministic)
+	pairs bool
 	// defines are defined (as 1) at the top of attention_sm90.cu for this variant: a
 	// choice inside code every entry point shares (LONGCA_TILE_BITS_SPAN), or entry points
 	// a module that does not run them need not compile (LONGCA_FWD_LEAN)
@@ -171,6 +181,7 @@ var archVariants = []archVariant{
 	{name: "sm90br", doc: "experiment (not yet run on a GPU): sm90 with the backward's dQ added into the fp32 accumulator by the consumer warpgroups themselves, 16-byte vector reductions (red.global.add.v4.f32) straight from registers in fragment order, instead of a shared-memory stage, a proxy fence and the writer's bulk reduction (call 47: 10% of the d128 causal backward's stall samples on that fence, the arrive after it and the stage's wait); the deterministic backward keeps the writer", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ET, sched: schedByRule, k64: true, gsplit: true, defines: append([]string{"LONGCA_BWD_RED"}, sm90Defines...)},
 	{name: "sm90bp", doc: "experiment (not yet run on a GPU): sm90 with the backward's Q/dO ring (and its lse and Dsum) three stages deep instead of two, so that the producer loads step j+2's tiles while the consumers work on step j (call 47: 3.8% of the d128 causal backward's stall samples on the consumers' wait for the next step's Q and dO); 226.6 KB of shared memory at head dim 128, 194.6 KB at 64", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ET3, sched: schedByRule, k64: true, gsplit: true, defines: append([]string{"LONGCA_BWD_S3"}, sm90Defines...)},
 	{name: "sm90brp", doc: "experiment (not yet run on a GPU): sm90br and sm90bp together (dQ added from registers, the Q/dO ring three stages deep), for the case where both win on their own", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ET3, sched: schedByRule, k64: true, gsplit: true, defines: append([]string{"LONGCA_BWD_RED", "LONGCA_BWD_S3"}, sm90Defines...)},
+	{name: "sm90hp", doc: "experiment (not yet run on a GPU): sm90 with the backward's blocks walking two key tiles of their KV head each, the heaviest with the lightest, the first from its last query tile down and the second from its first up, the group's query heads inner (a query tile's heads one after the other): on causal rows every block is as long as a full row and the blocks running together walk the same query tiles, so that Q, dO and dQ stay in L2 (call 48: sm90's causal 16K backward read 17.4 GB from DRAM, L2 hit rate 74%, where cuDNN's read 1.4 GB, 98%; full's read 2.1 GB); one barrier more", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ETP, sched: schedByRule, k64: true, gsplit: true, pairs: true, defines: append([]string{"LONGCA_BWD_PAIRS"}, sm90Defines...)},
 	{name: "sm90s", doc: "sm90 with the forward always over 128-query x 64-key tiles, at both head dims (one side of sm90's tile rule)", major: 9, exact: true, fwd: fwdSM90S, bwd: bwdSM90ET, gsplit: true, sched: schedByRule, defines: sm90Defines},
 	{name: "sm90be", doc: "sm90 with the backward's next S^T and dP^T issued behind this step's dK at head dim 64 too (call 29: even with sm90 there)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90E, sched: schedByRule, k64: true, defines: sm90Defines},
 	{name: "sm90-c29", doc: "sm90 as it was before call 31 (call 29's default: 128 x 128 forward tiles on every mask, bwd90f's backward at both head dims; the block order by sm90's rule): kept to time the new default against", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90C, sched: schedByRule, defines: sm90Defines},

@@ -132,31 +132,32 @@ func TestThreeStageVariantsAskForTheirMemory(t *testing.T) {
 func TestBackwardSharedMatchesLayout(t *testing.T) {
 	src := SourceSM90()
 	prog := "#include <cstdio>\n" + extract(t, src, "constexpr int SBM = 128", "\n") + extract(t, src, "constexpr int CHUNK = 64;", "\n") +
-		extract(t, src, "constexpr int BBM9 = 64", "\n") + extract(t, src, "template <int D, int NB = BBN9, int ST = STAGES> struct BwdLayout {", "\n};\n") + `
-template <int D, int NB, int ST> void show() { printf("%d %d %d %d %d\n", D, NB, ST, BwdLayout<D, NB, ST>::kBytes, BwdLayout<D, NB, ST>::kNC); }
-int main() { show<64, 128, 2>(); show<128, 128, 2>(); show<64, 192, 2>(); show<128, 128, 3>(); show<64, 192, 3>(); return 0; }
+		extract(t, src, "constexpr int BBM9 = 64", "\n") + extract(t, src, "template <int D, int NB = BBN9, int ST = STAGES, int XB = 0> struct BwdLayout {", "\n};\n") + `
+template <int D, int NB, int ST, int XB> void show() { printf("%d %d %d %d %d %d\n", D, NB, ST, XB, BwdLayout<D, NB, ST, XB>::kBytes, BwdLayout<D, NB, ST, XB>::kNC); }
+int main() { show<64, 128, 2, 0>(); show<128, 128, 2, 0>(); show<64, 192, 2, 0>(); show<128, 128, 3, 0>(); show<64, 192, 3, 0>();
+  show<128, 128, 2, 1>(); show<64, 192, 2, 1>(); return 0; }
 `
 	out, err := exec.Command(hostcc.Compile(t, "bwdlayout", prog)).Output()
 	if err != nil {
 		t.Fatal(err)
 	}
-	type key struct{ d, nb, st int }
+	type key struct{ d, nb, st, xb int }
 	layout := map[key][2]int{}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		var d, nb, st, bytes, nc int
-		if _, err := fmt.Sscan(line, &d, &nb, &st, &bytes, &nc); err != nil {
+		var d, nb, st, xb, bytes, nc int
+		if _, err := fmt.Sscan(line, &d, &nb, &st, &xb, &bytes, &nc); err != nil {
 			t.Fatalf("line %q: %v", line, err)
 		}
-		layout[key{d, nb, st}] = [2]int{bytes, nc}
+		layout[key{d, nb, st, xb}] = [2]int{bytes, nc}
 	}
 	for _, c := range []struct {
-		v         variant
-		d, nb, st int
-	}{{bwdSM90F, 64, 128, 2}, {bwdSM90F, 128, 128, 2}, {bwdSM90C, 128, 128, 2}, {bwdSM90E, 128, 128, 2}, {bwdSM90T, 64, 192, 2},
-		{bwdSM90ET3, 128, 128, 3}, {bwdSM90T3, 64, 192, 3}} {
-		l, ok := layout[key{c.d, c.nb, c.st}]
+		v             variant
+		d, nb, st, xb int
+	}{{bwdSM90F, 64, 128, 2, 0}, {bwdSM90F, 128, 128, 2, 0}, {bwdSM90C, 128, 128, 2, 0}, {bwdSM90E, 128, 128, 2, 0}, {bwdSM90T, 64, 192, 2, 0},
+		{bwdSM90ET3, 128, 128, 3, 0}, {bwdSM90T3, 64, 192, 3, 0}, {bwdSM90ETP, 128, 128, 2, 1}, {*bwdSM90ETP.at64, 64, 192, 2, 1}} {
+		l, ok := layout[key{c.d, c.nb, c.st, c.xb}]
 		if !ok {
-			t.Fatalf("no layout for D %d NB %d stages %d in %q", c.d, c.nb, c.st, out)
+			t.Fatalf("no layout for D %d NB %d stages %d extra barriers %d in %q", c.d, c.nb, c.st, c.xb, out)
 		}
 		if got := c.v.shared(c.d); got != l[0] {
 			t.Errorf("%s at head dim %d, %d stages: the variant asks for %d bytes, BwdLayout<%d, %d, %d> takes %d", c.v.fn, c.d, c.st, got, c.d, c.nb, c.st, l[0])

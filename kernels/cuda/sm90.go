@@ -489,14 +489,18 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 		if p.HeadsKV*gs > 65535 { // the key-tiles-fast grid puts the heads in grid y (at most 65535)
 			sched &^= 2
 		}
-		sched |= int32(gs) << 4 // the group split, in bits 4-7: 1 is no split
-		if gs > 1 {             // the kernel writes fp32 partials of dK and dV, summed below
+		sched |= int32(gs) << 4     // the group split, in bits 4-7: 1 is no split
+		perHead := dl.w.RowTiles    // a head's blocks
+		if k.arch.pairs && !k.det { // two key tiles a block (LONGCA_BWD_PAIRS): half the blocks
+			perHead = (perHead + 1) / 2
+		}
+		if gs > 1 { // the kernel writes fp32 partials of dK and dV, summed below
 			args[7], args[8] = kpart, vpart
 		}
 		args = append(args, dl.ranks, locks, sched, dqacc)
-		grid := cuda.Dim3{X: p.HeadsKV * gs, Y: dl.w.RowTiles}
+		grid := cuda.Dim3{X: p.HeadsKV * gs, Y: perHead}
 		if sched&2 != 0 && !k.det { // key tiles the fast index
-			grid = cuda.Dim3{X: dl.w.RowTiles, Y: p.HeadsKV * gs}
+			grid = cuda.Dim3{X: perHead, Y: p.HeadsKV * gs}
 		}
 		if err := main.Launch(grid, cuda.Dim3{X: bv.threads}, shared, st, args...); err != nil {
 			return err
