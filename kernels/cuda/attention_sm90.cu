@@ -151,13 +151,6 @@ DEV void bulk_reduce_add_f32(float *dst, const float *src, unsigned bytes) {
                : "memory");
 }
 DEV void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
-// Adds four fp32 at dst (16-byte aligned, global memory) as one vector reduction (sm_90;
-// ptxas makes it REDG.E.ADD.F32x4.FTZ.RN: subnormal sums flush to zero, far below dQ's).
-DEV void red_add_v4(float *dst, float a, float b, float c, float d) {
-  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(reinterpret_cast<unsigned long long>(dst)), "f"(a), "f"(b),
-               "f"(c), "f"(d)
-               : "memory");
-}
 DEV void bulk_wait_read0() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
 DEV void bulk_wait0() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 // Orders this thread's ordinary shared-memory writes before later reads by the async
@@ -618,34 +611,19 @@ constexpr bool STSM = true;
 #else
 constexpr bool STSM = false;
 #endif
-// RED (experiment sm90br): the consumers add their dQ (fragment order, F) into the fp32
-// accumulator themselves, by 16-byte vector reductions from registers, instead of staging
-// it in shared memory for the writer's bulk reduction: no stage, no proxy fence, no wait
-// for the stage to come back (call 47's stall samples: 10% of the d128 causal backward's on
-// that fence, the arrive after it and the stage's wait). The deterministic backward keeps
-// the writer (its turns order the adds).
-#ifdef LONGCA_BWD_RED
-constexpr bool RED = true;
-#else
-constexpr bool RED = false;
-#endif
-// BST (experiment sm90bp): the backward's Q/dO ring three stages deep instead of two
-// (call 47's stall samples: 3.8% of the d128 causal backward's on the consumers' wait for
-// the next step's Q and dO); 226.6 KB of shared memory at D = 128, 194.6 KB at 64.
-#ifdef LONGCA_BWD_S3
-constexpr int BST = 3;
-#else
+// BST: the depth of the backward's Q/dO ring (three, experiment sm90bp, lost at head dim
+// 128 in call 49's session: docs/perf.md "Call 48").
 constexpr int BST = STAGES;
-#endif
-// PAIRS (experiment sm90hp): a block walks two key tiles
-// of its KV head one after the other, the heaviest still unplaced with the lightest
-// (order[x], then order[rows - 1 - x]), the first from its last query tile down, the second
-// from its first query tile up, and every step the group's query heads of one query tile
-// in turn (heads inner). On causal rows every block is then as long as a full row and the
-// blocks running together walk the same query tiles at the same time, as on full: call 48
-// measured causal 16K's backward reading 17.4 GB from DRAM (L2 hit rate 74%) where cuDNN's
-// read 1.4 GB (98%), and a model of L2 (scratch, docs/perf.md) put the paired walk at
-// 1.9 GB. K and V are loaded again between the two tiles, behind an emptyKV barrier.
+// PAIRS (sm90's since call 50; experiment sm90hp in call 49): where the host sets sched
+// bit 3 (pairsPay: causal-shaped rows at head dim 128), a block walks two key tiles of its
+// KV head one after the other, the heaviest still unplaced with the lightest (order[x],
+// then order[rows - 1 - x]), the first from its last query tile down, the second from its
+// first query tile up, and every step the group's query heads of one query tile in turn
+// (heads inner). On causal rows every block is then as long as a full row and the blocks
+// running together walk the same query tiles at the same time, as on full, so that Q, dO
+// and dQ stay in L2: call 48 measured causal 16K's backward reading 17.4 GB from DRAM (L2
+// hit rate 74%) where cuDNN's read 1.4 GB, and at 32K 73 GB; paired, 2.0 and 5.2 GB (call
+// 49). K and V are loaded again between the two tiles, behind the emptyKV barrier.
 #ifdef LONGCA_BWD_PAIRS
 constexpr bool PAIRS = true;
 #else
@@ -699,7 +677,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
   const int xi = ktFast ? blockIdx.x : blockIdx.y, rows = wl.row_tiles;
   const int *lstart = wl.start + list * (rows + 1);
   // PAIRS: this block's second key tile (ktB, its entries eB0.., neB of them), -1 if none
-  constexpr bool paired = PAIRS && !DET;  // (the host launches half the blocks a head)
+  const bool paired = PAIRS && !DET && (sched & 8);  // (the host then launches half the blocks a head)
   const int kt = DET ? (int)blockIdx.y : wl.order[list * rows + xi];
   const int ktB = paired && rows - 1 - xi > xi ? wl.order[list * rows + rows - 1 - xi] : -1;
   const int e0 = lstart[kt], e1 = lstart[kt + 1];
@@ -723,18 +701,11 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
       e = e0 + (it % ne + rot) % ne;
     }
   };
-  auto head_of = [&](int it) {
-    int h, e;
-    step_at(it, h, e);
-    return h;
-  };
   auto entry_of = [&](int it) {
     int h, e;
     step_at(it, h, e);
     return e;
   };
-  // RED: the consumers add their own dQ, with no writer (not in the deterministic backward)
-  constexpr bool OWN_DQ = RED && F && !DET;
   int k0 = kt * NB;  // the key tile being walked (PAIRS: ktB's from step itersA)
 
   if (tid == 0) {
@@ -789,9 +760,8 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     }
     // the dQ writer: lane 0 of warp 1, serving every consumer warpgroup in turn (a stage is
     // handed back once all of a step's stages have been read; a writer per warpgroup,
-    // experiment sm90bw, measured level in call 44); none where the consumers add their
-    // own (RED)
-    if (tid == 32 && !OWN_DQ) {
+    // experiment sm90bw, measured level in call 44)
+    if (tid == 32) {
       for (int it = 0; it < iters; it++) {
         int h, e;
         step_at(it, h, e);
@@ -848,23 +818,9 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
   if (iters > 0) mbar_wait(fullKV, 0);
   // the next step's work-list entry is read a step ahead
   int refNext = iters > 0 ? wl.entries[2 * entry_of(0) + 1] : -1;
-  // RED: where step j's dQ goes (its 64 x 64 chunk of the accumulator, fragment order, as
-  // the writer addresses it), set where the step's query tile is read, before its dQ is ready
-  float *dqDst = dqacc;
-  auto set_dq_dst = [&](int j, int q0) {
-    if constexpr (OWN_DQ) {
-      dqDst = dqacc + (((long long)head_of(j) * (sq_pad / BBM9) + q0 / BBM9) * (D / 64) + (L::kSplit ? cw : 0)) * (BBM9 * 64);
-    }
-  };
   // stage dQ * scale as fp32 rows of 64 columns (the j-th dQ of the walk) and hand it to
-  // the writer, who adds it into the accumulator (RED: add it from registers instead)
+  // the writer, who adds it into the accumulator
   auto stage_dq = [&](float(&dqa)[32], int j) {
-    if constexpr (OWN_DQ) {  // straight from registers: 8 coalesced 16-byte reductions
-#pragma unroll
-      for (int jj = 0; jj < 8; jj++)
-        red_add_v4(dqDst + dq_frag_slot(lt, jj) * 4, dqa[4 * jj], dqa[4 * jj + 1], dqa[4 * jj + 2], dqa[4 * jj + 3]);
-      return;
-    }
     mbar_wait(&dqEmpty[cw], (j & 1) ^ 1);  // the writer has read the last one
     if (F) {  // unscaled, in fragment order: 8 conflict-free 16-byte stores
 #pragma unroll
@@ -983,7 +939,6 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     auto elementwise = [&](int j) {
       const int sj = j % BST, ej = entry_of(j);
       const int q0 = wl.entries[2 * ej] * BBM9, ref = wl.entries[2 * ej + 1];
-      set_dq_dst(j, q0);
       const float *cL = sL + sj * BBM9, *cDs = sDs + sj * BBM9;
       if (ref < 0) {  // a full tile: no pair to test
 #pragma unroll
@@ -1117,7 +1072,6 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     const unsigned ph = (it / BST) & 1;
     const int e = entry_of(it);
     const int q0 = wl.entries[2 * e] * BBM9;
-    set_dq_dst(it, q0);
     const int ref = refNext;
     if (it + 1 < iters) refNext = wl.entries[2 * entry_of(it + 1) + 1];
     const T *cQ = sQ + s * BBM9 * D, *cdO = sdO + s * BBM9 * D;

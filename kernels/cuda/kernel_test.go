@@ -103,27 +103,6 @@ func TestVariantsMatchSource(t *testing.T) {
 	}
 }
 
-// A variant compiled with the three-stage backward ring (LONGCA_BWD_S3) asks for the
-// three-stage shared memory at both head dims, and no other variant does: a mismatch would
-// allocate too little and put the barriers past the end of shared memory.
-func TestThreeStageVariantsAskForTheirMemory(t *testing.T) {
-	n := 0
-	for _, av := range archVariants {
-		s3 := slices.Contains(av.defines, "LONGCA_BWD_S3")
-		b64 := av.bwd.at(64)
-		three := av.bwd.fn == bwdSM90ET3.fn && av.bwd.shared(128) == bwdSM90ET3.shared(128) && b64.shared(64) == bwdSM90T3.shared(64)
-		if s3 != three {
-			t.Errorf("%s: LONGCA_BWD_S3 %v, three-stage shared memory %v (d128 %d, d64 %d bytes)", av.name, s3, three, av.bwd.shared(128), b64.shared(64))
-		}
-		if s3 {
-			n++
-		}
-	}
-	if n == 0 {
-		t.Error("no variant defines LONGCA_BWD_S3: the check above checked nothing")
-	}
-}
-
 // The Hopper backward's shared memory as BwdLayout<D, NB> lays it out (attention_sm90.cu,
 // compiled with the host C++ compiler) is what the variants ask for at launch: the kernel
 // has no check of its own, and a short allocation would be overrun. The variants' key tiles
@@ -134,8 +113,8 @@ func TestBackwardSharedMatchesLayout(t *testing.T) {
 	prog := "#include <cstdio>\n" + extract(t, src, "constexpr int SBM = 128", "\n") + extract(t, src, "constexpr int CHUNK = 64;", "\n") +
 		extract(t, src, "constexpr int BBM9 = 64", "\n") + extract(t, src, "template <int D, int NB = BBN9, int ST = STAGES, int XB = 0> struct BwdLayout {", "\n};\n") + `
 template <int D, int NB, int ST, int XB> void show() { printf("%d %d %d %d %d %d\n", D, NB, ST, XB, BwdLayout<D, NB, ST, XB>::kBytes, BwdLayout<D, NB, ST, XB>::kNC); }
-int main() { show<64, 128, 2, 0>(); show<128, 128, 2, 0>(); show<64, 192, 2, 0>(); show<128, 128, 3, 0>(); show<64, 192, 3, 0>();
-  show<128, 128, 2, 1>(); show<64, 192, 2, 1>(); return 0; }
+int main() { show<64, 128, 2, 0>(); show<128, 128, 2, 0>(); show<64, 192, 2, 0>();
+  show<64, 128, 2, 1>(); show<128, 128, 2, 1>(); show<64, 192, 2, 1>(); return 0; }
 `
 	out, err := exec.Command(hostcc.Compile(t, "bwdlayout", prog)).Output()
 	if err != nil {
@@ -154,7 +133,7 @@ int main() { show<64, 128, 2, 0>(); show<128, 128, 2, 0>(); show<64, 192, 2, 0>(
 		v             variant
 		d, nb, st, xb int
 	}{{bwdSM90F, 64, 128, 2, 0}, {bwdSM90F, 128, 128, 2, 0}, {bwdSM90C, 128, 128, 2, 0}, {bwdSM90E, 128, 128, 2, 0}, {bwdSM90T, 64, 192, 2, 0},
-		{bwdSM90ET3, 128, 128, 3, 0}, {bwdSM90T3, 64, 192, 3, 0}, {bwdSM90ETP, 128, 128, 2, 1}, {*bwdSM90ETP.at64, 64, 192, 2, 1}} {
+		{bwdSM90ETP, 128, 128, 2, 1}, {*bwdSM90ETP.at64, 64, 192, 2, 1}} {
 		l, ok := layout[key{c.d, c.nb, c.st, c.xb}]
 		if !ok {
 			t.Fatalf("no layout for D %d NB %d stages %d extra barriers %d in %q", c.d, c.nb, c.st, c.xb, out)
@@ -165,6 +144,34 @@ int main() { show<64, 128, 2, 0>(); show<128, 128, 2, 0>(); show<64, 192, 2, 0>(
 		if c.v.kTile != c.nb || c.v.threads != 128*(1+l[1]) {
 			t.Errorf("%s at head dim %d: %d keys, %d threads; the layout has %d keys and %d consumer warpgroups", c.v.fn, c.d, c.v.kTile, c.v.threads, c.nb, l[1])
 		}
+	}
+	// every sm90 variant's backward at both head dims: a module compiled with
+	// LONGCA_BWD_PAIRS lays out one barrier more (emptyKV), and only such a module pairs
+	paired := 0
+	for _, av := range archVariants {
+		if av.major != 9 {
+			continue
+		}
+		xb := 0
+		if slices.Contains(av.defines, "LONGCA_BWD_PAIRS") {
+			xb, paired = 1, paired+1
+		} else if av.pairs {
+			t.Errorf("%s pairs the backward's key tiles without LONGCA_BWD_PAIRS", av.name)
+		}
+		for _, d := range []int{64, 128} {
+			bv := av.bwd.at(d)
+			l, ok := layout[key{d, bv.kTile, 2, xb}]
+			if !ok {
+				t.Errorf("%s at head dim %d: no layout for %d keys, %d extra barriers", av.name, d, bv.kTile, xb)
+				continue
+			}
+			if bv.shared(d) != l[0] {
+				t.Errorf("%s at head dim %d: the backward asks for %d bytes, its layout (%d extra barriers) takes %d", av.name, d, bv.shared(d), xb, l[0])
+			}
+		}
+	}
+	if paired == 0 {
+		t.Error("no variant defines LONGCA_BWD_PAIRS: the check above checked nothing")
 	}
 }
 

@@ -256,15 +256,67 @@ func groupSplit(w *WorkList, heads, group, slots int, sched int32) int {
 	return best
 }
 
+// pairsPay says whether sm90's backward walks the key tiles of w in pairs (sched bit 3,
+// LONGCA_BWD_PAIRS) at head dim d: at 128, where the rows' lengths differ (a coefficient of
+// variation above 0.25) and the pairs' (the heaviest row with the lightest, as the kernel
+// pairs them) are even, within 5%: causal-shaped rows, whose paired blocks are then all as
+// long as one another and walk the same query tiles together, as full's rows do. Call 49
+// timed the pairs on every block of five masks at 8K-48K: causal +1 to +8% (the DRAM bytes
+// of one causal 32K backward 73 GB unpaired, 5.2 paired), but sliding_window_causal -28%
+// and full_document -4 to -9% (even rows: half the blocks, each walking two windows),
+// causal_document -8 to +4%, full level, and at head dim 64 (a KV head's Q, dO and dQ half
+// as large against L2) -1 to -23% on all four masks timed.
+func pairsPay(w *WorkList, d int) bool {
+	if d != 128 || w.RowTiles < 2 {
+		return false
+	}
+	r := w.RowTiles
+	for l := 0; l < w.Lists; l++ {
+		n := func(i int) float64 {
+			kt := int(w.Order[l*r+i])
+			return float64(w.Start[l*(r+1)+kt+1] - w.Start[l*(r+1)+kt])
+		}
+		var rows, pairs []float64
+		for i := 0; i < r; i++ {
+			rows = append(rows, n(i))
+		}
+		for i := 0; i < r-1-i; i++ {
+			pairs = append(pairs, n(i)+n(r-1-i))
+		}
+		if cv(rows) <= 0.25 || cv(pairs) > 0.05 {
+			return false
+		}
+	}
+	return true
+}
+
+// cv is the coefficient of variation of xs (0 where their mean is 0).
+func cv(xs []float64) float64 {
+	var s, s2 float64
+	for _, x := range xs {
+		s += x
+	}
+	m := s / float64(len(xs))
+	if m == 0 {
+		return 0
+	}
+	for _, x := range xs {
+		s2 += (x - m) * (x - m)
+	}
+	return math.Sqrt(s2/float64(len(xs))) / m
+}
+
 // backwardPlan is the order and the group split this kernel's variant runs the backward of
 // a device list with, for heads KV heads of group query heads each at head dimension d:
 // the variant's own order or backwardOrder's, and groupSplit's parts where the variant
 // splits (sm90's, at head dim 64 only: the kernel splits nothing at 128; 1 elsewhere, when
-// deterministic, or where the grid's head dimension would pass 65535). Decided once per
-// list and head shape (the model walks every block: about 0.1 ms at 48K).
+// deterministic, or where the grid's head dimension would pass 65535), with bit 3 set where
+// the variant pairs key tiles and pairsPay says so (never when deterministic). Decided once
+// per list and head shape (the model walks every block: about 0.1 ms at 48K).
 func (k *Kernel) backwardPlan(dl *deviceList, heads, group, d int) (int32, int) {
 	byRule, split := k.arch.sched == schedByRule, k.arch.gsplit && d == 64 && !k.det && heads*4 <= 65535
-	if !byRule && !split {
+	pairs := k.arch.pairs && !k.det
+	if !byRule && !split && !pairs {
 		return k.arch.sched, 1
 	}
 	key := [4]int{heads, group, k.blockSlots(), d}
@@ -280,6 +332,9 @@ func (k *Kernel) backwardPlan(dl *deviceList, heads, group, d int) (int32, int) 
 	}
 	if split {
 		g = groupSplit(dl.w, heads, group, key[2], o)
+	}
+	if pairs && pairsPay(dl.w, d) {
+		o |= 8
 	}
 	k.mu.Lock()
 	dl.sched, dl.split, dl.planFor = o, g, key
@@ -489,9 +544,9 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 		if p.HeadsKV*gs > 65535 { // the key-tiles-fast grid puts the heads in grid y (at most 65535)
 			sched &^= 2
 		}
-		sched |= int32(gs) << 4     // the group split, in bits 4-7: 1 is no split
-		perHead := dl.w.RowTiles    // a head's blocks
-		if k.arch.pairs && !k.det { // two key tiles a block (LONGCA_BWD_PAIRS): half the blocks
+		sched |= int32(gs) << 4  // the group split, in bits 4-7: 1 is no split
+		perHead := dl.w.RowTiles // a head's blocks
+		if sched&8 != 0 {        // two key tiles a block (pairsPay): half the blocks
 			perHead = (perHead + 1) / 2
 		}
 		if gs > 1 { // the kernel writes fp32 partials of dK and dV, summed below

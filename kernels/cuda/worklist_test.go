@@ -555,3 +555,39 @@ func TestGroupSplitGPUTestShapes(t *testing.T) {
 		t.Errorf("per-head lists 6:3 at 512: split %d, want 2", got)
 	}
 }
+
+// sm90's pairing rule pairs causal's rows at head dim 128, every length of call 49's, and
+// none of the four other masks timed there (where pairs lost), nor anything at head dim 64;
+// the plan carries it as sched bit 3 only on a variant that pairs and not when deterministic.
+func TestPairsPay(t *testing.T) {
+	for _, s := range []int{8192, 16384, 32768, 49152} {
+		for _, m := range []string{"causal", "full", "sliding_window_causal", "full_document", "causal_document"} {
+			w := backwardList(t, 42, s, m)
+			if got, want := pairsPay(w, 128), m == "causal"; got != want {
+				t.Errorf("%s %d at head dim 128: pairs %v, want %v", m, s, got, want)
+			}
+			if pairsPay(w, 64) {
+				t.Errorf("%s %d at head dim 64: paired", m, s)
+			}
+		}
+	}
+	w := backwardList(t, 42, 16384, "causal")
+	dl := &deviceList{w: w}
+	for _, c := range []struct {
+		variant string
+		det     bool
+		d       int
+		want    bool
+	}{{"sm90", false, 128, true}, {"sm90", true, 128, false}, {"sm90", false, 64, false}, {"sm90np", false, 128, false}, {"sm90fk", false, 128, true}} {
+		av, err := pickVariant(c.variant, 9, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := &Kernel{arch: av, det: c.det}
+		dl.planFor = [4]int{}
+		sched, _ := k.backwardPlan(dl, 8, 8, c.d)
+		if got := sched&8 != 0; got != c.want {
+			t.Errorf("%s (deterministic %v) at head dim %d: sched %#x, paired %v, want %v", c.variant, c.det, c.d, sched, got, c.want)
+		}
+	}
+}
