@@ -244,8 +244,12 @@ func TestBackwardOrderRule(t *testing.T) {
 			want int32
 		}{{"sm90", c.want}, {"sm90fk", schedKTFast}, {"sm90fn", schedNoRot}, {"sm90-prev", c.want}, {"sm90-c29", c.want}} {
 			k := &Kernel{arch: variantNamed(t, v.name)}
-			if got, _ := k.backwardPlan(&deviceList{w: w}, 8, 8, 128); got != v.want {
-				t.Errorf("%s %v %d: order %d, want %d", v.name, c.masks, c.s, got, v.want)
+			got, _ := k.backwardPlan(&deviceList{w: w}, 8, 8, 128)
+			if got&^8 != v.want { // the order's bits (bit 3, the pairs: TestPairsPay)
+				t.Errorf("%s %v %d: order %d, want %d", v.name, c.masks, c.s, got&^8, v.want)
+			}
+			if paired := got&8 != 0; paired != (k.arch.pairs && pairsPay(w, 128)) {
+				t.Errorf("%s %v %d: paired %v, pairsPay %v", v.name, c.masks, c.s, paired, pairsPay(w, 128))
 			}
 		}
 	}
@@ -397,7 +401,7 @@ func TestBackwardOrderCall30(t *testing.T) {
 // A device list keeps the model's order for its head shape and decides again for another.
 func TestBackwardPlanCaches(t *testing.T) {
 	w := backwardList(t, 42, 8192, "causal")
-	k := &Kernel{arch: variantNamed(t, "sm90")}
+	k := &Kernel{arch: variantNamed(t, "sm90np")} // (the order alone: sm90 pairs causal's key tiles too)
 	dl := &deviceList{w: w}
 	if got, _ := k.backwardPlan(dl, 8, 8, 128); got != schedNoRot || dl.sched != schedNoRot || dl.planFor != [4]int{8, 8, 132, 128} {
 		t.Fatalf("causal 8K, 8 KV heads: order %d, kept %d for %v; want heaviest first kept for [8 8 132 128]", got, dl.sched, dl.planFor)
@@ -410,8 +414,8 @@ func TestBackwardPlanCaches(t *testing.T) {
 		t.Errorf("another head shape: order %d kept for %v, want the model's for [66 1 132 128]", got, dl.planFor)
 	}
 	k2 := &Kernel{arch: variantNamed(t, "sm90fk")}
-	if got, _ := k2.backwardPlan(&deviceList{w: w}, 8, 8, 128); got != schedKTFast {
-		t.Errorf("sm90fk: order %d, want its own %d", got, schedKTFast)
+	if got, _ := k2.backwardPlan(&deviceList{w: w}, 8, 8, 128); got&^8 != schedKTFast {
+		t.Errorf("sm90fk: order %d, want its own %d", got&^8, schedKTFast)
 	}
 }
 
