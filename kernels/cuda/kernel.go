@@ -173,6 +173,7 @@ var archVariants = []archVariant{
 	{name: "sm90-plain", doc: "sm90 with the forward never persistent (a block per query tile), whatever the rows: to time both sides of sm90's rule", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ETP, gsplit: true, pairs: true, sched: schedByRule, persist: -1, k64: true, defines: sm90Defines},
 	{name: "sm90fk", doc: "sm90 with the backward's key tiles of a head always together (one side of sm90's order rule)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ETP, gsplit: true, pairs: true, sched: schedKTFast, k64: true, defines: sm90Defines},
 	{name: "sm90fn", doc: "sm90 with the backward's key tiles always heaviest first over all heads (the other side of sm90's order rule)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ETP, gsplit: true, pairs: true, sched: schedNoRot, k64: true, defines: sm90Defines},
+	{name: "sm90-unp", doc: "sm90 compiled without LONGCA_BWD_PAIRS (the backward has neither the pairs' code nor their barrier, so never pairs): to time what the pairs' code costs the blocks it leaves unpaired (call 51's suite: full's backward 0.96-1.00x cuDNN, from 0.99-1.00 in call 45)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ET, gsplit: true, sched: schedByRule, k64: true, defines: withoutDefine(sm90Defines, "LONGCA_BWD_PAIRS")},
 	{name: "sm90np", doc: "sm90 with the backward never walking key tiles in pairs (the other side of sm90's pairing rule; sm90 as it was before call 50 but for the pairing's code)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ETP, gsplit: true, sched: schedByRule, k64: true, defines: sm90Defines},
 	{name: "sm90s", doc: "sm90 with the forward always over 128-query x 64-key tiles, at both head dims (one side of sm90's tile rule)", major: 9, exact: true, fwd: fwdSM90S, bwd: bwdSM90ETP, gsplit: true, pairs: true, sched: schedByRule, defines: sm90Defines},
 	{name: "sm90be", doc: "sm90 with the backward's next S^T and dP^T issued behind this step's dK at head dim 64 too (call 29: even with sm90 there)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90E.withBars(1), sched: schedByRule, k64: true, defines: sm90Defines},
@@ -186,6 +187,17 @@ var archVariants = []archVariant{
 // over 128 x 64 tiles (block-sparse maps), the early backward's (d128), the three-consumer
 // backward's (d64), the backward's dS^T by stmatrix (call 40, experiment sm90bs: +2 to +5%
 // at both head dims), and the partial tiles' bits by interval arithmetic.
+// withoutDefine is defines less name (a new slice).
+func withoutDefine(defines []string, name string) []string {
+	var out []string
+	for _, d := range defines {
+		if d != name {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
 var sm90Defines = []string{"LONGCA_FWD_UNIFORM", "LONGCA_FWD_OVL", "LONGCA_FWD_THREE", "LONGCA_FWD_K64", "LONGCA_BWD_EARLY", "LONGCA_BWD_THREE", "LONGCA_BWD_STSM", "LONGCA_TILE_BITS_SPAN", "LONGCA_BWD_PAIRS"}
 
 // sourceSM90 is attention_sm90.cu as this variant compiles it: its defines first.

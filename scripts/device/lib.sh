@@ -17,14 +17,15 @@ call_start() {
 	t0=$(date +%s)
 }
 
-# step NAME CAP ARGS...: `bin/longca ARGS --heads 64:8 --out $out/t/NAME --run-id NAME`,
+# step NAME CAP ARGS...: `bin/longca ARGS --heads 64:8 --out $out/t/NAME --run-id NAME`
+# (LONGCA_BIN names another binary),
 # stopped with SIGINT at CAP seconds or at the budget (the rows kept), one summary line.
 step() {
 	_name=$1 _cap=$2
 	shift 2
 	_left=$((budget - ($(date +%s) - t0)))
 	[ "$_left" -gt 15 ] || { echo "# $_name skipped (time)" >>"$out/t/summary.txt"; return; }
-	timeout -s INT -k 10 $((_left < _cap ? _left : _cap)) bin/longca "$@" --heads 64:8 --out "$out/t/$_name" --run-id "$_name" >"$out/t/$_name.log" 2>&1
+	timeout -s INT -k 10 $((_left < _cap ? _left : _cap)) ${LONGCA_BIN:-bin/longca} "$@" --heads 64:8 --out "$out/t/$_name" --run-id "$_name" >"$out/t/$_name.log" 2>&1
 	echo "# $_name rc=$? at $(($(date +%s) - t0)) s: $(grep '^# Cases' "$out/t/$_name.log" | sed 's/Avg.*//')" >>"$out/t/summary.txt"
 }
 

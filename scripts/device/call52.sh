@@ -1,0 +1,33 @@
+#!/bin/sh
+# Call 52 (prepared 2026-12-04, sixth session; not yet run): does the key-tile pairs' code
+# cost the blocks it leaves unpaired? Call 51's `longca run` had full's d128 backward at
+# 0.96-1.00x cuDNN where call 45's had 0.99-1.00 (different calls; sm90np, the same code
+# never pairing, measured level with sm90 on full in call 50). Interleaved, 64:8, checked,
+# the backward at d128 on the five masks cuDNN runs whole and at d64 on four, 8K-48K:
+#   sm90 (pairs by rule) / c47 (commit 0f6a536's sm90, bin/longca-c47) / sm90-unp (compiled
+#   without the pairs) / cudnn / sm90 / c47
+# Prediction: level within 1% on every unpaired cell (full, the documents, the window, d64);
+# if c47 or sm90-unp leads by 2% or more, the pairs move to their own entry point.
+# Needs bin/longca-c47.gz (sh scripts/device/build-c47.sh) carried beside bin/longca.gz.
+# Bounded to 330 s; the tables last; logs packed as OUT/t.tgz.
+#   sh scripts/device/call52.sh OUT
+set -u
+out=${1:?usage: call52.sh OUT}
+. scripts/device/lib.sh
+call_start ${BUDGET:-330} longca longca-c47 || exit 1
+runs="sm90 c47 sm90-unp cudnn sm90 c47"
+n=0
+for v in $runs; do
+	sel="--kernels cuda --variant $v" bin=bin/longca
+	[ "$v" = cudnn ] && sel="--kernels cudnn"
+	[ "$v" = c47 ] && sel="--kernels cuda --variant sm90" bin=bin/longca-c47
+	LONGCA_BIN=$bin step "d128-$n-$v" 60 kernel $sel --masks full,causal,full_document,causal_document,sliding_window_causal --seqlens 8K,16K,32K,48K --passes bwd -w 3 -n 10
+	LONGCA_BIN=$bin step "d64-$n-$v" 30 kernel $sel --head-dim 64 --masks full,causal,causal_document,sliding_window_causal --seqlens 8K,16K,32K,48K --passes bwd -w 3 -n 10
+	n=$((n + 1))
+done
+cat "$out/t/summary.txt"
+for d in d128 d64; do
+	echo "=== $d backward TFLOP/s: mask seqlen, then" $runs
+	join_runs $d $runs
+done
+tar -C "$out" -czf "$out/t.tgz" t && rm -rf "$out/t"
