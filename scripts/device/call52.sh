@@ -9,12 +9,12 @@
 # Prediction: level within 1% on every unpaired cell (full, the documents, the window, d64);
 # if c47 or sm90-unp leads by 2% or more, the pairs move to their own entry point.
 # Needs bin/longca-c47.gz (sh scripts/device/build-c47.sh) carried beside bin/longca.gz.
-# Bounded to 330 s; the tables last; logs packed as OUT/t.tgz.
+# Bounded to 400 s; the tables last; logs packed as OUT/t.tgz.
 #   sh scripts/device/call52.sh OUT
 set -u
 out=${1:?usage: call52.sh OUT}
 . scripts/device/lib.sh
-call_start ${BUDGET:-330} longca longca-c47 || exit 1
+call_start ${BUDGET:-400} longca longca-c47 || exit 1
 runs="sm90 c47 sm90-unp cudnn sm90 c47"
 n=0
 for v in $runs; do
@@ -25,9 +25,31 @@ for v in $runs; do
 	LONGCA_BIN=$bin step "d64-$n-$v" 30 kernel $sel --head-dim 64 --masks full,causal,causal_document,sliding_window_causal --seqlens 8K,16K,32K,48K --passes bwd -w 3 -n 10
 	n=$((n + 1))
 done
+# 2. DRAM bytes of one backward launch where the L2 model (kernels/cuda/l2model.go) is not yet
+#    calibrated: full 32K and 48K (modelled 20.6 and 219 GB read with blocks' speeds within
+#    2%, 6.3 and 12.7 within 0.5%: which is it?), cuDNN's full 48K, causal_document 32K,
+#    prefix_lm_causal 48K (Flex 1.25x)
+for c in "sm90 full 32K" "sm90 full 48K" "cudnn full 48K" "sm90 causal_document 32K" "sm90 prefix_lm_causal 48K"; do
+	set -- $c
+	left=$((budget + 40 - ($(date +%s) - t0)))
+	[ "$left" -gt 15 ] || { echo "# ncu mem $c skipped (time)" >>"$out/t/summary.txt"; continue; }
+	re='^bwd90e_bf16' sel="--kernels cuda --variant $1"
+	[ $1 = cudnn ] && re='bprop' sel="--kernels cudnn"
+	timeout -k 5 $((left < 30 ? left : 30)) ncu --clock-control none -k "regex:$re" -c 1 \
+		--metrics dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct,gpu__time_duration.sum \
+		bin/longca kernel $sel --no-check -w 0 -n 1 --masks $2 --seqlens $3 --heads 64:8 --passes bwd \
+		--out "$out/t/ncu-mem-run-$1-$2-$3" >"$out/t/ncu-mem-$1-$2-$3.log" 2>&1
+	echo "# ncu mem $c rc=$? at $(($(date +%s) - t0)) s" >>"$out/t/summary.txt"
+done
 cat "$out/t/summary.txt"
 for d in d128 d64; do
 	echo "=== $d backward TFLOP/s: mask seqlen, then" $runs
 	join_runs $d $runs
+done
+echo "=== one backward launch, d128: DRAM read / write, L2 hit rate, time"
+for f in "$out"/t/ncu-mem-*.log; do
+	[ -f "$f" ] || continue
+	echo "## $(basename "$f" .log)"
+	grep -E 'dram__bytes|lts__t_sector_hit_rate|gpu__time_duration' "$f" | awk '{print "  " $1, $(NF-1), $NF}'
 done
 tar -C "$out" -czf "$out/t.tgz" t && rm -rf "$out/t"
