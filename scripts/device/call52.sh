@@ -9,12 +9,12 @@
 # Prediction: level within 1% on every unpaired cell (full, the documents, the window, d64);
 # if c47 or sm90-unp leads by 2% or more, the pairs move to their own entry point.
 # Needs bin/longca-c47.gz (sh scripts/device/build-c47.sh) carried beside bin/longca.gz.
-# Bounded to 400 s; the tables last; logs packed as OUT/t.tgz.
+# Bounded to 450 s; the tables last; logs packed as OUT/t.tgz.
 #   sh scripts/device/call52.sh OUT
 set -u
 out=${1:?usage: call52.sh OUT}
 . scripts/device/lib.sh
-call_start ${BUDGET:-400} longca longca-c47 || exit 1
+call_start ${BUDGET:-450} longca longca-c47 || exit 1
 runs="sm90 c47 sm90-unp cudnn sm90 c47"
 n=0
 for v in $runs; do
@@ -25,7 +25,15 @@ for v in $runs; do
 	LONGCA_BIN=$bin step "d64-$n-$v" 30 kernel $sel --head-dim 64 --masks full,causal,causal_document,sliding_window_causal --seqlens 8K,16K,32K,48K --passes bwd -w 3 -n 10
 	n=$((n + 1))
 done
-# 2. DRAM bytes of one backward launch where the L2 model (kernels/cuda/l2model.go) is not yet
+# 2. the order against the L2 model on the masks below 1.3x Flex or 1.0x cuDNN: sm90 (the
+#    balance rule), sm90fk (a head's key tiles together: the model's fewer DRAM bytes, e.g.
+#    share_question 48K 86 GB against 141) and sm90fn, backward d128 at 16K and 48K
+n=0
+for v in sm90 sm90fk sm90fn; do
+	step "o-$n-$v" 40 kernel --kernels cuda --variant $v --masks causal_document,share_question,prefix_lm_causal,prefix_lm_document,causal_blockwise --seqlens 16K,48K --passes bwd -w 2 -n 5
+	n=$((n + 1))
+done
+# 3. DRAM bytes of one backward launch where the L2 model (kernels/cuda/l2model.go) is not yet
 #    calibrated: full 32K and 48K (modelled 20.6 and 219 GB read with blocks' speeds within
 #    2%, 6.3 and 12.7 within 0.5%: which is it?), cuDNN's full 48K, causal_document 32K,
 #    prefix_lm_causal 48K (Flex 1.25x)
@@ -46,6 +54,8 @@ for d in d128 d64; do
 	echo "=== $d backward TFLOP/s: mask seqlen, then" $runs
 	join_runs $d $runs
 done
+echo "=== the order, d128 backward TFLOP/s: mask seqlen, then sm90 sm90fk sm90fn"
+join_runs o sm90 sm90fk sm90fn
 echo "=== one backward launch, d128: DRAM read / write, L2 hit rate, time"
 for f in "$out"/t/ncu-mem-*.log; do
 	[ -f "$f" ] || continue
