@@ -706,7 +706,10 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     step_at(it, h, e);
     return e;
   };
-  int k0 = kt * NB;  // the key tile being walked (PAIRS: ktB's from step itersA)
+  // the key tile being walked (PAIRS: ktB's from step itersA). The pairs rely on the work
+  // list's heaviest-first order: kt has at least ktB's entries, so kt is never empty where
+  // ktB is not (TestPairsNeverEmptyFirst; handling it here spilled in the d64 backward)
+  int k0 = kt * NB;
 
   if (tid == 0) {
     mbar_init(fullKV, 1);

@@ -595,3 +595,28 @@ func TestPairsPay(t *testing.T) {
 		}
 	}
 }
+
+// The backward's pairs (PAIRS in attention_sm90.cu) walk order[x] first and order[rows-1-x]
+// second and assume the first has at least the second's entries (the kernel would write an
+// empty first tile's dK and dV into the wrong rows otherwise): every mask's transposed list,
+// per head too, keeps its key tiles heaviest first.
+func TestPairsNeverEmptyFirst(t *testing.T) {
+	for _, s := range []int{4096, 16384} {
+		for _, m := range mask.Names() {
+			for _, w := range []*WorkList{backwardList(t, 3, s, m), backwardList(t, 3, s, m, "full", "causal")} {
+				r := w.RowTiles
+				for l := 0; l < w.Lists; l++ {
+					n := func(i int) int32 {
+						kt := w.Order[l*r+i]
+						return w.Start[l*(r+1)+int(kt)+1] - w.Start[l*(r+1)+int(kt)]
+					}
+					for x := 0; x < r-1-x; x++ {
+						if n(x) < n(r-1-x) {
+							t.Fatalf("%s %d list %d: order[%d] has %d entries, its pair order[%d] %d", m, s, l, x, n(x), r-1-x, n(r-1-x))
+						}
+					}
+				}
+			}
+		}
+	}
+}
