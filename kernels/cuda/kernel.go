@@ -157,6 +157,10 @@ type archVariant struct {
 	// the heaviest unplaced with the lightest, heads inner, where pairsPay says so (not when
 	// deterministic)
 	pairs bool
+	// docPairs (experiment sm90dp): pairs where the rows' lengths vary at all (head dim 128),
+	// each pair two key tiles whose walks end at the same query tile (a document's), from
+	// endAlignedPairs, the key tiles of a head together
+	docPairs bool
 	// defines are defined (as 1) at the top of attention_sm90.cu for this variant: a
 	// choice inside code every entry point shares (LONGCA_TILE_BITS_SPAN), or entry points
 	// a module that does not run them need not compile (LONGCA_FWD_LEAN)
@@ -174,6 +178,7 @@ var archVariants = []archVariant{
 	{name: "sm90fk", doc: "sm90 with the backward's key tiles of a head always together (one side of sm90's order rule)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ETP, gsplit: true, pairs: true, sched: schedKTFast, k64: true, defines: sm90Defines},
 	{name: "sm90fn", doc: "sm90 with the backward's key tiles always heaviest first over all heads (the other side of sm90's order rule)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ETP, gsplit: true, pairs: true, sched: schedNoRot, k64: true, defines: sm90Defines},
 	{name: "sm90-unp", doc: "sm90 compiled without LONGCA_BWD_PAIRS (the backward has neither the pairs' code nor their barrier, so never pairs): to time what the pairs' code costs the blocks it leaves unpaired (call 51's suite: full's backward 0.96-1.00x cuDNN, from 0.99-1.00 in call 45)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ET, gsplit: true, sched: schedByRule, k64: true, defines: withoutDefine(sm90Defines, "LONGCA_BWD_PAIRS")},
+	{name: "sm90dp", doc: "experiment (not yet run on a GPU): sm90 with the backward's key tiles paired wherever their rows' lengths vary (head dim 128), each pair two tiles whose walks end at the same query tile (within a document: causal_document, prefix_lm_document, the long documents), heaviest with lightest, the key tiles of a head together (the L2 model: causal_document 16K / 32K / 48K 9.0 / 28 / 68 GB read from DRAM -> 1.9 / 5.3 / 8.5, the modelled pass 17% longer at 16K, level at 48K)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ETP, gsplit: true, pairs: true, docPairs: true, sched: schedByRule, k64: true, defines: sm90Defines},
 	{name: "sm90np", doc: "sm90 with the backward never walking key tiles in pairs (the other side of sm90's pairing rule; sm90 as it was before call 50 but for the pairing's code)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ETP, gsplit: true, sched: schedByRule, k64: true, defines: sm90Defines},
 	{name: "sm90s", doc: "sm90 with the forward always over 128-query x 64-key tiles, at both head dims (one side of sm90's tile rule)", major: 9, exact: true, fwd: fwdSM90S, bwd: bwdSM90ETP, gsplit: true, pairs: true, sched: schedByRule, defines: sm90Defines},
 	{name: "sm90be", doc: "sm90 with the backward's next S^T and dP^T issued behind this step's dK at head dim 64 too (call 29: even with sm90 there)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90E.withBars(1), sched: schedByRule, k64: true, defines: sm90Defines},
@@ -461,6 +466,8 @@ func (k *Kernel) function(name string, shared int) (*cuda.Function, error) {
 type deviceList struct {
 	w                                          *WorkList
 	order, start, entries, refs, slices, ranks *cuda.Buffer
+	// pairOrder, on a backward list of a docPairs variant: endAlignedPairs's order
+	pairOrder *cuda.Buffer
 	// k64, on a 128 x 128 forward list: whether the forward runs over 128 x 64 tiles
 	// instead (key64Pays): 0 not yet decided, 1 yes, -1 no
 	k64 int8
@@ -567,10 +574,17 @@ func (k *Kernel) listBuilt(p kernels.Problem, qt, kt int, tr bool, w *WorkList) 
 			}
 		}
 		dl = &deviceList{w: w}
-		for _, f := range []struct {
+		bufs := []struct {
 			dst  **cuda.Buffer
 			vals []int32
-		}{{&dl.order, w.Order}, {&dl.start, w.Start}, {&dl.entries, w.Entries}, {&dl.refs, w.Refs}, {&dl.slices, w.Slices}, {&dl.ranks, w.Ranks}} {
+		}{{&dl.order, w.Order}, {&dl.start, w.Start}, {&dl.entries, w.Entries}, {&dl.refs, w.Refs}, {&dl.slices, w.Slices}, {&dl.ranks, w.Ranks}}
+		if tr && k.arch.docPairs {
+			bufs = append(bufs, struct {
+				dst  **cuda.Buffer
+				vals []int32
+			}{&dl.pairOrder, endAlignedPairs(w)})
+		}
+		for _, f := range bufs {
 			vals := f.vals
 			if len(vals) == 0 {
 				vals = []int32{0}
@@ -607,6 +621,16 @@ func (dl *deviceList) args() []any {
 		per = 1
 	}
 	return []any{dl.order, dl.start, dl.entries, dl.refs, dl.slices, dl.w.RowTiles, per}
+}
+
+// pairedArgs is args with the backward's key tiles in endAlignedPairs's order where the list
+// has it (a docPairs variant's) and the plan pairs (sched bit 3).
+func (dl *deviceList) pairedArgs(sched int32) []any {
+	a := dl.args()
+	if sched&8 != 0 && dl.pairOrder != nil {
+		a[0] = dl.pairOrder
+	}
+	return a
 }
 
 // Forward writes out and lse.

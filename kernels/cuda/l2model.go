@@ -14,11 +14,12 @@ import (
 // capacity bytes (the H200's L2: 50 MB). Each block runs at a speed drawn within +-noise
 // (0.02 fits full 16K: modelled 2.0 GB read, measured 2.1; causal 16K 21 against 17.4 and
 // 32K 76 against 73 unpaired, 1.9 and 5.6 against 2.0 and 5.2 paired). read is the bytes
-// missed, write the dirty dQ evicted or left at the end. A design tool for the block order
+// missed, write the dirty dQ evicted or left at the end, span the modelled pass's length in
+// steps (its last step's end). A design tool for the block order
 // and the pairs, not timed: about a second per 10 million steps.
-func l2Traffic(w *WorkList, heads, group, slots, d int, sched int32, capacity int64, noise float64) (read, write int64) {
+func l2Traffic(w *WorkList, heads, group, slots, d int, sched int32, capacity int64, noise float64) (read, write int64, span float64) {
 	if w.RowTiles == 0 || heads <= 0 || group <= 0 || slots <= 0 {
-		return 0, 0
+		return 0, 0, 0
 	}
 	rows := w.RowTiles
 	paired := sched&8 != 0
@@ -129,6 +130,7 @@ func l2Traffic(w *WorkList, heads, group, slots, d int, sched int32, capacity in
 	}
 	for ev.Len() > 0 {
 		e := heap.Pop(ev).(stepEvent)
+		span = e.t
 		wk := ws[e.slot]
 		if step(wk) {
 			heap.Push(ev, stepEvent{e.t + wk.speed*(1+0.2*(2*rng.Float64()-1)), e.slot})
@@ -138,7 +140,7 @@ func l2Traffic(w *WorkList, heads, group, slots, d int, sched int32, capacity in
 			heap.Push(ev, stepEvent{e.t + 2*ws[e.slot].speed, e.slot})
 		}
 	}
-	return read, write + lru.dirtyBytes()
+	return read, write + lru.dirtyBytes(), span
 }
 
 // stepEvent is a slot's next step at time t (in steps).

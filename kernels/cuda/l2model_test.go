@@ -24,7 +24,7 @@ func TestL2ModelMatchesMeasured(t *testing.T) {
 		{"causal", 32768, schedKTFast | 8, 5.15},
 	} {
 		w := backwardList(t, 42, c.s, c.mask)
-		r, _ := l2Traffic(w, 8, 8, 132, 128, c.sched, 50<<20, 0.02)
+		r, _, _ := l2Traffic(w, 8, 8, 132, 128, c.sched, 50<<20, 0.02)
 		got := float64(r) / gb
 		t.Logf("%s %d sched %d: modelled %.2f GB read, measured %.2f", c.mask, c.s, c.sched, got, c.want)
 		if got < c.want/1.5 || got > c.want*1.5 {

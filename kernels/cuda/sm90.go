@@ -3,6 +3,7 @@ package cuda
 import (
 	"fmt"
 	"math"
+	"sort"
 
 	"github.com/longca/longca/internal/cuda"
 	"github.com/longca/longca/kernels"
@@ -290,6 +291,77 @@ func pairsPay(w *WorkList, d int) bool {
 	return true
 }
 
+// rowsVary says whether the rows of every list of w vary in length (a coefficient of
+// variation above 0.25: not full, not the windows).
+func rowsVary(w *WorkList) bool {
+	r := w.RowTiles
+	for l := 0; l < w.Lists; l++ {
+		var rows []float64
+		for kt := 0; kt < r; kt++ {
+			rows = append(rows, float64(w.Start[l*(r+1)+kt+1]-w.Start[l*(r+1)+kt]))
+		}
+		if r < 2 || cv(rows) <= 0.25 {
+			return false
+		}
+	}
+	return true
+}
+
+// endAlignedPairs is w's key-tile order for the backward's pairs (the kernel pairs order[x]
+// with order[rows-1-x] and walks the first down from its last query tile, the second up):
+// in each list the key tiles whose walks end at the same query tile (a document's last)
+// paired heaviest with lightest, so that a pair's two walks meet at that tile's end as
+// causal's do; the tiles left over (groups of odd size) paired the same way among
+// themselves; the pairs heaviest first. The first of a pair never has fewer entries than
+// the second. Causal's single group gives pairsPay's pairs.
+func endAlignedPairs(w *WorkList) []int32 {
+	r := w.RowTiles
+	out := make([]int32, len(w.Order))
+	for l := 0; l < w.Lists; l++ {
+		st := w.Start[l*(r+1) : (l+1)*(r+1)]
+		ne := func(kt int) int { return int(st[kt+1] - st[kt]) }
+		heavier := func(a, b int) bool { return ne(a) > ne(b) || ne(a) == ne(b) && a < b }
+		groups := map[int32][]int{}
+		var ends []int32
+		for kt := 0; kt < r; kt++ {
+			end := int32(-1)
+			if ne(kt) > 0 {
+				end = w.Entries[2*(st[kt+1]-1)]
+			}
+			if _, ok := groups[end]; !ok {
+				ends = append(ends, end)
+			}
+			groups[end] = append(groups[end], kt)
+		}
+		type pair struct{ a, b, n int }
+		var pairs []pair
+		var left []int
+		add := func(g []int) []int {
+			sort.Slice(g, func(i, j int) bool { return heavier(g[i], g[j]) })
+			for i := 0; i < len(g)-1-i; i++ {
+				pairs = append(pairs, pair{g[i], g[len(g)-1-i], ne(g[i]) + ne(g[len(g)-1-i])})
+			}
+			if len(g)%2 == 1 {
+				return []int{g[len(g)/2]}
+			}
+			return nil
+		}
+		for _, e := range ends {
+			left = append(left, add(groups[e])...)
+		}
+		single := add(left)
+		sort.SliceStable(pairs, func(i, j int) bool { return pairs[i].n > pairs[j].n })
+		o := out[l*r : (l+1)*r]
+		for x, p := range pairs {
+			o[x], o[r-1-x] = int32(p.a), int32(p.b)
+		}
+		if len(single) == 1 {
+			o[len(pairs)] = int32(single[0])
+		}
+	}
+	return out
+}
+
 // cv is the coefficient of variation of xs (0 where their mean is 0).
 func cv(xs []float64) float64 {
 	var s, s2 float64
@@ -335,6 +407,8 @@ func (k *Kernel) backwardPlan(dl *deviceList, heads, group, d int) (int32, int) 
 	}
 	if pairs && pairsPay(dl.w, d) {
 		o |= 8
+	} else if pairs && k.arch.docPairs && d == 128 && rowsVary(dl.w) { // experiment sm90dp
+		o = schedKTFast | 8
 	}
 	k.mu.Lock()
 	dl.sched, dl.split, dl.planFor = o, g, key
@@ -540,7 +614,7 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 			return err
 		}
 		args := append([]any{maps[0], maps[1], maps[2], maps[3], maps[4], lse2, dsum, bs[7], bs[8], sq, p.Mask.SeqK, hq, p.HeadsKV, sqPad,
-			float32(scale), float32(scale * math.Log2E)}, dl.args()...)
+			float32(scale), float32(scale * math.Log2E)}, dl.pairedArgs(sched)...)
 		if p.HeadsKV*gs > 65535 { // the key-tiles-fast grid puts the heads in grid y (at most 65535)
 			sched &^= 2
 		}
