@@ -372,7 +372,7 @@ func (k *Kernel) DeterministicBackward() bool { return k.det && inSM90(k.bwd.fn)
 // Describe names the variant that serves the problem and the architecture it was built
 // for; on sm90 a forward run persistent (short rows) says so ("sm90 persistent-fwd"), a
 // deterministic backward too ("sm90 deterministic"), and a backward its group split
-// ("sm90 gsplit-4").
+// ("sm90 gsplit-4") and its key-tile pairs ("sm90 pairs-bwd").
 func (k *Kernel) Describe(p kernels.Problem, pass kernels.Pass) kernels.Info {
 	info := kernels.Info{Variant: k.arch.name, Versions: map[string]string{"arch": k.dev.Arch()}}
 	if k.DeterministicBackward() && pass != kernels.Fwd {
@@ -386,11 +386,15 @@ func (k *Kernel) Describe(p kernels.Problem, pass kernels.Pass) kernels.Info {
 			info.Variant += " k64-fwd"
 		}
 	}
-	if k.arch.gsplit && pass != kernels.Fwd && p.HeadsKV > 0 { // the backward's group split ("gsplit-4")
+	if (k.arch.gsplit || k.arch.pairs) && pass != kernels.Fwd && p.HeadsKV > 0 { // the backward's plan
 		bv := k.bwd.at(p.HeadDim)
 		if dl, err := k.list(p, bv.qTile, bv.kTile, true); err == nil {
-			if _, g := k.backwardPlan(dl, p.HeadsKV, p.HeadsQ/p.HeadsKV, p.HeadDim); g > 1 {
+			sched, g := k.backwardPlan(dl, p.HeadsKV, p.HeadsQ/p.HeadsKV, p.HeadDim)
+			if g > 1 {
 				info.Variant += fmt.Sprintf(" gsplit-%d", g)
+			}
+			if sched&8 != 0 {
+				info.Variant += " pairs-bwd"
 			}
 		}
 	}
