@@ -37,18 +37,11 @@ done
 #    calibrated: full 32K and 48K (modelled 20.6 and 219 GB read with blocks' speeds within
 #    2%, 6.3 and 12.7 within 0.5%: which is it?), cuDNN's full 48K, causal_document 32K,
 #    prefix_lm_causal 48K (Flex 1.25x)
-for c in "sm90 full 32K" "sm90 full 48K" "cudnn full 48K" "sm90 causal_document 32K" "sm90 prefix_lm_causal 48K"; do
-	set -- $c
-	left=$((budget + 40 - ($(date +%s) - t0)))
-	[ "$left" -gt 15 ] || { echo "# ncu mem $c skipped (time)" >>"$out/t/summary.txt"; continue; }
-	re='^bwd90e_bf16' sel="--kernels cuda --variant $1"
-	[ $1 = cudnn ] && re='bprop' sel="--kernels cudnn"
-	timeout -k 5 $((left < 30 ? left : 30)) ncu --clock-control none -k "regex:$re" -c 1 \
-		--metrics dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct,gpu__time_duration.sum \
-		bin/longca kernel $sel --no-check -w 0 -n 1 --masks $2 --seqlens $3 --heads 64:8 --passes bwd \
-		--out "$out/t/ncu-mem-run-$1-$2-$3" >"$out/t/ncu-mem-$1-$2-$3.log" 2>&1
-	echo "# ncu mem $c rc=$? at $(($(date +%s) - t0)) s" >>"$out/t/summary.txt"
-done
+ncu_mem sm90 full 32K
+ncu_mem sm90 full 48K
+ncu_mem cudnn full 48K
+ncu_mem sm90 causal_document 32K
+ncu_mem sm90 prefix_lm_causal 48K
 cat "$out/t/summary.txt"
 for d in d128 d64; do
 	echo "=== $d backward TFLOP/s: mask seqlen, then" $runs
@@ -57,9 +50,5 @@ done
 echo "=== the order, d128 backward TFLOP/s: mask seqlen, then sm90 sm90fk sm90fn"
 join_runs o sm90 sm90fk sm90fn
 echo "=== one backward launch, d128: DRAM read / write, L2 hit rate, time"
-for f in "$out"/t/ncu-mem-*.log; do
-	[ -f "$f" ] || continue
-	echo "## $(basename "$f" .log)"
-	grep -E 'dram__bytes|lts__t_sector_hit_rate|gpu__time_duration' "$f" | awk '{print "  " $1, $(NF-1), $NF}'
-done
+mem_table
 tar -C "$out" -czf "$out/t.tgz" t && rm -rf "$out/t"

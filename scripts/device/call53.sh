@@ -28,19 +28,12 @@ for v in $runs; do
 	fi
 	n=$((n + 1))
 done
-left=$((budget + 30 - ($(date +%s) - t0)))
-if [ "$left" -gt 15 ]; then
-	timeout -k 5 $((left < 30 ? left : 30)) ncu --clock-control none -k 'regex:^bwd90e_bf16' -c 1 \
-		--metrics dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct,gpu__time_duration.sum \
-		bin/longca kernel --kernels cuda --variant sm90dp --no-check -w 0 -n 1 --masks causal_document --seqlens 32K --heads 64:8 --passes bwd \
-		--out "$out/t/ncu-mem-run" >"$out/t/ncu-mem-sm90dp-cd32K.log" 2>&1
-	echo "# ncu mem rc=$? at $(($(date +%s) - t0)) s" >>"$out/t/summary.txt"
-fi
+ncu_mem sm90dp causal_document 32K
 cat "$out/t/summary.txt"
 echo "=== d128 backward TFLOP/s: mask seqlen, then" $runs
 join_runs d128 $runs
 echo "=== the other masks whose rows vary: sm90dp sm90 sm90dp"
 join_runs x sm90dp sm90 sm90dp
 echo "=== sm90dp, one causal_document 32K backward: DRAM read / write, L2 hit rate, time"
-grep -E 'dram__bytes|lts__t_sector_hit_rate|gpu__time_duration' "$out/t/ncu-mem-sm90dp-cd32K.log" 2>/dev/null | awk '{print "  " $1, $(NF-1), $NF}'
+mem_table
 tar -C "$out" -czf "$out/t.tgz" t && rm -rf "$out/t"

@@ -94,3 +94,27 @@ for i, r in sorted(enumerate(body), key=lambda x: -num(x[1][samp]) if len(x[1]) 
     print(f"{100*num(r[samp])/tot:5.1f}%  #{i:<5d} {r[src][:90]}")
 PY
 }
+
+# ncu_mem KERNEL MASK SEQLEN [CAP]: DRAM bytes read and written, L2 hit rate and time of one
+# d128 backward launch (64:8, unchecked) of KERNEL (a cuda variant, or cudnn) under ncu, into
+# $out/t/ncu-mem-KERNEL-MASK-SEQLEN.log, skipped when the budget is within 15 s of its end.
+ncu_mem() {
+	_left=$((budget + 40 - ($(date +%s) - t0)))
+	[ "$_left" -gt 15 ] || { echo "# ncu mem $* skipped (time)" >>"$out/t/summary.txt"; return; }
+	_re='^bwd90e_bf16' _sel="--kernels cuda --variant $1" _cap=${4:-30}
+	[ "$1" = cudnn ] && _re='bprop' _sel="--kernels cudnn"
+	timeout -k 5 $((_left < _cap ? _left : _cap)) ncu --clock-control none -k "regex:$_re" -c 1 \
+		--metrics dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct,gpu__time_duration.sum \
+		bin/longca kernel $_sel --no-check -w 0 -n 1 --masks "$2" --seqlens "$3" --heads 64:8 --passes bwd \
+		--out "$out/t/ncu-mem-run-$1-$2-$3" >"$out/t/ncu-mem-$1-$2-$3.log" 2>&1
+	echo "# ncu mem $* rc=$? at $(($(date +%s) - t0)) s" >>"$out/t/summary.txt"
+}
+
+# mem_table: ncu_mem's logs, a block each.
+mem_table() {
+	for _f in "$out"/t/ncu-mem-*.log; do
+		[ -f "$_f" ] || continue
+		echo "## $(basename "$_f" .log)"
+		grep -E 'dram__bytes|lts__t_sector_hit_rate|gpu__time_duration' "$_f" | awk '{print "  " $1, $(NF-1), $NF}'
+	done
+}
