@@ -42,6 +42,9 @@ ncu_mem sm90 full 48K
 ncu_mem cudnn full 48K
 ncu_mem sm90 causal_document 32K
 ncu_mem sm90 prefix_lm_causal 48K
+# the forward's traffic, never measured: causal 32K, cuda and cuDNN
+NCU_PASS=fwd ncu_mem sm90 causal 32K
+NCU_PASS=fwd ncu_mem cudnn causal 32K
 cat "$out/t/summary.txt"
 for d in d128 d64; do
 	echo "=== $d backward TFLOP/s: mask seqlen, then" $runs
