@@ -30,14 +30,14 @@ done
 #    share_question 48K 86 GB against 141) and sm90fn, backward d128 at 16K and 48K
 n=0
 for v in sm90 sm90fk sm90fn; do
-	step "o-$n-$v" 40 kernel --kernels cuda --variant $v --masks causal_document,share_question,prefix_lm_causal,prefix_lm_document,causal_blockwise --seqlens 16K,48K --passes bwd -w 2 -n 5
+	LONGCA_BIN=bin/longca step "o-$n-$v" 40 kernel --kernels cuda --variant $v --masks causal_document,share_question,prefix_lm_causal,prefix_lm_document,causal_blockwise --seqlens 16K,48K --passes bwd -w 2 -n 5
 	n=$((n + 1))
 done
 # 3. DRAM bytes of one backward launch where the L2 model (kernels/cuda/l2model.go) is not yet
 #    calibrated: full 32K and 48K (modelled 20.6 and 219 GB read with blocks' speeds within
 #    2%, 6.3 and 12.7 within 0.5%: which is it?), cuDNN's full 48K, causal_document 32K,
 #    prefix_lm_causal 48K (Flex 1.25x)
-ncu_mem sm90 full 32K
+NCU_PASS=bwd ncu_mem sm90 full 32K
 ncu_mem sm90 full 48K
 ncu_mem cudnn full 48K
 ncu_mem sm90 causal_document 32K
