@@ -9,12 +9,12 @@
 # Prediction: level within 1% on every unpaired cell (full, the documents, the window, d64);
 # if c47 or sm90-unp leads by 2% or more, the pairs move to their own entry point.
 # Needs bin/longca-c47.gz (sh scripts/device/build-c47.sh) carried beside bin/longca.gz.
-# Bounded to 450 s; the tables last; logs packed as OUT/t.tgz.
+# Bounded to 480 s; the tables last; logs packed as OUT/t.tgz.
 #   sh scripts/device/call52.sh OUT
 set -u
 out=${1:?usage: call52.sh OUT}
 . scripts/device/lib.sh
-call_start ${BUDGET:-450} longca longca-c47 || exit 1
+call_start ${BUDGET:-480} longca longca-c47 || exit 1
 runs="sm90 c47 sm90-unp cudnn sm90 c47"
 n=0
 for v in $runs; do
@@ -31,6 +31,13 @@ done
 n=0
 for v in sm90 sm90fk sm90fn; do
 	LONGCA_BIN=bin/longca step "o-$n-$v" 40 kernel --kernels cuda --variant $v --masks causal_document,share_question,prefix_lm_causal,prefix_lm_document,causal_blockwise --seqlens 16K,48K --passes bwd -w 2 -n 5
+	n=$((n + 1))
+done
+#    and full's rotation (sm90kr) against sm90 at 32K and 48K (where the L2 model says it
+#    reads 45 GB against 219 at 48K if the blocks' speeds differ by 2%, 32 against 13 if 0.5%)
+n=0
+for v in sm90 sm90kr sm90; do
+	LONGCA_BIN=bin/longca step "f-$n-$v" 30 kernel --kernels cuda --variant $v --masks full --seqlens 32K,48K --passes bwd -w 2 -n 5
 	n=$((n + 1))
 done
 # 3. DRAM bytes of one backward launch where the L2 model (kernels/cuda/l2model.go) is not yet
@@ -50,6 +57,8 @@ for d in d128 d64; do
 	echo "=== $d backward TFLOP/s: mask seqlen, then" $runs
 	join_runs $d $runs
 done
+echo "=== full's rotation, d128 backward TFLOP/s: sm90 sm90kr sm90"
+join_runs f sm90 sm90kr sm90
 echo "=== the order, d128 backward TFLOP/s: mask seqlen, then sm90 sm90fk sm90fn"
 join_runs o sm90 sm90fk sm90fn
 echo "=== one backward launch, d128: DRAM read / write, L2 hit rate, time"
