@@ -545,8 +545,8 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
 // A block owns 128 keys of one KV head and walks the transposed work list (the 64-query
 // tiles touching them) for every query head of the group. Warpgroup 0 produces: K and V
 // once, then per step a Q tile, a dO tile and their rows of lse*log2(e) and Dsum into a
-// BST-deep ring (2; 3 in experiment sm90bp). Warpgroups 1 and 2 own 64 keys each: S^T =
-// K Q^T and dP^T = V dO^T by wgmma from shared memory; P^T and dS^T in registers; dV += P^T dO and dK += dS^T Q by
+// STAGES-deep ring (2; 3, experiment sm90bp, lost at head dim 128: docs/perf.md "Calls
+// 48-51"). Warpgroups 1 and 2 own 64 keys each: S^T = K Q^T and dP^T = V dO^T by wgmma from shared memory; P^T and dS^T in registers; dV += P^T dO and dK += dS^T Q by
 // wgmma with A from registers (dK and dV stay in registers for the whole walk); dS^T to
 // shared memory for dQ = dS K, staged in shared memory as fp32 and added into the dQ
 // accumulator by a TMA reduction (no per-element atomics). With D = 128 each warpgroup
@@ -611,9 +611,6 @@ constexpr bool STSM = true;
 #else
 constexpr bool STSM = false;
 #endif
-// BST: the depth of the backward's Q/dO ring (three, experiment sm90bp, lost at head dim
-// 128 in call 49's session: docs/perf.md "Call 48").
-constexpr int BST = STAGES;
 // PAIRS (sm90's since call 50; experiment sm90hp in call 49): where the host sets sched
 // bit 3 (pairsPay: causal-shaped rows at head dim 128), a block walks two key tiles of its
 // KV head one after the other, the heaviest still unplaced with the lightest (order[x],
@@ -645,7 +642,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
                   T *__restrict__ dv, int sq, int sk, int hq, int hkv, int sq_pad, float scale, float scale_log2,
                   WorkList wl, const int *__restrict__ ranks, int *__restrict__ locks, int sched,
                   float *__restrict__ dqacc) {
-  using L = BwdLayout<D, NB, BST, PAIRS ? 1 : 0>;
+  using L = BwdLayout<D, NB, STAGES, PAIRS ? 1 : 0>;
   constexpr int NCW = L::kNC;  // consumer warpgroups
   extern __shared__ unsigned char smem_raw[];
   unsigned char *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
@@ -658,7 +655,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
   float *sL = reinterpret_cast<float *>(smem + L::kL);
   float *sDs = reinterpret_cast<float *>(smem + L::kDs);
   u64 *bars = reinterpret_cast<u64 *>(smem + L::kBar);
-  u64 *fullKV = bars, *fullQ = bars + 1, *emptyQ = fullQ + BST, *dqFull = emptyQ + BST, *dqEmpty = dqFull + NCW;
+  u64 *fullKV = bars, *fullQ = bars + 1, *emptyQ = fullQ + STAGES, *dqFull = emptyQ + STAGES, *dqEmpty = dqFull + NCW;
   u64 *emptyKV = dqEmpty + NCW;  // PAIRS only
 
   const int tid = threadIdx.x, wg = warpgroup_index();
@@ -714,7 +711,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
   if (tid == 0) {
     mbar_init(fullKV, 1);
     if (PAIRS) mbar_init(emptyKV, 128 * NCW);
-    for (int s = 0; s < BST; s++) {
+    for (int s = 0; s < STAGES; s++) {
       mbar_init(&fullQ[s], 1);
       mbar_init(&emptyQ[s], 128 * NCW);
     }
@@ -741,8 +738,8 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
       };
       if (itersA > 0) load_kv(k0);
       for (int it = 0; it < iters; it++) {
-        const int s = it % BST;
-        const unsigned ph = (it / BST) & 1;
+        const int s = it % STAGES;
+        const unsigned ph = (it / STAGES) & 1;
         int h, e;
         step_at(it, h, e);
         const int q0 = wl.entries[2 * e] * BBM9;
@@ -924,10 +921,10 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     unsigned pa[4][4], sa[4][4];
     // S^T and dP^T of step j, issued and committed (not waited for)
     auto issue_sdp = [&](int j) {
-      const int sj = j % BST;
+      const int sj = j % STAGES;
       const T *cQ = sQ + sj * BBM9 * D, *cdO = sdO + sj * BBM9 * D;
       const unsigned loQ = sw128_lo(cQ, 16), loO = sw128_lo(cdO, 16);
-      mbar_wait(&fullQ[sj], (j / BST) & 1);
+      mbar_wait(&fullQ[sj], (j / STAGES) & 1);
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < D / 16; kk++) {
@@ -940,7 +937,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     };
     // P^T (packed into pa) and dS^T (fp32, in dpt) of step j from its S^T and dP^T
     auto elementwise = [&](int j) {
-      const int sj = j % BST, ej = entry_of(j);
+      const int sj = j % STAGES, ej = entry_of(j);
       const int q0 = wl.entries[2 * ej] * BBM9, ref = wl.entries[2 * ej + 1];
       const float *cL = sL + sj * BBM9, *cDs = sDs + sj * BBM9;
       if (ref < 0) {  // a full tile: no pair to test
@@ -979,7 +976,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     };
     // dV of step j, issued and committed
     auto issue_dv = [&](int j) {
-      const T *cdO = sdO + (j % BST) * BBM9 * D;
+      const T *cdO = sdO + (j % STAGES) * BBM9 * D;
       const unsigned loOm = sw128_lo(cdO, BBM9 * CHUNK * 2);
       reg_fence(dva);
       reg_fence(dka);
@@ -1003,7 +1000,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
       for (int kk = 0; kk < (L::kSplit ? NB : 64) / 16; kk++)
         Ops<T>::template ss64<1, 1>(dqa, sw128_at(loS, kk * 16 * CHUNK * 2), sw128_at(loKq, kk * 16 * CHUNK * 2), kk > 0);
       wgmma_commit();
-      const T *cQ = sQ + (j % BST) * BBM9 * D;
+      const T *cQ = sQ + (j % STAGES) * BBM9 * D;
       const unsigned loQm = sw128_lo(cQ, BBM9 * CHUNK * 2);
       wgmma_fence();
       {
@@ -1047,7 +1044,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
       issue_sdp(it + 1);  // behind dK
       wgmma_wait<1>();    // dK: the stage's Q is free
       reg_fence(dka);
-      mbar_arrive(&emptyQ[it % BST]);
+      mbar_arrive(&emptyQ[it % STAGES]);
       wgmma_wait<0>();  // S^T and dP^T of step it + 1
     }
     if (iters > 0) {  // the last step's S^T and dP^T were waited for before the loop or in its last turn
@@ -1067,12 +1064,12 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
       stage_dq(dqa, it);
       wgmma_wait<0>();
       reg_fence(dka);
-      mbar_arrive(&emptyQ[it % BST]);
+      mbar_arrive(&emptyQ[it % STAGES]);
     }
   }
   for (int it = 0; !EARLY && it < iters; it++) {
-    const int s = it % BST;
-    const unsigned ph = (it / BST) & 1;
+    const int s = it % STAGES;
+    const unsigned ph = (it / STAGES) & 1;
     const int e = entry_of(it);
     const int q0 = wl.entries[2 * e] * BBM9;
     const int ref = refNext;

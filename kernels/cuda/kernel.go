@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"unsafe"
@@ -178,7 +179,7 @@ var archVariants = []archVariant{
 	{name: "sm90fk", doc: "sm90 with the backward's key tiles of a head always together (one side of sm90's order rule)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ETP, gsplit: true, pairs: true, sched: schedKTFast, k64: true, defines: sm90Defines},
 	{name: "sm90kr", doc: "experiment (not yet run on a GPU): sm90 with the backward's key tiles of a head always together and each block starting at a query tile rotated by its key tile (sched 2; sm90's rule never rotates): the L2 model says the rotation keeps full 48K's blocks from drifting into thrashing (45 GB read against 219 if the blocks' speeds differ by 2%; 32 against 13 if by 0.5%)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ETP, gsplit: true, pairs: true, sched: schedKTFast &^ schedNoRot, k64: true, defines: sm90Defines},
 	{name: "sm90fn", doc: "sm90 with the backward's key tiles always heaviest first over all heads (the other side of sm90's order rule)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ETP, gsplit: true, pairs: true, sched: schedNoRot, k64: true, defines: sm90Defines},
-	{name: "sm90-unp", doc: "sm90 compiled without LONGCA_BWD_PAIRS (the backward has neither the pairs' code nor their barrier, so never pairs): to time what the pairs' code costs the blocks it leaves unpaired (call 51's suite: full's backward 0.96-1.00x cuDNN, from 0.99-1.00 in call 45)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ET, gsplit: true, sched: schedByRule, k64: true, defines: withoutDefine(sm90Defines, "LONGCA_BWD_PAIRS")},
+	{name: "sm90-unp", doc: "sm90 compiled without LONGCA_BWD_PAIRS (the backward has neither the pairs' code nor their barrier, so never pairs): to time what the pairs' code costs the blocks it leaves unpaired (call 51's suite: full's backward 0.96-1.00x cuDNN, from 0.99-1.00 in call 45)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ET, gsplit: true, sched: schedByRule, k64: true, defines: slices.DeleteFunc(slices.Clone(sm90Defines), func(d string) bool { return d == "LONGCA_BWD_PAIRS" })},
 	{name: "sm90dp", doc: "experiment (not yet run on a GPU): sm90 with the backward's key tiles paired wherever their rows' lengths vary (head dim 128), each pair two tiles whose walks end at the same query tile (within a document: causal_document, prefix_lm_document, the long documents), heaviest with lightest, the key tiles of a head together (the L2 model: causal_document 16K / 32K / 48K 9.0 / 28 / 68 GB read from DRAM -> 1.9 / 5.3 / 8.5, the modelled pass 17% longer at 16K, level at 48K)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ETP, gsplit: true, pairs: true, docPairs: true, sched: schedByRule, k64: true, defines: sm90Defines},
 	{name: "sm90np", doc: "sm90 with the backward never walking key tiles in pairs (the other side of sm90's pairing rule; sm90 as it was before call 50 but for the pairing's code)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ETP, gsplit: true, sched: schedByRule, k64: true, defines: sm90Defines},
 	{name: "sm90s", doc: "sm90 with the forward always over 128-query x 64-key tiles, at both head dims (one side of sm90's tile rule)", major: 9, exact: true, fwd: fwdSM90S, bwd: bwdSM90ETP, gsplit: true, pairs: true, sched: schedByRule, defines: sm90Defines},
@@ -193,17 +194,6 @@ var archVariants = []archVariant{
 // over 128 x 64 tiles (block-sparse maps), the early backward's (d128), the three-consumer
 // backward's (d64), the backward's dS^T by stmatrix (call 40, experiment sm90bs: +2 to +5%
 // at both head dims), and the partial tiles' bits by interval arithmetic.
-// withoutDefine is defines less name (a new slice).
-func withoutDefine(defines []string, name string) []string {
-	var out []string
-	for _, d := range defines {
-		if d != name {
-			out = append(out, d)
-		}
-	}
-	return out
-}
-
 var sm90Defines = []string{"LONGCA_FWD_UNIFORM", "LONGCA_FWD_OVL", "LONGCA_FWD_THREE", "LONGCA_FWD_K64", "LONGCA_BWD_EARLY", "LONGCA_BWD_THREE", "LONGCA_BWD_STSM", "LONGCA_TILE_BITS_SPAN", "LONGCA_BWD_PAIRS"}
 
 // sourceSM90 is attention_sm90.cu as this variant compiles it: its defines first.

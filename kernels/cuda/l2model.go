@@ -49,20 +49,25 @@ func l2Traffic(w *WorkList, heads, group, slots, d int, sched int32, capacity in
 		read += r
 		write += wr
 	}
-	// a block's walk as segments of one key tile each
-	type seg struct{ kt, desc int }
+	// a block's walk as segments of one key tile each, with the tile's work-list entries
+	type seg struct {
+		kt   int
+		desc bool
+		row  []int32
+	}
 	segsOf := func(b block) []seg {
 		l := 0
 		if w.Lists > 1 {
 			l = b.kvh % w.Lists
 		}
 		o := w.Order[l*rows:]
+		at := func(x int, desc bool) seg { return seg{int(o[x]), desc, w.Row(l, int(o[x]))} }
 		if !paired {
-			return []seg{{int(o[b.x]), 0}}
+			return []seg{at(b.x, false)}
 		}
-		s := []seg{{int(o[b.x]), 1}}
+		s := []seg{at(b.x, true)}
 		if y := rows - 1 - b.x; y > b.x {
-			s = append(s, seg{int(o[y]), 0})
+			s = append(s, at(y, false))
 		}
 		return s
 	}
@@ -86,12 +91,7 @@ func l2Traffic(w *WorkList, heads, group, slots, d int, sched int32, capacity in
 	step := func(wk *walker) bool {
 		for wk.si < len(wk.segs) {
 			sg := wk.segs[wk.si]
-			l := 0
-			if w.Lists > 1 {
-				l = wk.b.kvh % w.Lists
-			}
-			e0 := int(w.Start[l*(rows+1)+sg.kt])
-			ne := int(w.Start[l*(rows+1)+sg.kt+1]) - e0
+			ne := len(sg.row) / 2
 			if wk.i >= ne*group {
 				wk.si, wk.i = wk.si+1, 0
 				continue
@@ -102,7 +102,7 @@ func l2Traffic(w *WorkList, heads, group, slots, d int, sched int32, capacity in
 			var g, idx int
 			if paired {
 				idx, g = wk.i/group, wk.i%group
-				if sg.desc == 1 {
+				if sg.desc {
 					idx = ne - 1 - idx
 				}
 			} else {
@@ -111,7 +111,7 @@ func l2Traffic(w *WorkList, heads, group, slots, d int, sched int32, capacity in
 					idx = (idx + sg.kt*7%ne) % ne
 				}
 			}
-			q := int(w.Entries[2*(e0+idx)])
+			q := int(sg.row[2*idx])
 			h := wk.b.kvh*group + g
 			touch(0, h, q, qBytes, false)
 			touch(1, h, q, qBytes, false)

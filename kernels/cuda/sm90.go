@@ -140,7 +140,7 @@ func fillSlots(w *WorkList, heads, group, split, slots int, sched int32, extra f
 			l = (hb / split) % w.Lists
 		}
 		kt := int(w.Order[l*w.RowTiles+i])
-		return float64(w.Start[l*(w.RowTiles+1)+kt+1]-w.Start[l*(w.RowTiles+1)+kt])*float64(group/split) + blockSteps + extra
+		return float64(len(w.Row(l, kt))/2)*float64(group/split) + blockSteps + extra
 	}
 	heads *= split
 	free := make(slotHeap, slots) // when each slot is next free
@@ -268,23 +268,17 @@ func groupSplit(w *WorkList, heads, group, slots int, sched int32) int {
 // causal_document -8 to +4%, full level, and at head dim 64 (a KV head's Q, dO and dQ half
 // as large against L2) -1 to -23% on all four masks timed.
 func pairsPay(w *WorkList, d int) bool {
-	if d != 128 || w.RowTiles < 2 {
+	if d != 128 || !rowsVary(w) {
 		return false
 	}
 	r := w.RowTiles
 	for l := 0; l < w.Lists; l++ {
-		n := func(i int) float64 {
-			kt := int(w.Order[l*r+i])
-			return float64(w.Start[l*(r+1)+kt+1] - w.Start[l*(r+1)+kt])
-		}
-		var rows, pairs []float64
-		for i := 0; i < r; i++ {
-			rows = append(rows, n(i))
-		}
+		n := func(i int) float64 { return float64(len(w.Row(l, int(w.Order[l*r+i]))) / 2) }
+		var pairs []float64
 		for i := 0; i < r-1-i; i++ {
 			pairs = append(pairs, n(i)+n(r-1-i))
 		}
-		if cv(rows) <= 0.25 || cv(pairs) > 0.05 {
+		if cv(pairs) > 0.05 {
 			return false
 		}
 	}
@@ -295,12 +289,15 @@ func pairsPay(w *WorkList, d int) bool {
 // variation above 0.25: not full, not the windows).
 func rowsVary(w *WorkList) bool {
 	r := w.RowTiles
+	if r < 2 {
+		return false
+	}
 	for l := 0; l < w.Lists; l++ {
 		var rows []float64
 		for kt := 0; kt < r; kt++ {
-			rows = append(rows, float64(w.Start[l*(r+1)+kt+1]-w.Start[l*(r+1)+kt]))
+			rows = append(rows, float64(len(w.Row(l, kt))/2))
 		}
-		if r < 2 || cv(rows) <= 0.25 {
+		if cv(rows) <= 0.25 {
 			return false
 		}
 	}
@@ -318,15 +315,14 @@ func endAlignedPairs(w *WorkList) []int32 {
 	r := w.RowTiles
 	out := make([]int32, len(w.Order))
 	for l := 0; l < w.Lists; l++ {
-		st := w.Start[l*(r+1) : (l+1)*(r+1)]
-		ne := func(kt int) int { return int(st[kt+1] - st[kt]) }
+		ne := func(kt int) int { return len(w.Row(l, kt)) / 2 }
 		heavier := func(a, b int) bool { return ne(a) > ne(b) || ne(a) == ne(b) && a < b }
 		groups := map[int32][]int{}
 		var ends []int32
 		for kt := 0; kt < r; kt++ {
 			end := int32(-1)
-			if ne(kt) > 0 {
-				end = w.Entries[2*(st[kt+1]-1)]
+			if row := w.Row(l, kt); len(row) > 0 {
+				end = row[len(row)-2]
 			}
 			if _, ok := groups[end]; !ok {
 				ends = append(ends, end)
@@ -620,7 +616,7 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 		}
 		sched |= int32(gs) << 4  // the group split, in bits 4-7: 1 is no split
 		perHead := dl.w.RowTiles // a head's blocks
-		if sched&8 != 0 {        // two key tiles a block (pairsPay): half the blocks
+		if sched&8 != 0 {        // two key tiles a block (the plan's pairs): half the blocks
 			perHead = (perHead + 1) / 2
 		}
 		if gs > 1 { // the kernel writes fp32 partials of dK and dV, summed below

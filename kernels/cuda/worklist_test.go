@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -604,18 +605,22 @@ func TestPairsNeverEmptyFirst(t *testing.T) {
 	for _, s := range []int{4096, 16384} {
 		for _, m := range mask.Names() {
 			for _, w := range []*WorkList{backwardList(t, 3, s, m), backwardList(t, 3, s, m, "full", "causal")} {
-				r := w.RowTiles
-				for l := 0; l < w.Lists; l++ {
-					n := func(i int) int32 {
-						kt := w.Order[l*r+i]
-						return w.Start[l*(r+1)+int(kt)+1] - w.Start[l*(r+1)+int(kt)]
-					}
-					for x := 0; x < r-1-x; x++ {
-						if n(x) < n(r-1-x) {
-							t.Fatalf("%s %d list %d: order[%d] has %d entries, its pair order[%d] %d", m, s, l, x, n(x), r-1-x, n(r-1-x))
-						}
-					}
-				}
+				checkPairsHeavierFirst(t, fmt.Sprintf("%s %d", m, s), w, w.Order)
+			}
+		}
+	}
+}
+
+// checkPairsHeavierFirst fails where a pair of order (order[x] and order[rows-1-x] of each
+// list, as the backward's pairs take them) has its first tile lighter than its second.
+func checkPairsHeavierFirst(t *testing.T, what string, w *WorkList, order []int32) {
+	t.Helper()
+	r := w.RowTiles
+	for l := 0; l < w.Lists; l++ {
+		n := func(i int) int { return len(w.Row(l, int(order[l*r+i]))) / 2 }
+		for x := 0; x < r-1-x; x++ {
+			if n(x) < n(r-1-x) {
+				t.Fatalf("%s list %d: order[%d] has %d entries, its pair order[%d] %d", what, l, x, n(x), r-1-x, n(r-1-x))
 			}
 		}
 	}
@@ -631,8 +636,7 @@ func TestEndAlignedPairs(t *testing.T) {
 			for _, w := range []*WorkList{backwardList(t, 5, s, m), backwardList(t, 5, s, m, "causal_document")} {
 				o, r := endAlignedPairs(w), w.RowTiles
 				for l := 0; l < w.Lists; l++ {
-					ol, st := o[l*r:(l+1)*r], w.Start[l*(r+1):(l+1)*(r+1)]
-					ne := func(i int) int32 { return st[ol[i]+1] - st[ol[i]] }
+					ol := o[l*r : (l+1)*r]
 					seen := make([]bool, r)
 					for _, kt := range ol {
 						if kt < 0 || int(kt) >= r || seen[kt] {
@@ -640,24 +644,20 @@ func TestEndAlignedPairs(t *testing.T) {
 						}
 						seen[kt] = true
 					}
-					for x := 0; x < r-1-x; x++ {
-						if ne(x) < ne(r-1-x) {
-							t.Fatalf("%s %d list %d: pair %d's first has %d entries, its second %d", m, s, l, x, ne(x), ne(r-1-x))
-						}
-					}
 				}
+				checkPairsHeavierFirst(t, fmt.Sprintf("%s %d, end-aligned", m, s), w, o)
 			}
 		}
 		w := backwardList(t, 5, s, "causal")
 		o, r := endAlignedPairs(w), w.RowTiles
 		for x := 0; x < r/2; x++ {
-			if a, b := w.Start[o[x]+1]-w.Start[o[x]], w.Start[o[r-1-x]+1]-w.Start[o[r-1-x]]; a+b != int32(s/64+2) {
+			if a, b := len(w.Row(0, int(o[x])))/2, len(w.Row(0, int(o[r-1-x])))/2; a+b != s/64+2 {
 				t.Errorf("causal %d: pair %d walks %d + %d query tiles, want %d", s, x, a, b, s/64+2)
 			}
 		}
 		w = backwardList(t, 5, s, "causal_document")
 		o, r = endAlignedPairs(w), w.RowTiles
-		end := func(kt int32) int32 { return w.Entries[2*(w.Start[kt+1]-1)] }
+		end := func(kt int32) int32 { row := w.Row(0, int(kt)); return row[len(row)-2] }
 		ends := map[int32]bool{}
 		apart := 0
 		for x := 0; x < r-1-x; x++ {
