@@ -158,31 +158,39 @@ type archVariant struct {
 	// the heaviest unplaced with the lightest, heads inner, where pairsPay says so (not when
 	// deterministic)
 	pairs bool
-	// docPairs (experiment sm90dp): pairs where the rows' lengths vary at all (head dim 128),
-	// each pair two key tiles whose walks end at the same query tile (a document's), from
-	// endAlignedPairs, the key tiles of a head together
-	docPairs bool
+	// docPairs, on a pairs variant where pairsPay does not pair: the backward's key tiles
+	// in endAlignedPairs's pairs (two tiles whose walks end at the same query tile, a
+	// document's), the key tiles of a head together, where docPairsPay says so
+	// (docPairsByRule) or wherever the rows' lengths vary at head dim 128 (docPairsAlways)
+	docPairs int8
 	// defines are defined (as 1) at the top of attention_sm90.cu for this variant: a
 	// choice inside code every entry point shares (LONGCA_TILE_BITS_SPAN), or entry points
 	// a module that does not run them need not compile (LONGCA_FWD_LEAN)
 	defines []string
 }
 
+// archVariant.docPairs's values.
+const (
+	docPairsNever  int8 = 0
+	docPairsByRule int8 = 1
+	docPairsAlways int8 = 2
+)
+
 // archVariants are the kernel's variants: the default on a device is the first it can run
 // (sm90 on compute capability 9.0, sm80 elsewhere); the experiments and the variants that
 // time one side of a rule stand between them.
 var archVariants = []archVariant{
-	{name: "sm90", doc: "Hopper: TMA + wgmma, warp-specialised (a producer and consumer warpgroups); forward at head dim 128 over 128x128 tiles with two consumer warpgroups taking turns (pingpong) and, within a turn, the next tile's Q K^T and this tile's P V as two groups with the next tile's softmax under P V (FlashAttention-3's order); at head dim 64 over 192x128 tiles with three consumer warpgroups taking turns in a ring; a lean softmax (the scale folded into the exponent, the rescale skipped when no row of a warp has a new maximum); persistent when rows are short; the forward over 128 x 64 tiles instead where the 128-key tiles visit 1.2x the keys (64-token block-sparse maps at kept 0.5 and below; rows say k64-fwd); backward over 128 keys x 64 queries at head dim 128 (the next step's S^T and dP^T issued behind dK) and 192 keys x 64 queries at head dim 64 (three consumer warpgroups of 64 keys), dS^T stored by stmatrix, dQ staged in fragment order while dK runs, added by bulk reductions and converted through shared memory; the backward's blocks a head's key tiles together unless a model of the block scheduler says they fill the SMs 2% less evenly than heaviest first over all heads (short causal and document rows); at head dim 64 a KV head's query heads split over 2 or 4 blocks a key tile where that model says it shortens the pass 2% or more (short full and causal rows: gsplit-N), dK and dV then summed from fp32 partials; at head dim 128 on causal-shaped rows (uneven rows that pair evenly) a block walks two key tiles, the heaviest with the lightest, down then up, the group's heads inner, so that the blocks running together share Q, dO and dQ in L2; the forward's warpgroup index read through a warp shuffle (wgmma descriptors in uniform registers); partial tiles' allowed columns by interval arithmetic; wgmma descriptors one add from per-step bases", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ETP, gsplit: true, pairs: true, sched: schedByRule, k64: true, defines: sm90Defines},
+	{name: "sm90", doc: "Hopper: TMA + wgmma, warp-specialised (a producer and consumer warpgroups); forward at head dim 128 over 128x128 tiles with two consumer warpgroups taking turns (pingpong) and, within a turn, the next tile's Q K^T and this tile's P V as two groups with the next tile's softmax under P V (FlashAttention-3's order); at head dim 64 over 192x128 tiles with three consumer warpgroups taking turns in a ring; a lean softmax (the scale folded into the exponent, the rescale skipped when no row of a warp has a new maximum); persistent when rows are short; the forward over 128 x 64 tiles instead where the 128-key tiles visit 1.2x the keys (64-token block-sparse maps at kept 0.5 and below; rows say k64-fwd); backward over 128 keys x 64 queries at head dim 128 (the next step's S^T and dP^T issued behind dK) and 192 keys x 64 queries at head dim 64 (three consumer warpgroups of 64 keys), dS^T stored by stmatrix, dQ staged in fragment order while dK runs, added by bulk reductions and converted through shared memory; the backward's blocks a head's key tiles together unless a model of the block scheduler says they fill the SMs 2% less evenly than heaviest first over all heads (short causal and document rows); at head dim 64 a KV head's query heads split over 2 or 4 blocks a key tile where that model says it shortens the pass 2% or more (short full and causal rows: gsplit-N), dK and dV then summed from fp32 partials; at head dim 128 on causal-shaped rows (uneven rows that pair evenly) a block walks two key tiles, the heaviest with the lightest, down then up, the group's heads inner, so that the blocks running together share Q, dO and dQ in L2, and on causal rows within documents (causal_document, prefix_lm_document, the long documents at 32K and up) the same within each document where a model of the block scheduler says the half-size grid's tail costs at most 8%; the forward's warpgroup index read through a warp shuffle (wgmma descriptors in uniform registers); partial tiles' allowed columns by interval arithmetic; wgmma descriptors one add from per-step bases", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ETP, gsplit: true, pairs: true, docPairs: docPairsByRule, sched: schedByRule, k64: true, defines: sm90Defines},
 	{name: "sm90-prev", doc: "sm90 as it was before call 26 (call 23's kernel: the forward's softmax after its products within a turn, two consumer warpgroups at head dim 64 too): kept to time the new default against", major: 9, exact: true, fwd: fwdSM90L, bwd: bwdSM90C, sched: schedByRule, defines: []string{"LONGCA_FWD_LEAN", "LONGCA_TILE_BITS_SPAN"}},
-	{name: "sm90-persist", doc: "sm90 with the forward always persistent (a block per SM walking the work items), whatever the rows: to time both sides of sm90's rule", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ETP, gsplit: true, pairs: true, sched: schedByRule, persist: 1, k64: true, defines: sm90Defines},
-	{name: "sm90-plain", doc: "sm90 with the forward never persistent (a block per query tile), whatever the rows: to time both sides of sm90's rule", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ETP, gsplit: true, pairs: true, sched: schedByRule, persist: -1, k64: true, defines: sm90Defines},
-	{name: "sm90fk", doc: "sm90 with the backward's key tiles of a head always together (one side of sm90's order rule)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ETP, gsplit: true, pairs: true, sched: schedKTFast, k64: true, defines: sm90Defines},
+	{name: "sm90-persist", doc: "sm90 with the forward always persistent (a block per SM walking the work items), whatever the rows: to time both sides of sm90's rule", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ETP, gsplit: true, pairs: true, docPairs: docPairsByRule, sched: schedByRule, persist: 1, k64: true, defines: sm90Defines},
+	{name: "sm90-plain", doc: "sm90 with the forward never persistent (a block per query tile), whatever the rows: to time both sides of sm90's rule", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ETP, gsplit: true, pairs: true, docPairs: docPairsByRule, sched: schedByRule, persist: -1, k64: true, defines: sm90Defines},
+	{name: "sm90fk", doc: "sm90 with the backward's key tiles of a head always together (one side of sm90's order rule; no pairs within documents, which set the order)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ETP, gsplit: true, pairs: true, sched: schedKTFast, k64: true, defines: sm90Defines},
 	{name: "sm90kr", doc: "experiment (not yet run on a GPU): sm90 with the backward's key tiles of a head always together and each block starting at a query tile rotated by its key tile (sched 2; sm90's rule never rotates): the L2 model says the rotation keeps full 48K's blocks from drifting into thrashing (45 GB read against 219 if the blocks' speeds differ by 2%; 32 against 13 if by 0.5%)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ETP, gsplit: true, pairs: true, sched: schedKTFast &^ schedNoRot, k64: true, defines: sm90Defines},
-	{name: "sm90fn", doc: "sm90 with the backward's key tiles always heaviest first over all heads (the other side of sm90's order rule)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ETP, gsplit: true, pairs: true, sched: schedNoRot, k64: true, defines: sm90Defines},
+	{name: "sm90fn", doc: "sm90 with the backward's key tiles always heaviest first over all heads (the other side of sm90's order rule; no pairs within documents, which set the order)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ETP, gsplit: true, pairs: true, sched: schedNoRot, k64: true, defines: sm90Defines},
 	{name: "sm90-unp", doc: "sm90 compiled without LONGCA_BWD_PAIRS (the backward has neither the pairs' code nor their barrier, so never pairs): to time what the pairs' code costs the blocks it leaves unpaired (call 51's suite: full's backward 0.96-1.00x cuDNN, from 0.99-1.00 in call 45)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ET, gsplit: true, sched: schedByRule, k64: true, defines: slices.DeleteFunc(slices.Clone(sm90Defines), func(d string) bool { return d == "LONGCA_BWD_PAIRS" })},
-	{name: "sm90dp", doc: "experiment (not yet run on a GPU): sm90 with the backward's key tiles paired wherever their rows' lengths vary (head dim 128), each pair two tiles whose walks end at the same query tile (within a document: causal_document, prefix_lm_document, the long documents), heaviest with lightest, the key tiles of a head together (the L2 model: causal_document 16K / 32K / 48K 9.0 / 28 / 68 GB read from DRAM -> 1.9 / 5.3 / 8.5, the modelled pass 17% longer at 16K, level at 48K)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ETP, gsplit: true, pairs: true, docPairs: true, sched: schedByRule, k64: true, defines: sm90Defines},
+	{name: "sm90dp", doc: "sm90 with the backward's key tiles paired within documents wherever their rows' lengths vary at head dim 128, whatever the tail (the other side of sm90's document-pairs rule; call 53: causal_document 16K / 32K / 48K +3 / +6 / +12%, share_question 16K -46%)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ETP, gsplit: true, pairs: true, docPairs: docPairsAlways, sched: schedByRule, k64: true, defines: sm90Defines},
 	{name: "sm90np", doc: "sm90 with the backward never walking key tiles in pairs (the other side of sm90's pairing rule; sm90 as it was before call 50 but for the pairing's code)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ETP, gsplit: true, sched: schedByRule, k64: true, defines: sm90Defines},
-	{name: "sm90s", doc: "sm90 with the forward always over 128-query x 64-key tiles, at both head dims (one side of sm90's tile rule)", major: 9, exact: true, fwd: fwdSM90S, bwd: bwdSM90ETP, gsplit: true, pairs: true, sched: schedByRule, defines: sm90Defines},
+	{name: "sm90s", doc: "sm90 with the forward always over 128-query x 64-key tiles, at both head dims (one side of sm90's tile rule)", major: 9, exact: true, fwd: fwdSM90S, bwd: bwdSM90ETP, gsplit: true, pairs: true, docPairs: docPairsByRule, sched: schedByRule, defines: sm90Defines},
 	{name: "sm90be", doc: "sm90 with the backward's next S^T and dP^T issued behind this step's dK at head dim 64 too (call 29: even with sm90 there)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90E.withBars(1), sched: schedByRule, k64: true, defines: sm90Defines},
 	{name: "sm90-c29", doc: "sm90 as it was before call 31 (call 29's default: 128 x 128 forward tiles on every mask, bwd90f's backward at both head dims; the block order by sm90's rule): kept to time the new default against", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90C.withBars(1), sched: schedByRule, defines: sm90Defines},
 	{name: "sm80", doc: "Ampere and later: mma.sync forward and backward (cp.async double buffering)", major: 8, fwd: fwdSM80, bwd: bwdSM80},
@@ -363,7 +371,8 @@ func (k *Kernel) DeterministicBackward() bool { return k.det && inSM90(k.bwd.fn)
 // Describe names the variant that serves the problem and the architecture it was built
 // for; on sm90 a forward run persistent (short rows) says so ("sm90 persistent-fwd"), a
 // deterministic backward too ("sm90 deterministic"), and a backward its group split
-// ("sm90 gsplit-4") and its key-tile pairs ("sm90 pairs-bwd").
+// ("sm90 gsplit-4") and its key-tile pairs ("sm90 pairs-bwd"; "sm90 doc-pairs-bwd" within
+// documents).
 func (k *Kernel) Describe(p kernels.Problem, pass kernels.Pass) kernels.Info {
 	info := kernels.Info{Variant: k.arch.name, Versions: map[string]string{"arch": k.dev.Arch()}}
 	if k.DeterministicBackward() && pass != kernels.Fwd {
@@ -384,7 +393,9 @@ func (k *Kernel) Describe(p kernels.Problem, pass kernels.Pass) kernels.Info {
 			if g > 1 {
 				info.Variant += fmt.Sprintf(" gsplit-%d", g)
 			}
-			if sched&8 != 0 {
+			if sched&schedDocPairs != 0 {
+				info.Variant += " doc-pairs-bwd"
+			} else if sched&8 != 0 {
 				info.Variant += " pairs-bwd"
 			}
 		}
@@ -573,7 +584,7 @@ func (k *Kernel) listBuilt(p kernels.Problem, qt, kt int, tr bool, w *WorkList) 
 			dst  **cuda.Buffer
 			vals []int32
 		}{{&dl.order, w.Order}, {&dl.start, w.Start}, {&dl.entries, w.Entries}, {&dl.refs, w.Refs}, {&dl.slices, w.Slices}, {&dl.ranks, w.Ranks}}
-		if tr && k.arch.docPairs {
+		if tr && k.arch.docPairs != docPairsNever {
 			bufs = append(bufs, struct {
 				dst  **cuda.Buffer
 				vals []int32
@@ -618,11 +629,11 @@ func (dl *deviceList) args() []any {
 	return []any{dl.order, dl.start, dl.entries, dl.refs, dl.slices, dl.w.RowTiles, per}
 }
 
-// pairedArgs is args with the backward's key tiles in endAlignedPairs's order where the list
-// has it (a docPairs variant's) and the plan pairs (sched bit 3).
+// pairedArgs is args with the backward's key tiles in endAlignedPairs's order where the plan
+// pairs within documents (schedDocPairs; the list of a docPairs variant has the order).
 func (dl *deviceList) pairedArgs(sched int32) []any {
 	a := dl.args()
-	if sched&8 != 0 && dl.pairOrder != nil {
+	if sched&schedDocPairs != 0 && dl.pairOrder != nil {
 		a[0] = dl.pairOrder
 	}
 	return a

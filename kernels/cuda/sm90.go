@@ -102,6 +102,9 @@ const (
 	schedNoRot  int32 = 1  // every block starts at its first query tile, heaviest key tiles first over all heads
 	schedKTFast int32 = 3  // no rotation, and the key tiles of one KV head run together
 	schedByRule int32 = -1 // backwardOrder's choice
+	// schedDocPairs, with bit 3, on the host only (cleared before the launch): the pairs
+	// are endAlignedPairs's, within documents (the list's pairOrder), not pairsPay's
+	schedDocPairs int32 = 1 << 16
 )
 
 // schedBalance is how evenly the backward's blocks of w (a key tile of a KV head each,
@@ -128,19 +131,30 @@ func splitBalance(w *WorkList, heads, group, split, slots int, sched int32) floa
 
 // fillSlots walks splitBalance's model, each block costing extra steps more: the work of
 // all blocks and the longest slot's busy time (the pass's modelled length), both 0 when
-// there is nothing to place.
+// there is nothing to place. With sched bit 3 a block walks the key tiles order[x] and
+// order[rows-1-x] (the pairs), costing both tiles' steps and loads.
 func fillSlots(w *WorkList, heads, group, split, slots int, sched int32, extra float64) (total, longest float64) {
 	const blockSteps = 2
 	if slots <= 0 || heads <= 0 || w.RowTiles == 0 || split <= 0 {
 		return 0, 0
 	}
-	cost := func(hb, i int) float64 {
+	rows, perHead := w.RowTiles, w.RowTiles
+	if sched&8 != 0 {
+		perHead = (rows + 1) / 2
+	}
+	tile := func(l, x int) float64 {
+		return float64(len(w.Row(l, int(w.Order[l*rows+x])))/2)*float64(group/split) + blockSteps + extra
+	}
+	cost := func(hb, x int) float64 {
 		l := 0
 		if w.Lists > 1 {
 			l = (hb / split) % w.Lists
 		}
-		kt := int(w.Order[l*w.RowTiles+i])
-		return float64(len(w.Row(l, kt))/2)*float64(group/split) + blockSteps + extra
+		c := tile(l, x)
+		if y := rows - 1 - x; sched&8 != 0 && y > x { // a pair: the second tile's walk and loads too
+			c += tile(l, y)
+		}
+		return c
 	}
 	heads *= split
 	free := make(slotHeap, slots) // when each slot is next free
@@ -151,14 +165,14 @@ func fillSlots(w *WorkList, heads, group, split, slots int, sched int32, extra f
 	}
 	if sched&2 != 0 { // key tiles the fast index: a head's key tiles together
 		for h := 0; h < heads; h++ {
-			for i := 0; i < w.RowTiles; i++ {
-				next(cost(h, i))
+			for x := 0; x < perHead; x++ {
+				next(cost(h, x))
 			}
 		}
 	} else {
-		for i := 0; i < w.RowTiles; i++ {
+		for x := 0; x < perHead; x++ {
 			for h := 0; h < heads; h++ {
-				next(cost(h, i))
+				next(cost(h, x))
 			}
 		}
 	}
@@ -224,6 +238,14 @@ func (k *Kernel) blockSlots() int {
 		return k.dev.SMs
 	}
 	return 132
+}
+
+// l2Bytes is the device's L2 cache size, the H200's 50 MB where the device is not known.
+func (k *Kernel) l2Bytes() int {
+	if k.dev != nil && k.dev.L2Bytes > 0 {
+		return k.dev.L2Bytes
+	}
+	return 50 << 20
 }
 
 // splitSteps is what each block of a split backward costs in fillSlots beyond its steps:
@@ -358,6 +380,79 @@ func endAlignedPairs(w *WorkList) []int32 {
 	return out
 }
 
+// docPairsPay says whether sm90's backward, where pairsPay does not pair, walks the key tiles
+// of w in endAlignedPairs's pairs (within documents), the key tiles of a head together, at
+// head dim d for heads KV heads of group query heads on slots block slots with l2 bytes of
+// L2, against the unpaired order sched. At 128, where the key tiles end their walks in two
+// or more documents (one document: pairsPay's causal pairs, or none), the rows vary within
+// documents (docRowsVary: not full_document's even rows, whose pairs are each two equal
+// walks: call 53 -1 to -8%), a KV head's Q, dO and dQ outgrow L2 (the unpaired blocks'
+// drift can thrash it), and fillSlots models the paired pass at most docPairsTail longer
+// than the unpaired one (half as many blocks: a longer tail at short lengths). Call 53
+// (docs/perf.md "Call 53"): the pairs cut causal_document 32K's DRAM read to 8.0 GB
+// (the L2 model: 28.4 unpaired, 5.3 paired) and won +6% there (modelled pass 1.068x), +12%
+// at 48K (1.004x), causal_document_long and prefix_lm_document 48K +10%, share_question
+// 48K +1%, and lost where the tail outweighs the bytes: share_question 16K -46% (2.07x),
+// block_causal_document 16K -11% (1.20x), prefix_lm_document 16K -8% (1.15x),
+// causal_document_long 16K -4% (1.11x). One miss each way: causal_document 16K +3% at
+// 1.18x (not taken), block_causal_document 48K -0.6% at 1.04x (taken; its unpaired blocks
+// read only 8 GB, little to save).
+func docPairsPay(w *WorkList, d, heads, group, slots, l2 int, sched int32) bool {
+	if d != 128 || !rowsVary(w) || w.Cols*d*8*group <= l2 || docRowsVary(w) < 0.2 {
+		return false
+	}
+	_, base := fillSlots(w, heads, group, 1, slots, sched, 0)
+	wp := *w
+	wp.Order = endAlignedPairs(w)
+	_, paired := fillSlots(&wp, heads, group, 1, slots, schedKTFast|8, 0)
+	return paired <= base*docPairsTail
+}
+
+// docPairsTail is how much longer than the unpaired pass docPairsPay lets fillSlots model the
+// paired one: call 53's gains and losses fit the pass's time as 0.9x the modelled tail plus
+// 0.4x the DRAM bytes saved at the H200's rate (from the L2 model, too slow to run per
+// case: a second at 48K); the bytes the pairs save on causal rows within documents (a
+// fifth of the time unpaired) pay for up to about 8% more tail.
+const docPairsTail = 1.08
+
+// docRowsVary is how much the rows of w vary within the groups of key tiles whose walks end
+// at the same query tile (a document's last, the groups endAlignedPairs pairs within): the
+// rows' mean absolute deviation from their group's mean over the rows' total; 0 where a
+// list's tiles end in fewer than two groups (one document). About 0.5 on causal rows within
+// documents, 0.4 on block_causal_document, 0.03 and below on full_document (only the tiles
+// across a document's edge differ).
+func docRowsVary(w *WorkList) float64 {
+	r := w.RowTiles
+	var dev, total float64
+	for l := 0; l < w.Lists; l++ {
+		groups := map[int32][]float64{}
+		for kt := 0; kt < r; kt++ {
+			if row := w.Row(l, kt); len(row) > 0 {
+				end := row[len(row)-2]
+				groups[end] = append(groups[end], float64(len(row)/2))
+			}
+		}
+		if len(groups) < 2 {
+			return 0
+		}
+		for _, g := range groups {
+			var m float64
+			for _, x := range g {
+				m += x
+			}
+			m /= float64(len(g))
+			for _, x := range g {
+				dev += math.Abs(x - m)
+				total += x
+			}
+		}
+	}
+	if total == 0 {
+		return 0
+	}
+	return dev / total
+}
+
 // cv is the coefficient of variation of xs (0 where their mean is 0).
 func cv(xs []float64) float64 {
 	var s, s2 float64
@@ -379,7 +474,8 @@ func cv(xs []float64) float64 {
 // the variant's own order or backwardOrder's, and groupSplit's parts where the variant
 // splits (sm90's, at head dim 64 only: the kernel splits nothing at 128; 1 elsewhere, when
 // deterministic, or where the grid's head dimension would pass 65535), with bit 3 set where
-// the variant pairs key tiles and pairsPay says so (never when deterministic). Decided once
+// the variant pairs key tiles and pairsPay says so, or, on causal rows within documents,
+// docPairsPay (then with schedDocPairs too; never when deterministic). Decided once
 // per list and head shape (the model walks every block: about 0.1 ms at 48K).
 func (k *Kernel) backwardPlan(dl *deviceList, heads, group, d int) (int32, int) {
 	byRule, split := k.arch.sched == schedByRule, k.arch.gsplit && d == 64 && !k.det && heads*4 <= 65535
@@ -401,10 +497,12 @@ func (k *Kernel) backwardPlan(dl *deviceList, heads, group, d int) (int32, int) 
 	if split {
 		g = groupSplit(dl.w, heads, group, key[2], o)
 	}
-	if pairs && pairsPay(dl.w, d) {
+	switch {
+	case pairs && pairsPay(dl.w, d):
 		o |= 8
-	} else if pairs && k.arch.docPairs && d == 128 && rowsVary(dl.w) { // experiment sm90dp
-		o = schedKTFast | 8
+	case pairs && k.arch.docPairs == docPairsAlways && d == 128 && rowsVary(dl.w),
+		pairs && k.arch.docPairs == docPairsByRule && docPairsPay(dl.w, d, heads, group, key[2], k.l2Bytes(), o):
+		o = schedKTFast | 8 | schedDocPairs
 	}
 	k.mu.Lock()
 	dl.sched, dl.split, dl.planFor = o, g, key
@@ -611,6 +709,7 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 		}
 		args := append([]any{maps[0], maps[1], maps[2], maps[3], maps[4], lse2, dsum, bs[7], bs[8], sq, p.Mask.SeqK, hq, p.HeadsKV, sqPad,
 			float32(scale), float32(scale * math.Log2E)}, dl.pairedArgs(sched)...)
+		sched &^= schedDocPairs
 		if p.HeadsKV*gs > 65535 { // the key-tiles-fast grid puts the heads in grid y (at most 65535)
 			sched &^= 2
 		}

@@ -681,17 +681,69 @@ func TestEndAlignedPairs(t *testing.T) {
 			t.Errorf("causal_document %d: the document pairs read %.2f GB, the rule %.2f: not a third", s, float64(paired)/1e9, float64(rule)/1e9)
 		}
 	}
-	// the plan: sm90dp pairs causal_document at head dim 128 only, the key tiles together
-	w := backwardList(t, 42, 16384, "causal_document")
+	// the plan: sm90dp pairs causal_document at head dim 128 only, the key tiles together;
+	// sm90 by docPairsPay (not at 16K, at 32K), never when deterministic
 	for _, c := range []struct {
 		variant string
-		d       int
+		s, d    int
+		det     bool
 		want    int32
-	}{{"sm90dp", 128, schedKTFast | 8}, {"sm90dp", 64, -1}, {"sm90", 128, -1}} {
-		k := &Kernel{arch: variantNamed(t, c.variant)}
+	}{
+		{"sm90dp", 16384, 128, false, schedKTFast | 8 | schedDocPairs}, {"sm90dp", 16384, 64, false, -1},
+		{"sm90", 16384, 128, false, -1}, {"sm90", 32768, 128, false, schedKTFast | 8 | schedDocPairs},
+		{"sm90", 32768, 64, false, -1}, {"sm90", 32768, 128, true, -1}, {"sm90np", 32768, 128, false, -1},
+	} {
+		w := backwardList(t, 42, c.s, "causal_document")
+		k := &Kernel{arch: variantNamed(t, c.variant), det: c.det}
 		got, _ := k.backwardPlan(&deviceList{w: w}, 8, 8, c.d)
 		if c.want >= 0 && got != c.want || c.want < 0 && got&8 != 0 {
-			t.Errorf("%s causal_document 16K at head dim %d: sched %#x", c.variant, c.d, got)
+			t.Errorf("%s causal_document %d at head dim %d (deterministic %v): sched %#x", c.variant, c.s, c.d, c.det, got)
 		}
+	}
+}
+
+// docPairsPay (sm90's pairs within documents) takes call 53's winners and leaves its
+// losers (docs/perf.md "Call 53": sm90dp against sm90, d128, 64:8): causal_document 32K /
+// 48K +6 / +12%, causal_document_long and prefix_lm_document 48K +10%, share_question 48K
+// +1% taken; share_question 16K -46%, block_causal_document 16K -11%, prefix_lm_document 16K
+// -8%, full_document 16K / 32K / 48K -8 / -6 / -1.5%, causal_document_long 16K -4% left;
+// also left: one document (prefix_lm_causal, causal_blockwise: pairsPay's to decide), 4K
+// (a KV head's Q, dO and dQ fit in L2), head dim 64, causal (pairsPay pairs it first).
+func TestDocPairsPay(t *testing.T) {
+	for _, c := range []struct {
+		mask string
+		s, d int
+		want bool
+	}{
+		{"causal_document", 32768, 128, true}, {"causal_document", 49152, 128, true},
+		{"causal_document_long", 49152, 128, true}, {"prefix_lm_document", 49152, 128, true},
+		{"share_question", 49152, 128, true},
+		{"share_question", 16384, 128, false}, {"block_causal_document", 16384, 128, false},
+		{"prefix_lm_document", 16384, 128, false}, {"causal_document_long", 16384, 128, false},
+		{"full_document", 16384, 128, false}, {"full_document", 32768, 128, false}, {"full_document", 49152, 128, false},
+		{"causal_document", 16384, 128, false}, {"causal_document", 4096, 128, false},
+		{"prefix_lm_causal", 49152, 128, false}, {"causal_blockwise", 49152, 128, false},
+		{"causal_document", 49152, 64, false}, {"full", 32768, 128, false},
+	} {
+		w := backwardList(t, 42, c.s, c.mask)
+		if got := docPairsPay(w, c.d, 8, 8, 132, 50<<20, backwardOrder(w, 8, 8, 132)); got != c.want {
+			t.Errorf("%s %d at head dim %d: docPairsPay %v, want %v", c.mask, c.s, c.d, got, c.want)
+		}
+	}
+	// fillSlots's pairs: the same work as unpaired (both tiles' steps and loads), on half as
+	// many blocks (causal's pairs even: the pass as long as its work over the slots, within
+	// one pair)
+	w := backwardList(t, 42, 16384, "causal")
+	t0, _ := fillSlots(w, 8, 8, 1, 132, schedKTFast, 0)
+	t1, l1 := fillSlots(w, 8, 8, 1, 132, schedKTFast|8, 0)
+	pair := float64(len(w.Row(0, int(w.Order[0])))/2+len(w.Row(0, int(w.Order[w.RowTiles-1])))/2)*8 + 4
+	if t0 != t1 || l1 > t1/132+pair || l1 < t1/132 {
+		t.Errorf("causal 16K: paired work %v (unpaired %v), pass %v, want within one pair (%v) of %v", t1, t0, l1, pair, t1/132)
+	}
+	if v := docRowsVary(backwardList(t, 42, 32768, "full_document")); v > 0.05 {
+		t.Errorf("full_document 32K: rows vary %.3f within documents, want about 0", v)
+	}
+	if v := docRowsVary(backwardList(t, 42, 32768, "causal_document")); v < 0.4 {
+		t.Errorf("causal_document 32K: rows vary %.3f within documents, want about 0.5", v)
 	}
 }
