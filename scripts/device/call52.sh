@@ -47,7 +47,7 @@ done
 NCU_PASS=bwd ncu_mem sm90 full 32K
 ncu_mem sm90 full 48K
 ncu_mem cudnn full 48K
-ncu_mem sm90 causal_document 32K
+ncu_mem sm90np causal_document 32K
 ncu_mem sm90 prefix_lm_causal 48K
 # the forward's traffic, never measured: causal 32K, cuda and cuDNN
 NCU_PASS=fwd ncu_mem sm90 causal 32K
