@@ -627,6 +627,20 @@ constexpr bool PAIRS = true;
 constexpr bool PAIRS = false;
 #endif
 
+// FRONT (experiment sm90ff): where the host sets sched bit 2, an unpaired block walks its
+// heads' rows end to end from where the last block on the same row of the same KV head
+// (its first query tile) stepped, so that blocks started late in the pass join the others'
+// query tiles instead of starting at the first: the blocks' speeds differ, and over a long
+// pass (full 48K: 23 waves) a KV head's blocks drift apart until their Q, dO and dQ no
+// longer fit in L2 (the L2 model: 218 GB read at 2% spread, 15.5 with the front). The
+// positions live in the deterministic backward's locks (unused without DET); any value
+// read gives a valid walk (every step once), so no ordering is needed.
+#ifdef LONGCA_BWD_FRONT
+constexpr bool FRONT = true;
+#else
+constexpr bool FRONT = false;
+#endif
+
 // DET: the deterministic backward. Every query tile's dQ is added by the key tiles that
 // visit it in increasing order: the writer of key tile kt waits until locks[h][tile] says
 // the ranks[e] lower key tiles have added theirs, adds, waits for its additions to land,
@@ -684,15 +698,25 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
   // Blocks start at different query tiles (a rotation by key tile), so that blocks
   // running together add into different dQ rows.
   const int rot = ne > 0 && !DET && !(sched & 1) && !paired ? (kt * 7) % ne : 0;
+  // FRONT: the walk's first step (off, of itersA) and where this row's position is kept
+  const bool front = FRONT && !DET && !paired && (sched & 4) && gs == 1 && ne > 0;
+  int *const frontAt = locks + (long long)kvh * (sq_pad / BBM9) + (front ? wl.entries[2 * e0] : 0);
+  __shared__ int sOff;
+  int off = 0;
   // step it of this block's walk: its query head (of its part of the group) and its work-list
-  // entry; unpaired, ne steps a head from the rotated first entry; paired, the first key
-  // tile's entries from the last, then the second's from the first, the heads inner
+  // entry; unpaired, ne steps a head from the rotated first entry (FRONT: the heads' rows end
+  // to end from step off); paired, the first key tile's entries from the last, then the
+  // second's from the first, the heads inner
   auto step_at = [&](int it, int &h, int &e) {
     if (paired) {
       const bool b = it >= itersA;
       const int l = b ? it - itersA : it, i = l / gpart;
       h = kvh * group + part * gpart + l % gpart;
       e = b ? eB0 + i : e1 - 1 - i;
+    } else if (front) {
+      const int p = it + off >= itersA ? it + off - itersA : it + off;
+      h = kvh * group + part * gpart + p / ne;
+      e = e0 + p % ne;
     } else {
       h = kvh * group + part * gpart + it / ne;
       e = e0 + (it % ne + rot) % ne;
@@ -720,8 +744,14 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
       mbar_init(&dqEmpty[c], 1);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    if (front) {
+      unsigned v;
+      asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(frontAt));
+      sOff = (int)(v % (unsigned)itersA);
+    }
   }
   __syncthreads();
+  if (front) off = sOff;
 
   if (wg == 0) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(NCW == 3 ? 32 : 40) : "memory");
@@ -752,6 +782,10 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
         }
         bulk_load(sL + s * BBM9, lse2 + (long long)h * sq_pad + q0, BBM9 * 4, &fullQ[s]);
         bulk_load(sDs + s * BBM9, dsum + (long long)h * sq_pad + q0, BBM9 * 4, &fullQ[s]);
+        if (front) {  // where the blocks on this row are
+          const int p = it + off >= itersA ? it + off - itersA : it + off;
+          asm volatile("st.relaxed.gpu.global.b32 [%0], %1;\n" ::"l"(frontAt), "r"(p) : "memory");
+        }
         if (paired && it == itersA) {  // the second key tile's K and V, once the consumers are done with the first's
           if (itersA > 0) mbar_wait(emptyKV, 0);
           load_kv(ktB * NB);

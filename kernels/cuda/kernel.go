@@ -163,6 +163,10 @@ type archVariant struct {
 	// document's), the key tiles of a head together, where docPairsPay says so
 	// (docPairsByRule) or wherever the rows' lengths vary at head dim 128 (docPairsAlways)
 	docPairs int8
+	// front (experiment sm90ff, LONGCA_BWD_FRONT in defines): at head dim 128 an unpaired,
+	// unsplit backward block starts its walk where the last block on the same row of its
+	// KV head stepped (sched bit 2)
+	front bool
 	// defines are defined (as 1) at the top of attention_sm90.cu for this variant: a
 	// choice inside code every entry point shares (LONGCA_TILE_BITS_SPAN), or entry points
 	// a module that does not run them need not compile (LONGCA_FWD_LEAN)
@@ -189,6 +193,7 @@ var archVariants = []archVariant{
 	{name: "sm90fn", doc: "sm90 with the backward's key tiles always heaviest first over all heads (the other side of sm90's order rule; no pairs within documents, which set the order)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ETP, gsplit: true, pairs: true, sched: schedNoRot, k64: true, defines: sm90Defines},
 	{name: "sm90-unp", doc: "sm90 compiled without LONGCA_BWD_PAIRS (the backward has neither the pairs' code nor their barrier, so never pairs): to time what the pairs' code costs the blocks it leaves unpaired (call 51's suite: full's backward 0.96-1.00x cuDNN, from 0.99-1.00 in call 45)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ET, gsplit: true, sched: schedByRule, k64: true, defines: slices.DeleteFunc(slices.Clone(sm90Defines), func(d string) bool { return d == "LONGCA_BWD_PAIRS" })},
 	{name: "sm90dp", doc: "sm90 with the backward's key tiles paired within documents wherever their rows' lengths vary at head dim 128, whatever the tail (the other side of sm90's document-pairs rule; call 53: causal_document 16K / 32K / 48K +3 / +6 / +12%, share_question 16K -46%)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ETP, gsplit: true, pairs: true, docPairs: docPairsAlways, sched: schedByRule, k64: true, defines: sm90Defines},
+	{name: "sm90ff", doc: "experiment (not yet run on a GPU): sm90 with each unpaired backward block at head dim 128 starting its walk (its heads' rows end to end) where the last block on the same row of its KV head stepped, so that blocks started late join the others' query tiles (sched bit 2; the L2 model: full 32K / 48K 20.6 / 218 GB read from DRAM if the blocks' speeds differ by 2%, 6.3 / 15.5 with the front; full_document 48K 33.5 -> 7.5; rows that no two key tiles share, causal's, the windows', unchanged)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ETP, gsplit: true, pairs: true, docPairs: docPairsByRule, front: true, sched: schedByRule, k64: true, defines: append(slices.Clone(sm90Defines), "LONGCA_BWD_FRONT")},
 	{name: "sm90np", doc: "sm90 with the backward never walking key tiles in pairs (the other side of sm90's pairing rule; sm90 as it was before call 50 but for the pairing's code)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ETP, gsplit: true, sched: schedByRule, k64: true, defines: sm90Defines},
 	{name: "sm90s", doc: "sm90 with the forward always over 128-query x 64-key tiles, at both head dims (one side of sm90's tile rule)", major: 9, exact: true, fwd: fwdSM90S, bwd: bwdSM90ETP, gsplit: true, pairs: true, docPairs: docPairsByRule, sched: schedByRule, defines: sm90Defines},
 	{name: "sm90be", doc: "sm90 with the backward's next S^T and dP^T issued behind this step's dK at head dim 64 too (call 29: even with sm90 there)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90E.withBars(1), sched: schedByRule, k64: true, defines: sm90Defines},
@@ -392,6 +397,9 @@ func (k *Kernel) Describe(p kernels.Problem, pass kernels.Pass) kernels.Info {
 			sched, g := k.backwardPlan(dl, p.HeadsKV, p.HeadsQ/p.HeadsKV, p.HeadDim)
 			if g > 1 {
 				info.Variant += fmt.Sprintf(" gsplit-%d", g)
+			}
+			if sched&4 != 0 {
+				info.Variant += " front-bwd"
 			}
 			if sched&schedDocPairs != 0 {
 				info.Variant += " doc-pairs-bwd"

@@ -96,7 +96,8 @@ func persistentForward(w *WorkList) bool {
 }
 
 // Orders of the backward's blocks (the kernel's sched argument): bit 0 no rotation of
-// the blocks' first query tiles, bit 1 key tiles the grid's fast index.
+// the blocks' first query tiles, bit 1 key tiles the grid's fast index (bit 2 the front,
+// experiment sm90ff; bit 3 the pairs; bits 4-7 the group split).
 const (
 	schedRotate int32 = 0  // each block starts at a query tile rotated by its key tile
 	schedNoRot  int32 = 1  // every block starts at its first query tile, heaviest key tiles first over all heads
@@ -503,6 +504,9 @@ func (k *Kernel) backwardPlan(dl *deviceList, heads, group, d int) (int32, int) 
 	case pairs && k.arch.docPairs == docPairsAlways && d == 128 && rowsVary(dl.w),
 		pairs && k.arch.docPairs == docPairsByRule && docPairsPay(dl.w, d, heads, group, key[2], k.l2Bytes(), o):
 		o = schedKTFast | 8 | schedDocPairs
+	}
+	if k.arch.front && !k.det && o&8 == 0 && g == 1 && d == 128 { // experiment sm90ff
+		o |= 4
 	}
 	k.mu.Lock()
 	dl.sched, dl.split, dl.planFor = o, g, key

@@ -33,13 +33,7 @@ for v in sm90 sm90fk sm90fn; do
 	LONGCA_BIN=bin/longca step "o-$n-$v" 40 kernel --kernels cuda --variant $v --masks causal_document,share_question,prefix_lm_causal,prefix_lm_document,causal_blockwise --seqlens 16K,48K --passes bwd -w 2 -n 5
 	n=$((n + 1))
 done
-#    and full's rotation (sm90kr) against sm90 at 32K and 48K (where the L2 model says it
-#    reads 45 GB against 219 at 48K if the blocks' speeds differ by 2%, 32 against 13 if 0.5%)
-n=0
-for v in sm90 sm90kr sm90; do
-	LONGCA_BIN=bin/longca step "f-$n-$v" 30 kernel --kernels cuda --variant $v --masks full --seqlens 32K,48K --passes bwd -w 2 -n 5
-	n=$((n + 1))
-done
+#    (full's rotation, sm90kr, moved to call54.sh beside sm90ff's front)
 # 3. DRAM bytes of one backward launch where the L2 model (kernels/cuda/l2model.go) is not yet
 #    calibrated: full 32K and 48K (modelled 20.6 and 219 GB read with blocks' speeds within
 #    2%, 6.3 and 12.7 within 0.5%: which is it?), cuDNN's full 48K, causal_document 32K,
@@ -57,8 +51,6 @@ for d in d128 d64; do
 	echo "=== $d backward TFLOP/s: mask seqlen, then" $runs
 	join_runs $d $runs
 done
-echo "=== full's rotation, d128 backward TFLOP/s: sm90 sm90kr sm90"
-join_runs f sm90 sm90kr sm90
 echo "=== the order, d128 backward TFLOP/s: mask seqlen, then sm90 sm90fk sm90fn"
 join_runs o sm90 sm90fk sm90fn
 echo "=== one backward launch, d128: DRAM read / write, L2 hit rate, time"
