@@ -633,8 +633,11 @@ constexpr bool PAIRS = false;
 // query tiles instead of starting at the first: the blocks' speeds differ, and over a long
 // pass (full 48K: 23 waves) a KV head's blocks drift apart until their Q, dO and dQ no
 // longer fit in L2 (the L2 model: 218 GB read at 2% spread, 15.5 with the front). The
-// positions live in the deterministic backward's locks (unused without DET); any value
-// read gives a valid walk (every step once), so no ordering is needed.
+// positions live in the deterministic backward's locks (unused without DET; the host zeroes
+// them before each launch); any value read gives a valid walk (every step once), so no
+// ordering is needed. Rows are told apart by their first query tile only: two rows that
+// share it but not their length (a key tile across a document's edge) read each other's
+// positions, still a valid start.
 #ifdef LONGCA_BWD_FRONT
 constexpr bool FRONT = true;
 #else

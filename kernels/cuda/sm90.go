@@ -678,18 +678,21 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 	if err := k.dev.Memset(dqacc, 4, 0); err != nil {
 		return err
 	}
-	// the deterministic backward's turns, one per (query head, 64-query tile): zero
+	// the deterministic backward's turns, one per (query head, 64-query tile), and the
+	// front's positions (sched bit 2, experiment sm90ff), one per (KV head, a row's first
+	// query tile): zero, so that every launch starts its fronts alike (any value is a valid
+	// start, but one left by the last launch would shift each walk launch after launch)
 	locks, err := k.scratchBuf("dqlocks", hq*sqPad/64)
 	if err != nil {
 		return err
 	}
-	if k.det {
+	sched, gs := k.backwardPlan(dl, p.HeadsKV, hq/p.HeadsKV, d)
+	if k.det || sched&4 != 0 {
 		if err := k.dev.Memset(locks, 4, 0); err != nil {
 			return err
 		}
 	}
 	// the group split (head dim 64): its fp32 partials of dK and dV and their reduction
-	sched, gs := k.backwardPlan(dl, p.HeadsKV, hq/p.HeadsKV, d)
 	var kpart, vpart *cuda.Buffer
 	var reduce *cuda.Function
 	if gs > 1 {
