@@ -706,6 +706,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
   int *const frontAt = locks + (long long)kvh * (sq_pad / BBM9) + (front ? wl.entries[2 * e0] : 0);
   __shared__ int sOff;
   int off = 0;
+  auto front_pos = [&](int it) { return it + off >= itersA ? it + off - itersA : it + off; };
   // step it of this block's walk: its query head (of its part of the group) and its work-list
   // entry; unpaired, ne steps a head from the rotated first entry (FRONT: the heads' rows end
   // to end from step off); paired, the first key tile's entries from the last, then the
@@ -717,7 +718,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
       h = kvh * group + part * gpart + l % gpart;
       e = b ? eB0 + i : e1 - 1 - i;
     } else if (front) {
-      const int p = it + off >= itersA ? it + off - itersA : it + off;
+      const int p = front_pos(it);
       h = kvh * group + part * gpart + p / ne;
       e = e0 + p % ne;
     } else {
@@ -786,8 +787,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
         bulk_load(sL + s * BBM9, lse2 + (long long)h * sq_pad + q0, BBM9 * 4, &fullQ[s]);
         bulk_load(sDs + s * BBM9, dsum + (long long)h * sq_pad + q0, BBM9 * 4, &fullQ[s]);
         if (front) {  // where the blocks on this row are
-          const int p = it + off >= itersA ? it + off - itersA : it + off;
-          asm volatile("st.relaxed.gpu.global.b32 [%0], %1;\n" ::"l"(frontAt), "r"(p) : "memory");
+          asm volatile("st.relaxed.gpu.global.b32 [%0], %1;\n" ::"l"(frontAt), "r"(front_pos(it)) : "memory");
         }
         if (paired && it == itersA) {  // the second key tile's K and V, once the consumers are done with the first's
           if (itersA > 0) mbar_wait(emptyKV, 0);
