@@ -12,12 +12,15 @@
 #    block_causal_document 32K -2 to +1%.
 # 3. experiment sm90ff (the backward's front: a block starts its walk where the last block
 #    on its row stepped): its GPU tests, then sm90 / sm90ff / sm90kr / sm90ff / sm90 on the
-#    unpaired masks at 16K-48K, and ncu's DRAM bytes of one full 48K backward, sm90ff.
+#    unpaired masks at 32K and 48K, and ncu's DRAM bytes of one full 48K backward, sm90ff.
 #    Prediction (the L2 model, kernels/cuda/l2model.go): if full 48K's unpaired blocks read
 #    ~200 GB (speeds 2% apart; call 52's ncu tells), sm90ff reads ~15 GB and runs +3 to +6%
-#    at 48K (full 0.97x cuDNN -> 1.0-1.03), +1 to +2% at 32K, level at 16K, full_document
-#    48K +2 to +4%, the window level (its rows unshared: no front); if they read ~13 GB,
-#    level everywhere. sm90kr (the rotation) between: 45 GB modelled.
+#    at 48K (full 0.97x cuDNN -> 1.0-1.03), +1 to +2% at 32K, full_document 48K +2 to +4%;
+#    if they read ~13 GB, level there. prefix_lm_causal 48K (the prefix's full rows share a
+#    front; 148 GB modelled -> 17, and 109 -> 14 at 0.5% spread): +3 to +5% either way (1.25x
+#    Flex -> 1.30); causal_blockwise and the window level (no shared rows under the rule's
+#    order). sm90kr (the rotation) between: 45 GB modelled on full 48K, 54 on
+#    prefix_lm_causal 48K.
 # Bounded to 480 s; the tables last; logs packed as OUT/t.tgz.
 #   sh scripts/device/call54.sh OUT      (carry bin/longca.gz bin/cuda.test.gz; 480 s)
 set -u
@@ -38,7 +41,7 @@ for v in $runs; do
 done
 n=0
 for v in sm90 sm90ff sm90kr sm90ff sm90; do
-	step "f-$n-$v" 40 kernel --kernels cuda --variant $v --masks full,full_document,sliding_window_causal --seqlens 16K,32K,48K --passes bwd -w 2 -n 5
+	step "f-$n-$v" 40 kernel --kernels cuda --variant $v --masks full,full_document,prefix_lm_causal,causal_blockwise,sliding_window_causal --seqlens 32K,48K --passes bwd -w 2 -n 5
 	n=$((n + 1))
 done
 ncu_mem sm90ff full 48K
