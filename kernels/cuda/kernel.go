@@ -588,15 +588,13 @@ func (k *Kernel) listBuilt(p kernels.Problem, qt, kt int, tr bool, w *WorkList) 
 			}
 		}
 		dl = &deviceList{w: w}
-		bufs := []struct {
+		type upload struct {
 			dst  **cuda.Buffer
 			vals []int32
-		}{{&dl.order, w.Order}, {&dl.start, w.Start}, {&dl.entries, w.Entries}, {&dl.refs, w.Refs}, {&dl.slices, w.Slices}, {&dl.ranks, w.Ranks}}
+		}
+		bufs := []upload{{&dl.order, w.Order}, {&dl.start, w.Start}, {&dl.entries, w.Entries}, {&dl.refs, w.Refs}, {&dl.slices, w.Slices}, {&dl.ranks, w.Ranks}}
 		if tr && k.arch.docPairs != docPairsNever {
-			bufs = append(bufs, struct {
-				dst  **cuda.Buffer
-				vals []int32
-			}{&dl.pairOrder, endAlignedPairs(w)})
+			bufs = append(bufs, upload{&dl.pairOrder, endAlignedPairs(w)})
 		}
 		for _, f := range bufs {
 			vals := f.vals

@@ -340,18 +340,7 @@ func endAlignedPairs(w *WorkList) []int32 {
 	for l := 0; l < w.Lists; l++ {
 		ne := func(kt int) int { return len(w.Row(l, kt)) / 2 }
 		heavier := func(a, b int) bool { return ne(a) > ne(b) || ne(a) == ne(b) && a < b }
-		groups := map[int32][]int{}
-		var ends []int32
-		for kt := 0; kt < r; kt++ {
-			end := int32(-1)
-			if row := w.Row(l, kt); len(row) > 0 {
-				end = row[len(row)-2]
-			}
-			if _, ok := groups[end]; !ok {
-				ends = append(ends, end)
-			}
-			groups[end] = append(groups[end], kt)
-		}
+		ends, groups := endGroups(w, l)
 		type pair struct{ a, b, n int }
 		var pairs []pair
 		var left []int
@@ -423,26 +412,20 @@ const docPairsTail = 1.08
 // documents, 0.4 on block_causal_document, 0.03 and below on full_document (only the tiles
 // across a document's edge differ).
 func docRowsVary(w *WorkList) float64 {
-	r := w.RowTiles
 	var dev, total float64
 	for l := 0; l < w.Lists; l++ {
-		groups := map[int32][]float64{}
-		for kt := 0; kt < r; kt++ {
-			if row := w.Row(l, kt); len(row) > 0 {
-				end := row[len(row)-2]
-				groups[end] = append(groups[end], float64(len(row)/2))
-			}
-		}
-		if len(groups) < 2 {
+		ends, groups := endGroups(w, l)
+		if _, empty := groups[-1]; len(ends) < 2 || empty && len(ends) < 3 {
 			return 0
 		}
 		for _, g := range groups {
 			var m float64
-			for _, x := range g {
-				m += x
+			for _, kt := range g {
+				m += float64(len(w.Row(l, kt)) / 2)
 			}
 			m /= float64(len(g))
-			for _, x := range g {
+			for _, kt := range g {
+				x := float64(len(w.Row(l, kt)) / 2)
 				dev += math.Abs(x - m)
 				total += x
 			}
@@ -452,6 +435,25 @@ func docRowsVary(w *WorkList) float64 {
 		return 0
 	}
 	return dev / total
+}
+
+// endGroups is list l of w's key tiles grouped by the query tile their walk ends at (a
+// document's last; -1 for the tiles with no work), and those ends in the order their first
+// tiles come.
+func endGroups(w *WorkList, l int) ([]int32, map[int32][]int) {
+	groups := map[int32][]int{}
+	var ends []int32
+	for kt := 0; kt < w.RowTiles; kt++ {
+		end := int32(-1)
+		if row := w.Row(l, kt); len(row) > 0 {
+			end = row[len(row)-2]
+		}
+		if _, ok := groups[end]; !ok {
+			ends = append(ends, end)
+		}
+		groups[end] = append(groups[end], kt)
+	}
+	return ends, groups
 }
 
 // cv is the coefficient of variation of xs (0 where their mean is 0).
