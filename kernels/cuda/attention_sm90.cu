@@ -644,6 +644,17 @@ constexpr bool FRONT = true;
 constexpr bool FRONT = false;
 #endif
 
+// SPLIT128 (experiment sm90g2): the group split (below) at head dim 128 too, so that the
+// blocks running together walk half the group's query heads: a KV head's Q, dO and dQ in
+// flight halve (the L2 model: causal 48K paired 58 -> 15 GB read from DRAM, causal_blockwise
+// 32K 44 -> 3.4 with the key tiles the grid's fast index). Its own define: the unsplit
+// backward at 128 lost 1-2% compiled with the split's code (call 44).
+#ifdef LONGCA_BWD_SPLIT128
+constexpr bool SPLIT128 = true;
+#else
+constexpr bool SPLIT128 = false;
+#endif
+
 // DET: the deterministic backward. Every query tile's dQ is added by the key tiles that
 // visit it in increasing order: the writer of key tile kt waits until locks[h][tile] says
 // the ranks[e] lower key tiles have added theirs, adds, waits for its additions to land,
@@ -684,8 +695,8 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
   // sched split a KV head's query heads into gs parts, a block each (the grid's head index
   // is kvh * gs + part), so that short rows make more blocks; each part adds its dK and dV
   // as fp32 partials (below), summed by bwd90_dkv_reduce. At head dim 128 (where it lost
-  // or was level in call 44), or deterministic, one part: the host splits only at 64.
-  const int gs = D == 64 && !DET ? max(1, (sched >> 4) & 15) : 1;
+  // or was level in call 44; SPLIT128 splits there too), or deterministic, one part.
+  const int gs = (D == 64 || SPLIT128) && !DET ? max(1, (sched >> 4) & 15) : 1;
   const int hb = ktFast ? blockIdx.y : blockIdx.x, kvh = hb / gs, part = hb % gs;
   const int group = hq / hkv, gpart = group / gs, list = wl.per_head ? kvh : 0;
   const int xi = ktFast ? blockIdx.x : blockIdx.y, rows = wl.row_tiles;

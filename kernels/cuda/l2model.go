@@ -10,7 +10,9 @@ import (
 // the kernel reads it: bit 0 no rotation, bit 1 the key tiles the grid's fast index, bit 3
 // two key tiles a block, the heaviest with the lightest, down then up, the heads inner;
 // bit 2 the front: an unpaired block walks its heads' rows end to end from where the last
-// block on the same row, by its first query tile, of its KV head stepped),
+// block on the same row, by its first query tile, of its KV head stepped; bits 4-7 the
+// group split: a KV head's group query heads over that many blocks a key tile, the grid's
+// head index kvh x split + part, each block reading its key tile's K and V),
 // started in grid order on slots SMs, each step reading its query tile's Q and dO and
 // adding into its fp32 dQ, each block reading its K and V, all through an LRU cache of
 // capacity bytes (the H200's L2: 50 MB). Each block runs at a speed drawn within +-noise
@@ -25,22 +27,27 @@ func l2Traffic(w *WorkList, heads, group, slots, d int, sched int32, capacity in
 	}
 	rows := w.RowTiles
 	paired := sched&8 != 0
+	split := max(1, int(sched>>4)&15)
+	if group%split != 0 {
+		split = 1
+	}
+	gpart := group / split
 	perHead := rows
 	if paired {
 		perHead = (rows + 1) / 2
 	}
-	type block struct{ kvh, x int }
+	type block struct{ kvh, part, x int }
 	var blocks []block
 	if sched&2 != 0 {
-		for h := 0; h < heads; h++ {
+		for hb := 0; hb < heads*split; hb++ {
 			for x := 0; x < perHead; x++ {
-				blocks = append(blocks, block{h, x})
+				blocks = append(blocks, block{hb / split, hb % split, x})
 			}
 		}
 	} else {
 		for x := 0; x < perHead; x++ {
-			for h := 0; h < heads; h++ {
-				blocks = append(blocks, block{h, x})
+			for hb := 0; hb < heads*split; hb++ {
+				blocks = append(blocks, block{hb / split, hb % split, x})
 			}
 		}
 	}
@@ -103,7 +110,7 @@ func l2Traffic(w *WorkList, heads, group, slots, d int, sched int32, capacity in
 		for wk.si < len(wk.segs) {
 			sg := wk.segs[wk.si]
 			ne := len(sg.row) / 2
-			if wk.i >= ne*group {
+			if wk.i >= ne*gpart {
 				wk.si, wk.i = wk.si+1, 0
 				continue
 			}
@@ -112,11 +119,11 @@ func l2Traffic(w *WorkList, heads, group, slots, d int, sched int32, capacity in
 			}
 			var g, idx int
 			if paired {
-				idx, g = wk.i/group, wk.i%group
+				idx, g = wk.i/gpart, wk.i%gpart
 				if sg.desc {
 					idx = ne - 1 - idx
 				}
-			} else if sched&4 != 0 {
+			} else if sched&4 != 0 && split == 1 { // (the kernel's front: unsplit blocks only)
 				pos := (wk.i + wk.off) % (ne * group)
 				g, idx = pos/ne, pos%ne
 				front[frontOf(wk.b, wk.segs)] = pos
@@ -127,7 +134,7 @@ func l2Traffic(w *WorkList, heads, group, slots, d int, sched int32, capacity in
 				}
 			}
 			q := int(sg.row[2*idx])
-			h := wk.b.kvh*group + g
+			h := wk.b.kvh*group + wk.b.part*gpart + g
 			touch(0, h, q, qBytes, false)
 			touch(1, h, q, qBytes, false)
 			touch(2, h, q, dqBytes, true)

@@ -67,3 +67,44 @@ func TestL2ModelFront(t *testing.T) {
 		}
 	}
 }
+
+// The group split at head dim 128 (sched bits 4-7, experiment sm90g2) in the L2 model: on
+// causal_blockwise 32K the rule's order (heaviest key tiles first over all heads) reads
+// about 44 GB from DRAM at 2% speed spread; a head's key tiles together still over 20; split
+// in two with a head's key tiles together, a block walks four query heads and the blocks
+// running together keep a KV head's tiles in L2: under a fifth of the unsplit reading. And
+// the plan: sm90g2 splits every d128 backward in two (not the deterministic one, not at 64,
+// where sm90's own rule stays), with a head's key tiles together; sm90 splits none at 128.
+func TestL2ModelSplit(t *testing.T) {
+	w := backwardList(t, 42, 32768, "causal_blockwise")
+	rule, _, _ := l2Traffic(w, 8, 8, 132, 128, schedNoRot, 50<<20, 0.02)
+	together, _, _ := l2Traffic(w, 8, 8, 132, 128, schedKTFast, 50<<20, 0.02)
+	split, _, _ := l2Traffic(w, 8, 8, 132, 128, schedKTFast|2<<4, 50<<20, 0.02)
+	t.Logf("causal_blockwise 32K: modelled %.1f GB read heaviest first, %.1f a head's key tiles together, %.1f split in two", float64(rule)/1e9, float64(together)/1e9, float64(split)/1e9)
+	if rule < 30e9 || together < 15e9 || split*5 > together {
+		t.Errorf("causal_blockwise 32K: modelled %.1f GB read heaviest first, %.1f a head's key tiles together, %.1f split in two", float64(rule)/1e9, float64(together)/1e9, float64(split)/1e9)
+	}
+	for _, c := range []struct {
+		variant, mask string
+		d             int
+		det           bool
+		want          int
+	}{
+		{"sm90g2", "causal_blockwise", 128, false, 2}, {"sm90g2", "causal", 128, false, 2}, {"sm90g2", "full", 128, true, 1},
+		{"sm90", "causal_blockwise", 128, false, 1}, {"sm90", "full", 128, false, 1},
+	} {
+		k := &Kernel{arch: variantNamed(t, c.variant), det: c.det}
+		sched, g := k.backwardPlan(&deviceList{w: backwardList(t, 42, 16384, c.mask)}, 8, 8, c.d)
+		if g != c.want || g > 1 && sched&schedKTFast != schedKTFast {
+			t.Errorf("%s %s 16K at head dim %d (deterministic %v): sched %#x, split %d, want %d with a head's key tiles together", c.variant, c.mask, c.d, c.det, sched, g, c.want)
+		}
+	}
+	k := &Kernel{arch: variantNamed(t, "sm90g2")}
+	w64 := backwardListKeys(t, 42, 16384, 192, "causal_blockwise")
+	k0 := &Kernel{arch: variantNamed(t, "sm90")}
+	s1, g1 := k.backwardPlan(&deviceList{w: w64}, 8, 8, 64)
+	s0, g0 := k0.backwardPlan(&deviceList{w: w64}, 8, 8, 64)
+	if s1 != s0 || g1 != g0 {
+		t.Errorf("causal_blockwise 16K at head dim 64: sm90g2's plan %#x / %d, sm90's %#x / %d", s1, g1, s0, g0)
+	}
+}

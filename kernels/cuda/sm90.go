@@ -475,7 +475,8 @@ func cv(xs []float64) float64 {
 // backwardPlan is the order and the group split this kernel's variant runs the backward of
 // a device list with, for heads KV heads of group query heads each at head dimension d:
 // the variant's own order or backwardOrder's, and groupSplit's parts where the variant
-// splits (sm90's, at head dim 64 only: the kernel splits nothing at 128; 1 elsewhere, when
+// splits (sm90's, at head dim 64 only: the kernel splits nothing at 128 but in experiment
+// sm90g2, always split128 parts there with a head's key tiles together; 1 elsewhere, when
 // deterministic, or where the grid's head dimension would pass 65535), with bit 3 set where
 // the variant pairs key tiles and pairsPay says so, or, on causal rows within documents,
 // docPairsPay (then with schedDocPairs too; never when deterministic). Decided once
@@ -506,6 +507,9 @@ func (k *Kernel) backwardPlan(dl *deviceList, heads, group, d int) (int32, int) 
 	case pairs && k.arch.docPairs == docPairsAlways && d == 128 && rowsVary(dl.w),
 		pairs && k.arch.docPairs == docPairsByRule && docPairsPay(dl.w, d, heads, group, key[2], k.l2Bytes(), o):
 		o = schedKTFast | 8 | schedDocPairs
+	}
+	if s := k.arch.split128; s > 1 && d == 128 && !k.det && group%s == 0 && heads*s <= 65535 { // experiment sm90g2
+		o, g = o|schedKTFast, s
 	}
 	if k.arch.front && !k.det && o&8 == 0 && g == 1 && d == 128 { // experiment sm90ff
 		o |= 4

@@ -1,58 +1,68 @@
 #!/bin/sh
-# Call 54 (prepared 2026-12-04, seventh session; not yet run): sm90 with the backward's pairs
-# within documents by docPairsPay (written after call 53 on the CPU; the kernel is the one
-# sm90dp's tests checked in call 53, only the host's plan is new).
-# 1. sm90's GPU tests (every mask, d64 and d128, fwd and bwd, the deterministic repeat);
-# 2. the d128 backward on the document masks, 16K / 32K / 48K, interleaved:
-#    sm90 (by the rule) / sm90np (never pairs) / sm90dp (always within documents) / cudnn / sm90.
-#    Prediction (docs/perf.md "Call 53"): sm90 = sm90dp where the rule pairs (causal_document
-#    32K / 48K +6 / +12% over sm90np, prefix_lm_document and causal_document_long 48K +10%,
-#    share_question 48K +1%), = sm90np where it does not (16K everywhere, full_document);
-#    the unmeasured cells it pairs: prefix_lm_document 32K +4 to +7% (like causal_document's),
-#    block_causal_document 32K -2 to +1%.
-# 3. experiment sm90ff (the backward's front: a block starts its walk where the last block
-#    on its row stepped): its GPU tests, then sm90 / sm90ff / sm90kr / sm90ff / sm90 on the
-#    unpaired masks at 32K and 48K, and ncu's DRAM bytes of one full 48K backward, sm90ff.
-#    Prediction (the L2 model, kernels/cuda/l2model.go): if full 48K's unpaired blocks read
-#    ~200 GB (speeds 2% apart; call 52's ncu tells), sm90ff reads ~15 GB and runs +3 to +6%
-#    at 48K (full 0.97x cuDNN -> 1.0-1.03), +1 to +2% at 32K, full_document 48K +2 to +4%;
-#    if they read ~13 GB, level there. prefix_lm_causal 48K (the prefix's full rows share a
-#    front; 148 GB modelled -> 17, and 109 -> 14 at 0.5% spread): +3 to +5% either way (1.25x
-#    Flex -> 1.30); causal_blockwise and the window level (no shared rows under the rule's
-#    order). sm90kr (the rotation) between: 45 GB modelled on full 48K, 54 on
-#    prefix_lm_causal 48K.
-# Bounded to 480 s; the tables last; logs packed as OUT/t.tgz.
-#   sh scripts/device/call54.sh OUT      (carry bin/longca.gz bin/cuda.test.gz; 480 s)
+# Call 54 (prepared 2026-12-04, seventh session, rewritten in the eighth; not yet run): two
+# experiments on the d128 backward's DRAM traffic, both designed with the L2 model
+# (kernels/cuda/l2model.go), beside sm90 with the document pairs' rule (docPairsPay, written
+# after call 53: the kernel is the one sm90dp's tests checked, only the host's plan is new).
+#   sm90ff: an unpaired block starts its walk where the last block on its row stepped
+#           (sched bit 2, the front).
+#   sm90g2: the group split at head dim 128 too, always 2 parts, a head's key tiles together
+#           (a block walks 4 of a KV head's 8 query heads: half the tiles in flight).
+#   sm90fk: a head's key tiles together without the split (what the split adds to the order).
+#   sm90-unp: sm90 compiled without the pairs' code (does that code cost unpaired blocks?
+#           call 51's full 0.96-1.00x cuDNN against call 45's 0.99-1.00; call 52's question).
+# 1. sm90ff's and sm90g2's GPU tests (every mask, d64 and d128, fwd and bwd, deterministic);
+# 2. the d128 backward, interleaved, sm90 / sm90ff / sm90g2 / sm90fk / sm90 / sm90ff / sm90g2
+#    on full, full_document, prefix_lm_causal, causal_blockwise, causal, share_question,
+#    causal_document at 16K / 32K / 48K; sm90-unp / sm90 / sm90-unp on full and full_document;
+# 3. ncu's DRAM bytes of one backward: sm90 and sm90ff full 48K (the model: 218 GB at 2% speed
+#    spread, 12.7 at 0.5%; 15.5 with the front), sm90 and sm90g2 causal_blockwise 32K (44 and
+#    3.4 modelled), sm90 and sm90g2 causal 48K (paired: 58 unsplit, 15 split).
+# Prediction (the model's bytes and tails with call 53's fit, time = 0.9 x tail + 0.4 x DRAM
+# time saved; docs/perf.md "Next: call 54"):
+#   sm90ff: full 48K +4.5% (if the spread is 2%; level at 0.5%), prefix_lm_causal 48K +4.6%,
+#     full_document 48K +1.5%, full 32K +0.7%; every paired cell (causal, the documents' pairs)
+#     identical (the front is off there).
+#   sm90g2: full 48K +5%, prefix_lm_causal 16K / 48K +2 / +5%, causal_blockwise 16K / 32K /
+#     48K +3 / +4 / +1%, causal 48K +1.6%, share_question 48K +2%, causal_document 16K / 32K
+#     +1.5%; losses where the half-length blocks' tail grows: share_question 16K / 32K -8 / -4%.
+#   sm90fk: between sm90 and sm90g2 on causal_blockwise 32K (44 -> 24 GB), level elsewhere.
+#   sm90-unp: level within 1% (if it leads by 2% or more on full, the pairs get their own
+#     entry point).
+# Bounded to 540 s; the tables last; logs packed as OUT/t.tgz.
+#   sh scripts/device/call54.sh OUT      (carry bin/longca.gz bin/cuda.test.gz)
 set -u
 out=${1:?usage: call54.sh OUT}
 . scripts/device/lib.sh
-call_start ${BUDGET:-480} longca cuda.test || exit 1
-gpu_tests sm90 110
+call_start ${BUDGET:-540} longca cuda.test || exit 1
 gpu_tests sm90ff 110
-runs="sm90 sm90np sm90dp cudnn sm90"
+gpu_tests sm90g2 110
+runs="sm90 sm90ff sm90g2 sm90fk sm90 sm90ff sm90g2"
 n=0
 for v in $runs; do
-	sel="--kernels cuda --variant $v"
-	[ "$v" = cudnn ] && sel="--kernels cudnn"
-	masks=causal_document,full_document,prefix_lm_document,block_causal_document,causal_document_long,share_question
-	[ "$v" = cudnn ] && masks=causal_document,full_document
-	step "d-$n-$v" 40 kernel $sel --masks $masks --seqlens 16K,32K,48K --passes bwd -w 2 -n 5
+	step "f-$n-$v" 45 kernel --kernels cuda --variant $v --masks full,full_document,prefix_lm_causal,causal_blockwise,causal,share_question,causal_document --seqlens 16K,32K,48K --passes bwd -w 2 -n 5
 	n=$((n + 1))
 done
 n=0
-for v in sm90 sm90ff sm90kr sm90ff sm90; do
-	step "f-$n-$v" 40 kernel --kernels cuda --variant $v --masks full,full_document,prefix_lm_causal,causal_blockwise,sliding_window_causal --seqlens 32K,48K --passes bwd -w 2 -n 5
+for v in sm90-unp sm90 sm90-unp; do
+	step "u-$n-$v" 25 kernel --kernels cuda --variant $v --masks full,full_document --seqlens 16K,32K,48K --passes bwd -w 2 -n 5
 	n=$((n + 1))
 done
+ncu_mem sm90 full 48K
 ncu_mem sm90ff full 48K
+ncu_mem sm90 causal_blockwise 32K
+ncu_mem sm90g2 causal_blockwise 32K
+ncu_mem sm90 causal 48K
+ncu_mem sm90g2 causal 48K
 cat "$out/t/summary.txt"
 echo "=== d128 backward TFLOP/s: mask seqlen, then" $runs
-join_runs d $runs
-echo "=== the front, d128 backward TFLOP/s: mask seqlen, then sm90 sm90ff sm90kr sm90ff sm90"
-join_runs f sm90 sm90ff sm90kr sm90ff sm90
-echo "=== sm90ff, one full 48K backward: DRAM read / write, L2 hit rate, time"
+join_runs f $runs
+echo "=== the pairs' code, d128 backward TFLOP/s: mask seqlen, then sm90-unp sm90 sm90-unp"
+join_runs u sm90-unp sm90 sm90-unp
+echo "=== one d128 backward launch: DRAM read / write, L2 hit rate, time"
 mem_table
-echo "=== the rows' variants (doc-pairs-bwd where sm90 paired within documents)"
-bin/longca merge --csv "$out/t/d-0-sm90" >/dev/null 2>&1 &&
-	python3 -c 'import csv,sys; r=list(csv.DictReader(open(sys.argv[1]))); [print(x["mask"], x["seqlen"], x["kernel_variant"]) for x in r]' "$out/t/d-0-sm90/merged.csv"
+echo "=== the rows' variants (sm90, sm90ff, sm90g2: front-bwd, gsplit-2, pairs-bwd, doc-pairs-bwd)"
+for r in f-0-sm90 f-1-sm90ff f-2-sm90g2; do
+	bin/longca merge --csv "$out/t/$r" >/dev/null 2>&1 &&
+		python3 -c 'import csv,sys; r=list(csv.DictReader(open(sys.argv[1]))); print(" | ".join(x["mask"][:12] + " " + x["seqlen"] + ": " + x["kernel_variant"] for x in r))' "$out/t/$r/merged.csv"
+done
 tar -C "$out" -czf "$out/t.tgz" t && rm -rf "$out/t"
