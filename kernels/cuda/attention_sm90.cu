@@ -603,6 +603,24 @@ DEV int ld_acquire(const int *p) {
 DEV void st_release(int *p, int v) { asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory"); }
 DEV void fence_async_global() { asm volatile("fence.proxy.async.global;\n" ::: "memory"); }
 
+// The backward's step in place, over a thread's 32 elements of a 64-query x 64-key
+// warpgroup tile (rows keys, columns queries): S^T becomes P^T = exp2(S^T scale log2e -
+// lse log2e) and dP^T becomes dS^T = P^T (dP^T - Dsum), cL and cDs the tile's lse log2e and
+// Dsum by query; PARTIAL: only the pairs whose bit is set in bits (tile_bits), P^T 0 elsewhere.
+template <bool PARTIAL>
+DEV void p_ds(float (&st)[32], float (&dpt)[32], const float *cL, const float *cDs, float scale_log2, int t,
+              unsigned long long bits) {
+#pragma unroll
+  for (int j = 0; j < BBM9 / 8; j++)
+#pragma unroll
+    for (int c = 0; c < 4; c++) {
+      const int ql = j * 8 + 2 * t + (c % 2);
+      const float p = !PARTIAL || (bits >> (j * 4 + c) & 1ull) ? exp2f(st[4 * j + c] * scale_log2 - cL[ql]) : 0.f;
+      st[4 * j + c] = p;
+      dpt[4 * j + c] = p * (dpt[4 * j + c] - cDs[ql]);
+    }
+}
+
 // STSM (sm90's since call 40, experiment sm90bs: +2 to +5% at both head dims): the
 // backward's dS^T stored by stmatrix. (Its row statistics read as 8-byte pairs too spilled
 // 140 bytes in the d64 backward under ptxas 12.4: left out.)
@@ -921,34 +939,31 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
   // write dK (scaled) and dV for this warpgroup's keys of key tile k0
   auto write_dkv = [&]() {
     const long long ks = (long long)hkv * D;
-    if (gs > 1) {  // fp32 partials, unscaled: dk and dv point at gs slots of [sk][hkv][D]
-      float *kp = reinterpret_cast<float *>(dk) + (long long)part * sk * ks, *vp = reinterpret_cast<float *>(dv) + (long long)part * sk * ks;
+    // put(kp, vp, i) for each of this thread's column pairs of its two key rows: kp and vp
+    // that row's dK and dV at the pair, i the pair's first accumulator
+    auto rows = [&](auto *kb, auto *vb, auto put) {
 #pragma unroll
       for (int r = 0; r < 2; r++) {
         const int ki = k0 + kr + r * 8;
         if (ki < sk) {
-          float *krow = kp + (long long)ki * ks + (long long)kvh * D, *vrow = vp + (long long)ki * ks + (long long)kvh * D;
+          auto *krow = kb + (long long)ki * ks + (long long)kvh * D, *vrow = vb + (long long)ki * ks + (long long)kvh * D;
 #pragma unroll
-          for (int j = 0; j < D / 8; j++) {
-            *reinterpret_cast<float2 *>(krow + j * 8 + 2 * t) = make_float2(dka[4 * j + 2 * r], dka[4 * j + 2 * r + 1]);
-            *reinterpret_cast<float2 *>(vrow + j * 8 + 2 * t) = make_float2(dva[4 * j + 2 * r], dva[4 * j + 2 * r + 1]);
-          }
+          for (int j = 0; j < D / 8; j++) put(krow + j * 8 + 2 * t, vrow + j * 8 + 2 * t, 4 * j + 2 * r);
         }
       }
+    };
+    if (gs > 1) {  // fp32 partials, unscaled: dk and dv point at gs slots of [sk][hkv][D]
+      rows(reinterpret_cast<float *>(dk) + (long long)part * sk * ks, reinterpret_cast<float *>(dv) + (long long)part * sk * ks,
+           [&](float *kp, float *vp, int i) {
+             *reinterpret_cast<float2 *>(kp) = make_float2(dka[i], dka[i + 1]);
+             *reinterpret_cast<float2 *>(vp) = make_float2(dva[i], dva[i + 1]);
+           });
       return;
     }
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-      const int ki = k0 + kr + r * 8;
-      if (ki < sk) {
-        T *krow = dk + (long long)ki * ks + (long long)kvh * D, *vrow = dv + (long long)ki * ks + (long long)kvh * D;
-#pragma unroll
-        for (int j = 0; j < D / 8; j++) {
-          *reinterpret_cast<unsigned *>(krow + j * 8 + 2 * t) = Ops<T>::pack(dka[4 * j + 2 * r] * scale, dka[4 * j + 2 * r + 1] * scale);
-          *reinterpret_cast<unsigned *>(vrow + j * 8 + 2 * t) = Ops<T>::pack(dva[4 * j + 2 * r], dva[4 * j + 2 * r + 1]);
-        }
-      }
-    }
+    rows(dk, dv, [&](T *kp, T *vp, int i) {
+      *reinterpret_cast<unsigned *>(kp) = Ops<T>::pack(dka[i] * scale, dka[i + 1] * scale);
+      *reinterpret_cast<unsigned *>(vp) = Ops<T>::pack(dva[i], dva[i + 1]);
+    });
   };
   // PAIRS: the first key tile's walk done (every group retired): its dK and dV out, the
   // second's K and V in
@@ -988,29 +1003,10 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
       const int sj = j % STAGES, ej = entry_of(j);
       const int q0 = wl.entries[2 * ej] * BBM9, ref = wl.entries[2 * ej + 1];
       const float *cL = sL + sj * BBM9, *cDs = sDs + sj * BBM9;
-      if (ref < 0) {  // a full tile: no pair to test
-#pragma unroll
-        for (int jj = 0; jj < BBM9 / 8; jj++)
-#pragma unroll
-          for (int c = 0; c < 4; c++) {
-            const int ql = jj * 8 + 2 * t + (c % 2);
-            const float p = exp2f(st[4 * jj + c] * scale_log2 - cL[ql]);
-            st[4 * jj + c] = p;
-            dpt[4 * jj + c] = p * (dpt[4 * jj + c] - cDs[ql]);
-          }
-      } else {
-        const unsigned long long bits = tile_bits<BBM9, true>(wl, ref, k0 + kr, q0, t);
-#pragma unroll
-        for (int jj = 0; jj < BBM9 / 8; jj++)
-#pragma unroll
-          for (int c = 0; c < 4; c++) {
-            const int ql = jj * 8 + 2 * t + (c % 2);
-            const bool ok = bits >> (jj * 4 + c) & 1ull;
-            const float p = ok ? exp2f(st[4 * jj + c] * scale_log2 - cL[ql]) : 0.f;
-            st[4 * jj + c] = p;
-            dpt[4 * jj + c] = p * (dpt[4 * jj + c] - cDs[ql]);
-          }
-      }
+      if (ref < 0)  // a full tile: no pair to test
+        p_ds<false>(st, dpt, cL, cDs, scale_log2, t, 0);
+      else
+        p_ds<true>(st, dpt, cL, cDs, scale_log2, t, tile_bits<BBM9, true>(wl, ref, k0 + kr, q0, t));
 #pragma unroll
       for (int kk = 0; kk < 4; kk++)
 #pragma unroll
@@ -1145,30 +1141,10 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     reg_fence(dpt);
 
     // P^T = exp2(S^T scale log2e - lse log2e) on allowed pairs; dS^T = P^T (dP^T - Dsum)
-    if (ref < 0) {  // a full tile: no pair to test
-#pragma unroll
-      for (int j = 0; j < BBM9 / 8; j++)
-#pragma unroll
-        for (int c = 0; c < 4; c++) {
-          const int ql = j * 8 + 2 * t + (c % 2);
-          const float p = exp2f(st[4 * j + c] * scale_log2 - cL[ql]);
-          st[4 * j + c] = p;
-          dpt[4 * j + c] = p * (dpt[4 * j + c] - cDs[ql]);
-        }
-    } else {
-      // the allowed pairs of a partial tile (rows keys, columns queries)
-      const unsigned long long bits = tile_bits<BBM9, true>(wl, ref, k0 + kr, q0, t);
-#pragma unroll
-      for (int j = 0; j < BBM9 / 8; j++)
-#pragma unroll
-        for (int c = 0; c < 4; c++) {
-          const int ql = j * 8 + 2 * t + (c % 2);
-          const bool ok = bits >> (j * 4 + c) & 1ull;
-          const float p = ok ? exp2f(st[4 * j + c] * scale_log2 - cL[ql]) : 0.f;
-          st[4 * j + c] = p;
-          dpt[4 * j + c] = p * (dpt[4 * j + c] - cDs[ql]);
-        }
-    }
+    if (ref < 0)  // a full tile: no pair to test
+      p_ds<false>(st, dpt, cL, cDs, scale_log2, t, 0);
+    else  // the allowed pairs of a partial tile (rows keys, columns queries)
+      p_ds<true>(st, dpt, cL, cDs, scale_log2, t, tile_bits<BBM9, true>(wl, ref, k0 + kr, q0, t));
 #pragma unroll
     for (int kk = 0; kk < 4; kk++)
 #pragma unroll
