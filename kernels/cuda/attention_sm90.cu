@@ -662,16 +662,6 @@ constexpr bool FRONT = true;
 constexpr bool FRONT = false;
 #endif
 
-// SPLIT128 (experiment sm90g2): the group split (below) at head dim 128 too, so that the
-// blocks running together walk half the group's query heads: a KV head's Q, dO and dQ in
-// flight halve (the L2 model: causal 48K paired 58 -> 15 GB read from DRAM, causal_blockwise
-// 32K 44 -> 3.4 with the key tiles the grid's fast index). Its own define: the unsplit
-// backward at 128 lost 1-2% compiled with the split's code (call 44).
-#ifdef LONGCA_BWD_SPLIT128
-constexpr bool SPLIT128 = true;
-#else
-constexpr bool SPLIT128 = false;
-#endif
 
 // DET: the deterministic backward. Every query tile's dQ is added by the key tiles that
 // visit it in increasing order: the writer of key tile kt waits until locks[h][tile] says
@@ -682,7 +672,12 @@ constexpr bool SPLIT128 = false;
 // F (sm90's since call 13): dQ staged unscaled in fragment order and added by one 1-D bulk
 // reduction a warpgroup into chunks of the accumulator (dq90_convertf undoes the order and
 // scales); without F (sm90r), two swizzled tensor boxes, scaled.
-template <int D, typename T, bool DET, bool F, int OVB = 0, int NB = BBN9>
+// SPLIT: the group split (below) at head dim 128 too (experiment sm90g2, entries bwd90es):
+// the blocks running together walk half the group's query heads, so a KV head's Q, dO and
+// dQ in flight halve (the L2 model: causal 48K paired 58 -> 15 GB read from DRAM,
+// causal_blockwise 32K 44 -> 3.4 with the key tiles the grid's fast index). Entries of their
+// own: the unsplit backward at 128 lost 1-2% compiled with the split's code (call 44).
+template <int D, typename T, bool DET, bool F, int OVB = 0, int NB = BBN9, bool SPLIT = false>
 DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const TmaDesc &tdo, const TmaDesc &tdq,
                   const float *__restrict__ lse2, const float *__restrict__ dsum, T *__restrict__ dk,
                   T *__restrict__ dv, int sq, int sk, int hq, int hkv, int sq_pad, float scale, float scale_log2,
@@ -713,8 +708,8 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
   // sched split a KV head's query heads into gs parts, a block each (the grid's head index
   // is kvh * gs + part), so that short rows make more blocks; each part adds its dK and dV
   // as fp32 partials (below), summed by bwd90_dkv_reduce. At head dim 128 (where it lost
-  // or was level in call 44; SPLIT128 splits there too), or deterministic, one part.
-  const int gs = (D == 64 || SPLIT128) && !DET ? max(1, (sched >> 4) & 15) : 1;
+  // or was level in call 44; the SPLIT entries split there too), or deterministic, one part.
+  const int gs = (D == 64 || SPLIT) && !DET ? max(1, (sched >> 4) & 15) : 1;
   const int hb = ktFast ? blockIdx.y : blockIdx.x, kvh = hb / gs, part = hb % gs;
   const int group = hq / hkv, gpart = group / gs, list = wl.per_head ? kvh : 0;
   const int xi = ktFast ? blockIdx.x : blockIdx.y, rows = wl.row_tiles;
@@ -1311,14 +1306,15 @@ DEV void dq90_convertc(const float *__restrict__ acc, T *__restrict__ dq, int sq
   }
 #define SM90_BWD(FN, NAME, T, D, DET, F) SM90_BWD_X(FN, NAME, T, D, DET, F, 0)
 #define SM90_BWD_X(FN, NAME, T, D, DET, F, OVB) SM90_BWD_N(FN, NAME, T, D, DET, F, OVB, BBN9)
-#define SM90_BWD_N(FN, NAME, T, D, DET, F, OVB, NB)                                                                   \
+#define SM90_BWD_N(FN, NAME, T, D, DET, F, OVB, NB) SM90_BWD_G(FN, NAME, T, D, DET, F, OVB, NB, false)
+#define SM90_BWD_G(FN, NAME, T, D, DET, F, OVB, NB, SPLIT)                                                            \
   extern "C" __global__ void __launch_bounds__(128 * (BwdLayout<D, NB>::kNC + 1), 1) FN##_##NAME##_d##D(          \
       const __grid_constant__ TmaDesc tq, const __grid_constant__ TmaDesc tk, const __grid_constant__ TmaDesc tv,   \
       const __grid_constant__ TmaDesc tdo, const __grid_constant__ TmaDesc tdq, const float *lse2, const float *dsum, \
       T *dk, T *dv, int sq, int sk, int hq, int hkv, int sq_pad, float scale, float scale_log2, const int *order,     \
       const int *start, const int *entries, const int *refs, const int *slices, int row_tiles, int per_head,        \
       const int *ranks, int *locks, int sched, float *dqacc) {                                                       \
-    bwd_sm90<D, T, DET, F, OVB, NB>(tq, tk, tv, tdo, tdq, lse2, dsum, dk, dv, sq, sk, hq, hkv, sq_pad, scale, scale_log2, \
+    bwd_sm90<D, T, DET, F, OVB, NB, SPLIT>(tq, tk, tv, tdo, tdq, lse2, dsum, dk, dv, sq, sk, hq, hkv, sq_pad, scale, scale_log2, \
                                  WorkList{order, start, entries, refs, slices, row_tiles, per_head}, ranks, locks, sched, dqacc); \
   }
 #define SM90_ENTRIES(NAME, T, D)                                                                                   \
@@ -1426,4 +1422,11 @@ SM90_BWD_PAIR(bwd90e, bf16, __nv_bfloat16, 64, 2)
 SM90_BWD_PAIR(bwd90e, bf16, __nv_bfloat16, 128, 2)
 SM90_BWD_PAIR(bwd90e, fp16, __half, 64, 2)
 SM90_BWD_PAIR(bwd90e, fp16, __half, 128, 2)
+#endif
+
+// The early backward split at head dim 128 (experiment sm90g2: the group split there too,
+// the host's pick where it splits a d128 backward); only with LONGCA_BWD_SPLIT128.
+#if defined(LONGCA_BWD_EARLY) && defined(LONGCA_BWD_SPLIT128)
+SM90_BWD_G(bwd90es, bf16, __nv_bfloat16, 128, false, true, 2, BBN9, true)
+SM90_BWD_G(bwd90es, fp16, __half, 128, false, true, 2, BBN9, true)
 #endif

@@ -665,9 +665,13 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 		return err
 	}
 	shared := bv.shared(d)
+	sched, gs := k.backwardPlan(dl, p.HeadsKV, hq/p.HeadsKV, d)
 	fn := bv.fn
-	if k.det { // the deterministic entry (bwd90d)
+	switch {
+	case k.det: // the deterministic entry (bwd90d)
 		fn += "d"
+	case gs > 1 && d == 128: // the split at head dim 128 (bwd90es, experiment sm90g2)
+		fn += "s"
 	}
 	main, err := k.function(fmt.Sprintf("%s_%s_d%d", fn, dt, d), shared)
 	if err != nil {
@@ -692,7 +696,6 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 	if err != nil {
 		return err
 	}
-	sched, gs := k.backwardPlan(dl, p.HeadsKV, hq/p.HeadsKV, d)
 	if k.det || sched&4 != 0 {
 		if err := k.dev.Memset(locks, 4, 0); err != nil {
 			return err
