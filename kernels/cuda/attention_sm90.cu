@@ -936,7 +936,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     const long long ks = (long long)hkv * D;
     // put(kp, vp, i) for each of this thread's column pairs of its two key rows: kp and vp
     // that row's dK and dV at the pair, i the pair's first accumulator
-    auto rows = [&](auto *kb, auto *vb, auto put) {
+    auto each_pair = [&](auto *kb, auto *vb, auto put) {
 #pragma unroll
       for (int r = 0; r < 2; r++) {
         const int ki = k0 + kr + r * 8;
@@ -948,14 +948,14 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
       }
     };
     if (gs > 1) {  // fp32 partials, unscaled: dk and dv point at gs slots of [sk][hkv][D]
-      rows(reinterpret_cast<float *>(dk) + (long long)part * sk * ks, reinterpret_cast<float *>(dv) + (long long)part * sk * ks,
+      each_pair(reinterpret_cast<float *>(dk) + (long long)part * sk * ks, reinterpret_cast<float *>(dv) + (long long)part * sk * ks,
            [&](float *kp, float *vp, int i) {
              *reinterpret_cast<float2 *>(kp) = make_float2(dka[i], dka[i + 1]);
              *reinterpret_cast<float2 *>(vp) = make_float2(dva[i], dva[i + 1]);
            });
       return;
     }
-    rows(dk, dv, [&](T *kp, T *vp, int i) {
+    each_pair(dk, dv, [&](T *kp, T *vp, int i) {
       *reinterpret_cast<unsigned *>(kp) = Ops<T>::pack(dka[i] * scale, dka[i + 1] * scale);
       *reinterpret_cast<unsigned *>(vp) = Ops<T>::pack(dva[i], dva[i + 1]);
     });
@@ -1222,7 +1222,7 @@ DEV void bwd90_pre(const T *__restrict__ o, const T *__restrict__ dout, const fl
   }
 }
 
-// dK and dV of the split backward (head dim 64): the sum of gs fp32 partials of n elements each
+// dK and dV of the split backward (head dim 64; 128 in bwd90es): the sum of gs fp32 partials of n elements each
 // ([sk][hkv][D]), dK scaled, in the problem's dtype; two elements a thread a turn.
 template <typename T>
 DEV void dkv90_reduce(const float *__restrict__ kp, const float *__restrict__ vp, T *__restrict__ dk, T *__restrict__ dv,
@@ -1406,7 +1406,7 @@ SM90_BWD3_PAIR(bf16, __nv_bfloat16)
 SM90_BWD3_PAIR(fp16, __half)
 #endif
 
-// The split backward's reduction (head dim 64).
+// The split backward's reduction (head dim 64; 128 in bwd90es).
 #define SM90_DKV_REDUCE(NAME, T)                                                                              \
   extern "C" __global__ void bwd90_dkv_reduce_##NAME(const float *kp, const float *vp, T *dk, T *dv, long long n, int gs, \
                                                   float scale) {                                              \

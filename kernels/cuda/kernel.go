@@ -397,7 +397,7 @@ func (k *Kernel) Describe(p kernels.Problem, pass kernels.Pass) kernels.Info {
 			info.Variant += " k64-fwd"
 		}
 	}
-	if (k.arch.gsplit || k.arch.pairs) && pass != kernels.Fwd && p.HeadsKV > 0 { // the backward's plan
+	if (k.arch.gsplit || k.arch.pairs || k.arch.split128 > 1) && pass != kernels.Fwd && p.HeadsKV > 0 { // the backward's plan
 		bv := k.bwd.at(p.HeadDim)
 		if dl, err := k.list(p, bv.qTile, bv.kTile, true); err == nil {
 			sched, g := k.backwardPlan(dl, p.HeadsKV, p.HeadsQ/p.HeadsKV, p.HeadDim)
@@ -763,6 +763,9 @@ func (k *Kernel) Resources() (string, error) {
 			}
 			for _, v := range vs {
 				es = append(es, entry{fmt.Sprintf("%s_%s_d%d", v.fn, dt, d), v.threads, v.shared(d)})
+			}
+			if bv := k.bwd.at(d); k.arch.split128 > 1 && d == 128 { // the split's own entry (sm90g2)
+				es = append(es, entry{fmt.Sprintf("%ss_%s_d%d", bv.fn, dt, d), bv.threads, bv.shared(d)})
 			}
 			es = append(es, entry{fmt.Sprintf("bwd_pre_%s_d%d", dt, d), 256, 0})
 		}

@@ -235,3 +235,34 @@ func TestSM90EntriesInSM90Module(t *testing.T) {
 		}
 	}
 }
+
+// A variant that splits the head-dim-128 backward (split128, experiment sm90g2) runs the
+// bwd90es entries: its module must define them (LONGCA_BWD_EARLY and LONGCA_BWD_SPLIT128),
+// its backward at 128 must be the early one they are built from, and the plan must split.
+func TestSplit128Variants(t *testing.T) {
+	n := 0
+	for _, a := range archVariants {
+		if a.split128 <= 1 {
+			continue
+		}
+		n++
+		for _, d := range []string{"LONGCA_BWD_EARLY", "LONGCA_BWD_SPLIT128"} {
+			if !slices.Contains(a.defines, d) {
+				t.Errorf("%s splits at head dim 128 but does not define %s: its bwd90es entries would be missing", a.name, d)
+			}
+		}
+		if fn := a.bwd.at(128).fn; fn != "bwd90e" {
+			t.Errorf("%s: the backward at head dim 128 is %s, and only bwd90e has a split entry (bwd90es)", a.name, fn)
+		}
+		if !strings.Contains(SourceSM90(), "SM90_BWD_G(bwd90es, bf16") {
+			t.Errorf("attention_sm90.cu has no bwd90es entries")
+		}
+		k := &Kernel{arch: a}
+		if _, g := k.backwardPlan(&deviceList{w: backwardList(t, 42, 4096, "full")}, 8, 8, 128); g != a.split128 {
+			t.Errorf("%s: the plan splits full 4K at head dim 128 in %d, want %d", a.name, g, a.split128)
+		}
+	}
+	if n == 0 {
+		t.Skip("no variant splits at head dim 128 (sm90g2 removed?): nothing to check")
+	}
+}

@@ -484,7 +484,7 @@ func cv(xs []float64) float64 {
 func (k *Kernel) backwardPlan(dl *deviceList, heads, group, d int) (int32, int) {
 	byRule, split := k.arch.sched == schedByRule, k.arch.gsplit && d == 64 && !k.det && heads*4 <= 65535
 	pairs := k.arch.pairs && !k.det
-	if !byRule && !split && !pairs {
+	if !byRule && !split && !pairs && k.arch.split128 <= 1 {
 		return k.arch.sched, 1
 	}
 	key := [4]int{heads, group, k.blockSlots(), d}
@@ -701,7 +701,7 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 			return err
 		}
 	}
-	// the group split (head dim 64): its fp32 partials of dK and dV and their reduction
+	// the group split (head dim 64; 128 in sm90g2): its fp32 partials of dK and dV and their reduction
 	var kpart, vpart *cuda.Buffer
 	var reduce *cuda.Function
 	if gs > 1 {
