@@ -674,8 +674,8 @@ constexpr bool FRONT = false;
 // scales); without F (sm90r), two swizzled tensor boxes, scaled.
 // SPLIT: the group split (below) at head dim 128 too (experiment sm90g2, entries bwd90es):
 // the blocks running together walk half the group's query heads, so a KV head's Q, dO and
-// dQ in flight halve (the L2 model: causal 48K paired 58 -> 15 GB read from DRAM,
-// causal_blockwise 32K 44 -> 3.4 with the key tiles the grid's fast index). Entries of their
+// dQ in flight halve (the L2 model: causal 48K paired 58 -> 16 GB read from DRAM,
+// causal_blockwise 32K 44 -> 3.9 with the key tiles the grid's fast index). Entries of their
 // own: the unsplit backward at 128 lost 1-2% compiled with the split's code (call 44).
 template <int D, typename T, bool DET, bool F, int OVB = 0, int NB = BBN9, bool SPLIT = false>
 DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const TmaDesc &tdo, const TmaDesc &tdq,

@@ -18,7 +18,8 @@ import (
 // capacity bytes (the H200's L2: 50 MB). Each block runs at a speed drawn within +-noise
 // (0.02 fits full 16K: modelled 2.0 GB read, measured 2.1; causal 16K 21 against 17.4 and
 // 32K 76 against 73 unpaired, 1.9 and 5.6 against 2.0 and 5.2 paired). read is the bytes
-// missed, write the dirty dQ evicted or left at the end, span the modelled pass's length in
+// missed (and a split's fp32 partials of dK and dV, read back by their reduction), write the
+// dirty dQ evicted or left at the end (and those partials), span the modelled pass's length in
 // steps (its last step's end). A design tool for the block order
 // and the pairs, not timed: about a second per 10 million steps.
 func l2Traffic(w *WorkList, heads, group, slots, d int, sched int32, capacity int64, noise float64) (read, write int64, span float64) {
@@ -161,6 +162,10 @@ func l2Traffic(w *WorkList, heads, group, slots, d int, sched int32, capacity in
 		if ws[e.slot] = start(); ws[e.slot] != nil {
 			heap.Push(ev, stepEvent{e.t + 2*ws[e.slot].speed, e.slot})
 		}
+	}
+	if split > 1 { // the split's fp32 partials of dK and dV: written, and read back by the reduction
+		partials := int64(split) * int64(heads) * int64(rows) * 4 * kvBytes // fp32: twice the bf16 tile, dK and dV
+		read, write = read+partials, write+partials
 	}
 	return read, write + lru.dirtyBytes(), span
 }

@@ -16,7 +16,7 @@
 #    causal_document at 16K / 32K / 48K; sm90-unp / sm90 / sm90-unp on full and full_document;
 # 3. ncu's DRAM bytes of one backward: sm90 and sm90ff full 48K (the model: 218 GB at 2% speed
 #    spread, 12.7 at 0.5%; 15.5 with the front), sm90 and sm90g2 causal_blockwise 32K (44 and
-#    3.4 modelled), sm90 and sm90g2 causal 48K (paired: 58 unsplit, 15 split).
+#    3.9 modelled), sm90 and sm90g2 causal 48K (paired: 58 unsplit, 16 split).
 # Prediction (the model's bytes and tails with call 53's fit, time = 0.9 x tail + 0.4 x DRAM
 # time saved; docs/perf.md "Next: call 54"):
 #   sm90ff: full 48K +4.5% (if the spread is 2%; level at 0.5%), prefix_lm_causal 48K +4.6%,
