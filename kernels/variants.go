@@ -90,3 +90,34 @@ func (o Options) For(name string) Options {
 	}
 	return o
 }
+
+// CheckVariant says whether a variant option can be given to the kernels named (a sweep's):
+// every kernel with registered variants that the option's plain item reaches must have that
+// variant (a plain item goes to every kernel not named), and a per-kernel item needs no
+// more than ParseVariants checked. Kernels without variants ignore a plain item; a plain
+// item that no kernel of the sweep has is refused, since nothing would take it. The error
+// names the kernel, its variants and the per-kernel form.
+func CheckVariant(s string, names []string) error {
+	v, err := ParseVariants(s)
+	if err != nil || v.Default == "" {
+		return err
+	}
+	taken := false
+	for _, name := range names {
+		if _, own := v.PerKernel[name]; own {
+			continue
+		}
+		known := variantNames(name)
+		if len(known) == 0 {
+			continue
+		}
+		if !slices.Contains(known, v.Default) {
+			return fmt.Errorf("kernel %s has no variant %q: use one of %s, or name the kernel the variant is for (KERNEL=%s)", name, v.Default, strings.Join(known, ", "), v.Default)
+		}
+		taken = true
+	}
+	if !taken {
+		return fmt.Errorf("%q: no kernel of this sweep (%s) has variants; longca list names each kernel's", v.Default, strings.Join(names, ", "))
+	}
+	return nil
+}

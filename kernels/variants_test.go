@@ -77,3 +77,33 @@ func TestVariantPerKernelErrors(t *testing.T) {
 		}
 	}
 }
+
+// A plain variant that a kernel of the sweep does not have is refused before the sweep
+// (it used to reach the kernel's constructor and turn every row unsupported), naming the
+// kernel, its variants and the per-kernel form; kernels without variants ignore it.
+func TestCheckVariant(t *testing.T) {
+	RegisterVariants("vt-odd", []string{"odd: another kernel's own"})
+	Register("vt-odd", "test only: other variants", func(o Options) (Kernel, error) { return variantKernel{"vt-odd", o.Variant}, nil })
+	for _, c := range []struct {
+		spec  string
+		names []string
+		bad   string // a part of the error, "" for none
+	}{
+		{"", []string{"vt-gpu", "vt-odd"}, ""},
+		{"fast", []string{"vt-gpu", "vt-dnn", "vt-plain"}, ""},
+		{"fast", []string{"vt-gpu", "vt-odd"}, `kernel vt-odd has no variant "fast": use one of odd, or name the kernel`},
+		{"fsat", []string{"vt-gpu"}, `kernel vt-gpu has no variant "fsat": use one of fast, slow, auto`},
+		{"fast", []string{"vt-plain"}, "no kernel of this sweep (vt-plain) has variants"},
+		{"vt-odd=odd,fast", []string{"vt-gpu", "vt-odd"}, ""},
+		{"vt-gpu=fast,slow", []string{"vt-gpu", "vt-odd"}, `kernel vt-odd has no variant "slow"`},
+		{"vt-gpu=fsat", []string{"vt-gpu"}, `no variant "fsat"`},
+	} {
+		err := CheckVariant(c.spec, c.names)
+		switch {
+		case c.bad == "" && err != nil:
+			t.Errorf("CheckVariant(%q, %v): %v", c.spec, c.names, err)
+		case c.bad != "" && (err == nil || !strings.Contains(err.Error(), c.bad)):
+			t.Errorf("CheckVariant(%q, %v) = %v, want an error with %q", c.spec, c.names, err, c.bad)
+		}
+	}
+}

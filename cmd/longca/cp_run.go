@@ -55,6 +55,9 @@ func cpAction(c *cli.Context) (err error) {
 		}
 		return nil
 	}
+	if err := checkVariant(o.kernelOpts, o.kernel); err != nil {
+		return err
+	}
 	// The kernel, probed once: a device kernel the methods cannot keep on its device is
 	// refused here unless --staged.
 	probe, err := session.NewKernel(o.kernel, o.kernelOpts)

@@ -100,6 +100,16 @@ func stopOnCrash(c *cli.Context) (bool, error) {
 	}
 }
 
+// checkVariant refuses, as bad input, a --variant that a kernel of the run does not have
+// (kernels.CheckVariant), before anything is measured: the kernel would otherwise refuse
+// it case by case as unsupported rows.
+func checkVariant(ko kernels.Options, names ...string) error {
+	if err := kernels.CheckVariant(ko.Variant, names); err != nil {
+		return usageError("--variant: %v", err)
+	}
+	return nil
+}
+
 // kernelOptions reads the kernel flags; under a launcher the device defaults to the local
 // rank's GPU (spmd.DeviceIndex).
 func kernelOptions(c *cli.Context, w spmd.World) (kernels.Options, error) {
@@ -231,6 +241,11 @@ func sweepFromFlags(c *cli.Context, defaultLens []int, ko kernels.Options) (harn
 		if !kernels.Known(k) {
 			return s, usageError("--kernels: unknown kernel %q: registered are %s", k, strings.Join(kernels.Names(), ", "))
 		}
+	}
+	if err := checkVariant(ko, s.Kernels...); err != nil {
+		return s, err
+	}
+	for _, k := range s.Kernels {
 		if strings.HasPrefix(k, "exec:") { // a program that is not there is bad input, not a row
 			if _, err := session.NewKernel(k, ko); err != nil {
 				return s, usageError("--kernels: %v", err)

@@ -54,6 +54,9 @@ func runAction(c *cli.Context) error {
 	if name == "gpu" && !c.Bool("no-peers") {
 		st.Sweep.Kernels = append(st.Sweep.Kernels, newSession(c, "kernel", "", "", spmd.World{Size: 1}).AvailablePeers(c.Context, ko)...)
 	}
+	if err := checkVariant(ko, st.Sweep.Kernels...); err != nil {
+		return err
+	}
 	stop, err := stopOnCrash(c)
 	if err != nil {
 		return err

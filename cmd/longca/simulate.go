@@ -217,6 +217,9 @@ func simulateAction(c *cli.Context) error {
 		if sm.CalKernelOptions, err = kernelOptions(c, w); err != nil {
 			return err
 		}
+		if err := checkVariant(sm.CalKernelOptions, o.Calibrate); err != nil {
+			return err
+		}
 	}
 	return newSession(c, "simulate", o.cp.out, o.cp.runID, spmd.World{Size: 1}).Simulate(c.Context, sm, start)
 }

@@ -71,6 +71,12 @@ func TestVariantFlagErrors(t *testing.T) {
 		{[]string{"kernel", "--kernels", "ref", "--variant", "ref=fast", "--dry-run"}, "--variant: kernel ref has no variants"},
 		{[]string{"kernel", "--kernels", "vt-sm", "--variant", "vt-sm=fastest", "--dry-run"}, `kernel vt-sm has no variant "fastest"`},
 		{[]string{"cp", "--kernel", "ref", "--variant", "nosuch=x", "--dry-run"}, `--variant: unknown kernel "nosuch"`},
+		// the plain form, checked against the sweep's kernels (it used to reach the kernel
+		// and turn every row unsupported, exit 0)
+		{[]string{"kernel", "--kernels", "vt-sm", "--variant", "fastest", "--dry-run"}, `--variant: kernel vt-sm has no variant "fastest"`},
+		{[]string{"kernel", "--kernels", "vt-sm,cuda", "--variant", "fast", "--dry-run"}, `kernel cuda has no variant "fast"`},
+		{[]string{"kernel", "--kernels", "ref", "--variant", "fast", "--dry-run"}, "no kernel of this sweep (ref) has variants"},
+		{[]string{"cp", "--kernel", "vt-sm", "--variant", "fastest", "--ranks", "2"}, `--variant: kernel vt-sm has no variant "fastest"`},
 	} {
 		_, errOut, code := captureRun(t, c.args...)
 		checkUsageError(t, c.args, code, errOut, c.want)
