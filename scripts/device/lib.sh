@@ -104,7 +104,7 @@ PY
 ncu_mem() {
 	_left=$((budget + 40 - ($(date +%s) - t0)))
 	[ "$_left" -gt 15 ] || { echo "# ncu mem $* skipped (time)" >>"$out/t/summary.txt"; return; }
-	_re='^bwd90e_bf16' _sel="--kernels cuda --variant $1" _cap=${4:-30} _pass=${NCU_PASS:-bwd} _sfx=
+	_re='^bwd90es?_bf16' _sel="--kernels cuda --variant $1" _cap=${4:-30} _pass=${NCU_PASS:-bwd} _sfx=
 	[ "$1" = cudnn ] && _re='bprop' _sel="--kernels cudnn"
 	if [ "$_pass" = fwd ]; then
 		_re='^fwd90' _sfx=-fwd
