@@ -138,6 +138,14 @@ func WriteScalingPlot(path, title string, series map[string][]ScalingPoint) erro
 		tk = append(tk, plot.Tick{Value: float64(g), Label: fmt.Sprint(g)})
 	}
 	sort.Slice(tk, func(i, j int) bool { return tk[i].Value < tk[j].Value })
+	if len(tk) == 0 { // nothing measured: no axis a log scale can draw
+		return nil
+	}
+	if lo, hi := tk[0].Value, tk[len(tk)-1].Value; lo == hi {
+		// one GPU count alone: the plot would widen the axis by 1 each way, down to 0,
+		// which a log scale cannot draw (it panics); from half of it to twice it instead
+		p.X.Min, p.X.Max = lo/2, hi*2
+	}
 	p.X.Tick.Marker = tk
 	p.Legend.Top, p.Legend.Left = false, true
 	if err := p.Save(7*vg.Inch, 4.5*vg.Inch, path); err != nil {

@@ -36,3 +36,24 @@ func TestCrossoversAndScalingPlot(t *testing.T) {
 		t.Fatalf("not a PNG: %v", err)
 	}
 }
+
+// One GPU count alone (simulate --gpus 1) draws a plot instead of panicking in the log
+// scale (the plot widened the axis down to 0); an empty series map writes nothing.
+func TestScalingPlotOnePoint(t *testing.T) {
+	for _, gpus := range []int{1, 8} {
+		path := filepath.Join(t.TempDir(), "one.png")
+		if err := WriteScalingPlot(path, "one point", map[string][]ScalingPoint{"ring": {{gpus, 100}}, "usp": {{gpus, 90}}}); err != nil {
+			t.Fatalf("%d GPUs: %v", gpus, err)
+		}
+		if _, err := os.Stat(path); err != nil {
+			t.Fatalf("%d GPUs: %v", gpus, err)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "none.png")
+	if err := WriteScalingPlot(path, "nothing", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); err == nil {
+		t.Error("a plot of nothing was written")
+	}
+}

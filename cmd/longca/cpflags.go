@@ -140,6 +140,19 @@ func parseCPSweep(c *cli.Context) (cpSweepOptions, error) {
 	if o.block < 0 || o.stages < 0 {
 		return o, usageError("--cp-block %d --cp-stages %d: give positive numbers, or 0 for the defaults", o.block, o.stages)
 	}
+	if o.stages > cp.MaxStages { // k stages cut a fetch in 2^k - 1 parts
+		return o, usageError("--cp-stages %d: give at most %d, or 0 for the default", o.stages, cp.MaxStages)
+	}
+	// a dispatch block longer than a rank's tokens pads every rank up to it: the memory
+	// estimate would be off, and a block past the sequence is all padding
+	if most, what := o.tokensPerRank, "--tokens-per-rank"; o.block > 0 {
+		if o.seqlen > 0 {
+			most, what = o.seqlen, "--seqlen"
+		}
+		if o.block > most {
+			return o, usageError("--cp-block %d: give at most %d tokens (%s), or 0 for the default", o.block, most, what)
+		}
+	}
 	if o.splits, err = splitsFlag(c.String("cp-ulysses")); err != nil {
 		return o, err
 	}

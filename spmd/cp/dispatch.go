@@ -253,8 +253,8 @@ func Balance(m mask.Mask, ranks, block, stages int) (*Dispatch, error) {
 	if m.SeqQ < 1 {
 		return nil, fmt.Errorf("balanced: an empty sequence")
 	}
-	if stages < 0 {
-		return nil, fmt.Errorf("balanced: %d stages (--cp-stages): use a positive number, or 0 for the default", stages)
+	if stages < 0 || stages > MaxStages {
+		return nil, fmt.Errorf("balanced: %d stages (--cp-stages): use 1 to %d, or 0 for the default", stages, MaxStages)
 	}
 	d, needs := newDispatch(m, ranks, block)
 	d.stages = stages
@@ -470,6 +470,9 @@ func (ix *areaIndex) bestSwap(ax, gap, top, low int64) (int64, int) {
 	}
 	return worse, y
 }
+
+// MaxStages is the most stages (--cp-stages) a fetch is cut into: k stages make 2^k - 1 parts.
+const MaxStages = 16
 
 // stageCaps are the cumulative sizes (in blocks) of the stages of a fetch of total blocks,
 // in at most stages stages: one (stages 1) is the whole fetch in one piece, k > 1 cut it
