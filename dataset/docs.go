@@ -260,3 +260,61 @@ func MeanPiece(src Source, cap int) float64 {
 	}
 	return m
 }
+
+// MaxDocs bounds the documents one packed sequence is expected to hold (2^24): each is an
+// int while the sequence is packed, and a slice or more of the mask built from it, so past
+// it a sequence of very short documents (--max-doc 1, a counts file of ones, a long
+// --seqlen) would take gigabytes before anything could be refused.
+const MaxDocs = 1 << 24
+
+// MeanDoc is the mean length of the pieces src packs into a sequence under cap (0: none):
+// exact for a counts file (Empirical) and a distribution's stream packing, and for a
+// distribution split at the cap a lower bound (each document of length n makes at most
+// n/cap + 1 pieces); NaN for a source it does not know.
+func MeanDoc(src Source, cap int) float64 {
+	switch s := src.(type) {
+	case *Empirical:
+		var tokens, pieces float64
+		for _, c := range s.Counts {
+			n := max(1, c)
+			tokens += float64(n)
+			if cap > 0 {
+				pieces += float64((n + cap - 1) / cap)
+			} else {
+				pieces++
+			}
+		}
+		if pieces == 0 {
+			return math.NaN()
+		}
+		return tokens / pieces
+	case *Dist:
+		if s.Packing == PackingStream {
+			return MeanPiece(s, cap)
+		}
+		m := s.Mean()
+		if cap > 0 {
+			m = max(1, 1/(1/m+1/float64(cap)))
+		}
+		return m
+	}
+	return math.NaN()
+}
+
+// CheckDocs refuses packing seqlen tokens from src under cap where the sequence would hold
+// more than MaxDocs documents by MeanDoc, naming the flags that fix it.
+func CheckDocs(src Source, seqlen, cap int) error {
+	m := MeanDoc(src, cap)
+	if !(m > 0) {
+		return nil
+	}
+	if docs := float64(seqlen) / m; docs > MaxDocs {
+		what := "documents"
+		if cap > 0 {
+			what = fmt.Sprintf("documents split at --max-doc %d", cap)
+		}
+		return fmt.Errorf("%s %s average %.3g tokens: about %.3g a sequence of %s tokens, over the %d one sequence may hold; give a larger --max-doc or longer documents, or a shorter sequence",
+			SourceID(src), what, m, docs, FormatSize(seqlen), MaxDocs)
+	}
+	return nil
+}

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -155,5 +156,36 @@ func TestSourceIDsDifferByContent(t *testing.T) {
 	p, _ := Builtin(Pile)
 	if SourceID(p) != Pile {
 		t.Errorf("preset id %q, want pile", SourceID(p))
+	}
+}
+
+// A sequence of very short documents is refused before anything is drawn (it used to
+// take gigabytes: --max-doc 1 at --seqlen 1G, a counts file of ones), and the sources
+// users pack from pass at the lengths they run.
+func TestCheckDocs(t *testing.T) {
+	ones := &Empirical{Name: "ones", ID: "counts:ones", Counts: []int{1, 1, 1}}
+	if m := MeanDoc(ones, 0); m != 1 {
+		t.Errorf("MeanDoc(ones) = %v, want 1", m)
+	}
+	if m := MeanDoc(&Empirical{Counts: []int{10, 30}}, 4); m != 40.0/11 { // 3 + 8 pieces
+		t.Errorf("MeanDoc of 10 and 30 under a cap of 4 = %v, want %v", m, 40.0/11)
+	}
+	if err := CheckDocs(ones, 1<<30, 0); err == nil || !strings.Contains(err.Error(), "--max-doc") {
+		t.Errorf("1G tokens of one-token documents: %v, want a refusal naming --max-doc", err)
+	}
+	if err := CheckDocs(ones, 1<<20, 0); err != nil {
+		t.Errorf("1M tokens of one-token documents: %v", err)
+	}
+	for _, name := range []string{"pile", "prolong64k", "prolong512k"} {
+		d, err := Builtin(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := CheckDocs(d, 1<<27, DefaultCap(d).Resolve(1<<27)); err != nil {
+			t.Errorf("%s at 128M tokens: %v", name, err)
+		}
+		if err := CheckDocs(d, 1<<30, 1); err == nil {
+			t.Errorf("%s at 1G tokens split at 1: not refused", name)
+		}
 	}
 }

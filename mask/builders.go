@@ -240,6 +240,9 @@ func (st *build) source() (dataset.Source, error) {
 	if st.cap = c.Resolve(st.s); st.cap > 0 {
 		st.params["max_doc"] = strconv.Itoa(st.cap)
 	}
+	if err := dataset.CheckDocs(src, st.s, st.cap); err != nil { // before a document is drawn
+		return nil, inputErr("--max-doc", "mask %s: %v", st.b.name, err)
+	}
 	return src, nil
 }
 

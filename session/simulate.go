@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"runtime"
@@ -437,6 +438,9 @@ func fitSimulation(o *Simulation, maskFor func(string, int, uint64) *builtMask) 
 	for _, n := range o.GPUs {
 		for _, mk := range o.Sweep.Masks {
 			b := maskFor(mk, o.seqlenFor(n), o.Sweep.Seed)
+			if ie := (*mask.InputError)(nil); errors.As(b.err, &ie) { // bad input: before the sweep starts
+				return Usagef("--masks %s at seqlen %d: %v", mk, o.seqlenFor(n), b.err)
+			}
 			if b.err != nil {
 				continue // reported by the job itself
 			}

@@ -119,6 +119,9 @@ func dataAction(c *cli.Context) error {
 	if cp.IsZero() {
 		cp = dataset.DefaultCap(src)
 	}
+	if err := dataset.CheckDocs(src, s, cp.Resolve(s)); err != nil {
+		return usageError("%v", err)
+	}
 	rng := dataset.NewRand(c.Uint64("seed"))
 	var st dataset.LengthStats
 	for i := 0; i < n; i++ {

@@ -185,3 +185,18 @@ func TestCPDryRunPlanningIsBounded(t *testing.T) {
 		t.Errorf("%v: %q does not say the limit", args, errOut)
 	}
 }
+
+// Very short documents at a long sequence are refused before any is drawn, one line naming
+// --max-doc, exit 2 (the audit of 2026-12-04: --max-doc 1 at --seqlen 1G took 9.7 GB and
+// ran on; a 256M mask of one-token documents 6.9 GB).
+func TestShortDocumentsAreBounded(t *testing.T) {
+	for _, args := range [][]string{
+		{"data", "--seqlen", "1G", "--samples", "1", "--max-doc", "1"},
+		{"masks", "--mask", "causal_document", "--seqlen", "256M", "--max-doc", "1", "--out", t.TempDir()},
+		{"simulate", "--gpus", "1024", "--tokens-per-rank", "128K", "--masks", "causal_document", "--max-doc", "1",
+			"--methods", "ring-p2p", "--passes", "fwd", "--samples", "1", "--out", t.TempDir()},
+	} {
+		_, errOut, code := captureRun(t, args...)
+		checkUsageError(t, args, code, errOut, "--max-doc", "one sequence may hold")
+	}
+}
