@@ -53,7 +53,8 @@ type cpOptions struct {
 	kernel          string
 	kernelOpts      kernels.Options // device index, variant: set once the world is known
 	staged, overlap bool
-	baseline        string // measure, none or a file
+	baseline        string            // measure, none or a file
+	base            *harness.Baseline // baselineOf(baseline), a file's figures read
 	dryRun          bool
 	links           *sim.Machine // emulated links between in-process ranks (--links)
 }
@@ -91,6 +92,13 @@ func parseCPFlags(c *cli.Context) (cpOptions, error) {
 	default:
 		if _, err := os.Stat(o.baseline); err != nil {
 			return o, usageError("--baseline %q: neither measure, none nor a readable results file (%v)", o.baseline, err)
+		}
+	}
+	// a file is read now, once: a file that is not results is bad input before any rank
+	// starts, not an error of every rank after the sweep began
+	if o.base = baselineOf(o.baseline); o.base != nil && o.base.File != "" {
+		if err := o.base.Load(); err != nil {
+			return o, usageError("%v", err)
 		}
 	}
 	return o, nil

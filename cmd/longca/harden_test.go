@@ -200,3 +200,22 @@ func TestShortDocumentsAreBounded(t *testing.T) {
 		checkUsageError(t, args, code, errOut, "--max-doc", "one sequence may hold")
 	}
 }
+
+// --baseline FILE is read before any rank starts: a file that is not results is one line,
+// exit 2, and no rank file is written (it was read by every rank after the sweep began:
+// exit 1, the line once per rank, empty rank files left).
+func TestBaselineFileReadUpFront(t *testing.T) {
+	junk := filepath.Join(t.TempDir(), "junk.bin")
+	if err := os.WriteFile(junk, []byte("not an arrow file at all"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	args := []string{"cp", "--kernel", "ref", "-w", "0", "-n", "1", "--heads", "2:1", "--head-dim", "16", "--samples", "1",
+		"--passes", "fwd", "--masks", "causal", "--methods", "ring-p2p", "--ranks", "2", "--tokens-per-rank", "128",
+		"--baseline", junk, "--out", out}
+	_, errOut, code := captureRun(t, args...)
+	checkUsageError(t, args, code, errOut, "--baseline "+junk, "not a longca results file")
+	if ents, _ := os.ReadDir(out); len(ents) != 0 {
+		t.Errorf("%d entries written to --out before the refusal", len(ents))
+	}
+}
