@@ -320,7 +320,7 @@ func TestBuildErrors(t *testing.T) {
 		{"causal", 0, Options{}, "--seqlen", "at least 1"},
 		{"sliding_window", 1024, Options{Window: 2048}, "--window", "larger than --seqlen"},
 		{"sliding_window", 1024, Options{Window: -1}, "--window", "at least 1"},
-		{"block_causal_document", 1000, Options{}, "--block-size", "--seqlen 1024"},
+		{"block_causal_document", 1000, Options{}, "--block-size", "such as 1024"},
 		{"block_causal_document", 96, Options{BlockSize: 64}, "--block-size", "does not divide"},
 		{"full_document_long", 1024, Options{LongFraction: 1.5}, "--long-fraction", "[0, 1]"},
 	}

@@ -148,7 +148,7 @@ func buildGlobalSlidingWindow(st *build) error {
 func buildBlockCausalDocument(st *build) error {
 	bs := st.o.BlockSize
 	if st.s%bs != 0 {
-		return inputErr("--block-size", "--block-size %d does not divide --seqlen %d: block_causal_document needs S a multiple of the block (try --seqlen %d)", bs, st.s, (st.s/bs+1)*bs)
+		return inputErr("--block-size", "block_causal_document: its block of %d tokens (longca masks --block-size) does not divide the sequence length %d: give a length that is a multiple of %d (such as %d), or leave the mask out", bs, st.s, bs, (st.s/bs+1)*bs)
 	}
 	st.params["block_size"] = strconv.Itoa(bs)
 	var lens []int

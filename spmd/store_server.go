@@ -410,7 +410,10 @@ func (s *StoreServer) handshake(c net.Conn, r *bufio.Reader, w *bufio.Writer) in
 }
 
 // maxWorld bounds the world size a hello may claim (and a launcher may give).
-const maxWorld = 1 << 20
+const maxWorld = MaxWorld
+
+// MaxWorld is the most ranks a world may have (a launched one, cp --ranks, simulate --gpus).
+const MaxWorld = 1 << 20
 
 // port is the port the store listens on, for messages.
 func (s *StoreServer) port() string {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/longca/longca/spmd"
 	"os"
 	"slices"
 	"strings"
@@ -76,6 +77,9 @@ func parseCPFlags(c *cli.Context) (cpOptions, error) {
 	o.staged, o.overlap, o.baseline, o.dryRun = c.Bool("staged"), c.Bool("overlap"), c.String("baseline"), c.Bool("dry-run")
 	if c.IsSet("ranks") && o.ranks < 1 {
 		return o, usageError("--ranks %d: need at least 1", o.ranks)
+	}
+	if o.ranks > spmd.MaxWorld { // (the tokens of a larger world overflowed the estimate's arithmetic)
+		return o, usageError("--ranks %d: at most %d ranks", o.ranks, spmd.MaxWorld)
 	}
 	if !slices.Contains(kernels.Names(), o.kernel) {
 		return o, usageError("--kernel: unknown kernel %q: registered are %s", o.kernel, strings.Join(kernels.Names(), ", "))

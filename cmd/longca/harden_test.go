@@ -219,3 +219,18 @@ func TestBaselineFileReadUpFront(t *testing.T) {
 		t.Errorf("%d entries written to --out before the refusal", len(ents))
 	}
 }
+
+// World sizes past 2^20 are refused by name (their tokens overflowed the estimate's
+// arithmetic: "rank(s) of 0 tokens", "-1K tokens").
+func TestWorldSizeBounded(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"cp", "--ranks", "9223372036854775807", "--dry-run"}, "--ranks 9223372036854775807: at most 1048576"},
+		{[]string{"simulate", "--gpus", "8,9223372036854775807"}, "--gpus 9223372036854775807: at most 1048576"},
+	} {
+		_, errOut, code := captureRun(t, c.args...)
+		checkUsageError(t, c.args, code, errOut, c.want)
+	}
+}

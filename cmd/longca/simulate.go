@@ -79,6 +79,9 @@ func parseSimulateFlags(c *cli.Context) (simOptions, error) {
 		if err != nil || n < 1 {
 			return o, usageError("--gpus %q: give GPU counts such as 8,64,512", c.String("gpus"))
 		}
+		if n > spmd.MaxWorld {
+			return o, usageError("--gpus %d: at most %d GPUs", n, spmd.MaxWorld)
+		}
 		o.GPUs = append(o.GPUs, n)
 	}
 	if len(o.GPUs) == 0 {
