@@ -4,8 +4,8 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"github.com/longca/longca/internal/smallfile"
 	"math"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -45,7 +45,7 @@ func LoadCounts(path, column string) (*Empirical, error) {
 
 // textCounts reads one integer a line.
 func textCounts(path string) ([]int, error) {
-	f, err := os.Open(path)
+	f, err := smallfile.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("dataset: %w", err)
 	}
@@ -77,7 +77,7 @@ func textCounts(path string) ([]int, error) {
 
 // arrowCounts reads the column from every record batch of an Arrow IPC file.
 func arrowCounts(path, column string) ([]int, error) {
-	f, err := os.Open(path)
+	f, err := smallfile.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("dataset: %w", err)
 	}
@@ -106,7 +106,7 @@ func arrowCounts(path, column string) ([]int, error) {
 
 // parquetCounts reads the column of a Parquet file.
 func parquetCounts(path, column string) ([]int, error) {
-	f, err := os.Open(path)
+	f, err := smallfile.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("dataset: %w", err)
 	}

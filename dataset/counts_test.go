@@ -4,7 +4,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -132,5 +134,35 @@ func TestLoadCountsErrors(t *testing.T) {
 				t.Errorf("LoadCounts(%s, %q) err = %v, want it to contain %q", filepath.Base(c.path), c.column, err, w)
 			}
 		}
+	}
+}
+
+// A --counts FIFO with no writer reads as empty instead of hanging in open(2) (the audit
+// of 2026-12-04); one with a writer is read as a file.
+func TestCountsFIFO(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Skipf("no FIFOs here: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := LoadCounts(path, ""); done <- err }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "no positive token counts") {
+			t.Errorf("a FIFO with no writer: %v, want no counts", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("LoadCounts hung on a FIFO with no writer")
+	}
+	go func() {
+		if f, err := os.OpenFile(path, os.O_WRONLY, 0); err == nil {
+			f.WriteString("7\n9\n")
+			f.Close()
+		}
+	}()
+	time.Sleep(100 * time.Millisecond)
+	e, err := LoadCounts(path, "")
+	if err != nil || len(e.Counts) != 2 {
+		t.Errorf("a FIFO with a writer: %v, %v", e, err)
 	}
 }

@@ -144,6 +144,11 @@ func TestNoArgumentsWhereNoneAreTaken(t *testing.T) {
 		}
 		checkUsageError(t, args, code, errOut, cmd+` takes no arguments (got "x"`)
 	}
+	// a command of commands: an unknown one is a usage error too (urfave/cli: "No help
+	// topic for 'nope'", exit 3)
+	args := []string{"selftest", "nope"}
+	_, errOut, code := captureRun(t, args...)
+	checkUsageError(t, args, code, errOut, `selftest: unknown command "nope"`)
 }
 
 // The time estimate counts the sequence too: a length that fits in a large host's memory

@@ -75,6 +75,15 @@ func setFlagErrors(c *cli.Command, parent string) {
 	if c.ArgsUsage == "" && c.Action != nil && len(c.Subcommands) == 0 {
 		c.Action = noArgs(strings.TrimSpace(name), c.Action)
 	}
+	if c.Action == nil && len(c.Subcommands) > 0 { // urfave/cli: "No help topic", exit 3
+		cmd := strings.TrimSpace(name)
+		c.Action = func(x *cli.Context) error {
+			if x.Args().Present() {
+				return usageError("%s: unknown command %q: see longca %s --help for its commands", cmd, x.Args().First(), cmd)
+			}
+			return cli.ShowSubcommandHelp(x)
+		}
+	}
 	for _, sub := range c.Subcommands {
 		setFlagErrors(sub, name)
 	}
