@@ -69,7 +69,8 @@ func TestSizeFlagsRefusedUpFront(t *testing.T) {
 		{[]string{"data", "--seqlen", "16K", "--samples", "1000000000"}, "--samples"},
 		{[]string{"cp", "--ranks", "100000", "--out", t.TempDir()}, "host memory"},
 		{[]string{"cp", "--samples", "1000000000", "--dry-run"}, "--samples"},
-		{[]string{"simulate", "--gpus", "16777216"}, "host memory"},
+		{[]string{"simulate", "--gpus", "16777216"}, "at most 1048576 GPUs"},
+		{[]string{"simulate", "--gpus", "1048576"}, "host memory"},
 	} {
 		start := time.Now()
 		_, errOut, code := captureRun(t, c.args...)
