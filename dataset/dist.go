@@ -123,6 +123,19 @@ func ParseDist(name string, data []byte) (*Dist, error) {
 	if !(sum > 0) {
 		return nil, fmt.Errorf("dataset: distribution %s: the weights sum to 0", name)
 	}
+	if math.IsInf(sum, 1) {
+		// weights near the float64 maximum (1e308, 1e308) sum to +Inf, and every bin but
+		// the last drew with probability 0: scale them by the largest first
+		top := 0.0
+		for _, b := range d.Bins {
+			top = max(top, b.P)
+		}
+		sum = 0
+		for i := range d.Bins {
+			d.Bins[i].P /= top
+			sum += d.Bins[i].P
+		}
+	}
 	sort.Slice(d.Bins, func(i, j int) bool { return d.Bins[i].Lo < d.Bins[j].Lo })
 	for i := range d.Bins {
 		d.Bins[i].P /= sum

@@ -270,3 +270,17 @@ func TestParseSize(t *testing.T) {
 		}
 	}
 }
+
+// Weights near the float64 maximum are normalised, not summed to +Inf (which left every
+// bin but the last at probability 0 without a word).
+func TestParseDistHugeWeights(t *testing.T) {
+	d, err := ParseDist("huge", []byte(`{"[1,2)": 1e308, "[2,3)": 1e308}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range d.Bins {
+		if math.Abs(b.P-0.5) > 1e-12 {
+			t.Errorf("bin [%d,%d): P %v, want 0.5", b.Lo, b.Hi, b.P)
+		}
+	}
+}
