@@ -90,6 +90,9 @@ type cpSweepOptions struct {
 // parseCPSweep reads the flags of cpSweepFlags; bad input is one line naming the flag,
 // exit status 2.
 func parseCPSweep(c *cli.Context) (cpSweepOptions, error) {
+	if err := checkLists(c); err != nil {
+		return cpSweepOptions{}, err
+	}
 	o := cpSweepOptions{headDim: c.Int("head-dim"), ulysses: c.Int("ulysses"), ring: c.Int("ring"), windows: c.Int("windows"),
 		block: c.Int("cp-block"), stages: c.Int("cp-stages"), headFirst: c.Bool("head-first"), samples: c.Int("samples"), seed: c.Uint64("seed"),
 		out: c.String("out"), runID: c.String("run-id")}

@@ -239,3 +239,23 @@ func TestWorldSizeBounded(t *testing.T) {
 		checkUsageError(t, c.args, code, errOut, c.want)
 	}
 }
+
+// A list flag with an empty item or an item twice is refused by name (the audit: "--kernels ,"
+// ran the default kernel, "--masks causal,causal" ran its cases twice and wrote their
+// rows twice, "--seqlens 128,,256" dropped the empty item).
+func TestListFlagsItemsOnce(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"kernel", "--kernels", ",", "--dry-run"}, `--kernels ",": an empty item`},
+		{[]string{"kernel", "--seqlens", "128,,256", "--dry-run"}, `--seqlens "128,,256": an empty item`},
+		{[]string{"kernel", "--masks", "causal,causal", "--dry-run"}, "causal given twice"},
+		{[]string{"sparse", "--block", ",", "--dry-run"}, `--block ",": an empty item`},
+		{[]string{"cp", "--cp-ulysses", "1,1", "--dry-run"}, "1 given twice"},
+		{[]string{"simulate", "--gpus", "8,8"}, "8 given twice"},
+	} {
+		_, errOut, code := captureRun(t, c.args...)
+		checkUsageError(t, c.args, code, errOut, c.want)
+	}
+}

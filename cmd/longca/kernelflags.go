@@ -146,6 +146,33 @@ func splitList(s string) []string {
 	return out
 }
 
+// listFlags are the comma-separated flags whose items checkLists holds to be given once
+// each, none empty.
+var listFlags = []string{"kernels", "masks", "seqlens", "heads", "passes", "methods", "gpus", "ratios", "block", "cp-ulysses"}
+
+// checkLists refuses, naming the flag, a list flag given with an empty item ("--masks ,",
+// "--seqlens 1K,,2K", "--kernels ''") or an item twice ("--masks causal,causal": its cases
+// ran twice and wrote the same rows twice); flags the command does not have are skipped.
+func checkLists(c *cli.Context) error {
+	for _, name := range listFlags {
+		if !c.IsSet(name) {
+			continue
+		}
+		v := c.String(name)
+		seen := map[string]bool{}
+		for _, item := range strings.Split(v, ",") {
+			switch item = strings.TrimSpace(item); {
+			case item == "":
+				return usageError("--%s %q: an empty item: give comma-separated items, each once", name, v)
+			case seen[item]:
+				return usageError("--%s %q: %s given twice: give each once", name, v, item)
+			}
+			seen[item] = true
+		}
+	}
+	return nil
+}
+
 // parseSeqLens reads --seqlens or -b/-e/-f/--step.
 func parseSeqLens(c *cli.Context, defaults []int) ([]int, error) {
 	ranged := c.IsSet("begin") || c.IsSet("end") || c.IsSet("step")
@@ -214,6 +241,9 @@ func parseMasks(s string) ([]string, error) {
 // given, ko the options the default kernel is probed with.
 func sweepFromFlags(c *cli.Context, defaultLens []int, ko kernels.Options) (harness.Sweep, error) {
 	var s harness.Sweep
+	if err := checkLists(c); err != nil {
+		return s, err
+	}
 	var err error
 	if s.SeqLens, err = parseSeqLens(c, defaultLens); err != nil {
 		return s, err
