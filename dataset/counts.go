@@ -32,6 +32,9 @@ func LoadCounts(path, column string) (*Empirical, error) {
 	case ".arrow", ".feather", ".ipc":
 		counts, err = arrowCounts(path, column)
 	default:
+		if column != "" { // (it was ignored without a word)
+			return nil, fmt.Errorf("dataset: %s: a column (%s) names one of a parquet or arrow file's; a text file holds one count a line", path, column)
+		}
 		counts, err = textCounts(path)
 	}
 	if err != nil {

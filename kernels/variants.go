@@ -99,8 +99,16 @@ func (o Options) For(name string) Options {
 // names the kernel, its variants and the per-kernel form.
 func CheckVariant(s string, names []string) error {
 	v, err := ParseVariants(s)
-	if err != nil || v.Default == "" {
+	if err != nil {
 		return err
+	}
+	for name := range v.PerKernel {
+		if !slices.Contains(names, name) {
+			return fmt.Errorf("%q names kernel %s, which this run does not have (%s): leave its item out, or add the kernel", s, name, strings.Join(names, ", "))
+		}
+	}
+	if v.Default == "" {
+		return nil
 	}
 	taken := false
 	for _, name := range names {

@@ -97,6 +97,7 @@ func TestCheckVariant(t *testing.T) {
 		{"vt-odd=odd,fast", []string{"vt-gpu", "vt-odd"}, ""},
 		{"vt-gpu=fast,slow", []string{"vt-gpu", "vt-odd"}, `kernel vt-odd has no variant "slow"`},
 		{"vt-gpu=fsat", []string{"vt-gpu"}, `no variant "fsat"`},
+		{"vt-gpu=fast", []string{"vt-plain"}, "names kernel vt-gpu, which this run does not have (vt-plain)"},
 	} {
 		err := CheckVariant(c.spec, c.names)
 		switch {

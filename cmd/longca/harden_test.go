@@ -100,6 +100,10 @@ func TestIgnoredFlagsAreSaid(t *testing.T) {
 		{[]string{"kernel", "--dry-run", "--column", "tokens"}, []string{"--column tokens without --counts"}},
 		{[]string{"cp", "--dry-run", "--column", "tokens"}, []string{"--column tokens without --counts"}},
 		{[]string{"data", "--seqlen", "16K", "--column", "tokens"}, []string{"--column tokens without --counts"}},
+		// (the audit of 2026-12-04: each of these was ignored without a word)
+		{[]string{"kernel", "--dry-run", "--kernels", "ref", "--variant", "cuda=sm90"}, []string{"--variant", "names kernel cuda, which this run does not have (ref)"}},
+		{[]string{"kernel", "--dry-run", "-b", "1K", "-e", "8K", "-f", "4", "--step", "1K"}, []string{"-f 4 and --step 1K both given"}},
+		{[]string{"data", "--seqlen", "16K", "--counts", countsText(t), "--column", "tokens"}, []string{"--counts/--column", "a text file holds one count a line"}},
 	} {
 		_, errOut, code := captureRun(t, c.args...)
 		checkUsageError(t, c.args, code, errOut, c.wants...)
@@ -258,4 +262,14 @@ func TestListFlagsItemsOnce(t *testing.T) {
 		_, errOut, code := captureRun(t, c.args...)
 		checkUsageError(t, c.args, code, errOut, c.want)
 	}
+}
+
+// countsText is a --counts text file of three counts in a test's folder.
+func countsText(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "counts.txt")
+	if err := os.WriteFile(p, []byte("100\n200\n300\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -176,6 +176,9 @@ func checkLists(c *cli.Context) error {
 // parseSeqLens reads --seqlens or -b/-e/-f/--step.
 func parseSeqLens(c *cli.Context, defaults []int) ([]int, error) {
 	ranged := c.IsSet("begin") || c.IsSet("end") || c.IsSet("step")
+	if c.IsSet("factor") && c.IsSet("step") {
+		return nil, usageError("-f %d and --step %s both given: the lengths grow by one of them (-f multiplies, --step adds)", c.Int("factor"), c.String("step"))
+	}
 	if c.IsSet("seqlens") {
 		if ranged {
 			return nil, usageError("--seqlens and -b/-e/--step both given: use one way to give the lengths")
