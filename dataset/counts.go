@@ -19,8 +19,8 @@ import (
 
 // LoadCounts reads real documents' token counts: from a Parquet file (.parquet) or an
 // Arrow IPC file (.arrow, .feather, .ipc), the integer column of that name; from any
-// other file, one integer a line (blank lines and # comments are skipped, column is
-// ignored). Counts of 0 are skipped; negative counts are an error.
+// other file, one integer a line (blank lines and # comments are skipped; a column given
+// is refused). Counts of 0 are skipped; negative counts are an error.
 func LoadCounts(path, column string) (*Empirical, error) {
 	var (
 		counts []int

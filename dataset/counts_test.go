@@ -1,6 +1,7 @@
 package dataset
 
 import (
+	"github.com/longca/longca/internal/smallfile"
 	"os"
 	"path/filepath"
 	"strings"
@@ -141,32 +142,36 @@ func TestLoadCountsErrors(t *testing.T) {
 	}
 }
 
-// A --counts FIFO with no writer reads as empty instead of hanging in open(2) (the audit
-// of 2026-12-04); one with a writer is read as a file.
+// A --counts FIFO waits for its writer (one started after the read is fine), and one that
+// no one opens for writing is an error naming it after smallfile.WriterWait instead of a
+// hang in open(2) (the audit of 2026-12-04).
 func TestCountsFIFO(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "fifo")
 	if err := syscall.Mkfifo(path, 0o600); err != nil {
 		t.Skipf("no FIFOs here: %v", err)
 	}
-	done := make(chan error, 1)
-	go func() { _, err := LoadCounts(path, ""); done <- err }()
-	select {
-	case err := <-done:
-		if err == nil || !strings.Contains(err.Error(), "no positive token counts") {
-			t.Errorf("a FIFO with no writer: %v, want no counts", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("LoadCounts hung on a FIFO with no writer")
-	}
-	go func() {
+	go func() { // the writer comes later than the reader
+		time.Sleep(200 * time.Millisecond)
 		if f, err := os.OpenFile(path, os.O_WRONLY, 0); err == nil {
 			f.WriteString("7\n9\n")
 			f.Close()
 		}
 	}()
-	time.Sleep(100 * time.Millisecond)
 	e, err := LoadCounts(path, "")
 	if err != nil || len(e.Counts) != 2 {
-		t.Errorf("a FIFO with a writer: %v, %v", e, err)
+		t.Errorf("a FIFO whose writer starts later: %v, %v", e, err)
+	}
+	saved := smallfile.WriterWait
+	smallfile.WriterWait = 300 * time.Millisecond
+	defer func() { smallfile.WriterWait = saved }()
+	done := make(chan error, 1)
+	go func() { _, err := LoadCounts(path, ""); done <- err }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "no one opened for writing") {
+			t.Errorf("a FIFO with no writer: %v, want an error naming it", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("LoadCounts hung on a FIFO with no writer")
 	}
 }

@@ -91,19 +91,23 @@ func (o Options) For(name string) Options {
 	return o
 }
 
-// CheckVariant says whether a variant option can be given to the kernels named (a sweep's):
+// CheckVariant says whether a variant option can be given to the kernels named (a run's):
 // every kernel with registered variants that the option's plain item reaches must have that
-// variant (a plain item goes to every kernel not named), and a per-kernel item needs no
-// more than ParseVariants checked. Kernels without variants ignore a plain item; a plain
-// item that no kernel of the sweep has is refused, since nothing would take it. The error
-// names the kernel, its variants and the per-kernel form.
-func CheckVariant(s string, names []string) error {
+// variant (a plain item goes to every kernel not named); a per-kernel item needs no more
+// than ParseVariants checked. Where the user listed the kernels (listed: --kernels,
+// --kernel, --calibrate), a per-kernel item for a kernel not among them is refused, and so
+// is a plain item that no kernel of the run has variants for (nothing would take it); where
+// the machine chose them (the default kernel, a suite's peers), those are left alone and a
+// plain item needs only one kernel that has it (a peer without it answers unsupported
+// rows), so that one command line serves machines with and without the kernel. The error names the
+// kernel, its variants and the per-kernel form.
+func CheckVariant(s string, names []string, listed bool) error {
 	v, err := ParseVariants(s)
 	if err != nil {
 		return err
 	}
 	for name := range v.PerKernel {
-		if !slices.Contains(names, name) {
+		if listed && !slices.Contains(names, name) {
 			return fmt.Errorf("%q names kernel %s, which this run does not have (%s): leave its item out, or add the kernel", s, name, strings.Join(names, ", "))
 		}
 	}
@@ -111,6 +115,7 @@ func CheckVariant(s string, names []string) error {
 		return nil
 	}
 	taken := false
+	var refused error
 	for _, name := range names {
 		if _, own := v.PerKernel[name]; own {
 			continue
@@ -120,11 +125,19 @@ func CheckVariant(s string, names []string) error {
 			continue
 		}
 		if !slices.Contains(known, v.Default) {
-			return fmt.Errorf("kernel %s has no variant %q: use one of %s, or name the kernel the variant is for (KERNEL=%s)", name, v.Default, strings.Join(known, ", "), v.Default)
+			if refused == nil {
+				refused = fmt.Errorf("kernel %s has no variant %q: use one of %s, or name the kernel the variant is for (KERNEL=%s)", name, v.Default, strings.Join(known, ", "), v.Default)
+			}
+			continue
 		}
 		taken = true
 	}
-	if !taken {
+	// listed kernels must each have it; the machine's choice needs one that has it (a
+	// typo is refused either way; a suite's peer without it keeps its unsupported rows)
+	if refused != nil && (listed || !taken) {
+		return refused
+	}
+	if !taken && listed {
 		return fmt.Errorf("%q: no kernel of this sweep (%s) has variants; longca list names each kernel's", v.Default, strings.Join(names, ", "))
 	}
 	return nil

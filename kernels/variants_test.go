@@ -83,6 +83,23 @@ func TestVariantPerKernelErrors(t *testing.T) {
 // kernel, its variants and the per-kernel form; kernels without variants ignore it.
 func TestCheckVariant(t *testing.T) {
 	RegisterVariants("vt-odd", []string{"odd: another kernel's own"})
+	// kernels the machine chose (a default, a suite's peers): a per-kernel item for a
+	// kernel not there and a plain item no kernel has variants for are left alone, a plain
+	// item one kernel has is enough, and a typo (no kernel has it) is still refused
+	for _, c := range []struct {
+		spec  string
+		names []string
+		ok    bool
+	}{
+		{"vt-gpu=fast", []string{"vt-plain"}, true},
+		{"fast", []string{"vt-plain"}, true},
+		{"fast", []string{"vt-gpu", "vt-odd"}, true},
+		{"fsat", []string{"vt-gpu", "vt-odd"}, false},
+	} {
+		if err := CheckVariant(c.spec, c.names, false); (err == nil) != c.ok {
+			t.Errorf("CheckVariant(%q, %v, not listed) = %v, want ok %v", c.spec, c.names, err, c.ok)
+		}
+	}
 	Register("vt-odd", "test only: other variants", func(o Options) (Kernel, error) { return variantKernel{"vt-odd", o.Variant}, nil })
 	for _, c := range []struct {
 		spec  string
@@ -99,7 +116,7 @@ func TestCheckVariant(t *testing.T) {
 		{"vt-gpu=fsat", []string{"vt-gpu"}, `no variant "fsat"`},
 		{"vt-gpu=fast", []string{"vt-plain"}, "names kernel vt-gpu, which this run does not have (vt-plain)"},
 	} {
-		err := CheckVariant(c.spec, c.names)
+		err := CheckVariant(c.spec, c.names, true)
 		switch {
 		case c.bad == "" && err != nil:
 			t.Errorf("CheckVariant(%q, %v): %v", c.spec, c.names, err)

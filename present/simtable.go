@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -290,7 +291,9 @@ func WriteScalingPlots(dir string, rows []results.Row) ([]string, error) {
 		if err := WriteScalingPlot(path, fmt.Sprintf("%s, %s, heads %s (predicted)", g[0], g[1], g[2]), series[g]); err != nil {
 			return files, err
 		}
-		files = append(files, path)
+		if _, err := os.Stat(path); err == nil { // (a group with no predicted point draws none)
+			files = append(files, path)
+		}
 	}
 	return files, nil
 }

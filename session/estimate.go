@@ -246,8 +246,10 @@ func FitCP(s harness.CPSweep, n, onNode int, inProcess bool, ko kernels.Options,
 		return nil // the kernel cannot be made: the run says why
 	}
 	tokens := (s.SeqLen + n - 1) / n
-	tokens = max(tokens, s.Mesh.Block) // balanced pads a rank up to a dispatch block
-	tokens += tokens / 8               // padding of zigzag sharding
+	if b := s.Mesh.Block; b > 0 { // balanced pads a rank up to whole dispatch blocks
+		tokens = (tokens + b - 1) / b * b
+	}
+	tokens += tokens / 8 // padding of zigzag sharding
 	m := Machine()
 	var need harness.Footprint
 	// balanced's THD layout copies keys: forced, or auto on a kernel that counts its calls.

@@ -33,6 +33,9 @@ func cpAction(c *cli.Context) (err error) {
 	if w.Size == 1 && o.ranks > 0 {
 		n = o.ranks
 	}
+	if err := o.checkBlock(n); err != nil {
+		return err
+	}
 	if o.links != nil && (w.Size > 1 || so.Backend != "auto" && so.Backend != "local") {
 		return usageError("--links emulates links between in-process ranks (--ranks N, backend local): leave it out under a launcher or with --backend %s", so.Backend)
 	}
@@ -55,7 +58,7 @@ func cpAction(c *cli.Context) (err error) {
 		}
 		return nil
 	}
-	if err := checkVariant(o.kernelOpts, o.kernel); err != nil {
+	if err := checkVariant(o.kernelOpts, c.IsSet("kernel"), o.kernel); err != nil {
 		return err
 	}
 	// The kernel, probed once: a device kernel the methods cannot keep on its device is

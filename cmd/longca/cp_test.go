@@ -435,3 +435,17 @@ func TestCPRowsRecordSharding(t *testing.T) {
 		}
 	}
 }
+
+// A dispatch block longer than a rank's tokens is fine on a Ulysses mesh (a unit holds U
+// ranks' tokens); only one past the whole sequence is refused (the review of the fourth
+// hardening pass: bounding it by a rank's tokens refused a 2 x 4 mesh's 1K block).
+func TestCPBlockBoundIsTheSequence(t *testing.T) {
+	args := []string{"cp", "--kernel", "ref", "--ranks", "8", "--methods", "balanced", "--cp-ulysses", "2", "--heads", "4:2",
+		"--tokens-per-rank", "512", "--cp-block", "1024", "--dry-run"}
+	if _, errOut, code := captureRun(t, args...); code != 0 {
+		t.Errorf("%v: exit %d: %s", args, code, errOut)
+	}
+	args = []string{"cp", "--kernel", "ref", "--ranks", "4", "--tokens-per-rank", "128", "--cp-block", "1024", "--dry-run"}
+	_, errOut, code := captureRun(t, args...)
+	checkUsageError(t, args, code, errOut, "--cp-block 1024: give at most the sequence's 512 tokens (4 ranks of --tokens-per-rank 128)")
+}

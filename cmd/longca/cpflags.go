@@ -146,14 +146,9 @@ func parseCPSweep(c *cli.Context) (cpSweepOptions, error) {
 	if o.stages > cp.MaxStages { // k stages cut a fetch in 2^k - 1 parts
 		return o, usageError("--cp-stages %d: give at most %d, or 0 for the default", o.stages, cp.MaxStages)
 	}
-	// a dispatch block longer than a rank's tokens pads every rank up to it: the memory
-	// estimate would be off, and a block past the sequence is all padding
-	if most, what := o.tokensPerRank, "--tokens-per-rank"; o.block > 0 {
-		if o.seqlen > 0 {
-			most, what = o.seqlen, "--seqlen"
-		}
-		if o.block > most {
-			return o, usageError("--cp-block %d: give at most %d tokens (%s), or 0 for the default", o.block, most, what)
+	if o.seqlen > 0 { // (with --tokens-per-rank, checkBlock once the ranks are known)
+		if err := o.checkBlock(1); err != nil {
+			return o, err
 		}
 	}
 	if o.splits, err = splitsFlag(c.String("cp-ulysses")); err != nil {
@@ -175,6 +170,21 @@ func parseCPSweep(c *cli.Context) (cpSweepOptions, error) {
 		return o, err
 	}
 	return o, nil
+}
+
+// checkBlock refuses a dispatch block longer than the sequence on n ranks: past it a block
+// is padding only (a huge one panicked in the layout, and 1M on 128 tokens took 6 GB). A
+// block longer than a rank's tokens is fine on a Ulysses mesh (a dispatch unit holds U
+// ranks' tokens), and FitCP counts a rank padded up to it.
+func (o cpSweepOptions) checkBlock(n int) error {
+	if s := o.seqlenFor(n); o.block > s {
+		what := fmt.Sprintf("%d ranks of --tokens-per-rank %s", n, harness.FormatSize(o.tokensPerRank))
+		if o.seqlen > 0 {
+			what = "--seqlen"
+		}
+		return usageError("--cp-block %d: give at most the sequence's %d tokens (%s), or 0 for the default", o.block, s, what)
+	}
+	return nil
 }
 
 // sweep is the harness's CP sweep of the flags on n ranks, run with kernel.

@@ -112,8 +112,8 @@ func TestCPSweepFlagsSameErrors(t *testing.T) {
 		// bounds: a stage count past 63 overflowed (a panic), a block past the rank's tokens
 		// padded every rank up to it (a panic, or gigabytes the estimate never saw)
 		{[]string{"--cp-stages", "9223372036854775807"}, "--cp-stages 9223372036854775807: give at most 16"},
-		{[]string{"--tokens-per-rank", "128", "--cp-block", "4611686018427387904"}, "--cp-block 4611686018427387904: give at most 128 tokens (--tokens-per-rank)"},
-		{[]string{"--seqlen", "1K", "--cp-block", "2048"}, "--cp-block 2048: give at most 1024 tokens (--seqlen)"},
+		{[]string{"--tokens-per-rank", "128", "--cp-block", "4611686018427387904"}, "--cp-block 4611686018427387904: give at most the sequence's"},
+		{[]string{"--seqlen", "1K", "--cp-block", "2048"}, "--cp-block 2048: give at most the sequence's 1024 tokens (--seqlen)"},
 		{[]string{"--sharding", "diagonal"}, "diagonal"},
 		{[]string{"--samples", "0"}, "--samples 0"},
 		{[]string{"--passes", "sideways"}, "--passes"},

@@ -103,8 +103,8 @@ func stopOnCrash(c *cli.Context) (bool, error) {
 // checkVariant refuses, as bad input, a --variant that a kernel of the run does not have
 // (kernels.CheckVariant), before anything is measured: the kernel would otherwise refuse
 // it case by case as unsupported rows.
-func checkVariant(ko kernels.Options, names ...string) error {
-	if err := kernels.CheckVariant(ko.Variant, names); err != nil {
+func checkVariant(ko kernels.Options, listed bool, names ...string) error {
+	if err := kernels.CheckVariant(ko.Variant, names, listed); err != nil {
 		return usageError("--variant: %v", err)
 	}
 	return nil
@@ -275,7 +275,7 @@ func sweepFromFlags(c *cli.Context, defaultLens []int, ko kernels.Options) (harn
 			return s, usageError("--kernels: unknown kernel %q: registered are %s", k, strings.Join(kernels.Names(), ", "))
 		}
 	}
-	if err := checkVariant(ko, s.Kernels...); err != nil {
+	if err := checkVariant(ko, c.IsSet("kernels"), s.Kernels...); err != nil {
 		return s, err
 	}
 	for _, k := range s.Kernels {

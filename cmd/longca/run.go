@@ -54,7 +54,7 @@ func runAction(c *cli.Context) error {
 	if name == "gpu" && !c.Bool("no-peers") {
 		st.Sweep.Kernels = append(st.Sweep.Kernels, newSession(c, "kernel", "", "", spmd.World{Size: 1}).AvailablePeers(c.Context, ko)...)
 	}
-	if err := checkVariant(ko, st.Sweep.Kernels...); err != nil {
+	if err := checkVariant(ko, false, st.Sweep.Kernels...); err != nil { // the suite's kernels: the machine's choice
 		return err
 	}
 	stop, err := stopOnCrash(c)

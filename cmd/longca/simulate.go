@@ -93,6 +93,9 @@ func parseSimulateFlags(c *cli.Context) (simOptions, error) {
 	if err != nil {
 		return o, err
 	}
+	if err := co.checkBlock(o.GPUs[0]); err != nil { // the fewest GPUs: the shortest sequence
+		return o, err
+	}
 	o.cp = co
 	if o.Machine, err = machineFromFlags(c); err != nil {
 		return o, err
@@ -220,7 +223,7 @@ func simulateAction(c *cli.Context) error {
 		if sm.CalKernelOptions, err = kernelOptions(c, w); err != nil {
 			return err
 		}
-		if err := checkVariant(sm.CalKernelOptions, o.Calibrate); err != nil {
+		if err := checkVariant(sm.CalKernelOptions, true, o.Calibrate); err != nil {
 			return err
 		}
 	}

@@ -8,17 +8,41 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"syscall"
+	"time"
 )
 
-// Open opens path for reading without waiting for a writer: a FIFO (a named pipe, or the
-// /dev/fd/N of a shell's process substitution) is opened non-blocking, so that one with
-// no writer reads as empty instead of hanging in open(2); its reads still wait for data.
+// WriterWait is how long Open waits for a FIFO's writer.
+var WriterWait = 60 * time.Second
+
+// Open opens path for reading. A FIFO (a named pipe, or the /dev/fd/N of a shell's
+// process substitution) waits in open(2) for its writer: that wait is bounded by
+// WriterWait, and a FIFO nobody opens for writing is an error naming it instead of a hang
+// (the open left behind then stays blocked until the process exits, which a refusal does).
 func Open(path string) (*os.File, error) {
-	if fi, err := os.Stat(path); err == nil && fi.Mode()&os.ModeNamedPipe != 0 {
-		return os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+		return os.Open(path)
 	}
-	return os.Open(path)
+	type opened struct {
+		f   *os.File
+		err error
+	}
+	ch := make(chan opened, 1)
+	go func() {
+		f, err := os.Open(path)
+		ch <- opened{f, err}
+	}()
+	select {
+	case o := <-ch:
+		return o.f, o.err
+	case <-time.After(WriterWait):
+		go func() { // a writer after all: close what it opened
+			if o := <-ch; o.f != nil {
+				o.f.Close()
+			}
+		}()
+		return nil, fmt.Errorf("%s: a FIFO that no one opened for writing within %s: start its writer first, or give a regular file", path, WriterWait)
+	}
 }
 
 // Read returns the contents of path, or an error once it holds more than limit bytes.
