@@ -117,8 +117,13 @@ func ParseDist(name string, data []byte) (*Dist, error) {
 		if w < 0 || math.IsNaN(w) || math.IsInf(w, 0) {
 			return nil, fmt.Errorf("dataset: distribution %s: bin %q has weight %v: weights must be finite and >= 0", name, key, w)
 		}
-		sum += w
 		d.Bins = append(d.Bins, Bin{lo, hi, w})
+	}
+	// summed in the bins' order, not the map's (whose order changes run to run, and with it
+	// the sum's last bits: the same seed then drew differently at a bin's edge)
+	sort.Slice(d.Bins, func(i, j int) bool { return d.Bins[i].Lo < d.Bins[j].Lo })
+	for _, b := range d.Bins {
+		sum += b.P
 	}
 	if !(sum > 0) {
 		return nil, fmt.Errorf("dataset: distribution %s: the weights sum to 0", name)
@@ -136,7 +141,6 @@ func ParseDist(name string, data []byte) (*Dist, error) {
 			sum += d.Bins[i].P
 		}
 	}
-	sort.Slice(d.Bins, func(i, j int) bool { return d.Bins[i].Lo < d.Bins[j].Lo })
 	for i := range d.Bins {
 		d.Bins[i].P /= sum
 		if i > 0 && d.Bins[i].Lo < d.Bins[i-1].Hi {

@@ -284,3 +284,24 @@ func TestParseDistHugeWeights(t *testing.T) {
 		}
 	}
 }
+
+// The same file gives the same probabilities, bit for bit, however Go orders the map it
+// is read through (the weights were summed in map order).
+func TestParseDistDeterministic(t *testing.T) {
+	data := []byte(`{"[1,2)": 0.1, "[2,5)": 0.2, "[5,9)": 0.3, "[9,20)": 0.7, "[20,40)": 1.1, "[40,80)": 0.013}`)
+	first, err := ParseDist("d", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 50 {
+		d, err := ParseDist("d", data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, b := range d.Bins {
+			if b != first.Bins[i] {
+				t.Fatalf("bin %d: %+v, then %+v", i, first.Bins[i], b)
+			}
+		}
+	}
+}

@@ -103,6 +103,8 @@ func TestIgnoredFlagsAreSaid(t *testing.T) {
 		// (the audit of 2026-12-04: each of these was ignored without a word)
 		{[]string{"kernel", "--dry-run", "--kernels", "ref", "--variant", "cuda=sm90"}, []string{"--variant", "names kernel cuda, which this run does not have (ref)"}},
 		{[]string{"kernel", "--dry-run", "-b", "1K", "-e", "8K", "-f", "4", "--step", "1K"}, []string{"-f 4 and --step 1K both given"}},
+		{[]string{"kernel", "--dry-run", "--seqlens", "1K", "-f", "4"}, []string{"-f 4 without -b"}},
+		{[]string{"sparse", "--dry-run", "-f", "4"}, []string{"-f 4 without -b"}},
 		{[]string{"data", "--seqlen", "16K", "--counts", countsText(t), "--column", "tokens"}, []string{"--counts/--column", "a text file holds one count a line"}},
 	} {
 		_, errOut, code := captureRun(t, c.args...)

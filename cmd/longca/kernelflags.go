@@ -179,6 +179,9 @@ func parseSeqLens(c *cli.Context, defaults []int) ([]int, error) {
 	if c.IsSet("factor") && c.IsSet("step") {
 		return nil, usageError("-f %d and --step %s both given: the lengths grow by one of them (-f multiplies, --step adds)", c.Int("factor"), c.String("step"))
 	}
+	if c.IsSet("factor") && !c.IsSet("begin") { // (-f with --seqlens, or alone, was ignored)
+		return nil, usageError("-f %d without -b: the factor grows the lengths from -b to -e (e.g. -b 1K -e 48K -f 2)", c.Int("factor"))
+	}
 	if c.IsSet("seqlens") {
 		if ranged {
 			return nil, usageError("--seqlens and -b/-e/--step both given: use one way to give the lengths")
