@@ -242,36 +242,17 @@ func (d *Dist) packStream(seqlen, cap int, rng *rand.Rand) []int {
 	return docs
 }
 
-// MeanPiece is the mean piece length of a PackingStream source under cap (for tests and
-// the memory estimate); for other sources, the mean document length where known, else NaN.
-func MeanPiece(src Source, cap int) float64 {
-	d, ok := src.(*Dist)
-	if !ok {
-		return math.NaN()
-	}
-	if d.Packing != PackingStream {
-		return d.Mean()
-	}
-	p := d.piecesFor(cap)
-	var m, prev float64
-	for i, l := range p.lens {
-		m += float64(l) * (p.cum[i] - prev)
-		prev = p.cum[i]
-	}
-	return m
-}
-
 // MaxDocs bounds the documents one packed sequence is expected to hold (2^24): each is an
 // int while the sequence is packed, and a slice or more of the mask built from it, so past
 // it a sequence of very short documents (--max-doc 1, a counts file of ones, a long
 // --seqlen) would take gigabytes before anything could be refused.
 const MaxDocs = 1 << 24
 
-// MeanDoc is the mean length of the pieces src packs into a sequence under cap (0: none):
-// exact for a counts file (Empirical) and a distribution's stream packing, and for a
-// distribution split at the cap a lower bound (each document of length n makes at most
+// MeanPiece is the mean length of the pieces src packs into a sequence under cap (0:
+// none): exact for a counts file (Empirical) and a distribution's stream packing, and for
+// a distribution split at the cap a lower bound (each document of length n makes at most
 // n/cap + 1 pieces); NaN for a source it does not know.
-func MeanDoc(src Source, cap int) float64 {
+func MeanPiece(src Source, cap int) float64 {
 	switch s := src.(type) {
 	case *Empirical:
 		var tokens, pieces float64
@@ -290,7 +271,13 @@ func MeanDoc(src Source, cap int) float64 {
 		return tokens / pieces
 	case *Dist:
 		if s.Packing == PackingStream {
-			return MeanPiece(s, cap)
+			p := s.piecesFor(cap)
+			var m, prev float64
+			for i, l := range p.lens {
+				m += float64(l) * (p.cum[i] - prev)
+				prev = p.cum[i]
+			}
+			return m
 		}
 		m := s.Mean()
 		if cap > 0 {
@@ -302,9 +289,9 @@ func MeanDoc(src Source, cap int) float64 {
 }
 
 // CheckDocs refuses packing seqlen tokens from src under cap where the sequence would hold
-// more than MaxDocs documents by MeanDoc, naming the flags that fix it.
+// more than MaxDocs documents by MeanPiece, naming the flags that fix it.
 func CheckDocs(src Source, seqlen, cap int) error {
-	m := MeanDoc(src, cap)
+	m := MeanPiece(src, cap)
 	if !(m > 0) {
 		return nil
 	}

@@ -164,11 +164,11 @@ func TestSourceIDsDifferByContent(t *testing.T) {
 // users pack from pass at the lengths they run.
 func TestCheckDocs(t *testing.T) {
 	ones := &Empirical{Name: "ones", ID: "counts:ones", Counts: []int{1, 1, 1}}
-	if m := MeanDoc(ones, 0); m != 1 {
-		t.Errorf("MeanDoc(ones) = %v, want 1", m)
+	if m := MeanPiece(ones, 0); m != 1 {
+		t.Errorf("MeanPiece(ones) = %v, want 1", m)
 	}
-	if m := MeanDoc(&Empirical{Counts: []int{10, 30}}, 4); m != 40.0/11 { // 3 + 8 pieces
-		t.Errorf("MeanDoc of 10 and 30 under a cap of 4 = %v, want %v", m, 40.0/11)
+	if m := MeanPiece(&Empirical{Counts: []int{10, 30}}, 4); m != 40.0/11 { // 3 + 8 pieces
+		t.Errorf("MeanPiece of 10 and 30 under a cap of 4 = %v, want %v", m, 40.0/11)
 	}
 	if err := CheckDocs(ones, 1<<30, 0); err == nil || !strings.Contains(err.Error(), "--max-doc") {
 		t.Errorf("1G tokens of one-token documents: %v, want a refusal naming --max-doc", err)

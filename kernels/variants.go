@@ -99,8 +99,8 @@ func (o Options) For(name string) Options {
 // is a plain item that no kernel of the run has variants for (nothing would take it); where
 // the machine chose them (the default kernel, a suite's peers), those are left alone and a
 // plain item needs only one kernel that has it (a peer without it answers unsupported
-// rows), so that one command line serves machines with and without the kernel. The error names the
-// kernel, its variants and the per-kernel form.
+// rows), so that one command line serves machines with and without the kernel. The error
+// names the kernel, its variants and the per-kernel form.
 func CheckVariant(s string, names []string, listed bool) error {
 	v, err := ParseVariants(s)
 	if err != nil {

@@ -151,7 +151,7 @@ func splitList(s string) []string {
 var listFlags = []string{"kernels", "masks", "seqlens", "heads", "passes", "methods", "gpus", "ratios", "block", "cp-ulysses"}
 
 // checkLists refuses, naming the flag, a list flag given with an empty item ("--masks ,",
-// "--seqlens 1K,,2K", "--kernels ''") or an item twice ("--masks causal,causal": its cases
+// "--seqlens 1K,,2K", an empty --kernels) or an item twice ("--masks causal,causal": its cases
 // ran twice and wrote the same rows twice); flags the command does not have are skipped.
 func checkLists(c *cli.Context) error {
 	for _, name := range listFlags {
