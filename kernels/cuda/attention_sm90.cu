@@ -569,25 +569,28 @@ DEV int dq_frag_pos(int row, int col) {
 
 // NB keys a block (BBN9; 192 in the three-consumer backward at head dim 64, experiment
 // sm90b3): kNC consumer warpgroups of 64 keys each (two at D = 128, where they split dQ's
-// columns), each with its own dQ stage and its pair of dQ barriers.
-template <int D, int NB = BBN9, int ST = STAGES, int XB = 0> struct BwdLayout {
+// columns), each with its own dQ stage and its pair of dQ barriers. QS queries a step
+// (BBM9; 128 in experiment sm90qq at head dim 64, two of the work list's query tiles a step:
+// the two warpgroups then split dQ's rows, a query tile each).
+template <int D, int NB = BBN9, int ST = STAGES, int XB = 0, int QS = BBM9> struct BwdLayout {
   static constexpr int kChunks = D / CHUNK;
-  static constexpr bool kSplit = D == 128;  // dQ columns split between the warpgroups
+  static constexpr bool kSplit = D == 128 || QS == 2 * BBM9;  // dQ split between the warpgroups (columns, or query tiles)
   static constexpr int kNC = kSplit ? 2 : NB / 64;
   static_assert(!kSplit || NB == 128, "the split dQ needs 128 keys a block");
   static_assert(NB % 64 == 0 && kNC >= 2 && kNC <= 3, "two or three consumer warpgroups of 64 keys");
+  static_assert(QS == BBM9 || (QS == 2 * BBM9 && D == 64), "128 queries a step at head dim 64 only");
   static constexpr int kKV = NB * D * 2;
-  static constexpr int kQT = BBM9 * D * 2;
+  static constexpr int kQT = QS * D * 2;
   static constexpr int kK = 0;
   static constexpr int kV = kK + kKV;
   static constexpr int kQ = kV + kKV;                  // [ST] Q tiles
   static constexpr int kdO = kQ + ST * kQT;        // [ST] dO tiles
-  static constexpr int kdS = kdO + ST * kQT;       // [2][NB keys][BBM9 queries] dS^T
-  static constexpr int kdQ = kdS + 2 * NB * BBM9 * 2;  // [kNC warpgroups][BBM9][64] fp32
-  static constexpr int kL = kdQ + kNC * BBM9 * 64 * 4;   // [ST][BBM9] lse * log2(e)
-  static constexpr int kDs = kL + ST * BBM9 * 4;     // [ST][BBM9] Dsum
+  static constexpr int kdS = kdO + ST * kQT;       // [2][QS / 64][NB keys][64 queries] dS^T
+  static constexpr int kdQ = kdS + 2 * NB * QS * 2;  // [kNC warpgroups][BBM9][64] fp32
+  static constexpr int kL = kdQ + kNC * BBM9 * 64 * 4;   // [ST][QS] lse * log2(e)
+  static constexpr int kDs = kL + ST * QS * 4;     // [ST][QS] Dsum
   // fullKV, fullQ[S], emptyQ[S], dqFull[kNC], dqEmpty[kNC], and XB more (PAIRS: emptyKV)
-  static constexpr int kBar = kDs + ST * BBM9 * 4;
+  static constexpr int kBar = kDs + ST * QS * 4;
   static constexpr int kBytes = kBar + 8 * (1 + 2 * ST + 2 * kNC + XB) + 1024;
 };
 
@@ -603,15 +606,17 @@ DEV int ld_acquire(const int *p) {
 DEV void st_release(int *p, int v) { asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory"); }
 DEV void fence_async_global() { asm volatile("fence.proxy.async.global;\n" ::: "memory"); }
 
-// The backward's step in place, over a thread's 32 elements of a 64-query x 64-key
-// warpgroup tile (rows keys, columns queries): S^T becomes P^T = exp2(S^T scale log2e -
-// lse log2e) and dP^T becomes dS^T = P^T (dP^T - Dsum), cL and cDs the tile's lse log2e and
-// Dsum by query; PARTIAL: only the pairs whose bit is set in bits (tile_bits), P^T 0 elsewhere.
-template <bool PARTIAL>
-DEV void p_ds(float (&st)[32], float (&dpt)[32], const float *cL, const float *cDs, float scale_log2, int t,
+// The backward's step in place, over a thread's N elements of a 2N-query x 64-key
+// warpgroup tile (rows keys, columns queries; N 32, or 64 at 128 queries a step): S^T becomes
+// P^T = exp2(S^T scale log2e - lse log2e) and dP^T becomes dS^T = P^T (dP^T - Dsum), cL and
+// cDs the tile's lse log2e and Dsum by query; PARTIAL: only the pairs whose bit is set in bits
+// (tile_bits; bit 4 j + c of element 4 j + c), P^T and dS^T 0 elsewhere (dP^T is finite).
+template <bool PARTIAL, int N>
+DEV void p_ds(float (&st)[N], float (&dpt)[N], const float *cL, const float *cDs, float scale_log2, int t,
               unsigned long long bits) {
+  static_assert(N == 32 || N == 64, "64 or 128 queries");
 #pragma unroll
-  for (int j = 0; j < BBM9 / 8; j++)
+  for (int j = 0; j < N / 4; j++)
 #pragma unroll
     for (int c = 0; c < 4; c++) {
       const int ql = j * 8 + 2 * t + (c % 2);
@@ -677,13 +682,24 @@ constexpr bool FRONT = false;
 // dQ in flight halve (the L2 model: causal 48K paired 58 -> 16 GB read from DRAM,
 // causal_blockwise 32K 44 -> 3.9 with the key tiles the grid's fast index). Entries of their
 // own: the unsplit backward at 128 lost 1-2% compiled with the split's code (call 44).
-template <int D, typename T, bool DET, bool F, int OVB = 0, int NB = BBN9, bool SPLIT = false>
+// Q2: 128 queries a step at head dim 64 (experiment sm90qq, entries bwd90q): the d128
+// backward's shape with the head dimension and the step's queries swapped (two consumer
+// warpgroups of 64 keys, S^T and dP^T 64 x 128 a warpgroup, dK and dV 64 x 64), so that a
+// step's products are twice as long against its fixed cost (barriers, waits, the hand-off of
+// dQ), FlashAttention-3's 128 x 128 tiles at head dim 64. A step takes two consecutive steps
+// of the 64-query walk (its items; a head's last query tile and the next head's first can
+// share one: dK and dV sum over both, dQ goes to each item's own row); the last step of an
+// odd walk loads its first item twice and masks the second whole. Each warpgroup adds the dQ
+// of one item (its 64 queries over the block's 128 keys). No pairs, no front.
+template <int D, typename T, bool DET, bool F, int OVB = 0, int NB = BBN9, bool SPLIT = false, bool Q2 = false>
 DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const TmaDesc &tdo, const TmaDesc &tdq,
                   const float *__restrict__ lse2, const float *__restrict__ dsum, T *__restrict__ dk,
                   T *__restrict__ dv, int sq, int sk, int hq, int hkv, int sq_pad, float scale, float scale_log2,
                   WorkList wl, const int *__restrict__ ranks, int *__restrict__ locks, int sched,
                   float *__restrict__ dqacc) {
-  using L = BwdLayout<D, NB, STAGES, PAIRS ? 1 : 0>;
+  constexpr int QS = Q2 ? 2 * BBM9 : BBM9, QU = QS / BBM9;  // queries a step, items a step
+  static_assert(!Q2 || (OVB == 2 && F && D == 64 && NB == BBN9), "128 queries a step: the early loop, F, head dim 64, 128 keys");
+  using L = BwdLayout<D, NB, STAGES, PAIRS ? 1 : 0, QS>;
   constexpr int NCW = L::kNC;  // consumer warpgroups
   extern __shared__ unsigned char smem_raw[];
   unsigned char *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
@@ -715,18 +731,22 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
   const int xi = ktFast ? blockIdx.x : blockIdx.y, rows = wl.row_tiles;
   const int *lstart = wl.start + list * (rows + 1);
   // PAIRS: this block's second key tile (ktB, its entries eB0.., neB of them), -1 if none
-  const bool paired = PAIRS && !DET && (sched & 8);  // (the host then launches half the blocks a head)
+  const bool paired = PAIRS && !Q2 && !DET && (sched & 8);  // (the host then launches half the blocks a head)
   const int kt = DET ? (int)blockIdx.y : wl.order[list * rows + xi];
   const int ktB = paired && rows - 1 - xi > xi ? wl.order[list * rows + rows - 1 - xi] : -1;
   const int e0 = lstart[kt], e1 = lstart[kt + 1];
   const int ne = e1 - e0, itersA = ne * gpart;
   const int eB0 = ktB >= 0 ? lstart[ktB] : 0, neB = ktB >= 0 ? lstart[ktB + 1] - eB0 : 0;
   const int iters = itersA + neB * gpart;
+  // Q2: the walk's steps, QU items each; item u of step j (the last step's first item again
+  // where the walk has no item left: loaded and masked whole)
+  const int steps = Q2 ? (iters + QU - 1) / QU : iters;
+  auto item_of = [&](int j, int u) { return j * QU + u < iters ? j * QU + u : j * QU; };
   // Blocks start at different query tiles (a rotation by key tile), so that blocks
   // running together add into different dQ rows.
   const int rot = ne > 0 && !DET && !(sched & 1) && !paired ? (kt * 7) % ne : 0;
   // FRONT: the walk's first step (off, of itersA) and where this row's position is kept
-  const bool front = FRONT && !DET && !paired && (sched & 4) && gs == 1 && ne > 0;
+  const bool front = FRONT && !Q2 && !DET && !paired && (sched & 4) && gs == 1 && ne > 0;
   int *const frontAt = locks + (long long)kvh * (sq_pad / BBM9) + (front ? wl.entries[2 * e0] : 0);
   __shared__ int sOff;
   int off = 0;
@@ -795,21 +815,28 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
         }
       };
       if (itersA > 0) load_kv(k0);
-      for (int it = 0; it < iters; it++) {
+      for (int it = 0; it < steps; it++) {
         const int s = it % STAGES;
         const unsigned ph = (it / STAGES) & 1;
         int h, e;
-        step_at(it, h, e);
-        const int q0 = wl.entries[2 * e] * BBM9;
+        step_at(Q2 ? item_of(it, 0) : it, h, e);
+        int q0 = wl.entries[2 * e] * BBM9;
         mbar_wait(&emptyQ[s], ph ^ 1);
-        mbar_expect_tx(&fullQ[s], 2 * L::kQT + 2 * BBM9 * 4);
+        mbar_expect_tx(&fullQ[s], 2 * L::kQT + 2 * QS * 4);
 #pragma unroll
-        for (int c = 0; c < L::kChunks; c++) {
-          tma_load3(sQ + s * BBM9 * D + c * BBM9 * CHUNK, &tq, &fullQ[s], c * CHUNK, h, q0);
-          tma_load3(sdO + s * BBM9 * D + c * BBM9 * CHUNK, &tdo, &fullQ[s], c * CHUNK, h, q0);
+        for (int u = 0; u < QU; u++) {  // the step's items: Q and dO rows 64 u.., their lse and Dsum
+          if (u > 0) {
+            step_at(item_of(it, u), h, e);
+            q0 = wl.entries[2 * e] * BBM9;
+          }
+#pragma unroll
+          for (int c = 0; c < L::kChunks; c++) {
+            tma_load3(sQ + s * QS * D + c * QS * CHUNK + u * BBM9 * CHUNK, &tq, &fullQ[s], c * CHUNK, h, q0);
+            tma_load3(sdO + s * QS * D + c * QS * CHUNK + u * BBM9 * CHUNK, &tdo, &fullQ[s], c * CHUNK, h, q0);
+          }
+          bulk_load(sL + s * QS + u * BBM9, lse2 + (long long)h * sq_pad + q0, BBM9 * 4, &fullQ[s]);
+          bulk_load(sDs + s * QS + u * BBM9, dsum + (long long)h * sq_pad + q0, BBM9 * 4, &fullQ[s]);
         }
-        bulk_load(sL + s * BBM9, lse2 + (long long)h * sq_pad + q0, BBM9 * 4, &fullQ[s]);
-        bulk_load(sDs + s * BBM9, dsum + (long long)h * sq_pad + q0, BBM9 * 4, &fullQ[s]);
         if (front) {  // where the blocks on this row are
           asm volatile("st.relaxed.gpu.global.b32 [%0], %1;\n" ::"l"(frontAt), "r"(front_pos(it)) : "memory");
         }
@@ -823,22 +850,44 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     // handed back once all of a step's stages have been read; a writer per warpgroup,
     // experiment sm90bw, measured level in call 44)
     if (tid == 32) {
-      for (int it = 0; it < iters; it++) {
+      for (int it = 0; it < steps; it++) {
         int h, e;
-        step_at(it, h, e);
-        const int q0 = wl.entries[2 * e] * BBM9;
+        step_at(Q2 ? item_of(it, 0) : it, h, e);
+        int q0 = wl.entries[2 * e] * BBM9;
         int *lock = locks + (long long)h * (sq_pad / BBM9) + q0 / BBM9;
-        if (DET) {  // this query tile's turn
-          const int want = ranks[e];
-          while (ld_acquire(lock) != want) {
+        // the turn of the query tile at lock (entry e, want lower key tiles before it), and
+        // passing it on
+        int want = 0;
+        auto turn = [&]() {
+          if (DET) {
+            want = ranks[e];
+            while (ld_acquire(lock) != want) {
+            }
+            fence_async_global();
           }
-          fence_async_global();
-        }
+        };
+        auto pass = [&]() {
+          if (DET) {
+            fence_async_global();
+            st_release(lock, want + 1);
+          }
+        };
+        turn();
 #pragma unroll
         for (int c = 0; c < NCW; c++) {
+          // Q2: warpgroup c's dQ is item c's (its own query tile and turn); none where the
+          // walk had no item c (the first loaded again, masked whole)
+          const bool own = !Q2 || c == 0 || it * QU + c < iters;
+          if (Q2 && c > 0 && own) {
+            step_at(item_of(it, c), h, e);
+            q0 = wl.entries[2 * e] * BBM9;
+            lock = locks + (long long)h * (sq_pad / BBM9) + q0 / BBM9;
+            turn();
+          }
           mbar_wait(&dqFull[c], it & 1);
+          if (!own) continue;
           if (F) {  // one chunk of 64 x 64 in fragment order: (h, query tile, column half)
-            const long long chunk = ((long long)h * (sq_pad / BBM9) + q0 / BBM9) * (D / 64) + (L::kSplit ? c : 0);
+            const long long chunk = ((long long)h * (sq_pad / BBM9) + q0 / BBM9) * (D / 64) + (L::kSplit && !Q2 ? c : 0);
             bulk_reduce_add_f32(dqacc + chunk * (BBM9 * 64), sdQ + c * BBM9 * 64, BBM9 * 64 * 4);
           } else {  // two swizzled boxes of 32 columns
             tma_reduce_add2(&tdq, sdQ + c * BBM9 * 64, L::kSplit ? c * 64 : 0, h * sq_pad + q0);
@@ -846,11 +895,9 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
           }
           bulk_commit();
           if (DET) bulk_wait0();  // landed before the next half (the same columns at D = 64)
+          if (Q2) pass();
         }
-        if (DET) {
-          fence_async_global();
-          st_release(lock, ranks[e] + 1);
-        }
+        if (!Q2) pass();
 #pragma unroll
         for (int c = 0; c < NCW; c++) {
           // the stages have been read: hand them back (all at once: wait_group is per thread)
@@ -875,7 +922,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
   float *stage = sdQ + cw * BBM9 * 64;
   // the descriptors' invariant bases (this warpgroup's keys of K and V, K for dQ)
   const unsigned loK = sw128_lo(sK + cw * 64 * CHUNK, 16), loV = sw128_lo(sV + cw * 64 * CHUNK, 16);
-  const unsigned loKq = sw128_lo(sK + (L::kSplit ? cw * NB * CHUNK : cw * 64 * CHUNK), 16);
+  const unsigned loKq = sw128_lo(sK + (Q2 ? 0 : L::kSplit ? cw * NB * CHUNK : cw * 64 * CHUNK), 16);
   if (iters > 0) mbar_wait(fullKV, 0);
   // the next step's work-list entry is read a step ahead
   int refNext = iters > 0 ? wl.entries[2 * entry_of(0) + 1] : -1;
@@ -907,22 +954,25 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     mbar_arrive(&dqFull[cw]);
   };
 
-  // dS^T of a step (sa: its packed fragments) to shared memory, rows keys, 64 query columns:
-  // one 128-byte swizzled row each. STSM (sm90 since call 40): four stmatrix of four 8 x 8
-  // matrices a thread, the addresses computed once; else 16 32-bit stores.
-  auto store_ds = [&](T *dS, const unsigned(&sa)[4][4]) {
+  // dS^T of a step (sa: its packed fragments, 4 k16 columns of queries a chunk) to shared
+  // memory, rows keys, chunks of 64 query columns NB rows apart: one 128-byte swizzled row
+  // each. STSM (sm90 since call 40): four stmatrix of four 8 x 8 matrices a thread and chunk,
+  // the addresses computed once; else 16 32-bit stores a chunk.
+  auto store_ds = [&](T *dS, const auto &sa) {
+    constexpr int NK = sizeof(sa) / sizeof(sa[0]);  // k16 columns: 4, or 8 at 128 queries
     if constexpr (STSM) {
       const int m = lane / 8, row = cw * 64 + warp * 16 + (m & 1) * 8 + lane % 8;
       const unsigned base = smem_u32(dS) + row * CHUNK * 2;
 #pragma unroll
-      for (int kk = 0; kk < 4; kk++) stsm_x4(base + (((kk * 2 + (m >> 1)) ^ (row & 7)) << 4), sa[kk][0], sa[kk][1], sa[kk][2], sa[kk][3]);
+      for (int kk = 0; kk < NK; kk++)
+        stsm_x4(base + (kk / 4) * NB * CHUNK * 2 + ((((kk % 4) * 2 + (m >> 1)) ^ (row & 7)) << 4), sa[kk][0], sa[kk][1], sa[kk][2], sa[kk][3]);
     } else {
 #pragma unroll
-      for (int kk = 0; kk < 4; kk++)
+      for (int kk = 0; kk < NK; kk++)
 #pragma unroll
         for (int x = 0; x < 4; x++) {
-          const int row = kr + (x & 1) * 8, col = kk * 16 + (x >> 1) * 8 + 2 * t;
-          const int off = row * CHUNK + ((((col >> 3) ^ (row & 7))) << 3) + (col & 7);
+          const int row = kr + (x & 1) * 8, col = (kk % 4) * 16 + (x >> 1) * 8 + 2 * t;
+          const int off = (kk / 4) * NB * CHUNK + row * CHUNK + ((((col >> 3) ^ (row & 7))) << 3) + (col & 7);
           *reinterpret_cast<unsigned *>(dS + off) = sa[kk][x];
         }
     }
@@ -975,58 +1025,79 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
   // warpgroups meet at dS^T every step at D = 128, so their gaps coincide).
   constexpr bool EARLY = OVB == 2;
   if constexpr (EARLY) {
-    float st[32], dpt[32];
-    unsigned pa[4][4], sa[4][4];
-    // S^T and dP^T of step j, issued and committed (not waited for)
+    float st[QS / 2], dpt[QS / 2];
+    unsigned pa[QS / 16][4], sa[QS / 16][4];
+    // S^T and dP^T of step j, issued and committed (not waited for); Q2: 64 keys x 128 queries
     auto issue_sdp = [&](int j) {
       const int sj = j % STAGES;
-      const T *cQ = sQ + sj * BBM9 * D, *cdO = sdO + sj * BBM9 * D;
+      const T *cQ = sQ + sj * QS * D, *cdO = sdO + sj * QS * D;
       const unsigned loQ = sw128_lo(cQ, 16), loO = sw128_lo(cdO, 16);
       mbar_wait(&fullQ[sj], (j / STAGES) & 1);
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < D / 16; kk++) {
         const int c = kk / 4, k16 = (kk % 4) * 16;
-        const int ko = (c * NB * CHUNK + k16) * 2, qo = (c * BBM9 * CHUNK + k16) * 2;
-        Ops<T>::template ss64<0, 0>(st, sw128_at(loK, ko), sw128_at(loQ, qo), kk > 0);
-        Ops<T>::template ss64<0, 0>(dpt, sw128_at(loV, ko), sw128_at(loO, qo), kk > 0);
+        const int ko = (c * NB * CHUNK + k16) * 2, qo = (c * QS * CHUNK + k16) * 2;
+        if constexpr (Q2) {
+          Ops<T>::template ss128<0>(st, sw128_at(loK, ko), sw128_at(loQ, qo), kk > 0);
+          Ops<T>::template ss128<0>(dpt, sw128_at(loV, ko), sw128_at(loO, qo), kk > 0);
+        } else {
+          Ops<T>::template ss64<0, 0>(st, sw128_at(loK, ko), sw128_at(loQ, qo), kk > 0);
+          Ops<T>::template ss64<0, 0>(dpt, sw128_at(loV, ko), sw128_at(loO, qo), kk > 0);
+        }
       }
       wgmma_commit();
     };
     // P^T (packed into pa) and dS^T (fp32, in dpt) of step j from its S^T and dP^T
     auto elementwise = [&](int j) {
-      const int sj = j % STAGES, ej = entry_of(j);
-      const int q0 = wl.entries[2 * ej] * BBM9, ref = wl.entries[2 * ej + 1];
-      const float *cL = sL + sj * BBM9, *cDs = sDs + sj * BBM9;
-      if (ref < 0)  // a full tile: no pair to test
-        p_ds<false>(st, dpt, cL, cDs, scale_log2, t, 0);
-      else
-        p_ds<true>(st, dpt, cL, cDs, scale_log2, t, tile_bits<BBM9, true>(wl, ref, k0 + kr, q0, t));
+      if constexpr (Q2) {  // two items: their pairs' bits side by side (none for a missing second)
+        const int sj = j % STAGES;
+        const float *cL = sL + sj * QS, *cDs = sDs + sj * QS;
+        const int ea = entry_of(item_of(j, 0)), eb = entry_of(item_of(j, 1));
+        const bool hasB = j * QU + 1 < iters;
+        const int ra = wl.entries[2 * ea + 1], rb = wl.entries[2 * eb + 1];
+        if (ra < 0 && rb < 0 && hasB) {  // two full tiles
+          p_ds<false>(st, dpt, cL, cDs, scale_log2, t, 0);
+        } else {
+          const unsigned long long ba = ra < 0 ? 0xffffffffull : tile_bits<BBM9, true>(wl, ra, k0 + kr, wl.entries[2 * ea] * BBM9, t);
+          const unsigned long long bb =
+              !hasB ? 0ull : rb < 0 ? 0xffffffffull : tile_bits<BBM9, true>(wl, rb, k0 + kr, wl.entries[2 * eb] * BBM9, t);
+          p_ds<true>(st, dpt, cL, cDs, scale_log2, t, ba | bb << 32);
+        }
+      } else {
+        const int sj = j % STAGES, ej = entry_of(j);
+        const int q0 = wl.entries[2 * ej] * BBM9, ref = wl.entries[2 * ej + 1];
+        const float *cL = sL + sj * BBM9, *cDs = sDs + sj * BBM9;
+        if (ref < 0)  // a full tile: no pair to test
+          p_ds<false>(st, dpt, cL, cDs, scale_log2, t, 0);
+        else
+          p_ds<true>(st, dpt, cL, cDs, scale_log2, t, tile_bits<BBM9, true>(wl, ref, k0 + kr, q0, t));
+      }
 #pragma unroll
-      for (int kk = 0; kk < 4; kk++)
+      for (int kk = 0; kk < QS / 16; kk++)
 #pragma unroll
         for (int x = 0; x < 4; x++) pa[kk][x] = Ops<T>::pack(st[8 * kk + 2 * x], st[8 * kk + 2 * x + 1]);
     };
     auto pack_ds = [&]() {
 #pragma unroll
-      for (int kk = 0; kk < 4; kk++)
+      for (int kk = 0; kk < QS / 16; kk++)
 #pragma unroll
         for (int x = 0; x < 4; x++) sa[kk][x] = Ops<T>::pack(dpt[8 * kk + 2 * x], dpt[8 * kk + 2 * x + 1]);
     };
     // dV of step j, issued and committed
     auto issue_dv = [&](int j) {
-      const T *cdO = sdO + (j % STAGES) * BBM9 * D;
-      const unsigned loOm = sw128_lo(cdO, BBM9 * CHUNK * 2);
+      const T *cdO = sdO + (j % STAGES) * QS * D;
+      const unsigned loOm = sw128_lo(cdO, QS * CHUNK * 2);
       reg_fence(dva);
       reg_fence(dka);
       wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < 4; kk++) PV<T, D>::run(dva, pa[kk], sw128_at(loOm, kk * 16 * CHUNK * 2), kk > 0 || keep);
+      for (int kk = 0; kk < QS / 16; kk++) PV<T, D>::run(dva, pa[kk], sw128_at(loOm, kk * 16 * CHUNK * 2), kk > 0 || keep);
       wgmma_commit();
     };
     // dS^T of step j to shared memory, then dQ and dK of step j, each committed
     auto issue_dqdk = [&](int j, float(&dqa)[32]) {
-      T *dS = sdS + (j & 1) * NB * BBM9;
+      T *dS = sdS + (j & 1) * NB * QS;
       store_ds(dS, sa);
       fence_async_smem();
       if (L::kSplit)
@@ -1034,24 +1105,28 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
       else
         named_sync(2 + cw, 128);
       wgmma_fence();
-      const unsigned loS = sw128_lo(dS + (L::kSplit ? 0 : cw * 64 * CHUNK), 16);
+      // dQ's A: dS^T over the block's keys (Q2: this warpgroup's item, chunk cw), or this
+      // warpgroup's keys
+      const unsigned loS = sw128_lo(dS + (Q2 ? cw * NB * CHUNK : L::kSplit ? 0 : cw * 64 * CHUNK), 16);
 #pragma unroll
       for (int kk = 0; kk < (L::kSplit ? NB : 64) / 16; kk++)
         Ops<T>::template ss64<1, 1>(dqa, sw128_at(loS, kk * 16 * CHUNK * 2), sw128_at(loKq, kk * 16 * CHUNK * 2), kk > 0);
       wgmma_commit();
-      const T *cQ = sQ + (j % STAGES) * BBM9 * D;
-      const unsigned loQm = sw128_lo(cQ, BBM9 * CHUNK * 2);
+      const T *cQ = sQ + (j % STAGES) * QS * D;
+      const unsigned loQm = sw128_lo(cQ, QS * CHUNK * 2);
       wgmma_fence();
       {
-        // dK's A from the dS^T just stored (this warpgroup's 64 key rows, K-major): sa is
-        // free once stored, which leaves the registers for the next S^T and dP^T
+        // dK's A from the dS^T just stored (this warpgroup's 64 key rows, K-major, a chunk of
+        // 64 queries every 4 k16 columns): sa is free once stored, which leaves the registers
+        // for the next S^T and dP^T
         const unsigned loA = sw128_lo(dS + cw * 64 * CHUNK, 16);
 #pragma unroll
-        for (int kk = 0; kk < 4; kk++) {
+        for (int kk = 0; kk < QS / 16; kk++) {
+          const int ao = (kk / 4) * NB * CHUNK * 2 + (kk % 4) * 32;
           if constexpr (D == 128)
-            Ops<T>::template ss128<1>(dka, sw128_at(loA, kk * 32), sw128_at(loQm, kk * 16 * CHUNK * 2), kk > 0 || keep);
+            Ops<T>::template ss128<1>(dka, sw128_at(loA, ao), sw128_at(loQm, kk * 16 * CHUNK * 2), kk > 0 || keep);
           else
-            Ops<T>::template ss64<0, 1>(dka, sw128_at(loA, kk * 32), sw128_at(loQm, kk * 16 * CHUNK * 2), kk > 0 || keep);
+            Ops<T>::template ss64<0, 1>(dka, sw128_at(loA, ao), sw128_at(loQm, kk * 16 * CHUNK * 2), kk > 0 || keep);
         }
       }
       wgmma_commit();
@@ -1063,7 +1138,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     }
     // (every group is retired at the end of a turn: with S^T and dP^T in flight across the
     // loop's back edge the compiler copies accumulators there, and ptxas serialises, C7514)
-    for (int it = 0; it + 1 < iters; it++) {
+    for (int it = 0; it + 1 < steps; it++) {
       float dqa[32];
       reg_fence(st);
       reg_fence(dpt);
@@ -1089,11 +1164,11 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
     if (iters > 0) {  // the last step's S^T and dP^T were waited for before the loop or in its last turn
       reg_fence(st);
       reg_fence(dpt);
-      elementwise(iters - 1);
+      elementwise(steps - 1);
       pack_ds();
     }
     if (iters > 0) {  // the last step
-      const int it = iters - 1;
+      const int it = steps - 1;
       float dqa[32];
       issue_dv(it);
       issue_dqdk(it, dqa);
@@ -1307,14 +1382,15 @@ DEV void dq90_convertc(const float *__restrict__ acc, T *__restrict__ dq, int sq
 #define SM90_BWD(FN, NAME, T, D, DET, F) SM90_BWD_X(FN, NAME, T, D, DET, F, 0)
 #define SM90_BWD_X(FN, NAME, T, D, DET, F, OVB) SM90_BWD_N(FN, NAME, T, D, DET, F, OVB, BBN9)
 #define SM90_BWD_N(FN, NAME, T, D, DET, F, OVB, NB) SM90_BWD_G(FN, NAME, T, D, DET, F, OVB, NB, false)
-#define SM90_BWD_G(FN, NAME, T, D, DET, F, OVB, NB, SPLIT)                                                            \
+#define SM90_BWD_G(FN, NAME, T, D, DET, F, OVB, NB, SPLIT) SM90_BWD_Q(FN, NAME, T, D, DET, F, OVB, NB, SPLIT, false)
+#define SM90_BWD_Q(FN, NAME, T, D, DET, F, OVB, NB, SPLIT, Q2)                                                        \
   extern "C" __global__ void __launch_bounds__(128 * (BwdLayout<D, NB>::kNC + 1), 1) FN##_##NAME##_d##D(          \
       const __grid_constant__ TmaDesc tq, const __grid_constant__ TmaDesc tk, const __grid_constant__ TmaDesc tv,   \
       const __grid_constant__ TmaDesc tdo, const __grid_constant__ TmaDesc tdq, const float *lse2, const float *dsum, \
       T *dk, T *dv, int sq, int sk, int hq, int hkv, int sq_pad, float scale, float scale_log2, const int *order,     \
       const int *start, const int *entries, const int *refs, const int *slices, int row_tiles, int per_head,        \
       const int *ranks, int *locks, int sched, float *dqacc) {                                                       \
-    bwd_sm90<D, T, DET, F, OVB, NB, SPLIT>(tq, tk, tv, tdo, tdq, lse2, dsum, dk, dv, sq, sk, hq, hkv, sq_pad, scale, scale_log2, \
+    bwd_sm90<D, T, DET, F, OVB, NB, SPLIT, Q2>(tq, tk, tv, tdo, tdq, lse2, dsum, dk, dv, sq, sk, hq, hkv, sq_pad, scale, scale_log2, \
                                  WorkList{order, start, entries, refs, slices, row_tiles, per_head}, ranks, locks, sched, dqacc); \
   }
 #define SM90_ENTRIES(NAME, T, D)                                                                                   \
@@ -1429,4 +1505,13 @@ SM90_BWD_PAIR(bwd90e, fp16, __half, 128, 2)
 #if defined(LONGCA_BWD_EARLY) && defined(LONGCA_BWD_SPLIT128)
 SM90_BWD_G(bwd90es, bf16, __nv_bfloat16, 128, false, true, 2, BBN9, true)
 SM90_BWD_G(bwd90es, fp16, __half, 128, false, true, 2, BBN9, true)
+#endif
+
+// The backward over 128 queries a step at head dim 64 (experiment sm90qq), and its
+// deterministic entry; only with LONGCA_BWD_Q2.
+#if defined(LONGCA_BWD_EARLY) && defined(LONGCA_BWD_Q2)
+SM90_BWD_Q(bwd90q, bf16, __nv_bfloat16, 64, false, true, 2, BBN9, false, true)
+SM90_BWD_Q(bwd90qd, bf16, __nv_bfloat16, 64, true, true, 2, BBN9, false, true)
+SM90_BWD_Q(bwd90q, fp16, __half, 64, false, true, 2, BBN9, false, true)
+SM90_BWD_Q(bwd90qd, fp16, __half, 64, true, true, 2, BBN9, false, true)
 #endif

@@ -115,6 +115,25 @@ func TestOddLengthsAndFP16(t *testing.T) {
 	}
 }
 
+// Head dim 64 with GQA groups at lengths that are no multiple of the tiles, and fp16: a
+// group's walk is then often odd, so that a backward taking two query tiles a step
+// (sm90qq) pairs one head's last query tile with the next head's first and masks the
+// second half of its last step whole.
+func TestHeadDim64Groups(t *testing.T) {
+	k := gpuKernel(t)
+	for i, c := range []struct {
+		name    string
+		s       int
+		hq, hkv int
+		dt      tensor.DType
+	}{{"causal", 777, 8, 2, tensor.BF16}, {"causal_document", 1100, 4, 1, tensor.FP16}, {"sliding_window_causal", 1024, 8, 1, tensor.BF16},
+		{"share_question", 1000, 6, 2, tensor.BF16}, {"full", 65, 4, 1, tensor.FP16}} {
+		m := smallMask(t, c.name, c.s)
+		p := kernels.Problem{HeadsQ: c.hq, HeadsKV: c.hkv, HeadDim: 64, DType: c.dt, Mask: m}
+		runCheck(t, k, p, uint64(1500+i), fmt.Sprintf("%s S=%d %d:%d d64 %s", c.name, c.s, c.hq, c.hkv, c.dt))
+	}
+}
+
 // Context-parallel sub-steps: SeqQ != SeqK windows of a global mask, some with rows that
 // have no allowed key (out 0, lse -inf).
 func TestWindows(t *testing.T) {

@@ -88,7 +88,7 @@ func TestVariantsMatchSource(t *testing.T) {
 			if inSM90(v.fn) {
 				src = SourceSM90()
 			}
-			if !strings.Contains(src, v.fn+"_##NAME##_d##D(") && !regexp.MustCompile(`SM90_(FWD|FWD_NC|FWD_X|FWD_B|BWD|BWD_X|BWD_N|BWD_PAIR)\(`+v.fn+`, `).MatchString(src) {
+			if !strings.Contains(src, v.fn+"_##NAME##_d##D(") && !regexp.MustCompile(`SM90_(FWD|FWD_NC|FWD_X|FWD_B|BWD|BWD_X|BWD_N|BWD_G|BWD_Q|BWD_PAIR)\(`+v.fn+`, `).MatchString(src) {
 				t.Errorf("variant %s: no entry point %s", av.name, v.fn)
 			}
 		}
@@ -111,32 +111,32 @@ func TestVariantsMatchSource(t *testing.T) {
 func TestBackwardSharedMatchesLayout(t *testing.T) {
 	src := SourceSM90()
 	prog := "#include <cstdio>\n" + extract(t, src, "constexpr int SBM = 128", "\n") + extract(t, src, "constexpr int CHUNK = 64;", "\n") +
-		extract(t, src, "constexpr int BBM9 = 64", "\n") + extract(t, src, "template <int D, int NB = BBN9, int ST = STAGES, int XB = 0> struct BwdLayout {", "\n};\n") + `
-template <int D, int NB, int ST, int XB> void show() { printf("%d %d %d %d %d %d\n", D, NB, ST, XB, BwdLayout<D, NB, ST, XB>::kBytes, BwdLayout<D, NB, ST, XB>::kNC); }
+		extract(t, src, "constexpr int BBM9 = 64", "\n") + extract(t, src, "template <int D, int NB = BBN9, int ST = STAGES, int XB = 0, int QS = BBM9> struct BwdLayout {", "\n};\n") + `
+template <int D, int NB, int ST, int XB, int QS = 64> void show() { printf("%d %d %d %d %d %d %d\n", D, NB, ST, XB, QS, BwdLayout<D, NB, ST, XB, QS>::kBytes, BwdLayout<D, NB, ST, XB, QS>::kNC); }
 int main() { show<64, 128, 2, 0>(); show<128, 128, 2, 0>(); show<64, 192, 2, 0>();
-  show<64, 128, 2, 1>(); show<128, 128, 2, 1>(); show<64, 192, 2, 1>(); return 0; }
+  show<64, 128, 2, 1>(); show<128, 128, 2, 1>(); show<64, 192, 2, 1>(); show<64, 128, 2, 1, 128>(); return 0; }
 `
 	out, err := exec.Command(hostcc.Compile(t, "bwdlayout", prog)).Output()
 	if err != nil {
 		t.Fatal(err)
 	}
-	type key struct{ d, nb, st, xb int }
+	type key struct{ d, nb, st, xb, qs int }
 	layout := map[key][2]int{}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		var d, nb, st, xb, bytes, nc int
-		if _, err := fmt.Sscan(line, &d, &nb, &st, &xb, &bytes, &nc); err != nil {
+		var d, nb, st, xb, qs, bytes, nc int
+		if _, err := fmt.Sscan(line, &d, &nb, &st, &xb, &qs, &bytes, &nc); err != nil {
 			t.Fatalf("line %q: %v", line, err)
 		}
-		layout[key{d, nb, st, xb}] = [2]int{bytes, nc}
+		layout[key{d, nb, st, xb, qs}] = [2]int{bytes, nc}
 	}
 	for _, c := range []struct {
-		v             variant
-		d, nb, st, xb int
-	}{{bwdSM90F, 64, 128, 2, 0}, {bwdSM90F, 128, 128, 2, 0}, {bwdSM90C, 128, 128, 2, 0}, {bwdSM90E, 128, 128, 2, 0}, {bwdSM90T, 64, 192, 2, 0},
-		{bwdSM90ETP, 128, 128, 2, 1}, {*bwdSM90ETP.at64, 64, 192, 2, 1}} {
-		l, ok := layout[key{c.d, c.nb, c.st, c.xb}]
+		v                 variant
+		d, nb, st, xb, qs int
+	}{{bwdSM90F, 64, 128, 2, 0, 64}, {bwdSM90F, 128, 128, 2, 0, 64}, {bwdSM90C, 128, 128, 2, 0, 64}, {bwdSM90E, 128, 128, 2, 0, 64}, {bwdSM90T, 64, 192, 2, 0, 64},
+		{bwdSM90ETP, 128, 128, 2, 1, 64}, {*bwdSM90ETP.at64, 64, 192, 2, 1, 64}, {*bwdSM90ETQP.at64, 64, 128, 2, 1, 128}} {
+		l, ok := layout[key{c.d, c.nb, c.st, c.xb, c.qs}]
 		if !ok {
-			t.Fatalf("no layout for D %d NB %d stages %d extra barriers %d in %q", c.d, c.nb, c.st, c.xb, out)
+			t.Fatalf("no layout for D %d NB %d stages %d extra barriers %d, %d queries a step in %q", c.d, c.nb, c.st, c.xb, c.qs, out)
 		}
 		if got := c.v.shared(c.d); got != l[0] {
 			t.Errorf("%s at head dim %d, %d stages: the variant asks for %d bytes, BwdLayout<%d, %d, %d> takes %d", c.v.fn, c.d, c.st, got, c.d, c.nb, c.st, l[0])
@@ -160,7 +160,7 @@ int main() { show<64, 128, 2, 0>(); show<128, 128, 2, 0>(); show<64, 192, 2, 0>(
 		}
 		for _, d := range []int{64, 128} {
 			bv := av.bwd.at(d)
-			l, ok := layout[key{d, bv.kTile, 2, xb}]
+			l, ok := layout[key{d, bv.kTile, 2, xb, max(bv.qTile, bv.qStep)}]
 			if !ok {
 				t.Errorf("%s at head dim %d: no layout for %d keys, %d extra barriers", av.name, d, bv.kTile, xb)
 				continue
@@ -233,6 +233,46 @@ func TestSM90EntriesInSM90Module(t *testing.T) {
 		if !strings.Contains(SourceSM90(), strings.TrimSuffix(m[1], "_")) && !strings.Contains(SourceSM90(), strings.SplitN(m[1], "_", 2)[0]) {
 			t.Errorf("%q: not in attention_sm90.cu", m[1])
 		}
+	}
+}
+
+// A variant whose backward at head dim 64 takes 128 queries a step (experiment sm90qq) runs
+// the bwd90q entries: its module must define them (LONGCA_BWD_EARLY and LONGCA_BWD_Q2) for
+// both dtypes with their deterministic twins, and its plan there must neither pair nor
+// front (the kernel walks neither at 128 queries a step).
+func TestQ2Variants(t *testing.T) {
+	n := 0
+	for _, a := range archVariants {
+		bv := a.bwd.at(64)
+		if bv.qStep != 128 {
+			if strings.HasPrefix(bv.fn, "bwd90q") {
+				t.Errorf("%s runs %s at head dim 64 without 128 queries a step", a.name, bv.fn)
+			}
+			continue
+		}
+		n++
+		if bv.fn != "bwd90q" {
+			t.Errorf("%s: 128 queries a step at head dim 64 run by %s, not bwd90q", a.name, bv.fn)
+		}
+		for _, d := range []string{"LONGCA_BWD_EARLY", "LONGCA_BWD_Q2"} {
+			if !slices.Contains(a.defines, d) {
+				t.Errorf("%s takes 128 queries a step but does not define %s: its bwd90q entries would be missing", a.name, d)
+			}
+		}
+		for _, e := range []string{"SM90_BWD_Q(bwd90q, bf16", "SM90_BWD_Q(bwd90qd, bf16", "SM90_BWD_Q(bwd90q, fp16", "SM90_BWD_Q(bwd90qd, fp16"} {
+			if !strings.Contains(SourceSM90(), e) {
+				t.Errorf("attention_sm90.cu has no %s...) entry", e)
+			}
+		}
+		k := &Kernel{arch: a}
+		for _, m := range []string{"causal", "causal_document", "full"} {
+			if o, _ := k.backwardPlan(&deviceList{w: backwardList(t, 42, 16384, m)}, 8, 8, 64); o&(4|8) != 0 {
+				t.Errorf("%s: the plan of %s 16K at head dim 64 is %#x (pairs or front): the bwd90q kernel walks neither", a.name, m, o)
+			}
+		}
+	}
+	if n == 0 {
+		t.Skip("no variant takes 128 queries a step (sm90qq removed?): nothing to check")
 	}
 }
 

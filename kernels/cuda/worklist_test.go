@@ -549,15 +549,17 @@ func TestGroupSplitGPUTestShapes(t *testing.T) {
 		mask             string
 		s, kTile         int
 		heads, group, ok int
-	}{{"full", 8192, 192, 1, 2, 2}, {"causal", 8192, 192, 1, 2, 2}} {
+	}{{"full", 8192, 192, 1, 2, 2}, {"causal", 8192, 192, 1, 2, 2}, {"full", 8192, 128, 1, 2, 2}, {"causal", 8192, 128, 1, 2, 2}} { // 128: sm90qq's blocks
 		w := backwardListKeys(t, 1, c.s, c.kTile, c.mask)
 		if got := groupSplit(w, c.heads, c.group, 132, backwardOrder(w, c.heads, c.group, 132)); got != c.ok {
 			t.Errorf("%s %d %d:%d: split %d, want %d", c.mask, c.s, c.heads*c.group, c.heads, got, c.ok)
 		}
 	}
-	w := backwardListKeys(t, 1, 512, 192, "full", "causal", "sliding_window")
-	if got := groupSplit(w, 3, 2, 132, backwardOrder(w, 3, 2, 132)); got != 2 {
-		t.Errorf("per-head lists 6:3 at 512: split %d, want 2", got)
+	for _, kt := range []int{192, 128} {
+		w := backwardListKeys(t, 1, 512, kt, "full", "causal", "sliding_window")
+		if got := groupSplit(w, 3, 2, 132, backwardOrder(w, 3, 2, 132)); got != 2 {
+			t.Errorf("per-head lists 6:3 at 512, %d-key tiles: split %d, want 2", kt, got)
+		}
 	}
 }
 
