@@ -1437,6 +1437,17 @@ SM90_FWD_NC(fwd90m, fp16, __half, 64, false, true, 3)
 SM90_FWD_NC(fwd90mp, fp16, __half, 64, true, true, 3)
 #endif
 
+// The three-consumer forward with the overlap (experiment sm90mo): head dim 64, three
+// consumer warpgroups in a ring as fwd90m, and within a turn the next tile's Q K^T and this
+// tile's P V as two groups with the next tile's softmax under P V (fwd90o's order); only
+// with LONGCA_FWD_THREE_OVL.
+#ifdef LONGCA_FWD_THREE_OVL
+SM90_FWD_X(fwd90mo, bf16, __nv_bfloat16, 64, false, true, 3, true)
+SM90_FWD_X(fwd90mop, bf16, __nv_bfloat16, 64, true, true, 3, true)
+SM90_FWD_X(fwd90mo, fp16, __half, 64, false, true, 3, true)
+SM90_FWD_X(fwd90mop, fp16, __half, 64, true, true, 3, true)
+#endif
+
 // The overlapped forward's entries (sm90 at head dim 128): the lean softmax, two consumer
 // warpgroups, the exponentials of the next tile under this tile's P V; only in the variants
 // that define LONGCA_FWD_OVL.
