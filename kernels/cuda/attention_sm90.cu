@@ -1384,7 +1384,7 @@ DEV void dq90_convertc(const float *__restrict__ acc, T *__restrict__ dq, int sq
 #define SM90_BWD_N(FN, NAME, T, D, DET, F, OVB, NB) SM90_BWD_G(FN, NAME, T, D, DET, F, OVB, NB, false)
 #define SM90_BWD_G(FN, NAME, T, D, DET, F, OVB, NB, SPLIT) SM90_BWD_Q(FN, NAME, T, D, DET, F, OVB, NB, SPLIT, false)
 #define SM90_BWD_Q(FN, NAME, T, D, DET, F, OVB, NB, SPLIT, Q2)                                                        \
-  extern "C" __global__ void __launch_bounds__(128 * (BwdLayout<D, NB>::kNC + 1), 1) FN##_##NAME##_d##D(          \
+  extern "C" __global__ void __launch_bounds__(128 * (BwdLayout<D, NB, STAGES, 0, (Q2) ? 2 * BBM9 : BBM9>::kNC + 1), 1) FN##_##NAME##_d##D( \
       const __grid_constant__ TmaDesc tq, const __grid_constant__ TmaDesc tk, const __grid_constant__ TmaDesc tv,   \
       const __grid_constant__ TmaDesc tdo, const __grid_constant__ TmaDesc tdq, const float *lse2, const float *dsum, \
       T *dk, T *dv, int sq, int sk, int hq, int hkv, int sq_pad, float scale, float scale_log2, const int *order,     \
