@@ -570,7 +570,7 @@ DEV int dq_frag_pos(int row, int col) {
 // NB keys a block (BBN9; 192 in the three-consumer backward at head dim 64, experiment
 // sm90b3): kNC consumer warpgroups of 64 keys each (two at D = 128, where they split dQ's
 // columns), each with its own dQ stage and its pair of dQ barriers. QS queries a step
-// (BBM9; 128 in experiment sm90qq at head dim 64, two of the work list's query tiles a step:
+// (BBM9; 128 in experiment sm90d64 at head dim 64, two of the work list's query tiles a step:
 // the two warpgroups then split dQ's rows, a query tile each).
 template <int D, int NB = BBN9, int ST = STAGES, int XB = 0, int QS = BBM9> struct BwdLayout {
   static constexpr int kChunks = D / CHUNK;
@@ -682,7 +682,7 @@ constexpr bool FRONT = false;
 // dQ in flight halve (the L2 model: causal 48K paired 58 -> 16 GB read from DRAM,
 // causal_blockwise 32K 44 -> 3.9 with the key tiles the grid's fast index). Entries of their
 // own: the unsplit backward at 128 lost 1-2% compiled with the split's code (call 44).
-// Q2: 128 queries a step at head dim 64 (experiment sm90qq, entries bwd90q): the d128
+// Q2: 128 queries a step at head dim 64 (experiment sm90d64, entries bwd90q): the d128
 // backward's shape with the head dimension and the step's queries swapped (two consumer
 // warpgroups of 64 keys, S^T and dP^T 64 x 128 a warpgroup, dK and dV 64 x 64), so that a
 // step's products are twice as long against its fixed cost (barriers, waits, the hand-off of
@@ -1437,7 +1437,7 @@ SM90_FWD_NC(fwd90m, fp16, __half, 64, false, true, 3)
 SM90_FWD_NC(fwd90mp, fp16, __half, 64, true, true, 3)
 #endif
 
-// The three-consumer forward with the overlap (experiment sm90mo): head dim 64, three
+// The three-consumer forward with the overlap (experiment sm90d64): head dim 64, three
 // consumer warpgroups in a ring as fwd90m, and within a turn the next tile's Q K^T and this
 // tile's P V as two groups with the next tile's softmax under P V (fwd90o's order); only
 // with LONGCA_FWD_THREE_OVL.
@@ -1518,7 +1518,7 @@ SM90_BWD_G(bwd90es, bf16, __nv_bfloat16, 128, false, true, 2, BBN9, true)
 SM90_BWD_G(bwd90es, fp16, __half, 128, false, true, 2, BBN9, true)
 #endif
 
-// The backward over 128 queries a step at head dim 64 (experiment sm90qq), and its
+// The backward over 128 queries a step at head dim 64 (experiment sm90d64), and its
 // deterministic entry; only with LONGCA_BWD_Q2.
 #if defined(LONGCA_BWD_EARLY) && defined(LONGCA_BWD_Q2)
 SM90_BWD_Q(bwd90q, bf16, __nv_bfloat16, 64, false, true, 2, BBN9, false, true)

@@ -236,7 +236,83 @@ func TestSM90EntriesInSM90Module(t *testing.T) {
 	}
 }
 
-// A variant whose backward at head dim 64 takes 128 queries a step (experiment sm90qq) runs
+// Every entry point a variant runs is compiled into its module: attention_sm90.cu defines
+// most entries only under a define (#ifdef X, or #if defined(X) && defined(Y)), and a
+// variant whose defines lack one would find its entry missing on the GPU only, at its first
+// launch. The entries a variant runs: its forward and backward at both head dims (with the
+// persistent forward's and the deterministic backward's twins, named by suffix in the same
+// block), the 64-key-tile forward where it has the tile rule, the split backward where it
+// splits at head dim 128.
+func TestVariantsDefineTheirEntries(t *testing.T) {
+	needs := map[string][]string{} // entry prefix (the FN of an SM90_* macro) -> the defines around it
+	var conds [][]string
+	inst := regexp.MustCompile(`SM90_[A-Z0-9_]+\(([a-z][a-z0-9]*), `)
+	for _, line := range strings.Split(SourceSM90(), "\n") {
+		switch l := strings.TrimSpace(line); {
+		case strings.HasPrefix(l, "#ifdef "):
+			conds = append(conds, []string{strings.TrimSpace(strings.TrimPrefix(l, "#ifdef "))})
+		case strings.HasPrefix(l, "#if "):
+			var c []string
+			for _, m := range regexp.MustCompile(`defined\((\w+)\)`).FindAllStringSubmatch(l, -1) {
+				c = append(c, m[1])
+			}
+			conds = append(conds, c)
+		case strings.HasPrefix(l, "#ifndef "):
+			conds = append(conds, nil)
+		case strings.HasPrefix(l, "#else"):
+			if len(conds) > 0 && len(conds[len(conds)-1]) > 0 {
+				conds[len(conds)-1] = []string{"!else"} // no entry point lives in an #else
+			}
+		case strings.HasPrefix(l, "#endif"):
+			if len(conds) == 0 {
+				t.Fatal("attention_sm90.cu: an #endif without its #if")
+			}
+			conds = conds[:len(conds)-1]
+		default:
+			for _, m := range inst.FindAllStringSubmatch(l, -1) {
+				var all []string
+				for _, c := range conds {
+					all = append(all, c...)
+				}
+				needs[m[1]] = all
+			}
+		}
+	}
+	for _, fn := range []string{"fwd90", "bwd90f", "bwd90e", "bwd90t", "fwd90m"} {
+		if _, ok := needs[fn]; !ok {
+			t.Fatalf("no SM90_* entry %s found in attention_sm90.cu (the pattern no longer matches the source?)", fn)
+		}
+	}
+	for _, a := range archVariants {
+		if a.major != 9 {
+			continue
+		}
+		var used []string
+		for _, d := range []int{64, 128} {
+			used = append(used, a.fwd.at(d).fn, a.bwd.at(d).fn)
+			if a.k64 {
+				used = append(used, fwdSM90S.fn)
+			}
+			if a.split128 > 1 && d == 128 {
+				used = append(used, a.bwd.at(d).fn+"s")
+			}
+		}
+		for _, fn := range used {
+			req, ok := needs[fn]
+			if !ok {
+				t.Errorf("%s runs %s, which no SM90_* macro instantiates", a.name, fn)
+				continue
+			}
+			for _, d := range req {
+				if !slices.Contains(a.defines, d) {
+					t.Errorf("%s runs %s, compiled only with %s, which it does not define", a.name, fn, d)
+				}
+			}
+		}
+	}
+}
+
+// A variant whose backward at head dim 64 takes 128 queries a step (experiment sm90d64) runs
 // the bwd90q entries: its module must define them (LONGCA_BWD_EARLY and LONGCA_BWD_Q2) for
 // both dtypes with their deterministic twins, and its plan there must neither pair nor
 // front (the kernel walks neither at 128 queries a step).
@@ -274,7 +350,7 @@ func TestQ2Variants(t *testing.T) {
 		}
 	}
 	if n == 0 {
-		t.Skip("no variant takes 128 queries a step (sm90qq removed?): nothing to check")
+		t.Skip("no variant takes 128 queries a step (sm90d64 removed?): nothing to check")
 	}
 }
 

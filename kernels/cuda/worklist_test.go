@@ -549,7 +549,7 @@ func TestGroupSplitGPUTestShapes(t *testing.T) {
 		mask             string
 		s, kTile         int
 		heads, group, ok int
-	}{{"full", 8192, 192, 1, 2, 2}, {"causal", 8192, 192, 1, 2, 2}, {"full", 8192, 128, 1, 2, 2}, {"causal", 8192, 128, 1, 2, 2}} { // 128: sm90qq's blocks
+	}{{"full", 8192, 192, 1, 2, 2}, {"causal", 8192, 192, 1, 2, 2}, {"full", 8192, 128, 1, 2, 2}, {"causal", 8192, 128, 1, 2, 2}} { // 128: sm90d64's blocks
 		w := backwardListKeys(t, 1, c.s, c.kTile, c.mask)
 		if got := groupSplit(w, c.heads, c.group, 132, backwardOrder(w, c.heads, c.group, 132)); got != c.ok {
 			t.Errorf("%s %d %d:%d: split %d, want %d", c.mask, c.s, c.heads*c.group, c.heads, got, c.ok)
