@@ -31,20 +31,20 @@ gpu_tests sm90d64 110
 masks=full,causal,full_document,causal_document,sliding_window_causal
 bruns="cudnn sm90 sm90d64 sm90be sm90 sm90d64"
 fruns="cudnn sm90 sm90d64 sm90 sm90d64"
-n=0
-for v in $bruns; do
-	sel="--kernels cuda --variant $v"
-	[ "$v" = cudnn ] && sel="--kernels cudnn"
-	step "b-$n-$v" 45 kernel $sel --head-dim 64 --masks $masks --seqlens 8K,16K,32K,48K --passes bwd -w 2 -n 5
-	n=$((n + 1))
-done
-n=0
-for v in $fruns; do
-	sel="--kernels cuda --variant $v"
-	[ "$v" = cudnn ] && sel="--kernels cudnn"
-	step "f-$n-$v" 30 kernel $sel --head-dim 64 --masks $masks --seqlens 8K,16K,32K,48K --passes fwd -w 2 -n 8
-	n=$((n + 1))
-done
+# timed PREFIX PASS CAP N RUN...: the d64 pass over the masks at 8K-48K, a step a run (cudnn,
+# or a cuda variant), -n N, each stopped at CAP seconds
+timed() {
+	_p=$1 _pass=$2 _cap=$3 _n=$4 _i=0
+	shift 4
+	for _v in "$@"; do
+		_sel="--kernels cuda --variant $_v"
+		[ "$_v" = cudnn ] && _sel="--kernels cudnn"
+		step "$_p-$_i-$_v" $_cap kernel $_sel --head-dim 64 --masks $masks --seqlens 8K,16K,32K,48K --passes $_pass -w 2 -n $_n
+		_i=$((_i + 1))
+	done
+}
+timed b bwd 45 5 $bruns
+timed f fwd 30 8 $fruns
 for pass in bwd fwd; do
 	re='^bwd90[tq]_bf16'
 	[ $pass = fwd ] && re='^fwd90m'
