@@ -152,6 +152,8 @@ DEV void bulk_reduce_add_f32(float *dst, const float *src, unsigned bytes) {
 }
 DEV void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
 DEV void bulk_wait_read0() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
+// ... all but this thread's N most recent bulk groups have read their sources
+template <int N> DEV void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory"); }
 DEV void bulk_wait0() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 // Orders this thread's ordinary shared-memory writes before later reads by the async
 // proxy (wgmma, TMA).
@@ -571,8 +573,9 @@ DEV int dq_frag_pos(int row, int col) {
 // sm90b3): kNC consumer warpgroups of 64 keys each (two at D = 128, where they split dQ's
 // columns), each with its own dQ stage and its pair of dQ barriers. QS queries a step
 // (BBM9; 128 in experiment sm90d64 at head dim 64, two of the work list's query tiles a step:
-// the two warpgroups then split dQ's rows, a query tile each).
-template <int D, int NB = BBN9, int ST = STAGES, int XB = 0, int QS = BBM9> struct BwdLayout {
+// the two warpgroups then split dQ's rows, a query tile each). DQS dQ stages a warpgroup (2
+// in experiment sm90w2).
+template <int D, int NB = BBN9, int ST = STAGES, int XB = 0, int QS = BBM9, int DQS = 1> struct BwdLayout {
   static constexpr int kChunks = D / CHUNK;
   static constexpr bool kSplit = D == 128 || QS == 2 * BBM9;  // dQ split between the warpgroups (columns, or query tiles)
   static constexpr int kNC = kSplit ? 2 : NB / 64;
@@ -586,12 +589,12 @@ template <int D, int NB = BBN9, int ST = STAGES, int XB = 0, int QS = BBM9> stru
   static constexpr int kQ = kV + kKV;                  // [ST] Q tiles
   static constexpr int kdO = kQ + ST * kQT;        // [ST] dO tiles
   static constexpr int kdS = kdO + ST * kQT;       // [2][QS / 64][NB keys][64 queries] dS^T
-  static constexpr int kdQ = kdS + 2 * NB * QS * 2;  // [kNC warpgroups][BBM9][64] fp32
-  static constexpr int kL = kdQ + kNC * BBM9 * 64 * 4;   // [ST][QS] lse * log2(e)
+  static constexpr int kdQ = kdS + 2 * NB * QS * 2;  // [kNC warpgroups][DQS][BBM9][64] fp32
+  static constexpr int kL = kdQ + kNC * DQS * BBM9 * 64 * 4;   // [ST][QS] lse * log2(e)
   static constexpr int kDs = kL + ST * QS * 4;     // [ST][QS] Dsum
-  // fullKV, fullQ[S], emptyQ[S], dqFull[kNC], dqEmpty[kNC], and XB more (PAIRS: emptyKV)
+  // fullKV, fullQ[S], emptyQ[S], dqFull[kNC DQS], dqEmpty[kNC DQS], and XB more (PAIRS: emptyKV)
   static constexpr int kBar = kDs + ST * QS * 4;
-  static constexpr int kBytes = kBar + 8 * (1 + 2 * ST + 2 * kNC + XB) + 1024;
+  static constexpr int kBytes = kBar + 8 * (1 + 2 * ST + 2 * kNC * DQS + XB) + 1024;
 };
 
 // A warp of the producer warpgroup issues the dQ reductions: a consumer warpgroup hands
@@ -667,6 +670,20 @@ constexpr bool FRONT = true;
 constexpr bool FRONT = false;
 #endif
 
+// DQ2 (experiment sm90w2): two dQ stages a consumer warpgroup, used in turn, so that a
+// warpgroup stages step j's dQ while the writer's bulk reduction still reads step j-1's: the
+// writer hands a stage back once the next step's reductions are issued and the older reads
+// done (cp.async.bulk.wait_group.read with this step's groups still pending), where with one
+// stage it waits for every read of the step before handing any back. Call 47's stall samples
+// put about 10% of causal 16K's on the hand-off (the fence, the arrive, the wait for the
+// stage); a writer per warpgroup (sm90bw) was level in call 44, which leaves the reads'
+// latency. Not at 128 queries a step (its layout has no room for it).
+#ifdef LONGCA_BWD_DQ2
+constexpr bool DQ2 = true;
+#else
+constexpr bool DQ2 = false;
+#endif
+
 
 // DET: the deterministic backward. Every query tile's dQ is added by the key tiles that
 // visit it in increasing order: the writer of key tile kt waits until locks[h][tile] says
@@ -699,7 +716,8 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
                   float *__restrict__ dqacc) {
   constexpr int QS = Q2 ? 2 * BBM9 : BBM9, QU = QS / BBM9;  // queries a step, items a step
   static_assert(!Q2 || (OVB == 2 && F && D == 64 && NB == BBN9), "128 queries a step: the early loop, F, head dim 64, 128 keys");
-  using L = BwdLayout<D, NB, STAGES, PAIRS ? 1 : 0, QS>;
+  constexpr int DQS = DQ2 && !Q2 ? 2 : 1;                   // dQ stages a consumer warpgroup
+  using L = BwdLayout<D, NB, STAGES, PAIRS ? 1 : 0, QS, DQS>;
   constexpr int NCW = L::kNC;  // consumer warpgroups
   extern __shared__ unsigned char smem_raw[];
   unsigned char *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
@@ -712,8 +730,8 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
   float *sL = reinterpret_cast<float *>(smem + L::kL);
   float *sDs = reinterpret_cast<float *>(smem + L::kDs);
   u64 *bars = reinterpret_cast<u64 *>(smem + L::kBar);
-  u64 *fullKV = bars, *fullQ = bars + 1, *emptyQ = fullQ + STAGES, *dqFull = emptyQ + STAGES, *dqEmpty = dqFull + NCW;
-  u64 *emptyKV = dqEmpty + NCW;  // PAIRS only
+  u64 *fullKV = bars, *fullQ = bars + 1, *emptyQ = fullQ + STAGES, *dqFull = emptyQ + STAGES, *dqEmpty = dqFull + NCW * DQS;
+  u64 *emptyKV = dqEmpty + NCW * DQS;  // PAIRS only
 
   const int tid = threadIdx.x, wg = warpgroup_index();
   // sched (sm90: backwardOrder's pick, 1 or 3; sm90fk 3, sm90fn 1, sm90r 0): bit 0 turns
@@ -787,7 +805,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
       mbar_init(&fullQ[s], 1);
       mbar_init(&emptyQ[s], 128 * NCW);
     }
-    for (int c = 0; c < NCW; c++) {
+    for (int c = 0; c < NCW * DQS; c++) {  // warpgroup c / DQS's stage c % DQS
       mbar_init(&dqFull[c], 128);
       mbar_init(&dqEmpty[c], 1);
     }
@@ -884,25 +902,33 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
             lock = locks + (long long)h * (sq_pad / BBM9) + q0 / BBM9;
             turn();
           }
-          mbar_wait(&dqFull[c], it & 1);
+          const int sl = c * DQS + (DQS > 1 ? it % DQS : 0);  // warpgroup c's stage of this step
+          mbar_wait(&dqFull[sl], (it / DQS) & 1);
           if (!own) continue;
           if (F) {  // one chunk of 64 x 64 in fragment order: (h, query tile, column half)
             const long long chunk = ((long long)h * (sq_pad / BBM9) + q0 / BBM9) * (D / 64) + (L::kSplit && !Q2 ? c : 0);
-            bulk_reduce_add_f32(dqacc + chunk * (BBM9 * 64), sdQ + c * BBM9 * 64, BBM9 * 64 * 4);
+            bulk_reduce_add_f32(dqacc + chunk * (BBM9 * 64), sdQ + sl * BBM9 * 64, BBM9 * 64 * 4);
           } else {  // two swizzled boxes of 32 columns
-            tma_reduce_add2(&tdq, sdQ + c * BBM9 * 64, L::kSplit ? c * 64 : 0, h * sq_pad + q0);
-            tma_reduce_add2(&tdq, sdQ + c * BBM9 * 64 + BBM9 * 32, (L::kSplit ? c * 64 : 0) + 32, h * sq_pad + q0);
+            tma_reduce_add2(&tdq, sdQ + sl * BBM9 * 64, L::kSplit ? c * 64 : 0, h * sq_pad + q0);
+            tma_reduce_add2(&tdq, sdQ + sl * BBM9 * 64 + BBM9 * 32, (L::kSplit ? c * 64 : 0) + 32, h * sq_pad + q0);
           }
           bulk_commit();
           if (DET) bulk_wait0();  // landed before the next half (the same columns at D = 64)
           if (Q2) pass();
         }
         if (!Q2) pass();
+        if constexpr (DQS == 1) {
 #pragma unroll
-        for (int c = 0; c < NCW; c++) {
-          // the stages have been read: hand them back (all at once: wait_group is per thread)
-          if (c == 0 && !DET) bulk_wait_read0();
-          mbar_arrive(&dqEmpty[c]);
+          for (int c = 0; c < NCW; c++) {
+            // the stages have been read: hand them back (all at once: wait_group is per thread)
+            if (c == 0 && !DET) bulk_wait_read0();
+            mbar_arrive(&dqEmpty[c]);
+          }
+        } else if (it > 0) {
+          // the last step's stages, once read (this step's NCW groups may still be reading)
+          if (!DET) bulk_wait_read<NCW>();
+#pragma unroll
+          for (int c = 0; c < NCW; c++) mbar_arrive(&dqEmpty[c * DQS + (it - 1) % DQS]);
         }
       }
       bulk_wait0();
@@ -919,7 +945,6 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
   float dka[OR], dva[OR];
 #pragma unroll
   for (int i = 0; i < OR; i++) dka[i] = dva[i] = 0.f;
-  float *stage = sdQ + cw * BBM9 * 64;
   // the descriptors' invariant bases (this warpgroup's keys of K and V, K for dQ)
   const unsigned loK = sw128_lo(sK + cw * 64 * CHUNK, 16), loV = sw128_lo(sV + cw * 64 * CHUNK, 16);
   const unsigned loKq = sw128_lo(sK + (Q2 ? 0 : L::kSplit ? cw * NB * CHUNK : cw * 64 * CHUNK), 16);
@@ -929,14 +954,16 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
   // stage dQ * scale as fp32 rows of 64 columns (the j-th dQ of the walk) and hand it to
   // the writer, who adds it into the accumulator
   auto stage_dq = [&](float(&dqa)[32], int j) {
-    mbar_wait(&dqEmpty[cw], (j & 1) ^ 1);  // the writer has read the last one
+    const int sl = cw * DQS + (DQS > 1 ? j % DQS : 0);  // this warpgroup's stage for the j-th
+    float *stage = sdQ + sl * BBM9 * 64;
+    mbar_wait(&dqEmpty[sl], ((j / DQS) & 1) ^ 1);  // the writer has read what it held last
     if (F) {  // unscaled, in fragment order: 8 conflict-free 16-byte stores
 #pragma unroll
       for (int jj = 0; jj < 8; jj++)
         *reinterpret_cast<float4 *>(stage + dq_frag_slot(lt, jj) * 4) =
             make_float4(dqa[4 * jj], dqa[4 * jj + 1], dqa[4 * jj + 2], dqa[4 * jj + 3]);
       fence_async_smem();
-      mbar_arrive(&dqFull[cw]);
+      mbar_arrive(&dqFull[sl]);
       return;
     }
 #pragma unroll
@@ -951,7 +978,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
         *reinterpret_cast<float2 *>(stage + off) = make_float2(dqa[4 * jj + 2 * r] * scale, dqa[4 * jj + 2 * r + 1] * scale);
       }
     fence_async_smem();
-    mbar_arrive(&dqFull[cw]);
+    mbar_arrive(&dqFull[sl]);
   };
 
   // dS^T of a step (sa: its packed fragments, 4 k16 columns of queries a chunk) to shared

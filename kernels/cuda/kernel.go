@@ -77,6 +77,14 @@ func (v variant) withFn(fn string) variant { v.fn = fn; return v }
 // withAt64 is v with the entry point f at head dim 64.
 func (v variant) withAt64(f *variant) variant { v.at64 = f; return v }
 
+// withDQ2 is the sm_90 backward v with two dQ stages a consumer warpgroup (64 x 64 fp32
+// and their two barriers each; experiment sm90w2, LONGCA_BWD_DQ2)
+func (v variant) withDQ2() variant {
+	nc := v.threads/128 - 1
+	v.sharedFixed += nc * (64*64*4 + 2*8)
+	return v
+}
+
 // withBars is v with n more mbarriers in its shared memory.
 func (v variant) withBars(n int) variant { v.sharedFixed += 8 * n; return v }
 
@@ -136,6 +144,10 @@ var (
 	// with LONGCA_BWD_PAIRS has it
 	bwdSM90TP  = bwdSM90T.withBars(1)
 	bwdSM90ETP = bwdSM90ET.withBars(1).withAt64(&bwdSM90TP)
+	// experiment sm90w2 (LONGCA_BWD_DQ2): sm90's backward with two dQ stages a consumer
+	// warpgroup, at both head dims
+	bwdSM90TPW  = bwdSM90TP.withDQ2()
+	bwdSM90ETPW = bwdSM90ETP.withDQ2().withAt64(&bwdSM90TPW)
 	// experiment sm90d64's backward (LONGCA_BWD_Q2): at head dim 64 the early backward over 128 keys and
 	// 128 queries a step (two of the list's 64-query tiles), two consumer warpgroups: K and V
 	// 128 x D, Q and dO 2 stages of 128 x D, dS^T 2 x 128 x 128 bf16, two dQ stages of 64 x
@@ -213,6 +225,7 @@ var archVariants = []archVariant{
 	{name: "sm90dp", doc: "sm90 with the backward's key tiles paired within documents wherever their rows' lengths vary at head dim 128, whatever the tail (the other side of sm90's document-pairs rule; call 53: causal_document 16K / 32K / 48K +3 / +6 / +12%, share_question 16K -46%)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ETP, gsplit: true, pairs: true, docPairs: docPairsAlways, sched: schedByRule, k64: true, defines: sm90Defines},
 	{name: "sm90ff", doc: "experiment (not yet run on a GPU): sm90 with each unpaired backward block at head dim 128 starting its walk (its heads' rows end to end) where the last block on the same row of its KV head stepped, so that blocks started late join the others' query tiles (sched bit 2; the L2 model: full 32K / 48K 20.6 / 218 GB read from DRAM if the blocks' speeds differ by 2%, 6.3 / 15.5 with the front; full_document 48K 33.5 -> 7.5; rows that no two key tiles share, causal's, the windows', unchanged)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ETP, gsplit: true, pairs: true, docPairs: docPairsByRule, front: true, sched: schedByRule, k64: true, defines: append(slices.Clone(sm90Defines), "LONGCA_BWD_FRONT")},
 	{name: "sm90g2", doc: "experiment (not yet run on a GPU): sm90 with the backward's group split at head dim 128 too, always 2 parts (a block walks 4 of a KV head's 8 query heads, dK and dV summed from fp32 partials; entries of its own, bwd90es, so that the unsplit backward is sm90's) and a head's key tiles together, so that a KV head's Q, dO and dQ that the blocks running together have in flight halve (the L2 model, speeds 2% apart, the partials' traffic counted: causal 48K paired 58 -> 16 GB read from DRAM, share_question 48K 14.5 -> 8.2, causal_blockwise 32K / 48K 44 / 36 -> 3.9 / 7.3, prefix_lm_causal 48K 148 -> 12.5, full 48K 218 -> 66; the half-length blocks' tail loses on the window and short share_question); rows say gsplit-2", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ETP, gsplit: true, pairs: true, docPairs: docPairsByRule, split128: 2, sched: schedByRule, k64: true, defines: append(slices.Clone(sm90Defines), "LONGCA_BWD_SPLIT128")},
+	{name: "sm90w2", doc: "experiment (not yet run on a GPU): sm90 with two dQ stages a consumer warpgroup in the backward, used in turn, so that a warpgroup stages a step's dQ while the writer's bulk reduction still reads the last step's (the writer hands a stage back once the next step's reductions are issued), at both head dims; call 47's stall samples put about 10% of causal 16K's on handing dQ over (the fence, the arrive, the wait for the stage), and a writer per warpgroup (sm90bw) was level", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ETPW, gsplit: true, pairs: true, docPairs: docPairsByRule, sched: schedByRule, k64: true, defines: append(slices.Clone(sm90Defines), "LONGCA_BWD_DQ2")},
 	{name: "sm90d64", doc: "experiment (not yet run on a GPU): sm90 with two head-dim-64 designs, each its own entry points (the rows of each pass time one): the backward at 128 queries a step over 128-key blocks (bwd90q: two of the work list's 64-query tiles a step, two consumer warpgroups of 64 keys, S^T and dP^T 64 x 128 each, dQ split by query tile; the d128 backward's shape with the head dimension and the step's queries swapped, FlashAttention-3's 128 x 128 at head dim 64), so that a step's products are twice as long against its barriers, waits and dQ hand-off (the d64 backward on full 0.91-0.96x cuDNN); and the forward's three consumer warpgroups with the overlap within a turn (fwd90mo: the next tile's Q K^T and this tile's P V as two groups, the next tile's softmax under P V, as sm90's d128 forward; FlashAttention-3 runs head dim 64 with both; the d64 forward on full and causal 0.93-0.97x cuDNN)", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQP, gsplit: true, pairs: true, docPairs: docPairsByRule, sched: schedByRule, k64: true, defines: append(slices.Clone(sm90Defines), "LONGCA_BWD_Q2", "LONGCA_FWD_THREE_OVL")},
 	{name: "sm90np", doc: "sm90 with the backward never walking key tiles in pairs (the other side of sm90's pairing rule; sm90 as it was before call 50 but for the pairing's code)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ETP, gsplit: true, sched: schedByRule, k64: true, defines: sm90Defines},
 	{name: "sm90s", doc: "sm90 with the forward always over 128-query x 64-key tiles, at both head dims (one side of sm90's tile rule)", major: 9, exact: true, fwd: fwdSM90S, bwd: bwdSM90ETP, gsplit: true, pairs: true, docPairs: docPairsByRule, sched: schedByRule, defines: sm90Defines},

@@ -111,32 +111,34 @@ func TestVariantsMatchSource(t *testing.T) {
 func TestBackwardSharedMatchesLayout(t *testing.T) {
 	src := SourceSM90()
 	prog := "#include <cstdio>\n" + extract(t, src, "constexpr int SBM = 128", "\n") + extract(t, src, "constexpr int CHUNK = 64;", "\n") +
-		extract(t, src, "constexpr int BBM9 = 64", "\n") + extract(t, src, "template <int D, int NB = BBN9, int ST = STAGES, int XB = 0, int QS = BBM9> struct BwdLayout {", "\n};\n") + `
-template <int D, int NB, int ST, int XB, int QS = 64> void show() { printf("%d %d %d %d %d %d %d\n", D, NB, ST, XB, QS, BwdLayout<D, NB, ST, XB, QS>::kBytes, BwdLayout<D, NB, ST, XB, QS>::kNC); }
+		extract(t, src, "constexpr int BBM9 = 64", "\n") + extract(t, src, "template <int D, int NB = BBN9, int ST = STAGES, int XB = 0, int QS = BBM9, int DQS = 1> struct BwdLayout {", "\n};\n") + `
+template <int D, int NB, int ST, int XB, int QS = 64, int DQS = 1> void show() { printf("%d %d %d %d %d %d %d %d\n", D, NB, ST, XB, QS, DQS, BwdLayout<D, NB, ST, XB, QS, DQS>::kBytes, BwdLayout<D, NB, ST, XB, QS, DQS>::kNC); }
 int main() { show<64, 128, 2, 0>(); show<128, 128, 2, 0>(); show<64, 192, 2, 0>();
-  show<64, 128, 2, 1>(); show<128, 128, 2, 1>(); show<64, 192, 2, 1>(); show<64, 128, 2, 1, 128>(); return 0; }
+  show<64, 128, 2, 1>(); show<128, 128, 2, 1>(); show<64, 192, 2, 1>(); show<64, 128, 2, 1, 128>();
+  show<64, 128, 2, 1, 64, 2>(); show<128, 128, 2, 1, 64, 2>(); show<64, 192, 2, 1, 64, 2>(); return 0; }
 `
 	out, err := exec.Command(hostcc.Compile(t, "bwdlayout", prog)).Output()
 	if err != nil {
 		t.Fatal(err)
 	}
-	type key struct{ d, nb, st, xb, qs int }
+	type key struct{ d, nb, st, xb, qs, dqs int }
 	layout := map[key][2]int{}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		var d, nb, st, xb, qs, bytes, nc int
-		if _, err := fmt.Sscan(line, &d, &nb, &st, &xb, &qs, &bytes, &nc); err != nil {
+		var d, nb, st, xb, qs, dqs, bytes, nc int
+		if _, err := fmt.Sscan(line, &d, &nb, &st, &xb, &qs, &dqs, &bytes, &nc); err != nil {
 			t.Fatalf("line %q: %v", line, err)
 		}
-		layout[key{d, nb, st, xb, qs}] = [2]int{bytes, nc}
+		layout[key{d, nb, st, xb, qs, dqs}] = [2]int{bytes, nc}
 	}
 	for _, c := range []struct {
-		v                 variant
-		d, nb, st, xb, qs int
-	}{{bwdSM90F, 64, 128, 2, 0, 64}, {bwdSM90F, 128, 128, 2, 0, 64}, {bwdSM90C, 128, 128, 2, 0, 64}, {bwdSM90E, 128, 128, 2, 0, 64}, {bwdSM90T, 64, 192, 2, 0, 64},
-		{bwdSM90ETP, 128, 128, 2, 1, 64}, {*bwdSM90ETP.at64, 64, 192, 2, 1, 64}, {*bwdSM90ETQP.at64, 64, 128, 2, 1, 128}} {
-		l, ok := layout[key{c.d, c.nb, c.st, c.xb, c.qs}]
+		v                      variant
+		d, nb, st, xb, qs, dqs int
+	}{{bwdSM90F, 64, 128, 2, 0, 64, 1}, {bwdSM90F, 128, 128, 2, 0, 64, 1}, {bwdSM90C, 128, 128, 2, 0, 64, 1}, {bwdSM90E, 128, 128, 2, 0, 64, 1}, {bwdSM90T, 64, 192, 2, 0, 64, 1},
+		{bwdSM90ETP, 128, 128, 2, 1, 64, 1}, {*bwdSM90ETP.at64, 64, 192, 2, 1, 64, 1}, {*bwdSM90ETQP.at64, 64, 128, 2, 1, 128, 1},
+		{bwdSM90ETPW, 128, 128, 2, 1, 64, 2}, {*bwdSM90ETPW.at64, 64, 192, 2, 1, 64, 2}} {
+		l, ok := layout[key{c.d, c.nb, c.st, c.xb, c.qs, c.dqs}]
 		if !ok {
-			t.Fatalf("no layout for D %d NB %d stages %d extra barriers %d, %d queries a step in %q", c.d, c.nb, c.st, c.xb, c.qs, out)
+			t.Fatalf("no layout for D %d NB %d stages %d extra barriers %d, %d queries a step, %d dQ stages in %q", c.d, c.nb, c.st, c.xb, c.qs, c.dqs, out)
 		}
 		if got := c.v.shared(c.d); got != l[0] {
 			t.Errorf("%s at head dim %d, %d stages: the variant asks for %d bytes, BwdLayout<%d, %d, %d> takes %d", c.v.fn, c.d, c.st, got, c.d, c.nb, c.st, l[0])
@@ -160,7 +162,11 @@ int main() { show<64, 128, 2, 0>(); show<128, 128, 2, 0>(); show<64, 192, 2, 0>(
 		}
 		for _, d := range []int{64, 128} {
 			bv := av.bwd.at(d)
-			l, ok := layout[key{d, bv.kTile, 2, xb, max(bv.qTile, bv.qStep)}]
+			qs, dqs := max(bv.qTile, bv.qStep), 1
+			if slices.Contains(av.defines, "LONGCA_BWD_DQ2") && qs == 64 {
+				dqs = 2
+			}
+			l, ok := layout[key{d, bv.kTile, 2, xb, qs, dqs}]
 			if !ok {
 				t.Errorf("%s at head dim %d: no layout for %d keys, %d extra barriers", av.name, d, bv.kTile, xb)
 				continue
