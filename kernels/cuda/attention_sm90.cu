@@ -571,7 +571,7 @@ DEV int dq_frag_pos(int row, int col) {
 
 // NB keys a block (BBN9; 192 in the three-consumer backward at head dim 64, experiment
 // sm90b3): kNC consumer warpgroups of 64 keys each (two at D = 128, where they split dQ's
-// columns), each with its own dQ stage and its pair of dQ barriers. QS queries a step
+// columns), each with its own dQ stages (DQS, below) and a pair of dQ barriers a stage. QS queries a step
 // (BBM9; 128 in experiment sm90d64 at head dim 64, two of the work list's query tiles a step:
 // the two warpgroups then split dQ's rows, a query tile each). DQS dQ stages a warpgroup (2
 // in experiment sm90w2).
@@ -717,7 +717,10 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
   constexpr int QS = Q2 ? 2 * BBM9 : BBM9, QU = QS / BBM9;  // queries a step, items a step
   static_assert(!Q2 || (OVB == 2 && F && D == 64 && NB == BBN9), "128 queries a step: the early loop, F, head dim 64, 128 keys");
   constexpr int DQS = DQ2 && !Q2 ? 2 : 1;                   // dQ stages a consumer warpgroup
+  constexpr int DQL = DQS - 1;                               // log2 DQS: step j's stage j & DQL, its phase j >> DQL
+  static_assert(DQS == 1 || !Q2, "two dQ stages: the writer's wait_group.read NCW counts NCW groups a step");
   using L = BwdLayout<D, NB, STAGES, PAIRS ? 1 : 0, QS, DQS>;
+  static_assert(L::kBytes + 16 <= 232448, "the backward's shared memory (and sOff) past the H200's 227 KB a block");
   constexpr int NCW = L::kNC;  // consumer warpgroups
   extern __shared__ unsigned char smem_raw[];
   unsigned char *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
@@ -865,8 +868,9 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
       }
     }
     // the dQ writer: lane 0 of warp 1, serving every consumer warpgroup in turn (a stage is
-    // handed back once all of a step's stages have been read; a writer per warpgroup,
-    // experiment sm90bw, measured level in call 44)
+    // handed back once all of a step's stages have been read, with DQ2 the last step's once
+    // this step's reductions are issued; a writer per warpgroup, experiment sm90bw, measured
+    // level in call 44)
     if (tid == 32) {
       for (int it = 0; it < steps; it++) {
         int h, e;
@@ -902,8 +906,8 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
             lock = locks + (long long)h * (sq_pad / BBM9) + q0 / BBM9;
             turn();
           }
-          const int sl = c * DQS + (DQS > 1 ? it % DQS : 0);  // warpgroup c's stage of this step
-          mbar_wait(&dqFull[sl], (it / DQS) & 1);
+          const int sl = c * DQS + (it & DQL);  // warpgroup c's stage of this step
+          mbar_wait(&dqFull[sl], (it >> DQL) & 1);
           if (!own) continue;
           if (F) {  // one chunk of 64 x 64 in fragment order: (h, query tile, column half)
             const long long chunk = ((long long)h * (sq_pad / BBM9) + q0 / BBM9) * (D / 64) + (L::kSplit && !Q2 ? c : 0);
@@ -925,10 +929,12 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
             mbar_arrive(&dqEmpty[c]);
           }
         } else if (it > 0) {
-          // the last step's stages, once read (this step's NCW groups may still be reading)
+          // the last step's stages, once read (this step's NCW groups may still be reading);
+          // the walk's last stages are never handed back (no one waits for them; the block's
+          // barriers end there: a persistent backward would hand them back first)
           if (!DET) bulk_wait_read<NCW>();
 #pragma unroll
-          for (int c = 0; c < NCW; c++) mbar_arrive(&dqEmpty[c * DQS + (it - 1) % DQS]);
+          for (int c = 0; c < NCW; c++) mbar_arrive(&dqEmpty[c * DQS + ((it - 1) & DQL)]);
         }
       }
       bulk_wait0();
@@ -954,9 +960,9 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
   // stage dQ * scale as fp32 rows of 64 columns (the j-th dQ of the walk) and hand it to
   // the writer, who adds it into the accumulator
   auto stage_dq = [&](float(&dqa)[32], int j) {
-    const int sl = cw * DQS + (DQS > 1 ? j % DQS : 0);  // this warpgroup's stage for the j-th
+    const int sl = cw * DQS + (j & DQL);  // this warpgroup's stage for the j-th
     float *stage = sdQ + sl * BBM9 * 64;
-    mbar_wait(&dqEmpty[sl], ((j / DQS) & 1) ^ 1);  // the writer has read what it held last
+    mbar_wait(&dqEmpty[sl], ((j >> DQL) & 1) ^ 1);  // the writer has read what it held last
     if (F) {  // unscaled, in fragment order: 8 conflict-free 16-byte stores
 #pragma unroll
       for (int jj = 0; jj < 8; jj++)
