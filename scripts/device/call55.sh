@@ -27,7 +27,7 @@ set -u
 out=${1:?usage: call55.sh OUT}
 . scripts/device/lib.sh
 call_start ${BUDGET:-560} longca cuda.test || exit 1
-gpu_tests sm90d64 110
+gpu_tests sm90d64 130
 masks=full,causal,full_document,causal_document,sliding_window_causal
 bruns="cudnn sm90 sm90d64 sm90be sm90 sm90d64"
 fruns="cudnn sm90 sm90d64 sm90 sm90d64"

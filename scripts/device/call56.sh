@@ -17,7 +17,7 @@ set -u
 out=${1:?usage: call56.sh OUT}
 . scripts/device/lib.sh
 call_start ${BUDGET:-400} longca cuda.test || exit 1
-gpu_tests sm90w2 110
+gpu_tests sm90w2 130
 runs="sm90 sm90w2 sm90 sm90w2"
 n=0
 for v in $runs; do
