@@ -699,7 +699,7 @@ constexpr bool DQ2 = false;
 // dQ in flight halve (the L2 model: causal 48K paired 58 -> 16 GB read from DRAM,
 // causal_blockwise 32K 44 -> 3.9 with the key tiles the grid's fast index). Entries of their
 // own: the unsplit backward at 128 lost 1-2% compiled with the split's code (call 44).
-// Q2: 128 queries a step at head dim 64 (experiment sm90d64, entries bwd90q): the d128
+// Q2: 128 queries a step at head dim 64 (experiment sm90d64, entries bwd90qq): the d128
 // backward's shape with the head dimension and the step's queries swapped (two consumer
 // warpgroups of 64 keys, S^T and dP^T 64 x 128 a warpgroup, dK and dV 64 x 64), so that a
 // step's products are twice as long against its fixed cost (barriers, waits, the hand-off of
@@ -1554,8 +1554,8 @@ SM90_BWD_G(bwd90es, fp16, __half, 128, false, true, 2, BBN9, true)
 // The backward over 128 queries a step at head dim 64 (experiment sm90d64), and its
 // deterministic entry; only with LONGCA_BWD_Q2.
 #if defined(LONGCA_BWD_EARLY) && defined(LONGCA_BWD_Q2)
-SM90_BWD_Q(bwd90q, bf16, __nv_bfloat16, 64, false, true, 2, BBN9, false, true)
-SM90_BWD_Q(bwd90qd, bf16, __nv_bfloat16, 64, true, true, 2, BBN9, false, true)
-SM90_BWD_Q(bwd90q, fp16, __half, 64, false, true, 2, BBN9, false, true)
-SM90_BWD_Q(bwd90qd, fp16, __half, 64, true, true, 2, BBN9, false, true)
+SM90_BWD_Q(bwd90qq, bf16, __nv_bfloat16, 64, false, true, 2, BBN9, false, true)
+SM90_BWD_Q(bwd90qqd, bf16, __nv_bfloat16, 64, true, true, 2, BBN9, false, true)
+SM90_BWD_Q(bwd90qq, fp16, __half, 64, false, true, 2, BBN9, false, true)
+SM90_BWD_Q(bwd90qqd, fp16, __half, 64, true, true, 2, BBN9, false, true)
 #endif

@@ -319,7 +319,7 @@ func TestVariantsDefineTheirEntries(t *testing.T) {
 }
 
 // A variant whose backward at head dim 64 takes 128 queries a step (experiment sm90d64) runs
-// the bwd90q entries: its module must define them (LONGCA_BWD_EARLY and LONGCA_BWD_Q2) for
+// the bwd90qq entries: its module must define them (LONGCA_BWD_EARLY and LONGCA_BWD_Q2) for
 // both dtypes with their deterministic twins, and its plan there must neither pair nor
 // front (the kernel walks neither at 128 queries a step).
 func TestQ2Variants(t *testing.T) {
@@ -327,21 +327,21 @@ func TestQ2Variants(t *testing.T) {
 	for _, a := range archVariants {
 		bv := a.bwd.at(64)
 		if bv.qStep != 128 {
-			if strings.HasPrefix(bv.fn, "bwd90q") {
+			if strings.HasPrefix(bv.fn, "bwd90qq") {
 				t.Errorf("%s runs %s at head dim 64 without 128 queries a step", a.name, bv.fn)
 			}
 			continue
 		}
 		n++
-		if bv.fn != "bwd90q" {
-			t.Errorf("%s: 128 queries a step at head dim 64 run by %s, not bwd90q", a.name, bv.fn)
+		if bv.fn != "bwd90qq" {
+			t.Errorf("%s: 128 queries a step at head dim 64 run by %s, not bwd90qq", a.name, bv.fn)
 		}
 		for _, d := range []string{"LONGCA_BWD_EARLY", "LONGCA_BWD_Q2"} {
 			if !slices.Contains(a.defines, d) {
-				t.Errorf("%s takes 128 queries a step but does not define %s: its bwd90q entries would be missing", a.name, d)
+				t.Errorf("%s takes 128 queries a step but does not define %s: its bwd90qq entries would be missing", a.name, d)
 			}
 		}
-		for _, e := range []string{"SM90_BWD_Q(bwd90q, bf16", "SM90_BWD_Q(bwd90qd, bf16", "SM90_BWD_Q(bwd90q, fp16", "SM90_BWD_Q(bwd90qd, fp16"} {
+		for _, e := range []string{"SM90_BWD_Q(bwd90qq, bf16", "SM90_BWD_Q(bwd90qqd, bf16", "SM90_BWD_Q(bwd90qq, fp16", "SM90_BWD_Q(bwd90qqd, fp16"} {
 			if !strings.Contains(SourceSM90(), e) {
 				t.Errorf("attention_sm90.cu has no %s...) entry", e)
 			}
@@ -350,7 +350,7 @@ func TestQ2Variants(t *testing.T) {
 		for _, m := range mask.KernelMasks() {
 			for _, s := range []int{8192, 49152} {
 				if o, _ := k.backwardPlan(&deviceList{w: backwardList(t, 42, s, m)}, 8, 8, 64); o&(4|8) != 0 {
-					t.Errorf("%s: the plan of %s %d at head dim 64 is %#x (pairs or front): the bwd90q kernel walks neither (backward90 refuses it)", a.name, m, s, o)
+					t.Errorf("%s: the plan of %s %d at head dim 64 is %#x (pairs or front): the bwd90qq kernel walks neither (backward90 refuses it)", a.name, m, s, o)
 				}
 			}
 		}

@@ -666,7 +666,7 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 	}
 	shared := bv.shared(d)
 	sched, gs := k.backwardPlan(dl, p.HeadsKV, hq/p.HeadsKV, d)
-	if bv.qStep > bv.qTile && sched&(4|8) != 0 { // the bwd90q kernel walks neither: half the blocks would be launched for nothing
+	if bv.qStep > bv.qTile && sched&(4|8) != 0 { // the bwd90qq kernel walks neither: half the blocks would be launched for nothing
 		return fmt.Errorf("cuda: the %s backward takes %d queries a step and walks no pairs or front, but its plan is %#x", bv.fn, bv.qStep, sched)
 	}
 	fn := bv.fn

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Call 55 (prepared 2026-12-05, ninth session; not yet run): the two head-dim-64 designs of
 # experiment sm90d64, each its own entry points (a pass's rows time one):
-#   the backward at 128 queries a step (bwd90q: two of the work list's 64-query tiles a step,
+#   the backward at 128 queries a step (bwd90qq: two of the work list's 64-query tiles a step,
 #     128-key blocks on two consumer warpgroups; the d128 backward's shape with the head
 #     dimension and the step's queries swapped, FlashAttention-3's 128 x 128 at head dim 64);
 #   the forward's three consumer warpgroups with the overlap within a turn (fwd90mo: the next
@@ -17,7 +17,8 @@
 # 4. ncu's time, instructions and stalls of one full 32K d64 backward and forward launch,
 #    sm90 and sm90d64.
 # Prediction (docs/perf.md "Next: call 55"): backward, sm90d64 over sm90 +4 to +8% on full and
-# causal at 16K-48K (0.95 toward 0.99-1.03x cuDNN), -3 to +5% at 8K, -2 to +4% on the
+# causal at 16K-48K (0.95 toward 0.99-1.03x cuDNN) if the step's fixed work bounds it, -5 to 0%
+# if the third warpgroup's hiding of the elementwise work did, -3 to +5% at 8K, -2 to +4% on the
 # documents and the window, over sm90be +8 to +15% on full and causal, instructions a FLOP
 # -25 to -35%; forward, sm90d64 over sm90 +0 to +4% on full and causal, +2 to +5% on the
 # documents and the window.
@@ -46,7 +47,7 @@ timed() {
 timed b bwd 45 5 $bruns
 timed f fwd 30 8 $fruns
 for pass in bwd fwd; do
-	re='^bwd90[tq]_bf16'
+	re='^bwd90(t|qq)_bf16'
 	[ $pass = fwd ] && re='^fwd90m'
 	for v in sm90 sm90d64; do
 		_left=$((budget + 40 - ($(date +%s) - t0)))
