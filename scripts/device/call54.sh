@@ -34,8 +34,8 @@ set -u
 out=${1:?usage: call54.sh OUT}
 . scripts/device/lib.sh
 call_start ${BUDGET:-540} longca cuda.test || exit 1
-gpu_tests sm90ff 110
-gpu_tests sm90g2 110
+gpu_tests sm90ff 125
+gpu_tests sm90g2 125
 runs="sm90 sm90ff sm90g2 sm90fk sm90 sm90ff sm90g2"
 n=0
 for v in $runs; do
