@@ -108,3 +108,28 @@ func TestL2ModelSplit(t *testing.T) {
 		t.Errorf("causal_blockwise 16K at head dim 64: sm90g2's plan %#x / %d, sm90's %#x / %d", s1, g1, s0, g0)
 	}
 }
+
+// The head-dim-64 backward's blocks in the L2 model (sm90's plan at each key tile: the order
+// rule and the group split): 128-key blocks (experiment sm90d64's bwd90qq) read far less
+// from DRAM than sm90's 192-key blocks on causal and full_document at 32K (the model, 2%
+// speed spread: causal 18.2 -> 3.2 GB, full_document 7.0 -> 1.7; at 48K 31 -> 5.7 and 85 ->
+// 5.1), and about as much on full (2.8 -> 3.2), whose equal rows keep together either way.
+func TestL2ModelD64Blocks(t *testing.T) {
+	k := &Kernel{arch: variantNamed(t, "sm90")}
+	read := func(m string, kt int) float64 {
+		w := backwardListKeys(t, 42, 32768, kt, m)
+		sched, g := k.backwardPlan(&deviceList{w: w}, 8, 8, 64)
+		r, _, _ := l2Traffic(w, 8, 8, 132, 64, sched|int32(g)<<4, 50<<20, 0.02)
+		return float64(r) / 1e9
+	}
+	for _, c := range []struct {
+		mask  string
+		ratio float64 // 192-key blocks' bytes over 128-key blocks' at least (at most, when below 1)
+	}{{"causal", 3}, {"full_document", 2.5}, {"full", 0.7}} {
+		a, b := read(c.mask, 192), read(c.mask, 128)
+		t.Logf("%s 32K d64: modelled %.1f GB read over 192-key blocks, %.1f over 128-key blocks", c.mask, a, b)
+		if c.ratio >= 1 && a < c.ratio*b || c.ratio < 1 && (a < c.ratio*b || a > b/c.ratio) {
+			t.Errorf("%s 32K d64: modelled %.1f GB read over 192-key blocks, %.1f over 128-key ones (want a ratio past %.1f)", c.mask, a, b, c.ratio)
+		}
+	}
+}

@@ -15,7 +15,9 @@
 #    step's length alone does);
 # 3. the d64 forward, the same masks, cudnn / sm90 / sm90d64 / sm90 / sm90d64;
 # 4. ncu's time, instructions and stalls of one full 32K d64 backward and forward launch,
-#    sm90 and sm90d64.
+#    sm90 and sm90d64; ncu's DRAM bytes of one d64 backward, sm90 and sm90d64, causal 48K and
+#    full_document 48K (the L2 model: 192-key blocks 31 and 85 GB read, 128-key blocks 5.7
+#    and 5.1).
 # Prediction (docs/perf.md "Next: call 55"): backward, sm90d64 over sm90 +4 to +8% on full and
 # causal at 16K-48K (0.95 toward 0.99-1.03x cuDNN) if the step's fixed work bounds it, -5 to 0%
 # if the third warpgroup's hiding of the elementwise work did, -3 to +5% at 8K, -2 to +4% on the
@@ -58,6 +60,9 @@ for pass in bwd fwd; do
 		echo "# ncu $v $pass rc=$? at $(($(date +%s) - t0)) s" >>"$out/t/summary.txt"
 	done
 done
+for m in causal full_document; do
+	for v in sm90 sm90d64; do NCU_DIM=64 ncu_mem $v $m 48K; done
+done
 cat "$out/t/summary.txt"
 # ratios FILE RUNS...: each variant's mean over its runs, over cuDNN's, and sm90d64 over sm90
 # and (where it ran) sm90be
@@ -94,6 +99,8 @@ cat "$out/t/f.table"
 ratios "$out/t/f.table" $fruns
 echo "=== one full 32K d64 launch under ncu"
 for pass in bwd fwd; do for v in sm90 sm90d64; do echo "## $v $pass"; stalls "$out/t/ncu-$v-$pass.log"; done; done
+echo "=== one d64 backward launch: DRAM read / write, L2 hit rate, time"
+mem_table
 echo "=== the rows' variants (gsplit-N, persistent-fwd)"
 for r in b-1-sm90 b-2-sm90d64; do
 	bin/longca merge --csv "$out/t/$r" >/dev/null 2>&1 &&

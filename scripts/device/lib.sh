@@ -98,21 +98,23 @@ PY
 }
 
 # ncu_mem KERNEL MASK SEQLEN [CAP]: DRAM bytes read and written, L2 hit rate and time of one
-# d128 backward launch (64:8, unchecked; the forward's with NCU_PASS=fwd) of KERNEL (a cuda
-# variant, or cudnn) under ncu, into $out/t/ncu-mem-KERNEL-MASK-SEQLEN[-fwd].log, skipped
-# when the budget is within 15 s of its end.
+# backward launch (64:8, head dim NCU_DIM or 128, unchecked; the forward's with NCU_PASS=fwd)
+# of KERNEL (a cuda variant, or cudnn) under ncu, into
+# $out/t/ncu-mem-KERNEL-MASK-SEQLEN[-fwd][-dDIM].log (-dDIM at a head dim other than 128),
+# skipped when the budget is within 15 s of its end.
 ncu_mem() {
 	_left=$((budget + 40 - ($(date +%s) - t0)))
 	[ "$_left" -gt 15 ] || { echo "# ncu mem $* skipped (time)" >>"$out/t/summary.txt"; return; }
-	_re='^bwd90es?_bf16' _sel="--kernels cuda --variant $1" _cap=${4:-30} _pass=${NCU_PASS:-bwd} _sfx=
+	_re='^bwd90(es?|t|qq)_bf16' _sel="--kernels cuda --variant $1" _cap=${4:-30} _pass=${NCU_PASS:-bwd} _sfx= _dim=${NCU_DIM:-128}
 	[ "$1" = cudnn ] && _re='bprop' _sel="--kernels cudnn"
 	if [ "$_pass" = fwd ]; then
 		_re='^fwd90' _sfx=-fwd
 		[ "$1" = cudnn ] && _re='fprop'
 	fi
+	[ "$_dim" = 128 ] || _sfx=$_sfx-d$_dim
 	timeout -k 5 $((_left < _cap ? _left : _cap)) ncu --clock-control none -k "regex:$_re" -c 1 \
 		--metrics dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct,gpu__time_duration.sum \
-		bin/longca kernel $_sel --no-check -w 0 -n 1 --masks "$2" --seqlens "$3" --heads 64:8 --passes $_pass \
+		bin/longca kernel $_sel --no-check -w 0 -n 1 --masks "$2" --seqlens "$3" --heads 64:8 --head-dim $_dim --passes $_pass \
 		--out "$out/t/ncu-mem-run-$1-$2-$3$_sfx" >"$out/t/ncu-mem-$1-$2-$3$_sfx.log" 2>&1
 	echo "# ncu mem $* rc=$? at $(($(date +%s) - t0)) s" >>"$out/t/summary.txt"
 }
