@@ -9,15 +9,17 @@
 # 1. sm90d64's GPU tests (every mask, d64 and d128, fwd and bwd, deterministic;
 #    TestHeadDim64Groups: GQA groups at odd lengths and fp16 at d64, where a backward step's
 #    two items cross heads and an odd walk's last step is half masked);
-# 2. the d64 backward, 64:8, checked: cudnn / sm90 / sm90d64 / sm90be / sm90 / sm90d64 on full,
-#    causal, full_document, causal_document, sliding_window_causal at 8K-48K (sm90be: two
-#    consumer warpgroups over 128-key blocks at 64 queries a step, sm90d64's blocks: what the
-#    step's length alone does);
+# 2. the d64 backward, 64:8, checked: cudnn / sm90 / sm90d64 / sm90fk / sm90be / sm90 / sm90d64 /
+#    sm90fk on full, causal, full_document, causal_document, sliding_window_causal at 8K-48K
+#    (sm90be: two consumer warpgroups over 128-key blocks at 64 queries a step, sm90d64's
+#    blocks: what the step's length alone does; sm90fk: sm90's kernel with a head's key tiles
+#    always together, which the L2 model says the order rule should have chosen at d64 on
+#    causal 16K-32K and the documents from 32K: full_document 48K 85 -> 3.2 GB);
 # 3. the d64 forward, the same masks, cudnn / sm90 / sm90d64 / sm90 / sm90d64;
 # 4. ncu's time, instructions and stalls of one full 32K d64 backward and forward launch,
-#    sm90 and sm90d64; ncu's DRAM bytes of one d64 backward, sm90 and sm90d64, causal 48K and
-#    full_document 48K (the L2 model: 192-key blocks 31 and 85 GB read, 128-key blocks 5.7
-#    and 5.1).
+#    sm90 and sm90d64; ncu's DRAM bytes of one d64 backward: full_document 48K sm90 / sm90d64 /
+#    sm90fk (the L2 model: 85 / 5.1 / 3.2 GB read), causal 32K sm90 / sm90fk (18.2 / 1.8),
+#    causal 48K sm90 / sm90d64 (31 / 5.7).
 # Prediction (docs/perf.md "Next: call 55"): backward, sm90d64 over sm90 +4 to +8% on full and
 # causal at 16K-48K (0.95 toward 0.99-1.03x cuDNN) if the step's fixed work bounds it, -5 to 0%
 # if the third warpgroup's hiding of the elementwise work did, -3 to +5% at 8K, -2 to +4% on the
@@ -32,7 +34,7 @@ out=${1:?usage: call55.sh OUT}
 call_start ${BUDGET:-560} longca cuda.test || exit 1
 gpu_tests sm90d64 130
 masks=full,causal,full_document,causal_document,sliding_window_causal
-bruns="cudnn sm90 sm90d64 sm90be sm90 sm90d64"
+bruns="cudnn sm90 sm90d64 sm90fk sm90be sm90 sm90d64 sm90fk"
 fruns="cudnn sm90 sm90d64 sm90 sm90d64"
 # timed PREFIX PASS CAP N RUN...: the d64 pass over the masks at 8K-48K, a step a run (cudnn,
 # or a cuda variant), -n N, each stopped at CAP seconds
@@ -60,9 +62,9 @@ for pass in bwd fwd; do
 		echo "# ncu $v $pass rc=$? at $(($(date +%s) - t0)) s" >>"$out/t/summary.txt"
 	done
 done
-for m in causal full_document; do
-	for v in sm90 sm90d64; do NCU_DIM=64 ncu_mem $v $m 48K; done
-done
+for v in sm90 sm90d64 sm90fk; do NCU_DIM=64 ncu_mem $v full_document 48K; done
+for v in sm90 sm90fk; do NCU_DIM=64 ncu_mem $v causal 32K; done
+for v in sm90 sm90d64; do NCU_DIM=64 ncu_mem $v causal 48K; done
 cat "$out/t/summary.txt"
 # ratios FILE RUNS...: each variant's mean over its runs, over cuDNN's, and sm90d64 over sm90
 # and (where it ran) sm90be
@@ -75,7 +77,7 @@ def mean(xs):
     xs = [float(x) for x in xs if x != "-"]
     return sum(xs) / len(xs) if xs else None
 vs = [v for v in dict.fromkeys(names) if v != "cudnn"]
-pairs = [(a, b) for a, b in (("sm90d64", "sm90"), ("sm90d64", "sm90be")) if b in names]
+pairs = [(a, b) for a, b in (("sm90d64", "sm90"), ("sm90d64", "sm90be"), ("sm90fk", "sm90")) if a in names and b in names]
 print("mask seqlen " + " ".join(v + "/cudnn" for v in vs) + " " + " ".join(a + "/" + b for a, b in pairs))
 for r in rows:
     cells = {}
