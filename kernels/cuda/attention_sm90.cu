@@ -571,10 +571,10 @@ DEV int dq_frag_pos(int row, int col) {
 
 // NB keys a block (BBN9; 192 in the three-consumer backward at head dim 64, experiment
 // sm90b3): kNC consumer warpgroups of 64 keys each (two at D = 128, where they split dQ's
-// columns), each with its own dQ stages (DQS, below) and a pair of dQ barriers a stage. QS queries a step
-// (BBM9; 128 in experiment sm90d64 at head dim 64, two of the work list's query tiles a step:
-// the two warpgroups then split dQ's rows, a query tile each). DQS dQ stages a warpgroup (2
-// in experiment sm90w2).
+// columns), each with its own DQS dQ stages (2 in experiment sm90w2) and a pair of dQ
+// barriers a stage. QS queries a step (BBM9; 128 in experiment sm90d64 at head dim 64, two
+// of the work list's query tiles a step: the two warpgroups then split dQ's rows, a query
+// tile each).
 template <int D, int NB = BBN9, int ST = STAGES, int XB = 0, int QS = BBM9, int DQS = 1> struct BwdLayout {
   static constexpr int kChunks = D / CHUNK;
   static constexpr bool kSplit = D == 128 || QS == 2 * BBM9;  // dQ split between the warpgroups (columns, or query tiles)
