@@ -111,6 +111,9 @@ func parseCPSweep(c *cli.Context) (cpSweepOptions, error) {
 			return o, usageError("--methods: unknown method %q: use some of %s", m, strings.Join(cp.Names(), ", "))
 		}
 	}
+	if err := methodFlagsUsed(c, o.methods); err != nil {
+		return o, err
+	}
 	var err error
 	if o.masks = mask.CPMasks(); c.String("masks") != "" {
 		if o.masks, err = parseMasks(c.String("masks")); err != nil {
@@ -170,6 +173,27 @@ func parseCPSweep(c *cli.Context) (cpSweepOptions, error) {
 		return o, err
 	}
 	return o, nil
+}
+
+// methodFlags are the CP flags that only some methods read, and those methods.
+var methodFlags = []struct {
+	flag    string
+	methods []string
+}{
+	{"ulysses", []string{"usp", "loongtrain"}}, {"ring", []string{"usp", "loongtrain"}}, {"windows", []string{"loongtrain"}},
+	{"cp-block", []string{"balanced"}}, {"cp-stages", []string{"balanced"}}, {"cp-ulysses", []string{"balanced"}}, {"cp-layout", []string{"balanced"}},
+}
+
+// methodFlagsUsed refuses a flag given for methods none of which is in methods: it would
+// be ignored, and rows would not show the setting the user asked for.
+func methodFlagsUsed(c *cli.Context, methods []string) error {
+	for _, f := range methodFlags {
+		if !c.IsSet(f.flag) || slices.ContainsFunc(f.methods, func(m string) bool { return slices.Contains(methods, m) }) {
+			continue
+		}
+		return usageError("--%s sets %s only, and --methods has none of them (%s): add one, or drop the flag", f.flag, strings.Join(f.methods, " and "), strings.Join(methods, ","))
+	}
+	return nil
 }
 
 // checkBlock refuses a dispatch block longer than the sequence on n ranks: past it a block

@@ -118,6 +118,11 @@ func TestCPSweepFlagsSameErrors(t *testing.T) {
 		{[]string{"--samples", "0"}, "--samples 0"},
 		{[]string{"--passes", "sideways"}, "--passes"},
 		{[]string{"--max-doc", "-3"}, "--max-doc"},
+		// a flag that only other methods read was ignored (hardening's fourth pass left it)
+		{[]string{"--methods", "ring-p2p", "--ulysses", "2"}, "--ulysses sets usp and loongtrain only, and --methods has none of them (ring-p2p)"},
+		{[]string{"--methods", "usp,ulysses", "--windows", "2"}, "--windows sets loongtrain only"},
+		{[]string{"--methods", "ring-allgather", "--cp-layout", "thd"}, "--cp-layout sets balanced only"},
+		{[]string{"--methods", "ulysses", "--cp-ulysses", "1,2"}, "--cp-ulysses sets balanced only"},
 	} {
 		for _, cmd := range []string{"cp", "simulate"} {
 			args := append([]string{cmd}, c.args...)

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -106,6 +108,9 @@ func TestIgnoredFlagsAreSaid(t *testing.T) {
 		{[]string{"kernel", "--dry-run", "--seqlens", "1K", "-f", "4"}, []string{"-f 4 without -b"}},
 		{[]string{"sparse", "--dry-run", "-f", "4"}, []string{"-f 4 without -b"}},
 		{[]string{"data", "--seqlen", "16K", "--counts", countsText(t), "--column", "tokens"}, []string{"--counts/--column", "a text file holds one count a line"}},
+		// (left by the fourth pass, mended in the ninth session)
+		{[]string{"list", "--on-worker-crash", "nope"}, []string{"--on-worker-crash \"nope\": use restart or stop"}},
+		{[]string{"cp", "--dry-run", "--methods", "ring-p2p", "--ulysses", "2"}, []string{"--ulysses sets usp and loongtrain only"}},
 	} {
 		_, errOut, code := captureRun(t, c.args...)
 		checkUsageError(t, c.args, code, errOut, c.wants...)
@@ -274,4 +279,29 @@ func countsText(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// A command refused after it made its --out folder (simulate checks a mask's documents once
+// the sweep is laid out) leaves no empty folder behind: the folders it made go, deepest
+// first, while a folder that was there before stays (the fourth pass had left them: 44 empty
+// simulate-* folders had piled up under cmd/longca/out from this package's own tests).
+func TestRefusedRunLeavesNoEmptyFolder(t *testing.T) {
+	dir := t.TempDir()
+	made := filepath.Join(dir, "a", "b")
+	args := []string{"simulate", "--out", made, "--max-doc", "1", "--seqlen", "1G"}
+	_, errOut, code := captureRun(t, args...)
+	checkUsageError(t, args, code, errOut, "--max-doc 1")
+	if _, err := os.Stat(filepath.Join(dir, "a")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("%v: the folders it made are still there (%v)", args, err)
+	}
+	there := filepath.Join(dir, "there")
+	if err := os.Mkdir(there, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	args = []string{"simulate", "--out", there, "--max-doc", "1", "--seqlen", "1G"}
+	_, errOut, code = captureRun(t, args...)
+	checkUsageError(t, args, code, errOut, "--max-doc 1")
+	if _, err := os.Stat(there); err != nil {
+		t.Errorf("%v: the folder that was there before is gone: %v", args, err)
+	}
 }

@@ -25,6 +25,9 @@ func listAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if _, err := stopOnCrash(c); err != nil { // the peers' probes take the kernel flags: the same reading as kernel's
+		return err
+	}
 	var peers []present.PeerInfo
 	for _, k := range kernels.Names() {
 		p := present.PeerInfo{Kernel: k}

@@ -117,10 +117,14 @@ func main() {
 func run(args []string) int {
 	external.Version = Version
 	defer external.CloseAll() // external workers end, and their folders go, with longca
+	madeMu.Lock()
+	madeDirs = nil // this run's folders only (tests call run many times in one process)
+	madeMu.Unlock()
 	err := newApp().Run(args)
 	if err == nil {
 		return 0
 	}
+	removeEmptyMade() // a refused or failed command leaves no empty results folder behind
 	var ec cli.ExitCoder
 	if errors.As(err, &ec) {
 		if msg := err.Error(); msg != "" {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/longca/longca/results"
 	"github.com/longca/longca/spmd"
@@ -36,14 +37,35 @@ func resultsTarget(out, runID string, size int) (string, error) {
 	return runID, nil
 }
 
+// madeDirs are the folders this process made for its results (writableDir), deepest
+// first; a command that then fails removes those still empty (removeEmptyMade), so that a
+// refused run leaves no empty --out folder behind.
+var (
+	madeMu   sync.Mutex
+	madeDirs []string
+)
+
 // writableDir makes dir if needed and checks that a file can be created in it.
 func writableDir(dir string) error {
 	if st, err := os.Stat(dir); err == nil && !st.IsDir() {
 		return fmt.Errorf("is a file, not a folder")
 	}
+	var missing []string // dir and its missing parents, deepest first
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil || !errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		missing = append(missing, d)
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return cleanPathError(err)
 	}
+	madeMu.Lock()
+	madeDirs = append(missing, madeDirs...)
+	madeMu.Unlock()
 	f, err := os.CreateTemp(dir, ".longca-probe-*")
 	if err != nil {
 		return fmt.Errorf("cannot write in it: %w", cleanPathError(err))
@@ -100,4 +122,15 @@ func usageOnRankZero(err error) error {
 		return cli.Exit("", 2)
 	}
 	return err
+}
+
+// removeEmptyMade removes the folders writableDir made that are still empty (a folder with
+// anything in it, rows or logs, stays), deepest first.
+func removeEmptyMade() {
+	madeMu.Lock()
+	defer madeMu.Unlock()
+	for _, d := range madeDirs {
+		_ = os.Remove(d) // fails, and keeps it, unless empty
+	}
+	madeDirs = nil
 }
