@@ -111,9 +111,7 @@ func parseCPSweep(c *cli.Context) (cpSweepOptions, error) {
 			return o, usageError("--methods: unknown method %q: use some of %s", m, strings.Join(cp.Names(), ", "))
 		}
 	}
-	if err := methodFlagsUsed(c, o.methods); err != nil {
-		return o, err
-	}
+	warnMethodFlags(c, o.methods)
 	var err error
 	if o.masks = mask.CPMasks(); c.String("masks") != "" {
 		if o.masks, err = parseMasks(c.String("masks")); err != nil {
@@ -184,16 +182,16 @@ var methodFlags = []struct {
 	{"cp-block", []string{"balanced"}}, {"cp-stages", []string{"balanced"}}, {"cp-ulysses", []string{"balanced"}}, {"cp-layout", []string{"balanced"}},
 }
 
-// methodFlagsUsed refuses a flag given for methods none of which is in methods: it would
-// be ignored, and rows would not show the setting the user asked for.
-func methodFlagsUsed(c *cli.Context, methods []string) error {
+// warnMethodFlags says (a warning line) each flag given for methods none of which is in
+// methods: it changes nothing in this run. Not refused: a script that runs one method at a
+// time with the same mesh flags (spmd/cp/gpu.sh, balanced_gpu.sh's cudnn leg) is a fair use.
+func warnMethodFlags(c *cli.Context, methods []string) {
 	for _, f := range methodFlags {
-		if !c.IsSet(f.flag) || slices.ContainsFunc(f.methods, func(m string) bool { return slices.Contains(methods, m) }) {
-			continue
+		if c.IsSet(f.flag) && !slices.ContainsFunc(f.methods, func(m string) bool { return slices.Contains(methods, m) }) {
+			log.Warn().Str("flag", "--"+f.flag).Msgf("--%s is read by %s only, and --methods has none of them (%s): it changes nothing in this run",
+				f.flag, strings.Join(f.methods, " and "), strings.Join(methods, ","))
 		}
-		return usageError("--%s sets %s only, and --methods has none of them (%s): add one, or drop the flag", f.flag, strings.Join(f.methods, " and "), strings.Join(methods, ","))
 	}
-	return nil
 }
 
 // checkBlock refuses a dispatch block longer than the sequence on n ranks: past it a block

@@ -110,7 +110,6 @@ func TestIgnoredFlagsAreSaid(t *testing.T) {
 		{[]string{"data", "--seqlen", "16K", "--counts", countsText(t), "--column", "tokens"}, []string{"--counts/--column", "a text file holds one count a line"}},
 		// (left by the fourth pass, mended in the ninth session)
 		{[]string{"list", "--on-worker-crash", "nope"}, []string{"--on-worker-crash \"nope\": use restart or stop"}},
-		{[]string{"cp", "--dry-run", "--methods", "ring-p2p", "--ulysses", "2"}, []string{"--ulysses sets usp and loongtrain only"}},
 	} {
 		_, errOut, code := captureRun(t, c.args...)
 		checkUsageError(t, c.args, code, errOut, c.wants...)
