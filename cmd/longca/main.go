@@ -124,7 +124,9 @@ func run(args []string) int {
 	if err == nil {
 		return 0
 	}
-	removeEmptyMade() // a refused or failed command leaves no empty results folder behind
+	if exitCode(err) == 2 { // a refused command leaves no empty results folder behind (a run that failed
+		removeEmptyMade() // while measuring keeps it: another rank may still be writing there)
+	}
 	var ec cli.ExitCoder
 	if errors.As(err, &ec) {
 		if msg := err.Error(); msg != "" {

@@ -38,8 +38,8 @@ func resultsTarget(out, runID string, size int) (string, error) {
 }
 
 // madeDirs are the folders this process made for its results (writableDir), deepest
-// first; a command that then fails removes those still empty (removeEmptyMade), so that a
-// refused run leaves no empty --out folder behind.
+// first; a command then refused (exit status 2) removes those still empty
+// (removeEmptyMade), so that a refused run leaves no empty --out folder behind.
 var (
 	madeMu   sync.Mutex
 	madeDirs []string
