@@ -194,10 +194,11 @@ template <int N> DEV void mask_tile(float (&sc)[N / 2], const WorkList &wl, int 
 }
 
 // ---- the forward -------------------------------------------------------------------
-// A block owns one 128-row query tile of one query head. Warpgroup 0 produces: its first
-// thread loads Q once and then K and V tiles of the work list into a STAGES-deep ring.
-// Warpgroups 1 and 2 consume, 64 query rows each: S = Q K^T by wgmma from shared memory,
-// the mask and the online softmax in registers, O += P V by wgmma with P from registers.
+// A block owns one 64 NC-row query tile of one query head (128 rows; 192 with three
+// consumers, NC below). Warpgroup 0 produces: its first thread loads Q once and then K and V
+// tiles of the work list into a STAGES-deep ring. Warpgroups 1 .. NC consume, 64 query rows
+// each: S = Q K^T by wgmma from shared memory, the mask and the online softmax in registers,
+// O += P V by wgmma with P from registers.
 constexpr int SBM = 128, SBN = 128, STAGES = 2;
 constexpr int CHUNK = 64;  // columns of one 128-byte swizzled chunk (16-bit elements)
 
@@ -420,9 +421,9 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
   float sc[BN / 2], alpha[2], sum[2];
   unsigned pa[BN / 16][4];
   {
-    // The two consumer warpgroups take turns on the tensor cores (named barriers 1 and 2):
+    // The consumer warpgroups take turns on the tensor cores (named barriers 1 .. NC, a ring):
     // a turn issues tile i's P V and tile i+1's Q K^T together, then hands over, so one
-    // warpgroup's softmax runs while the other's products do. Tile e0's Q K^T comes first,
+    // warpgroup's softmax runs while the others' products do. Tile e0's Q K^T comes first,
     // outside the turns.
     if (e0 < e1) {
       const int s = n % STAGES;
