@@ -366,7 +366,7 @@ func (s *StoreServer) handshake(c net.Conn, r *bufio.Reader, w *bufio.Writer) in
 		return refuse("malformed hello")
 	}
 	clientNonce, mac, launch := q.val[:nonceBytes], q.val[nonceBytes:nonceBytes+macBytes], q.val[nonceBytes+macBytes:]
-	if q.rank < 0 || q.arg < 1 || q.rank >= q.arg || q.arg > maxWorld {
+	if q.rank < 0 || q.arg < 1 || q.rank >= q.arg || q.arg > MaxWorld {
 		return refuse("rank %d is outside the world of %d ranks it claims", q.rank, q.arg)
 	}
 	if !hmac.Equal(mac, handshakeMAC(s.key, "client", nonce, clientNonce, s.cfg.Job, int(q.rank), int(q.arg), launch)) {
@@ -409,10 +409,8 @@ func (s *StoreServer) handshake(c net.Conn, r *bufio.Reader, w *bufio.Writer) in
 	return rank
 }
 
-// maxWorld bounds the world size a hello may claim (and a launcher may give).
-const maxWorld = MaxWorld
-
-// MaxWorld is the most ranks a world may have (a launched one, cp --ranks, simulate --gpus).
+// MaxWorld is the most ranks a world may have: what a hello may claim, a launcher may give,
+// cp --ranks and simulate --gpus may ask for.
 const MaxWorld = 1 << 20
 
 // port is the port the store listens on, for messages.

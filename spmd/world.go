@@ -172,8 +172,8 @@ func (w World) check() error {
 	switch {
 	case w.Size < 1:
 		return fmt.Errorf("spmd: %s: world size %d is not positive", w.sizeVar(), w.Size)
-	case w.Size > maxWorld:
-		return fmt.Errorf("spmd: %s=%d is over longca's %d ranks", w.sizeVar(), w.Size, maxWorld)
+	case w.Size > MaxWorld:
+		return fmt.Errorf("spmd: %s=%d is over longca's %d ranks", w.sizeVar(), w.Size, MaxWorld)
 	case w.Rank < 0 || w.Rank >= w.Size:
 		return fmt.Errorf("spmd: %s=%d is outside the world of %d ranks (%s)", w.rankVar(), w.Rank, w.Size, w.sizeVar())
 	case w.LocalSize < 1:

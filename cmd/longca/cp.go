@@ -1,7 +1,6 @@
 package main
 
 import (
-	"github.com/longca/longca/spmd"
 	"os"
 	"slices"
 	"strings"
@@ -9,6 +8,7 @@ import (
 	"github.com/longca/longca/harness"
 	"github.com/longca/longca/kernels"
 	"github.com/longca/longca/sim"
+	"github.com/longca/longca/spmd"
 	"github.com/urfave/cli/v2"
 )
 

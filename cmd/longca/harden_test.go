@@ -235,21 +235,6 @@ func TestBaselineFileReadUpFront(t *testing.T) {
 	}
 }
 
-// World sizes past 2^20 are refused by name (their tokens overflowed the estimate's
-// arithmetic: "rank(s) of 0 tokens", "-1K tokens").
-func TestWorldSizeBounded(t *testing.T) {
-	for _, c := range []struct {
-		args []string
-		want string
-	}{
-		{[]string{"cp", "--ranks", "9223372036854775807", "--dry-run"}, "--ranks 9223372036854775807: at most 1048576"},
-		{[]string{"simulate", "--gpus", "8,9223372036854775807"}, "--gpus 9223372036854775807: at most 1048576"},
-	} {
-		_, errOut, code := captureRun(t, c.args...)
-		checkUsageError(t, c.args, code, errOut, c.want)
-	}
-}
-
 // A list flag with an empty item or an item twice is refused by name (the audit: "--kernels ,"
 // ran the default kernel, "--masks causal,causal" ran its cases twice and wrote their
 // rows twice, "--seqlens 128,,256" dropped the empty item).

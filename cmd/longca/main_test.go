@@ -69,6 +69,10 @@ func TestSizeFlagsRefusedUpFront(t *testing.T) {
 		{[]string{"data", "--seqlen", "16K", "--samples", "1000000000"}, "--samples"},
 		{[]string{"cp", "--ranks", "100000", "--out", t.TempDir()}, "host memory"},
 		{[]string{"cp", "--samples", "1000000000", "--dry-run"}, "--samples"},
+		// world sizes past 2^20 by name (their tokens overflowed the estimate's arithmetic:
+		// "rank(s) of 0 tokens", "-1K tokens")
+		{[]string{"cp", "--ranks", "9223372036854775807", "--dry-run"}, "--ranks 9223372036854775807: at most 1048576"},
+		{[]string{"simulate", "--gpus", "8,9223372036854775807"}, "--gpus 9223372036854775807: at most 1048576"},
 		{[]string{"simulate", "--gpus", "16777216"}, "at most 1048576 GPUs"},
 		{[]string{"simulate", "--gpus", "1048576"}, "host memory"},
 	} {

@@ -319,9 +319,9 @@ func TestVariantsDefineTheirEntries(t *testing.T) {
 }
 
 // A variant whose backward at head dim 64 takes 128 queries a step (experiment sm90d64) runs
-// the bwd90qq entries: its module must define them (LONGCA_BWD_EARLY and LONGCA_BWD_Q2) for
-// both dtypes with their deterministic twins, and its plan there must neither pair nor
-// front (the kernel walks neither at 128 queries a step).
+// the bwd90qq entries: the source has them for both dtypes with their deterministic twins
+// (that the module defines them is TestVariantsDefineTheirEntries's), and its plan there must
+// neither pair nor front (the kernel walks neither at 128 queries a step).
 func TestQ2Variants(t *testing.T) {
 	n := 0
 	for _, a := range archVariants {
@@ -335,11 +335,6 @@ func TestQ2Variants(t *testing.T) {
 		n++
 		if bv.fn != "bwd90qq" {
 			t.Errorf("%s: 128 queries a step at head dim 64 run by %s, not bwd90qq", a.name, bv.fn)
-		}
-		for _, d := range []string{"LONGCA_BWD_EARLY", "LONGCA_BWD_Q2"} {
-			if !slices.Contains(a.defines, d) {
-				t.Errorf("%s takes 128 queries a step but does not define %s: its bwd90qq entries would be missing", a.name, d)
-			}
 		}
 		for _, e := range []string{"SM90_BWD_Q(bwd90qq, bf16", "SM90_BWD_Q(bwd90qqd, bf16", "SM90_BWD_Q(bwd90qq, fp16", "SM90_BWD_Q(bwd90qqd, fp16"} {
 			if !strings.Contains(SourceSM90(), e) {
@@ -361,8 +356,8 @@ func TestQ2Variants(t *testing.T) {
 }
 
 // A variant that splits the head-dim-128 backward (split128, experiment sm90g2) runs the
-// bwd90es entries: its module must define them (LONGCA_BWD_EARLY and LONGCA_BWD_SPLIT128),
-// its backward at 128 must be the early one they are built from, and the plan must split.
+// bwd90es entries (that its module defines them is TestVariantsDefineTheirEntries's): its
+// backward at 128 must be the early one they are built from, and the plan must split.
 func TestSplit128Variants(t *testing.T) {
 	n := 0
 	for _, a := range archVariants {
@@ -370,11 +365,6 @@ func TestSplit128Variants(t *testing.T) {
 			continue
 		}
 		n++
-		for _, d := range []string{"LONGCA_BWD_EARLY", "LONGCA_BWD_SPLIT128"} {
-			if !slices.Contains(a.defines, d) {
-				t.Errorf("%s splits at head dim 128 but does not define %s: its bwd90es entries would be missing", a.name, d)
-			}
-		}
 		if fn := a.bwd.at(128).fn; fn != "bwd90e" {
 			t.Errorf("%s: the backward at head dim 128 is %s, and only bwd90e has a split entry (bwd90es)", a.name, fn)
 		}

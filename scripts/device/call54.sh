@@ -58,33 +58,11 @@ echo "=== d128 backward TFLOP/s: mask seqlen, then" $runs
 join_runs f $runs >"$out/t/f.table"
 cat "$out/t/f.table"
 echo "=== each experiment over sm90 (the mean of its runs over the mean of sm90's two)"
-python3 - "$out/t/f.table" $runs <<'PY'
-import sys
-rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
-names = sys.argv[2:]
-def mean(xs):
-    xs = [float(x) for x in xs if x != "-"]
-    return sum(xs) / len(xs) if xs else None
-exps = [v for v in dict.fromkeys(names) if v != "sm90"]
-print("mask seqlen " + " ".join(exps))
-for r in rows:
-    cells = dict()
-    for i, v in enumerate(names):
-        cells.setdefault(v, []).append(r[2 + i] if 2 + i < len(r) else "-")
-    base = mean(cells["sm90"])
-    out = []
-    for v in exps:
-        m = mean(cells[v])
-        out.append("-" if base is None or m is None else "%+.1f%%" % (100 * (m / base - 1)))
-    print(r[0], r[1], " ".join(out))
-PY
+compare "$out/t/f.table" "sm90ff/sm90 sm90g2/sm90 sm90fk/sm90" $runs
 echo "=== the pairs' code, d128 backward TFLOP/s: mask seqlen, then sm90-unp sm90 sm90-unp"
 join_runs u sm90-unp sm90 sm90-unp
 echo "=== one d128 backward launch: DRAM read / write, L2 hit rate, time"
 mem_table
 echo "=== the rows' variants (sm90, sm90ff, sm90g2: front-bwd, gsplit-2, pairs-bwd, doc-pairs-bwd)"
-for r in f-0-sm90 f-1-sm90ff f-2-sm90g2; do
-	bin/longca merge --csv "$out/t/$r" >/dev/null 2>&1 &&
-		python3 -c 'import csv,sys; r=list(csv.DictReader(open(sys.argv[1]))); print(" | ".join(x["mask"][:12] + " " + x["seqlen"] + ": " + x["kernel_variant"] for x in r))' "$out/t/$r/merged.csv"
-done
+row_variants f-0-sm90 f-1-sm90ff f-2-sm90g2
 tar -C "$out" -czf "$out/t.tgz" t && rm -rf "$out/t"

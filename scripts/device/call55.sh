@@ -50,62 +50,26 @@ timed() {
 }
 timed b bwd 45 5 $bruns
 timed f fwd 30 8 $fruns
-for pass in bwd fwd; do
-	re='^bwd90(t|qq)_bf16'
-	[ $pass = fwd ] && re='^fwd90m'
-	for v in sm90 sm90d64; do
-		_left=$((budget + 40 - ($(date +%s) - t0)))
-		[ "$_left" -gt 15 ] || { echo "# ncu $v $pass skipped (time)" >>"$out/t/summary.txt"; continue; }
-		timeout -k 5 $((_left < 30 ? _left : 30)) ncu --clock-control none -k "regex:$re" -c 1 --metrics "$STALL_METRICS" \
-			bin/longca kernel --kernels cuda --variant $v --no-check -w 0 -n 1 --masks full --seqlens 32K --heads 64:8 --head-dim 64 --passes $pass \
-			--out "$out/t/ncu-run-$v-$pass" >"$out/t/ncu-$v-$pass.log" 2>&1
-		echo "# ncu $v $pass rc=$? at $(($(date +%s) - t0)) s" >>"$out/t/summary.txt"
-	done
+for v in sm90 sm90d64; do
+	NCU_DIM=64 ncu_stall $v full 32K
+	NCU_DIM=64 NCU_PASS=fwd ncu_stall $v full 32K
 done
 for v in sm90 sm90d64 sm90fk; do NCU_DIM=64 ncu_mem $v full_document 48K; done
 for v in sm90 sm90fk; do NCU_DIM=64 ncu_mem $v causal 32K; done
 for v in sm90 sm90d64; do NCU_DIM=64 ncu_mem $v causal 48K; done
 cat "$out/t/summary.txt"
-# ratios FILE RUNS...: each variant's mean over its runs, over cuDNN's, and sm90d64 over sm90
-# and (where it ran) sm90be
-ratios() {
-	python3 - "$@" <<'PY'
-import sys
-rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
-names = sys.argv[2:]
-def mean(xs):
-    xs = [float(x) for x in xs if x != "-"]
-    return sum(xs) / len(xs) if xs else None
-vs = [v for v in dict.fromkeys(names) if v != "cudnn"]
-pairs = [(a, b) for a, b in (("sm90d64", "sm90"), ("sm90d64", "sm90be"), ("sm90fk", "sm90")) if a in names and b in names]
-print("mask seqlen " + " ".join(v + "/cudnn" for v in vs) + " " + " ".join(a + "/" + b for a, b in pairs))
-for r in rows:
-    cells = {}
-    for i, v in enumerate(names):
-        cells.setdefault(v, []).append(r[2 + i] if 2 + i < len(r) else "-")
-    m = {v: mean(c) for v, c in cells.items()}
-    c = m.get("cudnn")
-    out = ["-" if c is None or m[v] is None else "%.3f" % (m[v] / c) for v in vs]
-    for a, b in pairs:
-        out.append("-" if m.get(a) is None or m.get(b) is None else "%+.1f%%" % (100 * (m[a] / m[b] - 1)))
-    print(r[0], r[1], " ".join(out))
-PY
-}
 echo "=== d64 backward TFLOP/s: mask seqlen, then" $bruns
 join_runs b $bruns >"$out/t/b.table"
 cat "$out/t/b.table"
-ratios "$out/t/b.table" $bruns
+compare "$out/t/b.table" "sm90/cudnn sm90d64/cudnn sm90fk/cudnn sm90be/cudnn sm90d64/sm90 sm90d64/sm90be sm90fk/sm90" $bruns
 echo "=== d64 forward TFLOP/s: mask seqlen, then" $fruns
 join_runs f $fruns >"$out/t/f.table"
 cat "$out/t/f.table"
-ratios "$out/t/f.table" $fruns
-echo "=== one full 32K d64 launch under ncu"
-for pass in bwd fwd; do for v in sm90 sm90d64; do echo "## $v $pass"; stalls "$out/t/ncu-$v-$pass.log"; done; done
+compare "$out/t/f.table" "sm90/cudnn sm90d64/cudnn sm90d64/sm90" $fruns
+echo "=== one full 32K d64 launch under ncu: time, instructions, stalls"
+stall_table
 echo "=== one d64 backward launch: DRAM read / write, L2 hit rate, time"
 mem_table
 echo "=== the rows' variants (gsplit-N, persistent-fwd)"
-for r in b-1-sm90 b-2-sm90d64; do
-	bin/longca merge --csv "$out/t/$r" >/dev/null 2>&1 &&
-		python3 -c 'import csv,sys; r=list(csv.DictReader(open(sys.argv[1]))); print(" | ".join(x["mask"][:12] + " " + x["seqlen"] + ": " + x["kernel_variant"] for x in r))' "$out/t/$r/merged.csv"
-done
+row_variants b-1-sm90 b-2-sm90d64
 tar -C "$out" -czf "$out/t.tgz" t && rm -rf "$out/t"

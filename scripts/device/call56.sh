@@ -25,19 +25,14 @@ for v in $runs; do
 	step "v-$n-$v" 25 kernel --kernels cuda --variant $v --head-dim 64 --masks full,causal --seqlens 8K,16K,32K,48K --passes bwd -w 2 -n 5
 	n=$((n + 1))
 done
-for v in sm90 sm90w2; do
-	_left=$((budget + 40 - ($(date +%s) - t0)))
-	[ "$_left" -gt 15 ] || { echo "# ncu $v skipped (time)" >>"$out/t/summary.txt"; continue; }
-	timeout -k 5 $((_left < 30 ? _left : 30)) ncu --clock-control none -k 'regex:^bwd90e_bf16' -c 1 --metrics "$STALL_METRICS" \
-		bin/longca kernel --kernels cuda --variant $v --no-check -w 0 -n 1 --masks causal --seqlens 16K --heads 64:8 --passes bwd \
-		--out "$out/t/ncu-run-$v" >"$out/t/ncu-$v.log" 2>&1
-	echo "# ncu $v rc=$? at $(($(date +%s) - t0)) s" >>"$out/t/summary.txt"
-done
+for v in sm90 sm90w2; do ncu_stall $v causal 16K; done
 cat "$out/t/summary.txt"
 for dim in w v; do
-	echo "=== backward TFLOP/s ($([ $dim = w ] && echo d128 || echo d64)): mask seqlen, then" $runs ", and sm90w2 over sm90 (the means of their two runs)"
-	join_runs $dim $runs | awk '{a = ($3 + $5) / 2; b = ($4 + $6) / 2; printf "%s %+.1f%%\n", $0, (a > 0 ? 100 * (b / a - 1) : 0)}'
+	echo "=== backward TFLOP/s ($([ $dim = w ] && echo d128 || echo d64)): mask seqlen, then" $runs
+	join_runs $dim $runs >"$out/t/$dim.table"
+	cat "$out/t/$dim.table"
+	compare "$out/t/$dim.table" "sm90w2/sm90" $runs
 done
-echo "=== one causal 16K d128 backward launch under ncu (sm90, then sm90w2)"
-for v in sm90 sm90w2; do echo "## $v"; stalls "$out/t/ncu-$v.log"; done
+echo "=== one causal 16K d128 backward launch under ncu: time, instructions, stalls"
+stall_table
 tar -C "$out" -czf "$out/t.tgz" t && rm -rf "$out/t"

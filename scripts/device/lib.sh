@@ -97,14 +97,15 @@ for i, r in sorted(enumerate(body), key=lambda x: -num(x[1][samp]) if len(x[1]) 
 PY
 }
 
-# ncu_mem KERNEL MASK SEQLEN [CAP]: DRAM bytes read and written, L2 hit rate and time of one
-# backward launch (64:8, head dim NCU_DIM or 128, unchecked; the forward's with NCU_PASS=fwd)
-# of KERNEL (a cuda variant, or cudnn) under ncu, into
-# $out/t/ncu-mem-KERNEL-MASK-SEQLEN[-fwd][-dDIM].log (-dDIM at a head dim other than 128),
-# skipped when the budget is within 15 s of its end.
-ncu_mem() {
+# ncu_one TAG METRICS KERNEL MASK SEQLEN [CAP]: ncu's METRICS of one backward launch (64:8,
+# head dim NCU_DIM or 128, unchecked; the forward's with NCU_PASS=fwd) of KERNEL (a cuda
+# variant, or cudnn), into $out/t/ncu-TAG-KERNEL-MASK-SEQLEN[-fwd][-dDIM].log (-dDIM at a head
+# dim other than 128), skipped when the budget is within 15 s of its end.
+ncu_one() {
+	_tag=$1 _metrics=$2
+	shift 2
 	_left=$((budget + 40 - ($(date +%s) - t0)))
-	[ "$_left" -gt 15 ] || { echo "# ncu mem $* skipped (time)" >>"$out/t/summary.txt"; return; }
+	[ "$_left" -gt 15 ] || { echo "# ncu $_tag $* skipped (time)" >>"$out/t/summary.txt"; return; }
 	_re='^bwd90(es?|t|qq)_bf16' _sel="--kernels cuda --variant $1" _cap=${4:-30} _pass=${NCU_PASS:-bwd} _sfx= _dim=${NCU_DIM:-128}
 	[ "$1" = cudnn ] && _re='bprop' _sel="--kernels cudnn"
 	if [ "$_pass" = fwd ]; then
@@ -112,11 +113,59 @@ ncu_mem() {
 		[ "$1" = cudnn ] && _re='fprop'
 	fi
 	[ "$_dim" = 128 ] || _sfx=$_sfx-d$_dim
-	timeout -k 5 $((_left < _cap ? _left : _cap)) ncu --clock-control none -k "regex:$_re" -c 1 \
-		--metrics dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct,gpu__time_duration.sum \
+	timeout -k 5 $((_left < _cap ? _left : _cap)) ncu --clock-control none -k "regex:$_re" -c 1 --metrics "$_metrics" \
 		bin/longca kernel $_sel --no-check -w 0 -n 1 --masks "$2" --seqlens "$3" --heads 64:8 --head-dim $_dim --passes $_pass \
-		--out "$out/t/ncu-mem-run-$1-$2-$3$_sfx" >"$out/t/ncu-mem-$1-$2-$3$_sfx.log" 2>&1
-	echo "# ncu mem $* rc=$? at $(($(date +%s) - t0)) s" >>"$out/t/summary.txt"
+		--out "$out/t/ncu-$_tag-run-$1-$2-$3$_sfx" >"$out/t/ncu-$_tag-$1-$2-$3$_sfx.log" 2>&1
+	echo "# ncu $_tag $* rc=$? at $(($(date +%s) - t0)) s" >>"$out/t/summary.txt"
+}
+
+# ncu_mem KERNEL MASK SEQLEN [CAP]: DRAM bytes read and written, L2 hit rate and time of one
+# launch (ncu_one's, tag mem).
+ncu_mem() { ncu_one mem dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct,gpu__time_duration.sum "$@"; }
+
+# ncu_stall KERNEL MASK SEQLEN [CAP]: time, instructions and stall reasons of one launch
+# (ncu_one's, tag stall; STALL_METRICS), read by stall_table.
+ncu_stall() { ncu_one stall "$STALL_METRICS" "$@"; }
+
+# stall_table: ncu_stall's logs, a block each (stalls).
+stall_table() {
+	for _f in "$out"/t/ncu-stall-*.log; do
+		[ -f "$_f" ] || continue
+		echo "## $(basename "$_f" .log)"
+		stalls "$_f"
+	done
+}
+
+# compare FILE PAIRS RUN...: a line per case of join_runs's table FILE (its columns the runs
+# RUN..., in order), a column per pair A/B of PAIRS (space-separated): the mean of A's runs
+# over the mean of B's, as a ratio where B is cudnn, else as A's change over B; "-" where
+# either ran no such case.
+compare() {
+	python3 - "$@" <<'PY'
+import sys
+rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
+pairs = [p.split("/") for p in sys.argv[2].split()]
+names = sys.argv[3:]
+def mean(xs):
+    xs = [float(x) for x in xs if x != "-"]
+    return sum(xs) / len(xs) if xs else None
+print("mask seqlen " + " ".join(a + "/" + b for a, b in pairs))
+for r in rows:
+    cells = {}
+    for i, v in enumerate(names):
+        cells.setdefault(v, []).append(r[2 + i] if 2 + i < len(r) else "-")
+    m = {v: mean(c) for v, c in cells.items()}
+    out = []
+    for a, b in pairs:
+        x, y = m.get(a), m.get(b)
+        if x is None or y is None:
+            out.append("-")
+        elif b == "cudnn":
+            out.append("%.3f" % (x / y))
+        else:
+            out.append("%+.1f%%" % (100 * (x / y - 1)))
+    print(r[0], r[1], " ".join(out))
+PY
 }
 
 # mem_table: ncu_mem's logs, a block each.
@@ -127,3 +176,13 @@ mem_table() {
 		grep -E 'dram__bytes|lts__t_sector_hit_rate|gpu__time_duration' "$_f" | awk '{print "  " $1, $(NF-1), $NF}'
 	done
 }
+
+# row_variants STEP...: the variant each row of the steps' runs ($out/t/STEP) names (with
+# gsplit-N, pairs-bwd, front-bwd, persistent-fwd ...), a line a step.
+row_variants() {
+	for _r in "$@"; do
+		bin/longca merge --csv "$out/t/$_r" >/dev/null 2>&1 &&
+			python3 -c 'import csv,sys; r=list(csv.DictReader(open(sys.argv[1]))); print(" | ".join(x["mask"][:12] + " " + x["seqlen"] + ": " + x["kernel_variant"] for x in r))' "$out/t/$_r/merged.csv"
+	done
+}
+
