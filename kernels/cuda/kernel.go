@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
-	"slices"
 	"strings"
 	"sync"
 	"unsafe"
@@ -77,14 +76,6 @@ func (v variant) withFn(fn string) variant { v.fn = fn; return v }
 // withAt64 is v with the entry point f at head dim 64.
 func (v variant) withAt64(f *variant) variant { v.at64 = f; return v }
 
-// withDQ2 is the sm_90 backward v with two dQ stages a consumer warpgroup (64 x 64 fp32
-// and their two barriers each; experiment sm90w2, LONGCA_BWD_DQ2)
-func (v variant) withDQ2() variant {
-	nc := v.threads/128 - 1
-	v.sharedFixed += nc * (64*64*4 + 2*8)
-	return v
-}
-
 // withBars is v with n more mbarriers in its shared memory.
 func (v variant) withBars(n int) variant { v.sharedFixed += 8 * n; return v }
 
@@ -144,10 +135,6 @@ var (
 	// with LONGCA_BWD_PAIRS has it
 	bwdSM90TP  = bwdSM90T.withBars(1)
 	bwdSM90ETP = bwdSM90ET.withBars(1).withAt64(&bwdSM90TP)
-	// experiment sm90w2 (LONGCA_BWD_DQ2): sm90's backward with two dQ stages a consumer
-	// warpgroup, at both head dims
-	bwdSM90TPW  = bwdSM90TP.withDQ2()
-	bwdSM90ETPW = bwdSM90ETP.withDQ2().withAt64(&bwdSM90TPW)
 	// experiment sm90d64's backward (LONGCA_BWD_Q2): at head dim 64 the early backward over 128 keys and
 	// 128 queries a step (two of the list's 64-query tiles), two consumer warpgroups: K and V
 	// 128 x D, Q and dO 2 stages of 128 x D, dS^T 2 x 128 x 128 bf16, two dQ stages of 64 x
@@ -188,15 +175,12 @@ type archVariant struct {
 	// document's), the key tiles of a head together, where docPairsPay says so
 	// (docPairsByRule) or wherever the rows' lengths vary at head dim 128 (docPairsAlways)
 	docPairs int8
-	// front (experiment sm90ff, LONGCA_BWD_FRONT in defines): at head dim 128 an unpaired,
-	// unsplit backward block starts its walk where the last block on the same row of its
-	// KV head stepped (sched bit 2)
-	front bool
-	// split128 (experiment sm90g2, LONGCA_BWD_SPLIT128 in defines: the bwd90es entries): at
-	// head dim 128 the backward splits each KV head's query heads into this many blocks a
-	// key tile (dK and dV from fp32 partials), the key tiles of a head the grid's fast index;
-	// 0 or 1 never
-	split128 int
+	// split128 (LONGCA_BWD_SPLIT128 in defines: the bwd90es entries): at head dim 128 the
+	// backward splits each KV head's query heads into this many blocks a key tile (dK and dV
+	// from fp32 partials), the key tiles of a head the grid's fast index; 0 or 1 never. With
+	// split128Rule only where split128Pays says so (sm90 since call 56), else always (sm90g2)
+	split128     int
+	split128Rule bool
 	// defines are defined (as 1) at the top of attention_sm90.cu for this variant: a
 	// choice inside code every entry point shares (LONGCA_TILE_BITS_SPAN), or entry points
 	// a module that does not run them need not compile (LONGCA_FWD_LEAN)
@@ -214,33 +198,35 @@ const (
 // (sm90 on compute capability 9.0, sm80 elsewhere); the experiments and the variants that
 // time one side of a rule stand between them.
 var archVariants = []archVariant{
-	{name: "sm90", doc: "Hopper: TMA + wgmma, warp-specialised (a producer and consumer warpgroups); forward at head dim 128 over 128x128 tiles with two consumer warpgroups taking turns (pingpong) and, within a turn, the next tile's Q K^T and this tile's P V as two groups with the next tile's softmax under P V (FlashAttention-3's order); at head dim 64 over 192x128 tiles with three consumer warpgroups taking turns in a ring; a lean softmax (the scale folded into the exponent, the rescale skipped when no row of a warp has a new maximum); persistent when rows are short; the forward over 128 x 64 tiles instead where the 128-key tiles visit 1.2x the keys (64-token block-sparse maps at kept 0.5 and below; rows say k64-fwd); backward over 128 keys x 64 queries at head dim 128 (the next step's S^T and dP^T issued behind dK) and 192 keys x 64 queries at head dim 64 (three consumer warpgroups of 64 keys), dS^T stored by stmatrix, dQ staged in fragment order while dK runs, added by bulk reductions and converted through shared memory; the backward's blocks a head's key tiles together unless a model of the block scheduler says they fill the SMs 2% less evenly than heaviest first over all heads (short causal and document rows); at head dim 64 a KV head's query heads split over 2 or 4 blocks a key tile where that model says it shortens the pass 2% or more (short full and causal rows: gsplit-N), dK and dV then summed from fp32 partials; at head dim 128 on causal-shaped rows (uneven rows that pair evenly) a block walks two key tiles, the heaviest with the lightest, down then up, the group's heads inner, so that the blocks running together share Q, dO and dQ in L2, and on causal rows within documents (causal_document, prefix_lm_document, the long documents at 32K and up) the same within each document where a model of the block scheduler says the half-size grid's tail costs at most 8%; the forward's warpgroup index read through a warp shuffle (wgmma descriptors in uniform registers); partial tiles' allowed columns by interval arithmetic; wgmma descriptors one add from per-step bases", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ETP, gsplit: true, pairs: true, docPairs: docPairsByRule, sched: schedByRule, k64: true, defines: sm90Defines},
+	{name: "sm90", doc: "Hopper: TMA + wgmma, warp-specialised (a producer and consumer warpgroups); forward at head dim 128 over 128x128 tiles with two consumer warpgroups taking turns (pingpong) and, within a turn, the next tile's Q K^T and this tile's P V as two groups with the next tile's softmax under P V (FlashAttention-3's order); at head dim 64 over 192x128 tiles with three consumer warpgroups taking turns in a ring, with the same overlap within a turn (since call 55); a lean softmax (the scale folded into the exponent, the rescale skipped when no row of a warp has a new maximum); persistent when rows are short; the forward over 128 x 64 tiles instead where the 128-key tiles visit 1.2x the keys (64-token block-sparse maps at kept 0.5 and below; rows say k64-fwd); backward over 128 keys x 64 queries at head dim 128 (the next step's S^T and dP^T issued behind dK) and 128 keys x 128 queries at head dim 64 (two of the work list's 64-query tiles a step, two consumer warpgroups of 64 keys; since call 55), dS^T stored by stmatrix, dQ staged in fragment order while dK runs, added by bulk reductions and converted through shared memory; the backward's blocks a head's key tiles together unless a model of the block scheduler says they fill the SMs 2% less evenly than heaviest first over all heads (short causal and document rows); at head dim 64 a KV head's query heads split over 2 or 4 blocks a key tile where that model says it shortens the pass 2% or more (short full and causal rows: gsplit-N), dK and dV then summed from fp32 partials; at head dim 128 in 2, a head's key tiles together, where that model says the tail grows 1.5% at most and a model of L2 says the split halves the DRAM bytes read, saving 8 GB or more (uneven rows too long for L2 that do not pair: prefix_lm_causal and causal_blockwise at 48K, causal_blockwise 32K, share_question 48K, causal_document from 32K; since call 54); at head dim 128 on causal-shaped rows (uneven rows that pair evenly) a block walks two key tiles, the heaviest with the lightest, down then up, the group's heads inner, so that the blocks running together share Q, dO and dQ in L2, and on causal rows within documents (causal_document, prefix_lm_document, the long documents at 32K and up) the same within each document where a model of the block scheduler says the half-size grid's tail costs at most 8%; the forward's warpgroup index read through a warp shuffle (wgmma descriptors in uniform registers); partial tiles' allowed columns by interval arithmetic; wgmma descriptors one add from per-step bases", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQP, gsplit: true, pairs: true, docPairs: docPairsByRule, split128: 2, split128Rule: true, sched: schedByRule, k64: true, defines: sm90Defines},
+	{name: "sm90-c54", doc: "sm90 as it was before call 56 (head dim 64: the backward over 192-key blocks with three consumer warpgroups, the forward's three consumer warpgroups without the overlap; head dim 128: never split): kept to time the new default against", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ETP, gsplit: true, pairs: true, docPairs: docPairsByRule, sched: schedByRule, k64: true, defines: sm90DefinesC54},
 	{name: "sm90-prev", doc: "sm90 as it was before call 26 (call 23's kernel: the forward's softmax after its products within a turn, two consumer warpgroups at head dim 64 too): kept to time the new default against", major: 9, exact: true, fwd: fwdSM90L, bwd: bwdSM90C, sched: schedByRule, defines: []string{"LONGCA_FWD_LEAN", "LONGCA_TILE_BITS_SPAN"}},
-	{name: "sm90-persist", doc: "sm90 with the forward always persistent (a block per SM walking the work items), whatever the rows: to time both sides of sm90's rule", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ETP, gsplit: true, pairs: true, docPairs: docPairsByRule, sched: schedByRule, persist: 1, k64: true, defines: sm90Defines},
-	{name: "sm90-plain", doc: "sm90 with the forward never persistent (a block per query tile), whatever the rows: to time both sides of sm90's rule", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ETP, gsplit: true, pairs: true, docPairs: docPairsByRule, sched: schedByRule, persist: -1, k64: true, defines: sm90Defines},
-	{name: "sm90fk", doc: "sm90 with the backward's key tiles of a head always together (one side of sm90's order rule; no pairs within documents, which set the order)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ETP, gsplit: true, pairs: true, sched: schedKTFast, k64: true, defines: sm90Defines},
-	{name: "sm90kr", doc: "experiment (not yet run on a GPU): sm90 with the backward's key tiles of a head always together and each block starting at a query tile rotated by its key tile (sched 2; sm90's rule never rotates): the L2 model says the rotation keeps full 48K's blocks from drifting into thrashing (45 GB read against 219 if the blocks' speeds differ by 2%; 32 against 13 if by 0.5%)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ETP, gsplit: true, pairs: true, sched: schedKTFast &^ schedNoRot, k64: true, defines: sm90Defines},
-	{name: "sm90fn", doc: "sm90 with the backward's key tiles always heaviest first over all heads (the other side of sm90's order rule; no pairs within documents, which set the order)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ETP, gsplit: true, pairs: true, sched: schedNoRot, k64: true, defines: sm90Defines},
-	{name: "sm90-unp", doc: "sm90 compiled without LONGCA_BWD_PAIRS (the backward has neither the pairs' code nor their barrier, so never pairs): to time what the pairs' code costs the blocks it leaves unpaired (call 51's suite: full's backward 0.96-1.00x cuDNN, from 0.99-1.00 in call 45)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ET, gsplit: true, sched: schedByRule, k64: true, defines: slices.DeleteFunc(slices.Clone(sm90Defines), func(d string) bool { return d == "LONGCA_BWD_PAIRS" })},
-	{name: "sm90dp", doc: "sm90 with the backward's key tiles paired within documents wherever their rows' lengths vary at head dim 128, whatever the tail (the other side of sm90's document-pairs rule; call 53: causal_document 16K / 32K / 48K +3 / +6 / +12%, share_question 16K -46%)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ETP, gsplit: true, pairs: true, docPairs: docPairsAlways, sched: schedByRule, k64: true, defines: sm90Defines},
-	{name: "sm90ff", doc: "experiment (not yet run on a GPU): sm90 with each unpaired backward block at head dim 128 starting its walk (its heads' rows end to end) where the last block on the same row of its KV head stepped, so that blocks started late join the others' query tiles (sched bit 2; the L2 model: full 32K / 48K 20.6 / 218 GB read from DRAM if the blocks' speeds differ by 2%, 6.3 / 15.5 with the front; full_document 48K 33.5 -> 7.5; rows that no two key tiles share, causal's, the windows', unchanged)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ETP, gsplit: true, pairs: true, docPairs: docPairsByRule, front: true, sched: schedByRule, k64: true, defines: append(slices.Clone(sm90Defines), "LONGCA_BWD_FRONT")},
-	{name: "sm90g2", doc: "experiment (not yet run on a GPU): sm90 with the backward's group split at head dim 128 too, always 2 parts (a block walks 4 of a KV head's 8 query heads, dK and dV summed from fp32 partials; entries of its own, bwd90es, so that the unsplit backward is sm90's) and a head's key tiles together, so that a KV head's Q, dO and dQ that the blocks running together have in flight halve (the L2 model, speeds 2% apart, the partials' traffic counted: causal 48K paired 58 -> 16 GB read from DRAM, share_question 48K 14.5 -> 8.2, causal_blockwise 32K / 48K 44 / 36 -> 3.9 / 7.3, prefix_lm_causal 48K 148 -> 12.5, full 48K 218 -> 66; the half-length blocks' tail loses on the window and short share_question); rows say gsplit-2", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ETP, gsplit: true, pairs: true, docPairs: docPairsByRule, split128: 2, sched: schedByRule, k64: true, defines: append(slices.Clone(sm90Defines), "LONGCA_BWD_SPLIT128")},
-	{name: "sm90w2", doc: "experiment (not yet run on a GPU): sm90 with two dQ stages a consumer warpgroup in the backward, used in turn, so that a warpgroup stages a step's dQ while the writer's bulk reduction still reads the last step's (the writer hands a stage back once the next step's reductions are issued), at both head dims; call 47's stall samples put about 10% of causal 16K's on handing dQ over (the fence, the arrive, the wait for the stage), and a writer per warpgroup (sm90bw) was level", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ETPW, gsplit: true, pairs: true, docPairs: docPairsByRule, sched: schedByRule, k64: true, defines: append(slices.Clone(sm90Defines), "LONGCA_BWD_DQ2")},
-	{name: "sm90d64", doc: "experiment (not yet run on a GPU): sm90 with two head-dim-64 designs, each its own entry points (the rows of each pass time one): the backward at 128 queries a step over 128-key blocks (bwd90qq: two of the work list's 64-query tiles a step, two consumer warpgroups of 64 keys, S^T and dP^T 64 x 128 each, dQ split by query tile; the d128 backward's shape with the head dimension and the step's queries swapped, FlashAttention-3's 128 x 128 at head dim 64), so that a step's products are twice as long against its barriers, waits and dQ hand-off (the d64 backward on full 0.91-0.96x cuDNN); and the forward's three consumer warpgroups with the overlap within a turn (fwd90mo: the next tile's Q K^T and this tile's P V as two groups, the next tile's softmax under P V, as sm90's d128 forward; FlashAttention-3 runs head dim 64 with both; the d64 forward on full and causal 0.93-0.97x cuDNN)", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQP, gsplit: true, pairs: true, docPairs: docPairsByRule, sched: schedByRule, k64: true, defines: append(slices.Clone(sm90Defines), "LONGCA_BWD_Q2", "LONGCA_FWD_THREE_OVL")},
-	{name: "sm90np", doc: "sm90 with the backward never walking key tiles in pairs (the other side of sm90's pairing rule; sm90 as it was before call 50 but for the pairing's code)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ETP, gsplit: true, sched: schedByRule, k64: true, defines: sm90Defines},
-	{name: "sm90s", doc: "sm90 with the forward always over 128-query x 64-key tiles, at both head dims (one side of sm90's tile rule)", major: 9, exact: true, fwd: fwdSM90S, bwd: bwdSM90ETP, gsplit: true, pairs: true, docPairs: docPairsByRule, sched: schedByRule, defines: sm90Defines},
-	{name: "sm90be", doc: "sm90 with the backward's next S^T and dP^T issued behind this step's dK at head dim 64 too (call 29: even with sm90 there)", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90E.withBars(1), sched: schedByRule, k64: true, defines: sm90Defines},
-	{name: "sm90-c29", doc: "sm90 as it was before call 31 (call 29's default: 128 x 128 forward tiles on every mask, bwd90f's backward at both head dims; the block order by sm90's rule): kept to time the new default against", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90C.withBars(1), sched: schedByRule, defines: sm90Defines},
+	{name: "sm90-persist", doc: "sm90 with the forward always persistent (a block per SM walking the work items), whatever the rows: to time both sides of sm90's rule", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQP, gsplit: true, split128: 2, split128Rule: true, pairs: true, docPairs: docPairsByRule, sched: schedByRule, persist: 1, k64: true, defines: sm90Defines},
+	{name: "sm90-plain", doc: "sm90 with the forward never persistent (a block per query tile), whatever the rows: to time both sides of sm90's rule", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQP, gsplit: true, split128: 2, split128Rule: true, pairs: true, docPairs: docPairsByRule, sched: schedByRule, persist: -1, k64: true, defines: sm90Defines},
+	{name: "sm90fk", doc: "sm90 with the backward's key tiles of a head always together (one side of sm90's order rule; no pairs within documents, which set the order)", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQP, gsplit: true, split128: 2, split128Rule: true, pairs: true, sched: schedKTFast, k64: true, defines: sm90Defines},
+	{name: "sm90fn", doc: "sm90 with the backward's key tiles always heaviest first over all heads (the other side of sm90's order rule; no pairs within documents, which set the order, and no split at head dim 128, which keeps a head's key tiles together)", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQP, gsplit: true, pairs: true, sched: schedNoRot, k64: true, defines: sm90Defines},
+	{name: "sm90dp", doc: "sm90 with the backward's key tiles paired within documents wherever their rows' lengths vary at head dim 128, whatever the tail (the other side of sm90's document-pairs rule; call 53: causal_document 16K / 32K / 48K +3 / +6 / +12%, share_question 16K -46%)", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQP, gsplit: true, split128: 2, split128Rule: true, pairs: true, docPairs: docPairsAlways, sched: schedByRule, k64: true, defines: sm90Defines},
+	{name: "sm90g2", doc: "sm90 with the backward at head dim 128 always split in 2 (a block walks 4 of a KV head's 8 query heads, dK and dV summed from fp32 partials, a head's key tiles together), whatever the rule (one side of sm90's split rule; call 54 against sm90 before the rule: causal_blockwise 32K +5%, prefix_lm_causal 48K +6%, causal_document 32K +3%, share_question 16K / 32K -12 / -5%, full -1 to -2%); rows say gsplit-2", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQP, gsplit: true, pairs: true, docPairs: docPairsByRule, split128: 2, sched: schedByRule, k64: true, defines: sm90Defines},
+	{name: "sm90ns", doc: "sm90 never splitting the backward at head dim 128 (the other side of sm90's split rule)", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQP, gsplit: true, pairs: true, docPairs: docPairsByRule, sched: schedByRule, k64: true, defines: sm90Defines},
+	{name: "sm90np", doc: "sm90 with the backward never walking key tiles in pairs (the other side of sm90's pairing rule; sm90 as it was before call 50 but for the pairing's code)", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQP, gsplit: true, split128: 2, split128Rule: true, sched: schedByRule, k64: true, defines: sm90Defines},
+	{name: "sm90s", doc: "sm90 with the forward always over 128-query x 64-key tiles, at both head dims (one side of sm90's tile rule)", major: 9, exact: true, fwd: fwdSM90S, bwd: bwdSM90ETQP, gsplit: true, split128: 2, split128Rule: true, pairs: true, docPairs: docPairsByRule, sched: schedByRule, defines: sm90Defines},
+	{name: "sm90-c29", doc: "sm90 as it was before call 31 (call 29's default: 128 x 128 forward tiles on every mask, bwd90f's backward at both head dims; the block order by sm90's rule): kept to time the new default against", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90C.withBars(1), sched: schedByRule, defines: sm90DefinesC54},
 	{name: "sm80", doc: "Ampere and later: mma.sync forward and backward (cp.async double buffering)", major: 8, fwd: fwdSM80, bwd: bwdSM80},
 }
 
-// sm90Defines are the default's defines (calls 15, 25, 31, 38, 40 and 44's winners): the
-// forward's warpgroup index in uniform registers (call 44, experiment sm90u's forward), the
-// overlapped forward's entry points (d128), the three-consumer forward's (d64), the forward
-// over 128 x 64 tiles (block-sparse maps), the early backward's (d128), the three-consumer
-// backward's (d64), the backward's dS^T by stmatrix (call 40, experiment sm90bs: +2 to +5%
-// at both head dims), and the partial tiles' bits by interval arithmetic.
-var sm90Defines = []string{"LONGCA_FWD_UNIFORM", "LONGCA_FWD_OVL", "LONGCA_FWD_THREE", "LONGCA_FWD_K64", "LONGCA_BWD_EARLY", "LONGCA_BWD_THREE", "LONGCA_BWD_STSM", "LONGCA_TILE_BITS_SPAN", "LONGCA_BWD_PAIRS"}
+// sm90Defines are the default's defines (calls 15, 25, 31, 38, 40, 44, 50, 54 and 55's
+// winners): the forward's warpgroup index in uniform registers (call 44, experiment sm90u's
+// forward), the overlapped forward's entry points (d128), the three-consumer forward with
+// the overlap (d64, call 55's sm90d64), the forward over 128 x 64 tiles (block-sparse maps),
+// the early backward's (d128), the backward over 128 queries a step (d64, call 55's
+// sm90d64), the split backward at head dim 128 (call 54's sm90g2), the backward's dS^T by
+// stmatrix (call 40, experiment sm90bs: +2 to +5% at both head dims), the partial tiles'
+// bits by interval arithmetic, and the pairs (call 50).
+var sm90Defines = []string{"LONGCA_FWD_UNIFORM", "LONGCA_FWD_OVL", "LONGCA_FWD_THREE_OVL", "LONGCA_FWD_K64", "LONGCA_BWD_EARLY", "LONGCA_BWD_Q2", "LONGCA_BWD_SPLIT128", "LONGCA_BWD_STSM", "LONGCA_TILE_BITS_SPAN", "LONGCA_BWD_PAIRS"}
+
+// sm90DefinesC54 are sm90's defines before call 56 (sm90-c54, sm90-c29): the three-consumer
+// forward (fwd90m) and backward (bwd90t) at head dim 64, no split at 128.
+var sm90DefinesC54 = []string{"LONGCA_FWD_UNIFORM", "LONGCA_FWD_OVL", "LONGCA_FWD_THREE", "LONGCA_FWD_K64", "LONGCA_BWD_EARLY", "LONGCA_BWD_THREE", "LONGCA_BWD_STSM", "LONGCA_TILE_BITS_SPAN", "LONGCA_BWD_PAIRS"}
 
 // sourceSM90 is attention_sm90.cu as this variant compiles it: its defines first.
 func (v archVariant) sourceSM90() string {

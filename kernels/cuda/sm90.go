@@ -249,6 +249,51 @@ func (k *Kernel) l2Bytes() int {
 	return 50 << 20
 }
 
+// split128Pays says whether sm90's backward at head dim 128 splits each KV head's query
+// heads of w in s parts (a head's key tiles together), the blocks' order o unsplit. Paired
+// within documents (docPairsPay's half-size grid), where fillSlots models the split pass
+// at least 1% shorter (split128Gain); unpaired on rows that vary, where it models it at most
+// split128Tail longer and the L2 model (l2Traffic: about a second at 48K, once per list)
+// says the split reads at most half the DRAM bytes unsplit, split128Saved or more; never
+// on pairsPay's causal rows (they keep together already). Fitted to call 54 (sm90g2
+// against sm90, d128, 64:8, seven masks at 16K-48K; docs/perf.md "Call 54"), where it
+// picks every cell that won 3-6% (share_question 48K and causal_document 32K by the tail,
+// causal_blockwise 32K and prefix_lm_causal 48K by the bytes) and causal_blockwise 48K
+// (+0.4%), and none that lost: share_question 16K / 32K -12 / -5% (tails +25 / +16%),
+// causal_blockwise and causal_document 16K -1 to -2% (+8 / +13%), full -1 to -2% (the
+// bytes even; at 48K a tail 2% shorter and -1%), causal -1 to -2% (paired), full_document
+// 48K -3% (bytes 15 -> 13 GB).
+func split128Pays(w *WorkList, heads, group, slots, l2 int, o int32, s int) bool {
+	if o&schedDocPairs != 0 {
+		wo := *w
+		wo.Order = endAlignedPairs(w)
+		_, base := fillSlots(&wo, heads, group, 1, slots, o&^schedDocPairs, 0)
+		_, split := fillSlots(&wo, heads, group, s, slots, o&^schedDocPairs, splitSteps)
+		return split <= base*split128Gain
+	}
+	if o&8 != 0 || !rowsVary(w) {
+		return false
+	}
+	_, base := fillSlots(w, heads, group, 1, slots, o, 0)
+	_, split := fillSlots(w, heads, group, s, slots, o|schedKTFast, splitSteps)
+	if split > base*split128Tail {
+		return false
+	}
+	r0, _, _ := l2Traffic(w, heads, group, slots, 128, o, int64(l2), split128Noise)
+	r1, _, _ := l2Traffic(w, heads, group, slots, 128, o|schedKTFast|int32(s)<<4, int64(l2), split128Noise)
+	return 2*r1 <= r0 && r0-r1 >= split128Saved
+}
+
+// split128Pays's bounds: the tail's gain (paired within documents), its growth and the DRAM
+// bytes saved (unpaired), and the L2 model's spread of the blocks' speeds (0.5%: ncu read
+// 13.1 GB in one full 48K backward in call 54, the model 12.7 at 0.5% and 218 at 2%).
+const (
+	split128Gain  = 0.99
+	split128Tail  = 1.025
+	split128Saved = 8e9
+	split128Noise = 0.005
+)
+
 // splitSteps is what each block of a split backward costs in fillSlots beyond its steps:
 // its fp32 partials of dK and dV written and summed again by bwd90_dkv_reduce, and its K
 // and V loaded once more. Fitted to call 44's twelve split cells (sm90bg against sm90 in
@@ -508,11 +553,9 @@ func (k *Kernel) backwardPlan(dl *deviceList, heads, group, d int) (int32, int) 
 		pairs && k.arch.docPairs == docPairsByRule && docPairsPay(dl.w, d, heads, group, key[2], k.l2Bytes(), o):
 		o = schedKTFast | 8 | schedDocPairs
 	}
-	if s := k.arch.split128; s > 1 && d == 128 && !k.det && group%s == 0 && heads*s <= 65535 { // experiment sm90g2
+	if s := k.arch.split128; s > 1 && d == 128 && !k.det && group%s == 0 && heads*s <= 65535 &&
+		(!k.arch.split128Rule || split128Pays(dl.w, heads, group, key[2], k.l2Bytes(), o, s)) {
 		o, g = o|schedKTFast, s
-	}
-	if k.arch.front && !k.det && o&8 == 0 && g == 1 && d == 128 { // experiment sm90ff
-		o |= 4
 	}
 	k.mu.Lock()
 	dl.sched, dl.split, dl.planFor = o, g, key

@@ -531,7 +531,7 @@ func TestGroupSplitPlan(t *testing.T) {
 	if _, got := k.backwardPlan(dl, 8, 8, 128); got != 1 || dl.planFor != [4]int{8, 8, 132, 128} {
 		t.Errorf("sm90 d128: split %d for %v, want 1 for [8 8 132 128]", got, dl.planFor)
 	}
-	for _, name := range []string{"sm90be", "sm90-c29", "sm80"} {
+	for _, name := range []string{"sm90-prev", "sm90-c29", "sm80"} {
 		if _, got := (&Kernel{arch: variantNamed(t, name)}).backwardPlan(&deviceList{w: w}, 8, 8, 64); got != 1 {
 			t.Errorf("%s: split %d, want 1", name, got)
 		}
@@ -549,7 +549,7 @@ func TestGroupSplitGPUTestShapes(t *testing.T) {
 		mask             string
 		s, kTile         int
 		heads, group, ok int
-	}{{"full", 8192, 192, 1, 2, 2}, {"causal", 8192, 192, 1, 2, 2}, {"full", 8192, 128, 1, 2, 2}, {"causal", 8192, 128, 1, 2, 2}} { // 128: sm90d64's blocks
+	}{{"full", 8192, 192, 1, 2, 2}, {"causal", 8192, 192, 1, 2, 2}, {"full", 8192, 128, 1, 2, 2}, {"causal", 8192, 128, 1, 2, 2}} { // 128: sm90's blocks since call 55, 192: sm90-c54's
 		w := backwardListKeys(t, 1, c.s, c.kTile, c.mask)
 		if got := groupSplit(w, c.heads, c.group, 132, backwardOrder(w, c.heads, c.group, 132)); got != c.ok {
 			t.Errorf("%s %d %d:%d: split %d, want %d", c.mask, c.s, c.heads*c.group, c.heads, got, c.ok)
