@@ -17,6 +17,18 @@ call_start() {
 	t0=$(date +%s)
 }
 
+# warm VARIANT...: each variant's module compiled (NVRTC, about 40 s on a fresh machine) by
+# one small case of each pass (the module holds every entry), outside any timed step, so that a step's
+# cap is spent on its cases (calls 54 and 57 lost their first step's cases to the compile);
+# one summary line.
+warm() {
+	for _v in "$@"; do
+		timeout -k 10 120 ${LONGCA_BIN:-bin/longca} kernel --kernels cuda --variant "$_v" --masks causal --seqlens 1K \
+			--passes fwd,bwd -w 0 -n 1 --heads 8:2 --out "$out/t/warm-$_v" --run-id "warm-$_v" >"$out/t/warm-$_v.log" 2>&1
+		echo "# warm $_v rc=$? at $(($(date +%s) - t0)) s" >>"$out/t/summary.txt"
+	done
+}
+
 # step NAME CAP ARGS...: `bin/longca ARGS --heads 64:8 --out $out/t/NAME --run-id NAME`
 # (LONGCA_BIN names another binary),
 # stopped with SIGINT at CAP seconds or at the budget (the rows kept), one summary line.
@@ -113,7 +125,7 @@ ncu_one() {
 		[ "$1" = cudnn ] && _re='fprop'
 	fi
 	[ "$_dim" = 128 ] || _sfx=$_sfx-d$_dim
-	timeout -k 5 $((_left < _cap ? _left : _cap)) ncu --clock-control none -k "regex:$_re" -c 1 --metrics "$_metrics" \
+	timeout -k 5 $((_left < _cap ? _left : _cap)) ncu --clock-control none -k "regex:$_re" -c 1 --metrics "$_metrics" ${NCU_SECTIONS:-} \
 		bin/longca kernel $_sel --no-check -w 0 -n 1 --masks "$2" --seqlens "$3" --heads 64:8 --head-dim $_dim --passes $_pass \
 		--out "$out/t/ncu-$_tag-run-$1-$2-$3$_sfx" >"$out/t/ncu-$_tag-$1-$2-$3$_sfx.log" 2>&1
 	echo "# ncu $_tag $* rc=$? at $(($(date +%s) - t0)) s" >>"$out/t/summary.txt"
@@ -126,6 +138,20 @@ ncu_mem() { ncu_one mem dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector
 # ncu_stall KERNEL MASK SEQLEN [CAP]: time, instructions and stall reasons of one launch
 # (ncu_one's, tag stall; STALL_METRICS), read by stall_table.
 ncu_stall() { ncu_one stall "$STALL_METRICS" "$@"; }
+
+# ncu_sol KERNEL MASK SEQLEN [CAP]: ncu's SpeedOfLight and ComputeWorkloadAnalysis sections of
+# one launch (ncu_one's, tag sol: the SM clock, the SM's and memory's throughput, the IPC and the
+# pipes' utilisation), read by sol_table.
+ncu_sol() { NCU_SECTIONS="--section SpeedOfLight --section ComputeWorkloadAnalysis" ncu_one sol gpu__time_duration.sum "$@"; }
+
+# sol_table: ncu_sol's logs, their clock, throughput, IPC and busiest-pipe lines.
+sol_table() {
+	for _f in "$out"/t/ncu-sol-*.log; do
+		[ -f "$_f" ] || continue
+		echo "## $(basename "$_f" .log)"
+		grep -E 'SM Frequency|Duration|Compute \(SM\) Throughput|Memory Throughput|Executed Ipc Active|Issue Slots Busy|SM Busy' "$_f" | sed 's/  */ /g' | head -12
+	done
+}
 
 # stall_table: ncu_stall's logs, a block each (stalls).
 stall_table() {
@@ -146,8 +172,13 @@ import sys
 rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
 pairs = [p.split("/") for p in sys.argv[2].split()]
 names = sys.argv[3:]
+def num(x):  # a run's TFLOP/s, or None where it has none ("-", unsupported, wrong, oom)
+    try:
+        return float(x)
+    except ValueError:
+        return None
 def mean(xs):
-    xs = [float(x) for x in xs if x != "-"]
+    xs = [y for y in map(num, xs) if y is not None]
     return sum(xs) / len(xs) if xs else None
 print("mask seqlen " + " ".join(a + "/" + b for a, b in pairs))
 for r in rows:
