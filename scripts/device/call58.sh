@@ -10,8 +10,9 @@
 #    reasons (ncu_stall), and the SM clock and tensor-pipe activity (ncu_sol).
 # Prediction (docs/perf.md "Next: call 58"): persistent blocks +1 to +3% on full and causal at
 #    8K (2,752 blocks of 192 queries on 132 SMs, 20.8 waves: the last wave's 0.85 costs ~1%), level
-#    at 16K; ncu: cuDNN at a higher SM clock on the same power (fewer instructions per FLOP), as
-#    call 19 found for the d128 forward.
+#    at 16K; ncu: both at about the same SM clock (one launch does not reach the power cap),
+#    sm90 with more instructions per FLOP and longer `wait` stalls (cuDNN's rate falls from 571
+#    to 521 TFLOP/s between 16K and 32K, the power cap; sm90's is flat at 513-531: not power).
 # Bounded to 300 s; the tables last; logs packed as OUT/t.tgz.
 #   sh scripts/device/call58.sh OUT      (carry bin/longca.gz)
 set -u
