@@ -152,8 +152,6 @@ DEV void bulk_reduce_add_f32(float *dst, const float *src, unsigned bytes) {
 }
 DEV void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
 DEV void bulk_wait_read0() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
-// ... all but this thread's N most recent bulk groups have read their sources
-template <int N> DEV void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory"); }
 DEV void bulk_wait0() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 // Orders this thread's ordinary shared-memory writes before later reads by the async
 // proxy (wgmma, TMA).
@@ -572,11 +570,10 @@ DEV int dq_frag_pos(int row, int col) {
 
 // NB keys a block (BBN9; 192 in the three-consumer backward at head dim 64, experiment
 // sm90b3): kNC consumer warpgroups of 64 keys each (two at D = 128, where they split dQ's
-// columns), each with its own DQS dQ stages (2 in experiment sm90w2) and a pair of dQ
-// barriers a stage. QS queries a step (BBM9; 128 in experiment sm90d64 at head dim 64, two
-// of the work list's query tiles a step: the two warpgroups then split dQ's rows, a query
-// tile each).
-template <int D, int NB = BBN9, int ST = STAGES, int XB = 0, int QS = BBM9, int DQS = 1> struct BwdLayout {
+// columns), each with its own dQ stage and its pair of dQ barriers. QS queries a step
+// (BBM9; 128 at head dim 64, sm90's since call 55, two of the work list's query tiles a
+// step: the two warpgroups then split dQ's rows, a query tile each).
+template <int D, int NB = BBN9, int ST = STAGES, int XB = 0, int QS = BBM9> struct BwdLayout {
   static constexpr int kChunks = D / CHUNK;
   static constexpr bool kSplit = D == 128 || QS == 2 * BBM9;  // dQ split between the warpgroups (columns, or query tiles)
   static constexpr int kNC = kSplit ? 2 : NB / 64;
@@ -590,12 +587,12 @@ template <int D, int NB = BBN9, int ST = STAGES, int XB = 0, int QS = BBM9, int 
   static constexpr int kQ = kV + kKV;                  // [ST] Q tiles
   static constexpr int kdO = kQ + ST * kQT;        // [ST] dO tiles
   static constexpr int kdS = kdO + ST * kQT;       // [2][QS / 64][NB keys][64 queries] dS^T
-  static constexpr int kdQ = kdS + 2 * NB * QS * 2;  // [kNC warpgroups][DQS][BBM9][64] fp32
-  static constexpr int kL = kdQ + kNC * DQS * BBM9 * 64 * 4;   // [ST][QS] lse * log2(e)
+  static constexpr int kdQ = kdS + 2 * NB * QS * 2;  // [kNC warpgroups][BBM9][64] fp32
+  static constexpr int kL = kdQ + kNC * BBM9 * 64 * 4;   // [ST][QS] lse * log2(e)
   static constexpr int kDs = kL + ST * QS * 4;     // [ST][QS] Dsum
-  // fullKV, fullQ[S], emptyQ[S], dqFull[kNC DQS], dqEmpty[kNC DQS], and XB more (PAIRS: emptyKV)
+  // fullKV, fullQ[S], emptyQ[S], dqFull[kNC], dqEmpty[kNC], and XB more (PAIRS: emptyKV)
   static constexpr int kBar = kDs + ST * QS * 4;
-  static constexpr int kBytes = kBar + 8 * (1 + 2 * ST + 2 * kNC * DQS + XB) + 1024;
+  static constexpr int kBytes = kBar + 8 * (1 + 2 * ST + 2 * kNC + XB) + 1024;
 };
 
 // A warp of the producer warpgroup issues the dQ reductions: a consumer warpgroup hands
@@ -654,38 +651,6 @@ constexpr bool PAIRS = true;
 constexpr bool PAIRS = false;
 #endif
 
-// FRONT (experiment sm90ff): where the host sets sched bit 2, an unpaired block walks its
-// heads' rows end to end from where the last block on the same row of the same KV head
-// (its first query tile) stepped, so that blocks started late in the pass join the others'
-// query tiles instead of starting at the first: the blocks' speeds differ, and over a long
-// pass (full 48K: 23 waves) a KV head's blocks drift apart until their Q, dO and dQ no
-// longer fit in L2 (the L2 model: 218 GB read at 2% spread, 15.5 with the front). The
-// positions live in the deterministic backward's locks (unused without DET; the host zeroes
-// them before each launch); any value read gives a valid walk (every step once), so no
-// ordering is needed. Rows are told apart by their first query tile only: two rows that
-// share it but not their length (a key tile across a document's edge) read each other's
-// positions, still a valid start.
-#ifdef LONGCA_BWD_FRONT
-constexpr bool FRONT = true;
-#else
-constexpr bool FRONT = false;
-#endif
-
-// DQ2 (experiment sm90w2): two dQ stages a consumer warpgroup, used in turn, so that a
-// warpgroup stages step j's dQ while the writer's bulk reduction still reads step j-1's: the
-// writer hands a stage back once the next step's reductions are issued and the older reads
-// done (cp.async.bulk.wait_group.read with this step's groups still pending), where with one
-// stage it waits for every read of the step before handing any back. Call 47's stall samples
-// put about 10% of causal 16K's on the hand-off (the fence, the arrive, the wait for the
-// stage); a writer per warpgroup (sm90bw) was level in call 44, which leaves the reads'
-// latency. Not at 128 queries a step (its layout has no room for it).
-#ifdef LONGCA_BWD_DQ2
-constexpr bool DQ2 = true;
-#else
-constexpr bool DQ2 = false;
-#endif
-
-
 // DET: the deterministic backward. Every query tile's dQ is added by the key tiles that
 // visit it in increasing order: the writer of key tile kt waits until locks[h][tile] says
 // the ranks[e] lower key tiles have added theirs, adds, waits for its additions to land,
@@ -700,7 +665,7 @@ constexpr bool DQ2 = false;
 // dQ in flight halve (the L2 model: causal 48K paired 58 -> 16 GB read from DRAM,
 // causal_blockwise 32K 44 -> 3.9 with the key tiles the grid's fast index). Entries of their
 // own: the unsplit backward at 128 lost 1-2% compiled with the split's code (call 44).
-// Q2: 128 queries a step at head dim 64 (experiment sm90d64, entries bwd90qq): the d128
+// Q2: 128 queries a step at head dim 64 (sm90's since call 55, entries bwd90qq): the d128
 // backward's shape with the head dimension and the step's queries swapped (two consumer
 // warpgroups of 64 keys, S^T and dP^T 64 x 128 a warpgroup, dK and dV 64 x 64), so that a
 // step's products are twice as long against its fixed cost (barriers, waits, the hand-off of
@@ -708,7 +673,7 @@ constexpr bool DQ2 = false;
 // of the 64-query walk (its items; a head's last query tile and the next head's first can
 // share one: dK and dV sum over both, dQ goes to each item's own row); the last step of an
 // odd walk loads its first item twice and masks the second whole. Each warpgroup adds the dQ
-// of one item (its 64 queries over the block's 128 keys). No pairs, no front.
+// of one item (its 64 queries over the block's 128 keys). No pairs.
 template <int D, typename T, bool DET, bool F, int OVB = 0, int NB = BBN9, bool SPLIT = false, bool Q2 = false>
 DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const TmaDesc &tdo, const TmaDesc &tdq,
                   const float *__restrict__ lse2, const float *__restrict__ dsum, T *__restrict__ dk,
@@ -717,11 +682,8 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
                   float *__restrict__ dqacc) {
   constexpr int QS = Q2 ? 2 * BBM9 : BBM9, QU = QS / BBM9;  // queries a step, items a step
   static_assert(!Q2 || (OVB == 2 && F && D == 64 && NB == BBN9), "128 queries a step: the early loop, F, head dim 64, 128 keys");
-  constexpr int DQS = DQ2 && !Q2 ? 2 : 1;                   // dQ stages a consumer warpgroup
-  constexpr int DQL = DQS - 1;                               // log2 DQS: step j's stage j & DQL, its phase j >> DQL
-  static_assert(DQS == 1 || !Q2, "two dQ stages: the writer's wait_group.read NCW counts NCW groups a step");
-  using L = BwdLayout<D, NB, STAGES, PAIRS ? 1 : 0, QS, DQS>;
-  static_assert(L::kBytes + 16 <= 232448, "the backward's shared memory (and sOff) past the H200's 227 KB a block");
+  using L = BwdLayout<D, NB, STAGES, PAIRS ? 1 : 0, QS>;
+  static_assert(L::kBytes <= 232448, "the backward's shared memory past the H200's 227 KB a block");
   constexpr int NCW = L::kNC;  // consumer warpgroups
   extern __shared__ unsigned char smem_raw[];
   unsigned char *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
@@ -734,8 +696,8 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
   float *sL = reinterpret_cast<float *>(smem + L::kL);
   float *sDs = reinterpret_cast<float *>(smem + L::kDs);
   u64 *bars = reinterpret_cast<u64 *>(smem + L::kBar);
-  u64 *fullKV = bars, *fullQ = bars + 1, *emptyQ = fullQ + STAGES, *dqFull = emptyQ + STAGES, *dqEmpty = dqFull + NCW * DQS;
-  u64 *emptyKV = dqEmpty + NCW * DQS;  // PAIRS only
+  u64 *fullKV = bars, *fullQ = bars + 1, *emptyQ = fullQ + STAGES, *dqFull = emptyQ + STAGES, *dqEmpty = dqFull + NCW;
+  u64 *emptyKV = dqEmpty + NCW;  // PAIRS only
 
   const int tid = threadIdx.x, wg = warpgroup_index();
   // sched (sm90: backwardOrder's pick, 1 or 3; sm90fk 3, sm90fn 1, sm90r 0): bit 0 turns
@@ -767,26 +729,15 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
   // Blocks start at different query tiles (a rotation by key tile), so that blocks
   // running together add into different dQ rows.
   const int rot = ne > 0 && !DET && !(sched & 1) && !paired ? (kt * 7) % ne : 0;
-  // FRONT: the walk's first step (off, of itersA) and where this row's position is kept
-  const bool front = FRONT && !Q2 && !DET && !paired && (sched & 4) && gs == 1 && ne > 0;
-  int *const frontAt = locks + (long long)kvh * (sq_pad / BBM9) + (front ? wl.entries[2 * e0] : 0);
-  __shared__ int sOff;
-  int off = 0;
-  auto front_pos = [&](int it) { return it + off >= itersA ? it + off - itersA : it + off; };
   // step it of this block's walk: its query head (of its part of the group) and its work-list
-  // entry; unpaired, ne steps a head from the rotated first entry (FRONT: the heads' rows end
-  // to end from step off); paired, the first key tile's entries from the last, then the
-  // second's from the first, the heads inner
+  // entry; unpaired, ne steps a head from the rotated first entry; paired, the first key
+  // tile's entries from the last, then the second's from the first, the heads inner
   auto step_at = [&](int it, int &h, int &e) {
     if (paired) {
       const bool b = it >= itersA;
       const int l = b ? it - itersA : it, i = l / gpart;
       h = kvh * group + part * gpart + l % gpart;
       e = b ? eB0 + i : e1 - 1 - i;
-    } else if (front) {
-      const int p = front_pos(it);
-      h = kvh * group + part * gpart + p / ne;
-      e = e0 + p % ne;
     } else {
       h = kvh * group + part * gpart + it / ne;
       e = e0 + (it % ne + rot) % ne;
@@ -809,19 +760,13 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
       mbar_init(&fullQ[s], 1);
       mbar_init(&emptyQ[s], 128 * NCW);
     }
-    for (int c = 0; c < NCW * DQS; c++) {  // warpgroup c / DQS's stage c % DQS
+    for (int c = 0; c < NCW; c++) {
       mbar_init(&dqFull[c], 128);
       mbar_init(&dqEmpty[c], 1);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    if (front) {
-      unsigned v;
-      asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(frontAt));
-      sOff = (int)(v % (unsigned)itersA);
-    }
   }
   __syncthreads();
-  if (front) off = sOff;
 
   if (wg == 0) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(NCW == 3 ? 32 : 40) : "memory");
@@ -859,9 +804,6 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
           bulk_load(sL + s * QS + u * BBM9, lse2 + (long long)h * sq_pad + q0, BBM9 * 4, &fullQ[s]);
           bulk_load(sDs + s * QS + u * BBM9, dsum + (long long)h * sq_pad + q0, BBM9 * 4, &fullQ[s]);
         }
-        if (front) {  // where the blocks on this row are
-          asm volatile("st.relaxed.gpu.global.b32 [%0], %1;\n" ::"l"(frontAt), "r"(front_pos(it)) : "memory");
-        }
         if (paired && it == itersA) {  // the second key tile's K and V, once the consumers are done with the first's
           if (itersA > 0) mbar_wait(emptyKV, 0);
           load_kv(ktB * NB);
@@ -869,9 +811,8 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
       }
     }
     // the dQ writer: lane 0 of warp 1, serving every consumer warpgroup in turn (a stage is
-    // handed back once all of a step's stages have been read, with DQ2 the last step's once
-    // this step's reductions are issued; a writer per warpgroup, experiment sm90bw, measured
-    // level in call 44)
+    // handed back once all of a step's stages have been read; a writer per warpgroup,
+    // experiment sm90bw, measured level in call 44)
     if (tid == 32) {
       for (int it = 0; it < steps; it++) {
         int h, e;
@@ -907,35 +848,25 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
             lock = locks + (long long)h * (sq_pad / BBM9) + q0 / BBM9;
             turn();
           }
-          const int sl = c * DQS + (it & DQL);  // warpgroup c's stage of this step
-          mbar_wait(&dqFull[sl], (it >> DQL) & 1);
+          mbar_wait(&dqFull[c], it & 1);
           if (!own) continue;
           if (F) {  // one chunk of 64 x 64 in fragment order: (h, query tile, column half)
             const long long chunk = ((long long)h * (sq_pad / BBM9) + q0 / BBM9) * (D / 64) + (L::kSplit && !Q2 ? c : 0);
-            bulk_reduce_add_f32(dqacc + chunk * (BBM9 * 64), sdQ + sl * BBM9 * 64, BBM9 * 64 * 4);
+            bulk_reduce_add_f32(dqacc + chunk * (BBM9 * 64), sdQ + c * BBM9 * 64, BBM9 * 64 * 4);
           } else {  // two swizzled boxes of 32 columns
-            tma_reduce_add2(&tdq, sdQ + sl * BBM9 * 64, L::kSplit ? c * 64 : 0, h * sq_pad + q0);
-            tma_reduce_add2(&tdq, sdQ + sl * BBM9 * 64 + BBM9 * 32, (L::kSplit ? c * 64 : 0) + 32, h * sq_pad + q0);
+            tma_reduce_add2(&tdq, sdQ + c * BBM9 * 64, L::kSplit ? c * 64 : 0, h * sq_pad + q0);
+            tma_reduce_add2(&tdq, sdQ + c * BBM9 * 64 + BBM9 * 32, (L::kSplit ? c * 64 : 0) + 32, h * sq_pad + q0);
           }
           bulk_commit();
           if (DET) bulk_wait0();  // landed before the next half (the same columns at D = 64)
           if (Q2) pass();
         }
         if (!Q2) pass();
-        if constexpr (DQS == 1) {
 #pragma unroll
-          for (int c = 0; c < NCW; c++) {
-            // the stages have been read: hand them back (all at once: wait_group is per thread)
-            if (c == 0 && !DET) bulk_wait_read0();
-            mbar_arrive(&dqEmpty[c]);
-          }
-        } else if (it > 0) {
-          // the last step's stages, once read (this step's NCW groups may still be reading);
-          // the walk's last stages are never handed back (no one waits for them; the block's
-          // barriers end there: a persistent backward would hand them back first)
-          if (!DET) bulk_wait_read<NCW>();
-#pragma unroll
-          for (int c = 0; c < NCW; c++) mbar_arrive(&dqEmpty[c * DQS + ((it - 1) & DQL)]);
+        for (int c = 0; c < NCW; c++) {
+          // the stages have been read: hand them back (all at once: wait_group is per thread)
+          if (c == 0 && !DET) bulk_wait_read0();
+          mbar_arrive(&dqEmpty[c]);
         }
       }
       bulk_wait0();
@@ -961,16 +892,15 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
   // stage dQ * scale as fp32 rows of 64 columns (the j-th dQ of the walk) and hand it to
   // the writer, who adds it into the accumulator
   auto stage_dq = [&](float(&dqa)[32], int j) {
-    const int sl = cw * DQS + (j & DQL);  // this warpgroup's stage for the j-th
-    float *stage = sdQ + sl * BBM9 * 64;
-    mbar_wait(&dqEmpty[sl], ((j >> DQL) & 1) ^ 1);  // the writer has read what it held last
+    float *stage = sdQ + cw * BBM9 * 64;
+    mbar_wait(&dqEmpty[cw], (j & 1) ^ 1);  // the writer has read what it held last
     if (F) {  // unscaled, in fragment order: 8 conflict-free 16-byte stores
 #pragma unroll
       for (int jj = 0; jj < 8; jj++)
         *reinterpret_cast<float4 *>(stage + dq_frag_slot(lt, jj) * 4) =
             make_float4(dqa[4 * jj], dqa[4 * jj + 1], dqa[4 * jj + 2], dqa[4 * jj + 3]);
       fence_async_smem();
-      mbar_arrive(&dqFull[sl]);
+      mbar_arrive(&dqFull[cw]);
       return;
     }
 #pragma unroll
@@ -985,7 +915,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
         *reinterpret_cast<float2 *>(stage + off) = make_float2(dqa[4 * jj + 2 * r] * scale, dqa[4 * jj + 2 * r + 1] * scale);
       }
     fence_async_smem();
-    mbar_arrive(&dqFull[sl]);
+    mbar_arrive(&dqFull[cw]);
   };
 
   // dS^T of a step (sa: its packed fragments, 4 k16 columns of queries a chunk) to shared
@@ -1471,7 +1401,7 @@ SM90_FWD_NC(fwd90m, fp16, __half, 64, false, true, 3)
 SM90_FWD_NC(fwd90mp, fp16, __half, 64, true, true, 3)
 #endif
 
-// The three-consumer forward with the overlap (experiment sm90d64): head dim 64, three
+// The three-consumer forward with the overlap (sm90's since call 55): head dim 64, three
 // consumer warpgroups in a ring as fwd90m, and within a turn the next tile's Q K^T and this
 // tile's P V as two groups with the next tile's softmax under P V (fwd90o's order); only
 // with LONGCA_FWD_THREE_OVL.
@@ -1536,7 +1466,7 @@ SM90_BWD3_PAIR(fp16, __half)
 SM90_DKV_REDUCE(bf16, __nv_bfloat16)
 SM90_DKV_REDUCE(fp16, __half)
 
-// The early backward's entries (sm90 at head dim 128 since call 31, sm90be at both): the
+// The early backward's entries (sm90 at head dim 128 since call 31): the
 // next step's S^T and dP^T issued behind this step's dK; only with LONGCA_BWD_EARLY.
 #ifdef LONGCA_BWD_EARLY
 SM90_BWD_PAIR(bwd90e, bf16, __nv_bfloat16, 64, 2)
@@ -1552,7 +1482,7 @@ SM90_BWD_G(bwd90es, bf16, __nv_bfloat16, 128, false, true, 2, BBN9, true)
 SM90_BWD_G(bwd90es, fp16, __half, 128, false, true, 2, BBN9, true)
 #endif
 
-// The backward over 128 queries a step at head dim 64 (experiment sm90d64), and its
+// The backward over 128 queries a step at head dim 64 (sm90's since call 55), and its
 // deterministic entry; only with LONGCA_BWD_Q2.
 #if defined(LONGCA_BWD_EARLY) && defined(LONGCA_BWD_Q2)
 SM90_BWD_Q(bwd90qq, bf16, __nv_bfloat16, 64, false, true, 2, BBN9, false, true)

@@ -117,7 +117,7 @@ func TestOddLengthsAndFP16(t *testing.T) {
 
 // Head dim 64 with GQA groups at lengths that are no multiple of the tiles, and fp16: a
 // group's walk is then often odd, so that a backward taking two query tiles a step
-// (sm90d64) pairs one head's last query tile with the next head's first and masks the
+// (sm90's since call 55) pairs one head's last query tile with the next head's first and masks the
 // second half of its last step whole.
 func TestHeadDim64Groups(t *testing.T) {
 	k := gpuKernel(t)

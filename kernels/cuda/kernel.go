@@ -111,7 +111,7 @@ var (
 	fwdSM90M  = variant{fn: "fwd90m", qTile: 192, kTile: 128, threads: 512, sharedPerDim: (2*192 + 4*128) * 2, sharedFixed: fwdSM90.sharedFixed, lean: true}
 	fwdSM90O  = fwdSM90L.withFn("fwd90o")
 	fwdSM90OM = fwdSM90O.withAt64(&fwdSM90M)
-	// experiment sm90d64's forward (LONGCA_FWD_THREE_OVL): at head dim 64 fwd90m's three consumer
+	// sm90's since call 55 (experiment sm90d64's forward, LONGCA_FWD_THREE_OVL): at head dim 64 fwd90m's three consumer
 	// warpgroups with fwd90o's overlap within a turn (the next tile's softmax under this
 	// tile's P V; FlashAttention-3's choice at head dim 64: three warpgroups and the overlap)
 	fwdSM90MO  = fwdSM90M.withFn("fwd90mo")
@@ -120,7 +120,7 @@ var (
 	// 2 stages of 64 x D (sm90 where keyTile64Pays says so, sm90s always; calls 29-30)
 	fwdSM90S = variant{fn: "fwd90s", qTile: 128, kTile: 64, threads: 384, sharedPerDim: (2*128 + 4*64) * 2, sharedFixed: fwdSM90.sharedFixed, lean: true}
 	// the backward with the next step's S^T and dP^T issued behind this step's dK
-	// (LONGCA_BWD_EARLY; sm90be at both head dims)
+	// (LONGCA_BWD_EARLY)
 	bwdSM90E = bwdSM90C.withFn("bwd90e")
 	// sm90 since call 38 (docs/perf.md "Calls 37-42"; experiment sm90b3): at head dim 64 the
 	// backward over blocks of 192 keys with three consumer warpgroups of 64 keys (160
@@ -135,7 +135,7 @@ var (
 	// with LONGCA_BWD_PAIRS has it
 	bwdSM90TP  = bwdSM90T.withBars(1)
 	bwdSM90ETP = bwdSM90ET.withBars(1).withAt64(&bwdSM90TP)
-	// experiment sm90d64's backward (LONGCA_BWD_Q2): at head dim 64 the early backward over 128 keys and
+	// sm90's since call 55 (experiment sm90d64's backward, LONGCA_BWD_Q2): at head dim 64 the early backward over 128 keys and
 	// 128 queries a step (two of the list's 64-query tiles), two consumer warpgroups: K and V
 	// 128 x D, Q and dO 2 stages of 128 x D, dS^T 2 x 128 x 128 bf16, two dQ stages of 64 x
 	// 64 fp32, lse and Dsum 2 stages of 128 fp32, 9 barriers and the pairs' one
@@ -416,9 +416,6 @@ func (k *Kernel) Describe(p kernels.Problem, pass kernels.Pass) kernels.Info {
 			sched, g := k.backwardPlan(dl, p.HeadsKV, p.HeadsQ/p.HeadsKV, p.HeadDim)
 			if g > 1 {
 				info.Variant += fmt.Sprintf(" gsplit-%d", g)
-			}
-			if sched&4 != 0 {
-				info.Variant += " front-bwd"
 			}
 			if sched&schedDocPairs != 0 {
 				info.Variant += " doc-pairs-bwd"

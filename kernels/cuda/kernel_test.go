@@ -111,33 +111,32 @@ func TestVariantsMatchSource(t *testing.T) {
 func TestBackwardSharedMatchesLayout(t *testing.T) {
 	src := SourceSM90()
 	prog := "#include <cstdio>\n" + extract(t, src, "constexpr int SBM = 128", "\n") + extract(t, src, "constexpr int CHUNK = 64;", "\n") +
-		extract(t, src, "constexpr int BBM9 = 64", "\n") + extract(t, src, "template <int D, int NB = BBN9, int ST = STAGES, int XB = 0, int QS = BBM9, int DQS = 1> struct BwdLayout {", "\n};\n") + `
-template <int D, int NB, int ST, int XB, int QS = 64, int DQS = 1> void show() { printf("%d %d %d %d %d %d %d %d\n", D, NB, ST, XB, QS, DQS, BwdLayout<D, NB, ST, XB, QS, DQS>::kBytes, BwdLayout<D, NB, ST, XB, QS, DQS>::kNC); }
+		extract(t, src, "constexpr int BBM9 = 64", "\n") + extract(t, src, "template <int D, int NB = BBN9, int ST = STAGES, int XB = 0, int QS = BBM9> struct BwdLayout {", "\n};\n") + `
+template <int D, int NB, int ST, int XB, int QS = 64> void show() { printf("%d %d %d %d %d %d %d\n", D, NB, ST, XB, QS, BwdLayout<D, NB, ST, XB, QS>::kBytes, BwdLayout<D, NB, ST, XB, QS>::kNC); }
 int main() { show<64, 128, 2, 0>(); show<128, 128, 2, 0>(); show<64, 192, 2, 0>();
-  show<64, 128, 2, 1>(); show<128, 128, 2, 1>(); show<64, 192, 2, 1>(); show<64, 128, 2, 1, 128>();
-  show<64, 128, 2, 1, 64, 2>(); show<128, 128, 2, 1, 64, 2>(); show<64, 192, 2, 1, 64, 2>(); return 0; }
+  show<64, 128, 2, 1>(); show<128, 128, 2, 1>(); show<64, 192, 2, 1>(); show<64, 128, 2, 1, 128>(); return 0; }
 `
 	out, err := exec.Command(hostcc.Compile(t, "bwdlayout", prog)).Output()
 	if err != nil {
 		t.Fatal(err)
 	}
-	type key struct{ d, nb, st, xb, qs, dqs int }
+	type key struct{ d, nb, st, xb, qs int }
 	layout := map[key][2]int{}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		var d, nb, st, xb, qs, dqs, bytes, nc int
-		if _, err := fmt.Sscan(line, &d, &nb, &st, &xb, &qs, &dqs, &bytes, &nc); err != nil {
+		var d, nb, st, xb, qs, bytes, nc int
+		if _, err := fmt.Sscan(line, &d, &nb, &st, &xb, &qs, &bytes, &nc); err != nil {
 			t.Fatalf("line %q: %v", line, err)
 		}
-		layout[key{d, nb, st, xb, qs, dqs}] = [2]int{bytes, nc}
+		layout[key{d, nb, st, xb, qs}] = [2]int{bytes, nc}
 	}
 	for _, c := range []struct {
-		v                      variant
-		d, nb, st, xb, qs, dqs int
-	}{{bwdSM90F, 64, 128, 2, 0, 64, 1}, {bwdSM90F, 128, 128, 2, 0, 64, 1}, {bwdSM90C, 128, 128, 2, 0, 64, 1}, {bwdSM90E, 128, 128, 2, 0, 64, 1}, {bwdSM90T, 64, 192, 2, 0, 64, 1},
-		{bwdSM90ETP, 128, 128, 2, 1, 64, 1}, {*bwdSM90ETP.at64, 64, 192, 2, 1, 64, 1}, {*bwdSM90ETQP.at64, 64, 128, 2, 1, 128, 1}} {
-		l, ok := layout[key{c.d, c.nb, c.st, c.xb, c.qs, c.dqs}]
+		v                 variant
+		d, nb, st, xb, qs int
+	}{{bwdSM90F, 64, 128, 2, 0, 64}, {bwdSM90F, 128, 128, 2, 0, 64}, {bwdSM90C, 128, 128, 2, 0, 64}, {bwdSM90E, 128, 128, 2, 0, 64}, {bwdSM90T, 64, 192, 2, 0, 64},
+		{bwdSM90ETP, 128, 128, 2, 1, 64}, {*bwdSM90ETP.at64, 64, 192, 2, 1, 64}, {*bwdSM90ETQP.at64, 64, 128, 2, 1, 128}} {
+		l, ok := layout[key{c.d, c.nb, c.st, c.xb, c.qs}]
 		if !ok {
-			t.Fatalf("no layout for D %d NB %d stages %d extra barriers %d, %d queries a step, %d dQ stages in %q", c.d, c.nb, c.st, c.xb, c.qs, c.dqs, out)
+			t.Fatalf("no layout for D %d NB %d stages %d extra barriers %d, %d queries a step in %q", c.d, c.nb, c.st, c.xb, c.qs, out)
 		}
 		if got := c.v.shared(c.d); got != l[0] {
 			t.Errorf("%s at head dim %d, %d stages: the variant asks for %d bytes, BwdLayout<%d, %d, %d> takes %d", c.v.fn, c.d, c.st, got, c.d, c.nb, c.st, l[0])
@@ -161,8 +160,7 @@ int main() { show<64, 128, 2, 0>(); show<128, 128, 2, 0>(); show<64, 192, 2, 0>(
 		}
 		for _, d := range []int{64, 128} {
 			bv := av.bwd.at(d)
-			qs, dqs := max(bv.qTile, bv.qStep), 1
-			l, ok := layout[key{d, bv.kTile, 2, xb, qs, dqs}]
+			l, ok := layout[key{d, bv.kTile, 2, xb, max(bv.qTile, bv.qStep)}]
 			if !ok {
 				t.Errorf("%s at head dim %d: no layout for %d keys, %d extra barriers", av.name, d, bv.kTile, xb)
 				continue
@@ -314,10 +312,10 @@ func TestVariantsDefineTheirEntries(t *testing.T) {
 	}
 }
 
-// A variant whose backward at head dim 64 takes 128 queries a step (experiment sm90d64) runs
+// A variant whose backward at head dim 64 takes 128 queries a step (sm90 since call 55) runs
 // the bwd90qq entries: the source has them for both dtypes with their deterministic twins
 // (that the module defines them is TestVariantsDefineTheirEntries's), and its plan there must
-// neither pair nor front (the kernel walks neither at 128 queries a step).
+// not pair (the kernel walks no pairs at 128 queries a step).
 func TestQ2Variants(t *testing.T) {
 	n := 0
 	for _, a := range archVariants {
@@ -340,14 +338,14 @@ func TestQ2Variants(t *testing.T) {
 		k := &Kernel{arch: a}
 		for _, m := range mask.KernelMasks() {
 			for _, s := range []int{8192, 49152} {
-				if o, _ := k.backwardPlan(&deviceList{w: backwardList(t, 42, s, m)}, 8, 8, 64); o&(4|8) != 0 {
-					t.Errorf("%s: the plan of %s %d at head dim 64 is %#x (pairs or front): the bwd90qq kernel walks neither (backward90 refuses it)", a.name, m, s, o)
+				if o, _ := k.backwardPlan(&deviceList{w: backwardList(t, 42, s, m)}, 8, 8, 64); o&8 != 0 {
+					t.Errorf("%s: the plan of %s %d at head dim 64 is %#x (pairs): the bwd90qq kernel walks no pairs (backward90 refuses it)", a.name, m, s, o)
 				}
 			}
 		}
 	}
 	if n == 0 {
-		t.Skip("no variant takes 128 queries a step (sm90d64 removed?): nothing to check")
+		t.Skip("no variant takes 128 queries a step (bwd90qq removed?): nothing to check")
 	}
 }
 
@@ -376,6 +374,6 @@ func TestSplit128Variants(t *testing.T) {
 		}
 	}
 	if n == 0 {
-		t.Skip("no variant splits at head dim 128 (sm90g2 removed?): nothing to check")
+		t.Skip("no variant splits at head dim 128 (bwd90es removed?): nothing to check")
 	}
 }

@@ -8,10 +8,8 @@ import (
 // 48-51"): its blocks, a key tile of a KV head walking the group's query heads (sched as
 // the kernel reads it: bit 0 no rotation, bit 1 the key tiles the grid's fast index, bit 3
 // two key tiles a block, the heaviest with the lightest, down then up, the heads inner;
-// bit 2 the front: an unpaired block walks its heads' rows end to end from where the last
-// block on the same row, by its first query tile, of its KV head stepped; bits 4-7 the
-// group split: a KV head's group query heads over that many blocks a key tile, the grid's
-// head index kvh x split + part, each block reading its key tile's K and V),
+// bits 4-7 the group split: a KV head's group query heads over that many blocks a key
+// tile, the grid's head index kvh x split + part, each block reading its key tile's K and V),
 // started in grid order on slots SMs, each step reading its query tile's Q and dO and
 // adding into its fp32 dQ, each block reading its K and V, all through an LRU cache of
 // capacity bytes (the H200's L2: 50 MB). Each block runs at a speed drawn within +-noise
@@ -89,15 +87,7 @@ func l2Traffic(w *WorkList, heads, group, slots, d int, sched int32, capacity in
 		b     block
 		segs  []seg
 		si, i int // segment, step within it
-		off   int // bit 2: where its walk starts (a position over its heads' rows)
 		speed float64
-	}
-	front := map[[2]int]int{} // bit 2: the position last stepped on each KV head's row (by its first query tile)
-	frontOf := func(b block, sg []seg) [2]int {
-		if len(sg) == 0 || len(sg[0].row) == 0 {
-			return [2]int{b.kvh, -1}
-		}
-		return [2]int{b.kvh, int(sg[0].row[0])}
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	next := 0
@@ -107,8 +97,7 @@ func l2Traffic(w *WorkList, heads, group, slots, d int, sched int32, capacity in
 		}
 		b := blocks[next]
 		next++
-		sg := segsOf(b)
-		return &walker{b: b, segs: sg, off: front[frontOf(b, sg)], speed: 1 + noise*(2*rng.Float64()-1)}
+		return &walker{b: b, segs: segsOf(b), speed: 1 + noise*(2*rng.Float64()-1)}
 	}
 	// step performs one step of wk (its K and V first at a segment's start); false when done
 	step := func(wk *walker) bool {
@@ -128,10 +117,6 @@ func l2Traffic(w *WorkList, heads, group, slots, d int, sched int32, capacity in
 				if sg.desc {
 					idx = ne - 1 - idx
 				}
-			} else if sched&4 != 0 && split == 1 { // (the kernel's front: unsplit blocks only)
-				pos := (wk.i + wk.off) % (ne * group)
-				g, idx = pos/ne, pos%ne
-				front[frontOf(wk.b, wk.segs)] = pos
 			} else {
 				g, idx = wk.i/ne, wk.i%ne
 				if sched&1 == 0 {

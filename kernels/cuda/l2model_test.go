@@ -104,7 +104,7 @@ func TestL2ModelSplit(t *testing.T) {
 }
 
 // The head-dim-64 backward's blocks in the L2 model (sm90's plan at each key tile: the order
-// rule and the group split): 128-key blocks (experiment sm90d64's bwd90qq) read far less
+// rule and the group split): 128-key blocks (sm90's bwd90qq since call 55) read far less
 // from DRAM than sm90's 192-key blocks on causal and full_document at 32K (the model, 2%
 // speed spread: causal 18.2 -> 3.2 GB, full_document 7.0 -> 1.7; at 48K 31 -> 5.7 and 85 ->
 // 5.1), and about as much on full (2.8 -> 3.2), whose equal rows keep together either way.

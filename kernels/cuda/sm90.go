@@ -96,8 +96,8 @@ func persistentForward(w *WorkList) bool {
 }
 
 // Orders of the backward's blocks (the kernel's sched argument): bit 0 no rotation of
-// the blocks' first query tiles, bit 1 key tiles the grid's fast index (bit 2 the front,
-// experiment sm90ff; bit 3 the pairs; bits 4-7 the group split).
+// the blocks' first query tiles, bit 1 key tiles the grid's fast index (bit 3 the pairs;
+// bits 4-7 the group split).
 const (
 	schedRotate int32 = 0  // each block starts at a query tile rotated by its key tile
 	schedNoRot  int32 = 1  // every block starts at its first query tile, heaviest key tiles first over all heads
@@ -709,8 +709,8 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 	}
 	shared := bv.shared(d)
 	sched, gs := k.backwardPlan(dl, p.HeadsKV, hq/p.HeadsKV, d)
-	if bv.qStep > bv.qTile && sched&(4|8) != 0 { // the bwd90qq kernel walks neither: half the blocks would be launched for nothing
-		return fmt.Errorf("cuda: the %s backward takes %d queries a step and walks no pairs or front, but its plan is %#x", bv.fn, bv.qStep, sched)
+	if bv.qStep > bv.qTile && sched&8 != 0 { // the bwd90qq kernel walks no pairs: half the blocks would be launched for nothing
+		return fmt.Errorf("cuda: the %s backward takes %d queries a step and walks no pairs, but its plan is %#x", bv.fn, bv.qStep, sched)
 	}
 	fn := bv.fn
 	switch {
@@ -734,15 +734,12 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 	if err := k.dev.Memset(dqacc, 4, 0); err != nil {
 		return err
 	}
-	// the deterministic backward's turns, one per (query head, 64-query tile), and the
-	// front's positions (sched bit 2, experiment sm90ff), one per (KV head, a row's first
-	// query tile): zero, so that every launch starts its fronts alike (any value is a valid
-	// start, but one left by the last launch would shift each walk launch after launch)
+	// the deterministic backward's turns, one per (query head, 64-query tile): zero
 	locks, err := k.scratchBuf("dqlocks", hq*sqPad/64)
 	if err != nil {
 		return err
 	}
-	if k.det || sched&4 != 0 {
+	if k.det {
 		if err := k.dev.Memset(locks, 4, 0); err != nil {
 			return err
 		}
