@@ -60,9 +60,9 @@ var (
 	// longcaShape: longca's cuda kernel, fitted to its measured rates on 4 to 6 masks
 	// (DEVICE.md, docs/perf.md): partial tiles about as dear as full ones, rows dear.
 	longcaShape = shape{1.15, 1.7, 1.0, 1.8}
-	// longcaSM90Shape: the same kernel's sm90 variant as of 2026-12-03, fitted with its
-	// dense rates (KernelPresets' longca-cuda-h200).
-	longcaSM90Shape = shape{1.16, 1.76, 1.16, 2.09}
+	// longcaSM90Shape: the same kernel's sm90 variant as of 2026-12-05, fitted with its
+	// dense rates (KernelPresets' longca-cuda-h200); {1.16, 1.76, 1.16, 2.09} on 2026-12-03.
+	longcaSM90Shape = shape{1.24, 1.93, 1.36, 2.51}
 )
 
 // presetModel builds a model from dense rates (TFLOP/s on full tiles), launch overheads
@@ -86,16 +86,16 @@ var KernelPresets = map[string]KernelModel{
 	// FlashAttention-2 on A100 SXM: about 220 forward, 190 backward.
 	"fa2-a100": presetModel("fa2-a100", "preset: FlashAttention-2 on A100, published dense rates 220 fwd / 190 bwd TFLOP/s (bf16, d128)", 108, 220, 190, 10, 25, faShape),
 	// longca's own cuda kernel on the H200, variant sm90, fitted (Fit, from the earlier
-	// preset of 532 / 397 and longcaShape) to the kernel-alone rows of the H200 runs of
-	// 2026-12-03 17:40-17:55 UTC at ed9018a: the kernel_tflops baseline that longca cp
-	// --ranks 8 --kernel cuda --baseline measure (8K tokens per rank, 64:8, d128, seed
-	// 42) measured per mask and pass in each of its two calls (the notes' dev-20261203e/
-	// call1-cp8-cuda-loongtrain-usp-ringp2p.arrow and call2-cp8-cuda-ulysses-balanced-
-	// ringallgather.arrow): full 544 / 539 fwd, 428 / 476 bwd; causal 517 / 511, 423 / 422;
-	// full_document_long 487 / 493, 403 / 402; causal_document_long 440 / 443, 369 / 355
-	// TFLOP/s. The fit reproduces the 16 within 6% (rms 0.6% fwd, 2.9% bwd; the two
-	// calls' full bwd, 11% apart, are its worst: TestH200PresetFitsKernelAlone).
-	"longca-cuda-h200": presetModel("longca-cuda-h200", "preset: longca cuda kernel (sm90) on H200, dense 559 fwd / 465 bwd TFLOP/s, fitted to its kernel-alone rows at 8K 64:8 on 4 masks (H200, 2026-12-03)", 132, 559, 465, 15, 40, longcaSM90Shape),
+	// preset of 532 / 397 and longcaShape) to the kernel-alone rows of the H200 run of
+	// 2026-12-05 03:00 UTC (scripts/device/cp-final.sh, sm90 as of call 53: the d128
+	// backward's pairs): the kernel_tflops baseline that longca cp --ranks 8 --kernel cuda
+	// --baseline measure (8K tokens per rank, 64:8, d128, seed 42) measured per mask and
+	// pass (docs/results/h200-cp-final-bal-20261205.txt): full 590.5 fwd / 535.2 bwd, causal
+	// 563.3 / 460.4, full_document_long 544.5 / 463.2, causal_document_long 474.1 / 387.1
+	// TFLOP/s. The fit reproduces the 8 within 6% (rms 1.3% fwd, 3.5% bwd:
+	// TestH200PresetFitsKernelAlone). The preset of 2026-12-03 (call 9's kernel: 559 / 465,
+	// shape {1.16, 1.76, 1.16, 2.09}) ran 8-19% slow against these rows.
+	"longca-cuda-h200": presetModel("longca-cuda-h200", "preset: longca cuda kernel (sm90) on H200, dense 617 fwd / 539 bwd TFLOP/s, fitted to its kernel-alone rows at 8K 64:8 on 4 masks (H200, 2026-12-05)", 132, 617, 539, 15, 40, longcaSM90Shape),
 	// The same kernel's first version (sm80 path, the one docs/cp-gpu.md's CP run of
 	// 2026-12-02 used): 262 forward, 163 backward on full 16K (DEVICE.md).
 	"longca-cuda-h200-v1": presetModel("longca-cuda-h200-v1", "preset: longca cuda kernel v1 (sm80 path) on H200, measured 262 fwd / 163 bwd TFLOP/s on full 16K 64:8 (DEVICE.md, 2026-12-03)", 132, 262, 163, 15, 40, longcaShape),

@@ -158,7 +158,12 @@ var MachinePresets = map[string]Machine{
 		Intra:       Link{BandwidthGBs: 360, LatencyUs: 3},
 		Inter:       Link{BandwidthGBs: 45, LatencyUs: 8},
 		Collectives: CollDirect, Rendezvous: false,
-		Helpers: Helpers{BandwidthGBs: 3000, LaunchUs: 8},
+		// the helpers' (merges, accumulations) effective rate, fitted with the kernel preset
+		// to the 48 rows of 2026-12-05 (cmd/longca/testdata/h200/cp-ranks8-cuda-8k-ab7811c.arrow):
+		// 4.4 TB/s against the model's bytes (the HBM's peak is 4.8; 3 TB/s before, fitted
+		// to the rows of 2026-12-03, left ring-p2p's document rows 14-24% slow once the
+		// kernel got faster)
+		Helpers: Helpers{BandwidthGBs: 4400, LaunchUs: 8},
 		Kernel:  "longca-cuda-h200",
 	},
 }
