@@ -650,6 +650,12 @@ constexpr bool PAIRS = true;
 #else
 constexpr bool PAIRS = false;
 #endif
+// PR, a template parameter of the backward: the pairs' code in this entry (PAIRS's value
+// by default: every backward entry of a module with LONGCA_BWD_PAIRS). Experiment sm90pe
+// compiles its module without LONGCA_BWD_PAIRS and the pairs into entries of their own
+// (bwd90ep, bwd90esp; LONGCA_BWD_PAIRS_ENTRY), so that the unpaired blocks run a kernel
+// without the pairs' branches and barrier (call 54: sm90 compiled without the pairs, full
+// +1.2% at 16K-48K).
 
 // DET: the deterministic backward. Every query tile's dQ is added by the key tiles that
 // visit it in increasing order: the writer of key tile kt waits until locks[h][tile] says
@@ -674,7 +680,7 @@ constexpr bool PAIRS = false;
 // share one: dK and dV sum over both, dQ goes to each item's own row); the last step of an
 // odd walk loads its first item twice and masks the second whole. Each warpgroup adds the dQ
 // of one item (its 64 queries over the block's 128 keys). No pairs.
-template <int D, typename T, bool DET, bool F, int OVB = 0, int NB = BBN9, bool SPLIT = false, bool Q2 = false>
+template <int D, typename T, bool DET, bool F, int OVB = 0, int NB = BBN9, bool SPLIT = false, bool Q2 = false, bool PR = PAIRS>
 DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const TmaDesc &tdo, const TmaDesc &tdq,
                   const float *__restrict__ lse2, const float *__restrict__ dsum, T *__restrict__ dk,
                   T *__restrict__ dv, int sq, int sk, int hq, int hkv, int sq_pad, float scale, float scale_log2,
@@ -682,7 +688,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
                   float *__restrict__ dqacc) {
   constexpr int QS = Q2 ? 2 * BBM9 : BBM9, QU = QS / BBM9;  // queries a step, items a step
   static_assert(!Q2 || (OVB == 2 && F && D == 64 && NB == BBN9), "128 queries a step: the early loop, F, head dim 64, 128 keys");
-  using L = BwdLayout<D, NB, STAGES, PAIRS ? 1 : 0, QS>;
+  using L = BwdLayout<D, NB, STAGES, PR ? 1 : 0, QS>;
   static_assert(L::kBytes <= 232448, "the backward's shared memory past the H200's 227 KB a block");
   constexpr int NCW = L::kNC;  // consumer warpgroups
   extern __shared__ unsigned char smem_raw[];
@@ -715,7 +721,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
   const int xi = ktFast ? blockIdx.x : blockIdx.y, rows = wl.row_tiles;
   const int *lstart = wl.start + list * (rows + 1);
   // PAIRS: this block's second key tile (ktB, its entries eB0.., neB of them), -1 if none
-  const bool paired = PAIRS && !Q2 && !DET && (sched & 8);  // (the host then launches half the blocks a head)
+  const bool paired = PR && !Q2 && !DET && (sched & 8);  // (the host then launches half the blocks a head)
   const int kt = DET ? (int)blockIdx.y : wl.order[list * rows + xi];
   const int ktB = paired && rows - 1 - xi > xi ? wl.order[list * rows + rows - 1 - xi] : -1;
   const int e0 = lstart[kt], e1 = lstart[kt + 1];
@@ -755,7 +761,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
 
   if (tid == 0) {
     mbar_init(fullKV, 1);
-    if (PAIRS) mbar_init(emptyKV, 128 * NCW);
+    if (PR) mbar_init(emptyKV, 128 * NCW);
     for (int s = 0; s < STAGES; s++) {
       mbar_init(&fullQ[s], 1);
       mbar_init(&emptyQ[s], 128 * NCW);
@@ -1347,14 +1353,15 @@ DEV void dq90_convertc(const float *__restrict__ acc, T *__restrict__ dq, int sq
 #define SM90_BWD_X(FN, NAME, T, D, DET, F, OVB) SM90_BWD_N(FN, NAME, T, D, DET, F, OVB, BBN9)
 #define SM90_BWD_N(FN, NAME, T, D, DET, F, OVB, NB) SM90_BWD_G(FN, NAME, T, D, DET, F, OVB, NB, false)
 #define SM90_BWD_G(FN, NAME, T, D, DET, F, OVB, NB, SPLIT) SM90_BWD_Q(FN, NAME, T, D, DET, F, OVB, NB, SPLIT, false)
-#define SM90_BWD_Q(FN, NAME, T, D, DET, F, OVB, NB, SPLIT, Q2)                                                        \
+#define SM90_BWD_Q(FN, NAME, T, D, DET, F, OVB, NB, SPLIT, Q2) SM90_BWD_P(FN, NAME, T, D, DET, F, OVB, NB, SPLIT, Q2, PAIRS)
+#define SM90_BWD_P(FN, NAME, T, D, DET, F, OVB, NB, SPLIT, Q2, PR)                                                    \
   extern "C" __global__ void __launch_bounds__(128 * (BwdLayout<D, NB, STAGES, 0, (Q2) ? 2 * BBM9 : BBM9>::kNC + 1), 1) FN##_##NAME##_d##D( \
       const __grid_constant__ TmaDesc tq, const __grid_constant__ TmaDesc tk, const __grid_constant__ TmaDesc tv,   \
       const __grid_constant__ TmaDesc tdo, const __grid_constant__ TmaDesc tdq, const float *lse2, const float *dsum, \
       T *dk, T *dv, int sq, int sk, int hq, int hkv, int sq_pad, float scale, float scale_log2, const int *order,     \
       const int *start, const int *entries, const int *refs, const int *slices, int row_tiles, int per_head,        \
       const int *ranks, int *locks, int sched, float *dqacc) {                                                       \
-    bwd_sm90<D, T, DET, F, OVB, NB, SPLIT, Q2>(tq, tk, tv, tdo, tdq, lse2, dsum, dk, dv, sq, sk, hq, hkv, sq_pad, scale, scale_log2, \
+    bwd_sm90<D, T, DET, F, OVB, NB, SPLIT, Q2, PR>(tq, tk, tv, tdo, tdq, lse2, dsum, dk, dv, sq, sk, hq, hkv, sq_pad, scale, scale_log2, \
                                  WorkList{order, start, entries, refs, slices, row_tiles, per_head}, ranks, locks, sched, dqacc); \
   }
 #define SM90_ENTRIES(NAME, T, D)                                                                                   \
@@ -1480,6 +1487,18 @@ SM90_BWD_PAIR(bwd90e, fp16, __half, 128, 2)
 #if defined(LONGCA_BWD_EARLY) && defined(LONGCA_BWD_SPLIT128)
 SM90_BWD_G(bwd90es, bf16, __nv_bfloat16, 128, false, true, 2, BBN9, true)
 SM90_BWD_G(bwd90es, fp16, __half, 128, false, true, 2, BBN9, true)
+#endif
+
+// The pairs' own entries (experiment sm90pe, a module without LONGCA_BWD_PAIRS): the early
+// backward at head dim 128 with the pairs' code, unsplit and split (the host runs them only
+// for a paired plan, sched bit 3); only with LONGCA_BWD_PAIRS_ENTRY.
+#if defined(LONGCA_BWD_EARLY) && defined(LONGCA_BWD_PAIRS_ENTRY)
+SM90_BWD_P(bwd90ep, bf16, __nv_bfloat16, 128, false, true, 2, BBN9, false, false, true)
+SM90_BWD_P(bwd90ep, fp16, __half, 128, false, true, 2, BBN9, false, false, true)
+#if defined(LONGCA_BWD_SPLIT128)
+SM90_BWD_P(bwd90esp, bf16, __nv_bfloat16, 128, false, true, 2, BBN9, true, false, true)
+SM90_BWD_P(bwd90esp, fp16, __half, 128, false, true, 2, BBN9, true, false, true)
+#endif
 #endif
 
 // The backward over 128 queries a step at head dim 64 (sm90's since call 55), and its

@@ -114,7 +114,7 @@ func TestBackwardSharedMatchesLayout(t *testing.T) {
 		extract(t, src, "constexpr int BBM9 = 64", "\n") + extract(t, src, "template <int D, int NB = BBN9, int ST = STAGES, int XB = 0, int QS = BBM9> struct BwdLayout {", "\n};\n") + `
 template <int D, int NB, int ST, int XB, int QS = 64> void show() { printf("%d %d %d %d %d %d %d\n", D, NB, ST, XB, QS, BwdLayout<D, NB, ST, XB, QS>::kBytes, BwdLayout<D, NB, ST, XB, QS>::kNC); }
 int main() { show<64, 128, 2, 0>(); show<128, 128, 2, 0>(); show<64, 192, 2, 0>();
-  show<64, 128, 2, 1>(); show<128, 128, 2, 1>(); show<64, 192, 2, 1>(); show<64, 128, 2, 1, 128>(); return 0; }
+  show<64, 128, 2, 1>(); show<128, 128, 2, 1>(); show<64, 192, 2, 1>(); show<64, 128, 2, 1, 128>(); show<64, 128, 2, 0, 128>(); return 0; }
 `
 	out, err := exec.Command(hostcc.Compile(t, "bwdlayout", prog)).Output()
 	if err != nil {
@@ -155,8 +155,14 @@ int main() { show<64, 128, 2, 0>(); show<128, 128, 2, 0>(); show<64, 192, 2, 0>(
 		xb := 0
 		if slices.Contains(av.defines, "LONGCA_BWD_PAIRS") {
 			xb, paired = 1, paired+1
-		} else if av.pairs {
-			t.Errorf("%s pairs the backward's key tiles without LONGCA_BWD_PAIRS", av.name)
+		} else if av.pairs && !av.pairsEntry {
+			t.Errorf("%s pairs the backward's key tiles without LONGCA_BWD_PAIRS or the pairs' own entries", av.name)
+		}
+		if av.pairsEntry { // the pairs' own entries lay out the extra barrier (the host adds its 8 bytes)
+			bv := av.bwd.at(128)
+			if l, ok := layout[key{128, bv.kTile, 2, 1, max(bv.qTile, bv.qStep)}]; !ok || bv.shared(128)+8 != l[0] {
+				t.Errorf("%s's pairs' own entry at head dim 128: %d bytes asked, its layout %v", av.name, bv.shared(128)+8, l)
+			}
 		}
 		for _, d := range []int{64, 128} {
 			bv := av.bwd.at(d)
@@ -295,6 +301,12 @@ func TestVariantsDefineTheirEntries(t *testing.T) {
 			}
 			if a.split128 > 1 && d == 128 {
 				used = append(used, a.bwd.at(d).fn+"s")
+			}
+			if a.pairsEntry && d == 128 {
+				used = append(used, a.bwd.at(d).fn+"p")
+				if a.split128 > 1 {
+					used = append(used, a.bwd.at(d).fn+"sp")
+				}
 			}
 		}
 		for _, fn := range used {

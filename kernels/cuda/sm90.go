@@ -253,8 +253,8 @@ func (k *Kernel) l2Bytes() int {
 // heads of w in s parts (a head's key tiles together), the blocks' order o unsplit. Paired
 // within documents (docPairsPay's half-size grid), where fillSlots models the split pass
 // at least 1% shorter (split128Gain); unpaired on rows that vary, where it models it at most
-// split128Tail longer and the L2 model (l2Traffic: about a second at 48K, once per list)
-// says the split reads at most half the DRAM bytes unsplit, split128Saved or more; never
+// split128Tail longer and the L2 model (l2Traffic twice, split and unsplit: about a
+// second each at 48K, once per list and head shape) says the split reads at most half the DRAM bytes unsplit, split128Saved or more; never
 // on pairsPay's causal rows (they keep together already). Fitted to call 54 (sm90g2
 // against sm90, d128, 64:8, seven masks at 16K-48K; docs/perf.md "Call 54"), where it
 // picks every cell that won 3-6% (share_question 48K and causal_document 32K by the tail,
@@ -520,8 +520,8 @@ func cv(xs []float64) float64 {
 // backwardPlan is the order and the group split this kernel's variant runs the backward of
 // a device list with, for heads KV heads of group query heads each at head dimension d:
 // the variant's own order or backwardOrder's, and groupSplit's parts where the variant
-// splits (sm90's, at head dim 64 only: the kernel splits nothing at 128 but in experiment
-// sm90g2, always split128 parts there with a head's key tiles together; 1 elsewhere, when
+// splits (groupSplit's at head dim 64; at 128 split128 parts with a head's key tiles
+// together where split128Pays says so, or always in sm90g2; 1 elsewhere, when
 // deterministic, or where the grid's head dimension would pass 65535), with bit 3 set where
 // the variant pairs key tiles and pairsPay says so, or, on causal rows within documents,
 // docPairsPay (then with schedDocPairs too; never when deterministic). Decided once
@@ -716,8 +716,11 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 	switch {
 	case k.det: // the deterministic entry (bwd90d)
 		fn += "d"
-	case gs > 1 && d == 128: // the split at head dim 128 (bwd90es, experiment sm90g2)
+	case gs > 1 && d == 128: // the split at head dim 128 (bwd90es)
 		fn += "s"
+	}
+	if k.arch.pairsEntry && sched&8 != 0 && d == 128 { // the pairs' own entry (bwd90ep, bwd90esp; experiment sm90pe)
+		fn, shared = fn+"p", shared+8 // and its barrier (emptyKV)
 	}
 	main, err := k.function(fmt.Sprintf("%s_%s_d%d", fn, dt, d), shared)
 	if err != nil {
@@ -744,7 +747,7 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 			return err
 		}
 	}
-	// the group split (head dim 64; 128 in sm90g2): its fp32 partials of dK and dV and their reduction
+	// the group split (head dim 64, and 128 by split128Pays): its fp32 partials of dK and dV and their reduction
 	var kpart, vpart *cuda.Buffer
 	var reduce *cuda.Function
 	if gs > 1 {

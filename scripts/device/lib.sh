@@ -144,12 +144,13 @@ ncu_stall() { ncu_one stall "$STALL_METRICS" "$@"; }
 # pipes' utilisation), read by sol_table.
 ncu_sol() { NCU_SECTIONS="--section SpeedOfLight --section ComputeWorkloadAnalysis" ncu_one sol gpu__time_duration.sum "$@"; }
 
-# sol_table: ncu_sol's logs, their clock, throughput, IPC and busiest-pipe lines.
+# sol_table: ncu_sol's logs, their clock, throughput, IPC lines and the section's notes that
+# name a pipeline (the busiest one).
 sol_table() {
 	for _f in "$out"/t/ncu-sol-*.log; do
 		[ -f "$_f" ] || continue
 		echo "## $(basename "$_f" .log)"
-		grep -E 'SM Frequency|Duration|Compute \(SM\) Throughput|Memory Throughput|Executed Ipc Active|Issue Slots Busy|SM Busy' "$_f" | sed 's/  */ /g' | head -12
+		grep -E 'SM Frequency|Duration|Compute \(SM\) Throughput|Memory Throughput|Executed Ipc Active|Issue Slots Busy|SM Busy|pipeline' "$_f" | sed 's/  */ /g' | cut -c1-160 | head -14
 	done
 }
 
