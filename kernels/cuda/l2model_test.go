@@ -56,6 +56,15 @@ func TestSplit128Rule(t *testing.T) {
 			t.Errorf("sm90 %s %d at head dim 128: sched %#x, split %d, want %d", c.mask, c.s, sched, g, c.want)
 		}
 	}
+	// past split128MaxSteps the model is not run and the list stays unsplit: causal_blockwise
+	// 32K (split above at 64 query heads) at 1,024 query heads (128 KV heads of 8)
+	w := backwardList(t, 42, 32768, "causal_blockwise")
+	if n := int64(len(w.Entries) / 2); n*64 > split128MaxSteps || n*1024 <= split128MaxSteps {
+		t.Fatalf("causal_blockwise 32K: %d steps a query head, the bound %d: the check needs 64 heads within and 1,024 over", n, split128MaxSteps)
+	}
+	if split128Pays(w, 128, 8, 132, 50<<20, schedNoRot, 2) {
+		t.Error("causal_blockwise 32K at 1,024 query heads (past split128MaxSteps): split, want no model run and no split")
+	}
 	if _, g := (&Kernel{arch: variantNamed(t, "sm90"), det: true}).backwardPlan(&deviceList{w: backwardList(t, 42, 32768, "causal_blockwise")}, 8, 8, 128); g != 1 {
 		t.Errorf("sm90 deterministic causal_blockwise 32K at head dim 128: split %d, want 1", g)
 	}

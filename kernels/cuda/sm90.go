@@ -271,7 +271,7 @@ func split128Pays(w *WorkList, heads, group, slots, l2 int, o int32, s int) bool
 		_, split := fillSlots(&wo, heads, group, s, slots, o&^schedDocPairs, splitSteps)
 		return split <= base*split128Gain
 	}
-	if o&8 != 0 || !rowsVary(w) {
+	if o&8 != 0 || !rowsVary(w) || int64(len(w.Entries)/2)*int64(heads*group) > split128MaxSteps {
 		return false
 	}
 	_, base := fillSlots(w, heads, group, 1, slots, o, 0)
@@ -292,6 +292,11 @@ const (
 	split128Tail  = 1.025
 	split128Saved = 8e9
 	split128Noise = 0.005
+	// split128MaxSteps bounds the lists the L2 model is run on (its steps: entries times
+	// query heads; full 48K at 64 heads has 19 million, modelled in about 2 s here): the
+	// rule was fitted at 16K-48K, and on longer lists the model would take many seconds per
+	// plan (full-like masks past about 70K tokens at 64 heads), so they stay unsplit
+	split128MaxSteps = 40_000_000
 )
 
 // splitSteps is what each block of a split backward costs in fillSlots beyond its steps:
