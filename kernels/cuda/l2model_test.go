@@ -3,6 +3,8 @@ package cuda
 import (
 	"math"
 	"testing"
+
+	"github.com/longca/longca/mask"
 )
 
 // The L2 model against what ncu measured on the H200 (one d128 backward launch, 64:8, its
@@ -54,6 +56,24 @@ func TestSplit128Rule(t *testing.T) {
 		sched, g := k.backwardPlan(&deviceList{w: backwardList(t, 42, c.s, c.mask)}, 8, 8, 128)
 		if g != c.want || g > 1 && sched&schedKTFast != schedKTFast {
 			t.Errorf("sm90 %s %d at head dim 128: sched %#x, split %d, want %d", c.mask, c.s, sched, g, c.want)
+		}
+	}
+	// block-sparse maps (the benchmark's layouts, 32K): never split (their key tiles' loads
+	// are about even, TestBackwardOrderSparse; the rule was fitted on dense masks)
+	for _, c := range []struct {
+		block, avg int
+		ratio      float64
+	}{{64, 0, 0.1}, {128, 0, 0.5}, {0, 256, 0.2}, {0, 512, 0.5}} {
+		sp, err := mask.BlockSparse(32768, mask.SparseOptions{Seed: 11, Block: c.block, AvgBlock: c.avg, Ratio: c.ratio, HeadsKV: 8}, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws, err := BuildWorkList(sp.Heads, 64, 128, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, g := k.backwardPlan(&deviceList{w: ws}, 8, 8, 128); g != 1 {
+			t.Errorf("block-sparse 32K block %d avg %d kept %v: split %d, want 1", c.block, c.avg, c.ratio, g)
 		}
 	}
 	// past split128MaxSteps the model is not run and the list stays unsplit: causal_blockwise
