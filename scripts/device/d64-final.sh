@@ -1,0 +1,26 @@
+#!/bin/sh
+# Issue 19's must-show table at head dim 64 (the suite's shape otherwise: the 12 kernel masks
+# at 8K, 16K, 32K and 48K, 64:8, bf16, fwd and bwd, checked, -w 3 -n 10) with the cuda kernel
+# and every peer in one call: cudnn, torch:flash, torch:cudnn, torch:efficient, torch:flex,
+# torch:varlen. From the repository root with bin/longca(.gz) carried (make device):
+#   sh scripts/device/d64-final.sh OUT [LIMIT_SECONDS]
+# Stopped with SIGINT at the limit (default 570 s): the sweep ends after the current case and
+# the rows so far stay. OUT gets the rows, the report (TFLOP/s and the ratios to the fastest)
+# and the log; the report's ratio table is printed last.
+set -u
+out=${1:?usage: d64-final.sh OUT [LIMIT_SECONDS]}
+limit=${2:-570}
+mkdir -p "$out"
+[ -x bin/longca ] || { [ -f bin/longca.gz ] && gunzip -c bin/longca.gz >bin/longca && chmod +x bin/longca; }
+export LONGCA_CACHE_DIR=${LONGCA_CACHE_DIR:-/tmp/longca-nvrtc} NCCL_NVLS_ENABLE=0
+t0=$(date +%s)
+timeout -s INT -k 30 "$limit" bin/longca kernel --kernels cuda,cudnn,torch:flash,torch:cudnn,torch:efficient,torch:flex,torch:varlen \
+	--head-dim 64 --heads 64:8 --seqlens 8K,16K,32K,48K --passes fwd,bwd -w 3 -n 10 \
+	--out /tmp/d64-final --run-id h200-d64 >"$out/d64.log" 2>&1
+rc=$?
+echo "# longca kernel --head-dim 64, every peer: exit $rc, wall $(($(date +%s) - t0)) s" | tee -a "$out/d64.log"
+bin/longca merge /tmp/d64-final >/dev/null 2>&1
+bin/longca report /tmp/d64-final >"$out/d64.report.txt" 2>&1
+cp /tmp/d64-final/*.merged.arrow "$out/" 2>/dev/null
+grep -E '^# Cases' "$out/d64.log" | tail -1
+sed -n '/x fastest/,$p' "$out/d64.report.txt" | head -110
