@@ -788,9 +788,9 @@ func (k *Kernel) Resources() (string, error) {
 				es = append(es, entry{fmt.Sprintf("%ss_%s_d%d", bv.fn, dt, d), bv.threads, bv.shared(d)})
 			}
 			if bv := k.bwd.at(d); k.arch.pairsEntry && d == 128 { // the pairs' own entries (sm90pe)
-				es = append(es, entry{fmt.Sprintf("%sp_%s_d%d", bv.fn, dt, d), bv.threads, bv.shared(d) + 8})
+				es = append(es, entry{fmt.Sprintf("%sp_%s_d%d", bv.fn, dt, d), bv.threads, bv.withBars(1).shared(d)})
 				if k.arch.split128 > 1 {
-					es = append(es, entry{fmt.Sprintf("%ssp_%s_d%d", bv.fn, dt, d), bv.threads, bv.shared(d) + 8})
+					es = append(es, entry{fmt.Sprintf("%ssp_%s_d%d", bv.fn, dt, d), bv.threads, bv.withBars(1).shared(d)})
 				}
 			}
 			es = append(es, entry{fmt.Sprintf("bwd_pre_%s_d%d", dt, d), 256, 0})

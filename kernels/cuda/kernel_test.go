@@ -158,10 +158,13 @@ int main() { show<64, 128, 2, 0>(); show<128, 128, 2, 0>(); show<64, 192, 2, 0>(
 		} else if av.pairs && !av.pairsEntry {
 			t.Errorf("%s pairs the backward's key tiles without LONGCA_BWD_PAIRS or the pairs' own entries", av.name)
 		}
-		if av.pairsEntry { // the pairs' own entries lay out the extra barrier (the host adds its 8 bytes)
+		if av.pairsEntry && xb == 1 {
+			t.Errorf("%s has the pairs' own entries and LONGCA_BWD_PAIRS: every entry would carry the pairs' code", av.name)
+		}
+		if av.pairsEntry { // the pairs' own entries lay out the extra barrier (the host asks withBars(1))
 			bv := av.bwd.at(128)
-			if l, ok := layout[key{128, bv.kTile, 2, 1, max(bv.qTile, bv.qStep)}]; !ok || bv.shared(128)+8 != l[0] {
-				t.Errorf("%s's pairs' own entry at head dim 128: %d bytes asked, its layout %v", av.name, bv.shared(128)+8, l)
+			if l, ok := layout[key{128, bv.kTile, 2, 1, max(bv.qTile, bv.qStep)}]; !ok || bv.withBars(1).shared(128) != l[0] {
+				t.Errorf("%s's pairs' own entry at head dim 128: %d bytes asked, its layout %v", av.name, bv.withBars(1).shared(128), l)
 			}
 		}
 		for _, d := range []int{64, 128} {

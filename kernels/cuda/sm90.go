@@ -725,7 +725,7 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 		fn += "s"
 	}
 	if k.arch.pairsEntry && sched&8 != 0 && d == 128 { // the pairs' own entry (bwd90ep, bwd90esp; experiment sm90pe)
-		fn, shared = fn+"p", shared+8 // and its barrier (emptyKV)
+		fn, shared = fn+"p", bv.withBars(1).shared(d) // and its barrier (emptyKV)
 	}
 	main, err := k.function(fmt.Sprintf("%s_%s_d%d", fn, dt, d), shared)
 	if err != nil {
