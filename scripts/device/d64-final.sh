@@ -10,10 +10,8 @@
 set -u
 out=${1:?usage: d64-final.sh OUT [LIMIT_SECONDS]}
 limit=${2:-570}
-mkdir -p "$out"
-[ -x bin/longca ] || { [ -f bin/longca.gz ] && gunzip -c bin/longca.gz >bin/longca && chmod +x bin/longca; }
-export LONGCA_CACHE_DIR=${LONGCA_CACHE_DIR:-/tmp/longca-nvrtc} NCCL_NVLS_ENABLE=0
-t0=$(date +%s)
+. scripts/device/lib.sh
+call_start "$limit" longca || exit 1
 timeout -s INT -k 30 "$limit" bin/longca kernel --kernels cuda,cudnn,torch:flash,torch:cudnn,torch:efficient,torch:flex,torch:varlen \
 	--head-dim 64 --heads 64:8 --seqlens 8K,16K,32K,48K --passes fwd,bwd -w 3 -n 10 \
 	--out /tmp/d64-final --run-id h200-d64 >"$out/d64.log" 2>&1
