@@ -80,6 +80,15 @@ func (v variant) withAt64(f *variant) variant { v.at64 = f; return v }
 // withBars is v with n more mbarriers in its shared memory.
 func (v variant) withBars(n int) variant { v.sharedFixed += 8 * n; return v }
 
+// splitEntry is the sm_90 backward v's split entry at head dim 128 (LONGCA_BWD_SPLIT128:
+// bwd90es, the same resources).
+func (v variant) splitEntry() variant { return v.withFn(v.fn + "s") }
+
+// pairedEntry is the sm_90 backward v's entry that walks pairs in a module without
+// LONGCA_BWD_PAIRS (LONGCA_BWD_PAIRS_ENTRY: bwd90ep, bwd90esp), with the pairs' barrier
+// (emptyKV).
+func (v variant) pairedEntry() variant { return v.withFn(v.fn + "p").withBars(1) }
+
 // The kernel's entry points (docs/perf.md). sm_80 (attention.cu): the forward keeps Q in
 // registers, 8 warps of 16 query rows over 64-key tiles, mma.sync; the backward owns 128
 // keys with 8 warps. sm_90 (attention_sm90.cu): the forward is TMA + wgmma with one
@@ -777,21 +786,22 @@ func (k *Kernel) Resources() (string, error) {
 	var es []entry
 	for _, dt := range []string{"bf16", "fp16"} {
 		for _, d := range []int{64, 128} {
-			vs := []variant{k.fwd.at(d), k.bwd.at(d)}
+			bv := k.bwd.at(d)
+			vs := []variant{k.fwd.at(d), bv}
 			if k.arch.k64 { // the forward the tile rule picks on 64-token block-sparse maps
 				vs = append(vs, fwdSM90S)
 			}
+			if k.arch.split128 > 1 && d == 128 { // the split's own entry
+				vs = append(vs, bv.splitEntry())
+			}
+			if k.arch.pairsEntry && d == 128 { // the pairs' own entries (sm90pe)
+				vs = append(vs, bv.pairedEntry())
+				if k.arch.split128 > 1 {
+					vs = append(vs, bv.splitEntry().pairedEntry())
+				}
+			}
 			for _, v := range vs {
 				es = append(es, entry{fmt.Sprintf("%s_%s_d%d", v.fn, dt, d), v.threads, v.shared(d)})
-			}
-			if bv := k.bwd.at(d); k.arch.split128 > 1 && d == 128 { // the split's own entry
-				es = append(es, entry{fmt.Sprintf("%ss_%s_d%d", bv.fn, dt, d), bv.threads, bv.shared(d)})
-			}
-			if bv := k.bwd.at(d); k.arch.pairsEntry && d == 128 { // the pairs' own entries (sm90pe)
-				es = append(es, entry{fmt.Sprintf("%sp_%s_d%d", bv.fn, dt, d), bv.threads, bv.withBars(1).shared(d)})
-				if k.arch.split128 > 1 {
-					es = append(es, entry{fmt.Sprintf("%ssp_%s_d%d", bv.fn, dt, d), bv.threads, bv.withBars(1).shared(d)})
-				}
 			}
 			es = append(es, entry{fmt.Sprintf("bwd_pre_%s_d%d", dt, d), 256, 0})
 		}

@@ -161,10 +161,10 @@ int main() { show<64, 128, 2, 0>(); show<128, 128, 2, 0>(); show<64, 192, 2, 0>(
 		if av.pairsEntry && xb == 1 {
 			t.Errorf("%s has the pairs' own entries and LONGCA_BWD_PAIRS: every entry would carry the pairs' code", av.name)
 		}
-		if av.pairsEntry { // the pairs' own entries lay out the extra barrier (the host asks withBars(1))
-			bv := av.bwd.at(128)
-			if l, ok := layout[key{128, bv.kTile, 2, 1, max(bv.qTile, bv.qStep)}]; !ok || bv.withBars(1).shared(128) != l[0] {
-				t.Errorf("%s's pairs' own entry at head dim 128: %d bytes asked, its layout %v", av.name, bv.withBars(1).shared(128), l)
+		if av.pairsEntry { // the pairs' own entries lay out the extra barrier
+			pv := av.bwd.at(128).pairedEntry()
+			if l, ok := layout[key{128, pv.kTile, 2, 1, max(pv.qTile, pv.qStep)}]; !ok || pv.shared(128) != l[0] {
+				t.Errorf("%s's pairs' own entry at head dim 128: %d bytes asked, its layout %v", av.name, pv.shared(128), l)
 			}
 		}
 		for _, d := range []int{64, 128} {
@@ -303,12 +303,12 @@ func TestVariantsDefineTheirEntries(t *testing.T) {
 				used = append(used, fwdSM90S.fn)
 			}
 			if a.split128 > 1 && d == 128 {
-				used = append(used, a.bwd.at(d).fn+"s")
+				used = append(used, a.bwd.at(d).splitEntry().fn)
 			}
 			if a.pairsEntry && d == 128 {
-				used = append(used, a.bwd.at(d).fn+"p")
+				used = append(used, a.bwd.at(d).pairedEntry().fn)
 				if a.split128 > 1 {
-					used = append(used, a.bwd.at(d).fn+"sp")
+					used = append(used, a.bwd.at(d).splitEntry().pairedEntry().fn)
 				}
 			}
 		}

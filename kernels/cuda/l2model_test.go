@@ -64,14 +64,7 @@ func TestSplit128Rule(t *testing.T) {
 		block, avg int
 		ratio      float64
 	}{{64, 0, 0.1}, {128, 0, 0.5}, {0, 256, 0.2}, {0, 512, 0.5}} {
-		sp, err := mask.BlockSparse(32768, mask.SparseOptions{Seed: 11, Block: c.block, AvgBlock: c.avg, Ratio: c.ratio, HeadsKV: 8}, nil, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ws, err := BuildWorkList(sp.Heads, 64, 128, true)
-		if err != nil {
-			t.Fatal(err)
-		}
+		ws := sparseBackwardList(t, 32768, mask.SparseOptions{Seed: 11, Block: c.block, AvgBlock: c.avg, Ratio: c.ratio, HeadsKV: 8})
 		if _, g := k.backwardPlan(&deviceList{w: ws}, 8, 8, 128); g != 1 {
 			t.Errorf("block-sparse 32K block %d avg %d kept %v: split %d, want 1", c.block, c.avg, c.ratio, g)
 		}
@@ -85,7 +78,7 @@ func TestSplit128Rule(t *testing.T) {
 	if split128Pays(w, 128, 8, 132, 50<<20, schedNoRot, 2) {
 		t.Error("causal_blockwise 32K at 1,024 query heads (past split128MaxSteps): split, want no model run and no split")
 	}
-	if _, g := (&Kernel{arch: variantNamed(t, "sm90"), det: true}).backwardPlan(&deviceList{w: backwardList(t, 42, 32768, "causal_blockwise")}, 8, 8, 128); g != 1 {
+	if _, g := (&Kernel{arch: variantNamed(t, "sm90"), det: true}).backwardPlan(&deviceList{w: w}, 8, 8, 128); g != 1 {
 		t.Errorf("sm90 deterministic causal_blockwise 32K at head dim 128: split %d, want 1", g)
 	}
 }

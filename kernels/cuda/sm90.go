@@ -254,8 +254,8 @@ func (k *Kernel) l2Bytes() int {
 // within documents (docPairsPay's half-size grid), where fillSlots models the split pass
 // at least 1% shorter (split128Gain); unpaired on rows that vary, where it models it at most
 // split128Tail longer and the L2 model (l2Traffic twice, split and unsplit: about a
-// second each at 48K, once per list and head shape) says the split reads at most half the DRAM bytes unsplit, split128Saved or more; never
-// on pairsPay's causal rows (they keep together already). Fitted to call 54 (sm90g2
+// second each at 48K, once per list and head shape) says the split reads at most half the
+// DRAM bytes unsplit, split128Saved or more; never on pairsPay's causal rows (they keep together already). Fitted to call 54 (sm90g2
 // against sm90, d128, 64:8, seven masks at 16K-48K; docs/perf.md "Call 54"), where it
 // picks every cell that won 3-6% (share_question 48K and causal_document 32K by the tail,
 // causal_blockwise 32K and prefix_lm_causal 48K by the bytes) and causal_blockwise 48K
@@ -265,10 +265,9 @@ func (k *Kernel) l2Bytes() int {
 // 48K -3% (bytes 15 -> 13 GB).
 func split128Pays(w *WorkList, heads, group, slots, l2 int, o int32, s int) bool {
 	if o&schedDocPairs != 0 {
-		wo := *w
-		wo.Order = endAlignedPairs(w)
-		_, base := fillSlots(&wo, heads, group, 1, slots, o&^schedDocPairs, 0)
-		_, split := fillSlots(&wo, heads, group, s, slots, o&^schedDocPairs, splitSteps)
+		wp := docPaired(w)
+		_, base := fillSlots(wp, heads, group, 1, slots, o&^schedDocPairs, 0)
+		_, split := fillSlots(wp, heads, group, s, slots, o&^schedDocPairs, splitSteps)
 		return split <= base*split128Gain
 	}
 	if o&8 != 0 || !rowsVary(w) || int64(len(w.Entries)/2)*int64(heads*group) > split128MaxSteps {
@@ -442,10 +441,16 @@ func docPairsPay(w *WorkList, d, heads, group, slots, l2 int, sched int32) bool 
 		return false
 	}
 	_, base := fillSlots(w, heads, group, 1, slots, sched, 0)
+	_, paired := fillSlots(docPaired(w), heads, group, 1, slots, schedKTFast|8, 0)
+	return paired <= base*docPairsTail
+}
+
+// docPaired is w with the pairs' order within documents (endAlignedPairs), as the kernel
+// walks it where the plan pairs within documents (schedDocPairs).
+func docPaired(w *WorkList) *WorkList {
 	wp := *w
 	wp.Order = endAlignedPairs(w)
-	_, paired := fillSlots(&wp, heads, group, 1, slots, schedKTFast|8, 0)
-	return paired <= base*docPairsTail
+	return &wp
 }
 
 // docPairsTail is how much longer than the unpaired pass docPairsPay lets fillSlots model the
@@ -712,22 +717,22 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 	if err != nil {
 		return err
 	}
-	shared := bv.shared(d)
 	sched, gs := k.backwardPlan(dl, p.HeadsKV, hq/p.HeadsKV, d)
 	if bv.qStep > bv.qTile && sched&8 != 0 { // the bwd90qq kernel walks no pairs: half the blocks would be launched for nothing
 		return fmt.Errorf("cuda: the %s backward takes %d queries a step and walks no pairs, but its plan is %#x", bv.fn, bv.qStep, sched)
 	}
-	fn := bv.fn
+	ev := bv // the entry launched
 	switch {
 	case k.det: // the deterministic entry (bwd90d)
-		fn += "d"
+		ev = ev.withFn(ev.fn + "d")
 	case gs > 1 && d == 128: // the split at head dim 128 (bwd90es)
-		fn += "s"
+		ev = ev.splitEntry()
 	}
 	if k.arch.pairsEntry && sched&8 != 0 && d == 128 { // the pairs' own entry (bwd90ep, bwd90esp; experiment sm90pe)
-		fn, shared = fn+"p", bv.withBars(1).shared(d) // and its barrier (emptyKV)
+		ev = ev.pairedEntry()
 	}
-	main, err := k.function(fmt.Sprintf("%s_%s_d%d", fn, dt, d), shared)
+	shared := ev.shared(d)
+	main, err := k.function(fmt.Sprintf("%s_%s_d%d", ev.fn, dt, d), shared)
 	if err != nil {
 		return err
 	}

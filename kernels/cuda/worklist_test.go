@@ -285,14 +285,7 @@ func TestBackwardOrderSparse(t *testing.T) {
 		block, avg int
 		ratio      float64
 	}{{64, 0, 0.1}, {64, 0, 0.8}, {128, 0, 0.1}, {128, 0, 0.5}, {0, 256, 0.2}, {0, 512, 0.5}} {
-		sp, err := mask.BlockSparse(32768, mask.SparseOptions{Seed: 11, Block: c.block, AvgBlock: c.avg, Ratio: c.ratio, HeadsKV: 4}, nil, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w, err := BuildWorkList(sp.Heads, 64, 128, true)
-		if err != nil {
-			t.Fatal(err)
-		}
+		w := sparseBackwardList(t, 32768, mask.SparseOptions{Seed: 11, Block: c.block, AvgBlock: c.avg, Ratio: c.ratio, HeadsKV: 4})
 		if got := backwardOrder(w, 4, 8, 132); got != schedKTFast {
 			t.Errorf("block %d avg %d kept %v: order %d, want %d (key tiles together)", c.block, c.avg, c.ratio, got, schedKTFast)
 		}
@@ -447,6 +440,21 @@ func TestSchedBalancePerHead(t *testing.T) {
 func backwardList(t *testing.T, seed uint64, s int, names ...string) *WorkList {
 	t.Helper()
 	return backwardListKeys(t, seed, s, 128, names...)
+}
+
+// sparseBackwardList is the backward's work list (64-query x 128-key tiles, transposed) of a
+// block-sparse map of s tokens, one mask per KV head.
+func sparseBackwardList(t *testing.T, s int, o mask.SparseOptions) *WorkList {
+	t.Helper()
+	sp, err := mask.BlockSparse(s, o, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := BuildWorkList(sp.Heads, 64, 128, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
 }
 
 // backwardListKeys is backwardList over kTile-key tiles (192 in the head-dim-64 backward).
