@@ -651,11 +651,11 @@ constexpr bool PAIRS = true;
 constexpr bool PAIRS = false;
 #endif
 // PR, a template parameter of the backward: the pairs' code in this entry (PAIRS's value
-// by default: every backward entry of a module with LONGCA_BWD_PAIRS). Experiment sm90pe
-// compiles its module without LONGCA_BWD_PAIRS and the pairs into entries of their own
-// (bwd90ep, bwd90esp; LONGCA_BWD_PAIRS_ENTRY), so that the unpaired blocks run a kernel
-// without the pairs' branches and barrier (call 54: sm90 compiled without the pairs, full
-// +1.2% at 16K-48K).
+// by default: every backward entry of a module with LONGCA_BWD_PAIRS, sm90-c54's). sm90
+// since call 59 (experiment sm90pe) compiles its module without LONGCA_BWD_PAIRS and the
+// pairs into entries of their own (bwd90ep, bwd90esp; LONGCA_BWD_PAIRS_ENTRY), so that the
+// unpaired blocks run a kernel without the pairs' branches and barrier (call 59: full +0.9
+// to +1.8%, full_document +0.3 to +2.3%, the paired cells level).
 
 // DET: the deterministic backward. Every query tile's dQ is added by the key tiles that
 // visit it in increasing order: the writer of key tile kt waits until locks[h][tile] says
@@ -1489,7 +1489,7 @@ SM90_BWD_G(bwd90es, bf16, __nv_bfloat16, 128, false, true, 2, BBN9, true)
 SM90_BWD_G(bwd90es, fp16, __half, 128, false, true, 2, BBN9, true)
 #endif
 
-// The pairs' own entries (experiment sm90pe, a module without LONGCA_BWD_PAIRS): the early
+// The pairs' own entries (sm90 since call 59, a module without LONGCA_BWD_PAIRS): the early
 // backward at head dim 128 with the pairs' code, unsplit and split (the host runs them only
 // for a paired plan, sched bit 3); only with LONGCA_BWD_PAIRS_ENTRY.
 #if defined(LONGCA_BWD_EARLY) && defined(LONGCA_BWD_PAIRS_ENTRY)

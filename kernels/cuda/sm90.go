@@ -728,7 +728,7 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 	case gs > 1 && d == 128: // the split at head dim 128 (bwd90es)
 		ev = ev.splitEntry()
 	}
-	if k.arch.pairsEntry && sched&8 != 0 && d == 128 { // the pairs' own entry (bwd90ep, bwd90esp; experiment sm90pe)
+	if k.arch.pairsEntry && sched&8 != 0 && d == 128 { // the pairs' own entry (bwd90ep, bwd90esp; call 59)
 		ev = ev.pairedEntry()
 	}
 	shared := ev.shared(d)
