@@ -200,17 +200,37 @@ template <int N> DEV void mask_tile(float (&sc)[N / 2], const WorkList &wl, int 
 constexpr int SBM = 128, SBN = 128, STAGES = 2;
 constexpr int CHUNK = 64;  // columns of one 128-byte swizzled chunk (16-bit elements)
 
-template <int D, int QM = SBM, int BN = SBN> struct SmemLayout {
+template <int D, int QM = SBM, int BN = SBN, int ST = STAGES> struct SmemLayout {
   static constexpr int kChunks = D / CHUNK;
   static constexpr int kQBytes = QM * D * 2;
   static constexpr int kKVBytes = BN * D * 2;
   static constexpr int kQ = 0;                       // [2] Q tiles (the next work item's loads early)
   static constexpr int kK = kQ + 2 * kQBytes;
-  static constexpr int kV = kK + STAGES * kKVBytes;
-  static constexpr int kBar = kV + STAGES * kKVBytes;
+  static constexpr int kV = kK + ST * kKVBytes;
+  static constexpr int kBar = kV + ST * kKVBytes;
   // barriers: fullQ[2], emptyQ[2], fullK[S], fullV[S], emptyK[S], emptyV[S]
-  static constexpr int kBytes = kBar + 8 * (4 + 4 * STAGES) + 1024;  // + alignment slack
+  static constexpr int kBytes = kBar + 8 * (4 + 4 * ST) + 1024;  // + alignment slack
 };
+
+// Experiment sm90fr (LONGCA_FWD_RA): the overlapped forward reads the work list's entry of
+// tile e + 2 (its key tile and mask reference) at the top of tile e's turn, before the
+// turn's waits, instead of at tile e + 1's softmax, behind the products' issue: call 60
+// read 1.9% of the d64 forward's stall samples (full 16K) on that load's first use (the
+// backward reads its entries a step ahead since call 13). Experiment sm90f3 (LONGCA_FWD_S3,
+// with LONGCA_FWD_RA): the three-consumer forward (head dim 64) over a K/V ring three
+// stages deep (144 KB of shared memory), so that a stage the slowest of the three
+// warpgroups frees has a turn more to fill: call 60 read 3.8% of the samples on the
+// consumers' waits for K and V.
+#ifdef LONGCA_FWD_RA
+constexpr bool FWD_RA = true;
+#else
+constexpr bool FWD_RA = false;
+#endif
+#ifdef LONGCA_FWD_S3
+constexpr int FWD_S3 = 3;
+#else
+constexpr int FWD_S3 = STAGES;
+#endif
 
 // A work item of the forward: query tile qt of head h, its entries e0 .. e1 of the work
 // list. Items are numbered as the non-persistent grid is laid out, heads fastest, row
@@ -249,15 +269,16 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
   static_assert(BN == 128 || (BN == 64 && NC == 2), "64-key tiles with two consumer warpgroups");
   constexpr int QM = 64 * NC, CT = 128 * NC;  // query rows a tile, consumer threads
   constexpr int kProdRegs = NC == 3 ? 32 : 40, kConsRegs = NC == 3 ? 160 : 232;  // setmaxnreg
-  using L = SmemLayout<D, QM, BN>;
+  constexpr int FS = NC == 3 ? FWD_S3 : STAGES;  // the K/V ring's stages
+  using L = SmemLayout<D, QM, BN, FS>;
   extern __shared__ unsigned char smem_raw[];
   unsigned char *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
   T *sQs = reinterpret_cast<T *>(smem + L::kQ);
   T *sK = reinterpret_cast<T *>(smem + L::kK);
   T *sV = reinterpret_cast<T *>(smem + L::kV);
   u64 *bars = reinterpret_cast<u64 *>(smem + L::kBar);
-  u64 *fullQ = bars, *emptyQ = bars + 2, *fullK = bars + 4, *fullV = fullK + STAGES, *emptyK = fullV + STAGES,
-      *emptyV = emptyK + STAGES;
+  u64 *fullQ = bars, *emptyQ = bars + 2, *fullK = bars + 4, *fullV = fullK + FS, *emptyK = fullV + FS,
+      *emptyV = emptyK + FS;
 
   const int tid = threadIdx.x, wg = warpgroup_index_fwd();
   const int items = hq * wl.row_tiles;
@@ -269,7 +290,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       mbar_init(&fullQ[b], 1);
       mbar_init(&emptyQ[b], CT);
     }
-    for (int s = 0; s < STAGES; s++) {
+    for (int s = 0; s < FS; s++) {
       mbar_init(&fullK[s], 1);
       mbar_init(&fullV[s], 1);
       mbar_init(&emptyK[s], CT);
@@ -297,8 +318,8 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
           tma_load3(sQs + qb * QM * D + c * QM * CHUNK, &tq, &fullQ[qb], c * CHUNK, it.h, it.qt * QM);
         qn++;
         for (int e = it.e0; e < it.e1; e++, n++) {
-          const int s = n % STAGES;
-          const unsigned ph = (n / STAGES) & 1;
+          const int s = n % FS;
+          const unsigned ph = (n / FS) & 1;
           const int kt = wl.entries[2 * e];
           mbar_wait(&emptyK[s], ph ^ 1);
           mbar_expect_tx(&fullK[s], L::kKVBytes);
@@ -360,8 +381,10 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
   };
   // the scores of entry e to P (packed), with the row maxima m moved on; alpha rescales
   // what was accumulated before, sum is the rows' new mass
-  auto softmax = [&](float(&sc)[BN / 2], int e, unsigned(&pa)[BN / 16][4], float(&alpha)[2], float(&sum)[2], bool pack = true) {
-    const int kt = wl.entries[2 * e], ref = wl.entries[2 * e + 1];
+  // (ahead: FWD_RA's key tile and reference ktA, refA, read a turn ahead, instead of entry e's)
+  auto softmax = [&](float(&sc)[BN / 2], int e, unsigned(&pa)[BN / 16][4], float(&alpha)[2], float(&sum)[2], bool pack = true,
+                     bool ahead = false, int ktA = 0, int refA = -1) {
+    const int kt = ahead ? ktA : wl.entries[2 * e], ref = ahead ? refA : wl.entries[2 * e + 1];
     if (!LEAN) {
 #pragma unroll
       for (int j = 0; j < BN / 2; j++) sc[j] *= scale_log2;
@@ -424,8 +447,8 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
     // warpgroup's softmax runs while the others' products do. Tile e0's Q K^T comes first,
     // outside the turns.
     if (e0 < e1) {
-      const int s = n % STAGES;
-      mbar_wait(&fullK[s], (n / STAGES) & 1);
+      const int s = n % FS;
+      mbar_wait(&fullK[s], (n / FS) & 1);
       wgmma_fence();
       issue_qk(sc, s);
       wgmma_commit();
@@ -441,10 +464,18 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
     // (FlashAttention-3's order within a warpgroup, with the turns). The last tile's P V
     // is peeled off, so that every turn of the loop issues both groups: ptxas serialises
     // the wgmma (C7514) when Q K^T is conditional.
+    // (FWD_RA) entry e + 1's key tile and reference, read a turn ahead
+    int ktN = 0, refN = -1;
+    if (FWD_RA && OV && e0 + 1 < e1) ktN = wl.entries[2 * (e0 + 1)], refN = wl.entries[2 * (e0 + 1) + 1];
     for (int e = e0; OV && e + 1 < e1; e++) {
-      const int i = n + e - e0, s = i % STAGES, s1 = (i + 1) % STAGES;
-      mbar_wait(&fullV[s], (i / STAGES) & 1);
-      mbar_wait(&fullK[s1], ((i + 1) / STAGES) & 1);
+      const int i = n + e - e0, s = i % FS, s1 = (i + 1) % FS;
+      const int kt1 = ktN, ref1 = refN;
+      if (FWD_RA) {  // the next turn's entry (the last one again on the last turn: no branch)
+        const int en = min(e + 2, e1 - 1);
+        ktN = wl.entries[2 * en], refN = wl.entries[2 * en + 1];
+      }
+      mbar_wait(&fullV[s], (i / FS) & 1);
+      mbar_wait(&fullK[s1], ((i + 1) / FS) & 1);
       named_sync(1 + cw, 256);
       reg_fence(acc);
       wgmma_fence();
@@ -456,7 +487,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       wgmma_wait<1>();
       reg_fence(sc);
       mbar_arrive(&emptyK[s1]);
-      softmax(sc, e + 1, pa, alpha, sum, false);
+      softmax(sc, e + 1, pa, alpha, sum, false, FWD_RA, kt1, ref1);
       reg_fence(sc);
       reg_fence(sum);
 #ifndef EXP_NOPIN
@@ -477,8 +508,8 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       rescale(alpha, sum);
     }
     if (OV && e0 < e1) {  // the last tile's P V
-      const int i = n + e1 - 1 - e0, s = i % STAGES;
-      mbar_wait(&fullV[s], (i / STAGES) & 1);
+      const int i = n + e1 - 1 - e0, s = i % FS;
+      mbar_wait(&fullV[s], (i / FS) & 1);
       named_sync(1 + cw, 256);
       reg_fence(acc);
       wgmma_fence();
@@ -491,10 +522,10 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       mbar_arrive(&emptyV[s]);
     }
     for (int e = e0; !OV && e < e1; e++) {
-      const int i = n + e - e0, s = i % STAGES, s1 = (i + 1) % STAGES;
+      const int i = n + e - e0, s = i % FS, s1 = (i + 1) % FS;
       const bool more = e + 1 < e1;
-      mbar_wait(&fullV[s], (i / STAGES) & 1);
-      if (more) mbar_wait(&fullK[s1], ((i + 1) / STAGES) & 1);
+      mbar_wait(&fullV[s], (i / FS) & 1);
+      if (more) mbar_wait(&fullK[s1], ((i + 1) / FS) & 1);
       named_sync(1 + cw, 256);  // this warpgroup's turn
       reg_fence(acc);
       wgmma_fence();

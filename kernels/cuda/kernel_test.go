@@ -184,6 +184,67 @@ int main() { show<64, 128, 2, 0>(); show<128, 128, 2, 0>(); show<64, 192, 2, 0>(
 	}
 }
 
+// The Hopper forward's shared memory as SmemLayout<D, QM, BN, stages> lays it out
+// (attention_sm90.cu, compiled with the host C++ compiler) is what every sm90 variant's
+// forward asks for at launch, at both head dims and for the 128 x 64 tiles: the kernel has
+// no check of its own. The three-consumer forward (192 query rows) runs three stages in a
+// module with LONGCA_FWD_S3 (experiment sm90f3), two elsewhere.
+func TestForwardSharedMatchesLayout(t *testing.T) {
+	src := SourceSM90()
+	prog := "#include <cstdio>\n" + extract(t, src, "constexpr int SBM = 128", "\n") + extract(t, src, "constexpr int CHUNK = 64;", "\n") +
+		extract(t, src, "template <int D, int QM = SBM, int BN = SBN, int ST = STAGES> struct SmemLayout {", "\n};\n") + `
+template <int D, int QM, int BN, int ST> void show() { printf("%d %d %d %d %d\n", D, QM, BN, ST, SmemLayout<D, QM, BN, ST>::kBytes); }
+int main() { show<64, 128, 128, 2>(); show<128, 128, 128, 2>(); show<64, 192, 128, 2>(); show<64, 192, 128, 3>();
+  show<64, 128, 64, 2>(); show<128, 128, 64, 2>(); return 0; }
+`
+	out, err := exec.Command(hostcc.Compile(t, "fwdlayout", prog)).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	type key struct{ d, qm, bn, st int }
+	layout := map[key]int{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var k key
+		var bytes int
+		if _, err := fmt.Sscan(line, &k.d, &k.qm, &k.bn, &k.st, &bytes); err != nil {
+			t.Fatalf("line %q: %v", line, err)
+		}
+		layout[k] = bytes
+	}
+	three := 0
+	for _, av := range archVariants {
+		if av.major != 9 {
+			continue
+		}
+		for _, d := range []int{64, 128} {
+			vs := []variant{av.fwd.at(d)}
+			if av.k64 {
+				vs = append(vs, fwdSM90S)
+			}
+			for _, v := range vs {
+				st := 2
+				if v.qTile == 192 && slices.Contains(av.defines, "LONGCA_FWD_S3") {
+					st, three = 3, three+1
+				}
+				l, ok := layout[key{d, v.qTile, v.kTile, st}]
+				if !ok {
+					t.Errorf("%s %s at head dim %d: no layout for %d x %d tiles, %d stages", av.name, v.fn, d, v.qTile, v.kTile, st)
+					continue
+				}
+				if v.shared(d) != l {
+					t.Errorf("%s %s at head dim %d: the forward asks for %d bytes, SmemLayout<%d, %d, %d, %d> takes %d", av.name, v.fn, d, v.shared(d), d, v.qTile, v.kTile, st, l)
+				}
+				if want := 128 * (1 + v.qTile/64); v.threads != want {
+					t.Errorf("%s %s: %d threads for %d query rows (a consumer warpgroup per 64 and the producer: %d)", av.name, v.fn, v.threads, v.qTile, want)
+				}
+			}
+		}
+	}
+	if three == 0 {
+		t.Error("no variant runs the three-stage forward: its check above checked nothing")
+	}
+}
+
 // The variant follows the compute capability, and a variant the device cannot run is a
 // reason naming --variant.
 func TestPickVariant(t *testing.T) {

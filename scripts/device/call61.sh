@@ -1,0 +1,50 @@
+#!/bin/sh
+# Call 61 (prepared 2026-12-05, eleventh session; not yet run): experiments sm90fr and
+# sm90f3, the forward's entries read a turn ahead and the head-dim-64 forward's K/V ring
+# three stages deep, designed from call 60's SASS stall samples of the d64 forward (full
+# 16K: 1.9% of the samples on the work-list load's first use, 3.8% on the consumers' waits
+# for K and V). Offline (ptxas 12.4): sm90's 68 functions byte-identical to before; sm90fr's
+# fwd90mo reads entry e + 2 before the turn's mbarrier waits (2,024 instructions against
+# 2,032, no spill where sm90's spills 16 bytes outside the loop).
+# 1. sm90f3's GPU tests (every mask, d64 and d128, fwd and bwd: both changes);
+# 2. the d64 forward, 64:8, checked: cudnn / sm90 / sm90fr / sm90f3, twice, on full, causal,
+#    full_document, causal_document at 8K / 16K / 32K / 48K;
+# 3. the d128 forward: cudnn / sm90 / sm90fr, twice, full and causal 8K-48K (sm90f3's d128
+#    forward is sm90fr's).
+# Prediction (docs/perf.md "Next: call 61"): sm90fr +0.5 to +2% on the d64 forward (full,
+# causal), +0 to +1% at d128; sm90f3 a further +0.5 to +2% at d64 where the rows are short
+# (8K-16K), level at 32K-48K.
+# Bounded to 330 s; the tables last; logs packed as OUT/t.tgz.
+#   sh scripts/device/call61.sh OUT      (carry bin/longca.gz bin/cuda.test.gz)
+set -u
+out=${1:?usage: call61.sh OUT}
+. scripts/device/lib.sh
+call_start ${BUDGET:-330} longca cuda.test || exit 1
+gpu_tests sm90f3 110
+warm sm90 sm90fr sm90f3
+runs="cudnn sm90 sm90fr sm90f3 cudnn sm90 sm90fr sm90f3"
+n=0
+for v in $runs; do
+	k="--kernels cuda --variant $v"
+	[ "$v" = cudnn ] && k="--kernels cudnn"
+	step "f-$n-$v" 25 kernel $k --head-dim 64 --masks full,causal,full_document,causal_document --seqlens 8K,16K,32K,48K --passes fwd -w 2 -n 5
+	n=$((n + 1))
+done
+runs2="cudnn sm90 sm90fr cudnn sm90 sm90fr"
+n=0
+for v in $runs2; do
+	k="--kernels cuda --variant $v"
+	[ "$v" = cudnn ] && k="--kernels cudnn"
+	step "g-$n-$v" 20 kernel $k --masks full,causal --seqlens 8K,16K,32K,48K --passes fwd -w 2 -n 5
+	n=$((n + 1))
+done
+cat "$out/t/summary.txt"
+echo "=== d64 forward TFLOP/s: mask seqlen, then" $runs
+join_runs f $runs >"$out/t/f.table"
+cat "$out/t/f.table"
+compare "$out/t/f.table" "sm90/cudnn sm90fr/cudnn sm90f3/cudnn sm90fr/sm90 sm90f3/sm90 sm90f3/sm90fr" $runs
+echo "=== d128 forward TFLOP/s: mask seqlen, then" $runs2
+join_runs g $runs2 >"$out/t/g.table"
+cat "$out/t/g.table"
+compare "$out/t/g.table" "sm90/cudnn sm90fr/cudnn sm90fr/sm90" $runs2
+tar -C "$out" -czf "$out/t.tgz" t && rm -rf "$out/t"
