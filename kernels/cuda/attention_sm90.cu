@@ -638,24 +638,54 @@ DEV int ld_acquire(const int *p) {
 DEV void st_release(int *p, int v) { asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory"); }
 DEV void fence_async_global() { asm volatile("fence.proxy.async.global;\n" ::: "memory"); }
 
+// Experiment sm90bl (LONGCA_BWD_LV2): at head dim 128 a consumer thread reads its queries'
+// lse log2e and Dsum as 8-byte pairs (queries 8 j + 2 t and the next are side by side:
+// LDS.64, 16 a step instead of 32 scalar loads): call 60 read the d128 backward's warps
+// stalled on the shared-memory queue (mio_throttle 0.71 an issued instruction against
+// cuDNN's 0.05, full 32K), and the lse / Dsum loads are the most of bwd90e's shared-memory
+// instructions. Offline (ptxas 12.4) the pairs cost bwd90e 4 bytes of spill (a reload a
+// step; 2,720 instructions against 2,856), 52 bytes at the pairs' entries, and at head dim
+// 64 (bwd90qq) 84 bytes against sm90's 32: so the unpaired entries at head dim 128 only;
+// 16-byte loads over rows permuted within the tile (four a step) spilled 76 bytes at 128
+// and 308 at 64, and were left out.
+#ifdef LONGCA_BWD_LV2
+constexpr bool LV2 = true;
+#else
+constexpr bool LV2 = false;
+#endif
+
 // The backward's step in place, over a thread's N elements of a 2N-query x 64-key
 // warpgroup tile (rows keys, columns queries; N 32, or 64 at 128 queries a step): S^T becomes
 // P^T = exp2(S^T scale log2e - lse log2e) and dP^T becomes dS^T = P^T (dP^T - Dsum), cL and
 // cDs the tile's lse log2e and Dsum by query; PARTIAL: only the pairs whose bit is set in bits
 // (tile_bits; bit 4 j + c of element 4 j + c), P^T and dS^T 0 elsewhere (dP^T is finite).
-template <bool PARTIAL, int N>
+template <bool PARTIAL, bool V2 = false, int N>
 DEV void p_ds(float (&st)[N], float (&dpt)[N], const float *cL, const float *cDs, float scale_log2, int t,
               unsigned long long bits) {
   static_assert(N == 32 || N == 64, "64 or 128 queries");
+  if constexpr (V2) {  // the column group's two queries' lse log2e and Dsum in one load each
 #pragma unroll
-  for (int j = 0; j < N / 4; j++)
+    for (int j = 0; j < N / 4; j++) {
+      const float2 l2 = *reinterpret_cast<const float2 *>(cL + j * 8 + 2 * t);
+      const float2 d2 = *reinterpret_cast<const float2 *>(cDs + j * 8 + 2 * t);
 #pragma unroll
-    for (int c = 0; c < 4; c++) {
-      const int ql = j * 8 + 2 * t + (c % 2);
-      const float p = !PARTIAL || (bits >> (j * 4 + c) & 1ull) ? exp2f(st[4 * j + c] * scale_log2 - cL[ql]) : 0.f;
-      st[4 * j + c] = p;
-      dpt[4 * j + c] = p * (dpt[4 * j + c] - cDs[ql]);
+      for (int c = 0; c < 4; c++) {
+        const float p = !PARTIAL || (bits >> (j * 4 + c) & 1ull) ? exp2f(st[4 * j + c] * scale_log2 - (c % 2 ? l2.y : l2.x)) : 0.f;
+        st[4 * j + c] = p;
+        dpt[4 * j + c] = p * (dpt[4 * j + c] - (c % 2 ? d2.y : d2.x));
+      }
     }
+  } else {
+#pragma unroll
+    for (int j = 0; j < N / 4; j++)
+#pragma unroll
+      for (int c = 0; c < 4; c++) {
+        const int ql = j * 8 + 2 * t + (c % 2);
+        const float p = !PARTIAL || (bits >> (j * 4 + c) & 1ull) ? exp2f(st[4 * j + c] * scale_log2 - cL[ql]) : 0.f;
+        st[4 * j + c] = p;
+        dpt[4 * j + c] = p * (dpt[4 * j + c] - cDs[ql]);
+      }
+  }
 }
 
 // STSM (sm90's since call 40, experiment sm90bs: +2 to +5% at both head dims): the
@@ -1058,21 +1088,21 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
         const bool hasB = j * QU + 1 < iters;
         const int ra = wl.entries[2 * ea + 1], rb = wl.entries[2 * eb + 1];
         if (ra < 0 && rb < 0 && hasB) {  // two full tiles
-          p_ds<false>(st, dpt, cL, cDs, scale_log2, t, 0);
+          p_ds<false, LV2 && D == 128 && !PR>(st, dpt, cL, cDs, scale_log2, t, 0);
         } else {
           const unsigned long long ba = ra < 0 ? 0xffffffffull : tile_bits<BBM9, true>(wl, ra, k0 + kr, wl.entries[2 * ea] * BBM9, t);
           const unsigned long long bb =
               !hasB ? 0ull : rb < 0 ? 0xffffffffull : tile_bits<BBM9, true>(wl, rb, k0 + kr, wl.entries[2 * eb] * BBM9, t);
-          p_ds<true>(st, dpt, cL, cDs, scale_log2, t, ba | bb << 32);
+          p_ds<true, LV2 && D == 128 && !PR>(st, dpt, cL, cDs, scale_log2, t, ba | bb << 32);
         }
       } else {
         const int sj = j % STAGES, ej = entry_of(j);
         const int q0 = wl.entries[2 * ej] * BBM9, ref = wl.entries[2 * ej + 1];
         const float *cL = sL + sj * BBM9, *cDs = sDs + sj * BBM9;
         if (ref < 0)  // a full tile: no pair to test
-          p_ds<false>(st, dpt, cL, cDs, scale_log2, t, 0);
+          p_ds<false, LV2 && D == 128 && !PR>(st, dpt, cL, cDs, scale_log2, t, 0);
         else
-          p_ds<true>(st, dpt, cL, cDs, scale_log2, t, tile_bits<BBM9, true>(wl, ref, k0 + kr, q0, t));
+          p_ds<true, LV2 && D == 128 && !PR>(st, dpt, cL, cDs, scale_log2, t, tile_bits<BBM9, true>(wl, ref, k0 + kr, q0, t));
       }
 #pragma unroll
       for (int kk = 0; kk < QS / 16; kk++)
@@ -1213,9 +1243,9 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
 
     // P^T = exp2(S^T scale log2e - lse log2e) on allowed pairs; dS^T = P^T (dP^T - Dsum)
     if (ref < 0)  // a full tile: no pair to test
-      p_ds<false>(st, dpt, cL, cDs, scale_log2, t, 0);
+      p_ds<false, LV2 && D == 128 && !PR>(st, dpt, cL, cDs, scale_log2, t, 0);
     else  // the allowed pairs of a partial tile (rows keys, columns queries)
-      p_ds<true>(st, dpt, cL, cDs, scale_log2, t, tile_bits<BBM9, true>(wl, ref, k0 + kr, q0, t));
+      p_ds<true, LV2 && D == 128 && !PR>(st, dpt, cL, cDs, scale_log2, t, tile_bits<BBM9, true>(wl, ref, k0 + kr, q0, t));
 #pragma unroll
     for (int kk = 0; kk < 4; kk++)
 #pragma unroll

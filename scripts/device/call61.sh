@@ -3,25 +3,34 @@
 # sm90f3, the forward's entries read a turn ahead and the head-dim-64 forward's K/V ring
 # three stages deep, designed from call 60's SASS stall samples of the d64 forward (full
 # 16K: 1.9% of the samples on the work-list load's first use, 3.8% on the consumers' waits
-# for K and V). Offline (ptxas 12.4): sm90's 68 functions byte-identical to before; sm90fr's
-# fwd90mo reads entry e + 2 before the turn's mbarrier waits (2,024 instructions against
-# 2,032, no spill where sm90's spills 16 bytes outside the loop).
-# 1. sm90f3's GPU tests (every mask, d64 and d128, fwd and bwd: both changes);
+# for K and V); and sm90bl, the d128 backward's lse / Dsum read as 8-byte pairs (call 60:
+# mio_throttle 0.71 against cuDNN's 0.05). Offline (ptxas 12.4): sm90's 68 functions
+# byte-identical to before; sm90fr's fwd90mo reads entry e + 2 before the turn's mbarrier
+# waits (2,024 instructions against 2,032, no spill where sm90's spills 16 bytes outside the
+# loop); sm90bl's bwd90e 2,720 instructions against 2,856 (64 LDS.64 for 128 scalar LDS),
+# a 4-byte spill (a reload a step), its pairs' entries and head dim 64 sm90's own.
+# 1. sm90f3's GPU tests (every mask, d64 and d128, fwd and bwd: both forward changes), the
+#    other modules compiled meanwhile (in parallel: about 40 s each on a fresh machine);
 # 2. the d64 forward, 64:8, checked: cudnn / sm90 / sm90fr / sm90f3, twice, on full, causal,
 #    full_document, causal_document at 8K / 16K / 32K / 48K;
 # 3. the d128 forward: cudnn / sm90 / sm90fr, twice, full and causal 8K-48K (sm90f3's d128
-#    forward is sm90fr's).
+#    forward is sm90fr's);
+# 4. the d128 backward: cudnn / sm90 / sm90bl, twice, on full, full_document,
+#    sliding_window_causal, causal_blockwise (unpaired) and causal (paired: sm90's code, the
+#    control) at 16K / 32K / 48K.
 # Prediction (docs/perf.md "Next: call 61"): sm90fr +0.5 to +2% on the d64 forward (full,
 # causal), +0 to +1% at d128; sm90f3 a further +0.5 to +2% at d64 where the rows are short
-# (8K-16K), level at 32K-48K.
-# Bounded to 330 s; the tables last; logs packed as OUT/t.tgz.
-#   sh scripts/device/call61.sh OUT      (carry bin/longca.gz bin/cuda.test.gz)
+# (8K-16K), level at 32K-48K; sm90bl +0.5 to +2% on the unpaired d128 backward cells (full
+# 32K-48K at 0.97-0.98x cuDNN), causal level.
+# Bounded to 480 s; the tables last; logs packed as OUT/t.tgz.
+#   sh scripts/device/call61.sh OUT      (carry bin/longca.gz bin/cuda.test.gz; the call's timeout 540)
 set -u
 out=${1:?usage: call61.sh OUT}
 . scripts/device/lib.sh
-call_start ${BUDGET:-330} longca cuda.test || exit 1
+call_start ${BUDGET:-480} longca cuda.test || exit 1
+for v in sm90 sm90fr sm90bl; do warm $v & done
 gpu_tests sm90f3 110
-warm sm90 sm90fr sm90f3
+wait
 runs="cudnn sm90 sm90fr sm90f3 cudnn sm90 sm90fr sm90f3"
 n=0
 for v in $runs; do
@@ -38,6 +47,14 @@ for v in $runs2; do
 	step "g-$n-$v" 20 kernel $k --masks full,causal --seqlens 8K,16K,32K,48K --passes fwd -w 2 -n 5
 	n=$((n + 1))
 done
+runs3="cudnn sm90 sm90bl cudnn sm90 sm90bl"
+n=0
+for v in $runs3; do
+	k="--kernels cuda --variant $v"
+	[ "$v" = cudnn ] && k="--kernels cudnn"
+	step "b-$n-$v" 35 kernel $k --masks full,full_document,sliding_window_causal,causal_blockwise,causal --seqlens 16K,32K,48K --passes bwd -w 2 -n 5
+	n=$((n + 1))
+done
 cat "$out/t/summary.txt"
 echo "=== d64 forward TFLOP/s: mask seqlen, then" $runs
 join_runs f $runs >"$out/t/f.table"
@@ -47,4 +64,8 @@ echo "=== d128 forward TFLOP/s: mask seqlen, then" $runs2
 join_runs g $runs2 >"$out/t/g.table"
 cat "$out/t/g.table"
 compare "$out/t/g.table" "sm90/cudnn sm90fr/cudnn sm90fr/sm90" $runs2
+echo "=== d128 backward TFLOP/s: mask seqlen, then" $runs3
+join_runs b $runs3 >"$out/t/b.table"
+cat "$out/t/b.table"
+compare "$out/t/b.table" "sm90/cudnn sm90bl/cudnn sm90bl/sm90" $runs3
 tar -C "$out" -czf "$out/t.tgz" t && rm -rf "$out/t"
