@@ -32,29 +32,11 @@ for v in sm90 sm90fr sm90bl; do warm $v & done
 gpu_tests sm90f3 110
 wait
 runs="cudnn sm90 sm90fr sm90f3 cudnn sm90 sm90fr sm90f3"
-n=0
-for v in $runs; do
-	k="--kernels cuda --variant $v"
-	[ "$v" = cudnn ] && k="--kernels cudnn"
-	step "f-$n-$v" 25 kernel $k --head-dim 64 --masks full,causal,full_document,causal_document --seqlens 8K,16K,32K,48K --passes fwd -w 2 -n 5
-	n=$((n + 1))
-done
+interleave f 25 "$runs" --head-dim 64 --masks full,causal,full_document,causal_document --seqlens 8K,16K,32K,48K --passes fwd -w 2 -n 5
 runs2="cudnn sm90 sm90fr cudnn sm90 sm90fr"
-n=0
-for v in $runs2; do
-	k="--kernels cuda --variant $v"
-	[ "$v" = cudnn ] && k="--kernels cudnn"
-	step "g-$n-$v" 20 kernel $k --masks full,causal --seqlens 8K,16K,32K,48K --passes fwd -w 2 -n 5
-	n=$((n + 1))
-done
+interleave g 20 "$runs2" --masks full,causal --seqlens 8K,16K,32K,48K --passes fwd -w 2 -n 5
 runs3="cudnn sm90 sm90bl cudnn sm90 sm90bl"
-n=0
-for v in $runs3; do
-	k="--kernels cuda --variant $v"
-	[ "$v" = cudnn ] && k="--kernels cudnn"
-	step "b-$n-$v" 35 kernel $k --masks full,full_document,sliding_window_causal,causal_blockwise,causal --seqlens 16K,32K,48K --passes bwd -w 2 -n 5
-	n=$((n + 1))
-done
+interleave b 35 "$runs3" --masks full,full_document,sliding_window_causal,causal_blockwise,causal --seqlens 16K,32K,48K --passes bwd -w 2 -n 5
 cat "$out/t/summary.txt"
 echo "=== d64 forward TFLOP/s: mask seqlen, then" $runs
 join_runs f $runs >"$out/t/f.table"

@@ -41,6 +41,22 @@ step() {
 	echo "# $_name rc=$? at $(($(date +%s) - t0)) s: $(grep '^# Cases' "$out/t/$_name.log" | sed 's/Avg.*//')" >>"$out/t/summary.txt"
 }
 
+# interleave DIM CAP "RUN..." ARGS...: `step DIM-I-RUN CAP kernel KERNELS ARGS` for each run
+# in order (I = 0, 1, ...), KERNELS `--kernels cudnn` for the run cudnn and `--kernels cuda
+# --variant RUN` for any other: the runs join_runs DIM RUN... reads back.
+interleave() {
+	_dim=$1 _icap=$2 _runs=$3 _k=0
+	shift 3
+	for _v in $_runs; do
+		if [ "$_v" = cudnn ]; then
+			step "$_dim-$_k-$_v" "$_icap" kernel --kernels cudnn "$@"
+		else
+			step "$_dim-$_k-$_v" "$_icap" kernel --kernels cuda --variant "$_v" "$@"
+		fi
+		_k=$((_k + 1))
+	done
+}
+
 # gpu_tests VARIANT CAP: the variant's GPU tests (kernels/cuda/gpu.sh with bin/cuda.test;
 # those of gpu_test.go only: the package's CPU tests, a minute of them, ran here already),
 # each test stopped at CAP seconds; a summary line and the failures.
