@@ -218,7 +218,7 @@ template <int D, int QM = SBM, int BN = SBN, int ST = STAGES> struct SmemLayout 
 // read 1.9% of the d64 forward's stall samples (full 16K) on that load's first use (the
 // backward reads its entries a step ahead since call 13). Experiment sm90f3 (LONGCA_FWD_S3,
 // with LONGCA_FWD_RA): the three-consumer forward (head dim 64) over a K/V ring three
-// stages deep (144 KB of shared memory), so that a stage the slowest of the three
+// stages deep (148,608 bytes of shared memory), so that a stage the slowest of the three
 // warpgroups frees has a turn more to fill: call 60 read 3.8% of the samples on the
 // consumers' waits for K and V.
 #ifdef LONGCA_FWD_RA

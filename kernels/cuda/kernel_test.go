@@ -197,6 +197,14 @@ template <int D, int QM, int BN, int ST> void show() { printf("%d %d %d %d %d\n"
 int main() { show<64, 128, 128, 2>(); show<128, 128, 128, 2>(); show<64, 192, 128, 2>(); show<64, 192, 128, 3>();
   show<64, 128, 64, 2>(); show<128, 128, 64, 2>(); return 0; }
 `
+	// the stage rule below is the kernel's: three stages where NC == 3 under LONGCA_FWD_S3,
+	// the layout taken at the forward's stages
+	for _, rule := range []string{"#ifdef LONGCA_FWD_S3\nconstexpr int FWD_S3 = 3;", "constexpr int FS = NC == 3 ? FWD_S3 : STAGES;",
+		"using L = SmemLayout<D, QM, BN, FS>;", "constexpr int QM = 64 * NC"} {
+		if !strings.Contains(src, rule) {
+			t.Fatalf("attention_sm90.cu no longer says %q: the stage rule this test copies has moved", rule)
+		}
+	}
 	out, err := exec.Command(hostcc.Compile(t, "fwdlayout", prog)).Output()
 	if err != nil {
 		t.Fatal(err)
