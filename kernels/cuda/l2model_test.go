@@ -149,3 +149,54 @@ func TestL2ModelD64Blocks(t *testing.T) {
 		}
 	}
 }
+
+// Experiment sm90mo's order rule (orderThrashes): at 64:64 (a group of one) the short uneven
+// rows where heaviest first spreads the running blocks over many heads take the key tiles
+// of a KV head together (the L2 model: 5-60 GB read against under 5), and sm90mo's plan then
+// differs from sm90's only there; on the suite's GQA cells (8 KV heads of 8) every cell
+// where the order rule picks heaviest first keeps it.
+func TestOrderL2Rule(t *testing.T) {
+	k, mo := &Kernel{arch: variantNamed(t, "sm90")}, &Kernel{arch: variantNamed(t, "sm90mo")}
+	for _, c := range []struct {
+		mask string
+		s    int
+	}{{"causal", 8192}, {"causal_document", 8192}, {"share_question", 16384}, {"prefix_lm_causal", 8192}} {
+		w := backwardList(t, 42, c.s, c.mask)
+		if o := backwardOrder(w, 64, 1, 132); o != schedNoRot {
+			t.Fatalf("%s %d at 64:64: the order rule picks %#x, not heaviest first: nothing to test", c.mask, c.s, o)
+		}
+		if !orderThrashes(w, 64, 1, 132, 50<<20) {
+			t.Errorf("%s %d at 64:64: heaviest first kept", c.mask, c.s)
+		}
+		o0, _ := k.backwardPlan(&deviceList{w: w}, 64, 1, 128)
+		o1, _ := mo.backwardPlan(&deviceList{w: w}, 64, 1, 128)
+		if o0&schedKTFast == schedKTFast || o1&schedKTFast != schedKTFast {
+			t.Errorf("%s %d at 64:64: sm90 plans %#x, sm90mo %#x (want heaviest first, then the key tiles together)", c.mask, c.s, o0, o1)
+		}
+		if o1&^schedKTFast != o0&^schedNoRot {
+			t.Errorf("%s %d at 64:64: sm90mo's plan %#x differs from sm90's %#x beyond the order", c.mask, c.s, o1, o0)
+		}
+		// head dim 64 keeps sm90's plan (the L2 model is calibrated at 128)
+		p0, g0 := k.backwardPlan(&deviceList{w: w}, 64, 1, 64)
+		p1, g1 := mo.backwardPlan(&deviceList{w: w}, 64, 1, 64)
+		if p0 != p1 || g0 != g1 {
+			t.Errorf("%s %d at head dim 64: sm90 plans %#x/%d, sm90mo %#x/%d", c.mask, c.s, p0, g0, p1, g1)
+		}
+	}
+	kept := 0
+	for _, m := range []string{"full", "causal", "full_document", "causal_document", "sliding_window_causal", "sliding_window", "share_question", "causal_blockwise", "prefix_lm_causal", "prefix_lm_document", "global_sliding_window", "block_causal_document"} {
+		for _, s := range []int{8192, 16384, 32768} {
+			w := backwardList(t, 42, s, m)
+			if backwardOrder(w, 8, 8, 132) != schedNoRot {
+				continue
+			}
+			kept++
+			if orderThrashes(w, 8, 8, 132, 50<<20) {
+				t.Errorf("%s %d at 64:8: heaviest first given up on a GQA cell of the suite", m, s)
+			}
+		}
+	}
+	if kept < 10 {
+		t.Errorf("%d GQA cells ordered heaviest first: the check above checked little", kept)
+	}
+}

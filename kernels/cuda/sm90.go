@@ -283,6 +283,36 @@ func split128Pays(w *WorkList, heads, group, slots, l2 int, o int32, s int) bool
 	return 2*r1 <= r0 && r0-r1 >= split128Saved
 }
 
+// orderThrashes says whether heaviest first over all heads (schedNoRot, which
+// backwardOrder picked on w for being more than modelSlack more even) should give way to the
+// key tiles of a KV head together (schedKTFast) at head dim 128 (experiment sm90mo): where the
+// L2 model (split128Noise's spread) has heaviest first read at least orderSaved more bytes
+// from DRAM, and at least twice as many, while the key tiles together are at most
+// orderSlack less even. Heaviest first spreads the blocks running together over many heads,
+// each with its own Q, dO and dQ: with a group of one (MHA) every block is a head of its
+// own, and at 64:64 the short uneven rows (causal, the documents, share_question at 8K-16K)
+// model 5-60 GB against 0.8-5 (call 59's runs there: 0.89-0.94x cuDNN, where the rows the
+// rule orders by key tile read 0.99). The suite's GQA cells (groups of 8, a block walking
+// its group's heads) keep their order: where heaviest first reads the more there, the key
+// tiles together are 6% or more less even or save under half the bytes (calls 43-46: causal
+// 8K +14% heaviest first). Lists past split128MaxSteps are not modelled.
+func orderThrashes(w *WorkList, heads, group, slots, l2 int) bool {
+	if int64(len(w.Entries)/2)*int64(heads*group) > split128MaxSteps ||
+		schedBalance(w, heads, group, slots, schedKTFast) < schedBalance(w, heads, group, slots, schedNoRot)-orderSlack {
+		return false
+	}
+	rn, _, _ := l2Traffic(w, heads, group, slots, 128, schedNoRot, int64(l2), split128Noise)
+	rk, _, _ := l2Traffic(w, heads, group, slots, 128, schedKTFast, int64(l2), split128Noise)
+	return rn >= 2*rk && rn-rk >= orderSaved
+}
+
+// orderThrashes's bounds: the evenness the key tiles together may give up, and the DRAM
+// bytes heaviest first must read beyond theirs.
+const (
+	orderSlack = 0.06
+	orderSaved = 4e9
+)
+
 // split128Pays's bounds: the tail's gain (paired within documents), its growth and the DRAM
 // bytes saved (unpaired), and the L2 model's spread of the blocks' speeds (0.5%: ncu read
 // 13.1 GB in one full 48K backward in call 54, the model 12.7 at 0.5% and 218 at 2%).
@@ -552,6 +582,9 @@ func (k *Kernel) backwardPlan(dl *deviceList, heads, group, d int) (int32, int) 
 	o, g = k.arch.sched, 1
 	if byRule {
 		o = backwardOrder(dl.w, heads, group, key[2])
+		if k.arch.orderL2 && d == 128 && o == schedNoRot && orderThrashes(dl.w, heads, group, key[2], k.l2Bytes()) {
+			o = schedKTFast
+		}
 	}
 	if split {
 		g = groupSplit(dl.w, heads, group, key[2], o)

@@ -19,17 +19,23 @@
 #    forward is sm90fr's);
 # 4. the d128 backward: cudnn / sm90 / sm90bl, twice, on full, full_document,
 #    sliding_window_causal, causal_blockwise (unpaired) and causal (paired: sm90's code, the
-#    control) at 16K / 32K / 48K.
+#    control) at 16K / 32K / 48K;
+# 5. (added later the same session) experiment sm90mo, the backward's block order weighing L2
+#    (the key tiles of a KV head together where heaviest first thrashes it): cudnn / sm90 /
+#    sm90mo, twice, MHA 64:64, d128 backward, causal, causal_document, share_question,
+#    prefix_lm_causal at 8K / 16K (sm90mo is sm90's module: no compile of its own).
 # Prediction (docs/perf.md "Next: call 61"): sm90fr +0.5 to +2% on the d64 forward (full,
 # causal), +0 to +1% at d128; sm90f3 a further +0.5 to +2% at d64 where the rows are short
 # (8K-16K), level at 32K-48K; sm90bl +0.5 to +2% on the unpaired d128 backward cells (full
-# 32K-48K at 0.97-0.98x cuDNN), causal level.
-# Bounded to 540 s; the tables last; logs packed as OUT/t.tgz.
-#   sh scripts/device/call61.sh OUT      (carry bin/longca.gz bin/cuda.test.gz; the call's timeout 590)
+# 32K-48K at 0.97-0.98x cuDNN), causal level; sm90mo +5 to +12% where its plan differs (64:64
+# causal 8K, causal_document 8K, share_question 8K / 16K, prefix_lm_causal 8K: the L2 model
+# 5-20 GB read against 0.8-2.2), level where it does not (causal and causal_document 16K).
+# Bounded to 580 s; the tables last; logs packed as OUT/t.tgz.
+#   sh scripts/device/call61.sh OUT      (carry bin/longca.gz bin/cuda.test.gz; the call's timeout 600)
 set -u
 out=${1:?usage: call61.sh OUT}
 . scripts/device/lib.sh
-call_start ${BUDGET:-540} longca cuda.test || exit 1
+call_start ${BUDGET:-580} longca cuda.test || exit 1
 for v in sm90 sm90fr sm90bl; do warm $v & done
 gpu_tests sm90f3 150
 wait
@@ -39,6 +45,10 @@ runs2="cudnn sm90 sm90fr cudnn sm90 sm90fr"
 interleave g 15 "$runs2" --masks full,causal --seqlens 8K,16K,32K,48K --passes fwd -w 2 -n 5
 runs3="cudnn sm90 sm90bl cudnn sm90 sm90bl"
 interleave b 30 "$runs3" --masks full,full_document,sliding_window_causal,causal_blockwise,causal --seqlens 16K,32K,48K --passes bwd -w 2 -n 5
+runs4="cudnn sm90 sm90mo cudnn sm90 sm90mo"
+HEADS=64:64
+interleave m 15 "$runs4" --masks causal,causal_document,share_question,prefix_lm_causal --seqlens 8K,16K --passes bwd -w 2 -n 5
+HEADS=
 cat "$out/t/summary.txt"
 echo "=== d64 forward TFLOP/s: mask seqlen, then" $runs
 join_runs f $runs >"$out/t/f.table"
@@ -52,4 +62,8 @@ echo "=== d128 backward TFLOP/s: mask seqlen, then" $runs3
 join_runs b $runs3 >"$out/t/b.table"
 cat "$out/t/b.table"
 compare "$out/t/b.table" "sm90/cudnn sm90bl/cudnn sm90bl/sm90" $runs3
+echo "=== d128 backward at 64:64 TFLOP/s: mask seqlen, then" $runs4
+join_runs m $runs4 >"$out/t/m.table"
+cat "$out/t/m.table"
+compare "$out/t/m.table" "sm90/cudnn sm90mo/cudnn sm90mo/sm90" $runs4
 tar -C "$out" -czf "$out/t.tgz" t && rm -rf "$out/t"

@@ -29,7 +29,7 @@ warm() {
 	done
 }
 
-# step NAME CAP ARGS...: `bin/longca ARGS --heads 64:8 --out $out/t/NAME --run-id NAME`
+# step NAME CAP ARGS...: `bin/longca ARGS --heads HEADS --out $out/t/NAME --run-id NAME` (HEADS 64:8 unless set)
 # (LONGCA_BIN names another binary),
 # stopped with SIGINT at CAP seconds or at the budget (the rows kept), one summary line.
 step() {
@@ -37,7 +37,7 @@ step() {
 	shift 2
 	_left=$((budget - ($(date +%s) - t0)))
 	[ "$_left" -gt 15 ] || { echo "# $_name skipped (time)" >>"$out/t/summary.txt"; return; }
-	timeout -s INT -k 10 $((_left < _cap ? _left : _cap)) ${LONGCA_BIN:-bin/longca} "$@" --heads 64:8 --out "$out/t/$_name" --run-id "$_name" >"$out/t/$_name.log" 2>&1
+	timeout -s INT -k 10 $((_left < _cap ? _left : _cap)) ${LONGCA_BIN:-bin/longca} "$@" --heads "${HEADS:-64:8}" --out "$out/t/$_name" --run-id "$_name" >"$out/t/$_name.log" 2>&1
 	echo "# $_name rc=$? at $(($(date +%s) - t0)) s: $(grep '^# Cases' "$out/t/$_name.log" | sed 's/Avg.*//')" >>"$out/t/summary.txt"
 }
 
