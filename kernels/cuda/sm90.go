@@ -285,17 +285,17 @@ func split128Pays(w *WorkList, heads, group, slots, l2 int, o int32, s int) bool
 
 // orderThrashes says whether heaviest first over all heads (schedNoRot, which
 // backwardOrder picked on w for being more than modelSlack more even) should give way to the
-// key tiles of a KV head together (schedKTFast) at head dim 128 (experiment sm90mo): where the
-// L2 model (split128Noise's spread) has heaviest first read at least orderSaved more bytes
-// from DRAM, and at least twice as many, while the key tiles together are at most
-// orderSlack less even. Heaviest first spreads the blocks running together over many heads,
-// each with its own Q, dO and dQ: with a group of one (MHA) every block is a head of its
-// own, and at 64:64 the short uneven rows (causal, the documents, share_question at 8K-16K)
-// model 5-60 GB against 0.8-5 (call 59's runs there: 0.89-0.94x cuDNN, where the rows the
-// rule orders by key tile read 0.99). The suite's GQA cells (groups of 8, a block walking
-// its group's heads) keep their order: where heaviest first reads the more there, the key
-// tiles together are 6% or more less even or save under half the bytes (calls 43-46: causal
-// 8K +14% heaviest first). Lists past split128MaxSteps are not modelled.
+// key tiles of a KV head together (schedKTFast) at head dim 128 (experiment sm90mo, MHA
+// only: a group of one): where the L2 model (split128Noise's spread) has heaviest first read
+// at least orderSaved more bytes from DRAM, and at least twice as many, while the key tiles
+// together are at most orderSlack less even. Heaviest first spreads the blocks running
+// together over many heads, and with a group of one every block is a head of its own, with
+// its own Q, dO and dQ: at 64:64 the short uneven rows (causal, the documents,
+// share_question at 8K-16K) model 5-60 GB against 0.8-5 (call 59's runs there: 0.89-0.94x
+// cuDNN, where the rows the rule orders by key tile read 0.99). With GQA groups (a block
+// walking its group's heads) heaviest first measured faster where the model has it read
+// more (calls 43-46: causal 8K +14%), so sm90mo leaves them as they are. Lists past
+// split128MaxSteps are not modelled.
 func orderThrashes(w *WorkList, heads, group, slots, l2 int) bool {
 	if int64(len(w.Entries)/2)*int64(heads*group) > split128MaxSteps ||
 		schedBalance(w, heads, group, slots, schedKTFast) < schedBalance(w, heads, group, slots, schedNoRot)-orderSlack {
@@ -582,7 +582,7 @@ func (k *Kernel) backwardPlan(dl *deviceList, heads, group, d int) (int32, int) 
 	o, g = k.arch.sched, 1
 	if byRule {
 		o = backwardOrder(dl.w, heads, group, key[2])
-		if k.arch.orderL2 && d == 128 && o == schedNoRot && orderThrashes(dl.w, heads, group, key[2], k.l2Bytes()) {
+		if k.arch.orderL2 && d == 128 && group == 1 && o == schedNoRot && orderThrashes(dl.w, heads, group, key[2], k.l2Bytes()) {
 			o = schedKTFast
 		}
 	}
