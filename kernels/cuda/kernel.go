@@ -80,6 +80,13 @@ func (v variant) withAt64(f *variant) variant { v.at64 = f; return v }
 // withBars is v with n more mbarriers in its shared memory.
 func (v variant) withBars(n int) variant { v.sharedFixed += 8 * n; return v }
 
+// withKVStages is the sm_90 forward v with n more stages of its K/V ring (a K and a V tile
+// of kTile x D bf16 each, and their four barriers: SmemLayout's ST).
+func (v variant) withKVStages(n int) variant {
+	v.sharedPerDim += n * 2 * v.kTile * 2
+	return v.withBars(4 * n)
+}
+
 // splitEntry is the sm_90 backward v's split entry at head dim 128 (LONGCA_BWD_SPLIT128:
 // bwd90es, the same resources).
 func (v variant) splitEntry() variant { return v.withFn(v.fn + "s") }
@@ -129,7 +136,7 @@ var (
 	// experiment sm90f3 (LONGCA_FWD_S3): fwd90mo over a K/V ring three stages deep at head dim
 	// 64, K and V 3 stages of 128 x D and 16 barriers (SmemLayout<D, 192, 128, 3>: 148,608 bytes
 	// at head dim 64); the entry's name is fwd90mo's, in a module of its own
-	fwdSM90MO3  = variant{fn: "fwd90mo", qTile: 192, kTile: 128, threads: 512, sharedPerDim: (2*192 + 6*128) * 2, sharedFixed: 8*16 + 1024, lean: true}
+	fwdSM90MO3  = fwdSM90MO.withKVStages(1)
 	fwdSM90OMO3 = fwdSM90O.withAt64(&fwdSM90MO3)
 	// the overlapped forward over 128 x 64 tiles at both head dims (LONGCA_FWD_K64): K and V
 	// 2 stages of 64 x D (sm90 where keyTile64Pays says so, sm90s always; calls 29-30)
@@ -253,7 +260,7 @@ var archVariants = []archVariant{
 // the early backward's (d128), the backward over 128 queries a step (d64, call 55's
 // sm90d64), the split backward at head dim 128 (call 54's sm90g2), the backward's dS^T by
 // stmatrix (call 40, experiment sm90bs: +2 to +5% at both head dims), the partial tiles'
-// bits by interval arithmetic, and the pairs (call 50).
+// bits by interval arithmetic, and the pairs (call 50) in entries of their own (call 59).
 var sm90Defines = []string{"LONGCA_FWD_UNIFORM", "LONGCA_FWD_OVL", "LONGCA_FWD_THREE_OVL", "LONGCA_FWD_K64", "LONGCA_BWD_EARLY", "LONGCA_BWD_Q2", "LONGCA_BWD_SPLIT128", "LONGCA_BWD_STSM", "LONGCA_TILE_BITS_SPAN", "LONGCA_BWD_PAIRS_ENTRY"}
 
 // sm90DefinesC54 are sm90's defines before call 56 (sm90-c54, sm90-c29): the three-consumer

@@ -270,7 +270,7 @@ func split128Pays(w *WorkList, heads, group, slots, l2 int, o int32, s int) bool
 		_, split := fillSlots(wp, heads, group, s, slots, o&^schedDocPairs, splitSteps)
 		return split <= base*split128Gain
 	}
-	if o&8 != 0 || !rowsVary(w) || int64(len(w.Entries)/2)*int64(heads*group) > split128MaxSteps {
+	if o&8 != 0 || !rowsVary(w) || !l2Modelled(w, heads, group) {
 		return false
 	}
 	_, base := fillSlots(w, heads, group, 1, slots, o, 0)
@@ -278,9 +278,21 @@ func split128Pays(w *WorkList, heads, group, slots, l2 int, o int32, s int) bool
 	if split > base*split128Tail {
 		return false
 	}
-	r0, _, _ := l2Traffic(w, heads, group, slots, 128, o, int64(l2), split128Noise)
-	r1, _, _ := l2Traffic(w, heads, group, slots, 128, o|schedKTFast|int32(s)<<4, int64(l2), split128Noise)
+	r0, r1 := dramRead(w, heads, group, slots, l2, o), dramRead(w, heads, group, slots, l2, o|schedKTFast|int32(s)<<4)
 	return 2*r1 <= r0 && r0-r1 >= split128Saved
+}
+
+// l2Modelled says whether the plan runs the L2 model on w at heads KV heads of group
+// (its steps within split128MaxSteps).
+func l2Modelled(w *WorkList, heads, group int) bool {
+	return int64(len(w.Entries)/2)*int64(heads*group) <= split128MaxSteps
+}
+
+// dramRead is the bytes the L2 model has the head-dim-128 backward of w read from DRAM in
+// order sched, on an L2 of l2 bytes, the blocks' speeds spread by split128Noise.
+func dramRead(w *WorkList, heads, group, slots, l2 int, sched int32) int64 {
+	r, _, _ := l2Traffic(w, heads, group, slots, 128, sched, int64(l2), split128Noise)
+	return r
 }
 
 // orderThrashes says whether heaviest first over all heads (schedNoRot, which
@@ -297,12 +309,11 @@ func split128Pays(w *WorkList, heads, group, slots, l2 int, o int32, s int) bool
 // more (calls 43-46: causal 8K +14%), so sm90mo leaves them as they are. Lists past
 // split128MaxSteps are not modelled.
 func orderThrashes(w *WorkList, heads, group, slots, l2 int) bool {
-	if int64(len(w.Entries)/2)*int64(heads*group) > split128MaxSteps ||
+	if !l2Modelled(w, heads, group) ||
 		schedBalance(w, heads, group, slots, schedKTFast) < schedBalance(w, heads, group, slots, schedNoRot)-orderSlack {
 		return false
 	}
-	rn, _, _ := l2Traffic(w, heads, group, slots, 128, schedNoRot, int64(l2), split128Noise)
-	rk, _, _ := l2Traffic(w, heads, group, slots, 128, schedKTFast, int64(l2), split128Noise)
+	rn, rk := dramRead(w, heads, group, slots, l2, schedNoRot), dramRead(w, heads, group, slots, l2, schedKTFast)
 	return rn >= 2*rk && rn-rk >= orderSaved
 }
 

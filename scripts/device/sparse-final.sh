@@ -15,19 +15,10 @@ out=${1:?usage: sparse-final.sh OUT [LIMIT]}
 . scripts/device/lib.sh
 call_start "${2:-360}" longca || exit 1
 warm sm90
-part() { # NAME SHARE ARGS...: a sweep bounded to SHARE percent of the budget
-	_n=$1 _p=$2
-	shift 2
-	_left=$((budget - ($(date +%s) - t0)))
-	_cap=$((budget * _p / 100))
-	[ "$_left" -gt 15 ] || { echo "# $_n skipped (time)" >>"$out/t/summary.txt"; return; }
-	timeout -s INT -k 20 $((_left < _cap ? _left : _cap)) bin/longca "$@" --heads 64:8 -w 2 -n 5 \
-		--out "$out/t/$_n" --run-id "$_n" >"$out/t/$_n.log" 2>&1
-	echo "# $_n rc=$? at $(($(date +%s) - t0)) s: $(grep '^# Cases' "$out/t/$_n.log" | sed 's/Avg.*//')" >>"$out/t/summary.txt"
-}
-part uniform 60 sparse --kernels cuda,torch:flex --seqlens 32K,64K --block 128,64 --ratios 0.2,0.5 --passes fwd,bwd
-part variable 20 sparse --kernels cuda,torch:flex --seqlens 32K --avg-block 256 --ratios 0.2,0.5 --passes fwd,bwd
-part dense 12 kernel --kernels cuda,cudnn --masks full --seqlens 32K,64K --passes fwd,bwd
+# each sweep a share of the budget (step's cap; the rows kept when it is stopped)
+step uniform $((budget * 60 / 100)) sparse --kernels cuda,torch:flex --seqlens 32K,64K --block 128,64 --ratios 0.2,0.5 --passes fwd,bwd -w 2 -n 5
+step variable $((budget * 20 / 100)) sparse --kernels cuda,torch:flex --seqlens 32K --avg-block 256 --ratios 0.2,0.5 --passes fwd,bwd -w 2 -n 5
+step dense $((budget * 12 / 100)) kernel --kernels cuda,cudnn --masks full --seqlens 32K,64K --passes fwd,bwd -w 2 -n 5
 cat "$out/t/summary.txt"
 for n in uniform variable dense; do
 	echo "=== $n"
