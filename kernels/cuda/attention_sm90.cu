@@ -100,6 +100,7 @@ template <typename T> struct Ops;
 template <> struct Ops<__nv_bfloat16> {
   template <int TB> static DEV void ss128(float (&d)[64], u64 a, u64 b, int s) { wgmma_ss_bf16_n128<0, TB>(d, a, b, s); }
   template <int TA, int TB> static DEV void ss64(float (&d)[32], u64 a, u64 b, int s) { wgmma_ss_bf16_n64<TA, TB>(d, a, b, s); }
+  template <int TB> static DEV void ss176(float (&d)[88], u64 a, u64 b, int s) { wgmma_ss_bf16_n176<0, TB>(d, a, b, s); }
   template <int TB> static DEV void rs128(float (&d)[64], const unsigned (&a)[4], u64 b, int s) { wgmma_rs_bf16_n128<TB>(d, a, b, s); }
   template <int TB> static DEV void rs64(float (&d)[32], const unsigned (&a)[4], u64 b, int s) { wgmma_rs_bf16_n64<TB>(d, a, b, s); }
   static DEV unsigned pack(float lo, float hi) {
@@ -110,6 +111,7 @@ template <> struct Ops<__nv_bfloat16> {
 template <> struct Ops<__half> {
   template <int TB> static DEV void ss128(float (&d)[64], u64 a, u64 b, int s) { wgmma_ss_fp16_n128<0, TB>(d, a, b, s); }
   template <int TA, int TB> static DEV void ss64(float (&d)[32], u64 a, u64 b, int s) { wgmma_ss_fp16_n64<TA, TB>(d, a, b, s); }
+  template <int TB> static DEV void ss176(float (&d)[88], u64 a, u64 b, int s) { wgmma_ss_fp16_n176<0, TB>(d, a, b, s); }
   template <int TB> static DEV void rs128(float (&d)[64], const unsigned (&a)[4], u64 b, int s) { wgmma_rs_fp16_n128<TB>(d, a, b, s); }
   template <int TB> static DEV void rs64(float (&d)[32], const unsigned (&a)[4], u64 b, int s) { wgmma_rs_fp16_n64<TB>(d, a, b, s); }
   static DEV unsigned pack(float lo, float hi) {
@@ -183,12 +185,25 @@ DEV void named_arrive(int id, int count) { asm volatile("bar.arrive %0, %1;\n" :
 #include "worklist.cuh"
 
 // Sets the scores of a partial tile's masked pairs to -inf (rows queries from r0, keys
-// from k0).
+// from k0). A tile wider than 128 keys (the wide forward, experiment sm90n) takes its bits
+// in two parts, the first 128 keys and the rest (64 bits hold 128 columns of a thread).
 template <int N> DEV void mask_tile(float (&sc)[N / 2], const WorkList &wl, int ref, int r0, int k0, int t) {
-  const unsigned long long bits = tile_bits<N, false>(wl, ref, r0, k0, t);
+  if constexpr (N <= 128) {
+    const unsigned long long bits = tile_bits<N, false>(wl, ref, r0, k0, t);
 #pragma unroll
-  for (int j = 0; j < N / 2; j++)
-    if (!(bits >> j & 1ull)) sc[j] = -INFINITY;
+    for (int j = 0; j < N / 2; j++)
+      if (!(bits >> j & 1ull)) sc[j] = -INFINITY;
+  } else {
+    static_assert(N - 128 <= 128 && N % 8 == 0, "two parts of at most 128 keys");
+    const unsigned long long lo = tile_bits<128, false>(wl, ref, r0, k0, t);
+    const unsigned long long hi = tile_bits<N - 128, false>(wl, ref, r0, k0 + 128, t);
+#pragma unroll
+    for (int j = 0; j < 64; j++)
+      if (!(lo >> j & 1ull)) sc[j] = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < N / 2 - 64; j++)
+      if (!(hi >> j & 1ull)) sc[64 + j] = -INFINITY;
+  }
 }
 
 // ---- the forward -------------------------------------------------------------------
@@ -204,8 +219,12 @@ template <int D, int QM = SBM, int BN = SBN, int ST = STAGES> struct SmemLayout 
   static constexpr int kChunks = D / CHUNK;
   static constexpr int kQBytes = QM * D * 2;
   static constexpr int kKVBytes = BN * D * 2;
-  static constexpr int kQ = 0;                       // [2] Q tiles (the next work item's loads early)
-  static constexpr int kK = kQ + 2 * kQBytes;
+  // Q tiles: two (the persistent forward's next work item loads early), one in the wide
+  // forward (experiment sm90n: tiles of more than 128 keys, never persistent; two Q tiles
+  // and its K/V ring pass the 227 KB a block may have)
+  static constexpr int kQTiles = BN > 128 ? 1 : 2;
+  static constexpr int kQ = 0;
+  static constexpr int kK = kQ + kQTiles * kQBytes;
   static constexpr int kV = kK + ST * kKVBytes;
   static constexpr int kBar = kV + ST * kKVBytes;
   // barriers: fullQ[2], emptyQ[2], fullK[S], fullV[S], emptyK[S], emptyV[S]
@@ -266,7 +285,8 @@ template <int D, typename T, bool PERSIST, bool LEAN, int NC = 2, bool OV = fals
 DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__restrict__ o, float *__restrict__ lse,
                   int sq, int sk, int hq, int hkv, float scale_log2, WorkList wl) {
   static_assert(NC == 2 || (NC == 3 && D == 64), "three consumer warpgroups fit the registers at head dim 64 only");
-  static_assert(BN == 128 || (BN == 64 && NC == 2), "64-key tiles with two consumer warpgroups");
+  static_assert(BN == 128 || (BN == 64 && NC == 2) || (BN == 176 && NC == 2 && D == 128 && !PERSIST),
+                "64-key tiles with two consumer warpgroups; 176-key tiles at head dim 128, one work item a block");
   constexpr int QM = 64 * NC, CT = 128 * NC;  // query rows a tile, consumer threads
   constexpr int kProdRegs = NC == 3 ? 32 : 40, kConsRegs = NC == 3 ? 160 : 232;  // setmaxnreg
   constexpr int FS = NC == 3 ? FWD_S3 : STAGES;  // the K/V ring's stages
@@ -366,6 +386,8 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       const u64 db = sw128_at(loK, (c * BN * CHUNK + k16) * 2);
       if constexpr (BN == 128)
         Ops<T>::template ss128<0>(sc, da, db, kk > 0);
+      else if constexpr (BN == 176)
+        Ops<T>::template ss176<0>(sc, da, db, kk > 0);
       else
         Ops<T>::template ss64<0, 0>(sc, da, db, kk > 0);
     }
@@ -1505,6 +1527,17 @@ SM90_K64_ENTRIES(bf16, __nv_bfloat16, 64)
 SM90_K64_ENTRIES(bf16, __nv_bfloat16, 128)
 SM90_K64_ENTRIES(fp16, __half, 64)
 SM90_K64_ENTRIES(fp16, __half, 128)
+#endif
+
+// The wide forward (experiment sm90n, LONGCA_FWD_WIDE): the overlapped forward at head dim
+// 128 over tiles of 128 queries x 176 keys (FlashAttention-3's tile at head dim 128 without
+// a causal mask), so that a turn's products are 1.375x as long for the same hand-over, the
+// same row maxima's shuffles and the same rescale: S 88 registers a thread, P 44, O 64. Its
+// K/V ring (2 x 2 x 44 KB) leaves room for one Q tile only: never persistent (the host runs
+// it on long rows only, where the forward is not persistent).
+#ifdef LONGCA_FWD_WIDE
+SM90_FWD_B(fwd90n, bf16, __nv_bfloat16, 128, false, true, 2, true, 176)
+SM90_FWD_B(fwd90n, fp16, __half, 128, false, true, 2, true, 176)
 #endif
 
 // A backward loop's two entries, FN and its deterministic FN##d (OVB picks the loop).

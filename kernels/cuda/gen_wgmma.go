@@ -19,7 +19,7 @@ func main() {
 	b.WriteString("// pairs (the mma.sync m16n8k16 A fragment of each warp). TA, TB: A or B is MN-major\n")
 	b.WriteString("// (1) or K-major (0). scale_d 0 overwrites D, 1 accumulates.\n\n")
 	for _, ty := range []struct{ c, ptx string }{{"bf16", "bf16"}, {"fp16", "f16"}} {
-		for _, n := range []int{64, 128} {
+		for _, n := range []int{64, 128, 176} {
 			regs := n / 2
 			var outs []string
 			var list []string
@@ -35,6 +35,9 @@ func main() {
 				n, ty.ptx, ty.ptx, dl, regs, regs+1, regs+3, regs+4)
 			fmt.Fprintf(&b, "               : %s\n", strings.Join(outs, ", "))
 			fmt.Fprintf(&b, "               : \"l\"(da), \"l\"(db), \"r\"(scale_d), \"n\"(TA), \"n\"(TB));\n}\n")
+			if n > 128 { // the wide forward's S = Q K^T only (experiment sm90n)
+				continue
+			}
 			// rs
 			fmt.Fprintf(&b, "template <int TB> DEV void wgmma_rs_%s_n%d(float (&d)[%d], const unsigned (&a)[4], u64 db, int scale_d) {\n", ty.c, n, regs)
 			fmt.Fprintf(&b, "  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n\"\n", regs+5)

@@ -141,6 +141,10 @@ var (
 	// the overlapped forward over 128 x 64 tiles at both head dims (LONGCA_FWD_K64): K and V
 	// 2 stages of 64 x D (sm90 where keyTile64Pays says so, sm90s always; calls 29-30)
 	fwdSM90S = variant{fn: "fwd90s", qTile: 128, kTile: 64, threads: 384, sharedPerDim: (2*128 + 4*64) * 2, sharedFixed: fwdSM90.sharedFixed, lean: true}
+	// experiment sm90n (LONGCA_FWD_WIDE): the overlapped forward at head dim 128 over 128 x 176
+	// tiles, one Q tile and K and V 2 stages of 176 x D (SmemLayout<128, 128, 176, 2>: 214,112
+	// bytes), never persistent (wideForward)
+	fwdSM90N = variant{fn: "fwd90n", qTile: 128, kTile: 176, threads: 384, sharedPerDim: (128 + 4*176) * 2, sharedFixed: fwdSM90.sharedFixed, lean: true}
 	// the backward with the next step's S^T and dP^T issued behind this step's dK
 	// (LONGCA_BWD_EARLY)
 	bwdSM90E = bwdSM90C.withFn("bwd90e")
@@ -184,6 +188,9 @@ type archVariant struct {
 	// k64, on sm90: the forward over 128 x 64 tiles (fwdSM90S) where keyTile64Pays says
 	// so, the variant's forward elsewhere
 	k64 bool
+	// wide (experiment sm90n), on sm90 at head dim 128: the forward over 128 x 176 tiles
+	// (fwdSM90N) wherever it does not run persistent (and k64 keeps 128-key tiles)
+	wide bool
 	// sched, on sm90's backward (an int32 argument of the kernel): bit 0 no rotation of the
 	// blocks' first query tiles, bit 1 key tiles the grid's fast index (schedRotate,
 	// schedNoRot, schedKTFast), or schedByRule for backwardOrder's choice
@@ -237,6 +244,8 @@ var archVariants = []archVariant{
 	{name: "sm90fr", doc: "experiment (not yet run on a GPU): sm90 with the overlapped forward reading the work list's entry of tile e + 2 (key tile, mask reference) at the top of tile e's turn, before its waits, instead of at tile e + 1's softmax behind the products' issue (LONGCA_FWD_RA; call 60: 1.9% of the d64 forward's stall samples, full 16K, on that load's first use)", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQ, gsplit: true, pairs: true, pairsEntry: true, docPairs: docPairsByRule, split128: 2, split128Rule: true, sched: schedByRule, k64: true, defines: append(slices.Clone(sm90Defines), "LONGCA_FWD_RA")},
 	{name: "sm90f3", doc: "experiment (not yet run on a GPU): sm90fr with the head-dim-64 forward's K/V ring three stages deep (LONGCA_FWD_S3, 148,608 bytes of shared memory; call 60: 3.8% of the d64 forward's stall samples on the consumers' waits for K and V)", major: 9, exact: true, fwd: fwdSM90OMO3, bwd: bwdSM90ETQ, gsplit: true, pairs: true, pairsEntry: true, docPairs: docPairsByRule, split128: 2, split128Rule: true, sched: schedByRule, k64: true, defines: append(slices.Clone(sm90Defines), "LONGCA_FWD_RA", "LONGCA_FWD_S3")},
 	{name: "sm90bl", doc: "experiment (not yet run on a GPU): sm90 with the head-dim-128 backward reading a thread's lse log2e and Dsum as 8-byte pairs (LDS.64, 16 a step instead of 32 scalar loads; LONGCA_BWD_LV2; call 60: the d128 backward's warps stalled on the shared-memory queue, mio_throttle 0.71 an issued instruction against cuDNN's 0.05, full 32K)", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQ, gsplit: true, pairs: true, pairsEntry: true, docPairs: docPairsByRule, split128: 2, split128Rule: true, sched: schedByRule, k64: true, defines: append(slices.Clone(sm90Defines), "LONGCA_BWD_LV2")},
+	{name: "sm90n", doc: "experiment (not yet run on a GPU): sm90 with the head-dim-128 forward over 128 x 176 tiles wherever it is not persistent (long rows; FlashAttention-3's tile at head dim 128 without a causal mask): a turn's products 1.375x as long for the same hand-over, row-maximum shuffles and rescale (LONGCA_FWD_WIDE; rows say wide-fwd)", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQ, gsplit: true, pairs: true, pairsEntry: true, docPairs: docPairsByRule, split128: 2, split128Rule: true, sched: schedByRule, k64: true, wide: true, defines: append(slices.Clone(sm90Defines), "LONGCA_FWD_WIDE")},
+	{name: "sm90n-plain", doc: "sm90n never persistent, so that its wide forward serves every head-dim-128 forward: its GPU tests check the wide tiles on every mask at the tests' short lengths", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQ, gsplit: true, pairs: true, pairsEntry: true, docPairs: docPairsByRule, split128: 2, split128Rule: true, sched: schedByRule, persist: -1, k64: true, wide: true, defines: append(slices.Clone(sm90Defines), "LONGCA_FWD_WIDE")},
 	{name: "sm90mo", doc: "experiment (not yet run on a GPU): sm90 with the backward's block order at MHA (a group of one) and head dim 128 weighing L2 too: the key tiles of a KV head together where heaviest first over all heads would read 4 GB or more, and twice as much, from DRAM by the L2 model and is at most 6% more even (orderThrashes: 64:64's short uneven rows, where call 59's runs read 0.89-0.94x cuDNN; GQA plans unchanged)", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQ, gsplit: true, pairs: true, pairsEntry: true, docPairs: docPairsByRule, split128: 2, split128Rule: true, sched: schedByRule, k64: true, orderL2: true, defines: sm90Defines},
 	{name: "sm90-c54", doc: "sm90 as it was before call 56 (head dim 64: the backward over 192-key blocks with three consumer warpgroups, the forward's three consumer warpgroups without the overlap; head dim 128: never split): kept to time the new default against", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ETP, gsplit: true, pairs: true, docPairs: docPairsByRule, sched: schedByRule, k64: true, defines: sm90DefinesC54},
 	{name: "sm90-prev", doc: "sm90 as it was before call 26 (call 23's kernel: the forward's softmax after its products within a turn, two consumer warpgroups at head dim 64 too): kept to time the new default against", major: 9, exact: true, fwd: fwdSM90L, bwd: bwdSM90C, sched: schedByRule, defines: []string{"LONGCA_FWD_LEAN", "LONGCA_TILE_BITS_SPAN"}},
@@ -442,11 +451,14 @@ func (k *Kernel) Describe(p kernels.Problem, pass kernels.Pass) kernels.Info {
 		info.Variant += " deterministic"
 	}
 	if fv := k.forwardFor(p); inSM90(fv.fn) && pass != kernels.Bwd { // a backward row times the backward alone
-		if dl, err := k.list(p, fv.qTile, fv.kTile, false); err == nil && k.persistent(dl.w) {
+		if dl, err := k.list(p, fv.qTile, fv.kTile, false); err == nil && k.forwardPersistent(fv, dl.w) {
 			info.Variant += " persistent-fwd"
 		}
 		if k.arch.k64 && fv.kTile == 64 {
 			info.Variant += " k64-fwd"
+		}
+		if fv.kTile == fwdSM90N.kTile {
+			info.Variant += " wide-fwd"
 		}
 	}
 	if (k.arch.gsplit || k.arch.pairs || k.arch.split128 > 1) && pass != kernels.Fwd && p.HeadsKV > 0 { // the backward's plan
@@ -810,6 +822,9 @@ func (k *Kernel) Resources() (string, error) {
 			vs := []variant{k.fwd.at(d), bv}
 			if k.arch.k64 { // the forward the tile rule picks on 64-token block-sparse maps
 				vs = append(vs, fwdSM90S)
+			}
+			if k.arch.wide && d == 128 { // the forward on long rows
+				vs = append(vs, fwdSM90N)
 			}
 			if k.arch.split128 > 1 && d == 128 { // the split's own entry
 				vs = append(vs, bv.splitEntry())

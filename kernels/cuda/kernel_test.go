@@ -195,7 +195,7 @@ func TestForwardSharedMatchesLayout(t *testing.T) {
 		extract(t, src, "template <int D, int QM = SBM, int BN = SBN, int ST = STAGES> struct SmemLayout {", "\n};\n") + `
 template <int D, int QM, int BN, int ST> void show() { printf("%d %d %d %d %d\n", D, QM, BN, ST, SmemLayout<D, QM, BN, ST>::kBytes); }
 int main() { show<64, 128, 128, 2>(); show<128, 128, 128, 2>(); show<64, 192, 128, 2>(); show<64, 192, 128, 3>();
-  show<64, 128, 64, 2>(); show<128, 128, 64, 2>(); return 0; }
+  show<64, 128, 64, 2>(); show<128, 128, 64, 2>(); show<128, 128, 176, 2>(); return 0; }
 `
 	// the stage rule below is the kernel's: three stages where NC == 3 under LONGCA_FWD_S3,
 	// the layout taken at the forward's stages
@@ -219,7 +219,7 @@ int main() { show<64, 128, 128, 2>(); show<128, 128, 128, 2>(); show<64, 192, 12
 		}
 		layout[k] = bytes
 	}
-	three := 0
+	three, wide := 0, 0
 	for _, av := range archVariants {
 		if av.major != 9 {
 			continue
@@ -228,6 +228,9 @@ int main() { show<64, 128, 128, 2>(); show<128, 128, 128, 2>(); show<64, 192, 12
 			vs := []variant{av.fwd.at(d)}
 			if av.k64 {
 				vs = append(vs, fwdSM90S)
+			}
+			if av.wide && d == 128 {
+				vs, wide = append(vs, fwdSM90N), wide+1
 			}
 			for _, v := range vs {
 				st := 2
@@ -250,6 +253,9 @@ int main() { show<64, 128, 128, 2>(); show<128, 128, 128, 2>(); show<64, 192, 12
 	}
 	if three == 0 {
 		t.Error("no variant runs the three-stage forward: its check above checked nothing")
+	}
+	if wide == 0 {
+		t.Error("no variant runs the wide forward: its check above checked nothing")
 	}
 }
 
@@ -370,6 +376,9 @@ func TestVariantsDefineTheirEntries(t *testing.T) {
 			used = append(used, a.fwd.at(d).fn, a.bwd.at(d).fn)
 			if a.k64 {
 				used = append(used, fwdSM90S.fn)
+			}
+			if a.wide && d == 128 {
+				used = append(used, fwdSM90N.fn)
 			}
 			if a.split128 > 1 && d == 128 {
 				used = append(used, a.bwd.at(d).splitEntry().fn)

@@ -629,6 +629,22 @@ func (k *Kernel) persistent(w *WorkList) bool {
 	return persistentForward(w)
 }
 
+// forwardPersistent says whether the forward fv runs the list w persistent: by the variant's
+// rule (persistent), never over the wide tiles (fwd90n has no persistent entry: one Q tile
+// fits beside its K/V ring).
+func (k *Kernel) forwardPersistent(fv variant, w *WorkList) bool {
+	return fv.kTile <= 128 && k.persistent(w)
+}
+
+// wideForward says whether p's forward at head dim 128 runs over 128 x 176 tiles (the
+// variant's wide, experiment sm90n): wherever the 128 x 128 list's forward is not
+// persistent (long rows: there a turn's products grow and its fixed costs do not).
+// A list that cannot be built keeps the 128-key tiles (the forward reports the error).
+func (k *Kernel) wideForward(p kernels.Problem) bool {
+	a, err := k.list(p, 128, 128, false)
+	return err == nil && !k.persistent(a.w)
+}
+
 // keyTile64Pays says whether a forward over 128 x 64 tiles visits enough fewer keys than
 // one over 128 x 128 tiles to pay for its smaller products: the 128-key list visits at
 // least 1.2x the key positions of the 64-key one. Calls 29-30 (docs/perf.md "Calls
@@ -676,6 +692,9 @@ func (k *Kernel) forwardFor(p kernels.Problem) variant {
 	if k.arch.k64 && k.dev != nil && k.key64Pays(p) {
 		fv = fwdSM90S
 	}
+	if k.arch.wide && p.HeadDim == 128 && fv.kTile == 128 && k.dev != nil && k.wideForward(p) {
+		fv = fwdSM90N
+	}
 	if scaleLog2 := float32(p.SoftmaxScale() * math.Log2E); fv.lean && !(scaleLog2 >= 0x1p-126) {
 		return fwdSM90
 	}
@@ -704,7 +723,7 @@ func (k *Kernel) forward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList,
 	shared := fv.shared(d)
 	scaleLog2 := float32(p.SoftmaxScale() * math.Log2E)
 	fn := fv.fn
-	persistent := k.persistent(dl.w)
+	persistent := k.forwardPersistent(fv, dl.w)
 	if persistent {
 		fn += "p"
 	}

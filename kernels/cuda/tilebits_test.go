@@ -15,6 +15,8 @@ import (
 // host C++ compiler and run for every partial entry of forward and transposed (backward)
 // work lists, every thread's rows and columns, against the work list's own Allowed: the
 // index arithmetic of both orientations is checked here, the GPU runs the same source.
+// The wide forward's 176-key tiles (experiment sm90n) go through mask_tile, which takes
+// their bits in two parts: the scores it sets to -inf are checked instead.
 func TestTileBitsMatchWorkList(t *testing.T) {
 	for _, span := range []bool{false, true} {
 		t.Run(fmt.Sprintf("span=%v", span), func(t *testing.T) { tileBitsMatchWorkList(t, span) })
@@ -27,6 +29,7 @@ func tileBitsMatchWorkList(t *testing.T, span bool) {
 	src := SourceSM90()
 	wl := extract(t, src, "struct WorkList {", "};")
 	fn := extract(t, src, "template <int N, bool KEYROWS> DEV unsigned long long tile_bits(", "\n}\n")
+	mt := extract(t, src, "template <int N> DEV void mask_tile(", "\n}\n")
 	type job struct {
 		w        *WorkList
 		rowTile  int // rows a block owns
@@ -36,11 +39,21 @@ func tileBitsMatchWorkList(t *testing.T, span bool) {
 		colTiles int
 	}
 	var b strings.Builder
-	b.WriteString("#include <cstdio>\n#include <algorithm>\nusing std::max; using std::min;\n#define DEV inline\n")
+	b.WriteString("#include <cstdio>\n#include <cmath>\n#include <algorithm>\nusing std::max; using std::min;\n#define DEV inline\n")
 	if span {
 		b.WriteString("#define LONGCA_TILE_BITS_SPAN 1\n")
 	}
-	b.WriteString(wl + "\n" + fn + "\n")
+	b.WriteString(wl + "\n" + fn + "\n" + mt + "\n")
+	// the scores mask_tile<N> leaves finite, as bits (j < 64, then j >= 64)
+	b.WriteString(`template <int N> void masked(const WorkList &wl, int ref, int r0, int c0, int t) {
+  float sc[N / 2] = {};
+  mask_tile<N>(sc, wl, ref, r0, c0, t);
+  unsigned long long lo = 0, hi = 0;
+  for (int j = 0; j < N / 2; j++)
+    if (!std::isinf(sc[j])) (j < 64 ? lo : hi) |= 1ull << (j % 64);
+  printf("%llu %llu\n", lo, hi);
+}
+`)
 	var checks []func(sc *bufio.Scanner) error
 	var calls strings.Builder
 	for mi, name := range []string{"causal_document", "sliding_window", "share_question", "prefix_lm_document"} {
@@ -49,11 +62,12 @@ func tileBitsMatchWorkList(t *testing.T, span bool) {
 			t.Fatal(err)
 		}
 		// the forward's 128 x 128 tiles, sm90m's 192 x 128 ones (head dim 64), sm90s's
-		// 128 x 64 ones, the backward's transposed 64-query tiles
+		// 128 x 64 ones, sm90n's 128 x 176 ones (through mask_tile), the backward's
+		// transposed 64-query tiles
 		for _, cfg := range []struct {
 			tr     bool
 			qt, kt int
-		}{{false, 128, 128}, {false, 192, 128}, {false, 128, 64}, {true, 64, 128}} {
+		}{{false, 128, 128}, {false, 192, 128}, {false, 128, 64}, {false, 128, 176}, {true, 64, 128}} {
 			tr, qt, kt := cfg.tr, cfg.qt, cfg.kt
 			w, err := BuildWorkList([]mask.Mask{spec.Mask}, qt, kt, tr)
 			if err != nil {
@@ -80,9 +94,8 @@ func tileBitsMatchWorkList(t *testing.T, span bool) {
 									if !sc.Scan() {
 										return fmt.Errorf("output ended")
 									}
-									var got uint64
-									fmt.Sscan(sc.Text(), &got)
-									var want uint64
+									var got, want [2]uint64 // bits j < 64 and j >= 64 (n > 128 only)
+									fmt.Sscan(sc.Text(), &got[0], &got[1])
 									for j := 0; j < n/8; j++ {
 										for rr := 0; rr < 2; rr++ {
 											for cc := 0; cc < 2; cc++ {
@@ -91,14 +104,14 @@ func tileBitsMatchWorkList(t *testing.T, span bool) {
 												if tr {
 													q, k = ci, ri
 												}
-												if w.Allowed(ref, q, k) {
-													want |= 1 << (j*4 + rr*2 + cc)
+												if bit := j*4 + rr*2 + cc; w.Allowed(ref, q, k) {
+													want[bit/64] |= 1 << (bit % 64)
 												}
 											}
 										}
 									}
 									if got != want {
-										return fmt.Errorf("%s transposed=%v ref %d rows %d,+8 cols from %d t %d: bits %x, want %x", name, tr, ref, r0, c0, th, got, want)
+										return fmt.Errorf("%s transposed=%v %dx%d ref %d rows %d,+8 cols from %d t %d: bits %x, want %x", name, tr, w.RowTile, n, ref, r0, c0, th, got, want)
 									}
 									return nil
 								})
@@ -110,7 +123,11 @@ func tileBitsMatchWorkList(t *testing.T, span bool) {
 			fmt.Fprintf(&b, "static const int %s_args[] = {%s};\n", id, strings.Join(args, ","))
 			fmt.Fprintf(&calls, "  { WorkList wl = %s;\n", wlExpr)
 			fmt.Fprintf(&calls, "    for (unsigned i = 0; i < sizeof(%[1]s_args) / sizeof(int); i += 4) {\n      const int *a = %[1]s_args + i;\n", id)
-			fmt.Fprintf(&calls, "      printf(\"%%llu\\n\", tile_bits<%d, %v>(wl, a[0], a[1], a[2], a[3]));\n    }\n  }\n", n, tr)
+			if n > 128 {
+				fmt.Fprintf(&calls, "      masked<%d>(wl, a[0], a[1], a[2], a[3]);\n    }\n  }\n", n)
+			} else {
+				fmt.Fprintf(&calls, "      printf(\"%%llu\\n\", tile_bits<%d, %v>(wl, a[0], a[1], a[2], a[3]));\n    }\n  }\n", n, tr)
+			}
 		}
 	}
 	b.WriteString("int main() {\n" + calls.String() + "  return 0;\n}\n")

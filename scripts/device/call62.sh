@@ -1,0 +1,41 @@
+#!/bin/sh
+# Call 62 (prepared 2026-12-05, twelfth session, with no device lent; not yet run):
+# experiment sm90n, the head-dim-128 forward over 128 x 176 tiles where it is not
+# persistent (long rows: full, causal, prefix_lm_causal, global_sliding_window, the long
+# documents), FlashAttention-3's tile at head dim 128 without a causal mask: a turn's
+# products 1.375x as long (1,408 tensor clocks a warpgroup against 1,024) for the same
+# hand-over, row-maximum shuffles and rescale, so that one warpgroup's softmax (about 700
+# MUFU clocks and 300 of fixed latency a tile) fits under the other's products with room
+# to spare. Offline (ptxas 12.4): fwd90n 2,784 instructions, no spill, 38 HGMMA (S by
+# 64x176x16), sm90's 68 functions byte-identical to before.
+# 1. the GPU tests of sm90n-plain (sm90n never persistent: its wide forward serves every
+#    head-dim-128 forward of the tests, every mask, odd lengths, fp16, CP windows, block-
+#    sparse maps; fwd and bwd against the CPU reference), sm90 and sm90n compiled
+#    meanwhile;
+# 2. the d128 forward, 64:8, checked: cudnn / sm90 / sm90n, twice, on full, causal,
+#    full_document, prefix_lm_causal, global_sliding_window at 8K / 16K / 32K / 48K;
+# 3. which rows ran wide (the rows' kernel_variant: "wide-fwd").
+# Prediction (docs/perf.md "Next: call 62"): sm90n +2 to +5% on full, +1 to +4% on causal
+# and prefix_lm_causal (less at 8K, where 6.8% of causal's wide tiles are partial against
+# 3.1%), full_document and global_sliding_window -2 to +3%; persistent cells unchanged (the
+# same code).
+# Bounded to 560 s; the tables last; logs packed as OUT/t.tgz.
+#   sh scripts/device/call62.sh OUT      (carry bin/longca.gz bin/cuda.test.gz; the call's timeout 600)
+set -u
+out=${1:?usage: call62.sh OUT}
+. scripts/device/lib.sh
+call_start ${BUDGET:-560} longca cuda.test || exit 1
+warm sm90 &
+warm sm90n &
+gpu_tests sm90n-plain 150
+wait
+runs="cudnn sm90 sm90n cudnn sm90 sm90n"
+interleave n 40 "$runs" --masks full,causal,full_document,prefix_lm_causal,global_sliding_window --seqlens 8K,16K,32K,48K --passes fwd -w 2 -n 5
+cat "$out/t/summary.txt"
+echo "=== which sm90n rows ran wide"
+row_variants n-2-sm90n
+echo "=== d128 forward TFLOP/s: mask seqlen, then" $runs
+join_runs n $runs >"$out/t/n.table"
+cat "$out/t/n.table"
+compare "$out/t/n.table" "sm90/cudnn sm90n/cudnn sm90n/sm90" $runs
+tar -C "$out" -czf "$out/t.tgz" t && rm -rf "$out/t"
