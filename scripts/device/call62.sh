@@ -14,7 +14,13 @@
 #    meanwhile;
 # 2. the d128 forward, 64:8, checked: cudnn / sm90 / sm90n, twice, on full, causal,
 #    full_document, prefix_lm_causal, global_sliding_window at 8K / 16K / 32K / 48K;
-# 3. which rows ran wide (the rows' kernel_variant: "wide-fwd").
+# 3. which rows ran wide (the rows' kernel_variant: "wide-fwd");
+# 4. ncu's SASS pages of single forward launches: cuDNN's at head dim 64 (full 16K) and 128
+#    (full 32K), sm90's and sm90n's at 128 (full 32K), their executed instructions by opcode
+#    (op_mix) beside call 60's of sm90's d64 forward (7.29 thread instructions a score: FMNMX
+#    1.10, FADD 1.06, FFMA 1.04, MUFU.EX2 1.04, F2FP 0.51, uniform-datapath 1.23): what cuDNN
+#    spends a score at d64, where sm90 is 0.90-0.95x on the 8K-16K rows, and its tile (the
+#    shape of its HGMMA).
 # Prediction (docs/perf.md "Next: call 62"): sm90n +2 to +5% on full, +1 to +4% on causal
 # and prefix_lm_causal (less at 8K, where 6.8% of causal's wide tiles are partial against
 # 3.1%), full_document and global_sliding_window -2 to +3%; persistent cells unchanged (the
@@ -31,7 +37,15 @@ gpu_tests sm90n-plain 150
 wait
 runs="cudnn sm90 sm90n cudnn sm90 sm90n"
 interleave n 40 "$runs" --masks full,causal,full_document,prefix_lm_causal,global_sliding_window --seqlens 8K,16K,32K,48K --passes fwd -w 2 -n 5
+ncu_sass cudnn full 16K 64
+ncu_sass cudnn full 32K 128
+ncu_sass sm90 full 32K 128
+ncu_sass sm90n full 32K 128
 cat "$out/t/summary.txt"
+for f in cudnn-full-16K-d64:17179869184 cudnn-full-32K-d128:68719476736 sm90-full-32K-d128:68719476736 sm90n-full-32K-d128:68719476736; do
+	echo "=== executed instructions by opcode, ${f%%:*} (thread instructions a score last)"
+	op_mix "$out/t/ncu-sass-${f%%:*}.csv" "${f##*:}"
+done
 echo "=== which sm90n rows ran wide"
 row_variants n-2-sm90n
 echo "=== d128 forward TFLOP/s: mask seqlen, then" $runs

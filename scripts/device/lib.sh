@@ -147,6 +147,56 @@ ncu_one() {
 	echo "# ncu $_tag $* rc=$? at $(($(date +%s) - t0)) s" >>"$out/t/summary.txt"
 }
 
+# ncu_sass KERNEL MASK SEQLEN DIM [CAP]: ncu's SASS source page (stall samples and executed
+# instructions per SASS line) of one forward launch (64:8, unchecked) of KERNEL (a cuda variant,
+# or cudnn: its fprop kernel) at head dim DIM, as CSV in $out/t/ncu-sass-KERNEL-MASK-SEQLEN-dDIM.csv
+# (read by sass_top and op_mix); skipped when the budget is within 15 s of its end.
+ncu_sass() {
+	_left=$((budget + 40 - ($(date +%s) - t0)))
+	[ "$_left" -gt 15 ] || { echo "# ncu sass $* skipped (time)" >>"$out/t/summary.txt"; return; }
+	_re='^fwd90' _sel="--kernels cuda --variant $1" _cap=${5:-60}
+	[ "$1" = cudnn ] && _re='fprop' _sel="--kernels cudnn"
+	timeout -k 5 $((_left < _cap ? _left : _cap)) ncu --clock-control none -k "regex:$_re" -c 1 \
+		--section SourceCounters --section WarpStateStats --page source --print-source sass --csv \
+		bin/longca kernel $_sel --no-check -w 0 -n 1 --masks "$2" --seqlens "$3" --heads 64:8 --head-dim "$4" --passes fwd \
+		--out "$out/t/ncu-sass-run-$1-$2-$3-d$4" >"$out/t/ncu-sass-$1-$2-$3-d$4.csv" 2>&1
+	echo "# ncu sass $* rc=$? at $(($(date +%s) - t0)) s" >>"$out/t/summary.txt"
+}
+
+# op_mix CSV SCORES: the executed instructions of ncu_sass's CSV by opcode (HGMMA and MUFU by
+# shape and function: the tile's products name its tile), the 24 most, each as thread
+# instructions per score when SCORES (the launch's query-key pairs times query heads) is given.
+op_mix() {
+	python3 - "$@" <<'PY' 2>&1 | head -28
+import collections, csv, re, sys
+try:
+    rows = [r for r in csv.reader(open(sys.argv[1], errors="replace")) if len(r) > 3]
+    hdr = next(i for i, r in enumerate(rows) if any(c.strip() == "Source" for c in r))
+except (OSError, StopIteration) as e:
+    print("# no source table:", sys.argv[1], e); sys.exit(0)
+h = [c.strip() for c in rows[hdr]]
+src = h.index("Source")
+ex = next((i for i, c in enumerate(h) if c.startswith("Instructions Executed")), None)
+if ex is None:
+    print("# no executed-instructions column"); sys.exit(0)
+def num(x):
+    try: return float(x.replace(",", ""))
+    except ValueError: return 0.0
+scores = float(sys.argv[2]) if len(sys.argv) > 2 else 0.0
+mix = collections.Counter()
+for r in rows[hdr + 1:]:
+    if len(r) <= max(src, ex): continue
+    s = re.sub(r"^@!?U?P[T0-9]+\s+", "", r[src].strip())
+    op = s.split()[0] if s else "?"
+    key = op if op.startswith(("HGMMA", "MUFU")) else op.split(".")[0]
+    mix[key] += num(r[ex])
+tot = sum(mix.values()) or 1
+print(f"# {tot:.4g} warp instructions" + (f", {32 * tot / scores:.2f} thread instructions a score" if scores else ""))
+for op, v in mix.most_common(24):
+    print(f"{op:28s} {v:11.4g} {100 * v / tot:5.1f}%" + (f" {32 * v / scores:7.3f}" if scores else ""))
+PY
+}
+
 # ncu_mem KERNEL MASK SEQLEN [CAP]: DRAM bytes read and written, L2 hit rate and time of one
 # launch (ncu_one's, tag mem).
 ncu_mem() { ncu_one mem dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct,gpu__time_duration.sum "$@"; }
