@@ -88,7 +88,7 @@ func TestVariantsMatchSource(t *testing.T) {
 			if inSM90(v.fn) {
 				src = SourceSM90()
 			}
-			if !strings.Contains(src, v.fn+"_##NAME##_d##D(") && !regexp.MustCompile(`SM90_(FWD|FWD_NC|FWD_X|FWD_B|BWD|BWD_X|BWD_N|BWD_G|BWD_Q|BWD_PAIR)\(`+v.fn+`, `).MatchString(src) {
+			if !strings.Contains(src, v.fn+"_##NAME##_d##D(") && !regexp.MustCompile(`SM90_(FWD|FWD_NC|FWD_X|FWD_B|FWD_PS|BWD|BWD_X|BWD_N|BWD_G|BWD_Q|BWD_PAIR)\(`+v.fn+`, `).MatchString(src) {
 				t.Errorf("variant %s: no entry point %s", av.name, v.fn)
 			}
 		}
@@ -192,15 +192,15 @@ int main() { show<64, 128, 2, 0>(); show<128, 128, 2, 0>(); show<64, 192, 2, 0>(
 func TestForwardSharedMatchesLayout(t *testing.T) {
 	src := SourceSM90()
 	prog := "#include <cstdio>\n" + extract(t, src, "constexpr int SBM = 128", "\n") + extract(t, src, "constexpr int CHUNK = 64;", "\n") +
-		extract(t, src, "template <int D, int QM = SBM, int BN = SBN, int ST = STAGES> struct SmemLayout {", "\n};\n") + `
-template <int D, int QM, int BN, int ST> void show() { printf("%d %d %d %d %d\n", D, QM, BN, ST, SmemLayout<D, QM, BN, ST>::kBytes); }
+		extract(t, src, "template <int D, int QM = SBM, int BN = SBN, int ST = STAGES, bool PSM = false> struct SmemLayout {", "\n};\n") + `
+template <int D, int QM, int BN, int ST, bool PSM = false> void show() { printf("%d %d %d %d %d %d\n", D, QM, BN, ST, PSM, SmemLayout<D, QM, BN, ST, PSM>::kBytes); }
 int main() { show<64, 128, 128, 2>(); show<128, 128, 128, 2>(); show<64, 192, 128, 2>(); show<64, 192, 128, 3>();
-  show<64, 128, 64, 2>(); show<128, 128, 64, 2>(); show<128, 128, 176, 2>(); return 0; }
+  show<64, 128, 64, 2>(); show<128, 128, 64, 2>(); show<128, 128, 176, 2>(); show<64, 192, 192, 2, true>(); return 0; }
 `
 	// the stage rule below is the kernel's: three stages where NC == 3 under LONGCA_FWD_S3,
 	// the layout taken at the forward's stages
 	for _, rule := range []string{"#ifdef LONGCA_FWD_S3\nconstexpr int FWD_S3 = 3;", "constexpr int FS = NC == 3 ? FWD_S3 : STAGES;",
-		"using L = SmemLayout<D, QM, BN, FS>;", "constexpr int QM = 64 * NC"} {
+		"using L = SmemLayout<D, QM, BN, FS, PSM>;", "constexpr int QM = 64 * NC"} {
 		if !strings.Contains(src, rule) {
 			t.Fatalf("attention_sm90.cu no longer says %q: the stage rule this test copies has moved", rule)
 		}
@@ -209,17 +209,17 @@ int main() { show<64, 128, 128, 2>(); show<128, 128, 128, 2>(); show<64, 192, 12
 	if err != nil {
 		t.Fatal(err)
 	}
-	type key struct{ d, qm, bn, st int }
+	type key struct{ d, qm, bn, st, psm int }
 	layout := map[key]int{}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		var k key
 		var bytes int
-		if _, err := fmt.Sscan(line, &k.d, &k.qm, &k.bn, &k.st, &bytes); err != nil {
+		if _, err := fmt.Sscan(line, &k.d, &k.qm, &k.bn, &k.st, &k.psm, &bytes); err != nil {
 			t.Fatalf("line %q: %v", line, err)
 		}
 		layout[k] = bytes
 	}
-	three, wide := 0, 0
+	three, wide, pshared := 0, 0, 0
 	for _, av := range archVariants {
 		if av.major != 9 {
 			continue
@@ -237,7 +237,11 @@ int main() { show<64, 128, 128, 2>(); show<128, 128, 128, 2>(); show<64, 192, 12
 				if v.qTile == 192 && slices.Contains(av.defines, "LONGCA_FWD_S3") {
 					st, three = 3, three+1
 				}
-				l, ok := layout[key{d, v.qTile, v.kTile, st}]
+				psm := 0 // P through shared memory: sm90p's head-dim-64 forward
+				if v.fn == fwdSM90Q.fn {
+					psm, pshared = 1, pshared+1
+				}
+				l, ok := layout[key{d, v.qTile, v.kTile, st, psm}]
 				if !ok {
 					t.Errorf("%s %s at head dim %d: no layout for %d x %d tiles, %d stages", av.name, v.fn, d, v.qTile, v.kTile, st)
 					continue
@@ -256,6 +260,9 @@ int main() { show<64, 128, 128, 2>(); show<128, 128, 128, 2>(); show<64, 192, 12
 	}
 	if wide == 0 {
 		t.Error("no variant runs the wide forward: its check above checked nothing")
+	}
+	if pshared == 0 {
+		t.Error("no variant runs the forward with P in shared memory: its check above checked nothing")
 	}
 }
 

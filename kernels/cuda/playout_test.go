@@ -1,0 +1,77 @@
+package cuda
+
+import (
+	"bufio"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/longca/longca/internal/hostcc"
+)
+
+// The P tile of the forward with P through shared memory (experiment sm90p: p_row_offset in
+// attention_sm90.cu), compiled with the host C++ compiler: each warp's stmatrix of each
+// 16-key step, as PTX defines it (matrix x's row j at the address lane 8 x + j gives, its
+// elements 2 t' and 2 t' + 1 from register x of lane 4 j + t', register x of a thread being
+// the A fragment's: rows g + 8 (x % 2), keys 8 (x / 2) + 2 t and the next), puts every
+// element of the warpgroup's 64 x 192 P where wgmma's K-major 128-byte-swizzled operand has it
+// (chunk key / 64 at 8192 bytes each, row r at r 128, 16-byte unit (key % 64) / 8 ^ r % 8), once.
+func TestPSharedLayout(t *testing.T) {
+	src := SourceSM90()
+	fn := extract(t, src, "DEV int p_row_offset(int warp, int lane, int k4)", "\n}\n")
+	prog := "#include <cstdio>\n#define DEV inline\n" + fn + `
+int main() {
+  for (int w = 0; w < 4; w++)
+    for (int l = 0; l < 32; l++)
+      for (int k4 = 0; k4 < 4; k4++) printf("%d %d %d %d\n", w, l, k4, p_row_offset(w, l, k4));
+  return 0;
+}
+`
+	out, err := exec.Command(hostcc.Compile(t, "playout", prog)).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var off [4][32][4]int
+	sc := bufio.NewScanner(strings.NewReader(string(out)))
+	n := 0
+	for sc.Scan() {
+		var w, l, k4, o int
+		if _, err := fmt.Sscan(sc.Text(), &w, &l, &k4, &o); err != nil {
+			t.Fatalf("line %q: %v", sc.Text(), err)
+		}
+		off[w][l][k4] = o
+		n++
+	}
+	if n != 4*32*4 {
+		t.Fatalf("%d offsets, want 512", n)
+	}
+	const bn = 192
+	canon := func(row, key int) int { return key/64*64*128 + row*128 + ((key%64/8)^(row%8))*16 + key%8*2 }
+	seen := map[int]bool{}
+	for w := 0; w < 4; w++ {
+		for kk := 0; kk < bn/16; kk++ {
+			for x := 0; x < 4; x++ { // matrix x: its rows' addresses from lanes 8x .. 8x+7
+				for j := 0; j < 8; j++ {
+					rowAddr := kk/4*64*128 + off[w][8*x+j][kk%4]
+					for tp := 0; tp < 4; tp++ { // register x of lane 4j + t': row j of matrix x
+						for e := 0; e < 2; e++ {
+							row, key := 16*w+j+8*(x%2), 16*kk+8*(x/2)+2*tp+e
+							got := rowAddr + (2*tp+e)*2
+							if want := canon(row, key); got != want {
+								t.Fatalf("warp %d step %d matrix %d: P[%d][%d] stored at %d, wgmma reads it at %d", w, kk, x, row, key, got, want)
+							}
+							if seen[got] {
+								t.Fatalf("P[%d][%d]: byte %d written twice", row, key, got)
+							}
+							seen[got] = true
+						}
+					}
+				}
+			}
+		}
+	}
+	if len(seen) != 64*bn {
+		t.Fatalf("%d elements stored, want %d", len(seen), 64*bn)
+	}
+}
