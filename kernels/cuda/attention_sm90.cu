@@ -307,7 +307,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
   static_assert(!PSM || (NC == 3 && D == 64 && OV && BN % 64 == 0), "P in shared memory: the overlapped three-consumer forward at head dim 64");
   constexpr int QM = 64 * NC, CT = 128 * NC;  // query rows a tile, consumer threads
   constexpr int kProdRegs = NC == 3 ? 32 : 40, kConsRegs = NC == 3 ? 160 : 232;  // setmaxnreg
-  constexpr int FS = NC == 3 ? FWD_S3 : STAGES;  // the K/V ring's stages
+  constexpr int FS = NC == 3 && !PSM ? FWD_S3 : STAGES;  // the K/V ring's stages (P in shared memory leaves no room for a third)
   using L = SmemLayout<D, QM, BN, FS, PSM>;
   static_assert(!PERSIST || L::kQTiles == 2, "the persistent forward loads the next item's Q into a second tile");
   extern __shared__ unsigned char smem_raw[];

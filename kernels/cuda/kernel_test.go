@@ -197,9 +197,10 @@ template <int D, int QM, int BN, int ST, bool PSM = false> void show() { printf(
 int main() { show<64, 128, 128, 2>(); show<128, 128, 128, 2>(); show<64, 192, 128, 2>(); show<64, 192, 128, 3>();
   show<64, 128, 64, 2>(); show<128, 128, 64, 2>(); show<128, 128, 176, 2>(); show<64, 192, 192, 2, true>(); return 0; }
 `
-	// the stage rule below is the kernel's: three stages where NC == 3 under LONGCA_FWD_S3,
+	// the stage rule below is the kernel's: three stages where NC == 3 under LONGCA_FWD_S3 (not
+	// with P in shared memory: sm90p's fwd90q),
 	// the layout taken at the forward's stages
-	for _, rule := range []string{"#ifdef LONGCA_FWD_S3\nconstexpr int FWD_S3 = 3;", "constexpr int FS = NC == 3 ? FWD_S3 : STAGES;",
+	for _, rule := range []string{"#ifdef LONGCA_FWD_S3\nconstexpr int FWD_S3 = 3;", "constexpr int FS = NC == 3 && !PSM ? FWD_S3 : STAGES;",
 		"using L = SmemLayout<D, QM, BN, FS, PSM>;", "constexpr int QM = 64 * NC"} {
 		if !strings.Contains(src, rule) {
 			t.Fatalf("attention_sm90.cu no longer says %q: the stage rule this test copies has moved", rule)
@@ -234,7 +235,7 @@ int main() { show<64, 128, 128, 2>(); show<128, 128, 128, 2>(); show<64, 192, 12
 			}
 			for _, v := range vs {
 				st := 2
-				if v.qTile == 192 && slices.Contains(av.defines, "LONGCA_FWD_S3") {
+				if v.qTile == 192 && v.fn != fwdSM90Q.fn && slices.Contains(av.defines, "LONGCA_FWD_S3") {
 					st, three = 3, three+1
 				}
 				psm := 0 // P through shared memory: sm90p's head-dim-64 forward
