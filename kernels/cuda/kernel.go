@@ -148,8 +148,8 @@ var (
 	// experiment sm90p (LONGCA_FWD_PSM): at head dim 64 fwd90mo over 192 x 192 tiles with each
 	// consumer warpgroup's P through shared memory (SmemLayout<64, 192, 192, 2, true>: Q 2 x
 	// 192 x D, K and V 2 stages of 192 x D, P 192 x 192 bf16: 222,304 bytes)
-	fwdSM90Q   = variant{fn: "fwd90q", qTile: 192, kTile: 192, threads: 512, sharedPerDim: (2*192 + 4*192) * 2, sharedFixed: fwdSM90.sharedFixed + 192*192*2, lean: true}
-	fwdSM90OQ  = fwdSM90O.withAt64(&fwdSM90Q)
+	fwdSM90Q  = variant{fn: "fwd90q", qTile: 192, kTile: 192, threads: 512, sharedPerDim: (2*192 + 4*192) * 2, sharedFixed: fwdSM90.sharedFixed + 192*192*2, lean: true}
+	fwdSM90OQ = fwdSM90O.withAt64(&fwdSM90Q)
 	// the backward with the next step's S^T and dP^T issued behind this step's dK
 	// (LONGCA_BWD_EARLY)
 	bwdSM90E = bwdSM90C.withFn("bwd90e")
