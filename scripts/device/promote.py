@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Call 61's promotion (prepared 2026-12-05, eleventh session): make the winners among the
-experiments sm90fr, sm90f3, sm90bl and sm90mo part of sm90 in kernels/cuda/kernel.go.
+"""Calls 61-63's promotion (prepared 2026-12-05, eleventh and twelfth sessions): make the
+winners among the experiments sm90fr, sm90f3, sm90bl, sm90mo (call 61), sm90n (call 62),
+sm90p and sm90pr (call 63) part of sm90 in kernels/cuda/kernel.go.
 
-    python3 scripts/device/promote61.py sm90f3 sm90bl     (then: go test ./kernels/cuda; make device)
+    python3 scripts/device/promote.py sm90f3 sm90bl     (then: go test ./kernels/cuda; make device)
 
 - their defines join sm90Defines (sm90fr: LONGCA_FWD_RA; sm90f3: LONGCA_FWD_RA and
   LONGCA_FWD_S3; sm90bl: LONGCA_BWD_LV2), so every variant on sm90Defines (sm90 and the
@@ -13,24 +14,38 @@ experiments sm90fr, sm90f3, sm90bl and sm90mo part of sm90 in kernels/cuda/kerne
 - the promoted experiments' own variants are removed, and a remaining experiment keeps only
   the defines sm90 lacks (removed when none is left);
 - with sm90mo, every variant on sm90Defines ordered by the rule weighs L2 too (orderL2);
+- with sm90n, every variant on sm90Defines with the 64-key tile rule runs the wide forward
+  on long rows too (wide), and sm90n-plain goes (sm90-plain, never persistent, then runs the
+  wide forward on every head-dim-128 forward: its GPU tests check it);
+- with sm90p (or sm90pr), every variant on sm90Defines whose forward is fwdSM90OMO runs
+  fwdSM90OQ (the head-dim-64 forward over 192 x 192 tiles with P in shared memory)
+  everywhere: a rule (192 x 128 on causal masks, as FlashAttention-3 does) is code of its own,
+  to write if call 63 asks for one;
 - sm90's doc names what it took.
 The kernel source's comments that call them experiments are reworded by hand."""
 import re
 import sys
 
-ADDS = {"sm90fr": ["LONGCA_FWD_RA"], "sm90f3": ["LONGCA_FWD_RA", "LONGCA_FWD_S3"], "sm90bl": ["LONGCA_BWD_LV2"], "sm90mo": []}
+ADDS = {"sm90fr": ["LONGCA_FWD_RA"], "sm90f3": ["LONGCA_FWD_RA", "LONGCA_FWD_S3"], "sm90bl": ["LONGCA_BWD_LV2"], "sm90mo": [],
+        "sm90n": ["LONGCA_FWD_WIDE"], "sm90p": ["LONGCA_FWD_PSM"], "sm90pr": ["LONGCA_FWD_PSM", "LONGCA_FWD_RA"]}
+FLAG_ONLY = {"sm90mo"}  # experiments that are a host flag, no define: kept until promoted
 DOCS = {
     "sm90fr": "; the overlapped forward reads the work list's entry a turn ahead (call 61's sm90fr)",
     "sm90f3": "; at head dim 64 the forward's K/V ring three stages deep (call 61's sm90f3)",
     "sm90bl": "; at head dim 128 the unpaired backward reads lse and Dsum as 8-byte pairs (call 61's sm90bl)",
     "sm90mo": "; the backward's block order weighs L2 at head dim 128 (orderThrashes: call 61's sm90mo)",
+    "sm90n": "; at head dim 128 the forward over 128 x 176 tiles where it is not persistent (call 62's sm90n; rows say wide-fwd)",
+    "sm90p": "; at head dim 64 the forward over 192 x 192 tiles with P through shared memory (call 63's sm90p)",
+    "sm90pr": "; at head dim 64 the forward over 192 x 192 tiles with P through shared memory (call 63's sm90pr)",
 }
 
 
 def main(argv):
     winners = argv[1:]
     if not winners or any(w not in ADDS for w in winners):
-        sys.exit("usage: promote61.py WINNER... (of sm90fr, sm90f3, sm90bl, sm90mo)")
+        sys.exit("usage: promote.py WINNER... (of " + ", ".join(ADDS) + ")")
+    if "sm90p" in winners and "sm90pr" in winners:
+        sys.exit("promote.py: sm90p or sm90pr, not both")
     path = "kernels/cuda/kernel.go"
     src = open(path).read()
     m = re.search(r'^var sm90Defines = \[\]string\{(.*)\}$', src, re.M)
@@ -49,9 +64,11 @@ def main(argv):
             out.append(line)
             continue
         name = v.group(1)
+        if name == "sm90n-plain" and "sm90n" in winners:
+            continue
         if name in ADDS:  # an experiment: keep only what sm90 still lacks
             extra = [d for d in ADDS[name] if d not in have]
-            if name in winners or not extra and name != "sm90mo":
+            if name in winners or not extra and name not in FLAG_ONLY:
                 continue
             line = re.sub(r'defines: append\(slices\.Clone\(sm90Defines\), [^)]*\)\}',
                           'defines: append(slices.Clone(sm90Defines), ' + ", ".join('"%s"' % d for d in extra) + ')}', line)
@@ -59,9 +76,13 @@ def main(argv):
             line = line.replace("sched: schedByRule, ", "sched: schedByRule, orderL2: true, ")
         if "sm90f3" in winners and re.search(r"\bsm90Defines\b", line) and "fwd: fwdSM90OMO," in line:
             line = line.replace("fwd: fwdSM90OMO,", "fwd: fwdSM90OMO3,")
+        if "sm90n" in winners and re.search(r"\bsm90Defines\b", line) and "k64: true, " in line and "wide: true" not in line:
+            line = line.replace("k64: true, ", "k64: true, wide: true, ")
+        if ("sm90p" in winners or "sm90pr" in winners) and re.search(r"\bsm90Defines\b", line):
+            line = line.replace("fwd: fwdSM90OMO,", "fwd: fwdSM90OQ,").replace("fwd: fwdSM90OMO3,", "fwd: fwdSM90OQ,")
         if name == "sm90":
             i = line.index('", major: 9')
-            line = line[:i] + "".join(DOCS[w] for w in winners if not (w == "sm90fr" and "sm90f3" in winners)) + line[i:]
+            line = line[:i] + "".join(DOCS[w] for w in winners if not (w == "sm90fr" and ("sm90f3" in winners or "sm90pr" in winners))) + line[i:]
         out.append(line)
     src = "\n".join(out)
     if not re.search(r"\bslices\.[A-Z]", src):
