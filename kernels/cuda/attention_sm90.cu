@@ -267,6 +267,9 @@ DEV int p_row_offset(int warp, int lane, int k4) {
   const int i = lane / 8, rr = lane % 8, row = warp * 16 + rr + 8 * (i % 2);
   return row * 128 + (((2 * k4 + i / 2) ^ rr) * 16);
 }
+// The byte offset from the same P of the A operand's start for keys 16 kk .. 16 kk + 15 (a
+// K-major descriptor's start, unswizzled: the chunk, then 32 bytes a step within it).
+DEV int p_step_offset(int kk) { return ((kk / 4) * 64 * CHUNK + (kk % 4) * 16) * 2; }
 
 // A work item of the forward: query tile qt of head h, its entries e0 .. e1 of the work
 // list. Items are numbered as the non-persistent grid is laid out, heads fastest, row
@@ -432,7 +435,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
 #pragma unroll
     for (int kk = 0; kk < BN / 16; kk++) {
       if constexpr (PSM)
-        Ops<T>::template ss64<0, 1>(acc, sw128_at(loP, ((kk / 4) * 64 * CHUNK + (kk % 4) * 16) * 2), sw128_at(loV, kk * 16 * CHUNK * 2), 1);
+        Ops<T>::template ss64<0, 1>(acc, sw128_at(loP, p_step_offset(kk)), sw128_at(loV, kk * 16 * CHUNK * 2), 1);
       else
         PV<T, D>::run(acc, pa[kk], sw128_at(loV, kk * 16 * CHUNK * 2));
     }

@@ -55,6 +55,7 @@ type variant struct {
 	swizzledDQ     bool     // the sm_90 backward stages dQ in 128-byte-swizzled boxes of 32 columns
 	convC          bool     // dQ's fragment order converted through shared memory, a 64 x 64 chunk a block (sm90 since call 15)
 	lean           bool     // the sm_90 forward's lean softmax (sm90 since call 15; a positive softmax scale only)
+	oneItem        bool     // the sm_90 forward has no persistent entry (a work item a block: fwd90n's one Q tile)
 	at64           *variant // the entry at head dim 64, when it is another (sm90: the forward's three consumer warpgroups, the backward's bwd90f)
 }
 
@@ -144,7 +145,7 @@ var (
 	// experiment sm90n (LONGCA_FWD_WIDE): the overlapped forward at head dim 128 over 128 x 176
 	// tiles, one Q tile and K and V 2 stages of 176 x D (SmemLayout<128, 128, 176, 2>: 214,112
 	// bytes), never persistent (wideForward)
-	fwdSM90N = variant{fn: "fwd90n", qTile: 128, kTile: 176, threads: 384, sharedPerDim: (128 + 4*176) * 2, sharedFixed: fwdSM90.sharedFixed, lean: true}
+	fwdSM90N = variant{fn: "fwd90n", qTile: 128, kTile: 176, threads: 384, sharedPerDim: (128 + 4*176) * 2, sharedFixed: fwdSM90.sharedFixed, lean: true, oneItem: true}
 	// experiment sm90p (LONGCA_FWD_PSM): at head dim 64 fwd90mo over 192 x 192 tiles with each
 	// consumer warpgroup's P through shared memory (SmemLayout<64, 192, 192, 2, true>: Q 2 x
 	// 192 x D, K and V 2 stages of 192 x D, P 192 x 192 bf16: 222,304 bytes)

@@ -630,10 +630,10 @@ func (k *Kernel) persistent(w *WorkList) bool {
 }
 
 // forwardPersistent says whether the forward fv runs the list w persistent: by the variant's
-// rule (persistent), never over the wide tiles (fwd90n has no persistent entry: one Q tile
-// fits beside its K/V ring).
+// rule (persistent), never where fv has no persistent entry (fwd90n: one Q tile fits beside
+// its K/V ring).
 func (k *Kernel) forwardPersistent(fv variant, w *WorkList) bool {
-	return fv.kTile <= 128 && k.persistent(w)
+	return !fv.oneItem && k.persistent(w)
 }
 
 // wideForward says whether p's forward at head dim 128 runs over 128 x 176 tiles (the

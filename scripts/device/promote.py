@@ -19,8 +19,9 @@ sm90p and sm90pr (call 63) part of sm90 in kernels/cuda/kernel.go.
   wide forward on every head-dim-128 forward: its GPU tests check it);
 - with sm90p (or sm90pr), every variant on sm90Defines whose forward is fwdSM90OMO runs
   fwdSM90OQ (the head-dim-64 forward over 192 x 192 tiles with P in shared memory)
-  everywhere: a rule (192 x 128 on causal masks, as FlashAttention-3 does) is code of its own,
-  to write if call 63 asks for one;
+  everywhere, and sm90f3 goes (not with sm90f3: the two are rival head-dim-64 forwards); a
+  rule (192 x 128 on causal masks, as FlashAttention-3 does) is code of its own, to write if
+  call 63 asks for one;
 - sm90's doc names what it took.
 The kernel source's comments that call them experiments are reworded by hand."""
 import re
@@ -46,6 +47,8 @@ def main(argv):
         sys.exit("usage: promote.py WINNER... (of " + ", ".join(ADDS) + ")")
     if "sm90p" in winners and "sm90pr" in winners:
         sys.exit("promote.py: sm90p or sm90pr, not both")
+    if "sm90f3" in winners and ("sm90p" in winners or "sm90pr" in winners):
+        sys.exit("promote.py: sm90f3 and sm90p / sm90pr are two head-dim-64 forwards (the three-stage ring has no room beside P): promote the faster")
     path = "kernels/cuda/kernel.go"
     src = open(path).read()
     m = re.search(r'^var sm90Defines = \[\]string\{(.*)\}$', src, re.M)
@@ -66,6 +69,8 @@ def main(argv):
         name = v.group(1)
         if name == "sm90n-plain" and "sm90n" in winners:
             continue
+        if name == "sm90f3" and ("sm90p" in winners or "sm90pr" in winners):
+            continue  # its three-stage ring belongs to the head-dim-64 forward sm90 no longer runs
         if name in ADDS:  # an experiment: keep only what sm90 still lacks
             extra = [d for d in ADDS[name] if d not in have]
             if name in winners or not extra and name not in FLAG_ONLY:
