@@ -149,8 +149,7 @@ var (
 	// experiment sm90p (LONGCA_FWD_PSM): at head dim 64 fwd90mo over 192 x 192 tiles with each
 	// consumer warpgroup's P through shared memory (SmemLayout<64, 192, 192, 2, true>: Q 2 x
 	// 192 x D, K and V 2 stages of 192 x D, P 192 x 192 bf16: 222,304 bytes)
-	fwdSM90Q  = variant{fn: "fwd90q", qTile: 192, kTile: 192, threads: 512, sharedPerDim: (2*192 + 4*192) * 2, sharedFixed: fwdSM90.sharedFixed + 192*192*2, lean: true}
-	fwdSM90OQ = fwdSM90O.withAt64(&fwdSM90Q)
+	fwdSM90Q = variant{fn: "fwd90q", qTile: 192, kTile: 192, threads: 512, sharedPerDim: (2*192 + 4*192) * 2, sharedFixed: fwdSM90.sharedFixed + 192*192*2, lean: true}
 	// the backward with the next step's S^T and dP^T issued behind this step's dK
 	// (LONGCA_BWD_EARLY)
 	bwdSM90E = bwdSM90C.withFn("bwd90e")
@@ -195,8 +194,13 @@ type archVariant struct {
 	// so, the variant's forward elsewhere
 	k64 bool
 	// wide (experiment sm90n), on sm90 at head dim 128: the forward over 128 x 176 tiles
-	// (fwdSM90N) wherever it does not run persistent (and k64 keeps 128-key tiles)
+	// (fwdSM90N) wherever it does not run persistent, k64 keeps 128-key tiles and widerPays
+	// says the 176-key tiles visit at most 3% more keys
 	wide bool
+	// psm (experiments sm90p, sm90pr), on sm90 at head dim 64: the forward over 192 x 192
+	// tiles with P in shared memory (fwdSM90Q) where widerPays says they visit at most 3% more
+	// keys than the 192 x 128 ones (and k64 keeps 128-key tiles)
+	psm bool
 	// sched, on sm90's backward (an int32 argument of the kernel): bit 0 no rotation of the
 	// blocks' first query tiles, bit 1 key tiles the grid's fast index (schedRotate,
 	// schedNoRot, schedKTFast), or schedByRule for backwardOrder's choice
@@ -250,9 +254,9 @@ var archVariants = []archVariant{
 	{name: "sm90fr", doc: "experiment (not yet run on a GPU): sm90 with the overlapped forward reading the work list's entry of tile e + 2 (key tile, mask reference) at the top of tile e's turn, before its waits, instead of at tile e + 1's softmax behind the products' issue (LONGCA_FWD_RA; call 60: 1.9% of the d64 forward's stall samples, full 16K, on that load's first use)", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQ, gsplit: true, pairs: true, pairsEntry: true, docPairs: docPairsByRule, split128: 2, split128Rule: true, sched: schedByRule, k64: true, defines: append(slices.Clone(sm90Defines), "LONGCA_FWD_RA")},
 	{name: "sm90f3", doc: "experiment (not yet run on a GPU): sm90fr with the head-dim-64 forward's K/V ring three stages deep (LONGCA_FWD_S3, 148,608 bytes of shared memory; call 60: 3.8% of the d64 forward's stall samples on the consumers' waits for K and V)", major: 9, exact: true, fwd: fwdSM90OMO3, bwd: bwdSM90ETQ, gsplit: true, pairs: true, pairsEntry: true, docPairs: docPairsByRule, split128: 2, split128Rule: true, sched: schedByRule, k64: true, defines: append(slices.Clone(sm90Defines), "LONGCA_FWD_RA", "LONGCA_FWD_S3")},
 	{name: "sm90bl", doc: "experiment (not yet run on a GPU): sm90 with the head-dim-128 backward reading a thread's lse log2e and Dsum as 8-byte pairs (LDS.64, 16 a step instead of 32 scalar loads; LONGCA_BWD_LV2; call 60: the d128 backward's warps stalled on the shared-memory queue, mio_throttle 0.71 an issued instruction against cuDNN's 0.05, full 32K)", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQ, gsplit: true, pairs: true, pairsEntry: true, docPairs: docPairsByRule, split128: 2, split128Rule: true, sched: schedByRule, k64: true, defines: append(slices.Clone(sm90Defines), "LONGCA_BWD_LV2")},
-	{name: "sm90n", doc: "experiment (not yet run on a GPU): sm90 with the head-dim-128 forward over 128 x 176 tiles wherever it is not persistent (long rows; FlashAttention-3's tile at head dim 128 without a causal mask): a turn's products 1.375x as long for the same hand-over, row-maximum shuffles and rescale (LONGCA_FWD_WIDE; rows say wide-fwd)", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQ, gsplit: true, pairs: true, pairsEntry: true, docPairs: docPairsByRule, split128: 2, split128Rule: true, sched: schedByRule, k64: true, wide: true, defines: append(slices.Clone(sm90Defines), "LONGCA_FWD_WIDE")},
-	{name: "sm90p", doc: "experiment (not yet run on a GPU): sm90 with the head-dim-64 forward over 192 x 192 tiles, each consumer warpgroup's P stored by stmatrix and read by P V's wgmma from shared memory, which frees the registers the wider tile needs (FlashAttention-3's tile at head dim 64 without a causal mask; LONGCA_FWD_PSM)", major: 9, exact: true, fwd: fwdSM90OQ, bwd: bwdSM90ETQ, gsplit: true, pairs: true, pairsEntry: true, docPairs: docPairsByRule, split128: 2, split128Rule: true, sched: schedByRule, k64: true, defines: append(slices.Clone(sm90Defines), "LONGCA_FWD_PSM")},
-	{name: "sm90pr", doc: "experiment (not yet run on a GPU): sm90p with the forward's work-list entries read a turn ahead (sm90fr's LONGCA_FWD_RA; under ptxas 12.4 its fwd90q's loop does 5 spill loads and stores a tile against sm90p's 10)", major: 9, exact: true, fwd: fwdSM90OQ, bwd: bwdSM90ETQ, gsplit: true, pairs: true, pairsEntry: true, docPairs: docPairsByRule, split128: 2, split128Rule: true, sched: schedByRule, k64: true, defines: append(slices.Clone(sm90Defines), "LONGCA_FWD_PSM", "LONGCA_FWD_RA")},
+	{name: "sm90n", doc: "experiment (not yet run on a GPU): sm90 with the head-dim-128 forward over 128 x 176 tiles wherever it is not persistent (long rows; FlashAttention-3's tile at head dim 128 without a causal mask) and those tiles visit at most 3% more keys than 128 x 128 ones (not on block-sparse maps): a turn's products 1.375x as long for the same hand-over, row-maximum shuffles and rescale (LONGCA_FWD_WIDE; rows say wide-fwd)", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQ, gsplit: true, pairs: true, pairsEntry: true, docPairs: docPairsByRule, split128: 2, split128Rule: true, sched: schedByRule, k64: true, wide: true, defines: append(slices.Clone(sm90Defines), "LONGCA_FWD_WIDE")},
+	{name: "sm90p", doc: "experiment (not yet run on a GPU): sm90 with the head-dim-64 forward over 192 x 192 tiles, each consumer warpgroup's P stored by stmatrix and read by P V's wgmma from shared memory, which frees the registers the wider tile needs (FlashAttention-3's tile at head dim 64 without a causal mask; LONGCA_FWD_PSM), where those tiles visit at most 3% more keys than 192 x 128 ones (not on the causal window or block-sparse maps)", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQ, gsplit: true, pairs: true, pairsEntry: true, docPairs: docPairsByRule, split128: 2, split128Rule: true, sched: schedByRule, k64: true, psm: true, defines: append(slices.Clone(sm90Defines), "LONGCA_FWD_PSM")},
+	{name: "sm90pr", doc: "experiment (not yet run on a GPU): sm90p with the forward's work-list entries read a turn ahead (sm90fr's LONGCA_FWD_RA; under ptxas 12.4 its fwd90q's loop does 5 spill loads and stores a tile against sm90p's 10)", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQ, gsplit: true, pairs: true, pairsEntry: true, docPairs: docPairsByRule, split128: 2, split128Rule: true, sched: schedByRule, k64: true, psm: true, defines: append(slices.Clone(sm90Defines), "LONGCA_FWD_PSM", "LONGCA_FWD_RA")},
 	{name: "sm90n-plain", doc: "sm90n never persistent, so that its wide forward serves every head-dim-128 forward: its GPU tests check the wide tiles on every mask at the tests' short lengths", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQ, gsplit: true, pairs: true, pairsEntry: true, docPairs: docPairsByRule, split128: 2, split128Rule: true, sched: schedByRule, persist: -1, k64: true, wide: true, defines: append(slices.Clone(sm90Defines), "LONGCA_FWD_WIDE")},
 	{name: "sm90mo", doc: "experiment (not yet run on a GPU): sm90 with the backward's block order at MHA (a group of one) and head dim 128 weighing L2 too: the key tiles of a KV head together where heaviest first over all heads would read 4 GB or more, and twice as much, from DRAM by the L2 model and is at most 6% more even (orderThrashes: 64:64's short uneven rows, where call 59's runs read 0.89-0.94x cuDNN; GQA plans unchanged)", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQ, gsplit: true, pairs: true, pairsEntry: true, docPairs: docPairsByRule, split128: 2, split128Rule: true, sched: schedByRule, k64: true, orderL2: true, defines: sm90Defines},
 	{name: "sm90-c54", doc: "sm90 as it was before call 56 (head dim 64: the backward over 192-key blocks with three consumer warpgroups, the forward's three consumer warpgroups without the overlap; head dim 128: never split): kept to time the new default against", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ETP, gsplit: true, pairs: true, docPairs: docPairsByRule, sched: schedByRule, k64: true, defines: sm90DefinesC54},
@@ -449,8 +453,9 @@ func (k *Kernel) Variant() string { return k.arch.name }
 func (k *Kernel) DeterministicBackward() bool { return k.det && inSM90(k.bwd.fn) }
 
 // Describe names the variant that serves the problem and the architecture it was built
-// for; on sm90 a forward run persistent (short rows) says so ("sm90 persistent-fwd"), a
-// deterministic backward too ("sm90 deterministic"), and a backward its group split
+// for; on sm90 a forward run persistent (short rows) says so ("sm90 persistent-fwd"), and
+// one over other tiles than the variant's (k64-fwd, and the experiments' wide-fwd and
+// psm-fwd), a deterministic backward too ("sm90 deterministic"), and a backward its group split
 // ("sm90 gsplit-4") and its key-tile pairs ("sm90 pairs-bwd"; "sm90 doc-pairs-bwd" within
 // documents).
 func (k *Kernel) Describe(p kernels.Problem, pass kernels.Pass) kernels.Info {
@@ -467,6 +472,9 @@ func (k *Kernel) Describe(p kernels.Problem, pass kernels.Pass) kernels.Info {
 		}
 		if fv.kTile == fwdSM90N.kTile {
 			info.Variant += " wide-fwd"
+		}
+		if fv.fn == fwdSM90Q.fn {
+			info.Variant += " psm-fwd"
 		}
 	}
 	if (k.arch.gsplit || k.arch.pairs || k.arch.split128 > 1) && pass != kernels.Fwd && p.HeadsKV > 0 { // the backward's plan
@@ -560,6 +568,11 @@ type deviceList struct {
 	// k64, on a 128 x 128 forward list: whether the forward runs over 128 x 64 tiles
 	// instead (key64Pays): 0 not yet decided, 1 yes, -1 no
 	k64 int8
+	// wider, on a forward list: whether the forward's wider tiles (widerKT keys; sm90n's 176
+	// on 128 x 128, sm90p's 192 on 192 x 128) visit few enough more keys (widerPays): 0 not
+	// yet decided, 1 yes, -1 no
+	wider   int8
+	widerKT int
 	// sched and split, on a backward list: backwardPlan's order and group split for planFor
 	// (heads, group, slots, head dim); sched 0 when not yet decided
 	sched   int32
@@ -833,6 +846,9 @@ func (k *Kernel) Resources() (string, error) {
 			}
 			if k.arch.wide && d == 128 { // the forward on long rows
 				vs = append(vs, fwdSM90N)
+			}
+			if k.arch.psm && d == 64 { // the forward over 192 x 192 tiles
+				vs = append(vs, fwdSM90Q)
 			}
 			if k.arch.split128 > 1 && d == 128 { // the split's own entry
 				vs = append(vs, bv.splitEntry())

@@ -233,6 +233,9 @@ int main() { show<64, 128, 128, 2>(); show<128, 128, 128, 2>(); show<64, 192, 12
 			if av.wide && d == 128 {
 				vs, wide = append(vs, fwdSM90N), wide+1
 			}
+			if av.psm && d == 64 {
+				vs = append(vs, fwdSM90Q)
+			}
 			for _, v := range vs {
 				st := 2
 				if v.qTile == 192 && v.fn != fwdSM90Q.fn && slices.Contains(av.defines, "LONGCA_FWD_S3") {
@@ -258,13 +261,13 @@ int main() { show<64, 128, 128, 2>(); show<128, 128, 128, 2>(); show<64, 192, 12
 	}
 	// the layouts of the forwards some variant runs were all checked above
 	has := func(f func(archVariant) bool) bool { return slices.ContainsFunc(archVariants, f) }
-	if three == 0 && has(func(a archVariant) bool { return slices.Contains(a.defines, "LONGCA_FWD_S3") && a.fwd.at(64).fn != fwdSM90Q.fn }) {
+	if three == 0 && has(func(a archVariant) bool { return slices.Contains(a.defines, "LONGCA_FWD_S3") }) {
 		t.Error("a variant runs the three-stage forward, and its check above checked nothing")
 	}
 	if wide == 0 && has(func(a archVariant) bool { return a.wide }) {
 		t.Error("a variant runs the wide forward, and its check above checked nothing")
 	}
-	if pshared == 0 && has(func(a archVariant) bool { return a.fwd.at(64).fn == fwdSM90Q.fn }) {
+	if pshared == 0 && has(func(a archVariant) bool { return a.psm }) {
 		t.Error("a variant runs the forward with P in shared memory, and its check above checked nothing")
 	}
 }
@@ -390,6 +393,9 @@ func TestVariantsDefineTheirEntries(t *testing.T) {
 			if a.wide && d == 128 {
 				used = append(used, fwdSM90N.fn)
 			}
+			if a.psm && d == 64 {
+				used = append(used, fwdSM90Q.fn)
+			}
 			if a.split128 > 1 && d == 128 {
 				used = append(used, a.bwd.at(d).splitEntry().fn)
 			}
@@ -507,6 +513,48 @@ func TestForwardPersistentEntries(t *testing.T) {
 		}
 		if got := k.forwardPersistent(c.fv, w); got != c.want {
 			t.Errorf("%s on short rows: persistent %v, want %v", c.fv.fn, got, c.want)
+		}
+	}
+}
+
+// The wider tiles' rule (widerTilesPay: sm90n's 176-key tiles on 128 x 128 lists, sm90p's 192
+// on 192 x 128 ones): dense and most document rows take them, causal_document 16K does not at
+// 176 (1.04x the keys; it runs persistent there anyway), block-sparse maps of 128-token blocks
+// (which the wider tiles straddle: 1.2-2x the keys) and the causal window (1.05-1.14x) never.
+func TestWiderTilesRule(t *testing.T) {
+	build := func(ms []mask.Mask, qt, kt int) *WorkList {
+		w, err := BuildWorkList(ms, qt, kt, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	for _, c := range []struct {
+		name string
+		s    int
+		want [2]bool // 176 on 128 x 128, 192 on 192 x 128
+	}{{"full", 8192, [2]bool{true, true}}, {"causal", 16384, [2]bool{true, true}}, {"full_document", 32768, [2]bool{true, true}},
+		{"causal_document", 16384, [2]bool{false, true}}, {"prefix_lm_causal", 8192, [2]bool{true, true}}, {"sliding_window_causal", 16384, [2]bool{false, false}}} {
+		spec, err := mask.Build(c.name, c.s, mask.Options{Seed: 42})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms := []mask.Mask{spec.Mask}
+		for i, cfg := range [][3]int{{128, 128, 176}, {192, 128, 192}} {
+			if got := widerTilesPay(build(ms, cfg[0], cfg[1]), build(ms, cfg[0], cfg[2])); got != c.want[i] {
+				t.Errorf("%s %d: %d-key tiles on %d x %d pay %v, want %v", c.name, c.s, cfg[2], cfg[0], cfg[1], got, c.want[i])
+			}
+		}
+	}
+	for _, ratio := range []float64{0.2, 0.5} {
+		sp, err := mask.BlockSparse(16384, mask.SparseOptions{Seed: 5, Block: 128, Ratio: ratio, HeadsKV: 2}, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, cfg := range [][3]int{{128, 128, 176}, {192, 128, 192}} {
+			if widerTilesPay(build(sp.Heads, cfg[0], cfg[1]), build(sp.Heads, cfg[0], cfg[2])) {
+				t.Errorf("block-sparse 128-token blocks kept %.1f: %d-key tiles on %d x %d pay", ratio, cfg[2], cfg[0], cfg[1])
+			}
 		}
 	}
 }

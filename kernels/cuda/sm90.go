@@ -638,11 +638,49 @@ func (k *Kernel) forwardPersistent(fv variant, w *WorkList) bool {
 
 // wideForward says whether p's forward at head dim 128 runs over 128 x 176 tiles (the
 // variant's wide, experiment sm90n): wherever the 128 x 128 list's forward is not
-// persistent (long rows: there a turn's products grow and its fixed costs do not).
-// A list that cannot be built keeps the 128-key tiles (the forward reports the error).
+// persistent (long rows: there a turn's products grow and its fixed costs do not) and the
+// wide tiles visit few more keys (widerPays). A list that cannot be built keeps the 128-key
+// tiles (the forward reports the error).
 func (k *Kernel) wideForward(p kernels.Problem) bool {
 	a, err := k.list(p, 128, 128, false)
-	return err == nil && !k.persistent(a.w)
+	return err == nil && !k.persistent(a.w) && k.widerPays(p, 128, 128, fwdSM90N.kTile)
+}
+
+// widerTilesPay says whether a forward list in wider tiles visits at most 3% more key
+// positions than one in narrower tiles of the same rows: dense and document rows lose that
+// little to the wider tiles' edges (sm90n's 176 keys: 1.003-1.026x on the rows it takes;
+// sm90p's 192: 0.97-1.03x on full, causal and the documents), the causal window 4.5-5%
+// (sm90p), block-sparse maps whose blocks the wider tiles straddle much more.
+func widerTilesPay(narrow, wider *WorkList) bool {
+	return 100*int64(len(wider.Entries)/2)*int64(wider.ColTile) <= 103*int64(len(narrow.Entries)/2)*int64(narrow.ColTile)
+}
+
+// widerPays says whether p's forward over qt x wide tiles pays against qt x kt ones
+// (widerTilesPay), decided once per qt x kt list: the wider list is built on the host to
+// decide and, where it pays, goes to device memory as built (the forward that asks next
+// finds it there). A list that cannot be built keeps the narrower tiles.
+func (k *Kernel) widerPays(p kernels.Problem, qt, kt, wide int) bool {
+	a, err := k.list(p, qt, kt, false)
+	if err != nil {
+		return false
+	}
+	k.mu.Lock()
+	known := a.wider
+	if a.widerKT != wide {
+		known = 0
+	}
+	k.mu.Unlock()
+	if known == 0 {
+		known = -1
+		if b, err := BuildWorkList(masksOf(p), qt, wide, false); err == nil && widerTilesPay(a.w, b) {
+			known = 1
+			_, _ = k.listBuilt(p, qt, wide, false, b)
+		}
+		k.mu.Lock()
+		a.wider, a.widerKT = known, wide
+		k.mu.Unlock()
+	}
+	return known > 0
 }
 
 // keyTile64Pays says whether a forward over 128 x 64 tiles visits enough fewer keys than
@@ -694,6 +732,9 @@ func (k *Kernel) forwardFor(p kernels.Problem) variant {
 	}
 	if k.arch.wide && p.HeadDim == 128 && fv.kTile == 128 && k.dev != nil && k.wideForward(p) {
 		fv = fwdSM90N
+	}
+	if k.arch.psm && p.HeadDim == 64 && fv.qTile == 192 && fv.kTile == 128 && k.dev != nil && k.widerPays(p, 192, 128, fwdSM90Q.kTile) {
+		fv = fwdSM90Q
 	}
 	if scaleLog2 := float32(p.SoftmaxScale() * math.Log2E); fv.lean && !(scaleLog2 >= 0x1p-126) {
 		return fwdSM90

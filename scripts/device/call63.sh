@@ -12,7 +12,8 @@
 # 1. sm90p's GPU tests (every mask at head dim 64: the persistent entry fwd90qp on the short
 #    tests, fwd90q on TestLongRows' full and causal 8K), sm90 and sm90pr compiled meanwhile;
 # 2. the d64 forward, 64:8, checked: cudnn / sm90 / sm90p / sm90pr, twice, on full, causal,
-#    full_document, causal_document at 8K / 16K / 32K / 48K.
+#    full_document, causal_document at 8K / 16K / 32K / 48K (192 x 192 tiles where they visit
+#    at most 3% more keys than 192 x 128: every one of these cells; rows say psm-fwd).
 # Prediction (docs/perf.md "Next: call 63"): sm90p +3 to +8% on full and causal at 8K-16K
 # (0.90-0.95x cuDNN there), +1 to +5% at 32K-48K, the documents -3 to +3%; sm90pr a further
 # 0 to +2% (fewer spills, the entries read ahead).
@@ -29,6 +30,8 @@ wait
 runs="cudnn sm90 sm90p sm90pr cudnn sm90 sm90p sm90pr"
 interleave p 30 "$runs" --head-dim 64 --masks full,causal,full_document,causal_document --seqlens 8K,16K,32K,48K --passes fwd -w 2 -n 5
 cat "$out/t/summary.txt"
+echo "=== which sm90p rows ran over 192 x 192 tiles (psm-fwd)"
+row_variants p-2-sm90p
 echo "=== d64 forward TFLOP/s: mask seqlen, then" $runs
 join_runs p $runs >"$out/t/p.table"
 cat "$out/t/p.table"

@@ -17,11 +17,10 @@ sm90p and sm90pr (call 63) part of sm90 in kernels/cuda/kernel.go.
 - with sm90n, every variant on sm90Defines with the 64-key tile rule runs the wide forward
   on long rows too (wide), and sm90n-plain goes (sm90-plain, never persistent, then runs the
   wide forward on every head-dim-128 forward: its GPU tests check it);
-- with sm90p (or sm90pr), every variant on sm90Defines whose forward is fwdSM90OMO runs
-  fwdSM90OQ (the head-dim-64 forward over 192 x 192 tiles with P in shared memory)
-  everywhere, and sm90f3 goes (not with sm90f3: the two are rival head-dim-64 forwards); a
-  rule (192 x 128 on causal masks, as FlashAttention-3 does) is code of its own, to write if
-  call 63 asks for one;
+- with sm90p (or sm90pr), every variant on sm90Defines with the 64-key tile rule runs the
+  head-dim-64 forward over 192 x 192 tiles with P in shared memory where its rule says so
+  (psm: widerPays); a narrower rule (192 x 128 on causal masks, as FlashAttention-3 does)
+  is code of its own, to write if call 63 asks for one;
 - sm90's doc names what it took.
 The kernel source's comments that call them experiments are reworded by hand."""
 import re
@@ -47,8 +46,6 @@ def main(argv):
         sys.exit("usage: promote.py WINNER... (of " + ", ".join(ADDS) + ")")
     if "sm90p" in winners and "sm90pr" in winners:
         sys.exit("promote.py: sm90p or sm90pr, not both")
-    if "sm90f3" in winners and ("sm90p" in winners or "sm90pr" in winners):
-        sys.exit("promote.py: sm90f3 and sm90p / sm90pr are two head-dim-64 forwards (the three-stage ring has no room beside P): promote the faster")
     path = "kernels/cuda/kernel.go"
     src = open(path).read()
     m = re.search(r'^var sm90Defines = \[\]string\{(.*)\}$', src, re.M)
@@ -69,8 +66,6 @@ def main(argv):
         name = v.group(1)
         if name == "sm90n-plain" and "sm90n" in winners:
             continue
-        if name == "sm90f3" and ("sm90p" in winners or "sm90pr" in winners):
-            continue  # its three-stage ring belongs to the head-dim-64 forward sm90 no longer runs
         if name in ADDS:  # an experiment: keep only what sm90 still lacks
             extra = [d for d in ADDS[name] if d not in have]
             if name in winners or not extra and name not in FLAG_ONLY:
@@ -83,8 +78,8 @@ def main(argv):
             line = line.replace("fwd: fwdSM90OMO,", "fwd: fwdSM90OMO3,")
         if "sm90n" in winners and re.search(r"\bsm90Defines\b", line) and "k64: true, " in line and "wide: true" not in line:
             line = line.replace("k64: true, ", "k64: true, wide: true, ")
-        if ("sm90p" in winners or "sm90pr" in winners) and re.search(r"\bsm90Defines\b", line):
-            line = line.replace("fwd: fwdSM90OMO,", "fwd: fwdSM90OQ,").replace("fwd: fwdSM90OMO3,", "fwd: fwdSM90OQ,")
+        if ("sm90p" in winners or "sm90pr" in winners) and re.search(r"\bsm90Defines\b", line) and "k64: true, " in line and "psm: true" not in line:
+            line = line.replace("k64: true, ", "k64: true, psm: true, ")
         if name == "sm90":
             i = line.index('", major: 9')
             line = line[:i] + "".join(DOCS[w] for w in winners if not (w == "sm90fr" and ("sm90f3" in winners or "sm90pr" in winners))) + line[i:]
