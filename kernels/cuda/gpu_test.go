@@ -197,13 +197,18 @@ func TestSupports(t *testing.T) {
 }
 
 // Long rows: at 8K full and causal have 64 and 32.5 key tiles per query tile, so the sm90
-// forward runs its non-persistent schedule (the short masks above run persistent).
+// forward runs its non-persistent schedule (the short masks above run persistent), and the
+// wider tiles' rule takes the wider tiles where a variant has them (sm90n's 176 keys at head
+// dim 128, sm90p's 192 x 192 at 64: the forward each row names is logged).
 func TestLongRows(t *testing.T) {
 	k := gpuKernel(t)
 	for i, name := range []string{"full", "causal"} {
-		m := smallMask(t, name, 8192)
-		p := kernels.Problem{HeadsQ: 2, HeadsKV: 1, HeadDim: 64, DType: tensor.BF16, Mask: m}
-		runCheck(t, k, p, uint64(950+i), fmt.Sprintf("%s S=8192 2:1 d64", name))
+		for _, d := range []int{64, 128} {
+			m := smallMask(t, name, 8192)
+			p := kernels.Problem{HeadsQ: 2, HeadsKV: 1, HeadDim: d, DType: tensor.BF16, Mask: m}
+			t.Logf("%s S=8192 d%d: %s", name, d, k.Describe(p, kernels.Fwd).Variant)
+			runCheck(t, k, p, uint64(950+10*d+i), fmt.Sprintf("%s S=8192 2:1 d%d", name, d))
+		}
 	}
 }
 

@@ -230,10 +230,10 @@ int main() { show<64, 128, 128, 2>(); show<128, 128, 128, 2>(); show<64, 192, 12
 			if av.k64 {
 				vs = append(vs, fwdSM90S)
 			}
-			if av.wide && d == 128 {
+			if av.wide > 0 && d == 128 {
 				vs, wide = append(vs, fwdSM90N), wide+1
 			}
-			if av.psm && d == 64 {
+			if av.psm > 0 && d == 64 {
 				vs = append(vs, fwdSM90Q)
 			}
 			for _, v := range vs {
@@ -264,10 +264,10 @@ int main() { show<64, 128, 128, 2>(); show<128, 128, 128, 2>(); show<64, 192, 12
 	if three == 0 && has(func(a archVariant) bool { return slices.Contains(a.defines, "LONGCA_FWD_S3") }) {
 		t.Error("a variant runs the three-stage forward, and its check above checked nothing")
 	}
-	if wide == 0 && has(func(a archVariant) bool { return a.wide }) {
+	if wide == 0 && has(func(a archVariant) bool { return a.wide > 0 }) {
 		t.Error("a variant runs the wide forward, and its check above checked nothing")
 	}
-	if pshared == 0 && has(func(a archVariant) bool { return a.psm }) {
+	if pshared == 0 && has(func(a archVariant) bool { return a.psm > 0 }) {
 		t.Error("a variant runs the forward with P in shared memory, and its check above checked nothing")
 	}
 }
@@ -390,10 +390,10 @@ func TestVariantsDefineTheirEntries(t *testing.T) {
 			if a.k64 {
 				used = append(used, fwdSM90S.fn)
 			}
-			if a.wide && d == 128 {
+			if a.wide > 0 && d == 128 {
 				used = append(used, fwdSM90N.fn)
 			}
-			if a.psm && d == 64 {
+			if a.psm > 0 && d == 64 {
 				used = append(used, fwdSM90Q.fn)
 			}
 			if a.split128 > 1 && d == 128 {

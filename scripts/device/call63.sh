@@ -9,8 +9,10 @@
 # loads and stores a tile in the loop; 5 with LONGCA_FWD_RA); sm90's 68 functions
 # byte-identical. The 192 x 192 lists visit 0.993-1.008x the keys of the 192 x 128 ones on
 # full and causal (square tiles follow causal's diagonal), 0.97-1.03x on the documents.
-# 1. sm90p's GPU tests (every mask at head dim 64: the persistent entry fwd90qp on the short
-#    tests, fwd90q on TestLongRows' full and causal 8K), sm90 and sm90pr compiled meanwhile;
+# 1. sm90p-all's GPU tests (sm90p with 192 x 192 tiles whatever keys they visit: every mask at
+#    head dim 64 with the persistent entry fwd90qp on the short tests, fwd90q on TestLongRows'
+#    full and causal 8K), sm90, sm90p and sm90pr compiled meanwhile (sm90p's module is
+#    sm90p-all's);
 # 2. the d64 forward, 64:8, checked: cudnn / sm90 / sm90p / sm90pr, twice, on full, causal,
 #    full_document, causal_document at 8K / 16K / 32K / 48K (192 x 192 tiles where they visit
 #    at most 3% more keys than 192 x 128: every one of these cells; rows say psm-fwd).
@@ -25,7 +27,7 @@ out=${1:?usage: call63.sh OUT}
 call_start ${BUDGET:-480} longca cuda.test || exit 1
 warm sm90 &
 warm sm90pr &
-gpu_tests sm90p 150
+gpu_tests sm90p-all 150
 wait
 runs="cudnn sm90 sm90p sm90pr cudnn sm90 sm90p sm90pr"
 interleave p 30 "$runs" --head-dim 64 --masks full,causal,full_document,causal_document --seqlens 8K,16K,32K,48K --passes fwd -w 2 -n 5

@@ -15,11 +15,12 @@ sm90p and sm90pr (call 63) part of sm90 in kernels/cuda/kernel.go.
   the defines sm90 lacks (removed when none is left);
 - with sm90mo, every variant on sm90Defines ordered by the rule weighs L2 too (orderL2);
 - with sm90n, every variant on sm90Defines with the 64-key tile rule runs the wide forward
-  on long rows too (wide), and sm90n-plain goes (sm90-plain, never persistent, then runs the
-  wide forward on every head-dim-128 forward: its GPU tests check it);
+  on long rows where it pays (wide: 1), and sm90n-plain goes (sm90's GPU tests then check
+  the wide forward on TestLongRows' head-dim-128 rows);
 - with sm90p (or sm90pr), every variant on sm90Defines with the 64-key tile rule runs the
   head-dim-64 forward over 192 x 192 tiles with P in shared memory where its rule says so
-  (psm: widerPays); a narrower rule (192 x 128 on causal masks, as FlashAttention-3 does)
+  (psm: 1, widerPays), and sm90p-all goes (sm90's GPU tests then check it on TestLongRows'
+  head-dim-64 rows and wherever the rule takes it); a narrower rule (192 x 128 on causal masks, as FlashAttention-3 does)
   is code of its own, to write if call 63 asks for one;
 - sm90's doc names what it took.
 The kernel source's comments that call them experiments are reworded by hand."""
@@ -64,8 +65,8 @@ def main(argv):
             out.append(line)
             continue
         name = v.group(1)
-        if name == "sm90n-plain" and "sm90n" in winners:
-            continue
+        if name == "sm90n-plain" and "sm90n" in winners or name == "sm90p-all" and ("sm90p" in winners or "sm90pr" in winners):
+            continue  # sm90-plain (never persistent) then tests the wide forward; sm90p-all's tests were the experiment's
         if name in ADDS:  # an experiment: keep only what sm90 still lacks
             extra = [d for d in ADDS[name] if d not in have]
             if name in winners or not extra and name not in FLAG_ONLY:
@@ -76,10 +77,10 @@ def main(argv):
             line = line.replace("sched: schedByRule, ", "sched: schedByRule, orderL2: true, ")
         if "sm90f3" in winners and re.search(r"\bsm90Defines\b", line) and "fwd: fwdSM90OMO," in line:
             line = line.replace("fwd: fwdSM90OMO,", "fwd: fwdSM90OMO3,")
-        if "sm90n" in winners and re.search(r"\bsm90Defines\b", line) and "k64: true, " in line and "wide: true" not in line:
-            line = line.replace("k64: true, ", "k64: true, wide: true, ")
-        if ("sm90p" in winners or "sm90pr" in winners) and re.search(r"\bsm90Defines\b", line) and "k64: true, " in line and "psm: true" not in line:
-            line = line.replace("k64: true, ", "k64: true, psm: true, ")
+        if "sm90n" in winners and re.search(r"\bsm90Defines\b", line) and "k64: true, " in line and "wide: " not in line:
+            line = line.replace("k64: true, ", "k64: true, wide: 1, ")
+        if ("sm90p" in winners or "sm90pr" in winners) and re.search(r"\bsm90Defines\b", line) and "k64: true, " in line and "psm: " not in line:
+            line = line.replace("k64: true, ", "k64: true, psm: 1, ")
         if name == "sm90":
             i = line.index('", major: 9')
             line = line[:i] + "".join(DOCS[w] for w in winners if not (w == "sm90fr" and ("sm90f3" in winners or "sm90pr" in winners))) + line[i:]
