@@ -81,6 +81,16 @@ func Compile(t testing.TB, name, src string, flags ...string) string {
 	return bin
 }
 
+// Output compiles src (Compile) and runs it without arguments, returning what it printed.
+func Output(t testing.TB, name, src string, flags ...string) string {
+	t.Helper()
+	out, err := exec.Command(Compile(t, name, src, flags...)).Output()
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return string(out)
+}
+
 // Run calls bin with op, the number of buffers, a file per buffer and the integer
 // arguments; the program rewrites the files, which are read back into the buffers.
 func Run(t testing.TB, bin, op string, bufs []*tensor.Host, args ...int64) {

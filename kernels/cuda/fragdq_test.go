@@ -3,7 +3,6 @@ package cuda
 import (
 	"bufio"
 	"fmt"
-	"os/exec"
 	"strings"
 	"testing"
 
@@ -30,15 +29,11 @@ int main() {
   return 0;
 }
 `
-	bin := hostcc.Compile(t, "fragdq", prog)
-	out, err := exec.Command(bin).Output()
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := hostcc.Output(t, "fragdq", prog)
 	seenPos := make(map[int]bool)
 	seenCell := make(map[[2]int]bool)
 	n := 0
-	sc := bufio.NewScanner(strings.NewReader(string(out)))
+	sc := bufio.NewScanner(strings.NewReader(out))
 	for sc.Scan() {
 		var row, col, stored, read int
 		if _, err := fmt.Sscan(sc.Text(), &row, &col, &stored, &read); err != nil {
@@ -111,13 +106,9 @@ int main() {
   return 0;
 }
 `
-	bin := hostcc.Compile(t, "convertc", prog)
-	out, err := exec.Command(bin).Output()
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := hostcc.Output(t, "convertc", prog)
 	n, bad := 0, 0
-	sc := bufio.NewScanner(strings.NewReader(string(out)))
+	sc := bufio.NewScanner(strings.NewReader(out))
 	for sc.Scan() {
 		line := sc.Text()
 		if strings.HasPrefix(line, "guard ") {

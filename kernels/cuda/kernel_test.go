@@ -3,7 +3,6 @@ package cuda
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"regexp"
 	"slices"
 	"strings"
@@ -116,13 +115,10 @@ template <int D, int NB, int ST, int XB, int QS = 64> void show() { printf("%d %
 int main() { show<64, 128, 2, 0>(); show<128, 128, 2, 0>(); show<64, 192, 2, 0>();
   show<64, 128, 2, 1>(); show<128, 128, 2, 1>(); show<64, 192, 2, 1>(); show<64, 128, 2, 1, 128>(); show<64, 128, 2, 0, 128>(); return 0; }
 `
-	out, err := exec.Command(hostcc.Compile(t, "bwdlayout", prog)).Output()
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := hostcc.Output(t, "bwdlayout", prog)
 	type key struct{ d, nb, st, xb, qs int }
 	layout := map[key][2]int{}
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		var d, nb, st, xb, qs, bytes, nc int
 		if _, err := fmt.Sscan(line, &d, &nb, &st, &xb, &qs, &bytes, &nc); err != nil {
 			t.Fatalf("line %q: %v", line, err)
@@ -206,13 +202,10 @@ int main() { show<64, 128, 128, 2>(); show<128, 128, 128, 2>(); show<64, 192, 12
 			t.Fatalf("attention_sm90.cu no longer says %q: the stage rule this test copies has moved", rule)
 		}
 	}
-	out, err := exec.Command(hostcc.Compile(t, "fwdlayout", prog)).Output()
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := hostcc.Output(t, "fwdlayout", prog)
 	type key struct{ d, qm, bn, st, psm int }
 	layout := map[key]int{}
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		var k key
 		var bytes int
 		if _, err := fmt.Sscan(line, &k.d, &k.qm, &k.bn, &k.st, &k.psm, &bytes); err != nil {

@@ -3,7 +3,6 @@ package cuda
 import (
 	"bufio"
 	"fmt"
-	"os/exec"
 	"strings"
 	"testing"
 
@@ -33,14 +32,11 @@ int main() {
   return 0;
 }
 `
-	out, err := exec.Command(hostcc.Compile(t, "playout", prog)).Output()
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := hostcc.Output(t, "playout", prog)
 	const bn = 192
 	var off [4][32][4]int
 	var start [bn / 16]int
-	sc := bufio.NewScanner(strings.NewReader(string(out)))
+	sc := bufio.NewScanner(strings.NewReader(out))
 	n := 0
 	for ; n < 4*32*4 && sc.Scan(); n++ {
 		var w, l, k4, o int

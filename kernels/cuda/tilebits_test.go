@@ -3,7 +3,6 @@ package cuda
 import (
 	"bufio"
 	"fmt"
-	"os/exec"
 	"strings"
 	"testing"
 
@@ -131,12 +130,8 @@ func tileBitsMatchWorkList(t *testing.T, span bool) {
 		}
 	}
 	b.WriteString("int main() {\n" + calls.String() + "  return 0;\n}\n")
-	bin := hostcc.Compile(t, "tile_bits", b.String())
-	out, err := exec.Command(bin).Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(strings.NewReader(string(out)))
+	out := hostcc.Output(t, "tile_bits", b.String())
+	sc := bufio.NewScanner(strings.NewReader(out))
 	bad := 0
 	for _, c := range checks {
 		if err := c(sc); err != nil {

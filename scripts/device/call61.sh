@@ -50,20 +50,8 @@ HEADS=64:64
 interleave m 15 "$runs4" --masks causal,causal_document,share_question,prefix_lm_causal --seqlens 8K,16K --passes bwd -w 2 -n 5
 HEADS=
 cat "$out/t/summary.txt"
-echo "=== d64 forward TFLOP/s: mask seqlen, then" $runs
-join_runs f $runs >"$out/t/f.table"
-cat "$out/t/f.table"
-compare "$out/t/f.table" "sm90/cudnn sm90fr/cudnn sm90f3/cudnn sm90fr/sm90 sm90f3/sm90 sm90f3/sm90fr" $runs
-echo "=== d128 forward TFLOP/s: mask seqlen, then" $runs2
-join_runs g $runs2 >"$out/t/g.table"
-cat "$out/t/g.table"
-compare "$out/t/g.table" "sm90/cudnn sm90fr/cudnn sm90fr/sm90" $runs2
-echo "=== d128 backward TFLOP/s: mask seqlen, then" $runs3
-join_runs b $runs3 >"$out/t/b.table"
-cat "$out/t/b.table"
-compare "$out/t/b.table" "sm90/cudnn sm90bl/cudnn sm90bl/sm90" $runs3
-echo "=== d128 backward at 64:64 TFLOP/s: mask seqlen, then" $runs4
-join_runs m $runs4 >"$out/t/m.table"
-cat "$out/t/m.table"
-compare "$out/t/m.table" "sm90/cudnn sm90mo/cudnn sm90mo/sm90" $runs4
+table f "d64 forward TFLOP/s" "sm90/cudnn sm90fr/cudnn sm90f3/cudnn sm90fr/sm90 sm90f3/sm90 sm90f3/sm90fr" $runs
+table g "d128 forward TFLOP/s" "sm90/cudnn sm90fr/cudnn sm90fr/sm90" $runs2
+table b "d128 backward TFLOP/s" "sm90/cudnn sm90bl/cudnn sm90bl/sm90" $runs3
+table m "d128 backward at 64:64 TFLOP/s" "sm90/cudnn sm90mo/cudnn sm90mo/sm90" $runs4
 tar -C "$out" -czf "$out/t.tgz" t && rm -rf "$out/t"

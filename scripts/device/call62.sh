@@ -48,8 +48,5 @@ for f in cudnn-full-16K-d64:17179869184 cudnn-full-32K-d128:68719476736 sm90-ful
 done
 echo "=== which sm90n rows ran wide"
 row_variants n-2-sm90n
-echo "=== d128 forward TFLOP/s: mask seqlen, then" $runs
-join_runs n $runs >"$out/t/n.table"
-cat "$out/t/n.table"
-compare "$out/t/n.table" "sm90/cudnn sm90n/cudnn sm90n/sm90" $runs
+table n "d128 forward TFLOP/s" "sm90/cudnn sm90n/cudnn sm90n/sm90" $runs
 tar -C "$out" -czf "$out/t.tgz" t && rm -rf "$out/t"

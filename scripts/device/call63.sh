@@ -34,8 +34,5 @@ interleave p 30 "$runs" --head-dim 64 --masks full,causal,full_document,causal_d
 cat "$out/t/summary.txt"
 echo "=== which sm90p rows ran over 192 x 192 tiles (psm-fwd)"
 row_variants p-2-sm90p
-echo "=== d64 forward TFLOP/s: mask seqlen, then" $runs
-join_runs p $runs >"$out/t/p.table"
-cat "$out/t/p.table"
-compare "$out/t/p.table" "sm90/cudnn sm90p/cudnn sm90pr/cudnn sm90p/sm90 sm90pr/sm90 sm90pr/sm90p" $runs
+table p "d64 forward TFLOP/s" "sm90/cudnn sm90p/cudnn sm90pr/cudnn sm90p/sm90 sm90pr/sm90 sm90pr/sm90p" $runs
 tar -C "$out" -czf "$out/t.tgz" t && rm -rf "$out/t"

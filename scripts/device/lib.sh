@@ -266,6 +266,17 @@ for r in rows:
 PY
 }
 
+# table DIM TITLE PAIRS RUN...: join_runs DIM RUN...'s table (kept as $out/t/DIM.table) under
+# "=== TITLE", then compare's PAIRS over it: the end of a call's interleaved step.
+table() {
+	_td=$1 _tt=$2 _tp=$3
+	shift 3
+	echo "=== $_tt: mask seqlen, then" "$@"
+	join_runs "$_td" "$@" >"$out/t/$_td.table"
+	cat "$out/t/$_td.table"
+	compare "$out/t/$_td.table" "$_tp" "$@"
+}
+
 # mem_table: ncu_mem's logs, a block each.
 mem_table() {
 	for _f in "$out"/t/ncu-mem-*.log; do
