@@ -37,7 +37,7 @@ out=${1:?usage: call61.sh OUT}
 . scripts/device/lib.sh
 call_start ${BUDGET:-580} longca cuda.test || exit 1
 for v in sm90 sm90fr sm90bl; do warm $v & done
-gpu_tests sm90f3 150
+gpu_tests sm90f3 200
 wait
 runs="cudnn sm90 sm90fr sm90f3 cudnn sm90 sm90fr sm90f3"
 interleave f 20 "$runs" --head-dim 64 --masks full,causal,full_document,causal_document --seqlens 8K,16K,32K,48K --passes fwd -w 2 -n 5

@@ -33,7 +33,7 @@ out=${1:?usage: call62.sh OUT}
 call_start ${BUDGET:-560} longca cuda.test || exit 1
 warm sm90 &
 warm sm90n &
-gpu_tests sm90n-plain 150
+gpu_tests sm90n-plain 200
 wait
 runs="cudnn sm90 sm90n cudnn sm90 sm90n"
 interleave n 40 "$runs" --masks full,causal,full_document,prefix_lm_causal,global_sliding_window --seqlens 8K,16K,32K,48K --passes fwd -w 2 -n 5

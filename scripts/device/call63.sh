@@ -27,7 +27,7 @@ out=${1:?usage: call63.sh OUT}
 call_start ${BUDGET:-480} longca cuda.test || exit 1
 warm sm90 &
 warm sm90pr &
-gpu_tests sm90p-all 150
+gpu_tests sm90p-all 200
 wait
 runs="cudnn sm90 sm90p sm90pr cudnn sm90 sm90p sm90pr"
 interleave p 30 "$runs" --head-dim 64 --masks full,causal,full_document,causal_document --seqlens 8K,16K,32K,48K --passes fwd -w 2 -n 5
