@@ -36,7 +36,7 @@ warm sm90n &
 gpu_tests sm90n-plain 200
 wait
 runs="cudnn sm90 sm90n cudnn sm90 sm90n"
-interleave n 40 "$runs" --masks full,causal,full_document,prefix_lm_causal,global_sliding_window --seqlens 8K,16K,32K,48K --passes fwd -w 2 -n 5
+interleave n 50 "$runs" --masks full,causal,full_document,prefix_lm_causal,global_sliding_window --seqlens 8K,16K,32K,48K --passes fwd -w 2 -n 5
 ncu_sass cudnn full 16K 64
 ncu_sass cudnn full 32K 128
 ncu_sass sm90 full 32K 128

@@ -30,7 +30,7 @@ warm sm90pr &
 gpu_tests sm90p-all 200
 wait
 runs="cudnn sm90 sm90p sm90pr cudnn sm90 sm90p sm90pr"
-interleave p 30 "$runs" --head-dim 64 --masks full,causal,full_document,causal_document --seqlens 8K,16K,32K,48K --passes fwd -w 2 -n 5
+interleave p 35 "$runs" --head-dim 64 --masks full,causal,full_document,causal_document --seqlens 8K,16K,32K,48K --passes fwd -w 2 -n 5
 cat "$out/t/summary.txt"
 echo "=== which sm90p rows ran over 192 x 192 tiles (psm-fwd)"
 row_variants p-2-sm90p
