@@ -195,12 +195,12 @@ type archVariant struct {
 	k64 bool
 	// wide (experiment sm90n), on sm90 at head dim 128: the forward over 128 x 176 tiles
 	// (fwdSM90N) wherever it does not run persistent and k64 keeps 128-key tiles, with 1
-	// where widerPays says the 176-key tiles visit at most 3% more keys, with 2 whatever they
+	// where widerTilesPay says the 176-key tiles visit at most 3% more keys, with 2 whatever they
 	// visit (sm90n-plain, for its GPU tests); 0 never
 	wide int8
 	// psm (experiments sm90p, sm90pr), on sm90 at head dim 64: the forward over 192 x 192
 	// tiles with P in shared memory (fwdSM90Q) where k64 keeps 128-key tiles, with 1 where
-	// widerPays says they visit at most 3% more keys than the 192 x 128 ones, with 2 whatever
+	// widerTilesPay says they visit at most 3% more keys than the 192 x 128 ones, with 2 whatever
 	// they visit (sm90p-all, for its GPU tests); 0 never
 	psm int8
 	// sched, on sm90's backward (an int32 argument of the kernel): bit 0 no rotation of the
@@ -473,7 +473,7 @@ func (k *Kernel) Describe(p kernels.Problem, pass kernels.Pass) kernels.Info {
 		if k.arch.k64 && fv.kTile == 64 {
 			info.Variant += " k64-fwd"
 		}
-		if fv.kTile == fwdSM90N.kTile {
+		if fv.fn == fwdSM90N.fn {
 			info.Variant += " wide-fwd"
 		}
 		if fv.fn == fwdSM90Q.fn {
@@ -568,14 +568,10 @@ type deviceList struct {
 	order, start, entries, refs, slices, ranks *cuda.Buffer
 	// pairOrder, on a backward list of a docPairs variant: endAlignedPairs's order
 	pairOrder *cuda.Buffer
-	// k64, on a 128 x 128 forward list: whether the forward runs over 128 x 64 tiles
-	// instead (key64Pays): 0 not yet decided, 1 yes, -1 no
-	k64 int8
-	// wider, on a forward list: whether the forward's wider tiles (widerKT keys; sm90n's 176
-	// on 128 x 128, sm90p's 192 on 192 x 128) visit few enough more keys (widerPays): 0 not
-	// yet decided, 1 yes, -1 no
-	wider   int8
-	widerKT int
+	// tilesPay, on a forward list: otherTilesPay's decisions by the other tiles' key tile
+	// (64 on 128 x 128: keyTile64Pays; sm90n's 176 on 128 x 128, sm90p's 192 on 192 x 128:
+	// widerTilesPay), 1 they pay, -1 not; absent, not yet decided
+	tilesPay map[int]int8
 	// sched and split, on a backward list: backwardPlan's order and group split for planFor
 	// (heads, group, slots, head dim); sched 0 when not yet decided
 	sched   int32
@@ -656,7 +652,7 @@ func (k *Kernel) list(p kernels.Problem, qt, kt int, tr bool) (*deviceList, erro
 }
 
 // listBuilt is list with w, when not nil, the work list already built on the host for
-// these tiles (key64Pays builds the 64-key one to decide), used instead of building it
+// these tiles (otherTilesPay builds the other tiles' one to decide), used instead of building it
 // again where the list is not in device memory yet.
 func (k *Kernel) listBuilt(p kernels.Problem, qt, kt int, tr bool, w *WorkList) (*deviceList, error) {
 	ms := masksOf(p)

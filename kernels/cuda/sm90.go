@@ -639,11 +639,11 @@ func (k *Kernel) forwardPersistent(fv variant, w *WorkList) bool {
 // wideForward says whether p's forward at head dim 128 runs over 128 x 176 tiles (the
 // variant's wide, experiment sm90n): wherever the 128 x 128 list's forward is not
 // persistent (long rows: there a turn's products grow and its fixed costs do not) and the
-// wide tiles visit few more keys (widerPays), or always (whatever they visit). A list that
-// cannot be built keeps the 128-key tiles (the forward reports the error).
+// wide tiles visit few more keys (widerTilesPay), or always (whatever they visit). A list
+// that cannot be built keeps the 128-key tiles (the forward reports the error).
 func (k *Kernel) wideForward(p kernels.Problem, always bool) bool {
 	a, err := k.list(p, 128, 128, false)
-	return err == nil && !k.persistent(a.w) && (always || k.widerPays(p, 128, 128, fwdSM90N.kTile))
+	return err == nil && !k.persistent(a.w) && (always || k.otherTilesPay(p, 128, 128, fwdSM90N.kTile, widerTilesPay))
 }
 
 // widerTilesPay says whether a forward list in wider tiles visits at most 3% more key
@@ -653,34 +653,6 @@ func (k *Kernel) wideForward(p kernels.Problem, always bool) bool {
 // (sm90p), block-sparse maps whose blocks the wider tiles straddle much more.
 func widerTilesPay(narrow, wider *WorkList) bool {
 	return 100*int64(len(wider.Entries)/2)*int64(wider.ColTile) <= 103*int64(len(narrow.Entries)/2)*int64(narrow.ColTile)
-}
-
-// widerPays says whether p's forward over qt x wide tiles pays against qt x kt ones
-// (widerTilesPay), decided once per qt x kt list: the wider list is built on the host to
-// decide and, where it pays, goes to device memory as built (the forward that asks next
-// finds it there). A list that cannot be built keeps the narrower tiles.
-func (k *Kernel) widerPays(p kernels.Problem, qt, kt, wide int) bool {
-	a, err := k.list(p, qt, kt, false)
-	if err != nil {
-		return false
-	}
-	k.mu.Lock()
-	known := a.wider
-	if a.widerKT != wide {
-		known = 0
-	}
-	k.mu.Unlock()
-	if known == 0 {
-		known = -1
-		if b, err := BuildWorkList(masksOf(p), qt, wide, false); err == nil && widerTilesPay(a.w, b) {
-			known = 1
-			_, _ = k.listBuilt(p, qt, wide, false, b)
-		}
-		k.mu.Lock()
-		a.wider, a.widerKT = known, wide
-		k.mu.Unlock()
-	}
-	return known > 0
 }
 
 // keyTile64Pays says whether a forward over 128 x 64 tiles visits enough fewer keys than
@@ -694,29 +666,33 @@ func keyTile64Pays(w128, w64 *WorkList) bool {
 	return 5*int64(len(w128.Entries)/2)*int64(w128.ColTile) >= 6*int64(len(w64.Entries)/2)*int64(w64.ColTile)
 }
 
-// key64Pays says whether p's forward runs over 128 x 64 tiles (keyTile64Pays), decided once
-// per 128 x 128 work list: the 64-key list is built on the host to decide and, where it
-// pays, goes to device memory as built (the forward that asks next finds it there; only a
-// softmax scale the lean forward cannot take leaves it unused). A list that cannot be built
-// keeps the 128-key tiles (the forward then reports the error itself).
-func (k *Kernel) key64Pays(p kernels.Problem) bool {
-	a, err := k.list(p, fwdSM90S.qTile, 128, false)
+// otherTilesPay says whether p's forward over qt x alt tiles pays against its list in qt x kt
+// tiles, by pays(that list, the qt x alt one) (keyTile64Pays, widerTilesPay), decided once per
+// qt x kt list and alt: the qt x alt list is built on the host to decide and, where it pays,
+// goes to device memory as built (the forward that asks next finds it there; only a softmax
+// scale the lean forward cannot take leaves it unused). A list that cannot be built keeps
+// the qt x kt tiles (the forward then reports the error itself).
+func (k *Kernel) otherTilesPay(p kernels.Problem, qt, kt, alt int, pays func(base, other *WorkList) bool) bool {
+	a, err := k.list(p, qt, kt, false)
 	if err != nil {
 		return false
 	}
 	k.mu.Lock()
-	known := a.k64
+	known := a.tilesPay[alt]
 	k.mu.Unlock()
 	if known == 0 {
 		known = -1
-		if b, err := BuildWorkList(masksOf(p), fwdSM90S.qTile, fwdSM90S.kTile, false); err == nil && keyTile64Pays(a.w, b) {
+		if b, err := BuildWorkList(masksOf(p), qt, alt, false); err == nil && pays(a.w, b) {
 			known = 1
 			// in device memory now, as built; if that fails, the forward's own request of the
 			// list builds it again and reports the error
-			_, _ = k.listBuilt(p, fwdSM90S.qTile, fwdSM90S.kTile, false, b)
+			_, _ = k.listBuilt(p, qt, alt, false, b)
 		}
 		k.mu.Lock()
-		a.k64 = known
+		if a.tilesPay == nil {
+			a.tilesPay = map[int]int8{}
+		}
+		a.tilesPay[alt] = known
 		k.mu.Unlock()
 	}
 	return known > 0
@@ -727,13 +703,13 @@ func (k *Kernel) key64Pays(p kernels.Problem) bool {
 // the scale: a positive, normal one).
 func (k *Kernel) forwardFor(p kernels.Problem) variant {
 	fv := k.fwd.at(p.HeadDim)
-	if k.arch.k64 && k.dev != nil && k.key64Pays(p) {
+	if k.arch.k64 && k.dev != nil && k.otherTilesPay(p, fwdSM90S.qTile, 128, fwdSM90S.kTile, keyTile64Pays) {
 		fv = fwdSM90S
 	}
 	if k.arch.wide > 0 && p.HeadDim == 128 && fv.kTile == 128 && k.dev != nil && k.wideForward(p, k.arch.wide == 2) {
 		fv = fwdSM90N
 	}
-	if k.arch.psm > 0 && p.HeadDim == 64 && fv.qTile == 192 && fv.kTile == 128 && k.dev != nil && (k.arch.psm == 2 || k.widerPays(p, 192, 128, fwdSM90Q.kTile)) {
+	if k.arch.psm > 0 && p.HeadDim == 64 && fv.qTile == 192 && fv.kTile == 128 && k.dev != nil && (k.arch.psm == 2 || k.otherTilesPay(p, 192, 128, fwdSM90Q.kTile, widerTilesPay)) {
 		fv = fwdSM90Q
 	}
 	if scaleLog2 := float32(p.SoftmaxScale() * math.Log2E); fv.lean && !(scaleLog2 >= 0x1p-126) {

@@ -19,7 +19,7 @@ sm90p and sm90pr (call 63) part of sm90 in kernels/cuda/kernel.go.
   the wide forward on TestLongRows' head-dim-128 rows);
 - with sm90p (or sm90pr), every variant on sm90Defines with the 64-key tile rule runs the
   head-dim-64 forward over 192 x 192 tiles with P in shared memory where its rule says so
-  (psm: 1, widerPays), and sm90p-all goes (sm90's GPU tests then check it on TestLongRows'
+  (psm: 1, widerTilesPay), and sm90p-all goes (sm90's GPU tests then check it on TestLongRows'
   head-dim-64 rows and wherever the rule takes it); a narrower rule (192 x 128 on causal masks, as FlashAttention-3 does)
   is code of its own, to write if call 63 asks for one;
 - sm90's doc names what it took.
