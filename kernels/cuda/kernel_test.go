@@ -485,22 +485,11 @@ func TestSplit128Variants(t *testing.T) {
 // one Q tile; a first draft keyed this on the key tile and so never ran fwd90qp).
 func TestForwardPersistentEntries(t *testing.T) {
 	k := &Kernel{arch: variantNamed(t, "sm90")} // the rule's side: persist 0
-	short := func(qt, kt int) *WorkList {
-		spec, err := mask.Build("causal_document", 8192, mask.Options{Seed: 42})
-		if err != nil {
-			t.Fatal(err)
-		}
-		w, err := BuildWorkList([]mask.Mask{spec.Mask}, qt, kt, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return w
-	}
 	for _, c := range []struct {
 		fv   variant
 		want bool
 	}{{fwdSM90Q, true}, {fwdSM90MO, true}, {fwdSM90O, true}, {fwdSM90N, false}} {
-		w := short(c.fv.qTile, c.fv.kTile)
+		w := namedList(t, 42, 8192, c.fv.qTile, c.fv.kTile, false, "causal_document")
 		if !persistentForward(w) {
 			t.Fatalf("causal_document 8K in %d x %d tiles: not short rows (the case no longer tests the rule)", c.fv.qTile, c.fv.kTile)
 		}
@@ -515,26 +504,15 @@ func TestForwardPersistentEntries(t *testing.T) {
 // 176 (1.04x the keys; it runs persistent there anyway), block-sparse maps of 128-token blocks
 // (which the wider tiles straddle: 1.2-2x the keys) and the causal window (1.05-1.14x) never.
 func TestWiderTilesRule(t *testing.T) {
-	build := func(ms []mask.Mask, qt, kt int) *WorkList {
-		w, err := BuildWorkList(ms, qt, kt, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return w
-	}
 	for _, c := range []struct {
 		name string
 		s    int
 		want [2]bool // 176 on 128 x 128, 192 on 192 x 128
 	}{{"full", 8192, [2]bool{true, true}}, {"causal", 16384, [2]bool{true, true}}, {"full_document", 32768, [2]bool{true, true}},
 		{"causal_document", 16384, [2]bool{false, true}}, {"prefix_lm_causal", 8192, [2]bool{true, true}}, {"sliding_window_causal", 16384, [2]bool{false, false}}} {
-		spec, err := mask.Build(c.name, c.s, mask.Options{Seed: 42})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ms := []mask.Mask{spec.Mask}
 		for i, cfg := range [][3]int{{128, 128, 176}, {192, 128, 192}} {
-			if got := widerTilesPay(build(ms, cfg[0], cfg[1]), build(ms, cfg[0], cfg[2])); got != c.want[i] {
+			narrow, wider := namedList(t, 42, c.s, cfg[0], cfg[1], false, c.name), namedList(t, 42, c.s, cfg[0], cfg[2], false, c.name)
+			if got := widerTilesPay(narrow, wider); got != c.want[i] {
 				t.Errorf("%s %d: %d-key tiles on %d x %d pay %v, want %v", c.name, c.s, cfg[2], cfg[0], cfg[1], got, c.want[i])
 			}
 		}
@@ -545,7 +523,7 @@ func TestWiderTilesRule(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, cfg := range [][3]int{{128, 128, 176}, {192, 128, 192}} {
-			if widerTilesPay(build(sp.Heads, cfg[0], cfg[1]), build(sp.Heads, cfg[0], cfg[2])) {
+			if widerTilesPay(listOf(t, sp.Heads, cfg[0], cfg[1], false), listOf(t, sp.Heads, cfg[0], cfg[2], false)) {
 				t.Errorf("block-sparse 128-token blocks kept %.1f: %d-key tiles on %d x %d pay", ratio, cfg[2], cfg[0], cfg[1])
 			}
 		}

@@ -454,15 +454,18 @@ func sparseBackwardList(t *testing.T, s int, o mask.SparseOptions) *WorkList {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := BuildWorkList(sp.Heads, 64, 128, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return w
+	return listOf(t, sp.Heads, 64, 128, true)
 }
 
 // backwardListKeys is backwardList over kTile-key tiles (192 in the head-dim-64 backward).
 func backwardListKeys(t *testing.T, seed uint64, s, kTile int, names ...string) *WorkList {
+	t.Helper()
+	return namedList(t, seed, s, 64, kTile, true, names...)
+}
+
+// namedList is the work list in qt x kt tiles (transposed with tr) of the named masks at
+// length s, a mask per KV head when there are several.
+func namedList(t *testing.T, seed uint64, s, qt, kt int, tr bool, names ...string) *WorkList {
 	t.Helper()
 	var ms []mask.Mask
 	for _, name := range names {
@@ -472,7 +475,13 @@ func backwardListKeys(t *testing.T, seed uint64, s, kTile int, names ...string) 
 		}
 		ms = append(ms, spec.Mask)
 	}
-	w, err := BuildWorkList(ms, 64, kTile, true)
+	return listOf(t, ms, qt, kt, tr)
+}
+
+// listOf is BuildWorkList of ms, failing t where it cannot be built.
+func listOf(t *testing.T, ms []mask.Mask, qt, kt int, tr bool) *WorkList {
+	t.Helper()
+	w, err := BuildWorkList(ms, qt, kt, tr)
 	if err != nil {
 		t.Fatal(err)
 	}
