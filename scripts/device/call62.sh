@@ -42,9 +42,9 @@ ncu_sass cudnn full 32K 128
 ncu_sass sm90 full 32K 128
 ncu_sass sm90n full 32K 128
 cat "$out/t/summary.txt"
-for f in cudnn-full-16K-d64:17179869184 cudnn-full-32K-d128:68719476736 sm90-full-32K-d128:68719476736 sm90n-full-32K-d128:68719476736; do
+for f in cudnn-full-16K-fwd-d64:17179869184 cudnn-full-32K-fwd:68719476736 sm90-full-32K-fwd:68719476736 sm90n-full-32K-fwd:68719476736; do
 	echo "=== executed instructions by opcode, ${f%%:*} (thread instructions a score last)"
-	op_mix "$out/t/ncu-sass-${f%%:*}.csv" "${f##*:}"
+	op_mix "$out/t/ncu-sass-${f%%:*}.log" "${f##*:}"
 done
 echo "=== which sm90n rows ran wide"
 row_variants n-2-sm90n

@@ -125,7 +125,7 @@ for i, r in sorted(enumerate(body), key=lambda x: -num(x[1][samp]) if len(x[1]) 
 PY
 }
 
-# ncu_one TAG METRICS KERNEL MASK SEQLEN [CAP]: ncu's METRICS of one backward launch (64:8,
+# ncu_one TAG METRICS KERNEL MASK SEQLEN [CAP]: ncu's METRICS (none when empty) of one backward launch (64:8,
 # head dim NCU_DIM or 128, unchecked; the forward's with NCU_PASS=fwd) of KERNEL (a cuda
 # variant, or cudnn), into $out/t/ncu-TAG-KERNEL-MASK-SEQLEN[-fwd][-dDIM].log (-dDIM at a head
 # dim other than 128), skipped when the budget is within 15 s of its end.
@@ -141,29 +141,22 @@ ncu_one() {
 		[ "$1" = cudnn ] && _re='fprop'
 	fi
 	[ "$_dim" = 128 ] || _sfx=$_sfx-d$_dim
-	timeout -k 5 $((_left < _cap ? _left : _cap)) ncu --clock-control none -k "regex:$_re" -c 1 --metrics "$_metrics" ${NCU_SECTIONS:-} \
+	timeout -k 5 $((_left < _cap ? _left : _cap)) ncu --clock-control none -k "regex:$_re" -c 1 ${_metrics:+--metrics "$_metrics"} ${NCU_SECTIONS:-} \
 		bin/longca kernel $_sel --no-check -w 0 -n 1 --masks "$2" --seqlens "$3" --heads 64:8 --head-dim $_dim --passes $_pass \
 		--out "$out/t/ncu-$_tag-run-$1-$2-$3$_sfx" >"$out/t/ncu-$_tag-$1-$2-$3$_sfx.log" 2>&1
 	echo "# ncu $_tag $* rc=$? at $(($(date +%s) - t0)) s" >>"$out/t/summary.txt"
 }
 
 # ncu_sass KERNEL MASK SEQLEN DIM [CAP]: ncu's SASS source page (stall samples and executed
-# instructions per SASS line) of one forward launch (64:8, unchecked) of KERNEL (a cuda variant,
-# or cudnn: its fprop kernel) at head dim DIM, as CSV in $out/t/ncu-sass-KERNEL-MASK-SEQLEN-dDIM.csv
-# (read by sass_top and op_mix); skipped when the budget is within 15 s of its end.
+# instructions per SASS line, as CSV) of one forward launch of KERNEL at head dim DIM:
+# ncu_one's, tag sass, no metrics beyond the page's sections, into
+# $out/t/ncu-sass-KERNEL-MASK-SEQLEN-fwd[-dDIM].log (read by sass_top and op_mix).
 ncu_sass() {
-	_left=$((budget + 40 - ($(date +%s) - t0)))
-	[ "$_left" -gt 15 ] || { echo "# ncu sass $* skipped (time)" >>"$out/t/summary.txt"; return; }
-	_re='^fwd90' _sel="--kernels cuda --variant $1" _cap=${5:-60}
-	[ "$1" = cudnn ] && _re='fprop' _sel="--kernels cudnn"
-	timeout -k 5 $((_left < _cap ? _left : _cap)) ncu --clock-control none -k "regex:$_re" -c 1 \
-		--section SourceCounters --section WarpStateStats --page source --print-source sass --csv \
-		bin/longca kernel $_sel --no-check -w 0 -n 1 --masks "$2" --seqlens "$3" --heads 64:8 --head-dim "$4" --passes fwd \
-		--out "$out/t/ncu-sass-run-$1-$2-$3-d$4" >"$out/t/ncu-sass-$1-$2-$3-d$4.csv" 2>&1
-	echo "# ncu sass $* rc=$? at $(($(date +%s) - t0)) s" >>"$out/t/summary.txt"
+	NCU_PASS=fwd NCU_DIM=$4 NCU_SECTIONS="--section SourceCounters --section WarpStateStats --page source --print-source sass --csv" \
+		ncu_one sass "" "$1" "$2" "$3" "${5:-60}"
 }
 
-# op_mix CSV SCORES: the executed instructions of ncu_sass's CSV by opcode (HGMMA and MUFU by
+# op_mix FILE SCORES: the executed instructions of ncu_sass's CSV by opcode (HGMMA and MUFU by
 # shape and function: the tile's products name its tile), the 24 most, each as thread
 # instructions per score when SCORES (the launch's query-key pairs times query heads) is given.
 op_mix() {
