@@ -36,6 +36,11 @@ type CheckFunc func(ctx context.Context, k kernels.Kernel, p kernels.Problem, pa
 // dim), run on the CPU reference; larger cases are checked at a smaller size.
 const DefaultCheckBudget = 2e9
 
+// MaxReps bounds a case's warm-ups and timed iterations (-w, -n, --calibrate-iters): a
+// timed iteration keeps its sample (8 bytes), and 100,000 of a 10 ms kernel are already
+// 17 minutes a case, so a larger count is a typo, refused before anything runs.
+const MaxReps = 100000
+
 // Runner runs cases one at a time: build the mask, ask the kernel whether it supports
 // the problem, check it (or a smaller case of the same mask), then time it. A case that
 // fails the check is never timed.

@@ -69,8 +69,8 @@ func checkFromFlags(c *cli.Context) (check bool, budget float64, err error) {
 
 // repsFromFlags reads -w/--warmup and -n/--iters.
 func repsFromFlags(c *cli.Context) (warmup, iters int, err error) {
-	if warmup, iters = c.Int("warmup"), c.Int("iters"); warmup < 0 || iters < 1 {
-		return 0, 0, usageError("-w %d -n %d: warm-ups must be >= 0 and iterations >= 1", warmup, iters)
+	if warmup, iters = c.Int("warmup"), c.Int("iters"); warmup < 0 || iters < 1 || warmup > harness.MaxReps || iters > harness.MaxReps {
+		return 0, 0, usageError("-w %d -n %d: warm-ups must be 0 to %d and iterations 1 to %d", warmup, iters, harness.MaxReps, harness.MaxReps)
 	}
 	return warmup, iters, nil
 }

@@ -62,13 +62,13 @@ func runAction(c *cli.Context) error {
 		return err
 	}
 	if c.IsSet("warmup") {
-		if st.Warmup = c.Int("warmup"); st.Warmup < 0 {
-			return usageError("-w %d: warm-ups must be >= 0", st.Warmup)
+		if st.Warmup = c.Int("warmup"); st.Warmup < 0 || st.Warmup > harness.MaxReps {
+			return usageError("-w %d: warm-ups must be 0 to %d", st.Warmup, harness.MaxReps)
 		}
 	}
 	if c.IsSet("iters") {
-		if st.Iters = c.Int("iters"); st.Iters < 1 {
-			return usageError("-n %d: iterations must be >= 1", st.Iters)
+		if st.Iters = c.Int("iters"); st.Iters < 1 || st.Iters > harness.MaxReps {
+			return usageError("-n %d: iterations must be 1 to %d", st.Iters, harness.MaxReps)
 		}
 	}
 	out := c.String("out")

@@ -142,8 +142,8 @@ func parseSimulateFlags(c *cli.Context) (simOptions, error) {
 		if !kernels.Known(o.Calibrate) {
 			return o, usageError("--calibrate: unknown kernel %q: registered are %s", o.Calibrate, strings.Join(kernels.Names(), ", "))
 		}
-		if o.CalIters < 1 {
-			return o, usageError("--calibrate-iters %d: need at least 1", o.CalIters)
+		if o.CalIters < 1 || o.CalIters > harness.MaxReps {
+			return o, usageError("--calibrate-iters %d: give 1 to %d", o.CalIters, harness.MaxReps)
 		}
 		o.CalLens = []int{co.tokensPerRank, 2 * co.tokensPerRank}
 		if c.IsSet("calibrate-seqlens") {
