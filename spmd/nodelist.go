@@ -8,18 +8,22 @@ import (
 
 // ExpandNodeList expands a Slurm host list such as "gpu[01-03,07],login1" into its
 // hosts, in order, keeping zero padding ("gpu01", "gpu02", "gpu03", "gpu07", "login1").
-// Several bracket groups in one name ("r[1-2]n[1-2]") expand as a product.
+// Several bracket groups in one name ("r[1-2]n[1-2]") expand as a product. A list of more
+// than MaxWorld hosts (a job has no more ranks than that) is refused before it is expanded:
+// "n[0-65535][0-65535]" would be 2^32 names.
 func ExpandNodeList(s string) ([]string, error) {
 	var hosts []string
 	for _, item := range splitTop(s) {
 		if item == "" {
 			continue
 		}
-		hs, err := expandOne(item)
+		hs, err := expandOne(item, MaxWorld-len(hosts))
 		if err != nil {
 			return nil, err
 		}
-		hosts = append(hosts, hs...)
+		if hosts = append(hosts, hs...); len(hosts) > MaxWorld {
+			return nil, fmt.Errorf("node list names more than the %d hosts a job may have", MaxWorld)
+		}
 	}
 	if len(hosts) == 0 {
 		return nil, fmt.Errorf("node list %q names no host", s)
@@ -47,8 +51,9 @@ func splitTop(s string) []string {
 	return append(out, strings.TrimSpace(s[start:]))
 }
 
-// expandOne expands the first bracket group of one name and recurses on the rest.
-func expandOne(name string) ([]string, error) {
+// expandOne expands the first bracket group of one name and recurses on the rest, into at
+// most room names.
+func expandOne(name string, room int) ([]string, error) {
 	open := strings.IndexByte(name, '[')
 	if open < 0 {
 		if strings.ContainsRune(name, ']') {
@@ -62,7 +67,7 @@ func expandOne(name string) ([]string, error) {
 	}
 	end += open
 	prefix, body, rest := name[:open], name[open+1:end], name[end+1:]
-	tails, err := expandOne(rest)
+	tails, err := expandOne(rest, room)
 	if err != nil {
 		return nil, err
 	}
@@ -71,6 +76,9 @@ func expandOne(name string) ([]string, error) {
 		ids, err := expandRange(r)
 		if err != nil {
 			return nil, fmt.Errorf("node list entry %q: %w", name, err)
+		}
+		if len(ids) > (room-len(out))/max(len(tails), 1) {
+			return nil, fmt.Errorf("node list entry %q names more than the %d hosts a job may have", name, MaxWorld)
 		}
 		for _, id := range ids {
 			for _, t := range tails {

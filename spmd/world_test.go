@@ -116,6 +116,19 @@ func TestExpandNodeList(t *testing.T) {
 			t.Errorf("%q: no error", bad)
 		}
 	}
+	// More hosts than a job may have ranks is refused before it is expanded: the product of
+	// two long ranges was 2^32 names (a 3 GB process that never answered). MaxWorld exactly
+	// is a list, one more is not, whether by one product, two, or a plain name after them.
+	for _, c := range []struct {
+		in string
+		ok bool
+	}{{"n[0-65535][0-65535]", false}, {"n[0-1023]m[0-1023]", true}, {"n[0-1023]m[0-1024]", false},
+		{"n[0-511]m[0-1023],o[0-511]m[0-1023]", true}, {"n[0-511]m[0-1023],o[0-511]m[0-1023],p", false}} {
+		hosts, err := ExpandNodeList(c.in)
+		if (err == nil) != c.ok || (c.ok && len(hosts) != MaxWorld) {
+			t.Errorf("%q: %d hosts, err %v; want ok %v", c.in, len(hosts), err, c.ok)
+		}
+	}
 }
 
 func TestTasksOnNode(t *testing.T) {
