@@ -106,23 +106,59 @@ func Scan(dir string) (map[string]*RunFiles, error) {
 	return runs, nil
 }
 
-// missingRanks lists the ranks 0..size-1 without a file.
-func (rf *RunFiles) missingRanks() []int {
-	var out []int
-	for r := 0; r < rf.Size; r++ {
-		if _, ok := rf.Paths[r]; !ok {
-			out = append(out, r)
-		}
+// ranks are the keys of a set of ranks, sorted.
+func ranks[V any](set map[int]V) []int {
+	out := make([]int, 0, len(set))
+	for r := range set {
+		out = append(out, r)
 	}
+	sort.Ints(out)
 	return out
 }
 
-func joinInts(xs []int) string {
-	s := make([]string, len(xs))
-	for i, x := range xs {
-		s[i] = strconv.Itoa(x)
+// maxMissingShown bounds the pieces (a rank or a range) describeMissing names.
+const maxMissingShown = 16
+
+// describeMissing says which ranks of 0..size-1 are not among present (sorted, each in
+// range), compactly: "rank 2 of 4 missing", "ranks 0, 2 of 4 missing", "ranks 1-999 of
+// 1000 missing" (three or more in a row are a range); past maxMissingShown pieces it
+// names the count instead of the rest. "" when none is missing. Its work and text grow
+// with the ranks present, not with size (a name may claim up to MaxWorldSize ranks).
+func describeMissing(size int, present []int) string {
+	count := size - len(present)
+	if count <= 0 {
+		return ""
 	}
-	return strings.Join(s, ", ")
+	var pieces []string
+	more := false
+	gap := func(lo, hi int) { // ranks lo..hi-1 are missing
+		switch {
+		case lo >= hi:
+		case len(pieces) >= maxMissingShown:
+			more = true
+		case hi-lo >= 3:
+			pieces = append(pieces, fmt.Sprintf("%d-%d", lo, hi-1))
+		default:
+			for r := lo; r < hi; r++ {
+				pieces = append(pieces, strconv.Itoa(r))
+			}
+		}
+	}
+	next := 0
+	for _, r := range present {
+		gap(next, r)
+		next = r + 1
+	}
+	gap(next, size)
+	list := strings.Join(pieces, ", ")
+	if more {
+		list += fmt.Sprintf(", ... (%d in all)", count)
+	}
+	word := "ranks"
+	if count == 1 {
+		word = "rank"
+	}
+	return fmt.Sprintf("%s %s of %d missing", word, list, size)
 }
 
 // collected is what collect read of a folder.
@@ -163,7 +199,7 @@ func collect(dir string, runs []string) (*collected, error) {
 		}
 	}
 	if len(runs) == 0 {
-		return nil, usage("no rank files (*.rank-R-of-N.arrow) in %s: give the folder a run wrote its results to", dir)
+		return nil, usage("no rank files (*.rank-R-of-N.arrow) in %s%s: give the folder a run wrote its results to", dir, oversized(dir))
 	}
 	c := &collected{runs: append([]string(nil), runs...)}
 	sort.Strings(c.runs)
@@ -178,11 +214,8 @@ func collect(dir string, runs []string) (*collected, error) {
 	for _, id := range c.runs {
 		rf := all[id]
 		c.skipped = append(c.skipped, rf.Skipped...)
-		for r := 0; r < rf.Size; r++ {
-			p, have := rf.Paths[r]
-			if !have {
-				continue
-			}
+		for _, r := range ranks(rf.Paths) {
+			p := rf.Paths[r]
 			f, err := Open(p)
 			if err == nil {
 				if err = checkIdentity(f, id, r, rf.Size); err != nil {
@@ -244,22 +277,35 @@ func collect(dir string, runs []string) (*collected, error) {
 		c.runs = kept
 	}
 	for _, id := range c.runs {
-		rf := all[id]
-		var miss []int
-		for r := 0; r < rf.Size; r++ {
-			if !present[id][r] {
-				miss = append(miss, r)
-			}
-		}
-		if len(miss) > 0 {
-			word := "rank"
-			if len(miss) > 1 {
-				word = "ranks"
-			}
-			c.missing = append(c.missing, fmt.Sprintf("run %s: %s %s of %d missing", id, word, joinInts(miss), rf.Size))
+		if m := describeMissing(all[id].Size, ranks(present[id])); m != "" {
+			c.missing = append(c.missing, fmt.Sprintf("run %s: %s", id, m))
 		}
 	}
 	return c, nil
+}
+
+// oversized names a file of dir named like a rank file of more than MaxWorldSize ranks
+// (no file of ours: ParseFileName refuses it), as " (NAME names N ranks, over ...)", or "".
+func oversized(dir string) string {
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		m := rankFile.FindStringSubmatch(e.Name())
+		if m == nil {
+			continue
+		}
+		if n, err := strconv.ParseUint(m[3], 10, 64); err != nil || n > MaxWorldSize {
+			return fmt.Sprintf(" (%s names %s ranks, over longca's %d: not a rank file)", e.Name(), m[3], MaxWorldSize)
+		}
+	}
+	return ""
+}
+
+// firstFew joins the first n of list and says how many more there are.
+func firstFew(list []string, n int) string {
+	if len(list) <= n {
+		return strings.Join(list, "; ")
+	}
+	return fmt.Sprintf("%s; and %d more", strings.Join(list[:n], "; "), len(list)-n)
 }
 
 // describeRuns lists the runs of a folder with the ranks present: "a (2 of 2 ranks), b
@@ -383,7 +429,9 @@ func Merge(dir string, opts MergeOptions) (MergeResult, error) {
 		return res, missingRanks{fmt.Errorf("merge: %s%s%s (pass --allow-missing to merge anyway)", strings.Join(c.missing, "; "), why, runs)}
 	}
 	if len(c.files) == 0 {
-		return res, fmt.Errorf("merge: no readable rank file in %s: skipped %s", dir, strings.Join(c.skipped, "; "))
+		// Every rank is missing (--allow-missing or not): the folder given has nothing to
+		// merge, which longca merge says as bad input (exit status 2, see ErrMissingRanks).
+		return res, missingRanks{fmt.Errorf("merge: none of the %d rank file(s) in %s can be read (%s): give a folder a longca run wrote its rank files to", len(c.skipped), dir, firstFew(c.skipped, 3))}
 	}
 	ref := c.files[0]
 	md := map[string]string{MetaRuns: strings.Join(res.Runs, ",")}

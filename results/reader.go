@@ -39,9 +39,10 @@ var (
 	ErrNotResults = errors.New("not a longca results file")
 )
 
-// ErrMissingRanks marks a merge refused because ranks have no readable file (Merge
-// without AllowMissing). longca merge exits with status 2 on it: the folder given is
-// incomplete, and --allow-missing is the fix; a run merging its own files exits 1.
+// ErrMissingRanks marks a merge refused because ranks have no readable file: some of
+// them (Merge without AllowMissing), or all (with it too: nothing to merge). longca
+// merge exits with status 2 on it: the folder given is incomplete, and --allow-missing
+// or another folder is the fix; a run merging its own files exits 1.
 var ErrMissingRanks = errors.New("ranks missing")
 
 // missingRanks is an error that errors.Is takes for ErrMissingRanks, without adding its

@@ -23,7 +23,14 @@ func FileName(runID string, rank, size int) string {
 
 var rankFile = regexp.MustCompile(`^(.+)\.rank-(\d+)-of-(\d+)\.arrow$`)
 
-// ParseFileName reads a FileName back; ok is false for any other name.
+// MaxWorldSize is the most ranks a run's files may name: spmd.MaxWorld (2^20), the most a
+// world may have (results does not import spmd; TestMaxWorldSizeIsSpmds holds the two
+// equal). A name claiming more is no file of ours, and a merge must not walk its ranks.
+const MaxWorldSize = 1 << 20
+
+// ParseFileName reads a FileName back; ok is false for any other name, among them one
+// whose world size is over MaxWorldSize or whose numbers FileName would not write
+// (rank-01 would be a second file of rank 1).
 func ParseFileName(name string) (runID string, rank, size int, ok bool) {
 	m := rankFile.FindStringSubmatch(name)
 	if m == nil {
@@ -31,7 +38,7 @@ func ParseFileName(name string) (runID string, rank, size int, ok bool) {
 	}
 	r, err1 := strconv.Atoi(m[2])
 	n, err2 := strconv.Atoi(m[3])
-	if err1 != nil || err2 != nil || n <= 0 || r >= n {
+	if err1 != nil || err2 != nil || n <= 0 || n > MaxWorldSize || r >= n || FileName(m[1], r, n) != name {
 		return "", 0, 0, false
 	}
 	return m[1], r, n, true
@@ -98,7 +105,7 @@ func Create(dir, runID string, rank, size int) (*Writer, error) {
 	if err := CheckRunID(runID); err != nil {
 		return nil, fmt.Errorf("results: %w", err)
 	}
-	if size <= 0 || rank < 0 || rank >= size {
+	if size <= 0 || size > MaxWorldSize || rank < 0 || rank >= size {
 		return nil, fmt.Errorf("results: bad writer identity: run %q rank %d of %d", runID, rank, size)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
