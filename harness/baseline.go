@@ -3,6 +3,8 @@ package harness
 import (
 	"context"
 	"fmt"
+	"sort"
+	"strings"
 	"sync"
 
 	"github.com/longca/longca/comm"
@@ -60,7 +62,9 @@ func (b *Baseline) load() error {
 		return fmt.Errorf("--baseline %s: %w", b.File, err)
 	}
 	sum, n := map[BaselineKey]float64{}, map[BaselineKey]int{}
+	benches := map[string]int{}
 	for _, r := range rows {
+		benches[r.Bench]++
 		if r.Bench != "kernel" || r.Status != results.StatusOK || r.TFLOPs == nil {
 			continue
 		}
@@ -68,11 +72,37 @@ func (b *Baseline) load() error {
 		sum[k] += *r.TFLOPs
 		n[k]++
 	}
+	if len(sum) == 0 {
+		// A cp merged file, a sparse folder, a kernel run whose every case failed: every CP
+		// row would lack kernel_tflops and cp_efficiency, silently.
+		return fmt.Errorf("--baseline %s: no ok longca kernel row in it (%s): give a kernel run's results (longca kernel's folder or merged file), or --baseline measure or none", b.File, describeBenches(len(rows), benches))
+	}
 	b.loaded = map[BaselineKey]float64{}
 	for k, s := range sum {
 		b.loaded[k] = s / float64(n[k])
 	}
 	return nil
+}
+
+// describeBenches says what rows a file held: "no rows", "4 rows: 4 cp", "3 rows: 2 kernel
+// (none ok), 1 sparse".
+func describeBenches(rows int, benches map[string]int) string {
+	if rows == 0 {
+		return "it has no rows"
+	}
+	names := make([]string, 0, len(benches))
+	for b := range benches {
+		names = append(names, b)
+	}
+	sort.Strings(names)
+	parts := make([]string, len(names))
+	for i, b := range names {
+		parts[i] = fmt.Sprintf("%d %s", benches[b], b)
+		if b == "kernel" {
+			parts[i] += " (none ok with a TFLOP/s)"
+		}
+	}
+	return fmt.Sprintf("%d rows: %s", rows, strings.Join(parts, ", "))
 }
 
 // Lookup returns the figure for k from the file (0 when the file has none).
