@@ -1,9 +1,11 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/longca/longca/results"
@@ -61,23 +63,39 @@ func selftestComm(c *cli.Context) error {
 	return newSession(c, "selftest", "", "", w).SelftestComm(c.Context, o, x, c.Bool("verbose"))
 }
 
-func selftestResults(c *cli.Context) error {
+func selftestResults(c *cli.Context) (err error) {
+	defer func() { err = usageOnRankZero(err) }()
 	w, _, err := discoverWorld(c)
 	if err != nil {
 		return err
 	}
-	run := c.String("run")
+	run, from := c.String("run"), "--run"
 	if run == "" {
-		run = os.Getenv("SLURM_JOB_ID")
+		run, from = os.Getenv("SLURM_JOB_ID"), "SLURM_JOB_ID (the default --run)"
 	}
 	if run == "" {
 		run = "selftest"
+	}
+	// The run id and the folder are checked before the row is written: bad input is one
+	// line naming the flag (exit status 2), not a failed write.
+	if err := results.CheckRunID(run); err != nil {
+		return usageError("%s: %v", from, err)
+	}
+	dir := c.String("dir")
+	if dir == "" {
+		return usageError("--dir is empty: give the folder of the rank files (default results)")
+	}
+	if err := writableDir(dir); err != nil {
+		return usageError("--dir %s: %v: give a folder you can write", dir, err)
+	}
+	if err := results.CheckNewRun(dir, run, w.Size); err != nil {
+		return usageError("--dir %s: %v", dir, strings.TrimPrefix(err.Error(), "results: "))
 	}
 	dev := "cpu"
 	if d, err := spmd.DeviceIndex(w, os.Getenv); err == nil {
 		dev = fmt.Sprintf("cuda:%d", d)
 	}
-	ss := newSession(c, "selftest", c.String("dir"), run, w)
+	ss := newSession(c, "selftest", dir, run, w)
 	ss.OutFlag = "--dir"
 	row := ss.BaseRow(w)
 	row.Time, row.Host, row.WorldSize, row.Device, row.Backend = time.Now().UTC(), w.Host, int64(w.Size), dev, "none"
@@ -95,10 +113,20 @@ func selftestMerged(c *cli.Context) error {
 		return usageError("selftest merged takes one FILE, the merged results file")
 	}
 	n := c.Int("ranks")
-	if n < 1 {
-		return usageError("--ranks %d: give the world size the file must cover", n)
+	if n < 1 || n > spmd.MaxWorld {
+		return usageError("--ranks %d: give the world size the file must cover (1 to %d)", n, spmd.MaxWorld)
 	}
-	msg, err := session.CheckMerged(c.Args().First(), n)
+	path := c.Args().First()
+	if _, err := os.Stat(path); err != nil {
+		return usageError("selftest merged %s: %v: give the merged results file (longca merge's output)", path, cleanPathError(err))
+	}
+	msg, err := session.CheckMerged(path, n)
+	switch {
+	case errors.Is(err, results.ErrUsage): // a folder none of whose files can be read: the text names the fix
+		return usageError("selftest merged %s: %v", path, strings.TrimPrefix(err.Error(), "results: "))
+	case errors.Is(err, results.ErrNotResults) || errors.Is(err, results.ErrDamaged): // the text names the file
+		return usageError("selftest merged: %v: give the merged results file (longca merge's output)", strings.TrimPrefix(err.Error(), "results: "))
+	}
 	if err != nil {
 		return err
 	}
