@@ -13,7 +13,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/longca/longca/dataset"
 	"github.com/longca/longca/kernels"
+	"github.com/longca/longca/mask"
 	"github.com/longca/longca/tensor"
 )
 
@@ -214,7 +216,15 @@ func refBytes(sq, sk, hq, hkv, d, rangesPerRow float64, pass kernels.Pass) float
 // ones a slice per kept block per KV head.
 func maskBytes(c Case) (bytes, rangesPerRow float64) {
 	const sliceBytes = 48
+	// a packed sequence holds at most a document a token and at most dataset.MaxDocs (a
+	// longer one is refused by its expected count before it is drawn), and building one
+	// costs about 210 bytes a document (its slices, lengths and parameters: 3.5 GB for 2^24
+	// one-token documents, masks --max-doc 1 --seqlen 16M); the estimate takes 320
+	const docBytes = 320
 	if !c.Sparse.IsSparse() {
+		if mask.DrawsDocuments(c.Mask) {
+			return max(1<<20, docBytes*float64(min(c.SeqLen, dataset.MaxDocs))), 4
+		}
 		return 1 << 20, 4
 	}
 	blk := float64(max(c.Sparse.BlockSize(), 1))

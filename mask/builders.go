@@ -136,6 +136,13 @@ func Describe(name string) string {
 	return ""
 }
 
+// DrawsDocuments says whether the named mask packs documents drawn from a length
+// distribution: its slices grow with the documents, up to one a token (--max-doc 1).
+func DrawsDocuments(name string) bool {
+	b := lookup(name)
+	return b != nil && b.docs
+}
+
 func lookup(name string) *builder {
 	for i := range registry {
 		if registry[i].name == name {
@@ -157,6 +164,10 @@ type build struct {
 	slices []Slice
 }
 
+// MaxSeqLen bounds a mask's tokens: 2G, so that an area (at most S^2 = 2^62 pairs) and its
+// FLOPs stay within int64 (at 2G a full mask's area read -2^62, at 4G 0).
+const MaxSeqLen = 1 << 31
+
 // Build lays out the named mask over seqlen tokens from the options' seed.
 func Build(name string, seqlen int, o Options) (Spec, error) {
 	b := lookup(name)
@@ -165,6 +176,9 @@ func Build(name string, seqlen int, o Options) (Spec, error) {
 	}
 	if seqlen < 1 {
 		return Spec{}, inputErr("--seqlen", "--seqlen must be at least 1, got %d", seqlen)
+	}
+	if seqlen > MaxSeqLen {
+		return Spec{}, inputErr("--seqlen", "--seqlen %d is over the %d tokens (2G) a mask may have", seqlen, MaxSeqLen)
 	}
 	o, err := o.withDefaults(seqlen)
 	if err != nil {

@@ -1,6 +1,8 @@
 package mask
 
 import (
+	"bytes"
+	"encoding/json"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -318,6 +320,7 @@ func TestBuildErrors(t *testing.T) {
 	}{
 		{"nope", 1024, Options{}, "--mask", "causal_document_long"},
 		{"causal", 0, Options{}, "--seqlen", "at least 1"},
+		{"full", MaxSeqLen + 1, Options{}, "--seqlen", "over the 2147483648 tokens"},
 		{"sliding_window", 1024, Options{Window: 2048}, "--window", "larger than --seqlen"},
 		{"sliding_window", 1024, Options{Window: -1}, "--window", "at least 1"},
 		{"block_causal_document", 1000, Options{}, "--block-size", "such as 1024"},
@@ -371,5 +374,80 @@ func TestMaxDocCapsEveryDocument(t *testing.T) {
 	sp, err := Build("causal_document", s, Options{Seed: 1, Source: magi})
 	if err != nil || sp.Params["dist"] != "magiattention" || sp.Params["max_doc"] != strconv.Itoa(s/4) {
 		t.Errorf("magiattention preset: params %v, err %v; want its own cap S/4", sp.Params, err)
+	}
+}
+
+// TestAreaAtMaxSeqLen: the closed-form area stays exact up to MaxSeqLen tokens. At 2G a full
+// mask's area read -2^62 (n (w0 + w1) overflowed before it was halved) and its FLOPs were
+// negative; a causal mask's is S (S + 1) / 2, a window's S w - w (w - 1) / 2.
+func TestAreaAtMaxSeqLen(t *testing.T) {
+	const s = int64(MaxSeqLen)
+	for _, c := range []struct {
+		sl   Slice
+		want int64
+	}{
+		{Slice{Q: Range{0, int(s)}, K: Range{0, int(s)}, Kind: Full}, s * s},
+		{Slice{Q: Range{0, int(s)}, K: Range{0, int(s)}, Kind: Causal}, s / 2 * (s + 1)},
+		{Slice{Q: Range{0, int(s) - 1}, K: Range{0, int(s) - 1}, Kind: Causal}, (s - 1) * (s / 2)},
+	} {
+		if got := c.sl.Area(); got != c.want {
+			t.Errorf("%v: area %d, want %d", c.sl, got, c.want)
+		}
+	}
+	for _, name := range []string{"full", "causal"} {
+		if _, err := Build(name, MaxSeqLen, Options{}); err != nil {
+			t.Errorf("%s at MaxSeqLen: %v", name, err)
+		}
+	}
+}
+
+// TestWriteJSONForm: WriteJSON, a slice at a time, writes exactly what json.Marshal and
+// json.MarshalIndent wrote of the whole spec (the form before it streamed), for a mask of
+// many slices, one, and none; and MarshalJSON reads back.
+func TestWriteJSONForm(t *testing.T) {
+	doc, err := Build("causal_document", 4096, Options{Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, _ := Build("full", 64, Options{})
+	empty := Spec{Name: "none", Mask: Mask{SeqQ: 8, SeqK: 16}}
+	for _, sp := range []Spec{doc, full, empty} {
+		sl := make([]jsonSlice, len(sp.Mask.Slices))
+		for i, s := range sp.Mask.Slices {
+			sl[i] = jsonSlice{[2]int{s.Q.Start, s.Q.End}, [2]int{s.K.Start, s.K.End}, s.Kind.String()}
+		}
+		whole := struct {
+			Name   string            `json:"name"`
+			SeqLen int               `json:"seqlen"`
+			SeqK   int               `json:"seqlen_k,omitempty"`
+			Seed   uint64            `json:"seed"`
+			Area   int64             `json:"area"`
+			Params map[string]string `json:"params,omitempty"`
+			Slices []jsonSlice       `json:"slices"`
+		}{sp.Name, sp.Mask.SeqQ, seqK(sp.Mask), sp.Seed, sp.Mask.Area(), sp.Params, sl}
+		for _, indent := range []bool{false, true} {
+			want, _ := json.Marshal(whole)
+			if indent {
+				want, _ = json.MarshalIndent(whole, "", "  ")
+			}
+			var b bytes.Buffer
+			if err := sp.WriteJSON(&b, indent); err != nil {
+				t.Fatal(err)
+			}
+			if got := b.String(); got != string(want)+"\n" {
+				t.Errorf("%s (%d slices), indent %v: WriteJSON wrote\n%.300s\nwant\n%.300s", sp.Name, len(sl), indent, got, want)
+			}
+		}
+		b, err := json.Marshal(sp)
+		var back Spec
+		if err == nil {
+			err = json.Unmarshal(b, &back)
+		}
+		if err != nil || back.Mask.Area() != sp.Mask.Area() || len(back.Mask.Slices) != len(sp.Mask.Slices) {
+			t.Errorf("%s: read back %v, %d slices, err %v", sp.Name, back.Mask.Area(), len(back.Mask.Slices), err)
+		}
+	}
+	if len(doc.Mask.Slices) < 3 {
+		t.Fatalf("causal_document 4096: %d slices, want several", len(doc.Mask.Slices))
 	}
 }

@@ -5,8 +5,11 @@
 package mask
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"sort"
 	"strings"
@@ -220,8 +223,15 @@ func (s Slice) Area() int64 {
 		plo, phi := p.Band()
 		l0, r0 := rowSpan(p.Q.Start, p.K, plo, phi)
 		l1, r1 := rowSpan(p.Q.End-1, p.K, plo, phi)
-		n := int64(p.Q.Len())
-		a += n * (int64(r0-l0+1) + int64(r1-l1+1)) / 2
+		// n rows of widths w0 .. w1 (linear): n (w0 + w1) / 2, an integer, so that one of n
+		// and w0 + w1 is even; halved first, the product stays within int64 (n and the
+		// widths up to 2^31: n (w0 + w1) is 2^63).
+		n, w := int64(p.Q.Len()), int64(r0-l0+1)+int64(r1-l1+1)
+		if w%2 == 0 {
+			a += n * (w / 2)
+		} else {
+			a += n / 2 * w
+		}
 	})
 	return a
 }
@@ -300,15 +310,6 @@ type jsonSlice struct {
 	Kind string `json:"kind"`
 }
 
-// MarshalSlices returns the slices in the JSON form of MASKS.md.
-func (m Mask) jsonSlices() []jsonSlice {
-	out := make([]jsonSlice, len(m.Slices))
-	for i, s := range m.Slices {
-		out[i] = jsonSlice{[2]int{s.Q.Start, s.Q.End}, [2]int{s.K.Start, s.K.End}, s.Kind.String()}
-	}
-	return out
-}
-
 // Spec is a named mask with its provenance, in the JSON form that
 // peers/torch_attention.py --slices reads.
 type Spec struct {
@@ -320,7 +321,18 @@ type Spec struct {
 
 // MarshalJSON writes {"name", "seqlen", "seed", "area", "params", "slices"}.
 func (s Spec) MarshalJSON() ([]byte, error) {
-	return json.Marshal(struct {
+	var b bytes.Buffer
+	if err := s.WriteJSON(&b, false); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+// WriteJSON writes MarshalJSON's form (json.MarshalIndent's with indent, two spaces) and
+// a newline to w a slice at a time: a packed sequence of 2^24 documents held 10 GB in
+// json.Marshal's buffers for its 1 GB of text.
+func (s Spec) WriteJSON(w io.Writer, indent bool) error {
+	head := struct {
 		Name   string            `json:"name"`
 		SeqLen int               `json:"seqlen"`
 		SeqK   int               `json:"seqlen_k,omitempty"`
@@ -328,7 +340,40 @@ func (s Spec) MarshalJSON() ([]byte, error) {
 		Area   int64             `json:"area"`
 		Params map[string]string `json:"params,omitempty"`
 		Slices []jsonSlice       `json:"slices"`
-	}{s.Name, s.Mask.SeqQ, seqK(s.Mask), s.Seed, s.Mask.Area(), s.Params, s.Mask.jsonSlices()})
+	}{s.Name, s.Mask.SeqQ, seqK(s.Mask), s.Seed, s.Mask.Area(), s.Params, []jsonSlice{}}
+	marshal := func(v any, prefix string) ([]byte, error) {
+		if indent {
+			return json.MarshalIndent(v, prefix, "  ")
+		}
+		return json.Marshal(v)
+	}
+	b, err := marshal(head, "")
+	if err != nil {
+		return err
+	}
+	// the head ends with the empty slice list, "[]" then "}" (or "\n}"): the slices go between
+	at := bytes.LastIndex(b, []byte("[]"))
+	bw := bufio.NewWriterSize(w, 1<<16)
+	bw.Write(b[:at+1])
+	for i, sl := range s.Mask.Slices {
+		if i > 0 {
+			bw.WriteByte(',')
+		}
+		if indent {
+			bw.WriteString("\n    ")
+		}
+		e, err := marshal(jsonSlice{[2]int{sl.Q.Start, sl.Q.End}, [2]int{sl.K.Start, sl.K.End}, sl.Kind.String()}, "    ")
+		if err != nil {
+			return err
+		}
+		bw.Write(e)
+	}
+	if indent && len(s.Mask.Slices) > 0 {
+		bw.WriteString("\n  ")
+	}
+	bw.Write(b[at+1:])
+	bw.WriteByte('\n')
+	return bw.Flush()
 }
 
 func seqK(m Mask) int {

@@ -203,6 +203,16 @@ func FitPlanMasks(cases []harness.Case) error {
 	return nil
 }
 
+// FitMask refuses, before it is built, a mask that cannot fit in this host's memory
+// (harness.MaskBytes: a document mask of 2^24 one-token documents holds 3.5 GB).
+func FitMask(name string, seqlen int) error {
+	c := harness.Case{Mask: name, SeqLen: seqlen}
+	if err := Machine().Fits(harness.Footprint{Host: harness.MaskBytes(c)}, 0, "the mask "+name+" at "+harness.FormatSize(seqlen)); err != nil {
+		return Usagef("--seqlen %s: %v: give fewer tokens, or a larger --max-doc", harness.FormatSize(seqlen), err)
+	}
+	return nil
+}
+
 // maxPlanSeconds bounds a dry run's planning (harness.CPPlanSeconds), as simulate's
 // NCCL table is bounded.
 const maxPlanSeconds = 600

@@ -2,7 +2,6 @@ package session
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"runtime"
@@ -239,9 +238,13 @@ func (s *Session) WriteMaskJSON(dir string, sw harness.Sweep, build harness.Mask
 				s.log().Warn().Str("mask", m).Int("seqlen", n).Err(err).Msg("mask not written")
 				continue
 			}
-			b, err := json.MarshalIndent(spec, "", "  ")
+			f, err := os.Create(fmt.Sprintf("%s/%s_%d_seed%d.json", dir, m, n, sw.Seed))
 			if err == nil {
-				err = os.WriteFile(fmt.Sprintf("%s/%s_%d_seed%d.json", dir, m, n, sw.Seed), append(b, '\n'), 0o644)
+				if err = spec.WriteJSON(f, true); err == nil {
+					err = f.Close()
+				} else {
+					f.Close()
+				}
 			}
 			if err != nil {
 				return fmt.Errorf("--mask-json: %w", err)

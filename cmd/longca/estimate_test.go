@@ -72,3 +72,24 @@ func TestSlowSweepSaysHowLong(t *testing.T) {
 		t.Errorf("no estimate logged:\n%s", logged)
 	}
 }
+
+// TestDocumentMasksEstimated: a document mask's slices grow with its documents, up to one a
+// token (--max-doc 1): masks --seqlen 16M --max-doc 1 built 2^24 documents (3.5 GB) and
+// its JSON held 10 GB, with no estimate (its memory was a flat 1 MB); on a host of 2 GiB
+// both masks and a dry run's --mask-json are refused first, and 16K documents are not.
+func TestDocumentMasksEstimated(t *testing.T) {
+	withMachine(t, 2<<30)
+	for _, c := range []struct {
+		args  []string
+		wants []string
+	}{
+		{[]string{"masks", "--mask", "causal_document", "--seqlen", "16M", "--max-doc", "1", "--format", "json"}, []string{"--seqlen 16M", "the mask causal_document at 16M", "2.0 GiB available"}},
+		{[]string{"kernel", "--dry-run", "--masks", "full_document", "--seqlens", "16M", "--max-doc", "1", "--mask-json", t.TempDir()}, []string{"the mask of case", "full_document"}},
+	} {
+		_, errs, code := runCLI(t, c.args...)
+		checkUsageError(t, c.args, code, errs, c.wants...)
+	}
+	if _, errs, code := runCLI(t, "masks", "--mask", "causal_document", "--seqlen", "16K", "--max-doc", "1", "--format", "json"); code != 0 {
+		t.Errorf("masks at 16K: exit %d: %s", code, errs)
+	}
+}

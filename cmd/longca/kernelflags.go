@@ -190,7 +190,7 @@ func parseSeqLens(c *cli.Context, defaults []int) ([]int, error) {
 		if err != nil {
 			return nil, usageError("--seqlens: %v", err)
 		}
-		return l, nil
+		return l, seqLensBounded("--seqlens", l)
 	}
 	if !ranged {
 		return defaults, nil
@@ -218,7 +218,18 @@ func parseSeqLens(c *cli.Context, defaults []int) ([]int, error) {
 	if err != nil {
 		return nil, usageError("-b/-e/-f/--step: %v", err)
 	}
-	return l, nil
+	return l, seqLensBounded("-b/-e", l)
+}
+
+// seqLensBounded refuses lengths over mask.MaxSeqLen (2G tokens, where an area leaves
+// int64) before any case is made: a dry run listed each such case with its error, exit 0.
+func seqLensBounded(flag string, l []int) error {
+	for _, n := range l {
+		if n > mask.MaxSeqLen {
+			return usageError("%s: %s is over the %s tokens a mask may have: give lengths up to 2G", flag, harness.FormatSize(n), harness.FormatSize(mask.MaxSeqLen))
+		}
+	}
+	return nil
 }
 
 // parseMasks reads --masks against the mask registry.

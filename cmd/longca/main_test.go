@@ -75,6 +75,18 @@ func TestSizeFlagsRefusedUpFront(t *testing.T) {
 		{[]string{"simulate", "--gpus", "8,9223372036854775807"}, "--gpus 9223372036854775807: at most 1048576"},
 		{[]string{"simulate", "--gpus", "16777216"}, "at most 1048576 GPUs"},
 		{[]string{"simulate", "--gpus", "1048576"}, "host memory"},
+		// repetitions past harness.MaxReps: -n 1e12 kept a sample an iteration and ran out of
+		// memory after warning of 713 days; -w 1e12 ran until killed
+		{[]string{"kernel", "--kernels", "ref", "--masks", "causal", "--seqlens", "128", "-n", "1000000000000"}, "-n 1000000000000: warm-ups must be 0 to 100000"},
+		{[]string{"sparse", "--seqlens", "128", "-w", "1000000000000"}, "warm-ups must be 0 to 100000"},
+		{[]string{"cp", "--dry-run", "-n", "100001"}, "iterations 1 to 100000"},
+		{[]string{"run", "-n", "1000000000000"}, "-n 1000000000000: iterations must be 1 to 100000"},
+		{[]string{"simulate", "--gpus", "8", "--calibrate", "ref", "--calibrate-iters", "1000000000000"}, "--calibrate-iters 1000000000000: give 1 to 100000"},
+		// lengths past mask.MaxSeqLen (2G), where an area leaves int64: a dry run listed each
+		// case with its error and exited 0, masks printed a negative area
+		{[]string{"kernel", "--dry-run", "--masks", "full", "--seqlens", "8K,3G"}, "--seqlens: 3G is over the 2G tokens"},
+		{[]string{"kernel", "--dry-run", "--masks", "full", "-b", "1G", "-e", "4G"}, "-b/-e: 4G is over the 2G tokens"},
+		{[]string{"masks", "--mask", "full", "--seqlen", "3G"}, "--seqlen 3221225472 is over the 2147483648 tokens"},
 	} {
 		start := time.Now()
 		_, errOut, code := captureRun(t, c.args...)

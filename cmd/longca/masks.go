@@ -1,13 +1,13 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 
 	"github.com/longca/longca/mask"
 	"github.com/longca/longca/present"
+	"github.com/longca/longca/session"
 	"github.com/urfave/cli/v2"
 )
 
@@ -81,6 +81,9 @@ func masksAction(c *cli.Context) error {
 		return err
 	}
 	o.Source, o.MaxDoc = docs.Source, docs.MaxDoc
+	if err := session.FitMask(c.String("mask"), s); err != nil {
+		return err
+	}
 	sp, err := mask.Build(c.String("mask"), s, o)
 	if err != nil {
 		if mask.IsInputError(err) {
@@ -106,24 +109,23 @@ func masksAction(c *cli.Context) error {
 		if c.String("out") != "" {
 			return nil // the JSON went to --out
 		}
-		b, err := json.Marshal(sp)
-		if err != nil {
-			return fmt.Errorf("masks: %w", err)
-		}
-		_, err = fmt.Fprintf(w, "%s\n", b)
-		return err
+		return sp.WriteJSON(w, false)
 	}
 	present.WriteMaskTable(w, sp, hq, hd)
 	return nil
 }
 
 func writeSpecFile(path string, sp mask.Spec) error {
-	b, err := json.Marshal(sp)
+	f, err := os.Create(path)
 	if err != nil {
-		return fmt.Errorf("masks: %w", err)
-	}
-	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
 		return usageError("--out: %v", err)
+	}
+	if err := sp.WriteJSON(f, false); err != nil {
+		f.Close()
+		return fmt.Errorf("masks: --out %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("masks: --out %s: %w", path, err)
 	}
 	return nil
 }

@@ -105,8 +105,5 @@ func sparseAction(c *cli.Context) (err error) {
 	if s.Sparse, err = sparseSpecs(c); err != nil {
 		return err
 	}
-	for _, d := range s.Dropped() {
-		log.Warn().Str("case", d).Msg("sparse: a ratio that keeps the same blocks as an earlier one is left out")
-	}
 	return sweepAction(c, s, "sparse", w, ko)
 }
