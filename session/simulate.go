@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -43,14 +44,20 @@ type Simulation struct {
 	CalIters         int
 	CalCheck         bool
 	CalKernelOptions kernels.Options
-	KernelRows       string
-	RowsKernel       string
+	// CalStopOnCrash ends the calibration after an external worker fails
+	// (--on-worker-crash stop), as KernelSweep.StopOnCrash.
+	CalStopOnCrash bool
+	KernelRows     string
+	RowsKernel     string
 	// Compare holds measured longca cp rows (from CompareSrc) to print beside the
 	// predictions.
 	Compare    []results.Row
 	CompareSrc string
 	// Docs is where document masks' lengths come from (--dist, --counts, --max-doc).
 	Docs harness.Docs
+	// Ignored are flags given that change nothing in this run (the kernel flags without
+	// --calibrate), said as warnings once every check has passed.
+	Ignored []string
 }
 
 // header is what the table says of the run's lengths and documents.
@@ -86,10 +93,77 @@ func (o *Simulation) sweep(n int) harness.CPSweep {
 	return s
 }
 
+// calibration is a --calibrate run made ready by prepareCalibration: its kernel sweep,
+// the session that writes its rows (its own run id, bench kernel) and its estimate.
+type calibration struct {
+	s     *Session
+	sweep KernelSweep
+	est   *harness.Estimate
+}
+
+// prepareCalibration checks, before anything runs, that --calibrate can run here (the
+// kernel can be made and runs some calibration case: without a GPU --calibrate cuda
+// gave 16 warnings and no model), that every case fits in memory, and says how long the
+// calibration will take when that is over SlowSweep (FitKernels, as longca kernel). Nil
+// without --calibrate.
+func (s *Session) prepareCalibration(ctx context.Context, o *Simulation) (*calibration, error) {
+	if o.Calibrate == "" {
+		return nil, nil
+	}
+	sw := harness.CalibrationSweep(o.Calibrate, o.CalLens, o.Sweep.Heads[0], o.Sweep.HeadDim, o.Sweep.DType)
+	cases := sw.Cases()
+	fix := "calibrate on a machine where it runs, use --calibrate ref (the CPU reference), or give measured longca kernel rows with --kernel-rows FILE"
+	k, err := NewKernel(o.Calibrate, o.CalKernelOptions)
+	if err != nil {
+		return nil, Usagef("--calibrate %s: the kernel cannot run here (%s): %s", o.Calibrate, oneLine(err), fix)
+	}
+	var refused error
+	runs := false
+	for _, cs := range cases {
+		p, err := harness.PlanProblem(cs, nil)
+		if err == nil {
+			p.HeadDim, p.DType = cs.HeadDim, cs.DType
+			err = k.Supports(p)
+		}
+		if err == nil {
+			runs = true
+			break
+		}
+		if refused == nil {
+			refused = err
+		}
+	}
+	if !runs {
+		return nil, Usagef("--calibrate %s: the kernel runs none of the calibration cases (%s): %s", o.Calibrate, oneLine(refused), fix)
+	}
+	if err := fitCalibration(cases, o.Calibrate, o.CalKernelOptions, o.CalCheck); err != nil {
+		return nil, err
+	}
+	cal := *s
+	cal.RunID, cal.Bench = s.RunID+"-calibration", "kernel"
+	ks := KernelSweep{Sweep: sw, Warmup: 1, Iters: o.CalIters, Check: o.CalCheck, KernelOptions: o.CalKernelOptions, StopOnCrash: o.CalStopOnCrash}
+	est, err := cal.FitKernels(ctx, ks)
+	if err != nil {
+		return nil, err
+	}
+	return &calibration{s: &cal, sweep: ks, est: est}, nil
+}
+
+// oneLine is err's first line (a kernel's error may quote a compiler's output).
+func oneLine(err error) string {
+	if err == nil {
+		return "no reason given"
+	}
+	line, _, _ := strings.Cut(strings.TrimSpace(err.Error()), "\n")
+	return line
+}
+
 // calibrateKernel replaces the preset kernel model by a fit to measured rows: from
-// --kernel-rows, or timed here with --calibrate (the rows are written to the out folder
-// under their own run id, bench kernel).
-func (s *Session) calibrateKernel(ctx context.Context, o *Simulation) error {
+// --kernel-rows, or timed here with --calibrate (cal, from prepareCalibration: the
+// calibration is a kernel sweep, RunKernels, its rows written to the out folder under
+// their own run id, bench kernel, each as soon as it is measured, with progress lines;
+// Ctrl-C stops it keeping them).
+func (s *Session) calibrateKernel(ctx context.Context, o *Simulation, cal *calibration) error {
 	var rows []results.Row
 	var source, kernel string
 	switch {
@@ -103,32 +177,22 @@ func (s *Session) calibrateKernel(ctx context.Context, o *Simulation) error {
 			kernel = mostRowsKernel(rows)
 		}
 		source = fmt.Sprintf("%s rows of %s", kernel, o.KernelRows)
-	case o.Calibrate != "":
-		runID := s.RunID + "-calibration"
-		base := s.BaseRow(spmd.World{Size: 1})
-		base.RunID, base.Bench = runID, "kernel"
-		r := &harness.Runner{Warmup: 1, Iters: o.CalIters, Base: base, KernelOptions: o.CalKernelOptions}
-		if o.CalCheck {
-			r.Check = harness.NewKernelCheck()
+	case cal != nil:
+		res, err := cal.s.RunKernels(ctx, cal.sweep, cal.est)
+		if errors.Is(err, context.Canceled) && res.File != "" {
+			return &ExitError{Code: 130, Msg: fmt.Sprintf("longca simulate: calibration interrupted after %d of %d cases; their rows are in %s",
+				len(res.Rows), len(cal.sweep.Sweep.Cases()), res.File)}
 		}
-		defer r.Close()
-		cases := harness.CalibrationSweep(o.Calibrate, o.CalLens, o.Sweep.Heads[0], o.Sweep.HeadDim, o.Sweep.DType).Cases()
-		if err := fitCalibration(cases, o.Calibrate, o.CalKernelOptions, o.CalCheck); err != nil {
-			return err
-		}
-		if err := r.RunAll(ctx, cases, func(_ int, row results.Row) error { rows = append(rows, row); return nil }); err != nil {
-			return err
-		}
-		path, err := s.WriteRows(runID, rows)
 		if err != nil {
 			return err
 		}
+		rows = res.Rows
 		for _, r := range rows {
 			if r.Status != results.StatusOK {
 				s.log().Warn().Str("mask", r.Mask).Int64("seqlen", r.SeqLen).Str("pass", r.Pass).Str("status", string(r.Status)).Str("reason", r.Reason).Msg("calibration case not used")
 			}
 		}
-		kernel, source = o.Calibrate, fmt.Sprintf("%s timed here (%s)", o.Calibrate, path)
+		kernel, source = o.Calibrate, fmt.Sprintf("%s timed here (%s)", o.Calibrate, res.File)
 	default:
 		return nil
 	}
@@ -174,12 +238,11 @@ type simJob struct {
 	refuse error // the method has no mesh of its own on n GPUs (cp.MeshRefuser): unsupported rows
 }
 
-// predictAll runs every prediction (in parallel, one per core) and returns the rows in
-// a fixed order.
-func (s *Session) predictAll(ctx context.Context, o *Simulation) ([]results.Row, error) {
+// maskCache builds each mask sample once, for every method: maskFor(name, seqlen, seed).
+func maskCache(o *Simulation) func(string, int, uint64) *builtMask {
 	var mu sync.Mutex
 	masks := map[string]*builtMask{}
-	maskFor := func(name string, s int, seed uint64) *builtMask {
+	return func(name string, s int, seed uint64) *builtMask {
 		key := fmt.Sprintf("%s/%d/%d", name, s, seed)
 		mu.Lock()
 		defer mu.Unlock()
@@ -191,9 +254,11 @@ func (s *Session) predictAll(ctx context.Context, o *Simulation) ([]results.Row,
 		masks[key] = b
 		return b
 	}
-	if err := fitSimulation(o, maskFor); err != nil {
-		return nil, err
-	}
+}
+
+// predictAll runs every prediction (in parallel, one per core) and returns the rows in
+// a fixed order; fitSimulation has accepted o with the same maskFor.
+func (s *Session) predictAll(ctx context.Context, o *Simulation, maskFor func(string, int, uint64) *builtMask) ([]results.Row, error) {
 	// seeded says whether the seed changes mask mk at n GPUs (documents, a random prefix or
 	// window); a mask that does not is simulated once, whatever --samples says.
 	seeded := func(n int, mk string) bool {
@@ -217,7 +282,7 @@ func (s *Session) predictAll(ctx context.Context, o *Simulation) ([]results.Row,
 		for _, c := range cases {
 			est := 0.0
 			if b := maskFor(c.Mask, o.seqlenFor(n), o.Sweep.Seed); c.Skip == nil && b.err == nil {
-				est = sim.Seconds(n, len(b.docs), o.seqlenFor(n), len(o.Sweep.Passes))
+				est = sim.Seconds(n, len(b.docs), o.seqlenFor(n), len(o.Sweep.Passes), sim.TracedSteps(n, o.Exact, o.Sampled))
 			}
 			for smp := range o.Sweep.Samples {
 				jobs = append(jobs, simJob{n, c.Method, c.Config, c.Mask, c.Heads, smp, c.Skip})
@@ -385,37 +450,43 @@ const maxCaseSeconds = 3600
 
 // fitSimulation refuses, before any work, a sweep whose largest case cannot fit in the
 // memory this process may take (sim.MemoryBytes for each GPU count and mask, with as
-// many cases and traced ranks at once as there are cores, or every rank traced where
-// --exact-ranks covers more than the default) or would take more than an hour
-// (sim.Seconds, which counts the GPUs, the documents and the tokens). Everything that
-// grows with the GPU count or the length is counted first, before a mask is built (a
-// document mask of a million GPUs' tokens is itself large); then the documents of each
-// mask.
+// many cases at once as there are cores; each case's traced ranks, sim.TracedSteps:
+// every rank where --exact-ranks covers the GPU count, else --sampled-ranks or the
+// default sample) or would take more than an hour (sim.Seconds, which counts the GPUs,
+// the traced steps, the documents and the tokens). Everything that grows with the GPU
+// count or the length is counted first, before a mask is built (a document mask of a
+// million GPUs' tokens is itself large); then the documents of each mask.
 func fitSimulation(o *Simulation, maskFor func(string, int, uint64) *builtMask) error {
-	avail := Machine().HostBytes * 0.85
-	workers := max(runtime.GOMAXPROCS(0), 1)
+	return fitSimulationIn(o, maskFor, Machine().HostBytes*0.85, max(runtime.GOMAXPROCS(0), 1))
+}
+
+// fitSimulationIn is fitSimulation against avail bytes and workers cases at once.
+func fitSimulationIn(o *Simulation, maskFor func(string, int, uint64) *builtMask, avail float64, workers int) error {
 	exact := o.Exact
 	if exact <= 0 {
 		exact = sim.DefaultExactRanks
 	}
+	weight := sim.PassWeight(o.Sweep.Passes)
 	check := func(n int, what string, docs, seqlen int) error {
-		traced := workers
-		if n <= exact && n > sim.DefaultExactRanks {
-			// --exact-ranks above the default: every rank is traced, all at once (1024
-			// exact ranks on a document mask ran out of memory under the estimate).
-			traced = max(traced, n)
+		parallel := workers // ranks whose sub-masks are alive at once
+		if n <= exact {
+			parallel = n // every rank traced: the sub-masks are kept for all
 		}
-		need := float64(workers) * (sim.MemoryBytes(n, docs, traced) + sim.SequenceBytes(seqlen))
+		steps := sim.TracedSteps(n, exact, o.Sampled)
+		fix := "use fewer GPUs or tokens per GPU"
+		switch {
+		case n <= exact && n > sim.DefaultExactRanks:
+			fix = fmt.Sprintf("use a smaller --exact-ranks (%d traces every rank of %d), fewer GPUs or tokens per GPU", exact, n)
+		case n > exact && o.Sampled > 0:
+			fix = fmt.Sprintf("use a smaller --sampled-ranks (%d), fewer GPUs or tokens per GPU", o.Sampled)
+		}
+		need := float64(workers) * (sim.MemoryBytes(n, docs, steps, weight, parallel) + sim.SequenceBytes(seqlen))
 		if need > avail {
-			fix := "use fewer GPUs or tokens per GPU"
-			if traced > workers {
-				fix = fmt.Sprintf("use a smaller --exact-ranks (%d traces every rank of %d), fewer GPUs or tokens per GPU", exact, n)
-			}
 			return Usagef("--gpus %d: simulating %s needs about %.1f GiB of host memory; %.1f GiB available: %s",
 				n, what, need/(1<<30), avail/(1<<30), fix)
 		}
 		passes := len(o.Sweep.Passes)
-		if t := sim.Seconds(n, docs, seqlen, passes); t > maxCaseSeconds {
+		if t := sim.Seconds(n, docs, seqlen, passes, steps); t > maxCaseSeconds {
 			if sim.SequenceSeconds(seqlen, passes) > maxCaseSeconds/2 {
 				// The sequence's length, not the GPU count, makes it long: name its flag.
 				flag, fix := "--tokens-per-rank "+harness.FormatSize(o.TokensPerRank), "give fewer --tokens-per-rank"
@@ -425,8 +496,8 @@ func fitSimulation(o *Simulation, maskFor func(string, int, uint64) *builtMask) 
 				return Usagef("%s: simulating %s would take about %.0f CPU hours a case (the limit is 1 hour per case; the time grows with the tokens): %s",
 					flag, what, t/3600, fix)
 			}
-			return Usagef("--gpus %d: simulating %s would take about %.0f CPU hours (the limit is 1 hour per case): use fewer GPUs or tokens per GPU",
-				n, what, t/3600)
+			return Usagef("--gpus %d: simulating %s would take about %.0f CPU hours (the limit is 1 hour per case): %s",
+				n, what, t/3600, fix)
 		}
 		return nil
 	}
@@ -461,10 +532,23 @@ func (s *Session) Simulate(ctx context.Context, o Simulation, start time.Time) e
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	if err := s.calibrateKernel(ctx, &o); err != nil {
+	// Every check before any work: the sweep's memory and time, then the calibration's
+	// (which would otherwise run for minutes before the sweep was refused).
+	maskFor := maskCache(&o)
+	if err := fitSimulation(&o, maskFor); err != nil {
 		return err
 	}
-	rows, err := s.predictAll(ctx, &o)
+	cal, err := s.prepareCalibration(ctx, &o)
+	if err != nil {
+		return err
+	}
+	for _, f := range o.Ignored {
+		s.log().Warn().Str("flag", f).Msgf("%s is read by --calibrate only: it changes nothing in this run", f)
+	}
+	if err := s.calibrateKernel(ctx, &o, cal); err != nil {
+		return err
+	}
+	rows, err := s.predictAll(ctx, &o, maskFor)
 	if err != nil {
 		return err
 	}

@@ -377,23 +377,96 @@ func (c modelCosts) helperTime(launches int, bytes int64) float64 {
 	return (float64(launches)*h.LaunchUs*1e-6 + float64(bytes)/(h.BandwidthGBs*1e9)) * c.m.computeScale()
 }
 
-// MemoryBytes estimates the host memory the simulation of one case takes at most, for a
-// world of n ranks and a mask of docs documents (1 without): the zigzag layout (2 pieces
-// of every document per ring rank) and the all-gather's copy of it, the sub-masks of the
-// ranks being traced at once (a step's sub-mask holds a few slices per document; a rank
-// walks n steps), parallel is how many ranks are traced at once, and the world itself:
-// every rank runs the method's code in its own goroutine with its own communicator and
-// plan view, which grows as n per rank (worldBytesPerRank2 x n^2 in all). An
-// over-estimate by design (a 1024-GPU document sweep measured 0.9 GB against 1.5 GB
-// estimated; ring-p2p on full took 0.53 GB at 8192 GPUs and 2.1 GB at 16384).
-func MemoryBytes(n, docs, parallel int) float64 {
-	const pieceBytes, sliceBytes = 24, 40
-	d, r := float64(max(docs, 1)), float64(n)
-	layout := 2 * 2 * d * r * pieceBytes                 // the layout and the all-gather's keys
-	traced := float64(parallel) * 4 * d * r * sliceBytes // each traced rank's step sub-masks
-	world := worldBytesPerRank2*r*r + rankBytes*r        // the ranks' goroutines, communicators and plan views
-	return layout + traced + world
+// TracedSteps bounds the (traced rank, ring step) pairs one case of n ranks holds in its
+// traces: every rank through up to n steps when n <= exact (Options.ExactRanks);
+// otherwise, on a ring of any length R <= n, the sampled ranks (sampled, or
+// sampledRanks(R); at least the ring's 5 fixed positions) and balanced's most-fetching
+// ones, R steps each. Each pair holds a step's events (kernel, transfer, helpers) in every
+// traced pass, and, simulated, their event states: MemoryBytes and Seconds count it.
+func TracedSteps(n, exact, sampled int) float64 {
+	if n < 1 {
+		return 0
+	}
+	if exact <= 0 {
+		exact = DefaultExactRanks
+	}
+	if n <= exact {
+		return float64(n) * float64(n)
+	}
+	held := func(r int) float64 {
+		lim := sampled
+		if lim <= 0 {
+			lim = sampledRanks(r)
+		}
+		return float64(min(r, max(lim, 5)+max(lim/4, 2)))
+	}
+	// held(R)*R grows with R while sampledRanks(R) stays put: the most is at n or at the
+	// top of a band of sampledRanks (1024/k for k = 4..16).
+	best := held(n) * float64(n)
+	for k := 4; k <= 16; k++ {
+		if r := 1024 / k; r < n {
+			best = max(best, held(r)*float64(r))
+		}
+	}
+	return best
 }
+
+// MemoryBytes bounds the host memory (resident, with the collector's headroom) that the
+// simulation of one case takes, for a world of n ranks, a mask of docs documents (1
+// without), steps traced (rank, step) pairs (TracedSteps) and passes traced passes
+// (PassWeight), of which parallel ranks' sub-masks are alive at once (every rank's when
+// all are traced: they are shared then):
+//   - the zigzag layout (2 pieces of every document per ring rank) and the all-gather's
+//     copy of it;
+//   - the sub-masks: a step's holds a few slices per document, a rank walks up to n steps;
+//   - the traces: a step's events in each pass, and their states in the event simulation
+//     (every traced rank at once when all are: 1024 exact ranks of ring-p2p, fwd and bwd,
+//     took 4.8 GB, 4.6 KB per rank and step; the estimate had no such term and let 4096
+//     exact ranks run out of memory);
+//   - the world itself: every rank runs the method's code in its own goroutine with its
+//     own communicator and plan view, which grows as n per rank.
+//
+// Fitted to peak resident memory (longca simulate --exact-ranks N --samples 1, the
+// default sizes; docs/simulate.md): 1.4x-1.8x above it at 128 to 1024 ranks on full and
+// causal, 1.4x-2x on the document masks; the sampled world measured ring-p2p on full at
+// 0.53 GB on 8192 GPUs and 2.1 GB on 16384.
+func MemoryBytes(n, docs int, steps float64, passes, parallel int) float64 {
+	d, r := float64(max(docs, 1)), float64(max(n, 0))
+	layout := 2 * 2 * d * r * pieceBytes                              // the layout and the all-gather's keys
+	subMasks := float64(max(parallel, 1)) * 4 * d * r * sliceBytes    // each live rank's step sub-masks
+	traces := max(steps, 0) * float64(max(passes, 1)) * stepPassBytes // each traced step's events, per pass
+	world := worldBytesPerRank2*r*r + rankBytes*r                     // the ranks' goroutines, communicators and plan views
+	return caseBytes + layout + subMasks + traces + world
+}
+
+// PassWeight is how many passes' traces a prediction of passes holds: fwd+bwd is a
+// forward's and a backward's.
+func PassWeight(passes []kernels.Pass) int {
+	w := 0
+	for _, p := range passes {
+		w++
+		if p == kernels.FwdBwd {
+			w++
+		}
+	}
+	return max(w, 1)
+}
+
+// The traces' and sub-masks' costs, measured (peak resident memory of longca simulate
+// --exact-ranks N --samples 1, fwd and bwd, on the 2-core build machine, less the 50 MB
+// of a process that simulates nothing): ring-p2p on full and causal 5.8 KB per rank and
+// step at 128 ranks, 4.9 at 256 and 512, 4.5 at 1024 (two passes; usp, loongtrain,
+// balanced and ring-allgather less); ring-p2p on full_document_long 185 bytes per rank,
+// step and document at 128 ranks (169 documents) and 126 at 256 (708), the other
+// methods and causal_document_long less; in-process peak heap (TestMemoryBytesBoundsExactRanks)
+// 240 bytes per rank, step and document at 64 ranks, 290 at 16, where a case's fixed
+// cost (caseBytes) covers it. Rounded up.
+const (
+	caseBytes     = 16 << 20 // a case's fixed cost: its plan, mask, recorder maps
+	pieceBytes    = 24
+	sliceBytes    = 64      // 4 slices a document in a step's sub-mask, with its tiles
+	stepPassBytes = 4 << 10 // a traced rank's step in one pass
+)
 
 // SequenceBytes is what one case's simulation holds per token of the sequence, beside
 // MemoryBytes: the kernel model's tile rows of each step's sub-mask (Ulysses' span the
@@ -420,16 +493,28 @@ const (
 	// up. It counts the sequence for masks without documents too: balanced's dispatch,
 	// the tile rows of each step's sub-mask.
 	tokenSeconds = 40e-9
+	// stepPassSeconds and stepDocSeconds are a traced (rank, step)'s time per pass and per
+	// document (longca simulate --exact-ranks N --samples 1, fwd and bwd, 2 cores:
+	// ring-p2p on full and causal, 128 to 512 ranks, 20-24 us of CPU per rank, step and
+	// pass; 1024 ranks 31-38 us of CPU and 54 us of wall time; on full_document_long
+	// 0.6-0.8 us more per rank, step and document at 128 and 256 exact ranks, 0.12 with
+	// 128 sampled ranks of 1024), rounded up. The default sample's documents are
+	// rankDocSeconds' (Seconds takes the larger).
+	stepPassSeconds = 60e-6
+	stepDocSeconds  = 1e-6
 )
 
 // Seconds estimates the CPU time of one case of n ranks on a mask of docs documents and
-// seqlen tokens, predicted for passes passes: the world (every rank's goroutine and
-// splits), the traced ranks' steps (a ring of up to n steps each, every step's sub-mask
-// a few slices per document) and the sequence itself (SequenceSeconds). An estimate, to
-// refuse a sweep that cannot end in reasonable time before it starts.
-func Seconds(n, docs, seqlen, passes int) float64 {
+// seqlen tokens, predicted for passes passes with steps traced (rank, step) pairs
+// (TracedSteps): the world (every rank's goroutine and splits), the traced steps (their
+// events recorded and simulated, and every step's sub-mask a few slices per document)
+// and the sequence itself (SequenceSeconds). An estimate, to refuse a sweep that cannot
+// end in reasonable time before it starts.
+func Seconds(n, docs, seqlen, passes int, steps float64) float64 {
 	d, r := float64(max(docs, 1)), float64(n)
-	return worldSecondsPerRank2*r*r + rankDocSeconds*r*d + SequenceSeconds(seqlen, passes)
+	steps = max(steps, 0)
+	docTime := d * max(rankDocSeconds*r, stepDocSeconds*steps) // a sample's steps, or every rank's
+	return worldSecondsPerRank2*r*r + docTime + stepPassSeconds*steps*float64(max(passes, 1)) + SequenceSeconds(seqlen, passes)
 }
 
 // SequenceSeconds is the part of Seconds that grows with the sequence's length alone,

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -55,7 +56,7 @@ func simulateFlags() []cli.Flag {
 		&cli.IntFlag{Name: "calibrate-iters", Value: 5, Usage: "timed repetitions per --calibrate case"},
 		&cli.BoolFlag{Name: "calibrate-check", Value: true, Usage: "check each --calibrate case against the reference first"},
 		&cli.IntFlag{Name: "exact-ranks", Value: sim.DefaultExactRanks, Usage: "simulate every rank up to this many GPUs; above it, a sample of ranks with mirrored peers"},
-		&cli.IntFlag{Name: "sampled-ranks", Usage: "ranks traced in a sampled simulation (default: 16, 2048/ring on rings longer than 128, at least 4)"},
+		&cli.IntFlag{Name: "sampled-ranks", Usage: "ranks traced in a sampled simulation, at most the largest --gpus count (default: 16, 1024/ring on rings longer than 64, at least 4)"},
 		&cli.StringFlag{Name: "compare", Usage: "measured longca cp rows (a results file or folder): print each case's measured and predicted time side by side"},
 		&cli.BoolFlag{Name: "nccl-table", Usage: "print the predicted NCCL collectives on each --gpus count in nccl-tests' columns and exit"},
 		&cli.StringFlag{Name: "nccl-sizes", Value: "8:8G", Usage: "with --nccl-table: smallest:largest size in bytes (doubling)"},
@@ -104,6 +105,11 @@ func parseSimulateFlags(c *cli.Context) (simOptions, error) {
 	if o.Exact < 1 || o.Sampled < 0 {
 		return o, usageError("--exact-ranks %d --sampled-ranks %d: need at least 1 exact rank and a sample of 0 (the default) or more", o.Exact, o.Sampled)
 	}
+	if most := o.GPUs[len(o.GPUs)-1]; o.Sampled > most {
+		// A sample is ranks of the world: more than the largest is none more (a billion
+		// was taken as given, and the sweep grew to 10 GB).
+		return o, usageError("--sampled-ranks %d: give at most the largest --gpus count (%d), or 0 for the default (16, fewer on long rings)", o.Sampled, most)
+	}
 	o.ncclTable = c.Bool("nccl-table")
 	lo, hi, ok := strings.Cut(c.String("nccl-sizes"), ":")
 	a, errA := dataset.ParseSize(lo)
@@ -135,6 +141,9 @@ func parseSimulateFlags(c *cli.Context) (simOptions, error) {
 		}
 	}
 	o.Calibrate, o.CalIters, o.CalCheck = c.String("calibrate"), c.Int("calibrate-iters"), c.Bool("calibrate-check")
+	if err := o.readKernelFlags(c); err != nil {
+		return o, err
+	}
 	if o.Calibrate != "" {
 		if o.KernelRows != "" {
 			return o, usageError("--calibrate and --kernel-rows both given: use one source of kernel rates")
@@ -155,6 +164,45 @@ func parseSimulateFlags(c *cli.Context) (simOptions, error) {
 	return o, nil
 }
 
+// kernelFlagNames are the kernel flags (kernelFlags): what --calibrate's kernel is made
+// with; without --calibrate each changes nothing.
+var kernelFlagNames = []string{"device", "variant", "deterministic", "python", "worker-timeout", "on-worker-crash"}
+
+// readKernelFlags checks the kernel flags whether or not --calibrate is given, as
+// longca kernel reads them (--on-worker-crash x, --device -1 and --variant bogus were
+// accepted without --calibrate, exit 0): with --calibrate they make its kernel (the
+// device defaulting to the local rank's GPU under a launcher); without, a valid one is
+// said to change nothing once every check has passed (Simulation.Ignored).
+func (o *simOptions) readKernelFlags(c *cli.Context) error {
+	w := spmd.World{Size: 1}
+	if o.Calibrate != "" {
+		var err error
+		if w, err = spmd.Discover(os.Getenv); err != nil {
+			return usageError("%v", err)
+		}
+	}
+	ko, err := kernelOptions(c, w)
+	if err != nil {
+		return err
+	}
+	if o.CalStopOnCrash, err = stopOnCrash(c); err != nil {
+		return err
+	}
+	if o.Calibrate != "" {
+		o.CalKernelOptions = ko
+		return checkVariant(ko, true, o.Calibrate)
+	}
+	if err := checkVariant(ko, false, kernels.Names()...); err != nil { // a variant no kernel has
+		return err
+	}
+	for _, f := range kernelFlagNames {
+		if c.IsSet(f) {
+			o.Ignored = append(o.Ignored, "--"+f)
+		}
+	}
+	return nil
+}
+
 // machineFromFlags loads --machine and applies the link overrides.
 func machineFromFlags(c *cli.Context) (sim.Machine, error) {
 	m, err := sim.LoadMachine(c.String("machine"))
@@ -162,19 +210,31 @@ func machineFromFlags(c *cli.Context) (sim.Machine, error) {
 		return m, usageError("--machine: %v", err)
 	}
 	if c.IsSet("gpus-per-node") {
-		m.GPUsPerNode = c.Int("gpus-per-node")
+		if m.GPUsPerNode = c.Int("gpus-per-node"); m.GPUsPerNode < 1 {
+			return m, usageError("--gpus-per-node %d: give at least 1", m.GPUsPerNode)
+		}
 	}
-	if c.IsSet("intra-bw") {
-		m.Intra.BandwidthGBs = c.Float64("intra-bw")
-	}
-	if c.IsSet("intra-latency") {
-		m.Intra.LatencyUs = c.Float64("intra-latency")
-	}
-	if c.IsSet("inter-bw") {
-		m.Inter.BandwidthGBs = c.Float64("inter-bw")
-	}
-	if c.IsSet("inter-latency") {
-		m.Inter.LatencyUs = c.Float64("inter-latency")
+	// Each link number is checked where it is given, naming its flag: NaN passed a "< 0"
+	// check and the simulation then never finished an event.
+	for _, f := range []struct {
+		flag     string
+		dst      *float64
+		positive bool
+		what     string
+	}{
+		{"intra-bw", &m.Intra.BandwidthGBs, true, "GB/s above 0, such as 360"},
+		{"intra-latency", &m.Intra.LatencyUs, false, "microseconds, 0 or more, such as 3"},
+		{"inter-bw", &m.Inter.BandwidthGBs, true, "GB/s above 0, such as 45"},
+		{"inter-latency", &m.Inter.LatencyUs, false, "microseconds, 0 or more, such as 8"},
+	} {
+		if !c.IsSet(f.flag) {
+			continue
+		}
+		v := c.Float64(f.flag)
+		if ok := v >= 0 && !math.IsInf(v, 1) && (!f.positive || v > 0); !ok {
+			return m, usageError("--%s %g: give a finite number of %s", f.flag, v, f.what)
+		}
+		*f.dst = v
 	}
 	if c.IsSet("inter-shared") {
 		m.Inter.Shared = c.Bool("inter-shared")
@@ -215,17 +275,5 @@ func simulateAction(c *cli.Context) error {
 	}
 	sm := o.Simulation
 	sm.Sweep, sm.TokensPerRank, sm.SeqLen, sm.Docs = o.cp.sweep(0, ""), o.cp.tokensPerRank, o.cp.seqlen, o.cp.docs
-	if o.Calibrate != "" {
-		w, err := spmd.Discover(os.Getenv)
-		if err != nil {
-			return usageError("%v", err)
-		}
-		if sm.CalKernelOptions, err = kernelOptions(c, w); err != nil {
-			return err
-		}
-		if err := checkVariant(sm.CalKernelOptions, true, o.Calibrate); err != nil {
-			return err
-		}
-	}
 	return newSession(c, "simulate", o.cp.out, o.cp.runID, spmd.World{Size: 1}).Simulate(c.Context, sm, start)
 }

@@ -1,0 +1,75 @@
+package session
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/longca/longca/harness"
+	"github.com/longca/longca/kernels"
+	"github.com/longca/longca/sim"
+	"github.com/longca/longca/tensor"
+)
+
+// simulation is longca simulate's default description of one method and mask on gpus
+// (8K tokens a GPU, 64:8 heads, fwd and bwd) with exact and sampled ranks.
+func simulation(method, mk string, gpus, exact, sampled int) *Simulation {
+	return &Simulation{
+		Sweep: harness.CPSweep{Methods: []string{method}, Masks: []string{mk}, Heads: []harness.Heads{{Q: 64, KV: 8}}, HeadDim: 128,
+			DType: tensor.BF16, Passes: []kernels.Pass{kernels.Fwd, kernels.Bwd}, Samples: 1, Seed: 42},
+		TokensPerRank: 8192, GPUs: []int{gpus}, Machine: sim.MachinePresets[sim.DefaultPreset], Exact: exact, Sampled: sampled,
+	}
+}
+
+// TestFitSimulationCountsTracedRanks: 4096 exact ranks of ring-p2p (each rank's events in
+// every step and pass) are refused on a host with 18 GiB to give, as is a sample of every
+// one of 4096 ranks (--sampled-ranks 4096); 1024 exact ranks (4.8 GB measured) and the
+// default sample of 4096 fit. The estimate let 4096 exact ranks through ("at_most 6s"),
+// and the run grew to 23.5 GB.
+func TestFitSimulationCountsTracedRanks(t *testing.T) {
+	const avail = 18 << 30
+	for _, c := range []struct {
+		gpus, exact, sampled int
+		want                 string // "": fits
+	}{
+		{4096, 4096, 0, "use a smaller --exact-ranks (4096 traces every rank of 4096)"},
+		{4096, 16, 4096, "use a smaller --sampled-ranks (4096)"},
+		{1024, 1024, 0, ""},
+		{4096, 16, 0, ""},
+	} {
+		o := simulation("ring-p2p", "causal", c.gpus, c.exact, c.sampled)
+		err := fitSimulationIn(o, maskCache(o), avail, 1)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%d GPUs, --exact-ranks %d --sampled-ranks %d: refused: %v", c.gpus, c.exact, c.sampled, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "of host memory")):
+			t.Errorf("%d GPUs, --exact-ranks %d --sampled-ranks %d: %v; want a refusal saying %q", c.gpus, c.exact, c.sampled, err, c.want)
+		}
+	}
+}
+
+// TestMemoryEstimateCoversMeasuredRuns: the estimate of each run measured for it (peak
+// resident memory of longca simulate --exact-ranks N --samples 1, default sizes, on the
+// 2-core build machine) is above the measurement, for one case at a time.
+func TestMemoryEstimateCoversMeasuredRuns(t *testing.T) {
+	for _, m := range []struct {
+		method, mask string
+		gpus         int
+		gb           float64
+	}{
+		{"ring-p2p", "causal", 1024, 4.66}, {"ring-p2p", "full", 1024, 4.79}, {"usp", "full", 1024, 3.90},
+		{"loongtrain", "full", 1024, 4.51}, {"ring-p2p", "causal", 512, 1.30}, {"ring-p2p", "causal", 128, 0.15},
+		{"ring-p2p", "full_document_long", 128, 0.66}, {"ring-allgather", "full_document_long", 256, 6.15},
+		{"ring-p2p", "full_document_long", 256, 6.28}, {"ring-p2p", "causal_document_long", 256, 3.60},
+	} {
+		o := simulation(m.method, m.mask, m.gpus, m.gpus, 0)
+		b := maskCache(o)(m.mask, o.seqlenFor(m.gpus), o.Sweep.Seed)
+		if b.err != nil {
+			t.Fatal(b.err)
+		}
+		w := sim.PassWeight(o.Sweep.Passes)
+		est := sim.MemoryBytes(m.gpus, len(b.docs), sim.TracedSteps(m.gpus, m.gpus, 0), w, m.gpus) + sim.SequenceBytes(o.seqlenFor(m.gpus))
+		if est < m.gb*1e9 {
+			t.Errorf("%s %s on %d exact ranks: estimated %.2f GB, measured %.2f GB", m.method, m.mask, m.gpus, est/1e9, m.gb)
+		}
+	}
+}

@@ -1,0 +1,108 @@
+package sim
+
+import (
+	"context"
+	"runtime"
+	"runtime/debug"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/longca/longca/kernels"
+	"github.com/longca/longca/spmd/cp"
+	"github.com/longca/longca/tensor"
+)
+
+// peakHeap runs fn and returns the most heap it held in use above what was in use
+// before (sampled every millisecond: the resident heap, garbage not yet collected
+// included, as MemoryBytes bounds it).
+func peakHeap(fn func()) float64 {
+	runtime.GC()
+	debug.FreeOSMemory()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	base := ms.HeapInuse + ms.StackInuse
+	peak := base
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		var m runtime.MemStats
+		for {
+			runtime.ReadMemStats(&m)
+			peak = max(peak, m.HeapInuse+m.StackInuse)
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	fn()
+	close(done)
+	wg.Wait()
+	runtime.ReadMemStats(&ms)
+	peak = max(peak, ms.HeapInuse+ms.StackInuse)
+	return float64(peak - base)
+}
+
+// TestMemoryBytesBoundsExactRanks: the estimate of a case whose every rank is traced
+// (--exact-ranks N) is at least the heap its prediction takes, for every method on a
+// mask without documents and one with, at longca simulate's default sizes (8K tokens a
+// rank, 64:8 heads, fwd and bwd). The estimate had no term for the traces (a rank's
+// events in every step and pass): 4096 exact ranks were let through at a few GB and
+// grew past 23 GB.
+func TestMemoryBytesBoundsExactRanks(t *testing.T) {
+	const n = 64
+	passes := []kernels.Pass{kernels.Fwd, kernels.Bwd}
+	o := Options{Machine: MachinePresets["h100-ib"], Kernel: KernelPresets["fa3-h100"], ExactRanks: n, PartialDType: tensor.FP32}
+	for _, mk := range []string{"causal", "full_document_long"} {
+		p, docs := problem(t, mk, n*8192, 64, 8, 128)
+		for _, name := range cp.Names() {
+			m, _ := cp.New(name)
+			cfg := cp.Config{Ranks: n, HeadFirst: true, Docs: docs}
+			switch name {
+			case "usp", "loongtrain": // the longest ring of their meshes
+				cfg.Ulysses, cfg.Ring = 2, n/2
+			case "ulysses":
+				continue // 8 KV heads do not split over 64 ranks
+			}
+			var err error
+			got := peakHeap(func() { _, _, err = Predict(context.Background(), m, cfg, p, passes, o) })
+			if err != nil {
+				t.Fatalf("%s %s: %v", name, mk, err)
+			}
+			est := MemoryBytes(n, len(docs), TracedSteps(n, n, 0), PassWeight(passes), n)
+			t.Logf("%s %s (%d documents): peak heap %.1f MB, estimated %.1f MB", name, mk, len(docs), got/1e6, est/1e6)
+			if got > est {
+				t.Errorf("%s on %d exact ranks, %s (%d documents): %.1f MB of heap, estimated %.1f MB", name, n, mk, len(docs), got/1e6, est/1e6)
+			}
+		}
+	}
+}
+
+// TestTracedStepsCountsTheSample: every rank through every step when exact; a sample of
+// --sampled-ranks (never more than the ranks) otherwise; the default sample bounded on
+// every ring length.
+func TestTracedStepsCountsTheSample(t *testing.T) {
+	if got := TracedSteps(4096, 4096, 0); got != 4096*4096 {
+		t.Errorf("4096 exact ranks: %g steps, want 4096^2", got)
+	}
+	if got := TracedSteps(4096, 16, 1_000_000_000); got != 4096*4096 {
+		t.Errorf("a sample of a billion on 4096 ranks: %g steps, want 4096^2 (every rank)", got)
+	}
+	if got := TracedSteps(4096, 16, 100); got < 100*4096 {
+		t.Errorf("100 sampled ranks of 4096: %g steps, want at least 100 x 4096", got)
+	}
+	for _, n := range []int{17, 64, 100, 128, 200, 256, 1000, 8192} {
+		got := TracedSteps(n, 16, 0)
+		for r := 1; r <= n; r++ { // every ring length R <= n: its sample through R steps
+			if want := float64(min(sampledRanks(r)+max(sampledRanks(r)/4, 2), r) * r); got < want {
+				t.Fatalf("%d ranks: %g steps, fewer than a ring of %d's %g", n, got, r, want)
+			}
+		}
+	}
+}
