@@ -58,6 +58,10 @@ type Simulation struct {
 	// Ignored are flags given that change nothing in this run (the kernel flags without
 	// --calibrate), said as warnings once every check has passed.
 	Ignored []string
+	// AfterChecks, when set, is called once every check has passed, before any work: the
+	// command's own warnings (mesh flags its methods do not read), so that a refused run
+	// is one line.
+	AfterChecks func()
 }
 
 // header is what the table says of the run's lengths and documents.
@@ -541,6 +545,9 @@ func (s *Session) Simulate(ctx context.Context, o Simulation, start time.Time) e
 	cal, err := s.prepareCalibration(ctx, &o)
 	if err != nil {
 		return err
+	}
+	if o.AfterChecks != nil {
+		o.AfterChecks()
 	}
 	for _, f := range o.Ignored {
 		s.log().Warn().Str("flag", f).Msgf("%s is read by --calibrate only: it changes nothing in this run", f)

@@ -275,5 +275,8 @@ func simulateAction(c *cli.Context) error {
 	}
 	sm := o.Simulation
 	sm.Sweep, sm.TokensPerRank, sm.SeqLen, sm.Docs = o.cp.sweep(0, ""), o.cp.tokensPerRank, o.cp.seqlen, o.cp.docs
+	// said once the session has accepted the sweep too (its memory and time): a refused
+	// run is one line
+	sm.AfterChecks = func() { warnMethodFlags(c, o.cp.methods) }
 	return newSession(c, "simulate", o.cp.out, o.cp.runID, spmd.World{Size: 1}).Simulate(c.Context, sm, start)
 }
