@@ -216,7 +216,7 @@ func storeAddrs(ctx context.Context, w World) (listen []string, dial string, err
 		return listen, loop, nil
 	}
 	if w.MasterAddr == "" {
-		return nil, "", fmt.Errorf("spmd: MASTER_ADDR is not set and the %d ranks span several nodes (%d on this one): set it to rank 0's host (mpirun -x MASTER_ADDR=<host>)", w.Size, w.LocalSize)
+		return nil, "", LaunchError(fmt.Errorf("spmd: MASTER_ADDR is not set and the %d ranks span several nodes (%d on this one): set it to rank 0's host (mpirun -x MASTER_ADDR=<host>)", w.Size, w.LocalSize))
 	}
 	dial = net.JoinHostPort(w.MasterAddr, port)
 	for _, ip := range local {
@@ -265,3 +265,16 @@ func localIPs(ctx context.Context, host string) []net.IP {
 	}
 	return out
 }
+
+// ErrLaunch marks an error of the launch's settings (its environment), found when the
+// world opens rather than when it is discovered: bad input, which a command reports in one
+// line with exit status 2, as Discover's errors.
+var ErrLaunch = errors.New("launch settings")
+
+// LaunchError marks err as ErrLaunch (errors.Is), its message unchanged.
+func LaunchError(err error) error { return launchError{err} }
+
+type launchError struct{ error }
+
+func (e launchError) Unwrap() error        { return e.error }
+func (e launchError) Is(target error) bool { return target == ErrLaunch }

@@ -105,6 +105,17 @@ func parseCPFlags(c *cli.Context) (cpOptions, error) {
 			return o, usageError("%v", err)
 		}
 	}
+	// cp has no policy for a crashed worker, but a value that kernel would refuse is refused
+	// here too (--on-worker-crash x was accepted, exit 0), and a valid one is said to do nothing.
+	if _, err := stopOnCrash(c); err != nil {
+		return o, err
+	}
+	if c.IsSet("on-worker-crash") {
+		log.Warn().Str("flag", "--on-worker-crash").Msg("--on-worker-crash is read by kernel, sparse and run only: it changes nothing in cp")
+	}
+	// said last, once every flag is accepted: bad input is one line (a negative --ulysses
+	// was a warning that it changes nothing, then the error)
+	warnMethodFlags(c, o.methods)
 	return o, nil
 }
 

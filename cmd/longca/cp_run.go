@@ -1,8 +1,6 @@
 package main
 
 import (
-	"fmt"
-
 	"github.com/longca/longca/harness"
 	"github.com/longca/longca/present"
 	"github.com/longca/longca/session"
@@ -63,9 +61,11 @@ func cpAction(c *cli.Context) (err error) {
 	}
 	// The kernel, probed once: a device kernel the methods cannot keep on its device is
 	// refused here unless --staged.
+	// A kernel that cannot be made here (no GPU, no libcudnn) is what a kernel sweep
+	// reports as unsupported rows; cp has one kernel, so it is bad input (it exited 1).
 	probe, err := session.NewKernel(o.kernel, o.kernelOpts)
 	if err != nil {
-		return fmt.Errorf("--kernel %s: %w", o.kernel, err)
+		return usageError("--kernel %s cannot run here: %v: use --kernel ref, or run where longca env finds it", o.kernel, err)
 	}
 	if _, err := harness.CPKernel(probe, o.staged); err != nil {
 		return usageError("--kernel %s: %v", o.kernel, err)

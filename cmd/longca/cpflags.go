@@ -87,7 +87,8 @@ type cpSweepOptions struct {
 	docs            harness.Docs // where document masks' lengths come from (--dist, --counts, --max-doc)
 }
 
-// parseCPSweep reads the flags of cpSweepFlags; bad input is one line naming the flag,
+// parseCPSweep reads the flags of cpSweepFlags (its caller warns of the mesh flags its
+// methods do not read, warnMethodFlags, once every flag is accepted); bad input is one line naming the flag,
 // exit status 2.
 func parseCPSweep(c *cli.Context) (cpSweepOptions, error) {
 	if err := checkLists(c); err != nil {
@@ -111,7 +112,6 @@ func parseCPSweep(c *cli.Context) (cpSweepOptions, error) {
 			return o, usageError("--methods: unknown method %q: use some of %s", m, strings.Join(cp.Names(), ", "))
 		}
 	}
-	warnMethodFlags(c, o.methods)
 	var err error
 	if o.masks = mask.CPMasks(); c.String("masks") != "" {
 		if o.masks, err = parseMasks(c.String("masks")); err != nil {

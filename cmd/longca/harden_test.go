@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/longca/longca/harness"
+	"github.com/longca/longca/kernels"
+	"github.com/longca/longca/session"
 )
 
 // A file named where a small JSON file is expected (--dist, --machine, --links) is read
@@ -110,6 +112,11 @@ func TestIgnoredFlagsAreSaid(t *testing.T) {
 		{[]string{"data", "--seqlen", "16K", "--counts", countsText(t), "--column", "tokens"}, []string{"--counts/--column", "a text file holds one count a line"}},
 		// (left by the fourth pass, mended in the ninth session)
 		{[]string{"list", "--on-worker-crash", "nope"}, []string{"--on-worker-crash \"nope\": use restart or stop"}},
+		// (the thirteenth session's fuzz pass: cp accepted it, exit 0; a negative mesh flag was
+		// a warning that it changes nothing, then the error: two lines)
+		{[]string{"cp", "--dry-run", "--on-worker-crash", "x"}, []string{"--on-worker-crash \"x\": use restart or stop"}},
+		{[]string{"cp", "--dry-run", "--methods", "ring-p2p", "--ulysses", "-1"}, []string{"--ulysses -1 --ring 0 --windows 0: must not be negative"}},
+		{[]string{"cp", "--dry-run", "--methods", "ring-p2p", "--cp-block", "-1"}, []string{"--cp-block -1 --cp-stages 0"}},
 	} {
 		_, errOut, code := captureRun(t, c.args...)
 		checkUsageError(t, c.args, code, errOut, c.wants...)
@@ -288,4 +295,37 @@ func TestRefusedRunLeavesNoEmptyFolder(t *testing.T) {
 	if _, err := os.Stat(there); err != nil {
 		t.Errorf("%v: the folder that was there before is gone: %v", args, err)
 	}
+}
+
+// A kernel or a launch that cannot run here is bad input, one line naming the flag or the
+// variable and the fix, exit 2 (the thirteenth session's fuzz pass: each exited 1, or 0
+// with a run of unsupported rows): cp --kernel cuda without a GPU, run --suite gpu without
+// one, and a 2-rank launch across nodes without MASTER_ADDR.
+func TestCannotRunHereExitsTwo(t *testing.T) {
+	if session.DefaultKernel(kernels.Options{}) == "cuda" {
+		t.Skip("a GPU answers here: the no-GPU refusals cannot be seen (the launch case runs in TestLaunchErrorExitsTwo)")
+	}
+	out := t.TempDir()
+	for _, c := range []struct {
+		args  []string
+		wants []string
+	}{
+		{[]string{"cp", "--kernel", "cuda", "--tokens-per-rank", "256", "--heads", "2:2", "--head-dim", "8", "--out", out}, []string{"--kernel cuda cannot run here", "use --kernel ref"}},
+		{[]string{"run", "--suite", "gpu", "--out", out}, []string{"--suite gpu: no GPU here", "use --suite cpu"}},
+	} {
+		_, errOut, code := captureRun(t, c.args...)
+		checkUsageError(t, c.args, code, errOut, c.wants...)
+	}
+}
+
+func TestLaunchErrorExitsTwo(t *testing.T) {
+	t.Setenv("OMPI_COMM_WORLD_RANK", "0")
+	t.Setenv("OMPI_COMM_WORLD_SIZE", "2")
+	t.Setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "1")
+	t.Setenv("MASTER_ADDR", "")
+	os.Unsetenv("MASTER_ADDR")
+	args := []string{"cp", "--masks", "causal", "--methods", "ring-p2p", "--tokens-per-rank", "256", "--heads", "2:2", "--head-dim", "8",
+		"-n", "1", "-w", "0", "--baseline", "none", "--out", t.TempDir()}
+	_, errOut, code := captureRun(t, args...)
+	checkUsageError(t, args, code, errOut, "MASTER_ADDR is not set", "set it to rank 0's host")
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/longca/longca/results"
+	"github.com/longca/longca/spmd"
 
 	"github.com/longca/longca/kernels/external"
 	"github.com/rs/zerolog"
@@ -147,7 +148,7 @@ func exitCode(err error) int {
 		return 0
 	case errors.As(err, &ec):
 		return ec.ExitCode()
-	case errors.Is(err, results.ErrUsage):
+	case errors.Is(err, results.ErrUsage), errors.Is(err, spmd.ErrLaunch):
 		return 2
 	}
 	return 1

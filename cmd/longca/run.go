@@ -46,6 +46,10 @@ func runAction(c *cli.Context) error {
 		if session.DefaultKernel(ko) == "cuda" {
 			name = "gpu"
 		}
+	} else if name == "gpu" { // (without one it wrote 96 unsupported rows, exit 0)
+		if _, err := session.NewKernel("cuda", ko); err != nil {
+			return usageError("--suite gpu: no GPU here (%v): use --suite cpu, or auto", err)
+		}
 	}
 	st, err := harness.StandardSuite(name)
 	if err != nil {
