@@ -20,7 +20,7 @@ func openMPI(_ context.Context, w World, o Options) (comm.Comm, error) {
 		return nil, err
 	}
 	if c.Rank() != w.Rank || c.Size() != w.Size {
-		return nil, fmt.Errorf("MPI says rank %d of %d but the %s environment says %d of %d", c.Rank(), c.Size(), w.Launcher, w.Rank, w.Size)
+		return nil, LaunchError(fmt.Errorf("MPI says rank %d of %d but the %s environment says %d of %d: start longca with the mpirun of the MPI it was built against, or give --backend tcp", c.Rank(), c.Size(), w.Launcher, w.Rank, w.Size))
 	}
 	return c, nil
 }

@@ -324,8 +324,16 @@ func TestLaunchErrorExitsTwo(t *testing.T) {
 	t.Setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "1")
 	t.Setenv("MASTER_ADDR", "")
 	os.Unsetenv("MASTER_ADDR")
-	args := []string{"cp", "--masks", "causal", "--methods", "ring-p2p", "--tokens-per-rank", "256", "--heads", "2:2", "--head-dim", "8",
-		"-n", "1", "-w", "0", "--baseline", "none", "--out", t.TempDir()}
-	_, errOut, code := captureRun(t, args...)
-	checkUsageError(t, args, code, errOut, "MASTER_ADDR is not set", "set it to rank 0's host")
+	for _, backend := range []string{"tcp", "auto"} {
+		// auto is MPI where the binary has it (built with the mpi tag, as CI builds it):
+		// MPI's world of one then disagrees with the environment's two, the other launch error
+		args := []string{"cp", "--masks", "causal", "--methods", "ring-p2p", "--tokens-per-rank", "256", "--heads", "2:2", "--head-dim", "8",
+			"-n", "1", "-w", "0", "--baseline", "none", "--backend", backend, "--out", t.TempDir()}
+		_, errOut, code := captureRun(t, args...)
+		if backend == "tcp" || !strings.Contains(errOut, "MPI says") {
+			checkUsageError(t, args, code, errOut, "MASTER_ADDR is not set", "set it to rank 0's host")
+		} else {
+			checkUsageError(t, args, code, errOut, "MPI says rank 0 of 1 but the ompi environment says 0 of 2", "--backend tcp")
+		}
+	}
 }
