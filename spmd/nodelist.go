@@ -106,8 +106,8 @@ func expandRange(r string) ([]string, error) {
 	if b < a {
 		return nil, fmt.Errorf("range %q runs backwards", r)
 	}
-	if b-a > 1<<16 {
-		return nil, fmt.Errorf("range %q is too long", r)
+	if b-a >= MaxWorld { // (the list as a whole is bounded by MaxWorld too: ExpandNodeList)
+		return nil, fmt.Errorf("range %q names more than the %d hosts a job may have", r, MaxWorld)
 	}
 	out := make([]string, 0, b-a+1)
 	for i := a; i <= b; i++ {

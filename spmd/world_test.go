@@ -123,7 +123,8 @@ func TestExpandNodeList(t *testing.T) {
 		in string
 		ok bool
 	}{{"n[0-65535][0-65535]", false}, {"n[0-1023]m[0-1023]", true}, {"n[0-1023]m[0-1024]", false},
-		{"n[0-511]m[0-1023],o[0-511]m[0-1023]", true}, {"n[0-511]m[0-1023],o[0-511]m[0-1023],p", false}} {
+		{"n[0-511]m[0-1023],o[0-511]m[0-1023]", true}, {"n[0-511]m[0-1023],o[0-511]m[0-1023],p", false},
+		{"a[0-1048575]", true}, {"a[0-1048576]", false}, {"a[0-1048575],b", false}} {
 		hosts, err := ExpandNodeList(c.in)
 		if (err == nil) != c.ok || (c.ok && len(hosts) != MaxWorld) {
 			t.Errorf("%q: %d hosts, err %v; want ok %v", c.in, len(hosts), err, c.ok)
