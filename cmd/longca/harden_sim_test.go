@@ -1,13 +1,9 @@
 package main
 
 import (
-	"bufio"
-	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -114,36 +110,8 @@ func TestSimulateCalibrateKernelThatCannotRun(t *testing.T) {
 // printed nothing for 10 minutes and kept its rows in memory until the end.
 func TestSimulateCalibrationKeepsRows(t *testing.T) {
 	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run", "^$")
-	cmd.Env = append(os.Environ(), longcaChildEnv+"=simulate --gpus 8 --methods ring-p2p --masks causal --samples 1 --calibrate ref "+
+	lines, _ := interruptAfterTwoCases(t, "simulate --gpus 8 --methods ring-p2p --masks causal --samples 1 --calibrate ref "+
 		"--calibrate-seqlens 256,512,1K,2K --heads 2:1 --head-dim 64 --calibrate-iters 1 --out "+dir+" --run-id sim")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var lines []string
-	sent := false
-	sc := bufio.NewScanner(stderr)
-	timer := time.AfterFunc(2*time.Minute, func() { cmd.Process.Kill() })
-	defer timer.Stop()
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-		if !sent && strings.Contains(sc.Text(), `"case":2,`) { // two rows written
-			sent = true
-			if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	err = cmd.Wait()
-	all := strings.Join(lines, "\n")
-	var ee *exec.ExitError
-	if !sent || !errors.As(err, &ee) || ee.ExitCode() != 130 {
-		t.Fatalf("SIGINT sent %v; exit %v, want status 130; stderr:\n%s", sent, err, all)
-	}
 	file := filepath.Join(dir, "sim-calibration.rank-0-of-1.arrow")
 	if last := lines[len(lines)-1]; !strings.Contains(last, "calibration interrupted after") || !strings.Contains(last, file) {
 		t.Errorf("last line %q, want the interruption and the file", last)

@@ -23,19 +23,40 @@ const longcaChildEnv = "LONGCA_TEST_CHILD_ARGS"
 // the process instead, through a library's signal handler).
 func TestKernelInterruptKeepsRows(t *testing.T) {
 	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run", "^$")
-	cmd.Env = append(os.Environ(), longcaChildEnv+"=kernel --kernels ref --masks full,causal,sliding_window --seqlens 256,512,1K,2K,4K "+
+	errLines, stdout := interruptAfterTwoCases(t, "kernel --kernels ref --masks full,causal,sliding_window --seqlens 256,512,1K,2K,4K "+
 		"--heads 2:1 --head-dim 64 --passes fwd,bwd -w 0 -n 1 --out "+dir+" --run-id intr")
+	last := errLines[len(errLines)-1]
+	if !strings.Contains(last, "interrupted after") || !strings.Contains(last, "intr.rank-0-of-1.arrow") {
+		t.Errorf("last line %q, want the interruption and the file", last)
+	}
+	if !strings.Contains(stdout, "# Cases:") {
+		t.Errorf("no table of the rows so far on stdout:\n%s", stdout)
+	}
+	rows, _, err := results.ReadRows(filepath.Join(dir, "intr.rank-0-of-1.arrow"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) < 2 || len(rows) >= 30 {
+		t.Errorf("%d rows in the file, want at least the 2 before the signal and fewer than the 30 cases", len(rows))
+	}
+}
+
+// interruptAfterTwoCases runs this test binary as `longca ARGS` (longcaChildEnv), sends it
+// SIGINT once its log says the second case is done, and requires exit status 130; it
+// returns the child's stderr lines and stdout.
+func interruptAfterTwoCases(t *testing.T, args string) (errLines []string, stdout string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run", "^$")
+	cmd.Env = append(os.Environ(), longcaChildEnv+"="+args)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stdout strings.Builder
-	cmd.Stdout = &stdout
+	var out strings.Builder
+	cmd.Stdout = &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	var errLines []string
 	sent := false
 	sc := bufio.NewScanner(stderr)
 	timer := time.AfterFunc(2*time.Minute, func() { cmd.Process.Kill() })
@@ -50,23 +71,9 @@ func TestKernelInterruptKeepsRows(t *testing.T) {
 		}
 	}
 	err = cmd.Wait()
-	all := strings.Join(errLines, "\n")
 	var ee *exec.ExitError
 	if !sent || !errors.As(err, &ee) || ee.ExitCode() != 130 {
-		t.Fatalf("SIGINT sent %v; exit %v, want status 130; stderr:\n%s", sent, err, all)
+		t.Fatalf("SIGINT sent %v; exit %v, want status 130; stderr:\n%s", sent, err, strings.Join(errLines, "\n"))
 	}
-	last := errLines[len(errLines)-1]
-	if !strings.Contains(last, "interrupted after") || !strings.Contains(last, "intr.rank-0-of-1.arrow") {
-		t.Errorf("last line %q, want the interruption and the file", last)
-	}
-	if !strings.Contains(stdout.String(), "# Cases:") {
-		t.Errorf("no table of the rows so far on stdout:\n%s", stdout.String())
-	}
-	rows, _, err := results.ReadRows(filepath.Join(dir, "intr.rank-0-of-1.arrow"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(rows) < 2 || len(rows) >= 30 {
-		t.Errorf("%d rows in the file, want at least the 2 before the signal and fewer than the 30 cases", len(rows))
-	}
+	return errLines, out.String()
 }
