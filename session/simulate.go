@@ -55,12 +55,9 @@ type Simulation struct {
 	CompareSrc string
 	// Docs is where document masks' lengths come from (--dist, --counts, --max-doc).
 	Docs harness.Docs
-	// Ignored are flags given that change nothing in this run (the kernel flags without
-	// --calibrate), said as warnings once every check has passed.
-	Ignored []string
 	// AfterChecks, when set, is called once every check has passed, before any work: the
-	// command's own warnings (mesh flags its methods do not read), so that a refused run
-	// is one line.
+	// command's own warnings (mesh flags its methods do not read, kernel flags without
+	// --calibrate), so that a refused run is one line.
 	AfterChecks func()
 }
 
@@ -548,9 +545,6 @@ func (s *Session) Simulate(ctx context.Context, o Simulation, start time.Time) e
 	}
 	if o.AfterChecks != nil {
 		o.AfterChecks()
-	}
-	for _, f := range o.Ignored {
-		s.log().Warn().Str("flag", f).Msgf("%s is read by --calibrate only: it changes nothing in this run", f)
 	}
 	if err := s.calibrateKernel(ctx, &o, cal); err != nil {
 		return err

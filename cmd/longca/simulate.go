@@ -68,6 +68,7 @@ func simulateFlags() []cli.Flag {
 type simOptions struct {
 	session.Simulation
 	cp               cpSweepOptions
+	ignored          []string // kernel flags given without --calibrate: they change nothing
 	ncclTable        bool
 	ncclMin, ncclMax int64
 }
@@ -172,7 +173,8 @@ var kernelFlagNames = []string{"device", "variant", "deterministic", "python", "
 // longca kernel reads them (--on-worker-crash x, --device -1 and --variant bogus were
 // accepted without --calibrate, exit 0): with --calibrate they make its kernel (the
 // device defaulting to the local rank's GPU under a launcher); without, a valid one is
-// said to change nothing once every check has passed (Simulation.Ignored).
+// said to change nothing once every check has passed (simOptions.ignored, said by
+// Simulation.AfterChecks).
 func (o *simOptions) readKernelFlags(c *cli.Context) error {
 	w := spmd.World{Size: 1}
 	if o.Calibrate != "" {
@@ -197,7 +199,7 @@ func (o *simOptions) readKernelFlags(c *cli.Context) error {
 	}
 	for _, f := range kernelFlagNames {
 		if c.IsSet(f) {
-			o.Ignored = append(o.Ignored, "--"+f)
+			o.ignored = append(o.ignored, "--"+f)
 		}
 	}
 	return nil
@@ -277,6 +279,11 @@ func simulateAction(c *cli.Context) error {
 	sm.Sweep, sm.TokensPerRank, sm.SeqLen, sm.Docs = o.cp.sweep(0, ""), o.cp.tokensPerRank, o.cp.seqlen, o.cp.docs
 	// said once the session has accepted the sweep too (its memory and time): a refused
 	// run is one line
-	sm.AfterChecks = func() { warnMethodFlags(c, o.cp.methods) }
+	sm.AfterChecks = func() {
+		warnMethodFlags(c, o.cp.methods)
+		for _, f := range o.ignored {
+			log.Warn().Str("flag", f).Msgf("%s is read by --calibrate only: it changes nothing in this run", f)
+		}
+	}
 	return newSession(c, "simulate", o.cp.out, o.cp.runID, spmd.World{Size: 1}).Simulate(c.Context, sm, start)
 }
