@@ -488,11 +488,7 @@ func LoadChecked(path string) (Loaded, error) {
 	}
 	if used == 0 && len(out.Skipped) > 0 {
 		// Every file was left out: an empty table would read as a run without rows.
-		why := out.Skipped
-		if len(why) > 3 {
-			why = append(why[:3:3], fmt.Sprintf("and %d more", len(out.Skipped)-3))
-		}
-		return out, usage("none of the folder's %d results file(s) can be read (%s): give a folder a longca run wrote", len(out.Skipped), strings.Join(why, "; "))
+		return out, usage("none of the folder's %d results file(s) can be read (%s): give a folder a longca run wrote", len(out.Skipped), firstFew(out.Skipped, 3))
 	}
 	return out, nil
 }
