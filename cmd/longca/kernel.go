@@ -102,20 +102,21 @@ func sweepAction(c *cli.Context, s harness.Sweep, bench string, w spmd.World, ko
 	for _, d := range s.Dropped() {
 		log.Warn().Str("case", d).Msg("sparse: a ratio that keeps the same blocks as an earlier one is left out")
 	}
-	// --mask-json builds every mask: estimated first, and written once every flag is
-	// accepted (it wrote 2.5 GB of JSON from 13.7 GB of memory before the estimate ran)
-	if dir := c.String("mask-json"); dir != "" && bench == "kernel" {
+	// --mask-json and a dry run build every mask: estimated first, and written once every
+	// flag is accepted (--mask-json wrote 2.5 GB of JSON from 13.7 GB of memory before the
+	// estimate ran)
+	maskJSON := c.String("mask-json")
+	if maskJSON != "" && bench == "kernel" || c.Bool("dry-run") {
 		if err := session.FitPlanMasks(s.Cases()); err != nil {
 			return err
 		}
-		if err := writeMaskJSON(c, dir, s, docs.KernelBuilder()); err != nil {
+	}
+	if maskJSON != "" && bench == "kernel" {
+		if err := writeMaskJSON(c, maskJSON, s, docs.KernelBuilder()); err != nil {
 			return err
 		}
 	}
 	if c.Bool("dry-run") {
-		if err := session.FitPlanMasks(s.Cases()); err != nil {
-			return err
-		}
 		return present.WritePlan(c.App.Writer, s.Cases(), build)
 	}
 	k := session.KernelSweep{Sweep: s, Build: build, Warmup: warmup, Iters: iters, Check: check, CheckBudget: budget,
