@@ -246,7 +246,7 @@ func (m Machine) Validate() error {
 		name string
 		l    Link
 	}{{"local", m.Local}, {"intra", m.Intra}, {"inter", m.Inter}} {
-		if !positive(l.l.BandwidthGBs) || !nonNegative(l.l.LatencyUs) {
+		if !Positive(l.l.BandwidthGBs) || !NonNegative(l.l.LatencyUs) {
 			return fmt.Errorf("%s: bandwidth_gbs %g and latency_us %g: need a finite positive bandwidth and a finite latency >= 0", l.name, l.l.BandwidthGBs, l.l.LatencyUs)
 		}
 	}
@@ -256,23 +256,23 @@ func (m Machine) Validate() error {
 	if m.AllReduce != "" && m.AllReduce != "ring" && m.AllReduce != "tree" {
 		return fmt.Errorf("allreduce %q: use ring or tree", m.AllReduce)
 	}
-	if !nonNegative(m.StepUs) || !nonNegative(m.StepSliceUs) || !nonNegative(m.Contention) {
+	if !NonNegative(m.StepUs) || !NonNegative(m.StepSliceUs) || !NonNegative(m.Contention) {
 		return fmt.Errorf("step_us %g, step_slice_us %g, contention %g: each must be finite and not negative", m.StepUs, m.StepSliceUs, m.Contention)
 	}
-	if !nonNegative(m.ComputeScale) {
+	if !NonNegative(m.ComputeScale) {
 		return fmt.Errorf("compute_scale %g: must be finite and not negative (0 or 1: as calibrated)", m.ComputeScale)
 	}
-	if !positive(m.Helpers.BandwidthGBs) || !nonNegative(m.Helpers.LaunchUs) {
+	if !Positive(m.Helpers.BandwidthGBs) || !NonNegative(m.Helpers.LaunchUs) {
 		return fmt.Errorf("helpers: bandwidth_gbs %g and launch_us %g: need a finite positive bandwidth and a finite launch >= 0", m.Helpers.BandwidthGBs, m.Helpers.LaunchUs)
 	}
 	return nil
 }
 
-// positive and nonNegative hold a machine's numbers: NaN fails both (a comparison with
-// NaN is false: --inter-latency NaN passed "< 0" and no event ever ended), and so does
-// an infinity.
-func positive(x float64) bool    { return x > 0 && !math.IsInf(x, 1) }
-func nonNegative(x float64) bool { return x >= 0 && !math.IsInf(x, 1) }
+// Positive and NonNegative hold a machine's numbers (Validate, and the flags that set
+// them): NaN fails both (a comparison with NaN is false: --inter-latency NaN passed "< 0"
+// and no event ever ended), and so does an infinity.
+func Positive(x float64) bool    { return x > 0 && !math.IsInf(x, 1) }
+func NonNegative(x float64) bool { return x >= 0 && !math.IsInf(x, 1) }
 
 // JSON is the machine as a machine file would write it (recorded in every row).
 func (m Machine) JSON() string {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -219,21 +218,21 @@ func machineFromFlags(c *cli.Context) (sim.Machine, error) {
 	// Each link number is checked where it is given, naming its flag: NaN passed a "< 0"
 	// check and the simulation then never finished an event.
 	for _, f := range []struct {
-		flag     string
-		dst      *float64
-		positive bool
-		what     string
+		flag  string
+		dst   *float64
+		valid func(float64) bool
+		what  string
 	}{
-		{"intra-bw", &m.Intra.BandwidthGBs, true, "GB/s above 0, such as 360"},
-		{"intra-latency", &m.Intra.LatencyUs, false, "microseconds, 0 or more, such as 3"},
-		{"inter-bw", &m.Inter.BandwidthGBs, true, "GB/s above 0, such as 45"},
-		{"inter-latency", &m.Inter.LatencyUs, false, "microseconds, 0 or more, such as 8"},
+		{"intra-bw", &m.Intra.BandwidthGBs, sim.Positive, "GB/s above 0, such as 360"},
+		{"intra-latency", &m.Intra.LatencyUs, sim.NonNegative, "microseconds, 0 or more, such as 3"},
+		{"inter-bw", &m.Inter.BandwidthGBs, sim.Positive, "GB/s above 0, such as 45"},
+		{"inter-latency", &m.Inter.LatencyUs, sim.NonNegative, "microseconds, 0 or more, such as 8"},
 	} {
 		if !c.IsSet(f.flag) {
 			continue
 		}
 		v := c.Float64(f.flag)
-		if ok := v >= 0 && !math.IsInf(v, 1) && (!f.positive || v > 0); !ok {
+		if !f.valid(v) {
 			return m, usageError("--%s %g: give a finite number of %s", f.flag, v, f.what)
 		}
 		*f.dst = v
