@@ -104,7 +104,7 @@ type calibration struct {
 
 // prepareCalibration checks, before anything runs, that --calibrate can run here (the
 // kernel can be made and runs some calibration case: without a GPU --calibrate cuda
-// gave 16 warnings and no model), that every case fits in memory, and says how long the
+// gave 16 warnings and no model), that every case fits in memory (FitKernels, each case named by its --calibrate-seqlens length), and says how long the
 // calibration will take when that is over SlowSweep (FitKernels, as longca kernel). Nil
 // without --calibrate.
 func (s *Session) prepareCalibration(ctx context.Context, o *Simulation) (*calibration, error) {
@@ -137,12 +137,14 @@ func (s *Session) prepareCalibration(ctx context.Context, o *Simulation) (*calib
 	if !runs {
 		return nil, Usagef("--calibrate %s: the kernel runs none of the calibration cases (%s): %s", o.Calibrate, oneLine(refused), fix)
 	}
-	if err := fitCalibration(cases, o.Calibrate, o.CalKernelOptions, o.CalCheck); err != nil {
-		return nil, err
-	}
 	cal := *s
 	cal.RunID, cal.Bench = s.RunID+"-calibration", "kernel"
-	ks := KernelSweep{Sweep: sw, Warmup: 1, Iters: o.CalIters, Check: o.CalCheck, KernelOptions: o.CalKernelOptions, StopOnCrash: o.CalStopOnCrash}
+	ks := KernelSweep{Sweep: sw, Warmup: 1, Iters: o.CalIters, Check: o.CalCheck, KernelOptions: o.CalKernelOptions, StopOnCrash: o.CalStopOnCrash,
+		// A case too large to fit is named by its length (--calibrate-seqlens 1G ran the
+		// process out of memory before FitKernels refused it).
+		Culprit: func(cs harness.Case, _ func(harness.Case) bool) string {
+			return "--calibrate-seqlens " + harness.FormatSize(cs.SeqLen)
+		}}
 	est, err := cal.FitKernels(ctx, ks)
 	if err != nil {
 		return nil, err
@@ -426,23 +428,6 @@ func (s *Session) predictJob(ctx context.Context, o *Simulation, j simJob, maskF
 		rows = append(rows, r)
 	}
 	return rows, nil
-}
-
-// fitCalibration refuses, before any is timed, a --calibrate case that cannot fit in
-// memory (harness.KernelFootprint, as longca kernel's cases: --calibrate-seqlens 1G ran
-// the process out of memory).
-func fitCalibration(cases []harness.Case, kernel string, ko kernels.Options, check bool) error {
-	_, onDevice, isRef, devBytes, ok := KernelPlace(kernel, ko)
-	if !ok {
-		return nil // the kernel cannot be made: the run says why
-	}
-	m := Machine()
-	for _, cs := range cases {
-		if err := m.Fits(harness.KernelFootprint(cs, check, 0, onDevice, isRef), devBytes, "calibration case "+cs.String()); err != nil {
-			return Usagef("--calibrate-seqlens %s: %v: give shorter lengths", harness.FormatSize(cs.SeqLen), err)
-		}
-	}
-	return nil
 }
 
 // maxCaseSeconds is the longest one case may be estimated to take (sim.Seconds) before

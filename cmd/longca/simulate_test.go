@@ -227,7 +227,7 @@ func TestSimulateUsageErrors(t *testing.T) {
 		{[]string{"--kernel-rows", filepath.Join(dir, "none")}, "--kernel-rows"},
 		{[]string{"--calibrate", "nope"}, "--calibrate"},
 		{[]string{"--calibrate", "ref", "--kernel-rows", dir}, "both given"},
-		{[]string{"--calibrate", "ref", "--calibrate-seqlens", "1G"}, "--calibrate-seqlens 1G: calibration case"},
+		{[]string{"--calibrate", "ref", "--calibrate-seqlens", "1G"}, "--calibrate-seqlens 1G: case"},
 		{[]string{"--methods", "ring-p"}, "--methods"},
 		{[]string{"--passes", "up"}, "--passes"},
 		{[]string{"--nccl-table", "--nccl-sizes", "8"}, "--nccl-sizes"},
