@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -450,7 +452,17 @@ func LoadChecked(path string) (Loaded, error) {
 	}
 	if !st.IsDir() {
 		rows, _, err := ReadRows(path)
-		return Loaded{Rows: rows}, err
+		if err != nil {
+			return Loaded{Rows: rows}, err
+		}
+		kept, why := keepMeasured(path, rows)
+		if why == "" {
+			return Loaded{Rows: rows}, nil
+		}
+		if len(kept) == 0 {
+			return Loaded{Skipped: []string{why}}, usage("%s: none of its rows can be used (%s): give a file a longca run wrote", path, why)
+		}
+		return Loaded{Rows: kept, Skipped: []string{why}}, nil
 	}
 	var out Loaded
 	used := 0
@@ -463,7 +475,11 @@ func LoadChecked(path string) (Loaded, error) {
 			// rank files are there: a later run in the same folder must not be hidden.
 			extra := runsNotIn(path, f)
 			if len(extra) == 0 {
-				return Loaded{Rows: rows}, nil
+				kept, why := keepMeasured(merged, rows)
+				if why == "" {
+					return Loaded{Rows: rows}, nil
+				}
+				return Loaded{Rows: kept, Skipped: []string{why}}, nil
 			}
 			out.Skipped = append(out.Skipped, fmt.Sprintf("%s: it lacks run(s) %s whose rank files are in the folder: reading the rank files instead", merged, strings.Join(extra, ", ")))
 		} else {
@@ -483,7 +499,14 @@ func LoadChecked(path string) (Loaded, error) {
 			out.Skipped = append(out.Skipped, err.Error())
 			continue
 		}
-		out.Rows = append(out.Rows, rows...)
+		kept, why := keepMeasured(f.Path, rows)
+		if why != "" {
+			out.Skipped = append(out.Skipped, why)
+		}
+		if len(kept) == 0 && len(rows) > 0 {
+			continue
+		}
+		out.Rows = append(out.Rows, kept...)
 		used++
 	}
 	if used == 0 && len(out.Skipped) > 0 {
@@ -491,4 +514,82 @@ func LoadChecked(path string) (Loaded, error) {
 		return out, usage("none of the folder's %d results file(s) can be read (%s): give a folder a longca run wrote", len(out.Skipped), firstFew(out.Skipped, 3))
 	}
 	return out, nil
+}
+
+// badFigures says which of an ok or predicted row's times and rates are not what a
+// measurement (or a prediction) can have, a finite number >= 0: "median_ms NaN, tflops
+// -3"; "" when all are (or the row has another status, whose figures are null).
+// Durations and FLOPs over them are never NaN, infinite or negative; such a row was
+// written by hand or by another program, and one of them made a table's average NaN, a
+// CP run's kernel_tflops and cp_efficiency (--baseline) NaN, and simulate --compare's
+// error NaN.
+func badFigures(r Row) string {
+	if r.Status != StatusOK && r.Status != StatusPredicted {
+		return ""
+	}
+	var bad []string
+	check := func(name string, v *float64) {
+		if v != nil && !(*v >= 0 && !math.IsInf(*v, 1)) {
+			bad = append(bad, fmt.Sprintf("%s %v", name, *v))
+		}
+	}
+	check("flops", &r.FLOPs)
+	check("median_ms", r.MedianMs)
+	check("min_ms", r.MinMs)
+	check("max_ms", r.MaxMs)
+	check("mean_ms", r.MeanMs)
+	check("tflops", r.TFLOPs)
+	check("bandwidth_gbs", r.BandwidthGBs)
+	check("samples_tflops_median", r.SamplesTFLOPsMedian)
+	check("samples_tflops_min", r.SamplesTFLOPsMin)
+	check("samples_tflops_max", r.SamplesTFLOPsMax)
+	check("device_tflops", r.DeviceTFLOPs)
+	check("kernel_tflops", r.KernelTFLOPs)
+	check("cp_efficiency", r.CPEfficiency)
+	check("no_comm_ms", r.NoCommMs)
+	return strings.Join(bad, ", ")
+}
+
+// keepMeasured returns the rows of the file at path without those whose figures are not
+// a measurement's (badFigures), and a line naming the first few of those ("" when none).
+// LoadChecked leaves them out of what it returns (merge copies files as they are).
+func keepMeasured(path string, rows []Row) ([]Row, string) {
+	var kept []Row
+	var first []string
+	n := 0
+	for i, r := range rows {
+		why := badFigures(r)
+		if why == "" {
+			if n > 0 {
+				kept = append(kept, r)
+			}
+			continue
+		}
+		if n == 0 {
+			kept = append(kept, rows[:i]...)
+		}
+		if n++; n <= 3 {
+			name := r.Kernel
+			if r.Method != "" {
+				name = r.Method
+			}
+			first = append(first, fmt.Sprintf("row %d (%s %s %s %d %s): %s", i, clip(r.Bench), clip(name), clip(r.Mask), r.SeqLen, clip(r.Pass), why))
+		}
+	}
+	if n == 0 {
+		return rows, ""
+	}
+	more := ""
+	if n > len(first) {
+		more = fmt.Sprintf("; and %d more", n-len(first))
+	}
+	return kept, fmt.Sprintf("%s: %d of its %d rows left out, their times or rates not finite numbers >= 0 as a measurement's are (%s%s)", path, n, len(rows), strings.Join(first, "; "), more)
+}
+
+// clip bounds a name read from a file for a message: at most 40 bytes, quoted.
+func clip(s string) string {
+	if len(s) > 40 {
+		s = s[:40] + "..."
+	}
+	return strconv.Quote(s)
 }
