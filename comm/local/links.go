@@ -2,6 +2,7 @@ package local
 
 import (
 	"fmt"
+	"math"
 	"sync"
 	"time"
 )
@@ -90,7 +91,12 @@ func (s *linkState) reserve(src, dst int, n int64, now time.Time) time.Time {
 			p.owner = node(src)
 		}
 	}
-	wire := time.Duration(float64(n) / link.Bandwidth * float64(time.Second))
+	// The longest wait at most: a large message on a slow link took a time past
+	// time.Duration's range, which wrapped to a negative one (no wait at all).
+	wire := time.Duration(math.MaxInt64)
+	if ns := float64(n) / link.Bandwidth * float64(time.Second); ns < math.MaxInt64 {
+		wire = time.Duration(ns)
+	}
 	s.mu.Lock()
 	depart := now
 	if f := s.free[p]; f.After(depart) {
