@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -251,7 +252,28 @@ func deviceMover(k kernels.Kernel, n int) (*cudamover.Mover, error) {
 	return m, nil
 }
 
-// LinksOf is the link emulator of comm/local for a machine.
+// CheckLinks says why a machine's links cannot be emulated between in-process ranks
+// (--links), or nil: a latency of more than the longest wait (2^63 ns, 292 years), a
+// bandwidth over the largest number in bytes/s, or one so low that a byte takes longer
+// than the longest wait. sim.Machine.Validate holds them finite and positive, but
+// --links 1e300 microseconds of latency wrapped to a negative wait and panicked in
+// comm/local, and 5e-324 GB/s a negative time on the wire (no wait at all).
+func CheckLinks(m sim.Machine) error {
+	for _, k := range []struct {
+		name string
+		l    sim.Link
+	}{{"local", m.Local}, {"intra", m.Intra}, {"inter", m.Inter}} {
+		if !(k.l.LatencyUs*float64(time.Microsecond) < math.MaxInt64) {
+			return fmt.Errorf("%s: latency_us %g cannot be emulated: give under 9.2e15 microseconds (292 years, the longest wait)", k.name, k.l.LatencyUs)
+		}
+		if bps := k.l.BandwidthGBs * 1e9; math.IsInf(bps, 1) || !(float64(time.Second)/bps < math.MaxInt64) {
+			return fmt.Errorf("%s: bandwidth_gbs %g cannot be emulated: give at most 1e299 GB/s, and enough that a byte takes under 292 years", k.name, k.l.BandwidthGBs)
+		}
+	}
+	return LinksOf(m).Validate()
+}
+
+// LinksOf is the link emulator of comm/local for a machine (check it with CheckLinks).
 func LinksOf(m sim.Machine) local.Links {
 	l := func(k sim.Link) local.Link {
 		return local.Link{Bandwidth: k.BandwidthGBs * 1e9, Latency: time.Duration(k.LatencyUs * float64(time.Microsecond)), Shared: k.Shared}

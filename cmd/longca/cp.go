@@ -7,6 +7,7 @@ import (
 
 	"github.com/longca/longca/harness"
 	"github.com/longca/longca/kernels"
+	"github.com/longca/longca/session"
 	"github.com/longca/longca/sim"
 	"github.com/longca/longca/spmd"
 	"github.com/urfave/cli/v2"
@@ -86,6 +87,9 @@ func parseCPFlags(c *cli.Context) (cpOptions, error) {
 	}
 	if c.IsSet("links") {
 		m, err := sim.LoadMachine(c.String("links"))
+		if err == nil {
+			err = session.CheckLinks(m)
+		}
 		if err != nil {
 			return o, usageError("--links: %v", err)
 		}
