@@ -16,6 +16,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"sort"
@@ -226,6 +227,11 @@ func ParseMachine(b []byte, name string) (Machine, error) {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&file); err != nil {
 		return Machine{}, fmt.Errorf("machine file %s: %w", name, err)
+	}
+	// (Decode reads one value: with more after it, the preset above was not read either,
+	// and the file was refused for "gpus_per_node 0".)
+	if _, err := dec.Token(); err != io.EOF {
+		return Machine{}, fmt.Errorf("machine file %s: more after its JSON object (at byte %d): a machine file holds one object", name, dec.InputOffset())
 	}
 	m = file.Machine
 	if err := m.Validate(); err != nil {

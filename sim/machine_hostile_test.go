@@ -1,0 +1,23 @@
+package sim
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestMachineFileTrailingData: a machine file with more after its object is refused for
+// that; it was refused for "gpus_per_node 0: need at least 1" (the preset was not read),
+// which named a field the file did not have. A file of one object, with spaces and CRLF
+// line ends after it, is read as before.
+func TestMachineFileTrailingData(t *testing.T) {
+	for _, b := range []string{`{"preset":"h100-ib"} garbage`, `{"preset":"h100-ib"} {}`, `{"preset":"h100-ib"}]`} {
+		_, err := ParseMachine([]byte(b), "m.json")
+		if err == nil || !strings.Contains(err.Error(), "more after its JSON object") {
+			t.Errorf("%s: %v, want an error naming what follows the object", b, err)
+		}
+	}
+	m, err := ParseMachine([]byte("{\r\n\"preset\": \"h100-ib\"\r\n}\r\n  \n"), "m.json")
+	if err != nil || m.GPUsPerNode != MachinePresets["h100-ib"].GPUsPerNode {
+		t.Errorf("one object and white space: %+v, %v", m, err)
+	}
+}
