@@ -201,13 +201,13 @@ func (v fbVerifier) schema(s fbTable) (int, error) {
 			return err
 		}
 		if at, err := v.ref(f, fieldDictionary); err != nil || at != 0 {
-			return fmt.Errorf("a dictionary-encoded column: not written by longca (%v)", err)
+			return fmt.Errorf("a dictionary-encoded column: not written by longca%s", because(err))
 		}
 		if at, err := v.ref(f, fieldChildren); err != nil {
 			return err
 		} else if at != 0 {
 			if n, err := v.vector(at, 4); err != nil || n != 0 {
-				return fmt.Errorf("a nested column: not written by longca (%v)", err)
+				return fmt.Errorf("a nested column: not written by longca%s", because(err))
 			}
 		}
 		tt, err := v.byteField(f, fieldTypeType)
@@ -234,7 +234,7 @@ func (v fbVerifier) schema(s fbTable) (int, error) {
 // per column of the flat schemas longca writes).
 func (v fbVerifier) recordBatch(t fbTable) (int, error) {
 	if at, err := v.ref(t, batchCompression); err != nil || at != 0 {
-		return 0, fmt.Errorf("a compressed batch: not written by longca (%v)", err)
+		return 0, fmt.Errorf("a compressed batch: not written by longca%s", because(err))
 	}
 	for _, f := range []struct{ slot, elem int }{{batchBuffers, 16}, {batchVariadic, 8}} {
 		if err := v.scalarVector(t, f.slot, f.elem); err != nil {
@@ -322,7 +322,7 @@ func verifyFooter(footer []byte) ([]fileBlock, int, error) {
 		return nil, 0, err
 	} else if at != 0 {
 		if n, err := v.vector(at, 24); err != nil || n != 0 {
-			return nil, 0, fmt.Errorf("dictionaries: not written by longca (%v)", err)
+			return nil, 0, fmt.Errorf("dictionaries: not written by longca%s", because(err))
 		}
 	}
 	at, err := v.ref(f, footerRecordBatches)
@@ -374,4 +374,12 @@ func messageAt(data []byte, pos int) (m ipcMessage, eosAt bool, torn bool, err e
 		return m, false, true, fmt.Errorf("body of %d bytes at byte %d runs past the end", bodyLen, pos)
 	}
 	return ipcMessage{start: pos, end: pos + 8 + int(metaLen) + int(bodyLen), header: header, cols: cols}, false, false, nil
+}
+
+// because is " (err)", or "" when err is nil (a feature found, not a verification error).
+func because(err error) string {
+	if err == nil {
+		return ""
+	}
+	return fmt.Sprintf(" (%v)", err)
 }

@@ -16,7 +16,8 @@ var identityColumns = map[string]arrow.DataType{
 	"status": arrow.BinaryTypes.String,
 }
 
-// checkSchema refuses a schema that results files never have: a column type the codec
+// checkSchema refuses a schema that results files never have (its callers wrap the error
+// in ErrNotResults, which says "not a longca results file"): a column type the codec
 // does not write, a column of Row's (or ChecksumColumn) of another type than the codec
 // gives it, or missing identity columns.
 func checkSchema(s *arrow.Schema) error {
@@ -27,18 +28,18 @@ func checkSchema(s *arrow.Schema) error {
 		switch f.Type.ID() {
 		case arrow.STRING, arrow.INT64, arrow.UINT64, arrow.FLOAT64, arrow.BOOL, arrow.TIMESTAMP:
 		default:
-			return fmt.Errorf("column %s has type %s, which results files do not use: not a longca results file", f.Name, f.Type)
+			return fmt.Errorf("column %s has type %s, which results files do not use", f.Name, f.Type)
 		}
 		// (Rows refused such a column only when a row was decoded, as an error of no
 		// kind: report and selftest merged exited 1 on another program's file.)
 		if want, ok := columnTypes[f.Name]; ok && !arrow.TypeEqual(f.Type, want) {
-			return fmt.Errorf("column %s has type %s where results files have %s: not a longca results file", f.Name, f.Type, want)
+			return fmt.Errorf("column %s has type %s where results files have %s", f.Name, f.Type, want)
 		}
 	}
 	for name, typ := range identityColumns {
 		idx := s.FieldIndices(name)
 		if len(idx) != 1 || !arrow.TypeEqual(s.Field(idx[0]).Type, typ) {
-			return fmt.Errorf("no %s column of type %s: not a longca results file", name, typ)
+			return fmt.Errorf("no %s column of type %s", name, typ)
 		}
 	}
 	return nil
