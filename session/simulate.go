@@ -200,7 +200,16 @@ func (s *Session) calibrateKernel(ctx context.Context, o *Simulation, cal *calib
 		return nil
 	}
 	samples, skipped := sim.SamplesFromRows(rows, kernel, o.Kernel.TileQ, o.Kernel.TileK)
-	for _, sk := range skipped {
+	// The first few, each bounded (a row's names come from a file: 8 rows of 1 MB mask
+	// names gave 16 MB of warnings), then how many more.
+	for i, sk := range skipped {
+		if i == maxSkipWarnings {
+			s.log().Warn().Int("more", len(skipped)-i).Msgf("and %d more kernel rows not used for calibration", len(skipped)-i)
+			break
+		}
+		if len(sk) > 300 {
+			sk = sk[:300] + "..."
+		}
 		s.log().Warn().Str("row", sk).Msg("kernel row not used for calibration")
 	}
 	km, rep, err := sim.Fit(o.Kernel, samples, source)
@@ -429,6 +438,10 @@ func (s *Session) predictJob(ctx context.Context, o *Simulation, j simJob, maskF
 	}
 	return rows, nil
 }
+
+// maxSkipWarnings is how many kernel rows not used for calibration are named, each in a
+// warning line of its own, before the rest are counted.
+const maxSkipWarnings = 8
 
 // maxCaseSeconds is the longest one case may be estimated to take (sim.Seconds) before
 // the sweep is refused.
