@@ -31,24 +31,34 @@
 # and prefix_lm_causal (less at 8K, where 6.8% of causal's wide tiles are partial against
 # 3.1%), full_document and global_sliding_window -2 to +3%; persistent cells unchanged (the
 # same code).
-# Bounded to 560 s; the tables last; logs packed as OUT/t.tgz.
+# Bounded to 560 s; the tables last; logs packed as OUT/t.tgz. LEAN=1 (about 250 s) times
+# the rows once, without the GPU tests or ncu.
 #   sh scripts/device/call62.sh OUT      (carry bin/longca.gz bin/cuda.test.gz; the call's timeout 600)
 set -u
 out=${1:?usage: call62.sh OUT}
 . scripts/device/lib.sh
 call_start ${BUDGET:-560} longca cuda.test || exit 1
-warm sm90 &
-warm sm90n &
-gpu_tests sm90n-plain 200
-wait
 runs="cudnn sm90 sm90n-plain cudnn sm90 sm90n-plain"
-interleave n 50 "$runs" --masks full,causal,full_document,prefix_lm_causal,global_sliding_window --seqlens 8K,16K,32K,48K --passes fwd -w 2 -n 5
-ncu_sass cudnn full 16K 64
-ncu_sass cudnn full 32K 128
-ncu_sass sm90 full 32K 128
-ncu_sass sm90n full 32K 128
+if [ "${LEAN:-0}" = 1 ]; then
+	# LEAN=1: a short device window (about 250 s): the rows once, each checked against the
+	# CPU reference as every kernel row is; no GPU tests (a promotion needs them after),
+	# no ncu.
+	runs="cudnn sm90 sm90n-plain"
+	warm sm90 & warm sm90n-plain & wait
+	interleave n 60 "$runs" --masks full,causal,full_document,prefix_lm_causal,global_sliding_window --seqlens 8K,16K,32K,48K --passes fwd -w 2 -n 5
+else
+	warm sm90 &
+	warm sm90n &
+	gpu_tests sm90n-plain 200
+	wait
+	interleave n 50 "$runs" --masks full,causal,full_document,prefix_lm_causal,global_sliding_window --seqlens 8K,16K,32K,48K --passes fwd -w 2 -n 5
+	ncu_sass cudnn full 16K 64
+	ncu_sass cudnn full 32K 128
+	ncu_sass sm90 full 32K 128
+	ncu_sass sm90n full 32K 128
+fi
 cat "$out/t/summary.txt"
-for f in cudnn-full-16K-fwd-d64:17179869184 cudnn-full-32K-fwd:68719476736 sm90-full-32K-fwd:68719476736 sm90n-full-32K-fwd:68719476736; do
+[ "${LEAN:-0}" = 1 ] || for f in cudnn-full-16K-fwd-d64:17179869184 cudnn-full-32K-fwd:68719476736 sm90-full-32K-fwd:68719476736 sm90n-full-32K-fwd:68719476736; do
 	echo "=== executed instructions by opcode, ${f%%:*} (thread instructions a score last)"
 	op_mix "$out/t/ncu-sass-${f%%:*}.log" "${f##*:}"
 done
