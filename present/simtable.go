@@ -251,6 +251,9 @@ func WriteSimTable(w io.Writer, h SimHeader, rows []results.Row) error {
 // FormatRate keeps 4 significant digits of a TFLOP/s figure (CPU runs are tiny).
 func FormatRate(v float64) string {
 	switch {
+	case v >= 1e6:
+		// no GPU gives this, but a file may say it: 4 digits, not a 300-digit cell
+		return fmt.Sprintf("%.3e", v)
 	case v >= 100:
 		return fmt.Sprintf("%.1f", v)
 	case v >= 1:

@@ -129,6 +129,9 @@ func PassRank(p string) int {
 // formatTFLOPs keeps 4 significant digits in a fixed width.
 func formatTFLOPs(v float64) string {
 	switch {
+	case v >= 1e6:
+		// no GPU gives this, but a file may say it: 4 digits, not a 300-digit cell
+		return fmt.Sprintf("%.3e", v)
 	case v >= 100:
 		return fmt.Sprintf("%.1f", v)
 	case v >= 1:
