@@ -80,4 +80,15 @@ func TestLoadLeavesOutRowsNoMeasurementHas(t *testing.T) {
 	if !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), "none of its rows can be used") || strings.Contains(err.Error(), "\n") {
 		t.Errorf("a file of NaN rows only: %v, want a one-line usage error", err)
 	}
+	// So is its folder, through its rank file and through its merged file (which gave an
+	// empty table without a word).
+	if _, err := LoadChecked(bad); !errors.Is(err, ErrUsage) {
+		t.Errorf("a folder of a rank file of NaN rows only: %v, want a usage error", err)
+	}
+	if _, err := Merge(bad, MergeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadChecked(bad); !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), "merged.arrow: none of its rows can be used") {
+		t.Errorf("a folder whose merged file holds NaN rows only: %v, want a usage error naming it", err)
+	}
 }

@@ -455,14 +455,7 @@ func LoadChecked(path string) (Loaded, error) {
 		if err != nil {
 			return Loaded{Rows: rows}, err
 		}
-		kept, why := keepMeasured(path, rows)
-		if why == "" {
-			return Loaded{Rows: rows}, nil
-		}
-		if len(kept) == 0 {
-			return Loaded{Skipped: []string{why}}, usage("%s: none of its rows can be used (%s): give a file a longca run wrote", path, why)
-		}
-		return Loaded{Rows: kept, Skipped: []string{why}}, nil
+		return measuredFile(path, rows)
 	}
 	var out Loaded
 	used := 0
@@ -475,11 +468,7 @@ func LoadChecked(path string) (Loaded, error) {
 			// rank files are there: a later run in the same folder must not be hidden.
 			extra := runsNotIn(path, f)
 			if len(extra) == 0 {
-				kept, why := keepMeasured(merged, rows)
-				if why == "" {
-					return Loaded{Rows: rows}, nil
-				}
-				return Loaded{Rows: kept, Skipped: []string{why}}, nil
+				return measuredFile(merged, rows)
 			}
 			out.Skipped = append(out.Skipped, fmt.Sprintf("%s: it lacks run(s) %s whose rank files are in the folder: reading the rank files instead", merged, strings.Join(extra, ", ")))
 		} else {
@@ -514,6 +503,22 @@ func LoadChecked(path string) (Loaded, error) {
 		return out, usage("none of the folder's %d results file(s) can be read (%s): give a folder a longca run wrote", len(out.Skipped), firstFew(out.Skipped, 3))
 	}
 	return out, nil
+}
+
+// measuredFile is what LoadChecked returns of one file that stands alone (a file given by
+// name, or a folder's merged file holding its every run): its rows without those
+// keepMeasured leaves out, named in Skipped. A file none of whose rows can be used is a
+// usage error, as a folder none of whose files can be: an empty table would read as a run
+// without rows.
+func measuredFile(path string, rows []Row) (Loaded, error) {
+	kept, why := keepMeasured(path, rows)
+	if why == "" {
+		return Loaded{Rows: rows}, nil
+	}
+	if len(kept) == 0 {
+		return Loaded{Skipped: []string{why}}, usage("%s: none of its rows can be used (%s): give a file a longca run wrote", path, why)
+	}
+	return Loaded{Rows: kept, Skipped: []string{why}}, nil
 }
 
 // badFigures says which of an ok or predicted row's times and rates are not what a
