@@ -168,6 +168,14 @@ type build struct {
 // FLOPs stay within int64 (at 2G a full mask's area read -2^62, at 4G 0).
 const MaxSeqLen = 1 << 31
 
+// checkSeqLen refuses a length over MaxSeqLen, naming --seqlen (Build and BlockSparse).
+func checkSeqLen(seqlen int) error {
+	if seqlen > MaxSeqLen {
+		return inputErr("--seqlen", "--seqlen %d is over the %d tokens (2G) a mask may have", seqlen, MaxSeqLen)
+	}
+	return nil
+}
+
 // Build lays out the named mask over seqlen tokens from the options' seed.
 func Build(name string, seqlen int, o Options) (Spec, error) {
 	b := lookup(name)
@@ -177,8 +185,8 @@ func Build(name string, seqlen int, o Options) (Spec, error) {
 	if seqlen < 1 {
 		return Spec{}, inputErr("--seqlen", "--seqlen must be at least 1, got %d", seqlen)
 	}
-	if seqlen > MaxSeqLen {
-		return Spec{}, inputErr("--seqlen", "--seqlen %d is over the %d tokens (2G) a mask may have", seqlen, MaxSeqLen)
+	if err := checkSeqLen(seqlen); err != nil {
+		return Spec{}, err
 	}
 	o, err := o.withDefaults(seqlen)
 	if err != nil {

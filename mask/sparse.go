@@ -126,8 +126,8 @@ func BlockSparse(seqlen int, o SparseOptions, q, k *tensor.Host) (*Sparse, error
 	if seqlen < 1 {
 		return nil, inputErr("--seqlen", "--seqlen must be at least 1, got %d", seqlen)
 	}
-	if seqlen > MaxSeqLen {
-		return nil, inputErr("--seqlen", "--seqlen %d is over the %d tokens (2G) a mask may have", seqlen, MaxSeqLen)
+	if err := checkSeqLen(seqlen); err != nil {
+		return nil, err
 	}
 	if !(o.Ratio > 0 && o.Ratio <= 1) {
 		return nil, inputErr("--ratio", "--ratio %v must be in (0, 1]", o.Ratio)
