@@ -104,9 +104,10 @@ type calibration struct {
 
 // prepareCalibration checks, before anything runs, that --calibrate can run here (the
 // kernel can be made and runs some calibration case: without a GPU --calibrate cuda
-// gave 16 warnings and no model), that every case fits in memory (FitKernels, each case named by its --calibrate-seqlens length), and says how long the
-// calibration will take when that is over SlowSweep (FitKernels, as longca kernel). Nil
-// without --calibrate.
+// gave 16 warnings and no model), then, through FitKernels as longca kernel does, that
+// every case fits in memory (a case too large named by its --calibrate-seqlens length)
+// and says how long the calibration will take when that is over SlowSweep. Nil without
+// --calibrate.
 func (s *Session) prepareCalibration(ctx context.Context, o *Simulation) (*calibration, error) {
 	if o.Calibrate == "" {
 		return nil, nil

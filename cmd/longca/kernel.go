@@ -106,12 +106,13 @@ func sweepAction(c *cli.Context, s harness.Sweep, bench string, w spmd.World, ko
 	// flag is accepted (--mask-json wrote 2.5 GB of JSON from 13.7 GB of memory before the
 	// estimate ran)
 	maskJSON := c.String("mask-json")
-	if maskJSON != "" && bench == "kernel" || c.Bool("dry-run") {
+	writeJSON := maskJSON != "" && bench == "kernel"
+	if writeJSON || c.Bool("dry-run") {
 		if err := session.FitPlanMasks(s.Cases()); err != nil {
 			return err
 		}
 	}
-	if maskJSON != "" && bench == "kernel" {
+	if writeJSON {
 		if err := writeMaskJSON(c, maskJSON, s, docs.KernelBuilder()); err != nil {
 			return err
 		}
