@@ -1,0 +1,39 @@
+#!/bin/sh
+# Call 64 (2026-12-05, fifteenth session): sm90 after calls 61-62's promotion (sm90n's wide
+# forward at head dim 128, sm90mo's L2-weighed backward order at MHA, sm90bl's paired lse
+# and Dsum loads), on the GPU for the first time as the default:
+# 1. sm90's GPU tests (every mask, odd lengths, fp16, CP windows, block-sparse maps; fwd and
+#    bwd against the CPU reference): the promotion's correctness, the wide forward now
+#    sm90's on TestLongRows' head-dim-128 rows;
+# 2. cudnn / sm90 twice on issue 19's five masks (full, causal, full_document,
+#    causal_document, sliding_window_causal): d128 fwd 8K-48K, d128 bwd 16K-48K, d64 fwd
+#    8K-48K, d64 bwd 16K-48K, 64:8; then 64:64 bwd on sm90mo's masks at 8K / 16K.
+# Prediction (docs/perf.md "Call 64"): the d128 forward's ratios those of sm90n-plain in
+# call 62 (full and causal 32K-48K 1.03-1.05x on the H100), the d128 backward's those of
+# sm90bl in call 61 (full 32K-48K 1.00-1.01x), d64 unchanged (0.94-0.97x at 8K-16K), 64:64
+# as sm90mo in call 61.
+# Bounded to 540 s; the tables last; logs packed as OUT/t.tgz.
+#   sh scripts/device/call64.sh OUT      (carry bin/longca.gz bin/cuda.test.gz; the call's timeout 600)
+set -u
+out=${1:?usage: call64.sh OUT}
+. scripts/device/lib.sh
+call_start ${BUDGET:-540} longca cuda.test || exit 1
+warm sm90 &
+gpu_tests sm90 200
+wait
+m5=full,causal,full_document,causal_document,sliding_window_causal
+runs="cudnn sm90 cudnn sm90"
+interleave f 40 "$runs" --masks $m5 --seqlens 8K,16K,32K,48K --passes fwd -w 2 -n 5
+interleave b 60 "$runs" --masks $m5 --seqlens 16K,32K,48K --passes bwd -w 2 -n 5
+interleave e 30 "$runs" --head-dim 64 --masks $m5 --seqlens 8K,16K,32K,48K --passes fwd -w 2 -n 5
+interleave c 60 "$runs" --head-dim 64 --masks $m5 --seqlens 16K,32K,48K --passes bwd -w 2 -n 5
+HEADS=64:64
+interleave m 20 "$runs" --masks causal,causal_document,share_question,prefix_lm_causal --seqlens 8K,16K --passes bwd -w 2 -n 5
+HEADS=
+cat "$out/t/summary.txt"
+table f "d128 forward TFLOP/s" "sm90/cudnn" $runs
+table b "d128 backward TFLOP/s" "sm90/cudnn" $runs
+table e "d64 forward TFLOP/s" "sm90/cudnn" $runs
+table c "d64 backward TFLOP/s" "sm90/cudnn" $runs
+table m "d128 backward at 64:64 TFLOP/s" "sm90/cudnn" $runs
+tar -C "$out" -czf "$out/t.tgz" t && rm -rf "$out/t"
