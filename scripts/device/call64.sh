@@ -12,6 +12,7 @@
 # call 62 (full and causal 32K-48K 1.03-1.05x on the H100), the d128 backward's those of
 # sm90bl in call 61 (full 32K-48K 1.00-1.01x), d64 unchanged (0.94-0.97x at 8K-16K), 64:64
 # as sm90mo in call 61.
+# 3. ncu's launch statistics of cuDNN's and sm90's forwards (d64 full 16K, d128 full 32K).
 # Bounded to 540 s; the tables last; logs packed as OUT/t.tgz.
 #   sh scripts/device/call64.sh OUT      (carry bin/longca.gz bin/cuda.test.gz; the call's timeout 600)
 set -u
@@ -30,10 +31,22 @@ interleave c 60 "$runs" --head-dim 64 --masks $m5 --seqlens 16K,32K,48K --passes
 HEADS=64:64
 interleave m 20 "$runs" --masks causal,causal_document,share_question,prefix_lm_causal --seqlens 8K,16K --passes bwd -w 2 -n 5
 HEADS=
+# cuDNN's forward launch (block size, registers a thread, shared memory, blocks an SM): its
+# d64 kernel is named 64x256x64_4x1x1 (call 62), its d128 one 64x128x128_4x1x1
+for c in "full 16K 64" "full 32K 128"; do
+	set -- $c
+	NCU_PASS=fwd NCU_DIM=$3 NCU_SECTIONS="--section LaunchStats --section Occupancy" ncu_one launch "" cudnn "$1" "$2" 40
+	NCU_PASS=fwd NCU_DIM=$3 NCU_SECTIONS="--section LaunchStats --section Occupancy" ncu_one launch "" sm90 "$1" "$2" 40
+done
 cat "$out/t/summary.txt"
 table f "d128 forward TFLOP/s" "sm90/cudnn" $runs
 table b "d128 backward TFLOP/s" "sm90/cudnn" $runs
 table e "d64 forward TFLOP/s" "sm90/cudnn" $runs
 table c "d64 backward TFLOP/s" "sm90/cudnn" $runs
 table m "d128 backward at 64:64 TFLOP/s" "sm90/cudnn" $runs
+for f in "$out"/t/ncu-launch-*.log; do
+	[ -f "$f" ] || continue
+	echo "## $(basename "$f" .log)"
+	grep -E 'Block Size|Grid Size|Registers Per Thread|Shared Memory Configuration Size|Dynamic Shared Memory Per Block|Static Shared Memory Per Block|Theoretical Occupancy|Achieved Occupancy|Block Limit|Waves Per SM|Threads  ' "$f" | sed 's/  */ /g' | cut -c1-120 | head -14
+done
 tar -C "$out" -czf "$out/t.tgz" t && rm -rf "$out/t"
