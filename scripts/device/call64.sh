@@ -7,7 +7,8 @@
 #    sm90's on TestLongRows' head-dim-128 rows;
 # 2. cudnn / sm90 twice on issue 19's five masks (full, causal, full_document,
 #    causal_document, sliding_window_causal): d128 fwd 8K-48K, d128 bwd 16K-48K, d64 fwd
-#    8K-48K, d64 bwd 16K-48K, 64:8; then 64:64 bwd on sm90mo's masks at 8K / 16K.
+#    8K-48K, d64 bwd 16K-48K, 64:8; 64:64 bwd on sm90mo's masks at 8K / 16K after the d128
+#    rows (what a short budget skips is d64 and ncu, last).
 # Prediction (docs/perf.md "Call 64"): the d128 forward's ratios those of sm90n-plain in
 # call 62 (full and causal 32K-48K 1.03-1.05x on the H100), the d128 backward's those of
 # sm90bl in call 61 (full 32K-48K 1.00-1.01x), d64 unchanged (0.94-0.97x at 8K-16K), 64:64
@@ -26,11 +27,11 @@ m5=full,causal,full_document,causal_document,sliding_window_causal
 runs="cudnn sm90 cudnn sm90"
 interleave f 40 "$runs" --masks $m5 --seqlens 8K,16K,32K,48K --passes fwd -w 2 -n 5
 interleave b 60 "$runs" --masks $m5 --seqlens 16K,32K,48K --passes bwd -w 2 -n 5
-interleave e 30 "$runs" --head-dim 64 --masks $m5 --seqlens 8K,16K,32K,48K --passes fwd -w 2 -n 5
-interleave c 60 "$runs" --head-dim 64 --masks $m5 --seqlens 16K,32K,48K --passes bwd -w 2 -n 5
 HEADS=64:64
 interleave m 20 "$runs" --masks causal,causal_document,share_question,prefix_lm_causal --seqlens 8K,16K --passes bwd -w 2 -n 5
 HEADS=
+interleave e 30 "$runs" --head-dim 64 --masks $m5 --seqlens 8K,16K,32K,48K --passes fwd -w 2 -n 5
+interleave c 60 "$runs" --head-dim 64 --masks $m5 --seqlens 16K,32K,48K --passes bwd -w 2 -n 5
 # cuDNN's forward launch (block size, registers a thread, shared memory, blocks an SM): its
 # d64 kernel is named 64x256x64_4x1x1 (call 62), its d128 one 64x128x128_4x1x1
 for c in "full 16K 64" "full 32K 128"; do
