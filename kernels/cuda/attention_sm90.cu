@@ -101,7 +101,6 @@ template <> struct Ops<__nv_bfloat16> {
   template <int TB> static DEV void ss128(float (&d)[64], u64 a, u64 b, int s) { wgmma_ss_bf16_n128<0, TB>(d, a, b, s); }
   template <int TA, int TB> static DEV void ss64(float (&d)[32], u64 a, u64 b, int s) { wgmma_ss_bf16_n64<TA, TB>(d, a, b, s); }
   template <int TB> static DEV void ss176(float (&d)[88], u64 a, u64 b, int s) { wgmma_ss_bf16_n176<0, TB>(d, a, b, s); }
-  template <int TB> static DEV void ss192(float (&d)[96], u64 a, u64 b, int s) { wgmma_ss_bf16_n192<0, TB>(d, a, b, s); }
   template <int TB> static DEV void rs128(float (&d)[64], const unsigned (&a)[4], u64 b, int s) { wgmma_rs_bf16_n128<TB>(d, a, b, s); }
   template <int TB> static DEV void rs64(float (&d)[32], const unsigned (&a)[4], u64 b, int s) { wgmma_rs_bf16_n64<TB>(d, a, b, s); }
   static DEV unsigned pack(float lo, float hi) {
@@ -113,7 +112,6 @@ template <> struct Ops<__half> {
   template <int TB> static DEV void ss128(float (&d)[64], u64 a, u64 b, int s) { wgmma_ss_fp16_n128<0, TB>(d, a, b, s); }
   template <int TA, int TB> static DEV void ss64(float (&d)[32], u64 a, u64 b, int s) { wgmma_ss_fp16_n64<TA, TB>(d, a, b, s); }
   template <int TB> static DEV void ss176(float (&d)[88], u64 a, u64 b, int s) { wgmma_ss_fp16_n176<0, TB>(d, a, b, s); }
-  template <int TB> static DEV void ss192(float (&d)[96], u64 a, u64 b, int s) { wgmma_ss_fp16_n192<0, TB>(d, a, b, s); }
   template <int TB> static DEV void rs128(float (&d)[64], const unsigned (&a)[4], u64 b, int s) { wgmma_rs_fp16_n128<TB>(d, a, b, s); }
   template <int TB> static DEV void rs64(float (&d)[32], const unsigned (&a)[4], u64 b, int s) { wgmma_rs_fp16_n64<TB>(d, a, b, s); }
   static DEV unsigned pack(float lo, float hi) {
@@ -187,7 +185,7 @@ DEV void named_arrive(int id, int count) { asm volatile("bar.arrive %0, %1;\n" :
 #include "worklist.cuh"
 
 // Sets the scores of a partial tile's masked pairs to -inf (rows queries from r0, keys
-// from k0). A tile wider than 128 keys (the wide forward, experiment sm90n) takes its bits
+// from k0). A tile wider than 128 keys (the wide forward, sm90's since call 62) takes its bits
 // in two parts, the first 128 keys and the rest (64 bits hold 128 columns of a thread).
 template <int N> DEV void mask_tile(float (&sc)[N / 2], const WorkList &wl, int ref, int r0, int k0, int t) {
   if constexpr (N <= 128) {
@@ -217,59 +215,21 @@ template <int N> DEV void mask_tile(float (&sc)[N / 2], const WorkList &wl, int 
 constexpr int SBM = 128, SBN = 128, STAGES = 2;
 constexpr int CHUNK = 64;  // columns of one 128-byte swizzled chunk (16-bit elements)
 
-template <int D, int QM = SBM, int BN = SBN, int ST = STAGES, bool PSM = false> struct SmemLayout {
+template <int D, int QM = SBM, int BN = SBN> struct SmemLayout {
   static constexpr int kChunks = D / CHUNK;
   static constexpr int kQBytes = QM * D * 2;
   static constexpr int kKVBytes = BN * D * 2;
-  // P (experiment sm90p): each consumer warpgroup's 64 x BN tile of P, bf16, in BN / 64
-  // 128-byte-swizzled chunks of 64 keys (the A operand of P V from shared memory)
-  static constexpr int kPBytes = PSM ? QM * BN * 2 : 0;
   // Q tiles: two (the persistent forward's next work item loads early), one in the wide
-  // head-dim-128 forward (experiment sm90n: 176-key tiles, never persistent; two Q tiles
+  // head-dim-128 forward (sm90's since call 62: 176-key tiles, never persistent; two Q tiles
   // and its K/V ring pass the 227 KB a block may have)
   static constexpr int kQTiles = BN == 176 ? 1 : 2;
   static constexpr int kQ = 0;
   static constexpr int kK = kQ + kQTiles * kQBytes;
-  static constexpr int kV = kK + ST * kKVBytes;
-  static constexpr int kP = kV + ST * kKVBytes;
-  static constexpr int kBar = kP + kPBytes;
+  static constexpr int kV = kK + STAGES * kKVBytes;
+  static constexpr int kBar = kV + STAGES * kKVBytes;
   // barriers: fullQ[2], emptyQ[2], fullK[S], fullV[S], emptyK[S], emptyV[S]
-  static constexpr int kBytes = kBar + 8 * (4 + 4 * ST) + 1024;  // + alignment slack
+  static constexpr int kBytes = kBar + 8 * (4 + 4 * STAGES) + 1024;  // + alignment slack
 };
-
-// Experiment sm90fr (LONGCA_FWD_RA): the overlapped forward reads the work list's entry of
-// tile e + 2 (its key tile and mask reference) at the top of tile e's turn, before the
-// turn's waits, instead of at tile e + 1's softmax, behind the products' issue: call 60
-// read 1.9% of the d64 forward's stall samples (full 16K) on that load's first use (the
-// backward reads its entries a step ahead since call 13). Experiment sm90f3 (LONGCA_FWD_S3,
-// with LONGCA_FWD_RA): the three-consumer forward (head dim 64) over a K/V ring three
-// stages deep (148,608 bytes of shared memory), so that a stage the slowest of the three
-// warpgroups frees has a turn more to fill: call 60 read 3.8% of the samples on the
-// consumers' waits for K and V.
-#ifdef LONGCA_FWD_RA
-constexpr bool FWD_RA = true;
-#else
-constexpr bool FWD_RA = false;
-#endif
-#ifdef LONGCA_FWD_S3
-constexpr int FWD_S3 = 3;
-#else
-constexpr int FWD_S3 = STAGES;
-#endif
-
-// (PSM, experiment sm90p) The byte offset, from a consumer warpgroup's P in shared memory,
-// of the row a lane of warp gives stmatrix for the 16-key steps kk with kk % 4 == k4 of a
-// 64-key chunk: lanes 8 i .. 8 i + 7 give matrix i's rows (the A fragment's order: row lane %
-// 8 + 8 (i % 2) of the warp's 16, keys 8 (i / 2) of the step). P is K-major in 128-byte-
-// swizzled chunks of 64 keys, as TMA lays out Q: row r's 16-byte unit u at r 128 + (u ^ r % 8)
-// 16, the next chunk 64 x 128 bytes on (kernels/cuda's host test checks it).
-DEV int p_row_offset(int warp, int lane, int k4) {
-  const int i = lane / 8, rr = lane % 8, row = warp * 16 + rr + 8 * (i % 2);
-  return row * 128 + (((2 * k4 + i / 2) ^ rr) * 16);
-}
-// The byte offset from the same P of the A operand's start for keys 16 kk .. 16 kk + 15 (a
-// K-major descriptor's start, unswizzled: the chunk, then 32 bytes a step within it).
-DEV int p_step_offset(int kk) { return ((kk / 4) * 64 * CHUNK + (kk % 4) * 16) * 2; }
 
 // A work item of the forward: query tile qt of head h, its entries e0 .. e1 of the work
 // list. Items are numbered as the non-persistent grid is laid out, heads fastest, row
@@ -301,17 +261,15 @@ DEV FwdItem fwd_item(const WorkList &wl, int item, int hq, int hkv) {
 // 64 query rows each (a 64 NC-row tile); they take turns on the tensor cores in a ring
 // (warpgroup c waits at named barrier 1 + c and hands over at the next one). With 3 the
 // block is 512 threads: consumers at 160 registers, the producer at 32 (65536 in all).
-template <int D, typename T, bool PERSIST, bool LEAN, int NC = 2, bool OV = false, int BN = SBN, bool PSM = false>
+template <int D, typename T, bool PERSIST, bool LEAN, int NC = 2, bool OV = false, int BN = SBN>
 DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__restrict__ o, float *__restrict__ lse,
                   int sq, int sk, int hq, int hkv, float scale_log2, WorkList wl) {
   static_assert(NC == 2 || (NC == 3 && D == 64), "three consumer warpgroups fit the registers at head dim 64 only");
-  static_assert(BN == 128 || (BN == 64 && NC == 2) || (BN == 176 && NC == 2 && D == 128 && !PERSIST) || (BN == 192 && PSM),
-                "64-key tiles with two consumer warpgroups; 176-key tiles at head dim 128, one work item a block; 192 with P in shared memory");
-  static_assert(!PSM || (NC == 3 && D == 64 && OV && BN % 64 == 0), "P in shared memory: the overlapped three-consumer forward at head dim 64");
+  static_assert(BN == 128 || (BN == 64 && NC == 2) || (BN == 176 && NC == 2 && D == 128 && !PERSIST),
+                "64-key tiles with two consumer warpgroups; 176-key tiles at head dim 128, one work item a block");
   constexpr int QM = 64 * NC, CT = 128 * NC;  // query rows a tile, consumer threads
   constexpr int kProdRegs = NC == 3 ? 32 : 40, kConsRegs = NC == 3 ? 160 : 232;  // setmaxnreg
-  constexpr int FS = NC == 3 && !PSM ? FWD_S3 : STAGES;  // the K/V ring's stages (P in shared memory leaves no room for a third)
-  using L = SmemLayout<D, QM, BN, FS, PSM>;
+  using L = SmemLayout<D, QM, BN>;
   static_assert(!PERSIST || L::kQTiles == 2, "the persistent forward loads the next item's Q into a second tile");
   extern __shared__ unsigned char smem_raw[];
   unsigned char *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
@@ -319,8 +277,8 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
   T *sK = reinterpret_cast<T *>(smem + L::kK);
   T *sV = reinterpret_cast<T *>(smem + L::kV);
   u64 *bars = reinterpret_cast<u64 *>(smem + L::kBar);
-  u64 *fullQ = bars, *emptyQ = bars + 2, *fullK = bars + 4, *fullV = fullK + FS, *emptyK = fullV + FS,
-      *emptyV = emptyK + FS;
+  u64 *fullQ = bars, *emptyQ = bars + 2, *fullK = bars + 4, *fullV = fullK + STAGES, *emptyK = fullV + STAGES,
+      *emptyV = emptyK + STAGES;
 
   const int tid = threadIdx.x, wg = warpgroup_index_fwd();
   const int items = hq * wl.row_tiles;
@@ -332,7 +290,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       mbar_init(&fullQ[b], 1);
       mbar_init(&emptyQ[b], CT);
     }
-    for (int s = 0; s < FS; s++) {
+    for (int s = 0; s < STAGES; s++) {
       mbar_init(&fullK[s], 1);
       mbar_init(&fullV[s], 1);
       mbar_init(&emptyK[s], CT);
@@ -360,8 +318,8 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
           tma_load3(sQs + qb * QM * D + c * QM * CHUNK, &tq, &fullQ[qb], c * CHUNK, it.h, it.qt * QM);
         qn++;
         for (int e = it.e0; e < it.e1; e++, n++) {
-          const int s = n % FS;
-          const unsigned ph = (n / FS) & 1;
+          const int s = n % STAGES;
+          const unsigned ph = (n / STAGES) & 1;
           const int kt = wl.entries[2 * e];
           mbar_wait(&emptyK[s], ph ^ 1);
           mbar_expect_tx(&fullK[s], L::kKVBytes);
@@ -385,15 +343,6 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
   const int lt = tid % 128, warp = lt / 32, lane = lt % 32, g = lane / 4, t = lane % 4;
   constexpr int OR = D / 2;                // O accumulator registers (m64 x D)
   int n = 0, qn = 0;                       // tiles and Q tiles consumed so far
-  // (PSM) this warpgroup's P in shared memory, 64 rows in BN / 64 chunks of 64 keys; pst[k4]
-  // is this thread's stmatrix row address for the 16-key steps kk with kk % 4 == k4 in a chunk
-  T *sP = reinterpret_cast<T *>(smem + L::kP) + cw * 64 * BN;
-  unsigned pst[4] = {};
-  if constexpr (PSM) {
-#pragma unroll
-    for (int k4 = 0; k4 < 4; k4++) pst[k4] = smem_u32(sP) + p_row_offset(warp, lane, k4);
-  }
-  const unsigned loP = sw128_lo(sP, 16);
   for (int item = first; item < items; item += step) {
   const FwdItem itm = fwd_item(wl, item, hq, hkv);
   const int h = itm.h, e0 = itm.e0, e1 = itm.e1, q0 = itm.qt * QM;
@@ -419,50 +368,30 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
         Ops<T>::template ss128<0>(sc, da, db, kk > 0);
       else if constexpr (BN == 176)
         Ops<T>::template ss176<0>(sc, da, db, kk > 0);
-      else if constexpr (BN == 192)
-        Ops<T>::template ss192<0>(sc, da, db, kk > 0);
       else
         Ops<T>::template ss64<0, 0>(sc, da, db, kk > 0);
     }
   };
   // O += P V of the tile in stage s, issued: keys kk*16 .. kk*16+15 are 16 rows of 128
-  // bytes in every chunk, chunks BN*128 bytes apart; P from registers, or (PSM) from shared
-  // memory (K-major, a chunk of 64 keys every 64 x 128 bytes)
-  constexpr int PK = PSM ? 1 : BN / 16;  // P's register fragments: none with PSM
+  // bytes in every chunk, chunks BN*128 bytes apart; P from registers
+  constexpr int PK = BN / 16;  // P's register fragments
   auto issue_pv = [&](const unsigned(&pa)[PK][4], int s) {
     const T *cV = sV + s * BN * D;
     const unsigned loV = sw128_lo(cV, BN * CHUNK * 2);
 #pragma unroll
-    for (int kk = 0; kk < BN / 16; kk++) {
-      if constexpr (PSM)
-        Ops<T>::template ss64<0, 1>(acc, sw128_at(loP, p_step_offset(kk)), sw128_at(loV, kk * 16 * CHUNK * 2), 1);
-      else
-        PV<T, D>::run(acc, pa[kk], sw128_at(loV, kk * 16 * CHUNK * 2));
-    }
+    for (int kk = 0; kk < BN / 16; kk++) PV<T, D>::run(acc, pa[kk], sw128_at(loV, kk * 16 * CHUNK * 2));
   };
-  // P of the scores sc, bf16 (fp16), into pa, or (PSM) by stmatrix into shared memory, made
-  // visible to the next P V's reads (the turn's barrier, which every thread of the
-  // warpgroup passes before its P V is issued, orders the warps)
+  // P of the scores sc, bf16 (fp16), into pa
   auto put_p = [&](const float(&sc)[BN / 2], unsigned(&pa)[PK][4]) {
-    if constexpr (PSM) {
 #pragma unroll
-      for (int kk = 0; kk < BN / 16; kk++)
-        stsm_x4(pst[kk % 4] + (kk / 4) * 64 * CHUNK * 2, Ops<T>::pack(sc[8 * kk], sc[8 * kk + 1]), Ops<T>::pack(sc[8 * kk + 2], sc[8 * kk + 3]),
-                Ops<T>::pack(sc[8 * kk + 4], sc[8 * kk + 5]), Ops<T>::pack(sc[8 * kk + 6], sc[8 * kk + 7]));
-      fence_async_smem();
-    } else {
+    for (int kk = 0; kk < BN / 16; kk++)
 #pragma unroll
-      for (int kk = 0; kk < BN / 16; kk++)
-#pragma unroll
-        for (int x = 0; x < 4; x++) pa[kk][x] = Ops<T>::pack(sc[8 * kk + 2 * x], sc[8 * kk + 2 * x + 1]);
-    }
+      for (int x = 0; x < 4; x++) pa[kk][x] = Ops<T>::pack(sc[8 * kk + 2 * x], sc[8 * kk + 2 * x + 1]);
   };
   // the scores of entry e to P (packed), with the row maxima m moved on; alpha rescales
   // what was accumulated before, sum is the rows' new mass
-  // (ahead: FWD_RA's key tile and reference ktA, refA, read a turn ahead, instead of entry e's)
-  auto softmax = [&](float(&sc)[BN / 2], int e, unsigned(&pa)[PK][4], float(&alpha)[2], float(&sum)[2], bool pack = true,
-                     bool ahead = false, int ktA = 0, int refA = -1) {
-    const int kt = ahead ? ktA : wl.entries[2 * e], ref = ahead ? refA : wl.entries[2 * e + 1];
+  auto softmax = [&](float(&sc)[BN / 2], int e, unsigned(&pa)[PK][4], float(&alpha)[2], float(&sum)[2], bool pack = true) {
+    const int kt = wl.entries[2 * e], ref = wl.entries[2 * e + 1];
     if (!LEAN) {
 #pragma unroll
       for (int j = 0; j < BN / 2; j++) sc[j] *= scale_log2;
@@ -520,8 +449,8 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
     // warpgroup's softmax runs while the others' products do. Tile e0's Q K^T comes first,
     // outside the turns.
     if (e0 < e1) {
-      const int s = n % FS;
-      mbar_wait(&fullK[s], (n / FS) & 1);
+      const int s = n % STAGES;
+      mbar_wait(&fullK[s], (n / STAGES) & 1);
       wgmma_fence();
       issue_qk(sc, s);
       wgmma_commit();
@@ -537,18 +466,10 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
     // (FlashAttention-3's order within a warpgroup, with the turns). The last tile's P V
     // is peeled off, so that every turn of the loop issues both groups: ptxas serialises
     // the wgmma (C7514) when Q K^T is conditional.
-    // (FWD_RA) entry e + 1's key tile and reference, read a turn ahead
-    int ktN = 0, refN = -1;
-    if (FWD_RA && OV && e0 + 1 < e1) ktN = wl.entries[2 * (e0 + 1)], refN = wl.entries[2 * (e0 + 1) + 1];
     for (int e = e0; OV && e + 1 < e1; e++) {
-      const int i = n + e - e0, s = i % FS, s1 = (i + 1) % FS;
-      const int kt1 = ktN, ref1 = refN;
-      if (FWD_RA) {  // the next turn's entry (the last one again on the last turn: no branch)
-        const int en = min(e + 2, e1 - 1);
-        ktN = wl.entries[2 * en], refN = wl.entries[2 * en + 1];
-      }
-      mbar_wait(&fullV[s], (i / FS) & 1);
-      mbar_wait(&fullK[s1], ((i + 1) / FS) & 1);
+      const int i = n + e - e0, s = i % STAGES, s1 = (i + 1) % STAGES;
+      mbar_wait(&fullV[s], (i / STAGES) & 1);
+      mbar_wait(&fullK[s1], ((i + 1) / STAGES) & 1);
       named_sync(1 + cw, 256);
       reg_fence(acc);
       wgmma_fence();
@@ -560,7 +481,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       wgmma_wait<1>();
       reg_fence(sc);
       mbar_arrive(&emptyK[s1]);
-      softmax(sc, e + 1, pa, alpha, sum, false, FWD_RA, kt1, ref1);
+      softmax(sc, e + 1, pa, alpha, sum, false);
       reg_fence(sc);
       reg_fence(sum);
 #ifndef EXP_NOPIN
@@ -578,8 +499,8 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       rescale(alpha, sum);
     }
     if (OV && e0 < e1) {  // the last tile's P V
-      const int i = n + e1 - 1 - e0, s = i % FS;
-      mbar_wait(&fullV[s], (i / FS) & 1);
+      const int i = n + e1 - 1 - e0, s = i % STAGES;
+      mbar_wait(&fullV[s], (i / STAGES) & 1);
       named_sync(1 + cw, 256);
       reg_fence(acc);
       wgmma_fence();
@@ -592,10 +513,10 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       mbar_arrive(&emptyV[s]);
     }
     for (int e = e0; !OV && e < e1; e++) {
-      const int i = n + e - e0, s = i % FS, s1 = (i + 1) % FS;
+      const int i = n + e - e0, s = i % STAGES, s1 = (i + 1) % STAGES;
       const bool more = e + 1 < e1;
-      mbar_wait(&fullV[s], (i / FS) & 1);
-      if (more) mbar_wait(&fullK[s1], ((i + 1) / FS) & 1);
+      mbar_wait(&fullV[s], (i / STAGES) & 1);
+      if (more) mbar_wait(&fullK[s1], ((i + 1) / STAGES) & 1);
       named_sync(1 + cw, 256);  // this warpgroup's turn
       reg_fence(acc);
       wgmma_fence();
@@ -708,7 +629,7 @@ DEV int ld_acquire(const int *p) {
 DEV void st_release(int *p, int v) { asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory"); }
 DEV void fence_async_global() { asm volatile("fence.proxy.async.global;\n" ::: "memory"); }
 
-// Experiment sm90bl (LONGCA_BWD_LV2): at head dim 128 a consumer thread reads its queries'
+// sm90's since call 61 (LONGCA_BWD_LV2): at head dim 128 a consumer thread reads its queries'
 // lse log2e and Dsum as 8-byte pairs (queries 8 j + 2 t and the next are side by side:
 // LDS.64, 16 a step instead of 32 scalar loads): call 60 read the d128 backward's warps
 // stalled on the shared-memory queue (mio_throttle 0.71 an issued instruction against
@@ -1471,14 +1392,13 @@ DEV void dq90_convertc(const float *__restrict__ acc, T *__restrict__ dq, int sq
 #define SM90_FWD(FN, NAME, T, D, PERSIST, LEAN) SM90_FWD_NC(FN, NAME, T, D, PERSIST, LEAN, 2)
 #define SM90_FWD_NC(FN, NAME, T, D, PERSIST, LEAN, NC) SM90_FWD_X(FN, NAME, T, D, PERSIST, LEAN, NC, false)
 #define SM90_FWD_X(FN, NAME, T, D, PERSIST, LEAN, NC, OV) SM90_FWD_B(FN, NAME, T, D, PERSIST, LEAN, NC, OV, SBN)
-#define SM90_FWD_B(FN, NAME, T, D, PERSIST, LEAN, NC, OV, BN) SM90_FWD_PS(FN, NAME, T, D, PERSIST, LEAN, NC, OV, BN, false)
-#define SM90_FWD_PS(FN, NAME, T, D, PERSIST, LEAN, NC, OV, BN, PSM)                                                                          \
+#define SM90_FWD_B(FN, NAME, T, D, PERSIST, LEAN, NC, OV, BN)                                                                          \
   extern "C" __global__ void __launch_bounds__(128 * (NC + 1), 1)                                                             \
       FN##_##NAME##_d##D(const __grid_constant__ TmaDesc tq, const __grid_constant__ TmaDesc tk,                   \
                          const __grid_constant__ TmaDesc tv, T *o, float *lse, int sq, int sk, int hq, int hkv,    \
                          float scale_log2, const int *order, const int *start, const int *entries, const int *refs, \
                          const int *slices, int row_tiles, int per_head) {                                         \
-    fwd_sm90<D, T, PERSIST, LEAN, NC, OV, BN, PSM>(tq, tk, tv, o, lse, sq, sk, hq, hkv, scale_log2,                                       \
+    fwd_sm90<D, T, PERSIST, LEAN, NC, OV, BN>(tq, tk, tv, o, lse, sq, sk, hq, hkv, scale_log2,                                       \
                             WorkList{order, start, entries, refs, slices, row_tiles, per_head});                   \
   }
 #define SM90_BWD(FN, NAME, T, D, DET, F) SM90_BWD_X(FN, NAME, T, D, DET, F, 0)
@@ -1578,7 +1498,7 @@ SM90_K64_ENTRIES(fp16, __half, 64)
 SM90_K64_ENTRIES(fp16, __half, 128)
 #endif
 
-// The wide forward (experiment sm90n, LONGCA_FWD_WIDE): the overlapped forward at head dim
+// The wide forward (sm90's since call 62, LONGCA_FWD_WIDE): the overlapped forward at head dim
 // 128 over tiles of 128 queries x 176 keys (FlashAttention-3's tile at head dim 128 without
 // a causal mask), so that a turn's products are 1.375x as long for the same hand-over, the
 // same row maxima's shuffles and the same rescale: S 88 registers a thread, P 44, O 64. Its
@@ -1587,19 +1507,6 @@ SM90_K64_ENTRIES(fp16, __half, 128)
 #ifdef LONGCA_FWD_WIDE
 SM90_FWD_B(fwd90n, bf16, __nv_bfloat16, 128, false, true, 2, true, 176)
 SM90_FWD_B(fwd90n, fp16, __half, 128, false, true, 2, true, 176)
-#endif
-
-// The head-dim-64 forward over 192 x 192 tiles with P through shared memory (experiment
-// sm90p, LONGCA_FWD_PSM): fwd90mo's three consumer warpgroups and overlap, each warpgroup's
-// P stored by stmatrix and read by P V's wgmma from shared memory instead of registers, which
-// frees the 48 registers a thread that 192-key tiles need (S 96 a thread, O 32: within the
-// consumers' 160); FlashAttention-3's tile at head dim 64 without a causal mask. Shared
-// memory: Q 2 x 24 KB, K and V 2 stages of 24 KB, P 3 x 24 KB.
-#ifdef LONGCA_FWD_PSM
-SM90_FWD_PS(fwd90q, bf16, __nv_bfloat16, 64, false, true, 3, true, 192, true)
-SM90_FWD_PS(fwd90qp, bf16, __nv_bfloat16, 64, true, true, 3, true, 192, true)
-SM90_FWD_PS(fwd90q, fp16, __half, 64, false, true, 3, true, 192, true)
-SM90_FWD_PS(fwd90qp, fp16, __half, 64, true, true, 3, true, 192, true)
 #endif
 
 // A backward loop's two entries, FN and its deterministic FN##d (OVB picks the loop).

@@ -19,7 +19,7 @@ func main() {
 	b.WriteString("// pairs (the mma.sync m16n8k16 A fragment of each warp). TA, TB: A or B is MN-major\n")
 	b.WriteString("// (1) or K-major (0). scale_d 0 overwrites D, 1 accumulates.\n\n")
 	for _, ty := range []struct{ c, ptx string }{{"bf16", "bf16"}, {"fp16", "f16"}} {
-		for _, n := range []int{64, 128, 176, 192} {
+		for _, n := range []int{64, 128, 176} {
 			regs := n / 2
 			var outs []string
 			var list []string
@@ -35,7 +35,7 @@ func main() {
 				n, ty.ptx, ty.ptx, dl, regs, regs+1, regs+3, regs+4)
 			fmt.Fprintf(&b, "               : %s\n", strings.Join(outs, ", "))
 			fmt.Fprintf(&b, "               : \"l\"(da), \"l\"(db), \"r\"(scale_d), \"n\"(TA), \"n\"(TB));\n}\n")
-			if n > 128 { // S = Q K^T of the wide forwards only (experiments sm90n, sm90p)
+			if n > 128 { // S = Q K^T of the wide forward only (head dim 128, sm90's since call 62)
 				continue
 			}
 			// rs

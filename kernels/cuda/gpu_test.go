@@ -198,8 +198,8 @@ func TestSupports(t *testing.T) {
 
 // Long rows: at 8K full and causal have 64 and 32.5 key tiles per query tile, so the sm90
 // forward runs its non-persistent schedule (the short masks above run persistent), and the
-// wider tiles' rule takes the wider tiles where a variant has them (sm90n's 176 keys at head
-// dim 128, sm90p's 192 x 192 at 64: the forward each row names is logged).
+// wider tiles' rule takes the wide forward's 176-key tiles at head dim 128 where a variant has
+// them (the forward each row names is logged).
 func TestLongRows(t *testing.T) {
 	k := gpuKernel(t)
 	for i, name := range []string{"full", "causal"} {

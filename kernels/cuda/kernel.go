@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
-	"slices"
 	"strings"
 	"sync"
 	"unsafe"
@@ -81,13 +80,6 @@ func (v variant) withAt64(f *variant) variant { v.at64 = f; return v }
 // withBars is v with n more mbarriers in its shared memory.
 func (v variant) withBars(n int) variant { v.sharedFixed += 8 * n; return v }
 
-// withKVStages is the sm_90 forward v with n more stages of its K/V ring (a K and a V tile
-// of kTile x D bf16 each, and their four barriers: SmemLayout's ST).
-func (v variant) withKVStages(n int) variant {
-	v.sharedPerDim += n * 2 * v.kTile * 2
-	return v.withBars(4 * n)
-}
-
 // splitEntry is the sm_90 backward v's split entry at head dim 128 (LONGCA_BWD_SPLIT128:
 // bwd90es, the same resources).
 func (v variant) splitEntry() variant { return v.withFn(v.fn + "s") }
@@ -134,22 +126,13 @@ var (
 	// tile's P V; FlashAttention-3's choice at head dim 64: three warpgroups and the overlap)
 	fwdSM90MO  = fwdSM90M.withFn("fwd90mo")
 	fwdSM90OMO = fwdSM90O.withAt64(&fwdSM90MO)
-	// experiment sm90f3 (LONGCA_FWD_S3): fwd90mo over a K/V ring three stages deep at head dim
-	// 64, K and V 3 stages of 128 x D and 16 barriers (SmemLayout<D, 192, 128, 3>: 148,608 bytes
-	// at head dim 64); the entry's name is fwd90mo's, in a module of its own
-	fwdSM90MO3  = fwdSM90MO.withKVStages(1)
-	fwdSM90OMO3 = fwdSM90O.withAt64(&fwdSM90MO3)
 	// the overlapped forward over 128 x 64 tiles at both head dims (LONGCA_FWD_K64): K and V
 	// 2 stages of 64 x D (sm90 where keyTile64Pays says so, sm90s always; calls 29-30)
 	fwdSM90S = variant{fn: "fwd90s", qTile: 128, kTile: 64, threads: 384, sharedPerDim: (2*128 + 4*64) * 2, sharedFixed: fwdSM90.sharedFixed, lean: true}
-	// experiment sm90n (LONGCA_FWD_WIDE): the overlapped forward at head dim 128 over 128 x 176
-	// tiles, one Q tile and K and V 2 stages of 176 x D (SmemLayout<128, 128, 176, 2>: 214,112
-	// bytes), never persistent (wideForward)
+	// sm90's since call 62 (LONGCA_FWD_WIDE): the overlapped forward at head dim 128 over 128
+	// x 176 tiles, one Q tile and K and V 2 stages of 176 x D (SmemLayout<128, 128, 176>:
+	// 214,112 bytes), never persistent (wideForward)
 	fwdSM90N = variant{fn: "fwd90n", qTile: 128, kTile: 176, threads: 384, sharedPerDim: (128 + 4*176) * 2, sharedFixed: fwdSM90.sharedFixed, lean: true, oneItem: true}
-	// experiment sm90p (LONGCA_FWD_PSM): at head dim 64 fwd90mo over 192 x 192 tiles with each
-	// consumer warpgroup's P through shared memory (SmemLayout<64, 192, 192, 2, true>: Q 2 x
-	// 192 x D, K and V 2 stages of 192 x D, P 192 x 192 bf16: 222,304 bytes)
-	fwdSM90Q = variant{fn: "fwd90q", qTile: 192, kTile: 192, threads: 512, sharedPerDim: (2*192 + 4*192) * 2, sharedFixed: fwdSM90.sharedFixed + 192*192*2, lean: true}
 	// the backward with the next step's S^T and dP^T issued behind this step's dK
 	// (LONGCA_BWD_EARLY)
 	bwdSM90E = bwdSM90C.withFn("bwd90e")
@@ -193,16 +176,11 @@ type archVariant struct {
 	// k64, on sm90: the forward over 128 x 64 tiles (fwdSM90S) where keyTile64Pays says
 	// so, the variant's forward elsewhere
 	k64 bool
-	// wide (experiment sm90n), on sm90 at head dim 128: the forward over 128 x 176 tiles
+	// wide (sm90's since call 62), on sm90 at head dim 128: the forward over 128 x 176 tiles
 	// (fwdSM90N) wherever it does not run persistent and k64 keeps 128-key tiles, with 1
 	// where widerTilesPay says the 176-key tiles visit at most 3% more keys, with 2 whatever they
-	// visit (sm90n-plain, for its GPU tests); 0 never
+	// visit (call 62's sm90n-plain had it, for its GPU tests); 0 never
 	wide int8
-	// psm (experiments sm90p, sm90pr), on sm90 at head dim 64: the forward over 192 x 192
-	// tiles with P in shared memory (fwdSM90Q) where k64 keeps 128-key tiles, with 1 where
-	// widerTilesPay says they visit at most 3% more keys than the 192 x 128 ones, with 2 whatever
-	// they visit (sm90p-all, for its GPU tests); 0 never
-	psm int8
 	// sched, on sm90's backward (an int32 argument of the kernel): bit 0 no rotation of the
 	// blocks' first query tiles, bit 1 key tiles the grid's fast index (schedRotate,
 	// schedNoRot, schedKTFast), or schedByRule for backwardOrder's choice
@@ -226,7 +204,7 @@ type archVariant struct {
 	// split128Rule only where split128Pays says so (sm90 since call 56), else always (sm90g2)
 	split128     int
 	split128Rule bool
-	// orderL2 (experiment sm90mo), on sm90's backward at head dim 128 by the order rule, MHA
+	// orderL2 (sm90's since call 61), on sm90's backward at head dim 128 by the order rule, MHA
 	// only (a group of one): the key tiles of a KV head together after all where heaviest
 	// first over all heads would thrash L2 at a small cost in evenness (orderThrashes)
 	orderL2 bool
@@ -253,11 +231,6 @@ const (
 // time one side of a rule stand between them.
 var archVariants = []archVariant{
 	{name: "sm90", doc: "Hopper: TMA + wgmma, warp-specialised (a producer and consumer warpgroups); forward at head dim 128 over 128x128 tiles with two consumer warpgroups taking turns (pingpong) and, within a turn, the next tile's Q K^T and this tile's P V as two groups with the next tile's softmax under P V (FlashAttention-3's order); at head dim 64 over 192x128 tiles with three consumer warpgroups taking turns in a ring, with the same overlap within a turn (since call 55); a lean softmax (the scale folded into the exponent, the rescale skipped when no row of a warp has a new maximum); persistent when rows are short; the forward over 128 x 64 tiles instead where the 128-key tiles visit 1.2x the keys (64-token block-sparse maps at kept 0.5 and below; rows say k64-fwd); backward over 128 keys x 64 queries at head dim 128 (the next step's S^T and dP^T issued behind dK) and 128 keys x 128 queries at head dim 64 (two of the work list's 64-query tiles a step, two consumer warpgroups of 64 keys; since call 55), dS^T stored by stmatrix, dQ staged in fragment order while dK runs, the pairs' code only in the entries that walk pairs (bwd90ep, bwd90esp; call 59's sm90pe), added by bulk reductions and converted through shared memory; the backward's blocks a head's key tiles together unless a model of the block scheduler says they fill the SMs 2% less evenly than heaviest first over all heads (short causal and document rows); at head dim 64 a KV head's query heads split over 2 or 4 blocks a key tile where that model says it shortens the pass 2% or more (short full and causal rows: gsplit-N), dK and dV then summed from fp32 partials; at head dim 128 in 2, a head's key tiles together (since call 57): on unpaired uneven rows where that model says the tail grows 2.5% at most and a model of L2 says the split halves the DRAM bytes read, saving 8 GB or more (prefix_lm_causal and causal_blockwise at 48K, causal_blockwise 32K), on rows paired within documents where the tail shortens 1% or more (share_question 48K, causal_document and prefix_lm_document 32K); at head dim 128 on causal-shaped rows (uneven rows that pair evenly) a block walks two key tiles, the heaviest with the lightest, down then up, the group's heads inner, so that the blocks running together share Q, dO and dQ in L2, and on causal rows within documents (causal_document, prefix_lm_document, the long documents at 32K and up) the same within each document where a model of the block scheduler says the half-size grid's tail costs at most 8%; the forward's warpgroup index read through a warp shuffle (wgmma descriptors in uniform registers); partial tiles' allowed columns by interval arithmetic; wgmma descriptors one add from per-step bases; at head dim 128 the forward over 128 x 176 tiles where it is not persistent (call 62's sm90n; rows say wide-fwd); the backward's block order weighs L2 at head dim 128 (orderThrashes: call 61's sm90mo); at head dim 128 the unpaired backward reads lse and Dsum as 8-byte pairs (call 61's sm90bl)", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQ, gsplit: true, pairs: true, pairsEntry: true, docPairs: docPairsByRule, split128: 2, split128Rule: true, sched: schedByRule, orderL2: true, k64: true, wide: 1, defines: sm90Defines},
-	{name: "sm90fr", doc: "experiment (not yet run on a GPU): sm90 with the overlapped forward reading the work list's entry of tile e + 2 (key tile, mask reference) at the top of tile e's turn, before its waits, instead of at tile e + 1's softmax behind the products' issue (LONGCA_FWD_RA; call 60: 1.9% of the d64 forward's stall samples, full 16K, on that load's first use)", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQ, gsplit: true, pairs: true, pairsEntry: true, docPairs: docPairsByRule, split128: 2, split128Rule: true, sched: schedByRule, orderL2: true, k64: true, wide: 1, defines: append(slices.Clone(sm90Defines), "LONGCA_FWD_RA")},
-	{name: "sm90f3", doc: "experiment (not yet run on a GPU): sm90fr with the head-dim-64 forward's K/V ring three stages deep (LONGCA_FWD_S3, 148,608 bytes of shared memory; call 60: 3.8% of the d64 forward's stall samples on the consumers' waits for K and V)", major: 9, exact: true, fwd: fwdSM90OMO3, bwd: bwdSM90ETQ, gsplit: true, pairs: true, pairsEntry: true, docPairs: docPairsByRule, split128: 2, split128Rule: true, sched: schedByRule, orderL2: true, k64: true, wide: 1, defines: append(slices.Clone(sm90Defines), "LONGCA_FWD_RA", "LONGCA_FWD_S3")},
-	{name: "sm90p", doc: "experiment (not yet run on a GPU): sm90 with the head-dim-64 forward over 192 x 192 tiles, each consumer warpgroup's P stored by stmatrix and read by P V's wgmma from shared memory, which frees the registers the wider tile needs (FlashAttention-3's tile at head dim 64 without a causal mask; LONGCA_FWD_PSM), where those tiles visit at most 3% more keys than 192 x 128 ones (not on the causal window or block-sparse maps)", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQ, gsplit: true, pairs: true, pairsEntry: true, docPairs: docPairsByRule, split128: 2, split128Rule: true, sched: schedByRule, orderL2: true, k64: true, wide: 1, psm: 1, defines: append(slices.Clone(sm90Defines), "LONGCA_FWD_PSM")},
-	{name: "sm90pr", doc: "experiment (not yet run on a GPU): sm90p with the forward's work-list entries read a turn ahead (sm90fr's LONGCA_FWD_RA; under ptxas 12.4 its fwd90q's loop does 5 spill loads and stores a tile against sm90p's 10)", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQ, gsplit: true, pairs: true, pairsEntry: true, docPairs: docPairsByRule, split128: 2, split128Rule: true, sched: schedByRule, orderL2: true, k64: true, wide: 1, psm: 1, defines: append(slices.Clone(sm90Defines), "LONGCA_FWD_PSM", "LONGCA_FWD_RA")},
-	{name: "sm90p-all", doc: "sm90p with the head-dim-64 forward over 192 x 192 tiles whatever keys they visit, so that its GPU tests check P in shared memory on every mask at the tests' short lengths (where the rule would often keep 192 x 128)", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQ, gsplit: true, pairs: true, pairsEntry: true, docPairs: docPairsByRule, split128: 2, split128Rule: true, sched: schedByRule, orderL2: true, k64: true, wide: 1, psm: 2, defines: append(slices.Clone(sm90Defines), "LONGCA_FWD_PSM")},
 	{name: "sm90-c54", doc: "sm90 as it was before call 56 (head dim 64: the backward over 192-key blocks with three consumer warpgroups, the forward's three consumer warpgroups without the overlap; head dim 128: never split): kept to time the new default against", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ETP, gsplit: true, pairs: true, docPairs: docPairsByRule, sched: schedByRule, k64: true, defines: sm90DefinesC54},
 	{name: "sm90-prev", doc: "sm90 as it was before call 26 (call 23's kernel: the forward's softmax after its products within a turn, two consumer warpgroups at head dim 64 too): kept to time the new default against", major: 9, exact: true, fwd: fwdSM90L, bwd: bwdSM90C, sched: schedByRule, defines: []string{"LONGCA_FWD_LEAN", "LONGCA_TILE_BITS_SPAN"}},
 	{name: "sm90-persist", doc: "sm90 with the forward always persistent (a block per SM walking the work items), whatever the rows: to time both sides of sm90's rule", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQ, gsplit: true, split128: 2, split128Rule: true, pairs: true, pairsEntry: true, docPairs: docPairsByRule, sched: schedByRule, orderL2: true, persist: 1, k64: true, wide: 1, defines: sm90Defines},
@@ -453,10 +426,9 @@ func (k *Kernel) DeterministicBackward() bool { return k.det && inSM90(k.bwd.fn)
 
 // Describe names the variant that serves the problem and the architecture it was built
 // for; on sm90 a forward run persistent (short rows) says so ("sm90 persistent-fwd"), and
-// one over other tiles than the variant's (k64-fwd, and the experiments' wide-fwd and
-// psm-fwd), a deterministic backward too ("sm90 deterministic"), and a backward its group split
-// ("sm90 gsplit-4") and its key-tile pairs ("sm90 pairs-bwd"; "sm90 doc-pairs-bwd" within
-// documents).
+// one over other tiles than the variant's (k64-fwd, wide-fwd), a deterministic backward too
+// ("sm90 deterministic"), and a backward its group split ("sm90 gsplit-4") and its key-tile
+// pairs ("sm90 pairs-bwd"; "sm90 doc-pairs-bwd" within documents).
 func (k *Kernel) Describe(p kernels.Problem, pass kernels.Pass) kernels.Info {
 	info := kernels.Info{Variant: k.arch.name, Versions: map[string]string{"arch": k.dev.Arch()}}
 	if k.DeterministicBackward() && pass != kernels.Fwd {
@@ -471,9 +443,6 @@ func (k *Kernel) Describe(p kernels.Problem, pass kernels.Pass) kernels.Info {
 		}
 		if fv.fn == fwdSM90N.fn {
 			info.Variant += " wide-fwd"
-		}
-		if fv.fn == fwdSM90Q.fn {
-			info.Variant += " psm-fwd"
 		}
 	}
 	if (k.arch.gsplit || k.arch.pairs || k.arch.split128 > 1) && pass != kernels.Fwd && p.HeadsKV > 0 { // the backward's plan
@@ -565,8 +534,8 @@ type deviceList struct {
 	// pairOrder, on a backward list of a docPairs variant: endAlignedPairs's order
 	pairOrder *cuda.Buffer
 	// tilesPay, on a forward list: otherTilesPay's decisions by the other tiles' key tile
-	// (64 on 128 x 128: keyTile64Pays; sm90n's 176 on 128 x 128, sm90p's 192 on 192 x 128:
-	// widerTilesPay), 1 they pay, -1 not; absent, not yet decided
+	// (64 on 128 x 128: keyTile64Pays; the wide forward's 176 on 128 x 128: widerTilesPay),
+	// 1 they pay, -1 not; absent, not yet decided
 	tilesPay map[int]int8
 	// sched and split, on a backward list: backwardPlan's order and group split for planFor
 	// (heads, group, slots, head dim); sched 0 when not yet decided
@@ -841,9 +810,6 @@ func (k *Kernel) Resources() (string, error) {
 			}
 			if k.arch.wide > 0 && d == 128 { // the forward on long rows
 				vs = append(vs, fwdSM90N)
-			}
-			if k.arch.psm > 0 && d == 64 { // the forward over 192 x 192 tiles
-				vs = append(vs, fwdSM90Q)
 			}
 			if k.arch.split128 > 1 && d == 128 { // the split's own entry
 				vs = append(vs, bv.splitEntry())

@@ -180,40 +180,36 @@ int main() { show<64, 128, 2, 0>(); show<128, 128, 2, 0>(); show<64, 192, 2, 0>(
 	}
 }
 
-// The Hopper forward's shared memory as SmemLayout<D, QM, BN, stages> lays it out
+// The Hopper forward's shared memory as SmemLayout<D, QM, BN> lays it out
 // (attention_sm90.cu, compiled with the host C++ compiler) is what every sm90 variant's
-// forward asks for at launch, at both head dims and for the 128 x 64 tiles: the kernel has
-// no check of its own. The three-consumer forward (192 query rows) runs three stages in a
-// module with LONGCA_FWD_S3 (experiment sm90f3), two elsewhere.
+// forward asks for at launch, at both head dims, for the 128 x 64 tiles and the wide
+// forward's 128 x 176: the kernel has no check of its own.
 func TestForwardSharedMatchesLayout(t *testing.T) {
 	src := SourceSM90()
 	prog := "#include <cstdio>\n" + extract(t, src, "constexpr int SBM = 128", "\n") + extract(t, src, "constexpr int CHUNK = 64;", "\n") +
-		extract(t, src, "template <int D, int QM = SBM, int BN = SBN, int ST = STAGES, bool PSM = false> struct SmemLayout {", "\n};\n") + `
-template <int D, int QM, int BN, int ST, bool PSM = false> void show() { printf("%d %d %d %d %d %d\n", D, QM, BN, ST, PSM, SmemLayout<D, QM, BN, ST, PSM>::kBytes); }
-int main() { show<64, 128, 128, 2>(); show<128, 128, 128, 2>(); show<64, 192, 128, 2>(); show<64, 192, 128, 3>();
-  show<64, 128, 64, 2>(); show<128, 128, 64, 2>(); show<128, 128, 176, 2>(); show<64, 192, 192, 2, true>(); return 0; }
+		extract(t, src, "template <int D, int QM = SBM, int BN = SBN> struct SmemLayout {", "\n};\n") + `
+template <int D, int QM, int BN> void show() { printf("%d %d %d %d\n", D, QM, BN, SmemLayout<D, QM, BN>::kBytes); }
+int main() { show<64, 128, 128>(); show<128, 128, 128>(); show<64, 192, 128>();
+  show<64, 128, 64>(); show<128, 128, 64>(); show<128, 128, 176>(); return 0; }
 `
-	// the stage rule below is the kernel's: three stages where NC == 3 under LONGCA_FWD_S3 (not
-	// with P in shared memory: sm90p's fwd90q),
-	// the layout taken at the forward's stages
-	for _, rule := range []string{"#ifdef LONGCA_FWD_S3\nconstexpr int FWD_S3 = 3;", "constexpr int FS = NC == 3 && !PSM ? FWD_S3 : STAGES;",
-		"using L = SmemLayout<D, QM, BN, FS, PSM>;", "constexpr int QM = 64 * NC"} {
+	// the layout the kernel takes: its query rows a tile (64 a consumer warpgroup) and key tile
+	for _, rule := range []string{"using L = SmemLayout<D, QM, BN>;", "constexpr int QM = 64 * NC"} {
 		if !strings.Contains(src, rule) {
-			t.Fatalf("attention_sm90.cu no longer says %q: the stage rule this test copies has moved", rule)
+			t.Fatalf("attention_sm90.cu no longer says %q: the layout rule this test copies has moved", rule)
 		}
 	}
 	out := hostcc.Output(t, "fwdlayout", prog)
-	type key struct{ d, qm, bn, st, psm int }
+	type key struct{ d, qm, bn int }
 	layout := map[key]int{}
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		var k key
 		var bytes int
-		if _, err := fmt.Sscan(line, &k.d, &k.qm, &k.bn, &k.st, &k.psm, &bytes); err != nil {
+		if _, err := fmt.Sscan(line, &k.d, &k.qm, &k.bn, &bytes); err != nil {
 			t.Fatalf("line %q: %v", line, err)
 		}
 		layout[k] = bytes
 	}
-	three, wide, pshared := 0, 0, 0
+	wide := 0
 	for _, av := range archVariants {
 		if av.major != 9 {
 			continue
@@ -226,25 +222,14 @@ int main() { show<64, 128, 128, 2>(); show<128, 128, 128, 2>(); show<64, 192, 12
 			if av.wide > 0 && d == 128 {
 				vs, wide = append(vs, fwdSM90N), wide+1
 			}
-			if av.psm > 0 && d == 64 {
-				vs = append(vs, fwdSM90Q)
-			}
 			for _, v := range vs {
-				st := 2
-				if v.qTile == 192 && v.fn != fwdSM90Q.fn && slices.Contains(av.defines, "LONGCA_FWD_S3") {
-					st, three = 3, three+1
-				}
-				psm := 0 // P through shared memory: sm90p's head-dim-64 forward
-				if v.fn == fwdSM90Q.fn {
-					psm, pshared = 1, pshared+1
-				}
-				l, ok := layout[key{d, v.qTile, v.kTile, st, psm}]
+				l, ok := layout[key{d, v.qTile, v.kTile}]
 				if !ok {
-					t.Errorf("%s %s at head dim %d: no layout for %d x %d tiles, %d stages", av.name, v.fn, d, v.qTile, v.kTile, st)
+					t.Errorf("%s %s at head dim %d: no layout for %d x %d tiles", av.name, v.fn, d, v.qTile, v.kTile)
 					continue
 				}
 				if v.shared(d) != l {
-					t.Errorf("%s %s at head dim %d: the forward asks for %d bytes, SmemLayout<%d, %d, %d, %d> takes %d", av.name, v.fn, d, v.shared(d), d, v.qTile, v.kTile, st, l)
+					t.Errorf("%s %s at head dim %d: the forward asks for %d bytes, SmemLayout<%d, %d, %d> takes %d", av.name, v.fn, d, v.shared(d), d, v.qTile, v.kTile, l)
 				}
 				if want := 128 * (1 + v.qTile/64); v.threads != want {
 					t.Errorf("%s %s: %d threads for %d query rows (a consumer warpgroup per 64 and the producer: %d)", av.name, v.fn, v.threads, v.qTile, want)
@@ -252,16 +237,9 @@ int main() { show<64, 128, 128, 2>(); show<128, 128, 128, 2>(); show<64, 192, 12
 			}
 		}
 	}
-	// the layouts of the forwards some variant runs were all checked above
-	has := func(f func(archVariant) bool) bool { return slices.ContainsFunc(archVariants, f) }
-	if three == 0 && has(func(a archVariant) bool { return slices.Contains(a.defines, "LONGCA_FWD_S3") }) {
-		t.Error("a variant runs the three-stage forward, and its check above checked nothing")
-	}
-	if wide == 0 && has(func(a archVariant) bool { return a.wide > 0 }) {
+	// the wide forward's layout (sm90's at head dim 128) was checked above
+	if wide == 0 && slices.ContainsFunc(archVariants, func(a archVariant) bool { return a.wide > 0 }) {
 		t.Error("a variant runs the wide forward, and its check above checked nothing")
-	}
-	if pshared == 0 && has(func(a archVariant) bool { return a.psm > 0 }) {
-		t.Error("a variant runs the forward with P in shared memory, and its check above checked nothing")
 	}
 }
 
@@ -386,9 +364,6 @@ func TestVariantsDefineTheirEntries(t *testing.T) {
 			if a.wide > 0 && d == 128 {
 				used = append(used, fwdSM90N.fn)
 			}
-			if a.psm > 0 && d == 64 {
-				used = append(used, fwdSM90Q.fn)
-			}
 			if a.split128 > 1 && d == 128 {
 				used = append(used, a.bwd.at(d).splitEntry().fn)
 			}
@@ -481,14 +456,14 @@ func TestSplit128Variants(t *testing.T) {
 }
 
 // The forward runs persistent by the rule on short rows with every entry that has a
-// persistent form, sm90p's 192 x 192 one too (fwd90qp), never with the wide forward (fwd90n:
-// one Q tile; a first draft keyed this on the key tile and so never ran fwd90qp).
+// persistent form, never with the wide forward (fwd90n: one Q tile; the rule keys on the
+// entry, oneItem, not on the key tile).
 func TestForwardPersistentEntries(t *testing.T) {
 	k := &Kernel{arch: variantNamed(t, "sm90")} // the rule's side: persist 0
 	for _, c := range []struct {
 		fv   variant
 		want bool
-	}{{fwdSM90Q, true}, {fwdSM90MO, true}, {fwdSM90O, true}, {fwdSM90N, false}} {
+	}{{fwdSM90MO, true}, {fwdSM90O, true}, {fwdSM90S, true}, {fwdSM90N, false}} {
 		w := namedList(t, 42, 8192, c.fv.qTile, c.fv.kTile, false, "causal_document")
 		if !persistentForward(w) {
 			t.Fatalf("causal_document 8K in %d x %d tiles: not short rows (the case no longer tests the rule)", c.fv.qTile, c.fv.kTile)
@@ -499,22 +474,20 @@ func TestForwardPersistentEntries(t *testing.T) {
 	}
 }
 
-// The wider tiles' rule (widerTilesPay: sm90n's 176-key tiles on 128 x 128 lists, sm90p's 192
-// on 192 x 128 ones): dense and most document rows take them, causal_document 16K does not at
-// 176 (1.04x the keys; it runs persistent there anyway), block-sparse maps of 128-token blocks
-// (which the wider tiles straddle: 1.2-2x the keys) and the causal window (1.05-1.14x) never.
+// The wider tiles' rule (widerTilesPay: the wide forward's 176-key tiles on 128 x 128 lists):
+// dense and most document rows take them, causal_document 16K does not (1.04x the keys; it
+// runs persistent there anyway), block-sparse maps of 128-token blocks (which the wider tiles
+// straddle: 1.2-2x the keys) and the causal window (1.14x) never.
 func TestWiderTilesRule(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		s    int
-		want [2]bool // 176 on 128 x 128, 192 on 192 x 128
-	}{{"full", 8192, [2]bool{true, true}}, {"causal", 16384, [2]bool{true, true}}, {"full_document", 32768, [2]bool{true, true}},
-		{"causal_document", 16384, [2]bool{false, true}}, {"prefix_lm_causal", 8192, [2]bool{true, true}}, {"sliding_window_causal", 16384, [2]bool{false, false}}} {
-		for i, cfg := range [][3]int{{128, 128, 176}, {192, 128, 192}} {
-			narrow, wider := namedList(t, 42, c.s, cfg[0], cfg[1], false, c.name), namedList(t, 42, c.s, cfg[0], cfg[2], false, c.name)
-			if got := widerTilesPay(narrow, wider); got != c.want[i] {
-				t.Errorf("%s %d: %d-key tiles on %d x %d pay %v, want %v", c.name, c.s, cfg[2], cfg[0], cfg[1], got, c.want[i])
-			}
+		want bool
+	}{{"full", 8192, true}, {"causal", 16384, true}, {"full_document", 32768, true},
+		{"causal_document", 16384, false}, {"prefix_lm_causal", 8192, true}, {"sliding_window_causal", 16384, false}} {
+		narrow, wider := namedList(t, 42, c.s, 128, 128, false, c.name), namedList(t, 42, c.s, 128, fwdSM90N.kTile, false, c.name)
+		if got := widerTilesPay(narrow, wider); got != c.want {
+			t.Errorf("%s %d: %d-key tiles on 128 x 128 pay %v, want %v", c.name, c.s, fwdSM90N.kTile, got, c.want)
 		}
 	}
 	for _, ratio := range []float64{0.2, 0.5} {
@@ -522,10 +495,8 @@ func TestWiderTilesRule(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, cfg := range [][3]int{{128, 128, 176}, {192, 128, 192}} {
-			if widerTilesPay(listOf(t, sp.Heads, cfg[0], cfg[1], false), listOf(t, sp.Heads, cfg[0], cfg[2], false)) {
-				t.Errorf("block-sparse 128-token blocks kept %.1f: %d-key tiles on %d x %d pay", ratio, cfg[2], cfg[0], cfg[1])
-			}
+		if widerTilesPay(listOf(t, sp.Heads, 128, 128, false), listOf(t, sp.Heads, 128, fwdSM90N.kTile, false)) {
+			t.Errorf("block-sparse 128-token blocks kept %.1f: %d-key tiles on 128 x 128 pay", ratio, fwdSM90N.kTile)
 		}
 	}
 }

@@ -150,13 +150,14 @@ func TestL2ModelD64Blocks(t *testing.T) {
 	}
 }
 
-// Experiment sm90mo's order rule (orderThrashes, MHA only): at 64:64 (a group of one) the
-// short uneven rows where heaviest first spreads the running blocks over many heads take the
-// key tiles of a KV head together (the L2 model: 5-20 GB read against under 2.5), and the
-// plan then differs from sm90's only in the order; GQA plans (8 KV heads of 8) are sm90's on
-// every mask at 8K-32K, for two seeds of the document masks.
+// The L2 order rule (orderThrashes, MHA only; sm90's since call 61, call 61's sm90mo): at
+// 64:64 (a group of one) the short uneven rows where heaviest first spreads the running
+// blocks over many heads take the key tiles of a KV head together (the L2 model: 5-20 GB read
+// against under 2.5), and the plan then differs from the one without the rule only in the
+// order; GQA plans (8 KV heads of 8) are the same with and without it on every mask at
+// 8K-32K, for two seeds of the document masks.
 func TestOrderL2Rule(t *testing.T) {
-	// sm90's plan without and with the rule (sm90mo is sm90 with it)
+	// sm90's plan without and with the rule (orderL2)
 	without, with := variantNamed(t, "sm90"), variantNamed(t, "sm90")
 	without.orderL2, with.orderL2 = false, true
 	k, mo := &Kernel{arch: without}, &Kernel{arch: with}
@@ -165,7 +166,7 @@ func TestOrderL2Rule(t *testing.T) {
 		carried = carried || av.orderL2
 	}
 	if !carried {
-		t.Error("no variant weighs L2 in its order (sm90mo or, promoted, sm90)")
+		t.Error("no variant weighs L2 in its order (sm90 has since call 61)")
 	}
 	for _, c := range []struct {
 		mask string
@@ -181,16 +182,16 @@ func TestOrderL2Rule(t *testing.T) {
 		o0, _ := k.backwardPlan(&deviceList{w: w}, 64, 1, 128)
 		o1, _ := mo.backwardPlan(&deviceList{w: w}, 64, 1, 128)
 		if o0&schedKTFast == schedKTFast || o1&schedKTFast != schedKTFast {
-			t.Errorf("%s %d at 64:64: sm90 plans %#x, sm90mo %#x (want heaviest first, then the key tiles together)", c.mask, c.s, o0, o1)
+			t.Errorf("%s %d at 64:64: without the rule %#x, with it %#x (want heaviest first, then the key tiles together)", c.mask, c.s, o0, o1)
 		}
 		if o1&^schedKTFast != o0&^schedNoRot {
-			t.Errorf("%s %d at 64:64: sm90mo's plan %#x differs from sm90's %#x beyond the order", c.mask, c.s, o1, o0)
+			t.Errorf("%s %d at 64:64: the plan with the rule %#x differs from the one without %#x beyond the order", c.mask, c.s, o1, o0)
 		}
-		// head dim 64 keeps sm90's plan (the L2 model is calibrated at 128)
+		// head dim 64 keeps the plan without the rule (the L2 model is calibrated at 128)
 		p0, g0 := k.backwardPlan(&deviceList{w: w}, 64, 1, 64)
 		p1, g1 := mo.backwardPlan(&deviceList{w: w}, 64, 1, 64)
 		if p0 != p1 || g0 != g1 {
-			t.Errorf("%s %d at head dim 64: sm90 plans %#x/%d, sm90mo %#x/%d", c.mask, c.s, p0, g0, p1, g1)
+			t.Errorf("%s %d at head dim 64: without the rule %#x/%d, with it %#x/%d", c.mask, c.s, p0, g0, p1, g1)
 		}
 	}
 	noRot := 0
@@ -204,7 +205,7 @@ func TestOrderL2Rule(t *testing.T) {
 				o0, g0 := k.backwardPlan(&deviceList{w: w}, 8, 8, 128)
 				o1, g1 := mo.backwardPlan(&deviceList{w: w}, 8, 8, 128)
 				if o0 != o1 || g0 != g1 {
-					t.Errorf("%s %d seed %d at 64:8: sm90 plans %#x/%d, sm90mo %#x/%d", m, s, seed, o0, g0, o1, g1)
+					t.Errorf("%s %d seed %d at 64:8: without the rule %#x/%d, with it %#x/%d", m, s, seed, o0, g0, o1, g1)
 				}
 			}
 		}

@@ -297,7 +297,7 @@ func dramRead(w *WorkList, heads, group, slots, l2 int, sched int32) int64 {
 
 // orderThrashes says whether heaviest first over all heads (schedNoRot, which
 // backwardOrder picked on w for being more than modelSlack more even) should give way to the
-// key tiles of a KV head together (schedKTFast) at head dim 128 (experiment sm90mo, MHA
+// key tiles of a KV head together (schedKTFast) at head dim 128 (sm90's since call 61, MHA
 // only: a group of one): where the L2 model (split128Noise's spread) has heaviest first read
 // at least orderSaved more bytes from DRAM, and at least twice as many, while the key tiles
 // together are at most orderSlack less even. Heaviest first spreads the blocks running
@@ -306,7 +306,7 @@ func dramRead(w *WorkList, heads, group, slots, l2 int, sched int32) int64 {
 // share_question at 8K-16K) model 5-60 GB against 0.8-5 (call 59's runs there: 0.89-0.94x
 // cuDNN, where the rows the rule orders by key tile read 0.99). With GQA groups (a block
 // walking its group's heads) heaviest first measured faster where the model has it read
-// more (calls 43-46: causal 8K +14%), so sm90mo leaves them as they are. Lists past
+// more (calls 43-46: causal 8K +14%), so the rule leaves them as they are. Lists past
 // split128MaxSteps are not modelled.
 func orderThrashes(w *WorkList, heads, group, slots, l2 int) bool {
 	if !l2Modelled(w, heads, group) ||
@@ -637,7 +637,7 @@ func (k *Kernel) forwardPersistent(fv variant, w *WorkList) bool {
 }
 
 // wideForward says whether p's forward at head dim 128 runs over 128 x 176 tiles (the
-// variant's wide, experiment sm90n): wherever the 128 x 128 list's forward is not
+// variant's wide, sm90's since call 62): wherever the 128 x 128 list's forward is not
 // persistent (long rows: there a turn's products grow and its fixed costs do not) and the
 // wide tiles visit few more keys (widerTilesPay), or always (whatever they visit). A list
 // that cannot be built keeps the 128-key tiles (the forward reports the error).
@@ -648,9 +648,10 @@ func (k *Kernel) wideForward(p kernels.Problem, always bool) bool {
 
 // widerTilesPay says whether a forward list in wider tiles visits at most 3% more key
 // positions than one in narrower tiles of the same rows: dense and document rows lose that
-// little to the wider tiles' edges (sm90n's 176 keys: 1.003-1.026x on the rows it takes;
-// sm90p's 192: 0.97-1.03x on full, causal and the documents), the causal window 4.5-5%
-// (sm90p), block-sparse maps whose blocks the wider tiles straddle much more.
+// little to the wider tiles' edges (176 keys: 1.003-1.026x on the rows they take), the causal
+// window 14% (sliding_window_causal 8K-48K), block-sparse maps whose blocks the wider tiles
+// straddle much more. (Call 63's 192 x 192 forward at head dim 64, with P in shared memory,
+// took its tiles by this rule too; it lost 3-12% and was removed.)
 func widerTilesPay(narrow, wider *WorkList) bool {
 	return 100*int64(len(wider.Entries)/2)*int64(wider.ColTile) <= 103*int64(len(narrow.Entries)/2)*int64(narrow.ColTile)
 }
@@ -708,9 +709,6 @@ func (k *Kernel) forwardFor(p kernels.Problem) variant {
 	}
 	if k.arch.wide > 0 && p.HeadDim == 128 && fv.kTile == 128 && k.dev != nil && k.wideForward(p, k.arch.wide == 2) {
 		fv = fwdSM90N
-	}
-	if k.arch.psm > 0 && p.HeadDim == 64 && fv.qTile == 192 && fv.kTile == 128 && k.dev != nil && (k.arch.psm == 2 || k.otherTilesPay(p, 192, 128, fwdSM90Q.kTile, widerTilesPay)) {
-		fv = fwdSM90Q
 	}
 	if scaleLog2 := float32(p.SoftmaxScale() * math.Log2E); fv.lean && !(scaleLog2 >= 0x1p-126) {
 		return fwdSM90

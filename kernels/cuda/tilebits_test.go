@@ -14,7 +14,7 @@ import (
 // host C++ compiler and run for every partial entry of forward and transposed (backward)
 // work lists, every thread's rows and columns, against the work list's own Allowed: the
 // index arithmetic of both orientations is checked here, the GPU runs the same source.
-// The wide forward's 176-key tiles (experiment sm90n) go through mask_tile, which takes
+// The wide forward's 176-key tiles (sm90's since call 62) go through mask_tile, which takes
 // their bits in two parts: the scores it sets to -inf are checked instead.
 func TestTileBitsMatchWorkList(t *testing.T) {
 	for _, span := range []bool{false, true} {
@@ -61,7 +61,7 @@ func tileBitsMatchWorkList(t *testing.T, span bool) {
 			t.Fatal(err)
 		}
 		// the forward's 128 x 128 tiles, sm90m's 192 x 128 ones (head dim 64), sm90s's
-		// 128 x 64 ones, sm90n's 128 x 176 ones (through mask_tile), the backward's
+		// 128 x 64 ones, the wide forward's 128 x 176 ones (through mask_tile), the backward's
 		// transposed 64-query tiles
 		for _, cfg := range []struct {
 			tr     bool

@@ -405,7 +405,7 @@ func TestBackwardPlanCaches(t *testing.T) {
 		t.Errorf("same shape: order %d, want the kept %d", got, schedKTFast)
 	}
 	want := backwardOrder(w, 66, 1, 132)
-	if k.arch.orderL2 && want == schedNoRot && orderThrashes(w, 66, 1, 132, k.l2Bytes()) { // (sm90mo's rule, where promoted)
+	if k.arch.orderL2 && want == schedNoRot && orderThrashes(w, 66, 1, 132, k.l2Bytes()) { // (the L2 order rule, sm90's since call 61)
 		want = schedKTFast
 	}
 	if got, _ := k.backwardPlan(dl, 66, 1, 128); got != want || dl.planFor != [4]int{66, 1, 132, 128} {
