@@ -1,4 +1,6 @@
 #!/bin/sh
+# RAN 2026-12-05 on an H100 at ada1f67 (docs/perf.md "Calls 61-63 on an H100"); its experiments
+# were promoted into sm90 or removed since (32497d1, 4fdd6ad): to rerun it, check out ada1f67.
 # Call 61 (prepared 2026-12-05, eleventh session; not yet run): experiments sm90fr and
 # sm90f3, the forward's entries read a turn ahead and the head-dim-64 forward's K/V ring
 # three stages deep, designed from call 60's SASS stall samples of the d64 forward (full

@@ -1,4 +1,6 @@
 #!/bin/sh
+# RAN 2026-12-05 on an H100 at ada1f67 (docs/perf.md "Calls 61-63 on an H100"); its experiments
+# were promoted into sm90 or removed since (32497d1, 4fdd6ad): to rerun it, check out ada1f67.
 # Call 62 (prepared 2026-12-05, twelfth session, with no device lent; not yet run):
 # experiment sm90n, the head-dim-128 forward over 128 x 176 tiles where it is not
 # persistent (long rows: full, causal, prefix_lm_causal, global_sliding_window, the long

@@ -1,4 +1,6 @@
 #!/bin/sh
+# RAN 2026-12-05 on an H100 at ada1f67 (docs/perf.md "Calls 61-63 on an H100"); its experiments
+# were promoted into sm90 or removed since (32497d1, 4fdd6ad): to rerun it, check out ada1f67.
 # Call 63 (prepared 2026-12-05, twelfth session, with no device lent; not yet run):
 # experiments sm90p and sm90pr, the head-dim-64 forward over 192 x 192 tiles with each
 # consumer warpgroup's P stored by stmatrix and read by P V's wgmma from shared memory

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Calls 61-63's promotion (prepared 2026-12-05, eleventh and twelfth sessions): make the
+"""DONE 2026-12-05 (32497d1: sm90n sm90mo sm90bl; the others removed in 4fdd6ad, so only
+those three names still match kernel.go; kept as the record of the edit). Calls 61-63's promotion (prepared 2026-12-05, eleventh and twelfth sessions): make the
 winners among the experiments sm90fr, sm90f3, sm90bl, sm90mo (call 61), sm90n (call 62),
 sm90p and sm90pr (call 63) part of sm90 in kernels/cuda/kernel.go.
 
