@@ -219,7 +219,7 @@ int main() { show<64, 128, 128>(); show<128, 128, 128>(); show<64, 192, 128>();
 			if av.k64 {
 				vs = append(vs, fwdSM90S)
 			}
-			if av.wide > 0 && d == 128 {
+			if av.wide && d == 128 {
 				vs, wide = append(vs, fwdSM90N), wide+1
 			}
 			for _, v := range vs {
@@ -238,7 +238,7 @@ int main() { show<64, 128, 128>(); show<128, 128, 128>(); show<64, 192, 128>();
 		}
 	}
 	// the wide forward's layout (sm90's at head dim 128) was checked above
-	if wide == 0 && slices.ContainsFunc(archVariants, func(a archVariant) bool { return a.wide > 0 }) {
+	if wide == 0 && slices.ContainsFunc(archVariants, func(a archVariant) bool { return a.wide }) {
 		t.Error("a variant runs the wide forward, and its check above checked nothing")
 	}
 }
@@ -361,7 +361,7 @@ func TestVariantsDefineTheirEntries(t *testing.T) {
 			if a.k64 {
 				used = append(used, fwdSM90S.fn)
 			}
-			if a.wide > 0 && d == 128 {
+			if a.wide && d == 128 {
 				used = append(used, fwdSM90N.fn)
 			}
 			if a.split128 > 1 && d == 128 {

@@ -639,11 +639,11 @@ func (k *Kernel) forwardPersistent(fv variant, w *WorkList) bool {
 // wideForward says whether p's forward at head dim 128 runs over 128 x 176 tiles (the
 // variant's wide, sm90's since call 62): wherever the 128 x 128 list's forward is not
 // persistent (long rows: there a turn's products grow and its fixed costs do not) and the
-// wide tiles visit few more keys (widerTilesPay), or always (whatever they visit). A list
-// that cannot be built keeps the 128-key tiles (the forward reports the error).
-func (k *Kernel) wideForward(p kernels.Problem, always bool) bool {
+// wide tiles visit few more keys (widerTilesPay). A list that cannot be built keeps the
+// 128-key tiles (the forward reports the error).
+func (k *Kernel) wideForward(p kernels.Problem) bool {
 	a, err := k.list(p, 128, 128, false)
-	return err == nil && !k.persistent(a.w) && (always || k.otherTilesPay(p, 128, 128, fwdSM90N.kTile, widerTilesPay))
+	return err == nil && !k.persistent(a.w) && k.otherTilesPay(p, 128, 128, fwdSM90N.kTile, widerTilesPay)
 }
 
 // widerTilesPay says whether a forward list in wider tiles visits at most 3% more key
@@ -707,7 +707,7 @@ func (k *Kernel) forwardFor(p kernels.Problem) variant {
 	if k.arch.k64 && k.dev != nil && k.otherTilesPay(p, fwdSM90S.qTile, 128, fwdSM90S.kTile, keyTile64Pays) {
 		fv = fwdSM90S
 	}
-	if k.arch.wide > 0 && p.HeadDim == 128 && fv.kTile == 128 && k.dev != nil && k.wideForward(p, k.arch.wide == 2) {
+	if k.arch.wide && p.HeadDim == 128 && fv.kTile == 128 && k.dev != nil && k.wideForward(p) {
 		fv = fwdSM90N
 	}
 	if scaleLog2 := float32(p.SoftmaxScale() * math.Log2E); fv.lean && !(scaleLog2 >= 0x1p-126) {
