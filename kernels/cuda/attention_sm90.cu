@@ -231,6 +231,19 @@ template <int D, int QM = SBM, int BN = SBN> struct SmemLayout {
   static constexpr int kBytes = kBar + 8 * (4 + 4 * STAGES) + 1024;  // + alignment slack
 };
 
+// The forward's blocks a multiprocessor (its __launch_bounds__) and registers a thread
+// (setmaxnreg: the producer's, a consumer's) by its consumer warpgroups NC: the producer and
+// the consumers together within the block's registers at launch (65536 over the blocks'
+// threads, in steps of 8). One consumer (experiment sm90c): two blocks, 128 registers a thread
+// at launch, 24 + 232.
+template <int NC> struct FwdRegs {
+  static constexpr int kBlocks = NC == 1 ? 2 : 1;
+  static constexpr int kProd = NC == 1 ? 24 : NC == 3 ? 32 : 40;
+  static constexpr int kCons = NC == 1 ? 232 : NC == 3 ? 160 : 232;
+  static constexpr int kLaunch = 65536 / (128 * (NC + 1) * kBlocks) / 8 * 8;  // registers a thread at launch
+  static_assert(kProd + NC * kCons <= (NC + 1) * kLaunch, "setmaxnreg past the block's registers");
+};
+
 // A work item of the forward: query tile qt of head h, its entries e0 .. e1 of the work
 // list. Items are numbered as the non-persistent grid is laid out, heads fastest, row
 // tiles in the list's (heaviest first) order.
@@ -249,9 +262,9 @@ DEV FwdItem fwd_item(const WorkList &wl, int item, int hq, int hkv) {
 }
 
 // The forward. Without PERSIST a block does the one work item of its grid position; with
-// it, a grid of one block per multiprocessor walks items blockIdx.x, + gridDim.x, ...: the
-// producer then loads the next item's Q and K/V tiles while the consumers finish the
-// last one.
+// it, a grid of one block per multiprocessor (two with NC == 1) walks items blockIdx.x,
+// + gridDim.x, ...: the producer then loads the next item's Q and K/V tiles while the
+// consumers finish the last one.
 // LEAN (experiment sm90l; the softmax scale must be positive): fewer instructions a tile
 // in the softmax: the row maxima are taken over the unscaled scores and the scale folded
 // into the exponent's subtraction (one FFMA a score instead of a multiply and a
@@ -261,14 +274,22 @@ DEV FwdItem fwd_item(const WorkList &wl, int item, int hq, int hkv) {
 // 64 query rows each (a 64 NC-row tile); they take turns on the tensor cores in a ring
 // (warpgroup c waits at named barrier 1 + c and hands over at the next one). With 3 the
 // block is 512 threads: consumers at 160 registers, the producer at 32 (65536 in all).
+// With 1 (experiment sm90c, LONGCA_FWD_C1, head dim 64 with OV and 128-key tiles only) the
+// block is one consumer warpgroup of 64 query rows and the producer, 256 threads, two
+// blocks a multiprocessor (__launch_bounds__(256, 2): 128 registers a thread at launch,
+// setmaxnreg 24 / 232 within a block); there are no turns (no named barriers): the other
+// block on the multiprocessor runs its products under this one's softmax, as cuDNN's
+// head-dim-64 forward (64 x 256 tiles, one MMA warpgroup) appears to.
 template <int D, typename T, bool PERSIST, bool LEAN, int NC = 2, bool OV = false, int BN = SBN>
 DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__restrict__ o, float *__restrict__ lse,
                   int sq, int sk, int hq, int hkv, float scale_log2, WorkList wl) {
-  static_assert(NC == 2 || (NC == 3 && D == 64), "three consumer warpgroups fit the registers at head dim 64 only");
+  static_assert(NC == 2 || (NC == 3 && D == 64) || (NC == 1 && D == 64 && OV && BN == 128),
+                "three consumer warpgroups fit the registers at head dim 64 only; one, at head dim 64 with the overlap");
   static_assert(BN == 128 || (BN == 64 && NC == 2) || (BN == 176 && NC == 2 && D == 128 && !PERSIST),
                 "64-key tiles with two consumer warpgroups; 176-key tiles at head dim 128, one work item a block");
   constexpr int QM = 64 * NC, CT = 128 * NC;  // query rows a tile, consumer threads
-  constexpr int kProdRegs = NC == 3 ? 32 : 40, kConsRegs = NC == 3 ? 160 : 232;  // setmaxnreg
+  constexpr int kProdRegs = FwdRegs<NC>::kProd, kConsRegs = FwdRegs<NC>::kCons;  // setmaxnreg
+  constexpr bool kTurns = NC > 1;  // the consumers take turns by named barriers (not with one)
   using L = SmemLayout<D, QM, BN>;
   static_assert(!PERSIST || L::kQTiles == 2, "the persistent forward loads the next item's Q into a second tile");
   extern __shared__ unsigned char smem_raw[];
@@ -339,7 +360,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
 
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsRegs) : "memory");
   const int cw = wg - 1;                  // consumer warpgroup: query rows 64 cw .. 64 cw + 63
-  if (cw == NC - 1) named_arrive(1, 256);  // consumer 0 takes the first turn
+  if (kTurns && cw == NC - 1) named_arrive(1, 256);  // consumer 0 takes the first turn
   const int lt = tid % 128, warp = lt / 32, lane = lt % 32, g = lane / 4, t = lane % 4;
   constexpr int OR = D / 2;                // O accumulator registers (m64 x D)
   int n = 0, qn = 0;                       // tiles and Q tiles consumed so far
@@ -470,14 +491,14 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       const int i = n + e - e0, s = i % STAGES, s1 = (i + 1) % STAGES;
       mbar_wait(&fullV[s], (i / STAGES) & 1);
       mbar_wait(&fullK[s1], ((i + 1) / STAGES) & 1);
-      named_sync(1 + cw, 256);
+      if constexpr (kTurns) named_sync(1 + cw, 256);
       reg_fence(acc);
       wgmma_fence();
       issue_qk(sc, s1);
       wgmma_commit();
       issue_pv(pa, s);
       wgmma_commit();
-      named_arrive(NC == 2 ? 2 - cw : 1 + (cw + 1) % NC, 256);
+      if constexpr (kTurns) named_arrive(NC == 2 ? 2 - cw : 1 + (cw + 1) % NC, 256);
       wgmma_wait<1>();
       reg_fence(sc);
       mbar_arrive(&emptyK[s1]);
@@ -501,12 +522,12 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
     if (OV && e0 < e1) {  // the last tile's P V
       const int i = n + e1 - 1 - e0, s = i % STAGES;
       mbar_wait(&fullV[s], (i / STAGES) & 1);
-      named_sync(1 + cw, 256);
+      if constexpr (kTurns) named_sync(1 + cw, 256);
       reg_fence(acc);
       wgmma_fence();
       issue_pv(pa, s);
       wgmma_commit();
-      named_arrive(NC == 2 ? 2 - cw : 1 + (cw + 1) % NC, 256);
+      if constexpr (kTurns) named_arrive(NC == 2 ? 2 - cw : 1 + (cw + 1) % NC, 256);
       wgmma_wait<0>();
       reg_fence(acc);
       reg_fence(pa);
@@ -517,13 +538,13 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       const bool more = e + 1 < e1;
       mbar_wait(&fullV[s], (i / STAGES) & 1);
       if (more) mbar_wait(&fullK[s1], ((i + 1) / STAGES) & 1);
-      named_sync(1 + cw, 256);  // this warpgroup's turn
+      if constexpr (kTurns) named_sync(1 + cw, 256);  // this warpgroup's turn
       reg_fence(acc);
       wgmma_fence();
       issue_pv(pa, s);
       if (more) issue_qk(sc, s1);
       wgmma_commit();
-      named_arrive(NC == 2 ? 2 - cw : 1 + (cw + 1) % NC, 256);  // the next warpgroup's turn
+      if constexpr (kTurns) named_arrive(NC == 2 ? 2 - cw : 1 + (cw + 1) % NC, 256);  // the next warpgroup's turn
       wgmma_wait<0>();
       reg_fence(acc);
       reg_fence(sc);
@@ -561,7 +582,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
   }
   // the last consumer's last hand-over is still pending at barrier 1: take it, so no
   // arrival outlives the block
-  if (cw == 0) named_sync(1, 256);
+  if (kTurns && cw == 0) named_sync(1, 256);
 }
 
 // ---- the backward -------------------------------------------------------------------
@@ -1393,7 +1414,7 @@ DEV void dq90_convertc(const float *__restrict__ acc, T *__restrict__ dq, int sq
 #define SM90_FWD_NC(FN, NAME, T, D, PERSIST, LEAN, NC) SM90_FWD_X(FN, NAME, T, D, PERSIST, LEAN, NC, false)
 #define SM90_FWD_X(FN, NAME, T, D, PERSIST, LEAN, NC, OV) SM90_FWD_B(FN, NAME, T, D, PERSIST, LEAN, NC, OV, SBN)
 #define SM90_FWD_B(FN, NAME, T, D, PERSIST, LEAN, NC, OV, BN)                                                                          \
-  extern "C" __global__ void __launch_bounds__(128 * (NC + 1), 1)                                                             \
+  extern "C" __global__ void __launch_bounds__(128 * (NC + 1), FwdRegs<NC>::kBlocks)                                          \
       FN##_##NAME##_d##D(const __grid_constant__ TmaDesc tq, const __grid_constant__ TmaDesc tk,                   \
                          const __grid_constant__ TmaDesc tv, T *o, float *lse, int sq, int sk, int hq, int hkv,    \
                          float scale_log2, const int *order, const int *start, const int *entries, const int *refs, \
@@ -1496,6 +1517,17 @@ SM90_K64_ENTRIES(bf16, __nv_bfloat16, 64)
 SM90_K64_ENTRIES(bf16, __nv_bfloat16, 128)
 SM90_K64_ENTRIES(fp16, __half, 64)
 SM90_K64_ENTRIES(fp16, __half, 128)
+#endif
+
+// The one-consumer forward (experiment sm90c, LONGCA_FWD_C1): head dim 64, 64 x 128 tiles,
+// one consumer warpgroup with the overlap (the next tile's Q K^T and this tile's P V as two
+// groups, the next tile's softmax under P V), no turns, two blocks a multiprocessor; only
+// with LONGCA_FWD_C1.
+#ifdef LONGCA_FWD_C1
+SM90_FWD_X(fwd90c, bf16, __nv_bfloat16, 64, false, true, 1, true)
+SM90_FWD_X(fwd90cp, bf16, __nv_bfloat16, 64, true, true, 1, true)
+SM90_FWD_X(fwd90c, fp16, __half, 64, false, true, 1, true)
+SM90_FWD_X(fwd90cp, fp16, __half, 64, true, true, 1, true)
 #endif
 
 // The wide forward (sm90's since call 62, LONGCA_FWD_WIDE): the overlapped forward at head dim

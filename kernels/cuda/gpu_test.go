@@ -7,6 +7,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -199,14 +200,19 @@ func TestSupports(t *testing.T) {
 // Long rows: at 8K full and causal have 64 and 32.5 key tiles per query tile, so the sm90
 // forward runs its non-persistent schedule (the short masks above run persistent), and the
 // wider tiles' rule takes the wide forward's 176-key tiles at head dim 128 where a variant has
-// them (the forward each row names is logged).
+// them (the forward each row names is logged; a variant's one-consumer forward at head dim
+// 64, experiment sm90c's, must say c1-fwd).
 func TestLongRows(t *testing.T) {
 	k := gpuKernel(t)
 	for i, name := range []string{"full", "causal"} {
 		for _, d := range []int{64, 128} {
 			m := smallMask(t, name, 8192)
 			p := kernels.Problem{HeadsQ: 2, HeadsKV: 1, HeadDim: d, DType: tensor.BF16, Mask: m}
-			t.Logf("%s S=8192 d%d: %s", name, d, k.Describe(p, kernels.Fwd).Variant)
+			desc := k.Describe(p, kernels.Fwd).Variant
+			t.Logf("%s S=8192 d%d: %s", name, d, desc)
+			if c1 := k.forwardFor(p).fn == fwdSM90C1.fn; c1 != strings.Contains(desc, "c1-fwd") {
+				t.Errorf("%s S=8192 d%d: the forward is fwd90c %v, the row says %q", name, d, c1, desc)
+			}
 			runCheck(t, k, p, uint64(950+10*d+i), fmt.Sprintf("%s S=8192 2:1 d%d", name, d))
 		}
 	}
@@ -260,5 +266,79 @@ func TestDeterministic(t *testing.T) {
 			}
 		}
 		t.Logf("deterministic: dq, dk, dv bitwise equal over 4 runs (full S=4096 16:1 d%d): PASS", d)
+	}
+}
+
+// The sm90 forward at head dim 64 on every mask through both of its entries, the persistent
+// one and the plain one (the kernel's rule set aside: at the tests' short lengths every mask
+// runs persistent), against the CPU reference: a variant's new head-dim-64 forward
+// (experiment sm90c's one-consumer fwd90c and fwd90cp) is checked whole by -variant alone.
+func TestForwardEntries64(t *testing.T) {
+	ctx := context.Background()
+	for _, persist := range []int{1, -1} {
+		kk, err := kernels.New("cuda", kernels.Options{Variant: *variantFlag})
+		if err != nil {
+			t.Fatalf("the cuda kernel does not start: %v", err)
+		}
+		k := kk.(*Kernel)
+		if !inSM90(k.fwd.at(64).fn) {
+			t.Skipf("variant %s has no sm90 forward", k.arch.name)
+		}
+		k.arch.persist = persist
+		for i, name := range mask.KernelMasks() {
+			p := kernels.Problem{HeadsQ: 4, HeadsKV: 2, HeadDim: 64, DType: tensor.BF16, Mask: smallMask(t, name, 1024)}
+			desc := k.Describe(p, kernels.Fwd).Variant
+			fv := k.forwardFor(p)
+			if want := persist == 1 && !fv.oneItem; strings.Contains(desc, "persistent-fwd") != want {
+				t.Errorf("%s d64 persist %d: the row says %q", name, persist, desc)
+			}
+			what := fmt.Sprintf("%s 4:2 d64 %s (%s)", name, desc, fv.fn)
+			r, err := check.Forward(ctx, k, p, uint64(1600+10*i+persist))
+			if err != nil {
+				t.Fatalf("%s bwd=false: %v", what, err)
+			}
+			t.Logf("%s bwd=false: %s", what, r)
+			if !r.Pass {
+				t.Errorf("%s bwd=false: %s", what, r)
+			}
+		}
+	}
+}
+
+// Each sm90 forward entry the variant runs fits as many blocks an SM as the host's grid
+// counts on (perSM: two for experiment sm90c's one-consumer forward at head dim 64), by the
+// driver's occupancy calculator: registers at launch (__launch_bounds__) and shared memory.
+func TestForwardOccupancy(t *testing.T) {
+	k := gpuKernel(t)
+	for _, dt := range []string{"bf16", "fp16"} {
+		for _, d := range []int{64, 128} {
+			fv := k.fwd.at(d)
+			if !inSM90(fv.fn) {
+				continue
+			}
+			names := []string{fv.fn}
+			if !fv.oneItem {
+				names = append(names, fv.fn+"p")
+			}
+			for _, n := range names {
+				name := fmt.Sprintf("%s_%s_d%d", n, dt, d)
+				f, err := k.function(name, fv.shared(d))
+				if err != nil {
+					t.Fatal(err)
+				}
+				var occ int
+				if err := k.dev.Do(func() error {
+					var err error
+					occ, err = f.Occupancy(fv.threads, fv.shared(d))
+					return err
+				}); err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("%s: %d threads, %d bytes of shared memory, %d blocks an SM (the host counts on %d)", name, fv.threads, fv.shared(d), occ, fv.perSM())
+				if occ < fv.perSM() {
+					t.Errorf("%s: %d blocks an SM fit, the persistent grid counts on %d", name, occ, fv.perSM())
+				}
+			}
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"unsafe"
@@ -55,10 +56,14 @@ type variant struct {
 	convC          bool     // dQ's fragment order converted through shared memory, a 64 x 64 chunk a block (sm90 since call 15)
 	lean           bool     // the sm_90 forward's lean softmax (sm90 since call 15; a positive softmax scale only)
 	oneItem        bool     // the sm_90 forward has no persistent entry (a work item a block: fwd90n's one Q tile)
+	blocksPerSM    int      // the sm_90 forward's blocks a multiprocessor (0: 1); its persistent grid is that many an SM (fwd90c: 2)
 	at64           *variant // the entry at head dim 64, when it is another (sm90: the forward's three consumer warpgroups, the backward's bwd90f)
 }
 
 func (v variant) shared(d int) int { return v.sharedPerDim*d + v.sharedFixed }
+
+// perSM is how many blocks of the forward v share a multiprocessor (its resources allow).
+func (v variant) perSM() int { return max(1, v.blocksPerSM) }
 
 // at is the entry point v runs at head dim d.
 func (v variant) at(d int) variant {
@@ -133,6 +138,12 @@ var (
 	// x 176 tiles, one Q tile and K and V 2 stages of 176 x D (SmemLayout<128, 128, 176>:
 	// 214,112 bytes), never persistent (wideForward)
 	fwdSM90N = variant{fn: "fwd90n", qTile: 128, kTile: 176, threads: 384, sharedPerDim: (128 + 4*176) * 2, sharedFixed: fwdSM90.sharedFixed, lean: true, oneItem: true}
+	// experiment sm90c (LONGCA_FWD_C1): at head dim 64 the overlapped forward with one
+	// consumer warpgroup over 64 x 128 tiles, no turns, two blocks a multiprocessor: Q 2 x 64
+	// x D, K and V 2 stages of 128 x D (SmemLayout<64, 64, 128>: 83,040 bytes a block), 256
+	// threads, __launch_bounds__(256, 2)
+	fwdSM90C1 = variant{fn: "fwd90c", qTile: 64, kTile: 128, threads: 256, sharedPerDim: (2*64 + 4*128) * 2, sharedFixed: fwdSM90.sharedFixed, lean: true, blocksPerSM: 2}
+	fwdSM90OC = fwdSM90O.withAt64(&fwdSM90C1)
 	// the backward with the next step's S^T and dP^T issued behind this step's dK
 	// (LONGCA_BWD_EARLY)
 	bwdSM90E = bwdSM90C.withFn("bwd90e")
@@ -230,6 +241,7 @@ const (
 // time one side of a rule stand between them.
 var archVariants = []archVariant{
 	{name: "sm90", doc: "Hopper: TMA + wgmma, warp-specialised (a producer and consumer warpgroups); forward at head dim 128 over 128x128 tiles with two consumer warpgroups taking turns (pingpong) and, within a turn, the next tile's Q K^T and this tile's P V as two groups with the next tile's softmax under P V (FlashAttention-3's order); at head dim 64 over 192x128 tiles with three consumer warpgroups taking turns in a ring, with the same overlap within a turn (since call 55); a lean softmax (the scale folded into the exponent, the rescale skipped when no row of a warp has a new maximum); persistent when rows are short; the forward over 128 x 64 tiles instead where the 128-key tiles visit 1.2x the keys (64-token block-sparse maps at kept 0.5 and below; rows say k64-fwd); backward over 128 keys x 64 queries at head dim 128 (the next step's S^T and dP^T issued behind dK) and 128 keys x 128 queries at head dim 64 (two of the work list's 64-query tiles a step, two consumer warpgroups of 64 keys; since call 55), dS^T stored by stmatrix, dQ staged in fragment order while dK runs, the pairs' code only in the entries that walk pairs (bwd90ep, bwd90esp; call 59's sm90pe), added by bulk reductions and converted through shared memory; the backward's blocks a head's key tiles together unless a model of the block scheduler says they fill the SMs 2% less evenly than heaviest first over all heads (short causal and document rows); at head dim 64 a KV head's query heads split over 2 or 4 blocks a key tile where that model says it shortens the pass 2% or more (short full and causal rows: gsplit-N), dK and dV then summed from fp32 partials; at head dim 128 in 2, a head's key tiles together (since call 57): on unpaired uneven rows where that model says the tail grows 2.5% at most and a model of L2 says the split halves the DRAM bytes read, saving 8 GB or more (prefix_lm_causal and causal_blockwise at 48K, causal_blockwise 32K), on rows paired within documents where the tail shortens 1% or more (share_question 48K, causal_document and prefix_lm_document 32K); at head dim 128 on causal-shaped rows (uneven rows that pair evenly) a block walks two key tiles, the heaviest with the lightest, down then up, the group's heads inner, so that the blocks running together share Q, dO and dQ in L2, and on causal rows within documents (causal_document, prefix_lm_document, the long documents at 32K and up) the same within each document where a model of the block scheduler says the half-size grid's tail costs at most 8%; the forward's warpgroup index read through a warp shuffle (wgmma descriptors in uniform registers); partial tiles' allowed columns by interval arithmetic; wgmma descriptors one add from per-step bases; at head dim 128 the forward over 128 x 176 tiles where it is not persistent (call 62's sm90n; rows say wide-fwd); the backward's block order weighs L2 at head dim 128 (orderThrashes: call 61's sm90mo); at head dim 128 the unpaired backward reads lse and Dsum as 8-byte pairs (call 61's sm90bl)", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQ, gsplit: true, pairs: true, pairsEntry: true, docPairs: docPairsByRule, split128: 2, split128Rule: true, sched: schedByRule, orderL2: true, k64: true, wide: true, defines: sm90Defines},
+	{name: "sm90c", doc: "experiment (not yet run on a GPU): sm90 except that at head dim 64 the forward runs one consumer warpgroup a block over 64 x 128 tiles, with the overlap within the warpgroup (tile i+1's Q K^T and tile i's P V as two groups, the softmax under P V) and no turns (no named barriers), two blocks a multiprocessor (__launch_bounds__(256, 2), setmaxnreg 24 / 232, 83,040 bytes of shared memory a block), the persistent grid two blocks an SM: cuDNN's shape at head dim 64 (ncu: one MMA warpgroup over 64 x 256 tiles, the hardware interleaving blocks instead of turns; LONGCA_FWD_C1, fwd90c; rows say c1-fwd)", major: 9, exact: true, fwd: fwdSM90OC, bwd: bwdSM90ETQ, gsplit: true, pairs: true, pairsEntry: true, docPairs: docPairsByRule, split128: 2, split128Rule: true, sched: schedByRule, orderL2: true, k64: true, wide: true, defines: sm90DefinesC1},
 	{name: "sm90-c54", doc: "sm90 as it was before call 56 (head dim 64: the backward over 192-key blocks with three consumer warpgroups, the forward's three consumer warpgroups without the overlap; head dim 128: never split): kept to time the new default against", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ETP, gsplit: true, pairs: true, docPairs: docPairsByRule, sched: schedByRule, k64: true, defines: sm90DefinesC54},
 	{name: "sm90-prev", doc: "sm90 as it was before call 26 (call 23's kernel: the forward's softmax after its products within a turn, two consumer warpgroups at head dim 64 too): kept to time the new default against", major: 9, exact: true, fwd: fwdSM90L, bwd: bwdSM90C, sched: schedByRule, defines: []string{"LONGCA_FWD_LEAN", "LONGCA_TILE_BITS_SPAN"}},
 	{name: "sm90-persist", doc: "sm90 with the forward always persistent (a block per SM walking the work items), whatever the rows: to time both sides of sm90's rule", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQ, gsplit: true, split128: 2, split128Rule: true, pairs: true, pairsEntry: true, docPairs: docPairsByRule, sched: schedByRule, orderL2: true, persist: 1, k64: true, wide: true, defines: sm90Defines},
@@ -254,6 +266,10 @@ var archVariants = []archVariant{
 // stmatrix (call 40, experiment sm90bs: +2 to +5% at both head dims), the partial tiles'
 // bits by interval arithmetic, and the pairs (call 50) in entries of their own (call 59).
 var sm90Defines = []string{"LONGCA_FWD_UNIFORM", "LONGCA_FWD_OVL", "LONGCA_FWD_THREE_OVL", "LONGCA_FWD_K64", "LONGCA_BWD_EARLY", "LONGCA_BWD_Q2", "LONGCA_BWD_SPLIT128", "LONGCA_BWD_STSM", "LONGCA_TILE_BITS_SPAN", "LONGCA_BWD_PAIRS_ENTRY", "LONGCA_FWD_WIDE", "LONGCA_BWD_LV2"}
+
+// sm90DefinesC1 are experiment sm90c's defines: sm90's and the one-consumer forward's entries
+// (fwd90c, fwd90cp), so that sm90's module is compiled as it was.
+var sm90DefinesC1 = append(slices.Clone(sm90Defines), "LONGCA_FWD_C1")
 
 // sm90DefinesC54 are sm90's defines before call 56 (sm90-c54, sm90-c29): the three-consumer
 // forward (fwd90m) and backward (bwd90t) at head dim 64, no split at 128.
@@ -425,7 +441,8 @@ func (k *Kernel) DeterministicBackward() bool { return k.det && inSM90(k.bwd.fn)
 
 // Describe names the variant that serves the problem and the architecture it was built
 // for; on sm90 a forward run persistent (short rows) says so ("sm90 persistent-fwd"), and
-// one over other tiles than the variant's (k64-fwd, wide-fwd), a deterministic backward too
+// one over other tiles than the variant's (k64-fwd, wide-fwd; sm90c's one-consumer forward at
+// head dim 64, c1-fwd), a deterministic backward too
 // ("sm90 deterministic"), and a backward its group split ("sm90 gsplit-4") and its key-tile
 // pairs ("sm90 pairs-bwd"; "sm90 doc-pairs-bwd" within documents).
 func (k *Kernel) Describe(p kernels.Problem, pass kernels.Pass) kernels.Info {
@@ -442,6 +459,9 @@ func (k *Kernel) Describe(p kernels.Problem, pass kernels.Pass) kernels.Info {
 		}
 		if fv.fn == fwdSM90N.fn {
 			info.Variant += " wide-fwd"
+		}
+		if fv.fn == fwdSM90C1.fn {
+			info.Variant += " c1-fwd"
 		}
 	}
 	if (k.arch.gsplit || k.arch.pairs || k.arch.split128 > 1) && pass != kernels.Fwd && p.HeadsKV > 0 { // the backward's plan

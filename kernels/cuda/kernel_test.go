@@ -3,6 +3,7 @@ package cuda
 import (
 	"fmt"
 	"os"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -183,13 +184,14 @@ int main() { show<64, 128, 2, 0>(); show<128, 128, 2, 0>(); show<64, 192, 2, 0>(
 // The Hopper forward's shared memory as SmemLayout<D, QM, BN> lays it out
 // (attention_sm90.cu, compiled with the host C++ compiler) is what every sm90 variant's
 // forward asks for at launch, at both head dims, for the 128 x 64 tiles and the wide
-// forward's 128 x 176: the kernel has no check of its own.
+// forward's 128 x 176 (and experiment sm90c's 64 x 128 at head dim 64): the kernel has no
+// check of its own.
 func TestForwardSharedMatchesLayout(t *testing.T) {
 	src := SourceSM90()
 	prog := "#include <cstdio>\n" + extract(t, src, "constexpr int SBM = 128", "\n") + extract(t, src, "constexpr int CHUNK = 64;", "\n") +
 		extract(t, src, "template <int D, int QM = SBM, int BN = SBN> struct SmemLayout {", "\n};\n") + `
 template <int D, int QM, int BN> void show() { printf("%d %d %d %d\n", D, QM, BN, SmemLayout<D, QM, BN>::kBytes); }
-int main() { show<64, 128, 128>(); show<128, 128, 128>(); show<64, 192, 128>();
+int main() { show<64, 128, 128>(); show<128, 128, 128>(); show<64, 192, 128>(); show<64, 64, 128>();
   show<64, 128, 64>(); show<128, 128, 64>(); show<128, 128, 176>(); return 0; }
 `
 	// the layout the kernel takes: its query rows a tile (64 a consumer warpgroup) and key tile
@@ -463,7 +465,7 @@ func TestForwardPersistentEntries(t *testing.T) {
 	for _, c := range []struct {
 		fv   variant
 		want bool
-	}{{fwdSM90MO, true}, {fwdSM90O, true}, {fwdSM90S, true}, {fwdSM90N, false}} {
+	}{{fwdSM90MO, true}, {fwdSM90O, true}, {fwdSM90S, true}, {fwdSM90N, false}, {fwdSM90C1, true}} {
 		w := namedList(t, 42, 8192, c.fv.qTile, c.fv.kTile, false, "causal_document")
 		if !persistentForward(w) {
 			t.Fatalf("causal_document 8K in %d x %d tiles: not short rows (the case no longer tests the rule)", c.fv.qTile, c.fv.kTile)
@@ -497,6 +499,128 @@ func TestWiderTilesRule(t *testing.T) {
 		}
 		if widerTilesPay(listOf(t, sp.Heads, 128, 128, false), listOf(t, sp.Heads, 128, fwdSM90N.kTile, false)) {
 			t.Errorf("block-sparse 128-token blocks kept %.1f: %d-key tiles on 128 x 128 pay", ratio, fwdSM90N.kTile)
+		}
+	}
+}
+
+// The forward's blocks a multiprocessor and registers as FwdRegs<NC> sets them
+// (attention_sm90.cu, compiled with the host C++ compiler: __launch_bounds__'s blocks, the
+// setmaxnreg counts) agree with what the host plans for every sm90 variant's forward: the
+// blocks an SM its persistent grid counts on (perSM; two for experiment sm90c's one-consumer
+// forward), the producer's and the consumers' registers within the block's share of the
+// 65536 (else setmaxnreg.inc waits for ever), and that many blocks' shared memory (1 KB
+// reserved a block) and threads within an SM's 228 KB and 2048.
+func TestForwardBlocksFit(t *testing.T) {
+	src := SourceSM90()
+	prog := "#include <cstdio>\n" + extract(t, src, "template <int NC> struct FwdRegs {", "\n};\n") + `
+template <int NC> void show() { printf("%d %d %d %d %d\n", NC, FwdRegs<NC>::kBlocks, FwdRegs<NC>::kProd, FwdRegs<NC>::kCons, FwdRegs<NC>::kLaunch); }
+int main() { show<1>(); show<2>(); show<3>(); return 0; }
+`
+	for _, rule := range []string{"__launch_bounds__(128 * (NC + 1), FwdRegs<NC>::kBlocks)", "kProdRegs = FwdRegs<NC>::kProd, kConsRegs = FwdRegs<NC>::kCons"} {
+		if !strings.Contains(src, rule) {
+			t.Fatalf("attention_sm90.cu no longer says %q: the forward's blocks and registers come from elsewhere", rule)
+		}
+	}
+	type regs struct{ blocks, prod, cons, launch int }
+	byNC := map[int]regs{}
+	for _, line := range strings.Split(strings.TrimSpace(hostcc.Output(t, "fwdregs", prog)), "\n") {
+		var nc int
+		var r regs
+		if _, err := fmt.Sscan(line, &nc, &r.blocks, &r.prod, &r.cons, &r.launch); err != nil {
+			t.Fatalf("line %q: %v", line, err)
+		}
+		byNC[nc] = r
+	}
+	twoBlocks := 0
+	for _, av := range archVariants {
+		if av.major != 9 {
+			continue
+		}
+		for _, d := range []int{64, 128} {
+			vs := []variant{av.fwd.at(d)}
+			if av.k64 {
+				vs = append(vs, fwdSM90S)
+			}
+			if av.wide && d == 128 {
+				vs = append(vs, fwdSM90N)
+			}
+			for _, v := range vs {
+				nc := v.qTile / 64
+				r, ok := byNC[nc]
+				if !ok {
+					t.Errorf("%s %s: %d consumer warpgroups, which FwdRegs was not asked for", av.name, v.fn, nc)
+					continue
+				}
+				if v.perSM() != r.blocks {
+					t.Errorf("%s %s: the host plans %d blocks an SM, __launch_bounds__ asks for %d", av.name, v.fn, v.perSM(), r.blocks)
+				}
+				if v.perSM() > 1 {
+					twoBlocks++
+				}
+				if r.launch*v.threads*r.blocks > 65536 || 128*(r.prod+nc*r.cons) > r.launch*v.threads {
+					t.Errorf("%s %s: %d threads x %d blocks at %d registers, setmaxnreg %d + %d x %d: past the registers", av.name, v.fn, v.threads, r.blocks, r.launch, r.prod, nc, r.cons)
+				}
+				if sh := v.perSM() * (v.shared(d) + 1024); sh > 228<<10 || v.perSM()*v.threads > 2048 {
+					t.Errorf("%s %s at head dim %d: %d blocks of %d bytes and %d threads do not fit an SM (%d bytes)", av.name, v.fn, d, v.perSM(), v.shared(d), v.threads, sh)
+				}
+			}
+		}
+	}
+	if twoBlocks == 0 && slices.ContainsFunc(archVariants, func(a archVariant) bool { return a.fwd.at(64).perSM() > 1 }) {
+		t.Error("a variant runs a forward of two blocks an SM, and the check above checked none")
+	}
+}
+
+// The persistent forward launches as many blocks as run at once: one an SM, two for the
+// one-consumer forward (experiment sm90c), never more than the items, at least one; the
+// plain forward a block an item, heads the fast index.
+func TestForwardGrid(t *testing.T) {
+	for _, c := range []struct {
+		fv                     variant
+		persistent             bool
+		sms, heads, rows, want int
+	}{{fwdSM90MO, true, 132, 64, 100, 132}, {fwdSM90O, true, 114, 64, 100, 114}, {fwdSM90C1, true, 132, 64, 100, 264},
+		{fwdSM90C1, true, 114, 64, 100, 228}, {fwdSM90C1, true, 132, 8, 20, 160}, {fwdSM90C1, true, 132, 0, 0, 1}, {fwdSM90MO, true, 132, 1, 100, 100}} {
+		if g := forwardGrid(c.fv, c.persistent, c.sms, c.heads, c.rows); g != (cuda.Dim3{X: c.want}) {
+			t.Errorf("%s persistent on %d SMs, %d x %d items: grid %v, want %d blocks", c.fv.fn, c.sms, c.heads, c.rows, g, c.want)
+		}
+	}
+	if g := forwardGrid(fwdSM90C1, false, 132, 64, 256); g != (cuda.Dim3{X: 64, Y: 256}) {
+		t.Errorf("fwd90c not persistent, 64 heads x 256 row tiles: grid %v", g)
+	}
+	if fwdSM90C1.perSM() != 2 || fwdSM90MO.perSM() != 1 || fwdSM90N.perSM() != 1 {
+		t.Errorf("blocks an SM: fwd90c %d, fwd90mo %d, fwd90n %d; want 2, 1, 1", fwdSM90C1.perSM(), fwdSM90MO.perSM(), fwdSM90N.perSM())
+	}
+}
+
+// The one-consumer forward (fwd90c, LONGCA_FWD_C1) is compiled only into the modules of the
+// variants that run it (experiment sm90c): a variant with the define and not the forward would
+// compile four entries for nothing, and sm90's module must stay as it was; sm90c is sm90 but
+// for that define and its forward at head dim 64 (over 64-query tiles, 256 threads).
+func TestOneConsumerForwardDefines(t *testing.T) {
+	for _, a := range archVariants {
+		runs := a.fwd.at(64).fn == fwdSM90C1.fn || a.fwd.at(128).fn == fwdSM90C1.fn
+		if defines := slices.Contains(a.defines, "LONGCA_FWD_C1"); runs != defines {
+			t.Errorf("%s: runs fwd90c %v, defines LONGCA_FWD_C1 %v", a.name, runs, defines)
+		}
+	}
+	sm90, c := variantNamed(t, "sm90"), variantNamed(t, "sm90c")
+	if want := append(slices.Clone(sm90.defines), "LONGCA_FWD_C1"); !slices.Equal(c.defines, want) {
+		t.Errorf("sm90c's defines %v, want sm90's and LONGCA_FWD_C1: %v", c.defines, want)
+	}
+	if fv := c.fwd.at(64); fv.fn != "fwd90c" || fv.qTile != 64 || fv.kTile != 128 || fv.threads != 256 || !fv.lean {
+		t.Errorf("sm90c's forward at head dim 64: %+v", fv)
+	}
+	if c.fwd.at(128).fn != sm90.fwd.at(128).fn || c.bwd.fn != sm90.bwd.fn || c.bwd.at(64).fn != sm90.bwd.at(64).fn {
+		t.Errorf("sm90c differs from sm90 beyond the head-dim-64 forward: forward %s at 128, backward %s / %s", c.fwd.at(128).fn, c.bwd.fn, c.bwd.at(64).fn)
+	}
+	c.fwd, c.defines, c.name, c.doc = sm90.fwd, sm90.defines, sm90.name, sm90.doc
+	if !reflect.DeepEqual(c, sm90) {
+		t.Errorf("sm90c's fields beyond its forward and defines differ from sm90's:\n%+v\n%+v", c, sm90)
+	}
+	for _, e := range []string{"SM90_FWD_X(fwd90c, bf16", "SM90_FWD_X(fwd90cp, bf16", "SM90_FWD_X(fwd90c, fp16", "SM90_FWD_X(fwd90cp, fp16"} {
+		if !strings.Contains(SourceSM90(), e) {
+			t.Errorf("attention_sm90.cu has no %s...) entry", e)
 		}
 	}
 }

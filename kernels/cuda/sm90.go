@@ -747,13 +747,21 @@ func (k *Kernel) forward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList,
 		return err
 	}
 	args := append([]any{tq, tk, tv, bs[3], bs[4], p.Mask.SeqQ, p.Mask.SeqK, p.HeadsQ, p.HeadsKV, scaleLog2}, dl.args()...)
-	grid := cuda.Dim3{X: p.HeadsQ, Y: dl.w.RowTiles}
-	if persistent { // a block per multiprocessor walks the work items
-		grid = cuda.Dim3{X: max(1, min(k.dev.SMs, p.HeadsQ*dl.w.RowTiles))}
-	}
+	grid := forwardGrid(fv, persistent, k.dev.SMs, p.HeadsQ, dl.w.RowTiles)
 	return k.dev.Do(func() error {
 		return f.Launch(grid, cuda.Dim3{X: fv.threads}, shared, k.dev.Stream(), args...)
 	})
+}
+
+// forwardGrid is the Hopper forward fv's grid over heads x rowTiles work items: a block an
+// item (heads the fast index), or, persistent, as many blocks as run at once on sms
+// multiprocessors (fv.perSM() an SM: two for sm90c's one-consumer forward, whose second
+// block supplies the overlap), at most one an item, walking the items.
+func forwardGrid(fv variant, persistent bool, sms, heads, rowTiles int) cuda.Dim3 {
+	if !persistent {
+		return cuda.Dim3{X: heads, Y: rowTiles}
+	}
+	return cuda.Dim3{X: max(1, min(fv.perSM()*sms, heads*rowTiles))}
 }
 
 // backward90 launches the Hopper backward: bs are q, k, v, out, lse, dout, dq, dk, dv.
