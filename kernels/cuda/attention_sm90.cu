@@ -101,6 +101,9 @@ template <> struct Ops<__nv_bfloat16> {
   template <int TB> static DEV void ss128(float (&d)[64], u64 a, u64 b, int s) { wgmma_ss_bf16_n128<0, TB>(d, a, b, s); }
   template <int TA, int TB> static DEV void ss64(float (&d)[32], u64 a, u64 b, int s) { wgmma_ss_bf16_n64<TA, TB>(d, a, b, s); }
   template <int TB> static DEV void ss176(float (&d)[88], u64 a, u64 b, int s) { wgmma_ss_bf16_n176<0, TB>(d, a, b, s); }
+  template <int TB> static DEV void ss256(float (&d)[128], u64 a, u64 b, int s) { wgmma_ss_bf16_n256<0, TB>(d, a, b, s); }
+  template <int TB> static DEV void ss256z(float (&d)[128], u64 a, u64 b) { wgmma_ss_bf16_n256_z<0, TB>(d, a, b); }
+  template <int TB> static DEV void ss128z(float (&d)[64], u64 a, u64 b) { wgmma_ss_bf16_n128_z<0, TB>(d, a, b); }
   template <int TB> static DEV void rs128(float (&d)[64], const unsigned (&a)[4], u64 b, int s) { wgmma_rs_bf16_n128<TB>(d, a, b, s); }
   template <int TB> static DEV void rs64(float (&d)[32], const unsigned (&a)[4], u64 b, int s) { wgmma_rs_bf16_n64<TB>(d, a, b, s); }
   static DEV unsigned pack(float lo, float hi) {
@@ -112,6 +115,9 @@ template <> struct Ops<__half> {
   template <int TB> static DEV void ss128(float (&d)[64], u64 a, u64 b, int s) { wgmma_ss_fp16_n128<0, TB>(d, a, b, s); }
   template <int TA, int TB> static DEV void ss64(float (&d)[32], u64 a, u64 b, int s) { wgmma_ss_fp16_n64<TA, TB>(d, a, b, s); }
   template <int TB> static DEV void ss176(float (&d)[88], u64 a, u64 b, int s) { wgmma_ss_fp16_n176<0, TB>(d, a, b, s); }
+  template <int TB> static DEV void ss256(float (&d)[128], u64 a, u64 b, int s) { wgmma_ss_fp16_n256<0, TB>(d, a, b, s); }
+  template <int TB> static DEV void ss256z(float (&d)[128], u64 a, u64 b) { wgmma_ss_fp16_n256_z<0, TB>(d, a, b); }
+  template <int TB> static DEV void ss128z(float (&d)[64], u64 a, u64 b) { wgmma_ss_fp16_n128_z<0, TB>(d, a, b); }
   template <int TB> static DEV void rs128(float (&d)[64], const unsigned (&a)[4], u64 b, int s) { wgmma_rs_fp16_n128<TB>(d, a, b, s); }
   template <int TB> static DEV void rs64(float (&d)[32], const unsigned (&a)[4], u64 b, int s) { wgmma_rs_fp16_n64<TB>(d, a, b, s); }
   static DEV unsigned pack(float lo, float hi) {
@@ -223,12 +229,15 @@ template <int D, int QM = SBM, int BN = SBN> struct SmemLayout {
   // head-dim-128 forward (sm90's since call 62: 176-key tiles, never persistent; two Q tiles
   // and its K/V ring pass the 227 KB a block may have)
   static constexpr int kQTiles = BN == 176 ? 1 : 2;
+  // K and V stages: STAGES, one each at 256-key tiles (experiment sm90c2: two blocks an SM;
+  // a second stage of K or of V would pass the SM's 228 KB by 160 bytes)
+  static constexpr int kStages = BN == 256 ? 1 : STAGES;
   static constexpr int kQ = 0;
   static constexpr int kK = kQ + kQTiles * kQBytes;
-  static constexpr int kV = kK + STAGES * kKVBytes;
-  static constexpr int kBar = kV + STAGES * kKVBytes;
+  static constexpr int kV = kK + kStages * kKVBytes;
+  static constexpr int kBar = kV + kStages * kKVBytes;
   // barriers: fullQ[2], emptyQ[2], fullK[S], fullV[S], emptyK[S], emptyV[S]
-  static constexpr int kBytes = kBar + 8 * (4 + 4 * STAGES) + 1024;  // + alignment slack
+  static constexpr int kBytes = kBar + 8 * (4 + 4 * kStages) + 1024;  // + alignment slack
 };
 
 // The forward's blocks a multiprocessor (its __launch_bounds__) and registers a thread
@@ -278,19 +287,26 @@ DEV FwdItem fwd_item(const WorkList &wl, int item, int hq, int hkv) {
 // block is one consumer warpgroup of 64 query rows and the producer, 256 threads, two
 // blocks a multiprocessor (__launch_bounds__(256, 2): 128 registers a thread at launch,
 // setmaxnreg 24 / 232 within a block); there are no turns (no named barriers): the other
-// block on the multiprocessor runs its products under this one's softmax, as cuDNN's
-// head-dim-64 forward (64 x 256 tiles, one MMA warpgroup) appears to.
+// block on the multiprocessor runs its products under this one's softmax. With 1 and 256-key
+// tiles (experiment sm90c2, LONGCA_FWD_C2, no OV) a tile's Q K^T, softmax and P V run in
+// sequence, each waited for (kSeq: S, 128 registers a thread, and P, 64, do not fit together
+// beside O), K and V one stage each.
 template <int D, typename T, bool PERSIST, bool LEAN, int NC = 2, bool OV = false, int BN = SBN>
 DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__restrict__ o, float *__restrict__ lse,
                   int sq, int sk, int hq, int hkv, float scale_log2, WorkList wl) {
-  static_assert(NC == 2 || (NC == 3 && D == 64) || (NC == 1 && D == 64 && OV && BN == 128),
-                "three consumer warpgroups fit the registers at head dim 64 only; one, at head dim 64 with the overlap");
-  static_assert(BN == 128 || (BN == 64 && NC == 2) || (BN == 176 && NC == 2 && D == 128 && !PERSIST),
-                "64-key tiles with two consumer warpgroups; 176-key tiles at head dim 128, one work item a block");
+  static_assert(NC == 2 || (NC == 3 && D == 64) || (NC == 1 && D == 64 && (OV ? BN == 128 : BN == 256)),
+                "three consumer warpgroups fit the registers at head dim 64 only; one, at head dim 64 with the overlap "
+                "over 128-key tiles or without it over 256");
+  static_assert(BN == 128 || (BN == 64 && NC == 2) || (BN == 176 && NC == 2 && D == 128 && !PERSIST) || (BN == 256 && NC == 1),
+                "64-key tiles with two consumer warpgroups; 176-key tiles at head dim 128, one work item a block; 256 with one");
   constexpr int QM = 64 * NC, CT = 128 * NC;  // query rows a tile, consumer threads
   constexpr int kProdRegs = FwdRegs<NC>::kProd, kConsRegs = FwdRegs<NC>::kCons;  // setmaxnreg
   constexpr bool kTurns = NC > 1;  // the consumers take turns by named barriers (not with one)
+  // Q K^T after P V in sequence, each waited for (256-key tiles, experiment sm90c2: S, 128
+  // registers, and P, 64, do not fit together beside O)
+  constexpr bool kSeq = BN == 256;
   using L = SmemLayout<D, QM, BN>;
+  constexpr int ST = L::kStages;  // K/V ring stages
   static_assert(!PERSIST || L::kQTiles == 2, "the persistent forward loads the next item's Q into a second tile");
   extern __shared__ unsigned char smem_raw[];
   unsigned char *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
@@ -298,8 +314,8 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
   T *sK = reinterpret_cast<T *>(smem + L::kK);
   T *sV = reinterpret_cast<T *>(smem + L::kV);
   u64 *bars = reinterpret_cast<u64 *>(smem + L::kBar);
-  u64 *fullQ = bars, *emptyQ = bars + 2, *fullK = bars + 4, *fullV = fullK + STAGES, *emptyK = fullV + STAGES,
-      *emptyV = emptyK + STAGES;
+  u64 *fullQ = bars, *emptyQ = bars + 2, *fullK = bars + 4, *fullV = fullK + ST, *emptyK = fullV + ST,
+      *emptyV = emptyK + ST;
 
   const int tid = threadIdx.x, wg = warpgroup_index_fwd();
   const int items = hq * wl.row_tiles;
@@ -311,7 +327,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       mbar_init(&fullQ[b], 1);
       mbar_init(&emptyQ[b], CT);
     }
-    for (int s = 0; s < STAGES; s++) {
+    for (int s = 0; s < ST; s++) {
       mbar_init(&fullK[s], 1);
       mbar_init(&fullV[s], 1);
       mbar_init(&emptyK[s], CT);
@@ -339,8 +355,8 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
           tma_load3(sQs + qb * QM * D + c * QM * CHUNK, &tq, &fullQ[qb], c * CHUNK, it.h, it.qt * QM);
         qn++;
         for (int e = it.e0; e < it.e1; e++, n++) {
-          const int s = n % STAGES;
-          const unsigned ph = (n / STAGES) & 1;
+          const int s = n % ST;
+          const unsigned ph = (n / ST) & 1;
           const int kt = wl.entries[2 * e];
           mbar_wait(&emptyK[s], ph ^ 1);
           mbar_expect_tx(&fullK[s], L::kKVBytes);
@@ -387,6 +403,30 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       const u64 db = sw128_at(loK, (c * BN * CHUNK + k16) * 2);
       if constexpr (BN == 128)
         Ops<T>::template ss128<0>(sc, da, db, kk > 0);
+      else if constexpr (BN == 256) {
+        // the first k-step writes S only (its old values are no inputs: not live across P V).
+        // S by two m64n128k16 a k-step, keys 0-127 and 128-255 (the same registers' layout as
+        // m64n256k16): with 128 registers a thread at launch (two blocks an SM) ptxas 12.4
+        // fails to allocate m64n256k16's 128 accumulators (C7600) whatever setmaxnreg gives
+        // the consumer; LONGCA_FWD_C2_N256 (a trial define) takes the one m64n256k16
+#ifdef LONGCA_FWD_C2_N256
+        if (kk == 0)
+          Ops<T>::template ss256z<0>(sc, da, db);
+        else
+          Ops<T>::template ss256<0>(sc, da, db, 1);
+#else
+        float(&lo)[64] = *reinterpret_cast<float(*)[64]>(&sc[0]);
+        float(&hi)[64] = *reinterpret_cast<float(*)[64]>(&sc[64]);
+        const u64 db2 = sw128_at(loK, (c * BN * CHUNK + 128 * CHUNK + k16) * 2);
+        if (kk == 0) {
+          Ops<T>::template ss128z<0>(lo, da, db);
+          Ops<T>::template ss128z<0>(hi, da, db2);
+        } else {
+          Ops<T>::template ss128<0>(lo, da, db, 1);
+          Ops<T>::template ss128<0>(hi, da, db2, 1);
+        }
+#endif
+      }
       else if constexpr (BN == 176)
         Ops<T>::template ss176<0>(sc, da, db, kk > 0);
       else
@@ -470,8 +510,8 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
     // warpgroup's softmax runs while the others' products do. Tile e0's Q K^T comes first,
     // outside the turns.
     if (e0 < e1) {
-      const int s = n % STAGES;
-      mbar_wait(&fullK[s], (n / STAGES) & 1);
+      const int s = n % ST;
+      mbar_wait(&fullK[s], (n / ST) & 1);
       wgmma_fence();
       issue_qk(sc, s);
       wgmma_commit();
@@ -488,9 +528,9 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
     // is peeled off, so that every turn of the loop issues both groups: ptxas serialises
     // the wgmma (C7514) when Q K^T is conditional.
     for (int e = e0; OV && e + 1 < e1; e++) {
-      const int i = n + e - e0, s = i % STAGES, s1 = (i + 1) % STAGES;
-      mbar_wait(&fullV[s], (i / STAGES) & 1);
-      mbar_wait(&fullK[s1], ((i + 1) / STAGES) & 1);
+      const int i = n + e - e0, s = i % ST, s1 = (i + 1) % ST;
+      mbar_wait(&fullV[s], (i / ST) & 1);
+      mbar_wait(&fullK[s1], ((i + 1) / ST) & 1);
       if constexpr (kTurns) named_sync(1 + cw, 256);
       reg_fence(acc);
       wgmma_fence();
@@ -520,8 +560,8 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       rescale(alpha, sum);
     }
     if (OV && e0 < e1) {  // the last tile's P V
-      const int i = n + e1 - 1 - e0, s = i % STAGES;
-      mbar_wait(&fullV[s], (i / STAGES) & 1);
+      const int i = n + e1 - 1 - e0, s = i % ST;
+      mbar_wait(&fullV[s], (i / ST) & 1);
       if constexpr (kTurns) named_sync(1 + cw, 256);
       reg_fence(acc);
       wgmma_fence();
@@ -534,21 +574,30 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       mbar_arrive(&emptyV[s]);
     }
     for (int e = e0; !OV && e < e1; e++) {
-      const int i = n + e - e0, s = i % STAGES, s1 = (i + 1) % STAGES;
+      const int i = n + e - e0, s = i % ST, s1 = (i + 1) % ST;
       const bool more = e + 1 < e1;
-      mbar_wait(&fullV[s], (i / STAGES) & 1);
-      if (more) mbar_wait(&fullK[s1], ((i + 1) / STAGES) & 1);
+      mbar_wait(&fullV[s], (i / ST) & 1);
+      if (!kSeq && more) mbar_wait(&fullK[s1], ((i + 1) / ST) & 1);
       if constexpr (kTurns) named_sync(1 + cw, 256);  // this warpgroup's turn
       reg_fence(acc);
       wgmma_fence();
       issue_pv(pa, s);
-      if (more) issue_qk(sc, s1);
+      if (!kSeq && more) issue_qk(sc, s1);
       wgmma_commit();
       if constexpr (kTurns) named_arrive(NC == 2 ? 2 - cw : 1 + (cw + 1) % NC, 256);  // the next warpgroup's turn
       wgmma_wait<0>();
       reg_fence(acc);
       reg_fence(sc);
+      if constexpr (kSeq) reg_fence(pa);
       mbar_arrive(&emptyV[s]);
+      if (kSeq && more) {  // P V done (P's registers free): the next tile's Q K^T
+        mbar_wait(&fullK[s1], ((i + 1) / ST) & 1);
+        wgmma_fence();
+        issue_qk(sc, s1);
+        wgmma_commit();
+        wgmma_wait<0>();
+        reg_fence(sc);
+      }
       if (more) {
         mbar_arrive(&emptyK[s1]);
         softmax(sc, e + 1, pa, alpha, sum);
@@ -1528,6 +1577,18 @@ SM90_FWD_X(fwd90c, bf16, __nv_bfloat16, 64, false, true, 1, true)
 SM90_FWD_X(fwd90cp, bf16, __nv_bfloat16, 64, true, true, 1, true)
 SM90_FWD_X(fwd90c, fp16, __half, 64, false, true, 1, true)
 SM90_FWD_X(fwd90cp, fp16, __half, 64, true, true, 1, true)
+#endif
+
+// The one-consumer forward over 256-key tiles (experiment sm90c2, LONGCA_FWD_C2): head dim 64,
+// 64 x 256 tiles (S, 128 registers a thread, by two m64n128k16 a k-step), one consumer warpgroup
+// without the overlap (Q K^T, the softmax, P V in sequence: the other block on the SM runs
+// its products under this one's softmax), no turns, two blocks a multiprocessor, K and V one
+// stage each of 256 x D (SmemLayout<64, 64, 256>: 83,008 bytes); only with LONGCA_FWD_C2.
+#ifdef LONGCA_FWD_C2
+SM90_FWD_B(fwd90c2, bf16, __nv_bfloat16, 64, false, true, 1, false, 256)
+SM90_FWD_B(fwd90c2p, bf16, __nv_bfloat16, 64, true, true, 1, false, 256)
+SM90_FWD_B(fwd90c2, fp16, __half, 64, false, true, 1, false, 256)
+SM90_FWD_B(fwd90c2p, fp16, __half, 64, true, true, 1, false, 256)
 #endif
 
 // The wide forward (sm90's since call 62, LONGCA_FWD_WIDE): the overlapped forward at head dim

@@ -200,8 +200,8 @@ func TestSupports(t *testing.T) {
 // Long rows: at 8K full and causal have 64 and 32.5 key tiles per query tile, so the sm90
 // forward runs its non-persistent schedule (the short masks above run persistent), and the
 // wider tiles' rule takes the wide forward's 176-key tiles at head dim 128 where a variant has
-// them (the forward each row names is logged; a variant's one-consumer forward at head dim
-// 64, experiment sm90c's, must say c1-fwd).
+// them (the forward each row names is logged; a forward forwardLabel names, the wide one or
+// experiments sm90c's and sm90c2's one-consumer forwards at head dim 64, must say so).
 func TestLongRows(t *testing.T) {
 	k := gpuKernel(t)
 	for i, name := range []string{"full", "causal"} {
@@ -210,8 +210,8 @@ func TestLongRows(t *testing.T) {
 			p := kernels.Problem{HeadsQ: 2, HeadsKV: 1, HeadDim: d, DType: tensor.BF16, Mask: m}
 			desc := k.Describe(p, kernels.Fwd).Variant
 			t.Logf("%s S=8192 d%d: %s", name, d, desc)
-			if c1 := k.forwardFor(p).fn == fwdSM90C1.fn; c1 != strings.Contains(desc, "c1-fwd") {
-				t.Errorf("%s S=8192 d%d: the forward is fwd90c %v, the row says %q", name, d, c1, desc)
+			if l := forwardLabel(k.forwardFor(p)); l != "" && !strings.Contains(desc, l) {
+				t.Errorf("%s S=8192 d%d: the forward is %s's, the row says %q", name, d, l, desc)
 			}
 			runCheck(t, k, p, uint64(950+10*d+i), fmt.Sprintf("%s S=8192 2:1 d%d", name, d))
 		}
@@ -272,7 +272,8 @@ func TestDeterministic(t *testing.T) {
 // The sm90 forward at head dim 64 on every mask through both of its entries, the persistent
 // one and the plain one (the kernel's rule set aside: at the tests' short lengths every mask
 // runs persistent), against the CPU reference: a variant's new head-dim-64 forward
-// (experiment sm90c's one-consumer fwd90c and fwd90cp) is checked whole by -variant alone.
+// (experiment sm90c's one-consumer fwd90c and fwd90cp, sm90c2's fwd90c2 and fwd90c2p) is
+// checked whole by -variant alone.
 func TestForwardEntries64(t *testing.T) {
 	ctx := context.Background()
 	for _, persist := range []int{1, -1} {
@@ -306,7 +307,7 @@ func TestForwardEntries64(t *testing.T) {
 }
 
 // Each sm90 forward entry the variant runs fits as many blocks an SM as the host's grid
-// counts on (perSM: two for experiment sm90c's one-consumer forward at head dim 64), by the
+// counts on (perSM: two for experiments sm90c's and sm90c2's one-consumer forwards at head dim 64), by the
 // driver's occupancy calculator: registers at launch (__launch_bounds__) and shared memory.
 func TestForwardOccupancy(t *testing.T) {
 	k := gpuKernel(t)

@@ -144,6 +144,11 @@ var (
 	// threads, __launch_bounds__(256, 2)
 	fwdSM90C1 = variant{fn: "fwd90c", qTile: 64, kTile: 128, threads: 256, sharedPerDim: (2*64 + 4*128) * 2, sharedFixed: fwdSM90.sharedFixed, lean: true, blocksPerSM: 2}
 	fwdSM90OC = fwdSM90O.withAt64(&fwdSM90C1)
+	// experiment sm90c2 (LONGCA_FWD_C2): fwdSM90C1 over 64 x 256 tiles without the overlap
+	// (Q K^T, softmax, P V in sequence): Q 2 x 64 x D, K and V one stage each of 256 x D
+	// (SmemLayout<64, 64, 256>: 83,008 bytes a block), two blocks a multiprocessor
+	fwdSM90C2  = variant{fn: "fwd90c2", qTile: 64, kTile: 256, threads: 256, sharedPerDim: (2*64 + 2*256) * 2, sharedFixed: 8*8 + 1024, lean: true, blocksPerSM: 2}
+	fwdSM90OC2 = fwdSM90O.withAt64(&fwdSM90C2)
 	// the backward with the next step's S^T and dP^T issued behind this step's dK
 	// (LONGCA_BWD_EARLY)
 	bwdSM90E = bwdSM90C.withFn("bwd90e")
@@ -242,6 +247,7 @@ const (
 var archVariants = []archVariant{
 	{name: "sm90", doc: "Hopper: TMA + wgmma, warp-specialised (a producer and consumer warpgroups); forward at head dim 128 over 128x128 tiles with two consumer warpgroups taking turns (pingpong) and, within a turn, the next tile's Q K^T and this tile's P V as two groups with the next tile's softmax under P V (FlashAttention-3's order); at head dim 64 over 192x128 tiles with three consumer warpgroups taking turns in a ring, with the same overlap within a turn (since call 55); a lean softmax (the scale folded into the exponent, the rescale skipped when no row of a warp has a new maximum); persistent when rows are short; the forward over 128 x 64 tiles instead where the 128-key tiles visit 1.2x the keys (64-token block-sparse maps at kept 0.5 and below; rows say k64-fwd); backward over 128 keys x 64 queries at head dim 128 (the next step's S^T and dP^T issued behind dK) and 128 keys x 128 queries at head dim 64 (two of the work list's 64-query tiles a step, two consumer warpgroups of 64 keys; since call 55), dS^T stored by stmatrix, dQ staged in fragment order while dK runs, the pairs' code only in the entries that walk pairs (bwd90ep, bwd90esp; call 59's sm90pe), added by bulk reductions and converted through shared memory; the backward's blocks a head's key tiles together unless a model of the block scheduler says they fill the SMs 2% less evenly than heaviest first over all heads (short causal and document rows); at head dim 64 a KV head's query heads split over 2 or 4 blocks a key tile where that model says it shortens the pass 2% or more (short full and causal rows: gsplit-N), dK and dV then summed from fp32 partials; at head dim 128 in 2, a head's key tiles together (since call 57): on unpaired uneven rows where that model says the tail grows 2.5% at most and a model of L2 says the split halves the DRAM bytes read, saving 8 GB or more (prefix_lm_causal and causal_blockwise at 48K, causal_blockwise 32K), on rows paired within documents where the tail shortens 1% or more (share_question 48K, causal_document and prefix_lm_document 32K); at head dim 128 on causal-shaped rows (uneven rows that pair evenly) a block walks two key tiles, the heaviest with the lightest, down then up, the group's heads inner, so that the blocks running together share Q, dO and dQ in L2, and on causal rows within documents (causal_document, prefix_lm_document, the long documents at 32K and up) the same within each document where a model of the block scheduler says the half-size grid's tail costs at most 8%; the forward's warpgroup index read through a warp shuffle (wgmma descriptors in uniform registers); partial tiles' allowed columns by interval arithmetic; wgmma descriptors one add from per-step bases; at head dim 128 the forward over 128 x 176 tiles where it is not persistent (call 62's sm90n; rows say wide-fwd); the backward's block order weighs L2 at head dim 128 (orderThrashes: call 61's sm90mo); at head dim 128 the unpaired backward reads lse and Dsum as 8-byte pairs (call 61's sm90bl)", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQ, gsplit: true, pairs: true, pairsEntry: true, docPairs: docPairsByRule, split128: 2, split128Rule: true, sched: schedByRule, orderL2: true, k64: true, wide: true, defines: sm90Defines},
 	{name: "sm90c", doc: "experiment (not yet run on a GPU): sm90 except that at head dim 64 the forward runs one consumer warpgroup a block over 64 x 128 tiles, with the overlap within the warpgroup (tile i+1's Q K^T and tile i's P V as two groups, the softmax under P V) and no turns (no named barriers), two blocks a multiprocessor (__launch_bounds__(256, 2), setmaxnreg 24 / 232, 83,040 bytes of shared memory a block), the persistent grid two blocks an SM: cuDNN's shape at head dim 64 (ncu: one MMA warpgroup over 64 x 256 tiles, the hardware interleaving blocks instead of turns; LONGCA_FWD_C1, fwd90c; rows say c1-fwd)", major: 9, exact: true, fwd: fwdSM90OC, bwd: bwdSM90ETQ, gsplit: true, pairs: true, pairsEntry: true, docPairs: docPairsByRule, split128: 2, split128Rule: true, sched: schedByRule, orderL2: true, k64: true, wide: true, defines: sm90DefinesC1},
+	{name: "sm90c2", doc: "experiment (not yet run on a GPU): sm90c with 64 x 256 tiles at head dim 64 (cuDNN's tile there: S 128 registers a thread, by two wgmma m64n128k16 a k-step, since ptxas 12.4 cannot allocate m64n256k16's accumulators at two blocks an SM) and no overlap within the warpgroup (Q K^T, the softmax, P V in sequence, each waited for: S and P do not fit the registers together beside O; the other block on the SM runs its products under this one's softmax), K and V one stage each of 256 keys (83,008 bytes a block; a second stage of either would pass 228 KB an SM for two blocks by 160 bytes), half the fixed costs a key of sm90c's 128-key tiles (the waits, the row maxima's shuffles, the rescale's test); LONGCA_FWD_C2, fwd90c2; rows say c2-fwd)", major: 9, exact: true, fwd: fwdSM90OC2, bwd: bwdSM90ETQ, gsplit: true, pairs: true, pairsEntry: true, docPairs: docPairsByRule, split128: 2, split128Rule: true, sched: schedByRule, orderL2: true, k64: true, wide: true, defines: sm90DefinesC2},
 	{name: "sm90-c54", doc: "sm90 as it was before call 56 (head dim 64: the backward over 192-key blocks with three consumer warpgroups, the forward's three consumer warpgroups without the overlap; head dim 128: never split): kept to time the new default against", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ETP, gsplit: true, pairs: true, docPairs: docPairsByRule, sched: schedByRule, k64: true, defines: sm90DefinesC54},
 	{name: "sm90-prev", doc: "sm90 as it was before call 26 (call 23's kernel: the forward's softmax after its products within a turn, two consumer warpgroups at head dim 64 too): kept to time the new default against", major: 9, exact: true, fwd: fwdSM90L, bwd: bwdSM90C, sched: schedByRule, defines: []string{"LONGCA_FWD_LEAN", "LONGCA_TILE_BITS_SPAN"}},
 	{name: "sm90-persist", doc: "sm90 with the forward always persistent (a block per SM walking the work items), whatever the rows: to time both sides of sm90's rule", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQ, gsplit: true, split128: 2, split128Rule: true, pairs: true, pairsEntry: true, docPairs: docPairsByRule, sched: schedByRule, orderL2: true, persist: 1, k64: true, wide: true, defines: sm90Defines},
@@ -270,6 +276,10 @@ var sm90Defines = []string{"LONGCA_FWD_UNIFORM", "LONGCA_FWD_OVL", "LONGCA_FWD_T
 // sm90DefinesC1 are experiment sm90c's defines: sm90's and the one-consumer forward's entries
 // (fwd90c, fwd90cp), so that sm90's module is compiled as it was.
 var sm90DefinesC1 = append(slices.Clone(sm90Defines), "LONGCA_FWD_C1")
+
+// sm90DefinesC2 are experiment sm90c2's: sm90's and the 256-key one-consumer forward's
+// entries (fwd90c2, fwd90c2p).
+var sm90DefinesC2 = append(slices.Clone(sm90Defines), "LONGCA_FWD_C2")
 
 // sm90DefinesC54 are sm90's defines before call 56 (sm90-c54, sm90-c29): the three-consumer
 // forward (fwd90m) and backward (bwd90t) at head dim 64, no split at 128.
@@ -441,8 +451,8 @@ func (k *Kernel) DeterministicBackward() bool { return k.det && inSM90(k.bwd.fn)
 
 // Describe names the variant that serves the problem and the architecture it was built
 // for; on sm90 a forward run persistent (short rows) says so ("sm90 persistent-fwd"), and
-// one over other tiles than the variant's (k64-fwd, wide-fwd; sm90c's one-consumer forward at
-// head dim 64, c1-fwd), a deterministic backward too
+// one over other tiles than the variant's (k64-fwd, and forwardLabel's: wide-fwd, c1-fwd,
+// c2-fwd), a deterministic backward too
 // ("sm90 deterministic"), and a backward its group split ("sm90 gsplit-4") and its key-tile
 // pairs ("sm90 pairs-bwd"; "sm90 doc-pairs-bwd" within documents).
 func (k *Kernel) Describe(p kernels.Problem, pass kernels.Pass) kernels.Info {
@@ -457,11 +467,8 @@ func (k *Kernel) Describe(p kernels.Problem, pass kernels.Pass) kernels.Info {
 		if k.arch.k64 && fv.kTile == 64 {
 			info.Variant += " k64-fwd"
 		}
-		if fv.fn == fwdSM90N.fn {
-			info.Variant += " wide-fwd"
-		}
-		if fv.fn == fwdSM90C1.fn {
-			info.Variant += " c1-fwd"
+		if l := forwardLabel(fv); l != "" {
+			info.Variant += " " + l
 		}
 	}
 	if (k.arch.gsplit || k.arch.pairs || k.arch.split128 > 1) && pass != kernels.Fwd && p.HeadsKV > 0 { // the backward's plan
@@ -479,6 +486,21 @@ func (k *Kernel) Describe(p kernels.Problem, pass kernels.Pass) kernels.Info {
 		}
 	}
 	return info
+}
+
+// forwardLabel is what a row run by the sm90 forward fv says of it beyond the variant's name
+// (Describe): wide-fwd for the wide forward (128 x 176 tiles at head dim 128), c1-fwd and
+// c2-fwd for experiments sm90c's and sm90c2's one-consumer forwards at head dim 64; "" else.
+func forwardLabel(fv variant) string {
+	switch fv.fn {
+	case fwdSM90N.fn:
+		return "wide-fwd"
+	case fwdSM90C1.fn:
+		return "c1-fwd"
+	case fwdSM90C2.fn:
+		return "c2-fwd"
+	}
+	return ""
 }
 
 // Name is "cuda".

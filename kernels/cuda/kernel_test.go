@@ -184,14 +184,14 @@ int main() { show<64, 128, 2, 0>(); show<128, 128, 2, 0>(); show<64, 192, 2, 0>(
 // The Hopper forward's shared memory as SmemLayout<D, QM, BN> lays it out
 // (attention_sm90.cu, compiled with the host C++ compiler) is what every sm90 variant's
 // forward asks for at launch, at both head dims, for the 128 x 64 tiles and the wide
-// forward's 128 x 176 (and experiment sm90c's 64 x 128 at head dim 64): the kernel has no
-// check of its own.
+// forward's 128 x 176 (and experiments sm90c's 64 x 128 and sm90c2's 64 x 256 at head dim
+// 64): the kernel has no check of its own.
 func TestForwardSharedMatchesLayout(t *testing.T) {
 	src := SourceSM90()
 	prog := "#include <cstdio>\n" + extract(t, src, "constexpr int SBM = 128", "\n") + extract(t, src, "constexpr int CHUNK = 64;", "\n") +
 		extract(t, src, "template <int D, int QM = SBM, int BN = SBN> struct SmemLayout {", "\n};\n") + `
 template <int D, int QM, int BN> void show() { printf("%d %d %d %d\n", D, QM, BN, SmemLayout<D, QM, BN>::kBytes); }
-int main() { show<64, 128, 128>(); show<128, 128, 128>(); show<64, 192, 128>(); show<64, 64, 128>();
+int main() { show<64, 128, 128>(); show<128, 128, 128>(); show<64, 192, 128>(); show<64, 64, 128>(); show<64, 64, 256>();
   show<64, 128, 64>(); show<128, 128, 64>(); show<128, 128, 176>(); return 0; }
 `
 	// the layout the kernel takes: its query rows a tile (64 a consumer warpgroup) and key tile
@@ -465,7 +465,7 @@ func TestForwardPersistentEntries(t *testing.T) {
 	for _, c := range []struct {
 		fv   variant
 		want bool
-	}{{fwdSM90MO, true}, {fwdSM90O, true}, {fwdSM90S, true}, {fwdSM90N, false}, {fwdSM90C1, true}} {
+	}{{fwdSM90MO, true}, {fwdSM90O, true}, {fwdSM90S, true}, {fwdSM90N, false}, {fwdSM90C1, true}, {fwdSM90C2, true}} {
 		w := namedList(t, 42, 8192, c.fv.qTile, c.fv.kTile, false, "causal_document")
 		if !persistentForward(w) {
 			t.Fatalf("causal_document 8K in %d x %d tiles: not short rows (the case no longer tests the rule)", c.fv.qTile, c.fv.kTile)
@@ -580,7 +580,8 @@ func TestForwardGrid(t *testing.T) {
 		persistent             bool
 		sms, heads, rows, want int
 	}{{fwdSM90MO, true, 132, 64, 100, 132}, {fwdSM90O, true, 114, 64, 100, 114}, {fwdSM90C1, true, 132, 64, 100, 264},
-		{fwdSM90C1, true, 114, 64, 100, 228}, {fwdSM90C1, true, 132, 8, 20, 160}, {fwdSM90C1, true, 132, 0, 0, 1}, {fwdSM90MO, true, 132, 1, 100, 100}} {
+		{fwdSM90C1, true, 114, 64, 100, 228}, {fwdSM90C1, true, 132, 8, 20, 160}, {fwdSM90C1, true, 132, 0, 0, 1}, {fwdSM90MO, true, 132, 1, 100, 100},
+		{fwdSM90C2, true, 132, 64, 100, 264}} {
 		if g := forwardGrid(c.fv, c.persistent, c.sms, c.heads, c.rows); g != (cuda.Dim3{X: c.want}) {
 			t.Errorf("%s persistent on %d SMs, %d x %d items: grid %v, want %d blocks", c.fv.fn, c.sms, c.heads, c.rows, g, c.want)
 		}
@@ -588,39 +589,51 @@ func TestForwardGrid(t *testing.T) {
 	if g := forwardGrid(fwdSM90C1, false, 132, 64, 256); g != (cuda.Dim3{X: 64, Y: 256}) {
 		t.Errorf("fwd90c not persistent, 64 heads x 256 row tiles: grid %v", g)
 	}
-	if fwdSM90C1.perSM() != 2 || fwdSM90MO.perSM() != 1 || fwdSM90N.perSM() != 1 {
-		t.Errorf("blocks an SM: fwd90c %d, fwd90mo %d, fwd90n %d; want 2, 1, 1", fwdSM90C1.perSM(), fwdSM90MO.perSM(), fwdSM90N.perSM())
+	if fwdSM90C1.perSM() != 2 || fwdSM90C2.perSM() != 2 || fwdSM90MO.perSM() != 1 || fwdSM90N.perSM() != 1 {
+		t.Errorf("blocks an SM: fwd90c %d, fwd90c2 %d, fwd90mo %d, fwd90n %d; want 2, 2, 1, 1", fwdSM90C1.perSM(), fwdSM90C2.perSM(), fwdSM90MO.perSM(), fwdSM90N.perSM())
 	}
 }
 
-// The one-consumer forward (fwd90c, LONGCA_FWD_C1) is compiled only into the modules of the
-// variants that run it (experiment sm90c): a variant with the define and not the forward would
-// compile four entries for nothing, and sm90's module must stay as it was; sm90c is sm90 but
-// for that define and its forward at head dim 64 (over 64-query tiles, 256 threads).
+// The one-consumer forwards (fwd90c under LONGCA_FWD_C1, fwd90c2 under LONGCA_FWD_C2) are
+// compiled only into the modules of the variants that run them (experiments sm90c, sm90c2): a
+// variant with a define and not its forward would compile four entries for nothing, and sm90's
+// module must stay as it was; each experiment is sm90 but for its define and its forward at
+// head dim 64 (over 64-query tiles, 256 threads, two blocks an SM).
 func TestOneConsumerForwardDefines(t *testing.T) {
-	for _, a := range archVariants {
-		runs := a.fwd.at(64).fn == fwdSM90C1.fn || a.fwd.at(128).fn == fwdSM90C1.fn
-		if defines := slices.Contains(a.defines, "LONGCA_FWD_C1"); runs != defines {
-			t.Errorf("%s: runs fwd90c %v, defines LONGCA_FWD_C1 %v", a.name, runs, defines)
+	sm90 := variantNamed(t, "sm90")
+	for _, c := range []struct {
+		variant, define string
+		fv              variant
+	}{{"sm90c", "LONGCA_FWD_C1", fwdSM90C1}, {"sm90c2", "LONGCA_FWD_C2", fwdSM90C2}} {
+		for _, a := range archVariants {
+			runs := a.fwd.at(64).fn == c.fv.fn || a.fwd.at(128).fn == c.fv.fn
+			if defines := slices.Contains(a.defines, c.define); runs != defines {
+				t.Errorf("%s: runs %s %v, defines %s %v", a.name, c.fv.fn, runs, c.define, defines)
+			}
+		}
+		v := variantNamed(t, c.variant)
+		if want := append(slices.Clone(sm90.defines), c.define); !slices.Equal(v.defines, want) {
+			t.Errorf("%s's defines %v, want sm90's and %s: %v", v.name, v.defines, c.define, want)
+		}
+		if fv := v.fwd.at(64); fv.fn != c.fv.fn || fv.qTile != 64 || fv.threads != 256 || fv.perSM() != 2 || !fv.lean {
+			t.Errorf("%s's forward at head dim 64: %+v", v.name, fv)
+		}
+		if v.fwd.at(128).fn != sm90.fwd.at(128).fn || v.bwd.fn != sm90.bwd.fn || v.bwd.at(64).fn != sm90.bwd.at(64).fn {
+			t.Errorf("%s differs from sm90 beyond the head-dim-64 forward: forward %s at 128, backward %s / %s", v.name, v.fwd.at(128).fn, v.bwd.fn, v.bwd.at(64).fn)
+		}
+		v.fwd, v.defines, v.name, v.doc = sm90.fwd, sm90.defines, sm90.name, sm90.doc
+		if !reflect.DeepEqual(v, sm90) {
+			t.Errorf("%s's fields beyond its forward and defines differ from sm90's:\n%+v\n%+v", c.variant, v, sm90)
+		}
+		for _, dt := range []string{"bf16", "fp16"} {
+			for _, fn := range []string{c.fv.fn, c.fv.fn + "p"} {
+				if !regexp.MustCompile(`SM90_FWD_[A-Z]+\(` + fn + `, ` + dt + `,`).MatchString(SourceSM90()) {
+					t.Errorf("attention_sm90.cu has no %s entry for %s", fn, dt)
+				}
+			}
 		}
 	}
-	sm90, c := variantNamed(t, "sm90"), variantNamed(t, "sm90c")
-	if want := append(slices.Clone(sm90.defines), "LONGCA_FWD_C1"); !slices.Equal(c.defines, want) {
-		t.Errorf("sm90c's defines %v, want sm90's and LONGCA_FWD_C1: %v", c.defines, want)
-	}
-	if fv := c.fwd.at(64); fv.fn != "fwd90c" || fv.qTile != 64 || fv.kTile != 128 || fv.threads != 256 || !fv.lean {
-		t.Errorf("sm90c's forward at head dim 64: %+v", fv)
-	}
-	if c.fwd.at(128).fn != sm90.fwd.at(128).fn || c.bwd.fn != sm90.bwd.fn || c.bwd.at(64).fn != sm90.bwd.at(64).fn {
-		t.Errorf("sm90c differs from sm90 beyond the head-dim-64 forward: forward %s at 128, backward %s / %s", c.fwd.at(128).fn, c.bwd.fn, c.bwd.at(64).fn)
-	}
-	c.fwd, c.defines, c.name, c.doc = sm90.fwd, sm90.defines, sm90.name, sm90.doc
-	if !reflect.DeepEqual(c, sm90) {
-		t.Errorf("sm90c's fields beyond its forward and defines differ from sm90's:\n%+v\n%+v", c, sm90)
-	}
-	for _, e := range []string{"SM90_FWD_X(fwd90c, bf16", "SM90_FWD_X(fwd90cp, bf16", "SM90_FWD_X(fwd90c, fp16", "SM90_FWD_X(fwd90cp, fp16"} {
-		if !strings.Contains(SourceSM90(), e) {
-			t.Errorf("attention_sm90.cu has no %s...) entry", e)
-		}
+	if fwdSM90C1.kTile != 128 || fwdSM90C2.kTile != 256 {
+		t.Errorf("key tiles: fwd90c %d, fwd90c2 %d; want 128, 256", fwdSM90C1.kTile, fwdSM90C2.kTile)
 	}
 }
