@@ -229,9 +229,12 @@ template <int D, int QM = SBM, int BN = SBN> struct SmemLayout {
   // head-dim-128 forward (sm90's since call 62: 176-key tiles, never persistent; two Q tiles
   // and its K/V ring pass the 227 KB a block may have)
   static constexpr int kQTiles = BN == 176 ? 1 : 2;
-  // K and V stages: STAGES, one each at 256-key tiles (experiment sm90c2: two blocks an SM;
-  // a second stage of K or of V would pass the SM's 228 KB by 160 bytes)
-  static constexpr int kStages = BN == 256 ? 1 : STAGES;
+  // K and V stages: STAGES, one each at 256-key tiles of 64 rows (experiment sm90c2: two
+  // blocks an SM; a second stage of K or of V would pass the SM's 228 KB by 160 bytes), three
+  // at 256-key tiles of 128 rows (experiment sm90k, cuDNN's ring at head dim 64: 2 x 16 KB of
+  // Q and 3 x 64 KB of K and V, 230,528 bytes with the barriers and the slack, of the 232,448
+  // a block may have)
+  static constexpr int kStages = BN == 256 ? (QM == 64 ? 1 : 3) : STAGES;
   static constexpr int kQ = 0;
   static constexpr int kK = kQ + kQTiles * kQBytes;
   static constexpr int kV = kK + kStages * kKVBytes;
@@ -244,11 +247,12 @@ template <int D, int QM = SBM, int BN = SBN> struct SmemLayout {
 // (setmaxnreg: the producer's, a consumer's) by its consumer warpgroups NC: the producer and
 // the consumers together within the block's registers at launch (65536 over the blocks'
 // threads, in steps of 8). One consumer (experiment sm90c): two blocks, 128 registers a thread
-// at launch, 24 + 232.
-template <int NC> struct FwdRegs {
+// at launch, 24 + 232. Two consumers over 256-key tiles (experiment sm90k, cuDNN's split at head
+// dim 64): 168 registers a thread at launch, 24 + 2 x 240.
+template <int NC, int BN = SBN> struct FwdRegs {
   static constexpr int kBlocks = NC == 1 ? 2 : 1;
-  static constexpr int kProd = NC == 1 ? 24 : NC == 3 ? 32 : 40;
-  static constexpr int kCons = NC == 1 ? 232 : NC == 3 ? 160 : 232;
+  static constexpr int kProd = NC == 1 ? 24 : NC == 3 ? 32 : BN == 256 ? 24 : 40;
+  static constexpr int kCons = NC == 1 ? 232 : NC == 3 ? 160 : BN == 256 ? 240 : 232;
   static constexpr int kLaunch = 65536 / (128 * (NC + 1) * kBlocks) / 8 * 8;  // registers a thread at launch
   static_assert(kProd + NC * kCons <= (NC + 1) * kLaunch, "setmaxnreg past the block's registers");
 };
@@ -291,20 +295,31 @@ DEV FwdItem fwd_item(const WorkList &wl, int item, int hq, int hkv) {
 // tiles (experiment sm90c2, LONGCA_FWD_C2, no OV) a tile's Q K^T, softmax and P V run in
 // sequence, each waited for (kSeq: S, 128 registers a thread, and P, 64, do not fit together
 // beside O), K and V one stage each.
+// With 2 and 256-key tiles (experiment sm90k, LONGCA_FWD_K256, head dim 64, no OV: kHalves
+// below) the block is cuDNN's at head dim 64: 384 threads, 168 registers a thread at launch,
+// setmaxnreg 24 / 240, two consumer warpgroups of 64 rows taking turns over 128 x 256 tiles,
+// a K/V ring of three stages (SmemLayout<64, 128, 256>: 230,528 bytes), one block an SM.
 template <int D, typename T, bool PERSIST, bool LEAN, int NC = 2, bool OV = false, int BN = SBN>
 DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__restrict__ o, float *__restrict__ lse,
                   int sq, int sk, int hq, int hkv, float scale_log2, WorkList wl) {
   static_assert(NC == 2 || (NC == 3 && D == 64) || (NC == 1 && D == 64 && (OV ? BN == 128 : BN == 256)),
                 "three consumer warpgroups fit the registers at head dim 64 only; one, at head dim 64 with the overlap "
                 "over 128-key tiles or without it over 256");
-  static_assert(BN == 128 || (BN == 64 && NC == 2) || (BN == 176 && NC == 2 && D == 128 && !PERSIST) || (BN == 256 && NC == 1),
-                "64-key tiles with two consumer warpgroups; 176-key tiles at head dim 128, one work item a block; 256 with one");
+  static_assert(BN == 128 || (BN == 64 && NC == 2) || (BN == 176 && NC == 2 && D == 128 && !PERSIST) ||
+                    (BN == 256 && (NC == 1 || (NC == 2 && D == 64 && !OV))),
+                "64-key tiles with two consumer warpgroups; 176-key tiles at head dim 128, one work item a block; 256 with one, "
+                "or with two at head dim 64 in halves");
   constexpr int QM = 64 * NC, CT = 128 * NC;  // query rows a tile, consumer threads
-  constexpr int kProdRegs = FwdRegs<NC>::kProd, kConsRegs = FwdRegs<NC>::kCons;  // setmaxnreg
+  constexpr int kProdRegs = FwdRegs<NC, BN>::kProd, kConsRegs = FwdRegs<NC, BN>::kCons;  // setmaxnreg
   constexpr bool kTurns = NC > 1;  // the consumers take turns by named barriers (not with one)
   // Q K^T after P V in sequence, each waited for (256-key tiles, experiment sm90c2: S, 128
   // registers, and P, 64, do not fit together beside O)
-  constexpr bool kSeq = BN == 256;
+  constexpr bool kSeq = BN == 256 && NC == 1;
+  // (experiment sm90k: two consumers over 256-key tiles) S in two halves of 128 keys, 64
+  // registers a thread each, each half's Q K^T a group of its own: in a turn, tile i's P V and
+  // the lower half of tile i+1's Q K^T, then, P V waited for, the upper half into the
+  // registers P leaves (the loop below says why)
+  constexpr bool kHalves = BN == 256 && NC == 2;
   using L = SmemLayout<D, QM, BN>;
   constexpr int ST = L::kStages;  // K/V ring stages
   static_assert(!PERSIST || L::kQTiles == 2, "the persistent forward loads the next item's Q into a second tile");
@@ -408,8 +423,10 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
         // S by two m64n128k16 a k-step, keys 0-127 and 128-255 (the same registers' layout as
         // m64n256k16): with 128 registers a thread at launch (two blocks an SM) ptxas 12.4
         // fails to allocate m64n256k16's 128 accumulators (C7600) whatever setmaxnreg gives
-        // the consumer; LONGCA_FWD_C2_N256 (a trial define) takes the one m64n256k16
-#ifdef LONGCA_FWD_C2_N256
+        // the consumer; LONGCA_FWD_C2_N256 (a trial define) takes the one m64n256k16, as
+        // experiment sm90k-seq does (LONGCA_FWD_K256_SEQ: at 168 registers a thread at launch
+        // ptxas 12.4 allocates it)
+#if defined(LONGCA_FWD_C2_N256) || defined(LONGCA_FWD_K256_SEQ)
         if (kk == 0)
           Ops<T>::template ss256z<0>(sc, da, db);
         else
@@ -431,6 +448,23 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
         Ops<T>::template ss176<0>(sc, da, db, kk > 0);
       else
         Ops<T>::template ss64<0, 0>(sc, da, db, kk > 0);
+    }
+  };
+  // (kHalves) the half h of S = Q K^T of the tile in stage s (keys 128 h .. 128 h + 127: rows
+  // 128 h .. of each K chunk), issued; its first k-step writes it only (its old values, P's
+  // registers for the upper half, are no inputs)
+  auto issue_qk_half = [&](float(&sh)[64], int s, int h) {
+    const T *cK = sK + s * BN * D;
+    const unsigned loK = sw128_lo(cK, 16);
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++) {
+      const int c = kk / 4, k16 = (kk % 4) * 16;
+      const u64 da = sw128_at(loQw, (c * QM * CHUNK + k16) * 2);
+      const u64 db = sw128_at(loK, (c * BN * CHUNK + h * 128 * CHUNK + k16) * 2);
+      if (kk == 0)
+        Ops<T>::template ss128z<0>(sh, da, db);
+      else
+        Ops<T>::template ss128<0>(sh, da, db, 1);
     }
   };
   // O += P V of the tile in stage s, issued: keys kk*16 .. kk*16+15 are 16 rows of 128
@@ -559,7 +593,71 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       put_p(sc, pa);
       rescale(alpha, sum);
     }
-    if (OV && e0 < e1) {  // the last tile's P V
+    // (kHalves, experiment sm90k: two consumers over 64 x 256 tiles a warpgroup at head dim
+    // 64.) A warpgroup's tile: Q K^T and P V 2 MFLOP each, 512 clocks each at 4,096 flops a
+    // clock an SM; its softmax 16,384 exponentials, 1,024 clocks of the SM's 16 a clock. The
+    // softmax lasts as long as the products, so the tensor pipe is busy only while the other
+    // warpgroup's products (1,024 clocks) run under it, and neither warpgroup's chain (its
+    // products, then its softmax) has slack for a gap between its own products. Registers a
+    // thread: O 32, S 128, P 64. Tile i+1's whole Q K^T in flight beside tile i's P V (S, P and
+    // O, 224) is call 24's sm90w, whose wgmma ptxas serialised at 240; the whole Q K^T issued
+    // once P V is waited for (sm90c2's order) leaves the pipe idle from P V's end to Q K^T's
+    // first k-step (the wait's return, the issue, the pipe's fill), every tile. So S is two
+    // halves of 128 keys, each a group, and a turn is:
+    //   P V(i) [reads P, writes O], Q K^T(i+1) keys 0-127 [writes S's lower half, 64]
+    //   wait for P V (it ends while the lower half's 256 clocks run): P's registers free
+    //   Q K^T(i+1) keys 128-255 into them [S's upper half], issued behind the lower half
+    //   hand over: the other warpgroup's products queue behind this one's (its S comes first)
+    //   wait for S; the softmax of tile i+1 to P; O rescaled
+    // The pipe runs P V, the lower and the upper half back to back, then the other
+    // warpgroup's three; at most O + P + S's lower half (160) or O + S (160) are live (ptxas
+    // 12.4: R0-R207 of the 240, no spill, no serialisation; 788 instructions a full tile). Tile
+    // e0's Q K^T comes first, outside the turns; the last tile's P V is peeled off below, so
+    // that every turn of the loop issues its three groups. With LONGCA_FWD_K256_SEQ (experiment
+    // sm90k-seq) the turn is P V, waited for, then the whole Q K^T, one m64n256k16 a k-step.
+    if constexpr (kHalves) {
+      for (int e = e0; e + 1 < e1; e++) {
+        float(&slo)[64] = *reinterpret_cast<float(*)[64]>(&sc[0]);
+        float(&shi)[64] = *reinterpret_cast<float(*)[64]>(&sc[64]);
+        const int i = n + e - e0, s = i % ST, s1 = (i + 1) % ST;
+        mbar_wait(&fullV[s], (i / ST) & 1);
+        mbar_wait(&fullK[s1], ((i + 1) / ST) & 1);
+        named_sync(1 + cw, 256);
+        reg_fence(acc);
+        wgmma_fence();
+        issue_pv(pa, s);
+        wgmma_commit();
+#ifdef LONGCA_FWD_K256_SEQ
+        // (experiment sm90k-seq) P V waited for, then tile i+1's whole Q K^T as four
+        // m64n256k16, one group: S and P never live together, one wgmma a k-step, and the pipe
+        // idle from P V's end to Q K^T's first k-step
+        (void)slo, (void)shi;
+        wgmma_wait<0>();
+        reg_fence(acc);
+        reg_fence(pa);
+        wgmma_fence();
+        issue_qk(sc, s1);
+        wgmma_commit();
+#else
+        issue_qk_half(slo, s1, 0);
+        wgmma_commit();
+        wgmma_wait<1>();  // P V done
+        reg_fence(acc);
+        reg_fence(pa);
+        wgmma_fence();
+        issue_qk_half(shi, s1, 1);
+        wgmma_commit();
+#endif
+        named_arrive(2 - cw, 256);
+        mbar_arrive(&emptyV[s]);
+        wgmma_wait<0>();
+        reg_fence(sc);
+        mbar_arrive(&emptyK[s1]);
+        softmax(sc, e + 1, pa, alpha, sum);
+        rescale(alpha, sum);
+      }
+    }
+    if ((OV || kHalves) && e0 < e1) {  // the last tile's P V
       const int i = n + e1 - 1 - e0, s = i % ST;
       mbar_wait(&fullV[s], (i / ST) & 1);
       if constexpr (kTurns) named_sync(1 + cw, 256);
@@ -573,7 +671,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       reg_fence(pa);
       mbar_arrive(&emptyV[s]);
     }
-    for (int e = e0; !OV && e < e1; e++) {
+    for (int e = e0; !OV && !kHalves && e < e1; e++) {
       const int i = n + e - e0, s = i % ST, s1 = (i + 1) % ST;
       const bool more = e + 1 < e1;
       mbar_wait(&fullV[s], (i / ST) & 1);
@@ -1463,7 +1561,7 @@ DEV void dq90_convertc(const float *__restrict__ acc, T *__restrict__ dq, int sq
 #define SM90_FWD_NC(FN, NAME, T, D, PERSIST, LEAN, NC) SM90_FWD_X(FN, NAME, T, D, PERSIST, LEAN, NC, false)
 #define SM90_FWD_X(FN, NAME, T, D, PERSIST, LEAN, NC, OV) SM90_FWD_B(FN, NAME, T, D, PERSIST, LEAN, NC, OV, SBN)
 #define SM90_FWD_B(FN, NAME, T, D, PERSIST, LEAN, NC, OV, BN)                                                                          \
-  extern "C" __global__ void __launch_bounds__(128 * (NC + 1), FwdRegs<NC>::kBlocks)                                          \
+  extern "C" __global__ void __launch_bounds__(128 * (NC + 1), FwdRegs<NC, BN>::kBlocks)                                       \
       FN##_##NAME##_d##D(const __grid_constant__ TmaDesc tq, const __grid_constant__ TmaDesc tk,                   \
                          const __grid_constant__ TmaDesc tv, T *o, float *lse, int sq, int sk, int hq, int hkv,    \
                          float scale_log2, const int *order, const int *start, const int *entries, const int *refs, \
@@ -1589,6 +1687,18 @@ SM90_FWD_B(fwd90c2, bf16, __nv_bfloat16, 64, false, true, 1, false, 256)
 SM90_FWD_B(fwd90c2p, bf16, __nv_bfloat16, 64, true, true, 1, false, 256)
 SM90_FWD_B(fwd90c2, fp16, __half, 64, false, true, 1, false, 256)
 SM90_FWD_B(fwd90c2p, fp16, __half, 64, true, true, 1, false, 256)
+#endif
+
+// cuDNN's shape at head dim 64 (experiment sm90k, LONGCA_FWD_K256): two consumer warpgroups
+// taking turns over 128 x 256 tiles, S in two halves of 128 keys (in a turn tile i's P V and
+// the lower half of tile i+1's Q K^T, then the upper half once P V is done: kHalves), a K/V
+// ring of three stages of 256 keys, two Q tiles, 384 threads at 168 registers (setmaxnreg 24 /
+// 240), one block an SM (SmemLayout<64, 128, 256>: 230,528 bytes); only with LONGCA_FWD_K256.
+#ifdef LONGCA_FWD_K256
+SM90_FWD_B(fwd90k, bf16, __nv_bfloat16, 64, false, true, 2, false, 256)
+SM90_FWD_B(fwd90kp, bf16, __nv_bfloat16, 64, true, true, 2, false, 256)
+SM90_FWD_B(fwd90k, fp16, __half, 64, false, true, 2, false, 256)
+SM90_FWD_B(fwd90kp, fp16, __half, 64, true, true, 2, false, 256)
 #endif
 
 // The wide forward (sm90's since call 62, LONGCA_FWD_WIDE): the overlapped forward at head dim

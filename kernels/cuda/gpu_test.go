@@ -201,7 +201,8 @@ func TestSupports(t *testing.T) {
 // forward runs its non-persistent schedule (the short masks above run persistent), and the
 // wider tiles' rule takes the wide forward's 176-key tiles at head dim 128 where a variant has
 // them (the forward each row names is logged; a forward forwardLabel names, the wide one or
-// experiments sm90c's and sm90c2's one-consumer forwards at head dim 64, must say so).
+// experiments sm90c's and sm90c2's one-consumer forwards and sm90k's 128 x 256 one at head dim
+// 64, must say so).
 func TestLongRows(t *testing.T) {
 	k := gpuKernel(t)
 	for i, name := range []string{"full", "causal"} {
@@ -272,8 +273,11 @@ func TestDeterministic(t *testing.T) {
 // The sm90 forward at head dim 64 on every mask through both of its entries, the persistent
 // one and the plain one (the kernel's rule set aside: at the tests' short lengths every mask
 // runs persistent), against the CPU reference: a variant's new head-dim-64 forward
-// (experiment sm90c's one-consumer fwd90c and fwd90cp, sm90c2's fwd90c2 and fwd90c2p) is
-// checked whole by -variant alone.
+// (experiment sm90c's one-consumer fwd90c and fwd90cp, sm90c2's fwd90c2 and fwd90c2p, sm90k's
+// fwd90k and fwd90kp) is checked whole by -variant alone. A forward that falls back elsewhere
+// where its tiles do not pay (narrowKeys: sm90k's) runs here whatever its rule says, and
+// beyond the masks on the cases its tiles' edges meet: lengths no multiple of them, fp16,
+// context-parallel windows (SeqQ != SeqK, rows without keys), per-KV-head block-sparse maps.
 func TestForwardEntries64(t *testing.T) {
 	ctx := context.Background()
 	for _, persist := range []int{1, -1} {
@@ -286,14 +290,51 @@ func TestForwardEntries64(t *testing.T) {
 			t.Skipf("variant %s has no sm90 forward", k.arch.name)
 		}
 		k.arch.persist = persist
-		for i, name := range mask.KernelMasks() {
-			p := kernels.Problem{HeadsQ: 4, HeadsKV: 2, HeadDim: 64, DType: tensor.BF16, Mask: smallMask(t, name, 1024)}
+		if own := k.fwd.at(64); own.narrowKeys != nil { // the variant's own forward, its tiles' rule set aside
+			own.narrowKeys = nil
+			k.fwd = k.fwd.withAt64(&own)
+		}
+		type problem struct {
+			what string
+			p    kernels.Problem
+		}
+		var ps []problem
+		for _, name := range mask.KernelMasks() {
+			ps = append(ps, problem{name + " 4:2", kernels.Problem{HeadsQ: 4, HeadsKV: 2, HeadDim: 64, DType: tensor.BF16, Mask: smallMask(t, name, 1024)}})
+		}
+		for _, c := range []struct {
+			name    string
+			s       int
+			hq, hkv int
+			dt      tensor.DType
+		}{{"causal", 777, 8, 2, tensor.BF16}, {"full", 65, 4, 1, tensor.FP16}, {"sliding_window", 300, 4, 1, tensor.FP16}, {"causal_document", 1100, 4, 1, tensor.FP16}, {"full", 1300, 2, 1, tensor.BF16}} {
+			ps = append(ps, problem{fmt.Sprintf("%s S=%d %d:%d %s", c.name, c.s, c.hq, c.hkv, c.dt), kernels.Problem{HeadsQ: c.hq, HeadsKV: c.hkv, HeadDim: 64, DType: c.dt, Mask: smallMask(t, c.name, c.s), Scale: 0.1}})
+		}
+		for _, c := range []struct {
+			name           string
+			q0, q1, k0, k1 int
+		}{{"causal_document", 256, 768, 0, 1024}, {"causal", 512, 1024, 0, 512}, {"causal", 0, 300, 500, 1000}, {"share_question", 100, 900, 50, 450}, {"sliding_window_causal", 700, 1000, 0, 900}} {
+			m := smallMask(t, c.name, 1024).Window(mask.Range{Start: c.q0, End: c.q1}, mask.Range{Start: c.k0, End: c.k1})
+			ps = append(ps, problem{fmt.Sprintf("%s window q[%d,%d) k[%d,%d)", c.name, c.q0, c.q1, c.k0, c.k1), kernels.Problem{HeadsQ: 4, HeadsKV: 2, HeadDim: 64, DType: tensor.BF16, Mask: m}})
+		}
+		for i, ratio := range []float64{0.2, 0.5} {
+			sp, err := mask.BlockSparse(2048, mask.SparseOptions{Seed: uint64(7 + i), Block: 128, Ratio: ratio, HeadsKV: 2}, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ps = append(ps, problem{fmt.Sprintf("block-sparse b128 r%.1f 4:2", ratio), kernels.Problem{HeadsQ: 4, HeadsKV: 2, HeadDim: 64, DType: tensor.BF16, Mask: mask.Mask{SeqQ: 2048, SeqK: 2048}, HeadMasks: sp.Heads}})
+		}
+		for i, c := range ps {
+			p := c.p
 			desc := k.Describe(p, kernels.Fwd).Variant
 			fv := k.forwardFor(p)
 			if want := persist == 1 && !fv.oneItem; strings.Contains(desc, "persistent-fwd") != want {
-				t.Errorf("%s d64 persist %d: the row says %q", name, persist, desc)
+				t.Errorf("%s d64 persist %d: the row says %q", c.what, persist, desc)
 			}
-			what := fmt.Sprintf("%s 4:2 d64 %s (%s)", name, desc, fv.fn)
+			if own := k.fwd.at(64); fv.fn != own.fn && fv.kTile != 64 { // only the 64-key tiles' rule may take another
+				t.Errorf("%s d64: the forward is %s, not the variant's %s", c.what, fv.fn, own.fn)
+			}
+			what := fmt.Sprintf("%s d64 %s (%s)", c.what, desc, fv.fn)
 			r, err := check.Forward(ctx, k, p, uint64(1600+10*i+persist))
 			if err != nil {
 				t.Fatalf("%s bwd=false: %v", what, err)

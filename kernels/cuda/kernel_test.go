@@ -184,15 +184,16 @@ int main() { show<64, 128, 2, 0>(); show<128, 128, 2, 0>(); show<64, 192, 2, 0>(
 // The Hopper forward's shared memory as SmemLayout<D, QM, BN> lays it out
 // (attention_sm90.cu, compiled with the host C++ compiler) is what every sm90 variant's
 // forward asks for at launch, at both head dims, for the 128 x 64 tiles and the wide
-// forward's 128 x 176 (and experiments sm90c's 64 x 128 and sm90c2's 64 x 256 at head dim
-// 64): the kernel has no check of its own.
+// forward's 128 x 176 (and experiments sm90c's 64 x 128, sm90c2's 64 x 256 and sm90k's 128 x
+// 256 at head dim 64, with the fallbacks a forward names in narrowKeys): the kernel has no
+// check of its own.
 func TestForwardSharedMatchesLayout(t *testing.T) {
 	src := SourceSM90()
 	prog := "#include <cstdio>\n" + extract(t, src, "constexpr int SBM = 128", "\n") + extract(t, src, "constexpr int CHUNK = 64;", "\n") +
 		extract(t, src, "template <int D, int QM = SBM, int BN = SBN> struct SmemLayout {", "\n};\n") + `
 template <int D, int QM, int BN> void show() { printf("%d %d %d %d\n", D, QM, BN, SmemLayout<D, QM, BN>::kBytes); }
 int main() { show<64, 128, 128>(); show<128, 128, 128>(); show<64, 192, 128>(); show<64, 64, 128>(); show<64, 64, 256>();
-  show<64, 128, 64>(); show<128, 128, 64>(); show<128, 128, 176>(); return 0; }
+  show<64, 128, 64>(); show<128, 128, 64>(); show<128, 128, 176>(); show<64, 128, 256>(); return 0; }
 `
 	// the layout the kernel takes: its query rows a tile (64 a consumer warpgroup) and key tile
 	for _, rule := range []string{"using L = SmemLayout<D, QM, BN>;", "constexpr int QM = 64 * NC"} {
@@ -218,6 +219,9 @@ int main() { show<64, 128, 128>(); show<128, 128, 128>(); show<64, 192, 128>(); 
 		}
 		for _, d := range []int{64, 128} {
 			vs := []variant{av.fwd.at(d)}
+			if nk := av.fwd.at(d).narrowKeys; nk != nil {
+				vs = append(vs, *nk)
+			}
 			if av.k64 {
 				vs = append(vs, fwdSM90S)
 			}
@@ -225,6 +229,9 @@ int main() { show<64, 128, 128>(); show<128, 128, 128>(); show<64, 192, 128>(); 
 				vs, wide = append(vs, fwdSM90N), wide+1
 			}
 			for _, v := range vs {
+				if v.shared(d) > 232448 { // cudaDevAttrMaxSharedMemoryPerBlockOptin on sm_90
+					t.Errorf("%s %s at head dim %d: %d bytes of shared memory, past the 232,448 a block may have", av.name, v.fn, d, v.shared(d))
+				}
 				l, ok := layout[key{d, v.qTile, v.kTile}]
 				if !ok {
 					t.Errorf("%s %s at head dim %d: no layout for %d x %d tiles", av.name, v.fn, d, v.qTile, v.kTile)
@@ -465,7 +472,7 @@ func TestForwardPersistentEntries(t *testing.T) {
 	for _, c := range []struct {
 		fv   variant
 		want bool
-	}{{fwdSM90MO, true}, {fwdSM90O, true}, {fwdSM90S, true}, {fwdSM90N, false}, {fwdSM90C1, true}, {fwdSM90C2, true}} {
+	}{{fwdSM90MO, true}, {fwdSM90O, true}, {fwdSM90S, true}, {fwdSM90N, false}, {fwdSM90C1, true}, {fwdSM90C2, true}, {fwdSM90K, true}} {
 		w := namedList(t, 42, 8192, c.fv.qTile, c.fv.kTile, false, "causal_document")
 		if !persistentForward(w) {
 			t.Fatalf("causal_document 8K in %d x %d tiles: not short rows (the case no longer tests the rule)", c.fv.qTile, c.fv.kTile)
@@ -512,24 +519,30 @@ func TestWiderTilesRule(t *testing.T) {
 // reserved a block) and threads within an SM's 228 KB and 2048.
 func TestForwardBlocksFit(t *testing.T) {
 	src := SourceSM90()
-	prog := "#include <cstdio>\n" + extract(t, src, "template <int NC> struct FwdRegs {", "\n};\n") + `
-template <int NC> void show() { printf("%d %d %d %d %d\n", NC, FwdRegs<NC>::kBlocks, FwdRegs<NC>::kProd, FwdRegs<NC>::kCons, FwdRegs<NC>::kLaunch); }
-int main() { show<1>(); show<2>(); show<3>(); return 0; }
+	prog := "#include <cstdio>\n" + extract(t, src, "constexpr int SBM = 128", "\n") + extract(t, src, "template <int NC, int BN = SBN> struct FwdRegs {", "\n};\n") + `
+template <int NC, int BN> void show() { printf("%d %d %d %d %d %d\n", NC, BN, FwdRegs<NC, BN>::kBlocks, FwdRegs<NC, BN>::kProd, FwdRegs<NC, BN>::kCons, FwdRegs<NC, BN>::kLaunch); }
+int main() { show<1, 128>(); show<1, 256>(); show<2, 64>(); show<2, 128>(); show<2, 176>(); show<2, 256>(); show<3, 128>(); return 0; }
 `
-	for _, rule := range []string{"__launch_bounds__(128 * (NC + 1), FwdRegs<NC>::kBlocks)", "kProdRegs = FwdRegs<NC>::kProd, kConsRegs = FwdRegs<NC>::kCons"} {
+	for _, rule := range []string{"__launch_bounds__(128 * (NC + 1), FwdRegs<NC, BN>::kBlocks)", "kProdRegs = FwdRegs<NC, BN>::kProd, kConsRegs = FwdRegs<NC, BN>::kCons"} {
 		if !strings.Contains(src, rule) {
 			t.Fatalf("attention_sm90.cu no longer says %q: the forward's blocks and registers come from elsewhere", rule)
 		}
 	}
 	type regs struct{ blocks, prod, cons, launch int }
-	byNC := map[int]regs{}
+	type shape struct{ nc, bn int }
+	byNC := map[shape]regs{}
 	for _, line := range strings.Split(strings.TrimSpace(hostcc.Output(t, "fwdregs", prog)), "\n") {
-		var nc int
+		var sh shape
 		var r regs
-		if _, err := fmt.Sscan(line, &nc, &r.blocks, &r.prod, &r.cons, &r.launch); err != nil {
+		if _, err := fmt.Sscan(line, &sh.nc, &sh.bn, &r.blocks, &r.prod, &r.cons, &r.launch); err != nil {
 			t.Fatalf("line %q: %v", line, err)
 		}
-		byNC[nc] = r
+		byNC[sh] = r
+	}
+	// experiment sm90k's block is cuDNN's at head dim 64 (ncu, call 65): 168 registers a thread
+	// at launch, the producer 24 and each consumer 240
+	if r := byNC[shape{2, 256}]; r != (regs{1, 24, 240, 168}) {
+		t.Errorf("FwdRegs<2, 256>: %+v, want 1 block, 24 / 240 registers, 168 at launch", r)
 	}
 	twoBlocks := 0
 	for _, av := range archVariants {
@@ -538,6 +551,9 @@ int main() { show<1>(); show<2>(); show<3>(); return 0; }
 		}
 		for _, d := range []int{64, 128} {
 			vs := []variant{av.fwd.at(d)}
+			if nk := av.fwd.at(d).narrowKeys; nk != nil {
+				vs = append(vs, *nk)
+			}
 			if av.k64 {
 				vs = append(vs, fwdSM90S)
 			}
@@ -546,9 +562,9 @@ int main() { show<1>(); show<2>(); show<3>(); return 0; }
 			}
 			for _, v := range vs {
 				nc := v.qTile / 64
-				r, ok := byNC[nc]
+				r, ok := byNC[shape{nc, v.kTile}]
 				if !ok {
-					t.Errorf("%s %s: %d consumer warpgroups, which FwdRegs was not asked for", av.name, v.fn, nc)
+					t.Errorf("%s %s: %d consumer warpgroups over %d-key tiles, which FwdRegs was not asked for", av.name, v.fn, nc, v.kTile)
 					continue
 				}
 				if v.perSM() != r.blocks {
@@ -581,7 +597,7 @@ func TestForwardGrid(t *testing.T) {
 		sms, heads, rows, want int
 	}{{fwdSM90MO, true, 132, 64, 100, 132}, {fwdSM90O, true, 114, 64, 100, 114}, {fwdSM90C1, true, 132, 64, 100, 264},
 		{fwdSM90C1, true, 114, 64, 100, 228}, {fwdSM90C1, true, 132, 8, 20, 160}, {fwdSM90C1, true, 132, 0, 0, 1}, {fwdSM90MO, true, 132, 1, 100, 100},
-		{fwdSM90C2, true, 132, 64, 100, 264}} {
+		{fwdSM90C2, true, 132, 64, 100, 264}, {fwdSM90K, true, 132, 64, 100, 132}, {fwdSM90K, true, 132, 8, 3, 24}} {
 		if g := forwardGrid(c.fv, c.persistent, c.sms, c.heads, c.rows); g != (cuda.Dim3{X: c.want}) {
 			t.Errorf("%s persistent on %d SMs, %d x %d items: grid %v, want %d blocks", c.fv.fn, c.sms, c.heads, c.rows, g, c.want)
 		}
@@ -589,8 +605,8 @@ func TestForwardGrid(t *testing.T) {
 	if g := forwardGrid(fwdSM90C1, false, 132, 64, 256); g != (cuda.Dim3{X: 64, Y: 256}) {
 		t.Errorf("fwd90c not persistent, 64 heads x 256 row tiles: grid %v", g)
 	}
-	if fwdSM90C1.perSM() != 2 || fwdSM90C2.perSM() != 2 || fwdSM90MO.perSM() != 1 || fwdSM90N.perSM() != 1 {
-		t.Errorf("blocks an SM: fwd90c %d, fwd90c2 %d, fwd90mo %d, fwd90n %d; want 2, 2, 1, 1", fwdSM90C1.perSM(), fwdSM90C2.perSM(), fwdSM90MO.perSM(), fwdSM90N.perSM())
+	if fwdSM90C1.perSM() != 2 || fwdSM90C2.perSM() != 2 || fwdSM90MO.perSM() != 1 || fwdSM90N.perSM() != 1 || fwdSM90K.perSM() != 1 {
+		t.Errorf("blocks an SM: fwd90c %d, fwd90c2 %d, fwd90mo %d, fwd90n %d, fwd90k %d; want 2, 2, 1, 1, 1", fwdSM90C1.perSM(), fwdSM90C2.perSM(), fwdSM90MO.perSM(), fwdSM90N.perSM(), fwdSM90K.perSM())
 	}
 }
 
@@ -635,5 +651,100 @@ func TestOneConsumerForwardDefines(t *testing.T) {
 	}
 	if fwdSM90C1.kTile != 128 || fwdSM90C2.kTile != 256 {
 		t.Errorf("key tiles: fwd90c %d, fwd90c2 %d; want 128, 256", fwdSM90C1.kTile, fwdSM90C2.kTile)
+	}
+}
+
+// Experiment sm90k's forward (fwd90k under LONGCA_FWD_K256; sm90k-seq's turn in sequence under
+// LONGCA_FWD_K256_SEQ too) is compiled only into the modules of the variants that run it, and
+// each of sm90k, sm90k-seq and sm90k-persist is sm90 but for its forward at head dim 64 (cuDNN's
+// block there: 128 x 256 tiles, 384 threads, one block an SM, persistent and plain entries),
+// its defines and, for sm90k-persist, the forward always persistent; where its tiles do not
+// pay, fwd90k names sm90's own forward at head dim 64 (narrowKeys).
+func TestK256ForwardVariants(t *testing.T) {
+	sm90 := variantNamed(t, "sm90")
+	for _, a := range archVariants {
+		runs := a.fwd.at(64).fn == fwdSM90K.fn || a.fwd.at(128).fn == fwdSM90K.fn
+		if defines := slices.Contains(a.defines, "LONGCA_FWD_K256"); runs != defines {
+			t.Errorf("%s: runs fwd90k %v, defines LONGCA_FWD_K256 %v", a.name, runs, defines)
+		}
+		if slices.Contains(a.defines, "LONGCA_FWD_K256_SEQ") && !runs {
+			t.Errorf("%s defines LONGCA_FWD_K256_SEQ and does not run fwd90k", a.name)
+		}
+	}
+	k := variantNamed(t, "sm90k")
+	for _, c := range []struct {
+		name    string
+		defines []string
+		persist int
+	}{{"sm90k", append(slices.Clone(sm90.defines), "LONGCA_FWD_K256"), 0},
+		{"sm90k-seq", append(slices.Clone(sm90.defines), "LONGCA_FWD_K256", "LONGCA_FWD_K256_SEQ"), 0},
+		{"sm90k-persist", append(slices.Clone(sm90.defines), "LONGCA_FWD_K256"), 1}} {
+		v := variantNamed(t, c.name)
+		if !slices.Equal(v.defines, c.defines) {
+			t.Errorf("%s's defines %v, want %v", v.name, v.defines, c.defines)
+		}
+		fv := v.fwd.at(64)
+		if fv.fn != "fwd90k" || fv.qTile != 128 || fv.kTile != 256 || fv.threads != 384 || fv.perSM() != 1 || !fv.lean || fv.oneItem {
+			t.Errorf("%s's forward at head dim 64: %+v", v.name, fv)
+		}
+		if fv.narrowKeys == nil || !reflect.DeepEqual(*fv.narrowKeys, sm90.fwd.at(64)) {
+			t.Errorf("%s's forward at head dim 64 falls back to %v, want sm90's %s", v.name, fv.narrowKeys, sm90.fwd.at(64).fn)
+		}
+		if l := forwardLabel(fv); l != "k256-fwd" {
+			t.Errorf("%s: rows of fwd90k say %q, want k256-fwd", v.name, l)
+		}
+		if v.fwd.at(128).fn != sm90.fwd.at(128).fn || v.bwd.fn != sm90.bwd.fn || v.bwd.at(64).fn != sm90.bwd.at(64).fn {
+			t.Errorf("%s differs from sm90 beyond the head-dim-64 forward: forward %s at 128, backward %s / %s", v.name, v.fwd.at(128).fn, v.bwd.fn, v.bwd.at(64).fn)
+		}
+		if v.persist != c.persist {
+			t.Errorf("%s: persist %d, want %d", v.name, v.persist, c.persist)
+		}
+		v.fwd, v.defines, v.name, v.doc, v.persist = sm90.fwd, sm90.defines, sm90.name, sm90.doc, sm90.persist
+		if !reflect.DeepEqual(v, sm90) {
+			t.Errorf("%s's fields beyond its forward, defines and persistence differ from sm90's:\n%+v\n%+v", c.name, v, sm90)
+		}
+	}
+	if k.fwd.at(64).fn != fwdSM90K.fn {
+		t.Fatalf("sm90k runs %s at head dim 64", k.fwd.at(64).fn)
+	}
+	for _, dt := range []string{"bf16", "fp16"} {
+		for _, fn := range []string{"fwd90k", "fwd90kp"} {
+			if !regexp.MustCompile(`SM90_FWD_B\(` + fn + `, ` + dt + `, [^,]+, 64, (true|false), true, 2, false, 256\)`).MatchString(SourceSM90()) {
+				t.Errorf("attention_sm90.cu has no %s entry for %s at head dim 64 (two consumers, 256-key tiles)", fn, dt)
+			}
+		}
+	}
+}
+
+// The rule that keeps sm90's forward where fwd90k's 128 x 256 tiles cover much more of the
+// score matrix than its 192 x 128 ones (coverPays): the dense and causal rows, the windows,
+// the documents at 8K (1.03-1.04x) and 128-token block-sparse maps take the 256-key tiles;
+// share_question 8K (1.06x) and 64-token block-sparse maps at kept 0.2 (1.13x, which
+// keyTile64Pays gives the 64-key tiles first) do not.
+func TestCoverRule(t *testing.T) {
+	nk := *fwdSM90K.narrowKeys
+	for _, c := range []struct {
+		name string
+		s    int
+		want bool
+	}{{"full", 8192, true}, {"causal", 8192, true}, {"causal", 49152, true}, {"full_document", 8192, true}, {"causal_document", 8192, true},
+		{"causal_document", 16384, true}, {"sliding_window_causal", 16384, true}, {"share_question", 8192, false}, {"share_question", 16384, true}} {
+		narrow, wider := namedList(t, 42, c.s, nk.qTile, nk.kTile, false, c.name), namedList(t, 42, c.s, fwdSM90K.qTile, fwdSM90K.kTile, false, c.name)
+		if got := coverPays(narrow, wider); got != c.want {
+			t.Errorf("%s %d: %d x %d tiles on %d x %d pay %v, want %v", c.name, c.s, fwdSM90K.qTile, fwdSM90K.kTile, nk.qTile, nk.kTile, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		block int
+		ratio float64
+		want  bool
+	}{{128, 0.2, true}, {128, 0.5, true}, {64, 0.2, false}} {
+		sp, err := mask.BlockSparse(16384, mask.SparseOptions{Seed: 5, Block: c.block, Ratio: c.ratio, HeadsKV: 2}, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := coverPays(listOf(t, sp.Heads, nk.qTile, nk.kTile, false), listOf(t, sp.Heads, fwdSM90K.qTile, fwdSM90K.kTile, false)); got != c.want {
+			t.Errorf("block-sparse %d-token blocks kept %.1f: 128 x 256 tiles pay %v, want %v", c.block, c.ratio, got, c.want)
+		}
 	}
 }
