@@ -221,20 +221,22 @@ template <int N> DEV void mask_tile(float (&sc)[N / 2], const WorkList &wl, int 
 constexpr int SBM = 128, SBN = 128, STAGES = 2;
 constexpr int CHUNK = 64;  // columns of one 128-byte swizzled chunk (16-bit elements)
 
-template <int D, int QM = SBM, int BN = SBN> struct SmemLayout {
+template <int D, int QM = SBM, int BN = SBN, bool R3 = false> struct SmemLayout {
   static constexpr int kChunks = D / CHUNK;
   static constexpr int kQBytes = QM * D * 2;
   static constexpr int kKVBytes = BN * D * 2;
   // Q tiles: two (the persistent forward's next work item loads early), one in the wide
   // head-dim-128 forward (sm90's since call 62: 176-key tiles, never persistent; two Q tiles
-  // and its K/V ring pass the 227 KB a block may have)
-  static constexpr int kQTiles = BN == 176 ? 1 : 2;
+  // and its K/V ring pass the 227 KB a block may have), one with R3 (experiment sm90d3,
+  // cuDNN's ring at head dim 128: one 128 x 128 Q tile and three stages of 128 keys, 230,528
+  // bytes with the barriers and the slack)
+  static constexpr int kQTiles = R3 || BN == 176 ? 1 : 2;
   // K and V stages: STAGES, one each at 256-key tiles of 64 rows (experiment sm90c2: two
   // blocks an SM; a second stage of K or of V would pass the SM's 228 KB by 160 bytes), three
   // at 256-key tiles of 128 rows (experiment sm90k, cuDNN's ring at head dim 64: 2 x 16 KB of
   // Q and 3 x 64 KB of K and V, 230,528 bytes with the barriers and the slack, of the 232,448
   // a block may have)
-  static constexpr int kStages = BN == 256 ? (QM == 64 ? 1 : 3) : STAGES;
+  static constexpr int kStages = R3 ? 3 : BN == 256 ? (QM == 64 ? 1 : 3) : STAGES;
   static constexpr int kQ = 0;
   static constexpr int kK = kQ + kQTiles * kQBytes;
   static constexpr int kV = kK + kStages * kKVBytes;
@@ -299,7 +301,13 @@ DEV FwdItem fwd_item(const WorkList &wl, int item, int hq, int hkv) {
 // below) the block is cuDNN's at head dim 64: 384 threads, 168 registers a thread at launch,
 // setmaxnreg 24 / 240, two consumer warpgroups of 64 rows taking turns over 128 x 256 tiles,
 // a K/V ring of three stages (SmemLayout<64, 128, 256>: 230,528 bytes), one block an SM.
-template <int D, typename T, bool PERSIST, bool LEAN, int NC = 2, bool OV = false, int BN = SBN>
+// R3 (experiment sm90d3, LONGCA_FWD_RING3; head dim 128, two consumers, OV, 128-key tiles):
+// cuDNN's ring at head dim 128, one Q tile and three K/V stages (SmemLayout<128, 128, 128,
+// true>: 230,528 bytes). Persistent with one Q tile, the producer loads the next item's Q only
+// once both consumers have released the tile (emptyQ): they do so as soon as the item's last
+// Q K^T is done (waited for), not at the item's end, so that the next Q loads under the last
+// P V and the epilogue; the producer's K/V loads of the next item wait behind that Q load.
+template <int D, typename T, bool PERSIST, bool LEAN, int NC = 2, bool OV = false, int BN = SBN, bool R3 = false>
 DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__restrict__ o, float *__restrict__ lse,
                   int sq, int sk, int hq, int hkv, float scale_log2, WorkList wl) {
   static_assert(NC == 2 || (NC == 3 && D == 64) || (NC == 1 && D == 64 && (OV ? BN == 128 : BN == 256)),
@@ -320,9 +328,11 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
   // the lower half of tile i+1's Q K^T, then, P V waited for, the upper half into the
   // registers P leaves (the loop below says why)
   constexpr bool kHalves = BN == 256 && NC == 2;
-  using L = SmemLayout<D, QM, BN>;
+  using L = SmemLayout<D, QM, BN, R3>;
   constexpr int ST = L::kStages;  // K/V ring stages
-  static_assert(!PERSIST || L::kQTiles == 2, "the persistent forward loads the next item's Q into a second tile");
+  static_assert(!PERSIST || L::kQTiles == 2 || R3,
+                "the persistent forward loads the next item's Q into a second tile, or (R3) into the one the consumers release");
+  static_assert(!R3 || (D == 128 && NC == 2 && OV && BN == 128), "the three-stage ring beside one Q tile: head dim 128's overlapped forward");
   extern __shared__ unsigned char smem_raw[];
   unsigned char *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
   T *sQs = reinterpret_cast<T *>(smem + L::kQ);
@@ -362,8 +372,8 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       for (int item = first; item < items; item += step) {
         const FwdItem it = fwd_item(wl, item, hq, hkv);
         if (it.e0 == it.e1) continue;
-        const int qb = qn & 1;
-        mbar_wait(&emptyQ[qb], ((qn >> 1) & 1) ^ 1);
+        const int qb = R3 ? 0 : qn & 1;  // R3: one Q tile, its phases qn's parity
+        mbar_wait(&emptyQ[qb], (R3 ? qn & 1 : (qn >> 1) & 1) ^ 1);
         mbar_expect_tx(&fullQ[qb], L::kQBytes);
 #pragma unroll
         for (int c = 0; c < L::kChunks; c++)
@@ -403,8 +413,8 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
 #pragma unroll
   for (int i = 0; i < OR; i++) acc[i] = 0.f;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-  const int qb = qn & 1;
-  if (e0 < e1) mbar_wait(&fullQ[qb], (qn >> 1) & 1);
+  const int qb = R3 ? 0 : qn & 1;
+  if (e0 < e1) mbar_wait(&fullQ[qb], R3 ? qn & 1 : (qn >> 1) & 1);
   const T *qw = sQs + qb * QM * D + cw * 64 * CHUNK;  // this warpgroup's 64 rows of each chunk
   // S = Q K^T of the tile in stage s, issued (not waited for)
   const unsigned loQw = sw128_lo(qw, 16);  // descriptors are one add from a base
@@ -552,6 +562,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       wgmma_wait<0>();
       reg_fence(sc);
       mbar_arrive(&emptyK[s]);
+      if (R3 && e0 + 1 == e1) mbar_arrive(&emptyQ[qb]);  // R3: the item's last Q K^T done
       softmax(sc, e0, pa, alpha, sum);
       rescale(alpha, sum);
     }
@@ -576,6 +587,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       wgmma_wait<1>();
       reg_fence(sc);
       mbar_arrive(&emptyK[s1]);
+      if (R3 && e + 2 == e1) mbar_arrive(&emptyQ[qb]);  // R3: the item's last Q K^T done
       softmax(sc, e + 1, pa, alpha, sum, false);
       reg_fence(sc);
       reg_fence(sum);
@@ -705,7 +717,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
   }
 
   if (e0 < e1) {
-    mbar_arrive(&emptyQ[qb]);
+    if (!R3) mbar_arrive(&emptyQ[qb]);
     qn++;
     n += e1 - e0;
   }
@@ -1560,13 +1572,14 @@ DEV void dq90_convertc(const float *__restrict__ acc, T *__restrict__ dq, int sq
 #define SM90_FWD(FN, NAME, T, D, PERSIST, LEAN) SM90_FWD_NC(FN, NAME, T, D, PERSIST, LEAN, 2)
 #define SM90_FWD_NC(FN, NAME, T, D, PERSIST, LEAN, NC) SM90_FWD_X(FN, NAME, T, D, PERSIST, LEAN, NC, false)
 #define SM90_FWD_X(FN, NAME, T, D, PERSIST, LEAN, NC, OV) SM90_FWD_B(FN, NAME, T, D, PERSIST, LEAN, NC, OV, SBN)
-#define SM90_FWD_B(FN, NAME, T, D, PERSIST, LEAN, NC, OV, BN)                                                                          \
+#define SM90_FWD_B(FN, NAME, T, D, PERSIST, LEAN, NC, OV, BN) SM90_FWD_R(FN, NAME, T, D, PERSIST, LEAN, NC, OV, BN, false)
+#define SM90_FWD_R(FN, NAME, T, D, PERSIST, LEAN, NC, OV, BN, R3)                                                                      \
   extern "C" __global__ void __launch_bounds__(128 * (NC + 1), FwdRegs<NC, BN>::kBlocks)                                       \
       FN##_##NAME##_d##D(const __grid_constant__ TmaDesc tq, const __grid_constant__ TmaDesc tk,                   \
                          const __grid_constant__ TmaDesc tv, T *o, float *lse, int sq, int sk, int hq, int hkv,    \
                          float scale_log2, const int *order, const int *start, const int *entries, const int *refs, \
                          const int *slices, int row_tiles, int per_head) {                                         \
-    fwd_sm90<D, T, PERSIST, LEAN, NC, OV, BN>(tq, tk, tv, o, lse, sq, sk, hq, hkv, scale_log2,                                       \
+    fwd_sm90<D, T, PERSIST, LEAN, NC, OV, BN, R3>(tq, tk, tv, o, lse, sq, sk, hq, hkv, scale_log2,                                   \
                             WorkList{order, start, entries, refs, slices, row_tiles, per_head});                   \
   }
 #define SM90_BWD(FN, NAME, T, D, DET, F) SM90_BWD_X(FN, NAME, T, D, DET, F, 0)
@@ -1699,6 +1712,17 @@ SM90_FWD_B(fwd90k, bf16, __nv_bfloat16, 64, false, true, 2, false, 256)
 SM90_FWD_B(fwd90kp, bf16, __nv_bfloat16, 64, true, true, 2, false, 256)
 SM90_FWD_B(fwd90k, fp16, __half, 64, false, true, 2, false, 256)
 SM90_FWD_B(fwd90kp, fp16, __half, 64, true, true, 2, false, 256)
+#endif
+
+// cuDNN's ring at head dim 128 (experiment sm90d3, LONGCA_FWD_RING3): sm90's overlapped forward
+// over 128 x 128 tiles (two consumers taking turns, tile i+1's Q K^T beside tile i's P V) with
+// one Q tile and a K/V ring of three stages (SmemLayout<128, 128, 128, true>: 230,528 bytes),
+// the Q tile released at the item's last Q K^T; only with LONGCA_FWD_RING3.
+#ifdef LONGCA_FWD_RING3
+SM90_FWD_R(fwd90d3, bf16, __nv_bfloat16, 128, false, true, 2, true, 128, true)
+SM90_FWD_R(fwd90d3p, bf16, __nv_bfloat16, 128, true, true, 2, true, 128, true)
+SM90_FWD_R(fwd90d3, fp16, __half, 128, false, true, 2, true, 128, true)
+SM90_FWD_R(fwd90d3p, fp16, __half, 128, true, true, 2, true, 128, true)
 #endif
 
 // The wide forward (sm90's since call 62, LONGCA_FWD_WIDE): the overlapped forward at head dim

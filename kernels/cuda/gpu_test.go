@@ -278,7 +278,24 @@ func TestDeterministic(t *testing.T) {
 // where its tiles do not pay (narrowKeys: sm90k's) runs here whatever its rule says, and
 // beyond the masks on the cases its tiles' edges meet: lengths no multiple of them, fp16,
 // context-parallel windows (SeqQ != SeqK, rows without keys), per-KV-head block-sparse maps.
-func TestForwardEntries64(t *testing.T) {
+func TestForwardEntries64(t *testing.T) { forwardEntries(t, 64) }
+
+// The same at head dim 128 for a variant whose forward there is not sm90's (experiment
+// sm90d3's fwd90d3 and fwd90d3p: one Q tile, which the persistent entry's consumers release
+// at an item's last Q K^T for the next item's, and three K/V stages); sm90's own is checked
+// by the tests above.
+func TestForwardEntries128(t *testing.T) {
+	k := gpuKernel(t)
+	sm90, _ := pickVariant("sm90", 9, 0)
+	if fv := k.fwd.at(128); !inSM90(fv.fn) || fv.fn == sm90.fwd.at(128).fn {
+		t.Skipf("variant %s runs %s at head dim 128: sm90's forward or none of its", k.arch.name, fv.fn)
+	}
+	forwardEntries(t, 128)
+}
+
+// forwardEntries checks the variant's sm90 forward at head dim d through its persistent and
+// its plain entry (TestForwardEntries64, TestForwardEntries128).
+func forwardEntries(t *testing.T, d int) {
 	ctx := context.Background()
 	for _, persist := range []int{1, -1} {
 		kk, err := kernels.New("cuda", kernels.Options{Variant: *variantFlag})
@@ -286,13 +303,21 @@ func TestForwardEntries64(t *testing.T) {
 			t.Fatalf("the cuda kernel does not start: %v", err)
 		}
 		k := kk.(*Kernel)
-		if !inSM90(k.fwd.at(64).fn) {
+		if !inSM90(k.fwd.at(d).fn) {
 			t.Skipf("variant %s has no sm90 forward", k.arch.name)
 		}
 		k.arch.persist = persist
-		if own := k.fwd.at(64); own.narrowKeys != nil { // the variant's own forward, its tiles' rule set aside
+		// the variant's own forward at head dim 128, not the wide one
+		k.arch.wide = false
+		if own := k.fwd.at(d); own.narrowKeys != nil { // the variant's own forward, its tiles' rule set aside
 			own.narrowKeys = nil
-			k.fwd = k.fwd.withAt64(&own)
+			if d == 64 {
+				k.fwd = k.fwd.withAt64(&own)
+			} else {
+				at64 := k.fwd.at64
+				k.fwd = own
+				k.fwd.at64 = at64
+			}
 		}
 		type problem struct {
 			what string
@@ -300,7 +325,7 @@ func TestForwardEntries64(t *testing.T) {
 		}
 		var ps []problem
 		for _, name := range mask.KernelMasks() {
-			ps = append(ps, problem{name + " 4:2", kernels.Problem{HeadsQ: 4, HeadsKV: 2, HeadDim: 64, DType: tensor.BF16, Mask: smallMask(t, name, 1024)}})
+			ps = append(ps, problem{name + " 4:2", kernels.Problem{HeadsQ: 4, HeadsKV: 2, HeadDim: d, DType: tensor.BF16, Mask: smallMask(t, name, 1024)}})
 		}
 		for _, c := range []struct {
 			name    string
@@ -308,34 +333,38 @@ func TestForwardEntries64(t *testing.T) {
 			hq, hkv int
 			dt      tensor.DType
 		}{{"causal", 777, 8, 2, tensor.BF16}, {"full", 65, 4, 1, tensor.FP16}, {"sliding_window", 300, 4, 1, tensor.FP16}, {"causal_document", 1100, 4, 1, tensor.FP16}, {"full", 1300, 2, 1, tensor.BF16}} {
-			ps = append(ps, problem{fmt.Sprintf("%s S=%d %d:%d %s", c.name, c.s, c.hq, c.hkv, c.dt), kernels.Problem{HeadsQ: c.hq, HeadsKV: c.hkv, HeadDim: 64, DType: c.dt, Mask: smallMask(t, c.name, c.s), Scale: 0.1}})
+			ps = append(ps, problem{fmt.Sprintf("%s S=%d %d:%d %s", c.name, c.s, c.hq, c.hkv, c.dt), kernels.Problem{HeadsQ: c.hq, HeadsKV: c.hkv, HeadDim: d, DType: c.dt, Mask: smallMask(t, c.name, c.s), Scale: 0.1}})
 		}
 		for _, c := range []struct {
 			name           string
 			q0, q1, k0, k1 int
 		}{{"causal_document", 256, 768, 0, 1024}, {"causal", 512, 1024, 0, 512}, {"causal", 0, 300, 500, 1000}, {"share_question", 100, 900, 50, 450}, {"sliding_window_causal", 700, 1000, 0, 900}} {
 			m := smallMask(t, c.name, 1024).Window(mask.Range{Start: c.q0, End: c.q1}, mask.Range{Start: c.k0, End: c.k1})
-			ps = append(ps, problem{fmt.Sprintf("%s window q[%d,%d) k[%d,%d)", c.name, c.q0, c.q1, c.k0, c.k1), kernels.Problem{HeadsQ: 4, HeadsKV: 2, HeadDim: 64, DType: tensor.BF16, Mask: m}})
+			ps = append(ps, problem{fmt.Sprintf("%s window q[%d,%d) k[%d,%d)", c.name, c.q0, c.q1, c.k0, c.k1), kernels.Problem{HeadsQ: 4, HeadsKV: 2, HeadDim: d, DType: tensor.BF16, Mask: m}})
 		}
 		for i, ratio := range []float64{0.2, 0.5} {
 			sp, err := mask.BlockSparse(2048, mask.SparseOptions{Seed: uint64(7 + i), Block: 128, Ratio: ratio, HeadsKV: 2}, nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			ps = append(ps, problem{fmt.Sprintf("block-sparse b128 r%.1f 4:2", ratio), kernels.Problem{HeadsQ: 4, HeadsKV: 2, HeadDim: 64, DType: tensor.BF16, Mask: mask.Mask{SeqQ: 2048, SeqK: 2048}, HeadMasks: sp.Heads}})
+			ps = append(ps, problem{fmt.Sprintf("block-sparse b128 r%.1f 4:2", ratio), kernels.Problem{HeadsQ: 4, HeadsKV: 2, HeadDim: d, DType: tensor.BF16, Mask: mask.Mask{SeqQ: 2048, SeqK: 2048}, HeadMasks: sp.Heads}})
 		}
 		for i, c := range ps {
 			p := c.p
 			desc := k.Describe(p, kernels.Fwd).Variant
 			fv := k.forwardFor(p)
 			if want := persist == 1 && !fv.oneItem; strings.Contains(desc, "persistent-fwd") != want {
-				t.Errorf("%s d64 persist %d: the row says %q", c.what, persist, desc)
+				t.Errorf("%s d%d persist %d: the row says %q", c.what, d, persist, desc)
 			}
-			if own := k.fwd.at(64); fv.fn != own.fn && fv.kTile != 64 { // only the 64-key tiles' rule may take another
-				t.Errorf("%s d64: the forward is %s, not the variant's %s", c.what, fv.fn, own.fn)
+			if own := k.fwd.at(d); fv.fn != own.fn && fv.kTile != 64 { // only the 64-key tiles' rule may take another
+				t.Errorf("%s d%d: the forward is %s, not the variant's %s", c.what, d, fv.fn, own.fn)
 			}
-			what := fmt.Sprintf("%s d64 %s (%s)", c.what, desc, fv.fn)
-			r, err := check.Forward(ctx, k, p, uint64(1600+10*i+persist))
+			what := fmt.Sprintf("%s d%d %s (%s)", c.what, d, desc, fv.fn)
+			seed := uint64(1600 + 10*i + persist)
+			if d == 128 {
+				seed += 400
+			}
+			r, err := check.Forward(ctx, k, p, seed)
 			if err != nil {
 				t.Fatalf("%s bwd=false: %v", what, err)
 			}

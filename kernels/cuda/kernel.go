@@ -57,6 +57,8 @@ type variant struct {
 	lean           bool     // the sm_90 forward's lean softmax (sm90 since call 15; a positive softmax scale only)
 	oneItem        bool     // the sm_90 forward has no persistent entry (a work item a block: fwd90n's one Q tile)
 	blocksPerSM    int      // the sm_90 forward's blocks a multiprocessor (0: 1); its persistent grid is that many an SM (fwd90c: 2)
+	ring3          bool     // the sm_90 forward's K/V ring three stages deep beside one Q tile (SmemLayout's R3; fwd90d3: cuDNN's at head dim 128)
+	persistAlways  bool     // the sm_90 forward runs persistent on every row unless the variant says never (fwd90d3: cuDNN's way at head dim 128)
 	narrowKeys     *variant // on a forward over key tiles wider than 128: the forward run where they cover over 5% more of the score matrix than its tiles (coverPays; fwd90k: fwd90mo)
 	at64           *variant // the entry at head dim 64, when it is another (sm90: the forward's three consumer warpgroups, the backward's bwd90f)
 }
@@ -157,6 +159,12 @@ var (
 	// 5% more of the score matrix than its 192 x 128 ones (coverPays)
 	fwdSM90K  = variant{fn: "fwd90k", qTile: 128, kTile: 256, threads: 384, sharedPerDim: (2*128 + 6*256) * 2, sharedFixed: 8*16 + 1024, lean: true, narrowKeys: &fwdSM90MO}
 	fwdSM90OK = fwdSM90O.withAt64(&fwdSM90K)
+	// experiment sm90d3 (LONGCA_FWD_RING3): cuDNN's ring at head dim 128, sm90's overlapped
+	// forward over 128 x 128 tiles with one Q tile and K and V 3 stages of 128 x D, 16 barriers
+	// (SmemLayout<128, 128, 128, true>: 230,528 bytes), persistent on every row; sm90's
+	// forward (fwd90mo) at head dim 64
+	fwdSM90D3   = variant{fn: "fwd90d3", qTile: 128, kTile: 128, threads: 384, sharedPerDim: (128 + 6*128) * 2, sharedFixed: 8*16 + 1024, lean: true, ring3: true, persistAlways: true}
+	fwdSM90D3MO = fwdSM90D3.withAt64(&fwdSM90MO)
 	// the backward with the next step's S^T and dP^T issued behind this step's dK
 	// (LONGCA_BWD_EARLY)
 	bwdSM90E = bwdSM90C.withFn("bwd90e")
@@ -259,6 +267,7 @@ var archVariants = []archVariant{
 	{name: "sm90k", doc: "experiment (not yet run on a GPU): sm90 except that at head dim 64 the forward takes cuDNN's shape there (ncu, call 65): one block an SM of 384 threads (168 registers at launch, setmaxnreg 24 / 240), two consumer warpgroups of 64 rows taking turns over 128 x 256 tiles, a K/V ring of three stages of 256 keys beside two Q tiles (230,528 bytes of shared memory); S in two halves of 128 keys, each its own group, so that in a warpgroup's turn tile i's P V runs beside the lower half of tile i+1's Q K^T and the upper half goes into P's registers once P V is done (at most O, P and half of S live: 160 registers of values; call 24's sm90w, S whole beside P and O, had its wgmma serialised at 240), the pipe never waiting on a warpgroup's own P V (ptxas 12.4: no spill, no serialisation, consumers R0-R207 of their 240; 788 instructions a full 64 x 256 tile, 6.16 a score, sm90's fwd90mo 7.34); persistent by sm90's rule; sm90's forward (three consumers over 192 x 128) where the 128 x 256 tiles cover over 5% more of the score matrix than its 192 x 128 ones (coverPays: share_question 8K; 64-token block-sparse maps run sm90's 128 x 64 tiles by its rule); LONGCA_FWD_K256, fwd90k; rows say k256-fwd", major: 9, exact: true, fwd: fwdSM90OK, bwd: bwdSM90ETQ, gsplit: true, pairs: true, pairsEntry: true, docPairs: docPairsByRule, split128: 2, split128Rule: true, sched: schedByRule, orderL2: true, k64: true, wide: true, defines: sm90DefinesK},
 	{name: "sm90k-seq", doc: "experiment (not yet run on a GPU): sm90k with a warpgroup's turn in sequence: tile i's P V waited for, then tile i+1's whole Q K^T as one group of m64n256k16 (cuDNN's HGMMA.64x256x16; ptxas 12.4 allocates its 128 accumulators at 168 registers a thread at launch), so that S and P are never live together, at the cost of the tensor pipe idling from P V's end to Q K^T's first k-step every tile (sm90k issues the lower half of S beside P V instead; ptxas 12.4: no spill, no serialisation, R0-R209, 777 instructions a full tile, 6.07 a score); LONGCA_FWD_K256_SEQ, fwd90k; rows say k256-fwd", major: 9, exact: true, fwd: fwdSM90OK, bwd: bwdSM90ETQ, gsplit: true, pairs: true, pairsEntry: true, docPairs: docPairsByRule, split128: 2, split128Rule: true, sched: schedByRule, orderL2: true, k64: true, wide: true, defines: sm90DefinesKSeq},
 	{name: "sm90k-persist", doc: "experiment (not yet run on a GPU): sm90k with the forward always persistent (a block an SM walking the work items, cuDNN's way on every row), at both head dims, as sm90-persist is to sm90", major: 9, exact: true, fwd: fwdSM90OK, bwd: bwdSM90ETQ, gsplit: true, pairs: true, pairsEntry: true, docPairs: docPairsByRule, split128: 2, split128Rule: true, sched: schedByRule, orderL2: true, persist: 1, k64: true, wide: true, defines: sm90DefinesK},
+	{name: "sm90d3", doc: "experiment (not yet run on a GPU): sm90 except that at head dim 128 the forward takes cuDNN's ring there (ncu, call 65: 384 threads, 168 registers at launch, one block an SM, persistent, 230,400 bytes): sm90's overlapped forward over 128 x 128 tiles (two consumers taking turns, tile i+1's Q K^T beside tile i's P V) with one Q tile and a K/V ring of three stages instead of two Q tiles and two stages (230,528 bytes), persistent on every row (the next item's Q loads once both consumers have done the item's last Q K^T, under its last P V and epilogue), and never the wide 176-key forward (wide off); sm90's forward at head dim 64; LONGCA_FWD_RING3, fwd90d3; rows say d3-fwd", major: 9, exact: true, fwd: fwdSM90D3MO, bwd: bwdSM90ETQ, gsplit: true, pairs: true, pairsEntry: true, docPairs: docPairsByRule, split128: 2, split128Rule: true, sched: schedByRule, orderL2: true, k64: true, defines: sm90DefinesD3},
 	{name: "sm90-c54", doc: "sm90 as it was before call 56 (head dim 64: the backward over 192-key blocks with three consumer warpgroups, the forward's three consumer warpgroups without the overlap; head dim 128: never split): kept to time the new default against", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ETP, gsplit: true, pairs: true, docPairs: docPairsByRule, sched: schedByRule, k64: true, defines: sm90DefinesC54},
 	{name: "sm90-prev", doc: "sm90 as it was before call 26 (call 23's kernel: the forward's softmax after its products within a turn, two consumer warpgroups at head dim 64 too): kept to time the new default against", major: 9, exact: true, fwd: fwdSM90L, bwd: bwdSM90C, sched: schedByRule, defines: []string{"LONGCA_FWD_LEAN", "LONGCA_TILE_BITS_SPAN"}},
 	{name: "sm90-persist", doc: "sm90 with the forward always persistent (a block per SM walking the work items), whatever the rows: to time both sides of sm90's rule", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQ, gsplit: true, split128: 2, split128Rule: true, pairs: true, pairsEntry: true, docPairs: docPairsByRule, sched: schedByRule, orderL2: true, persist: 1, k64: true, wide: true, defines: sm90Defines},
@@ -298,6 +307,10 @@ var sm90DefinesK = append(slices.Clone(sm90Defines), "LONGCA_FWD_K256")
 
 // sm90DefinesKSeq are experiment sm90k-seq's: sm90k's and the sequential turn's.
 var sm90DefinesKSeq = append(slices.Clone(sm90DefinesK), "LONGCA_FWD_K256_SEQ")
+
+// sm90DefinesD3 are experiment sm90d3's: sm90's and the three-stage head-dim-128 forward's
+// entries (fwd90d3, fwd90d3p).
+var sm90DefinesD3 = append(slices.Clone(sm90Defines), "LONGCA_FWD_RING3")
 
 // sm90DefinesC54 are sm90's defines before call 56 (sm90-c54, sm90-c29): the three-consumer
 // forward (fwd90m) and backward (bwd90t) at head dim 64, no split at 128.
@@ -470,7 +483,7 @@ func (k *Kernel) DeterministicBackward() bool { return k.det && inSM90(k.bwd.fn)
 // Describe names the variant that serves the problem and the architecture it was built
 // for; on sm90 a forward run persistent (short rows) says so ("sm90 persistent-fwd"), and
 // one over other tiles than the variant's (k64-fwd, and forwardLabel's: wide-fwd, c1-fwd,
-// c2-fwd, k256-fwd), a deterministic backward too
+// c2-fwd, k256-fwd, d3-fwd), a deterministic backward too
 // ("sm90 deterministic"), and a backward its group split ("sm90 gsplit-4") and its key-tile
 // pairs ("sm90 pairs-bwd"; "sm90 doc-pairs-bwd" within documents).
 func (k *Kernel) Describe(p kernels.Problem, pass kernels.Pass) kernels.Info {
@@ -509,7 +522,8 @@ func (k *Kernel) Describe(p kernels.Problem, pass kernels.Pass) kernels.Info {
 // forwardLabel is what a row run by the sm90 forward fv says of it beyond the variant's name
 // (Describe): wide-fwd for the wide forward (128 x 176 tiles at head dim 128), c1-fwd and
 // c2-fwd for experiments sm90c's and sm90c2's one-consumer forwards at head dim 64, k256-fwd
-// for experiment sm90k's 128 x 256 forward there; "" else.
+// for experiment sm90k's 128 x 256 forward there, d3-fwd for experiment sm90d3's three-stage
+// forward at head dim 128; "" else.
 func forwardLabel(fv variant) string {
 	switch fv.fn {
 	case fwdSM90N.fn:
@@ -520,6 +534,8 @@ func forwardLabel(fv variant) string {
 		return "c2-fwd"
 	case fwdSM90K.fn:
 		return "k256-fwd"
+	case fwdSM90D3.fn:
+		return "d3-fwd"
 	}
 	return ""
 }

@@ -88,7 +88,7 @@ func TestVariantsMatchSource(t *testing.T) {
 			if inSM90(v.fn) {
 				src = SourceSM90()
 			}
-			if !strings.Contains(src, v.fn+"_##NAME##_d##D(") && !regexp.MustCompile(`SM90_(FWD|FWD_NC|FWD_X|FWD_B|FWD_PS|BWD|BWD_X|BWD_N|BWD_G|BWD_Q|BWD_PAIR)\(`+v.fn+`, `).MatchString(src) {
+			if !strings.Contains(src, v.fn+"_##NAME##_d##D(") && !regexp.MustCompile(`SM90_(FWD|FWD_NC|FWD_X|FWD_B|FWD_R|FWD_PS|BWD|BWD_X|BWD_N|BWD_G|BWD_Q|BWD_PAIR)\(`+v.fn+`, `).MatchString(src) {
 				t.Errorf("variant %s: no entry point %s", av.name, v.fn)
 			}
 		}
@@ -185,29 +185,30 @@ int main() { show<64, 128, 2, 0>(); show<128, 128, 2, 0>(); show<64, 192, 2, 0>(
 // (attention_sm90.cu, compiled with the host C++ compiler) is what every sm90 variant's
 // forward asks for at launch, at both head dims, for the 128 x 64 tiles and the wide
 // forward's 128 x 176 (and experiments sm90c's 64 x 128, sm90c2's 64 x 256 and sm90k's 128 x
-// 256 at head dim 64, with the fallbacks a forward names in narrowKeys): the kernel has no
-// check of its own.
+// 256 at head dim 64, with the fallbacks a forward names in narrowKeys, and sm90d3's 128 x 128
+// at head dim 128 with one Q tile and three K/V stages): the kernel has no check of its own.
 func TestForwardSharedMatchesLayout(t *testing.T) {
 	src := SourceSM90()
 	prog := "#include <cstdio>\n" + extract(t, src, "constexpr int SBM = 128", "\n") + extract(t, src, "constexpr int CHUNK = 64;", "\n") +
-		extract(t, src, "template <int D, int QM = SBM, int BN = SBN> struct SmemLayout {", "\n};\n") + `
-template <int D, int QM, int BN> void show() { printf("%d %d %d %d\n", D, QM, BN, SmemLayout<D, QM, BN>::kBytes); }
+		extract(t, src, "template <int D, int QM = SBM, int BN = SBN, bool R3 = false> struct SmemLayout {", "\n};\n") + `
+template <int D, int QM, int BN, bool R3 = false> void show() { printf("%d %d %d %d %d\n", D, QM, BN, R3, SmemLayout<D, QM, BN, R3>::kBytes); }
 int main() { show<64, 128, 128>(); show<128, 128, 128>(); show<64, 192, 128>(); show<64, 64, 128>(); show<64, 64, 256>();
-  show<64, 128, 64>(); show<128, 128, 64>(); show<128, 128, 176>(); show<64, 128, 256>(); return 0; }
+  show<64, 128, 64>(); show<128, 128, 64>(); show<128, 128, 176>(); show<64, 128, 256>(); show<128, 128, 128, true>(); return 0; }
 `
-	// the layout the kernel takes: its query rows a tile (64 a consumer warpgroup) and key tile
-	for _, rule := range []string{"using L = SmemLayout<D, QM, BN>;", "constexpr int QM = 64 * NC"} {
+	// the layout the kernel takes: its query rows a tile (64 a consumer warpgroup), key tile and
+	// ring (R3: one Q tile, three stages)
+	for _, rule := range []string{"using L = SmemLayout<D, QM, BN, R3>;", "constexpr int QM = 64 * NC"} {
 		if !strings.Contains(src, rule) {
 			t.Fatalf("attention_sm90.cu no longer says %q: the layout rule this test copies has moved", rule)
 		}
 	}
 	out := hostcc.Output(t, "fwdlayout", prog)
-	type key struct{ d, qm, bn int }
+	type key struct{ d, qm, bn, r3 int }
 	layout := map[key]int{}
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		var k key
 		var bytes int
-		if _, err := fmt.Sscan(line, &k.d, &k.qm, &k.bn, &bytes); err != nil {
+		if _, err := fmt.Sscan(line, &k.d, &k.qm, &k.bn, &k.r3, &bytes); err != nil {
 			t.Fatalf("line %q: %v", line, err)
 		}
 		layout[k] = bytes
@@ -232,13 +233,17 @@ int main() { show<64, 128, 128>(); show<128, 128, 128>(); show<64, 192, 128>(); 
 				if v.shared(d) > 232448 { // cudaDevAttrMaxSharedMemoryPerBlockOptin on sm_90
 					t.Errorf("%s %s at head dim %d: %d bytes of shared memory, past the 232,448 a block may have", av.name, v.fn, d, v.shared(d))
 				}
-				l, ok := layout[key{d, v.qTile, v.kTile}]
+				r3 := 0
+				if v.ring3 {
+					r3 = 1
+				}
+				l, ok := layout[key{d, v.qTile, v.kTile, r3}]
 				if !ok {
-					t.Errorf("%s %s at head dim %d: no layout for %d x %d tiles", av.name, v.fn, d, v.qTile, v.kTile)
+					t.Errorf("%s %s at head dim %d: no layout for %d x %d tiles (R3 %d)", av.name, v.fn, d, v.qTile, v.kTile, r3)
 					continue
 				}
 				if v.shared(d) != l {
-					t.Errorf("%s %s at head dim %d: the forward asks for %d bytes, SmemLayout<%d, %d, %d> takes %d", av.name, v.fn, d, v.shared(d), d, v.qTile, v.kTile, l)
+					t.Errorf("%s %s at head dim %d: the forward asks for %d bytes, SmemLayout<%d, %d, %d, %d> takes %d", av.name, v.fn, d, v.shared(d), d, v.qTile, v.kTile, r3, l)
 				}
 				if want := 128 * (1 + v.qTile/64); v.threads != want {
 					t.Errorf("%s %s: %d threads for %d query rows (a consumer warpgroup per 64 and the producer: %d)", av.name, v.fn, v.threads, v.qTile, want)
@@ -472,7 +477,7 @@ func TestForwardPersistentEntries(t *testing.T) {
 	for _, c := range []struct {
 		fv   variant
 		want bool
-	}{{fwdSM90MO, true}, {fwdSM90O, true}, {fwdSM90S, true}, {fwdSM90N, false}, {fwdSM90C1, true}, {fwdSM90C2, true}, {fwdSM90K, true}} {
+	}{{fwdSM90MO, true}, {fwdSM90O, true}, {fwdSM90S, true}, {fwdSM90N, false}, {fwdSM90C1, true}, {fwdSM90C2, true}, {fwdSM90K, true}, {fwdSM90D3, true}} {
 		w := namedList(t, 42, 8192, c.fv.qTile, c.fv.kTile, false, "causal_document")
 		if !persistentForward(w) {
 			t.Fatalf("causal_document 8K in %d x %d tiles: not short rows (the case no longer tests the rule)", c.fv.qTile, c.fv.kTile)
@@ -745,6 +750,71 @@ func TestCoverRule(t *testing.T) {
 		}
 		if got := coverPays(listOf(t, sp.Heads, nk.qTile, nk.kTile, false), listOf(t, sp.Heads, fwdSM90K.qTile, fwdSM90K.kTile, false)); got != c.want {
 			t.Errorf("block-sparse %d-token blocks kept %.1f: 128 x 256 tiles pay %v, want %v", c.block, c.ratio, got, c.want)
+		}
+	}
+}
+
+// Experiment sm90d3's forward (fwd90d3 under LONGCA_FWD_RING3: sm90's overlapped 128 x 128
+// forward at head dim 128 with one Q tile and three K/V stages) is compiled only into the
+// modules of the variants that run it; sm90d3 is sm90 but for that forward at head dim 128,
+// its define and the wide forward off; it runs persistent on every row (long rows too, where
+// sm90's rule does not), unless the variant says never (sm90-plain's persist -1, which the GPU
+// tests use to check the plain entry).
+func TestRing3ForwardVariant(t *testing.T) {
+	sm90 := variantNamed(t, "sm90")
+	for _, a := range archVariants {
+		runs := a.fwd.at(64).fn == fwdSM90D3.fn || a.fwd.at(128).fn == fwdSM90D3.fn
+		if defines := slices.Contains(a.defines, "LONGCA_FWD_RING3"); runs != defines {
+			t.Errorf("%s: runs fwd90d3 %v, defines LONGCA_FWD_RING3 %v", a.name, runs, defines)
+		}
+		if runs && a.wide {
+			t.Errorf("%s runs fwd90d3 and the wide forward", a.name)
+		}
+	}
+	v := variantNamed(t, "sm90d3")
+	if want := append(slices.Clone(sm90.defines), "LONGCA_FWD_RING3"); !slices.Equal(v.defines, want) {
+		t.Errorf("sm90d3's defines %v, want %v", v.defines, want)
+	}
+	fv := v.fwd.at(128)
+	if fv.fn != "fwd90d3" || fv.qTile != 128 || fv.kTile != 128 || fv.threads != 384 || fv.perSM() != 1 || !fv.lean || !fv.ring3 || !fv.persistAlways || fv.oneItem {
+		t.Errorf("sm90d3's forward at head dim 128: %+v", fv)
+	}
+	if fv.shared(128) != 128*128*2+3*2*128*128*2+8*16+1024 {
+		t.Errorf("fwd90d3: %d bytes of shared memory, want one Q tile, three stages of K and V, 16 barriers and the slack", fv.shared(128))
+	}
+	if !reflect.DeepEqual(v.fwd.at(64), sm90.fwd.at(64)) {
+		t.Errorf("sm90d3's forward at head dim 64 is %s, not sm90's %s", v.fwd.at(64).fn, sm90.fwd.at(64).fn)
+	}
+	if l := forwardLabel(fv); l != "d3-fwd" {
+		t.Errorf("rows of fwd90d3 say %q, want d3-fwd", l)
+	}
+	if v.wide {
+		t.Error("sm90d3 runs the wide forward")
+	}
+	v.fwd, v.defines, v.name, v.doc, v.wide = sm90.fwd, sm90.defines, sm90.name, sm90.doc, sm90.wide
+	if !reflect.DeepEqual(v, sm90) {
+		t.Errorf("sm90d3's fields beyond its forward, defines and wide differ from sm90's:\n%+v\n%+v", v, sm90)
+	}
+	long := namedList(t, 42, 8192, 128, 128, false, "full")
+	if persistentForward(long) {
+		t.Fatal("full 8K in 128 x 128 tiles: short rows (the case no longer tests the long side)")
+	}
+	for _, c := range []struct {
+		persist int
+		fv      variant
+		want    bool
+	}{{0, fwdSM90D3, true}, {1, fwdSM90D3, true}, {-1, fwdSM90D3, false}, {0, fwdSM90O, false}} {
+		k := &Kernel{arch: variantNamed(t, "sm90d3")}
+		k.arch.persist = c.persist
+		if got := k.forwardPersistent(c.fv, long); got != c.want {
+			t.Errorf("%s on full 8K, persist %d: persistent %v, want %v", c.fv.fn, c.persist, got, c.want)
+		}
+	}
+	for _, dt := range []string{"bf16", "fp16"} {
+		for _, fn := range []string{"fwd90d3", "fwd90d3p"} {
+			if !regexp.MustCompile(`SM90_FWD_R\(` + fn + `, ` + dt + `, [^,]+, 128, (true|false), true, 2, true, 128, true\)`).MatchString(SourceSM90()) {
+				t.Errorf("attention_sm90.cu has no %s entry for %s at head dim 128 (two consumers, the overlap, 128-key tiles, R3)", fn, dt)
+			}
 		}
 	}
 }

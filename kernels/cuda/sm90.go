@@ -631,8 +631,11 @@ func (k *Kernel) persistent(w *WorkList) bool {
 
 // forwardPersistent says whether the forward fv runs the list w persistent: by the variant's
 // rule (persistent), never where fv has no persistent entry (fwd90n: one Q tile fits beside
-// its K/V ring).
+// its K/V ring), always where fv says so (fwd90d3) and the variant does not say never.
 func (k *Kernel) forwardPersistent(fv variant, w *WorkList) bool {
+	if fv.persistAlways && k.arch.persist >= 0 {
+		return true
+	}
 	return !fv.oneItem && k.persistent(w)
 }
 
