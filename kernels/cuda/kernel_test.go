@@ -323,8 +323,8 @@ func TestSM90EntriesInSM90Module(t *testing.T) {
 // variant whose defines lack one would find its entry missing on the GPU only, at its first
 // launch. The entries a variant runs: its forward and backward at both head dims (with the
 // persistent forward's and the deterministic backward's twins, named by suffix in the same
-// block), the 64-key-tile forward where it has the tile rule, the split backward where it
-// splits at head dim 128.
+// block), the forward its wider key tiles fall back to (narrowKeys), the 64-key-tile forward
+// where it has the tile rule, the split backward where it splits at head dim 128.
 func TestVariantsDefineTheirEntries(t *testing.T) {
 	needs := map[string][]string{} // entry prefix (the FN of an SM90_* macro) -> the defines around it
 	var conds [][]string
@@ -372,6 +372,9 @@ func TestVariantsDefineTheirEntries(t *testing.T) {
 		var used []string
 		for _, d := range []int{64, 128} {
 			used = append(used, a.fwd.at(d).fn, a.bwd.at(d).fn)
+			if nk := a.fwd.at(d).narrowKeys; nk != nil { // the forward run where its tiles do not pay (sm90k: fwd90mo)
+				used = append(used, nk.fn)
+			}
 			if a.k64 {
 				used = append(used, fwdSM90S.fn)
 			}
