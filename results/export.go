@@ -23,6 +23,10 @@ import (
 // or a full disk, leaves path as it was (the old file, or none) and no partial file
 // under its name; the temporary file is removed on error.
 func writeVia(path string, fn func(f *os.File) error) (err error) {
+	path, err = fileTarget(path)
+	if err != nil {
+		return err
+	}
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
@@ -62,6 +66,36 @@ func writeVia(path string, fn func(f *os.File) error) (err error) {
 		d.Close()
 	}
 	return nil
+}
+
+// fileTarget is where writeVia may put path: path itself when it is a regular file or
+// nothing, the file a symbolic link names, and a usage error (ErrUsage) for anything
+// else. The rename replaces whatever is there: as root, `longca merge DIR --out
+// /dev/full` left a regular file where the device had been.
+func fileTarget(path string) (string, error) {
+	st, err := os.Lstat(path)
+	if err != nil || st.Mode().IsRegular() {
+		return path, nil
+	}
+	if st.Mode()&fs.ModeSymlink != 0 {
+		target, err := filepath.EvalSymlinks(path)
+		if err != nil {
+			return "", usage("results: %s is a symbolic link to nothing (%v): give a file name, or create the file it names", path, cleanErr(err))
+		}
+		return fileTarget(target)
+	}
+	what := "a folder"
+	switch {
+	case st.Mode()&fs.ModeDevice != 0:
+		what = "a device"
+	case st.Mode()&fs.ModeNamedPipe != 0:
+		what = "a named pipe"
+	case st.Mode()&fs.ModeSocket != 0:
+		what = "a socket"
+	case !st.IsDir():
+		what = "not a regular file"
+	}
+	return "", usage("results: %s is %s, and writing there would replace it: give a file name", path, what)
 }
 
 // WriteArrowFile writes rec as an Arrow IPC file (random access, with footer).

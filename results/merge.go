@@ -339,6 +339,9 @@ func checkOut(out string, inputs []*File) error {
 		if _, _, _, ok := ParseFileName(filepath.Base(p)); ok {
 			return usage("--out %s is named like a rank file (<run>.rank-R-of-N.arrow): merging there would replace a rank's results; choose another name", out)
 		}
+		if _, err := fileTarget(p); err != nil {
+			return err
+		}
 		st, err := os.Stat(p)
 		if err != nil {
 			continue
