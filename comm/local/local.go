@@ -10,6 +10,7 @@ package local
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -171,15 +172,24 @@ func (c *Comm) Abort(reason error) error {
 	if reason == nil {
 		reason = fmt.Errorf("local: rank %d aborted", c.WorldRank())
 	}
-	c.g.abortOnce.Do(func() {
-		c.g.abortErr = fmt.Errorf("aborted by world rank %d: %w", c.WorldRank(), reason)
-		close(c.g.abortCh)
-	})
+	c.g.abort(c.WorldRank(), reason)
 	return nil
 }
 
+// abort aborts g once, by world rank by.
+func (g *group) abort(by int, reason error) {
+	g.abortOnce.Do(func() {
+		g.abortErr = fmt.Errorf("aborted by world rank %d: %w", by, reason)
+		close(g.abortCh)
+	})
+}
+
 // Run makes n ranks with New, runs fn on each in its own goroutine, and returns the
-// ranks' errors joined, each prefixed by its rank.
+// ranks' errors joined, each prefixed by its rank. A rank whose fn fails is gone, as a
+// process that exits is: every group it belongs to is aborted, so that its peers waiting
+// for it fail at once rather than after the timeout (a cp rank that could not create its
+// results file held the others for the whole --timeout, deaf to Ctrl-C), and their
+// errors, which only echo its failure, are left out of the result.
 func Run(n int, fn func(c comm.Comm) error, opts ...Option) error {
 	cs := New(n, opts...)
 	errs := make([]error, n)
@@ -190,9 +200,41 @@ func Run(n int, fn func(c comm.Comm) error, opts ...Option) error {
 			defer wg.Done()
 			if err := fn(c); err != nil {
 				errs[i] = fmt.Errorf("rank %d: %w", i, err)
+				c.(*Comm).abortAll(peerFailed{rank: i})
 			}
 		}()
 	}
 	wg.Wait()
+	var own []error // the failures that are not another rank's, echoed
+	for _, err := range errs {
+		if err != nil && !errors.As(err, new(peerFailed)) {
+			own = append(own, err)
+		}
+	}
+	if len(own) > 0 {
+		return errors.Join(own...)
+	}
 	return errors.Join(errs...)
+}
+
+// peerFailed is the abort reason of a rank whose fn failed in Run.
+type peerFailed struct{ rank int }
+
+func (e peerFailed) Error() string { return fmt.Sprintf("rank %d failed and left", e.rank) }
+
+// abortAll aborts every group this rank is a member of: its world and every sub-group
+// split from it.
+func (c *Comm) abortAll(reason error) {
+	me := c.WorldRank()
+	c.w.mu.Lock()
+	groups := []*group{c.g}
+	for _, g := range c.w.groups {
+		if slices.Contains(g.members, me) {
+			groups = append(groups, g)
+		}
+	}
+	c.w.mu.Unlock()
+	for _, g := range groups {
+		g.abort(me, reason)
+	}
 }

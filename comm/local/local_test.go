@@ -396,3 +396,30 @@ func TestAbortWakesTheGroup(t *testing.T) {
 	}
 	must(t, runAll(world, func(c comm.Comm) error { return c.Barrier() }))
 }
+
+// TestRunReleasesThePeersOfAFailedRank: a rank whose fn fails in Run is gone, and its
+// peers waiting for it, in the world or in a sub-group, fail at once instead of after the
+// timeout (an in-process cp rank that could not create its results file held the others
+// for the whole --timeout, deaf to Ctrl-C); Run returns the failed rank's error alone.
+func TestRunReleasesThePeersOfAFailedRank(t *testing.T) {
+	start := time.Now()
+	err := Run(3, func(c comm.Comm) error {
+		sub, err := c.Split(0, c.Rank())
+		if err != nil {
+			return err
+		}
+		switch c.Rank() {
+		case 1:
+			return errors.New("results file exists")
+		case 2:
+			return sub.AllReduce(tensor.NewHost(tensor.FP32, 2), comm.Sum)
+		}
+		return c.Barrier()
+	}, WithTimeout(20*time.Second))
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("Run returned after %v; want the peers released at once", took)
+	}
+	if err == nil || err.Error() != "rank 1: results file exists" {
+		t.Errorf("Run: %v; want rank 1's failure alone", err)
+	}
+}
