@@ -62,3 +62,29 @@ func TestMergeOutReplacesOnlyFiles(t *testing.T) {
 		t.Errorf("the file the link names: %v; want the 2 merged rows", err)
 	}
 }
+
+// TestCreateYieldsToARunOfAnotherSize: two runs of one id on different numbers of ranks,
+// started at once into one folder, both passed CheckNewRun and both wrote; the merge then
+// kept one run's rows and left the other's out. The rank file created second sees the
+// other run's and is refused (a usage error), leaving nothing behind; a rank of the same
+// run is not refused for its peers' files.
+func TestCreateYieldsToARunOfAnotherSize(t *testing.T) {
+	dir := t.TempDir()
+	if err := CheckNewRun(dir, "r", 2, true); err != nil { // the 2-rank run checks first...
+		t.Fatal(err)
+	}
+	writeRanks(t, dir, "r", 1, 1, 0) // ...then the 1-rank run starts and writes
+	_, err := Create(dir, "r", 0, 2)
+	if !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), "on 1 rank(s), and this run has 2") {
+		t.Errorf("Create of rank 0 of 2 beside a 1-rank run of the id: %v; want it refused", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, FileName("r", 0, 2))); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the refused rank file is there (%v)", err)
+	}
+	writeRanks(t, dir, "s", 2, 1, 1)
+	w, err := Create(dir, "s", 0, 2)
+	if err != nil {
+		t.Fatalf("rank 0 beside its peer's file: %v", err)
+	}
+	w.Close()
+}

@@ -45,27 +45,27 @@ func TestUnusableFolderIsNamed(t *testing.T) {
 func TestRunIDUsedOnce(t *testing.T) {
 	dir := t.TempDir()
 	writeRanks(t, dir, "a", 1, 1, 0)
-	if err := CheckNewRun(dir, "a", 1); err != nil {
+	if err := CheckNewRun(dir, "a", 1, false); err != nil {
 		t.Errorf("same size: %v; want it left to Create", err)
 	}
 	_, err := Create(dir, "a", 0, 1)
 	if !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), "a run id is used once") {
 		t.Errorf("Create over rank 0's file: %v; want a usage error", err)
 	}
-	err = CheckNewRun(dir, "a", 2)
+	err = CheckNewRun(dir, "a", 2, false)
 	if !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), "on 1 rank(s), and this run has 2") {
 		t.Errorf("another size: %v", err)
 	}
 	if err := os.WriteFile(MergedPath(dir, "b"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := CheckNewRun(dir, "b", 1); !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), "b.merged.arrow exists") {
+	if err := CheckNewRun(dir, "b", 1, false); !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), "b.merged.arrow exists") {
 		t.Errorf("the run's merged file: %v", err)
 	}
-	if err := CheckNewRun(dir, "c", 4); err != nil {
+	if err := CheckNewRun(dir, "c", 4, false); err != nil {
 		t.Errorf("a new run id: %v", err)
 	}
-	if err := CheckNewRun(filepath.Join(dir, "none"), "c", 4); err != nil {
+	if err := CheckNewRun(filepath.Join(dir, "none"), "c", 4, false); err != nil {
 		t.Errorf("a folder not made yet: %v", err)
 	}
 }

@@ -81,8 +81,10 @@ func CheckRunID(id string) error {
 // of another world size (a merge keeps one size's and leaves the others out, so the
 // earlier rows would vanish from the run's merge). Rank files of the same size are left
 // to Create, which refuses each rank's own: the other ranks of a launch may be writing
-// theirs now. A usage error (ErrUsage) naming the file; nil when dir does not exist.
-func CheckNewRun(dir, runID string, size int) error {
+// theirs now; unless allHere, when this process writes every rank's file (in-process
+// ranks), and any of them is refused now, once, rather than by each rank. A usage error
+// (ErrUsage) naming the file; nil when dir does not exist.
+func CheckNewRun(dir, runID string, size int, allHere bool) error {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil // Create says what is wrong with the folder
@@ -94,6 +96,8 @@ func CheckNewRun(dir, runID string, size int) error {
 		}
 		if id, _, n, ok := ParseFileName(name); ok && id == runID && n != size {
 			return usage("%s exists: run %s was written to %s already, on %d rank(s), and this run has %d (a run id is used once; nothing is overwritten): give another run id or folder", filepath.Join(dir, name), runID, dir, n, size)
+		} else if ok && id == runID && allHere {
+			return usage("%s exists: run %s has rank files in %s already (a run id is used once; nothing is overwritten): give another run id or folder", filepath.Join(dir, name), runID, dir)
 		}
 	}
 	return nil
@@ -118,6 +122,14 @@ func Create(dir, runID string, rank, size int) (*Writer, error) {
 	}
 	if err != nil {
 		return nil, fmt.Errorf("results: %w", err)
+	}
+	// A run of another size started with the same id at the same time passed CheckNewRun
+	// too: whichever of the two creates its file second sees the other's and yields (both
+	// may), rather than both writing rows that one merge cannot hold.
+	if err := CheckNewRun(dir, runID, size, false); err != nil {
+		f.Close()
+		os.Remove(path)
+		return nil, err
 	}
 	s := Schema(map[string]string{
 		MetaRunID:     runID,

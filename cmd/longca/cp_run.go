@@ -73,14 +73,14 @@ func cpAction(c *cli.Context) (err error) {
 	if o.out == "" {
 		o.out = session.DefaultOutDir("cp")
 	}
-	if o.runID, err = resultsTarget(o.out, o.runID, n); err != nil {
-		return err
-	}
 	if w.Size > 1 && (so.Backend == "" || so.Backend == "auto") && o.kernel == "cuda" {
 		// GPU ranks started by a launcher talk through NCCL, device buffer to device buffer.
 		so.Backend = "nccl"
 	}
 	inProcess := !(w.Size > 1 || so.Backend != "auto" && so.Backend != "local")
+	if o.runID, err = resultsTarget(o.out, o.runID, n, inProcess); err != nil {
+		return err
+	}
 	run := session.CPRun{
 		Sweep: o.sweep(n), Cases: cases, Ranks: n, InProcess: inProcess, Options: so,
 		Kernel: probe, KernelOptions: o.kernelOpts, Staged: o.staged, Check: o.check, CheckBudget: o.checkBudget,

@@ -17,9 +17,10 @@ import (
 // resultsTarget checks where a command will write its rows, before any work: the run id
 // (given, or the folder's name) must be a valid one, and the folder must exist or be
 // creatable, and be writable, and must not hold the run id already on another number of
-// ranks (size: this run's, results.CheckNewRun). Bad input is a usage error naming --run-id or --out, so
-// that it is said once, before ranks start.
-func resultsTarget(out, runID string, size int) (string, error) {
+// ranks (size: this run's, results.CheckNewRun), nor, when this process writes every
+// rank's file (allHere: in-process ranks), any rank file of it. Bad input is a usage
+// error naming --run-id or --out, so that it is said once, before ranks start.
+func resultsTarget(out, runID string, size int, allHere bool) (string, error) {
 	if runID == "" {
 		runID = filepath.Base(filepath.Clean(out))
 		if err := results.CheckRunID(runID); err != nil {
@@ -31,7 +32,7 @@ func resultsTarget(out, runID string, size int) (string, error) {
 	if err := writableDir(out); err != nil {
 		return "", usageError("--out %s: %v", out, err)
 	}
-	if err := results.CheckNewRun(out, runID, size); err != nil {
+	if err := results.CheckNewRun(out, runID, size, allHere); err != nil {
 		return "", usageError("--out %s: %v", out, strings.TrimPrefix(err.Error(), "results: "))
 	}
 	return runID, nil
