@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -145,12 +146,40 @@ func (s *Session) MergeRun(out string, parquet bool) (results.MergeResult, error
 	return Merge(s.Out, results.MergeOptions{Runs: []string{s.RunID}, Out: out, Parquet: parquet})
 }
 
-// Interruptible is ctx (Background when nil) cancelled by Ctrl-C or SIGTERM: a session
-// stops at the case at hand (a case it cuts short is not written), keeping every row
-// written before.
+// Interruptible is ctx (Background when nil) cancelled by Ctrl-C, SIGTERM (a batch
+// system's time limit) or SIGHUP (the terminal gone): a session stops at the case at
+// hand (a case it cuts short is not written), keeping every row written before. A second
+// signal takes its usual course and ends the process at once: a rank waiting for a peer
+// that is gone (a stopped process, a rendezvous short of a rank) notices the first only
+// at --timeout, and the rows are durable as each is written. A stop that takes longer
+// than stillStopping says so, once, on stderr.
 func Interruptible(ctx context.Context) (context.Context, context.CancelFunc) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	return signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	parent := ctx
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	ended := make(chan struct{})
+	var once sync.Once
+	end := func() { once.Do(func() { close(ended); stop() }) }
+	go func() {
+		select {
+		case <-ended:
+			return
+		case <-ctx.Done():
+		}
+		stop() // the next signal ends the process
+		if parent.Err() != nil {
+			return // cancelled from above, not by a signal
+		}
+		select {
+		case <-ended:
+		case <-time.After(stillStopping):
+			fmt.Fprintln(os.Stderr, "longca: interrupted: still stopping (the case at hand, or a peer that is not answering, until --timeout); interrupt again to stop at once, keeping the rows written so far")
+		}
+	}()
+	return ctx, end
 }
+
+// stillStopping is how long an interrupted session stops in silence.
+const stillStopping = 3 * time.Second

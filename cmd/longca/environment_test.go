@@ -3,7 +3,15 @@ package main
 // Tests of the seventh hardening pass (docs/hardening.md): the environment a run lives in.
 
 import (
+	"bufio"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -42,5 +50,87 @@ func TestInProcessRankFileClash(t *testing.T) {
 		if ents, _ := filepath.Glob(filepath.Join(out, "r.*")); len(ents) != len(existing) {
 			t.Errorf("ranks %v there: the folder holds %v after the refusal", existing, ents)
 		}
+	}
+}
+
+// SIGHUP (the terminal gone: an ssh session that dropped) stops a sweep as Ctrl-C does,
+// keeping and showing the rows so far, exit 130 (it killed the process: the rank file
+// kept its rows, but a run's merge, report and plots were never written).
+func TestHangupStopsLikeInterrupt(t *testing.T) {
+	dir := t.TempDir()
+	errLines, _ := signalAfterTwoCases(t, syscall.SIGHUP, "kernel --kernels ref --masks full,causal --seqlens 256,512,1K,2K "+
+		"--heads 2:1 --head-dim 64 --passes fwd,bwd -w 0 -n 1 --out "+dir+" --run-id hup")
+	if last := errLines[len(errLines)-1]; !strings.Contains(last, "interrupted after") {
+		t.Errorf("last line %q, want the interruption", last)
+	}
+	rows, _, err := results.ReadRows(filepath.Join(dir, "hup.rank-0-of-1.arrow"))
+	if err != nil || len(rows) < 2 {
+		t.Errorf("%d rows (%v); want at least the 2 before the signal", len(rows), err)
+	}
+}
+
+// A rank waiting for a peer that never comes (here the rendezvous of a 2-rank TCP world
+// whose rank 1 was never started) heard Ctrl-C but could not act on it before --timeout,
+// and a second Ctrl-C (or SIGTERM) was swallowed too: the process sat there for the whole
+// timeout (5 minutes by default). The first now says, after a few seconds, that it is
+// still stopping and how to stop at once; the second ends the process.
+func TestSecondInterruptStopsAtOnce(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Skip("no loopback TCP here:", err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	args := strings.Join(cpTiny(t.TempDir(), "--backend", "tcp"), " ")
+	args = strings.Replace(args, "--ranks 2 ", "", 1)
+	args = strings.Replace(args, "--timeout 20s", "--timeout 60s", 1)
+	cmd := exec.Command(os.Args[0], "-test.run", "^$")
+	cmd.Env = append(os.Environ(), longcaChildEnv+"="+args, "OMPI_COMM_WORLD_RANK=0", "OMPI_COMM_WORLD_SIZE=2",
+		"MASTER_ADDR=127.0.0.1", "MASTER_PORT="+strconv.Itoa(port), "LONGCA_JOB_ID=second-interrupt", "LONGCA_JOB_TOKEN=t")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	killer := time.AfterFunc(50*time.Second, func() { cmd.Process.Kill() })
+	defer killer.Stop()
+	lines := make(chan string, 100)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	time.Sleep(time.Second) // in the rendezvous, waiting for rank 1
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	said := false
+	for wait := time.After(10 * time.Second); !said; {
+		select {
+		case l, ok := <-lines:
+			said = ok && strings.Contains(l, "interrupt again to stop at once")
+			if !ok {
+				t.Fatal("the process ended at the first interrupt; this test wants it waiting for its peer")
+			}
+		case <-wait:
+			t.Error("10 s after Ctrl-C, nothing said")
+			said = true
+		}
+	}
+	second := time.Now()
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	for range lines {
+	}
+	err = cmd.Wait()
+	took := time.Since(second)
+	var ee *exec.ExitError
+	if took > 5*time.Second || !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGINT {
+		t.Errorf("after the second Ctrl-C: %v, %v later; want the process ended by it at once", err, took.Round(time.Millisecond))
 	}
 }

@@ -46,6 +46,12 @@ func TestKernelInterruptKeepsRows(t *testing.T) {
 // returns the child's stderr lines and stdout.
 func interruptAfterTwoCases(t *testing.T, args string) (errLines []string, stdout string) {
 	t.Helper()
+	return signalAfterTwoCases(t, syscall.SIGINT, args)
+}
+
+// signalAfterTwoCases is interruptAfterTwoCases with sig for SIGINT.
+func signalAfterTwoCases(t *testing.T, sig syscall.Signal, args string) (errLines []string, stdout string) {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run", "^$")
 	cmd.Env = append(os.Environ(), longcaChildEnv+"="+args)
 	stderr, err := cmd.StderrPipe()
@@ -65,7 +71,7 @@ func interruptAfterTwoCases(t *testing.T, args string) (errLines []string, stdou
 		errLines = append(errLines, sc.Text())
 		if !sent && strings.Contains(sc.Text(), `"case":2,`) { // two rows written
 			sent = true
-			if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+			if err := cmd.Process.Signal(sig); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -73,7 +79,7 @@ func interruptAfterTwoCases(t *testing.T, args string) (errLines []string, stdou
 	err = cmd.Wait()
 	var ee *exec.ExitError
 	if !sent || !errors.As(err, &ee) || ee.ExitCode() != 130 {
-		t.Fatalf("SIGINT sent %v; exit %v, want status 130; stderr:\n%s", sent, err, strings.Join(errLines, "\n"))
+		t.Fatalf("%v sent %v; exit %v, want status 130; stderr:\n%s", sig, sent, err, strings.Join(errLines, "\n"))
 	}
 	return errLines, out.String()
 }
