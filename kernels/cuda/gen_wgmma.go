@@ -28,24 +28,24 @@ func main() {
 				list = append(list, fmt.Sprintf("%%%d", i))
 			}
 			dl := "{" + strings.Join(list, ", ") + "}"
-			// ss
-			fmt.Fprintf(&b, "template <int TA, int TB> DEV void wgmma_ss_%s_n%d(float (&d)[%d], u64 da, u64 db, int scale_d) {\n", ty.c, n, regs)
-			fmt.Fprintf(&b, "  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n\"\n", regs+2)
-			fmt.Fprintf(&b, "               \"wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s %s, %%%d, %%%d, p, 1, 1, %%%d, %%%d;\\n}\\n\"\n",
-				n, ty.ptx, ty.ptx, dl, regs, regs+1, regs+3, regs+4)
-			fmt.Fprintf(&b, "               : %s\n", strings.Join(outs, ", "))
-			fmt.Fprintf(&b, "               : \"l\"(da), \"l\"(db), \"r\"(scale_d), \"n\"(TA), \"n\"(TB));\n}\n")
-			if n == 128 || n == 256 { // ss with D written only (scale-d 0): D's old values are no inputs, so S need not stay live until the next Q K^T (experiment sm90c2)
+			// ss: D accumulated (scale_d an argument) and, at n128 and n256, the _z form with D
+			// written only (scale-d 0): D's old values are no inputs, so S need not stay live
+			// until the next Q K^T (experiments sm90c2, sm90k)
+			ss := func(suffix, scaleParam, scaleArg string, outs []string) {
+				fmt.Fprintf(&b, "template <int TA, int TB> DEV void wgmma_ss_%s_n%d%s(float (&d)[%d], u64 da, u64 db%s) {\n", ty.c, n, suffix, regs, scaleParam)
+				fmt.Fprintf(&b, "  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n\"\n", regs+2)
+				fmt.Fprintf(&b, "               \"wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s %s, %%%d, %%%d, p, 1, 1, %%%d, %%%d;\\n}\\n\"\n",
+					n, ty.ptx, ty.ptx, dl, regs, regs+1, regs+3, regs+4)
+				fmt.Fprintf(&b, "               : %s\n", strings.Join(outs, ", "))
+				fmt.Fprintf(&b, "               : \"l\"(da), \"l\"(db), \"r\"(%s), \"n\"(TA), \"n\"(TB));\n}\n", scaleArg)
+			}
+			ss("", ", int scale_d", "scale_d", outs)
+			if n == 128 || n == 256 {
 				var wouts []string
 				for i := 0; i < regs; i++ {
 					wouts = append(wouts, fmt.Sprintf(`"=f"(d[%d])`, i))
 				}
-				fmt.Fprintf(&b, "template <int TA, int TB> DEV void wgmma_ss_%s_n%d_z(float (&d)[%d], u64 da, u64 db) {\n", ty.c, n, regs)
-				fmt.Fprintf(&b, "  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n\"\n", regs+2)
-				fmt.Fprintf(&b, "               \"wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s %s, %%%d, %%%d, p, 1, 1, %%%d, %%%d;\\n}\\n\"\n",
-					n, ty.ptx, ty.ptx, dl, regs, regs+1, regs+3, regs+4)
-				fmt.Fprintf(&b, "               : %s\n", strings.Join(wouts, ", "))
-				fmt.Fprintf(&b, "               : \"l\"(da), \"l\"(db), \"r\"(0), \"n\"(TA), \"n\"(TB));\n}\n")
+				ss("_z", "", "0", wouts)
 			}
 			if n > 128 { // S = Q K^T of the wide forward (n176: head dim 128, sm90's since call 62) and of experiment sm90c2 (n256: head dim 64) only
 				continue

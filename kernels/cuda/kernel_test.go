@@ -187,6 +187,23 @@ int main() { show<64, 128, 2, 0>(); show<128, 128, 2, 0>(); show<64, 192, 2, 0>(
 // forward's 128 x 176 (and experiments sm90c's 64 x 128, sm90c2's 64 x 256 and sm90k's 128 x
 // 256 at head dim 64, with the fallbacks a forward names in narrowKeys, and sm90d3's 128 x 128
 // at head dim 128 with one Q tile and three K/V stages): the kernel has no check of its own.
+// forwardsOf lists the forwards a Hopper variant may launch at head dim d: its own, the
+// fallback where its tiles cover too much (narrowKeys), the 128 x 64 tiles (k64) and the wide
+// forward (wide, at 128).
+func forwardsOf(av archVariant, d int) []variant {
+	vs := []variant{av.fwd.at(d)}
+	if nk := av.fwd.at(d).narrowKeys; nk != nil {
+		vs = append(vs, *nk)
+	}
+	if av.k64 {
+		vs = append(vs, fwdSM90S)
+	}
+	if av.wide && d == 128 {
+		vs = append(vs, fwdSM90N)
+	}
+	return vs
+}
+
 func TestForwardSharedMatchesLayout(t *testing.T) {
 	src := SourceSM90()
 	prog := "#include <cstdio>\n" + extract(t, src, "constexpr int SBM = 128", "\n") + extract(t, src, "constexpr int CHUNK = 64;", "\n") +
@@ -219,15 +236,9 @@ int main() { show<64, 128, 128>(); show<128, 128, 128>(); show<64, 192, 128>(); 
 			continue
 		}
 		for _, d := range []int{64, 128} {
-			vs := []variant{av.fwd.at(d)}
-			if nk := av.fwd.at(d).narrowKeys; nk != nil {
-				vs = append(vs, *nk)
-			}
-			if av.k64 {
-				vs = append(vs, fwdSM90S)
-			}
+			vs := forwardsOf(av, d)
 			if av.wide && d == 128 {
-				vs, wide = append(vs, fwdSM90N), wide+1
+				wide++
 			}
 			for _, v := range vs {
 				if v.shared(d) > 232448 { // cudaDevAttrMaxSharedMemoryPerBlockOptin on sm_90
@@ -558,16 +569,7 @@ int main() { show<1, 128>(); show<1, 256>(); show<2, 64>(); show<2, 128>(); show
 			continue
 		}
 		for _, d := range []int{64, 128} {
-			vs := []variant{av.fwd.at(d)}
-			if nk := av.fwd.at(d).narrowKeys; nk != nil {
-				vs = append(vs, *nk)
-			}
-			if av.k64 {
-				vs = append(vs, fwdSM90S)
-			}
-			if av.wide && d == 128 {
-				vs = append(vs, fwdSM90N)
-			}
+			vs := forwardsOf(av, d)
 			for _, v := range vs {
 				nc := v.qTile / 64
 				r, ok := byNC[shape{nc, v.kTile}]

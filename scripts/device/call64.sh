@@ -44,8 +44,8 @@ interleave c 60 "$runs" --head-dim 64 --masks $m5 --seqlens 16K,32K,48K --passes
 # d64 kernel is named 64x256x64_4x1x1 (call 62), its d128 one 64x128x128_4x1x1
 for c in "full 16K 64" "full 32K 128"; do
 	set -- $c
-	NCU_PASS=fwd NCU_DIM=$3 NCU_SECTIONS="--section LaunchStats --section Occupancy" ncu_one launch "" cudnn "$1" "$2" 40
-	NCU_PASS=fwd NCU_DIM=$3 NCU_SECTIONS="--section LaunchStats --section Occupancy" ncu_one launch "" sm90 "$1" "$2" 40
+	ncu_launch cudnn "$1" "$2" "$3"
+	ncu_launch sm90 "$1" "$2" "$3"
 done
 cat "$out/t/summary.txt"
 table f "d128 forward TFLOP/s" "sm90/cudnn" $runs
@@ -54,9 +54,5 @@ table e "d64 forward TFLOP/s" "sm90/cudnn" $runs
 table c "d64 backward TFLOP/s" "sm90/cudnn" $runs
 table m "d128 backward at 64:64 TFLOP/s" "sm90/cudnn" $runs
 table w "d128 forward, persistent or not, TFLOP/s" "sm90-plain/sm90" $runs2
-for f in "$out"/t/ncu-launch-*.log; do
-	[ -f "$f" ] || continue
-	echo "## $(basename "$f" .log)"
-	grep -E 'Block Size|Grid Size|Registers Per Thread|Shared Memory Configuration Size|Dynamic Shared Memory Per Block|Static Shared Memory Per Block|Theoretical Occupancy|Achieved Occupancy|Block Limit|Waves Per SM|Threads  ' "$f" | sed 's/  */ /g' | cut -c1-120 | head -14
-done
+launch_table
 tar -C "$out" -czf "$out/t.tgz" t && rm -rf "$out/t"

@@ -13,16 +13,12 @@ call_start ${BUDGET:-150} longca cuda.test || exit 1
 warm sm90 &
 for c in "full 16K 64" "full 32K 128"; do
 	set -- $c
-	NCU_PASS=fwd NCU_DIM=$3 NCU_SECTIONS="--section LaunchStats --section Occupancy" ncu_one launch "" cudnn "$1" "$2" 30
+	ncu_launch cudnn "$1" "$2" "$3"
 done
-NCU_PASS=fwd NCU_DIM=64 NCU_SECTIONS="--section LaunchStats --section Occupancy" ncu_one launch "" sm90 full 16K 30
+ncu_launch sm90 full 16K 64
 wait
 _left=$((budget - ($(date +%s) - t0)))
 [ "$_left" -gt 30 ] && gpu_tests sm90 "$_left"
 cat "$out/t/summary.txt"
-for f in "$out"/t/ncu-launch-*.log; do
-	[ -f "$f" ] || continue
-	echo "## $(basename "$f" .log)"
-	grep -E 'Kernel Name|Block Size|Grid Size|Registers Per Thread|Dynamic Shared Memory Per Block|Static Shared Memory Per Block|Theoretical Occupancy|Achieved Occupancy|Block Limit|Waves Per SM' "$f" | sed 's/  */ /g' | cut -c1-140 | head -14
-done
+launch_table
 tar -C "$out" -czf "$out/t.tgz" t && rm -rf "$out/t"

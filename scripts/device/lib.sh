@@ -205,6 +205,19 @@ ncu_sol() { NCU_SECTIONS="--section SpeedOfLight --section ComputeWorkloadAnalys
 
 # sol_table: ncu_sol's logs, their clock, throughput, IPC lines and the section's notes that
 # name a pipeline (the busiest one).
+# ncu_launch KERNEL MASK SEQLEN DIM: ncu's launch statistics and occupancy of one forward
+# launch (block size, registers a thread, shared memory, blocks an SM); launch_table prints them.
+ncu_launch() {
+	NCU_PASS=fwd NCU_DIM=$4 NCU_SECTIONS="--section LaunchStats --section Occupancy" ncu_one launch "" "$1" "$2" "$3" 40
+}
+launch_table() {
+	for _f in "$out"/t/ncu-launch-*.log; do
+		[ -f "$_f" ] || continue
+		echo "## $(basename "$_f" .log)"
+		grep -E 'Block Size|Grid Size|Registers Per Thread|Dynamic Shared Memory Per Block|Static Shared Memory Per Block|Theoretical Occupancy|Achieved Occupancy|Block Limit|Waves Per SM' "$_f" | sed 's/  */ /g' | cut -c1-140 | head -14
+		grep -m1 -o 'Profiling "[^"]*"' "$_f" | cut -c1-160
+	done
+}
 sol_table() {
 	for _f in "$out"/t/ncu-sol-*.log; do
 		[ -f "$_f" ] || continue
