@@ -126,7 +126,7 @@ func sweepAction(c *cli.Context, s harness.Sweep, bench string, w spmd.World, ko
 	if out == "" {
 		out = session.DefaultOutDir(bench)
 	}
-	runID, err := resultsTarget(out, c.String("run-id"), w.Size, w.Size == 1)
+	runID, err := resultsTarget(out, c.String("run-id"), w.Size, false)
 	if err != nil {
 		return err
 	}

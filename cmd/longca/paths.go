@@ -17,9 +17,10 @@ import (
 // resultsTarget checks where a command will write its rows, before any work: the run id
 // (given, or the folder's name) must be a valid one, and the folder must exist or be
 // creatable, and be writable, and must not hold the run id already on another number of
-// ranks (size: this run's, results.CheckNewRun), nor, when this process writes every
-// rank's file (allHere: in-process ranks), any rank file of it. Bad input is a usage
-// error naming --run-id or --out, so that it is said once, before ranks start.
+// ranks (size: this run's, results.CheckNewRun), nor, when this process writes the files
+// of several ranks (allHere: in-process ranks, each of which said it), any rank file of
+// it. Bad input is a usage error naming --run-id or --out, so that it is said once,
+// before ranks start.
 func resultsTarget(out, runID string, size int, allHere bool) (string, error) {
 	if runID == "" {
 		runID = filepath.Base(filepath.Clean(out))

@@ -79,7 +79,7 @@ func runAction(c *cli.Context) error {
 	if out == "" {
 		out = session.DefaultOutDir("run")
 	}
-	runID, err := resultsTarget(out, c.String("run-id"), 1, true)
+	runID, err := resultsTarget(out, c.String("run-id"), 1, false)
 	if err != nil {
 		return err
 	}

@@ -88,7 +88,7 @@ func selftestResults(c *cli.Context) (err error) {
 	if err := writableDir(dir); err != nil {
 		return usageError("--dir %s: %v: give a folder you can write", dir, err)
 	}
-	if err := results.CheckNewRun(dir, run, w.Size, w.Size == 1); err != nil {
+	if err := results.CheckNewRun(dir, run, w.Size, false); err != nil {
 		return usageError("--dir %s: %v", dir, strings.TrimPrefix(err.Error(), "results: "))
 	}
 	dev := "cpu"

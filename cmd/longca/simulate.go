@@ -271,7 +271,7 @@ func simulateAction(c *cli.Context) error {
 	if o.cp.out == "" {
 		o.cp.out = session.DefaultOutDir("simulate")
 	}
-	if o.cp.runID, err = resultsTarget(o.cp.out, o.cp.runID, 1, true); err != nil {
+	if o.cp.runID, err = resultsTarget(o.cp.out, o.cp.runID, 1, false); err != nil {
 		return err
 	}
 	sm := o.Simulation
