@@ -44,6 +44,9 @@ func writeVia(path string, fn func(f *os.File) error) (err error) {
 		if err != nil {
 			f.Close()
 			os.Remove(tmp)
+			if NoRoom(err) {
+				err = usageErr{fmt.Errorf("%w (make room there, or give --out a folder with room)", err)}
+			}
 		}
 	}()
 	if err := fn(f); err != nil {

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
@@ -144,6 +145,17 @@ func Create(dir, runID string, rank, size int) (*Writer, error) {
 		return nil, err
 	}
 	return w, nil
+}
+
+// NoRoom says whether err is a write the machine refused for want of room: the disk or
+// the quota full, the file-size limit (`ulimit -f`), the file system made read-only.
+func NoRoom(err error) bool {
+	for _, e := range []error{syscall.ENOSPC, syscall.EDQUOT, syscall.EFBIG, syscall.EROFS} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // Path is the file being written.

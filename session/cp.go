@@ -95,7 +95,7 @@ func (s *Session) CP(ctx context.Context, r CPRun) error {
 	})
 	interrupted := harness.Interrupted(ctx, err)
 	if err != nil && !interrupted {
-		return err
+		return oneUsage(err)
 	}
 	if interrupted && s.World.Rank == 0 {
 		s.log().Warn().Int("rows", len(shared.rows)).Msg("interrupted: rows so far are in the file")
@@ -168,7 +168,7 @@ func (s *Session) cpRank(ctx context.Context, r CPRun, backend string, cm comm.C
 	}
 	err = harness.RunCP(ctx, run, r.Cases, func(ci int, row results.Row) error {
 		if err := wr.Write(row); err != nil {
-			return err
+			return s.NoRoom(err, cpKept)
 		}
 		dl.SignalsOnStack() // on every rank: a library may have installed a careless handler during the case
 		if rank == 0 {
@@ -190,8 +190,12 @@ func (s *Session) cpRank(ctx context.Context, r CPRun, backend string, cm comm.C
 	if err != nil {
 		return err
 	}
-	return wr.Close()
+	return s.NoRoom(wr.Close(), cpKept)
 }
+
+// cpKept is where a cp run's rows are when a rank could not write the next (each rank
+// writes every agreed row: they stop one row apart at most).
+const cpKept = "the rows agreed before are in the run's rank files (longca merge joins them)"
 
 // logCPRow is rank 0's progress line of a row (scripts read its fields); eta is the
 // estimate's time left (negative: none).

@@ -132,7 +132,7 @@ func (s *Session) RunKernels(ctx context.Context, k KernelSweep, est *harness.Es
 	start := time.Now()
 	err = r.RunAll(ctx, cases, func(i int, row results.Row) error {
 		if err := w.Write(row); err != nil {
-			return err
+			return s.NoRoom(err, keptIn(len(res.Rows), res.File))
 		}
 		dl.SignalsOnStack() // a library may have installed a careless handler during the case
 		res.Rows = append(res.Rows, row)
@@ -157,7 +157,7 @@ func (s *Session) RunKernels(ctx context.Context, k KernelSweep, est *harness.Es
 		log.Warn().Int("done", len(res.Rows)).Int("cases", len(cases)).Msg("interrupted: rows so far are in the file")
 	}
 	if cerr := w.Close(); cerr != nil && (err == nil || err == errStopped || err == ctx.Err()) {
-		return res, cerr
+		return res, s.NoRoom(cerr, keptIn(len(res.Rows), res.File))
 	}
 	switch {
 	case err == errStopped:

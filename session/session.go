@@ -8,6 +8,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -106,13 +107,66 @@ func (s *Session) BaseRow(w spmd.World) results.Row {
 func (s *Session) RankFile(runID string, rank, n int) (*results.Writer, error) {
 	w, err := results.Create(s.Out, runID, rank, max(n, 1))
 	if err != nil {
-		flag := s.OutFlag
-		if flag == "" {
-			flag = "--out"
+		if results.NoRoom(err) {
+			return nil, s.NoRoom(err, "nothing was written")
 		}
-		return nil, fmt.Errorf("%s %s: %w", flag, s.Out, err)
+		return nil, fmt.Errorf("%s %s: %w", s.outFlag(), s.Out, err)
 	}
 	return w, nil
+}
+
+// outFlag is the flag that names the session's folder.
+func (s *Session) outFlag() string {
+	if s.OutFlag == "" {
+		return "--out"
+	}
+	return s.OutFlag
+}
+
+// NoRoom is err, a write into the session's folder, as the usage error it is when the
+// machine refused it for want of room (results.NoRoom: the disk or quota full, the file
+// size limit, the folder read-only): one line naming the folder, kept (where the rows
+// measured so far are), and the fix. It exited 1 with Arrow's words, and `run` then
+// blamed its masks folder. Other errors are returned as they are.
+func (s *Session) NoRoom(err error, kept string) error {
+	if !results.NoRoom(err) {
+		return err
+	}
+	why := err
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		why = errno
+	}
+	return Usagef("%s %s: %v: %s; make room (space, quota, ulimit -f) and run again under another --run-id, or give %s a folder with room",
+		s.outFlag(), s.Out, why, kept, s.outFlag())
+}
+
+// keptIn says where the rows measured so far are: n of them in file.
+func keptIn(n int, file string) string {
+	return fmt.Sprintf("the %d row(s) measured before are in %s", n, file)
+}
+
+// oneUsage is the usage error every failed rank of this process returned, said once
+// (in-process ranks find the same full disk), or err as it is.
+func oneUsage(err error) error {
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return err
+	}
+	var first *UsageError
+	for _, e := range j.Unwrap() {
+		var u *UsageError
+		if !errors.As(e, &u) || first != nil && u.msg != first.msg {
+			return err
+		}
+		if first == nil {
+			first = u
+		}
+	}
+	if first == nil {
+		return err
+	}
+	return first
 }
 
 // WriteRows writes rows to a new rank file (rank 0 of 1) of runID, closing it.

@@ -38,17 +38,18 @@ func (s *Session) Suite(ctx context.Context, name string, k KernelSweep, parquet
 		return err
 	}
 	res, sweepErr := s.RunKernels(ctx, k, est)
-	if sweepErr != nil && len(res.Rows) == 0 {
-		return sweepErr
+	var usage *UsageError
+	if sweepErr != nil && (len(res.Rows) == 0 || errors.As(sweepErr, &usage)) {
+		return sweepErr // (a full disk: what follows would fail too, and blamed its masks folder)
 	}
 	// Interrupted (Ctrl-C) or stopped after a worker failure: what was measured is still
 	// merged, reported and plotted.
 	if err := s.WriteMaskJSON(filepath.Join(s.Out, "masks"), k.Sweep, k.Build); err != nil {
-		return err
+		return s.NoRoom(err, keptIn(len(res.Rows), res.File))
 	}
 	m, err := s.MergeRun(merged, parquet)
 	if err != nil {
-		return err
+		return s.NoRoom(err, keptIn(len(res.Rows), res.File))
 	}
 	loaded, err := results.LoadChecked(m.Files[0])
 	if err != nil {
@@ -64,12 +65,12 @@ func (s *Session) Suite(ctx context.Context, name string, k KernelSweep, parquet
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(s.Out, s.RunID+".report.txt"), []byte(table.String()), 0o644); err != nil {
-		return fmt.Errorf("report: %w", err)
+		return s.NoRoom(fmt.Errorf("report: %w", err), keptIn(len(res.Rows), res.File))
 	}
 	plotDir := filepath.Join(s.Out, s.RunID+".plots")
 	n, err := present.WriteAllPlots(plotDir, present.Summarize(rows, ""))
 	if err != nil {
-		return err
+		return s.NoRoom(err, keptIn(len(res.Rows), res.File))
 	}
 	fmt.Fprint(s.Stdout, table.String())
 	fmt.Fprintf(s.Stdout, "# wrote %s, %s, %s.report.txt and %d plots in %s\n",

@@ -134,3 +134,45 @@ func TestSecondInterruptStopsAtOnce(t *testing.T) {
 		t.Errorf("after the second Ctrl-C: %v, %v later; want the process ended by it at once", err, took.Round(time.Millisecond))
 	}
 }
+
+// A results folder with no room left (a full disk or quota, `ulimit -f`, a file system
+// made read-only) mid-sweep: it exited 1 with Arrow's words ("arrow/ipc: could not write
+// message flatbuffer: ... file too large"), and `run` then blamed its masks folder with a
+// flag it does not have (--mask-json). Now one line naming --out, how many rows are kept
+// where, and the fix; exit 2; the rows before are readable. A merge that cannot be written
+// for the same reason is exit 2 as well. Here the limit is the file size (`ulimit -f`,
+// which Go turns from SIGXFSZ into EFBIG), so that the test needs no mount.
+func TestNoRoomForResults(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "k")
+	sweep := "kernel --kernels ref --masks full,causal --seqlens 128,256,512 --heads 1:1 --head-dim 8 --passes fwd,bwd -w 0 -n 1 --out " + out + " --run-id r"
+	for _, c := range []struct {
+		args, limit string
+		wants       []string
+	}{
+		{sweep, "40", []string{"--out " + out + ": file too large: the ", "row(s) measured before are in " + filepath.Join(out, "r.rank-0-of-1.arrow"), "ulimit -f"}},
+		{"merge " + out + " --out " + filepath.Join(dir, "m.arrow"), "4", []string{"file too large", "make room there"}},
+		{"run --suite smoke --out " + filepath.Join(dir, "s") + " --run-id s", "40", []string{"--out " + filepath.Join(dir, "s") + ": file too large: the "}},
+	} {
+		cmd := exec.Command("/bin/sh", "-c", "ulimit -f "+c.limit+" && exec \"$0\" -test.run '^$'", os.Args[0])
+		cmd.Env = append(os.Environ(), longcaChildEnv+"="+c.args)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+		last := lines[len(lines)-1]
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+			t.Errorf("%s under ulimit -f %s: %v, want exit 2; last line %q", c.args, c.limit, err, last)
+		}
+		for _, w := range c.wants {
+			if !strings.Contains(last, w) {
+				t.Errorf("%s: last line %q does not say %q", c.args, last, w)
+			}
+		}
+	}
+	rows, _, err := results.ReadRows(filepath.Join(out, "r.rank-0-of-1.arrow"))
+	if err != nil || len(rows) == 0 || len(rows) >= 12 {
+		t.Errorf("%d rows kept (%v); want those written before the limit", len(rows), err)
+	}
+}
