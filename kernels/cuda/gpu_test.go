@@ -297,7 +297,11 @@ func TestForwardEntries128(t *testing.T) {
 // its plain entry (TestForwardEntries64, TestForwardEntries128).
 func forwardEntries(t *testing.T, d int) {
 	ctx := context.Background()
-	for _, persist := range []int{1, -1} {
+	// persistent on a full grid, persistent on 3 blocks (each walks several items: the Q tiles'
+	// parities, R3's early release, the K/V ring's phases across items, items without entries),
+	// and plain
+	for _, mode := range []struct{ persist, blocks int }{{1, 0}, {1, 3}, {-1, 0}} {
+		persist := mode.persist
 		kk, err := kernels.New("cuda", kernels.Options{Variant: *variantFlag})
 		if err != nil {
 			t.Fatalf("the cuda kernel does not start: %v", err)
@@ -307,6 +311,7 @@ func forwardEntries(t *testing.T, d int) {
 			t.Skipf("variant %s has no sm90 forward", k.arch.name)
 		}
 		k.arch.persist = persist
+		k.fwdBlocks = mode.blocks
 		// the variant's own forward at head dim 128, not the wide one
 		k.arch.wide = false
 		if own := k.fwd.at(d); own.narrowKeys != nil { // the variant's own forward, its tiles' rule set aside
@@ -359,7 +364,7 @@ func forwardEntries(t *testing.T, d int) {
 			if own := k.fwd.at(d); fv.fn != own.fn && fv.kTile != 64 { // only the 64-key tiles' rule may take another
 				t.Errorf("%s d%d: the forward is %s, not the variant's %s", c.what, d, fv.fn, own.fn)
 			}
-			what := fmt.Sprintf("%s d%d %s (%s)", c.what, d, desc, fv.fn)
+			what := fmt.Sprintf("%s d%d %s (%s, %d blocks)", c.what, d, desc, fv.fn, mode.blocks)
 			seed := uint64(1600 + 10*i + persist)
 			if d == 128 {
 				seed += 400
@@ -397,13 +402,22 @@ func TestForwardOccupancy(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				var occ int
+				var occ, regs int
 				if err := k.dev.Do(func() error {
 					var err error
+					if regs, _, err = f.Registers(); err != nil {
+						return err
+					}
 					occ, err = f.Occupancy(fv.threads, fv.shared(d))
 					return err
 				}); err != nil {
 					t.Fatal(err)
+				}
+				// FwdRegs's setmaxnreg budget fills the block's launch registers exactly (24 + 2 x 240
+				// = 3 x 168, 24 + 232 = 2 x 128): fewer at launch and the consumers' setmaxnreg.inc
+				// never returns
+				if want := 65536 / (fv.threads * fv.perSM()) / 8 * 8; regs != want {
+					t.Errorf("%s: %d registers a thread at launch, FwdRegs counts on %d", name, regs, want)
 				}
 				t.Logf("%s: %d threads, %d bytes of shared memory, %d blocks an SM (the host counts on %d)", name, fv.threads, fv.shared(d), occ, fv.perSM())
 				if occ < fv.perSM() {

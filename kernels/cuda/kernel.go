@@ -402,7 +402,11 @@ type Kernel struct {
 	arch     archVariant
 	fwd, bwd variant
 	det      bool // the deterministic backward (Options.Deterministic; sm90 only)
-	maps     map[tmaKey]*cuda.TensorMap
+	// fwdBlocks (tests only; 0: no cap) caps the persistent sm90 forward's grid, so that each
+	// block walks several work items (the GPU tests' problems have fewer items than an H100
+	// has SMs: without it no block ever reaches a second item)
+	fwdBlocks int
+	maps      map[tmaKey]*cuda.TensorMap
 
 	mu    sync.Mutex
 	fns   map[string]*cuda.Function

@@ -782,6 +782,9 @@ func (k *Kernel) forward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList,
 	}
 	args := append([]any{tq, tk, tv, bs[3], bs[4], p.Mask.SeqQ, p.Mask.SeqK, p.HeadsQ, p.HeadsKV, scaleLog2}, dl.args()...)
 	grid := forwardGrid(fv, persistent, k.dev.SMs, p.HeadsQ, dl.w.RowTiles)
+	if persistent && k.fwdBlocks > 0 {
+		grid.X = min(grid.X, k.fwdBlocks)
+	}
 	return k.dev.Do(func() error {
 		return f.Launch(grid, cuda.Dim3{X: fv.threads}, shared, k.dev.Stream(), args...)
 	})

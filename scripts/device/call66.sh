@@ -13,9 +13,10 @@
 #   sm90c          one consumer over 64 x 128 tiles with the overlap, two blocks an SM (c1-fwd)
 #   sm90d3         at head dim 128 sm90's fwd90o with one Q tile and three stages, persistent
 #                  on every row, the wide forward off (d3-fwd)
-# 1. the GPU tests of sm90k, sm90k-seq and sm90d3 (TestForwardEntries64/128: every mask, odd
-#    lengths, fp16, CP windows and block-sparse maps through the persistent and the plain
-#    entry, fwd and bwd against the CPU reference), every module compiled first, in parallel;
+# 1. the forward's GPU tests of each (TestForwardEntries64/128: every mask, odd lengths,
+#    fp16, CP windows and block-sparse maps through the persistent entry, on a full grid and
+#    on 3 blocks that walk several items, and the plain one, against the CPU reference;
+#    TestForwardOccupancy, TestMasks), every module compiled first, in parallel;
 # 2. cudnn / sm90 / the d64 ones twice, d64 forward, full, causal, full_document,
 #    causal_document at 8K-48K, 64:8, every row checked; which rows ran the new forwards;
 # 3. cudnn / sm90 / sm90d3 twice, d128 forward, the same masks and lengths.
@@ -29,7 +30,12 @@ call_start ${BUDGET:-560} longca cuda.test || exit 1
 vs=${VARIANTS:-sm90k sm90k-seq sm90k-persist sm90c2 sm90c}
 for v in sm90 sm90d3 $vs; do [ "$v" = sm90k-persist ] || warm $v & done
 wait
-for v in ${TESTED:-sm90k sm90k-seq sm90d3}; do gpu_tests $v 120; done
+# the forward's tests only (their backward is sm90's): every mask, odd lengths, fp16, CP
+# windows and block-sparse maps through the persistent entry on a full grid and on 3 blocks
+# (several items a block) and the plain one, the launch registers and blocks an SM, the masks
+export GPU_TESTS='TestCompile|TestForwardEntries64|TestForwardEntries128|TestForwardOccupancy|TestMasks'
+for v in ${TESTED:-sm90k sm90k-seq sm90d3 sm90c2 sm90c}; do gpu_tests $v 100; done
+unset GPU_TESTS
 runs="cudnn sm90 $vs cudnn sm90 $vs"
 interleave p 35 "$runs" --head-dim 64 --masks full,causal,full_document,causal_document --seqlens 8K,16K,32K,48K --passes fwd -w 2 -n 5
 runs3="cudnn sm90 sm90d3 cudnn sm90 sm90d3"

@@ -61,7 +61,8 @@ interleave() {
 # those of gpu_test.go only: the package's CPU tests, a minute of them, ran here already),
 # each test stopped at CAP seconds; a summary line and the failures.
 gpu_tests() {
-	_tests=$(sed -n 's/^func \(Test[A-Za-z0-9_]*\)(t \*testing\.T).*/\1/p' kernels/cuda/gpu_test.go | paste -sd'|' -)
+	# GPU_TESTS (names joined by |) narrows them; every test of gpu_test.go otherwise
+	_tests=${GPU_TESTS:-$(sed -n 's/^func \(Test[A-Za-z0-9_]*\)(t \*testing\.T).*/\1/p' kernels/cuda/gpu_test.go | paste -sd'|' -)}
 	STEP_TIMEOUT=$2 sh kernels/cuda/gpu.sh "$out/t" test "$1" "^($_tests)\$" >/dev/null 2>&1
 	echo "# tests $1 done at $(($(date +%s) - t0)) s: $(grep -c 'bwd=' "$out/t/test-$1.log") checks, $(grep -c -- '--- FAIL' "$out/t/test-$1.log") failed tests" >>"$out/t/summary.txt"
 	grep -E -- "--- FAIL|panic|Skip" "$out/t/test-$1.log" | head -8 >>"$out/t/summary.txt"
