@@ -176,3 +176,32 @@ func TestNoRoomForResults(t *testing.T) {
 		t.Errorf("%d rows kept (%v); want those written before the limit", len(rows), err)
 	}
 }
+
+// --out a symbolic link to a folder that is not there said "file exists" (MkdirAll on the
+// link), and a relative --out from a current folder deleted under the shell said "no such
+// file or directory", the default out/<time> too: each is one line that says what is
+// wrong and what to do, exit 2.
+func TestOutFolderThatCannotBe(t *testing.T) {
+	dir := t.TempDir()
+	link := filepath.Join(dir, "results")
+	if err := os.Symlink(filepath.Join(dir, "scratch", "results"), link); err != nil {
+		t.Fatal(err)
+	}
+	sweep := []string{"kernel", "--kernels", "ref", "--masks", "causal", "--seqlens", "128", "--heads", "1:1", "--head-dim", "8",
+		"--passes", "fwd", "-w", "0", "-n", "1"}
+	args := append(sweep, "--out", link)
+	_, errOut, code := captureRun(t, args...)
+	checkUsageError(t, args, code, errOut, "--out "+link, "symbolic link to "+filepath.Join(dir, "scratch", "results"), "make that folder")
+	gone := filepath.Join(dir, "gone")
+	if err := os.Mkdir(gone, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(gone)
+	if err := os.Remove(gone); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{sweep, append(sweep, "--out", "rel")} {
+		_, errOut, code := captureRun(t, args...)
+		checkUsageError(t, args, code, errOut, "the current folder is gone", "cd to one that exists")
+	}
+}

@@ -52,6 +52,11 @@ func writableDir(dir string) error {
 	if st, err := os.Stat(dir); err == nil && !st.IsDir() {
 		return fmt.Errorf("is a file, not a folder")
 	}
+	if to, err := os.Readlink(dir); err == nil { // a link to nothing: MkdirAll said "file exists"
+		if _, err := os.Stat(dir); err != nil {
+			return fmt.Errorf("is a symbolic link to %s, which is not there (%v): make that folder, or give another", to, cleanPathError(err))
+		}
+	}
 	var missing []string // dir and its missing parents, deepest first
 	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
 		if _, err := os.Stat(d); err == nil || !errors.Is(err, fs.ErrNotExist) {
@@ -63,6 +68,9 @@ func writableDir(dir string) error {
 		}
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
+		if _, werr := os.Getwd(); werr != nil && !filepath.IsAbs(dir) {
+			return fmt.Errorf("the current folder is gone (%v): cd to one that exists, or give a full path", cleanPathError(werr))
+		}
 		return cleanPathError(err)
 	}
 	madeMu.Lock()
