@@ -205,3 +205,20 @@ func TestOutFolderThatCannotBe(t *testing.T) {
 		checkUsageError(t, args, code, errOut, "the current folder is gone", "cd to one that exists")
 	}
 }
+
+// An external worker (exec:, torch:*) keeps each problem in a private folder under TMPDIR:
+// with TMPDIR missing every case was an error row ("temporary folder: stat ...") and the
+// sweep exited 0. It is the environment that is wrong, said once, exit 2, naming TMPDIR.
+func TestWorkerTempDirChecked(t *testing.T) {
+	w := fakeWorker(t, "ok")
+	out := t.TempDir()
+	t.Setenv("TMPDIR", filepath.Join(out, "missing"))
+	for _, args := range [][]string{
+		{"kernel", "--kernels", "exec:" + w, "--masks", "causal", "--seqlens", "128", "--heads", "1:1", "--head-dim", "8",
+			"--passes", "fwd", "-w", "0", "-n", "1", "--out", filepath.Join(out, "k")},
+		{"simulate", "--calibrate", "torch:flex", "--gpus", "8", "--out", filepath.Join(out, "s")},
+	} {
+		_, errOut, code := captureRun(t, args...)
+		checkUsageError(t, args, code, errOut, "temporary folder cannot be made in "+filepath.Join(out, "missing"), "set TMPDIR")
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/longca/longca/dataset"
 	"github.com/longca/longca/harness"
 	"github.com/longca/longca/kernels"
+	"github.com/longca/longca/kernels/external"
 	"github.com/longca/longca/mask"
 	"github.com/longca/longca/session"
 	"github.com/longca/longca/spmd"
@@ -293,6 +294,11 @@ func sweepFromFlags(c *cli.Context, defaultLens []int, ko kernels.Options) (harn
 		return s, err
 	}
 	for _, k := range s.Kernels {
+		if external.Runs(k) { // nor is a TMPDIR where its worker cannot have a folder
+			if err := external.CheckTempDir(); err != nil {
+				return s, usageError("--kernels %s: %v", k, err)
+			}
+		}
 		if strings.HasPrefix(k, "exec:") { // a program that is not there is bad input, not a row
 			if _, err := session.NewKernel(k, ko); err != nil {
 				return s, usageError("--kernels: %v", err)

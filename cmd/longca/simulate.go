@@ -12,6 +12,7 @@ import (
 	"github.com/longca/longca/dataset"
 	"github.com/longca/longca/harness"
 	"github.com/longca/longca/kernels"
+	"github.com/longca/longca/kernels/external"
 	"github.com/longca/longca/results"
 	"github.com/longca/longca/sim"
 	"github.com/longca/longca/spmd"
@@ -150,6 +151,11 @@ func parseSimulateFlags(c *cli.Context) (simOptions, error) {
 		}
 		if !kernels.Known(o.Calibrate) {
 			return o, usageError("--calibrate: unknown kernel %q: registered are %s", o.Calibrate, strings.Join(kernels.Names(), ", "))
+		}
+		if external.Runs(o.Calibrate) {
+			if err := external.CheckTempDir(); err != nil {
+				return o, usageError("--calibrate %s: %v", o.Calibrate, err)
+			}
 		}
 		if o.CalIters < 1 || o.CalIters > harness.MaxReps {
 			return o, usageError("--calibrate-iters %d: give 1 to %d", o.CalIters, harness.MaxReps)

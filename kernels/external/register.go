@@ -2,10 +2,13 @@ package external
 
 import (
 	_ "embed"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -130,6 +133,26 @@ func ParseExec(rest string) (path, kernel string, err error) {
 		return "", "", fmt.Errorf("exec:%s: %w", rest, err)
 	}
 	return abs, kernel, nil
+}
+
+// Runs says whether kernel name runs in an external worker (exec:..., torch:*).
+func Runs(name string) bool {
+	return strings.HasPrefix(name, "exec:") || slices.Contains(TorchNames(), name)
+}
+
+// CheckTempDir says why a worker's private folder cannot be made (TMPDIR, else /tmp,
+// missing or not writable), or nil: every problem a worker is sent goes through it, and
+// without it every case was an error row, the run exit 0.
+func CheckTempDir() error {
+	d, err := os.MkdirTemp("", "longca-worker-")
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return fmt.Errorf("its worker's temporary folder cannot be made in %s (%v): set TMPDIR to a folder you can write", os.TempDir(), err)
+	}
+	return os.Remove(d)
 }
 
 // TorchNames are the names of the torch:* kernels, sorted.
