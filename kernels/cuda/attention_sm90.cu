@@ -1582,12 +1582,6 @@ DEV void dq90_convertc(const float *__restrict__ acc, T *__restrict__ dq, int sq
     fwd_sm90<D, T, PERSIST, LEAN, NC, OV, BN, R3>(tq, tk, tv, o, lse, sq, sk, hq, hkv, scale_log2,                                   \
                             WorkList{order, start, entries, refs, slices, row_tiles, per_head});                   \
   }
-// The four entries of a forward: bf16 and fp16, each plain (FN) and persistent (FNP).
-#define SM90_FWD_4(FN, FNP, D, NC, OV, BN, R3)                                      \
-  SM90_FWD_R(FN, bf16, __nv_bfloat16, D, false, true, NC, OV, BN, R3)              \
-  SM90_FWD_R(FNP, bf16, __nv_bfloat16, D, true, true, NC, OV, BN, R3)              \
-  SM90_FWD_R(FN, fp16, __half, D, false, true, NC, OV, BN, R3)                     \
-  SM90_FWD_R(FNP, fp16, __half, D, true, true, NC, OV, BN, R3)
 #define SM90_BWD(FN, NAME, T, D, DET, F) SM90_BWD_X(FN, NAME, T, D, DET, F, 0)
 #define SM90_BWD_X(FN, NAME, T, D, DET, F, OVB) SM90_BWD_N(FN, NAME, T, D, DET, F, OVB, BBN9)
 #define SM90_BWD_N(FN, NAME, T, D, DET, F, OVB, NB) SM90_BWD_G(FN, NAME, T, D, DET, F, OVB, NB, false)
@@ -1690,7 +1684,10 @@ SM90_K64_ENTRIES(fp16, __half, 128)
 // groups, the next tile's softmax under P V), no turns, two blocks a multiprocessor; only
 // with LONGCA_FWD_C1.
 #ifdef LONGCA_FWD_C1
-SM90_FWD_4(fwd90c, fwd90cp, 64, 1, true, SBN, false)
+SM90_FWD_X(fwd90c, bf16, __nv_bfloat16, 64, false, true, 1, true)
+SM90_FWD_X(fwd90cp, bf16, __nv_bfloat16, 64, true, true, 1, true)
+SM90_FWD_X(fwd90c, fp16, __half, 64, false, true, 1, true)
+SM90_FWD_X(fwd90cp, fp16, __half, 64, true, true, 1, true)
 #endif
 
 // The one-consumer forward over 256-key tiles (experiment sm90c2, LONGCA_FWD_C2): head dim 64,
@@ -1699,7 +1696,10 @@ SM90_FWD_4(fwd90c, fwd90cp, 64, 1, true, SBN, false)
 // its products under this one's softmax), no turns, two blocks a multiprocessor, K and V one
 // stage each of 256 x D (SmemLayout<64, 64, 256>: 83,008 bytes); only with LONGCA_FWD_C2.
 #ifdef LONGCA_FWD_C2
-SM90_FWD_4(fwd90c2, fwd90c2p, 64, 1, false, 256, false)
+SM90_FWD_B(fwd90c2, bf16, __nv_bfloat16, 64, false, true, 1, false, 256)
+SM90_FWD_B(fwd90c2p, bf16, __nv_bfloat16, 64, true, true, 1, false, 256)
+SM90_FWD_B(fwd90c2, fp16, __half, 64, false, true, 1, false, 256)
+SM90_FWD_B(fwd90c2p, fp16, __half, 64, true, true, 1, false, 256)
 #endif
 
 // cuDNN's shape at head dim 64 (experiment sm90k, LONGCA_FWD_K256): two consumer warpgroups
@@ -1708,7 +1708,10 @@ SM90_FWD_4(fwd90c2, fwd90c2p, 64, 1, false, 256, false)
 // ring of three stages of 256 keys, two Q tiles, 384 threads at 168 registers (setmaxnreg 24 /
 // 240), one block an SM (SmemLayout<64, 128, 256>: 230,528 bytes); only with LONGCA_FWD_K256.
 #ifdef LONGCA_FWD_K256
-SM90_FWD_4(fwd90k, fwd90kp, 64, 2, false, 256, false)
+SM90_FWD_B(fwd90k, bf16, __nv_bfloat16, 64, false, true, 2, false, 256)
+SM90_FWD_B(fwd90kp, bf16, __nv_bfloat16, 64, true, true, 2, false, 256)
+SM90_FWD_B(fwd90k, fp16, __half, 64, false, true, 2, false, 256)
+SM90_FWD_B(fwd90kp, fp16, __half, 64, true, true, 2, false, 256)
 #endif
 
 // cuDNN's ring at head dim 128 (experiment sm90d3, LONGCA_FWD_RING3): sm90's overlapped forward
@@ -1716,7 +1719,10 @@ SM90_FWD_4(fwd90k, fwd90kp, 64, 2, false, 256, false)
 // one Q tile and a K/V ring of three stages (SmemLayout<128, 128, 128, true>: 230,528 bytes),
 // the Q tile released at the item's last Q K^T; only with LONGCA_FWD_RING3.
 #ifdef LONGCA_FWD_RING3
-SM90_FWD_4(fwd90d3, fwd90d3p, 128, 2, true, 128, true)
+SM90_FWD_R(fwd90d3, bf16, __nv_bfloat16, 128, false, true, 2, true, 128, true)
+SM90_FWD_R(fwd90d3p, bf16, __nv_bfloat16, 128, true, true, 2, true, 128, true)
+SM90_FWD_R(fwd90d3, fp16, __half, 128, false, true, 2, true, 128, true)
+SM90_FWD_R(fwd90d3p, fp16, __half, 128, true, true, 2, true, 128, true)
 #endif
 
 // The wide forward (sm90's since call 62, LONGCA_FWD_WIDE): the overlapped forward at head dim
