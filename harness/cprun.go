@@ -124,6 +124,9 @@ func (r *CPRunner) row(cs CPCase, sample int, pass kernels.Pass) results.Row {
 	row.Rank, row.WorldSize = int64(r.Comm.Rank()), int64(r.Comm.Size())
 	row.Bench, row.Kernel, row.Method = "cp", r.Kernel.Name(), cs.Method
 	row.KernelVersions = "{}"
+	if _, ok := r.Kernel.(kernels.Describer); ok && r.Kernel.Device().Name() == "cpu" {
+		describe(r.Kernel, kernels.Problem{}, pass, &row) // the reference's threads (a device kernel's are per problem)
+	}
 	row.Device = r.Kernel.Device().Name()
 	if row.Device != "cpu" {
 		row.DeviceIndex = results.Ptr(int64(r.KernelOptions.Device))

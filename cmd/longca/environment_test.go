@@ -222,3 +222,30 @@ func TestWorkerTempDirChecked(t *testing.T) {
 		checkUsageError(t, args, code, errOut, "temporary folder cannot be made in "+filepath.Join(out, "missing"), "set TMPDIR")
 	}
 }
+
+// GOMAXPROCS (Go's, read from the environment, else the CPUs this process may use) sets
+// how many cores the CPU reference runs on, and so its rows' times and rates: the rows
+// said nothing of it ("settings are data"). Kernel and cp rows of ref record it in
+// kernel_versions.
+func TestHostThreadsRecorded(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct{ args, file string }{
+		{"kernel --kernels ref --masks causal --seqlens 128 --heads 1:1 --head-dim 8 --passes fwd -w 0 -n 1 --out " + dir + " --run-id k", "k.rank-0-of-1.arrow"},
+		{strings.Replace(strings.Join(cpTiny(dir), " "), "--run-id r", "--run-id c", 1), "c.rank-1-of-2.arrow"},
+	} {
+		cmd := exec.Command(os.Args[0], "-test.run", "^$")
+		cmd.Env = append(os.Environ(), longcaChildEnv+"="+c.args, "GOMAXPROCS=1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", c.args, err, out)
+		}
+		rows, _, err := results.ReadRows(filepath.Join(dir, c.file))
+		if err != nil || len(rows) == 0 {
+			t.Fatalf("%s: %d rows, %v", c.file, len(rows), err)
+		}
+		for _, r := range rows {
+			if r.KernelVersions != `{"gomaxprocs":"1"}` {
+				t.Errorf("%s: %s row's kernel_versions %s; want GOMAXPROCS=1 recorded", c.file, r.Bench, r.KernelVersions)
+			}
+		}
+	}
+}

@@ -11,6 +11,8 @@ package ref
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"strconv"
 
 	"github.com/longca/longca/kernels"
 	"github.com/longca/longca/mask"
@@ -57,6 +59,16 @@ func (r *Kernel) Name() string {
 
 // Device is the CPU.
 func (r *Kernel) Device() tensor.Device { return r.dev }
+
+var _ kernels.Describer = (*Kernel)(nil)
+
+// Describe records the threads the kernel runs on (parallelFor's bound, GOMAXPROCS: the
+// environment variable, else the CPUs this process may use) under "gomaxprocs": they set
+// its speed as the GPU sets a device kernel's, and GOMAXPROCS=1 ran it on one core with
+// nothing in the row to say so.
+func (r *Kernel) Describe(kernels.Problem, kernels.Pass) kernels.Info {
+	return kernels.Info{Versions: map[string]string{"gomaxprocs": strconv.Itoa(runtime.GOMAXPROCS(0))}}
+}
 
 // Supports accepts every valid problem.
 func (r *Kernel) Supports(p kernels.Problem) error {
