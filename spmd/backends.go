@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/longca/longca/comm"
@@ -30,6 +31,9 @@ func openLocal(_ context.Context, w World, o Options) (comm.Comm, error) {
 
 // openTCP bootstraps through the store, builds the socket mesh, and lets the store go.
 func openTCP(ctx context.Context, w World, o Options) (comm.Comm, error) {
+	if err := checkOpenFiles(w.Size); err != nil {
+		return nil, err
+	}
 	st, srv, err := Bootstrap(ctx, w, o.timeout())
 	if err != nil {
 		return nil, err
@@ -55,6 +59,25 @@ func openTCP(ctx context.Context, w World, o Options) (comm.Comm, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// tcpFiles bounds the files a rank of an n-rank TCP world holds open at once: rank 0,
+// while the mesh is built, a socket to every peer and the store's to every rank, beside
+// the process's own (standard streams, the poller, listeners, its results file: about 12
+// measured, and room for a library's).
+func tcpFiles(n int) uint64 { return 2*uint64(n) + 32 }
+
+// checkOpenFiles refuses a TCP world this process cannot hold the sockets of (Go raised
+// the soft limit to the hard one at start): under `ulimit -n 16` a 4-rank job's rank 0
+// could not accept its peers, and every rank failed after --timeout, "did not connect".
+// Each rank checks rank 0's need, so that all of them say it at once.
+func checkOpenFiles(n int) error {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil || rl.Cur >= tcpFiles(n) {
+		return nil
+	}
+	return LaunchError(fmt.Errorf("spmd: a %d-rank world over TCP holds up to %d files open on rank 0 (a socket to every rank, twice), over this process's limit of %d: raise it (ulimit -n %d) or use --backend mpi",
+		n, tcpFiles(n), rl.Cur, tcpFiles(n)))
 }
 
 // LocalTCP opens n TCP communicators in this process over 127.0.0.1 (a store on an

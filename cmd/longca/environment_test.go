@@ -249,3 +249,24 @@ func TestHostThreadsRecorded(t *testing.T) {
 		}
 	}
 }
+
+// A TCP world whose rank 0 cannot hold a socket to every rank and the store's to each
+// (`ulimit -n` below twice the ranks): rank 0 could not accept its peers, and every rank
+// failed after --timeout saying a rank "did not connect". It is refused before the
+// rendezvous, one line naming ulimit -n, exit 2.
+func TestOpenFilesForTCPWorld(t *testing.T) {
+	args := strings.Join(cpTiny(t.TempDir(), "--backend", "tcp"), " ")
+	args = strings.Replace(args, "--ranks 2 ", "", 1)
+	cmd := exec.Command("/bin/sh", "-c", "ulimit -n 64 && exec \"$0\" -test.run '^$'", os.Args[0])
+	cmd.Env = append(os.Environ(), longcaChildEnv+"="+args, "OMPI_COMM_WORLD_RANK=0", "OMPI_COMM_WORLD_SIZE=64",
+		"MASTER_ADDR=127.0.0.1", "MASTER_PORT=1", "LONGCA_JOB_ID=open-files", "LONGCA_JOB_TOKEN=t")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	start := time.Now()
+	err := cmd.Run()
+	msg := strings.TrimSpace(stderr.String())
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || strings.Contains(msg, "\n") || !strings.Contains(msg, "ulimit -n 160") {
+		t.Errorf("64 ranks under ulimit -n 64: %v after %v: %q; want one line naming ulimit -n, exit 2", err, time.Since(start).Round(time.Millisecond), msg)
+	}
+}
