@@ -110,6 +110,9 @@ func (s *Session) RankFile(runID string, rank, n int) (*results.Writer, error) {
 		if results.NoRoom(err) {
 			return nil, s.NoRoom(err, "nothing was written")
 		}
+		if errors.Is(err, syscall.EMFILE) { // said once for all in-process ranks (oneUsage)
+			return nil, Usagef("%s %s: this process may have no more files open (%v): raise the limit (ulimit -n), or run fewer ranks in it", s.outFlag(), s.Out, syscall.EMFILE)
+		}
 		return nil, fmt.Errorf("%s %s: %w", s.outFlag(), s.Out, err)
 	}
 	return w, nil

@@ -270,3 +270,21 @@ func TestOpenFilesForTCPWorld(t *testing.T) {
 		t.Errorf("64 ranks under ulimit -n 64: %v after %v: %q; want one line naming ulimit -n, exit 2", err, time.Since(start).Round(time.Millisecond), msg)
 	}
 }
+
+// In-process ranks each open a results file: under a low `ulimit -n` some could not, and
+// the command exited 1 with a line a rank ("open ...: too many open files"). One line
+// naming the limit, exit 2.
+func TestOpenFilesForInProcessRanks(t *testing.T) {
+	args := strings.Replace(strings.Join(cpTiny(t.TempDir()), " "), "--ranks 2 ", "--ranks 16 ", 1)
+	args = strings.Replace(args, "--heads 2:2", "--heads 16:16", 1)
+	cmd := exec.Command("/bin/sh", "-c", "ulimit -n 16 && exec \"$0\" -test.run '^$'", os.Args[0])
+	cmd.Env = append(os.Environ(), longcaChildEnv+"="+args)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	msg := strings.TrimSpace(stderr.String())
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || strings.Contains(msg, "\n") || !strings.Contains(msg, "raise the limit (ulimit -n)") {
+		t.Errorf("16 in-process ranks under ulimit -n 16: %v: %q; want one line naming ulimit -n, exit 2", err, msg)
+	}
+}
