@@ -126,18 +126,13 @@ func PassRank(p string) int {
 	return 2
 }
 
-// formatTFLOPs keeps 4 significant digits in a fixed width.
+// formatTFLOPs keeps 4 significant digits in a fixed width: FormatRate's from 1 TFLOP/s up,
+// four decimals below (FormatRate keeps 3 significant digits there).
 func formatTFLOPs(v float64) string {
-	switch {
-	case v >= 1e6:
-		// no GPU gives this, but a file may say it: 4 digits, not a 300-digit cell
-		return fmt.Sprintf("%.3e", v)
-	case v >= 100:
-		return fmt.Sprintf("%.1f", v)
-	case v >= 1:
-		return fmt.Sprintf("%.2f", v)
+	if v < 1 {
+		return fmt.Sprintf("%.4f", v)
 	}
-	return fmt.Sprintf("%.4f", v)
+	return FormatRate(v)
 }
 
 // WriteTable prints the summary as a TextTable: a units row under the header, one line

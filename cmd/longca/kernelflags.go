@@ -294,10 +294,8 @@ func sweepFromFlags(c *cli.Context, defaultLens []int, ko kernels.Options) (harn
 		return s, err
 	}
 	for _, k := range s.Kernels {
-		if external.Runs(k) { // nor is a TMPDIR where its worker cannot have a folder
-			if err := external.CheckTempDir(); err != nil {
-				return s, usageError("--kernels %s: %v", k, err)
-			}
+		if err := external.CheckTempDir(k); err != nil { // nor is a TMPDIR where its worker cannot have a folder
+			return s, usageError("--kernels %s: %v", k, err)
 		}
 		if strings.HasPrefix(k, "exec:") { // a program that is not there is bad input, not a row
 			if _, err := session.NewKernel(k, ko); err != nil {

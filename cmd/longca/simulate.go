@@ -152,10 +152,8 @@ func parseSimulateFlags(c *cli.Context) (simOptions, error) {
 		if !kernels.Known(o.Calibrate) {
 			return o, usageError("--calibrate: unknown kernel %q: registered are %s", o.Calibrate, strings.Join(kernels.Names(), ", "))
 		}
-		if external.Runs(o.Calibrate) {
-			if err := external.CheckTempDir(); err != nil {
-				return o, usageError("--calibrate %s: %v", o.Calibrate, err)
-			}
+		if err := external.CheckTempDir(o.Calibrate); err != nil {
+			return o, usageError("--calibrate %s: %v", o.Calibrate, err)
 		}
 		if o.CalIters < 1 || o.CalIters > harness.MaxReps {
 			return o, usageError("--calibrate-iters %d: give 1 to %d", o.CalIters, harness.MaxReps)

@@ -135,15 +135,14 @@ func ParseExec(rest string) (path, kernel string, err error) {
 	return abs, kernel, nil
 }
 
-// Runs says whether kernel name runs in an external worker (exec:..., torch:*).
-func Runs(name string) bool {
-	return strings.HasPrefix(name, "exec:") || slices.Contains(TorchNames(), name)
-}
-
-// CheckTempDir says why a worker's private folder cannot be made (TMPDIR, else /tmp,
-// missing or not writable), or nil: every problem a worker is sent goes through it, and
-// without it every case was an error row, the run exit 0.
-func CheckTempDir() error {
+// CheckTempDir says why kernel name's worker (exec:..., torch:*) could not make its private
+// folder (TMPDIR, else /tmp, missing or not writable), or nil; nil too for a kernel that
+// runs in no worker. Every problem a worker is sent goes through that folder, and without
+// it every case was an error row, the run exit 0.
+func CheckTempDir(name string) error {
+	if !strings.HasPrefix(name, "exec:") && !slices.Contains(TorchNames(), name) {
+		return nil
+	}
 	d, err := os.MkdirTemp("", "longca-worker-")
 	if err != nil {
 		var pe *fs.PathError
