@@ -9,8 +9,6 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-
-	"github.com/apache/arrow-go/v18/arrow/ipc"
 )
 
 // writeTestFile writes rows random rows as rank 0 of 1 of run "dmg" and returns the file's
@@ -296,21 +294,9 @@ func TestMergedRowCountIsChecked(t *testing.T) {
 	rec := Record(Schema(map[string]string{MetaRows: "7", MetaSchemaVersion: SchemaVersion}), rows)
 	defer rec.Release()
 	bad := filepath.Join(t.TempDir(), "short.arrow")
-	out, err := os.Create(bad)
-	if err != nil {
+	if err := WriteArrowFile(bad, rec); err != nil {
 		t.Fatal(err)
 	}
-	w, err := ipc.NewFileWriter(out, ipc.WithSchema(rec.Schema()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Write(rec); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	out.Close()
 	if _, err := Load(bad); !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "6 rows read where the file records 7") {
 		t.Fatalf("a file short of its recorded rows: %v", err)
 	}

@@ -22,24 +22,17 @@ func writeForeign(t *testing.T, s *arrow.Schema, file bool, fill func(b *array.R
 	rec := b.NewRecordBatch()
 	defer rec.Release()
 	path := filepath.Join(t.TempDir(), "foreign.arrow")
+	if file {
+		if err := WriteArrowFile(path, rec); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
 	f, err := os.Create(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if file {
-		w, err := ipc.NewFileWriter(f, ipc.WithSchema(s))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Write(rec); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
-		return path
-	}
 	w := ipc.NewWriter(f, ipc.WithSchema(s))
 	if err := w.Write(rec); err != nil {
 		t.Fatal(err)
