@@ -730,9 +730,8 @@ func coverPays(narrow, wider *WorkList) bool {
 // forwardFor is the forward entry point of p: the variant's at p's head dim (the 128 x 64
 // tiles' forward where keyTile64Pays, a forward's narrowKeys where its wider key tiles cover
 // over 5% more of the score matrix than narrowKeys' tiles (coverPays), the wide forward where
-// wideForward), or the plain forward where the
-// lean softmax cannot take p's scale (the row maxima are taken before the scale: a positive,
-// normal one).
+// wideForward), or the plain forward where the lean softmax cannot take p's scale (the row
+// maxima are taken before the scale: a positive, normal one).
 func (k *Kernel) forwardFor(p kernels.Problem) variant {
 	fv := k.fwd.at(p.HeadDim)
 	if k.arch.k64 && k.dev != nil && k.otherTilesPay(p, fwdSM90S.qTile, 128, fwdSM90S.kTile, keyTile64Pays) {
