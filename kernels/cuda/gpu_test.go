@@ -135,6 +135,49 @@ func TestHeadDim64Groups(t *testing.T) {
 	}
 }
 
+// The head-dim-128 backward split over a KV head's query heads (split128) at groups of 8 and
+// 4, the parts 2, 4 or 8 (sm90 by its rule, sm90g2/g4/g8 always): each part's fp32 partials of
+// dK and dV summed by bwd90_dkv_reduce, a block down to one query head. Where the variant
+// always splits, the row must say it did (Describe's gsplit-N), so that the check is of the
+// split and not of a plan that fell back to one part.
+func TestSplit128Groups(t *testing.T) {
+	k := gpuKernel(t)
+	for i, c := range []struct {
+		name    string
+		s       int
+		hq, hkv int
+	}{{"full", 1024, 16, 2}, {"causal_document", 1100, 16, 2}, {"causal", 777, 8, 2}, {"share_question", 1000, 8, 1}} {
+		p := kernels.Problem{HeadsQ: c.hq, HeadsKV: c.hkv, HeadDim: 128, DType: tensor.BF16, Mask: smallMask(t, c.name, c.s)}
+		what := fmt.Sprintf("%s S=%d %d:%d d128", c.name, c.s, c.hq, c.hkv)
+		checkSplitLabel(t, k, p, what)
+		runCheck(t, k, p, uint64(1700+i), what)
+	}
+	for i, ratio := range []float64{0.2, 0.5} {
+		sp, err := mask.BlockSparse(2048, mask.SparseOptions{Seed: uint64(17 + i), Block: 128, Ratio: ratio, HeadsKV: 2}, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := kernels.Problem{HeadsQ: 16, HeadsKV: 2, HeadDim: 128, DType: tensor.BF16, Mask: mask.Mask{SeqQ: 2048, SeqK: 2048}, HeadMasks: sp.Heads}
+		what := fmt.Sprintf("block-sparse b128 r%.1f 16:2 d128", ratio)
+		checkSplitLabel(t, k, p, what)
+		runCheck(t, k, p, uint64(1720+i), what)
+	}
+}
+
+// checkSplitLabel fails t where k's variant always splits the head-dim-128 backward
+// (split128 > 1 without the rule), p's group divides by it, and p's backward row does not
+// say gsplit-N.
+func checkSplitLabel(t *testing.T, k *Kernel, p kernels.Problem, what string) {
+	t.Helper()
+	s := k.arch.split128
+	if s <= 1 || k.arch.split128Rule || k.det || (p.HeadsQ/p.HeadsKV)%s != 0 {
+		return
+	}
+	if v := k.Describe(p, kernels.Bwd).Variant; !strings.Contains(v, fmt.Sprintf("gsplit-%d", s)) {
+		t.Errorf("%s: %s always splits in %d, but the backward's row says %q", what, k.arch.name, s, v)
+	}
+}
+
 // Context-parallel sub-steps: SeqQ != SeqK windows of a global mask, some with rows that
 // have no allowed key (out 0, lse -inf).
 func TestWindows(t *testing.T) {
