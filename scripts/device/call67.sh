@@ -1,0 +1,54 @@
+#!/bin/sh
+# Call 67 (prepared 2026-12-05, sixteenth session; not yet run): the two backward gaps call 64
+# and sparse-final found on an H100, and why cuDNN's d64 forward shape lost in ours
+# (docs/perf.md "Next: call 67").
+#   sm90-lv1   sm90 without sm90bl's paired lse/Dsum loads (LONGCA_BWD_LV2): causal_document
+#              16K's d128 backward read 0.82x cuDNN in call 64 (0.95-0.98 on the H200 before
+#              the promotion); sm90dp (pairs within documents always: 9.9 -> 1.9 GB by the
+#              L2 model, tail 1.18x) and sm90fk (key tiles together: 6.0 GB) beside it
+#   sm90g4/g8  the d128 backward split in 4 / 8 parts always: the L2 model has block-sparse
+#              64K's backward read 157 GB unsplit, 93 split 4, 55 split 8 (b128 r0.2), where
+#              sm90 read 373 TFLOP/s at 64K against 513 at 32K (Flex 379 / 385)
+#   sm90k-seq  call 66's closest d64 shape (-4 to -16% against sm90): ncu's stall reasons
+#              beside sm90's and cuDNN's on full 16K, and its SASS source page
+# 1. sm90g8's GPU tests (TestSplit128Groups: groups of 8 and 4, block-sparse maps, the row
+#    must say gsplit-8; TestBlockSparse, TestMasks), sm90g4's split test;
+# 2. b: cudnn / sm90 / sm90-lv1 / sm90dp / sm90fk twice, d128 backward, causal_document
+#    8K-32K, prefix_lm_document 16K, full 16K;
+# 3. s: sm90 / sm90g4 / sm90g8 twice, block-sparse b128 r0.2 / r0.5 at 32K / 64K backward;
+# 4. d: cudnn / sm90 / sm90g4 / sm90g8 twice, dense backward full 32K / 64K (sparse-final's denominators);
+# 5. ncu: stalls of one d64 full 16K forward of sm90k-seq, sm90, cudnn; sm90k-seq's SASS page.
+# Bounded to 540 s (BUDGET); the tables last; logs packed as OUT/t.tgz.
+#   sh scripts/device/call67.sh OUT      (carry bin/longca.gz bin/cuda.test.gz; the call's timeout 600)
+set -u
+out=${1:?usage: call67.sh OUT}
+. scripts/device/lib.sh
+call_start ${BUDGET:-540} longca cuda.test || exit 1
+for v in sm90 sm90-lv1 sm90g4 sm90g8 sm90k-seq; do warm $v & done
+wait
+GPU_TESTS='TestCompile|TestSplit128Groups|TestBlockSparse|TestMasks' gpu_tests sm90g8 120
+GPU_TESTS='TestSplit128Groups' gpu_tests sm90g4 60
+runs="cudnn sm90 sm90-lv1 sm90dp sm90fk cudnn sm90 sm90-lv1 sm90dp sm90fk"
+interleave b 30 "$runs" --masks causal_document,prefix_lm_document,full --seqlens 8K,16K,32K --passes bwd -w 2 -n 5
+runs2="sm90 sm90g4 sm90g8 sm90 sm90g4 sm90g8"
+_k=0
+for v in $runs2; do
+	step "s-$_k-$v" 45 sparse --kernels cuda --variant "$v" --seqlens 32K,64K --block 128 --ratios 0.2,0.5 --passes bwd -w 1 -n 3
+	_k=$((_k + 1))
+done
+runs3="cudnn sm90 sm90g4 sm90g8 cudnn sm90 sm90g4 sm90g8"
+interleave d 30 "$runs3" --masks full --seqlens 32K,64K --passes bwd -w 1 -n 3
+NCU_PASS=fwd NCU_DIM=64
+for v in sm90k-seq sm90 cudnn; do ncu_stall $v full 16K 40; done
+unset NCU_PASS NCU_DIM
+ncu_sass sm90k-seq full 16K 64 60
+cat "$out/t/summary.txt"
+echo "=== which rows split (gsplit-N) or paired"
+row_variants b-1-sm90 b-3-sm90dp s-1-sm90g4 s-2-sm90g8 d-1-sm90 d-3-sm90g8
+table b "d128 backward TFLOP/s" "sm90/cudnn sm90-lv1/cudnn sm90dp/cudnn sm90fk/cudnn sm90-lv1/sm90 sm90dp/sm90 sm90fk/sm90" $runs
+table s "block-sparse b128 backward TFLOP/s" "sm90g4/sm90 sm90g8/sm90" $runs2
+table d "dense backward TFLOP/s" "sm90/cudnn sm90g4/cudnn sm90g8/cudnn sm90g4/sm90 sm90g8/sm90" $runs3
+stall_table
+echo "=== sm90k-seq's SASS: the instructions with the most stall samples"
+sass_top "$out/t/ncu-sass-sm90k-seq-full-16K-fwd-d64.log"
+tar -C "$out" -czf "$out/t.tgz" t && rm -rf "$out/t"
