@@ -240,6 +240,19 @@ func MaskBytes(c Case) float64 {
 	return b
 }
 
+// splitParts is the most parts any cuda variant splits a backward's query-head group of g
+// into at head dimension d (each part holding fp32 partials of dK and dV): the largest of 8,
+// 4 and 2 that divides g (at most 4 at head dim 64), 1 where none does. An upper bound: the
+// default splits only where its rules say so.
+func splitParts(g, d int) int {
+	for _, p := range []int{8, 4, 2} {
+		if (p < 8 || d != 64) && g%p == 0 {
+			return p
+		}
+	}
+	return 1
+}
+
 // KernelFootprint is the peak memory of one kernel case: the timing tensors (on the
 // device for a device kernel, on the host for a CPU one), the reference's working set
 // when the kernel is the CPU reference, the mask, and the check at its own size.
@@ -254,14 +267,10 @@ func KernelFootprint(c Case, check bool, checkBudget float64, onDevice, isRef bo
 		f.Device = buf + FlushBytes
 		if c.Pass != kernels.Fwd {
 			f.Device += tensorBytes(s, hq, d, tensor.FP32) + 2*s*hq*4 // fp32 dq and Dsum/lse workspace
-			// the group-split backward's fp32 partials of dK and dV (cuda sm90 at head dim 64:
-			// 4 or 2 parts, whichever is the largest to divide the group)
-			if g := c.Heads.Q / max(c.Heads.KV, 1); c.HeadDim == 64 && g%2 == 0 {
-				parts := 2.0
-				if g%4 == 0 {
-					parts = 4
-				}
-				f.Device += 2 * parts * tensorBytes(s, hkv, d, tensor.FP32)
+			// the group-split backward's fp32 partials of dK and dV (cuda sm90: 4 or 2 parts at
+			// head dim 64, 2 at 128 by its rule, 4 or 8 in experiments sm90g4 / sm90g8)
+			if parts := splitParts(c.Heads.Q/max(c.Heads.KV, 1), c.HeadDim); parts > 1 {
+				f.Device += 2 * float64(parts) * tensorBytes(s, hkv, d, tensor.FP32)
 			}
 		}
 		f.Host = largest + mb
