@@ -221,22 +221,18 @@ template <int N> DEV void mask_tile(float (&sc)[N / 2], const WorkList &wl, int 
 constexpr int SBM = 128, SBN = 128, STAGES = 2;
 constexpr int CHUNK = 64;  // columns of one 128-byte swizzled chunk (16-bit elements)
 
-template <int D, int QM = SBM, int BN = SBN, bool R3 = false> struct SmemLayout {
+template <int D, int QM = SBM, int BN = SBN> struct SmemLayout {
   static constexpr int kChunks = D / CHUNK;
   static constexpr int kQBytes = QM * D * 2;
   static constexpr int kKVBytes = BN * D * 2;
   // Q tiles: two (the persistent forward's next work item loads early), one in the wide
   // head-dim-128 forward (sm90's since call 62: 176-key tiles, never persistent; two Q tiles
-  // and its K/V ring pass the 227 KB a block may have), one with R3 (experiment sm90d3,
-  // cuDNN's ring at head dim 128: one 128 x 128 Q tile and three stages of 128 keys, 230,528
-  // bytes with the barriers and the slack)
-  static constexpr int kQTiles = R3 || BN == 176 ? 1 : 2;
-  // K and V stages: STAGES, one each at 256-key tiles of 64 rows (experiment sm90c2: two
-  // blocks an SM; a second stage of K or of V would pass the SM's 228 KB by 160 bytes), three
-  // at 256-key tiles of 128 rows (experiment sm90k, cuDNN's ring at head dim 64: 2 x 16 KB of
-  // Q and 3 x 64 KB of K and V, 230,528 bytes with the barriers and the slack, of the 232,448
-  // a block may have)
-  static constexpr int kStages = R3 ? 3 : BN == 256 ? (QM == 64 ? 1 : 3) : STAGES;
+  // and its K/V ring pass the 227 KB a block may have)
+  static constexpr int kQTiles = BN == 176 ? 1 : 2;
+  // K and V stages: STAGES, three at 256-key tiles (experiment sm90k, cuDNN's ring at head dim
+  // 64: 2 x 16 KB of Q and 3 x 64 KB of K and V, 230,528 bytes with the barriers and the
+  // slack, of the 232,448 a block may have)
+  static constexpr int kStages = BN == 256 ? 3 : STAGES;
   static constexpr int kQ = 0;
   static constexpr int kK = kQ + kQTiles * kQBytes;
   static constexpr int kV = kK + kStages * kKVBytes;
@@ -245,17 +241,15 @@ template <int D, int QM = SBM, int BN = SBN, bool R3 = false> struct SmemLayout 
   static constexpr int kBytes = kBar + 8 * (4 + 4 * kStages) + 1024;  // + alignment slack
 };
 
-// The forward's blocks a multiprocessor (its __launch_bounds__) and registers a thread
-// (setmaxnreg: the producer's, a consumer's) by its consumer warpgroups NC: the producer and
-// the consumers together within the block's registers at launch (65536 over the blocks'
-// threads, in steps of 8). One consumer (experiment sm90c): two blocks, 128 registers a thread
-// at launch, 24 + 232. Two consumers over 256-key tiles (experiment sm90k, cuDNN's split at head
-// dim 64): 168 registers a thread at launch, 24 + 2 x 240.
+// The forward's registers a thread (setmaxnreg: the producer's, a consumer's) by its consumer
+// warpgroups NC: the producer and the consumers together within the block's registers at
+// launch (65536 over the block's threads, in steps of 8; one block a multiprocessor). Two
+// consumers over 256-key tiles (experiment sm90k, cuDNN's split at head dim 64): 168 registers
+// a thread at launch, 24 + 2 x 240.
 template <int NC, int BN = SBN> struct FwdRegs {
-  static constexpr int kBlocks = NC == 1 ? 2 : 1;
-  static constexpr int kProd = NC == 1 ? 24 : NC == 3 ? 32 : BN == 256 ? 24 : 40;
-  static constexpr int kCons = NC == 1 ? 232 : NC == 3 ? 160 : BN == 256 ? 240 : 232;
-  static constexpr int kLaunch = 65536 / (128 * (NC + 1) * kBlocks) / 8 * 8;  // registers a thread at launch
+  static constexpr int kProd = NC == 3 ? 32 : BN == 256 ? 24 : 40;
+  static constexpr int kCons = NC == 3 ? 160 : BN == 256 ? 240 : 232;
+  static constexpr int kLaunch = 65536 / (128 * (NC + 1)) / 8 * 8;  // registers a thread at launch
   static_assert(kProd + NC * kCons <= (NC + 1) * kLaunch, "setmaxnreg past the block's registers");
 };
 
@@ -277,9 +271,9 @@ DEV FwdItem fwd_item(const WorkList &wl, int item, int hq, int hkv) {
 }
 
 // The forward. Without PERSIST a block does the one work item of its grid position; with
-// it, a grid of one block per multiprocessor (two with NC == 1) walks items blockIdx.x,
-// + gridDim.x, ...: the producer then loads the next item's Q and K/V tiles while the
-// consumers finish the last one.
+// it, a grid of one block per multiprocessor walks items blockIdx.x, + gridDim.x, ...: the
+// producer then loads the next item's Q and K/V tiles while the consumers finish the
+// last one.
 // LEAN (experiment sm90l; the softmax scale must be positive): fewer instructions a tile
 // in the softmax: the row maxima are taken over the unscaled scores and the scale folded
 // into the exponent's subtraction (one FFMA a score instead of a multiply and a
@@ -289,50 +283,28 @@ DEV FwdItem fwd_item(const WorkList &wl, int item, int hq, int hkv) {
 // 64 query rows each (a 64 NC-row tile); they take turns on the tensor cores in a ring
 // (warpgroup c waits at named barrier 1 + c and hands over at the next one). With 3 the
 // block is 512 threads: consumers at 160 registers, the producer at 32 (65536 in all).
-// With 1 (experiment sm90c, LONGCA_FWD_C1, head dim 64 with OV and 128-key tiles only) the
-// block is one consumer warpgroup of 64 query rows and the producer, 256 threads, two
-// blocks a multiprocessor (__launch_bounds__(256, 2): 128 registers a thread at launch,
-// setmaxnreg 24 / 232 within a block); there are no turns (no named barriers): the other
-// block on the multiprocessor runs its products under this one's softmax. With 1 and 256-key
-// tiles (experiment sm90c2, LONGCA_FWD_C2, no OV) a tile's Q K^T, softmax and P V run in
-// sequence, each waited for (kSeq: S, 128 registers a thread, and P, 64, do not fit together
-// beside O), K and V one stage each.
 // With 2 and 256-key tiles (experiment sm90k, LONGCA_FWD_K256, head dim 64, no OV: kHalves
 // below) the block is cuDNN's at head dim 64: 384 threads, 168 registers a thread at launch,
 // setmaxnreg 24 / 240, two consumer warpgroups of 64 rows taking turns over 128 x 256 tiles,
 // a K/V ring of three stages (SmemLayout<64, 128, 256>: 230,528 bytes), one block an SM.
-// R3 (experiment sm90d3, LONGCA_FWD_RING3; head dim 128, two consumers, OV, 128-key tiles):
-// cuDNN's ring at head dim 128, one Q tile and three K/V stages (SmemLayout<128, 128, 128,
-// true>: 230,528 bytes). Persistent with one Q tile, the producer loads the next item's Q only
-// once both consumers have released the tile (emptyQ): they do so as soon as the item's last
-// Q K^T is done (waited for), not at the item's end, so that the next Q loads under the last
-// P V and the epilogue; the producer's K/V loads of the next item wait behind that Q load.
-template <int D, typename T, bool PERSIST, bool LEAN, int NC = 2, bool OV = false, int BN = SBN, bool R3 = false>
+template <int D, typename T, bool PERSIST, bool LEAN, int NC = 2, bool OV = false, int BN = SBN>
 DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__restrict__ o, float *__restrict__ lse,
                   int sq, int sk, int hq, int hkv, float scale_log2, WorkList wl) {
-  static_assert(NC == 2 || (NC == 3 && D == 64) || (NC == 1 && D == 64 && (OV ? BN == 128 : BN == 256)),
-                "three consumer warpgroups fit the registers at head dim 64 only; one, at head dim 64 with the overlap "
-                "over 128-key tiles or without it over 256");
+  static_assert(NC == 2 || (NC == 3 && D == 64), "three consumer warpgroups fit the registers at head dim 64 only");
   static_assert(BN == 128 || (BN == 64 && NC == 2) || (BN == 176 && NC == 2 && D == 128 && !PERSIST) ||
-                    (BN == 256 && (NC == 1 || (NC == 2 && D == 64 && !OV))),
-                "64-key tiles with two consumer warpgroups; 176-key tiles at head dim 128, one work item a block; 256 with one, "
-                "or with two at head dim 64 in halves");
+                    (BN == 256 && NC == 2 && D == 64 && !OV),
+                "64-key tiles with two consumer warpgroups; 176-key tiles at head dim 128, one work item a block; 256 with two "
+                "at head dim 64 in halves");
   constexpr int QM = 64 * NC, CT = 128 * NC;  // query rows a tile, consumer threads
   constexpr int kProdRegs = FwdRegs<NC, BN>::kProd, kConsRegs = FwdRegs<NC, BN>::kCons;  // setmaxnreg
-  constexpr bool kTurns = NC > 1;  // the consumers take turns by named barriers (not with one)
-  // Q K^T after P V in sequence, each waited for (256-key tiles, experiment sm90c2: S, 128
-  // registers, and P, 64, do not fit together beside O)
-  constexpr bool kSeq = BN == 256 && NC == 1;
   // (experiment sm90k: two consumers over 256-key tiles) S in two halves of 128 keys, 64
   // registers a thread each, each half's Q K^T a group of its own: in a turn, tile i's P V and
   // the lower half of tile i+1's Q K^T, then, P V waited for, the upper half into the
   // registers P leaves (the loop below says why)
   constexpr bool kHalves = BN == 256 && NC == 2;
-  using L = SmemLayout<D, QM, BN, R3>;
+  using L = SmemLayout<D, QM, BN>;
   constexpr int ST = L::kStages;  // K/V ring stages
-  static_assert(!PERSIST || L::kQTiles == 2 || R3,
-                "the persistent forward loads the next item's Q into a second tile, or (R3) into the one the consumers release");
-  static_assert(!R3 || (D == 128 && NC == 2 && OV && BN == 128), "the three-stage ring beside one Q tile: head dim 128's overlapped forward");
+  static_assert(!PERSIST || L::kQTiles == 2, "the persistent forward loads the next item's Q into a second tile");
   extern __shared__ unsigned char smem_raw[];
   unsigned char *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
   T *sQs = reinterpret_cast<T *>(smem + L::kQ);
@@ -372,8 +344,8 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       for (int item = first; item < items; item += step) {
         const FwdItem it = fwd_item(wl, item, hq, hkv);
         if (it.e0 == it.e1) continue;
-        const int qb = R3 ? 0 : qn & 1;  // R3: one Q tile, its phases qn's parity
-        mbar_wait(&emptyQ[qb], (R3 ? qn & 1 : (qn >> 1) & 1) ^ 1);
+        const int qb = qn & 1;
+        mbar_wait(&emptyQ[qb], ((qn >> 1) & 1) ^ 1);
         mbar_expect_tx(&fullQ[qb], L::kQBytes);
 #pragma unroll
         for (int c = 0; c < L::kChunks; c++)
@@ -401,7 +373,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
 
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsRegs) : "memory");
   const int cw = wg - 1;                  // consumer warpgroup: query rows 64 cw .. 64 cw + 63
-  if (kTurns && cw == NC - 1) named_arrive(1, 256);  // consumer 0 takes the first turn
+  if (cw == NC - 1) named_arrive(1, 256);  // consumer 0 takes the first turn
   const int lt = tid % 128, warp = lt / 32, lane = lt % 32, g = lane / 4, t = lane % 4;
   constexpr int OR = D / 2;                // O accumulator registers (m64 x D)
   int n = 0, qn = 0;                       // tiles and Q tiles consumed so far
@@ -413,8 +385,8 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
 #pragma unroll
   for (int i = 0; i < OR; i++) acc[i] = 0.f;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-  const int qb = R3 ? 0 : qn & 1;
-  if (e0 < e1) mbar_wait(&fullQ[qb], R3 ? qn & 1 : (qn >> 1) & 1);
+  const int qb = qn & 1;
+  if (e0 < e1) mbar_wait(&fullQ[qb], (qn >> 1) & 1);
   const T *qw = sQs + qb * QM * D + cw * 64 * CHUNK;  // this warpgroup's 64 rows of each chunk
   // S = Q K^T of the tile in stage s, issued (not waited for)
   const unsigned loQw = sw128_lo(qw, 16);  // descriptors are one add from a base
@@ -431,12 +403,9 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       else if constexpr (BN == 256) {
         // the first k-step writes S only (its old values are no inputs: not live across P V).
         // S by two m64n128k16 a k-step, keys 0-127 and 128-255 (the same registers' layout as
-        // m64n256k16): with 128 registers a thread at launch (two blocks an SM) ptxas 12.4
-        // fails to allocate m64n256k16's 128 accumulators (C7600) whatever setmaxnreg gives
-        // the consumer; LONGCA_FWD_C2_N256 (a trial define) takes the one m64n256k16, as
-        // experiment sm90k-seq does (LONGCA_FWD_K256_SEQ: at 168 registers a thread at launch
-        // ptxas 12.4 allocates it)
-#if defined(LONGCA_FWD_C2_N256) || defined(LONGCA_FWD_K256_SEQ)
+        // m64n256k16), or by the one m64n256k16 with experiment sm90k-seq (LONGCA_FWD_K256_SEQ:
+        // at 168 registers a thread at launch ptxas 12.4 allocates it)
+#ifdef LONGCA_FWD_K256_SEQ
         if (kk == 0)
           Ops<T>::template ss256z<0>(sc, da, db);
         else
@@ -562,7 +531,6 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       wgmma_wait<0>();
       reg_fence(sc);
       mbar_arrive(&emptyK[s]);
-      if (R3 && e0 + 1 == e1) mbar_arrive(&emptyQ[qb]);  // R3: the item's last Q K^T done
       softmax(sc, e0, pa, alpha, sum);
       rescale(alpha, sum);
     }
@@ -576,18 +544,17 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       const int i = n + e - e0, s = i % ST, s1 = (i + 1) % ST;
       mbar_wait(&fullV[s], (i / ST) & 1);
       mbar_wait(&fullK[s1], ((i + 1) / ST) & 1);
-      if constexpr (kTurns) named_sync(1 + cw, 256);
+      named_sync(1 + cw, 256);
       reg_fence(acc);
       wgmma_fence();
       issue_qk(sc, s1);
       wgmma_commit();
       issue_pv(pa, s);
       wgmma_commit();
-      if constexpr (kTurns) named_arrive(NC == 2 ? 2 - cw : 1 + (cw + 1) % NC, 256);
+      named_arrive(NC == 2 ? 2 - cw : 1 + (cw + 1) % NC, 256);
       wgmma_wait<1>();
       reg_fence(sc);
       mbar_arrive(&emptyK[s1]);
-      if (R3 && e + 2 == e1) mbar_arrive(&emptyQ[qb]);  // R3: the item's last Q K^T done
       softmax(sc, e + 1, pa, alpha, sum, false);
       reg_fence(sc);
       reg_fence(sum);
@@ -613,7 +580,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
     // products, then its softmax) has slack for a gap between its own products. Registers a
     // thread: O 32, S 128, P 64. Tile i+1's whole Q K^T in flight beside tile i's P V (S, P and
     // O, 224) is call 24's sm90w, whose wgmma ptxas serialised at 240; the whole Q K^T issued
-    // once P V is waited for (sm90c2's order) leaves the pipe idle from P V's end to Q K^T's
+    // once P V is waited for (sm90k-seq's order) leaves the pipe idle from P V's end to Q K^T's
     // first k-step (the wait's return, the issue, the pipe's fill), every tile. So S is two
     // halves of 128 keys, each a group, and a turn is:
     //   P V(i) [reads P, writes O], Q K^T(i+1) keys 0-127 [writes S's lower half, 64]
@@ -672,12 +639,12 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
     if ((OV || kHalves) && e0 < e1) {  // the last tile's P V
       const int i = n + e1 - 1 - e0, s = i % ST;
       mbar_wait(&fullV[s], (i / ST) & 1);
-      if constexpr (kTurns) named_sync(1 + cw, 256);
+      named_sync(1 + cw, 256);
       reg_fence(acc);
       wgmma_fence();
       issue_pv(pa, s);
       wgmma_commit();
-      if constexpr (kTurns) named_arrive(NC == 2 ? 2 - cw : 1 + (cw + 1) % NC, 256);
+      named_arrive(NC == 2 ? 2 - cw : 1 + (cw + 1) % NC, 256);
       wgmma_wait<0>();
       reg_fence(acc);
       reg_fence(pa);
@@ -687,27 +654,18 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       const int i = n + e - e0, s = i % ST, s1 = (i + 1) % ST;
       const bool more = e + 1 < e1;
       mbar_wait(&fullV[s], (i / ST) & 1);
-      if (!kSeq && more) mbar_wait(&fullK[s1], ((i + 1) / ST) & 1);
-      if constexpr (kTurns) named_sync(1 + cw, 256);  // this warpgroup's turn
+      if (more) mbar_wait(&fullK[s1], ((i + 1) / ST) & 1);
+      named_sync(1 + cw, 256);  // this warpgroup's turn
       reg_fence(acc);
       wgmma_fence();
       issue_pv(pa, s);
-      if (!kSeq && more) issue_qk(sc, s1);
+      if (more) issue_qk(sc, s1);
       wgmma_commit();
-      if constexpr (kTurns) named_arrive(NC == 2 ? 2 - cw : 1 + (cw + 1) % NC, 256);  // the next warpgroup's turn
+      named_arrive(NC == 2 ? 2 - cw : 1 + (cw + 1) % NC, 256);  // the next warpgroup's turn
       wgmma_wait<0>();
       reg_fence(acc);
       reg_fence(sc);
-      if constexpr (kSeq) reg_fence(pa);
       mbar_arrive(&emptyV[s]);
-      if (kSeq && more) {  // P V done (P's registers free): the next tile's Q K^T
-        mbar_wait(&fullK[s1], ((i + 1) / ST) & 1);
-        wgmma_fence();
-        issue_qk(sc, s1);
-        wgmma_commit();
-        wgmma_wait<0>();
-        reg_fence(sc);
-      }
       if (more) {
         mbar_arrive(&emptyK[s1]);
         softmax(sc, e + 1, pa, alpha, sum);
@@ -717,7 +675,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
   }
 
   if (e0 < e1) {
-    if (!R3) mbar_arrive(&emptyQ[qb]);
+    mbar_arrive(&emptyQ[qb]);
     qn++;
     n += e1 - e0;
   }
@@ -741,7 +699,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
   }
   // the last consumer's last hand-over is still pending at barrier 1: take it, so no
   // arrival outlives the block
-  if (kTurns && cw == 0) named_sync(1, 256);
+  if (cw == 0) named_sync(1, 256);
 }
 
 // ---- the backward -------------------------------------------------------------------
@@ -1572,14 +1530,13 @@ DEV void dq90_convertc(const float *__restrict__ acc, T *__restrict__ dq, int sq
 #define SM90_FWD(FN, NAME, T, D, PERSIST, LEAN) SM90_FWD_NC(FN, NAME, T, D, PERSIST, LEAN, 2)
 #define SM90_FWD_NC(FN, NAME, T, D, PERSIST, LEAN, NC) SM90_FWD_X(FN, NAME, T, D, PERSIST, LEAN, NC, false)
 #define SM90_FWD_X(FN, NAME, T, D, PERSIST, LEAN, NC, OV) SM90_FWD_B(FN, NAME, T, D, PERSIST, LEAN, NC, OV, SBN)
-#define SM90_FWD_B(FN, NAME, T, D, PERSIST, LEAN, NC, OV, BN) SM90_FWD_R(FN, NAME, T, D, PERSIST, LEAN, NC, OV, BN, false)
-#define SM90_FWD_R(FN, NAME, T, D, PERSIST, LEAN, NC, OV, BN, R3)                                                                      \
-  extern "C" __global__ void __launch_bounds__(128 * (NC + 1), FwdRegs<NC, BN>::kBlocks)                                       \
+#define SM90_FWD_B(FN, NAME, T, D, PERSIST, LEAN, NC, OV, BN)                                                                          \
+  extern "C" __global__ void __launch_bounds__(128 * (NC + 1), 1)                                                             \
       FN##_##NAME##_d##D(const __grid_constant__ TmaDesc tq, const __grid_constant__ TmaDesc tk,                   \
                          const __grid_constant__ TmaDesc tv, T *o, float *lse, int sq, int sk, int hq, int hkv,    \
                          float scale_log2, const int *order, const int *start, const int *entries, const int *refs, \
                          const int *slices, int row_tiles, int per_head) {                                         \
-    fwd_sm90<D, T, PERSIST, LEAN, NC, OV, BN, R3>(tq, tk, tv, o, lse, sq, sk, hq, hkv, scale_log2,                                   \
+    fwd_sm90<D, T, PERSIST, LEAN, NC, OV, BN>(tq, tk, tv, o, lse, sq, sk, hq, hkv, scale_log2,                                       \
                             WorkList{order, start, entries, refs, slices, row_tiles, per_head});                   \
   }
 #define SM90_BWD(FN, NAME, T, D, DET, F) SM90_BWD_X(FN, NAME, T, D, DET, F, 0)
@@ -1679,29 +1636,6 @@ SM90_K64_ENTRIES(fp16, __half, 64)
 SM90_K64_ENTRIES(fp16, __half, 128)
 #endif
 
-// The one-consumer forward (experiment sm90c, LONGCA_FWD_C1): head dim 64, 64 x 128 tiles,
-// one consumer warpgroup with the overlap (the next tile's Q K^T and this tile's P V as two
-// groups, the next tile's softmax under P V), no turns, two blocks a multiprocessor; only
-// with LONGCA_FWD_C1.
-#ifdef LONGCA_FWD_C1
-SM90_FWD_X(fwd90c, bf16, __nv_bfloat16, 64, false, true, 1, true)
-SM90_FWD_X(fwd90cp, bf16, __nv_bfloat16, 64, true, true, 1, true)
-SM90_FWD_X(fwd90c, fp16, __half, 64, false, true, 1, true)
-SM90_FWD_X(fwd90cp, fp16, __half, 64, true, true, 1, true)
-#endif
-
-// The one-consumer forward over 256-key tiles (experiment sm90c2, LONGCA_FWD_C2): head dim 64,
-// 64 x 256 tiles (S, 128 registers a thread, by two m64n128k16 a k-step), one consumer warpgroup
-// without the overlap (Q K^T, the softmax, P V in sequence: the other block on the SM runs
-// its products under this one's softmax), no turns, two blocks a multiprocessor, K and V one
-// stage each of 256 x D (SmemLayout<64, 64, 256>: 83,008 bytes); only with LONGCA_FWD_C2.
-#ifdef LONGCA_FWD_C2
-SM90_FWD_B(fwd90c2, bf16, __nv_bfloat16, 64, false, true, 1, false, 256)
-SM90_FWD_B(fwd90c2p, bf16, __nv_bfloat16, 64, true, true, 1, false, 256)
-SM90_FWD_B(fwd90c2, fp16, __half, 64, false, true, 1, false, 256)
-SM90_FWD_B(fwd90c2p, fp16, __half, 64, true, true, 1, false, 256)
-#endif
-
 // cuDNN's shape at head dim 64 (experiment sm90k, LONGCA_FWD_K256): two consumer warpgroups
 // taking turns over 128 x 256 tiles, S in two halves of 128 keys (in a turn tile i's P V and
 // the lower half of tile i+1's Q K^T, then the upper half once P V is done: kHalves), a K/V
@@ -1712,17 +1646,6 @@ SM90_FWD_B(fwd90k, bf16, __nv_bfloat16, 64, false, true, 2, false, 256)
 SM90_FWD_B(fwd90kp, bf16, __nv_bfloat16, 64, true, true, 2, false, 256)
 SM90_FWD_B(fwd90k, fp16, __half, 64, false, true, 2, false, 256)
 SM90_FWD_B(fwd90kp, fp16, __half, 64, true, true, 2, false, 256)
-#endif
-
-// cuDNN's ring at head dim 128 (experiment sm90d3, LONGCA_FWD_RING3): sm90's overlapped forward
-// over 128 x 128 tiles (two consumers taking turns, tile i+1's Q K^T beside tile i's P V) with
-// one Q tile and a K/V ring of three stages (SmemLayout<128, 128, 128, true>: 230,528 bytes),
-// the Q tile released at the item's last Q K^T; only with LONGCA_FWD_RING3.
-#ifdef LONGCA_FWD_RING3
-SM90_FWD_R(fwd90d3, bf16, __nv_bfloat16, 128, false, true, 2, true, 128, true)
-SM90_FWD_R(fwd90d3p, bf16, __nv_bfloat16, 128, true, true, 2, true, 128, true)
-SM90_FWD_R(fwd90d3, fp16, __half, 128, false, true, 2, true, 128, true)
-SM90_FWD_R(fwd90d3p, fp16, __half, 128, true, true, 2, true, 128, true)
 #endif
 
 // The wide forward (sm90's since call 62, LONGCA_FWD_WIDE): the overlapped forward at head dim

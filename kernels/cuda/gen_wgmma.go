@@ -30,7 +30,7 @@ func main() {
 			dl := "{" + strings.Join(list, ", ") + "}"
 			// ss: D accumulated (scale_d an argument) and, at n128 and n256, the _z form with D
 			// written only (scale-d 0): D's old values are no inputs, so S need not stay live
-			// until the next Q K^T (experiments sm90c2, sm90k)
+			// until the next Q K^T (experiments sm90k, sm90k-seq)
 			ss := func(suffix, scaleParam, scaleArg string, outs []string) {
 				fmt.Fprintf(&b, "template <int TA, int TB> DEV void wgmma_ss_%s_n%d%s(float (&d)[%d], u64 da, u64 db%s) {\n", ty.c, n, suffix, regs, scaleParam)
 				fmt.Fprintf(&b, "  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n\"\n", regs+2)
@@ -47,7 +47,7 @@ func main() {
 				}
 				ss("_z", "", "0", wouts)
 			}
-			if n > 128 { // S = Q K^T of the wide forward (n176: head dim 128, sm90's since call 62) and of experiment sm90c2 (n256: head dim 64) only
+			if n > 128 { // S = Q K^T of the wide forward (n176: head dim 128, sm90's since call 62) and of experiment sm90k-seq (n256: head dim 64) only
 				continue
 			}
 			// rs

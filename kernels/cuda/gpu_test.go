@@ -244,8 +244,7 @@ func TestSupports(t *testing.T) {
 // forward runs its non-persistent schedule (the short masks above run persistent), and the
 // wider tiles' rule takes the wide forward's 176-key tiles at head dim 128 where a variant has
 // them (the forward each row names is logged; a forward forwardLabel names, the wide one or
-// experiments sm90c's and sm90c2's one-consumer forwards and sm90k's 128 x 256 one at head dim
-// 64, must say so).
+// experiment sm90k's 128 x 256 one at head dim 64, must say so).
 func TestLongRows(t *testing.T) {
 	k := gpuKernel(t)
 	for i, name := range []string{"full", "causal"} {
@@ -316,17 +315,15 @@ func TestDeterministic(t *testing.T) {
 // The sm90 forward at head dim 64 on every mask through both of its entries, the persistent
 // one and the plain one (the kernel's rule set aside: at the tests' short lengths every mask
 // runs persistent), against the CPU reference: a variant's new head-dim-64 forward
-// (experiment sm90c's one-consumer fwd90c and fwd90cp, sm90c2's fwd90c2 and fwd90c2p, sm90k's
-// fwd90k and fwd90kp) is checked whole by -variant alone. A forward that falls back elsewhere
-// where its tiles do not pay (narrowKeys: sm90k's) runs here whatever its rule says, and
-// beyond the masks on the cases its tiles' edges meet: lengths no multiple of them, fp16,
-// context-parallel windows (SeqQ != SeqK, rows without keys), per-KV-head block-sparse maps.
+// (experiment sm90k's fwd90k and fwd90kp) is checked whole by -variant alone. A forward that
+// falls back elsewhere where its tiles do not pay (narrowKeys: sm90k's) runs here whatever its
+// rule says, and beyond the masks on the cases its tiles' edges meet: lengths no multiple of
+// them, fp16, context-parallel windows (SeqQ != SeqK, rows without keys), per-KV-head
+// block-sparse maps.
 func TestForwardEntries64(t *testing.T) { forwardEntries(t, 64) }
 
-// The same at head dim 128 for a variant whose forward there is not sm90's (experiment
-// sm90d3's fwd90d3 and fwd90d3p: one Q tile, which the persistent entry's consumers release
-// at an item's last Q K^T for the next item's, and three K/V stages); sm90's own is checked
-// by the tests above.
+// The same at head dim 128 for a variant whose forward there is not sm90's (sm90-prev's
+// fwd90l, sm90s's fwd90s); sm90's own is checked by the tests above.
 func TestForwardEntries128(t *testing.T) {
 	k := gpuKernel(t)
 	sm90, _ := pickVariant("sm90", 9, 0)
@@ -341,8 +338,7 @@ func TestForwardEntries128(t *testing.T) {
 func forwardEntries(t *testing.T, d int) {
 	ctx := context.Background()
 	// persistent on a full grid, persistent on 3 blocks (each walks several items: the Q tiles'
-	// parities, R3's early release, the K/V ring's phases across items, items without entries),
-	// and plain
+	// parities, the K/V ring's phases across items, items without entries), and plain
 	for _, mode := range []struct{ persist, blocks int }{{1, 0}, {1, 3}, {-1, 0}} {
 		persist := mode.persist
 		kk, err := kernels.New("cuda", kernels.Options{Variant: *variantFlag})
@@ -424,9 +420,9 @@ func forwardEntries(t *testing.T, d int) {
 	}
 }
 
-// Each sm90 forward entry the variant runs fits as many blocks an SM as the host's grid
-// counts on (perSM: two for experiments sm90c's and sm90c2's one-consumer forwards at head dim 64), by the
-// driver's occupancy calculator: registers at launch (__launch_bounds__) and shared memory.
+// Each sm90 forward entry the variant runs fits a block an SM, as the host's persistent grid
+// counts on, by the driver's occupancy calculator: registers at launch (__launch_bounds__) and
+// shared memory.
 func TestForwardOccupancy(t *testing.T) {
 	k := gpuKernel(t)
 	for _, dt := range []string{"bf16", "fp16"} {
@@ -457,14 +453,13 @@ func TestForwardOccupancy(t *testing.T) {
 					t.Fatal(err)
 				}
 				// FwdRegs's setmaxnreg budget fills the block's launch registers exactly (24 + 2 x 240
-				// = 3 x 168, 24 + 232 = 2 x 128): fewer at launch and the consumers' setmaxnreg.inc
-				// never returns
-				if want := 65536 / (fv.threads * fv.perSM()) / 8 * 8; regs != want {
+				// = 3 x 168): fewer at launch and the consumers' setmaxnreg.inc never returns
+				if want := 65536 / fv.threads / 8 * 8; regs != want {
 					t.Errorf("%s: %d registers a thread at launch, FwdRegs counts on %d", name, regs, want)
 				}
-				t.Logf("%s: %d threads, %d bytes of shared memory, %d blocks an SM (the host counts on %d)", name, fv.threads, fv.shared(d), occ, fv.perSM())
-				if occ < fv.perSM() {
-					t.Errorf("%s: %d blocks an SM fit, the persistent grid counts on %d", name, occ, fv.perSM())
+				t.Logf("%s: %d threads, %d bytes of shared memory, %d blocks an SM (the host counts on 1)", name, fv.threads, fv.shared(d), occ)
+				if occ < 1 {
+					t.Errorf("%s: no block fits an SM, the persistent grid counts on 1", name)
 				}
 			}
 		}

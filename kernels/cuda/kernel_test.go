@@ -184,9 +184,8 @@ int main() { show<64, 128, 2, 0>(); show<128, 128, 2, 0>(); show<64, 192, 2, 0>(
 // The Hopper forward's shared memory as SmemLayout<D, QM, BN> lays it out
 // (attention_sm90.cu, compiled with the host C++ compiler) is what every sm90 variant's
 // forward asks for at launch, at both head dims, for the 128 x 64 tiles and the wide
-// forward's 128 x 176 (and experiments sm90c's 64 x 128, sm90c2's 64 x 256 and sm90k's 128 x
-// 256 at head dim 64, with the fallbacks a forward names in narrowKeys, and sm90d3's 128 x 128
-// at head dim 128 with one Q tile and three K/V stages): the kernel has no check of its own.
+// forward's 128 x 176 (and experiment sm90k's 128 x 256 at head dim 64, with the fallbacks a
+// forward names in narrowKeys): the kernel has no check of its own.
 // forwardsOf lists the forwards a Hopper variant may launch at head dim d: its own, the
 // fallback where its tiles cover too much (narrowKeys), the 128 x 64 tiles (k64) and the wide
 // forward (wide, at 128).
@@ -207,25 +206,24 @@ func forwardsOf(av archVariant, d int) []variant {
 func TestForwardSharedMatchesLayout(t *testing.T) {
 	src := SourceSM90()
 	prog := "#include <cstdio>\n" + extract(t, src, "constexpr int SBM = 128", "\n") + extract(t, src, "constexpr int CHUNK = 64;", "\n") +
-		extract(t, src, "template <int D, int QM = SBM, int BN = SBN, bool R3 = false> struct SmemLayout {", "\n};\n") + `
-template <int D, int QM, int BN, bool R3 = false> void show() { printf("%d %d %d %d %d\n", D, QM, BN, R3, SmemLayout<D, QM, BN, R3>::kBytes); }
-int main() { show<64, 128, 128>(); show<128, 128, 128>(); show<64, 192, 128>(); show<64, 64, 128>(); show<64, 64, 256>();
-  show<64, 128, 64>(); show<128, 128, 64>(); show<128, 128, 176>(); show<64, 128, 256>(); show<128, 128, 128, true>(); return 0; }
+		extract(t, src, "template <int D, int QM = SBM, int BN = SBN> struct SmemLayout {", "\n};\n") + `
+template <int D, int QM, int BN> void show() { printf("%d %d %d %d\n", D, QM, BN, SmemLayout<D, QM, BN>::kBytes); }
+int main() { show<64, 128, 128>(); show<128, 128, 128>(); show<64, 192, 128>();
+  show<64, 128, 64>(); show<128, 128, 64>(); show<128, 128, 176>(); show<64, 128, 256>(); return 0; }
 `
-	// the layout the kernel takes: its query rows a tile (64 a consumer warpgroup), key tile and
-	// ring (R3: one Q tile, three stages)
-	for _, rule := range []string{"using L = SmemLayout<D, QM, BN, R3>;", "constexpr int QM = 64 * NC"} {
+	// the layout the kernel takes: its query rows a tile (64 a consumer warpgroup) and key tile
+	for _, rule := range []string{"using L = SmemLayout<D, QM, BN>;", "constexpr int QM = 64 * NC"} {
 		if !strings.Contains(src, rule) {
 			t.Fatalf("attention_sm90.cu no longer says %q: the layout rule this test copies has moved", rule)
 		}
 	}
 	out := hostcc.Output(t, "fwdlayout", prog)
-	type key struct{ d, qm, bn, r3 int }
+	type key struct{ d, qm, bn int }
 	layout := map[key]int{}
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		var k key
 		var bytes int
-		if _, err := fmt.Sscan(line, &k.d, &k.qm, &k.bn, &k.r3, &bytes); err != nil {
+		if _, err := fmt.Sscan(line, &k.d, &k.qm, &k.bn, &bytes); err != nil {
 			t.Fatalf("line %q: %v", line, err)
 		}
 		layout[k] = bytes
@@ -244,17 +242,13 @@ int main() { show<64, 128, 128>(); show<128, 128, 128>(); show<64, 192, 128>(); 
 				if v.shared(d) > 232448 { // cudaDevAttrMaxSharedMemoryPerBlockOptin on sm_90
 					t.Errorf("%s %s at head dim %d: %d bytes of shared memory, past the 232,448 a block may have", av.name, v.fn, d, v.shared(d))
 				}
-				r3 := 0
-				if v.ring3 {
-					r3 = 1
-				}
-				l, ok := layout[key{d, v.qTile, v.kTile, r3}]
+				l, ok := layout[key{d, v.qTile, v.kTile}]
 				if !ok {
-					t.Errorf("%s %s at head dim %d: no layout for %d x %d tiles (R3 %d)", av.name, v.fn, d, v.qTile, v.kTile, r3)
+					t.Errorf("%s %s at head dim %d: no layout for %d x %d tiles", av.name, v.fn, d, v.qTile, v.kTile)
 					continue
 				}
 				if v.shared(d) != l {
-					t.Errorf("%s %s at head dim %d: the forward asks for %d bytes, SmemLayout<%d, %d, %d, %d> takes %d", av.name, v.fn, d, v.shared(d), d, v.qTile, v.kTile, r3, l)
+					t.Errorf("%s %s at head dim %d: the forward asks for %d bytes, SmemLayout<%d, %d, %d> takes %d", av.name, v.fn, d, v.shared(d), d, v.qTile, v.kTile, l)
 				}
 				if want := 128 * (1 + v.qTile/64); v.threads != want {
 					t.Errorf("%s %s: %d threads for %d query rows (a consumer warpgroup per 64 and the producer: %d)", av.name, v.fn, v.threads, v.qTile, want)
@@ -491,7 +485,7 @@ func TestForwardPersistentEntries(t *testing.T) {
 	for _, c := range []struct {
 		fv   variant
 		want bool
-	}{{fwdSM90MO, true}, {fwdSM90O, true}, {fwdSM90S, true}, {fwdSM90N, false}, {fwdSM90C1, true}, {fwdSM90C2, true}, {fwdSM90K, true}, {fwdSM90D3, true}} {
+	}{{fwdSM90MO, true}, {fwdSM90O, true}, {fwdSM90S, true}, {fwdSM90N, false}, {fwdSM90K, true}} {
 		w := namedList(t, 42, 8192, c.fv.qTile, c.fv.kTile, false, "causal_document")
 		if !persistentForward(w) {
 			t.Fatalf("causal_document 8K in %d x %d tiles: not short rows (the case no longer tests the rule)", c.fv.qTile, c.fv.kTile)
@@ -529,41 +523,38 @@ func TestWiderTilesRule(t *testing.T) {
 	}
 }
 
-// The forward's blocks a multiprocessor and registers as FwdRegs<NC> sets them
-// (attention_sm90.cu, compiled with the host C++ compiler: __launch_bounds__'s blocks, the
-// setmaxnreg counts) agree with what the host plans for every sm90 variant's forward: the
-// blocks an SM its persistent grid counts on (perSM; two for experiment sm90c's one-consumer
-// forward), the producer's and the consumers' registers within the block's share of the
-// 65536 (else setmaxnreg.inc waits for ever), and that many blocks' shared memory (1 KB
-// reserved a block) and threads within an SM's 228 KB and 2048.
+// The forward's registers as FwdRegs<NC> sets them (attention_sm90.cu, compiled with the host
+// C++ compiler: the setmaxnreg counts, one block a multiprocessor by __launch_bounds__) agree
+// with what the host plans for every sm90 variant's forward: the producer's and the consumers'
+// registers within the block's 65536 (else setmaxnreg.inc waits for ever), and its shared
+// memory (1 KB reserved a block) and threads within an SM's 228 KB and 2048.
 func TestForwardBlocksFit(t *testing.T) {
 	src := SourceSM90()
 	prog := "#include <cstdio>\n" + extract(t, src, "constexpr int SBM = 128", "\n") + extract(t, src, "template <int NC, int BN = SBN> struct FwdRegs {", "\n};\n") + `
-template <int NC, int BN> void show() { printf("%d %d %d %d %d %d\n", NC, BN, FwdRegs<NC, BN>::kBlocks, FwdRegs<NC, BN>::kProd, FwdRegs<NC, BN>::kCons, FwdRegs<NC, BN>::kLaunch); }
-int main() { show<1, 128>(); show<1, 256>(); show<2, 64>(); show<2, 128>(); show<2, 176>(); show<2, 256>(); show<3, 128>(); return 0; }
+template <int NC, int BN> void show() { printf("%d %d %d %d %d\n", NC, BN, FwdRegs<NC, BN>::kProd, FwdRegs<NC, BN>::kCons, FwdRegs<NC, BN>::kLaunch); }
+int main() { show<2, 64>(); show<2, 128>(); show<2, 176>(); show<2, 256>(); show<3, 128>(); return 0; }
 `
-	for _, rule := range []string{"__launch_bounds__(128 * (NC + 1), FwdRegs<NC, BN>::kBlocks)", "kProdRegs = FwdRegs<NC, BN>::kProd, kConsRegs = FwdRegs<NC, BN>::kCons"} {
+	for _, rule := range []string{"__launch_bounds__(128 * (NC + 1), 1)", "kProdRegs = FwdRegs<NC, BN>::kProd, kConsRegs = FwdRegs<NC, BN>::kCons"} {
 		if !strings.Contains(src, rule) {
 			t.Fatalf("attention_sm90.cu no longer says %q: the forward's blocks and registers come from elsewhere", rule)
 		}
 	}
-	type regs struct{ blocks, prod, cons, launch int }
+	type regs struct{ prod, cons, launch int }
 	type shape struct{ nc, bn int }
 	byNC := map[shape]regs{}
 	for _, line := range strings.Split(strings.TrimSpace(hostcc.Output(t, "fwdregs", prog)), "\n") {
 		var sh shape
 		var r regs
-		if _, err := fmt.Sscan(line, &sh.nc, &sh.bn, &r.blocks, &r.prod, &r.cons, &r.launch); err != nil {
+		if _, err := fmt.Sscan(line, &sh.nc, &sh.bn, &r.prod, &r.cons, &r.launch); err != nil {
 			t.Fatalf("line %q: %v", line, err)
 		}
 		byNC[sh] = r
 	}
 	// experiment sm90k's block is cuDNN's at head dim 64 (ncu, call 65): 168 registers a thread
 	// at launch, the producer 24 and each consumer 240
-	if r := byNC[shape{2, 256}]; r != (regs{1, 24, 240, 168}) {
-		t.Errorf("FwdRegs<2, 256>: %+v, want 1 block, 24 / 240 registers, 168 at launch", r)
+	if r := byNC[shape{2, 256}]; r != (regs{24, 240, 168}) {
+		t.Errorf("FwdRegs<2, 256>: %+v, want 24 / 240 registers, 168 at launch", r)
 	}
-	twoBlocks := 0
 	for _, av := range archVariants {
 		if av.major != 9 {
 			continue
@@ -577,99 +568,38 @@ int main() { show<1, 128>(); show<1, 256>(); show<2, 64>(); show<2, 128>(); show
 					t.Errorf("%s %s: %d consumer warpgroups over %d-key tiles, which FwdRegs was not asked for", av.name, v.fn, nc, v.kTile)
 					continue
 				}
-				if v.perSM() != r.blocks {
-					t.Errorf("%s %s: the host plans %d blocks an SM, __launch_bounds__ asks for %d", av.name, v.fn, v.perSM(), r.blocks)
+				if r.launch*v.threads > 65536 || 128*(r.prod+nc*r.cons) > r.launch*v.threads {
+					t.Errorf("%s %s: %d threads at %d registers, setmaxnreg %d + %d x %d: past the registers", av.name, v.fn, v.threads, r.launch, r.prod, nc, r.cons)
 				}
-				if v.perSM() > 1 {
-					twoBlocks++
-				}
-				if r.launch*v.threads*r.blocks > 65536 || 128*(r.prod+nc*r.cons) > r.launch*v.threads {
-					t.Errorf("%s %s: %d threads x %d blocks at %d registers, setmaxnreg %d + %d x %d: past the registers", av.name, v.fn, v.threads, r.blocks, r.launch, r.prod, nc, r.cons)
-				}
-				if sh := v.perSM() * (v.shared(d) + 1024); sh > 228<<10 || v.perSM()*v.threads > 2048 {
-					t.Errorf("%s %s at head dim %d: %d blocks of %d bytes and %d threads do not fit an SM (%d bytes)", av.name, v.fn, d, v.perSM(), v.shared(d), v.threads, sh)
+				if sh := v.shared(d) + 1024; sh > 228<<10 || v.threads > 2048 {
+					t.Errorf("%s %s at head dim %d: a block of %d bytes and %d threads does not fit an SM (%d bytes)", av.name, v.fn, d, v.shared(d), v.threads, sh)
 				}
 			}
 		}
 	}
-	if twoBlocks == 0 && slices.ContainsFunc(archVariants, func(a archVariant) bool { return a.fwd.at(64).perSM() > 1 }) {
-		t.Error("a variant runs a forward of two blocks an SM, and the check above checked none")
-	}
 }
 
-// The persistent forward launches as many blocks as run at once: one an SM, two for the
-// one-consumer forward (experiment sm90c), never more than the items, at least one; the
-// plain forward a block an item, heads the fast index.
+// The persistent forward launches as many blocks as run at once: one an SM, never more than
+// the items, at least one; the plain forward a block an item, heads the fast index.
 func TestForwardGrid(t *testing.T) {
 	for _, c := range []struct {
-		fv                     variant
-		persistent             bool
 		sms, heads, rows, want int
-	}{{fwdSM90MO, true, 132, 64, 100, 132}, {fwdSM90O, true, 114, 64, 100, 114}, {fwdSM90C1, true, 132, 64, 100, 264},
-		{fwdSM90C1, true, 114, 64, 100, 228}, {fwdSM90C1, true, 132, 8, 20, 160}, {fwdSM90C1, true, 132, 0, 0, 1}, {fwdSM90MO, true, 132, 1, 100, 100},
-		{fwdSM90C2, true, 132, 64, 100, 264}, {fwdSM90K, true, 132, 64, 100, 132}, {fwdSM90K, true, 132, 8, 3, 24}} {
-		if g := forwardGrid(c.fv, c.persistent, c.sms, c.heads, c.rows); g != (cuda.Dim3{X: c.want}) {
-			t.Errorf("%s persistent on %d SMs, %d x %d items: grid %v, want %d blocks", c.fv.fn, c.sms, c.heads, c.rows, g, c.want)
+	}{{132, 64, 100, 132}, {114, 64, 100, 114}, {132, 1, 100, 100}, {132, 8, 3, 24}, {132, 0, 0, 1}} {
+		if g := forwardGrid(true, c.sms, c.heads, c.rows); g != (cuda.Dim3{X: c.want}) {
+			t.Errorf("persistent on %d SMs, %d x %d items: grid %v, want %d blocks", c.sms, c.heads, c.rows, g, c.want)
 		}
 	}
-	if g := forwardGrid(fwdSM90C1, false, 132, 64, 256); g != (cuda.Dim3{X: 64, Y: 256}) {
-		t.Errorf("fwd90c not persistent, 64 heads x 256 row tiles: grid %v", g)
-	}
-	if fwdSM90C1.perSM() != 2 || fwdSM90C2.perSM() != 2 || fwdSM90MO.perSM() != 1 || fwdSM90N.perSM() != 1 || fwdSM90K.perSM() != 1 {
-		t.Errorf("blocks an SM: fwd90c %d, fwd90c2 %d, fwd90mo %d, fwd90n %d, fwd90k %d; want 2, 2, 1, 1, 1", fwdSM90C1.perSM(), fwdSM90C2.perSM(), fwdSM90MO.perSM(), fwdSM90N.perSM(), fwdSM90K.perSM())
-	}
-}
-
-// The one-consumer forwards (fwd90c under LONGCA_FWD_C1, fwd90c2 under LONGCA_FWD_C2) are
-// compiled only into the modules of the variants that run them (experiments sm90c, sm90c2): a
-// variant with a define and not its forward would compile four entries for nothing, and sm90's
-// module must stay as it was; each experiment is sm90 but for its define and its forward at
-// head dim 64 (over 64-query tiles, 256 threads, two blocks an SM).
-func TestOneConsumerForwardDefines(t *testing.T) {
-	sm90 := variantNamed(t, "sm90")
-	for _, c := range []struct {
-		variant, define string
-		fv              variant
-	}{{"sm90c", "LONGCA_FWD_C1", fwdSM90C1}, {"sm90c2", "LONGCA_FWD_C2", fwdSM90C2}} {
-		for _, a := range archVariants {
-			runs := a.fwd.at(64).fn == c.fv.fn || a.fwd.at(128).fn == c.fv.fn
-			if defines := slices.Contains(a.defines, c.define); runs != defines {
-				t.Errorf("%s: runs %s %v, defines %s %v", a.name, c.fv.fn, runs, c.define, defines)
-			}
-		}
-		v := variantNamed(t, c.variant)
-		if want := append(slices.Clone(sm90.defines), c.define); !slices.Equal(v.defines, want) {
-			t.Errorf("%s's defines %v, want sm90's and %s: %v", v.name, v.defines, c.define, want)
-		}
-		if fv := v.fwd.at(64); fv.fn != c.fv.fn || fv.qTile != 64 || fv.threads != 256 || fv.perSM() != 2 || !fv.lean {
-			t.Errorf("%s's forward at head dim 64: %+v", v.name, fv)
-		}
-		if v.fwd.at(128).fn != sm90.fwd.at(128).fn || v.bwd.fn != sm90.bwd.fn || v.bwd.at(64).fn != sm90.bwd.at(64).fn {
-			t.Errorf("%s differs from sm90 beyond the head-dim-64 forward: forward %s at 128, backward %s / %s", v.name, v.fwd.at(128).fn, v.bwd.fn, v.bwd.at(64).fn)
-		}
-		v.fwd, v.defines, v.name, v.doc = sm90.fwd, sm90.defines, sm90.name, sm90.doc
-		if !reflect.DeepEqual(v, sm90) {
-			t.Errorf("%s's fields beyond its forward and defines differ from sm90's:\n%+v\n%+v", c.variant, v, sm90)
-		}
-		for _, dt := range []string{"bf16", "fp16"} {
-			for _, fn := range []string{c.fv.fn, c.fv.fn + "p"} {
-				if !regexp.MustCompile(`SM90_FWD_[A-Z]+\(` + fn + `, ` + dt + `,`).MatchString(SourceSM90()) {
-					t.Errorf("attention_sm90.cu has no %s entry for %s", fn, dt)
-				}
-			}
-		}
-	}
-	if fwdSM90C1.kTile != 128 || fwdSM90C2.kTile != 256 {
-		t.Errorf("key tiles: fwd90c %d, fwd90c2 %d; want 128, 256", fwdSM90C1.kTile, fwdSM90C2.kTile)
+	if g := forwardGrid(false, 132, 64, 256); g != (cuda.Dim3{X: 64, Y: 256}) {
+		t.Errorf("not persistent, 64 heads x 256 row tiles: grid %v", g)
 	}
 }
 
 // Experiment sm90k's forward (fwd90k under LONGCA_FWD_K256; sm90k-seq's turn in sequence under
 // LONGCA_FWD_K256_SEQ too) is compiled only into the modules of the variants that run it, and
-// each of sm90k, sm90k-seq and sm90k-persist is sm90 but for its forward at head dim 64 (cuDNN's
-// block there: 128 x 256 tiles, 384 threads, one block an SM, persistent and plain entries),
-// its defines and, for sm90k-persist, the forward always persistent; where its tiles do not
-// pay, fwd90k names sm90's own forward at head dim 64 (narrowKeys).
+// each of sm90k and sm90k-seq is sm90 but for its forward at head dim 64 (cuDNN's block there:
+// 128 x 256 tiles, 384 threads, one block an SM, persistent and plain entries) and its
+// defines; where its tiles do not pay, fwd90k names sm90's own forward at head dim 64
+// (narrowKeys).
 func TestK256ForwardVariants(t *testing.T) {
 	sm90 := variantNamed(t, "sm90")
 	for _, a := range archVariants {
@@ -685,16 +615,14 @@ func TestK256ForwardVariants(t *testing.T) {
 	for _, c := range []struct {
 		name    string
 		defines []string
-		persist int
-	}{{"sm90k", append(slices.Clone(sm90.defines), "LONGCA_FWD_K256"), 0},
-		{"sm90k-seq", append(slices.Clone(sm90.defines), "LONGCA_FWD_K256", "LONGCA_FWD_K256_SEQ"), 0},
-		{"sm90k-persist", append(slices.Clone(sm90.defines), "LONGCA_FWD_K256"), 1}} {
+	}{{"sm90k", append(slices.Clone(sm90.defines), "LONGCA_FWD_K256")},
+		{"sm90k-seq", append(slices.Clone(sm90.defines), "LONGCA_FWD_K256", "LONGCA_FWD_K256_SEQ")}} {
 		v := variantNamed(t, c.name)
 		if !slices.Equal(v.defines, c.defines) {
 			t.Errorf("%s's defines %v, want %v", v.name, v.defines, c.defines)
 		}
 		fv := v.fwd.at(64)
-		if fv.fn != "fwd90k" || fv.qTile != 128 || fv.kTile != 256 || fv.threads != 384 || fv.perSM() != 1 || !fv.lean || fv.oneItem {
+		if fv.fn != "fwd90k" || fv.qTile != 128 || fv.kTile != 256 || fv.threads != 384 || !fv.lean || fv.oneItem {
 			t.Errorf("%s's forward at head dim 64: %+v", v.name, fv)
 		}
 		if fv.narrowKeys == nil || !reflect.DeepEqual(*fv.narrowKeys, sm90.fwd.at(64)) {
@@ -706,12 +634,9 @@ func TestK256ForwardVariants(t *testing.T) {
 		if v.fwd.at(128).fn != sm90.fwd.at(128).fn || v.bwd.fn != sm90.bwd.fn || v.bwd.at(64).fn != sm90.bwd.at(64).fn {
 			t.Errorf("%s differs from sm90 beyond the head-dim-64 forward: forward %s at 128, backward %s / %s", v.name, v.fwd.at(128).fn, v.bwd.fn, v.bwd.at(64).fn)
 		}
-		if v.persist != c.persist {
-			t.Errorf("%s: persist %d, want %d", v.name, v.persist, c.persist)
-		}
-		v.fwd, v.defines, v.name, v.doc, v.persist = sm90.fwd, sm90.defines, sm90.name, sm90.doc, sm90.persist
+		v.fwd, v.defines, v.name, v.doc = sm90.fwd, sm90.defines, sm90.name, sm90.doc
 		if !reflect.DeepEqual(v, sm90) {
-			t.Errorf("%s's fields beyond its forward, defines and persistence differ from sm90's:\n%+v\n%+v", c.name, v, sm90)
+			t.Errorf("%s's fields beyond its forward and defines differ from sm90's:\n%+v\n%+v", c.name, v, sm90)
 		}
 	}
 	if k.fwd.at(64).fn != fwdSM90K.fn {
@@ -755,71 +680,6 @@ func TestCoverRule(t *testing.T) {
 		}
 		if got := coverPays(listOf(t, sp.Heads, nk.qTile, nk.kTile, false), listOf(t, sp.Heads, fwdSM90K.qTile, fwdSM90K.kTile, false)); got != c.want {
 			t.Errorf("block-sparse %d-token blocks kept %.1f: 128 x 256 tiles pay %v, want %v", c.block, c.ratio, got, c.want)
-		}
-	}
-}
-
-// Experiment sm90d3's forward (fwd90d3 under LONGCA_FWD_RING3: sm90's overlapped 128 x 128
-// forward at head dim 128 with one Q tile and three K/V stages) is compiled only into the
-// modules of the variants that run it; sm90d3 is sm90 but for that forward at head dim 128,
-// its define and the wide forward off; it runs persistent on every row (long rows too, where
-// sm90's rule does not), unless the variant says never (sm90-plain's persist -1, which the GPU
-// tests use to check the plain entry).
-func TestRing3ForwardVariant(t *testing.T) {
-	sm90 := variantNamed(t, "sm90")
-	for _, a := range archVariants {
-		runs := a.fwd.at(64).fn == fwdSM90D3.fn || a.fwd.at(128).fn == fwdSM90D3.fn
-		if defines := slices.Contains(a.defines, "LONGCA_FWD_RING3"); runs != defines {
-			t.Errorf("%s: runs fwd90d3 %v, defines LONGCA_FWD_RING3 %v", a.name, runs, defines)
-		}
-		if runs && a.wide {
-			t.Errorf("%s runs fwd90d3 and the wide forward", a.name)
-		}
-	}
-	v := variantNamed(t, "sm90d3")
-	if want := append(slices.Clone(sm90.defines), "LONGCA_FWD_RING3"); !slices.Equal(v.defines, want) {
-		t.Errorf("sm90d3's defines %v, want %v", v.defines, want)
-	}
-	fv := v.fwd.at(128)
-	if fv.fn != "fwd90d3" || fv.qTile != 128 || fv.kTile != 128 || fv.threads != 384 || fv.perSM() != 1 || !fv.lean || !fv.ring3 || !fv.persistAlways || fv.oneItem {
-		t.Errorf("sm90d3's forward at head dim 128: %+v", fv)
-	}
-	if fv.shared(128) != 128*128*2+3*2*128*128*2+8*16+1024 {
-		t.Errorf("fwd90d3: %d bytes of shared memory, want one Q tile, three stages of K and V, 16 barriers and the slack", fv.shared(128))
-	}
-	if !reflect.DeepEqual(v.fwd.at(64), sm90.fwd.at(64)) {
-		t.Errorf("sm90d3's forward at head dim 64 is %s, not sm90's %s", v.fwd.at(64).fn, sm90.fwd.at(64).fn)
-	}
-	if l := forwardLabel(fv); l != "d3-fwd" {
-		t.Errorf("rows of fwd90d3 say %q, want d3-fwd", l)
-	}
-	if v.wide {
-		t.Error("sm90d3 runs the wide forward")
-	}
-	v.fwd, v.defines, v.name, v.doc, v.wide = sm90.fwd, sm90.defines, sm90.name, sm90.doc, sm90.wide
-	if !reflect.DeepEqual(v, sm90) {
-		t.Errorf("sm90d3's fields beyond its forward, defines and wide differ from sm90's:\n%+v\n%+v", v, sm90)
-	}
-	long := namedList(t, 42, 8192, 128, 128, false, "full")
-	if persistentForward(long) {
-		t.Fatal("full 8K in 128 x 128 tiles: short rows (the case no longer tests the long side)")
-	}
-	for _, c := range []struct {
-		persist int
-		fv      variant
-		want    bool
-	}{{0, fwdSM90D3, true}, {1, fwdSM90D3, true}, {-1, fwdSM90D3, false}, {0, fwdSM90O, false}} {
-		k := &Kernel{arch: variantNamed(t, "sm90d3")}
-		k.arch.persist = c.persist
-		if got := k.forwardPersistent(c.fv, long); got != c.want {
-			t.Errorf("%s on full 8K, persist %d: persistent %v, want %v", c.fv.fn, c.persist, got, c.want)
-		}
-	}
-	for _, dt := range []string{"bf16", "fp16"} {
-		for _, fn := range []string{"fwd90d3", "fwd90d3p"} {
-			if !regexp.MustCompile(`SM90_FWD_R\(` + fn + `, ` + dt + `, [^,]+, 128, (true|false), true, 2, true, 128, true\)`).MatchString(SourceSM90()) {
-				t.Errorf("attention_sm90.cu has no %s entry for %s at head dim 128 (two consumers, the overlap, 128-key tiles, R3)", fn, dt)
-			}
 		}
 	}
 }

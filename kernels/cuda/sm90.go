@@ -631,11 +631,8 @@ func (k *Kernel) persistent(w *WorkList) bool {
 
 // forwardPersistent says whether the forward fv runs the list w persistent: by the variant's
 // rule (persistent), never where fv has no persistent entry (fwd90n: one Q tile fits beside
-// its K/V ring), always where fv says so (fwd90d3) and the variant does not say never.
+// its K/V ring).
 func (k *Kernel) forwardPersistent(fv variant, w *WorkList) bool {
-	if fv.persistAlways && k.arch.persist >= 0 {
-		return true
-	}
 	return !fv.oneItem && k.persistent(w)
 }
 
@@ -780,7 +777,7 @@ func (k *Kernel) forward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList,
 		return err
 	}
 	args := append([]any{tq, tk, tv, bs[3], bs[4], p.Mask.SeqQ, p.Mask.SeqK, p.HeadsQ, p.HeadsKV, scaleLog2}, dl.args()...)
-	grid := forwardGrid(fv, persistent, k.dev.SMs, p.HeadsQ, dl.w.RowTiles)
+	grid := forwardGrid(persistent, k.dev.SMs, p.HeadsQ, dl.w.RowTiles)
 	if persistent && k.fwdBlocks > 0 {
 		grid.X = min(grid.X, k.fwdBlocks)
 	}
@@ -789,15 +786,14 @@ func (k *Kernel) forward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList,
 	})
 }
 
-// forwardGrid is the Hopper forward fv's grid over heads x rowTiles work items: a block an
-// item (heads the fast index), or, persistent, as many blocks as run at once on sms
-// multiprocessors (fv.perSM() an SM: two for sm90c's one-consumer forward, whose second
-// block supplies the overlap), at most one an item, walking the items.
-func forwardGrid(fv variant, persistent bool, sms, heads, rowTiles int) cuda.Dim3 {
+// forwardGrid is the Hopper forward's grid over heads x rowTiles work items: a block an item
+// (heads the fast index), or, persistent, a block per multiprocessor of sms, at most one an
+// item, walking the items.
+func forwardGrid(persistent bool, sms, heads, rowTiles int) cuda.Dim3 {
 	if !persistent {
 		return cuda.Dim3{X: heads, Y: rowTiles}
 	}
-	return cuda.Dim3{X: max(1, min(fv.perSM()*sms, heads*rowTiles))}
+	return cuda.Dim3{X: max(1, min(sms, heads*rowTiles))}
 }
 
 // backward90 launches the Hopper backward: bs are q, k, v, out, lse, dout, dq, dk, dv.

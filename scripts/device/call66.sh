@@ -1,4 +1,7 @@
 #!/bin/sh
+# Run 2026-12-05, sixteenth session (rows in docs/results/h100-calls64-66-20261205b.txt);
+# sm90c, sm90c2, sm90k-persist and sm90d3 removed since: it no longer runs as written (to
+# rerun it, check out 2bbcb47, the last commit with them).
 # Call 66 (prepared 2026-12-05, fifteenth session; not yet run): the head-dim-64 forward's
 # shapes against cuDNN's, and cuDNN's ring at head dim 128 (docs/perf.md "Next: call 66").
 # cuDNN's d64 forward (call 65) is one persistent block an SM of a producer and two consumer
