@@ -6,16 +6,19 @@
 # Stopped with SIGINT at the limit (default 560 s): run then ends after the current case and
 # still writes its merged file and report. OUT gets the merged rows, the report and the log.
 set -u
+# the run id names the GPU that ran it (h200, h100; "gpu" where nvidia-smi does not say)
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | grep -oiE 'h[0-9]+' | head -1 | tr A-Z a-z)
+gpu=${gpu:-gpu}
 out=${1:?usage: run-final.sh OUT [LIMIT_SECONDS]}
 limit=${2:-560}
 mkdir -p "$out"
 [ -x bin/longca ] || { [ -f bin/longca.gz ] && gunzip -c bin/longca.gz >bin/longca && chmod +x bin/longca; }
 export LONGCA_CACHE_DIR=${LONGCA_CACHE_DIR:-/tmp/longca-nvrtc} NCCL_NVLS_ENABLE=0
 t0=$(date +%s)
-timeout -s INT -k 30 "$limit" bin/longca run --suite gpu --out /tmp/run-final --run-id h200-run >"$out/run.log" 2>&1
+timeout -s INT -k 30 "$limit" bin/longca run --suite gpu --out /tmp/run-final --run-id $gpu-run >"$out/run.log" 2>&1
 rc=$?
 echo "# longca run --suite gpu: exit $rc, wall $(($(date +%s) - t0)) s" | tee -a "$out/run.log"
-cp /tmp/run-final/h200-run.merged.arrow /tmp/run-final/h200-run.report.txt "$out/" 2>/dev/null
+cp /tmp/run-final/$gpu-run.merged.arrow /tmp/run-final/$gpu-run.report.txt "$out/" 2>/dev/null
 grep -E '"estimate"|eta' "$out/run.log" | head -3
 grep -E '^# Cases|^# Geomean' "$out/run.log" | head -4
-sed -n '/x fastest/,$p' /tmp/run-final/h200-run.report.txt 2>/dev/null | head -110
+sed -n '/x fastest/,$p' /tmp/run-final/$gpu-run.report.txt 2>/dev/null | head -110
