@@ -214,3 +214,28 @@ func TestOrderL2Rule(t *testing.T) {
 		t.Errorf("%d GQA cells ordered heaviest first: the check above checked little", noRot)
 	}
 }
+
+// The L2 model's step count (l2Steps, which bounds the lists the plan models): each KV head
+// walks its own list where a block-sparse map gives one a KV head, so the count is a list's
+// entries times the group, not every list's entries times every head (8x too many at 64:8,
+// which left 64K block-sparse maps unmodelled); a shared list is walked by every head.
+func TestL2Steps(t *testing.T) {
+	sp := sparseBackwardList(t, 65536, mask.SparseOptions{Seed: 11, Block: 128, Ratio: 0.2, HeadsKV: 8})
+	if sp.Lists != 8 {
+		t.Fatalf("the 64K block-sparse list has %d lists, want one a KV head (8)", sp.Lists)
+	}
+	perHead := int64(len(sp.Entries)/2) / 8
+	if got := l2Steps(sp, 8, 8); got != perHead*64 {
+		t.Errorf("64K b128 r0.2 at 64:8: %d steps, want a list's %d entries times 64 query heads (%d)", got, perHead, perHead*64)
+	}
+	if !l2Modelled(sp, 8, 8) {
+		t.Errorf("64K b128 r0.2 at 64:8 (%d steps) is not modelled", l2Steps(sp, 8, 8))
+	}
+	full := backwardList(t, 42, 65536, "full")
+	if got, want := l2Steps(full, 8, 8), int64(len(full.Entries)/2)*64; full.Lists != 1 || got != want {
+		t.Errorf("full 64K at 64:8: %d lists, %d steps, want one list and %d", full.Lists, got, want)
+	}
+	if big := backwardList(t, 42, 98304, "full"); l2Modelled(big, 8, 8) {
+		t.Errorf("full 96K at 64:8 (%d steps) is modelled: past split128MaxSteps", l2Steps(big, 8, 8))
+	}
+}

@@ -283,9 +283,19 @@ func split128Pays(w *WorkList, heads, group, slots, l2 int, o int32, s int) bool
 }
 
 // l2Modelled says whether the plan runs the L2 model on w at heads KV heads of group
-// (its steps within split128MaxSteps).
+// (its steps within split128MaxSteps): each KV head walks its own list's entries (one list
+// a KV head for block-sparse maps, w.Lists of them) once per query head of its group. (Until
+// 2026-12-05 the count took every list's entries for every head, 8x too many at 64:8, so that
+// 64K block-sparse maps, 7-17 million steps and under 1.5 s modelled, were not; no plan of
+// sm90's changed with the count: split128Pays leaves those rows unsplit either way.)
 func l2Modelled(w *WorkList, heads, group int) bool {
-	return int64(len(w.Entries)/2)*int64(heads*group) <= split128MaxSteps
+	return l2Steps(w, heads, group) <= split128MaxSteps
+}
+
+// l2Steps is the steps of the head-dim-128 backward of w at heads KV heads of group: the
+// entries of the list each KV head walks, times its query heads.
+func l2Steps(w *WorkList, heads, group int) int64 {
+	return int64(len(w.Entries)/2) / int64(max(1, w.Lists)) * int64(heads*group)
 }
 
 // dramRead is the bytes the L2 model has the head-dim-128 backward of w read from DRAM in
