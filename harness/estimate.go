@@ -240,17 +240,15 @@ func MaskBytes(c Case) float64 {
 	return b
 }
 
-// splitParts is the most parts any cuda variant splits a backward's query-head group of g
-// into at head dimension d (each part holding fp32 partials of dK and dV): the largest of 8,
-// 4 and 2 that divides g (at most 4 at head dim 64), 1 where none does. An upper bound: the
-// default splits only where its rules say so.
-func splitParts(g, d int) int {
-	for _, p := range []int{8, 4, 2} {
-		if (p < 8 || d != 64) && g%p == 0 {
-			return p
-		}
+// PartialsBytes is the device memory of a backward that splits each KV head's query heads
+// over parts blocks, each adding fp32 partials of dK and dV (cuda's sm90: 2 or 4 parts at
+// head dim 64, 2 at 128 by its rules, 4 or 8 in experiments sm90g4 / sm90g8; the kernel says
+// how many at most, session.FitKernels asks it): 0 for a forward or one part.
+func PartialsBytes(c Case, parts int) float64 {
+	if parts <= 1 || c.Pass == kernels.Fwd {
+		return 0
 	}
-	return 1
+	return 2 * float64(parts) * tensorBytes(float64(c.SeqLen), float64(c.Heads.KV), float64(c.HeadDim), tensor.FP32)
 }
 
 // KernelFootprint is the peak memory of one kernel case: the timing tensors (on the
@@ -267,11 +265,7 @@ func KernelFootprint(c Case, check bool, checkBudget float64, onDevice, isRef bo
 		f.Device = buf + FlushBytes
 		if c.Pass != kernels.Fwd {
 			f.Device += tensorBytes(s, hq, d, tensor.FP32) + 2*s*hq*4 // fp32 dq and Dsum/lse workspace
-			// the group-split backward's fp32 partials of dK and dV (cuda sm90: 4 or 2 parts at
-			// head dim 64, 2 at 128 by its rule, 4 or 8 in experiments sm90g4 / sm90g8)
-			if parts := splitParts(c.Heads.Q/max(c.Heads.KV, 1), c.HeadDim); parts > 1 {
-				f.Device += 2 * float64(parts) * tensorBytes(s, hkv, d, tensor.FP32)
-			}
+			// (a kernel that splits its backward adds its partials: PartialsBytes)
 		}
 		f.Host = largest + mb
 	} else {

@@ -184,19 +184,17 @@ func TestMemoryEstimateSeesLimits(t *testing.T) {
 	}
 }
 
-// The backward's footprint holds the group split's fp32 partials of dK and dV: up to 8 parts
-// at head dim 128 (experiment sm90g8 at 64:8: 4 GiB at 64K), 4 at 64, none where the group
-// is odd.
-func TestSplitPartials(t *testing.T) {
-	for _, c := range []struct{ g, d, want int }{{8, 128, 8}, {8, 64, 4}, {4, 128, 4}, {2, 64, 2}, {6, 128, 2}, {1, 128, 1}, {3, 64, 1}} {
-		if got := splitParts(c.g, c.d); got != c.want {
-			t.Errorf("splitParts(%d, %d) = %d, want %d", c.g, c.d, got, c.want)
-		}
+// A split backward's fp32 partials of dK and dV: two tensors of the K shape a part, none for
+// the forward or one part (at 64K 64:8 d128, 8 parts: 4.3 GB).
+func TestPartialsBytes(t *testing.T) {
+	bwd := refCase(65536, Heads{64, 8}, 128, kernels.Bwd)
+	if got, want := PartialsBytes(bwd, 8), 2*8*65536.0*8*128*4; got != want {
+		t.Errorf("64K 64:8 d128, 8 parts: %.3g bytes, want %.3g", got, want)
 	}
-	fwd := KernelFootprint(refCase(65536, Heads{64, 8}, 128, kernels.Fwd), false, 0, true, false)
-	bwd := KernelFootprint(refCase(65536, Heads{64, 8}, 128, kernels.Bwd), false, 0, true, false)
-	partials := 2 * 8 * 65536.0 * 8 * 128 * 4
-	if bwd.Device-fwd.Device < partials {
-		t.Errorf("64K at 64:8 d128: the backward's footprint is %.2f GB over the forward's, less than the split's %.2f GB of partials", (bwd.Device-fwd.Device)/1e9, partials/1e9)
+	if got := PartialsBytes(bwd, 1); got != 0 {
+		t.Errorf("one part: %.3g bytes, want 0", got)
+	}
+	if got := PartialsBytes(refCase(65536, Heads{64, 8}, 128, kernels.Fwd), 8); got != 0 {
+		t.Errorf("the forward: %.3g bytes, want 0", got)
 	}
 }

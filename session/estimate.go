@@ -45,6 +45,17 @@ type place struct {
 	devBytes            float64
 }
 
+// footprint is harness.KernelFootprint of cs, and on a device the fp32 partials of a kernel
+// whose backward splits a KV head's query heads over blocks, as many parts as it says it may
+// (cuda's BackwardPartials).
+func footprint(cs harness.Case, k KernelSweep, pl place) harness.Footprint {
+	f := harness.KernelFootprint(cs, k.Check, k.CheckBudget, pl.onDevice, pl.isRef)
+	if sp, ok := pl.k.(interface{ BackwardPartials(group, d int) int }); ok && pl.onDevice {
+		f.Device += harness.PartialsBytes(cs, sp.BackwardPartials(cs.Heads.Q/max(cs.Heads.KV, 1), cs.HeadDim))
+	}
+	return f
+}
+
 // FitKernels refuses, before anything is allocated, a sweep with a case that cannot fit
 // in the host's (or the GPU's) memory: one line naming the flags that make it too big
 // (k.Culprit). It returns the sweep's time estimate, the one its ETA then follows; a
@@ -62,10 +73,10 @@ func (s *Session) FitKernels(ctx context.Context, k KernelSweep) (*harness.Estim
 		if !pl.ok {
 			continue
 		}
-		f := harness.KernelFootprint(cs, k.Check, k.CheckBudget, pl.onDevice, pl.isRef)
+		f := footprint(cs, k, pl)
 		if err := m.Fits(f, pl.devBytes, "case "+cs.String()); err != nil {
 			fits := func(x harness.Case) bool {
-				return m.Fits(harness.KernelFootprint(x, k.Check, k.CheckBudget, pl.onDevice, pl.isRef), pl.devBytes, "") == nil
+				return m.Fits(footprint(x, k, pl), pl.devBytes, "") == nil
 			}
 			culprit := cs.String()
 			if k.Culprit != nil {

@@ -56,3 +56,28 @@ func TestEstimateCP(t *testing.T) {
 		t.Errorf("a kernel that cannot be made: an estimate, want nil")
 	}
 }
+
+// splitter is a device kernel whose backward splits a KV head's query heads over parts blocks.
+type splitter struct {
+	kernels.Kernel
+	parts int
+}
+
+func (s splitter) BackwardPartials(group, d int) int { return s.parts }
+
+// A case's device footprint holds the split backward's fp32 partials as many parts as the
+// kernel says (cuda's sm90g8: 8 at 64:8, 4.3 GB at 64K d128), none for a kernel that does not
+// split or for the forward.
+func TestFootprintPartials(t *testing.T) {
+	cs := harness.Case{Mask: "full", SeqLen: 65536, Heads: harness.Heads{Q: 64, KV: 8}, HeadDim: 128, DType: tensor.BF16, Kernel: "cuda", Pass: kernels.Bwd}
+	var ks KernelSweep
+	plain := footprint(cs, ks, place{onDevice: true, ok: true})
+	split := footprint(cs, ks, place{k: splitter{parts: 8}, onDevice: true, ok: true})
+	if got, want := split.Device-plain.Device, 2*8*65536.0*8*128*4; got != want {
+		t.Errorf("64K 64:8 d128 backward split 8: %.3g more bytes than unsplit, want %.3g", got, want)
+	}
+	cs.Pass = kernels.Fwd
+	if f, g := footprint(cs, ks, place{k: splitter{parts: 8}, onDevice: true, ok: true}), footprint(cs, ks, place{onDevice: true, ok: true}); f != g {
+		t.Errorf("the forward's footprint grew with the split: %+v against %+v", f, g)
+	}
+}

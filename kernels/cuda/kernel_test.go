@@ -683,3 +683,40 @@ func TestCoverRule(t *testing.T) {
 		}
 	}
 }
+
+// BackwardPartials bounds the split every variant's plan takes (the footprint's fp32
+// partials, counted before anything is allocated): sm90 4 or 2 at head dim 64 and 2 at 128,
+// sm90g8 8 at a group of 8 and none at 4, the deterministic backward and sm80 none; and no
+// plan splits in more parts than it says, on masks whose plans split and on masks whose do
+// not, at groups of 8 and 2.
+func TestBackwardPartials(t *testing.T) {
+	for _, c := range []struct {
+		variant  string
+		det      bool
+		group, d int
+		want     int
+	}{{"sm90", false, 8, 128, 2}, {"sm90", false, 8, 64, 4}, {"sm90", false, 2, 64, 2}, {"sm90", false, 6, 128, 2}, {"sm90", false, 1, 128, 1},
+		{"sm90g8", false, 8, 128, 8}, {"sm90g8", false, 4, 128, 1}, {"sm90g4", false, 8, 128, 4}, {"sm90", true, 8, 128, 1}, {"sm80", false, 8, 128, 1}} {
+		a := variantNamed(t, c.variant)
+		k := &Kernel{arch: a, bwd: a.bwd, det: c.det}
+		if got := k.BackwardPartials(c.group, c.d); got != c.want {
+			t.Errorf("%s (deterministic %v) at group %d, head dim %d: %d parts, want %d", c.variant, c.det, c.group, c.d, got, c.want)
+		}
+	}
+	for _, a := range archVariants {
+		if a.major != 9 {
+			continue
+		}
+		k := &Kernel{arch: a, bwd: a.bwd}
+		for _, m := range []string{"full", "causal_blockwise", "share_question"} {
+			w := backwardList(t, 42, 16384, m)
+			for _, hs := range []struct{ heads, group int }{{8, 8}, {32, 2}} {
+				for _, d := range []int{64, 128} {
+					if _, g := k.backwardPlan(&deviceList{w: w}, hs.heads, hs.group, d); g > k.BackwardPartials(hs.group, d) {
+						t.Errorf("%s, %s 16K at %d:%d head dim %d: the plan splits in %d, BackwardPartials says at most %d", a.name, m, hs.heads*hs.group, hs.heads, d, g, k.BackwardPartials(hs.group, d))
+					}
+				}
+			}
+		}
+	}
+}

@@ -582,11 +582,11 @@ func cv(xs []float64) float64 {
 // a device list with, for heads KV heads of group query heads each at head dimension d:
 // the variant's own order or backwardOrder's, and groupSplit's parts where the variant
 // splits (groupSplit's at head dim 64; at 128 split128 parts with a head's key tiles
-// together where split128Pays says so, or always in sm90g2; 1 elsewhere, when
-// deterministic, or where the grid's head dimension would pass 65535), with bit 3 set where
-// the variant pairs key tiles and pairsPay says so, or, on causal rows within documents,
-// docPairsPay (then with schedDocPairs too; never when deterministic). Decided once
-// per list and head shape (the model walks every block: about 0.1 ms at 48K).
+// together where split128Pays says so, or always in sm90g2, sm90g4 and sm90g8; 1
+// elsewhere, when deterministic, or where the grid's head dimension would pass 65535), with
+// bit 3 set where the variant pairs key tiles and pairsPay says so, or, on causal rows
+// within documents, docPairsPay (then with schedDocPairs too; never when deterministic).
+// Decided once per list and head shape (the model walks every block: about 0.1 ms at 48K).
 func (k *Kernel) backwardPlan(dl *deviceList, heads, group, d int) (int32, int) {
 	byRule, split := k.arch.sched == schedByRule, k.arch.gsplit && d == 64 && !k.det && heads*4 <= 65535
 	pairs := k.arch.pairs && !k.det
@@ -885,7 +885,7 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 			return err
 		}
 	}
-	// the group split (head dim 64, and 128 by split128Pays): its fp32 partials of dK and dV and their reduction
+	// the group split (head dim 64, and 128 by split128Pays or always in sm90g2/g4/g8): its fp32 partials of dK and dV and their reduction
 	var kpart, vpart *cuda.Buffer
 	var reduce *cuda.Function
 	if gs > 1 {

@@ -4,8 +4,9 @@
 # (docs/perf.md "Next: call 67").
 #   sm90-lv1   sm90 without sm90bl's paired lse/Dsum loads (LONGCA_BWD_LV2): causal_document
 #              16K's d128 backward read 0.82x cuDNN in call 64 (0.95-0.98 on the H200 before
-#              the promotion); sm90dp (pairs within documents always: 9.9 -> 1.9 GB by the
-#              L2 model, tail 1.18x) and sm90fk (key tiles together: 6.0 GB) beside it
+#              the promotion); sm90dp (pairs within documents always, and then split 2 by
+#              its rule: rows gsplit-2 doc-pairs-bwd; 9.9 -> 1.9 GB by the L2 model, tail
+#              1.12x) and sm90fk (key tiles together: 6.0 GB, tail 1.18x) beside it
 #   sm90g4/g8  the d128 backward split in 4 / 8 parts always: the L2 model has block-sparse
 #              64K's backward read 157 GB unsplit, 93 split 4, 55 split 8 (b128 r0.2), where
 #              sm90 read 373 TFLOP/s at 64K against 513 at 32K (Flex 379 / 385)
