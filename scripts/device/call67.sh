@@ -20,7 +20,8 @@
 #    4-6);
 # 3. s: sm90 / sm90g4 / sm90g8 twice, block-sparse b128 r0.2 / r0.5 at 32K / 64K backward;
 # 4. d: cudnn / sm90 / sm90g4 / sm90g8 twice, dense backward full 32K / 64K (sparse-final's denominators);
-# 5. ncu: stalls of one d64 full 16K forward of sm90k-seq, sm90, cudnn; sm90k-seq's SASS page.
+# 5. ncu: stalls and the tensor pipe's share of one d64 full 16K forward of sm90k-seq, sm90,
+#    cudnn; sm90k-seq's SASS page; L2's hit rate and DRAM bytes of each (last).
 # Bounded to 540 s (BUDGET); the tables last; logs packed as OUT/t.tgz.
 #   sh scripts/device/call67.sh OUT      (carry bin/longca.gz bin/cuda.test.gz; the call's timeout 600)
 set -u
@@ -42,9 +43,14 @@ done
 runs3="cudnn sm90 sm90g4 sm90g8 cudnn sm90 sm90g4 sm90g8"
 interleave d 30 "$runs3" --masks full --seqlens 32K,64K --passes bwd -w 1 -n 3
 NCU_PASS=fwd NCU_DIM=64
+# the stalls and the tensor pipe's share (call 21's metric); then, last, L2's hit rate and
+# DRAM bytes (sm90k's 128-query tiles stream K and V from L2 1.5x as often as sm90's
+# 192-query ones; cuDNN's as often as sm90k's)
+STALL_METRICS="$STALL_METRICS,sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active"
 for v in sm90k-seq sm90 cudnn; do ncu_stall $v full 16K 40; done
-unset NCU_PASS NCU_DIM
 ncu_sass sm90k-seq full 16K 64 60
+for v in sm90k-seq cudnn sm90; do ncu_mem $v full 16K 30; done
+unset NCU_PASS NCU_DIM
 cat "$out/t/summary.txt"
 echo "=== which rows split (gsplit-N) or paired"
 row_variants b-1-sm90 b-3-sm90dp s-1-sm90g4 s-2-sm90g8 d-1-sm90 d-3-sm90g8
@@ -52,6 +58,11 @@ table b "d128 backward TFLOP/s" "sm90/cudnn sm90-lv1/cudnn sm90dp/cudnn sm90fk/c
 table s "block-sparse b128 backward TFLOP/s" "sm90g4/sm90 sm90g8/sm90" $runs2
 table d "dense backward TFLOP/s" "sm90/cudnn sm90g4/cudnn sm90g8/cudnn sm90g4/sm90 sm90g8/sm90" $runs3
 stall_table
+echo "=== the tensor pipe's share, then L2 and DRAM (one d64 full 16K forward each)"
+for f in "$out"/t/ncu-stall-*-fwd-d64.log; do
+	[ -f "$f" ] && { echo "## $(basename "$f" .log)"; grep -E 'gmma_cycles_active' "$f" | awk '{print "  " $1, $(NF-1), $NF}'; }
+done
+mem_table
 echo "=== sm90k-seq's SASS: the instructions with the most stall samples"
 sass_top "$out/t/ncu-sass-sm90k-seq-full-16K-fwd-d64.log"
 tar -C "$out" -czf "$out/t.tgz" t && rm -rf "$out/t"
