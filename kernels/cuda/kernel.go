@@ -212,6 +212,10 @@ type archVariant struct {
 	// split128Rule only where split128Pays says so (sm90 since call 56), else always (sm90g2)
 	split128     int
 	split128Rule bool
+	// split128Maps (experiment sm90sr, with split128Rule and split128 8): the rule tries 2, 4
+	// and 8 parts (split128Parts) and lets block-sparse maps (a list a KV head) through its
+	// gate on rows that vary
+	split128Maps bool
 	// orderL2 (sm90's since call 61), on sm90's backward at head dim 128 by the order rule, MHA
 	// only (a group of one): the key tiles of a KV head together after all where heaviest
 	// first over all heads would thrash L2 at a small cost in evenness (orderThrashes)
@@ -251,6 +255,7 @@ var archVariants = []archVariant{
 	{name: "sm90g2", doc: "sm90 with the backward at head dim 128 always split in 2 (a block walks 4 of a KV head's 8 query heads, dK and dV summed from fp32 partials, a head's key tiles together), whatever the rule (one side of sm90's split rule; call 54 against sm90 before the rule: causal_blockwise 32K +5%, prefix_lm_causal 48K +6%, causal_document 32K +3%, share_question 16K / 32K -12 / -5%, full -1 to -2%); rows say gsplit-2", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQ, gsplit: true, pairs: true, pairsEntry: true, docPairs: docPairsByRule, split128: 2, sched: schedByRule, orderL2: true, k64: true, wide: true, defines: sm90Defines},
 	{name: "sm90g4", doc: "experiment (not yet run on a GPU): sm90 with the backward at head dim 128 always split in 4 where the group divides (a block walks 2 of a KV head's 8 query heads, dK and dV summed from fp32 partials, a head's key tiles together), whatever the rule: the L2 model has 64K block-sparse maps' backward read 93-120 GB split 4 against 157-220 unsplit (b128 r0.2 / r0.5; 32K: 12-21 against 20-38), where sm90 reads 0.70-0.77x its dense backward at 64K and 0.97-1.01x at 32K; rows say gsplit-4", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQ, gsplit: true, pairs: true, pairsEntry: true, docPairs: docPairsByRule, split128: 4, sched: schedByRule, orderL2: true, k64: true, wide: true, defines: sm90Defines},
 	{name: "sm90g8", doc: "experiment (not yet run on a GPU): sm90g4 split in 8 (a block a query head): the L2 model has 64K block-sparse maps' backward read 55-71 GB (a third of unsplit), at 4.3 GB of fp32 partials written and read back at 64K; rows say gsplit-8", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQ, gsplit: true, pairs: true, pairsEntry: true, docPairs: docPairsByRule, split128: 8, sched: schedByRule, orderL2: true, k64: true, wide: true, defines: sm90Defines},
+	{name: "sm90sr", doc: "experiment (not yet run on a GPU; prepared for call 67's outcome): sm90 with its split rule at head dim 128 widened (split128Parts): 2, 4 or 8 parts, the fewest the rule takes and more only where they halve the modelled DRAM bytes again, and block-sparse maps (a list a KV head) through its gate (their rows vary by a CV of 0.06 at 64K, under rowsVary's 0.25): by the L2 model 8 parts on 128-token maps at 64K (157 -> 55 GB at r0.2) and at 32K r0.5, none at 32K r0.2 (the tail 1.046x), 2 where sm90 takes 2 on the dense masks; rows say gsplit-N", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQ, gsplit: true, pairs: true, pairsEntry: true, docPairs: docPairsByRule, split128: 8, split128Rule: true, split128Maps: true, sched: schedByRule, orderL2: true, k64: true, wide: true, defines: sm90Defines},
 	{name: "sm90-lv1", doc: "sm90 without the d128 backward's paired lse/Dsum loads (call 61's sm90bl, LONGCA_BWD_LV2; sm90's since 32497d1): to time the promotion's one change on GQA document rows, where causal_document 16K's backward read 0.82x cuDNN on an H100 in call 64 (0.95-0.98 on the H200 before the promotion)", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQ, gsplit: true, pairs: true, pairsEntry: true, docPairs: docPairsByRule, split128: 2, split128Rule: true, sched: schedByRule, orderL2: true, k64: true, wide: true, defines: sm90DefinesLV1},
 	{name: "sm90ns", doc: "sm90 never splitting the backward at head dim 128 (the other side of sm90's split rule)", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQ, gsplit: true, pairs: true, pairsEntry: true, docPairs: docPairsByRule, sched: schedByRule, orderL2: true, k64: true, wide: true, defines: sm90Defines},
 	{name: "sm90np", doc: "sm90 with the backward never walking key tiles in pairs (the other side of sm90's pairing rule; sm90 as it was before call 50 but for the pairing's code); with sm90's split rule at head dim 128, which takes other cells where the pairs differ", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQ, gsplit: true, split128: 2, split128Rule: true, sched: schedByRule, orderL2: true, k64: true, wide: true, defines: sm90Defines},
@@ -470,8 +475,16 @@ func (k *Kernel) BackwardPartials(group, d int) int {
 				return s
 			}
 		}
-	case d == 128 && k.arch.split128 > 1 && group%k.arch.split128 == 0:
-		return k.arch.split128
+	case d == 128 && k.arch.split128 > 1 && !k.arch.split128Rule:
+		if group%k.arch.split128 == 0 {
+			return k.arch.split128
+		}
+	case d == 128 && k.arch.split128 > 1: // split128Parts's candidates
+		for _, s := range []int{8, 4, 2} {
+			if s <= k.arch.split128 && group%s == 0 {
+				return s
+			}
+		}
 	}
 	return 1
 }

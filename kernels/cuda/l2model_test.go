@@ -239,3 +239,46 @@ func TestL2Steps(t *testing.T) {
 		t.Errorf("full 96K at 64:8 (%d steps) is modelled: past split128MaxSteps", l2Steps(big, 8, 8))
 	}
 }
+
+// The widened split rule (split128Parts, experiment sm90sr): at most 2 parts it is
+// split128Pays; to 8 it splits 64K block-sparse maps in 8 (the L2 model: 157 -> 55 GB at
+// b128 r0.2) and leaves 32K r0.2 unsplit (8 parts' tail 1.046x), while on the dense masks
+// sm90sr's plans are sm90's.
+func TestSplit128Parts(t *testing.T) {
+	for _, m := range []string{"prefix_lm_causal", "causal_blockwise"} {
+		for _, s := range []int{16384, 32768} {
+			w := backwardList(t, 42, s, m)
+			o := backwardOrder(w, 8, 8, 132)
+			pays := split128Pays(w, 8, 8, 132, 50<<20, o, 2)
+			if got := split128Parts(w, 8, 8, 132, 50<<20, o, 2, false); (got == 2) != pays {
+				t.Errorf("%s %d at most 2 parts: %d, split128Pays %v", m, s, got, pays)
+			}
+		}
+	}
+	sr, base := &Kernel{arch: variantNamed(t, "sm90sr")}, &Kernel{arch: variantNamed(t, "sm90")}
+	for _, c := range []struct {
+		s     int
+		ratio float64
+		want  int
+	}{{65536, 0.2, 8}, {65536, 0.5, 8}, {32768, 0.2, 1}} {
+		w := sparseBackwardList(t, c.s, mask.SparseOptions{Seed: 11, Block: 128, Ratio: c.ratio, HeadsKV: 8})
+		if _, g := sr.backwardPlan(&deviceList{w: w}, 8, 8, 128); g != c.want {
+			t.Errorf("b128 r%.1f %d at 64:8: sm90sr splits in %d, want %d", c.ratio, c.s, g, c.want)
+		}
+		if _, g := base.backwardPlan(&deviceList{w: w}, 8, 8, 128); g != 1 {
+			t.Errorf("b128 r%.1f %d at 64:8: sm90 splits in %d, want none", c.ratio, c.s, g)
+		}
+	}
+	// the cells where sm90's rule splits in 2 (call 57's: causal_blockwise 32K, share_question
+	// and prefix_lm_causal 48K, causal_document 32K) and beside them
+	for _, m := range []string{"causal_document", "prefix_lm_causal", "causal_blockwise", "share_question"} {
+		for _, s := range []int{32768, 49152} {
+			w := backwardList(t, 42, s, m)
+			o0, g0 := base.backwardPlan(&deviceList{w: w}, 8, 8, 128)
+			o1, g1 := sr.backwardPlan(&deviceList{w: w}, 8, 8, 128)
+			if o0 != o1 || g0 != g1 {
+				t.Errorf("%s %d at 64:8: sm90 plans %#x/%d, sm90sr %#x/%d", m, s, o0, g0, o1, g1)
+			}
+		}
+	}
+}

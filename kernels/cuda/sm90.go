@@ -264,22 +264,52 @@ func (k *Kernel) l2Bytes() int {
 // bytes even; at 48K a tail 2% shorter and -1%), causal -1 to -2% (paired), full_document
 // 48K -3% (bytes 15 -> 13 GB).
 func split128Pays(w *WorkList, heads, group, slots, l2 int, o int32, s int) bool {
+	ok, _ := split128Score(w, heads, group, slots, l2, o, s, false)
+	return ok
+}
+
+// split128Score is split128Pays's answer for s parts and what it weighed: the split pass's
+// modelled length (paired within documents) or its modelled DRAM bytes (unpaired). maps lets
+// lists of one block-sparse map a KV head through the unpaired gate whatever their rows'
+// spread (experiment sm90sr: a column's count of query tiles varies little, CV 0.06 at 64K,
+// but that spread summed over the group's heads is the drift that thrashes L2).
+func split128Score(w *WorkList, heads, group, slots, l2 int, o int32, s int, maps bool) (bool, float64) {
 	if o&schedDocPairs != 0 {
 		wp := docPaired(w)
 		_, base := fillSlots(wp, heads, group, 1, slots, o&^schedDocPairs, 0)
 		_, split := fillSlots(wp, heads, group, s, slots, o&^schedDocPairs, splitSteps)
-		return split <= base*split128Gain
+		return split <= base*split128Gain, split
 	}
-	if o&8 != 0 || !rowsVary(w) || !l2Modelled(w, heads, group) {
-		return false
+	if o&8 != 0 || !(rowsVary(w) || maps && w.Lists > 1) || !l2Modelled(w, heads, group) {
+		return false, 0
 	}
 	_, base := fillSlots(w, heads, group, 1, slots, o, 0)
 	_, split := fillSlots(w, heads, group, s, slots, o|schedKTFast, splitSteps)
 	if split > base*split128Tail {
-		return false
+		return false, 0
 	}
 	r0, r1 := dramRead(w, heads, group, slots, l2, o), dramRead(w, heads, group, slots, l2, o|schedKTFast|int32(s)<<4)
-	return 2*r1 <= r0 && r0-r1 >= split128Saved
+	return 2*r1 <= r0 && r0-r1 >= split128Saved, float64(r1)
+}
+
+// split128Parts is how many parts the rule splits the head-dim-128 backward of w into, of
+// the candidates 2, 4 and 8 up to most that divide group and keep the grid's heads within
+// 65535: the fewest that split128Score takes, and then more only where those halve again
+// what it weighed (the bytes, or the paired pass's length); 1 where it takes none. At most
+// 2 (sm90) it is split128Pays; experiment sm90sr goes to 8 (call 67's sm90g8 on 64K
+// block-sparse maps: 157 -> 55 GB modelled at r0.2), dense rows keeping their 2 parts.
+func split128Parts(w *WorkList, heads, group, slots, l2 int, o int32, most int, maps bool) int {
+	best, cost := 1, 0.0
+	for _, s := range []int{2, 4, 8} {
+		if s > most || group%s != 0 || heads*s > 65535 {
+			continue
+		}
+		ok, c := split128Score(w, heads, group, slots, l2, o, s, maps)
+		if ok && (best == 1 || 2*c <= cost) {
+			best, cost = s, c
+		}
+	}
+	return best
 }
 
 // l2Modelled says whether the plan runs the L2 model on w at heads KV heads of group
@@ -617,9 +647,17 @@ func (k *Kernel) backwardPlan(dl *deviceList, heads, group, d int) (int32, int) 
 		pairs && k.arch.docPairs == docPairsByRule && docPairsPay(dl.w, d, heads, group, key[2], k.l2Bytes(), o):
 		o = schedKTFast | 8 | schedDocPairs
 	}
-	if s := k.arch.split128; s > 1 && d == 128 && !k.det && group%s == 0 && heads*s <= 65535 &&
-		(!k.arch.split128Rule || split128Pays(dl.w, heads, group, key[2], k.l2Bytes(), o, s)) {
-		o, g = o|schedKTFast, s
+	if s := k.arch.split128; s > 1 && d == 128 && !k.det {
+		p := 1
+		switch {
+		case k.arch.split128Rule:
+			p = split128Parts(dl.w, heads, group, key[2], k.l2Bytes(), o, s, k.arch.split128Maps)
+		case group%s == 0 && heads*s <= 65535:
+			p = s
+		}
+		if p > 1 {
+			o, g = o|schedKTFast, p
+		}
 	}
 	k.mu.Lock()
 	dl.sched, dl.split, dl.planFor = o, g, key
