@@ -162,6 +162,23 @@ func TestSplit128Groups(t *testing.T) {
 		checkSplitLabel(t, k, p, what)
 		runCheck(t, k, p, uint64(1720+i), what)
 	}
+	// pairs within documents with the split (sched 0x1000b at the variant's parts, the
+	// bwd90esp entry walking endAlignedPairs's order): docPairsPay takes them only past 6,400
+	// tokens at a group of 8, too long for the CPU reference, so here the variant's document
+	// pairs are forced on a short pack (sm90dp's docPairsAlways; a length no other case
+	// uses, so that no plan made before is reused)
+	if k.arch.pairs && k.arch.docPairs != docPairsNever && k.arch.split128 > 1 {
+		saved := k.arch.docPairs
+		k.arch.docPairs = docPairsAlways
+		defer func() { k.arch.docPairs = saved }()
+		p := kernels.Problem{HeadsQ: 16, HeadsKV: 2, HeadDim: 128, DType: tensor.BF16, Mask: smallMask(t, "causal_document", 1900)}
+		what := "causal_document S=1900 16:2 d128, pairs within documents forced"
+		if v := k.Describe(p, kernels.Bwd).Variant; !strings.Contains(v, "doc-pairs-bwd") {
+			t.Errorf("%s: the backward's row says %q, not doc-pairs-bwd", what, v)
+		}
+		checkSplitLabel(t, k, p, what)
+		runCheck(t, k, p, 1730, what)
+	}
 }
 
 // checkSplitLabel fails t where k's variant always splits the head-dim-128 backward
