@@ -474,8 +474,22 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
 #pragma unroll
     for (int r = 0; r < 2; r++) {
       float mx = LEAN ? -INFINITY : m[r];
+#ifdef LONGCA_FWD_TREE
+      // (experiment sm90t) the row's maximum over four partial maxima, a chain of about BN/32 + 2
+      // dependent FMNMX instead of BN/8 (16 at 128 keys: ptxas keeps the loop's order)
+      // (LEAN: mx is -inf, which the first pair's maximum replaces)
+      static_assert(BN / 8 >= 4, "four partial maxima need 32 keys a tile");
+      float m4[4];
+#pragma unroll
+      for (int j = 0; j < BN / 8; j++) {
+        const float p = fmaxf(sc[4 * j + 2 * r], sc[4 * j + 2 * r + 1]);
+        m4[j % 4] = j >= 4 ? fmaxf(m4[j % 4], p) : j == 0 && !LEAN ? fmaxf(mx, p) : p;
+      }
+      mx = fmaxf(fmaxf(m4[0], m4[1]), fmaxf(m4[2], m4[3]));
+#else
 #pragma unroll
       for (int j = 0; j < BN / 8; j++) mx = fmaxf(mx, fmaxf(sc[4 * j + 2 * r], sc[4 * j + 2 * r + 1]));
+#endif
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
       if (LEAN) mx = fmaxf(m[r], mx * scale_log2);  // the maximum in the exponent's units (scale > 0)
@@ -484,7 +498,11 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       // rescale can be skipped on a warp's first tile)
       alpha[r] = LEAN && m[r] == -INFINITY ? 1.f : exp2f(m[r] - use);
       m[r] = mx;
+#ifdef LONGCA_FWD_TREE
+      float s4[4];  // (sm90t) four partial sums, as the maxima
+#else
       float sm = 0.f;
+#endif
 #pragma unroll
       for (int j = 0; j < BN / 8; j++) {
         if (LEAN) {  // exp2(s scale log2e - max): one FFMA; masked scores are -inf either way
@@ -494,9 +512,18 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
           sc[4 * j + 2 * r] = exp2f(sc[4 * j + 2 * r] - use);
           sc[4 * j + 2 * r + 1] = exp2f(sc[4 * j + 2 * r + 1] - use);
         }
+#ifdef LONGCA_FWD_TREE
+        const float p = sc[4 * j + 2 * r] + sc[4 * j + 2 * r + 1];
+        s4[j % 4] = j >= 4 ? s4[j % 4] + p : p;
+#else
         sm += sc[4 * j + 2 * r] + sc[4 * j + 2 * r + 1];
+#endif
       }
+#ifdef LONGCA_FWD_TREE
+      sum[r] = (s4[0] + s4[1]) + (s4[2] + s4[3]);
+#else
       sum[r] = sm;
+#endif
     }
     if (pack) put_p(sc, pa);
   };

@@ -7,6 +7,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -339,15 +340,29 @@ func TestDeterministic(t *testing.T) {
 // block-sparse maps.
 func TestForwardEntries64(t *testing.T) { forwardEntries(t, 64) }
 
-// The same at head dim 128 for a variant whose forward there is not sm90's (sm90-prev's
-// fwd90l, sm90s's fwd90s); sm90's own is checked by the tests above.
+// The same at head dim 128 for a variant whose forward there is not sm90's: another entry
+// (sm90-prev's fwd90l, sm90s's fwd90s) or sm90's compiled with other forward defines
+// (LONGCA_FWD_*: sm90t's softmax); sm90's own is checked by the tests above.
 func TestForwardEntries128(t *testing.T) {
 	k := gpuKernel(t)
 	sm90, _ := pickVariant("sm90", 9, 0)
-	if fv := k.fwd.at(128); !inSM90(fv.fn) || fv.fn == sm90.fwd.at(128).fn {
+	fv := k.fwd.at(128)
+	if !inSM90(fv.fn) || fv.fn == sm90.fwd.at(128).fn && slices.Equal(forwardDefines(k.arch.defines), forwardDefines(sm90.defines)) {
 		t.Skipf("variant %s runs %s at head dim 128: sm90's forward or none of its", k.arch.name, fv.fn)
 	}
 	forwardEntries(t, 128)
+}
+
+// forwardDefines are the forward's defines (LONGCA_FWD_*) among defines, sorted.
+func forwardDefines(defines []string) []string {
+	var f []string
+	for _, d := range defines {
+		if strings.HasPrefix(d, "LONGCA_FWD_") {
+			f = append(f, d)
+		}
+	}
+	slices.Sort(f)
+	return f
 }
 
 // forwardEntries checks the variant's sm90 forward at head dim d through its persistent and
