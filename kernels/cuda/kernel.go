@@ -465,7 +465,7 @@ func (k *Kernel) DeterministicBackward() bool { return k.det && inSM90(k.bwd.fn)
 // BackwardPartials is the most parts this kernel's backward splits a KV head's group of
 // query heads into at head dimension d, each part holding fp32 partials of dK and dV (the
 // memory session.FitKernels adds to a case's footprint before anything is allocated): at
-// head dim 64 on the sm90 variants that split (gsplit) 4 or 2 by groupSplit's candidates, at
+// head dim 64 on the sm90 variants that split (gsplit) 4 or 2 of groupSplit's parts, at
 // 128 the variant's split128 where it divides the group (sm90 2, by its rule; sm90g4 / sm90g8
 // 4 / 8 always); 1 for the deterministic backward, other head dims and the other variants.
 // The mirror of backwardPlan's conditions; an upper bound, as a rule may not split.
@@ -475,21 +475,13 @@ func (k *Kernel) BackwardPartials(group, d int) int {
 	}
 	switch {
 	case d == 64 && k.arch.gsplit:
-		for _, s := range []int{4, 2} { // groupSplit's candidates
-			if group%s == 0 {
-				return s
-			}
-		}
+		return mostParts(groupSplitParts, group, group)
 	case d == 128 && k.arch.split128 > 1 && !k.arch.split128Rule:
 		if group%k.arch.split128 == 0 {
 			return k.arch.split128
 		}
-	case d == 128 && k.arch.split128 > 1: // split128Parts's candidates
-		for _, s := range []int{8, 4, 2} {
-			if s <= k.arch.split128 && group%s == 0 {
-				return s
-			}
-		}
+	case d == 128 && k.arch.split128 > 1:
+		return mostParts(split128Tries, k.arch.split128, group)
 	}
 	return 1
 }

@@ -292,6 +292,24 @@ func split128Score(w *WorkList, heads, group, slots, l2 int, o int32, s int, map
 	return 2*r1 <= r0 && r0-r1 >= split128Saved, float64(r1)
 }
 
+// groupSplitParts are the parts groupSplit tries at head dim 64, split128Tries those
+// split128Parts tries at 128, fewest first (Kernel.BackwardPartials bounds the plans by them).
+var (
+	groupSplitParts = []int{2, 4}
+	split128Tries   = []int{2, 4, 8}
+)
+
+// mostParts is the largest of parts, at most most, that divides group; 1 where none does.
+func mostParts(parts []int, most, group int) int {
+	best := 1
+	for _, p := range parts {
+		if p <= most && group%p == 0 {
+			best = max(best, p)
+		}
+	}
+	return best
+}
+
 // split128Parts is how many parts the rule splits the head-dim-128 backward of w into, of
 // the candidates 2, 4 and 8 up to most that divide group and keep the grid's heads within
 // 65535: the fewest that split128Score takes, and then more only where those halve again
@@ -300,7 +318,7 @@ func split128Score(w *WorkList, heads, group, slots, l2 int, o int32, s int, map
 // block-sparse maps: 157 -> 55 GB modelled at r0.2), dense rows keeping their 2 parts.
 func split128Parts(w *WorkList, heads, group, slots, l2 int, o int32, most int, maps bool) int {
 	best, cost := 1, 0.0
-	for _, s := range []int{2, 4, 8} {
+	for _, s := range split128Tries {
 		if s > most || group%s != 0 || heads*s > 65535 {
 			continue
 		}
@@ -396,7 +414,7 @@ const splitSteps = 4
 func groupSplit(w *WorkList, heads, group, slots int, sched int32) int {
 	_, base := fillSlots(w, heads, group, 1, slots, sched, 0)
 	best, span := 1, base
-	for _, s := range []int{2, 4} {
+	for _, s := range groupSplitParts {
 		if group%s != 0 {
 			continue
 		}
