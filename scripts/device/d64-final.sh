@@ -8,12 +8,10 @@
 # the rows so far stay. OUT gets the rows, the report (TFLOP/s and the ratios to the fastest)
 # and the log; the report's ratio table is printed last.
 set -u
-# the run id names the GPU that ran it (h200, h100; "gpu" where nvidia-smi does not say)
-gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | grep -oiE 'h[0-9]+' | head -1 | tr A-Z a-z)
-gpu=${gpu:-gpu}
 out=${1:?usage: d64-final.sh OUT [LIMIT_SECONDS]}
 limit=${2:-570}
 . scripts/device/lib.sh
+gpu=$(gpu_tag) # the run id names the GPU that ran it
 call_start "$limit" longca || exit 1
 timeout -s INT -k 30 "$limit" bin/longca kernel --kernels cuda,cudnn,torch:flash,torch:cudnn,torch:efficient,torch:flex,torch:varlen \
 	--head-dim 64 --heads 64:8 --seqlens 8K,16K,32K,48K --passes fwd,bwd -w 3 -n 10 \

@@ -17,6 +17,13 @@ call_start() {
 	t0=$(date +%s)
 }
 
+# gpu_tag: the GPU this call runs on, as a run id's prefix (h200, h100; "gpu" where
+# nvidia-smi does not say), so that a run's files name the card that made them.
+gpu_tag() {
+	_g=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | grep -oiE 'h[0-9]+' | head -1 | tr A-Z a-z)
+	echo "${_g:-gpu}"
+}
+
 # warm VARIANT...: each variant's module compiled (NVRTC, about 40 s on a fresh machine) by
 # one small case of each pass (the module holds every entry), outside any timed step, so that a step's
 # cap is spent on its cases (calls 54 and 57 lost their first step's cases to the compile);

@@ -6,9 +6,9 @@
 # Stopped with SIGINT at the limit (default 560 s): run then ends after the current case and
 # still writes its merged file and report. OUT gets the merged rows, the report and the log.
 set -u
-# the run id names the GPU that ran it (h200, h100; "gpu" where nvidia-smi does not say)
-gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | grep -oiE 'h[0-9]+' | head -1 | tr A-Z a-z)
-gpu=${gpu:-gpu}
+# the run id names the GPU that ran it (lib.sh's gpu_tag)
+. scripts/device/lib.sh
+gpu=$(gpu_tag)
 out=${1:?usage: run-final.sh OUT [LIMIT_SECONDS]}
 limit=${2:-560}
 mkdir -p "$out"
