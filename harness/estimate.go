@@ -242,7 +242,7 @@ func MaskBytes(c Case) float64 {
 
 // PartialsBytes is the device memory of a backward that splits each KV head's query heads
 // over parts blocks, each adding fp32 partials of dK and dV (cuda's sm90: 2 or 4 parts at
-// head dim 64, 2 at 128 by its rules, 4 or 8 in experiments sm90g4 / sm90g8; the kernel says
+// head dim 64, 2, 4 or 8 at 128 by its rules, 8 always in sm90g8; the kernel says
 // how many at most, session.FitKernels asks it): 0 for a forward or one part.
 func PartialsBytes(c Case, parts int) float64 {
 	if parts <= 1 || c.Pass == kernels.Fwd {

@@ -58,15 +58,18 @@ func TestSplit128Rule(t *testing.T) {
 			t.Errorf("sm90 %s %d at head dim 128: sched %#x, split %d, want %d", c.mask, c.s, sched, g, c.want)
 		}
 	}
-	// block-sparse maps (the benchmark's layouts, 32K): never split (their key tiles' loads
-	// are about even, TestBackwardOrderSparse; the rule was fitted on dense masks)
+	// block-sparse maps (the benchmark's layouts, 32K; through the gate since call 67): split
+	// in 8 where the L2 model has 8 parts halve the bytes twice over (kept 0.5: call 67's
+	// sm90g8 +0.5% at 128-token r0.5 32K, +32 to +51% at 64K), else unsplit (64-token maps at
+	// kept 0.1, variable 256-token ones at 0.2)
 	for _, c := range []struct {
 		block, avg int
 		ratio      float64
-	}{{64, 0, 0.1}, {128, 0, 0.5}, {0, 256, 0.2}, {0, 512, 0.5}} {
+		want       int
+	}{{64, 0, 0.1, 1}, {128, 0, 0.5, 8}, {0, 256, 0.2, 1}, {0, 512, 0.5, 8}} {
 		ws := sparseBackwardList(t, 32768, mask.SparseOptions{Seed: 11, Block: c.block, AvgBlock: c.avg, Ratio: c.ratio, HeadsKV: 8})
-		if _, g := k.backwardPlan(&deviceList{w: ws}, 8, 8, 128); g != 1 {
-			t.Errorf("block-sparse 32K block %d avg %d kept %v: split %d, want 1", c.block, c.avg, c.ratio, g)
+		if _, g := k.backwardPlan(&deviceList{w: ws}, 8, 8, 128); g != c.want {
+			t.Errorf("block-sparse 32K block %d avg %d kept %v: split %d, want %d", c.block, c.avg, c.ratio, g, c.want)
 		}
 	}
 	// past split128MaxSteps the model is not run and the list stays unsplit: causal_blockwise
@@ -240,10 +243,10 @@ func TestL2Steps(t *testing.T) {
 	}
 }
 
-// The widened split rule (split128Parts, experiment sm90sr): at most 2 parts it is
+// The widened split rule (split128Parts, sm90's since call 67): at most 2 parts it is
 // split128Pays; to 8 it splits 64K block-sparse maps in 8 (the L2 model: 157 -> 55 GB at
 // b128 r0.2) and leaves 32K r0.2 unsplit (8 parts' tail 1.046x), while on the dense masks
-// sm90sr's plans are sm90's.
+// its plans are those of the rule before it (at most 2 parts, block-sparse maps kept out).
 func TestSplit128Parts(t *testing.T) {
 	for _, m := range []string{"prefix_lm_causal", "causal_blockwise"} {
 		for _, s := range []int{16384, 32768} {
@@ -255,7 +258,9 @@ func TestSplit128Parts(t *testing.T) {
 			}
 		}
 	}
-	sr, base := &Kernel{arch: variantNamed(t, "sm90sr")}, &Kernel{arch: variantNamed(t, "sm90")}
+	narrow := variantNamed(t, "sm90")
+	narrow.split128, narrow.split128Maps = 2, false
+	sr, base := &Kernel{arch: variantNamed(t, "sm90")}, &Kernel{arch: narrow}
 	for _, c := range []struct {
 		s     int
 		ratio float64
@@ -263,13 +268,13 @@ func TestSplit128Parts(t *testing.T) {
 	}{{65536, 0.2, 8}, {65536, 0.5, 8}, {32768, 0.2, 1}} {
 		w := sparseBackwardList(t, c.s, mask.SparseOptions{Seed: 11, Block: 128, Ratio: c.ratio, HeadsKV: 8})
 		if _, g := sr.backwardPlan(&deviceList{w: w}, 8, 8, 128); g != c.want {
-			t.Errorf("b128 r%.1f %d at 64:8: sm90sr splits in %d, want %d", c.ratio, c.s, g, c.want)
+			t.Errorf("b128 r%.1f %d at 64:8: sm90 splits in %d, want %d", c.ratio, c.s, g, c.want)
 		}
 		if _, g := base.backwardPlan(&deviceList{w: w}, 8, 8, 128); g != 1 {
-			t.Errorf("b128 r%.1f %d at 64:8: sm90 splits in %d, want none", c.ratio, c.s, g)
+			t.Errorf("b128 r%.1f %d at 64:8: the narrow rule splits in %d, want none", c.ratio, c.s, g)
 		}
 	}
-	// the cells where sm90's rule splits in 2 (call 57's: causal_blockwise 32K, share_question
+	// the cells where the narrow rule splits in 2 (call 57's: causal_blockwise 32K, share_question
 	// and prefix_lm_causal 48K, causal_document 32K) and beside them
 	for _, m := range []string{"causal_document", "prefix_lm_causal", "causal_blockwise", "share_question"} {
 		for _, s := range []int{32768, 49152} {
@@ -277,8 +282,31 @@ func TestSplit128Parts(t *testing.T) {
 			o0, g0 := base.backwardPlan(&deviceList{w: w}, 8, 8, 128)
 			o1, g1 := sr.backwardPlan(&deviceList{w: w}, 8, 8, 128)
 			if o0 != o1 || g0 != g1 {
-				t.Errorf("%s %d at 64:8: sm90 plans %#x/%d, sm90sr %#x/%d", m, s, o0, g0, o1, g1)
+				t.Errorf("%s %d at 64:8: the narrow rule plans %#x/%d, sm90 %#x/%d", m, s, o0, g0, o1, g1)
 			}
+		}
+	}
+}
+
+// Experiment sm90dq's pairs within documents by bytes (docPairsBytesPay) on call 67's cells
+// (an H100; sm90dp's pairs split in 2 against sm90): it takes every cell that won by 6% or
+// more (causal_document 8K / 16K, prefix_lm_document 16K, causal_blockwise 16K; the split in
+// 2 with them) and leaves prefix_lm_document 8K (-0.6%) unpaired, as it leaves share_question
+// 16K (call 53: -46% paired) and full_document 16K (even rows: more bytes paired).
+func TestDocPairsBytes(t *testing.T) {
+	k := &Kernel{arch: variantNamed(t, "sm90dq")}
+	for _, c := range []struct {
+		mask   string
+		s      int
+		paired bool
+	}{
+		{"causal_document", 8192, true}, {"causal_document", 16384, true}, {"prefix_lm_document", 16384, true},
+		{"causal_blockwise", 16384, true}, {"prefix_lm_document", 8192, false}, {"share_question", 16384, false},
+		{"full_document", 16384, false},
+	} {
+		o, g := k.backwardPlan(&deviceList{w: backwardList(t, 42, c.s, c.mask)}, 8, 8, 128)
+		if got := o&schedDocPairs != 0; got != c.paired || got && g != 2 {
+			t.Errorf("sm90dq %s %d at 64:8: plan %#x, split %d; want paired %v (split 2)", c.mask, c.s, o, g, c.paired)
 		}
 	}
 }

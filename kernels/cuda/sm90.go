@@ -271,7 +271,7 @@ func split128Pays(w *WorkList, heads, group, slots, l2 int, o int32, s int) bool
 // split128Score is split128Pays's answer for s parts and what it weighed: the split pass's
 // modelled length (paired within documents) or its modelled DRAM bytes (unpaired). maps lets
 // lists of one block-sparse map a KV head through the unpaired gate whatever their rows'
-// spread (experiment sm90sr: a column's count of query tiles varies little, CV 0.06 at 64K,
+// spread (sm90 since call 67: a column's count of query tiles varies little, CV 0.06 at 64K,
 // but that spread summed over the group's heads is the drift that thrashes L2).
 func split128Score(w *WorkList, heads, group, slots, l2 int, o int32, s int, maps bool) (bool, float64) {
 	if o&schedDocPairs != 0 {
@@ -314,7 +314,7 @@ func mostParts(parts []int, most, group int) int {
 // the candidates 2, 4 and 8 up to most that divide group and keep the grid's heads within
 // 65535: the fewest that split128Score takes, and then more only where those halve again
 // what it weighed (the bytes, or the paired pass's length); 1 where it takes none. At most
-// 2 (sm90) it is split128Pays; experiment sm90sr goes to 8 (call 67's sm90g8 on 64K
+// 2 it is split128Pays; sm90 since call 67 goes to 8 (call 67's sm90g8 on 64K
 // block-sparse maps: 157 -> 55 GB modelled at r0.2), dense rows keeping their 2 parts.
 func split128Parts(w *WorkList, heads, group, slots, l2 int, o int32, most int, maps bool) int {
 	best, cost := 1, 0.0
@@ -544,6 +544,48 @@ func docPairsPay(w *WorkList, d, heads, group, slots, l2 int, sched int32) bool 
 	return paired <= base*docPairsTail
 }
 
+// docPairsBytesPay (experiment sm90dq) says whether the backward walks w's key tiles in
+// endAlignedPairs's pairs where docPairsPay's tail alone would not: at head dim 128 on rows
+// that vary, a KV head's Q, dO and dQ outgrowing L2, where the paired pass, split as
+// split128Parts would split it (2 parts where they shorten it, at most most), models at most
+// docPairsBytesTail longer than the unpaired pass in order sched and the L2 model has it
+// read at most half the unpaired pass's DRAM bytes, docPairsBytesSaved or more. Call 67 (an
+// H100, 64:8) timed the pairs split in 2 against sm90 at 8K and 16K: causal_document +6.5 /
+// +23% (tails 1.105 / 1.124, 5.6 -> 0.9 and 9.9 -> 1.9 GB), prefix_lm_document -0.6 / +20%
+// (1.148 / 1.124; 3.9 -> 1.1, 7.7 -> 2.2), causal_blockwise +1.9 / +22% (1.115 / 1.070;
+// 6.4 -> 0.9, 10.0 -> 1.8); call 53 (the H200, the pairs unsplit) lost where the tail was
+// 1.15x and more (share_question 16K -46% at 2.07x). full_document's even rows read more
+// paired (1.5 -> 2.8 GB at 16K) and stay unpaired.
+func docPairsBytesPay(w *WorkList, d, heads, group, slots, l2 int, sched int32, most int) bool {
+	if d != 128 || !rowsVary(w) || w.Cols*d*8*group <= l2 || !l2Modelled(w, heads, group) {
+		return false
+	}
+	_, base := fillSlots(w, heads, group, 1, slots, sched, 0)
+	wp := docPaired(w)
+	o := schedKTFast | 8
+	_, paired := fillSlots(wp, heads, group, 1, slots, o, 0)
+	parts := 1
+	if most >= 2 && group%2 == 0 && heads*2 <= 65535 {
+		if _, p2 := fillSlots(wp, heads, group, 2, slots, o, splitSteps); p2 <= paired*split128Gain {
+			paired, parts = p2, 2
+		}
+	}
+	if paired > base*docPairsBytesTail {
+		return false
+	}
+	r0, r1 := dramRead(w, heads, group, slots, l2, sched), dramRead(wp, heads, group, slots, l2, o|int32(parts)<<4)
+	return 2*r1 <= r0 && r0-r1 >= docPairsBytesSaved
+}
+
+// docPairsBytesTail and docPairsBytesSaved are docPairsBytesPay's bounds: the paired pass's
+// modelled length against the unpaired one's, and the DRAM bytes it must save (call 67's
+// six cells: every one that won by 6% or more is taken, prefix_lm_document 8K's -0.6%, at
+// 1.148x, is not).
+const (
+	docPairsBytesTail        = 1.13
+	docPairsBytesSaved int64 = 4e9
+)
+
 // docPaired is w with the pairs' order within documents (endAlignedPairs), as the kernel
 // walks it where the plan pairs within documents (schedDocPairs).
 func docPaired(w *WorkList) *WorkList {
@@ -630,7 +672,7 @@ func cv(xs []float64) float64 {
 // a device list with, for heads KV heads of group query heads each at head dimension d:
 // the variant's own order or backwardOrder's, and groupSplit's parts where the variant
 // splits (groupSplit's at head dim 64; at 128 split128 parts with a head's key tiles
-// together where split128Pays says so, or always in sm90g2, sm90g4 and sm90g8; 1
+// together where split128Parts says so, or always in sm90g2 and sm90g8; 1
 // elsewhere, when deterministic, or where the grid's head dimension would pass 65535), with
 // bit 3 set where the variant pairs key tiles and pairsPay says so, or, on causal rows
 // within documents, docPairsPay (then with schedDocPairs too; never when deterministic).
@@ -662,7 +704,8 @@ func (k *Kernel) backwardPlan(dl *deviceList, heads, group, d int) (int32, int) 
 	case pairs && pairsPay(dl.w, d):
 		o |= 8
 	case pairs && k.arch.docPairs == docPairsAlways && d == 128 && rowsVary(dl.w),
-		pairs && k.arch.docPairs == docPairsByRule && docPairsPay(dl.w, d, heads, group, key[2], k.l2Bytes(), o):
+		pairs && (k.arch.docPairs == docPairsByRule || k.arch.docPairs == docPairsBytes) && docPairsPay(dl.w, d, heads, group, key[2], k.l2Bytes(), o),
+		pairs && k.arch.docPairs == docPairsBytes && docPairsBytesPay(dl.w, d, heads, group, key[2], k.l2Bytes(), o, k.arch.split128):
 		o = schedKTFast | 8 | schedDocPairs
 	}
 	if s := k.arch.split128; s > 1 && d == 128 && !k.det {
