@@ -255,27 +255,39 @@ template <int NC, int BN = SBN> struct FwdRegs {
 
 // A work item of the forward: query tile qt of head h, its entries e0 .. e1 of the work
 // list. Items are numbered as the non-persistent grid is laid out, heads fastest, row
-// tiles in the list's (heaviest first) order. With LONGCA_FWD_KVMAJOR (experiment sm90kv)
-// a KV head's items come together instead: its group's query heads fastest, then its row
-// tiles in the list's order, then the KV heads, so that the blocks running at once read
-// the K and V of one or two KV heads (call 68: sm90's d64 full 16K forward read 1.54 GB
-// from DRAM at an L2 hit rate of 84%, cuDNN's 0.17 GB at 99%, with every KV head's K and V,
-// 32 MB, wanted at once).
+// tiles in the list's (heaviest first) order; with KVM a KV head's items come together
+// instead: its group's query heads fastest, then its row tiles in the list's order, then the
+// KV heads, so that the blocks running at once read the K and V of one or two KV heads
+// (call 68: sm90's d64 full 16K forward read 1.54 GB from DRAM at an L2 hit rate of 84%,
+// cuDNN's 0.17 GB at 99%, every KV head's K and V wanted at once; call 69, d128 full 16K:
+// 7.26 GB at 78% before, 0.34 GB at 99% with KVM). KVM at head dim 128 in sm90 since call 69
+// (LONGCA_FWD_KVMAJOR128: +1.3% mean over full and causal 8K-32K on an H100), at both head
+// dims in experiment sm90kv (LONGCA_FWD_KVMAJOR: d64 -0.2% mean, -2.2 to +2.4%).
+#if defined(LONGCA_FWD_KVMAJOR)
+template <int D> constexpr bool kFwdKVMajor = true;
+#elif defined(LONGCA_FWD_KVMAJOR128)
+template <int D> constexpr bool kFwdKVMajor = D == 128;
+#else
+template <int D> constexpr bool kFwdKVMajor = false;
+#endif
 struct FwdItem {
   int h, kvh, qt, e0, e1;
 };
+template <bool KVM>
 DEV FwdItem fwd_item(const WorkList &wl, int item, int hq, int hkv) {
   FwdItem it;
-#ifdef LONGCA_FWD_KVMAJOR
-  const int gq = hq / hkv, per = gq * wl.row_tiles;
-  it.kvh = item / per;
-  const int rem = item - it.kvh * per, row = rem / gq;
-  it.h = it.kvh * gq + (rem - row * gq);
-#else
-  it.h = item % hq;
-  it.kvh = it.h / (hq / hkv);
-  const int row = item / hq;
-#endif
+  int row;
+  if (KVM) {
+    const int gq = hq / hkv, per = gq * wl.row_tiles;
+    it.kvh = item / per;
+    const int rem = item - it.kvh * per;
+    row = rem / gq;
+    it.h = it.kvh * gq + (rem - row * gq);
+  } else {
+    it.h = item % hq;
+    it.kvh = it.h / (hq / hkv);
+    row = item / hq;
+  }
   const int list = wl.per_head ? it.kvh : 0;
   it.qt = wl.order[list * wl.row_tiles + row];
   it.e0 = wl.start[list * (wl.row_tiles + 1) + it.qt];
@@ -355,7 +367,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       tma_prefetch_desc(&tv);
       int n = 0, qn = 0;  // tiles and Q tiles loaded so far: their ring positions
       for (int item = first; item < items; item += step) {
-        const FwdItem it = fwd_item(wl, item, hq, hkv);
+        const FwdItem it = fwd_item<kFwdKVMajor<D>>(wl, item, hq, hkv);
         if (it.e0 == it.e1) continue;
         const int qb = qn & 1;
         mbar_wait(&emptyQ[qb], ((qn >> 1) & 1) ^ 1);
@@ -391,7 +403,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
   constexpr int OR = D / 2;                // O accumulator registers (m64 x D)
   int n = 0, qn = 0;                       // tiles and Q tiles consumed so far
   for (int item = first; item < items; item += step) {
-  const FwdItem itm = fwd_item(wl, item, hq, hkv);
+  const FwdItem itm = fwd_item<kFwdKVMajor<D>>(wl, item, hq, hkv);
   const int h = itm.h, e0 = itm.e0, e1 = itm.e1, q0 = itm.qt * QM;
   const int r0 = q0 + cw * 64 + warp * 16 + g;  // this thread's rows: r0 and r0 + 8
   float acc[OR];

@@ -50,7 +50,7 @@ func TestSplit128Rule(t *testing.T) {
 		want int
 	}{
 		{"causal_blockwise", 32768, 2}, {"causal_document", 32768, 2}, {"share_question", 49152, 2},
-		{"share_question", 16384, 1}, {"causal_blockwise", 16384, 1}, {"full", 32768, 1}, {"causal", 32768, 1},
+		{"share_question", 16384, 1}, {"causal_blockwise", 16384, 2}, // paired within blocks since call 69, the pairs split {"full", 32768, 1}, {"causal", 32768, 1},
 		{"full_document", 49152, 1}, {"prefix_lm_causal", 32768, 1},
 	} {
 		sched, g := k.backwardPlan(&deviceList{w: backwardList(t, 42, c.s, c.mask)}, 8, 8, 128)
@@ -288,13 +288,13 @@ func TestSplit128Parts(t *testing.T) {
 	}
 }
 
-// Experiment sm90dq's pairs within documents by bytes (docPairsBytesPay) on call 67's cells
+// sm90's pairs within documents by bytes (docPairsBytesPay, call 69's sm90dq) on call 67's cells
 // (an H100; sm90dp's pairs split in 2 against sm90): it takes every cell that won by 6% or
 // more (causal_document 8K / 16K, prefix_lm_document 16K, causal_blockwise 16K; the split in
 // 2 with them) and leaves prefix_lm_document 8K (-0.6%) unpaired, as it leaves share_question
 // 16K (call 53: -46% paired) and full_document 16K (even rows: more bytes paired).
 func TestDocPairsBytes(t *testing.T) {
-	k := &Kernel{arch: variantNamed(t, "sm90dq")}
+	k := &Kernel{arch: variantNamed(t, "sm90")}
 	for _, c := range []struct {
 		mask   string
 		s      int
@@ -306,7 +306,7 @@ func TestDocPairsBytes(t *testing.T) {
 	} {
 		o, g := k.backwardPlan(&deviceList{w: backwardList(t, 42, c.s, c.mask)}, 8, 8, 128)
 		if got := o&schedDocPairs != 0; got != c.paired || got && g != 2 {
-			t.Errorf("sm90dq %s %d at 64:8: plan %#x, split %d; want paired %v (split 2)", c.mask, c.s, o, g, c.paired)
+			t.Errorf("sm90 %s %d at 64:8: plan %#x, split %d; want paired %v (split 2)", c.mask, c.s, o, g, c.paired)
 		}
 	}
 }
