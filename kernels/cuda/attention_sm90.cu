@@ -101,9 +101,6 @@ template <> struct Ops<__nv_bfloat16> {
   template <int TB> static DEV void ss128(float (&d)[64], u64 a, u64 b, int s) { wgmma_ss_bf16_n128<0, TB>(d, a, b, s); }
   template <int TA, int TB> static DEV void ss64(float (&d)[32], u64 a, u64 b, int s) { wgmma_ss_bf16_n64<TA, TB>(d, a, b, s); }
   template <int TB> static DEV void ss176(float (&d)[88], u64 a, u64 b, int s) { wgmma_ss_bf16_n176<0, TB>(d, a, b, s); }
-  template <int TB> static DEV void ss256(float (&d)[128], u64 a, u64 b, int s) { wgmma_ss_bf16_n256<0, TB>(d, a, b, s); }
-  template <int TB> static DEV void ss256z(float (&d)[128], u64 a, u64 b) { wgmma_ss_bf16_n256_z<0, TB>(d, a, b); }
-  template <int TB> static DEV void ss128z(float (&d)[64], u64 a, u64 b) { wgmma_ss_bf16_n128_z<0, TB>(d, a, b); }
   template <int TB> static DEV void rs128(float (&d)[64], const unsigned (&a)[4], u64 b, int s) { wgmma_rs_bf16_n128<TB>(d, a, b, s); }
   template <int TB> static DEV void rs64(float (&d)[32], const unsigned (&a)[4], u64 b, int s) { wgmma_rs_bf16_n64<TB>(d, a, b, s); }
   static DEV unsigned pack(float lo, float hi) {
@@ -115,9 +112,6 @@ template <> struct Ops<__half> {
   template <int TB> static DEV void ss128(float (&d)[64], u64 a, u64 b, int s) { wgmma_ss_fp16_n128<0, TB>(d, a, b, s); }
   template <int TA, int TB> static DEV void ss64(float (&d)[32], u64 a, u64 b, int s) { wgmma_ss_fp16_n64<TA, TB>(d, a, b, s); }
   template <int TB> static DEV void ss176(float (&d)[88], u64 a, u64 b, int s) { wgmma_ss_fp16_n176<0, TB>(d, a, b, s); }
-  template <int TB> static DEV void ss256(float (&d)[128], u64 a, u64 b, int s) { wgmma_ss_fp16_n256<0, TB>(d, a, b, s); }
-  template <int TB> static DEV void ss256z(float (&d)[128], u64 a, u64 b) { wgmma_ss_fp16_n256_z<0, TB>(d, a, b); }
-  template <int TB> static DEV void ss128z(float (&d)[64], u64 a, u64 b) { wgmma_ss_fp16_n128_z<0, TB>(d, a, b); }
   template <int TB> static DEV void rs128(float (&d)[64], const unsigned (&a)[4], u64 b, int s) { wgmma_rs_fp16_n128<TB>(d, a, b, s); }
   template <int TB> static DEV void rs64(float (&d)[32], const unsigned (&a)[4], u64 b, int s) { wgmma_rs_fp16_n64<TB>(d, a, b, s); }
   static DEV unsigned pack(float lo, float hi) {
@@ -229,26 +223,20 @@ template <int D, int QM = SBM, int BN = SBN> struct SmemLayout {
   // head-dim-128 forward (sm90's since call 62: 176-key tiles, never persistent; two Q tiles
   // and its K/V ring pass the 227 KB a block may have)
   static constexpr int kQTiles = BN == 176 ? 1 : 2;
-  // K and V stages: STAGES, three at 256-key tiles (experiment sm90k, cuDNN's ring at head dim
-  // 64: 2 x 16 KB of Q and 3 x 64 KB of K and V, 230,528 bytes with the barriers and the
-  // slack, of the 232,448 a block may have)
-  static constexpr int kStages = BN == 256 ? 3 : STAGES;
   static constexpr int kQ = 0;
   static constexpr int kK = kQ + kQTiles * kQBytes;
-  static constexpr int kV = kK + kStages * kKVBytes;
-  static constexpr int kBar = kV + kStages * kKVBytes;
+  static constexpr int kV = kK + STAGES * kKVBytes;
+  static constexpr int kBar = kV + STAGES * kKVBytes;
   // barriers: fullQ[2], emptyQ[2], fullK[S], fullV[S], emptyK[S], emptyV[S]
-  static constexpr int kBytes = kBar + 8 * (4 + 4 * kStages) + 1024;  // + alignment slack
+  static constexpr int kBytes = kBar + 8 * (4 + 4 * STAGES) + 1024;  // + alignment slack
 };
 
 // The forward's registers a thread (setmaxnreg: the producer's, a consumer's) by its consumer
 // warpgroups NC: the producer and the consumers together within the block's registers at
-// launch (65536 over the block's threads, in steps of 8; one block a multiprocessor). Two
-// consumers over 256-key tiles (experiment sm90k, cuDNN's split at head dim 64): 168 registers
-// a thread at launch, 24 + 2 x 240.
-template <int NC, int BN = SBN> struct FwdRegs {
-  static constexpr int kProd = NC == 3 ? 32 : BN == 256 ? 24 : 40;
-  static constexpr int kCons = NC == 3 ? 160 : BN == 256 ? 240 : 232;
+// launch (65536 over the block's threads, in steps of 8; one block a multiprocessor).
+template <int NC> struct FwdRegs {
+  static constexpr int kProd = NC == 3 ? 32 : 40;
+  static constexpr int kCons = NC == 3 ? 160 : 232;
   static constexpr int kLaunch = 65536 / (128 * (NC + 1)) / 8 * 8;  // registers a thread at launch
   static_assert(kProd + NC * kCons <= (NC + 1) * kLaunch, "setmaxnreg past the block's registers");
 };
@@ -308,27 +296,15 @@ DEV FwdItem fwd_item(const WorkList &wl, int item, int hq, int hkv) {
 // 64 query rows each (a 64 NC-row tile); they take turns on the tensor cores in a ring
 // (warpgroup c waits at named barrier 1 + c and hands over at the next one). With 3 the
 // block is 512 threads: consumers at 160 registers, the producer at 32 (65536 in all).
-// With 2 and 256-key tiles (experiment sm90k, LONGCA_FWD_K256, head dim 64, no OV: kHalves
-// below) the block is cuDNN's at head dim 64: 384 threads, 168 registers a thread at launch,
-// setmaxnreg 24 / 240, two consumer warpgroups of 64 rows taking turns over 128 x 256 tiles,
-// a K/V ring of three stages (SmemLayout<64, 128, 256>: 230,528 bytes), one block an SM.
 template <int D, typename T, bool PERSIST, bool LEAN, int NC = 2, bool OV = false, int BN = SBN>
 DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__restrict__ o, float *__restrict__ lse,
                   int sq, int sk, int hq, int hkv, float scale_log2, WorkList wl) {
   static_assert(NC == 2 || (NC == 3 && D == 64), "three consumer warpgroups fit the registers at head dim 64 only");
-  static_assert(BN == 128 || (BN == 64 && NC == 2) || (BN == 176 && NC == 2 && D == 128 && !PERSIST) ||
-                    (BN == 256 && NC == 2 && D == 64 && !OV),
-                "64-key tiles with two consumer warpgroups; 176-key tiles at head dim 128, one work item a block; 256 with two "
-                "at head dim 64 in halves");
+  static_assert(BN == 128 || (BN == 64 && NC == 2) || (BN == 176 && NC == 2 && D == 128 && !PERSIST),
+                "64-key tiles with two consumer warpgroups; 176-key tiles at head dim 128, one work item a block");
   constexpr int QM = 64 * NC, CT = 128 * NC;  // query rows a tile, consumer threads
-  constexpr int kProdRegs = FwdRegs<NC, BN>::kProd, kConsRegs = FwdRegs<NC, BN>::kCons;  // setmaxnreg
-  // (experiment sm90k: two consumers over 256-key tiles) S in two halves of 128 keys, 64
-  // registers a thread each, each half's Q K^T a group of its own: in a turn, tile i's P V and
-  // the lower half of tile i+1's Q K^T, then, P V waited for, the upper half into the
-  // registers P leaves (the loop below says why)
-  constexpr bool kHalves = BN == 256 && NC == 2;
+  constexpr int kProdRegs = FwdRegs<NC>::kProd, kConsRegs = FwdRegs<NC>::kCons;  // setmaxnreg
   using L = SmemLayout<D, QM, BN>;
-  constexpr int ST = L::kStages;  // K/V ring stages
   static_assert(!PERSIST || L::kQTiles == 2, "the persistent forward loads the next item's Q into a second tile");
   extern __shared__ unsigned char smem_raw[];
   unsigned char *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
@@ -336,8 +312,8 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
   T *sK = reinterpret_cast<T *>(smem + L::kK);
   T *sV = reinterpret_cast<T *>(smem + L::kV);
   u64 *bars = reinterpret_cast<u64 *>(smem + L::kBar);
-  u64 *fullQ = bars, *emptyQ = bars + 2, *fullK = bars + 4, *fullV = fullK + ST, *emptyK = fullV + ST,
-      *emptyV = emptyK + ST;
+  u64 *fullQ = bars, *emptyQ = bars + 2, *fullK = bars + 4, *fullV = fullK + STAGES, *emptyK = fullV + STAGES,
+      *emptyV = emptyK + STAGES;
 
   const int tid = threadIdx.x, wg = warpgroup_index_fwd();
   const int items = hq * wl.row_tiles;
@@ -349,7 +325,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       mbar_init(&fullQ[b], 1);
       mbar_init(&emptyQ[b], CT);
     }
-    for (int s = 0; s < ST; s++) {
+    for (int s = 0; s < STAGES; s++) {
       mbar_init(&fullK[s], 1);
       mbar_init(&fullV[s], 1);
       mbar_init(&emptyK[s], CT);
@@ -377,8 +353,8 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
           tma_load3(sQs + qb * QM * D + c * QM * CHUNK, &tq, &fullQ[qb], c * CHUNK, it.h, it.qt * QM);
         qn++;
         for (int e = it.e0; e < it.e1; e++, n++) {
-          const int s = n % ST;
-          const unsigned ph = (n / ST) & 1;
+          const int s = n % STAGES;
+          const unsigned ph = (n / STAGES) & 1;
           const int kt = wl.entries[2 * e];
           mbar_wait(&emptyK[s], ph ^ 1);
           mbar_expect_tx(&fullK[s], L::kKVBytes);
@@ -425,50 +401,10 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       const u64 db = sw128_at(loK, (c * BN * CHUNK + k16) * 2);
       if constexpr (BN == 128)
         Ops<T>::template ss128<0>(sc, da, db, kk > 0);
-      else if constexpr (BN == 256) {
-        // the first k-step writes S only (its old values are no inputs: not live across P V).
-        // S by two m64n128k16 a k-step, keys 0-127 and 128-255 (the same registers' layout as
-        // m64n256k16), or by the one m64n256k16 with experiment sm90k-seq (LONGCA_FWD_K256_SEQ:
-        // at 168 registers a thread at launch ptxas 12.4 allocates it)
-#ifdef LONGCA_FWD_K256_SEQ
-        if (kk == 0)
-          Ops<T>::template ss256z<0>(sc, da, db);
-        else
-          Ops<T>::template ss256<0>(sc, da, db, 1);
-#else
-        float(&lo)[64] = *reinterpret_cast<float(*)[64]>(&sc[0]);
-        float(&hi)[64] = *reinterpret_cast<float(*)[64]>(&sc[64]);
-        const u64 db2 = sw128_at(loK, (c * BN * CHUNK + 128 * CHUNK + k16) * 2);
-        if (kk == 0) {
-          Ops<T>::template ss128z<0>(lo, da, db);
-          Ops<T>::template ss128z<0>(hi, da, db2);
-        } else {
-          Ops<T>::template ss128<0>(lo, da, db, 1);
-          Ops<T>::template ss128<0>(hi, da, db2, 1);
-        }
-#endif
-      }
       else if constexpr (BN == 176)
         Ops<T>::template ss176<0>(sc, da, db, kk > 0);
       else
         Ops<T>::template ss64<0, 0>(sc, da, db, kk > 0);
-    }
-  };
-  // (kHalves) the half `half` of S = Q K^T of the tile in stage s (keys 128 half .. 128 half +
-  // 127: rows 128 half .. of each K chunk), issued; its first k-step writes it only (its old
-  // values, P's registers for the upper half, are no inputs)
-  auto issue_qk_half = [&](float(&sh)[64], int s, int half) {
-    const T *cK = sK + s * BN * D;
-    const unsigned loK = sw128_lo(cK, 16);
-#pragma unroll
-    for (int kk = 0; kk < D / 16; kk++) {
-      const int c = kk / 4, k16 = (kk % 4) * 16;
-      const u64 da = sw128_at(loQw, (c * QM * CHUNK + k16) * 2);
-      const u64 db = sw128_at(loK, (c * BN * CHUNK + half * 128 * CHUNK + k16) * 2);
-      if (kk == 0)
-        Ops<T>::template ss128z<0>(sh, da, db);
-      else
-        Ops<T>::template ss128<0>(sh, da, db, 1);
     }
   };
   // O += P V of the tile in stage s, issued: keys kk*16 .. kk*16+15 are 16 rows of 128
@@ -499,22 +435,8 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
 #pragma unroll
     for (int r = 0; r < 2; r++) {
       float mx = LEAN ? -INFINITY : m[r];
-#ifdef LONGCA_FWD_TREE
-      // (experiment sm90t) the row's maximum over four partial maxima, a chain of about BN/32 + 2
-      // dependent FMNMX instead of BN/8 (16 at 128 keys: ptxas keeps the loop's order)
-      // (LEAN: mx is -inf, which the first pair's maximum replaces)
-      static_assert(BN / 8 >= 4, "four partial maxima need 32 keys a tile");
-      float m4[4];
-#pragma unroll
-      for (int j = 0; j < BN / 8; j++) {
-        const float p = fmaxf(sc[4 * j + 2 * r], sc[4 * j + 2 * r + 1]);
-        m4[j % 4] = j >= 4 ? fmaxf(m4[j % 4], p) : j == 0 && !LEAN ? fmaxf(mx, p) : p;
-      }
-      mx = fmaxf(fmaxf(m4[0], m4[1]), fmaxf(m4[2], m4[3]));
-#else
 #pragma unroll
       for (int j = 0; j < BN / 8; j++) mx = fmaxf(mx, fmaxf(sc[4 * j + 2 * r], sc[4 * j + 2 * r + 1]));
-#endif
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
       if (LEAN) mx = fmaxf(m[r], mx * scale_log2);  // the maximum in the exponent's units (scale > 0)
@@ -523,11 +445,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       // rescale can be skipped on a warp's first tile)
       alpha[r] = LEAN && m[r] == -INFINITY ? 1.f : exp2f(m[r] - use);
       m[r] = mx;
-#ifdef LONGCA_FWD_TREE
-      float s4[4];  // (sm90t) four partial sums, as the maxima
-#else
       float sm = 0.f;
-#endif
 #pragma unroll
       for (int j = 0; j < BN / 8; j++) {
         if (LEAN) {  // exp2(s scale log2e - max): one FFMA; masked scores are -inf either way
@@ -537,18 +455,9 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
           sc[4 * j + 2 * r] = exp2f(sc[4 * j + 2 * r] - use);
           sc[4 * j + 2 * r + 1] = exp2f(sc[4 * j + 2 * r + 1] - use);
         }
-#ifdef LONGCA_FWD_TREE
-        const float p = sc[4 * j + 2 * r] + sc[4 * j + 2 * r + 1];
-        s4[j % 4] = j >= 4 ? s4[j % 4] + p : p;
-#else
         sm += sc[4 * j + 2 * r] + sc[4 * j + 2 * r + 1];
-#endif
       }
-#ifdef LONGCA_FWD_TREE
-      sum[r] = (s4[0] + s4[1]) + (s4[2] + s4[3]);
-#else
       sum[r] = sm;
-#endif
     }
     if (pack) put_p(sc, pa);
   };
@@ -575,8 +484,8 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
     // warpgroup's softmax runs while the others' products do. Tile e0's Q K^T comes first,
     // outside the turns.
     if (e0 < e1) {
-      const int s = n % ST;
-      mbar_wait(&fullK[s], (n / ST) & 1);
+      const int s = n % STAGES;
+      mbar_wait(&fullK[s], (n / STAGES) & 1);
       wgmma_fence();
       issue_qk(sc, s);
       wgmma_commit();
@@ -593,9 +502,9 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
     // is peeled off, so that every turn of the loop issues both groups: ptxas serialises
     // the wgmma (C7514) when Q K^T is conditional.
     for (int e = e0; OV && e + 1 < e1; e++) {
-      const int i = n + e - e0, s = i % ST, s1 = (i + 1) % ST;
-      mbar_wait(&fullV[s], (i / ST) & 1);
-      mbar_wait(&fullK[s1], ((i + 1) / ST) & 1);
+      const int i = n + e - e0, s = i % STAGES, s1 = (i + 1) % STAGES;
+      mbar_wait(&fullV[s], (i / STAGES) & 1);
+      mbar_wait(&fullK[s1], ((i + 1) / STAGES) & 1);
       named_sync(1 + cw, 256);
       reg_fence(acc);
       wgmma_fence();
@@ -624,73 +533,9 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       put_p(sc, pa);
       rescale(alpha, sum);
     }
-    // (kHalves, experiment sm90k: two consumers over 64 x 256 tiles a warpgroup at head dim
-    // 64.) A warpgroup's tile: Q K^T and P V 2 MFLOP each, 512 clocks each at 4,096 flops a
-    // clock an SM; its softmax 16,384 exponentials, 1,024 clocks of the SM's 16 a clock. The
-    // softmax lasts as long as the products, so the tensor pipe is busy only while the other
-    // warpgroup's products (1,024 clocks) run under it, and neither warpgroup's chain (its
-    // products, then its softmax) has slack for a gap between its own products. Registers a
-    // thread: O 32, S 128, P 64. Tile i+1's whole Q K^T in flight beside tile i's P V (S, P and
-    // O, 224) is call 24's sm90w, whose wgmma ptxas serialised at 240; the whole Q K^T issued
-    // once P V is waited for (sm90k-seq's order) leaves the pipe idle from P V's end to Q K^T's
-    // first k-step (the wait's return, the issue, the pipe's fill), every tile. So S is two
-    // halves of 128 keys, each a group, and a turn is:
-    //   P V(i) [reads P, writes O], Q K^T(i+1) keys 0-127 [writes S's lower half, 64]
-    //   wait for P V (it ends while the lower half's 256 clocks run): P's registers free
-    //   Q K^T(i+1) keys 128-255 into them [S's upper half], issued behind the lower half
-    //   hand over: the other warpgroup's products queue behind this one's (its S comes first)
-    //   wait for S; the softmax of tile i+1 to P; O rescaled
-    // The pipe runs P V, the lower and the upper half back to back, then the other
-    // warpgroup's three; at most O + P + S's lower half (160) or O + S (160) are live (ptxas
-    // 12.4: R0-R207 of the 240, no spill, no serialisation; 788 instructions a full tile). Tile
-    // e0's Q K^T comes first, outside the turns; the last tile's P V is peeled off below, so
-    // that every turn of the loop issues its three groups. With LONGCA_FWD_K256_SEQ (experiment
-    // sm90k-seq) the turn is P V, waited for, then the whole Q K^T, one m64n256k16 a k-step.
-    if constexpr (kHalves) {
-      for (int e = e0; e + 1 < e1; e++) {
-        float(&slo)[64] = *reinterpret_cast<float(*)[64]>(&sc[0]);
-        float(&shi)[64] = *reinterpret_cast<float(*)[64]>(&sc[64]);
-        const int i = n + e - e0, s = i % ST, s1 = (i + 1) % ST;
-        mbar_wait(&fullV[s], (i / ST) & 1);
-        mbar_wait(&fullK[s1], ((i + 1) / ST) & 1);
-        named_sync(1 + cw, 256);
-        reg_fence(acc);
-        wgmma_fence();
-        issue_pv(pa, s);
-        wgmma_commit();
-#ifdef LONGCA_FWD_K256_SEQ
-        // (experiment sm90k-seq) P V waited for, then tile i+1's whole Q K^T as four
-        // m64n256k16, one group: S and P never live together, one wgmma a k-step, and the pipe
-        // idle from P V's end to Q K^T's first k-step
-        (void)slo, (void)shi;
-        wgmma_wait<0>();
-        reg_fence(acc);
-        reg_fence(pa);
-        wgmma_fence();
-        issue_qk(sc, s1);
-        wgmma_commit();
-#else
-        issue_qk_half(slo, s1, 0);
-        wgmma_commit();
-        wgmma_wait<1>();  // P V done
-        reg_fence(acc);
-        reg_fence(pa);
-        wgmma_fence();
-        issue_qk_half(shi, s1, 1);
-        wgmma_commit();
-#endif
-        named_arrive(2 - cw, 256);
-        mbar_arrive(&emptyV[s]);
-        wgmma_wait<0>();
-        reg_fence(sc);
-        mbar_arrive(&emptyK[s1]);
-        softmax(sc, e + 1, pa, alpha, sum);
-        rescale(alpha, sum);
-      }
-    }
-    if ((OV || kHalves) && e0 < e1) {  // the last tile's P V
-      const int i = n + e1 - 1 - e0, s = i % ST;
-      mbar_wait(&fullV[s], (i / ST) & 1);
+    if (OV && e0 < e1) {  // the last tile's P V
+      const int i = n + e1 - 1 - e0, s = i % STAGES;
+      mbar_wait(&fullV[s], (i / STAGES) & 1);
       named_sync(1 + cw, 256);
       reg_fence(acc);
       wgmma_fence();
@@ -702,11 +547,11 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       reg_fence(pa);
       mbar_arrive(&emptyV[s]);
     }
-    for (int e = e0; !OV && !kHalves && e < e1; e++) {
-      const int i = n + e - e0, s = i % ST, s1 = (i + 1) % ST;
+    for (int e = e0; !OV && e < e1; e++) {
+      const int i = n + e - e0, s = i % STAGES, s1 = (i + 1) % STAGES;
       const bool more = e + 1 < e1;
-      mbar_wait(&fullV[s], (i / ST) & 1);
-      if (more) mbar_wait(&fullK[s1], ((i + 1) / ST) & 1);
+      mbar_wait(&fullV[s], (i / STAGES) & 1);
+      if (more) mbar_wait(&fullK[s1], ((i + 1) / STAGES) & 1);
       named_sync(1 + cw, 256);  // this warpgroup's turn
       reg_fence(acc);
       wgmma_fence();
@@ -1686,18 +1531,6 @@ SM90_K64_ENTRIES(bf16, __nv_bfloat16, 64)
 SM90_K64_ENTRIES(bf16, __nv_bfloat16, 128)
 SM90_K64_ENTRIES(fp16, __half, 64)
 SM90_K64_ENTRIES(fp16, __half, 128)
-#endif
-
-// cuDNN's shape at head dim 64 (experiment sm90k, LONGCA_FWD_K256): two consumer warpgroups
-// taking turns over 128 x 256 tiles, S in two halves of 128 keys (in a turn tile i's P V and
-// the lower half of tile i+1's Q K^T, then the upper half once P V is done: kHalves), a K/V
-// ring of three stages of 256 keys, two Q tiles, 384 threads at 168 registers (setmaxnreg 24 /
-// 240), one block an SM (SmemLayout<64, 128, 256>: 230,528 bytes); only with LONGCA_FWD_K256.
-#ifdef LONGCA_FWD_K256
-SM90_FWD_B(fwd90k, bf16, __nv_bfloat16, 64, false, true, 2, false, 256)
-SM90_FWD_B(fwd90kp, bf16, __nv_bfloat16, 64, true, true, 2, false, 256)
-SM90_FWD_B(fwd90k, fp16, __half, 64, false, true, 2, false, 256)
-SM90_FWD_B(fwd90kp, fp16, __half, 64, true, true, 2, false, 256)
 #endif
 
 // The wide forward (sm90's since call 62, LONGCA_FWD_WIDE): the overlapped forward at head dim

@@ -19,7 +19,7 @@ func main() {
 	b.WriteString("// pairs (the mma.sync m16n8k16 A fragment of each warp). TA, TB: A or B is MN-major\n")
 	b.WriteString("// (1) or K-major (0). scale_d 0 overwrites D, 1 accumulates.\n\n")
 	for _, ty := range []struct{ c, ptx string }{{"bf16", "bf16"}, {"fp16", "f16"}} {
-		for _, n := range []int{64, 128, 176, 256} {
+		for _, n := range []int{64, 128, 176} {
 			regs := n / 2
 			var outs []string
 			var list []string
@@ -28,26 +28,14 @@ func main() {
 				list = append(list, fmt.Sprintf("%%%d", i))
 			}
 			dl := "{" + strings.Join(list, ", ") + "}"
-			// ss: D accumulated (scale_d an argument) and, at n128 and n256, the _z form with D
-			// written only (scale-d 0): D's old values are no inputs, so S need not stay live
-			// until the next Q K^T (experiments sm90k, sm90k-seq)
-			ss := func(suffix, scaleParam, scaleArg string, outs []string) {
-				fmt.Fprintf(&b, "template <int TA, int TB> DEV void wgmma_ss_%s_n%d%s(float (&d)[%d], u64 da, u64 db%s) {\n", ty.c, n, suffix, regs, scaleParam)
-				fmt.Fprintf(&b, "  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n\"\n", regs+2)
-				fmt.Fprintf(&b, "               \"wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s %s, %%%d, %%%d, p, 1, 1, %%%d, %%%d;\\n}\\n\"\n",
-					n, ty.ptx, ty.ptx, dl, regs, regs+1, regs+3, regs+4)
-				fmt.Fprintf(&b, "               : %s\n", strings.Join(outs, ", "))
-				fmt.Fprintf(&b, "               : \"l\"(da), \"l\"(db), \"r\"(%s), \"n\"(TA), \"n\"(TB));\n}\n", scaleArg)
-			}
-			ss("", ", int scale_d", "scale_d", outs)
-			if n == 128 || n == 256 {
-				var wouts []string
-				for i := 0; i < regs; i++ {
-					wouts = append(wouts, fmt.Sprintf(`"=f"(d[%d])`, i))
-				}
-				ss("_z", "", "0", wouts)
-			}
-			if n > 128 { // S = Q K^T of the wide forward (n176: head dim 128, sm90's since call 62) and of experiment sm90k-seq (n256: head dim 64) only
+			// ss
+			fmt.Fprintf(&b, "template <int TA, int TB> DEV void wgmma_ss_%s_n%d(float (&d)[%d], u64 da, u64 db, int scale_d) {\n", ty.c, n, regs)
+			fmt.Fprintf(&b, "  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n\"\n", regs+2)
+			fmt.Fprintf(&b, "               \"wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s %s, %%%d, %%%d, p, 1, 1, %%%d, %%%d;\\n}\\n\"\n",
+				n, ty.ptx, ty.ptx, dl, regs, regs+1, regs+3, regs+4)
+			fmt.Fprintf(&b, "               : %s\n", strings.Join(outs, ", "))
+			fmt.Fprintf(&b, "               : \"l\"(da), \"l\"(db), \"r\"(scale_d), \"n\"(TA), \"n\"(TB));\n}\n")
+			if n > 128 { // S = Q K^T of the wide forward only (head dim 128, sm90's since call 62)
 				continue
 			}
 			// rs

@@ -261,8 +261,8 @@ func TestSupports(t *testing.T) {
 // Long rows: at 8K full and causal have 64 and 32.5 key tiles per query tile, so the sm90
 // forward runs its non-persistent schedule (the short masks above run persistent), and the
 // wider tiles' rule takes the wide forward's 176-key tiles at head dim 128 where a variant has
-// them (the forward each row names is logged; a forward forwardLabel names, the wide one or
-// experiment sm90k's 128 x 256 one at head dim 64, must say so).
+// them (the forward each row names is logged; a forward forwardLabel names, the wide one,
+// must say so).
 func TestLongRows(t *testing.T) {
 	k := gpuKernel(t)
 	for i, name := range []string{"full", "causal"} {
@@ -332,12 +332,10 @@ func TestDeterministic(t *testing.T) {
 
 // The sm90 forward at head dim 64 on every mask through both of its entries, the persistent
 // one and the plain one (the kernel's rule set aside: at the tests' short lengths every mask
-// runs persistent), against the CPU reference: a variant's new head-dim-64 forward
-// (experiment sm90k's fwd90k and fwd90kp) is checked whole by -variant alone. A forward that
-// falls back elsewhere where its tiles do not pay (narrowKeys: sm90k's) runs here whatever its
-// rule says, and beyond the masks on the cases its tiles' edges meet: lengths no multiple of
-// them, fp16, context-parallel windows (SeqQ != SeqK, rows without keys), per-KV-head
-// block-sparse maps.
+// runs persistent), against the CPU reference: a variant's new head-dim-64 forward is checked
+// whole by -variant alone, and beyond the masks on the cases its tiles' edges meet: lengths
+// no multiple of them, fp16, context-parallel windows (SeqQ != SeqK, rows without keys),
+// per-KV-head block-sparse maps.
 func TestForwardEntries64(t *testing.T) { forwardEntries(t, 64) }
 
 // The same at head dim 128 for a variant whose forward there is not sm90's: another entry
@@ -385,16 +383,6 @@ func forwardEntries(t *testing.T, d int) {
 		k.fwdBlocks = mode.blocks
 		// the variant's own forward at head dim 128, not the wide one
 		k.arch.wide = false
-		if own := k.fwd.at(d); own.narrowKeys != nil { // the variant's own forward, its tiles' rule set aside
-			own.narrowKeys = nil
-			if d == 64 {
-				k.fwd = k.fwd.withAt64(&own)
-			} else {
-				at64 := k.fwd.at64
-				k.fwd = own
-				k.fwd.at64 = at64
-			}
-		}
 		type problem struct {
 			what string
 			p    kernels.Problem
@@ -484,8 +472,9 @@ func TestForwardOccupancy(t *testing.T) {
 				}); err != nil {
 					t.Fatal(err)
 				}
-				// FwdRegs's setmaxnreg budget fills the block's launch registers exactly (24 + 2 x 240
-				// = 3 x 168): fewer at launch and the consumers' setmaxnreg.inc never returns
+				// FwdRegs's setmaxnreg budget fills the block's launch registers exactly (40 + 2 x 232
+				// = 3 x 168, 32 + 3 x 160 = 4 x 128): fewer at launch and the consumers'
+				// setmaxnreg.inc never returns
 				if want := 65536 / fv.threads / 8 * 8; regs != want {
 					t.Errorf("%s: %d registers a thread at launch, FwdRegs counts on %d", name, regs, want)
 				}

@@ -56,7 +56,6 @@ type variant struct {
 	convC          bool     // dQ's fragment order converted through shared memory, a 64 x 64 chunk a block (sm90 since call 15)
 	lean           bool     // the sm_90 forward's lean softmax (sm90 since call 15; a positive softmax scale only)
 	oneItem        bool     // the sm_90 forward has no persistent entry (a work item a block: fwd90n's one Q tile)
-	narrowKeys     *variant // on a forward over key tiles wider than 128: the forward run where they cover over 5% more of the score matrix than its tiles (coverPays; fwd90k: fwd90mo)
 	at64           *variant // the entry at head dim 64, when it is another (sm90: the forward's three consumer warpgroups, the backward's bwd90f)
 }
 
@@ -135,13 +134,6 @@ var (
 	// x 176 tiles, one Q tile and K and V 2 stages of 176 x D (SmemLayout<128, 128, 176>:
 	// 214,112 bytes), never persistent (wideForward)
 	fwdSM90N = variant{fn: "fwd90n", qTile: 128, kTile: 176, threads: 384, sharedPerDim: (128 + 4*176) * 2, sharedFixed: fwdSM90.sharedFixed, lean: true, oneItem: true}
-	// experiment sm90k (LONGCA_FWD_K256): cuDNN's shape at head dim 64, two consumer
-	// warpgroups taking turns over 128 x 256 tiles (S in halves of 128 keys): Q 2 x 128 x D,
-	// K and V 3 stages of 256 x D, 16 barriers (SmemLayout<64, 128, 256>: 230,528 bytes), 384
-	// threads at 168 registers, one block an SM; sm90's fwd90mo where 256-key tiles cover over
-	// 5% more of the score matrix than its 192 x 128 ones (coverPays)
-	fwdSM90K  = variant{fn: "fwd90k", qTile: 128, kTile: 256, threads: 384, sharedPerDim: (2*128 + 6*256) * 2, sharedFixed: 8*16 + 1024, lean: true, narrowKeys: &fwdSM90MO}
-	fwdSM90OK = fwdSM90O.withAt64(&fwdSM90K)
 	// the backward with the next step's S^T and dP^T issued behind this step's dK
 	// (LONGCA_BWD_EARLY)
 	bwdSM90E = bwdSM90C.withFn("bwd90e")
@@ -244,8 +236,6 @@ const (
 // time one side of a rule stand between them.
 var archVariants = []archVariant{
 	{name: "sm90", doc: "Hopper: TMA + wgmma, warp-specialised (a producer and consumer warpgroups); forward at head dim 128 over 128x128 tiles with two consumer warpgroups taking turns (pingpong) and, within a turn, the next tile's Q K^T and this tile's P V as two groups with the next tile's softmax under P V (FlashAttention-3's order); at head dim 64 over 192x128 tiles with three consumer warpgroups taking turns in a ring, with the same overlap within a turn (since call 55); a lean softmax (the scale folded into the exponent, the rescale skipped when no row of a warp has a new maximum); persistent when rows are short; the forward over 128 x 64 tiles instead where the 128-key tiles visit 1.2x the keys (64-token block-sparse maps at kept 0.5 and below; rows say k64-fwd); backward over 128 keys x 64 queries at head dim 128 (the next step's S^T and dP^T issued behind dK) and 128 keys x 128 queries at head dim 64 (two of the work list's 64-query tiles a step, two consumer warpgroups of 64 keys; since call 55), dS^T stored by stmatrix, dQ staged in fragment order while dK runs, the pairs' code only in the entries that walk pairs (bwd90ep, bwd90esp; call 59's sm90pe), added by bulk reductions and converted through shared memory; the backward's blocks a head's key tiles together unless a model of the block scheduler says they fill the SMs 2% less evenly than heaviest first over all heads (short causal and document rows); at head dim 64 a KV head's query heads split over 2 or 4 blocks a key tile where that model says it shortens the pass 2% or more (short full and causal rows: gsplit-N), dK and dV then summed from fp32 partials; at head dim 128 in 2, 4 or 8, a head's key tiles together (2 since call 57, 4 and 8 since call 67's sm90g4 / sm90g8: block-sparse maps at 64K, whose blocks' drift thrashes L2 unsplit, +32 to +51% on an H100, level at 32K): the fewest parts the rule takes, more where they halve the modelled DRAM bytes again, block-sparse maps through its gate whatever their rows' spread; on unpaired uneven rows where that model says the tail grows 2.5% at most and a model of L2 says the split halves the DRAM bytes read, saving 8 GB or more (prefix_lm_causal and causal_blockwise at 48K, causal_blockwise 32K), on rows paired within documents where the tail shortens 1% or more (share_question 48K, causal_document and prefix_lm_document 32K); at head dim 128 on causal-shaped rows (uneven rows that pair evenly) a block walks two key tiles, the heaviest with the lightest, down then up, the group's heads inner, so that the blocks running together share Q, dO and dQ in L2, and on causal rows within documents (causal_document, prefix_lm_document, the long documents at 32K and up) the same within each document where a model of the block scheduler says the half-size grid's tail costs at most 8%, or (since call 69's sm90dq) where the paired pass, split in 2 where that shortens it, models at most 13% longer and the L2 model has it read at most half the DRAM bytes, 4 GB or more (causal_document, prefix_lm_document, causal_blockwise and causal_document_long at 16K: +12 to +28% on an H100); the forward's warpgroup index read through a warp shuffle (wgmma descriptors in uniform registers); partial tiles' allowed columns by interval arithmetic; wgmma descriptors one add from per-step bases; at head dim 128 the forward over 128 x 176 tiles where it is not persistent (call 62's sm90n; rows say wide-fwd), its work items a KV head's together (call 69's sm90kv: the blocks running at once read one or two KV heads' K and V; d128 full 16K's DRAM read 7.3 -> 0.34 GB); the backward's block order weighs L2 at head dim 128 (orderThrashes: call 61's sm90mo); at head dim 128 the unpaired backward reads lse and Dsum as 8-byte pairs (call 61's sm90bl)", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQ, gsplit: true, pairs: true, pairsEntry: true, docPairs: docPairsBytes, split128: 8, split128Rule: true, split128Maps: true, sched: schedByRule, orderL2: true, k64: true, wide: true, defines: sm90Defines},
-	{name: "sm90k", doc: "experiment (call 66 on an H100: -8 to -16% against sm90 on the d64 forward, 0.80-0.97x cuDNN; kept for call 67's ncu reading of why): sm90 except that at head dim 64 the forward takes cuDNN's shape there (ncu, call 65): one block an SM of 384 threads (168 registers at launch, setmaxnreg 24 / 240), two consumer warpgroups of 64 rows taking turns over 128 x 256 tiles, a K/V ring of three stages of 256 keys beside two Q tiles (230,528 bytes of shared memory); S in two halves of 128 keys, each its own group, so that in a warpgroup's turn tile i's P V runs beside the lower half of tile i+1's Q K^T and the upper half goes into P's registers once P V is done (at most O, P and half of S live: 160 registers of values; call 24's sm90w, S whole beside P and O, had its wgmma serialised at 240), the pipe never waiting on a warpgroup's own P V (ptxas 12.4: no spill, no serialisation, consumers R0-R207 of their 240; 788 instructions a full 64 x 256 tile, 6.16 a score, sm90's fwd90mo 7.34); persistent by sm90's rule; sm90's forward (three consumers over 192 x 128) where the 128 x 256 tiles cover over 5% more of the score matrix than its 192 x 128 ones (coverPays: share_question 8K; 64-token block-sparse maps run sm90's 128 x 64 tiles by its rule); LONGCA_FWD_K256, fwd90k; rows say k256-fwd", major: 9, exact: true, fwd: fwdSM90OK, bwd: bwdSM90ETQ, gsplit: true, pairs: true, pairsEntry: true, docPairs: docPairsBytes, split128: 8, split128Rule: true, split128Maps: true, sched: schedByRule, orderL2: true, k64: true, wide: true, defines: sm90DefinesK},
-	{name: "sm90k-seq", doc: "experiment (call 66 on an H100: -4 to -16% against sm90, 1.2-5.4% above sm90k on 14 of 16 cells; kept for call 67's ncu reading): sm90k with a warpgroup's turn in sequence: tile i's P V waited for, then tile i+1's whole Q K^T as one group of m64n256k16 (cuDNN's HGMMA.64x256x16; ptxas 12.4 allocates its 128 accumulators at 168 registers a thread at launch), so that S and P are never live together, at the cost of the tensor pipe idling from P V's end to Q K^T's first k-step every tile (sm90k issues the lower half of S beside P V instead; ptxas 12.4: no spill, no serialisation, R0-R209, 777 instructions a full tile, 6.07 a score); LONGCA_FWD_K256_SEQ, fwd90k; rows say k256-fwd", major: 9, exact: true, fwd: fwdSM90OK, bwd: bwdSM90ETQ, gsplit: true, pairs: true, pairsEntry: true, docPairs: docPairsBytes, split128: 8, split128Rule: true, split128Maps: true, sched: schedByRule, orderL2: true, k64: true, wide: true, defines: sm90DefinesKSeq},
 	{name: "sm90-c54", doc: "sm90 as it was before call 56 (head dim 64: the backward over 192-key blocks with three consumer warpgroups, the forward's three consumer warpgroups without the overlap; head dim 128: never split): kept to time the new default against", major: 9, exact: true, fwd: fwdSM90OM, bwd: bwdSM90ETP, gsplit: true, pairs: true, docPairs: docPairsByRule, sched: schedByRule, k64: true, defines: sm90DefinesC54},
 	{name: "sm90-prev", doc: "sm90 as it was before call 26 (call 23's kernel: the forward's softmax after its products within a turn, two consumer warpgroups at head dim 64 too): kept to time the new default against", major: 9, exact: true, fwd: fwdSM90L, bwd: bwdSM90C, sched: schedByRule, defines: []string{"LONGCA_FWD_LEAN", "LONGCA_TILE_BITS_SPAN"}},
 	{name: "sm90-persist", doc: "sm90 with the forward always persistent (a block per SM walking the work items), whatever the rows: to time both sides of sm90's rule", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQ, gsplit: true, split128: 8, split128Rule: true, split128Maps: true, pairs: true, pairsEntry: true, docPairs: docPairsBytes, sched: schedByRule, orderL2: true, persist: 1, k64: true, wide: true, defines: sm90Defines},
@@ -272,13 +262,6 @@ var archVariants = []archVariant{
 // stmatrix (call 40, experiment sm90bs: +2 to +5% at both head dims), the partial tiles'
 // bits by interval arithmetic, and the pairs (call 50) in entries of their own (call 59).
 var sm90Defines = []string{"LONGCA_FWD_UNIFORM", "LONGCA_FWD_OVL", "LONGCA_FWD_THREE_OVL", "LONGCA_FWD_K64", "LONGCA_BWD_EARLY", "LONGCA_BWD_Q2", "LONGCA_BWD_SPLIT128", "LONGCA_BWD_STSM", "LONGCA_TILE_BITS_SPAN", "LONGCA_BWD_PAIRS_ENTRY", "LONGCA_FWD_WIDE", "LONGCA_BWD_LV2", "LONGCA_FWD_KVMAJOR128"}
-
-// sm90DefinesK are experiment sm90k's defines: sm90's and the 256-key two-consumer forward's
-// entries (fwd90k, fwd90kp).
-var sm90DefinesK = append(slices.Clone(sm90Defines), "LONGCA_FWD_K256")
-
-// sm90DefinesKSeq are experiment sm90k-seq's: sm90k's and the sequential turn's.
-var sm90DefinesKSeq = append(slices.Clone(sm90DefinesK), "LONGCA_FWD_K256_SEQ")
 
 // sm90DefinesKV are experiment sm90kv's: sm90's and the forward's work items a KV head's
 // together at head dim 64 too (LONGCA_FWD_KVMAJOR; sm90's LONGCA_FWD_KVMAJOR128 at 128).
@@ -482,10 +465,9 @@ func (k *Kernel) BackwardPartials(group, d int) int {
 
 // Describe names the variant that serves the problem and the architecture it was built
 // for; on sm90 a forward run persistent (short rows) says so ("sm90 persistent-fwd"), and
-// one over other tiles than the variant's (k64-fwd, and forwardLabel's: wide-fwd, k256-fwd),
-// a deterministic backward too
-// ("sm90 deterministic"), and a backward its group split ("sm90 gsplit-4") and its key-tile
-// pairs ("sm90 pairs-bwd"; "sm90 doc-pairs-bwd" within documents).
+// one over other tiles than the variant's (k64-fwd, and forwardLabel's: wide-fwd), a
+// deterministic backward too ("sm90 deterministic"), and a backward its group split ("sm90
+// gsplit-4") and its key-tile pairs ("sm90 pairs-bwd"; "sm90 doc-pairs-bwd" within documents).
 func (k *Kernel) Describe(p kernels.Problem, pass kernels.Pass) kernels.Info {
 	info := kernels.Info{Variant: k.arch.name, Versions: map[string]string{"arch": k.dev.Arch()}}
 	if k.DeterministicBackward() && pass != kernels.Fwd {
@@ -520,14 +502,11 @@ func (k *Kernel) Describe(p kernels.Problem, pass kernels.Pass) kernels.Info {
 }
 
 // forwardLabel is what a row run by the sm90 forward fv says of it beyond the variant's name
-// (Describe): wide-fwd for the wide forward (128 x 176 tiles at head dim 128), k256-fwd for
-// experiment sm90k's 128 x 256 forward at head dim 64; "" else.
+// (Describe): wide-fwd for the wide forward (128 x 176 tiles at head dim 128); "" else.
 func forwardLabel(fv variant) string {
 	switch fv.fn {
 	case fwdSM90N.fn:
 		return "wide-fwd"
-	case fwdSM90K.fn:
-		return "k256-fwd"
 	}
 	return ""
 }
@@ -605,8 +584,7 @@ type deviceList struct {
 	pairOrder *cuda.Buffer
 	// tilesPay, on a forward list: otherTilesPay's decisions by the other tiles' key tile
 	// (64 on 128 x 128: keyTile64Pays; the wide forward's 176 on 128 x 128: widerTilesPay),
-	// or rows << 16 | key tile where the rows differ (otherShapePays: experiment sm90k's 128 x
-	// 256 on 192 x 128, coverPays), 1 they pay, -1 not; absent, not yet decided
+	// 1 they pay, -1 not; absent, not yet decided
 	tilesPay map[int]int8
 	// sched and split, on a backward list: backwardPlan's order and group split for planFor
 	// (heads, group, slots, head dim); sched 0 when not yet decided

@@ -3,7 +3,6 @@ package cuda
 import (
 	"fmt"
 	"os"
-	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -184,16 +183,11 @@ int main() { show<64, 128, 2, 0>(); show<128, 128, 2, 0>(); show<64, 192, 2, 0>(
 // The Hopper forward's shared memory as SmemLayout<D, QM, BN> lays it out
 // (attention_sm90.cu, compiled with the host C++ compiler) is what every sm90 variant's
 // forward asks for at launch, at both head dims, for the 128 x 64 tiles and the wide
-// forward's 128 x 176 (and experiment sm90k's 128 x 256 at head dim 64, with the fallbacks a
-// forward names in narrowKeys): the kernel has no check of its own.
-// forwardsOf lists the forwards a Hopper variant may launch at head dim d: its own, the
-// fallback where its tiles cover too much (narrowKeys), the 128 x 64 tiles (k64) and the wide
-// forward (wide, at 128).
+// forward's 128 x 176: the kernel has no check of its own.
+// forwardsOf lists the forwards a Hopper variant may launch at head dim d: its own, the 128 x
+// 64 tiles (k64) and the wide forward (wide, at 128).
 func forwardsOf(av archVariant, d int) []variant {
 	vs := []variant{av.fwd.at(d)}
-	if nk := av.fwd.at(d).narrowKeys; nk != nil {
-		vs = append(vs, *nk)
-	}
 	if av.k64 {
 		vs = append(vs, fwdSM90S)
 	}
@@ -209,7 +203,7 @@ func TestForwardSharedMatchesLayout(t *testing.T) {
 		extract(t, src, "template <int D, int QM = SBM, int BN = SBN> struct SmemLayout {", "\n};\n") + `
 template <int D, int QM, int BN> void show() { printf("%d %d %d %d\n", D, QM, BN, SmemLayout<D, QM, BN>::kBytes); }
 int main() { show<64, 128, 128>(); show<128, 128, 128>(); show<64, 192, 128>();
-  show<64, 128, 64>(); show<128, 128, 64>(); show<128, 128, 176>(); show<64, 128, 256>(); return 0; }
+  show<64, 128, 64>(); show<128, 128, 64>(); show<128, 128, 176>(); return 0; }
 `
 	// the layout the kernel takes: its query rows a tile (64 a consumer warpgroup) and key tile
 	for _, rule := range []string{"using L = SmemLayout<D, QM, BN>;", "constexpr int QM = 64 * NC"} {
@@ -328,8 +322,8 @@ func TestSM90EntriesInSM90Module(t *testing.T) {
 // variant whose defines lack one would find its entry missing on the GPU only, at its first
 // launch. The entries a variant runs: its forward and backward at both head dims (with the
 // persistent forward's and the deterministic backward's twins, named by suffix in the same
-// block), the forward its wider key tiles fall back to (narrowKeys), the 64-key-tile forward
-// where it has the tile rule, the split backward where it splits at head dim 128.
+// block), the 64-key-tile forward where it has the tile rule, the split backward where it
+// splits at head dim 128.
 func TestVariantsDefineTheirEntries(t *testing.T) {
 	needs := map[string][]string{} // entry prefix (the FN of an SM90_* macro) -> the defines around it
 	var conds [][]string
@@ -377,9 +371,6 @@ func TestVariantsDefineTheirEntries(t *testing.T) {
 		var used []string
 		for _, d := range []int{64, 128} {
 			used = append(used, a.fwd.at(d).fn, a.bwd.at(d).fn)
-			if nk := a.fwd.at(d).narrowKeys; nk != nil { // the forward run where its tiles do not pay (sm90k: fwd90mo)
-				used = append(used, nk.fn)
-			}
 			if a.k64 {
 				used = append(used, fwdSM90S.fn)
 			}
@@ -485,7 +476,7 @@ func TestForwardPersistentEntries(t *testing.T) {
 	for _, c := range []struct {
 		fv   variant
 		want bool
-	}{{fwdSM90MO, true}, {fwdSM90O, true}, {fwdSM90S, true}, {fwdSM90N, false}, {fwdSM90K, true}} {
+	}{{fwdSM90MO, true}, {fwdSM90O, true}, {fwdSM90S, true}, {fwdSM90N, false}} {
 		w := namedList(t, 42, 8192, c.fv.qTile, c.fv.kTile, false, "causal_document")
 		if !persistentForward(w) {
 			t.Fatalf("causal_document 8K in %d x %d tiles: not short rows (the case no longer tests the rule)", c.fv.qTile, c.fv.kTile)
@@ -530,30 +521,24 @@ func TestWiderTilesRule(t *testing.T) {
 // memory (1 KB reserved a block) and threads within an SM's 228 KB and 2048.
 func TestForwardBlocksFit(t *testing.T) {
 	src := SourceSM90()
-	prog := "#include <cstdio>\n" + extract(t, src, "constexpr int SBM = 128", "\n") + extract(t, src, "template <int NC, int BN = SBN> struct FwdRegs {", "\n};\n") + `
-template <int NC, int BN> void show() { printf("%d %d %d %d %d\n", NC, BN, FwdRegs<NC, BN>::kProd, FwdRegs<NC, BN>::kCons, FwdRegs<NC, BN>::kLaunch); }
-int main() { show<2, 64>(); show<2, 128>(); show<2, 176>(); show<2, 256>(); show<3, 128>(); return 0; }
+	prog := "#include <cstdio>\n" + extract(t, src, "template <int NC> struct FwdRegs {", "\n};\n") + `
+template <int NC> void show() { printf("%d %d %d %d\n", NC, FwdRegs<NC>::kProd, FwdRegs<NC>::kCons, FwdRegs<NC>::kLaunch); }
+int main() { show<2>(); show<3>(); return 0; }
 `
-	for _, rule := range []string{"__launch_bounds__(128 * (NC + 1), 1)", "kProdRegs = FwdRegs<NC, BN>::kProd, kConsRegs = FwdRegs<NC, BN>::kCons"} {
+	for _, rule := range []string{"__launch_bounds__(128 * (NC + 1), 1)", "kProdRegs = FwdRegs<NC>::kProd, kConsRegs = FwdRegs<NC>::kCons"} {
 		if !strings.Contains(src, rule) {
 			t.Fatalf("attention_sm90.cu no longer says %q: the forward's blocks and registers come from elsewhere", rule)
 		}
 	}
 	type regs struct{ prod, cons, launch int }
-	type shape struct{ nc, bn int }
-	byNC := map[shape]regs{}
+	byNC := map[int]regs{}
 	for _, line := range strings.Split(strings.TrimSpace(hostcc.Output(t, "fwdregs", prog)), "\n") {
-		var sh shape
+		var nc int
 		var r regs
-		if _, err := fmt.Sscan(line, &sh.nc, &sh.bn, &r.prod, &r.cons, &r.launch); err != nil {
+		if _, err := fmt.Sscan(line, &nc, &r.prod, &r.cons, &r.launch); err != nil {
 			t.Fatalf("line %q: %v", line, err)
 		}
-		byNC[sh] = r
-	}
-	// experiment sm90k's block is cuDNN's at head dim 64 (ncu, call 65): 168 registers a thread
-	// at launch, the producer 24 and each consumer 240
-	if r := byNC[shape{2, 256}]; r != (regs{24, 240, 168}) {
-		t.Errorf("FwdRegs<2, 256>: %+v, want 24 / 240 registers, 168 at launch", r)
+		byNC[nc] = r
 	}
 	for _, av := range archVariants {
 		if av.major != 9 {
@@ -563,9 +548,9 @@ int main() { show<2, 64>(); show<2, 128>(); show<2, 176>(); show<2, 256>(); show
 			vs := forwardsOf(av, d)
 			for _, v := range vs {
 				nc := v.qTile / 64
-				r, ok := byNC[shape{nc, v.kTile}]
+				r, ok := byNC[nc]
 				if !ok {
-					t.Errorf("%s %s: %d consumer warpgroups over %d-key tiles, which FwdRegs was not asked for", av.name, v.fn, nc, v.kTile)
+					t.Errorf("%s %s: %d consumer warpgroups, which FwdRegs was not asked for", av.name, v.fn, nc)
 					continue
 				}
 				if r.launch*v.threads > 65536 || 128*(r.prod+nc*r.cons) > r.launch*v.threads {
@@ -591,96 +576,6 @@ func TestForwardGrid(t *testing.T) {
 	}
 	if g := forwardGrid(false, 132, 64, 256); g != (cuda.Dim3{X: 64, Y: 256}) {
 		t.Errorf("not persistent, 64 heads x 256 row tiles: grid %v", g)
-	}
-}
-
-// Experiment sm90k's forward (fwd90k under LONGCA_FWD_K256; sm90k-seq's turn in sequence under
-// LONGCA_FWD_K256_SEQ too) is compiled only into the modules of the variants that run it, and
-// each of sm90k and sm90k-seq is sm90 but for its forward at head dim 64 (cuDNN's block there:
-// 128 x 256 tiles, 384 threads, one block an SM, persistent and plain entries) and its
-// defines; where its tiles do not pay, fwd90k names sm90's own forward at head dim 64
-// (narrowKeys).
-func TestK256ForwardVariants(t *testing.T) {
-	sm90 := variantNamed(t, "sm90")
-	for _, a := range archVariants {
-		runs := a.fwd.at(64).fn == fwdSM90K.fn || a.fwd.at(128).fn == fwdSM90K.fn
-		if defines := slices.Contains(a.defines, "LONGCA_FWD_K256"); runs != defines {
-			t.Errorf("%s: runs fwd90k %v, defines LONGCA_FWD_K256 %v", a.name, runs, defines)
-		}
-		if slices.Contains(a.defines, "LONGCA_FWD_K256_SEQ") && !runs {
-			t.Errorf("%s defines LONGCA_FWD_K256_SEQ and does not run fwd90k", a.name)
-		}
-	}
-	k := variantNamed(t, "sm90k")
-	for _, c := range []struct {
-		name    string
-		defines []string
-	}{{"sm90k", append(slices.Clone(sm90.defines), "LONGCA_FWD_K256")},
-		{"sm90k-seq", append(slices.Clone(sm90.defines), "LONGCA_FWD_K256", "LONGCA_FWD_K256_SEQ")}} {
-		v := variantNamed(t, c.name)
-		if !slices.Equal(v.defines, c.defines) {
-			t.Errorf("%s's defines %v, want %v", v.name, v.defines, c.defines)
-		}
-		fv := v.fwd.at(64)
-		if fv.fn != "fwd90k" || fv.qTile != 128 || fv.kTile != 256 || fv.threads != 384 || !fv.lean || fv.oneItem {
-			t.Errorf("%s's forward at head dim 64: %+v", v.name, fv)
-		}
-		if fv.narrowKeys == nil || !reflect.DeepEqual(*fv.narrowKeys, sm90.fwd.at(64)) {
-			t.Errorf("%s's forward at head dim 64 falls back to %v, want sm90's %s", v.name, fv.narrowKeys, sm90.fwd.at(64).fn)
-		}
-		if l := forwardLabel(fv); l != "k256-fwd" {
-			t.Errorf("%s: rows of fwd90k say %q, want k256-fwd", v.name, l)
-		}
-		if v.fwd.at(128).fn != sm90.fwd.at(128).fn || v.bwd.fn != sm90.bwd.fn || v.bwd.at(64).fn != sm90.bwd.at(64).fn {
-			t.Errorf("%s differs from sm90 beyond the head-dim-64 forward: forward %s at 128, backward %s / %s", v.name, v.fwd.at(128).fn, v.bwd.fn, v.bwd.at(64).fn)
-		}
-		v.fwd, v.defines, v.name, v.doc = sm90.fwd, sm90.defines, sm90.name, sm90.doc
-		if !reflect.DeepEqual(v, sm90) {
-			t.Errorf("%s's fields beyond its forward and defines differ from sm90's:\n%+v\n%+v", c.name, v, sm90)
-		}
-	}
-	if k.fwd.at(64).fn != fwdSM90K.fn {
-		t.Fatalf("sm90k runs %s at head dim 64", k.fwd.at(64).fn)
-	}
-	for _, dt := range []string{"bf16", "fp16"} {
-		for _, fn := range []string{"fwd90k", "fwd90kp"} {
-			if !regexp.MustCompile(`SM90_FWD_B\(` + fn + `, ` + dt + `, [^,]+, 64, (true|false), true, 2, false, 256\)`).MatchString(SourceSM90()) {
-				t.Errorf("attention_sm90.cu has no %s entry for %s at head dim 64 (two consumers, 256-key tiles)", fn, dt)
-			}
-		}
-	}
-}
-
-// The rule that keeps sm90's forward where fwd90k's 128 x 256 tiles cover much more of the
-// score matrix than its 192 x 128 ones (coverPays): the dense and causal rows, the windows,
-// the documents at 8K (1.03-1.04x) and 128-token block-sparse maps take the 256-key tiles;
-// share_question 8K (1.06x) and 64-token block-sparse maps at kept 0.2 (1.13x, which
-// keyTile64Pays gives the 64-key tiles first) do not.
-func TestCoverRule(t *testing.T) {
-	nk := *fwdSM90K.narrowKeys
-	for _, c := range []struct {
-		name string
-		s    int
-		want bool
-	}{{"full", 8192, true}, {"causal", 8192, true}, {"causal", 49152, true}, {"full_document", 8192, true}, {"causal_document", 8192, true},
-		{"causal_document", 16384, true}, {"sliding_window_causal", 16384, true}, {"share_question", 8192, false}, {"share_question", 16384, true}} {
-		narrow, wider := namedList(t, 42, c.s, nk.qTile, nk.kTile, false, c.name), namedList(t, 42, c.s, fwdSM90K.qTile, fwdSM90K.kTile, false, c.name)
-		if got := coverPays(narrow, wider); got != c.want {
-			t.Errorf("%s %d: %d x %d tiles on %d x %d pay %v, want %v", c.name, c.s, fwdSM90K.qTile, fwdSM90K.kTile, nk.qTile, nk.kTile, got, c.want)
-		}
-	}
-	for _, c := range []struct {
-		block int
-		ratio float64
-		want  bool
-	}{{128, 0.2, true}, {128, 0.5, true}, {64, 0.2, false}} {
-		sp, err := mask.BlockSparse(16384, mask.SparseOptions{Seed: 5, Block: c.block, Ratio: c.ratio, HeadsKV: 2}, nil, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := coverPays(listOf(t, sp.Heads, nk.qTile, nk.kTile, false), listOf(t, sp.Heads, fwdSM90K.qTile, fwdSM90K.kTile, false)); got != c.want {
-			t.Errorf("block-sparse %d-token blocks kept %.1f: 128 x 256 tiles pay %v, want %v", c.block, c.ratio, got, c.want)
-		}
 	}
 }
 

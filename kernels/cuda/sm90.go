@@ -786,68 +786,39 @@ func keyTile64Pays(w128, w64 *WorkList) bool {
 // scale the lean forward cannot take leaves it unused). A list that cannot be built keeps
 // the qt x kt tiles (the forward then reports the error itself).
 func (k *Kernel) otherTilesPay(p kernels.Problem, qt, kt, alt int, pays func(base, other *WorkList) bool) bool {
-	return k.otherShapePays(p, qt, kt, qt, alt, pays)
-}
-
-// otherShapePays is otherTilesPay for other tiles of other rows too, oq x alt against qt x kt
-// (experiment sm90k's 128 x 256 against sm90's 192 x 128: coverPays), decided once per qt x
-// kt list and other shape (tilesPay's key alt, or oq << 16 | alt where the rows differ).
-func (k *Kernel) otherShapePays(p kernels.Problem, qt, kt, oq, alt int, pays func(base, other *WorkList) bool) bool {
 	a, err := k.list(p, qt, kt, false)
 	if err != nil {
 		return false
 	}
-	key := alt
-	if oq != qt {
-		key = oq<<16 | alt
-	}
 	k.mu.Lock()
-	known := a.tilesPay[key]
+	known := a.tilesPay[alt]
 	k.mu.Unlock()
 	if known == 0 {
 		known = -1
-		if b, err := BuildWorkList(masksOf(p), oq, alt, false); err == nil && pays(a.w, b) {
+		if b, err := BuildWorkList(masksOf(p), qt, alt, false); err == nil && pays(a.w, b) {
 			known = 1
 			// in device memory now, as built; if that fails, the forward's own request of the
 			// list builds it again and reports the error
-			_, _ = k.listBuilt(p, oq, alt, false, b)
+			_, _ = k.listBuilt(p, qt, alt, false, b)
 		}
 		k.mu.Lock()
 		if a.tilesPay == nil {
 			a.tilesPay = map[int]int8{}
 		}
-		a.tilesPay[key] = known
+		a.tilesPay[alt] = known
 		k.mu.Unlock()
 	}
 	return known > 0
 }
 
-// coverPays says whether a forward list covers at most 5% more of the score matrix (its
-// entries times its tiles' rows and keys) than another list of the same masks: experiment
-// sm90k's 128 x 256 tiles against sm90's 192 x 128 (fwd90k's narrowKeys). Against those 192-row
-// tiles the 256-key ones cover 0.98-1.003x on full, causal, the windows, prefix_lm_causal and
-// causal_blockwise, 0.93-0.97x on block_causal_document, 1.00-1.04x on the documents
-// (full_document, causal_document, prefix_lm_document at 8K-48K, the most at 8K) and 128-token
-// block-sparse maps (1.01x at kept 0.2: they straddle the blocks no worse than 192 rows do),
-// 1.01-1.06x on share_question (1.06x at 8K); 64-token maps at kept 0.2 (1.13x) run the 64-key
-// tiles anyway (keyTile64Pays). The 5% is a guess until a GPU times fwd90k per score.
-func coverPays(narrow, wider *WorkList) bool {
-	cover := func(w *WorkList) int64 { return int64(len(w.Entries)/2) * int64(w.RowTile) * int64(w.ColTile) }
-	return 100*cover(wider) <= 105*cover(narrow)
-}
-
 // forwardFor is the forward entry point of p: the variant's at p's head dim (the 128 x 64
-// tiles' forward where keyTile64Pays, a forward's narrowKeys where its wider key tiles cover
-// over 5% more of the score matrix than narrowKeys' tiles (coverPays), the wide forward where
-// wideForward), or the plain forward where the lean softmax cannot take p's scale (the row
-// maxima are taken before the scale: a positive, normal one).
+// tiles' forward where keyTile64Pays, the wide forward where wideForward), or the plain
+// forward where the lean softmax cannot take p's scale (the row maxima are taken before the
+// scale: a positive, normal one).
 func (k *Kernel) forwardFor(p kernels.Problem) variant {
 	fv := k.fwd.at(p.HeadDim)
 	if k.arch.k64 && k.dev != nil && k.otherTilesPay(p, fwdSM90S.qTile, 128, fwdSM90S.kTile, keyTile64Pays) {
 		fv = fwdSM90S
-	}
-	if nk := fv.narrowKeys; nk != nil && k.dev != nil && !k.otherShapePays(p, nk.qTile, nk.kTile, fv.qTile, fv.kTile, coverPays) {
-		fv = *nk
 	}
 	if k.arch.wide && p.HeadDim == 128 && fv.kTile == 128 && k.dev != nil && k.wideForward(p) {
 		fv = fwdSM90N
