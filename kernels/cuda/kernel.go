@@ -198,6 +198,10 @@ type archVariant struct {
 	// document's), the key tiles of a head together, where docPairsPay says so
 	// (docPairsByRule) or wherever the rows' lengths vary at head dim 128 (docPairsAlways)
 	docPairs int8
+	// docPairsTail, with docPairsBytes: docPairsBytesPay's bound on the paired pass's modelled
+	// length against the unpaired one's; 0 is docPairsBytesTail (sm90's; experiment sm90dt
+	// 1.25)
+	docPairsTail float64
 	// split128 (LONGCA_BWD_SPLIT128 in defines: the bwd90es entries): at head dim 128 the
 	// backward splits each KV head's query heads into this many blocks a key tile (dK and dV
 	// from fp32 partials), the key tiles of a head the grid's fast index; 0 or 1 never. With
@@ -223,6 +227,14 @@ type archVariant struct {
 	defines []string
 }
 
+// pairsTail is the variant's bound for docPairsBytesPay: docPairsTail, or docPairsBytesTail.
+func (v archVariant) pairsTail() float64 {
+	if v.docPairsTail > 0 {
+		return v.docPairsTail
+	}
+	return docPairsBytesTail
+}
+
 // archVariant.docPairs's values.
 const (
 	docPairsNever  int8 = 0
@@ -246,6 +258,7 @@ var archVariants = []archVariant{
 	{name: "sm90g2", doc: "sm90 with the backward at head dim 128 always split in 2 (a block walks 4 of a KV head's 8 query heads, dK and dV summed from fp32 partials, a head's key tiles together), whatever the rule (one side of sm90's split rule; call 54 against sm90 before the rule: causal_blockwise 32K +5%, prefix_lm_causal 48K +6%, causal_document 32K +3%, share_question 16K / 32K -12 / -5%, full -1 to -2%); rows say gsplit-2", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQ, gsplit: true, pairs: true, pairsEntry: true, docPairs: docPairsByRule, split128: 2, sched: schedByRule, orderL2: true, k64: true, wide: true, defines: sm90Defines},
 	{name: "sm90g8", doc: "sm90 with the backward at head dim 128 always split in 8 where the group divides (a block a query head, dK and dV summed from fp32 partials, a head's key tiles together), whatever the rule (the other side of sm90's widened split rule; call 67 on an H100: 128-token block-sparse maps at 64K +51 / +32% at kept 0.2 / 0.5 against sm90 before the widening, at 32K -1.0 / +0.5%; sm90g4 +50 / +32% and -1.2 / +0.2%); rows say gsplit-8", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQ, gsplit: true, pairs: true, pairsEntry: true, docPairs: docPairsByRule, split128: 8, sched: schedByRule, orderL2: true, k64: true, wide: true, defines: sm90Defines},
 	{name: "sm90kv", doc: "experiment (call 69 on an H100: d64 forward -2.2 to +2.4%, mean -0.2%, its DRAM read 1.54 -> 0.17 GB at d64 full 16K; at d128, +1.3% mean, it became sm90's): sm90 with the forward's work items a KV head's together at head dim 64 too (LONGCA_FWD_KVMAJOR): its group's query heads fastest, then its row tiles heaviest first, then the KV heads", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQ, gsplit: true, pairs: true, pairsEntry: true, docPairs: docPairsBytes, split128: 8, split128Rule: true, split128Maps: true, sched: schedByRule, orderL2: true, k64: true, wide: true, defines: sm90DefinesKV},
+	{name: "sm90dt", doc: "experiment (not yet run on a GPU): sm90 with the pairs-by-bytes rule's tail bound at 1.25 instead of 1.13 (docPairsTail): call 69's sm90dp won share_question 32K by +6.3% at a modelled tail of 1.143x (40 -> 6 GB), where sm90 leaves it unpaired; at 64:8 (seed 42, 8K-48K, nine masks) that is the one plan it changes: prefix_lm_document 8K (1.148x) and causal_document_long 8K (1.239x) save under docPairsBytesSaved; rows say doc-pairs-bwd", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQ, gsplit: true, pairs: true, pairsEntry: true, docPairs: docPairsBytes, docPairsTail: 1.25, split128: 8, split128Rule: true, split128Maps: true, sched: schedByRule, orderL2: true, k64: true, wide: true, defines: sm90Defines},
 	{name: "sm90ns", doc: "sm90 never splitting the backward at head dim 128 (the other side of sm90's split rule)", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQ, gsplit: true, pairs: true, pairsEntry: true, docPairs: docPairsByRule, sched: schedByRule, orderL2: true, k64: true, wide: true, defines: sm90Defines},
 	{name: "sm90np", doc: "sm90 with the backward never walking key tiles in pairs (the other side of sm90's pairing rule; sm90 as it was before call 50 but for the pairing's code); with sm90's split rule at head dim 128, which takes other cells where the pairs differ", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQ, gsplit: true, split128: 8, split128Rule: true, split128Maps: true, sched: schedByRule, orderL2: true, k64: true, wide: true, defines: sm90Defines},
 	{name: "sm90s", doc: "sm90 with the forward always over 128-query x 64-key tiles, at both head dims (one side of sm90's tile rule)", major: 9, exact: true, fwd: fwdSM90S, bwd: bwdSM90ETQ, gsplit: true, split128: 8, split128Rule: true, split128Maps: true, pairs: true, pairsEntry: true, docPairs: docPairsBytes, sched: schedByRule, orderL2: true, defines: sm90Defines},

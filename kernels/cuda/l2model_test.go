@@ -309,4 +309,16 @@ func TestDocPairsBytes(t *testing.T) {
 			t.Errorf("sm90 %s %d at 64:8: plan %#x, split %d; want paired %v (split 2)", c.mask, c.s, o, g, c.paired)
 		}
 	}
+	// experiment sm90dt's bound, 1.25: share_question 32K (tail 1.143x, 40 -> 6 GB modelled;
+	// sm90dp +6.3% in call 69) paired and split, 16K (1.55x) not
+	dt := &Kernel{arch: variantNamed(t, "sm90dt")}
+	for _, c := range []struct {
+		s      int
+		paired bool
+	}{{32768, true}, {16384, false}} {
+		o, g := dt.backwardPlan(&deviceList{w: backwardList(t, 42, c.s, "share_question")}, 8, 8, 128)
+		if got := o&schedDocPairs != 0; got != c.paired || got && g != 2 {
+			t.Errorf("sm90dt share_question %d at 64:8: plan %#x, split %d; want paired %v (split 2)", c.s, o, g, c.paired)
+		}
+	}
 }

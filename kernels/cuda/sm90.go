@@ -548,7 +548,7 @@ func docPairsPay(w *WorkList, d, heads, group, slots, l2 int, sched int32) bool 
 // endAlignedPairs's pairs where docPairsPay's tail alone would not: at head dim 128 on rows
 // that vary, a KV head's Q, dO and dQ outgrowing L2, where the paired pass, split as
 // split128Parts would split it (2 parts where they shorten it, at most most), models at most
-// docPairsBytesTail longer than the unpaired pass in order sched and the L2 model has it
+// tail (docPairsBytesTail in sm90) times the unpaired pass's length in order sched and the L2 model has it
 // read at most half the unpaired pass's DRAM bytes, docPairsBytesSaved or more. Call 67 (an
 // H100, 64:8) timed the pairs split in 2 against sm90 at 8K and 16K: causal_document +6.5 /
 // +23% (tails 1.105 / 1.124, 5.6 -> 0.9 and 9.9 -> 1.9 GB), prefix_lm_document -0.6 / +20%
@@ -559,7 +559,7 @@ func docPairsPay(w *WorkList, d, heads, group, slots, l2 int, sched int32) bool 
 // against sm90 on six masks at 8K-32K: every cell it pairs gained (causal_document 16K +28%,
 // causal_blockwise 16K +20%, prefix_lm_document 16K +19%, causal_document_long 16K / 32K
 // +12 / +4%, causal_document 8K +5%, causal_blockwise 8K +2%, prefix_lm_causal 16K +1%).
-func docPairsBytesPay(w *WorkList, d, heads, group, slots, l2 int, sched int32, most int) bool {
+func docPairsBytesPay(w *WorkList, d, heads, group, slots, l2 int, sched int32, most int, tail float64) bool {
 	if d != 128 || !rowsVary(w) || w.Cols*d*8*group <= l2 || !l2Modelled(w, heads, group) {
 		return false
 	}
@@ -573,7 +573,7 @@ func docPairsBytesPay(w *WorkList, d, heads, group, slots, l2 int, sched int32, 
 			paired, parts = p2, 2
 		}
 	}
-	if paired > base*docPairsBytesTail {
+	if paired > base*tail {
 		return false
 	}
 	r0, r1 := dramRead(w, heads, group, slots, l2, sched), dramRead(wp, heads, group, slots, l2, o|int32(parts)<<4)
@@ -708,7 +708,7 @@ func (k *Kernel) backwardPlan(dl *deviceList, heads, group, d int) (int32, int) 
 		o |= 8
 	case pairs && k.arch.docPairs == docPairsAlways && d == 128 && rowsVary(dl.w),
 		pairs && (k.arch.docPairs == docPairsByRule || k.arch.docPairs == docPairsBytes) && docPairsPay(dl.w, d, heads, group, key[2], k.l2Bytes(), o),
-		pairs && k.arch.docPairs == docPairsBytes && docPairsBytesPay(dl.w, d, heads, group, key[2], k.l2Bytes(), o, k.arch.split128):
+		pairs && k.arch.docPairs == docPairsBytes && docPairsBytesPay(dl.w, d, heads, group, key[2], k.l2Bytes(), o, k.arch.split128, k.arch.pairsTail()):
 		o = schedKTFast | 8 | schedDocPairs
 	}
 	if s := k.arch.split128; s > 1 && d == 128 && !k.det {

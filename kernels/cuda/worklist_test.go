@@ -247,7 +247,7 @@ func TestBackwardOrderRule(t *testing.T) {
 			k := &Kernel{arch: variantNamed(t, v.name)}
 			got, _ := k.backwardPlan(&deviceList{w: w}, 8, 8, 128)
 			if got&schedDocPairs != 0 { // pairs within documents set their own order (TestDocPairsBytes)
-				if k.arch.docPairs != docPairsBytes || !docPairsBytesPay(w, 128, 8, 8, 132, 50<<20, c.want, 8) && !docPairsPay(w, 128, 8, 8, 132, 50<<20, c.want) {
+				if k.arch.docPairs != docPairsBytes || !docPairsBytesPay(w, 128, 8, 8, 132, 50<<20, c.want, 8, k.arch.pairsTail()) && !docPairsPay(w, 128, 8, 8, 132, 50<<20, c.want) {
 					t.Errorf("%s %v %d: paired within documents (%#x) where neither rule pairs", v.name, c.masks, c.s, got)
 				}
 				continue

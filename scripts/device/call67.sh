@@ -1,5 +1,7 @@
 #!/bin/sh
-# Call 67 (prepared 2026-12-05, sixteenth session; not yet run): the two backward gaps call 64
+# (Ran 2026-12-05, seventeenth session, on an H100: docs/perf.md "Calls 67-70 on an H100". sm90-lv1,
+# sm90g4, sm90t removed since and sm90sr promoted into sm90: it no longer runs as written.)
+# Call 67 (prepared 2026-12-05, sixteenth session): the two backward gaps call 64
 # and sparse-final found on an H100, and the d64 forward's serial softmax chains
 # (docs/perf.md "Next: calls 67 and 68"; the ncu reading of why cuDNN's d64 shape lost in ours is
 # call 68, call68.sh).

@@ -1,5 +1,7 @@
 #!/bin/sh
-# Call 68 (prepared 2026-12-05, sixteenth session; not yet run): why cuDNN's d64 forward shape
+# (Ran 2026-12-05, seventeenth session, on an H100: docs/perf.md "Calls 67-70 on an H100". sm90k-seq
+# removed since: it no longer runs as written.)
+# Call 68 (prepared 2026-12-05, sixteenth session): why cuDNN's d64 forward shape
 # ran 8-16% slower in ours (call 66: sm90k, sm90k-seq) at fewer instructions a score
 # (docs/perf.md "Next: calls 67 and 68", its last item). One d64 full 16K forward each under ncu:
 # 1. stall reasons a issued instruction and the tensor pipe's share (call 21's metric) of

@@ -1,4 +1,6 @@
 #!/bin/sh
+# (Ran 2026-12-05, seventeenth session, on an H100: docs/perf.md "Calls 67-70 on an H100". sm90dq
+# promoted into sm90 and removed since: it no longer runs as written.)
 # Call 69 (prepared 2026-12-05, seventeenth session; docs/perf.md "Next: call 69"): what calls
 # 67 and 68 found, on the new default (sm90 with the split rule widened to 2, 4 or 8 parts:
 # call 67's sm90g8 +32 to +51% on 64K block-sparse maps).
