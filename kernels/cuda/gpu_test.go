@@ -137,7 +137,7 @@ func TestHeadDim64Groups(t *testing.T) {
 }
 
 // The head-dim-128 backward split over a KV head's query heads (split128) at groups of 8 and
-// 4, the parts 2, 4 or 8 (sm90 by its rule, sm90g2/g4/g8 always): each part's fp32 partials of
+// 4, the parts 2, 4 or 8 (sm90 by its rule, sm90g2/g8 always): each part's fp32 partials of
 // dK and dV summed by bwd90_dkv_reduce, a block down to one query head. Where the variant
 // always splits, the row must say it did (Describe's gsplit-N), so that the check is of the
 // split and not of a plan that fell back to one part.

@@ -614,4 +614,21 @@ func TestBackwardPartials(t *testing.T) {
 			}
 		}
 	}
+	// plans that split in 4 and 8 at head dim 128 (sm90 since call 67): within the bound, and
+	// at it where the rule goes that far
+	a90 := variantNamed(t, "sm90")
+	sm := &Kernel{arch: a90, bwd: a90.bwd}
+	for _, c := range []struct {
+		name string
+		w    *WorkList
+		want int
+	}{
+		{"causal_document_long 16K", backwardList(t, 42, 16384, "causal_document_long"), 4},
+		{"block-sparse b128 r0.5 32K", sparseBackwardList(t, 32768, mask.SparseOptions{Seed: 11, Block: 128, Ratio: 0.5, HeadsKV: 8}), 8},
+	} {
+		_, g := sm.backwardPlan(&deviceList{w: c.w}, 8, 8, 128)
+		if g != c.want || g > sm.BackwardPartials(8, 128) {
+			t.Errorf("sm90 %s at 64:8: the plan splits in %d, want %d within BackwardPartials's %d", c.name, g, c.want, sm.BackwardPartials(8, 128))
+		}
+	}
 }

@@ -249,7 +249,8 @@ func (k *Kernel) l2Bytes() int {
 	return 50 << 20
 }
 
-// split128Pays says whether sm90's backward at head dim 128 splits each KV head's query
+// split128Pays says whether split128Score takes s parts (split128Parts at most 2 parts, the
+// rule sm90 ran from call 56 to call 67; tests only now): whether sm90's backward at head dim 128 splits each KV head's query
 // heads of w in s parts (a head's key tiles together), the blocks' order o unsplit. Paired
 // within documents (docPairsPay's half-size grid), where fillSlots models the split pass
 // at least 1% shorter (split128Gain); unpaired on rows that vary, where it models it at most
@@ -547,7 +548,7 @@ func docPairsPay(w *WorkList, d, heads, group, slots, l2 int, sched int32) bool 
 // docPairsBytesPay (sm90's since call 69, experiment sm90dq's there) says whether the backward walks w's key tiles in
 // endAlignedPairs's pairs where docPairsPay's tail alone would not: at head dim 128 on rows
 // that vary, a KV head's Q, dO and dQ outgrowing L2, where the paired pass, split as
-// split128Parts would split it (2 parts where they shorten it, at most most), models at most
+// split128Parts then splits it (2, 4 or 8 parts where they shorten it, at most most), models at most
 // tail (docPairsBytesTail in sm90) times the unpaired pass's length in order sched and the L2 model has it
 // read at most half the unpaired pass's DRAM bytes, docPairsBytesSaved or more. Call 67 (an
 // H100, 64:8) timed the pairs split in 2 against sm90 at 8K and 16K: causal_document +6.5 /
@@ -566,13 +567,13 @@ func docPairsBytesPay(w *WorkList, d, heads, group, slots, l2 int, sched int32, 
 	_, base := fillSlots(w, heads, group, 1, slots, sched, 0)
 	wp := docPaired(w)
 	o := schedKTFast | 8
-	_, paired := fillSlots(wp, heads, group, 1, slots, o, 0)
-	parts := 1
-	if most >= 2 && group%2 == 0 && heads*2 <= 65535 {
-		if _, p2 := fillSlots(wp, heads, group, 2, slots, o, splitSteps); p2 <= paired*split128Gain {
-			paired, parts = p2, 2
-		}
+	// the parts backwardPlan's split rule then gives the paired plan (split128Parts on the
+	// paired order), so that the tail and the bytes weighed are the plan's that runs
+	parts, steps := split128Parts(w, heads, group, slots, l2, o|schedDocPairs, most, false), 0.0
+	if parts > 1 {
+		steps = splitSteps
 	}
+	_, paired := fillSlots(wp, heads, group, parts, slots, o, steps)
 	if paired > base*tail {
 		return false
 	}
@@ -958,7 +959,7 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 			return err
 		}
 	}
-	// the group split (head dim 64, and 128 by split128Pays or always in sm90g2/g4/g8): its fp32 partials of dK and dV and their reduction
+	// the group split (head dim 64, and 128 by split128Parts or always in sm90g2/g8): its fp32 partials of dK and dV and their reduction
 	var kpart, vpart *cuda.Buffer
 	var reduce *cuda.Function
 	if gs > 1 {

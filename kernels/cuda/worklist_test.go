@@ -246,9 +246,17 @@ func TestBackwardOrderRule(t *testing.T) {
 		}{{"sm90", c.want}, {"sm90fk", schedKTFast}, {"sm90fn", schedNoRot}, {"sm90-prev", c.want}, {"sm90-c29", c.want}} {
 			k := &Kernel{arch: variantNamed(t, v.name)}
 			got, _ := k.backwardPlan(&deviceList{w: w}, 8, 8, 128)
-			if got&schedDocPairs != 0 { // pairs within documents set their own order (TestDocPairsBytes)
-				if k.arch.docPairs != docPairsBytes || !docPairsBytesPay(w, 128, 8, 8, 132, 50<<20, c.want, 8, k.arch.pairsTail()) && !docPairsPay(w, 128, 8, 8, 132, 50<<20, c.want) {
-					t.Errorf("%s %v %d: paired within documents (%#x) where neither rule pairs", v.name, c.masks, c.s, got)
+			// pairs within documents (where pairsPay's do not pair) set their own order, a head's
+			// key tiles together (TestDocPairsBytes); where the variant's rules take them
+			a := k.arch
+			docRule := a.pairs && !pairsPay(w, 128) && (a.docPairs == docPairsByRule || a.docPairs == docPairsBytes) && docPairsPay(w, 128, 8, 8, 132, 50<<20, v.want) ||
+				a.pairs && !pairsPay(w, 128) && a.docPairs == docPairsBytes && docPairsBytesPay(w, 128, 8, 8, 132, 50<<20, v.want, a.split128, a.pairsTail())
+			if docPaired := got&schedDocPairs != 0; docPaired != docRule {
+				t.Errorf("%s %v %d: plan %#x paired within documents %v, the rules %v", v.name, c.masks, c.s, got, docPaired, docRule)
+			}
+			if got&schedDocPairs != 0 {
+				if got != schedKTFast|8|schedDocPairs {
+					t.Errorf("%s %v %d: paired within documents in order %#x, want %#x", v.name, c.masks, c.s, got, schedKTFast|8|schedDocPairs)
 				}
 				continue
 			}

@@ -5,9 +5,12 @@
 #            (docPairsBytesTail): call 69's sm90dp won share_question 32K by +6.3% (tail
 #            1.143x, 40 -> 6 GB modelled), left unpaired by sm90's 1.13: at 64:8 the one plan
 #            1.25 changes (the other cells' pairs save under 4 GB)
-# 1. sm90dt's GPU tests (TestMasks, TestSplit128Groups);
+# 1. sm90dt's GPU tests (TestCompile, TestMasks, TestSplit128Groups);
 # 2. b: cudnn / sm90 / sm90dt twice, d128 backward, share_question and causal_document_long
-#    (0.93x cuDNN at 8K in call 70) at 8K-48K;
+#    (0.93x cuDNN at 8K in call 70) at 8K-48K; c: sm90 / sm90g2 twice on causal_blockwise 48K,
+#    where sm90's pairs within blocks split in 4 (since the bytes rule weighs the plan's parts,
+#    after call 70: not yet timed) and sm90g2 runs sm90's plan before (key tiles together,
+#    split 2); prediction: -3 to +5%, sm90 to keep the plan if it is not 1% slower
 # 3. the d64 forward's stalls by SASS line on sm90's current build (call 60 read an older
 #    one), full 8K and 16K, and cuDNN's stall reasons at 8K (the gap is widest at 8K-16K:
 #    0.90-0.95x);
@@ -17,11 +20,12 @@ set -u
 out=${1:?usage: call71.sh OUT}
 . scripts/device/lib.sh
 call_start ${BUDGET:-420} longca cuda.test || exit 1
-for v in sm90 sm90dt; do warm $v & done
+for v in sm90 sm90dt sm90g2; do warm $v & done
 wait
 GPU_TESTS='TestCompile|TestSplit128Groups|TestMasks' gpu_tests sm90dt 90
 runs="cudnn sm90 sm90dt cudnn sm90 sm90dt"
 interleave b 40 "$runs" --masks share_question,causal_document_long --seqlens 8K,16K,32K,48K --passes bwd -w 1 -n 4
+interleave c 40 "sm90 sm90g2 sm90 sm90g2" --masks causal_blockwise --seqlens 48K --passes bwd -w 1 -n 4
 NCU_PASS=fwd NCU_DIM=64
 for v in sm90 cudnn; do ncu_stall $v full 8K 40; done
 ncu_sass sm90 full 8K 64 60
@@ -29,8 +33,9 @@ ncu_sass sm90 full 16K 64 60
 unset NCU_PASS NCU_DIM
 cat "$out/t/summary.txt"
 echo "=== which rows paired"
-row_variants b-1-sm90 b-2-sm90dt
+row_variants b-1-sm90 b-2-sm90dt c-0-sm90 c-1-sm90g2
 table b "d128 backward TFLOP/s" "sm90/cudnn sm90dt/cudnn sm90dt/sm90" $runs
+table c "d128 backward, causal_blockwise 48K TFLOP/s" "sm90/sm90g2" sm90 sm90g2 sm90 sm90g2
 stall_table
 echo "=== sm90's d64 forward SASS, full 8K: the instructions with the most stall samples"
 sass_top "$out/t/ncu-sass-sm90-full-8K-fwd-d64.log"

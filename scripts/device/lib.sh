@@ -20,7 +20,7 @@ call_start() {
 # gpu_tag: the GPU this call runs on, as a run id's prefix (h200, h100; "gpu" where
 # nvidia-smi does not say), so that a run's files name the card that made them.
 gpu_tag() {
-	_g=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | grep -oiE 'h[0-9]+' | head -1 | tr A-Z a-z)
+	_g=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | grep -oiwE 'h[0-9]+' | head -1 | tr A-Z a-z)
 	echo "${_g:-gpu}"
 }
 
