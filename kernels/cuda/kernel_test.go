@@ -632,3 +632,79 @@ func TestBackwardPartials(t *testing.T) {
 		}
 	}
 }
+
+// The forward's work items (fwd_item, compiled on the host from attention_sm90.cu): in both
+// orders, heads fastest (sm90 at head dim 64) and a KV head's items together (KVM: sm90 at 128
+// since call 69, experiment sm90kv at both), every (head, row) item is visited exactly once over
+// the grid's items, its KV head is its head's, its query tile and entries are its list's
+// (per-KV-head lists or one), and with KVM the items of KV head k are the k-th block of
+// group x rows; the defines pick the order per head dim as the variants say.
+func TestForwardItemOrder(t *testing.T) {
+	src := SourceSM90()
+	wl := extract(t, worklistHeader, "struct WorkList {", "\n};\n")
+	item := extract(t, src, "struct FwdItem {", "  return it;\n}\n")
+	sel := extract(t, src, "#if defined(LONGCA_FWD_KVMAJOR)", "#endif\n")
+	prog := "#include <cstdio>\n#include <vector>\n#define DEV\n" + wl + item + `
+template <bool KVM> int check(int hq, int hkv, int rows, int perHead) {
+  const int lists = perHead ? hkv : 1, gq = hq / hkv;
+  std::vector<int> order(lists * rows), start(lists * (rows + 1));
+  for (int l = 0; l < lists; l++) {
+    for (int r = 0; r < rows; r++) order[l * rows + r] = (r * 7 + l) % rows;  // a permutation (rows prime to 7)
+    start[l * (rows + 1)] = 0;
+    for (int q = 0; q < rows; q++) start[l * (rows + 1) + q + 1] = start[l * (rows + 1) + q] + q % 3 + l;
+  }
+  WorkList w{};
+  w.order = order.data(), w.start = start.data(), w.row_tiles = rows, w.per_head = perHead;
+  std::vector<int> seen(hq * rows, 0);
+  int bad = 0;
+  for (int i = 0; i < hq * rows; i++) {
+    FwdItem it = fwd_item<KVM>(w, i, hq, hkv);
+    const int l = perHead ? it.kvh : 0;
+    if (it.h < 0 || it.h >= hq || it.qt < 0 || it.qt >= rows || it.kvh != it.h / gq) { bad++; continue; }
+    if (KVM ? it.kvh != i / (gq * rows) : it.h != i % hq) bad++;
+    if (it.e0 != start[l * (rows + 1) + it.qt] || it.e1 != start[l * (rows + 1) + it.qt + 1]) bad++;
+    seen[it.h * rows + it.qt]++;
+  }
+  for (int s : seen) bad += s != 1;
+  if (bad) printf("KVM %d hq %d hkv %d rows %d per_head %d: %d bad\n", (int)KVM, hq, hkv, rows, perHead, bad);
+  return bad;
+}
+int main() {
+  const int shapes[][3] = {{64, 8, 128}, {64, 64, 9}, {8, 1, 16}, {32, 2, 1}, {6, 3, 5}};
+  int bad = 0;
+  for (auto &s : shapes)
+    for (int p = 0; p < 2; p++) bad += check<false>(s[0], s[1], s[2], p) + check<true>(s[0], s[1], s[2], p);
+  printf("%s\n", bad ? "FAIL" : "ok");
+  return 0;
+}
+`
+	if out := strings.TrimSpace(hostcc.Output(t, "fwditem", prog)); out != "ok" {
+		t.Errorf("fwd_item:\n%s", out)
+	}
+	// the order each define gives each head dim
+	for _, c := range []struct {
+		define    string
+		d64, d128 int
+	}{{"", 0, 0}, {"LONGCA_FWD_KVMAJOR128", 0, 1}, {"LONGCA_FWD_KVMAJOR", 1, 1}} {
+		p := "#include <cstdio>\n"
+		if c.define != "" {
+			p += "#define " + c.define + "\n"
+		}
+		p += sel + "int main() { printf(\"%d %d\\n\", (int)kFwdKVMajor<64>, (int)kFwdKVMajor<128>); return 0; }\n"
+		if got, want := strings.TrimSpace(hostcc.Output(t, "fwdkvm", p)), fmt.Sprintf("%d %d", c.d64, c.d128); got != want {
+			t.Errorf("with %q defined: KV-major at head dims 64 and 128 %s, want %s", c.define, got, want)
+		}
+	}
+	for _, v := range []struct {
+		name      string
+		d64, d128 bool
+	}{{"sm90", false, true}, {"sm90kv", true, true}} {
+		a := variantNamed(t, v.name)
+		if has := slices.Contains(a.defines, "LONGCA_FWD_KVMAJOR"); has != v.d64 {
+			t.Errorf("%s defines LONGCA_FWD_KVMAJOR: %v, want %v", v.name, has, v.d64)
+		}
+		if has := slices.Contains(a.defines, "LONGCA_FWD_KVMAJOR128") || slices.Contains(a.defines, "LONGCA_FWD_KVMAJOR"); has != v.d128 {
+			t.Errorf("%s orders its d128 forward by KV head: %v, want %v", v.name, has, v.d128)
+		}
+	}
+}
