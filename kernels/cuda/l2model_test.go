@@ -255,7 +255,7 @@ func TestSplit128Parts(t *testing.T) {
 			w := backwardList(t, 42, s, m)
 			o := backwardOrder(w, 8, 8, 132)
 			pays := split128Pays(w, 8, 8, 132, 50<<20, o, 2)
-			if got := split128Parts(w, 8, 8, 132, 50<<20, o, 2, false); (got == 2) != pays {
+			if got := split128Parts(w, 8, 8, 132, 50<<20, o, 2, false, unsplitRead(w, 8, 8, 132, 50<<20, o)); (got == 2) != pays {
 				t.Errorf("%s %d at most 2 parts: %d, split128Pays %v", m, s, got, pays)
 			}
 		}

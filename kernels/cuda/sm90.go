@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"sync"
 
 	"github.com/longca/longca/internal/cuda"
 	"github.com/longca/longca/kernels"
@@ -265,16 +266,24 @@ func (k *Kernel) l2Bytes() int {
 // bytes even; at 48K a tail 2% shorter and -1%), causal -1 to -2% (paired), full_document
 // 48K -3% (bytes 15 -> 13 GB).
 func split128Pays(w *WorkList, heads, group, slots, l2 int, o int32, s int) bool {
-	ok, _ := split128Score(w, heads, group, slots, l2, o, s, false)
+	ok, _ := split128Score(w, heads, group, slots, l2, o, s, false, unsplitRead(w, heads, group, slots, l2, o))
 	return ok
+}
+
+// unsplitRead is dramRead of w in order o, unsplit, computed once where first asked for (about
+// a second at 48K): the base the split rule weighs every candidate's bytes against, and the
+// pairs-by-bytes rule its pairs', shared by one plan's questions.
+func unsplitRead(w *WorkList, heads, group, slots, l2 int, o int32) func() int64 {
+	return sync.OnceValue(func() int64 { return dramRead(w, heads, group, slots, l2, o) })
 }
 
 // split128Score is split128Pays's answer for s parts and what it weighed: the split pass's
 // modelled length (paired within documents) or its modelled DRAM bytes (unpaired). maps lets
 // lists of one block-sparse map a KV head through the unpaired gate whatever their rows'
 // spread (sm90 since call 67: a column's count of query tiles varies little, CV 0.06 at 64K,
-// but that spread summed over the group's heads is the drift that thrashes L2).
-func split128Score(w *WorkList, heads, group, slots, l2 int, o int32, s int, maps bool) (bool, float64) {
+// but that spread summed over the group's heads is the drift that thrashes L2). r0 is the
+// unsplit pass's bytes in order o (unsplitRead).
+func split128Score(w *WorkList, heads, group, slots, l2 int, o int32, s int, maps bool, r0 func() int64) (bool, float64) {
 	if o&schedDocPairs != 0 {
 		wp := docPaired(w)
 		_, base := fillSlots(wp, heads, group, 1, slots, o&^schedDocPairs, 0)
@@ -289,8 +298,8 @@ func split128Score(w *WorkList, heads, group, slots, l2 int, o int32, s int, map
 	if split > base*split128Tail {
 		return false, 0
 	}
-	r0, r1 := dramRead(w, heads, group, slots, l2, o), dramRead(w, heads, group, slots, l2, o|schedKTFast|int32(s)<<4)
-	return 2*r1 <= r0 && r0-r1 >= split128Saved, float64(r1)
+	base0, r1 := r0(), dramRead(w, heads, group, slots, l2, o|schedKTFast|int32(s)<<4)
+	return 2*r1 <= base0 && base0-r1 >= split128Saved, float64(r1)
 }
 
 // groupSplitParts are the parts groupSplit tries at head dim 64, split128Tries those
@@ -316,14 +325,15 @@ func mostParts(parts []int, most, group int) int {
 // 65535: the fewest that split128Score takes, and then more only where those halve again
 // what it weighed (the bytes, or the paired pass's length); 1 where it takes none. At most
 // 2 it is split128Pays; sm90 since call 67 goes to 8 (call 67's sm90g8 on 64K
-// block-sparse maps: 157 -> 55 GB modelled at r0.2), dense rows keeping their 2 parts.
-func split128Parts(w *WorkList, heads, group, slots, l2 int, o int32, most int, maps bool) int {
+// block-sparse maps: 157 -> 55 GB modelled at r0.2), dense rows keeping their 2 parts. r0 is
+// the unsplit pass's bytes in order o (unsplitRead; asked only on unpaired rows).
+func split128Parts(w *WorkList, heads, group, slots, l2 int, o int32, most int, maps bool, r0 func() int64) int {
 	best, cost := 1, 0.0
 	for _, s := range split128Tries {
 		if s > most || group%s != 0 || heads*s > 65535 {
 			continue
 		}
-		ok, c := split128Score(w, heads, group, slots, l2, o, s, maps)
+		ok, c := split128Score(w, heads, group, slots, l2, o, s, maps, r0)
 		if ok && (best == 1 || 2*c <= cost) {
 			best, cost = s, c
 		}
@@ -550,6 +560,7 @@ func docPairsPay(w *WorkList, d, heads, group, slots, l2 int, sched int32) bool 
 // that vary, a KV head's Q, dO and dQ outgrowing L2, where the paired pass, split as
 // split128Parts then splits it (2, 4 or 8 parts where they shorten it, at most most), models at most
 // tail (docPairsBytesTail in sm90) times the unpaired pass's length in order sched and the L2 model has it
+// (against r0, the unpaired pass's bytes in order sched: unsplitRead)
 // read at most half the unpaired pass's DRAM bytes, docPairsBytesSaved or more. Call 67 (an
 // H100, 64:8) timed the pairs split in 2 against sm90 at 8K and 16K: causal_document +6.5 /
 // +23% (tails 1.105 / 1.124, 5.6 -> 0.9 and 9.9 -> 1.9 GB), prefix_lm_document -0.6 / +20%
@@ -560,7 +571,7 @@ func docPairsPay(w *WorkList, d, heads, group, slots, l2 int, sched int32) bool 
 // against sm90 on six masks at 8K-32K: every cell it pairs gained (causal_document 16K +28%,
 // causal_blockwise 16K +20%, prefix_lm_document 16K +19%, causal_document_long 16K / 32K
 // +12 / +4%, causal_document 8K +5%, causal_blockwise 8K +2%, prefix_lm_causal 16K +1%).
-func docPairsBytesPay(w *WorkList, d, heads, group, slots, l2 int, sched int32, most int, tail float64) bool {
+func docPairsBytesPay(w *WorkList, d, heads, group, slots, l2 int, sched int32, most int, tail float64, r0 func() int64) bool {
 	if d != 128 || !rowsVary(w) || w.Cols*d*8*group <= l2 || !l2Modelled(w, heads, group) {
 		return false
 	}
@@ -569,7 +580,7 @@ func docPairsBytesPay(w *WorkList, d, heads, group, slots, l2 int, sched int32, 
 	o := schedKTFast | 8
 	// the parts backwardPlan's split rule then gives the paired plan (split128Parts on the
 	// paired order), so that the tail and the bytes weighed are the plan's that runs
-	parts, steps := split128Parts(w, heads, group, slots, l2, o|schedDocPairs, most, false), 0.0
+	parts, steps := split128Parts(w, heads, group, slots, l2, o|schedDocPairs, most, false, r0), 0.0
 	if parts > 1 {
 		steps = splitSteps
 	}
@@ -577,8 +588,8 @@ func docPairsBytesPay(w *WorkList, d, heads, group, slots, l2 int, sched int32, 
 	if paired > base*tail {
 		return false
 	}
-	r0, r1 := dramRead(w, heads, group, slots, l2, sched), dramRead(wp, heads, group, slots, l2, o|int32(parts)<<4)
-	return 2*r1 <= r0 && r0-r1 >= docPairsBytesSaved
+	base0, r1 := r0(), dramRead(wp, heads, group, slots, l2, o|int32(parts)<<4)
+	return 2*r1 <= base0 && base0-r1 >= docPairsBytesSaved
 }
 
 // docPairsBytesTail and docPairsBytesSaved are docPairsBytesPay's bounds: the paired pass's
@@ -704,19 +715,20 @@ func (k *Kernel) backwardPlan(dl *deviceList, heads, group, d int) (int32, int) 
 	if split {
 		g = groupSplit(dl.w, heads, group, key[2], o)
 	}
+	r0 := unsplitRead(dl.w, heads, group, key[2], k.l2Bytes(), o) // the unpaired, unsplit bytes in order o, once
 	switch {
 	case pairs && pairsPay(dl.w, d):
 		o |= 8
 	case pairs && k.arch.docPairs == docPairsAlways && d == 128 && rowsVary(dl.w),
 		pairs && (k.arch.docPairs == docPairsByRule || k.arch.docPairs == docPairsBytes) && docPairsPay(dl.w, d, heads, group, key[2], k.l2Bytes(), o),
-		pairs && k.arch.docPairs == docPairsBytes && docPairsBytesPay(dl.w, d, heads, group, key[2], k.l2Bytes(), o, k.arch.split128, k.arch.pairsTail()):
+		pairs && k.arch.docPairs == docPairsBytes && docPairsBytesPay(dl.w, d, heads, group, key[2], k.l2Bytes(), o, k.arch.split128, k.arch.pairsTail(), r0):
 		o = schedKTFast | 8 | schedDocPairs
 	}
 	if s := k.arch.split128; s > 1 && d == 128 && !k.det {
 		p := 1
 		switch {
 		case k.arch.split128Rule:
-			p = split128Parts(dl.w, heads, group, key[2], k.l2Bytes(), o, s, k.arch.split128Maps)
+			p = split128Parts(dl.w, heads, group, key[2], k.l2Bytes(), o, s, k.arch.split128Maps, r0)
 		case group%s == 0 && heads*s <= 65535:
 			p = s
 		}

@@ -250,7 +250,7 @@ func TestBackwardOrderRule(t *testing.T) {
 			// key tiles together (TestDocPairsBytes); where the variant's rules take them
 			a := k.arch
 			docRule := a.pairs && !pairsPay(w, 128) && (a.docPairs == docPairsByRule || a.docPairs == docPairsBytes) && docPairsPay(w, 128, 8, 8, 132, 50<<20, v.want) ||
-				a.pairs && !pairsPay(w, 128) && a.docPairs == docPairsBytes && docPairsBytesPay(w, 128, 8, 8, 132, 50<<20, v.want, a.split128, a.pairsTail())
+				a.pairs && !pairsPay(w, 128) && a.docPairs == docPairsBytes && docPairsBytesPay(w, 128, 8, 8, 132, 50<<20, v.want, a.split128, a.pairsTail(), unsplitRead(w, 8, 8, 132, 50<<20, v.want))
 			if docPaired := got&schedDocPairs != 0; docPaired != docRule {
 				t.Errorf("%s %v %d: plan %#x paired within documents %v, the rules %v", v.name, c.masks, c.s, got, docPaired, docRule)
 			}
