@@ -250,9 +250,9 @@ func (k *Kernel) l2Bytes() int {
 	return 50 << 20
 }
 
-// split128Pays says whether split128Score takes s parts (split128Parts at most 2 parts, the
-// rule sm90 ran from call 56 to call 67; tests only now): whether sm90's backward at head dim 128 splits each KV head's query
-// heads of w in s parts (a head's key tiles together), the blocks' order o unsplit. Paired
+// split128Pays says whether split128Score takes s parts (split128Parts at most 2 parts: the
+// rule sm90 ran from call 56 to call 67, asked by tests only now): whether sm90's backward at
+// head dim 128 splits each KV head's query heads of w in s parts (a head's key tiles together), the blocks' order o unsplit. Paired
 // within documents (docPairsPay's half-size grid), where fillSlots models the split pass
 // at least 1% shorter (split128Gain); unpaired on rows that vary, where it models it at most
 // split128Tail longer and the L2 model (l2Traffic twice, split and unsplit: about a
@@ -558,10 +558,10 @@ func docPairsPay(w *WorkList, d, heads, group, slots, l2 int, sched int32) bool 
 // docPairsBytesPay (sm90's since call 69, experiment sm90dq's there) says whether the backward walks w's key tiles in
 // endAlignedPairs's pairs where docPairsPay's tail alone would not: at head dim 128 on rows
 // that vary, a KV head's Q, dO and dQ outgrowing L2, where the paired pass, split as
-// split128Parts then splits it (2, 4 or 8 parts where they shorten it, at most most), models at most
-// tail (docPairsBytesTail in sm90) times the unpaired pass's length in order sched and the L2 model has it
-// (against r0, the unpaired pass's bytes in order sched: unsplitRead)
-// read at most half the unpaired pass's DRAM bytes, docPairsBytesSaved or more. Call 67 (an
+// split128Parts then splits it (2, 4 or 8 parts where they shorten it, at most most), models
+// at most tail (docPairsBytesTail in sm90) times the unpaired pass's length in order sched and
+// the L2 model has it read at most half the unpaired pass's DRAM bytes (r0: unsplitRead in
+// order sched), docPairsBytesSaved or more. Call 67 (an
 // H100, 64:8) timed the pairs split in 2 against sm90 at 8K and 16K: causal_document +6.5 /
 // +23% (tails 1.105 / 1.124, 5.6 -> 0.9 and 9.9 -> 1.9 GB), prefix_lm_document -0.6 / +20%
 // (1.148 / 1.124; 3.9 -> 1.1, 7.7 -> 2.2), causal_blockwise +1.9 / +22% (1.115 / 1.070;
