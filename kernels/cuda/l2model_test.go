@@ -337,3 +337,11 @@ func TestDocPairsBytes(t *testing.T) {
 		}
 	}
 }
+
+// split128Pays says whether split128Score takes s parts on w in order o (the rule at most 2
+// parts: sm90's from call 56 to call 67, split128Parts with most 2), the unsplit bytes
+// modelled for the question alone.
+func split128Pays(w *WorkList, heads, group, slots, l2 int, o int32, s int) bool {
+	ok, _ := split128Score(w, heads, group, slots, l2, o, s, false, unsplitRead(w, heads, group, slots, l2, o))
+	return ok
+}

@@ -250,26 +250,6 @@ func (k *Kernel) l2Bytes() int {
 	return 50 << 20
 }
 
-// split128Pays says whether split128Score takes s parts (split128Parts at most 2 parts: the
-// rule sm90 ran from call 56 to call 67, asked by tests only now): whether sm90's backward at
-// head dim 128 splits each KV head's query heads of w in s parts (a head's key tiles together), the blocks' order o unsplit. Paired
-// within documents (docPairsPay's half-size grid), where fillSlots models the split pass
-// at least 1% shorter (split128Gain); unpaired on rows that vary, where it models it at most
-// split128Tail longer and the L2 model (l2Traffic twice, split and unsplit: about a
-// second each at 48K, once per list and head shape) says the split reads at most half the
-// DRAM bytes unsplit, split128Saved or more; never on pairsPay's causal rows (they keep together already). Fitted to call 54 (sm90g2
-// against sm90, d128, 64:8, seven masks at 16K-48K; docs/perf.md "Call 54"), where it
-// picks every cell that won 3-6% (share_question 48K and causal_document 32K by the tail,
-// causal_blockwise 32K and prefix_lm_causal 48K by the bytes) and causal_blockwise 48K
-// (+0.4%), and none that lost: share_question 16K / 32K -12 / -5% (tails +25 / +16%),
-// causal_blockwise and causal_document 16K -1 to -2% (+8 / +13%), full -1 to -2% (the
-// bytes even; at 48K a tail 2% shorter and -1%), causal -1 to -2% (paired), full_document
-// 48K -3% (bytes 15 -> 13 GB).
-func split128Pays(w *WorkList, heads, group, slots, l2 int, o int32, s int) bool {
-	ok, _ := split128Score(w, heads, group, slots, l2, o, s, false, unsplitRead(w, heads, group, slots, l2, o))
-	return ok
-}
-
 // unsplitRead is dramRead of w in order o, unsplit, computed once where first asked for (about
 // a second at 48K): the base the split rule weighs every candidate's bytes against, and the
 // pairs-by-bytes rule its pairs', shared by one plan's questions.
@@ -277,8 +257,21 @@ func unsplitRead(w *WorkList, heads, group, slots, l2 int, o int32) func() int64
 	return sync.OnceValue(func() int64 { return dramRead(w, heads, group, slots, l2, o) })
 }
 
-// split128Score is split128Pays's answer for s parts and what it weighed: the split pass's
-// modelled length (paired within documents) or its modelled DRAM bytes (unpaired). maps lets
+// split128Score says whether sm90's backward at head dim 128 splits each KV head's query heads
+// of w in s parts (a head's key tiles together), the blocks' order o unsplit, and what it
+// weighed: the split pass's modelled length (paired within documents) or its modelled DRAM
+// bytes (unpaired). Paired within documents (docPairsPay's half-size grid), where fillSlots
+// models the split pass at least 1% shorter (split128Gain); unpaired on rows that vary, where
+// it models it at most split128Tail longer and the L2 model (l2Traffic twice, split and
+// unsplit: about a second each at 48K, once per list and head shape) says the split reads at
+// most half the DRAM bytes unsplit, split128Saved or more; never on pairsPay's causal rows
+// (they keep together already). Fitted at 2 parts to call 54 (sm90g2 against sm90, d128,
+// 64:8, seven masks at 16K-48K; docs/perf.md "Call 54"), where it picks every cell that won
+// 3-6% (share_question 48K and causal_document 32K by the tail, causal_blockwise 32K and
+// prefix_lm_causal 48K by the bytes) and causal_blockwise 48K (+0.4%), and none that lost:
+// share_question 16K / 32K -12 / -5% (tails +25 / +16%), causal_blockwise and
+// causal_document 16K -1 to -2% (+8 / +13%), full -1 to -2% (the bytes even; at 48K a tail 2%
+// shorter and -1%), causal -1 to -2% (paired), full_document 48K -3% (bytes 15 -> 13 GB). maps lets
 // lists of one block-sparse map a KV head through the unpaired gate whatever their rows'
 // spread (sm90 since call 67: a column's count of query tiles varies little, CV 0.06 at 64K,
 // but that spread summed over the group's heads is the drift that thrashes L2). r0 is the
@@ -324,7 +317,7 @@ func mostParts(parts []int, most, group int) int {
 // the candidates 2, 4 and 8 up to most that divide group and keep the grid's heads within
 // 65535: the fewest that split128Score takes, and then more only where those halve again
 // what it weighed (the bytes, or the paired pass's length); 1 where it takes none. At most
-// 2 it is split128Pays; sm90 since call 67 goes to 8 (call 67's sm90g8 on 64K
+// 2 it is the rule sm90 ran from call 56 to call 67; sm90 since call 67 goes to 8 (call 67's sm90g8 on 64K
 // block-sparse maps: 157 -> 55 GB modelled at r0.2), dense rows keeping their 2 parts. r0 is
 // the unsplit pass's bytes in order o (unsplitRead; asked only on unpaired rows).
 func split128Parts(w *WorkList, heads, group, slots, l2 int, o int32, most int, maps bool, r0 func() int64) int {
@@ -346,7 +339,7 @@ func split128Parts(w *WorkList, heads, group, slots, l2 int, o int32, most int, 
 // a KV head for block-sparse maps, w.Lists of them) once per query head of its group. (Until
 // 2026-12-05 the count took every list's entries for every head, 8x too many at 64:8, so that
 // 64K block-sparse maps, 7-17 million steps and under 1.5 s modelled, were not; no plan of
-// sm90's changed with the count: split128Pays leaves those rows unsplit either way.)
+// sm90's changed with the count: the rule at 2 parts left those rows unsplit either way.)
 func l2Modelled(w *WorkList, heads, group int) bool {
 	return l2Steps(w, heads, group) <= split128MaxSteps
 }
@@ -393,7 +386,7 @@ const (
 	orderSaved = 4e9
 )
 
-// split128Pays's bounds: the tail's gain (paired within documents), its growth and the DRAM
+// split128Score's bounds: the tail's gain (paired within documents), its growth and the DRAM
 // bytes saved (unpaired), and the L2 model's spread of the blocks' speeds (0.5%: ncu read
 // 13.1 GB in one full 48K backward in call 54, the model 12.7 at 0.5% and 218 at 2%).
 const (
