@@ -44,12 +44,13 @@ func (s *Session) Suite(ctx context.Context, name string, k KernelSweep, parquet
 	}
 	// Interrupted (Ctrl-C) or stopped after a worker failure: what was measured is still
 	// merged, reported and plotted.
+	kept := keptIn(len(res.Rows), res.File) // where the rows are, should a write below find no room
 	if err := s.WriteMaskJSON(filepath.Join(s.Out, "masks"), k.Sweep, k.Build); err != nil {
-		return s.NoRoom(err, keptIn(len(res.Rows), res.File))
+		return s.NoRoom(err, kept)
 	}
 	m, err := s.MergeRun(merged, parquet)
 	if err != nil {
-		return s.NoRoom(err, keptIn(len(res.Rows), res.File))
+		return s.NoRoom(err, kept)
 	}
 	loaded, err := results.LoadChecked(m.Files[0])
 	if err != nil {
@@ -65,12 +66,12 @@ func (s *Session) Suite(ctx context.Context, name string, k KernelSweep, parquet
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(s.Out, s.RunID+".report.txt"), []byte(table.String()), 0o644); err != nil {
-		return s.NoRoom(fmt.Errorf("report: %w", err), keptIn(len(res.Rows), res.File))
+		return s.NoRoom(fmt.Errorf("report: %w", err), kept)
 	}
 	plotDir := filepath.Join(s.Out, s.RunID+".plots")
 	n, err := present.WriteAllPlots(plotDir, present.Summarize(rows, ""))
 	if err != nil {
-		return s.NoRoom(err, keptIn(len(res.Rows), res.File))
+		return s.NoRoom(err, kept)
 	}
 	fmt.Fprint(s.Stdout, table.String())
 	fmt.Fprintf(s.Stdout, "# wrote %s, %s, %s.report.txt and %d plots in %s\n",
