@@ -249,11 +249,9 @@ template <int NC> struct FwdRegs {
 // (call 68: sm90's d64 full 16K forward read 1.54 GB from DRAM at an L2 hit rate of 84%,
 // cuDNN's 0.17 GB at 99%, every KV head's K and V wanted at once; call 69, d128 full 16K:
 // 7.26 GB at 78% before, 0.34 GB at 99% with KVM). KVM at head dim 128 in sm90 since call 69
-// (LONGCA_FWD_KVMAJOR128: +1.3% mean over full and causal 8K-32K on an H100), at both head
-// dims in experiment sm90kv (LONGCA_FWD_KVMAJOR: d64 -0.2% mean, -2.2 to +2.4%).
-#if defined(LONGCA_FWD_KVMAJOR)
-template <int D> constexpr bool kFwdKVMajor = true;
-#elif defined(LONGCA_FWD_KVMAJOR128)
+// (LONGCA_FWD_KVMAJOR128: +1.3% mean over full and causal 8K-32K on an H100); at head dim 64
+// it did not pay (experiment sm90kv, calls 69 and 71: -2.2 to +2.4%, -1.7 to +0.5%; removed).
+#if defined(LONGCA_FWD_KVMAJOR128)
 template <int D> constexpr bool kFwdKVMajor = D == 128;
 #else
 template <int D> constexpr bool kFwdKVMajor = false;

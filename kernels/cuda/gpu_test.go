@@ -340,7 +340,7 @@ func TestForwardEntries64(t *testing.T) { forwardEntries(t, 64) }
 
 // The same at head dim 128 for a variant whose forward there is not sm90's: another entry
 // (sm90-prev's fwd90l, sm90s's fwd90s) or sm90's compiled with other forward defines
-// (LONGCA_FWD_*: sm90kv's item order); sm90's own is checked by the tests above.
+// (LONGCA_FWD_*); sm90's own is checked by the tests above.
 func TestForwardEntries128(t *testing.T) {
 	k := gpuKernel(t)
 	sm90, _ := pickVariant("sm90", 9, 0)

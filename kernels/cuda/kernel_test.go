@@ -635,7 +635,7 @@ func TestBackwardPartials(t *testing.T) {
 
 // The forward's work items (fwd_item, compiled on the host from attention_sm90.cu): in both
 // orders, heads fastest (sm90 at head dim 64) and a KV head's items together (KVM: sm90 at 128
-// since call 69, experiment sm90kv at both), every (head, row) item is visited exactly once over
+// since call 69), every (head, row) item is visited exactly once over
 // the grid's items, its KV head is its head's, its query tile and entries are its list's
 // (per-KV-head lists or one), and with KVM the items of KV head k are the k-th block of
 // group x rows; the defines pick the order per head dim as the variants say.
@@ -643,7 +643,7 @@ func TestForwardItemOrder(t *testing.T) {
 	src := SourceSM90()
 	wl := extract(t, worklistHeader, "struct WorkList {", "\n};\n")
 	item := extract(t, src, "struct FwdItem {", "  return it;\n}\n")
-	sel := extract(t, src, "#if defined(LONGCA_FWD_KVMAJOR)", "#endif\n")
+	sel := extract(t, src, "#if defined(LONGCA_FWD_KVMAJOR128)", "#endif\n")
 	prog := "#include <cstdio>\n#include <vector>\n#define DEV\n" + wl + item + `
 template <bool KVM> int check(int hq, int hkv, int rows, int perHead) {
   const int lists = perHead ? hkv : 1, gq = hq / hkv;
@@ -685,7 +685,7 @@ int main() {
 	for _, c := range []struct {
 		define    string
 		d64, d128 int
-	}{{"", 0, 0}, {"LONGCA_FWD_KVMAJOR128", 0, 1}, {"LONGCA_FWD_KVMAJOR", 1, 1}} {
+	}{{"", 0, 0}, {"LONGCA_FWD_KVMAJOR128", 0, 1}} {
 		p := "#include <cstdio>\n"
 		if c.define != "" {
 			p += "#define " + c.define + "\n"
@@ -695,16 +695,8 @@ int main() {
 			t.Errorf("with %q defined: KV-major at head dims 64 and 128 %s, want %s", c.define, got, want)
 		}
 	}
-	for _, v := range []struct {
-		name      string
-		d64, d128 bool
-	}{{"sm90", false, true}, {"sm90kv", true, true}} {
-		a := variantNamed(t, v.name)
-		if has := slices.Contains(a.defines, "LONGCA_FWD_KVMAJOR"); has != v.d64 {
-			t.Errorf("%s defines LONGCA_FWD_KVMAJOR: %v, want %v", v.name, has, v.d64)
-		}
-		if has := slices.Contains(a.defines, "LONGCA_FWD_KVMAJOR128") || slices.Contains(a.defines, "LONGCA_FWD_KVMAJOR"); has != v.d128 {
-			t.Errorf("%s orders its d128 forward by KV head: %v, want %v", v.name, has, v.d128)
-		}
+	a := variantNamed(t, "sm90")
+	if !slices.Contains(a.defines, "LONGCA_FWD_KVMAJOR128") {
+		t.Errorf("sm90 does not order its d128 forward by KV head (LONGCA_FWD_KVMAJOR128)")
 	}
 }

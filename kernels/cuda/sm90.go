@@ -319,8 +319,10 @@ func mostParts(parts []int, most, group int) int {
 // what it weighed (the bytes, or the paired pass's length); 1 where it takes none. At most
 // 2 it is the rule sm90 ran from call 56 to call 67; sm90 since call 67 goes to 8 (call 67's sm90g8 on 64K
 // block-sparse maps: 157 -> 55 GB modelled at r0.2), dense rows keeping their 2 parts. r0 is
-// the unsplit pass's bytes in order o (unsplitRead; asked only on unpaired rows).
-func split128Parts(w *WorkList, heads, group, slots, l2 int, o int32, most int, maps bool, r0 func() int64) int {
+// the unsplit pass's bytes in order o (unsplitRead; asked only on unpaired rows). Its second
+// result is what split128Score weighed for the parts taken: the split pass's modelled DRAM
+// bytes on unpaired rows, its modelled length on paired ones; 0 where it takes none.
+func split128Parts(w *WorkList, heads, group, slots, l2 int, o int32, most int, maps bool, r0 func() int64) (int, float64) {
 	best, cost := 1, 0.0
 	for _, s := range split128Tries {
 		if s > most || group%s != 0 || heads*s > 65535 {
@@ -331,7 +333,7 @@ func split128Parts(w *WorkList, heads, group, slots, l2 int, o int32, most int, 
 			best, cost = s, c
 		}
 	}
-	return best
+	return best, cost
 }
 
 // l2Modelled says whether the plan runs the L2 model on w at heads KV heads of group
@@ -552,9 +554,12 @@ func docPairsPay(w *WorkList, d, heads, group, slots, l2 int, sched int32) bool 
 // endAlignedPairs's pairs where docPairsPay's tail alone would not: at head dim 128 on rows
 // that vary, a KV head's Q, dO and dQ outgrowing L2, where the paired pass, split as
 // split128Parts then splits it (2, 4 or 8 parts where they shorten it, at most most), models
-// at most tail (docPairsBytesTail in sm90) times the unpaired pass's length in order sched and
-// the L2 model has it read at most half the unpaired pass's DRAM bytes (r0: unsplitRead in
-// order sched), docPairsBytesSaved or more. Call 67 (an
+// at most docPairsBytesTail times the unsplit unpaired pass's length in order sched and the L2
+// model has it read at most half the DRAM bytes of the unpaired plan that would run instead
+// (rb: split as the split rule splits it, or unsplit, r0, unsplitRead in order sched),
+// docPairsBytesSaved or more. Call 71 (an H100) found the plan the bytes were weighed against
+// mattered: causal_blockwise 48K, paired and split 4 (18 GB modelled) against its unsplit
+// unpaired 40 GB, lost 2.1% to the unpaired plan split 2 (7 GB) that ran before. Call 67 (an
 // H100, 64:8) timed the pairs split in 2 against sm90 at 8K and 16K: causal_document +6.5 /
 // +23% (tails 1.105 / 1.124, 5.6 -> 0.9 and 9.9 -> 1.9 GB), prefix_lm_document -0.6 / +20%
 // (1.148 / 1.124; 3.9 -> 1.1, 7.7 -> 2.2), causal_blockwise +1.9 / +22% (1.115 / 1.070;
@@ -564,7 +569,10 @@ func docPairsPay(w *WorkList, d, heads, group, slots, l2 int, sched int32) bool 
 // against sm90 on six masks at 8K-32K: every cell it pairs gained (causal_document 16K +28%,
 // causal_blockwise 16K +20%, prefix_lm_document 16K +19%, causal_document_long 16K / 32K
 // +12 / +4%, causal_document 8K +5%, causal_blockwise 8K +2%, prefix_lm_causal 16K +1%).
-func docPairsBytesPay(w *WorkList, d, heads, group, slots, l2 int, sched int32, most int, tail float64, r0 func() int64) bool {
+// Call 71 (an H100) timed the tail bound at 1.25 (sm90dt) against 1.13: share_question 32K
+// (tail 1.143x, 40 -> 6 GB) +9.9%, the seven other cells of share_question and
+// causal_document_long at 8K-48K within 1%.
+func docPairsBytesPay(w *WorkList, d, heads, group, slots, l2 int, sched int32, most int, r0, rb func() int64) bool {
 	if d != 128 || !rowsVary(w) || w.Cols*d*8*group <= l2 || !l2Modelled(w, heads, group) {
 		return false
 	}
@@ -573,24 +581,26 @@ func docPairsBytesPay(w *WorkList, d, heads, group, slots, l2 int, sched int32, 
 	o := schedKTFast | 8
 	// the parts backwardPlan's split rule then gives the paired plan (split128Parts on the
 	// paired order), so that the tail and the bytes weighed are the plan's that runs
-	parts, steps := split128Parts(w, heads, group, slots, l2, o|schedDocPairs, most, false, r0), 0.0
+	parts, _ := split128Parts(w, heads, group, slots, l2, o|schedDocPairs, most, false, r0)
+	steps := 0.0
 	if parts > 1 {
 		steps = splitSteps
 	}
 	_, paired := fillSlots(wp, heads, group, parts, slots, o, steps)
-	if paired > base*tail {
+	if paired > base*docPairsBytesTail {
 		return false
 	}
-	base0, r1 := r0(), dramRead(wp, heads, group, slots, l2, o|int32(parts)<<4)
+	base0, r1 := rb(), dramRead(wp, heads, group, slots, l2, o|int32(parts)<<4)
 	return 2*r1 <= base0 && base0-r1 >= docPairsBytesSaved
 }
 
 // docPairsBytesTail and docPairsBytesSaved are docPairsBytesPay's bounds: the paired pass's
 // modelled length against the unpaired one's, and the DRAM bytes it must save (call 67's
 // six cells: every one that won by 6% or more is taken, prefix_lm_document 8K's -0.6%, at
-// 1.148x, is not).
+// 1.148x and 2.8 GB saved, is not; the tail 1.13 until call 71's sm90dt won share_question
+// 32K at 1.143x by 9.9%).
 const (
-	docPairsBytesTail        = 1.13
+	docPairsBytesTail        = 1.25
 	docPairsBytesSaved int64 = 4e9
 )
 
@@ -709,25 +719,48 @@ func (k *Kernel) backwardPlan(dl *deviceList, heads, group, d int) (int32, int) 
 		g = groupSplit(dl.w, heads, group, key[2], o)
 	}
 	r0 := unsplitRead(dl.w, heads, group, key[2], k.l2Bytes(), o) // the unpaired, unsplit bytes in order o, once
+	// the head-dim-128 split of the plan in order o, and the DRAM bytes the L2 model has that
+	// plan read (asked for where weighed); for the unpaired order computed once, as the pairs
+	// by bytes weigh the plan that would run unpaired
+	split128 := func(o int32) (int, func() int64) {
+		s, p, c := k.arch.split128, 1, 0.0
+		if s > 1 && d == 128 && !k.det {
+			switch {
+			case k.arch.split128Rule:
+				p, c = split128Parts(dl.w, heads, group, key[2], k.l2Bytes(), o, s, k.arch.split128Maps, r0)
+			case group%s == 0 && heads*s <= 65535:
+				p = s
+			}
+		}
+		return p, func() int64 {
+			switch {
+			case p == 1:
+				return r0()
+			case c > 0 && o&schedDocPairs == 0:
+				return int64(c)
+			}
+			return dramRead(dl.w, heads, group, key[2], k.l2Bytes(), o|schedKTFast|int32(p)<<4)
+		}
+	}
+	unpaired := sync.OnceValues(func() (int, func() int64) { return split128(o) })
+	unpairedRead := func() int64 { _, rb := unpaired(); return rb() }
+	o0 := o
 	switch {
 	case pairs && pairsPay(dl.w, d):
 		o |= 8
 	case pairs && k.arch.docPairs == docPairsAlways && d == 128 && rowsVary(dl.w),
 		pairs && (k.arch.docPairs == docPairsByRule || k.arch.docPairs == docPairsBytes) && docPairsPay(dl.w, d, heads, group, key[2], k.l2Bytes(), o),
-		pairs && k.arch.docPairs == docPairsBytes && docPairsBytesPay(dl.w, d, heads, group, key[2], k.l2Bytes(), o, k.arch.split128, k.arch.pairsTail(), r0):
+		pairs && k.arch.docPairs == docPairsBytes && docPairsBytesPay(dl.w, d, heads, group, key[2], k.l2Bytes(), o, k.arch.split128, r0, unpairedRead):
 		o = schedKTFast | 8 | schedDocPairs
 	}
-	if s := k.arch.split128; s > 1 && d == 128 && !k.det {
-		p := 1
-		switch {
-		case k.arch.split128Rule:
-			p = split128Parts(dl.w, heads, group, key[2], k.l2Bytes(), o, s, k.arch.split128Maps, r0)
-		case group%s == 0 && heads*s <= 65535:
-			p = s
-		}
-		if p > 1 {
-			o, g = o|schedKTFast, p
-		}
+	p := 1
+	if o == o0 {
+		p, _ = unpaired()
+	} else {
+		p, _ = split128(o)
+	}
+	if p > 1 {
+		o, g = o|schedKTFast, p
 	}
 	k.mu.Lock()
 	dl.sched, dl.split, dl.planFor = o, g, key

@@ -250,7 +250,7 @@ func TestBackwardOrderRule(t *testing.T) {
 			// key tiles together (TestDocPairsBytes); where the variant's rules take them
 			a := k.arch
 			docRule := a.pairs && !pairsPay(w, 128) && (a.docPairs == docPairsByRule || a.docPairs == docPairsBytes) && docPairsPay(w, 128, 8, 8, 132, 50<<20, v.want) ||
-				a.pairs && !pairsPay(w, 128) && a.docPairs == docPairsBytes && docPairsBytesPay(w, 128, 8, 8, 132, 50<<20, v.want, a.split128, a.pairsTail(), unsplitRead(w, 8, 8, 132, 50<<20, v.want))
+				a.pairs && !pairsPay(w, 128) && a.docPairs == docPairsBytes && docPairsBytesPay(w, 128, 8, 8, 132, 50<<20, v.want, a.split128, unsplitRead(w, 8, 8, 132, 50<<20, v.want), unpairedPlanRead(w, a, v.want))
 			if docPaired := got&schedDocPairs != 0; docPaired != docRule {
 				t.Errorf("%s %v %d: plan %#x paired within documents %v, the rules %v", v.name, c.masks, c.s, got, docPaired, docRule)
 			}
@@ -785,5 +785,24 @@ func TestDocPairsPay(t *testing.T) {
 	}
 	if v := docRowsVary(backwardList(t, 42, 32768, "causal_document")); v < 0.4 {
 		t.Errorf("causal_document 32K: rows vary %.3f within documents, want about 0.5", v)
+	}
+}
+
+// unpairedPlanRead is the DRAM bytes the L2 model has variant a's head-dim-128 backward of w
+// read unpaired in order o at 64:8, split as a's split rule splits it (the bytes the pairs by
+// bytes weigh theirs against), written out here from split128Parts and dramRead.
+func unpairedPlanRead(w *WorkList, a archVariant, o int32) func() int64 {
+	return func() int64 {
+		p := 1
+		switch {
+		case a.split128 > 1 && a.split128Rule:
+			p, _ = split128Parts(w, 8, 8, 132, 50<<20, o, a.split128, a.split128Maps, unsplitRead(w, 8, 8, 132, 50<<20, o))
+		case a.split128 > 1:
+			p = a.split128
+		}
+		if p == 1 {
+			return dramRead(w, 8, 8, 132, 50<<20, o)
+		}
+		return dramRead(w, 8, 8, 132, 50<<20, o|schedKTFast|int32(p)<<4)
 	}
 }
