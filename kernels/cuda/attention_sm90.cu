@@ -256,6 +256,16 @@ template <int D> constexpr bool kFwdKVMajor = D == 128;
 #else
 template <int D> constexpr bool kFwdKVMajor = false;
 #endif
+// The forward's overlapped loop reads the next tile's work-list entry (its key tile and mask
+// reference) a whole turn ahead (experiment sm90ea, LONGCA_FWD_ENTRY_AHEAD), not at the start
+// of that tile's softmax: call 71's stall samples of sm90's d64 full 8K forward put 2.6% of the
+// consumers' samples on that load's use (long scoreboard, the load issued after the turn's
+// waits, which order memory).
+#if defined(LONGCA_FWD_ENTRY_AHEAD)
+constexpr bool kFwdEntryAhead = true;
+#else
+constexpr bool kFwdEntryAhead = false;
+#endif
 struct FwdItem {
   int h, kvh, qt, e0, e1;
 };
@@ -423,8 +433,10 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
   };
   // the scores of entry e to P (packed), with the row maxima m moved on; alpha rescales
   // what was accumulated before, sum is the rows' new mass
-  auto softmax = [&](float(&sc)[BN / 2], int e, unsigned(&pa)[PK][4], float(&alpha)[2], float(&sum)[2], bool pack = true) {
-    const int kt = wl.entries[2 * e], ref = wl.entries[2 * e + 1];
+  // entry e of the work list: its key tile and mask reference (-1: a full tile)
+  auto entry = [&](int e) { return make_int2(wl.entries[2 * e], wl.entries[2 * e + 1]); };
+  auto softmax = [&](float(&sc)[BN / 2], int2 ent, unsigned(&pa)[PK][4], float(&alpha)[2], float(&sum)[2], bool pack = true) {
+    const int kt = ent.x, ref = ent.y;
     if (!LEAN) {
 #pragma unroll
       for (int j = 0; j < BN / 2; j++) sc[j] *= scale_log2;
@@ -490,7 +502,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       wgmma_wait<0>();
       reg_fence(sc);
       mbar_arrive(&emptyK[s]);
-      softmax(sc, e0, pa, alpha, sum);
+      softmax(sc, entry(e0), pa, alpha, sum);
       rescale(alpha, sum);
     }
     // (OV, sm90's head-dim-128 forward since call 26) tile i+1's Q K^T, then tile i's P V, as two groups: the
@@ -499,8 +511,12 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
     // (FlashAttention-3's order within a warpgroup, with the turns). The last tile's P V
     // is peeled off, so that every turn of the loop issues both groups: ptxas serialises
     // the wgmma (C7514) when Q K^T is conditional.
+    // kFwdEntryAhead: tile e + 1's entry, read a turn before its softmax
+    int2 ahead = kFwdEntryAhead && OV && e0 + 1 < e1 ? entry(e0 + 1) : make_int2(0, -1);
     for (int e = e0; OV && e + 1 < e1; e++) {
       const int i = n + e - e0, s = i % STAGES, s1 = (i + 1) % STAGES;
+      int2 ent = ahead;
+      if (kFwdEntryAhead && e + 2 < e1) ahead = entry(e + 2);
       mbar_wait(&fullV[s], (i / STAGES) & 1);
       mbar_wait(&fullK[s1], ((i + 1) / STAGES) & 1);
       named_sync(1 + cw, 256);
@@ -514,7 +530,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       wgmma_wait<1>();
       reg_fence(sc);
       mbar_arrive(&emptyK[s1]);
-      softmax(sc, e + 1, pa, alpha, sum, false);
+      softmax(sc, kFwdEntryAhead ? ent : entry(e + 1), pa, alpha, sum, false);
       reg_fence(sc);
       reg_fence(sum);
 #ifndef EXP_NOPIN
@@ -563,7 +579,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       mbar_arrive(&emptyV[s]);
       if (more) {
         mbar_arrive(&emptyK[s1]);
-        softmax(sc, e + 1, pa, alpha, sum);
+        softmax(sc, entry(e + 1), pa, alpha, sum);
         rescale(alpha, sum);
       }
     }
