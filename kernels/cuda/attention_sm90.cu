@@ -266,6 +266,10 @@ constexpr bool kFwdEntryAhead = true;
 #else
 constexpr bool kFwdEntryAhead = false;
 #endif
+// a forward work-list entry: its key tile, its mask reference (-1: the tile is whole)
+struct FwdEntry {
+  int kt, ref;
+};
 struct FwdItem {
   int h, kvh, qt, e0, e1;
 };
@@ -434,9 +438,9 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
   // the scores of entry e to P (packed), with the row maxima m moved on; alpha rescales
   // what was accumulated before, sum is the rows' new mass
   // entry e of the work list: its key tile and mask reference (-1: a full tile)
-  auto entry = [&](int e) { return make_int2(wl.entries[2 * e], wl.entries[2 * e + 1]); };
-  auto softmax = [&](float(&sc)[BN / 2], int2 ent, unsigned(&pa)[PK][4], float(&alpha)[2], float(&sum)[2], bool pack = true) {
-    const int kt = ent.x, ref = ent.y;
+  auto entry = [&](int e) { return FwdEntry{wl.entries[2 * e], wl.entries[2 * e + 1]}; };
+  auto softmax = [&](float(&sc)[BN / 2], FwdEntry ent, unsigned(&pa)[PK][4], float(&alpha)[2], float(&sum)[2], bool pack = true) {
+    const int kt = ent.kt, ref = ent.ref;
     if (!LEAN) {
 #pragma unroll
       for (int j = 0; j < BN / 2; j++) sc[j] *= scale_log2;
@@ -512,10 +516,10 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
     // is peeled off, so that every turn of the loop issues both groups: ptxas serialises
     // the wgmma (C7514) when Q K^T is conditional.
     // kFwdEntryAhead: tile e + 1's entry, read a turn before its softmax
-    int2 ahead = kFwdEntryAhead && OV && e0 + 1 < e1 ? entry(e0 + 1) : make_int2(0, -1);
+    FwdEntry ahead = kFwdEntryAhead && OV && e0 + 1 < e1 ? entry(e0 + 1) : FwdEntry{0, -1};
     for (int e = e0; OV && e + 1 < e1; e++) {
       const int i = n + e - e0, s = i % STAGES, s1 = (i + 1) % STAGES;
-      int2 ent = ahead;
+      const FwdEntry ent = ahead;
       if (kFwdEntryAhead && e + 2 < e1) ahead = entry(e + 2);
       mbar_wait(&fullV[s], (i / STAGES) & 1);
       mbar_wait(&fullK[s1], ((i + 1) / STAGES) & 1);
