@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"unsafe"
@@ -244,6 +245,7 @@ var archVariants = []archVariant{
 	{name: "sm90dp", doc: "sm90 with the backward's key tiles paired within documents wherever their rows' lengths vary at head dim 128, whatever the tail (the other side of sm90's document-pairs rule; call 53: causal_document 16K / 32K / 48K +3 / +6 / +12%, share_question 16K -46%); with sm90's split rule at head dim 128, which takes other cells where the pairs differ", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQ, gsplit: true, split128: 8, split128Rule: true, split128Maps: true, pairs: true, pairsEntry: true, docPairs: docPairsAlways, sched: schedByRule, orderL2: true, k64: true, wide: true, defines: sm90Defines},
 	{name: "sm90g2", doc: "sm90 with the backward at head dim 128 always split in 2 (a block walks 4 of a KV head's 8 query heads, dK and dV summed from fp32 partials, a head's key tiles together), whatever the rule (one side of sm90's split rule; call 54 against sm90 before the rule: causal_blockwise 32K +5%, prefix_lm_causal 48K +6%, causal_document 32K +3%, share_question 16K / 32K -12 / -5%, full -1 to -2%); rows say gsplit-2; pairs within documents by the tail rule alone (docPairsByRule, sm90's before call 69: the bytes rule models the parts sm90's split rule gives, not a forced split)", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQ, gsplit: true, pairs: true, pairsEntry: true, docPairs: docPairsByRule, split128: 2, sched: schedByRule, orderL2: true, k64: true, wide: true, defines: sm90Defines},
 	{name: "sm90g8", doc: "sm90 with the backward at head dim 128 always split in 8 where the group divides (a block a query head, dK and dV summed from fp32 partials, a head's key tiles together), whatever the rule (the other side of sm90's widened split rule; call 67 on an H100: 128-token block-sparse maps at 64K +51 / +32% at kept 0.2 / 0.5 against sm90 before the widening, at 32K -1.0 / +0.5%; sm90g4 +50 / +32% and -1.2 / +0.2%); rows say gsplit-8; pairs within documents by the tail rule alone (docPairsByRule, sm90's before call 69: the bytes rule models the parts sm90's split rule gives, not a forced split)", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQ, gsplit: true, pairs: true, pairsEntry: true, docPairs: docPairsByRule, split128: 8, sched: schedByRule, orderL2: true, k64: true, wide: true, defines: sm90Defines},
+	{name: "sm90rm", doc: "experiment (not yet run on a GPU): sm90 with the d128 forward's work items in the grid's order before call 69 (heads fastest, then the row tiles heaviest first; LONGCA_FWD_KVMAJOR128 not defined): the eighteenth session's suite on an H100 read sliding_window 48K's forward 10% and causal_blockwise 16K's and prefix_lm_document 32K's 6% below the sixteenth's (cuDNN on sliding_window 48K 10% above: another card), the KV-major order having come between", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQ, gsplit: true, pairs: true, pairsEntry: true, docPairs: docPairsBytes, split128: 8, split128Rule: true, split128Maps: true, sched: schedByRule, orderL2: true, k64: true, wide: true, defines: sm90DefinesRM},
 	{name: "sm90ns", doc: "sm90 never splitting the backward at head dim 128 (the other side of sm90's split rule)", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQ, gsplit: true, pairs: true, pairsEntry: true, docPairs: docPairsBytes, sched: schedByRule, orderL2: true, k64: true, wide: true, defines: sm90Defines},
 	{name: "sm90np", doc: "sm90 with the backward never walking key tiles in pairs (the other side of sm90's pairing rule; sm90 as it was before call 50 but for the pairing's code); with sm90's split rule at head dim 128, which takes other cells where the pairs differ", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQ, gsplit: true, split128: 8, split128Rule: true, split128Maps: true, sched: schedByRule, orderL2: true, k64: true, wide: true, defines: sm90Defines},
 	{name: "sm90s", doc: "sm90 with the forward always over 128-query x 64-key tiles, at both head dims (one side of sm90's tile rule)", major: 9, exact: true, fwd: fwdSM90S, bwd: bwdSM90ETQ, gsplit: true, split128: 8, split128Rule: true, split128Maps: true, pairs: true, pairsEntry: true, docPairs: docPairsBytes, sched: schedByRule, orderL2: true, defines: sm90Defines},
@@ -262,6 +264,10 @@ var archVariants = []archVariant{
 // d128 forward's items a KV head's together (call 69) and the forward's next entry read a
 // turn ahead (call 72's sm90ea).
 var sm90Defines = []string{"LONGCA_FWD_UNIFORM", "LONGCA_FWD_OVL", "LONGCA_FWD_THREE_OVL", "LONGCA_FWD_K64", "LONGCA_BWD_EARLY", "LONGCA_BWD_Q2", "LONGCA_BWD_SPLIT128", "LONGCA_BWD_STSM", "LONGCA_TILE_BITS_SPAN", "LONGCA_BWD_PAIRS_ENTRY", "LONGCA_FWD_WIDE", "LONGCA_BWD_LV2", "LONGCA_FWD_KVMAJOR128", "LONGCA_FWD_ENTRY_AHEAD"}
+
+// sm90DefinesRM are experiment sm90rm's: sm90's without the d128 forward's KV-major item
+// order (LONGCA_FWD_KVMAJOR128).
+var sm90DefinesRM = slices.DeleteFunc(slices.Clone(sm90Defines), func(d string) bool { return d == "LONGCA_FWD_KVMAJOR128" })
 
 // sm90DefinesC54 are sm90's defines before call 56 (sm90-c54, sm90-c29): the three-consumer
 // forward (fwd90m) and backward (bwd90t) at head dim 64, no split at 128.

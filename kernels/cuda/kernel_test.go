@@ -700,3 +700,18 @@ int main() {
 		t.Errorf("sm90 does not order its d128 forward by KV head (LONGCA_FWD_KVMAJOR128)")
 	}
 }
+
+// sm90rm is sm90 but for the d128 forward's item order: its defines are sm90's without
+// LONGCA_FWD_KVMAJOR128, in sm90's order.
+func TestSM90RMDefines(t *testing.T) {
+	rm, sm := variantNamed(t, "sm90rm"), variantNamed(t, "sm90")
+	var want []string
+	for _, d := range sm.defines {
+		if d != "LONGCA_FWD_KVMAJOR128" {
+			want = append(want, d)
+		}
+	}
+	if !slices.Equal(rm.defines, want) || len(want) != len(sm.defines)-1 {
+		t.Errorf("sm90rm defines %v, want %v (sm90's %v without LONGCA_FWD_KVMAJOR128)", rm.defines, want, sm.defines)
+	}
+}
