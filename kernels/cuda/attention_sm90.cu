@@ -267,6 +267,19 @@ constexpr bool kFwdEntryAhead = true;
 #else
 constexpr bool kFwdEntryAhead = false;
 #endif
+// Where the forward's tiles start (experiment sm90rg, LONGCA_FWD_RAGGED): at the work list's
+// bounds (row tile qt's rows bounds[qt] .. bounds[row_tiles + qt] - 1, key tile kt's keys from
+// bounds[2 row_tiles + kt]), so that a ragged list's tiles start at its documents (cuDNN's
+// THD layout: at 8K-16K seed 42 full_document and causal_document visit 3-4% fewer key
+// positions); without it at the multiples of the tiles, rows to sq.
+#if defined(LONGCA_FWD_RAGGED)
+constexpr bool kFwdRagged = true;
+#else
+constexpr bool kFwdRagged = false;
+#endif
+DEV int fwd_row0(const WorkList &wl, int qt, int tile) { return kFwdRagged ? wl.bounds[qt] : qt * tile; }
+DEV int fwd_row_end(const WorkList &wl, int qt, int sq) { return kFwdRagged ? wl.bounds[wl.row_tiles + qt] : sq; }
+DEV int fwd_col0(const WorkList &wl, int kt, int tile) { return kFwdRagged ? wl.bounds[2 * wl.row_tiles + kt] : kt * tile; }
 // a forward work-list entry: its key tile, its mask reference (-1: the tile is whole)
 struct FwdEntry {
   int kt, ref;
@@ -363,22 +376,22 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
         mbar_expect_tx(&fullQ[qb], L::kQBytes);
 #pragma unroll
         for (int c = 0; c < L::kChunks; c++)
-          tma_load3(sQs + qb * QM * D + c * QM * CHUNK, &tq, &fullQ[qb], c * CHUNK, it.h, it.qt * QM);
+          tma_load3(sQs + qb * QM * D + c * QM * CHUNK, &tq, &fullQ[qb], c * CHUNK, it.h, fwd_row0(wl, it.qt, QM));
         qn++;
         for (int e = it.e0; e < it.e1; e++, n++) {
           const int s = n % STAGES;
           const unsigned ph = (n / STAGES) & 1;
-          const int kt = wl.entries[2 * e];
+          const int kt = wl.entries[2 * e], k0 = fwd_col0(wl, kt, BN);
           mbar_wait(&emptyK[s], ph ^ 1);
           mbar_expect_tx(&fullK[s], L::kKVBytes);
 #pragma unroll
           for (int c = 0; c < L::kChunks; c++)
-            tma_load3(sK + s * BN * D + c * BN * CHUNK, &tk, &fullK[s], c * CHUNK, it.kvh, kt * BN);
+            tma_load3(sK + s * BN * D + c * BN * CHUNK, &tk, &fullK[s], c * CHUNK, it.kvh, k0);
           mbar_wait(&emptyV[s], ph ^ 1);
           mbar_expect_tx(&fullV[s], L::kKVBytes);
 #pragma unroll
           for (int c = 0; c < L::kChunks; c++)
-            tma_load3(sV + s * BN * D + c * BN * CHUNK, &tv, &fullV[s], c * CHUNK, it.kvh, kt * BN);
+            tma_load3(sV + s * BN * D + c * BN * CHUNK, &tv, &fullV[s], c * CHUNK, it.kvh, k0);
         }
       }
     }
@@ -393,7 +406,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
   int n = 0, qn = 0;                       // tiles and Q tiles consumed so far
   for (int item = first; item < items; item += step) {
   const FwdItem itm = fwd_item<kFwdKVMajor<D>>(wl, item, hq, hkv);
-  const int h = itm.h, e0 = itm.e0, e1 = itm.e1, q0 = itm.qt * QM;
+  const int h = itm.h, e0 = itm.e0, e1 = itm.e1, q0 = fwd_row0(wl, itm.qt, QM), q_end = fwd_row_end(wl, itm.qt, sq);
   const int r0 = q0 + cw * 64 + warp * 16 + g;  // this thread's rows: r0 and r0 + 8
   float acc[OR];
 #pragma unroll
@@ -446,7 +459,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
 #pragma unroll
       for (int j = 0; j < BN / 2; j++) sc[j] *= scale_log2;
     }
-    if (ref >= 0) mask_tile<BN>(sc, wl, ref, r0, kt * BN, t);
+    if (ref >= 0) mask_tile<BN>(sc, wl, ref, r0, fwd_col0(wl, kt, BN), t);
 #pragma unroll
     for (int r = 0; r < 2; r++) {
       float mx = LEAN ? -INFINITY : m[r];
@@ -604,7 +617,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
     sum += __shfl_xor_sync(0xffffffff, sum, 2);
     const int qi = r0 + r * 8;
     const float inv = sum > 0.f ? 1.f / sum : 0.f;
-    if (qi < sq) {
+    if (qi < q_end) {  // q_end: sq, or a ragged row tile's end (LONGCA_FWD_RAGGED)
       T *orow = o + (long long)qi * qs + (long long)h * D;
 #pragma unroll
       for (int j = 0; j < D / 8; j++)
@@ -1451,9 +1464,9 @@ DEV void dq90_convertc(const float *__restrict__ acc, T *__restrict__ dq, int sq
       FN##_##NAME##_d##D(const __grid_constant__ TmaDesc tq, const __grid_constant__ TmaDesc tk,                   \
                          const __grid_constant__ TmaDesc tv, T *o, float *lse, int sq, int sk, int hq, int hkv,    \
                          float scale_log2, const int *order, const int *start, const int *entries, const int *refs, \
-                         const int *slices, int row_tiles, int per_head) {                                         \
+                         const int *slices, int row_tiles, int per_head, const int *bounds) {                      \
     fwd_sm90<D, T, PERSIST, LEAN, NC, OV, BN>(tq, tk, tv, o, lse, sq, sk, hq, hkv, scale_log2,                                       \
-                            WorkList{order, start, entries, refs, slices, row_tiles, per_head});                   \
+                            WorkList{order, start, entries, refs, slices, row_tiles, per_head, bounds});           \
   }
 #define SM90_BWD(FN, NAME, T, D, DET, F) SM90_BWD_X(FN, NAME, T, D, DET, F, 0)
 #define SM90_BWD_X(FN, NAME, T, D, DET, F, OVB) SM90_BWD_N(FN, NAME, T, D, DET, F, OVB, BBN9)

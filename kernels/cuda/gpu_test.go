@@ -396,7 +396,10 @@ func forwardEntries(t *testing.T, d int) {
 			s       int
 			hq, hkv int
 			dt      tensor.DType
-		}{{"causal", 777, 8, 2, tensor.BF16}, {"full", 65, 4, 1, tensor.FP16}, {"sliding_window", 300, 4, 1, tensor.FP16}, {"causal_document", 1100, 4, 1, tensor.FP16}, {"full", 1300, 2, 1, tensor.BF16}} {
+		}{{"causal", 777, 8, 2, tensor.BF16}, {"full", 65, 4, 1, tensor.FP16}, {"sliding_window", 300, 4, 1, tensor.FP16}, {"causal_document", 1100, 4, 1, tensor.FP16}, {"full", 1300, 2, 1, tensor.BF16},
+			// (sm90rg) where the tiles start at the documents at both head dims: full_document
+			// 2048 at 128 x 128 and 192 x 128, causal_document 1024 at 192 x 128
+			{"full_document", 2048, 4, 2, tensor.BF16}, {"causal_document", 1024, 4, 1, tensor.BF16}} {
 			ps = append(ps, problem{fmt.Sprintf("%s S=%d %d:%d %s", c.name, c.s, c.hq, c.hkv, c.dt), kernels.Problem{HeadsQ: c.hq, HeadsKV: c.hkv, HeadDim: d, DType: c.dt, Mask: smallMask(t, c.name, c.s), Scale: 0.1}})
 		}
 		for _, c := range []struct {

@@ -217,6 +217,10 @@ type archVariant struct {
 	// backward's fn, "s" where split, then "p", one barrier more), the unpaired blocks by
 	// entries without the pairs' code
 	pairsEntry bool
+	// ragged (experiment sm90rg, with LONGCA_FWD_RAGGED in defines): the forward's lists of one
+	// mask start their tiles at its segments (BuildRaggedWorkList) where that visits 2% fewer
+	// tiles (raggedPays)
+	ragged bool
 	// defines are defined (as 1) at the top of attention_sm90.cu for this variant: a
 	// choice inside code every entry point shares (LONGCA_TILE_BITS_SPAN), or entry points
 	// a module that does not run them need not compile (LONGCA_FWD_LEAN)
@@ -246,6 +250,7 @@ var archVariants = []archVariant{
 	{name: "sm90g2", doc: "sm90 with the backward at head dim 128 always split in 2 (a block walks 4 of a KV head's 8 query heads, dK and dV summed from fp32 partials, a head's key tiles together), whatever the rule (one side of sm90's split rule; call 54 against sm90 before the rule: causal_blockwise 32K +5%, prefix_lm_causal 48K +6%, causal_document 32K +3%, share_question 16K / 32K -12 / -5%, full -1 to -2%); rows say gsplit-2; pairs within documents by the tail rule alone (docPairsByRule, sm90's before call 69: the bytes rule models the parts sm90's split rule gives, not a forced split)", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQ, gsplit: true, pairs: true, pairsEntry: true, docPairs: docPairsByRule, split128: 2, sched: schedByRule, orderL2: true, k64: true, wide: true, defines: sm90Defines},
 	{name: "sm90g8", doc: "sm90 with the backward at head dim 128 always split in 8 where the group divides (a block a query head, dK and dV summed from fp32 partials, a head's key tiles together), whatever the rule (the other side of sm90's widened split rule; call 67 on an H100: 128-token block-sparse maps at 64K +51 / +32% at kept 0.2 / 0.5 against sm90 before the widening, at 32K -1.0 / +0.5%; sm90g4 +50 / +32% and -1.2 / +0.2%); rows say gsplit-8; pairs within documents by the tail rule alone (docPairsByRule, sm90's before call 69: the bytes rule models the parts sm90's split rule gives, not a forced split)", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQ, gsplit: true, pairs: true, pairsEntry: true, docPairs: docPairsByRule, split128: 8, sched: schedByRule, orderL2: true, k64: true, wide: true, defines: sm90Defines},
 	{name: "sm90rm", doc: "experiment (not yet run on a GPU): sm90 with the d128 forward's work items in the grid's order before call 69 (heads fastest, then the row tiles heaviest first; LONGCA_FWD_KVMAJOR128 not defined): the eighteenth session's suite on an H100 read sliding_window 48K's forward 10% and causal_blockwise 16K's and prefix_lm_document 32K's 6% below the sixteenth's (cuDNN on sliding_window 48K 10% above: another card), the KV-major order having come between", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQ, gsplit: true, pairs: true, pairsEntry: true, docPairs: docPairsBytes, split128: 8, split128Rule: true, split128Maps: true, sched: schedByRule, orderL2: true, k64: true, wide: true, defines: sm90DefinesRM},
+	{name: "sm90rg", doc: "experiment (not yet run on a GPU): sm90 with the forward's tiles started at the mask's documents (ragged, as cuDNN's THD layout) where that visits 2% fewer tiles (LONGCA_FWD_RAGGED; full_document and causal_document 8K / 16K: 3-4% fewer key positions, the cells below cuDNN in the eighteenth session's suite); rows past a ragged tile's end are computed and not written", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQ, gsplit: true, pairs: true, pairsEntry: true, docPairs: docPairsBytes, split128: 8, split128Rule: true, split128Maps: true, sched: schedByRule, orderL2: true, k64: true, wide: true, ragged: true, defines: append(slices.Clone(sm90Defines), "LONGCA_FWD_RAGGED")},
 	{name: "sm90ns", doc: "sm90 never splitting the backward at head dim 128 (the other side of sm90's split rule)", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQ, gsplit: true, pairs: true, pairsEntry: true, docPairs: docPairsBytes, sched: schedByRule, orderL2: true, k64: true, wide: true, defines: sm90Defines},
 	{name: "sm90np", doc: "sm90 with the backward never walking key tiles in pairs (the other side of sm90's pairing rule; sm90 as it was before call 50 but for the pairing's code); with sm90's split rule at head dim 128, which takes other cells where the pairs differ", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQ, gsplit: true, split128: 8, split128Rule: true, split128Maps: true, sched: schedByRule, orderL2: true, k64: true, wide: true, defines: sm90Defines},
 	{name: "sm90s", doc: "sm90 with the forward always over 128-query x 64-key tiles, at both head dims (one side of sm90's tile rule)", major: 9, exact: true, fwd: fwdSM90S, bwd: bwdSM90ETQ, gsplit: true, split128: 8, split128Rule: true, split128Maps: true, pairs: true, pairsEntry: true, docPairs: docPairsBytes, sched: schedByRule, orderL2: true, defines: sm90Defines},
@@ -467,7 +472,8 @@ func (k *Kernel) BackwardPartials(group, d int) int {
 
 // Describe names the variant that serves the problem and the architecture it was built
 // for; on sm90 a forward run persistent (short rows) says so ("sm90 persistent-fwd"), and
-// one over other tiles than the variant's (k64-fwd, and forwardLabel's: wide-fwd), a
+// one over other tiles than the variant's (k64-fwd, and forwardLabel's: wide-fwd) or over tiles
+// started at the documents (ragged-fwd: experiment sm90rg), a
 // deterministic backward too ("sm90 deterministic"), and a backward its group split ("sm90
 // gsplit-4") and its key-tile pairs ("sm90 pairs-bwd"; "sm90 doc-pairs-bwd" within documents).
 func (k *Kernel) Describe(p kernels.Problem, pass kernels.Pass) kernels.Info {
@@ -476,8 +482,13 @@ func (k *Kernel) Describe(p kernels.Problem, pass kernels.Pass) kernels.Info {
 		info.Variant += " deterministic"
 	}
 	if fv := k.forwardFor(p); inSM90(fv.fn) && pass != kernels.Bwd { // a backward row times the backward alone
-		if dl, err := k.list(p, fv.qTile, fv.kTile, false); err == nil && k.forwardPersistent(fv, dl.w) {
-			info.Variant += " persistent-fwd"
+		if dl, err := k.list(p, fv.qTile, fv.kTile, false); err == nil {
+			if k.forwardPersistent(fv, dl.w) {
+				info.Variant += " persistent-fwd"
+			}
+			if dl.w.Ragged {
+				info.Variant += " ragged-fwd"
+			}
 		}
 		if k.arch.k64 && fv.kTile == 64 {
 			info.Variant += " k64-fwd"
@@ -580,8 +591,8 @@ func (k *Kernel) function(name string, shared int) (*cuda.Function, error) {
 
 // deviceList is a work list in device memory.
 type deviceList struct {
-	w                                          *WorkList
-	order, start, entries, refs, slices, ranks *cuda.Buffer
+	w                                                  *WorkList
+	order, start, entries, refs, slices, ranks, bounds *cuda.Buffer
 	// pairOrder, on a backward list of a docPairs variant: endAlignedPairs's order
 	pairOrder *cuda.Buffer
 	// tilesPay, on a forward list: otherTilesPay's decisions by the other tiles' key tile
@@ -689,13 +700,18 @@ func (k *Kernel) listBuilt(p kernels.Problem, qt, kt int, tr bool, w *WorkList) 
 			if w, err = BuildWorkList(ms, qt, kt, tr); err != nil {
 				return nil, err
 			}
+			if k.arch.ragged && !tr && len(ms) == 1 {
+				if r, err := BuildRaggedWorkList(ms[0], qt, kt); err == nil && raggedPays(w, r) {
+					w = r
+				}
+			}
 		}
 		dl = &deviceList{w: w}
 		type upload struct {
 			dst  **cuda.Buffer
 			vals []int32
 		}
-		bufs := []upload{{&dl.order, w.Order}, {&dl.start, w.Start}, {&dl.entries, w.Entries}, {&dl.refs, w.Refs}, {&dl.slices, w.Slices}, {&dl.ranks, w.Ranks}}
+		bufs := []upload{{&dl.order, w.Order}, {&dl.start, w.Start}, {&dl.entries, w.Entries}, {&dl.refs, w.Refs}, {&dl.slices, w.Slices}, {&dl.ranks, w.Ranks}, {&dl.bounds, w.Bounds}}
 		if tr && k.arch.docPairs != docPairsNever {
 			bufs = append(bufs, upload{&dl.pairOrder, endAlignedPairs(w)})
 		}

@@ -4,6 +4,7 @@
 struct WorkList {
   const int *order, *start, *entries, *refs, *slices;
   int row_tiles, per_head;
+  const int *bounds;  // row tiles' starts and ends, column tiles' starts (worklist.go's Bounds)
 };
 
 // The allowed pairs of a partial tile as bits, for a thread that holds rows r0 and r0 + 8

@@ -806,3 +806,199 @@ func unpairedPlanRead(w *WorkList, a archVariant, o int32) func() int64 {
 		return dramRead(w, 8, 8, 132, 50<<20, o|schedKTFast|int32(p)<<4)
 	}
 }
+
+// checkRagged checks a ragged forward list against the mask pair by pair as the kernel reads
+// it: the bounds partition the rows and columns, each segment's tiles start at its start and
+// never cross its end; every allowed pair lies in exactly one visited tile's valid rows and
+// columns; a full tile has every valid pair allowed over a whole column tile; a partial
+// tile's slice test agrees with the mask on its valid rows over the whole nominal column
+// tile (the keys past its end, another segment's, read disallowed); every row tile is in the
+// order, heaviest first.
+func checkRagged(t *testing.T, w *WorkList, m mask.Mask, qTile, kTile int) {
+	t.Helper()
+	if !w.Ragged || w.Transposed || len(w.Bounds) != 2*w.RowTiles+w.ColTiles {
+		t.Fatalf("ragged %v transposed %v, %d bounds for %d x %d tiles", w.Ragged, w.Transposed, len(w.Bounds), w.RowTiles, w.ColTiles)
+	}
+	rs, re, cs := w.Bounds[:w.RowTiles], w.Bounds[w.RowTiles:2*w.RowTiles], w.Bounds[2*w.RowTiles:]
+	ce := func(c int) int {
+		if c+1 < w.ColTiles {
+			return int(cs[c+1])
+		}
+		return m.SeqK
+	}
+	rows, cols := segments(m)
+	isRow, isCol := map[int]bool{}, map[int]bool{}
+	for _, x := range rows {
+		isRow[x] = true
+	}
+	for _, x := range cols {
+		isCol[x] = true
+	}
+	for r := 0; r < w.RowTiles; r++ {
+		next := m.SeqQ
+		if r+1 < w.RowTiles {
+			next = int(rs[r+1])
+		}
+		n := int(re[r] - rs[r])
+		if r == 0 && rs[0] != 0 || int(re[r]) != next || n <= 0 || n > qTile || n < qTile && !isRow[int(re[r])] {
+			t.Fatalf("row tile %d: %d .. %d, the next at %d (tile %d)", r, rs[r], re[r], next, qTile)
+		}
+	}
+	for c := 0; c < w.ColTiles; c++ {
+		n := ce(c) - int(cs[c])
+		if c == 0 && cs[0] != 0 || n <= 0 || n > kTile || n < kTile && !isCol[ce(c)] {
+			t.Fatalf("column tile %d: %d .. %d (tile %d)", c, cs[c], ce(c), kTile)
+		}
+	}
+	covered := make(map[[2]int]bool)
+	for r := 0; r < w.RowTiles; r++ {
+		row := w.Row(0, r)
+		for i := 0; i < len(row); i += 2 {
+			c, ref := int(row[i]), row[i+1]
+			n, all := 0, 0
+			for q := int(rs[r]); q < int(re[r]); q++ {
+				for k := int(cs[c]); k < int(cs[c])+kTile && k < m.SeqK; k++ {
+					want := m.Allowed(q, k) && k < ce(c)
+					all++
+					if want {
+						n++
+						if covered[[2]int{q, k}] {
+							t.Fatalf("pair (%d,%d) in two tiles", q, k)
+						}
+						covered[[2]int{q, k}] = true
+					}
+					if ref >= 0 && w.Allowed(ref, q, k) != want {
+						t.Fatalf("row tile %d column tile %d pair (%d,%d): slice test %v, want %v", r, c, q, k, !want, want)
+					}
+				}
+			}
+			switch {
+			case n == 0:
+				t.Fatalf("empty tile (%d,%d) is visited", r, c)
+			case ref == -1 && (n != all || ce(c)-int(cs[c]) != kTile):
+				t.Fatalf("tile (%d,%d) marked full with %d of %d allowed", r, c, n, all)
+			}
+		}
+	}
+	for q := 0; q < m.SeqQ; q++ {
+		for k := 0; k < m.SeqK; k++ {
+			if m.Allowed(q, k) && !covered[[2]int{q, k}] {
+				t.Fatalf("allowed pair (%d,%d) in no visited tile", q, k)
+			}
+		}
+	}
+	order := w.Order[:w.RowTiles]
+	hit := make([]bool, w.RowTiles)
+	for i, r := range order {
+		hit[r] = true
+		if i > 0 && len(w.Row(0, int(order[i-1]))) < len(w.Row(0, int(r))) {
+			t.Fatalf("order not heaviest first at %d", i)
+		}
+	}
+	for r, h := range hit {
+		if !h {
+			t.Fatalf("row tile %d missing from the order", r)
+		}
+	}
+}
+
+// The ragged forward list (BuildRaggedWorkList) on random document packs and their
+// context-parallel windows, and on the named document masks; the packed list's bounds are
+// the multiples of the tiles.
+func TestRaggedWorkList(t *testing.T) {
+	rng := rand.New(rand.NewPCG(42, 7))
+	for trial := 0; trial < 40; trial++ {
+		s := 1 + rng.IntN(300)
+		m := randomMask(rng, s)
+		if trial%3 == 2 {
+			q0, k0 := rng.IntN(s), rng.IntN(s)
+			q1, k1 := q0+1+rng.IntN(s-q0), k0+1+rng.IntN(s-k0)
+			m = m.Window(mask.Range{Start: q0, End: q1}, mask.Range{Start: k0, End: k1})
+			if len(m.Slices) == 0 {
+				continue
+			}
+		}
+		qTile, kTile := []int{16, 32, 64}[rng.IntN(3)], []int{16, 32, 64, 176}[rng.IntN(4)]
+		w, err := BuildRaggedWorkList(m, qTile, kTile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkRagged(t, w, m, qTile, kTile)
+		p, err := BuildWorkList([]mask.Mask{m}, qTile, kTile, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for r := 0; r < p.RowTiles; r++ {
+			if p.Bounds[r] != int32(r*qTile) || p.Bounds[p.RowTiles+r] != int32(min((r+1)*qTile, m.SeqQ)) {
+				t.Fatalf("packed row tile %d bounds %d .. %d", r, p.Bounds[r], p.Bounds[p.RowTiles+r])
+			}
+		}
+		for c := 0; c < p.ColTiles; c++ {
+			if p.Bounds[2*p.RowTiles+c] != int32(c*kTile) {
+				t.Fatalf("packed column tile %d starts at %d", c, p.Bounds[2*p.RowTiles+c])
+			}
+		}
+	}
+	for _, name := range []string{"full_document", "causal_document"} {
+		spec, err := mask.Build(name, 4096, mask.Options{Seed: 42})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := BuildRaggedWorkList(spec.Mask, 128, 128)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkRagged(t, w, spec.Mask, 128, 128)
+	}
+	if _, err := buildWorkList([]mask.Mask{{SeqQ: 4, SeqK: 4}}, 2, 2, true, true); err == nil {
+		t.Errorf("a transposed ragged list was built")
+	}
+}
+
+// raggedPays takes the document masks at 8K and 16K (3-4% fewer tiles ragged at seed 42)
+// and leaves them at 32K (1%), and full and causal (one segment: the same list).
+func TestRaggedPays(t *testing.T) {
+	for _, c := range []struct {
+		mask string
+		s    int
+		want bool
+	}{{"full_document", 8192, true}, {"full_document", 16384, true}, {"causal_document", 8192, true},
+		{"causal_document", 16384, true}, {"causal_document", 32768, false}, {"full", 8192, false}, {"causal", 16384, false}} {
+		spec, err := mask.Build(c.mask, c.s, mask.Options{Seed: 42})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, _ := BuildWorkList([]mask.Mask{spec.Mask}, 128, 128, false)
+		r, err := BuildRaggedWorkList(spec.Mask, 128, 128)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := raggedPays(p, r); got != c.want {
+			t.Errorf("%s %d: ragged pays %v (%d tiles against %d), want %v", c.mask, c.s, got, len(r.Entries)/2, len(p.Entries)/2, c.want)
+		}
+	}
+}
+
+// The GPU tests' forward cases that reach the ragged tiles (forwardEntries: smallMask's
+// full_document 2048 at 128 x 128 and 192 x 128, causal_document 1024 at 192 x 128) do, so
+// that sm90rg's GPU tests run its ragged forward at both head dims.
+func TestRaggedGPUTestShapes(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		s      int
+		qt, kt int
+	}{{"full_document", 2048, 128, 128}, {"full_document", 2048, 192, 128}, {"causal_document", 1024, 192, 128}} {
+		spec, err := mask.Build(c.name, c.s, mask.Options{Seed: 42, Window: min(150, c.s), BlockSize: 128})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, _ := BuildWorkList([]mask.Mask{spec.Mask}, c.qt, c.kt, false)
+		r, err := BuildRaggedWorkList(spec.Mask, c.qt, c.kt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !raggedPays(p, r) {
+			t.Errorf("%s %d at %dx%d: the ragged list (%d tiles against %d) is not taken", c.name, c.s, c.qt, c.kt, len(r.Entries)/2, len(p.Entries)/2)
+		}
+	}
+}
