@@ -426,6 +426,13 @@ func forwardEntries(t *testing.T, d int) {
 			if own := k.fwd.at(d); fv.fn != own.fn && fv.kTile != 64 { // only the 64-key tiles' rule may take another
 				t.Errorf("%s d%d: the forward is %s, not the variant's %s", c.what, d, fv.fn, own.fn)
 			}
+			if k.arch.ragged && len(p.HeadMasks) == 0 { // sm90rg: the ragged tiles where they pay, as the rows say
+				pk, err1 := BuildWorkList([]mask.Mask{p.Mask}, fv.qTile, fv.kTile, false)
+				rg, err2 := BuildRaggedWorkList(p.Mask, fv.qTile, fv.kTile)
+				if want := err1 == nil && err2 == nil && raggedPays(pk, rg); strings.Contains(desc, "ragged-fwd") != want {
+					t.Errorf("%s d%d: the row says %q, ragged tiles pay: %v", c.what, d, desc, want)
+				}
+			}
 			what := fmt.Sprintf("%s d%d %s (%s, %d blocks)", c.what, d, desc, fv.fn, mode.blocks)
 			seed := uint64(1600 + 10*i + persist)
 			if d == 128 {
