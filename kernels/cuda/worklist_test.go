@@ -76,7 +76,12 @@ func checkList(t *testing.T, w *WorkList, m mask.Mask, l, qTile, kTile int) {
 			}
 		}
 	}
-	// heaviest first, and a permutation
+	checkOrder(t, w, l)
+}
+
+// checkOrder checks list l's order of row tiles: a permutation, heaviest first.
+func checkOrder(t *testing.T, w *WorkList, l int) {
+	t.Helper()
 	order := w.Order[l*w.RowTiles : (l+1)*w.RowTiles]
 	hit := make([]bool, w.RowTiles)
 	for i, r := range order {
@@ -92,19 +97,26 @@ func checkList(t *testing.T, w *WorkList, m mask.Mask, l, qTile, kTile int) {
 	}
 }
 
+// trialMask is a random document pack of 1-300 tokens (randomMask), every third trial a
+// random window of it (SeqQ != SeqK, as a context-parallel step sees); false where the
+// window holds nothing.
+func trialMask(rng *rand.Rand, trial int) (mask.Mask, bool) {
+	s := 1 + rng.IntN(300)
+	m := randomMask(rng, s)
+	if trial%3 == 2 {
+		q0, k0 := rng.IntN(s), rng.IntN(s)
+		q1, k1 := q0+1+rng.IntN(s-q0), k0+1+rng.IntN(s-k0)
+		m = m.Window(mask.Range{Start: q0, End: q1}, mask.Range{Start: k0, End: k1})
+	}
+	return m, len(m.Slices) > 0
+}
+
 func TestWorkListBruteForce(t *testing.T) {
 	rng := rand.New(rand.NewPCG(42, 6))
 	for trial := 0; trial < 40; trial++ {
-		s := 1 + rng.IntN(300)
-		m := randomMask(rng, s)
-		// sometimes a window of it: SeqQ != SeqK, as a context-parallel step sees
-		if trial%3 == 2 {
-			q0, k0 := rng.IntN(s), rng.IntN(s)
-			q1, k1 := q0+1+rng.IntN(s-q0), k0+1+rng.IntN(s-k0)
-			m = m.Window(mask.Range{Start: q0, End: q1}, mask.Range{Start: k0, End: k1})
-			if len(m.Slices) == 0 {
-				continue
-			}
+		m, ok := trialMask(rng, trial)
+		if !ok {
+			continue
 		}
 		qTile, kTile := []int{16, 32, 64}[rng.IntN(3)], []int{16, 32, 64, 192}[rng.IntN(4)] // 192: sm90's key tiles at head dim 64
 		for _, tr := range []bool{false, true} {
@@ -887,19 +899,7 @@ func checkRagged(t *testing.T, w *WorkList, m mask.Mask, qTile, kTile int) {
 			}
 		}
 	}
-	order := w.Order[:w.RowTiles]
-	hit := make([]bool, w.RowTiles)
-	for i, r := range order {
-		hit[r] = true
-		if i > 0 && len(w.Row(0, int(order[i-1]))) < len(w.Row(0, int(r))) {
-			t.Fatalf("order not heaviest first at %d", i)
-		}
-	}
-	for r, h := range hit {
-		if !h {
-			t.Fatalf("row tile %d missing from the order", r)
-		}
-	}
+	checkOrder(t, w, 0)
 }
 
 // The ragged forward list (BuildRaggedWorkList) on random document packs and their
@@ -908,15 +908,9 @@ func checkRagged(t *testing.T, w *WorkList, m mask.Mask, qTile, kTile int) {
 func TestRaggedWorkList(t *testing.T) {
 	rng := rand.New(rand.NewPCG(42, 7))
 	for trial := 0; trial < 40; trial++ {
-		s := 1 + rng.IntN(300)
-		m := randomMask(rng, s)
-		if trial%3 == 2 {
-			q0, k0 := rng.IntN(s), rng.IntN(s)
-			q1, k1 := q0+1+rng.IntN(s-q0), k0+1+rng.IntN(s-k0)
-			m = m.Window(mask.Range{Start: q0, End: q1}, mask.Range{Start: k0, End: k1})
-			if len(m.Slices) == 0 {
-				continue
-			}
+		m, ok := trialMask(rng, trial)
+		if !ok {
+			continue
 		}
 		qTile, kTile := []int{16, 32, 64}[rng.IntN(3)], []int{16, 32, 64, 176}[rng.IntN(4)]
 		w, err := BuildRaggedWorkList(m, qTile, kTile)
