@@ -429,7 +429,7 @@ func forwardEntries(t *testing.T, d int) {
 			if k.arch.ragged && len(p.HeadMasks) == 0 { // sm90rg: the ragged tiles where they pay, as the rows say
 				pk, err1 := BuildWorkList([]mask.Mask{p.Mask}, fv.qTile, fv.kTile, false)
 				rg, err2 := BuildRaggedWorkList(p.Mask, fv.qTile, fv.kTile)
-				if want := err1 == nil && err2 == nil && raggedPays(pk, rg); strings.Contains(desc, "ragged-fwd") != want {
+				if want := raggedWorth(p.Mask, fv.qTile, fv.kTile) && err1 == nil && err2 == nil && raggedPays(pk, rg); strings.Contains(desc, "ragged-fwd") != want {
 					t.Errorf("%s d%d: the row says %q, ragged tiles pay: %v", c.what, d, desc, want)
 				}
 			}

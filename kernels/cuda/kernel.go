@@ -700,7 +700,7 @@ func (k *Kernel) listBuilt(p kernels.Problem, qt, kt int, tr bool, w *WorkList) 
 			if w, err = BuildWorkList(ms, qt, kt, tr); err != nil {
 				return nil, err
 			}
-			if k.arch.ragged && !tr && len(ms) == 1 {
+			if k.arch.ragged && !tr && len(ms) == 1 && raggedWorth(ms[0], qt, kt) {
 				if r, err := BuildRaggedWorkList(ms[0], qt, kt); err == nil && raggedPays(w, r) {
 					w = r
 				}

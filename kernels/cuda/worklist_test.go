@@ -947,6 +947,21 @@ func TestRaggedWorkList(t *testing.T) {
 	if _, err := buildWorkList([]mask.Mask{{SeqQ: 4, SeqK: 4}}, 2, 2, true, true); err == nil {
 		t.Errorf("a transposed ragged list was built")
 	}
+	// a 64-token block-sparse map in 128-token tiles: ragged, every tile halved (4x the tile
+	// table): not worth building; the document masks are
+	sp, err := mask.BlockSparse(4096, mask.SparseOptions{Seed: 3, Block: 64, Ratio: 0.5, HeadsKV: 1}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if raggedWorth(sp.Heads[0], 128, 128) {
+		t.Errorf("a 64-token map's ragged tiles are worth building")
+	}
+	for _, name := range []string{"full_document", "causal_document"} {
+		spec, _ := mask.Build(name, 16384, mask.Options{Seed: 42})
+		if !raggedWorth(spec.Mask, 128, 128) || !raggedWorth(spec.Mask, 192, 128) {
+			t.Errorf("%s 16K: the ragged tiles are not worth building", name)
+		}
+	}
 }
 
 // raggedPays takes the document masks at 8K and 16K (3-4% fewer tiles ragged at seed 42)
@@ -991,7 +1006,7 @@ func TestRaggedGPUTestShapes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !raggedPays(p, r) {
+		if !raggedWorth(spec.Mask, c.qt, c.kt) || !raggedPays(p, r) {
 			t.Errorf("%s %d at %dx%d: the ragged list (%d tiles against %d) is not taken", c.name, c.s, c.qt, c.kt, len(r.Entries)/2, len(p.Entries)/2)
 		}
 	}
