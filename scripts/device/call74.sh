@@ -27,7 +27,7 @@
 #    read the persistent side +2.2% at 8K (627 against 614, cuDNN's 627), under the 3% that
 #    moves the rule; prediction: +1 to +3% at 8K, level at 16K.
 # Bounded to 420 s (BUDGET); the tables last; logs packed as OUT/t.tgz.
-#   sh scripts/device/by-card.sh OUT run-final.sh 585 -- call74.sh   (carry bin/longca.gz bin/cuda.test.gz)
+#   sh scripts/device/call74.sh OUT   (carry bin/longca.gz bin/cuda.test.gz; any card: sm90rg decides the default the H200 tables time)
 set -u
 out=${1:?usage: call74.sh OUT}
 . scripts/device/lib.sh
