@@ -87,3 +87,85 @@ func WriteRatioTable(w io.Writer, title string, s Summary) error {
 	_, err := io.WriteString(w, b.String())
 	return err
 }
+
+// WriteAgainstTable prints every kernel against one named kernel, base: per case where base
+// ran ok, each other kernel's TFLOP/s over base's (a status word where it did not run ok);
+// then, per kernel, over the cases both ran, the geometric mean, how many reach at (1.0: as
+// fast as base; 1.3: 30% faster) and the lowest with its case. "Is my kernel at cuDNN's rate
+// on these masks, and where not?" Lines that are not cases start with '#'. Cases base did not
+// run ok are counted in the header, not shown.
+func WriteAgainstTable(w io.Writer, title string, s Summary, base string, at float64) error {
+	kw := 12
+	var others []string
+	for _, k := range s.Kernels {
+		if k != base {
+			others = append(others, k)
+			kw = max(kw, len(k)+2)
+		}
+	}
+	mw := 22
+	for _, c := range s.Cases {
+		mw = max(mw, len(c.Mask)+1)
+	}
+	type low struct {
+		r float64
+		c CaseKey
+	}
+	logSum, n, reach, lowest := map[string]float64{}, map[string]int{}, map[string]int{}, map[string]low{}
+	var rowsOut strings.Builder
+	skipped := 0
+	for _, c := range s.Cases {
+		bc, ok := s.Cells[c][base]
+		if !ok || bc.Status != results.StatusOK || bc.TFLOPs <= 0 {
+			skipped++
+			continue
+		}
+		fmt.Fprintf(&rowsOut, " %-*s %8d %7s %7s", mw-1, c.Mask, c.SeqLen, fmt.Sprintf("%d:%d", c.HeadsQ, c.HeadsKV), c.Pass)
+		for _, k := range others {
+			cell, ok := s.Cells[c][k]
+			v := "-"
+			switch {
+			case !ok:
+			case cell.Status == results.StatusOK:
+				r := cell.TFLOPs / bc.TFLOPs
+				v = fmt.Sprintf("%.2f", r)
+				logSum[k] += math.Log(r)
+				n[k]++
+				if r >= at {
+					reach[k]++
+				}
+				if l, seen := lowest[k]; !seen || r < l.r {
+					lowest[k] = low{r, c}
+				}
+			default:
+				v = string(cell.Status)
+			}
+			fmt.Fprintf(&rowsOut, " %*s", kw, v)
+		}
+		fmt.Fprintf(&rowsOut, "  %s\n", formatTFLOPs(bc.TFLOPs))
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "# %s\n# each kernel's TFLOP/s over %s's, on the %d cases %s ran ok (%d others left out)\n#\n", title, base, len(s.Cases)-skipped, base, skipped)
+	fmt.Fprintf(&b, "#%-*s %8s %7s %7s", mw-1, " mask", "seqlen", "heads", "pass")
+	for _, k := range others {
+		fmt.Fprintf(&b, " %*s", kw, k)
+	}
+	fmt.Fprintf(&b, "  %s\n", base)
+	fmt.Fprintf(&b, "#%-*s %8s %7s %7s", mw-1, "", "(tokens)", "(q:kv)", "")
+	for range others {
+		fmt.Fprintf(&b, " %*s", kw, "(x "+base+")")
+	}
+	fmt.Fprintf(&b, "  %s\n", "(TFLOP/s)")
+	b.WriteString(rowsOut.String())
+	for _, k := range others {
+		if n[k] == 0 {
+			fmt.Fprintf(&b, "# %s against %s: no case both ran ok\n", k, base)
+			continue
+		}
+		l := lowest[k]
+		fmt.Fprintf(&b, "# %s against %s: geomean %.3f over %d cases, at %.2fx or above on %d of %d, lowest %.3f (%s %d %d:%d %s)\n",
+			k, base, math.Exp(logSum[k]/float64(n[k])), n[k], at, reach[k], n[k], l.r, l.c.Mask, l.c.SeqLen, l.c.HeadsQ, l.c.HeadsKV, l.c.Pass)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}

@@ -58,3 +58,39 @@ func TestBarCharts(t *testing.T) {
 		t.Fatalf("one kernel: %v %v", files, err)
 	}
 }
+
+// Against a named kernel: the ratios of the cases it ran ok, the others counted and left
+// out, and per kernel the geometric mean, the cases at the bound and the lowest.
+func TestAgainstTable(t *testing.T) {
+	s := Summarize(ratioRows(), "")
+	var b strings.Builder
+	if err := WriteAgainstTable(&b, "t", s, "torch:flex", 1.3); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"on the 1 cases torch:flex ran ok (1 others left out)",
+		" causal                    8192    64:8     fwd          0.62          1.25  400.0",
+		"# cuda against torch:flex: geomean 0.625 over 1 cases, at 1.30x or above on 0 of 1, lowest 0.625 (causal 8192 64:8 fwd)",
+		"# torch:cudnn against torch:flex: geomean 1.250 over 1 cases, at 1.30x or above on 0 of 1",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("against table lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "16384") {
+		t.Errorf("a case torch:flex did not run ok is shown:\n%s", out)
+	}
+	b.Reset()
+	if err := WriteAgainstTable(&b, "t", s, "cuda", 1.0); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		" causal                   16384    64:8     fwd         wrong   unsupported  300.0",
+		"# torch:cudnn against cuda: geomean 2.000 over 1 cases, at 1.00x or above on 1 of 1, lowest 2.000 (causal 8192 64:8 fwd)",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("against cuda lacks %q:\n%s", want, b.String())
+		}
+	}
+}

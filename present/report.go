@@ -7,16 +7,31 @@ import (
 	"github.com/longca/longca/results"
 )
 
+// ReportOptions are `longca report`'s choices: one pass (all when empty), a folder for the
+// plots (none when empty), and a kernel to set every other against (Against, with the ratio
+// At to count the cases at or above).
+type ReportOptions struct {
+	Pass, PlotDir, Against string
+	At                     float64
+}
+
 // WriteReportFull is what `longca report` prints of rows read from path: the kernel
-// table (and ratios to the fastest), the CP table of the CP rows, both for one pass when
-// pass is set; and, with plotDir, the line and bar plots drawn there.
-func WriteReportFull(w io.Writer, path string, rows []results.Row, pass, plotDir string) error {
+// table (and ratios to the fastest), with Against every kernel over that one, the CP table
+// of the CP rows, all for one pass when Pass is set; and, with PlotDir, the line and bar
+// plots drawn there.
+func WriteReportFull(w io.Writer, path string, rows []results.Row, o ReportOptions) error {
+	pass, plotDir := o.Pass, o.PlotDir
 	title := fmt.Sprintf("longca report: %s (%d rows in all)", path, len(rows))
 	if pass != "" {
 		title += ", showing pass " + pass
 	}
 	if err := WriteReport(w, rows, pass, title); err != nil {
 		return err
+	}
+	if o.Against != "" {
+		if err := WriteAgainstTable(w, fmt.Sprintf("against %s: %s", o.Against, path), Summarize(rows, pass), o.Against, o.At); err != nil {
+			return err
+		}
 	}
 	// CP rows also get their own table: efficiency, ranks per device, overlap, check.
 	var cpRows []results.Row

@@ -84,6 +84,9 @@ func TestBadFlagsExit2NamingTheFlag(t *testing.T) {
 		{[]string{"kernel", "--head-dim", "0"}, "--head-dim"},
 		{[]string{"run", "--suite", "huge"}, "--suite"},
 		{[]string{"report", "x", "--pass", "up"}, "--pass"},
+		{[]string{"report", "x", "--at", "1.3"}, "--at"},
+		{[]string{"report", "x", "--against", "cudnn", "--at", "0"}, "--at"},
+		{[]string{"report", "x", "--against", "cudnn", "--at", "-Inf"}, "--at"},
 		{[]string{"merge"}, "merge"},
 		{[]string{"kernel", "--check-budget", "-1"}, "--check-budget"},
 		{[]string{"cp", "--check-budget", "-1"}, "--check-budget"},
@@ -199,6 +202,23 @@ func TestRunSmokeSuite(t *testing.T) {
 	if code != 0 || len(dataLines(out)) != 6 {
 		t.Fatalf("report --pass fwd: exit %d %s\n%s", code, errs, out)
 	}
+	// --against: a kernel of the table, or one clear line naming the flag and the kernels there
+	out, errs, code = runCLI(t, "report", dir, "--pass", "fwd", "--against", "nope")
+	checkUsageError(t, []string{"report", "--against", "nope"}, code, errs, "--against")
+	if !strings.Contains(errs, "ref") {
+		t.Errorf("report --against nope names no kernel of the folder: %s", errs)
+	}
+	out, errs, code = runCLI(t, "report", dir, "--pass", "fwd", "--against", "ref")
+	if code != 0 || !strings.Contains(out, "each kernel's TFLOP/s over ref's, on the 6 cases ref ran ok") {
+		t.Fatalf("report --against ref: exit %d %s\n%s", code, errs, out)
+	}
+	// --masks keeps those masks' rows; a mask the folder lacks is one clear line
+	out, errs, code = runCLI(t, "report", dir, "--pass", "fwd", "--masks", "causal")
+	if code != 0 || !strings.Contains(out, " causal ") || strings.Contains(out, "sliding_window") {
+		t.Fatalf("report --masks causal: exit %d %s\n%s", code, errs, out)
+	}
+	_, errs, code = runCLI(t, "report", dir, "--masks", "causal,nope")
+	checkUsageError(t, []string{"report", "--masks", "causal,nope"}, code, errs, "--masks")
 	out, errs, code = runCLI(t, "merge", dir, "--out", filepath.Join(dir, "again.arrow"), "--csv")
 	if code != 0 || !strings.Contains(out, "merged 24 rows of 2 run(s)") {
 		t.Fatalf("merge: exit %d %s %s", code, errs, out)

@@ -2,7 +2,10 @@ package main
 
 import (
 	"errors"
+	"fmt"
+	"math"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/longca/longca/present"
@@ -25,10 +28,16 @@ func init() {
 			"it, and the lowest rank's is shown. --plot DIR draws TFLOP/s against the\n" +
 			"sequence length, one line per kernel, and grouped bars (bars_*.png: one group per length, one\n" +
 			"bar per kernel), one PNG of each per (mask, pass, heads). CP rows also get the CP table\n" +
-			"(per-rank and per-device TFLOP/s, the kernel alone, efficiency, overlap, check).",
+			"(per-rank and per-device TFLOP/s, the kernel alone, efficiency, overlap, check).\n" +
+			"--against KERNEL adds every kernel over that one: `longca report DIR --against cudnn` says on\n" +
+			"which cases the cuda kernel reaches cuDNN's rate, `--against torch:flex --at 1.3` where it is\n" +
+			"30% faster than Flex.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "pass", Usage: "only this pass: fwd, bwd or fwd+bwd"},
 			&cli.StringFlag{Name: "plot", Usage: "write PNG plots into this folder"},
+			&cli.StringFlag{Name: "masks", Usage: "only these masks, comma-separated (as the table names them: causal, block_sparse_uniform_b128_r0.5, ...)"},
+			&cli.StringFlag{Name: "against", Usage: "also print every kernel's TFLOP/s over this kernel's (a column of the table: cudnn, torch:flex, ...), with each kernel's geometric mean, lowest case, and cases at --at or above"},
+			&cli.Float64Flag{Name: "at", Value: 1.0, Usage: "with --against: the ratio counted as reached (1.0: as fast; 1.3: 30% faster)"},
 		},
 		Action: reportAction,
 	})
@@ -51,6 +60,13 @@ func reportAction(c *cli.Context) error {
 		}
 		pass = p.String()
 	}
+	against, at := c.String("against"), c.Float64("at")
+	if c.IsSet("at") && against == "" {
+		return usageError("--at counts the cases at a ratio to the --against kernel: give --against KERNEL too")
+	}
+	if !(at > 0) || math.IsInf(at, 0) {
+		return usageError("--at %v: give a positive ratio, such as 1.0 or 1.3", at)
+	}
 	path := args[0]
 	if _, err := os.Stat(path); err != nil {
 		return usageError("report %s: %v: give a results file or folder", path, cleanPathError(err))
@@ -71,7 +87,18 @@ func reportAction(c *cli.Context) error {
 	for _, s := range loaded.Skipped {
 		log.Warn().Str("skipped", s).Msg("report: file left out")
 	}
-	return present.WriteReportFull(c.App.Writer, path, onePerCPCase(loaded.Rows), pass, dir)
+	rows := onePerCPCase(loaded.Rows)
+	if ms := c.String("masks"); ms != "" {
+		if rows, err = onlyMasks(rows, ms); err != nil {
+			return usageError("--masks: %v", err)
+		}
+	}
+	if against != "" {
+		if ks := present.Summarize(rows, pass).Kernels; !slices.Contains(ks, against) {
+			return usageError("--against %s: no such kernel in %s; its kernels: %s", against, path, strings.Join(ks, ", "))
+		}
+	}
+	return present.WriteReportFull(c.App.Writer, path, rows, present.ReportOptions{Pass: pass, PlotDir: dir, Against: against, At: at})
 }
 
 // onePerCPCase keeps, of each run's CP rows, those of its lowest rank: the ranks of a CP
@@ -95,4 +122,37 @@ func onePerCPCase(rows []results.Row) []results.Row {
 		}
 	}
 	return out
+}
+
+// onlyMasks keeps the rows of the listed masks (comma-separated, as the report's table names
+// them: present.MaskLabel); a name no row has is an error naming those the rows have.
+func onlyMasks(rows []results.Row, list string) ([]results.Row, error) {
+	want := map[string]bool{}
+	for _, m := range strings.Split(list, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			want[m] = true
+		}
+	}
+	if len(want) == 0 {
+		return nil, fmt.Errorf("%q names no mask", list)
+	}
+	var keep []results.Row
+	have := map[string]bool{}
+	var names []string
+	for _, r := range rows {
+		l := present.MaskLabel(r)
+		if !have[l] {
+			have[l] = true
+			names = append(names, l)
+		}
+		if want[l] {
+			keep = append(keep, r)
+		}
+	}
+	for m := range want {
+		if !have[m] {
+			return nil, fmt.Errorf("no rows of mask %s; the masks here: %s", m, strings.Join(names, ", "))
+		}
+	}
+	return keep, nil
 }
