@@ -23,3 +23,5 @@ bin/longca report /tmp/d64-final >"$out/d64.report.txt" 2>&1
 cp /tmp/d64-final/*.merged.arrow "$out/" 2>/dev/null
 grep -E '^# Cases' "$out/d64.log" | tail -1
 sed -n '/x fastest/,$p' "$out/d64.report.txt" | head -110
+echo "=== issue 19's criteria at head dim 64 (longca report --against)"
+goal_lines "$(ls /tmp/d64-final/*.merged.arrow 2>/dev/null | head -1)"

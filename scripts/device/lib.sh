@@ -309,3 +309,15 @@ row_variants() {
 	done
 }
 
+
+# goal_lines FILE: issue 19's criteria on a results file (longca report --against): the cuda
+# kernel against cuDNN on the five masks cuDNN runs whole, and against Flex at 1.3x on the
+# other seven, each pass, a line each.
+goal_lines() {
+	_m5=full,causal,full_document,causal_document,sliding_window_causal
+	_m7=sliding_window,share_question,causal_blockwise,prefix_lm_causal,prefix_lm_document,global_sliding_window,block_causal_document
+	for _p in fwd bwd; do
+		bin/longca report "$1" --pass $_p --masks $_m5 --against cudnn 2>&1 | grep '^# cuda against' | sed "s/^# /# $_p: /"
+		bin/longca report "$1" --pass $_p --masks $_m7 --against torch:flex --at 1.3 2>&1 | grep '^# cuda against' | sed "s/^# /# $_p: /"
+	done
+}

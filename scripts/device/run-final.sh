@@ -22,3 +22,5 @@ cp /tmp/run-final/$gpu-run.merged.arrow /tmp/run-final/$gpu-run.report.txt "$out
 grep -E '"estimate"|eta' "$out/run.log" | head -3
 grep -E '^# Cases|^# Geomean' "$out/run.log" | head -4
 sed -n '/x fastest/,$p' /tmp/run-final/$gpu-run.report.txt 2>/dev/null | head -110
+echo "=== issue 19's criteria (longca report --against)"
+goal_lines /tmp/run-final/$gpu-run.merged.arrow
