@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"sort"
 	"strings"
 
 	"github.com/longca/longca/results"
@@ -90,12 +91,13 @@ func WriteRatioTable(w io.Writer, title string, s Summary) error {
 
 // WriteAgainstTable prints every kernel against one named kernel, base: per case where base
 // ran ok, each other kernel's TFLOP/s over base's (a status word where it did not run ok);
-// then, per kernel, over the cases both ran, the geometric mean, how many reach at (1.0: as
-// fast as base; 1.3: 30% faster) and the lowest with its case. "Is my kernel at cuDNN's rate
+// then, per kernel, over the cases both ran, the geometric mean and the lowest with its case,
+// and how many of the cases base ran ok it reaches at on (1.0: as fast as base; 1.3: 30%
+// faster; a case it did not run ok counts as not reached, and is named by its status). "Is my kernel at cuDNN's rate
 // on these masks, and where not?" Lines that are not cases start with '#'. Cases base did not
 // run ok are counted in the header, not shown.
 func WriteAgainstTable(w io.Writer, title string, s Summary, base string, at float64) error {
-	kw := 12
+	kw := max(12, len(base)+5) // the units line's "(x base)"
 	var others []string
 	for _, k := range s.Kernels {
 		if k != base {
@@ -112,6 +114,7 @@ func WriteAgainstTable(w io.Writer, title string, s Summary, base string, at flo
 		c CaseKey
 	}
 	logSum, n, reach, lowest := map[string]float64{}, map[string]int{}, map[string]int{}, map[string]low{}
+	failed := map[string]map[results.Status]int{} // cases base ran ok and the kernel did not
 	var rowsOut strings.Builder
 	skipped := 0
 	for _, c := range s.Cases {
@@ -126,7 +129,7 @@ func WriteAgainstTable(w io.Writer, title string, s Summary, base string, at flo
 			v := "-"
 			switch {
 			case !ok:
-			case cell.Status == results.StatusOK:
+			case cell.Status == results.StatusOK && cell.TFLOPs > 0:
 				r := cell.TFLOPs / bc.TFLOPs
 				v = fmt.Sprintf("%.2f", r)
 				logSum[k] += math.Log(r)
@@ -139,6 +142,13 @@ func WriteAgainstTable(w io.Writer, title string, s Summary, base string, at flo
 				}
 			default:
 				v = string(cell.Status)
+				if cell.Status == results.StatusOK { // ok without a rate
+					v = "-"
+				}
+				if failed[k] == nil {
+					failed[k] = map[results.Status]int{}
+				}
+				failed[k][cell.Status]++
 			}
 			fmt.Fprintf(&rowsOut, " %*s", kw, v)
 		}
@@ -158,13 +168,29 @@ func WriteAgainstTable(w io.Writer, title string, s Summary, base string, at flo
 	fmt.Fprintf(&b, "  %s\n", "(TFLOP/s)")
 	b.WriteString(rowsOut.String())
 	for _, k := range others {
+		// the cases base ran ok and k did not (wrong, error, oom, unsupported): never "reached"
+		var fails []string
+		nf := 0
+		for st, c := range failed[k] {
+			nf += c
+			name := string(st)
+			if st == results.StatusOK {
+				name = "no rate"
+			}
+			fails = append(fails, fmt.Sprintf("%s %d", name, c))
+		}
+		sort.Strings(fails)
+		notOK := ""
+		if nf > 0 {
+			notOK = fmt.Sprintf("; not ok on %d more (%s)", nf, strings.Join(fails, ", "))
+		}
 		if n[k] == 0 {
-			fmt.Fprintf(&b, "# %s against %s: no case both ran ok\n", k, base)
+			fmt.Fprintf(&b, "# %s against %s: no case both ran ok%s\n", k, base, notOK)
 			continue
 		}
 		l := lowest[k]
-		fmt.Fprintf(&b, "# %s against %s: geomean %.3f over %d cases, at %.2fx or above on %d of %d, lowest %.3f (%s %d %d:%d %s)\n",
-			k, base, math.Exp(logSum[k]/float64(n[k])), n[k], at, reach[k], n[k], l.r, l.c.Mask, l.c.SeqLen, l.c.HeadsQ, l.c.HeadsKV, l.c.Pass)
+		fmt.Fprintf(&b, "# %s against %s: geomean %.3f over %d cases, at %.2fx or above on %d of %d, lowest %.3f (%s %d %d:%d %s)%s\n",
+			k, base, math.Exp(logSum[k]/float64(n[k])), n[k], at, reach[k], n[k]+nf, l.r, l.c.Mask, l.c.SeqLen, l.c.HeadsQ, l.c.HeadsKV, l.c.Pass, notOK)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -70,7 +70,8 @@ func TestAgainstTable(t *testing.T) {
 	out := b.String()
 	for _, want := range []string{
 		"on the 1 cases torch:flex ran ok (1 others left out)",
-		" causal                    8192    64:8     fwd          0.62          1.25  400.0",
+		" causal                    8192    64:8     fwd            0.62            1.25  400.0",
+		"(x torch:flex)  (x torch:flex)  (TFLOP/s)",
 		"# cuda against torch:flex: geomean 0.625 over 1 cases, at 1.30x or above on 0 of 1, lowest 0.625 (causal 8192 64:8 fwd)",
 		"# torch:cudnn against torch:flex: geomean 1.250 over 1 cases, at 1.30x or above on 0 of 1",
 	} {
@@ -87,7 +88,9 @@ func TestAgainstTable(t *testing.T) {
 	}
 	for _, want := range []string{
 		" causal                   16384    64:8     fwd         wrong   unsupported  300.0",
-		"# torch:cudnn against cuda: geomean 2.000 over 1 cases, at 1.00x or above on 1 of 1, lowest 2.000 (causal 8192 64:8 fwd)",
+		// a case cuda ran ok and the kernel did not is not reached, and named
+		"# torch:cudnn against cuda: geomean 2.000 over 1 cases, at 1.00x or above on 1 of 2, lowest 2.000 (causal 8192 64:8 fwd); not ok on 1 more (unsupported 1)",
+		"# torch:flex against cuda: geomean 1.600 over 1 cases, at 1.00x or above on 1 of 2, lowest 1.600 (causal 8192 64:8 fwd); not ok on 1 more (wrong 1)",
 	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("against cuda lacks %q:\n%s", want, b.String())

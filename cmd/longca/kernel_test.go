@@ -219,6 +219,11 @@ func TestRunSmokeSuite(t *testing.T) {
 	}
 	_, errs, code = runCLI(t, "report", dir, "--masks", "causal,nope")
 	checkUsageError(t, []string{"report", "--masks", "causal,nope"}, code, errs, "--masks")
+	// a mask of MASKS.md the folder lacks (a run cut short) is left out with a warning
+	out, errs, code = runCLI(t, "report", dir, "--pass", "fwd", "--masks", "causal,prefix_lm_causal", "--against", "ref")
+	if code != 0 || !strings.Contains(errs, "prefix_lm_causal") || !strings.Contains(out, " causal ") {
+		t.Fatalf("report --masks causal,prefix_lm_causal: exit %d %s\n%s", code, errs, out)
+	}
 	out, errs, code = runCLI(t, "merge", dir, "--out", filepath.Join(dir, "again.arrow"), "--csv")
 	if code != 0 || !strings.Contains(out, "merged 24 rows of 2 run(s)") {
 		t.Fatalf("merge: exit %d %s %s", code, errs, out)

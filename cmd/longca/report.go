@@ -6,11 +6,13 @@ import (
 	"math"
 	"os"
 	"slices"
+	"sort"
 	"strings"
 
 	"github.com/longca/longca/present"
 
 	"github.com/longca/longca/kernels"
+	"github.com/longca/longca/mask"
 	"github.com/longca/longca/results"
 	"github.com/urfave/cli/v2"
 )
@@ -95,6 +97,9 @@ func reportAction(c *cli.Context) error {
 	}
 	if against != "" {
 		if ks := present.Summarize(rows, pass).Kernels; !slices.Contains(ks, against) {
+			if pass != "" && slices.Contains(present.Summarize(rows, "").Kernels, against) {
+				return usageError("--against %s: no %s rows of it in %s (--pass %s); its kernels there: %s", against, pass, path, pass, strings.Join(ks, ", "))
+			}
 			return usageError("--against %s: no such kernel in %s; its kernels: %s", against, path, strings.Join(ks, ", "))
 		}
 	}
@@ -125,7 +130,9 @@ func onePerCPCase(rows []results.Row) []results.Row {
 }
 
 // onlyMasks keeps the rows of the listed masks (comma-separated, as the report's table names
-// them: present.MaskLabel); a name no row has is an error naming those the rows have.
+// them: present.MaskLabel). A name that is no mask at all (not one of MASKS.md's, not a label
+// of the rows) is an error naming the rows' masks; one of MASKS.md's masks the rows lack (a run
+// stopped before it) is left out with a warning, so that a cut-short run still reports the rest.
 func onlyMasks(rows []results.Row, list string) ([]results.Row, error) {
 	want := map[string]bool{}
 	for _, m := range strings.Split(list, ",") {
@@ -149,10 +156,21 @@ func onlyMasks(rows []results.Row, list string) ([]results.Row, error) {
 			keep = append(keep, r)
 		}
 	}
+	var missing []string
 	for m := range want {
 		if !have[m] {
-			return nil, fmt.Errorf("no rows of mask %s; the masks here: %s", m, strings.Join(names, ", "))
+			missing = append(missing, m)
 		}
+	}
+	sort.Strings(missing)
+	for _, m := range missing {
+		if !slices.Contains(mask.Names(), m) {
+			return nil, fmt.Errorf("no rows of mask %s, and it is no mask of MASKS.md; the masks here: %s", m, strings.Join(names, ", "))
+		}
+		log.Warn().Str("mask", m).Msg("report --masks: no rows of this mask here; left out")
+	}
+	if len(keep) == 0 {
+		return nil, fmt.Errorf("no rows of %s here; the masks here: %s", list, strings.Join(names, ", "))
 	}
 	return keep, nil
 }

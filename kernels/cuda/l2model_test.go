@@ -333,6 +333,18 @@ func TestDocPairsBytes(t *testing.T) {
 			t.Errorf("sm90 %s %d at 64:8: plan %#x, split %d; want paired %v, split %d", c.mask, c.s, o, g, c.paired, c.split)
 		}
 	}
+	// pairs the plan does not split keep the bound of before call 71 (1.13): sm90ns (never
+	// split) leaves causal_document and prefix_lm_document 16K and causal_blockwise 8K
+	// unpaired (unsplit tails 1.15-1.18x; call 53 saw unsplit pairs lose from 1.15x)
+	ns := &Kernel{arch: variantNamed(t, "sm90ns")}
+	for _, c := range []struct {
+		mask string
+		s    int
+	}{{"causal_document", 16384}, {"prefix_lm_document", 16384}, {"causal_blockwise", 8192}} {
+		if o, _ := ns.backwardPlan(&deviceList{w: backwardList(t, 42, c.s, c.mask)}, 8, 8, 128); o&schedDocPairs != 0 {
+			t.Errorf("sm90ns %s %d at 64:8: paired unsplit (plan %#x) past the unsplit bound", c.mask, c.s, o)
+		}
+	}
 }
 
 // split128Pays says whether split128Score takes s parts on w in order o (the rule at most 2

@@ -587,7 +587,7 @@ func docPairsBytesPay(w *WorkList, d, heads, group, slots, l2 int, sched int32, 
 		steps = splitSteps
 	}
 	_, paired := fillSlots(wp, heads, group, parts, slots, o, steps)
-	if paired > base*docPairsBytesTail {
+	if paired > base*docPairsBytesTail || parts == 1 && paired > base*docPairsBytesTailUnsplit {
 		return false
 	}
 	base0, r1 := rb(), dramRead(wp, heads, group, slots, l2, o|int32(parts)<<4)
@@ -599,9 +599,15 @@ func docPairsBytesPay(w *WorkList, d, heads, group, slots, l2 int, sched int32, 
 // six cells: every one that won by 6% or more is taken, prefix_lm_document 8K's -0.6%, at
 // 1.148x and 2.8 GB saved, is not; the tail 1.13 until call 71's sm90dt won share_question
 // 32K at 1.143x by 9.9%).
+//
+// docPairsBytesTailUnsplit bounds the tail of pairs the plan does not split (a variant that
+// never splits, sm90ns, or a plan whose pairs split to no gain): 1.13, the bound before call
+// 71, which timed 1.25 with the pairs split only; call 53 saw unsplit pairs lose from a tail
+// of 1.15x.
 const (
-	docPairsBytesTail        = 1.25
-	docPairsBytesSaved int64 = 4e9
+	docPairsBytesTail              = 1.25
+	docPairsBytesTailUnsplit       = 1.13
+	docPairsBytesSaved       int64 = 4e9
 )
 
 // docPaired is w with the pairs' order within documents (endAlignedPairs), as the kernel
