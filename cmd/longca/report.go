@@ -91,8 +91,12 @@ func reportAction(c *cli.Context) error {
 	}
 	rows := onePerCPCase(loaded.Rows)
 	if ms := c.String("masks"); ms != "" {
-		if rows, err = onlyMasks(rows, ms); err != nil {
+		var absent []string
+		if rows, absent, err = onlyMasks(rows, ms); err != nil {
 			return usageError("--masks: %v", err)
+		}
+		for _, m := range absent {
+			fmt.Fprintf(c.App.ErrWriter, "longca: report --masks: no rows of %s in %s; left out\n", m, path)
 		}
 	}
 	if against != "" {
@@ -132,8 +136,9 @@ func onePerCPCase(rows []results.Row) []results.Row {
 // onlyMasks keeps the rows of the listed masks (comma-separated, as the report's table names
 // them: present.MaskLabel). A name that is no mask at all (not one of MASKS.md's, not a label
 // of the rows) is an error naming the rows' masks; one of MASKS.md's masks the rows lack (a run
-// stopped before it) is left out with a warning, so that a cut-short run still reports the rest.
-func onlyMasks(rows []results.Row, list string) ([]results.Row, error) {
+// stopped before it) is left out and returned in absent, so that a cut-short run still
+// reports the rest.
+func onlyMasks(rows []results.Row, list string) (keep []results.Row, absent []string, err error) {
 	want := map[string]bool{}
 	for _, m := range strings.Split(list, ",") {
 		if m = strings.TrimSpace(m); m != "" {
@@ -141,9 +146,8 @@ func onlyMasks(rows []results.Row, list string) ([]results.Row, error) {
 		}
 	}
 	if len(want) == 0 {
-		return nil, fmt.Errorf("%q names no mask", list)
+		return nil, nil, fmt.Errorf("%q names no mask", list)
 	}
-	var keep []results.Row
 	have := map[string]bool{}
 	var names []string
 	for _, r := range rows {
@@ -165,12 +169,11 @@ func onlyMasks(rows []results.Row, list string) ([]results.Row, error) {
 	sort.Strings(missing)
 	for _, m := range missing {
 		if !slices.Contains(mask.Names(), m) {
-			return nil, fmt.Errorf("no rows of mask %s, and it is no mask of MASKS.md; the masks here: %s", m, strings.Join(names, ", "))
+			return nil, nil, fmt.Errorf("no rows of mask %s, and it is no mask of MASKS.md; the masks here: %s", m, strings.Join(names, ", "))
 		}
-		log.Warn().Str("mask", m).Msg("report --masks: no rows of this mask here; left out")
 	}
 	if len(keep) == 0 {
-		return nil, fmt.Errorf("no rows of %s here; the masks here: %s", list, strings.Join(names, ", "))
+		return nil, nil, fmt.Errorf("no rows of %s here; the masks here: %s", list, strings.Join(names, ", "))
 	}
-	return keep, nil
+	return keep, missing, nil
 }
