@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
+	"github.com/longca/longca/internal/hostcc"
 	"github.com/longca/longca/mask"
 )
 
@@ -1008,6 +1010,84 @@ func TestRaggedGPUTestShapes(t *testing.T) {
 		}
 		if !raggedWorth(spec.Mask, c.qt, c.kt) || !raggedPays(p, r) {
 			t.Errorf("%s %d at %dx%d: the ragged list (%d tiles against %d) is not taken", c.name, c.s, c.qt, c.kt, len(r.Entries)/2, len(p.Entries)/2)
+		}
+	}
+}
+
+// The forward's tile positions as the kernel reads them (fwd_row0, fwd_row_end, fwd_col0,
+// compiled on the host from attention_sm90.cu with and without LONGCA_FWD_RAGGED) against
+// the Go list's Bounds: with the define, every row tile of a ragged causal_document list at
+// 128 x 128 starts, ends and every key tile starts where the Go tiling puts them (the
+// kernel's indexing of Bounds is the builder's layout); without it, at the multiples of the
+// tiles, rows to sq, whatever the bounds.
+func TestRaggedBoundsOnHost(t *testing.T) {
+	spec, err := mask.Build("causal_document", 4096, mask.Options{Seed: 42})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := BuildRaggedWorkList(spec.Mask, 128, 128)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.RowTiles == 4096/128 {
+		t.Fatalf("the ragged list has the packed list's %d row tiles", w.RowTiles)
+	}
+	src := SourceSM90()
+	wl := extract(t, worklistHeader, "struct WorkList {", "\n};\n")
+	helpers := extract(t, src, "#if defined(LONGCA_FWD_RAGGED)", "2 * wl.row_tiles + kt] : kt * tile; }\n")
+	var bounds strings.Builder
+	for i, b := range w.Bounds {
+		if i > 0 {
+			bounds.WriteString(", ")
+		}
+		fmt.Fprintf(&bounds, "%d", b)
+	}
+	main := fmt.Sprintf(`
+int main() {
+  static const int bounds[] = {%s};
+  WorkList w{};
+  w.row_tiles = %d, w.bounds = bounds;
+  for (int r = 0; r < %d; r++) printf("r %%d %%d %%d\n", r, fwd_row0(w, r, 128), fwd_row_end(w, r, 4096));
+  for (int c = 0; c < %d; c++) printf("c %%d %%d\n", c, fwd_col0(w, c, 128));
+  return 0;
+}
+`, bounds.String(), w.RowTiles, w.RowTiles, w.ColTiles)
+	for _, ragged := range []bool{true, false} {
+		prog := "#include <cstdio>\n#define DEV\n"
+		if ragged {
+			prog += "#define LONGCA_FWD_RAGGED 1\n"
+		}
+		prog += wl + helpers + main
+		out := strings.TrimSpace(hostcc.Output(t, "raggedbounds", prog))
+		var want []string
+		for r := 0; r < w.RowTiles; r++ {
+			r0, r1 := r*128, 4096
+			if ragged {
+				r0, r1 = int(w.Bounds[r]), int(w.Bounds[w.RowTiles+r])
+			}
+			want = append(want, fmt.Sprintf("r %d %d %d", r, r0, r1))
+		}
+		for c := 0; c < w.ColTiles; c++ {
+			c0 := c * 128
+			if ragged {
+				c0 = int(w.Bounds[2*w.RowTiles+c])
+			}
+			want = append(want, fmt.Sprintf("c %d %d", c, c0))
+		}
+		if out != strings.Join(want, "\n") {
+			t.Errorf("ragged %v: the kernel's tile positions differ from the list's:\n%s\nwant\n%s", ragged, out, strings.Join(want, "\n"))
+		}
+	}
+	// and the ragged bounds are the documents' tiles: each row tile within one document
+	docs, _ := spec.Docs()
+	for r := 0; r < w.RowTiles; r++ {
+		r0, r1 := int(w.Bounds[r]), int(w.Bounds[w.RowTiles+r])
+		in := false
+		for _, d := range docs {
+			in = in || r0 >= d.Start && r1 <= d.End
+		}
+		if !in {
+			t.Errorf("row tile %d (%d .. %d) crosses a document's edge", r, r0, r1)
 		}
 	}
 }
