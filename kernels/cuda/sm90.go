@@ -724,33 +724,35 @@ func (k *Kernel) backwardPlan(dl *deviceList, heads, group, d int) (int32, int) 
 	if split {
 		g = groupSplit(dl.w, heads, group, key[2], o)
 	}
-	r0 := unsplitRead(dl.w, heads, group, key[2], k.l2Bytes(), o) // the unpaired, unsplit bytes in order o, once
-	// the head-dim-128 split of the plan in order o, and the DRAM bytes the L2 model has that
-	// plan read (asked for where weighed); for the unpaired order computed once, as the pairs
-	// by bytes weigh the plan that would run unpaired
-	split128 := func(o int32) (int, func() int64) {
-		s, p, c := k.arch.split128, 1, 0.0
-		if s > 1 && d == 128 && !k.det {
-			switch {
-			case k.arch.split128Rule:
-				p, c = split128Parts(dl.w, heads, group, key[2], k.l2Bytes(), o, s, k.arch.split128Maps, r0)
-			case group%s == 0 && heads*s <= 65535:
-				p = s
-			}
+	// the unpaired order, and its unsplit bytes (computed once, where first asked for)
+	o0, r0 := o, unsplitRead(dl.w, heads, group, key[2], k.l2Bytes(), o)
+	// the head-dim-128 split the plan takes in order o (the rule's parts, or the variant's
+	// fixed ones) and what the rule weighed for them (split128Parts's second result)
+	split128 := func(o int32) (int, float64) {
+		s := k.arch.split128
+		switch {
+		case s <= 1 || d != 128 || k.det:
+		case k.arch.split128Rule:
+			return split128Parts(dl.w, heads, group, key[2], k.l2Bytes(), o, s, k.arch.split128Maps, r0)
+		case group%s == 0 && heads*s <= 65535:
+			return s, 0
 		}
-		return p, func() int64 {
-			switch {
-			case p == 1:
-				return r0()
-			case c > 0 && o&schedDocPairs == 0:
-				return int64(c)
-			}
-			return dramRead(dl.w, heads, group, key[2], k.l2Bytes(), o|schedKTFast|int32(p)<<4)
-		}
+		return 1, 0
 	}
-	unpaired := sync.OnceValues(func() (int, func() int64) { return split128(o) })
-	unpairedRead := func() int64 { _, rb := unpaired(); return rb() }
-	o0 := o
+	// the unpaired plan's split, computed once, and the DRAM bytes that plan reads: what the
+	// pairs by bytes weigh theirs against (on unpaired rows split128Parts weighed the split
+	// plan's bytes; a fixed split's are modelled here)
+	unpaired := sync.OnceValues(func() (int, float64) { return split128(o0) })
+	unpairedRead := func() int64 {
+		p, c := unpaired()
+		switch {
+		case p == 1:
+			return r0()
+		case c > 0:
+			return int64(c)
+		}
+		return dramRead(dl.w, heads, group, key[2], k.l2Bytes(), o0|schedKTFast|int32(p)<<4)
+	}
 	switch {
 	case pairs && pairsPay(dl.w, d):
 		o |= 8
@@ -759,11 +761,11 @@ func (k *Kernel) backwardPlan(dl *deviceList, heads, group, d int) (int32, int) 
 		pairs && k.arch.docPairs == docPairsBytes && docPairsBytesPay(dl.w, d, heads, group, key[2], k.l2Bytes(), o, k.arch.split128, r0, unpairedRead):
 		o = schedKTFast | 8 | schedDocPairs
 	}
-	p := 1
+	var p int
 	if o == o0 {
 		p, _ = unpaired()
 	} else {
-		p, _ = split128(o)
+		p, _ = split128(o) // the paired order's own split (unpaired's not asked for)
 	}
 	if p > 1 {
 		o, g = o|schedKTFast, p
