@@ -32,28 +32,16 @@ func WriteRatioTable(w io.Writer, title string, s Summary) error {
 	for _, k := range s.Kernels {
 		kw = max(kw, len(k)+2)
 	}
-	mw := 22
-	for _, c := range s.Cases {
-		mw = max(mw, len(c.Mask)+1)
-	}
+	mw := s.maskWidth()
 	var b strings.Builder
 	fmt.Fprintf(&b, "# %s\n#\n", title)
-	fmt.Fprintf(&b, "#%-*s %8s %7s %7s", mw-1, " mask", "seqlen", "heads", "pass")
-	for _, k := range s.Kernels {
-		fmt.Fprintf(&b, " %*s", kw, k)
-	}
-	fmt.Fprintf(&b, "  %s\n", "fastest")
-	fmt.Fprintf(&b, "#%-*s %8s %7s %7s", mw-1, "", "(tokens)", "(q:kv)", "")
-	for range s.Kernels {
-		fmt.Fprintf(&b, " %*s", kw, "(x fastest)")
-	}
-	fmt.Fprintf(&b, "  %s\n", "(TFLOP/s)")
+	writeRatioColumns(&b, mw, kw, s.Kernels, "(x fastest)", "fastest")
 	logSum := map[string]float64{}
 	n := map[string]int{}
 	wins := map[string]int{}
 	for _, c := range s.Cases {
 		best, rate := s.Fastest(c)
-		fmt.Fprintf(&b, " %-*s %8d %7s %7s", mw-1, c.Mask, c.SeqLen, fmt.Sprintf("%d:%d", c.HeadsQ, c.HeadsKV), c.Pass)
+		writeCase(&b, mw, c)
 		for _, k := range s.Kernels {
 			cell, ok := s.Cells[c][k]
 			v := "-"
@@ -105,10 +93,7 @@ func WriteAgainstTable(w io.Writer, title string, s Summary, base string, at flo
 			kw = max(kw, len(k)+2)
 		}
 	}
-	mw := 22
-	for _, c := range s.Cases {
-		mw = max(mw, len(c.Mask)+1)
-	}
+	mw := s.maskWidth()
 	type low struct {
 		r float64
 		c CaseKey
@@ -123,7 +108,7 @@ func WriteAgainstTable(w io.Writer, title string, s Summary, base string, at flo
 			skipped++
 			continue
 		}
-		fmt.Fprintf(&rowsOut, " %-*s %8d %7s %7s", mw-1, c.Mask, c.SeqLen, fmt.Sprintf("%d:%d", c.HeadsQ, c.HeadsKV), c.Pass)
+		writeCase(&rowsOut, mw, c)
 		for _, k := range others {
 			cell, ok := s.Cells[c][k]
 			v := "-"
@@ -156,16 +141,7 @@ func WriteAgainstTable(w io.Writer, title string, s Summary, base string, at flo
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "# %s\n# each kernel's TFLOP/s over %s's, on the %d cases %s ran ok (%d others left out)\n#\n", title, base, len(s.Cases)-skipped, base, skipped)
-	fmt.Fprintf(&b, "#%-*s %8s %7s %7s", mw-1, " mask", "seqlen", "heads", "pass")
-	for _, k := range others {
-		fmt.Fprintf(&b, " %*s", kw, k)
-	}
-	fmt.Fprintf(&b, "  %s\n", base)
-	fmt.Fprintf(&b, "#%-*s %8s %7s %7s", mw-1, "", "(tokens)", "(q:kv)", "")
-	for range others {
-		fmt.Fprintf(&b, " %*s", kw, "(x "+base+")")
-	}
-	fmt.Fprintf(&b, "  %s\n", "(TFLOP/s)")
+	writeRatioColumns(&b, mw, kw, others, "(x "+base+")", base)
 	b.WriteString(rowsOut.String())
 	for _, k := range others {
 		// the cases base ran ok and k did not (wrong, error, oom, unsupported): never "reached"
@@ -194,4 +170,34 @@ func WriteAgainstTable(w io.Writer, title string, s Summary, base string, at flo
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// maskWidth is the mask column's width in the ratio tables: the longest case's mask, 21 at
+// least.
+func (s Summary) maskWidth() int {
+	mw := 22
+	for _, c := range s.Cases {
+		mw = max(mw, len(c.Mask)+1)
+	}
+	return mw
+}
+
+// writeRatioColumns writes a ratio table's two header lines: the case's columns, a column of
+// kw for each kernel (its unit line unit), then last, whose unit is TFLOP/s.
+func writeRatioColumns(b *strings.Builder, mw, kw int, kernels []string, unit, last string) {
+	fmt.Fprintf(b, "#%-*s %8s %7s %7s", mw-1, " mask", "seqlen", "heads", "pass")
+	for _, k := range kernels {
+		fmt.Fprintf(b, " %*s", kw, k)
+	}
+	fmt.Fprintf(b, "  %s\n", last)
+	fmt.Fprintf(b, "#%-*s %8s %7s %7s", mw-1, "", "(tokens)", "(q:kv)", "")
+	for range kernels {
+		fmt.Fprintf(b, " %*s", kw, unit)
+	}
+	fmt.Fprintf(b, "  %s\n", "(TFLOP/s)")
+}
+
+// writeCase writes a ratio table's case columns: mask, length, heads, pass.
+func writeCase(b *strings.Builder, mw int, c CaseKey) {
+	fmt.Fprintf(b, " %-*s %8d %7s %7s", mw-1, c.Mask, c.SeqLen, fmt.Sprintf("%d:%d", c.HeadsQ, c.HeadsKV), c.Pass)
 }
