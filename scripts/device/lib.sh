@@ -309,7 +309,6 @@ row_variants() {
 	done
 }
 
-
 # goal_lines FILE: issue 19's criteria on a results file (longca report --against): the cuda
 # kernel against cuDNN on the five masks cuDNN runs whole, and against Flex at 1.3x on the
 # other seven, each pass, a line each; where report gives no such line, its last line instead
