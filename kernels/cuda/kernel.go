@@ -56,6 +56,7 @@ type variant struct {
 	convC          bool     // dQ's fragment order converted through shared memory, a 64 x 64 chunk a block (sm90 since call 15)
 	lean           bool     // the sm_90 forward's lean softmax (sm90 since call 15; a positive softmax scale only)
 	oneItem        bool     // the sm_90 forward has no persistent entry (a work item a block: fwd90n's one Q tile)
+	rowSum         bool     // the sm_90 forward's P V sums P's rows through a chunk of ones a V stage (LONGCA_FWD_ROWSUM)
 	at64           *variant // the entry at head dim 64, when it is another (sm90: the forward's three consumer warpgroups, the backward's bwd90f)
 }
 
@@ -77,6 +78,15 @@ func (v variant) withFn(fn string) variant { v.fn = fn; return v }
 
 // withAt64 is v with the entry point f at head dim 64.
 func (v variant) withAt64(f *variant) variant { v.at64 = f; return v }
+
+// withRowSum is the overlapped sm_90 forward v over 128-key tiles compiled with
+// LONGCA_FWD_ROWSUM: each of its 2 V stages followed by a 64-column chunk of ones
+// (SmemLayout's kVStage).
+func (v variant) withRowSum() variant {
+	v.rowSum = true
+	v.sharedFixed += 2 * v.kTile * 64 * 2
+	return v
+}
 
 // withBars is v with n more mbarriers in its shared memory.
 func (v variant) withBars(n int) variant { v.sharedFixed += 8 * n; return v }
@@ -127,6 +137,10 @@ var (
 	// tile's P V; FlashAttention-3's choice at head dim 64: three warpgroups and the overlap)
 	fwdSM90MO  = fwdSM90M.withFn("fwd90mo")
 	fwdSM90OMO = fwdSM90O.withAt64(&fwdSM90MO)
+	// experiment sm90rs (LONGCA_FWD_ROWSUM): those two forwards with the rows' sums by P V
+	// (V's stages each followed by a chunk of ones, 32 KB more)
+	fwdSM90MOR  = fwdSM90MO.withRowSum()
+	fwdSM90OMOR = fwdSM90O.withRowSum().withAt64(&fwdSM90MOR)
 	// the overlapped forward over 128 x 64 tiles at both head dims (LONGCA_FWD_K64): K and V
 	// 2 stages of 64 x D (sm90 where keyTile64Pays says so, sm90s always; calls 29-30)
 	fwdSM90S = variant{fn: "fwd90s", qTile: 128, kTile: 64, threads: 384, sharedPerDim: (2*128 + 4*64) * 2, sharedFixed: fwdSM90.sharedFixed, lean: true}
@@ -250,6 +264,7 @@ var archVariants = []archVariant{
 	{name: "sm90g2", doc: "sm90 with the backward at head dim 128 always split in 2 (a block walks 4 of a KV head's 8 query heads, dK and dV summed from fp32 partials, a head's key tiles together), whatever the rule (one side of sm90's split rule; call 54 against sm90 before the rule: causal_blockwise 32K +5%, prefix_lm_causal 48K +6%, causal_document 32K +3%, share_question 16K / 32K -12 / -5%, full -1 to -2%); rows say gsplit-2; pairs within documents by the tail rule alone (docPairsByRule, sm90's before call 69: the bytes rule models the parts sm90's split rule gives, not a forced split)", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQ, gsplit: true, pairs: true, pairsEntry: true, docPairs: docPairsByRule, split128: 2, sched: schedByRule, orderL2: true, k64: true, wide: true, defines: sm90Defines},
 	{name: "sm90g8", doc: "sm90 with the backward at head dim 128 always split in 8 where the group divides (a block a query head, dK and dV summed from fp32 partials, a head's key tiles together), whatever the rule (the other side of sm90's widened split rule; call 67 on an H100: 128-token block-sparse maps at 64K +51 / +32% at kept 0.2 / 0.5 against sm90 before the widening, at 32K -1.0 / +0.5%; sm90g4 +50 / +32% and -1.2 / +0.2%); rows say gsplit-8; pairs within documents by the tail rule alone (docPairsByRule, sm90's before call 69: the bytes rule models the parts sm90's split rule gives, not a forced split)", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQ, gsplit: true, pairs: true, pairsEntry: true, docPairs: docPairsByRule, split128: 8, sched: schedByRule, orderL2: true, k64: true, wide: true, defines: sm90Defines},
 	{name: "sm90rm", doc: "experiment (not yet run on a GPU): sm90 with the d128 forward's work items in the grid's order before call 69 (heads fastest, then the row tiles heaviest first; LONGCA_FWD_KVMAJOR128 not defined): the eighteenth session's suite on an H100 read sliding_window 48K's forward 10% and causal_blockwise 16K's and prefix_lm_document 32K's 6% below the sixteenth's (cuDNN on sliding_window 48K 10% above: another card), the KV-major order having come between", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQ, gsplit: true, pairs: true, pairsEntry: true, docPairs: docPairsBytes, split128: 8, split128Rule: true, split128Maps: true, sched: schedByRule, orderL2: true, k64: true, wide: true, defines: sm90DefinesRM},
+	{name: "sm90rs", doc: "experiment (not yet run on a GPU): sm90 with the overlapped forward over 128-key tiles (fwd90o at head dim 128 where sm90 does not take the wide tiles, fwd90mo at 64) summing P's rows on the tensor cores: V's stages each followed by a chunk of ones, so that P V (n72 at head dim 64, n136 at 128) leaves each row's sum in O's last columns, rescaled with O (LONGCA_FWD_ROWSUM): 64 FADD a thread a tile fewer in the softmax (call 60's op mix of the d64 forward: 1.06 FADD a score, 7.29 instructions a score), for 1/16 (d64) or 1/32 (d128) more products; the exponentials still kept ahead of the wait for P V, by a store depending on the OR of their bits", major: 9, exact: true, fwd: fwdSM90OMOR, bwd: bwdSM90ETQ, gsplit: true, pairs: true, pairsEntry: true, docPairs: docPairsBytes, split128: 8, split128Rule: true, split128Maps: true, sched: schedByRule, orderL2: true, k64: true, wide: true, defines: append(slices.Clone(sm90Defines), "LONGCA_FWD_ROWSUM")},
 	{name: "sm90rg", doc: "experiment (not yet run on a GPU): sm90 with the forward's tiles started at the mask's documents (ragged, as cuDNN's THD layout) where that visits 2% fewer tiles (LONGCA_FWD_RAGGED; full_document and causal_document 8K / 16K: 3-4% fewer key positions, the cells below cuDNN in the eighteenth session's suite); rows past a ragged tile's end are computed and not written", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQ, gsplit: true, pairs: true, pairsEntry: true, docPairs: docPairsBytes, split128: 8, split128Rule: true, split128Maps: true, sched: schedByRule, orderL2: true, k64: true, wide: true, ragged: true, defines: append(slices.Clone(sm90Defines), "LONGCA_FWD_RAGGED")},
 	{name: "sm90ns", doc: "sm90 never splitting the backward at head dim 128 (the other side of sm90's split rule)", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQ, gsplit: true, pairs: true, pairsEntry: true, docPairs: docPairsBytes, sched: schedByRule, orderL2: true, k64: true, wide: true, defines: sm90Defines},
 	{name: "sm90np", doc: "sm90 with the backward never walking key tiles in pairs (the other side of sm90's pairing rule; sm90 as it was before call 50 but for the pairing's code); with sm90's split rule at head dim 128, which takes other cells where the pairs differ", major: 9, exact: true, fwd: fwdSM90OMO, bwd: bwdSM90ETQ, gsplit: true, split128: 8, split128Rule: true, split128Maps: true, sched: schedByRule, orderL2: true, k64: true, wide: true, defines: sm90Defines},
