@@ -294,6 +294,9 @@ constexpr bool kFwdRagged = true;
 #else
 constexpr bool kFwdRagged = false;
 #endif
+DEV int fwd_row0(const WorkList &wl, int qt, int tile) { return kFwdRagged ? wl.bounds[qt] : qt * tile; }
+DEV int fwd_row_end(const WorkList &wl, int qt, int sq) { return kFwdRagged ? wl.bounds[wl.row_tiles + qt] : sq; }
+DEV int fwd_col0(const WorkList &wl, int kt, int tile) { return kFwdRagged ? wl.bounds[2 * wl.row_tiles + kt] : kt * tile; }
 // The rows' sums by the tensor cores (experiment sm90rs, LONGCA_FWD_ROWSUM): the overlapped
 // forward over 128-key tiles (fwd90o, fwd90op at head dim 128, fwd90mo, fwd90mop at 64) reads
 // V with a chunk of ones after its columns, so that P V (n D + 8) leaves in O's last 8
@@ -305,9 +308,37 @@ constexpr bool kFwdRowSum = true;
 #else
 constexpr bool kFwdRowSum = false;
 #endif
-DEV int fwd_row0(const WorkList &wl, int qt, int tile) { return kFwdRagged ? wl.bounds[qt] : qt * tile; }
-DEV int fwd_row_end(const WorkList &wl, int qt, int sq) { return kFwdRagged ? wl.bounds[wl.row_tiles + qt] : sq; }
-DEV int fwd_col0(const WorkList &wl, int kt, int tile) { return kFwdRagged ? wl.bounds[2 * wl.row_tiles + kt] : kt * tile; }
+// Some of the head-dim-64 forward's exponentials on the FMA pipe (experiments sm90xf8 and
+// sm90xf4, LONGCA_FWD_EXP_EMU8 / LONGCA_FWD_EXP_EMU4: one in 8 or 4 of a thread's scores,
+// all of them in its second row; the three-consumer forward fwd90mo / fwd90mop only). At head dim 64 a tile's exponentials
+// keep the multi-function unit as long as its products keep the tensor cores (16 a clock
+// an SM against 4,096 FLOP: 1,536 clocks each for a 192 x 128 tile), and ptxas 12.4 spaces a
+// warp's MUFU.EX2 8 clocks apart, so a consumer's softmax is at least 64 x 8 = 512 of its
+// ~670 static clocks (docs/perf.md, "sm90xf8"); FlashAttention-4 moves part of them to
+// the FMA pipe, whose issue slots between those MUFU are free. (Call 20 timed the same
+// split in the two-warpgroup forward of the day, before the overlap, as sm90x8 / sm90x4 /
+// sm90x2: -14 to -25%.)
+#if defined(LONGCA_FWD_EXP_EMU8)
+constexpr int kFwdExpEmu = 8;
+#elif defined(LONGCA_FWD_EXP_EMU4)
+constexpr int kFwdExpEmu = 4;
+#else
+constexpr int kFwdExpEmu = 0;
+#endif
+// 2^x for x <= 0 (or -inf) on the FMA pipe: x = j + f with j = floor(x) (the rounding-down
+// add of 1.5 x 2^23 leaves j in the sum's low mantissa bits), 2^f by a cubic with p(0) = 1
+// exactly (relative error 8.6e-5 at most on [0, 1): a bf16 P rounds by up to 2e-3), and j
+// added to the exponent field (r's bits shifted by 23 are j's). x is clamped at -127, where
+// f = 0, p = 1 and the sum of the bits is exactly +0: a masked score gives 0, as exp2f.
+// Eight instructions: FMNMX, three FADD, three FFMA, one IMAD (kernels/cuda's host test
+// compiles it and checks it against exp2 over [-130, 0.5] and -inf).
+DEV float exp2_fma(float x) {
+  x = fmaxf(x, -127.f);
+  const float r = __fadd_rd(x, 12582912.f);
+  const float f = x - (r - 12582912.f);
+  const float p = fmaf(fmaf(fmaf(0.07706704f, f, 0.22764499f), f, 0.69511676f), f, 1.f);
+  return __int_as_float((int)((unsigned)__float_as_int(r) << 23) + __float_as_int(p));
+}
 // a forward work-list entry: its key tile, its mask reference (-1: the tile is whole)
 struct FwdEntry {
   int kt, ref;
@@ -520,8 +551,18 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
 #pragma unroll
       for (int j = 0; j < BN / 8; j++) {
         if (LEAN) {  // exp2(s scale log2e - max): one FFMA; masked scores are -inf either way
-          sc[4 * j + 2 * r] = exp2f(fmaf(sc[4 * j + 2 * r], scale_log2, -use));
-          sc[4 * j + 2 * r + 1] = exp2f(fmaf(sc[4 * j + 2 * r + 1], scale_log2, -use));
+#pragma unroll
+          for (int e = 0; e < 2; e++) {
+            const float x = fmaf(sc[4 * j + 2 * r + e], scale_log2, -use);
+            // EMU: the second row's score 2 j + e on the FMA pipe where that is N / 2 - 1 mod
+            // N / 2 (one in N of a thread's scores): ptxas 12.4 starts a thread's exponentials
+            // after the first row's maximum and spaces them 8 clocks apart; the second row's
+            // emulated ones fill those gaps while the first row's MUFU run (static clocks of
+            // fwd90mo's softmax: 669 sm90, 657 with N = 8, 633 with N = 4; spread over both rows
+            // as in call 20: 670 / 669, ptxas putting them all before the first MUFU)
+            constexpr bool EMU = kFwdExpEmu > 0 && D == 64 && NC == 3;
+            sc[4 * j + 2 * r + e] = EMU && r == 1 && (2 * j + e) % (EMU ? kFwdExpEmu / 2 : 1) == kFwdExpEmu / 2 - 1 ? exp2_fma(x) : exp2f(x);
+          }
         } else {
           sc[4 * j + 2 * r] = exp2f(sc[4 * j + 2 * r] - use);
           sc[4 * j + 2 * r + 1] = exp2f(sc[4 * j + 2 * r + 1] - use);
