@@ -308,6 +308,22 @@ constexpr bool kFwdRowSum = true;
 #else
 constexpr bool kFwdRowSum = false;
 #endif
+// The lean forward's running maximum moved lazily (experiment sm90lz, LONGCA_FWD_LAZY_MAX;
+// FlashAttention-4's conditional rescaling): a row's subtraction point m moves to the
+// tile's maximum less 8 (in log2 units) only where that is above it, so P = exp2(s scale
+// log2e - m) reaches at most 256 (bf16 and fp16 hold it; O and the sums are fp32), alpha is
+// exactly 1 without its MUFU.EX2 wherever m stays, and the warp's rescale of O (32 FMUL at
+// d64, 64 at d128, after the wait for P V) is skipped unless a row of it moved; the maximum
+// reaches the point in two instructions (FFMA, FMNMX) where sm90 takes four. lse = m ln2 +
+// ln l holds for any m.
+// Today's sm90 skips the rescale only where no row's maximum grew at all: for random scores
+// a warp's 16 rows see a new maximum at key tile k with odds about 1 - e^(-16 / k), so at 8K
+// (64 key tiles) it rescales in about half of the tiles, at 16K in a third.
+#if defined(LONGCA_FWD_LAZY_MAX)
+constexpr bool kFwdLazyMax = true;
+#else
+constexpr bool kFwdLazyMax = false;
+#endif
 // Some of the head-dim-64 forward's exponentials on the FMA pipe (experiments sm90xf8 and
 // sm90xf4, LONGCA_FWD_EXP_EMU8 / LONGCA_FWD_EXP_EMU4: one in 8 or 4 of a thread's scores,
 // all of them in its second row; the three-consumer forward fwd90mo / fwd90mop only). At head dim 64 a tile's exponentials
@@ -480,7 +496,8 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
   float acc[OR];
 #pragma unroll
   for (int i = 0; i < OR; i++) acc[i] = 0.f;
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+  const float kM0 = LEAN && kFwdLazyMax ? -1e30f : -INFINITY;  // the rows' first subtraction point
+  float m[2] = {kM0, kM0}, l[2] = {0.f, 0.f};
   const int qb = qn & 1;
   if (e0 < e1) mbar_wait(&fullQ[qb], (qn >> 1) & 1);
   const T *qw = sQs + qb * QM * D + cw * 64 * CHUNK;  // this warpgroup's 64 rows of each chunk
@@ -541,11 +558,22 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       for (int j = 0; j < BN / 8; j++) mx = fmaxf(mx, fmaxf(sc[4 * j + 2 * r], sc[4 * j + 2 * r + 1]));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
-      if (LEAN) mx = fmaxf(m[r], mx * scale_log2);  // the maximum in the exponent's units (scale > 0)
-      const float use = mx == -INFINITY ? 0.f : mx;
-      // 0 when m[r] is -inf; LEAN: 1 then (acc and l are still 0: the same result, and the
-      // rescale can be skipped on a warp's first tile)
-      alpha[r] = LEAN && m[r] == -INFINITY ? 1.f : exp2f(m[r] - use);
+      float use;
+      if (LEAN && kFwdLazyMax) {
+        // the subtraction point moves only as far as the tile's maximum less 8 (P <= 256); m
+        // starts at -1e30, not -inf, so that a row without keys yet keeps a finite point and
+        // its masked scores' exponentials are exactly 0. Two instructions from the maximum
+        // to the point (sm90's four: FMUL, FMNMX, and the -inf test's FSETP, FSEL).
+        use = fmaxf(m[r], fmaf(mx, scale_log2, -8.f));
+        alpha[r] = use == m[r] ? 1.f : exp2f(m[r] - use);
+        mx = use;
+      } else {
+        if (LEAN) mx = fmaxf(m[r], mx * scale_log2);  // the maximum in the exponent's units (scale > 0)
+        use = mx == -INFINITY ? 0.f : mx;
+        // 0 when m[r] is -inf; LEAN: 1 then (acc and l are still 0: the same result, and the
+        // rescale can be skipped on a warp's first tile)
+        alpha[r] = LEAN && m[r] == -INFINITY ? 1.f : exp2f(m[r] - use);
+      }
       m[r] = mx;
       float sm = 0.f;
 #pragma unroll
