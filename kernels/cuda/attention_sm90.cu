@@ -298,7 +298,8 @@ DEV int fwd_row0(const WorkList &wl, int qt, int tile) { return kFwdRagged ? wl.
 DEV int fwd_row_end(const WorkList &wl, int qt, int sq) { return kFwdRagged ? wl.bounds[wl.row_tiles + qt] : sq; }
 DEV int fwd_col0(const WorkList &wl, int kt, int tile) { return kFwdRagged ? wl.bounds[2 * wl.row_tiles + kt] : kt * tile; }
 // The rows' sums by the tensor cores (experiment sm90rs, LONGCA_FWD_ROWSUM): the overlapped
-// forward over 128-key tiles (fwd90o, fwd90op at head dim 128, fwd90mo, fwd90mop at 64) reads
+// forward over 128-key tiles (fwd90o, fwd90op at head dim 128, fwd90mo, fwd90mop at 64; also
+// fwd90o and fwd90op at 64, which no variant launches) reads
 // V with a chunk of ones after its columns, so that P V (n D + 8) leaves in O's last 8
 // columns each row's sum of P, rescaled with O: the softmax's 64 FADD a thread a tile (the
 // sums of its scores) and the sums' shuffles at the end are gone, for 1/16 (d64) or 1/32
@@ -347,7 +348,9 @@ constexpr int kFwdExpEmu = 0;
 // added to the exponent field (r's bits shifted by 23 are j's). x is clamped at -127, where
 // f = 0, p = 1 and the sum of the bits is exactly +0: a masked score gives 0, as exp2f.
 // Eight instructions: FMNMX, three FADD, three FFMA, one IMAD (kernels/cuda's host test
-// compiles it and checks it against exp2 over [-130, 0.5] and -inf).
+// compiles it and checks it against exp2 over [-130, 0.5] and -inf). A NaN score gives 0
+// here (FMNMX drops it), NaN through exp2f: only a row whose every NaN falls on an emulated
+// position would come out finite.
 DEV float exp2_fma(float x) {
   x = fmaxf(x, -127.f);
   const float r = __fadd_rd(x, 12582912.f);
