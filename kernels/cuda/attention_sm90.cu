@@ -342,13 +342,14 @@ constexpr int kFwdExpEmu = 4;
 #else
 constexpr int kFwdExpEmu = 0;
 #endif
-// 2^x for x <= 0 (or -inf) on the FMA pipe: x = j + f with j = floor(x) (the rounding-down
+// 2^x for x <= 8 (or -inf; up to 8 where sm90lz's subtraction point trails the maximum) on
+// the FMA pipe: x = j + f with j = floor(x) (the rounding-down
 // add of 1.5 x 2^23 leaves j in the sum's low mantissa bits), 2^f by a cubic with p(0) = 1
 // exactly (relative error 8.6e-5 at most on [0, 1): a bf16 P rounds by up to 2e-3), and j
 // added to the exponent field (r's bits shifted by 23 are j's). x is clamped at -127, where
 // f = 0, p = 1 and the sum of the bits is exactly +0: a masked score gives 0, as exp2f.
 // Eight instructions: FMNMX, three FADD, three FFMA, one IMAD (kernels/cuda's host test
-// compiles it and checks it against exp2 over [-130, 0.5] and -inf). A NaN score gives 0
+// compiles it and checks it against exp2 over [-130, 8.5] and -inf). A NaN score gives 0
 // here (FMNMX drops it), NaN through exp2f: only a row whose every NaN falls on an emulated
 // position would come out finite.
 DEV float exp2_fma(float x) {
