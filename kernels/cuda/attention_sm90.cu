@@ -311,12 +311,14 @@ constexpr bool kFwdRowSum = false;
 #endif
 // The lean forward's running maximum moved lazily (experiment sm90lz, LONGCA_FWD_LAZY_MAX;
 // FlashAttention-4's conditional rescaling): a row's subtraction point m moves to the
-// tile's maximum less 8 (in log2 units) only where that is above it, so P = exp2(s scale
-// log2e - m) reaches at most 256 (bf16 and fp16 hold it; O and the sums are fp32), alpha is
-// exactly 1 without its MUFU.EX2 wherever m stays, and the warp's rescale of O (32 FMUL at
-// d64, 64 at d128, after the wait for P V) is skipped unless a row of it moved; the maximum
-// reaches the point in two instructions (FFMA, FMNMX) where sm90 takes four. lse = m ln2 +
-// ln l holds for any m.
+// tile's maximum (in log2 units) only where that passes it by more than 8, so P = exp2(s
+// scale log2e - m) reaches at most 256 (bf16 and fp16 hold it; O and the sums are fp32),
+// alpha is exactly 1 without its MUFU.EX2 wherever m stays, and the warp's rescale of O (32
+// FMUL at d64, 64 at d128, after the wait for P V) is skipped unless a row of it moved: for
+// random scores a point, once set, moves again about never (a desk review's simulation, 64
+// rows: 5 of 256 warp-tiles rescale at 8K, 5 of 512 at 16K, against sm90's 118 and 158); the
+// maximum reaches the point in three instructions where sm90 takes four. lse = m ln2 + ln l
+// holds for any m.
 // Today's sm90 skips the rescale only where no row's maximum grew at all: for random scores
 // a warp's 16 rows see a new maximum at key tile k with odds about 1 - e^(-16 / k), so at 8K
 // (64 key tiles) it rescales in about half of the tiles, at 16K in a third.
@@ -564,12 +566,17 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
       float use;
       if (LEAN && kFwdLazyMax) {
-        // the subtraction point moves only as far as the tile's maximum less 8 (P <= 256); m
-        // starts at -1e30, not -inf, so that a row without keys yet keeps a finite point and
-        // its masked scores' exponentials are exactly 0. Two instructions from the maximum
-        // to the point (sm90's four: FMUL, FMNMX, and the -inf test's FSETP, FSEL).
-        use = fmaxf(m[r], fmaf(mx, scale_log2, -8.f));
-        alpha[r] = use == m[r] ? 1.f : exp2f(m[r] - use);
+        // the subtraction point moves to the tile's maximum only where that passes it by more
+        // than 8 (P <= 256 where it stays; FlashAttention-4's rule); m starts at -1e30, not
+        // -inf, so that a row without keys yet keeps a finite point and its masked scores'
+        // exponentials are exactly 0 (a tile's maximum of -inf never passes it). Three
+        // instructions from the maximum to the point (FMUL, FSETP against m + 8, FSEL; sm90's
+        // four: FMUL, FMNMX, and the -inf test's FSETP, FSEL). alpha is 1 where the point
+        // stays and while it is -1e30 (acc and l are still 0: as sm90's first tile, the
+        // rescale then compiled out of the first tile's softmax).
+        const float t = mx * scale_log2;
+        use = t > m[r] + 8.f ? t : m[r];
+        alpha[r] = use == m[r] || m[r] == -1e30f ? 1.f : exp2f(m[r] - use);
         mx = use;
       } else {
         if (LEAN) mx = fmaxf(m[r], mx * scale_log2);  // the maximum in the exponent's units (scale > 0)

@@ -10,11 +10,12 @@
 #            thread's second row): MUFU 66 -> 58 a loop, static softmax clocks 669 -> 657;
 #            the SM's multi-function unit is as busy as its tensor cores at d64
 #   sm90xf4  one in 4 (MUFU 50, static clocks 633)
-#   sm90lz   the lean forward's subtraction point moved only to a tile's maximum less 8
-#            (FlashAttention-4's conditional rescaling): alpha 1 and the rescale of O
-#            skipped wherever no row of a warp moves (sm90 rescales in about half of the
-#            tiles at 8K), and two instructions from the maximum to the point instead of
-#            four: static softmax clocks 669 -> 648 (d64), 665 -> 648 (d128)
+#   sm90lz   the lean forward's subtraction point moved to a tile's maximum only where
+#            that passes it by more than 8 (FlashAttention-4's conditional rescaling): alpha
+#            1 and the rescale of O skipped wherever no row of a warp moves (sm90 rescales in
+#            about half of the tiles at 8K, sm90lz in about none after a row's first), three
+#            instructions from the maximum to the point instead of four: static softmax
+#            clocks 669 -> 658 (d64), 665 -> 652 (d128)
 # 1. GPU tests: sm90xf4's and sm90xf8's d64 forwards (TestForwardEntries64: every mask
 #    through both entries, rows without keys; TestHeadDim64Groups; TestMasks), sm90rs's and
 #    sm90lz's (TestCompile, TestForwardEntries64/128, TestMasks);
