@@ -103,6 +103,31 @@ func TestMasks(t *testing.T) {
 	}
 }
 
+// Scores that climb key tile by key tile (climbingInputs: each 128-key tile's maximum passes
+// the row's running one by 15 log2 units or more), forward and backward against the CPU
+// reference: the forward's rescale of O runs at every tile, and sm90lz's subtraction point
+// moves at every tile, which random scores reach about never after a row's first tile.
+func TestClimbingScores(t *testing.T) {
+	k := gpuKernel(t)
+	ctx := context.Background()
+	for i, c := range climbProblems(t) {
+		q, kk, v, dout := climbingInputs(c.p, uint64(300+i))
+		exact, naive, err := check.References(ctx, c.p, q, kk, v, dout, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := check.RunDevice(ctx, k, c.p, q, kk, v, dout, true)
+		if err != nil {
+			t.Fatalf("%s: %v", c.what, err)
+		}
+		r := check.CompareOutputs(got, exact, naive, kernels.FwdBwd)
+		t.Logf("%s bwd=true: %s", c.what, r)
+		if !r.Pass {
+			t.Errorf("%s bwd=true: %s", c.what, r)
+		}
+	}
+}
+
 // Lengths that are no multiple of the tiles, and fp16.
 func TestOddLengthsAndFP16(t *testing.T) {
 	k := gpuKernel(t)

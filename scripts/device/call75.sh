@@ -18,7 +18,9 @@
 #            clocks 669 -> 658 (d64), 665 -> 652 (d128)
 # 1. GPU tests: sm90xf4's and sm90xf8's d64 forwards (TestForwardEntries64: every mask
 #    through both entries, rows without keys; TestHeadDim64Groups; TestMasks), sm90rs's and
-#    sm90lz's (TestCompile, TestForwardEntries64/128, TestMasks);
+#    sm90lz's (TestCompile, TestForwardEntries64/128, TestMasks; sm90lz's and sm90's also
+#    TestClimbingScores: scores whose maximum climbs 15+ log2 units a key tile, so that O is
+#    rescaled and sm90lz's point moves at every tile, which random scores never make it do);
 # 2. d: cudnn / sm90 / sm90rs / sm90xf8 / sm90xf4 / sm90lz twice, the d64 forward, full and
 #    causal at 8K and 16K. Prediction against sm90: sm90rs 0 to +2% (fewer issue slots, the
 #    exponentials' 8-clock spacing unchanged); sm90xf8 -3 to +4%, sm90xf4 -6 to +6% (MUFU's
@@ -42,7 +44,8 @@ wait
 GPU_TESTS='TestForwardEntries64|TestHeadDim64Groups|TestMasks' gpu_tests sm90xf4 90
 GPU_TESTS='TestForwardEntries64|TestMasks' gpu_tests sm90xf8 90
 GPU_TESTS='TestCompile|TestForwardEntries64|TestForwardEntries128|TestMasks' gpu_tests sm90rs 90
-GPU_TESTS='TestCompile|TestForwardEntries64|TestForwardEntries128|TestMasks' gpu_tests sm90lz 90
+GPU_TESTS='TestCompile|TestForwardEntries64|TestForwardEntries128|TestMasks|TestClimbingScores' gpu_tests sm90lz 90
+GPU_TESTS='TestClimbingScores' gpu_tests sm90 60
 runsd="cudnn sm90 sm90rs sm90xf8 sm90xf4 sm90lz cudnn sm90 sm90rs sm90xf8 sm90xf4 sm90lz"
 interleave d 25 "$runsd" --head-dim 64 --masks full,causal --seqlens 8K,16K --passes fwd -w 2 -n 5
 runsr="cudnn sm90 sm90rs sm90lz cudnn sm90 sm90rs sm90lz"
