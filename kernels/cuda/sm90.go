@@ -907,7 +907,11 @@ func (k *Kernel) forward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList,
 		return err
 	}
 	args := append([]any{tq, tk, tv, bs[3], bs[4], p.Mask.SeqQ, p.Mask.SeqK, p.HeadsQ, p.HeadsKV, scaleLog2}, dl.args()...)
-	args = append(args, dl.bounds) // the tiles' bounds (read where LONGCA_FWD_RAGGED)
+	var bounds any = uint64(0) // a packed list's tiles at the multiples: no bounds to read
+	if dl.w.Ragged {
+		bounds = dl.bounds // the tiles' bounds (read where LONGCA_FWD_RAGGED)
+	}
+	args = append(args, bounds)
 	grid := forwardGrid(persistent, k.dev.SMs, p.HeadsQ, dl.w.RowTiles)
 	if persistent && k.fwdBlocks > 0 {
 		grid.X = min(grid.X, k.fwdBlocks)
