@@ -103,8 +103,6 @@ template <> struct Ops<__nv_bfloat16> {
   template <int TB> static DEV void ss176(float (&d)[88], u64 a, u64 b, int s) { wgmma_ss_bf16_n176<0, TB>(d, a, b, s); }
   template <int TB> static DEV void rs128(float (&d)[64], const unsigned (&a)[4], u64 b, int s) { wgmma_rs_bf16_n128<TB>(d, a, b, s); }
   template <int TB> static DEV void rs64(float (&d)[32], const unsigned (&a)[4], u64 b, int s) { wgmma_rs_bf16_n64<TB>(d, a, b, s); }
-  template <int TB> static DEV void rs72(float (&d)[36], const unsigned (&a)[4], u64 b, int s) { wgmma_rs_bf16_n72<TB>(d, a, b, s); }
-  template <int TB> static DEV void rs136(float (&d)[68], const unsigned (&a)[4], u64 b, int s) { wgmma_rs_bf16_n136<TB>(d, a, b, s); }
   static DEV unsigned pack(float lo, float hi) {
     __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
     return *reinterpret_cast<unsigned *>(&v);
@@ -116,8 +114,6 @@ template <> struct Ops<__half> {
   template <int TB> static DEV void ss176(float (&d)[88], u64 a, u64 b, int s) { wgmma_ss_fp16_n176<0, TB>(d, a, b, s); }
   template <int TB> static DEV void rs128(float (&d)[64], const unsigned (&a)[4], u64 b, int s) { wgmma_rs_fp16_n128<TB>(d, a, b, s); }
   template <int TB> static DEV void rs64(float (&d)[32], const unsigned (&a)[4], u64 b, int s) { wgmma_rs_fp16_n64<TB>(d, a, b, s); }
-  template <int TB> static DEV void rs72(float (&d)[36], const unsigned (&a)[4], u64 b, int s) { wgmma_rs_fp16_n72<TB>(d, a, b, s); }
-  template <int TB> static DEV void rs136(float (&d)[68], const unsigned (&a)[4], u64 b, int s) { wgmma_rs_fp16_n136<TB>(d, a, b, s); }
   static DEV unsigned pack(float lo, float hi) {
     __half2 v = __floats2half2_rn(lo, hi);
     return *reinterpret_cast<unsigned *>(&v);
@@ -131,15 +127,6 @@ template <typename T> struct PV<T, 128> {
 };
 template <typename T> struct PV<T, 64> {
   static DEV void run(float (&o)[32], const unsigned (&a)[4], u64 db, int s = 1) { Ops<T>::template rs64<1>(o, a, db, s); }
-};
-// The same with V's columns followed by a column block of ones (LONGCA_FWD_ROWSUM): O's
-// D + 8 columns, the last 8 each P's row sums (m64 x (D + 8)).
-template <typename T, int D> struct PVSum;
-template <typename T> struct PVSum<T, 128> {
-  static DEV void run(float (&o)[68], const unsigned (&a)[4], u64 db, int s = 1) { Ops<T>::template rs136<1>(o, a, db, s); }
-};
-template <typename T> struct PVSum<T, 64> {
-  static DEV void run(float (&o)[36], const unsigned (&a)[4], u64 db, int s = 1) { Ops<T>::template rs72<1>(o, a, db, s); }
 };
 
 // ---- bulk copies and reductions -----------------------------------------------------
@@ -228,14 +215,10 @@ template <int N> DEV void mask_tile(float (&sc)[N / 2], const WorkList &wl, int 
 constexpr int SBM = 128, SBN = 128, STAGES = 2;
 constexpr int CHUNK = 64;  // columns of one 128-byte swizzled chunk (16-bit elements)
 
-template <int D, int QM = SBM, int BN = SBN, bool RS = false> struct SmemLayout {
+template <int D, int QM = SBM, int BN = SBN> struct SmemLayout {
   static constexpr int kChunks = D / CHUNK;
   static constexpr int kQBytes = QM * D * 2;
   static constexpr int kKVBytes = BN * D * 2;
-  // a V stage: its D / 64 chunks, then (RS: the rows' sums by P V, LONGCA_FWD_ROWSUM) a chunk
-  // of ones, which P V reads as V's columns D .. D + 7 (the chunks' stride is the B
-  // operand's leading byte offset)
-  static constexpr int kVStage = kKVBytes + (RS ? BN * CHUNK * 2 : 0);
   // Q tiles: two (the persistent forward's next work item loads early), one in the wide
   // head-dim-128 forward (sm90's since call 62: 176-key tiles, never persistent; two Q tiles
   // and its K/V ring pass the 227 KB a block may have)
@@ -243,7 +226,7 @@ template <int D, int QM = SBM, int BN = SBN, bool RS = false> struct SmemLayout 
   static constexpr int kQ = 0;
   static constexpr int kK = kQ + kQTiles * kQBytes;
   static constexpr int kV = kK + STAGES * kKVBytes;
-  static constexpr int kBar = kV + STAGES * kVStage;
+  static constexpr int kBar = kV + STAGES * kKVBytes;
   // barriers: fullQ[2], emptyQ[2], fullK[S], fullV[S], emptyK[S], emptyV[S]
   static constexpr int kBytes = kBar + 8 * (4 + 4 * STAGES) + 1024;  // + alignment slack
 };
@@ -299,19 +282,8 @@ constexpr bool kFwdRagged = false;
 DEV int fwd_row0(const WorkList &wl, int qt, int tile) { return kFwdRagged && wl.bounds ? wl.bounds[qt] : qt * tile; }
 DEV int fwd_row_end(const WorkList &wl, int qt, int sq) { return kFwdRagged && wl.bounds ? wl.bounds[wl.row_tiles + qt] : sq; }
 DEV int fwd_col0(const WorkList &wl, int kt, int tile) { return kFwdRagged && wl.bounds ? wl.bounds[2 * wl.row_tiles + kt] : kt * tile; }
-// The rows' sums by the tensor cores (experiment sm90rs, LONGCA_FWD_ROWSUM): the overlapped
-// forward over 128-key tiles (fwd90o, fwd90op at head dim 128, fwd90mo, fwd90mop at 64; also
-// fwd90o and fwd90op at 64, which no variant launches) reads
-// V with a chunk of ones after its columns, so that P V (n D + 8) leaves in O's last 8
-// columns each row's sum of P, rescaled with O: the softmax's 64 FADD a thread a tile (the
-// sums of its scores) and the sums' shuffles at the end are gone, for 1/16 (d64) or 1/32
-// (d128) more products. The sum is that of P as bf16 (fp16), the P that O is made of.
-#if defined(LONGCA_FWD_ROWSUM)
-constexpr bool kFwdRowSum = true;
-#else
-constexpr bool kFwdRowSum = false;
-#endif
-// The lean forward's running maximum moved lazily (experiment sm90lz, LONGCA_FWD_LAZY_MAX;
+// The lean forward's running maximum moved lazily at head dim 128 (LONGCA_FWD_LAZY_MAX, sm90's
+// since call 75's sm90lz: d128 +1.5 to +2%, d64 -0.6 to -2.1% and left out there;
 // FlashAttention-4's conditional rescaling): a row's subtraction point m moves to the
 // tile's maximum (in log2 units) only where that passes it by more than 8, so P = exp2(s
 // scale log2e - m) reaches at most 256 (bf16 and fp16 hold it; O and the sums are fp32),
@@ -321,7 +293,7 @@ constexpr bool kFwdRowSum = false;
 // rows: 5 of 256 warp-tiles rescale at 8K, 5 of 512 at 16K, against sm90's 118 and 158); the
 // maximum reaches the point in three instructions where sm90 takes four. lse = m ln2 + ln l
 // holds for any m.
-// Today's sm90 skips the rescale only where no row's maximum grew at all: for random scores
+// Without it the rescale is skipped only where no row's maximum grew at all: for random scores
 // a warp's 16 rows see a new maximum at key tile k with odds about 1 - e^(-16 / k), so at 8K
 // (64 key tiles) it rescales in about half of the tiles, at 16K in a third.
 #if defined(LONGCA_FWD_LAZY_MAX)
@@ -329,40 +301,6 @@ constexpr bool kFwdLazyMax = true;
 #else
 constexpr bool kFwdLazyMax = false;
 #endif
-// Some of the head-dim-64 forward's exponentials on the FMA pipe (experiments sm90xf8 and
-// sm90xf4, LONGCA_FWD_EXP_EMU8 / LONGCA_FWD_EXP_EMU4: one in 8 or 4 of a thread's scores,
-// all of them in its second row; the three-consumer forward fwd90mo / fwd90mop only). At head dim 64 a tile's exponentials
-// keep the multi-function unit as long as its products keep the tensor cores (16 a clock
-// an SM against 4,096 FLOP: 1,536 clocks each for a 192 x 128 tile), and ptxas 12.4 spaces a
-// warp's MUFU.EX2 8 clocks apart, so a consumer's softmax is at least 64 x 8 = 512 of its
-// ~670 static clocks (docs/perf.md, "sm90xf8"); FlashAttention-4 moves part of them to
-// the FMA pipe, whose issue slots between those MUFU are free. (Call 20 timed the same
-// split in the two-warpgroup forward of the day, before the overlap, as sm90x8 / sm90x4 /
-// sm90x2: -14 to -25%.)
-#if defined(LONGCA_FWD_EXP_EMU8)
-constexpr int kFwdExpEmu = 8;
-#elif defined(LONGCA_FWD_EXP_EMU4)
-constexpr int kFwdExpEmu = 4;
-#else
-constexpr int kFwdExpEmu = 0;
-#endif
-// 2^x for x <= 8 (or -inf; up to 8 where sm90lz's subtraction point trails the maximum) on
-// the FMA pipe: x = j + f with j = floor(x) (the rounding-down
-// add of 1.5 x 2^23 leaves j in the sum's low mantissa bits), 2^f by a cubic with p(0) = 1
-// exactly (relative error 8.6e-5 at most on [0, 1): a bf16 P rounds by up to 2e-3), and j
-// added to the exponent field (r's bits shifted by 23 are j's). x is clamped at -127, where
-// f = 0, p = 1 and the sum of the bits is exactly +0: a masked score gives 0, as exp2f.
-// Eight instructions: FMNMX, three FADD, three FFMA, one IMAD (kernels/cuda's host test
-// compiles it and checks it against exp2 over [-130, 8.5] and -inf). A NaN score gives 0
-// here (FMNMX drops it), NaN through exp2f: only a row whose every NaN falls on an emulated
-// position would come out finite.
-DEV float exp2_fma(float x) {
-  x = fmaxf(x, -127.f);
-  const float r = __fadd_rd(x, 12582912.f);
-  const float f = x - (r - 12582912.f);
-  const float p = fmaf(fmaf(fmaf(0.07706704f, f, 0.22764499f), f, 0.69511676f), f, 1.f);
-  return __int_as_float((int)((unsigned)__float_as_int(r) << 23) + __float_as_int(p));
-}
 // a forward work-list entry: its key tile, its mask reference (-1: the tile is whole)
 struct FwdEntry {
   int kt, ref;
@@ -413,8 +351,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
                 "64-key tiles with two consumer warpgroups; 176-key tiles at head dim 128, one work item a block");
   constexpr int QM = 64 * NC, CT = 128 * NC;  // query rows a tile, consumer threads
   constexpr int kProdRegs = FwdRegs<NC>::kProd, kConsRegs = FwdRegs<NC>::kCons;  // setmaxnreg
-  constexpr bool RS = kFwdRowSum && OV && LEAN && BN == 128;  // the rows' sums by P V
-  using L = SmemLayout<D, QM, BN, RS>;
+  using L = SmemLayout<D, QM, BN>;
   static_assert(!PERSIST || L::kQTiles == 2, "the persistent forward loads the next item's Q into a second tile");
   extern __shared__ unsigned char smem_raw[];
   unsigned char *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
@@ -429,16 +366,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
   const int items = hq * wl.row_tiles;
   const int first = PERSIST ? blockIdx.x : blockIdx.y * hq + blockIdx.x;
   const int step = PERSIST ? gridDim.x : items;
-  constexpr int kVS = L::kVStage / 2;  // a V stage's elements
 
-  if constexpr (RS) {  // every V stage's chunk of ones, for the async proxy (wgmma) to read
-    const unsigned one = Ops<T>::pack(1.f, 1.f);
-    for (int i = tid; i < STAGES * BN * CHUNK / 4; i += blockDim.x) {
-      const int st = i / (BN * CHUNK / 4), w = i % (BN * CHUNK / 4);
-      *reinterpret_cast<uint2 *>(sV + st * kVS + BN * D + w * 4) = make_uint2(one, one);
-    }
-    fence_async_smem();
-  }
   if (tid == 0) {
     for (int b = 0; b < 2; b++) {
       mbar_init(&fullQ[b], 1);
@@ -484,7 +412,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
           mbar_expect_tx(&fullV[s], L::kKVBytes);
 #pragma unroll
           for (int c = 0; c < L::kChunks; c++)
-            tma_load3(sV + s * kVS + c * BN * CHUNK, &tv, &fullV[s], c * CHUNK, it.kvh, k0);
+            tma_load3(sV + s * BN * D + c * BN * CHUNK, &tv, &fullV[s], c * CHUNK, it.kvh, k0);
         }
       }
     }
@@ -495,7 +423,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
   const int cw = wg - 1;                  // consumer warpgroup: query rows 64 cw .. 64 cw + 63
   if (cw == NC - 1) named_arrive(1, 256);  // consumer 0 takes the first turn
   const int lt = tid % 128, warp = lt / 32, lane = lt % 32, g = lane / 4, t = lane % 4;
-  constexpr int OR = D / 2 + (RS ? 4 : 0);  // O accumulator registers (m64 x D; RS: and 8 columns of sums)
+  constexpr int OR = D / 2;                // O accumulator registers (m64 x D)
   int n = 0, qn = 0;                       // tiles and Q tiles consumed so far
   for (int item = first; item < items; item += step) {
   const FwdItem itm = fwd_item<kFwdKVMajor<D>>(wl, item, hq, hkv);
@@ -532,15 +460,10 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
   // bytes in every chunk, chunks BN*128 bytes apart; P from registers
   constexpr int PK = BN / 16;  // P's register fragments
   auto issue_pv = [&](const unsigned(&pa)[PK][4], int s) {
-    const T *cV = sV + s * kVS;
+    const T *cV = sV + s * BN * D;
     const unsigned loV = sw128_lo(cV, BN * CHUNK * 2);
 #pragma unroll
-    for (int kk = 0; kk < BN / 16; kk++) {
-      if constexpr (RS)
-        PVSum<T, D>::run(acc, pa[kk], sw128_at(loV, kk * 16 * CHUNK * 2));
-      else
-        PV<T, D>::run(acc, pa[kk], sw128_at(loV, kk * 16 * CHUNK * 2));
-    }
+    for (int kk = 0; kk < BN / 16; kk++) PV<T, D>::run(acc, pa[kk], sw128_at(loV, kk * 16 * CHUNK * 2));
   };
   // P of the scores sc, bf16 (fp16), into pa
   auto put_p = [&](const float(&sc)[BN / 2], unsigned(&pa)[PK][4]) {
@@ -593,37 +516,27 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
 #pragma unroll
       for (int j = 0; j < BN / 8; j++) {
         if (LEAN) {  // exp2(s scale log2e - max): one FFMA; masked scores are -inf either way
-#pragma unroll
-          for (int e = 0; e < 2; e++) {
-            const float x = fmaf(sc[4 * j + 2 * r + e], scale_log2, -use);
-            // EMU: the second row's score 2 j + e on the FMA pipe where that is N / 2 - 1 mod
-            // N / 2 (one in N of a thread's scores): ptxas 12.4 starts a thread's exponentials
-            // after the first row's maximum and spaces them 8 clocks apart; the second row's
-            // emulated ones fill those gaps while the first row's MUFU run (static clocks of
-            // fwd90mo's softmax: 669 sm90, 657 with N = 8, 633 with N = 4; spread over both rows
-            // as in call 20: 670 / 669, ptxas putting them all before the first MUFU)
-            constexpr bool EMU = kFwdExpEmu > 0 && D == 64 && NC == 3;
-            sc[4 * j + 2 * r + e] = EMU && r == 1 && (2 * j + e) % (EMU ? kFwdExpEmu / 2 : 1) == kFwdExpEmu / 2 - 1 ? exp2_fma(x) : exp2f(x);
-          }
+          sc[4 * j + 2 * r] = exp2f(fmaf(sc[4 * j + 2 * r], scale_log2, -use));
+          sc[4 * j + 2 * r + 1] = exp2f(fmaf(sc[4 * j + 2 * r + 1], scale_log2, -use));
         } else {
           sc[4 * j + 2 * r] = exp2f(sc[4 * j + 2 * r] - use);
           sc[4 * j + 2 * r + 1] = exp2f(sc[4 * j + 2 * r + 1] - use);
         }
-        if (!RS) sm += sc[4 * j + 2 * r] + sc[4 * j + 2 * r + 1];
+        sm += sc[4 * j + 2 * r] + sc[4 * j + 2 * r + 1];
       }
-      sum[r] = sm;  // RS: 0 (P V sums the rows)
+      sum[r] = sm;
     }
     if (pack) put_p(sc, pa);
   };
   auto rescale = [&](const float(&alpha)[2], const float(&sum)[2]) {
 #pragma unroll
-    for (int r = 0; r < 2; r++) l[r] = RS ? 0.f : l[r] * alpha[r] + sum[r];
+    for (int r = 0; r < 2; r++) l[r] = l[r] * alpha[r] + sum[r];
     // LEAN: every alpha of the warp exactly 1 (no new maximum) leaves acc as it is
     if (LEAN && !__any_sync(0xffffffff, alpha[0] != 1.f || alpha[1] != 1.f)) return;
 #pragma unroll
     for (int r = 0; r < 2; r++) {
 #pragma unroll
-      for (int j = 0; j < OR / 4; j++) {  // RS: the sums' columns too
+      for (int j = 0; j < D / 8; j++) {
         acc[4 * j + 2 * r] *= alpha[r];
         acc[4 * j + 2 * r + 1] *= alpha[r];
       }
@@ -681,19 +594,8 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       // ptxas schedules the wait for P V as early as it can, ahead of the exponentials:
       // a shared store that depends on every exponential (through the rows' sums) and never
       // runs (a sum of exponentials is never -inf) keeps the wait behind them
-      if constexpr (!RS) {
-        asm volatile("{ .reg .pred p; setp.eq.f32 p, %0, 0fFF800000; @p st.shared.f32 [%1], %0; }" ::"f"(sum[0] + sum[1]),
-                     "r"(smem_u32(smem)) : "memory");
-      } else {
-        // RS has no sums: the store depends on every exponential through the OR of their
-        // bits (three-input LOP3s, half the instructions of the sums), which never has the
-        // sign bit (an exponential is not negative)
-        unsigned x[4] = {0u, 0u, 0u, 0u};
-#pragma unroll
-        for (int j = 0; j < BN / 2; j++) x[j % 4] |= (unsigned)__float_as_int(sc[j]);
-        asm volatile("{ .reg .pred p; setp.eq.u32 p, %0, 0xFFFFFFFF; @p st.shared.u32 [%1], %0; }" ::"r"((x[0] | x[1]) | (x[2] | x[3])),
-                     "r"(smem_u32(smem)) : "memory");
-      }
+      asm volatile("{ .reg .pred p; setp.eq.f32 p, %0, 0fFF800000; @p st.shared.f32 [%1], %0; }" ::"f"(sum[0] + sum[1]),
+                   "r"(smem_u32(smem)) : "memory");
 #endif
       wgmma_wait<0>();
       reg_fence(acc);
@@ -750,12 +652,8 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
 #pragma unroll
   for (int r = 0; r < 2; r++) {
     float sum = l[r];
-    if (RS) {
-      sum = acc[D / 2 + 2 * r];  // column D + 2t: each column of ones holds the row's whole sum
-    } else {
-      sum += __shfl_xor_sync(0xffffffff, sum, 1);
-      sum += __shfl_xor_sync(0xffffffff, sum, 2);
-    }
+    sum += __shfl_xor_sync(0xffffffff, sum, 1);
+    sum += __shfl_xor_sync(0xffffffff, sum, 2);
     const int qi = r0 + r * 8;
     const float inv = sum > 0.f ? 1.f / sum : 0.f;
     if (qi < q_end) {  // q_end: sq, or a ragged row tile's end (LONGCA_FWD_RAGGED)

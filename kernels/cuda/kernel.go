@@ -56,7 +56,6 @@ type variant struct {
 	convC          bool     // dQ's fragment order converted through shared memory, a 64 x 64 chunk a block (sm90 since call 15)
 	lean           bool     // the sm_90 forward's lean softmax (sm90 since call 15; a positive softmax scale only)
 	oneItem        bool     // the sm_90 forward has no persistent entry (a work item a block: fwd90n's one Q tile)
-	rowSum         bool     // the sm_90 forward's P V sums P's rows through a chunk of ones a V stage (LONGCA_FWD_ROWSUM)
 	at64           *variant // the entry at head dim 64, when it is another (sm90: the forward's three consumer warpgroups, the backward's bwd90f)
 }
 
@@ -78,15 +77,6 @@ func (v variant) withFn(fn string) variant { v.fn = fn; return v }
 
 // withAt64 is v with the entry point f at head dim 64.
 func (v variant) withAt64(f *variant) variant { v.at64 = f; return v }
-
-// withRowSum is the overlapped sm_90 forward v over 128-key tiles compiled with
-// LONGCA_FWD_ROWSUM: each of its 2 V stages followed by a 64-column chunk of ones
-// (SmemLayout's kVStage).
-func (v variant) withRowSum() variant {
-	v.rowSum = true
-	v.sharedFixed += 2 * v.kTile * 64 * 2
-	return v
-}
 
 // withBars is v with n more mbarriers in its shared memory.
 func (v variant) withBars(n int) variant { v.sharedFixed += 8 * n; return v }
@@ -137,10 +127,6 @@ var (
 	// tile's P V; FlashAttention-3's choice at head dim 64: three warpgroups and the overlap)
 	fwdSM90MO  = fwdSM90M.withFn("fwd90mo")
 	fwdSM90OMO = fwdSM90O.withAt64(&fwdSM90MO)
-	// experiment sm90rs (LONGCA_FWD_ROWSUM): those two forwards with the rows' sums by P V
-	// (V's stages each followed by a chunk of ones, 32 KB more)
-	fwdSM90MOR  = fwdSM90MO.withRowSum()
-	fwdSM90OMOR = fwdSM90O.withRowSum().withAt64(&fwdSM90MOR)
 	// the overlapped forward over 128 x 64 tiles at both head dims (LONGCA_FWD_K64): K and V
 	// 2 stages of 64 x D (sm90 where keyTile64Pays says so, sm90s always; calls 29-30)
 	fwdSM90S = variant{fn: "fwd90s", qTile: 128, kTile: 64, threads: 384, sharedPerDim: (2*128 + 4*64) * 2, sharedFixed: fwdSM90.sharedFixed, lean: true}
@@ -292,9 +278,6 @@ var archVariants = []archVariant{
 		v.docPairs, v.split128, v.split128Rule, v.split128Maps = docPairsByRule, 8, false, false
 	}),
 	sm90With("sm90rm", "experiment (not yet run on a GPU): sm90 with the d128 forward's work items in the grid's order before call 69 (heads fastest, then the row tiles heaviest first; LONGCA_FWD_KVMAJOR128 not defined): the eighteenth session's suite on an H100 read sliding_window 48K's forward 10% and causal_blockwise 16K's and prefix_lm_document 32K's 6% below the sixteenth's (cuDNN on sliding_window 48K 10% above: another card), the KV-major order having come between", func(v *archVariant) { v.defines = slices.Clone(sm90DefinesRM) }),
-	sm90With("sm90rs", "experiment (not yet run on a GPU): sm90 with the overlapped forward over 128-key tiles (fwd90o at head dim 128 where sm90 does not take the wide tiles, fwd90mo at 64) summing P's rows on the tensor cores: V's stages each followed by a chunk of ones, so that P V (n72 at head dim 64, n136 at 128) leaves each row's sum in O's last columns, rescaled with O (LONGCA_FWD_ROWSUM): 64 FADD a thread a tile fewer in the softmax (call 60's op mix of the d64 forward: 1.06 FADD a score, 7.29 instructions a score), for 1/16 (d64) or 1/32 (d128) more products; the exponentials still kept ahead of the wait for P V, by a store depending on the OR of their bits", func(v *archVariant) { v.fwd = fwdSM90OMOR }, "LONGCA_FWD_ROWSUM"),
-	sm90With("sm90xf8", "experiment (not yet run on a GPU): sm90 with one in 8 of the head-dim-64 forward's exponentials on the FMA pipe (exp2_fma: a cubic for 2^f, the integer part into the exponent field, eight instructions; a quarter of each thread's second row, whose emulation then runs between the first row's MUFU; LONGCA_FWD_EXP_EMU8; fwd90mo and fwd90mop only): at head dim 64 a tile's exponentials keep the multi-function unit as long as its products keep the tensor cores, and ptxas spaces a warp's MUFU.EX2 8 clocks apart (512 of a consumer softmax's ~670 static clocks), with free issue slots between them; FlashAttention-4's answer to the same balance on Blackwell", nil, "LONGCA_FWD_EXP_EMU8"),
-	sm90With("sm90xf4", "experiment (not yet run on a GPU): sm90xf8 with one in 4 of the head-dim-64 forward's exponentials on the FMA pipe (half of each thread's second row; LONGCA_FWD_EXP_EMU4)", nil, "LONGCA_FWD_EXP_EMU4"),
 	sm90With("sm90ns", "sm90 never splitting the backward at head dim 128 (the other side of sm90's split rule)", func(v *archVariant) { v.split128, v.split128Rule, v.split128Maps = 0, false, false }),
 	sm90With("sm90np", "sm90 with the backward never walking key tiles in pairs (the other side of sm90's pairing rule; sm90 as it was before call 50 but for the pairing's code); with sm90's split rule at head dim 128, which takes other cells where the pairs differ", func(v *archVariant) { v.pairs, v.pairsEntry, v.docPairs = false, false, docPairsNever }),
 	sm90With("sm90s", "sm90 with the forward always over 128-query x 64-key tiles, at both head dims (one side of sm90's tile rule)", func(v *archVariant) { v.fwd, v.k64, v.wide = fwdSM90S, false, false }),

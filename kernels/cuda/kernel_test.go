@@ -200,32 +200,26 @@ func forwardsOf(av archVariant, d int) []variant {
 func TestForwardSharedMatchesLayout(t *testing.T) {
 	src := SourceSM90()
 	prog := "#include <cstdio>\n" + extract(t, src, "constexpr int SBM = 128", "\n") + extract(t, src, "constexpr int CHUNK = 64;", "\n") +
-		extract(t, src, "template <int D, int QM = SBM, int BN = SBN, bool RS = false> struct SmemLayout {", "\n};\n") + `
-template <int D, int QM, int BN, bool RS> void show() { printf("%d %d %d %d %d\n", D, QM, BN, (int)RS, SmemLayout<D, QM, BN, RS>::kBytes); }
-int main() { show<64, 128, 128, false>(); show<128, 128, 128, false>(); show<64, 192, 128, false>();
-  show<64, 128, 64, false>(); show<128, 128, 64, false>(); show<128, 128, 176, false>();
-  show<128, 128, 128, true>(); show<64, 192, 128, true>(); return 0; }
+		extract(t, src, "template <int D, int QM = SBM, int BN = SBN> struct SmemLayout {", "\n};\n") + `
+template <int D, int QM, int BN> void show() { printf("%d %d %d %d\n", D, QM, BN, SmemLayout<D, QM, BN>::kBytes); }
+int main() { show<64, 128, 128>(); show<128, 128, 128>(); show<64, 192, 128>();
+  show<64, 128, 64>(); show<128, 128, 64>(); show<128, 128, 176>(); return 0; }
 `
-	// the layout the kernel takes: its query rows a tile (64 a consumer warpgroup), key tile
-	// and the rows' sums by P V (LONGCA_FWD_ROWSUM on the overlapped lean 128-key forwards)
-	for _, rule := range []string{"using L = SmemLayout<D, QM, BN, RS>;", "constexpr int QM = 64 * NC", "constexpr bool RS = kFwdRowSum && OV && LEAN && BN == 128;"} {
+	// the layout the kernel takes: its query rows a tile (64 a consumer warpgroup) and key tile
+	for _, rule := range []string{"using L = SmemLayout<D, QM, BN>;", "constexpr int QM = 64 * NC"} {
 		if !strings.Contains(src, rule) {
 			t.Fatalf("attention_sm90.cu no longer says %q: the layout rule this test copies has moved", rule)
 		}
 	}
 	out := hostcc.Output(t, "fwdlayout", prog)
-	type key struct {
-		d, qm, bn int
-		rs        bool
-	}
+	type key struct{ d, qm, bn int }
 	layout := map[key]int{}
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		var k key
-		var bytes, rs int
-		if _, err := fmt.Sscan(line, &k.d, &k.qm, &k.bn, &rs, &bytes); err != nil {
+		var bytes int
+		if _, err := fmt.Sscan(line, &k.d, &k.qm, &k.bn, &bytes); err != nil {
 			t.Fatalf("line %q: %v", line, err)
 		}
-		k.rs = rs == 1
 		layout[k] = bytes
 	}
 	wide := 0
@@ -242,13 +236,7 @@ int main() { show<64, 128, 128, false>(); show<128, 128, 128, false>(); show<64,
 				if v.shared(d) > 232448 { // cudaDevAttrMaxSharedMemoryPerBlockOptin on sm_90
 					t.Errorf("%s %s at head dim %d: %d bytes of shared memory, past the 232,448 a block may have", av.name, v.fn, d, v.shared(d))
 				}
-				// the module's define gives the entries over 128-key tiles their sums by P V
-				// (fwd90s over 64 keys and fwd90n over 176 never); the host's entry must say so
-				rs := slices.Contains(av.defines, "LONGCA_FWD_ROWSUM") && (v.fn == "fwd90o" || v.fn == "fwd90mo")
-				if v.rowSum != rs {
-					t.Errorf("%s %s at head dim %d: rowSum %v, the module compiles it %v", av.name, v.fn, d, v.rowSum, rs)
-				}
-				l, ok := layout[key{d, v.qTile, v.kTile, rs}]
+				l, ok := layout[key{d, v.qTile, v.kTile}]
 				if !ok {
 					t.Errorf("%s %s at head dim %d: no layout for %d x %d tiles", av.name, v.fn, d, v.qTile, v.kTile)
 					continue
