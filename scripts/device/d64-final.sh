@@ -18,10 +18,13 @@ timeout -s INT -k 30 "$limit" bin/longca kernel --kernels cuda,cudnn,torch:flash
 	--out /tmp/d64-final --run-id $gpu-d64 >"$out/d64.log" 2>&1
 rc=$?
 echo "# longca kernel --head-dim 64, every peer: exit $rc, wall $(($(date +%s) - t0)) s" | tee -a "$out/d64.log"
-bin/longca merge /tmp/d64-final >/dev/null 2>&1
+# (merge's default file is DIR/merged.arrow: named for the run, as longca run names its own,
+# so that the copy and the criteria below find it; the nineteenth session's call named none)
+merged=/tmp/d64-final/$gpu-d64.merged.arrow
+bin/longca merge --out "$merged" /tmp/d64-final >/dev/null 2>&1
 bin/longca report /tmp/d64-final >"$out/d64.report.txt" 2>&1
-cp /tmp/d64-final/*.merged.arrow "$out/" 2>/dev/null
+cp "$merged" "$out/" 2>/dev/null
 grep -E '^# Cases' "$out/d64.log" | tail -1
 sed -n '/x fastest/,$p' "$out/d64.report.txt" | head -110
 echo "=== issue 19's criteria at head dim 64 (longca report --against)"
-goal_lines "$(ls /tmp/d64-final/*.merged.arrow 2>/dev/null | head -1)"
+goal_lines "$merged"
