@@ -15,11 +15,12 @@ import (
 // query's first component 1 and every key's first component c times its 128-key tile's index
 // (c = 128 at head dim 64, 192 at 128: 23-25 log2 units of the softmax's exponent a tile at
 // the default scale, against random parts that move a tile's maximum by a few; the scores
-// stay fp32 in the kernel and in both references, so the rule's tolerance is as sharp). In the order
-// the forward visits a row's key tiles (ascending) each tile's maximum then passes the row's
-// running maximum by more than 8: the rescale of O runs at every tile, and so does the move
-// of sm90lz's subtraction point, which random scores reach about never after a row's first
-// tile (TestClimbingScores on the GPU; TestClimbingInputs here checks that they climb).
+// stay fp32 in the kernel and in both references, so the rule's tolerance is as sharp). In
+// the order the forward visits a row's key tiles (ascending) each tile's maximum then passes
+// the row's running maximum by more than 8: the rescale of O runs at every tile, and so does
+// the move of the d128 forward's lazy subtraction point (call 75's sm90lz, sm90's since),
+// which random scores reach about never after a row's first tile (TestClimbingScores on the
+// GPU; TestClimbingInputs here checks that they climb).
 func climbingInputs(p kernels.Problem, seed uint64) (q, k, v, dout *tensor.Host) {
 	q, k, v, dout = check.Inputs(p, seed)
 	c := 128.0
@@ -62,7 +63,7 @@ func climbProblems(t *testing.T) []climbProblem {
 
 // The climbing inputs climb: for every query row and head, over the 128-key tiles holding
 // keys the row may see, in ascending order, each tile's maximum of s scale log2(e) passes the
-// maximum of the tiles before it by more than 8 (sm90lz's threshold), so the GPU test's
+// maximum of the tiles before it by more than 8 (the lazy point's threshold), so the GPU test's
 // premise (the point moves at every tile) holds by construction, not by luck.
 func TestClimbingInputs(t *testing.T) {
 	for _, c := range climbProblems(t) {

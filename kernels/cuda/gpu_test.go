@@ -105,8 +105,9 @@ func TestMasks(t *testing.T) {
 
 // Scores that climb key tile by key tile (climbingInputs: each 128-key tile's maximum passes
 // the row's running one by 15 log2 units or more), forward and backward against the CPU
-// reference: the forward's rescale of O runs at every tile, and sm90lz's subtraction point
-// moves at every tile, which random scores reach about never after a row's first tile.
+// reference: the forward's rescale of O runs at every tile, and the d128 forward's lazy
+// subtraction point moves at every tile, which random scores reach about never after a row's
+// first tile.
 func TestClimbingScores(t *testing.T) {
 	k := gpuKernel(t)
 	ctx := context.Background()

@@ -217,7 +217,7 @@ type archVariant struct {
 	// backward's fn, "s" where split, then "p", one barrier more), the unpaired blocks by
 	// entries without the pairs' code
 	pairsEntry bool
-	// ragged (experiment sm90rg, with LONGCA_FWD_RAGGED in defines): the forward's lists of one
+	// ragged (sm90's since call 74's sm90rg, with LONGCA_FWD_RAGGED in defines): the forward's lists of one
 	// mask start their tiles at its segments (BuildRaggedWorkList) where that visits 2% fewer
 	// tiles (raggedPays)
 	ragged bool
