@@ -289,8 +289,9 @@ DEV int fwd_col0(const WorkList &wl, int kt, int tile) { return kFwdRagged && wl
 // scale log2e - m) reaches at most 256 (bf16 and fp16 hold it; O and the sums are fp32),
 // alpha is exactly 1 without its MUFU.EX2 wherever m stays, and the warp's rescale of O (32
 // FMUL at d64, 64 at d128, after the wait for P V) is skipped unless a row of it moved: for
-// random scores a point, once set, moves again about never (a desk review's simulation, 64
-// rows: 5 of 256 warp-tiles rescale at 8K, 5 of 512 at 16K, against sm90's 118 and 158); the
+// random scores a point, once set, moves again about never (a float32 simulation, 64 rows:
+// no warp-tile rescaled after the rows' first at 8K or 16K, against 118 of 256 and 158 of
+// 512 without it); the
 // maximum reaches the point in three instructions where sm90 takes four. lse = m ln2 + ln l
 // holds for any m.
 // Without it the rescale is skipped only where no row's maximum grew at all: for random scores

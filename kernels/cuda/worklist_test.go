@@ -1018,8 +1018,8 @@ func TestRaggedGPUTestShapes(t *testing.T) {
 // compiled on the host from attention_sm90.cu with and without LONGCA_FWD_RAGGED) against
 // the Go list's Bounds: with the define, every row tile of a ragged causal_document list at
 // 128 x 128 starts, ends and every key tile starts where the Go tiling puts them (the
-// kernel's indexing of Bounds is the builder's layout); without it, at the multiples of the
-// tiles, rows to sq, whatever the bounds.
+// kernel's indexing of Bounds is the builder's layout); without it, or with it and no bounds
+// (a packed list's launch passes a null pointer), at the multiples of the tiles, rows to sq.
 func TestRaggedBoundsOnHost(t *testing.T) {
 	spec, err := mask.Build("causal_document", 4096, mask.Options{Seed: 42})
 	if err != nil {
@@ -1047,15 +1047,22 @@ int main() {
   static const int bounds[] = {%s};
   WorkList w{};
   w.row_tiles = %d, w.bounds = bounds;
+#ifdef NULL_BOUNDS
+  w.bounds = nullptr;  // a packed list's launch passes none
+#endif
   for (int r = 0; r < %d; r++) printf("r %%d %%d %%d\n", r, fwd_row0(w, r, 128), fwd_row_end(w, r, 4096));
   for (int c = 0; c < %d; c++) printf("c %%d %%d\n", c, fwd_col0(w, c, 128));
   return 0;
 }
 `, bounds.String(), w.RowTiles, w.RowTiles, w.ColTiles)
-	for _, ragged := range []bool{true, false} {
+	for _, mode := range []struct{ define, null bool }{{true, false}, {false, false}, {true, true}} {
+		ragged := mode.define && !mode.null // the tiles at the bounds; else at the multiples
 		prog := "#include <cstdio>\n#define DEV\n"
-		if ragged {
+		if mode.define {
 			prog += "#define LONGCA_FWD_RAGGED 1\n"
+		}
+		if mode.null {
+			prog += "#define NULL_BOUNDS 1\n"
 		}
 		prog += wl + helpers + main
 		out := strings.TrimSpace(hostcc.Output(t, "raggedbounds", prog))
@@ -1075,7 +1082,7 @@ int main() {
 			want = append(want, fmt.Sprintf("c %d %d", c, c0))
 		}
 		if out != strings.Join(want, "\n") {
-			t.Errorf("ragged %v: the kernel's tile positions differ from the list's:\n%s\nwant\n%s", ragged, out, strings.Join(want, "\n"))
+			t.Errorf("define %v, null bounds %v: the kernel's tile positions differ from the list's:\n%s\nwant\n%s", mode.define, mode.null, out, strings.Join(want, "\n"))
 		}
 	}
 	// and the ragged bounds are the documents' tiles: each row tile within one document
