@@ -499,11 +499,11 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
         // exponentials are exactly 0 (a tile's maximum of -inf never passes it). Three
         // instructions from the maximum to the point (FMUL, FSETP against m + 8, FSEL; sm90's
         // four: FMUL, FMNMX, and the -inf test's FSETP, FSEL). alpha is 1 where the point
-        // stays and while it is -1e30 (acc and l are still 0: as sm90's first tile, the
+        // stays and while it is kM0 (acc and l are still 0: as sm90's first tile, the
         // rescale then compiled out of the first tile's softmax).
         const float t = mx * scale_log2;
         use = t > m[r] + 8.f ? t : m[r];
-        alpha[r] = use == m[r] || m[r] == -1e30f ? 1.f : exp2f(m[r] - use);
+        alpha[r] = use == m[r] || m[r] == kM0 ? 1.f : exp2f(m[r] - use);
         mx = use;
       } else {
         if (LEAN) mx = fmaxf(m[r], mx * scale_log2);  // the maximum in the exponent's units (scale > 0)

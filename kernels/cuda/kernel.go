@@ -500,7 +500,7 @@ func (k *Kernel) BackwardPartials(group, d int) int {
 // Describe names the variant that serves the problem and the architecture it was built
 // for; on sm90 a forward run persistent (short rows) says so ("sm90 persistent-fwd"), and
 // one over other tiles than the variant's (k64-fwd, and forwardLabel's: wide-fwd) or over tiles
-// started at the documents (ragged-fwd: experiment sm90rg), a
+// started at the documents (ragged-fwd: sm90's since call 74's sm90rg), a
 // deterministic backward too ("sm90 deterministic"), and a backward its group split ("sm90
 // gsplit-4") and its key-tile pairs ("sm90 pairs-bwd"; "sm90 doc-pairs-bwd" within documents).
 func (k *Kernel) Describe(p kernels.Problem, pass kernels.Pass) kernels.Info {
@@ -727,10 +727,8 @@ func (k *Kernel) listBuilt(p kernels.Problem, qt, kt int, tr bool, w *WorkList) 
 			if w, err = BuildWorkList(ms, qt, kt, tr); err != nil {
 				return nil, err
 			}
-			if k.arch.ragged && !tr && len(ms) == 1 && raggedWorth(ms[0], qt, kt) {
-				if r, err := BuildRaggedWorkList(ms[0], qt, kt); err == nil && raggedPays(w, r) {
-					w = r
-				}
+			if k.arch.ragged && !tr && len(ms) == 1 {
+				w = raggedOr(w, ms[0], qt, kt)
 			}
 		}
 		dl = &deviceList{w: w}
@@ -738,7 +736,10 @@ func (k *Kernel) listBuilt(p kernels.Problem, qt, kt int, tr bool, w *WorkList) 
 			dst  **cuda.Buffer
 			vals []int32
 		}
-		bufs := []upload{{&dl.order, w.Order}, {&dl.start, w.Start}, {&dl.entries, w.Entries}, {&dl.refs, w.Refs}, {&dl.slices, w.Slices}, {&dl.ranks, w.Ranks}, {&dl.bounds, w.Bounds}}
+		bufs := []upload{{&dl.order, w.Order}, {&dl.start, w.Start}, {&dl.entries, w.Entries}, {&dl.refs, w.Refs}, {&dl.slices, w.Slices}, {&dl.ranks, w.Ranks}}
+		if w.Ragged { // only a ragged list's launch reads its bounds (forward90)
+			bufs = append(bufs, upload{&dl.bounds, w.Bounds})
+		}
 		if tr && k.arch.docPairs != docPairsNever {
 			bufs = append(bufs, upload{&dl.pairOrder, endAlignedPairs(w)})
 		}

@@ -292,6 +292,18 @@ func raggedPays(packed, ragged *WorkList) bool {
 	return 100*len(ragged.Entries) <= 98*len(packed.Entries)
 }
 
+// raggedOr is the forward's list of mask m in qTile x kTile tiles: BuildRaggedWorkList's
+// where raggedWorth and raggedPays say so, else packed (m's BuildWorkList, as built).
+func raggedOr(packed *WorkList, m mask.Mask, qTile, kTile int) *WorkList {
+	if !raggedWorth(m, qTile, kTile) {
+		return packed
+	}
+	if r, err := BuildRaggedWorkList(m, qTile, kTile); err == nil && raggedPays(packed, r) {
+		return r
+	}
+	return packed
+}
+
 // bandArea counts pairs q in Q, k in K with lo <= k-q <= hi.
 func bandArea(q, k mask.Range, lo, hi int) int64 {
 	if lo <= k.Start-(q.End-1) && hi >= k.End-1-q.Start {

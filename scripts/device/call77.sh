@@ -27,8 +27,6 @@ cat "$out/t/summary.txt"
 echo "=== the forward's plan, row by row (persistent-fwd, wide-fwd, ragged-fwd)"
 row_variants a-0-sm90
 table a "d128 forward TFLOP/s" "sm90rm/sm90" $runs
-for v in sm90 cudnn; do
-	echo "=== $v's d128 full 16K backward under ncu: stall reasons an issued instruction"
-	stalls "$out/t/ncu-stall-$v-full-16K.log"
-done
+echo "=== the d128 full 16K backward under ncu, sm90 and cuDNN: stall reasons an issued instruction"
+stall_table
 tar -C "$out" -czf "$out/t.tgz" t && rm -rf "$out/t"
