@@ -256,6 +256,17 @@ template <int D> constexpr bool kFwdKVMajor = D == 128;
 #else
 template <int D> constexpr bool kFwdKVMajor = false;
 #endif
+// LONGCA_FWD_ORDER_RULE (experiment sm90ko): the host may turn KVM off for a persistent
+// launch (the forward's trailing argument heads_fast, 1), where a model of the persistent walk says the
+// KV-major order leaves the blocks 2% less even than heads fastest (fwdOrderPays): a
+// persistent block takes items b, b + grid, ..., and KV-major's order repeats the list's
+// heaviest-first sweep once a KV head, so a block's items can all fall on a sweep's heavy
+// end (causal_blockwise 16K: +7.7% without KVM in calls 74 and 77, modelled +6.8%).
+#if defined(LONGCA_FWD_ORDER_RULE)
+constexpr bool kFwdOrderRule = true;
+#else
+constexpr bool kFwdOrderRule = false;
+#endif
 // The forward's overlapped loop reads the next tile's work-list entry (its key tile and mask
 // reference) a whole turn ahead (LONGCA_FWD_ENTRY_AHEAD, sm90's since call 72's sm90ea), not
 // at the start of that tile's softmax: call 71's stall samples of sm90's d64 full 8K forward
@@ -346,7 +357,7 @@ DEV FwdItem fwd_item(const WorkList &wl, int item, int hq, int hkv) {
 // block is 512 threads: consumers at 160 registers, the producer at 32 (65536 in all).
 template <int D, typename T, bool PERSIST, bool LEAN, int NC = 2, bool OV = false, int BN = SBN>
 DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__restrict__ o, float *__restrict__ lse,
-                  int sq, int sk, int hq, int hkv, float scale_log2, WorkList wl) {
+                  int sq, int sk, int hq, int hkv, float scale_log2, WorkList wl, int heads_fast) {
   static_assert(NC == 2 || (NC == 3 && D == 64), "three consumer warpgroups fit the registers at head dim 64 only");
   static_assert(BN == 128 || (BN == 64 && NC == 2) || (BN == 176 && NC == 2 && D == 128 && !PERSIST),
                 "64-key tiles with two consumer warpgroups; 176-key tiles at head dim 128, one work item a block");
@@ -367,6 +378,10 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
   const int items = hq * wl.row_tiles;
   const int first = PERSIST ? blockIdx.x : blockIdx.y * hq + blockIdx.x;
   const int step = PERSIST ? gridDim.x : items;
+  // the items' order: a KV head's together (KVM), unless the rule's host turned it off for
+  // this persistent walk (a grid's blocks are started in order as SMs free: no static walk)
+  const bool kvm = kFwdKVMajor<D> && !(kFwdOrderRule && PERSIST && heads_fast);
+  auto item_at = [&](int item) { return kvm ? fwd_item<true>(wl, item, hq, hkv) : fwd_item<false>(wl, item, hq, hkv); };
 
   if (tid == 0) {
     for (int b = 0; b < 2; b++) {
@@ -391,7 +406,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       tma_prefetch_desc(&tv);
       int n = 0, qn = 0;  // tiles and Q tiles loaded so far: their ring positions
       for (int item = first; item < items; item += step) {
-        const FwdItem it = fwd_item<kFwdKVMajor<D>>(wl, item, hq, hkv);
+        const FwdItem it = item_at(item);
         if (it.e0 == it.e1) continue;
         const int qb = qn & 1;
         mbar_wait(&emptyQ[qb], ((qn >> 1) & 1) ^ 1);
@@ -427,7 +442,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
   constexpr int OR = D / 2;                // O accumulator registers (m64 x D)
   int n = 0, qn = 0;                       // tiles and Q tiles consumed so far
   for (int item = first; item < items; item += step) {
-  const FwdItem itm = fwd_item<kFwdKVMajor<D>>(wl, item, hq, hkv);
+  const FwdItem itm = item_at(item);
   const int h = itm.h, e0 = itm.e0, e1 = itm.e1, q0 = fwd_row0(wl, itm.qt, QM), q_end = fwd_row_end(wl, itm.qt, sq);
   const int r0 = q0 + cw * 64 + warp * 16 + g;  // this thread's rows: r0 and r0 + 8
   float acc[OR];
@@ -1504,9 +1519,9 @@ DEV void dq90_convertc(const float *__restrict__ acc, T *__restrict__ dq, int sq
       FN##_##NAME##_d##D(const __grid_constant__ TmaDesc tq, const __grid_constant__ TmaDesc tk,                   \
                          const __grid_constant__ TmaDesc tv, T *o, float *lse, int sq, int sk, int hq, int hkv,    \
                          float scale_log2, const int *order, const int *start, const int *entries, const int *refs, \
-                         const int *slices, int row_tiles, int per_head, const int *bounds) {                      \
+                         const int *slices, int row_tiles, int per_head, const int *bounds, int heads_fast) {      \
     fwd_sm90<D, T, PERSIST, LEAN, NC, OV, BN>(tq, tk, tv, o, lse, sq, sk, hq, hkv, scale_log2,                                       \
-                            WorkList{order, start, entries, refs, slices, row_tiles, per_head, bounds});           \
+                            WorkList{order, start, entries, refs, slices, row_tiles, per_head, bounds}, heads_fast); \
   }
 #define SM90_BWD(FN, NAME, T, D, DET, F) SM90_BWD_X(FN, NAME, T, D, DET, F, 0)
 #define SM90_BWD_X(FN, NAME, T, D, DET, F, OVB) SM90_BWD_N(FN, NAME, T, D, DET, F, OVB, BBN9)

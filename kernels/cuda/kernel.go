@@ -221,6 +221,10 @@ type archVariant struct {
 	// mask start their tiles at its segments (BuildRaggedWorkList) where that visits 2% fewer
 	// tiles (raggedPays)
 	ragged bool
+	// fwdOrder (LONGCA_FWD_ORDER_RULE in defines, with LONGCA_FWD_KVMAJOR128): the
+	// persistent d128 forward's items heads fastest where fwdOrderPays says the KV-major
+	// walk is less even (forwardHeadsFast; rows say heads-fwd)
+	fwdOrder bool
 	// defines are defined (as 1) at the top of attention_sm90.cu for this variant: a
 	// choice inside code every entry point shares (LONGCA_TILE_BITS_SPAN), or entry points
 	// a module that does not run them need not compile (LONGCA_FWD_LEAN)
@@ -277,7 +281,8 @@ var archVariants = []archVariant{
 	sm90With("sm90g8", "sm90 with the backward at head dim 128 always split in 8 where the group divides (a block a query head, dK and dV summed from fp32 partials, a head's key tiles together), whatever the rule (the other side of sm90's widened split rule; call 67 on an H100: 128-token block-sparse maps at 64K +51 / +32% at kept 0.2 / 0.5 against sm90 before the widening, at 32K -1.0 / +0.5%; sm90g4 +50 / +32% and -1.2 / +0.2%); rows say gsplit-8; pairs within documents by the tail rule alone (docPairsByRule, sm90's before call 69: the bytes rule models the parts sm90's split rule gives, not a forced split)", func(v *archVariant) {
 		v.docPairs, v.split128, v.split128Rule, v.split128Maps = docPairsByRule, 8, false, false
 	}),
-	sm90With("sm90rm", "experiment (not yet run on a GPU): sm90 with the d128 forward's work items in the grid's order before call 69 (heads fastest, then the row tiles heaviest first; LONGCA_FWD_KVMAJOR128 not defined): the eighteenth session's suite on an H100 read sliding_window 48K's forward 10% and causal_blockwise 16K's and prefix_lm_document 32K's 6% below the sixteenth's (cuDNN on sliding_window 48K 10% above: another card), the KV-major order having come between", func(v *archVariant) { v.defines = slices.Clone(sm90DefinesRM) }),
+	sm90With("sm90rm", "sm90 with the d128 forward's work items in the grid's order before call 69 (heads fastest, then the row tiles heaviest first; LONGCA_FWD_KVMAJOR128 not defined), the other side of the KV-major order: calls 74 and 77 on an H100 read causal_blockwise 16K +7.9 / +7.7% (the persistent walk's balance: sm90ko's rule), the other masks at 8K-16K -5.5 to +1.0%, full and causal 48K -2.5 / -3.1%", func(v *archVariant) { v.defines = slices.Clone(sm90DefinesRM) }),
+	sm90With("sm90ko", "experiment (not yet run on a GPU): sm90 with the persistent d128 forward's items heads fastest where a model of the persistent walk (fwdOrderPays) says the KV-major order leaves its blocks 2% or more less even (LONGCA_FWD_ORDER_RULE; rows say heads-fwd): at 64:8 causal_blockwise 16K (modelled +6.8%; calls 74 and 77 measured sm90rm +7.7% there), causal_document and prefix_lm_document 32K", func(v *archVariant) { v.fwdOrder = true }, "LONGCA_FWD_ORDER_RULE"),
 	sm90With("sm90ns", "sm90 never splitting the backward at head dim 128 (the other side of sm90's split rule)", func(v *archVariant) { v.split128, v.split128Rule, v.split128Maps = 0, false, false }),
 	sm90With("sm90np", "sm90 with the backward never walking key tiles in pairs (the other side of sm90's pairing rule; sm90 as it was before call 50 but for the pairing's code); with sm90's split rule at head dim 128, which takes other cells where the pairs differ", func(v *archVariant) { v.pairs, v.pairsEntry, v.docPairs = false, false, docPairsNever }),
 	sm90With("sm90s", "sm90 with the forward always over 128-query x 64-key tiles, at both head dims (one side of sm90's tile rule)", func(v *archVariant) { v.fwd, v.k64, v.wide = fwdSM90S, false, false }),
@@ -510,11 +515,15 @@ func (k *Kernel) Describe(p kernels.Problem, pass kernels.Pass) kernels.Info {
 	}
 	if fv := k.forwardFor(p); inSM90(fv.fn) && pass != kernels.Bwd { // a backward row times the backward alone
 		if dl, err := k.list(p, fv.qTile, fv.kTile, false); err == nil {
-			if k.forwardPersistent(fv, dl.w) {
+			persistent := k.forwardPersistent(fv, dl.w)
+			if persistent {
 				info.Variant += " persistent-fwd"
 			}
 			if dl.w.Ragged {
 				info.Variant += " ragged-fwd"
+			}
+			if k.forwardHeadsFast(fv, dl, p.HeadsQ, p.HeadsKV, p.HeadDim, persistent, int(k.forwardGrid(persistent, p.HeadsQ, dl.w.RowTiles).X)) {
+				info.Variant += " heads-fwd"
 			}
 		}
 		if k.arch.k64 && fv.kTile == 64 {
@@ -631,6 +640,11 @@ type deviceList struct {
 	sched   int32
 	split   int
 	planFor [4]int
+	// fwdOrder, on a forward list of an order-rule variant (fwdOrder): forwardHeadsFast's
+	// decision for fwdOrderFor (heads, KV heads, grid), 1 KV-major, -1 heads fastest, 0 not
+	// yet decided
+	fwdOrder    int8
+	fwdOrderFor [3]int
 }
 
 // listKey hashes what a work list depends on: the tile shape and every slice's values

@@ -912,13 +912,110 @@ func (k *Kernel) forward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList,
 		bounds = dl.bounds // the tiles' bounds (read where LONGCA_FWD_RAGGED)
 	}
 	args = append(args, bounds)
-	grid := forwardGrid(persistent, k.dev.SMs, p.HeadsQ, dl.w.RowTiles)
-	if persistent && k.fwdBlocks > 0 {
-		grid.X = min(grid.X, k.fwdBlocks)
+	grid := k.forwardGrid(persistent, p.HeadsQ, dl.w.RowTiles)
+	headsFast := 0 // the items heads fastest after all (LONGCA_FWD_ORDER_RULE reads it)
+	if k.forwardHeadsFast(fv, dl, p.HeadsQ, p.HeadsKV, d, persistent, int(grid.X)) {
+		headsFast = 1
 	}
+	args = append(args, headsFast)
 	return k.dev.Do(func() error {
 		return f.Launch(grid, cuda.Dim3{X: fv.threads}, shared, k.dev.Stream(), args...)
 	})
+}
+
+// forwardHeadsFast says whether the forward of dl at head dim d runs its items heads fastest
+// where the variant's order would take a KV head's together: only with the variant's order
+// rule (fwdOrder: LONGCA_FWD_ORDER_RULE in its defines), at head dim 128 (the KV-major order's
+// only), persistent on grid blocks, and where fwdOrderPays says the KV-major walk is 2% or
+// more less even. The decision is kept in dl for (heads, KV heads, grid).
+func (k *Kernel) forwardHeadsFast(fv variant, dl *deviceList, heads, headsKV, d int, persistent bool, grid int) bool {
+	if !k.arch.fwdOrder || d != 128 || !persistent || !inSM90(fv.fn) || headsKV <= 0 || heads%headsKV != 0 {
+		return false
+	}
+	key := [3]int{heads, headsKV, grid}
+	k.mu.Lock()
+	o, known := dl.fwdOrder, dl.fwdOrderFor == key
+	k.mu.Unlock()
+	if known && o != 0 {
+		return o < 0
+	}
+	o = 1
+	if !fwdOrderPays(dl.w, heads, headsKV, grid) {
+		o = -1
+	}
+	k.mu.Lock()
+	dl.fwdOrder, dl.fwdOrderFor = o, key
+	k.mu.Unlock()
+	return o < 0
+}
+
+// fwdWalkSpan models the persistent forward's walk of w's work items (heads x row tiles) on
+// grid blocks: block b takes items b, b + grid, b + 2 grid, ... in the kernel's item order
+// (fwd_item: kvMajor, a KV head's items together, its group's query heads fastest, then the
+// row tiles in the list's heaviest-first order; else heads fastest, then the row tiles),
+// each item costing its row's key tiles plus fwdItemSteps (its Q tile and its O and lse).
+// The result is the busiest block's work over the mean (1: every block as long).
+func fwdWalkSpan(w *WorkList, heads, headsKV, grid int, kvMajor bool) float64 {
+	rows := w.RowTiles
+	if grid <= 0 || heads <= 0 || headsKV <= 0 || rows == 0 {
+		return 1
+	}
+	group := heads / headsKV
+	busy := make([]float64, grid)
+	for i := 0; i < heads*rows; i++ {
+		var h, row int
+		if kvMajor {
+			per := group * rows
+			kvh, rem := i/per, i%per
+			row, h = rem/group, kvh*group+rem%group
+		} else {
+			h, row = i%heads, i/heads
+		}
+		l := 0
+		if w.Lists > 1 {
+			l = h / group
+		}
+		n := len(w.Row(l, int(w.Order[l*rows+row]))) / 2
+		if n == 0 { // the kernel skips an empty item
+			continue
+		}
+		busy[i%grid] += float64(n) + fwdItemSteps
+	}
+	most, sum := 0.0, 0.0
+	for _, b := range busy {
+		sum += b
+		most = max(most, b)
+	}
+	if sum == 0 {
+		return 1
+	}
+	return most * float64(grid) / sum
+}
+
+// fwdOrderPays says whether the persistent forward of w walks its items a KV head's together
+// (the KV-major order, whose blocks share one or two KV heads' K and V in L2) rather than
+// heads fastest: unless fwdWalkSpan models the KV-major walk's busiest block fwdOrderTail
+// longer or more than heads fastest's. At 64:8 on 132 blocks it turns the KV-major order off
+// on causal_blockwise 16K (modelled +6.8%: calls 74 and 77 measured +7.7% without it on an
+// H100), causal_document 32K and prefix_lm_document 32K (+3.0, +2.8%).
+func fwdOrderPays(w *WorkList, heads, headsKV, grid int) bool {
+	return fwdWalkSpan(w, heads, headsKV, grid, true) <= fwdWalkSpan(w, heads, headsKV, grid, false)*fwdOrderTail
+}
+
+// fwdOrderTail and fwdItemSteps are fwdOrderPays's bound and fwdWalkSpan's cost of an item
+// beyond its key tiles (in key tiles).
+const (
+	fwdOrderTail = 1.02
+	fwdItemSteps = 1.5
+)
+
+// forwardGrid is forwardGrid's on this device, the persistent grid capped by fwdBlocks (tests).
+func (k *Kernel) forwardGrid(persistent bool, heads, rowTiles int) cuda.Dim3 {
+	grid := forwardGrid(persistent, k.dev.SMs, heads, rowTiles)
+	if persistent && k.fwdBlocks > 0 {
+		grid.X = min(grid.X, k.fwdBlocks)
+	}
+	return grid
 }
 
 // forwardGrid is the Hopper forward's grid over heads x rowTiles work items: a block an item

@@ -156,11 +156,11 @@ ncu_one() {
 }
 
 # ncu_sass KERNEL MASK SEQLEN DIM [CAP]: ncu's SASS source page (stall samples and executed
-# instructions per SASS line, as CSV) of one forward launch of KERNEL at head dim DIM:
-# ncu_one's, tag sass, no metrics beyond the page's sections, into
-# $out/t/ncu-sass-KERNEL-MASK-SEQLEN-fwd[-dDIM].log (read by sass_top and op_mix).
+# instructions per SASS line, as CSV) of one forward launch of KERNEL at head dim DIM (the
+# backward's with NCU_PASS=bwd): ncu_one's, tag sass, no metrics beyond the page's sections,
+# into $out/t/ncu-sass-KERNEL-MASK-SEQLEN[-fwd][-dDIM].log (read by sass_top and op_mix).
 ncu_sass() {
-	NCU_PASS=fwd NCU_DIM=$4 NCU_SECTIONS="--section SourceCounters --section WarpStateStats --page source --print-source sass --csv" \
+	NCU_PASS=${NCU_PASS:-fwd} NCU_DIM=$4 NCU_SECTIONS="--section SourceCounters --section WarpStateStats --page source --print-source sass --csv" \
 		ncu_one sass "" "$1" "$2" "$3" "${5:-60}"
 }
 
