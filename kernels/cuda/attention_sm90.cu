@@ -267,6 +267,17 @@ constexpr bool kFwdOrderRule = true;
 #else
 constexpr bool kFwdOrderRule = false;
 #endif
+// LONGCA_FWD_WALK (experiment sm90lp): a persistent launch may pass its blocks' items as a
+// list (the forward's last argument walk, null for none: walk[b] .. walk[b + 1] are block b's
+// positions in the items that follow the grid + 1 starts, each an item numbered heads fastest),
+// the host's longest-processing-time assignment (fwdWalkLPT: each item to the block least
+// busy so far, heaviest first, a KV head's items together among equals), where the static
+// walk b, b + grid, ... leaves the busiest block 2 to 12% above the mean on uneven rows.
+#if defined(LONGCA_FWD_WALK)
+constexpr bool kFwdWalk = true;
+#else
+constexpr bool kFwdWalk = false;
+#endif
 // The forward's overlapped loop reads the next tile's work-list entry (its key tile and mask
 // reference) a whole turn ahead (LONGCA_FWD_ENTRY_AHEAD, sm90's since call 72's sm90ea), not
 // at the start of that tile's softmax: call 71's stall samples of sm90's d64 full 8K forward
@@ -357,7 +368,8 @@ DEV FwdItem fwd_item(const WorkList &wl, int item, int hq, int hkv) {
 // block is 512 threads: consumers at 160 registers, the producer at 32 (65536 in all).
 template <int D, typename T, bool PERSIST, bool LEAN, int NC = 2, bool OV = false, int BN = SBN>
 DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__restrict__ o, float *__restrict__ lse,
-                  int sq, int sk, int hq, int hkv, float scale_log2, WorkList wl, int heads_fast) {
+                  int sq, int sk, int hq, int hkv, float scale_log2, WorkList wl, int heads_fast,
+                  const int *__restrict__ walk) {
   static_assert(NC == 2 || (NC == 3 && D == 64), "three consumer warpgroups fit the registers at head dim 64 only");
   static_assert(BN == 128 || (BN == 64 && NC == 2) || (BN == 176 && NC == 2 && D == 128 && !PERSIST),
                 "64-key tiles with two consumer warpgroups; 176-key tiles at head dim 128, one work item a block");
@@ -381,7 +393,14 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
   // the items' order: a KV head's together (KVM), unless the rule's host turned it off for
   // this persistent walk (a grid's blocks are started in order as SMs free: no static walk)
   const bool kvm = kFwdKVMajor<D> && !(kFwdOrderRule && PERSIST && heads_fast);
-  auto item_at = [&](int item) { return kvm ? fwd_item<true>(wl, item, hq, hkv) : fwd_item<false>(wl, item, hq, hkv); };
+  // this block's items: positions w0, w0 + wstep, ... below w1 of the items (walked: the
+  // host's list, each numbered heads fastest)
+  const bool walked = kFwdWalk && PERSIST && walk != nullptr;
+  const int w0 = walked ? walk[blockIdx.x] : first, w1 = walked ? walk[blockIdx.x + 1] : items, wstep = walked ? 1 : step;
+  auto item_at = [&](int x) {
+    if (walked) return fwd_item<false>(wl, walk[gridDim.x + 1 + x], hq, hkv);
+    return kvm ? fwd_item<true>(wl, x, hq, hkv) : fwd_item<false>(wl, x, hq, hkv);
+  };
 
   if (tid == 0) {
     for (int b = 0; b < 2; b++) {
@@ -405,7 +424,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       tma_prefetch_desc(&tk);
       tma_prefetch_desc(&tv);
       int n = 0, qn = 0;  // tiles and Q tiles loaded so far: their ring positions
-      for (int item = first; item < items; item += step) {
+      for (int item = w0; item < w1; item += wstep) {
         const FwdItem it = item_at(item);
         if (it.e0 == it.e1) continue;
         const int qb = qn & 1;
@@ -441,7 +460,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
   const int lt = tid % 128, warp = lt / 32, lane = lt % 32, g = lane / 4, t = lane % 4;
   constexpr int OR = D / 2;                // O accumulator registers (m64 x D)
   int n = 0, qn = 0;                       // tiles and Q tiles consumed so far
-  for (int item = first; item < items; item += step) {
+  for (int item = w0; item < w1; item += wstep) {
   const FwdItem itm = item_at(item);
   const int h = itm.h, e0 = itm.e0, e1 = itm.e1, q0 = fwd_row0(wl, itm.qt, QM), q_end = fwd_row_end(wl, itm.qt, sq);
   const int r0 = q0 + cw * 64 + warp * 16 + g;  // this thread's rows: r0 and r0 + 8
@@ -1519,9 +1538,10 @@ DEV void dq90_convertc(const float *__restrict__ acc, T *__restrict__ dq, int sq
       FN##_##NAME##_d##D(const __grid_constant__ TmaDesc tq, const __grid_constant__ TmaDesc tk,                   \
                          const __grid_constant__ TmaDesc tv, T *o, float *lse, int sq, int sk, int hq, int hkv,    \
                          float scale_log2, const int *order, const int *start, const int *entries, const int *refs, \
-                         const int *slices, int row_tiles, int per_head, const int *bounds, int heads_fast) {      \
+                         const int *slices, int row_tiles, int per_head, const int *bounds, int heads_fast,        \
+                         const int *walk) {                                                                        \
     fwd_sm90<D, T, PERSIST, LEAN, NC, OV, BN>(tq, tk, tv, o, lse, sq, sk, hq, hkv, scale_log2,                                       \
-                            WorkList{order, start, entries, refs, slices, row_tiles, per_head, bounds}, heads_fast); \
+                            WorkList{order, start, entries, refs, slices, row_tiles, per_head, bounds}, heads_fast, walk); \
   }
 #define SM90_BWD(FN, NAME, T, D, DET, F) SM90_BWD_X(FN, NAME, T, D, DET, F, 0)
 #define SM90_BWD_X(FN, NAME, T, D, DET, F, OVB) SM90_BWD_N(FN, NAME, T, D, DET, F, OVB, BBN9)

@@ -225,6 +225,10 @@ type archVariant struct {
 	// persistent d128 forward's items heads fastest where fwdOrderPays says the KV-major
 	// walk is less even (forwardHeadsFast; rows say heads-fwd)
 	fwdOrder bool
+	// fwdWalk (LONGCA_FWD_WALK in defines): the persistent forward's blocks walk the host's
+	// longest-processing-time list of the items (fwdWalkLPT; rows say lpt-fwd) instead of
+	// items b, b + grid, ...
+	fwdWalk bool
 	// defines are defined (as 1) at the top of attention_sm90.cu for this variant: a
 	// choice inside code every entry point shares (LONGCA_TILE_BITS_SPAN), or entry points
 	// a module that does not run them need not compile (LONGCA_FWD_LEAN)
@@ -283,6 +287,7 @@ var archVariants = []archVariant{
 	}),
 	sm90With("sm90rm", "sm90 with the d128 forward's work items in the grid's order before call 69 (heads fastest, then the row tiles heaviest first; LONGCA_FWD_KVMAJOR128 not defined), the other side of the KV-major order: calls 74 and 77 on an H100 read causal_blockwise 16K +7.9 / +7.7% (the persistent walk's balance: sm90ko's rule), the other masks at 8K-16K -5.5 to +1.0%, full and causal 48K -2.5 / -3.1%", func(v *archVariant) { v.defines = slices.Clone(sm90DefinesRM) }),
 	sm90With("sm90ko", "experiment (not yet run on a GPU): sm90 with the persistent d128 forward's items heads fastest where a model of the persistent walk (fwdOrderPays) says the KV-major order leaves its blocks 2% or more less even (LONGCA_FWD_ORDER_RULE; rows say heads-fwd): at 64:8 causal_blockwise 16K (modelled +6.8%; calls 74 and 77 measured sm90rm +7.7% there), causal_document and prefix_lm_document 32K", func(v *archVariant) { v.fwdOrder = true }, "LONGCA_FWD_ORDER_RULE"),
+	sm90With("sm90lp", "experiment (not yet run on a GPU): sm90 with the persistent forward's blocks walking the host's longest-processing-time assignment of the items (fwdWalkLPT: heaviest first to the least busy block, a KV head's items together among equals; LONGCA_FWD_WALK; rows say lpt-fwd) instead of items b, b + 132, ...: a model of the walk has the busiest block 2 to 12% above the mean on the persistent masks at 8K-32K with the static walk, 0 to 1.8% with this one", func(v *archVariant) { v.fwdWalk = true }, "LONGCA_FWD_WALK"),
 	sm90With("sm90ns", "sm90 never splitting the backward at head dim 128 (the other side of sm90's split rule)", func(v *archVariant) { v.split128, v.split128Rule, v.split128Maps = 0, false, false }),
 	sm90With("sm90np", "sm90 with the backward never walking key tiles in pairs (the other side of sm90's pairing rule; sm90 as it was before call 50 but for the pairing's code); with sm90's split rule at head dim 128, which takes other cells where the pairs differ", func(v *archVariant) { v.pairs, v.pairsEntry, v.docPairs = false, false, docPairsNever }),
 	sm90With("sm90s", "sm90 with the forward always over 128-query x 64-key tiles, at both head dims (one side of sm90's tile rule)", func(v *archVariant) { v.fwd, v.k64, v.wide = fwdSM90S, false, false }),
@@ -522,6 +527,9 @@ func (k *Kernel) Describe(p kernels.Problem, pass kernels.Pass) kernels.Info {
 			if dl.w.Ragged {
 				info.Variant += " ragged-fwd"
 			}
+			if persistent && k.arch.fwdWalk {
+				info.Variant += " lpt-fwd"
+			}
 			if k.forwardHeadsFast(fv, dl, p.HeadsQ, p.HeadsKV, p.HeadDim, persistent, int(k.forwardGrid(persistent, p.HeadsQ, dl.w.RowTiles).X)) {
 				info.Variant += " heads-fwd"
 			}
@@ -645,6 +653,9 @@ type deviceList struct {
 	// yet decided
 	fwdOrder    int8
 	fwdOrderFor [3]int
+	// walks, on a forward list of a walk variant (fwdWalk): forwardWalk's device lists by
+	// (heads, KV heads, grid)
+	walks map[[3]int]*cuda.Buffer
 }
 
 // listKey hashes what a work list depends on: the tile shape and every slice's values

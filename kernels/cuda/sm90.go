@@ -1,8 +1,12 @@
 package cuda
 
 import (
+	"cmp"
+	"container/heap"
+	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"sync"
 
@@ -917,7 +921,15 @@ func (k *Kernel) forward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList,
 	if k.forwardHeadsFast(fv, dl, p.HeadsQ, p.HeadsKV, d, persistent, int(grid.X)) {
 		headsFast = 1
 	}
-	args = append(args, headsFast)
+	var walk any = uint64(0) // the blocks' items by the static walk (no list)
+	if k.arch.fwdWalk && persistent {
+		b, err := k.forwardWalk(dl, p.HeadsQ, p.HeadsKV, int(grid.X))
+		if err != nil {
+			return err
+		}
+		walk = b
+	}
+	args = append(args, headsFast, walk)
 	return k.dev.Do(func() error {
 		return f.Launch(grid, cuda.Dim3{X: fv.threads}, shared, k.dev.Stream(), args...)
 	})
@@ -1008,6 +1020,119 @@ const (
 	fwdOrderTail = 1.02
 	fwdItemSteps = 1.5
 )
+
+// forwardWalk is the device copy of fwdWalkLPT's list of dl's items for (heads, KV heads,
+// grid), uploaded where first asked for and kept in dl (heads x row tiles + grid + 1 int32s).
+func (k *Kernel) forwardWalk(dl *deviceList, heads, headsKV, grid int) (*cuda.Buffer, error) {
+	key := [3]int{heads, headsKV, grid}
+	k.mu.Lock()
+	b := dl.walks[key]
+	k.mu.Unlock()
+	if b != nil {
+		return b, nil
+	}
+	vals := fwdWalkLPT(dl.w, heads, headsKV, grid)
+	b, err := k.dev.AllocBuffer(tensor.FP32, len(vals))
+	if err != nil {
+		return nil, err
+	}
+	h := tensor.NewHost(tensor.FP32, len(vals))
+	for i, v := range vals {
+		binary.LittleEndian.PutUint32(h.Data[4*i:], uint32(v))
+	}
+	if err := k.dev.CopyIn(b, h); err != nil {
+		k.dev.Free(b)
+		return nil, err
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if old := dl.walks[key]; old != nil { // another goroutine's, uploaded meanwhile
+		k.dev.Free(b)
+		return old, nil
+	}
+	if dl.walks == nil {
+		dl.walks = map[[3]int]*cuda.Buffer{}
+	}
+	dl.walks[key] = b
+	return b, nil
+}
+
+// fwdWalkLPT assigns the persistent forward's items (heads x row tiles of w, each numbered
+// heads fastest as fwd_item reads them: row position x heads + head) to grid blocks by the
+// longest-processing-time rule: heaviest first (an item costs its row's key tiles plus
+// fwdItemSteps, an empty row nothing), among equals a KV head's items together (then the row
+// tiles in the list's order, then the heads), each to the block least busy so far (the lowest
+// index among equals). The result is the kernel's walk: grid + 1 starts, then the blocks'
+// items in turn, each block's heaviest first.
+func fwdWalkLPT(w *WorkList, heads, headsKV, grid int) []int32 {
+	rows := w.RowTiles
+	if grid <= 0 || headsKV <= 0 || heads%headsKV != 0 {
+		return make([]int32, max(grid, 0)+1)
+	}
+	group := heads / headsKV
+	type item struct {
+		cost         float64
+		kvh, row, hd int
+	}
+	items := make([]item, 0, heads*rows)
+	for row := 0; row < rows; row++ {
+		for h := 0; h < heads; h++ {
+			l := 0
+			if w.Lists > 1 {
+				l = h / group
+			}
+			c := 0.0
+			if n := len(w.Row(l, int(w.Order[l*rows+row]))) / 2; n > 0 {
+				c = float64(n) + fwdItemSteps
+			}
+			items = append(items, item{c, h / group, row, h})
+		}
+	}
+	slices.SortStableFunc(items, func(x, y item) int {
+		switch {
+		case x.cost != y.cost:
+			return cmp.Compare(y.cost, x.cost)
+		case x.kvh != y.kvh:
+			return x.kvh - y.kvh
+		case x.row != y.row:
+			return x.row - y.row
+		}
+		return x.hd - y.hd
+	})
+	q := make(walkQueue, grid)
+	for b := range q {
+		q[b].block = b
+	}
+	per := make([][]int32, grid)
+	for _, it := range items {
+		b := q[0].block
+		per[b] = append(per[b], int32(it.row*heads+it.hd))
+		q[0].busy += it.cost
+		heap.Fix(&q, 0)
+	}
+	out := make([]int32, grid+1, grid+1+len(items))
+	for b := range per {
+		out[b+1] = out[b] + int32(len(per[b]))
+	}
+	for _, p := range per {
+		out = append(out, p...)
+	}
+	return out
+}
+
+// walkQueue is fwdWalkLPT's blocks, least busy first (the lowest index among equals).
+type walkQueue []struct {
+	busy  float64
+	block int
+}
+
+func (q walkQueue) Len() int { return len(q) }
+func (q walkQueue) Less(i, j int) bool {
+	return q[i].busy < q[j].busy || q[i].busy == q[j].busy && q[i].block < q[j].block
+}
+func (q walkQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *walkQueue) Push(x any)   { panic("walkQueue: fixed size") }
+func (q *walkQueue) Pop() any     { panic("walkQueue: fixed size") }
 
 // forwardGrid is forwardGrid's on this device, the persistent grid capped by fwdBlocks (tests).
 func (k *Kernel) forwardGrid(persistent bool, heads, rowTiles int) cuda.Dim3 {
