@@ -256,28 +256,6 @@ template <int D> constexpr bool kFwdKVMajor = D == 128;
 #else
 template <int D> constexpr bool kFwdKVMajor = false;
 #endif
-// LONGCA_FWD_ORDER_RULE (experiment sm90ko): the host may turn KVM off for a persistent
-// launch (the forward's trailing argument heads_fast, 1), where a model of the persistent walk says the
-// KV-major order leaves the blocks 2% less even than heads fastest (fwdOrderPays): a
-// persistent block takes items b, b + grid, ..., and KV-major's order repeats the list's
-// heaviest-first sweep once a KV head, so a block's items can all fall on a sweep's heavy
-// end (causal_blockwise 16K: +7.7% without KVM in calls 74 and 77, modelled +6.8%).
-#if defined(LONGCA_FWD_ORDER_RULE)
-constexpr bool kFwdOrderRule = true;
-#else
-constexpr bool kFwdOrderRule = false;
-#endif
-// LONGCA_FWD_WALK (experiment sm90lp): a persistent launch may pass its blocks' items as a
-// list (the forward's last argument walk, null for none: walk[b] .. walk[b + 1] are block b's
-// positions in the items that follow the grid + 1 starts, each an item numbered heads fastest),
-// the host's longest-processing-time assignment (fwdWalkLPT: each item to the block least
-// busy so far, heaviest first, a KV head's items together among equals), where the static
-// walk b, b + grid, ... leaves the busiest block 2 to 12% above the mean on uneven rows.
-#if defined(LONGCA_FWD_WALK)
-constexpr bool kFwdWalk = true;
-#else
-constexpr bool kFwdWalk = false;
-#endif
 // The forward's overlapped loop reads the next tile's work-list entry (its key tile and mask
 // reference) a whole turn ahead (LONGCA_FWD_ENTRY_AHEAD, sm90's since call 72's sm90ea), not
 // at the start of that tile's softmax: call 71's stall samples of sm90's d64 full 8K forward
@@ -368,8 +346,7 @@ DEV FwdItem fwd_item(const WorkList &wl, int item, int hq, int hkv) {
 // block is 512 threads: consumers at 160 registers, the producer at 32 (65536 in all).
 template <int D, typename T, bool PERSIST, bool LEAN, int NC = 2, bool OV = false, int BN = SBN>
 DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__restrict__ o, float *__restrict__ lse,
-                  int sq, int sk, int hq, int hkv, float scale_log2, WorkList wl, int heads_fast,
-                  const int *__restrict__ walk) {
+                  int sq, int sk, int hq, int hkv, float scale_log2, WorkList wl) {
   static_assert(NC == 2 || (NC == 3 && D == 64), "three consumer warpgroups fit the registers at head dim 64 only");
   static_assert(BN == 128 || (BN == 64 && NC == 2) || (BN == 176 && NC == 2 && D == 128 && !PERSIST),
                 "64-key tiles with two consumer warpgroups; 176-key tiles at head dim 128, one work item a block");
@@ -390,17 +367,6 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
   const int items = hq * wl.row_tiles;
   const int first = PERSIST ? blockIdx.x : blockIdx.y * hq + blockIdx.x;
   const int step = PERSIST ? gridDim.x : items;
-  // the items' order: a KV head's together (KVM), unless the rule's host turned it off for
-  // this persistent walk (a grid's blocks are started in order as SMs free: no static walk)
-  const bool kvm = kFwdKVMajor<D> && !(kFwdOrderRule && PERSIST && heads_fast);
-  // this block's items: positions w0, w0 + wstep, ... below w1 of the items (walked: the
-  // host's list, each numbered heads fastest)
-  const bool walked = kFwdWalk && PERSIST && walk != nullptr;
-  const int w0 = walked ? walk[blockIdx.x] : first, w1 = walked ? walk[blockIdx.x + 1] : items, wstep = walked ? 1 : step;
-  auto item_at = [&](int x) {
-    if (walked) return fwd_item<false>(wl, walk[gridDim.x + 1 + x], hq, hkv);
-    return kvm ? fwd_item<true>(wl, x, hq, hkv) : fwd_item<false>(wl, x, hq, hkv);
-  };
 
   if (tid == 0) {
     for (int b = 0; b < 2; b++) {
@@ -424,8 +390,8 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       tma_prefetch_desc(&tk);
       tma_prefetch_desc(&tv);
       int n = 0, qn = 0;  // tiles and Q tiles loaded so far: their ring positions
-      for (int item = w0; item < w1; item += wstep) {
-        const FwdItem it = item_at(item);
+      for (int item = first; item < items; item += step) {
+        const FwdItem it = fwd_item<kFwdKVMajor<D>>(wl, item, hq, hkv);
         if (it.e0 == it.e1) continue;
         const int qb = qn & 1;
         mbar_wait(&emptyQ[qb], ((qn >> 1) & 1) ^ 1);
@@ -460,8 +426,8 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
   const int lt = tid % 128, warp = lt / 32, lane = lt % 32, g = lane / 4, t = lane % 4;
   constexpr int OR = D / 2;                // O accumulator registers (m64 x D)
   int n = 0, qn = 0;                       // tiles and Q tiles consumed so far
-  for (int item = w0; item < w1; item += wstep) {
-  const FwdItem itm = item_at(item);
+  for (int item = first; item < items; item += step) {
+  const FwdItem itm = fwd_item<kFwdKVMajor<D>>(wl, item, hq, hkv);
   const int h = itm.h, e0 = itm.e0, e1 = itm.e1, q0 = fwd_row0(wl, itm.qt, QM), q_end = fwd_row_end(wl, itm.qt, sq);
   const int r0 = q0 + cw * 64 + warp * 16 + g;  // this thread's rows: r0 and r0 + 8
   float acc[OR];
@@ -785,6 +751,17 @@ constexpr bool LV2 = true;
 #else
 constexpr bool LV2 = false;
 #endif
+// LONGCA_BWD_LATE_FENCE (experiment sm90qf): in the early backward's loop a step's dQ stage is
+// published to the writer (the proxy fence, then the arrival on dqFull) after the next step's
+// S^T and dP^T are issued, not straight after its stores: call 78 read 5.7% of the d128 full
+// 16K backward's stall samples on that fence (FENCE.VIEW.ASYNC.S, waiting for the eight
+// STS.128 before it), 2.6% on the arrival and 0.6% on its MEMBAR; issued later, the stores
+// have drained behind the products' issue.
+#ifdef LONGCA_BWD_LATE_FENCE
+constexpr bool kLateFence = true;
+#else
+constexpr bool kLateFence = false;
+#endif
 
 // The backward's step in place, over a thread's N elements of a 2N-query x 64-key
 // warpgroup tile (rows keys, columns queries; N 32, or 64 at 128 queries a step): S^T becomes
@@ -1090,7 +1067,12 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
   int refNext = iters > 0 ? wl.entries[2 * entry_of(0) + 1] : -1;
   // stage dQ * scale as fp32 rows of 64 columns (the j-th dQ of the walk) and hand it to
   // the writer, who adds it into the accumulator
-  auto stage_dq = [&](float(&dqa)[32], int j) {
+  // (publish false: the caller publishes the stage later, publish_dq)
+  auto publish_dq = [&]() {
+    fence_async_smem();
+    mbar_arrive(&dqFull[cw]);
+  };
+  auto stage_dq = [&](float(&dqa)[32], int j, bool publish = true) {
     float *stage = sdQ + cw * BBM9 * 64;
     mbar_wait(&dqEmpty[cw], (j & 1) ^ 1);  // the writer has read what it held last
     if (F) {  // unscaled, in fragment order: 8 conflict-free 16-byte stores
@@ -1098,8 +1080,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
       for (int jj = 0; jj < 8; jj++)
         *reinterpret_cast<float4 *>(stage + dq_frag_slot(lt, jj) * 4) =
             make_float4(dqa[4 * jj], dqa[4 * jj + 1], dqa[4 * jj + 2], dqa[4 * jj + 3]);
-      fence_async_smem();
-      mbar_arrive(&dqFull[cw]);
+      if (publish) publish_dq();
       return;
     }
 #pragma unroll
@@ -1113,8 +1094,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
         const int off = (col / 32) * BBM9 * 32 + row * 32 + ((((col % 32) / 4) ^ (row & 7)) << 2) + (col % 4);
         *reinterpret_cast<float2 *>(stage + off) = make_float2(dqa[4 * jj + 2 * r] * scale, dqa[4 * jj + 2 * r + 1] * scale);
       }
-    fence_async_smem();
-    mbar_arrive(&dqFull[cw]);
+    if (publish) publish_dq();
   };
 
   // dS^T of a step (sa: its packed fragments, 4 k16 columns of queries a chunk) to shared
@@ -1312,13 +1292,18 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
       wgmma_wait<1>();  // dV and dQ
       reg_fence(dva);
       reg_fence(dqa);
-      stage_dq(dqa, it);
+      // (kLateFence: the stage published once step it + 1's S^T and dP^T are issued; not in the
+      // pairs' entries, whose change of key tile waits for K and V in between: there the
+      // condition made ptxas serialise the wgmma, C7515)
+      constexpr bool late = kLateFence && !PR;
+      stage_dq(dqa, it, !late);
       if (paired && it + 1 == itersA) {  // the first key tile's last step: dK retired, then the second's K and V
         wgmma_wait<0>();
         reg_fence(dka);
         next_tile();
       }
       issue_sdp(it + 1);  // behind dK
+      if (late) publish_dq();
       wgmma_wait<1>();    // dK: the stage's Q is free
       reg_fence(dka);
       mbar_arrive(&emptyQ[it % STAGES]);
@@ -1538,10 +1523,9 @@ DEV void dq90_convertc(const float *__restrict__ acc, T *__restrict__ dq, int sq
       FN##_##NAME##_d##D(const __grid_constant__ TmaDesc tq, const __grid_constant__ TmaDesc tk,                   \
                          const __grid_constant__ TmaDesc tv, T *o, float *lse, int sq, int sk, int hq, int hkv,    \
                          float scale_log2, const int *order, const int *start, const int *entries, const int *refs, \
-                         const int *slices, int row_tiles, int per_head, const int *bounds, int heads_fast,        \
-                         const int *walk) {                                                                        \
+                         const int *slices, int row_tiles, int per_head, const int *bounds) {                      \
     fwd_sm90<D, T, PERSIST, LEAN, NC, OV, BN>(tq, tk, tv, o, lse, sq, sk, hq, hkv, scale_log2,                                       \
-                            WorkList{order, start, entries, refs, slices, row_tiles, per_head, bounds}, heads_fast, walk); \
+                            WorkList{order, start, entries, refs, slices, row_tiles, per_head, bounds});           \
   }
 #define SM90_BWD(FN, NAME, T, D, DET, F) SM90_BWD_X(FN, NAME, T, D, DET, F, 0)
 #define SM90_BWD_X(FN, NAME, T, D, DET, F, OVB) SM90_BWD_N(FN, NAME, T, D, DET, F, OVB, BBN9)

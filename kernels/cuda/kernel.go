@@ -221,14 +221,6 @@ type archVariant struct {
 	// mask start their tiles at its segments (BuildRaggedWorkList) where that visits 2% fewer
 	// tiles (raggedPays)
 	ragged bool
-	// fwdOrder (LONGCA_FWD_ORDER_RULE in defines, with LONGCA_FWD_KVMAJOR128): the
-	// persistent d128 forward's items heads fastest where fwdOrderPays says the KV-major
-	// walk is less even (forwardHeadsFast; rows say heads-fwd)
-	fwdOrder bool
-	// fwdWalk (LONGCA_FWD_WALK in defines): the persistent forward's blocks walk the host's
-	// longest-processing-time list of the items (fwdWalkLPT; rows say lpt-fwd) instead of
-	// items b, b + grid, ...
-	fwdWalk bool
 	// defines are defined (as 1) at the top of attention_sm90.cu for this variant: a
 	// choice inside code every entry point shares (LONGCA_TILE_BITS_SPAN), or entry points
 	// a module that does not run them need not compile (LONGCA_FWD_LEAN)
@@ -285,9 +277,8 @@ var archVariants = []archVariant{
 	sm90With("sm90g8", "sm90 with the backward at head dim 128 always split in 8 where the group divides (a block a query head, dK and dV summed from fp32 partials, a head's key tiles together), whatever the rule (the other side of sm90's widened split rule; call 67 on an H100: 128-token block-sparse maps at 64K +51 / +32% at kept 0.2 / 0.5 against sm90 before the widening, at 32K -1.0 / +0.5%; sm90g4 +50 / +32% and -1.2 / +0.2%); rows say gsplit-8; pairs within documents by the tail rule alone (docPairsByRule, sm90's before call 69: the bytes rule models the parts sm90's split rule gives, not a forced split)", func(v *archVariant) {
 		v.docPairs, v.split128, v.split128Rule, v.split128Maps = docPairsByRule, 8, false, false
 	}),
-	sm90With("sm90rm", "sm90 with the d128 forward's work items in the grid's order before call 69 (heads fastest, then the row tiles heaviest first; LONGCA_FWD_KVMAJOR128 not defined), the other side of the KV-major order: calls 74 and 77 on an H100 read causal_blockwise 16K +7.9 / +7.7% (the persistent walk's balance: sm90ko's rule), the other masks at 8K-16K -5.5 to +1.0%, full and causal 48K -2.5 / -3.1%", func(v *archVariant) { v.defines = slices.Clone(sm90DefinesRM) }),
-	sm90With("sm90ko", "experiment (not yet run on a GPU): sm90 with the persistent d128 forward's items heads fastest where a model of the persistent walk (fwdOrderPays) says the KV-major order leaves its blocks 2% or more less even (LONGCA_FWD_ORDER_RULE; rows say heads-fwd): at 64:8 causal_blockwise 16K (modelled +6.8%; calls 74 and 77 measured sm90rm +7.7% there), causal_document and prefix_lm_document 32K", func(v *archVariant) { v.fwdOrder = true }, "LONGCA_FWD_ORDER_RULE"),
-	sm90With("sm90lp", "experiment (not yet run on a GPU): sm90 with the persistent forward's blocks walking the host's longest-processing-time assignment of the items (fwdWalkLPT: heaviest first to the least busy block, a KV head's items together among equals; LONGCA_FWD_WALK; rows say lpt-fwd) instead of items b, b + 132, ...: a model of the walk has the busiest block 2 to 12% above the mean on the persistent masks at 8K-32K with the static walk, 0 to 1.8% with this one", func(v *archVariant) { v.fwdWalk = true }, "LONGCA_FWD_WALK"),
+	sm90With("sm90rm", "sm90 with the d128 forward's work items in the grid's order before call 69 (heads fastest, then the row tiles heaviest first; LONGCA_FWD_KVMAJOR128 not defined), the other side of the KV-major order: calls 74, 77 and 78 on an H100 read causal_blockwise 16K +7.9 / +7.7 / +8.1% (the persistent walk's balance), the other masks at 8K-32K -7.5 to +1.0%, full and causal 48K -2.5 / -3.1%", func(v *archVariant) { v.defines = slices.Clone(sm90DefinesRM) }),
+	sm90With("sm90qf", "experiment (not yet run on a GPU): sm90 with the early backward's dQ stage published to the writer (the proxy fence and the arrival) after the next step's S^T and dP^T are issued instead of straight after its stores, except in the pairs' entries (LONGCA_BWD_LATE_FENCE): call 78 read 5.7% of the d128 full 16K backward's stall samples on that fence, 2.6% on the arrival", nil, "LONGCA_BWD_LATE_FENCE"),
 	sm90With("sm90ns", "sm90 never splitting the backward at head dim 128 (the other side of sm90's split rule)", func(v *archVariant) { v.split128, v.split128Rule, v.split128Maps = 0, false, false }),
 	sm90With("sm90np", "sm90 with the backward never walking key tiles in pairs (the other side of sm90's pairing rule; sm90 as it was before call 50 but for the pairing's code); with sm90's split rule at head dim 128, which takes other cells where the pairs differ", func(v *archVariant) { v.pairs, v.pairsEntry, v.docPairs = false, false, docPairsNever }),
 	sm90With("sm90s", "sm90 with the forward always over 128-query x 64-key tiles, at both head dims (one side of sm90's tile rule)", func(v *archVariant) { v.fwd, v.k64, v.wide = fwdSM90S, false, false }),
@@ -520,18 +511,11 @@ func (k *Kernel) Describe(p kernels.Problem, pass kernels.Pass) kernels.Info {
 	}
 	if fv := k.forwardFor(p); inSM90(fv.fn) && pass != kernels.Bwd { // a backward row times the backward alone
 		if dl, err := k.list(p, fv.qTile, fv.kTile, false); err == nil {
-			persistent := k.forwardPersistent(fv, dl.w)
-			if persistent {
+			if k.forwardPersistent(fv, dl.w) {
 				info.Variant += " persistent-fwd"
 			}
 			if dl.w.Ragged {
 				info.Variant += " ragged-fwd"
-			}
-			if persistent && k.arch.fwdWalk {
-				info.Variant += " lpt-fwd"
-			}
-			if k.forwardHeadsFast(fv, dl, p.HeadsQ, p.HeadsKV, p.HeadDim, persistent, int(k.forwardGrid(persistent, p.HeadsQ, dl.w.RowTiles).X)) {
-				info.Variant += " heads-fwd"
 			}
 		}
 		if k.arch.k64 && fv.kTile == 64 {
@@ -648,14 +632,6 @@ type deviceList struct {
 	sched   int32
 	split   int
 	planFor [4]int
-	// fwdOrder, on a forward list of an order-rule variant (fwdOrder): forwardHeadsFast's
-	// decision for fwdOrderFor (heads, KV heads, grid), 1 KV-major, -1 heads fastest, 0 not
-	// yet decided
-	fwdOrder    int8
-	fwdOrderFor [3]int
-	// walks, on a forward list of a walk variant (fwdWalk): forwardWalk's device lists by
-	// (heads, KV heads, grid)
-	walks map[[3]int]*cuda.Buffer
 }
 
 // listKey hashes what a work list depends on: the tile shape and every slice's values
