@@ -751,7 +751,8 @@ constexpr bool LV2 = true;
 #else
 constexpr bool LV2 = false;
 #endif
-// LONGCA_BWD_LATE_FENCE (experiment sm90qf): in the early backward's loop a step's dQ stage is
+// LONGCA_BWD_LATE_FENCE (sm90's since call 79's sm90qf: d64 backward +1.6 to +4.9%, d128
+// unpaired +0.5 to +2% on an H100): in the early backward's loop a step's dQ stage is
 // published to the writer (the proxy fence, then the arrival on dqFull) after the next step's
 // S^T and dP^T are issued, not straight after its stores: call 78 read 5.7% of the d128 full
 // 16K backward's stall samples on that fence (FENCE.VIEW.ASYNC.S, waiting for the eight
