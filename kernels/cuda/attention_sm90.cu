@@ -763,6 +763,14 @@ constexpr bool kLateFence = true;
 #else
 constexpr bool kLateFence = false;
 #endif
+// LONGCA_BWD_LATE_FENCE_PAIRS (experiment sm90qp): the late publish in the pairs' entries too,
+// at every step (also across the change of key tile, which waits for K and V but writes dK
+// and dV to global memory only: the dQ stage is read by the writer whenever it is published).
+#ifdef LONGCA_BWD_LATE_FENCE_PAIRS
+constexpr bool kLateFencePairs = true;
+#else
+constexpr bool kLateFencePairs = false;
+#endif
 
 // The backward's step in place, over a thread's N elements of a 2N-query x 64-key
 // warpgroup tile (rows keys, columns queries; N 32, or 64 at 128 queries a step): S^T becomes
@@ -1294,9 +1302,9 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
       reg_fence(dva);
       reg_fence(dqa);
       // (kLateFence: the stage published once step it + 1's S^T and dP^T are issued; not in the
-      // pairs' entries, whose change of key tile waits for K and V in between: there the
-      // condition made ptxas serialise the wgmma, C7515)
-      constexpr bool late = kLateFence && !PR;
+      // pairs' entries, whose change of key tile waits for K and V in between: there a runtime
+      // condition made ptxas serialise the wgmma, C7515; kLateFencePairs: there too, always)
+      constexpr bool late = kLateFence && (!PR || kLateFencePairs);
       stage_dq(dqa, it, !late);
       if (paired && it + 1 == itersA) {  // the first key tile's last step: dK retired, then the second's K and V
         wgmma_wait<0>();
