@@ -294,8 +294,10 @@ var archVariants = []archVariant{
 // sm90d64), the split backward at head dim 128 (call 54's sm90g2), the backward's dS^T by
 // stmatrix (call 40, experiment sm90bs: +2 to +5% at both head dims), the partial tiles'
 // bits by interval arithmetic, the pairs (call 50) in entries of their own (call 59), the
-// d128 forward's items a KV head's together (call 69) and the forward's next entry read a
-// turn ahead (call 72's sm90ea).
+// d128 forward's items a KV head's together (call 69), the forward's next entry read a turn
+// ahead (call 72's sm90ea), the forward's tiles at the documents (call 74's sm90rg), the lazy
+// subtraction point at head dim 128 (call 75's sm90lz) and the backward's dQ stage published
+// after the next step's products are issued (call 79's sm90qf).
 var sm90Defines = []string{"LONGCA_FWD_UNIFORM", "LONGCA_FWD_OVL", "LONGCA_FWD_THREE_OVL", "LONGCA_FWD_K64", "LONGCA_BWD_EARLY", "LONGCA_BWD_Q2", "LONGCA_BWD_SPLIT128", "LONGCA_BWD_STSM", "LONGCA_TILE_BITS_SPAN", "LONGCA_BWD_PAIRS_ENTRY", "LONGCA_FWD_WIDE", "LONGCA_BWD_LV2", "LONGCA_FWD_KVMAJOR128", "LONGCA_FWD_ENTRY_AHEAD", "LONGCA_FWD_RAGGED", "LONGCA_FWD_LAZY_MAX", "LONGCA_BWD_LATE_FENCE"}
 
 // sm90DefinesRM are experiment sm90rm's: sm90's without the d128 forward's KV-major item

@@ -715,3 +715,23 @@ func TestSM90RMDefines(t *testing.T) {
 		t.Errorf("sm90rm defines %v, want %v (sm90's %v without LONGCA_FWD_KVMAJOR128)", rm.defines, want, sm.defines)
 	}
 }
+
+// The dQ stage's late publish (call 79's sm90qf): sm90 compiles it (LONGCA_BWD_LATE_FENCE),
+// sm90-c75 (the default before the nineteenth and twentieth sessions) leaves it out, sm90qp
+// adds it to the pairs' entries and is otherwise sm90; and in the early backward's loop the
+// late publish follows the next step's S^T and dP^T (issue_sdp) and precedes the wait for dK.
+func TestLateFenceDefines(t *testing.T) {
+	sm, c75, qp := variantNamed(t, "sm90"), variantNamed(t, "sm90-c75"), variantNamed(t, "sm90qp")
+	if !slices.Contains(sm.defines, "LONGCA_BWD_LATE_FENCE") || slices.Contains(c75.defines, "LONGCA_BWD_LATE_FENCE") {
+		t.Errorf("LONGCA_BWD_LATE_FENCE: in sm90 %v, in sm90-c75 %v; want true, false",
+			slices.Contains(sm.defines, "LONGCA_BWD_LATE_FENCE"), slices.Contains(c75.defines, "LONGCA_BWD_LATE_FENCE"))
+	}
+	if want := append(slices.Clone(sm.defines), "LONGCA_BWD_LATE_FENCE_PAIRS"); !slices.Equal(qp.defines, want) {
+		t.Errorf("sm90qp defines %v, want %v", qp.defines, want)
+	}
+	loop := extract(t, SourceSM90(), "constexpr bool late = kLateFence", "mbar_arrive(&emptyQ[it % STAGES]);")
+	sdp, pub, wait := strings.Index(loop, "issue_sdp(it + 1);"), strings.Index(loop, "if (late) publish_dq();"), strings.Index(loop, "wgmma_wait<1>();")
+	if sdp < 0 || pub < 0 || wait < 0 || !(sdp < pub && pub < wait) || !strings.Contains(loop, "stage_dq(dqa, it, !late);") {
+		t.Errorf("the early loop's late publish is not between the next step's issue and the wait for dK:\n%s", loop)
+	}
+}
