@@ -261,7 +261,9 @@ var archVariants = []archVariant{
 	{name: "sm90-prev", doc: "sm90 as it was before call 26 (call 23's kernel: the forward's softmax after its products within a turn, two consumer warpgroups at head dim 64 too): kept to time the new default against", major: 9, exact: true, fwd: fwdSM90L, bwd: bwdSM90C, sched: schedByRule, defines: []string{"LONGCA_FWD_LEAN", "LONGCA_TILE_BITS_SPAN"}},
 	sm90With("sm90-c75", "sm90 as it was before the nineteenth and twentieth sessions' promotions (the forward's tiles always at the multiples, the running maximum moved as every tile's at head dim 128, the backward's dQ stage published straight after its stores): kept to time the new default against", func(v *archVariant) {
 		v.ragged = false
-		v.defines = slices.DeleteFunc(slices.Clone(sm90Defines), func(d string) bool { return d == "LONGCA_FWD_RAGGED" || d == "LONGCA_FWD_LAZY_MAX" || d == "LONGCA_BWD_LATE_FENCE" })
+		v.defines = slices.DeleteFunc(slices.Clone(sm90Defines), func(d string) bool {
+			return d == "LONGCA_FWD_RAGGED" || d == "LONGCA_FWD_LAZY_MAX" || d == "LONGCA_BWD_LATE_FENCE"
+		})
 	}),
 	sm90With("sm90-persist", "sm90 with the forward always persistent (a block per SM walking the work items), whatever the rows: to time both sides of sm90's rule", func(v *archVariant) { v.persist = 1 }),
 	sm90With("sm90-plain", "sm90 with the forward never persistent (a block per query tile), whatever the rows: to time both sides of sm90's rule", func(v *archVariant) { v.persist = -1 }),
