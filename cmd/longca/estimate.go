@@ -10,7 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// sweepCulprit names the flags that make a case too big: the one whose default (or a
+// sweepCulprit names the flags that make a case too big: each one whose default (or a
 // modest length) alone would make it fit, else all of them with their values.
 func sweepCulprit(c *cli.Context) func(harness.Case, func(harness.Case) bool) string {
 	return func(cs harness.Case, fits func(harness.Case) bool) string {
@@ -29,14 +29,19 @@ func sweepCulprit(c *cli.Context) func(harness.Case, func(harness.Case) bool) st
 			{"--heads", cs.Heads.String(), func(x *harness.Case) { x.Heads = harness.Heads{Q: min(x.Heads.Q, 64), KV: min(x.Heads.KV, 8)} }},
 			{"--head-dim", fmt.Sprint(cs.HeadDim), func(x *harness.Case) { x.HeadDim = min(x.HeadDim, 128) }},
 		}
-		var all []string
+		var all, alone []string
 		for _, s := range shrink {
 			x := cs
 			s.apply(&x)
 			if x != cs && fits(x) {
-				return s.flag + " " + s.value
+				alone = append(alone, s.flag+" "+s.value)
 			}
 			all = append(all, s.flag+" "+s.value)
+		}
+		if len(alone) > 0 {
+			// each of these alone would make it fit (--head-dim 1000 with the default
+			// heads named only --heads 64:64 before)
+			return strings.Join(alone, " or ")
 		}
 		return strings.Join(all, ", ")
 	}

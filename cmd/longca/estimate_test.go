@@ -34,6 +34,8 @@ func TestSizesRefusedBeforeAllocating(t *testing.T) {
 		{[]string{"kernel", "--kernels", "ref", "--seqlens", "1K", "--heads", "1000000000:1"}, []string{"--heads 1000000000:1", "host memory"}},
 		{[]string{"kernel", "--kernels", "ref", "--seqlens", "1K", "--head-dim", "100000"}, []string{"--head-dim 100000", "host memory"}},
 		{[]string{"kernel", "--kernels", "ref", "-b", "1K", "-e", "1M"}, []string{"-b/-e 32K", "needs about"}},
+		// the default heads (64:8 and 64:64) with a huge head dim: either alone fits
+		{[]string{"kernel", "--kernels", "ref", "--seqlens", "4K", "--head-dim", "1000"}, []string{"--heads 64:64 or --head-dim 1000", "host memory"}},
 		{[]string{"sparse", "--kernels", "ref", "--seqlens", "1M"}, []string{"1M", "host memory"}},
 		{[]string{"cp", "--ranks", "64", "--tokens-per-rank", "64K", "--kernel", "ref"}, []string{"--tokens-per-rank 64K", "host memory"}},
 		{[]string{"cp", "--ranks", "100000"}, []string{"--ranks 100000", "host memory"}},
