@@ -763,6 +763,15 @@ constexpr bool kLateFence = true;
 #else
 constexpr bool kLateFence = false;
 #endif
+// LONGCA_BWD_TAIL (experiment sm90tq): the unpaired head-dim-128 backward's blocks may come
+// over a 1-D grid (bit 9 of sched), the whole waves' items unsplit in bwd90e and the last
+// wave's items split in bwd90es (their first item in bits 12-30), dK and dV of those summed
+// by bwd90_dkv_reduce_tail.
+#ifdef LONGCA_BWD_TAIL
+constexpr bool kTail = true;
+#else
+constexpr bool kTail = false;
+#endif
 // LONGCA_BWD_LATE_FENCE_PAIRS (sm90's since call 80's sm90qp: the paired d128 cells +1.2 to
 // +2.6% on an H100, 11 of 13 up): the late publish in the pairs' entries too,
 // at every step (also across the change of key tile, which waits for K and V but writes dK
@@ -896,9 +905,21 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
   // as fp32 partials (below), summed by bwd90_dkv_reduce. At head dim 128 (where it lost
   // or was level in call 44; the SPLIT entries split there too), or deterministic, one part.
   const int gs = (D == 64 || SPLIT) && !DET ? max(1, (sched >> 4) & 15) : 1;
-  const int hb = ktFast ? blockIdx.y : blockIdx.x, kvh = hb / gs, part = hb % gs;
+  const int rows = wl.row_tiles;
+  // TAIL (experiment sm90tq; the host sets bit 9 of sched, and bits 12-30 to B): a 1-D grid
+  // over the items (KV head, key tile), the key tiles fastest. Unsplit (bwd90e), blockIdx.x
+  // is the item; split (bwd90es, the last wave's items), item B + blockIdx.x / gs, part
+  // blockIdx.x % gs.
+  int hb = ktFast ? blockIdx.y : blockIdx.x, xi = ktFast ? blockIdx.x : blockIdx.y;
+  if constexpr (kTail && D == 128 && !DET && !PR) {
+    if (sched & 512) {
+      const int item = gs > 1 ? (sched >> 12) + (int)blockIdx.x / gs : (int)blockIdx.x;
+      hb = item / rows * gs + (gs > 1 ? (int)blockIdx.x % gs : 0);
+      xi = item % rows;
+    }
+  }
+  const int kvh = hb / gs, part = hb % gs;
   const int group = hq / hkv, gpart = group / gs, list = wl.per_head ? kvh : 0;
-  const int xi = ktFast ? blockIdx.x : blockIdx.y, rows = wl.row_tiles;
   const int *lstart = wl.start + list * (rows + 1);
   // PAIRS: this block's second key tile (ktB, its entries eB0.., neB of them), -1 if none
   const bool paired = PR && !Q2 && !DET && (sched & 8);  // (the host then launches half the blocks a head)
@@ -1471,6 +1492,29 @@ DEV void dkv90_reduce(const float *__restrict__ kp, const float *__restrict__ vp
   }
 }
 
+// dK and dV of the tail's items (sm90tq): items first .. first+items-1 of the 1-D grid's
+// order (KV head item / rows, key tile order[item % rows]), each NB key rows of D, summed
+// over gs fp32 partials ([gs][sk][hkv][D], as dkv90_reduce's) into dk and dv, dK scaled.
+template <typename T, int D, int NB>
+DEV void dkv90_reduce_tail(const float *__restrict__ kp, const float *__restrict__ vp, T *__restrict__ dk, T *__restrict__ dv,
+                           const int *__restrict__ order, int rows, int first, int items, int hkv, int sk, int gs,
+                           float scale) {
+  const long long n = (long long)sk * hkv * D, per = NB * D / 2;  // pairs of elements an item
+  for (long long w = blockIdx.x * (long long)blockDim.x + threadIdx.x; w < items * per; w += (long long)gridDim.x * blockDim.x) {
+    const int item = first + (int)(w / per), e = (int)(w % per) * 2;
+    const int ki = order[item % rows] * NB + e / D;
+    if (ki >= sk) continue;
+    const long long i = ((long long)ki * hkv + item / rows) * D + e % D;
+    float2 a = *reinterpret_cast<const float2 *>(kp + i), b = *reinterpret_cast<const float2 *>(vp + i);
+    for (int g = 1; g < gs; g++) {
+      const float2 x = *reinterpret_cast<const float2 *>(kp + g * n + i), y = *reinterpret_cast<const float2 *>(vp + g * n + i);
+      a.x += x.x, a.y += x.y, b.x += y.x, b.y += y.y;
+    }
+    *reinterpret_cast<unsigned *>(dk + i) = Ops<T>::pack(a.x * scale, a.y * scale);
+    *reinterpret_cast<unsigned *>(dv + i) = Ops<T>::pack(b.x, b.y);
+  }
+}
+
 // dq[q][h][:] = dqacc[h][q][:], in the problem's dtype.
 // dQ = scale * the fragment-order accumulator of the F backward (chunks of 64 x 64 per head, query
 // tile and column half), in the output's layout.
@@ -1671,6 +1715,18 @@ SM90_BWD3_PAIR(fp16, __half)
   }
 SM90_DKV_REDUCE(bf16, __nv_bfloat16)
 SM90_DKV_REDUCE(fp16, __half)
+
+#ifdef LONGCA_BWD_TAIL
+// The tail's reduction (sm90tq): the last wave's items only, at head dim 128 over 128-key tiles.
+#define SM90_DKV_REDUCE_TAIL(NAME, T)                                                                          \
+  extern "C" __global__ void bwd90_dkv_reduce_tail_##NAME(const float *kp, const float *vp, T *dk, T *dv,     \
+                                                       const int *order, int rows, int first, int items,      \
+                                                       int hkv, int sk, int gs, float scale) {                \
+    dkv90_reduce_tail<T, 128, BBN9>(kp, vp, dk, dv, order, rows, first, items, hkv, sk, gs, scale);          \
+  }
+SM90_DKV_REDUCE_TAIL(bf16, __nv_bfloat16)
+SM90_DKV_REDUCE_TAIL(fp16, __half)
+#endif
 
 // The early backward's entries (sm90 at head dim 128 since call 31): the
 // next step's S^T and dP^T issued behind this step's dK; only with LONGCA_BWD_EARLY.

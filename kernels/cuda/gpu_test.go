@@ -222,6 +222,35 @@ func checkSplitLabel(t *testing.T, k *Kernel, p kernels.Problem, what string) {
 	}
 }
 
+// sm90tq's last wave split (LONGCA_BWD_TAIL): full at head dim 128 at the shortest lengths
+// whose blocks fill a wave and leave a partial one that tailParts splits on this device (2, 4
+// and 8 parts on 132 SMs), the row saying tail-N, checked; the variants that do not compile the tail have
+// nothing of it to test.
+func TestTailWave(t *testing.T) {
+	k := gpuKernel(t)
+	if !k.arch.tail || !slices.Contains(k.arch.defines, "LONGCA_BWD_TAIL") {
+		t.Skipf("%s does not split the backward's last wave", k.arch.name)
+	}
+	for i, h := range [][2]int{{16, 8}, {64, 16}, {64, 8}} {
+		s := 0
+		for r := 2; r <= 64 && s == 0; r++ {
+			if tailParts(h[1]*r, h[0]/h[1], k.blockSlots()) > 1 {
+				s = 128 * r
+			}
+		}
+		if s == 0 {
+			t.Fatalf("%d:%d: no length up to 8K whose backward tailParts splits on %d SMs", h[0], h[1], k.blockSlots())
+		}
+		p := kernels.Problem{HeadsQ: h[0], HeadsKV: h[1], HeadDim: 128, DType: tensor.BF16, Mask: smallMask(t, "full", s)}
+		what := fmt.Sprintf("full S=%d %d:%d d128", s, h[0], h[1])
+		want := fmt.Sprintf("tail-%d", tailParts(h[1]*s/128, h[0]/h[1], k.blockSlots()))
+		if v := k.Describe(p, kernels.Bwd).Variant; !strings.Contains(v, want) {
+			t.Errorf("%s: the backward's row says %q, not %s", what, v, want)
+		}
+		runCheck(t, k, p, uint64(1740+i), what)
+	}
+}
+
 // Context-parallel sub-steps: SeqQ != SeqK windows of a global mask, some with rows that
 // have no allowed key (out 0, lse -inf).
 func TestWindows(t *testing.T) {

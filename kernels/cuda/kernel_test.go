@@ -736,3 +736,64 @@ func TestLateFenceDefines(t *testing.T) {
 		t.Errorf("the early loop's late publish is not between the next step's issue and the wait for dK:\n%s", loop)
 	}
 }
+
+// sm90tq's rule (tailParts): the parts that leave the least of the last wave idle, where
+// that saves 1% of the pass; the cells docs/perf.md predicts from (full d128 64:8 on 132
+// SMs) and the edges.
+func TestTailParts(t *testing.T) {
+	for _, c := range []struct{ blocks, group, slots, want int }{
+		{1024, 8, 132, 8}, // 16K: 7 waves and 100 items; 8 parts take 7/8 of a wave
+		{2048, 8, 132, 8}, // 32K: 68 items, 5/8
+		{3072, 8, 132, 8}, // 48K: 36 items, 3/8 (2 and 4 parts 1/2)
+		{512, 8, 132, 1},  // 8K: 116 items; no part count takes less than a wave
+		{100, 8, 132, 1},  // less than a wave: nothing to split
+		{264, 8, 132, 1},  // whole waves
+		{136, 2, 132, 2},  // 4 items left, a group of 2
+		{144, 4, 132, 4},  // 12 items: 4 parts a quarter of a wave
+		{1024, 1, 132, 1}, // a group of one cannot split
+		{1024, 8, 0, 1},
+		{133 * 1000, 8, 132, 1}, // 1,000 waves: the 1% is not there
+	} {
+		if got := tailParts(c.blocks, c.group, c.slots); got != c.want {
+			t.Errorf("tailParts(%d blocks, group %d, %d SMs) = %d, want %d", c.blocks, c.group, c.slots, got, c.want)
+		}
+	}
+}
+
+// The tail is sm90tq's only: its rule runs on full's backward list (every key tile as many
+// full entries) and on no causal one, and sm90 never takes it.
+func TestTailPlanOnlyOnEvenRows(t *testing.T) {
+	full, err := mask.Build("full", 16384, mask.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	causal, err := mask.Build("causal", 16384, mask.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wf, err := BuildWorkList([]mask.Mask{full.Mask}, 64, 128, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wc, err := BuildWorkList([]mask.Mask{causal.Mask}, 64, 128, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !evenRows(wf) || evenRows(wc) {
+		t.Fatalf("evenRows: full %v, causal %v; want true, false", evenRows(wf), evenRows(wc))
+	}
+	tq, sm := &Kernel{arch: variantNamed(t, "sm90tq")}, &Kernel{arch: variantNamed(t, "sm90")}
+	if got := tq.tailPlan(&deviceList{w: wf}, schedKTFast, 1, 8, 8, 128); got != 8 {
+		t.Errorf("sm90tq's tail on full 16K 64:8 d128: %d parts, want 8", got)
+	}
+	for _, c := range []struct {
+		k     *Kernel
+		w     *WorkList
+		sched int32
+		gs, d int
+	}{{sm, wf, schedKTFast, 1, 128}, {tq, wc, schedKTFast, 1, 128}, {tq, wf, schedKTFast, 2, 128}, {tq, wf, schedKTFast | 8, 1, 128}, {tq, wf, schedKTFast, 1, 64}} {
+		if got := c.k.tailPlan(&deviceList{w: c.w}, c.sched, c.gs, 8, 8, c.d); got != 1 {
+			t.Errorf("%s, sched %#x, gs %d, d %d: tail %d, want none", c.k.arch.name, c.sched, c.gs, c.d, got)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package cuda
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"sync"
 
@@ -971,7 +972,8 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 		return err
 	}
 	sched, gs := k.backwardPlan(dl, p.HeadsKV, hq/p.HeadsKV, d)
-	if bv.qStep > bv.qTile && sched&8 != 0 { // the bwd90qq kernel walks no pairs: half the blocks would be launched for nothing
+	tp := k.tailPlan(dl, sched, gs, p.HeadsKV, hq/p.HeadsKV, d) // sm90tq: the last wave's parts (1: none)
+	if bv.qStep > bv.qTile && sched&8 != 0 {                    // the bwd90qq kernel walks no pairs: half the blocks would be launched for nothing
 		return fmt.Errorf("cuda: the %s backward takes %d queries a step and walks no pairs, but its plan is %#x", bv.fn, bv.qStep, sched)
 	}
 	ev := bv // the entry launched
@@ -1012,16 +1014,27 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 	}
 	// the group split (head dim 64, and 128 by split128Parts or always in sm90g2/g8): its fp32 partials of dK and dV and their reduction
 	var kpart, vpart *cuda.Buffer
-	var reduce *cuda.Function
-	if gs > 1 {
-		n := gs * p.Mask.SeqK * p.HeadsKV * d
+	var reduce, tailMain, tailReduce *cuda.Function
+	if parts := max(gs, tp); parts > 1 {
+		n := parts * p.Mask.SeqK * p.HeadsKV * d
 		if kpart, err = k.scratchBuf("dkpart", n); err != nil {
 			return err
 		}
 		if vpart, err = k.scratchBuf("dvpart", n); err != nil {
 			return err
 		}
-		if reduce, err = k.function("bwd90_dkv_reduce_"+dt, 0); err != nil {
+		if gs > 1 {
+			if reduce, err = k.function("bwd90_dkv_reduce_"+dt, 0); err != nil {
+				return err
+			}
+		}
+	}
+	if tp > 1 { // the last wave's items: the split entry, then their own reduction
+		sv := ev.splitEntry()
+		if tailMain, err = k.function(fmt.Sprintf("%s_%s_d%d", sv.fn, dt, d), sv.shared(d)); err != nil {
+			return err
+		}
+		if tailReduce, err = k.function("bwd90_dkv_reduce_tail_"+dt, 0); err != nil {
 			return err
 		}
 	}
@@ -1051,7 +1064,13 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 		if sched&2 != 0 && !k.det { // key tiles the fast index
 			grid = cuda.Dim3{X: perHead, Y: p.HeadsKV * gs}
 		}
-		if err := main.Launch(grid, cuda.Dim3{X: bv.threads}, shared, st, args...); err != nil {
+		if tp > 1 {
+			t := tailLaunch{parts: tp, main: main, split: tailMain, reduce: tailReduce, kpart: kpart, vpart: vpart,
+				dk: bs[7], dv: bs[8], shared: shared, splitShared: ev.splitEntry().shared(d), threads: bv.threads}
+			if err := t.launch(k.dev, st, dl, p, sched, args, float32(scale), k.blockSlots()); err != nil {
+				return err
+			}
+		} else if err := main.Launch(grid, cuda.Dim3{X: bv.threads}, shared, st, args...); err != nil {
 			return err
 		}
 		if gs > 1 {
@@ -1069,4 +1088,103 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 		}
 		return conv.Launch(cuda.Dim3{X: max(1, min(k.dev.SMs*8, blocks))}, cuda.Dim3{X: 256}, 0, st, cargs...)
 	})
+}
+
+// tailPlan is the parts sm90tq splits the head-dim-128 backward's last, partial wave into (1:
+// none, and always 1 for every other variant): on an unpaired, unsplit plan over one list
+// whose row tiles are all of one weight (evenRows: full), tailParts of its heads x row tiles
+// blocks.
+func (k *Kernel) tailPlan(dl *deviceList, sched int32, gs, heads, group, d int) int {
+	if !k.arch.tail || d != 128 || k.det || gs != 1 || sched&(8|schedDocPairs) != 0 || dl.w.Lists != 1 || !evenRows(dl.w) {
+		return 1
+	}
+	return tailParts(heads*dl.w.RowTiles, group, k.blockSlots())
+}
+
+// evenRows says whether every row tile of w's lists has as many entries as the first, all
+// of them full tiles (full's backward lists; a partial tile weighs less).
+func evenRows(w *WorkList) bool {
+	if w.PartialTiles != 0 || w.RowTiles == 0 {
+		return false
+	}
+	for l := 0; l < w.Lists; l++ {
+		st := w.Start[l*(w.RowTiles+1):]
+		for r := 0; r < w.RowTiles; r++ {
+			if st[r+1]-st[r] != st[1]-st[0] {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// tailParts is how many parts the items of the last, partial wave of blocks unsplit
+// blocks on slots SMs (one block an SM) are split into over a group of query heads: the whole
+// waves' blocks run unsplit, the last wave's r items as r x P blocks of 1/P of the work,
+// which take ceil(r P / slots) / P of a wave instead of one; the P of 2, 4 and 8 dividing
+// group that takes the least (the fewest on a tie), where that shortens the pass by tailGain
+// or more (full d128 at 64:8 on 132 SMs: 16K 1,024 blocks, 7 waves and 100 items, 8 parts,
+// 7/8 of a wave, 1.6%; 32K 8 parts 2.3%; 48K 8 parts 2.6%; 8K's 116 items no part count helps).
+func tailParts(blocks, group, slots int) int {
+	if slots <= 0 || blocks <= 0 {
+		return 1
+	}
+	w, r := blocks/slots, blocks%slots
+	if w < 1 || r == 0 || w*slots >= tailMaxFirst {
+		return 1
+	}
+	best, waves := 1, 1.0
+	for _, p := range []int{2, 4, 8} {
+		if group%p != 0 || r*p > 65535*slots {
+			continue
+		}
+		if x := float64((r*p+slots-1)/slots) / float64(p); x < waves-1e-9 {
+			best, waves = p, x
+		}
+	}
+	if (1-waves)/float64(w+1) < tailGain {
+		return 1
+	}
+	return best
+}
+
+const (
+	// tailGain is the least modelled gain tailParts takes
+	tailGain = 0.01
+	// tailMaxFirst bounds the tail's first item (bits 12-30 of the kernel's sched)
+	tailMaxFirst = 1 << 19
+	// schedTail (bit 9 of sched): the backward's blocks over tailLaunch's 1-D grids
+	schedTail int32 = 1 << 9
+)
+
+// tailLaunch is sm90tq's backward launch: the whole waves' items in the unsplit entry (main)
+// over a 1-D grid, the last wave's items in the split entry (split) in parts blocks each, their
+// fp32 partials of dK and dV summed into dk and dv by reduce.
+type tailLaunch struct {
+	parts                        int
+	main, split, reduce          *cuda.Function
+	kpart, vpart, dk, dv         *cuda.Buffer
+	shared, splitShared, threads int
+}
+
+// launch runs the three on st: args are the backward's (dk and dv at 7 and 8, sched second
+// from last), sched its unsplit plan, slots the SMs.
+func (t tailLaunch) launch(dev *cuda.Device, st cuda.Stream, dl *deviceList, p kernels.Problem, sched int32, args []any, scale float32, slots int) error {
+	items := p.HeadsKV * dl.w.RowTiles
+	first := items / slots * slots
+	at := len(args) - 2
+	a := slices.Clone(args)
+	a[at] = (sched &^ (0xf << 4)) | 1<<4 | schedTail | int32(first)<<12
+	if err := t.main.Launch(cuda.Dim3{X: first}, cuda.Dim3{X: t.threads}, t.shared, st, a...); err != nil {
+		return err
+	}
+	b := slices.Clone(args)
+	b[7], b[8] = t.kpart, t.vpart
+	b[at] = (sched &^ (0xf << 4)) | int32(t.parts)<<4 | schedTail | int32(first)<<12
+	if err := t.split.Launch(cuda.Dim3{X: (items - first) * t.parts}, cuda.Dim3{X: t.threads}, t.splitShared, st, b...); err != nil {
+		return err
+	}
+	n := (items - first) * dl.w.RowTile * p.HeadDim / 2
+	return t.reduce.Launch(cuda.Dim3{X: max(1, min(dev.SMs*8, (n+255)/256))}, cuda.Dim3{X: 256}, 0, st,
+		t.kpart, t.vpart, t.dk, t.dv, dl.order, dl.w.RowTiles, first, items-first, p.HeadsKV, p.Mask.SeqK, t.parts, scale)
 }
