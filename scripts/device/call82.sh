@@ -8,7 +8,8 @@
 #    8K-48K. sm90tq runs the backward's whole waves unsplit over a 1-D grid and splits the
 #    last, partial wave's items over the group's query heads (a second launch, their dK and
 #    dV summed from fp32 partials). Prediction against sm90 (132 SMs, 64:8): 8K level (116
-#    items left: no split pays, the rows say no tail), 16K +0.5 to +1.6% (tail-8: 7/8 of the
+#    items left: no split pays, the rows say no tail; the control for sm90tq's own register
+#    allocation of bwd90e), 16K +0.5 to +1.6% (tail-8: 7/8 of the
 #    last wave), 32K +1 to +2.3% (tail-8, 5/8), 48K +1 to +2.6% (tail-8, 3/8); the model's
 #    bounds, less the second launch and the partials (at 48K 36 items x 8 parts x 128 KB
 #    written and read: 38 MB, about 20 us of 100 ms). Promotion: gains on 16K-48K, loses 1%
