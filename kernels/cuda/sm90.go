@@ -1118,8 +1118,8 @@ func evenRows(w *WorkList) bool {
 	return true
 }
 
-// tailParts is how many parts the items of the last, partial wave of blocks unsplit
-// blocks on slots SMs (one block an SM) are split into over a group of query heads: the whole
+// tailParts is how many parts sm90tq splits each item of the last, partial wave into, over a
+// group of query heads, where blocks unsplit blocks run on slots SMs (one block an SM): the whole
 // waves' blocks run unsplit, the last wave's r items as r x P blocks of 1/P of the work,
 // which take ceil(r P / slots) / P of a wave instead of one; the P of 2, 4 and 8 dividing
 // group that takes the least (the fewest on a tie), where that shortens the pass by tailGain
@@ -1135,7 +1135,7 @@ func tailParts(blocks, group, slots int) int {
 	}
 	best, waves := 1, 1.0
 	for _, p := range []int{2, 4, 8} {
-		if group%p != 0 || r*p > 65535*slots {
+		if group%p != 0 {
 			continue
 		}
 		if x := float64((r*p+slots-1)/slots) / float64(p); x < waves-1e-9 {
