@@ -22,7 +22,7 @@ out=${1:?usage: call82.sh OUT}
 call_start ${BUDGET:-300} longca cuda.test || exit 1
 for v in sm90 sm90tq; do warm $v & done
 wait
-GPU_TESTS='TestTailWave|TestMasks|TestSplit128Groups|TestLongRows' gpu_tests sm90tq 100
+GPU_TESTS='TestTailWave|TestMasks|TestSplit128Groups|TestLongRows' gpu_tests sm90tq 150
 runs="cudnn sm90 sm90tq cudnn sm90 sm90tq"
 interleave g 60 "$runs" --masks full --seqlens 8K,16K,32K,48K --passes bwd -w 2 -n 5
 cat "$out/t/summary.txt"
