@@ -247,7 +247,11 @@ func TestTailWave(t *testing.T) {
 		if v := k.Describe(p, kernels.Bwd).Variant; !strings.Contains(v, want) {
 			t.Errorf("%s: the backward's row says %q, not %s", what, v, want)
 		}
+		before := k.tailLaunches.Load()
 		runCheck(t, k, p, uint64(1740+i), what)
+		if k.tailLaunches.Load() == before {
+			t.Errorf("%s: the backward ran without its tail launch (the row says %s)", what, want)
+		}
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/longca/longca/internal/cuda"
@@ -405,7 +406,10 @@ type Kernel struct {
 	// block walks several work items (the GPU tests' problems have fewer items than an H100
 	// has SMs: without it no block ever reaches a second item)
 	fwdBlocks int
-	maps      map[tmaKey]*cuda.TensorMap
+	// tailLaunches counts the backward passes launched with sm90tq's split last wave (the GPU
+	// tests read it: a row's tail-N label comes from the plan, not from the launch)
+	tailLaunches atomic.Int64
+	maps         map[tmaKey]*cuda.TensorMap
 
 	mu    sync.Mutex
 	fns   map[string]*cuda.Function

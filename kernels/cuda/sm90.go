@@ -1070,6 +1070,7 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 			if err := t.launch(k.dev, st, dl, p, sched, args, float32(scale), k.blockSlots()); err != nil {
 				return err
 			}
+			k.tailLaunches.Add(1)
 		} else if err := main.Launch(grid, cuda.Dim3{X: bv.threads}, shared, st, args...); err != nil {
 			return err
 		}
