@@ -161,6 +161,25 @@ mpi_cp() {
 	"$BIN" selftest merged --ranks 4 "$out/merged.arrow"
 }
 
+# mpi_default_out: ranks given a run id and no --out write one folder, named by the
+# launcher's job id (each rank's clock named its own second before: a launch that crossed
+# one split the run in two folders).
+mpi_default_out() {
+	local dir=$work/default-out
+	mkdir -p "$dir"
+	(cd "$dir" && timeout 120 "${MPIRUN[@]}" -np 4 "$BIN" kernel --kernels ref --masks causal --seqlens 128 --heads 2:1 \
+		--head-dim 8 -w 0 -n 1 --passes fwd --run-id shared) >"$work/default-out.out" 2>&1 ||
+		{ tail -20 "$work/default-out.out"; return 1; }
+	local folders files
+	folders=$(find "$dir/out" -mindepth 1 -maxdepth 1 -type d | wc -l)
+	files=$(find "$dir/out" -name 'shared.rank-*-of-4.arrow' | wc -l)
+	[ "$folders" = 1 ] && [ "$files" = 4 ] || { echo "want one folder with 4 rank files, got $folders folder(s), $files file(s):"; find "$dir/out"; return 1; }
+	# named by the job (Open MPI's PMIx namespace or job id), not by a rank's clock
+	find "$dir/out" -mindepth 1 -maxdepth 1 -type d -name 'kernel-*' | grep -E -q 'kernel-(pmix_namespace|ompi_mca_ess_base_jobid)-' ||
+		{ echo "the folder is not named by the job:"; find "$dir/out" -mindepth 1 -maxdepth 1; return 1; }
+	find "$dir/out" -mindepth 1 -maxdepth 1 -type d
+}
+
 # example_analysis: the worked analysis of the README (examples/analyze.py) on the CPU
 # suite's output and a small in-process CP run, read the way CI has it (pandas, and the
 # CSV export where pyarrow is missing); it must name the fastest kernel of every suite mask
@@ -186,6 +205,7 @@ example_analysis() {
 check "mpirun -np 4 selftest comm (every collective, checked)" mpi_all
 check "examples/analyze.py on the CPU suite's output (pandas, CSV export)" example_analysis
 check "mpirun -np 4 longca cp: ring-p2p, ulysses, usp, balanced checked against the reference (mpi)" mpi_cp
+check "mpirun -np 4 kernel --run-id without --out: one folder named by the job" mpi_default_out
 check "mpirun: rank 3 leaves early, others fail naming it (mpi)" early_exit mpi 3 'rank(s) \[3\] did not arrive'
 check "mpirun: rank 1 leaves early, others fail naming it (tcp)" early_exit tcp 1 'rank 1: connection closed'
 

@@ -70,9 +70,36 @@ func New(bench, out, runID string, w spmd.World, version string, log *zerolog.Lo
 	return s
 }
 
-// DefaultOutDir is out/<what>-<UTC time>.
-func DefaultOutDir(what string) string {
-	return filepath.Join("out", what+"-"+time.Now().UTC().Format("20060102T150405Z"))
+// DefaultOutDir is the results folder of a run given no --out. One process: out/<what>-<UTC
+// time>, with -2, -3 ... where that folder exists already (two runs started in one second).
+// Several ranks, each its own process (ranks > 1): out/<what>-<job id>, the launcher's job id
+// (spmd.JobID: Slurm's job and step, PMIx's namespace, Open MPI's job id, torchrun's run id,
+// or LONGCA_JOB_ID) with the characters a run id cannot hold as '-', so that every rank names
+// the same folder (each rank's clock could name another second); a usage error where no
+// launcher gives one.
+func DefaultOutDir(what string, ranks int) (string, error) {
+	if ranks > 1 {
+		id := spmd.JobID()
+		if id == "" {
+			return "", Usagef("--out: the %d ranks write one folder, and no launcher job id here names one (Slurm, PMIx, Open MPI, torchrun or %s): give --out", ranks, spmd.EnvJobID)
+		}
+		name := strings.Map(func(c rune) rune {
+			if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("._-+", c) {
+				return c
+			}
+			return '-'
+		}, what+"-"+id)
+		return filepath.Join("out", name[:min(len(name), 128)]), nil
+	}
+	base := filepath.Join("out", what+"-"+time.Now().UTC().Format("20060102T150405Z"))
+	dir := base
+	for i := 2; i < 100; i++ {
+		if _, err := os.Lstat(dir); errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		dir = fmt.Sprintf("%s-%d", base, i)
+	}
+	return dir, nil
 }
 
 func (s *Session) log() *zerolog.Logger {

@@ -34,6 +34,10 @@ const (
 // maxTokenBytes bounds a token read from a file.
 const maxTokenBytes = 4096
 
+// JobID is this process's job identity from the launcher (jobID over the environment): the
+// same on every rank of one launch, "" where no launcher says.
+func JobID() string { return jobID(os.Getenv) }
+
 // jobID is this job's identity from the launcher: LONGCA_JOB_ID, else Slurm's job and
 // step ids, PMIx's namespace, Open MPI's job id, torchrun's run id; "" when none says.
 func jobID(getenv func(string) string) string {

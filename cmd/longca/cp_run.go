@@ -71,7 +71,9 @@ func cpAction(c *cli.Context) (err error) {
 		return usageError("--kernel %s: %v", o.kernel, err)
 	}
 	if o.out == "" {
-		o.out = session.DefaultOutDir("cp")
+		if o.out, err = session.DefaultOutDir("cp", w.Size); err != nil {
+			return err
+		}
 	}
 	if w.Size > 1 && (so.Backend == "" || so.Backend == "auto") && o.kernel == "cuda" {
 		// GPU ranks started by a launcher talk through NCCL, device buffer to device buffer.

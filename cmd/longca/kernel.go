@@ -124,7 +124,10 @@ func sweepAction(c *cli.Context, s harness.Sweep, bench string, w spmd.World, ko
 		KernelOptions: ko, StopOnCrash: stop, Culprit: sweepCulprit(c)}
 	out := c.String("out")
 	if out == "" {
-		out = session.DefaultOutDir(bench)
+		var err error
+		if out, err = session.DefaultOutDir(bench, w.Size); err != nil {
+			return err
+		}
 	}
 	runID, err := resultsTarget(out, c.String("run-id"), w.Size, false)
 	if err != nil {

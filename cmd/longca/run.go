@@ -77,7 +77,10 @@ func runAction(c *cli.Context) error {
 	}
 	out := c.String("out")
 	if out == "" {
-		out = session.DefaultOutDir("run")
+		var err error
+		if out, err = session.DefaultOutDir("run", 1); err != nil {
+			return err
+		}
 	}
 	runID, err := resultsTarget(out, c.String("run-id"), 1, false)
 	if err != nil {

@@ -273,7 +273,9 @@ func simulateAction(c *cli.Context) error {
 		return nil
 	}
 	if o.cp.out == "" {
-		o.cp.out = session.DefaultOutDir("simulate")
+		if o.cp.out, err = session.DefaultOutDir("simulate", 1); err != nil {
+			return err
+		}
 	}
 	if o.cp.runID, err = resultsTarget(o.cp.out, o.cp.runID, 1, false); err != nil {
 		return err
