@@ -772,6 +772,13 @@ constexpr bool kTail = true;
 #else
 constexpr bool kTail = false;
 #endif
+// LONGCA_BWD_TAIL_PAIRS (experiment sm90tp, with LONGCA_BWD_TAIL): the same in the pairs'
+// entries (bwd90ep whole waves, bwd90esp the last wave's split), an item a pair of key tiles.
+#ifdef LONGCA_BWD_TAIL_PAIRS
+constexpr bool kTailPairs = true;
+#else
+constexpr bool kTailPairs = false;
+#endif
 // LONGCA_BWD_LATE_FENCE_PAIRS (sm90's since call 80's sm90qp: the paired d128 cells +1.2 to
 // +2.6% on an H100, 11 of 13 up): the late publish in the pairs' entries too,
 // at every step (also across the change of key tile, which waits for K and V but writes dK
@@ -911,11 +918,12 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
   // is the item; split (bwd90es, the last wave's items), item B + blockIdx.x / gs, part
   // blockIdx.x % gs.
   int hb = ktFast ? blockIdx.y : blockIdx.x, xi = ktFast ? blockIdx.x : blockIdx.y;
-  if constexpr (kTail && D == 128 && !DET && !PR) {
+  if constexpr (kTail && D == 128 && !DET && (!PR || kTailPairs)) {
     if (sched & 512) {
+      const int per = PR && (sched & 8) ? (rows + 1) / 2 : rows;  // a KV head's items (pairs: half)
       const int item = gs > 1 ? (sched >> 12) + (int)blockIdx.x / gs : (int)blockIdx.x;
-      hb = item / rows * gs + (gs > 1 ? (int)blockIdx.x % gs : 0);
-      xi = item % rows;
+      hb = item / per * gs + (gs > 1 ? (int)blockIdx.x % gs : 0);
+      xi = item % per;
     }
   }
   const int kvh = hb / gs, part = hb % gs;
@@ -1493,18 +1501,23 @@ DEV void dkv90_reduce(const float *__restrict__ kp, const float *__restrict__ vp
 }
 
 // dK and dV of the tail's items (sm90tq): items first .. first+items-1 of the 1-D grid's
-// order (KV head item / rows, key tile order[item % rows]), each NB key rows of D, summed
-// over gs fp32 partials ([gs][sk][hkv][D], as dkv90_reduce's) into dk and dv, dK scaled.
+// order (KV head item / rows, key tile order[item % rows]; paired (sm90tp), a KV head has
+// (rows + 1) / 2 items, item x its key tiles order[x] and order[rows - 1 - x] where that is
+// another), each NB key rows of D, summed over gs fp32 partials ([gs][sk][hkv][D], as
+// dkv90_reduce's) into dk and dv, dK scaled.
 template <typename T, int D, int NB>
 DEV void dkv90_reduce_tail(const float *__restrict__ kp, const float *__restrict__ vp, T *__restrict__ dk, T *__restrict__ dv,
                            const int *__restrict__ order, int rows, int first, int items, int hkv, int sk, int gs,
-                           float scale) {
-  const long long n = (long long)sk * hkv * D, per = NB * D / 2;  // pairs of elements an item
+                           float scale, int paired) {
+  const int tiles = paired ? 2 : 1, perHead = paired ? (rows + 1) / 2 : rows;
+  const long long n = (long long)sk * hkv * D, per = (long long)tiles * NB * D / 2;  // pairs of elements an item
   for (long long w = blockIdx.x * (long long)blockDim.x + threadIdx.x; w < items * per; w += (long long)gridDim.x * blockDim.x) {
-    const int item = first + (int)(w / per), e = (int)(w % per) * 2;
-    const int ki = order[item % rows] * NB + e / D;
+    const int item = first + (int)(w / per), e = (int)(w % per) * 2, tile = e / (NB * D), et = e % (NB * D);
+    const int x = item % perHead, xb = rows - 1 - x;
+    if (tile == 1 && xb <= x) continue;  // the odd middle tile walks alone
+    const int ki = order[tile == 0 ? x : xb] * NB + et / D;
     if (ki >= sk) continue;
-    const long long i = ((long long)ki * hkv + item / rows) * D + e % D;
+    const long long i = ((long long)ki * hkv + item / perHead) * D + et % D;
     float2 a = *reinterpret_cast<const float2 *>(kp + i), b = *reinterpret_cast<const float2 *>(vp + i);
     for (int g = 1; g < gs; g++) {
       const float2 x = *reinterpret_cast<const float2 *>(kp + g * n + i), y = *reinterpret_cast<const float2 *>(vp + g * n + i);
@@ -1721,8 +1734,8 @@ SM90_DKV_REDUCE(fp16, __half)
 #define SM90_DKV_REDUCE_TAIL(NAME, T)                                                                          \
   extern "C" __global__ void bwd90_dkv_reduce_tail_##NAME(const float *kp, const float *vp, T *dk, T *dv,     \
                                                        const int *order, int rows, int first, int items,      \
-                                                       int hkv, int sk, int gs, float scale) {                \
-    dkv90_reduce_tail<T, 128, BBN9>(kp, vp, dk, dv, order, rows, first, items, hkv, sk, gs, scale);          \
+                                                       int hkv, int sk, int gs, float scale, int paired) {    \
+    dkv90_reduce_tail<T, 128, BBN9>(kp, vp, dk, dv, order, rows, first, items, hkv, sk, gs, scale, paired);  \
   }
 SM90_DKV_REDUCE_TAIL(bf16, __nv_bfloat16)
 SM90_DKV_REDUCE_TAIL(fp16, __half)

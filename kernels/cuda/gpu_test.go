@@ -224,8 +224,8 @@ func checkSplitLabel(t *testing.T, k *Kernel, p kernels.Problem, what string) {
 
 // sm90tq's last wave split (LONGCA_BWD_TAIL): full at head dim 128 at the shortest lengths
 // whose blocks fill a wave and leave a partial one that tailParts splits on this device (2, 4
-// and 8 parts on 132 SMs), the row saying tail-N, checked; the variants that do not compile the tail have
-// nothing of it to test.
+// and 8 parts on 132 SMs), the row saying tail-N, checked, and (sm90tp) causal's pairs the
+// same; the variants that do not compile the tail have nothing of it to test.
 func TestTailWave(t *testing.T) {
 	k := gpuKernel(t)
 	if !k.arch.tail || !slices.Contains(k.arch.defines, "LONGCA_BWD_TAIL") {
@@ -251,6 +251,27 @@ func TestTailWave(t *testing.T) {
 		runCheck(t, k, p, uint64(1740+i), what)
 		if k.tailLaunches.Load() == before {
 			t.Errorf("%s: the backward ran without its tail launch (the row says %s)", what, want)
+		}
+	}
+	if !k.arch.tailPairs {
+		return
+	}
+	// sm90tp: causal's pairs, at the shortest length whose plan pairs and splits the last wave
+	for i, h := range [][2]int{{64, 16}, {16, 8}} {
+		var p kernels.Problem
+		v := ""
+		for r := 4; r <= 64 && !strings.Contains(v, "tail-"); r++ {
+			p = kernels.Problem{HeadsQ: h[0], HeadsKV: h[1], HeadDim: 128, DType: tensor.BF16, Mask: smallMask(t, "causal", 128*r)}
+			v = k.Describe(p, kernels.Bwd).Variant
+		}
+		what := fmt.Sprintf("causal S=%d %d:%d d128 (%s)", p.Mask.SeqQ, h[0], h[1], v)
+		if !strings.Contains(v, "tail-") || !strings.Contains(v, "pairs-bwd") {
+			t.Fatalf("%s: no length up to 8K whose paired backward splits its last wave", what)
+		}
+		before := k.tailLaunches.Load()
+		runCheck(t, k, p, uint64(1750+i), what)
+		if k.tailLaunches.Load() == before {
+			t.Errorf("%s: the backward ran without its tail launch", what)
 		}
 	}
 }

@@ -760,8 +760,9 @@ func TestTailParts(t *testing.T) {
 	}
 }
 
-// The tail is sm90tq's only: its rule runs on full's backward list (every key tile as many
-// full entries) and on no causal one, and sm90 never takes it.
+// The tail is sm90tq's and sm90tp's only: sm90tq's rule runs on full's backward list (every
+// key tile as many full entries) and on no causal one, sm90tp's on causal's pairs too (of one
+// weight: 2 (rows + 1) entries), never within documents or split; sm90 never takes it.
 func TestTailPlanOnlyOnEvenRows(t *testing.T) {
 	full, err := mask.Build("full", 16384, mask.Options{})
 	if err != nil {
@@ -786,12 +787,32 @@ func TestTailPlanOnlyOnEvenRows(t *testing.T) {
 	if got := tq.tailPlan(&deviceList{w: wf}, schedKTFast, 1, 8, 8, 128); got != 8 {
 		t.Errorf("sm90tq's tail on full 16K 64:8 d128: %d parts, want 8", got)
 	}
+	// sm90tp: causal 32K's pairs (1,024 blocks at 64:8) of one weight, 8 parts; 16K's 512 none
+	c32, err := mask.Build("causal", 32768, mask.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wc32, err := BuildWorkList([]mask.Mask{c32.Mask}, 64, 128, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := &Kernel{arch: variantNamed(t, "sm90tp")}
+	if !evenPairs(wc) || !evenPairs(wc32) {
+		t.Fatalf("evenPairs: causal 16K %v, 32K %v; want true", evenPairs(wc), evenPairs(wc32))
+	}
+	if got := tp.tailPlan(&deviceList{w: wc32}, schedKTFast|8, 1, 8, 8, 128); got != 8 {
+		t.Errorf("sm90tp's tail on causal 32K 64:8 d128, paired: %d parts, want 8", got)
+	}
+	if got := tp.tailPlan(&deviceList{w: wf}, schedKTFast, 1, 8, 8, 128); got != 8 {
+		t.Errorf("sm90tp's tail on full 16K 64:8 d128: %d parts, want 8 (sm90tq's)", got)
+	}
 	for _, c := range []struct {
 		k     *Kernel
 		w     *WorkList
 		sched int32
 		gs, d int
-	}{{sm, wf, schedKTFast, 1, 128}, {tq, wc, schedKTFast, 1, 128}, {tq, wf, schedKTFast, 2, 128}, {tq, wf, schedKTFast | 8, 1, 128}, {tq, wf, schedKTFast, 1, 64}} {
+	}{{sm, wf, schedKTFast, 1, 128}, {tq, wc, schedKTFast, 1, 128}, {tq, wf, schedKTFast, 2, 128}, {tq, wf, schedKTFast | 8, 1, 128}, {tq, wf, schedKTFast, 1, 64},
+		{tq, wc32, schedKTFast | 8, 1, 128}, {tp, wc, schedKTFast | 8, 1, 128}, {tp, wc32, schedKTFast | 8 | schedDocPairs, 1, 128}, {tp, wc32, schedKTFast | 8, 2, 128}} {
 		if got := c.k.tailPlan(&deviceList{w: c.w}, c.sched, c.gs, 8, 8, c.d); got != 1 {
 			t.Errorf("%s, sched %#x, gs %d, d %d: tail %d, want none", c.k.arch.name, c.sched, c.gs, c.d, got)
 		}

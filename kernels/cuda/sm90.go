@@ -1015,6 +1015,7 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 	// the group split (head dim 64, and 128 by split128Parts or always in sm90g2/g8): its fp32 partials of dK and dV and their reduction
 	var kpart, vpart *cuda.Buffer
 	var reduce, tailMain, tailReduce *cuda.Function
+	var tailShared int
 	if parts := max(gs, tp); parts > 1 {
 		n := parts * p.Mask.SeqK * p.HeadsKV * d
 		if kpart, err = k.scratchBuf("dkpart", n); err != nil {
@@ -1029,9 +1030,13 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 			}
 		}
 	}
-	if tp > 1 { // the last wave's items: the split entry, then their own reduction
-		sv := ev.splitEntry()
-		if tailMain, err = k.function(fmt.Sprintf("%s_%s_d%d", sv.fn, dt, d), sv.shared(d)); err != nil {
+	if tp > 1 { // the last wave's items: the split entry (of the pairs, where the plan pairs), then their own reduction
+		sv := bv.splitEntry()
+		if ev.fn != bv.fn { // the pairs' entry (bwd90ep): its split one (bwd90esp)
+			sv = sv.pairedEntry()
+		}
+		tailShared = sv.shared(d)
+		if tailMain, err = k.function(fmt.Sprintf("%s_%s_d%d", sv.fn, dt, d), tailShared); err != nil {
 			return err
 		}
 		if tailReduce, err = k.function("bwd90_dkv_reduce_tail_"+dt, 0); err != nil {
@@ -1066,7 +1071,7 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 		}
 		if tp > 1 {
 			t := tailLaunch{parts: tp, main: main, split: tailMain, reduce: tailReduce, kpart: kpart, vpart: vpart,
-				dk: bs[7], dv: bs[8], shared: shared, splitShared: ev.splitEntry().shared(d), threads: bv.threads}
+				dk: bs[7], dv: bs[8], shared: shared, splitShared: tailShared, threads: bv.threads}
 			if err := t.launch(k.dev, st, dl, p, sched, args, float32(scale), k.blockSlots()); err != nil {
 				return err
 			}
@@ -1092,14 +1097,52 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 }
 
 // tailPlan is the parts sm90tq splits the head-dim-128 backward's last, partial wave into (1:
-// none, and always 1 for every other variant): on an unpaired, unsplit plan over one list
-// whose row tiles are all of one weight (evenRows: full), tailParts of its heads x row tiles
-// blocks.
+// none, and always 1 for every other variant): on an unsplit plan over one list, unpaired
+// where its row tiles are all of one weight (evenRows: full), or (sm90tp) paired where its
+// pairs are (evenPairs: causal), tailParts of its heads x items blocks.
 func (k *Kernel) tailPlan(dl *deviceList, sched int32, gs, heads, group, d int) int {
-	if !k.arch.tail || d != 128 || k.det || gs != 1 || sched&(8|schedDocPairs) != 0 || dl.w.Lists != 1 || !evenRows(dl.w) {
+	if !k.arch.tail || d != 128 || k.det || gs != 1 || sched&schedDocPairs != 0 || dl.w.Lists != 1 {
 		return 1
 	}
-	return tailParts(heads*dl.w.RowTiles, group, k.blockSlots())
+	paired := sched&8 != 0
+	switch {
+	case paired && !(k.arch.tailPairs && k.arch.pairsEntry && evenPairs(dl.w)):
+		return 1
+	case !paired && !evenRows(dl.w):
+		return 1
+	}
+	return tailParts(heads*tailItems(dl.w, paired), group, k.blockSlots())
+}
+
+// tailItems is a KV head's blocks in the backward's plan: its row tiles, or paired half of
+// them (the odd middle one alone).
+func tailItems(w *WorkList, paired bool) int {
+	if paired {
+		return (w.RowTiles + 1) / 2
+	}
+	return w.RowTiles
+}
+
+// evenPairs says whether the backward's pairs of w's one list (the heaviest row tile in
+// Order with the lightest, and so on inward) all walk as many entries, the odd middle tile
+// alone as many or fewer (causal's lists: 2 (rows + 1) entries a pair).
+func evenPairs(w *WorkList) bool {
+	rows := w.RowTiles
+	if rows < 2 || w.Lists != 1 {
+		return false
+	}
+	ne := func(x int) int32 { r := w.Order[x]; return w.Start[r+1] - w.Start[r] }
+	want := ne(0) + ne(rows-1)
+	for x := 0; x < (rows+1)/2; x++ {
+		got := ne(x)
+		if y := rows - 1 - x; y > x {
+			got += ne(y)
+		}
+		if got > want || got < want && rows-1-x > x {
+			return false
+		}
+	}
+	return true
 }
 
 // evenRows says whether every row tile of w's lists has as many entries as the first, all
@@ -1171,7 +1214,8 @@ type tailLaunch struct {
 // launch runs the three on st: args are the backward's (dk and dv at 7 and 8, sched second
 // from last), sched its unsplit plan, slots the SMs.
 func (t tailLaunch) launch(dev *cuda.Device, st cuda.Stream, dl *deviceList, p kernels.Problem, sched int32, args []any, scale float32, slots int) error {
-	items := p.HeadsKV * dl.w.RowTiles
+	paired := sched&8 != 0
+	items := p.HeadsKV * tailItems(dl.w, paired)
 	first := items / slots * slots
 	at := len(args) - 2
 	a := slices.Clone(args)
@@ -1185,7 +1229,11 @@ func (t tailLaunch) launch(dev *cuda.Device, st cuda.Stream, dl *deviceList, p k
 	if err := t.split.Launch(cuda.Dim3{X: (items - first) * t.parts}, cuda.Dim3{X: t.threads}, t.splitShared, st, b...); err != nil {
 		return err
 	}
-	n := (items - first) * dl.w.RowTile * p.HeadDim / 2
+	tiles := 1
+	if paired {
+		tiles = 2
+	}
+	n := (items - first) * tiles * dl.w.RowTile * p.HeadDim / 2
 	return t.reduce.Launch(cuda.Dim3{X: max(1, min(dev.SMs*8, (n+255)/256))}, cuda.Dim3{X: 256}, 0, st,
-		t.kpart, t.vpart, t.dk, t.dv, dl.order, dl.w.RowTiles, first, items-first, p.HeadsKV, p.Mask.SeqK, t.parts, scale)
+		t.kpart, t.vpart, t.dk, t.dv, dl.order, dl.w.RowTiles, first, items-first, p.HeadsKV, p.Mask.SeqK, t.parts, scale, tiles-1)
 }
