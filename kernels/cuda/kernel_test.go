@@ -806,12 +806,17 @@ func TestTailPlanOnlyOnEvenRows(t *testing.T) {
 	if got := tp.tailPlan(&deviceList{w: wf}, schedKTFast, 1, 8, 8, 128); got != 8 {
 		t.Errorf("sm90tp's tail on full 16K 64:8 d128: %d parts, want 8 (sm90tq's)", got)
 	}
+	// the flags without the defines (entries that map the grid as 2-D): never
+	noDef := &Kernel{arch: variantNamed(t, "sm90tp")}
+	noDef.arch.defines = slices.DeleteFunc(slices.Clone(noDef.arch.defines), func(d string) bool { return d == "LONGCA_BWD_TAIL_PAIRS" })
+	noTail := &Kernel{arch: variantNamed(t, "sm90tq")}
+	noTail.arch.defines = slices.Clone(sm.arch.defines)
 	for _, c := range []struct {
 		k     *Kernel
 		w     *WorkList
 		sched int32
 		gs, d int
-	}{{sm, wf, schedKTFast, 1, 128}, {tq, wc, schedKTFast, 1, 128}, {tq, wf, schedKTFast, 2, 128}, {tq, wf, schedKTFast | 8, 1, 128}, {tq, wf, schedKTFast, 1, 64},
+	}{{noDef, wc32, schedKTFast | 8, 1, 128}, {noTail, wf, schedKTFast, 1, 128}, {sm, wf, schedKTFast, 1, 128}, {tq, wc, schedKTFast, 1, 128}, {tq, wf, schedKTFast, 2, 128}, {tq, wf, schedKTFast | 8, 1, 128}, {tq, wf, schedKTFast, 1, 64},
 		{tq, wc32, schedKTFast | 8, 1, 128}, {tp, wc, schedKTFast | 8, 1, 128}, {tp, wc32, schedKTFast | 8 | schedDocPairs, 1, 128}, {tp, wc32, schedKTFast | 8, 2, 128}} {
 		if got := c.k.tailPlan(&deviceList{w: c.w}, c.sched, c.gs, 8, 8, c.d); got != 1 {
 			t.Errorf("%s, sched %#x, gs %d, d %d: tail %d, want none", c.k.arch.name, c.sched, c.gs, c.d, got)

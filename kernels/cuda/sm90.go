@@ -1101,12 +1101,12 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 // where its row tiles are all of one weight (evenRows: full), or (sm90tp) paired where its
 // pairs are (evenPairs: causal), tailParts of its heads x items blocks.
 func (k *Kernel) tailPlan(dl *deviceList, sched int32, gs, heads, group, d int) int {
-	if !k.arch.tail || d != 128 || k.det || gs != 1 || sched&schedDocPairs != 0 || dl.w.Lists != 1 {
-		return 1
+	if !k.arch.tail || !slices.Contains(k.arch.defines, "LONGCA_BWD_TAIL") || d != 128 || k.det || gs != 1 || sched&schedDocPairs != 0 || dl.w.Lists != 1 {
+		return 1 // (an entry compiled without the define maps a 1-D grid as a 2-D one)
 	}
 	paired := sched&8 != 0
 	switch {
-	case paired && !(k.arch.tailPairs && k.arch.pairsEntry && evenPairs(dl.w)):
+	case paired && !(k.arch.tailPairs && slices.Contains(k.arch.defines, "LONGCA_BWD_TAIL_PAIRS") && k.arch.pairsEntry && evenPairs(dl.w)):
 		return 1
 	case !paired && !evenRows(dl.w):
 		return 1
