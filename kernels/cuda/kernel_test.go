@@ -764,22 +764,20 @@ func TestTailParts(t *testing.T) {
 // key tile as many full entries) and on no causal one, sm90tp's on causal's pairs too (of one
 // weight: 2 (rows + 1) entries), never within documents or split; sm90 never takes it.
 func TestTailPlanOnlyOnEvenRows(t *testing.T) {
-	full, err := mask.Build("full", 16384, mask.Options{})
-	if err != nil {
-		t.Fatal(err)
+	// the backward's list of a mask at s tokens (64-query columns, 128-key rows)
+	bwdList := func(name string, s int) *WorkList {
+		t.Helper()
+		b, err := mask.Build(name, s, mask.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := BuildWorkList([]mask.Mask{b.Mask}, 64, 128, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w
 	}
-	causal, err := mask.Build("causal", 16384, mask.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wf, err := BuildWorkList([]mask.Mask{full.Mask}, 64, 128, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wc, err := BuildWorkList([]mask.Mask{causal.Mask}, 64, 128, true)
-	if err != nil {
-		t.Fatal(err)
-	}
+	wf, wc, wc32 := bwdList("full", 16384), bwdList("causal", 16384), bwdList("causal", 32768)
 	if !evenRows(wf) || evenRows(wc) {
 		t.Fatalf("evenRows: full %v, causal %v; want true, false", evenRows(wf), evenRows(wc))
 	}
@@ -788,14 +786,6 @@ func TestTailPlanOnlyOnEvenRows(t *testing.T) {
 		t.Errorf("sm90tq's tail on full 16K 64:8 d128: %d parts, want 8", got)
 	}
 	// sm90tp: causal 32K's pairs (1,024 blocks at 64:8) of one weight, 8 parts; 16K's 512 none
-	c32, err := mask.Build("causal", 32768, mask.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wc32, err := BuildWorkList([]mask.Mask{c32.Mask}, 64, 128, true)
-	if err != nil {
-		t.Fatal(err)
-	}
 	tp := &Kernel{arch: variantNamed(t, "sm90tp")}
 	if !evenPairs(wc) || !evenPairs(wc32) {
 		t.Fatalf("evenPairs: causal 16K %v, 32K %v; want true", evenPairs(wc), evenPairs(wc32))
