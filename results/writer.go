@@ -59,22 +59,41 @@ type Writer struct {
 }
 
 // CheckRunID says why id cannot be a run id, or nil: a run id names files inside the
-// results folder, so it is 1 to 128 letters, digits, '.', '_', '-' and '+', not starting
-// with '.' or '-' (no '/', no "..": it cannot point outside the folder).
+// results folder, so it is 1 to MaxRunIDLen letters, digits, '.', '_', '-' and '+', not
+// starting with '.' or '-' (no '/', no "..": it cannot point outside the folder).
 func CheckRunID(id string) error {
-	if id == "" || len(id) > 128 {
-		return fmt.Errorf("run id %q must have 1 to 128 characters", id)
+	if id == "" || len(id) > MaxRunIDLen {
+		return fmt.Errorf("run id %q must have 1 to %d characters", id, MaxRunIDLen)
 	}
 	if id[0] == '.' || id[0] == '-' {
 		return fmt.Errorf("run id %q must not start with %q", id, id[0])
 	}
 	for _, c := range id {
-		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("._-+", c)
-		if !ok {
+		if !runIDChar(c) {
 			return fmt.Errorf("run id %q has %q: use letters, digits, '.', '_', '-', '+' (it names files in the results folder)", id, c)
 		}
 	}
 	return nil
+}
+
+// MaxRunIDLen is the longest run id CheckRunID takes.
+const MaxRunIDLen = 128
+
+// runIDChar says whether c may stand in a run id.
+func runIDChar(c rune) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("._-+", c)
+}
+
+// RunIDFrom is s with every character a run id cannot hold as '-', cut to MaxRunIDLen
+// bytes (a name made from a launcher's job id; CheckRunID still judges its first character).
+func RunIDFrom(s string) string {
+	s = strings.Map(func(c rune) rune {
+		if runIDChar(c) {
+			return c
+		}
+		return '-'
+	}, s)
+	return s[:min(len(s), MaxRunIDLen)]
 }
 
 // CheckNewRun refuses, before a run of size ranks starts, a run id that dir already

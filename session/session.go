@@ -83,13 +83,7 @@ func DefaultOutDir(what string, ranks int) (string, error) {
 		if id == "" {
 			return "", Usagef("--out: the %d ranks write one folder, and no launcher job id here names one (Slurm, PMIx, Open MPI, torchrun or %s): give --out", ranks, spmd.EnvJobID)
 		}
-		name := strings.Map(func(c rune) rune {
-			if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("._-+", c) {
-				return c
-			}
-			return '-'
-		}, what+"-"+id)
-		return filepath.Join("out", name[:min(len(name), 128)]), nil
+		return filepath.Join("out", results.RunIDFrom(what+"-"+id)), nil
 	}
 	base := filepath.Join("out", what+"-"+time.Now().UTC().Format("20060102T150405Z"))
 	dir := base
