@@ -1484,20 +1484,27 @@ DEV void bwd90_pre(const T *__restrict__ o, const T *__restrict__ dout, const fl
   }
 }
 
+// Elements i and i + 1 of dK and dV: the sum of their gs fp32 partials, n elements apart, dK
+// scaled (dkv90_reduce's and dkv90_reduce_tail's).
+template <typename T>
+DEV void dkv90_sum_at(const float *__restrict__ kp, const float *__restrict__ vp, T *__restrict__ dk, T *__restrict__ dv,
+                      long long i, long long n, int gs, float scale) {
+  float2 a = *reinterpret_cast<const float2 *>(kp + i), b = *reinterpret_cast<const float2 *>(vp + i);
+  for (int g = 1; g < gs; g++) {
+    const float2 x = *reinterpret_cast<const float2 *>(kp + g * n + i), y = *reinterpret_cast<const float2 *>(vp + g * n + i);
+    a.x += x.x, a.y += x.y, b.x += y.x, b.y += y.y;
+  }
+  *reinterpret_cast<unsigned *>(dk + i) = Ops<T>::pack(a.x * scale, a.y * scale);
+  *reinterpret_cast<unsigned *>(dv + i) = Ops<T>::pack(b.x, b.y);
+}
+
 // dK and dV of the split backward (head dim 64; 128 in bwd90es): the sum of gs fp32 partials of n elements each
 // ([sk][hkv][D]), dK scaled, in the problem's dtype; two elements a thread a turn.
 template <typename T>
 DEV void dkv90_reduce(const float *__restrict__ kp, const float *__restrict__ vp, T *__restrict__ dk, T *__restrict__ dv,
                       long long n, int gs, float scale) {
-  for (long long i = 2 * (blockIdx.x * (long long)blockDim.x + threadIdx.x); i < n; i += 2 * (long long)gridDim.x * blockDim.x) {
-    float2 a = *reinterpret_cast<const float2 *>(kp + i), b = *reinterpret_cast<const float2 *>(vp + i);
-    for (int g = 1; g < gs; g++) {
-      const float2 x = *reinterpret_cast<const float2 *>(kp + g * n + i), y = *reinterpret_cast<const float2 *>(vp + g * n + i);
-      a.x += x.x, a.y += x.y, b.x += y.x, b.y += y.y;
-    }
-    *reinterpret_cast<unsigned *>(dk + i) = Ops<T>::pack(a.x * scale, a.y * scale);
-    *reinterpret_cast<unsigned *>(dv + i) = Ops<T>::pack(b.x, b.y);
-  }
+  for (long long i = 2 * (blockIdx.x * (long long)blockDim.x + threadIdx.x); i < n; i += 2 * (long long)gridDim.x * blockDim.x)
+    dkv90_sum_at(kp, vp, dk, dv, i, n, gs, scale);
 }
 
 // dK and dV of the tail's items (sm90tq): items first .. first+items-1 of the 1-D grid's
@@ -1517,14 +1524,7 @@ DEV void dkv90_reduce_tail(const float *__restrict__ kp, const float *__restrict
     if (tile == 1 && xb <= x) continue;  // the odd middle tile walks alone
     const int ki = order[tile == 0 ? x : xb] * NB + et / D;
     if (ki >= sk) continue;
-    const long long i = ((long long)ki * hkv + item / perHead) * D + et % D;
-    float2 a = *reinterpret_cast<const float2 *>(kp + i), b = *reinterpret_cast<const float2 *>(vp + i);
-    for (int g = 1; g < gs; g++) {
-      const float2 x = *reinterpret_cast<const float2 *>(kp + g * n + i), y = *reinterpret_cast<const float2 *>(vp + g * n + i);
-      a.x += x.x, a.y += x.y, b.x += y.x, b.y += y.y;
-    }
-    *reinterpret_cast<unsigned *>(dk + i) = Ops<T>::pack(a.x * scale, a.y * scale);
-    *reinterpret_cast<unsigned *>(dv + i) = Ops<T>::pack(b.x, b.y);
+    dkv90_sum_at(kp, vp, dk, dv, ((long long)ki * hkv + item / perHead) * D + et % D, n, gs, scale);
   }
 }
 

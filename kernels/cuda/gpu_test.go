@@ -228,8 +228,17 @@ func checkSplitLabel(t *testing.T, k *Kernel, p kernels.Problem, what string) {
 // same; the variants that do not compile the tail have nothing of it to test.
 func TestTailWave(t *testing.T) {
 	k := gpuKernel(t)
-	if !k.arch.tail || !slices.Contains(k.arch.defines, "LONGCA_BWD_TAIL") {
+	if !k.arch.compiles("LONGCA_BWD_TAIL") {
 		t.Skipf("%s does not split the backward's last wave", k.arch.name)
+	}
+	// runCheck, and the tail launched (a row's tail-N comes from the plan, not the launch)
+	checkTail := func(p kernels.Problem, seed uint64, what string) {
+		t.Helper()
+		before := k.tailLaunches.Load()
+		runCheck(t, k, p, seed, what)
+		if k.tailLaunches.Load() == before {
+			t.Errorf("%s: the backward ran without its tail launch", what)
+		}
 	}
 	for i, h := range [][2]int{{16, 8}, {64, 16}, {64, 8}} {
 		s := 0
@@ -247,13 +256,9 @@ func TestTailWave(t *testing.T) {
 		if v := k.Describe(p, kernels.Bwd).Variant; !strings.Contains(v, want) {
 			t.Errorf("%s: the backward's row says %q, not %s", what, v, want)
 		}
-		before := k.tailLaunches.Load()
-		runCheck(t, k, p, uint64(1740+i), what)
-		if k.tailLaunches.Load() == before {
-			t.Errorf("%s: the backward ran without its tail launch (the row says %s)", what, want)
-		}
+		checkTail(p, uint64(1740+i), what)
 	}
-	if !k.arch.tailPairs {
+	if !k.arch.compiles("LONGCA_BWD_TAIL_PAIRS") {
 		return
 	}
 	// sm90tp: causal's pairs, at the shortest length whose plan pairs and splits the last wave
@@ -268,11 +273,7 @@ func TestTailWave(t *testing.T) {
 		if !strings.Contains(v, "tail-") || !strings.Contains(v, "pairs-bwd") {
 			t.Fatalf("%s: no length up to 8K whose paired backward splits its last wave", what)
 		}
-		before := k.tailLaunches.Load()
-		runCheck(t, k, p, uint64(1750+i), what)
-		if k.tailLaunches.Load() == before {
-			t.Errorf("%s: the backward ran without its tail launch", what)
-		}
+		checkTail(p, uint64(1750+i), what)
 	}
 }
 

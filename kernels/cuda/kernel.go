@@ -222,18 +222,16 @@ type archVariant struct {
 	// mask start their tiles at its segments (BuildRaggedWorkList) where that visits 2% fewer
 	// tiles (raggedPays)
 	ragged bool
-	// tail (experiment sm90tq, with LONGCA_BWD_TAIL in defines): the unpaired, unsplit
-	// head-dim-128 backward over rows of one weight runs its whole waves of blocks unsplit and
-	// the items of its last, partial wave split over the group's query heads (tailParts)
-	tail bool
-	// tailPairs (experiment sm90tp, with tail and LONGCA_BWD_TAIL_PAIRS): the same on paired
-	// plans whose pairs are of one weight (evenPairs: causal), an item a pair
-	tailPairs bool
 	// defines are defined (as 1) at the top of attention_sm90.cu for this variant: a
 	// choice inside code every entry point shares (LONGCA_TILE_BITS_SPAN), or entry points
 	// a module that does not run them need not compile (LONGCA_FWD_LEAN)
 	defines []string
 }
+
+// compiles says whether the variant compiles define (its entries' code is what the host may
+// launch: sm90tq's LONGCA_BWD_TAIL, which maps the backward's 1-D grids, and sm90tp's
+// LONGCA_BWD_TAIL_PAIRS, the same in the pairs' entries).
+func (v archVariant) compiles(define string) bool { return slices.Contains(v.defines, define) }
 
 // archVariant.docPairs's values.
 const (
@@ -288,8 +286,8 @@ var archVariants = []archVariant{
 		v.docPairs, v.split128, v.split128Rule, v.split128Maps = docPairsByRule, 8, false, false
 	}),
 	sm90With("sm90rm", "sm90 with the d128 forward's work items in the grid's order before call 69 (heads fastest, then the row tiles heaviest first; LONGCA_FWD_KVMAJOR128 not defined), the other side of the KV-major order: calls 74, 77 and 78 on an H100 read causal_blockwise 16K +7.9 / +7.7 / +8.1% (the persistent walk's balance), the other masks at 8K-32K -7.5 to +1.0%, full and causal 48K -2.5 / -3.1%", func(v *archVariant) { v.defines = slices.Clone(sm90DefinesRM) }),
-	sm90With("sm90tq", "experiment (not yet run on a GPU): sm90 with the head-dim-128 backward's last, partial wave split (LONGCA_BWD_TAIL): where its rows are of one weight (full) and its plan unpaired and unsplit, the whole waves' blocks run unsplit (a 1-D grid of SMs x waves blocks) and the last wave's items split over the group's query heads in 2, 4 or 8 parts (a second launch, fp32 partials of dK and dV summed for those items only), the parts that leave the least of a wave idle (tailParts; rows say tail-N): call 77 read the d128 full 16K backward's 1,024 blocks as 7.76 of 8 waves", func(v *archVariant) { v.tail = true }, "LONGCA_BWD_TAIL"),
-	sm90With("sm90tp", "experiment (not yet run on a GPU): sm90tq on the paired backward too (LONGCA_BWD_TAIL_PAIRS): where the plan walks key tiles in pairs of one weight (causal: the heaviest with the lightest), the whole waves' pairs in bwd90ep over a 1-D grid and the last wave's pairs split over the group's query heads in bwd90esp (causal 32K 1,024 pairs, 7.76 waves; 48K 1,536, 11.64)", func(v *archVariant) { v.tail, v.tailPairs = true, true }, "LONGCA_BWD_TAIL", "LONGCA_BWD_TAIL_PAIRS"),
+	sm90With("sm90tq", "experiment (not yet run on a GPU): sm90 with the head-dim-128 backward's last, partial wave split (LONGCA_BWD_TAIL): where its rows are of one weight (full) and its plan unpaired and unsplit, the whole waves' blocks run unsplit (a 1-D grid of SMs x waves blocks) and the last wave's items split over the group's query heads in 2, 4 or 8 parts (a second launch, fp32 partials of dK and dV summed for those items only), the parts that leave the least of a wave idle (tailParts; rows say tail-N): call 77 read the d128 full 16K backward's 1,024 blocks as 7.76 of 8 waves", nil, "LONGCA_BWD_TAIL"),
+	sm90With("sm90tp", "experiment (not yet run on a GPU): sm90tq on the paired backward too (LONGCA_BWD_TAIL_PAIRS): where the plan walks key tiles in pairs of one weight (causal: the heaviest with the lightest), the whole waves' pairs in bwd90ep over a 1-D grid and the last wave's pairs split over the group's query heads in bwd90esp (causal 32K 1,024 pairs, 7.76 waves; 48K 1,536, 11.64)", nil, "LONGCA_BWD_TAIL", "LONGCA_BWD_TAIL_PAIRS"),
 	sm90With("sm90ns", "sm90 never splitting the backward at head dim 128 (the other side of sm90's split rule)", func(v *archVariant) { v.split128, v.split128Rule, v.split128Maps = 0, false, false }),
 	sm90With("sm90np", "sm90 with the backward never walking key tiles in pairs (the other side of sm90's pairing rule; sm90 as it was before call 50 but for the pairing's code); with sm90's split rule at head dim 128, which takes other cells where the pairs differ", func(v *archVariant) { v.pairs, v.pairsEntry, v.docPairs = false, false, docPairsNever }),
 	sm90With("sm90s", "sm90 with the forward always over 128-query x 64-key tiles, at both head dims (one side of sm90's tile rule)", func(v *archVariant) { v.fwd, v.k64, v.wide = fwdSM90S, false, false }),

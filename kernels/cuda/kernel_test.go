@@ -796,7 +796,8 @@ func TestTailPlanOnlyOnEvenRows(t *testing.T) {
 	if got := tp.tailPlan(&deviceList{w: wf}, schedKTFast, 1, 8, 8, 128); got != 8 {
 		t.Errorf("sm90tp's tail on full 16K 64:8 d128: %d parts, want 8 (sm90tq's)", got)
 	}
-	// the flags without the defines (entries that map the grid as 2-D): never
+	// sm90tp without its pairs define and sm90tq without its define (entries that map the
+	// grid as 2-D): never
 	noDef := &Kernel{arch: variantNamed(t, "sm90tp")}
 	noDef.arch.defines = slices.DeleteFunc(slices.Clone(noDef.arch.defines), func(d string) bool { return d == "LONGCA_BWD_TAIL_PAIRS" })
 	noTail := &Kernel{arch: variantNamed(t, "sm90tq")}

@@ -32,10 +32,7 @@ func l2Traffic(w *WorkList, heads, group, slots, d int, sched int32, capacity in
 		split = 1
 	}
 	gpart := group / split
-	perHead := rows
-	if paired {
-		perHead = (rows + 1) / 2
-	}
+	perHead := headBlocks(w, paired)
 	type block struct{ kvh, part, x int }
 	var blocks []block
 	if sched&2 != 0 {

@@ -141,10 +141,7 @@ func fillSlots(w *WorkList, heads, group, split, slots int, sched int32, extra f
 	if slots <= 0 || heads <= 0 || w.RowTiles == 0 || split <= 0 {
 		return 0, 0
 	}
-	rows, perHead := w.RowTiles, w.RowTiles
-	if sched&8 != 0 {
-		perHead = (rows + 1) / 2
-	}
+	rows, perHead := w.RowTiles, headBlocks(w, sched&8 != 0)
 	tile := func(l, x int) float64 {
 		return float64(len(w.Row(l, int(w.Order[l*rows+x])))/2)*float64(group/split) + blockSteps + extra
 	}
@@ -1056,11 +1053,8 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 		if p.HeadsKV*gs > 65535 { // the key-tiles-fast grid puts the heads in grid y (at most 65535)
 			sched &^= 2
 		}
-		sched |= int32(gs) << 4  // the group split, in bits 4-7: 1 is no split
-		perHead := dl.w.RowTiles // a head's blocks
-		if sched&8 != 0 {        // two key tiles a block (the plan's pairs): half the blocks
-			perHead = (perHead + 1) / 2
-		}
+		sched |= int32(gs) << 4 // the group split, in bits 4-7: 1 is no split
+		perHead := headBlocks(dl.w, sched&8 != 0)
 		if gs > 1 { // the kernel writes fp32 partials of dK and dV, summed below
 			args[7], args[8] = kpart, vpart
 		}
@@ -1101,22 +1095,22 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 // where its row tiles are all of one weight (evenRows: full), or (sm90tp) paired where its
 // pairs are (evenPairs: causal), tailParts of its heads x items blocks.
 func (k *Kernel) tailPlan(dl *deviceList, sched int32, gs, heads, group, d int) int {
-	if !k.arch.tail || !slices.Contains(k.arch.defines, "LONGCA_BWD_TAIL") || d != 128 || k.det || gs != 1 || sched&schedDocPairs != 0 || dl.w.Lists != 1 {
+	if !k.arch.compiles("LONGCA_BWD_TAIL") || d != 128 || k.det || gs != 1 || sched&schedDocPairs != 0 || dl.w.Lists != 1 {
 		return 1 // (an entry compiled without the define maps a 1-D grid as a 2-D one)
 	}
 	paired := sched&8 != 0
 	switch {
-	case paired && !(k.arch.tailPairs && slices.Contains(k.arch.defines, "LONGCA_BWD_TAIL_PAIRS") && k.arch.pairsEntry && evenPairs(dl.w)):
+	case paired && !(k.arch.compiles("LONGCA_BWD_TAIL_PAIRS") && k.arch.pairsEntry && evenPairs(dl.w)):
 		return 1
 	case !paired && !evenRows(dl.w):
 		return 1
 	}
-	return tailParts(heads*tailItems(dl.w, paired), group, k.blockSlots())
+	return tailParts(heads*headBlocks(dl.w, paired), group, k.blockSlots())
 }
 
-// tailItems is a KV head's blocks in the backward's plan: its row tiles, or paired half of
-// them (the odd middle one alone).
-func tailItems(w *WorkList, paired bool) int {
+// headBlocks is a KV head's blocks in the backward's plan: its row tiles, or paired (two key
+// tiles a block) half of them, the odd middle one alone.
+func headBlocks(w *WorkList, paired bool) int {
 	if paired {
 		return (w.RowTiles + 1) / 2
 	}
@@ -1133,7 +1127,7 @@ func evenPairs(w *WorkList) bool {
 	}
 	ne := func(x int) int32 { r := w.Order[x]; return w.Start[r+1] - w.Start[r] }
 	want := ne(0) + ne(rows-1)
-	for x := 0; x < (rows+1)/2; x++ {
+	for x := range headBlocks(w, true) {
 		got := ne(x)
 		if y := rows - 1 - x; y > x {
 			got += ne(y)
@@ -1215,17 +1209,19 @@ type tailLaunch struct {
 // from last), sched its unsplit plan, slots the SMs.
 func (t tailLaunch) launch(dev *cuda.Device, st cuda.Stream, dl *deviceList, p kernels.Problem, sched int32, args []any, scale float32, slots int) error {
 	paired := sched&8 != 0
-	items := p.HeadsKV * tailItems(dl.w, paired)
+	items := p.HeadsKV * headBlocks(dl.w, paired)
 	first := items / slots * slots
 	at := len(args) - 2
+	// the plan's sched with parts in bits 4-7, the tail's bit and its first item
+	tailSched := func(parts int) int32 { return sched&^(0xf<<4) | int32(parts)<<4 | schedTail | int32(first)<<12 }
 	a := slices.Clone(args)
-	a[at] = (sched &^ (0xf << 4)) | 1<<4 | schedTail | int32(first)<<12
+	a[at] = tailSched(1)
 	if err := t.main.Launch(cuda.Dim3{X: first}, cuda.Dim3{X: t.threads}, t.shared, st, a...); err != nil {
 		return err
 	}
 	b := slices.Clone(args)
 	b[7], b[8] = t.kpart, t.vpart
-	b[at] = (sched &^ (0xf << 4)) | int32(t.parts)<<4 | schedTail | int32(first)<<12
+	b[at] = tailSched(t.parts)
 	if err := t.split.Launch(cuda.Dim3{X: (items - first) * t.parts}, cuda.Dim3{X: t.threads}, t.splitShared, st, b...); err != nil {
 		return err
 	}
