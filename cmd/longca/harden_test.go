@@ -256,6 +256,11 @@ func TestListFlagsItemsOnce(t *testing.T) {
 		{[]string{"sparse", "--block", ",", "--dry-run"}, `--block ",": an empty item`},
 		{[]string{"cp", "--cp-ulysses", "1,1", "--dry-run"}, "1 given twice"},
 		{[]string{"simulate", "--gpus", "8,8"}, "8 given twice"},
+		// (the probe of 2026-12-06: an empty --avg-block was taken as not given, and
+		// "--avg-block 128,128" and "--calibrate-seqlens 128,128" ran their cases twice)
+		{[]string{"sparse", "--avg-block", "", "--dry-run"}, `--avg-block "": an empty item`},
+		{[]string{"sparse", "--avg-block", "128,128", "--dry-run"}, "128 given twice"},
+		{[]string{"simulate", "--gpus", "8", "--calibrate", "ref", "--calibrate-seqlens", "128,128", "--out", t.TempDir()}, `--calibrate-seqlens "128,128": 128 given twice`},
 	} {
 		_, errOut, code := captureRun(t, c.args...)
 		checkUsageError(t, c.args, code, errOut, c.want)

@@ -149,7 +149,8 @@ func splitList(s string) []string {
 
 // listFlags are the comma-separated flags whose items checkLists holds to be given once
 // each, none empty.
-var listFlags = []string{"kernels", "masks", "seqlens", "heads", "passes", "methods", "gpus", "ratios", "block", "cp-ulysses"}
+var listFlags = []string{"kernels", "masks", "seqlens", "heads", "passes", "methods", "gpus", "ratios", "block", "avg-block", "cp-ulysses",
+	"calibrate-seqlens"}
 
 // checkLists refuses, naming the flag, a list flag given with an empty item ("--masks ,",
 // "--seqlens 1K,,2K", an empty --kernels) or an item twice ("--masks causal,causal": its cases
