@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -188,7 +189,10 @@ func collect(dir string, runs []string) (*collected, error) {
 		return nil, err
 	}
 	if len(runs) > 0 {
-		for _, id := range runs {
+		for i, id := range runs {
+			if slices.Contains(runs[:i], id) { // (its rows were merged twice)
+				return nil, usage("--run %s given twice: give each run once", id)
+			}
 			if all[id] == nil {
 				return nil, usage("no files of run %s in %s (it holds %s)", id, dir, describeRuns(all))
 			}
@@ -333,9 +337,18 @@ func MergedPath(dir, run string) string { return filepath.Join(dir, run+".merged
 
 // checkOut refuses an output that would overwrite an input: a rank file's name (of any
 // run), or one of the files being merged; and an output folder that cannot be written,
-// before anything is read.
-func checkOut(out string, inputs []*File) error {
-	for _, p := range []string{out, strings.TrimSuffix(out, filepath.Ext(out)) + ".parquet", strings.TrimSuffix(out, filepath.Ext(out)) + ".csv"} {
+// before anything is read. Only the files the merge writes are checked (the Parquet and
+// CSV files when asked for: a folder named merged.parquet refused a merge without --parquet).
+func checkOut(out string, opts MergeOptions, inputs []*File) error {
+	paths := []string{out}
+	base := strings.TrimSuffix(out, filepath.Ext(out))
+	if opts.Parquet {
+		paths = append(paths, base+".parquet")
+	}
+	if opts.CSV {
+		paths = append(paths, base+".csv")
+	}
+	for _, p := range paths {
 		if _, _, _, ok := ParseFileName(filepath.Base(p)); ok {
 			return usage("--out %s is named like a rank file (<run>.rank-R-of-N.arrow): merging there would replace a rank's results; choose another name", out)
 		}
@@ -417,7 +430,7 @@ func Merge(dir string, opts MergeOptions) (MergeResult, error) {
 	if out == "" {
 		out = filepath.Join(dir, "merged.arrow")
 	}
-	if err := checkOut(out, c.files); err != nil {
+	if err := checkOut(out, opts, c.files); err != nil {
 		return res, fmt.Errorf("merge: %w", err)
 	}
 	if len(c.missing) > 0 && !opts.AllowMissing {

@@ -157,3 +157,28 @@ func TestHardenResultsReportCountsCPCaseOnce(t *testing.T) {
 	check("after merge", dir)
 	check("merged file", filepath.Join(dir, "merged.arrow"))
 }
+
+// merge writes only the files it is asked for, and checks only those (a folder named
+// merged.parquet beside the merge refused a merge without --parquet); a run given twice
+// is refused by name (merge --run good --run good wrote each of its rows twice).
+func TestHardenMergeOutputsAndRuns(t *testing.T) {
+	dir, merged := selftestFolder(t)
+	if err := os.Mkdir(filepath.Join(dir, "merged.parquet"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"merge", dir}, {"merge", dir, "--csv"}} {
+		if _, errOut, code := captureRun(t, args...); code != 0 {
+			t.Errorf("%v: exit %d: %s", args, code, errOut)
+		}
+	}
+	for _, c := range []struct {
+		args  []string
+		wants []string
+	}{
+		{[]string{"merge", dir, "--parquet"}, []string{"merged.parquet is a folder"}},
+		{[]string{"merge", dir, "--run", "good", "--run", "good", "--out", merged}, []string{"--run good given twice"}},
+	} {
+		_, errOut, code := captureRun(t, c.args...)
+		checkUsageError(t, c.args, code, errOut, c.wants...)
+	}
+}
