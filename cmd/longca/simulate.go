@@ -111,6 +111,19 @@ func parseSimulateFlags(c *cli.Context) (simOptions, error) {
 		// was taken as given, and the sweep grew to 10 GB).
 		return o, usageError("--sampled-ranks %d: give at most the largest --gpus count (%d), or 0 for the default (16, fewer on long rings)", o.Sampled, most)
 	}
+	// A flag read only with another is refused without it, as --column without --counts
+	// is (each was ignored, exit 0).
+	for _, f := range []struct{ flag, needs, does string }{
+		{"rows-kernel", "kernel-rows", "it picks the kernel of the --kernel-rows rows"},
+		{"calibrate-seqlens", "calibrate", "it sets the lengths --calibrate times"},
+		{"calibrate-iters", "calibrate", "it sets the repetitions --calibrate times"},
+		{"calibrate-check", "calibrate", "it checks the cases --calibrate times"},
+		{"nccl-sizes", "nccl-table", "it sets the sizes of --nccl-table"},
+	} {
+		if c.IsSet(f.flag) && !c.IsSet(f.needs) {
+			return o, usageError("--%s %s without --%s: %s", f.flag, c.String(f.flag), f.needs, f.does)
+		}
+	}
 	o.ncclTable = c.Bool("nccl-table")
 	lo, hi, ok := strings.Cut(c.String("nccl-sizes"), ":")
 	a, errA := dataset.ParseSize(lo)
@@ -245,7 +258,9 @@ func machineFromFlags(c *cli.Context) (sim.Machine, error) {
 		m.Inter.Shared = c.Bool("inter-shared")
 	}
 	if c.IsSet("collectives") {
-		m.Collectives = c.String("collectives")
+		if m.Collectives = c.String("collectives"); m.Collectives != sim.CollNCCL && m.Collectives != sim.CollDirect {
+			return m, usageError("--collectives %q: use %s or %s", m.Collectives, sim.CollNCCL, sim.CollDirect)
+		}
 	}
 	if err := m.Validate(); err != nil {
 		return m, usageError("--machine %s with the link flags: %v", m.Name, err)

@@ -222,7 +222,7 @@ func TestSimulateUsageErrors(t *testing.T) {
 		{[]string{"--machine", "nope"}, "--machine"},
 		{[]string{"--machine", bad}, "bandwidth_gb"},
 		{[]string{"--inter-bw", "0"}, "inter"},
-		{[]string{"--collectives", "mpi"}, "collectives"},
+		{[]string{"--collectives", "mpi"}, `--collectives "mpi": use nccl or direct`},
 		{[]string{"--kernel-model", "fa9"}, "--kernel-model"},
 		{[]string{"--kernel-rows", filepath.Join(dir, "none")}, "--kernel-rows"},
 		{[]string{"--calibrate", "nope"}, "--calibrate"},
@@ -233,6 +233,13 @@ func TestSimulateUsageErrors(t *testing.T) {
 		{[]string{"--nccl-table", "--nccl-sizes", "8"}, "--nccl-sizes"},
 		{[]string{"--nccl-table", "--gpus", "8,100000"}, "--nccl-table: predicting the collectives on 100000 GPUs would take about"},
 		{[]string{"--exact-ranks", "0"}, "--exact-ranks"},
+		// a flag read only with another, given without it (the probe of 2026-12-06: each
+		// was ignored, exit 0)
+		{[]string{"--rows-kernel", "ref"}, "--rows-kernel ref without --kernel-rows"},
+		{[]string{"--calibrate-seqlens", "1K"}, "--calibrate-seqlens 1K without --calibrate"},
+		{[]string{"--calibrate-iters", "3"}, "--calibrate-iters 3 without --calibrate"},
+		{[]string{"--calibrate-check=false"}, "--calibrate-check false without --calibrate"},
+		{[]string{"--nccl-sizes", "8:1K"}, "--nccl-sizes 8:1K without --nccl-table"},
 		{[]string{"--run-id", "a/b"}, "--run-id"},
 		{[]string{"--gpus", "65536", "--masks", "causal_document_long"}, "host memory"},
 		{[]string{"--gpus", "1024", "--exact-ranks", "1024", "--masks", "causal_document_long"}, "use a smaller --exact-ranks"},
