@@ -112,6 +112,8 @@ func TestIgnoredFlagsAreSaid(t *testing.T) {
 		{[]string{"data", "--seqlen", "16K", "--counts", countsText(t), "--column", "tokens"}, []string{"--counts/--column", "a text file holds one count a line"}},
 		// (left by the fourth pass, mended in the ninth session)
 		{[]string{"list", "--on-worker-crash", "nope"}, []string{"--on-worker-crash \"nope\": use restart or stop"}},
+		// (the probe of 2026-12-06: listed, exit 0, as simulate without --calibrate refused it)
+		{[]string{"list", "--variant", "nope"}, []string{"--variant", `has no variant "nope"`}},
 		// (the thirteenth session's fuzz pass: cp accepted it, exit 0; a negative mesh flag was
 		// a warning that it changes nothing, then the error: two lines)
 		{[]string{"cp", "--dry-run", "--on-worker-crash", "x"}, []string{"--on-worker-crash \"x\": use restart or stop"}},

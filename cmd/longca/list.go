@@ -28,6 +28,9 @@ func listAction(c *cli.Context) error {
 	if _, err := stopOnCrash(c); err != nil { // the peers' probes take the kernel flags: the same reading as kernel's
 		return err
 	}
+	if err := checkVariant(ko, false, kernels.Names()...); err != nil { // a variant no kernel has (--variant nope listed, exit 0)
+		return err
+	}
 	var peers []present.PeerInfo
 	for _, k := range kernels.Names() {
 		p := present.PeerInfo{Kernel: k}
