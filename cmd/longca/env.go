@@ -5,6 +5,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/longca/longca/present"
 	"github.com/longca/longca/session"
@@ -50,8 +51,8 @@ func discoverWorld(c *cli.Context) (spmd.World, spmd.Options, error) {
 		w.MasterPort = p
 	}
 	o := spmd.Options{Backend: c.String("backend"), Timeout: c.Duration("timeout")}
-	if o.Timeout <= 0 {
-		return w, o, usageError("--timeout %s: use a positive duration such as 60s", o.Timeout)
+	if o.Timeout < time.Second { // (--timeout 1ns failed every rank's first collective: exit 1, a line per rank)
+		return w, o, usageError("--timeout %s: use at least 1s, such as 60s (it bounds every rendezvous and collective)", o.Timeout)
 	}
 	known := append(spmd.Backends(), "auto")
 	if !slices.Contains(known, o.Backend) {

@@ -75,6 +75,9 @@ func TestEnvUsageErrors(t *testing.T) {
 		{[]string{"env", "--master-port", "70000"}, nil, "--master-port"},
 		{[]string{"env", "--backend", "pigeon"}, nil, "--backend"},
 		{[]string{"env", "--timeout", "-1s"}, nil, "--timeout"},
+		// (the probe of 2026-12-06: cp --ranks 2 --timeout 1ns failed each rank's first
+		// collective, exit 1, a line per rank, two empty rank files left)
+		{[]string{"cp", "--ranks", "2", "--timeout", "1ns", "--dry-run"}, nil, "--timeout 1ns: use at least 1s"},
 		{[]string{"env"}, map[string]string{"SLURM_PROCID": "4", "SLURM_NTASKS": "4"}, "SLURM_PROCID"},
 		{[]string{"selftest", "merged"}, nil, "FILE"},
 	}
