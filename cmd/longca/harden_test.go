@@ -114,6 +114,12 @@ func TestIgnoredFlagsAreSaid(t *testing.T) {
 		{[]string{"list", "--on-worker-crash", "nope"}, []string{"--on-worker-crash \"nope\": use restart or stop"}},
 		// (the probe of 2026-12-06: listed, exit 0, as simulate without --calibrate refused it)
 		{[]string{"list", "--variant", "nope"}, []string{"--variant", `has no variant "nope"`}},
+		// (the same probe: masks without --mask lists them, and only --seqlen was refused;
+		// --png, --out, --format json and the mask's own flags were ignored, exit 0)
+		{[]string{"masks", "--seqlen", "1K"}, []string{"--seqlen given without --mask"}},
+		{[]string{"masks", "--png", filepath.Join(t.TempDir(), "m.png")}, []string{"--png given without --mask", "drop --png"}},
+		{[]string{"masks", "--format", "json"}, []string{"--format given without --mask"}},
+		{[]string{"masks", "--window", "64"}, []string{"--window given without --mask"}},
 		// (the thirteenth session's fuzz pass: cp accepted it, exit 0; a negative mesh flag was
 		// a warning that it changes nothing, then the error: two lines)
 		{[]string{"cp", "--dry-run", "--on-worker-crash", "x"}, []string{"--on-worker-crash \"x\": use restart or stop"}},

@@ -39,8 +39,12 @@ func init() {
 func masksAction(c *cli.Context) error {
 	w := c.App.Writer
 	if !c.IsSet("mask") {
-		if c.IsSet("seqlen") {
-			return usageError("--seqlen given without --mask: name a mask (--mask causal) or drop --seqlen to list them")
+		// every other flag builds, draws or writes the mask (--png, --out, --format json were
+		// ignored without one, exit 0)
+		for _, f := range c.Command.Flags {
+			if name := f.Names()[0]; name != "mask" && name != "help" && c.IsSet(name) {
+				return usageError("--%s given without --mask: name a mask (--mask causal) or drop --%s to list them", name, name)
+			}
 		}
 		present.WriteMaskList(w)
 		return nil
