@@ -85,15 +85,20 @@ func DefaultOutDir(what string, ranks int) (string, error) {
 		}
 		return filepath.Join("out", results.RunIDFrom(what+"-"+id)), nil
 	}
-	base := filepath.Join("out", what+"-"+time.Now().UTC().Format("20060102T150405Z"))
-	dir := base
-	for i := 2; i < 100; i++ {
-		if _, err := os.Lstat(dir); errors.Is(err, os.ErrNotExist) {
-			break
-		}
-		dir = fmt.Sprintf("%s-%d", base, i)
+	if st, err := os.Stat("out"); err == nil && !st.IsDir() {
+		return "", Usagef("--out: the default results folder is under ./out, and ./out is a file here: give --out, or move that file")
 	}
-	return dir, nil
+	base := filepath.Join("out", what+"-"+time.Now().UTC().Format("20060102T150405Z"))
+	for i := 1; i < 100; i++ {
+		dir := base
+		if i > 1 {
+			dir = fmt.Sprintf("%s-%d", base, i)
+		}
+		if _, err := os.Lstat(dir); errors.Is(err, os.ErrNotExist) {
+			return dir, nil
+		}
+	}
+	return "", Usagef("--out: %s and its 98 numbered neighbours exist already: give --out", base)
 }
 
 func (s *Session) log() *zerolog.Logger {

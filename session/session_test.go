@@ -37,6 +37,20 @@ func TestDefaultOutDirOneProcess(t *testing.T) {
 	}
 }
 
+// One process given no --out where ./out is a file: a usage error naming --out and the file
+// (it was "--out out/kernel-<time>-99: not a directory", after 99 tries, a flag not given).
+func TestDefaultOutDirOutIsFile(t *testing.T) {
+	t.Chdir(t.TempDir())
+	if err := os.WriteFile("out", []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var ue *UsageError
+	_, err := DefaultOutDir("kernel", 1)
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "--out") || !strings.Contains(err.Error(), "./out is a file") {
+		t.Fatalf("err %v, want a usage error naming --out and ./out", err)
+	}
+}
+
 // Several ranks given no --out: the launcher's job id names the folder, the same on every
 // rank whatever its clock says; without one, a usage error naming --out.
 func TestDefaultOutDirRanks(t *testing.T) {
