@@ -301,3 +301,35 @@ func TestMergedRowCountIsChecked(t *testing.T) {
 		t.Fatalf("a file short of its recorded rows: %v", err)
 	}
 }
+
+// A file whose writer stopped before the end marker is read with its finished rows, and
+// LoadChecked says so, given the file, its folder, or the folder's merged file (report said
+// nothing of the cut; merge did).
+func TestLoadCheckedSaysTruncated(t *testing.T) {
+	b, want, _ := writeTestFile(t, 5, false)
+	dir := t.TempDir()
+	path := filepath.Join(dir, FileName("dmg", 0, 1))
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{path, dir} {
+		l, err := LoadChecked(p)
+		if err != nil || len(l.Rows) != len(want) || len(l.Truncated) != 1 {
+			t.Fatalf("LoadChecked(%s): %d rows (want %d), truncated %q, %v", p, len(l.Rows), len(want), l.Truncated, err)
+		}
+	}
+	if _, err := Merge(dir, MergeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := LoadChecked(dir) // now its merged.arrow, which records the cut rank file
+	if err != nil || len(l.Rows) != len(want) || len(l.Truncated) != 1 || !strings.Contains(l.Truncated[0], "rank 0 of 1") {
+		t.Fatalf("merged folder: %d rows, truncated %q, %v", len(l.Rows), l.Truncated, err)
+	}
+	whole, _, _ := writeTestFile(t, 5, true)
+	if err := os.WriteFile(path, whole, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := LoadChecked(path); err != nil || len(l.Truncated) != 0 {
+		t.Fatalf("closed file: truncated %q, %v", l.Truncated, err)
+	}
+}

@@ -408,8 +408,10 @@ func ReadRows(path string) ([]Row, *File, error) {
 type Loaded struct {
 	Rows []Row
 	// Skipped names the files left out (damaged, not longca's, renamed, another
-	// schema) with the reason; Missing the ranks without a readable file.
-	Skipped, Missing []string
+	// schema) with the reason; Missing the ranks without a readable file; Truncated the
+	// files read whose writer stopped before the end marker (their finished rows are in Rows),
+	// or a merged file's record of such rank files.
+	Skipped, Missing, Truncated []string
 }
 
 // runsNotIn lists the runs with rank files in dir that the merged file f does not hold
@@ -451,11 +453,13 @@ func LoadChecked(path string) (Loaded, error) {
 		return Loaded{}, fmt.Errorf("results: %w", err)
 	}
 	if !st.IsDir() {
-		rows, _, err := ReadRows(path)
+		rows, f, err := ReadRows(path)
 		if err != nil {
 			return Loaded{Rows: rows}, err
 		}
-		return measuredFile(path, rows)
+		l, err := measuredFile(path, rows)
+		l.Truncated = truncatedOf(path, f)
+		return l, err
 	}
 	var out Loaded
 	used := 0
@@ -468,7 +472,9 @@ func LoadChecked(path string) (Loaded, error) {
 			// rank files are there: a later run in the same folder must not be hidden.
 			extra := runsNotIn(path, f)
 			if len(extra) == 0 {
-				return measuredFile(merged, rows)
+				l, err := measuredFile(merged, rows)
+				l.Truncated = truncatedOf(merged, f)
+				return l, err
 			}
 			out.Skipped = append(out.Skipped, fmt.Sprintf("%s: it lacks run(s) %s whose rank files are in the folder: reading the rank files instead", merged, strings.Join(extra, ", ")))
 		} else {
@@ -481,7 +487,7 @@ func LoadChecked(path string) (Loaded, error) {
 	}
 	defer c.release()
 	out.Skipped = append(out.Skipped, c.skipped...)
-	out.Missing = c.missing
+	out.Missing, out.Truncated = c.missing, c.truncated
 	for _, f := range c.files {
 		rows, err := f.Rows()
 		if err != nil {
@@ -503,6 +509,22 @@ func LoadChecked(path string) (Loaded, error) {
 		return out, usage("none of the folder's %d results file(s) can be read (%s): give a folder a longca run wrote", len(out.Skipped), firstFew(out.Skipped, 3))
 	}
 	return out, nil
+}
+
+// truncatedOf is what LoadChecked says of one file read whole: the file itself where its
+// writer stopped before the end marker, or the rank files a merged file records as such.
+func truncatedOf(path string, f *File) []string {
+	if f == nil {
+		return nil
+	}
+	var out []string
+	if f.Truncated {
+		out = append(out, fmt.Sprintf("%s (%s)", path, f.Tail))
+	}
+	if m := f.Meta(MetaTruncated); m != "" {
+		out = append(out, strings.Split(m, "; ")...)
+	}
+	return out
 }
 
 // measuredFile is what LoadChecked returns of one file that stands alone (a file given by

@@ -89,6 +89,9 @@ func reportAction(c *cli.Context) error {
 	for _, s := range loaded.Skipped {
 		log.Warn().Str("skipped", s).Msg("report: file left out")
 	}
+	for _, t := range loaded.Truncated {
+		fmt.Fprintf(c.App.ErrWriter, "longca: report: %s was cut short (its writer stopped before the end): the rows it finished are reported\n", t)
+	}
 	rows := onePerCPCase(loaded.Rows)
 	if ms := c.String("masks"); ms != "" {
 		var absent []string
