@@ -5,8 +5,11 @@ package main
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
+	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -43,21 +46,22 @@ func newApp() *cli.App {
 	for _, c := range commands {
 		setFlagErrors(c, "")
 	}
+	flags := []cli.Flag{
+		&cli.StringFlag{Name: "log-format", Value: "auto", Usage: "auto (text on a terminal, JSON otherwise), text or json"},
+		&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
+	}
 	return &cli.App{
 		Name:    "longca",
 		Usage:   "benchmark long-context attention kernels and context-parallel methods",
 		Version: Version,
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "log-format", Value: "auto", Usage: "auto (text on a terminal, JSON otherwise), text or json"},
-			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
-		},
+		Flags:   flags,
 		Before: func(c *cli.Context) error {
 			return setupLogger(c.String("log-format"), c.String("log-level"))
 		},
 		Commands:               commands,
 		UseShortOptionHandling: false,
 		ExitErrHandler:         func(*cli.Context, error) {},
-		OnUsageError:           flagError(""),
+		OnUsageError:           flagError("", func() []cli.Flag { return flags }),
 		Action: func(c *cli.Context) error {
 			if c.Args().Present() {
 				return usageError("unknown command %q: see longca --help for the commands", c.Args().First())
@@ -71,7 +75,7 @@ func newApp() *cli.App {
 func setFlagErrors(c *cli.Command, parent string) {
 	name := parent + c.Name + " "
 	if c.OnUsageError == nil {
-		c.OnUsageError = flagError(name)
+		c.OnUsageError = flagError(name, func() []cli.Flag { return c.Flags })
 	}
 	if c.ArgsUsage == "" && c.Action != nil && len(c.Subcommands) == 0 {
 		c.Action = noArgs(strings.TrimSpace(name), c.Action)
@@ -103,11 +107,96 @@ func noArgs(cmd string, action cli.ActionFunc) cli.ActionFunc {
 }
 
 // flagError turns urfave/cli's flag parsing errors (an unknown flag, a value that does
-// not parse) into usage errors: one line, exit status 2.
-func flagError(cmd string) cli.OnUsageErrorFunc {
+// not parse) into usage errors: one line, exit status 2, naming the flag as it is written
+// (--samples; Go's flag package says -samples) and, for a value, what the flag takes
+// (flagParseError); flags are the command's, looked up when an error comes.
+func flagError(cmd string, flags func() []cli.Flag) cli.OnUsageErrorFunc {
 	return func(_ *cli.Context, err error, _ bool) error {
+		if line, ok := flagParseError(err.Error(), flags(), cmd); ok {
+			return usageError("%s", line)
+		}
 		return usageError("%v (see longca %s--help)", err, cmd)
 	}
+}
+
+// The errors of Go's flag package that urfave/cli passes on (flag.FlagSet.failf), each
+// naming the flag with one dash.
+var (
+	flagValueRE   = regexp.MustCompile(`^invalid value ("(?:[^"\\]|\\.)*") for flag -([^\s:]+): (.+)$`)
+	flagBoolRE    = regexp.MustCompile(`^invalid boolean value ("(?:[^"\\]|\\.)*") for -([^\s:]+): (.+)$`)
+	flagNoValueRE = regexp.MustCompile(`^flag needs an argument: -(\S+)$`)
+	flagUnknownRE = regexp.MustCompile(`^flag provided but not defined: -(\S+)$`)
+)
+
+// flagParseError rewrites one of Go's flag errors (msg) about a flag of flags into the
+// project's line: `--samples x: give a whole number`; false for any other error.
+func flagParseError(msg string, flags []cli.Flag, cmd string) (string, bool) {
+	if m := flagUnknownRE.FindStringSubmatch(msg); m != nil {
+		return fmt.Sprintf("%s: no such flag (see longca %s--help)", dashed(m[1]), cmd), true
+	}
+	if m := flagNoValueRE.FindStringSubmatch(msg); m != nil {
+		return fmt.Sprintf("%s given without a value: %s", dashed(m[1]), flagWants(findFlag(flags, m[1]), false, cmd)), true
+	}
+	m := flagValueRE.FindStringSubmatch(msg)
+	if m == nil {
+		m = flagBoolRE.FindStringSubmatch(msg)
+	}
+	if m == nil {
+		return "", false
+	}
+	v, err := strconv.Unquote(m[1])
+	if err != nil {
+		return "", false
+	}
+	f := findFlag(flags, m[2])
+	given := dashed(m[2]) + " " + shownValue(v)
+	if _, ok := f.(*cli.BoolFlag); ok {
+		given = dashed(m[2]) + "=" + shownValue(v)
+	}
+	return fmt.Sprintf("%s: %s", given, flagWants(f, m[3] == "value out of range", cmd)), true
+}
+
+// dashed writes a flag's name as given: -w for a one-letter alias, else --samples.
+func dashed(name string) string {
+	if len(name) == 1 {
+		return "-" + name
+	}
+	return "--" + name
+}
+
+// shownValue is a value as a line shows it: quoted when empty or holding spaces.
+func shownValue(v string) string {
+	if v == "" || strings.ContainsAny(v, " \t\n\"'") {
+		return strconv.Quote(v)
+	}
+	return v
+}
+
+// flagWants says what value a flag of f's type takes; outOfRange for a number too large;
+// a flag of text (or none found) points at the help of cmd ("kernel ", "" for longca's).
+func flagWants(f cli.Flag, outOfRange bool, cmd string) string {
+	switch f.(type) {
+	case *cli.IntFlag, *cli.Int64Flag:
+		if outOfRange {
+			return fmt.Sprintf("out of range: give a whole number from %d to %d", math.MinInt64, math.MaxInt64)
+		}
+		return "give a whole number"
+	case *cli.UintFlag, *cli.Uint64Flag:
+		if outOfRange {
+			return fmt.Sprintf("out of range: give a whole number from 0 to %d", uint64(math.MaxUint64))
+		}
+		return "give a whole number, 0 or more"
+	case *cli.Float64Flag:
+		if outOfRange {
+			return "out of range: give a number below 1.8e308 in size"
+		}
+		return "give a number (such as 0.5 or 1e9)"
+	case *cli.BoolFlag:
+		return "give true or false (the flag alone is true)"
+	case *cli.DurationFlag:
+		return "give a duration with its unit (such as 90s or 10m)"
+	}
+	return fmt.Sprintf("give a value (see longca %s--help)", cmd)
 }
 
 func main() {

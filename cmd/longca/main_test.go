@@ -15,10 +15,10 @@ func TestParseErrorsAreUsageErrors(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"masks", "--nope"}, []string{"-nope", "longca masks --help"}},
-		{[]string{"kernel", "-w", "x"}, []string{"-w", `"x"`}},
-		{[]string{"selftest", "comm", "--nope"}, []string{"-nope", "longca selftest comm --help"}},
-		{[]string{"--bogus"}, []string{"-bogus"}},
+		{[]string{"masks", "--nope"}, []string{"--nope: no such flag", "longca masks --help"}},
+		{[]string{"kernel", "-w", "x"}, []string{"-w x: give a whole number"}},
+		{[]string{"selftest", "comm", "--nope"}, []string{"--nope: no such flag", "longca selftest comm --help"}},
+		{[]string{"--bogus"}, []string{"--bogus: no such flag"}},
 		{[]string{"nosuchcmd"}, []string{`unknown command "nosuchcmd"`}},
 	} {
 		_, errOut, code := captureRun(t, c.args...)

@@ -92,13 +92,13 @@ func positionalArgs(c *cli.Context) ([]string, error) {
 		}
 		if !hasVal {
 			if i+1 >= len(args) {
-				return nil, usageError("%s: flag %s needs a value", c.Command.Name, a)
+				return nil, usageError("%s given without a value: %s", a, flagWants(f, false, c.Command.Name+" "))
 			}
 			i++
 			val = args[i]
 		}
-		if err := c.Set(name, val); err != nil {
-			return nil, usageError("%s: flag %s: %v", c.Command.Name, a, err)
+		if err := c.Set(name, val); err != nil { // Go's flag errors: "parse error", "value out of range"
+			return nil, usageError("%s %s: %s", dashed(name), shownValue(val), flagWants(f, err.Error() == "value out of range", c.Command.Name+" "))
 		}
 	}
 	return pos, nil
