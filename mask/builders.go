@@ -77,30 +77,61 @@ func inputErr(flag, format string, args ...any) error {
 	return &InputError{Flag: flag, Msg: fmt.Sprintf(format, args...)}
 }
 
-// builder is one named mask: a description and the function that lays out its slices.
+// Reads is a set of the Options a mask's builder reads; an option outside a mask's set
+// leaves its slices and params as they are (TestReadsAsDeclared builds every mask with
+// each option changed), so that a command can refuse one the mask would ignore.
+type Reads uint8
+
+const (
+	// ReadsSeed: Seed (any random choice: documents, a prefix, a window, blocks).
+	ReadsSeed Reads = 1 << iota
+	// ReadsWindow: Window.
+	ReadsWindow
+	// ReadsBlockSize: BlockSize.
+	ReadsBlockSize
+	// ReadsDocuments: Source, Purpose and MaxDoc, the documents drawn from a length
+	// distribution.
+	ReadsDocuments
+	// ReadsLong: LongFraction, LongMin and LongMax, the *_long masks' long documents.
+	ReadsLong
+)
+
+// Has says whether r holds every option of o.
+func (r Reads) Has(o Reads) bool { return r&o == o }
+
+const (
+	readsDocs = ReadsSeed | ReadsDocuments
+	readsLong = readsDocs | ReadsLong
+)
+
+// builder is one named mask: a description, the options it reads and the function that
+// lays out its slices.
 type builder struct {
 	name, desc string
-	docs       bool // draws documents from a length distribution
-	long       bool // a *_long mask (CP benchmark)
+	reads      Reads // the Options build reads: declared here, beside it
 	build      func(b *build) error
 }
 
+// long says whether b is a *_long mask (CP benchmark): its own default distribution and
+// long documents.
+func (b *builder) long() bool { return b.reads.Has(ReadsLong) }
+
 // registry lists the 14 masks in MASKS.md order; a new mask is one line here.
 var registry = []builder{
-	{"full", "one Full slice over S x S", false, false, buildFull},
-	{"causal", "one Causal slice over S x S (k <= q)", false, false, buildCausal},
-	{"full_document", "packed documents, Full within each", true, false, buildFullDocument},
-	{"causal_document", "packed documents, Causal within each", true, false, buildCausalDocument},
-	{"sliding_window_causal", "q-w <= k <= q (w = --window, 1024)", false, false, buildSlidingWindowCausal},
-	{"sliding_window", "|q-k| <= w (w = --window, 1024)", false, false, buildSlidingWindow},
-	{"share_question", "documents Causal on themselves; every query after d0 also sees all of d0", true, false, buildShareQuestion},
-	{"causal_blockwise", "documents Causal on themselves; the last document's queries see every earlier token", true, false, buildCausalBlockwise},
-	{"prefix_lm_causal", "Full on a random prefix [0,p), then k <= q", false, false, buildPrefixLMCausal},
-	{"prefix_lm_document", "documents; Full on each one's first p tokens (p from d0), then causal", true, false, buildPrefixLMDocument},
-	{"global_sliding_window", "|q-k| <= w or q < 2w or k < 2w, w random in [1, S/3-1]", false, false, buildGlobalSlidingWindow},
-	{"block_causal_document", "documents of 1-8 blocks (--block-size, 1024); a query sees its document up to the end of its block", false, false, buildBlockCausalDocument},
-	{"full_document_long", "40% of S from the distribution, 60% documents of 8K-30K, shuffled; Full within each", true, true, buildFullDocument},
-	{"causal_document_long", "as full_document_long, Causal within each", true, true, buildCausalDocument},
+	{"full", "one Full slice over S x S", 0, buildFull},
+	{"causal", "one Causal slice over S x S (k <= q)", 0, buildCausal},
+	{"full_document", "packed documents, Full within each", readsDocs, buildFullDocument},
+	{"causal_document", "packed documents, Causal within each", readsDocs, buildCausalDocument},
+	{"sliding_window_causal", "q-w <= k <= q (w = --window, 1024)", ReadsWindow, buildSlidingWindowCausal},
+	{"sliding_window", "|q-k| <= w (w = --window, 1024)", ReadsWindow, buildSlidingWindow},
+	{"share_question", "documents Causal on themselves; every query after d0 also sees all of d0", readsDocs, buildShareQuestion},
+	{"causal_blockwise", "documents Causal on themselves; the last document's queries see every earlier token", readsDocs, buildCausalBlockwise},
+	{"prefix_lm_causal", "Full on a random prefix [0,p), then k <= q", ReadsSeed, buildPrefixLMCausal},
+	{"prefix_lm_document", "documents; Full on each one's first p tokens (p from d0), then causal", readsDocs, buildPrefixLMDocument},
+	{"global_sliding_window", "|q-k| <= w or q < 2w or k < 2w, w random in [1, S/3-1]", ReadsSeed, buildGlobalSlidingWindow},
+	{"block_causal_document", "documents of 1-8 blocks (--block-size, 1024); a query sees its document up to the end of its block", ReadsSeed | ReadsBlockSize, buildBlockCausalDocument},
+	{"full_document_long", "40% of S from the distribution, 60% documents of 8K-30K, shuffled; Full within each", readsLong, buildFullDocument},
+	{"causal_document_long", "as full_document_long, Causal within each", readsLong, buildCausalDocument},
 }
 
 // Names lists the 14 masks of MASKS.md in its order.
@@ -116,7 +147,7 @@ func Names() []string {
 func KernelMasks() []string {
 	var out []string
 	for _, b := range registry {
-		if !b.long {
+		if !b.long() {
 			out = append(out, b.name)
 		}
 	}
@@ -139,8 +170,26 @@ func Describe(name string) string {
 // DrawsDocuments says whether the named mask packs documents drawn from a length
 // distribution: its slices grow with the documents, up to one a token (--max-doc 1).
 func DrawsDocuments(name string) bool {
-	b := lookup(name)
-	return b != nil && b.docs
+	return ReadsOf(name).Has(ReadsDocuments)
+}
+
+// ReadsOf is the set of options the named mask reads (none for an unknown name).
+func ReadsOf(name string) Reads {
+	if b := lookup(name); b != nil {
+		return b.reads
+	}
+	return 0
+}
+
+// Reading lists the masks that read every option of o, in MASKS.md order.
+func Reading(o Reads) []string {
+	var out []string
+	for _, b := range registry {
+		if b.reads.Has(o) {
+			out = append(out, b.name)
+		}
+	}
+	return out
 }
 
 func lookup(name string) *builder {
@@ -193,7 +242,7 @@ func Build(name string, seqlen int, o Options) (Spec, error) {
 		return Spec{}, err
 	}
 	st := &build{s: seqlen, o: o, b: b, rng: dataset.NewRand(o.Seed), params: map[string]string{}}
-	if b.docs {
+	if b.reads.Has(ReadsDocuments) {
 		if st.src, err = st.source(); err != nil {
 			return Spec{}, err
 		}
@@ -245,7 +294,7 @@ func (st *build) source() (dataset.Source, error) {
 	src := st.o.Source
 	if src == nil {
 		name := dataset.ForKernel(st.s)
-		if st.o.Purpose == PurposeCP || (st.o.Purpose == PurposeDefault && st.b.long) {
+		if st.o.Purpose == PurposeCP || (st.o.Purpose == PurposeDefault && st.b.long()) {
 			name = dataset.ForCP(st.s)
 		}
 		d, err := dataset.Builtin(name)

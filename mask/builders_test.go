@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math/rand/v2"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -449,5 +450,73 @@ func TestWriteJSONForm(t *testing.T) {
 	}
 	if len(doc.Mask.Slices) < 3 {
 		t.Fatalf("causal_document 4096: %d slices, want several", len(doc.Mask.Slices))
+	}
+}
+
+// TestReadsAsDeclared holds each mask's declared Reads to its builder: every option is
+// changed in turn, and a mask that does not declare it must build the same slices and
+// params, one that does must build others (for each field of the option, some change
+// does). The CLI refuses an option no mask of its run reads on this declaration.
+func TestReadsAsDeclared(t *testing.T) {
+	const s = 1 << 16 // past the kernel threshold (prolong64k) and a long document's 30K
+	type field struct {
+		reads    Reads
+		name     string
+		variants []func(*Options)
+	}
+	fields := []field{
+		{ReadsSeed, "Seed", []func(*Options){func(o *Options) { o.Seed = 43 }}},
+		{ReadsWindow, "Window", []func(*Options){func(o *Options) { o.Window = 100 }}},
+		{ReadsBlockSize, "BlockSize", []func(*Options){func(o *Options) { o.BlockSize = 2048 }}},
+		{ReadsDocuments, "Source", []func(*Options){func(o *Options) {
+			o.Source = &dataset.Empirical{Name: "t", Counts: []int{300, 5000}}
+		}}},
+		{ReadsDocuments, "Purpose", []func(*Options){
+			func(o *Options) { o.Purpose = PurposeKernel }, func(o *Options) { o.Purpose = PurposeCP }}},
+		{ReadsDocuments, "MaxDoc", []func(*Options){func(o *Options) { o.MaxDoc = dataset.Cap{Tokens: 512} }}},
+		{ReadsLong, "LongFraction", []func(*Options){func(o *Options) { o.LongFraction = 0.9 }}},
+		{ReadsLong, "LongMin/LongMax", []func(*Options){func(o *Options) { o.LongMin, o.LongMax = 1000, 2000 }}},
+	}
+	var every Reads
+	for _, f := range fields {
+		every |= f.reads
+	}
+	same := func(a, b Spec) bool {
+		return reflect.DeepEqual(a.Mask, b.Mask) && reflect.DeepEqual(a.Params, b.Params)
+	}
+	base := Options{Seed: 42}
+	for _, name := range Names() {
+		reads := ReadsOf(name)
+		if reads&^every != 0 {
+			t.Errorf("%s declares options %b this test does not change", name, reads&^every)
+		}
+		want, err := Build(name, s, base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range fields {
+			changed := false
+			for _, v := range f.variants {
+				o := base
+				v(&o)
+				got, err := Build(name, s, o)
+				if err != nil {
+					t.Fatalf("%s with %s changed: %v", name, f.name, err)
+				}
+				changed = changed || !same(got, want)
+			}
+			switch declared := reads.Has(f.reads); {
+			case declared && !changed:
+				t.Errorf("%s declares it reads %s, and changing it changed nothing", name, f.name)
+			case !declared && changed:
+				t.Errorf("%s reads %s, and does not declare it", name, f.name)
+			}
+		}
+	}
+	if got := Reading(ReadsWindow); !reflect.DeepEqual(got, []string{"sliding_window_causal", "sliding_window"}) {
+		t.Errorf("Reading(ReadsWindow) = %v", got)
+	}
+	if !DrawsDocuments("causal_document") || DrawsDocuments("block_causal_document") || ReadsOf("nope") != 0 {
+		t.Error("DrawsDocuments or ReadsOf disagree with the registry")
 	}
 }

@@ -25,7 +25,7 @@ func buildCausal(st *build) error {
 // docs packs the documents: from the distribution, or for the *_long masks a share of S
 // from the distribution and the rest long documents, shuffled.
 func (st *build) docs() []Range {
-	if !st.b.long {
+	if !st.b.long() {
 		return st.setDocs(packLens(st))
 	}
 	short := int(st.o.LongFraction*float64(st.s) + 0.5)

@@ -167,6 +167,9 @@ func parseCPSweep(c *cli.Context) (cpSweepOptions, error) {
 	if o.docs, err = docsFromFlags(c); err != nil {
 		return o, err
 	}
+	if err := checkMaskOptions(c, o.masks, true); err != nil {
+		return o, err
+	}
 	if o.passes, err = passesFlag(c); err != nil {
 		return o, err
 	}

@@ -89,6 +89,9 @@ func sweepAction(c *cli.Context, s harness.Sweep, bench string, w spmd.World, ko
 	if err != nil {
 		return err
 	}
+	if err := checkMaskOptions(c, s.Masks, true); err != nil {
+		return err
+	}
 	build := harness.BuildMask
 	if !docs.IsDefault() {
 		build = docs.KernelBuilder()

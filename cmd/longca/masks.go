@@ -49,6 +49,14 @@ func masksAction(c *cli.Context) error {
 		present.WriteMaskList(w)
 		return nil
 	}
+	if err := checkMaskOptions(c, []string{c.String("mask")}, false); err != nil {
+		return err
+	}
+	for _, src := range []string{"dist", "counts"} { // --purpose picks the distribution only when none is given
+		if c.IsSet("purpose") && c.IsSet(src) {
+			return usageError("--purpose %s with --%s: --purpose picks a built-in distribution when none is given: leave one of them out", c.String("purpose"), src)
+		}
+	}
 	format := c.String("format")
 	if format != "table" && format != "json" {
 		return usageError("--format %q: use table or json", format)
