@@ -80,7 +80,7 @@ func cpAction(c *cli.Context) (err error) {
 		so.Backend = "nccl"
 	}
 	inProcess := !(w.Size > 1 || so.Backend != "auto" && so.Backend != "local")
-	if o.runID, err = resultsTarget(o.out, o.runID, n, inProcess); err != nil {
+	if o.runID, err = resultsTarget(o.out, o.runID, flagFrom(c, "run-id"), n, inProcess); err != nil {
 		return err
 	}
 	run := session.CPRun{

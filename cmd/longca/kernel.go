@@ -132,7 +132,7 @@ func sweepAction(c *cli.Context, s harness.Sweep, bench string, w spmd.World, ko
 			return err
 		}
 	}
-	runID, err := resultsTarget(out, c.String("run-id"), w.Size, false)
+	runID, err := resultsTarget(out, c.String("run-id"), flagFrom(c, "run-id"), w.Size, false)
 	if err != nil {
 		return err
 	}

@@ -19,16 +19,16 @@ import (
 // creatable, and be writable, and must not hold the run id already on another number of
 // ranks (size: this run's, results.CheckNewRun), nor, when this process writes the files
 // of several ranks (allHere: in-process ranks, each of which said it), any rank file of
-// it. Bad input is a usage error naming --run-id or --out, so that it is said once,
-// before ranks start.
-func resultsTarget(out, runID string, size int, allHere bool) (string, error) {
+// it. Bad input is a usage error naming --run-id (runIDFrom: flagFrom's name of where it
+// came from) or --out, so that it is said once, before ranks start.
+func resultsTarget(out, runID, runIDFrom string, size int, allHere bool) (string, error) {
 	if runID == "" {
 		runID = filepath.Base(filepath.Clean(out))
 		if err := results.CheckRunID(runID); err != nil {
 			return "", usageError("--out %s: the folder's name is the run id by default, and %v: give --run-id", out, err)
 		}
 	} else if err := results.CheckRunID(runID); err != nil {
-		return "", usageError("--run-id: %v", err)
+		return "", usageError("%s: %v", runIDFrom, err)
 	}
 	if err := writableDir(out); err != nil {
 		return "", usageError("--out %s: %v", out, err)

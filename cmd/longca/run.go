@@ -82,7 +82,7 @@ func runAction(c *cli.Context) error {
 			return err
 		}
 	}
-	runID, err := resultsTarget(out, c.String("run-id"), 1, false)
+	runID, err := resultsTarget(out, c.String("run-id"), flagFrom(c, "run-id"), 1, false)
 	if err != nil {
 		return err
 	}

@@ -214,7 +214,7 @@ func (o *simOptions) readKernelFlags(c *cli.Context) error {
 		return err
 	}
 	for _, f := range kernelFlagNames {
-		if c.IsSet(f) {
+		if c.IsSet(f) && flagEnvVar(c, f) == "" { // (not LONGCA_PYTHON: a setting of the shell, not of this run)
 			o.ignored = append(o.ignored, "--"+f)
 		}
 	}
@@ -292,7 +292,7 @@ func simulateAction(c *cli.Context) error {
 			return err
 		}
 	}
-	if o.cp.runID, err = resultsTarget(o.cp.out, o.cp.runID, 1, false); err != nil {
+	if o.cp.runID, err = resultsTarget(o.cp.out, o.cp.runID, flagFrom(c, "run-id"), 1, false); err != nil {
 		return err
 	}
 	sm := o.Simulation
