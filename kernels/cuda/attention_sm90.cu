@@ -763,22 +763,15 @@ constexpr bool kLateFence = true;
 #else
 constexpr bool kLateFence = false;
 #endif
-// LONGCA_BWD_TAIL (experiment sm90tq): the unpaired head-dim-128 backward's blocks may come
-// over a 1-D grid (bit 9 of sched), the whole waves' items unsplit in bwd90e and the last
-// wave's items split in bwd90es (their first item in bits 12-30), dK and dV of those summed
-// by bwd90_dkv_reduce_tail.
-#ifdef LONGCA_BWD_TAIL
-constexpr bool kTail = true;
-#else
-constexpr bool kTail = false;
-#endif
-// LONGCA_BWD_TAIL_PAIRS (experiment sm90tp, with LONGCA_BWD_TAIL): the same in the pairs'
-// entries (bwd90ep whole waves, bwd90esp the last wave's split), an item a pair of key tiles.
-#ifdef LONGCA_BWD_TAIL_PAIRS
-constexpr bool kTailPairs = true;
-#else
-constexpr bool kTailPairs = false;
-#endif
+// LONGCA_BWD_TAIL (experiment sm90tq): entries of their own (bwd90et, bwd90est; the template's
+// TL) take the unpaired head-dim-128 backward's blocks over a 1-D grid (bit 9 of sched), the
+// whole waves' items unsplit in bwd90et and the last wave's items split in bwd90est (their
+// first item in bits 12-30), dK and dV of those summed by bwd90_dkv_reduce_tail. The entries
+// every other plan runs (bwd90e, bwd90es, ...) are compiled as without the define: call 82's
+// sm90tp, its code in bwd90e and bwd90es themselves, moved cells it does not split by -4.9
+// to +4.3% (share_question 16K, sliding_window_causal 48K; one run each on an H100).
+// LONGCA_BWD_TAIL_PAIRS (experiment sm90tp, with LONGCA_BWD_TAIL): the same for the pairs'
+// plan (bwd90ept whole waves, bwd90espt the last wave's split), an item a pair of key tiles.
 // LONGCA_BWD_LATE_FENCE_PAIRS (sm90's since call 80's sm90qp: the paired d128 cells +1.2 to
 // +2.6% on an H100, 11 of 13 up): the late publish in the pairs' entries too,
 // at every step (also across the change of key tile, which waits for K and V but writes dK
@@ -876,13 +869,15 @@ constexpr bool PAIRS = false;
 // share one: dK and dV sum over both, dQ goes to each item's own row); the last step of an
 // odd walk loads its first item twice and masks the second whole. Each warpgroup adds the dQ
 // of one item (its 64 queries over the block's 128 keys). No pairs.
-template <int D, typename T, bool DET, bool F, int OVB = 0, int NB = BBN9, bool SPLIT = false, bool Q2 = false, bool PR = PAIRS>
+template <int D, typename T, bool DET, bool F, int OVB = 0, int NB = BBN9, bool SPLIT = false, bool Q2 = false, bool PR = PAIRS,
+          bool TL = false>
 DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const TmaDesc &tdo, const TmaDesc &tdq,
                   const float *__restrict__ lse2, const float *__restrict__ dsum, T *__restrict__ dk,
                   T *__restrict__ dv, int sq, int sk, int hq, int hkv, int sq_pad, float scale, float scale_log2,
                   WorkList wl, const int *__restrict__ ranks, int *__restrict__ locks, int sched,
                   float *__restrict__ dqacc) {
   constexpr int QS = Q2 ? 2 * BBM9 : BBM9, QU = QS / BBM9;  // queries a step, items a step
+  static_assert(!TL || (D == 128 && !DET && !Q2), "the tail's entries: head dim 128, not deterministic");
   static_assert(!Q2 || (OVB == 2 && F && D == 64 && NB == BBN9), "128 queries a step: the early loop, F, head dim 64, 128 keys");
   using L = BwdLayout<D, NB, STAGES, PR ? 1 : 0, QS>;
   static_assert(L::kBytes <= 232448, "the backward's shared memory past the H200's 227 KB a block");
@@ -913,12 +908,12 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
   // or was level in call 44; the SPLIT entries split there too), or deterministic, one part.
   const int gs = (D == 64 || SPLIT) && !DET ? max(1, (sched >> 4) & 15) : 1;
   const int rows = wl.row_tiles;
-  // TAIL (experiment sm90tq; the host sets bit 9 of sched, and bits 12-30 to B): a 1-D grid
-  // over the items (KV head, key tile), the key tiles fastest. Unsplit (bwd90e), blockIdx.x
-  // is the item; split (bwd90es, the last wave's items), item B + blockIdx.x / gs, part
-  // blockIdx.x % gs.
+  // TL (experiment sm90tq's entries; the host sets bit 9 of sched, and bits 12-30 to B): a
+  // 1-D grid over the items (KV head, key tile), the key tiles fastest. Unsplit (bwd90et),
+  // blockIdx.x is the item; split (bwd90est, the last wave's items), item B + blockIdx.x /
+  // gs, part blockIdx.x % gs.
   int hb = ktFast ? blockIdx.y : blockIdx.x, xi = ktFast ? blockIdx.x : blockIdx.y;
-  if constexpr (kTail && D == 128 && !DET && (!PR || kTailPairs)) {
+  if constexpr (TL) {
     if (sched & 512) {
       const int per = PR && (sched & 8) ? (rows + 1) / 2 : rows;  // a KV head's items (pairs: half)
       const int item = gs > 1 ? (sched >> 12) + (int)blockIdx.x / gs : (int)blockIdx.x;
@@ -1599,14 +1594,15 @@ DEV void dq90_convertc(const float *__restrict__ acc, T *__restrict__ dq, int sq
 #define SM90_BWD_N(FN, NAME, T, D, DET, F, OVB, NB) SM90_BWD_G(FN, NAME, T, D, DET, F, OVB, NB, false)
 #define SM90_BWD_G(FN, NAME, T, D, DET, F, OVB, NB, SPLIT) SM90_BWD_Q(FN, NAME, T, D, DET, F, OVB, NB, SPLIT, false)
 #define SM90_BWD_Q(FN, NAME, T, D, DET, F, OVB, NB, SPLIT, Q2) SM90_BWD_P(FN, NAME, T, D, DET, F, OVB, NB, SPLIT, Q2, PAIRS)
-#define SM90_BWD_P(FN, NAME, T, D, DET, F, OVB, NB, SPLIT, Q2, PR)                                                    \
+#define SM90_BWD_P(FN, NAME, T, D, DET, F, OVB, NB, SPLIT, Q2, PR) SM90_BWD_T(FN, NAME, T, D, DET, F, OVB, NB, SPLIT, Q2, PR, false)
+#define SM90_BWD_T(FN, NAME, T, D, DET, F, OVB, NB, SPLIT, Q2, PR, TL)                                                \
   extern "C" __global__ void __launch_bounds__(128 * (BwdLayout<D, NB, STAGES, 0, (Q2) ? 2 * BBM9 : BBM9>::kNC + 1), 1) FN##_##NAME##_d##D( \
       const __grid_constant__ TmaDesc tq, const __grid_constant__ TmaDesc tk, const __grid_constant__ TmaDesc tv,   \
       const __grid_constant__ TmaDesc tdo, const __grid_constant__ TmaDesc tdq, const float *lse2, const float *dsum, \
       T *dk, T *dv, int sq, int sk, int hq, int hkv, int sq_pad, float scale, float scale_log2, const int *order,     \
       const int *start, const int *entries, const int *refs, const int *slices, int row_tiles, int per_head,        \
       const int *ranks, int *locks, int sched, float *dqacc) {                                                       \
-    bwd_sm90<D, T, DET, F, OVB, NB, SPLIT, Q2, PR>(tq, tk, tv, tdo, tdq, lse2, dsum, dk, dv, sq, sk, hq, hkv, sq_pad, scale, scale_log2, \
+    bwd_sm90<D, T, DET, F, OVB, NB, SPLIT, Q2, PR, TL>(tq, tk, tv, tdo, tdq, lse2, dsum, dk, dv, sq, sk, hq, hkv, sq_pad, scale, scale_log2, \
                                  WorkList{order, start, entries, refs, slices, row_tiles, per_head}, ranks, locks, sched, dqacc); \
   }
 #define SM90_ENTRIES(NAME, T, D)                                                                                   \
@@ -1766,6 +1762,21 @@ SM90_BWD_P(bwd90ep, fp16, __half, 128, false, true, 2, BBN9, false, false, true)
 #if defined(LONGCA_BWD_SPLIT128)
 SM90_BWD_P(bwd90esp, bf16, __nv_bfloat16, 128, false, true, 2, BBN9, true, false, true)
 SM90_BWD_P(bwd90esp, fp16, __half, 128, false, true, 2, BBN9, true, false, true)
+#endif
+#endif
+
+// The tail's entries (experiment sm90tq, LONGCA_BWD_TAIL; sm90tp's paired ones with
+// LONGCA_BWD_TAIL_PAIRS): bwd90e, bwd90es (bwd90ep, bwd90esp) over tailLaunch's 1-D grids.
+#if defined(LONGCA_BWD_EARLY) && defined(LONGCA_BWD_SPLIT128) && defined(LONGCA_BWD_TAIL)
+SM90_BWD_T(bwd90et, bf16, __nv_bfloat16, 128, false, true, 2, BBN9, false, false, PAIRS, true)
+SM90_BWD_T(bwd90et, fp16, __half, 128, false, true, 2, BBN9, false, false, PAIRS, true)
+SM90_BWD_T(bwd90est, bf16, __nv_bfloat16, 128, false, true, 2, BBN9, true, false, PAIRS, true)
+SM90_BWD_T(bwd90est, fp16, __half, 128, false, true, 2, BBN9, true, false, PAIRS, true)
+#if defined(LONGCA_BWD_PAIRS_ENTRY) && defined(LONGCA_BWD_TAIL_PAIRS)
+SM90_BWD_T(bwd90ept, bf16, __nv_bfloat16, 128, false, true, 2, BBN9, false, false, true, true)
+SM90_BWD_T(bwd90ept, fp16, __half, 128, false, true, 2, BBN9, false, false, true, true)
+SM90_BWD_T(bwd90espt, bf16, __nv_bfloat16, 128, false, true, 2, BBN9, true, false, true, true)
+SM90_BWD_T(bwd90espt, fp16, __half, 128, false, true, 2, BBN9, true, false, true, true)
 #endif
 #endif
 

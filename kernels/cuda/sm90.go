@@ -1027,13 +1027,16 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 			}
 		}
 	}
-	if tp > 1 { // the last wave's items: the split entry (of the pairs, where the plan pairs), then their own reduction
+	if tp > 1 { // the tail's own entries (bwd90et, bwd90ept): the whole waves unsplit, the last wave's items split (bwd90est, bwd90espt), then their own reduction
 		sv := bv.splitEntry()
 		if ev.fn != bv.fn { // the pairs' entry (bwd90ep): its split one (bwd90esp)
 			sv = sv.pairedEntry()
 		}
+		if main, err = k.function(fmt.Sprintf("%st_%s_d%d", ev.fn, dt, d), shared); err != nil {
+			return err
+		}
 		tailShared = sv.shared(d)
-		if tailMain, err = k.function(fmt.Sprintf("%s_%s_d%d", sv.fn, dt, d), tailShared); err != nil {
+		if tailMain, err = k.function(fmt.Sprintf("%st_%s_d%d", sv.fn, dt, d), tailShared); err != nil {
 			return err
 		}
 		if tailReduce, err = k.function("bwd90_dkv_reduce_tail_"+dt, 0); err != nil {
