@@ -1174,6 +1174,26 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
         }
       }
     };
+    if constexpr (TL) {
+      if (gs > 1) {  // the tail's split (bwd90est, bwd90espt): compact partials, [gs][items][tiles][NB][D]
+        const int tiles = PR && (sched & 8) ? 2 : 1, slot = ((int)blockIdx.x / gs) * tiles + (k0 != kt * NB);
+        const long long at = ((long long)part * ((int)gridDim.x / gs) * tiles + slot) * NB * D;
+        float *kb = reinterpret_cast<float *>(dk) + at, *vb = reinterpret_cast<float *>(dv) + at;
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+          if (k0 + kr + r * 8 < sk) {
+            float *krow = kb + (kr + r * 8) * D, *vrow = vb + (kr + r * 8) * D;
+#pragma unroll
+            for (int j = 0; j < D / 8; j++) {
+              const int i = 4 * j + 2 * r;
+              *reinterpret_cast<float2 *>(krow + j * 8 + 2 * t) = make_float2(dka[i], dka[i + 1]);
+              *reinterpret_cast<float2 *>(vrow + j * 8 + 2 * t) = make_float2(dva[i], dva[i + 1]);
+            }
+          }
+        }
+        return;
+      }
+    }
     if (gs > 1) {  // fp32 partials, unscaled: dk and dv point at gs slots of [sk][hkv][D]
       each_pair(reinterpret_cast<float *>(dk) + (long long)part * sk * ks, reinterpret_cast<float *>(dv) + (long long)part * sk * ks,
            [&](float *kp, float *vp, int i) {
@@ -1483,14 +1503,14 @@ DEV void bwd90_pre(const T *__restrict__ o, const T *__restrict__ dout, const fl
 // scaled (dkv90_reduce's and dkv90_reduce_tail's).
 template <typename T>
 DEV void dkv90_sum_at(const float *__restrict__ kp, const float *__restrict__ vp, T *__restrict__ dk, T *__restrict__ dv,
-                      long long i, long long n, int gs, float scale) {
+                      long long i, long long n, int gs, float scale, long long o) {
   float2 a = *reinterpret_cast<const float2 *>(kp + i), b = *reinterpret_cast<const float2 *>(vp + i);
   for (int g = 1; g < gs; g++) {
     const float2 x = *reinterpret_cast<const float2 *>(kp + g * n + i), y = *reinterpret_cast<const float2 *>(vp + g * n + i);
     a.x += x.x, a.y += x.y, b.x += y.x, b.y += y.y;
   }
-  *reinterpret_cast<unsigned *>(dk + i) = Ops<T>::pack(a.x * scale, a.y * scale);
-  *reinterpret_cast<unsigned *>(dv + i) = Ops<T>::pack(b.x, b.y);
+  *reinterpret_cast<unsigned *>(dk + o) = Ops<T>::pack(a.x * scale, a.y * scale);
+  *reinterpret_cast<unsigned *>(dv + o) = Ops<T>::pack(b.x, b.y);
 }
 
 // dK and dV of the split backward (head dim 64; 128 in bwd90es): the sum of gs fp32 partials of n elements each
@@ -1499,27 +1519,28 @@ template <typename T>
 DEV void dkv90_reduce(const float *__restrict__ kp, const float *__restrict__ vp, T *__restrict__ dk, T *__restrict__ dv,
                       long long n, int gs, float scale) {
   for (long long i = 2 * (blockIdx.x * (long long)blockDim.x + threadIdx.x); i < n; i += 2 * (long long)gridDim.x * blockDim.x)
-    dkv90_sum_at(kp, vp, dk, dv, i, n, gs, scale);
+    dkv90_sum_at(kp, vp, dk, dv, i, n, gs, scale, i);
 }
 
 // dK and dV of the tail's items (sm90tq): items first .. first+items-1 of the 1-D grid's
 // order (KV head item / rows, key tile order[item % rows]; paired (sm90tp), a KV head has
 // (rows + 1) / 2 items, item x its key tiles order[x] and order[rows - 1 - x] where that is
-// another), each NB key rows of D, summed over gs fp32 partials ([gs][sk][hkv][D], as
-// dkv90_reduce's) into dk and dv, dK scaled.
+// another), each NB key rows of D, summed over gs fp32 partials into dk and dv, dK scaled.
+// The partials are compact, the split entries' (bwd90est, bwd90espt): [gs][items][tiles][NB][D],
+// the tail's items only (at 48K full 64:8, 38 MB where [gs][sk][hkv][D] took 3.2 GB).
 template <typename T, int D, int NB>
 DEV void dkv90_reduce_tail(const float *__restrict__ kp, const float *__restrict__ vp, T *__restrict__ dk, T *__restrict__ dv,
                            const int *__restrict__ order, int rows, int first, int items, int hkv, int sk, int gs,
                            float scale, int paired) {
   const int tiles = paired ? 2 : 1, perHead = paired ? (rows + 1) / 2 : rows;
-  const long long n = (long long)sk * hkv * D, per = (long long)tiles * NB * D / 2;  // pairs of elements an item
+  const long long per = (long long)tiles * NB * D / 2, n = 2 * per * items;  // pairs of elements an item; a part's elements
   for (long long w = blockIdx.x * (long long)blockDim.x + threadIdx.x; w < items * per; w += (long long)gridDim.x * blockDim.x) {
     const int item = first + (int)(w / per), e = (int)(w % per) * 2, tile = e / (NB * D), et = e % (NB * D);
     const int x = item % perHead, xb = rows - 1 - x;
     if (tile == 1 && xb <= x) continue;  // the odd middle tile walks alone
     const int ki = order[tile == 0 ? x : xb] * NB + et / D;
     if (ki >= sk) continue;
-    dkv90_sum_at(kp, vp, dk, dv, ((long long)ki * hkv + item / perHead) * D + et % D, n, gs, scale);
+    dkv90_sum_at(kp, vp, dk, dv, 2 * w, n, gs, scale, ((long long)ki * hkv + item / perHead) * D + et % D);
   }
 }
 

@@ -760,6 +760,44 @@ func TestTailParts(t *testing.T) {
 	}
 }
 
+// The tail's partials are its split items' key tiles only: full 48K at 64:8 on 132 SMs has
+// 3,072 items, 23 whole waves and 36 items left (38 MB of partials in 8 parts, dK's and dV's,
+// where the group split's layout took 3.2 GB); causal 48K's 1,536 pairs leave 84, two tiles each.
+func TestTailElems(t *testing.T) {
+	list := func(name string, s int) *deviceList {
+		t.Helper()
+		b, err := mask.Build(name, s, mask.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := BuildWorkList([]mask.Mask{b.Mask}, 64, 128, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &deviceList{w: w}
+	}
+	full, causal := list("full", 49152), list("causal", 49152)
+	for _, c := range []struct {
+		dl                 *deviceList
+		paired             bool
+		first, items, elem int
+	}{
+		{full, false, 3036, 3072, 36 * 128 * 128},
+		{causal, true, 1452, 1536, 84 * 2 * 128 * 128},
+	} {
+		first, items := tailItems(c.dl, 8, c.paired, 132)
+		if first != c.first || items != c.items {
+			t.Errorf("paired %v: items %d .. %d, want %d .. %d", c.paired, first, items, c.first, c.items)
+		}
+		if got := tailElems(c.dl, 8, c.paired, 132, 128); got != c.elem {
+			t.Errorf("paired %v: %d elements a part, want %d", c.paired, got, c.elem)
+		}
+	}
+	if mb := 8 * tailElems(full, 8, false, 132, 128) * 4 * 2 >> 20; mb != 36 {
+		t.Errorf("full 48K's partials %d MiB, want 36", mb)
+	}
+}
+
 // The tail is sm90tq's and sm90tp's only: sm90tq's rule runs on full's backward list (every
 // key tile as many full entries) and on no causal one, sm90tp's on causal's pairs too (of one
 // weight: 2 (rows + 1) entries), never within documents or split; sm90 never takes it.

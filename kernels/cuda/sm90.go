@@ -1015,6 +1015,9 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 	var tailShared int
 	if parts := max(gs, tp); parts > 1 {
 		n := parts * p.Mask.SeqK * p.HeadsKV * d
+		if tp > 1 { // the tail's partials are compact: its items' key tiles only ([tp][items][tiles][RowTile][d])
+			n = tp * tailElems(dl, p.HeadsKV, sched&8 != 0, k.blockSlots(), d)
+		}
 		if kpart, err = k.scratchBuf("dkpart", n); err != nil {
 			return err
 		}
@@ -1198,6 +1201,24 @@ const (
 	schedTail int32 = 1 << 9
 )
 
+// tailItems is the tail's split items of a plan of heads KV heads on slots SMs: the backward's
+// items (a key tile, or a pair of them) first .. items-1, those after the whole waves.
+func tailItems(dl *deviceList, heads int, paired bool, slots int) (first, items int) {
+	items = heads * headBlocks(dl.w, paired)
+	return items / slots * slots, items
+}
+
+// tailElems is the elements of a part of the tail's compact fp32 partials (dK's, and as many
+// dV's): each split item's key tiles (two where paired) of RowTile keys x d.
+func tailElems(dl *deviceList, heads int, paired bool, slots, d int) int {
+	first, items := tailItems(dl, heads, paired, slots)
+	tiles := 1
+	if paired {
+		tiles = 2
+	}
+	return (items - first) * tiles * dl.w.RowTile * d
+}
+
 // tailLaunch is sm90tq's backward launch: the whole waves' items in the unsplit entry (main)
 // over a 1-D grid, the last wave's items in the split entry (split) in parts blocks each, their
 // fp32 partials of dK and dV summed into dk and dv by reduce.
@@ -1212,8 +1233,7 @@ type tailLaunch struct {
 // from last), sched its unsplit plan, slots the SMs.
 func (t tailLaunch) launch(dev *cuda.Device, st cuda.Stream, dl *deviceList, p kernels.Problem, sched int32, args []any, scale float32, slots int) error {
 	paired := sched&8 != 0
-	items := p.HeadsKV * headBlocks(dl.w, paired)
-	first := items / slots * slots
+	first, items := tailItems(dl, p.HeadsKV, paired, slots)
 	at := len(args) - 2
 	// the plan's sched with parts in bits 4-7, the tail's bit and its first item
 	tailSched := func(parts int) int32 { return sched&^(0xf<<4) | int32(parts)<<4 | schedTail | int32(first)<<12 }
@@ -1232,7 +1252,7 @@ func (t tailLaunch) launch(dev *cuda.Device, st cuda.Stream, dl *deviceList, p k
 	if paired {
 		tiles = 2
 	}
-	n := (items - first) * tiles * dl.w.RowTile * p.HeadDim / 2
+	n := tailElems(dl, p.HeadsKV, paired, slots, p.HeadDim) / 2 // the reduction's threads: a pair of elements each
 	return t.reduce.Launch(cuda.Dim3{X: max(1, min(dev.SMs*8, (n+255)/256))}, cuda.Dim3{X: 256}, 0, st,
 		t.kpart, t.vpart, t.dk, t.dv, dl.order, dl.w.RowTiles, first, items-first, p.HeadsKV, p.Mask.SeqK, t.parts, scale, tiles-1)
 }
