@@ -5,7 +5,8 @@
 # own"): every plan the tail does not split runs sm90's code (ptxas 12.4: byte-identical).
 # 1. sm90tp's GPU tests: TestTailWave (full and causal at the shortest lengths the rule splits
 #    in 2, 4 and 8 parts, each checked against the CPU reference and its tail launch counted),
-#    TestMasks, TestSplit128Groups, TestLongRows; capped at 300 s (calls 82-83 ran them in
+#    TestMasks, TestSplit128Groups, TestLongRows (the tail now in entries of its own, its fp32
+#    partials compact: not yet run on a GPU); capped at 300 s (calls 82-83 ran them in
 #    224 s on a fresh H100, NVRTC's compile included).
 # 2. g: cudnn / sm90 / sm90tp, three times each, interleaved, the d128 backward on full and
 #    causal at 16K-48K (8K takes no tail: its rows run sm90's code).
