@@ -764,19 +764,7 @@ func TestTailParts(t *testing.T) {
 // 3,072 items, 23 whole waves and 36 items left (38 MB of partials in 8 parts, dK's and dV's,
 // where the group split's layout took 3.2 GB); causal 48K's 1,536 pairs leave 84, two tiles each.
 func TestTailElems(t *testing.T) {
-	list := func(name string, s int) *deviceList {
-		t.Helper()
-		b, err := mask.Build(name, s, mask.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		w, err := BuildWorkList([]mask.Mask{b.Mask}, 64, 128, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return &deviceList{w: w}
-	}
-	full, causal := list("full", 49152), list("causal", 49152)
+	full, causal := &deviceList{w: backwardList(t, 42, 49152, "full")}, &deviceList{w: backwardList(t, 42, 49152, "causal")}
 	for _, c := range []struct {
 		dl                 *deviceList
 		paired             bool
@@ -802,20 +790,7 @@ func TestTailElems(t *testing.T) {
 // key tile as many full entries) and on no causal one, sm90tp's on causal's pairs too (of one
 // weight: 2 (rows + 1) entries), never within documents or split; sm90 never takes it.
 func TestTailPlanOnlyOnEvenRows(t *testing.T) {
-	// the backward's list of a mask at s tokens (64-query columns, 128-key rows)
-	bwdList := func(name string, s int) *WorkList {
-		t.Helper()
-		b, err := mask.Build(name, s, mask.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		w, err := BuildWorkList([]mask.Mask{b.Mask}, 64, 128, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return w
-	}
-	wf, wc, wc32 := bwdList("full", 16384), bwdList("causal", 16384), bwdList("causal", 32768)
+	wf, wc, wc32 := backwardList(t, 42, 16384, "full"), backwardList(t, 42, 16384, "causal"), backwardList(t, 42, 32768, "causal")
 	if !evenRows(wf) || evenRows(wc) {
 		t.Fatalf("evenRows: full %v, causal %v; want true, false", evenRows(wf), evenRows(wc))
 	}
