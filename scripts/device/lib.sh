@@ -45,7 +45,12 @@ step() {
 	_left=$((budget - ($(date +%s) - t0)))
 	[ "$_left" -gt 15 ] || { echo "# $_name skipped (time)" >>"$out/t/summary.txt"; return; }
 	timeout -s INT -k 10 $((_left < _cap ? _left : _cap)) ${LONGCA_BIN:-bin/longca} "$@" --heads "${HEADS:-64:8}" --out "$out/t/$_name" --run-id "$_name" >"$out/t/$_name.log" 2>&1
-	echo "# $_name rc=$? at $(($(date +%s) - t0)) s: $(grep '^# Cases' "$out/t/$_name.log" | sed 's/Avg.*//')" >>"$out/t/summary.txt"
+	_rc=$?
+	# a step killed before its table (rc 137: the case at hand outlived INT's 10 s) keeps its
+	# finished rows in its rank file: their table appended from there, for join_runs (call 84
+	# lost a step's 11 rows from the tables so)
+	grep -q '^# Cases' "$out/t/$_name.log" || ${LONGCA_BIN:-bin/longca} report "$out/t/$_name" >>"$out/t/$_name.log" 2>/dev/null
+	echo "# $_name rc=$_rc at $(($(date +%s) - t0)) s: $(grep '^# Cases' "$out/t/$_name.log" | sed 's/Avg.*//')" >>"$out/t/summary.txt"
 }
 
 # interleave DIM CAP "RUN..." ARGS...: `step DIM-I-RUN CAP kernel KERNELS ARGS` for each run
