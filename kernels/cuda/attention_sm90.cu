@@ -1175,7 +1175,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
       }
     };
     if constexpr (TL) {
-      if (gs > 1) {  // the tail's split (bwd90est, bwd90espt): compact partials, [gs][items][tiles][NB][D]
+      if (gs > 1) {  // the tail's split (bwd90est, bwd90espt; launched over the 1-D grid only): compact partials, [gs][items][tiles][NB][D]
         const int tiles = PR && (sched & 8) ? 2 : 1, slot = ((int)blockIdx.x / gs) * tiles + (k0 != kt * NB);
         const long long at = ((long long)part * ((int)gridDim.x / gs) * tiles + slot) * NB * D;
         float *kb = reinterpret_cast<float *>(dk) + at, *vb = reinterpret_cast<float *>(dv) + at;
@@ -1527,7 +1527,7 @@ DEV void dkv90_reduce(const float *__restrict__ kp, const float *__restrict__ vp
 // (rows + 1) / 2 items, item x its key tiles order[x] and order[rows - 1 - x] where that is
 // another), each NB key rows of D, summed over gs fp32 partials into dk and dv, dK scaled.
 // The partials are compact, the split entries' (bwd90est, bwd90espt): [gs][items][tiles][NB][D],
-// the tail's items only (at 48K full 64:8, 38 MB where [gs][sk][hkv][D] took 3.2 GB).
+// the tail's items only (at 48K full 64:8, 36 MiB where [gs][sk][hkv][D] took 3.2 GB).
 template <typename T, int D, int NB>
 DEV void dkv90_reduce_tail(const float *__restrict__ kp, const float *__restrict__ vp, T *__restrict__ dk, T *__restrict__ dv,
                            const int *__restrict__ order, int rows, int first, int items, int hkv, int sk, int gs,
@@ -1787,7 +1787,8 @@ SM90_BWD_P(bwd90esp, fp16, __half, 128, false, true, 2, BBN9, true, false, true)
 #endif
 
 // The tail's entries (experiment sm90tq, LONGCA_BWD_TAIL; sm90tp's paired ones with
-// LONGCA_BWD_TAIL_PAIRS): bwd90e, bwd90es (bwd90ep, bwd90esp) over tailLaunch's 1-D grids.
+// LONGCA_BWD_TAIL_PAIRS): the tail's versions of bwd90e and bwd90es (bwd90ep, bwd90esp), launched
+// only over tailLaunch's 1-D grids (sched bit 9), the split ones only on the last wave's items.
 #if defined(LONGCA_BWD_EARLY) && defined(LONGCA_BWD_SPLIT128) && defined(LONGCA_BWD_TAIL)
 SM90_BWD_T(bwd90et, bf16, __nv_bfloat16, 128, false, true, 2, BBN9, false, false, PAIRS, true)
 SM90_BWD_T(bwd90et, fp16, __half, 128, false, true, 2, BBN9, false, false, PAIRS, true)

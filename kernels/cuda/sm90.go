@@ -984,7 +984,11 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 		ev = ev.pairedEntry()
 	}
 	shared := ev.shared(d)
-	main, err := k.function(fmt.Sprintf("%s_%s_d%d", ev.fn, dt, d), shared)
+	mainFn := ev.fn
+	if tp > 1 { // the tail's own unsplit entry over the whole waves (bwd90et, bwd90ept)
+		mainFn += "t"
+	}
+	main, err := k.function(fmt.Sprintf("%s_%s_d%d", mainFn, dt, d), shared)
 	if err != nil {
 		return err
 	}
@@ -1030,13 +1034,10 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 			}
 		}
 	}
-	if tp > 1 { // the tail's own entries (bwd90et, bwd90ept): the whole waves unsplit, the last wave's items split (bwd90est, bwd90espt), then their own reduction
+	if tp > 1 { // the last wave's items split in the tail's own split entry (bwd90est, bwd90espt), then their own reduction
 		sv := bv.splitEntry()
 		if ev.fn != bv.fn { // the pairs' entry (bwd90ep): its split one (bwd90esp)
 			sv = sv.pairedEntry()
-		}
-		if main, err = k.function(fmt.Sprintf("%st_%s_d%d", ev.fn, dt, d), shared); err != nil {
-			return err
 		}
 		tailShared = sv.shared(d)
 		if tailMain, err = k.function(fmt.Sprintf("%st_%s_d%d", sv.fn, dt, d), tailShared); err != nil {
@@ -1101,8 +1102,11 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 // where its row tiles are all of one weight (evenRows: full), or (sm90tp) paired where its
 // pairs are (evenPairs: causal), tailParts of its heads x items blocks.
 func (k *Kernel) tailPlan(dl *deviceList, sched int32, gs, heads, group, d int) int {
-	if !k.arch.compiles("LONGCA_BWD_TAIL") || d != 128 || k.det || gs != 1 || sched&schedDocPairs != 0 || dl.w.Lists != 1 {
-		return 1 // (an entry compiled without the define maps a 1-D grid as a 2-D one)
+	// the tail's entries are compiled with the early split backward's (LONGCA_BWD_SPLIT128) and
+	// write partials of 128-key tiles (BBN9), as many as tailElems sizes by the list's tiles
+	if !k.arch.compiles("LONGCA_BWD_TAIL") || !k.arch.compiles("LONGCA_BWD_SPLIT128") || d != 128 || k.det || gs != 1 ||
+		sched&schedDocPairs != 0 || dl.w.Lists != 1 || dl.w.RowTile != 128 {
+		return 1
 	}
 	paired := sched&8 != 0
 	switch {
