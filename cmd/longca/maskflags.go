@@ -8,21 +8,17 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// maskOptionFlags are the flags that set a mask option, the option (mask.Reads, which
-// each mask declares beside its builder) and how a line says a mask has it or not.
+// maskOptionFlags are the flags that set a mask option, by the option they set (mask.Reads,
+// which each mask declares beside its builder), with how a line says a mask has it or not.
 var maskOptionFlags = []struct {
-	flag       string
+	flags      []string
 	reads      mask.Reads
 	has, lacks string // "has a window", "has no window"
 	readers    string // "masks with one"
 }{
-	{"window", mask.ReadsWindow, "has a window", "has no window", "masks with one"},
-	{"block-size", mask.ReadsBlockSize, "has blocks", "has no blocks", "masks with them"},
-	{"dist", mask.ReadsDocuments, "draws documents", "draws no documents", "masks that do"},
-	{"counts", mask.ReadsDocuments, "draws documents", "draws no documents", "masks that do"},
-	{"column", mask.ReadsDocuments, "draws documents", "draws no documents", "masks that do"},
-	{"max-doc", mask.ReadsDocuments, "draws documents", "draws no documents", "masks that do"},
-	{"purpose", mask.ReadsDocuments, "draws documents", "draws no documents", "masks that do"},
+	{[]string{"window"}, mask.ReadsWindow, "has a window", "has no window", "masks with one"},
+	{[]string{"block-size"}, mask.ReadsBlockSize, "has blocks", "has no blocks", "masks with them"},
+	{[]string{"dist", "counts", "column", "max-doc", "purpose"}, mask.ReadsDocuments, "draws documents", "draws no documents", "masks that do"},
 }
 
 // checkMaskOptions refuses, naming it, a mask option given (--window, --block-size, the
@@ -36,16 +32,21 @@ func checkMaskOptions(c *cli.Context, masks []string, list bool) error {
 			return nil
 		}
 	}
-	for _, f := range maskOptionFlags {
-		if !c.IsSet(f.flag) || slices.ContainsFunc(masks, func(m string) bool { return mask.ReadsOf(m).Has(f.reads) }) {
+	for _, o := range maskOptionFlags {
+		if slices.ContainsFunc(masks, func(m string) bool { return mask.ReadsOf(m).Has(o.reads) }) {
 			continue
 		}
-		readers := strings.Join(mask.Reading(f.reads), ", ")
-		if list {
-			return usageError("--%s: no mask of --masks %s %s (%s: %s): leave --%s out, or add one of those to --masks",
-				f.flag, strings.Join(masks, ","), f.has, f.readers, readers, f.flag)
+		for _, flag := range o.flags {
+			if !c.IsSet(flag) {
+				continue
+			}
+			readers := strings.Join(mask.Reading(o.reads), ", ")
+			if list {
+				return usageError("--%s: no mask of --masks %s %s (%s: %s): leave --%s out, or add one of those to --masks",
+					flag, strings.Join(masks, ","), o.has, o.readers, readers, flag)
+			}
+			return usageError("--%s: mask %s %s (%s: %s): leave --%s out", flag, strings.Join(masks, ","), o.lacks, o.readers, readers, flag)
 		}
-		return usageError("--%s: mask %s %s (%s: %s): leave --%s out", f.flag, strings.Join(masks, ","), f.lacks, f.readers, readers, f.flag)
 	}
 	return nil
 }

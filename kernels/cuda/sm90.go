@@ -1216,11 +1216,15 @@ func tailItems(dl *deviceList, heads int, paired bool, slots int) (first, items 
 // dV's): each split item's key tiles (two where paired) of RowTile keys x d.
 func tailElems(dl *deviceList, heads int, paired bool, slots, d int) int {
 	first, items := tailItems(dl, heads, paired, slots)
-	tiles := 1
+	return (items - first) * itemTiles(paired) * dl.w.RowTile * d
+}
+
+// itemTiles is the key tiles of a backward item: two where the plan pairs them.
+func itemTiles(paired bool) int {
 	if paired {
-		tiles = 2
+		return 2
 	}
-	return (items - first) * tiles * dl.w.RowTile * d
+	return 1
 }
 
 // tailLaunch is sm90tq's backward launch: the whole waves' items in the unsplit entry (main)
@@ -1252,11 +1256,7 @@ func (t tailLaunch) launch(dev *cuda.Device, st cuda.Stream, dl *deviceList, p k
 	if err := t.split.Launch(cuda.Dim3{X: (items - first) * t.parts}, cuda.Dim3{X: t.threads}, t.splitShared, st, b...); err != nil {
 		return err
 	}
-	tiles := 1
-	if paired {
-		tiles = 2
-	}
 	n := tailElems(dl, p.HeadsKV, paired, slots, p.HeadDim) / 2 // the reduction's threads: a pair of elements each
 	return t.reduce.Launch(cuda.Dim3{X: max(1, min(dev.SMs*8, (n+255)/256))}, cuda.Dim3{X: 256}, 0, st,
-		t.kpart, t.vpart, t.dk, t.dv, dl.order, dl.w.RowTiles, first, items-first, p.HeadsKV, p.Mask.SeqK, t.parts, scale, tiles-1)
+		t.kpart, t.vpart, t.dk, t.dv, dl.order, dl.w.RowTiles, first, items-first, p.HeadsKV, p.Mask.SeqK, t.parts, scale, itemTiles(paired)-1)
 }
