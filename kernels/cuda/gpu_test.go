@@ -257,9 +257,13 @@ func TestTailWave(t *testing.T) {
 			t.Errorf("%s: the backward's row says %q, not %s", what, v, want)
 		}
 		checkTail(p, uint64(1740+i), what)
-		if i == 0 { // the same blocks with a partial last key tile (keys past the length neither written nor summed)
+		if i == 0 { // a partial last key tile weighs less: full's rule (evenRows) splits no tail there
 			p.Mask = smallMask(t, "full", s-64)
-			checkTail(p, 1743, fmt.Sprintf("full S=%d %d:%d d128", s-64, h[0], h[1]))
+			what = fmt.Sprintf("full S=%d %d:%d d128", s-64, h[0], h[1])
+			if v := k.Describe(p, kernels.Bwd).Variant; strings.Contains(v, "tail-") {
+				t.Errorf("%s: the backward's row says %q: full's tail with a partial last key tile", what, v)
+			}
+			runCheck(t, k, p, 1743, what)
 		}
 	}
 	if !k.arch.compiles("LONGCA_BWD_TAIL_PAIRS") {
@@ -278,6 +282,15 @@ func TestTailWave(t *testing.T) {
 			t.Fatalf("%s: no length up to 8K whose paired backward splits its last wave", what)
 		}
 		checkTail(p, uint64(1750+i), what)
+		if i == 0 { // the same pairs with a partial last key tile (keys past the length neither written nor summed)
+			p.Mask = smallMask(t, "causal", p.Mask.SeqQ-64)
+			v = k.Describe(p, kernels.Bwd).Variant
+			what = fmt.Sprintf("causal S=%d %d:%d d128 (%s)", p.Mask.SeqQ, h[0], h[1], v)
+			if !strings.Contains(v, "tail-") {
+				t.Fatalf("%s: the pairs' tail not split with a partial last key tile", what)
+			}
+			checkTail(p, 1753, what)
+		}
 	}
 }
 

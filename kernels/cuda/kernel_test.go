@@ -794,6 +794,14 @@ func TestTailPlanOnlyOnEvenRows(t *testing.T) {
 	if !evenRows(wf) || evenRows(wc) {
 		t.Fatalf("evenRows: full %v, causal %v; want true, false", evenRows(wf), evenRows(wc))
 	}
+	// a partial last key tile weighs less: full's rule takes no tail there (TestTailWave's
+	// partial length), causal's pairs may (2,112 at 64:16: the GPU test's partial pairs)
+	if wp := backwardList(t, 42, 16384-64, "full"); evenRows(wp) {
+		t.Errorf("evenRows: full 16,320 (a partial last key tile) true, want false")
+	}
+	if wp := backwardList(t, 42, 2112, "causal"); !evenPairs(wp) {
+		t.Errorf("evenPairs: causal 2,112 (a partial last key tile) false, want true")
+	}
 	tq, sm := &Kernel{arch: variantNamed(t, "sm90tq")}, &Kernel{arch: variantNamed(t, "sm90")}
 	if got := tq.tailPlan(&deviceList{w: wf}, schedKTFast, 1, 8, 8, 128); got != 8 {
 		t.Errorf("sm90tq's tail on full 16K 64:8 d128: %d parts, want 8", got)
