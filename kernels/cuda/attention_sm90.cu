@@ -763,15 +763,16 @@ constexpr bool kLateFence = true;
 #else
 constexpr bool kLateFence = false;
 #endif
-// LONGCA_BWD_TAIL (experiment sm90tq): entries of their own (bwd90et, bwd90est; the template's
-// TL) take the unpaired head-dim-128 backward's blocks over a 1-D grid (bit 9 of sched), the
-// whole waves' items unsplit in bwd90et and the last wave's items split in bwd90est (their
-// first item in bits 12-30), dK and dV of those summed by bwd90_dkv_reduce_tail. The entries
-// every other plan runs (bwd90e, bwd90es, ...) are compiled as without the define: call 82's
-// sm90tp, its code in bwd90e and bwd90es themselves, moved cells it does not split by -4.9
-// to +4.3% (share_question 16K, sliding_window_causal 48K; one run each on an H100).
-// LONGCA_BWD_TAIL_PAIRS (experiment sm90tp, with LONGCA_BWD_TAIL): the same for the pairs'
-// plan (bwd90ept whole waves, bwd90espt the last wave's split), an item a pair of key tiles.
+// LONGCA_BWD_TAIL (sm90's since calls 85-86's sm90tp): entries of their own (bwd90et,
+// bwd90est; the template's TL) take the unpaired head-dim-128 backward's blocks over a 1-D
+// grid (bit 9 of sched), the whole waves' items unsplit in bwd90et and the last wave's items
+// split in bwd90est (their first item in bits 12-30), dK and dV of those summed by
+// bwd90_dkv_reduce_tail. The entries every other plan runs (bwd90e, bwd90es, ...) are
+// compiled as without the define: call 82's sm90tp, its code in bwd90e and bwd90es
+// themselves, moved cells it does not split by -4.9 to +4.3% (share_question 16K,
+// sliding_window_causal 48K; one run each on an H100).
+// LONGCA_BWD_TAIL_PAIRS (sm90's since calls 85-86, with LONGCA_BWD_TAIL): the same for the
+// pairs' plan (bwd90ept whole waves, bwd90espt the last wave's split), an item a pair of key tiles.
 // LONGCA_BWD_LATE_FENCE_PAIRS (sm90's since call 80's sm90qp: the paired d128 cells +1.2 to
 // +2.6% on an H100, 11 of 13 up): the late publish in the pairs' entries too,
 // at every step (also across the change of key tile, which waits for K and V but writes dK
@@ -908,7 +909,7 @@ DEV void bwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, const
   // or was level in call 44; the SPLIT entries split there too), or deterministic, one part.
   const int gs = (D == 64 || SPLIT) && !DET ? max(1, (sched >> 4) & 15) : 1;
   const int rows = wl.row_tiles;
-  // TL (experiment sm90tq's entries; the host sets bit 9 of sched, and bits 12-30 to B): a
+  // TL (the tail's entries; the host sets bit 9 of sched, and bits 12-30 to B): a
   // 1-D grid over the items (KV head, key tile), the key tiles fastest. Unsplit (bwd90et),
   // blockIdx.x is the item; split (bwd90est, the last wave's items), item B + blockIdx.x /
   // gs, part blockIdx.x % gs.
@@ -1522,8 +1523,8 @@ DEV void dkv90_reduce(const float *__restrict__ kp, const float *__restrict__ vp
     dkv90_sum_at(kp, vp, dk, dv, i, n, gs, scale, i);
 }
 
-// dK and dV of the tail's items (sm90tq): items first .. first+items-1 of the 1-D grid's
-// order (KV head item / rows, key tile order[item % rows]; paired (sm90tp), a KV head has
+// dK and dV of the tail's items: items first .. first+items-1 of the 1-D grid's
+// order (KV head item / rows, key tile order[item % rows]; paired, a KV head has
 // (rows + 1) / 2 items, item x its key tiles order[x] and order[rows - 1 - x] where that is
 // another), each NB key rows of D, summed over gs fp32 partials into dk and dv, dK scaled.
 // The partials are compact, the split entries' (bwd90est, bwd90espt): [gs][items][tiles][NB][D],
@@ -1747,7 +1748,7 @@ SM90_DKV_REDUCE(bf16, __nv_bfloat16)
 SM90_DKV_REDUCE(fp16, __half)
 
 #ifdef LONGCA_BWD_TAIL
-// The tail's reduction (sm90tq): the last wave's items only, at head dim 128 over 128-key tiles.
+// The tail's reduction: the last wave's items only, at head dim 128 over 128-key tiles.
 #define SM90_DKV_REDUCE_TAIL(NAME, T)                                                                          \
   extern "C" __global__ void bwd90_dkv_reduce_tail_##NAME(const float *kp, const float *vp, T *dk, T *dv,     \
                                                        const int *order, int rows, int first, int items,      \
@@ -1786,8 +1787,7 @@ SM90_BWD_P(bwd90esp, fp16, __half, 128, false, true, 2, BBN9, true, false, true)
 #endif
 #endif
 
-// The tail's entries (experiment sm90tq, LONGCA_BWD_TAIL; sm90tp's paired ones with
-// LONGCA_BWD_TAIL_PAIRS): the tail's versions of bwd90e and bwd90es (bwd90ep, bwd90esp), launched
+// The tail's entries (LONGCA_BWD_TAIL; the paired ones with LONGCA_BWD_TAIL_PAIRS): the tail's versions of bwd90e and bwd90es (bwd90ep, bwd90esp), launched
 // only over tailLaunch's 1-D grids (sched bit 9), the split ones only on the last wave's items.
 #if defined(LONGCA_BWD_EARLY) && defined(LONGCA_BWD_SPLIT128) && defined(LONGCA_BWD_TAIL)
 SM90_BWD_T(bwd90et, bf16, __nv_bfloat16, 128, false, true, 2, BBN9, false, false, PAIRS, true)

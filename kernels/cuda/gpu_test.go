@@ -222,10 +222,11 @@ func checkSplitLabel(t *testing.T, k *Kernel, p kernels.Problem, what string) {
 	}
 }
 
-// sm90tq's last wave split (LONGCA_BWD_TAIL): full at head dim 128 at the shortest lengths
-// whose blocks fill a wave and leave a partial one that tailParts splits on this device (2, 4
-// and 8 parts on 132 SMs), the row saying tail-N, checked, and (sm90tp) causal's pairs the
-// same; the variants that do not compile the tail have nothing of it to test.
+// sm90's last wave split (LONGCA_BWD_TAIL, since calls 85-86): full at head dim 128 at the
+// shortest lengths whose blocks fill a wave and leave a partial one that tailParts splits on
+// this device (2, 4 and 8 parts on 132 SMs), the row saying tail-N, checked, and
+// (LONGCA_BWD_TAIL_PAIRS) causal's pairs the same; the variants that do not compile the tail
+// (sm90nt, sm90-c75) have nothing of it to test.
 func TestTailWave(t *testing.T) {
 	k := gpuKernel(t)
 	if !k.arch.compiles("LONGCA_BWD_TAIL") {
@@ -269,7 +270,7 @@ func TestTailWave(t *testing.T) {
 	if !k.arch.compiles("LONGCA_BWD_TAIL_PAIRS") {
 		return
 	}
-	// sm90tp: causal's pairs, at the shortest length whose plan pairs and splits the last wave
+	// causal's pairs, at the shortest length whose plan pairs and splits the last wave
 	for i, h := range [][2]int{{64, 16}, {16, 8}} {
 		var p kernels.Problem
 		v := ""

@@ -718,7 +718,7 @@ func TestSM90RMDefines(t *testing.T) {
 
 // The dQ stage's late publish (call 79's sm90qf, in the pairs' entries too since call 80's
 // sm90qp): sm90 compiles both defines, sm90-c75 (the default before the nineteenth session's
-// promotions) leaves both out and is otherwise sm90's; and in the early backward's loop the
+// promotions) leaves both out and is otherwise sm90's but for the later tail; and in the early backward's loop the
 // late publish follows the next step's S^T and dP^T (issue_sdp) and precedes the wait for dK.
 func TestLateFenceDefines(t *testing.T) {
 	sm, c75 := variantNamed(t, "sm90"), variantNamed(t, "sm90-c75")
@@ -727,8 +727,12 @@ func TestLateFenceDefines(t *testing.T) {
 			t.Errorf("%s: in sm90 %v, in sm90-c75 %v; want true, false", d, slices.Contains(sm.defines, d), slices.Contains(c75.defines, d))
 		}
 	}
-	if len(c75.defines) != len(sm.defines)-4 {
-		t.Errorf("sm90-c75 defines %v: want sm90's %v less four", c75.defines, sm.defines)
+	// less the four of calls 74-80 and the tail's two of calls 85-86
+	if len(c75.defines) != len(sm.defines)-6 {
+		t.Errorf("sm90-c75 defines %v: want sm90's %v less six", c75.defines, sm.defines)
+	}
+	if nt := variantNamed(t, "sm90nt"); len(nt.defines) != len(sm.defines)-2 || nt.compiles("LONGCA_BWD_TAIL") || nt.compiles("LONGCA_BWD_TAIL_PAIRS") {
+		t.Errorf("sm90nt defines %v: want sm90's %v less the tail's two", nt.defines, sm.defines)
 	}
 	loop := extract(t, SourceSM90(), "constexpr bool late = kLateFence", "mbar_arrive(&emptyQ[it % STAGES]);")
 	sdp, pub, wait := strings.Index(loop, "issue_sdp(it + 1);"), strings.Index(loop, "if (late) publish_dq();"), strings.Index(loop, "wgmma_wait<1>();")
@@ -737,7 +741,7 @@ func TestLateFenceDefines(t *testing.T) {
 	}
 }
 
-// sm90tq's rule (tailParts): the parts that leave the least of the last wave idle, where
+// sm90's tail rule (tailParts): the parts that leave the least of the last wave idle, where
 // that saves 1% of the pass; the cells docs/perf.md predicts from (full d128 64:8 on 132
 // SMs) and the edges.
 func TestTailParts(t *testing.T) {
@@ -786,9 +790,11 @@ func TestTailElems(t *testing.T) {
 	}
 }
 
-// The tail is sm90tq's and sm90tp's only: sm90tq's rule runs on full's backward list (every
-// key tile as many full entries) and on no causal one, sm90tp's on causal's pairs too (of one
-// weight: 2 (rows + 1) entries), never within documents or split; sm90 never takes it.
+// The tail is sm90's (since calls 85-86's sm90tp): its rule runs on full's backward list
+// (every key tile as many full entries) and on causal's pairs (of one weight: 2 (rows + 1)
+// entries), never on causal's unpaired rows, within documents or split; sm90nt and sm90-c75
+// (neither tail define) and a variant with the unpaired define only (entries that map the
+// pairs' grid as 2-D) never take it where they lack the entries.
 func TestTailPlanOnlyOnEvenRows(t *testing.T) {
 	wf, wc, wc32 := backwardList(t, 42, 16384, "full"), backwardList(t, 42, 16384, "causal"), backwardList(t, 42, 32768, "causal")
 	if !evenRows(wf) || evenRows(wc) {
@@ -802,36 +808,36 @@ func TestTailPlanOnlyOnEvenRows(t *testing.T) {
 	if wp := backwardList(t, 42, 2112, "causal"); !evenPairs(wp) {
 		t.Errorf("evenPairs: causal 2,112 (a partial last key tile) false, want true")
 	}
-	tq, sm := &Kernel{arch: variantNamed(t, "sm90tq")}, &Kernel{arch: variantNamed(t, "sm90")}
-	if got := tq.tailPlan(&deviceList{w: wf}, schedKTFast, 1, 8, 8, 128); got != 8 {
-		t.Errorf("sm90tq's tail on full 16K 64:8 d128: %d parts, want 8", got)
-	}
-	// sm90tp: causal 32K's pairs (1,024 blocks at 64:8) of one weight, 8 parts; 16K's 512 none
-	tp := &Kernel{arch: variantNamed(t, "sm90tp")}
 	if !evenPairs(wc) || !evenPairs(wc32) {
 		t.Fatalf("evenPairs: causal 16K %v, 32K %v; want true", evenPairs(wc), evenPairs(wc32))
 	}
-	if got := tp.tailPlan(&deviceList{w: wc32}, schedKTFast|8, 1, 8, 8, 128); got != 8 {
-		t.Errorf("sm90tp's tail on causal 32K 64:8 d128, paired: %d parts, want 8", got)
+	sm := &Kernel{arch: variantNamed(t, "sm90")}
+	if got := sm.tailPlan(&deviceList{w: wf}, schedKTFast, 1, 8, 8, 128); got != 8 {
+		t.Errorf("sm90's tail on full 16K 64:8 d128: %d parts, want 8", got)
 	}
-	if got := tp.tailPlan(&deviceList{w: wf}, schedKTFast, 1, 8, 8, 128); got != 8 {
-		t.Errorf("sm90tp's tail on full 16K 64:8 d128: %d parts, want 8 (sm90tq's)", got)
+	// causal 32K's pairs (1,024 blocks at 64:8) of one weight, 8 parts; 16K's 512 none
+	if got := sm.tailPlan(&deviceList{w: wc32}, schedKTFast|8, 1, 8, 8, 128); got != 8 {
+		t.Errorf("sm90's tail on causal 32K 64:8 d128, paired: %d parts, want 8", got)
 	}
-	// sm90tp without its pairs define and sm90tq without its define (entries that map the
-	// grid as 2-D): never
-	noDef := &Kernel{arch: variantNamed(t, "sm90tp")}
-	noDef.arch.defines = slices.DeleteFunc(slices.Clone(noDef.arch.defines), func(d string) bool { return d == "LONGCA_BWD_TAIL_PAIRS" })
-	noTail := &Kernel{arch: variantNamed(t, "sm90tq")}
-	noTail.arch.defines = slices.Clone(sm.arch.defines)
+	unpairedOnly := &Kernel{arch: variantNamed(t, "sm90")}
+	unpairedOnly.arch.defines = slices.DeleteFunc(slices.Clone(unpairedOnly.arch.defines), func(d string) bool { return d == "LONGCA_BWD_TAIL_PAIRS" })
+	if got := unpairedOnly.tailPlan(&deviceList{w: wf}, schedKTFast, 1, 8, 8, 128); got != 8 {
+		t.Errorf("sm90 without LONGCA_BWD_TAIL_PAIRS on full 16K 64:8 d128: %d parts, want 8", got)
+	}
+	nt, c75 := &Kernel{arch: variantNamed(t, "sm90nt")}, &Kernel{arch: variantNamed(t, "sm90-c75")}
 	for _, c := range []struct {
 		k     *Kernel
 		w     *WorkList
 		sched int32
 		gs, d int
-	}{{noDef, wc32, schedKTFast | 8, 1, 128}, {noTail, wf, schedKTFast, 1, 128}, {sm, wf, schedKTFast, 1, 128}, {tq, wc, schedKTFast, 1, 128}, {tq, wf, schedKTFast, 2, 128}, {tq, wf, schedKTFast | 8, 1, 128}, {tq, wf, schedKTFast, 1, 64},
-		{tq, wc32, schedKTFast | 8, 1, 128}, {tp, wc, schedKTFast | 8, 1, 128}, {tp, wc32, schedKTFast | 8 | schedDocPairs, 1, 128}, {tp, wc32, schedKTFast | 8, 2, 128}} {
+	}{{unpairedOnly, wc32, schedKTFast | 8, 1, 128}, {nt, wf, schedKTFast, 1, 128}, {nt, wc32, schedKTFast | 8, 1, 128}, {c75, wf, schedKTFast, 1, 128},
+		{sm, wc, schedKTFast, 1, 128}, {sm, wf, schedKTFast, 2, 128}, {sm, wf, schedKTFast | 8, 1, 128}, {sm, wf, schedKTFast, 1, 64},
+		{sm, wc, schedKTFast | 8, 1, 128}, {sm, wc32, schedKTFast | 8 | schedDocPairs, 1, 128}, {sm, wc32, schedKTFast | 8, 2, 128}} {
 		if got := c.k.tailPlan(&deviceList{w: c.w}, c.sched, c.gs, 8, 8, c.d); got != 1 {
 			t.Errorf("%s, sched %#x, gs %d, d %d: tail %d, want none", c.k.arch.name, c.sched, c.gs, c.d, got)
 		}
+	}
+	if (&Kernel{arch: variantNamed(t, "sm90"), det: true}).tailPlan(&deviceList{w: wf}, schedKTFast, 1, 8, 8, 128) != 1 {
+		t.Errorf("sm90's deterministic backward takes the tail")
 	}
 }

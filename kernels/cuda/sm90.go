@@ -969,7 +969,7 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 		return err
 	}
 	sched, gs := k.backwardPlan(dl, p.HeadsKV, hq/p.HeadsKV, d)
-	tp := k.tailPlan(dl, sched, gs, p.HeadsKV, hq/p.HeadsKV, d) // sm90tq: the last wave's parts (1: none)
+	tp := k.tailPlan(dl, sched, gs, p.HeadsKV, hq/p.HeadsKV, d) // the last wave's parts (1: none)
 	if bv.qStep > bv.qTile && sched&8 != 0 {                    // the bwd90qq kernel walks no pairs: half the blocks would be launched for nothing
 		return fmt.Errorf("cuda: the %s backward takes %d queries a step and walks no pairs, but its plan is %#x", bv.fn, bv.qStep, sched)
 	}
@@ -1097,10 +1097,11 @@ func (k *Kernel) backward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList
 	})
 }
 
-// tailPlan is the parts sm90tq splits the head-dim-128 backward's last, partial wave into (1:
-// none, and always 1 for every other variant): on an unsplit plan over one list, unpaired
-// where its row tiles are all of one weight (evenRows: full), or (sm90tp) paired where its
-// pairs are (evenPairs: causal), tailParts of its heads x items blocks.
+// tailPlan is the parts sm90 splits the head-dim-128 backward's last, partial wave into (1:
+// none, and always 1 for the variants that do not compile the tail: sm90nt, sm90-c75): on an
+// unsplit plan over one list, unpaired where its row tiles are all of one weight (evenRows:
+// full), or paired where its pairs are (evenPairs: causal), tailParts of its heads x items
+// blocks.
 func (k *Kernel) tailPlan(dl *deviceList, sched int32, gs, heads, group, d int) int {
 	// the tail's entries are compiled with the early split backward's (LONGCA_BWD_SPLIT128) and
 	// write partials of 128-key tiles (BBN9), as many as tailElems sizes by the list's tiles
@@ -1166,7 +1167,7 @@ func evenRows(w *WorkList) bool {
 	return true
 }
 
-// tailParts is how many parts sm90tq splits each item of the last, partial wave into, over a
+// tailParts is how many parts sm90 splits each item of the last, partial wave into, over a
 // group of query heads, where blocks unsplit blocks run on slots SMs (one block an SM): the whole
 // waves' blocks run unsplit, the last wave's r items as r x P blocks of 1/P of the work,
 // which take ceil(r P / slots) / P of a wave instead of one; the P of 2, 4 and 8 dividing
@@ -1227,7 +1228,7 @@ func itemTiles(paired bool) int {
 	return 1
 }
 
-// tailLaunch is sm90tq's backward launch: the whole waves' items in the unsplit entry (main)
+// tailLaunch is the backward's launch with its last wave split: the whole waves' items in the unsplit entry (main)
 // over a 1-D grid, the last wave's items in the split entry (split) in parts blocks each, their
 // fp32 partials of dK and dV summed into dk and dv by reduce.
 type tailLaunch struct {
