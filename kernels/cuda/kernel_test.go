@@ -792,7 +792,8 @@ func TestTailElems(t *testing.T) {
 
 // The tail is sm90's (since calls 85-86's sm90tp): its rule runs on full's backward list
 // (every key tile as many full entries) and on causal's pairs (of one weight: 2 (rows + 1)
-// entries), never on causal's unpaired rows, within documents or split; sm90nt and sm90-c75
+// entries), never on causal's unpaired rows, within documents, split or in another order than
+// a head's key tiles together (sm90fn's); sm90nt and sm90-c75
 // (neither tail define) and a variant with the unpaired define only (entries that map the
 // pairs' grid as 2-D) never take it where they lack the entries.
 func TestTailPlanOnlyOnEvenRows(t *testing.T) {
@@ -832,12 +833,20 @@ func TestTailPlanOnlyOnEvenRows(t *testing.T) {
 		gs, d int
 	}{{unpairedOnly, wc32, schedKTFast | 8, 1, 128}, {nt, wf, schedKTFast, 1, 128}, {nt, wc32, schedKTFast | 8, 1, 128}, {c75, wf, schedKTFast, 1, 128},
 		{sm, wc, schedKTFast, 1, 128}, {sm, wf, schedKTFast, 2, 128}, {sm, wf, schedKTFast | 8, 1, 128}, {sm, wf, schedKTFast, 1, 64},
-		{sm, wc, schedKTFast | 8, 1, 128}, {sm, wc32, schedKTFast | 8 | schedDocPairs, 1, 128}, {sm, wc32, schedKTFast | 8, 2, 128}} {
+		{sm, wc, schedKTFast | 8, 1, 128}, {sm, wc32, schedKTFast | 8 | schedDocPairs, 1, 128}, {sm, wc32, schedKTFast | 8, 2, 128},
+		{sm, wf, schedNoRot, 1, 128}, {sm, wc32, schedNoRot | 8, 1, 128}} { // the tail's grid walks a head's key tiles together: not sm90fn's order
 		if got := c.k.tailPlan(&deviceList{w: c.w}, c.sched, c.gs, 8, 8, c.d); got != 1 {
 			t.Errorf("%s, sched %#x, gs %d, d %d: tail %d, want none", c.k.arch.name, c.sched, c.gs, c.d, got)
 		}
 	}
 	if (&Kernel{arch: variantNamed(t, "sm90"), det: true}).tailPlan(&deviceList{w: wf}, schedKTFast, 1, 8, 8, 128) != 1 {
 		t.Errorf("sm90's deterministic backward takes the tail")
+	}
+	// sm90fn (heaviest first over all heads, the order rule's other side) keeps its order on
+	// full 16K, where sm90 splits the tail
+	fn := &Kernel{arch: variantNamed(t, "sm90fn")}
+	fn.bwd = fn.arch.bwd
+	if sched, g := fn.backwardPlan(&deviceList{w: wf}, 8, 8, 128); fn.tailPlan(&deviceList{w: wf}, sched, g, 8, 8, 128) != 1 {
+		t.Errorf("sm90fn's full 16K backward (sched %#x) takes the tail", sched)
 	}
 }
