@@ -497,12 +497,25 @@ func (k *Kernel) DeterministicBackward() bool { return k.det && inSM90(k.bwd.fn)
 // memory session.FitKernels adds to a case's footprint before anything is allocated): at
 // head dim 64 on the sm90 variants that split (gsplit) 4 or 2 of groupSplit's parts, at
 // 128 the variant's split128 where it divides the group (sm90 2, 4 or 8 by its rule; sm90g8
-// 8 always); 1 for the deterministic backward, other head dims and the other variants.
-// The mirror of backwardPlan's conditions; an upper bound, as a rule may not split.
+// 8 always), or at 128 the last wave's split (tailPlan: 2, 4 or 8 dividing the group, its
+// compact partials fewer than as many whole ones) where the variant compiles it and that is
+// more (sm90ns); 1 for the deterministic backward, other head dims and the other variants.
+// The mirror of backwardPlan's and tailPlan's conditions; an upper bound, as a rule may not
+// split.
 func (k *Kernel) BackwardPartials(group, d int) int {
 	if k.det || !inSM90(k.bwd.fn) || group < 2 {
 		return 1
 	}
+	g := k.groupPartials(group, d)
+	always := k.arch.split128 > 1 && !k.arch.split128Rule && group%k.arch.split128 == 0 // sm90g2 / g8: never unsplit, so never a tail
+	if d == 128 && !always && k.arch.compiles("LONGCA_BWD_TAIL") && k.arch.compiles("LONGCA_BWD_SPLIT128") {
+		g = max(g, mostParts(split128Tries, 8, group))
+	}
+	return g
+}
+
+// groupPartials is BackwardPartials's bound for the group split alone.
+func (k *Kernel) groupPartials(group, d int) int {
 	switch {
 	case d == 64 && k.arch.gsplit:
 		return mostParts(groupSplitParts, group, group)

@@ -581,7 +581,10 @@ func TestForwardGrid(t *testing.T) {
 
 // BackwardPartials bounds the split every variant's plan takes (the footprint's fp32
 // partials, counted before anything is allocated): sm90 4 or 2 at head dim 64 and at 128 8 at
-// a group of 8, 2 at 6 (since call 67), sm90g8 8 at a group of 8 and none at 4, sm90g2 2, the deterministic backward and sm80 none; and no
+// a group of 8, 2 at 6 (since call 67), sm90g8 8 at a group of 8 and at 4 (where it cannot
+// split) the tail's 4, sm90g2 2 (always split, so never a tail), sm90ns, sm90nt and sm90-c75
+// the tail's or the rule's (the larger of the rules a variant compiles), the deterministic
+// backward and sm80 none; and no
 // plan splits in more parts than it says, on masks whose plans split and on masks whose do
 // not, at groups of 8 and 2.
 func TestBackwardPartials(t *testing.T) {
@@ -591,7 +594,7 @@ func TestBackwardPartials(t *testing.T) {
 		group, d int
 		want     int
 	}{{"sm90", false, 8, 128, 8}, {"sm90", false, 8, 64, 4}, {"sm90", false, 2, 64, 2}, {"sm90", false, 6, 128, 2}, {"sm90", false, 1, 128, 1},
-		{"sm90g8", false, 8, 128, 8}, {"sm90g8", false, 4, 128, 1}, {"sm90g2", false, 8, 128, 2}, {"sm90", true, 8, 128, 1}, {"sm80", false, 8, 128, 1}} {
+		{"sm90g8", false, 8, 128, 8}, {"sm90g8", false, 4, 128, 4}, {"sm90g2", false, 8, 128, 2}, {"sm90g2", false, 3, 128, 1}, {"sm90ns", false, 8, 128, 8}, {"sm90nt", false, 8, 128, 8}, {"sm90nt", false, 4, 128, 4}, {"sm90-c75", false, 4, 128, 4}, {"sm90", true, 8, 128, 1}, {"sm80", false, 8, 128, 1}} {
 		a := variantNamed(t, c.variant)
 		k := &Kernel{arch: a, bwd: a.bwd, det: c.det}
 		if got := k.BackwardPartials(c.group, c.d); got != c.want {
@@ -607,8 +610,13 @@ func TestBackwardPartials(t *testing.T) {
 			w := backwardList(t, 42, 16384, m)
 			for _, hs := range []struct{ heads, group int }{{8, 8}, {32, 2}} {
 				for _, d := range []int{64, 128} {
-					if _, g := k.backwardPlan(&deviceList{w: w}, hs.heads, hs.group, d); g > k.BackwardPartials(hs.group, d) {
+					sched, g := k.backwardPlan(&deviceList{w: w}, hs.heads, hs.group, d)
+					if g > k.BackwardPartials(hs.group, d) {
 						t.Errorf("%s, %s 16K at %d:%d head dim %d: the plan splits in %d, BackwardPartials says at most %d", a.name, m, hs.heads*hs.group, hs.heads, d, g, k.BackwardPartials(hs.group, d))
+					}
+					// the last wave's split: its compact partials within as many whole ones
+					if tp := k.tailPlan(&deviceList{w: w}, sched, g, hs.heads, hs.group, d); tp > k.BackwardPartials(hs.group, d) {
+						t.Errorf("%s, %s 16K at %d:%d head dim %d: the tail splits in %d, BackwardPartials says at most %d", a.name, m, hs.heads*hs.group, hs.heads, d, tp, k.BackwardPartials(hs.group, d))
 					}
 				}
 			}
