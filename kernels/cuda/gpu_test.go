@@ -267,6 +267,26 @@ func TestTailWave(t *testing.T) {
 			runCheck(t, k, p, 1743, what)
 		}
 	}
+	// context-parallel windows of full (SeqQ != SeqK, at offsets, as a ring's steps): every
+	// row tile full, so the tail splits there too; at 16:8, keys of the first length above
+	{
+		r := 2
+		for ; r <= 64 && tailParts(8*r, 2, k.blockSlots()) == 1; r++ {
+		}
+		nk := 128 * r
+		whole := smallMask(t, "full", nk+2048)
+		for i, c := range [][4]int{{0, 1024, 0, nk}, {1024, 2048, 128, 128 + nk}} {
+			p := kernels.Problem{HeadsQ: 16, HeadsKV: 8, HeadDim: 128, DType: tensor.BF16,
+				Mask: whole.Window(mask.Range{Start: c[0], End: c[1]}, mask.Range{Start: c[2], End: c[3]})}
+			v := k.Describe(p, kernels.Bwd).Variant
+			what := fmt.Sprintf("full window q[%d,%d) k[%d,%d) 16:8 d128 (%s)", c[0], c[1], c[2], c[3], v)
+			if !strings.Contains(v, "tail-") {
+				t.Errorf("%s: the window's backward does not split its last wave", what)
+				continue
+			}
+			checkTail(p, uint64(1760+i), what)
+		}
+	}
 	if !k.arch.compiles("LONGCA_BWD_TAIL_PAIRS") {
 		return
 	}
