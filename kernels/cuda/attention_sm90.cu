@@ -1787,8 +1787,9 @@ SM90_BWD_P(bwd90esp, fp16, __half, 128, false, true, 2, BBN9, true, false, true)
 #endif
 #endif
 
-// The tail's entries (LONGCA_BWD_TAIL; the paired ones with LONGCA_BWD_TAIL_PAIRS): the tail's versions of bwd90e and bwd90es (bwd90ep, bwd90esp), launched
-// only over tailLaunch's 1-D grids (sched bit 9), the split ones only on the last wave's items.
+// The tail's entries (LONGCA_BWD_TAIL; the paired ones with LONGCA_BWD_TAIL_PAIRS): the
+// tail's versions of bwd90e and bwd90es (bwd90ep, bwd90esp), launched only over tailLaunch's
+// 1-D grids (sched bit 9), the split ones only on the last wave's items.
 #if defined(LONGCA_BWD_EARLY) && defined(LONGCA_BWD_SPLIT128) && defined(LONGCA_BWD_TAIL)
 SM90_BWD_T(bwd90et, bf16, __nv_bfloat16, 128, false, true, 2, BBN9, false, false, PAIRS, true)
 SM90_BWD_T(bwd90et, fp16, __half, 128, false, true, 2, BBN9, false, false, PAIRS, true)

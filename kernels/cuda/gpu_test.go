@@ -241,6 +241,7 @@ func TestTailWave(t *testing.T) {
 			t.Errorf("%s: the backward ran without its tail launch", what)
 		}
 	}
+	nk := 0 // 16:8's length, the windows' keys below
 	for i, h := range [][2]int{{16, 8}, {64, 16}, {64, 8}} {
 		s := 0
 		for r := 2; r <= 64 && s == 0; r++ {
@@ -259,6 +260,7 @@ func TestTailWave(t *testing.T) {
 		}
 		checkTail(p, uint64(1740+i), what)
 		if i == 0 { // a partial last key tile weighs less: full's rule (evenRows) splits no tail there
+			nk = s
 			p.Mask = smallMask(t, "full", s-64)
 			what = fmt.Sprintf("full S=%d %d:%d d128", s-64, h[0], h[1])
 			if v := k.Describe(p, kernels.Bwd).Variant; strings.Contains(v, "tail-") {
@@ -268,24 +270,18 @@ func TestTailWave(t *testing.T) {
 		}
 	}
 	// context-parallel windows of full (SeqQ != SeqK, at offsets, as a ring's steps): every
-	// row tile full, so the tail splits there too; at 16:8, keys of the first length above
-	{
-		r := 2
-		for ; r <= 64 && tailParts(8*r, 2, k.blockSlots()) == 1; r++ {
+	// row tile full, so the tail splits there too; at 16:8, keys of its length above
+	whole := smallMask(t, "full", nk+2048)
+	for i, c := range [][4]int{{0, 1024, 0, nk}, {1024, 2048, 128, 128 + nk}} {
+		p := kernels.Problem{HeadsQ: 16, HeadsKV: 8, HeadDim: 128, DType: tensor.BF16,
+			Mask: whole.Window(mask.Range{Start: c[0], End: c[1]}, mask.Range{Start: c[2], End: c[3]})}
+		v := k.Describe(p, kernels.Bwd).Variant
+		what := fmt.Sprintf("full window q[%d,%d) k[%d,%d) 16:8 d128 (%s)", c[0], c[1], c[2], c[3], v)
+		if !strings.Contains(v, "tail-") {
+			t.Errorf("%s: the window's backward does not split its last wave", what)
+			continue
 		}
-		nk := 128 * r
-		whole := smallMask(t, "full", nk+2048)
-		for i, c := range [][4]int{{0, 1024, 0, nk}, {1024, 2048, 128, 128 + nk}} {
-			p := kernels.Problem{HeadsQ: 16, HeadsKV: 8, HeadDim: 128, DType: tensor.BF16,
-				Mask: whole.Window(mask.Range{Start: c[0], End: c[1]}, mask.Range{Start: c[2], End: c[3]})}
-			v := k.Describe(p, kernels.Bwd).Variant
-			what := fmt.Sprintf("full window q[%d,%d) k[%d,%d) 16:8 d128 (%s)", c[0], c[1], c[2], c[3], v)
-			if !strings.Contains(v, "tail-") {
-				t.Errorf("%s: the window's backward does not split its last wave", what)
-				continue
-			}
-			checkTail(p, uint64(1760+i), what)
-		}
+		checkTail(p, uint64(1760+i), what)
 	}
 	if !k.arch.compiles("LONGCA_BWD_TAIL_PAIRS") {
 		return

@@ -233,6 +233,12 @@ type archVariant struct {
 // LONGCA_BWD_TAIL_PAIRS, the same for the pairs; sm90nt and sm90-c75 compile neither).
 func (v archVariant) compiles(define string) bool { return slices.Contains(v.defines, define) }
 
+// tails says whether the variant compiles the tail's entries (LONGCA_BWD_TAIL, built with the
+// early split backward's LONGCA_BWD_SPLIT128): tailPlan's and BackwardPartials's condition.
+func (v archVariant) tails() bool {
+	return v.compiles("LONGCA_BWD_TAIL") && v.compiles("LONGCA_BWD_SPLIT128")
+}
+
 // archVariant.docPairs's values.
 const (
 	docPairsNever  int8 = 0
@@ -508,7 +514,7 @@ func (k *Kernel) BackwardPartials(group, d int) int {
 	}
 	g := k.groupPartials(group, d)
 	always := k.arch.split128 > 1 && !k.arch.split128Rule && group%k.arch.split128 == 0 // sm90g2 / g8: never unsplit, so never a tail
-	if d == 128 && !always && k.arch.compiles("LONGCA_BWD_TAIL") && k.arch.compiles("LONGCA_BWD_SPLIT128") {
+	if d == 128 && !always && k.arch.tails() {
 		g = max(g, mostParts(split128Tries, 8, group))
 	}
 	return g

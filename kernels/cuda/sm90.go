@@ -1107,7 +1107,7 @@ func (k *Kernel) tailPlan(dl *deviceList, sched int32, gs, heads, group, d int) 
 	// write partials of 128-key tiles (BBN9), as many as tailElems sizes by the list's tiles
 	// and walk a KV head's key tiles together (the 1-D grid's items, key tiles fastest): a plan
 	// of another order (sm90fn's heaviest first over all heads) keeps its order unsplit
-	if !k.arch.compiles("LONGCA_BWD_TAIL") || !k.arch.compiles("LONGCA_BWD_SPLIT128") || d != 128 || k.det || gs != 1 ||
+	if !k.arch.tails() || d != 128 || k.det || gs != 1 ||
 		sched&schedKTFast != schedKTFast || sched&schedDocPairs != 0 || dl.w.Lists != 1 || dl.w.RowTile != 128 {
 		return 1
 	}
