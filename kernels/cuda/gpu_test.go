@@ -233,7 +233,7 @@ func TestTailWave(t *testing.T) {
 		t.Skipf("%s does not split the backward's last wave", k.arch.name)
 	}
 	// runCheck, and the tail launched (a row's tail-N comes from the plan, not the launch)
-	checkTail := func(p kernels.Problem, seed uint64, what string) {
+	checkTailOf := func(k *Kernel, p kernels.Problem, seed uint64, what string) {
 		t.Helper()
 		before := k.tailLaunches.Load()
 		runCheck(t, k, p, seed, what)
@@ -241,6 +241,7 @@ func TestTailWave(t *testing.T) {
 			t.Errorf("%s: the backward ran without its tail launch", what)
 		}
 	}
+	checkTail := func(p kernels.Problem, seed uint64, what string) { t.Helper(); checkTailOf(k, p, seed, what) }
 	nk := 0 // 16:8's length, the windows' keys below
 	for i, h := range [][2]int{{16, 8}, {64, 16}, {64, 8}} {
 		s := 0
@@ -286,27 +287,48 @@ func TestTailWave(t *testing.T) {
 	if !k.arch.compiles("LONGCA_BWD_TAIL_PAIRS") {
 		return
 	}
-	// causal's pairs, at the shortest length whose plan pairs and splits the last wave
+	// causal's pairs. The default's plan walks them a head's key tiles together only from about
+	// 16K (below, its order rule takes heaviest first over all heads, an order the tail keeps
+	// unsplit: tailPlan), too long for the CPU reference; so a second kernel of this variant, its
+	// order fixed to key tiles together (the same entries), runs the pairs' tail at the shortest
+	// length whose plan pairs and splits the last wave, and the default must leave that length's
+	// other order unsplit
+	kk, err := kernels.New("cuda", kernels.Options{Variant: *variantFlag})
+	if err != nil {
+		t.Fatalf("the cuda kernel does not start: %v", err)
+	}
+	kt := kk.(*Kernel)
+	kt.arch.sched = schedKTFast
 	for i, h := range [][2]int{{64, 16}, {16, 8}} {
 		var p kernels.Problem
 		v := ""
 		for r := 4; r <= 64 && !strings.Contains(v, "tail-"); r++ {
 			p = kernels.Problem{HeadsQ: h[0], HeadsKV: h[1], HeadDim: 128, DType: tensor.BF16, Mask: smallMask(t, "causal", 128*r)}
-			v = k.Describe(p, kernels.Bwd).Variant
+			v = kt.Describe(p, kernels.Bwd).Variant
 		}
-		what := fmt.Sprintf("causal S=%d %d:%d d128 (%s)", p.Mask.SeqQ, h[0], h[1], v)
+		what := fmt.Sprintf("causal S=%d %d:%d d128 (%s, key tiles together)", p.Mask.SeqQ, h[0], h[1], v)
 		if !strings.Contains(v, "tail-") || !strings.Contains(v, "pairs-bwd") {
 			t.Fatalf("%s: no length up to 8K whose paired backward splits its last wave", what)
 		}
-		checkTail(p, uint64(1750+i), what)
+		checkTailOf(kt, p, uint64(1750+i), what)
+		bv := k.bwd.at(128)
+		dl, err := k.list(p, bv.qTile, bv.kTile, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sched, _ := k.backwardPlan(dl, h[1], h[0]/h[1], 128); sched&schedKTFast != schedKTFast {
+			if v := k.Describe(p, kernels.Bwd).Variant; strings.Contains(v, "tail-") {
+				t.Errorf("causal S=%d %d:%d d128: the default's plan (order %#x) is not key tiles together, but its row says %q", p.Mask.SeqQ, h[0], h[1], sched, v)
+			}
+		}
 		if i == 0 { // the same pairs with a partial last key tile (keys past the length neither written nor summed)
 			p.Mask = smallMask(t, "causal", p.Mask.SeqQ-64)
-			v = k.Describe(p, kernels.Bwd).Variant
-			what = fmt.Sprintf("causal S=%d %d:%d d128 (%s)", p.Mask.SeqQ, h[0], h[1], v)
+			v = kt.Describe(p, kernels.Bwd).Variant
+			what = fmt.Sprintf("causal S=%d %d:%d d128 (%s, key tiles together)", p.Mask.SeqQ, h[0], h[1], v)
 			if !strings.Contains(v, "tail-") {
 				t.Fatalf("%s: the pairs' tail not split with a partial last key tile", what)
 			}
-			checkTail(p, 1753, what)
+			checkTailOf(kt, p, 1753, what)
 		}
 	}
 }
