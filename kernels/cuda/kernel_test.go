@@ -858,3 +858,60 @@ func TestTailPlanOnlyOnEvenRows(t *testing.T) {
 		t.Errorf("sm90fn's full 16K backward (sched %#x) takes the tail", sched)
 	}
 }
+
+// TestTailWave's premises on the CPU, at the 132 SMs of both the H100 and the H200: the GPU
+// test searches lengths up to 8K for the tail's cases and fails where a rule change leaves it
+// none (call 87b: 07f9189 kept the default's causal pairs below 16K, ordered heaviest first,
+// unsplit, and the search, written before, found no length). Here the same searches, on the
+// plans alone: full's tail at 16:8, 64:16 and 64:8 on the default's own plan; causal's pairs'
+// tail at 64:16 (also with a partial last key tile) and 16:8 on the default's entries with
+// the order fixed to key tiles together (TestTailWave's second kernel), and the default's own
+// order there, where it is not key tiles together, unsplit.
+func TestTailWaveLengths(t *testing.T) {
+	sm := &Kernel{arch: variantNamed(t, "sm90")}
+	sm.bwd = sm.arch.bwd
+	kt := &Kernel{arch: variantNamed(t, "sm90")}
+	kt.arch.sched, kt.bwd = schedKTFast, kt.arch.bwd
+	if sm.blockSlots() != 132 {
+		t.Fatalf("blockSlots %d without a device, want 132", sm.blockSlots())
+	}
+	tail := func(k *Kernel, name string, s, hq, hkv int) (int32, int) {
+		dl := &deviceList{w: backwardList(t, 42, s, name)}
+		sched, g := k.backwardPlan(dl, hkv, hq/hkv, 128)
+		return sched, k.tailPlan(dl, sched, g, hkv, hq/hkv, 128)
+	}
+	for _, h := range [][2]int{{16, 8}, {64, 16}, {64, 8}} {
+		found := false
+		for r := 2; r <= 64 && !found; r++ {
+			if tailParts(h[1]*r, h[0]/h[1], 132) > 1 {
+				found = true
+				if _, tp := tail(sm, "full", 128*r, h[0], h[1]); tp <= 1 {
+					t.Errorf("full S=%d %d:%d: tailParts splits, but sm90's plan takes no tail", 128*r, h[0], h[1])
+				}
+			}
+		}
+		if !found {
+			t.Errorf("full %d:%d: no length up to 8K whose last wave tailParts splits", h[0], h[1])
+		}
+	}
+	for i, h := range [][2]int{{64, 16}, {16, 8}} {
+		s := 0
+		for r := 4; r <= 64 && s == 0; r++ {
+			if sched, tp := tail(kt, "causal", 128*r, h[0], h[1]); tp > 1 && sched&8 != 0 {
+				s = 128 * r
+			}
+		}
+		if s == 0 {
+			t.Errorf("causal %d:%d, key tiles together: no length up to 8K whose pairs split their last wave", h[0], h[1])
+			continue
+		}
+		if i == 0 {
+			if _, tp := tail(kt, "causal", s-64, h[0], h[1]); tp <= 1 {
+				t.Errorf("causal S=%d %d:%d, key tiles together: the pairs' tail not split with a partial last key tile", s-64, h[0], h[1])
+			}
+		}
+		if sched, tp := tail(sm, "causal", s, h[0], h[1]); sched&schedKTFast != schedKTFast && tp != 1 {
+			t.Errorf("causal S=%d %d:%d: sm90's order %#x is not key tiles together, but its plan splits the tail in %d", s, h[0], h[1], sched, tp)
+		}
+	}
+}
