@@ -15,8 +15,22 @@ mkdir -p "$out"
 [ -x bin/longca ] || { [ -f bin/longca.gz ] && gunzip -c bin/longca.gz >bin/longca && chmod +x bin/longca; }
 export LONGCA_CACHE_DIR=${LONGCA_CACHE_DIR:-/tmp/longca-nvrtc} NCCL_NVLS_ENABLE=0
 t0=$(date +%s)
+# the card's clock, power and temperature each second beside the run (OUT/clocks.csv), so that
+# a case read low late in the suite can be laid against the card's state at its time (call 87:
+# block_causal_document 48K's forward 16% below its reading alone, calls 88-89)
+smi=
+if command -v nvidia-smi >/dev/null 2>&1; then
+	nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active --format=csv,noheader -lms 1000 >"$out/clocks.csv" 2>/dev/null &
+	smi=$!
+fi
 timeout -s INT -k 30 "$limit" bin/longca run --suite gpu --out /tmp/run-final --run-id $gpu-run >"$out/run.log" 2>&1
 rc=$?
+[ -n "$smi" ] && kill "$smi" 2>/dev/null
+if [ -s "$out/clocks.csv" ]; then # SM MHz over the run and over its last minute: min / median / max
+	clk() { cut -d, -f2 | tr -dc '0-9\n' | grep . | sort -n | awk '{c[NR] = $1} END {if (NR) printf "min %d, median %d, max %d MHz (%d samples)", c[1], c[int((NR + 1) / 2)], c[NR], NR}'; }
+	echo "# SM clock over the run: $(clk <"$out/clocks.csv")"
+	echo "# SM clock over its last minute: $(tail -60 "$out/clocks.csv" | clk); power $(tail -60 "$out/clocks.csv" | cut -d, -f3 | tr -dc '0-9.\n' | awk '{p += $1} END {if (NR) printf "%.0f W mean", p / NR}')"
+fi
 echo "# longca run --suite gpu: exit $rc, wall $(($(date +%s) - t0)) s" | tee -a "$out/run.log"
 cp /tmp/run-final/$gpu-run.merged.arrow /tmp/run-final/$gpu-run.report.txt "$out/" 2>/dev/null
 grep -E '"estimate"|eta' "$out/run.log" | head -3
