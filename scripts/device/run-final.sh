@@ -4,7 +4,8 @@
 # bin/longca(.gz) carried (make device):
 #   sh scripts/device/run-final.sh OUT [LIMIT_SECONDS]
 # Stopped with SIGINT at the limit (default 560 s): run then ends after the current case and
-# still writes its merged file and report. OUT gets the merged rows, the report and the log.
+# still writes its merged file and report. OUT gets the merged rows, the report, the log and
+# clocks.csv (nvidia-smi's SM clock, power and temperature each second beside the run).
 set -u
 # the run id names the GPU that ran it (lib.sh's gpu_tag)
 . scripts/device/lib.sh
