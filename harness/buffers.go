@@ -97,7 +97,16 @@ func (r *Runner) Close() {
 // tensor.Device.FlushCache writes on an H200-class GPU (256 MB, over four times its L2).
 const FlushBytes = 256 << 20
 
+// time times the case (the kernel's own loop where it has one, else Time's) with the GPU's
+// state read alongside (watchGPU).
 func (r *Runner) time(ctx context.Context, k kernels.Kernel, c Case, p kernels.Problem, row *results.Row) error {
+	w := r.watchGPU(row)
+	err := r.timeCase(ctx, k, c, p, row)
+	w.finish(row, err == nil)
+	return err
+}
+
+func (r *Runner) timeCase(ctx context.Context, k kernels.Kernel, c Case, p kernels.Problem, row *results.Row) error {
 	if st, ok := k.(kernels.SelfTimer); ok {
 		t, err := st.TimePass(ctx, p, c.Pass, kernels.TimeSpec{Warmup: r.Warmup, Iters: r.Iters, FlushBytes: FlushBytes, Seed: c.Seed})
 		if err != nil {

@@ -59,6 +59,9 @@ type Runner struct {
 	KernelOptions kernels.Options
 	// NewKernel makes a kernel by name; nil means kernels.New with KernelOptions.
 	NewKernel func(name string) (kernels.Kernel, error)
+	// GPU reads the state of the GPU cases are timed on (SM clock, power, temperature),
+	// recorded in every row timed there (summariseGPU); nil records none.
+	GPU GPUSampler
 
 	made   map[string]madeKernel
 	checks map[checkKey]checkEntry

@@ -157,6 +157,19 @@ type Row struct {
 	CPEfficiency     *float64 `arrow:"cp_efficiency"`
 	NoCommMs         *float64 `arrow:"no_comm_ms"`
 
+	// The GPU's state while the case was timed (read through NVML every 5 ms and as the
+	// timing ended; kernel and sparse rows on a GPU): the SM clock's mean and lowest reading,
+	// the board's mean power, the highest temperature, NVML's clock event reasons seen
+	// (comma-separated: sw_power_cap, hw_slowdown, sw_thermal, ...; the GPU's idle one left
+	// out) and the readings' count. Null (and "") where nothing was read: the CPU, a machine
+	// without NVML, CP rows.
+	SMClockMHz    *float64 `arrow:"sm_clock_mhz"`
+	SMClockMinMHz *int64   `arrow:"sm_clock_min_mhz"`
+	PowerW        *float64 `arrow:"power_w"`
+	TempC         *int64   `arrow:"temp_c"`
+	ClockEvents   string   `arrow:"clock_events"`
+	GPUSamples    *int64   `arrow:"gpu_samples"`
+
 	// The correctness check of the case (or of a smaller case of the same mask).
 	CheckPass     *bool    `arrow:"check_pass"`
 	CheckWorst    string   `arrow:"check_worst"`

@@ -118,6 +118,9 @@ func (s *Session) RunKernels(ctx context.Context, k KernelSweep, est *harness.Es
 	if k.Check {
 		r.Check = harness.NewKernelCheck()
 	}
+	var closeGPU func()
+	r.GPU, closeGPU = gpuSampler(k.KernelOptions.Device, s.log())
+	defer closeGPU()
 	defer r.Close()
 	cases := k.Sweep.Cases()
 	if est == nil || est.Len() != len(cases) {

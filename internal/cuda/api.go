@@ -141,6 +141,8 @@ func (l *lib) errorFor(fn string, code int) *Error {
 		if c, err := l.raw("cuGetErrorString", uint64(code), s.ptr(1)); err == nil && c == 0 {
 			e.Msg = s.cstring(1)
 		}
+	case "nvml":
+		e.Name = nvmlErrorName(l, code)
 	case "nvrtc":
 		if f, err := l.l.Sym("nvrtcGetErrorString"); err == nil {
 			if p := C.callstr(f, C.int(code)); p != nil {

@@ -174,3 +174,31 @@ func TestTileMapRules(t *testing.T) {
 		}
 	}
 }
+
+// Without a driver NewMonitor fails with the driver's error (it reads the PCI bus id
+// first), and nvml, without NVML, names libnvidia-ml; with them, a reading's figures are
+// plausible. Nothing panics either way.
+func TestMonitorWithoutNVML(t *testing.T) {
+	m, err := NewMonitor(0)
+	if err == nil {
+		defer m.Close()
+		s, err := m.Sample()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.SMClockMHz == 0 || s.SMClockMHz > 5000 || s.TempC > 120 {
+			t.Fatalf("implausible reading %+v", s)
+		}
+		m.Close()
+		if _, err := m.Sample(); err == nil {
+			t.Fatal("a closed monitor was read")
+		}
+		return
+	}
+	if Available() != nil && !strings.Contains(err.Error(), "libcuda.so.1") {
+		t.Fatalf("NewMonitor without a driver: %v, want the driver's error", err)
+	}
+	if _, nerr := nvml(); nerr != nil && !strings.Contains(nerr.Error(), "libnvidia-ml.so.1") {
+		t.Fatalf("nvml without NVML: %v, want the library named", nerr)
+	}
+}

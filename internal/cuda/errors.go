@@ -2,12 +2,13 @@ package cuda
 
 import "fmt"
 
-// Error is a failed call into the CUDA driver or NVRTC, with the library's own name and
-// message for the status (cuGetErrorName/cuGetErrorString, nvrtcGetErrorString).
+// Error is a failed call into the CUDA driver, NVRTC or NVML, with the library's own name
+// and message for the status (cuGetErrorName/cuGetErrorString, nvrtcGetErrorString,
+// nvmlErrorString).
 type Error struct {
-	Lib  string // "cuda" or "nvrtc"
+	Lib  string // "cuda", "nvrtc" or "nvml"
 	Func string // the entry point that failed
-	Code int    // CUresult or nvrtcResult
+	Code int    // CUresult, nvrtcResult or nvmlReturn_t
 	Name string // e.g. CUDA_ERROR_OUT_OF_MEMORY
 	Msg  string // e.g. "out of memory"
 }

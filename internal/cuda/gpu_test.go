@@ -119,3 +119,25 @@ func TestCompileErrorCarriesLog(t *testing.T) {
 	}
 	t.Logf("expected compile error: %v", err)
 }
+
+// NVML on the GPU this process opened: the bus id resolves, a reading is plausible.
+func TestMonitorReads(t *testing.T) {
+	openGPU(t)
+	bus, err := PCIBusID(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewMonitor(0)
+	if err != nil {
+		t.Fatalf("NVML on %s: %v", bus, err)
+	}
+	defer m.Close()
+	s, err := m.Sample()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("PCI %s: SM %d MHz, %d mW, %d C, reasons %#x", bus, s.SMClockMHz, s.PowerMW, s.TempC, s.Reasons)
+	if s.SMClockMHz < 100 || s.SMClockMHz > 5000 || s.PowerMW == 0 || s.TempC == 0 || s.TempC > 120 {
+		t.Fatalf("implausible reading %+v", s)
+	}
+}

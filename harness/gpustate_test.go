@@ -1,0 +1,136 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/longca/longca/kernels"
+	"github.com/longca/longca/results"
+)
+
+// fakeGPU hands out readings (the i-th: SM clock 1900 - 10 i MHz, power 600 + i W, 40 + i
+// C; reasons idle on the first, the power cap after, thermal too on the third) and records
+// them; reached is closed once `until` readings were taken.
+type fakeGPU struct {
+	mu      sync.Mutex
+	got     []GPUState
+	until   int
+	reached chan struct{}
+	err     error
+}
+
+func newFakeGPU(until int) *fakeGPU { return &fakeGPU{until: until, reached: make(chan struct{})} }
+
+func (f *fakeGPU) read() (GPUState, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return GPUState{}, f.err
+	}
+	i := len(f.got)
+	s := GPUState{SMClockMHz: uint32(1900 - 10*i), PowerMW: uint32(600000 + 1000*i), TempC: uint32(40 + i), Reasons: 0x4}
+	switch i {
+	case 0:
+		s.Reasons = 0x1
+	case 2:
+		s.Reasons = 0x24
+	}
+	f.got = append(f.got, s)
+	if len(f.got) == f.until {
+		close(f.reached)
+	}
+	return s, nil
+}
+
+// waitingTimer times itself (as an external worker does) and returns only once the GPU
+// has been read `until` times, so that the readings taken while a case is timed are known.
+type waitingTimer struct {
+	*selfTimed
+	gpu *fakeGPU
+}
+
+func (w *waitingTimer) TimePass(ctx context.Context, p kernels.Problem, pass kernels.Pass, spec kernels.TimeSpec) (kernels.Timing, error) {
+	select {
+	case <-w.gpu.reached:
+	case <-time.After(10 * time.Second):
+		return kernels.Timing{}, errors.New("the GPU was not read while the case was timed")
+	}
+	return w.selfTimed.TimePass(ctx, p, pass, spec)
+}
+
+// The GPU's state is read while a case on a GPU is timed and summarised into its row: the
+// clock's mean and minimum, the mean power, the hottest reading, the reasons but idle.
+func TestGPUStateInRows(t *testing.T) {
+	gpu := newFakeGPU(3)
+	k := &waitingTimer{selfTimed: &selfTimed{fakeKernel: newFake()}, gpu: gpu}
+	r := runnerFor(k)
+	r.GPU = gpu.read
+	row := r.Run(context.Background(), small)
+	if row.Status != results.StatusOK {
+		t.Fatalf("status %s: %s", row.Status, row.Reason)
+	}
+	gpu.mu.Lock()
+	got := gpu.got
+	gpu.mu.Unlock()
+	if len(got) < 4 { // three while timed, one as it ended
+		t.Fatalf("%d readings, want at least 4", len(got))
+	}
+	var clk, pw float64
+	for _, s := range got {
+		clk += float64(s.SMClockMHz)
+		pw += float64(s.PowerMW) / 1000
+	}
+	n := len(got)
+	if row.GPUSamples == nil || *row.GPUSamples != int64(n) {
+		t.Errorf("gpu_samples %v, want %d", row.GPUSamples, n)
+	}
+	if row.SMClockMHz == nil || *row.SMClockMHz != clk/float64(n) || row.SMClockMinMHz == nil || *row.SMClockMinMHz != int64(1900-10*(n-1)) {
+		t.Errorf("clock mean %v min %v, want %v and %d", row.SMClockMHz, row.SMClockMinMHz, clk/float64(n), 1900-10*(n-1))
+	}
+	if row.PowerW == nil || *row.PowerW != pw/float64(n) || row.TempC == nil || *row.TempC != int64(40+n-1) {
+		t.Errorf("power %v temp %v, want %v and %d", row.PowerW, row.TempC, pw/float64(n), 40+n-1)
+	}
+	if row.ClockEvents != "sw_power_cap,sw_thermal" {
+		t.Errorf("clock_events %q, want sw_power_cap,sw_thermal (idle left out)", row.ClockEvents)
+	}
+}
+
+// No readings, no figures: a sampler that fails (no NVML), a case that fails, and a case on
+// the CPU (never read) leave the columns null.
+func TestGPUStateNullWithoutReadings(t *testing.T) {
+	gpu := newFakeGPU(0)
+	gpu.err = errors.New("no NVML")
+	r := runnerFor(&selfTimed{fakeKernel: newFake()})
+	r.GPU = gpu.read
+	if row := r.Run(context.Background(), small); row.Status != results.StatusOK || row.SMClockMHz != nil || row.GPUSamples != nil || row.ClockEvents != "" {
+		t.Errorf("failing sampler: status %s, clock %v, samples %v, events %q", row.Status, row.SMClockMHz, row.GPUSamples, row.ClockEvents)
+	}
+
+	fails := newFakeGPU(0)
+	r = runnerFor(&selfTimed{fakeKernel: newFake(), err: errors.New("worker exited with status 3")})
+	r.GPU = fails.read
+	if row := r.Run(context.Background(), small); row.Status != results.StatusError || row.SMClockMHz != nil || row.TempC != nil {
+		t.Errorf("failed case: status %s, clock %v, temp %v", row.Status, row.SMClockMHz, row.TempC)
+	}
+
+	cpu := newFakeGPU(0)
+	r = runnerFor(newFake()) // the reference on the CPU: no device index
+	r.GPU = cpu.read
+	if row := r.Run(context.Background(), small); row.Status != results.StatusOK || row.SMClockMHz != nil || len(cpu.got) != 0 {
+		t.Errorf("CPU case: status %s %q, clock %v, %d readings", row.Status, row.Reason, row.SMClockMHz, len(cpu.got))
+	}
+}
+
+func TestClockEventNames(t *testing.T) {
+	for _, c := range []struct {
+		mask uint64
+		want string
+	}{{0, ""}, {0x4, "sw_power_cap"}, {0x1 | 0x4 | 0x20, "gpu_idle,sw_power_cap,sw_thermal"}, {0x8 | 0x1000, "hw_slowdown,0x1000"}} {
+		if got := ClockEventNames(c.mask); got != c.want {
+			t.Errorf("ClockEventNames(%#x) = %q, want %q", c.mask, got, c.want)
+		}
+	}
+}

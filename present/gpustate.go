@@ -1,0 +1,77 @@
+package present
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/longca/longca/results"
+)
+
+// GPUStateLine summarises the GPU's state while the measured rows of pass ("" every pass)
+// were timed (their sm_clock_mhz and kin): the lowest SM clock read, the rows' mean clocks'
+// range and median, the highest power and temperature, and how many rows saw each clock
+// event reason. "" where no row carries a reading (the CPU, no NVML, older files).
+func GPUStateLine(rows []results.Row, pass string) string {
+	var means []float64
+	var lo int64 = -1
+	var watts float64
+	var hot int64
+	ok, events := 0, map[string]int{}
+	for _, r := range rows {
+		if r.Status != results.StatusOK || r.Bench == "cp" || (pass != "" && r.Pass != pass) {
+			continue
+		}
+		ok++
+		if r.SMClockMHz == nil {
+			continue
+		}
+		means = append(means, *r.SMClockMHz)
+		if r.SMClockMinMHz != nil && (lo < 0 || *r.SMClockMinMHz < lo) {
+			lo = *r.SMClockMinMHz
+		}
+		if r.PowerW != nil {
+			watts = max(watts, *r.PowerW)
+		}
+		if r.TempC != nil {
+			hot = max(hot, *r.TempC)
+		}
+		for _, e := range strings.Split(r.ClockEvents, ",") {
+			if e != "" {
+				events[e]++
+			}
+		}
+	}
+	if len(means) == 0 {
+		return ""
+	}
+	sort.Float64s(means)
+	med := means[len(means)/2]
+	if len(means)%2 == 0 {
+		med = (means[len(means)/2-1] + means[len(means)/2]) / 2
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "GPU while timed (%d of %d measured rows read): SM clock %.0f-%.0f MHz over the rows (median %.0f)", len(means), ok, means[0], means[len(means)-1], med)
+	if lo >= 0 {
+		fmt.Fprintf(&b, ", lowest reading %d MHz", lo)
+	}
+	fmt.Fprintf(&b, "; power up to %.0f W (a row's mean); up to %d C", watts, hot)
+	if len(events) > 0 {
+		names := make([]string, 0, len(events))
+		for e := range events {
+			names = append(names, e)
+		}
+		sort.Slice(names, func(i, j int) bool {
+			return events[names[i]] > events[names[j]] || events[names[i]] == events[names[j]] && names[i] < names[j]
+		})
+		b.WriteString("; clock events:")
+		for i, e := range names {
+			sep := ","
+			if i == 0 {
+				sep = ""
+			}
+			fmt.Fprintf(&b, "%s %s on %d rows", sep, e, events[e])
+		}
+	}
+	return b.String()
+}

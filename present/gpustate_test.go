@@ -1,0 +1,42 @@
+package present
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/longca/longca/results"
+)
+
+func TestGPUStateLine(t *testing.T) {
+	row := func(pass string, clk float64, lo int64, w float64, c int64, ev string) results.Row {
+		return results.Row{Bench: "kernel", Kernel: "cuda", Mask: "full", SeqLen: 8192, HeadsQ: 64, HeadsKV: 8, HeadDim: 128, Pass: pass, Status: results.StatusOK,
+			FLOPs: 1e12, TFLOPs: results.Ptr(500.0), SMClockMHz: results.Ptr(clk), SMClockMinMHz: results.Ptr(lo), PowerW: results.Ptr(w), TempC: results.Ptr(c), ClockEvents: ev}
+	}
+	rows := []results.Row{
+		row("fwd", 1980, 1980, 300, 40, ""),
+		row("fwd", 1700, 1550, 699.5, 61, "sw_power_cap"),
+		row("bwd", 1750, 1600, 690, 58, "sw_power_cap,sw_thermal"),
+		{Bench: "kernel", Kernel: "ref", Pass: "fwd", Status: results.StatusOK},           // measured, not read
+		{Bench: "kernel", Kernel: "cuda", Pass: "fwd", Status: results.StatusUnsupported}, // not measured
+	}
+	got := GPUStateLine(rows, "")
+	for _, want := range []string{"3 of 4 measured rows read", "1700-1980 MHz", "median 1750", "lowest reading 1550 MHz", "power up to 700 W", "up to 61 C", "clock events: sw_power_cap on 2 rows, sw_thermal on 1 rows"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("line %q lacks %q", got, want)
+		}
+	}
+	if fwd := GPUStateLine(rows, "fwd"); !strings.Contains(fwd, "2 of 3 measured rows read") || strings.Contains(fwd, "sw_thermal") {
+		t.Errorf("fwd only: %q", fwd)
+	}
+	if l := GPUStateLine(rows[3:], ""); l != "" {
+		t.Errorf("no readings: %q, want none", l)
+	}
+	var b bytes.Buffer
+	if err := WriteReport(&b, rows[:3], "", "t"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "\n# GPU while timed (3 of 3") {
+		t.Errorf("the report lacks the GPU line:\n%s", b.String())
+	}
+}

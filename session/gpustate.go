@@ -1,0 +1,43 @@
+package session
+
+import (
+	"errors"
+	"sync"
+
+	"github.com/longca/longca/harness"
+	"github.com/longca/longca/internal/cuda"
+	"github.com/rs/zerolog"
+)
+
+// gpuSampler reads the state of CUDA device `ordinal` through NVML for a sweep's rows
+// (harness.Runner.GPU), opening NVML at the first row timed on a GPU. Where it cannot (no
+// NVML, no driver), one warning says so and the rows' GPU-state columns stay null; the
+// sweep goes on. The returned close frees the monitor once the sweep is done.
+func gpuSampler(ordinal int, log *zerolog.Logger) (harness.GPUSampler, func()) {
+	var (
+		once sync.Once
+		m    *cuda.Monitor
+		err  error
+	)
+	read := func() (harness.GPUState, error) {
+		once.Do(func() {
+			if m, err = cuda.NewMonitor(ordinal); err != nil {
+				log.Warn().Err(err).Int("device", ordinal).Msg("the GPU's clock, power and temperature are not read: their columns stay null")
+			}
+		})
+		if err != nil {
+			return harness.GPUState{}, err
+		}
+		s, e := m.Sample()
+		return harness.GPUState{SMClockMHz: s.SMClockMHz, PowerMW: s.PowerMW, TempC: s.TempC, Reasons: s.Reasons}, e
+	}
+	closeFn := func() {
+		once.Do(func() { err = errGPUClosed }) // never opened: nothing to free, and no opening after
+		if m != nil {
+			m.Close()
+		}
+	}
+	return read, closeFn
+}
+
+var errGPUClosed = errors.New("session: the GPU's sampler is closed")
