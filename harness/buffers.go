@@ -100,7 +100,7 @@ const FlushBytes = 256 << 20
 // time times the case (the kernel's own loop where it has one, else Time's) with the GPU's
 // state read alongside (watchGPU).
 func (r *Runner) time(ctx context.Context, k kernels.Kernel, c Case, p kernels.Problem, row *results.Row) error {
-	w := r.watchGPU(row)
+	w := watchGPU(r.GPU, row)
 	err := r.timeCase(ctx, k, c, p, row)
 	w.finish(row, err == nil)
 	return err

@@ -62,6 +62,10 @@ type CPRunner struct {
 	Base results.Row
 	// OnBaseline, when set, hears of each baseline kernel row rank 0 measured.
 	OnBaseline func(row results.Row)
+	// GPU reads the state of this rank's GPU while each pass is timed (its SM clock, power,
+	// temperature: summariseGPU), the transfer-free second timing (--overlap) aside; nil
+	// records none.
+	GPU GPUSampler
 
 	ready          bool
 	ranksPerDevice int
@@ -481,7 +485,9 @@ func (r *CPRunner) timePass(ctx context.Context, m cp.Method, run *cp.Run, pass 
 	}
 	loop := Loop{Warmup: r.Warmup, Iters: r.Iters, Before: before,
 		After: func(d time.Duration, err error) (time.Duration, error) { return r.agreeOn(run, d, err) }}
+	gw := watchGPU(r.GPU, row)
 	st, err := loop.Time(dev, counted)
+	gw.finish(row, err == nil)
 	if err != nil {
 		return err
 	}
@@ -555,7 +561,7 @@ func (r *CPRunner) kernels() *Runner {
 		base.Bench = ""
 		k := r.Kernel
 		r.kernelRunner = &Runner{Build: r.Sweep.Build, Warmup: r.Warmup, Iters: r.Iters, Base: base, KernelOptions: r.KernelOptions,
-			NewKernel: func(string) (kernels.Kernel, error) { return k, nil }}
+			NewKernel: func(string) (kernels.Kernel, error) { return k, nil }, GPU: r.GPU}
 		if r.kernelRunner.Build == nil {
 			r.kernelRunner.Build = BuildCPMask
 		}

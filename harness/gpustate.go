@@ -34,13 +34,13 @@ type gpuWatch struct {
 	samples []GPUState
 }
 
-// watchGPU starts reading r.GPU every GPUSampleEvery for a case timed on a GPU (the row's
+// watchGPU starts reading the GPU every GPUSampleEvery for a case timed on one (the row's
 // device index set); nil where there is nothing to read.
-func (r *Runner) watchGPU(row *results.Row) *gpuWatch {
-	if r.GPU == nil || row.DeviceIndex == nil {
+func watchGPU(read GPUSampler, row *results.Row) *gpuWatch {
+	if read == nil || row.DeviceIndex == nil {
 		return nil
 	}
-	w := &gpuWatch{read: r.GPU, stop: make(chan struct{}), done: make(chan struct{})}
+	w := &gpuWatch{read: read, stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(w.done)
 		t := time.NewTicker(GPUSampleEvery)

@@ -7,8 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/longca/longca/comm"
+	"github.com/longca/longca/comm/local"
 	"github.com/longca/longca/kernels"
+	"github.com/longca/longca/kernels/ref"
 	"github.com/longca/longca/results"
+	"github.com/longca/longca/tensor"
 )
 
 // fakeGPU hands out readings (the i-th: SM clock 1900 - 10 i MHz, power 600 + i W, 40 + i
@@ -131,6 +135,52 @@ func TestClockEventNames(t *testing.T) {
 	}{{0, ""}, {0x4, "sw_power_cap"}, {0x1 | 0x4 | 0x20, "gpu_idle,sw_power_cap,sw_thermal"}, {0x8 | 0x1000, "hw_slowdown,0x1000"}} {
 		if got := ClockEventNames(c.mask); got != c.want {
 			t.Errorf("ClockEventNames(%#x) = %q, want %q", c.mask, got, c.want)
+		}
+	}
+}
+
+// gpuRef is the reference kernel on a GPU-named device, so that CP rows record the device
+// index and read the GPU's state.
+type gpuRef struct {
+	*ref.Kernel
+	dev tensor.Device
+}
+
+func (g gpuRef) Device() tensor.Device { return g.dev }
+
+// Each rank of a CP run reads the GPU's state while a pass is timed and records it in its
+// row (one sampler shared by the in-process ranks, as the session shares it).
+func TestGPUStateInCPRows(t *testing.T) {
+	const n = 2
+	sw := CPSweep{Methods: []string{"ring-p2p"}, Masks: []string{"causal"}, SeqLen: 128, Heads: []Heads{{4, 2}}, HeadDim: 8,
+		DType: tensor.BF16, Passes: []kernels.Pass{kernels.Fwd}, Samples: 1, Seed: 1, Kernel: "ref", Build: cpTestMasks}
+	cases, err := sw.Cases(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpu := newFakeGPU(-1)
+	var mu sync.Mutex
+	var rows []results.Row
+	err = local.Run(n, func(c comm.Comm) error {
+		dev := gpuNamed{&fakeDevice{times: []time.Duration{time.Millisecond}}}
+		r := &CPRunner{Sweep: sw, Comm: c, Kernel: gpuRef{ref.New(ref.Options{}), dev}, Warmup: 0, Iters: 2,
+			Base: results.Row{Host: "test"}, GPU: gpu.read}
+		return RunCP(context.Background(), r, cases, func(_ int, row results.Row) error {
+			mu.Lock()
+			rows = append(rows, row)
+			mu.Unlock()
+			return nil
+		})
+	}, local.WithTimeout(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != n {
+		t.Fatalf("%d rows, want %d", len(rows), n)
+	}
+	for _, row := range rows {
+		if row.Status != results.StatusOK || row.GPUSamples == nil || *row.GPUSamples < 1 || row.SMClockMHz == nil || row.TempC == nil {
+			t.Errorf("rank %d: status %s %q, samples %v, clock %v", row.Rank, row.Status, row.Reason, row.GPUSamples, row.SMClockMHz)
 		}
 	}
 }

@@ -189,5 +189,8 @@ func WriteCPTable(w io.Writer, title string, rows []results.Row) error {
 	if shared > 1 {
 		t.Summary = append(t.Summary, fmt.Sprintf("%d ranks share one device: TFLOPs/rank is one rank's share, device is what the device did (the sum); eff = device / kernel alone", shared))
 	}
+	if l := GPUStateLine(rows, "", true); l != "" { // every rank's rows: each read its own GPU
+		t.Summary = append(t.Summary, l)
+	}
 	return t.Write(w)
 }

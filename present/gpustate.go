@@ -9,17 +9,18 @@ import (
 )
 
 // GPUStateLine summarises the GPU's state while the measured rows of pass ("" every pass)
-// were timed (their sm_clock_mhz and kin): the lowest SM clock read, the rows' mean clocks'
-// range and median, the highest power and temperature, and how many rows saw each clock
-// event reason. "" where no row carries a reading (the CPU, no NVML, older files).
-func GPUStateLine(rows []results.Row, pass string) string {
+// were timed (their sm_clock_mhz and kin), the CP rows (every rank's) with cp, else the
+// others: the lowest SM clock read, the rows' mean clocks' range and median, the highest
+// power and temperature, and how many rows saw each clock event reason. "" where no row
+// carries a reading (the CPU, no NVML, older files).
+func GPUStateLine(rows []results.Row, pass string, cp bool) string {
 	var means []float64
 	var lo int64 = -1
 	var watts float64
 	var hot int64
 	ok, events := 0, map[string]int{}
 	for _, r := range rows {
-		if r.Status != results.StatusOK || r.Bench == "cp" || (pass != "" && r.Pass != pass) {
+		if r.Status != results.StatusOK || (r.Bench == "cp") != cp || (pass != "" && r.Pass != pass) {
 			continue
 		}
 		ok++

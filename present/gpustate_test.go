@@ -20,17 +20,25 @@ func TestGPUStateLine(t *testing.T) {
 		{Bench: "kernel", Kernel: "ref", Pass: "fwd", Status: results.StatusOK},           // measured, not read
 		{Bench: "kernel", Kernel: "cuda", Pass: "fwd", Status: results.StatusUnsupported}, // not measured
 	}
-	got := GPUStateLine(rows, "")
+	got := GPUStateLine(rows, "", false)
 	for _, want := range []string{"3 of 4 measured rows read", "1700-1980 MHz", "median 1750", "lowest reading 1550 MHz", "power up to 700 W", "up to 61 C", "clock events: sw_power_cap on 2 rows, sw_thermal on 1 rows"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("line %q lacks %q", got, want)
 		}
 	}
-	if fwd := GPUStateLine(rows, "fwd"); !strings.Contains(fwd, "2 of 3 measured rows read") || strings.Contains(fwd, "sw_thermal") {
+	if fwd := GPUStateLine(rows, "fwd", false); !strings.Contains(fwd, "2 of 3 measured rows read") || strings.Contains(fwd, "sw_thermal") {
 		t.Errorf("fwd only: %q", fwd)
 	}
-	if l := GPUStateLine(rows[3:], ""); l != "" {
+	if l := GPUStateLine(rows[3:], "", false); l != "" {
 		t.Errorf("no readings: %q, want none", l)
+	}
+	cp := rows[1]
+	cp.Bench, cp.Rank = "cp", 1
+	if l := GPUStateLine(append(rows, cp), "", true); !strings.Contains(l, "1 of 1 measured rows read") || !strings.Contains(l, "1700-1700 MHz") {
+		t.Errorf("CP rows only: %q", l)
+	}
+	if l := GPUStateLine(append(rows, cp), "", false); !strings.Contains(l, "3 of 4 measured rows read") {
+		t.Errorf("kernel rows only, a CP row beside: %q", l)
 	}
 	var b bytes.Buffer
 	if err := WriteReport(&b, rows[:3], "", "t"); err != nil {

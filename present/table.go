@@ -191,7 +191,7 @@ func WriteReport(w io.Writer, rows []results.Row, pass, title string) error {
 	if err := WriteTable(w, title, sum); err != nil {
 		return err
 	}
-	if l := GPUStateLine(rows, pass); l != "" {
+	if l := GPUStateLine(rows, pass, false); l != "" {
 		if _, err := fmt.Fprintf(w, "# %s\n", l); err != nil {
 			return err
 		}

@@ -53,6 +53,9 @@ type cpRanks struct {
 	mu    sync.Mutex
 	rows  []results.Row
 	wrong int
+	// gpu reads the device's state for every rank of this process (one NVML monitor, one
+	// warning where there is none: in-process ranks share the device)
+	gpu harness.GPUSampler
 }
 
 // CP runs a CP sweep: the world (spmd.RunRanks), each rank's communicator, kernel, rank
@@ -83,6 +86,9 @@ func (s *Session) CP(ctx context.Context, r CPRun) error {
 		backend = spmd.Choose(s.World, r.Options)
 	}
 	var shared cpRanks
+	var closeGPU func()
+	shared.gpu, closeGPU = gpuSampler(r.KernelOptions.Device, s.log())
+	defer closeGPU()
 	err := spmd.RunRanks(ctx, s.World, r.Options, ip, func(ctx context.Context, cm comm.Comm, w spmd.World) error {
 		k := r.Kernel
 		if r.InProcess { // every in-process rank has its own kernel (and so its own device stream)
@@ -145,7 +151,7 @@ func (s *Session) cpRank(ctx context.Context, r CPRun, backend string, cm comm.C
 	}
 	run := &harness.CPRunner{
 		Sweep: r.Sweep, Comm: cm, Kernel: kern, KernelOptions: r.KernelOptions, Check: r.Check, CheckBudget: r.CheckBudget,
-		Warmup: r.Warmup, Iters: r.Iters, Overlap: r.Overlap, Baseline: r.Baseline, Base: base,
+		Warmup: r.Warmup, Iters: r.Iters, Overlap: r.Overlap, Baseline: r.Baseline, Base: base, GPU: shared.gpu,
 	}
 	log := s.log()
 	if rank == 0 {
