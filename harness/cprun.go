@@ -311,6 +311,7 @@ func isFatal(err error) bool {
 func clearTimes(row *results.Row) {
 	row.MedianMs, row.MinMs, row.MaxMs, row.MeanMs, row.TFLOPs, row.BandwidthGBs = nil, nil, nil, nil, nil, nil
 	row.PeakMemBytes, row.DeviceTFLOPs, row.NoCommMs = nil, nil, nil
+	clearGPU(row)
 }
 
 // cpCheckLengths are CheckSize's candidate global lengths on n ranks: 4K, 2K, 1K and

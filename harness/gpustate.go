@@ -40,6 +40,11 @@ func watchGPU(read GPUSampler, row *results.Row) *gpuWatch {
 	if read == nil || row.DeviceIndex == nil {
 		return nil
 	}
+	// one reading before the timing starts, not kept: the sampler opens NVML at its first
+	// (cuInit, dlopen, nvmlInit: up to seconds), which must not fall inside a timed loop
+	if _, err := read(); err != nil {
+		return nil
+	}
 	w := &gpuWatch{read: read, stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(w.done)
@@ -81,27 +86,51 @@ func (w *gpuWatch) finish(row *results.Row, ok bool) {
 }
 
 // summariseGPU writes the readings taken while a case was timed into its row: the SM
-// clock's mean and minimum, the power's mean, the highest temperature and the clock event
-// reasons seen (NVML's, but the GPU's idle one: a reading may fall between launches). No
-// readings: the columns stay null.
+// clock's mean and minimum over the readings the GPU was busy for (NVML's idle reason
+// unset: the window also covers the case's setup, where an idle GPU's clock would read as
+// the case's; every reading where none was busy), the mean of the power readings the
+// board gave, the highest temperature and the clock event reasons seen (but the idle one).
+// No readings: the columns stay null.
 func summariseGPU(ss []GPUState, row *results.Row) {
-	if len(ss) == 0 {
+	busy := make([]GPUState, 0, len(ss))
+	for _, s := range ss {
+		if s.Reasons&clockEventIdle == 0 {
+			busy = append(busy, s)
+		}
+	}
+	if len(busy) == 0 {
+		busy = ss
+	}
+	if len(busy) == 0 {
 		return
 	}
 	var clk, pw float64
-	lo, hot, why := ss[0].SMClockMHz, ss[0].TempC, uint64(0)
-	for _, s := range ss {
+	var hot uint32
+	npw, lo, why := 0, busy[0].SMClockMHz, uint64(0)
+	for _, s := range busy {
 		clk += float64(s.SMClockMHz)
-		pw += float64(s.PowerMW) / 1000
+		if s.PowerMW > 0 { // 0: the board gives none
+			pw += float64(s.PowerMW) / 1000
+			npw++
+		}
 		lo, hot, why = min(lo, s.SMClockMHz), max(hot, s.TempC), why|s.Reasons
 	}
-	n := float64(len(ss))
-	row.SMClockMHz = results.Ptr(clk / n)
+	row.SMClockMHz = results.Ptr(clk / float64(len(busy)))
 	row.SMClockMinMHz = results.Ptr(int64(lo))
-	row.PowerW = results.Ptr(pw / n)
-	row.TempC = results.Ptr(int64(hot))
+	if npw > 0 {
+		row.PowerW = results.Ptr(pw / float64(npw))
+	}
+	if hot > 0 {
+		row.TempC = results.Ptr(int64(hot))
+	}
 	row.ClockEvents = ClockEventNames(why &^ clockEventIdle)
-	row.GPUSamples = results.Ptr(int64(len(ss)))
+	row.GPUSamples = results.Ptr(int64(len(busy)))
+}
+
+// clearGPU empties the GPU-state columns (a row whose timing was then discarded).
+func clearGPU(row *results.Row) {
+	row.SMClockMHz, row.SMClockMinMHz, row.PowerW, row.TempC, row.GPUSamples = nil, nil, nil, nil, nil
+	row.ClockEvents = ""
 }
 
 // NVML's clock event reasons (nvmlClocksEventReason*, formerly ...ThrottleReason*).

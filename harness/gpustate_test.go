@@ -68,7 +68,7 @@ func (w *waitingTimer) TimePass(ctx context.Context, p kernels.Problem, pass ker
 // The GPU's state is read while a case on a GPU is timed and summarised into its row: the
 // clock's mean and minimum, the mean power, the hottest reading, the reasons but idle.
 func TestGPUStateInRows(t *testing.T) {
-	gpu := newFakeGPU(3)
+	gpu := newFakeGPU(4) // the reading before the timing (opens the sampler; not kept), three while timed
 	k := &waitingTimer{selfTimed: &selfTimed{fakeKernel: newFake()}, gpu: gpu}
 	r := runnerFor(k)
 	r.GPU = gpu.read
@@ -79,26 +79,46 @@ func TestGPUStateInRows(t *testing.T) {
 	gpu.mu.Lock()
 	got := gpu.got
 	gpu.mu.Unlock()
-	if len(got) < 4 { // three while timed, one as it ended
-		t.Fatalf("%d readings, want at least 4", len(got))
+	if len(got) < 5 { // one before, three while timed, one as it ended
+		t.Fatalf("%d readings, want at least 5", len(got))
 	}
 	var clk, pw float64
-	for _, s := range got {
+	for _, s := range got[1:] {
 		clk += float64(s.SMClockMHz)
 		pw += float64(s.PowerMW) / 1000
 	}
-	n := len(got)
+	n := len(got) - 1
 	if row.GPUSamples == nil || *row.GPUSamples != int64(n) {
 		t.Errorf("gpu_samples %v, want %d", row.GPUSamples, n)
 	}
-	if row.SMClockMHz == nil || *row.SMClockMHz != clk/float64(n) || row.SMClockMinMHz == nil || *row.SMClockMinMHz != int64(1900-10*(n-1)) {
-		t.Errorf("clock mean %v min %v, want %v and %d", row.SMClockMHz, row.SMClockMinMHz, clk/float64(n), 1900-10*(n-1))
+	if row.SMClockMHz == nil || *row.SMClockMHz != clk/float64(n) || row.SMClockMinMHz == nil || *row.SMClockMinMHz != int64(1900-10*n) {
+		t.Errorf("clock mean %v min %v, want %v and %d", row.SMClockMHz, row.SMClockMinMHz, clk/float64(n), 1900-10*n)
 	}
-	if row.PowerW == nil || *row.PowerW != pw/float64(n) || row.TempC == nil || *row.TempC != int64(40+n-1) {
-		t.Errorf("power %v temp %v, want %v and %d", row.PowerW, row.TempC, pw/float64(n), 40+n-1)
+	if row.PowerW == nil || *row.PowerW != pw/float64(n) || row.TempC == nil || *row.TempC != int64(40+n) {
+		t.Errorf("power %v temp %v, want %v and %d", row.PowerW, row.TempC, pw/float64(n), 40+n)
 	}
 	if row.ClockEvents != "sw_power_cap,sw_thermal" {
-		t.Errorf("clock_events %q, want sw_power_cap,sw_thermal (idle left out)", row.ClockEvents)
+		t.Errorf("clock_events %q, want sw_power_cap,sw_thermal", row.ClockEvents)
+	}
+}
+
+// The figures are the busy readings' (an idle GPU's clock, read during the case's setup,
+// is not the case's), all readings' where none was busy; a board without power or
+// temperature (0) gives those columns null, not a mean with zeros in it.
+func TestSummariseGPU(t *testing.T) {
+	var row results.Row
+	summariseGPU([]GPUState{{1980, 70000, 30, 0x1}, {1700, 650000, 50, 0x4}, {1650, 0, 52, 0x4 | 0x20}}, &row)
+	if *row.SMClockMHz != 1675 || *row.SMClockMinMHz != 1650 || *row.PowerW != 650 || *row.TempC != 52 || *row.GPUSamples != 2 || row.ClockEvents != "sw_power_cap,sw_thermal" {
+		t.Errorf("busy readings: clock %v min %v power %v temp %v samples %v events %q", *row.SMClockMHz, *row.SMClockMinMHz, *row.PowerW, *row.TempC, *row.GPUSamples, row.ClockEvents)
+	}
+	row = results.Row{}
+	summariseGPU([]GPUState{{1980, 0, 0, 0x1}, {1960, 0, 0, 0x1}}, &row)
+	if *row.SMClockMHz != 1970 || *row.GPUSamples != 2 || row.PowerW != nil || row.TempC != nil || row.ClockEvents != "" {
+		t.Errorf("idle readings only: clock %v samples %v power %v temp %v events %q", *row.SMClockMHz, *row.GPUSamples, row.PowerW, row.TempC, row.ClockEvents)
+	}
+	clearTimes(&row) // a CP row whose timing was discarded (the transfer-free loop failed)
+	if row.SMClockMHz != nil || row.SMClockMinMHz != nil || row.GPUSamples != nil {
+		t.Errorf("clearTimes left the GPU's state: %+v", row)
 	}
 }
 
@@ -113,11 +133,11 @@ func TestGPUStateNullWithoutReadings(t *testing.T) {
 		t.Errorf("failing sampler: status %s, clock %v, samples %v, events %q", row.Status, row.SMClockMHz, row.GPUSamples, row.ClockEvents)
 	}
 
-	fails := newFakeGPU(0)
-	r = runnerFor(&selfTimed{fakeKernel: newFake(), err: errors.New("worker exited with status 3")})
+	fails := newFakeGPU(3) // read before and twice while timed, then the case fails
+	r = runnerFor(&waitingTimer{selfTimed: &selfTimed{fakeKernel: newFake(), err: errors.New("worker exited with status 3")}, gpu: fails})
 	r.GPU = fails.read
-	if row := r.Run(context.Background(), small); row.Status != results.StatusError || row.SMClockMHz != nil || row.TempC != nil {
-		t.Errorf("failed case: status %s, clock %v, temp %v", row.Status, row.SMClockMHz, row.TempC)
+	if row := r.Run(context.Background(), small); row.Status != results.StatusError || row.SMClockMHz != nil || row.TempC != nil || len(fails.got) < 3 {
+		t.Errorf("failed case: status %s, clock %v, temp %v, %d readings", row.Status, row.SMClockMHz, row.TempC, len(fails.got))
 	}
 
 	cpu := newFakeGPU(0)

@@ -20,8 +20,8 @@ func GPUStateLine(rows []results.Row, pass string, cp bool) string {
 	var hot int64
 	ok, events := 0, map[string]int{}
 	for _, r := range rows {
-		if r.Status != results.StatusOK || (r.Bench == "cp") != cp || (pass != "" && r.Pass != pass) {
-			continue
+		if r.Status != results.StatusOK || r.DeviceIndex == nil || (r.Bench == "cp") != cp || (pass != "" && r.Pass != pass) {
+			continue // not measured, or not on a GPU (never read)
 		}
 		ok++
 		if r.SMClockMHz == nil {
@@ -52,7 +52,7 @@ func GPUStateLine(rows []results.Row, pass string, cp bool) string {
 		med = (means[len(means)/2-1] + means[len(means)/2]) / 2
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "GPU while timed (%d of %d measured rows read): SM clock %.0f-%.0f MHz over the rows (median %.0f)", len(means), ok, means[0], means[len(means)-1], med)
+	fmt.Fprintf(&b, "GPU while timed (%d of %d rows measured on a GPU read): SM clock %.0f-%.0f MHz over the rows (median %.0f)", len(means), ok, means[0], means[len(means)-1], med)
 	if lo >= 0 {
 		fmt.Fprintf(&b, ", lowest reading %d MHz", lo)
 	}
@@ -71,8 +71,15 @@ func GPUStateLine(rows []results.Row, pass string, cp bool) string {
 			if i == 0 {
 				sep = ""
 			}
-			fmt.Fprintf(&b, "%s %s on %d rows", sep, e, events[e])
+			fmt.Fprintf(&b, "%s %s on %d %s", sep, e, events[e], plural(events[e], "row", "rows"))
 		}
 	}
 	return b.String()
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

@@ -11,22 +11,23 @@ import (
 func TestGPUStateLine(t *testing.T) {
 	row := func(pass string, clk float64, lo int64, w float64, c int64, ev string) results.Row {
 		return results.Row{Bench: "kernel", Kernel: "cuda", Mask: "full", SeqLen: 8192, HeadsQ: 64, HeadsKV: 8, HeadDim: 128, Pass: pass, Status: results.StatusOK,
-			FLOPs: 1e12, TFLOPs: results.Ptr(500.0), SMClockMHz: results.Ptr(clk), SMClockMinMHz: results.Ptr(lo), PowerW: results.Ptr(w), TempC: results.Ptr(c), ClockEvents: ev}
+			FLOPs: 1e12, TFLOPs: results.Ptr(500.0), DeviceIndex: results.Ptr(int64(0)), SMClockMHz: results.Ptr(clk), SMClockMinMHz: results.Ptr(lo), PowerW: results.Ptr(w), TempC: results.Ptr(c), ClockEvents: ev}
 	}
 	rows := []results.Row{
 		row("fwd", 1980, 1980, 300, 40, ""),
 		row("fwd", 1700, 1550, 699.5, 61, "sw_power_cap"),
 		row("bwd", 1750, 1600, 690, 58, "sw_power_cap,sw_thermal"),
-		{Bench: "kernel", Kernel: "ref", Pass: "fwd", Status: results.StatusOK},           // measured, not read
-		{Bench: "kernel", Kernel: "cuda", Pass: "fwd", Status: results.StatusUnsupported}, // not measured
+		{Bench: "kernel", Kernel: "torch:flex", Pass: "fwd", Status: results.StatusOK, DeviceIndex: results.Ptr(int64(0))},    // measured on the GPU, not read
+		{Bench: "kernel", Kernel: "ref", Pass: "fwd", Status: results.StatusOK},                                               // on the CPU: never read
+		{Bench: "kernel", Kernel: "cuda", Pass: "fwd", Status: results.StatusUnsupported, DeviceIndex: results.Ptr(int64(0))}, // not measured
 	}
 	got := GPUStateLine(rows, "", false)
-	for _, want := range []string{"3 of 4 measured rows read", "1700-1980 MHz", "median 1750", "lowest reading 1550 MHz", "power up to 700 W", "up to 61 C", "clock events: sw_power_cap on 2 rows, sw_thermal on 1 rows"} {
+	for _, want := range []string{"3 of 4 rows measured on a GPU read", "1700-1980 MHz", "median 1750", "lowest reading 1550 MHz", "power up to 700 W", "up to 61 C", "clock events: sw_power_cap on 2 rows, sw_thermal on 1 row"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("line %q lacks %q", got, want)
 		}
 	}
-	if fwd := GPUStateLine(rows, "fwd", false); !strings.Contains(fwd, "2 of 3 measured rows read") || strings.Contains(fwd, "sw_thermal") {
+	if fwd := GPUStateLine(rows, "fwd", false); !strings.Contains(fwd, "2 of 3 rows measured on a GPU read") || strings.Contains(fwd, "sw_thermal") {
 		t.Errorf("fwd only: %q", fwd)
 	}
 	if l := GPUStateLine(rows[3:], "", false); l != "" {
@@ -34,10 +35,10 @@ func TestGPUStateLine(t *testing.T) {
 	}
 	cp := rows[1]
 	cp.Bench, cp.Rank = "cp", 1
-	if l := GPUStateLine(append(rows, cp), "", true); !strings.Contains(l, "1 of 1 measured rows read") || !strings.Contains(l, "1700-1700 MHz") {
+	if l := GPUStateLine(append(rows, cp), "", true); !strings.Contains(l, "1 of 1 rows measured on a GPU read") || !strings.Contains(l, "1700-1700 MHz") {
 		t.Errorf("CP rows only: %q", l)
 	}
-	if l := GPUStateLine(append(rows, cp), "", false); !strings.Contains(l, "3 of 4 measured rows read") {
+	if l := GPUStateLine(append(rows, cp), "", false); !strings.Contains(l, "3 of 4 rows measured on a GPU read") {
 		t.Errorf("kernel rows only, a CP row beside: %q", l)
 	}
 	var b bytes.Buffer

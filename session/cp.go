@@ -43,6 +43,8 @@ type CPRun struct {
 	Baseline      *harness.Baseline
 	// Links emulates a machine's links between in-process ranks (--links).
 	Links *sim.Machine
+	// GPUState reads each rank's GPU's state while its passes are timed (--gpu-state).
+	GPUState bool
 	// Estimate is the run's time estimate (EstimateCP): rank 0's progress lines give its
 	// ETA, learned from the rows as they come. Nil: no ETA.
 	Estimate *harness.CPEstimate
@@ -86,9 +88,11 @@ func (s *Session) CP(ctx context.Context, r CPRun) error {
 		backend = spmd.Choose(s.World, r.Options)
 	}
 	var shared cpRanks
-	var closeGPU func()
-	shared.gpu, closeGPU = gpuSampler(r.KernelOptions.Device, s.log())
-	defer closeGPU()
+	if r.GPUState {
+		var closeGPU func()
+		shared.gpu, closeGPU = gpuSampler(r.KernelOptions.Device, s.log())
+		defer closeGPU()
+	}
 	err := spmd.RunRanks(ctx, s.World, r.Options, ip, func(ctx context.Context, cm comm.Comm, w spmd.World) error {
 		k := r.Kernel
 		if r.InProcess { // every in-process rank has its own kernel (and so its own device stream)

@@ -31,6 +31,8 @@ type KernelSweep struct {
 	KernelOptions kernels.Options
 	// StopOnCrash ends the sweep after an external worker fails (--on-worker-crash stop).
 	StopOnCrash bool
+	// GPUState reads the GPU's state while each case is timed (--gpu-state; gpuSampler).
+	GPUState bool
 	// Culprit names the flags that make a case too big for this machine, for the usage
 	// error; fits says whether a changed case would fit.
 	Culprit func(cs harness.Case, fits func(harness.Case) bool) string
@@ -118,9 +120,11 @@ func (s *Session) RunKernels(ctx context.Context, k KernelSweep, est *harness.Es
 	if k.Check {
 		r.Check = harness.NewKernelCheck()
 	}
-	var closeGPU func()
-	r.GPU, closeGPU = gpuSampler(k.KernelOptions.Device, s.log())
-	defer closeGPU()
+	if k.GPUState {
+		var closeGPU func()
+		r.GPU, closeGPU = gpuSampler(k.KernelOptions.Device, s.log())
+		defer closeGPU()
+	}
 	defer r.Close()
 	cases := k.Sweep.Cases()
 	if est == nil || est.Len() != len(cases) {

@@ -124,7 +124,7 @@ func sweepAction(c *cli.Context, s harness.Sweep, bench string, w spmd.World, ko
 		return present.WritePlan(c.App.Writer, s.Cases(), build)
 	}
 	k := session.KernelSweep{Sweep: s, Build: build, Warmup: warmup, Iters: iters, Check: check, CheckBudget: budget,
-		KernelOptions: ko, StopOnCrash: stop, Culprit: sweepCulprit(c)}
+		KernelOptions: ko, StopOnCrash: stop, Culprit: sweepCulprit(c), GPUState: c.Bool("gpu-state")}
 	out := c.String("out")
 	if out == "" {
 		var err error

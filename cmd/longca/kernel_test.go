@@ -348,3 +348,28 @@ func checkUsageError(t *testing.T, args []string, code int, stderr string, wants
 		}
 	}
 }
+
+// --gpu-state is a flag of every command that times (kernel, sparse, run, cp): off, the
+// sweep runs as before; a bad value is a usage error naming it. On this machine (no GPU)
+// the columns are null either way.
+func TestGPUStateFlag(t *testing.T) {
+	dir := t.TempDir()
+	_, errs, code := runCLI(t, "kernel", "--kernels", "ref", "--seqlens", "128", "--masks", "full", "--heads", "2:1",
+		"--head-dim", "8", "--passes", "fwd", "-w", "0", "-n", "2", "--no-check", "--gpu-state=false", "--out", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	rows, _, err := results.ReadRows(filepath.Join(dir, results.FileName(filepath.Base(dir), 0, 1)))
+	if err != nil || len(rows) != 1 || rows[0].Status != results.StatusOK || rows[0].SMClockMHz != nil || rows[0].GPUSamples != nil {
+		t.Fatalf("rows %+v: %v", rows, err)
+	}
+	for _, cmd := range [][]string{{"sparse", "--help"}, {"run", "--help"}, {"cp", "--help"}} {
+		out, _, code := runCLI(t, cmd...)
+		if code != 0 || !strings.Contains(out, "--gpu-state") {
+			t.Errorf("%s: exit %d, no --gpu-state in its help", cmd[0], code)
+		}
+	}
+	if _, errs, code := runCLI(t, "kernel", "--kernels", "ref", "--gpu-state=maybe", "--out", t.TempDir()); code != 2 || !strings.Contains(errs, "gpu-state") {
+		t.Errorf("--gpu-state=maybe: exit %d, %q; want 2 naming the flag", code, errs)
+	}
+}

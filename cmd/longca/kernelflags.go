@@ -44,7 +44,13 @@ func commonSweepFlags() []cli.Flag {
 		&cli.StringFlag{Name: "out", Usage: "results folder (default out/<command>-<time>)"},
 		&cli.StringFlag{Name: "run-id", EnvVars: []string{"LONGCA_RUN_ID"}, Usage: "run id in file names and rows (default: the folder's name)"},
 		&cli.BoolFlag{Name: "dry-run", Usage: "print the cases and their FLOPs; run nothing"},
-	}, append(checkFlags(), kernelFlags()...)...)
+	}, append(append(checkFlags(), kernelFlags()...), gpuStateFlag())...)
+}
+
+// gpuStateFlag is --gpu-state, for the commands that time cases on a GPU (kernel, sparse,
+// run, cp).
+func gpuStateFlag() cli.Flag {
+	return &cli.BoolFlag{Name: "gpu-state", Value: true, Usage: "read the GPU's SM clock, power and temperature through NVML every 5 ms while each case is timed (columns sm_clock_mhz, power_w, temp_c, clock_events ...); --gpu-state=false reads nothing (the columns stay null; the command line is recorded in the rows)"}
 }
 
 // checkFlags are the flags of the check before timing, one definition for the commands

@@ -30,7 +30,7 @@ func init() {
 			&cli.StringFlag{Name: "run-id", EnvVars: []string{"LONGCA_RUN_ID"}, Usage: "run id (default: the folder's name)"},
 			&cli.BoolFlag{Name: "parquet", Usage: "also write merged.parquet"},
 			&cli.BoolFlag{Name: "no-peers", Usage: "gpu suite: time the cuda kernel only, not cudnn or the torch:* peers"},
-		}, kernelFlags()...),
+		}, append(kernelFlags(), gpuStateFlag())...),
 		Action: runAction,
 	})
 }
@@ -87,6 +87,6 @@ func runAction(c *cli.Context) error {
 		return err
 	}
 	k := session.KernelSweep{Sweep: st.Sweep, Build: st.Build, Warmup: st.Warmup, Iters: st.Iters, Check: !c.Bool("no-check"),
-		CheckBudget: st.CheckBudget, KernelOptions: ko, StopOnCrash: stop, Culprit: sweepCulprit(c)}
+		CheckBudget: st.CheckBudget, KernelOptions: ko, StopOnCrash: stop, Culprit: sweepCulprit(c), GPUState: c.Bool("gpu-state")}
 	return newSession(c, "kernel", out, runID, spmd.World{Size: 1}).Suite(c.Context, st.Name, k, c.Bool("parquet"))
 }

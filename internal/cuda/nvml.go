@@ -64,8 +64,8 @@ const (
 // GPUState is one reading of a GPU's state by NVML.
 type GPUState struct {
 	SMClockMHz uint32 // the SM clock now
-	PowerMW    uint32 // the board's power draw, milliwatts (the driver's running average)
-	TempC      uint32 // the GPU's temperature
+	PowerMW    uint32 // the board's power draw, milliwatts (the driver's running average); 0: none given
+	TempC      uint32 // the GPU's temperature; 0: none given
 	// Reasons is NVML's bit mask of why the clocks are below their maximum now
 	// (nvmlClocksEventReason*: 0x4 the software power cap, 0x20 / 0x40 thermal, ...); zero
 	// where the driver has neither nvmlDeviceGetCurrentClocksEventReasons nor the older
@@ -123,11 +123,13 @@ func (m *Monitor) Sample() (GPUState, error) {
 	if err := m.l.call("nvmlDeviceGetClockInfo", h, nvmlClockSM, m.s.ptr(1)); err != nil {
 		return GPUState{}, err
 	}
-	if err := m.l.call("nvmlDeviceGetPowerUsage", h, m.s.ptr(2)); err != nil {
-		return GPUState{}, err
+	// power and temperature where the board gives them (0 otherwise: some boards and
+	// virtual GPUs answer NOT_SUPPORTED); the clock is the reading's point
+	if m.l.call("nvmlDeviceGetPowerUsage", h, m.s.ptr(2)) != nil {
+		m.s.p[2] = 0
 	}
-	if err := m.l.call("nvmlDeviceGetTemperature", h, nvmlTemperatureGPU, m.s.ptr(3)); err != nil {
-		return GPUState{}, err
+	if m.l.call("nvmlDeviceGetTemperature", h, nvmlTemperatureGPU, m.s.ptr(3)) != nil {
+		m.s.p[3] = 0
 	}
 	st := GPUState{SMClockMHz: uint32(m.s.u64(1)), PowerMW: uint32(m.s.u64(2)), TempC: uint32(m.s.u64(3))}
 	if m.reasons != "" && m.l.call(m.reasons, h, m.s.ptr(4)) == nil {

@@ -895,10 +895,14 @@ func TestTailWaveLengths(t *testing.T) {
 		}
 	}
 	for i, h := range [][2]int{{64, 16}, {16, 8}} {
+		// as the GPU test searches: the first length that splits, which must be paired
 		s := 0
 		for r := 4; r <= 64 && s == 0; r++ {
-			if sched, tp := tail(kt, "causal", 128*r, h[0], h[1]); tp > 1 && sched&8 != 0 {
+			if sched, tp := tail(kt, "causal", 128*r, h[0], h[1]); tp > 1 {
 				s = 128 * r
+				if sched&8 == 0 {
+					t.Errorf("causal S=%d %d:%d, key tiles together: the first length that splits its last wave is not paired (order %#x)", s, h[0], h[1], sched)
+				}
 			}
 		}
 		if s == 0 {
@@ -910,7 +914,10 @@ func TestTailWaveLengths(t *testing.T) {
 				t.Errorf("causal S=%d %d:%d, key tiles together: the pairs' tail not split with a partial last key tile", s-64, h[0], h[1])
 			}
 		}
-		if sched, tp := tail(sm, "causal", s, h[0], h[1]); sched&schedKTFast != schedKTFast && tp != 1 {
+		switch sched, tp := tail(sm, "causal", s, h[0], h[1]); {
+		case sched&schedKTFast == schedKTFast:
+			t.Logf("causal S=%d %d:%d: sm90's own order is key tiles together here (%#x): the GPU test's unsplit check does not run", s, h[0], h[1], sched)
+		case tp != 1:
 			t.Errorf("causal S=%d %d:%d: sm90's order %#x is not key tiles together, but its plan splits the tail in %d", s, h[0], h[1], sched, tp)
 		}
 	}
