@@ -44,48 +44,48 @@ var (
 
 // lib is one opened library and its error-string lookup.
 type lib struct {
-	name string // "cuda" or "nvrtc", as errors name it
+	name string // "cuda", "nvrtc" or "nvml", as errors name it
 	l    *dl.Library
 }
 
+// lazyLib is a library opened at its first use, once: the first of names that opens, then
+// its init call (none: nil); what it is named in the error when none opens.
+type lazyLib struct {
+	names      []string
+	name, what string
+	init       func(*lib) error
+	once       sync.Once
+	l          *lib
+	err        error
+}
+
+func (z *lazyLib) get() (*lib, error) {
+	z.once.Do(func() {
+		l, err := dl.Open(z.names...)
+		if err != nil {
+			z.err = fmt.Errorf("no %s found: %w", z.what, err)
+			return
+		}
+		z.l = &lib{name: z.name, l: l}
+		if z.init != nil {
+			if err := z.init(z.l); err != nil {
+				z.l, z.err = nil, err
+			}
+		}
+	})
+	return z.l, z.err
+}
+
 var (
-	driverOnce sync.Once
-	driverLib  *lib
-	driverErr  error
-	nvrtcOnce  sync.Once
-	nvrtcLib   *lib
-	nvrtcErr   error
+	driverLib = lazyLib{names: driverNames, name: "cuda", what: "CUDA driver", init: func(l *lib) error { return l.call("cuInit", 0) }}
+	nvrtcLib  = lazyLib{names: nvrtcNames, name: "nvrtc", what: "NVRTC"}
 )
 
 // driver opens libcuda and calls cuInit(0) once.
-func driver() (*lib, error) {
-	driverOnce.Do(func() {
-		l, err := dl.Open(driverNames...)
-		if err != nil {
-			driverErr = fmt.Errorf("no CUDA driver found: %w", err)
-			return
-		}
-		driverLib = &lib{name: "cuda", l: l}
-		if err := driverLib.call("cuInit", 0); err != nil {
-			driverErr = err
-			driverLib = nil
-		}
-	})
-	return driverLib, driverErr
-}
+func driver() (*lib, error) { return driverLib.get() }
 
 // nvrtc opens libnvrtc once.
-func nvrtc() (*lib, error) {
-	nvrtcOnce.Do(func() {
-		l, err := dl.Open(nvrtcNames...)
-		if err != nil {
-			nvrtcErr = fmt.Errorf("no NVRTC found: %w", err)
-			return
-		}
-		nvrtcLib = &lib{name: "nvrtc", l: l}
-	})
-	return nvrtcLib, nvrtcErr
-}
+func nvrtc() (*lib, error) { return nvrtcLib.get() }
 
 // Available says whether a CUDA driver with at least one device is present, or why not.
 func Available() error {

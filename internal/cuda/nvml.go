@@ -11,8 +11,6 @@ import (
 	"fmt"
 	"sync"
 	"unsafe"
-
-	"github.com/longca/longca/internal/dl"
 )
 
 // NVML, the driver's management library, read while a case is timed: the SM clock, the
@@ -21,27 +19,10 @@ import (
 // clock falls to 1550-1750 MHz: docs/perf.md, call 12).
 var nvmlNames = []string{"libnvidia-ml.so.1", "libnvidia-ml.so"}
 
-var (
-	nvmlOnce sync.Once
-	nvmlLib  *lib
-	nvmlErr  error
-)
+var nvmlLib = lazyLib{names: nvmlNames, name: "nvml", what: "NVML", init: func(l *lib) error { return l.call("nvmlInit_v2") }}
 
 // nvml opens libnvidia-ml and calls nvmlInit_v2 once (never shut down: the process ends it).
-func nvml() (*lib, error) {
-	nvmlOnce.Do(func() {
-		l, err := dl.Open(nvmlNames...)
-		if err != nil {
-			nvmlErr = fmt.Errorf("no NVML found: %w", err)
-			return
-		}
-		nvmlLib = &lib{name: "nvml", l: l}
-		if err := nvmlLib.call("nvmlInit_v2"); err != nil {
-			nvmlErr, nvmlLib = err, nil
-		}
-	})
-	return nvmlLib, nvmlErr
-}
+func nvml() (*lib, error) { return nvmlLib.get() }
 
 // nvmlErrorName is NVML's own string for a status (nvmlErrorString).
 func nvmlErrorName(l *lib, code int) string {
