@@ -19,6 +19,10 @@ with '#', as longca's own tables):
 2. Which CP method wins where? For every mask, world size, sequence length, heads and
    pass of `longca cp` rows: the method (with its mesh) with the highest TFLOP/s per GPU,
    averaged over mask samples, and its lead over the next method.
+3. At what clock were they timed? For every kernel (and CP method) timed on a GPU: its rows'
+   SM clock (median of the rows' means, and the lowest reading), the hottest reading and how
+   many rows saw the power cap hold the clock down (sm_clock_mhz and kin, read through NVML;
+   rows from the CPU or from files before these columns have none).
 
 Exits 0 with the tables, 2 with one line when an input cannot be read.
 """
@@ -89,7 +93,8 @@ def load(args):
     frames = [read_one(p) for p in inputs(args)]
     df = pd.concat(frames, ignore_index=True)
     # CSV leaves nulls empty: make the numbers numbers again.
-    for c in ("tflops", "median_ms", "seqlen", "world_size", "heads_q", "heads_kv", "cp_ulysses", "cp_ring", "cp_windows", "rank"):
+    for c in ("tflops", "median_ms", "seqlen", "world_size", "heads_q", "heads_kv", "cp_ulysses", "cp_ring", "cp_windows", "rank",
+              "sm_clock_mhz", "sm_clock_min_mhz", "power_w", "temp_c", "gpu_samples"):
         if c in df.columns:
             df[c] = pd.to_numeric(df[c], errors="coerce")
     return df
@@ -161,6 +166,26 @@ def cp_winners(df):
     return pd.DataFrame(out)
 
 
+def gpu_state(df):
+    """Question 3: per kernel (or CP method), the GPU's clock while its rows were timed."""
+    if "sm_clock_mhz" not in df.columns:
+        return None
+    g = df[(df["status"] == "ok") & df["sm_clock_mhz"].notna()].copy()
+    if g.empty:
+        return None
+    g["who"] = g["method"].where(g["bench"] == "cp", g["kernel"]) if "method" in g.columns else g["kernel"]
+    events = g["clock_events"].fillna("") if "clock_events" in g.columns else pd.Series("", index=g.index)
+    g["power_capped"] = events.str.contains("sw_power_cap")
+    out = g.groupby("who", sort=False).agg(
+        rows=("sm_clock_mhz", "size"),
+        clock_mhz=("sm_clock_mhz", "median"),
+        lowest_mhz=("sm_clock_min_mhz", "min"),
+        hottest_c=("temp_c", "max"),
+        power_capped=("power_capped", "sum"),
+    )
+    return out.reset_index().rename(columns={"who": "kernel"})
+
+
 def show(title, t):
     print(f"# {title}")
     if t is None:
@@ -183,6 +208,8 @@ def main(argv):
     show("1. which kernel is fastest per mask (mean TFLOP/s over the cases every kernel ran)", fastest_kernel_per_mask(df))
     print("#")
     show("2. which CP method wins where (TFLOP/s per GPU, mean over samples, rank 0)", cp_winners(df))
+    print("#")
+    show("3. the GPU's SM clock while each kernel was timed (NVML's readings)", gpu_state(df))
     return 0
 
 
