@@ -159,7 +159,7 @@ type Row struct {
 
 	// The GPU's state while the case was timed (read through NVML every 5 ms and as the
 	// timing ended; kernel, sparse and CP rows on a GPU, a CP row its own rank's GPU's): the SM clock's mean and lowest reading,
-	// the mean of NVML's power readings (an average over about the last second on the H100: a short case reads low), the highest temperature, NVML's clock event reasons seen
+	// the mean of the board's power readings (its power now where NVML gives that field, else the driver's one-second average), the highest temperature, NVML's clock event reasons seen
 	// (comma-separated: sw_power_cap, hw_slowdown, sw_thermal, ...; the GPU's idle one left
 	// out) and the readings' count. Null (and "") where nothing was read: the CPU, a machine
 	// without NVML.

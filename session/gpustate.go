@@ -23,6 +23,8 @@ func gpuSampler(ordinal int, log *zerolog.Logger) (harness.GPUSampler, func()) {
 		once.Do(func() {
 			if m, err = cuda.NewMonitor(ordinal); err != nil {
 				log.Warn().Err(err).Int("device", ordinal).Msg("the GPU's clock, power and temperature are not read: their columns stay null")
+			} else {
+				log.Debug().Int("device", ordinal).Bool("power_instant", m.Instant).Msg("the GPU's state read through NVML while each case is timed")
 			}
 		})
 		if err != nil {

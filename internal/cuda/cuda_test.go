@@ -202,3 +202,35 @@ func TestMonitorWithoutNVML(t *testing.T) {
 		t.Fatalf("nvml without NVML: %v, want the library named", nerr)
 	}
 }
+
+// nvmlFieldValue's layout as nvml.h has it (fieldId, scopeId, timestamp, latencyUsec,
+// valueType, nvmlReturn, value: 40 bytes, the value at 32) and its power by value type.
+func TestFieldValueMilliwatts(t *testing.T) {
+	if n := unsafe.Sizeof(nvmlFieldValue{}); n != 40 {
+		t.Fatalf("nvmlFieldValue is %d bytes, want 40", n)
+	}
+	set := func(typ, ret uint32, v uint64) *nvmlFieldValue {
+		fv := new(nvmlFieldValue)
+		b := (*[40]byte)(unsafe.Pointer(fv))
+		*(*uint32)(unsafe.Pointer(&b[24])), *(*uint32)(unsafe.Pointer(&b[28])), *(*uint64)(unsafe.Pointer(&b[32])) = typ, ret, v
+		return fv
+	}
+	for _, c := range []struct {
+		typ, ret uint32
+		v        uint64
+		want     uint32
+		ok       bool
+	}{
+		{1, 0, 612345, 612345, true},                     // unsigned int
+		{5, 0, 700000, 700000, true},                     // signed int
+		{3, 0, 655000, 655000, true},                     // unsigned long long
+		{0, 0, math.Float64bits(650000.5), 650000, true}, // double
+		{1, 3, 612345, 0, false},                         // the field's own status: not supported
+		{7, 0, 1, 0, false},                              // a type NVML does not give power in
+	} {
+		got, ok := set(c.typ, c.ret, c.v).milliwatts()
+		if got != c.want || ok != c.ok {
+			t.Errorf("type %d status %d value %#x: %d %v, want %d %v", c.typ, c.ret, c.v, got, ok, c.want, c.ok)
+		}
+	}
+}

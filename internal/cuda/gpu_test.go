@@ -136,7 +136,7 @@ func TestMonitorReads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("PCI %s: SM %d MHz, %d mW, %d C, reasons %#x", bus, s.SMClockMHz, s.PowerMW, s.TempC, s.Reasons)
+	t.Logf("PCI %s: SM %d MHz, %d mW (instant %v), %d C, reasons %#x", bus, s.SMClockMHz, s.PowerMW, m.Instant, s.TempC, s.Reasons)
 	if s.SMClockMHz < 100 || s.SMClockMHz > 5000 || s.PowerMW == 0 || s.TempC == 0 || s.TempC > 120 {
 		t.Fatalf("implausible reading %+v", s)
 	}

@@ -2,6 +2,7 @@ package cuda
 
 /*
 #include <stdint.h>
+#include <stdlib.h>
 typedef const char *(*nvmlstrfn)(int);
 static const char *nvmlstr(void *f, int code) { return ((nvmlstrfn)f)(code); }
 */
@@ -40,12 +41,54 @@ func nvmlErrorName(l *lib, code int) string {
 const (
 	nvmlClockSM        = 1
 	nvmlTemperatureGPU = 0
+	// nvmlFieldPowerInstant is NVML_FI_DEV_POWER_INSTANT, the board's power now: on Ampere
+	// (but GA100) and newer, nvmlDeviceGetPowerUsage is an average over the last second
+	// (call 90 read 116-145 W for a case timed in 0.15 s at 1,980 MHz)
+	nvmlFieldPowerInstant = 186
 )
+
+// nvmlFieldValue is the layout of nvmlFieldValue_t (nvml.h), in 8-byte words: fieldId and
+// scopeId (uint32 each), timestamp, latencyUsec, valueType and nvmlReturn (uint32 each),
+// then the value (a union of 8 bytes).
+type nvmlFieldValue [5]C.uint64_t
+
+// power reads NVML_FI_DEV_POWER_INSTANT into milliwatts; ok false where the driver does not
+// give it (the call or the field's own status failed, or a value type not expected).
+func (m *Monitor) powerInstant(h uint64) (uint32, bool) {
+	fv := m.fv
+	for i := range fv {
+		fv[i] = 0
+	}
+	*(*uint32)(unsafe.Pointer(&fv[0])) = nvmlFieldPowerInstant
+	if m.l.call("nvmlDeviceGetFieldValues", h, 1, uint64(uintptr(unsafe.Pointer(&fv[0])))) != nil {
+		return 0, false
+	}
+	return fv.milliwatts()
+}
+
+// milliwatts reads a filled power field: its value as milliwatts by its value type, ok
+// false where the field's own status failed or the type is not a number NVML gives power in.
+func (fv *nvmlFieldValue) milliwatts() (uint32, bool) {
+	typ, ret := *(*uint32)(unsafe.Pointer(&fv[3])), *(*uint32)(unsafe.Add(unsafe.Pointer(&fv[3]), 4))
+	if ret != 0 {
+		return 0, false
+	}
+	v := unsafe.Pointer(&fv[4])
+	switch typ { // nvmlValueType_t
+	case 0: // double
+		return uint32(*(*float64)(v)), true
+	case 1, 5: // unsigned int, signed int
+		return *(*uint32)(v), true
+	case 2, 3, 4: // unsigned long, unsigned long long, signed long long
+		return uint32(*(*uint64)(v)), true
+	}
+	return 0, false
+}
 
 // GPUState is one reading of a GPU's state by NVML.
 type GPUState struct {
 	SMClockMHz uint32 // the SM clock now
-	PowerMW    uint32 // the board's power draw, milliwatts (the driver's running average); 0: none given
+	PowerMW    uint32 // the board's power draw, milliwatts (now, or the last second's average: Monitor.Instant); 0: none given
 	TempC      uint32 // the GPU's temperature; 0: none given
 	// Reasons is NVML's bit mask of why the clocks are below their maximum now
 	// (nvmlClocksEventReason*: 0x4 the software power cap, 0x20 / 0x40 thermal, ...); zero
@@ -58,8 +101,13 @@ type GPUState struct {
 type Monitor struct {
 	l       *lib
 	mu      sync.Mutex
-	s       scratch // out-parameters: slot 0 the handle, 1-4 the readings
-	reasons string  // the reasons' entry point this driver has ("" none)
+	s       scratch         // out-parameters: slot 0 the handle, 1-4 the readings
+	fv      *nvmlFieldValue // C memory for the instant power's field
+	reasons string          // the reasons' entry point this driver has ("" none)
+	// Instant says the power is the board's now (NVML_FI_DEV_POWER_INSTANT), not the
+	// driver's average over the last second (nvmlDeviceGetPowerUsage): whether this driver
+	// gave the field when the monitor opened.
+	Instant bool
 }
 
 // NewMonitor opens NVML on the device of CUDA ordinal `ordinal` of this process, matched by
@@ -74,13 +122,14 @@ func NewMonitor(ordinal int) (*Monitor, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Monitor{l: l, s: newScratch()}
+	m := &Monitor{l: l, s: newScratch(), fv: (*nvmlFieldValue)(C.calloc(1, C.size_t(unsafe.Sizeof(nvmlFieldValue{}))))}
 	p, free := cstr(bus)
 	defer free()
 	if err := m.l.call("nvmlDeviceGetHandleByPciBusId_v2", p, m.s.ptr(0)); err != nil {
-		m.s.free()
+		m.Close()
 		return nil, fmt.Errorf("NVML has no device at PCI %s (CUDA device %d): %w", bus, ordinal, err)
 	}
+	_, m.Instant = m.powerInstant(m.s.u64(0))
 	for _, f := range []string{"nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"} {
 		if l.l.Has(f) {
 			m.reasons = f
@@ -106,7 +155,9 @@ func (m *Monitor) Sample() (GPUState, error) {
 	}
 	// power and temperature where the board gives them (0 otherwise: some boards and
 	// virtual GPUs answer NOT_SUPPORTED); the clock is the reading's point
-	if m.l.call("nvmlDeviceGetPowerUsage", h, m.s.ptr(2)) != nil {
+	if mw, ok := m.powerInstant(h); m.Instant && ok {
+		m.s.p[2] = C.uint64_t(mw)
+	} else if m.l.call("nvmlDeviceGetPowerUsage", h, m.s.ptr(2)) != nil {
 		m.s.p[2] = 0
 	}
 	if m.l.call("nvmlDeviceGetTemperature", h, nvmlTemperatureGPU, m.s.ptr(3)) != nil {
@@ -145,5 +196,9 @@ func (m *Monitor) Close() {
 	if m.s.p != nil {
 		m.s.free()
 		m.s.p = nil
+	}
+	if m.fv != nil {
+		C.free(unsafe.Pointer(m.fv))
+		m.fv = nil
 	}
 }
