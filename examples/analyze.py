@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""A worked analysis of longca results: which kernel is fastest per mask, and which CP
-method wins where.
+"""A worked analysis of longca results: which kernel is fastest per mask, which CP method
+wins where, and at what GPU clock they were timed.
 
     python3 examples/analyze.py out/run-.../<run>.merged.arrow [more merged files ...]
 
@@ -10,7 +10,7 @@ where pyarrow is missing (Debian ships pandas and matplotlib, not pyarrow) the C
 export beside the Arrow file is read instead (`longca merge DIR --csv` writes it).
 The columns are the ones docs/results-format.md lists.
 
-It answers two questions, printing one table each (lines that are not data start
+It answers three questions, printing one table each (lines that are not data start
 with '#', as longca's own tables):
 
 1. Which kernel is fastest per mask? For every mask: the kernel with the highest mean
@@ -19,10 +19,11 @@ with '#', as longca's own tables):
 2. Which CP method wins where? For every mask, world size, sequence length, heads and
    pass of `longca cp` rows: the method (with its mesh) with the highest TFLOP/s per GPU,
    averaged over mask samples, and its lead over the next method.
-3. At what clock were they timed? For every kernel (and CP method) timed on a GPU: its rows'
-   SM clock (median of the rows' means, and the lowest reading), the hottest reading and how
-   many rows saw the power cap hold the clock down (sm_clock_mhz and kin, read through NVML;
-   rows from the CPU or from files before these columns have none).
+3. At what clock were they timed? For every kernel (and CP method, every rank's rows) timed
+   on a GPU: its rows' SM clock (median of the rows' means, and the lowest reading), the
+   hottest reading and how many rows saw the power cap hold the clock down (the columns
+   sm_clock_mhz, sm_clock_min_mhz, temp_c and clock_events, read through NVML; rows from the
+   CPU or from files written before these columns have none).
 
 Exits 0 with the tables, 2 with one line when an input cannot be read.
 """
@@ -209,7 +210,7 @@ def main(argv):
     print("#")
     show("2. which CP method wins where (TFLOP/s per GPU, mean over samples, rank 0)", cp_winners(df))
     print("#")
-    show("3. the GPU's SM clock while each kernel was timed (NVML's readings)", gpu_state(df))
+    show("3. the GPU's SM clock while each kernel (CP method: every rank's rows) was timed (NVML's readings)", gpu_state(df))
     return 0
 
 

@@ -140,7 +140,7 @@ func (s *Session) prepareCalibration(ctx context.Context, o *Simulation) (*calib
 	}
 	cal := *s
 	cal.RunID, cal.Bench = s.RunID+"-calibration", "kernel"
-	ks := KernelSweep{Sweep: sw, Warmup: 1, Iters: o.CalIters, Check: o.CalCheck, KernelOptions: o.CalKernelOptions, StopOnCrash: o.CalStopOnCrash,
+	ks := KernelSweep{Sweep: sw, Warmup: 1, Iters: o.CalIters, Check: o.CalCheck, KernelOptions: o.CalKernelOptions, StopOnCrash: o.CalStopOnCrash, GPUState: true,
 		// A case too large to fit is named by its length (--calibrate-seqlens 1G ran the
 		// process out of memory before FitKernels refused it).
 		Culprit: func(cs harness.Case, _ func(harness.Case) bool) string {

@@ -123,6 +123,10 @@ func NewMonitor(ordinal int) (*Monitor, error) {
 		return nil, err
 	}
 	m := &Monitor{l: l, s: newScratch(), fv: (*nvmlFieldValue)(C.calloc(1, C.size_t(unsafe.Sizeof(nvmlFieldValue{}))))}
+	if m.s.p == nil || m.fv == nil {
+		m.Close()
+		return nil, fmt.Errorf("nvml: no memory for the monitor's readings")
+	}
 	p, free := cstr(bus)
 	defer free()
 	if err := m.l.call("nvmlDeviceGetHandleByPciBusId_v2", p, m.s.ptr(0)); err != nil {
@@ -155,7 +159,8 @@ func (m *Monitor) Sample() (GPUState, error) {
 	}
 	// power and temperature where the board gives them (0 otherwise: some boards and
 	// virtual GPUs answer NOT_SUPPORTED); the clock is the reading's point
-	if mw, ok := m.powerInstant(h); m.Instant && ok {
+	if m.Instant { // the instant field alone (a failed one reads 0, left out of the mean), never mixed with the average
+		mw, _ := m.powerInstant(h)
 		m.s.p[2] = C.uint64_t(mw)
 	} else if m.l.call("nvmlDeviceGetPowerUsage", h, m.s.ptr(2)) != nil {
 		m.s.p[2] = 0
