@@ -88,11 +88,9 @@ func (s *Session) CP(ctx context.Context, r CPRun) error {
 		backend = spmd.Choose(s.World, r.Options)
 	}
 	var shared cpRanks
-	if r.GPUState {
-		var closeGPU func()
-		shared.gpu, closeGPU = gpuSampler(r.KernelOptions.Device, s.log())
-		defer closeGPU()
-	}
+	var closeGPU func()
+	shared.gpu, closeGPU = gpuSampler(r.GPUState, r.KernelOptions.Device, s.log())
+	defer closeGPU()
 	err := spmd.RunRanks(ctx, s.World, r.Options, ip, func(ctx context.Context, cm comm.Comm, w spmd.World) error {
 		k := r.Kernel
 		if r.InProcess { // every in-process rank has its own kernel (and so its own device stream)

@@ -12,8 +12,12 @@ import (
 // gpuSampler reads the state of CUDA device `ordinal` through NVML for a sweep's rows
 // (harness.Runner.GPU), opening NVML at the first row timed on a GPU. Where it cannot (no
 // NVML, no driver), one warning says so and the rows' GPU-state columns stay null; the
-// sweep goes on. The returned close frees the monitor once the sweep is done.
-func gpuSampler(ordinal int, log *zerolog.Logger) (harness.GPUSampler, func()) {
+// sweep goes on. The returned close frees the monitor once the sweep is done. Off
+// (--gpu-state=false): no sampler, and a close that does nothing.
+func gpuSampler(on bool, ordinal int, log *zerolog.Logger) (harness.GPUSampler, func()) {
+	if !on {
+		return nil, func() {}
+	}
 	var (
 		once sync.Once
 		m    *cuda.Monitor

@@ -15,7 +15,7 @@ import (
 func TestGPUSamplerWarnsOnce(t *testing.T) {
 	var buf bytes.Buffer
 	log := zerolog.New(&buf)
-	read, closeFn := gpuSampler(0, &log)
+	read, closeFn := gpuSampler(true, 0, &log)
 	_, err := read()
 	if cuda.Available() == nil && err == nil {
 		t.Log("a GPU and NVML are here: the reads succeed")
@@ -41,9 +41,15 @@ func TestGPUSamplerWarnsOnce(t *testing.T) {
 	}
 
 	buf.Reset()
-	read, closeFn = gpuSampler(0, &log)
+	read, closeFn = gpuSampler(true, 0, &log)
 	closeFn() // never read: nothing opened
 	if _, err := read(); err == nil || buf.Len() != 0 {
 		t.Errorf("closed unopened: read %v, log %q; want an error and no warning", err, buf.String())
+	}
+
+	if read, closeFn := gpuSampler(false, 0, &log); read != nil { // --gpu-state=false
+		t.Error("a sampler made while off")
+	} else {
+		closeFn()
 	}
 }

@@ -120,11 +120,9 @@ func (s *Session) RunKernels(ctx context.Context, k KernelSweep, est *harness.Es
 	if k.Check {
 		r.Check = harness.NewKernelCheck()
 	}
-	if k.GPUState {
-		var closeGPU func()
-		r.GPU, closeGPU = gpuSampler(k.KernelOptions.Device, s.log())
-		defer closeGPU()
-	}
+	var closeGPU func()
+	r.GPU, closeGPU = gpuSampler(k.GPUState, k.KernelOptions.Device, s.log())
+	defer closeGPU()
 	defer r.Close()
 	cases := k.Sweep.Cases()
 	if est == nil || est.Len() != len(cases) {
