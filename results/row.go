@@ -158,11 +158,12 @@ type Row struct {
 	NoCommMs         *float64 `arrow:"no_comm_ms"`
 
 	// The GPU's state while the case was timed (read through NVML every 5 ms and as the
-	// timing ended; kernel, sparse and CP rows on a GPU, a CP row its own rank's GPU's): the SM clock's mean and lowest reading,
-	// the mean of the board's power readings (its power now where NVML gives that field, else the driver's one-second average), the highest temperature, NVML's clock event reasons seen
-	// (comma-separated: sw_power_cap, hw_slowdown, sw_thermal, ...; the GPU's idle one left
-	// out) and the readings' count. Null (and "") where nothing was read: the CPU, a machine
-	// without NVML.
+	// timing ended; kernel, sparse and CP rows on a GPU, a CP row its own rank's GPU's): the
+	// SM clock's mean and lowest reading, the mean of the board's power readings (its power
+	// now where NVML gives that field, else the driver's one-second average), the highest
+	// temperature, NVML's clock event reasons seen (comma-separated: sw_power_cap,
+	// hw_slowdown, sw_thermal, ...; the GPU's idle one left out) and the readings' count.
+	// Null (and "") where nothing was read: the CPU, a machine without NVML, --gpu-state=false.
 	SMClockMHz    *float64 `arrow:"sm_clock_mhz"`
 	SMClockMinMHz *int64   `arrow:"sm_clock_min_mhz"`
 	PowerW        *float64 `arrow:"power_w"`
