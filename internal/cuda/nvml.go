@@ -52,7 +52,7 @@ const (
 // then the value (a union of 8 bytes).
 type nvmlFieldValue [5]C.uint64_t
 
-// power reads NVML_FI_DEV_POWER_INSTANT into milliwatts; ok false where the driver does not
+// powerInstant reads NVML_FI_DEV_POWER_INSTANT into milliwatts; ok false where the driver does not
 // give it (the call or the field's own status failed, or a value type not expected).
 func (m *Monitor) powerInstant(h uint64) (uint32, bool) {
 	fv := m.fv
