@@ -83,7 +83,11 @@ func WriteRatioTable(w io.Writer, title string, s Summary) error {
 // and how many of the cases base ran ok it reaches at on (1.0: as fast as base; 1.3: 30%
 // faster; a case it did not run ok counts as not reached, and is named by its status). "Is my kernel at cuDNN's rate
 // on these masks, and where not?" Lines that are not cases start with '#'. Cases base did not
-// run ok are counted in the header, not shown.
+// run ok are counted in the header, not shown. Where the rows carry the GPU's SM clock while
+// they were timed (--gpu-state), a closing line per kernel says on how many cases the two
+// kernels ran at clocks ClockApart or more apart, and names the cases below at whose
+// kernel ran at the lower clock: under a power or thermal cap a ratio is partly the
+// card's state, not only the kernels'.
 func WriteAgainstTable(w io.Writer, title string, s Summary, base string, at float64) error {
 	kw := max(12, len(base)+5) // the units line's "(x base)"
 	var others []string
@@ -99,6 +103,7 @@ func WriteAgainstTable(w io.Writer, title string, s Summary, base string, at flo
 		c CaseKey
 	}
 	logSum, n, reach, lowest := map[string]float64{}, map[string]int{}, map[string]int{}, map[string]low{}
+	clk := map[string]*clockNote{}
 	failed := map[string]map[results.Status]int{} // cases base ran ok and the kernel did not
 	var rowsOut strings.Builder
 	skipped := 0
@@ -124,6 +129,12 @@ func WriteAgainstTable(w io.Writer, title string, s Summary, base string, at flo
 				}
 				if l, seen := lowest[k]; !seen || r < l.r {
 					lowest[k] = low{r, c}
+				}
+				if cell.ClockMHz > 0 && bc.ClockMHz > 0 {
+					if clk[k] == nil {
+						clk[k] = &clockNote{}
+					}
+					clk[k].add(c, r < at, cell.ClockMHz, bc.ClockMHz)
 				}
 			default:
 				v = string(cell.Status)
@@ -165,11 +176,62 @@ func WriteAgainstTable(w io.Writer, title string, s Summary, base string, at flo
 			continue
 		}
 		l := lowest[k]
-		fmt.Fprintf(&b, "# %s against %s: geomean %.3f over %d cases, at %.2fx or above on %d of %d, lowest %.3f (%s %d %d:%d %s)%s\n",
-			k, base, math.Exp(logSum[k]/float64(n[k])), n[k], at, reach[k], n[k]+nf, l.r, l.c.Mask, l.c.SeqLen, l.c.HeadsQ, l.c.HeadsKV, l.c.Pass, notOK)
+		lowClock := ""
+		if kc, bc := s.Cells[l.c][k].ClockMHz, s.Cells[l.c][base].ClockMHz; kc > 0 && bc > 0 {
+			lowClock = fmt.Sprintf("; SM clock %.0f vs %.0f MHz", kc, bc)
+		}
+		fmt.Fprintf(&b, "# %s against %s: geomean %.3f over %d cases, at %.2fx or above on %d of %d, lowest %.3f (%s%s)%s\n",
+			k, base, math.Exp(logSum[k]/float64(n[k])), n[k], at, reach[k], n[k]+nf, l.r, caseName(l.c), lowClock, notOK)
+		if c := clk[k]; c != nil {
+			b.WriteString(c.line(k, base, at))
+		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// ClockApart is how far apart (as a fraction of the lower) two rows' mean SM clocks must be
+// for the against table to count their case as timed at different clocks.
+const ClockApart = 0.03
+
+// clockNote gathers, for one kernel against the base, the cases where both rows carry the
+// GPU's SM clock while timed.
+type clockNote struct {
+	read, apart int
+	slow        []string // cases below the bound where the kernel ran at the lower clock
+}
+
+func (c *clockNote) add(k CaseKey, below bool, kernelMHz, baseMHz float64) {
+	c.read++
+	if max(kernelMHz, baseMHz) < (1+ClockApart)*min(kernelMHz, baseMHz) {
+		return
+	}
+	c.apart++
+	if below && kernelMHz < baseMHz {
+		c.slow = append(c.slow, fmt.Sprintf("%s: %.0f vs %.0f MHz", caseName(k), kernelMHz, baseMHz))
+	}
+}
+
+// line is the kernel's closing clock line: how many cases were timed at clocks ClockApart or
+// more apart, and the cases below at where the kernel ran at the lower (three named).
+func (c *clockNote) line(k, base string, at float64) string {
+	l := fmt.Sprintf("#   SM clocks while timed: %d of %d cases %.0f%% or more apart", c.apart, c.read, 100*ClockApart)
+	if len(c.slow) > 0 {
+		names := c.slow[:min(3, len(c.slow))]
+		more := ""
+		if len(c.slow) > 3 {
+			more = fmt.Sprintf(", %d more", len(c.slow)-3)
+		}
+		l += fmt.Sprintf("; below %.2fx with %s at the lower clock: %d (%s%s)", at, k, len(c.slow), strings.Join(names, "; "), more)
+	} else {
+		l += fmt.Sprintf("; no case below %.2fx had %s at a clock %.0f%% lower than %s's", at, k, 100*ClockApart, base)
+	}
+	return l + "\n"
+}
+
+// caseName is a case as the against table's closing lines name it: mask length q:kv pass.
+func caseName(c CaseKey) string {
+	return fmt.Sprintf("%s %d %d:%d %s", c.Mask, c.SeqLen, c.HeadsQ, c.HeadsKV, c.Pass)
 }
 
 // maskWidth is the mask column's width in the ratio tables: the longest case's mask, 21 at

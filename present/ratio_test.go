@@ -97,3 +97,52 @@ func TestAgainstTable(t *testing.T) {
 		}
 	}
 }
+
+// The rows' SM clocks while timed: the cell is their mean, the against table counts the cases
+// timed at clocks 3% or more apart and names those below the bound whose kernel ran at the
+// lower clock; rows without readings add no clock line.
+func TestAgainstTableClocks(t *testing.T) {
+	mk := func(kernel string, seqlen int64, tf float64, mhz ...float64) []results.Row {
+		var rows []results.Row
+		for _, m := range mhz {
+			r := results.Row{Kernel: kernel, Mask: "full", SeqLen: seqlen, HeadsQ: 64, HeadsKV: 8, Pass: "bwd", Status: results.StatusOK, TFLOPs: results.Ptr(tf)}
+			if m > 0 {
+				r.SMClockMHz = results.Ptr(m)
+			}
+			rows = append(rows, r)
+		}
+		return rows
+	}
+	var rows []results.Row
+	for _, g := range [][]results.Row{
+		mk("cudnn", 8192, 540, 1980), mk("cuda", 8192, 550, 1980), // level clocks, reached
+		mk("cudnn", 16384, 550, 1646), mk("cuda", 16384, 530, 1500, 1626), // below, cuda slower clock (mean 1563)
+		mk("cudnn", 32768, 545, 1500), mk("cuda", 32768, 540, 1600), // below, cuda faster clock
+		mk("cudnn", 49152, 545, 1500), mk("cuda", 49152, 560, 0), // cuda read nothing: not counted
+	} {
+		rows = append(rows, g...)
+	}
+	s := Summarize(rows, "")
+	if c := s.Cells[s.Cases[1]]["cuda"]; c.ClockMHz != 1563 || c.N != 2 {
+		t.Fatalf("cell %+v, want the mean clock 1563 over 2 rows", c)
+	}
+	var b strings.Builder
+	if err := WriteAgainstTable(&b, "t", s, "cudnn", 1.0); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"lowest 0.964 (full 16384 64:8 bwd; SM clock 1563 vs 1646 MHz)",
+		"#   SM clocks while timed: 2 of 3 cases 3% or more apart; below 1.00x with cuda at the lower clock: 1 (full 16384 64:8 bwd: 1563 vs 1646 MHz)\n",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("against table lacks %q:\n%s", want, b.String())
+		}
+	}
+	b.Reset()
+	if err := WriteAgainstTable(&b, "t", Summarize(ratioRows(), ""), "cuda", 1.0); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "SM clock") {
+		t.Errorf("rows without readings got a clock note:\n%s", b.String())
+	}
+}

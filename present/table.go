@@ -18,11 +18,13 @@ type CaseKey struct {
 }
 
 // Cell is one kernel's figure for one case: the mean TFLOP/s of its ok rows, or the
-// status of its first row when none is ok.
+// status of its first row when none is ok; ClockMHz is the mean of those rows' SM clocks
+// while they were timed (sm_clock_mhz; 0 where none was read).
 type Cell struct {
-	TFLOPs float64
-	Status results.Status
-	N      int
+	TFLOPs   float64
+	Status   results.Status
+	N        int
+	ClockMHz float64
 }
 
 // Summary is the report's content: cases in order, kernels, and the cells.
@@ -64,6 +66,11 @@ func Summarize(rows []results.Row, pass string) Summary {
 	maskOrder := map[string]int{}
 	kernelSeen := map[string]bool{}
 	sums := map[CaseKey]map[string]float64{}
+	type clockSum struct {
+		sum float64
+		n   int
+	}
+	clocks := map[CaseKey]map[string]clockSum{}
 	for _, r := range rows {
 		if pass != "" && r.Pass != pass {
 			continue
@@ -81,6 +88,7 @@ func Summarize(rows []results.Row, pass string) Summary {
 		if s.Cells[k] == nil {
 			s.Cells[k] = map[string]Cell{}
 			sums[k] = map[string]float64{}
+			clocks[k] = map[string]clockSum{}
 			s.Cases = append(s.Cases, k)
 			s.Area[k], s.FLOPs[k] = r.MaskArea, r.FLOPs
 		}
@@ -93,6 +101,12 @@ func Summarize(rows []results.Row, pass string) Summary {
 			c.N++
 			sums[k][name] += *r.TFLOPs
 			c.TFLOPs = sums[k][name] / float64(c.N)
+			if r.SMClockMHz != nil && *r.SMClockMHz > 0 {
+				cs := clocks[k][name]
+				cs.sum, cs.n = cs.sum+*r.SMClockMHz, cs.n+1
+				clocks[k][name] = cs
+				c.ClockMHz = cs.sum / float64(cs.n)
+			}
 		} else if c.Status == "" {
 			c.Status = r.Status
 		}

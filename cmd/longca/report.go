@@ -38,7 +38,7 @@ func init() {
 			&cli.StringFlag{Name: "pass", Usage: "only this pass: fwd, bwd or fwd+bwd"},
 			&cli.StringFlag{Name: "plot", Usage: "write PNG plots into this folder"},
 			&cli.StringFlag{Name: "masks", Usage: "only these masks, comma-separated (as the table names them: causal, block_sparse_uniform_b128_r0.5, ...)"},
-			&cli.StringFlag{Name: "against", Usage: "also print every kernel's TFLOP/s over this kernel's (a column of the table: cudnn, torch:flex, ...), with each kernel's geometric mean, lowest case, and cases at --at or above"},
+			&cli.StringFlag{Name: "against", Usage: "also print every kernel's TFLOP/s over this kernel's (a column of the table: cudnn, torch:flex, ...), with each kernel's geometric mean, lowest case, and cases at --at or above; where the rows carry the GPU's SM clock (--gpu-state), which cases were timed at clocks 3% or more apart"},
 			&cli.Float64Flag{Name: "at", Value: 1.0, Usage: "with --against: the ratio counted as reached (1.0: as fast; 1.3: 30% faster)"},
 		},
 		Action: reportAction,
