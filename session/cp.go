@@ -19,6 +19,7 @@ import (
 	"github.com/longca/longca/sim"
 	"github.com/longca/longca/spmd"
 	"github.com/longca/longca/spmd/cp"
+	"github.com/rs/zerolog"
 )
 
 // CPRun is what `longca cp` describes: the sweep on Ranks ranks and its cases
@@ -157,13 +158,7 @@ func (s *Session) cpRank(ctx context.Context, r CPRun, backend string, cm comm.C
 	}
 	log := s.log()
 	if rank == 0 {
-		run.OnBaseline = func(row results.Row) {
-			ev := log.Info().Str("kernel", row.Kernel).Str("mask", row.Mask).Int64("seqlen", row.SeqLen).Str("pass", row.Pass).Str("status", string(row.Status))
-			if row.TFLOPs != nil {
-				ev = ev.Float64("tflops", *row.TFLOPs)
-			}
-			ev.Str("reason", row.Reason).Msg("kernel baseline")
-		}
+		run.OnBaseline = func(row results.Row) { logBaseline(log, row) }
 	}
 	est := r.Estimate
 	if rank != 0 {
@@ -291,4 +286,18 @@ func LinksOf(m sim.Machine) local.Links {
 		return local.Link{Bandwidth: k.BandwidthGBs * 1e9, Latency: time.Duration(k.LatencyUs * float64(time.Microsecond)), Shared: k.Shared}
 	}
 	return local.Links{GPUsPerNode: m.GPUsPerNode, RanksPerGPU: m.RanksPerGPU, Local: l(m.Local), Intra: l(m.Intra), Inter: l(m.Inter)}
+}
+
+// logBaseline logs one kernel-alone row a CP sweep measured (the eff column's denominator),
+// with the GPU's SM clock while it was timed where that was read: on a power-capped card eff
+// sets two clocks against each other, and the CP rows carry only the method's.
+func logBaseline(log *zerolog.Logger, row results.Row) {
+	ev := log.Info().Str("kernel", row.Kernel).Str("mask", row.Mask).Int64("seqlen", row.SeqLen).Str("pass", row.Pass).Str("status", string(row.Status))
+	if row.TFLOPs != nil {
+		ev = ev.Float64("tflops", *row.TFLOPs)
+	}
+	if row.SMClockMHz != nil {
+		ev = ev.Float64("sm_clock_mhz", *row.SMClockMHz).Str("clock_events", row.ClockEvents)
+	}
+	ev.Str("reason", row.Reason).Msg("kernel baseline")
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/longca/longca/internal/cuda"
+	"github.com/longca/longca/results"
 	"github.com/rs/zerolog"
 )
 
@@ -51,5 +52,25 @@ func TestGPUSamplerWarnsOnce(t *testing.T) {
 		t.Error("a sampler made while off")
 	} else {
 		closeFn()
+	}
+}
+
+// A CP sweep's kernel-alone row is logged with the SM clock it was timed at where that was
+// read (eff sets it against the method's), and without the field where it was not.
+func TestLogBaselineClock(t *testing.T) {
+	var buf bytes.Buffer
+	log := zerolog.New(&buf)
+	row := results.Row{Kernel: "cuda", Mask: "full", SeqLen: 8192, Pass: "fwd", Status: results.StatusOK, TFLOPs: results.Ptr(582.25)}
+	logBaseline(&log, row)
+	if strings.Contains(buf.String(), "sm_clock_mhz") || !strings.Contains(buf.String(), `"tflops":582.25`) {
+		t.Fatalf("no readings: %s", buf.String())
+	}
+	buf.Reset()
+	row.SMClockMHz, row.ClockEvents = results.Ptr(1637.5), "sw_power_cap"
+	logBaseline(&log, row)
+	for _, want := range []string{`"sm_clock_mhz":1637.5`, `"clock_events":"sw_power_cap"`, `"message":"kernel baseline"`} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("baseline log lacks %s: %s", want, buf.String())
+		}
 	}
 }
