@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"time"
 
 	"github.com/longca/longca/kernels"
 	"github.com/longca/longca/results"
@@ -98,12 +99,32 @@ func (r *Runner) Close() {
 const FlushBytes = 256 << 20
 
 // time times the case (the kernel's own loop where it has one, else Time's) with the GPU's
-// state read alongside (watchGPU).
+// state read alongside (watchGPU), after the GPU's settle (Runner.Settle) where it has one.
 func (r *Runner) time(ctx context.Context, k kernels.Kernel, c Case, p kernels.Problem, row *results.Row) error {
+	if err := r.settle(ctx, row); err != nil {
+		return err
+	}
 	w := watchGPU(r.GPU, row)
 	err := r.timeCase(ctx, k, c, p, row)
 	w.finish(row, err == nil)
 	return err
+}
+
+// settle leaves the GPU idle for Runner.Settle before a case timed on it (a row with a
+// device index) and records that in the row; an interrupt ends the wait at once.
+func (r *Runner) settle(ctx context.Context, row *results.Row) error {
+	if r.Settle <= 0 || row.DeviceIndex == nil {
+		return nil
+	}
+	t := time.NewTimer(r.Settle)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+	}
+	row.SettleMs = results.Ptr(float64(r.Settle) / float64(time.Millisecond))
+	return nil
 }
 
 func (r *Runner) timeCase(ctx context.Context, k kernels.Kernel, c Case, p kernels.Problem, row *results.Row) error {

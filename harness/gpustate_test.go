@@ -204,3 +204,40 @@ func TestGPUStateInCPRows(t *testing.T) {
 		}
 	}
 }
+
+// --settle: a case timed on a GPU waits that long first and its row says so; a CPU case
+// (the reference kernel) does not wait and its settle_ms stays null; an interrupt during
+// the wait ends it at once, and the case is not timed.
+func TestSettleBeforeTiming(t *testing.T) {
+	k := &selfTimed{fakeKernel: newFake()}
+	r := runnerFor(k)
+	r.Settle = 60 * time.Millisecond
+	start := time.Now()
+	row := r.Run(context.Background(), small)
+	if row.Status != results.StatusOK {
+		t.Fatalf("status %s: %s", row.Status, row.Reason)
+	}
+	if el := time.Since(start); el < r.Settle {
+		t.Errorf("the case took %s, less than its settle %s", el, r.Settle)
+	}
+	if row.SettleMs == nil || *row.SettleMs != 60 {
+		t.Errorf("settle_ms %v, want 60", row.SettleMs)
+	}
+
+	cpu := runnerFor(ref.New(ref.Options{}))
+	cpu.Settle = time.Hour // would hang the test if the CPU case waited
+	c := small
+	c.Kernel = "ref"
+	if row := cpu.Run(context.Background(), c); row.Status != results.StatusOK || row.SettleMs != nil {
+		t.Errorf("CPU case: status %s settle_ms %v, want ok and null", row.Status, row.SettleMs)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	r.Settle = time.Hour
+	go func() { time.Sleep(20 * time.Millisecond); cancel() }()
+	start = time.Now()
+	row = r.Run(ctx, small)
+	if time.Since(start) > 5*time.Second || row.Status == results.StatusOK || row.SettleMs != nil || row.TFLOPs != nil {
+		t.Errorf("interrupted settle: status %s settle_ms %v tflops %v after %s", row.Status, row.SettleMs, row.TFLOPs, time.Since(start))
+	}
+}

@@ -41,6 +41,10 @@ const DefaultCheckBudget = 2e9
 // 17 minutes a case, so a larger count is a typo, refused before anything runs.
 const MaxReps = 100000
 
+// MaxSettle bounds --settle: a minute of idle before every case is already more than a
+// power or thermal limit needs to let go, so a larger value is a typo.
+const MaxSettle = time.Minute
+
 // Runner runs cases one at a time: build the mask, ask the kernel whether it supports
 // the problem, check it (or a smaller case of the same mask), then time it. A case that
 // fails the check is never timed.
@@ -62,6 +66,9 @@ type Runner struct {
 	// GPU reads the state of the GPU cases are timed on (SM clock, power, temperature),
 	// recorded in every row timed there (summariseGPU); nil records none.
 	GPU GPUSampler
+	// Settle is how long the GPU is left idle before each case timed on it (--settle; 0:
+	// not at all), recorded in the row's settle_ms.
+	Settle time.Duration
 
 	made   map[string]madeKernel
 	checks map[checkKey]checkEntry

@@ -155,7 +155,7 @@ func (s *Session) newEstimate(k KernelSweep, cases []harness.Case, places map[st
 		harness.SetCheckCosts(ecs, k.CheckBudget, m.RefFLOPs, true) // NewKernelCheck shares the references
 	}
 	return harness.NewEstimate(ecs, harness.EstimatePrior{DeviceFLOPs: m.DeviceFLOPs, RefFLOPs: m.RefFLOPs,
-		PerCase: harness.DefaultPerCase, Reps: k.Warmup + k.Iters})
+		PerCase: harness.DefaultPerCase + k.Settle.Seconds(), Reps: k.Warmup + k.Iters})
 }
 
 // EstimateCP is the time estimate of a CP run (harness.CPEstimate), the one its ETA then

@@ -5,6 +5,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/longca/longca/harness"
 	"github.com/longca/longca/kernels"
@@ -79,5 +80,19 @@ func TestFootprintPartials(t *testing.T) {
 	cs.Pass = kernels.Fwd
 	if f, g := footprint(cs, ks, place{k: splitter{parts: 8}, onDevice: true, ok: true}), footprint(cs, ks, place{onDevice: true, ok: true}); f != g {
 		t.Errorf("the forward's footprint grew with the split: %+v against %+v", f, g)
+	}
+}
+
+// --settle is counted in a kernel sweep's estimate: every case's own cost grows by it.
+func TestEstimateCountsSettle(t *testing.T) {
+	s := &Session{}
+	sw := harness.Sweep{Masks: []string{"full"}, SeqLens: []int{128, 256}, Heads: []harness.Heads{{Q: 2, KV: 1}}, HeadDim: 8,
+		DType: tensor.BF16, Kernels: []string{"ref"}, Passes: []kernels.Pass{kernels.Fwd}}
+	k := KernelSweep{Sweep: sw, Warmup: 0, Iters: 1}
+	base := s.estimate(context.Background(), k, sw.Cases()).Total()
+	k.Settle = 3 * time.Second
+	with := s.estimate(context.Background(), k, sw.Cases()).Total()
+	if d := with - base; d < 5900*time.Millisecond || d > 6100*time.Millisecond {
+		t.Errorf("estimate %s without settle, %s with 3s on 2 cases: want 6s more", base, with)
 	}
 }

@@ -33,6 +33,8 @@ type KernelSweep struct {
 	StopOnCrash bool
 	// GPUState reads the GPU's state while each case is timed (--gpu-state; gpuSampler).
 	GPUState bool
+	// Settle leaves the GPU idle this long before each case timed on it (--settle).
+	Settle time.Duration
 	// Culprit names the flags that make a case too big for this machine, for the usage
 	// error; fits says whether a changed case would fit.
 	Culprit func(cs harness.Case, fits func(harness.Case) bool) string
@@ -106,7 +108,7 @@ func (s *Session) RunKernels(ctx context.Context, k KernelSweep, est *harness.Es
 		return n
 	}
 	r := &harness.Runner{
-		Build: k.Build, Warmup: k.Warmup, Iters: k.Iters, CheckBudget: k.CheckBudget,
+		Build: k.Build, Warmup: k.Warmup, Iters: k.Iters, CheckBudget: k.CheckBudget, Settle: k.Settle,
 		Base:          s.BaseRow(s.World),
 		KernelOptions: k.KernelOptions,
 		NewKernel: func(name string) (kernels.Kernel, error) {

@@ -96,6 +96,10 @@ func sweepAction(c *cli.Context, s harness.Sweep, bench string, w spmd.World, ko
 	if !docs.IsDefault() {
 		build = docs.KernelBuilder()
 	}
+	settle, err := settleFromFlags(c)
+	if err != nil {
+		return err
+	}
 	stop, err := stopOnCrash(c) // checked before a dry run too: it accepts what the run would
 	if err != nil {
 		return err
@@ -124,7 +128,7 @@ func sweepAction(c *cli.Context, s harness.Sweep, bench string, w spmd.World, ko
 		return present.WritePlan(c.App.Writer, s.Cases(), build)
 	}
 	k := session.KernelSweep{Sweep: s, Build: build, Warmup: warmup, Iters: iters, Check: check, CheckBudget: budget,
-		KernelOptions: ko, StopOnCrash: stop, Culprit: sweepCulprit(c), GPUState: c.Bool("gpu-state")}
+		KernelOptions: ko, StopOnCrash: stop, Culprit: sweepCulprit(c), GPUState: c.Bool("gpu-state"), Settle: settle}
 	out := c.String("out")
 	if out == "" {
 		var err error

@@ -373,3 +373,38 @@ func TestGPUStateFlag(t *testing.T) {
 		t.Errorf("--gpu-state=maybe: exit %d, %q; want 2 naming the flag", code, errs)
 	}
 }
+
+// --settle is a flag of kernel, sparse and run: a CPU sweep runs with it and its rows keep
+// settle_ms null (nothing was timed on a GPU); a negative or over-a-minute value, or one
+// without a unit, is a usage error naming the flag, before anything runs.
+func TestSettleFlag(t *testing.T) {
+	dir := t.TempDir()
+	_, errs, code := runCLI(t, "kernel", "--kernels", "ref", "--seqlens", "128", "--masks", "full", "--heads", "2:1",
+		"--head-dim", "8", "--passes", "fwd", "-w", "0", "-n", "2", "--no-check", "--settle", "1h0m0s", "--out", dir)
+	if code != 2 || !strings.Contains(errs, "--settle 1h0m0s") || strings.Count(strings.TrimSpace(errs), "\n") != 0 {
+		t.Errorf("--settle 1h: exit %d, %q; want 2 and one line naming the flag", code, errs)
+	}
+	for _, bad := range []string{"-1s", "5"} {
+		if _, errs, code := runCLI(t, "kernel", "--kernels", "ref", "--settle", bad, "--out", t.TempDir()); code != 2 || !strings.Contains(errs, "settle") {
+			t.Errorf("--settle %s: exit %d, %q; want 2 naming the flag", bad, code, errs)
+		}
+	}
+	_, errs, code = runCLI(t, "kernel", "--kernels", "ref", "--seqlens", "128", "--masks", "full", "--heads", "2:1",
+		"--head-dim", "8", "--passes", "fwd", "-w", "0", "-n", "2", "--no-check", "--settle", "10ms", "--out", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	rows, _, err := results.ReadRows(filepath.Join(dir, results.FileName(filepath.Base(dir), 0, 1)))
+	if err != nil || len(rows) != 1 || rows[0].Status != results.StatusOK || rows[0].SettleMs != nil {
+		t.Fatalf("rows %+v: %v", rows, err)
+	}
+	for _, cmd := range [][]string{{"sparse", "--help"}, {"run", "--help"}} {
+		out, _, code := runCLI(t, cmd...)
+		if code != 0 || !strings.Contains(out, "--settle") {
+			t.Errorf("%s: exit %d, no --settle in its help", cmd[0], code)
+		}
+	}
+	if _, errs, code := runCLI(t, "run", "--suite", "cpu", "--settle", "-2s", "--out", t.TempDir()); code != 2 || !strings.Contains(errs, "--settle") {
+		t.Errorf("run --settle -2s: exit %d, %q; want 2 naming the flag", code, errs)
+	}
+}

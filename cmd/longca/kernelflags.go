@@ -5,6 +5,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/longca/longca/dataset"
 	"github.com/longca/longca/harness"
@@ -44,7 +45,22 @@ func commonSweepFlags() []cli.Flag {
 		&cli.StringFlag{Name: "out", Usage: "results folder (default out/<command>-<time>)"},
 		&cli.StringFlag{Name: "run-id", EnvVars: []string{"LONGCA_RUN_ID"}, Usage: "run id in file names and rows (default: the folder's name)"},
 		&cli.BoolFlag{Name: "dry-run", Usage: "print the cases and their FLOPs; run nothing"},
-	}, append(append(checkFlags(), kernelFlags()...), gpuStateFlag())...)
+	}, append(append(checkFlags(), kernelFlags()...), gpuStateFlag(), settleFlag())...)
+}
+
+// settleFlag is --settle, for the commands that time kernels on a GPU one case after
+// another (kernel, sparse, run).
+func settleFlag() cli.Flag {
+	return &cli.DurationFlag{Name: "settle", Usage: "leave the GPU idle this long before each case timed on it (0.5s, 2s), so that every kernel starts from a rested card: on a power-capped GPU the kernel timed right after another runs at a lower clock; recorded as settle_ms; 0 (default): none"}
+}
+
+// settleFromFlags reads --settle: 0 to harness.MaxSettle.
+func settleFromFlags(c *cli.Context) (time.Duration, error) {
+	d := c.Duration("settle")
+	if d < 0 || d > harness.MaxSettle {
+		return 0, usageError("--settle %s: give an idle time from 0 (none) to %s, such as 1s", d, harness.MaxSettle)
+	}
+	return d, nil
 }
 
 // gpuStateFlag is --gpu-state, for the commands that time cases on a GPU (kernel, sparse,

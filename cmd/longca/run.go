@@ -30,7 +30,7 @@ func init() {
 			&cli.StringFlag{Name: "run-id", EnvVars: []string{"LONGCA_RUN_ID"}, Usage: "run id (default: the folder's name)"},
 			&cli.BoolFlag{Name: "parquet", Usage: "also write merged.parquet"},
 			&cli.BoolFlag{Name: "no-peers", Usage: "gpu suite: time the cuda kernel only, not cudnn or the torch:* peers"},
-		}, append(kernelFlags(), gpuStateFlag())...),
+		}, append(kernelFlags(), gpuStateFlag(), settleFlag())...),
 		Action: runAction,
 	})
 }
@@ -65,6 +65,10 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	settle, err := settleFromFlags(c)
+	if err != nil {
+		return err
+	}
 	if c.IsSet("warmup") {
 		if st.Warmup = c.Int("warmup"); st.Warmup < 0 || st.Warmup > harness.MaxReps {
 			return usageError("-w %d: warm-ups must be 0 to %d", st.Warmup, harness.MaxReps)
@@ -87,6 +91,6 @@ func runAction(c *cli.Context) error {
 		return err
 	}
 	k := session.KernelSweep{Sweep: st.Sweep, Build: st.Build, Warmup: st.Warmup, Iters: st.Iters, Check: !c.Bool("no-check"),
-		CheckBudget: st.CheckBudget, KernelOptions: ko, StopOnCrash: stop, Culprit: sweepCulprit(c), GPUState: c.Bool("gpu-state")}
+		CheckBudget: st.CheckBudget, KernelOptions: ko, StopOnCrash: stop, Culprit: sweepCulprit(c), GPUState: c.Bool("gpu-state"), Settle: settle}
 	return newSession(c, "kernel", out, runID, spmd.World{Size: 1}).Suite(c.Context, st.Name, k, c.Bool("parquet"))
 }
