@@ -116,15 +116,23 @@ func (r *Runner) settle(ctx context.Context, row *results.Row) error {
 	if r.Settle <= 0 || row.DeviceIndex == nil {
 		return nil
 	}
-	t := time.NewTimer(r.Settle)
+	if err := idle(ctx, r.Settle); err != nil {
+		return err
+	}
+	row.SettleMs = results.Ptr(float64(r.Settle) / float64(time.Millisecond))
+	return nil
+}
+
+// idle waits d, or until ctx ends (its error).
+func idle(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-t.C:
+		return nil
 	}
-	row.SettleMs = results.Ptr(float64(r.Settle) / float64(time.Millisecond))
-	return nil
 }
 
 func (r *Runner) timeCase(ctx context.Context, k kernels.Kernel, c Case, p kernels.Problem, row *results.Row) error {

@@ -35,6 +35,8 @@ type CPEstimateSetup struct {
 	DeviceFLOPs, RefFLOPs float64
 	LinkBytes             float64
 	Cores                 int
+	// Settle is the idle before each pass timed on a device and each baseline (--settle).
+	Settle time.Duration
 }
 
 // The priors of the CP estimate's transfers and host work, before a case is timed.
@@ -190,6 +192,11 @@ func passCost(s CPSweep, cs CPCase, pl *cp.Plan, pass kernels.Pass, e CPEstimate
 		ranks = float64(n)
 	}
 	overhead = DefaultPerCase/float64(len(s.Passes)) + ranks*perRank/(par*HostPrepBytes)
+	settle := 0.0 // --settle, before each pass timed on a device (the ranks idle together)
+	if e.OnDevice {
+		settle = e.Settle.Seconds()
+	}
+	overhead += settle
 	if e.Baseline {
 		k := BaselineKey{Kernel: s.Kernel, Mask: cs.Mask, SeqLen: s.SeqLen / n, HeadsQ: cs.Heads.Q, HeadsKV: cs.Heads.KV, Pass: pass.String()}
 		if !based[k] {
@@ -200,7 +207,7 @@ func passCost(s CPSweep, cs CPCase, pl *cp.Plan, pass kernels.Pass, e CPEstimate
 			if !e.OnDevice {
 				kernelRate = e.RefFLOPs
 			}
-			overhead += one/HostPrepBytes + float64(e.Warmup+e.Iters)*pl.Problem.FLOPs(pass)/float64(n)/kernelRate
+			overhead += one/HostPrepBytes + float64(e.Warmup+e.Iters)*pl.Problem.FLOPs(pass)/float64(n)/kernelRate + settle
 		}
 	}
 	return flops, overhead

@@ -66,6 +66,9 @@ type CPRunner struct {
 	// temperature: summariseGPU), the transfer-free second timing (--overlap) aside; nil
 	// records none.
 	GPU GPUSampler
+	// Settle leaves every rank's GPU idle this long before each pass is timed and before
+	// each kernel-alone baseline (--settle; 0: not at all), recorded in settle_ms.
+	Settle time.Duration
 
 	ready          bool
 	ranksPerDevice int
@@ -486,6 +489,14 @@ func (r *CPRunner) timePass(ctx context.Context, m cp.Method, run *cp.Run, pass 
 	}
 	loop := Loop{Warmup: r.Warmup, Iters: r.Iters, Before: before,
 		After: func(d time.Duration, err error) (time.Duration, error) { return r.agreeOn(run, d, err) }}
+	// --settle: every rank leaves its GPU idle, then they agree (an interrupt on one is
+	// every rank's) and the loop's first barrier starts them together.
+	if r.Settle > 0 && row.DeviceIndex != nil {
+		if _, err := r.agreeOn(run, 0, idle(ctx, r.Settle)); err != nil {
+			return err
+		}
+		row.SettleMs = results.Ptr(float64(r.Settle) / float64(time.Millisecond))
+	}
 	gw := watchGPU(r.GPU, row)
 	st, err := loop.Time(dev, counted)
 	gw.finish(row, err == nil)
@@ -562,7 +573,7 @@ func (r *CPRunner) kernels() *Runner {
 		base.Bench = ""
 		k := r.Kernel
 		r.kernelRunner = &Runner{Build: r.Sweep.Build, Warmup: r.Warmup, Iters: r.Iters, Base: base, KernelOptions: r.KernelOptions,
-			NewKernel: func(string) (kernels.Kernel, error) { return k, nil }, GPU: r.GPU}
+			NewKernel: func(string) (kernels.Kernel, error) { return k, nil }, GPU: r.GPU, Settle: r.Settle}
 		if r.kernelRunner.Build == nil {
 			r.kernelRunner.Build = BuildCPMask
 		}

@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -239,5 +240,63 @@ func TestSettleBeforeTiming(t *testing.T) {
 	row = r.Run(ctx, small)
 	if time.Since(start) > 5*time.Second || row.Status == results.StatusOK || row.SettleMs != nil || row.TFLOPs != nil {
 		t.Errorf("interrupted settle: status %s settle_ms %v tflops %v after %s", row.Status, row.SettleMs, row.TFLOPs, time.Since(start))
+	}
+}
+
+// --settle in a CP run: every rank on a GPU idles before each pass it times and its row
+// says so; an interrupt during the idle ends every rank's wait (they agree on it), and no
+// rank hangs or writes an ok row.
+func TestSettleInCPRows(t *testing.T) {
+	const n = 2
+	sw := CPSweep{Methods: []string{"ring-p2p"}, Masks: []string{"causal"}, SeqLen: 128, Heads: []Heads{{4, 2}}, HeadDim: 8,
+		DType: tensor.BF16, Passes: []kernels.Pass{kernels.Fwd}, Samples: 1, Seed: 1, Kernel: "ref", Build: cpTestMasks}
+	cases, err := sw.Cases(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(ctx context.Context, settle time.Duration) ([]results.Row, error) {
+		var mu sync.Mutex
+		var rows []results.Row
+		err := local.Run(n, func(c comm.Comm) error {
+			dev := gpuNamed{&fakeDevice{times: []time.Duration{time.Millisecond}}}
+			r := &CPRunner{Sweep: sw, Comm: c, Kernel: gpuRef{ref.New(ref.Options{}), dev}, Warmup: 0, Iters: 2,
+				Base: results.Row{Host: "test"}, Settle: settle}
+			return RunCP(ctx, r, cases, func(_ int, row results.Row) error {
+				mu.Lock()
+				rows = append(rows, row)
+				mu.Unlock()
+				return nil
+			})
+		}, local.WithTimeout(time.Minute))
+		return rows, err
+	}
+	start := time.Now()
+	rows, err := run(context.Background(), 80*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if el := time.Since(start); el < 80*time.Millisecond {
+		t.Errorf("the run took %s, less than its settle", el)
+	}
+	if len(rows) != n {
+		t.Fatalf("%d rows, want %d", len(rows), n)
+	}
+	for _, row := range rows {
+		if row.Status != results.StatusOK || row.SettleMs == nil || *row.SettleMs != 80 {
+			t.Errorf("rank %d: status %s %q, settle_ms %v, want ok and 80", row.Rank, row.Status, row.Reason, row.SettleMs)
+		}
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { time.Sleep(30 * time.Millisecond); cancel() }()
+	start = time.Now()
+	rows, err = run(ctx, time.Hour)
+	if el := time.Since(start); el > 20*time.Second || err == nil || !strings.Contains(err.Error(), "context canceled") {
+		t.Fatalf("an interrupted settle took %s and said %v; want the run stopped at once, naming the interrupt", el, err)
+	}
+	for _, row := range rows {
+		if row.Status == results.StatusOK || row.TFLOPs != nil {
+			t.Errorf("rank %d: an interrupted settle gave status %s tflops %v", row.Rank, row.Status, row.TFLOPs)
+		}
 	}
 }

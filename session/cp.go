@@ -46,6 +46,8 @@ type CPRun struct {
 	Links *sim.Machine
 	// GPUState reads each rank's GPU's state while its passes are timed (--gpu-state).
 	GPUState bool
+	// Settle leaves each rank's GPU idle this long before each pass it times (--settle).
+	Settle time.Duration
 	// Estimate is the run's time estimate (EstimateCP): rank 0's progress lines give its
 	// ETA, learned from the rows as they come. Nil: no ETA.
 	Estimate *harness.CPEstimate
@@ -154,7 +156,7 @@ func (s *Session) cpRank(ctx context.Context, r CPRun, backend string, cm comm.C
 	}
 	run := &harness.CPRunner{
 		Sweep: r.Sweep, Comm: cm, Kernel: kern, KernelOptions: r.KernelOptions, Check: r.Check, CheckBudget: r.CheckBudget,
-		Warmup: r.Warmup, Iters: r.Iters, Overlap: r.Overlap, Baseline: r.Baseline, Base: base, GPU: shared.gpu,
+		Warmup: r.Warmup, Iters: r.Iters, Overlap: r.Overlap, Baseline: r.Baseline, Base: base, GPU: shared.gpu, Settle: r.Settle,
 	}
 	log := s.log()
 	if rank == 0 {

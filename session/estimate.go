@@ -170,7 +170,7 @@ func (s *Session) EstimateCP(ctx context.Context, r CPRun) *harness.CPEstimate {
 	}
 	setup := harness.CPEstimateSetup{Ranks: r.Ranks, InProcess: r.InProcess, OnDevice: onDevice, Warmup: r.Warmup, Iters: r.Iters,
 		Overlap: r.Overlap, Check: r.Check, CheckBudget: r.CheckBudget, Baseline: r.Baseline != nil && r.Baseline.File == "",
-		DeviceFLOPs: m.DeviceFLOPs, RefFLOPs: m.RefFLOPs}
+		DeviceFLOPs: m.DeviceFLOPs, RefFLOPs: m.RefFLOPs, Settle: r.Settle}
 	if r.Links != nil {
 		setup.LinkBytes = linkBytes(*r.Links, r.Ranks)
 	}

@@ -4,6 +4,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/longca/longca/harness"
 	"github.com/longca/longca/kernels"
@@ -25,7 +26,7 @@ func init() {
 			"iteration, median over -n iterations; TFLOP/s per rank = mask FLOPs / (ranks x time). Every\n" +
 			"outcome is a row (ok, unsupported, oom, wrong, error), agreed by the ranks. Efficiency: what\n" +
 			"each device did over the kernel alone at the same per-rank work (--baseline).",
-		Flags:  append(append(append(cpFlags(), worldFlags()...), kernelFlags()...), gpuStateFlag()),
+		Flags:  append(append(append(cpFlags(), worldFlags()...), kernelFlags()...), gpuStateFlag(), settleFlag()),
 		Action: cpAction,
 	})
 }
@@ -59,6 +60,7 @@ type cpOptions struct {
 	base            *harness.Baseline // baselineOf(baseline), a file's figures read
 	dryRun          bool
 	links           *sim.Machine // emulated links between in-process ranks (--links)
+	settle          time.Duration
 }
 
 // parseCPFlags checks every flag; bad input is one line naming the flag, exit status 2.
@@ -69,6 +71,9 @@ func parseCPFlags(c *cli.Context) (cpOptions, error) {
 		return o, err
 	}
 	if o.warmup, o.iters, err = repsFromFlags(c); err != nil {
+		return o, err
+	}
+	if o.settle, err = settleFromFlags(c); err != nil {
 		return o, err
 	}
 	if o.check, o.checkBudget, err = checkFromFlags(c); err != nil {

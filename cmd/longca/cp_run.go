@@ -87,7 +87,7 @@ func cpAction(c *cli.Context) (err error) {
 		Sweep: o.sweep(n), Cases: cases, Ranks: n, InProcess: inProcess, Options: so,
 		Kernel: probe, KernelOptions: o.kernelOpts, Staged: o.staged, Check: o.check, CheckBudget: o.checkBudget,
 		Warmup: o.warmup, Iters: o.iters, Overlap: o.overlap, Baseline: o.base, Links: o.links,
-		GPUState: c.Bool("gpu-state"),
+		GPUState: c.Bool("gpu-state"), Settle: o.settle,
 	}
 	if w.Rank == 0 {
 		run.Estimate = estimateCP(c, run)

@@ -374,7 +374,7 @@ func TestGPUStateFlag(t *testing.T) {
 	}
 }
 
-// --settle is a flag of kernel, sparse and run: a CPU sweep runs with it and its rows keep
+// --settle is a flag of kernel, sparse, run and cp: a CPU sweep runs with it and its rows keep
 // settle_ms null (nothing was timed on a GPU); a negative or over-a-minute value, or one
 // without a unit, is a usage error naming the flag, before anything runs.
 func TestSettleFlag(t *testing.T) {
@@ -398,7 +398,7 @@ func TestSettleFlag(t *testing.T) {
 	if err != nil || len(rows) != 1 || rows[0].Status != results.StatusOK || rows[0].SettleMs != nil {
 		t.Fatalf("rows %+v: %v", rows, err)
 	}
-	for _, cmd := range [][]string{{"sparse", "--help"}, {"run", "--help"}} {
+	for _, cmd := range [][]string{{"sparse", "--help"}, {"run", "--help"}, {"cp", "--help"}} {
 		out, _, code := runCLI(t, cmd...)
 		if code != 0 || !strings.Contains(out, "--settle") {
 			t.Errorf("%s: exit %d, no --settle in its help", cmd[0], code)
@@ -406,5 +406,8 @@ func TestSettleFlag(t *testing.T) {
 	}
 	if _, errs, code := runCLI(t, "run", "--suite", "cpu", "--settle", "-2s", "--out", t.TempDir()); code != 2 || !strings.Contains(errs, "--settle") {
 		t.Errorf("run --settle -2s: exit %d, %q; want 2 naming the flag", code, errs)
+	}
+	if _, errs, code := runCLI(t, "cp", "--ranks", "2", "--kernel", "ref", "--settle", "2m", "--out", t.TempDir()); code != 2 || !strings.Contains(errs, "--settle 2m0s") {
+		t.Errorf("cp --settle 2m: exit %d, %q; want 2 naming the flag", code, errs)
 	}
 }

@@ -48,8 +48,8 @@ func commonSweepFlags() []cli.Flag {
 	}, append(append(checkFlags(), kernelFlags()...), gpuStateFlag(), settleFlag())...)
 }
 
-// settleFlag is --settle, for the commands that time kernels on a GPU one case after
-// another (kernel, sparse, run).
+// settleFlag is --settle, for the commands that time cases on a GPU one after another
+// (kernel, sparse, run, cp).
 func settleFlag() cli.Flag {
 	return &cli.DurationFlag{Name: "settle", Usage: "leave the GPU idle this long before each case timed on it (0.5s, 2s), so that every kernel starts from a rested card: on a power-capped GPU the kernel timed right after another runs at a lower clock; recorded as settle_ms; 0 (default): none"}
 }
