@@ -101,26 +101,27 @@ const FlushBytes = 256 << 20
 // time times the case (the kernel's own loop where it has one, else Time's) with the GPU's
 // state read alongside (watchGPU), after the GPU's settle (Runner.Settle) where it has one.
 func (r *Runner) time(ctx context.Context, k kernels.Kernel, c Case, p kernels.Problem, row *results.Row) error {
-	if err := r.settle(ctx, row); err != nil {
+	settled, err := r.settle(ctx, row)
+	if err != nil {
 		return err
 	}
 	w := watchGPU(r.GPU, row)
-	err := r.timeCase(ctx, k, c, p, row)
+	err = r.timeCase(ctx, k, c, p, row)
 	w.finish(row, err == nil)
+	if err == nil && settled {
+		row.SettleMs = results.Ptr(float64(r.Settle) / float64(time.Millisecond))
+	}
 	return err
 }
 
 // settle leaves the GPU idle for Runner.Settle before a case timed on it (a row with a
-// device index) and records that in the row; an interrupt ends the wait at once.
-func (r *Runner) settle(ctx context.Context, row *results.Row) error {
+// device index), saying whether it did; an interrupt ends the wait at once. The row
+// records it (settle_ms) once the case was timed.
+func (r *Runner) settle(ctx context.Context, row *results.Row) (bool, error) {
 	if r.Settle <= 0 || row.DeviceIndex == nil {
-		return nil
+		return false, nil
 	}
-	if err := idle(ctx, r.Settle); err != nil {
-		return err
-	}
-	row.SettleMs = results.Ptr(float64(r.Settle) / float64(time.Millisecond))
-	return nil
+	return true, idle(ctx, r.Settle)
 }
 
 // idle waits d, or until ctx ends (its error).

@@ -491,17 +491,20 @@ func (r *CPRunner) timePass(ctx context.Context, m cp.Method, run *cp.Run, pass 
 		After: func(d time.Duration, err error) (time.Duration, error) { return r.agreeOn(run, d, err) }}
 	// --settle: every rank leaves its GPU idle, then they agree (an interrupt on one is
 	// every rank's) and the loop's first barrier starts them together.
-	if r.Settle > 0 && row.DeviceIndex != nil {
+	settled := r.Settle > 0 && row.DeviceIndex != nil
+	if settled {
 		if _, err := r.agreeOn(run, 0, idle(ctx, r.Settle)); err != nil {
 			return err
 		}
-		row.SettleMs = results.Ptr(float64(r.Settle) / float64(time.Millisecond))
 	}
 	gw := watchGPU(r.GPU, row)
 	st, err := loop.Time(dev, counted)
 	gw.finish(row, err == nil)
 	if err != nil {
 		return err
+	}
+	if settled {
+		row.SettleMs = results.Ptr(float64(r.Settle) / float64(time.Millisecond))
 	}
 	if sent /= int64(r.Warmup + r.Iters); sent != *row.CommBytes {
 		// A backend that counts differently (or a method that moves what it does not

@@ -233,13 +233,44 @@ func TestSettleBeforeTiming(t *testing.T) {
 		t.Errorf("CPU case: status %s settle_ms %v, want ok and null", row.Status, row.SettleMs)
 	}
 
+	// a GPU case that is not timed (the kernel refuses it) does not wait
+	refusing := &selfTimed{fakeKernel: newFake()}
+	refusing.unsupported = errors.New("not this mask")
+	rr := runnerFor(refusing)
+	rr.Settle = time.Hour
+	if row := rr.Run(context.Background(), small); row.Status != results.StatusUnsupported || row.SettleMs != nil {
+		t.Errorf("refused case: status %s settle_ms %v, want unsupported at once and null", row.Status, row.SettleMs)
+	}
+
+	// timing that fails after the idle: an error row, settle_ms null like the GPU's columns
+	failing := &selfTimed{fakeKernel: newFake(), err: errors.New("launch failed")}
+	rf := runnerFor(failing)
+	rf.Settle = time.Millisecond
+	if row := rf.Run(context.Background(), small); row.Status == results.StatusOK || row.SettleMs != nil {
+		t.Errorf("failed timing: status %s settle_ms %v, want not ok and null", row.Status, row.SettleMs)
+	}
+
+	// an interrupt during the idle: the sweep stops at once, the case is neither timed nor
+	// written, and the rows before it are kept
 	ctx, cancel := context.WithCancel(context.Background())
-	r.Settle = time.Hour
-	go func() { time.Sleep(20 * time.Millisecond); cancel() }()
+	k2 := &selfTimed{fakeKernel: newFake()}
+	r2 := runnerFor(k2)
+	r2.Settle = 50 * time.Millisecond
+	var written []results.Row
 	start = time.Now()
-	row = r.Run(ctx, small)
-	if time.Since(start) > 5*time.Second || row.Status == results.StatusOK || row.SettleMs != nil || row.TFLOPs != nil {
-		t.Errorf("interrupted settle: status %s settle_ms %v tflops %v after %s", row.Status, row.SettleMs, row.TFLOPs, time.Since(start))
+	err := r2.RunAll(ctx, []Case{small, small}, func(i int, row results.Row) error {
+		written = append(written, row)
+		if i == 0 {
+			r2.Settle = time.Hour
+			go func() { time.Sleep(20 * time.Millisecond); cancel() }()
+		}
+		return nil
+	})
+	if !errors.Is(err, context.Canceled) || time.Since(start) > 5*time.Second {
+		t.Fatalf("RunAll: %v after %s, want canceled at once", err, time.Since(start))
+	}
+	if len(written) != 1 || written[0].Status != results.StatusOK || k2.calls != 1 {
+		t.Errorf("%d rows written, %d timings: want the first case's alone", len(written), k2.calls)
 	}
 }
 

@@ -87,7 +87,8 @@ func WriteRatioTable(w io.Writer, title string, s Summary) error {
 // they were timed (--gpu-state), a closing line per kernel says on how many cases the two
 // kernels ran at clocks ClockApart or more apart, and names the cases below at whose
 // kernel ran at the lower clock: under a power or thermal cap a ratio is partly the
-// card's state, not only the kernels'.
+// card's state, not only the kernels'. A CP case's clock is the row the report keeps for it
+// (its lowest rank's: onePerCPCase), one GPU of the run's.
 func WriteAgainstTable(w io.Writer, title string, s Summary, base string, at float64) error {
 	kw := max(12, len(base)+5) // the units line's "(x base)"
 	var others []string
@@ -183,7 +184,7 @@ func WriteAgainstTable(w io.Writer, title string, s Summary, base string, at flo
 		fmt.Fprintf(&b, "# %s against %s: geomean %.3f over %d cases, at %.2fx or above on %d of %d, lowest %.3f (%s%s)%s\n",
 			k, base, math.Exp(logSum[k]/float64(n[k])), n[k], at, reach[k], n[k]+nf, l.r, caseName(l.c), lowClock, notOK)
 		if c := clk[k]; c != nil {
-			b.WriteString(c.line(k, base, at))
+			b.WriteString(c.line(k, at))
 		}
 	}
 	_, err := io.WriteString(w, b.String())
@@ -214,7 +215,7 @@ func (c *clockNote) add(k CaseKey, below bool, kernelMHz, baseMHz float64) {
 
 // line is the kernel's closing clock line: how many cases were timed at clocks ClockApart or
 // more apart, and the cases below at where the kernel ran at the lower (three named).
-func (c *clockNote) line(k, base string, at float64) string {
+func (c *clockNote) line(k string, at float64) string {
 	l := fmt.Sprintf("#   SM clocks while timed: %d of %d cases %.0f%% or more apart", c.apart, c.read, 100*ClockApart)
 	if len(c.slow) > 0 {
 		names := c.slow[:min(3, len(c.slow))]
@@ -224,7 +225,7 @@ func (c *clockNote) line(k, base string, at float64) string {
 		}
 		l += fmt.Sprintf("; below %.2fx with %s at the lower clock: %d (%s%s)", at, k, len(c.slow), strings.Join(names, "; "), more)
 	} else {
-		l += fmt.Sprintf("; no case below %.2fx had %s at a clock %.0f%% lower than %s's", at, k, 100*ClockApart, base)
+		l += fmt.Sprintf("; no case below %.2fx had %s at the lower of two clocks %.0f%% or more apart", at, k, 100*ClockApart)
 	}
 	return l + "\n"
 }

@@ -122,9 +122,20 @@ func TestAgainstTableClocks(t *testing.T) {
 	} {
 		rows = append(rows, g...)
 	}
+	// a case of one kernel with an error row first, then ok rows of which one read no clock
+	errRow := results.Row{Kernel: "cudnn", Mask: "causal", SeqLen: 8192, HeadsQ: 64, HeadsKV: 8, Pass: "bwd", Status: results.StatusError, SMClockMHz: results.Ptr(900.0)}
+	rows = append(rows, errRow)
+	rows = append(rows, mk("cudnn", 8192, 500, 1800, 0, 1700)...)
+	for i := range rows[len(rows)-3:] {
+		rows[len(rows)-3+i].Mask = "causal"
+	}
 	s := Summarize(rows, "")
 	if c := s.Cells[s.Cases[1]]["cuda"]; c.ClockMHz != 1563 || c.N != 2 {
 		t.Fatalf("cell %+v, want the mean clock 1563 over 2 rows", c)
+	}
+	causal := CaseKey{"causal", 8192, 64, 8, "bwd"}
+	if c := s.Cells[causal]["cudnn"]; c.Status != results.StatusOK || c.N != 3 || c.ClockMHz != 1750 {
+		t.Fatalf("cell %+v, want ok over 3 rows, the clock 1750 from the 2 that read one (the error row's left out)", c)
 	}
 	var b strings.Builder
 	if err := WriteAgainstTable(&b, "t", s, "cudnn", 1.0); err != nil {

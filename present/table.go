@@ -18,8 +18,8 @@ type CaseKey struct {
 }
 
 // Cell is one kernel's figure for one case: the mean TFLOP/s of its ok rows, or the
-// status of its first row when none is ok; ClockMHz is the mean of those rows' SM clocks
-// while they were timed (sm_clock_mhz; 0 where none was read).
+// status of its first row when none is ok; ClockMHz is the mean SM clock while timed
+// (sm_clock_mhz) over those of its ok rows that read one (0 where none did).
 type Cell struct {
 	TFLOPs   float64
 	Status   results.Status

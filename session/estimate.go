@@ -130,6 +130,9 @@ func (s *Session) newEstimate(k KernelSweep, cases []harness.Case, places map[st
 	for i, cs := range cases {
 		pl := places[cs.Kernel]
 		ec := harness.EstimateCase{Case: cs, OnDevice: pl.onDevice, Refused: !pl.ok}
+		if pl.onDevice && k.Settle > 0 { // --settle idles before each case timed on a GPU
+			ec.Overhead = harness.DefaultPerCase + k.Settle.Seconds()
+		}
 		key := pk{cs.Label(), cs.SeqLen, cs.Heads}
 		p, seen := probs[key]
 		if !seen {
@@ -155,7 +158,7 @@ func (s *Session) newEstimate(k KernelSweep, cases []harness.Case, places map[st
 		harness.SetCheckCosts(ecs, k.CheckBudget, m.RefFLOPs, true) // NewKernelCheck shares the references
 	}
 	return harness.NewEstimate(ecs, harness.EstimatePrior{DeviceFLOPs: m.DeviceFLOPs, RefFLOPs: m.RefFLOPs,
-		PerCase: harness.DefaultPerCase + k.Settle.Seconds(), Reps: k.Warmup + k.Iters})
+		PerCase: harness.DefaultPerCase, Reps: k.Warmup + k.Iters})
 }
 
 // EstimateCP is the time estimate of a CP run (harness.CPEstimate), the one its ETA then

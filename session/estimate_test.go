@@ -83,16 +83,23 @@ func TestFootprintPartials(t *testing.T) {
 	}
 }
 
-// --settle is counted in a kernel sweep's estimate: every case's own cost grows by it.
+// --settle is counted in a kernel sweep's estimate for the cases timed on a GPU (each grows
+// by it), not for the CPU's, which never idle.
 func TestEstimateCountsSettle(t *testing.T) {
 	s := &Session{}
 	sw := harness.Sweep{Masks: []string{"full"}, SeqLens: []int{128, 256}, Heads: []harness.Heads{{Q: 2, KV: 1}}, HeadDim: 8,
-		DType: tensor.BF16, Kernels: []string{"ref"}, Passes: []kernels.Pass{kernels.Fwd}}
+		DType: tensor.BF16, Kernels: []string{"ref", "gpu"}, Passes: []kernels.Pass{kernels.Fwd}}
+	var pl place
+	pl.k, pl.onDevice, pl.isRef, pl.devBytes, pl.ok = KernelPlace("ref", kernels.Options{})
+	gpu := pl
+	gpu.onDevice = true // the same kernel placed on a device: what the estimate asks of a GPU kernel
+	places := map[string]place{"ref": pl, "gpu": gpu}
 	k := KernelSweep{Sweep: sw, Warmup: 0, Iters: 1}
-	base := s.estimate(context.Background(), k, sw.Cases()).Total()
+	m := harness.Machine{DeviceFLOPs: 1e14, RefFLOPs: 1e9}
+	base := s.newEstimate(k, sw.Cases(), places, m).Total()
 	k.Settle = 3 * time.Second
-	with := s.estimate(context.Background(), k, sw.Cases()).Total()
+	with := s.newEstimate(k, sw.Cases(), places, m).Total()
 	if d := with - base; d < 5900*time.Millisecond || d > 6100*time.Millisecond {
-		t.Errorf("estimate %s without settle, %s with 3s on 2 cases: want 6s more", base, with)
+		t.Errorf("estimate %s without settle, %s with 3s on 2 GPU cases and 2 CPU cases: want 6s more", base, with)
 	}
 }

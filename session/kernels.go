@@ -132,8 +132,12 @@ func (s *Session) RunKernels(ctx context.Context, k KernelSweep, est *harness.Es
 	}
 	log := s.log()
 	progress := s.kernelProgress(est, cases)
-	log.Info().Str("run", s.RunID).Int("cases", len(cases)).Str("file", res.File).
-		Dur("estimate", est.Total().Round(time.Second)).Msg("sweep")
+	ev := log.Info().Str("run", s.RunID).Int("cases", len(cases)).Str("file", res.File).
+		Dur("estimate", est.Total().Round(time.Second))
+	if r.Settle > 0 {
+		ev = ev.Str("settle", r.Settle.String()) // the runner's idle before each case timed on a GPU
+	}
+	ev.Msg("sweep")
 	var stopErr error
 	seenCrashes := 0
 	start := time.Now()

@@ -18,6 +18,11 @@ func cpAction(c *cli.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	// rank 0 idles before each kernel-alone baseline while the others wait for it in a
+	// collective that --timeout bounds
+	if o.settle > 0 && o.settle*2 > so.Timeout {
+		return usageError("--settle %s with --timeout %s: the other ranks wait out rank 0's idle before each baseline; give a --timeout of at least twice the settle, or a shorter --settle", o.settle, so.Timeout)
+	}
 	if o.kernelOpts, err = kernelOptions(c, w); err != nil {
 		return err
 	}

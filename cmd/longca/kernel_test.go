@@ -389,10 +389,10 @@ func TestSettleFlag(t *testing.T) {
 			t.Errorf("--settle %s: exit %d, %q; want 2 naming the flag", bad, code, errs)
 		}
 	}
-	_, errs, code = runCLI(t, "kernel", "--kernels", "ref", "--seqlens", "128", "--masks", "full", "--heads", "2:1",
-		"--head-dim", "8", "--passes", "fwd", "-w", "0", "-n", "2", "--no-check", "--settle", "10ms", "--out", dir)
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errs)
+	_, errs, code = captureRun(t, "--log-level", "info", "--log-format", "json", "kernel", "--kernels", "ref", "--seqlens", "128",
+		"--masks", "full", "--heads", "2:1", "--head-dim", "8", "--passes", "fwd", "-w", "0", "-n", "2", "--no-check", "--settle", "10ms", "--out", dir)
+	if code != 0 || !strings.Contains(errs, `"settle":"10ms"`) { // the sweep's line: the flag reached the session
+		t.Fatalf("exit %d, no settle in the sweep's log line: %s", code, errs)
 	}
 	rows, _, err := results.ReadRows(filepath.Join(dir, results.FileName(filepath.Base(dir), 0, 1)))
 	if err != nil || len(rows) != 1 || rows[0].Status != results.StatusOK || rows[0].SettleMs != nil {
@@ -409,5 +409,8 @@ func TestSettleFlag(t *testing.T) {
 	}
 	if _, errs, code := runCLI(t, "cp", "--ranks", "2", "--kernel", "ref", "--settle", "2m", "--out", t.TempDir()); code != 2 || !strings.Contains(errs, "--settle 2m0s") {
 		t.Errorf("cp --settle 2m: exit %d, %q; want 2 naming the flag", code, errs)
+	}
+	if _, errs, code := runCLI(t, "cp", "--ranks", "2", "--kernel", "ref", "--settle", "40s", "--timeout", "60s", "--out", t.TempDir()); code != 2 || !strings.Contains(errs, "--settle 40s with --timeout 1m0s") {
+		t.Errorf("cp --settle 40s --timeout 60s: exit %d, %q; want 2 naming both flags", code, errs)
 	}
 }
