@@ -157,3 +157,30 @@ func TestAgainstTableClocks(t *testing.T) {
 		t.Errorf("rows without readings got a clock note:\n%s", b.String())
 	}
 }
+
+// --clocks: each kernel's mean SM clock per case in the table's layout, "-" where none was
+// read or the kernel did not run ok, and each kernel's range over its cases.
+func TestClockTable(t *testing.T) {
+	ok := func(kernel string, seqlen int64, mhz float64) results.Row {
+		r := results.Row{Kernel: kernel, Mask: "full", SeqLen: seqlen, HeadsQ: 64, HeadsKV: 8, Pass: "fwd", Status: results.StatusOK, TFLOPs: results.Ptr(500.0)}
+		if mhz > 0 {
+			r.SMClockMHz = results.Ptr(mhz)
+		}
+		return r
+	}
+	rows := []results.Row{ok("cuda", 8192, 1980), ok("cudnn", 8192, 1900), ok("cuda", 16384, 1563), ok("cudnn", 16384, 0),
+		{Kernel: "torch:flex", Mask: "full", SeqLen: 8192, HeadsQ: 64, HeadsKV: 8, Pass: "fwd", Status: results.StatusError, SMClockMHz: results.Ptr(1700.0)}}
+	var b strings.Builder
+	if err := WriteClockTable(&b, "t", Summarize(rows, "")); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"  full     8192   64:8  fwd  1980  1900          -\n",
+		"  full    16384   64:8  fwd  1563     -          -\n",
+		"# SM clock range over the cases: cuda 1563-1980; cudnn 1900-1900; torch:flex -;",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("clock table lacks %q:\n%s", want, b.String())
+		}
+	}
+}

@@ -13,6 +13,8 @@ import (
 type ReportOptions struct {
 	Pass, PlotDir, Against string
 	At                     float64
+	// Clocks adds the table of each kernel's mean SM clock while timed, per case.
+	Clocks bool
 }
 
 // WriteReportFull is what `longca report` prints of rows read from path: the kernel
@@ -27,6 +29,11 @@ func WriteReportFull(w io.Writer, path string, rows []results.Row, o ReportOptio
 	}
 	if err := WriteReport(w, rows, pass, title); err != nil {
 		return err
+	}
+	if o.Clocks {
+		if err := WriteClockTable(w, "each kernel's SM clock while timed (the mean of its busy readings), per case: "+path, Summarize(rows, pass)); err != nil {
+			return err
+		}
 	}
 	if o.Against != "" {
 		if err := WriteAgainstTable(w, fmt.Sprintf("against %s: %s", o.Against, path), Summarize(rows, pass), o.Against, o.At); err != nil {

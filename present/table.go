@@ -198,6 +198,45 @@ func WriteTable(w io.Writer, title string, s Summary) error {
 	return t.Write(w)
 }
 
+// WriteClockTable prints, in the kernel table's layout, each kernel's mean SM clock while its
+// ok rows were timed (sm_clock_mhz, MHz), "-" where none was read, and per kernel the range
+// over its cases: on a power-capped card, which kernel ran at which clock beside which.
+func WriteClockTable(w io.Writer, title string, s Summary) error {
+	t := TextTable{Title: []string{title}, Columns: []TextColumn{
+		{Name: "mask", Left: true}, {Name: "seqlen", Unit: "tokens"}, {Name: "heads", Unit: "q:kv"}, {Name: "pass"},
+	}}
+	for _, k := range s.Kernels {
+		t.Columns = append(t.Columns, TextColumn{Name: k, Unit: "MHz"})
+	}
+	lo, hi := map[string]float64{}, map[string]float64{}
+	for _, c := range s.Cases {
+		row := []string{c.Mask, fmt.Sprint(c.SeqLen), fmt.Sprintf("%d:%d", c.HeadsQ, c.HeadsKV), c.Pass}
+		for _, k := range s.Kernels {
+			v := "-"
+			if cell, ok := s.Cells[c][k]; ok && cell.Status == results.StatusOK && cell.ClockMHz > 0 {
+				v = fmt.Sprintf("%.0f", cell.ClockMHz)
+				if l, seen := lo[k]; !seen || cell.ClockMHz < l {
+					lo[k] = cell.ClockMHz
+				}
+				hi[k] = max(hi[k], cell.ClockMHz)
+			}
+			row = append(row, v)
+		}
+		t.Rows = append(t.Rows, row)
+	}
+	var b strings.Builder
+	b.WriteString("SM clock range over the cases:")
+	for _, k := range s.Kernels {
+		if _, ok := lo[k]; !ok {
+			fmt.Fprintf(&b, " %s -;", k)
+			continue
+		}
+		fmt.Fprintf(&b, " %s %.0f-%.0f;", k, lo[k], hi[k])
+	}
+	t.Summary = []string{b.String()}
+	return t.Write(w)
+}
+
 // WriteReport prints the nccl-tests style table of rows and, when several kernels ran,
 // each one's ratio to the fastest: what `longca kernel`, `run` and `report` print.
 func WriteReport(w io.Writer, rows []results.Row, pass, title string) error {

@@ -40,6 +40,7 @@ func init() {
 			&cli.StringFlag{Name: "masks", Usage: "only these masks, comma-separated (as the table names them: causal, block_sparse_uniform_b128_r0.5, ...)"},
 			&cli.StringFlag{Name: "against", Usage: "also print every kernel's TFLOP/s over this kernel's (a column of the table: cudnn, torch:flex, ...), with each kernel's geometric mean, lowest case, and cases at --at or above; where the rows carry the GPU's SM clock (--gpu-state), which cases were timed at clocks 3% or more apart"},
 			&cli.Float64Flag{Name: "at", Value: 1.0, Usage: "with --against: the ratio counted as reached (1.0: as fast; 1.3: 30% faster)"},
+			&cli.BoolFlag{Name: "clocks", Usage: "also print each kernel's SM clock while timed (MHz, the mean of its busy readings; rows timed with --gpu-state), per case, in the table's layout"},
 		},
 		Action: reportAction,
 	})
@@ -110,7 +111,7 @@ func reportAction(c *cli.Context) error {
 			return usageError("--against %s: no such kernel in %s; its kernels: %s", against, path, strings.Join(ks, ", "))
 		}
 	}
-	return present.WriteReportFull(c.App.Writer, path, rows, present.ReportOptions{Pass: pass, PlotDir: dir, Against: against, At: at})
+	return present.WriteReportFull(c.App.Writer, path, rows, present.ReportOptions{Pass: pass, PlotDir: dir, Against: against, At: at, Clocks: c.Bool("clocks")})
 }
 
 // onePerCPCase keeps, of each run's CP rows, those of its lowest rank: the ranks of a CP
