@@ -180,19 +180,7 @@ func TestGPUStateInCPRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	gpu := newFakeGPU(-1)
-	var mu sync.Mutex
-	var rows []results.Row
-	err = local.Run(n, func(c comm.Comm) error {
-		dev := gpuNamed{&fakeDevice{times: []time.Duration{time.Millisecond}}}
-		r := &CPRunner{Sweep: sw, Comm: c, Kernel: gpuRef{ref.New(ref.Options{}), dev}, Warmup: 0, Iters: 2,
-			Base: results.Row{Host: "test"}, GPU: gpu.read}
-		return RunCP(context.Background(), r, cases, func(_ int, row results.Row) error {
-			mu.Lock()
-			rows = append(rows, row)
-			mu.Unlock()
-			return nil
-		})
-	}, local.WithTimeout(time.Minute))
+	rows, err := cpRowsOnFakeGPU(context.Background(), n, sw, cases, func(r *CPRunner) { r.GPU = gpu.read })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,20 +274,7 @@ func TestSettleInCPRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	run := func(ctx context.Context, settle time.Duration) ([]results.Row, error) {
-		var mu sync.Mutex
-		var rows []results.Row
-		err := local.Run(n, func(c comm.Comm) error {
-			dev := gpuNamed{&fakeDevice{times: []time.Duration{time.Millisecond}}}
-			r := &CPRunner{Sweep: sw, Comm: c, Kernel: gpuRef{ref.New(ref.Options{}), dev}, Warmup: 0, Iters: 2,
-				Base: results.Row{Host: "test"}, Settle: settle}
-			return RunCP(ctx, r, cases, func(_ int, row results.Row) error {
-				mu.Lock()
-				rows = append(rows, row)
-				mu.Unlock()
-				return nil
-			})
-		}, local.WithTimeout(time.Minute))
-		return rows, err
+		return cpRowsOnFakeGPU(ctx, n, sw, cases, func(r *CPRunner) { r.Settle = settle })
 	}
 	start := time.Now()
 	rows, err := run(context.Background(), 80*time.Millisecond)
@@ -330,4 +305,25 @@ func TestSettleInCPRows(t *testing.T) {
 			t.Errorf("rank %d: an interrupted settle gave status %s tflops %v", row.Rank, row.Status, row.TFLOPs)
 		}
 	}
+}
+
+// cpRowsOnFakeGPU runs cases on n in-process ranks, each with the reference kernel on a
+// GPU-named fake device (so rows carry a device index), set as configure says; the rows
+// every rank wrote.
+func cpRowsOnFakeGPU(ctx context.Context, n int, sw CPSweep, cases []CPCase, configure func(*CPRunner)) ([]results.Row, error) {
+	var mu sync.Mutex
+	var rows []results.Row
+	err := local.Run(n, func(c comm.Comm) error {
+		dev := gpuNamed{&fakeDevice{times: []time.Duration{time.Millisecond}}}
+		r := &CPRunner{Sweep: sw, Comm: c, Kernel: gpuRef{ref.New(ref.Options{}), dev}, Warmup: 0, Iters: 2,
+			Base: results.Row{Host: "test"}}
+		configure(r)
+		return RunCP(ctx, r, cases, func(_ int, row results.Row) error {
+			mu.Lock()
+			rows = append(rows, row)
+			mu.Unlock()
+			return nil
+		})
+	}, local.WithTimeout(time.Minute))
+	return rows, err
 }

@@ -32,22 +32,5 @@ for s in 0 250ms 500ms 1s 2s; do
 done
 cat "$out/t/summary.txt"
 echo "=== each step: kernel TFLOP/s @ mean SM clock (MHz), settle_ms, in timing order; cuda / cudnn"
-for n in $names; do
-	bin/longca merge --csv --out "$out/t/$n.merged.arrow" "$out/t/$n" >/dev/null 2>&1
-	python3 - "$out/t/$n.merged.csv" "$n" <<'PY'
-import csv, sys
-try:
-    rows = list(csv.DictReader(open(sys.argv[1])))
-except Exception as e:
-    print(sys.argv[2], "no csv:", e); sys.exit(0)
-t, parts = {}, []
-for r in rows:
-    t[r["kernel"]] = (float(r["tflops"] or 0), float(r["sm_clock_mhz"] or 0))
-    parts.append("%s %s %.1f @ %.0f settle %s" % (r["kernel"], r["status"], t[r["kernel"]][0], t[r["kernel"]][1], r["settle_ms"] or "-"))
-line = "%-18s %s" % (sys.argv[2], "; ".join(parts))
-if "cuda" in t and "cudnn" in t and t["cudnn"][0] > 0:
-    line += "  ratio %.3f" % (t["cuda"][0] / t["cudnn"][0])
-print(line)
-PY
-done
+clock_pairs $names
 tar -C "$out" -czf "$out/t.tgz" t && rm -rf "$out/t"

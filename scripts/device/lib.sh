@@ -338,3 +338,27 @@ goal_line() {
 		echo "# $2: cuda against $3: no line ($(printf '%s\n' "$_o" | tail -1))"
 	fi
 }
+
+# clock_pairs STEP...: per step (a kernel step of $out/t), a line of each row in timing
+# order: kernel, status, TFLOP/s @ its mean SM clock while timed (MHz), settle_ms; then cuda
+# over cudnn where both ran (call 93's question: a ratio against the two clocks).
+clock_pairs() {
+	for _s in "$@"; do
+		bin/longca merge --csv --out "$out/t/$_s.merged.arrow" "$out/t/$_s" >/dev/null 2>&1
+		python3 - "$out/t/$_s.merged.csv" "$_s" <<'PY'
+import csv, sys
+try:
+    rows = list(csv.DictReader(open(sys.argv[1])))
+except OSError as e:
+    print(sys.argv[2], "no csv:", e); sys.exit(0)
+t, parts = {}, []
+for r in rows:
+    t[r["kernel"]] = (float(r["tflops"] or 0), float(r["sm_clock_mhz"] or 0))
+    parts.append("%s %s %.1f @ %.0f settle %s" % (r["kernel"], r["status"], t[r["kernel"]][0], t[r["kernel"]][1], r["settle_ms"] or "-"))
+line = "%-20s %s" % (sys.argv[2], "; ".join(parts))
+if t.get("cudnn", (0,))[0] > 0 and "cuda" in t:
+    line += "  ratio %.3f" % (t["cuda"][0] / t["cudnn"][0])
+print(line)
+PY
+	done
+}
