@@ -173,12 +173,7 @@ func (g gpuRef) Device() tensor.Device { return g.dev }
 // row (one sampler shared by the in-process ranks, as the session shares it).
 func TestGPUStateInCPRows(t *testing.T) {
 	const n = 2
-	sw := CPSweep{Methods: []string{"ring-p2p"}, Masks: []string{"causal"}, SeqLen: 128, Heads: []Heads{{4, 2}}, HeadDim: 8,
-		DType: tensor.BF16, Passes: []kernels.Pass{kernels.Fwd}, Samples: 1, Seed: 1, Kernel: "ref", Build: cpTestMasks}
-	cases, err := sw.Cases(n)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sw, cases := fakeGPUSweep(t, n)
 	gpu := newFakeGPU(-1)
 	rows, err := cpRowsOnFakeGPU(context.Background(), n, sw, cases, func(r *CPRunner) { r.GPU = gpu.read })
 	if err != nil {
@@ -267,12 +262,7 @@ func TestSettleBeforeTiming(t *testing.T) {
 // rank hangs or writes an ok row.
 func TestSettleInCPRows(t *testing.T) {
 	const n = 2
-	sw := CPSweep{Methods: []string{"ring-p2p"}, Masks: []string{"causal"}, SeqLen: 128, Heads: []Heads{{4, 2}}, HeadDim: 8,
-		DType: tensor.BF16, Passes: []kernels.Pass{kernels.Fwd}, Samples: 1, Seed: 1, Kernel: "ref", Build: cpTestMasks}
-	cases, err := sw.Cases(n)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sw, cases := fakeGPUSweep(t, n)
 	run := func(ctx context.Context, settle time.Duration) ([]results.Row, error) {
 		return cpRowsOnFakeGPU(ctx, n, sw, cases, func(r *CPRunner) { r.Settle = settle })
 	}
@@ -326,4 +316,16 @@ func cpRowsOnFakeGPU(ctx context.Context, n int, sw CPSweep, cases []CPCase, con
 		})
 	}, local.WithTimeout(time.Minute))
 	return rows, err
+}
+
+// fakeGPUSweep is one ring-p2p causal forward case on n ranks, small, for cpRowsOnFakeGPU.
+func fakeGPUSweep(t *testing.T, n int) (CPSweep, []CPCase) {
+	t.Helper()
+	sw := CPSweep{Methods: []string{"ring-p2p"}, Masks: []string{"causal"}, SeqLen: 128, Heads: []Heads{{4, 2}}, HeadDim: 8,
+		DType: tensor.BF16, Passes: []kernels.Pass{kernels.Fwd}, Samples: 1, Seed: 1, Kernel: "ref", Build: cpTestMasks}
+	cases, err := sw.Cases(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sw, cases
 }
