@@ -189,8 +189,10 @@ func WriteCPTable(w io.Writer, title string, rows []results.Row) error {
 	if shared > 1 {
 		t.Summary = append(t.Summary, fmt.Sprintf("%d ranks share one device: TFLOPs/rank is one rank's share, device is what the device did (the sum); eff = device / kernel alone", shared))
 	}
-	if l := GPUStateLine(rows, "", true); l != "" { // the rows given (each rank's reads its own GPU)
-		t.Summary = append(t.Summary, l)
+	for _, l := range []string{GPUStateLine(rows, "", true), PowerCapHint(rows, "", true)} { // the rows given (each rank's reads its own GPU)
+		if l != "" {
+			t.Summary = append(t.Summary, l)
+		}
 	}
 	return t.Write(w)
 }

@@ -77,6 +77,31 @@ func GPUStateLine(rows []results.Row, pass string, cp bool) string {
 	return b.String()
 }
 
+// PowerCapHint is a second line under GPUStateLine for rows (of pass, CP or not as there)
+// timed without --settle where a quarter or more of those read ran at the board's power cap
+// (NVML's sw_power_cap): there the kernel timed right after another in a case starts from
+// the power state that one left and runs at a lower clock, so a ratio within a few percent
+// is partly the order's (docs/perf.md, "Calls 92-93"). "" otherwise.
+func PowerCapHint(rows []results.Row, pass string, cp bool) string {
+	read, capped := 0, 0
+	for _, r := range rows {
+		if r.Status != results.StatusOK || r.SMClockMHz == nil || (r.Bench == "cp") != cp || (pass != "" && r.Pass != pass) {
+			continue
+		}
+		if r.SettleMs != nil {
+			return "" // timed from a rested card: what the hint would ask for
+		}
+		read++
+		if strings.Contains(","+r.ClockEvents+",", ",sw_power_cap,") {
+			capped++
+		}
+	}
+	if read == 0 || 4*capped < read {
+		return ""
+	}
+	return fmt.Sprintf("the GPU was at its power cap on %d of %d rows: a kernel timed right after another starts at a lower clock, so read ratios within ~5%% with `longca report --clocks` (or --against), or time with --settle", capped, read)
+}
+
 func plural(n int, one, many string) string {
 	if n == 1 {
 		return one

@@ -49,3 +49,37 @@ func TestGPUStateLine(t *testing.T) {
 		t.Errorf("the report lacks the GPU line:\n%s", b.String())
 	}
 }
+
+// The power cap's hint: under GPUStateLine where a quarter or more of the rows read ran at
+// sw_power_cap and none was timed with --settle; not otherwise, nor for the other bench.
+func TestPowerCapHint(t *testing.T) {
+	row := func(ev string) results.Row {
+		return results.Row{Bench: "kernel", Kernel: "cuda", Mask: "full", SeqLen: 8192, HeadsQ: 64, HeadsKV: 8, Pass: "fwd", Status: results.StatusOK,
+			FLOPs: 1e12, TFLOPs: results.Ptr(500.0), DeviceIndex: results.Ptr(int64(0)), SMClockMHz: results.Ptr(1700.0), ClockEvents: ev}
+	}
+	rows := []results.Row{row("sw_power_cap"), row(""), row(""), row("sw_thermal,sw_power_cap")}
+	if h := PowerCapHint(rows, "", false); !strings.Contains(h, "power cap on 2 of 4 rows") || !strings.Contains(h, "--settle") {
+		t.Errorf("hint %q", h)
+	}
+	if h := PowerCapHint(rows[1:], "", false); !strings.Contains(h, "1 of 3") { // a third: a quarter or more
+		t.Errorf("1 of 3 capped: %q", h)
+	}
+	if h := PowerCapHint([]results.Row{row(""), row(""), row(""), row(""), row("sw_power_cap")}, "", false); h != "" {
+		t.Errorf("1 of 5 capped: %q, want none", h)
+	}
+	if h := PowerCapHint(rows, "", true); h != "" {
+		t.Errorf("CP rows asked, none given: %q", h)
+	}
+	settled := append([]results.Row(nil), rows...)
+	settled[1].SettleMs = results.Ptr(1000.0)
+	if h := PowerCapHint(settled, "", false); h != "" {
+		t.Errorf("timed with --settle: %q, want none", h)
+	}
+	var b bytes.Buffer
+	if err := WriteReport(&b, rows, "", "t"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "\n# the GPU was at its power cap on 2 of 4 rows") {
+		t.Errorf("the report lacks the hint:\n%s", b.String())
+	}
+}

@@ -244,7 +244,10 @@ func WriteReport(w io.Writer, rows []results.Row, pass, title string) error {
 	if err := WriteTable(w, title, sum); err != nil {
 		return err
 	}
-	if l := GPUStateLine(rows, pass, false); l != "" {
+	for _, l := range []string{GPUStateLine(rows, pass, false), PowerCapHint(rows, pass, false)} {
+		if l == "" {
+			continue
+		}
 		if _, err := fmt.Fprintf(w, "# %s\n", l); err != nil {
 			return err
 		}
