@@ -95,7 +95,7 @@ def load(args):
     df = pd.concat(frames, ignore_index=True)
     # CSV leaves nulls empty: make the numbers numbers again.
     for c in ("tflops", "median_ms", "seqlen", "world_size", "heads_q", "heads_kv", "cp_ulysses", "cp_ring", "cp_windows", "rank",
-              "sm_clock_mhz", "sm_clock_min_mhz", "power_w", "temp_c", "gpu_samples"):
+              "sm_clock_mhz", "sm_clock_min_mhz", "power_w", "temp_c", "gpu_samples", "settle_ms"):
         if c in df.columns:
             df[c] = pd.to_numeric(df[c], errors="coerce")
     return df
