@@ -329,11 +329,13 @@ goal_lines() {
 	done
 }
 
-# goal_line FILE PASS BASE AT MASKS: goal_lines's line for one pass and base kernel.
+# goal_line FILE PASS BASE AT MASKS: goal_lines's line for one pass and base kernel (with
+# report's clock line under it: the cases below AT timed at the lower of two clocks).
 goal_line() {
 	_o=$(bin/longca report "$1" --pass "$2" --masks "$5" --against "$3" --at "$4" 2>&1)
 	if printf '%s\n' "$_o" | grep -q '^# cuda against'; then
-		printf '%s\n' "$_o" | grep '^# cuda against' | sed "s/^# /# $2: /"
+		# the line, and the clock line under it where the rows read the GPU's clock
+		printf '%s\n' "$_o" | grep -A1 '^# cuda against' | grep -E '^# cuda against|^#   SM clocks' | sed "s/^# /# $2: /"
 	else
 		echo "# $2: cuda against $3: no line ($(printf '%s\n' "$_o" | tail -1))"
 	fi
