@@ -109,7 +109,7 @@ func (r *Runner) time(ctx context.Context, k kernels.Kernel, c Case, p kernels.P
 	err = r.timeCase(ctx, k, c, p, row)
 	w.finish(row, err == nil)
 	if err == nil && settled {
-		row.SettleMs = results.Ptr(float64(r.Settle) / float64(time.Millisecond))
+		row.SettleMs = settleMs(r.Settle)
 	}
 	return err
 }
@@ -123,6 +123,9 @@ func (r *Runner) settle(ctx context.Context, row *results.Row) (bool, error) {
 	}
 	return true, idle(ctx, r.Settle)
 }
+
+// settleMs is settle_ms's value for an idle of d.
+func settleMs(d time.Duration) *float64 { return results.Ptr(float64(d) / float64(time.Millisecond)) }
 
 // idle waits d, or until ctx ends (its error).
 func idle(ctx context.Context, d time.Duration) error {

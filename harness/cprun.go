@@ -504,7 +504,7 @@ func (r *CPRunner) timePass(ctx context.Context, m cp.Method, run *cp.Run, pass 
 		return err
 	}
 	if settled {
-		row.SettleMs = results.Ptr(float64(r.Settle) / float64(time.Millisecond))
+		row.SettleMs = settleMs(r.Settle)
 	}
 	if sent /= int64(r.Warmup + r.Iters); sent != *row.CommBytes {
 		// A backend that counts differently (or a method that moves what it does not

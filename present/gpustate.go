@@ -20,7 +20,7 @@ func GPUStateLine(rows []results.Row, pass string, cp bool) string {
 	var hot int64
 	ok, events := 0, map[string]int{}
 	for _, r := range rows {
-		if r.Status != results.StatusOK || r.DeviceIndex == nil || (r.Bench == "cp") != cp || (pass != "" && r.Pass != pass) {
+		if !measured(r, pass, cp) || r.DeviceIndex == nil {
 			continue // not measured, or not on a GPU (never read)
 		}
 		ok++
@@ -85,7 +85,7 @@ func GPUStateLine(rows []results.Row, pass string, cp bool) string {
 func PowerCapHint(rows []results.Row, pass string, cp bool) string {
 	read, capped := 0, 0
 	for _, r := range rows {
-		if r.Status != results.StatusOK || r.SMClockMHz == nil || (r.Bench == "cp") != cp || (pass != "" && r.Pass != pass) {
+		if !measured(r, pass, cp) || r.SMClockMHz == nil {
 			continue
 		}
 		if r.SettleMs != nil {
@@ -100,6 +100,12 @@ func PowerCapHint(rows []results.Row, pass string, cp bool) string {
 		return ""
 	}
 	return fmt.Sprintf("the GPU was at its power cap on %d of %d rows: a kernel timed right after another starts at a lower clock, so read ratios within ~5%% with `longca report --clocks` (or --against), or time with --settle", capped, read)
+}
+
+// measured says whether row r is one of GPUStateLine's and PowerCapHint's: timed ok, of pass
+// ("" every pass), a CP row with cp, else a kernel or sparse one.
+func measured(r results.Row, pass string, cp bool) bool {
+	return r.Status == results.StatusOK && (r.Bench == "cp") == cp && (pass == "" || r.Pass == pass)
 }
 
 func plural(n int, one, many string) string {

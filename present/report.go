@@ -30,13 +30,14 @@ func WriteReportFull(w io.Writer, path string, rows []results.Row, o ReportOptio
 	if err := WriteReport(w, rows, pass, title); err != nil {
 		return err
 	}
+	sum := Summarize(rows, pass) // the tables and plots below share it
 	if o.Clocks {
-		if err := WriteClockTable(w, "each kernel's SM clock while timed (the mean of its busy readings), per case: "+path, Summarize(rows, pass)); err != nil {
+		if err := WriteClockTable(w, "each kernel's SM clock while timed (the mean of its busy readings), per case: "+path, sum); err != nil {
 			return err
 		}
 	}
 	if o.Against != "" {
-		if err := WriteAgainstTable(w, fmt.Sprintf("against %s: %s", o.Against, path), Summarize(rows, pass), o.Against, o.At); err != nil {
+		if err := WriteAgainstTable(w, fmt.Sprintf("against %s: %s", o.Against, path), sum, o.Against, o.At); err != nil {
 			return err
 		}
 	}
@@ -55,7 +56,7 @@ func WriteReportFull(w io.Writer, path string, rows []results.Row, o ReportOptio
 	if plotDir == "" {
 		return nil
 	}
-	n, err := WriteAllPlots(plotDir, Summarize(rows, pass))
+	n, err := WriteAllPlots(plotDir, sum)
 	if err != nil {
 		return err
 	}

@@ -65,12 +65,13 @@ func Summarize(rows []results.Row, pass string) Summary {
 	s := Summary{Cells: map[CaseKey]map[string]Cell{}, Area: map[CaseKey]int64{}, FLOPs: map[CaseKey]float64{}, Counts: map[results.Status]int{}}
 	maskOrder := map[string]int{}
 	kernelSeen := map[string]bool{}
-	sums := map[CaseKey]map[string]float64{}
-	type clockSum struct {
-		sum float64
-		n   int
+	// the sums behind each cell's means: its ok rows' TFLOP/s, and the clocks of those that
+	// read one (nclk of them)
+	type sum struct {
+		tflops, clk float64
+		nclk        int
 	}
-	clocks := map[CaseKey]map[string]clockSum{}
+	sums := map[CaseKey]map[string]sum{}
 	for _, r := range rows {
 		if pass != "" && r.Pass != pass {
 			continue
@@ -87,8 +88,7 @@ func Summarize(rows []results.Row, pass string) Summary {
 		}
 		if s.Cells[k] == nil {
 			s.Cells[k] = map[string]Cell{}
-			sums[k] = map[string]float64{}
-			clocks[k] = map[string]clockSum{}
+			sums[k] = map[string]sum{}
 			s.Cases = append(s.Cases, k)
 			s.Area[k], s.FLOPs[k] = r.MaskArea, r.FLOPs
 		}
@@ -99,14 +99,14 @@ func Summarize(rows []results.Row, pass string) Summary {
 				c = Cell{Status: results.StatusOK}
 			}
 			c.N++
-			sums[k][name] += *r.TFLOPs
-			c.TFLOPs = sums[k][name] / float64(c.N)
+			sm := sums[k][name]
+			sm.tflops += *r.TFLOPs
+			c.TFLOPs = sm.tflops / float64(c.N)
 			if r.SMClockMHz != nil && *r.SMClockMHz > 0 {
-				cs := clocks[k][name]
-				cs.sum, cs.n = cs.sum+*r.SMClockMHz, cs.n+1
-				clocks[k][name] = cs
-				c.ClockMHz = cs.sum / float64(cs.n)
+				sm.clk, sm.nclk = sm.clk+*r.SMClockMHz, sm.nclk+1
+				c.ClockMHz = sm.clk / float64(sm.nclk)
 			}
+			sums[k][name] = sm
 		} else if c.Status == "" {
 			c.Status = r.Status
 		}
