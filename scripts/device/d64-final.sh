@@ -3,19 +3,20 @@
 # at 8K, 16K, 32K and 48K, 64:8, bf16, fwd and bwd, checked, -w 3 -n 10) with the cuda kernel
 # and every peer in one call: cudnn, torch:flash, torch:cudnn, torch:efficient, torch:flex,
 # torch:varlen. From the repository root with bin/longca(.gz) carried (make device):
-#   sh scripts/device/d64-final.sh OUT [LIMIT_SECONDS]
+#   sh scripts/device/d64-final.sh OUT [LIMIT_SECONDS] [KERNEL FLAGS...]   (e.g. --settle 250ms)
 # Stopped with SIGINT at the limit (default 570 s): the sweep ends after the current case and
 # the rows so far stay. OUT gets the rows, the report (TFLOP/s and the ratios to the fastest)
 # and the log; the report's ratio table is printed last.
 set -u
 out=${1:?usage: d64-final.sh OUT [LIMIT_SECONDS]}
 limit=${2:-570}
+shift $(($# < 2 ? $# : 2))
 . scripts/device/lib.sh
 gpu=$(gpu_tag) # the run id names the GPU that ran it
 call_start "$limit" longca || exit 1
 timeout -s INT -k 30 "$limit" bin/longca kernel --kernels cuda,cudnn,torch:flash,torch:cudnn,torch:efficient,torch:flex,torch:varlen \
 	--head-dim 64 --heads 64:8 --seqlens 8K,16K,32K,48K --passes fwd,bwd -w 3 -n 10 \
-	--out /tmp/d64-final --run-id $gpu-d64 >"$out/d64.log" 2>&1
+	--out /tmp/d64-final --run-id $gpu-d64 "$@" >"$out/d64.log" 2>&1
 rc=$?
 echo "# longca kernel --head-dim 64, every peer: exit $rc, wall $(($(date +%s) - t0)) s" | tee -a "$out/d64.log"
 # (merge's default file is DIR/merged.arrow: named for the run, as longca run names its own,

@@ -2,7 +2,7 @@
 # `longca run` on the GPU machine, the way a user runs it (issue 22's wall time, issue 19's
 # every-kernel table with the final defaults), from the repository root with
 # bin/longca(.gz) carried (make device):
-#   sh scripts/device/run-final.sh OUT [LIMIT_SECONDS]
+#   sh scripts/device/run-final.sh OUT [LIMIT_SECONDS] [RUN FLAGS...]   (e.g. --settle 250ms)
 # Stopped with SIGINT at the limit (default 560 s): run then ends after the current case and
 # still writes its merged file and report. OUT gets the merged rows, the report, the log and
 # clocks.csv (nvidia-smi's SM clock, power and temperature each second beside the run).
@@ -12,6 +12,7 @@ set -u
 gpu=$(gpu_tag)
 out=${1:?usage: run-final.sh OUT [LIMIT_SECONDS]}
 limit=${2:-560}
+shift $(($# < 2 ? $# : 2))
 mkdir -p "$out"
 [ -x bin/longca ] || { [ -f bin/longca.gz ] && gunzip -c bin/longca.gz >bin/longca && chmod +x bin/longca; }
 export LONGCA_CACHE_DIR=${LONGCA_CACHE_DIR:-/tmp/longca-nvrtc} NCCL_NVLS_ENABLE=0
@@ -24,7 +25,7 @@ if command -v nvidia-smi >/dev/null 2>&1; then
 	nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active --format=csv,noheader -lms 1000 >"$out/clocks.csv" 2>/dev/null &
 	smi=$!
 fi
-timeout -s INT -k 30 "$limit" bin/longca run --suite gpu --out /tmp/run-final --run-id $gpu-run >"$out/run.log" 2>&1
+timeout -s INT -k 30 "$limit" bin/longca run --suite gpu --out /tmp/run-final --run-id $gpu-run "$@" >"$out/run.log" 2>&1
 rc=$?
 [ -n "$smi" ] && kill "$smi" 2>/dev/null
 if [ -s "$out/clocks.csv" ]; then # SM MHz over the run and over its last minute: min / median / max
