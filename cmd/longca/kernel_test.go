@@ -398,10 +398,20 @@ func TestSettleFlag(t *testing.T) {
 	if err != nil || len(rows) != 1 || rows[0].Status != results.StatusOK || rows[0].SettleMs != nil {
 		t.Fatalf("rows %+v: %v", rows, err)
 	}
-	for _, cmd := range [][]string{{"sparse", "--help"}, {"run", "--help"}, {"cp", "--help"}} {
+	// the default (call 94): kernel, sparse and run idle 250ms before each GPU case; cp none
+	_, errs, code = captureRun(t, "--log-level", "info", "--log-format", "json", "kernel", "--kernels", "ref", "--seqlens", "128",
+		"--masks", "full", "--heads", "2:1", "--head-dim", "8", "--passes", "fwd", "-w", "0", "-n", "2", "--no-check", "--out", t.TempDir())
+	if code != 0 || !strings.Contains(errs, `"settle":"250ms"`) {
+		t.Errorf("kernel without --settle: exit %d, want the 250ms default in the sweep's log line: %s", code, errs)
+	}
+	for _, cmd := range [][]string{{"kernel", "--help"}, {"sparse", "--help"}, {"run", "--help"}, {"cp", "--help"}} {
 		out, _, code := runCLI(t, cmd...)
-		if code != 0 || !strings.Contains(out, "--settle") {
-			t.Errorf("%s: exit %d, no --settle in its help", cmd[0], code)
+		want := "(default: 250ms)"
+		if cmd[0] == "cp" {
+			want = "0 (default): none"
+		}
+		if code != 0 || !strings.Contains(out, "--settle") || !strings.Contains(out, want) {
+			t.Errorf("%s: exit %d, want --settle with %q in its help", cmd[0], code, want)
 		}
 	}
 	if _, errs, code := runCLI(t, "run", "--suite", "cpu", "--settle", "-2s", "--out", t.TempDir()); code != 2 || !strings.Contains(errs, "--settle") {

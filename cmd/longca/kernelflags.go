@@ -45,13 +45,23 @@ func commonSweepFlags() []cli.Flag {
 		&cli.StringFlag{Name: "out", Usage: "results folder (default out/<command>-<time>)"},
 		&cli.StringFlag{Name: "run-id", EnvVars: []string{"LONGCA_RUN_ID"}, Usage: "run id in file names and rows (default: the folder's name)"},
 		&cli.BoolFlag{Name: "dry-run", Usage: "print the cases and their FLOPs; run nothing"},
-	}, append(append(checkFlags(), kernelFlags()...), gpuStateFlag(), settleFlag())...)
+	}, append(append(checkFlags(), kernelFlags()...), gpuStateFlag(), settleFlag(DefaultSettle))...)
 }
 
+// DefaultSettle is --settle's default for kernel, sparse and run: the shortest idle after
+// which the two timing orders of a case agreed within 2% on a power-capped H100 (call 94:
+// full 16K bwd, cuda / cuDNN 1.008-1.017 in both orders from 250 ms on, 1.008 against 0.951
+// at none). cp keeps 0 until its rows have been timed with it on a GPU.
+const DefaultSettle = 250 * time.Millisecond
+
 // settleFlag is --settle, for the commands that time cases on a GPU one after another
-// (kernel, sparse, run, cp).
-func settleFlag() cli.Flag {
-	return &cli.DurationFlag{Name: "settle", Usage: "leave the GPU idle this long before each case timed on it (0.5s, 2s), so that every kernel starts from a rested card: on a power-capped GPU the kernel timed right after another runs at a lower clock; recorded as settle_ms; 0 (default): none"}
+// (kernel, sparse and run with DefaultSettle, cp with none).
+func settleFlag(def time.Duration) cli.Flag {
+	d := "0 (default): none"
+	if def > 0 {
+		d = "0: none; the default " + def.String() + " evened out the timing order on a power-capped H100 (docs/perf.md, call 94)"
+	}
+	return &cli.DurationFlag{Name: "settle", Value: def, Usage: "leave the GPU idle this long before each case timed on it (0.5s, 2s), so that every kernel starts from a rested card: on a power-capped GPU the kernel timed right after another runs at a lower clock; recorded as settle_ms; " + d}
 }
 
 // settleFromFlags reads --settle: 0 to harness.MaxSettle.
