@@ -233,6 +233,9 @@ func (s *Session) logCPRow(ci, of int, row results.Row, eta time.Duration) {
 	if row.CPLayout != "" {
 		ev = ev.Str("cp_layout", row.CPLayout)
 	}
+	if row.SettleMs != nil {
+		ev = ev.Float64("settle_ms", *row.SettleMs)
+	}
 	if row.Reason != "" {
 		ev = ev.Str("reason", row.Reason)
 	}
@@ -300,6 +303,9 @@ func logBaseline(log *zerolog.Logger, row results.Row) {
 	}
 	if row.SMClockMHz != nil {
 		ev = ev.Float64("sm_clock_mhz", *row.SMClockMHz).Str("clock_events", row.ClockEvents)
+	}
+	if row.SettleMs != nil {
+		ev = ev.Float64("settle_ms", *row.SettleMs)
 	}
 	ev.Str("reason", row.Reason).Msg("kernel baseline")
 }

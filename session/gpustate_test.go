@@ -65,12 +65,34 @@ func TestLogBaselineClock(t *testing.T) {
 	if strings.Contains(buf.String(), "sm_clock_mhz") || !strings.Contains(buf.String(), `"tflops":582.25`) {
 		t.Fatalf("no readings: %s", buf.String())
 	}
+	if strings.Contains(buf.String(), "settle_ms") {
+		t.Fatalf("settle_ms without a settle: %s", buf.String())
+	}
 	buf.Reset()
-	row.SMClockMHz, row.ClockEvents = results.Ptr(1637.5), "sw_power_cap"
+	row.SMClockMHz, row.ClockEvents, row.SettleMs = results.Ptr(1637.5), "sw_power_cap", results.Ptr(250.0)
 	logBaseline(&log, row)
-	for _, want := range []string{`"sm_clock_mhz":1637.5`, `"clock_events":"sw_power_cap"`, `"message":"kernel baseline"`} {
+	for _, want := range []string{`"sm_clock_mhz":1637.5`, `"clock_events":"sw_power_cap"`, `"settle_ms":250`, `"message":"kernel baseline"`} {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("baseline log lacks %s: %s", want, buf.String())
 		}
+	}
+}
+
+// A CP row's progress line carries its settle where one was kept (scripts read it: call 97),
+// and no field where none was.
+func TestLogCPRowSettle(t *testing.T) {
+	var buf bytes.Buffer
+	log := zerolog.New(&buf)
+	s := &Session{Log: &log}
+	row := results.Row{Method: "balanced", Mask: "full", HeadsQ: 64, HeadsKV: 8, Pass: "fwd", Status: results.StatusOK}
+	s.logCPRow(0, 1, row, -1)
+	if strings.Contains(buf.String(), "settle_ms") {
+		t.Fatalf("settle_ms without a settle: %s", buf.String())
+	}
+	buf.Reset()
+	row.SettleMs = results.Ptr(250.0)
+	s.logCPRow(0, 1, row, -1)
+	if !strings.Contains(buf.String(), `"settle_ms":250`) || !strings.Contains(buf.String(), `"message":"cp"`) {
+		t.Fatalf("cp line lacks the settle: %s", buf.String())
 	}
 }
