@@ -26,7 +26,7 @@ func init() {
 			"iteration, median over -n iterations; TFLOP/s per rank = mask FLOPs / (ranks x time). Every\n" +
 			"outcome is a row (ok, unsupported, oom, wrong, error), agreed by the ranks. Efficiency: what\n" +
 			"each device did over the kernel alone at the same per-rank work (--baseline).",
-		Flags:  append(append(append(cpFlags(), worldFlags()...), kernelFlags()...), gpuStateFlag(), settleFlag(0)),
+		Flags:  append(append(append(cpFlags(), worldFlags()...), kernelFlags()...), gpuStateFlag(), settleFlag()),
 		Action: cpAction,
 	})
 }

@@ -398,7 +398,7 @@ func TestSettleFlag(t *testing.T) {
 	if err != nil || len(rows) != 1 || rows[0].Status != results.StatusOK || rows[0].SettleMs != nil {
 		t.Fatalf("rows %+v: %v", rows, err)
 	}
-	// the default (call 94): kernel, sparse and run idle 250ms before each GPU case; cp none
+	// the default (calls 94 and 97): every command idles 250ms before each GPU case
 	_, errs, code = captureRun(t, "--log-level", "info", "--log-format", "json", "kernel", "--kernels", "ref", "--seqlens", "128",
 		"--masks", "full", "--heads", "2:1", "--head-dim", "8", "--passes", "fwd", "-w", "0", "-n", "2", "--no-check", "--out", t.TempDir())
 	if code != 0 || !strings.Contains(errs, `"settle":"250ms"`) {
@@ -407,9 +407,6 @@ func TestSettleFlag(t *testing.T) {
 	for _, cmd := range [][]string{{"kernel", "--help"}, {"sparse", "--help"}, {"run", "--help"}, {"cp", "--help"}} {
 		out, _, code := runCLI(t, cmd...)
 		want := "(default: 250ms)"
-		if cmd[0] == "cp" {
-			want = "0 (default): none"
-		}
 		if code != 0 || !strings.Contains(out, "--settle") || !strings.Contains(out, want) {
 			t.Errorf("%s: exit %d, want --settle with %q in its help", cmd[0], code, want)
 		}

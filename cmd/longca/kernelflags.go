@@ -45,23 +45,20 @@ func commonSweepFlags() []cli.Flag {
 		&cli.StringFlag{Name: "out", Usage: "results folder (default out/<command>-<time>)"},
 		&cli.StringFlag{Name: "run-id", EnvVars: []string{"LONGCA_RUN_ID"}, Usage: "run id in file names and rows (default: the folder's name)"},
 		&cli.BoolFlag{Name: "dry-run", Usage: "print the cases and their FLOPs; run nothing"},
-	}, append(append(checkFlags(), kernelFlags()...), gpuStateFlag(), settleFlag(DefaultSettle))...)
+	}, append(append(checkFlags(), kernelFlags()...), gpuStateFlag(), settleFlag())...)
 }
 
-// DefaultSettle is --settle's default for kernel, sparse and run: the shortest idle after
-// which the two timing orders of a case agreed within 2% on a power-capped H100 (call 94:
-// full 16K bwd, cuda / cuDNN 1.008-1.017 in both orders from 250 ms on, 1.008 against 0.951
-// at none). cp keeps 0 until its rows have been timed with it on a GPU.
+// DefaultSettle is --settle's default: the shortest idle after which the two timing orders
+// of a case agreed within 1% on a power-capped H100 (call 94: full 16K bwd, cuda / cuDNN
+// 1.008-1.017 in both orders from 250 ms on, 1.008 against 0.951 at none). In cp it made the
+// efficiency reproducible: the kernel-alone baseline read 595-697 TFLOP/s unsettled, 697-698
+// settled, and eff repeated within 0.03 (call 97).
 const DefaultSettle = 250 * time.Millisecond
 
 // settleFlag is --settle, for the commands that time cases on a GPU one after another
-// (kernel, sparse and run with DefaultSettle, cp with none).
-func settleFlag(def time.Duration) cli.Flag {
-	d := "0 (default): none"
-	if def > 0 {
-		d = "0: none; the default " + def.String() + " evened out the timing order on a power-capped H100 (docs/perf.md, call 94)"
-	}
-	return &cli.DurationFlag{Name: "settle", Value: def, Usage: "leave the GPU idle this long before each case timed on it (0.5s, 2s), so that every kernel starts from a rested card: on a power-capped GPU the kernel timed right after another runs at a lower clock; recorded as settle_ms; " + d}
+// (kernel, sparse, run, cp).
+func settleFlag() cli.Flag {
+	return &cli.DurationFlag{Name: "settle", Value: DefaultSettle, Usage: "leave the GPU idle this long before each case timed on it (cp: every rank, before each pass and each kernel-alone baseline), so that every kernel starts from a rested card: on a power-capped GPU the kernel timed right after another runs at a lower clock; recorded as settle_ms; 0: none (docs/perf.md, calls 94 and 97)"}
 }
 
 // settleFromFlags reads --settle: 0 to harness.MaxSettle.

@@ -30,7 +30,7 @@ func init() {
 			&cli.StringFlag{Name: "run-id", EnvVars: []string{"LONGCA_RUN_ID"}, Usage: "run id (default: the folder's name)"},
 			&cli.BoolFlag{Name: "parquet", Usage: "also write merged.parquet"},
 			&cli.BoolFlag{Name: "no-peers", Usage: "gpu suite: time the cuda kernel only, not cudnn or the torch:* peers"},
-		}, append(kernelFlags(), gpuStateFlag(), settleFlag(DefaultSettle))...),
+		}, append(kernelFlags(), gpuStateFlag(), settleFlag())...),
 		Action: runAction,
 	})
 }
