@@ -421,3 +421,42 @@ func TestSettleFlag(t *testing.T) {
 		t.Errorf("cp --settle 40s --timeout 60s: exit %d, %q; want 2 naming both flags", code, errs)
 	}
 }
+
+// run --masks: a subset of the suite's masks, so that a suite longer than a job's limit
+// splits into runs that merge into one file; a name outside the suite (or none) is exit 2
+// naming the flag and the suite's masks, before anything runs.
+func TestRunMasksSplitsTheSuite(t *testing.T) {
+	dir := t.TempDir()
+	for _, bad := range []string{"causal,full", ",", "nonsense"} {
+		_, errs, code := runCLI(t, "run", "--suite", "smoke", "--masks", bad, "--out", dir, "--run-id", "bad")
+		if code != 2 || !strings.Contains(errs, "--masks") || !strings.Contains(errs, "causal,causal_document,block_causal_document") {
+			t.Errorf("--masks %q: exit %d, %q; want 2 naming the flag and the suite's masks", bad, code, errs)
+		}
+	}
+	if files, _ := filepath.Glob(filepath.Join(dir, "bad*")); len(files) != 0 {
+		t.Errorf("a refused run wrote %v", files)
+	}
+	// the two halves, given out of the suite's order, run in its order
+	if _, errs, code := runCLI(t, "run", "--suite", "smoke", "--masks", "block_causal_document,causal", "--out", dir, "--run-id", "a", "--no-check"); code != 0 {
+		t.Fatalf("first part: exit %d: %s", code, errs)
+	}
+	if _, errs, code := runCLI(t, "run", "--suite", "smoke", "--masks", "causal_document", "--out", dir, "--run-id", "b", "--no-check"); code != 0 {
+		t.Fatalf("second part: exit %d: %s", code, errs)
+	}
+	rows, _, err := results.ReadRows(filepath.Join(dir, "a.merged.arrow"))
+	if err != nil || len(rows) != 8 || rows[0].Mask != "causal" || rows[len(rows)-1].Mask != "block_causal_document" {
+		t.Fatalf("a: %d rows (%v), want causal's 4 then block_causal_document's 4", len(rows), err)
+	}
+	merged := filepath.Join(dir, "all.arrow")
+	if _, errs, code := runCLI(t, "merge", dir, "--out", merged); code != 0 {
+		t.Fatalf("merge: exit %d: %s", code, errs)
+	}
+	rows, _, err = results.ReadRows(merged)
+	seen := map[string]int{}
+	for _, r := range rows {
+		seen[r.Mask]++
+	}
+	if err != nil || len(rows) != 12 || seen["causal"] != 4 || seen["causal_document"] != 4 || seen["block_causal_document"] != 4 {
+		t.Errorf("merged halves: %d rows %v (%v), want the whole suite's 12", len(rows), seen, err)
+	}
+}

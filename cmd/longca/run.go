@@ -1,6 +1,9 @@
 package main
 
 import (
+	"slices"
+	"strings"
+
 	"github.com/longca/longca/harness"
 	"github.com/longca/longca/session"
 	"github.com/longca/longca/spmd"
@@ -30,6 +33,7 @@ func init() {
 			&cli.StringFlag{Name: "run-id", EnvVars: []string{"LONGCA_RUN_ID"}, Usage: "run id (default: the folder's name)"},
 			&cli.BoolFlag{Name: "parquet", Usage: "also write merged.parquet"},
 			&cli.BoolFlag{Name: "no-peers", Usage: "gpu suite: time the cuda kernel only, not cudnn or the torch:* peers"},
+			&cli.StringFlag{Name: "masks", Usage: "comma-separated: only these of the suite's masks, in the suite's order (to split the suite over jobs of a bounded length; runs sharing --out with their own --run-id merge into one file with longca merge); default: all of them"},
 		}, append(kernelFlags(), gpuStateFlag(), settleFlag())...),
 		Action: runAction,
 	})
@@ -54,6 +58,11 @@ func runAction(c *cli.Context) error {
 	st, err := harness.StandardSuite(name)
 	if err != nil {
 		return usageError("--suite %q: use auto, gpu, cpu or smoke", name)
+	}
+	if c.IsSet("masks") {
+		if st.Sweep.Masks, err = suiteMasks(st, c.String("masks")); err != nil {
+			return err
+		}
 	}
 	if name == "gpu" && !c.Bool("no-peers") {
 		st.Sweep.Kernels = append(st.Sweep.Kernels, newSession(c, "kernel", "", "", spmd.World{Size: 1}).AvailablePeers(c.Context, ko)...)
@@ -93,4 +102,30 @@ func runAction(c *cli.Context) error {
 	k := session.KernelSweep{Sweep: st.Sweep, Build: st.Build, Warmup: st.Warmup, Iters: st.Iters, Check: !c.Bool("no-check"),
 		CheckBudget: st.CheckBudget, KernelOptions: ko, StopOnCrash: stop, Culprit: sweepCulprit(c), GPUState: c.Bool("gpu-state"), Settle: settle}
 	return newSession(c, "kernel", out, runID, spmd.World{Size: 1}).Suite(c.Context, st.Name, k, c.Bool("parquet"))
+}
+
+// suiteMasks is --masks of run: the suite's masks that the list names, in the suite's order;
+// a name outside the suite, or an empty list, is a usage error naming the suite's masks.
+func suiteMasks(st harness.Suite, list string) ([]string, error) {
+	want := map[string]bool{}
+	for _, m := range strings.Split(list, ",") {
+		m = strings.TrimSpace(m)
+		if m == "" {
+			continue
+		}
+		if !slices.Contains(st.Sweep.Masks, m) {
+			return nil, usageError("--masks %q: %q is not a mask of the %s suite; use some of %s", list, m, st.Name, strings.Join(st.Sweep.Masks, ","))
+		}
+		want[m] = true
+	}
+	if len(want) == 0 {
+		return nil, usageError("--masks %q: name at least one of the %s suite's masks: %s", list, st.Name, strings.Join(st.Sweep.Masks, ","))
+	}
+	var out []string
+	for _, m := range st.Sweep.Masks {
+		if want[m] {
+			out = append(out, m)
+		}
+	}
+	return out, nil
 }
