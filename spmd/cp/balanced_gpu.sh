@@ -23,7 +23,8 @@
 # CP_KERNELS ("cuda cudnn"), CP_HEADS, CP_HEAD_DIM (64:8, 128: only to try it on a CPU),
 # CP_SPLITS (balanced's --cp-ulysses: 0, the plan's choice per mask; e.g. 1,2,4,8 for one
 # row per mesh U x 8/U), CP_OVERLAP (--overlap, the transfers timed apart; empty: not),
-# CP_SETTLE (--settle: every rank's GPU idle this long before each pass and baseline; 0).
+# CP_SETTLE (--settle: every rank's GPU idle this long before each pass and baseline; unset:
+# longca's default, 250ms).
 # CP_LAYOUT (balanced's --cp-layout: auto, blocks or thd; default auto, which takes the
 # packed-documents layout per rank where the kernel, cudnn, runs it in fewer calls; the
 # layout each balanced row took, and its peak memory, are listed before the tables).
@@ -51,7 +52,6 @@ warmup=${CP_WARMUP:-1}
 splits=${CP_SPLITS:-0}
 overlap=${CP_OVERLAP---overlap}
 layout=${CP_LAYOUT:-auto}
-settle=${CP_SETTLE:-0}
 budget=${CP_BUDGET:-460}
 cudatime=${CP_CUDA_TIME:-280}
 start=$(date +%s)
@@ -77,7 +77,7 @@ for k in $kernels; do
 	fi
 	timeout -k 5 "$t" bin/longca --log-format json cp --ranks 8 --kernel "$k" --methods "$ms" --tokens-per-rank "$tokens" \
 		--ulysses 2 --ring 4 --windows 2 --cp-ulysses "$splits" $overlap --masks "$masks" --heads "$heads" --head-dim "$hdim" --dtype bf16 \
-		--passes fwd,bwd --samples 1 -w "$warmup" -n "$iters" --check --check-budget 5e8 --baseline measure --cp-layout "$layout" --settle "$settle" \
+		--passes fwd,bwd --samples 1 -w "$warmup" -n "$iters" --check --check-budget 5e8 --baseline measure --cp-layout "$layout" ${CP_SETTLE:+--settle "$CP_SETTLE"} \
 		--out "$out/$k" --run-id "balanced-$k" >"$out/$k.log" 2>&1
 	rc=$?
 	note "longca cp --ranks 8 --kernel $k, $nmethods methods: $(status $rc) in $(($(date +%s) - start)) s so far; rows $(rows "$out/$k.log") (want $want), not ok $(notok "$out/$k.log")"
