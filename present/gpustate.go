@@ -99,7 +99,7 @@ func PowerCapHint(rows []results.Row, pass string, cp bool) string {
 	if read == 0 || 4*capped < read {
 		return ""
 	}
-	return fmt.Sprintf("the GPU was at its power cap on %d of %d rows: a kernel timed right after another starts at a lower clock, so read ratios within ~5%% with `longca report --clocks` (or --against), or time with --settle", capped, read)
+	return fmt.Sprintf("the GPU was at its power cap on %d of %d rows: a kernel timed right after another starts at a lower clock, so read ratios within ~5%% with `longca report --clocks` (or --against), or time with --settle (250ms, the default since the twenty-sixth session; these rows had none)", capped, read)
 }
 
 // measured says whether row r is one of GPUStateLine's and PowerCapHint's: timed ok, of pass

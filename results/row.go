@@ -173,7 +173,8 @@ type Row struct {
 	// How long the GPU was left idle before the case was timed (--settle), so that every
 	// kernel starts from a rested card rather than from the power state the case before it
 	// left (on a power-capped card the kernel timed second in a case runs at a lower clock).
-	// Null where it was off (--settle 0, the default) or the case was not timed on a GPU.
+	// Null where it was off (--settle 0; the default is 250 ms) or the case was not timed on
+	// a GPU.
 	SettleMs *float64 `arrow:"settle_ms"`
 
 	// The correctness check of the case (or of a smaller case of the same mask).

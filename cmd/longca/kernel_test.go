@@ -443,6 +443,13 @@ func TestRunMasksSplitsTheSuite(t *testing.T) {
 	if _, errs, code := runCLI(t, "run", "--suite", "smoke", "--masks", "causal_document", "--out", dir, "--run-id", "b", "--no-check"); code != 0 {
 		t.Fatalf("second part: exit %d: %s", code, errs)
 	}
+	whole := t.TempDir() // (apart: the merge below reads every run of dir)
+	if _, errs, code := runCLI(t, "run", "--suite", "smoke", "--masks", "all", "--out", whole, "--run-id", "whole", "--no-check"); code != 0 {
+		t.Fatalf("--masks all: exit %d: %s", code, errs)
+	}
+	if rows, _, err := results.ReadRows(filepath.Join(whole, "whole.merged.arrow")); err != nil || len(rows) != 12 {
+		t.Fatalf("--masks all: %d rows (%v), want the suite's 12", len(rows), err)
+	}
 	rows, _, err := results.ReadRows(filepath.Join(dir, "a.merged.arrow"))
 	if err != nil || len(rows) != 8 || rows[0].Mask != "causal" || rows[len(rows)-1].Mask != "block_causal_document" {
 		t.Fatalf("a: %d rows (%v), want causal's 4 then block_causal_document's 4", len(rows), err)

@@ -17,7 +17,8 @@ func init() {
 		Description: "Suites: gpu (kernels.New(\"cuda\") works): the 12 kernel masks at 8K, 16K, 32K and 48K, heads\n" +
 			"64:8, head dim 128, bf16, fwd and bwd, -w 3 -n 10, the cuda kernel and every peer available here\n" +
 			"(cudnn when libcudnn opens; torch:flash, torch:cudnn, torch:efficient, torch:flex, torch:varlen\n" +
-			"through --python; on one H200 about 8.5 minutes for its 672 cases, measured);\n" +
+			"through --python; on one H200 about 8.5 minutes for its 672 cases, measured without --settle;\n" +
+			"on an H100 574 s with --settle's 250ms default against 457 s without; --masks takes part of it);\n" +
 			"cpu (no GPU): the ref kernel on\n" +
 			"6 masks at 512, 1K, 2K, heads 8:2, head dim 64, fwd and bwd (about a minute on 2 idle cores);\n" +
 			"smoke: a seconds-long subset of cpu for tests. OUT gets <run>.rank-0-of-1.arrow, and named by\n" +
@@ -33,7 +34,7 @@ func init() {
 			&cli.StringFlag{Name: "run-id", EnvVars: []string{"LONGCA_RUN_ID"}, Usage: "run id (default: the folder's name)"},
 			&cli.BoolFlag{Name: "parquet", Usage: "also write merged.parquet"},
 			&cli.BoolFlag{Name: "no-peers", Usage: "gpu suite: time the cuda kernel only, not cudnn or the torch:* peers"},
-			&cli.StringFlag{Name: "masks", Usage: "comma-separated: only these of the suite's masks, in the suite's order (to split the suite over jobs of a bounded length; runs sharing --out with their own --run-id merge into one file with longca merge); default: all of them"},
+			&cli.StringFlag{Name: "masks", Usage: "comma-separated (or all): only these of the suite's masks, in the suite's order (to split the suite over jobs of a bounded length; runs sharing --out with their own --run-id merge into one file with longca merge); default: all of them"},
 		}, append(kernelFlags(), gpuStateFlag(), settleFlag())...),
 		Action: runAction,
 	})
@@ -104,9 +105,13 @@ func runAction(c *cli.Context) error {
 	return newSession(c, "kernel", out, runID, spmd.World{Size: 1}).Suite(c.Context, st.Name, k, c.Bool("parquet"))
 }
 
-// suiteMasks is --masks of run: the suite's masks that the list names, in the suite's order;
+// suiteMasks is --masks of run: the suite's masks that the list names, in the suite's order
+// (all: every one);
 // a name outside the suite, or an empty list, is a usage error naming the suite's masks.
 func suiteMasks(st harness.Suite, list string) ([]string, error) {
+	if strings.TrimSpace(list) == "all" {
+		return st.Sweep.Masks, nil
+	}
 	want := map[string]bool{}
 	for _, m := range strings.Split(list, ",") {
 		m = strings.TrimSpace(m)

@@ -18,7 +18,8 @@ t0=$(date +%s)
 for s in 0 250ms; do
 	CP_KERNELS=cuda CP_METHODS=balanced,ulysses CP_MASKS=full,causal_document_long CP_SETTLE=$s CP_BUDGET=200 CP_CUDA_TIME=200 \
 		sh spmd/cp/balanced_gpu.sh "$out/s$s" >"$out/s$s.txt" 2>&1
-	echo "# [$(($(date +%s) - t0)) s] settle $s: rc=$?"
+	rc=$?
+	echo "# [$(($(date +%s) - t0)) s] settle $s: rc=$rc"
 	grep -h '"message":"cp"' "$out/s$s/cuda.log" 2>/dev/null | grep -o '"settle_ms":[0-9.]*' | sort | uniq -c
 	echo "# kernel baselines (mask pass TFLOP/s MHz settle_ms):"
 	grep -h 'kernel baseline' "$out/s$s/cuda.log" 2>/dev/null | sed -E 's/.*"mask":"([^"]*)".*"pass":"([^"]*)".*"tflops":([0-9.]*).*"sm_clock_mhz":([0-9.]*)[^}]*/\1 \2 \3 \4 &/' | awk '{ s = "-"; if (match($0, /"settle_ms":[0-9.]+/)) s = substr($0, RSTART + 12, RLENGTH - 12); print "#  ", $1, $2, $3, $4, s }' 

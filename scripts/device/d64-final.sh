@@ -8,8 +8,13 @@
 # the rows so far stay. OUT gets the rows, the report (TFLOP/s and the ratios to the fastest)
 # and the log; the report's ratio table is printed last.
 set -u
-out=${1:?usage: d64-final.sh OUT [LIMIT_SECONDS]}
+out=${1:?usage: d64-final.sh OUT [LIMIT_SECONDS] [KERNEL FLAGS...]}
 limit=${2:-570}
+case $limit in '' | *[!0-9]*)
+	echo "d64-final.sh: LIMIT_SECONDS '$limit' is not a number of seconds" >&2
+	exit 2
+	;;
+esac
 shift $(($# < 2 ? $# : 2))
 . scripts/device/lib.sh
 gpu=$(gpu_tag) # the run id names the GPU that ran it

@@ -17,6 +17,11 @@ set -u
 gpu=$(gpu_tag)
 out=${1:?usage: run-final.sh OUT [LIMIT_SECONDS] [all|1|2] [RUN FLAGS...]}
 limit=${2:-560}
+case $limit in '' | *[!0-9]*)
+	echo "run-final.sh: LIMIT_SECONDS '$limit' is not a number of seconds (usage: run-final.sh OUT [LIMIT_SECONDS] [all|1|2] [RUN FLAGS...])" >&2
+	exit 2
+	;;
+esac
 shift $(($# < 2 ? $# : 2))
 part=all
 case ${1:-} in all | 1 | 2) part=$1 && shift ;; esac
@@ -26,6 +31,12 @@ case $part in
 2) set -- --masks full_document,causal_document,sliding_window_causal,sliding_window,share_question,causal_blockwise,prefix_lm_causal,prefix_lm_document,global_sliding_window,block_causal_document "$@" ;;
 esac
 [ "$part" = all ] || dir=/tmp/run-part run=$gpu-run-$part
+# a run id is used once in its folder (longca run refuses it again): a part run twice on one
+# machine would otherwise print the earlier run's tables as this call's
+if [ -e "$dir/$run.rank-0-of-1.arrow" ]; then
+	echo "run-final.sh: part $part already ran on this machine ($dir/$run.rank-0-of-1.arrow); nothing run, nothing printed as new" >&2
+	exit 2
+fi
 mkdir -p "$out"
 [ -x bin/longca ] || { [ -f bin/longca.gz ] && gunzip -c bin/longca.gz >bin/longca && chmod +x bin/longca; }
 export LONGCA_CACHE_DIR=${LONGCA_CACHE_DIR:-/tmp/longca-nvrtc} NCCL_NVLS_ENABLE=0
@@ -49,8 +60,13 @@ fi
 echo "# longca run --suite gpu (part $part): exit $rc, wall $(($(date +%s) - t0)) s" | tee -a "$out/run.log"
 if [ "$part" != all ]; then # every part in $dir, one file: the whole suite once both have run here
 	mkdir -p "$dir"
-	echo "# parts merged: $(bin/longca merge "$dir" --out "$dir/$gpu-run.merged.arrow" 2>&1 | grep -o 'of [0-9]* run(s): .*')"
-	bin/longca report "$dir/$gpu-run.merged.arrow" >"$dir/$gpu-run.report.txt" 2>&1
+	if _m=$(bin/longca merge "$dir" --out "$dir/$gpu-run.merged.arrow" 2>&1); then
+		echo "# parts merged: $(printf '%s\n' "$_m" | grep -o 'of [0-9]* run(s): .*')"
+		bin/longca report "$dir/$gpu-run.merged.arrow" >"$dir/$gpu-run.report.txt" 2>&1
+	else
+		echo "# parts merged: merge failed: $(printf '%s\n' "$_m" | tail -1)"
+		rm -f "$dir/$gpu-run.merged.arrow" "$dir/$gpu-run.report.txt"
+	fi
 fi
 cp "$dir/$gpu-run.merged.arrow" "$dir/$gpu-run.report.txt" "$out/" 2>/dev/null
 grep -E '"estimate"|eta' "$out/run.log" | head -3
