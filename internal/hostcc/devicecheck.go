@@ -41,6 +41,7 @@ struct __attribute__((aligned(8))) uint2 { unsigned x, y; }; __device__ uint2 ma
 template <class T> __device__ T max(T, T); template <class T> __device__ T min(T, T);
 __device__ void __syncthreads();
 __device__ float atomicAdd(float *, float);
+__device__ int atomicAdd(int *, int);
 #endif
 `
 

@@ -344,9 +344,16 @@ DEV FwdItem fwd_item(const WorkList &wl, int item, int hq, int hkv) {
 // 64 query rows each (a 64 NC-row tile); they take turns on the tensor cores in a ring
 // (warpgroup c waits at named barrier 1 + c and hands over at the next one). With 3 the
 // block is 512 threads: consumers at 160 registers, the producer at 32 (65536 in all).
-template <int D, typename T, bool PERSIST, bool LEAN, int NC = 2, bool OV = false, int BN = SBN>
+// DYN (experiment sm90dy, LONGCA_FWD_DYN; with PERSIST): the items are handed out at run time,
+// not by the block's index: block b starts at item b, and the producer takes each next one by
+// an atomic add on ctr (zeroed before the launch), plus gridDim.x, once it has issued the
+// current item's loads; it skips items without entries, and passes each item's number to the
+// consumers in dyn_slot[the Q tile] before it arms that tile's barrier (-1, with a plain
+// arrival: no more items), so that a block that drew short items takes more.
+template <int D, typename T, bool PERSIST, bool LEAN, int NC = 2, bool OV = false, int BN = SBN, bool DYN = false>
 DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__restrict__ o, float *__restrict__ lse,
-                  int sq, int sk, int hq, int hkv, float scale_log2, WorkList wl) {
+                  int sq, int sk, int hq, int hkv, float scale_log2, WorkList wl, int *ctr = nullptr) {
+  static_assert(!DYN || PERSIST, "the dynamic walk is a persistent forward's");
   static_assert(NC == 2 || (NC == 3 && D == 64), "three consumer warpgroups fit the registers at head dim 64 only");
   static_assert(BN == 128 || (BN == 64 && NC == 2) || (BN == 176 && NC == 2 && D == 128 && !PERSIST),
                 "64-key tiles with two consumer warpgroups; 176-key tiles at head dim 128, one work item a block");
@@ -367,6 +374,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
   const int items = hq * wl.row_tiles;
   const int first = PERSIST ? blockIdx.x : blockIdx.y * hq + blockIdx.x;
   const int step = PERSIST ? gridDim.x : items;
+  __shared__ int dyn_slot[2];  // (DYN) the item of each Q tile, -1: none left
 
   if (tid == 0) {
     for (int b = 0; b < 2; b++) {
@@ -390,11 +398,28 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       tma_prefetch_desc(&tk);
       tma_prefetch_desc(&tv);
       int n = 0, qn = 0;  // tiles and Q tiles loaded so far: their ring positions
-      for (int item = first; item < items; item += step) {
-        const FwdItem it = fwd_item<kFwdKVMajor<D>>(wl, item, hq, hkv);
-        if (it.e0 == it.e1) continue;
+      // (DYN) the next item drawn once this one's loads are issued: the consumers still have
+      // its last tiles to run, under which the atomic's latency passes
+      for (int item = first; item < items || DYN; item = DYN ? atomicAdd(ctr, 1) + gridDim.x : item + step) {
+        FwdItem it;
+        if constexpr (DYN) {
+          for (; item < items; item = atomicAdd(ctr, 1) + gridDim.x) {  // the next item with entries
+            it = fwd_item<kFwdKVMajor<D>>(wl, item, hq, hkv);
+            if (it.e0 < it.e1) break;
+          }
+        } else {
+          it = fwd_item<kFwdKVMajor<D>>(wl, item, hq, hkv);
+          if (it.e0 == it.e1) continue;
+        }
         const int qb = qn & 1;
         mbar_wait(&emptyQ[qb], ((qn >> 1) & 1) ^ 1);
+        if constexpr (DYN) {
+          dyn_slot[qb] = item < items ? item : -1;  // published by the barrier's arrival (release)
+          if (item >= items) {
+            mbar_arrive(&fullQ[qb]);  // no Q: the consumers read -1 and stop
+            break;
+          }
+        }
         mbar_expect_tx(&fullQ[qb], L::kQBytes);
 #pragma unroll
         for (int c = 0; c < L::kChunks; c++)
@@ -426,7 +451,14 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
   const int lt = tid % 128, warp = lt / 32, lane = lt % 32, g = lane / 4, t = lane % 4;
   constexpr int OR = D / 2;                // O accumulator registers (m64 x D)
   int n = 0, qn = 0;                       // tiles and Q tiles consumed so far
-  for (int item = first; item < items; item += step) {
+  // (DYN) the producer's item for the next Q tile, waited for here (not below): items when
+  // it has none left
+  auto drawn = [&]() {
+    mbar_wait(&fullQ[qn & 1], (qn >> 1) & 1);
+    const int it = dyn_slot[qn & 1];
+    return it < 0 ? items : it;
+  };
+  for (int item = DYN ? drawn() : first; item < items; item = DYN ? drawn() : item + step) {
   const FwdItem itm = fwd_item<kFwdKVMajor<D>>(wl, item, hq, hkv);
   const int h = itm.h, e0 = itm.e0, e1 = itm.e1, q0 = fwd_row0(wl, itm.qt, QM), q_end = fwd_row_end(wl, itm.qt, sq);
   const int r0 = q0 + cw * 64 + warp * 16 + g;  // this thread's rows: r0 and r0 + 8
@@ -437,7 +469,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
   const float kM0 = LZ ? -1e30f : -INFINITY;  // the rows' first subtraction point
   float m[2] = {kM0, kM0}, l[2] = {0.f, 0.f};
   const int qb = qn & 1;
-  if (e0 < e1) mbar_wait(&fullQ[qb], (qn >> 1) & 1);
+  if (!DYN && e0 < e1) mbar_wait(&fullQ[qb], (qn >> 1) & 1);
   const T *qw = sQs + qb * QM * D + cw * 64 * CHUNK;  // this warpgroup's 64 rows of each chunk
   // S = Q K^T of the tile in stage s, issued (not waited for)
   const unsigned loQw = sw128_lo(qw, 16);  // descriptors are one add from a base
@@ -1611,6 +1643,16 @@ DEV void dq90_convertc(const float *__restrict__ acc, T *__restrict__ dq, int sq
     fwd_sm90<D, T, PERSIST, LEAN, NC, OV, BN>(tq, tk, tv, o, lse, sq, sk, hq, hkv, scale_log2,                                       \
                             WorkList{order, start, entries, refs, slices, row_tiles, per_head, bounds});           \
   }
+// the dynamic persistent forward (DYN): fwd_sm90's arguments and ctr, the items drawn so far
+#define SM90_FWD_DYN(FN, NAME, T, D, LEAN, NC, OV)                                                                  \
+  extern "C" __global__ void __launch_bounds__(128 * (NC + 1), 1)                                                  \
+      FN##_##NAME##_d##D(const __grid_constant__ TmaDesc tq, const __grid_constant__ TmaDesc tk,                   \
+                         const __grid_constant__ TmaDesc tv, T *o, float *lse, int sq, int sk, int hq, int hkv,    \
+                         float scale_log2, const int *order, const int *start, const int *entries, const int *refs, \
+                         const int *slices, int row_tiles, int per_head, const int *bounds, int *ctr) {            \
+    fwd_sm90<D, T, true, LEAN, NC, OV, SBN, true>(tq, tk, tv, o, lse, sq, sk, hq, hkv, scale_log2,                   \
+                            WorkList{order, start, entries, refs, slices, row_tiles, per_head, bounds}, ctr);      \
+  }
 #define SM90_BWD(FN, NAME, T, D, DET, F) SM90_BWD_X(FN, NAME, T, D, DET, F, 0)
 #define SM90_BWD_X(FN, NAME, T, D, DET, F, OVB) SM90_BWD_N(FN, NAME, T, D, DET, F, OVB, BBN9)
 #define SM90_BWD_N(FN, NAME, T, D, DET, F, OVB, NB) SM90_BWD_G(FN, NAME, T, D, DET, F, OVB, NB, false)
@@ -1680,6 +1722,11 @@ SM90_FWD_X(fwd90mo, bf16, __nv_bfloat16, 64, false, true, 3, true)
 SM90_FWD_X(fwd90mop, bf16, __nv_bfloat16, 64, true, true, 3, true)
 SM90_FWD_X(fwd90mo, fp16, __half, 64, false, true, 3, true)
 SM90_FWD_X(fwd90mop, fp16, __half, 64, true, true, 3, true)
+#endif
+// the same, persistent by a counter (experiment sm90dy): only with LONGCA_FWD_DYN
+#if defined(LONGCA_FWD_THREE_OVL) && defined(LONGCA_FWD_DYN)
+SM90_FWD_DYN(fwd90mopd, bf16, __nv_bfloat16, 64, true, 3, true)
+SM90_FWD_DYN(fwd90mopd, fp16, __half, 64, true, 3, true)
 #endif
 
 // The overlapped forward's entries (sm90 at head dim 128): the lean softmax, two consumer

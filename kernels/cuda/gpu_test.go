@@ -506,7 +506,11 @@ func forwardEntries(t *testing.T, d int) {
 	ctx := context.Background()
 	// persistent on a full grid, persistent on 3 blocks (each walks several items: the Q tiles'
 	// parities, the K/V ring's phases across items, items without entries), and plain
-	for _, mode := range []struct{ persist, blocks int }{{1, 0}, {1, 3}, {-1, 0}} {
+	modes := []struct{ persist, blocks int }{{1, 0}, {1, 3}, {-1, 0}}
+	if v, _ := pickVariant(*variantFlag, 9, 0); v.fwdDyn {
+		modes = append(modes, struct{ persist, blocks int }{-1, 3}) // the counter's walk on 3 blocks (sm90dy's plain side)
+	}
+	for _, mode := range modes {
 		persist := mode.persist
 		kk, err := kernels.New("cuda", kernels.Options{Variant: *variantFlag})
 		if err != nil {

@@ -175,6 +175,10 @@ type archVariant struct {
 	// persist, on sm90: 0 runs the forward persistent by the rule (persistentForward),
 	// 1 always, -1 never (the variants that time both sides of the rule on every case)
 	persist int
+	// fwdDyn (experiment sm90dy, LONGCA_FWD_DYN in defines): the head-dim-64 forward (fwd90mo)
+	// where the rule does not run it persistent runs persistent by a counter instead
+	// (fwd90mopd: a block per SM, each drawing its next item at run time), not a block an item
+	fwdDyn bool
 	// k64, on sm90: the forward over 128 x 64 tiles (fwdSM90S) where keyTile64Pays says
 	// so, the variant's forward elsewhere
 	k64 bool
@@ -279,6 +283,7 @@ var archVariants = []archVariant{
 		})
 	}),
 	sm90With("sm90-persist", "sm90 with the forward always persistent (a block per SM walking the work items), whatever the rows: to time both sides of sm90's rule", func(v *archVariant) { v.persist = 1 }),
+	sm90With("sm90dy", "sm90 with the head-dim-64 forward, where it does not run persistent by the rule (rows of 32 tiles and more: full, causal and the long rows), persistent by a counter: a block per SM, each taking its next work item by an atomic add as it loads the current item's Q (the design study of docs/d64-forward-study.md: the block's start, its first tile and its epilogue overlap the next item's loads; prepared in the twenty-sixth session, not yet run on a GPU); rows say dyn-fwd", func(v *archVariant) { v.fwdDyn = true }, "LONGCA_FWD_DYN"),
 	sm90With("sm90-plain", "sm90 with the forward never persistent (a block per query tile), whatever the rows: to time both sides of sm90's rule", func(v *archVariant) { v.persist = -1 }),
 	sm90With("sm90fk", "sm90 with the backward's key tiles of a head always together (one side of sm90's order rule; no pairs within documents, which set the order)", func(v *archVariant) { v.sched, v.docPairs, v.orderL2 = schedKTFast, docPairsNever, false }),
 	sm90With("sm90fn", "sm90 with the backward's key tiles always heaviest first over all heads (the other side of sm90's order rule; no pairs within documents, which set the order, and no split at head dim 128, which keeps a head's key tiles together)", func(v *archVariant) {
@@ -551,6 +556,8 @@ func (k *Kernel) Describe(p kernels.Problem, pass kernels.Pass) kernels.Info {
 		if dl, err := k.list(p, fv.qTile, fv.kTile, false); err == nil {
 			if k.forwardPersistent(fv, dl.w) {
 				info.Variant += " persistent-fwd"
+			} else if k.dynForward(fv, dl.w) {
+				info.Variant += " dyn-fwd"
 			}
 			if dl.w.Ragged {
 				info.Variant += " ragged-fwd"

@@ -793,6 +793,13 @@ func (k *Kernel) forwardPersistent(fv variant, w *WorkList) bool {
 	return !fv.oneItem && k.persistent(w)
 }
 
+// dynForward says whether the forward fv runs the list w persistent by a counter (fwd90mopd,
+// experiment sm90dy): the head-dim-64 overlapped forward where the rule does not run it
+// persistent.
+func (k *Kernel) dynForward(fv variant, w *WorkList) bool {
+	return k.arch.fwdDyn && fv.fn == fwdSM90MO.fn && !k.forwardPersistent(fv, w)
+}
+
 // wideForward says whether p's forward at head dim 128 runs over 128 x 176 tiles (the
 // variant's wide, sm90's since call 62): wherever the 128 x 128 list's forward is not
 // persistent (long rows: there a turn's products grow and its fixed costs do not) and the
@@ -896,9 +903,11 @@ func (k *Kernel) forward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList,
 	shared := fv.shared(d)
 	scaleLog2 := float32(p.SoftmaxScale() * math.Log2E)
 	fn := fv.fn
-	persistent := k.forwardPersistent(fv, dl.w)
+	persistent, dyn := k.forwardPersistent(fv, dl.w), k.dynForward(fv, dl.w)
 	if persistent {
 		fn += "p"
+	} else if dyn {
+		fn += "pd"
 	}
 	f, err := k.function(fmt.Sprintf("%s_%s_d%d", fn, dtypeName(p.DType), d), shared)
 	if err != nil {
@@ -910,8 +919,18 @@ func (k *Kernel) forward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList,
 		bounds = dl.bounds // the tiles' bounds (read where LONGCA_FWD_RAGGED)
 	}
 	args = append(args, bounds)
-	grid := forwardGrid(persistent, k.dev.SMs, p.HeadsQ, dl.w.RowTiles)
-	if persistent && k.fwdBlocks > 0 {
+	if dyn { // the items drawn so far: zeroed on the stream before each launch
+		ctr, err := k.scratchBuf("fwdctr", 1)
+		if err != nil {
+			return err
+		}
+		if err := k.dev.Memset(ctr, 4, 0); err != nil {
+			return err
+		}
+		args = append(args, ctr)
+	}
+	grid := forwardGrid(persistent || dyn, k.dev.SMs, p.HeadsQ, dl.w.RowTiles)
+	if (persistent || dyn) && k.fwdBlocks > 0 {
 		grid.X = min(grid.X, k.fwdBlocks)
 	}
 	return k.dev.Do(func() error {

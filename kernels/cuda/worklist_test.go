@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -208,6 +209,43 @@ func TestPersistentForwardByRowLength(t *testing.T) {
 			if got := k.persistent(w); got != v.want {
 				t.Errorf("%s %s %d: persistent %v, want %v", v.name, c.mask, c.s, got, v.want)
 			}
+		}
+	}
+}
+
+// sm90dy runs the head-dim-64 forward persistent by a counter exactly where sm90 runs it a
+// block an item (rows of 32 tiles and more); never at head dim 128 (another entry), never
+// where the rule already runs it persistent, and sm90 never.
+func TestDynForwardRule(t *testing.T) {
+	dy, sm90 := &Kernel{arch: variantNamed(t, "sm90dy")}, &Kernel{arch: variantNamed(t, "sm90")}
+	if !slices.Contains(dy.arch.defines, "LONGCA_FWD_DYN") || !strings.Contains(dy.arch.sourceSM90(), "fwd90mopd") {
+		t.Fatal("sm90dy compiles no fwd90mopd (LONGCA_FWD_DYN)")
+	}
+	for _, c := range []struct {
+		mask string
+		s    int
+		want bool // sm90dy at head dim 64
+	}{{"full", 8192, true}, {"causal", 16384, true}, {"full", 2048, false}, {"sliding_window_causal", 16384, false}} {
+		spec, err := mask.Build(c.mask, c.s, mask.Options{Seed: 42})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := BuildWorkList([]mask.Mask{spec.Mask}, fwdSM90MO.qTile, fwdSM90MO.kTile, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fv := dy.arch.fwd.at(64)
+		if fv.fn != "fwd90mo" {
+			t.Fatalf("sm90dy's forward at head dim 64 is %s, want fwd90mo", fv.fn)
+		}
+		if got := dy.dynForward(fv, w); got != c.want || got == dy.forwardPersistent(fv, w) && got {
+			t.Errorf("sm90dy %s %d: dyn %v (persistent by rule %v), want %v", c.mask, c.s, got, dy.forwardPersistent(fv, w), c.want)
+		}
+		if c.want != !sm90.forwardPersistent(fv, w) {
+			t.Errorf("%s %d: sm90 persistent %v; the counter should take exactly sm90's plain lists", c.mask, c.s, sm90.forwardPersistent(fv, w))
+		}
+		if sm90.dynForward(fv, w) || dy.dynForward(dy.arch.fwd.at(128), w) {
+			t.Errorf("%s %d: the counter taken by sm90, or at head dim 128", c.mask, c.s)
 		}
 	}
 }
