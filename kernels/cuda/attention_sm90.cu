@@ -347,9 +347,9 @@ DEV FwdItem fwd_item(const WorkList &wl, int item, int hq, int hkv) {
 // DYN (experiment sm90dy, LONGCA_FWD_DYN; with PERSIST): the items are handed out at run time,
 // not by the block's index: block b starts at item b, and the producer takes each next one by
 // an atomic add on ctr (zeroed before the launch), plus gridDim.x, once it has issued the
-// current item's loads; it skips items without entries, and passes each item's number to the
-// consumers in dyn_slot[the Q tile] before it arms that tile's barrier (-1, with a plain
-// arrival: no more items), so that a block that drew short items takes more.
+// current item's loads, and passes each item's number to the consumers in dyn_slot[the Q
+// tile] before it arms that tile's barrier (an item without entries, or -1 for no more
+// items, with a plain arrival and no load), so that a block that drew short items takes more.
 template <int D, typename T, bool PERSIST, bool LEAN, int NC = 2, bool OV = false, int BN = SBN, bool DYN = false>
 DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__restrict__ o, float *__restrict__ lse,
                   int sq, int sk, int hq, int hkv, float scale_log2, WorkList wl, int *ctr = nullptr) {
@@ -403,10 +403,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       for (int item = first; item < items || DYN; item = DYN ? atomicAdd(ctr, 1) + gridDim.x : item + step) {
         FwdItem it;
         if constexpr (DYN) {
-          for (; item < items; item = atomicAdd(ctr, 1) + gridDim.x) {  // the next item with entries
-            it = fwd_item<kFwdKVMajor<D>>(wl, item, hq, hkv);
-            if (it.e0 < it.e1) break;
-          }
+          if (item < items) it = fwd_item<kFwdKVMajor<D>>(wl, item, hq, hkv);
         } else {
           it = fwd_item<kFwdKVMajor<D>>(wl, item, hq, hkv);
           if (it.e0 == it.e1) continue;
@@ -415,9 +412,14 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
         mbar_wait(&emptyQ[qb], ((qn >> 1) & 1) ^ 1);
         if constexpr (DYN) {
           dyn_slot[qb] = item < items ? item : -1;  // published by the barrier's arrival (release)
-          if (item >= items) {
-            mbar_arrive(&fullQ[qb]);  // no Q: the consumers read -1 and stop
-            break;
+          // no Q to load: the consumers read -1 and stop, or (an item without entries) write
+          // its rows' zeros and -inf, as the static walk's consumers do for the items its
+          // producer skips
+          if (item >= items || it.e0 == it.e1) {
+            mbar_arrive(&fullQ[qb]);
+            if (item >= items) break;
+            qn++;
+            continue;
           }
         }
         mbar_expect_tx(&fullQ[qb], L::kQBytes);
@@ -675,7 +677,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
     }
   }
 
-  if (e0 < e1) {
+  if (DYN || e0 < e1) {  // (DYN: an item without entries had its Q tile's turn too)
     mbar_arrive(&emptyQ[qb]);
     qn++;
     n += e1 - e0;

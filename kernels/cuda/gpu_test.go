@@ -610,6 +610,9 @@ func TestForwardOccupancy(t *testing.T) {
 			if !fv.oneItem {
 				names = append(names, fv.fn+"p")
 			}
+			if k.arch.fwdDyn && fv.fn == fwdSM90MO.fn {
+				names = append(names, fv.fn+"pd") // sm90dy's counter entry: the same budget
+			}
 			for _, n := range names {
 				name := fmt.Sprintf("%s_%s_d%d", n, dt, d)
 				f, err := k.function(name, fv.shared(d))
