@@ -11,14 +11,16 @@ import (
 // GPUStateLine summarises the GPU's state while the measured rows of pass ("" every pass)
 // were timed (their sm_clock_mhz and kin), the CP rows (every rank's) with cp, else the
 // others: the lowest SM clock read, the rows' mean clocks' range and median, the highest
-// power and temperature, and how many rows saw each clock event reason. "" where no row
-// carries a reading (the CPU, no NVML, older files).
+// power and temperature, how many rows saw each clock event reason, and the idle before each
+// case (settle_ms: --settle) where any read row had one. "" where no row carries a reading
+// (the CPU, no NVML, older files).
 func GPUStateLine(rows []results.Row, pass string, cp bool) string {
 	var means []float64
 	var lo int64 = -1
 	var watts float64
 	var hot int64
 	ok, events := 0, map[string]int{}
+	settles := map[float64]int{} // settle_ms of the read rows (-1: none)
 	for _, r := range rows {
 		if !measured(r, pass, cp) || r.DeviceIndex == nil {
 			continue // not measured, or not on a GPU (never read)
@@ -28,6 +30,11 @@ func GPUStateLine(rows []results.Row, pass string, cp bool) string {
 			continue
 		}
 		means = append(means, *r.SMClockMHz)
+		if r.SettleMs != nil {
+			settles[*r.SettleMs]++
+		} else {
+			settles[-1]++
+		}
 		if r.SMClockMinMHz != nil && (lo < 0 || *r.SMClockMinMHz < lo) {
 			lo = *r.SMClockMinMHz
 		}
@@ -72,6 +79,26 @@ func GPUStateLine(rows []results.Row, pass string, cp bool) string {
 				sep = ""
 			}
 			fmt.Fprintf(&b, "%s %s on %d %s", sep, e, events[e], plural(events[e], "row", "rows"))
+		}
+	}
+	if settles[-1] < len(means) { // some rows settled: say how long, and on how many
+		vals := make([]float64, 0, len(settles))
+		for v := range settles {
+			if v >= 0 {
+				vals = append(vals, v)
+			}
+		}
+		sort.Float64s(vals)
+		b.WriteString("; idle before each case (--settle):")
+		for i, v := range vals {
+			sep := ","
+			if i == 0 {
+				sep = ""
+			}
+			fmt.Fprintf(&b, "%s %.0f ms on %d %s", sep, v, settles[v], plural(settles[v], "row", "rows"))
+		}
+		if n := settles[-1]; n > 0 {
+			fmt.Fprintf(&b, ", none on %d %s", n, plural(n, "row", "rows"))
 		}
 	}
 	return b.String()

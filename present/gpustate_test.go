@@ -2,6 +2,7 @@ package present
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 
@@ -26,6 +27,18 @@ func TestGPUStateLine(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("line %q lacks %q", got, want)
 		}
+	}
+	if strings.Contains(got, "settle") {
+		t.Errorf("no row settled, yet the line says %q", got)
+	}
+	settled := slices.Clone(rows)
+	settled[0].SettleMs, settled[1].SettleMs = results.Ptr(250.0), results.Ptr(250.0)
+	if l := GPUStateLine(settled, "", false); !strings.Contains(l, "idle before each case (--settle): 250 ms on 2 rows, none on 1 row") {
+		t.Errorf("two rows settled: %q", l)
+	}
+	settled[2].SettleMs = results.Ptr(1000.0)
+	if l := GPUStateLine(settled, "", false); !strings.HasSuffix(l, "(--settle): 250 ms on 2 rows, 1000 ms on 1 row") {
+		t.Errorf("every row settled, two idles: %q", l)
 	}
 	if fwd := GPUStateLine(rows, "fwd", false); !strings.Contains(fwd, "2 of 3 rows measured on a GPU read") || strings.Contains(fwd, "sw_thermal") {
 		t.Errorf("fwd only: %q", fwd)
