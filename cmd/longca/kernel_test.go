@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/longca/longca/harness"
 	"github.com/longca/longca/results"
 )
 
@@ -465,5 +466,38 @@ func TestRunMasksSplitsTheSuite(t *testing.T) {
 	}
 	if err != nil || len(rows) != 12 || seen["causal"] != 4 || seen["causal_document"] != 4 || seen["block_causal_document"] != 4 {
 		t.Errorf("merged halves: %d rows %v (%v), want the whole suite's 12", len(rows), seen, err)
+	}
+}
+
+// scripts/device/run-final.sh's two parts (1: full and causal; 2: the rest) name the GPU
+// suite's masks between them, each once, so that the merged parts are the whole suite: a
+// mask added to the suite and not to the script would go untimed without a word.
+func TestRunFinalPartsCoverTheSuite(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("..", "..", "scripts", "device", "run-final.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := regexp.MustCompile(`(?m)^([12])\) set -- --masks ([a-z_,]+) `).FindAllStringSubmatch(string(src), -1)
+	if len(parts) != 2 {
+		t.Fatalf("found %d parts' --masks in run-final.sh, want 2 (the pattern no longer matches the script?)", len(parts))
+	}
+	st, err := harness.StandardSuite("gpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, p := range parts {
+		for _, m := range strings.Split(p[2], ",") {
+			seen[m]++
+		}
+	}
+	for _, m := range st.Sweep.Masks {
+		if seen[m] != 1 {
+			t.Errorf("mask %s is in %d of run-final.sh's parts, want 1", m, seen[m])
+		}
+		delete(seen, m)
+	}
+	if len(seen) > 0 {
+		t.Errorf("run-final.sh's parts name masks outside the gpu suite: %v", seen)
 	}
 }
