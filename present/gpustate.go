@@ -74,11 +74,7 @@ func GPUStateLine(rows []results.Row, pass string, cp bool) string {
 		})
 		b.WriteString("; clock events:")
 		for i, e := range names {
-			sep := ","
-			if i == 0 {
-				sep = ""
-			}
-			fmt.Fprintf(&b, "%s %s on %d %s", sep, e, events[e], plural(events[e], "row", "rows"))
+			onRows(&b, i, e, events[e])
 		}
 	}
 	if settles[-1] < len(means) { // some rows settled: say how long, and on how many
@@ -91,17 +87,22 @@ func GPUStateLine(rows []results.Row, pass string, cp bool) string {
 		sort.Float64s(vals)
 		b.WriteString("; idle before each case (--settle):")
 		for i, v := range vals {
-			sep := ","
-			if i == 0 {
-				sep = ""
-			}
-			fmt.Fprintf(&b, "%s %.0f ms on %d %s", sep, v, settles[v], plural(settles[v], "row", "rows"))
+			onRows(&b, i, fmt.Sprintf("%.0f ms", v), settles[v])
 		}
 		if n := settles[-1]; n > 0 {
-			fmt.Fprintf(&b, ", none on %d %s", n, plural(n, "row", "rows"))
+			onRows(&b, len(vals), "none", n)
 		}
 	}
 	return b.String()
+}
+
+// onRows writes the i-th item of a list of what was seen on how many rows: " WHAT on N rows",
+// after a comma from the second on.
+func onRows(b *strings.Builder, i int, what string, n int) {
+	if i > 0 {
+		b.WriteString(",")
+	}
+	fmt.Fprintf(b, " %s on %d %s", what, n, plural(n, "row", "rows"))
 }
 
 // PowerCapHint is a second line under GPUStateLine for rows (of pass, CP or not as there)
