@@ -106,18 +106,14 @@ func runAction(c *cli.Context) error {
 }
 
 // suiteMasks is --masks of run: the suite's masks that the list names, in the suite's order
-// (all: every one);
-// a name outside the suite, or an empty list, is a usage error naming the suite's masks.
+// (all: every one); a name outside the suite, or an empty list, is a usage error naming the
+// suite's masks.
 func suiteMasks(st harness.Suite, list string) ([]string, error) {
 	if strings.TrimSpace(list) == "all" {
 		return st.Sweep.Masks, nil
 	}
 	want := map[string]bool{}
-	for _, m := range strings.Split(list, ",") {
-		m = strings.TrimSpace(m)
-		if m == "" {
-			continue
-		}
+	for _, m := range splitList(list) {
 		if !slices.Contains(st.Sweep.Masks, m) {
 			return nil, usageError("--masks %q: %q is not a mask of the %s suite; use some of %s", list, m, st.Name, strings.Join(st.Sweep.Masks, ","))
 		}
