@@ -10,13 +10,9 @@
 set -u
 out=${1:?usage: d64-final.sh OUT [LIMIT_SECONDS] [KERNEL FLAGS...]}
 limit=${2:-570}
-case $limit in '' | *[!0-9]*)
-	echo "d64-final.sh: LIMIT_SECONDS '$limit' is not a number of seconds" >&2
-	exit 2
-	;;
-esac
-shift $(($# < 2 ? $# : 2))
 . scripts/device/lib.sh
+limit_seconds d64-final.sh "$limit" || exit 2
+shift $(($# < 2 ? $# : 2))
 gpu=$(gpu_tag) # the run id names the GPU that ran it
 call_start "$limit" longca || exit 1
 timeout -s INT -k 30 "$limit" bin/longca kernel --kernels cuda,cudnn,torch:flash,torch:cudnn,torch:efficient,torch:flex,torch:varlen \

@@ -3,6 +3,17 @@
 # calls and keep their own copies. The caller sets out (its output folder, with t/ in it),
 # t0 (its start, date +%s) and budget (seconds for the whole call), or calls call_start.
 
+# limit_seconds SCRIPT VALUE [USAGE]: VALUE is a whole number of seconds (a script's
+# LIMIT_SECONDS), or one line naming it (and USAGE) on stderr and status 2, so that a flag
+# given where the limit goes is refused before timeout reads it.
+limit_seconds() {
+	case $2 in '' | *[!0-9]*)
+		echo "$1: LIMIT_SECONDS '$2' is not a number of seconds${3:+ (usage: $3)}" >&2
+		return 2
+		;;
+	esac
+}
+
 # call_start BUDGET BIN...: the call's clock (t0), its budget (CALL_BUDGET overrides it),
 # its environment and output folder ($out/t), the carried binaries unpacked (bin/NAME from
 # bin/NAME.gz, as make device writes them).

@@ -17,11 +17,7 @@ set -u
 gpu=$(gpu_tag)
 out=${1:?usage: run-final.sh OUT [LIMIT_SECONDS] [all|1|2] [RUN FLAGS...]}
 limit=${2:-560}
-case $limit in '' | *[!0-9]*)
-	echo "run-final.sh: LIMIT_SECONDS '$limit' is not a number of seconds (usage: run-final.sh OUT [LIMIT_SECONDS] [all|1|2] [RUN FLAGS...])" >&2
-	exit 2
-	;;
-esac
+limit_seconds run-final.sh "$limit" "run-final.sh OUT [LIMIT_SECONDS] [all|1|2] [RUN FLAGS...]" || exit 2
 shift $(($# < 2 ? $# : 2))
 part=all
 case ${1:-} in all | 1 | 2) part=$1 && shift ;; esac
