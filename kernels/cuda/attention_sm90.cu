@@ -344,7 +344,7 @@ DEV FwdItem fwd_item(const WorkList &wl, int item, int hq, int hkv) {
 // 64 query rows each (a 64 NC-row tile); they take turns on the tensor cores in a ring
 // (warpgroup c waits at named barrier 1 + c and hands over at the next one). With 3 the
 // block is 512 threads: consumers at 160 registers, the producer at 32 (65536 in all).
-// DYN (experiment sm90dy, LONGCA_FWD_DYN; with PERSIST): the items are handed out at run time,
+// DYN (LONGCA_FWD_DYN, sm90's since the twenty-seventh session's sm90dy; with PERSIST): the items are handed out at run time,
 // not by the block's index: block b starts at item b, and the producer takes each next one by
 // an atomic add on ctr (zeroed before the launch), plus gridDim.x, once it has issued the
 // current item's loads, and passes each item's number to the consumers in dyn_slot[the Q
@@ -1725,7 +1725,8 @@ SM90_FWD_X(fwd90mop, bf16, __nv_bfloat16, 64, true, true, 3, true)
 SM90_FWD_X(fwd90mo, fp16, __half, 64, false, true, 3, true)
 SM90_FWD_X(fwd90mop, fp16, __half, 64, true, true, 3, true)
 #endif
-// the same, persistent by a counter (experiment sm90dy): only with LONGCA_FWD_DYN
+// the same, persistent by a counter (sm90's since the twenty-seventh session's sm90dy): only
+// with LONGCA_FWD_DYN
 #if defined(LONGCA_FWD_THREE_OVL) && defined(LONGCA_FWD_DYN)
 SM90_FWD_DYN(fwd90mopd, bf16, __nv_bfloat16, 64, true, 3, true)
 SM90_FWD_DYN(fwd90mopd, fp16, __half, 64, true, 3, true)

@@ -794,7 +794,7 @@ func (k *Kernel) forwardPersistent(fv variant, w *WorkList) bool {
 }
 
 // dynForward says whether the forward fv runs the list w persistent by a counter (fwd90mopd,
-// experiment sm90dy): the head-dim-64 overlapped forward where the rule does not run it
+// sm90's since the twenty-seventh session's sm90dy; not sm90-nodyn, sm90-plain): the head-dim-64 overlapped forward where the rule does not run it
 // persistent.
 func (k *Kernel) dynForward(fv variant, w *WorkList) bool {
 	return k.arch.fwdDyn && fv.fn == fwdSM90MO.fn && !k.forwardPersistent(fv, w)

@@ -213,18 +213,25 @@ func TestPersistentForwardByRowLength(t *testing.T) {
 	}
 }
 
-// sm90dy runs the head-dim-64 forward persistent by a counter exactly where sm90 runs it a
-// block an item (rows of 32 tiles and more); never at head dim 128 (another entry), never
-// where the rule already runs it persistent, and sm90 never.
+// sm90 (since the twenty-seventh session's sm90dy) runs the head-dim-64 forward persistent by a
+// counter exactly where sm90-nodyn runs it a block an item (rows of 32 tiles and more); never
+// at head dim 128 (another entry), never where the rule already runs it persistent; sm90-nodyn
+// and sm90-plain never. Every variant that takes the counter compiles its entry.
 func TestDynForwardRule(t *testing.T) {
-	dy, sm90 := &Kernel{arch: variantNamed(t, "sm90dy")}, &Kernel{arch: variantNamed(t, "sm90")}
-	if !slices.Contains(dy.arch.defines, "LONGCA_FWD_DYN") || !strings.Contains(dy.arch.sourceSM90(), "fwd90mopd") {
-		t.Fatal("sm90dy compiles no fwd90mopd (LONGCA_FWD_DYN)")
+	dy, plain := &Kernel{arch: variantNamed(t, "sm90")}, &Kernel{arch: variantNamed(t, "sm90-nodyn")}
+	never := &Kernel{arch: variantNamed(t, "sm90-plain")}
+	if slices.Contains(plain.arch.defines, "LONGCA_FWD_DYN") || plain.arch.fwdDyn {
+		t.Fatal("sm90-nodyn compiles or takes the counter")
+	}
+	for _, v := range archVariants {
+		if v.fwdDyn && (!slices.Contains(v.defines, "LONGCA_FWD_DYN") || !strings.Contains(v.sourceSM90(), "fwd90mopd")) {
+			t.Errorf("%s takes the counter but compiles no fwd90mopd (LONGCA_FWD_DYN)", v.name)
+		}
 	}
 	for _, c := range []struct {
 		mask string
 		s    int
-		want bool // sm90dy at head dim 64
+		want bool // sm90 at head dim 64
 	}{{"full", 8192, true}, {"causal", 16384, true}, {"full", 2048, false}, {"sliding_window_causal", 16384, false}} {
 		spec, err := mask.Build(c.mask, c.s, mask.Options{Seed: 42})
 		if err != nil {
@@ -236,16 +243,16 @@ func TestDynForwardRule(t *testing.T) {
 		}
 		fv := dy.arch.fwd.at(64)
 		if fv.fn != "fwd90mo" {
-			t.Fatalf("sm90dy's forward at head dim 64 is %s, want fwd90mo", fv.fn)
+			t.Fatalf("sm90's forward at head dim 64 is %s, want fwd90mo", fv.fn)
 		}
 		if got := dy.dynForward(fv, w); got != c.want || got == dy.forwardPersistent(fv, w) && got {
-			t.Errorf("sm90dy %s %d: dyn %v (persistent by rule %v), want %v", c.mask, c.s, got, dy.forwardPersistent(fv, w), c.want)
+			t.Errorf("sm90 %s %d: dyn %v (persistent by rule %v), want %v", c.mask, c.s, got, dy.forwardPersistent(fv, w), c.want)
 		}
-		if c.want != !sm90.forwardPersistent(fv, w) {
-			t.Errorf("%s %d: sm90 persistent %v; the counter should take exactly sm90's plain lists", c.mask, c.s, sm90.forwardPersistent(fv, w))
+		if c.want != !plain.forwardPersistent(fv, w) {
+			t.Errorf("%s %d: sm90-nodyn persistent %v; the counter should take exactly its plain lists", c.mask, c.s, plain.forwardPersistent(fv, w))
 		}
-		if sm90.dynForward(fv, w) || dy.dynForward(dy.arch.fwd.at(128), w) {
-			t.Errorf("%s %d: the counter taken by sm90, or at head dim 128", c.mask, c.s)
+		if plain.dynForward(fv, w) || never.dynForward(fv, w) || dy.dynForward(dy.arch.fwd.at(128), w) {
+			t.Errorf("%s %d: the counter taken by sm90-nodyn or sm90-plain, or at head dim 128", c.mask, c.s)
 		}
 	}
 }
