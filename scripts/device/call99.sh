@@ -1,0 +1,41 @@
+#!/bin/sh
+# Call 99 (prepared 2026-12-06, twenty-seventh session; not yet run): any card. Why the d64
+# forward on full 16K reads two rates from one process to the next. Calls 98b-98g timed sm90
+# (and sm90dy, now sm90) there at 493-555 TFLOP/s, settled, at the same SM clock (1,965-1,980
+# MHz): 511 / 512 / 515 / 517 / 522 / 527 in some processes, 550 / 551 / 555 in others; cuDNN
+# 530-571. Within a process the rate holds (the median of 10 repetitions). What differs from
+# one process to the next is where the buffers land (physical pages, so L2 slices and the
+# two L2 partitions) and which blocks share an SM's turn; not the code or the clock.
+# 1. a: ten processes, sm90 and cudnn alternating (five each), d64 full 8K / 16K / 24K / 32K
+#    forward, -w 3 -n 20, --gpu-state. Prediction: sm90 at 16K in both modes (spread 6% or
+#    more over its five processes), 8K and 32K within 2% from one process to the next;
+#    cuDNN's spread at 16K under sm90's.
+# 2. m: ncu, one launch each of five sm90 processes and two cudnn at full 16K: DRAM bytes
+#    read, L2 hit rate, time. Prediction, if L2 placement is the cause: the slow launches read
+#    2x or more the fast ones' DRAM bytes (call 69 read 1.54 GB at d64 full 16K, cuDNN 0.17);
+#    if the DRAM bytes are level and the times still split, the cause is elsewhere (which
+#    items share an SM), and the next probe is the item order (KV-major, as sm90kv was).
+# Bounded to 240 s (BUDGET); tables last; logs packed as OUT/t.tgz.
+#   sh scripts/device/call99.sh OUT   (carry bin/longca.gz)
+set -u
+out=${1:?usage: call99.sh OUT}
+. scripts/device/lib.sh
+call_start ${BUDGET:-240} longca || exit 1
+warm sm90
+interleave a 30 "sm90 cudnn sm90 cudnn sm90 cudnn sm90 cudnn sm90 cudnn" --masks full --head-dim 64 --seqlens 8K,16K,24K,32K --passes fwd -w 3 -n 20 --gpu-state
+for i in 1 2 3 4 5; do NCU_PASS=fwd NCU_DIM=64 ncu_one "m$i" dram__bytes_read.sum,lts__t_sector_hit_rate.pct,gpu__time_duration.sum sm90 full 16K 40; done
+for i in 1 2; do NCU_PASS=fwd NCU_DIM=64 ncu_one "m$i" dram__bytes_read.sum,lts__t_sector_hit_rate.pct,gpu__time_duration.sum cudnn full 16K 40; done
+cat "$out/t/summary.txt"
+table a "d64 full forward TFLOP/s, one process a column" "sm90/cudnn" sm90 cudnn sm90 cudnn sm90 cudnn sm90 cudnn sm90 cudnn
+echo "=== a: each kernel's spread over its five processes (max / min - 1)"
+awk '{s = c = ""; for (i = 3; i <= NF; i++) if ($i ~ /^[0-9.]+$/) { if (i % 2) s = s " " $i; else c = c " " $i }
+	printf "%s %s sm90 %s | cudnn %s\n", $1, $2, spread(s), spread(c) }
+	function spread(l,   n, a, i, lo, hi) { n = split(l, a, " "); if (!n) return "-"; lo = hi = a[1] + 0
+		for (i = 2; i <= n; i++) { if (a[i] + 0 < lo) lo = a[i] + 0; if (a[i] + 0 > hi) hi = a[i] + 0 }
+		return sprintf("%.1f-%.1f (%+.1f%%)", lo, hi, 100 * (hi / lo - 1)) }' "$out/t/a.table"
+echo "=== m: one launch of full 16K's d64 forward, a process each (ncu)"
+for f in "$out"/t/ncu-m*.log; do
+	[ -f "$f" ] || continue
+	echo "# ${f##*/}: $(grep -E 'dram__bytes_read.sum|lts__t_sector_hit_rate.pct|gpu__time_duration.sum' "$f" | awk '{print $1, $(NF-1), $NF}' | paste -sd' ')"
+done
+tar -C "$out" -czf "$out/t.tgz" t && rm -rf "$out/t"
