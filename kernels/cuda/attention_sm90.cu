@@ -251,8 +251,15 @@ template <int NC> struct FwdRegs {
 // 7.26 GB at 78% before, 0.34 GB at 99% with KVM). KVM at head dim 128 in sm90 since call 69
 // (LONGCA_FWD_KVMAJOR128: +1.3% mean over full and causal 8K-32K on an H100); at head dim 64
 // it did not pay (experiment sm90kv, calls 69 and 71: -2.2 to +2.4%, -1.7 to +0.5%; removed).
-#if defined(LONGCA_FWD_KVMAJOR128)
+// LONGCA_FWD_KVMAJOR64 (experiment sm90kv64, the twenty-seventh session: whether the d64
+// forward's two rates from one process to the next at full 16K, calls 98b-98g, are L2's) adds
+// head dim 64.
+#if defined(LONGCA_FWD_KVMAJOR128) && defined(LONGCA_FWD_KVMAJOR64)
+template <int D> constexpr bool kFwdKVMajor = D == 128 || D == 64;
+#elif defined(LONGCA_FWD_KVMAJOR128)
 template <int D> constexpr bool kFwdKVMajor = D == 128;
+#elif defined(LONGCA_FWD_KVMAJOR64)
+template <int D> constexpr bool kFwdKVMajor = D == 64;
 #else
 template <int D> constexpr bool kFwdKVMajor = false;
 #endif

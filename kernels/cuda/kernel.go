@@ -287,6 +287,7 @@ var archVariants = []archVariant{
 		v.fwdDyn = false
 		v.defines = slices.DeleteFunc(v.defines, func(d string) bool { return d == "LONGCA_FWD_DYN" })
 	}),
+	sm90With("sm90kv64", "sm90 with the head-dim-64 forward's work items a KV head's together (LONGCA_FWD_KVMAJOR64; as sm90's d128 forward since call 69): the blocks running at once, or drawing from the counter, read one or two KV heads' K and V. Calls 69 and 71 timed it at -2.2 to +2.4% before the counter; the twenty-seventh session saw sm90's d64 full 16K forward read 493-555 TFLOP/s from one process to the next (calls 98b-98g) and asks whether that is L2's (call99.sh; not yet run on a GPU)", nil, "LONGCA_FWD_KVMAJOR64"),
 	sm90With("sm90-plain", "sm90 with the forward never persistent (a block per query tile, no work counter at head dim 64), whatever the rows: to time both sides of sm90's rule", func(v *archVariant) { v.persist, v.fwdDyn = -1, false }),
 	sm90With("sm90fk", "sm90 with the backward's key tiles of a head always together (one side of sm90's order rule; no pairs within documents, which set the order)", func(v *archVariant) { v.sched, v.docPairs, v.orderL2 = schedKTFast, docPairsNever, false }),
 	sm90With("sm90fn", "sm90 with the backward's key tiles always heaviest first over all heads (the other side of sm90's order rule; no pairs within documents, which set the order, and no split at head dim 128, which keeps a head's key tiles together)", func(v *archVariant) {

@@ -693,10 +693,10 @@ int main() {
 	for _, c := range []struct {
 		define    string
 		d64, d128 int
-	}{{"", 0, 0}, {"LONGCA_FWD_KVMAJOR128", 0, 1}} {
+	}{{"", 0, 0}, {"LONGCA_FWD_KVMAJOR128", 0, 1}, {"LONGCA_FWD_KVMAJOR64", 1, 0}, {"LONGCA_FWD_KVMAJOR128 LONGCA_FWD_KVMAJOR64", 1, 1}} {
 		p := "#include <cstdio>\n"
-		if c.define != "" {
-			p += "#define " + c.define + "\n"
+		for _, d := range strings.Fields(c.define) {
+			p += "#define " + d + "\n"
 		}
 		p += sel + "int main() { printf(\"%d %d\\n\", (int)kFwdKVMajor<64>, (int)kFwdKVMajor<128>); return 0; }\n"
 		if got, want := strings.TrimSpace(hostcc.Output(t, "fwdkvm", p)), fmt.Sprintf("%d %d", c.d64, c.d128); got != want {
@@ -704,8 +704,11 @@ int main() {
 		}
 	}
 	a := variantNamed(t, "sm90")
-	if !slices.Contains(a.defines, "LONGCA_FWD_KVMAJOR128") {
-		t.Errorf("sm90 does not order its d128 forward by KV head (LONGCA_FWD_KVMAJOR128)")
+	if !slices.Contains(a.defines, "LONGCA_FWD_KVMAJOR128") || slices.Contains(a.defines, "LONGCA_FWD_KVMAJOR64") {
+		t.Errorf("sm90 does not order its d128 forward by KV head (LONGCA_FWD_KVMAJOR128), or orders its d64 forward so")
+	}
+	if kv := variantNamed(t, "sm90kv64"); !slices.Equal(kv.defines, append(slices.Clone(a.defines), "LONGCA_FWD_KVMAJOR64")) {
+		t.Errorf("sm90kv64 defines %v, want sm90's and LONGCA_FWD_KVMAJOR64", kv.defines)
 	}
 }
 

@@ -14,25 +14,45 @@
 #    read, L2 hit rate, time. Prediction, if L2 placement is the cause: the slow launches read
 #    2x or more the fast ones' DRAM bytes (call 69 read 1.54 GB at d64 full 16K, cuDNN 0.17);
 #    if the DRAM bytes are level and the times still split, the cause is elsewhere (which
-#    items share an SM), and the next probe is the item order (KV-major, as sm90kv was).
-# Bounded to 240 s (BUDGET); tables last; logs packed as OUT/t.tgz.
-#   sh scripts/device/call99.sh OUT   (carry bin/longca.gz)
+#    items share an SM).
+# 3. k: sm90kv64 (the d64 forward's items a KV head's together, as sm90's d128 forward's since
+#    call 69: the blocks drawing from the counter at once read one or two KV heads' K and V;
+#    compiled offline without a spill, not yet run) against sm90, four processes each
+#    alternating, full 8K-32K, then its GPU tests. Prediction, if (2) finds L2: sm90kv64 in
+#    sm90's fast mode at 16K in all four processes (spread under 2%), level with sm90's best
+#    at 8K and 32K (within 1%), and no test fails. If (2) finds no L2 difference: sm90kv64
+#    within sm90's spread. Promotion only with a second run on the other masks (call 100).
+# Bounded to 330 s (BUDGET); tables last; logs packed as OUT/t.tgz.
+#   sh scripts/device/call99.sh OUT   (carry bin/longca.gz bin/cuda.test.gz)
 set -u
 out=${1:?usage: call99.sh OUT}
 . scripts/device/lib.sh
-call_start ${BUDGET:-240} longca || exit 1
-warm sm90
+# spread TABLE: for each row of a join_runs table whose columns alternate two runs (odd, even),
+# each one's lowest and highest TFLOP/s and the spread (max / min - 1)
+spread() {
+awk '{s = c = ""; for (i = 3; i <= NF; i++) if ($i ~ /^[0-9.]+$/) { if (i % 2) s = s " " $i; else c = c " " $i }
+	printf "%s %s %s | %s\n", $1, $2, spread(s), spread(c) }
+	function spread(l,   n, a, i, lo, hi) { n = split(l, a, " "); if (!n) return "-"; lo = hi = a[1] + 0
+		for (i = 2; i <= n; i++) { if (a[i] + 0 < lo) lo = a[i] + 0; if (a[i] + 0 > hi) hi = a[i] + 0 }
+		return sprintf("%.1f-%.1f (%+.1f%%)", lo, hi, 100 * (hi / lo - 1)) }' "$1"
+}
+
+call_start ${BUDGET:-330} longca cuda.test || exit 1
+warm sm90 &
+warm sm90kv64 &
+wait
 interleave a 30 "sm90 cudnn sm90 cudnn sm90 cudnn sm90 cudnn sm90 cudnn" --masks full --head-dim 64 --seqlens 8K,16K,24K,32K --passes fwd -w 3 -n 20 --gpu-state
 for i in 1 2 3 4 5; do NCU_PASS=fwd NCU_DIM=64 ncu_one "m$i" dram__bytes_read.sum,lts__t_sector_hit_rate.pct,gpu__time_duration.sum sm90 full 16K 40; done
 for i in 1 2; do NCU_PASS=fwd NCU_DIM=64 ncu_one "m$i" dram__bytes_read.sum,lts__t_sector_hit_rate.pct,gpu__time_duration.sum cudnn full 16K 40; done
+interleave k 30 "sm90 sm90kv64 sm90 sm90kv64 sm90 sm90kv64 sm90 sm90kv64" --masks full --head-dim 64 --seqlens 8K,16K,24K,32K --passes fwd -w 3 -n 20
+GPU_TESTS='TestForwardEntries64|TestMasks|TestWindows' gpu_tests sm90kv64 90
 cat "$out/t/summary.txt"
 table a "d64 full forward TFLOP/s, one process a column" "sm90/cudnn" sm90 cudnn sm90 cudnn sm90 cudnn sm90 cudnn sm90 cudnn
 echo "=== a: each kernel's spread over its five processes (max / min - 1)"
-awk '{s = c = ""; for (i = 3; i <= NF; i++) if ($i ~ /^[0-9.]+$/) { if (i % 2) s = s " " $i; else c = c " " $i }
-	printf "%s %s sm90 %s | cudnn %s\n", $1, $2, spread(s), spread(c) }
-	function spread(l,   n, a, i, lo, hi) { n = split(l, a, " "); if (!n) return "-"; lo = hi = a[1] + 0
-		for (i = 2; i <= n; i++) { if (a[i] + 0 < lo) lo = a[i] + 0; if (a[i] + 0 > hi) hi = a[i] + 0 }
-		return sprintf("%.1f-%.1f (%+.1f%%)", lo, hi, 100 * (hi / lo - 1)) }' "$out/t/a.table"
+spread "$out/t/a.table"
+table k "d64 full forward TFLOP/s, one process a column" "sm90kv64/sm90" sm90 sm90kv64 sm90 sm90kv64 sm90 sm90kv64 sm90 sm90kv64
+echo "=== k: each variant's spread over its four processes (max / min - 1; sm90, then sm90kv64)"
+spread "$out/t/k.table"
 echo "=== m: one launch of full 16K's d64 forward, a process each (ncu)"
 for f in "$out"/t/ncu-m*.log; do
 	[ -f "$f" ] || continue
