@@ -13,7 +13,7 @@ type Sharding uint8
 
 const (
 	// DefaultSharding lets the method choose (zigzag for the ring methods, contiguous for
-	// ulysses).
+	// ulysses and on a ring of one rank, where zigzag would only pad).
 	DefaultSharding Sharding = iota
 	// Contiguous gives ring rank r the r-th of R equal runs of the sequence.
 	Contiguous
