@@ -22,7 +22,13 @@
 #    sm90's fast mode at 16K in all four processes (spread under 2%), level with sm90's best
 #    at 8K and 32K (within 1%), and no test fails. If (2) finds no L2 difference: sm90kv64
 #    within sm90's spread. Promotion only with a second run on the other masks (call 100).
-# Bounded to 330 s (BUDGET); tables last; logs packed as OUT/t.tgz.
+# 4. s: ncu's SASS pages of one full 8K d64 forward launch, sm90 (now with the counter) and
+#    cuDNN, their executed instructions by opcode a score (op_mix): call 98f counted 1.0005e9
+#    warp instructions against cuDNN's 0.937e9 (+6.8%); call 60 had sm90 at 7.29 thread
+#    instructions a score, call 62 cuDNN at 7.01 (full 16K). Prediction: sm90 7.3-7.6, cuDNN
+#    6.9-7.1, the difference in the uniform datapath and integer work (the tile's fixed
+#    costs over 128 keys; cuDNN's Q K^T tile is 256 keys), not in FMNMX / FADD / FFMA / MUFU.
+# Bounded to 390 s (BUDGET); tables last; logs packed as OUT/t.tgz.
 #   sh scripts/device/call99.sh OUT   (carry bin/longca.gz bin/cuda.test.gz)
 set -u
 out=${1:?usage: call99.sh OUT}
@@ -37,7 +43,7 @@ awk '{s = c = ""; for (i = 3; i <= NF; i++) if ($i ~ /^[0-9.]+$/) { if (i % 2) s
 		return sprintf("%.1f-%.1f (%+.1f%%)", lo, hi, 100 * (hi / lo - 1)) }' "$1"
 }
 
-call_start ${BUDGET:-330} longca cuda.test || exit 1
+call_start ${BUDGET:-390} longca cuda.test || exit 1
 warm sm90 &
 warm sm90kv64 &
 wait
@@ -46,6 +52,8 @@ for i in 1 2 3 4 5; do NCU_PASS=fwd NCU_DIM=64 ncu_one "m$i" dram__bytes_read.su
 for i in 1 2; do NCU_PASS=fwd NCU_DIM=64 ncu_one "m$i" dram__bytes_read.sum,lts__t_sector_hit_rate.pct,gpu__time_duration.sum cudnn full 16K 40; done
 interleave k 30 "sm90 sm90kv64 sm90 sm90kv64 sm90 sm90kv64 sm90 sm90kv64" --masks full --head-dim 64 --seqlens 8K,16K,24K,32K --passes fwd -w 3 -n 20
 GPU_TESTS='TestForwardEntries64|TestMasks|TestWindows' gpu_tests sm90kv64 90
+ncu_sass sm90 full 8K 64 60
+ncu_sass cudnn full 8K 64 60
 cat "$out/t/summary.txt"
 table a "d64 full forward TFLOP/s, one process a column" "sm90/cudnn" sm90 cudnn sm90 cudnn sm90 cudnn sm90 cudnn sm90 cudnn
 echo "=== a: each kernel's spread over its five processes (max / min - 1)"
@@ -57,5 +65,9 @@ echo "=== m: one launch of full 16K's d64 forward, a process each (ncu)"
 for f in "$out"/t/ncu-m*.log; do
 	[ -f "$f" ] || continue
 	echo "# ${f##*/}: $(grep -E 'dram__bytes_read.sum|lts__t_sector_hit_rate.pct|gpu__time_duration.sum' "$f" | awk '{print $1, $(NF-1), $NF}' | paste -sd' ')"
+done
+for k in sm90 cudnn; do # scores: 8,192^2 pairs x 64 query heads
+	echo "=== s: $k's full 8K d64 forward, executed instructions by opcode (op_mix)"
+	op_mix "$out/t/ncu-sass-$k-full-8K-fwd-d64.log" 4294967296
 done
 tar -C "$out" -czf "$out/t.tgz" t && rm -rf "$out/t"
