@@ -58,6 +58,7 @@ type variant struct {
 	lean           bool     // the sm_90 forward's lean softmax (sm90 since call 15; a positive softmax scale only)
 	oneItem        bool     // the sm_90 forward has no persistent entry (a work item a block: fwd90n's one Q tile)
 	at64           *variant // the entry at head dim 64, when it is another (sm90: the forward's three consumer warpgroups, the backward's bwd90f)
+	ones           int      // bytes of the sm_90 forward's tile of ones (experiment sm90ts: P V's rows' sums), in sharedFixed
 }
 
 func (v variant) shared(d int) int { return v.sharedPerDim*d + v.sharedFixed }
@@ -78,6 +79,9 @@ func (v variant) withFn(fn string) variant { v.fn = fn; return v }
 
 // withAt64 is v with the entry point f at head dim 64.
 func (v variant) withAt64(f *variant) variant { v.at64 = f; return v }
+
+// withOnes is v with a tile of ones of n bytes in its shared memory (SmemLayout's ONES).
+func (v variant) withOnes(n int) variant { v.ones, v.sharedFixed = n, v.sharedFixed+n; return v }
 
 // withBars is v with n more mbarriers in its shared memory.
 func (v variant) withBars(n int) variant { v.sharedFixed += 8 * n; return v }
@@ -128,6 +132,10 @@ var (
 	// tile's P V; FlashAttention-3's choice at head dim 64: three warpgroups and the overlap)
 	fwdSM90MO  = fwdSM90M.withFn("fwd90mo")
 	fwdSM90OMO = fwdSM90O.withAt64(&fwdSM90MO)
+	// experiment sm90ts (LONGCA_FWD_TC_SUM): fwd90mo with its rows' sums by P V over 72
+	// columns, 8 of them a 128 x 64 tile of ones after the K/V ring
+	fwdSM90MOT  = fwdSM90MO.withOnes(128 * 64 * 2)
+	fwdSM90OMOT = fwdSM90O.withAt64(&fwdSM90MOT)
 	// the overlapped forward over 128 x 64 tiles at both head dims (LONGCA_FWD_K64): K and V
 	// 2 stages of 64 x D (sm90 where keyTile64Pays says so, sm90s always; calls 29-30)
 	fwdSM90S = variant{fn: "fwd90s", qTile: 128, kTile: 64, threads: 384, sharedPerDim: (2*128 + 4*64) * 2, sharedFixed: fwdSM90.sharedFixed, lean: true}
@@ -288,6 +296,8 @@ var archVariants = []archVariant{
 		v.defines = slices.DeleteFunc(v.defines, func(d string) bool { return d == "LONGCA_FWD_DYN" })
 	}),
 	sm90With("sm90kv64", "sm90 with the head-dim-64 forward's work items a KV head's together (LONGCA_FWD_KVMAJOR64; as sm90's d128 forward since call 69): the blocks running at once, or drawing from the counter, read one or two KV heads' K and V. Calls 69 and 71 timed it at -2.2 to +2.4% before the counter; the twenty-seventh session saw sm90's d64 full 16K forward read 493-555 TFLOP/s from one process to the next (calls 98b-98g) and asks whether that is L2's (call99.sh; not yet run on a GPU)", nil, "LONGCA_FWD_KVMAJOR64"),
+	sm90With("sm90ts", "sm90 with the head-dim-64 forward's rows' sums of P taken by the tensor cores: P V over 72 columns (m64n72k16), V's 64 and 8 of a 16 KB tile of ones after the K/V ring, so that the softmax drops its 64 additions a thread a tile (about 14% of the forward's instructions at full 8K, call 98f's count) for 1/16 more tensor work; the normaliser is then the sum of P as rounded for P V; no shared store pins the wait for P V behind the exponentials (it depended on the sums). Prepared in the twenty-seventh session, compiled offline; not yet run on a GPU", func(v *archVariant) { v.fwd = fwdSM90OMOT }, "LONGCA_FWD_TC_SUM"),
+	sm90With("sm90tp", "sm90ts with the wait for P V pinned behind the exponentials again (ptxas issues it ahead of them in sm90ts, offline): a store that depends on every exponential through a tree of 32 FFMAs, half the additions the sums took. Prepared in the twenty-seventh session, compiled offline; not yet run on a GPU", func(v *archVariant) { v.fwd = fwdSM90OMOT }, "LONGCA_FWD_TC_SUM", "LONGCA_FWD_TC_SUM_PIN"),
 	sm90With("sm90-plain", "sm90 with the forward never persistent (a block per query tile, no work counter at head dim 64), whatever the rows: to time both sides of sm90's rule", func(v *archVariant) { v.persist, v.fwdDyn = -1, false }),
 	sm90With("sm90fk", "sm90 with the backward's key tiles of a head always together (one side of sm90's order rule; no pairs within documents, which set the order)", func(v *archVariant) { v.sched, v.docPairs, v.orderL2 = schedKTFast, docPairsNever, false }),
 	sm90With("sm90fn", "sm90 with the backward's key tiles always heaviest first over all heads (the other side of sm90's order rule; no pairs within documents, which set the order, and no split at head dim 128, which keeps a head's key tiles together)", func(v *archVariant) {

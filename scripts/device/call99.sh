@@ -28,7 +28,21 @@
 #    instructions a score, call 62 cuDNN at 7.01 (full 16K). Prediction: sm90 7.3-7.6, cuDNN
 #    6.9-7.1, the difference in the uniform datapath and integer work (the tile's fixed
 #    costs over 128 keys; cuDNN's Q K^T tile is 256 keys), not in FMNMX / FADD / FFMA / MUFU.
-# Bounded to 390 s (BUDGET); tables last; logs packed as OUT/t.tgz.
+# 5. t: sm90ts (the d64 forward's rows' sums of P by the tensor cores: P V over 72 columns,
+#    8 of them a tile of ones; prepared this session, compiled offline; not yet run): its GPU
+#    tests first (the forward's entries, every mask, windows, odd lengths and fp16, the
+#    occupancy), then timed against sm90 twice, interleaved, d64 forward on the five goal
+#    masks at 8K and 16K. Prediction: the tests pass; full and causal +1 to +4% (the
+#    softmax's 64 FADDs a thread a tile gone, about 14% of call 98f's instructions, for 1/16
+#    more tensor work), the document and window cells -1 to +3%. If it loses everywhere,
+#    the likeliest cause is the wait for P V now free to rise above the exponentials (its
+#    pin depended on the sums: offline, ptxas 12.4 issues it ahead of the exponentials).
+#    sm90tp is sm90ts with that wait pinned again, by a store fed by a tree of 32 FFMAs over
+#    the exponentials (main loop 688 SASS instructions against sm90's 715 and sm90ts' 653):
+#    its tests (the forward's entries, every mask), then timed in the same interleave.
+#    Prediction: sm90tp at or above sm90ts on full and causal (+0 to +2% over it).
+#    Promotion of either needs every mask (call 100).
+# Bounded to 550 s (BUDGET); tables last; logs packed as OUT/t.tgz.
 #   sh scripts/device/call99.sh OUT   (carry bin/longca.gz bin/cuda.test.gz)
 set -u
 out=${1:?usage: call99.sh OUT}
@@ -43,14 +57,19 @@ awk '{s = c = ""; for (i = 3; i <= NF; i++) if ($i ~ /^[0-9.]+$/) { if (i % 2) s
 		return sprintf("%.1f-%.1f (%+.1f%%)", lo, hi, 100 * (hi / lo - 1)) }' "$1"
 }
 
-call_start ${BUDGET:-390} longca cuda.test || exit 1
+call_start ${BUDGET:-550} longca cuda.test || exit 1
 warm sm90 &
 warm sm90kv64 &
+warm sm90ts &
+warm sm90tp &
 wait
 interleave a 30 "sm90 cudnn sm90 cudnn sm90 cudnn sm90 cudnn sm90 cudnn" --masks full --head-dim 64 --seqlens 8K,16K,24K,32K --passes fwd -w 3 -n 20 --gpu-state
 for i in 1 2 3 4 5; do NCU_PASS=fwd NCU_DIM=64 ncu_one "m$i" dram__bytes_read.sum,lts__t_sector_hit_rate.pct,gpu__time_duration.sum sm90 full 16K 40; done
 for i in 1 2; do NCU_PASS=fwd NCU_DIM=64 ncu_one "m$i" dram__bytes_read.sum,lts__t_sector_hit_rate.pct,gpu__time_duration.sum cudnn full 16K 40; done
 interleave k 30 "sm90 sm90kv64 sm90 sm90kv64 sm90 sm90kv64 sm90 sm90kv64" --masks full --head-dim 64 --seqlens 8K,16K,24K,32K --passes fwd -w 3 -n 20
+GPU_TESTS='TestForwardEntries64|TestMasks|TestWindows|TestOddLengthsAndFP16|TestHeadDim64Groups|TestForwardOccupancy' gpu_tests sm90ts 90
+GPU_TESTS='TestForwardEntries64|TestMasks' gpu_tests sm90tp 60
+interleave t 30 "sm90 sm90ts sm90tp sm90 sm90ts sm90tp" --masks full,causal,full_document,causal_document,sliding_window_causal --head-dim 64 --seqlens 8K,16K --passes fwd -w 3 -n 10
 GPU_TESTS='TestForwardEntries64|TestMasks|TestWindows' gpu_tests sm90kv64 90
 ncu_sass sm90 full 8K 64 60
 ncu_sass cudnn full 8K 64 60
@@ -61,6 +80,7 @@ spread "$out/t/a.table"
 table k "d64 full forward TFLOP/s, one process a column" "sm90kv64/sm90" sm90 sm90kv64 sm90 sm90kv64 sm90 sm90kv64 sm90 sm90kv64
 echo "=== k: each variant's spread over its four processes (max / min - 1; sm90, then sm90kv64)"
 spread "$out/t/k.table"
+table t "d64 forward TFLOP/s, settled" "sm90ts/sm90 sm90tp/sm90 sm90tp/sm90ts" sm90 sm90ts sm90tp sm90 sm90ts sm90tp
 echo "=== m: one launch of full 16K's d64 forward, a process each (ncu)"
 for f in "$out"/t/ncu-m*.log; do
 	[ -f "$f" ] || continue
