@@ -238,10 +238,11 @@ template <int D, int QM = SBM, int BN = SBN, int ONES = 0> struct SmemLayout {
 // LONGCA_FWD_TC_SUM (experiment sm90ts, the twenty-seventh session): the head-dim-64
 // three-consumer forward takes its rows' sums of P on the tensor cores instead of 64 FADDs a
 // thread a tile: P V runs over 72 columns (m64n72k16), V's 64 and 8 of a tile of ones in
-// shared memory (16 KB, one 128-byte-swizzled atom, all ones so that the swizzle does not
-// matter) at the descriptor's leading byte offset, so that each thread's accumulator
-// registers 32..35 hold its two rows' sums of P (as rounded for P V: the normaliser matches
-// the products), rescaled with O by the same multiplies, read at the end without shuffles.
+// shared memory (16 KB: a 64-column chunk of 128 rows in 128-byte-swizzled atoms, all ones
+// so that the swizzle does not matter) at the descriptor's leading byte offset, so that each
+// thread's accumulator registers 32..35 hold its two rows' sums of P (as rounded for P V: the
+// normaliser matches the products), rescaled with O by the same multiplies, read at the end
+// without shuffles.
 // P V's tensor work grows by 8/64 (the forward's by 1/16); the softmax loses its sums, and
 // with them the shared store that kept the wait for P V behind the exponentials (none here).
 // ptxas then issues that wait ahead of the exponentials (offline, ptxas 12.4), so
