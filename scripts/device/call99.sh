@@ -64,8 +64,8 @@ warm sm90ts &
 warm sm90tp &
 wait
 interleave a 30 "sm90 cudnn sm90 cudnn sm90 cudnn sm90 cudnn sm90 cudnn" --masks full --head-dim 64 --seqlens 8K,16K,24K,32K --passes fwd -w 3 -n 20 --gpu-state
-for i in 1 2 3 4 5; do NCU_PASS=fwd NCU_DIM=64 ncu_one "m$i" dram__bytes_read.sum,lts__t_sector_hit_rate.pct,gpu__time_duration.sum sm90 full 16K 40; done
-for i in 1 2; do NCU_PASS=fwd NCU_DIM=64 ncu_one "m$i" dram__bytes_read.sum,lts__t_sector_hit_rate.pct,gpu__time_duration.sum cudnn full 16K 40; done
+for i in 1 2 3 4 5; do NCU_PASS=fwd NCU_DIM=64 ncu_one "mem-p$i" "$MEM_METRICS" sm90 full 16K 40; done
+for i in 1 2; do NCU_PASS=fwd NCU_DIM=64 ncu_one "mem-p$i" "$MEM_METRICS" cudnn full 16K 40; done
 interleave k 30 "sm90 sm90kv64 sm90 sm90kv64 sm90 sm90kv64 sm90 sm90kv64" --masks full --head-dim 64 --seqlens 8K,16K,24K,32K --passes fwd -w 3 -n 20
 GPU_TESTS='TestForwardEntries64|TestMasks|TestWindows|TestOddLengthsAndFP16|TestHeadDim64Groups|TestForwardOccupancy' gpu_tests sm90ts 90
 GPU_TESTS='TestForwardEntries64|TestMasks' gpu_tests sm90tp 60
@@ -82,10 +82,7 @@ echo "=== k: each variant's spread over its four processes (max / min - 1; sm90,
 spread "$out/t/k.table"
 table t "d64 forward TFLOP/s, settled" "sm90ts/sm90 sm90tp/sm90 sm90tp/sm90ts" sm90 sm90ts sm90tp sm90 sm90ts sm90tp
 echo "=== m: one launch of full 16K's d64 forward, a process each (ncu)"
-for f in "$out"/t/ncu-m*.log; do
-	[ -f "$f" ] || continue
-	echo "# ${f##*/}: $(grep -E 'dram__bytes_read.sum|lts__t_sector_hit_rate.pct|gpu__time_duration.sum' "$f" | awk '{print $1, $(NF-1), $NF}' | paste -sd' ')"
-done
+mem_table
 for k in sm90 cudnn; do # scores: 8,192^2 pairs x 64 query heads
 	echo "=== s: $k's full 8K d64 forward, executed instructions by opcode (op_mix)"
 	op_mix "$out/t/ncu-sass-$k-full-8K-fwd-d64.log" 4294967296

@@ -214,9 +214,13 @@ for op, v in mix.most_common(24):
 PY
 }
 
+# MEM_METRICS: the ncu metrics ncu_mem reads (mem_table prints them).
+MEM_METRICS=dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct,gpu__time_duration.sum
+
 # ncu_mem KERNEL MASK SEQLEN [CAP]: DRAM bytes read and written, L2 hit rate and time of one
-# launch (ncu_one's, tag mem).
-ncu_mem() { ncu_one mem dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct,gpu__time_duration.sum "$@"; }
+# launch (ncu_one's, tag mem; a tag mem-SUFFIX with ncu_one and MEM_METRICS keeps repeated
+# launches of one case apart, and mem_table reads those too).
+ncu_mem() { ncu_one mem "$MEM_METRICS" "$@"; }
 
 # ncu_stall KERNEL MASK SEQLEN [CAP]: time, instructions and stall reasons of one launch
 # (ncu_one's, tag stall; STALL_METRICS), read by stall_table.
