@@ -1812,6 +1812,14 @@ SM90_OVL_ENTRIES(bf16, __nv_bfloat16, 128)
 SM90_OVL_ENTRIES(fp16, __half, 64)
 SM90_OVL_ENTRIES(fp16, __half, 128)
 #endif
+// (experiment sm90dw, LONGCA_FWD_DYN_P) the head-dim-128 overlapped forward persistent by a
+// counter: where the rule runs it persistent, the items are drawn at run time instead of
+// walked blockIdx.x, + gridDim.x, ... (a static walk whose blocks' loads depend on the item
+// count modulo the grid: 0.89-0.99 of even by a model of the walk, docs/perf.md)
+#if defined(LONGCA_FWD_OVL) && defined(LONGCA_FWD_DYN_P)
+SM90_FWD_DYN(fwd90opd, bf16, __nv_bfloat16, 128, true, 2, true)
+SM90_FWD_DYN(fwd90opd, fp16, __half, 128, true, 2, true)
+#endif
 
 // The forward over 64-key tiles (sm90 where the tile rule picks it, sm90s always): the
 // overlapped forward with tiles of 128 queries x 64 keys, for masks whose kept blocks are 64

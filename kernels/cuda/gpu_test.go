@@ -610,8 +610,8 @@ func TestForwardOccupancy(t *testing.T) {
 			if !fv.oneItem {
 				names = append(names, fv.fn+"p")
 			}
-			if k.arch.fwdDyn && fv.fn == fwdSM90MO.fn {
-				names = append(names, fv.fn+"pd") // sm90dy's counter entry: the same budget
+			if k.arch.fwdDyn && fv.fn == fwdSM90MO.fn || k.arch.fwdDynP && fv.fn == fwdSM90O.fn {
+				names = append(names, fv.fn+"pd") // the counter's entry (sm90dy, sm90dw): the same budget
 			}
 			for _, n := range names {
 				name := fmt.Sprintf("%s_%s_d%d", n, dt, d)

@@ -187,6 +187,11 @@ type archVariant struct {
 	// where the rule does not run it persistent runs persistent by a counter instead
 	// (fwd90mopd: a block per SM, each drawing its next item at run time), not a block an item
 	fwdDyn bool
+	// fwdDynP (experiment sm90dw, LONGCA_FWD_DYN_P in defines; with fwdDyn): the overlapped
+	// forwards (fwd90o at head dim 128, fwd90mo at 64) where the rule runs them persistent
+	// draw their items by the counter too (fwd90opd, fwd90mopd), not by the static walk
+	// blockIdx.x, + gridDim.x, ...
+	fwdDynP bool
 	// k64, on sm90: the forward over 128 x 64 tiles (fwdSM90S) where keyTile64Pays says
 	// so, the variant's forward elsewhere
 	k64 bool
@@ -295,6 +300,7 @@ var archVariants = []archVariant{
 		v.fwdDyn = false
 		v.defines = slices.DeleteFunc(v.defines, func(d string) bool { return d == "LONGCA_FWD_DYN" })
 	}),
+	sm90With("sm90dw", "sm90 with the forward, where the rule runs it persistent (short rows: the documents, the windows, causal_blockwise, share_question, prefix_lm_document at 8K-32K), drawing its work items by the counter (fwd90opd at head dim 128, fwd90mopd at 64) instead of the static walk blockIdx.x, + gridDim.x, ..., whose blocks' loads depend on the item count modulo the grid: a model of the two walks (entries plus 1.5 a non-empty item) puts the static walk at 0.89-0.99 of even on those cells and the counter's at 0.99-1.00, and explains the 10% that call 98a's one-rank ring-allgather and loongtrain rows lost on the documents' forward (65 row tiles for 64: 0.98 -> 0.89 and 0.96 -> 0.85). Prepared in the twenty-eighth session; rows say dyn-fwd", func(v *archVariant) { v.fwdDynP = true }, "LONGCA_FWD_DYN_P"),
 	sm90With("sm90kv64", "sm90 with the head-dim-64 forward's work items a KV head's together (LONGCA_FWD_KVMAJOR64; as sm90's d128 forward since call 69): the blocks running at once, or drawing from the counter, read one or two KV heads' K and V. Calls 69 and 71 timed it at -2.2 to +2.4% before the counter; the twenty-seventh session saw sm90's d64 full 16K forward read 493-555 TFLOP/s from one process to the next (calls 98b-98g) and asks whether that is L2's (call99.sh; not yet run on a GPU)", nil, "LONGCA_FWD_KVMAJOR64"),
 	sm90With("sm90ts", "sm90 with the head-dim-64 forward's rows' sums of P taken by the tensor cores: P V over 72 columns (m64n72k16), V's 64 and 8 of a 16 KB tile of ones after the K/V ring, so that the softmax drops its 64 additions a thread a tile (about 14% of the forward's instructions at full 8K, call 98f's count) for 1/16 more tensor work; the normaliser is then the sum of P as rounded for P V; no shared store pins the wait for P V behind the exponentials (it depended on the sums). Prepared in the twenty-seventh session, compiled offline; not yet run on a GPU", func(v *archVariant) { v.fwd = fwdSM90OMOT }, "LONGCA_FWD_TC_SUM"),
 	sm90With("sm90tp", "sm90ts with the wait for P V pinned behind the exponentials again (ptxas issues it ahead of them in sm90ts, offline): a store that depends on every exponential through a tree of 32 FFMAs, half the additions the sums took. Prepared in the twenty-seventh session, compiled offline; not yet run on a GPU", func(v *archVariant) { v.fwd = fwdSM90OMOT }, "LONGCA_FWD_TC_SUM", "LONGCA_FWD_TC_SUM_PIN"),
@@ -570,10 +576,10 @@ func (k *Kernel) Describe(p kernels.Problem, pass kernels.Pass) kernels.Info {
 	}
 	if fv := k.forwardFor(p); inSM90(fv.fn) && pass != kernels.Bwd { // a backward row times the backward alone
 		if dl, err := k.list(p, fv.qTile, fv.kTile, false); err == nil {
-			if k.forwardPersistent(fv, dl.w) {
-				info.Variant += " persistent-fwd"
-			} else if k.dynForward(fv, dl.w) {
+			if k.dynForward(fv, dl.w) {
 				info.Variant += " dyn-fwd"
+			} else if k.forwardPersistent(fv, dl.w) {
+				info.Variant += " persistent-fwd"
 			}
 			if dl.w.Ragged {
 				info.Variant += " ragged-fwd"

@@ -381,6 +381,10 @@ func TestVariantsDefineTheirEntries(t *testing.T) {
 			if a.split128 > 1 && d == 128 {
 				used = append(used, a.bwd.at(d).splitEntry().fn)
 			}
+			// the counter's entries (dynForward): fwd90mopd at 64 (fwdDyn), fwd90opd at 128 (fwdDynP)
+			if fn := a.fwd.at(d).fn; a.fwdDyn && fn == fwdSM90MO.fn || a.fwdDynP && (fn == fwdSM90MO.fn || fn == fwdSM90O.fn) {
+				used = append(used, fn+"pd")
+			}
 			if a.pairsEntry && d == 128 {
 				used = append(used, a.bwd.at(d).pairedEntry().fn)
 				if a.split128 > 1 {
@@ -400,6 +404,19 @@ func TestVariantsDefineTheirEntries(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// Every variant has a name of its own: --variant, list, pickVariant and the offline compile
+// find a variant by its name (two of one name: each found a different one, the twenty-eighth
+// session's sm90dw first named as call 53's sm90dp).
+func TestVariantNamesUnique(t *testing.T) {
+	seen := map[string]bool{}
+	for _, a := range archVariants {
+		if seen[a.name] {
+			t.Errorf("two variants named %s", a.name)
+		}
+		seen[a.name] = true
 	}
 }
 

@@ -795,9 +795,14 @@ func (k *Kernel) forwardPersistent(fv variant, w *WorkList) bool {
 
 // dynForward says whether the forward fv runs the list w persistent by a counter (fwd90mopd,
 // sm90's since the twenty-seventh session's sm90dy; not sm90-nodyn, sm90-plain): the head-dim-64 overlapped forward where the rule does not run it
-// persistent.
+// persistent; with the variant's fwdDynP (experiment sm90dw) also the overlapped forwards
+// where the rule runs them persistent (fwd90opd, fwd90mopd), in place of the static walk.
 func (k *Kernel) dynForward(fv variant, w *WorkList) bool {
-	return k.arch.fwdDyn && fv.fn == fwdSM90MO.fn && !k.forwardPersistent(fv, w)
+	if k.forwardPersistent(fv, w) {
+		// (experiment sm90dw) the rule's persistent forwards by the counter too
+		return k.arch.fwdDynP && (fv.fn == fwdSM90MO.fn || fv.fn == fwdSM90O.fn)
+	}
+	return k.arch.fwdDyn && fv.fn == fwdSM90MO.fn
 }
 
 // wideForward says whether p's forward at head dim 128 runs over 128 x 176 tiles (the
@@ -904,10 +909,10 @@ func (k *Kernel) forward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList,
 	scaleLog2 := float32(p.SoftmaxScale() * math.Log2E)
 	fn := fv.fn
 	persistent, dyn := k.forwardPersistent(fv, dl.w), k.dynForward(fv, dl.w)
-	if persistent {
-		fn += "p"
-	} else if dyn {
+	if dyn {
 		fn += "pd"
+	} else if persistent {
+		fn += "p"
 	}
 	f, err := k.function(fmt.Sprintf("%s_%s_d%d", fn, dtypeName(p.DType), d), shared)
 	if err != nil {
