@@ -18,7 +18,7 @@
 #    causal_document 8K / 32K +1.5 to +4%, prefix_lm_document 8K-32K +2 to +4%,
 #    share_question 8K / 16K +1.5 to +3%, the windows and block_causal_document +0.5 to +2.4%;
 #    the cells the rule does not run persistent (full, causal, the long rows) within +-1%.
-# 3. e: the same at d64. Prediction: causal_document 8K and causal_blockwise 8K +2.5 to +5.4%,
+# 3. e (run last): the same at d64. Prediction: causal_document 8K and causal_blockwise 8K +2.5 to +5.4%,
 #    causal_blockwise 16K +3.5 to +7%, prefix_lm_document 8K / 16K +1.5 to +4.3%; the rest
 #    within +-1% (full and causal already take the counter).
 # 4. c: one rank through NCCL (mpirun -np 1), ring-allgather and loongtrain, d128 forward on
@@ -26,19 +26,23 @@
 #    98a's rows: 0.89-0.90), sm90dw with zigzag, sm90 with the default (contiguous since the
 #    twenty-seventh session). Prediction: sm90 zigzag 0.87-0.92; sm90dw zigzag and sm90
 #    contiguous 0.97-1.03.
+# 5. c8: 8 ranks on one GPU (in-process, the device mover), ring-p2p, loongtrain and usp (2x4),
+#    causal_document_long forward, 8K tokens a rank: sm90 against sm90dw. Every step's kernel
+#    call of ring-p2p runs zigzag's padded rows (65 row tiles): the model puts its static walk
+#    at 0.84-0.89 of even, the counter's at 0.99 (call 98a: ring-p2p's efficiency 0.61).
+#    Prediction: ring-p2p's device TFLOP/s +8 to +15%, loongtrain and usp +3 to +12%.
 # Promotion rule (docs/perf.md): the tests pass, the geomean gains, no cell loses 1%.
-# Bounded to 540 s (BUDGET); tables last; logs packed as OUT/t.tgz.
+# Bounded to 560 s (BUDGET); tables last; logs packed as OUT/t.tgz.
 #   sh scripts/device/call101.sh OUT   (carry bin/longca.gz bin/cuda.test.gz)
 set -u
 out=${1:?usage: call101.sh OUT}
 . scripts/device/lib.sh
-call_start ${BUDGET:-540} longca cuda.test || exit 1
+call_start ${BUDGET:-560} longca cuda.test || exit 1
 warm sm90 &
 warm sm90dw &
 wait
 GPU_TESTS='TestMasks|TestClimbingScores|TestOddLengthsAndFP16|TestHeadDim64Groups|TestWindows|TestHeadMasks|TestBlockSparse|TestLongRows|TestForwardEntries64|TestForwardEntries128|TestForwardOccupancy' gpu_tests sm90dw 150
 interleave d 60 "sm90 sm90dw sm90 sm90dw" --masks all --head-dim 128 --seqlens 8K,16K,32K --passes fwd -w 3 -n 8
-interleave e 60 "sm90 sm90dw sm90 sm90dw" --masks all --head-dim 64 --seqlens 8K,16K,32K --passes fwd -w 3 -n 8
 # cpstep NAME VARIANT SHARDING: one rank through NCCL, the two methods on the two long masks
 cpstep() {
 	_left=$((budget - ($(date +%s) - t0)))
@@ -54,6 +58,19 @@ cpstep() {
 cpstep c-sm90-zigzag sm90 zigzag
 cpstep c-sm90dw-zigzag sm90dw zigzag
 cpstep c-sm90-default sm90 default
+# cp8 NAME VARIANT: 8 in-process ranks on the one GPU, the ring methods on causal_document_long
+cp8() {
+	_left=$((budget - ($(date +%s) - t0)))
+	[ "$_left" -gt 30 ] || { echo "# cp8 $1 skipped (time)" >>"$out/t/summary.txt"; return; }
+	timeout -s INT -k 10 $((_left < 75 ? _left : 75)) bin/longca cp --ranks 8 --kernel cuda --variant "$2" --methods ring-p2p,loongtrain,usp \
+		--ulysses 2 --ring 4 --masks causal_document_long --tokens-per-rank 8K --heads 64:8 --head-dim 128 --dtype bf16 --passes fwd \
+		--samples 1 -w 3 -n 10 --check --check-budget 5e8 --baseline measure --out "$out/t/$1" --run-id "$1" >"$out/t/$1.log" 2>&1
+	echo "# cp8 $1 ($2) rc=$? at $(($(date +%s) - t0)) s" >>"$out/t/summary.txt"
+	bin/longca report "$out/t/$1" >"$out/t/$1.report" 2>&1
+}
+cp8 c8-sm90 sm90
+cp8 c8-sm90dw sm90dw
+interleave e 50 "sm90 sm90dw sm90 sm90dw" --masks all --head-dim 64 --seqlens 8K,16K,32K --passes fwd -w 3 -n 8
 cat "$out/t/summary.txt"
 for dim in d e; do
 	table $dim "$([ $dim = d ] && echo d128 || echo d64) forward TFLOP/s, settled, 12 masks" sm90dw/sm90 sm90 sm90dw sm90 sm90dw
@@ -76,8 +93,8 @@ echo "=== the forward's walk, rows of each run (d128 then d64): static (persiste
 for r in d-0-sm90 d-1-sm90dw e-0-sm90 e-1-sm90dw; do
 	echo "$r: static $(row_variants $r | tr '|' '\n' | grep -c persistent-fwd), counter $(row_variants $r | tr '|' '\n' | grep -c dyn-fwd)"
 done
-for r in c-sm90-zigzag c-sm90dw-zigzag c-sm90-default; do
-	echo "=== cp one rank, $r: method mesh mask pass ... eff"
+for r in c-sm90-zigzag c-sm90dw-zigzag c-sm90-default c8-sm90 c8-sm90dw; do
+	echo "=== cp, $r: method mesh mask pass ... eff"
 	sed -n '/^# CP methods/,$p' "$out/t/$r.report" | grep -E 'ring-allgather|loongtrain|# method' | cut -c1-160
 done
 tar -C "$out" -czf "$out/t.tgz" t && rm -rf "$out/t"
