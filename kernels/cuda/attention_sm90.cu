@@ -1812,7 +1812,7 @@ SM90_OVL_ENTRIES(bf16, __nv_bfloat16, 128)
 SM90_OVL_ENTRIES(fp16, __half, 64)
 SM90_OVL_ENTRIES(fp16, __half, 128)
 #endif
-// (experiment sm90dw, LONGCA_FWD_DYN_P) the head-dim-128 overlapped forward persistent by a
+// (LONGCA_FWD_DYN_P, sm90's since the twenty-eighth session's sm90dw) the head-dim-128 overlapped forward persistent by a
 // counter: where the rule runs it persistent, the items are drawn at run time instead of
 // walked blockIdx.x, + gridDim.x, ... (a static walk whose blocks' loads depend on the item
 // count modulo the grid: 0.89-0.99 of even by a model of the walk, docs/perf.md)

@@ -562,14 +562,14 @@ func forwardEntries(t *testing.T, d int) {
 			desc := k.Describe(p, kernels.Fwd).Variant
 			fv := k.forwardFor(p)
 			// forced persistent: the row names a walk, the static one (persistent-fwd) or the
-			// counter's (dyn-fwd: sm90dw's in place of the static one on its overlapped
-			// forwards); never the static walk where it is not forced
+			// counter's (dyn-fwd: fwdDynP's, sm90's since sm90dw, in place of the static one on
+			// its overlapped forwards); never the static walk where it is not forced
 			walks := strings.Contains(desc, "persistent-fwd") || strings.Contains(desc, "dyn-fwd")
 			if persist == 1 && !fv.oneItem && !walks || persist != 1 && strings.Contains(desc, "persistent-fwd") {
 				t.Errorf("%s d%d persist %d: the row says %q", c.what, d, persist, desc)
 			}
 			if counter := k.arch.fwdDynP && (fv.fn == fwdSM90O.fn || fv.fn == fwdSM90MO.fn); persist == 1 && counter && !strings.Contains(desc, "dyn-fwd") {
-				t.Errorf("%s d%d persist 1: the row says %q; sm90dw's %s walks by the counter", c.what, d, desc, fv.fn)
+				t.Errorf("%s d%d persist 1: the row says %q; with fwdDynP %s walks by the counter", c.what, d, desc, fv.fn)
 			}
 			if own := k.fwd.at(d); fv.fn != own.fn && fv.kTile != 64 { // only the 64-key tiles' rule may take another
 				t.Errorf("%s d%d: the forward is %s, not the variant's %s", c.what, d, fv.fn, own.fn)
@@ -618,7 +618,7 @@ func TestForwardOccupancy(t *testing.T) {
 				names = append(names, fv.fn+"p")
 			}
 			if k.arch.fwdDyn && fv.fn == fwdSM90MO.fn || k.arch.fwdDynP && fv.fn == fwdSM90O.fn {
-				names = append(names, fv.fn+"pd") // the counter's entry (sm90dy, sm90dw): the same budget
+				names = append(names, fv.fn+"pd") // the counter's entry (fwdDyn, fwdDynP): the same budget
 			}
 			for _, n := range names {
 				name := fmt.Sprintf("%s_%s_d%d", n, dt, d)

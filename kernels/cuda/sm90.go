@@ -795,11 +795,12 @@ func (k *Kernel) forwardPersistent(fv variant, w *WorkList) bool {
 
 // dynForward says whether the forward fv runs the list w persistent by a counter (fwd90mopd,
 // sm90's since the twenty-seventh session's sm90dy; not sm90-nodyn, sm90-plain): the head-dim-64 overlapped forward where the rule does not run it
-// persistent; with the variant's fwdDynP (experiment sm90dw) also the overlapped forwards
-// where the rule runs them persistent (fwd90opd, fwd90mopd), in place of the static walk.
+// persistent; with the variant's fwdDynP (sm90's since the twenty-eighth session's sm90dw; not
+// sm90-static) also the overlapped forwards where the rule runs them persistent (fwd90opd,
+// fwd90mopd), in place of the static walk.
 func (k *Kernel) dynForward(fv variant, w *WorkList) bool {
 	if k.forwardPersistent(fv, w) {
-		// (experiment sm90dw) the rule's persistent forwards by the counter too
+		// (fwdDynP, sm90dw) the rule's persistent forwards by the counter too
 		return k.arch.fwdDynP && (fv.fn == fwdSM90MO.fn || fv.fn == fwdSM90O.fn)
 	}
 	return k.arch.fwdDyn && fv.fn == fwdSM90MO.fn

@@ -213,12 +213,13 @@ func TestPersistentForwardByRowLength(t *testing.T) {
 	}
 }
 
-// sm90 (since the twenty-seventh session's sm90dy) runs the head-dim-64 forward persistent by a
-// counter exactly where sm90-nodyn runs it a block an item (rows of 32 tiles and more); never
-// at head dim 128 (another entry), never where the rule already runs it persistent; sm90-nodyn
-// and sm90-plain never. Every variant that takes the counter compiles its entry.
+// sm90-static (sm90 as it was after the twenty-seventh session's sm90dy, before sm90dw) runs the
+// head-dim-64 forward persistent by a counter exactly where sm90-nodyn runs it a block an item
+// (rows of 32 tiles and more); never at head dim 128 (another entry), never where the rule
+// already runs it persistent; sm90-nodyn and sm90-plain never (sm90 itself: TestDynPersistRule).
+// Every variant that takes the counter compiles its entry.
 func TestDynForwardRule(t *testing.T) {
-	dy, plain := &Kernel{arch: variantNamed(t, "sm90")}, &Kernel{arch: variantNamed(t, "sm90-nodyn")}
+	dy, plain := &Kernel{arch: variantNamed(t, "sm90-static")}, &Kernel{arch: variantNamed(t, "sm90-nodyn")}
 	never := &Kernel{arch: variantNamed(t, "sm90-plain")}
 	if slices.Contains(plain.arch.defines, "LONGCA_FWD_DYN") || plain.arch.fwdDyn {
 		t.Fatal("sm90-nodyn compiles or takes the counter")
@@ -246,7 +247,7 @@ func TestDynForwardRule(t *testing.T) {
 			t.Fatalf("sm90's forward at head dim 64 is %s, want fwd90mo", fv.fn)
 		}
 		if got := dy.dynForward(fv, w); got != c.want || got == dy.forwardPersistent(fv, w) && got {
-			t.Errorf("sm90 %s %d: dyn %v (persistent by rule %v), want %v", c.mask, c.s, got, dy.forwardPersistent(fv, w), c.want)
+			t.Errorf("sm90-static %s %d: dyn %v (persistent by rule %v), want %v", c.mask, c.s, got, dy.forwardPersistent(fv, w), c.want)
 		}
 		if c.want != !plain.forwardPersistent(fv, w) {
 			t.Errorf("%s %d: sm90-nodyn persistent %v; the counter should take exactly its plain lists", c.mask, c.s, plain.forwardPersistent(fv, w))
