@@ -291,6 +291,17 @@ template <int D> constexpr bool kFwdKVMajor = D == 64;
 #else
 template <int D> constexpr bool kFwdKVMajor = false;
 #endif
+// LONGCA_FWD_DYN_RESET (experiment sm90cr, the twenty-eighth session): the counter of the
+// dynamic persistent forward (DYN) zeroes itself: ctr[1] counts the blocks whose producer has
+// drawn past the last item, and the last of them sets ctr[0] and ctr[1] back to 0 for the
+// next launch on the stream, so that the host need not clear it (a memset before every
+// launch: on 8 ranks sharing one GPU the counter read 2-4% lower than the static walk, call
+// 101b, and that memset, which waits for an SM there, is the first suspect).
+#if defined(LONGCA_FWD_DYN_RESET)
+constexpr bool kFwdDynReset = true;
+#else
+constexpr bool kFwdDynReset = false;
+#endif
 // The forward's overlapped loop reads the next tile's work-list entry (its key tile and mask
 // reference) a whole turn ahead (LONGCA_FWD_ENTRY_AHEAD, sm90's since call 72's sm90ea), not
 // at the start of that tile's softmax: call 71's stall samples of sm90's d64 full 8K forward
@@ -459,7 +470,19 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
           // producer skips
           if (item >= items || it.e0 == it.e1) {
             mbar_arrive(&fullQ[qb]);
-            if (item >= items) break;
+            if (item >= items) {
+              if constexpr (kFwdDynReset) {
+                // this block's draws are over (ordered before its count by the fence); the
+                // last block to count has seen every block's, and zeroes both
+                __threadfence();
+                if (atomicAdd(ctr + 1, 1) == (int)gridDim.x - 1) {
+                  __threadfence();
+                  atomicExch(ctr, 0);
+                  atomicExch(ctr + 1, 0);
+                }
+              }
+              break;
+            }
             qn++;
             continue;
           }

@@ -192,6 +192,10 @@ type archVariant struct {
 	// draw their items by the counter too (fwd90opd, fwd90mopd), not by the static walk
 	// blockIdx.x, + gridDim.x, ...
 	fwdDynP bool
+	// dynReset (experiment sm90cr, LONGCA_FWD_DYN_RESET in defines; with fwdDyn): the counter
+	// zeroes itself at the end of each launch (its last block), so the host clears it once,
+	// when it is allocated, not before every launch
+	dynReset bool
 	// k64, on sm90: the forward over 128 x 64 tiles (fwdSM90S) where keyTile64Pays says
 	// so, the variant's forward elsewhere
 	k64 bool
@@ -304,6 +308,7 @@ var archVariants = []archVariant{
 		v.fwdDynP = false
 		v.defines = slices.DeleteFunc(v.defines, func(d string) bool { return d == "LONGCA_FWD_DYN_P" })
 	}),
+	sm90With("sm90cr", "sm90 with the forward's work counter zeroed by the launch itself (LONGCA_FWD_DYN_RESET): the last block to finish drawing sets it back to 0, so that no memset precedes each launch on the stream. On 8 ranks sharing one GPU the counter read 2-4% lower than the static walk (call 101b), and that memset, waiting for an SM held by another rank's kernel, is the first suspect. Prepared in the twenty-eighth session; not yet run on a GPU", func(v *archVariant) { v.dynReset = true }, "LONGCA_FWD_DYN_RESET"),
 	sm90With("sm90kv64", "sm90 with the head-dim-64 forward's work items a KV head's together (LONGCA_FWD_KVMAJOR64; as sm90's d128 forward since call 69): the blocks running at once, or drawing from the counter, read one or two KV heads' K and V. Calls 69 and 71 timed it at -2.2 to +2.4% before the counter; the twenty-seventh session saw sm90's d64 full 16K forward read 493-555 TFLOP/s from one process to the next (calls 98b-98g) and asks whether that is L2's (call99.sh; not yet run on a GPU)", nil, "LONGCA_FWD_KVMAJOR64"),
 	sm90With("sm90ts", "sm90 with the head-dim-64 forward's rows' sums of P taken by the tensor cores: P V over 72 columns (m64n72k16), V's 64 and 8 of a 16 KB tile of ones after the K/V ring, so that the softmax drops its 64 additions a thread a tile (about 14% of the forward's instructions at full 8K, call 98f's count) for 1/16 more tensor work; the normaliser is then the sum of P as rounded for P V; no shared store pins the wait for P V behind the exponentials (it depended on the sums). Prepared in the twenty-seventh session, compiled offline; not yet run on a GPU", func(v *archVariant) { v.fwd = fwdSM90OMOT }, "LONGCA_FWD_TC_SUM"),
 	sm90With("sm90tp", "sm90ts with the wait for P V pinned behind the exponentials again (ptxas issues it ahead of them in sm90ts, offline): a store that depends on every exponential through a tree of 32 FFMAs, half the additions the sums took. Prepared in the twenty-seventh session, compiled offline; not yet run on a GPU", func(v *archVariant) { v.fwd = fwdSM90OMOT }, "LONGCA_FWD_TC_SUM", "LONGCA_FWD_TC_SUM_PIN"),
@@ -448,6 +453,9 @@ type Kernel struct {
 	// block walks several work items (the GPU tests' problems have fewer items than an H100
 	// has SMs: without it no block ever reaches a second item)
 	fwdBlocks int
+	// fwdCounterClean (experiment sm90cr) is the device address of the forward's self-zeroing
+	// work counter while the last launch issued left it zeroed (0: clear it before the next)
+	fwdCounterClean atomic.Uintptr
 	// tailLaunches counts the backward passes launched with their last wave split (the GPU
 	// tests read it: a row's tail-N label comes from the plan, not from the launch)
 	tailLaunches atomic.Int64

@@ -926,11 +926,8 @@ func (k *Kernel) forward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList,
 	}
 	args = append(args, bounds)
 	if dyn { // the items drawn so far: zeroed on the stream before each launch
-		ctr, err := k.scratchBuf("fwdctr", 1)
+		ctr, err := k.fwdCounter()
 		if err != nil {
-			return err
-		}
-		if err := k.dev.Memset(ctr, 4, 0); err != nil {
 			return err
 		}
 		args = append(args, ctr)
@@ -939,9 +936,39 @@ func (k *Kernel) forward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList,
 	if (persistent || dyn) && k.fwdBlocks > 0 {
 		grid.X = min(grid.X, k.fwdBlocks)
 	}
-	return k.dev.Do(func() error {
+	err = k.dev.Do(func() error {
 		return f.Launch(grid, cuda.Dim3{X: fv.threads}, shared, k.dev.Stream(), args...)
 	})
+	if dyn && k.arch.dynReset && err == nil { // the launch leaves the counter zeroed
+		k.fwdCounterClean.Store(args[len(args)-1].(*cuda.Buffer).DevicePtr())
+	}
+	return err
+}
+
+// fwdCounter is the dynamic persistent forward's work counter, zero for the launch that
+// follows on the stream: a memset before each launch, or (the variant's dynReset, experiment
+// sm90cr) two counters the launch zeroes itself, cleared only when first allocated (and after
+// a launch that may have stopped short: fwdCounterClean is unset before each launch and set
+// again once it is issued).
+func (k *Kernel) fwdCounter() (*cuda.Buffer, error) {
+	if !k.arch.dynReset {
+		ctr, err := k.scratchBuf("fwdctr", 1)
+		if err != nil {
+			return nil, err
+		}
+		return ctr, k.dev.Memset(ctr, 4, 0)
+	}
+	ctr, err := k.scratchBuf("fwdctr2", 2)
+	if err != nil {
+		return nil, err
+	}
+	if k.fwdCounterClean.Load() != ctr.DevicePtr() {
+		if err := k.dev.Memset(ctr, 8, 0); err != nil {
+			return nil, err
+		}
+	}
+	k.fwdCounterClean.Store(0) // set again by forward90 once the launch is issued
+	return ctr, nil
 }
 
 // forwardGrid is the Hopper forward's grid over heads x rowTiles work items: a block an item

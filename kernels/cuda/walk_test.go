@@ -123,6 +123,11 @@ func TestDynPersistRule(t *testing.T) {
 		if v.fwdDynP && (!v.fwdDyn || !slices.Contains(v.defines, "LONGCA_FWD_DYN_P")) {
 			t.Errorf("%s takes the rule's persistent forwards by the counter without fwdDyn or LONGCA_FWD_DYN_P", v.name)
 		}
+		// (experiment sm90cr) a counter the launch zeroes itself: the host then clears it only
+		// once, so the kernel must be compiled to zero it
+		if v.dynReset != slices.Contains(v.defines, "LONGCA_FWD_DYN_RESET") || v.dynReset && !v.fwdDyn {
+			t.Errorf("%s: dynReset %v with LONGCA_FWD_DYN_RESET %v (fwdDyn %v)", v.name, v.dynReset, slices.Contains(v.defines, "LONGCA_FWD_DYN_RESET"), v.fwdDyn)
+		}
 	}
 	for _, c := range []struct {
 		mask    string
