@@ -299,7 +299,7 @@ var archVariants = []archVariant{
 				d == "LONGCA_BWD_TAIL" || d == "LONGCA_BWD_TAIL_PAIRS"
 		})
 	}),
-	sm90With("sm90-persist", "sm90 with the forward always persistent (a block per SM walking the work items), whatever the rows: to time both sides of sm90's rule", func(v *archVariant) { v.persist = 1 }),
+	sm90With("sm90-persist", "sm90 with the forward always persistent (a block per SM walking the work items; on the overlapped forwards by the work counter since the twenty-eighth session's sm90dw, sm90-static's walk before), whatever the rows: to time both sides of sm90's rule", func(v *archVariant) { v.persist = 1 }),
 	sm90With("sm90-nodyn", "sm90 with the head-dim-64 forward a block an item where the rule does not run it persistent, as sm90 ran it before the twenty-seventh session's promotion of sm90dy (no work counter: LONGCA_FWD_DYN and LONGCA_FWD_DYN_P not defined; the rule's persistent forwards by the static walk): the other side of the counter", func(v *archVariant) {
 		v.fwdDyn, v.fwdDynP = false, false
 		v.defines = slices.DeleteFunc(v.defines, func(d string) bool { return d == "LONGCA_FWD_DYN" || d == "LONGCA_FWD_DYN_P" })

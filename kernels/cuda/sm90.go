@@ -963,7 +963,7 @@ func (k *Kernel) fwdCounter() (*cuda.Buffer, error) {
 		return nil, err
 	}
 	if k.fwdCounterClean.Load() != ctr.DevicePtr() {
-		if err := k.dev.Memset(ctr, 8, 0); err != nil {
+		if err := k.dev.Memset(ctr, 4, 0); err != nil { // both 4-byte words
 			return nil, err
 		}
 	}

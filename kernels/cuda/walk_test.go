@@ -2,7 +2,6 @@ package cuda
 
 import (
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/longca/longca/harness"
@@ -113,7 +112,7 @@ func TestStaticWalkBalanceOnPaddedRows(t *testing.T) {
 // one. sm90-static keeps the static walk where the rule is persistent.
 func TestDynPersistRule(t *testing.T) {
 	dp, static := &Kernel{arch: variantNamed(t, "sm90")}, &Kernel{arch: variantNamed(t, "sm90-static")}
-	if !slices.Contains(dp.arch.defines, "LONGCA_FWD_DYN_P") || !strings.Contains(dp.arch.sourceSM90(), "fwd90opd") {
+	if !slices.Contains(dp.arch.defines, "LONGCA_FWD_DYN_P") {
 		t.Fatal("sm90 compiles no fwd90opd (LONGCA_FWD_DYN_P)")
 	}
 	if static.arch.fwdDynP || slices.Contains(static.arch.defines, "LONGCA_FWD_DYN_P") || !static.arch.fwdDyn {
@@ -122,6 +121,11 @@ func TestDynPersistRule(t *testing.T) {
 	for _, v := range archVariants {
 		if v.fwdDynP && (!v.fwdDyn || !slices.Contains(v.defines, "LONGCA_FWD_DYN_P")) {
 			t.Errorf("%s takes the rule's persistent forwards by the counter without fwdDyn or LONGCA_FWD_DYN_P", v.name)
+		}
+		// fwd90opd is compiled at head dim 128 only: a variant running fwd90o at 64 would look
+		// up fwd90opd_*_d64, which no module has (TestVariantsDefineTheirEntries's map is by name)
+		if v.fwdDynP && v.fwd.at(64).fn == fwdSM90O.fn {
+			t.Errorf("%s takes the counter with fwd90o at head dim 64: fwd90opd exists at 128 only", v.name)
 		}
 		// (experiment sm90cr) a counter the launch zeroes itself: the host then clears it only
 		// once, so the kernel must be compiled to zero it

@@ -22,20 +22,5 @@ gpu_tests "$v" 200
 interleave p 60 "sm90 $v sm90 $v" --masks all --head-dim 64 --seqlens 8K,16K,32K --passes fwd -w 3 -n 8
 cat "$out/t/summary.txt"
 table p "d64 forward TFLOP/s, settled, 12 masks" "$v/sm90" sm90 "$v" sm90 "$v"
-python3 - "$out/t/p.table" "$v" <<'PY'
-import math, sys
-g = []
-for l in open(sys.argv[1]):
-    f = l.split()
-    try:
-        a, b, c, d = map(float, f[2:6])
-    except ValueError:
-        continue
-    g.append(((b + d) / 2) / ((a + c) / 2))
-if g:
-    print("# %s / sm90 over %d cells: geomean %+.2f%%, lowest %+.2f%%, highest %+.2f%%; cells below -1%%: %d" % (
-        sys.argv[2], len(g), 100 * (math.exp(sum(map(math.log, g)) / len(g)) - 1), 100 * (min(g) - 1), 100 * (max(g) - 1), sum(x < 0.99 for x in g)))
-else:
-    print("# no cell timed by both")
-PY
+geo_line "$out/t/p.table" "$v / sm90"
 tar -C "$out" -czf "$out/t.tgz" t && rm -rf "$out/t"

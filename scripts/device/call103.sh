@@ -28,16 +28,6 @@ warm sm90cr &
 wait
 warm sm90-static
 GPU_TESTS='TestMasks|TestOddLengthsAndFP16|TestWindows|TestForwardEntries64|TestForwardEntries128|TestForwardOccupancy' gpu_tests sm90cr 120
-# cp8 NAME VARIANT: 8 in-process ranks on the one GPU, the ring methods on causal_document_long
-cp8() {
-	_left=$((budget - ($(date +%s) - t0)))
-	[ "$_left" -gt 30 ] || { echo "# cp8 $1 skipped (time)" >>"$out/t/summary.txt"; return; }
-	timeout -s INT -k 10 $((_left < 60 ? _left : 60)) bin/longca cp --ranks 8 --kernel cuda --variant "$2" --methods ring-p2p,loongtrain,usp \
-		--ulysses 2 --ring 4 --masks causal_document_long --tokens-per-rank 8K --heads 64:8 --head-dim 128 --dtype bf16 --passes fwd \
-		--samples 1 -w 3 -n 10 --check --check-budget 5e8 --baseline none --out "$out/t/$1" --run-id "$1" >"$out/t/$1.log" 2>&1
-	echo "# cp8 $1 ($2) rc=$? at $(($(date +%s) - t0)) s" >>"$out/t/summary.txt"
-	bin/longca report "$out/t/$1" >"$out/t/$1.report" 2>&1
-}
 i=0
 for v in sm90-static sm90 sm90cr sm90-static sm90 sm90cr; do
 	cp8 "c8-$i-$v" "$v"
@@ -56,5 +46,7 @@ for m in ring-p2p loongtrain usp; do
 	echo
 done
 table k "d128 forward TFLOP/s, settled" sm90cr/sm90 sm90 sm90cr sm90 sm90cr
+geo_line "$out/t/k.table" "sm90cr / sm90, d128"
 table l "d64 forward TFLOP/s, settled" sm90cr/sm90 sm90 sm90cr sm90 sm90cr
+geo_line "$out/t/l.table" "sm90cr / sm90, d64"
 tar -C "$out" -czf "$out/t.tgz" t && rm -rf "$out/t"

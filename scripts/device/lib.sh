@@ -379,3 +379,40 @@ print(line)
 PY
 	done
 }
+
+# cp8 NAME VARIANT [CAP] [BASELINE]: `bin/longca cp` on 8 in-process ranks of the one GPU
+# (the device mover), ring-p2p, loongtrain and usp (2x4), causal_document_long forward, 8K
+# tokens a rank, 64:8 heads, d128, checked, --baseline BASELINE (none unless given), into
+# $out/t/NAME, stopped at CAP seconds (60) or the budget; its report as $out/t/NAME.report.
+cp8() {
+	_left=$((budget - ($(date +%s) - t0)))
+	_cap=${3:-60}
+	[ "$_left" -gt 30 ] || { echo "# cp8 $1 skipped (time)" >>"$out/t/summary.txt"; return; }
+	timeout -s INT -k 10 $((_left < _cap ? _left : _cap)) bin/longca cp --ranks 8 --kernel cuda --variant "$2" --methods ring-p2p,loongtrain,usp \
+		--ulysses 2 --ring 4 --masks causal_document_long --tokens-per-rank 8K --heads 64:8 --head-dim 128 --dtype bf16 --passes fwd \
+		--samples 1 -w 3 -n 10 --check --check-budget 5e8 --baseline "${4:-none}" --out "$out/t/$1" --run-id "$1" >"$out/t/$1.log" 2>&1
+	echo "# cp8 $1 ($2) rc=$? at $(($(date +%s) - t0)) s" >>"$out/t/summary.txt"
+	bin/longca report "$out/t/$1" >"$out/t/$1.report" 2>&1
+}
+
+# geo_line TABLE LABEL: over a join_runs table of four runs (base, variant, base, variant),
+# each cell's variant / base (the means of the pairs), one line: their geomean, lowest and
+# highest, and the cells below -1% (the promotion rule's numbers, docs/perf.md).
+geo_line() {
+	python3 - "$1" "$2" <<'PY'
+import math, sys
+g = []
+for l in open(sys.argv[1]):
+    f = l.split()
+    try:
+        a, b, c, d = map(float, f[2:6])
+    except ValueError:
+        continue
+    g.append(((b + d) / 2) / ((a + c) / 2))
+if g:
+    print("# %s over %d cells: geomean %+.2f%%, lowest %+.2f%%, highest %+.2f%%; cells below -1%%: %d" % (
+        sys.argv[2], len(g), 100 * (math.exp(sum(map(math.log, g)) / len(g)) - 1), 100 * (min(g) - 1), 100 * (max(g) - 1), sum(x < 0.99 for x in g)))
+else:
+    print("# no cell timed by both")
+PY
+}
