@@ -925,9 +925,9 @@ func (k *Kernel) forward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList,
 		bounds = dl.bounds // the tiles' bounds (read where LONGCA_FWD_RAGGED)
 	}
 	args = append(args, bounds)
-	if dyn { // the items drawn so far: zeroed on the stream before each launch
-		ctr, err := k.fwdCounter()
-		if err != nil {
+	var ctr *cuda.Buffer
+	if dyn { // the items drawn so far, zero for this launch (fwdCounter)
+		if ctr, err = k.fwdCounter(); err != nil {
 			return err
 		}
 		args = append(args, ctr)
@@ -940,7 +940,7 @@ func (k *Kernel) forward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList,
 		return f.Launch(grid, cuda.Dim3{X: fv.threads}, shared, k.dev.Stream(), args...)
 	})
 	if dyn && k.arch.dynReset && err == nil { // the launch leaves the counter zeroed
-		k.fwdCounterClean.Store(args[len(args)-1].(*cuda.Buffer).DevicePtr())
+		k.fwdCounterClean.Store(ctr.DevicePtr())
 	}
 	return err
 }
