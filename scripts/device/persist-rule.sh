@@ -8,6 +8,9 @@
 # (sm90-plain), interleaved by length so that drift hits both alike; then one line a case:
 # mask, length, key tiles per query tile (from the rows' area), both rates, their ratio,
 # and what today's rule (persistent below 32 tiles a row) picks. At most 8 x 34 s.
+# Since the twenty-eighth session sm90-persist's overlapped forwards walk their items by the
+# work counter (sm90dw), not statically: the rule was fitted against the static walk, and at
+# head dim 64 both of its sides now take the counter (fwd90mopd), so it decides nothing there.
 set -u
 out=${1:?usage: persist-rule.sh OUT}
 mkdir -p "$out"
