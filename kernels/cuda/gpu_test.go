@@ -555,7 +555,7 @@ func forwardEntries(t *testing.T, d int) {
 			if persist == 1 && !fv.oneItem && !walks || persist != 1 && strings.Contains(desc, "persistent-fwd") {
 				t.Errorf("%s d%d persist %d: the row says %q", c.what, d, persist, desc)
 			}
-			if counter := k.arch.fwdDynP && (fv.fn == fwdSM90O.fn || fv.fn == fwdSM90MO.fn); persist == 1 && counter && !strings.Contains(desc, "dyn-fwd") {
+			if persist == 1 && k.arch.counterWalks(fv.fn, true) && !strings.Contains(desc, "dyn-fwd") {
 				t.Errorf("%s d%d persist 1: the row says %q; with fwdDynP %s walks by the counter", c.what, d, desc, fv.fn)
 			}
 			if own := k.fwd.at(d); fv.fn != own.fn && fv.kTile != 64 { // only the 64-key tiles' rule may take another
@@ -622,7 +622,7 @@ func TestForwardOccupancy(t *testing.T) {
 			if !fv.oneItem {
 				names = append(names, fv.fn+"p")
 			}
-			if k.arch.fwdDyn && fv.fn == fwdSM90MO.fn || k.arch.fwdDynP && fv.fn == fwdSM90O.fn {
+			if k.arch.counterWalks(fv.fn, true) || k.arch.counterWalks(fv.fn, false) {
 				names = append(names, fv.fn+"pd") // the counter's entry (fwdDyn, fwdDynP): the same budget
 			}
 			for _, n := range names {

@@ -382,7 +382,7 @@ func TestVariantsDefineTheirEntries(t *testing.T) {
 				used = append(used, a.bwd.at(d).splitEntry().fn)
 			}
 			// the counter's entries (dynForward): fwd90mopd at 64 (fwdDyn), fwd90opd at 128 (fwdDynP)
-			if fn := a.fwd.at(d).fn; a.fwdDyn && fn == fwdSM90MO.fn || a.fwdDynP && (fn == fwdSM90MO.fn || fn == fwdSM90O.fn) {
+			if fn := a.fwd.at(d).fn; a.counterWalks(fn, true) || a.counterWalks(fn, false) {
 				used = append(used, fn+"pd")
 			}
 			if a.pairsEntry && d == 128 {

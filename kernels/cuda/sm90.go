@@ -799,11 +799,17 @@ func (k *Kernel) forwardPersistent(fv variant, w *WorkList) bool {
 // sm90-static) also the overlapped forwards where the rule runs them persistent (fwd90opd,
 // fwd90mopd), in place of the static walk.
 func (k *Kernel) dynForward(fv variant, w *WorkList) bool {
-	if k.forwardPersistent(fv, w) {
-		// (fwdDynP, sm90dw) the rule's persistent forwards by the counter too
-		return k.arch.fwdDynP && (fv.fn == fwdSM90MO.fn || fv.fn == fwdSM90O.fn)
+	return k.arch.counterWalks(fv.fn, k.forwardPersistent(fv, w))
+}
+
+// counterWalks says whether the variant's forward entry fn draws its items by the work
+// counter (its "pd" entry) on a list the rule runs persistent (persistent) or a block an item:
+// fwd90mo where the rule does not (fwdDyn), and with fwdDynP fwd90mo and fwd90o where it does.
+func (a archVariant) counterWalks(fn string, persistent bool) bool {
+	if persistent {
+		return a.fwdDynP && (fn == fwdSM90MO.fn || fn == fwdSM90O.fn)
 	}
-	return k.arch.fwdDyn && fv.fn == fwdSM90MO.fn
+	return a.fwdDyn && fn == fwdSM90MO.fn
 }
 
 // wideForward says whether p's forward at head dim 128 runs over 128 x 176 tiles (the

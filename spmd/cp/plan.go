@@ -173,7 +173,8 @@ func newPlan(method string, cfg Config, p kernels.Problem, m mesh) (*Plan, error
 		// zigzag for a ring of two ranks or more; on a ring of one its chunks are the
 		// documents in order and its padding (each document to a multiple of 2N) is all it
 		// adds: call 98a's one-rank rows of ring-allgather and loongtrain, 8,196 rows for
-		// 8,192 tokens, read 0.89-0.90 of the kernel alone on the two document masks
+		// 8,192 tokens, read 0.89-0.90 of the kernel alone on the two document masks (the
+		// 65th row tile unbalanced the kernel's static persistent walk, docs/cp-gpu.md)
 		m.sharding = Zigzag
 		if m.r == 1 && seq%n == 0 {
 			m.sharding = Contiguous
