@@ -291,6 +291,22 @@ template <int D> constexpr bool kFwdKVMajor = D == 64;
 #else
 template <int D> constexpr bool kFwdKVMajor = false;
 #endif
+// LONGCA_FWD_KVMAJOR64_LONG (experiment sm90kl, the twenty-ninth session): at head dim 64 the
+// KV-major order only where the launch's K and V, every KV head's, take 24 MiB or more (64:8
+// at 16K: 32 MiB, beyond what L2 keeps beside the Q and O streams in the heads-fastest
+// order; at 8K: 16 MiB, which it keeps in either). Call 99 (an H100, d64 full, four processes
+// each, alternating): sm90kv64 against sm90 8K -2.5%, 16K +2.3%, 24K and 32K +1.2%; sm90 read
+// 1.54 GB from DRAM at full 16K (L2 hit rate 84%), cuDNN 0.17 GB (99%).
+#if defined(LONGCA_FWD_KVMAJOR64_LONG)
+constexpr long long kFwdKVMajor64Bytes = 24ll << 20;
+#else
+constexpr long long kFwdKVMajor64Bytes = -1;  // never by size
+#endif
+// whether a launch of sk keys over hkv KV heads numbers its forward items KV-major (fwd_item)
+template <int D, typename T> DEV bool fwd_kv_major(int sk, int hkv) {
+  return kFwdKVMajor<D> ||
+         (D == 64 && kFwdKVMajor64Bytes >= 0 && 2ll * sk * hkv * D * (long long)sizeof(T) >= kFwdKVMajor64Bytes);
+}
 // LONGCA_FWD_DYN_RESET (experiment sm90cr, the twenty-eighth session): the counter of the
 // dynamic persistent forward (DYN) zeroes itself: ctr[1] counts the blocks whose producer has
 // drawn past the last item, and the last of them sets ctr[0] and ctr[1] back to 0 for the
@@ -355,21 +371,18 @@ struct FwdEntry {
 struct FwdItem {
   int h, kvh, qt, e0, e1;
 };
-template <bool KVM>
-DEV FwdItem fwd_item(const WorkList &wl, int item, int hq, int hkv) {
+// kvm is the order (fwd_kv_major): one pair of divisions for either, the order choosing
+// the divisor and which quotient is which, so that a launch-time choice (sm90kl) costs the
+// consumers no second copy of the arithmetic (a runtime branch between two spilt 16 bytes
+// in fwd90mopd at d64, ptxas 12.4)
+DEV FwdItem fwd_item(const WorkList &wl, int item, int hq, int hkv, bool kvm) {
   FwdItem it;
-  int row;
-  if (KVM) {
-    const int gq = hq / hkv, per = gq * wl.row_tiles;
-    it.kvh = item / per;
-    const int rem = item - it.kvh * per;
-    row = rem / gq;
-    it.h = it.kvh * gq + (rem - row * gq);
-  } else {
-    it.h = item % hq;
-    it.kvh = it.h / (hq / hkv);
-    row = item / hq;
-  }
+  const int gq = hq / hkv, a = kvm ? gq * wl.row_tiles : hq;
+  const int x1 = item / a, r1 = item - x1 * a;  // KVM: the KV head, its item; else: the row, the head
+  const int x2 = r1 / gq, r2 = r1 - x2 * gq;    // KVM: the row, the group's head; else: the KV head
+  it.kvh = kvm ? x1 : x2;
+  it.h = kvm ? x1 * gq + r2 : r1;
+  const int row = kvm ? x2 : x1;
   const int list = wl.per_head ? it.kvh : 0;
   it.qt = wl.order[list * wl.row_tiles + row];
   it.e0 = wl.start[list * (wl.row_tiles + 1) + it.qt];
@@ -456,9 +469,9 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       for (int item = first; item < items || DYN; item = DYN ? atomicAdd(ctr, 1) + gridDim.x : item + step) {
         FwdItem it;
         if constexpr (DYN) {
-          if (item < items) it = fwd_item<kFwdKVMajor<D>>(wl, item, hq, hkv);
+          if (item < items) it = fwd_item(wl, item, hq, hkv, fwd_kv_major<D, T>(sk, hkv));
         } else {
-          it = fwd_item<kFwdKVMajor<D>>(wl, item, hq, hkv);
+          it = fwd_item(wl, item, hq, hkv, fwd_kv_major<D, T>(sk, hkv));
           if (it.e0 == it.e1) continue;
         }
         const int qb = qn & 1;
@@ -526,7 +539,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
     return it < 0 ? items : it;
   };
   for (int item = DYN ? drawn() : first; item < items; item = DYN ? drawn() : item + step) {
-  const FwdItem itm = fwd_item<kFwdKVMajor<D>>(wl, item, hq, hkv);
+  const FwdItem itm = fwd_item(wl, item, hq, hkv, fwd_kv_major<D, T>(sk, hkv));
   const int h = itm.h, e0 = itm.e0, e1 = itm.e1, q0 = fwd_row0(wl, itm.qt, QM), q_end = fwd_row_end(wl, itm.qt, sq);
   const int r0 = q0 + cw * 64 + warp * 16 + g;  // this thread's rows: r0 and r0 + 8
   float acc[OR];

@@ -17,7 +17,7 @@ mkdir -p "$out"
 export LONGCA_CACHE_DIR=${LONGCA_CACHE_DIR:-/tmp/longca-nvrtc}
 [ -f bin/longca.gz ] && gunzip -c bin/longca.gz >bin/longca && chmod +x bin/longca
 t0=$(date +%s)
-for s in 8K 16K 32K 48K; do
+for s in ${PERSIST_SEQLENS:-8K 16K 32K 48K}; do  # PERSIST_SEQLENS narrows the lengths
 	for v in sm90-persist sm90-plain; do
 		timeout -s INT -k 10 34 bin/longca kernel --kernels cuda --variant "$v" --seqlens "$s" --heads 64:8 --passes fwd \
 			-w 3 -n 10 --out "$out/$v-$s" --run-id "$v-$s" >"$out/$v-$s.log" 2>&1
