@@ -42,7 +42,6 @@ template <class T> __device__ T max(T, T); template <class T> __device__ T min(T
 __device__ void __syncthreads();
 __device__ float atomicAdd(float *, float);
 __device__ int atomicAdd(int *, int);
-__device__ int atomicExch(int *, int); __device__ void __threadfence();
 #endif
 `
 

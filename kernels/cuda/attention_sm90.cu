@@ -103,7 +103,6 @@ template <> struct Ops<__nv_bfloat16> {
   template <int TB> static DEV void ss176(float (&d)[88], u64 a, u64 b, int s) { wgmma_ss_bf16_n176<0, TB>(d, a, b, s); }
   template <int TB> static DEV void rs128(float (&d)[64], const unsigned (&a)[4], u64 b, int s) { wgmma_rs_bf16_n128<TB>(d, a, b, s); }
   template <int TB> static DEV void rs64(float (&d)[32], const unsigned (&a)[4], u64 b, int s) { wgmma_rs_bf16_n64<TB>(d, a, b, s); }
-  template <int TB> static DEV void rs72(float (&d)[36], const unsigned (&a)[4], u64 b, int s) { wgmma_rs_bf16_n72<TB>(d, a, b, s); }
   static DEV unsigned pack(float lo, float hi) {
     __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
     return *reinterpret_cast<unsigned *>(&v);
@@ -115,7 +114,6 @@ template <> struct Ops<__half> {
   template <int TB> static DEV void ss176(float (&d)[88], u64 a, u64 b, int s) { wgmma_ss_fp16_n176<0, TB>(d, a, b, s); }
   template <int TB> static DEV void rs128(float (&d)[64], const unsigned (&a)[4], u64 b, int s) { wgmma_rs_fp16_n128<TB>(d, a, b, s); }
   template <int TB> static DEV void rs64(float (&d)[32], const unsigned (&a)[4], u64 b, int s) { wgmma_rs_fp16_n64<TB>(d, a, b, s); }
-  template <int TB> static DEV void rs72(float (&d)[36], const unsigned (&a)[4], u64 b, int s) { wgmma_rs_fp16_n72<TB>(d, a, b, s); }
   static DEV unsigned pack(float lo, float hi) {
     __half2 v = __floats2half2_rn(lo, hi);
     return *reinterpret_cast<unsigned *>(&v);
@@ -217,7 +215,7 @@ template <int N> DEV void mask_tile(float (&sc)[N / 2], const WorkList &wl, int 
 constexpr int SBM = 128, SBN = 128, STAGES = 2;
 constexpr int CHUNK = 64;  // columns of one 128-byte swizzled chunk (16-bit elements)
 
-template <int D, int QM = SBM, int BN = SBN, int ONES = 0> struct SmemLayout {
+template <int D, int QM = SBM, int BN = SBN> struct SmemLayout {
   static constexpr int kChunks = D / CHUNK;
   static constexpr int kQBytes = QM * D * 2;
   static constexpr int kKVBytes = BN * D * 2;
@@ -228,36 +226,10 @@ template <int D, int QM = SBM, int BN = SBN, int ONES = 0> struct SmemLayout {
   static constexpr int kQ = 0;
   static constexpr int kK = kQ + kQTiles * kQBytes;
   static constexpr int kV = kK + STAGES * kKVBytes;
-  // (ONES bytes, experiment sm90ts) a tile of ones that P V reads as V's columns 64..71
-  static constexpr int kOnes = kV + STAGES * kKVBytes;
-  static constexpr int kBar = kOnes + ONES;
+  static constexpr int kBar = kV + STAGES * kKVBytes;
   // barriers: fullQ[2], emptyQ[2], fullK[S], fullV[S], emptyK[S], emptyV[S]
   static constexpr int kBytes = kBar + 8 * (4 + 4 * STAGES) + 1024;  // + alignment slack
 };
-
-// LONGCA_FWD_TC_SUM (experiment sm90ts, the twenty-seventh session): the head-dim-64
-// three-consumer forward takes its rows' sums of P on the tensor cores instead of 64 FADDs a
-// thread a tile: P V runs over 72 columns (m64n72k16), V's 64 and 8 of a tile of ones in
-// shared memory (16 KB: a 64-column chunk of 128 rows in 128-byte-swizzled atoms, all ones
-// so that the swizzle does not matter) at the descriptor's leading byte offset, so that each
-// thread's accumulator registers 32..35 hold its two rows' sums of P (as rounded for P V: the
-// normaliser matches the products), rescaled with O by the same multiplies, read at the end
-// without shuffles.
-// P V's tensor work grows by 8/64 (the forward's by 1/16); the softmax loses its sums, and
-// with them the shared store that kept the wait for P V behind the exponentials (none here).
-// ptxas then issues that wait ahead of the exponentials (offline, ptxas 12.4), so
-// LONGCA_FWD_TC_SUM_PIN (experiment sm90tp, on sm90ts) pins it again by a store that depends
-// on every exponential through a tree of 32 FFMAs (three values each), half the sums' adds.
-#if defined(LONGCA_FWD_TC_SUM)
-constexpr bool kFwdTcSum = true;
-#else
-constexpr bool kFwdTcSum = false;
-#endif
-#if defined(LONGCA_FWD_TC_SUM_PIN)
-constexpr bool kFwdTcSumPin = true;
-#else
-constexpr bool kFwdTcSumPin = false;
-#endif
 
 // The forward's registers a thread (setmaxnreg: the producer's, a consumer's) by its consumer
 // warpgroups NC: the producer and the consumers together within the block's registers at
@@ -307,17 +279,6 @@ template <int D, typename T> DEV bool fwd_kv_major(int sk, int hkv) {
   return kFwdKVMajor<D> ||
          (D == 64 && kFwdKVMajor64Bytes >= 0 && 2ll * sk * hkv * D * (long long)sizeof(T) >= kFwdKVMajor64Bytes);
 }
-// LONGCA_FWD_DYN_RESET (experiment sm90cr, the twenty-eighth session): the counter of the
-// dynamic persistent forward (DYN) zeroes itself: ctr[1] counts the blocks whose producer has
-// drawn past the last item, and the last of them sets ctr[0] and ctr[1] back to 0 for the
-// next launch on the stream, so that the host need not clear it (a memset before every
-// launch: on 8 ranks sharing one GPU the counter read 2-4% lower than the static walk, call
-// 101b, and that memset, which waits for an SM there, is the first suspect).
-#if defined(LONGCA_FWD_DYN_RESET)
-constexpr bool kFwdDynReset = true;
-#else
-constexpr bool kFwdDynReset = false;
-#endif
 // The forward's overlapped loop reads the next tile's work-list entry (its key tile and mask
 // reference) a whole turn ahead (LONGCA_FWD_ENTRY_AHEAD, sm90's since call 72's sm90ea), not
 // at the start of that tile's softmax: call 71's stall samples of sm90's d64 full 8K forward
@@ -418,9 +379,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
                 "64-key tiles with two consumer warpgroups; 176-key tiles at head dim 128, one work item a block");
   constexpr int QM = 64 * NC, CT = 128 * NC;  // query rows a tile, consumer threads
   constexpr int kProdRegs = FwdRegs<NC>::kProd, kConsRegs = FwdRegs<NC>::kCons;  // setmaxnreg
-  // (experiment sm90ts) the rows' sums of P by the tensor cores: the d64 three-consumer forward
-  constexpr bool TS = kFwdTcSum && D == 64 && NC == 3 && OV && LEAN && BN == 128;
-  using L = SmemLayout<D, QM, BN, TS ? BN * CHUNK * 2 : 0>;
+  using L = SmemLayout<D, QM, BN>;
   static_assert(!PERSIST || L::kQTiles == 2, "the persistent forward loads the next item's Q into a second tile");
   extern __shared__ unsigned char smem_raw[];
   unsigned char *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
@@ -450,11 +409,6 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
-  if constexpr (TS) {  // the ones tile, every thread a share, made visible to wgmma (the async proxy)
-    const unsigned one = Ops<T>::pack(1.f, 1.f);
-    for (int i = tid; i < BN * CHUNK * 2 / 8; i += blockDim.x) reinterpret_cast<uint2 *>(smem + L::kOnes)[i] = make_uint2(one, one);
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-  }
   __syncthreads();
 
   if (wg == 0) {
@@ -483,19 +437,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
           // producer skips
           if (item >= items || it.e0 == it.e1) {
             mbar_arrive(&fullQ[qb]);
-            if (item >= items) {
-              if constexpr (kFwdDynReset) {
-                // this block's draws are over (ordered before its count by the fence); the
-                // last block to count has seen every block's, and zeroes both
-                __threadfence();
-                if (atomicAdd(ctr + 1, 1) == (int)gridDim.x - 1) {
-                  __threadfence();
-                  atomicExch(ctr, 0);
-                  atomicExch(ctr + 1, 0);
-                }
-              }
-              break;
-            }
+            if (item >= items) break;
             qn++;
             continue;
           }
@@ -529,7 +471,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
   const int cw = wg - 1;                  // consumer warpgroup: query rows 64 cw .. 64 cw + 63
   if (cw == NC - 1) named_arrive(1, 256);  // consumer 0 takes the first turn
   const int lt = tid % 128, warp = lt / 32, lane = lt % 32, g = lane / 4, t = lane % 4;
-  constexpr int OR = D / 2 + (TS ? 4 : 0);  // O accumulator registers (m64 x D; TS: and the sums' 8 columns)
+  constexpr int OR = D / 2;                // O accumulator registers (m64 x D)
   int n = 0, qn = 0;                       // tiles and Q tiles consumed so far
   // (DYN) the producer's item for the next Q tile, waited for here (not below): items when
   // it has none left
@@ -574,15 +516,9 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
   constexpr int PK = BN / 16;  // P's register fragments
   auto issue_pv = [&](const unsigned(&pa)[PK][4], int s) {
     const T *cV = sV + s * BN * D;
-    if constexpr (TS) {  // B's columns 64..71 from the ones tile, one leading byte offset away
-      const unsigned loV = sw128_lo(cV, (unsigned)(L::kOnes - L::kV - s * L::kKVBytes));
+    const unsigned loV = sw128_lo(cV, BN * CHUNK * 2);
 #pragma unroll
-      for (int kk = 0; kk < BN / 16; kk++) Ops<T>::template rs72<1>(acc, pa[kk], sw128_at(loV, kk * 16 * CHUNK * 2), 1);
-    } else {
-      const unsigned loV = sw128_lo(cV, BN * CHUNK * 2);
-#pragma unroll
-      for (int kk = 0; kk < BN / 16; kk++) PV<T, D>::run(acc, pa[kk], sw128_at(loV, kk * 16 * CHUNK * 2));
-    }
+    for (int kk = 0; kk < BN / 16; kk++) PV<T, D>::run(acc, pa[kk], sw128_at(loV, kk * 16 * CHUNK * 2));
   };
   // P of the scores sc, bf16 (fp16), into pa
   auto put_p = [&](const float(&sc)[BN / 2], unsigned(&pa)[PK][4]) {
@@ -637,7 +573,6 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
         if (LEAN) {  // exp2(s scale log2e - max): one FFMA; masked scores are -inf either way
           sc[4 * j + 2 * r] = exp2f(fmaf(sc[4 * j + 2 * r], scale_log2, -use));
           sc[4 * j + 2 * r + 1] = exp2f(fmaf(sc[4 * j + 2 * r + 1], scale_log2, -use));
-          if constexpr (TS) continue;  // the sums come from P V
         } else {
           sc[4 * j + 2 * r] = exp2f(sc[4 * j + 2 * r] - use);
           sc[4 * j + 2 * r + 1] = exp2f(sc[4 * j + 2 * r + 1] - use);
@@ -650,13 +585,13 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
   };
   auto rescale = [&](const float(&alpha)[2], const float(&sum)[2]) {
 #pragma unroll
-    for (int r = 0; r < 2; r++) l[r] = TS ? 0.f : l[r] * alpha[r] + sum[r];
+    for (int r = 0; r < 2; r++) l[r] = l[r] * alpha[r] + sum[r];
     // LEAN: every alpha of the warp exactly 1 (no new maximum) leaves acc as it is
     if (LEAN && !__any_sync(0xffffffff, alpha[0] != 1.f || alpha[1] != 1.f)) return;
 #pragma unroll
     for (int r = 0; r < 2; r++) {
 #pragma unroll
-      for (int j = 0; j < OR / 4; j++) {  // (TS: the sums' columns too)
+      for (int j = 0; j < D / 8; j++) {
         acc[4 * j + 2 * r] *= alpha[r];
         acc[4 * j + 2 * r + 1] *= alpha[r];
       }
@@ -713,24 +648,9 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
 #ifndef EXP_NOPIN
       // ptxas schedules the wait for P V as early as it can, ahead of the exponentials:
       // a shared store that depends on every exponential (through the rows' sums) and never
-      // runs (a sum of exponentials is never -inf) keeps the wait behind them (TS: no sums
-      // to pin by)
-      if constexpr (!TS)
-        asm volatile("{ .reg .pred p; setp.eq.f32 p, %0, 0fFF800000; @p st.shared.f32 [%1], %0; }" ::"f"(sum[0] + sum[1]),
-                     "r"(smem_u32(smem)) : "memory");
-      else if constexpr (kFwdTcSumPin) {  // (sm90tp) every exponential (0..1) into one finite value
-        static_assert(BN == 128, "the pin's tree takes 64 scores a thread");
-        float a[22], b[8];
-#pragma unroll
-        for (int x = 0; x < 21; x++) a[x] = fmaf(sc[3 * x], sc[3 * x + 1], sc[3 * x + 2]);
-        a[21] = sc[63];
-#pragma unroll
-        for (int x = 0; x < 7; x++) b[x] = fmaf(a[3 * x], a[3 * x + 1], a[3 * x + 2]);
-        b[7] = a[21];
-        const float pin = fmaf(fmaf(b[0], b[1], b[2]), fmaf(b[3], b[4], b[5]), b[6]) + b[7];
-        asm volatile("{ .reg .pred p; setp.eq.f32 p, %0, 0fFF800000; @p st.shared.f32 [%1], %0; }" ::"f"(pin),
-                     "r"(smem_u32(smem)) : "memory");
-      }
+      // runs (a sum of exponentials is never -inf) keeps the wait behind them
+      asm volatile("{ .reg .pred p; setp.eq.f32 p, %0, 0fFF800000; @p st.shared.f32 [%1], %0; }" ::"f"(sum[0] + sum[1]),
+                   "r"(smem_u32(smem)) : "memory");
 #endif
       wgmma_wait<0>();
       reg_fence(acc);
@@ -787,12 +707,8 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
 #pragma unroll
   for (int r = 0; r < 2; r++) {
     float sum = l[r];
-    if constexpr (TS) {
-      sum = acc[4 * (D / 8) + 2 * r];  // the row's whole sum (P V's ones columns)
-    } else {
-      sum += __shfl_xor_sync(0xffffffff, sum, 1);
-      sum += __shfl_xor_sync(0xffffffff, sum, 2);
-    }
+    sum += __shfl_xor_sync(0xffffffff, sum, 1);
+    sum += __shfl_xor_sync(0xffffffff, sum, 2);
     const int qi = r0 + r * 8;
     const float inv = sum > 0.f ? 1.f / sum : 0.f;
     if (qi < q_end) {  // q_end: sq, or a ragged row tile's end (LONGCA_FWD_RAGGED)

@@ -19,7 +19,7 @@ func main() {
 	b.WriteString("// pairs (the mma.sync m16n8k16 A fragment of each warp). TA, TB: A or B is MN-major\n")
 	b.WriteString("// (1) or K-major (0). scale_d 0 overwrites D, 1 accumulates.\n\n")
 	for _, ty := range []struct{ c, ptx string }{{"bf16", "bf16"}, {"fp16", "f16"}} {
-		for _, n := range []int{64, 72, 128, 176} {
+		for _, n := range []int{64, 128, 176} {
 			regs := n / 2
 			var outs []string
 			var list []string
@@ -28,15 +28,13 @@ func main() {
 				list = append(list, fmt.Sprintf("%%%d", i))
 			}
 			dl := "{" + strings.Join(list, ", ") + "}"
-			// ss (not at N=72: that shape is P V's with the rows' sums, A from registers)
-			if n != 72 {
-				fmt.Fprintf(&b, "template <int TA, int TB> DEV void wgmma_ss_%s_n%d(float (&d)[%d], u64 da, u64 db, int scale_d) {\n", ty.c, n, regs)
-				fmt.Fprintf(&b, "  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n\"\n", regs+2)
-				fmt.Fprintf(&b, "               \"wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s %s, %%%d, %%%d, p, 1, 1, %%%d, %%%d;\\n}\\n\"\n",
-					n, ty.ptx, ty.ptx, dl, regs, regs+1, regs+3, regs+4)
-				fmt.Fprintf(&b, "               : %s\n", strings.Join(outs, ", "))
-				fmt.Fprintf(&b, "               : \"l\"(da), \"l\"(db), \"r\"(scale_d), \"n\"(TA), \"n\"(TB));\n}\n")
-			}
+			// ss
+			fmt.Fprintf(&b, "template <int TA, int TB> DEV void wgmma_ss_%s_n%d(float (&d)[%d], u64 da, u64 db, int scale_d) {\n", ty.c, n, regs)
+			fmt.Fprintf(&b, "  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n\"\n", regs+2)
+			fmt.Fprintf(&b, "               \"wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s %s, %%%d, %%%d, p, 1, 1, %%%d, %%%d;\\n}\\n\"\n",
+				n, ty.ptx, ty.ptx, dl, regs, regs+1, regs+3, regs+4)
+			fmt.Fprintf(&b, "               : %s\n", strings.Join(outs, ", "))
+			fmt.Fprintf(&b, "               : \"l\"(da), \"l\"(db), \"r\"(scale_d), \"n\"(TA), \"n\"(TB));\n}\n")
 			if n > 128 { // S = Q K^T of the wide forward only (head dim 128, sm90's since call 62)
 				continue
 			}

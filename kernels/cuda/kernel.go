@@ -58,7 +58,6 @@ type variant struct {
 	lean           bool     // the sm_90 forward's lean softmax (sm90 since call 15; a positive softmax scale only)
 	oneItem        bool     // the sm_90 forward has no persistent entry (a work item a block: fwd90n's one Q tile)
 	at64           *variant // the entry at head dim 64, when it is another (sm90: the forward's three consumer warpgroups, the backward's bwd90f)
-	ones           int      // bytes of the sm_90 forward's tile of ones (experiment sm90ts: P V's rows' sums), in sharedFixed
 }
 
 func (v variant) shared(d int) int { return v.sharedPerDim*d + v.sharedFixed }
@@ -79,9 +78,6 @@ func (v variant) withFn(fn string) variant { v.fn = fn; return v }
 
 // withAt64 is v with the entry point f at head dim 64.
 func (v variant) withAt64(f *variant) variant { v.at64 = f; return v }
-
-// withOnes is v with a tile of ones of n bytes in its shared memory (SmemLayout's ONES).
-func (v variant) withOnes(n int) variant { v.ones, v.sharedFixed = n, v.sharedFixed+n; return v }
 
 // withBars is v with n more mbarriers in its shared memory.
 func (v variant) withBars(n int) variant { v.sharedFixed += 8 * n; return v }
@@ -132,10 +128,6 @@ var (
 	// tile's P V; FlashAttention-3's choice at head dim 64: three warpgroups and the overlap)
 	fwdSM90MO  = fwdSM90M.withFn("fwd90mo")
 	fwdSM90OMO = fwdSM90O.withAt64(&fwdSM90MO)
-	// experiment sm90ts (LONGCA_FWD_TC_SUM): fwd90mo with its rows' sums by P V over 72
-	// columns, 8 of them a 128 x 64 tile of ones after the K/V ring
-	fwdSM90MOT  = fwdSM90MO.withOnes(128 * 64 * 2)
-	fwdSM90OMOT = fwdSM90O.withAt64(&fwdSM90MOT)
 	// the overlapped forward over 128 x 64 tiles at both head dims (LONGCA_FWD_K64): K and V
 	// 2 stages of 64 x D (sm90 where keyTile64Pays says so, sm90s always; calls 29-30)
 	fwdSM90S = variant{fn: "fwd90s", qTile: 128, kTile: 64, threads: 384, sharedPerDim: (2*128 + 4*64) * 2, sharedFixed: fwdSM90.sharedFixed, lean: true}
@@ -192,10 +184,6 @@ type archVariant struct {
 	// draw their items by the counter too (fwd90opd, fwd90mopd), not by the static walk
 	// blockIdx.x, + gridDim.x, ...
 	fwdDynP bool
-	// dynReset (experiment sm90cr, LONGCA_FWD_DYN_RESET in defines; with fwdDyn): the counter
-	// zeroes itself at the end of each launch (its last block), so the host clears it once,
-	// when it is allocated, not before every launch
-	dynReset bool
 	// k64, on sm90: the forward over 128 x 64 tiles (fwdSM90S) where keyTile64Pays says
 	// so, the variant's forward elsewhere
 	k64 bool
@@ -308,11 +296,8 @@ var archVariants = []archVariant{
 		v.fwdDynP = false
 		v.defines = slices.DeleteFunc(v.defines, func(d string) bool { return d == "LONGCA_FWD_DYN_P" })
 	}),
-	sm90With("sm90cr", "sm90 with the forward's work counter zeroed by the launch itself (LONGCA_FWD_DYN_RESET): the last block to finish drawing sets it back to 0, so that no memset precedes each launch on the stream. On 8 ranks sharing one GPU the counter read 2-4% lower than the static walk (call 101b), and that memset, waiting for an SM held by another rank's kernel, is the first suspect. Prepared in the twenty-eighth session; not yet run on a GPU", func(v *archVariant) { v.dynReset = true }, "LONGCA_FWD_DYN_RESET"),
 	sm90With("sm90kv64", "sm90 with the head-dim-64 forward's work items a KV head's together (LONGCA_FWD_KVMAJOR64; as sm90's d128 forward since call 69): the blocks running at once, or drawing from the counter, read one or two KV heads' K and V. Calls 69 and 71 timed it at -2.2 to +2.4% before the counter; the twenty-seventh session saw sm90's d64 full 16K forward read 493-555 TFLOP/s from one process to the next (calls 98b-98g) and asks whether that is L2's (call99.sh; not yet run on a GPU)", nil, "LONGCA_FWD_KVMAJOR64"),
 	sm90With("sm90kl", "sm90 with the head-dim-64 forward's work items a KV head's together where the launch's K and V, every KV head's, take 24 MiB or more (LONGCA_FWD_KVMAJOR64_LONG: 64:8 from 12K keys): call 99 on an H100 timed sm90kv64 (the order at every length) against sm90 at d64 full, four processes each, 8K -2.5%, 16K +2.3%, 24K and 32K +1.2%, and sm90 reading 1.54 GB from DRAM at full 16K (L2 hit rate 84%) where cuDNN reads 0.17 GB (99%). Prepared in the twenty-ninth session; not yet run on a GPU", nil, "LONGCA_FWD_KVMAJOR64_LONG"),
-	sm90With("sm90ts", "sm90 with the head-dim-64 forward's rows' sums of P taken by the tensor cores: P V over 72 columns (m64n72k16), V's 64 and 8 of a 16 KB tile of ones after the K/V ring, so that the softmax drops its 64 additions a thread a tile (about 14% of the forward's instructions at full 8K, call 98f's count) for 1/16 more tensor work; the normaliser is then the sum of P as rounded for P V; no shared store pins the wait for P V behind the exponentials (it depended on the sums). Prepared in the twenty-seventh session, compiled offline; not yet run on a GPU", func(v *archVariant) { v.fwd = fwdSM90OMOT }, "LONGCA_FWD_TC_SUM"),
-	sm90With("sm90tp", "sm90ts with the wait for P V pinned behind the exponentials again (ptxas issues it ahead of them in sm90ts, offline): a store that depends on every exponential through a tree of 32 FFMAs, half the additions the sums took. Prepared in the twenty-seventh session, compiled offline; not yet run on a GPU", func(v *archVariant) { v.fwd = fwdSM90OMOT }, "LONGCA_FWD_TC_SUM", "LONGCA_FWD_TC_SUM_PIN"),
 	sm90With("sm90-plain", "sm90 with the forward never persistent (a block per query tile, no work counter at head dim 64), whatever the rows: to time both sides of sm90's rule", func(v *archVariant) { v.persist, v.fwdDyn, v.fwdDynP = -1, false, false }),
 	sm90With("sm90fk", "sm90 with the backward's key tiles of a head always together (one side of sm90's order rule; no pairs within documents, which set the order)", func(v *archVariant) { v.sched, v.docPairs, v.orderL2 = schedKTFast, docPairsNever, false }),
 	sm90With("sm90fn", "sm90 with the backward's key tiles always heaviest first over all heads (the other side of sm90's order rule; no pairs within documents, which set the order, and no split at head dim 128, which keeps a head's key tiles together)", func(v *archVariant) {
@@ -454,9 +439,6 @@ type Kernel struct {
 	// block walks several work items (the GPU tests' problems have fewer items than an H100
 	// has SMs: without it no block ever reaches a second item)
 	fwdBlocks int
-	// fwdCounterClean (experiment sm90cr) is the device address of the forward's self-zeroing
-	// work counter while the last launch issued left it zeroed (0: clear it before the next)
-	fwdCounterClean atomic.Uintptr
 	// tailLaunches counts the backward passes launched with their last wave split (the GPU
 	// tests read it: a row's tail-N label comes from the plan, not from the launch)
 	tailLaunches atomic.Int64

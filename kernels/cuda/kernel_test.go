@@ -200,25 +200,24 @@ func forwardsOf(av archVariant, d int) []variant {
 func TestForwardSharedMatchesLayout(t *testing.T) {
 	src := SourceSM90()
 	prog := "#include <cstdio>\n" + extract(t, src, "constexpr int SBM = 128", "\n") + extract(t, src, "constexpr int CHUNK = 64;", "\n") +
-		extract(t, src, "template <int D, int QM = SBM, int BN = SBN, int ONES = 0> struct SmemLayout {", "\n};\n") + `
-template <int D, int QM, int BN, int ONES = 0> void show() { printf("%d %d %d %d %d\n", D, QM, BN, ONES, SmemLayout<D, QM, BN, ONES>::kBytes); }
-int main() { show<64, 128, 128>(); show<128, 128, 128>(); show<64, 192, 128>(); show<64, 192, 128, 16384>();
+		extract(t, src, "template <int D, int QM = SBM, int BN = SBN> struct SmemLayout {", "\n};\n") + `
+template <int D, int QM, int BN> void show() { printf("%d %d %d %d\n", D, QM, BN, SmemLayout<D, QM, BN>::kBytes); }
+int main() { show<64, 128, 128>(); show<128, 128, 128>(); show<64, 192, 128>();
   show<64, 128, 64>(); show<128, 128, 64>(); show<128, 128, 176>(); return 0; }
 `
 	// the layout the kernel takes: its query rows a tile (64 a consumer warpgroup) and key tile
-	for _, rule := range []string{"using L = SmemLayout<D, QM, BN, TS ? BN * CHUNK * 2 : 0>;", "constexpr int QM = 64 * NC",
-		"constexpr bool TS = kFwdTcSum && D == 64 && NC == 3 && OV && LEAN && BN == 128;"} {
+	for _, rule := range []string{"using L = SmemLayout<D, QM, BN>;", "constexpr int QM = 64 * NC"} {
 		if !strings.Contains(src, rule) {
 			t.Fatalf("attention_sm90.cu no longer says %q: the layout rule this test copies has moved", rule)
 		}
 	}
 	out := hostcc.Output(t, "fwdlayout", prog)
-	type key struct{ d, qm, bn, ones int }
+	type key struct{ d, qm, bn int }
 	layout := map[key]int{}
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		var k key
 		var bytes int
-		if _, err := fmt.Sscan(line, &k.d, &k.qm, &k.bn, &k.ones, &bytes); err != nil {
+		if _, err := fmt.Sscan(line, &k.d, &k.qm, &k.bn, &bytes); err != nil {
 			t.Fatalf("line %q: %v", line, err)
 		}
 		layout[k] = bytes
@@ -237,7 +236,7 @@ int main() { show<64, 128, 128>(); show<128, 128, 128>(); show<64, 192, 128>(); 
 				if v.shared(d) > 232448 { // cudaDevAttrMaxSharedMemoryPerBlockOptin on sm_90
 					t.Errorf("%s %s at head dim %d: %d bytes of shared memory, past the 232,448 a block may have", av.name, v.fn, d, v.shared(d))
 				}
-				l, ok := layout[key{d, v.qTile, v.kTile, v.ones}]
+				l, ok := layout[key{d, v.qTile, v.kTile}]
 				if !ok {
 					t.Errorf("%s %s at head dim %d: no layout for %d x %d tiles", av.name, v.fn, d, v.qTile, v.kTile)
 					continue
@@ -968,35 +967,6 @@ func TestTailWaveLengths(t *testing.T) {
 			t.Logf("causal S=%d %d:%d: sm90's own order is key tiles together here (%#x): the GPU test's unsplit check does not run", s, h[0], h[1], sched)
 		case tp != 1:
 			t.Errorf("causal S=%d %d:%d: sm90's order %#x is not key tiles together, but its plan splits the tail in %d", s, h[0], h[1], sched, tp)
-		}
-	}
-}
-
-// sm90ts and sm90tp (the d64 forward's rows' sums by P V over 72 columns) compile
-// LONGCA_FWD_TC_SUM and run fwd90mo with a 16 KB tile of ones more shared memory, at head
-// dim 64 only; sm90tp pins the wait for P V (LONGCA_FWD_TC_SUM_PIN); sm90 has neither; the
-// source has the m64n72k16 wrappers they call.
-func TestTcSumVariants(t *testing.T) {
-	sm := variantNamed(t, "sm90")
-	base := sm.fwd.at(64)
-	if base.ones != 0 || slices.Contains(sm.defines, "LONGCA_FWD_TC_SUM") {
-		t.Errorf("sm90 takes the sums by P V: ones %d, defines %v", base.ones, sm.defines)
-	}
-	for _, name := range []string{"sm90ts", "sm90tp"} {
-		v := variantNamed(t, name)
-		f := v.fwd.at(64)
-		if f.fn != base.fn || f.ones != 128*64*2 || f.shared(64) != base.shared(64)+f.ones || v.fwd.at(128).ones != 0 {
-			t.Errorf("%s at head dim 64: %s with %d bytes of ones, %d of shared memory (sm90's %s %d); at 128 %d of ones",
-				name, f.fn, f.ones, f.shared(64), base.fn, base.shared(64), v.fwd.at(128).ones)
-		}
-		if !slices.Contains(v.defines, "LONGCA_FWD_TC_SUM") || slices.Contains(v.defines, "LONGCA_FWD_TC_SUM_PIN") != (name == "sm90tp") {
-			t.Errorf("%s defines %v", name, v.defines)
-		}
-	}
-	src := SourceSM90()
-	for _, w := range []string{"wgmma_rs_bf16_n72", "wgmma_rs_fp16_n72", "m64n72k16.f32.bf16.bf16"} {
-		if !strings.Contains(src, w) {
-			t.Errorf("the source has no %s", w)
 		}
 	}
 }

@@ -931,9 +931,9 @@ func (k *Kernel) forward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList,
 		bounds = dl.bounds // the tiles' bounds (read where LONGCA_FWD_RAGGED)
 	}
 	args = append(args, bounds)
-	var ctr *cuda.Buffer
 	if dyn { // the items drawn so far, zero for this launch (fwdCounter)
-		if ctr, err = k.fwdCounter(); err != nil {
+		ctr, err := k.fwdCounter()
+		if err != nil {
 			return err
 		}
 		args = append(args, ctr)
@@ -942,39 +942,19 @@ func (k *Kernel) forward90(p kernels.Problem, bs []*cuda.Buffer, dl *deviceList,
 	if (persistent || dyn) && k.fwdBlocks > 0 {
 		grid.X = min(grid.X, k.fwdBlocks)
 	}
-	err = k.dev.Do(func() error {
+	return k.dev.Do(func() error {
 		return f.Launch(grid, cuda.Dim3{X: fv.threads}, shared, k.dev.Stream(), args...)
 	})
-	if dyn && k.arch.dynReset && err == nil { // the launch leaves the counter zeroed
-		k.fwdCounterClean.Store(ctr.DevicePtr())
-	}
-	return err
 }
 
-// fwdCounter is the dynamic persistent forward's work counter, zero for the launch that
-// follows on the stream: a memset before each launch, or (the variant's dynReset, experiment
-// sm90cr) two counters the launch zeroes itself, cleared only when first allocated (and after
-// a launch that may have stopped short: fwdCounterClean is unset before each launch and set
-// again once it is issued).
+// fwdCounter is the dynamic persistent forward's work counter (a word of scratch, "fwdctr"),
+// zeroed on the stream by a memset before each launch.
 func (k *Kernel) fwdCounter() (*cuda.Buffer, error) {
-	if !k.arch.dynReset {
-		ctr, err := k.scratchBuf("fwdctr", 1)
-		if err != nil {
-			return nil, err
-		}
-		return ctr, k.dev.Memset(ctr, 4, 0)
-	}
-	ctr, err := k.scratchBuf("fwdctr2", 2)
+	ctr, err := k.scratchBuf("fwdctr", 1)
 	if err != nil {
 		return nil, err
 	}
-	if k.fwdCounterClean.Load() != ctr.DevicePtr() {
-		if err := k.dev.Memset(ctr, 4, 0); err != nil { // both 4-byte words
-			return nil, err
-		}
-	}
-	k.fwdCounterClean.Store(0) // set again by forward90 once the launch is issued
-	return ctr, nil
+	return ctr, k.dev.Memset(ctr, 4, 0)
 }
 
 // forwardGrid is the Hopper forward's grid over heads x rowTiles work items: a block an item
