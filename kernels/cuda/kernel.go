@@ -175,6 +175,9 @@ type archVariant struct {
 	// persist, on sm90: 0 runs the forward persistent by the rule (persistentForward),
 	// 1 always, -1 never (the variants that time both sides of the rule on every case)
 	persist int
+	// shortRows, on sm90 (0: the rule's shortRows): the mean 128-key tiles a query tile below
+	// which the rule runs the forward persistent (experiment sm90pr)
+	shortRows int
 	// fwdDyn (sm90's since the twenty-seventh session's sm90dy; LONGCA_FWD_DYN in defines): the head-dim-64 forward (fwd90mo)
 	// where the rule does not run it persistent runs persistent by a counter instead
 	// (fwd90mopd: a block per SM, each drawing its next item at run time), not a block an item
@@ -297,6 +300,7 @@ var archVariants = []archVariant{
 		v.defines = slices.DeleteFunc(v.defines, func(d string) bool { return d == "LONGCA_FWD_DYN_P" })
 	}),
 	sm90With("sm90kv64", "sm90 with the head-dim-64 forward's work items a KV head's together (LONGCA_FWD_KVMAJOR64; as sm90's d128 forward since call 69): the blocks running at once, or drawing from the counter, read one or two KV heads' K and V. Calls 69 and 71 timed it at -2.2 to +2.4% before the counter; the twenty-seventh session saw sm90's d64 full 16K forward read 493-555 TFLOP/s from one process to the next (calls 98b-98g) and asks whether that is L2's (call99.sh; not yet run on a GPU)", nil, "LONGCA_FWD_KVMAJOR64"),
+	sm90With("sm90pr", "sm90 with the forward's persistence rule at 72 tiles a row instead of 32 (shortRows): the rule was fitted (call 13) against the static walk, whose imbalance the counter removed (sm90dw); call 104's persist-rule at 16K and 32K, d128, on an H100, had the persistent forward by the counter ahead of the plain one up to 67 tiles a row (prefix_lm_causal 16K +7.5%, share_question 32K +3.7%, causal 16K +1.3%, full_document 32K +0.9%: one process each) and behind from 88 (causal_blockwise 32K -0.7%, global_sliding_window 16K -8.0%, full 16K-32K -0.6 / -2.0%). Prepared in the twenty-ninth session", func(v *archVariant) { v.shortRows = 72 }),
 	sm90With("sm90kl", "sm90 with the head-dim-64 forward's work items a KV head's together where the launch's K and V, every KV head's, take 24 MiB or more (LONGCA_FWD_KVMAJOR64_LONG: 64:8 from 12K keys): call 99 on an H100 timed sm90kv64 (the order at every length) against sm90 at d64 full, four processes each, 8K -2.5%, 16K +2.3%, 24K and 32K +1.2%, and sm90 reading 1.54 GB from DRAM at full 16K (L2 hit rate 84%) where cuDNN reads 0.17 GB (99%). Prepared in the twenty-ninth session; not yet run on a GPU", nil, "LONGCA_FWD_KVMAJOR64_LONG"),
 	sm90With("sm90-plain", "sm90 with the forward never persistent (a block per query tile, no work counter at head dim 64), whatever the rows: to time both sides of sm90's rule", func(v *archVariant) { v.persist, v.fwdDyn, v.fwdDynP = -1, false, false }),
 	sm90With("sm90fk", "sm90 with the backward's key tiles of a head always together (one side of sm90's order rule; no pairs within documents, which set the order)", func(v *archVariant) { v.sched, v.docPairs, v.orderL2 = schedKTFast, docPairsNever, false }),

@@ -92,9 +92,13 @@ const shortRows = 32
 // enough that overlapping one item's epilogue with the next item's loads pays. Rows are
 // measured in keys (shortRows tiles of 128), so that sm90s's 64-key tiles decide as the
 // 128-key ones do.
-func persistentForward(w *WorkList) bool {
+func persistentForward(w *WorkList) bool { return persistentBelow(w, shortRows) }
+
+// persistentBelow is persistentForward with the threshold rows (mean 128-key tiles a query
+// tile) in place of shortRows: a variant's own (archVariant.shortRows).
+func persistentBelow(w *WorkList, rows int) bool {
 	n := int64(w.RowTiles * w.Lists)
-	return n > 0 && int64(len(w.Entries)/2)*int64(w.ColTile) < shortRows*128*n
+	return n > 0 && int64(len(w.Entries)/2)*int64(w.ColTile) < int64(rows)*128*n
 }
 
 // Orders of the backward's blocks (the kernel's sched argument): bit 0 no rotation of
@@ -782,6 +786,9 @@ func (k *Kernel) persistent(w *WorkList) bool {
 		return true
 	case -1:
 		return false
+	}
+	if k.arch.shortRows > 0 {
+		return persistentBelow(w, k.arch.shortRows)
 	}
 	return persistentForward(w)
 }

@@ -180,7 +180,10 @@ func TestPersistentForwardByRowLength(t *testing.T) {
 		mask string
 		s    int
 		want bool
-	}{{"full", 16384, false}, {"causal", 16384, false}, {"sliding_window_causal", 16384, true}, {"full", 2048, true}, {"full", 3072, true}, {"full", 6144, false}} {
+		// sm90pr's rule, at 72 tiles a row: full 8K (64 a row) and causal 16K (64.5) run
+		// persistent there, full 16K (128) not
+		want72 bool
+	}{{"full", 16384, false, false}, {"causal", 16384, false, true}, {"sliding_window_causal", 16384, true, true}, {"full", 2048, true, true}, {"full", 3072, true, true}, {"full", 6144, false, true}, {"full", 8192, false, true}, {"full", 10240, false, false}} {
 		spec, err := mask.Build(c.mask, c.s, mask.Options{Seed: 42})
 		if err != nil {
 			t.Fatal(err)
@@ -204,7 +207,7 @@ func TestPersistentForwardByRowLength(t *testing.T) {
 		for _, v := range []struct {
 			name string
 			want bool
-		}{{"sm90", c.want}, {"sm90-persist", true}, {"sm90-plain", false}} {
+		}{{"sm90", c.want}, {"sm90-persist", true}, {"sm90-plain", false}, {"sm90pr", c.want72}} {
 			k := &Kernel{arch: variantNamed(t, v.name)}
 			if got := k.persistent(w); got != v.want {
 				t.Errorf("%s %s %d: persistent %v, want %v", v.name, c.mask, c.s, got, v.want)
