@@ -249,36 +249,16 @@ template <int NC> struct FwdRegs {
 // (call 68: sm90's d64 full 16K forward read 1.54 GB from DRAM at an L2 hit rate of 84%,
 // cuDNN's 0.17 GB at 99%, every KV head's K and V wanted at once; call 69, d128 full 16K:
 // 7.26 GB at 78% before, 0.34 GB at 99% with KVM). KVM at head dim 128 in sm90 since call 69
-// (LONGCA_FWD_KVMAJOR128: +1.3% mean over full and causal 8K-32K on an H100); at head dim 64
-// it did not pay (experiment sm90kv, calls 69 and 71: -2.2 to +2.4%, -1.7 to +0.5%; removed).
-// LONGCA_FWD_KVMAJOR64 (experiment sm90kv64, the twenty-seventh session: whether the d64
-// forward's two rates from one process to the next at full 16K, calls 98b-98g, are L2's) adds
-// head dim 64.
-#if defined(LONGCA_FWD_KVMAJOR128) && defined(LONGCA_FWD_KVMAJOR64)
-template <int D> constexpr bool kFwdKVMajor = D == 128 || D == 64;
-#elif defined(LONGCA_FWD_KVMAJOR128)
+// (LONGCA_FWD_KVMAJOR128: +1.3% mean over full and causal 8K-32K on an H100). At head dim 64
+// it did not pay: experiment sm90kv, calls 69 and 71 (-2.2 to +2.4%, -1.7 to +0.5%); sm90kv64
+// with the counter, call 99 (8K -2.5%, 16K-32K +1.2 to +2.3%); sm90kl, KV-major from 24 MiB of
+// K and V, call 104: the DRAM read 1.54 -> 0.17 GB at 99% and the launch as long (7.90 ms),
+// the other masks' geomean -0.4% (all removed).
+#if defined(LONGCA_FWD_KVMAJOR128)
 template <int D> constexpr bool kFwdKVMajor = D == 128;
-#elif defined(LONGCA_FWD_KVMAJOR64)
-template <int D> constexpr bool kFwdKVMajor = D == 64;
 #else
 template <int D> constexpr bool kFwdKVMajor = false;
 #endif
-// LONGCA_FWD_KVMAJOR64_LONG (experiment sm90kl, the twenty-ninth session): at head dim 64 the
-// KV-major order only where the launch's K and V, every KV head's, take 24 MiB or more (64:8
-// at 16K: 32 MiB, beyond what L2 keeps beside the Q and O streams in the heads-fastest
-// order; at 8K: 16 MiB, which it keeps in either). Call 99 (an H100, d64 full, four processes
-// each, alternating): sm90kv64 against sm90 8K -2.5%, 16K +2.3%, 24K and 32K +1.2%; sm90 read
-// 1.54 GB from DRAM at full 16K (L2 hit rate 84%), cuDNN 0.17 GB (99%).
-#if defined(LONGCA_FWD_KVMAJOR64_LONG)
-constexpr long long kFwdKVMajor64Bytes = 24ll << 20;
-#else
-constexpr long long kFwdKVMajor64Bytes = -1;  // never by size
-#endif
-// whether a launch of sk keys over hkv KV heads numbers its forward items KV-major (fwd_item)
-template <int D, typename T> DEV bool fwd_kv_major(int sk, int hkv) {
-  return kFwdKVMajor<D> ||
-         (D == 64 && kFwdKVMajor64Bytes >= 0 && 2ll * sk * hkv * D * (long long)sizeof(T) >= kFwdKVMajor64Bytes);
-}
 // The forward's overlapped loop reads the next tile's work-list entry (its key tile and mask
 // reference) a whole turn ahead (LONGCA_FWD_ENTRY_AHEAD, sm90's since call 72's sm90ea), not
 // at the start of that tile's softmax: call 71's stall samples of sm90's d64 full 8K forward
@@ -332,10 +312,9 @@ struct FwdEntry {
 struct FwdItem {
   int h, kvh, qt, e0, e1;
 };
-// kvm is the order (fwd_kv_major): one pair of divisions for either, the order choosing
-// the divisor and which quotient is which, so that a launch-time choice (sm90kl) costs the
-// consumers no second copy of the arithmetic (a runtime branch between two spilt 16 bytes
-// in fwd90mopd at d64, ptxas 12.4)
+// kvm is the order (kFwdKVMajor): one pair of divisions for either, the order choosing the
+// divisor and which quotient is which (a choice at run time, experiment sm90kl, cost the
+// consumers no second copy of the arithmetic this way)
 DEV FwdItem fwd_item(const WorkList &wl, int item, int hq, int hkv, bool kvm) {
   FwdItem it;
   const int gq = hq / hkv, a = kvm ? gq * wl.row_tiles : hq;
@@ -423,9 +402,9 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       for (int item = first; item < items || DYN; item = DYN ? atomicAdd(ctr, 1) + gridDim.x : item + step) {
         FwdItem it;
         if constexpr (DYN) {
-          if (item < items) it = fwd_item(wl, item, hq, hkv, fwd_kv_major<D, T>(sk, hkv));
+          if (item < items) it = fwd_item(wl, item, hq, hkv, kFwdKVMajor<D>);
         } else {
-          it = fwd_item(wl, item, hq, hkv, fwd_kv_major<D, T>(sk, hkv));
+          it = fwd_item(wl, item, hq, hkv, kFwdKVMajor<D>);
           if (it.e0 == it.e1) continue;
         }
         const int qb = qn & 1;
@@ -481,7 +460,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
     return it < 0 ? items : it;
   };
   for (int item = DYN ? drawn() : first; item < items; item = DYN ? drawn() : item + step) {
-  const FwdItem itm = fwd_item(wl, item, hq, hkv, fwd_kv_major<D, T>(sk, hkv));
+  const FwdItem itm = fwd_item(wl, item, hq, hkv, kFwdKVMajor<D>);
   const int h = itm.h, e0 = itm.e0, e1 = itm.e1, q0 = fwd_row0(wl, itm.qt, QM), q_end = fwd_row_end(wl, itm.qt, sq);
   const int r0 = q0 + cw * 64 + warp * 16 + g;  // this thread's rows: r0 and r0 + 8
   float acc[OR];

@@ -710,7 +710,7 @@ int main() {
 	for _, c := range []struct {
 		define    string
 		d64, d128 int
-	}{{"", 0, 0}, {"LONGCA_FWD_KVMAJOR128", 0, 1}, {"LONGCA_FWD_KVMAJOR64", 1, 0}, {"LONGCA_FWD_KVMAJOR128 LONGCA_FWD_KVMAJOR64", 1, 1}} {
+	}{{"", 0, 0}, {"LONGCA_FWD_KVMAJOR128", 0, 1}} {
 		p := "#include <cstdio>\n"
 		for _, d := range strings.Fields(c.define) {
 			p += "#define " + d + "\n"
@@ -720,40 +720,9 @@ int main() {
 			t.Errorf("with %q defined: KV-major at head dims 64 and 128 %s, want %s", c.define, got, want)
 		}
 	}
-	// (sm90kl) the order by the launch's K and V bytes: KV-major at head dim 64 from 24 MiB
-	// (64:8 bf16 from 12K keys), never by size without the define; d128 as its define says
-	long := extract(t, src, "#if defined(LONGCA_FWD_KVMAJOR64_LONG)", ">= kFwdKVMajor64Bytes);\n}\n")
-	for _, c := range []struct {
-		defines string
-		want    string // d64 at 8K, 12K - 1, 12K, 16K keys (8 KV heads); d64 16K one KV head; d128 8K
-	}{{"", "0 0 0 0 0 0"}, {"LONGCA_FWD_KVMAJOR128", "0 0 0 0 0 1"}, {"LONGCA_FWD_KVMAJOR128 LONGCA_FWD_KVMAJOR64_LONG", "0 0 1 1 0 1"}, {"LONGCA_FWD_KVMAJOR64_LONG", "0 0 1 1 0 0"}} {
-		p := "#include <cstdio>\n#define DEV\n"
-		for _, d := range strings.Fields(c.defines) {
-			p += "#define " + d + "\n"
-		}
-		p += sel + long + `int main() {
-  printf("%d %d %d %d %d %d\n", (int)fwd_kv_major<64, short>(8192, 8), (int)fwd_kv_major<64, short>(12287, 8),
-         (int)fwd_kv_major<64, short>(12288, 8), (int)fwd_kv_major<64, short>(16384, 8), (int)fwd_kv_major<64, short>(16384, 1),
-         (int)fwd_kv_major<128, short>(8192, 8));
-  return 0;
-}
-`
-		if got := strings.TrimSpace(hostcc.Output(t, "fwdkvlong", p)); got != c.want {
-			t.Errorf("with %q defined: fwd_kv_major %s, want %s", c.defines, got, c.want)
-		}
-	}
 	a := variantNamed(t, "sm90")
-	if slices.Contains(a.defines, "LONGCA_FWD_KVMAJOR64_LONG") {
-		t.Errorf("sm90 orders its d64 forward by the launch's bytes (LONGCA_FWD_KVMAJOR64_LONG)")
-	}
-	if kl := variantNamed(t, "sm90kl"); !slices.Equal(kl.defines, append(slices.Clone(a.defines), "LONGCA_FWD_KVMAJOR64_LONG")) {
-		t.Errorf("sm90kl defines %v, want sm90's and LONGCA_FWD_KVMAJOR64_LONG", kl.defines)
-	}
-	if !slices.Contains(a.defines, "LONGCA_FWD_KVMAJOR128") || slices.Contains(a.defines, "LONGCA_FWD_KVMAJOR64") {
-		t.Errorf("sm90 does not order its d128 forward by KV head (LONGCA_FWD_KVMAJOR128), or orders its d64 forward so")
-	}
-	if kv := variantNamed(t, "sm90kv64"); !slices.Equal(kv.defines, append(slices.Clone(a.defines), "LONGCA_FWD_KVMAJOR64")) {
-		t.Errorf("sm90kv64 defines %v, want sm90's and LONGCA_FWD_KVMAJOR64", kv.defines)
+	if !slices.Contains(a.defines, "LONGCA_FWD_KVMAJOR128") {
+		t.Errorf("sm90 does not order its d128 forward by KV head (LONGCA_FWD_KVMAJOR128)")
 	}
 }
 
