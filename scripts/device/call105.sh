@@ -14,18 +14,29 @@
 #    share_question 32K +2 to +4%, full 8K and causal 16K -1 to +2%); the other 9 level
 #    (within 1%: the same launch). Promotion (shortRows 72 in sm90) if the flipped cells'
 #    geomean gains and none loses over 1%.
-# Bounded to 300 s (BUDGET); tables last; logs packed as OUT/t.tgz.
+# 3. p: where time is left (150 s), persist-rule.sh at 8K and 48K (call 104 ran 16K and 32K):
+#    the rule's refit over the four lengths. Prediction: the crossing between 64 and 90 tiles
+#    a row at 8K and 48K too.
+# Bounded to 330 s (BUDGET); tables last; logs packed as OUT/t.tgz.
 #   sh scripts/device/call105.sh OUT   (carry bin/longca.gz bin/cuda.test.gz)
 set -u
 out=${1:?usage: call105.sh OUT}
 . scripts/device/lib.sh
-call_start ${BUDGET:-300} longca cuda.test || exit 1
+call_start ${BUDGET:-330} longca cuda.test || exit 1
 warm sm90 &
 warm sm90pr &
 wait
 GPU_TESTS='TestForwardEntries128|TestMasks' gpu_tests sm90pr 60
 interleave g 45 "sm90 sm90pr sm90 sm90pr" --masks full,causal,full_document,share_question,prefix_lm_causal,global_sliding_window --head-dim 128 --seqlens 8K,16K,32K --passes fwd -w 3 -n 10
 row_variants g-0-sm90 g-1-sm90pr >"$out/t/g.variants" 2>&1
+left=$((budget - ($(date +%s) - t0)))
+if [ "$left" -gt 150 ]; then
+	warm sm90-persist sm90-plain
+	PERSIST_SEQLENS="8K 48K" sh scripts/device/persist-rule.sh "$out/t/p" >"$out/t/p.table" 2>&1
+	echo "# persist-rule 8K 48K done at $(($(date +%s) - t0)) s" >>"$out/t/summary.txt"
+else
+	echo "# persist-rule skipped ($left s left)" >>"$out/t/summary.txt"
+fi
 cat "$out/t/summary.txt"
 table g "d128 forward TFLOP/s" sm90pr/sm90 sm90 sm90pr sm90 sm90pr
 geo_line "$out/t/g.table" "sm90pr / sm90, d128, all 18 cells"
@@ -33,4 +44,6 @@ grep -E '^(full 8192|causal 8192|causal 16384|full_document 8192|full_document 3
 geo_line "$out/t/g.flip" "sm90pr / sm90, d128, the 9 flipped cells"
 echo "=== the rows' variants (sm90, then sm90pr)"
 cut -c1-600 "$out/t/g.variants"
+echo "=== p: the d128 persistence rule with the counter, 8K and 48K"
+tail -30 "$out/t/p.table" 2>/dev/null
 tar -C "$out" -czf "$out/t.tgz" t && rm -rf "$out/t"
