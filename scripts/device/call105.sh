@@ -25,13 +25,14 @@ out=${1:?usage: call105.sh OUT}
 call_start ${BUDGET:-330} longca cuda.test || exit 1
 warm sm90 &
 warm sm90pr &
+warm sm90-persist &
+warm sm90-plain &
 wait
 GPU_TESTS='TestForwardEntries128|TestMasks' gpu_tests sm90pr 60
 interleave g 45 "sm90 sm90pr sm90 sm90pr" --masks full,causal,full_document,share_question,prefix_lm_causal,global_sliding_window --head-dim 128 --seqlens 8K,16K,32K --passes fwd -w 3 -n 10
 row_variants g-0-sm90 g-1-sm90pr >"$out/t/g.variants" 2>&1
 left=$((budget - ($(date +%s) - t0)))
 if [ "$left" -gt 150 ]; then
-	warm sm90-persist sm90-plain
 	PERSIST_SEQLENS="8K 48K" sh scripts/device/persist-rule.sh "$out/t/p" >"$out/t/p.table" 2>&1
 	echo "# persist-rule 8K 48K done at $(($(date +%s) - t0)) s" >>"$out/t/summary.txt"
 else
