@@ -31,13 +31,7 @@ wait
 GPU_TESTS='TestForwardEntries128|TestMasks' gpu_tests sm90pr 60
 interleave g 45 "sm90 sm90pr sm90 sm90pr" --masks full,causal,full_document,share_question,prefix_lm_causal,global_sliding_window --head-dim 128 --seqlens 8K,16K,32K --passes fwd -w 3 -n 10
 row_variants g-0-sm90 g-1-sm90pr >"$out/t/g.variants" 2>&1
-left=$((budget - ($(date +%s) - t0)))
-if [ "$left" -gt 150 ]; then
-	PERSIST_SEQLENS="8K 48K" sh scripts/device/persist-rule.sh "$out/t/p" >"$out/t/p.table" 2>&1
-	echo "# persist-rule 8K 48K done at $(($(date +%s) - t0)) s" >>"$out/t/summary.txt"
-else
-	echo "# persist-rule skipped ($left s left)" >>"$out/t/summary.txt"
-fi
+persist_step "8K 48K"
 cat "$out/t/summary.txt"
 table g "d128 forward TFLOP/s" sm90pr/sm90 sm90 sm90pr sm90 sm90pr
 geo_line "$out/t/g.table" "sm90pr / sm90, d128, all 18 cells"

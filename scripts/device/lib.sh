@@ -416,3 +416,16 @@ else:
     print("# no cell timed by both")
 PY
 }
+
+# persist_step "SEQLENS": persist-rule.sh (sm90-persist against sm90-plain, d128 forward, the
+# 12 masks) at those lengths into $out/t/p, its table as $out/t/p.table, where 150 s of the
+# budget are left; one summary line either way.
+persist_step() {
+	_left=$((budget - ($(date +%s) - t0)))
+	if [ "$_left" -gt 150 ]; then
+		PERSIST_SEQLENS="$1" sh scripts/device/persist-rule.sh "$out/t/p" >"$out/t/p.table" 2>&1
+		echo "# persist-rule $1 done at $(($(date +%s) - t0)) s" >>"$out/t/summary.txt"
+	else
+		echo "# persist-rule skipped ($_left s left)" >>"$out/t/summary.txt"
+	fi
+}
