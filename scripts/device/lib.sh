@@ -395,20 +395,24 @@ cp8() {
 	bin/longca report "$out/t/$1" >"$out/t/$1.report" 2>&1
 }
 
-# geo_line TABLE LABEL: over a join_runs table of four runs (base, variant, base, variant),
-# each cell's variant / base (the means of the pairs), one line: their geomean, lowest and
+# geo_line TABLE LABEL [median]: over a join_runs table of runs alternating base and variant
+# (base, variant, base, variant, ...: four or more), each cell's variant / base (the means of
+# each side's runs, or with "median" their medians), one line: their geomean, lowest and
 # highest, and the cells below -1% (the promotion rule's numbers, docs/perf.md).
 geo_line() {
-	python3 - "$1" "$2" <<'PY'
-import math, sys
+	python3 - "$1" "$2" "${3:-mean}" <<'PY'
+import math, statistics, sys
+avg = statistics.median if sys.argv[3] == "median" else statistics.mean
 g = []
 for l in open(sys.argv[1]):
     f = l.split()
     try:
-        a, b, c, d = map(float, f[2:6])
+        v = list(map(float, f[2:]))
     except ValueError:
         continue
-    g.append(((b + d) / 2) / ((a + c) / 2))
+    if len(v) < 4 or len(v) % 2:
+        continue
+    g.append(avg(v[1::2]) / avg(v[0::2]))
 if g:
     print("# %s over %d cells: geomean %+.2f%%, lowest %+.2f%%, highest %+.2f%%; cells below -1%%: %d" % (
         sys.argv[2], len(g), 100 * (math.exp(sum(map(math.log, g)) / len(g)) - 1), 100 * (min(g) - 1), 100 * (max(g) - 1), sum(x < 0.99 for x in g)))
