@@ -86,7 +86,14 @@ func (k *Kernel) accMap(b *cuda.Buffer, rows, d int, swizzled bool) (*cuda.Tenso
 // tiles a row), then tested on both sides over the 12 masks at 8K-48K (call 13, 48 cases):
 // persistence wins by 3-12% below 16 tiles a row, loses by 2-5% above 128, and any
 // threshold from 16 to 64 costs 0.4% against the better side of every case (geomean).
-const shortRows = 32
+// Refitted at 60 (the thirtieth session, calls 104-107 on an H100) once the persistent
+// forward drew its items by the work counter (sm90dw), which removed the static walk's
+// imbalance the first fit was made against: persistent ahead up to 56.6 tiles a row and level
+// or behind from 64 (call 107, sm90p60 against the rule at 32, three runs a side in fresh
+// processes: the six cells it moves +1.66% by the medians, causal 8K +3.7%, full_document 8K
+// +3.3%, none below -0.7%; sm90pr's 72 lost prefix_lm_causal 16K, 67.5 tiles a row, by 4.6%).
+// sm90-r32 keeps the rule at 32.
+const shortRows = 60
 
 // persistentForward says whether the forward of a work list runs persistent: rows short
 // enough that overlapping one item's epilogue with the next item's loads pays. Rows are

@@ -180,13 +180,10 @@ func TestPersistentForwardByRowLength(t *testing.T) {
 		mask string
 		s    int
 		want bool
-		// sm90pr's rule, at 72 tiles a row: full 8K (64 a row) and causal 16K (64.5) run
-		// persistent there, full 16K (128) not
-		want72 bool
-		// sm90p60's, at 60: causal 8K (32.5 a row) and full 7K (56) persistent, full 8K (64)
-		// and causal 16K not
-		want60 bool
-	}{{"full", 16384, false, false, false}, {"causal", 16384, false, true, false}, {"sliding_window_causal", 16384, true, true, true}, {"full", 2048, true, true, true}, {"full", 3072, true, true, true}, {"full", 6144, false, true, true}, {"full", 7168, false, true, true}, {"full", 7680, false, true, false}, {"full", 8192, false, true, false}, {"causal", 8192, false, true, true}, {"full", 10240, false, false, false}} {
+		// sm90-r32's rule, at 32 tiles a row (sm90's before the thirtieth session): causal 8K
+		// (32.5 a row) and full 6K (48) plain
+		want32 bool
+	}{{"full", 16384, false, false}, {"causal", 16384, false, false}, {"sliding_window_causal", 16384, true, true}, {"full", 2048, true, true}, {"full", 3072, true, true}, {"full", 6144, true, false}, {"full", 7168, true, false}, {"full", 7680, false, false}, {"full", 8192, false, false}, {"causal", 8192, true, false}, {"full", 10240, false, false}} {
 		spec, err := mask.Build(c.mask, c.s, mask.Options{Seed: 42})
 		if err != nil {
 			t.Fatal(err)
@@ -210,7 +207,7 @@ func TestPersistentForwardByRowLength(t *testing.T) {
 		for _, v := range []struct {
 			name string
 			want bool
-		}{{"sm90", c.want}, {"sm90-persist", true}, {"sm90-plain", false}, {"sm90pr", c.want72}, {"sm90p60", c.want60}} {
+		}{{"sm90", c.want}, {"sm90-persist", true}, {"sm90-plain", false}, {"sm90-r32", c.want32}, {"sm90-c75", c.want32}} {
 			k := &Kernel{arch: variantNamed(t, v.name)}
 			if got := k.persistent(w); got != v.want {
 				t.Errorf("%s %s %d: persistent %v, want %v", v.name, c.mask, c.s, got, v.want)
