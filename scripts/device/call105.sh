@@ -1,5 +1,6 @@
 #!/bin/sh
-# Call 105 (prepared 2026-12-06, twenty-ninth session, after call 104; not yet run): any card.
+# Call 105 (prepared 2026-12-06, twenty-ninth session, after call 104; run in the thirtieth on an
+# H100, 179 s: outcome in docs/perf.md "Calls 105-108"; sm90pr is no longer a variant): any card.
 # sm90pr: the d128 forward's persistence rule at 72 tiles a row instead of 32. Call 104's
 # persist-rule (16K and 32K, one process each) had the persistent forward, now by the work
 # counter, ahead of the plain one (128 x 176 tiles) up to 67 tiles a row and behind from 88.

@@ -1,5 +1,6 @@
 #!/bin/sh
-# Call 106 (prepared 2026-12-06, thirtieth session, after call 105): any card. sm90pr again,
+# Call 106 (prepared 2026-12-06, thirtieth session, after call 105; ran on an H100, 130 s:
+# docs/perf.md "Calls 105-108"; sm90pr is no longer a variant): any card. sm90pr again,
 # on the 9 cells its rule flips, three runs a side. Call 105 (an H100): the flipped cells'
 # geomean +1.83%, but prefix_lm_causal 16K -3.6% by the means (sm90 686.7 / 698.1, sm90pr
 # 630.5 / 704.3: one low run) and the same launch read 11% apart between runs on controls

@@ -1,5 +1,6 @@
 #!/bin/sh
-# Call 107 (prepared 2026-12-06, thirtieth session, after calls 105-106): any card. sm90p60:
+# Call 107 (prepared 2026-12-06, thirtieth session, after calls 105-106; ran on an H100, 148 s:
+# promoted, docs/perf.md "Calls 105-108"; sm90p60 is now sm90, sm90-r32 the other side): any card. sm90p60:
 # the d128 forward's persistence rule at 60 tiles a row (sm90's 32), the threshold read off
 # calls 105-106 (sm90pr, 72: by the medians of five runs a side the six flipped cells below 60
 # tiles a row gained 0.5-6.3%, prefix_lm_causal 16K at 67.5 lost 4.6%). Fresh processes, so
