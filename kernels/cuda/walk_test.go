@@ -165,8 +165,9 @@ func TestDynPersistRule(t *testing.T) {
 // The item boundary as a turn (LONGCA_FWD_XITEM, experiment sm90xi) lives in the forwards that
 // draw their items by the counter (fwd_sm90's DYN): a variant that defines it without the
 // counter at both head dims, or that draws nothing by the counter, compiles it and never runs
-// it. sm90xi runs it on every list the counter walks: at head dim 64 whatever the rule, at 128
-// where the rule runs the forward persistent.
+// it. sm90xi's lists walked by the counter: at head dim 64 whatever the rule (where the kernel
+// leaves the boundary as sm90's since call 109q), at 128 where the rule runs the forward
+// persistent.
 func TestXItemRidesTheCounter(t *testing.T) {
 	for _, v := range archVariants {
 		if slices.Contains(v.defines, "LONGCA_FWD_XITEM") && (!v.fwdDyn || !v.fwdDynP ||
