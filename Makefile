@@ -101,9 +101,12 @@ cp-gpu-test:
 	$(GO) test -c -tags gpu -ldflags '-s -w' -o bin/cp.test ./spmd/cp
 
 # gpu-test: with Go (here) it builds the GPU test binaries (make device); without Go (the
-# GPU machine) it runs them: every mask forward and backward against the CPU reference.
+# GPU machine) it runs them: every mask forward and backward against the CPU reference, for
+# the kernel variant GPU_VARIANT (sm90), logs and summary in GPU_OUT (/tmp/cuda).
+GPU_VARIANT ?= sm90
+GPU_OUT ?= /tmp/cuda
 gpu-test:
-	@if command -v $(GO) >/dev/null 2>&1; then $(MAKE) --no-print-directory device; else sh kernels/cuda/gpu.sh test; fi
+	@if command -v $(GO) >/dev/null 2>&1; then $(MAKE) --no-print-directory device; else sh kernels/cuda/gpu.sh $(GPU_OUT) test $(GPU_VARIANT); fi
 
 # cudnn-device: what kernels/cudnn/gpu.sh runs on the GPU machine: the CLI and the cudnn
 # kernel's GPU tests, packed as bin/cudnn-device.tgz (carry it alone; gpu.sh unpacks it).

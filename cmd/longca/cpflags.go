@@ -51,7 +51,7 @@ func cpSweepFlags(d cpSweepDefaults) []cli.Flag {
 		&cli.IntFlag{Name: "windows", Usage: "loongtrain: windows the ring is cut into (default: windows of at most 8 GPUs)"},
 		&cli.BoolFlag{Name: "head-first", Value: true, Usage: "a Ulysses group is consecutive ranks (inside a node); --head-first=false puts the ring there"},
 		&cli.StringFlag{Name: "sharding", Value: "default", Usage: "contiguous, zigzag (per document, padded) or default (zigzag; contiguous for ulysses and on a ring of one rank, where zigzag would only pad)"},
-		&cli.IntFlag{Name: "cp-block", Usage: "balanced: dispatch block in tokens (0: the largest power of two <= 512·U giving each dispatch unit, U ranks that split the heads, >= 8 blocks); recorded as cp_block"},
+		&cli.StringFlag{Name: "cp-block", Usage: "balanced: dispatch block in tokens, suffixes K, M (0: the largest power of two <= 512·U giving each dispatch unit, U ranks that split the heads, >= 8 blocks); recorded as cp_block"},
 		&cli.StringFlag{Name: "cp-ulysses", Value: "0", Usage: "balanced: head-parallel degrees U of its U x (ranks/U) mesh, comma-separated, one mesh each (e.g. 1,2,8; 1: the dispatch alone; ranks: Ulysses on a contiguous layout; 0: chosen per mask by the plan's model, spmd/cp.BalancedMeshChoice); recorded as cp_ulysses and cp_ring"},
 		&cli.IntFlag{Name: "cp-stages", Usage: "balanced: most stages a rank's fetch is cut into, each overlapping the one before's attention (0: one up to 8 ranks, else a pyramid of small-large-small stages); recorded as cp_stages"},
 		&cli.StringFlag{Name: "cp-layout", Value: "auto", Usage: "balanced: how a rank's keys are laid out for its kernel call: blocks (its own, then its fetch: one sub-mask of many pieces), thd (packed documents, one contiguous run of keys per run of query rows, keys copied where runs share them: one call of a kernel that takes only documents, e.g. cudnn; one stage only), or auto (per rank, the one the kernel runs in fewer calls); recorded as cp_layout"},
@@ -95,7 +95,7 @@ func parseCPSweep(c *cli.Context) (cpSweepOptions, error) {
 		return cpSweepOptions{}, err
 	}
 	o := cpSweepOptions{headDim: c.Int("head-dim"), ulysses: c.Int("ulysses"), ring: c.Int("ring"), windows: c.Int("windows"),
-		block: c.Int("cp-block"), stages: c.Int("cp-stages"), headFirst: c.Bool("head-first"), samples: c.Int("samples"), seed: c.Uint64("seed"),
+		stages: c.Int("cp-stages"), headFirst: c.Bool("head-first"), samples: c.Int("samples"), seed: c.Uint64("seed"),
 		out: c.String("out"), runID: c.String("run-id")}
 	o.methods, o.methodsExplicit = splitList(c.String("methods")), c.IsSet("methods")
 	if len(o.methods) == 1 && o.methods[0] == "all" { // every method, as the default
@@ -113,6 +113,9 @@ func parseCPSweep(c *cli.Context) (cpSweepOptions, error) {
 		}
 	}
 	var err error
+	if o.block, err = tokensFlag(c, "cp-block", 0); err != nil {
+		return o, err
+	}
 	if o.masks = mask.CPMasks(); c.String("masks") != "" {
 		if o.masks, err = parseMasks(c.String("masks")); err != nil {
 			return o, err

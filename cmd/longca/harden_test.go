@@ -124,7 +124,9 @@ func TestIgnoredFlagsAreSaid(t *testing.T) {
 		// a warning that it changes nothing, then the error: two lines)
 		{[]string{"cp", "--dry-run", "--on-worker-crash", "x"}, []string{"--on-worker-crash \"x\": use restart or stop"}},
 		{[]string{"cp", "--dry-run", "--methods", "ring-p2p", "--ulysses", "-1"}, []string{"--ulysses -1 --ring 0 --windows 0: must not be negative"}},
-		{[]string{"cp", "--dry-run", "--methods", "ring-p2p", "--cp-block", "-1"}, []string{"--cp-block -1 --cp-stages 0"}},
+		{[]string{"cp", "--dry-run", "--methods", "ring-p2p", "--cp-block", "-1"}, []string{"--cp-block -1: give a whole number of tokens"}},
+		{[]string{"cp", "--dry-run", "--methods", "ring-p2p", "--cp-stages", "-1"}, []string{"--cp-block 0 --cp-stages -1"}},
+		{[]string{"masks", "--mask", "sliding_window", "--seqlen", "4K", "--window", "1x"}, []string{"--window 1x: give a whole number of tokens"}},
 	} {
 		_, errOut, code := captureRun(t, c.args...)
 		checkUsageError(t, c.args, code, errOut, c.wants...)

@@ -70,6 +70,20 @@ func kernelWorld(c *cli.Context) (spmd.World, error) {
 	return w, nil
 }
 
+// oneProcess refuses a command that runs as one process (run, simulate) under a launcher of
+// several ranks: each rank ran the whole of it on its own, as rank 0 of 1 into a folder of its
+// own (a review found `mpirun -np 2 longca run` writing two runs so).
+func oneProcess(name string) error {
+	w, err := spmd.Discover(os.Getenv)
+	if err != nil {
+		return usageError("%v", err)
+	}
+	if w.Size > 1 {
+		return usageError("longca %s runs as one process and %s started %d ranks: start it without the launcher (kernel, sparse and cp take ranks)", name, w.Launcher, w.Size)
+	}
+	return nil
+}
+
 // newSession is a command's run session: rows to out under runID (resultsTarget's), as rank w.
 func newSession(c *cli.Context, bench, out, runID string, w spmd.World) *session.Session {
 	return session.New(bench, out, runID, w, Version, &log, c.App.Writer, c.App.ErrWriter)

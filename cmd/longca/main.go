@@ -5,6 +5,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/longca/longca/dataset"
 	"math"
 	"os"
 	"regexp"
@@ -39,6 +40,19 @@ func register(c *cli.Command) {
 // usageError is bad input: one clear line naming the flag, exit status 2.
 func usageError(format string, args ...any) error {
 	return cli.Exit("longca: "+fmt.Sprintf(format, args...), 2)
+}
+
+// tokensFlag reads a token-count flag, which takes the size suffixes as every size does (1K =
+// 1024): def where the flag is not given; one line naming it where its value is no count.
+func tokensFlag(c *cli.Context, name string, def int) (int, error) {
+	if !c.IsSet(name) {
+		return def, nil
+	}
+	v, err := dataset.ParseSize(c.String(name))
+	if err != nil {
+		return 0, usageError("--%s %s: give a whole number of tokens, 0 or more, with an optional K, M or G suffix (1K = 1024)", name, c.String(name))
+	}
+	return v, nil
 }
 
 func newApp() *cli.App {

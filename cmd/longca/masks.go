@@ -20,11 +20,11 @@ func init() {
 			"text drawing (one character a cell up to 128 tokens, else block states on a <= 64 x 64 grid:\n" +
 			"'#' full, '+' partial, '.' empty); --format json prints the slices in MASKS.md's JSON form.",
 		Flags: append([]cli.Flag{
-			&cli.StringFlag{Name: "mask", Usage: "mask name (see `longca masks`)"},
+			&cli.StringFlag{Name: "mask", Usage: "mask name (the list: longca masks without --mask)"},
 			&cli.StringFlag{Name: "seqlen", Usage: "tokens in the packed sequence (suffixes K, M: 48K)"},
 			&cli.Uint64Flag{Name: "seed", Value: 42, Usage: "seed of the one generator"},
-			&cli.IntFlag{Name: "window", Usage: "sliding-window half-width (default 1024, at most S)"},
-			&cli.IntFlag{Name: "block-size", Usage: "block_causal_document's block (default 1024; S must be a multiple)"},
+			&cli.StringFlag{Name: "window", Usage: "sliding-window half-width in tokens (default 1K, at most S)"},
+			&cli.StringFlag{Name: "block-size", Usage: "block_causal_document's block in tokens (default 1K; S must be a multiple)"},
 			&cli.StringFlag{Name: "purpose", Value: "default", Usage: "which MASKS.md rule picks the distribution without --dist: default, kernel or cp"},
 			&cli.IntFlag{Name: "heads-q", Value: 64, Usage: "query heads, for the FLOPs"},
 			&cli.IntFlag{Name: "head-dim", Value: 128, Usage: "head dimension, for the FLOPs"},
@@ -72,7 +72,13 @@ func masksAction(c *cli.Context) error {
 	if hq < 1 || hd < 1 {
 		return usageError("--heads-q %d and --head-dim %d must both be at least 1", hq, hd)
 	}
-	o := mask.Options{Seed: c.Uint64("seed"), Window: c.Int("window"), BlockSize: c.Int("block-size")}
+	o := mask.Options{Seed: c.Uint64("seed")}
+	if o.Window, err = tokensFlag(c, "window", 0); err != nil {
+		return err
+	}
+	if o.BlockSize, err = tokensFlag(c, "block-size", 0); err != nil {
+		return err
+	}
 	if c.IsSet("window") && o.Window < 1 {
 		return usageError("--window must be at least 1, got %d", o.Window)
 	}

@@ -198,3 +198,22 @@ func itoa64(n int64) string {
 	b, _ := json.Marshal(n)
 	return string(b)
 }
+
+// Token counts take the size suffixes on every flag (a review found --window 1K, --block-size
+// 1K and --cp-block 8K refused as "give a whole number" where the README says sizes take K, M
+// and G).
+func TestTokenFlagsTakeSuffixes(t *testing.T) {
+	out, errOut, code := captureRun(t, "masks", "--mask", "sliding_window", "--seqlen", "4K", "--window", "1K")
+	if code != 0 || !strings.Contains(out, "window=1024") {
+		t.Errorf("masks --window 1K: exit %d, %s%s", code, out, errOut)
+	}
+	out, errOut, code = captureRun(t, "masks", "--mask", "block_causal_document", "--seqlen", "8K", "--block-size", "2K")
+	if code != 0 || !strings.Contains(out, "block_size=2048") {
+		t.Errorf("masks --block-size 2K: exit %d, %s%s", code, out, errOut)
+	}
+	out, errOut, code = captureRun(t, "cp", "--dry-run", "--ranks", "4", "--methods", "balanced", "--cp-block", "1K",
+		"--tokens-per-rank", "1K", "--masks", "causal")
+	if code != 0 || !strings.Contains(out, "-b1024-") {
+		t.Errorf("cp --cp-block 1K: exit %d, %s%s", code, out, errOut)
+	}
+}

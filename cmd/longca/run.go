@@ -41,6 +41,9 @@ func init() {
 }
 
 func runAction(c *cli.Context) error {
+	if err := oneProcess("run"); err != nil {
+		return err
+	}
 	ko, err := kernelOptions(c, spmd.World{Size: 1})
 	if err != nil {
 		return err

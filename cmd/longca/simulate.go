@@ -270,6 +270,9 @@ func machineFromFlags(c *cli.Context) (sim.Machine, error) {
 
 func simulateAction(c *cli.Context) error {
 	start := time.Now()
+	if err := oneProcess("simulate"); err != nil {
+		return err
+	}
 	o, err := parseSimulateFlags(c)
 	if err != nil {
 		return err
