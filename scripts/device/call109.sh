@@ -44,17 +44,7 @@ geo_line "$out/t/s.table" "sm90xi / sm90, d128 persistent cells, medians of 3" m
 echo "=== f: d128 full and causal 32K (the same launch): mask seqlen, then $R"
 cat "$out/t/f.table"
 geo_line "$out/t/f.table" "sm90xi / sm90, the control, medians of 3" median
-python3 - "$out/t/s.table" <<'PY'
-import statistics, sys
-for l in open(sys.argv[1]):
-    f = l.split()
-    try:
-        v = list(map(float, f[2:]))
-    except ValueError:
-        continue
-    if len(v) == 6:
-        print("%-24s %6s  median ratio %+.2f%%" % (f[0], f[1], 100 * (statistics.median(v[1::2]) / statistics.median(v[0::2]) - 1)))
-PY
+cell_medians "$out/t/s.table"
 echo "=== the rows' variants (sm90, then sm90xi)"
 cut -c1-400 "$out/t/variants"
 tar -C "$out" -czf "$out/t.tgz" t && rm -rf "$out/t"

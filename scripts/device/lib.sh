@@ -421,6 +421,23 @@ else:
 PY
 }
 
+# cell_medians TABLE...: each cell of join_runs tables of six runs alternating base and variant,
+# a line: the variant's median over the base's, as a change.
+cell_medians() {
+	python3 - "$@" <<'PY'
+import statistics, sys
+for p in sys.argv[1:]:
+    for l in open(p):
+        f = l.split()
+        try:
+            v = list(map(float, f[2:]))
+        except ValueError:
+            continue
+        if len(v) == 6:
+            print("%-24s %6s  median ratio %+.2f%%" % (f[0], f[1], 100 * (statistics.median(v[1::2]) / statistics.median(v[0::2]) - 1)))
+PY
+}
+
 # persist_step "SEQLENS": persist-rule.sh (sm90-persist against sm90-plain, d128 forward, the
 # 12 masks) at those lengths into $out/t/p, its table as $out/t/p.table, where 150 s of the
 # budget are left; one summary line either way.
