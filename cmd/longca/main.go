@@ -5,7 +5,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"github.com/longca/longca/dataset"
 	"math"
 	"os"
 	"regexp"
@@ -14,6 +13,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/longca/longca/dataset"
 	"github.com/longca/longca/results"
 	"github.com/longca/longca/spmd"
 
