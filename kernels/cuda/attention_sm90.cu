@@ -305,20 +305,6 @@ constexpr bool kFwdLazyMax = true;
 #else
 constexpr bool kFwdLazyMax = false;
 #endif
-// The item boundary as an ordinary turn (LONGCA_FWD_XITEM, experiment sm90xi; the overlapped
-// forward persistent by the counter): a warpgroup's turn on an item's last tile issues that
-// tile's P V and the next item's first Q K^T together (the next item is drawn already: its Q
-// tile was loaded into the other Q buffer under this item), runs the next item's first softmax
-// under P V, then writes this item's O and lse and packs the next item's P. Without it each
-// item starts with a Q K^T and a softmax outside the turns, at the same time in every
-// warpgroup (they run the item's rows together), and ends with a turn of P V alone: the
-// tensor cores idle for about a softmax and an epilogue an item (docs/d64-forward-study.md,
-// "Proposal 2": 0.3-0.6 tiles' time an item where the forward is persistent).
-#if defined(LONGCA_FWD_XITEM)
-constexpr bool kFwdXItem = true;
-#else
-constexpr bool kFwdXItem = false;
-#endif
 // a forward work-list entry: its key tile, its mask reference (-1: the tile is whole)
 struct FwdEntry {
   int kt, ref;
@@ -473,45 +459,28 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
     const int it = dyn_slot[qn & 1];
     return it < 0 ? items : it;
   };
-  // (LONGCA_FWD_XITEM) at head dim 128 only: at 64 (fwd90mopd: three consumer warpgroups at 160
-  // registers, 22 bytes spilt at the boundary) call 109q lost 2.0% on causal 8K and 0.9% on
-  // full 8K, three runs a side, every run alike
-  constexpr bool XI = kFwdXItem && DYN && OV && D == 128;
-  constexpr bool LZ = LEAN && kFwdLazyMax && D == 128;  // (call 75: d128 +1.5 to +2%, d64 -0.6 to -2.1%)
-  const float kM0 = LZ ? -1e30f : -INFINITY;  // the rows' first subtraction point
-  constexpr int PK = BN / 16;  // P's register fragments
-  // an item's O and its rows' state; the scores and P of its tile (XI: handed to the next item
-  // across the boundary turn, which runs that item's first tile)
-  float acc[OR], m[2], l[2];
-  float sc[BN / 2], alpha[2], sum[2];
-  unsigned pa[PK][4];
-  bool crossed = false;  // (XI) this item's first tile ran in the last item's boundary turn
-  for (int item = DYN ? drawn() : first; item < items;) {
+  for (int item = DYN ? drawn() : first; item < items; item = DYN ? drawn() : item + step) {
   const FwdItem itm = fwd_item(wl, item, hq, hkv, kFwdKVMajor<D>);
   const int h = itm.h, e0 = itm.e0, e1 = itm.e1, q0 = fwd_row0(wl, itm.qt, QM), q_end = fwd_row_end(wl, itm.qt, sq);
   const int r0 = q0 + cw * 64 + warp * 16 + g;  // this thread's rows: r0 and r0 + 8
-  // (O is zeroed for every item, whether or not its first tile ran in the last item's
-  // boundary turn: a conditional definition of the accumulator here made ptxas 12.4
-  // serialise every wgmma of the entry, C7515)
+  float acc[OR];
 #pragma unroll
   for (int i = 0; i < OR; i++) acc[i] = 0.f;
-  if (!XI || !crossed) {
-    m[0] = m[1] = kM0;
-    l[0] = l[1] = 0.f;
-  }
+  constexpr bool LZ = LEAN && kFwdLazyMax && D == 128;  // (call 75: d128 +1.5 to +2%, d64 -0.6 to -2.1%)
+  const float kM0 = LZ ? -1e30f : -INFINITY;  // the rows' first subtraction point
+  float m[2] = {kM0, kM0}, l[2] = {0.f, 0.f};
   const int qb = qn & 1;
   if (!DYN && e0 < e1) mbar_wait(&fullQ[qb], (qn >> 1) & 1);
   const T *qw = sQs + qb * QM * D + cw * 64 * CHUNK;  // this warpgroup's 64 rows of each chunk
   // S = Q K^T of the tile in stage s, issued (not waited for)
   const unsigned loQw = sw128_lo(qw, 16);  // descriptors are one add from a base
-  // (lq: the Q tile's descriptor base; XI's boundary turn gives the next item's)
-  auto issue_qk_at = [&](float(&sc)[BN / 2], int s, unsigned lq) {
+  auto issue_qk = [&](float(&sc)[BN / 2], int s) {
     const T *cK = sK + s * BN * D;
     const unsigned loK = sw128_lo(cK, 16);
 #pragma unroll
     for (int kk = 0; kk < D / 16; kk++) {
       const int c = kk / 4, k16 = (kk % 4) * 16;
-      const u64 da = sw128_at(lq, (c * QM * CHUNK + k16) * 2);
+      const u64 da = sw128_at(loQw, (c * QM * CHUNK + k16) * 2);
       const u64 db = sw128_at(loK, (c * BN * CHUNK + k16) * 2);
       if constexpr (BN == 128)
         Ops<T>::template ss128<0>(sc, da, db, kk > 0);
@@ -521,9 +490,9 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
         Ops<T>::template ss64<0, 0>(sc, da, db, kk > 0);
     }
   };
-  auto issue_qk = [&](float(&sc)[BN / 2], int s) { issue_qk_at(sc, s, loQw); };
   // O += P V of the tile in stage s, issued: keys kk*16 .. kk*16+15 are 16 rows of 128
   // bytes in every chunk, chunks BN*128 bytes apart; P from registers
+  constexpr int PK = BN / 16;  // P's register fragments
   auto issue_pv = [&](const unsigned(&pa)[PK][4], int s) {
     const T *cV = sV + s * BN * D;
     const unsigned loV = sw128_lo(cV, BN * CHUNK * 2);
@@ -541,14 +510,13 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
   // what was accumulated before, sum is the rows' new mass
   // entry e of the work list: its key tile and mask reference (-1: a full tile)
   auto entry = [&](int e) { return FwdEntry{wl.entries[2 * e], wl.entries[2 * e + 1]}; };
-  // (rb: the thread's first row; XI's boundary turn gives the next item's)
-  auto softmax_at = [&](float(&sc)[BN / 2], FwdEntry ent, unsigned(&pa)[PK][4], float(&alpha)[2], float(&sum)[2], bool pack, int rb) {
+  auto softmax = [&](float(&sc)[BN / 2], FwdEntry ent, unsigned(&pa)[PK][4], float(&alpha)[2], float(&sum)[2], bool pack = true) {
     const int kt = ent.kt, ref = ent.ref;
     if (!LEAN) {
 #pragma unroll
       for (int j = 0; j < BN / 2; j++) sc[j] *= scale_log2;
     }
-    if (ref >= 0) mask_tile<BN>(sc, wl, ref, rb, fwd_col0(wl, kt, BN), t);
+    if (ref >= 0) mask_tile<BN>(sc, wl, ref, r0, fwd_col0(wl, kt, BN), t);
 #pragma unroll
     for (int r = 0; r < 2; r++) {
       float mx = LEAN ? -INFINITY : m[r];
@@ -594,9 +562,6 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
     }
     if (pack) put_p(sc, pa);
   };
-  auto softmax = [&](float(&sc)[BN / 2], FwdEntry ent, unsigned(&pa)[PK][4], float(&alpha)[2], float(&sum)[2], bool pack = true) {
-    softmax_at(sc, ent, pa, alpha, sum, pack, r0);
-  };
   auto rescale = [&](const float(&alpha)[2], const float(&sum)[2]) {
 #pragma unroll
     for (int r = 0; r < 2; r++) l[r] = l[r] * alpha[r] + sum[r];
@@ -612,38 +577,14 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
     }
   };
 
-  // finish: out = acc / l, lse = m ln2 + ln l (of the rows' state mm, ll); empty rows give 0
-  // and -inf
-  auto finish = [&](const float(&mm)[2], const float(&ll)[2]) {
-    const long long qs = (long long)hq * D;
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-      float sum = ll[r];
-      sum += __shfl_xor_sync(0xffffffff, sum, 1);
-      sum += __shfl_xor_sync(0xffffffff, sum, 2);
-      const int qi = r0 + r * 8;
-      const float inv = sum > 0.f ? 1.f / sum : 0.f;
-      if (qi < q_end) {  // q_end: sq, or a ragged row tile's end (LONGCA_FWD_RAGGED)
-        T *orow = o + (long long)qi * qs + (long long)h * D;
-#pragma unroll
-        for (int j = 0; j < D / 8; j++)
-          *reinterpret_cast<unsigned *>(orow + j * 8 + 2 * t) = Ops<T>::pack(acc[4 * j + 2 * r] * inv, acc[4 * j + 2 * r + 1] * inv);
-        if (t == 0) lse[(long long)h * sq + qi] = sum > 0.f ? mm[r] * 0.6931471805599453f + logf(sum) : -INFINITY;
-      }
-    }
-  };
-
-  // (XI) the next item, drawn already where this one has tiles, and whether its first tile
-  // joins this item's last turn (it has tiles)
-  int nx = items;
-  FwdItem nit{};
-  bool cross = false;
+  float sc[BN / 2], alpha[2], sum[2];
+  unsigned pa[PK][4];
   {
     // The consumer warpgroups take turns on the tensor cores (named barriers 1 .. NC, a ring):
     // a turn issues tile i's P V and tile i+1's Q K^T together, then hands over, so one
     // warpgroup's softmax runs while the others' products do. Tile e0's Q K^T comes first,
     // outside the turns.
-    if (e0 < e1 && !(XI && crossed)) {
+    if (e0 < e1) {
       const int s = n % STAGES;
       mbar_wait(&fullK[s], (n / STAGES) & 1);
       wgmma_fence();
@@ -697,56 +638,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       put_p(sc, pa);
       rescale(alpha, sum);
     }
-    if constexpr (XI) {
-      if (e0 < e1) {
-        const int qn1 = qn + 1;
-        mbar_wait(&fullQ[qn1 & 1], (qn1 >> 1) & 1);
-        nx = dyn_slot[qn1 & 1];
-        if (nx < 0) nx = items;
-        if (nx < items) {
-          nit = fwd_item(wl, nx, hq, hkv, kFwdKVMajor<D>);
-          cross = nit.e0 < nit.e1;
-        }
-      }
-    }
-    if (XI && cross) {  // the boundary turn: this item's last P V, the next item's first Q K^T
-      const int i = n + e1 - 1 - e0, s = i % STAGES, s1 = (i + 1) % STAGES;
-      const unsigned loQn = sw128_lo(sQs + ((qn + 1) & 1) * QM * D + cw * 64 * CHUNK, 16);
-      const int r0n = fwd_row0(wl, nit.qt, QM) + cw * 64 + warp * 16 + g;
-      mbar_wait(&fullV[s], (i / STAGES) & 1);
-      mbar_wait(&fullK[s1], ((i + 1) / STAGES) & 1);
-      named_sync(1 + cw, 256);
-      reg_fence(acc);
-      wgmma_fence();
-      issue_qk_at(sc, s1, loQn);
-      wgmma_commit();
-      issue_pv(pa, s);
-      wgmma_commit();
-      named_arrive(NC == 2 ? 2 - cw : 1 + (cw + 1) % NC, 256);
-      wgmma_wait<1>();
-      reg_fence(sc);
-      mbar_arrive(&emptyK[s1]);
-      const float mo[2] = {m[0], m[1]}, lo[2] = {l[0], l[1]};  // this item's rows, for finish
-      m[0] = m[1] = kM0;
-      softmax_at(sc, entry(nit.e0), pa, alpha, sum, false, r0n);
-      reg_fence(sc);
-      reg_fence(sum);
-#ifndef EXP_NOPIN
-      asm volatile("{ .reg .pred p; setp.eq.f32 p, %0, 0fFF800000; @p st.shared.f32 [%1], %0; }" ::"f"(sum[0] + sum[1]),
-                   "r"(smem_u32(smem)) : "memory");
-#endif
-      wgmma_wait<0>();
-      reg_fence(acc);
-      reg_fence(pa);
-      mbar_arrive(&emptyV[s]);
-      mbar_arrive(&emptyQ[qb]);  // this item's Q: its last Q K^T was waited for a turn ago
-      finish(mo, lo);
-      // the next item's rows: l as rescale leaves it from 0 (alpha is 1 from its first point);
-      // its O is zeroed at its start
-      l[0] = sum[0];
-      l[1] = sum[1];
-      put_p(sc, pa);
-    } else if (OV && e0 < e1) {  // the last tile's P V
+    if (OV && e0 < e1) {  // the last tile's P V
       const int i = n + e1 - 1 - e0, s = i % STAGES;
       mbar_wait(&fullV[s], (i / STAGES) & 1);
       named_sync(1 + cw, 256);
@@ -785,13 +677,27 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
   }
 
   if (DYN || e0 < e1) {  // (DYN: an item without entries had its Q tile's turn too)
-    if (!(XI && cross)) mbar_arrive(&emptyQ[qb]);  // (the boundary turn released it)
+    mbar_arrive(&emptyQ[qb]);
     qn++;
     n += e1 - e0;
   }
-  if (!(XI && cross)) finish(m, l);  // (the boundary turn wrote this item's O)
-  crossed = XI && cross;
-  item = XI && cross ? nx : DYN ? drawn() : item + step;
+  // finish: out = acc / l, lse = m ln2 + ln l; empty rows give 0 and -inf
+  const long long qs = (long long)hq * D;
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
+    float sum = l[r];
+    sum += __shfl_xor_sync(0xffffffff, sum, 1);
+    sum += __shfl_xor_sync(0xffffffff, sum, 2);
+    const int qi = r0 + r * 8;
+    const float inv = sum > 0.f ? 1.f / sum : 0.f;
+    if (qi < q_end) {  // q_end: sq, or a ragged row tile's end (LONGCA_FWD_RAGGED)
+      T *orow = o + (long long)qi * qs + (long long)h * D;
+#pragma unroll
+      for (int j = 0; j < D / 8; j++)
+        *reinterpret_cast<unsigned *>(orow + j * 8 + 2 * t) = Ops<T>::pack(acc[4 * j + 2 * r] * inv, acc[4 * j + 2 * r + 1] * inv);
+      if (t == 0) lse[(long long)h * sq + qi] = sum > 0.f ? m[r] * 0.6931471805599453f + logf(sum) : -INFINITY;
+    }
+  }
   }
   // the last consumer's last hand-over is still pending at barrier 1: take it, so no
   // arrival outlives the block

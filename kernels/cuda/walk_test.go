@@ -161,31 +161,3 @@ func TestDynPersistRule(t *testing.T) {
 		}
 	}
 }
-
-// The item boundary as a turn (LONGCA_FWD_XITEM, experiment sm90xi) lives in the forwards that
-// draw their items by the counter (fwd_sm90's DYN): a variant that defines it without the
-// counter at both head dims, or that draws nothing by the counter, compiles it and never runs
-// it. sm90xi's lists walked by the counter: at head dim 64 whatever the rule (where the kernel
-// leaves the boundary as sm90's since call 109q), at 128 where the rule runs the forward
-// persistent.
-func TestXItemRidesTheCounter(t *testing.T) {
-	for _, v := range archVariants {
-		if slices.Contains(v.defines, "LONGCA_FWD_XITEM") && (!v.fwdDyn || !v.fwdDynP ||
-			!slices.Contains(v.defines, "LONGCA_FWD_DYN") || !slices.Contains(v.defines, "LONGCA_FWD_DYN_P")) {
-			t.Errorf("%s defines LONGCA_FWD_XITEM without the counter's forwards at both head dims", v.name)
-		}
-	}
-	xi := &Kernel{arch: variantNamed(t, "sm90xi")}
-	if !slices.Contains(xi.arch.defines, "LONGCA_FWD_XITEM") {
-		t.Fatal("sm90xi does not define LONGCA_FWD_XITEM")
-	}
-	for _, c := range []struct {
-		fn         string
-		persistent bool
-		want       bool
-	}{{fwdSM90MO.fn, false, true}, {fwdSM90MO.fn, true, true}, {fwdSM90O.fn, true, true}, {fwdSM90O.fn, false, false}} {
-		if got := xi.arch.counterWalks(c.fn, c.persistent); got != c.want {
-			t.Errorf("sm90xi: %s persistent=%v walks by the counter %v, want %v", c.fn, c.persistent, got, c.want)
-		}
-	}
-}
