@@ -6,7 +6,7 @@
 # that process's 16K cases cuda read 666.0 / 689.0 / 666.0 against cuDNN's 689.7-693.8
 # (call 111). Is that the case order (full 8K right after full 16K, the longest launch, with
 # 250 ms of settle), or the card's two rates (calls 111-112 at 16K, both kernels)?
-# a: full 8K alone, a process a kernel, cuda and cudnn alternating, x3.
+# a: full 8K alone, a process a kernel, cuda (sm90, the default) and cudnn alternating, x3.
 # b: full 16K then full 8K in one process (call 111's order), x3.
 # c: as b with --settle 2s.
 # Each row's TFLOP/s with its SM clock and power (--gpu-state). Prediction (written before
@@ -20,21 +20,9 @@ out=${1:?usage: call113.sh OUT}
 . scripts/device/lib.sh
 call_start ${BUDGET:-200} longca || exit 1
 F="--masks full --head-dim 128 --passes fwd -w 5 -n 10"
-for i in 0 1 2; do
-	for k in cuda cudnn; do
-		step "a-$i-$k" 30 kernel --kernels $k $F --seqlens 8K
-	done
-done
-for i in 0 1 2; do
-	for k in cuda cudnn; do
-		step "b-$i-$k" 40 kernel --kernels $k $F --seqlens 16K,8K
-	done
-done
-for i in 0 1; do
-	for k in cuda cudnn; do
-		step "c-$i-$k" 40 kernel --kernels $k $F --seqlens 16K,8K --settle 2s
-	done
-done
+interleave a 30 "sm90 cudnn sm90 cudnn sm90 cudnn" $F --seqlens 8K
+interleave b 40 "sm90 cudnn sm90 cudnn sm90 cudnn" $F --seqlens 16K,8K
+interleave c 40 "sm90 cudnn sm90 cudnn" $F --seqlens 16K,8K --settle 2s
 cat "$out/t/summary.txt"
 for d in "$out"/t/[abc]-*-*; do
 	[ -d "$d" ] || continue
