@@ -15,6 +15,8 @@
 # clock, it is the card's, as at 16K.
 # Bounded to 200 s (BUDGET); the table last; logs packed as OUT/t.tgz.
 #   sh scripts/device/call113.sh OUT   (carry bin/longca.gz)
+# Ran as call 113 (thirty-second session, an H100; docs/perf.md "Calls 113-116"): with no warm
+# step its first two sm90 steps spent their 30 s caps on the NVRTC compile and wrote no row.
 set -u
 out=${1:?usage: call113.sh OUT}
 . scripts/device/lib.sh

@@ -450,3 +450,49 @@ persist_step() {
 		echo "# persist-rule skipped ($_left s left)" >>"$out/t/summary.txt"
 	fi
 }
+
+# pair_cells STEP...: steps of `kernel --kernels cuda,cudnn` (both kernels in each process),
+# merged to csv; a line a cell (mask seqlen head_dim pass): cuda over cudnn in each step, their
+# median, how many steps had cuda ahead, each kernel's range of TFLOP/s and of SM clock; then
+# the cells whose median ratio is 1.0 or more. The question of calls 111-113: a cell's two
+# rates are set per process for both kernels, so one reading can fall either way; the median
+# over processes of same-process pairs is the cell's ratio.
+pair_cells() {
+	_csvs=
+	for _s in "$@"; do
+		bin/longca merge --csv --out "$out/t/$_s.merged.arrow" "$out/t/$_s" >/dev/null 2>&1
+		_csvs="$_csvs $out/t/$_s.merged.csv"
+	done
+	python3 - $_csvs <<'PY'
+import csv, statistics, sys
+cells, order = {}, []
+for f in sys.argv[1:]:
+    try:
+        rows = list(csv.DictReader(open(f)))
+    except OSError:
+        continue
+    seen = {}
+    for r in rows:
+        if r["status"] != "ok":
+            continue
+        key = (r["mask"], int(r["seqlen"]), r["head_dim"], r["pass"])
+        seen.setdefault(key, {})[r["kernel"]] = (float(r["tflops"]), float(r["sm_clock_mhz"] or 0))
+    for key, k in seen.items():
+        if "cuda" in k and "cudnn" in k:
+            if key not in cells:
+                cells[key] = []
+                order.append(key)
+            cells[key].append((k["cuda"], k["cudnn"]))
+met = 0
+for key in order:
+    p = cells[key]
+    r = [a[0] / b[0] for a, b in p]
+    m = statistics.median(r)
+    met += m >= 1.0
+    rng = lambda v: "%.1f-%.1f" % (min(v), max(v))
+    print("%-16s %6d d%-3s %s  pairs %d: ratios %s  median %.3f  cuda ahead %d of %d  cuda %s cudnn %s  MHz %s / %s" % (
+        key[0], key[1], key[2], key[3], len(p), " ".join("%.3f" % x for x in r), m, sum(x > 1 for x in r), len(r),
+        rng([a[0] for a, _ in p]), rng([b[0] for _, b in p]), rng([a[1] for a, _ in p]), rng([b[1] for _, b in p])))
+print("# cells at a median of 1.0x cuDNN or more: %d of %d" % (met, len(order)))
+PY
+}
