@@ -15,7 +15,8 @@ with '#', as longca's own tables):
 
 1. Which kernel is fastest per mask? For every mask: the kernel with the highest mean
    TFLOP/s over the cases (length, heads, pass) that every timed kernel ran, how many
-   of those cases it won, and its lead over the runner-up.
+   of those cases it won, and its lead over the runner-up. Rows of other problems (head
+   dim, dtype, batch, block size and kept ratio, documents) are other cases.
 2. Which CP method wins where? For every mask, world size, sequence length, heads and
    pass of `longca cp` rows: the method (with its mesh) with the highest TFLOP/s per GPU,
    averaged over mask samples, and its lead over the next method.
@@ -90,6 +91,21 @@ def inputs(args):
     return out
 
 
+# The columns beside mask, length, heads and pass that make another problem: rows that
+# differ in one of them are other cases, never averaged together (files merged from runs at
+# two head dims, dtypes, block sizes or document sources).
+PROBLEM = ["head_dim", "dtype", "batch", "block_size", "kept_ratio", "doc_source", "max_doc"]
+
+
+def key_text(v):
+    """A problem column's value as text for grouping: "-" for null, 128 rather than 128.0."""
+    if pd.isna(v):
+        return "-"
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    return str(v)
+
+
 def load(args):
     frames = [read_one(p) for p in inputs(args)]
     df = pd.concat(frames, ignore_index=True)
@@ -98,7 +114,16 @@ def load(args):
               "sm_clock_mhz", "sm_clock_min_mhz", "power_w", "temp_c", "gpu_samples", "settle_ms"):
         if c in df.columns:
             df[c] = pd.to_numeric(df[c], errors="coerce")
+    # groupby leaves out null keys: the problem columns as text, null as "-"
+    for c in PROBLEM:
+        if c in df.columns:
+            df[c] = df[c].map(key_text)
     return df
+
+
+def varying(df, cols):
+    """The problem columns that take two or more values in df (the others add nothing)."""
+    return [c for c in cols if c in df.columns and df[c].nunique() > 1]
 
 
 def fastest_kernel_per_mask(df):
@@ -106,7 +131,7 @@ def fastest_kernel_per_mask(df):
     k = df[df["bench"].isin(["kernel", "sparse"]) & (df["status"] == "ok") & df["tflops"].notna()]
     if k.empty:
         return None
-    case = ["mask", "seqlen", "heads_q", "heads_kv", "pass"]
+    case = ["mask", "seqlen", "heads_q", "heads_kv", "pass"] + varying(k, PROBLEM)
     # Mean over ranks (every rank of a launched kernel sweep times the same cases).
     per = k.groupby(case + ["kernel"], as_index=False)["tflops"].mean()
     out = []
@@ -151,7 +176,7 @@ def cp_winners(df):
     if c.empty:
         return None
     c["method_mesh"] = c.apply(mesh_label, axis=1)
-    where = ["mask", "world_size", "seqlen", "heads_q", "heads_kv", "pass"]
+    where = ["mask", "world_size", "seqlen", "heads_q", "heads_kv", "pass"] + varying(c, PROBLEM)
     per = c.groupby(where + ["method_mesh"], as_index=False)["tflops"].mean()  # over samples
     out = []
     for key, g in per.groupby(where, sort=False):

@@ -10,9 +10,14 @@ import (
 	"github.com/longca/longca/results"
 )
 
-// cpKey groups a CP table's rows: one line per method, mesh, mask, heads and pass, the
-// samples averaged.
-type cpKey struct{ method, mesh, mask, heads, pass string }
+// cpKey groups a CP table's rows: one line per method, mesh, mask (with the settings that
+// tell apart rows of different problems: caseLabeler), length, heads and pass, the samples
+// averaged.
+type cpKey struct {
+	method, mesh, mask string
+	seqlen             int64
+	heads, pass        string
+}
 
 // cpAgg is one line of the CP table.
 type cpAgg struct {
@@ -42,8 +47,8 @@ func cpMesh(r results.Row) string {
 	return m
 }
 
-// WriteCPTable prints CP rows as a TextTable, one line per method, mesh, mask, heads and
-// pass (the samples averaged, and their smallest and largest TFLOP/s per rank when there
+// WriteCPTable prints CP rows as a TextTable, one line per method, mesh, mask, length
+// (the whole sequence's tokens), heads and pass (the samples averaged, and their smallest and largest TFLOP/s per rank when there
 // are several; only the lowest rank's rows, since every rank records the
 // slowest rank's time): the per-rank TFLOP/s (MASKS.md's per-GPU figure when each rank
 // has its device), how many ranks share a device and what the device did, the bare
@@ -58,12 +63,13 @@ func WriteCPTable(w io.Writer, title string, rows []results.Row) error {
 	var order []cpKey
 	aggs := map[cpKey]*cpAgg{}
 	counts := map[results.Status]int{}
+	caseLabel := caseLabeler(rows)
 	for _, r := range rows {
 		if r.Rank != low {
 			continue
 		}
 		counts[r.Status]++
-		k := cpKey{r.Method, cpMesh(r), r.Mask, fmt.Sprintf("%d:%d", r.HeadsQ, r.HeadsKV), r.Pass}
+		k := cpKey{r.Method, cpMesh(r), caseLabel(r), r.SeqLen, fmt.Sprintf("%d:%d", r.HeadsQ, r.HeadsKV), r.Pass}
 		a := aggs[k]
 		if a == nil {
 			a = &cpAgg{status: results.StatusOK}
@@ -111,7 +117,7 @@ func WriteCPTable(w io.Writer, title string, rows []results.Row) error {
 		}
 	}
 	t := TextTable{Title: []string{title}, Columns: []TextColumn{
-		{Name: "method", Left: true}, {Name: "mesh", Left: true}, {Name: "mask", Left: true}, {Name: "heads", Unit: "q:kv"},
+		{Name: "method", Left: true}, {Name: "mesh", Left: true}, {Name: "mask", Left: true}, {Name: "seqlen", Unit: "tokens"}, {Name: "heads", Unit: "q:kv"},
 		{Name: "pass", Left: true}, {Name: "samples"}, {Name: "time", Unit: "ms"}, {Name: "TFLOPs/rank", Unit: "TFLOP/s"},
 		{Name: "min-max", Unit: "TFLOP/s"}, {Name: "ranks/dev"}, {Name: "device", Unit: "TFLOP/s"}, {Name: "kernel", Unit: "TFLOP/s"}, {Name: "eff"},
 		{Name: "no-comm", Unit: "ms"}, {Name: "xfer", Unit: "%"}, {Name: "bw", Unit: "GB/s"}, {Name: "check", Left: true},
@@ -142,7 +148,7 @@ func WriteCPTable(w io.Writer, title string, rows []results.Row) error {
 			rpd = fmt.Sprint(a.ranksPerDevice)
 			shared = max(shared, a.ranksPerDevice)
 		}
-		line := []string{k.method, k.mesh, k.mask, k.heads, k.pass, fmt.Sprint(a.n)}
+		line := []string{k.method, k.mesh, k.mask, fmt.Sprint(k.seqlen), k.heads, k.pass, fmt.Sprint(a.n)}
 		if a.ok == 0 {
 			line = append(line, string(a.status), "-", "-", rpd, "-", "-", "-", "-", "-", "-", chk, ratio, "-")
 			t.Rows = append(t.Rows, line)

@@ -10,6 +10,8 @@ import (
 )
 
 // CaseKey identifies one row of a report: a mask at one length, head setting and pass.
+// Mask is the mask's label, with the settings that tell apart rows of different problems
+// in one file where there are such (caseLabeler: causal_d64 beside causal_d128).
 type CaseKey struct {
 	Mask            string
 	SeqLen          int64
@@ -60,6 +62,8 @@ func MaskLabel(r results.Row) string {
 }
 
 // Summarize groups rows by case and kernel; pass, when not empty, keeps only that pass.
+// Rows of different problems (head dim, dtype, batch, mask parameters, documents) are
+// different cases, labelled by what differs, never averaged together.
 // Cases are ordered by the mask's first appearance, then heads, pass and length.
 func Summarize(rows []results.Row, pass string) Summary {
 	s := Summary{Cells: map[CaseKey]map[string]Cell{}, Area: map[CaseKey]int64{}, FLOPs: map[CaseKey]float64{}, Counts: map[results.Status]int{}}
@@ -72,11 +76,12 @@ func Summarize(rows []results.Row, pass string) Summary {
 		nclk        int
 	}
 	sums := map[CaseKey]map[string]sum{}
+	caseLabel := caseLabeler(rows) // rows of different problems (head dims, dtypes, ...) stay apart
 	for _, r := range rows {
 		if pass != "" && r.Pass != pass {
 			continue
 		}
-		label := MaskLabel(r)
+		label := caseLabel(r)
 		k := CaseKey{label, r.SeqLen, r.HeadsQ, r.HeadsKV, r.Pass}
 		if _, ok := maskOrder[label]; !ok {
 			maskOrder[label] = len(maskOrder)

@@ -104,19 +104,19 @@ for k in $kernels; do
 	cat "$out/$k.report"
 done
 # The compact table: cp_efficiency fwd / bwd per method (mesh) and mask, from the
-# report's CP table (the eff column found by its header, which moves as columns are
-# added; a row without eff shows its status).
+# report's CP table (the eff, mask and pass columns found by the header's names, which move
+# as columns are added; a row without eff shows its status).
 for k in $kernels; do
 	[ -f "$out/$k.report" ] || continue
 	echo "# ---- cp_efficiency fwd / bwd, --kernel $k, 8 ranks on one GPU, $tokens tokens per rank"
 	awk -v masks="$masks" '
 		BEGIN { n = split(masks, ms, ","); printf "%-22s", "# method"; for (i = 1; i <= n; i++) printf " %22s", ms[i]; printf "\n" }
-		/^# method/ { for (i = 2; i <= NF; i++) if ($i == "eff") col = i - 1 }
-		/^  [a-z]/ && ($5 == "fwd" || $5 == "bwd") && col {
+		/^# method/ { for (i = 2; i <= NF; i++) c[$i] = i - 1; col = c["eff"]; mk = c["mask"]; ps = c["pass"] }
+		/^  [a-z]/ && col && ($ps == "fwd" || $ps == "bwd") {
 			key = $1 " " $2
 			if (!(key in seen)) { seen[key] = 1; order[++m] = key }
 			v = ($col ~ /^[0-9.]+$/) ? $col : "-"
-			eff[key, $3, $5] = v
+			eff[key, $mk, $ps] = v
 		}
 		END {
 			for (j = 1; j <= m; j++) {

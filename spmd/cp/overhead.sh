@@ -58,9 +58,11 @@ measure() {
 	[ "$rc" = 0 ] || tail -5 "$out/$1.log"
 }
 
-# cptable REPORT: the CP table of longca report as "method mask pass eff peak" lines.
+# cptable REPORT: the CP table of longca report as "method mask pass eff peak" lines (the
+# columns found by the header's names, which move as columns are added).
 cptable() {
-	sed -n '/^# CP methods/,$p' "$1" | awk '/^# method/ { for (i = 2; i <= NF; i++) if ($i == "eff") col = i - 1 } $1 !~ /^#/ && col && NF >= col { print $1, $3, $5, $col, $NF }'
+	sed -n '/^# CP methods/,$p' "$1" | awk '/^# method/ { for (i = 2; i <= NF; i++) c[$i] = i - 1 }
+		$1 !~ /^#/ && c["eff"] && NF >= c["eff"] { print $1, $c["mask"], $c["pass"], $c["eff"], $NF }'
 }
 
 runs=""
