@@ -121,9 +121,15 @@ def load(args):
     return df
 
 
-def varying(df, cols):
-    """The problem columns that take two or more values in df (the others add nothing)."""
-    return [c for c in cols if c in df.columns and df[c].nunique() > 1]
+def varying(df, base, cols):
+    """The problem columns that take two or more values among rows of one case by the base
+    columns (the others add nothing: a document source that only comes with the document
+    masks tells no two rows of a case apart)."""
+    out = []
+    for c in cols:
+        if c in df.columns and not df.empty and (df.groupby(base, sort=False)[c].nunique() > 1).any():
+            out.append(c)
+    return out
 
 
 def fastest_kernel_per_mask(df):
@@ -131,7 +137,8 @@ def fastest_kernel_per_mask(df):
     k = df[df["bench"].isin(["kernel", "sparse"]) & (df["status"] == "ok") & df["tflops"].notna()]
     if k.empty:
         return None
-    case = ["mask", "seqlen", "heads_q", "heads_kv", "pass"] + varying(k, PROBLEM)
+    case = ["mask", "seqlen", "heads_q", "heads_kv", "pass"]
+    case += varying(k, case, PROBLEM)
     # Mean over ranks (every rank of a launched kernel sweep times the same cases).
     per = k.groupby(case + ["kernel"], as_index=False)["tflops"].mean()
     out = []
@@ -176,7 +183,8 @@ def cp_winners(df):
     if c.empty:
         return None
     c["method_mesh"] = c.apply(mesh_label, axis=1)
-    where = ["mask", "world_size", "seqlen", "heads_q", "heads_kv", "pass"] + varying(c, PROBLEM)
+    where = ["mask", "world_size", "seqlen", "heads_q", "heads_kv", "pass"]
+    where += varying(c, where, PROBLEM)
     per = c.groupby(where + ["method_mesh"], as_index=False)["tflops"].mean()  # over samples
     out = []
     for key, g in per.groupby(where, sort=False):

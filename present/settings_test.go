@@ -105,3 +105,23 @@ func TestCPTableKeepsLengthsApart(t *testing.T) {
 		}
 	}
 }
+
+// TestComparisonKeepsHeadDimsApart: measured CP rows at two head dims beside a prediction
+// at one: the prediction is compared with its own head dim's time only (200 ms, error 0),
+// never with the mean of both (150 ms).
+func TestComparisonKeepsHeadDimsApart(t *testing.T) {
+	row := func(d int64, ms float64, st results.Status) results.Row {
+		r := results.Row{Bench: "cp", Method: "ring-p2p", Ulysses: results.Ptr(int64(1)), Ring: results.Ptr(int64(8)), Mask: "causal", WorldSize: 8,
+			SeqLen: 65536, HeadsQ: 64, HeadsKV: 8, HeadDim: d, DType: "bf16", Pass: "fwd", Status: st}
+		r.MedianMs, r.TFLOPs = results.Ptr(ms), results.Ptr(100.0)
+		return r
+	}
+	var b strings.Builder
+	measured := []results.Row{row(64, 100, results.StatusOK), row(128, 200, results.StatusOK)}
+	if err := WriteComparison(&b, "m", measured, []results.Row{row(128, 200, results.StatusPredicted)}); err != nil {
+		t.Fatal(err)
+	}
+	if out := b.String(); !strings.Contains(out, "200.000      200.000    +0.0%") || !strings.Contains(out, "# compared 1 cases") {
+		t.Fatalf("want the d128 prediction against the d128 measurement alone:\n%s", out)
+	}
+}

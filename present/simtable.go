@@ -307,6 +307,8 @@ type compareKey struct {
 	gpus, seqlen             int64
 	seed                     uint64 // the mask sample: a prediction is compared on the masks measured
 	docs                     string // doc_source and max_doc: never two inputs' cases
+	headDim                  int64  // and never two problems' (a folder of runs at two head dims)
+	dtype                    string
 }
 
 func compareKeyOf(r results.Row) compareKey {
@@ -320,7 +322,7 @@ func compareKeyOf(r results.Row) compareKey {
 			docs = p["dist"]
 		}
 	}
-	return compareKey{RowMeshLabel(r), r.Mask, r.Pass, fmt.Sprintf("%d:%d", r.HeadsQ, r.HeadsKV), r.WorldSize, r.SeqLen, r.Seed, docs}
+	return compareKey{RowMeshLabel(r), r.Mask, r.Pass, fmt.Sprintf("%d:%d", r.HeadsQ, r.HeadsKV), r.WorldSize, r.SeqLen, r.Seed, docs, r.HeadDim, r.DType}
 }
 
 // WriteComparison prints every case measured (longca cp rows, rank 0, averaged over
@@ -373,7 +375,7 @@ func WriteComparison(w io.Writer, src string, measured, predicted []results.Row)
 			FormatRate(m.tf/float64(m.n)), FormatRate(p.tf/float64(p.n)))
 	}
 	if len(errs) == 0 {
-		fmt.Fprintf(&b, "# no case of %s matches a prediction (same method, mesh, mask, pass, heads, GPUs and seqlen)\n", src)
+		fmt.Fprintf(&b, "# no case of %s matches a prediction (same method, mesh, mask, pass, heads, head dim, dtype, GPUs and seqlen)\n", src)
 	} else {
 		slices.Sort(errs)
 		fmt.Fprintf(&b, "# compared %d cases: median |error| %.1f%%, worst %.1f%% (%s)\n", len(errs), 100*errs[len(errs)/2], 100*worst, worstCase)

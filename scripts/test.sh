@@ -183,7 +183,8 @@ mpi_default_out() {
 # example_analysis: the worked analysis of the README (examples/analyze.py) on the CPU
 # suite's output and a small in-process CP run, read the way CI has it (pandas, and the
 # CSV export where pyarrow is missing); it must name the fastest kernel of every suite mask
-# and a winning CP method for both CP masks and passes.
+# and a winning CP method for both CP masks and passes, and keep a run at another head dim
+# (causal 512 at d32 beside the suite's d64) as cases of its own: causal's 6 cases and 2.
 example_analysis() {
 	local out=$work/example
 	timeout 600 "$BIN" --log-format json run --suite cpu --out "$out" --run-id suite >"$work/example-run.out" 2>&1 ||
@@ -191,6 +192,8 @@ example_analysis() {
 	timeout 300 "$BIN" --log-format json cp --ranks 2 --methods ring-p2p,ring-allgather,ulysses --masks causal,causal_document \
 		--tokens-per-rank 128 --heads 4:2 --head-dim 16 --samples 2 -w 0 -n 1 --out "$out" --run-id cp >"$work/example-cp.out" 2>&1 ||
 		{ tail -20 "$work/example-cp.out"; return 1; }
+	timeout 120 "$BIN" --log-format json kernel --kernels ref --masks causal --seqlens 512 --heads 8:2 --head-dim 32 -w 0 -n 1 \
+		--out "$out" --run-id d32 >"$work/example-d32.out" 2>&1 || { tail -20 "$work/example-d32.out"; return 1; }
 	"$BIN" merge "$out" --csv --out "$out/all.merged.arrow" >/dev/null || return 1
 	"$PY" examples/analyze.py "$out/all.merged.arrow" >"$work/example.out" 2>&1 || { cat "$work/example.out"; return 1; }
 	cat "$work/example.out"
@@ -198,6 +201,7 @@ example_analysis() {
 	for m in full causal causal_document sliding_window_causal share_question block_causal_document; do
 		grep -Eq "^ *$m +ref " "$work/example.out" || { echo "no fastest kernel for mask $m"; return 1; }
 	done
+	grep -Eq '^ *causal +ref +[0-9.e-]+ +8/8 ' "$work/example.out" || { echo "causal: want 8 cases (6 at d64, 2 at d32), not averaged together"; return 1; }
 	[ "$(grep -Ec '^ *causal(_document)? +2 +256 +4 +2 +(fwd|bwd) +(ring-p2p|ring-allgather|ulysses) ' "$work/example.out")" = 4 ] ||
 		{ echo "want a CP winner for 2 masks x 2 passes"; return 1; }
 }
