@@ -29,6 +29,7 @@ with '#', as longca's own tables):
 Exits 0 with the tables, 2 with one line when an input cannot be read.
 """
 
+import json
 import os
 import sys
 
@@ -94,7 +95,42 @@ def inputs(args):
 # The columns beside mask, length, heads and pass that make another problem: rows that
 # differ in one of them are other cases, never averaged together (files merged from runs at
 # two head dims, dtypes, block sizes or document sources).
-PROBLEM = ["head_dim", "dtype", "batch", "block_size", "kept_ratio", "doc_source", "max_doc"]
+PROBLEM = ["head_dim", "dtype", "batch", "block_size", "kept_ratio", "mask_setting", "doc_source", "max_doc", "card", "settle_ms"]
+# A CP run's own settings besides its mesh: rows that differ in one are other cases too.
+CP_SETTINGS = ["cp_sharding", "cp_block", "cp_layout", "cp_stages", "cp_inner_dim", "ranks_per_device"]
+# mask parameters that differ from one document sample to the next of one case (averaged)
+PER_SAMPLE = {"doc_lengths", "doc_count", "dist", "max_doc"}
+
+
+def params_key(v):
+    """A row's mask parameters less the per-sample ones, as text ("-" for none)."""
+    if not isinstance(v, str) or not v:
+        return "-"
+    try:
+        p = json.loads(v)
+    except ValueError:
+        return v
+    p = {k: x for k, x in p.items() if k not in PER_SAMPLE}
+    return json.dumps(p, sort_keys=True) if p else "-"
+
+
+def card(v):
+    """The GPU kind of a device name: "cuda:3 NVIDIA H100 80GB HBM3" gives "H100 80GB HBM3"."""
+    if not isinstance(v, str):
+        return "-"
+    if v.startswith("cuda:") and " " in v:
+        v = v.split(" ", 1)[1]
+    return v.removeprefix("NVIDIA ")
+
+
+def variant_key(v):
+    """The code asked for in a kernel_variant: its first word that is not a pass (cuda's
+    sm90, cuDNN's sdpa-op), with +deterministic; the later words name a case's path."""
+    if not isinstance(v, str):
+        return "-"
+    words = [w for w in v.replace(";", " ").replace(",", " ").split() if w]
+    key = next((w for w in words if w not in ("fwd", "bwd")), "-")
+    return key + ("+deterministic" if "deterministic" in words else "")
 
 
 def key_text(v):
@@ -114,10 +150,24 @@ def load(args):
               "sm_clock_mhz", "sm_clock_min_mhz", "power_w", "temp_c", "gpu_samples", "settle_ms"):
         if c in df.columns:
             df[c] = pd.to_numeric(df[c], errors="coerce")
+    if "mask_params" in df.columns:
+        df["mask_setting"] = df["mask_params"].map(params_key)
+    if "device" in df.columns:
+        df["card"] = df["device"].map(card)
+    if "kernel_variant" in df.columns:
+        df["variant_key"] = df["kernel_variant"].map(variant_key)
     # groupby leaves out null keys: the problem columns as text, null as "-"
-    for c in PROBLEM:
+    for c in PROBLEM + CP_SETTINGS:
         if c in df.columns:
             df[c] = df[c].map(key_text)
+    return df
+
+
+def refine(df, group, col, by):
+    """col with by's value appended ("cuda[sm80]") where rows of one group differ in by."""
+    if by in df.columns and not df.empty and (df.groupby(group + [col], sort=False)[by].nunique() > 1).any():
+        df = df.copy()
+        df[col] = df[col] + "[" + df[by] + "]"
     return df
 
 
@@ -138,7 +188,8 @@ def fastest_kernel_per_mask(df):
     if k.empty:
         return None
     case = ["mask", "seqlen", "heads_q", "heads_kv", "pass"]
-    case += varying(k, case, PROBLEM)
+    case += varying(k, case + ["kernel"], PROBLEM)
+    k = refine(k, case, "kernel", "variant_key")  # --variant runs side by side: columns of their own
     # Mean over ranks (every rank of a launched kernel sweep times the same cases).
     per = k.groupby(case + ["kernel"], as_index=False)["tflops"].mean()
     out = []
@@ -164,10 +215,10 @@ def fastest_kernel_per_mask(df):
     return pd.DataFrame(out)
 
 
-def mesh_label(r):
+def mesh_label(r, whole=False):
     label = r["method"]
     u, g = r.get("cp_ulysses"), r.get("cp_ring")
-    if pd.notna(u) and pd.notna(g) and u > 1 and g > 1:
+    if pd.notna(u) and pd.notna(g) and (whole or (u > 1 and g > 1)):
         label += f"-{int(u)}x{int(g)}"
     w = r.get("cp_windows")
     if pd.notna(w) and w > 1:
@@ -184,7 +235,13 @@ def cp_winners(df):
         return None
     c["method_mesh"] = c.apply(mesh_label, axis=1)
     where = ["mask", "world_size", "seqlen", "heads_q", "heads_kv", "pass"]
-    where += varying(c, where, PROBLEM)
+    # balanced on 1x8 and 8x1 in one run: the whole mesh
+    c["whole_mesh"] = c.apply(lambda r: mesh_label(r, whole=True), axis=1)
+    if (c.groupby(where + ["method_mesh"], sort=False)["whole_mesh"].nunique() > 1).any():
+        c["method_mesh"] = c["whole_mesh"]
+    c = refine(c, where, "method_mesh", "kernel")  # cp --kernel cuda and cudnn runs in one folder
+    c = refine(c, where, "method_mesh", "variant_key")
+    where += varying(c, where + ["method_mesh"], PROBLEM + CP_SETTINGS)
     per = c.groupby(where + ["method_mesh"], as_index=False)["tflops"].mean()  # over samples
     out = []
     for key, g in per.groupby(where, sort=False):

@@ -62,6 +62,10 @@ type CPRunner struct {
 	Base results.Row
 	// OnBaseline, when set, hears of each baseline kernel row rank 0 measured.
 	OnBaseline func(row results.Row)
+	// OnNoBaseline, when set, hears once of each case a --baseline FILE has no ok kernel
+	// row for (other documents, another head dim...): those rows carry no kernel_tflops
+	// and no cp_efficiency.
+	OnNoBaseline func(k BaselineKey)
 	// GPU reads the state of this rank's GPU while each pass is timed (its SM clock, power,
 	// temperature: summariseGPU), the transfer-free second timing (--overlap) aside; nil
 	// records none.
@@ -542,12 +546,14 @@ func (r *CPRunner) efficiency(ctx context.Context, cs CPCase, pass kernels.Pass,
 	}
 	s := r.Sweep
 	k := BaselineKey{Kernel: r.Sweep.Kernel, Mask: cs.Mask, SeqLen: s.SeqLen / r.Comm.Size(), HeadsQ: cs.Heads.Q, HeadsKV: cs.Heads.KV,
-		HeadDim: s.HeadDim, DType: s.DType.String(), Pass: pass.String()}
+		HeadDim: s.HeadDim, DType: s.DType.String(), Pass: pass.String(), Docs: docsKey(row)}
 	tf, ok := r.base[k]
 	if !ok {
 		var err error
 		if b.File != "" {
-			tf, err = b.Lookup(k)
+			if tf, err = b.Lookup(k); err == nil && tf <= 0 && r.OnNoBaseline != nil {
+				r.OnNoBaseline(k)
+			}
 		} else {
 			var kr *results.Row
 			tf, kr, err = measureBaseline(ctx, r.Comm, r.kernels(), k, s.Seed)

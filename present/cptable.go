@@ -35,6 +35,32 @@ type cpAgg struct {
 	rates                        []float64 // each ok sample's TFLOP/s per rank
 }
 
+// cpMethodLabeler returns a CP row's method, with its kernel and variant where rows of one
+// case, method and mesh differ in them (ring-p2p[cudnn] beside ring-p2p[cuda]: two `cp`
+// runs in one folder).
+func cpMethodLabeler(rows []results.Row) func(results.Row) string {
+	group := func(r results.Row) string {
+		b := caseBaseOf(r)
+		return fmt.Sprintf("%s|%d|%d|%d|%s|%s|%s", b.mask, b.seqlen, b.hq, b.hkv, b.pass, r.Method, cpMesh(r))
+	}
+	show := colliding(rows, group, func(r results.Row) []setting {
+		return []setting{{"kernel", r.Kernel}, {"variant", variantKey(r)}}
+	})
+	return func(r results.Row) string {
+		var tags []string
+		if show["kernel"] {
+			tags = append(tags, r.Kernel)
+		}
+		if show["variant"] && variantKey(r) != "" {
+			tags = append(tags, variantKey(r))
+		}
+		if len(tags) == 0 {
+			return r.Method
+		}
+		return r.Method + "[" + strings.Join(tags, " ") + "]"
+	}
+}
+
 // cpMesh names a row's mesh: UxR, with LoongTrain's windows.
 func cpMesh(r results.Row) string {
 	if r.Ulysses == nil || r.Ring == nil {
@@ -63,13 +89,14 @@ func WriteCPTable(w io.Writer, title string, rows []results.Row) error {
 	var order []cpKey
 	aggs := map[cpKey]*cpAgg{}
 	counts := map[results.Status]int{}
-	caseLabel := caseLabeler(rows)
+	method := cpMethodLabeler(rows)
+	caseLabel := caseLabeler(rows, func(r results.Row) string { return method(r) + " " + cpMesh(r) })
 	for _, r := range rows {
 		if r.Rank != low {
 			continue
 		}
 		counts[r.Status]++
-		k := cpKey{r.Method, cpMesh(r), caseLabel(r), r.SeqLen, fmt.Sprintf("%d:%d", r.HeadsQ, r.HeadsKV), r.Pass}
+		k := cpKey{method(r), cpMesh(r), caseLabel(r), r.SeqLen, fmt.Sprintf("%d:%d", r.HeadsQ, r.HeadsKV), r.Pass}
 		a := aggs[k]
 		if a == nil {
 			a = &cpAgg{status: results.StatusOK}

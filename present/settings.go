@@ -9,14 +9,16 @@ import (
 	"github.com/longca/longca/results"
 )
 
-// A results file can hold rows that share a mask, length, heads and pass but not the
-// problem: runs at two head dims, dtypes or batch sizes merged into one folder, two window
-// widths, two document sources. Averaging those into one cell would print a rate that no
-// run measured, so the reports tell such cases apart by the settings that differ, and by
-// those only: a file of one setting reads as before.
+// A results folder can hold rows that share a mask, length, heads and pass but not the
+// problem or the conditions: runs at two head dims, dtypes, document sources or devices
+// merged into one folder, `--variant` runs of one kernel side by side, `cp` runs with
+// other shardings, blocks, kernels or rank counts, balanced on two meshes of one run.
+// Averaging those into one cell would print a rate that no run measured, so the reports
+// tell them apart by what differs where rows would otherwise meet, and by that only: a
+// folder of one run reads as before.
 
-// setting is one of a row's settings that change the problem: a name (the order it is
-// shown in) and its value as a label part.
+// setting is one of a row's settings: a name (the order it is shown in) and its value as a
+// label part.
 type setting struct{ name, part string }
 
 // perSampleParams are mask parameters that differ from one document sample to the next
@@ -24,8 +26,10 @@ type setting struct{ name, part string }
 // dist and max_doc are shown through doc_source and max_doc.
 var perSampleParams = map[string]bool{"doc_lengths": true, "doc_count": true, "dist": true, "max_doc": true}
 
-// rowSettings are r's problem settings beyond the mask, length, heads and pass, in a fixed
-// order: head dim, dtype, batch, the mask's parameters (by name), document source, length cap.
+// rowSettings are r's settings beyond the mask, length, heads and pass that change what was
+// measured, in a fixed order: the problem (head dim, dtype, batch, the mask's parameters by
+// name, document source, length cap), the device and the settle, and a CP row's run (ranks,
+// ranks a device, sharding, dispatch block, layout, stages, inner dimension).
 func rowSettings(r results.Row) []setting {
 	s := []setting{
 		{"0 head_dim", fmt.Sprintf("d%d", r.HeadDim)},
@@ -46,11 +50,36 @@ func rowSettings(r results.Row) []setting {
 		}
 	}
 	s = append(s, setting{"4 doc_source", r.DocSource})
-	maxDoc := ""
 	if r.MaxDoc != nil {
-		maxDoc = fmt.Sprintf("maxdoc%d", *r.MaxDoc)
+		s = append(s, setting{"5 max_doc", fmt.Sprintf("maxdoc%d", *r.MaxDoc)})
 	}
-	return append(s, setting{"5 max_doc", maxDoc})
+	s = append(s, setting{"6 device", shortDevice(r.Device)})
+	if r.SettleMs != nil {
+		s = append(s, setting{"7 settle", fmt.Sprintf("settle%gms", *r.SettleMs)})
+	}
+	if r.Bench == "cp" {
+		s = append(s, setting{"8 ranks", fmt.Sprintf("ranks%d", r.WorldSize)})
+		if r.RanksPerDevice != nil {
+			s = append(s, setting{"8 ranks_per_device", fmt.Sprintf("%dper-device", *r.RanksPerDevice)})
+		}
+		s = append(s, setting{"9 cp_sharding", r.CPSharding}, setting{"9 cp_layout", r.CPLayout}, setting{"9 cp_inner_dim", r.InnerDim})
+		if r.CPBlock != nil {
+			s = append(s, setting{"9 cp_block", fmt.Sprintf("block%d", *r.CPBlock)})
+		}
+		if r.CPStages != nil {
+			s = append(s, setting{"9 cp_stages", fmt.Sprintf("stages%d", *r.CPStages)})
+		}
+	}
+	return s
+}
+
+// shortDevice is a device name as a label part: "cuda:0 NVIDIA H100 80GB HBM3" gives
+// "H100-80GB-HBM3".
+func shortDevice(d string) string {
+	if i := strings.IndexByte(d, ' '); i >= 0 && strings.HasPrefix(d, "cuda:") {
+		d = d[i+1:]
+	}
+	return strings.TrimPrefix(d, "NVIDIA ")
 }
 
 // labelPart keeps a value to characters that read well in a table and in a plot's file
@@ -64,60 +93,154 @@ func labelPart(v string) string {
 	}, v)
 }
 
-// caseLabeler returns the mask label of each of rows' cases: MaskLabel, then, joined by
-// '_', the value of every setting that takes two or more values among rows of one mask
-// label, length, heads and pass (a setting that only changes with the length, such as a
-// window sized by it, is not one), in rowSettings' order; a row without such a setting
-// (a parameter of another run's mask) shows "none" in its place.
-func caseLabeler(rows []results.Row) func(results.Row) string {
-	type base struct {
-		mask            string
-		seqlen, hq, hkv int64
-		pass            string
-	}
-	settings := make([]map[string]string, len(rows))
+// caseBase is a row's case before any setting: mask label, length, heads, pass.
+type caseBase struct {
+	mask            string
+	seqlen, hq, hkv int64
+	pass            string
+}
+
+func caseBaseOf(r results.Row) caseBase {
+	return caseBase{MaskLabel(r), r.SeqLen, r.HeadsQ, r.HeadsKV, r.Pass}
+}
+
+// colliding returns the names among settings(r) that take two or more values (a row
+// without one counting as the value "") among rows of one group: the settings that tell
+// apart rows that would otherwise share a cell.
+func colliding(rows []results.Row, group func(results.Row) string, settings func(results.Row) []setting) map[string]bool {
+	per := make([]map[string]string, len(rows))
 	names := map[string]bool{}
 	for i, r := range rows {
-		settings[i] = map[string]string{}
-		for _, st := range rowSettings(r) {
-			settings[i][st.name] = st.part
+		per[i] = map[string]string{}
+		for _, st := range settings(r) {
+			per[i][st.name] = st.part
 			names[st.name] = true
 		}
 	}
-	// each case's values of each setting ("" where a row lacks it)
-	values := map[base]map[string]map[string]bool{}
+	values := map[string]map[string]map[string]bool{} // group, name: the values met
 	for i, r := range rows {
-		b := base{MaskLabel(r), r.SeqLen, r.HeadsQ, r.HeadsKV, r.Pass}
-		if values[b] == nil {
-			values[b] = map[string]map[string]bool{}
+		g := group(r)
+		if values[g] == nil {
+			values[g] = map[string]map[string]bool{}
 		}
 		for n := range names {
-			if values[b][n] == nil {
-				values[b][n] = map[string]bool{}
+			if values[g][n] == nil {
+				values[g][n] = map[string]bool{}
 			}
-			values[b][n][settings[i][n]] = true
+			values[g][n][per[i][n]] = true
 		}
 	}
-	var shown []string
+	out := map[string]bool{}
 	for n := range names {
 		for _, v := range values {
 			if len(v[n]) > 1 {
-				shown = append(shown, n)
+				out[n] = true
 				break
 			}
 		}
 	}
-	if len(shown) == 0 {
+	return out
+}
+
+// variantKey is the part of a row's kernel_variant that names the code asked for: its
+// first word other than a pass (cuda's variant, sm90 or sm80; cuDNN's implementation,
+// sdpa-op or composite), and "deterministic" where that was asked for. The words after it
+// name the path a case took (wide-fwd, pairs-bwd) and differ from case to case of one run.
+func variantKey(r results.Row) string {
+	words := strings.FieldsFunc(r.KernelVariant, func(c rune) bool { return c == ' ' || c == ';' || c == ',' })
+	key := ""
+	det := false
+	for _, w := range words {
+		if key == "" && w != "fwd" && w != "bwd" {
+			key = w
+		}
+		det = det || w == "deterministic"
+	}
+	if det {
+		key += "+deterministic"
+	}
+	return key
+}
+
+// fullMeshLabel is a CP row's method with its whole mesh: balanced-1x8, balanced-8x1,
+// loongtrain-2x4-w2.
+func fullMeshLabel(r results.Row) string {
+	l := r.Method
+	if r.Ulysses != nil && r.Ring != nil {
+		l += fmt.Sprintf("-%dx%d", *r.Ulysses, *r.Ring)
+	}
+	if r.Windows != nil && *r.Windows > 1 {
+		l += fmt.Sprintf("-w%d", *r.Windows)
+	}
+	return l
+}
+
+// columnLabeler returns each row's column in the kernel table: the kernel, or the CP
+// method with its mesh (RowMeshLabel); with the whole mesh where two meshes of one method
+// would share a column (balanced 1x8 and 8x1, ring-p2p on 2 and on 4 ranks), and with the
+// variant ("cuda[sm80]") or a CP row's kernel ("ring-p2p[cudnn]") where rows of one case
+// and column differ in it.
+func columnLabeler(rows []results.Row) func(results.Row) string {
+	group := func(r results.Row) string {
+		b := caseBaseOf(r)
+		return fmt.Sprintf("%s|%d|%d|%d|%s|%s", b.mask, b.seqlen, b.hq, b.hkv, b.pass, kernelLabel(r))
+	}
+	show := colliding(rows, group, func(r results.Row) []setting {
+		s := []setting{{"variant", variantKey(r)}}
+		if r.Method != "" {
+			s = append(s, setting{"mesh", fullMeshLabel(r)}, setting{"kernel", r.Kernel})
+		}
+		return s
+	})
+	if len(show) == 0 {
+		return kernelLabel
+	}
+	return func(r results.Row) string {
+		l := kernelLabel(r)
+		if r.Method != "" && show["mesh"] {
+			l = fullMeshLabel(r)
+		}
+		var tags []string
+		if r.Method != "" && show["kernel"] {
+			tags = append(tags, r.Kernel)
+		}
+		if show["variant"] && variantKey(r) != "" {
+			tags = append(tags, variantKey(r))
+		}
+		if len(tags) > 0 {
+			l += "[" + strings.Join(tags, " ") + "]"
+		}
+		return l
+	}
+}
+
+// caseLabeler returns the mask label of each row's case: MaskLabel, then, joined by '_',
+// the value of every setting (rowSettings) that takes two or more values among rows of one
+// case and one column (column: columnLabeler's), in rowSettings' order; a row without such
+// a setting shows "none" in its place. A setting that only changes with the length (a
+// window sized by it) or from one kernel or method to another of one run (a method's own
+// sharding) is not shown.
+func caseLabeler(rows []results.Row, column func(results.Row) string) func(results.Row) string {
+	group := func(r results.Row) string {
+		b := caseBaseOf(r)
+		return fmt.Sprintf("%s|%d|%d|%d|%s|%s", b.mask, b.seqlen, b.hq, b.hkv, b.pass, column(r))
+	}
+	show := colliding(rows, group, rowSettings)
+	if len(show) == 0 {
 		return MaskLabel
 	}
-	sort.Strings(shown)
+	names := make([]string, 0, len(show))
+	for n := range show {
+		names = append(names, n)
+	}
+	sort.Strings(names)
 	return func(r results.Row) string {
 		parts := map[string]string{}
 		for _, st := range rowSettings(r) {
 			parts[st.name] = st.part
 		}
 		l := MaskLabel(r)
-		for _, n := range shown {
+		for _, n := range names {
 			p := parts[n]
 			if p == "" {
 				p = "none"
@@ -127,3 +250,7 @@ func caseLabeler(rows []results.Row) func(results.Row) string {
 		return l
 	}
 }
+
+// RowMeshKey is a CP row's method and whole mesh, for keys: balanced-1x8 and
+// balanced-8x1 are two (RowMeshLabel names both "balanced").
+func RowMeshKey(r results.Row) string { return fullMeshLabel(r) }

@@ -125,3 +125,107 @@ func TestComparisonKeepsHeadDimsApart(t *testing.T) {
 		t.Fatalf("want the d128 prediction against the d128 measurement alone:\n%s", out)
 	}
 }
+
+func cpRow(method string, u, ring int64, ms float64) results.Row {
+	r := results.Row{Bench: "cp", Method: method, Kernel: "cuda", Ulysses: results.Ptr(u), Ring: results.Ptr(ring), Mask: "causal", WorldSize: u * ring,
+		SeqLen: 65536, HeadsQ: 64, HeadsKV: 8, HeadDim: 128, DType: "bf16", Batch: 1, Pass: "fwd", Status: results.StatusOK}
+	r.MedianMs, r.TFLOPs = results.Ptr(ms), results.Ptr(1000/ms)
+	return r
+}
+
+func kernelsOf(s Summary) string { return strings.Join(s.Kernels, ",") }
+
+// TestColumnsKeepVariantsAndMeshesApart: two variants of one kernel in one case are two
+// columns, named by the variant asked for (not the path words after it, which differ
+// from case to case of one run); balanced on 1x4 and 4x1 two columns; one run of several
+// methods keeps its plain labels.
+func TestColumnsKeepVariantsAndMeshesApart(t *testing.T) {
+	a, b := settingRow("cuda", 100), settingRow("cuda", 300)
+	a.KernelVariant, b.KernelVariant = "sm80", "sm90 wide-fwd"
+	if s := Summarize([]results.Row{a, b}, ""); kernelsOf(s) != "cuda[sm80],cuda[sm90]" || len(s.Cases) != 1 {
+		t.Fatalf("variants: columns %s, %d cases", kernelsOf(s), len(s.Cases))
+	}
+	// one run: the path words differ between cases, the variant does not
+	c := settingRow("cuda", 200)
+	c.SeqLen, c.KernelVariant = 2048, "sm90 persistent-fwd"
+	if s := Summarize([]results.Row{b, c}, ""); kernelsOf(s) != "cuda" {
+		t.Fatalf("one run: columns %s, want cuda", kernelsOf(s))
+	}
+	d, e := settingRow("cudnn", 100), settingRow("cudnn", 300)
+	d.KernelVariant, e.KernelVariant = "fwd sdpa-op eng=3 dense", "fwd composite eng=8 dense"
+	if s := Summarize([]results.Row{d, e}, ""); kernelsOf(s) != "cudnn[sdpa-op],cudnn[composite]" {
+		t.Fatalf("cudnn: columns %s", kernelsOf(s))
+	}
+	f := settingRow("cuda", 100)
+	f.KernelVariant = "sm90 deterministic"
+	if s := Summarize([]results.Row{b, f}, ""); kernelsOf(s) != "cuda[sm90],cuda[sm90+deterministic]" {
+		t.Fatalf("deterministic: columns %s", kernelsOf(s))
+	}
+	s := Summarize([]results.Row{cpRow("balanced", 1, 4, 10), cpRow("balanced", 4, 1, 20)}, "")
+	if kernelsOf(s) != "balanced-1x4,balanced-4x1" {
+		t.Fatalf("balanced meshes: columns %s", kernelsOf(s))
+	}
+	s = Summarize([]results.Row{cpRow("ring-p2p", 1, 4, 10), cpRow("ulysses", 4, 1, 20), cpRow("usp", 2, 2, 15)}, "")
+	if kernelsOf(s) != "ring-p2p,ulysses,usp-2x2" || len(s.Cases) != 1 || s.Cases[0].Mask != "causal" {
+		t.Fatalf("one cp run: columns %s, cases %v", kernelsOf(s), caseMasks(s))
+	}
+	// the same card kind on other indices is one device; another kind is another case
+	g, h := settingRow("cuda", 100), settingRow("cuda", 300)
+	g.Device, h.Device = "cuda:0 NVIDIA H100 80GB HBM3", "cuda:3 NVIDIA H100 80GB HBM3"
+	if s := Summarize([]results.Row{g, h}, ""); len(s.Cases) != 1 {
+		t.Fatalf("one card kind: cases %v", caseMasks(s))
+	}
+	h.Device = "cuda:0 NVIDIA H200"
+	if s := Summarize([]results.Row{g, h}, ""); strings.Join(caseMasks(s), ",") != "causal_H100-80GB-HBM3,causal_H200" {
+		t.Fatalf("two cards: cases %v", caseMasks(s))
+	}
+}
+
+// TestCPTableKeepsRunsApart: two `cp` runs in one folder, of other shardings or other
+// kernels, are lines of their own; one run whose methods shard differently is not split.
+func TestCPTableKeepsRunsApart(t *testing.T) {
+	lines := func(rows []results.Row) []string {
+		var b strings.Builder
+		if err := WriteCPTable(&b, "cp", rows); err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, l := range strings.Split(strings.TrimRight(b.String(), "\n"), "\n") {
+			if !strings.HasPrefix(l, "#") {
+				f := strings.Fields(l)
+				out = append(out, f[0]+" "+f[2]+" "+f[7])
+			}
+		}
+		return out
+	}
+	a, b := cpRow("ring-p2p", 1, 8, 10), cpRow("ring-p2p", 1, 8, 20)
+	a.CPSharding, b.CPSharding = "contiguous", "zigzag"
+	if got := strings.Join(lines([]results.Row{a, b}), "; "); got != "ring-p2p causal_contiguous 10.000; ring-p2p causal_zigzag 20.000" {
+		t.Fatalf("shardings: %s", got)
+	}
+	b.CPSharding, b.Kernel = "contiguous", "cudnn"
+	if got := strings.Join(lines([]results.Row{a, b}), "; "); got != "ring-p2p[cuda] causal 10.000; ring-p2p[cudnn] causal 20.000" {
+		t.Fatalf("kernels: %s", got)
+	}
+	u := cpRow("ulysses", 8, 1, 30)
+	a.CPSharding, u.CPSharding = "zigzag", "contiguous"
+	if got := strings.Join(lines([]results.Row{a, u}), "; "); got != "ring-p2p causal 10.000; ulysses causal 30.000" {
+		t.Fatalf("one run: %s", got)
+	}
+}
+
+// TestSimTableKeepsBalancedMeshesApart: simulate's best mesh of balanced over 1x8 and 8x1
+// is the faster of the two, never their mean read as a spread over samples.
+func TestSimTableKeepsBalancedMeshesApart(t *testing.T) {
+	var rows []results.Row
+	for _, m := range [][3]float64{{1, 8, 10}, {8, 1, 20}} {
+		r := cpRow("balanced", int64(m[0]), int64(m[1]), m[2])
+		r.Status, r.ExposedCommShare = results.StatusPredicted, results.Ptr(0.0)
+		rows = append(rows, r)
+	}
+	best, keys, _ := bestCells(rows)
+	c := best[keys[0]]["balanced"]
+	if c.n != 1 || c.tflops != 100 || c.label != "balanced-1x8" {
+		t.Fatalf("best cell %+v, want balanced-1x8 alone at 100", *c)
+	}
+}

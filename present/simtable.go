@@ -57,6 +57,7 @@ func bestCells(rows []results.Row) (map[simKey]map[string]*simCell, []simKey, []
 	var keys []simKey
 	seen := map[simKey]bool{}
 	var methods []string
+	meshLabel := columnLabeler(rows) // balanced's meshes 1xN and Nx1 apart
 	for _, r := range rows {
 		k := simKey{r.Mask, r.Pass, fmt.Sprintf("%d:%d", r.HeadsQ, r.HeadsKV), r.WorldSize}
 		if !seen[k] {
@@ -66,7 +67,7 @@ func bestCells(rows []results.Row) (map[simKey]map[string]*simCell, []simKey, []
 		if !slices.Contains(methods, r.Method) {
 			methods = append(methods, r.Method)
 		}
-		label := RowMeshLabel(r)
+		label := meshLabel(r)
 		c := sums[mk{k, label}]
 		if c == nil {
 			c = &simCell{method: r.Method, label: label, status: r.Status, reason: r.Reason}
@@ -119,7 +120,9 @@ func bestCells(rows []results.Row) (map[simKey]map[string]*simCell, []simKey, []
 	return best, keys, methods
 }
 
-// RowMeshLabel names a row's method and mesh: usp-8x8, loongtrain-8x8-w8, ring-p2p.
+// RowMeshLabel names a row's method and mesh: usp-8x8, loongtrain-8x8-w8, ring-p2p (the
+// mesh where both dimensions are above 1; columnLabeler gives the whole mesh where two
+// meshes of one method meet, and fullMeshLabel always does).
 func RowMeshLabel(r results.Row) string {
 	l := r.Method
 	if r.Ulysses != nil && r.Ring != nil && *r.Ulysses > 1 && *r.Ring > 1 {
@@ -309,6 +312,7 @@ type compareKey struct {
 	docs                     string // doc_source and max_doc: never two inputs' cases
 	headDim                  int64  // and never two problems' (a folder of runs at two head dims)
 	dtype                    string
+	plan                     string // the whole mesh, sharding, inner dimension and block: balanced 1x8 is not 8x1
 }
 
 func compareKeyOf(r results.Row) compareKey {
@@ -322,7 +326,12 @@ func compareKeyOf(r results.Row) compareKey {
 			docs = p["dist"]
 		}
 	}
-	return compareKey{RowMeshLabel(r), r.Mask, r.Pass, fmt.Sprintf("%d:%d", r.HeadsQ, r.HeadsKV), r.WorldSize, r.SeqLen, r.Seed, docs, r.HeadDim, r.DType}
+	block := ""
+	if r.CPBlock != nil {
+		block = fmt.Sprint(*r.CPBlock)
+	}
+	return compareKey{RowMeshLabel(r), r.Mask, r.Pass, fmt.Sprintf("%d:%d", r.HeadsQ, r.HeadsKV), r.WorldSize, r.SeqLen, r.Seed, docs, r.HeadDim, r.DType,
+		fullMeshLabel(r) + " " + r.CPSharding + " " + r.InnerDim + " " + block}
 }
 
 // WriteComparison prints every case measured (longca cp rows, rank 0, averaged over

@@ -11,7 +11,7 @@ import (
 
 // CaseKey identifies one row of a report: a mask at one length, head setting and pass.
 // Mask is the mask's label, with the settings that tell apart rows of different problems
-// in one file where there are such (caseLabeler: causal_d64 beside causal_d128).
+// in one file where there are such (caseLabeler: causal_d64 beside causal_d32).
 type CaseKey struct {
 	Mask            string
 	SeqLen          int64
@@ -62,8 +62,10 @@ func MaskLabel(r results.Row) string {
 }
 
 // Summarize groups rows by case and kernel; pass, when not empty, keeps only that pass.
-// Rows of different problems (head dim, dtype, batch, mask parameters, documents) are
-// different cases, labelled by what differs, never averaged together.
+// Rows of different problems or conditions (head dim, dtype, batch, mask parameters,
+// documents, device, settle, a CP run's settings) are different cases, and rows of other
+// variants or meshes of one kernel or method different columns, each labelled by what
+// differs (settings.go), never averaged together.
 // Cases are ordered by the mask's first appearance, then heads, pass and length.
 func Summarize(rows []results.Row, pass string) Summary {
 	s := Summary{Cells: map[CaseKey]map[string]Cell{}, Area: map[CaseKey]int64{}, FLOPs: map[CaseKey]float64{}, Counts: map[results.Status]int{}}
@@ -76,7 +78,9 @@ func Summarize(rows []results.Row, pass string) Summary {
 		nclk        int
 	}
 	sums := map[CaseKey]map[string]sum{}
-	caseLabel := caseLabeler(rows) // rows of different problems (head dims, dtypes, ...) stay apart
+	// rows of other problems, conditions, variants or meshes stay apart (settings.go)
+	columnLabel := columnLabeler(rows)
+	caseLabel := caseLabeler(rows, columnLabel)
 	for _, r := range rows {
 		if pass != "" && r.Pass != pass {
 			continue
@@ -86,7 +90,7 @@ func Summarize(rows []results.Row, pass string) Summary {
 		if _, ok := maskOrder[label]; !ok {
 			maskOrder[label] = len(maskOrder)
 		}
-		name := kernelLabel(r)
+		name := columnLabel(r)
 		if !kernelSeen[name] {
 			kernelSeen[name] = true
 			s.Kernels = append(s.Kernels, name)

@@ -161,6 +161,11 @@ func (s *Session) cpRank(ctx context.Context, r CPRun, backend string, cm comm.C
 	log := s.log()
 	if rank == 0 {
 		run.OnBaseline = func(row results.Row) { logBaseline(log, row) }
+		run.OnNoBaseline = func(k harness.BaselineKey) {
+			log.Warn().Str("baseline", r.Baseline.File).Str("kernel", k.Kernel).Str("mask", k.Mask).Int("seqlen", k.SeqLen).
+				Str("heads", fmt.Sprintf("%d:%d", k.HeadsQ, k.HeadsKV)).Int("head_dim", k.HeadDim).Str("dtype", k.DType).Str("pass", k.Pass).
+				Str("docs", k.Docs).Msg("--baseline: no ok kernel row of this case in the file (another length, head dim or documents?): its rows have no kernel_tflops or cp_efficiency")
+		}
 	}
 	est := r.Estimate
 	if rank != 0 {

@@ -347,7 +347,7 @@ func setSimSpread(rows []results.Row) {
 		label, mask, heads, pass string
 	}
 	keyOf := func(r results.Row) key {
-		return key{r.WorldSize, present.RowMeshLabel(r), r.Mask, fmt.Sprintf("%d:%d", r.HeadsQ, r.HeadsKV), r.Pass}
+		return key{r.WorldSize, present.RowMeshKey(r), r.Mask, fmt.Sprintf("%d:%d", r.HeadsQ, r.HeadsKV), r.Pass}
 	}
 	count := map[key]int{}
 	for _, r := range rows {

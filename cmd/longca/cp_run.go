@@ -1,7 +1,10 @@
 package main
 
 import (
+	"slices"
+
 	"github.com/longca/longca/harness"
+	"github.com/longca/longca/kernels"
 	"github.com/longca/longca/present"
 	"github.com/longca/longca/session"
 	"github.com/urfave/cli/v2"
@@ -74,6 +77,13 @@ func cpAction(c *cli.Context) (err error) {
 	}
 	if _, err := harness.CPKernel(probe, o.staged); err != nil {
 		return usageError("--kernel %s: %v", o.kernel, err)
+	}
+	// a kernel sweep gives such a kernel's backward rows unsupported; cp has one kernel, and
+	// its backward rows would otherwise time the ordinary backward under --deterministic
+	if o.kernelOpts.Deterministic && slices.ContainsFunc(o.passes, func(p kernels.Pass) bool { return p != kernels.Fwd }) {
+		if d, ok := probe.(kernels.DeterministicBackward); !ok || !d.DeterministicBackward() {
+			return usageError("--deterministic: kernel %s has no deterministic backward here; leave --deterministic out, or time --passes fwd", o.kernel)
+		}
 	}
 	if o.out == "" {
 		if o.out, err = session.DefaultOutDir("cp", w.Size); err != nil {

@@ -449,3 +449,76 @@ func TestCPBlockBoundIsTheSequence(t *testing.T) {
 	_, errOut, code := captureRun(t, args...)
 	checkUsageError(t, args, code, errOut, "--cp-block 1024: give at most the sequence's 512 tokens (4 ranks of --tokens-per-rank 128)")
 }
+
+// nondetKernel is the reference saying it has no deterministic backward (as cuDNN's).
+type nondetKernel struct{ *ref.Kernel }
+
+func (nondetKernel) Name() string                { return "cp-test-nondet" }
+func (nondetKernel) DeterministicBackward() bool { return false }
+
+func init() {
+	kernels.Register("cp-test-nondet", "test only: ref without a deterministic backward", func(kernels.Options) (kernels.Kernel, error) {
+		return nondetKernel{ref.New(ref.Options{})}, nil
+	})
+}
+
+// cp --deterministic with a kernel that has no deterministic backward: its backward rows
+// would have timed the ordinary backward and said nothing (a kernel sweep gives them
+// unsupported rows); cp has one kernel, so it is bad input, said once, exit 2. Forward
+// only, or the reference (deterministic), runs.
+func TestCPDeterministicNeedsSuchABackward(t *testing.T) {
+	out := t.TempDir()
+	base := []string{"--log-level", "warn", "cp", "--ranks", "2", "--methods", "ring-p2p", "--masks", "causal", "--tokens-per-rank", "16", "--heads", "2:1",
+		"--head-dim", "8", "--samples", "1", "-w", "0", "-n", "1", "--baseline", "none", "--deterministic"}
+	args := append(append([]string{}, base...), "--kernel", "cp-test-nondet", "--out", filepath.Join(out, "x"))
+	_, errOut, code := captureRun(t, args...)
+	checkUsageError(t, args, code, errOut, "--deterministic: kernel cp-test-nondet has no deterministic backward here", "time --passes fwd")
+	for i, extra := range [][]string{{"--kernel", "ref"}, {"--kernel", "cp-test-nondet", "--passes", "fwd"}} {
+		args := append(append(append([]string{}, base...), extra...), "--out", filepath.Join(out, "ok"+strconv.Itoa(i)))
+		if _, errOut, code := captureRun(t, args...); code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errOut)
+		}
+	}
+}
+
+// cp --baseline FILE takes the kernel's figure from a row of the same documents only: a
+// kernel run drawn from prolong64k with lengths capped at 16 is no yardstick for the pile
+// (its rate had read as the pile's, cp_efficiency 3.74 against 0.98 measured); such rows
+// carry no kernel_tflops and the log says why, while a file of the same documents serves.
+func TestCPBaselineFileSameDocuments(t *testing.T) {
+	tmp := t.TempDir()
+	kernelRun := func(name string, extra ...string) string {
+		dir := filepath.Join(tmp, name)
+		args := append([]string{"--log-level", "warn", "kernel", "--kernels", "ref", "--seqlens", "64", "--heads", "2:1", "--head-dim", "8", "-w", "0", "-n", "1",
+			"--masks", "causal_document_long", "--passes", "fwd", "--out", dir}, extra...)
+		if _, errOut, code := captureRun(t, args...); code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errOut)
+		}
+		return dir
+	}
+	other, same := kernelRun("other", "--dist", "prolong64k", "--max-doc", "16"), kernelRun("same")
+	for _, tc := range []struct {
+		base string
+		want bool
+	}{{other, false}, {same, true}} {
+		dir := filepath.Join(tmp, "cp-"+filepath.Base(tc.base))
+		args := []string{"cp", "--ranks", "2", "--tokens-per-rank", "64", "--heads", "2:1", "--head-dim", "8", "-w", "0", "-n", "1", "--samples", "1",
+			"--masks", "causal_document_long", "--methods", "ring-p2p", "--passes", "fwd", "--baseline", tc.base, "--out", dir}
+		_, errOut, code := captureRun(t, args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errOut)
+		}
+		if warned := strings.Contains(errOut, "no ok kernel row of this case"); warned == tc.want {
+			t.Fatalf("baseline %s: warned %v, want %v:\n%s", tc.base, warned, !tc.want, errOut)
+		}
+		rows, _, err := results.ReadRows(results.MergedPath(dir, filepath.Base(dir)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			if (r.KernelTFLOPs != nil) != tc.want || (r.CPEfficiency != nil) != tc.want {
+				t.Fatalf("baseline %s: row kernel_tflops %v cp_efficiency %v, want set %v", tc.base, r.KernelTFLOPs, r.CPEfficiency, tc.want)
+			}
+		}
+	}
+}
