@@ -1,6 +1,7 @@
 package present
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -28,8 +29,9 @@ var perSampleParams = map[string]bool{"doc_lengths": true, "doc_count": true, "d
 
 // rowSettings are r's settings beyond the mask, length, heads and pass that change what was
 // measured, in a fixed order: the problem (head dim, dtype, batch, the mask's parameters by
-// name, document source, length cap), the device and the settle, and a CP row's run (ranks,
-// ranks a device, sharding, dispatch block, layout, stages, inner dimension).
+// name, document source, length cap), the device, backend, kernel's versions (GOMAXPROCS for
+// the reference), emulated links (model_params) and settle, and a CP row's run (ranks, ranks
+// a device, sharding, dispatch block, layout, stages, inner dimension).
 func rowSettings(r results.Row) []setting {
 	s := []setting{
 		{"0 head_dim", fmt.Sprintf("d%d", r.HeadDim)},
@@ -53,7 +55,10 @@ func rowSettings(r results.Row) []setting {
 	if r.MaxDoc != nil {
 		s = append(s, setting{"5 max_doc", fmt.Sprintf("maxdoc%d", *r.MaxDoc)})
 	}
-	s = append(s, setting{"6 device", shortDevice(r.Device)})
+	s = append(s, setting{"6 device", shortDevice(r.Device)}, setting{"6 backend", r.Backend}, setting{"6 versions", versionsPart(r.KernelVersions)})
+	if r.ModelParams != "" && r.Backend != "sim" { // measured over emulated links (cp --links); simulate's rows name their model per GPU count
+		s = append(s, setting{"6 model", fmt.Sprintf("model-%x", sha256.Sum256([]byte(r.ModelParams)))[:14]})
+	}
 	if r.SettleMs != nil {
 		s = append(s, setting{"7 settle", fmt.Sprintf("settle%gms", *r.SettleMs)})
 	}
@@ -71,6 +76,21 @@ func rowSettings(r results.Row) []setting {
 		}
 	}
 	return s
+}
+
+// versionsPart is a row's kernel_versions as a label part: {"gomaxprocs":"1"} gives
+// "gomaxprocs1", {"torch":"2.11.0","cuda":"12.8"} "cuda12.8-torch2.11.0".
+func versionsPart(v string) string {
+	var m map[string]any
+	if json.Unmarshal([]byte(v), &m) != nil {
+		return v
+	}
+	parts := make([]string, 0, len(m))
+	for k, x := range m {
+		parts = append(parts, k+fmt.Sprint(x))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, "-")
 }
 
 // shortDevice is a device name as a label part: "cuda:0 NVIDIA H100 80GB HBM3" gives
@@ -254,3 +274,9 @@ func caseLabeler(rows []results.Row, column func(results.Row) string) func(resul
 // RowMeshKey is a CP row's method and whole mesh, for keys: balanced-1x8 and
 // balanced-8x1 are two (RowMeshLabel names both "balanced").
 func RowMeshKey(r results.Row) string { return fullMeshLabel(r) }
+
+// CaseLabeler is the report's mask label of each of rows' cases (caseLabeler over the
+// report's columns): MaskLabel, with the settings that tell rows of one case apart.
+func CaseLabeler(rows []results.Row) func(results.Row) string {
+	return caseLabeler(rows, columnLabeler(rows))
+}

@@ -138,7 +138,8 @@ func onePerCPCase(rows []results.Row) []results.Row {
 }
 
 // onlyMasks keeps the rows of the listed masks (comma-separated, as the report's table names
-// them: present.MaskLabel). A name that is no mask at all (not one of MASKS.md's, not a label
+// them: present.MaskLabel, or the label with the settings that tell apart rows of one case,
+// present.CaseLabeler's causal_d64). A name that is no mask at all (not one of MASKS.md's, not a label
 // of the rows) is an error naming the rows' masks; one of MASKS.md's masks the rows lack (a run
 // stopped before it) is left out and returned in absent, so that a cut-short run still
 // reports the rest.
@@ -154,13 +155,16 @@ func onlyMasks(rows []results.Row, list string) (keep []results.Row, absent []st
 	}
 	have := map[string]bool{}
 	var names []string
+	caseLabel := present.CaseLabeler(rows) // causal_d64 where the rows hold two head dims
 	for _, r := range rows {
-		l := present.MaskLabel(r)
-		if !have[l] {
-			have[l] = true
-			names = append(names, l)
+		l, cl := present.MaskLabel(r), caseLabel(r)
+		for _, n := range []string{l, cl} {
+			if !have[n] {
+				have[n] = true
+				names = append(names, n)
+			}
 		}
-		if want[l] {
+		if want[l] || want[cl] {
 			keep = append(keep, r)
 		}
 	}
