@@ -162,6 +162,12 @@ func colliding(rows []results.Row, group func(results.Row) string, settings func
 	return out
 }
 
+// VariantKey is variantKey for other packages (simulate's --kernel-rows).
+func VariantKey(r results.Row) string { return variantKey(r) }
+
+// ShortDevice is shortDevice for other packages.
+func ShortDevice(d string) string { return shortDevice(d) }
+
 // variantKey is the part of a row's kernel_variant that names the code asked for: its
 // first word other than a pass (cuda's variant, sm90 or sm80; cuDNN's implementation,
 // sdpa-op or composite), and "deterministic" where that was asked for. The words after it

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -180,6 +181,9 @@ func (s *Session) calibrateKernel(ctx context.Context, o *Simulation, cal *calib
 		if kernel == "" {
 			kernel = mostRowsKernel(rows)
 		}
+		if err := oneKindOfRows(rows, kernel, o.Sweep.DType.String()); err != nil {
+			return Usagef("--kernel-rows %s: %v", o.KernelRows, err)
+		}
 		source = fmt.Sprintf("%s rows of %s", kernel, o.KernelRows)
 	case cal != nil:
 		res, err := cal.s.RunKernels(ctx, cal.sweep, cal.est)
@@ -222,6 +226,56 @@ func (s *Session) calibrateKernel(ctx context.Context, o *Simulation, cal *calib
 	}
 	s.log().Info().Str("model", km.Name).Str("fit", rep.String()).Msg("kernel model calibrated")
 	o.Kernel = km
+	return nil
+}
+
+// oneKindOfRows says where the ok kernel rows of kernel that a fit would take are not of one
+// kind: of several variants (--variant runs merged), cards, or of another dtype than the
+// simulation's. A fit over those would model none of them (it had fitted sm80 and sm90
+// rows together, its error doubled, without a word).
+func oneKindOfRows(rows []results.Row, kernel, dtype string) error {
+	variants, devices, dtypes := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	// variants by case: a run's own rows name the path each case took (cuDNN's sdpa-op on
+	// one mask, composite on another); two variants of one case are two runs
+	perCase := map[string]map[string]bool{}
+	for _, r := range rows {
+		if r.Bench != "kernel" || r.Status != results.StatusOK || r.Kernel != kernel {
+			continue
+		}
+		c := fmt.Sprintf("%s/%d/%d:%d/%d/%s/%d", r.Mask, r.SeqLen, r.HeadsQ, r.HeadsKV, r.HeadDim, r.Pass, r.Seed)
+		if perCase[c] == nil {
+			perCase[c] = map[string]bool{}
+		}
+		perCase[c][present.VariantKey(r)] = true
+		if len(perCase[c]) > 1 {
+			for v := range perCase[c] {
+				variants[v] = true
+			}
+		}
+		devices[present.ShortDevice(r.Device)] = true
+		if r.DType != "" { // rows that name none are not held to it
+			dtypes[r.DType] = true
+		}
+	}
+	names := func(m map[string]bool) string {
+		out := make([]string, 0, len(m))
+		for k := range m {
+			if k == "" {
+				k = "(none)"
+			}
+			out = append(out, k)
+		}
+		sort.Strings(out)
+		return strings.Join(out, ", ")
+	}
+	switch {
+	case len(variants) > 1:
+		return fmt.Errorf("its %s rows are of %d variants on the same cases (%s): give the rows of one (longca merge DIR --run RUN), or --rows-kernel another kernel", kernel, len(variants), names(variants))
+	case len(devices) > 1:
+		return fmt.Errorf("its %s rows come from %d kinds of device (%s): give the rows of one", kernel, len(devices), names(devices))
+	case len(dtypes) > 0 && (len(dtypes) > 1 || !dtypes[dtype]):
+		return fmt.Errorf("its %s rows are %s, the simulation's --dtype %s: give rows of %s, or that --dtype", kernel, names(dtypes), dtype, dtype)
+	}
 	return nil
 }
 

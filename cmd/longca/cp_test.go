@@ -522,3 +522,24 @@ func TestCPBaselineFileSameDocuments(t *testing.T) {
 		}
 	}
 }
+
+// A folder of kernel runs at two head dims: report keeps them apart (causal_d16 beside
+// causal_d8, each its own rate, never their mean), and --masks takes those labels.
+func TestReportKeepsHeadDimsApart(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "runs")
+	for _, d := range []string{"8", "16"} {
+		args := []string{"--log-level", "warn", "kernel", "--kernels", "ref", "--masks", "causal", "--seqlens", "64", "--heads", "2:1", "--head-dim", d,
+			"-w", "0", "-n", "1", "--passes", "fwd", "--out", dir, "--run-id", "d" + d}
+		if _, errOut, code := captureRun(t, args...); code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errOut)
+		}
+	}
+	out, errOut, code := captureRun(t, "report", dir)
+	if code != 0 || !strings.Contains(out, "\n  causal_d8 ") || !strings.Contains(out, "\n  causal_d16 ") || !strings.Contains(out, "Cases: 2  Rows: 2") {
+		t.Fatalf("report: exit %d %s\n%s", code, errOut, out)
+	}
+	out, errOut, code = captureRun(t, "report", dir, "--masks", "causal_d16")
+	if code != 0 || !strings.Contains(out, "Cases: 1  Rows: 1") {
+		t.Fatalf("report --masks causal_d16: exit %d %s\n%s", code, errOut, out)
+	}
+}

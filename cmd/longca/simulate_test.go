@@ -576,3 +576,69 @@ func TestSimulateProgressOnStderr(t *testing.T) {
 		t.Errorf("progress lines:\n%s\nwant:\n%s\n(GPU counts %v)\nstderr:\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"), gpus, errOut)
 	}
 }
+
+// simulate --kernel-rows fits one kind of row: a folder of two variants' runs (merged
+// --variant runs), or rows of another dtype than the simulation's, is refused with one
+// line, exit 2, instead of one fit over both (it had fitted sm80 and sm90 rows together);
+// one run whose cases took different paths (cuDNN's sdpa-op and composite) is fitted.
+func TestSimulateKernelRowsOfOneKind(t *testing.T) {
+	tmp := t.TempDir()
+	src := filepath.Join(tmp, "src")
+	args := []string{"--log-level", "warn", "kernel", "--kernels", "ref", "--masks", "causal,full", "--seqlens", "128,256", "--heads", "2:1", "--head-dim", "16",
+		"-w", "0", "-n", "1", "--out", src, "--run-id", "src"}
+	if _, errOut, code := captureRun(t, args...); code != 0 {
+		t.Fatalf("%v: exit %d: %s", args, code, errOut)
+	}
+	rows, err := results.Load(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mixed := filepath.Join(tmp, "mixed")
+	for _, v := range []string{"sm80", "sm90"} {
+		w, err := results.Create(mixed, "run-"+v, 0, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			r.RunID, r.KernelVariant = "run-"+v, v+" wide-fwd"
+			if err := w.Write(r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sim := []string{"simulate", "--gpus", "8", "--methods", "ring-p2p", "--masks", "causal", "--passes", "fwd"}
+	a := append(append([]string{}, sim...), "--kernel-rows", mixed, "--out", filepath.Join(tmp, "s1"))
+	_, errOut, code := captureRun(t, a...)
+	checkUsageError(t, a, code, errOut, "--kernel-rows "+mixed+": its ref rows are of 2 variants on the same cases (sm80, sm90)", "give the rows of one")
+	a = append(append([]string{}, sim...), "--kernel-rows", src, "--dtype", "fp16", "--out", filepath.Join(tmp, "s2"))
+	_, errOut, code = captureRun(t, a...)
+	checkUsageError(t, a, code, errOut, "its ref rows are bf16, the simulation's --dtype fp16", "give rows of fp16")
+	a = append(append([]string{}, sim...), "--kernel-rows", src, "--out", filepath.Join(tmp, "s3"))
+	if _, errOut, code := captureRun(t, a...); code != 0 {
+		t.Fatalf("%v: exit %d: %s", a, code, errOut)
+	}
+	paths := filepath.Join(tmp, "paths")
+	w, err := results.Create(paths, "one", 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		r.RunID, r.KernelVariant = "one", "fwd sdpa-op eng=3 dense"
+		if r.Mask == "full" {
+			r.KernelVariant = "fwd composite eng=8 dense"
+		}
+		if err := w.Write(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	a = append(append([]string{}, sim...), "--kernel-rows", paths, "--out", filepath.Join(tmp, "s4"))
+	if _, errOut, code := captureRun(t, a...); code != 0 {
+		t.Fatalf("one run of two paths: %v: exit %d: %s", a, code, errOut)
+	}
+}
