@@ -127,7 +127,11 @@ func sniff(path string, size int64) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("its first bytes % x are not an Arrow file's or stream's (read %d of its %d bytes): %w", head[:n], n, size, ErrNotResults)
+	hint := ""
+	if strings.EqualFold(filepath.Ext(path), ".csv") || strings.EqualFold(filepath.Ext(path), ".parquet") {
+		hint = "; a CSV or Parquet export is for notebooks: give the Arrow file it was exported from (longca merge writes it beside the export), or the run's folder"
+	}
+	return fmt.Errorf("its first bytes % x are not an Arrow file's or stream's (read %d of its %d bytes)%s: %w", head[:n], n, size, hint, ErrNotResults)
 }
 
 // Decode reads the bytes of a results file (see Open); path only names it.

@@ -224,7 +224,7 @@ func (e *env) int(k string, def int) int {
 	}
 	v, err := strconv.Atoi(s)
 	if err != nil {
-		e.fail("%s=%q is not an integer", k, s)
+		e.fail("%s=%q is not an integer: set it to a number or unset it (the launcher sets it for a job)", k, s)
 		return def
 	}
 	return v
@@ -243,7 +243,7 @@ func (e *env) first(def int, keys ...string) int {
 		}
 		v, err := strconv.Atoi(s)
 		if err != nil {
-			e.fail("%s=%q is not an integer", k, e.getenv(k))
+			e.fail("%s=%q is not an integer: set it to a number or unset it (the launcher sets it for a job)", k, e.getenv(k))
 			return def
 		}
 		return v

@@ -64,6 +64,9 @@ func reportAction(c *cli.Context) error {
 		pass = p.String()
 	}
 	against, at := c.String("against"), c.Float64("at")
+	if c.IsSet("against") && strings.TrimSpace(against) == "" {
+		return usageError("--against needs a kernel of the report, as --against cudnn")
+	}
 	if c.IsSet("at") && against == "" {
 		return usageError("--at counts the cases at a ratio to the --against kernel: give --against KERNEL too")
 	}
@@ -102,6 +105,15 @@ func reportAction(c *cli.Context) error {
 		for _, m := range absent {
 			fmt.Fprintf(c.App.ErrWriter, "longca: report --masks: no rows of %s in %s; left out\n", m, path)
 		}
+	}
+	if pass != "" && !slices.ContainsFunc(rows, func(r results.Row) bool { return r.Pass == pass }) {
+		var passes []string
+		for _, r := range rows {
+			if !slices.Contains(passes, r.Pass) {
+				passes = append(passes, r.Pass)
+			}
+		}
+		return usageError("--pass %s: no %s rows in %s%s; its passes: %s", pass, pass, path, map[bool]string{true: " among --masks " + c.String("masks")}[c.String("masks") != ""], strings.Join(passes, ", "))
 	}
 	if against != "" {
 		if ks := present.Summarize(rows, pass).Kernels; !slices.Contains(ks, against) {
