@@ -86,18 +86,9 @@ func TestCPTableKeepsLengthsApart(t *testing.T) {
 		r.MedianMs, r.TFLOPs = results.Ptr(float64(n)/1000), results.Ptr(float64(n)/10000)
 		rows = append(rows, r)
 	}
-	var b strings.Builder
-	if err := WriteCPTable(&b, "cp", rows); err != nil {
-		t.Fatal(err)
-	}
-	var data []string
-	for _, l := range strings.Split(strings.TrimRight(b.String(), "\n"), "\n") {
-		if !strings.HasPrefix(l, "#") {
-			data = append(data, l)
-		}
-	}
+	data := cpTableLines(t, rows)
 	if len(data) != 2 {
-		t.Fatalf("%d lines, want 2:\n%s", len(data), b.String())
+		t.Fatalf("%d lines, want 2:\n%s", len(data), strings.Join(data, "\n"))
 	}
 	for i, want := range [][2]string{{"65536", "65.536"}, {"131072", "131.072"}} {
 		if f := strings.Fields(data[i]); f[3] != want[0] || f[7] != want[1] {
@@ -185,16 +176,10 @@ func TestColumnsKeepVariantsAndMeshesApart(t *testing.T) {
 // kernels, are lines of their own; one run whose methods shard differently is not split.
 func TestCPTableKeepsRunsApart(t *testing.T) {
 	lines := func(rows []results.Row) []string {
-		var b strings.Builder
-		if err := WriteCPTable(&b, "cp", rows); err != nil {
-			t.Fatal(err)
-		}
 		var out []string
-		for _, l := range strings.Split(strings.TrimRight(b.String(), "\n"), "\n") {
-			if !strings.HasPrefix(l, "#") {
-				f := strings.Fields(l)
-				out = append(out, f[0]+" "+f[2]+" "+f[7])
-			}
+		for _, l := range cpTableLines(t, rows) {
+			f := strings.Fields(l)
+			out = append(out, f[0]+" "+f[2]+" "+f[7])
 		}
 		return out
 	}
@@ -228,4 +213,20 @@ func TestSimTableKeepsBalancedMeshesApart(t *testing.T) {
 	if c.n != 1 || c.tflops != 100 || c.label != "balanced-1x8" {
 		t.Fatalf("best cell %+v, want balanced-1x8 alone at 100", *c)
 	}
+}
+
+// cpTableLines are WriteCPTable's data lines of rows (not its '#' lines).
+func cpTableLines(t *testing.T, rows []results.Row) []string {
+	t.Helper()
+	var b strings.Builder
+	if err := WriteCPTable(&b, "cp", rows); err != nil {
+		t.Fatal(err)
+	}
+	var data []string
+	for _, l := range strings.Split(strings.TrimRight(b.String(), "\n"), "\n") {
+		if !strings.HasPrefix(l, "#") {
+			data = append(data, l)
+		}
+	}
+	return data
 }
