@@ -97,7 +97,8 @@ def inputs(args):
 # two head dims, dtypes, block sizes or document sources).
 PROBLEM = ["head_dim", "dtype", "batch", "block_size", "kept_ratio", "mask_setting", "doc_source", "max_doc", "card", "settle_ms"]
 # A CP run's own settings besides its mesh: rows that differ in one are other cases too.
-CP_SETTINGS = ["cp_sharding", "cp_block", "cp_layout", "cp_stages", "cp_inner_dim", "ranks_per_device"]
+# (not cp_layout and cp_stages: with --cp-layout auto they are each sample's plan's outcome)
+CP_SETTINGS = ["cp_sharding", "cp_block", "cp_inner_dim", "ranks_per_device"]
 # mask parameters that differ from one document sample to the next of one case (averaged)
 PER_SAMPLE = {"doc_lengths", "doc_count", "dist", "max_doc"}
 

@@ -31,7 +31,7 @@ var perSampleParams = map[string]bool{"doc_lengths": true, "doc_count": true, "d
 // measured, in a fixed order: the problem (head dim, dtype, batch, the mask's parameters by
 // name, document source, length cap), the device, backend, kernel's versions (GOMAXPROCS for
 // the reference), emulated links (model_params) and settle, and a CP row's run (ranks, ranks
-// a device, sharding, dispatch block, layout, stages, inner dimension).
+// a device, sharding, dispatch block, inner dimension).
 func rowSettings(r results.Row) []setting {
 	s := []setting{
 		{"0 head_dim", fmt.Sprintf("d%d", r.HeadDim)},
@@ -67,12 +67,11 @@ func rowSettings(r results.Row) []setting {
 		if r.RanksPerDevice != nil {
 			s = append(s, setting{"8 ranks_per_device", fmt.Sprintf("%dper-device", *r.RanksPerDevice)})
 		}
-		s = append(s, setting{"9 cp_sharding", r.CPSharding}, setting{"9 cp_layout", r.CPLayout}, setting{"9 cp_inner_dim", r.InnerDim})
+		// (not cp_layout and cp_stages: with --cp-layout auto they are what each document
+		// sample's plan took, which a case's samples average over)
+		s = append(s, setting{"9 cp_sharding", r.CPSharding}, setting{"9 cp_inner_dim", r.InnerDim})
 		if r.CPBlock != nil {
 			s = append(s, setting{"9 cp_block", fmt.Sprintf("block%d", *r.CPBlock)})
-		}
-		if r.CPStages != nil {
-			s = append(s, setting{"9 cp_stages", fmt.Sprintf("stages%d", *r.CPStages)})
 		}
 	}
 	return s

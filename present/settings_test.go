@@ -197,6 +197,14 @@ func TestCPTableKeepsRunsApart(t *testing.T) {
 	if got := strings.Join(lines([]results.Row{a, u}), "; "); got != "ring-p2p causal 10.000; ulysses causal 30.000" {
 		t.Fatalf("one run: %s", got)
 	}
+	// one case's document samples, each with the layout and stages its plan took (--cp-layout
+	// auto): averaged, as samples are
+	s0, s1 := cpRow("balanced", 1, 8, 10), cpRow("balanced", 1, 8, 20)
+	s0.Sample, s1.Sample = 0, 1
+	s0.CPLayout, s1.CPLayout, s0.CPStages, s1.CPStages = "thd 3/8", "thd 5/8", results.Ptr(int64(2)), results.Ptr(int64(3))
+	if got := strings.Join(lines([]results.Row{s0, s1}), "; "); got != "balanced causal 15.000" {
+		t.Fatalf("samples of one case: %s", got)
+	}
 }
 
 // TestSimTableKeepsBalancedMeshesApart: simulate's best mesh of balanced over 1x8 and 8x1
