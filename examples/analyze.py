@@ -29,6 +29,7 @@ with '#', as longca's own tables):
 Exits 0 with the tables, 2 with one line when an input cannot be read.
 """
 
+import hashlib
 import json
 import os
 import sys
@@ -95,7 +96,11 @@ def inputs(args):
 # The columns beside mask, length, heads and pass that make another problem: rows that
 # differ in one of them are other cases, never averaged together (files merged from runs at
 # two head dims, dtypes, block sizes or document sources).
-PROBLEM = ["head_dim", "dtype", "batch", "block_size", "kept_ratio", "mask_setting", "doc_source", "max_doc", "card", "settle_ms"]
+PROBLEM = ["head_dim", "dtype", "batch", "block_size", "kept_ratio", "mask_setting", "doc_source", "max_doc", "card", "settle_ms",
+           "backend", "versions", "model"]
+# columns that may differ between the samples (seeds) of one case of one run: a mask
+# parameter drawn per seed (prefix_lm's prefix), the path a kernel named for a sample
+PER_SAMPLE_COLS = {"mask_setting", "variant_key"}
 # A CP run's own settings besides its mesh: rows that differ in one are other cases too.
 # (not cp_layout and cp_stages: with --cp-layout auto they are each sample's plan's outcome)
 CP_SETTINGS = ["cp_sharding", "cp_block", "cp_inner_dim", "ranks_per_device"]
@@ -157,6 +162,12 @@ def load(args):
         df["card"] = df["device"].map(card)
     if "kernel_variant" in df.columns:
         df["variant_key"] = df["kernel_variant"].map(variant_key)
+    if "kernel_versions" in df.columns:
+        df["versions"] = df["kernel_versions"]
+    if "model_params" in df.columns:  # emulated links (cp --links); simulate's rows name their model per GPU count
+        sim = df["backend"] == "sim" if "backend" in df.columns else False
+        short = df["model_params"].map(lambda v: "model-" + hashlib.sha256(v.encode()).hexdigest()[:8] if isinstance(v, str) and v else "-")
+        df["model"] = short.where(~sim, "-")
     # groupby leaves out null keys: the problem columns as text, null as "-"
     for c in PROBLEM + CP_SETTINGS:
         if c in df.columns:
@@ -164,9 +175,14 @@ def load(args):
     return df
 
 
+def with_seed(df, group, col):
+    """group, with the seed where col may differ between samples of one case."""
+    return group + (["seed"] if col in PER_SAMPLE_COLS and "seed" in df.columns else [])
+
+
 def refine(df, group, col, by):
     """col with by's value appended ("cuda[sm80]") where rows of one group differ in by."""
-    if by in df.columns and not df.empty and (df.groupby(group + [col], sort=False)[by].nunique() > 1).any():
+    if by in df.columns and not df.empty and (df.groupby(with_seed(df, group, by) + [col], sort=False)[by].nunique() > 1).any():
         df = df.copy()
         df[col] = df[col] + "[" + df[by] + "]"
     return df
@@ -178,7 +194,7 @@ def varying(df, base, cols):
     masks tells no two rows of a case apart)."""
     out = []
     for c in cols:
-        if c in df.columns and not df.empty and (df.groupby(base, sort=False)[c].nunique() > 1).any():
+        if c in df.columns and not df.empty and (df.groupby(with_seed(df, base, c), sort=False)[c].nunique() > 1).any():
             out.append(c)
     return out
 

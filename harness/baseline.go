@@ -35,17 +35,6 @@ type BaselineKey struct {
 	HeadDim         int
 	DType           string
 	Pass            string
-	// Docs is a document mask's source and length cap (docsKey): a kernel row drawn from
-	// other documents is not this case's yardstick (empty for masks without documents).
-	Docs string
-}
-
-// docsKey is a row's doc_source and max_doc as one key part.
-func docsKey(r *results.Row) string {
-	if r.MaxDoc == nil {
-		return r.DocSource
-	}
-	return fmt.Sprintf("%s/%d", r.DocSource, *r.MaxDoc)
 }
 
 // From is what a row's kernel_tflops_from says.
@@ -79,7 +68,7 @@ func (b *Baseline) load() error {
 		if r.Bench != "kernel" || r.Status != results.StatusOK || r.TFLOPs == nil {
 			continue
 		}
-		k := BaselineKey{r.Kernel, r.Mask, int(r.SeqLen), int(r.HeadsQ), int(r.HeadsKV), int(r.HeadDim), r.DType, r.Pass, docsKey(&r)}
+		k := BaselineKey{r.Kernel, r.Mask, int(r.SeqLen), int(r.HeadsQ), int(r.HeadsKV), int(r.HeadDim), r.DType, r.Pass}
 		sum[k] += *r.TFLOPs
 		n[k]++
 	}

@@ -51,7 +51,7 @@ func TestBaselineNeedsOKKernelRows(t *testing.T) {
 		if c.want == "" {
 			if err != nil {
 				t.Errorf("%s: %v", c.name, err)
-			} else if v, _ := b.Lookup(BaselineKey{"ref", "causal", 128, 2, 1, 16, "bf16", "fwd", ""}); v != 2 {
+			} else if v, _ := b.Lookup(BaselineKey{"ref", "causal", 128, 2, 1, 16, "bf16", "fwd"}); v != 2 {
 				t.Errorf("%s: baseline %v, want 2", c.name, v)
 			}
 			continue

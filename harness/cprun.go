@@ -63,8 +63,8 @@ type CPRunner struct {
 	// OnBaseline, when set, hears of each baseline kernel row rank 0 measured.
 	OnBaseline func(row results.Row)
 	// OnNoBaseline, when set, hears once of each case a --baseline FILE has no ok kernel
-	// row for (other documents, another head dim...): those rows carry no kernel_tflops
-	// and no cp_efficiency.
+	// row for (another length, head dim, dtype...): those rows carry no kernel_tflops and
+	// no cp_efficiency.
 	OnNoBaseline func(k BaselineKey)
 	// GPU reads the state of this rank's GPU while each pass is timed (its SM clock, power,
 	// temperature: summariseGPU), the transfer-free second timing (--overlap) aside; nil
@@ -546,7 +546,7 @@ func (r *CPRunner) efficiency(ctx context.Context, cs CPCase, pass kernels.Pass,
 	}
 	s := r.Sweep
 	k := BaselineKey{Kernel: r.Sweep.Kernel, Mask: cs.Mask, SeqLen: s.SeqLen / r.Comm.Size(), HeadsQ: cs.Heads.Q, HeadsKV: cs.Heads.KV,
-		HeadDim: s.HeadDim, DType: s.DType.String(), Pass: pass.String(), Docs: docsKey(row)}
+		HeadDim: s.HeadDim, DType: s.DType.String(), Pass: pass.String()}
 	tf, ok := r.base[k]
 	if !ok {
 		var err error

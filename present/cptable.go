@@ -57,7 +57,7 @@ func cpMethodLabeler(rows []results.Row) func(results.Row) string {
 		if len(tags) == 0 {
 			return r.Method
 		}
-		return r.Method + "[" + strings.Join(tags, " ") + "]"
+		return r.Method + "[" + strings.Join(tags, ",") + "]"
 	}
 }
 

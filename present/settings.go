@@ -19,8 +19,15 @@ import (
 // folder of one run reads as before.
 
 // setting is one of a row's settings: a name (the order it is shown in) and its value as a
-// label part.
+// label part. Some may differ between the samples (seeds) of one case of one run (perSample):
+// a mask parameter drawn per seed (prefix_lm's prefix, global_sliding_window's w and g), the
+// path a kernel named for a sample (cuDNN's sdpa-op on a single document, composite on
+// ragged ones); those tell rows apart only where they share a seed.
 type setting struct{ name, part string }
+
+// perSample says whether the setting named may differ between the samples of one case of
+// one run: the mask's parameters and a kernel's variant.
+func perSample(name string) bool { return strings.HasPrefix(name, "3 param ") || name == "variant" }
 
 // perSampleParams are mask parameters that differ from one document sample to the next
 // of the same case (the lengths drawn); a case's samples are averaged, as they always were.
@@ -124,37 +131,42 @@ func caseBaseOf(r results.Row) caseBase {
 }
 
 // colliding returns the names among settings(r) that take two or more values (a row
-// without one counting as the value "") among rows of one group: the settings that tell
-// apart rows that would otherwise share a cell.
+// without one counting as the value "") among measured rows of one group (of one seed, for
+// a perSample setting): the settings that tell apart rows that would otherwise share a
+// cell. Rows that were not measured (unsupported, oom, wrong, error: they lack the columns
+// a timing writes, settle_ms, or a plan's) are left out of the question.
 func colliding(rows []results.Row, group func(results.Row) string, settings func(results.Row) []setting) map[string]bool {
+	type gn struct{ group, name string }
 	per := make([]map[string]string, len(rows))
-	names := map[string]bool{}
+	names := map[string]bool{} // name: perSample
 	for i, r := range rows {
+		if r.Status != results.StatusOK && r.Status != results.StatusPredicted {
+			continue
+		}
 		per[i] = map[string]string{}
 		for _, st := range settings(r) {
 			per[i][st.name] = st.part
-			names[st.name] = true
+			names[st.name] = perSample(st.name)
 		}
 	}
-	values := map[string]map[string]map[string]bool{} // group, name: the values met
-	for i, r := range rows {
-		g := group(r)
-		if values[g] == nil {
-			values[g] = map[string]map[string]bool{}
-		}
-		for n := range names {
-			if values[g][n] == nil {
-				values[g][n] = map[string]bool{}
-			}
-			values[g][n][per[i][n]] = true
-		}
-	}
+	values := map[gn]map[string]bool{} // the values met
 	out := map[string]bool{}
-	for n := range names {
-		for _, v := range values {
-			if len(v[n]) > 1 {
+	for i, r := range rows {
+		if per[i] == nil {
+			continue
+		}
+		g := group(r)
+		for n, perSample := range names {
+			k := gn{g, n}
+			if perSample {
+				k.group += fmt.Sprintf("|seed %d", r.Seed)
+			}
+			if values[k] == nil {
+				values[k] = map[string]bool{}
+			}
+			values[k][per[i][n]] = true
+			if len(values[k]) > 1 {
 				out[n] = true
-				break
 			}
 		}
 	}
@@ -205,10 +217,18 @@ func fullMeshLabel(r results.Row) string {
 // would share a column (balanced 1x8 and 8x1, ring-p2p on 2 and on 4 ranks), and with the
 // variant ("cuda[sm80]") or a CP row's kernel ("ring-p2p[cudnn]") where rows of one case
 // and column differ in it.
-func columnLabeler(rows []results.Row) func(results.Row) string {
+//
+// byGPUs also keeps CP rows of other GPU counts apart in that question (simulate's tables,
+// whose lines are per GPU count: at a fixed --seqlen ring-p2p's 1x8 and 1x16 are not two
+// meshes of one cell); the kernel table asks it without, where such rows share a cell.
+func columnLabeler(rows []results.Row, byGPUs bool) func(results.Row) string {
 	group := func(r results.Row) string {
 		b := caseBaseOf(r)
-		return fmt.Sprintf("%s|%d|%d|%d|%s|%s", b.mask, b.seqlen, b.hq, b.hkv, b.pass, kernelLabel(r))
+		g := fmt.Sprintf("%s|%d|%d|%d|%s|%s", b.mask, b.seqlen, b.hq, b.hkv, b.pass, kernelLabel(r))
+		if byGPUs {
+			g += fmt.Sprintf("|%d", r.WorldSize)
+		}
+		return g
 	}
 	show := colliding(rows, group, func(r results.Row) []setting {
 		s := []setting{{"variant", variantKey(r)}}
@@ -233,7 +253,7 @@ func columnLabeler(rows []results.Row) func(results.Row) string {
 			tags = append(tags, variantKey(r))
 		}
 		if len(tags) > 0 {
-			l += "[" + strings.Join(tags, " ") + "]"
+			l += "[" + strings.Join(tags, ",") + "]"
 		}
 		return l
 	}
@@ -283,5 +303,5 @@ func RowMeshKey(r results.Row) string { return fullMeshLabel(r) }
 // CaseLabeler is the report's mask label of each of rows' cases (caseLabeler over the
 // report's columns): MaskLabel, with the settings that tell rows of one case apart.
 func CaseLabeler(rows []results.Row) func(results.Row) string {
-	return caseLabeler(rows, columnLabeler(rows))
+	return caseLabeler(rows, columnLabeler(rows, false))
 }

@@ -238,3 +238,40 @@ func cpTableLines(t *testing.T, rows []results.Row) []string {
 	}
 	return data
 }
+
+// TestOneRunNotSplit: what differs within one run's case is not a setting: a mask
+// parameter drawn per sample (prefix_lm's prefix), the path a kernel named for a sample
+// (cuDNN's sdpa-op on a single document, composite on ragged ones), a sample that failed
+// before its timing wrote settle_ms; and simulate's lines at a fixed length, one a GPU
+// count, keep ring-p2p's own mesh ("=").
+func TestOneRunNotSplit(t *testing.T) {
+	a, b := settingRow("cuda", 100), settingRow("cuda", 300)
+	a.Mask, b.Mask, a.Seed, b.Seed = "prefix_lm_causal", "prefix_lm_causal", 42, 43
+	a.MaskParams, b.MaskParams = `{"prefix":"162"}`, `{"prefix":"24"}`
+	if s := Summarize([]results.Row{a, b}, ""); strings.Join(caseMasks(s), ",") != "prefix_lm_causal" || s.Cells[s.Cases[0]]["cuda"].N != 2 {
+		t.Fatalf("per-sample prefix: cases %v", caseMasks(s))
+	}
+	c, d := cpRow("ring-p2p", 1, 8, 10), cpRow("ring-p2p", 1, 8, 20)
+	c.Kernel, d.Kernel, c.Seed, d.Seed = "cudnn", "cudnn", 42, 43
+	c.KernelVariant, d.KernelVariant = "fwd sdpa-op eng=3 dense", "fwd composite eng=8 dense"
+	if got := strings.Join(cpTableLines(t, []results.Row{c, d}), "\n"); !strings.HasPrefix(strings.TrimSpace(got), "ring-p2p 1x8  causal") || strings.Count(got, "\n") != 0 {
+		t.Fatalf("per-sample cudnn paths:\n%s", got)
+	}
+	e, f := settingRow("cuda", 100), settingRow("cuda", 0)
+	e.SettleMs, f.Seed, f.Status, f.TFLOPs = results.Ptr(250.0), 43, results.StatusOOM, nil
+	if s := Summarize([]results.Row{e, f}, ""); strings.Join(caseMasks(s), ",") != "causal" {
+		t.Fatalf("a failed sample: cases %v", caseMasks(s))
+	}
+	var rows []results.Row
+	for _, n := range []int64{8, 16} {
+		r := cpRow("ring-p2p", 1, n, 10)
+		r.Status, r.ExposedCommShare = results.StatusPredicted, results.Ptr(0.0)
+		rows = append(rows, r)
+	}
+	best, keys, _ := bestCells(rows)
+	for _, k := range keys {
+		if c := best[k]["ring-p2p"]; c.label != "ring-p2p" {
+			t.Fatalf("fixed length on %d GPUs: label %s, want ring-p2p", k.gpus, c.label)
+		}
+	}
+}

@@ -57,7 +57,7 @@ func bestCells(rows []results.Row) (map[simKey]map[string]*simCell, []simKey, []
 	var keys []simKey
 	seen := map[simKey]bool{}
 	var methods []string
-	meshLabel := columnLabeler(rows) // balanced's meshes 1xN and Nx1 apart
+	meshLabel := columnLabeler(rows, true) // balanced's meshes 1xN and Nx1 apart
 	for _, r := range rows {
 		k := simKey{r.Mask, r.Pass, fmt.Sprintf("%d:%d", r.HeadsQ, r.HeadsKV), r.WorldSize}
 		if !seen[k] {

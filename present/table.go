@@ -79,7 +79,7 @@ func Summarize(rows []results.Row, pass string) Summary {
 	}
 	sums := map[CaseKey]map[string]sum{}
 	// rows of other problems, conditions, variants or meshes stay apart (settings.go)
-	columnLabel := columnLabeler(rows)
+	columnLabel := columnLabeler(rows, false)
 	caseLabel := caseLabeler(rows, columnLabel)
 	for _, r := range rows {
 		if pass != "" && r.Pass != pass {

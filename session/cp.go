@@ -164,7 +164,7 @@ func (s *Session) cpRank(ctx context.Context, r CPRun, backend string, cm comm.C
 		run.OnNoBaseline = func(k harness.BaselineKey) {
 			log.Warn().Str("baseline", r.Baseline.File).Str("kernel", k.Kernel).Str("mask", k.Mask).Int("seqlen", k.SeqLen).
 				Str("heads", fmt.Sprintf("%d:%d", k.HeadsQ, k.HeadsKV)).Int("head_dim", k.HeadDim).Str("dtype", k.DType).Str("pass", k.Pass).
-				Str("docs", k.Docs).Msg("--baseline: no ok kernel row of this case in the file (another length, head dim or documents?): its rows have no kernel_tflops or cp_efficiency")
+				Msg("--baseline: no ok kernel row of this case in the file (a kernel run at each rank's length, this head dim and dtype, is one): its rows have no kernel_tflops or cp_efficiency")
 		}
 	}
 	est := r.Estimate

@@ -110,7 +110,7 @@ join_runs() {
 	shift
 	for _v in "$@"; do
 		_f="$out/t/$_d-$_i-$_v.log"
-		grep -hE '^  [a-z_][a-z0-9_.]* +[0-9]+ ' "$_f" 2>/dev/null | awk -v p="${JOIN_PASS:-}" '{k = $1 "@" $2; if (p != "") k = k "@" $4; print k, $NF}' | sort >"$_f.v"
+		grep -hE '^  [a-z_][A-Za-z0-9_.+-]* +[0-9]+ ' "$_f" 2>/dev/null | awk -v p="${JOIN_PASS:-}" '{k = $1 "@" $2; if (p != "") k = k "@" $4; print k, $NF}' | sort >"$_f.v"
 		if [ -z "$_j" ]; then
 			_j="$_f.v"
 		else # every field named (the _i columns so far, then this run's), so that a run without a case shows -
