@@ -39,26 +39,11 @@ type cpAgg struct {
 // case, method and mesh differ in them (ring-p2p[cudnn] beside ring-p2p[cuda]: two `cp`
 // runs in one folder).
 func cpMethodLabeler(rows []results.Row) func(results.Row) string {
-	group := func(r results.Row) string {
-		b := caseBaseOf(r)
-		return fmt.Sprintf("%s|%d|%d|%d|%s|%s|%s", b.mask, b.seqlen, b.hq, b.hkv, b.pass, r.Method, cpMesh(r))
-	}
+	group := func(r results.Row) string { return caseKey(r, r.Method+" "+cpMesh(r)) }
 	show := colliding(rows, group, func(r results.Row) []setting {
-		return []setting{{"kernel", r.Kernel}, {"variant", variantKey(r)}}
+		return []setting{{"kernel", r.Kernel}, {"variant", VariantKey(r)}}
 	})
-	return func(r results.Row) string {
-		var tags []string
-		if show["kernel"] {
-			tags = append(tags, r.Kernel)
-		}
-		if show["variant"] && variantKey(r) != "" {
-			tags = append(tags, variantKey(r))
-		}
-		if len(tags) == 0 {
-			return r.Method
-		}
-		return r.Method + "[" + strings.Join(tags, ",") + "]"
-	}
+	return func(r results.Row) string { return withTags(r.Method, r, show) }
 }
 
 // cpMesh names a row's mesh: UxR, with LoongTrain's windows.

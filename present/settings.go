@@ -62,7 +62,7 @@ func rowSettings(r results.Row) []setting {
 	if r.MaxDoc != nil {
 		s = append(s, setting{"5 max_doc", fmt.Sprintf("maxdoc%d", *r.MaxDoc)})
 	}
-	s = append(s, setting{"6 device", shortDevice(r.Device)}, setting{"6 backend", r.Backend}, setting{"6 versions", versionsPart(r.KernelVersions)})
+	s = append(s, setting{"6 device", ShortDevice(r.Device)}, setting{"6 backend", r.Backend}, setting{"6 versions", versionsPart(r.KernelVersions)})
 	if r.ModelParams != "" && r.Backend != "sim" { // measured over emulated links (cp --links); simulate's rows name their model per GPU count
 		s = append(s, setting{"6 model", fmt.Sprintf("model-%x", sha256.Sum256([]byte(r.ModelParams)))[:14]})
 	}
@@ -99,9 +99,9 @@ func versionsPart(v string) string {
 	return strings.Join(parts, "-")
 }
 
-// shortDevice is a device name as a label part: "cuda:0 NVIDIA H100 80GB HBM3" gives
+// ShortDevice is a device name as a label part: "cuda:0 NVIDIA H100 80GB HBM3" gives
 // "H100-80GB-HBM3".
-func shortDevice(d string) string {
+func ShortDevice(d string) string {
 	if i := strings.IndexByte(d, ' '); i >= 0 && strings.HasPrefix(d, "cuda:") {
 		d = d[i+1:]
 	}
@@ -119,15 +119,10 @@ func labelPart(v string) string {
 	}, v)
 }
 
-// caseBase is a row's case before any setting: mask label, length, heads, pass.
-type caseBase struct {
-	mask            string
-	seqlen, hq, hkv int64
-	pass            string
-}
-
-func caseBaseOf(r results.Row) caseBase {
-	return caseBase{MaskLabel(r), r.SeqLen, r.HeadsQ, r.HeadsKV, r.Pass}
+// caseKey is a row's case before any setting (mask label, length, heads, pass) with a
+// column's name: the group in which colliding asks whether a setting differs.
+func caseKey(r results.Row, column string) string {
+	return fmt.Sprintf("%s|%d|%d:%d|%s|%s", MaskLabel(r), r.SeqLen, r.HeadsQ, r.HeadsKV, r.Pass, column)
 }
 
 // colliding returns the names among settings(r) that take two or more values (a row
@@ -138,7 +133,7 @@ func caseBaseOf(r results.Row) caseBase {
 func colliding(rows []results.Row, group func(results.Row) string, settings func(results.Row) []setting) map[string]bool {
 	type gn struct{ group, name string }
 	per := make([]map[string]string, len(rows))
-	names := map[string]bool{} // name: perSample
+	names := map[string]bool{}
 	for i, r := range rows {
 		if r.Status != results.StatusOK && r.Status != results.StatusPredicted {
 			continue
@@ -146,7 +141,7 @@ func colliding(rows []results.Row, group func(results.Row) string, settings func
 		per[i] = map[string]string{}
 		for _, st := range settings(r) {
 			per[i][st.name] = st.part
-			names[st.name] = perSample(st.name)
+			names[st.name] = true
 		}
 	}
 	values := map[gn]map[string]bool{} // the values met
@@ -156,9 +151,9 @@ func colliding(rows []results.Row, group func(results.Row) string, settings func
 			continue
 		}
 		g := group(r)
-		for n, perSample := range names {
+		for n := range names {
 			k := gn{g, n}
-			if perSample {
+			if perSample(n) {
 				k.group += fmt.Sprintf("|seed %d", r.Seed)
 			}
 			if values[k] == nil {
@@ -173,17 +168,11 @@ func colliding(rows []results.Row, group func(results.Row) string, settings func
 	return out
 }
 
-// VariantKey is variantKey for other packages (simulate's --kernel-rows).
-func VariantKey(r results.Row) string { return variantKey(r) }
-
-// ShortDevice is shortDevice for other packages.
-func ShortDevice(d string) string { return shortDevice(d) }
-
-// variantKey is the part of a row's kernel_variant that names the code asked for: its
+// VariantKey is the part of a row's kernel_variant that names the code asked for: its
 // first word other than a pass (cuda's variant, sm90 or sm80; cuDNN's implementation,
 // sdpa-op or composite), and "deterministic" where that was asked for. The words after it
 // name the path a case took (wide-fwd, pairs-bwd) and differ from case to case of one run.
-func variantKey(r results.Row) string {
+func VariantKey(r results.Row) string {
 	words := strings.FieldsFunc(r.KernelVariant, func(c rune) bool { return c == ' ' || c == ';' || c == ',' })
 	key := ""
 	det := false
@@ -199,18 +188,10 @@ func variantKey(r results.Row) string {
 	return key
 }
 
-// fullMeshLabel is a CP row's method with its whole mesh: balanced-1x8, balanced-8x1,
-// loongtrain-2x4-w2.
-func fullMeshLabel(r results.Row) string {
-	l := r.Method
-	if r.Ulysses != nil && r.Ring != nil {
-		l += fmt.Sprintf("-%dx%d", *r.Ulysses, *r.Ring)
-	}
-	if r.Windows != nil && *r.Windows > 1 {
-		l += fmt.Sprintf("-w%d", *r.Windows)
-	}
-	return l
-}
+// RowMeshKey is a CP row's method with its whole mesh, for keys and where two meshes of
+// one method meet: balanced-1x8, balanced-8x1, loongtrain-2x4-w2 (RowMeshLabel names the
+// first two "balanced").
+func RowMeshKey(r results.Row) string { return meshLabel(r, true) }
 
 // columnLabeler returns each row's column in the kernel table: the kernel, or the CP
 // method with its mesh (RowMeshLabel); with the whole mesh where two meshes of one method
@@ -223,17 +204,15 @@ func fullMeshLabel(r results.Row) string {
 // meshes of one cell); the kernel table asks it without, where such rows share a cell.
 func columnLabeler(rows []results.Row, byGPUs bool) func(results.Row) string {
 	group := func(r results.Row) string {
-		b := caseBaseOf(r)
-		g := fmt.Sprintf("%s|%d|%d|%d|%s|%s", b.mask, b.seqlen, b.hq, b.hkv, b.pass, kernelLabel(r))
 		if byGPUs {
-			g += fmt.Sprintf("|%d", r.WorldSize)
+			return caseKey(r, fmt.Sprintf("%s|%d", kernelLabel(r), r.WorldSize))
 		}
-		return g
+		return caseKey(r, kernelLabel(r))
 	}
 	show := colliding(rows, group, func(r results.Row) []setting {
-		s := []setting{{"variant", variantKey(r)}}
+		s := []setting{{"variant", VariantKey(r)}}
 		if r.Method != "" {
-			s = append(s, setting{"mesh", fullMeshLabel(r)}, setting{"kernel", r.Kernel})
+			s = append(s, setting{"mesh", RowMeshKey(r)}, setting{"kernel", r.Kernel})
 		}
 		return s
 	})
@@ -243,20 +222,26 @@ func columnLabeler(rows []results.Row, byGPUs bool) func(results.Row) string {
 	return func(r results.Row) string {
 		l := kernelLabel(r)
 		if r.Method != "" && show["mesh"] {
-			l = fullMeshLabel(r)
+			l = RowMeshKey(r)
 		}
-		var tags []string
-		if r.Method != "" && show["kernel"] {
-			tags = append(tags, r.Kernel)
-		}
-		if show["variant"] && variantKey(r) != "" {
-			tags = append(tags, variantKey(r))
-		}
-		if len(tags) > 0 {
-			l += "[" + strings.Join(tags, ",") + "]"
-		}
-		return l
+		return withTags(l, r, show)
 	}
+}
+
+// withTags is label with, in brackets, a CP row's kernel where show["kernel"] and the
+// row's variant where show["variant"]: ring-p2p[cudnn], cuda[sm80].
+func withTags(label string, r results.Row, show map[string]bool) string {
+	var tags []string
+	if r.Method != "" && show["kernel"] {
+		tags = append(tags, r.Kernel)
+	}
+	if v := VariantKey(r); show["variant"] && v != "" {
+		tags = append(tags, v)
+	}
+	if len(tags) == 0 {
+		return label
+	}
+	return label + "[" + strings.Join(tags, ",") + "]"
 }
 
 // caseLabeler returns the mask label of each row's case: MaskLabel, then, joined by '_',
@@ -266,11 +251,7 @@ func columnLabeler(rows []results.Row, byGPUs bool) func(results.Row) string {
 // window sized by it) or from one kernel or method to another of one run (a method's own
 // sharding) is not shown.
 func caseLabeler(rows []results.Row, column func(results.Row) string) func(results.Row) string {
-	group := func(r results.Row) string {
-		b := caseBaseOf(r)
-		return fmt.Sprintf("%s|%d|%d|%d|%s|%s", b.mask, b.seqlen, b.hq, b.hkv, b.pass, column(r))
-	}
-	show := colliding(rows, group, rowSettings)
+	show := colliding(rows, func(r results.Row) string { return caseKey(r, column(r)) }, rowSettings)
 	if len(show) == 0 {
 		return MaskLabel
 	}
@@ -295,10 +276,6 @@ func caseLabeler(rows []results.Row, column func(results.Row) string) func(resul
 		return l
 	}
 }
-
-// RowMeshKey is a CP row's method and whole mesh, for keys: balanced-1x8 and
-// balanced-8x1 are two (RowMeshLabel names both "balanced").
-func RowMeshKey(r results.Row) string { return fullMeshLabel(r) }
 
 // CaseLabeler is the report's mask label of each of rows' cases (caseLabeler over the
 // report's columns): MaskLabel, with the settings that tell rows of one case apart.

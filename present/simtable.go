@@ -122,10 +122,14 @@ func bestCells(rows []results.Row) (map[simKey]map[string]*simCell, []simKey, []
 
 // RowMeshLabel names a row's method and mesh: usp-8x8, loongtrain-8x8-w8, ring-p2p (the
 // mesh where both dimensions are above 1; columnLabeler gives the whole mesh where two
-// meshes of one method meet, and fullMeshLabel always does).
-func RowMeshLabel(r results.Row) string {
+// meshes of one method meet, and RowMeshKey always does).
+func RowMeshLabel(r results.Row) string { return meshLabel(r, false) }
+
+// meshLabel is the method with its mesh: where both dimensions are above 1, or (whole)
+// wherever the row has one; and LoongTrain's windows.
+func meshLabel(r results.Row, whole bool) string {
 	l := r.Method
-	if r.Ulysses != nil && r.Ring != nil && *r.Ulysses > 1 && *r.Ring > 1 {
+	if r.Ulysses != nil && r.Ring != nil && (whole || *r.Ulysses > 1 && *r.Ring > 1) {
 		l += fmt.Sprintf("-%dx%d", *r.Ulysses, *r.Ring)
 	}
 	if r.Windows != nil && *r.Windows > 1 {
@@ -331,7 +335,7 @@ func compareKeyOf(r results.Row) compareKey {
 		block = fmt.Sprint(*r.CPBlock)
 	}
 	return compareKey{RowMeshLabel(r), r.Mask, r.Pass, fmt.Sprintf("%d:%d", r.HeadsQ, r.HeadsKV), r.WorldSize, r.SeqLen, r.Seed, docs, r.HeadDim, r.DType,
-		fullMeshLabel(r) + " " + r.CPSharding + " " + r.InnerDim + " " + block}
+		RowMeshKey(r) + " " + r.CPSharding + " " + r.InnerDim + " " + block}
 }
 
 // WriteComparison prints every case measured (longca cp rows, rank 0, averaged over

@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"runtime"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -258,14 +258,10 @@ func oneKindOfRows(rows []results.Row, kernel, dtype string) error {
 		}
 	}
 	names := func(m map[string]bool) string {
-		out := make([]string, 0, len(m))
-		for k := range m {
-			if k == "" {
-				k = "(none)"
-			}
-			out = append(out, k)
+		out := slices.Sorted(maps.Keys(m))
+		if out[0] == "" {
+			out[0] = "(none)"
 		}
-		sort.Strings(out)
 		return strings.Join(out, ", ")
 	}
 	switch {

@@ -113,7 +113,11 @@ func reportAction(c *cli.Context) error {
 				passes = append(passes, r.Pass)
 			}
 		}
-		return usageError("--pass %s: no %s rows in %s%s; its passes: %s", pass, pass, path, map[bool]string{true: " among --masks " + c.String("masks")}[c.String("masks") != ""], strings.Join(passes, ", "))
+		where := path
+		if ms := c.String("masks"); ms != "" {
+			where += " among --masks " + ms
+		}
+		return usageError("--pass %s: no %s rows in %s; its passes: %s", pass, pass, where, strings.Join(passes, ", "))
 	}
 	if against != "" {
 		if ks := present.Summarize(rows, pass).Kernels; !slices.Contains(ks, against) {
