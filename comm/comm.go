@@ -55,6 +55,12 @@ type Comm interface {
 	Close() error
 }
 
+// Versioned is a Comm that names the library under it and its version ({"nccl":"2.28.3"}):
+// a CP row records them beside its kernel's, in kernel_versions.
+type Versioned interface {
+	Versions() map[string]string
+}
+
 // Event is a point in a device stream's work: a CUDA event handle (CUevent) of the
 // ranks' context, opaque to comm.
 type Event uintptr

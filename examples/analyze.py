@@ -97,7 +97,7 @@ def inputs(args):
 # differ in one of them are other cases, never averaged together (files merged from runs at
 # two head dims, dtypes, block sizes or document sources).
 PROBLEM = ["head_dim", "dtype", "batch", "block_size", "kept_ratio", "mask_setting", "doc_source", "max_doc", "card", "settle_ms",
-           "backend", "versions", "model"]
+           "backend", "versions", "model", "env"]
 # columns that may differ between the samples (seeds) of one case of one run: a mask
 # parameter drawn per seed (prefix_lm's prefix), the path a kernel named for a sample
 PER_SAMPLE_COLS = {"mask_setting", "variant_key"}
@@ -164,6 +164,8 @@ def load(args):
         df["variant_key"] = df["kernel_variant"].map(variant_key)
     if "kernel_versions" in df.columns:
         df["versions"] = df["kernel_versions"]
+    if "env" in df.columns:  # the run's NCCL/CUDA/torch variables; "{}" (none set) reads as an older file's ""
+        df["env"] = df["env"].map(lambda v: "-" if not isinstance(v, str) or v in ("", "{}") else v)
     if "model_params" in df.columns:  # emulated links (cp --links); simulate's rows name their model per GPU count
         sim = df["backend"] == "sim" if "backend" in df.columns else False
         short = df["model_params"].map(lambda v: "model-" + hashlib.sha256(v.encode()).hexdigest()[:8] if isinstance(v, str) and v else "-")

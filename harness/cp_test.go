@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -212,5 +214,49 @@ func TestCheckSizeKeepsThePlanShape(t *testing.T) {
 	}
 	if got := cpCheckLengths(96); got[0] != 4128 || got[3] != 576 {
 		t.Fatalf("lengths on 96 ranks %v, want multiples of 96", got)
+	}
+}
+
+// versionedComm is a communicator that names a library (as NCCL's and MPI's do).
+type versionedComm struct{ comm.Comm }
+
+func (versionedComm) Versions() map[string]string { return map[string]string{"nccl": "2.28.3"} }
+
+// TestCPRowsRecordCommVersions: a CP row's kernel_versions holds its communicator's library
+// and version beside its kernel's (the reference's threads); a communicator that names none
+// leaves the kernel's alone.
+func TestCPRowsRecordCommVersions(t *testing.T) {
+	sw := CPSweep{Methods: []string{"ring-p2p"}, Masks: []string{"causal"}, SeqLen: 64, Heads: []Heads{{2, 2}}, HeadDim: 8,
+		DType: tensor.BF16, Passes: []kernels.Pass{kernels.Fwd}, Samples: 1, Seed: 1, Kernel: "ref", Build: cpTestMasks}
+	cases, err := sw.Cases(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, named := range []bool{true, false} {
+		var mu sync.Mutex
+		var got []string
+		err = local.Run(2, func(c comm.Comm) error {
+			if named {
+				c = versionedComm{c}
+			}
+			r := &CPRunner{Sweep: sw, Comm: c, Kernel: ref.New(ref.Options{}), Warmup: 0, Iters: 1, Base: results.Row{Host: "test"}}
+			return RunCP(context.Background(), r, cases, func(_ int, row results.Row) error {
+				mu.Lock()
+				got = append(got, string(row.Status)+" "+row.KernelVersions)
+				mu.Unlock()
+				return nil
+			})
+		}, local.WithTimeout(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		threads := strconv.Itoa(runtime.GOMAXPROCS(0))
+		want := `ok {"gomaxprocs":"` + threads + `"}`
+		if named {
+			want = `ok {"gomaxprocs":"` + threads + `","nccl":"2.28.3"}`
+		}
+		if len(got) != 2 || got[0] != want || got[1] != want {
+			t.Fatalf("named %v: rows %q, want two of %s", named, got, want)
+		}
 	}
 }

@@ -242,8 +242,26 @@ func (r *CPRunner) planned(rows []results.Row, pl *cp.Plan, spec mask.Spec) erro
 		// differ (cp.RankBytes).
 		row.MaskArea, row.FLOPs, row.CommBytes = spec.Mask.Area(), pl.Problem.FLOPs(p), results.Ptr(cp.RankCommBytesOf(pl, r.Comm.Rank(), p))
 		describe(r.Kernel, pl.Problem, p, row)
+		withCommVersions(row, r.Comm)
 	}
 	return nil
+}
+
+// withCommVersions adds the communicator's library and version (comm.Versioned: NCCL's,
+// MPI's) to a CP row's kernel_versions, beside its kernel's: a CP time is both theirs.
+func withCommVersions(row *results.Row, c comm.Comm) {
+	v, ok := c.(comm.Versioned)
+	if !ok {
+		return
+	}
+	m := map[string]string{}
+	_ = json.Unmarshal([]byte(row.KernelVersions), &m) // "{}" or describe's map of strings
+	for k, x := range v.Versions() {
+		m[k] = x
+	}
+	if b, err := json.Marshal(m); err == nil { // a map of strings always marshals
+		row.KernelVersions = string(b)
+	}
 }
 
 // timePasses times every pass of a checked sample into its rows (their statuses as the

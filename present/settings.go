@@ -37,7 +37,7 @@ var perSampleParams = map[string]bool{"doc_lengths": true, "doc_count": true, "d
 // rowSettings are r's settings beyond the mask, length, heads and pass that change what was
 // measured, in a fixed order: the problem (head dim, dtype, batch, the mask's parameters by
 // name, document source, length cap), the device, backend, kernel's versions (GOMAXPROCS for
-// the reference), emulated links (model_params) and settle, and a CP row's run (ranks, ranks
+// the reference), emulated links (model_params), the environment's settings (env) and settle, and a CP row's run (ranks, ranks
 // a device, sharding, dispatch block, inner dimension).
 func rowSettings(r results.Row) []setting {
 	s := []setting{
@@ -65,6 +65,9 @@ func rowSettings(r results.Row) []setting {
 	s = append(s, setting{"6 device", ShortDevice(r.Device)}, setting{"6 backend", r.Backend}, setting{"6 versions", versionsPart(r.KernelVersions)})
 	if r.ModelParams != "" && r.Backend != "sim" { // measured over emulated links (cp --links); simulate's rows name their model per GPU count
 		s = append(s, setting{"6 model", fmt.Sprintf("model-%x", sha256.Sum256([]byte(r.ModelParams)))[:14]})
+	}
+	if e := envPart(r.Env); e != "" {
+		s = append(s, setting{"6 env", e})
 	}
 	if r.SettleMs != nil {
 		s = append(s, setting{"7 settle", fmt.Sprintf("settle%gms", *r.SettleMs)})
@@ -97,6 +100,26 @@ func versionsPart(v string) string {
 	}
 	sort.Strings(parts)
 	return strings.Join(parts, "-")
+}
+
+// envPart is a row's env column as a label part: {"NCCL_ALGO":"Ring"} gives
+// "NCCL_ALGO=Ring"; "" for none set ("{}") and for rows written before the column existed
+// (""), so that those read as one. A part longer than 48 characters is "env-" and a hash.
+func envPart(v string) string {
+	var m map[string]any
+	if json.Unmarshal([]byte(v), &m) != nil {
+		return v
+	}
+	parts := make([]string, 0, len(m))
+	for k, x := range m {
+		parts = append(parts, k+"="+fmt.Sprint(x))
+	}
+	sort.Strings(parts)
+	p := strings.Join(parts, ",")
+	if len(p) > 48 {
+		return fmt.Sprintf("env-%x", sha256.Sum256([]byte(p)))[:12]
+	}
+	return p
 }
 
 // ShortDevice is a device name as a label part: "cuda:0 NVIDIA H100 80GB HBM3" gives

@@ -192,6 +192,18 @@ func TestCPTableKeepsRunsApart(t *testing.T) {
 	if got := strings.Join(lines([]results.Row{a, b}), "; "); got != "ring-p2p[cuda] causal 10.000; ring-p2p[cudnn] causal 20.000" {
 		t.Fatalf("kernels: %s", got)
 	}
+	// runs under other NCCL settings (the env column), and a run without any beside a file
+	// written before the column (env "") read as one
+	b.Kernel, a.CPSharding, b.CPSharding = "cuda", "contiguous", "contiguous"
+	a.Env, b.Env = `{"NCCL_ALGO":"Ring"}`, `{"NCCL_ALGO":"Tree","NCCL_PROTO":"Simple"}`
+	if got := strings.Join(lines([]results.Row{a, b}), "; "); got != "ring-p2p causal_NCCL-ALGO-Ring 10.000; ring-p2p causal_NCCL-ALGO-Tree-NCCL-PROTO-Simple 20.000" {
+		t.Fatalf("env: %s", got)
+	}
+	a.Env, b.Env = "{}", ""
+	if got := strings.Join(lines([]results.Row{a, b}), "; "); got != "ring-p2p causal 15.000" {
+		t.Fatalf("env {} beside an older file's: %s", got)
+	}
+	a.Env, b.Env = "", ""
 	u := cpRow("ulysses", 8, 1, 30)
 	a.CPSharding, u.CPSharding = "zigzag", "contiguous"
 	if got := strings.Join(lines([]results.Row{a, u}), "; "); got != "ring-p2p causal 10.000; ulysses causal 30.000" {

@@ -199,6 +199,10 @@ type Row struct {
 	Reason  string `arrow:"reason"`
 	Version string `arrow:"version"`
 	Command string `arrow:"command"`
+	// Env is the environment variables set for the run that can change a result without a
+	// flag (NCCL's, CUDA's, cuDNN's and cuBLAS's, the torch peers'), as a JSON object;
+	// "{}" when none was set, "" on simulate rows and in files written before it existed.
+	Env string `arrow:"env"`
 }
 
 // CheckFigure is a check's worst figure and the size that was checked, as SetCheck

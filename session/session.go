@@ -47,8 +47,9 @@ type Session struct {
 	Bench string
 	// World is this process among the ranks a launcher started (rank 0 of 1 alone).
 	World spmd.World
-	// Version and Command are recorded in every row.
-	Version, Command string
+	// Version and Command are recorded in every row, and so is Env (EnvSettings), except
+	// on simulate's rows, which no variable of the environment changes.
+	Version, Command, Env string
 	// Log is the one logger (rank-tagged once the world is known); nil: no log.
 	Log *zerolog.Logger
 	// Stdout gets tables, Stderr the "# results:" lines.
@@ -61,6 +62,9 @@ type Session struct {
 // the folder writable, the id valid), as rank w.
 func New(bench, out, runID string, w spmd.World, version string, log *zerolog.Logger, stdout, stderr io.Writer) *Session {
 	s := &Session{Bench: bench, Out: out, RunID: runID, World: w, Version: version, Command: strings.Join(os.Args, " "), Log: log, Stdout: stdout, Stderr: stderr}
+	if bench != "simulate" {
+		s.Env = EnvSettings(os.Environ())
+	}
 	if s.Stdout == nil {
 		s.Stdout = os.Stdout
 	}
@@ -124,7 +128,7 @@ func (s *Session) BaseRow(w spmd.World) results.Row {
 	}
 	return results.Row{
 		RunID: s.RunID, Host: host, Rank: int64(w.Rank), WorldSize: int64(max(w.Size, 1)), LocalRank: int64(w.LocalRank),
-		Launcher: w.Launcher, Bench: s.Bench, Version: s.Version, Command: s.Command,
+		Launcher: w.Launcher, Bench: s.Bench, Version: s.Version, Command: s.Command, Env: s.Env,
 	}
 }
 

@@ -54,9 +54,13 @@ func (w World) MPI() bool {
 func Discover(getenv func(string) string) (World, error) {
 	e := env{getenv: getenv}
 	w := World{Size: 1, LocalSize: 1, MasterPort: DefaultMasterPort}
-	w.Host = getenv("HOSTNAME")
-	if w.Host == "" {
-		w.Host, _ = os.Hostname()
+	// The kernel's name for this machine: HOSTNAME is only the fallback, since a launcher that
+	// forwards the environment (srun's default --export=ALL) carries the submitting shell's
+	// HOSTNAME to every node, which would name one host for all.
+	if h, err := os.Hostname(); err == nil && h != "" {
+		w.Host = h
+	} else {
+		w.Host = getenv("HOSTNAME")
 	}
 	switch {
 	case e.has("OMPI_COMM_WORLD_RANK"):

@@ -10,6 +10,7 @@ import "C"
 import (
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"time"
 
@@ -87,6 +88,13 @@ func (c *Comm) Rank() int { return c.rank }
 
 // Size is the number of ranks in the group.
 func (c *Comm) Size() int { return c.size }
+
+// Versions names the MPI library ({"mpi":"Open MPI v4.1.6"}: MPI_Get_library_version's
+// first line up to its first comma; comm.Versioned).
+func (c *Comm) Versions() map[string]string {
+	v, _, _ := strings.Cut(LibraryVersion(), ",")
+	return map[string]string{"mpi": strings.TrimSpace(v)}
+}
 
 func (c *Comm) world(p int) int { return c.members[p] }
 

@@ -152,6 +152,11 @@ func (c *Comm) Handle() uintptr { return c.handle }
 // Lib is the NCCL library the communicator uses.
 func (c *Comm) Lib() *Lib { return c.lib }
 
+// Versions names NCCL's version ({"nccl":"2.28.3"}; comm.Versioned).
+func (c *Comm) Versions() map[string]string {
+	return map[string]string{"nccl": c.lib.VersionString()}
+}
+
 // Stream is the stream every operation is enqueued on.
 func (c *Comm) Stream() Stream { return c.stream }
 

@@ -56,6 +56,9 @@ func TestCommOneRankOperations(t *testing.T) {
 		if c.Rank() != 0 || c.Size() != 1 || c.Handle() == 0 {
 			t.Fatalf("rank %d size %d handle %#x", c.Rank(), c.Size(), c.Handle())
 		}
+		if v := comm.Comm(c).(comm.Versioned).Versions(); len(v) != 1 || v["nccl"] != "2.28.3" {
+			t.Fatalf("Versions() = %v, want the library's 2.28.3 under nccl", v)
+		}
 		for _, dt := range []tensor.DType{tensor.BF16, tensor.FP16, tensor.FP32, tensor.FP64} {
 			src := randDev(rng, dt, 6, 3, 4)
 			dst := hostDev{tensor.NewHost(dt, 6, 3, 4)}
