@@ -70,6 +70,9 @@ type CPRunner struct {
 	// temperature: summariseGPU), the transfer-free second timing (--overlap) aside; nil
 	// records none.
 	GPU GPUSampler
+	// DeviceUUID names this rank's physical GPU (KernelOptions.Device's UUID; "" when
+	// unknown), recorded in its rows on a GPU; nil records none.
+	DeviceUUID func() string
 	// Settle leaves every rank's GPU idle this long before each pass is timed and before
 	// each kernel-alone baseline (--settle; 0: not at all), recorded in settle_ms.
 	Settle time.Duration
@@ -141,6 +144,9 @@ func (r *CPRunner) row(cs CPCase, sample int, pass kernels.Pass) results.Row {
 	row.Device = r.Kernel.Device().Name()
 	if row.Device != "cpu" {
 		row.DeviceIndex = results.Ptr(int64(r.KernelOptions.Device))
+		if r.DeviceUUID != nil {
+			row.DeviceUUID = r.DeviceUUID()
+		}
 	}
 	c := cs.Config
 	// The resolved mesh; unknown (null) for a case whose plan refused it unresolved.

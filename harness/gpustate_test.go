@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -73,9 +74,13 @@ func TestGPUStateInRows(t *testing.T) {
 	k := &waitingTimer{selfTimed: &selfTimed{fakeKernel: newFake()}, gpu: gpu}
 	r := runnerFor(k)
 	r.GPU = gpu.read
+	r.DeviceUUID = func() string { return "GPU-5b7ea7b3-9a6c-1f84-0d3a-6e2c42f1b7a0" }
 	row := r.Run(context.Background(), small)
 	if row.Status != results.StatusOK {
 		t.Fatalf("status %s: %s", row.Status, row.Reason)
+	}
+	if row.DeviceUUID != "GPU-5b7ea7b3-9a6c-1f84-0d3a-6e2c42f1b7a0" {
+		t.Errorf("device_uuid %q, want the device's", row.DeviceUUID)
 	}
 	gpu.mu.Lock()
 	got := gpu.got
@@ -175,7 +180,10 @@ func TestGPUStateInCPRows(t *testing.T) {
 	const n = 2
 	sw, cases := fakeGPUSweep(t, n)
 	gpu := newFakeGPU(-1)
-	rows, err := cpRowsOnFakeGPU(context.Background(), n, sw, cases, func(r *CPRunner) { r.GPU = gpu.read })
+	rows, err := cpRowsOnFakeGPU(context.Background(), n, sw, cases, func(r *CPRunner) {
+		r.GPU = gpu.read
+		r.DeviceUUID = func() string { return fmt.Sprintf("GPU-rank%d", r.Comm.Rank()) }
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,6 +193,9 @@ func TestGPUStateInCPRows(t *testing.T) {
 	for _, row := range rows {
 		if row.Status != results.StatusOK || row.GPUSamples == nil || *row.GPUSamples < 1 || row.SMClockMHz == nil || row.TempC == nil {
 			t.Errorf("rank %d: status %s %q, samples %v, clock %v", row.Rank, row.Status, row.Reason, row.GPUSamples, row.SMClockMHz)
+		}
+		if want := fmt.Sprintf("GPU-rank%d", row.Rank); row.DeviceUUID != want {
+			t.Errorf("rank %d: device_uuid %q, want its own GPU's %s", row.Rank, row.DeviceUUID, want)
 		}
 	}
 }

@@ -66,6 +66,9 @@ type Runner struct {
 	// GPU reads the state of the GPU cases are timed on (SM clock, power, temperature),
 	// recorded in every row timed there (summariseGPU); nil records none.
 	GPU GPUSampler
+	// DeviceUUID names the physical GPU of KernelOptions.Device (its UUID, as nvidia-smi
+	// prints it; "" when unknown), recorded in every row timed on a GPU; nil records none.
+	DeviceUUID func() string
 	// Settle is how long the GPU is left idle before each case timed on it (--settle; 0:
 	// not at all), recorded in the row's settle_ms.
 	Settle time.Duration
@@ -207,6 +210,9 @@ func (r *Runner) run(ctx context.Context, c Case, row *results.Row) error {
 	}
 	if dev.Name() != "cpu" {
 		row.DeviceIndex = results.Ptr(int64(r.KernelOptions.Device))
+		if r.DeviceUUID != nil {
+			row.DeviceUUID = r.DeviceUUID()
+		}
 	}
 	describe(k, p, c.Pass, row)
 	if err := k.Supports(p); err != nil {

@@ -76,6 +76,10 @@ type Row struct {
 	// DeviceIndex is the GPU's index in the process (after CUDA_VISIBLE_DEVICES); nil on
 	// the CPU.
 	DeviceIndex *int64 `arrow:"device_index"`
+	// DeviceUUID is the GPU's UUID ("GPU-5b7e..."): which physical card, where name and
+	// index do not say (two nodes, CUDA_VISIBLE_DEVICES); "" on the CPU, where the driver
+	// could not say, and in files written before it existed.
+	DeviceUUID string `arrow:"device_uuid"`
 	Method      string `arrow:"method"` // the CP method; empty for kernel runs
 
 	// CP mesh: nil for kernel runs.

@@ -61,6 +61,8 @@ type cpRanks struct {
 	// gpu reads the device's state for every rank of this process (one NVML monitor, one
 	// warning where there is none: in-process ranks share the device)
 	gpu harness.GPUSampler
+	// uuid names the device (its UUID) for every rank of this process
+	uuid func() string
 }
 
 // CP runs a CP sweep: the world (spmd.RunRanks), each rank's communicator, kernel, rank
@@ -93,6 +95,7 @@ func (s *Session) CP(ctx context.Context, r CPRun) error {
 	var shared cpRanks
 	var closeGPU func()
 	shared.gpu, closeGPU = gpuSampler(r.GPUState, r.KernelOptions.Device, s.log())
+	shared.uuid = deviceUUID(r.KernelOptions.Device, s.log())
 	defer closeGPU()
 	err := spmd.RunRanks(ctx, s.World, r.Options, ip, func(ctx context.Context, cm comm.Comm, w spmd.World) error {
 		k := r.Kernel
@@ -156,7 +159,7 @@ func (s *Session) cpRank(ctx context.Context, r CPRun, backend string, cm comm.C
 	}
 	run := &harness.CPRunner{
 		Sweep: r.Sweep, Comm: cm, Kernel: kern, KernelOptions: r.KernelOptions, Check: r.Check, CheckBudget: r.CheckBudget,
-		Warmup: r.Warmup, Iters: r.Iters, Overlap: r.Overlap, Baseline: r.Baseline, Base: base, GPU: shared.gpu, Settle: r.Settle,
+		Warmup: r.Warmup, Iters: r.Iters, Overlap: r.Overlap, Baseline: r.Baseline, Base: base, GPU: shared.gpu, DeviceUUID: shared.uuid, Settle: r.Settle,
 	}
 	log := s.log()
 	if rank == 0 {

@@ -46,4 +46,23 @@ func gpuSampler(on bool, ordinal int, log *zerolog.Logger) (harness.GPUSampler, 
 	return read, closeFn
 }
 
+// deviceUUID is the UUID of CUDA device `ordinal` (cuda.DeviceUUID) for a sweep's rows on a
+// GPU, asked of the driver at the first such row and kept; "" where the driver cannot say
+// (one debug line says why).
+func deviceUUID(ordinal int, log *zerolog.Logger) func() string {
+	var (
+		once sync.Once
+		uuid string
+	)
+	return func() string {
+		once.Do(func() {
+			var err error
+			if uuid, err = cuda.DeviceUUID(ordinal); err != nil {
+				log.Debug().Err(err).Int("device", ordinal).Msg("the GPU's UUID is not known: device_uuid stays empty")
+			}
+		})
+		return uuid
+	}
+}
+
 var errGPUClosed = errors.New("session: the GPU's sampler is closed")

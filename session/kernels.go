@@ -124,6 +124,7 @@ func (s *Session) RunKernels(ctx context.Context, k KernelSweep, est *harness.Es
 	}
 	var closeGPU func()
 	r.GPU, closeGPU = gpuSampler(k.GPUState, k.KernelOptions.Device, s.log())
+	r.DeviceUUID = deviceUUID(k.KernelOptions.Device, s.log())
 	defer closeGPU()
 	defer r.Close()
 	cases := k.Sweep.Cases()

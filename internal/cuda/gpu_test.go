@@ -5,6 +5,7 @@ package cuda
 import (
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/longca/longca/tensor"
@@ -118,6 +119,20 @@ func TestCompileErrorCarriesLog(t *testing.T) {
 		t.Fatalf("broken source: %v", err)
 	}
 	t.Logf("expected compile error: %v", err)
+}
+
+// The UUID of the GPU this process opened reads as nvidia-smi's: GPU- and 32 hex digits,
+// not all zero.
+func TestDeviceUUID(t *testing.T) {
+	openGPU(t)
+	u, err := DeviceUUID(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(u) != 40 || !strings.HasPrefix(u, "GPU-") || u == FormatUUID([16]byte{}) {
+		t.Fatalf("DeviceUUID(0) = %q", u)
+	}
+	t.Logf("device 0: %s", u)
 }
 
 // NVML on the GPU this process opened: the bus id resolves, a reading is plausible.

@@ -1,0 +1,38 @@
+package cuda
+
+import (
+	"fmt"
+	"unsafe"
+)
+
+// DeviceUUID is the UUID of CUDA device `ordinal` of this process as nvidia-smi prints it
+// ("GPU-5b7ea7b3-9a6c-1f84-0d3a-6e2c42f1b7a0"): the physical card, which the device's name
+// and index (after CUDA_VISIBLE_DEVICES) do not tell apart. cuDeviceGetUuid_v2 (CUDA 11.4),
+// else cuDeviceGetUuid.
+func DeviceUUID(ordinal int) (string, error) {
+	d, err := driver()
+	if err != nil {
+		return "", err
+	}
+	s := newScratch()
+	defer s.free()
+	if err := d.call("cuDeviceGet", s.ptr(0), uint64(ordinal)); err != nil {
+		return "", fmt.Errorf("CUDA device %d: %w", ordinal, err)
+	}
+	dev := uint64(s.i32(0))
+	// the 16 bytes of a CUuuid into slots 2 and 3
+	if err = d.call("cuDeviceGetUuid_v2", s.ptr(2), dev); err != nil {
+		if err = d.call("cuDeviceGetUuid", s.ptr(2), dev); err != nil {
+			return "", err
+		}
+	}
+	var u [16]byte
+	copy(u[:], (*[16]byte)(unsafe.Pointer(&s.p[2]))[:])
+	return FormatUUID(u), nil
+}
+
+// FormatUUID writes 16 bytes as nvidia-smi writes a GPU's UUID: "GPU-" and the bytes in
+// hex, grouped 4-2-2-2-6.
+func FormatUUID(u [16]byte) string {
+	return fmt.Sprintf("GPU-%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
+}
