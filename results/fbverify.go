@@ -232,20 +232,45 @@ func (v fbVerifier) schema(s fbTable) (int, error) {
 
 // recordBatch verifies a RecordBatch table and returns its number of field nodes (one
 // per column of the flat schemas longca writes).
-func (v fbVerifier) recordBatch(t fbTable) (int, error) {
+func (v fbVerifier) recordBatch(t fbTable) (cols int, buffersEnd int64, err error) {
 	if at, err := v.ref(t, batchCompression); err != nil || at != 0 {
-		return 0, fmt.Errorf("a compressed batch: not written by longca%s", because(err))
+		return 0, 0, fmt.Errorf("a compressed batch: not written by longca%s", because(err))
 	}
-	for _, f := range []struct{ slot, elem int }{{batchBuffers, 16}, {batchVariadic, 8}} {
-		if err := v.scalarVector(t, f.slot, f.elem); err != nil {
-			return 0, err
-		}
+	if err := v.scalarVector(t, batchVariadic, 8); err != nil {
+		return 0, 0, err
+	}
+	if buffersEnd, err = v.buffersEnd(t); err != nil {
+		return 0, 0, err
 	}
 	at, err := v.ref(t, batchNodes)
 	if err != nil || at == 0 {
+		return 0, buffersEnd, err
+	}
+	cols, err = v.vector(at, 16)
+	return cols, buffersEnd, err
+}
+
+// buffersEnd verifies a record batch's buffers (Buffer structs: offset and length, int64
+// each) and returns where the last of them ends in the body.
+func (v fbVerifier) buffersEnd(t fbTable) (int64, error) {
+	at, err := v.ref(t, batchBuffers)
+	if err != nil || at == 0 {
 		return 0, err
 	}
-	return v.vector(at, 16)
+	n, err := v.vector(at, 16)
+	if err != nil {
+		return 0, err
+	}
+	var end int64
+	for i := 0; i < n; i++ {
+		e := v.b[at+4+16*i:]
+		off, length := int64(binary.LittleEndian.Uint64(e)), int64(binary.LittleEndian.Uint64(e[8:]))
+		if off < 0 || length < 0 || off > 1<<40 || length > 1<<40 {
+			return 0, fmt.Errorf("buffer %d at %d of %d bytes: not a place in a body", i, off, length)
+		}
+		end = max(end, off+length)
+	}
+	return end, nil
 }
 
 // verifyMessage verifies one IPC message's metadata and returns its header type, body
@@ -281,7 +306,14 @@ func verifyMessage(meta []byte) (header byte, bodyLen int64, cols int, err error
 	case headerSchema:
 		cols, err = v.schema(h)
 	case headerRecordBatch:
-		cols, err = v.recordBatch(h)
+		var buffersEnd int64
+		cols, buffersEnd, err = v.recordBatch(h)
+		// The writer pads each buffer to 8 bytes and the body holds nothing else: a body
+		// longer than its buffers' end so padded (a flipped length) would swallow the
+		// messages after it, and a shorter one cannot hold them.
+		if err == nil && bodyLen != (buffersEnd+7)&^7 {
+			err = fmt.Errorf("a body of %d bytes for buffers that end at byte %d", bodyLen, buffersEnd)
+		}
 	default:
 		err = fmt.Errorf("message of type %d: not written by longca", header)
 	}
