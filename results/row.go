@@ -80,7 +80,7 @@ type Row struct {
 	// index do not say (two nodes, CUDA_VISIBLE_DEVICES); "" on the CPU, where the driver
 	// could not say, and in files written before it existed.
 	DeviceUUID string `arrow:"device_uuid"`
-	Method      string `arrow:"method"` // the CP method; empty for kernel runs
+	Method     string `arrow:"method"` // the CP method; empty for kernel runs
 
 	// CP mesh: nil for kernel runs.
 	Ulysses  *int64 `arrow:"cp_ulysses"`
