@@ -24,7 +24,38 @@ type Baseline struct {
 	File string
 
 	mu     sync.Mutex // a Baseline may serve in-process ranks: the file is read once
-	loaded map[BaselineKey]float64
+	loaded map[BaselineKey]*baselineFigure
+}
+
+// baselineFigure is a key's rows in the file: their mean TFLOP/s and the conditions they
+// were measured under.
+type baselineFigure struct {
+	tflops float64
+	conds  map[BaselineCond]bool
+}
+
+// BaselineCond is what a baseline figure was measured under beyond its key, which a CP
+// row's must match for the figure to be its yardstick: the card (a figure from an H100 is
+// not an H200's) and the documents' source (pile's lengths are not ProLong's).
+type BaselineCond struct {
+	Device, DocSource string
+}
+
+// CondOf is a row's BaselineCond: its device less the index ("NVIDIA H200", "cpu") and its
+// doc_source.
+func CondOf(r results.Row) BaselineCond {
+	d := r.Device
+	if i := strings.IndexByte(d, ' '); i >= 0 && strings.HasPrefix(d, "cuda:") {
+		d = d[i+1:]
+	}
+	return BaselineCond{Device: d, DocSource: r.DocSource}
+}
+
+func (c BaselineCond) String() string {
+	if c.DocSource == "" {
+		return c.Device
+	}
+	return c.Device + " with documents " + c.DocSource
 }
 
 // BaselineKey is what a baseline figure is for.
@@ -62,6 +93,7 @@ func (b *Baseline) load() error {
 		return fmt.Errorf("--baseline %s: %w", b.File, err)
 	}
 	sum, n := map[BaselineKey]float64{}, map[BaselineKey]int{}
+	conds := map[BaselineKey]map[BaselineCond]bool{}
 	benches := map[string]int{}
 	for _, r := range rows {
 		benches[r.Bench]++
@@ -71,15 +103,19 @@ func (b *Baseline) load() error {
 		k := BaselineKey{r.Kernel, r.Mask, int(r.SeqLen), int(r.HeadsQ), int(r.HeadsKV), int(r.HeadDim), r.DType, r.Pass}
 		sum[k] += *r.TFLOPs
 		n[k]++
+		if conds[k] == nil {
+			conds[k] = map[BaselineCond]bool{}
+		}
+		conds[k][CondOf(r)] = true
 	}
 	if len(sum) == 0 {
 		// A cp merged file, a sparse folder, a kernel run whose every case failed: every CP
 		// row would lack kernel_tflops and cp_efficiency, silently.
 		return fmt.Errorf("--baseline %s: no ok longca kernel row in it (%s): give a kernel run's results (longca kernel's folder or merged file), or --baseline measure or none", b.File, describeBenches(len(rows), benches))
 	}
-	b.loaded = map[BaselineKey]float64{}
+	b.loaded = map[BaselineKey]*baselineFigure{}
 	for k, s := range sum {
-		b.loaded[k] = s / float64(n[k])
+		b.loaded[k] = &baselineFigure{tflops: s / float64(n[k]), conds: conds[k]}
 	}
 	return nil
 }
@@ -105,14 +141,39 @@ func describeBenches(rows int, benches map[string]int) string {
 	return fmt.Sprintf("%d rows: %s", rows, strings.Join(parts, ", "))
 }
 
-// Lookup returns the figure for k from the file (0 when the file has none).
-func (b *Baseline) Lookup(k BaselineKey) (float64, error) {
+// Lookup returns the figure for k from the file, for a CP row measured under want: 0 and
+// why not where the file has no ok kernel row of k, or has them only under other
+// conditions (another card, other documents), or under several (two runs' rows in one
+// folder), whose mean no single run measured.
+func (b *Baseline) Lookup(k BaselineKey, want BaselineCond) (tflops float64, why string, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if err := b.load(); err != nil {
-		return 0, err
+		return 0, "", err
 	}
-	return b.loaded[k], nil
+	f := b.loaded[k]
+	if f == nil {
+		return 0, "no ok kernel row of this case in the file (a kernel run at each rank's length, this head dim and dtype, is one)", nil
+	}
+	if len(f.conds) > 1 {
+		return 0, "the file's rows of this case were measured under " + condList(f.conds) + ", whose mean no run measured: give the kernel rows of one card and one document source", nil
+	}
+	for c := range f.conds {
+		if c != want {
+			return 0, "the file's rows of this case were measured on " + c.String() + " and this run's on " + want.String() + ": give kernel rows measured as this run is", nil
+		}
+	}
+	return f.tflops, "", nil
+}
+
+// condList names conditions, sorted: "NVIDIA H100 80GB HBM3; NVIDIA H200".
+func condList(conds map[BaselineCond]bool) string {
+	names := make([]string, 0, len(conds))
+	for c := range conds {
+		names = append(names, c.String())
+	}
+	sort.Strings(names)
+	return strings.Join(names, "; ")
 }
 
 // measureBaseline is the collective measurement of k: rank 0 runs the case with the

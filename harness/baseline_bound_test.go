@@ -51,7 +51,7 @@ func TestBaselineNeedsOKKernelRows(t *testing.T) {
 		if c.want == "" {
 			if err != nil {
 				t.Errorf("%s: %v", c.name, err)
-			} else if v, _ := b.Lookup(BaselineKey{"ref", "causal", 128, 2, 1, 16, "bf16", "fwd"}); v != 2 {
+			} else if v, _, _ := b.Lookup(BaselineKey{"ref", "causal", 128, 2, 1, 16, "bf16", "fwd"}, BaselineCond{}); v != 2 {
 				t.Errorf("%s: baseline %v, want 2", c.name, v)
 			}
 			continue
@@ -64,6 +64,41 @@ func TestBaselineNeedsOKKernelRows(t *testing.T) {
 			if !strings.Contains(err.Error(), w) {
 				t.Errorf("%s: %q does not say %q", c.name, err, w)
 			}
+		}
+	}
+}
+
+// A --baseline figure serves a CP row only where the file's rows of its case were measured
+// as the row was: on the same card and documents, and under one condition (a folder of two
+// runs' rows, an H100's and an H200's, would have given their mean).
+func TestBaselineMatchesCardAndDocuments(t *testing.T) {
+	key := BaselineKey{"ref", "causal_document", 128, 2, 1, 16, "bf16", "fwd"}
+	row := func(dev, docs string, tf float64) results.Row {
+		return results.Row{RunID: "r", Bench: "kernel", Kernel: "ref", Mask: "causal_document", SeqLen: 128, HeadsQ: 2, HeadsKV: 1,
+			HeadDim: 16, DType: "bf16", Pass: "fwd", Status: results.StatusOK, TFLOPs: results.Ptr(tf), Device: dev, DocSource: docs}
+	}
+	h200 := BaselineCond{Device: "NVIDIA H200", DocSource: "pile"}
+	for _, c := range []struct {
+		name string
+		rows []results.Row
+		want BaselineCond
+		tf   float64
+		why  string
+	}{
+		{"same card and documents, another index", []results.Row{row("cuda:3 NVIDIA H200", "pile", 500), row("cuda:0 NVIDIA H200", "pile", 520)}, h200, 510, ""},
+		{"another card", []results.Row{row("cuda:0 NVIDIA H100 80GB HBM3", "pile", 400)}, h200, 0, "measured on NVIDIA H100 80GB HBM3 with documents pile and this run's on NVIDIA H200 with documents pile"},
+		{"other documents", []results.Row{row("cuda:0 NVIDIA H200", "prolong64k", 400)}, h200, 0, "with documents prolong64k and this run's on NVIDIA H200 with documents pile"},
+		{"two cards in one file", []results.Row{row("cuda:0 NVIDIA H200", "pile", 500), row("cuda:0 NVIDIA H100 80GB HBM3", "pile", 400)}, h200, 0,
+			"measured under NVIDIA H100 80GB HBM3 with documents pile; NVIDIA H200 with documents pile, whose mean no run measured"},
+		{"the CPU", []results.Row{row("cpu", "", 1)}, BaselineCond{Device: "cpu"}, 1, ""},
+	} {
+		b := &Baseline{File: writeBaselineRows(t, "r", c.rows...)}
+		tf, why, err := b.Lookup(key, c.want)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if tf != c.tf || (c.why == "") != (why == "") || !strings.Contains(why, c.why) {
+			t.Errorf("%s: figure %v (%q), want %v (%q)", c.name, tf, why, c.tf, c.why)
 		}
 	}
 }

@@ -62,10 +62,11 @@ type CPRunner struct {
 	Base results.Row
 	// OnBaseline, when set, hears of each baseline kernel row rank 0 measured.
 	OnBaseline func(row results.Row)
-	// OnNoBaseline, when set, hears once of each case a --baseline FILE has no ok kernel
-	// row for (another length, head dim, dtype...): those rows carry no kernel_tflops and
-	// no cp_efficiency.
-	OnNoBaseline func(k BaselineKey)
+	// OnNoBaseline, when set, hears once of each case a --baseline FILE gives no figure
+	// for, and why: no ok kernel row of it (another length, head dim, dtype...), or rows
+	// measured on another card or documents, or under several. Those rows carry no
+	// kernel_tflops and no cp_efficiency.
+	OnNoBaseline func(k BaselineKey, why string)
 	// GPU reads the state of this rank's GPU while each pass is timed (its SM clock, power,
 	// temperature: summariseGPU), the transfer-free second timing (--overlap) aside; nil
 	// records none.
@@ -575,8 +576,9 @@ func (r *CPRunner) efficiency(ctx context.Context, cs CPCase, pass kernels.Pass,
 	if !ok {
 		var err error
 		if b.File != "" {
-			if tf, err = b.Lookup(k); err == nil && tf <= 0 && r.OnNoBaseline != nil {
-				r.OnNoBaseline(k)
+			var why string
+			if tf, why, err = b.Lookup(k, CondOf(*row)); err == nil && tf <= 0 && r.OnNoBaseline != nil {
+				r.OnNoBaseline(k, why)
 			}
 		} else {
 			var kr *results.Row

@@ -164,10 +164,10 @@ func (s *Session) cpRank(ctx context.Context, r CPRun, backend string, cm comm.C
 	log := s.log()
 	if rank == 0 {
 		run.OnBaseline = func(row results.Row) { logBaseline(log, row) }
-		run.OnNoBaseline = func(k harness.BaselineKey) {
+		run.OnNoBaseline = func(k harness.BaselineKey, why string) {
 			log.Warn().Str("baseline", r.Baseline.File).Str("kernel", k.Kernel).Str("mask", k.Mask).Int("seqlen", k.SeqLen).
 				Str("heads", fmt.Sprintf("%d:%d", k.HeadsQ, k.HeadsKV)).Int("head_dim", k.HeadDim).Str("dtype", k.DType).Str("pass", k.Pass).
-				Msg("--baseline: no ok kernel row of this case in the file (a kernel run at each rank's length, this head dim and dtype, is one): its rows have no kernel_tflops or cp_efficiency")
+				Msg("--baseline: " + why + "; this case's rows have no kernel_tflops or cp_efficiency")
 		}
 	}
 	est := r.Estimate

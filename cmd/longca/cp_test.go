@@ -483,23 +483,26 @@ func TestCPDeterministicNeedsSuchABackward(t *testing.T) {
 
 // cp --baseline FILE: a case the file has no ok kernel row for (here a kernel run at
 // another length than each rank's) gets rows without kernel_tflops, as before, and now a
-// warning naming the case (it was a silent null); a file at each rank's length serves.
+// warning naming the case (it was a silent null); so does a file whose rows drew other
+// documents (it had served); a file at each rank's length and the run's documents serves.
 func TestCPBaselineFileWarnsOfMissingCases(t *testing.T) {
 	tmp := t.TempDir()
-	kernelRun := func(name, seqlen string) string {
+	kernelRun := func(name, seqlen string, extra ...string) string {
 		dir := filepath.Join(tmp, name)
 		args := []string{"--log-level", "warn", "kernel", "--kernels", "ref", "--seqlens", seqlen, "--heads", "2:1", "--head-dim", "8", "-w", "0", "-n", "1",
 			"--masks", "causal_document_long", "--passes", "fwd", "--out", dir}
+		args = append(args, extra...)
 		if _, errOut, code := captureRun(t, args...); code != 0 {
 			t.Fatalf("%v: exit %d: %s", args, code, errOut)
 		}
 		return dir
 	}
-	other, same := kernelRun("other", "128"), kernelRun("same", "64")
+	other, same, docs := kernelRun("other", "128"), kernelRun("same", "64"), kernelRun("docs", "64", "--dist", "prolong64k")
 	for _, tc := range []struct {
 		base string
 		want bool
-	}{{other, false}, {same, true}} {
+		warn string
+	}{{other, false, "no ok kernel row of this case"}, {same, true, ""}, {docs, false, "with documents prolong64k and this run's on cpu with documents pile"}} {
 		dir := filepath.Join(tmp, "cp-"+filepath.Base(tc.base))
 		args := []string{"cp", "--ranks", "2", "--tokens-per-rank", "64", "--heads", "2:1", "--head-dim", "8", "-w", "0", "-n", "1", "--samples", "1",
 			"--masks", "causal_document_long", "--methods", "ring-p2p", "--passes", "fwd", "--baseline", tc.base, "--out", dir}
@@ -507,8 +510,8 @@ func TestCPBaselineFileWarnsOfMissingCases(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("%v: exit %d: %s", args, code, errOut)
 		}
-		if warned := strings.Contains(errOut, "no ok kernel row of this case"); warned == tc.want {
-			t.Fatalf("baseline %s: warned %v, want %v:\n%s", tc.base, warned, !tc.want, errOut)
+		if warned := strings.Contains(errOut, "--baseline: "); warned == tc.want || !strings.Contains(errOut, tc.warn) {
+			t.Fatalf("baseline %s: warned %v, want %v (%q):\n%s", tc.base, warned, !tc.want, tc.warn, errOut)
 		}
 		rows, _, err := results.ReadRows(results.MergedPath(dir, filepath.Base(dir)))
 		if err != nil {
