@@ -36,7 +36,8 @@ type baselineFigure struct {
 
 // BaselineCond is what a baseline figure was measured under beyond its key, which a CP
 // row's must match for the figure to be its yardstick: the card (a figure from an H100 is
-// not an H200's) and the documents' source (pile's lengths are not ProLong's).
+// not an H200's) and the documents' source (pile's lengths are not ProLong's; a file row
+// without one, written before the column, is taken as the run's).
 type BaselineCond struct {
 	Device, DocSource string
 }
@@ -159,6 +160,9 @@ func (b *Baseline) Lookup(k BaselineKey, want BaselineCond) (tflops float64, why
 		return 0, "the file's rows of this case were measured under " + condList(f.conds) + ", whose mean no run measured: give the kernel rows of one card and one document source", nil
 	}
 	for c := range f.conds {
+		if c.DocSource == "" { // a file written before doc_source, or a mask without documents
+			c.DocSource = want.DocSource
+		}
 		if c != want {
 			return 0, "the file's rows of this case were measured on " + c.String() + " and this run's on " + want.String() + ": give kernel rows measured as this run is", nil
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
+	"strconv"
 	"time"
 
 	"github.com/longca/longca/comm"
@@ -29,6 +30,18 @@ func CPKernel(k kernels.Kernel, staged bool) (kernels.Kernel, error) {
 		return nil, fmt.Errorf("kernel %s runs on %s but is not a cp.DeviceKernel (no CUDADevice method), so the CP methods would copy every step through the host: pass --staged to accept that (its rows say %s+staged), or use a device kernel such as cuda", k.Name(), k.Device().Name(), k.Name())
 	}
 	return cp.Staged(k), nil
+}
+
+// computeDevice is the device k computes on: a staged kernel's (cp.Staged: --staged) is its
+// inner kernel's GPU, where its Device is the host its tensors pass through.
+func computeDevice(k kernels.Kernel) tensor.Device {
+	for {
+		u, ok := k.(interface{ Unwrap() kernels.Kernel })
+		if !ok {
+			return k.Device()
+		}
+		k = u.Unwrap()
+	}
 }
 
 // CPRunner runs CP cases on one rank. Every rank of the world runs the same cases in the
@@ -94,14 +107,18 @@ type cpVerdict struct {
 }
 
 // prepare learns, once, how many ranks share this rank's device (an all-reduce of every
-// rank's host and device).
+// rank's host and device: a GPU by its index too, since a torch worker's name has none).
 func (r *CPRunner) prepare() error {
 	if r.ready {
 		return nil
 	}
 	n, me := r.Comm.Size(), r.Comm.Rank()
 	h := fnv.New64a()
-	fmt.Fprintf(h, "%s/%s", r.Base.Host, r.Kernel.Device().Name())
+	dev := computeDevice(r.Kernel).Name()
+	if dev != "cpu" {
+		dev += "#" + strconv.Itoa(r.KernelOptions.Device)
+	}
+	fmt.Fprintf(h, "%s/%s", r.Base.Host, dev)
 	id := float64(h.Sum64()&(1<<52-1) | 1) // exact in a float64, never zero
 	v := tensor.NewHost(tensor.FP64, n)
 	v.Set(me, id)
@@ -142,7 +159,7 @@ func (r *CPRunner) row(cs CPCase, sample int, pass kernels.Pass) results.Row {
 	if _, ok := r.Kernel.(kernels.Describer); ok && r.Kernel.Device().Name() == "cpu" {
 		describe(r.Kernel, kernels.Problem{}, pass, &row) // the reference's threads (a device kernel's are per problem)
 	}
-	row.Device = r.Kernel.Device().Name()
+	row.Device = computeDevice(r.Kernel).Name() // a staged kernel's GPU, not the host its tensors pass through
 	if row.Device != "cpu" {
 		row.DeviceIndex = results.Ptr(int64(r.KernelOptions.Device))
 		if r.DeviceUUID != nil {
@@ -577,7 +594,7 @@ func (r *CPRunner) efficiency(ctx context.Context, cs CPCase, pass kernels.Pass,
 		var err error
 		if b.File != "" {
 			var why string
-			if tf, why, err = b.Lookup(k, CondOf(*row)); err == nil && tf <= 0 && r.OnNoBaseline != nil {
+			if tf, why, err = b.Lookup(k, r.baselineCond(cs, k, *row)); err == nil && tf <= 0 && r.OnNoBaseline != nil {
 				r.OnNoBaseline(k, why)
 			}
 		} else {
@@ -598,6 +615,22 @@ func (r *CPRunner) efficiency(ctx context.Context, cs CPCase, pass kernels.Pass,
 	row.KernelTFLOPs, row.KernelTFLOPsFrom = results.Ptr(tf), b.From()
 	row.CPEfficiency = results.Ptr(*row.DeviceTFLOPs / tf)
 	return nil
+}
+
+// baselineCond is what a --baseline FILE's rows of k must have been measured under to serve
+// row: its card, and the documents the kernel alone at each rank's length draws (what
+// --baseline measure would time: the mask built at k's length, whose default source follows
+// that length, not the whole run's).
+func (r *CPRunner) baselineCond(cs CPCase, k BaselineKey, row results.Row) BaselineCond {
+	c := CondOf(row)
+	build := r.Sweep.Build
+	if build == nil {
+		build = BuildCPMask
+	}
+	if spec, err := build(cs.Mask, k.SeqLen, r.Sweep.Seed); err == nil {
+		c.DocSource = spec.Params["dist"]
+	}
+	return c
 }
 
 // kernels is the kernel harness the baseline is measured with: this rank's own kernel

@@ -16,11 +16,22 @@ import (
 // do not read as one.
 var envPrefixes = []string{"NCCL_", "CUDA_", "CUDNN_", "CUBLAS_", "CUBLASLT_", "NVIDIA_TF32_OVERRIDE", "TORCH_", "PYTORCH_", "TORCHINDUCTOR_", "TRITON_"}
 
-// envLeftOut are parts of a name (split at '_') that keep a variable out of the rows:
-// values that differ from rank to rank of one run by design (a launcher's
-// CUDA_VISIBLE_DEVICES per task; the device's index and name are columns of their own),
-// and anything that may be a secret.
-var envLeftOut = map[string]bool{"VISIBLE": true, "RANK": true, "TOKEN": true, "SECRET": true, "PASSWORD": true, "PASSWD": true, "KEY": true, "CREDENTIALS": true, "AUTH": true}
+// Names left out of the rows, matched on the name in upper case:
+//   - values that differ from rank to rank of one run by design: a launcher's
+//     CUDA_VISIBLE_DEVICES per task (the device's index, name and UUID are columns of their
+//     own), anything of a RANK;
+//   - places and installs, which differ from node to node without changing a result
+//     (CUDA_HOME, TRITON_CACHE_DIR, NCCL_DEBUG_FILE; an image's CUDA_VERSION and
+//     NCCL_VERSION, whose libraries kernel_versions names): names ending in one of
+//     envPlaceSuffixes, but for the files that steer NCCL's topology;
+//   - anything that may be a secret: a name holding one of envSecretWords anywhere, or
+//     a part (between '_') in envSecretParts.
+var (
+	envPlaceSuffixes = []string{"_HOME", "_PATH", "_DIR", "_DIRECTORY", "_ROOT", "_VERSION", "_FILE", "_CACHE", "_PREFIX"}
+	envKeptFiles     = map[string]bool{"NCCL_TOPO_FILE": true, "NCCL_GRAPH_FILE": true}
+	envSecretWords   = []string{"TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "APIKEY", "API_KEY", "PRIVATE", "COOKIE", "AUTH"}
+	envSecretParts   = map[string]bool{"KEY": true, "KEYS": true, "PASS": true, "CERT": true, "CERTS": true, "PWD": true}
+)
 
 // Bounds of the env column: a value's bytes, and the variables recorded (a longer list
 // ends with the entry "..." giving how many more were set).
@@ -40,6 +51,7 @@ func EnvSettings(environ []string) string {
 		if !ok || !recordedEnv(name) {
 			continue
 		}
+		value = withoutUserinfo(value)
 		if len(value) > envValueMax {
 			value = value[:envValueMax] + "..."
 		}
@@ -70,13 +82,41 @@ func recordedEnv(name string) bool {
 			break
 		}
 	}
-	if !hit {
+	if !hit || name == "CUDA_VISIBLE_DEVICES" {
 		return false
 	}
-	for _, part := range strings.Split(name, "_") {
-		if envLeftOut[part] {
+	up := strings.ToUpper(name)
+	for _, w := range envSecretWords {
+		if strings.Contains(up, w) {
 			return false
 		}
 	}
+	for _, part := range strings.Split(up, "_") {
+		if part == "RANK" || envSecretParts[part] {
+			return false
+		}
+	}
+	if !envKeptFiles[name] {
+		for _, suf := range envPlaceSuffixes {
+			if strings.HasSuffix(up, suf) {
+				return false
+			}
+		}
+	}
 	return true
+}
+
+// withoutUserinfo drops the user and password of a URL in a value
+// ("redis://user:pw@cache:6379" gives "redis://cache:6379").
+func withoutUserinfo(v string) string {
+	i := strings.Index(v, "://")
+	if i < 0 {
+		return v
+	}
+	rest := v[i+3:]
+	at := strings.IndexByte(rest, '@')
+	if at < 0 || strings.ContainsAny(rest[:at], "/?#") {
+		return v
+	}
+	return v[:i+3] + rest[at+1:]
 }

@@ -266,7 +266,8 @@ func init() {
 }
 
 // TestCPStagedOnlyWhenAsked: a device kernel the methods cannot keep on its device is
-// refused (exit 2, naming --staged) unless --staged, and then its rows say so.
+// refused (exit 2, naming --staged) unless --staged, and then its rows say so and name
+// the device it computed on.
 func TestCPStagedOnlyWhenAsked(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "cp")
 	args := []string{"--log-level", "warn", "cp", "--ranks", "2", "--methods", "ring-p2p", "--masks", "causal",
@@ -285,6 +286,11 @@ func TestCPStagedOnlyWhenAsked(t *testing.T) {
 	for _, r := range rows {
 		if r.Kernel != "cp-test-gpu+staged" || r.Status != results.StatusOK {
 			t.Fatalf("row kernel %q status %s %q", r.Kernel, r.Status, r.Reason)
+		}
+		// the device the kernel computes on, not the host its tensors pass through (the rows
+		// said "cpu"); the two in-process ranks share it
+		if r.Device != "fake-gpu" || r.DeviceIndex == nil || r.RanksPerDevice == nil || *r.RanksPerDevice != 2 {
+			t.Fatalf("row device %q index %v ranks_per_device %v, want fake-gpu, 0, 2", r.Device, r.DeviceIndex, r.RanksPerDevice)
 		}
 	}
 }
@@ -521,6 +527,36 @@ func TestCPBaselineFileWarnsOfMissingCases(t *testing.T) {
 			if (r.KernelTFLOPs != nil) != tc.want || (r.CPEfficiency != nil) != tc.want {
 				t.Fatalf("baseline %s: row kernel_tflops %v cp_efficiency %v, want set %v", tc.base, r.KernelTFLOPs, r.CPEfficiency, tc.want)
 			}
+		}
+	}
+}
+
+// cp --baseline FILE on causal_document with the default documents: the whole length
+// (16K) draws prolong64k and each rank's (8K) pile, which the kernel file at 8K drew too; the
+// file serves (the first version of the documents' match compared the run's source and
+// refused it, where --baseline measure times pile at 8K as the file did).
+func TestCPBaselineFileDefaultDocuments(t *testing.T) {
+	tmp := t.TempDir()
+	kdir := filepath.Join(tmp, "k")
+	args := []string{"--log-level", "warn", "kernel", "--kernels", "ref", "--seqlens", "8K", "--heads", "1:1", "--head-dim", "8", "-w", "0", "-n", "1",
+		"--masks", "causal_document", "--passes", "fwd", "--settle", "0", "--check=false", "--out", kdir}
+	if _, errOut, code := captureRun(t, args...); code != 0 {
+		t.Fatalf("%v: exit %d: %s", args, code, errOut)
+	}
+	dir := filepath.Join(tmp, "cp")
+	args = []string{"--log-level", "warn", "cp", "--ranks", "2", "--tokens-per-rank", "8K", "--heads", "1:1", "--head-dim", "8", "-w", "0", "-n", "1", "--samples", "1",
+		"--masks", "causal_document", "--methods", "ring-p2p", "--passes", "fwd", "--check=false", "--baseline", kdir, "--out", dir}
+	_, errOut, code := captureRun(t, args...)
+	if code != 0 || strings.Contains(errOut, "--baseline: ") {
+		t.Fatalf("%v: exit %d, want the file taken without a warning:\n%s", args, code, errOut)
+	}
+	rows, _, err := results.ReadRows(results.MergedPath(dir, filepath.Base(dir)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		if r.DocSource != "prolong64k" || r.CPEfficiency == nil {
+			t.Fatalf("row doc_source %q cp_efficiency %v, want prolong64k and an efficiency", r.DocSource, r.CPEfficiency)
 		}
 	}
 }

@@ -238,7 +238,10 @@ func TestFieldValueMilliwatts(t *testing.T) {
 // TestFormatUUID: a CUuuid's bytes as nvidia-smi prints them.
 func TestFormatUUID(t *testing.T) {
 	u := [16]byte{0x5b, 0x7e, 0xa7, 0xb3, 0x9a, 0x6c, 0x1f, 0x84, 0x0d, 0x3a, 0x6e, 0x2c, 0x42, 0xf1, 0xb7, 0xa0}
-	if got, want := FormatUUID(u), "GPU-5b7ea7b3-9a6c-1f84-0d3a-6e2c42f1b7a0"; got != want {
+	if got, want := FormatUUID("GPU", u), "GPU-5b7ea7b3-9a6c-1f84-0d3a-6e2c42f1b7a0"; got != want {
+		t.Fatalf("FormatUUID = %s, want %s", got, want)
+	}
+	if got, want := FormatUUID("MIG", u), "MIG-5b7ea7b3-9a6c-1f84-0d3a-6e2c42f1b7a0"; got != want {
 		t.Fatalf("FormatUUID = %s, want %s", got, want)
 	}
 }

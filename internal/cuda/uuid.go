@@ -1,14 +1,19 @@
 package cuda
 
+// #include <stdlib.h>
+import "C"
+
 import (
 	"fmt"
+	"strings"
 	"unsafe"
 )
 
 // DeviceUUID is the UUID of CUDA device `ordinal` of this process as nvidia-smi prints it
 // ("GPU-5b7ea7b3-9a6c-1f84-0d3a-6e2c42f1b7a0"): the physical card, which the device's name
 // and index (after CUDA_VISIBLE_DEVICES) do not tell apart. cuDeviceGetUuid_v2 (CUDA 11.4),
-// else cuDeviceGetUuid.
+// else cuDeviceGetUuid. On a MIG instance (its name says "MIG") the v2 call gives the
+// instance's UUID, which nvidia-smi -L writes "MIG-...".
 func DeviceUUID(ordinal int) (string, error) {
 	d, err := driver()
 	if err != nil {
@@ -28,11 +33,18 @@ func DeviceUUID(ordinal int) (string, error) {
 	}
 	var u [16]byte
 	copy(u[:], (*[16]byte)(unsafe.Pointer(&s.p[2]))[:])
-	return FormatUUID(u), nil
+	prefix := "GPU"
+	name := (*[256]byte)(C.calloc(256, 1))
+	defer C.free(unsafe.Pointer(name))
+	if d.call("cuDeviceGetName", uint64(uintptr(unsafe.Pointer(name))), 256, dev) == nil &&
+		strings.Contains(" "+C.GoString((*C.char)(unsafe.Pointer(name)))+" ", " MIG ") {
+		prefix = "MIG"
+	}
+	return FormatUUID(prefix, u), nil
 }
 
-// FormatUUID writes 16 bytes as nvidia-smi writes a GPU's UUID: "GPU-" and the bytes in
-// hex, grouped 4-2-2-2-6.
-func FormatUUID(u [16]byte) string {
-	return fmt.Sprintf("GPU-%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
+// FormatUUID writes 16 bytes as nvidia-smi writes a device's UUID: the prefix ("GPU", or
+// "MIG" for an instance), "-", and the bytes in hex, grouped 4-2-2-2-6.
+func FormatUUID(prefix string, u [16]byte) string {
+	return fmt.Sprintf("%s-%x-%x-%x-%x-%x", prefix, u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
 }

@@ -31,6 +31,9 @@ func (s *staged) Name() string { return s.k.Name() + "+staged" }
 // Device is the host: the tensors the methods hand over live there.
 func (s *staged) Device() tensor.Device { return s.host }
 
+// Unwrap is the device kernel that computes.
+func (s *staged) Unwrap() kernels.Kernel { return s.k }
+
 // Supports is the device kernel's.
 func (s *staged) Supports(p kernels.Problem) error { return s.k.Supports(p) }
 
