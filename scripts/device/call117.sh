@@ -14,6 +14,9 @@
 # its misses are the card's.
 # Bounded to 200 s (BUDGET); the table last; logs packed as OUT/t.tgz.
 #   sh scripts/device/call117.sh OUT   (carry bin/longca.gz)
+# Ran (thirty-third session) as call 119 on an H200, BUDGET=300, 53 s: call 117's by-card gave
+# that H200 run-final's part 1, and this script its spare minutes. Outcome in docs/perf.md
+# "Calls 117-120": full 0.967 / 0.943 / 0.981, cuda behind in 24 of 24 pairs; causal in range.
 set -u
 out=${1:?usage: call117.sh OUT}
 . scripts/device/lib.sh
