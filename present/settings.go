@@ -89,33 +89,28 @@ func rowSettings(r results.Row) []setting {
 
 // versionsPart is a row's kernel_versions as a label part: {"gomaxprocs":"1"} gives
 // "gomaxprocs1", {"torch":"2.11.0","cuda":"12.8"} "cuda12.8-torch2.11.0".
-func versionsPart(v string) string {
+func versionsPart(v string) string { return objectPart(v, "", "-") }
+
+// objectPart is a JSON object's entries as "key<eq>value", sorted and joined by sep; v itself
+// where it is not an object.
+func objectPart(v, eq, sep string) string {
 	var m map[string]any
 	if json.Unmarshal([]byte(v), &m) != nil {
 		return v
 	}
 	parts := make([]string, 0, len(m))
 	for k, x := range m {
-		parts = append(parts, k+fmt.Sprint(x))
+		parts = append(parts, k+eq+fmt.Sprint(x))
 	}
 	sort.Strings(parts)
-	return strings.Join(parts, "-")
+	return strings.Join(parts, sep)
 }
 
 // envPart is a row's env column as a label part: {"NCCL_ALGO":"Ring"} gives
 // "NCCL_ALGO=Ring"; "" for none set ("{}") and for rows written before the column existed
 // (""), so that those read as one. A part longer than 48 characters is "env-" and a hash.
 func envPart(v string) string {
-	var m map[string]any
-	if json.Unmarshal([]byte(v), &m) != nil {
-		return v
-	}
-	parts := make([]string, 0, len(m))
-	for k, x := range m {
-		parts = append(parts, k+"="+fmt.Sprint(x))
-	}
-	sort.Strings(parts)
-	p := strings.Join(parts, ",")
+	p := objectPart(v, "=", ",")
 	if len(p) > 48 {
 		return fmt.Sprintf("env-%x", sha256.Sum256([]byte(p)))[:12]
 	}

@@ -176,22 +176,16 @@ func (m *Monitor) Sample() (GPUState, error) {
 }
 
 // PCIBusID is the PCI bus id ("0000:1b:00.0") of CUDA device `ordinal` of this process.
-func PCIBusID(ordinal int) (string, error) {
-	d, err := driver()
-	if err != nil {
-		return "", err
-	}
-	s := newScratch()
-	defer s.free()
-	if err := d.call("cuDeviceGet", s.ptr(0), uint64(ordinal)); err != nil {
-		return "", fmt.Errorf("CUDA device %d: %w", ordinal, err)
-	}
-	dev := uint64(s.i32(0))
-	// the id into slots 1-7 (56 bytes; the driver writes at most 13 with its terminator)
-	if err := d.call("cuDeviceGetPCIBusId", s.ptr(1), 56, dev); err != nil {
-		return "", err
-	}
-	return C.GoString((*C.char)(unsafe.Pointer(&s.p[1]))), nil
+func PCIBusID(ordinal int) (bus string, err error) {
+	err = onDevice(ordinal, func(d *lib, s scratch, dev uint64) error {
+		// the id into slots 1-7 (56 bytes; the driver writes at most 13 with its terminator)
+		if err := d.call("cuDeviceGetPCIBusId", s.ptr(1), 56, dev); err != nil {
+			return err
+		}
+		bus = C.GoString((*C.char)(unsafe.Pointer(&s.p[1])))
+		return nil
+	})
+	return bus, err
 }
 
 // Close frees the monitor's C memory; it must not be sampled after.

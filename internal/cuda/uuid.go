@@ -14,33 +14,41 @@ import (
 // and index (after CUDA_VISIBLE_DEVICES) do not tell apart. cuDeviceGetUuid_v2 (CUDA 11.4),
 // else cuDeviceGetUuid. On a MIG instance (its name says "MIG") the v2 call gives the
 // instance's UUID, which nvidia-smi -L writes "MIG-...".
-func DeviceUUID(ordinal int) (string, error) {
+func DeviceUUID(ordinal int) (uuid string, err error) {
+	err = onDevice(ordinal, func(d *lib, s scratch, dev uint64) error {
+		// the 16 bytes of a CUuuid into slots 2 and 3
+		if err := d.call("cuDeviceGetUuid_v2", s.ptr(2), dev); err != nil {
+			if err = d.call("cuDeviceGetUuid", s.ptr(2), dev); err != nil {
+				return err
+			}
+		}
+		var u [16]byte
+		copy(u[:], (*[16]byte)(unsafe.Pointer(&s.p[2]))[:])
+		prefix := "GPU"
+		name := (*[256]byte)(C.calloc(256, 1))
+		defer C.free(unsafe.Pointer(name))
+		if d.call("cuDeviceGetName", uint64(uintptr(unsafe.Pointer(name))), 256, dev) == nil &&
+			strings.Contains(" "+C.GoString((*C.char)(unsafe.Pointer(name)))+" ", " MIG ") {
+			prefix = "MIG"
+		}
+		uuid = FormatUUID(prefix, u)
+		return nil
+	})
+	return uuid, err
+}
+
+// onDevice runs fn with the driver, a scratch (slot 0 taken) and the CUdevice of `ordinal`.
+func onDevice(ordinal int, fn func(d *lib, s scratch, dev uint64) error) error {
 	d, err := driver()
 	if err != nil {
-		return "", err
+		return err
 	}
 	s := newScratch()
 	defer s.free()
 	if err := d.call("cuDeviceGet", s.ptr(0), uint64(ordinal)); err != nil {
-		return "", fmt.Errorf("CUDA device %d: %w", ordinal, err)
+		return fmt.Errorf("CUDA device %d: %w", ordinal, err)
 	}
-	dev := uint64(s.i32(0))
-	// the 16 bytes of a CUuuid into slots 2 and 3
-	if err = d.call("cuDeviceGetUuid_v2", s.ptr(2), dev); err != nil {
-		if err = d.call("cuDeviceGetUuid", s.ptr(2), dev); err != nil {
-			return "", err
-		}
-	}
-	var u [16]byte
-	copy(u[:], (*[16]byte)(unsafe.Pointer(&s.p[2]))[:])
-	prefix := "GPU"
-	name := (*[256]byte)(C.calloc(256, 1))
-	defer C.free(unsafe.Pointer(name))
-	if d.call("cuDeviceGetName", uint64(uintptr(unsafe.Pointer(name))), 256, dev) == nil &&
-		strings.Contains(" "+C.GoString((*C.char)(unsafe.Pointer(name)))+" ", " MIG ") {
-		prefix = "MIG"
-	}
-	return FormatUUID(prefix, u), nil
+	return fn(d, s, uint64(s.i32(0)))
 }
 
 // FormatUUID writes 16 bytes as nvidia-smi writes a device's UUID: the prefix ("GPU", or
