@@ -207,7 +207,7 @@ func WriteCPTable(w io.Writer, title string, rows []results.Row) error {
 	if shared > 1 {
 		t.Summary = append(t.Summary, fmt.Sprintf("%d ranks share one device: TFLOPs/rank is one rank's share, device is what the device did (the sum); eff = device / kernel alone", shared))
 	}
-	for _, l := range []string{GPUStateLine(rows, "", true), PowerCapHint(rows, "", true)} { // the rows given (each rank's reads its own GPU)
+	for _, l := range []string{GPUStateLine(rows, "", true), PowerCapHint(rows, "", true), ProvenanceLine(rows, "", true)} { // the rows given (each rank's reads its own GPU)
 		if l != "" {
 			t.Summary = append(t.Summary, l)
 		}

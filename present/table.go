@@ -253,7 +253,7 @@ func WriteReport(w io.Writer, rows []results.Row, pass, title string) error {
 	if err := WriteTable(w, title, sum); err != nil {
 		return err
 	}
-	for _, l := range []string{GPUStateLine(rows, pass, false), PowerCapHint(rows, pass, false)} {
+	for _, l := range []string{GPUStateLine(rows, pass, false), PowerCapHint(rows, pass, false), ProvenanceLine(rows, pass, false)} {
 		if l == "" {
 			continue
 		}
