@@ -89,7 +89,11 @@ func WriteRatioTable(w io.Writer, title string, s Summary) error {
 // kernel ran at the lower clock: under a power or thermal cap a ratio is partly the
 // card's state, not only the kernels'. A CP case's clock is the row the report keeps for it
 // (its lowest rank's: onePerCPCase), one GPU of the run's.
-func WriteAgainstTable(w io.Writer, title string, s Summary, base string, at float64) error {
+//
+// paired reads each case's ratio as PairedRatio's median where two or more runs hold both
+// kernels (a case with fewer keeps the means' ratio), and each kernel's line says on how many
+// cases, over how many pairs, and in how many it was ahead.
+func WriteAgainstTable(w io.Writer, title string, s Summary, base string, at float64, paired bool) error {
 	kw := max(12, len(base)+5) // the units line's "(x base)"
 	var others []string
 	for _, k := range s.Kernels {
@@ -105,6 +109,8 @@ func WriteAgainstTable(w io.Writer, title string, s Summary, base string, at flo
 	}
 	logSum, n, reach, lowest := map[string]float64{}, map[string]int{}, map[string]int{}, map[string]low{}
 	clk := map[string]*clockNote{}
+	type pairNote struct{ cases, pairs, ahead int }
+	pn := map[string]*pairNote{}
 	failed := map[string]map[results.Status]int{} // cases base ran ok and the kernel did not
 	var rowsOut strings.Builder
 	skipped := 0
@@ -122,6 +128,15 @@ func WriteAgainstTable(w io.Writer, title string, s Summary, base string, at flo
 			case !ok:
 			case cell.Status == results.StatusOK && cell.TFLOPs > 0:
 				r := cell.TFLOPs / bc.TFLOPs
+				if paired {
+					if m, np, na := s.PairedRatio(c, k, base); np >= 2 {
+						r = m
+						if pn[k] == nil {
+							pn[k] = &pairNote{}
+						}
+						pn[k].cases, pn[k].pairs, pn[k].ahead = pn[k].cases+1, pn[k].pairs+np, pn[k].ahead+na
+					}
+				}
 				v = fmt.Sprintf("%.2f", r)
 				logSum[k] += math.Log(r)
 				n[k]++
@@ -186,9 +201,47 @@ func WriteAgainstTable(w io.Writer, title string, s Summary, base string, at flo
 		if c := clk[k]; c != nil {
 			b.WriteString(c.line(k, at))
 		}
+		if paired {
+			if p := pn[k]; p != nil {
+				fmt.Fprintf(&b, "#   paired within runs (--pairs): the median of each run's ratio on %d of %d cases, over %d same-run pairs, %s ahead in %d\n", p.cases, n[k], p.pairs, k, p.ahead)
+			} else {
+				fmt.Fprintf(&b, "#   paired within runs (--pairs): no case has two runs with both %s and %s: the ratios are the means'\n", k, base)
+			}
+		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// PairedRatio is kernel k over base on case c paired within runs: for every run (run_id) in
+// which both have an ok rate there, k's over base's (each the mean of that run's rows); the
+// median of those ratios, how many runs paired, and in how many k was ahead. Where both
+// kernels' rates are set per process (the H100's two rates at 8K and 16K, docs/perf.md "Calls
+// 109-112"), a folder of one run a process read this way compares the kernels within each
+// process, where the means' ratio mixes the processes' states.
+func (s Summary) PairedRatio(c CaseKey, k, base string) (median float64, pairs, ahead int) {
+	kr, br := s.runs[c][k], s.runs[c][base]
+	var rs []float64
+	for id, a := range kr {
+		b, ok := br[id]
+		if !ok || a.n == 0 || b.n == 0 || b.sum <= 0 {
+			continue
+		}
+		r := (a.sum / float64(a.n)) / (b.sum / float64(b.n))
+		rs = append(rs, r)
+		if r > 1 {
+			ahead++
+		}
+	}
+	if len(rs) == 0 {
+		return 0, 0, 0
+	}
+	sort.Float64s(rs)
+	median = rs[len(rs)/2]
+	if len(rs)%2 == 0 {
+		median = (rs[len(rs)/2-1] + rs[len(rs)/2]) / 2
+	}
+	return median, len(rs), ahead
 }
 
 // ClockApart is how far apart (as a fraction of the lower) two rows' mean SM clocks must be

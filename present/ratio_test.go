@@ -1,6 +1,8 @@
 package present
 
 import (
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -64,7 +66,7 @@ func TestBarCharts(t *testing.T) {
 func TestAgainstTable(t *testing.T) {
 	s := Summarize(ratioRows(), "")
 	var b strings.Builder
-	if err := WriteAgainstTable(&b, "t", s, "torch:flex", 1.3); err != nil {
+	if err := WriteAgainstTable(&b, "t", s, "torch:flex", 1.3, false); err != nil {
 		t.Fatal(err)
 	}
 	out := b.String()
@@ -83,7 +85,7 @@ func TestAgainstTable(t *testing.T) {
 		t.Errorf("a case torch:flex did not run ok is shown:\n%s", out)
 	}
 	b.Reset()
-	if err := WriteAgainstTable(&b, "t", s, "cuda", 1.0); err != nil {
+	if err := WriteAgainstTable(&b, "t", s, "cuda", 1.0, false); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
@@ -138,7 +140,7 @@ func TestAgainstTableClocks(t *testing.T) {
 		t.Fatalf("cell %+v, want ok over 3 rows, the clock 1750 from the 2 that read one (the error row's left out)", c)
 	}
 	var b strings.Builder
-	if err := WriteAgainstTable(&b, "t", s, "cudnn", 1.0); err != nil {
+	if err := WriteAgainstTable(&b, "t", s, "cudnn", 1.0, false); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
@@ -150,7 +152,7 @@ func TestAgainstTableClocks(t *testing.T) {
 		}
 	}
 	b.Reset()
-	if err := WriteAgainstTable(&b, "t", Summarize(ratioRows(), ""), "cuda", 1.0); err != nil {
+	if err := WriteAgainstTable(&b, "t", Summarize(ratioRows(), ""), "cuda", 1.0, false); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(b.String(), "SM clock") {
@@ -182,5 +184,57 @@ func TestClockTable(t *testing.T) {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("clock table lacks %q:\n%s", want, b.String())
 		}
+	}
+}
+
+// TestAgainstTablePairs: over a folder of runs (one process each) whose two kernels share
+// each run's state, --pairs reads a case's ratio as the median of each run's own ratio: here
+// cuda ahead in two of three runs by 7-9% and behind in one by 6%, where the means' ratio says
+// 1.04; a case with one run keeps the means' ratio, and a lone run says so.
+func TestAgainstTablePairs(t *testing.T) {
+	row := func(run, kernel string, n int64, tf float64) results.Row {
+		r := settingRow(kernel, tf)
+		r.RunID, r.SeqLen = run, n
+		return r
+	}
+	var rows []results.Row
+	for i, p := range [][2]float64{{700, 640}, {650, 690}, {710, 660}} {
+		id := fmt.Sprintf("p-%d", i)
+		rows = append(rows, row(id, "cuda", 16384, p[0]), row(id, "cudnn", 16384, p[1]))
+	}
+	rows = append(rows, row("p-0", "cuda", 8192, 500), row("p-0", "cudnn", 8192, 400))
+	s := Summarize(rows, "")
+	c16 := s.Cases[0]
+	for _, c := range s.Cases {
+		if c.SeqLen == 16384 {
+			c16 = c
+		}
+	}
+	if m, n, ahead := s.PairedRatio(c16, "cuda", "cudnn"); n != 3 || ahead != 2 || math.Abs(m-710.0/660) > 1e-12 {
+		t.Fatalf("PairedRatio = %v over %d, ahead %d; want 710/660 over 3, ahead 2", m, n, ahead)
+	}
+	var b strings.Builder
+	if err := WriteAgainstTable(&b, "t", s, "cudnn", 1.0, true); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{" 1.08 ", " 1.25 ", "the median of each run's ratio on 1 of 2 cases, over 3 same-run pairs, cuda ahead in 2"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("paired table lacks %q:\n%s", want, out)
+		}
+	}
+	b.Reset()
+	if err := WriteAgainstTable(&b, "t", Summarize(rows[6:], ""), "cudnn", 1.0, true); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "no case has two runs with both cuda and cudnn") {
+		t.Fatalf("one run:\n%s", b.String())
+	}
+	b.Reset()
+	if err := WriteAgainstTable(&b, "t", s, "cudnn", 1.0, false); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), " 1.04 ") || strings.Contains(b.String(), "paired") {
+		t.Fatalf("unpaired: the means' ratio (2060/1990 = 1.04):\n%s", b.String())
 	}
 }

@@ -15,6 +15,8 @@ type ReportOptions struct {
 	At                     float64
 	// Clocks adds the table of each kernel's mean SM clock while timed, per case.
 	Clocks bool
+	// Pairs reads Against's ratios within runs (WriteAgainstTable's paired).
+	Pairs bool
 }
 
 // WriteReportFull is what `longca report` prints of rows read from path: the kernel
@@ -37,7 +39,7 @@ func WriteReportFull(w io.Writer, path string, rows []results.Row, o ReportOptio
 		}
 	}
 	if o.Against != "" {
-		if err := WriteAgainstTable(w, fmt.Sprintf("against %s: %s", o.Against, path), sum, o.Against, o.At); err != nil {
+		if err := WriteAgainstTable(w, fmt.Sprintf("against %s: %s", o.Against, path), sum, o.Against, o.At, o.Pairs); err != nil {
 			return err
 		}
 	}

@@ -37,6 +37,16 @@ type Summary struct {
 	Area    map[CaseKey]int64
 	FLOPs   map[CaseKey]float64
 	Counts  map[results.Status]int
+
+	// runs holds each cell's ok rates by run (run_id): a folder of several runs of the same
+	// cases (one process each) pairs two kernels within each run (PairedRatio).
+	runs map[CaseKey]map[string]map[string]runRate
+}
+
+// runRate is one run's ok rows of a cell: their TFLOP/s summed, and how many.
+type runRate struct {
+	sum float64
+	n   int
 }
 
 // kernelLabel is the column name of a row: the kernel, or the CP method with its 2-D
@@ -68,7 +78,8 @@ func MaskLabel(r results.Row) string {
 // differs (settings.go), never averaged together.
 // Cases are ordered by the mask's first appearance, then heads, pass and length.
 func Summarize(rows []results.Row, pass string) Summary {
-	s := Summary{Cells: map[CaseKey]map[string]Cell{}, Area: map[CaseKey]int64{}, FLOPs: map[CaseKey]float64{}, Counts: map[results.Status]int{}}
+	s := Summary{Cells: map[CaseKey]map[string]Cell{}, Area: map[CaseKey]int64{}, FLOPs: map[CaseKey]float64{}, Counts: map[results.Status]int{},
+		runs: map[CaseKey]map[string]map[string]runRate{}}
 	maskOrder := map[string]int{}
 	kernelSeen := map[string]bool{}
 	// the sums behind each cell's means: its ok rows' TFLOP/s, and the clocks of those that
@@ -116,6 +127,15 @@ func Summarize(rows []results.Row, pass string) Summary {
 				c.ClockMHz = sm.clk / float64(sm.nclk)
 			}
 			sums[k][name] = sm
+			if s.runs[k] == nil {
+				s.runs[k] = map[string]map[string]runRate{}
+			}
+			if s.runs[k][name] == nil {
+				s.runs[k][name] = map[string]runRate{}
+			}
+			rr := s.runs[k][name][r.RunID]
+			rr.sum, rr.n = rr.sum+*r.TFLOPs, rr.n+1
+			s.runs[k][name][r.RunID] = rr
 		} else if c.Status == "" {
 			c.Status = r.Status
 		}

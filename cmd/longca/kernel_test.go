@@ -88,6 +88,7 @@ func TestBadFlagsExit2NamingTheFlag(t *testing.T) {
 		{[]string{"report", "x", "--at", "1.3"}, "--at"},
 		{[]string{"report", "x", "--against", "cudnn", "--at", "0"}, "--at"},
 		{[]string{"report", "x", "--against", "cudnn", "--at", "-Inf"}, "--at"},
+		{[]string{"report", "x", "--pairs"}, "--pairs"},
 		{[]string{"merge"}, "merge"},
 		{[]string{"kernel", "--check-budget", "-1"}, "--check-budget"},
 		{[]string{"cp", "--check-budget", "-1"}, "--check-budget"},
