@@ -28,10 +28,12 @@ func ProvenanceLine(rows []results.Row, pass string, cp bool) string {
 		t.n[v]++
 	}
 	var host, card, version, env tally
+	ranks, world := map[int64]bool{}, int64(1)
 	for _, r := range rows {
 		if !measured(r, pass, cp) {
 			continue
 		}
+		ranks[r.Rank], world = true, max(world, r.WorldSize)
 		add(&host, r.Host)
 		c := ShortDevice(r.Device)
 		if u := r.DeviceUUID; u != "" {
@@ -74,7 +76,13 @@ func ProvenanceLine(rows []results.Row, pass string, cp bool) string {
 		}
 		return b.String()
 	}
-	return fmt.Sprintf("ran on: host %s; %s; longca %s; env %s", part(host), part(card), part(version), part(env))
+	who := "ran on"
+	if cp && len(ranks) == 1 && world > 1 { // a CP table keeps one rank's rows of each case
+		for r := range ranks {
+			who = fmt.Sprintf("rank %d of %d ran on", r, world)
+		}
+	}
+	return fmt.Sprintf("%s: host %s; %s; longca %s; env %s", who, part(host), part(card), part(version), part(env))
 }
 
 func orDash(s string) string {

@@ -37,6 +37,12 @@ func TestProvenanceLine(t *testing.T) {
 	if got := ProvenanceLine([]results.Row{old}, "", false); got != "ran on: host vm; H200; longca abc1234; env not recorded" {
 		t.Fatalf("an older file: %s", got)
 	}
+	// a CP table's rows: one rank's of each case, which the line says
+	c := row("node0", "GPU-b7e54e17-fa9f-2588-3dec-5d42acb9c065", "{}")
+	c.Bench, c.WorldSize = "cp", 8
+	if got := ProvenanceLine([]results.Row{c}, "", true); !strings.HasPrefix(got, "rank 0 of 8 ran on: host node0;") {
+		t.Fatalf("a CP table's line: %s", got)
+	}
 	if got := ProvenanceLine([]results.Row{failed}, "", false); got != "" {
 		t.Fatalf("no measured row: %q", got)
 	}

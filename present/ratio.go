@@ -90,9 +90,9 @@ func WriteRatioTable(w io.Writer, title string, s Summary) error {
 // card's state, not only the kernels'. A CP case's clock is the row the report keeps for it
 // (its lowest rank's: onePerCPCase), one GPU of the run's.
 //
-// paired reads each case's ratio as PairedRatio's median where two or more runs hold both
-// kernels (a case with fewer keeps the means' ratio), and each kernel's line says on how many
-// cases, over how many pairs, and in how many it was ahead.
+// paired reads each case's ratio as PairedRatio's median where two or more processes' samples
+// hold both kernels (a case with fewer keeps the means' ratio), and each kernel's line says on
+// how many cases, over how many pairs, and in how many it was ahead.
 func WriteAgainstTable(w io.Writer, title string, s Summary, base string, at float64, paired bool) error {
 	kw := max(12, len(base)+5) // the units line's "(x base)"
 	var others []string
@@ -203,9 +203,9 @@ func WriteAgainstTable(w io.Writer, title string, s Summary, base string, at flo
 		}
 		if paired {
 			if p := pn[k]; p != nil {
-				fmt.Fprintf(&b, "#   paired within runs (--pairs): the median of each run's ratio on %d of %d cases, over %d same-run pairs, %s ahead in %d\n", p.cases, n[k], p.pairs, k, p.ahead)
+				fmt.Fprintf(&b, "#   paired within processes (--pairs): the median of the same-process ratios on %d of %d cases (the rest the means'), over %d pairs, %s ahead in %d\n", p.cases, n[k], p.pairs, k, p.ahead)
 			} else {
-				fmt.Fprintf(&b, "#   paired within runs (--pairs): no case has two runs with both %s and %s: the ratios are the means'\n", k, base)
+				fmt.Fprintf(&b, "#   paired within processes (--pairs): no case has two processes or samples with both %s and %s: the ratios are the means'\n", k, base)
 			}
 		}
 	}
@@ -213,18 +213,18 @@ func WriteAgainstTable(w io.Writer, title string, s Summary, base string, at flo
 	return err
 }
 
-// PairedRatio is kernel k over base on case c paired within runs: for every run (run_id) in
-// which both have an ok rate there, k's over base's (each the mean of that run's rows); the
-// median of those ratios, how many runs paired, and in how many k was ahead. Where both
-// kernels' rates are set per process (the H100's two rates at 8K and 16K, docs/perf.md "Calls
-// 109-112"), a folder of one run a process read this way compares the kernels within each
-// process, where the means' ratio mixes the processes' states.
+// PairedRatio is kernel k over base on case c paired within processes: for every process and
+// sample (run_id, rank, sample) in which both have an ok rate there, k's over base's (each the
+// mean of its rows); the median of those ratios, how many pairs, and in how many k was ahead.
+// Where both kernels' rates are set per process (the H100's two rates at 8K and 16K,
+// docs/perf.md "Calls 109-112"), a folder of runs read this way compares the kernels within
+// each process, on the same documents, where the means' ratio mixes the processes' states.
 func (s Summary) PairedRatio(c CaseKey, k, base string) (median float64, pairs, ahead int) {
 	kr, br := s.runs[c][k], s.runs[c][base]
 	var rs []float64
 	for id, a := range kr {
 		b, ok := br[id]
-		if !ok || a.n == 0 || b.n == 0 || b.sum <= 0 {
+		if !ok || a.n == 0 || b.n == 0 || a.sum <= 0 || b.sum <= 0 {
 			continue
 		}
 		r := (a.sum / float64(a.n)) / (b.sum / float64(b.n))

@@ -218,7 +218,7 @@ func TestAgainstTablePairs(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := b.String()
-	for _, want := range []string{" 1.08 ", " 1.25 ", "the median of each run's ratio on 1 of 2 cases, over 3 same-run pairs, cuda ahead in 2"} {
+	for _, want := range []string{" 1.08 ", " 1.25 ", "the median of the same-process ratios on 1 of 2 cases (the rest the means'), over 3 pairs, cuda ahead in 2"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("paired table lacks %q:\n%s", want, out)
 		}
@@ -227,8 +227,20 @@ func TestAgainstTablePairs(t *testing.T) {
 	if err := WriteAgainstTable(&b, "t", Summarize(rows[6:], ""), "cudnn", 1.0, true); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(b.String(), "no case has two runs with both cuda and cudnn") {
+	if !strings.Contains(b.String(), "no case has two processes or samples with both cuda and cudnn") {
 		t.Fatalf("one run:\n%s", b.String())
+	}
+	// one launched run of four ranks (processes, one run id): each rank pairs its own two
+	// rates; a rank whose cuda row is ok without a rate (0) pairs with nothing
+	var launched []results.Row
+	for rank, p := range [][2]float64{{600, 620}, {500, 515}, {700, 720}, {0, 640}} {
+		a, b := row("job", "cuda", 16384, p[0]), row("job", "cudnn", 16384, p[1])
+		a.Rank, b.Rank = int64(rank), int64(rank)
+		launched = append(launched, a, b)
+	}
+	ls := Summarize(launched, "")
+	if m, n, ahead := ls.PairedRatio(ls.Cases[0], "cuda", "cudnn"); n != 3 || ahead != 0 || math.Abs(m-500.0/515) > 1e-12 {
+		t.Fatalf("ranks of one run: %v over %d, ahead %d; want 500/515 over 3 (the rank without a rate left out), ahead 0", m, n, ahead)
 	}
 	b.Reset()
 	if err := WriteAgainstTable(&b, "t", s, "cudnn", 1.0, false); err != nil {

@@ -38,8 +38,9 @@ type Summary struct {
 	FLOPs   map[CaseKey]float64
 	Counts  map[results.Status]int
 
-	// runs holds each cell's ok rates by run (run_id): a folder of several runs of the same
-	// cases (one process each) pairs two kernels within each run (PairedRatio).
+	// runs holds each cell's ok rates by process and sample (run_id, rank, sample): a folder of
+	// several runs of the same cases pairs two kernels within each process's sample
+	// (PairedRatio).
 	runs map[CaseKey]map[string]map[string]runRate
 }
 
@@ -133,9 +134,12 @@ func Summarize(rows []results.Row, pass string) Summary {
 			if s.runs[k][name] == nil {
 				s.runs[k][name] = map[string]runRate{}
 			}
-			rr := s.runs[k][name][r.RunID]
-			rr.sum, rr.n = rr.sum+*r.TFLOPs, rr.n+1
-			s.runs[k][name][r.RunID] = rr
+			if r.RunID != "" { // (a row without a run id pairs with nothing)
+				pk := fmt.Sprintf("%s/%d/%d", r.RunID, r.Rank, r.Sample)
+				rr := s.runs[k][name][pk]
+				rr.sum, rr.n = rr.sum+*r.TFLOPs, rr.n+1
+				s.runs[k][name][pk] = rr
+			}
 		} else if c.Status == "" {
 			c.Status = r.Status
 		}

@@ -33,16 +33,16 @@ func init() {
 			"(per-rank and per-device TFLOP/s, the kernel alone, efficiency, overlap, check).\n" +
 			"--against KERNEL adds every kernel over that one: `longca report DIR --against cudnn` says on\n" +
 			"which cases the cuda kernel reaches cuDNN's rate, `--against torch:flex --at 1.3` where it is\n" +
-			"30% faster than Flex. With --pairs, over a folder of several runs of the same cases (one\n" +
-			"process each), a case's ratio is the median of each run's own ratio, for cards whose rate is\n" +
-			"set per process.",
+			"30% faster than Flex. With --pairs, over a folder of several runs of the same cases, a case's\n" +
+			"ratio is the median of the same-process ratios (each process's own two rates, sample by\n" +
+			"sample), for cards whose rate is set per process.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "pass", Usage: "only this pass: fwd, bwd or fwd+bwd"},
 			&cli.StringFlag{Name: "plot", Usage: "write PNG plots into this folder"},
 			&cli.StringFlag{Name: "masks", Usage: "only these masks, comma-separated (as the table names them: causal, block_sparse_uniform_b128_r0.5, ...)"},
 			&cli.StringFlag{Name: "against", Usage: "also print every kernel's TFLOP/s over this kernel's (a column of the table: cudnn, torch:flex, ...), with each kernel's geometric mean, lowest case, and cases at --at or above; where the rows carry the GPU's SM clock (--gpu-state), which cases were timed at clocks 3% or more apart"},
 			&cli.Float64Flag{Name: "at", Value: 1.0, Usage: "with --against: the ratio counted as reached (1.0: as fast; 1.3: 30% faster)"},
-			&cli.BoolFlag{Name: "pairs", Usage: "with --against, over a folder of several runs of the same cases (one process each): a case's ratio is the median over runs of each run's own ratio (its two kernels timed in one process), not the ratio of the means; for cards that read one of two rates per process"},
+			&cli.BoolFlag{Name: "pairs", Usage: "with --against, over a folder of several runs of the same cases: a case's ratio is the median of the same-process ratios (each process's, or launched rank's, own two rates, sample by sample), not the ratio of the means; for cards that read one of two rates per process"},
 			&cli.BoolFlag{Name: "clocks", Usage: "also print each kernel's SM clock while timed (MHz, the mean of its busy readings; rows timed with --gpu-state), per case, in the table's layout"},
 		},
 		Action: reportAction,
