@@ -11,7 +11,8 @@
 # the H200 at 8K than ours), full 16K backward 1.00-1.03; causal 16K forward median 1.00-1.04
 # with cuda ahead in 5 or more of 8; the other cells 1.0 or above. If full 8K's median reaches
 # 1.0, the H200's d128 backward is 20 of 20 by this reading and call 118's miss was the card's.
-# Bounded to 200 s (BUDGET); the table last; logs packed as OUT/t.tgz.
+# Bounded to 200 s (BUDGET); the pairs' table, then the same read by `longca report --against cudnn
+# --pairs` (its first GPU use: the two must agree); logs packed as OUT/t.tgz.
 #   sh scripts/device/call121.sh OUT   (carry bin/longca.gz)
 set -u
 out=${1:?usage: call121.sh OUT}
@@ -30,4 +31,10 @@ done
 cat "$out/t/summary.txt"
 echo "=== d128, cuda (sm90, the default) over cudnn, same-process pairs (even steps cuda first, odd cudnn first)"
 pair_cells $steps
+# the same pairs read by longca itself (report --against --pairs over the steps' rank files)
+mkdir -p "$out/t/all" && for s in $steps; do cp "$out/t/$s"/*.rank-*.arrow "$out/t/all/" 2>/dev/null; done
+for p in fwd bwd; do
+	echo "=== longca report --against cudnn --pairs --pass $p"
+	bin/longca report "$out/t/all" --against cudnn --pairs --pass $p 2>&1 | sed -n '/^# against cudnn/,$p' | grep -v '^#$'
+done
 tar -C "$out" -czf "$out/t.tgz" t && rm -rf "$out/t"
