@@ -10,7 +10,7 @@ where pyarrow is missing (Debian ships pandas and matplotlib, not pyarrow) the C
 export beside the Arrow file is read instead (`longca merge DIR --csv` writes it).
 The columns are the ones docs/results-format.md lists.
 
-It answers three questions, printing one table each (lines that are not data start
+It answers four questions, printing one table each (lines that are not data start
 with '#', as longca's own tables):
 
 1. Which kernel is fastest per mask? For every mask: the kernel with the highest mean
@@ -25,6 +25,8 @@ with '#', as longca's own tables):
    hottest reading and how many rows saw the power cap hold the clock down (the columns
    sm_clock_mhz, sm_clock_min_mhz, temp_c and clock_events, read through NVML; rows from the
    CPU or from files written before these columns have none).
+4. Where did they run? Per host, card (model and the start of its device_uuid), longca
+   version and env (the NCCL, CUDA and torch variables set): how many rows, of which benches.
 
 Exits 0 with the tables, 2 with one line when an input cannot be read.
 """
@@ -296,6 +298,20 @@ def gpu_state(df):
     return out.reset_index().rename(columns={"who": "kernel"})
 
 
+def where_ran(df):
+    """Question 4: where the rows ran: per host, card (its model and the start of its UUID),
+    longca version and environment settings (env), how many rows and of which benches."""
+    w = pd.DataFrame(index=df.index)
+    for c in ("host", "card", "version", "env"):
+        w[c] = df[c].fillna("-").astype(str).replace("", "-") if c in df.columns else "-"
+    uuid = df["device_uuid"].fillna("").astype(str) if "device_uuid" in df.columns else pd.Series("", index=df.index)
+    w["card"] = w["card"] + uuid.map(lambda u: " " + u[:12] if u else "")
+    w["bench"] = df["bench"].fillna("-").astype(str) if "bench" in df.columns else "-"
+    out = w.groupby(["host", "card", "version", "env"], sort=False).agg(
+        rows=("bench", "size"), benches=("bench", lambda b: ",".join(sorted(set(b)))))
+    return out.reset_index()
+
+
 def show(title, t):
     print(f"# {title}")
     if t is None:
@@ -320,6 +336,8 @@ def main(argv):
     show("2. which CP method wins where (TFLOP/s per GPU, mean over samples, rank 0)", cp_winners(df))
     print("#")
     show("3. the GPU's SM clock while each kernel (CP method: every rank's rows) was timed (NVML's readings)", gpu_state(df))
+    print("#")
+    show("4. where the rows ran (host, card and the start of its UUID, longca version, env: '-' for none set or not recorded)", where_ran(df))
     return 0
 
 

@@ -202,6 +202,7 @@ example_analysis() {
 		grep -Eq "^ *$m +ref " "$work/example.out" || { echo "no fastest kernel for mask $m"; return 1; }
 	done
 	grep -Eq '^ *causal +ref +[0-9.e-]+ +8/8 ' "$work/example.out" || { echo "causal: want 8 cases (6 at d64, 2 at d32), not averaged together"; return 1; }
+	grep -Eq '^ *[^ #]+ +cpu +[^ ]+ +[^ ]+ +[0-9]+ +cp,kernel$' "$work/example.out" || { echo "want where the rows ran: the host's cpu rows of both benches"; return 1; }
 	[ "$(grep -Ec '^ *causal(_document)? +2 +256 +4 +2 +(fwd|bwd) +(ring-p2p|ring-allgather|ulysses) ' "$work/example.out")" = 4 ] ||
 		{ echo "want a CP winner for 2 masks x 2 passes"; return 1; }
 }
