@@ -45,11 +45,7 @@ type BaselineCond struct {
 // CondOf is a row's BaselineCond: its device less the index ("NVIDIA H200", "cpu") and its
 // doc_source.
 func CondOf(r results.Row) BaselineCond {
-	d := r.Device
-	if i := strings.IndexByte(d, ' '); i >= 0 && strings.HasPrefix(d, "cuda:") {
-		d = d[i+1:]
-	}
-	return BaselineCond{Device: d, DocSource: r.DocSource}
+	return BaselineCond{Device: results.DeviceModel(r.Device), DocSource: r.DocSource}
 }
 
 func (c BaselineCond) String() string {

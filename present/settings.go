@@ -119,12 +119,7 @@ func envPart(v string) string {
 
 // ShortDevice is a device name as a label part: "cuda:0 NVIDIA H100 80GB HBM3" gives
 // "H100-80GB-HBM3".
-func ShortDevice(d string) string {
-	if i := strings.IndexByte(d, ' '); i >= 0 && strings.HasPrefix(d, "cuda:") {
-		d = d[i+1:]
-	}
-	return strings.TrimPrefix(d, "NVIDIA ")
-}
+func ShortDevice(d string) string { return strings.TrimPrefix(results.DeviceModel(d), "NVIDIA ") }
 
 // labelPart keeps a value to characters that read well in a table and in a plot's file
 // name: letters, digits, '.', '-' (anything else becomes '-').

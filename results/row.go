@@ -4,7 +4,10 @@
 // one Arrow (or Parquet, or CSV) file, and the text table and PNG plots of a report.
 package results
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // SchemaVersion is stored in every file's schema metadata under MetaSchemaVersion; bump
 // it when a column is renamed, removed or changes type (adding a column does not).
@@ -207,6 +210,16 @@ type Row struct {
 	// flag (NCCL's, CUDA's, cuDNN's and cuBLAS's, the torch peers'), as a JSON object;
 	// "{}" when none was set, "" on simulate rows and in files written before it existed.
 	Env string `arrow:"env"`
+}
+
+// DeviceModel is a device column's card without its index in the process: "cuda:0 NVIDIA
+// H200" (longca's kernels) and "NVIDIA H200" (a torch worker's) both give "NVIDIA H200";
+// "cpu" stays "cpu".
+func DeviceModel(device string) string {
+	if i := strings.IndexByte(device, ' '); i >= 0 && strings.HasPrefix(device, "cuda:") {
+		return device[i+1:]
+	}
+	return device
 }
 
 // CheckFigure is a check's worst figure and the size that was checked, as SetCheck
