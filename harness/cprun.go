@@ -157,15 +157,10 @@ func (r *CPRunner) row(cs CPCase, sample int, pass kernels.Pass) results.Row {
 	row.Bench, row.Kernel, row.Method = "cp", r.Kernel.Name(), cs.Method
 	row.KernelVersions = "{}"
 	if _, ok := r.Kernel.(kernels.Describer); ok && r.Kernel.Device().Name() == "cpu" {
-		describe(r.Kernel, kernels.Problem{}, pass, &row) // the reference's threads (a device kernel's are per problem)
+		describe(r.Kernel, kernels.Problem{}, pass, &row, nil) // the reference's threads (a device kernel's are per problem)
 	}
 	row.Device = computeDevice(r.Kernel).Name() // a staged kernel's GPU, not the host its tensors pass through
-	if row.Device != "cpu" {
-		row.DeviceIndex = results.Ptr(int64(r.KernelOptions.Device))
-		if r.DeviceUUID != nil {
-			row.DeviceUUID = r.DeviceUUID()
-		}
-	}
+	setGPUColumns(&row, r.KernelOptions.Device, r.DeviceUUID)
 	c := cs.Config
 	// The resolved mesh; unknown (null) for a case whose plan refused it unresolved.
 	if c.Ulysses > 0 && c.Ring > 0 {
@@ -265,27 +260,19 @@ func (r *CPRunner) planned(rows []results.Row, pl *cp.Plan, spec mask.Spec) erro
 		// What this rank sends: every rank the same, except for a method whose ranks
 		// differ (cp.RankBytes).
 		row.MaskArea, row.FLOPs, row.CommBytes = spec.Mask.Area(), pl.Problem.FLOPs(p), results.Ptr(cp.RankCommBytesOf(pl, r.Comm.Rank(), p))
-		describe(r.Kernel, pl.Problem, p, row)
-		withCommVersions(row, r.Comm)
+		describe(r.Kernel, pl.Problem, p, row, commVersions(r.Comm))
 	}
 	return nil
 }
 
-// withCommVersions adds the communicator's library and version (comm.Versioned: NCCL's,
-// MPI's) to a CP row's kernel_versions, beside its kernel's: a CP time is both theirs.
-func withCommVersions(row *results.Row, c comm.Comm) {
-	v, ok := c.(comm.Versioned)
-	if !ok {
-		return
+// commVersions are the communicator's library and version (comm.Versioned: NCCL's, MPI's),
+// which a CP row records beside its kernel's: a CP time is both theirs. nil where it names
+// none.
+func commVersions(c comm.Comm) map[string]string {
+	if v, ok := c.(comm.Versioned); ok {
+		return v.Versions()
 	}
-	m := map[string]string{}
-	_ = json.Unmarshal([]byte(row.KernelVersions), &m) // "{}" or describe's map of strings
-	for k, x := range v.Versions() {
-		m[k] = x
-	}
-	if b, err := json.Marshal(m); err == nil { // a map of strings always marshals
-		row.KernelVersions = string(b)
-	}
+	return nil
 }
 
 // timePasses times every pass of a checked sample into its rows (their statuses as the

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"time"
 
@@ -208,13 +209,8 @@ func (r *Runner) run(ctx context.Context, c Case, row *results.Row) error {
 	if row.Backend == "" {
 		row.Backend = backendOf(dev.Name())
 	}
-	if dev.Name() != "cpu" {
-		row.DeviceIndex = results.Ptr(int64(r.KernelOptions.Device))
-		if r.DeviceUUID != nil {
-			row.DeviceUUID = r.DeviceUUID()
-		}
-	}
-	describe(k, p, c.Pass, row)
+	setGPUColumns(row, r.KernelOptions.Device, r.DeviceUUID)
+	describe(k, p, c.Pass, row, nil)
 	if err := k.Supports(p); err != nil {
 		return Unsupported(err)
 	}
@@ -231,19 +227,33 @@ func (r *Runner) run(ctx context.Context, c Case, row *results.Row) error {
 	return r.time(ctx, k, c, p, row)
 }
 
-// describe records the kernel's variant and library versions for the problem.
-func describe(k kernels.Kernel, p kernels.Problem, pass kernels.Pass, row *results.Row) {
-	row.KernelVersions = "{}"
-	d, ok := k.(kernels.Describer)
-	if !ok {
-		return
+// describe records the kernel's variant and library versions for the problem, with the
+// versions of what else the row's time depends on (also: a CP row's communicator's).
+func describe(k kernels.Kernel, p kernels.Problem, pass kernels.Pass, row *results.Row, also map[string]string) {
+	versions := map[string]string{}
+	if d, ok := k.(kernels.Describer); ok {
+		info := d.Describe(p, pass)
+		row.KernelVariant = info.Variant
+		maps.Copy(versions, info.Versions)
 	}
-	info := d.Describe(p, pass)
-	row.KernelVariant = info.Variant
-	if len(info.Versions) > 0 {
-		if b, err := json.Marshal(info.Versions); err == nil { // a map of strings always marshals
+	maps.Copy(versions, also)
+	row.KernelVersions = "{}"
+	if len(versions) > 0 {
+		if b, err := json.Marshal(versions); err == nil { // a map of strings always marshals
 			row.KernelVersions = string(b)
 		}
+	}
+}
+
+// setGPUColumns fills the index and UUID of a row's device where it is a GPU (row.Device set;
+// a CPU row's stay null and empty); uuid nil records none.
+func setGPUColumns(row *results.Row, index int, uuid func() string) {
+	if row.Device == "cpu" {
+		return
+	}
+	row.DeviceIndex = results.Ptr(int64(index))
+	if uuid != nil {
+		row.DeviceUUID = uuid()
 	}
 }
 
