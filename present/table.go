@@ -41,7 +41,13 @@ type Summary struct {
 	// runs holds each cell's ok rates by process and sample (run_id, rank, sample): a folder of
 	// several runs of the same cases pairs two kernels within each process's sample
 	// (PairedRatio).
-	runs map[CaseKey]map[string]map[string]runRate
+	runs map[CaseKey]map[string]map[procSample]runRate
+}
+
+// procSample is one process's sample of a case: the run, the rank and the sample.
+type procSample struct {
+	run          string
+	rank, sample int64
 }
 
 // runRate is one run's ok rows of a cell: their TFLOP/s summed, and how many.
@@ -80,7 +86,7 @@ func MaskLabel(r results.Row) string {
 // Cases are ordered by the mask's first appearance, then heads, pass and length.
 func Summarize(rows []results.Row, pass string) Summary {
 	s := Summary{Cells: map[CaseKey]map[string]Cell{}, Area: map[CaseKey]int64{}, FLOPs: map[CaseKey]float64{}, Counts: map[results.Status]int{},
-		runs: map[CaseKey]map[string]map[string]runRate{}}
+		runs: map[CaseKey]map[string]map[procSample]runRate{}}
 	maskOrder := map[string]int{}
 	kernelSeen := map[string]bool{}
 	// the sums behind each cell's means: its ok rows' TFLOP/s, and the clocks of those that
@@ -128,14 +134,14 @@ func Summarize(rows []results.Row, pass string) Summary {
 				c.ClockMHz = sm.clk / float64(sm.nclk)
 			}
 			sums[k][name] = sm
-			if s.runs[k] == nil {
-				s.runs[k] = map[string]map[string]runRate{}
-			}
-			if s.runs[k][name] == nil {
-				s.runs[k][name] = map[string]runRate{}
-			}
 			if r.RunID != "" { // (a row without a run id pairs with nothing)
-				pk := fmt.Sprintf("%s/%d/%d", r.RunID, r.Rank, r.Sample)
+				if s.runs[k] == nil {
+					s.runs[k] = map[string]map[procSample]runRate{}
+				}
+				if s.runs[k][name] == nil {
+					s.runs[k][name] = map[procSample]runRate{}
+				}
+				pk := procSample{r.RunID, r.Rank, r.Sample}
 				rr := s.runs[k][name][pk]
 				rr.sum, rr.n = rr.sum+*r.TFLOPs, rr.n+1
 				s.runs[k][name][pk] = rr
