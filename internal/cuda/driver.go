@@ -87,6 +87,16 @@ func (p Props) String() string {
 	return fmt.Sprintf("%s (sm_%d%d, %d SMs, %.0f GiB)", p.Name, p.Major, p.Minor, p.SMs, float64(p.TotalMem)/(1<<30))
 }
 
+// deviceName is the name the driver gives CUdevice dev ("NVIDIA H200").
+func deviceName(d *lib, dev uint64) (string, error) {
+	name := (*[256]byte)(C.calloc(256, 1))
+	defer C.free(unsafe.Pointer(name))
+	if err := d.call("cuDeviceGetName", uint64(uintptr(unsafe.Pointer(name))), 256, dev); err != nil {
+		return "", err
+	}
+	return C.GoString((*C.char)(unsafe.Pointer(name))), nil
+}
+
 // deviceProps reads the properties of device index (the context must be current for
 // the memory figures).
 func deviceProps(d *lib, index int) (Props, error) {
@@ -97,12 +107,10 @@ func deviceProps(d *lib, index int) (Props, error) {
 		return p, err
 	}
 	dev := uint64(s.i32(0))
-	name := (*[256]byte)(C.calloc(256, 1))
-	defer C.free(unsafe.Pointer(name))
-	if err := d.call("cuDeviceGetName", uint64(uintptr(unsafe.Pointer(name))), 256, dev); err != nil {
+	var err error
+	if p.Name, err = deviceName(d, dev); err != nil {
 		return p, err
 	}
-	p.Name = C.GoString((*C.char)(unsafe.Pointer(name)))
 	for _, a := range []struct {
 		attr int
 		dst  *int

@@ -1,8 +1,5 @@
 package cuda
 
-// #include <stdlib.h>
-import "C"
-
 import (
 	"fmt"
 	"strings"
@@ -25,10 +22,7 @@ func DeviceUUID(ordinal int) (uuid string, err error) {
 		var u [16]byte
 		copy(u[:], (*[16]byte)(unsafe.Pointer(&s.p[2]))[:])
 		prefix := "GPU"
-		name := (*[256]byte)(C.calloc(256, 1))
-		defer C.free(unsafe.Pointer(name))
-		if d.call("cuDeviceGetName", uint64(uintptr(unsafe.Pointer(name))), 256, dev) == nil &&
-			strings.Contains(" "+C.GoString((*C.char)(unsafe.Pointer(name)))+" ", " MIG ") {
+		if name, err := deviceName(d, dev); err == nil && strings.Contains(" "+name+" ", " MIG ") {
 			prefix = "MIG"
 		}
 		uuid = FormatUUID(prefix, u)
