@@ -74,7 +74,7 @@ func reportAction(c *cli.Context) error {
 		return usageError("--at counts the cases at a ratio to the --against kernel: give --against KERNEL too")
 	}
 	if c.Bool("pairs") && against == "" {
-		return usageError("--pairs pairs each kernel with the --against kernel within runs: give --against KERNEL too")
+		return usageError("--pairs pairs each kernel with the --against kernel within processes: give --against KERNEL too")
 	}
 	if !(at > 0) || math.IsInf(at, 0) {
 		return usageError("--at %v: give a positive ratio, such as 1.0 or 1.3", at)

@@ -20,14 +20,7 @@ out=${1:?usage: call121.sh OUT}
 call_start ${BUDGET:-200} longca || exit 1
 # the NVRTC compile outside the timed steps
 warm sm90
-F="--masks full,causal --seqlens 8K,16K --head-dim 128 --passes fwd,bwd -w 3 -n 10"
-steps=
-for i in 0 1 2 3 4 5 6 7; do
-	k=cuda,cudnn
-	[ $((i % 2)) = 1 ] && k=cudnn,cuda
-	step "p-$i" 60 kernel --kernels "$k" $F
-	steps="$steps p-$i"
-done
+pair_steps 60 --masks full,causal --seqlens 8K,16K --head-dim 128 --passes fwd,bwd -w 3 -n 10
 cat "$out/t/summary.txt"
 echo "=== d128, cuda (sm90, the default) over cudnn, same-process pairs (even steps cuda first, odd cudnn first)"
 pair_cells $steps

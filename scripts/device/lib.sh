@@ -451,6 +451,21 @@ persist_step() {
 	fi
 }
 
+# pair_steps CAP ARGS...: eight steps p-0 .. p-7 of `longca kernel --kernels cuda,cudnn ARGS`
+# (the odd ones cudnn first), each a process of its own, CAP seconds at most; their names in
+# $steps, for pair_cells (call117.sh, which ran first, keeps its own copy of this loop).
+pair_steps() {
+	_pcap=$1
+	shift
+	steps=
+	for _pi in 0 1 2 3 4 5 6 7; do
+		_pk=cuda,cudnn
+		[ $((_pi % 2)) = 1 ] && _pk=cudnn,cuda
+		step "p-$_pi" "$_pcap" kernel --kernels "$_pk" "$@"
+		steps="$steps p-$_pi"
+	done
+}
+
 # pair_cells STEP...: steps of `kernel --kernels cuda,cudnn` (both kernels in each process),
 # merged to csv; a line a cell (mask seqlen head_dim pass): cuda over cudnn in each step, their
 # median, how many steps had cuda ahead, each kernel's range of TFLOP/s and of SM clock; then
