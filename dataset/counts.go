@@ -2,9 +2,12 @@ package dataset
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"github.com/longca/longca/internal/smallfile"
+	"github.com/longca/longca/results"
+	"io"
 	"math"
 	"path/filepath"
 	"strconv"
@@ -28,9 +31,9 @@ func LoadCounts(path, column string) (*Empirical, error) {
 	)
 	switch strings.ToLower(filepath.Ext(path)) {
 	case ".parquet":
-		counts, err = parquetCounts(path, column)
+		counts, err = guarded(path, "Parquet", func() ([]int, error) { return parquetCounts(path, column) })
 	case ".arrow", ".feather", ".ipc":
-		counts, err = arrowCounts(path, column)
+		counts, err = guarded(path, "Arrow IPC", func() ([]int, error) { return arrowCounts(path, column) })
 	default:
 		if column != "" { // (it was ignored without a word)
 			return nil, fmt.Errorf("dataset: %s: a column (%s) names one of a parquet or arrow file's; a text file holds one count a line", path, column)
@@ -44,6 +47,18 @@ func LoadCounts(path, column string) (*Empirical, error) {
 		return nil, fmt.Errorf("dataset: %s: no positive token counts", path)
 	}
 	return &Empirical{Name: filepath.Base(path), ID: "counts:" + filepath.Base(path) + "@" + countsHash(counts), Counts: counts}, nil
+}
+
+// guarded runs a binary reader, whose libraries index a damaged file's offsets without
+// checking them all (a flipped byte of an Arrow footer panicked in arrow-go's flatbuffers
+// code): a panic becomes an error naming the file, not a stack trace.
+func guarded(path, kind string, read func() ([]int, error)) (counts []int, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			counts, err = nil, fmt.Errorf("dataset: %s: a damaged %s file (reading it failed: %v)", path, kind, p)
+		}
+	}()
+	return read()
 }
 
 // textCounts reads one integer a line.
@@ -78,6 +93,15 @@ func textCounts(path string) ([]int, error) {
 	return counts, nil
 }
 
+// A counts file's bounds: the bytes of an Arrow file read whole, and what its compressed
+// batches may inflate to (268 million documents' int32 lengths fit either; a file that
+// also holds the documents' text may not, and is told to hold the lengths alone). A
+// damaged inflated length is refused by this bound before anything is allocated for it.
+var (
+	maxCountsFile     int64 = 1 << 30
+	maxCountsInflated int64 = 1 << 30
+)
+
 // arrowCounts reads the column from every record batch of an Arrow IPC file.
 func arrowCounts(path, column string) ([]int, error) {
 	f, err := smallfile.Open(path)
@@ -85,7 +109,27 @@ func arrowCounts(path, column string) ([]int, error) {
 		return nil, fmt.Errorf("dataset: %w", err)
 	}
 	defer f.Close()
-	r, err := ipc.NewFileReader(f, ipc.WithAllocator(memory.DefaultAllocator))
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("dataset: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("dataset: %s: an Arrow file is read by its footer: give a regular file, not a pipe or device", path)
+	}
+	if fi.Size() > maxCountsFile {
+		return nil, fmt.Errorf("dataset: %s holds %d bytes, more than the %d a counts file may: write the length column alone", path, fi.Size(), maxCountsFile)
+	}
+	data := make([]byte, fi.Size())
+	if _, err := io.ReadFull(f, data); err != nil {
+		return nil, fmt.Errorf("dataset: %s: %w", path, err)
+	}
+	// arrow-go trusts the file's metadata: a damaged vector length allocates what it says
+	// (a flipped byte of a footer asked for 375 GB), so the metadata is verified first
+	if err := results.VerifyArrowFile(data, maxCountsInflated); err != nil {
+		return nil, fmt.Errorf("dataset: %s: not an Arrow IPC file longca can read: %w", path, err)
+	}
+	r, err := ipc.NewFileReader(bytes.NewReader(data), ipc.WithAllocator(memory.DefaultAllocator),
+		ipc.WithMetadataSizeLimit(fi.Size()), ipc.WithBodySizeLimit(fi.Size()))
 	if err != nil {
 		return nil, fmt.Errorf("dataset: %s: not an Arrow IPC file: %w", path, err)
 	}

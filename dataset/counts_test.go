@@ -30,7 +30,7 @@ func record(t *testing.T) arrow.RecordBatch {
 	return b.NewRecordBatch()
 }
 
-func writeArrow(t *testing.T, path string) {
+func writeArrow(t *testing.T, path string, opts ...ipc.Option) {
 	f, err := os.Create(path)
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +38,7 @@ func writeArrow(t *testing.T, path string) {
 	defer f.Close()
 	rec := record(t)
 	defer rec.Release()
-	w, err := ipc.NewFileWriter(f, ipc.WithSchema(rec.Schema()))
+	w, err := ipc.NewFileWriter(f, append([]ipc.Option{ipc.WithSchema(rec.Schema())}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,5 +173,78 @@ func TestCountsFIFO(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("LoadCounts hung on a FIFO with no writer")
+	}
+}
+
+// A damaged Arrow or Parquet --counts file is an error naming it, never a panic: the tenth
+// hardening pass found one flipped byte of an Arrow footer panicking in arrow-go's
+// flatbuffers code (a stack trace, exit 2 as if a usage error) and one of a Parquet page
+// panicking in arrow's table validation. Every byte of both files is flipped in turn, two
+// ways.
+func TestDamagedCountFilesAreErrors(t *testing.T) {
+	dir := t.TempDir()
+	saved := maxCountsInflated
+	maxCountsInflated = 1 << 20 // a flipped inflated length asks for up to 4 GiB here
+	defer func() { maxCountsInflated = saved }()
+	for _, name := range []string{"c.arrow", "lz4.arrow", "zstd.arrow", "c.parquet"} {
+		good := filepath.Join(dir, name)
+		switch name {
+		case "c.arrow":
+			writeArrow(t, good)
+		case "lz4.arrow": // pyarrow's feather files are LZ4 by default
+			writeArrow(t, good, ipc.WithLZ4())
+		case "zstd.arrow":
+			writeArrow(t, good, ipc.WithZstd())
+		default:
+			writeParquet(t, good)
+		}
+		if e, err := LoadCounts(good, "tokens"); err != nil || len(e.Counts) != 6 {
+			t.Fatalf("%s undamaged: %v, %v", name, e, err)
+		}
+		data, err := os.ReadFile(good)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t0 := time.Now()
+		bad := filepath.Join(dir, "bad-"+name)
+		panics, refused, inflates := 0, 0, 0
+		for off := range data {
+			for _, flip := range []func(byte) byte{func(b byte) byte { return b ^ 0xff }, func(byte) byte { return 1 }} {
+				d := append([]byte(nil), data...)
+				if d[off] = flip(d[off]); d[off] == data[off] {
+					continue
+				}
+				if err := os.WriteFile(bad, d, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				func() {
+					defer func() {
+						if p := recover(); p != nil {
+							panics++
+							if panics <= 3 {
+								t.Errorf("%s, byte %d flipped: panic %v", name, off, p)
+							}
+						}
+					}()
+					if _, err := LoadCounts(bad, "tokens"); err != nil {
+						refused++
+						if strings.Contains(err.Error(), "inflate") {
+							inflates++
+						}
+						if !strings.Contains(err.Error(), bad) {
+							t.Errorf("%s, byte %d flipped: %v does not name the file", name, off, err)
+						}
+					}
+				}()
+			}
+		}
+		t.Logf("%s: %d bytes, %d refused, %s", name, len(data), refused, time.Since(t0))
+		if panics > 0 || refused == 0 {
+			t.Errorf("%s (%d bytes): %d panics, %d damaged versions refused", name, len(data), panics, refused)
+		}
+		// a compressed buffer's inflated length flipped is refused by the bound, unallocated
+		if compressed := strings.Contains(name, "lz4") || strings.Contains(name, "zstd"); compressed && inflates == 0 {
+			t.Errorf("%s: no damaged version was refused for its inflated length", name)
+		}
 	}
 }

@@ -14,6 +14,10 @@ import (
 // numbers are the Arrow format's (Message.fbs, Schema.fbs, File.fbs).
 type fbVerifier struct {
 	b []byte
+	// foreign verifies a file longca did not write (a --counts file): any flat column type,
+	// compressed bodies, and bodies padded past their buffers; still no dictionaries nor
+	// nested columns, and every table, vector and string inside the buffer.
+	foreign bool
 }
 
 // Field slots of the Arrow tables (vtable index).
@@ -39,6 +43,11 @@ const (
 	typeBool          = 6
 	typeTimestamp     = 10
 )
+
+// flatForeign are the other flat column types a foreign file may hold (Type union codes:
+// Null, Binary, Decimal, Date, Time, Interval, FixedSizeBinary, Duration, LargeBinary,
+// LargeUtf8, BinaryView, Utf8View), each read as its type table's scalars.
+var flatForeign = map[byte]bool{1: true, 4: true, 7: true, 8: true, 9: true, 11: true, 15: true, 18: true, 19: true, 20: true, 23: true, 24: true}
 
 // fbTable is a verified table: its position and its vtable.
 type fbTable struct {
@@ -218,10 +227,11 @@ func (v fbVerifier) schema(s fbTable) (int, error) {
 		if err != nil || !ok {
 			return fmt.Errorf("a column without a type (%v)", err)
 		}
-		switch tt {
-		case typeInt, typeFloatingPoint, typeUtf8, typeBool:
-		case typeTimestamp:
+		switch {
+		case tt == typeInt, tt == typeFloatingPoint, tt == typeUtf8, tt == typeBool:
+		case tt == typeTimestamp:
 			return v.str(typ, timestampTimezone)
+		case v.foreign && flatForeign[tt]: // their type tables hold scalars only
 		default:
 			return fmt.Errorf("a column of Arrow type %d: not written by longca", tt)
 		}
@@ -232,92 +242,113 @@ func (v fbVerifier) schema(s fbTable) (int, error) {
 
 // recordBatch verifies a RecordBatch table and returns its number of field nodes (one
 // per column of the flat schemas longca writes).
-func (v fbVerifier) recordBatch(t fbTable) (cols int, buffersEnd int64, err error) {
-	if at, err := v.ref(t, batchCompression); err != nil || at != 0 {
-		return 0, 0, fmt.Errorf("a compressed batch: not written by longca%s", because(err))
+func (v fbVerifier) recordBatch(t fbTable) (cols int, buffersEnd int64, compressed bool, err error) {
+	if v.foreign { // BodyCompression: a codec and a method, scalars
+		if _, compressed, err = v.subtable(t, batchCompression); err != nil {
+			return 0, 0, false, err
+		}
+	} else if at, err := v.ref(t, batchCompression); err != nil || at != 0 {
+		return 0, 0, false, fmt.Errorf("a compressed batch: not written by longca%s", because(err))
 	}
 	if err := v.scalarVector(t, batchVariadic, 8); err != nil {
-		return 0, 0, err
+		return 0, 0, false, err
 	}
 	if buffersEnd, err = v.buffersEnd(t); err != nil {
-		return 0, 0, err
+		return 0, 0, false, err
 	}
 	at, err := v.ref(t, batchNodes)
 	if err != nil || at == 0 {
-		return 0, buffersEnd, err
+		return 0, buffersEnd, compressed, err
 	}
 	cols, err = v.vector(at, 16)
-	return cols, buffersEnd, err
+	return cols, buffersEnd, compressed, err
 }
 
 // buffersEnd verifies a record batch's buffers (Buffer structs: offset and length, int64
 // each) and returns where the last of them ends in the body.
 func (v fbVerifier) buffersEnd(t fbTable) (int64, error) {
+	bufs, err := v.buffers(t)
+	var end int64
+	for _, b := range bufs {
+		end = max(end, b[0]+b[1])
+	}
+	return end, err
+}
+
+// buffers verifies a record batch's buffers and returns each one's offset and length.
+func (v fbVerifier) buffers(t fbTable) ([][2]int64, error) {
 	at, err := v.ref(t, batchBuffers)
 	if err != nil || at == 0 {
-		return 0, err
+		return nil, err
 	}
 	n, err := v.vector(at, 16)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	var end int64
-	for i := 0; i < n; i++ {
+	bufs := make([][2]int64, n) // (n entries of 16 bytes lie inside the metadata)
+	for i := range bufs {
 		e := v.b[at+4+16*i:]
 		off, length := int64(binary.LittleEndian.Uint64(e)), int64(binary.LittleEndian.Uint64(e[8:]))
 		if off < 0 || length < 0 || off > 1<<40 || length > 1<<40 {
-			return 0, fmt.Errorf("buffer %d at %d of %d bytes: not a place in a body", i, off, length)
+			return nil, fmt.Errorf("buffer %d at %d of %d bytes: not a place in a body", i, off, length)
 		}
-		end = max(end, off+length)
+		bufs[i] = [2]int64{off, length}
 	}
-	return end, nil
+	return bufs, nil
 }
 
 // verifyMessage verifies one IPC message's metadata and returns its header type, body
 // length, and its number of columns (schema) or field nodes (record batch).
-func verifyMessage(meta []byte) (header byte, bodyLen int64, cols int, err error) {
-	v := fbVerifier{meta}
+// Of a compressed batch (foreign files only) it returns the buffers too, whose first 8
+// bytes in the body give each one's length once inflated.
+func verifyMessage(meta []byte, foreign bool) (header byte, bodyLen int64, cols int, compressedBufs [][2]int64, err error) {
+	v := fbVerifier{meta, foreign}
 	root, err := v.u32(0)
 	if err != nil {
-		return 0, 0, 0, err
+		return 0, 0, 0, nil, err
 	}
 	m, err := v.table(root)
 	if err != nil {
-		return 0, 0, 0, err
+		return 0, 0, 0, nil, err
 	}
 	if err := v.keyValues(m, msgCustomMetadata); err != nil {
-		return 0, 0, 0, err
+		return 0, 0, 0, nil, err
 	}
 	if header, err = v.byteField(m, msgHeaderType); err != nil {
-		return 0, 0, 0, err
+		return 0, 0, 0, nil, err
 	}
 	at, err := v.field(m, msgBodyLength, 8)
 	if err != nil {
-		return 0, 0, 0, err
+		return 0, 0, 0, nil, err
 	}
 	if at != 0 {
 		bodyLen = int64(binary.LittleEndian.Uint64(meta[at:]))
 	}
 	h, ok, err := v.subtable(m, msgHeader)
 	if err != nil || !ok {
-		return 0, 0, 0, fmt.Errorf("message without a header (%v)", err)
+		return 0, 0, 0, nil, fmt.Errorf("message without a header (%v)", err)
 	}
 	switch header {
 	case headerSchema:
 		cols, err = v.schema(h)
 	case headerRecordBatch:
 		var buffersEnd int64
-		cols, buffersEnd, err = v.recordBatch(h)
+		var compressed bool
+		cols, buffersEnd, compressed, err = v.recordBatch(h)
+		if err == nil && compressed {
+			compressedBufs, err = v.buffers(h)
+		}
 		// The writer pads each buffer to 8 bytes and the body holds nothing else: a body
 		// longer than its buffers' end so padded (a flipped length) would swallow the
 		// messages after it, and a shorter one cannot hold them.
-		if err == nil && bodyLen != (buffersEnd+7)&^7 {
+		// (Another writer may align its buffers to 64 bytes: its body need only hold them.)
+		if err == nil && (!foreign && bodyLen != (buffersEnd+7)&^7 || foreign && bodyLen < buffersEnd) {
 			err = fmt.Errorf("a body of %d bytes for buffers that end at byte %d", bodyLen, buffersEnd)
 		}
 	default:
 		err = fmt.Errorf("message of type %d: not written by longca", header)
 	}
-	return header, bodyLen, cols, err
+	return header, bodyLen, cols, compressedBufs, err
 }
 
 // fileBlock is one record batch's place in an Arrow file (File.fbs's Block struct).
@@ -329,8 +360,8 @@ type fileBlock struct {
 
 // verifyFooter verifies an Arrow file's footer and returns its record batch blocks and
 // its schema's number of columns.
-func verifyFooter(footer []byte) ([]fileBlock, int, error) {
-	v := fbVerifier{footer}
+func verifyFooter(footer []byte, foreign bool) ([]fileBlock, int, error) {
+	v := fbVerifier{footer, foreign}
 	root, err := v.u32(0)
 	if err != nil {
 		return nil, 0, err
@@ -377,12 +408,18 @@ func verifyFooter(footer []byte) ([]fileBlock, int, error) {
 type ipcMessage struct {
 	start, end int
 	header     byte
-	cols       int // schema: columns; record batch: field nodes
+	cols       int   // schema: columns; record batch: field nodes
+	inflated   int64 // a compressed batch's buffers' lengths once inflated
 }
 
 // messageAt verifies the message that starts at pos of data: continuation token,
 // metadata length, metadata, body. torn is true when data ends inside it.
 func messageAt(data []byte, pos int) (m ipcMessage, eosAt bool, torn bool, err error) {
+	return messageOf(data, pos, false)
+}
+
+// messageOf is messageAt, of a foreign file where foreign is set (see fbVerifier).
+func messageOf(data []byte, pos int, foreign bool) (m ipcMessage, eosAt bool, torn bool, err error) {
 	rest := len(data) - pos
 	if rest < 8 {
 		return m, false, true, fmt.Errorf("%d bytes left, not a whole message prefix", rest)
@@ -398,14 +435,29 @@ func messageAt(data []byte, pos int) (m ipcMessage, eosAt bool, torn bool, err e
 		return m, false, true, fmt.Errorf("metadata of %d bytes at byte %d runs past the end", metaLen, pos)
 	}
 	meta := data[pos+8 : pos+8+int(metaLen)]
-	header, bodyLen, cols, err := verifyMessage(meta)
+	header, bodyLen, cols, bufs, err := verifyMessage(meta, foreign)
 	if err != nil {
 		return m, false, false, fmt.Errorf("message at byte %d: %w", pos, err)
 	}
 	if bodyLen < 0 || bodyLen > int64(rest)-8-metaLen {
 		return m, false, true, fmt.Errorf("body of %d bytes at byte %d runs past the end", bodyLen, pos)
 	}
-	return ipcMessage{start: pos, end: pos + 8 + int(metaLen) + int(bodyLen), header: header, cols: cols}, false, false, nil
+	m = ipcMessage{start: pos, end: pos + 8 + int(metaLen) + int(bodyLen), header: header, cols: cols}
+	body := data[pos+8+int(metaLen) : m.end]
+	for i, b := range bufs { // a compressed buffer: its inflated length, then its frames
+		if b[1] == 0 {
+			continue
+		}
+		if b[1] < 8 || b[0]+b[1] > int64(len(body)) {
+			return m, false, false, fmt.Errorf("message at byte %d: compressed buffer %d of %d bytes at %d, outside its %d-byte body", pos, i, b[1], b[0], len(body))
+		}
+		n := int64(binary.LittleEndian.Uint64(body[b[0]:]))
+		if n < -1 || n > 1<<40 {
+			return m, false, false, fmt.Errorf("message at byte %d: compressed buffer %d inflates to %d bytes", pos, i, n)
+		}
+		m.inflated += max(n, 0)
+	}
+	return m, false, false, nil
 }
 
 // because is " (err)", or "" when err is nil (a feature found, not a verification error).

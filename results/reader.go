@@ -284,7 +284,10 @@ func laterBatch(data []byte, from int) int {
 // fileMagic opens and closes an Arrow IPC file.
 var fileMagic = []byte("ARROW1")
 
-func (f *File) readFile(data []byte) error {
+// verifyFileLayout verifies an Arrow IPC file's framing and every message's metadata (its
+// footer, schema and record batches), so that arrow-go's reader, which trusts them, can
+// neither index outside data nor allocate what a damaged length claims.
+func verifyFileLayout(data []byte, foreign bool, maxInflated int64) error {
 	n := len(data)
 	if n < 8+10 || !bytes.HasSuffix(data, fileMagic) {
 		return fmt.Errorf("%w: an Arrow file without its closing magic (cut short?)", ErrDamaged)
@@ -294,29 +297,49 @@ func (f *File) readFile(data []byte) error {
 	if footerLen <= 0 || footerStart < 8 {
 		return fmt.Errorf("%w: footer length %d", ErrDamaged, footerLen)
 	}
-	blocks, cols, err := verifyFooter(data[footerStart : n-10])
+	blocks, cols, err := verifyFooter(data[footerStart:n-10], foreign)
 	if err != nil {
 		return fmt.Errorf("%w: footer: %v", ErrDamaged, err)
 	}
-	sm, _, _, err := messageAt(data[:footerStart], 8)
+	sm, _, _, err := messageOf(data[:footerStart], 8, foreign)
 	if err == nil && (sm.header != headerSchema || sm.cols != cols) {
 		err = fmt.Errorf("the footer's schema has %d columns, the stream's %d", cols, sm.cols)
 	}
 	if err != nil {
 		return fmt.Errorf("%w: schema message: %v", ErrDamaged, err)
 	}
+	var inflated int64
 	for i, b := range blocks {
 		end := b.offset + int64(b.metaLen) + b.bodyLen
 		if b.offset < 8 || b.metaLen < 8 || b.bodyLen < 0 || end > int64(footerStart) {
 			return fmt.Errorf("%w: batch %d's block (offset %d, %d+%d bytes) lies outside the file", ErrDamaged, i, b.offset, b.metaLen, b.bodyLen)
 		}
-		m, _, _, err := messageAt(data[:end], int(b.offset))
+		m, _, _, err := messageOf(data[:end], int(b.offset), foreign)
 		if err == nil && (m.header != headerRecordBatch || m.cols != sm.cols) {
 			err = fmt.Errorf("message of type %d with %d columns, the schema %d", m.header, m.cols, sm.cols)
 		}
 		if err != nil {
 			return fmt.Errorf("%w: batch %d: %v", ErrDamaged, i, err)
 		}
+		if inflated += m.inflated; inflated > maxInflated {
+			return fmt.Errorf("its compressed batches inflate to more than %d bytes (at batch %d), more than this reader will allocate: write the column alone, uncompressed", maxInflated, i)
+		}
+	}
+	return nil
+}
+
+// VerifyArrowFile verifies the framing and metadata of an Arrow IPC file that longca did
+// not write (a --counts file) before arrow-go reads it: any flat column type, compressed
+// or not (its buffers inflating to maxInflated bytes at most); a dictionary-encoded or
+// nested column is refused.
+func VerifyArrowFile(data []byte, maxInflated int64) error {
+	return verifyFileLayout(data, true, maxInflated)
+}
+
+func (f *File) readFile(data []byte) error {
+	n := len(data)
+	if err := verifyFileLayout(data, false, 0); err != nil {
+		return err
 	}
 	r, err := ipc.NewFileReader(bytes.NewReader(data), limits(n)...)
 	if err != nil {
