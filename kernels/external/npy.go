@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/longca/longca/tensor"
 )
@@ -162,11 +163,19 @@ func ReadNPYHeader(r io.Reader) (NPYHeader, error) {
 // The element type must match exactly ('<u2' for bf16, '<f2', '<f4', '<f8'; '|' or '='
 // byte orders of one-byte-order types are taken as little-endian).
 func ReadNPYInto(path string, h *tensor.Host) error {
-	f, err := os.Open(path)
+	// Opened without blocking, then held to a regular file: a worker's output that is a
+	// FIFO would otherwise wait in open(2) for a writer forever, past --worker-timeout and
+	// the first SIGINT (the tenth hardening pass).
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return fmt.Errorf("npy: %w", err)
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return fmt.Errorf("npy: %w", err)
+	} else if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s: a %s, not a regular file: the worker must write its outputs as files", path, fileKind(fi.Mode()))
+	}
 	r := bufio.NewReaderSize(f, 1<<20)
 	hd, err := ReadNPYHeader(r)
 	if err != nil {
@@ -205,4 +214,19 @@ func equalShape(a, b []int) bool {
 		}
 	}
 	return true
+}
+
+// fileKind names what a path that is not a regular file is.
+func fileKind(m os.FileMode) string {
+	switch {
+	case m&os.ModeNamedPipe != 0:
+		return "FIFO"
+	case m&os.ModeDevice != 0:
+		return "device"
+	case m&os.ModeSocket != 0:
+		return "socket"
+	case m.IsDir():
+		return "folder"
+	}
+	return "special file"
 }

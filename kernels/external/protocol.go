@@ -159,6 +159,11 @@ func (r *reply) check(op string, id int64) error {
 			if math.IsNaN(*f.v) || math.IsInf(*f.v, 0) || *f.v <= 0 {
 				return fmt.Errorf("time reply: %s = %v is not a positive time", f.name, *f.v)
 			}
+			// a time.Duration holds it: 1e300 wrapped negative, 5e-324 rounded to 0 (the
+			// tenth hardening pass found both written as ok rows)
+			if *f.v < minReplyMs || *f.v > maxReplyMs {
+				return fmt.Errorf("time reply: %s = %v is not the time of one call (%g ms to %g ms)", f.name, *f.v, minReplyMs, maxReplyMs)
+			}
 		}
 		if !(*r.MinMs <= *r.MedianMs && *r.MedianMs <= *r.MaxMs && *r.MinMs <= *r.MeanMs && *r.MeanMs <= *r.MaxMs) {
 			return fmt.Errorf("time reply: min %g, median %g, mean %g, max %g are out of order", *r.MinMs, *r.MedianMs, *r.MeanMs, *r.MaxMs)
@@ -169,6 +174,10 @@ func (r *reply) check(op string, id int64) error {
 	}
 	return nil
 }
+
+// The times a worker's reply may give for one call, in ms: a nanosecond to a million
+// seconds, inside what a time.Duration holds.
+const minReplyMs, maxReplyMs = 1e-6, 1e9
 
 // encodeProblem turns p into its JSON form; a per-KV-head problem writes its grid's
 // kept cells into dir (named by their hash, so a repeated problem reuses the file).

@@ -1,0 +1,57 @@
+package external
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/longca/longca/tensor"
+)
+
+// A time reply whose figures a time.Duration cannot hold is refused, naming the field:
+// the tenth hardening pass wrote 1e300 ms as an ok row of -9.2e12 ms and 5e-324 ms as one
+// of 0 ms.
+func TestTimeReplyOutsideADuration(t *testing.T) {
+	id := int64(7)
+	reply := func(median float64) *reply {
+		lo, hi := median, median
+		return &reply{ID: &id, Status: statusOK, MedianMs: &median, MinMs: &lo, MaxMs: &hi, MeanMs: &median}
+	}
+	for _, v := range []float64{1e300, 9.3e12, 1e10, 5e-324, 1e-300, 1e-7} {
+		err := reply(v).check("time", id)
+		if err == nil || !strings.Contains(err.Error(), "median_ms") {
+			t.Errorf("median_ms %g: %v, want a refusal naming median_ms", v, err)
+		}
+	}
+	for _, v := range []float64{1e-6, 0.013, 5000, 1e9} {
+		if err := reply(v).check("time", id); err != nil {
+			t.Errorf("median_ms %g: %v, want it taken", v, err)
+		}
+	}
+}
+
+// A worker's output that is a FIFO is an error at once, not a wait in open(2) for a writer
+// that never comes (past --worker-timeout and the first SIGINT: the tenth hardening pass).
+func TestNPYOutputFIFOIsRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "out.npy")
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Skipf("no FIFOs here: %v", err)
+	}
+	h := tensor.NewHost(tensor.FP32, 2, 2)
+	done := make(chan error, 1)
+	go func() { done <- ReadNPYInto(path, h) }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "FIFO") {
+			t.Errorf("a FIFO output: %v, want an error naming it a FIFO", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("ReadNPYInto waited on a FIFO with no writer")
+	}
+	if err := ReadNPYInto(os.DevNull, h); err == nil || !strings.Contains(err.Error(), "device") {
+		t.Errorf("%s as an output: %v, want an error naming a device", os.DevNull, err)
+	}
+}
