@@ -142,3 +142,19 @@ func CheckVariant(s string, names []string, listed bool) error {
 	}
 	return nil
 }
+
+// VariantUnused says whether a plain variant in s applies to none of names (none of them
+// has variants): allowed where the machine chose the kernels (a script's --variant on a
+// machine without the kernel it is for), but worth a warning, since a typo passes too.
+func VariantUnused(s string, names []string) bool {
+	v, err := ParseVariants(s)
+	if err != nil || v.Default == "" {
+		return false
+	}
+	for _, name := range names {
+		if _, own := v.PerKernel[name]; !own && len(variantNames(name)) > 0 {
+			return false
+		}
+	}
+	return true
+}

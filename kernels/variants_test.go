@@ -125,3 +125,22 @@ func TestCheckVariant(t *testing.T) {
 		}
 	}
 }
+
+// A plain variant that no kernel of the run has is let through where the machine chose the
+// kernels (CheckVariant), and VariantUnused says so for the warning the command prints.
+func TestVariantUnused(t *testing.T) {
+	for _, c := range []struct {
+		spec  string
+		names []string
+		want  bool
+	}{
+		{"fast", []string{"vt-plain"}, true},
+		{"fast", []string{"vt-plain", "vt-gpu"}, false},
+		{"vt-gpu=fast", []string{"vt-plain"}, false},
+		{"", []string{"vt-plain"}, false},
+	} {
+		if got := VariantUnused(c.spec, c.names); got != c.want {
+			t.Errorf("VariantUnused(%q, %v) = %v, want %v", c.spec, c.names, got, c.want)
+		}
+	}
+}

@@ -8,7 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // A folder none of whose files can be read is a usage error naming them, not an empty
@@ -67,5 +69,32 @@ func TestRunIDUsedOnce(t *testing.T) {
 	}
 	if err := CheckNewRun(filepath.Join(dir, "none"), "c", 4, false); err != nil {
 		t.Errorf("a folder not made yet: %v", err)
+	}
+}
+
+// Tenth hardening pass: a results path that is a FIFO (given by name, a rank file of a
+// folder, or a shell's <(...)) is refused at once, not waited on in open(2) for good; a path
+// that cannot be read is a usage error (exit 2), as the folder form was.
+func TestPipesAndUnreadablePathsAreRefused(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, FileName("runF", 0, 1))
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skipf("no FIFOs here: %v", err)
+	}
+	done := make(chan error, 2)
+	go func() { _, err := Open(fifo); done <- err }()
+	go func() { _, err := LoadChecked(dir); done <- err }()
+	for i := 0; i < 2; i++ {
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), "not a regular file") && !errors.Is(err, ErrUsage) {
+				t.Errorf("a FIFO: %v, want it refused as not a regular file", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a FIFO was waited on")
+		}
+	}
+	if _, err := Open(filepath.Join(dir, "gone.arrow")); !errors.Is(err, ErrUsage) || !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a missing file: %v, want a usage error wrapping ErrNotExist", err)
 	}
 }

@@ -83,21 +83,27 @@ const MaxFileBytes = 8 << 30
 // ErrNotResults.
 func Open(path string) (*File, error) {
 	st, err := os.Stat(path)
-	if err != nil {
-		return nil, fmt.Errorf("results: %w", err)
+	if err != nil { // (a path the user gave, or a folder's entry: usage, exit 2)
+		return nil, usageErr{fmt.Errorf("results: %w", err)}
 	}
 	if st.IsDir() {
 		return nil, fmt.Errorf("results: %s is a folder, not a file: %w", path, ErrNotResults)
+	}
+	if !st.Mode().IsRegular() { // a FIFO would wait in open(2) for a writer, for good
+		return nil, fmt.Errorf("results: %s is a pipe or device, not a regular file: give the file itself: %w", path, ErrNotResults)
 	}
 	if st.Size() > MaxFileBytes {
 		return nil, fmt.Errorf("results: %s is %d bytes, over the %d a results file may have: %w", path, st.Size(), int64(MaxFileBytes), ErrNotResults)
 	}
 	if err := sniff(path, st.Size()); err != nil {
-		return nil, fmt.Errorf("results: %s: %w", path, err)
+		if errors.Is(err, ErrNotResults) {
+			return nil, fmt.Errorf("results: %s: %w", path, err)
+		}
+		return nil, usageErr{fmt.Errorf("results: %w", err)} // unreadable: permission
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("results: %w", err)
+		return nil, usageErr{fmt.Errorf("results: %w", err)}
 	}
 	f, err := Decode(path, data)
 	if err != nil {

@@ -84,6 +84,7 @@ func Discover(getenv func(string) string) (World, error) {
 		if w.Size < 0 {
 			e.fail("PMIX_RANK is set but the world size is not: set PMIX_SIZE or SLURM_NTASKS")
 		}
+		w.LocalSize = inheritedLocalSize(e, "PMIX_LOCAL_SIZE", w.LocalSize, w.Size)
 	case e.has("PMI_RANK"):
 		w.Launcher = "mpich"
 		w.Rank = e.int("PMI_RANK", 0)
@@ -92,6 +93,7 @@ func Discover(getenv func(string) string) (World, error) {
 		w.LocalSize = e.first(0, "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE")
 		w.NodeID = e.int("SLURM_NODEID", 0)
 		e.require("PMI_SIZE", w.Size)
+		w.LocalSize = inheritedLocalSize(e, "MPI_LOCALNRANKS", w.LocalSize, w.Size)
 	case e.has("SLURM_PROCID"):
 		w.Launcher = "slurm"
 		w.Rank = e.int("SLURM_PROCID", 0)
@@ -151,6 +153,17 @@ func Discover(getenv func(string) string) (World, error) {
 	return w, w.check()
 }
 
+// inheritedLocalSize is the local size read for a launcher whose own variable (own) is
+// not set: SLURM_NTASKS_PER_NODE, which a step inherits from its batch job (sbatch
+// --ntasks-per-node=8, then srun -n 2), may exceed the step's world and is then capped at
+// it; a launcher's own figure over the world is refused by check.
+func inheritedLocalSize(e env, own string, local, size int) int {
+	if !e.has(own) && size > 0 && local > size {
+		return size
+	}
+	return local
+}
+
 // fillMaster sets the store's address: MASTER_ADDR/MASTER_PORT when set, else the first
 // host of the Slurm node list, else nothing (Bootstrap then uses this host when every
 // rank is on it, and refuses otherwise).
@@ -184,6 +197,10 @@ func (w World) check() error {
 		return fmt.Errorf("spmd: %s: local size %d is not positive", w.localVar(), w.LocalSize)
 	case w.LocalRank < 0 || w.LocalRank >= w.LocalSize:
 		return fmt.Errorf("spmd: %s=%d is outside the %d ranks of this node", w.localVar(), w.LocalRank, w.LocalSize)
+	case w.LocalSize > w.Size:
+		return fmt.Errorf("spmd: %s: %d ranks on this node, more than the world's %d (%s): the launcher's variables disagree", w.localSizeVar(), w.LocalSize, w.Size, w.sizeVar())
+	case w.NodeID < 0 || w.NodeID >= w.Size:
+		return fmt.Errorf("spmd: %s=%d is not a node of a world of %d ranks (0 to %d)", w.nodeVar(), w.NodeID, w.Size, w.Size-1)
 	case w.LocalRank > w.Rank:
 		return fmt.Errorf("spmd: %s=%d is larger than the global rank %d (%s)", w.localVar(), w.LocalRank, w.Rank, w.rankVar())
 	case w.MasterPort < 1 || w.MasterPort > 65535:
@@ -203,6 +220,14 @@ func (w World) sizeVar() string {
 
 func (w World) localVar() string {
 	return map[string]string{"ompi": "OMPI_COMM_WORLD_LOCAL_RANK", "pmix": "PMIX_LOCAL_RANK", "mpich": "MPI_LOCALRANKID", "slurm": "SLURM_LOCALID", "torchrun": "LOCAL_RANK"}[w.Launcher]
+}
+
+func (w World) localSizeVar() string {
+	return map[string]string{"ompi": "OMPI_COMM_WORLD_LOCAL_SIZE", "pmix": "PMIX_LOCAL_SIZE", "mpich": "MPI_LOCALNRANKS", "slurm": "SLURM_TASKS_PER_NODE (or SLURM_NTASKS_PER_NODE)", "torchrun": "LOCAL_WORLD_SIZE"}[w.Launcher]
+}
+
+func (w World) nodeVar() string {
+	return map[string]string{"ompi": "OMPI_COMM_WORLD_NODE_RANK (or SLURM_NODEID)", "pmix": "SLURM_NODEID", "mpich": "SLURM_NODEID", "slurm": "SLURM_NODEID", "torchrun": "GROUP_RANK"}[w.Launcher]
 }
 
 // env reads integers from the environment, keeping the first error, which names the

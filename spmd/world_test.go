@@ -63,6 +63,13 @@ func TestDiscoverErrors(t *testing.T) {
 		{"bad node list", "SLURM_JOB_NODELIST", map[string]string{"SLURM_PROCID": "0", "SLURM_NTASKS": "1", "SLURM_JOB_NODELIST": "gpu[01-"}},
 		{"pmix without size", "PMIX_SIZE", map[string]string{"PMIX_RANK": "0"}},
 		{"zero size", "PMI_SIZE", map[string]string{"PMI_RANK": "0", "PMI_SIZE": "0"}},
+		// the tenth hardening pass: a node of more ranks than the world was taken (its memory
+		// estimate multiplied by it), and negative node ids were printed as "node -1"
+		{"tasks per node past the world", "SLURM_TASKS_PER_NODE", map[string]string{"SLURM_PROCID": "0", "SLURM_NTASKS": "1", "SLURM_TASKS_PER_NODE": "9223372036854775807"}},
+		{"ompi local size past the world", "OMPI_COMM_WORLD_LOCAL_SIZE", map[string]string{"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_LOCAL_SIZE": "3"}},
+		{"negative node", "SLURM_NODEID", map[string]string{"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_NODEID": "-1"}},
+		{"negative ompi node", "OMPI_COMM_WORLD_NODE_RANK", map[string]string{"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_NODE_RANK": "-3"}},
+		{"negative torchrun node", "GROUP_RANK", map[string]string{"RANK": "0", "WORLD_SIZE": "1", "GROUP_RANK": "-1"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -88,6 +95,13 @@ func TestDiscoverErrors(t *testing.T) {
 				t.Fatalf("error %v, want it to say %q", err, tc.want)
 			}
 		})
+	}
+	// A step inherits its batch job's SLURM_NTASKS_PER_NODE (sbatch --ntasks-per-node=8,
+	// then srun --mpi=pmix -n 2): where the launcher's own local size is not set, that
+	// figure is capped at the world, not refused.
+	w, err := Discover(envOf(map[string]string{"PMIX_RANK": "1", "PMIX_SIZE": "2", "SLURM_LOCALID": "1", "SLURM_NTASKS_PER_NODE": "8"}))
+	if err != nil || w.LocalSize != 2 {
+		t.Errorf("pmix with an inherited SLURM_NTASKS_PER_NODE=8 in a world of 2: local size %d, %v; want 2", w.LocalSize, err)
 	}
 	if _, err := Discover(envOf(map[string]string{EnvJobID: strings.Repeat("x", maxJobID)})); err != nil {
 		t.Errorf("a job id of exactly %d bytes: %v", maxJobID, err)

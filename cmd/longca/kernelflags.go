@@ -137,6 +137,9 @@ func checkVariant(ko kernels.Options, listed bool, names ...string) error {
 	if err := kernels.CheckVariant(ko.Variant, names, listed); err != nil {
 		return usageError("--variant: %v", err)
 	}
+	if kernels.VariantUnused(ko.Variant, names) {
+		log.Warn().Str("variant", ko.Variant).Strs("kernels", names).Msg("--variant: no kernel of this run has variants; it changes nothing here (longca list names each kernel's)")
+	}
 	return nil
 }
 
