@@ -134,7 +134,7 @@ func (s *Session) RunKernels(ctx context.Context, k KernelSweep, est *harness.Es
 	log := s.log()
 	progress := s.kernelProgress(est, cases)
 	ev := log.Info().Str("run", s.RunID).Int("cases", len(cases)).Str("file", res.File).
-		Dur("estimate", est.Total().Round(time.Second))
+		Str("estimate", harness.FormatDuration(est.Total().Seconds())) // as the warnings say it (it was bare ms)
 	if r.Settle > 0 {
 		ev = ev.Str("settle", r.Settle.String()) // the runner's idle before each case timed on a GPU
 	}

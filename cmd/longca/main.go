@@ -50,7 +50,7 @@ func tokensFlag(c *cli.Context, name string, def int) (int, error) {
 	}
 	v, err := dataset.ParseSize(c.String(name))
 	if err != nil {
-		return 0, usageError("--%s %s: give a whole number of tokens, 0 or more, with an optional K, M or G suffix (1K = 1024)", name, c.String(name))
+		return 0, usageError("--%s %s: give a whole number of tokens with an optional K, M or G suffix (1K = 1024)", name, c.String(name))
 	}
 	return v, nil
 }

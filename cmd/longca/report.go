@@ -57,6 +57,9 @@ func reportAction(c *cli.Context) error {
 	if len(args) != 1 {
 		return usageError("report takes one file or folder: longca report FILE|DIR (got %d arguments)", len(args))
 	}
+	if err := checkLists(c); err != nil { // (--masks causal,causal was taken)
+		return err
+	}
 	pass := c.String("pass")
 	if pass != "" {
 		p, err := kernels.ParsePass(pass)

@@ -56,8 +56,8 @@ func selftestComm(c *cli.Context) error {
 	}
 	x := -1
 	if c.IsSet("exit-rank") {
-		if x = c.Int("exit-rank"); x < 0 || x >= w.Size {
-			return usageError("--exit-rank %d: the world has ranks 0..%d", x, w.Size-1)
+		if x = c.Int("exit-rank"); x < -1 || x >= w.Size { // (-1, the default: no rank leaves)
+			return usageError("--exit-rank %d: the world has ranks 0..%d (or -1: none leaves)", x, w.Size-1)
 		}
 	}
 	return newSession(c, "selftest", "", "", w).SelftestComm(c.Context, o, x, c.Bool("verbose"))
