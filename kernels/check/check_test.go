@@ -2,6 +2,7 @@ package check
 
 import (
 	"context"
+	"errors"
 	"math"
 	"strings"
 	"testing"
@@ -286,5 +287,20 @@ func TestFigureWhyNamesNaNs(t *testing.T) {
 	f = Compare("dq", []float64{1, 5}, []float64{1, 2}, []float64{1, 2.1})
 	if f.Pass || !strings.Contains(f.Why(), "dq error 3 > tolerance") {
 		t.Errorf("%+v: %q", f, f.Why())
+	}
+}
+
+// A pass's failure is labelled with the kernel and the pass once: an exec: worker's error
+// already says "exec:...:k forward: ..." and used to read "k forward: k forward: ..." (the
+// tenth hardening pass).
+func TestPassErrorLabelsOnce(t *testing.T) {
+	k := ref.New(ref.Options{})
+	plain := passError(k, "forward", errors.New("out of memory"))
+	if want := k.Name() + " forward: out of memory"; plain.Error() != want {
+		t.Errorf("%q, want %q", plain, want)
+	}
+	labelled := errors.New(k.Name() + " forward: the worker's lse: a FIFO")
+	if got := passError(k, "forward", labelled); got.Error() != labelled.Error() {
+		t.Errorf("%q, want it as the kernel labelled it: %q", got, labelled)
 	}
 }

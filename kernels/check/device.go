@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/longca/longca/kernels"
 	"github.com/longca/longca/tensor"
@@ -126,5 +127,9 @@ func passError(k kernels.Kernel, pass string, err error) error {
 	if errors.As(err, &pe) {
 		return err
 	}
-	return fmt.Errorf("%s %s: %w", k.Name(), pass, err)
+	label := k.Name() + " " + pass
+	if strings.HasPrefix(err.Error(), label+": ") { // the kernel labelled it so already (exec: workers)
+		return err
+	}
+	return fmt.Errorf("%s: %w", label, err)
 }
