@@ -26,6 +26,7 @@ func TestFlagParseErrorsNameTheFlag(t *testing.T) {
 		{[]string{"kernel", "--dry-run", "--seqlens"}, "longca: --seqlens given without a value: give a value (see longca kernel --help)"},           // string
 		{[]string{"merge", "--run"}, "longca: --run given without a value: give a value (see longca merge --help)"},                                  // string slice
 		{[]string{"data", "--nope"}, "longca: --nope: no such flag (see longca data --help)"},
+		{[]string{"kernel", "--dry-run", "--log-format", "text"}, "longca: --log-format: longca's own flag: give it before the command (longca --log-format ... kernel ...)"},
 		{[]string{"--log-level"}, "longca: --log-level given without a value: give a value (see longca --help)"}, // the app's own
 		{[]string{"report", t.TempDir(), "--at", "x"}, "longca: --at x: give a number (such as 0.5 or 1e9)"},     // a flag after report's folder
 	} {

@@ -146,6 +146,9 @@ var (
 // project's line: `--samples x: give a whole number`; false for any other error.
 func flagParseError(msg string, flags []cli.Flag, cmd string) (string, bool) {
 	if m := flagUnknownRE.FindStringSubmatch(msg); m != nil {
+		if cmd != "" && (m[1] == "log-format" || m[1] == "log-level") { // the app's own flags
+			return fmt.Sprintf("%s: longca's own flag: give it before the command (longca %s ... %s...)", dashed(m[1]), dashed(m[1]), cmd), true
+		}
 		return fmt.Sprintf("%s: no such flag (see longca %s--help)", dashed(m[1]), cmd), true
 	}
 	if m := flagNoValueRE.FindStringSubmatch(msg); m != nil {
