@@ -109,6 +109,7 @@ func TestIgnoredFlagsAreSaid(t *testing.T) {
 		{[]string{"kernel", "--dry-run", "-b", "1K", "-e", "8K", "-f", "4", "--step", "1K"}, []string{"-f 4 and --step 1K both given"}},
 		{[]string{"kernel", "--dry-run", "--seqlens", "1K", "-f", "4"}, []string{"-f 4 without -b"}},
 		{[]string{"sparse", "--dry-run", "-f", "4"}, []string{"-f 4 without -b"}},
+		{[]string{"sparse", "--dry-run", "--seqlens", "512", "--block", "1000"}, []string{"--block/--avg-block 1000 is longer than the sequence length 512"}},
 		{[]string{"data", "--seqlen", "16K", "--counts", countsText(t), "--column", "tokens"}, []string{"--counts/--column", "a text file holds one count a line"}},
 		// (left by the fourth pass, mended in the ninth session)
 		{[]string{"list", "--on-worker-crash", "nope"}, []string{"--on-worker-crash \"nope\": use restart or stop"}},

@@ -105,5 +105,12 @@ func sparseAction(c *cli.Context) (err error) {
 	if s.Sparse, err = sparseSpecs(c); err != nil {
 		return err
 	}
+	for _, sp := range s.Sparse { // (a block past the length ran the one-block map, dense, without a word)
+		for _, n := range s.SeqLens {
+			if b := max(sp.Block, sp.AvgBlock); b > n {
+				return usageError("--block/--avg-block %d is longer than the sequence length %d: give blocks of at most the shortest length", b, n)
+			}
+		}
+	}
 	return sweepAction(c, s, "sparse", w, ko)
 }
