@@ -2,7 +2,6 @@ package dataset
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"github.com/longca/longca/internal/smallfile"
@@ -128,7 +127,7 @@ func arrowCounts(path, column string) ([]int, error) {
 	if err := results.VerifyArrowFile(data, maxCountsInflated); err != nil {
 		return nil, fmt.Errorf("dataset: %s: not an Arrow IPC file longca can read: %w", path, err)
 	}
-	r, err := ipc.NewFileReader(bytes.NewReader(data), ipc.WithAllocator(memory.DefaultAllocator),
+	r, err := ipc.NewMappedFileReader(data, ipc.WithAllocator(memory.DefaultAllocator), // (its buffers point into data: no copy)
 		ipc.WithMetadataSizeLimit(fi.Size()), ipc.WithBodySizeLimit(fi.Size()))
 	if err != nil {
 		return nil, fmt.Errorf("dataset: %s: not an Arrow IPC file: %w", path, err)

@@ -143,12 +143,12 @@ func CheckVariant(s string, names []string, listed bool) error {
 	return nil
 }
 
-// VariantUnused says whether a plain variant in s applies to none of names (none of them
-// has variants): allowed where the machine chose the kernels (a script's --variant on a
+// VariantUnused says whether a plain variant in s applies to none of names (each has no
+// variants, or a per-kernel item of its own): allowed where the machine chose the kernels (a script's --variant on a
 // machine without the kernel it is for), but worth a warning, since a typo passes too.
 func VariantUnused(s string, names []string) bool {
 	v, err := ParseVariants(s)
-	if err != nil || v.Default == "" {
+	if err != nil || v.Default == "" || len(names) == 0 {
 		return false
 	}
 	for _, name := range names {

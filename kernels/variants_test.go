@@ -138,6 +138,8 @@ func TestVariantUnused(t *testing.T) {
 		{"fast", []string{"vt-plain", "vt-gpu"}, false},
 		{"vt-gpu=fast", []string{"vt-plain"}, false},
 		{"", []string{"vt-plain"}, false},
+		{"vt-gpu=fast,fast", []string{"vt-gpu"}, true}, // the plain item overridden
+		{"fast", nil, false},
 	} {
 		if got := VariantUnused(c.spec, c.names); got != c.want {
 			t.Errorf("VariantUnused(%q, %v) = %v, want %v", c.spec, c.names, got, c.want)

@@ -42,12 +42,21 @@ const (
 	typeUtf8          = 5
 	typeBool          = 6
 	typeTimestamp     = 10
+	typeUnion         = 14
+	headerDictionary  = 2 // a DictionaryBatch: id, data (a RecordBatch), isDelta
+	dictIndexType     = 1 // DictionaryEncoding's indexType (an Int table)
+	unionTypeIDs      = 1 // Union's typeIds
+	dictBatchData     = 1
 )
 
 // flatForeign are the other flat column types a foreign file may hold (Type union codes:
 // Null, Binary, Decimal, Date, Time, Interval, FixedSizeBinary, Duration, LargeBinary,
 // LargeUtf8, BinaryView, Utf8View), each read as its type table's scalars.
 var flatForeign = map[byte]bool{1: true, 4: true, 7: true, 8: true, 9: true, 11: true, 15: true, 18: true, 19: true, 20: true, 23: true, 24: true}
+
+// nestedForeign are the nested types whose type tables hold scalars only: List, Struct,
+// FixedSizeList, Map, LargeList, RunEndEncoded, ListView, LargeListView (Union has a vector).
+var nestedForeign = map[byte]bool{12: true, 13: true, 16: true, 17: true, 21: true, 22: true, 25: true, 26: true}
 
 // fbTable is a verified table: its position and its vtable.
 type fbTable struct {
@@ -202,42 +211,75 @@ func (v fbVerifier) schema(s fbTable) (int, error) {
 	}
 	n := 0
 	err := v.tables(s, schemaFields, func(f fbTable) error {
-		n++
-		if err := v.str(f, fieldName); err != nil {
-			return err
-		}
-		if err := v.keyValues(f, fieldCustomMetadata); err != nil {
-			return err
-		}
-		if at, err := v.ref(f, fieldDictionary); err != nil || at != 0 {
-			return fmt.Errorf("a dictionary-encoded column: not written by longca%s", because(err))
-		}
-		if at, err := v.ref(f, fieldChildren); err != nil {
-			return err
-		} else if at != 0 {
-			if n, err := v.vector(at, 4); err != nil || n != 0 {
-				return fmt.Errorf("a nested column: not written by longca%s", because(err))
-			}
-		}
-		tt, err := v.byteField(f, fieldTypeType)
-		if err != nil {
-			return err
-		}
-		typ, ok, err := v.subtable(f, fieldType)
-		if err != nil || !ok {
-			return fmt.Errorf("a column without a type (%v)", err)
-		}
-		switch {
-		case tt == typeInt, tt == typeFloatingPoint, tt == typeUtf8, tt == typeBool:
-		case tt == typeTimestamp:
-			return v.str(typ, timestampTimezone)
-		case v.foreign && flatForeign[tt]: // their type tables hold scalars only
-		default:
-			return fmt.Errorf("a column of Arrow type %d: not written by longca", tt)
-		}
-		return nil
+		nodes, err := v.fieldOf(f, 0)
+		n += nodes
+		return err
 	})
 	return n, err
+}
+
+// maxNesting bounds how deep a foreign file's nested columns may go.
+const maxNesting = 32
+
+// fieldOf verifies a Field table at nesting depth and returns its field nodes in a record
+// batch (one, and its children's: a flat column's one; Arrow lays a batch's nodes out in the
+// schema's fields' pre-order). Only a foreign file may have children or a dictionary.
+func (v fbVerifier) fieldOf(f fbTable, depth int) (int, error) {
+	if err := v.str(f, fieldName); err != nil {
+		return 0, err
+	}
+	if err := v.keyValues(f, fieldCustomMetadata); err != nil {
+		return 0, err
+	}
+	if !v.foreign {
+		if at, err := v.ref(f, fieldDictionary); err != nil || at != 0 {
+			return 0, fmt.Errorf("a dictionary-encoded column: not written by longca%s", because(err))
+		}
+	} else if d, ok, err := v.subtable(f, fieldDictionary); err != nil {
+		return 0, err
+	} else if ok { // DictionaryEncoding: id, isOrdered, kind (scalars), and its index type
+		if _, _, err := v.subtable(d, dictIndexType); err != nil {
+			return 0, err
+		}
+	}
+	nodes := 1
+	if at, err := v.ref(f, fieldChildren); err != nil {
+		return 0, err
+	} else if at != 0 {
+		if !v.foreign {
+			if n, err := v.vector(at, 4); err != nil || n != 0 {
+				return 0, fmt.Errorf("a nested column: not written by longca%s", because(err))
+			}
+		} else if depth >= maxNesting {
+			return 0, fmt.Errorf("columns nested more than %d deep", maxNesting)
+		} else if err := v.tables(f, fieldChildren, func(c fbTable) error {
+			n, err := v.fieldOf(c, depth+1)
+			nodes += n
+			return err
+		}); err != nil {
+			return 0, err
+		}
+	}
+	tt, err := v.byteField(f, fieldTypeType)
+	if err != nil {
+		return 0, err
+	}
+	typ, ok, err := v.subtable(f, fieldType)
+	if err != nil || !ok {
+		return 0, fmt.Errorf("a column without a type (%v)", err)
+	}
+	switch {
+	case tt == typeInt, tt == typeFloatingPoint, tt == typeUtf8, tt == typeBool:
+	case tt == typeTimestamp:
+		return nodes, v.str(typ, timestampTimezone)
+	case v.foreign && flatForeign[tt]: // their type tables hold scalars only
+	case v.foreign && tt == typeUnion: // a mode and a vector of type ids
+		return nodes, v.scalarVector(typ, unionTypeIDs, 4)
+	case v.foreign && nestedForeign[tt]: // scalars only (a list's size, a map's sortedness)
+	default:
+		return 0, fmt.Errorf("a column of Arrow type %d: not written by longca", tt)
+	}
+	return nodes, nil
 }
 
 // recordBatch verifies a RecordBatch table and returns its number of field nodes (one
@@ -345,6 +387,26 @@ func verifyMessage(meta []byte, foreign bool) (header byte, bodyLen int64, cols 
 		if err == nil && (!foreign && bodyLen != (buffersEnd+7)&^7 || foreign && bodyLen < buffersEnd) {
 			err = fmt.Errorf("a body of %d bytes for buffers that end at byte %d", bodyLen, buffersEnd)
 		}
+	case headerDictionary:
+		if !foreign {
+			err = fmt.Errorf("a dictionary batch: not written by longca")
+			break
+		}
+		data, ok, derr := v.subtable(h, dictBatchData)
+		if err = derr; err == nil && !ok {
+			err = fmt.Errorf("a dictionary batch without its data")
+		}
+		if err != nil {
+			break
+		}
+		var buffersEnd int64
+		var compressed bool
+		if cols, buffersEnd, compressed, err = v.recordBatch(data); err == nil && compressed {
+			compressedBufs, err = v.buffers(data)
+		}
+		if err == nil && bodyLen < buffersEnd {
+			err = fmt.Errorf("a body of %d bytes for buffers that end at byte %d", bodyLen, buffersEnd)
+		}
 	default:
 		err = fmt.Errorf("message of type %d: not written by longca", header)
 	}
@@ -356,6 +418,7 @@ type fileBlock struct {
 	offset  int64
 	metaLen int32
 	bodyLen int64
+	dict    bool // a dictionary batch's (foreign files only)
 }
 
 // verifyFooter verifies an Arrow file's footer and returns its record batch blocks and
@@ -381,27 +444,36 @@ func verifyFooter(footer []byte, foreign bool) ([]fileBlock, int, error) {
 	if err := v.keyValues(f, footerCustomMetadata); err != nil {
 		return nil, 0, err
 	}
-	if at, err := v.ref(f, footerDictionaries); err != nil {
-		return nil, 0, err
-	} else if at != 0 {
-		if n, err := v.vector(at, 24); err != nil || n != 0 {
-			return nil, 0, fmt.Errorf("dictionaries: not written by longca%s", because(err))
-		}
-	}
-	at, err := v.ref(f, footerRecordBatches)
-	if err != nil || at == 0 {
-		return nil, cols, err
-	}
-	n, err := v.vector(at, 24)
+	dicts, err := v.blocks(f, footerDictionaries, true)
 	if err != nil {
 		return nil, 0, err
 	}
-	blocks := make([]fileBlock, n)
-	for i := range blocks {
-		e := footer[at+4+24*i:]
-		blocks[i] = fileBlock{offset: int64(binary.LittleEndian.Uint64(e)), metaLen: int32(binary.LittleEndian.Uint32(e[8:])), bodyLen: int64(binary.LittleEndian.Uint64(e[16:]))}
+	if len(dicts) > 0 && !foreign {
+		return nil, 0, fmt.Errorf("dictionaries: not written by longca")
 	}
-	return blocks, cols, nil
+	batches, err := v.blocks(f, footerRecordBatches, false)
+	if err != nil {
+		return nil, 0, err
+	}
+	return append(dicts, batches...), cols, nil
+}
+
+// blocks reads the vector of Block structs in field i of the footer f.
+func (v fbVerifier) blocks(f fbTable, i int, dict bool) ([]fileBlock, error) {
+	at, err := v.ref(f, i)
+	if err != nil || at == 0 {
+		return nil, err
+	}
+	n, err := v.vector(at, 24)
+	if err != nil {
+		return nil, err
+	}
+	blocks := make([]fileBlock, n) // (n entries of 24 bytes lie inside the footer)
+	for i := range blocks {
+		e := v.b[at+4+24*i:]
+		blocks[i] = fileBlock{offset: int64(binary.LittleEndian.Uint64(e)), metaLen: int32(binary.LittleEndian.Uint32(e[8:])), bodyLen: int64(binary.LittleEndian.Uint64(e[16:])), dict: dict}
+	}
+	return blocks, nil
 }
 
 // ipcMessage is one verified message of a stream: where it starts and ends.

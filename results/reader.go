@@ -321,8 +321,12 @@ func verifyFileLayout(data []byte, foreign bool, maxInflated int64) error {
 			return fmt.Errorf("%w: batch %d's block (offset %d, %d+%d bytes) lies outside the file", ErrDamaged, i, b.offset, b.metaLen, b.bodyLen)
 		}
 		m, _, _, err := messageOf(data[:end], int(b.offset), foreign)
-		if err == nil && (m.header != headerRecordBatch || m.cols != sm.cols) {
-			err = fmt.Errorf("message of type %d with %d columns, the schema %d", m.header, m.cols, sm.cols)
+		switch {
+		case err != nil:
+		case b.dict && m.header != headerDictionary: // (its nodes are its value type's)
+			err = fmt.Errorf("message of type %d where a dictionary batch belongs", m.header)
+		case !b.dict && (m.header != headerRecordBatch || m.cols != sm.cols):
+			err = fmt.Errorf("message of type %d with %d field nodes, the schema %d", m.header, m.cols, sm.cols)
 		}
 		if err != nil {
 			return fmt.Errorf("%w: batch %d: %v", ErrDamaged, i, err)

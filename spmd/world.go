@@ -84,7 +84,7 @@ func Discover(getenv func(string) string) (World, error) {
 		if w.Size < 0 {
 			e.fail("PMIX_RANK is set but the world size is not: set PMIX_SIZE or SLURM_NTASKS")
 		}
-		w.LocalSize = inheritedLocalSize(e, "PMIX_LOCAL_SIZE", w.LocalSize, w.Size)
+		w.LocalSize = inheritedLocalSize(&e, "PMIX_LOCAL_SIZE", w.LocalSize, w.Size, w.NodeID)
 	case e.has("PMI_RANK"):
 		w.Launcher = "mpich"
 		w.Rank = e.int("PMI_RANK", 0)
@@ -93,7 +93,7 @@ func Discover(getenv func(string) string) (World, error) {
 		w.LocalSize = e.first(0, "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE")
 		w.NodeID = e.int("SLURM_NODEID", 0)
 		e.require("PMI_SIZE", w.Size)
-		w.LocalSize = inheritedLocalSize(e, "MPI_LOCALNRANKS", w.LocalSize, w.Size)
+		w.LocalSize = inheritedLocalSize(&e, "MPI_LOCALNRANKS", w.LocalSize, w.Size, w.NodeID)
 	case e.has("SLURM_PROCID"):
 		w.Launcher = "slurm"
 		w.Rank = e.int("SLURM_PROCID", 0)
@@ -153,12 +153,21 @@ func Discover(getenv func(string) string) (World, error) {
 	return w, w.check()
 }
 
-// inheritedLocalSize is the local size read for a launcher whose own variable (own) is
-// not set: SLURM_NTASKS_PER_NODE, which a step inherits from its batch job (sbatch
-// --ntasks-per-node=8, then srun -n 2), may exceed the step's world and is then capped at
-// it; a launcher's own figure over the world is refused by check.
-func inheritedLocalSize(e env, own string, local, size int) int {
-	if !e.has(own) && size > 0 && local > size {
+// inheritedLocalSize is the local size for a launcher whose own variable (own) is not set:
+// under srun, the step's tasks on this node (SLURM_TASKS_PER_NODE, as the Slurm launcher
+// reads it), not SLURM_NTASKS_PER_NODE, which a step inherits from its batch job (sbatch
+// --ntasks-per-node=8, then srun --mpi=pmix -N2 -n4: 2 a node, not 8); any figure left over
+// the world is capped at it. A launcher's own figure over the world is refused by check.
+func inheritedLocalSize(e *env, own string, local, size, node int) int {
+	if e.has(own) {
+		return local
+	}
+	if spec := e.getenv("SLURM_TASKS_PER_NODE"); spec != "" {
+		if n, err := TasksOnNode(spec, node); err == nil {
+			local = n
+		}
+	}
+	if size > 0 && local > size {
 		return size
 	}
 	return local
@@ -199,8 +208,8 @@ func (w World) check() error {
 		return fmt.Errorf("spmd: %s=%d is outside the %d ranks of this node", w.localVar(), w.LocalRank, w.LocalSize)
 	case w.LocalSize > w.Size:
 		return fmt.Errorf("spmd: %s: %d ranks on this node, more than the world's %d (%s): the launcher's variables disagree", w.localSizeVar(), w.LocalSize, w.Size, w.sizeVar())
-	case w.NodeID < 0 || w.NodeID >= w.Size:
-		return fmt.Errorf("spmd: %s=%d is not a node of a world of %d ranks (0 to %d)", w.nodeVar(), w.NodeID, w.Size, w.Size-1)
+	case w.NodeID < 0: // (not bounded by the world: Open MPI's node rank counts across jobs)
+		return fmt.Errorf("spmd: %s=%d is not a node id (0 or more)", w.nodeVar(), w.NodeID)
 	case w.LocalRank > w.Rank:
 		return fmt.Errorf("spmd: %s=%d is larger than the global rank %d (%s)", w.localVar(), w.LocalRank, w.Rank, w.rankVar())
 	case w.MasterPort < 1 || w.MasterPort > 65535:

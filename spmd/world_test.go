@@ -103,6 +103,17 @@ func TestDiscoverErrors(t *testing.T) {
 	if err != nil || w.LocalSize != 2 {
 		t.Errorf("pmix with an inherited SLURM_NTASKS_PER_NODE=8 in a world of 2: local size %d, %v; want 2", w.LocalSize, err)
 	}
+	// ... and where srun says the step's own tasks a node, those (sbatch -N2
+	// --ntasks-per-node=8, srun --mpi=pmix -N2 -n4: 2 a node; the cap alone said 4, and a
+	// local size of the whole world sends the bootstrap to 127.0.0.1 from both nodes)
+	w, err = Discover(envOf(map[string]string{"PMIX_RANK": "3", "PMIX_SIZE": "4", "SLURM_LOCALID": "1", "SLURM_NODEID": "1", "SLURM_NTASKS_PER_NODE": "8", "SLURM_TASKS_PER_NODE": "2(x2)"}))
+	if err != nil || w.LocalSize != 2 {
+		t.Errorf("pmix under srun with SLURM_TASKS_PER_NODE=2(x2): local size %d, %v; want 2", w.LocalSize, err)
+	}
+	// Open MPI's node rank counts across jobs (a DVM's second job): not bounded by the world
+	if _, err := Discover(envOf(map[string]string{"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_NODE_RANK": "4"})); err != nil {
+		t.Errorf("an Open MPI node rank past the world: %v, want it taken", err)
+	}
 	if _, err := Discover(envOf(map[string]string{EnvJobID: strings.Repeat("x", maxJobID)})); err != nil {
 		t.Errorf("a job id of exactly %d bytes: %v", maxJobID, err)
 	}

@@ -138,7 +138,7 @@ func checkVariant(ko kernels.Options, listed bool, names ...string) error {
 		return usageError("--variant: %v", err)
 	}
 	if kernels.VariantUnused(ko.Variant, names) {
-		log.Warn().Str("variant", ko.Variant).Strs("kernels", names).Msg("--variant: no kernel of this run has variants; it changes nothing here (longca list names each kernel's)")
+		log.Warn().Str("variant", ko.Variant).Strs("kernels", names).Msg("--variant: its plain item applies to no kernel of this run (none without an item of its own has variants); it changes nothing here (longca list names each kernel's)")
 	}
 	return nil
 }
