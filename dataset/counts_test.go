@@ -31,18 +31,24 @@ func record(t *testing.T) arrow.RecordBatch {
 }
 
 func writeArrow(t *testing.T, path string, opts ...ipc.Option) {
+	rec := record(t)
+	defer rec.Release()
+	writeBatches(t, path, []arrow.RecordBatch{rec, rec}, opts...) // two batches
+}
+
+// writeBatches writes an Arrow IPC file of the batches (of one schema), with opts.
+func writeBatches(t *testing.T, path string, recs []arrow.RecordBatch, opts ...ipc.Option) {
+	t.Helper()
 	f, err := os.Create(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	rec := record(t)
-	defer rec.Release()
-	w, err := ipc.NewFileWriter(f, append([]ipc.Option{ipc.WithSchema(rec.Schema())}, opts...)...)
+	w, err := ipc.NewFileWriter(f, append([]ipc.Option{ipc.WithSchema(recs[0].Schema())}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; i < 2; i++ { // two batches
+	for _, rec := range recs {
 		if err := w.Write(rec); err != nil {
 			t.Fatal(err)
 		}
@@ -280,21 +286,7 @@ func writeMixed(t *testing.T, path string, opts ...ipc.Option) {
 	}
 	rec := b.NewRecordBatch()
 	defer rec.Release()
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	w, err := ipc.NewFileWriter(f, append([]ipc.Option{ipc.WithSchema(schema)}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Write(rec); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	writeBatches(t, path, []arrow.RecordBatch{rec}, opts...)
 }
 
 // A counts column beside nested and dictionary-encoded columns reads, compressed or not
