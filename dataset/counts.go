@@ -113,7 +113,7 @@ func arrowCounts(path, column string) ([]int, error) {
 		return nil, fmt.Errorf("dataset: %w", err)
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("dataset: %s: an Arrow file is read by its footer: give a regular file, not a pipe or device", path)
+		return nil, fmt.Errorf("dataset: %s is %s: an Arrow file is read by its footer: give a regular file", path, smallfile.Kind(fi.Mode()))
 	}
 	if fi.Size() > maxCountsFile {
 		return nil, fmt.Errorf("dataset: %s holds %d bytes, more than the %d a counts file may: write the length column alone", path, fi.Size(), maxCountsFile)

@@ -3,6 +3,7 @@ package results
 import (
 	"errors"
 	"fmt"
+	"github.com/longca/longca/internal/smallfile"
 	"io"
 	"io/fs"
 	"os"
@@ -87,18 +88,7 @@ func fileTarget(path string) (string, error) {
 		}
 		return fileTarget(target)
 	}
-	what := "a folder"
-	switch {
-	case st.Mode()&fs.ModeDevice != 0:
-		what = "a device"
-	case st.Mode()&fs.ModeNamedPipe != 0:
-		what = "a named pipe"
-	case st.Mode()&fs.ModeSocket != 0:
-		what = "a socket"
-	case !st.IsDir():
-		what = "not a regular file"
-	}
-	return "", usage("results: %s is %s, and writing there would replace it: give a file name", path, what)
+	return "", usage("results: %s is %s, and writing there would replace it: give a file name", path, smallfile.Kind(st.Mode()))
 }
 
 // WriteArrowFile writes rec as an Arrow IPC file (random access, with footer).

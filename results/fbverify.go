@@ -14,9 +14,9 @@ import (
 // numbers are the Arrow format's (Message.fbs, Schema.fbs, File.fbs).
 type fbVerifier struct {
 	b []byte
-	// foreign verifies a file longca did not write (a --counts file): any flat column type,
-	// compressed bodies, and bodies padded past their buffers; still no dictionaries nor
-	// nested columns, and every table, vector and string inside the buffer.
+	// foreign verifies a file longca did not write (a --counts file): any flat or nested
+	// column type, dictionaries, compressed bodies, and bodies padded past their buffers;
+	// still every table, vector and string inside the buffer.
 	foreign bool
 }
 
@@ -282,39 +282,46 @@ func (v fbVerifier) fieldOf(f fbTable, depth int) (int, error) {
 	return nodes, nil
 }
 
-// recordBatch verifies a RecordBatch table and returns its number of field nodes (one
-// per column of the flat schemas longca writes).
-func (v fbVerifier) recordBatch(t fbTable) (cols int, buffersEnd int64, compressed bool, err error) {
+// recordBatch verifies a RecordBatch table (a record batch's, or a dictionary batch's data)
+// and the body of bodyLen bytes it describes. It returns its number of field nodes (one per
+// column of the flat schemas longca writes) and, where the batch is compressed (foreign
+// files only), its buffers, whose first 8 bytes in the body give each one's inflated length.
+func (v fbVerifier) recordBatch(t fbTable, bodyLen int64) (cols int, compressedBufs [][2]int64, err error) {
+	compressed := false
 	if v.foreign { // BodyCompression: a codec and a method, scalars
 		if _, compressed, err = v.subtable(t, batchCompression); err != nil {
-			return 0, 0, false, err
+			return 0, nil, err
 		}
 	} else if at, err := v.ref(t, batchCompression); err != nil || at != 0 {
-		return 0, 0, false, fmt.Errorf("a compressed batch: not written by longca%s", because(err))
+		return 0, nil, fmt.Errorf("a compressed batch: not written by longca%s", because(err))
 	}
 	if err := v.scalarVector(t, batchVariadic, 8); err != nil {
-		return 0, 0, false, err
+		return 0, nil, err
 	}
-	if buffersEnd, err = v.buffersEnd(t); err != nil {
-		return 0, 0, false, err
-	}
-	at, err := v.ref(t, batchNodes)
-	if err != nil || at == 0 {
-		return 0, buffersEnd, compressed, err
-	}
-	cols, err = v.vector(at, 16)
-	return cols, buffersEnd, compressed, err
-}
-
-// buffersEnd verifies a record batch's buffers (Buffer structs: offset and length, int64
-// each) and returns where the last of them ends in the body.
-func (v fbVerifier) buffersEnd(t fbTable) (int64, error) {
 	bufs, err := v.buffers(t)
+	if err != nil {
+		return 0, nil, err
+	}
 	var end int64
 	for _, b := range bufs {
 		end = max(end, b[0]+b[1])
 	}
-	return end, err
+	// The writer pads each buffer to 8 bytes and the body holds nothing else: a body longer
+	// than its buffers' end so padded (a flipped length) would swallow the messages after it,
+	// and a shorter one cannot hold them. (Another writer may align its buffers to 64 bytes:
+	// a foreign body need only hold them.)
+	if !v.foreign && bodyLen != (end+7)&^7 || v.foreign && bodyLen < end {
+		return 0, nil, fmt.Errorf("a body of %d bytes for buffers that end at byte %d", bodyLen, end)
+	}
+	if compressed {
+		compressedBufs = bufs
+	}
+	at, err := v.ref(t, batchNodes)
+	if err != nil || at == 0 {
+		return 0, compressedBufs, err
+	}
+	cols, err = v.vector(at, 16)
+	return cols, compressedBufs, err
 }
 
 // buffers verifies a record batch's buffers and returns each one's offset and length.
@@ -374,19 +381,7 @@ func verifyMessage(meta []byte, foreign bool) (header byte, bodyLen int64, cols 
 	case headerSchema:
 		cols, err = v.schema(h)
 	case headerRecordBatch:
-		var buffersEnd int64
-		var compressed bool
-		cols, buffersEnd, compressed, err = v.recordBatch(h)
-		if err == nil && compressed {
-			compressedBufs, err = v.buffers(h)
-		}
-		// The writer pads each buffer to 8 bytes and the body holds nothing else: a body
-		// longer than its buffers' end so padded (a flipped length) would swallow the
-		// messages after it, and a shorter one cannot hold them.
-		// (Another writer may align its buffers to 64 bytes: its body need only hold them.)
-		if err == nil && (!foreign && bodyLen != (buffersEnd+7)&^7 || foreign && bodyLen < buffersEnd) {
-			err = fmt.Errorf("a body of %d bytes for buffers that end at byte %d", bodyLen, buffersEnd)
-		}
+		cols, compressedBufs, err = v.recordBatch(h, bodyLen)
 	case headerDictionary:
 		if !foreign {
 			err = fmt.Errorf("a dictionary batch: not written by longca")
@@ -396,16 +391,8 @@ func verifyMessage(meta []byte, foreign bool) (header byte, bodyLen int64, cols 
 		if err = derr; err == nil && !ok {
 			err = fmt.Errorf("a dictionary batch without its data")
 		}
-		if err != nil {
-			break
-		}
-		var buffersEnd int64
-		var compressed bool
-		if cols, buffersEnd, compressed, err = v.recordBatch(data); err == nil && compressed {
-			compressedBufs, err = v.buffers(data)
-		}
-		if err == nil && bodyLen < buffersEnd {
-			err = fmt.Errorf("a body of %d bytes for buffers that end at byte %d", bodyLen, buffersEnd)
+		if err == nil {
+			cols, compressedBufs, err = v.recordBatch(data, bodyLen)
 		}
 	default:
 		err = fmt.Errorf("message of type %d: not written by longca", header)

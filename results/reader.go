@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/longca/longca/internal/smallfile"
 	"io"
 	"math"
 	"os"
@@ -90,7 +91,7 @@ func Open(path string) (*File, error) {
 		return nil, fmt.Errorf("results: %s is a folder, not a file: %w", path, ErrNotResults)
 	}
 	if !st.Mode().IsRegular() { // a FIFO would wait in open(2) for a writer, for good
-		return nil, fmt.Errorf("results: %s is a pipe or device, not a regular file: give the file itself: %w", path, ErrNotResults)
+		return nil, fmt.Errorf("results: %s is %s, not a regular file: give the file itself: %w", path, smallfile.Kind(st.Mode()), ErrNotResults)
 	}
 	if st.Size() > MaxFileBytes {
 		return nil, fmt.Errorf("results: %s is %d bytes, over the %d a results file may have: %w", path, st.Size(), int64(MaxFileBytes), ErrNotResults)

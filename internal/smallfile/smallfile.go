@@ -7,6 +7,7 @@ package smallfile
 import (
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"time"
 )
@@ -60,4 +61,20 @@ func Read(path string, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("%s holds more than %d bytes: not the small JSON file expected here", path, limit)
 	}
 	return b, nil
+}
+
+// Kind names, for a message, what a path of mode m that is not a regular file is: "a
+// device", "a named pipe", "a socket", "a folder", or "not a regular file".
+func Kind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m.IsDir():
+		return "a folder"
+	}
+	return "not a regular file"
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"github.com/longca/longca/internal/smallfile"
 	"io"
 	"os"
 	"regexp"
@@ -174,7 +175,7 @@ func ReadNPYInto(path string, h *tensor.Host) error {
 	if fi, err := f.Stat(); err != nil {
 		return fmt.Errorf("npy: %w", err)
 	} else if !fi.Mode().IsRegular() {
-		return fmt.Errorf("%s: a %s, not a regular file: the worker must write its outputs as files", path, fileKind(fi.Mode()))
+		return fmt.Errorf("%s: %s, not a regular file: the worker must write its outputs as files", path, smallfile.Kind(fi.Mode()))
 	}
 	r := bufio.NewReaderSize(f, 1<<20)
 	hd, err := ReadNPYHeader(r)
@@ -214,19 +215,4 @@ func equalShape(a, b []int) bool {
 		}
 	}
 	return true
-}
-
-// fileKind names what a path that is not a regular file is.
-func fileKind(m os.FileMode) string {
-	switch {
-	case m&os.ModeNamedPipe != 0:
-		return "FIFO"
-	case m&os.ModeDevice != 0:
-		return "device"
-	case m&os.ModeSocket != 0:
-		return "socket"
-	case m.IsDir():
-		return "folder"
-	}
-	return "special file"
 }

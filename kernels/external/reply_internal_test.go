@@ -45,13 +45,13 @@ func TestNPYOutputFIFOIsRefused(t *testing.T) {
 	go func() { done <- ReadNPYInto(path, h) }()
 	select {
 	case err := <-done:
-		if err == nil || !strings.Contains(err.Error(), "FIFO") {
-			t.Errorf("a FIFO output: %v, want an error naming it a FIFO", err)
+		if err == nil || !strings.Contains(err.Error(), "a named pipe, not a regular file") {
+			t.Errorf("a FIFO output: %v, want an error naming it a named pipe", err)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("ReadNPYInto waited on a FIFO with no writer")
 	}
-	if err := ReadNPYInto(os.DevNull, h); err == nil || !strings.Contains(err.Error(), "device") {
+	if err := ReadNPYInto(os.DevNull, h); err == nil || !strings.Contains(err.Error(), "a device, not a regular file") {
 		t.Errorf("%s as an output: %v, want an error naming a device", os.DevNull, err)
 	}
 }
