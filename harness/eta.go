@@ -148,7 +148,7 @@ func (e *Estimate) rate(c EstimateCase) float64 {
 // costs make single cases far off.
 func (e *Estimate) perCase(kernel, label string, prior float64, anyMask bool) float64 {
 	if r := e.plain[[2]string{kernel, label}]; len(r) > 0 {
-		return median(latest(r))
+		return Median(latest(r))
 	}
 	if anyMask {
 		var mine []float64
@@ -158,7 +158,7 @@ func (e *Estimate) perCase(kernel, label string, prior float64, anyMask bool) fl
 			}
 		}
 		if len(mine) > 0 {
-			return median(mine)
+			return Median(mine)
 		}
 	}
 	var all []float64
@@ -166,7 +166,7 @@ func (e *Estimate) perCase(kernel, label string, prior float64, anyMask bool) fl
 		all = append(all, r...)
 	}
 	if len(all) >= learnMin {
-		return median(all)
+		return Median(all)
 	}
 	if prior > 0 {
 		return prior
@@ -193,14 +193,14 @@ func (e *Estimate) checkScale(kernel string) float64 {
 	}
 	global := 1.0
 	if len(all) > 0 {
-		global = median(all)
+		global = Median(all)
 	}
 	r := ratios(kernel)
 	if len(r) == 0 {
 		return global
 	}
 	n := float64(len(r))
-	return (n*median(r) + checkPseudo*global) / (n + checkPseudo)
+	return (n*Median(r) + checkPseudo*global) / (n + checkPseudo)
 }
 
 // checkPseudo is how many checks' worth the every-kernel scale weighs in a kernel's.
@@ -218,7 +218,9 @@ const learnWindow = 4
 // learnMin is how many finished cases a learned per-case overhead needs.
 const learnMin = 3
 
-func median(xs []float64) float64 {
+// Median is the median of xs (the mean of the middle two for an even count; xs is not
+// reordered).
+func Median(xs []float64) float64 {
 	s := slices.Clone(xs)
 	slices.Sort(s)
 	if len(s)%2 == 1 {

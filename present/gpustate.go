@@ -2,6 +2,7 @@ package present
 
 import (
 	"fmt"
+	"github.com/longca/longca/harness"
 	"sort"
 	"strings"
 
@@ -54,10 +55,7 @@ func GPUStateLine(rows []results.Row, pass string, cp bool) string {
 		return ""
 	}
 	sort.Float64s(means)
-	med := means[len(means)/2]
-	if len(means)%2 == 0 {
-		med = (means[len(means)/2-1] + means[len(means)/2]) / 2
-	}
+	med := harness.Median(means)
 	var b strings.Builder
 	fmt.Fprintf(&b, "GPU while timed (%d of %d rows measured on a GPU read): SM clock %.0f-%.0f MHz over the rows (median %.0f)", len(means), ok, means[0], means[len(means)-1], med)
 	if lo >= 0 {

@@ -2,6 +2,7 @@ package present
 
 import (
 	"fmt"
+	"github.com/longca/longca/harness"
 	"io"
 	"math"
 	"sort"
@@ -236,12 +237,7 @@ func (s Summary) PairedRatio(c CaseKey, k, base string) (median float64, pairs, 
 	if len(rs) == 0 {
 		return 0, 0, 0
 	}
-	sort.Float64s(rs)
-	median = rs[len(rs)/2]
-	if len(rs)%2 == 0 {
-		median = (rs[len(rs)/2-1] + rs[len(rs)/2]) / 2
-	}
-	return median, len(rs), ahead
+	return harness.Median(rs), len(rs), ahead
 }
 
 // ClockApart is how far apart (as a fraction of the lower) two rows' mean SM clocks must be
