@@ -1,11 +1,9 @@
 package dataset
 
 import (
-	"github.com/longca/longca/internal/smallfile"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -14,6 +12,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/longca/longca/internal/smallfile"
+	"github.com/longca/longca/internal/smallfile/fifotest"
 )
 
 // record builds a two-column batch: doc (string) and tokens (int32, with a null row).
@@ -153,9 +154,7 @@ func TestLoadCountsErrors(t *testing.T) {
 // hang in open(2) (the audit of 2026-12-04).
 func TestCountsFIFO(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "fifo")
-	if err := syscall.Mkfifo(path, 0o600); err != nil {
-		t.Skipf("no FIFOs here: %v", err)
-	}
+	fifotest.Make(t, path)
 	go func() { // the writer comes later than the reader
 		time.Sleep(200 * time.Millisecond)
 		if f, err := os.OpenFile(path, os.O_WRONLY, 0); err == nil {
@@ -170,15 +169,9 @@ func TestCountsFIFO(t *testing.T) {
 	saved := smallfile.WriterWait
 	smallfile.WriterWait = 300 * time.Millisecond
 	defer func() { smallfile.WriterWait = saved }()
-	done := make(chan error, 1)
-	go func() { _, err := LoadCounts(path, ""); done <- err }()
-	select {
-	case err := <-done:
-		if err == nil || !strings.Contains(err.Error(), "no one opened for writing") {
-			t.Errorf("a FIFO with no writer: %v, want an error naming it", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("LoadCounts hung on a FIFO with no writer")
+	err = fifotest.Within(t, "LoadCounts", 10*time.Second, func() error { _, err := LoadCounts(path, ""); return err })
+	if err == nil || !strings.Contains(err.Error(), "no one opened for writing") {
+		t.Errorf("a FIFO with no writer: %v, want an error naming it", err)
 	}
 }
 

@@ -8,9 +8,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/longca/longca/internal/smallfile/fifotest"
 )
 
 // A folder none of whose files can be read is a usage error naming them, not an empty
@@ -78,20 +79,14 @@ func TestRunIDUsedOnce(t *testing.T) {
 func TestPipesAndUnreadablePathsAreRefused(t *testing.T) {
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, FileName("runF", 0, 1))
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Skipf("no FIFOs here: %v", err)
-	}
-	done := make(chan error, 2)
-	go func() { _, err := Open(fifo); done <- err }()
-	go func() { _, err := LoadChecked(dir); done <- err }()
-	for i := 0; i < 2; i++ {
-		select {
-		case err := <-done:
-			if err == nil || !strings.Contains(err.Error(), "not a regular file") && !errors.Is(err, ErrUsage) {
-				t.Errorf("a FIFO: %v, want it refused as not a regular file", err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatal("a FIFO was waited on")
+	fifotest.Make(t, fifo)
+	for what, call := range map[string]func() error{
+		"Open":        func() error { _, err := Open(fifo); return err },
+		"LoadChecked": func() error { _, err := LoadChecked(dir); return err },
+	} {
+		err := fifotest.Within(t, what, 10*time.Second, call)
+		if err == nil || !strings.Contains(err.Error(), "not a regular file") && !errors.Is(err, ErrUsage) {
+			t.Errorf("%s of a FIFO: %v, want it refused as not a regular file", what, err)
 		}
 	}
 	if _, err := Open(filepath.Join(dir, "gone.arrow")); !errors.Is(err, ErrUsage) || !errors.Is(err, os.ErrNotExist) {

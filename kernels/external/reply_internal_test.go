@@ -4,10 +4,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/longca/longca/internal/smallfile/fifotest"
 	"github.com/longca/longca/tensor"
 )
 
@@ -37,19 +37,11 @@ func TestTimeReplyOutsideADuration(t *testing.T) {
 // that never comes (past --worker-timeout and the first SIGINT: the tenth hardening pass).
 func TestNPYOutputFIFOIsRefused(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "out.npy")
-	if err := syscall.Mkfifo(path, 0o600); err != nil {
-		t.Skipf("no FIFOs here: %v", err)
-	}
+	fifotest.Make(t, path)
 	h := tensor.NewHost(tensor.FP32, 2, 2)
-	done := make(chan error, 1)
-	go func() { done <- ReadNPYInto(path, h) }()
-	select {
-	case err := <-done:
-		if err == nil || !strings.Contains(err.Error(), "a named pipe, not a regular file") {
-			t.Errorf("a FIFO output: %v, want an error naming it a named pipe", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("ReadNPYInto waited on a FIFO with no writer")
+	err := fifotest.Within(t, "ReadNPYInto", 10*time.Second, func() error { return ReadNPYInto(path, h) })
+	if err == nil || !strings.Contains(err.Error(), "a named pipe, not a regular file") {
+		t.Errorf("a FIFO output: %v, want an error naming it a named pipe", err)
 	}
 	if err := ReadNPYInto(os.DevNull, h); err == nil || !strings.Contains(err.Error(), "a device, not a regular file") {
 		t.Errorf("%s as an output: %v, want an error naming a device", os.DevNull, err)
