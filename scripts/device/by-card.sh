@@ -4,7 +4,7 @@
 # H200 and gets an H100 spends its time on the H100 round instead of H200-only tables (issue
 # 19's cells are H200 rows). Each script gets OUT and its own arguments, quoted as given; the
 # exit status is the script's, 2 where the card's side names no script.
-#   sh scripts/device/by-card.sh OUT run-final.sh 585 -- call71.sh
+#   sh scripts/device/by-card.sh OUT h200-round.sh 590 -- cp-final.sh
 set -u
 out=${1:?usage: by-card.sh OUT H200_SCRIPT [ARGS] -- OTHER_SCRIPT [ARGS]}
 shift

@@ -1,6 +1,5 @@
-# Helpers shared by the device call scripts (sourced: `. scripts/device/lib.sh`), written
-# for the calls prepared from 2026-12-04 on; the older scripts are the records of their
-# calls and keep their own copies. The caller sets out (its output folder, with t/ in it),
+# Helpers shared by the device call scripts (sourced: `. scripts/device/lib.sh`; the scripts
+# are listed in scripts/device/README.md). The caller sets out (its output folder, with t/ in it),
 # t0 (its start, date +%s) and budget (seconds for the whole call), or calls call_start.
 
 # limit_seconds SCRIPT VALUE [USAGE]: VALUE is a whole number of seconds (a script's
