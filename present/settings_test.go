@@ -115,6 +115,10 @@ func TestComparisonKeepsHeadDimsApart(t *testing.T) {
 	if out := b.String(); !strings.Contains(out, "200.000      200.000    +0.0%") || !strings.Contains(out, "# compared 1 cases") {
 		t.Fatalf("want the d128 prediction against the d128 measurement alone:\n%s", out)
 	}
+	// the d64 case, which no prediction matched, is counted and named, not dropped unseen
+	if out := b.String(); !strings.Contains(out, "# 1 measured cases have no prediction here (ring-p2p 1)") {
+		t.Fatalf("want the unmatched d64 case named:\n%s", out)
+	}
 }
 
 func cpRow(method string, u, ring int64, ms float64) results.Row {

@@ -365,7 +365,7 @@ func WriteComparison(w io.Writer, src string, measured, predicted []results.Row)
 		}
 		return m, order
 	}
-	meas, _ := sum(measured, results.StatusOK)
+	meas, measOrder := sum(measured, results.StatusOK)
 	pred, order := sum(predicted, results.StatusPredicted)
 	var b strings.Builder
 	fmt.Fprintf(&b, "#\n# measured (%s) against predicted\n", src)
@@ -386,6 +386,28 @@ func WriteComparison(w io.Writer, src string, measured, predicted []results.Row)
 		}
 		fmt.Fprintf(&b, "  %-22s %-22s %-7s %6s %7d %12.3f %12.3f %+7.1f%% %12s %12s\n", k.label, k.mask, k.pass, k.heads, k.gpus, mm, pm, 100*e,
 			FormatRate(m.tf/float64(m.n)), FormatRate(p.tf/float64(p.n)))
+	}
+	// measured cases no prediction matched, by method and mesh (a flag of the run, such as
+	// loongtrain's --windows or the documents, differs from this simulation's)
+	unmatched, byLabel := 0, map[string]int{}
+	var labels []string
+	for _, k := range measOrder {
+		if _, ok := pred[k]; ok {
+			continue
+		}
+		unmatched++
+		if byLabel[k.label] == 0 {
+			labels = append(labels, k.label)
+		}
+		byLabel[k.label]++
+	}
+	if unmatched > 0 && len(errs) > 0 {
+		var parts []string
+		for _, l := range labels {
+			parts = append(parts, fmt.Sprintf("%s %d", l, byLabel[l]))
+		}
+		fmt.Fprintf(&b, "# %d measured cases have no prediction here (%s): their method, mesh, windows, GPUs, length, documents or problem differ from this simulation's flags\n",
+			unmatched, strings.Join(parts, ", "))
 	}
 	if len(errs) == 0 {
 		fmt.Fprintf(&b, "# no case of %s matches a prediction (same method, mesh, mask, pass, heads, head dim, dtype, GPUs and seqlen)\n", src)

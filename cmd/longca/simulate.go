@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"slices"
 	"strconv"
@@ -152,6 +153,9 @@ func parseSimulateFlags(c *cli.Context) (simOptions, error) {
 		}
 		if len(o.Compare) == 0 {
 			return o, usageError("--compare %s: no ok rows of longca cp (bench cp) to compare with", o.CompareSrc)
+		}
+		if o.Compare, err = sharedAsMachine(o.Compare, o.Machine, o.CompareSrc); err != nil {
+			return o, err
 		}
 	}
 	o.Calibrate, o.CalIters, o.CalCheck = c.String("calibrate"), c.Int("calibrate-iters"), c.Bool("calibrate-check")
@@ -309,4 +313,37 @@ func simulateAction(c *cli.Context) error {
 		}
 	}
 	return newSession(c, "simulate", o.cp.out, o.cp.runID, spmd.World{Size: 1}).Simulate(c.Context, sm, start)
+}
+
+// sharedAsMachine keeps the --compare rows whose ranks shared a GPU as the machine's ranks
+// share one (min(ranks_per_gpu, world size) of them), so that 8 ranks timed on one GPU are
+// not read against 8 GPUs (the default machine: every case about 87% off). Rows without
+// ranks_per_device (written before it) are kept, and so are rows computed on the host (the
+// in-process ranks of `cp --links`, whose machine file's ranks_per_gpu shapes the links and
+// whose compute a scale calibrates). None left is a usage error naming --machine; some left
+// out is a warning saying how many.
+func sharedAsMachine(rows []results.Row, m sim.Machine, src string) ([]results.Row, error) {
+	var kept []results.Row
+	off := map[string]int{}
+	for _, r := range rows {
+		want := min(int64(m.RanksPerGPU), r.WorldSize)
+		if r.RanksPerDevice == nil || *r.RanksPerDevice == want || want < 1 || r.Device == "cpu" {
+			kept = append(kept, r)
+			continue
+		}
+		off[fmt.Sprintf("%d ranks on a device where --machine %s puts %d", *r.RanksPerDevice, m.Name, want)]++
+	}
+	var why []string
+	for k, n := range off {
+		why = append(why, fmt.Sprintf("%d with %s", n, k))
+	}
+	slices.Sort(why)
+	if len(kept) == 0 {
+		return nil, usageError("--compare %s: every row ran ranks sharing devices unlike the machine (%s): name a machine whose ranks share a GPU as they did (--machine h200-1gpu holds 8 ranks on one GPU; a machine file sets ranks_per_gpu)",
+			src, strings.Join(why, "; "))
+	}
+	if len(why) > 0 {
+		log.Warn().Str("flag", "--compare").Msgf("%d of %s's rows left out of the comparison (%s): another --machine compares them", len(rows)-len(kept), src, strings.Join(why, "; "))
+	}
+	return kept, nil
 }
