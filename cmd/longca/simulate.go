@@ -325,6 +325,7 @@ func simulateAction(c *cli.Context) error {
 func sharedAsMachine(rows []results.Row, m sim.Machine, src string) ([]results.Row, error) {
 	var kept []results.Row
 	off := map[string]int{}
+	hint := "--machine h100-ib or h200-ib give each rank its own GPU"
 	for _, r := range rows {
 		want := min(int64(m.RanksPerGPU), r.WorldSize)
 		if r.RanksPerDevice == nil || *r.RanksPerDevice == want || want < 1 || r.Device == "cpu" {
@@ -332,6 +333,9 @@ func sharedAsMachine(rows []results.Row, m sim.Machine, src string) ([]results.R
 			continue
 		}
 		off[fmt.Sprintf("%d ranks on a device where --machine %s puts %d", *r.RanksPerDevice, m.Name, want)]++
+		if *r.RanksPerDevice > 1 {
+			hint = "--machine h200-1gpu holds 8 ranks on one GPU"
+		}
 	}
 	var why []string
 	for k, n := range off {
@@ -339,8 +343,8 @@ func sharedAsMachine(rows []results.Row, m sim.Machine, src string) ([]results.R
 	}
 	slices.Sort(why)
 	if len(kept) == 0 {
-		return nil, usageError("--compare %s: every row ran ranks sharing devices unlike the machine (%s): name a machine whose ranks share a GPU as they did (--machine h200-1gpu holds 8 ranks on one GPU; a machine file sets ranks_per_gpu)",
-			src, strings.Join(why, "; "))
+		return nil, usageError("--compare %s: no row's ranks shared their GPUs as the machine's do (%s): name a machine whose ranks share GPUs as they did (%s; a machine file sets ranks_per_gpu)",
+			src, strings.Join(why, "; "), hint)
 	}
 	if len(why) > 0 {
 		log.Warn().Str("flag", "--compare").Msgf("%d of %s's rows left out of the comparison (%s): another --machine compares them", len(rows)-len(kept), src, strings.Join(why, "; "))

@@ -677,6 +677,9 @@ func TestCompareRowsShareDevicesAsTheMachine(t *testing.T) {
 		{"h100-ib", []results.Row{host}, 1},
 	} {
 		kept, err := sharedAsMachine(c.rows, sim.MachinePresets[c.machine], "m.arrow")
+		if c.kept < 0 && err != nil && c.rows[0].RanksPerDevice == one && !strings.Contains(err.Error(), "h100-ib or h200-ib give each rank its own GPU") {
+			t.Errorf("rows of a GPU a rank against %s: %v, want the hint of a machine of a GPU a rank", c.machine, err)
+		}
 		var exit cli.ExitCoder
 		switch {
 		case c.kept < 0 && (!errors.As(err, &exit) || exit.ExitCode() != 2):
