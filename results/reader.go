@@ -340,9 +340,9 @@ func verifyFileLayout(data []byte, foreign bool, maxInflated int64) error {
 }
 
 // VerifyArrowFile verifies the framing and metadata of an Arrow IPC file that longca did
-// not write (a --counts file) before arrow-go reads it: any flat column type, compressed
-// or not (its buffers inflating to maxInflated bytes at most); a dictionary-encoded or
-// nested column is refused.
+// not write (a --counts file) before arrow-go reads it: any flat or nested column type
+// (nested at most maxNesting deep), dictionaries, compressed or not (its buffers
+// inflating to maxInflated bytes at most).
 func VerifyArrowFile(data []byte, maxInflated int64) error {
 	return verifyFileLayout(data, true, maxInflated)
 }
