@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"github.com/longca/longca/internal/smallfile"
-	"github.com/longca/longca/results"
 	"io"
 	"math"
 	"path/filepath"
@@ -17,6 +15,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/longca/longca/internal/smallfile"
+	"github.com/longca/longca/results"
 )
 
 // LoadCounts reads real documents' token counts: from a Parquet file (.parquet) or an

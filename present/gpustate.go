@@ -2,10 +2,10 @@ package present
 
 import (
 	"fmt"
-	"github.com/longca/longca/harness"
 	"sort"
 	"strings"
 
+	"github.com/longca/longca/harness"
 	"github.com/longca/longca/results"
 )
 

@@ -2,12 +2,12 @@ package present
 
 import (
 	"fmt"
-	"github.com/longca/longca/harness"
 	"io"
 	"math"
 	"sort"
 	"strings"
 
+	"github.com/longca/longca/harness"
 	"github.com/longca/longca/results"
 )
 

@@ -3,7 +3,6 @@ package results
 import (
 	"errors"
 	"fmt"
-	"github.com/longca/longca/internal/smallfile"
 	"io"
 	"io/fs"
 	"os"
@@ -17,6 +16,8 @@ import (
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/longca/longca/internal/smallfile"
 )
 
 // writeVia writes path atomically: fn fills a temporary file in path's folder, which is

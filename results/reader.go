@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/longca/longca/internal/smallfile"
 	"io"
 	"math"
 	"os"
@@ -16,6 +15,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
+
+	"github.com/longca/longca/internal/smallfile"
 )
 
 // File is the content of one results file (a rank's stream or a merged file).

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"github.com/longca/longca/internal/smallfile"
 	"io"
 	"os"
 	"regexp"
@@ -13,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/longca/longca/internal/smallfile"
 	"github.com/longca/longca/tensor"
 )
 
