@@ -88,7 +88,7 @@ func Fit(prior KernelModel, samples []Sample, source string) (KernelModel, FitRe
 		if len(ss) == 0 {
 			continue
 		}
-		pm := fitPass(km.pass(pass), ss)
+		pm := fitPass(levelled(km, pass, ss), ss)
 		if pass == kernels.Fwd {
 			km.Fwd = pm
 		} else {
@@ -107,6 +107,40 @@ func Fit(prior KernelModel, samples []Sample, source string) (KernelModel, FitRe
 	km.Name = prior.Name + "+fit"
 	km.Source = fmt.Sprintf("%s; fitted to %s: %s", prior.Name, source, rep)
 	return km, rep, nil
+}
+
+// levelBand is how far (as a factor) the samples' level may lie from the prior's before
+// levelled moves the prior toward them.
+const levelBand = 1.25
+
+// levelled is the prior's model of one pass, scaled as a whole toward the samples' level
+// where that level lies outside levelBand of the prior's: the level is the one factor f
+// minimising sum (f * predicted / measured - 1)^2, and the prior is scaled to the band's
+// edge nearest it (f / 1.25 or f * 1.25), so that priors within the band are kept as given
+// and the scale is continuous in f. A model's times are linear in its coefficients, so
+// scaling moves its level and keeps its shape. Rows 6x slower than the prior (another
+// card, another kernel) had been fitted 40% fast: the ridge, relative to the prior, had
+// outweighed four rows' misfit.
+func levelled(km KernelModel, pass kernels.Pass, ss []Sample) PassModel {
+	pm := km.pass(pass)
+	var num, den float64
+	for _, s := range ss {
+		r := km.timeOf(pass, s.Tiles, s.Heads, s.Dim) / s.Seconds
+		num, den = num+r, den+r*r
+	}
+	if den == 0 || math.IsNaN(num/den) || math.IsInf(num/den, 0) || num/den <= 0 {
+		return pm
+	}
+	f := num / den
+	switch {
+	case f > levelBand:
+		f /= levelBand
+	case f < 1/levelBand:
+		f *= levelBand
+	default:
+		return pm
+	}
+	return PassModel{LaunchUs: f * pm.LaunchUs, FullTileNs: f * pm.FullTileNs, PartialTileNs: f * pm.PartialTileNs, RowNs: f * pm.RowNs}
 }
 
 // fitPass solves the ridge-regularised least squares of one pass in the coefficients

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -343,6 +344,50 @@ func TestStepOverheadAndContention(t *testing.T) {
 		}
 		if got := pr[0].Seconds; math.Abs(got-c.want) > 1e-9 {
 			t.Errorf("step %g us, contention %g: %.6g s, want %.6g", c.stepUs, c.contention, got, c.want)
+		}
+	}
+}
+
+// TestFitFollowsRowsFarFromThePrior: rows far from the prior's level (a kernel at 100
+// TFLOP/s against the fa3-h100 preset; GPU rows against the CPU reference's preset) are
+// fitted to their own level. The ridge had held the fit 40% fast on the first and 10^4x
+// slow on the second.
+func TestFitFollowsRowsFarFromThePrior(t *testing.T) {
+	for _, c := range []struct {
+		prior  string
+		tflops float64
+	}{{"fa3-h100", 100}, {"fa2-a100", 1000}, {"cpu-ref", 600}, {"fa2-a100", 100}} {
+		prior := KernelPresets[c.prior]
+		var samples []Sample
+		for _, mk := range []string{"full", "causal"} {
+			for _, n := range []int{4096, 8192} {
+				spec, err := mask.Build(mk, n, mask.Options{Seed: 1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				p := kernels.Problem{HeadsQ: 64, HeadsKV: 8, HeadDim: 128, DType: tensor.BF16, Mask: spec.Mask}
+				for _, pass := range []kernels.Pass{kernels.Fwd, kernels.Bwd} {
+					samples = append(samples, Sample{Label: fmt.Sprintf("%s %d %s", mk, n, pass), Pass: pass, Tiles: TilesOf(spec.Mask, prior.TileQ, prior.TileK),
+						Heads: 64, Dim: 128, Seconds: p.FLOPs(pass) / (c.tflops * 1e12)})
+				}
+			}
+		}
+		fit, rep, err := Fit(prior, samples, "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// the level within 5%; each row within 15% (one rate on full and causal alike is
+		// not every preset's shape)
+		var logSum float64
+		for _, s := range samples {
+			r := fit.TimeOn(s.Pass, s.Tiles, s.Heads, s.Dim) / s.Seconds
+			logSum += math.Log(r)
+			if math.Abs(r-1) > 0.15 {
+				t.Errorf("%s at %.0f TFLOP/s: %s: fitted time / measured %.3f (%s)", c.prior, c.tflops, s.Label, r, rep)
+			}
+		}
+		if g := math.Exp(logSum / float64(len(samples))); math.Abs(g-1) > 0.05 {
+			t.Errorf("%s at %.0f TFLOP/s: fitted times / measured, geomean %.3f (%s)", c.prior, c.tflops, g, rep)
 		}
 	}
 }
