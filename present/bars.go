@@ -102,7 +102,7 @@ func WriteBarCharts(dir string, s Summary) ([]string, error) {
 		p.NominalX(names...)
 		p.Legend.Top = true
 		path := filepath.Join(dir, BarFileName(g.mask, g.pass, g.hq, g.hkv))
-		if err := p.Save(7*vg.Inch, 4*vg.Inch, path); err != nil {
+		if err := savePlot(p, 7*vg.Inch, 4*vg.Inch, path); err != nil {
 			return files, fmt.Errorf("bar charts: %w", err)
 		}
 		files = append(files, path)

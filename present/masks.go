@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/longca/longca/dataset"
+	"github.com/longca/longca/internal/smallfile"
 	"github.com/longca/longca/mask"
 )
 
@@ -112,7 +113,7 @@ func WriteMaskPNG(path string, m mask.Mask) error {
 			}
 		}
 	}
-	f, err := os.Create(path)
+	f, err := smallfile.Create(path)
 	if err != nil {
 		return &os.PathError{Op: "create", Path: path, Err: err}
 	}

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/longca/longca/internal/smallfile"
 	"github.com/longca/longca/results"
 
 	"gonum.org/v1/plot"
@@ -77,7 +78,7 @@ func WritePlots(dir string, s Summary) ([]string, error) {
 			}
 		}
 		path := filepath.Join(dir, PlotFileName(g.mask, g.pass, g.hq, g.hkv))
-		if err := p.Save(6*vg.Inch, 4*vg.Inch, path); err != nil {
+		if err := savePlot(p, 6*vg.Inch, 4*vg.Inch, path); err != nil {
 			return files, fmt.Errorf("plots: %w", err)
 		}
 		files = append(files, path)
@@ -115,4 +116,23 @@ func WriteAllPlots(dir string, s Summary) (int, error) {
 	}
 	bars, err := WriteBarCharts(dir, s)
 	return len(lines) + len(bars), err
+}
+
+// savePlot writes p to path in the format its extension names, as plot.Save does, but
+// through smallfile.Create: a named pipe at path is written once a reader holds it, not
+// filled unread.
+func savePlot(p *plot.Plot, w, h vg.Length, path string) error {
+	wt, err := p.WriterTo(w, h, strings.TrimPrefix(filepath.Ext(path), "."))
+	if err != nil {
+		return err
+	}
+	f, err := smallfile.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := wt.WriteTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

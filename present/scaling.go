@@ -148,7 +148,7 @@ func WriteScalingPlot(path, title string, series map[string][]ScalingPoint) erro
 	}
 	p.X.Tick.Marker = tk
 	p.Legend.Top, p.Legend.Left = false, true
-	if err := p.Save(7*vg.Inch, 4.5*vg.Inch, path); err != nil {
+	if err := savePlot(p, 7*vg.Inch, 4.5*vg.Inch, path); err != nil {
 		return fmt.Errorf("plots: %w", err)
 	}
 	return nil

@@ -11,6 +11,7 @@ import (
 
 	"github.com/longca/longca/harness"
 	"github.com/longca/longca/internal/dl"
+	"github.com/longca/longca/internal/smallfile"
 	"github.com/longca/longca/kernels"
 	"github.com/longca/longca/mask"
 	"github.com/longca/longca/results"
@@ -250,7 +251,7 @@ func (s *Session) WriteMaskJSON(dir string, sw harness.Sweep, build harness.Mask
 				s.log().Warn().Str("mask", m).Int("seqlen", n).Err(err).Msg("mask not written")
 				continue
 			}
-			f, err := os.Create(fmt.Sprintf("%s/%s_%d_seed%d.json", dir, m, n, sw.Seed))
+			f, err := smallfile.Create(fmt.Sprintf("%s/%s_%d_seed%d.json", dir, m, n, sw.Seed))
 			if err == nil {
 				if err = spec.WriteJSON(f, true); err == nil {
 					err = f.Close()

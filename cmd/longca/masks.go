@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/longca/longca/internal/smallfile"
 	"github.com/longca/longca/mask"
 	"github.com/longca/longca/present"
 	"github.com/longca/longca/session"
@@ -134,7 +135,7 @@ func masksAction(c *cli.Context) error {
 }
 
 func writeSpecFile(path string, sp mask.Spec) error {
-	f, err := os.Create(path)
+	f, err := smallfile.Create(path)
 	if err != nil {
 		return usageError("--out: %v", err)
 	}

@@ -5,10 +5,12 @@
 package smallfile
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
+	"syscall"
 	"time"
 )
 
@@ -43,6 +45,34 @@ func Open(path string) (*os.File, error) {
 			}
 		}()
 		return nil, fmt.Errorf("%s: a FIFO that no one opened for writing within %s: start its writer first, or give a regular file", path, WriterWait)
+	}
+}
+
+// ReaderWait is how long Create waits for a FIFO's reader.
+var ReaderWait = 60 * time.Second
+
+// Create creates or truncates path for writing, as os.Create does, except for a FIFO (a
+// named pipe, or the /dev/fd/N of a shell's process substitution or a piped stdout): it
+// is opened write-only once a reader holds it, waiting at most ReaderWait, and with none an
+// error names it. os.Create opens a FIFO read-write, which needs no reader: output that
+// fitted the pipe's buffer was lost without a word, and more hung the process.
+func Create(path string) (*os.File, error) {
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+		return os.Create(path)
+	}
+	deadline := time.Now().Add(ReaderWait)
+	for {
+		// O_NONBLOCK: ENXIO at once while no reader has it open; the file is then
+		// pollable, so a full pipe blocks the writing goroutine, not a thread.
+		f, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+		if !errors.Is(err, syscall.ENXIO) {
+			return f, err
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("%s: a named pipe that no one opened for reading within %s: start its reader first, or give a regular file", path, ReaderWait)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
