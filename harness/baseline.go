@@ -65,6 +65,12 @@ type BaselineKey struct {
 	Pass            string
 }
 
+// minBaselineTFLOPs is the least kernel rate a --baseline FILE's row may give (1 kFLOP/s;
+// longca's float64 reference on one core runs near 5 GFLOP/s). A hand-made row of 5e-324
+// TFLOP/s had made every CP row's cp_efficiency +Inf, and report then refused the run's
+// own rows.
+const minBaselineTFLOPs = 1e-9
+
 // From is what a row's kernel_tflops_from says.
 func (b *Baseline) From() string {
 	if b.File != "" {
@@ -94,7 +100,7 @@ func (b *Baseline) load() error {
 	benches := map[string]int{}
 	for _, r := range rows {
 		benches[r.Bench]++
-		if r.Bench != "kernel" || r.Status != results.StatusOK || r.TFLOPs == nil {
+		if r.Bench != "kernel" || r.Status != results.StatusOK || r.TFLOPs == nil || !(*r.TFLOPs >= minBaselineTFLOPs) {
 			continue
 		}
 		k := BaselineKey{r.Kernel, r.Mask, int(r.SeqLen), int(r.HeadsQ), int(r.HeadsKV), int(r.HeadDim), r.DType, r.Pass}
@@ -132,7 +138,7 @@ func describeBenches(rows int, benches map[string]int) string {
 	for i, b := range names {
 		parts[i] = fmt.Sprintf("%d %s", benches[b], b)
 		if b == "kernel" {
-			parts[i] += " (none ok with a TFLOP/s)"
+			parts[i] += " (none ok with a TFLOP/s of 1e-9 or more)"
 		}
 	}
 	return fmt.Sprintf("%d rows: %s", rows, strings.Join(parts, ", "))

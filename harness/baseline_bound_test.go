@@ -43,6 +43,9 @@ func TestBaselineNeedsOKKernelRows(t *testing.T) {
 		{"sparse", []results.Row{row("sparse", results.StatusOK, results.Ptr(1.0))}, "1 rows: 1 sparse"},
 		{"failed", []results.Row{row("kernel", results.StatusOOM, nil)}, "1 rows: 1 kernel (none ok"},
 		{"empty", nil, "no rows"},
+		// the eleventh pass: a rate of 5e-324 made every CP row's cp_efficiency +Inf, and
+		// report then refused the run's rows
+		{"tiny-rate", []results.Row{row("kernel", results.StatusOK, results.Ptr(5e-324))}, "1 rows: 1 kernel"},
 		{"kernel", []results.Row{row("kernel", results.StatusOK, results.Ptr(2.0)), row("cp", results.StatusOK, results.Ptr(1.0))}, ""},
 	} {
 		dir := writeBaselineRows(t, c.name, c.rows...)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"math/rand/v2"
 	"strconv"
 	"time"
@@ -596,11 +597,12 @@ func (r *CPRunner) efficiency(ctx context.Context, cs CPCase, pass kernels.Pass,
 		}
 		r.base[k] = tf
 	}
-	if tf <= 0 {
+	eff := *row.DeviceTFLOPs / tf
+	if tf <= 0 || math.IsInf(eff, 0) || math.IsNaN(eff) {
 		return nil
 	}
 	row.KernelTFLOPs, row.KernelTFLOPsFrom = results.Ptr(tf), b.From()
-	row.CPEfficiency = results.Ptr(*row.DeviceTFLOPs / tf)
+	row.CPEfficiency = results.Ptr(eff)
 	return nil
 }
 
