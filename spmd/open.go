@@ -169,6 +169,10 @@ func (e *bindError) Error() string {
 
 func (e *bindError) Unwrap() error { return e.err }
 
+// Is makes a store that cannot bind a launch error (exit status 2, as the other launch
+// settings): the fix is MASTER_PORT's, not the run's.
+func (e *bindError) Is(target error) bool { return target == ErrLaunch }
+
 // claimRankZero says hello as rank 0 to whatever holds addr, for at most a few seconds.
 // A store of another launch with this job's key takes a second rank 0 as two jobs on one
 // port and ends its job; any other store refuses it, and nothing else is touched.

@@ -295,3 +295,26 @@ func TestOpenFilesForInProcessRanks(t *testing.T) {
 		t.Errorf("16 in-process ranks under ulimit -n 16: %v: %q; want one line naming ulimit -n, exit 2", err, msg)
 	}
 }
+
+// Rank 0 whose store port another process holds: the line named MASTER_PORT, but the exit
+// status was 1, where the other launch settings' is 2 (the eleventh pass).
+func TestStorePortInUse(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Skipf("no TCP here: %v", err)
+	}
+	defer ln.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+	args := strings.Replace(strings.Join(cpTiny(t.TempDir(), "--backend", "tcp"), " "), "--ranks 2 ", "", 1)
+	cmd := exec.Command(os.Args[0], "-test.run", "^$")
+	cmd.Env = append(os.Environ(), longcaChildEnv+"="+args, "OMPI_COMM_WORLD_RANK=0", "OMPI_COMM_WORLD_SIZE=2",
+		"MASTER_ADDR=127.0.0.1", "MASTER_PORT="+strconv.Itoa(port), "LONGCA_JOB_ID=port-in-use", "LONGCA_JOB_TOKEN=t")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	err = cmd.Run()
+	msg := strings.TrimSpace(stderr.String())
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(msg, "MASTER_PORT") {
+		t.Errorf("rank 0 on a held port: %v: %q; want a line naming MASTER_PORT, exit 2", err, msg)
+	}
+}
