@@ -92,3 +92,40 @@ func TestLoadLeavesOutRowsNoMeasurementHas(t *testing.T) {
 		t.Errorf("a folder whose merged file holds NaN rows only: %v, want a usage error naming it", err)
 	}
 }
+
+// TestLoadLeavesOutRowsOfImpossibleState: an ok row whose card state or check figures are
+// NaN, infinite or negative (a clock of NaN, a power of +Inf, a check error of NaN) is left
+// out as a row with such a time is: report --clocks had printed "SM clock NaN-NaN MHz".
+func TestLoadLeavesOutRowsOfImpossibleState(t *testing.T) {
+	dir := t.TempDir()
+	good := hostileRow(128, 0.5)
+	good.SMClockMHz, good.PowerW, good.CheckErr, good.CheckTol = Ptr(1980.0), Ptr(700.0), Ptr(0.001), Ptr(0.01)
+	clock, power, checkErr := good, good, good
+	clock.SeqLen, clock.SMClockMHz = 256, Ptr(math.NaN())
+	power.SeqLen, power.PowerW = 512, Ptr(math.Inf(1))
+	checkErr.SeqLen, checkErr.CheckErr = 1024, Ptr(math.NaN())
+	w, err := Create(dir, "s", 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []Row{good, clock, power, checkErr} {
+		if err := w.Write(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l, err := LoadChecked(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Rows) != 1 || l.Rows[0].SeqLen != 128 {
+		t.Errorf("%d rows kept, want only the row of 128 tokens", len(l.Rows))
+	}
+	for _, want := range []string{"sm_clock_mhz NaN", "power_w +Inf", "check_err NaN"} {
+		if len(l.Skipped) != 1 || !strings.Contains(l.Skipped[0], want) {
+			t.Errorf("skipped %q does not name %q", l.Skipped, want)
+		}
+	}
+}

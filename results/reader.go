@@ -613,6 +613,16 @@ func badFigures(r Row) string {
 	check("kernel_tflops", r.KernelTFLOPs)
 	check("cp_efficiency", r.CPEfficiency)
 	check("no_comm_ms", r.NoCommMs)
+	// the card's state and the check's figures: a clock of NaN and a power of +Inf passed
+	// into report --clocks' summary line ("SM clock NaN-NaN MHz") while its per-case table
+	// showed "-" (the eleventh pass)
+	check("sm_clock_mhz", r.SMClockMHz)
+	check("power_w", r.PowerW)
+	check("settle_ms", r.SettleMs)
+	check("check_err", r.CheckErr)
+	check("check_tol", r.CheckTol)
+	check("kept_ratio", r.KeptRatio)
+	check("exposed_comm_share", r.ExposedCommShare)
 	return strings.Join(bad, ", ")
 }
 
