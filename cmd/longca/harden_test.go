@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -177,6 +178,22 @@ func TestNoArgumentsWhereNoneAreTaken(t *testing.T) {
 	args := []string{"selftest", "nope"}
 	_, errOut, code := captureRun(t, args...)
 	checkUsageError(t, args, code, errOut, `selftest: unknown command "nope"`)
+	// and so is a help topic that names no command (the eleventh pass: exit 3). Each in its
+	// own process: urfave/cli's help command is one value shared by every app, and a second
+	// help in one process grew without bound (a process of longca runs one command).
+	for _, args := range []string{"help nope", "kernel help nope", "selftest help nope"} {
+		cmd := exec.Command(os.Args[0], "-test.run", "^$")
+		cmd.Env = append(os.Environ(), longcaChildEnv+"="+args)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		var ee *exec.ExitError
+		code := 0
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		}
+		checkUsageError(t, strings.Fields(args), code, stderr.String(), `help: no command 'nope'`)
+	}
 }
 
 // The time estimate counts the sequence too: a length that fits in a large host's memory

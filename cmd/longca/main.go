@@ -231,6 +231,10 @@ func run(args []string) int {
 	if err == nil {
 		return 0
 	}
+	if topic, ok := strings.CutPrefix(err.Error(), "No help topic for "); ok && exitCode(err) == 3 {
+		// urfave/cli's help command (`longca help nope`, `longca kernel help nope`) exits 3
+		err = usageError("help: no command %s: see longca --help for the commands", topic)
+	}
 	if exitCode(err) == 2 { // a refused command leaves no empty results folder behind (a run that failed
 		removeEmptyMade() // while measuring keeps it: another rank may still be writing there)
 	}
