@@ -235,7 +235,15 @@ func ParseMachine(b []byte, name string) (Machine, error) {
 	}
 	m = file.Machine
 	if err := m.Validate(); err != nil {
+		if base.Preset == "" { // every field is the file's: the fault may be one it lacks
+			return Machine{}, fmt.Errorf("machine file %s: %w (a file without \"preset\" gives every field; or start it from one: \"preset\": %s)", name, err, strings.Join(PresetNames(), ", "))
+		}
 		return Machine{}, fmt.Errorf("machine file %s: %w", name, err)
+	}
+	// the file's kernel model, named as the file's: it had been refused as --kernel-model's,
+	// a flag the command was not given
+	if _, ok := KernelPresets[m.Kernel]; m.Kernel != "" && !ok {
+		return Machine{}, fmt.Errorf("machine file %s: kernel %q: not a kernel model: use one of %s (or leave it out, and give --kernel-model or --kernel-rows)", name, m.Kernel, strings.Join(KernelPresetNames(), ", "))
 	}
 	return m, nil
 }
