@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -166,6 +167,9 @@ func parseCPSweep(c *cli.Context) (cpSweepOptions, error) {
 	}
 	if o.samples < 1 || o.samples > harness.MaxSamples {
 		return o, usageError("--samples %d: need 1 to %d", o.samples, harness.MaxSamples)
+	}
+	if o.seed > math.MaxUint64-uint64(o.samples-1) { // the seeds would wrap to 0, 1, ...: a --seed 0 run's
+		return o, usageError("--seed %d: with --samples %d the seeds seed..seed+%d pass %d: give a seed of at most %d", o.seed, o.samples, o.samples-1, uint64(math.MaxUint64), uint64(math.MaxUint64)-uint64(o.samples-1))
 	}
 	if o.docs, err = docsFromFlags(c); err != nil {
 		return o, err

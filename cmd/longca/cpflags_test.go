@@ -117,6 +117,8 @@ func TestCPSweepFlagsSameErrors(t *testing.T) {
 		{[]string{"--seqlen", "1K", "--cp-block", "2048"}, "--cp-block 2048: give at most the sequence's 1024 tokens (--seqlen)"},
 		{[]string{"--sharding", "diagonal"}, "diagonal"},
 		{[]string{"--samples", "0"}, "--samples 0"},
+		// seeds past 2^64-1 wrapped to 0, 1, ...: a --seed 0 run's masks under another seed
+		{[]string{"--samples", "3", "--seed", "18446744073709551614"}, "--seed 18446744073709551614: with --samples 3"},
 		{[]string{"--passes", "sideways"}, "--passes"},
 		{[]string{"--max-doc", "-3"}, "--max-doc"},
 	} {
