@@ -269,6 +269,12 @@ func TestParseSize(t *testing.T) {
 			t.Errorf("ParseSize(%q) succeeded", s)
 		}
 	}
+	// past int64 is too large, as 2^63-1 is, not "not a non-negative integer"
+	for _, s := range []string{"9223372036854775807", "9223372036854775808", "99999999999999999999K"} {
+		if _, err := ParseSize(s); err == nil || !strings.Contains(err.Error(), "is too large") {
+			t.Errorf("ParseSize(%q): %v, want \"too large\"", s, err)
+		}
+	}
 }
 
 // Weights near the float64 maximum are normalised, not summed to +Inf (which left every

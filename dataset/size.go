@@ -1,6 +1,7 @@
 package dataset
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -22,6 +23,9 @@ func ParseSize(s string) (int, error) {
 		}
 	}
 	v, err := strconv.Atoi(t)
+	if errors.Is(err, strconv.ErrRange) && !strings.HasPrefix(t, "-") {
+		return 0, fmt.Errorf("size %q is too large", s)
+	}
 	if err != nil || v < 0 {
 		return 0, fmt.Errorf("size %q is not a non-negative integer with an optional K, M or G suffix (e.g. 48K)", s)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"github.com/longca/longca/dataset"
 	"github.com/longca/longca/harness"
 	"github.com/urfave/cli/v2"
@@ -100,7 +101,11 @@ func dataAction(c *cli.Context) error {
 		return usageError("--samples must be at least 1, got %d", n)
 	}
 	if float64(n)*float64(s) > dataset.MaxDrawTokens {
-		return usageError("--samples %d x --seqlen %s is %.3g tokens, over the %.3g one summary draws: lower --samples", n, dataset.FormatSize(s), float64(n)*float64(s), float64(dataset.MaxDrawTokens))
+		fix := "lower --samples"
+		if s > dataset.MaxDrawTokens { // one sample alone is over
+			fix = fmt.Sprintf("lower --seqlen to at most %s", dataset.FormatSize(dataset.MaxDrawTokens))
+		}
+		return usageError("--samples %d x --seqlen %s is %.3g tokens, over the %.3g one summary draws: %s", n, dataset.FormatSize(s), float64(n)*float64(s), float64(dataset.MaxDrawTokens), fix)
 	}
 	src, name, err := lengthSource(c)
 	if err != nil {

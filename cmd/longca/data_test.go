@@ -134,6 +134,8 @@ func TestDataBadInput(t *testing.T) {
 		{[]string{"data", "--dist", "pile", "--seqlen", "1K", "--samples", "0"}, []string{"--samples"}},
 		{[]string{"data", "--dist", "pile", "--seqlen", "-5"}, []string{"--seqlen"}},
 		{[]string{"data", "--dist", "pile"}, []string{"--seqlen", "required"}},
+		// one sample over the bound: the fix is --seqlen's (it said "lower --samples" of 1)
+		{[]string{"data", "--dist", "pile", "--seqlen", "8388608G", "--samples", "1"}, []string{"lower --seqlen to at most 64G"}},
 	}
 	for _, c := range cases {
 		_, errOut, code := captureRun(t, c.args...)

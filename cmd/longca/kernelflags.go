@@ -244,7 +244,10 @@ func parseSeqLens(c *cli.Context, defaults []int) ([]int, error) {
 	}
 	step := 0
 	if c.IsSet("step") {
-		if step, err = dataset.ParseSize(c.String("step")); err != nil || step == 0 {
+		if step, err = dataset.ParseSize(c.String("step")); err != nil {
+			return nil, usageError("--step: %v", err)
+		}
+		if step == 0 {
 			return nil, usageError("--step %q: give a positive size, e.g. --step 8K", c.String("step"))
 		}
 	}
