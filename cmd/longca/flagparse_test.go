@@ -37,3 +37,15 @@ func TestFlagParseErrorsNameTheFlag(t *testing.T) {
 		}
 	}
 }
+
+// Text logs into a pipe or a file carry no colour escape codes (the eleventh pass: they
+// did, ESC[90m in every line of a log file); a terminal keeps them.
+func TestTextLogsUncolouredOffATerminal(t *testing.T) {
+	_, errOut, code := captureRun(t, "--log-format", "text", "simulate", "--gpus", "8", "--masks", "full", "--methods", "ring-p2p", "--passes", "fwd", "--out", t.TempDir())
+	if code != 0 || !strings.Contains(errOut, "INF") {
+		t.Fatalf("exit %d, stderr %q: want text log lines", code, errOut)
+	}
+	if strings.Contains(errOut, "\x1b[") {
+		t.Errorf("text logs into a pipe hold escape codes: %q", errOut)
+	}
+}

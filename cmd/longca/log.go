@@ -28,7 +28,9 @@ func setupLogger(format, level string) error {
 		return usageError("--log-format %q: use auto, text or json", format)
 	}
 	if format == "text" {
-		log = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: time.TimeOnly}).With().Timestamp().Logger().Level(lv)
+		// colours only on a terminal: text asked for into a file or a pipe had its escape codes
+		tty := isatty.IsTerminal(os.Stderr.Fd())
+		log = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: time.TimeOnly, NoColor: !tty}).With().Timestamp().Logger().Level(lv)
 	} else {
 		log = zerolog.New(os.Stderr).With().Timestamp().Logger().Level(lv)
 	}
