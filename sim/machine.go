@@ -21,6 +21,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"unicode"
 
 	"github.com/longca/longca/internal/smallfile"
 )
@@ -234,6 +235,11 @@ func ParseMachine(b []byte, name string) (Machine, error) {
 		return Machine{}, fmt.Errorf("machine file %s: more after its JSON object (at byte %d): a machine file holds one object", name, dec.InputOffset())
 	}
 	m = file.Machine
+	// a name the file gives heads simulate's tables and is recorded in rows: one printable
+	// line (a newline in it began a table line without its '#')
+	if m.Name != name && (len(m.Name) > 200 || strings.IndexFunc(m.Name, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0) {
+		return Machine{}, fmt.Errorf("machine file %s: name %q: give a name of at most 200 printable characters, on one line", name, m.Name)
+	}
 	if err := m.Validate(); err != nil {
 		if base.Preset == "" { // every field is the file's: the fault may be one it lacks
 			return Machine{}, fmt.Errorf("machine file %s: %w (a file without \"preset\" gives every field; or start it from one: \"preset\": %s)", name, err, strings.Join(PresetNames(), ", "))

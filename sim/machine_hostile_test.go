@@ -39,3 +39,16 @@ func TestMachineFileNamesItsOwnFault(t *testing.T) {
 		t.Errorf("a known kernel model: %v", err)
 	}
 }
+
+// TestMachineFileNameOneLine: a machine's name from its file is one printable line (a
+// newline in it began one of simulate's table lines without its '#'); ESC and CR too.
+func TestMachineFileNameOneLine(t *testing.T) {
+	for _, n := range []string{`x\ny`, `x\u001b[31m`, `x\rY`} {
+		if _, err := ParseMachine([]byte(`{"preset":"h100-ib","name":"`+n+`"}`), "m.json"); err == nil || !strings.Contains(err.Error(), "printable") {
+			t.Errorf("name %s: %v, want it refused", n, err)
+		}
+	}
+	if m, err := ParseMachine([]byte(`{"preset":"h100-ib","name":"our cluster, 2026"}`), "m.json"); err != nil || m.Name != "our cluster, 2026" {
+		t.Errorf("a plain name: %q, %v", m.Name, err)
+	}
+}
