@@ -68,6 +68,9 @@ func runAction(c *cli.Context) error {
 			return err
 		}
 	}
+	if name != "gpu" && c.Bool("no-peers") { // said, as an idle --variant is
+		log.Warn().Str("suite", name).Msg("--no-peers: only the gpu suite times peers; it changes nothing here")
+	}
 	if name == "gpu" && !c.Bool("no-peers") {
 		st.Sweep.Kernels = append(st.Sweep.Kernels, newSession(c, "kernel", "", "", spmd.World{Size: 1}).AvailablePeers(c.Context, ko)...)
 	}
