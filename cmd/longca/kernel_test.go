@@ -184,7 +184,7 @@ func TestRunSmokeSuite(t *testing.T) {
 
 	// A second run into the same folder keeps its own summaries; the first run's stay.
 	// (--no-peers on a suite without peers is said to change nothing)
-	if _, errs, code := runCLI(t, "run", "--suite", "smoke", "--out", dir, "--run-id", "run2", "--no-check", "--no-peers"); code != 0 {
+	if _, errs, code := captureRun(t, "run", "--suite", "smoke", "--out", dir, "--run-id", "run2", "--no-check", "--no-peers"); code != 0 {
 		t.Fatalf("second run: exit %d: %s", code, errs)
 	} else if !strings.Contains(errs, "--no-peers: only the gpu suite times peers") {
 		t.Errorf("run --suite smoke --no-peers: no word that --no-peers changes nothing: %s", errs)
