@@ -42,6 +42,9 @@ func cpAction(c *cli.Context) (err error) {
 	if err := o.checkBlock(n); err != nil {
 		return err
 	}
+	if err := o.checkRanksHoldTokens(n); err != nil {
+		return err
+	}
 	if o.links != nil && (w.Size > 1 || so.Backend != "auto" && so.Backend != "local") {
 		return usageError("--links emulates links between in-process ranks (--ranks N, backend local): leave it out under a launcher or with --backend %s", so.Backend)
 	}

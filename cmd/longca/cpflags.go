@@ -219,6 +219,15 @@ func (o cpSweepOptions) checkBlock(n int) error {
 	return nil
 }
 
+// checkRanksHoldTokens refuses a --seqlen shorter than the n ranks it is cut over: most
+// ranks held no token, and the rows read 0.0000 TFLOP/s per rank without a word.
+func (o cpSweepOptions) checkRanksHoldTokens(n int) error {
+	if o.seqlen > 0 && o.seqlen < n {
+		return usageError("--seqlen %d over %d ranks leaves %d of them without a token: give at least %d tokens, or --tokens-per-rank", o.seqlen, n, n-o.seqlen, n)
+	}
+	return nil
+}
+
 // sweep is the harness's CP sweep of the flags on n ranks, run with kernel.
 func (o cpSweepOptions) sweep(n int, kernel string) harness.CPSweep {
 	return harness.CPSweep{

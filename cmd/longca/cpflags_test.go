@@ -186,3 +186,16 @@ func TestMethodFlagsSaid(t *testing.T) {
 		}
 	}
 }
+
+// A --seqlen shorter than the ranks it is cut over: most ranks held no token, and cp wrote
+// ok rows of 0.0000 TFLOP/s per rank (the eleventh pass). Refused, naming --seqlen; the
+// simulation's largest GPU count is the one checked.
+func TestSeqlenShorterThanRanks(t *testing.T) {
+	for _, args := range [][]string{
+		{"cp", "--ranks", "8", "--seqlen", "7", "--methods", "ring-p2p", "--masks", "causal", "--dry-run"},
+		{"simulate", "--gpus", "4,8", "--seqlen", "7", "--masks", "causal", "--methods", "ring-p2p"},
+	} {
+		_, errOut, code := captureRun(t, args...)
+		checkUsageError(t, args, code, errOut, "--seqlen 7 over 8 ranks leaves 1 of them without a token")
+	}
+}

@@ -99,6 +99,9 @@ func parseSimulateFlags(c *cli.Context) (simOptions, error) {
 	if err := co.checkBlock(o.GPUs[0]); err != nil { // the fewest GPUs: the shortest sequence
 		return o, err
 	}
+	if err := co.checkRanksHoldTokens(o.GPUs[len(o.GPUs)-1]); err != nil { // the most GPUs
+		return o, err
+	}
 	o.cp = co
 	if o.Machine, err = machineFromFlags(c); err != nil {
 		return o, err
