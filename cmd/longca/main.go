@@ -70,7 +70,14 @@ func newApp() *cli.App {
 		Version: Version,
 		Flags:   flags,
 		Before: func(c *cli.Context) error {
-			return setupLogger(c.String("log-format"), c.String("log-level"))
+			if err := setupLogger(c.String("log-format"), c.String("log-level")); err != nil {
+				return err
+			}
+			// (the app's flags are read by now; its Args are the command and what follows)
+			for _, w := range repeatedFlags(append([]string{"longca"}, c.Args().Slice()...), nil, commands) {
+				log.Warn().Msg(w)
+			}
+			return nil
 		},
 		Commands:               commands,
 		UseShortOptionHandling: false,

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+)
+
+// repeatedFlags names the flags of args (a command line, args[0] the program) given more
+// than once, each with the value that is used (the last): `data --seqlen 1K --seqlen 2K`
+// measured 2K without a word. Repeating a flag stays allowed (a wrapper script's defaults
+// and then the user's), so this is said, not refused. Switches and the flags meant to be
+// repeated (merge --run) are left out; the command tree is followed as urfave/cli reads it
+// (a word naming a subcommand descends into it; "--" ends the flags).
+func repeatedFlags(args []string, flags []cli.Flag, cmds []*cli.Command) []string {
+	count, last := map[string]int{}, map[string]string{}
+	var order []string
+	for i := 1; i < len(args); i++ {
+		t := args[i]
+		if t == "--" {
+			break
+		}
+		if len(t) < 2 || t[0] != '-' {
+			for _, c := range cmds {
+				if c.HasName(t) {
+					flags, cmds = c.Flags, c.Subcommands
+					break
+				}
+			}
+			continue
+		}
+		name, value, hasValue := strings.Cut(strings.TrimLeft(t, "-"), "=")
+		f := flagNamed(flags, name)
+		if f == nil {
+			continue
+		}
+		switch f.(type) {
+		case *cli.BoolFlag, *cli.StringSliceFlag, *cli.IntSliceFlag, *cli.Int64SliceFlag, *cli.Float64SliceFlag, *cli.UintSliceFlag, *cli.Uint64SliceFlag:
+			continue
+		}
+		if !hasValue && i+1 < len(args) {
+			i++
+			value = args[i]
+		}
+		key := "--" + f.Names()[0]
+		if count[key]++; count[key] == 2 {
+			order = append(order, key)
+		}
+		last[key] = value
+	}
+	out := make([]string, len(order))
+	for i, k := range order {
+		out[i] = fmt.Sprintf("%s given %d times: the last, %q, is used", k, count[k], last[k])
+	}
+	return out
+}
+
+// flagNamed is the flag of flags that has name among its names, or nil.
+func flagNamed(flags []cli.Flag, name string) cli.Flag {
+	for _, f := range flags {
+		for _, n := range f.Names() {
+			if n == name {
+				return f
+			}
+		}
+	}
+	return nil
+}
