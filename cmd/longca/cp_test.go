@@ -60,7 +60,8 @@ func TestCPUsageErrors(t *testing.T) {
 		// A dry run plans every rank: a world too big to plan is refused before it is
 		// planned (it ran out of memory in balanced's dispatch), naming --ranks.
 		{[]string{"--ranks", "100000"}, "--ranks 100000, --tokens-per-rank 8K: planning 100000 ranks"},
-		{[]string{"--ranks", "1000000", "--seqlen", "8K"}, "--ranks 1000000, --seqlen 8K: planning"},
+		{[]string{"--ranks", "1000000", "--seqlen", "1M"}, "--ranks 1000000, --seqlen 1M: planning"},
+		{[]string{"--ranks", "1000000", "--seqlen", "8K"}, "--seqlen 8192 over 1000000 ranks leaves 991808 of them without a token"},
 	}
 	for _, c := range cases {
 		args := append([]string{"cp", "--dry-run"}, c.args...)
