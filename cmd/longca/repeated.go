@@ -31,7 +31,7 @@ func repeatedFlags(args []string, flags []cli.Flag, cmds []*cli.Command) []strin
 			continue
 		}
 		name, value, hasValue := strings.Cut(strings.TrimLeft(t, "-"), "=")
-		f := flagNamed(flags, name)
+		f := findFlag(flags, name)
 		if f == nil {
 			continue
 		}
@@ -54,16 +54,4 @@ func repeatedFlags(args []string, flags []cli.Flag, cmds []*cli.Command) []strin
 		out[i] = fmt.Sprintf("%s given %d times: the last, %q, is used", k, count[k], last[k])
 	}
 	return out
-}
-
-// flagNamed is the flag of flags that has name among its names, or nil.
-func flagNamed(flags []cli.Flag, name string) cli.Flag {
-	for _, f := range flags {
-		for _, n := range f.Names() {
-			if n == name {
-				return f
-			}
-		}
-	}
-	return nil
 }
