@@ -7,6 +7,7 @@ package spmd
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -205,11 +206,11 @@ func masterHost(e *env, v string) string {
 		return ""
 	}
 	if strings.HasPrefix(s, "[") && strings.HasSuffix(s, "]") {
-		if ip := net.ParseIP(s[1 : len(s)-1]); ip != nil && ip.To4() == nil {
+		if ip, err := netip.ParseAddr(s[1 : len(s)-1]); err == nil && ip.Is6() {
 			return s[1 : len(s)-1]
 		}
 	}
-	if net.ParseIP(s) != nil {
+	if _, err := netip.ParseAddr(s); err == nil { // (an IPv6 zone, fe80::1%eth0, too)
 		return s
 	}
 	if h, p, err := net.SplitHostPort(s); err == nil && p != "" {

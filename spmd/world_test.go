@@ -33,6 +33,8 @@ func TestDiscover(t *testing.T) {
 			World{Launcher: "torchrun", Rank: 1, Size: 4, LocalRank: 1, LocalSize: 4, MasterAddr: "10.0.0.1", MasterPort: 29500}},
 		{"torchrun, IPv6 master in brackets", map[string]string{"RANK": "1", "WORLD_SIZE": "2", "MASTER_ADDR": "[fe80::1]"},
 			World{Launcher: "torchrun", Rank: 1, Size: 2, LocalSize: 1, MasterAddr: "fe80::1", MasterPort: DefaultMasterPort}},
+		{"torchrun, IPv6 master with a zone", map[string]string{"RANK": "1", "WORLD_SIZE": "2", "MASTER_ADDR": "fe80::1%eth0"},
+			World{Launcher: "torchrun", Rank: 1, Size: 2, LocalSize: 1, MasterAddr: "fe80::1%eth0", MasterPort: DefaultMasterPort}},
 		{"torchrun, node name with underscore", map[string]string{"RANK": "1", "WORLD_SIZE": "2", "MASTER_ADDR": " node_01.cluster "},
 			World{Launcher: "torchrun", Rank: 1, Size: 2, LocalSize: 1, MasterAddr: "node_01.cluster", MasterPort: DefaultMasterPort}},
 	}
