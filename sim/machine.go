@@ -246,11 +246,6 @@ func ParseMachine(b []byte, name string) (Machine, error) {
 		}
 		return Machine{}, fmt.Errorf("machine file %s: %w", name, err)
 	}
-	// the file's kernel model, named as the file's: it had been refused as --kernel-model's,
-	// a flag the command was not given
-	if _, ok := KernelPresets[m.Kernel]; m.Kernel != "" && !ok {
-		return Machine{}, fmt.Errorf("machine file %s: kernel %q: not a kernel model: use one of %s (or leave it out, and give --kernel-model or --kernel-rows)", name, m.Kernel, strings.Join(KernelPresetNames(), ", "))
-	}
 	return m, nil
 }
 

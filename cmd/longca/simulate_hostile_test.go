@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -39,5 +40,20 @@ func TestKernelRowsWarningsBounded(t *testing.T) {
 	}
 	if !strings.Contains(errOut, "12 more kernel rows not used") {
 		t.Errorf("stderr does not count the rows not named: %.2000s", errOut)
+	}
+}
+
+// TestMachineFileKernelModel: a machine file's unknown kernel model is named as the file's
+// (it was refused as "--kernel-model", a flag not given), and --kernel-model replaces it.
+func TestMachineFileKernelModel(t *testing.T) {
+	m := filepath.Join(t.TempDir(), "m.json")
+	if err := os.WriteFile(m, []byte(`{"preset":"h100-ib","kernel":"fa4-b200"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"simulate", "--machine", m, "--gpus", "8", "--tokens-per-rank", "1K", "--masks", "causal", "--methods", "ring-p2p", "--passes", "fwd", "--out", t.TempDir()}
+	_, errOut, code := captureRun(t, base...)
+	checkUsageError(t, base, code, errOut, "--machine "+m+`: its kernel "fa4-b200" is not a kernel model`, "--kernel-model")
+	if _, errOut, code := captureRun(t, append(base, "--kernel-model", "fa3-h100")...); code != 0 {
+		t.Errorf("with --kernel-model: exit %d: %s", code, errOut)
 	}
 }
