@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/longca/longca/comm"
@@ -164,13 +166,17 @@ type bindError struct {
 }
 
 func (e *bindError) Error() string {
-	return fmt.Sprintf("spmd: store: listen on %s: %v: another process holds the port (another job on it? choose another with MASTER_PORT); this job ends here rather than let its ranks join another job's store", e.addr, e.err)
+	if errors.Is(e.err, syscall.EADDRINUSE) {
+		return fmt.Sprintf("spmd: store: listen on %s: %v: another process holds the port (another job on it? choose another with MASTER_PORT); this job ends here rather than let its ranks join another job's store", e.addr, e.err)
+	}
+	// (EADDRNOTAVAIL, EINVAL, EACCES: the address, or a port below 1024)
+	return fmt.Sprintf("spmd: store: listen on %s: %v: rank 0 cannot serve there: set MASTER_ADDR to an address of rank 0's host (or unset it on one node), and MASTER_PORT to a free port of 1024 or more", e.addr, e.err)
 }
 
 func (e *bindError) Unwrap() error { return e.err }
 
 // Is makes a store that cannot bind a launch error (exit status 2, as the other launch
-// settings): the fix is MASTER_PORT's, not the run's.
+// settings): the fix is MASTER_PORT's or MASTER_ADDR's, not the run's.
 func (e *bindError) Is(target error) bool { return target == ErrLaunch }
 
 // claimRankZero says hello as rank 0 to whatever holds addr, for at most a few seconds.
@@ -222,7 +228,14 @@ func storeAddrs(ctx context.Context, w World) (listen []string, dial string, err
 	if w.MasterAddr == "" {
 		return nil, "", LaunchError(fmt.Errorf("spmd: MASTER_ADDR is not set and the %d ranks span several nodes (%d on this one): set it to rank 0's host (mpirun -x MASTER_ADDR=<host>)", w.Size, w.LocalSize))
 	}
-	dial = net.JoinHostPort(w.MasterAddr, port)
+	host, err := masterHost(w.MasterAddr)
+	if err != nil {
+		return nil, "", LaunchError(err)
+	}
+	if host != w.MasterAddr { // brackets taken off
+		local = localIPs(ctx, host)
+	}
+	dial = net.JoinHostPort(host, port)
 	for _, ip := range local {
 		listen = append(listen, net.JoinHostPort(ip.String(), port))
 	}
@@ -232,6 +245,56 @@ func storeAddrs(ctx context.Context, w World) (listen []string, dial string, err
 		listen = []string{":" + port}
 	}
 	return listen, dial, nil
+}
+
+// masterHost checks MASTER_ADDR as a host name or an IP address where the ranks span
+// several nodes and dial it, before any dial: a value that can name no host ("node1:29500",
+// "bad host!") had every rank but rank 0 wait out --timeout and then name the dial, not the
+// variable. Brackets around an address ("[::1]") are taken off. An IPv6 address with a zone
+// (fe80::1%eth0) is refused: the zone names an interface of one host, and rank 0's store
+// cannot listen on the address it resolves to. (On one node the store listens on the
+// loopback, and MASTER_ADDR is not checked.)
+func masterHost(v string) (string, error) {
+	s := strings.TrimSpace(v)
+	if strings.HasPrefix(s, "[") && strings.HasSuffix(s, "]") {
+		if _, err := netip.ParseAddr(s[1 : len(s)-1]); err == nil {
+			s = s[1 : len(s)-1]
+		}
+	}
+	if ip, err := netip.ParseAddr(s); err == nil {
+		if ip.Zone() != "" {
+			return "", fmt.Errorf("spmd: MASTER_ADDR=%q is an IPv6 address with a zone, which names an interface of one host: give rank 0's global address or its host name", v)
+		}
+		return s, nil
+	}
+	if h, p, err := net.SplitHostPort(s); err == nil && p != "" && strings.Trim(p, "0123456789") == "" {
+		return "", fmt.Errorf("spmd: MASTER_ADDR=%q holds a port: set MASTER_ADDR=%s and MASTER_PORT=%s", v, h, p)
+	}
+	if !hostName(s) {
+		return "", fmt.Errorf("spmd: MASTER_ADDR=%q is not a host name or an IP address: set it to rank 0's host (letters, digits, '-', '_' and '.', at most 253 characters)", v)
+	}
+	return s, nil
+}
+
+// hostName says whether s can be a DNS host name: dot-separated labels of letters, digits,
+// '-' and '_' (clusters name nodes with it), 1-63 characters each, 253 in all (a final dot
+// aside).
+func hostName(s string) bool {
+	s = strings.TrimSuffix(s, ".")
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(s, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, c := range label {
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // localIPs are the addresses host resolves to that belong to this machine.

@@ -470,3 +470,40 @@ func FuzzStoreConnection(f *testing.F) {
 		st.Close()
 	})
 }
+
+// TestMasterAddrChecked: where the ranks span nodes and dial MASTER_ADDR, a value that can
+// name no host is a launch error at once, naming the variable (the eleventh pass: every rank
+// but rank 0 waited out --timeout, then named the dial); brackets are taken off; on one node
+// (the store on the loopback) MASTER_ADDR is not checked, so a stale value in the shell
+// does not stop a run that never dials it.
+func TestMasterAddrChecked(t *testing.T) {
+	ctx := context.Background()
+	across := func(addr string) World {
+		return World{Rank: 1, Size: 16, LocalSize: 8, LocalRank: 1, MasterAddr: addr, MasterPort: 4000}
+	}
+	for addr, want := range map[string]string{
+		"node1:29500":  "holds a port: set MASTER_ADDR=node1 and MASTER_PORT=29500",
+		"[::1]:29500":  "holds a port",
+		"bad host!":    "is not a host name or an IP address",
+		"tcp://node1":  "is not a host name or an IP address",
+		"node1:abc":    "is not a host name or an IP address",
+		"fe80::1%eth0": "with a zone",
+		strings.Repeat("a", 64) + ".x": "is not a host name",
+	} {
+		_, _, err := storeAddrs(ctx, across(addr))
+		if err == nil || !errors.Is(err, ErrLaunch) || !strings.Contains(err.Error(), "MASTER_ADDR") || !strings.Contains(err.Error(), want) {
+			t.Errorf("MASTER_ADDR=%q: %v, want a launch error saying %q", addr, err, want)
+		}
+	}
+	for addr, dial := range map[string]string{
+		"[2001:db8::7]": "[2001:db8::7]:4000", "[10.0.0.1]": "10.0.0.1:4000", " node_01.cluster ": "node_01.cluster:4000",
+		strings.Repeat("a.", 126) + "b.": strings.Repeat("a.", 126) + "b.:4000", // 253 characters and a final dot
+	} {
+		if _, got, err := storeAddrs(ctx, across(addr)); err != nil || got != dial {
+			t.Errorf("MASTER_ADDR=%q: dial %q, %v; want %q", addr, got, err, dial)
+		}
+	}
+	if _, dial, err := storeAddrs(ctx, World{Rank: 1, Size: 2, LocalSize: 2, LocalRank: 1, MasterAddr: "bad host!", MasterPort: 4000}); err != nil || dial != "127.0.0.1:4000" {
+		t.Errorf("one node, a stale MASTER_ADDR: dial %q, %v; want the loopback", dial, err)
+	}
+}

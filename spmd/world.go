@@ -6,8 +6,6 @@ package spmd
 
 import (
 	"fmt"
-	"net"
-	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -179,7 +177,7 @@ func inheritedLocalSize(e *env, own string, local, size, node int) int {
 // host of the Slurm node list, else nothing (Bootstrap then uses this host when every
 // rank is on it, and refuses otherwise).
 func (w *World) fillMaster(e env) error {
-	w.MasterAddr = masterHost(&e, e.getenv("MASTER_ADDR"))
+	w.MasterAddr = e.getenv("MASTER_ADDR")
 	if e.has("MASTER_PORT") {
 		w.MasterPort = e.int("MASTER_PORT", DefaultMasterPort)
 	} else if e.has("SLURM_JOB_ID") {
@@ -194,53 +192,6 @@ func (w *World) fillMaster(e env) error {
 		w.MasterAddr = hosts[0]
 	}
 	return e.err
-}
-
-// masterHost checks MASTER_ADDR as a host name or an IP address, before any rank dials it:
-// a value that can name no host ("node1:29500", "bad host!") had every rank but the
-// first wait out --timeout and then name the dial, not the variable. An IPv6 address may be
-// given in brackets ("[::1]"); they are taken off.
-func masterHost(e *env, v string) string {
-	s := strings.TrimSpace(v)
-	if s == "" {
-		return ""
-	}
-	if strings.HasPrefix(s, "[") && strings.HasSuffix(s, "]") {
-		if ip, err := netip.ParseAddr(s[1 : len(s)-1]); err == nil && ip.Is6() {
-			return s[1 : len(s)-1]
-		}
-	}
-	if _, err := netip.ParseAddr(s); err == nil { // (an IPv6 zone, fe80::1%eth0, too)
-		return s
-	}
-	if h, p, err := net.SplitHostPort(s); err == nil && p != "" {
-		e.fail("MASTER_ADDR=%q holds a port: set MASTER_ADDR=%s and MASTER_PORT=%s", v, h, p)
-		return ""
-	}
-	if !hostName(s) {
-		e.fail("MASTER_ADDR=%q is not a host name or an IP address: set it to rank 0's host (letters, digits, '-', '_' and '.', at most 253 characters)", v)
-		return ""
-	}
-	return s
-}
-
-// hostName says whether s can be a DNS host name: dot-separated labels of letters, digits,
-// '-' and '_' (clusters name nodes with it), 1-63 characters each, 253 in all.
-func hostName(s string) bool {
-	if len(s) > 253 {
-		return false
-	}
-	for _, label := range strings.Split(strings.TrimSuffix(s, "."), ".") {
-		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
-			return false
-		}
-		for _, c := range label {
-			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 func (w World) check() error {

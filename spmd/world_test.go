@@ -31,12 +31,6 @@ func TestDiscover(t *testing.T) {
 			World{Launcher: "slurm", Size: 2, LocalSize: 1, MasterAddr: "n1", MasterPort: DefaultMasterPort + 456, NodeList: "n1", Job: "slurm:123456"}},
 		{"torchrun", map[string]string{"RANK": "1", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "4", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500"},
 			World{Launcher: "torchrun", Rank: 1, Size: 4, LocalRank: 1, LocalSize: 4, MasterAddr: "10.0.0.1", MasterPort: 29500}},
-		{"torchrun, IPv6 master in brackets", map[string]string{"RANK": "1", "WORLD_SIZE": "2", "MASTER_ADDR": "[fe80::1]"},
-			World{Launcher: "torchrun", Rank: 1, Size: 2, LocalSize: 1, MasterAddr: "fe80::1", MasterPort: DefaultMasterPort}},
-		{"torchrun, IPv6 master with a zone", map[string]string{"RANK": "1", "WORLD_SIZE": "2", "MASTER_ADDR": "fe80::1%eth0"},
-			World{Launcher: "torchrun", Rank: 1, Size: 2, LocalSize: 1, MasterAddr: "fe80::1%eth0", MasterPort: DefaultMasterPort}},
-		{"torchrun, node name with underscore", map[string]string{"RANK": "1", "WORLD_SIZE": "2", "MASTER_ADDR": " node_01.cluster "},
-			World{Launcher: "torchrun", Rank: 1, Size: 2, LocalSize: 1, MasterAddr: "node_01.cluster", MasterPort: DefaultMasterPort}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -76,12 +70,6 @@ func TestDiscoverErrors(t *testing.T) {
 		{"negative node", "SLURM_NODEID", map[string]string{"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_NODEID": "-1"}},
 		{"negative ompi node", "OMPI_COMM_WORLD_NODE_RANK", map[string]string{"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_NODE_RANK": "-3"}},
 		{"negative torchrun node", "GROUP_RANK", map[string]string{"RANK": "0", "WORLD_SIZE": "1", "GROUP_RANK": "-1"}},
-		// the eleventh pass: MASTER_ADDR values that can name no host had every rank but
-		// rank 0 wait out --timeout, naming the dial
-		{"master with a port", "MASTER_PORT=29500", map[string]string{"RANK": "1", "WORLD_SIZE": "2", "MASTER_ADDR": "node1:29500"}},
-		{"master not a host", "MASTER_ADDR", map[string]string{"RANK": "1", "WORLD_SIZE": "2", "MASTER_ADDR": "bad host!"}},
-		{"master ipv6 with port", "MASTER_ADDR", map[string]string{"RANK": "1", "WORLD_SIZE": "2", "MASTER_ADDR": "[::1]:29500"}},
-		{"master label too long", "MASTER_ADDR", map[string]string{"RANK": "1", "WORLD_SIZE": "2", "MASTER_ADDR": strings.Repeat("a", 64) + ".x"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
