@@ -225,8 +225,8 @@ func (s *Session) calibrateKernel(ctx context.Context, o *Simulation, cal *calib
 		return fmt.Errorf("--calibrate %s: %w", o.Calibrate, err)
 	}
 	s.log().Info().Str("model", km.Name).Str("fit", rep.String()).Msg("kernel model calibrated")
-	if worst := max(rep.RMSRel[0], rep.RMSRel[1]); worst > poorFit {
-		s.log().Warn().Str("fit", rep.String()).Msgf("the kernel rows fit the tile model of %s poorly (rms error %.0f%%): the predictions follow the rows' level, not their shape; give --kernel-model a preset of the rows' kind of kernel", o.Kernel.Name, 100*worst)
+	if w := poorFitWarning(rep, o.Kernel.Name); w != "" {
+		s.log().Warn().Str("fit", rep.String()).Msg(w)
 	}
 	o.Kernel = km
 	return nil
@@ -234,6 +234,15 @@ func (s *Session) calibrateKernel(ctx context.Context, o *Simulation, cal *calib
 
 // poorFit is the rms relative error of a calibration above which simulate warns.
 const poorFit = 0.25
+
+// poorFitWarning is the warning for a fit of the prior model over poorFit, "" otherwise.
+func poorFitWarning(rep sim.FitReport, prior string) string {
+	worst := max(rep.RMSRel[0], rep.RMSRel[1])
+	if worst <= poorFit { // (NaN warns)
+		return ""
+	}
+	return fmt.Sprintf("the kernel rows fit the tile model of %s poorly (rms error %.0f%%): the predictions follow the rows' level, not their shape; give --kernel-model a preset of the rows' kind of kernel", prior, 100*worst)
+}
 
 // oneKindOfRows says where the ok kernel rows of kernel that a fit would take are not of one
 // kind: of several variants (--variant runs merged), cards, or of another dtype than the

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -70,6 +71,20 @@ func TestMemoryEstimateCoversMeasuredRuns(t *testing.T) {
 		est := sim.MemoryBytes(m.gpus, len(b.docs), sim.TracedSteps(m.gpus, m.gpus, 0), w, m.gpus) + sim.SequenceBytes(o.seqlenFor(m.gpus))
 		if est < m.gb*1e9 {
 			t.Errorf("%s %s on %d exact ranks: estimated %.2f GB, measured %.2f GB", m.method, m.mask, m.gpus, est/1e9, m.gb)
+		}
+	}
+}
+
+// A calibration over 25% rms error in either pass is warned of, naming --kernel-model and
+// the prior; one within it is not.
+func TestPoorFitWarning(t *testing.T) {
+	if w := poorFitWarning(sim.FitReport{Samples: [2]int{4, 4}, RMSRel: [2]float64{0.02, 0.04}}, "fa3-h100"); w != "" {
+		t.Errorf("a good fit warned: %s", w)
+	}
+	for _, rms := range [][2]float64{{0.31, 0.02}, {0.01, 6013.8}, {math.NaN(), 0}} {
+		w := poorFitWarning(sim.FitReport{Samples: [2]int{4, 4}, RMSRel: rms}, "cpu-ref")
+		if !strings.Contains(w, "--kernel-model") || !strings.Contains(w, "cpu-ref") {
+			t.Errorf("rms %v: %q, want a warning naming --kernel-model and the prior", rms, w)
 		}
 	}
 }

@@ -108,6 +108,8 @@ func TestIgnoredFlagsAreSaid(t *testing.T) {
 		// (the audit of 2026-12-04: each of these was ignored without a word)
 		{[]string{"kernel", "--dry-run", "--kernels", "ref", "--variant", "cuda=sm90"}, []string{"--variant", "names kernel cuda, which this run does not have (ref)"}},
 		{[]string{"kernel", "--dry-run", "-b", "1K", "-e", "8K", "-f", "4", "--step", "1K"}, []string{"-f 4 and --step 1K both given"}},
+		// a step past int64 is too large, not "give a positive size" (the eleventh pass)
+		{[]string{"kernel", "--dry-run", "-b", "1K", "-e", "2G", "--step", "9223372036854775807"}, []string{`--step: size "9223372036854775807" is too large`}},
 		{[]string{"kernel", "--dry-run", "--seqlens", "1K", "-f", "4"}, []string{"-f 4 without -b"}},
 		{[]string{"sparse", "--dry-run", "-f", "4"}, []string{"-f 4 without -b"}},
 		{[]string{"sparse", "--dry-run", "--seqlens", "512", "--block", "1000"}, []string{"--block/--avg-block 1000 is longer than the sequence length 512"}},

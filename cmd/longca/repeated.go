@@ -10,8 +10,9 @@ import (
 // repeatedFlags names the flags of args (a command line, args[0] the program) given more
 // than once, each with the value that is used (the last): `data --seqlen 1K --seqlen 2K`
 // measured 2K without a word. Repeating a flag stays allowed (a wrapper script's defaults
-// and then the user's), so this is said, not refused. Switches and the flags meant to be
-// repeated (merge --run) are left out; the command tree is followed as urfave/cli reads it
+// and then the user's), so this is said, not refused. Switches given bare and the flags meant
+// to be repeated (merge --run) are left out; the app's own flags (--log-level) are read before
+// the command, and not seen here; the command tree is followed as urfave/cli reads it
 // (a word naming a subcommand descends into it; "--" ends the flags).
 func repeatedFlags(args []string, flags []cli.Flag, cmds []*cli.Command) []string {
 	count, last := map[string]int{}, map[string]string{}
@@ -36,7 +37,11 @@ func repeatedFlags(args []string, flags []cli.Flag, cmds []*cli.Command) []strin
 			continue
 		}
 		switch f.(type) {
-		case *cli.BoolFlag, *cli.StringSliceFlag, *cli.IntSliceFlag, *cli.Int64SliceFlag, *cli.Float64SliceFlag, *cli.UintSliceFlag, *cli.Uint64SliceFlag:
+		case *cli.BoolFlag: // a switch given twice says the same; with values (--x=false, --x=true) it may not
+			if !hasValue {
+				continue
+			}
+		case *cli.StringSliceFlag, *cli.IntSliceFlag, *cli.Int64SliceFlag, *cli.Float64SliceFlag, *cli.UintSliceFlag, *cli.Uint64SliceFlag:
 			continue
 		}
 		if !hasValue && i+1 < len(args) {

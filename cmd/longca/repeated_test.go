@@ -17,6 +17,7 @@ func TestRepeatedFlags(t *testing.T) {
 		{"longca data --seqlen 1K --seqlen=2K", []string{`--seqlen given 2 times: the last, "2K", is used`}},
 		{"longca kernel -b 1K --begin 2K -b 4K", []string{`--begin given 3 times: the last, "4K", is used`}},
 		{"longca kernel --seqlens 1K --dry-run --dry-run", nil},
+		{"longca kernel --gpu-state=false --seqlens 1K --gpu-state=true", []string{`--gpu-state given 2 times: the last, "true", is used`}},
 		{"longca merge --run a --run b", nil},
 		{"longca selftest comm --backend local --backend tcp", []string{`--backend given 2 times: the last, "tcp", is used`}},
 		{"longca data --seqlen 1K -- --seqlen", nil},
