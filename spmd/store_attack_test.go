@@ -482,12 +482,12 @@ func TestMasterAddrChecked(t *testing.T) {
 		return World{Rank: 1, Size: 16, LocalSize: 8, LocalRank: 1, MasterAddr: addr, MasterPort: 4000}
 	}
 	for addr, want := range map[string]string{
-		"node1:29500":  "holds a port: set MASTER_ADDR=node1 and MASTER_PORT=29500",
-		"[::1]:29500":  "holds a port",
-		"bad host!":    "is not a host name or an IP address",
-		"tcp://node1":  "is not a host name or an IP address",
-		"node1:abc":    "is not a host name or an IP address",
-		"fe80::1%eth0": "with a zone",
+		"node1:29500":                  "holds a port: set MASTER_ADDR=node1 and MASTER_PORT=29500",
+		"[::1]:29500":                  "holds a port",
+		"bad host!":                    "is not a host name or an IP address",
+		"tcp://node1":                  "is not a host name or an IP address",
+		"node1:abc":                    "is not a host name or an IP address",
+		"fe80::1%eth0":                 "with a zone",
 		strings.Repeat("a", 64) + ".x": "is not a host name",
 	} {
 		_, _, err := storeAddrs(ctx, across(addr))
