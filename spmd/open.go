@@ -215,10 +215,9 @@ func storeConfig(w World, timeout time.Duration) (StoreConfig, error) {
 func storeAddrs(ctx context.Context, w World) (listen []string, dial string, err error) {
 	port := strconv.Itoa(w.MasterPort)
 	loop := net.JoinHostPort("127.0.0.1", port)
-	local := localIPs(ctx, w.MasterAddr)
 	if w.LocalSize >= w.Size {
 		listen = []string{loop}
-		for _, ip := range local {
+		for _, ip := range localIPs(ctx, w.MasterAddr) {
 			if !ip.IsLoopback() {
 				listen = append(listen, net.JoinHostPort(ip.String(), port))
 			}
@@ -232,11 +231,8 @@ func storeAddrs(ctx context.Context, w World) (listen []string, dial string, err
 	if err != nil {
 		return nil, "", LaunchError(err)
 	}
-	if host != w.MasterAddr { // brackets taken off
-		local = localIPs(ctx, host)
-	}
 	dial = net.JoinHostPort(host, port)
-	for _, ip := range local {
+	for _, ip := range localIPs(ctx, host) {
 		listen = append(listen, net.JoinHostPort(ip.String(), port))
 	}
 	if len(listen) == 0 {
