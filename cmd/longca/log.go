@@ -16,9 +16,10 @@ func setupLogger(format, level string) error {
 	if err != nil {
 		return usageError("--log-level %q: use debug, info, warn or error", level)
 	}
+	tty := isatty.IsTerminal(os.Stderr.Fd())
 	switch format {
 	case "auto":
-		if isatty.IsTerminal(os.Stderr.Fd()) {
+		if tty {
 			format = "text"
 		} else {
 			format = "json"
@@ -29,7 +30,6 @@ func setupLogger(format, level string) error {
 	}
 	if format == "text" {
 		// colours only on a terminal: text asked for into a file or a pipe had its escape codes
-		tty := isatty.IsTerminal(os.Stderr.Fd())
 		log = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: time.TimeOnly, NoColor: !tty}).With().Timestamp().Logger().Level(lv)
 	} else {
 		log = zerolog.New(os.Stderr).With().Timestamp().Logger().Level(lv)
