@@ -139,13 +139,13 @@ func parseSimulateFlags(c *cli.Context) (simOptions, error) {
 	name := c.String("kernel-model")
 	if name == "" {
 		name = o.Machine.Kernel
-		// the machine file's own model, named as the file's field (it was refused as
-		// --kernel-model's, a flag not given); --kernel-model replaces it
-		if _, known := sim.KernelPresets[name]; !known {
-			return o, usageError("--machine %s: its kernel %q is not a kernel model: use one of %s in the file, or give --kernel-model", c.String("machine"), name, strings.Join(sim.KernelPresetNames(), ", "))
-		}
 	}
 	if o.Kernel, err = sim.KernelPreset(name); err != nil {
+		if c.String("kernel-model") == "" {
+			// the machine file's own model, named as the file's field (it was refused as
+			// --kernel-model's, a flag not given); --kernel-model replaces it
+			return o, usageError("--machine %s: its kernel %q is not a kernel model: use one of %s in the file, or give --kernel-model", c.String("machine"), name, strings.Join(sim.KernelPresetNames(), ", "))
+		}
 		return o, usageError("--kernel-model: %v", err)
 	}
 	o.KernelRows, o.RowsKernel = c.String("kernel-rows"), c.String("rows-kernel")
