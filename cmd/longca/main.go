@@ -73,8 +73,13 @@ func newApp() *cli.App {
 			if err := setupLogger(c.String("log-format"), c.String("log-level")); err != nil {
 				return err
 			}
-			// (the app's flags are read by now; its Args are the command and what follows)
-			for _, w := range repeatedFlags(append([]string{"longca"}, c.Args().Slice()...), nil, commands) {
+			// the whole line where run gave it (the app's flags too: --log-level twice), else
+			// the command and what follows (the app's flags are read by now)
+			args, flags := append([]string{"longca"}, c.Args().Slice()...), []cli.Flag(nil)
+			if a, ok := c.App.Metadata[argsKey].([]string); ok {
+				args, flags = a, c.App.Flags
+			}
+			for _, w := range repeatedFlags(args, flags, commands) {
 				log.Warn().Msg(w)
 			}
 			return nil
@@ -227,6 +232,9 @@ func main() {
 	os.Exit(run(os.Args))
 }
 
+// argsKey is the app's Metadata entry holding the command line run was given.
+const argsKey = "args"
+
 // run is main without the exit, for tests.
 func run(args []string) int {
 	external.Version = Version
@@ -234,7 +242,9 @@ func run(args []string) int {
 	madeMu.Lock()
 	madeDirs = nil // this run's folders only (tests call run many times in one process)
 	madeMu.Unlock()
-	err := newApp().Run(args)
+	app := newApp()
+	app.Metadata = map[string]any{argsKey: args}
+	err := app.Run(args)
 	if err == nil {
 		return 0
 	}

@@ -32,4 +32,10 @@ func TestRepeatedFlags(t *testing.T) {
 	if code != 0 || !strings.Contains(errOut, "--seqlen given 2 times") {
 		t.Errorf("exit %d, %q: want the repeated --seqlen said", code, errOut)
 	}
+	// the app's own flags, read before the command (they were not seen: urfave/cli had
+	// parsed them before Before ran)
+	_, errOut, code = captureRun(t, "--log-level", "info", "--log-format", "text", "--log-level=warn", "data", "--dist", "pile", "--seqlen", "1K", "--samples", "1")
+	if code != 0 || !strings.Contains(errOut, `--log-level given 2 times: the last, "warn", is used`) {
+		t.Errorf("exit %d, %q: want the repeated --log-level said", code, errOut)
+	}
 }
