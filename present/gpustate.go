@@ -2,6 +2,7 @@ package present
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -54,10 +55,8 @@ func GPUStateLine(rows []results.Row, pass string, cp bool) string {
 	if len(means) == 0 {
 		return ""
 	}
-	sort.Float64s(means)
-	med := harness.Median(means)
 	var b strings.Builder
-	fmt.Fprintf(&b, "GPU while timed (%d of %d rows measured on a GPU read): SM clock %.0f-%.0f MHz over the rows (median %.0f)", len(means), ok, means[0], means[len(means)-1], med)
+	fmt.Fprintf(&b, "GPU while timed (%d of %d rows measured on a GPU read): SM clock %.0f-%.0f MHz over the rows (median %.0f)", len(means), ok, slices.Min(means), slices.Max(means), harness.Median(means))
 	if lo >= 0 {
 		fmt.Fprintf(&b, ", lowest reading %d MHz", lo)
 	}
