@@ -18,10 +18,13 @@ if [ ! -x bin/longca ] && [ -f bin/cp-device.tgz ]; then
 fi
 export LONGCA_CACHE_DIR=${LONGCA_CACHE_DIR:-/tmp/longca-nvrtc} NCCL_NVLS_ENABLE=0
 t0=$(date +%s)
+# (each status is taken before the echo: under bash, $? after a $(...) in the same word is that's)
 OVH_TIMEOUT=${OVH_TIMEOUT:-150} sh spmd/cp/overhead.sh "$out/ovh" >"$out/ovh.txt" 2>&1
-echo "# [$(($(date +%s) - t0)) s] overhead.sh rc=$?"
+rc=$?
+echo "# [$(($(date +%s) - t0)) s] overhead.sh rc=$rc"
 CP_BUDGET=${CP_BUDGET:-370} CP_CUDA_TIME=${CP_CUDA_TIME:-250} sh spmd/cp/balanced_gpu.sh "$out/bal" >"$out/bal.txt" 2>&1
-echo "# [$(($(date +%s) - t0)) s] balanced_gpu.sh rc=$?"
+rc=$?
+echo "# [$(($(date +%s) - t0)) s] balanced_gpu.sh rc=$rc"
 tar -C "$out" -czf "$out/cp-final.tgz" ovh bal ovh.txt bal.txt 2>/dev/null
 rm -rf "$out/ovh" "$out/bal"
 echo "=== one rank through NCCL (overhead.sh), last lines"
