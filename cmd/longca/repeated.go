@@ -11,9 +11,9 @@ import (
 // than once, each with the value that is used (the last): `data --seqlen 1K --seqlen 2K`
 // measured 2K without a word. Repeating a flag stays allowed (a wrapper script's defaults
 // and then the user's), so this is said, not refused. Switches given bare and the flags meant
-// to be repeated (merge --run) are left out; flags are the app's own (--log-level), read up
-// to the command, or nil where args start at the command; the command tree is followed as urfave/cli reads it
-// (a word naming a subcommand descends into it; "--" ends the flags).
+// to be repeated (merge --run) are left out. flags are the app's own (--log-level), read up to
+// the command, or nil where args start at the command; the command tree is followed as
+// urfave/cli reads it (a word naming a subcommand descends into it; "--" ends the flags).
 func repeatedFlags(args []string, flags []cli.Flag, cmds []*cli.Command) []string {
 	count, last := map[string]int{}, map[string]string{}
 	var order []string

@@ -18,7 +18,7 @@ if [ ! -x bin/longca ] && [ -f bin/cp-device.tgz ]; then
 fi
 export LONGCA_CACHE_DIR=${LONGCA_CACHE_DIR:-/tmp/longca-nvrtc} NCCL_NVLS_ENABLE=0
 t0=$(date +%s)
-# (each status is taken before the echo: under bash, $? after a $(...) in the same word is that's)
+# (each status is taken on its own line: under bash, a $(...) earlier in the echo's word resets $?)
 OVH_TIMEOUT=${OVH_TIMEOUT:-150} sh spmd/cp/overhead.sh "$out/ovh" >"$out/ovh.txt" 2>&1
 rc=$?
 echo "# [$(($(date +%s) - t0)) s] overhead.sh rc=$rc"
