@@ -128,10 +128,10 @@ func levelled(km KernelModel, pass kernels.Pass, ss []Sample) PassModel {
 		r := km.timeOf(pass, s.Tiles, s.Heads, s.Dim) / s.Seconds
 		num, den = num+r, den+r*r
 	}
-	if den == 0 || math.IsNaN(num/den) || math.IsInf(num/den, 0) || num/den <= 0 {
+	f := num / den
+	if !(f > 0) || math.IsInf(f, 0) { // no samples' level (den 0), or none to trust (NaN, <= 0, Inf)
 		return pm
 	}
-	f := num / den
 	switch {
 	case f > levelBand:
 		f /= levelBand
