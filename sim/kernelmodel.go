@@ -94,8 +94,9 @@ var KernelPresets = map[string]KernelModel{
 	// 563.3 / 460.4, full_document_long 544.5 / 463.2, causal_document_long 474.1 / 387.1
 	// TFLOP/s. The fit reproduces the 8 within 6% (rms 1.3% fwd, 3.6% bwd:
 	// TestH200PresetFitsKernelAlone). Refitted on 2026-12-07 when Fit began levelling a prior
-	// far from its rows (the backward's launch 40 -> 39 us, its row cost 2.51 -> 2.46 tiles). The preset of 2026-12-03 (call 9's kernel: 559 / 465,
-	// shape {1.16, 1.76, 1.16, 2.09}) ran 8-19% slow against these rows.
+	// far from its rows (the backward's launch 40 -> 39 us, its row cost 2.51 -> 2.46
+	// tiles). The preset of 2026-12-03 (call 9's kernel: 559 / 465, shape {1.16, 1.76,
+	// 1.16, 2.09}) ran 8-19% slow against these rows.
 	"longca-cuda-h200": presetModel("longca-cuda-h200", "preset: longca cuda kernel (sm90) on H200, dense 617 fwd / 539 bwd TFLOP/s, fitted to its kernel-alone rows at 8K 64:8 on 4 masks (H200, 2026-12-05)", 132, 617, 539, 15, 39, longcaSM90Shape),
 	// The same kernel's first version (sm80 path, the one docs/cp-gpu.md's CP run of
 	// 2026-12-02 used): 262 forward, 163 backward on full 16K (DEVICE.md).
