@@ -48,7 +48,10 @@ func TestParseHeads(t *testing.T) {
 	if err != nil || !slices.Equal(got, []Heads{{64, 8}, {64, 64}, {32, 32}}) {
 		t.Fatalf("%v %v", got, err)
 	}
-	for _, bad := range []string{"64:7", "0:1", "a:b", "", "8:-2"} {
+	if got, err := ParseHeads("1024:1024"); err != nil || got[0] != (Heads{MaxHeads, MaxHeads}) {
+		t.Errorf("the bound itself: %v %v", got, err)
+	}
+	for _, bad := range []string{"64:7", "0:1", "a:b", "", "8:-2", "1025:1", "2048:1024", "9223372036854775807:1"} {
 		if _, err := ParseHeads(bad); err == nil {
 			t.Errorf("ParseHeads(%q) accepted", bad)
 		}

@@ -136,8 +136,8 @@ func parseCPSweep(c *cli.Context) (cpSweepOptions, error) {
 	if o.heads, err = harness.ParseHeads(c.String("heads")); err != nil {
 		return o, usageError("--heads: %v", err)
 	}
-	if o.headDim <= 0 {
-		return o, usageError("--head-dim %d: must be positive (e.g. 128)", o.headDim)
+	if err := harness.CheckHeadDim(o.headDim); err != nil {
+		return o, usageError("--head-dim %v", err)
 	}
 	if o.dtype, err = tensor.ParseDType(c.String("dtype")); err != nil {
 		return o, usageError("--dtype: %v", err)

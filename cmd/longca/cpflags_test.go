@@ -107,6 +107,10 @@ func TestCPSweepFlagsSameErrors(t *testing.T) {
 		{[]string{"--seqlen", "64K", "--tokens-per-rank", "8K"}, "--seqlen and --tokens-per-rank both given"},
 		{[]string{"--heads", "64:7:1"}, "--heads"},
 		{[]string{"--head-dim", "0"}, "--head-dim 0"},
+		// past the bounds, byte counts wrapped int64 (a dry run's negative fwd_bytes/rank,
+		// simulate's 0% exposed transfer)
+		{[]string{"--heads", "1000000:1000000"}, `--heads: heads "1000000:1000000": at most 1024`},
+		{[]string{"--head-dim", "1000000000"}, "--head-dim 1000000000: must be 1 to 1024"},
 		{[]string{"--dtype", "int3"}, "--dtype"},
 		{[]string{"--ulysses", "-1"}, "--ulysses -1"},
 		{[]string{"--cp-block", "-4"}, "--cp-block -4"},

@@ -31,8 +31,10 @@ func TestSizesRefusedBeforeAllocating(t *testing.T) {
 		wants []string
 	}{
 		{[]string{"kernel", "--kernels", "ref", "--seqlens", "1M"}, []string{"--seqlens 1M", "host memory", "24.0 GiB available"}},
-		{[]string{"kernel", "--kernels", "ref", "--seqlens", "1K", "--heads", "1000000000:1"}, []string{"--heads 1000000000:1", "host memory"}},
-		{[]string{"kernel", "--kernels", "ref", "--seqlens", "1K", "--head-dim", "100000"}, []string{"--head-dim 100000", "host memory"}},
+		{[]string{"kernel", "--kernels", "ref", "--seqlens", "16K", "--heads", "1024:1"}, []string{"--heads 1024:1", "host memory"}},
+		// past the flags' bounds: refused by name before any estimate
+		{[]string{"kernel", "--kernels", "ref", "--seqlens", "1K", "--heads", "1000000000:1"}, []string{`"1000000000:1": at most 1024`}},
+		{[]string{"kernel", "--kernels", "ref", "--seqlens", "1K", "--head-dim", "100000"}, []string{"--head-dim 100000: must be 1 to 1024"}},
 		{[]string{"kernel", "--kernels", "ref", "-b", "1K", "-e", "1M"}, []string{"-b/-e 32K", "needs about"}},
 		// the default heads (64:8 and 64:64) with a huge head dim: either alone fits
 		{[]string{"kernel", "--kernels", "ref", "--seqlens", "4K", "--head-dim", "1000"}, []string{"--heads 64:64 or --head-dim 1000", "host memory"}},
@@ -40,7 +42,7 @@ func TestSizesRefusedBeforeAllocating(t *testing.T) {
 		{[]string{"cp", "--ranks", "64", "--tokens-per-rank", "64K", "--kernel", "ref"}, []string{"--tokens-per-rank 64K", "host memory"}},
 		{[]string{"cp", "--ranks", "100000"}, []string{"--ranks 100000", "host memory"}},
 		{[]string{"cp", "--ranks", "100000", "--tokens-per-rank", "1", "--heads", "1", "--head-dim", "1"}, []string{"--ranks 100000"}},
-		{[]string{"cp", "--ranks", "2", "--heads", "1000000000:1"}, []string{"--heads 1000000000:1"}},
+		{[]string{"cp", "--ranks", "2", "--tokens-per-rank", "64K", "--heads", "1024:1024", "--head-dim", "1024"}, []string{"--heads 1024:1024, --head-dim 1024", "host memory"}},
 	} {
 		args := append(c.args, "--out", out)
 		_, errs, code := runCLI(t, args...)
@@ -87,11 +89,17 @@ func TestDocumentMasksEstimated(t *testing.T) {
 	}{
 		{[]string{"masks", "--mask", "causal_document", "--seqlen", "16M", "--max-doc", "1", "--format", "json"}, []string{"--seqlen 16M", "the mask causal_document at 16M", "2.0 GiB available"}},
 		{[]string{"kernel", "--dry-run", "--masks", "full_document", "--seqlens", "16M", "--max-doc", "1", "--mask-json", t.TempDir()}, []string{"the mask of case", "full_document"}},
+		// one slice a block: --block-size 1 at 2G tokens grew past 3 GB in 20 s, unestimated
+		// (the twelfth pass); at 16M it is 2.9 GB, over this host's 2 GiB
+		{[]string{"masks", "--mask", "block_causal_document", "--seqlen", "16M", "--block-size", "1", "--format", "json"}, []string{"--seqlen 16M", "the mask block_causal_document at 16M", "a larger --block-size"}},
 	} {
 		_, errs, code := runCLI(t, c.args...)
 		checkUsageError(t, c.args, code, errs, c.wants...)
 	}
 	if _, errs, code := runCLI(t, "masks", "--mask", "causal_document", "--seqlen", "16K", "--max-doc", "1", "--format", "json"); code != 0 {
 		t.Errorf("masks at 16K: exit %d: %s", code, errs)
+	}
+	if _, errs, code := runCLI(t, "masks", "--mask", "block_causal_document", "--seqlen", "16K", "--block-size", "1", "--format", "json"); code != 0 {
+		t.Errorf("block_causal_document, 1-token blocks at 16K: exit %d: %s", code, errs)
 	}
 }

@@ -308,8 +308,9 @@ func sweepFromFlags(c *cli.Context, defaultLens []int, ko kernels.Options) (harn
 	if s.Heads, err = harness.ParseHeads(c.String("heads")); err != nil {
 		return s, usageError("--heads: %v", err)
 	}
-	if s.HeadDim = c.Int("head-dim"); s.HeadDim <= 0 {
-		return s, usageError("--head-dim %d: must be positive (e.g. 128)", s.HeadDim)
+	s.HeadDim = c.Int("head-dim")
+	if err = harness.CheckHeadDim(s.HeadDim); err != nil {
+		return s, usageError("--head-dim %v", err)
 	}
 	if s.DType, err = tensor.ParseDType(c.String("dtype")); err != nil {
 		return s, usageError("--dtype: %v", err)
