@@ -3,10 +3,12 @@ package session
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/longca/longca/harness"
 	"github.com/longca/longca/kernels"
+	"github.com/longca/longca/mask"
 	"github.com/longca/longca/sim"
 	"github.com/longca/longca/spmd/cp"
 )
@@ -217,12 +219,24 @@ func FitPlanMasks(cases []harness.Case) error {
 	return nil
 }
 
+// blockSliceBytes is what block_causal_document holds a block (its slice, and its share of
+// a document of 1-8 blocks): 2.9 GB for 2^24 one-token blocks, masks --block-size 1
+// --seqlen 16M (the twelfth pass; about 180 bytes a block, taken as 200).
+const blockSliceBytes = 200
+
 // FitMask refuses, before it is built, a mask that cannot fit in this host's memory
-// (harness.MaskBytes: a document mask of 2^24 one-token documents holds 3.5 GB).
-func FitMask(name string, seqlen int) error {
+// (harness.MaskBytes: a document mask of 2^24 one-token documents holds 3.5 GB; a mask
+// with blocks, one slice a block of blockSize tokens, 0 for the mask's default).
+func FitMask(name string, seqlen, blockSize int) error {
 	c := harness.Case{Mask: name, SeqLen: seqlen}
-	if err := Machine().Fits(harness.Footprint{Host: harness.MaskBytes(c)}, 0, "the mask "+name+" at "+harness.FormatSize(seqlen)); err != nil {
-		return Usagef("--seqlen %s: %v: give fewer tokens, or a larger --max-doc", harness.FormatSize(seqlen), err)
+	need := harness.MaskBytes(c)
+	fix := "give fewer tokens, or a larger --max-doc"
+	if blockSize > 0 && mask.ReadsOf(name)&mask.ReadsBlockSize != 0 {
+		need = max(need, blockSliceBytes*math.Ceil(float64(seqlen)/float64(blockSize)))
+		fix = "give fewer tokens, or a larger --block-size"
+	}
+	if err := Machine().Fits(harness.Footprint{Host: need}, 0, "the mask "+name+" at "+harness.FormatSize(seqlen)); err != nil {
+		return Usagef("--seqlen %s: %v: %s", harness.FormatSize(seqlen), err, fix)
 	}
 	return nil
 }

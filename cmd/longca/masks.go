@@ -100,7 +100,7 @@ func masksAction(c *cli.Context) error {
 		return err
 	}
 	o.Source, o.MaxDoc = docs.Source, docs.MaxDoc
-	if err := session.FitMask(c.String("mask"), s); err != nil {
+	if err := session.FitMask(c.String("mask"), s, o.BlockSize); err != nil {
 		return err
 	}
 	sp, err := mask.Build(c.String("mask"), s, o)
