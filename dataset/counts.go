@@ -3,6 +3,7 @@ package dataset
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -14,6 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/longca/longca/internal/smallfile"
@@ -61,7 +63,8 @@ func guarded(path, kind string, read func() ([]int, error)) (counts []int, err e
 	return read()
 }
 
-// textCounts reads one integer a line.
+// textCounts reads one integer a line: at most maxCounts of them, from at most
+// maxCountsFile bytes (a pipe fed forever stops there).
 func textCounts(path string) ([]int, error) {
 	f, err := smallfile.Open(path)
 	if err != nil {
@@ -69,7 +72,11 @@ func textCounts(path string) ([]int, error) {
 	}
 	defer f.Close()
 	var counts []int
-	sc := bufio.NewScanner(f)
+	r := &io.LimitedReader{R: f, N: maxCountsFile + 1}
+	overSize := func() error {
+		return fmt.Errorf("dataset: %s holds more than the %d bytes a counts file may: give one count a line, %d counts at most", path, maxCountsFile, maxCounts)
+	}
+	sc := bufio.NewScanner(r)
 	for line := 1; sc.Scan(); line++ {
 		t := sc.Text()
 		if i := strings.IndexByte(t, '#'); i >= 0 {
@@ -81,26 +88,45 @@ func textCounts(path string) ([]int, error) {
 		}
 		v, err := strconv.Atoi(t)
 		if err != nil || v < 0 {
+			if r.N <= 0 { // (a line cut at the bound)
+				return nil, overSize()
+			}
 			return nil, fmt.Errorf("dataset: %s:%d: %q is not a token count (one non-negative integer a line)", path, line, t)
 		}
 		if v > 0 {
+			if len(counts) >= maxCounts {
+				return nil, tooManyCounts(path)
+			}
 			counts = append(counts, v)
 		}
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("dataset: %s: %w", path, err)
 	}
+	if r.N <= 0 {
+		return nil, overSize()
+	}
 	return counts, nil
 }
 
-// A counts file's bounds: the bytes of an Arrow file read whole, and what its compressed
-// batches may inflate to (268 million documents' int32 lengths fit either; a file that
-// also holds the documents' text may not, and is told to hold the lengths alone). A
-// damaged inflated length is refused by this bound before anything is allocated for it.
+// A counts file's bounds: the bytes of an Arrow or a text file, and what an Arrow file's
+// compressed batches or a Parquet file's column may inflate to (a file that also holds
+// the documents' text may not fit, and is told to hold the lengths alone); and the counts
+// (a Parquet file's rows) any file may give: as many as the documents one packed sequence
+// may hold (MaxDocs, 128 MiB of ints), for a few KB of Parquet can hold billions of rows
+// of one value. A random sample of a larger corpus's counts draws the same lengths. A
+// damaged inflated length or row count is refused by these bounds before anything is
+// allocated for it.
 var (
 	maxCountsFile     int64 = 1 << 30
 	maxCountsInflated int64 = 1 << 30
+	maxCounts               = MaxDocs
 )
+
+// tooManyCounts is the error of a file that holds more than maxCounts counts.
+func tooManyCounts(path string) error {
+	return fmt.Errorf("dataset: %s holds more than the %d token counts a counts file may: give a random sample of its documents' counts", path, maxCounts)
+}
 
 // arrowCounts reads the column from every record batch of an Arrow IPC file.
 func arrowCounts(path, column string) ([]int, error) {
@@ -145,35 +171,101 @@ func arrowCounts(path, column string) ([]int, error) {
 			return nil, fmt.Errorf("dataset: %s: record batch %d: %w", path, i, err)
 		}
 		if counts, err = appendCounts(counts, rec.Column(idx)); err != nil {
+			if errors.Is(err, errTooManyCounts) {
+				return nil, tooManyCounts(path)
+			}
 			return nil, fmt.Errorf("dataset: %s: column %q: %w", path, column, err)
 		}
 	}
 	return counts, nil
 }
 
-// parquetCounts reads the column of a Parquet file.
+// parquetCounts reads the column of a Parquet file, and only it, a batch at a time. A
+// column's pages may inflate far past the file (150 million rows of one value ZSTD and
+// dictionary encoded are 93 KB): its rows and its inflated bytes are bounded by the
+// footer's metadata before any are read.
 func parquetCounts(path, column string) ([]int, error) {
 	f, err := smallfile.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("dataset: %w", err)
 	}
 	defer f.Close()
-	tbl, err := pqarrow.ReadTable(context.Background(), f, nil, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("dataset: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("dataset: %s is %s: a Parquet file is read by its footer: give a regular file", path, smallfile.Kind(fi.Mode()))
+	}
+	pf, err := file.NewParquetReader(f)
 	if err != nil {
 		return nil, fmt.Errorf("dataset: %s: not a Parquet file: %w", path, err)
 	}
-	defer tbl.Release()
-	idx, err := columnIndex(path, tbl.Schema(), column)
+	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: parquetBatch}, memory.DefaultAllocator)
+	if err != nil {
+		return nil, fmt.Errorf("dataset: %s: not a Parquet file: %w", path, err)
+	}
+	fields := make([]arrow.Field, len(fr.Manifest.Fields)) // (the manifest's order is the schema's)
+	for i, f := range fr.Manifest.Fields {
+		fields[i] = *f.Field
+	}
+	idx, err := columnIndex(path, arrow.NewSchema(fields, nil), column)
 	if err != nil {
 		return nil, err
 	}
-	var counts []int
-	for _, chunk := range tbl.Column(idx).Data().Chunks() {
-		if counts, err = appendCounts(counts, chunk); err != nil {
+	field := fr.Manifest.Fields[idx]
+	if !field.IsLeaf() || !countType(field.Field.Type) {
+		return nil, fmt.Errorf("dataset: %s: column %q: type %s is not an integer type", path, column, field.Field.Type)
+	}
+	var rows, inflated int64
+	for i := 0; i < pf.NumRowGroups(); i++ {
+		rg := pf.MetaData().RowGroup(i)
+		cc, err := rg.ColumnChunk(field.ColIndex)
+		if err != nil {
+			return nil, fmt.Errorf("dataset: %s: not a Parquet file: %w", path, err)
+		}
+		n, size := rg.NumRows(), cc.TotalUncompressedSize()
+		if n < 0 || size < 0 {
+			return nil, fmt.Errorf("dataset: %s: a damaged Parquet file (row group %d: %d rows, %d bytes)", path, i, n, size)
+		}
+		if n > int64(maxCounts)-rows {
+			return nil, fmt.Errorf("dataset: %s holds more than the %d rows a counts file may: give a random sample of its documents' counts", path, maxCounts)
+		}
+		if size > maxCountsInflated-inflated {
+			return nil, fmt.Errorf("dataset: %s: column %q inflates to more than the %d bytes a counts file may: give one integer length a document", path, column, maxCountsInflated)
+		}
+		rows, inflated = rows+n, inflated+size
+	}
+	rr, err := fr.GetRecordReader(context.Background(), []int{field.ColIndex}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("dataset: %s: not a Parquet file: %w", path, err)
+	}
+	defer rr.Release()
+	counts := make([]int, 0, rows)
+	for rr.Next() {
+		if counts, err = appendCounts(counts, rr.RecordBatch().Column(0)); err != nil {
+			if errors.Is(err, errTooManyCounts) {
+				return nil, tooManyCounts(path)
+			}
 			return nil, fmt.Errorf("dataset: %s: column %q: %w", path, column, err)
 		}
 	}
+	if err := rr.Err(); err != nil {
+		return nil, fmt.Errorf("dataset: %s: column %q: %w", path, column, err)
+	}
 	return counts, nil
+}
+
+// parquetBatch is the rows a Parquet column is read in at a time.
+const parquetBatch = 1 << 20
+
+// countType says whether valueGetter reads a column of type t.
+func countType(t arrow.DataType) bool {
+	switch t.ID() {
+	case arrow.INT8, arrow.INT16, arrow.INT32, arrow.INT64, arrow.UINT8, arrow.UINT16, arrow.UINT32, arrow.UINT64, arrow.FLOAT32, arrow.FLOAT64:
+		return true
+	}
+	return false
 }
 
 // columnIndex finds the column by name, or names the ones there are.
@@ -207,11 +299,17 @@ func appendCounts(counts []int, col arrow.Array) ([]int, error) {
 			return nil, fmt.Errorf("row %d is not a non-negative integer token count", i)
 		}
 		if v > 0 {
+			if len(counts) >= maxCounts {
+				return nil, errTooManyCounts
+			}
 			counts = append(counts, int(v))
 		}
 	}
 	return counts, nil
 }
+
+// errTooManyCounts is appendCounts' error past maxCounts (its caller names the file).
+var errTooManyCounts = errors.New("too many counts")
 
 // valueGetter returns a reader of row i as an int64 for the numeric column types.
 func valueGetter(col arrow.Array) (func(int) (int64, bool), error) {

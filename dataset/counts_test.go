@@ -3,6 +3,7 @@ package dataset
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/longca/longca/internal/smallfile"
@@ -322,5 +325,126 @@ func TestCountsBesideNestedColumns(t *testing.T) {
 				}
 			}()
 		}
+	}
+}
+
+// writeLengths writes a Parquet file (ZSTD and dictionary encoded) of rows of lengths
+// 100, 101, ... beside a doc column of a thousand bytes a row, in row groups of perGroup
+// rows.
+func writeLengths(t *testing.T, path string, rows, perGroup int) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	schema := arrow.NewSchema([]arrow.Field{
+		{Name: "doc", Type: arrow.BinaryTypes.String},
+		{Name: "len", Type: arrow.PrimitiveTypes.Int64},
+	}, nil)
+	props := parquet.NewWriterProperties(parquet.WithCompression(compress.Codecs.Zstd), parquet.WithDictionaryDefault(true),
+		parquet.WithMaxRowGroupLength(int64(perGroup)))
+	w, err := pqarrow.NewFileWriter(schema, f, props, pqarrow.DefaultWriterProps())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+	defer b.Release()
+	text := strings.Repeat("a", 1000)
+	for i := range rows {
+		b.Field(0).(*array.StringBuilder).Append(strconv.Itoa(i) + text)
+		b.Field(1).(*array.Int64Builder).Append(int64(100 + i))
+	}
+	rec := b.NewRecordBatch()
+	defer rec.Release()
+	if err := w.Write(rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A Parquet column's rows are bounded by the footer before any is decoded, and only the
+// named column is read: a file of 93 KB, 150 million rows of one length, took 6.7 GB (the
+// review of the thirty-eighth session). Here the bounds are lowered to a small file's.
+func TestParquetCountsBounded(t *testing.T) {
+	dir := t.TempDir()
+	savedCounts, savedInflated := maxCounts, maxCountsInflated
+	defer func() { maxCounts, maxCountsInflated = savedCounts, savedInflated }()
+	maxCounts, maxCountsInflated = 3000, 64<<10 // the doc column inflates to 3 MB
+	pq := filepath.Join(dir, "lengths.parquet")
+	writeLengths(t, pq, 3000, 1000)
+	if e, err := LoadCounts(pq, "len"); err != nil || len(e.Counts) != 3000 {
+		t.Fatalf("3000 rows under a bound of 3000: %v (read the doc column too?)", err)
+	}
+	if _, err := LoadCounts(pq, "doc"); err == nil || !strings.Contains(err.Error(), "not an integer type") {
+		t.Errorf("the doc column: %v, want it refused for its type before it is read", err)
+	}
+	maxCounts = 2999
+	_, err := LoadCounts(pq, "len")
+	if err == nil || !strings.Contains(err.Error(), "more than the 2999 rows a counts file may") || !strings.Contains(err.Error(), pq) {
+		t.Errorf("3000 rows over a bound of 2999: %v", err)
+	}
+	maxCounts, maxCountsInflated = 3000, 1<<10 // the length column alone inflates past it
+	if _, err := LoadCounts(pq, "len"); err == nil || !strings.Contains(err.Error(), "inflates to more than the 1024 bytes") {
+		t.Errorf("a column over the inflated bound: %v", err)
+	}
+}
+
+// A text or Arrow counts file is bounded too: its counts at the same bound as a Parquet
+// file's rows, and a text file's bytes (blank lines and comments hold no counts); a pipe
+// fed forever stops at either (`--counts <(yes 1)` grew past 3 GB: the review of the
+// thirty-eighth session).
+func TestCountsBounded(t *testing.T) {
+	dir := t.TempDir()
+	savedCounts, savedFile := maxCounts, maxCountsFile
+	defer func() { maxCounts, maxCountsFile = savedCounts, savedFile }()
+	maxCounts, maxCountsFile = 1000, 64<<10
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	if e, err := LoadCounts(write("ok.txt", strings.Repeat("7\n0\n", 1000)), ""); err != nil || len(e.Counts) != 1000 {
+		t.Errorf("1000 counts under a bound of 1000: %v", err)
+	}
+	for _, c := range []struct{ path, want string }{
+		{write("many.txt", strings.Repeat("7\n", 1001)), "more than the 1000 token counts a counts file may"},
+		{write("blank.txt", strings.Repeat("\n", 64<<10+1)), "more than the 65536 bytes a counts file may"},
+		{write("cut.txt", strings.Repeat("\n", 64<<10)+"+1\n"), "more than the 65536 bytes"}, // cut at "+", no count
+	} {
+		if _, err := LoadCounts(c.path, ""); err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), c.path) {
+			t.Errorf("%s: %v, want %q", filepath.Base(c.path), err, c.want)
+		}
+	}
+	for _, line := range []string{"7\n", "\n"} {
+		fifo := fifotest.Make(t, filepath.Join(dir, "fifo"))
+		go func() { // writes until the reader closes its end
+			f, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+			if err != nil {
+				return
+			}
+			defer f.Close()
+			chunk := []byte(strings.Repeat(line, 512))
+			for {
+				if _, err := f.Write(chunk); err != nil {
+					return
+				}
+			}
+		}()
+		err := fifotest.Within(t, "LoadCounts", 10*time.Second, func() error { _, err := LoadCounts(fifo, ""); return err })
+		if err == nil || !strings.Contains(err.Error(), "a counts file may") {
+			t.Errorf("a pipe of %q forever: %v, want it refused at a bound", line, err)
+		}
+		os.Remove(fifo)
+	}
+	maxCounts = 5
+	arrowPath := filepath.Join(dir, "docs.arrow")
+	writeArrow(t, arrowPath) // 6 counts
+	if _, err := LoadCounts(arrowPath, "tokens"); err == nil || !strings.Contains(err.Error(), "more than the 5 token counts") {
+		t.Errorf("6 Arrow counts over a bound of 5: %v", err)
 	}
 }

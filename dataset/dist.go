@@ -181,7 +181,8 @@ func duplicateKey(data []byte) string {
 	return ""
 }
 
-// parseBin reads "[a,b)" with 0 <= a < b.
+// parseBin reads "[a,b)" with 0 <= a < b and b > 1 (a bin of lengths 1 and more; a bin
+// from 0 draws its 0 as 1).
 func parseBin(key string) (int, int, error) {
 	s := strings.TrimSpace(key)
 	if !strings.HasPrefix(s, "[") || !strings.HasSuffix(s, ")") {
@@ -195,6 +196,9 @@ func parseBin(key string) (int, int, error) {
 	hi, err2 := strconv.Atoi(strings.TrimSpace(parts[1]))
 	if err1 != nil || err2 != nil || lo < 0 || hi <= lo {
 		return 0, 0, fmt.Errorf("bin key %q is not of the form \"[a,b)\" with integers 0 <= a < b", key)
+	}
+	if hi <= 1 { // (Length would draw its 0 as 1 without a word)
+		return 0, 0, fmt.Errorf("bin %q holds only documents of 0 tokens: a document has at least 1: give its weight to \"[1,2)\", or leave it out", key)
 	}
 	return lo, hi, nil
 }

@@ -236,6 +236,9 @@ func TestLoadDist(t *testing.T) {
 		{"neg.json", `{"[0,10)": -1, "[10,20)": 2}`, "weight"},
 		{"overlap.json", `{"[0,10)": 1, "[5,20)": 1}`, "overlap"},
 		{"notjson.json", `[1, 2]`, "JSON"},
+		// a bin of 0-token documents drew them as 1-token ones without a word (the review of
+		// the thirty-eighth session); a bin from 0 to more is a bin of lengths from 1
+		{"empty.json", `{"[0,1)": 1, "[1,100)": 3}`, `bin "[0,1)" holds only documents of 0 tokens`},
 	}
 	for _, b := range bad {
 		p := write(b.file, b.body)

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+
 	"github.com/longca/longca/dataset"
 	"github.com/longca/longca/harness"
 	"github.com/urfave/cli/v2"
@@ -63,7 +66,13 @@ func lengthSource(c *cli.Context) (dataset.Source, string, error) {
 	case counts != "":
 		e, err := dataset.LoadCounts(counts, c.String("column"))
 		if err != nil {
-			return nil, "", usageError("--counts/--column: %v", err)
+			// the flags given, and --counts alone for a file that could not be opened or read
+			var pathErr *fs.PathError
+			flags := "--counts/--column"
+			if c.String("column") == "" || errors.As(err, &pathErr) {
+				flags = "--counts"
+			}
+			return nil, "", usageError("%s: %v", flags, err)
 		}
 		return e, e.Name, nil
 	case dist != "":

@@ -142,3 +142,32 @@ func TestDataBadInput(t *testing.T) {
 		checkUsageError(t, c.args, code, errOut, c.want...)
 	}
 }
+
+// A --counts error names the flags given: --counts alone without --column, and for a
+// file that cannot be opened (it said "--counts/--column" of a missing file with no
+// --column given: the review of the thirty-eighth session); and a --dist bin of 0-token
+// documents is refused, naming it (they were drawn as 1-token ones without a word).
+func TestDataCountsNamesFlagsGiven(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing.parquet")
+	text := filepath.Join(dir, "c.txt")
+	os.WriteFile(text, []byte("12\nabc\n"), 0o644)
+	empty := filepath.Join(dir, "empty.json")
+	os.WriteFile(empty, []byte(`{"[0,1)": 1, "[1,100)": 3}`), 0o644)
+	cases := []struct {
+		args      []string
+		want, not string
+	}{
+		{[]string{"data", "--seqlen", "1K", "--counts", missing}, "--counts: ", "--column"},
+		{[]string{"data", "--seqlen", "1K", "--counts", missing, "--column", "len"}, "--counts: ", "--column"},
+		{[]string{"data", "--seqlen", "1K", "--counts", text}, "--counts: ", "--column"},
+		{[]string{"data", "--seqlen", "1K", "--dist", empty}, `--dist: dataset: distribution ` + empty + `: bin "[0,1)" holds only documents of 0 tokens`, "--counts"},
+	}
+	for _, c := range cases {
+		_, errOut, code := captureRun(t, c.args...)
+		checkUsageError(t, c.args, code, errOut, c.want)
+		if strings.Contains(errOut, c.not) {
+			t.Errorf("%v: %q names %s", c.args, strings.TrimSpace(errOut), c.not)
+		}
+	}
+}
