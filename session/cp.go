@@ -277,14 +277,18 @@ func deviceMover(k kernels.Kernel, n int) (*cudamover.Mover, error) {
 // bandwidth over the largest number in bytes/s, or one so low that a byte takes longer
 // than the longest wait. sim.Machine.Validate holds them finite and positive, but
 // --links 1e300 microseconds of latency wrapped to a negative wait and panicked in
-// comm/local, and 5e-324 GB/s a negative time on the wire (no wait at all).
-func CheckLinks(m sim.Machine) error {
+// comm/local, and 5e-324 GB/s a negative time on the wire (no wait at all). A latency of
+// timeout (--timeout) or more is refused too: every message on that link would time out.
+func CheckLinks(m sim.Machine, timeout time.Duration) error {
 	for _, k := range []struct {
 		name string
 		l    sim.Link
 	}{{"local", m.Local}, {"intra", m.Intra}, {"inter", m.Inter}} {
 		if !(k.l.LatencyUs*float64(time.Microsecond) < math.MaxInt64) {
 			return fmt.Errorf("%s: latency_us %g cannot be emulated: give under 9.2e15 microseconds (292 years, the longest wait)", k.name, k.l.LatencyUs)
+		}
+		if timeout > 0 && k.l.LatencyUs*float64(time.Microsecond) >= float64(timeout) {
+			return fmt.Errorf("%s: latency_us %g is --timeout %v or more: every message on the link would time out: give a shorter latency, or a longer --timeout", k.name, k.l.LatencyUs, timeout)
 		}
 		if bps := k.l.BandwidthGBs * 1e9; math.IsInf(bps, 1) || !(float64(time.Second)/bps < math.MaxInt64) {
 			return fmt.Errorf("%s: bandwidth_gbs %g cannot be emulated: give at most 1e299 GB/s, and enough that a byte takes under 292 years", k.name, k.l.BandwidthGBs)

@@ -93,7 +93,7 @@ func parseCPFlags(c *cli.Context) (cpOptions, error) {
 	if c.IsSet("links") {
 		m, err := sim.LoadMachine(c.String("links"))
 		if err == nil {
-			err = session.CheckLinks(m)
+			err = session.CheckLinks(m, c.Duration("timeout"))
 		}
 		if err != nil {
 			return o, usageError("--links: %v", err)

@@ -30,3 +30,18 @@ func TestLinksThatCannotBeEmulated(t *testing.T) {
 		checkUsageError(t, args, code, errOut, "--links", tc.want, "cannot be emulated")
 	}
 }
+
+// TestLinksSlowerThanTimeout: a --links latency of --timeout or more is refused by name,
+// exit 2: every message on the link would time out (with 1e9 microseconds, 17 minutes, the
+// run went on past --timeout 10s and past its first interrupt, the twelfth pass).
+func TestLinksSlowerThanTimeout(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "lat.json")
+	if err := os.WriteFile(file, []byte(`{"preset":"h100-ib","intra":{"bandwidth_gbs":360,"latency_us":1e9}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"cp", "--kernel", "ref", "-w", "0", "-n", "1", "--heads", "2:1", "--head-dim", "16", "--samples", "1",
+		"--passes", "fwd", "--masks", "causal", "--methods", "ring-p2p", "--ranks", "2", "--tokens-per-rank", "128",
+		"--baseline", "none", "--links", file, "--timeout", "10s", "--out", t.TempDir()}
+	_, errOut, code := captureRun(t, args...)
+	checkUsageError(t, args, code, errOut, "--links", "intra: latency_us 1e+09 is --timeout 10s or more", "a longer --timeout")
+}

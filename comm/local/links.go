@@ -114,14 +114,27 @@ type delayed struct {
 	arrive time.Time
 }
 
-// landed waits until m arrives (for an emulated link) and returns the message itself.
-func landed(m Message) Message {
+// landed waits until m arrives (for an emulated link) and returns the message itself; false
+// where the deadline comes first (a message that lands after it has timed out: a link of
+// latency_us 1e9 waited out 17 minutes past --timeout, and past an interrupt) or the group
+// is aborted.
+func landed(m Message, deadline time.Time, abort <-chan struct{}) (Message, bool) {
 	d, ok := m.(delayed)
 	if !ok {
-		return m
+		return m, true
 	}
-	if wait := time.Until(d.arrive); wait > 0 {
-		time.Sleep(wait)
+	wait, late := time.Until(d.arrive), d.arrive.After(deadline)
+	if late {
+		wait = time.Until(deadline)
 	}
-	return d.Message
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-abort:
+			return nil, false
+		}
+	}
+	return d.Message, !late
 }

@@ -112,3 +112,39 @@ func TestLinksValidate(t *testing.T) {
 		t.Fatal("0 GPUs per node validated")
 	}
 }
+
+// TestLinksWaitBoundedByTimeout: a message that lands after the receiver's timeout is a
+// timeout at the timeout, not a wait until it lands (a link of latency_us 1e9 waited 17
+// minutes past --timeout 10s and past an interrupt, the twelfth pass); an abort ends the
+// wait at once.
+func TestLinksWaitBoundedByTimeout(t *testing.T) {
+	slow := Links{GPUsPerNode: 1, RanksPerGPU: 1, Local: Link{Bandwidth: 1e9}, Intra: Link{Bandwidth: 1e9},
+		Inter: Link{Bandwidth: 1e9, Latency: time.Hour}}
+	for _, abort := range []bool{false, true} {
+		cs := New(2, WithTimeout(300*time.Millisecond), WithLinks(slow))
+		start := time.Now()
+		err := runAll(cs, func(c comm.Comm) error {
+			if c.Rank() == 0 {
+				if err := c.Send(tensor.NewHost(tensor.FP32, 4), 1); err != nil {
+					return err
+				}
+				if abort {
+					time.Sleep(50 * time.Millisecond)
+					c.(*Comm).Abort(nil)
+				}
+				return nil
+			}
+			return c.Recv(tensor.NewHost(tensor.FP32, 4), 0)
+		})
+		took := time.Since(start)
+		if err == nil {
+			t.Fatalf("abort %v: a message an hour away was taken", abort)
+		}
+		if limit := 300*time.Millisecond + 2*time.Second; took > limit {
+			t.Errorf("abort %v: the receive took %v: want it ended by its timeout (300ms)", abort, took)
+		}
+		if abort && took >= 300*time.Millisecond {
+			t.Errorf("aborted after 50ms, the receive ended after %v: want it ended by the abort", took)
+		}
+	}
+}

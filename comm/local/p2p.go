@@ -74,13 +74,16 @@ func (c *Comm) usable(op string) error {
 // fetch waits for the next message from peer, naming peer (by world rank) on timeout.
 func (c *Comm) fetch(op string, tag int, peer int, deadline time.Time) (Message, error) {
 	m, ok := c.g.boxes[peer][c.rank][tag].take(deadline, c.g.abortCh)
+	if ok {
+		m, ok = landed(m, deadline, c.g.abortCh)
+	}
 	if !ok {
 		if err := c.g.aborted(); err != nil {
 			return nil, fmt.Errorf("local %s: %w: %w", op, comm.ErrAborted, err)
 		}
 		return nil, &comm.PeerError{Rank: c.g.members[peer], Op: "local " + op, Err: fmt.Errorf("%w after %v (world rank %d waiting)", comm.ErrTimeout, c.w.cfg.timeout, c.WorldRank())}
 	}
-	return landed(m), nil
+	return m, nil
 }
 
 func (c *Comm) deadline() time.Time { return time.Now().Add(c.w.cfg.timeout) }
