@@ -95,6 +95,10 @@ func masksAction(c *cli.Context) error {
 	default:
 		return usageError("--purpose %q: use default, kernel or cp", c.String("purpose"))
 	}
+	if out, png := c.String("out"), c.String("png"); sameFile(out, png) {
+		// (the PNG was written over the JSON, exit 0)
+		return usageError("--out %s and --png %s name one file: give each its own", out, png)
+	}
 	docs, err := docsFromFlags(c)
 	if err != nil {
 		return err

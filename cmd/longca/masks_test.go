@@ -185,6 +185,9 @@ func TestMasksBadInput(t *testing.T) {
 		{[]string{"masks", "--mask", "causal", "--seqlen", "1K", "--format", "xml"}, []string{"--format", "table or json"}},
 		{[]string{"masks", "--mask", "causal", "--seqlen", "1K", "--heads-q", "0"}, []string{"--heads-q"}},
 		{[]string{"masks", "--mask", "causal", "--seqlen", "1K", "--purpose", "train"}, []string{"--purpose"}},
+		// one file for both: the PNG was written over the JSON, exit 0 (the twelfth pass)
+		{[]string{"masks", "--mask", "causal", "--seqlen", "1K", "--format", "json", "--out", filepath.Join(dir, "m"), "--png", dir + "/./m"},
+			[]string{"--out", "--png", "name one file"}},
 	}
 	for _, c := range cases {
 		_, errOut, code := captureRun(t, c.args...)

@@ -144,3 +144,19 @@ func removeEmptyMade() {
 	}
 	madeDirs = nil
 }
+
+// sameFile says whether two output paths name one file: the same path once cleaned and
+// made absolute, or (where both exist) one file through links.
+func sameFile(a, b string) bool {
+	if a == "" || b == "" {
+		return false
+	}
+	if x, err1 := filepath.Abs(a); err1 == nil {
+		if y, err2 := filepath.Abs(b); err2 == nil && x == y {
+			return true
+		}
+	}
+	fa, err1 := os.Stat(a)
+	fb, err2 := os.Stat(b)
+	return err1 == nil && err2 == nil && os.SameFile(fa, fb)
+}
