@@ -2,10 +2,13 @@ package present
 
 import (
 	"fmt"
+	"hash/fnv"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/longca/longca/internal/smallfile"
 	"github.com/longca/longca/results"
@@ -17,9 +20,38 @@ import (
 )
 
 // PlotFileName is the PNG of one (mask, pass, heads): <mask>_<pass>_<q>-<kv>.png, with
-// fwd+bwd written fwdbwd.
+// fwd+bwd written fwdbwd. The mask and pass come from a results file that may be a
+// stranger's: each is made fileSafe.
 func PlotFileName(mask, pass string, hq, hkv int64) string {
-	return fmt.Sprintf("%s_%s_%d-%d.png", mask, strings.ReplaceAll(pass, "+", ""), hq, hkv)
+	return fmt.Sprintf("%s_%s_%d-%d.png", fileSafe(mask), fileSafe(strings.ReplaceAll(pass, "+", "")), hq, hkv)
+}
+
+// fileSafe is s as part of a file name: its characters but letters, digits and "._-"
+// written "_", at most 80 bytes, and where either changed it, 8 hex digits of its hash
+// after, so that two names stay two files. A results file's mask of 1 MB made report
+// --plot fail on "file name too long" (exit 1, a 1 MB line), and one with "/" would have
+// written out of the folder (the twelfth pass).
+func fileSafe(s string) string {
+	const most = 80
+	var b strings.Builder
+	changed := len(s) > most
+	for _, r := range s {
+		if b.Len() >= most {
+			break
+		}
+		if r < utf8.RuneSelf && (r == '.' || r == '_' || r == '-' || unicode.IsLetter(r) || unicode.IsDigit(r)) {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('_')
+			changed = true
+		}
+	}
+	if !changed {
+		return s
+	}
+	h := fnv.New32a()
+	h.Write([]byte(s))
+	return fmt.Sprintf("%s-%08x", b.String(), h.Sum32())
 }
 
 // WritePlots draws TFLOP/s against sequence length, one line per kernel, one PNG per

@@ -296,7 +296,7 @@ func WriteScalingPlots(dir string, rows []results.Row) ([]string, error) {
 	}
 	var files []string
 	for _, g := range order {
-		name := fmt.Sprintf("%s_%s_%s_scaling.png", g[0], strings.ReplaceAll(g[1], "+", ""), strings.ReplaceAll(g[2], ":", "-"))
+		name := fmt.Sprintf("%s_%s_%s_scaling.png", fileSafe(g[0]), fileSafe(strings.ReplaceAll(g[1], "+", "")), fileSafe(strings.ReplaceAll(g[2], ":", "-")))
 		path := filepath.Join(dir, name)
 		if err := WriteScalingPlot(path, fmt.Sprintf("%s, %s, heads %s (predicted)", g[0], g[1], g[2]), series[g]); err != nil {
 			return files, err
