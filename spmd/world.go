@@ -127,6 +127,9 @@ func Discover(getenv func(string) string) (World, error) {
 		return World{}, e.err
 	}
 	if w.LocalSize == 0 { // the launcher did not say: at least this rank's local rank + 1
+		if w.Size > 0 && w.LocalRank >= w.Size { // (not a node's size the launcher never gave)
+			return World{}, fmt.Errorf("spmd: %s=%d is outside the world of %d ranks (%s)", w.localVar(), w.LocalRank, w.Size, w.sizeVar())
+		}
 		w.LocalSize = w.LocalRank + 1
 	}
 	w.NodeList = getenv("SLURM_JOB_NODELIST")
@@ -202,8 +205,10 @@ func (w World) check() error {
 		return fmt.Errorf("spmd: %s=%d is over longca's %d ranks", w.sizeVar(), w.Size, MaxWorld)
 	case w.Rank < 0 || w.Rank >= w.Size:
 		return fmt.Errorf("spmd: %s=%d is outside the world of %d ranks (%s)", w.rankVar(), w.Rank, w.Size, w.sizeVar())
+	case w.LocalRank < 0:
+		return fmt.Errorf("spmd: %s=%d is not a local rank (0 or more)", w.localVar(), w.LocalRank)
 	case w.LocalSize < 1:
-		return fmt.Errorf("spmd: %s: local size %d is not positive", w.localVar(), w.LocalSize)
+		return fmt.Errorf("spmd: %s: local size %d is not positive", w.localSizeVar(), w.LocalSize)
 	case w.LocalRank < 0 || w.LocalRank >= w.LocalSize:
 		return fmt.Errorf("spmd: %s=%d is outside the %d ranks of this node", w.localVar(), w.LocalRank, w.LocalSize)
 	case w.LocalSize > w.Size:

@@ -88,6 +88,12 @@ func TestDiscoverErrors(t *testing.T) {
 		{"negative size", "OMPI_COMM_WORLD_SIZE=-3: world size -3 is not positive", map[string]string{"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "-3"}},
 		{"long job id", "LONGCA_JOB_ID is 257 bytes, over the 256", map[string]string{EnvJobID: strings.Repeat("x", maxJobID+1)}},
 		{"long launcher job id", "the launcher's job id is 270 bytes", map[string]string{"TORCHELASTIC_RUN_ID": strings.Repeat("7", 250)}},
+		// the twelfth pass: a negative local rank said "local size -4 is not positive", and one
+		// past the world blamed LOCAL_WORLD_SIZE, which was not set
+		{"negative local rank", "LOCAL_RANK=-5 is not a local rank (0 or more)", map[string]string{"MASTER_ADDR": "h", "RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "-5"}},
+		{"negative slurm local id", "SLURM_LOCALID=-2 is not a local rank", map[string]string{"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_LOCALID": "-2"}},
+		{"local rank past the world", "LOCAL_RANK=9 is outside the world of 4 ranks (WORLD_SIZE)", map[string]string{"MASTER_ADDR": "h", "RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "9"}},
+		{"negative local size", "OMPI_COMM_WORLD_LOCAL_SIZE: local size -2 is not positive", map[string]string{"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_LOCAL_SIZE": "-2"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Discover(envOf(tc.env))
