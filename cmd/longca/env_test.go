@@ -115,4 +115,8 @@ func TestSelftestOneRank(t *testing.T) {
 	if _, errs, code := runCLI(t, "selftest", "merged", "--ranks", "2", merged); code != 1 || !strings.Contains(errs, "rank 1 has 0 rows") {
 		t.Errorf("merged, 2 ranks: exit %d: %s", code, errs)
 	}
+	// flags after FILE, as report and merge take them (they were refused as a second FILE)
+	if _, errs, code := runCLI(t, "selftest", "merged", merged, "--ranks", "2"); code != 1 || !strings.Contains(errs, "rank 1 has 0 rows") {
+		t.Errorf("merged FILE --ranks 2: exit %d: %s", code, errs)
+	}
 }

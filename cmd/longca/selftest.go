@@ -109,14 +109,18 @@ func selftestResults(c *cli.Context) (err error) {
 }
 
 func selftestMerged(c *cli.Context) error {
-	if c.NArg() != 1 {
+	pos, err := positionalArgs(c) // (flags after FILE too, as report and merge take them)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
 		return usageError("selftest merged takes one FILE, the merged results file")
 	}
 	n := c.Int("ranks")
 	if n < 1 || n > spmd.MaxWorld {
 		return usageError("--ranks %d: give the world size the file must cover (1 to %d)", n, spmd.MaxWorld)
 	}
-	path := c.Args().First()
+	path := pos[0]
 	if _, err := os.Stat(path); err != nil {
 		return usageError("selftest merged %s: %v: give the merged results file (longca merge's output)", path, cleanPathError(err))
 	}
