@@ -106,3 +106,40 @@ func TestTracedStepsCountsTheSample(t *testing.T) {
 		}
 	}
 }
+
+// TestBlockWorkBoundsSmallBlocks: balanced's sub-masks at a small --cp-block (every
+// rank's query blocks against every block it fetches) are within what MemoryBytes and
+// BlockWork estimate together, on causal (the mask whose dispatch scatters the blocks
+// most) at 64 GPUs and on a document mask at 8. MemoryBytes alone let --cp-block 1 on 64
+// GPUs start at "at_most 1s" and grow past 11 GB.
+func TestBlockWorkBoundsSmallBlocks(t *testing.T) {
+	passes := []kernels.Pass{kernels.Fwd, kernels.Bwd}
+	o := Options{Machine: MachinePresets["h100-ib"], Kernel: KernelPresets["fa3-h100"], PartialDType: tensor.FP32}
+	for _, c := range []struct {
+		mask     string
+		n, block int
+	}{{"causal", 64, 32}, {"causal_document_long", 8, 2}} {
+		p, docs := problem(t, c.mask, c.n*8192, 64, 8, 128)
+		m, _ := cp.New("balanced")
+		var err error
+		start := time.Now()
+		got := peakHeap(func() {
+			_, _, err = Predict(context.Background(), m, cp.Config{Ranks: c.n, HeadFirst: true, Docs: docs, Block: c.block}, p, passes, o)
+		})
+		took := time.Since(start).Seconds()
+		if err != nil {
+			t.Fatalf("%s at --cp-block %d: %v", c.mask, c.block, err)
+		}
+		mem := MemoryBytes(c.n, len(docs), TracedSteps(c.n, 0, 0), PassWeight(passes), min(c.n, runtime.GOMAXPROCS(0))) + SequenceBytes(c.n*8192)
+		bytes, seconds := BlockWork(c.n, c.n*8192, c.block, 0, 0, 0)
+		t.Logf("%s on %d GPUs, --cp-block %d: peak heap %.1f MB in %.1f s; MemoryBytes %.1f MB, BlockWork %.1f MB %.1f s",
+			c.mask, c.n, c.block, got/1e6, took, mem/1e6, bytes/1e6, seconds)
+		if got > mem+bytes {
+			t.Errorf("%s on %d GPUs, --cp-block %d: %.1f MB of heap, estimated %.1f MB", c.mask, c.n, c.block, got/1e6, (mem+bytes)/1e6)
+		}
+	}
+	// the reviewer's case: --cp-block 1 on 64 GPUs of 128K tokens, far past any host
+	if b, s := BlockWork(64, 64<<17, 1, 0, 0, 0); b < 1e12 || s < 3600 {
+		t.Errorf("--cp-block 1 on 64 GPUs of 128K tokens: %.3g bytes, %.3g s; want far past a host's memory and an hour", b, s)
+	}
+}

@@ -239,7 +239,7 @@ func (s *simulator) onStart(tr int, e int32, t float64) error {
 		begin := t
 		if s.m.RanksPerGPU > 1 {
 			if s.mirror {
-				dur *= float64(s.m.RanksPerGPU) // its GPU's other ranks compute alongside
+				dur *= float64(s.nw.gpuRanks(s.traces[tr].rank)) // its GPU's other ranks compute alongside
 			} else {
 				gpu := s.m.GPU(s.traces[tr].rank)
 				begin = max(t, s.gpuFree[gpu])

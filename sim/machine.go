@@ -24,6 +24,7 @@ import (
 	"unicode"
 
 	"github.com/longca/longca/internal/smallfile"
+	"github.com/longca/longca/spmd"
 )
 
 // Link is one class of connection between ranks: its bandwidth in one direction, its
@@ -249,13 +250,21 @@ func ParseMachine(b []byte, name string) (Machine, error) {
 	return m, nil
 }
 
+// MaxGPUsPerNode and MaxRanksPerGPU bound a machine's node and GPU at the largest world
+// (spmd.MaxWorld ranks): a node or GPU that holds them all is one, and the port scopes
+// they make (GPUsPerNode x RanksPerGPU ranks) stay far inside an int.
+const (
+	MaxGPUsPerNode = spmd.MaxWorld
+	MaxRanksPerGPU = spmd.MaxWorld
+)
+
 // Validate checks the fields a prediction needs; errors name the field.
 func (m Machine) Validate() error {
-	if m.GPUsPerNode < 1 {
-		return fmt.Errorf("gpus_per_node %d: need at least 1", m.GPUsPerNode)
+	if m.GPUsPerNode < 1 || m.GPUsPerNode > MaxGPUsPerNode {
+		return fmt.Errorf("gpus_per_node %d: need 1 to %d", m.GPUsPerNode, MaxGPUsPerNode)
 	}
-	if m.RanksPerGPU < 1 {
-		return fmt.Errorf("ranks_per_gpu %d: need at least 1", m.RanksPerGPU)
+	if m.RanksPerGPU < 1 || m.RanksPerGPU > MaxRanksPerGPU {
+		return fmt.Errorf("ranks_per_gpu %d: need 1 to %d", m.RanksPerGPU, MaxRanksPerGPU)
 	}
 	for _, l := range []struct {
 		name string
@@ -279,6 +288,59 @@ func (m Machine) Validate() error {
 	}
 	if !Positive(m.Helpers.BandwidthGBs) || !NonNegative(m.Helpers.LaunchUs) {
 		return fmt.Errorf("helpers: bandwidth_gbs %g and launch_us %g: need a finite positive bandwidth and a finite launch >= 0", m.Helpers.BandwidthGBs, m.Helpers.LaunchUs)
+	}
+	return nil
+}
+
+// The ranges of a machine's numbers that a prediction takes (CheckRanges): past them a
+// predicted time left time.Duration's range, and rows of -9.2e12 ms were written (a
+// bandwidth of 1e-12 GB/s, a latency, step or compute_scale of 1e300). A link slower than
+// a kilobyte a second (the CPU tests emulate 125 KB/s), a message later than 10 seconds,
+// a kernel call 10 seconds slower or compute a million times slower or faster than its
+// model is no machine's; a time still past a year, or under a nanosecond, is refused by
+// Predict (MaxPredictedSeconds).
+const (
+	MinBandwidthGBs = 1e-6
+	MaxLatencyUs    = 1e7
+	MinComputeScale = 1e-6
+	MaxComputeScale = 1e6
+	MaxContention   = 100
+)
+
+// Bandwidth and Latency hold a link's numbers to the ranges (NaN fails both).
+func Bandwidth(x float64) bool { return x >= MinBandwidthGBs && !math.IsInf(x, 1) }
+func Latency(x float64) bool   { return x >= 0 && x <= MaxLatencyUs }
+
+// CheckRanges checks that m's numbers lie in the ranges a prediction takes (Validate
+// checks only that they are finite and of the right sign: longca cp --links emulates any
+// that time.Duration holds); errors name the field.
+func (m Machine) CheckRanges() error {
+	for _, l := range []struct {
+		name     string
+		bw, lat  float64
+		latField string
+	}{{"local", m.Local.BandwidthGBs, m.Local.LatencyUs, "latency_us"}, {"intra", m.Intra.BandwidthGBs, m.Intra.LatencyUs, "latency_us"},
+		{"inter", m.Inter.BandwidthGBs, m.Inter.LatencyUs, "latency_us"}, {"helpers", m.Helpers.BandwidthGBs, m.Helpers.LaunchUs, "launch_us"}} {
+		if !Bandwidth(l.bw) {
+			return fmt.Errorf("%s: bandwidth_gbs %g: give at least %g (a kilobyte a second)", l.name, l.bw, float64(MinBandwidthGBs))
+		}
+		if !Latency(l.lat) {
+			return fmt.Errorf("%s: %s %g: give 0 to %g microseconds (10 seconds)", l.name, l.latField, l.lat, float64(MaxLatencyUs))
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"step_us", m.StepUs}, {"step_slice_us", m.StepSliceUs}} {
+		if !Latency(f.v) {
+			return fmt.Errorf("%s %g: give 0 to %g microseconds (10 seconds a kernel call)", f.name, f.v, float64(MaxLatencyUs))
+		}
+	}
+	if !(m.ComputeScale == 0 || m.ComputeScale >= MinComputeScale && m.ComputeScale <= MaxComputeScale) {
+		return fmt.Errorf("compute_scale %g: give %g to %g, or 0 (0 or 1: as calibrated)", m.ComputeScale, float64(MinComputeScale), float64(MaxComputeScale))
+	}
+	if !(m.Contention >= 0 && m.Contention <= MaxContention) {
+		return fmt.Errorf("contention %g: give 0 to %g (0.09: kernels 9%% longer while a transfer runs)", m.Contention, float64(MaxContention))
 	}
 	return nil
 }

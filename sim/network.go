@@ -15,6 +15,8 @@ import (
 // operation.
 type network struct {
 	m Machine
+	// ranks is the world's size: a port's scope past it holds no rank.
+	ranks int
 	// byPath finds, for a split path, every world rank's group and its rank in it.
 	byPath map[string][]memberOf
 	cache  map[collKey]collCost
@@ -38,7 +40,7 @@ type collCost struct {
 }
 
 func newNetwork(m Machine, w *traceWorld) *network {
-	nw := &network{m: m, byPath: map[string][]memberOf{}, cache: map[collKey]collCost{}}
+	nw := &network{m: m, ranks: w.n, byPath: map[string][]memberOf{}, cache: map[collKey]collCost{}}
 	all := append([]*traceGroup{w.root}, mapValues(w.groups)...)
 	for _, g := range all {
 		ms := nw.byPath[g.path]
@@ -61,6 +63,21 @@ func mapValues[K comparable, V any](m map[K]V) []V {
 	return out
 }
 
+// scope is the port scope of rank's class-c port (Machine.portScope) cut to the world's
+// ranks: a shared port's nominal scope (a node of a billion GPUs, --gpus-per-node) was
+// walked rank by rank, and 64 GPUs never finished.
+func (nw *network) scope(rank int, c LinkClass) (first, n int) {
+	first, n = nw.m.portScope(rank, c)
+	return first, max(min(n, nw.ranks-first), 0)
+}
+
+// gpuRanks is how many ranks of the world share rank's GPU: RanksPerGPU, or fewer on the
+// last GPU of a world that does not fill it (ranks_per_gpu past the world's size).
+func (nw *network) gpuRanks(rank int) int {
+	first := nw.m.GPU(rank) * nw.m.RanksPerGPU
+	return max(min(nw.m.RanksPerGPU, nw.ranks-first), 1)
+}
+
 // port is where a message from world rank a to b waits its turn: its link class and the
 // port's owner (the first rank of the port's scope), with the port's bandwidth.
 func (nw *network) port(a, b int) (portKey, float64) {
@@ -76,7 +93,7 @@ func (nw *network) port(a, b int) (portKey, float64) {
 func (nw *network) p2pBandwidth(g *traceGroup, a, b int) (float64, LinkClass) {
 	c := nw.m.Class(a, b)
 	l := nw.m.Link(c)
-	first, n := nw.m.portScope(a, c)
+	first, n := nw.scope(a, c)
 	users := 1
 	if n > 1 {
 		ia, ib := g.index[a], g.index[b]
@@ -136,14 +153,20 @@ func block(kind collKind, bytes int64, n int) float64 {
 
 // direct is every member sending its block to every other (comm/local's collectives and
 // NCCL's all-to-all): each port carries its scope's blocks of its class one after
-// another, the classes in parallel; the last block lands a latency later.
+// another, the classes in parallel; the last block lands a latency later. Each port's
+// blocks are counted once (members of one scope share them), over the ranks of the world.
 func (nw *network) direct(g *traceGroup, kind collKind, bytes int64) collCost {
 	n := len(g.members)
 	bs := block(kind, bytes, n)
 	var worst collCost
+	counted := map[portKey]bool{}
 	for _, x := range g.members {
 		for c := ClassLocal; c < numClasses; c++ {
-			first, sn := nw.m.portScope(x, c)
+			first, sn := nw.scope(x, c)
+			if counted[portKey{owner: first, class: c}] {
+				continue
+			}
+			counted[portKey{owner: first, class: c}] = true
 			var blocks int
 			for y := first; y < first+sn; y++ {
 				blocks += nw.blocksOn(g.path, y, c)
@@ -218,7 +241,7 @@ func (nw *network) ringBandwidth(g *traceGroup) (float64, LinkClass) {
 		case c == ClassInter:
 			bw /= float64(nw.siblingsCrossing(g.path, nw.m.Node(x)))
 		default:
-			first, sn := nw.m.portScope(x, c)
+			first, sn := nw.scope(x, c)
 			bw /= float64(nw.usersOf(g.path, first, sn, c))
 		}
 		if bw < best {

@@ -3,12 +3,14 @@ package sim
 import (
 	"context"
 	"fmt"
+	"math"
 	"runtime"
 	"slices"
 	"sort"
 	"sync"
 
 	"github.com/longca/longca/kernels"
+	"github.com/longca/longca/results"
 	"github.com/longca/longca/spmd/cp"
 	"github.com/longca/longca/tensor"
 )
@@ -77,9 +79,20 @@ func Predict(ctx context.Context, method cp.Method, cfg cp.Config, p kernels.Pro
 	if err := o.Machine.Validate(); err != nil {
 		return nil, nil, fmt.Errorf("machine %s: %w", o.Machine.Name, err)
 	}
+	if err := o.Machine.CheckRanges(); err != nil {
+		return nil, nil, fmt.Errorf("machine %s: %w", o.Machine.Name, err)
+	}
 	pl, err := method.Plan(cfg, p)
 	if err != nil {
 		return nil, nil, err
+	}
+	// The trace counts bytes in int64 (a tensor's, a collective's times its ranks, a rank's
+	// sum over steps): a tensor of the whole sequence in fp32 (the largest any method
+	// makes) stays 128 times inside it. longca's flags hold heads and head dim to 1024 and
+	// masks to 2G tokens: 2^53 bytes.
+	if b := 4 * float64(p.Mask.SeqQ) * float64(max(p.HeadsQ, p.HeadsKV)) * float64(p.HeadDim); !(b <= maxTensorBytes) {
+		return pl, nil, tooLongErr(fmt.Sprintf("%d tokens x %d:%d heads x head dim %d: a tensor of %.3g bytes, past the %.3g the simulation counts in int64: give fewer tokens, heads or a smaller head dim",
+			p.Mask.SeqQ, p.HeadsQ, p.HeadsKV, p.HeadDim, b, float64(maxTensorBytes)))
 	}
 	n := pl.Config.Ranks
 	exact := o.ExactRanks
@@ -116,6 +129,14 @@ func Predict(ctx context.Context, method cp.Method, cfg cp.Config, p kernels.Pro
 				slow = r
 			}
 		}
+		if !(slow.Seconds <= MaxPredictedSeconds) { // (NaN too)
+			return pl, nil, tooLongErr(fmt.Sprintf("%s %s: predicted to take %.3g s, past a year, the longest a row records: the machine (--machine, the link flags) or the kernel rates (--kernel-rows, --calibrate) are too slow for this case",
+				pl.Method, pass, slow.Seconds))
+		}
+		if slow.Seconds > 0 && slow.Seconds < 1e-9 { // a row's time.Duration of 0, an infinite rate
+			return pl, nil, tooLongErr(fmt.Sprintf("%s %s: predicted to take %.3g s, under the nanosecond a row records: the machine (--machine, the link flags) or the kernel rates (--kernel-rows, --calibrate) are too fast for this case",
+				pl.Method, pass, slow.Seconds))
+		}
 		pr := Prediction{Pass: pass, Seconds: slow.Seconds, Slowest: slow, Traced: len(traced), Sampled: n > exact,
 			CommBytes: cp.CommBytesOf(pl, pass)}
 		pr.CountedBytes = pr.CommBytes
@@ -134,6 +155,21 @@ func Predict(ctx context.Context, method cp.Method, cfg cp.Config, p kernels.Pro
 	}
 	return pl, out, nil
 }
+
+// maxTensorBytes bounds a problem's largest tensor (Predict): 2^56 bytes.
+const maxTensorBytes = 1 << 56
+
+// MaxPredictedSeconds is the longest predicted time a row records: a year, far inside
+// time.Duration's 292 (a time past that wrapped to a row of -9.2e12 ms, exit 0).
+const MaxPredictedSeconds = 365.25 * 24 * 3600
+
+// tooLongErr is a prediction past MaxPredictedSeconds (or under a nanosecond), or a
+// problem past maxTensorBytes: the inputs' fault, so a usage error (results.ErrUsage:
+// exit status 2), not a failure of the simulation.
+type tooLongErr string
+
+func (e tooLongErr) Error() string        { return string(e) }
+func (e tooLongErr) Is(target error) bool { return target == results.ErrUsage }
 
 // bottleneck names what limits a rank: compute, or the link class behind most of its
 // waiting.
@@ -522,3 +558,61 @@ func Seconds(n, docs, seqlen, passes int, steps float64) float64 {
 func SequenceSeconds(seqlen, passes int) float64 {
 	return tokenSeconds * float64(max(seqlen, 0)) * float64(max(passes, 1))
 }
+
+// BlockWork bounds what balanced's dispatch at a given --cp-block adds to one case of n
+// ranks and seqlen tokens (ulysses: --cp-ulysses, 0 when the plan chooses; exact and
+// sampled: the traced ranks, as TracedSteps): its host memory in bytes and its CPU
+// seconds. MemoryBytes and Seconds count a rank's sub-masks by documents, not by blocks:
+// a rank's query blocks each meet every key block it fetches (a sub-mask slice for each
+// pair the mask allows), so a traced rank's sub-masks grow as its blocks times all the
+// blocks, the square of seqlen/block (--cp-block 1 on 64 GPUs of 8K tokens passed the
+// estimates at 1 s and grew past 11 GB; on 128K tokens, 23 GB). The dispatch itself
+// (Balance, each candidate mesh's up to 8 ranks) is a few words per block.
+func BlockWork(n, seqlen, block, ulysses, exact, sampled int) (bytes, seconds float64) {
+	if n < 1 || block < 1 || seqlen < 1 {
+		return 0, 0
+	}
+	// Dispatch units: n/U. Chosen by the plan, U is at most 8 (a node's GPUs), and up to
+	// 8 ranks any split: the fewest units, 2, fetch the most (1 fetches nothing).
+	units := max(float64(n)/8, float64(min(n, 2)))
+	if ulysses > 0 {
+		units = max(float64(n)/float64(ulysses), 1)
+	}
+	candidates := 1.0
+	if n <= 8 && ulysses <= 0 {
+		candidates = 4 // balancedSplits: U of 1, 2, 4, 8 (or n's divisors)
+	}
+	blocks := math.Ceil(float64(seqlen) / float64(block))
+	pairs := tracedRanks(n, exact, sampled) * math.Ceil(blocks/units) * blocks
+	return pairs*blockPairBytes + candidates*blocks*dispatchBlockBytes,
+		pairs*blockPairSeconds + candidates*blocks*dispatchBlockSeconds
+}
+
+// tracedRanks bounds the ranks a case of n ranks traces (Predict's sampleRanks): every
+// rank up to exact, else the sample (sampled, or at most 16) and the fixed positions.
+func tracedRanks(n, exact, sampled int) float64 {
+	if exact <= 0 {
+		exact = DefaultExactRanks
+	}
+	if n <= exact {
+		return float64(n)
+	}
+	lim := sampled
+	if lim <= 0 {
+		lim = sampledRanks(1) // the most of any ring
+	}
+	return float64(min(n, max(lim, 5)+max(lim/4, 2)))
+}
+
+// BlockWork's costs, measured (balanced, 8K tokens a rank, the 2-core build machine; the
+// worst of the masks, causal, where the dispatch scatters every rank's blocks): at 64
+// GPUs and blocks of 64, 32 and 16 tokens, 1.24-1.39 bytes of peak heap and 22-27 ns per
+// (traced rank, query block of the rank, block) fwd and bwd; the other masks up to 0.4
+// bytes and 6 ns. Balance: 8M blocks (cp --dry-run, 64 ranks of 128K at --cp-block 1)
+// took 1.1 GB and 10 s. Rounded up about twice.
+const (
+	blockPairBytes       = 3
+	blockPairSeconds     = 50e-9
+	dispatchBlockBytes   = 256
+	dispatchBlockSeconds = 2.5e-6
+)

@@ -67,7 +67,7 @@ func TestSimulateLinkNumbersFinite(t *testing.T) {
 	} {
 		refusedWithin(t, 20*time.Second, simBase(t, c...), c[0]+" ", "give a finite number")
 	}
-	refusedWithin(t, 20*time.Second, simBase(t, "--gpus-per-node", "0"), "--gpus-per-node 0: give at least 1")
+	refusedWithin(t, 20*time.Second, simBase(t, "--gpus-per-node", "0"), "--gpus-per-node 0: give 1 to 1048576")
 }
 
 // The kernel flags are checked without --calibrate too, as longca kernel checks them

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -115,6 +116,9 @@ func parseSimulateFlags(c *cli.Context) (simOptions, error) {
 		// was taken as given, and the sweep grew to 10 GB).
 		return o, usageError("--sampled-ranks %d: give at most the largest --gpus count (%d), or 0 for the default (16, fewer on long rings)", o.Sampled, most)
 	}
+	if err := checkBlockWork(co, o.GPUs, o.Exact, o.Sampled, session.Machine().HostBytes*0.85, max(runtime.GOMAXPROCS(0), 1)); err != nil {
+		return o, err
+	}
 	// A flag read only with another is refused without it, as --column without --counts
 	// is (each was ignored, exit 0).
 	for _, f := range []struct{ flag, needs, does string }{
@@ -193,6 +197,50 @@ func parseSimulateFlags(c *cli.Context) (simOptions, error) {
 	return o, nil
 }
 
+// maxBlockCaseSeconds is the longest balanced's dispatch may make one case (the session's
+// limit for a whole case).
+const maxBlockCaseSeconds = 3600
+
+// checkBlockWork refuses a --cp-block whose blocks balanced's sub-masks cannot hold on
+// some --gpus count (sim.BlockWork: they grow as the square of the blocks, which the
+// session's estimate does not count) in avail bytes with workers cases at once, or in an
+// hour; the line names the smallest block, a power of two, that fits. --cp-block 0 (the
+// default: at most 512 tokens per head-parallel rank) and sweeps without balanced pass.
+func checkBlockWork(co cpSweepOptions, gpus []int, exact, sampled int, avail float64, workers int) error {
+	if co.block <= 0 || !slices.Contains(co.methods, "balanced") {
+		return nil
+	}
+	splits := append([]int{0}, co.splits...) // 0: the plan's own choice (the fewest units it may take)
+	work := func(n, block int) (bytes, seconds float64) {
+		for _, u := range splits {
+			b, t := sim.BlockWork(n, co.seqlenFor(n), block, u, exact, sampled)
+			bytes, seconds = max(bytes, b), max(seconds, t)
+		}
+		return bytes, seconds
+	}
+	for _, n := range gpus {
+		bytes, seconds := work(n, co.block)
+		need := float64(workers) * bytes
+		if need <= avail && seconds <= maxBlockCaseSeconds {
+			continue
+		}
+		what := fmt.Sprintf("about %.1f GiB of host memory (%.1f GiB available)", need/(1<<30), avail/(1<<30))
+		if need <= avail {
+			what = fmt.Sprintf("about %.1f CPU hours a case (the limit is 1)", seconds/3600)
+		}
+		fix := "or 0 for the default"
+		for b := 1; b <= co.seqlenFor(n); b *= 2 {
+			if bb, t := work(n, b); b > co.block && float64(workers)*bb <= avail && t <= maxBlockCaseSeconds {
+				fix = fmt.Sprintf("give --cp-block %d or more, or 0 for the default", b)
+				break
+			}
+		}
+		return usageError("--cp-block %d: balanced's dispatch of %s tokens in blocks of %d on %d GPUs would take %s (the sub-masks grow as the square of the blocks): %s",
+			co.block, harness.FormatSize(co.seqlenFor(n)), co.block, n, what, fix)
+	}
+	return nil
+}
+
 // kernelFlagNames are the kernel flags (kernelFlags): what --calibrate's kernel is made
 // with; without --calibrate each changes nothing.
 var kernelFlagNames = []string{"device", "variant", "deterministic", "python", "worker-timeout", "on-worker-crash"}
@@ -240,8 +288,8 @@ func machineFromFlags(c *cli.Context) (sim.Machine, error) {
 		return m, usageError("--machine: %v", err)
 	}
 	if c.IsSet("gpus-per-node") {
-		if m.GPUsPerNode = c.Int("gpus-per-node"); m.GPUsPerNode < 1 {
-			return m, usageError("--gpus-per-node %d: give at least 1", m.GPUsPerNode)
+		if m.GPUsPerNode = c.Int("gpus-per-node"); m.GPUsPerNode < 1 || m.GPUsPerNode > sim.MaxGPUsPerNode {
+			return m, usageError("--gpus-per-node %d: give 1 to %d", m.GPUsPerNode, sim.MaxGPUsPerNode)
 		}
 	}
 	// Each link number is checked where it is given, naming its flag: NaN passed a "< 0"
@@ -252,10 +300,10 @@ func machineFromFlags(c *cli.Context) (sim.Machine, error) {
 		valid func(float64) bool
 		what  string
 	}{
-		{"intra-bw", &m.Intra.BandwidthGBs, sim.Positive, "GB/s above 0, such as 360"},
-		{"intra-latency", &m.Intra.LatencyUs, sim.NonNegative, "microseconds, 0 or more, such as 3"},
-		{"inter-bw", &m.Inter.BandwidthGBs, sim.Positive, "GB/s above 0, such as 45"},
-		{"inter-latency", &m.Inter.LatencyUs, sim.NonNegative, "microseconds, 0 or more, such as 8"},
+		{"intra-bw", &m.Intra.BandwidthGBs, sim.Bandwidth, "GB/s, at least 1e-6, such as 360"},
+		{"intra-latency", &m.Intra.LatencyUs, sim.Latency, "microseconds, 0 to 1e7, such as 3"},
+		{"inter-bw", &m.Inter.BandwidthGBs, sim.Bandwidth, "GB/s, at least 1e-6, such as 45"},
+		{"inter-latency", &m.Inter.LatencyUs, sim.Latency, "microseconds, 0 to 1e7, such as 8"},
 	} {
 		if !c.IsSet(f.flag) {
 			continue
@@ -276,6 +324,10 @@ func machineFromFlags(c *cli.Context) (sim.Machine, error) {
 	}
 	if err := m.Validate(); err != nil {
 		return m, usageError("--machine %s with the link flags: %v", m.Name, err)
+	}
+	// (the flags' numbers are held to these ranges above: a number out of them is the file's)
+	if err := m.CheckRanges(); err != nil {
+		return m, usageError("--machine %s: %v", c.String("machine"), err)
 	}
 	return m, nil
 }
