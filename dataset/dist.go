@@ -4,7 +4,6 @@
 package dataset
 
 import (
-	"bytes"
 	"embed"
 	"encoding/json"
 	"fmt"
@@ -16,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/longca/longca/internal/jsonkeys"
 	"github.com/longca/longca/internal/smallfile"
 )
 
@@ -108,7 +108,7 @@ func ParseDist(name string, data []byte) (*Dist, error) {
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return nil, fmt.Errorf("dataset: distribution %s: not a JSON object of \"[a,b)\": weight: %v", name, err)
 	}
-	if key := duplicateKey(data); key != "" {
+	if key := jsonkeys.Duplicate(data); key != "" {
 		return nil, fmt.Errorf("dataset: distribution %s: bin %q is given twice: give each bin once", name, key)
 	}
 	d := &Dist{Name: name}
@@ -153,32 +153,6 @@ func ParseDist(name string, data []byte) (*Dist, error) {
 		}
 	}
 	return d, nil
-}
-
-// duplicateKey is the first key the JSON object data (already decoded whole) gives twice,
-// or "": json.Unmarshal keeps the last weight of a bin given twice without a word.
-func duplicateKey(data []byte) string {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return ""
-	}
-	seen := map[string]bool{}
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return ""
-		}
-		key, _ := t.(string)
-		if seen[key] {
-			return key
-		}
-		seen[key] = true
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return ""
-		}
-	}
-	return ""
 }
 
 // parseBin reads "[a,b)" with 0 <= a < b and b > 1 (a bin of lengths 1 and more; a bin

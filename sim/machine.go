@@ -23,6 +23,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/longca/longca/internal/jsonkeys"
 	"github.com/longca/longca/internal/smallfile"
 	"github.com/longca/longca/spmd"
 )
@@ -234,6 +235,11 @@ func ParseMachine(b []byte, name string) (Machine, error) {
 	// and the file was refused for "gpus_per_node 0".)
 	if _, err := dec.Token(); err != io.EOF {
 		return Machine{}, fmt.Errorf("machine file %s: more after its JSON object (at byte %d): a machine file holds one object", name, dec.InputOffset())
+	}
+	// (json keeps the last of a key given twice: "preset" twice took the first for the
+	// fields and was otherwise silent)
+	if key := jsonkeys.Duplicate(b); key != "" {
+		return Machine{}, fmt.Errorf("machine file %s: %q is given twice: give each field once", name, key)
 	}
 	m = file.Machine
 	// a name the file gives heads simulate's tables and is recorded in rows: one printable

@@ -30,6 +30,24 @@ func TestMachineFileTrailingData(t *testing.T) {
 	}
 }
 
+// TestMachineFileKeyTwice: a key given twice, at the top or inside a link, is refused
+// naming it: json keeps the last value, and "preset" twice took the first preset for the
+// fields and said nothing (the twelfth pass).
+func TestMachineFileKeyTwice(t *testing.T) {
+	for b, key := range map[string]string{
+		`{"preset":"h100-ib","preset":"a100-ib"}`:                                             `"preset"`,
+		`{"preset":"h100-ib","intra":{"bandwidth_gbs":360,"bandwidth_gbs":1,"latency_us":3}}`: `"intra.bandwidth_gbs"`,
+	} {
+		_, err := ParseMachine([]byte(b), "m.json")
+		if err == nil || !strings.Contains(err.Error(), key+" is given twice") {
+			t.Errorf("%s: %v, want it to name %s given twice", b, err, key)
+		}
+	}
+	if _, err := ParseMachine([]byte(`{"preset":"h100-ib","intra":{"bandwidth_gbs":360,"latency_us":3},"inter":{"bandwidth_gbs":45,"latency_us":8}}`), "m.json"); err != nil {
+		t.Errorf("one key in two links is no duplicate: %v", err)
+	}
+}
+
 // TestMachineFileNamesItsOwnFault: a file without a preset that lacks a field says that a
 // preset can give it (it named ranks_per_gpu 0, a field the file does not have). (A file's
 // unknown kernel model: TestMachineFileKernelModel in cmd/longca.)
