@@ -361,6 +361,10 @@ func (s *Session) predictAll(ctx context.Context, o *Simulation, maskFor func(st
 			est := 0.0
 			if b := maskFor(c.Mask, o.seqlenFor(n), o.Sweep.Seed); c.Skip == nil && b.err == nil {
 				est = sim.Seconds(n, len(b.docs), o.seqlenFor(n), len(o.Sweep.Passes), sim.TracedSteps(n, o.Exact, o.Sampled))
+				if c.Method == "balanced" { // (its sub-masks)
+					_, t := o.blockWork(n)
+					est += t
+				}
 			}
 			for smp := range o.Sweep.Samples {
 				jobs = append(jobs, simJob{n, c.Method, c.Config, c.Mask, c.Heads, smp, c.Skip})
@@ -525,6 +529,40 @@ func fitSimulation(o *Simulation, maskFor func(string, int, uint64) *builtMask) 
 	return fitSimulationIn(o, maskFor, Machine().HostBytes*0.85, max(runtime.GOMAXPROCS(0), 1))
 }
 
+// blockWork is what balanced's dispatch adds to a case of n ranks (sim.BlockWork: its
+// sub-masks grow as the square of the blocks), at the block its plan takes: --cp-block,
+// else cp.DefaultBlock for the head-parallel degree U, the worst over the meshes it may
+// take (--cp-ulysses; else every U up to 8 ranks, BalancedUlysses past). 64 GPUs of 1M
+// tokens at the default block took 7.7 GB under a logged at_most of 3 s (the twelfth
+// pass). 0 without balanced.
+func (o *Simulation) blockWork(n int) (bytes, seconds float64) {
+	if !slices.Contains(o.Sweep.Methods, "balanced") {
+		return 0, 0
+	}
+	seq := o.seqlenFor(n)
+	for _, h := range o.Sweep.Heads {
+		us := o.Sweep.Mesh.Splits
+		if len(us) == 0 || slices.Contains(us, 0) {
+			us = []int{cp.BalancedUlysses(n, kernels.Problem{HeadsQ: h.Q, HeadsKV: h.KV})}
+			if n <= 8 {
+				us = []int{1, 2, 4, 8}
+			}
+		}
+		for _, u := range us {
+			if u < 1 || n%u != 0 {
+				continue
+			}
+			block := o.Sweep.Mesh.Block
+			if block <= 0 {
+				block = cp.DefaultBlock(seq, n/u, u)
+			}
+			b, t := sim.BlockWork(n, seq, block, u, o.Exact, o.Sampled)
+			bytes, seconds = max(bytes, b), max(seconds, t)
+		}
+	}
+	return bytes, seconds
+}
+
 // fitSimulationIn is fitSimulation against avail bytes and workers cases at once.
 func fitSimulationIn(o *Simulation, maskFor func(string, int, uint64) *builtMask, avail float64, workers int) error {
 	exact := o.Exact
@@ -545,13 +583,14 @@ func fitSimulationIn(o *Simulation, maskFor func(string, int, uint64) *builtMask
 		case n > exact && o.Sampled > 0:
 			fix = fmt.Sprintf("use a smaller --sampled-ranks (%d), fewer GPUs or tokens per GPU", o.Sampled)
 		}
-		need := float64(workers) * (sim.MemoryBytes(n, docs, steps, weight, parallel) + sim.SequenceBytes(seqlen))
+		blockBytes, blockSeconds := o.blockWork(n)
+		need := float64(workers) * (sim.MemoryBytes(n, docs, steps, weight, parallel) + sim.SequenceBytes(seqlen) + blockBytes)
 		if need > avail {
 			return Usagef("--gpus %d: simulating %s needs about %.1f GiB of host memory; %.1f GiB available: %s",
 				n, what, need/(1<<30), avail/(1<<30), fix)
 		}
 		passes := len(o.Sweep.Passes)
-		if t := sim.Seconds(n, docs, seqlen, passes, steps); t > maxCaseSeconds {
+		if t := sim.Seconds(n, docs, seqlen, passes, steps) + blockSeconds; t > maxCaseSeconds {
 			if sim.SequenceSeconds(seqlen, passes) > maxCaseSeconds/2 {
 				// The sequence's length, not the GPU count, makes it long: name its flag.
 				flag, fix := "--tokens-per-rank "+harness.FormatSize(o.TokensPerRank), "give fewer --tokens-per-rank"

@@ -88,3 +88,30 @@ func TestPoorFitWarning(t *testing.T) {
 		}
 	}
 }
+
+// TestFitSimulationCountsBalancedBlocks: balanced's sub-masks at its default block grow as
+// the square of the sequence's blocks: 64 GPUs of 1M tokens (causal, fwd, measured 7.7 GB
+// and 59-68 s under a logged at_most of 3 s) are counted, 2M (four times that) is refused
+// on a host of 18 GiB to give, and the same sizes without balanced are not refused for it.
+func TestFitSimulationCountsBalancedBlocks(t *testing.T) {
+	const avail = 18 << 30
+	sized := func(method string, tpr int) *Simulation {
+		o := simulation(method, "causal", 64, 0, 0)
+		o.TokensPerRank, o.Sweep.Passes = tpr, []kernels.Pass{kernels.Fwd}
+		return o
+	}
+	o := sized("balanced", 1<<20)
+	if b, _ := o.blockWork(64); b < 7.7e9 {
+		t.Errorf("64 GPUs of 1M tokens: %.1f GB counted for balanced's sub-masks, under the 7.7 measured", b/1e9)
+	}
+	if err := fitSimulationIn(o, maskCache(o), avail, 1); err != nil {
+		t.Errorf("64 GPUs of 1M tokens (measured 7.7 GB): refused: %v", err)
+	}
+	o = sized("balanced", 2<<20)
+	if err := fitSimulationIn(o, maskCache(o), avail, 1); err == nil || !strings.Contains(err.Error(), "of host memory") {
+		t.Errorf("64 GPUs of 2M tokens: %v; want a refusal for memory", err)
+	}
+	if b, s := sized("ring-p2p", 2<<20).blockWork(64); b != 0 || s != 0 {
+		t.Errorf("ring-p2p: %g bytes, %g s of balanced's sub-masks", b, s)
+	}
+}

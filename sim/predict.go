@@ -583,9 +583,11 @@ func BlockWork(n, seqlen, block, ulysses, exact, sampled int) (bytes, seconds fl
 		candidates = 4 // balancedSplits: U of 1, 2, 4, 8 (or n's divisors)
 	}
 	blocks := math.Ceil(float64(seqlen) / float64(block))
-	pairs := tracedRanks(n, exact, sampled) * math.Ceil(blocks/units) * blocks
-	return pairs*blockPairBytes + candidates*blocks*dispatchBlockBytes,
-		pairs*blockPairSeconds + candidates*blocks*dispatchBlockSeconds
+	// The plan builds every rank's sub-masks (64 GPUs of 512K tokens, the default block:
+	// 1.9 GB with --exact-ranks 16, 2.2 GB with 64), and the trace walks the traced ranks'.
+	rankPairs := math.Ceil(blocks/units) * blocks
+	return float64(n)*rankPairs*blockPairBytes + candidates*blocks*dispatchBlockBytes,
+		tracedRanks(n, exact, sampled)*rankPairs*blockPairSeconds + candidates*blocks*dispatchBlockSeconds
 }
 
 // tracedRanks bounds the ranks a case of n ranks traces (Predict's sampleRanks): every
@@ -609,10 +611,12 @@ func tracedRanks(n, exact, sampled int) float64 {
 // GPUs and blocks of 64, 32 and 16 tokens, 1.24-1.39 bytes of peak heap and 22-27 ns per
 // (traced rank, query block of the rank, block) fwd and bwd; the other masks up to 0.4
 // bytes and 6 ns. Balance: 8M blocks (cp --dry-run, 64 ranks of 128K at --cp-block 1)
-// took 1.1 GB and 10 s. Rounded up about twice.
+// took 1.1 GB and 10 s. At the default blocks of long sequences (64 GPUs of 512K and 1M
+// tokens, causal, fwd: U 8, blocks of 4096) the process peaked at 3.3-3.6 bytes a pair
+// of every rank and took 20 and 59 s, 120 and 110 ns a traced pair. Rounded up.
 const (
-	blockPairBytes       = 3
-	blockPairSeconds     = 50e-9
+	blockPairBytes       = 4
+	blockPairSeconds     = 150e-9
 	dispatchBlockBytes   = 256
 	dispatchBlockSeconds = 2.5e-6
 )
