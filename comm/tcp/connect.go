@@ -7,10 +7,14 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/longca/longca/comm"
@@ -25,6 +29,10 @@ type Keyed interface {
 
 // meshHandshake bounds how long a connection may take to prove itself.
 const meshHandshake = 10 * time.Second
+
+// meshPending bounds the connections to a rank's mesh port waiting to prove themselves,
+// as the store bounds those before their hello: 32 and the world, at most 256.
+func meshPending(size int) int { return 32 + min(size, 224) }
 
 const meshNonce = 32
 
@@ -154,16 +162,59 @@ func (m *mesh) acceptHigher(key []byte) error {
 	in := make(chan joined)
 	done := make(chan struct{})
 	defer close(done)
+	var dropped atomic.Int64 // connections that did not prove themselves, or were evicted
 	go func() {
-		m.ln.(*net.TCPListener).SetDeadline(deadline)
-		for {
-			c, err := m.ln.Accept()
-			if err != nil {
-				return
+		ln := m.ln.(*net.TCPListener)
+		ln.SetDeadline(deadline)
+		// The connections not yet proven, oldest first, at most meshPending: past that the
+		// oldest is dropped, so that a flood of silent ones neither holds a rank out nor
+		// spends the process's files (2000 of them under ulimit -n 1024 made Accept fail
+		// with EMFILE, which ended this loop: no rank was taken after it).
+		var mu sync.Mutex
+		var waiting []net.Conn
+		evictOldest := func() {
+			if len(waiting) > 0 {
+				waiting[0].Close()
+				waiting = waiting[1:]
 			}
+		}
+		var backoff time.Duration
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				var ne net.Error
+				if errors.Is(err, net.ErrClosed) || errors.As(err, &ne) && ne.Timeout() {
+					return
+				}
+				// out of files, or another passing error: free the oldest waiting
+				// connection's file and try again shortly
+				mu.Lock()
+				evictOldest()
+				mu.Unlock()
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				select {
+				case <-done:
+					return
+				case <-time.After(backoff):
+				}
+				continue
+			}
+			backoff = 0
+			mu.Lock()
+			if len(waiting) >= meshPending(m.size) {
+				evictOldest()
+			}
+			waiting = append(waiting, c)
+			mu.Unlock()
 			go func() {
 				p, err := m.prove(c, key, deadline)
+				mu.Lock()
+				if i := slices.Index(waiting, c); i >= 0 {
+					waiting = slices.Delete(waiting, i, i+1)
+				}
+				mu.Unlock()
 				if err != nil {
+					dropped.Add(1)
 					c.Close()
 					return
 				}
@@ -193,8 +244,12 @@ func (m *mesh) acceptHigher(key []byte) error {
 					missing = append(missing, p)
 				}
 			}
+			stranger := ""
+			if n := dropped.Load(); n > 0 {
+				stranger = fmt.Sprintf(" (%d connections to its port %s did not prove themselves and were dropped: something else is connecting to it)", n, m.ln.Addr())
+			}
 			return &comm.PeerError{Rank: missing[0], Op: "tcp connect",
-				Err: fmt.Errorf("rank(s) %v did not connect to rank %d within %s: %w", missing, m.rank, m.timeout, comm.ErrTimeout)}
+				Err: fmt.Errorf("rank(s) %v did not connect to rank %d within %s%s: %w", missing, m.rank, m.timeout, stranger, comm.ErrTimeout)}
 		}
 	}
 	m.ln.Close()

@@ -3,6 +3,7 @@ package tcp
 import (
 	"encoding/binary"
 	"errors"
+	"io"
 	"net"
 	"strings"
 	"testing"
@@ -111,5 +112,45 @@ func TestWriteFailureRelaysAbort(t *testing.T) {
 			!strings.Contains(msg, "nothing arrived within") {
 			t.Errorf("reader first %v: rank 1's send failed with %q, want rank 0's abort relayed", readerFirst, msg)
 		}
+	}
+}
+
+// TestMeshDropsASilentFlood: connections to a rank's mesh port that do not prove
+// themselves are held at most meshPending at a time, the oldest dropped for a newer one,
+// so that a flood of them cannot spend the process's files (2000 under ulimit -n 1024
+// made Accept fail with EMFILE, which ended the accept loop: no rank was taken after it,
+// the twelfth pass); the timeout's error says something else connected.
+func TestMeshDropsASilentFlood(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &mesh{rank: 0, size: 2, timeout: 2 * time.Second, ln: ln, peers: make([]*peer, 2),
+		queues: map[qkey]*queue{}, dead: make([]error, 2)}
+	errc := make(chan error, 1)
+	go func() { errc <- m.acceptHigher([]byte("the job's key")) }()
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for range meshPending(2) + 10 {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	// the oldest is dropped at once (not after meshHandshake): its nonce, then the end
+	conns[0].SetReadDeadline(time.Now().Add(time.Second))
+	_, err = io.Copy(io.Discard, conns[0])
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Errorf("the oldest of %d silent connections was still open after a second", len(conns))
+	}
+	err = <-errc
+	if err == nil || !strings.Contains(err.Error(), "did not prove themselves and were dropped") {
+		t.Errorf("rank 1 never came: %v; want the dropped connections named", err)
 	}
 }
