@@ -5,6 +5,8 @@ package spmd
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net"
 	"strings"
 	"sync"
@@ -309,5 +311,40 @@ func TestStoreMessages(t *testing.T) {
 	err = comms[1].Recv(buf, 0)
 	if !errors.As(err, &pe) || pe.Rank != 2 || !strings.Contains(err.Error(), "rank 0 gave up after it lost rank 2") {
 		t.Errorf("rank 1 after rank 0 gave up on rank 2: %v; want rank 2 blamed", err)
+	}
+}
+
+// TestStoreSaysItRefusedStrangers: connections refused while the job went on are said in
+// one line when the store shuts down (they were said nowhere, the twelfth pass); a job
+// without strangers says nothing.
+func TestStoreSaysItRefusedStrangers(t *testing.T) {
+	for _, strangers := range []int{0, 3} {
+		lines := captureWarn(t)
+		srv := serveTest(t, testConfig(2, 5*time.Second))
+		for range strangers {
+			c, err := net.Dial("tcp", srv.Addr())
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Write([]byte("GET / HTTP/1.0\r\n\r\n"))
+			io.Copy(io.Discard, c) // until the store drops it
+			c.Close()
+		}
+		for _, s := range dialAll(t, srv, []int{0, 1}, 2, 5*time.Second) {
+			s.Close()
+		}
+		srv.Shutdown(time.Second)
+		var said []string
+		for _, l := range lines() {
+			if strings.Contains(l, "did not say this job's hello") {
+				said = append(said, l)
+			}
+		}
+		switch {
+		case strangers == 0 && len(said) > 0:
+			t.Errorf("no strangers, yet: %q", said)
+		case strangers > 0 && (len(said) != 1 || !strings.Contains(said[0], fmt.Sprintf("refused %d connections", strangers))):
+			t.Errorf("%d strangers: %q; want one line saying so", strangers, said)
+		}
 	}
 }

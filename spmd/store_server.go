@@ -226,7 +226,20 @@ func (s *StoreServer) Shutdown(d time.Duration) error {
 			break
 		}
 	}
-	return s.Close()
+	err := s.Close()
+	// Strangers refused while the job went on were said nowhere (the twelfth pass): one
+	// line on rank 0, once the store is done.
+	s.mu.Lock()
+	refused, evicted := s.refused, s.evicted
+	s.mu.Unlock()
+	if refused > 0 {
+		note := ""
+		if evicted > 0 {
+			note = fmt.Sprintf(", %d of them dropped to make room", evicted)
+		}
+		Warn(fmt.Sprintf("spmd: the store on port %s refused %d connections that did not say this job's hello%s: something else connected to it", s.port(), refused, note))
+	}
+	return err
 }
 
 func (s *StoreServer) accept(ln net.Listener) {
