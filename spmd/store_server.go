@@ -383,7 +383,7 @@ func (s *StoreServer) handshake(c net.Conn, r *bufio.Reader, w *bufio.Writer) in
 		return refuse("rank %d is outside the world of %d ranks it claims", q.rank, q.arg)
 	}
 	if !hmac.Equal(mac, handshakeMAC(s.key, "client", nonce, clientNonce, s.cfg.Job, int(q.rank), int(q.arg), launch)) {
-		s.noteBadHello(int(q.rank), fmt.Sprintf("a connection claiming rank %d was refused: its hello was not signed with the key rank 0 holds (a different %s, or none)", q.rank, EnvToken))
+		s.noteBadHello(int(q.rank), fmt.Sprintf("a connection claiming rank %d was refused: its hello was not signed with the key rank 0 holds (a different %s, or none; or not the job's: another process on the port, with rank %d never started)", q.rank, EnvToken, q.rank))
 		return refuse("authentication failed: this rank does not hold the job's secret (%s / %s, or MPI's) that rank 0 holds", EnvToken, EnvTokenFile)
 	}
 	s.mu.Lock()
