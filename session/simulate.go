@@ -570,7 +570,7 @@ func fitSimulationIn(o *Simulation, maskFor func(string, int, uint64) *builtMask
 		exact = sim.DefaultExactRanks
 	}
 	weight := sim.PassWeight(o.Sweep.Passes)
-	check := func(n int, what string, docs, seqlen int) error {
+	check := func(n int, what string, docs, seqlen int, blocks bool) error {
 		parallel := workers // ranks whose sub-masks are alive at once
 		if n <= exact {
 			parallel = n // every rank traced: the sub-masks are kept for all
@@ -583,8 +583,15 @@ func fitSimulationIn(o *Simulation, maskFor func(string, int, uint64) *builtMask
 		case n > exact && o.Sampled > 0:
 			fix = fmt.Sprintf("use a smaller --sampled-ranks (%d), fewer GPUs or tokens per GPU", o.Sampled)
 		}
-		blockBytes, blockSeconds := o.blockWork(n)
-		need := float64(workers) * (sim.MemoryBytes(n, docs, steps, weight, parallel) + sim.SequenceBytes(seqlen) + blockBytes)
+		var blockBytes, blockSeconds float64
+		if blocks { // (after the masks' own refusals)
+			blockBytes, blockSeconds = o.blockWork(n)
+		}
+		base := sim.MemoryBytes(n, docs, steps, weight, parallel) + sim.SequenceBytes(seqlen)
+		if blockBytes > base {
+			fix = "give a larger --cp-block, fewer GPUs or tokens per GPU, or leave balanced out (--methods): its sub-masks grow as the square of the sequence's blocks"
+		}
+		need := float64(workers) * (base + blockBytes)
 		if need > avail {
 			return Usagef("--gpus %d: simulating %s needs about %.1f GiB of host memory; %.1f GiB available: %s",
 				n, what, need/(1<<30), avail/(1<<30), fix)
@@ -606,20 +613,25 @@ func fitSimulationIn(o *Simulation, maskFor func(string, int, uint64) *builtMask
 		return nil
 	}
 	for _, n := range o.GPUs {
-		if err := check(n, fmt.Sprintf("%d ranks of %s tokens", n, harness.FormatSize(o.seqlenFor(n))), 1, o.seqlenFor(n)); err != nil {
+		if err := check(n, fmt.Sprintf("%d ranks of %s tokens", n, harness.FormatSize(o.seqlenFor(n))), 1, o.seqlenFor(n), false); err != nil {
 			return err
 		}
 	}
-	for _, n := range o.GPUs {
+	for _, n := range o.GPUs { // the masks' own refusals first: they name their flags
 		for _, mk := range o.Sweep.Masks {
 			b := maskFor(mk, o.seqlenFor(n), o.Sweep.Seed)
 			if ie := (*mask.InputError)(nil); errors.As(b.err, &ie) { // bad input: before the sweep starts
 				return Usagef("--masks %s at seqlen %d: %v", mk, o.seqlenFor(n), b.err)
 			}
+		}
+	}
+	for _, n := range o.GPUs {
+		for _, mk := range o.Sweep.Masks {
+			b := maskFor(mk, o.seqlenFor(n), o.Sweep.Seed)
 			if b.err != nil {
 				continue // reported by the job itself
 			}
-			if err := check(n, fmt.Sprintf("%s (%d documents)", mk, len(b.docs)), len(b.docs), o.seqlenFor(n)); err != nil {
+			if err := check(n, fmt.Sprintf("%s (%d documents)", mk, len(b.docs)), len(b.docs), o.seqlenFor(n), true); err != nil {
 				return err
 			}
 		}

@@ -108,8 +108,8 @@ func TestFitSimulationCountsBalancedBlocks(t *testing.T) {
 		t.Errorf("64 GPUs of 1M tokens (measured 7.7 GB): refused: %v", err)
 	}
 	o = sized("balanced", 2<<20)
-	if err := fitSimulationIn(o, maskCache(o), avail, 1); err == nil || !strings.Contains(err.Error(), "of host memory") {
-		t.Errorf("64 GPUs of 2M tokens: %v; want a refusal for memory", err)
+	if err := fitSimulationIn(o, maskCache(o), avail, 1); err == nil || !strings.Contains(err.Error(), "of host memory") || !strings.Contains(err.Error(), "a larger --cp-block") {
+		t.Errorf("64 GPUs of 2M tokens: %v; want a refusal for memory naming --cp-block", err)
 	}
 	if b, s := sized("ring-p2p", 2<<20).blockWork(64); b != 0 || s != 0 {
 		t.Errorf("ring-p2p: %g bytes, %g s of balanced's sub-masks", b, s)
