@@ -529,19 +529,24 @@ func fitSimulation(o *Simulation, maskFor func(string, int, uint64) *builtMask) 
 	return fitSimulationIn(o, maskFor, Machine().HostBytes*0.85, max(runtime.GOMAXPROCS(0), 1))
 }
 
-// blockWork is what balanced's dispatch adds to a case of n ranks (sim.BlockWork: its
-// sub-masks grow as the square of the blocks), at the block its plan takes: --cp-block,
-// else cp.DefaultBlock for the head-parallel degree U, the worst over the meshes it may
-// take (--cp-ulysses; else every U up to 8 ranks, BalancedUlysses past). 64 GPUs of 1M
-// tokens at the default block took 7.7 GB under a logged at_most of 3 s (the twelfth
-// pass). 0 without balanced.
+// blockWork is what balanced's dispatch adds to a case of n ranks at the sweep's block
+// (BalancedBlockWork). 64 GPUs of 1M tokens at the default block took 7.7 GB under a
+// logged at_most of 3 s (the twelfth pass).
 func (o *Simulation) blockWork(n int) (bytes, seconds float64) {
-	if !slices.Contains(o.Sweep.Methods, "balanced") {
+	return BalancedBlockWork(o.Sweep, n, o.seqlenFor(n), o.Sweep.Mesh.Block, o.Exact, o.Sampled)
+}
+
+// BalancedBlockWork is what balanced's dispatch adds to a case of n ranks and seqlen tokens
+// of sw (sim.BlockWork: its sub-masks grow as the square of the blocks) at block tokens a
+// block (0: cp.DefaultBlock for the mesh), the worst over the meshes its plan may take:
+// sw's --cp-ulysses, else every U up to 8 ranks, BalancedUlysses past; 0 where sw runs no
+// balanced. exact and sampled are the traced ranks (--exact-ranks, --sampled-ranks).
+func BalancedBlockWork(sw harness.CPSweep, n, seqlen, block, exact, sampled int) (bytes, seconds float64) {
+	if !slices.Contains(sw.Methods, "balanced") {
 		return 0, 0
 	}
-	seq := o.seqlenFor(n)
-	for _, h := range o.Sweep.Heads {
-		us := o.Sweep.Mesh.Splits
+	for _, h := range sw.Heads {
+		us := sw.Mesh.Splits
 		if len(us) == 0 || slices.Contains(us, 0) {
 			us = []int{cp.BalancedUlysses(n, kernels.Problem{HeadsQ: h.Q, HeadsKV: h.KV})}
 			if n <= 8 {
@@ -552,12 +557,12 @@ func (o *Simulation) blockWork(n int) (bytes, seconds float64) {
 			if u < 1 || n%u != 0 {
 				continue
 			}
-			block := o.Sweep.Mesh.Block
-			if block <= 0 {
-				block = cp.DefaultBlock(seq, n/u, u)
+			b := block
+			if b <= 0 {
+				b = cp.DefaultBlock(seqlen, n/u, u)
 			}
-			b, t := sim.BlockWork(n, seq, block, u, o.Exact, o.Sampled)
-			bytes, seconds = max(bytes, b), max(seconds, t)
+			x, t := sim.BlockWork(n, seqlen, b, u, exact, sampled)
+			bytes, seconds = max(bytes, x), max(seconds, t)
 		}
 	}
 	return bytes, seconds

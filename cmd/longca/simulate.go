@@ -202,21 +202,16 @@ func parseSimulateFlags(c *cli.Context) (simOptions, error) {
 const maxBlockCaseSeconds = 3600
 
 // checkBlockWork refuses a --cp-block whose blocks balanced's sub-masks cannot hold on
-// some --gpus count (sim.BlockWork: they grow as the square of the blocks, which the
-// session's estimate does not count) in avail bytes with workers cases at once, or in an
-// hour; the line names the smallest block, a power of two, that fits. --cp-block 0 (the
-// default: at most 512 tokens per head-parallel rank) and sweeps without balanced pass.
+// some --gpus count (session.BalancedBlockWork: they grow as the square of the blocks) in
+// avail bytes with workers cases at once, or in an hour; the line names the smallest
+// block, a power of two, that fits. --cp-block 0 (the default, which the session's own
+// estimate counts) and sweeps without balanced pass.
 func checkBlockWork(co cpSweepOptions, gpus []int, exact, sampled int, avail float64, workers int) error {
 	if co.block <= 0 || !slices.Contains(co.methods, "balanced") {
 		return nil
 	}
-	splits := append([]int{0}, co.splits...) // 0: the plan's own choice (the fewest units it may take)
 	work := func(n, block int) (bytes, seconds float64) {
-		for _, u := range splits {
-			b, t := sim.BlockWork(n, co.seqlenFor(n), block, u, exact, sampled)
-			bytes, seconds = max(bytes, b), max(seconds, t)
-		}
-		return bytes, seconds
+		return session.BalancedBlockWork(co.sweep(n, ""), n, co.seqlenFor(n), block, exact, sampled)
 	}
 	for _, n := range gpus {
 		bytes, seconds := work(n, co.block)
