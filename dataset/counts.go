@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -123,6 +124,38 @@ var (
 	maxCounts               = MaxDocs
 )
 
+// openFooterFile opens a binary counts file, which is read by its footer: a regular file
+// only (kind names its format in the error, "an Arrow").
+func openFooterFile(path, kind string) (*os.File, os.FileInfo, error) {
+	f, err := smallfile.Open(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("dataset: %w", err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("dataset: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, nil, fmt.Errorf("dataset: %s is %s: %s file is read by its footer: give a regular file", path, smallfile.Kind(fi.Mode()), kind)
+	}
+	return f, fi, nil
+}
+
+// appendColumn is appendCounts of one batch's column of a file, its error naming the file
+// and the column (past maxCounts, tooManyCounts).
+func appendColumn(counts []int, col arrow.Array, path, column string) ([]int, error) {
+	counts, err := appendCounts(counts, col)
+	if errors.Is(err, errTooManyCounts) {
+		return nil, tooManyCounts(path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("dataset: %s: column %q: %w", path, column, err)
+	}
+	return counts, nil
+}
+
 // tooManyCounts is the error of a file that holds more than maxCounts counts.
 func tooManyCounts(path string) error {
 	return fmt.Errorf("dataset: %s holds more than the %d token counts a counts file may: give a random sample of its documents' counts", path, maxCounts)
@@ -130,18 +163,11 @@ func tooManyCounts(path string) error {
 
 // arrowCounts reads the column from every record batch of an Arrow IPC file.
 func arrowCounts(path, column string) ([]int, error) {
-	f, err := smallfile.Open(path)
+	f, fi, err := openFooterFile(path, "an Arrow")
 	if err != nil {
-		return nil, fmt.Errorf("dataset: %w", err)
+		return nil, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("dataset: %w", err)
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("dataset: %s is %s: an Arrow file is read by its footer: give a regular file", path, smallfile.Kind(fi.Mode()))
-	}
 	if fi.Size() > maxCountsFile {
 		return nil, fmt.Errorf("dataset: %s holds %d bytes, more than the %d a counts file may: write the length column alone", path, fi.Size(), maxCountsFile)
 	}
@@ -170,11 +196,8 @@ func arrowCounts(path, column string) ([]int, error) {
 		if err != nil {
 			return nil, fmt.Errorf("dataset: %s: record batch %d: %w", path, i, err)
 		}
-		if counts, err = appendCounts(counts, rec.Column(idx)); err != nil {
-			if errors.Is(err, errTooManyCounts) {
-				return nil, tooManyCounts(path)
-			}
-			return nil, fmt.Errorf("dataset: %s: column %q: %w", path, column, err)
+		if counts, err = appendColumn(counts, rec.Column(idx), path, column); err != nil {
+			return nil, err
 		}
 	}
 	return counts, nil
@@ -185,18 +208,11 @@ func arrowCounts(path, column string) ([]int, error) {
 // dictionary encoded are 93 KB): its rows and its inflated bytes are bounded by the
 // footer's metadata before any are read.
 func parquetCounts(path, column string) ([]int, error) {
-	f, err := smallfile.Open(path)
+	f, _, err := openFooterFile(path, "a Parquet")
 	if err != nil {
-		return nil, fmt.Errorf("dataset: %w", err)
+		return nil, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("dataset: %w", err)
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("dataset: %s is %s: a Parquet file is read by its footer: give a regular file", path, smallfile.Kind(fi.Mode()))
-	}
 	pf, err := file.NewParquetReader(f)
 	if err != nil {
 		return nil, fmt.Errorf("dataset: %s: not a Parquet file: %w", path, err)
@@ -243,11 +259,8 @@ func parquetCounts(path, column string) ([]int, error) {
 	defer rr.Release()
 	counts := make([]int, 0, rows)
 	for rr.Next() {
-		if counts, err = appendCounts(counts, rr.RecordBatch().Column(0)); err != nil {
-			if errors.Is(err, errTooManyCounts) {
-				return nil, tooManyCounts(path)
-			}
-			return nil, fmt.Errorf("dataset: %s: column %q: %w", path, column, err)
+		if counts, err = appendColumn(counts, rr.RecordBatch().Column(0), path, column); err != nil {
+			return nil, err
 		}
 	}
 	if err := rr.Err(); err != nil {
