@@ -533,18 +533,19 @@ func fitSimulation(o *Simulation, maskFor func(string, int, uint64) *builtMask) 
 // (BalancedBlockWork). 64 GPUs of 1M tokens at the default block took 7.7 GB under a
 // logged at_most of 3 s (the twelfth pass).
 func (o *Simulation) blockWork(n int) (bytes, seconds float64) {
-	return BalancedBlockWork(o.Sweep, n, o.seqlenFor(n), o.Sweep.Mesh.Block, o.Exact, o.Sampled)
+	return BalancedBlockWork(o.sweep(n), n, o.Sweep.Mesh.Block, o.Exact, o.Sampled)
 }
 
-// BalancedBlockWork is what balanced's dispatch adds to a case of n ranks and seqlen tokens
-// of sw (sim.BlockWork: its sub-masks grow as the square of the blocks) at block tokens a
-// block (0: cp.DefaultBlock for the mesh), the worst over the meshes its plan may take:
-// sw's --cp-ulysses, else every U up to 8 ranks, BalancedUlysses past; 0 where sw runs no
-// balanced. exact and sampled are the traced ranks (--exact-ranks, --sampled-ranks).
-func BalancedBlockWork(sw harness.CPSweep, n, seqlen, block, exact, sampled int) (bytes, seconds float64) {
+// BalancedBlockWork is what balanced's dispatch adds to a case of sw on n ranks (its
+// SeqLen tokens; sim.BlockWork: its sub-masks grow as the square of the blocks) at block
+// tokens a block (0: cp.DefaultBlock for the mesh), the worst over the meshes its plan may
+// take: sw's --cp-ulysses, else every U up to 8 ranks, BalancedUlysses past; 0 where sw
+// runs no balanced. exact and sampled are the traced ranks (--exact-ranks, --sampled-ranks).
+func BalancedBlockWork(sw harness.CPSweep, n, block, exact, sampled int) (bytes, seconds float64) {
 	if !slices.Contains(sw.Methods, "balanced") {
 		return 0, 0
 	}
+	seqlen := sw.SeqLen
 	for _, h := range sw.Heads {
 		us := sw.Mesh.Splits
 		if len(us) == 0 || slices.Contains(us, 0) {

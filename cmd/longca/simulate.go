@@ -211,7 +211,7 @@ func checkBlockWork(co cpSweepOptions, gpus []int, exact, sampled int, avail flo
 		return nil
 	}
 	work := func(n, block int) (bytes, seconds float64) {
-		return session.BalancedBlockWork(co.sweep(n, ""), n, co.seqlenFor(n), block, exact, sampled)
+		return session.BalancedBlockWork(co.sweep(n, ""), n, block, exact, sampled)
 	}
 	for _, n := range gpus {
 		bytes, seconds := work(n, co.block)
