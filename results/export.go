@@ -85,11 +85,11 @@ func fileTarget(path string) (string, error) {
 	if st.Mode()&fs.ModeSymlink != 0 {
 		target, err := filepath.EvalSymlinks(path)
 		if err != nil {
-			return "", usage("results: %s is a symbolic link to nothing (%v): give a file name, or create the file it names", path, cleanErr(err))
+			return "", Usagef("results: %s is a symbolic link to nothing (%v): give a file name, or create the file it names", path, cleanErr(err))
 		}
 		return fileTarget(target)
 	}
-	return "", usage("results: %s is %s, and writing there would replace it: give a file name", path, smallfile.Kind(st.Mode()))
+	return "", Usagef("results: %s is %s, and writing there would replace it: give a file name", path, smallfile.Kind(st.Mode()))
 }
 
 // WriteArrowFile writes rec as an Arrow IPC file (random access, with footer).

@@ -191,10 +191,10 @@ func collect(dir string, runs []string) (*collected, error) {
 	if len(runs) > 0 {
 		for i, id := range runs {
 			if slices.Contains(runs[:i], id) { // (its rows were merged twice)
-				return nil, usage("--run %s given twice: give each run once", id)
+				return nil, Usagef("--run %s given twice: give each run once", id)
 			}
 			if all[id] == nil {
-				return nil, usage("no files of run %s in %s (it holds %s)", id, dir, describeRuns(all))
+				return nil, Usagef("no files of run %s in %s (it holds %s)", id, dir, describeRuns(all))
 			}
 		}
 	} else {
@@ -203,7 +203,7 @@ func collect(dir string, runs []string) (*collected, error) {
 		}
 	}
 	if len(runs) == 0 {
-		return nil, usage("no rank files (*.rank-R-of-N.arrow) in %s%s: give the folder a run wrote its results to", dir, oversized(dir))
+		return nil, Usagef("no rank files (*.rank-R-of-N.arrow) in %s%s: give the folder a run wrote its results to", dir, oversized(dir))
 	}
 	c := &collected{runs: append([]string(nil), runs...)}
 	sort.Strings(c.runs)
@@ -350,7 +350,7 @@ func checkOut(out string, opts MergeOptions, inputs []*File) error {
 	}
 	for _, p := range paths {
 		if _, _, _, ok := ParseFileName(filepath.Base(p)); ok {
-			return usage("--out %s is named like a rank file (<run>.rank-R-of-N.arrow): merging there would replace a rank's results; choose another name", out)
+			return Usagef("--out %s is named like a rank file (<run>.rank-R-of-N.arrow): merging there would replace a rank's results; choose another name", out)
 		}
 		if _, err := fileTarget(p); err != nil {
 			return err
@@ -361,14 +361,14 @@ func checkOut(out string, opts MergeOptions, inputs []*File) error {
 		}
 		for _, f := range inputs {
 			if fst, err := os.Stat(f.Path); err == nil && os.SameFile(st, fst) {
-				return usage("--out %s is %s, one of the files being merged: choose another name", out, f.Path)
+				return Usagef("--out %s is %s, one of the files being merged: choose another name", out, f.Path)
 			}
 		}
 	}
 	dir := filepath.Dir(out)
 	probe, err := os.CreateTemp(dir, ".longca-merge-probe-*")
 	if err != nil {
-		return usage("cannot write the merged file in %s (%v): give --out in a folder you can write", dir, cleanErr(err))
+		return Usagef("cannot write the merged file in %s (%v): give --out in a folder you can write", dir, cleanErr(err))
 	}
 	probe.Close()
 	os.Remove(probe.Name())

@@ -67,8 +67,9 @@ type usageErr struct{ error }
 func (e usageErr) Is(target error) bool { return target == ErrUsage }
 func (e usageErr) Unwrap() error        { return e.error }
 
-// usage is a request error (ErrUsage) with the message format gives.
-func usage(format string, args ...any) error { return usageErr{fmt.Errorf(format, args...)} }
+// Usagef is a request error (ErrUsage) with the message format gives: the caller's fault
+// (exit status 2), where the text alone is said.
+func Usagef(format string, args ...any) error { return usageErr{fmt.Errorf(format, args...)} }
 
 // eos is the IPC stream's end marker: continuation token and a zero length.
 var eos = []byte{0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0}
@@ -545,7 +546,7 @@ func LoadChecked(path string) (Loaded, error) {
 	}
 	if used == 0 && len(out.Skipped) > 0 {
 		// Every file was left out: an empty table would read as a run without rows.
-		return out, usage("none of the folder's %d results file(s) can be read (%s): give a folder a longca run wrote", len(out.Skipped), firstFew(out.Skipped, 3))
+		return out, Usagef("none of the folder's %d results file(s) can be read (%s): give a folder a longca run wrote", len(out.Skipped), firstFew(out.Skipped, 3))
 	}
 	return out, nil
 }
@@ -577,7 +578,7 @@ func measuredFile(path string, rows []Row) (Loaded, error) {
 		return Loaded{Rows: rows}, nil
 	}
 	if len(kept) == 0 {
-		return Loaded{Skipped: []string{why}}, usage("%s: none of its rows can be used (%s): give a file a longca run wrote", path, why)
+		return Loaded{Skipped: []string{why}}, Usagef("%s: none of its rows can be used (%s): give a file a longca run wrote", path, why)
 	}
 	return Loaded{Rows: kept, Skipped: []string{why}}, nil
 }

@@ -112,12 +112,12 @@ func CheckNewRun(dir, runID string, size int, allHere bool) error {
 	for _, e := range ents {
 		name := e.Name()
 		if name == runID+".merged.arrow" {
-			return usage("%s exists: run %s was written to %s already (a run id is used once; nothing is overwritten): give another run id or folder", filepath.Join(dir, name), runID, dir)
+			return Usagef("%s exists: run %s was written to %s already (a run id is used once; nothing is overwritten): give another run id or folder", filepath.Join(dir, name), runID, dir)
 		}
 		if id, _, n, ok := ParseFileName(name); ok && id == runID && n != size {
-			return usage("%s exists: run %s was written to %s already, on %d rank(s), and this run has %d (a run id is used once; nothing is overwritten): give another run id or folder", filepath.Join(dir, name), runID, dir, n, size)
+			return Usagef("%s exists: run %s was written to %s already, on %d rank(s), and this run has %d (a run id is used once; nothing is overwritten): give another run id or folder", filepath.Join(dir, name), runID, dir, n, size)
 		} else if ok && id == runID && allHere {
-			return usage("%s exists: run %s has rank files in %s already (a run id is used once; nothing is overwritten): give another run id or folder", filepath.Join(dir, name), runID, dir)
+			return Usagef("%s exists: run %s has rank files in %s already (a run id is used once; nothing is overwritten): give another run id or folder", filepath.Join(dir, name), runID, dir)
 		}
 	}
 	return nil
@@ -138,7 +138,7 @@ func Create(dir, runID string, rank, size int) (*Writer, error) {
 	path := filepath.Join(dir, FileName(runID, rank, size))
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if errors.Is(err, fs.ErrExist) {
-		return nil, usage("results: %s exists: run %s has rank files in %s already (a run id is used once; nothing is overwritten): give another run id or folder", path, runID, dir)
+		return nil, Usagef("results: %s exists: run %s has rank files in %s already (a run id is used once; nothing is overwritten): give another run id or folder", path, runID, dir)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("results: %w", err)

@@ -91,8 +91,8 @@ func Predict(ctx context.Context, method cp.Method, cfg cp.Config, p kernels.Pro
 	// makes) stays 128 times inside it. longca's flags hold heads and head dim to 1024 and
 	// masks to 2G tokens: 2^53 bytes.
 	if b := 4 * float64(p.Mask.SeqQ) * float64(max(p.HeadsQ, p.HeadsKV)) * float64(p.HeadDim); !(b <= maxTensorBytes) {
-		return pl, nil, tooLongErr(fmt.Sprintf("%d tokens x %d:%d heads x head dim %d: a tensor of %.3g bytes, past the %.3g the simulation counts in int64: give fewer tokens, heads or a smaller head dim",
-			p.Mask.SeqQ, p.HeadsQ, p.HeadsKV, p.HeadDim, b, float64(maxTensorBytes)))
+		return pl, nil, results.Usagef("%d tokens x %d:%d heads x head dim %d: a tensor of %.3g bytes, past the %.3g the simulation counts in int64: give fewer tokens, heads or a smaller head dim",
+			p.Mask.SeqQ, p.HeadsQ, p.HeadsKV, p.HeadDim, b, float64(maxTensorBytes))
 	}
 	n := pl.Config.Ranks
 	exact := o.ExactRanks
@@ -130,12 +130,12 @@ func Predict(ctx context.Context, method cp.Method, cfg cp.Config, p kernels.Pro
 			}
 		}
 		if !(slow.Seconds <= MaxPredictedSeconds) { // (NaN too)
-			return pl, nil, tooLongErr(fmt.Sprintf("%s %s: predicted to take %.3g s, past a year, the longest a row records: the machine (--machine, the link flags) or the kernel rates (--kernel-rows, --calibrate) are too slow for this case",
-				pl.Method, pass, slow.Seconds))
+			return pl, nil, results.Usagef("%s %s: predicted to take %.3g s, past a year, the longest a row records: the machine (--machine, the link flags) or the kernel rates (--kernel-rows, --calibrate) are too slow for this case",
+				pl.Method, pass, slow.Seconds)
 		}
 		if slow.Seconds > 0 && slow.Seconds < 1e-9 { // a row's time.Duration of 0, an infinite rate
-			return pl, nil, tooLongErr(fmt.Sprintf("%s %s: predicted to take %.3g s, under the nanosecond a row records: the machine (--machine, the link flags) or the kernel rates (--kernel-rows, --calibrate) are too fast for this case",
-				pl.Method, pass, slow.Seconds))
+			return pl, nil, results.Usagef("%s %s: predicted to take %.3g s, under the nanosecond a row records: the machine (--machine, the link flags) or the kernel rates (--kernel-rows, --calibrate) are too fast for this case",
+				pl.Method, pass, slow.Seconds)
 		}
 		pr := Prediction{Pass: pass, Seconds: slow.Seconds, Slowest: slow, Traced: len(traced), Sampled: n > exact,
 			CommBytes: cp.CommBytesOf(pl, pass)}
@@ -162,14 +162,6 @@ const maxTensorBytes = 1 << 56
 // MaxPredictedSeconds is the longest predicted time a row records: a year, far inside
 // time.Duration's 292 (a time past that wrapped to a row of -9.2e12 ms, exit 0).
 const MaxPredictedSeconds = 365.25 * 24 * 3600
-
-// tooLongErr is a prediction past MaxPredictedSeconds (or under a nanosecond), or a
-// problem past maxTensorBytes: the inputs' fault, so a usage error (results.ErrUsage:
-// exit status 2), not a failure of the simulation.
-type tooLongErr string
-
-func (e tooLongErr) Error() string        { return string(e) }
-func (e tooLongErr) Is(target error) bool { return target == results.ErrUsage }
 
 // bottleneck names what limits a rank: compute, or the link class behind most of its
 // waiting.
