@@ -15,7 +15,9 @@ func TestFlagParseErrorsNameTheFlag(t *testing.T) {
 	}{
 		{[]string{"data", "--seqlen", "1K", "--samples", "x"}, "longca: --samples x: give a whole number"}, // int
 		{[]string{"data", "--seqlen", "1K", "--samples="}, `longca: --samples "": give a whole number`},
-		{[]string{"data", "--seqlen", "1K", "--samples", "99999999999999999999"}, "longca: --samples 99999999999999999999: out of range: give a whole number from -9223372036854775808 to 9223372036854775807"},
+		{[]string{"data", "--seqlen", "1K", "--samples", "99999999999999999999"}, "longca: --samples 99999999999999999999: out of range: too large for a whole number (at most 9223372036854775807)"},
+		{[]string{"list", "--device", "99999999999999999999"}, "longca: --device 99999999999999999999: out of range: too large for a whole number (at most 9223372036854775807)"},
+		{[]string{"data", "--seqlen", "1K", "--samples", "-99999999999999999999"}, "longca: --samples -99999999999999999999: out of range: too small for a whole number (at least -9223372036854775808)"},
 		{[]string{"data", "--seqlen", "1K", "--samples"}, "longca: --samples given without a value: give a whole number"},
 		{[]string{"data", "--seqlen", "1K", "--seed", "-1"}, "longca: --seed -1: give a whole number, 0 or more"},                // uint64
 		{[]string{"kernel", "--dry-run", "-n", "x"}, "longca: -n x: give a whole number"},                                        // an alias

@@ -182,7 +182,29 @@ func flagParseError(msg string, flags []cli.Flag, cmd string) (string, bool) {
 	if _, ok := f.(*cli.BoolFlag); ok {
 		given = dashed(m[2]) + "=" + shownValue(v)
 	}
-	return fmt.Sprintf("%s: %s", given, flagWants(f, m[3] == "value out of range", cmd)), true
+	if m[3] == "value out of range" {
+		return fmt.Sprintf("%s: %s", given, outOfRange(f, v, cmd)), true
+	}
+	return fmt.Sprintf("%s: %s", given, flagWants(f, false, cmd)), true
+}
+
+// outOfRange says which end of its type a number given to f passed: a value too large is
+// told the largest, one too small the smallest, so that "--device 1e20" is not told it may
+// go down to -2^63 when the command then refuses every negative.
+func outOfRange(f cli.Flag, v string, cmd string) string {
+	negative := strings.HasPrefix(strings.TrimSpace(v), "-")
+	switch f.(type) {
+	case *cli.IntFlag, *cli.Int64Flag:
+		if negative {
+			return fmt.Sprintf("out of range: too small for a whole number (at least %d)", math.MinInt64)
+		}
+		return fmt.Sprintf("out of range: too large for a whole number (at most %d)", math.MaxInt64)
+	case *cli.UintFlag, *cli.Uint64Flag:
+		if !negative {
+			return fmt.Sprintf("out of range: too large for a whole number (at most %d)", uint64(math.MaxUint64))
+		}
+	}
+	return flagWants(f, true, cmd)
 }
 
 // dashed writes a flag's name as given: -w for a one-letter alias, else --samples.
@@ -206,14 +228,8 @@ func shownValue(v string) string {
 func flagWants(f cli.Flag, outOfRange bool, cmd string) string {
 	switch f.(type) {
 	case *cli.IntFlag, *cli.Int64Flag:
-		if outOfRange {
-			return fmt.Sprintf("out of range: give a whole number from %d to %d", math.MinInt64, math.MaxInt64)
-		}
 		return "give a whole number"
 	case *cli.UintFlag, *cli.Uint64Flag:
-		if outOfRange {
-			return fmt.Sprintf("out of range: give a whole number from 0 to %d", uint64(math.MaxUint64))
-		}
 		return "give a whole number, 0 or more"
 	case *cli.Float64Flag:
 		if outOfRange {
