@@ -16,6 +16,7 @@ import (
 	"github.com/longca/longca/dataset"
 	"github.com/longca/longca/kernels"
 	"github.com/longca/longca/mask"
+	"github.com/longca/longca/spmd/cp"
 	"github.com/longca/longca/tensor"
 )
 
@@ -408,13 +409,15 @@ func CPPlanSeconds(n, seqlen, cases int) float64 {
 // bounded by twice the inputs), the kernel's working set for one step (kernels/ref's when
 // isRef), and a fixed cost for the rank itself (goroutines, queues, the mask).
 func CPFootprint(tokens, hq, hkv, d int, dt tensor.DType, passes []kernels.Pass, onDevice, isRef bool) Footprint {
-	return CPFootprintWith(tokens, hq, hkv, d, dt, passes, onDevice, isRef, 0)
+	return CPFootprintWith(tokens, hq, hkv, d, dt, passes, onDevice, isRef, 0, 0)
 }
 
 // CPFootprintWith is CPFootprint with the method's buffers at least methodBytes (a
 // method's own bound, cp.MethodBufferBound: balanced fetches what the mask needs, up to
-// many ranks' K/V).
-func CPFootprintWith(tokens, hq, hkv, d int, dt tensor.DType, passes []kernels.Pass, onDevice, isRef bool, methodBytes float64) Footprint {
+// many ranks' K/V) and, for kernels/ref, refRanges key ranges a query row of a step's
+// sub-mask (0 or less: the few of a contiguous shard's; balanced's sub-masks hold up to
+// one a dispatch block, RefRangesPerRow).
+func CPFootprintWith(tokens, hq, hkv, d int, dt tensor.DType, passes []kernels.Pass, onDevice, isRef bool, methodBytes, refRanges float64) Footprint {
 	t, q, kv, dd := float64(tokens), float64(hq), float64(hkv), float64(d)
 	pass := kernels.Fwd
 	for _, p := range passes {
@@ -433,7 +436,21 @@ func CPFootprintWith(tokens, hq, hkv, d int, dt tensor.DType, passes []kernels.P
 		f.Host = perRank + data + method
 	}
 	if isRef {
-		f.Host += refBytes(t, t, q, kv, dd, 4, pass)
+		f.Host += refBytes(t, t, q, kv, dd, max(refRanges, 4), pass)
 	}
 	return f
+}
+
+// RefRangesPerRow bounds the key ranges a query row of one of balanced's sub-masks holds
+// on n ranks at dispatch block tokens (0: the default, whose smallest is the plan's of
+// one head group, cp.DefaultBlock(seqlen, n, 1)): a range for each block its rank fetches,
+// at most the sequence's blocks. kernels/ref lists a row's ranges before merging them
+// (rowSpans), so cp --kernel ref --cp-block 8 on 8 ranks of 8K tokens held 3.3 GB of
+// spans, where the few ranges of a contiguous shard counted 0.1; --cp-block 1 grew past
+// 5.8 GB in 20 s on its way to about 70.
+func RefRangesPerRow(seqlen, n, block int) float64 {
+	if block <= 0 {
+		block = cp.DefaultBlock(seqlen, n, 1)
+	}
+	return math.Ceil(float64(seqlen) / float64(max(block, 1)))
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/longca/longca/harness"
@@ -293,14 +294,23 @@ func FitCP(s harness.CPSweep, n, onNode int, inProcess bool, ko kernels.Options,
 	// balanced's THD layout copies keys: forced, or auto on a kernel that counts its calls.
 	_, counts := k.(kernels.CallCounter)
 	thd := s.Mesh.KVLayout == cp.KVDocs || s.Mesh.KVLayout == cp.KVAuto && counts
-	for _, h := range s.Heads {
-		// The methods' own buffers where they can exceed the generic estimate (balanced).
-		mb := cp.MethodBufferBound(s.Methods, tokens, n, h.Q, h.KV, s.HeadDim, s.DType, s.Passes, s.Mesh.Stages, thd)
-		f := harness.CPFootprintWith(tokens, h.Q, h.KV, s.HeadDim, s.DType, s.Passes, onDevice, isRef, mb)
-		if f.Host > need.Host || f.Device > need.Device {
-			need = f
-		}
+	// kernels/ref lists each row's key ranges: one a dispatch block on balanced's sub-masks
+	ranges := 0.0
+	if isRef && slices.Contains(s.Methods, "balanced") {
+		ranges = harness.RefRangesPerRow(s.SeqLen, n, s.Mesh.Block)
 	}
+	footprint := func(ranges float64) (need harness.Footprint) {
+		for _, h := range s.Heads {
+			// The methods' own buffers where they can exceed the generic estimate (balanced).
+			mb := cp.MethodBufferBound(s.Methods, tokens, n, h.Q, h.KV, s.HeadDim, s.DType, s.Passes, s.Mesh.Stages, thd)
+			f := harness.CPFootprintWith(tokens, h.Q, h.KV, s.HeadDim, s.DType, s.Passes, onDevice, isRef, mb, ranges)
+			if f.Host > need.Host || f.Device > need.Device {
+				need = f
+			}
+		}
+		return need
+	}
+	need = footprint(ranges)
 	host := need.Scale(float64(onNode))
 	dev := need
 	if inProcess && onDevice {
@@ -310,6 +320,20 @@ func FitCP(s harness.CPSweep, n, onNode int, inProcess bool, ko kernels.Options,
 	err := m.Fits(harness.Footprint{Host: host.Host, Device: dev.Device}, devBytes, what)
 	if err == nil {
 		return nil
+	}
+	if s.Mesh.Block > 0 && ranges > 4 {
+		// the reference's spans of balanced's blocks are what does not fit: name --cp-block
+		few := footprint(0)
+		if m.Fits(harness.Footprint{Host: few.Host * float64(onNode), Device: dev.Device}, devBytes, "") == nil {
+			fix := "or 0 for the default"
+			for b := s.Mesh.Block * 2; b <= s.SeqLen; b *= 2 {
+				if m.Fits(harness.Footprint{Host: footprint(harness.RefRangesPerRow(s.SeqLen, n, b)).Host * float64(onNode), Device: dev.Device}, devBytes, "") == nil {
+					fix = fmt.Sprintf("give --cp-block %d or more, or 0 for the default", b)
+					break
+				}
+			}
+			return Usagef("--cp-block %d with --kernel %s: %v: the reference may list a key range a query row for each of balanced's %.0f blocks; %s", s.Mesh.Block, s.Kernel, err, ranges, fix)
+		}
 	}
 	if inProcess && m.Fits(need, devBytes, "") == nil {
 		return Usagef("--ranks %d: %v: in-process ranks share this host; use fewer, or one process per GPU (mpirun, srun)", n, err)

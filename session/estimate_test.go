@@ -103,3 +103,33 @@ func TestEstimateCountsSettle(t *testing.T) {
 		t.Errorf("estimate %s without settle, %s with 3s on 2 GPU cases and 2 CPU cases: want 6s more", base, with)
 	}
 }
+
+// kernels/ref lists a key range a query row for each of balanced's dispatch blocks before
+// merging them, so a small --cp-block grows its spans as the sequence times its blocks
+// (cp --kernel ref --cp-block 1 on 8 ranks of 8K tokens grew past 5.8 GB in 20 s): FitCP
+// counts them and names --cp-block with the smallest block that fits; the default block,
+// other methods and other kernels are not held to it.
+func TestFitCPCountsRefSpansOfBalancedBlocks(t *testing.T) {
+	defer func(m func() harness.Machine) { Machine = m }(Machine)
+	Machine = func() harness.Machine { return harness.Machine{HostBytes: 16 << 30, RefFLOPs: 1e9, DeviceFLOPs: 1e12} }
+	sweep := func(method string, block int) harness.CPSweep {
+		return harness.CPSweep{Methods: []string{method}, Masks: []string{"causal"}, SeqLen: 64 << 10, Heads: []harness.Heads{{Q: 1, KV: 1}},
+			HeadDim: 16, DType: tensor.BF16, Passes: []kernels.Pass{kernels.Fwd}, Samples: 1, Seed: 42, Kernel: "ref",
+			Mesh: cp.Config{Block: block}}
+	}
+	err := FitCP(sweep("balanced", 1), 8, 8, true, kernels.Options{}, "--tokens-per-rank 8K")
+	if err == nil || !strings.Contains(err.Error(), "--cp-block 1 with --kernel ref") || !strings.Contains(err.Error(), "give --cp-block 8 or more") {
+		t.Errorf("--cp-block 1, 8 ranks of 8K on the reference: %v, want a refusal naming --cp-block and the block of 8", err)
+	}
+	if _, usage := err.(*UsageError); !usage {
+		t.Errorf("not a usage error: %v", err)
+	}
+	for _, ok := range []harness.CPSweep{sweep("balanced", 8), sweep("balanced", 0), sweep("ring-p2p", 1)} {
+		if err := FitCP(ok, 8, 8, true, kernels.Options{}, "--tokens-per-rank 8K"); err != nil {
+			t.Errorf("%v --cp-block %d: %v", ok.Methods, ok.Mesh.Block, err)
+		}
+	}
+	if r := harness.RefRangesPerRow(64<<10, 8, 8); r != 8192 {
+		t.Errorf("RefRangesPerRow(64K, 8 ranks, block 8) = %v, want 8192", r)
+	}
+}
