@@ -22,7 +22,12 @@ func (s *Session) SelftestComm(ctx context.Context, o spmd.Options, exitRank int
 	}
 	w := s.World
 	s.TagRank(w.Rank, w.Size)
-	return spmd.RunRanks(ctx, w, o, nil, func(ctx context.Context, cm comm.Comm, w spmd.World) error {
+	// One store for the job, as cp's: the backend's bootstrap opens it and the share test
+	// uses it again, so rank 0 binds MASTER_PORT once and no other process can take the
+	// port between the two (it did: rank 0 failed naming the port, the others waited out
+	// --timeout calling it crowded).
+	ctx, release := spmd.HoldStore(ctx)
+	err := spmd.RunRanks(ctx, w, o, nil, func(ctx context.Context, cm comm.Comm, w spmd.World) error {
 		out := s.Stdout
 		who := fmt.Sprintf("rank %d of %d (%s)", w.Rank, w.Size, spmd.Choose(w, spmd.Options{Backend: o.Backend}))
 		if w.Rank == exitRank {
@@ -48,7 +53,7 @@ func (s *Session) SelftestComm(ctx context.Context, o spmd.Options, exitRank int
 			if w.Rank == 0 {
 				data = want
 			}
-			got, err := spmd.Share(context.Background(), w, o, "selftest/share", data, len(want))
+			got, err := spmd.Share(ctx, w, o, "selftest/share", data, len(want))
 			if err == nil && string(got) != string(want) {
 				err = fmt.Errorf("got %q, want %q", got, want)
 			}
@@ -63,4 +68,6 @@ func (s *Session) SelftestComm(ctx context.Context, o spmd.Options, exitRank int
 		}
 		return nil
 	})
+	release(err == nil)
+	return err
 }

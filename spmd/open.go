@@ -109,7 +109,17 @@ func Open(ctx context.Context, w World, o Options) (comm.Comm, error) {
 // jobs. When every rank is on this node the store listens on the loopback only;
 // otherwise on the interface MASTER_ADDR names (every interface only when MASTER_ADDR
 // is not an address of this host).
+//
+// Under a context of HoldStore, the rank's first Bootstrap opens the store and later ones
+// return it (without a server to shut down: the hold's release closes both).
 func Bootstrap(ctx context.Context, w World, timeout time.Duration) (*Store, *StoreServer, error) {
+	if h, ok := ctx.Value(holdKey{}).(*storeHold); ok {
+		return h.bootstrap(ctx, w, timeout)
+	}
+	return bootstrap(ctx, w, timeout)
+}
+
+func bootstrap(ctx context.Context, w World, timeout time.Duration) (*Store, *StoreServer, error) {
 	listen, dial, err := storeAddrs(ctx, w)
 	if err != nil {
 		return nil, nil, err

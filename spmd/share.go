@@ -13,7 +13,9 @@ var mpiShare func(data []byte, n int, timeout time.Duration) ([]byte, error)
 // ignored elsewhere. When the chosen backend is MPI (an MPI launcher, MPI built in, o not
 // forcing another) it is MPI_Bcast, on the MPI that the backend's Close finalizes;
 // otherwise the TCP store at MasterAddr:MasterPort carries it under key, so a backend
-// that is not MPI never starts MPI. Every rank must call it.
+// that is not MPI never starts MPI. Under a context of HoldStore it is the store the job
+// already holds (the TCP backend's), not a second one on the same port. Every rank must
+// call it.
 func Share(ctx context.Context, w World, o Options, key string, data []byte, n int) ([]byte, error) {
 	if w.Rank == 0 && len(data) != n {
 		return nil, fmt.Errorf("spmd: share %s: rank 0 has %d bytes, not %d", key, len(data), n)

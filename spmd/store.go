@@ -29,6 +29,7 @@ type Store struct {
 	r          *bufio.Reader
 	w          *bufio.Writer
 	mu         sync.Mutex
+	held       bool // HoldStore's: Close leaves it to the hold's release
 }
 
 // refusal is a dial that reached something that is not this job's store, or a store
@@ -199,8 +200,14 @@ func (s *Store) Broadcast(key string, root int, data []byte) ([]byte, error) {
 	return s.Get(key, root)
 }
 
-// Close drops the connection; the store sees this rank leave.
-func (s *Store) Close() error { return s.conn.Close() }
+// Close drops the connection; the store sees this rank leave. A store that HoldStore
+// holds stays open until the hold is released.
+func (s *Store) Close() error {
+	if s.held {
+		return nil
+	}
+	return s.conn.Close()
+}
 
 // do sends one request and reads its reply, turning the store's statuses into errors.
 func (s *Store) do(what string, q request) (reply, error) {

@@ -71,7 +71,7 @@ func TestStoreWarnsWithoutSecret(t *testing.T) {
 	lines := captureWarn(t)
 	port := freePort(t)
 	ws := []World{envWorld(0, 2, port, "", nil), envWorld(1, 2, port, "", nil)}
-	for range 2 { // a process bootstraps twice (selftest comm: Share, then the backend): one warning
+	for range 2 { // a process bootstraps twice (Share without a held store, then the backend): one warning
 		if errs := bootstrapAll(ws, 5*time.Second, nil); errs[0] != nil || errs[1] != nil {
 			t.Fatal(errs)
 		}
