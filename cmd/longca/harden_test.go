@@ -283,6 +283,7 @@ func TestListFlagsItemsOnce(t *testing.T) {
 		{[]string{"kernel", "--kernels", ",", "--dry-run"}, `--kernels ",": an empty item`},
 		{[]string{"kernel", "--seqlens", "128,,256", "--dry-run"}, `--seqlens "128,,256": an empty item`},
 		{[]string{"kernel", "--masks", "causal,causal", "--dry-run"}, "causal given twice"},
+		{[]string{"run", "--suite", "smoke", "--masks", "causal,causal", "--out", t.TempDir()}, `--masks "causal,causal": causal given twice`},
 		{[]string{"sparse", "--block", ",", "--dry-run"}, `--block ",": an empty item`},
 		{[]string{"cp", "--cp-ulysses", "1,1", "--dry-run"}, "1 given twice"},
 		{[]string{"simulate", "--gpus", "8,8"}, "8 given twice"},

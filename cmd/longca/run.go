@@ -123,6 +123,9 @@ func suiteMasks(st harness.Suite, list string) ([]string, error) {
 		if !slices.Contains(st.Sweep.Masks, m) {
 			return nil, usageError("--masks %q: %q is not a mask of the %s suite; use some of %s", list, m, st.Name, strings.Join(st.Sweep.Masks, ","))
 		}
+		if want[m] { // as kernel --masks refuses it
+			return nil, usageError("--masks %q: %s given twice: give each once", list, m)
+		}
 		want[m] = true
 	}
 	if len(want) == 0 {
