@@ -294,9 +294,12 @@ func FitCP(s harness.CPSweep, n, onNode int, inProcess bool, ko kernels.Options,
 	// balanced's THD layout copies keys: forced, or auto on a kernel that counts its calls.
 	_, counts := k.(kernels.CallCounter)
 	thd := s.Mesh.KVLayout == cp.KVDocs || s.Mesh.KVLayout == cp.KVAuto && counts
-	// kernels/ref lists each row's key ranges: one a dispatch block on balanced's sub-masks
+	// kernels/ref lists each row's key ranges: one a dispatch block on balanced's sub-masks.
+	// Counted for a --cp-block given: the default's blocks are at least 1/512 of the
+	// sequence (16 MB of spans a rank at 8 ranks of 8K), and where they are many the
+	// reference's own time refuses the sweep.
 	ranges := 0.0
-	if isRef && slices.Contains(s.Methods, "balanced") {
+	if isRef && s.Mesh.Block > 0 && slices.Contains(s.Methods, "balanced") {
 		ranges = harness.RefRangesPerRow(s.SeqLen, n, s.Mesh.Block)
 	}
 	footprint := func(ranges float64) (need harness.Footprint) {
