@@ -3,6 +3,8 @@ package results
 import (
 	"errors"
 	"fmt"
+	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -61,25 +63,46 @@ type RunFiles struct {
 // Scan finds every rank file in dir, grouped by run id. When a run's files disagree on
 // the world size, the size most of them have wins and the others are listed in its
 // Skipped (a stray file does not block the folder).
+//
+// A folder of more than MaxFolderFiles rank files is refused (ErrUsage); its entries are
+// read a batch at a time, so that a folder of millions of them is counted, not held.
 func Scan(dir string) (map[string]*RunFiles, error) {
-	ents, err := os.ReadDir(dir)
+	d, err := os.Open(dir)
 	if err != nil {
 		return nil, err
 	}
+	defer d.Close()
 	type named struct {
 		rank int
 		path string
 	}
 	bySize := map[string]map[int][]named{}
-	for _, e := range ents {
-		id, rank, size, ok := ParseFileName(e.Name())
-		if !ok || e.IsDir() {
-			continue
+	found := 0
+	for {
+		ents, err := d.ReadDir(scanBatch)
+		for _, e := range ents {
+			id, rank, size, ok := ParseFileName(e.Name())
+			if !ok || e.IsDir() {
+				continue
+			}
+			if found++; found > maxFolderFiles {
+				bySize = nil // (counted on, not kept)
+				continue
+			}
+			if bySize[id] == nil {
+				bySize[id] = map[int][]named{}
+			}
+			bySize[id][size] = append(bySize[id][size], named{rank, filepath.Join(dir, e.Name())})
 		}
-		if bySize[id] == nil {
-			bySize[id] = map[int][]named{}
+		if err == io.EOF {
+			break
 		}
-		bySize[id][size] = append(bySize[id][size], named{rank, filepath.Join(dir, e.Name())})
+		if err != nil {
+			return nil, err
+		}
+	}
+	if found > maxFolderFiles {
+		return nil, Usagef("%s holds %d rank files (*.rank-R-of-N.arrow), more than the %d that longca reads of one folder: move runs into folders of their own and merge or report each", dir, found, maxFolderFiles)
 	}
 	runs := map[string]*RunFiles{}
 	for id, sizes := range bySize {
@@ -164,8 +187,12 @@ func describeMissing(size int, present []int) string {
 
 // collected is what collect read of a folder.
 type collected struct {
-	runs       []string
-	files      []*File // in run, then rank order
+	runs []string
+	// paths are the files used (in run, then rank order), schema the first one's.
+	paths  []string
+	schema *arrow.Schema
+	// kept is what the caller's keeper kept of the files used.
+	kept       keeper
 	missing    []string
 	truncated  []string
 	skipped    []string
@@ -173,16 +200,69 @@ type collected struct {
 }
 
 func (c *collected) release() {
-	for _, f := range c.files {
-		f.Release()
+	if c.kept != nil {
+		c.kept.release()
+		c.kept = nil
 	}
-	c.files = nil
+}
+
+// keeper keeps what its caller needs of the files collect reads, so that a folder of
+// many small files costs memory in proportion to its rows, not to its files (a decoded
+// file holds about 70 KB of Arrow objects and its own copy of the schema, whatever its
+// rows): Merge keeps the Arrow columns, compacted (columnKeeper), LoadChecked the rows
+// (rowKeeper). collect makes one for each schema the files have and keeps the one of the
+// schema most files share.
+type keeper interface {
+	// add keeps what is needed of f, a file collect accepted; collect releases f after.
+	add(f *File)
+	// release frees what was kept.
+	release()
+}
+
+// MaxFolderFiles bounds the rank files of one folder that longca reads (Scan, and so
+// merge and report): each costs up to a few KB of bookkeeping (its name, rank, what is
+// said of it) besides its rows, and about half a millisecond to read. A folder of more
+// is refused: move runs into folders of their own.
+const MaxFolderFiles = 200_000
+
+// maxFolderFiles is MaxFolderFiles (a test lowers it).
+var maxFolderFiles = MaxFolderFiles
+
+// scanBatch is how many folder entries Scan reads at a time.
+const scanBatch = 4096
+
+// HostBytes is the memory this process may still take, which collect holds its estimate
+// of a folder's read against (besides MaxFolderFiles). longca sets it to
+// harness.ThisMachine's reading (MemAvailable, cgroup and address-space limits), which
+// this package cannot import; unset (+Inf), only MaxFolderFiles bounds a read.
+var HostBytes = func() float64 { return math.Inf(1) }
+
+// The estimate of a folder's read (collectEstimate): what is kept of a file is at most
+// keptPerByte times its size, plus perFileBytes of bookkeeping; the file being decoded
+// takes up to openPerByte times its own size while it is read (Open), and the merge's
+// output as much again as what is kept. fitShare is the share of HostBytes a read may
+// plan to use (the rest is the Go runtime's and the report's).
+const (
+	keptPerByte  = 1
+	perFileBytes = 2 << 10
+	openPerByte  = 4
+	fitShare     = 0.85
+)
+
+// collectEstimate is the memory that reading files totalling bytes (the largest of
+// which has largest bytes) is planned to take.
+func collectEstimate(files int, bytes, largest int64) float64 {
+	return 2*keptPerByte*float64(bytes) + perFileBytes*float64(files) + openPerByte*float64(largest)
 }
 
 // collect opens the rank files of the given runs of dir (every run when runs is empty),
-// keeping the readable files whose content matches their name and whose schema most of
-// the files share; the others are skipped with the reason, and their ranks are missing.
-func collect(dir string, runs []string) (*collected, error) {
+// keeping (through a keeper newKeeper makes) what is needed of the readable files whose
+// content matches their name and whose schema most of the files share; the others are
+// skipped with the reason, and their ranks are missing. Files are read one at a time and
+// released before the next is opened. A folder of more than MaxFolderFiles rank files,
+// or whose read is estimated at more memory than HostBytes leaves, is refused
+// (ErrUsage) before any is read.
+func collect(dir string, runs []string, newKeeper func() keeper) (*collected, error) {
 	explicit := len(runs) > 0
 	all, err := Scan(dir)
 	if err != nil {
@@ -207,14 +287,34 @@ func collect(dir string, runs []string) (*collected, error) {
 	}
 	c := &collected{runs: append([]string(nil), runs...)}
 	sort.Strings(c.runs)
-	type opened struct {
-		f        *File
-		id       string
-		rank     int
-		size     int
-		schemaID string
+	if err := checkCollect(dir, c.runs, all, explicit); err != nil {
+		return nil, err
 	}
-	var ok []opened
+	// One group for each schema (its key), in the order first seen; every file accepted
+	// is a member of one.
+	type group struct {
+		schema *arrow.Schema // its first file's
+		first  int           // its first member
+		size   int
+		keep   keeper
+	}
+	type member struct {
+		id                    string
+		rank, size            int
+		path                  string
+		group                 int
+		truncated, unverified bool
+	}
+	var groups []*group
+	byKey := map[string]int{}
+	var members []member
+	defer func() { // the keepers of the groups not used
+		for _, g := range groups {
+			if g.keep != c.kept {
+				g.keep.release()
+			}
+		}
+	}()
 	for _, id := range c.runs {
 		rf := all[id]
 		c.skipped = append(c.skipped, rf.Skipped...)
@@ -230,43 +330,48 @@ func collect(dir string, runs []string) (*collected, error) {
 				c.skipped = append(c.skipped, strings.TrimPrefix(err.Error(), "results: "))
 				continue
 			}
-			ok = append(ok, opened{f, id, r, rf.Size, schemaKey(f)})
+			key := schemaKey(f)
+			gi, seen := byKey[key]
+			if !seen {
+				gi = len(groups)
+				byKey[key] = gi
+				groups = append(groups, &group{schema: f.Schema, first: len(members), keep: newKeeper()})
+			}
+			g := groups[gi]
+			g.size++
+			members = append(members, member{id, r, rf.Size, p, gi, f.Truncated, f.Unverified})
+			g.keep.add(f)
+			f.Release()
 		}
 	}
 	// The schema most files have is the run's; a file of another is skipped.
-	count := map[string]int{}
-	first := map[string]int{}
-	for i, o := range ok {
-		count[o.schemaID]++
-		if _, seen := first[o.schemaID]; !seen {
-			first[o.schemaID] = i
-		}
-	}
-	best := ""
-	for k, n := range count {
-		if best == "" || n > count[best] || n == count[best] && first[k] < first[best] {
-			best = k
+	var best *group
+	for _, g := range groups {
+		if best == nil || g.size > best.size {
+			best = g
 		}
 	}
 	present := map[string]map[int]bool{}
-	for _, o := range ok {
-		if o.schemaID != best {
-			ref := ok[first[best]].f
-			c.skipped = append(c.skipped, fmt.Sprintf("%s: %v", o.f.Path, sameColumns(ref, o.f)))
-			o.f.Release()
+	for _, m := range members {
+		if g := groups[m.group]; g != best {
+			ref := &File{Path: members[best.first].path, Schema: best.schema}
+			c.skipped = append(c.skipped, fmt.Sprintf("%s: %v", m.path, sameColumns(ref, &File{Path: m.path, Schema: g.schema})))
 			continue
 		}
-		c.files = append(c.files, o.f)
-		if present[o.id] == nil {
-			present[o.id] = map[int]bool{}
+		c.paths = append(c.paths, m.path)
+		if present[m.id] == nil {
+			present[m.id] = map[int]bool{}
 		}
-		present[o.id][o.rank] = true
-		if o.f.Truncated {
-			c.truncated = append(c.truncated, fmt.Sprintf("run %s: rank %d of %d", o.id, o.rank, o.size))
+		present[m.id][m.rank] = true
+		if m.truncated {
+			c.truncated = append(c.truncated, fmt.Sprintf("run %s: rank %d of %d", m.id, m.rank, m.size))
 		}
-		if o.f.Unverified {
-			c.unverified = append(c.unverified, o.f.Path)
+		if m.unverified {
+			c.unverified = append(c.unverified, m.path)
 		}
+	}
+	if best != nil {
+		c.schema, c.kept = best.schema, best.keep
 	}
 	// A run none of whose files could be used, among runs that could, is no run: stray
 	// files named like one (copied, renamed, damaged) do not block the folder's real
@@ -286,6 +391,45 @@ func collect(dir string, runs []string) (*collected, error) {
 		}
 	}
 	return c, nil
+}
+
+// checkCollect refuses, before any file is read, a read of more memory than HostBytes
+// leaves (collectEstimate).
+func checkCollect(dir string, runs []string, all map[string]*RunFiles, explicit bool) error {
+	files := 0
+	for _, id := range runs {
+		files += len(all[id].Paths)
+	}
+	split := fmt.Sprintf("merge its runs in parts (longca merge %s --run ID --out FILE, then report each merged file), or move runs into folders of their own", dir)
+	if explicit {
+		split = "give fewer --run ids at once, or move runs into folders of their own"
+	}
+	var total, largest int64
+	for _, id := range runs {
+		for _, p := range all[id].Paths {
+			if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Size() <= MaxFileBytes { // (Open refuses a larger one unread)
+				n := st.Size()
+				total += n
+				largest = max(largest, n)
+			}
+		}
+	}
+	need, have := collectEstimate(files, total, largest), HostBytes()*fitShare
+	if need > have {
+		return Usagef("%s: reading its %d rank files (%s on disk) takes about %s of memory, more than the %s this machine has free for it: %s", dir, files, gib(float64(total)), gib(need), gib(have), split)
+	}
+	return nil
+}
+
+// gib says a byte count in GiB, or MiB below one GiB (KiB below one MiB).
+func gib(b float64) string {
+	if b < 1<<20 {
+		return fmt.Sprintf("%.0f KiB", b/(1<<10))
+	}
+	if b < 1<<30 {
+		return fmt.Sprintf("%.0f MiB", b/(1<<20))
+	}
+	return fmt.Sprintf("%.1f GiB", b/(1<<30))
 }
 
 // oversized names a file of dir named like a rank file of more than MaxWorldSize ranks
@@ -313,7 +457,7 @@ func firstFew(list []string, n int) string {
 }
 
 // describeRuns lists the runs of a folder with the ranks present: "a (2 of 2 ranks), b
-// (1 of 4 ranks)".
+// (1 of 4 ranks)", the first maxListed of them and how many more.
 func describeRuns(all map[string]*RunFiles) string {
 	if len(all) == 0 {
 		return "no rank files"
@@ -323,11 +467,16 @@ func describeRuns(all map[string]*RunFiles) string {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
-	parts := make([]string, len(ids))
-	for i, id := range ids {
+	parts := make([]string, min(len(ids), maxListed))
+	for i := range parts {
+		id := ids[i]
 		parts[i] = fmt.Sprintf("%s (%d of %d ranks)", id, len(all[id].Paths), all[id].Size)
 	}
-	return "runs " + strings.Join(parts, ", ")
+	more := ""
+	if len(ids) > len(parts) {
+		more = fmt.Sprintf(" and %d more (%d runs)", len(ids)-len(parts), len(ids))
+	}
+	return "runs " + strings.Join(parts, ", ") + more
 }
 
 // MergedPath is the merged file of one run in dir: <run>.merged.arrow. Commands that
@@ -339,7 +488,7 @@ func MergedPath(dir, run string) string { return filepath.Join(dir, run+".merged
 // run), or one of the files being merged; and an output folder that cannot be written,
 // before anything is read. Only the files the merge writes are checked (the Parquet and
 // CSV files when asked for: a folder named merged.parquet refused a merge without --parquet).
-func checkOut(out string, opts MergeOptions, inputs []*File) error {
+func checkOut(out string, opts MergeOptions, inputs []string) error {
 	paths := []string{out}
 	base := strings.TrimSuffix(out, filepath.Ext(out))
 	if opts.Parquet {
@@ -359,9 +508,9 @@ func checkOut(out string, opts MergeOptions, inputs []*File) error {
 		if err != nil {
 			continue
 		}
-		for _, f := range inputs {
-			if fst, err := os.Stat(f.Path); err == nil && os.SameFile(st, fst) {
-				return Usagef("--out %s is %s, one of the files being merged: choose another name", out, f.Path)
+		for _, in := range inputs {
+			if fst, err := os.Stat(in); err == nil && os.SameFile(st, fst) {
+				return Usagef("--out %s is %s, one of the files being merged: choose another name", out, in)
 			}
 		}
 	}
@@ -420,7 +569,7 @@ func checkIdentity(f *File, run string, rank, size int) error {
 // rank 0..n-1 of each run must be present, unless AllowMissing.
 func Merge(dir string, opts MergeOptions) (MergeResult, error) {
 	var res MergeResult
-	c, err := collect(dir, opts.Runs)
+	c, err := collect(dir, opts.Runs, func() keeper { return &columnKeeper{} })
 	if err != nil {
 		return res, fmt.Errorf("merge: %w", err)
 	}
@@ -430,26 +579,30 @@ func Merge(dir string, opts MergeOptions) (MergeResult, error) {
 	if out == "" {
 		out = filepath.Join(dir, "merged.arrow")
 	}
-	if err := checkOut(out, opts, c.files); err != nil {
+	if err := checkOut(out, opts, c.paths); err != nil {
 		return res, fmt.Errorf("merge: %w", err)
 	}
 	if len(c.missing) > 0 && !opts.AllowMissing {
 		why := ""
 		if len(c.skipped) > 0 {
-			why = "; skipped " + strings.Join(c.skipped, "; ")
+			why = "; skipped " + firstFew(c.skipped, maxListed)
 		}
 		runs := ""
 		if len(opts.Runs) == 0 && len(c.runs) > 1 {
-			runs = fmt.Sprintf("; the folder holds runs %s: merge one with --run", strings.Join(c.runs, ", "))
+			runs = fmt.Sprintf("; the folder holds runs %s: merge one with --run", fewRuns(c.runs, maxListed))
 		}
-		return res, missingRanks{fmt.Errorf("merge: %s%s%s (pass --allow-missing to merge anyway)", strings.Join(c.missing, "; "), why, runs)}
+		return res, missingRanks{fmt.Errorf("merge: %s%s%s (pass --allow-missing to merge anyway)", firstFew(c.missing, maxListed), why, runs)}
 	}
-	if len(c.files) == 0 {
+	if len(c.paths) == 0 {
 		// Every rank is missing (--allow-missing or not): the folder given has nothing to
 		// merge, which longca merge says as bad input (exit status 2, see ErrMissingRanks).
 		return res, missingRanks{fmt.Errorf("merge: none of the %d rank file(s) in %s can be read (%s): give a folder a longca run wrote its rank files to", len(c.skipped), dir, firstFew(c.skipped, 3))}
 	}
-	ref := c.files[0]
+	kept := c.kept.(*columnKeeper)
+	if err := kept.flush(c.schema); err != nil {
+		return res, err
+	}
+	ref := &File{Schema: c.schema}
 	md := map[string]string{MetaRuns: strings.Join(res.Runs, ",")}
 	if v := ref.Meta(MetaSchemaVersion); v != "" {
 		md[MetaSchemaVersion] = v
@@ -467,15 +620,12 @@ func Merge(dir string, opts MergeOptions) (MergeResult, error) {
 	if len(res.Unverified) > 0 {
 		md[MetaUnverified] = strings.Join(res.Unverified, "; ")
 	}
-	var total int64
-	for _, f := range c.files {
-		total += f.NumRows()
-	}
-	md[MetaRows] = fmt.Sprint(total)
-	rec, err := concat(ref.Schema, md, c.files)
+	md[MetaRows] = fmt.Sprint(kept.rows)
+	rec, err := concat(c.schema, md, kept.chunks, kept.rows)
 	if err != nil {
 		return res, err
 	}
+	kept.release() // (the columns are in rec)
 	defer rec.Release()
 	res.Rows = rec.NumRows()
 
@@ -499,6 +649,87 @@ func Merge(dir string, opts MergeOptions) (MergeResult, error) {
 	return res, nil
 }
 
+// maxListed bounds the runs, missing ranks and skipped files an error line names (the
+// merged file's metadata names them all).
+const maxListed = 10
+
+// fewRuns lists run ids for a line: all of them up to n, else the first n and how many
+// more ("a, b, c and 19997 more (20000 runs)").
+func fewRuns(runs []string, n int) string {
+	if len(runs) <= n {
+		return strings.Join(runs, ", ")
+	}
+	return fmt.Sprintf("%s and %d more (%d runs)", strings.Join(runs[:n], ", "), len(runs)-n, len(runs))
+}
+
+// compactBatches is how many batches a columnKeeper holds before it joins them into one:
+// a batch costs about 300 bytes of Arrow objects a column whatever its rows (a rank
+// file's hold one row each), a joined one the same for all of its rows.
+const compactBatches = 256
+
+// columnKeeper keeps the files' record batches for Merge, joined into chunks of at least
+// compactBatches batches as they come, so that what it holds grows with the rows, not
+// the batches. Empty batches (a rank file's first) are dropped.
+type columnKeeper struct {
+	pending []arrow.RecordBatch
+	chunks  []arrow.RecordBatch
+	rows    int64
+	err     error
+}
+
+func (k *columnKeeper) add(f *File) {
+	for _, b := range f.Batches {
+		if b.NumRows() == 0 {
+			continue
+		}
+		b.Retain()
+		k.pending = append(k.pending, b)
+		k.rows += b.NumRows()
+	}
+	if len(k.pending) >= compactBatches && k.err == nil {
+		k.err = k.flush(f.Schema)
+	}
+}
+
+// flush joins the pending batches into one chunk (with s's fields).
+func (k *columnKeeper) flush(s *arrow.Schema) error {
+	if k.err != nil {
+		return k.err
+	}
+	switch len(k.pending) {
+	case 0:
+		return nil
+	case 1:
+		k.chunks = append(k.chunks, k.pending[0])
+		k.pending = k.pending[:0]
+		return nil
+	}
+	var rows int64
+	for _, b := range k.pending {
+		rows += b.NumRows()
+	}
+	rec, err := join(s, k.pending, rows)
+	for _, b := range k.pending {
+		b.Release()
+	}
+	k.pending = k.pending[:0]
+	if err != nil {
+		return err
+	}
+	k.chunks = append(k.chunks, rec)
+	return nil
+}
+
+func (k *columnKeeper) release() {
+	for _, b := range k.pending {
+		b.Release()
+	}
+	for _, b := range k.chunks {
+		b.Release()
+	}
+	k.pending, k.chunks = nil, nil
+}
+
 // sameColumns checks that two files have the same fields and schema version.
 func sameColumns(a, b *File) error {
 	if va, vb := a.Meta(MetaSchemaVersion), b.Meta(MetaSchemaVersion); va != vb {
@@ -519,9 +750,9 @@ func sameColumns(a, b *File) error {
 	return nil
 }
 
-// concat joins the batches of files into one record batch with schema s's fields and
-// metadata md.
-func concat(s *arrow.Schema, md map[string]string, files []*File) (arrow.RecordBatch, error) {
+// concat joins batches (of rows rows in all) into one record batch with schema s's
+// fields and metadata md.
+func concat(s *arrow.Schema, md map[string]string, batches []arrow.RecordBatch, rows int64) (arrow.RecordBatch, error) {
 	keys := make([]string, 0, len(md))
 	for k := range md {
 		keys = append(keys, k)
@@ -532,18 +763,19 @@ func concat(s *arrow.Schema, md map[string]string, files []*File) (arrow.RecordB
 		vals[i] = md[k]
 	}
 	meta := arrow.NewMetadata(keys, vals)
-	schema := arrow.NewSchema(s.Fields(), &meta)
+	return join(arrow.NewSchema(s.Fields(), &meta), batches, rows)
+}
+
+// join joins batches (of rows rows in all, with schema's fields) into one record batch
+// of schema.
+func join(schema *arrow.Schema, batches []arrow.RecordBatch, rows int64) (arrow.RecordBatch, error) {
+	s := schema
 	cols := make([]arrow.Array, len(s.Fields()))
-	var rows int64
-	for _, f := range files {
-		rows += f.NumRows()
-	}
+	parts := make([]arrow.Array, 0, len(batches))
 	for i := range cols {
-		var parts []arrow.Array
-		for _, f := range files {
-			for _, b := range f.Batches {
-				parts = append(parts, b.Column(i))
-			}
+		parts = parts[:0]
+		for _, b := range batches {
+			parts = append(parts, b.Column(i))
 		}
 		if len(parts) == 0 {
 			parts = append(parts, array.MakeArrayOfNull(memory.DefaultAllocator, s.Field(i).Type, 0))

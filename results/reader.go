@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -32,6 +33,12 @@ type File struct {
 	// Unverified is true when the file's rows carry no checksums (written before
 	// ChecksumColumn existed): damage in them cannot be detected.
 	Unverified bool
+
+	// read counts the batches read; pending are those read since the last join (their
+	// data pendingBytes): see accept.
+	read         int
+	pending      []arrow.RecordBatch
+	pendingBytes int64
 }
 
 // ErrDamaged marks a file whose bytes were changed after its writer wrote them: a row
@@ -159,9 +166,14 @@ func Decode(path string, data []byte) (f *File, err error) {
 		return nil, fmt.Errorf("empty: its writer died before writing the schema: %w", ErrNotResults)
 	}
 	if bytes.HasPrefix(data, fileMagic) {
-		return f, f.readFile(data)
+		err = f.readFile(data)
+	} else {
+		err = f.readStream(data)
 	}
-	return f, f.readStream(data)
+	if err == nil {
+		err = f.join()
+	}
+	return f, err
 }
 
 // limits bound what the IPC readers allocate for one message by the input's size.
@@ -218,16 +230,16 @@ func (f *File) readStream(data []byte) error {
 		// A rank file's writer writes an empty first batch (the schema on disk at once),
 		// then one row a batch: any other count is damage.
 		want := int64(1)
-		if len(f.Batches) == 0 {
+		if f.read == 0 {
 			want = 0
 		}
 		if n := r.RecordBatch().NumRows(); rankFile && n != want {
-			return fmt.Errorf("%w: batch %d holds %d rows; a rank file's batch %d holds %d", ErrDamaged, len(f.Batches), n, len(f.Batches), want)
+			return fmt.Errorf("%w: batch %d holds %d rows; a rank file's batch %d holds %d", ErrDamaged, f.read, n, f.read, want)
 		}
-		if err := f.accept(r.RecordBatch(), len(f.Batches)); err != nil {
+		if err := f.accept(r.RecordBatch(), f.read); err != nil {
 			return err
 		}
-		goodEnd = msgs[len(f.Batches)].end
+		goodEnd = msgs[f.read].end
 	}
 	if r.Err() != nil {
 		stop = r.Err()
@@ -237,10 +249,10 @@ func (f *File) readStream(data []byte) error {
 		// A killed writer tears at most its last batch; a batch that does not decode
 		// with a good one after it, or before the end marker, is damage.
 		if bytes.HasSuffix(data, eos) {
-			return fmt.Errorf("%w: batch %d (at byte %d) does not decode but the stream has its end marker: %v", ErrDamaged, len(f.Batches), goodEnd, stop)
+			return fmt.Errorf("%w: batch %d (at byte %d) does not decode but the stream has its end marker: %v", ErrDamaged, f.read, goodEnd, stop)
 		}
 		if at := laterBatch(data, goodEnd); at >= 0 {
-			return fmt.Errorf("%w: batch %d (at byte %d) does not decode but a whole batch lies at byte %d: %v", ErrDamaged, len(f.Batches), goodEnd, at, stop)
+			return fmt.Errorf("%w: batch %d (at byte %d) does not decode but a whole batch lies at byte %d: %v", ErrDamaged, f.read, goodEnd, at, stop)
 		}
 		f.Truncated, f.Tail = true, stop.Error()
 	case eosEnd >= 0 && eosEnd < len(data):
@@ -251,8 +263,13 @@ func (f *File) readStream(data []byte) error {
 	return nil
 }
 
-// accept validates and verifies batch i and keeps it.
+// accept validates and verifies batch i and keeps it (an empty one is dropped). The
+// batches are joined compactBatches at a time (or joinBytes of data): a decoded batch
+// costs about 300 bytes of Arrow objects a column whatever its rows, and a rank file has
+// one row a batch, so a rank file of 20,000 rows (150 MB) took 1.3 GB to read whole.
+// Batches then holds the joined batches, not one for each batch of the file.
 func (f *File) accept(rec arrow.RecordBatch, i int) error {
+	f.read++
 	if err := validateBatch(rec); err != nil {
 		return fmt.Errorf("%w: batch %d: %v", ErrDamaged, i, err)
 	}
@@ -263,9 +280,59 @@ func (f *File) accept(rec arrow.RecordBatch, i int) error {
 	if !verified && rec.NumRows() > 0 {
 		f.Unverified = true
 	}
+	if rec.NumRows() == 0 {
+		return nil
+	}
 	rec.Retain()
+	f.pending = append(f.pending, rec)
+	f.pendingBytes += batchBytes(rec)
+	if len(f.pending) >= compactBatches || f.pendingBytes >= joinBytes {
+		return f.join()
+	}
+	return nil
+}
+
+// joinBytes bounds the data of the batches joined into one (so that a column of strings
+// stays far from the 2 GiB its 32-bit offsets can address).
+const joinBytes = 64 << 20
+
+// join joins the pending batches into one, kept in Batches.
+func (f *File) join() error {
+	pending := f.pending
+	f.pending, f.pendingBytes = nil, 0
+	switch len(pending) {
+	case 0:
+		return nil
+	case 1:
+		f.Batches = append(f.Batches, pending[0])
+		return nil
+	}
+	var rows int64
+	for _, b := range pending {
+		rows += b.NumRows()
+	}
+	rec, err := join(f.Schema, pending, rows)
+	for _, b := range pending {
+		b.Release()
+	}
+	if err != nil {
+		return fmt.Errorf("%w: joining batches %d-%d: %v", ErrDamaged, f.read-len(pending), f.read-1, err)
+	}
 	f.Batches = append(f.Batches, rec)
 	return nil
+}
+
+// batchBytes is the size of rec's buffers.
+func batchBytes(rec arrow.RecordBatch) int64 {
+	var n int64
+	for _, c := range rec.Columns() {
+		for _, b := range c.Data().Buffers() {
+			if b != nil {
+				n += int64(b.Len())
+			}
+		}
+	}
+	return n
 }
 
 // maxResync bounds the places laterBatch tries.
@@ -372,6 +439,9 @@ func (f *File) readFile(data []byte) error {
 			return err
 		}
 	}
+	if err := f.join(); err != nil {
+		return err
+	}
 	return f.checkRowCount()
 }
 
@@ -430,7 +500,10 @@ func (f *File) Release() {
 	for _, b := range f.Batches {
 		b.Release()
 	}
-	f.Batches = nil
+	for _, b := range f.pending {
+		b.Release()
+	}
+	f.Batches, f.pending = nil, nil
 }
 
 // ReadRows opens a file and decodes its rows.
@@ -521,28 +594,17 @@ func LoadChecked(path string) (Loaded, error) {
 			out.Skipped = append(out.Skipped, strings.TrimPrefix(err.Error(), "results: "))
 		}
 	}
-	c, err := collect(path, nil)
+	c, err := collect(path, nil, func() keeper { return &rowKeeper{} })
 	if err != nil {
 		return out, fmt.Errorf("results: %w", err)
 	}
 	defer c.release()
 	out.Skipped = append(out.Skipped, c.skipped...)
 	out.Missing, out.Truncated = c.missing, c.truncated
-	for _, f := range c.files {
-		rows, err := f.Rows()
-		if err != nil {
-			out.Skipped = append(out.Skipped, err.Error())
-			continue
-		}
-		kept, why := keepMeasured(f.Path, rows)
-		if why != "" {
-			out.Skipped = append(out.Skipped, why)
-		}
-		if len(kept) == 0 && len(rows) > 0 {
-			continue
-		}
-		out.Rows = append(out.Rows, kept...)
-		used++
+	if k, ok := c.kept.(*rowKeeper); ok {
+		out.Skipped = append(out.Skipped, k.skipped...)
+		out.Rows = k.rows
+		used += k.used
 	}
 	if used == 0 && len(out.Skipped) > 0 {
 		// Every file was left out: an empty table would read as a run without rows.
@@ -550,6 +612,74 @@ func LoadChecked(path string) (Loaded, error) {
 	}
 	return out, nil
 }
+
+// rowKeeper keeps the rows of the files collect reads for LoadChecked: their rows
+// (without those keepMeasured leaves out), the files left out or cut down and why, and
+// how many files gave rows.
+type rowKeeper struct {
+	rows    []Row
+	skipped []string
+	used    int
+	// strs holds one copy of each string the rows hold: a decoded row's strings point
+	// into its file's Arrow buffers, which would keep each file's buffers (about 2.5 KB
+	// for a one-row rank file) alive; many (host, command, env) repeat from file to file.
+	strs map[string]string
+}
+
+// rowStrings are the indices of Row's string fields (Status included).
+var rowStrings = func() []int {
+	var out []int
+	t := reflect.TypeOf(Row{})
+	for i := 0; i < t.NumField(); i++ {
+		if t.Field(i).Type.Kind() == reflect.String {
+			out = append(out, i)
+		}
+	}
+	return out
+}()
+
+// own makes row r's strings the keeper's, free of the file's buffers.
+func (k *rowKeeper) own(r *Row) {
+	if k.strs == nil {
+		k.strs = map[string]string{}
+	}
+	v := reflect.ValueOf(r).Elem()
+	for _, i := range rowStrings {
+		f := v.Field(i)
+		s := f.String()
+		if s == "" {
+			continue
+		}
+		c, ok := k.strs[s]
+		if !ok {
+			c = strings.Clone(s)
+			k.strs[c] = c
+		}
+		f.SetString(c)
+	}
+}
+
+func (k *rowKeeper) add(f *File) {
+	rows, err := f.Rows()
+	if err != nil {
+		k.skipped = append(k.skipped, err.Error())
+		return
+	}
+	kept, why := keepMeasured(f.Path, rows)
+	if why != "" {
+		k.skipped = append(k.skipped, why)
+	}
+	if len(kept) == 0 && len(rows) > 0 {
+		return
+	}
+	for i := range kept {
+		k.own(&kept[i])
+	}
+	k.rows = append(k.rows, kept...)
+	k.used++
+}
+
+func (k *rowKeeper) release() { k.strs = nil }
 
 // truncatedOf is what LoadChecked says of one file read whole: the file itself where its
 // writer stopped before the end marker, or the rank files a merged file records as such.

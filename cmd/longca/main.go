@@ -15,6 +15,7 @@ import (
 
 	"github.com/longca/longca/dataset"
 	"github.com/longca/longca/results"
+	"github.com/longca/longca/session"
 	"github.com/longca/longca/spmd"
 
 	"github.com/longca/longca/kernels/external"
@@ -254,6 +255,8 @@ const argsKey = "args"
 // run is main without the exit, for tests.
 func run(args []string) int {
 	external.Version = Version
+	// merge and report hold their read of a folder against what this process may take
+	results.HostBytes = func() float64 { return session.Machine().HostBytes }
 	defer external.CloseAll() // external workers end, and their folders go, with longca
 	madeMu.Lock()
 	madeDirs = nil // this run's folders only (tests call run many times in one process)
