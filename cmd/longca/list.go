@@ -31,11 +31,19 @@ func listAction(c *cli.Context) error {
 	if err := checkVariant(ko, false, kernels.Names()...); err != nil { // a variant no kernel has (--variant nope listed, exit 0)
 		return err
 	}
+	// The peers' probes start workers (a Python importing torch): Ctrl-C or SIGTERM
+	// while one waits stops it with its process group (run's deferred CloseAll), where the
+	// signal's default action left the worker's children running.
+	ctx, stop := session.Interruptible(c.Context)
+	defer stop()
 	var peers []present.PeerInfo
 	for _, k := range kernels.Names() {
 		p := present.PeerInfo{Kernel: k}
 		if !strings.HasSuffix(k, ":PATH") { // a family: any program speaking the protocol
-			p = session.PeerStatus(c.Context, k, ko)
+			p = session.PeerStatus(ctx, k, ko)
+		}
+		if ctx.Err() != nil {
+			return &session.ExitError{Code: 130, Msg: "longca list: interrupted while probing " + k}
 		}
 		peers = append(peers, p)
 	}

@@ -164,10 +164,16 @@ func (k *Kernel) info(ctx context.Context) (kernelInfo, *reply, error) {
 	return kernelInfo{}, h, kernels.Unsupported(fmt.Errorf("%s: the worker serves %s, not %q", k.name, kernelNames(h), k.remote))
 }
 
+// kernelNames lists the worker's kernels for a message: each name one printable line,
+// at most maxNamesShown of them (a worker may serve thousands).
 func kernelNames(h *reply) string {
 	var n []string
-	for _, ki := range h.Kernels {
-		n = append(n, ki.Name)
+	for i, ki := range h.Kernels {
+		if i == maxNamesShown {
+			n = append(n, fmt.Sprintf("and %d more", len(h.Kernels)-maxNamesShown))
+			break
+		}
+		n = append(n, oneLine(ki.Name, maxShort))
 	}
 	if len(n) == 0 {
 		return "no kernels"
@@ -189,10 +195,15 @@ func (k *Kernel) Available(ctx context.Context) (Versions, error) {
 	return v, nil
 }
 
+// mergeVersions is the worker's versions with the kernel's (the kernel's win), at most
+// maxVersions entries (each side was bounded by sanitize).
 func mergeVersions(h *reply, ki kernelInfo) Versions {
 	v := Versions{}
 	maps.Copy(v, h.Versions)
 	maps.Copy(v, ki.Versions)
+	if len(v) > maxVersions {
+		v = boundVersions(v)
+	}
 	return v
 }
 

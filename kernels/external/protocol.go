@@ -11,6 +11,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
+	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/longca/longca/kernels"
 	"github.com/longca/longca/mask"
@@ -173,6 +177,113 @@ func (r *reply) check(op string, id int64) error {
 		}
 	}
 	return nil
+}
+
+// Bounds on the strings a worker sends (docs/external-kernels.md, "Strings from a
+// worker"). A worker's strings go into every row it serves, into logs and into the
+// tables: a 15 MB device name made an 818 MB results file of 56 rows, and a newline or an
+// escape sequence in it broke the table's "# ran on:" line and cleared the terminal (the
+// thirteenth probe). Each is made one printable line and clipped (sanitize).
+const (
+	// maxShort bounds device, worker, variant, a kernel's masks, and a version's name and
+	// value, in bytes ("..." included), as a machine file's name is bounded.
+	maxShort = 200
+	// maxReason bounds reason and a kernel's doc and reason.
+	maxReason = 1000
+	// maxVersions bounds the entries of a versions object (and of the merged
+	// kernel_versions): more keep the first by name and "..." saying how many more, as the
+	// env column does.
+	maxVersions = 64
+	// maxNamesShown bounds the kernel names a message lists.
+	maxNamesShown = 20
+)
+
+// sanitize makes every string of the reply that longca records or prints one printable
+// line within its bound. The kernels' names are kept as sent (longca sends them back in
+// its requests); messages that show them pass them through oneLine.
+func (r *reply) sanitize() {
+	if r.Reason != "" {
+		if r.Reason = oneLine(r.Reason, maxReason); r.Reason == "" {
+			r.Reason = "(a reason of white space only)" // check took it: it was not empty
+		}
+	}
+	r.Worker = oneLine(r.Worker, maxShort)
+	r.Device = oneLine(r.Device, maxShort)
+	r.Variant = oneLine(r.Variant, maxShort)
+	r.Versions = boundVersions(r.Versions)
+	for i := range r.Kernels {
+		k := &r.Kernels[i]
+		k.Doc = oneLine(k.Doc, maxReason)
+		k.Reason = oneLine(k.Reason, maxReason)
+		k.Masks = oneLine(k.Masks, maxShort)
+		k.Versions = boundVersions(k.Versions)
+	}
+}
+
+// oneLine is s as one printable line of at most n bytes: line breaks become " | " (a
+// Python traceback stays readable), other white space a space, and every other
+// character that is not printable (an escape sequence's ESC, a bidi override) U+FFFD;
+// a longer result is cut at a character boundary and ends in "...".
+func oneLine(s string, n int) string {
+	if len(s) <= n && strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) < 0 && utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	brk := false
+	for _, r := range s {
+		if b.Len() > n { // enough to cut: the rest is never read
+			break
+		}
+		switch {
+		case r == '\n' || r == '\r' || r == '\u2028' || r == '\u2029' || r == '\u0085':
+			brk = b.Len() > 0
+			continue
+		case unicode.IsSpace(r):
+			if brk || b.Len() == 0 {
+				continue // a line's leading space
+			}
+			r = ' '
+		case !unicode.IsPrint(r):
+			r = utf8.RuneError
+		}
+		if brk {
+			b.WriteString(" | ")
+			brk = false
+		}
+		b.WriteRune(r)
+	}
+	out := strings.TrimRight(b.String(), " ")
+	if len(out) <= n {
+		return out
+	}
+	cut := n - len("...")
+	for cut > 0 && !utf8.RuneStart(out[cut]) {
+		cut--
+	}
+	return out[:cut] + "..."
+}
+
+// boundVersions is v with each name and value one printable line of at most maxShort
+// bytes, and at most maxVersions entries: the first by name, then "..." giving how many
+// more there were. nil stays nil.
+func boundVersions(v Versions) Versions {
+	if v == nil {
+		return nil
+	}
+	names := make([]string, 0, len(v))
+	for k := range v {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	out := make(Versions, min(len(names), maxVersions+1))
+	for i, k := range names {
+		if i == maxVersions {
+			out["..."] = fmt.Sprintf("%d more", len(names)-maxVersions)
+			break
+		}
+		out[oneLine(k, maxShort)] = oneLine(v[k], maxShort)
+	}
+	return out
 }
 
 // The times a worker's reply may give for one call, in ms: a nanosecond to a million

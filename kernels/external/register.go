@@ -1,13 +1,17 @@
 package external
 
 import (
+	"bytes"
+	"debug/elf"
 	_ "embed"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -128,11 +132,89 @@ func ParseExec(rest string) (path, kernel string, err error) {
 	case st.IsDir() || st.Mode()&0o111 == 0:
 		return "", "", fmt.Errorf("exec:%s: %s is not an executable file (chmod +x it)", rest, path)
 	}
+	if err := runnable(path); err != nil {
+		return "", "", fmt.Errorf("exec:%s: %s %w", rest, path, err)
+	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return "", "", fmt.Errorf("exec:%s: %w", rest, err)
 	}
 	return abs, kernel, nil
+}
+
+// runnable says why the system cannot start path, an executable file, or nil: a script
+// needs a #! line naming an interpreter that is there, a binary a valid ELF header for
+// this machine and, if it names one, a loader that is there. execve refuses anything
+// else: longca wrote every case as an unsupported row ("exec format error", or "no such
+// file or directory" about the file itself for a missing interpreter) and exited 0 (the
+// thirteenth probe). A file longca may run but not read is left to the system.
+func runnable(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	head := make([]byte, 256)
+	n, _ := io.ReadFull(f, head)
+	head = head[:n]
+	switch {
+	case bytes.HasPrefix(head, []byte("#!")):
+		line, _, _ := bytes.Cut(head[2:], []byte("\n"))
+		fields := strings.Fields(string(line))
+		if len(fields) == 0 {
+			return fmt.Errorf("has a #! line that names no interpreter: name one, such as #!/bin/sh")
+		}
+		interp := fields[0]
+		if !filepath.IsAbs(interp) {
+			return fmt.Errorf("has the #! interpreter %s, a relative path (the worker runs in a temporary folder): give its absolute path, or #!/usr/bin/env %s", oneLine(interp, maxShort), oneLine(interp, maxShort))
+		}
+		st, err := os.Stat(interp)
+		switch {
+		case err != nil:
+			return fmt.Errorf("has the #! interpreter %s, which is not there: install it or correct the #! line", oneLine(interp, maxShort))
+		case st.IsDir() || st.Mode()&0o111 == 0:
+			return fmt.Errorf("has the #! interpreter %s, which is not an executable file: correct the #! line", oneLine(interp, maxShort))
+		}
+	case bytes.HasPrefix(head, []byte(elf.ELFMAG)):
+		ef, err := elf.NewFile(f)
+		if err != nil {
+			return fmt.Errorf("is not a binary this system can run (its ELF header: %v): rebuild it", err)
+		}
+		if ef.Type != elf.ET_EXEC && ef.Type != elf.ET_DYN {
+			return fmt.Errorf("is an ELF file of type %s, not a program: give the program", ef.Type)
+		}
+		if want, ok := elfMachines[runtime.GOARCH]; ok && !slices.Contains(want, ef.Machine) {
+			return fmt.Errorf("is a binary for %s, and this machine is %s: build it for this machine", ef.Machine, runtime.GOARCH)
+		}
+		for _, prog := range ef.Progs {
+			if prog.Type != elf.PT_INTERP || prog.Filesz > 4096 {
+				continue
+			}
+			b := make([]byte, prog.Filesz)
+			if _, err := prog.ReadAt(b, 0); err != nil {
+				return fmt.Errorf("is not a binary this system can run (its loader's name: %v): rebuild it", err)
+			}
+			loader := string(bytes.TrimRight(b, "\x00"))
+			if _, err := os.Stat(loader); err != nil {
+				return fmt.Errorf("needs the loader %s, which is not there: build it for this system (or statically)", oneLine(loader, maxShort))
+			}
+		}
+	default:
+		return fmt.Errorf("is neither a binary nor a script with a #! line (the system answers \"exec format error\"): add a #! line naming its interpreter, such as #!/bin/sh")
+	}
+	return nil
+}
+
+// elfMachines are the ELF machines a GOARCH runs (its 32-bit relative too).
+var elfMachines = map[string][]elf.Machine{
+	"amd64":   {elf.EM_X86_64, elf.EM_386},
+	"386":     {elf.EM_386},
+	"arm64":   {elf.EM_AARCH64, elf.EM_ARM},
+	"arm":     {elf.EM_ARM},
+	"ppc64le": {elf.EM_PPC64},
+	"ppc64":   {elf.EM_PPC64},
+	"s390x":   {elf.EM_S390},
+	"riscv64": {elf.EM_RISCV},
 }
 
 // CheckTempDir says why kernel name's worker (exec:..., torch:*) could not make its private

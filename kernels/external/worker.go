@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,7 +37,18 @@ const (
 	maxLine = 16 << 20
 	// exitGrace is how long a worker that closed stdout or was killed may take to exit.
 	exitGrace = 5 * time.Second
+	// ioGrace is how long longca reads a worker's stdout and stderr after it exited: a
+	// process it started in another session (setsid) may hold them open for good.
+	ioGrace = time.Second
 )
+
+// HelloNoteAfter is how long a worker's hello may take before longca says on stderr that
+// it is waiting, and for how long at most: a Python that hangs on import (an NFS home, a
+// conda lock) otherwise kept `longca list` silent for the whole HelloTimeout.
+var HelloNoteAfter = 10 * time.Second
+
+// Notice is where that line goes; nil is os.Stderr (read when the worker starts).
+var Notice io.Writer
 
 // Spec says how to start a worker.
 type Spec struct {
@@ -73,10 +85,16 @@ type Worker struct {
 type process struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
+	stdout *os.File    // the read end of its stdout (closed by stop)
 	lines  chan []byte // reply lines; closed at stdout's end
 	rerr   error       // why the lines ended (set before lines is closed)
-	exited chan struct{}
-	tail   *tailBuffer
+	// quit is closed by stop: the reader delivers no more lines (it blocked for good on
+	// a worker that printed log lines to stdout, and with it the reaping: the fourth
+	// finding of the thirteenth probe).
+	quit     chan struct{}
+	stopOnce sync.Once
+	exited   chan struct{} // closed once the process is reaped (its ProcessState set)
+	tail     *tailBuffer
 }
 
 // NewWorker makes a worker that starts on first use.
@@ -171,13 +189,28 @@ func (w *Worker) ensure(ctx context.Context, timeout time.Duration) error {
 	argv = append(argv, "--device", fmt.Sprint(w.spec.Device))
 	p, err := startProcess(prog, argv[1:], dir)
 	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			if _, statErr := os.Stat(prog); statErr == nil { // execve's ENOENT for a program that is there
+				err = fmt.Errorf("%v (the program is there: its #! interpreter or its loader is not)", err)
+			}
+		}
 		w.startErr = fmt.Errorf("%w: %s: %v", errNotStarted, w.spec.Label, err)
 		return w.startErr
 	}
 	w.proc = p
 	w.nextID++
 	req := helloRequest{envelope: envelope{Op: "hello", ID: w.nextID}, Protocol: ProtocolVersion, Device: w.spec.Device, Longca: Version}
+	started := time.Now()
+	out := Notice
+	if out == nil {
+		out = os.Stderr
+	}
+	note := time.AfterFunc(HelloNoteAfter, func() {
+		fmt.Fprintf(out, "longca: %s: waiting for the worker's hello (%s so far; given up after %s: --worker-timeout sets the bound)\n",
+			w.spec.Label, time.Since(started).Round(time.Second), timeout)
+	})
 	r, err := w.roundTrip(ctx, "hello", req, w.nextID, timeout)
+	note.Stop()
 	if err != nil {
 		if ctx.Err() == nil {
 			w.startErr = err // a worker that fails its hello is not started again
@@ -228,24 +261,35 @@ func (w *Worker) roundTrip(ctx context.Context, op string, req any, id int64, ti
 	}
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
-	select {
-	case line, ok := <-p.lines:
-		if !ok {
-			return nil, w.failed(op, fmt.Errorf("its output ended (%v)", p.rerr))
+	exited := p.exited
+	var afterExit <-chan time.Time
+	for {
+		select {
+		case line, ok := <-p.lines:
+			if !ok {
+				return nil, w.failed(op, fmt.Errorf("its output ended (%v)", p.rerr))
+			}
+			var r reply
+			if err := json.Unmarshal(line, &r); err != nil {
+				return nil, w.failed(op, fmt.Errorf("malformed reply %q: %v (stdout carries replies only: print logs to stderr)", clip(string(line), 200), err))
+			}
+			if err := r.check(op, id); err != nil {
+				return nil, w.failed(op, fmt.Errorf("malformed reply %q: %v", clip(string(line), 200), err))
+			}
+			r.sanitize()
+			return &r, nil
+		case <-exited:
+			// it ended without a reply: read what it wrote before, for a moment (its
+			// stdout may stay open in a process it started in another session)
+			exited, afterExit = nil, time.After(ioGrace)
+		case <-afterExit:
+			return nil, w.failed(op, fmt.Errorf("it exited without a reply (its stdout is still open: a process it started holds it)"))
+		case <-timer.C:
+			return nil, w.failed(op, fmt.Errorf("no reply within %s (killed with its process group)", timeout))
+		case <-ctx.Done():
+			w.kill()
+			return nil, fmt.Errorf("%s: %s request: %w", w.spec.Label, op, ctx.Err())
 		}
-		var r reply
-		if err := json.Unmarshal(line, &r); err != nil {
-			return nil, w.failed(op, fmt.Errorf("malformed reply %q: %v", clip(string(line), 200), err))
-		}
-		if err := r.check(op, id); err != nil {
-			return nil, w.failed(op, fmt.Errorf("malformed reply %q: %v", clip(string(line), 200), err))
-		}
-		return &r, nil
-	case <-timer.C:
-		return nil, w.failed(op, fmt.Errorf("no reply within %s (killed with its process group)", timeout))
-	case <-ctx.Done():
-		w.kill()
-		return nil, fmt.Errorf("%s: %s request: %w", w.spec.Label, op, ctx.Err())
 	}
 }
 
@@ -287,43 +331,57 @@ func (w *Worker) kill() {
 
 // startProcess starts prog in its own process group (so that a timeout kills what it
 // started too), killed if longca dies, with stdout read line by line.
+//
+// The process is reaped as soon as it exits, whatever became of its output: stdout is a
+// pipe of longca's own (os/exec's StdoutPipe is closed by Wait, so Wait had to wait for
+// the reader, and the reader for someone to take its lines), and stderr's copy is
+// bounded by WaitDelay after the exit.
 func startProcess(prog string, args []string, dir string) (*process, error) {
 	cmd := exec.Command(prog, args...)
 	cmd.Dir = dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.WaitDelay = ioGrace
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
 	}
-	stdout, err := cmd.StdoutPipe()
+	stdout, childOut, err := os.Pipe()
 	if err != nil {
+		stdin.Close()
 		return nil, err
 	}
-	p := &process{cmd: cmd, stdin: stdin, lines: make(chan []byte, 1), exited: make(chan struct{}), tail: newTailBuffer(12, 400)}
+	cmd.Stdout = childOut
+	p := &process{cmd: cmd, stdin: stdin, stdout: stdout, lines: make(chan []byte, 1), quit: make(chan struct{}),
+		exited: make(chan struct{}), tail: newTailBuffer(12, 400)}
 	cmd.Stderr = p.tail
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	childOut.Close() // the worker's now (or nobody's)
+	if err != nil {
+		stdout.Close()
 		return nil, err
 	}
-	readDone := make(chan struct{})
 	go func() {
-		defer close(readDone)
 		r := bufio.NewReaderSize(stdout, 64<<10)
 		for {
 			line, err := readLine(r)
 			if err != nil {
 				p.rerr = err
 				close(p.lines)
-				io.Copy(io.Discard, stdout) // let the process finish writing
+				io.Copy(io.Discard, stdout) // let the process finish writing (until stop closes it)
 				return
 			}
 			if len(line) == 0 {
 				continue
 			}
-			p.lines <- line
+			select {
+			case p.lines <- line:
+			case <-p.quit: // nobody will read it (a failed request's leftovers)
+				io.Copy(io.Discard, stdout)
+				return
+			}
 		}
 	}()
 	go func() {
-		<-readDone
 		cmd.Wait()
 		close(p.exited)
 	}()
@@ -355,21 +413,25 @@ func readLine(r *bufio.Reader) ([]byte, error) {
 // stop ends the process: politely (stdin closed, a grace period) or at once, then kills
 // its process group and waits for it.
 func (p *process) stop(polite bool) {
-	p.stdin.Close()
-	if polite {
+	p.stopOnce.Do(func() {
+		p.stdin.Close()
+		close(p.quit)
+		defer p.stdout.Close() // ends the reader, even where a process the worker left holds stdout
+		if polite {
+			select {
+			case <-p.exited:
+				return
+			case <-time.After(exitGrace):
+			}
+		}
+		if p.cmd.Process != nil {
+			syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL) // the group: what the worker started too
+		}
 		select {
 		case <-p.exited:
-			return
 		case <-time.After(exitGrace):
 		}
-	}
-	if p.cmd.Process != nil {
-		syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL) // the group: what the worker started too
-	}
-	select {
-	case <-p.exited:
-	case <-time.After(exitGrace):
-	}
+	})
 }
 
 // tailBuffer keeps the last lines written to it (a worker's stderr).
@@ -392,7 +454,7 @@ func (t *tailBuffer) Write(b []byte) (int, error) {
 		if l = strings.TrimSpace(l); l == "" {
 			continue
 		}
-		t.lines = append(t.lines, clip(l, t.w))
+		t.lines = append(t.lines, oneLine(l, t.w))
 		if len(t.lines) > t.n {
 			t.lines = t.lines[len(t.lines)-t.n:]
 		}
@@ -406,7 +468,7 @@ func (t *tailBuffer) String() string {
 	defer t.mu.Unlock()
 	l := t.lines
 	if p := strings.TrimSpace(t.partial); p != "" {
-		l = append(append([]string(nil), l...), p)
+		l = append(append([]string(nil), l...), oneLine(p, t.w))
 	}
 	return strings.Join(l, " | ")
 }

@@ -13,8 +13,10 @@ import (
 	"io"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/longca/longca/kernels"
@@ -27,7 +29,11 @@ import (
 // its value is the mode (ok, wrong, unsupported, oom, crash, crash-once, hang,
 // malformed, badid, version, crash-hello, garbage-hello, slow-hello, crash-supports,
 // hang-supports, nan (a NaN in the output), timed-variant: its backward timings name the
-// variant that ran, fake-timed-bwd).
+// variant that ran, fake-timed-bwd; huge-strings: megabytes of device, versions and
+// variant with line breaks and escape sequences, and a backward time request answered
+// error with such a reason; chatty-time: log lines on stdout before each time reply;
+// setsid-crash: exits in its time request leaving a child in another session that holds
+// stdout and stderr, its pid in StateEnv's folder as child.pid).
 const FakeEnv = "LONGCA_FAKE_WORKER"
 
 // StateEnv names a folder where the fake keeps state across its restarts (crash-once).
@@ -91,6 +97,17 @@ func Serve(mode string, in io.Reader, out, errw io.Writer) int {
 			if mode == "version" {
 				proto = 99
 			}
+			if mode == "huge-strings" {
+				versions := map[string]string{"big": strings.Repeat("A", 1<<20), "esc": "\x1b]0;pwned\x07"}
+				for i := range 1000 {
+					versions[fmt.Sprintf("k%04d", i)] = "1"
+				}
+				send(map[string]any{"id": r.ID, "status": "ok", "protocol": proto, "worker": "w\x1b[31m" + strings.Repeat("W", 1<<20),
+					"device": "GPU\n\x1b[2J\x1b[31mfake" + strings.Repeat("D", 1<<20), "versions": versions,
+					"kernels": []map[string]any{{"name": "ref", "doc": strings.Repeat("doc ", 1<<18), "available": true, "masks": "any\nall",
+						"versions": map[string]string{"ref\x1b[2J": strings.Repeat("r", 1<<20)}}}})
+				continue
+			}
 			send(map[string]any{"id": r.ID, "status": "ok", "protocol": proto, "worker": "fake " + mode, "device": "cpu",
 				"versions": map[string]string{"fake": "1.0"},
 				"kernels": []map[string]any{
@@ -110,7 +127,11 @@ func Serve(mode string, in io.Reader, out, errw io.Writer) int {
 				send(map[string]any{"id": r.ID, "status": "unsupported", "reason": reason})
 				continue
 			}
-			send(map[string]any{"id": r.ID, "status": "ok", "variant": "fake-" + mode})
+			variant := "fake-" + mode
+			if mode == "huge-strings" {
+				variant = "V\r\n\x1b[31m" + strings.Repeat("V", 1<<20)
+			}
+			send(map[string]any{"id": r.ID, "status": "ok", "variant": variant})
 		case "forward", "backward":
 			if err := compute(mode, r); err != nil {
 				send(map[string]any{"id": r.ID, "status": "error", "reason": err.Error()})
@@ -140,6 +161,22 @@ func Serve(mode string, in io.Reader, out, errw io.Writer) int {
 			case "badid":
 				send(map[string]any{"id": r.ID + 100, "status": "ok", "median_ms": 1, "min_ms": 1, "max_ms": 1, "mean_ms": 1})
 				continue
+			case "huge-strings":
+				if r.Pass == "bwd" {
+					send(map[string]any{"id": r.ID, "status": "error", "reason": "Traceback:\n  \x1b[2Jline 2\n" + strings.Repeat("R", 1<<20)})
+					continue
+				}
+			case "chatty-time":
+				out.Write([]byte("loading kernel...\nusing sm90\nready\n")) // a library's banner, on stdout
+			case "setsid-crash":
+				child := exec.Command("sleep", "300")
+				child.Stdout, child.Stderr = os.Stdout, os.Stderr
+				child.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+				if err := child.Start(); err == nil {
+					os.WriteFile(filepath.Join(os.Getenv(StateEnv), "child.pid"), []byte(fmt.Sprint(child.Process.Pid)), 0o644)
+				}
+				fmt.Fprintln(errw, "fake worker: exiting, a child left behind")
+				return 3
 			}
 			tm := timing(r)
 			if mode == "timed-variant" && r.Pass == "bwd" {
