@@ -187,3 +187,33 @@ func TestWorkerStopCountsAsTheTable(t *testing.T) {
 		t.Errorf("the report of the kept rows:\n%s", report)
 	}
 }
+
+// cp takes a worker kernel (exec:PATH: it was refused as unknown although the list of
+// kernels offered it) for the forward on every method, checked: the methods hand their
+// kernel fp32 partial outputs, which the worker answers in the problem's dtype, and two
+// in-process ranks share one worker (their call folders once collided). Its backward is
+// refused by name: the protocol lets a worker answer it from a forward of its own, which
+// a ring step cannot use.
+func TestCPTakesAWorkerKernelForTheForward(t *testing.T) {
+	w := fakeWorker(t, "ok")
+	args := []string{"cp", "--ranks", "2", "--kernel", "exec:" + w + ":ref", "--methods", "ring-p2p,ulysses,balanced,ring-allgather",
+		"--masks", "causal,full_document", "--tokens-per-rank", "128", "--heads", "4:2", "--head-dim", "16", "--samples", "1", "-w", "0", "-n", "1"}
+	_, stderr, code := runCLI(t, append(args, "--out", t.TempDir())...)
+	checkUsageError(t, args, code, stderr, "give --passes fwd")
+	out := t.TempDir()
+	if _, stderr, code := runCLI(t, append(args, "--passes", "fwd", "--out", out)...); code != 0 {
+		t.Fatalf("--passes fwd: exit %d: %s", code, stderr)
+	}
+	rows, err := results.Load(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 16 {
+		t.Errorf("%d rows, want 16 (4 methods x 2 masks x 2 ranks)", len(rows))
+	}
+	for _, r := range rows {
+		if r.Status != results.StatusOK {
+			t.Errorf("%s %s %s: %s (%s)", r.Method, r.Mask, r.Pass, r.Status, r.Reason)
+		}
+	}
+}

@@ -352,9 +352,12 @@ func (k *Kernel) exchange(ctx context.Context, op string, p kernels.Problem, in 
 	}
 	k.mu.Lock()
 	k.calls++
-	dir := filepath.Join(root, fmt.Sprintf("%s-%d", op, k.calls))
+	prefix := fmt.Sprintf("%s-%d-", op, k.calls)
 	k.mu.Unlock()
-	if err := os.Mkdir(dir, 0o700); err != nil {
+	// a folder of its own: the kernels of several in-process ranks share one worker (and
+	// its folder) and count their calls each, so "backward-3" was made twice (cp --ranks 2)
+	dir, err := os.MkdirTemp(root, prefix)
+	if err != nil {
 		return fmt.Errorf("%s: %w", k.name, err)
 	}
 	defer os.RemoveAll(dir)
@@ -364,6 +367,7 @@ func (k *Kernel) exchange(ctx context.Context, op string, p kernels.Problem, in 
 		if err != nil {
 			return fmt.Errorf("%s %s: input %s: %w", k.name, op, n, err)
 		}
+		h = inProblemDType(n, h, p.DType)
 		f := n + ".npy"
 		if err := WriteNPY(filepath.Join(dir, f), h); err != nil {
 			return fmt.Errorf("%s %s: %w", k.name, op, err)
@@ -385,11 +389,31 @@ func (k *Kernel) exchange(ctx context.Context, op string, p kernels.Problem, in 
 		if err != nil {
 			return fmt.Errorf("%s %s: output %s: %w", k.name, op, n, err)
 		}
-		if err := ReadNPYInto(filepath.Join(dir, req.Outputs[n]), h); err != nil {
+		got := h // read in the problem's dtype, then widened into h (inProblemDType)
+		if n != "lse" && h.DType() != p.DType {
+			got = tensor.NewHost(p.DType, h.Shape()...)
+		}
+		if err := ReadNPYInto(filepath.Join(dir, req.Outputs[n]), got); err != nil {
 			return fmt.Errorf("%s %s: the worker's %s: %w", k.name, op, n, err)
+		}
+		if got != h {
+			h.SetFloat64s(got.Float64s())
 		}
 	}
 	return nil
+}
+
+// inProblemDType is h as the protocol carries tensor n: in the problem's dtype dt, lse in
+// fp32. The CP methods hand their kernel fp32 partial outputs (and take its gradients so),
+// where the worker reads and writes the problem's dtype: such a tensor is converted on the
+// way in, and read in dt then widened on the way out (the worker computed it in dt).
+func inProblemDType(n string, h *tensor.Host, dt tensor.DType) *tensor.Host {
+	if h == nil || n == "lse" || h.DType() == dt {
+		return h
+	}
+	c := tensor.NewHost(dt, h.Shape()...)
+	c.SetFloat64s(h.Float64s())
+	return c
 }
 
 func sortedKeys(m map[string]tensor.Tensor) []string {

@@ -222,7 +222,7 @@ var elfMachines = map[string][]elf.Machine{
 // runs in no worker. Every problem a worker is sent goes through that folder, and without
 // it every case was an error row, the run exit 0.
 func CheckTempDir(name string) error {
-	if !strings.HasPrefix(name, "exec:") && !slices.Contains(TorchNames(), name) {
+	if !InWorker(name) {
 		return nil
 	}
 	d, err := os.MkdirTemp("", "longca-worker-")
@@ -234,6 +234,11 @@ func CheckTempDir(name string) error {
 		return fmt.Errorf("its worker's temporary folder cannot be made in %s (%v): set TMPDIR to a folder you can write", os.TempDir(), err)
 	}
 	return os.Remove(d)
+}
+
+// InWorker says whether kernel name runs in a worker process (exec:..., torch:*).
+func InWorker(name string) bool {
+	return strings.HasPrefix(name, "exec:") || slices.Contains(TorchNames(), name)
 }
 
 // TorchNames are the names of the torch:* kernels, sorted.
