@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -19,7 +20,8 @@ import (
 
 // outcome codes, in the order the agreement prefers them: a root cause over the
 // failures it caused (a peer aborted, a wait that timed out), and among root causes the
-// more severe.
+// more severe; above them all a rank that was interrupted (codeStop), so that every rank
+// learns of it at the agreement and the world stops there together.
 const (
 	codeOK = iota
 	codeSecondary
@@ -27,12 +29,33 @@ const (
 	codeOOM
 	codeWrong
 	codeError
+	codeStop
 )
+
+// ErrInterrupted is wrapped by the error every rank returns at an agreement where a rank
+// reported that it was interrupted (its context cancelled: Ctrl-C, SIGTERM), whether or
+// not this rank's own context was: a rank learns of a peer's interrupt there. RunCP's
+// error wraps it (and context.Canceled) when the world stopped for an interrupt.
+var ErrInterrupted = errors.New("interrupted")
+
+// stopping is what a rank reports at an agreement: err, or ErrInterrupted once ctx is
+// done. An interrupt is acted on only at agreements, where every rank is outside the
+// methods' collectives: a rank that left an exchange its peers are inside would leave
+// them waiting there until --timeout.
+func stopping(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%w (%w)", ErrInterrupted, context.Cause(ctx))
+	}
+	return err
+}
 
 // codeOf is the agreement code of a rank's error.
 func codeOf(err error) int {
 	if err == nil {
 		return codeOK
+	}
+	if errors.Is(err, ErrInterrupted) {
+		return codeStop
 	}
 	if errors.Is(err, comm.ErrAborted) || errors.Is(err, comm.ErrTimeout) {
 		return codeSecondary
@@ -93,6 +116,9 @@ func agree(c comm.Comm, d time.Duration, err error) (time.Duration, error) {
 	slowest := time.Duration(v.At(0) * 1e9)
 	if code == codeOK {
 		return slowest, nil
+	}
+	if code == codeStop { // every rank knows which: no reason to share
+		return slowest, fmt.Errorf("rank %d was %w", root, ErrInterrupted)
 	}
 	// The reason of the rank that caused it, to every rank: its bytes, the others zeros.
 	msg := tensor.NewHost(tensor.FP64, reasonBytes)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/longca/longca/comm"
 	"github.com/longca/longca/kernels"
+	"github.com/longca/longca/kernels/check"
 	"github.com/longca/longca/mask"
 	"github.com/longca/longca/results"
 	"github.com/longca/longca/spmd/cp"
@@ -141,13 +142,23 @@ func (r *CPRunner) prepare() error {
 func (r *CPRunner) RanksPerDevice() int { return r.ranksPerDevice }
 
 // agreeOn is this rank's outcome, agreed with the others (agree); a rank that failed
-// first aborts the run's sub-groups, where its peers may be waiting for it.
-func (r *CPRunner) agreeOn(run *cp.Run, d time.Duration, err error) (time.Duration, error) {
-	if err != nil && run != nil {
+// first aborts the run's sub-groups, where its peers may be waiting for it. A rank whose
+// ctx is done (interrupted) reports that instead (stopping), so every rank stops at this
+// agreement; it aborts nothing, having left no collective halfway.
+func (r *CPRunner) agreeOn(ctx context.Context, run *cp.Run, d time.Duration, err error) (time.Duration, error) {
+	if err != nil && run != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, ErrInterrupted) {
 		run.Abort(err)
 	}
-	return agree(r.Comm, d, err)
+	return agree(r.Comm, d, stopping(ctx, err))
 }
+
+// uncancelled is the context the methods run under (and their kernels): ctx without its
+// cancellation. A rank interrupted mid-case must not leave an exchange its peers are
+// inside (they would wait there until --timeout: a scheduler's SIGTERM does not reach
+// every node at the same instant, and a signal may reach one rank only); it finishes the
+// step at hand and stops at the next agreement, where every rank learns of it (agreeOn).
+// A second interrupt ends the process, and a peer that never comes fails at --timeout.
+func uncancelled(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
 
 // row fills the columns the rows of a case share.
 func (r *CPRunner) row(cs CPCase, sample int, pass kernels.Pass) results.Row {
@@ -216,7 +227,7 @@ func (r *CPRunner) Run(ctx context.Context, cs CPCase, sample int) ([]results.Ro
 	if err := r.Kernel.Supports(local); err != nil {
 		serr = Unsupported(fmt.Errorf("kernel %s: %w", r.Kernel.Name(), err))
 	}
-	if _, err := agree(r.Comm, 0, serr); err != nil {
+	if _, err := agree(r.Comm, 0, stopping(ctx, serr)); err != nil {
 		if isFatal(err) {
 			return nil, err
 		}
@@ -281,7 +292,7 @@ func commVersions(c comm.Comm) map[string]string {
 // run. The error is a *FatalError or a cancelled context.
 func (r *CPRunner) timePasses(ctx context.Context, cs CPCase, m cp.Method, pl *cp.Plan, sample int, rows []results.Row) error {
 	s := r.Sweep
-	run, err := r.newRun(pl)
+	run, err := r.newRun(ctx, pl)
 	if err != nil {
 		if isFatal(err) {
 			return err
@@ -301,13 +312,22 @@ func (r *CPRunner) timePasses(ctx context.Context, cs CPCase, m cp.Method, pl *c
 		if isFatal(err) {
 			return err
 		}
+		if errors.Is(err, ErrInterrupted) {
+			// Every rank agreed to stop (a rank was interrupted): the passes left are not
+			// run; RunCP drops the rows that did not finish.
+			for j := i; j < len(rows); j++ {
+				rows[j].Status, rows[j].Reason = Classify(err)
+				clearTimes(&rows[j])
+			}
+			return nil
+		}
 		if err != nil {
 			rows[i].Status, rows[i].Reason = Classify(err)
 			clearTimes(&rows[i])
 			// A run that failed may have aborted sub-groups: every rank starts afresh.
 			run.Abort(err)
 			_ = run.Close()
-			if run, err = r.newRun(pl); err != nil {
+			if run, err = r.newRun(ctx, pl); err != nil {
 				run = nil
 				if isFatal(err) {
 					return err
@@ -328,9 +348,9 @@ func (r *CPRunner) timePasses(ctx context.Context, cs CPCase, m cp.Method, pl *c
 }
 
 // newRun makes the run's sub-groups (collective) and agrees on whether every rank could.
-func (r *CPRunner) newRun(pl *cp.Plan) (*cp.Run, error) {
+func (r *CPRunner) newRun(ctx context.Context, pl *cp.Plan) (*cp.Run, error) {
 	run, err := cp.NewRun(pl, r.Kernel, r.Comm)
-	if _, err = r.agreeOn(run, 0, err); err != nil {
+	if _, err = r.agreeOn(ctx, run, 0, err); err != nil {
 		if run != nil {
 			run.Abort(err)
 			_ = run.Close()
@@ -400,36 +420,44 @@ func (r *CPRunner) check(ctx context.Context, cs CPCase, pl0 *cp.Plan) (cpVerdic
 		r.checks[key] = v
 		return v, nil
 	}
-	run, err := r.newRun(pl)
+	run, err := r.newRun(ctx, pl)
 	if err != nil {
 		if isFatal(err) {
 			return v, err
 		}
 		v.err = fmt.Errorf("check: %w", err)
-		r.checks[key] = v
+		if !errors.Is(err, ErrInterrupted) { // a stop is no verdict on the case
+			r.checks[key] = v
+		}
 		return v, nil
 	}
 	backward := false
 	for _, p := range s.Passes {
 		backward = backward || p != kernels.Fwd
 	}
-	rep, err := cp.CheckRank(ctx, m, run, cp.CheckOptions{Seed: s.Seed, Backward: backward,
+	// The method runs uncancelled (an interrupt is heeded at the agreements); rank 0's
+	// references, computed alone, stop at once.
+	rep, err := cp.CheckRank(uncancelled(ctx), m, run, cp.CheckOptions{Seed: s.Seed, Backward: backward,
 		Agree: func(err error) error {
-			_, err = r.agreeOn(run, 0, err)
+			_, err = r.agreeOn(ctx, run, 0, err)
 			return err
 		},
-		References: r.refs.get,
+		References: func(_ context.Context, p kernels.Problem, q, k, val, dout *tensor.Host, bwd bool) (check.Outputs, check.Outputs, error) {
+			return r.refs.get(ctx, p, q, k, val, dout, bwd)
+		},
 	})
 	// Every rank ends the check here, whatever happened after the method ran (gathering
 	// the outputs, rank 0's comparison): one more agreement.
-	_, err = r.agreeOn(run, 0, err)
+	_, err = r.agreeOn(ctx, run, 0, err)
 	_ = run.Close()
 	if isFatal(err) {
 		return v, err
 	}
 	if err != nil {
 		v.err = fmt.Errorf("check at S=%d heads %s: %w", seqlen, h, err)
-		r.checks[key] = v
+		if !errors.Is(err, ErrInterrupted) { // a stop is no verdict on the case
+			r.checks[key] = v
+		}
 		return v, nil
 	}
 	v.ran = true
@@ -476,17 +504,20 @@ func (r *CPRunner) timePass(ctx context.Context, m cp.Method, run *cp.Run, pass 
 	dev.ResetPeak()
 	ts, err := r.passTensors(run, seed)
 	defer func() { run.Free(ts...) }()
-	if _, err = r.agreeOn(run, 0, err); err != nil {
+	if _, err = r.agreeOn(ctx, run, 0, err); err != nil {
 		return err
 	}
 	q, k, v, dout, out, lse, dq, dk, dv := ts[0], ts[1], ts[2], ts[3], ts[4], ts[5], ts[6], ts[7], ts[8]
-	fwd := func() error { return m.Forward(ctx, run, q, k, v, out, lse) }
-	bwd := func() error { return m.Backward(ctx, run, q, k, v, out, lse, dout, dq, dk, dv) }
+	// The method's exchanges run to the end of the iteration whatever this rank's ctx
+	// says; the agreement after it (loop.After) is where an interrupt stops every rank.
+	mctx := uncancelled(ctx)
+	fwd := func() error { return m.Forward(mctx, run, q, k, v, out, lse) }
+	bwd := func() error { return m.Backward(mctx, run, q, k, v, out, lse, dout, dq, dk, dv) }
 	body := fwd
 	switch pass {
 	case kernels.Bwd:
 		// The saved forward the backward uses.
-		if _, err := r.agreeOn(run, 0, fwd()); err != nil {
+		if _, err := r.agreeOn(ctx, run, 0, fwd()); err != nil {
 			return fmt.Errorf("forward before backward: %w", err)
 		}
 		body = bwd
@@ -522,12 +553,12 @@ func (r *CPRunner) timePass(ctx context.Context, m cp.Method, run *cp.Run, pass 
 		return r.Comm.Barrier()
 	}
 	loop := Loop{Warmup: r.Warmup, Iters: r.Iters, Before: before,
-		After: func(d time.Duration, err error) (time.Duration, error) { return r.agreeOn(run, d, err) }}
+		After: func(d time.Duration, err error) (time.Duration, error) { return r.agreeOn(ctx, run, d, err) }}
 	// --settle: every rank leaves its GPU idle, then they agree (an interrupt on one is
 	// every rank's) and the loop's first barrier starts them together.
 	settled := r.Settle > 0 && row.DeviceIndex != nil
 	if settled {
-		if _, err := r.agreeOn(run, 0, idle(ctx, r.Settle)); err != nil {
+		if _, err := r.agreeOn(ctx, run, 0, idle(ctx, r.Settle)); err != nil {
 			return err
 		}
 	}
@@ -651,7 +682,11 @@ func (r *CPRunner) Close() {
 // agree on going on, so a cancelled context (Ctrl-C) stops every rank at the same
 // sample: the passes it cut short are not written (they would read as the method's
 // errors; those that finished are), nor are the case's other samples run into errors.
-// It returns at a *FatalError, an emit error or a cancelled context.
+// Inside a sample an interrupt is heeded at the agreements after every iteration (the
+// methods themselves run uncancelled: uncancelled), so a context cancelled on one rank
+// only, or on the ranks at different moments, stops them all within an iteration.
+// It returns at a *FatalError, an emit error or a stop: a stop wraps ErrInterrupted and
+// context.Canceled on every rank, whichever rank's context was cancelled.
 func RunCP(ctx context.Context, r *CPRunner, cases []CPCase, emit func(ci int, row results.Row) error) error {
 	defer r.Close()
 	for ci, cs := range cases {
@@ -661,11 +696,11 @@ func RunCP(ctx context.Context, r *CPRunner, cases []CPCase, emit func(ci int, r
 		}
 		rates := map[string][]float64{} // per pass: the TFLOP/s of the samples so far
 		for sample := range samples {
-			if _, err := agree(r.Comm, 0, ctx.Err()); err != nil {
+			if _, err := agree(r.Comm, 0, stopping(ctx, nil)); err != nil {
 				if isFatal(err) {
 					return err
 				}
-				return fmt.Errorf("stopped before case %d of %d (%s), sample %d: %w", ci+1, len(cases), cs, sample, context.Canceled)
+				return fmt.Errorf("stopped before case %d of %d (%s), sample %d: %w (%w)", ci+1, len(cases), cs, sample, err, context.Canceled)
 			}
 			rows, err := r.Run(ctx, cs, sample)
 			if err != nil {
@@ -673,16 +708,16 @@ func RunCP(ctx context.Context, r *CPRunner, cases []CPCase, emit func(ci int, r
 			}
 			// A stop during the sample (agreed): its passes that did not finish measured
 			// nothing, and are not written as the method's errors.
-			stopped := false
-			if _, aerr := agree(r.Comm, 0, ctx.Err()); aerr != nil {
+			var stopped error
+			if _, aerr := agree(r.Comm, 0, stopping(ctx, nil)); aerr != nil {
 				var f *FatalError
 				if errors.As(aerr, &f) {
 					return aerr
 				}
-				stopped = true
+				stopped = aerr
 			}
 			for _, row := range rows {
-				if stopped && row.Status != results.StatusOK {
+				if stopped != nil && row.Status != results.StatusOK {
 					continue
 				}
 				if row.TFLOPs != nil {
@@ -693,8 +728,8 @@ func RunCP(ctx context.Context, r *CPRunner, cases []CPCase, emit func(ci int, r
 					return err
 				}
 			}
-			if stopped {
-				return fmt.Errorf("stopped in case %d of %d (%s), sample %d: %w", ci+1, len(cases), cs, sample, context.Canceled)
+			if stopped != nil {
+				return fmt.Errorf("stopped in case %d of %d (%s), sample %d: %w (%w)", ci+1, len(cases), cs, sample, stopped, context.Canceled)
 			}
 		}
 	}

@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -68,8 +69,9 @@ type cpRanks struct {
 // CP runs a CP sweep: the world (spmd.RunRanks), each rank's communicator, kernel, rank
 // file and harness.CPRunner; rank 0 logs each agreed row, the in-process ranks' files are
 // merged, and rank 0 prints the CP table. A row that failed its check makes the command
-// exit 1. Ctrl-C (or SIGTERM) stops every rank before the next case: the rows so far are
-// merged and shown, and the command exits 130.
+// exit 1. Ctrl-C (or SIGTERM) stops every rank at the next point where they agree (after
+// the iteration at hand; a rank not signalled learns of it there): the rows so far are
+// merged and shown, and the command exits 130 on every rank.
 func (s *Session) CP(ctx context.Context, r CPRun) error {
 	ctx, stop := Interruptible(ctx)
 	defer stop()
@@ -107,7 +109,9 @@ func (s *Session) CP(ctx context.Context, r CPRun) error {
 		}
 		return s.cpRank(ctx, r, backend, cm, w, k, &shared)
 	})
-	interrupted := harness.Interrupted(ctx, err)
+	// This rank's interrupt, or a peer's that the ranks agreed to stop for (RunCP): every
+	// rank of the world stops the same way, keeping its rows.
+	interrupted := harness.Interrupted(ctx, err) || errors.Is(err, harness.ErrInterrupted)
 	if err != nil && !interrupted {
 		return oneUsage(err)
 	}

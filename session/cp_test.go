@@ -4,7 +4,12 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/longca/longca/harness"
 	"github.com/longca/longca/kernels"
@@ -39,5 +44,92 @@ func TestCPInterruptedKeepsRows(t *testing.T) {
 	}
 	if _, err := results.Load(results.MergedPath(dir, "x")); err != nil {
 		t.Errorf("the rank files were not merged: %v", err)
+	}
+}
+
+// signalling is the ref kernel of one rank that cancels that rank's context (a SIGTERM
+// to it alone) at its at'th kernel call: in the middle of a method's exchange.
+type signalling struct {
+	kernels.Kernel
+	calls  atomic.Int64
+	at     int64
+	cancel func()
+}
+
+func (k *signalling) tick() {
+	if k.calls.Add(1) == k.at {
+		k.cancel()
+	}
+}
+
+func (k *signalling) Forward(ctx context.Context, p kernels.Problem, q, kk, v, out, lse tensor.Tensor) error {
+	k.tick()
+	return k.Kernel.Forward(ctx, p, q, kk, v, out, lse)
+}
+
+func (k *signalling) Backward(ctx context.Context, p kernels.Problem, q, kk, v, out, lse, dout, dq, dk, dv tensor.Tensor) error {
+	k.tick()
+	return k.Kernel.Backward(ctx, p, q, kk, v, out, lse, dout, dq, dk, dv)
+}
+
+// Two TCP ranks, one of them interrupted inside a case's backward (a signal that reached
+// that rank alone, or reached it first): both stop at the agreement after the iteration,
+// each exits 130 keeping its rows, well before --timeout. The interrupted rank used to
+// leave the exchange its peer was inside, and both waited the whole --timeout, then exited
+// 1 with a timeout (the probe of pass 13, finding 3); the other rank, stopped for its peer,
+// exited 1 even when the stop was prompt.
+func TestCPInterruptOnOneTCPRankExits130OnEvery(t *testing.T) {
+	const timeout = 20 * time.Second
+	sw := harness.CPSweep{Methods: []string{"ring-p2p"}, Masks: []string{"causal"}, SeqLen: 128, Heads: []harness.Heads{{Q: 4, KV: 2}},
+		HeadDim: 8, DType: tensor.FP32, Passes: []kernels.Pass{kernels.Fwd, kernels.Bwd}, Samples: 3, Seed: 1, Kernel: "ref"}
+	cases, err := sw.Cases(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	dir := t.TempDir()
+	errs := make([]error, 2)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for r := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			ref, err := kernels.New("ref", kernels.Options{})
+			if err != nil {
+				errs[r] = err
+				return
+			}
+			k := &signalling{Kernel: ref, cancel: cancel}
+			if r == 1 {
+				k.at = 14 // the first sample's backward
+			}
+			w := spmd.World{Launcher: "torchrun", Rank: r, Size: 2, LocalRank: r, LocalSize: 2,
+				MasterAddr: "127.0.0.1", MasterPort: port, Job: "cp-interrupt", Token: spmd.Secret("t")}
+			s := New("cp", dir, "x", w, "test", nil, io.Discard, io.Discard)
+			errs[r] = s.CP(ctx, CPRun{Sweep: sw, Cases: cases, Ranks: 2, Kernel: k, Warmup: 1, Iters: 3,
+				Options: spmd.Options{Backend: "tcp", Timeout: timeout}})
+		}()
+	}
+	wg.Wait()
+	if took := time.Since(start); took > timeout/2 {
+		t.Errorf("the ranks returned after %v (--timeout %v): a rank waited for its interrupted peer", took.Round(time.Millisecond), timeout)
+	}
+	for r, err := range errs {
+		var ee *ExitError
+		if !errors.As(err, &ee) || ee.Code != 130 {
+			t.Errorf("rank %d: %v, want an exit 130 (interrupted)", r, err)
+		}
+	}
+	res, err := results.Merge(dir, results.MergeOptions{Runs: []string{"x"}, Out: filepath.Join(dir, "merged.arrow")})
+	if err != nil || res.Rows == 0 {
+		t.Errorf("merging the rank files: %d rows, %v: want the rows written before the stop", res.Rows, err)
 	}
 }
