@@ -258,6 +258,16 @@ func FitCPPlan(s harness.CPSweep, n int, sizeFlags string) error {
 	if err := Machine().Fits(harness.Footprint{Host: need}, 0, what); err != nil {
 		return Usagef("%s: %v: use fewer ranks or tokens, or longca simulate --gpus %d (it plans a sample of the ranks)", sizeFlags, err, n)
 	}
+	// balanced's dispatch at a --cp-block given: a few words and a placement a block
+	var dispatchSeconds float64
+	if slices.Contains(s.Methods, "balanced") && s.Mesh.Block > 0 {
+		b, t := harness.CPDispatchWork(s.SeqLen, s.Mesh.Block)
+		dispatchSeconds = t
+		if err := Machine().Fits(harness.Footprint{Host: need + b}, 0, what); err != nil || t > maxPlanSeconds {
+			return Usagef("--cp-block %d: balanced's dispatch of %s tokens in %.0f blocks would take about %s of memory and %s a case to plan: give a larger --cp-block, or 0 for the default",
+				s.Mesh.Block, harness.FormatSize(s.SeqLen), math.Ceil(float64(s.SeqLen)/float64(s.Mesh.Block)), harness.FormatBytes(need+b), harness.FormatDuration(t))
+		}
+	}
 	cases, err := s.Configs(n)
 	if err != nil {
 		return nil // the sweep itself says why
@@ -268,7 +278,7 @@ func FitCPPlan(s harness.CPSweep, n int, sizeFlags string) error {
 			planned++
 		}
 	}
-	if t := harness.CPPlanSeconds(n, s.SeqLen, planned); t > maxPlanSeconds {
+	if t := harness.CPPlanSeconds(n, s.SeqLen, planned) + float64(planned)*dispatchSeconds; t > maxPlanSeconds {
 		return Usagef("%s: %s for %d cases would take about %s (the limit is %d minutes; the time grows as ranks x tokens): use fewer ranks, tokens, methods or masks, or longca simulate --gpus %d (it plans a sample of the ranks)",
 			sizeFlags, what, planned, harness.FormatDuration(t), maxPlanSeconds/60, n)
 	}

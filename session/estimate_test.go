@@ -133,3 +133,29 @@ func TestFitCPCountsRefSpansOfBalancedBlocks(t *testing.T) {
 		t.Errorf("RefRangesPerRow(64K, 8 ranks, block 8) = %v, want 8192", r)
 	}
 }
+
+// A dry run plans balanced's dispatch, a few words and a placement a block: at a small
+// --cp-block that outgrew the plan's estimate (cp --dry-run on 64 ranks of 128K at
+// --cp-block 1: 1.1 GB and 55 s, estimated at 130 MB and under a second). FitCPPlan counts
+// it and names --cp-block where it is what does not fit.
+func TestFitCPPlanCountsTheDispatch(t *testing.T) {
+	defer func(m func() harness.Machine) { Machine = m }(Machine)
+	Machine = func() harness.Machine { return harness.Machine{HostBytes: 16 << 30, RefFLOPs: 1e9, DeviceFLOPs: 1e12} }
+	sweep := func(block int) harness.CPSweep {
+		return harness.CPSweep{Methods: []string{"balanced"}, Masks: []string{"causal"}, SeqLen: 64 << 20, Heads: []harness.Heads{{Q: 64, KV: 8}},
+			HeadDim: 128, DType: tensor.BF16, Passes: []kernels.Pass{kernels.Fwd}, Samples: 1, Seed: 42, Kernel: "ref",
+			Mesh: cp.Config{Block: block}}
+	}
+	err := FitCPPlan(sweep(1), 64, "--ranks 64, --tokens-per-rank 1M")
+	if err == nil || !strings.Contains(err.Error(), "--cp-block 1: balanced's dispatch") {
+		t.Errorf("64 ranks of 1M at --cp-block 1: %v, want a refusal naming --cp-block", err)
+	}
+	for _, b := range []int{0, 512} {
+		if err := FitCPPlan(sweep(b), 64, "--ranks 64, --tokens-per-rank 1M"); err != nil {
+			t.Errorf("--cp-block %d: %v", b, err)
+		}
+	}
+	if by, s := harness.CPDispatchWork(8<<20, 1); by < 1.1e9 || s < 55 {
+		t.Errorf("CPDispatchWork(8M tokens, block 1) = %.3g bytes, %.3g s: under the 1.1 GB and 55 s measured", by, s)
+	}
+}
