@@ -1,8 +1,10 @@
 package dataset
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -446,5 +448,29 @@ func TestCountsBounded(t *testing.T) {
 	writeArrow(t, arrowPath) // 6 counts
 	if _, err := LoadCounts(arrowPath, "tokens"); err == nil || !strings.Contains(err.Error(), "more than the 5 token counts") {
 		t.Errorf("6 Arrow counts over a bound of 5: %v", err)
+	}
+}
+
+// A text counts file is read without a string a line and gathered in chunks joined once:
+// appending to one slice peaked at about four times the final slice near the 2^24 bound
+// (630 MB for 128 MiB of counts). What is allocated for a million counts stays within
+// about twice their slice (the chunks and the joined slice), plus the scanner.
+func TestTextCountsAllocateTwiceTheirSlice(t *testing.T) {
+	const n = 1 << 20
+	p := filepath.Join(t.TempDir(), "counts.txt")
+	if err := os.WriteFile(p, bytes.Repeat([]byte("1234\n"), n), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	counts, err := textCounts(p)
+	runtime.ReadMemStats(&after)
+	if err != nil || len(counts) != n || counts[n-1] != 1234 {
+		t.Fatalf("%d counts, err %v", len(counts), err)
+	}
+	final := float64(n * 8)
+	if got := float64(after.TotalAlloc - before.TotalAlloc); got > 2.3*final {
+		t.Errorf("reading %d counts allocated %.1f MB, %.2fx their %.1f MB slice; want at most 2.3x", n, got/1e6, got/final, final/1e6)
 	}
 }
