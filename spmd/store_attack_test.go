@@ -364,7 +364,7 @@ func TestJobIdentityAndToken(t *testing.T) {
 	if _, err := readToken(envOf(map[string]string{EnvTokenFile: f, EnvToken: "x"})); err == nil {
 		t.Error("both token variables: no error")
 	}
-	w, err := Discover(envOf(map[string]string{EnvToken: "sekrit", "SLURM_PROCID": "0", "SLURM_NTASKS": "1"}))
+	w, err := Discover(envOf(map[string]string{EnvToken: "sekrit", "SLURM_STEP_ID": "0", "SLURM_PROCID": "0", "SLURM_NTASKS": "1"}))
 	if err != nil || string(w.Token) != "sekrit" {
 		t.Fatalf("discover token: %v", err)
 	}

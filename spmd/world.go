@@ -94,6 +94,12 @@ func Discover(getenv func(string) string) (World, error) {
 		w.NodeID = e.int("SLURM_NODEID", 0)
 		e.require("PMI_SIZE", w.Size)
 		w.LocalSize = inheritedLocalSize(&e, "MPI_LOCALNRANKS", w.LocalSize, w.Size, w.NodeID)
+	case e.has("SLURM_PROCID") && !e.has("SLURM_STEP_ID") && !e.has("SLURM_STEPID"):
+		// sbatch's own script (the batch step) carries SLURM_PROCID 0 and the job's
+		// SLURM_NTASKS, but no step id, which srun gives every task: a process started there
+		// without srun is one process, not rank 0 of the job's tasks (it wrote rank-0-of-N
+		// files that merge called half a run, and cp waited --timeout for ranks never started)
+		w.Launcher = "single"
 	case e.has("SLURM_PROCID"):
 		w.Launcher = "slurm"
 		w.Rank = e.int("SLURM_PROCID", 0)

@@ -19,16 +19,20 @@ func TestDiscover(t *testing.T) {
 		{"single", map[string]string{}, World{Launcher: "single", Size: 1, LocalSize: 1, MasterPort: DefaultMasterPort}},
 		{"ompi", map[string]string{"OMPI_COMM_WORLD_RANK": "3", "OMPI_COMM_WORLD_SIZE": "8", "OMPI_COMM_WORLD_LOCAL_RANK": "1", "OMPI_COMM_WORLD_LOCAL_SIZE": "2", "OMPI_COMM_WORLD_NODE_RANK": "1", "MASTER_ADDR": "n0", "MASTER_PORT": "4000"},
 			World{Launcher: "ompi", Rank: 3, Size: 8, LocalRank: 1, LocalSize: 2, NodeID: 1, MasterAddr: "n0", MasterPort: 4000}},
-		{"ompi wins over slurm", map[string]string{"OMPI_COMM_WORLD_RANK": "2", "OMPI_COMM_WORLD_SIZE": "4", "SLURM_PROCID": "0", "SLURM_NTASKS": "1", "SLURM_NODEID": "1", "SLURM_JOB_NODELIST": "gpu[07-08]"},
+		{"ompi wins over slurm", map[string]string{"OMPI_COMM_WORLD_RANK": "2", "OMPI_COMM_WORLD_SIZE": "4", "SLURM_STEP_ID": "0", "SLURM_PROCID": "0", "SLURM_NTASKS": "1", "SLURM_NODEID": "1", "SLURM_JOB_NODELIST": "gpu[07-08]"},
 			World{Launcher: "ompi", Rank: 2, Size: 4, LocalSize: 1, NodeID: 1, MasterAddr: "gpu07", MasterPort: DefaultMasterPort, NodeList: "gpu[07-08]"}},
 		{"pmix", map[string]string{"PMIX_RANK": "5", "SLURM_NTASKS": "16", "SLURM_LOCALID": "5", "SLURM_NTASKS_PER_NODE": "8(x2)", "SLURM_NODEID": "0", "SLURM_JOB_NODELIST": "a1,a2"},
 			World{Launcher: "pmix", Rank: 5, Size: 16, LocalRank: 5, LocalSize: 8, MasterAddr: "a1", MasterPort: DefaultMasterPort, NodeList: "a1,a2"}},
 		{"mpich", map[string]string{"PMI_RANK": "1", "PMI_SIZE": "2", "MPI_LOCALRANKID": "1", "MPI_LOCALNRANKS": "2"},
 			World{Launcher: "mpich", Rank: 1, Size: 2, LocalRank: 1, LocalSize: 2, MasterPort: DefaultMasterPort}},
-		{"slurm", map[string]string{"SLURM_PROCID": "9", "SLURM_NTASKS": "16", "SLURM_LOCALID": "1", "SLURM_TASKS_PER_NODE": "8,8", "SLURM_NODEID": "1", "SLURM_JOB_NODELIST": "gpu[01-02]"},
+		{"slurm", map[string]string{"SLURM_STEP_ID": "0", "SLURM_PROCID": "9", "SLURM_NTASKS": "16", "SLURM_LOCALID": "1", "SLURM_TASKS_PER_NODE": "8,8", "SLURM_NODEID": "1", "SLURM_JOB_NODELIST": "gpu[01-02]"},
 			World{Launcher: "slurm", Rank: 9, Size: 16, LocalRank: 1, LocalSize: 8, NodeID: 1, MasterAddr: "gpu01", MasterPort: DefaultMasterPort, NodeList: "gpu[01-02]"}},
-		{"slurm port from job id", map[string]string{"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_JOB_ID": "123456", "SLURM_JOB_NODELIST": "n1"},
-			World{Launcher: "slurm", Size: 2, LocalSize: 1, MasterAddr: "n1", MasterPort: DefaultMasterPort + 456, NodeList: "n1", Job: "slurm:123456"}},
+		{"slurm port from job id", map[string]string{"SLURM_STEP_ID": "0", "SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_JOB_ID": "123456", "SLURM_JOB_NODELIST": "n1"},
+			World{Launcher: "slurm", Size: 2, LocalSize: 1, MasterAddr: "n1", MasterPort: DefaultMasterPort + 456, NodeList: "n1", Job: "slurm:123456.0"}},
+		// sbatch's own script has SLURM_PROCID and the job's SLURM_NTASKS but no step id:
+		// a process started there without srun is one process
+		{"sbatch's script, no srun", map[string]string{"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_LOCALID": "0", "SLURM_NODEID": "0", "SLURM_JOB_ID": "7", "SLURM_TASKS_PER_NODE": "2"},
+			World{Launcher: "single", Size: 1, LocalSize: 1, MasterPort: DefaultMasterPort + 7, Job: "slurm:7"}},
 		{"torchrun", map[string]string{"RANK": "1", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "4", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500"},
 			World{Launcher: "torchrun", Rank: 1, Size: 4, LocalRank: 1, LocalSize: 4, MasterAddr: "10.0.0.1", MasterPort: 29500}},
 	}
@@ -53,21 +57,21 @@ func TestDiscoverErrors(t *testing.T) {
 	}{
 		{"rank past size", "OMPI_COMM_WORLD_RANK", map[string]string{"OMPI_COMM_WORLD_RANK": "4", "OMPI_COMM_WORLD_SIZE": "4"}},
 		{"no size", "OMPI_COMM_WORLD_SIZE", map[string]string{"OMPI_COMM_WORLD_RANK": "0"}},
-		{"slurm not a number", "SLURM_PROCID", map[string]string{"SLURM_PROCID": "x", "SLURM_NTASKS": "2"}},
-		{"slurm negative", "SLURM_PROCID", map[string]string{"SLURM_PROCID": "-1", "SLURM_NTASKS": "2"}},
-		{"local past local size", "SLURM_LOCALID", map[string]string{"SLURM_PROCID": "3", "SLURM_NTASKS": "4", "SLURM_LOCALID": "3", "SLURM_NTASKS_PER_NODE": "2"}},
-		{"bad tasks per node", "SLURM_TASKS_PER_NODE", map[string]string{"SLURM_PROCID": "0", "SLURM_NTASKS": "4", "SLURM_TASKS_PER_NODE": "4(y2)"}},
-		{"heterogeneous nodes", "SLURM_LOCALID", map[string]string{"SLURM_PROCID": "2", "SLURM_NTASKS": "4", "SLURM_LOCALID": "1", "SLURM_NODEID": "1", "SLURM_TASKS_PER_NODE": "3,1"}},
+		{"slurm not a number", "SLURM_PROCID", map[string]string{"SLURM_STEP_ID": "0", "SLURM_PROCID": "x", "SLURM_NTASKS": "2"}},
+		{"slurm negative", "SLURM_PROCID", map[string]string{"SLURM_STEP_ID": "0", "SLURM_PROCID": "-1", "SLURM_NTASKS": "2"}},
+		{"local past local size", "SLURM_LOCALID", map[string]string{"SLURM_STEP_ID": "0", "SLURM_PROCID": "3", "SLURM_NTASKS": "4", "SLURM_LOCALID": "3", "SLURM_NTASKS_PER_NODE": "2"}},
+		{"bad tasks per node", "SLURM_TASKS_PER_NODE", map[string]string{"SLURM_STEP_ID": "0", "SLURM_PROCID": "0", "SLURM_NTASKS": "4", "SLURM_TASKS_PER_NODE": "4(y2)"}},
+		{"heterogeneous nodes", "SLURM_LOCALID", map[string]string{"SLURM_STEP_ID": "0", "SLURM_PROCID": "2", "SLURM_NTASKS": "4", "SLURM_LOCALID": "1", "SLURM_NODEID": "1", "SLURM_TASKS_PER_NODE": "3,1"}},
 		{"torchrun without master", "MASTER_ADDR", map[string]string{"RANK": "0", "WORLD_SIZE": "2"}},
 		{"bad port", "MASTER_PORT", map[string]string{"MASTER_PORT": "70000"}},
-		{"bad node list", "SLURM_JOB_NODELIST", map[string]string{"SLURM_PROCID": "0", "SLURM_NTASKS": "1", "SLURM_JOB_NODELIST": "gpu[01-"}},
+		{"bad node list", "SLURM_JOB_NODELIST", map[string]string{"SLURM_STEP_ID": "0", "SLURM_PROCID": "0", "SLURM_NTASKS": "1", "SLURM_JOB_NODELIST": "gpu[01-"}},
 		{"pmix without size", "PMIX_SIZE", map[string]string{"PMIX_RANK": "0"}},
 		{"zero size", "PMI_SIZE", map[string]string{"PMI_RANK": "0", "PMI_SIZE": "0"}},
 		// the tenth hardening pass: a node of more ranks than the world was taken (its memory
 		// estimate multiplied by it), and negative node ids were printed as "node -1"
-		{"tasks per node past the world", "SLURM_TASKS_PER_NODE", map[string]string{"SLURM_PROCID": "0", "SLURM_NTASKS": "1", "SLURM_TASKS_PER_NODE": "9223372036854775807"}},
+		{"tasks per node past the world", "SLURM_TASKS_PER_NODE", map[string]string{"SLURM_STEP_ID": "0", "SLURM_PROCID": "0", "SLURM_NTASKS": "1", "SLURM_TASKS_PER_NODE": "9223372036854775807"}},
 		{"ompi local size past the world", "OMPI_COMM_WORLD_LOCAL_SIZE", map[string]string{"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_LOCAL_SIZE": "3"}},
-		{"negative node", "SLURM_NODEID", map[string]string{"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_NODEID": "-1"}},
+		{"negative node", "SLURM_NODEID", map[string]string{"SLURM_STEP_ID": "0", "SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_NODEID": "-1"}},
 		{"negative ompi node", "OMPI_COMM_WORLD_NODE_RANK", map[string]string{"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_NODE_RANK": "-3"}},
 		{"negative torchrun node", "GROUP_RANK", map[string]string{"RANK": "0", "WORLD_SIZE": "1", "GROUP_RANK": "-1"}},
 	}
@@ -91,7 +95,7 @@ func TestDiscoverErrors(t *testing.T) {
 		// the twelfth pass: a negative local rank said "local size -4 is not positive", and one
 		// past the world blamed LOCAL_WORLD_SIZE, which was not set
 		{"negative local rank", "LOCAL_RANK=-5 is not a local rank (0 or more)", map[string]string{"MASTER_ADDR": "h", "RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "-5"}},
-		{"negative slurm local id", "SLURM_LOCALID=-2 is not a local rank", map[string]string{"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_LOCALID": "-2"}},
+		{"negative slurm local id", "SLURM_LOCALID=-2 is not a local rank", map[string]string{"SLURM_STEP_ID": "0", "SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_LOCALID": "-2"}},
 		{"local rank past the world", "LOCAL_RANK=9 is outside the world of 4 ranks (WORLD_SIZE)", map[string]string{"MASTER_ADDR": "h", "RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "9"}},
 		{"negative local size", "OMPI_COMM_WORLD_LOCAL_SIZE: local size -2 is not positive", map[string]string{"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_LOCAL_SIZE": "-2"}},
 	} {
