@@ -6,13 +6,22 @@
 set -euo pipefail
 
 dir=${LONGCA_SLURM_DIR:-/tmp/longca-slurm}
+case $dir in
+*[[:space:]]*)
+	# slurm.conf takes its paths unquoted: a folder with a space can never work
+	echo "slurm-up: LONGCA_SLURM_DIR='$dir' holds white space, which slurm.conf's paths cannot: choose a folder without" >&2
+	exit 2
+	;;
+esac
 mkdir -p "$dir"/{state,spool,log}
 host=$(hostname -s)
 
 # die prints the reason and the daemons' logs, stops what this script started, fails.
 die() {
 	echo "slurm-up: $*" >&2
-	for f in "$dir"/log/*.log /var/log/munge/munged.log; do
+	# the daemons' own output first (*.out: a fatal error at start is there), then their
+	# logs, munge's last
+	for f in "$dir"/log/*.out "$dir"/log/*.log /var/log/munge/munged.log; do
 		[ -f "$f" ] && { echo "----- $f" >&2; tail -n 40 "$f" >&2; }
 	done
 	LONGCA_SLURM_DIR=$dir "$(dirname "$0")/slurm-down.sh"
