@@ -7,7 +7,9 @@
 #   sbatch --nodes=4 slurm/run_64gpu.sh          # 32 GPUs: the task count follows
 #   LONGCA_CP_ARGS="--methods loongtrain --tokens-per-rank 16K --kernel cuda --samples 5" sbatch slurm/run_64gpu.sh
 #
-# Results: out/cp-64gpu-<job id>/ (one Arrow file per rank; merged at the end).
+# Results: out/cp-64gpu-<job id>/ (one Arrow file per rank; merged at the end). The job's log:
+# longca-cp-64gpu-<job id>.log in the folder sbatch ran in (Slurm opens it before the
+# script runs, so it cannot live in out/, which the script makes).
 #SBATCH --job-name=longca-cp-64gpu
 #SBATCH --nodes=8
 #SBATCH --ntasks-per-node=8
@@ -17,7 +19,7 @@
 #SBATCH --distribution=block:block
 #SBATCH --exclusive
 #SBATCH --time=04:00:00
-#SBATCH --output=out/cp-64gpu-%j.log
+#SBATCH --output=%x-%j.log
 set -euo pipefail
 
 LONGCA=${LONGCA:-bin/longca}

@@ -12,7 +12,7 @@
 #SBATCH --cpus-per-task=8
 #SBATCH --exclusive
 #SBATCH --time=02:00:00
-#SBATCH --output=out/cp-8gpu-%j.log
+#SBATCH --output=%x-%j.log
 set -euo pipefail
 
 LONGCA=${LONGCA:-bin/longca}

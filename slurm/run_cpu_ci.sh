@@ -11,7 +11,7 @@
 #SBATCH --ntasks=4
 #SBATCH --overcommit
 #SBATCH --time=00:10:00
-#SBATCH --output=out/slurm-%j.log
+#SBATCH --output=%x-%j.log
 set -euo pipefail
 
 LONGCA=${LONGCA:-bin/longca}

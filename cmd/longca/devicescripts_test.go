@@ -50,3 +50,26 @@ func TestDeviceScriptsAreListed(t *testing.T) {
 		}
 	}
 }
+
+// Slurm opens a job's --output before its script runs, so a log under a folder the script
+// makes (out/, which git ignores) failed every sbatch of a fresh clone with no log at
+// all (JobLaunchFailure, exit 0:53): each script's log goes where sbatch runs.
+func TestSlurmLogsNeedNoFolder(t *testing.T) {
+	scripts, err := filepath.Glob("../../slurm/*.sh")
+	if err != nil || len(scripts) == 0 {
+		t.Fatalf("no slurm scripts: %v", err)
+	}
+	for _, p := range scripts {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			for _, flag := range []string{"#SBATCH --output=", "#SBATCH --error=", "#SBATCH -o ", "#SBATCH -e "} {
+				if v, ok := strings.CutPrefix(line, flag); ok && strings.Contains(v, "/") {
+					t.Errorf("%s: %q: a folder Slurm may not find at submission", filepath.Base(p), line)
+				}
+			}
+		}
+	}
+}

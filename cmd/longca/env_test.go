@@ -13,7 +13,7 @@ import (
 // what it sets.
 func clearLaunchers(t *testing.T) {
 	for _, k := range []string{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE",
-		"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NODEID", "SLURM_JOB_NODELIST", "SLURM_NODELIST",
+		"SLURM_PROCID", "SLURM_STEP_ID", "SLURM_STEPID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NODEID", "SLURM_JOB_NODELIST", "SLURM_NODELIST",
 		"SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE", "SLURM_JOB_ID", "RANK", "WORLD_SIZE", "LOCAL_RANK",
 		"MASTER_ADDR", "MASTER_PORT", "CUDA_VISIBLE_DEVICES"} {
 		t.Setenv(k, "")
@@ -22,7 +22,7 @@ func clearLaunchers(t *testing.T) {
 
 func TestEnvJSONUnderSlurm(t *testing.T) {
 	clearLaunchers(t)
-	for k, v := range map[string]string{"SLURM_PROCID": "5", "SLURM_NTASKS": "8", "SLURM_LOCALID": "1",
+	for k, v := range map[string]string{"SLURM_STEP_ID": "0", "SLURM_PROCID": "5", "SLURM_NTASKS": "8", "SLURM_LOCALID": "1",
 		"SLURM_NTASKS_PER_NODE": "4(x2)", "SLURM_NODEID": "1", "SLURM_JOB_NODELIST": "gpu[07-08]", "CUDA_VISIBLE_DEVICES": "2,3,4,5"} {
 		t.Setenv(k, v)
 	}
@@ -78,7 +78,7 @@ func TestEnvUsageErrors(t *testing.T) {
 		// (the probe of 2026-12-06: cp --ranks 2 --timeout 1ns failed each rank's first
 		// collective, exit 1, a line per rank, two empty rank files left)
 		{[]string{"cp", "--ranks", "2", "--timeout", "1ns", "--dry-run"}, nil, "--timeout 1ns: use at least 1s"},
-		{[]string{"env"}, map[string]string{"SLURM_PROCID": "4", "SLURM_NTASKS": "4"}, "SLURM_PROCID"},
+		{[]string{"env"}, map[string]string{"SLURM_STEP_ID": "0", "SLURM_PROCID": "4", "SLURM_NTASKS": "4"}, "SLURM_PROCID"},
 		{[]string{"selftest", "merged"}, nil, "FILE"},
 	}
 	for _, tc := range cases {
