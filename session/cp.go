@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"time"
 
@@ -125,7 +126,7 @@ func (s *Session) CP(ctx context.Context, r CPRun) error {
 		}
 		fmt.Fprintf(s.Stderr, "# results: %s (%d rows from %d ranks)\n", res.Files[0], res.Rows, r.Ranks)
 	} else if s.World.Rank == 0 {
-		fmt.Fprintf(s.Stderr, "# rank files in %s: join them with longca merge %s\n", s.Out, s.Out)
+		fmt.Fprintf(s.Stderr, "# rank files in %s: join them with longca merge %s\n", s.Out, shellWord(s.Out))
 	}
 	if s.World.Rank == 0 {
 		title := fmt.Sprintf("longca cp: %d ranks (%s), seqlen %d, kernel %s", r.Ranks, backend, r.Sweep.SeqLen, r.Sweep.Kernel)
@@ -324,4 +325,14 @@ func logBaseline(log *zerolog.Logger, row results.Row) {
 		ev = ev.Float64("settle_ms", *row.SettleMs)
 	}
 	ev.Str("reason", row.Reason).Msg("kernel baseline")
+}
+
+// shellWord is path as one word of a shell command line: as it is when it holds only
+// letters, digits and /._-+,:=@%, else in single quotes (a line to copy and paste: a
+// results folder with a space gave a merge command that did not work).
+func shellWord(path string) string {
+	if path != "" && strings.Trim(path, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+,:=@%") == "" {
+		return path
+	}
+	return "'" + strings.ReplaceAll(path, "'", `'\''`) + "'"
 }

@@ -133,3 +133,15 @@ func TestCPInterruptOnOneTCPRankExits130OnEvery(t *testing.T) {
 		t.Errorf("merging the rank files: %d rows, %v: want the rows written before the stop", res.Rows, err)
 	}
 }
+
+// The merge command cp prints under a launcher is one to copy and paste: a folder with
+// a space or a quote is quoted for the shell.
+func TestShellWord(t *testing.T) {
+	for in, want := range map[string]string{
+		"out/cp-8gpu-12": "out/cp-8gpu-12", "/tmp/res dir": "'/tmp/res dir'", "it's": `'it'\''s'`, "": "''",
+	} {
+		if got := shellWord(in); got != want {
+			t.Errorf("shellWord(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
