@@ -241,6 +241,12 @@ func storeAddrs(ctx context.Context, w World) (listen []string, dial string, err
 	if err != nil {
 		return nil, "", LaunchError(err)
 	}
+	// each host's own loopback, where the job's node list names several hosts: the ranks
+	// on the others would dial themselves and wait out the timeout (a world that only
+	// counts as several nodes, on one host, may still use it)
+	if hosts, err := ExpandNodeList(w.NodeList); err == nil && len(hosts) > 1 && loopback(host) {
+		return nil, "", LaunchError(fmt.Errorf("spmd: MASTER_ADDR=%s is each host's own loopback, but the job's nodes are %d hosts (%s): set it to rank 0's host name or address", w.MasterAddr, len(hosts), w.NodeList))
+	}
 	dial = net.JoinHostPort(host, port)
 	for _, ip := range localIPs(ctx, host) {
 		listen = append(listen, net.JoinHostPort(ip.String(), port))
@@ -280,6 +286,17 @@ func masterHost(v string) (string, error) {
 		return "", fmt.Errorf("spmd: MASTER_ADDR=%q is not a host name or an IP address: set it to rank 0's host (letters, digits, '-', '_' and '.', at most 253 characters)", v)
 	}
 	return s, nil
+}
+
+// loopback says whether host is this host's loopback: localhost (or a name under it) or
+// a loopback address.
+func loopback(host string) bool {
+	h := strings.ToLower(strings.TrimSuffix(host, "."))
+	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(h)
+	return err == nil && ip.IsLoopback()
 }
 
 // hostName says whether s can be a DNS host name: dot-separated labels of letters, digits,

@@ -503,6 +503,21 @@ func TestMasterAddrChecked(t *testing.T) {
 			t.Errorf("MASTER_ADDR=%q: dial %q, %v; want %q", addr, got, err, dial)
 		}
 	}
+	// each host's own loopback where the job's node list names several hosts (the ranks
+	// elsewhere waited out --timeout dialling themselves); taken where it names one or
+	// none (a world of several "nodes" on one host)
+	for _, addr := range []string{"localhost", "LOCALHOST.", "127.0.0.1", "[::1]"} {
+		w := across(addr)
+		w.NodeList = "gpu[01-02]"
+		if _, _, err := storeAddrs(ctx, w); err == nil || !errors.Is(err, ErrLaunch) || !strings.Contains(err.Error(), "each host's own loopback") {
+			t.Errorf("MASTER_ADDR=%q on nodes gpu[01-02]: %v, want a launch error naming the loopback", addr, err)
+		}
+		if w.NodeList = "gpu01"; addr == "127.0.0.1" {
+			if _, _, err := storeAddrs(ctx, w); err != nil {
+				t.Errorf("MASTER_ADDR=%q on one node: %v", addr, err)
+			}
+		}
+	}
 	if _, dial, err := storeAddrs(ctx, World{Rank: 1, Size: 2, LocalSize: 2, LocalRank: 1, MasterAddr: "bad host!", MasterPort: 4000}); err != nil || dial != "127.0.0.1:4000" {
 		t.Errorf("one node, a stale MASTER_ADDR: dial %q, %v; want the loopback", dial, err)
 	}
