@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -239,6 +240,17 @@ func maskBytes(c Case) (bytes, rangesPerRow float64) {
 func MaskBytes(c Case) float64 {
 	b, _ := maskBytes(c)
 	return b
+}
+
+// ReleaseMask gives back to the OS the memory of case c's mask once nothing holds it,
+// when that mask is big (MaskBytes of 64 MiB or more): a sweep that builds its masks one
+// after another only for their area (an estimate, a dry run) then needs about one
+// mask's memory, rather than the heap growing past freed masks a little smaller than
+// the next (a higher ratio's) until the address space runs out.
+func ReleaseMask(c Case) {
+	if MaskBytes(c) >= 64<<20 {
+		debug.FreeOSMemory()
+	}
 }
 
 // PartialsBytes is the device memory of a backward that splits each KV head's query heads

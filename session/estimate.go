@@ -120,6 +120,38 @@ func (s *Session) estimate(_ context.Context, k KernelSweep, cases []harness.Cas
 	return s.newEstimate(k, cases, places, Machine())
 }
 
+// planProblem is harness.PlanProblem; tests wrap it to see which masks stay reachable.
+var planProblem = harness.PlanProblem
+
+// planned is what newEstimate keeps of a case's problem: the mask's area, and the
+// problem itself only for a mask that is not block-sparse (Supports needs it; such a
+// mask is a few slices). A block-sparse mask (1-token blocks over 16K tokens is most of
+// a GiB) is dropped once its area is read, so that a sweep of many ratios, lengths
+// and head settings holds one mask at a time, not all of them.
+type planned struct {
+	ok   bool
+	area float64
+	p    *kernels.Problem
+}
+
+// plan lays out case cs's problem: its area, and the problem unless it is block-sparse.
+func plan(cs harness.Case, build harness.MaskBuilder) planned {
+	p, err := planProblem(cs, build)
+	if err != nil {
+		return planned{}
+	}
+	pn := planned{ok: true, area: p.Area()}
+	if !cs.Sparse.IsSparse() {
+		pn.p = &p
+	}
+	return pn
+}
+
+// areaFLOPs is kernels.Problem.FLOPs of case cs for a mask of that area.
+func areaFLOPs(cs harness.Case, area float64) float64 {
+	return 4 * area * float64(cs.Heads.Q) * float64(cs.HeadDim) * cs.Pass.FLOPsFactor()
+}
+
 // newEstimate lays out each case's problem (its FLOPs) and asks its kernel whether it
 // runs it (Supports: a peer that takes only some masks costs nothing on the others).
 func (s *Session) newEstimate(k KernelSweep, cases []harness.Case, places map[string]place, m harness.Machine) *harness.Estimate {
@@ -128,7 +160,7 @@ func (s *Session) newEstimate(k KernelSweep, cases []harness.Case, places map[st
 		seqlen int
 		heads  harness.Heads
 	}
-	probs := map[pk]*kernels.Problem{}
+	plans := map[pk]planned{}
 	ecs := make([]harness.EstimateCase, len(cases))
 	for i, cs := range cases {
 		pl := places[cs.Kernel]
@@ -137,22 +169,25 @@ func (s *Session) newEstimate(k KernelSweep, cases []harness.Case, places map[st
 			ec.Overhead = harness.DefaultPerCase + k.Settle.Seconds()
 		}
 		key := pk{cs.Label(), cs.SeqLen, cs.Heads}
-		p, seen := probs[key]
+		pn, seen := plans[key]
 		if !seen {
-			if pp, err := harness.PlanProblem(cs, k.Build); err == nil {
-				p = &pp
+			pn = plan(cs, k.Build)
+			if cs.Sparse.IsSparse() {
+				harness.ReleaseMask(cs)
 			}
-			probs[key] = p
+			plans[key] = pn
 		}
 		switch {
-		case p == nil:
+		case !pn.ok:
 			ec.Refused = true // the mask cannot be laid out: its rows say so at once
 		default:
-			q := *p
-			q.HeadDim, q.DType = cs.HeadDim, cs.DType
-			ec.FLOPs = q.FLOPs(cs.Pass)
-			if pl.ok && !cs.Sparse.IsSparse() && pl.k.Supports(q) != nil {
-				ec.Refused = true
+			ec.FLOPs = areaFLOPs(cs, pn.area)
+			if pl.ok && pn.p != nil {
+				q := *pn.p
+				q.HeadDim, q.DType = cs.HeadDim, cs.DType
+				if pl.k.Supports(q) != nil {
+					ec.Refused = true
+				}
 			}
 		}
 		ecs[i] = ec
