@@ -59,8 +59,130 @@ func SetSpread(row *results.Row, rates []float64, of int) {
 		return
 	}
 	med, lo, hi := Spread(rates)
-	row.SamplesN = results.Ptr(int64(len(rates)))
+	setSpread(row, len(rates), med, lo, hi)
+}
+
+// SetRunningSpread is SetSpread with the rates so far kept in r (each rate Added to r
+// before its row): O(log n) a row where SetSpread sorts every rate so far.
+func SetRunningSpread(row *results.Row, r *RunningSpread, of int) {
+	row.SamplesN, row.SamplesTFLOPsMedian, row.SamplesTFLOPsMin, row.SamplesTFLOPsMax = nil, nil, nil, nil
+	if of < 2 || r.Len() == 0 {
+		return
+	}
+	med, lo, hi := r.Spread()
+	setSpread(row, r.Len(), med, lo, hi)
+}
+
+func setSpread(row *results.Row, n int, med, lo, hi float64) {
+	row.SamplesN = results.Ptr(int64(n))
 	row.SamplesTFLOPsMedian, row.SamplesTFLOPsMin, row.SamplesTFLOPsMax = results.Ptr(med), results.Ptr(lo), results.Ptr(hi)
+}
+
+// RunningSpread is Spread of the values Added so far, each Add O(log n): the lower half
+// in a max-heap, the upper half in a min-heap (the lower one the larger for an odd
+// count). With a NaN among them it falls back to Spread of them all (sort.Float64s's
+// order; a -0 and a 0 may come out either way, as from the sort). The zero RunningSpread
+// is empty.
+type RunningSpread struct {
+	low, high []float64 // low: a max-heap; high: a min-heap; len(low) - len(high) is 0 or 1
+	lo, hi    float64
+	n         int
+	all       []float64 // every value, kept for the NaN fallback
+	nan       bool
+}
+
+// Len is how many values were added.
+func (r *RunningSpread) Len() int { return r.n }
+
+// Add adds v.
+func (r *RunningSpread) Add(v float64) {
+	r.all = append(r.all, v)
+	r.n++
+	if v != v {
+		r.nan = true
+	}
+	if r.nan {
+		return
+	}
+	if r.n == 1 || v < r.lo {
+		r.lo = v
+	}
+	if r.n == 1 || v > r.hi {
+		r.hi = v
+	}
+	if len(r.low) == 0 || v <= r.low[0] {
+		r.low = heapPush(r.low, v, true)
+	} else {
+		r.high = heapPush(r.high, v, false)
+	}
+	switch {
+	case len(r.low) > len(r.high)+1:
+		var x float64
+		r.low, x = heapPop(r.low, true)
+		r.high = heapPush(r.high, x, false)
+	case len(r.high) > len(r.low):
+		var x float64
+		r.high, x = heapPop(r.high, false)
+		r.low = heapPush(r.low, x, true)
+	}
+}
+
+// Spread is Spread of the values added so far.
+func (r *RunningSpread) Spread() (median, lo, hi float64) {
+	if r.n == 0 {
+		return 0, 0, 0
+	}
+	if r.nan {
+		return Spread(r.all)
+	}
+	median = r.low[0]
+	if r.n%2 == 0 {
+		median = (r.low[0] + r.high[0]) / 2
+	}
+	return median, r.lo, r.hi
+}
+
+// above says whether a sits above b in a max-heap (max) or a min-heap.
+func above(a, b float64, max bool) bool {
+	if max {
+		return a > b
+	}
+	return a < b
+}
+
+func heapPush(h []float64, v float64, max bool) []float64 {
+	h = append(h, v)
+	for i := len(h) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !above(h[i], h[p], max) {
+			break
+		}
+		h[i], h[p] = h[p], h[i]
+		i = p
+	}
+	return h
+}
+
+func heapPop(h []float64, max bool) ([]float64, float64) {
+	top := h[0]
+	n := len(h) - 1
+	h[0] = h[n]
+	h = h[:n]
+	for i := 0; ; {
+		c := 2*i + 1
+		if c >= n {
+			break
+		}
+		if c+1 < n && above(h[c+1], h[c], max) {
+			c++
+		}
+		if !above(h[c], h[i], max) {
+			break
+		}
+		h[i], h[c] = h[c], h[i]
+		i = c
+	}
+	return h, top
 }
 
 // Spread is the median (the mean of the middle two for an even count), minimum and

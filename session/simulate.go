@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -337,12 +338,6 @@ func maskCache(o *Simulation) func(string, int, uint64) *builtMask {
 // predictAll runs every prediction (in parallel, one per core) and returns the rows in
 // a fixed order; fitSimulation has accepted o with the same maskFor.
 func (s *Session) predictAll(ctx context.Context, o *Simulation, maskFor func(string, int, uint64) *builtMask) ([]results.Row, error) {
-	// seeded says whether the seed changes mask mk at n GPUs (documents, a random prefix or
-	// window); a mask that does not is simulated once, whatever --samples says.
-	seeded := func(n int, mk string) bool {
-		a, b := maskFor(mk, o.seqlenFor(n), o.Sweep.Seed), maskFor(mk, o.seqlenFor(n), o.Sweep.Seed+1)
-		return a.err != nil || b.err != nil || !slices.Equal(a.spec.Mask.Slices, b.spec.Mask.Slices)
-	}
 	// The jobs are longca cp's cases (harness.CPSweep.Configs: methods x meshes x masks x
 	// heads, a method without a mesh of its own on n GPUs unsupported) x samples.
 	// Each job's estimate (sim.Seconds, the documents of the first sample's mask, built
@@ -358,20 +353,10 @@ func (s *Session) predictAll(ctx context.Context, o *Simulation, maskFor func(st
 			return nil, Usagef("%v", err)
 		}
 		for _, c := range cases {
-			est := 0.0
-			if b := maskFor(c.Mask, o.seqlenFor(n), o.Sweep.Seed); c.Skip == nil && b.err == nil {
-				est = sim.Seconds(n, len(b.docs), o.seqlenFor(n), len(o.Sweep.Passes), sim.TracedSteps(n, o.Exact, o.Sampled))
-				if c.Method == "balanced" { // (its sub-masks)
-					_, t := o.blockWork(n)
-					est += t
-				}
-			}
-			for smp := range o.Sweep.Samples {
+			est := o.caseSeconds(n, c, maskFor)
+			for smp := range o.samplesOf(n, c, maskFor) {
 				jobs = append(jobs, simJob{n, c.Method, c.Config, c.Mask, c.Heads, smp, c.Skip})
 				cost, group = append(cost, est), append(group, gi)
-				if c.Skip != nil || (o.Sweep.Samples > 1 && !seeded(n, c.Mask)) {
-					break // one row per pass says why; or every sample is the same mask
-				}
 			}
 		}
 	}
@@ -408,6 +393,34 @@ func (s *Session) predictAll(ctx context.Context, o *Simulation, maskFor func(st
 	return rows, nil
 }
 
+// caseSeconds is case c's estimate on n GPUs for the progress lines and the sweep's bound
+// (sim.Seconds, the documents of the first sample's mask; 0 for a skipped case).
+func (o *Simulation) caseSeconds(n int, c harness.CPCase, maskFor func(string, int, uint64) *builtMask) float64 {
+	est := 0.0
+	if b := maskFor(c.Mask, o.seqlenFor(n), o.Sweep.Seed); c.Skip == nil && b.err == nil {
+		est = sim.Seconds(n, len(b.docs), o.seqlenFor(n), len(o.Sweep.Passes), sim.TracedSteps(n, o.Exact, o.Sampled))
+		if c.Method == "balanced" { // (its sub-masks)
+			_, t := o.blockWork(n)
+			est += t
+		}
+	}
+	return est
+}
+
+// samplesOf is how many jobs case c is on n GPUs: one where it is skipped (one row per
+// pass says why) or where the seed does not change its mask (every sample is the same
+// mask: no documents, random prefix or window), else --samples.
+func (o *Simulation) samplesOf(n int, c harness.CPCase, maskFor func(string, int, uint64) *builtMask) int {
+	if c.Skip != nil || o.Sweep.Samples <= 1 {
+		return min(o.Sweep.Samples, 1)
+	}
+	a, b := maskFor(c.Mask, o.seqlenFor(n), o.Sweep.Seed), maskFor(c.Mask, o.seqlenFor(n), o.Sweep.Seed+1)
+	if a.err != nil || b.err != nil || !slices.Equal(a.spec.Mask.Slices, b.spec.Mask.Slices) {
+		return o.Sweep.Samples
+	}
+	return 1
+}
+
 // setSimSpread fills each row's sample-spread columns (harness.SetSpread): the samples of
 // its case (method, mesh, mask, heads, GPUs, pass) up to its own, in sample order.
 func setSimSpread(rows []results.Row) {
@@ -422,13 +435,20 @@ func setSimSpread(rows []results.Row) {
 	for _, r := range rows {
 		count[keyOf(r)]++
 	}
-	rates := map[key][]float64{}
+	// A running spread a case (O(log n) a row): sorting each row's samples so far made
+	// --samples 100000 spend about 9.5 minutes here, after the last case, saying nothing.
+	rates := map[key]*harness.RunningSpread{}
 	for i := range rows {
 		k := keyOf(rows[i])
-		if rows[i].TFLOPs != nil {
-			rates[k] = append(rates[k], *rows[i].TFLOPs)
+		r := rates[k]
+		if r == nil {
+			r = &harness.RunningSpread{}
+			rates[k] = r
 		}
-		harness.SetSpread(&rows[i], rates[k], count[k])
+		if rows[i].TFLOPs != nil {
+			r.Add(*rows[i].TFLOPs)
+		}
+		harness.SetRunningSpread(&rows[i], r, count[k])
 	}
 }
 
@@ -524,7 +544,8 @@ const maxCaseSeconds = 3600
 // default sample) or would take more than an hour (sim.Seconds, which counts the GPUs,
 // the traced steps, the documents and the tokens). Everything that grows with the GPU
 // count or the length is counted first, before a mask is built (a document mask of a
-// million GPUs' tokens is itself large); then the documents of each mask.
+// million GPUs' tokens is itself large); then the documents of each mask; then the
+// whole sweep (fitSweep: its time on the workers and the rows it keeps).
 func fitSimulation(o *Simulation, maskFor func(string, int, uint64) *builtMask) error {
 	return fitSimulationIn(o, maskFor, Machine().HostBytes*0.85, max(runtime.GOMAXPROCS(0), 1))
 }
@@ -642,7 +663,52 @@ func fitSimulationIn(o *Simulation, maskFor func(string, int, uint64) *builtMask
 			}
 		}
 	}
-	return nil
+	return fitSweep(o, maskFor, avail, workers)
+}
+
+// maxSweepSeconds is the longest the whole sweep may be estimated to take on this host's
+// workers (the least at_most can be) before it is refused.
+const maxSweepSeconds = 24 * 3600
+
+// simJobBytes is what each job (one case's sample) keeps until the rows are written: its
+// rows and its sample's mask. simulate --gpus 8 --methods ulysses --masks
+// causal_document_long --passes fwd --samples 100000 grew by about 20 KB a job.
+const simJobBytes = 20 << 10
+
+// fitSweep refuses a sweep whose jobs (predictAll's, counted without laying them out)
+// would take more than maxSweepSeconds on workers workers or keep more than avail bytes:
+// --gpus 8,64,512 --samples 100000 was 8.4M jobs, at_most 2982 hours, and grew by 7 GB in
+// 100 s.
+func fitSweep(o *Simulation, maskFor func(string, int, uint64) *builtMask, avail float64, workers int) error {
+	jobs, total, longest := 0, 0.0, 0.0
+	for _, n := range o.GPUs {
+		cases, err := o.sweep(n).Configs(n)
+		if err != nil {
+			return Usagef("%v", err)
+		}
+		for _, c := range cases {
+			k := o.samplesOf(n, c, maskFor)
+			if k <= 0 {
+				continue
+			}
+			est := o.caseSeconds(n, c, maskFor)
+			jobs += k
+			total += float64(k) * est
+			longest = max(longest, est)
+		}
+	}
+	seconds := max(total/float64(max(workers, 1)), longest) // at_most is at least this
+	bytes := float64(jobs) * simJobBytes
+	if seconds <= maxSweepSeconds && bytes <= avail {
+		return nil
+	}
+	gpus := make([]string, len(o.GPUs))
+	for i, n := range o.GPUs {
+		gpus[i] = strconv.Itoa(n)
+	}
+	return Usagef("--samples %d --gpus %s: %d cases would take at least %s on %d workers (the limit is %s) and keep about %.1f GiB of rows and masks (%.1f GiB available): give fewer --samples or --gpus (or fewer --methods, --masks)",
+		o.Sweep.Samples, strings.Join(gpus, ","), jobs, durationOf(seconds), max(workers, 1), durationOf(maxSweepSeconds),
+		bytes/(1<<30), avail/(1<<30))
 }
 
 // Simulate predicts every case of o on every GPU count (calibrating the kernel model
