@@ -116,8 +116,21 @@ func TestComparisonKeepsHeadDimsApart(t *testing.T) {
 		t.Fatalf("want the d128 prediction against the d128 measurement alone:\n%s", out)
 	}
 	// the d64 case, which no prediction matched, is counted and named, not dropped unseen
-	if out := b.String(); !strings.Contains(out, "# 1 measured cases have no prediction here (ring-p2p 1)") {
-		t.Fatalf("want the unmatched d64 case named:\n%s", out)
+	if out := b.String(); !strings.Contains(out, "# 1 measured cases have no prediction here (ring-p2p 1)") || !strings.Contains(out, "length, pass, documents") {
+		t.Fatalf("want the unmatched d64 case named, the pass among the causes:\n%s", out)
+	}
+	if strings.Contains(b.String(), "ran on the CPU") {
+		t.Errorf("a hint of CPU rows for rows of no CPU:\n%s", b.String())
+	}
+	// CPU-timed rows 100x slower than a GPU's prediction: the line says how to predict them
+	b.Reset()
+	cpu := row(128, 20000, results.StatusOK)
+	cpu.Device = "cpu"
+	if err := WriteComparison(&b, "m", []results.Row{cpu}, []results.Row{row(128, 200, results.StatusPredicted)}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "# the measured rows ran on the CPU: predict their kernel with --kernel-rows") {
+		t.Errorf("CPU rows 99%% off: no hint to calibrate:\n%s", b.String())
 	}
 }
 

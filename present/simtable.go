@@ -406,7 +406,7 @@ func WriteComparison(w io.Writer, src string, measured, predicted []results.Row)
 		for _, l := range labels {
 			parts = append(parts, fmt.Sprintf("%s %d", l, byLabel[l]))
 		}
-		fmt.Fprintf(&b, "# %d measured cases have no prediction here (%s): their method, mesh, windows, GPUs, length, documents or problem differ from this simulation's flags\n",
+		fmt.Fprintf(&b, "# %d measured cases have no prediction here (%s): their method, mesh, windows, GPUs, length, pass, documents or problem differ from this simulation's flags\n",
 			unmatched, strings.Join(parts, ", "))
 	}
 	if len(errs) == 0 {
@@ -414,6 +414,11 @@ func WriteComparison(w io.Writer, src string, measured, predicted []results.Row)
 	} else {
 		slices.Sort(errs)
 		fmt.Fprintf(&b, "# compared %d cases: median |error| %.1f%%, worst %.1f%% (%s)\n", len(errs), 100*errs[len(errs)/2], 100*worst, worstCase)
+		// rows timed on the CPU against a GPU's kernel model read about 99% off: say how
+		// to predict their kernel instead
+		if errs[len(errs)/2] > 0.5 && slices.ContainsFunc(measured, func(r results.Row) bool { return r.Device == "cpu" }) {
+			fmt.Fprintf(&b, "# the measured rows ran on the CPU: predict their kernel with --kernel-rows FILE (its longca kernel rows) or --calibrate ref, not a GPU's kernel model\n")
+		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
