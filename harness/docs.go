@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"math"
 	"sort"
 	"strconv"
 
@@ -80,37 +81,32 @@ func setSpread(row *results.Row, n int, med, lo, hi float64) {
 
 // RunningSpread is Spread of the values Added so far, each Add O(log n): the lower half
 // in a max-heap, the upper half in a min-heap (the lower one the larger for an odd
-// count). With a NaN among them it falls back to Spread of them all (sort.Float64s's
-// order; a -0 and a 0 may come out either way, as from the sort). The zero RunningSpread
-// is empty.
+// count). With a NaN among them it is Spread of the heaps' values and the NaNs
+// (sort.Float64s's order; a -0 and a 0 may come out either way, as from the sort). The
+// zero RunningSpread is empty.
 type RunningSpread struct {
 	low, high []float64 // low: a max-heap; high: a min-heap; len(low) - len(high) is 0 or 1
-	lo, hi    float64
-	n         int
-	all       []float64 // every value, kept for the NaN fallback
-	nan       bool
+	lo, hi    float64   // of the values that are not NaN
+	nans      int
 }
 
 // Len is how many values were added.
-func (r *RunningSpread) Len() int { return r.n }
+func (r *RunningSpread) Len() int { return len(r.low) + len(r.high) + r.nans }
 
 // Add adds v.
 func (r *RunningSpread) Add(v float64) {
-	r.all = append(r.all, v)
-	r.n++
 	if v != v {
-		r.nan = true
-	}
-	if r.nan {
+		r.nans++
 		return
 	}
-	if r.n == 1 || v < r.lo {
+	first := len(r.low) == 0
+	if first || v < r.lo {
 		r.lo = v
 	}
-	if r.n == 1 || v > r.hi {
+	if first || v > r.hi {
 		r.hi = v
 	}
-	if len(r.low) == 0 || v <= r.low[0] {
+	if first || v <= r.low[0] {
 		r.low = heapPush(r.low, v, true)
 	} else {
 		r.high = heapPush(r.high, v, false)
@@ -129,14 +125,18 @@ func (r *RunningSpread) Add(v float64) {
 
 // Spread is Spread of the values added so far.
 func (r *RunningSpread) Spread() (median, lo, hi float64) {
-	if r.n == 0 {
+	if r.nans > 0 {
+		all := append(append(make([]float64, 0, r.Len()), r.low...), r.high...)
+		for range r.nans {
+			all = append(all, math.NaN())
+		}
+		return Spread(all)
+	}
+	if len(r.low) == 0 {
 		return 0, 0, 0
 	}
-	if r.nan {
-		return Spread(r.all)
-	}
 	median = r.low[0]
-	if r.n%2 == 0 {
+	if len(r.low) == len(r.high) {
 		median = (r.low[0] + r.high[0]) / 2
 	}
 	return median, r.lo, r.hi
