@@ -17,7 +17,6 @@ import (
 	"github.com/longca/longca/dataset"
 	"github.com/longca/longca/kernels"
 	"github.com/longca/longca/mask"
-	"github.com/longca/longca/spmd/cp"
 	"github.com/longca/longca/tensor"
 )
 
@@ -467,15 +466,11 @@ func CPFootprintWith(tokens, hq, hkv, d int, dt tensor.DType, passes []kernels.P
 }
 
 // RefRangesPerRow bounds the key ranges a query row of one of balanced's sub-masks holds
-// on n ranks at dispatch block tokens (0: the default, whose smallest is the plan's of
-// one head group, cp.DefaultBlock(seqlen, n, 1)): a range for each block its rank fetches,
-// at most the sequence's blocks. session.FitCP counts it for a --cp-block given. kernels/ref lists a row's ranges before merging them
-// (rowSpans), so cp --kernel ref --cp-block 8 on 8 ranks of 8K tokens held 3.3 GB of
-// spans, where the few ranges of a contiguous shard counted 0.1; --cp-block 1 grew past
-// 5.8 GB in 20 s on its way to about 70.
-func RefRangesPerRow(seqlen, n, block int) float64 {
-	if block <= 0 {
-		block = cp.DefaultBlock(seqlen, n, 1)
-	}
+// at a --cp-block of block tokens: a range for each block its rank fetches, at most the
+// sequence's blocks (session.FitCP counts it for a --cp-block given). kernels/ref lists a
+// row's ranges before merging them (rowSpans), so cp --kernel ref --cp-block 8 on 8 ranks
+// of 8K tokens held 3.3 GB of spans, where the few ranges of a contiguous shard counted
+// 0.1; --cp-block 1 grew past 5.8 GB in 20 s on its way to about 70.
+func RefRangesPerRow(seqlen, block int) float64 {
 	return math.Ceil(float64(seqlen) / float64(max(block, 1)))
 }

@@ -127,7 +127,13 @@ func (p Problem) Validate() error {
 
 // FLOPs is 4 * area * HeadsQ * HeadDim times the pass's factor (MASKS.md).
 func (p Problem) FLOPs(pass Pass) float64 {
-	return 4 * p.Area() * float64(p.HeadsQ) * float64(p.HeadDim) * pass.FLOPsFactor()
+	return AreaFLOPs(p.Area(), p.HeadsQ, p.HeadDim, pass)
+}
+
+// AreaFLOPs is Problem.FLOPs of a mask of area allowed pairs, for those who keep only
+// the area (a block-sparse mask can be most of a GiB: estimates and dry runs drop it).
+func AreaFLOPs(area float64, headsQ, headDim int, pass Pass) float64 {
+	return 4 * area * float64(headsQ) * float64(headDim) * pass.FLOPsFactor()
 }
 
 // Shapes returns the shapes of q, k (and v), and lse.

@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"github.com/longca/longca/harness"
+	"github.com/longca/longca/kernels"
 )
 
 // planProblem is harness.PlanProblem; tests wrap it to see which masks stay reachable.
@@ -44,7 +45,7 @@ func WritePlan(w io.Writer, cases []harness.Case, build harness.MaskBuilder) err
 			}
 			areas[key] = area
 		}
-		f := 4 * area * float64(c.Heads.Q) * float64(c.HeadDim) * c.Pass.FLOPsFactor() // kernels.Problem.FLOPs for that area
+		f := kernels.AreaFLOPs(area, c.Heads.Q, c.HeadDim, c.Pass)
 		total += f
 		note := ""
 		if c.Sparse.IsSparse() {

@@ -147,11 +147,6 @@ func plan(cs harness.Case, build harness.MaskBuilder) planned {
 	return pn
 }
 
-// areaFLOPs is kernels.Problem.FLOPs of case cs for a mask of that area.
-func areaFLOPs(cs harness.Case, area float64) float64 {
-	return 4 * area * float64(cs.Heads.Q) * float64(cs.HeadDim) * cs.Pass.FLOPsFactor()
-}
-
 // newEstimate lays out each case's problem (its FLOPs) and asks its kernel whether it
 // runs it (Supports: a peer that takes only some masks costs nothing on the others).
 func (s *Session) newEstimate(k KernelSweep, cases []harness.Case, places map[string]place, m harness.Machine) *harness.Estimate {
@@ -181,7 +176,7 @@ func (s *Session) newEstimate(k KernelSweep, cases []harness.Case, places map[st
 		case !pn.ok:
 			ec.Refused = true // the mask cannot be laid out: its rows say so at once
 		default:
-			ec.FLOPs = areaFLOPs(cs, pn.area)
+			ec.FLOPs = kernels.AreaFLOPs(pn.area, cs.Heads.Q, cs.HeadDim, cs.Pass)
 			if pl.ok && pn.p != nil {
 				q := *pn.p
 				q.HeadDim, q.DType = cs.HeadDim, cs.DType
@@ -345,7 +340,7 @@ func FitCP(s harness.CPSweep, n, onNode int, inProcess bool, ko kernels.Options,
 	// reference's own time refuses the sweep.
 	ranges := 0.0
 	if isRef && s.Mesh.Block > 0 && slices.Contains(s.Methods, "balanced") {
-		ranges = harness.RefRangesPerRow(s.SeqLen, n, s.Mesh.Block)
+		ranges = harness.RefRangesPerRow(s.SeqLen, s.Mesh.Block)
 	}
 	footprint := func(ranges float64) (need harness.Footprint) {
 		for _, h := range s.Heads {
@@ -375,7 +370,7 @@ func FitCP(s harness.CPSweep, n, onNode int, inProcess bool, ko kernels.Options,
 		if m.Fits(harness.Footprint{Host: few.Host * float64(onNode), Device: dev.Device}, devBytes, "") == nil {
 			fix := "or 0 for the default"
 			for b := s.Mesh.Block * 2; b <= s.SeqLen; b *= 2 {
-				if m.Fits(harness.Footprint{Host: footprint(harness.RefRangesPerRow(s.SeqLen, n, b)).Host * float64(onNode), Device: dev.Device}, devBytes, "") == nil {
+				if m.Fits(harness.Footprint{Host: footprint(harness.RefRangesPerRow(s.SeqLen, b)).Host * float64(onNode), Device: dev.Device}, devBytes, "") == nil {
 					fix = fmt.Sprintf("give --cp-block %d or more, or 0 for the default", b)
 					break
 				}

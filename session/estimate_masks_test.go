@@ -45,7 +45,7 @@ func TestEstimateDropsSparseMasks(t *testing.T) {
 		for _, pass := range sw.Passes {
 			cp := c
 			cp.Pass = pass
-			if got, want := areaFLOPs(cp, p.Area()), p.FLOPs(pass); got != want {
+			if got, want := kernels.AreaFLOPs(p.Area(), cp.Heads.Q, cp.HeadDim, pass), p.FLOPs(pass); got != want {
 				t.Errorf("case %s: FLOPs %g from the area, want the problem's %g", cp, got, want)
 			}
 		}

@@ -129,8 +129,8 @@ func TestFitCPCountsRefSpansOfBalancedBlocks(t *testing.T) {
 			t.Errorf("%v --cp-block %d: %v", ok.Methods, ok.Mesh.Block, err)
 		}
 	}
-	if r := harness.RefRangesPerRow(64<<10, 8, 8); r != 8192 {
-		t.Errorf("RefRangesPerRow(64K, 8 ranks, block 8) = %v, want 8192", r)
+	if r := harness.RefRangesPerRow(64<<10, 8); r != 8192 {
+		t.Errorf("RefRangesPerRow(64K, block 8) = %v, want 8192", r)
 	}
 }
 
