@@ -86,8 +86,8 @@ func TestMergeManySmallFilesJoinsColumns(t *testing.T) {
 	}
 	defer c.release()
 	k := c.kept.(*columnKeeper)
-	if len(k.chunks) > n/compactBatches || len(k.pending) >= compactBatches || k.rows != n {
-		t.Fatalf("%d chunks and %d batches held for %d rows (%d files), want at most %d and %d", len(k.chunks), len(k.pending), k.rows, n, n/compactBatches, compactBatches-1)
+	if len(k.gather.joined) > n/compactBatches || len(k.gather.pending) >= compactBatches || k.gather.rows != n {
+		t.Fatalf("%d chunks and %d batches held for %d rows (%d files), want at most %d and %d", len(k.gather.joined), len(k.gather.pending), k.gather.rows, n, n/compactBatches, compactBatches-1)
 	}
 	res, err := Merge(dir, MergeOptions{})
 	if err != nil {

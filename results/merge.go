@@ -620,8 +620,8 @@ func Merge(dir string, opts MergeOptions) (MergeResult, error) {
 	if len(res.Unverified) > 0 {
 		md[MetaUnverified] = strings.Join(res.Unverified, "; ")
 	}
-	md[MetaRows] = fmt.Sprint(kept.rows)
-	rec, err := concat(c.schema, md, kept.chunks, kept.rows)
+	md[MetaRows] = fmt.Sprint(kept.gather.rows)
+	rec, err := concat(c.schema, md, kept.gather.joined, kept.gather.rows)
 	if err != nil {
 		return res, err
 	}
@@ -662,32 +662,24 @@ func fewRuns(runs []string, n int) string {
 	return fmt.Sprintf("%s and %d more (%d runs)", strings.Join(runs[:n], ", "), len(runs)-n, len(runs))
 }
 
-// compactBatches is how many batches a columnKeeper holds before it joins them into one:
-// a batch costs about 300 bytes of Arrow objects a column whatever its rows (a rank
-// file's hold one row each), a joined one the same for all of its rows.
+// compactBatches is how many batches a joiner holds before it joins them into one.
 const compactBatches = 256
 
 // columnKeeper keeps the files' record batches for Merge, joined into chunks of at least
-// compactBatches batches as they come, so that what it holds grows with the rows, not
-// the batches. Empty batches (a rank file's first) are dropped.
+// compactBatches batches as they come (joiner), so that what it holds grows with the
+// rows, not the files.
 type columnKeeper struct {
-	pending []arrow.RecordBatch
-	chunks  []arrow.RecordBatch
-	rows    int64
-	err     error
+	gather joiner
+	err    error
 }
 
 func (k *columnKeeper) add(f *File) {
+	full := false
 	for _, b := range f.Batches {
-		if b.NumRows() == 0 {
-			continue
-		}
-		b.Retain()
-		k.pending = append(k.pending, b)
-		k.rows += b.NumRows()
+		full = k.gather.keep(b) || full
 	}
-	if len(k.pending) >= compactBatches && k.err == nil {
-		k.err = k.flush(f.Schema)
+	if full && k.err == nil {
+		k.err = k.gather.flush(f.Schema)
 	}
 }
 
@@ -696,39 +688,10 @@ func (k *columnKeeper) flush(s *arrow.Schema) error {
 	if k.err != nil {
 		return k.err
 	}
-	switch len(k.pending) {
-	case 0:
-		return nil
-	case 1:
-		k.chunks = append(k.chunks, k.pending[0])
-		k.pending = k.pending[:0]
-		return nil
-	}
-	var rows int64
-	for _, b := range k.pending {
-		rows += b.NumRows()
-	}
-	rec, err := join(s, k.pending, rows)
-	for _, b := range k.pending {
-		b.Release()
-	}
-	k.pending = k.pending[:0]
-	if err != nil {
-		return err
-	}
-	k.chunks = append(k.chunks, rec)
-	return nil
+	return k.gather.flush(s)
 }
 
-func (k *columnKeeper) release() {
-	for _, b := range k.pending {
-		b.Release()
-	}
-	for _, b := range k.chunks {
-		b.Release()
-	}
-	k.pending, k.chunks = nil, nil
-}
+func (k *columnKeeper) release() { k.gather.release() }
 
 // sameColumns checks that two files have the same fields and schema version.
 func sameColumns(a, b *File) error {

@@ -34,11 +34,9 @@ type File struct {
 	// ChecksumColumn existed): damage in them cannot be detected.
 	Unverified bool
 
-	// read counts the batches read; pending are those read since the last join (their
-	// data pendingBytes): see accept.
-	read         int
-	pending      []arrow.RecordBatch
-	pendingBytes int64
+	// read counts the batches read; gather joins them (Batches is its joined): see accept.
+	read   int
+	gather joiner
 }
 
 // ErrDamaged marks a file whose bytes were changed after its writer wrote them: a row
@@ -280,14 +278,19 @@ func (f *File) accept(rec arrow.RecordBatch, i int) error {
 	if !verified && rec.NumRows() > 0 {
 		f.Unverified = true
 	}
-	if rec.NumRows() == 0 {
-		return nil
-	}
-	rec.Retain()
-	f.pending = append(f.pending, rec)
-	f.pendingBytes += batchBytes(rec)
-	if len(f.pending) >= compactBatches || f.pendingBytes >= joinBytes {
+	if f.gather.keep(rec) {
 		return f.join()
+	}
+	return nil
+}
+
+// join joins the batches gathered since the last join into one, kept in Batches.
+func (f *File) join() error {
+	n := len(f.gather.pending)
+	err := f.gather.flush(f.Schema)
+	f.Batches = f.gather.joined
+	if err != nil {
+		return fmt.Errorf("%w: joining batches %d-%d: %v", ErrDamaged, f.read-n, f.read-1, err)
 	}
 	return nil
 }
@@ -296,30 +299,65 @@ func (f *File) accept(rec arrow.RecordBatch, i int) error {
 // stays far from the 2 GiB its 32-bit offsets can address).
 const joinBytes = 64 << 20
 
-// join joins the pending batches into one, kept in Batches.
-func (f *File) join() error {
-	pending := f.pending
-	f.pending, f.pendingBytes = nil, 0
+// joiner gathers record batches and joins them compactBatches at a time (or joinBytes of
+// data): a decoded batch costs about 300 bytes of Arrow objects a column whatever its
+// rows, a joined one the same for all of its rows. A File's batches (a rank file has one
+// row a batch) and Merge's files (columnKeeper) are gathered so. Empty batches are dropped.
+type joiner struct {
+	joined  []arrow.RecordBatch
+	pending []arrow.RecordBatch
+	bytes   int64 // of pending's data
+	rows    int64 // of every batch kept
+}
+
+// keep holds rec (retained; an empty one is dropped) and says whether what is pending
+// should now be joined (flush).
+func (j *joiner) keep(rec arrow.RecordBatch) (full bool) {
+	if rec.NumRows() == 0 {
+		return false
+	}
+	rec.Retain()
+	j.pending = append(j.pending, rec)
+	j.bytes += batchBytes(rec)
+	j.rows += rec.NumRows()
+	return len(j.pending) >= compactBatches || j.bytes >= joinBytes
+}
+
+// flush joins the pending batches into one (with s's fields), kept in joined.
+func (j *joiner) flush(s *arrow.Schema) error {
+	pending := j.pending
+	j.pending, j.bytes = nil, 0
 	switch len(pending) {
 	case 0:
 		return nil
 	case 1:
-		f.Batches = append(f.Batches, pending[0])
+		j.joined = append(j.joined, pending[0])
 		return nil
 	}
 	var rows int64
 	for _, b := range pending {
 		rows += b.NumRows()
 	}
-	rec, err := join(f.Schema, pending, rows)
+	rec, err := join(s, pending, rows)
 	for _, b := range pending {
 		b.Release()
 	}
 	if err != nil {
-		return fmt.Errorf("%w: joining batches %d-%d: %v", ErrDamaged, f.read-len(pending), f.read-1, err)
+		return err
 	}
-	f.Batches = append(f.Batches, rec)
+	j.joined = append(j.joined, rec)
 	return nil
+}
+
+// release frees every batch held.
+func (j *joiner) release() {
+	for _, b := range j.joined {
+		b.Release()
+	}
+	for _, b := range j.pending {
+		b.Release()
+	}
+	j.joined, j.pending, j.bytes, j.rows = nil, nil, 0, 0
 }
 
 // batchBytes is the size of rec's buffers.
@@ -497,13 +535,8 @@ func (f *File) Release() {
 	if f == nil {
 		return
 	}
-	for _, b := range f.Batches {
-		b.Release()
-	}
-	for _, b := range f.pending {
-		b.Release()
-	}
-	f.Batches, f.pending = nil, nil
+	f.gather.release()
+	f.Batches = nil
 }
 
 // ReadRows opens a file and decodes its rows.
