@@ -95,6 +95,7 @@ type process struct {
 	stopOnce sync.Once
 	exited   chan struct{} // closed once the process is reaped (its ProcessState set)
 	tail     *tailBuffer
+	tag      string // TagEnv's value in its environment: what it left behind is found by it
 }
 
 // NewWorker makes a worker that starts on first use.
@@ -341,6 +342,10 @@ func startProcess(prog string, args []string, dir string) (*process, error) {
 	cmd.Dir = dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.WaitDelay = ioGrace
+	tag := newTag()
+	if tag != "" {
+		cmd.Env = append(os.Environ(), TagEnv+"="+tag)
+	}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
@@ -352,7 +357,7 @@ func startProcess(prog string, args []string, dir string) (*process, error) {
 	}
 	cmd.Stdout = childOut
 	p := &process{cmd: cmd, stdin: stdin, stdout: stdout, lines: make(chan []byte, 1), quit: make(chan struct{}),
-		exited: make(chan struct{}), tail: newTailBuffer(12, 400)}
+		exited: make(chan struct{}), tail: newTailBuffer(12, 400), tag: tag}
 	cmd.Stderr = p.tail
 	err = cmd.Start()
 	childOut.Close() // the worker's now (or nobody's)
@@ -411,12 +416,14 @@ func readLine(r *bufio.Reader) ([]byte, error) {
 }
 
 // stop ends the process: politely (stdin closed, a grace period) or at once, then kills
-// its process group and waits for it.
+// its process group and waits for it. Whatever it started that is still running, in its
+// group or in a session of its own, is killed last (killTagged).
 func (p *process) stop(polite bool) {
 	p.stopOnce.Do(func() {
 		p.stdin.Close()
 		close(p.quit)
 		defer p.stdout.Close() // ends the reader, even where a process the worker left holds stdout
+		defer killTagged(p.tag)
 		if polite {
 			select {
 			case <-p.exited:

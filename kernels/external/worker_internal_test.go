@@ -1,6 +1,8 @@
 package external
 
 import (
+	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -8,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // script writes an executable shell script into a test folder.
@@ -70,6 +73,88 @@ func TestStopReapsAWorkerWhoseChildHoldsStdout(t *testing.T) {
 	p.stop(true) // stdin closed: the script's read ends, and the script
 	if !reaped(p) {
 		t.Fatal("stop returned and the worker is not reaped")
+	}
+	// what it left in a session of its own is found by its tag and killed (it outlived
+	// longca before the fourteenth pass)
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if running(pid, 2*time.Second) {
+		t.Errorf("the worker's child in its own session (pid %d) still runs after stop", pid)
+	}
+}
+
+// running says whether pid still runs (neither gone nor a zombie) after waiting up to d
+// for it to end.
+func running(pid int, d time.Duration) bool {
+	end := time.Now().Add(d)
+	for {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return false
+		}
+		if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) && b[i+2] == 'Z' {
+			return false
+		}
+		if time.Now().After(end) {
+			return true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A worker's descendants are found by the tag in their environment, and only they: a
+// process of the same program without the tag, and one with another worker's tag, keep
+// running.
+func TestKillTaggedKillsOnlyItsOwn(t *testing.T) {
+	start := func(env ...string) *exec.Cmd {
+		c := exec.Command("sleep", "60")
+		c.Env = append(os.Environ(), env...)
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+		return c
+	}
+	mine := start(TagEnv + "=abc123")
+	other := start(TagEnv + "=abc1234") // a tag that starts with mine
+	plain := start("X=" + TagEnv + "=abc123")
+	if n := killTagged("abc123"); n != 1 {
+		t.Errorf("killTagged killed %d processes, want 1", n)
+	}
+	mine.Wait()
+	if mine.ProcessState == nil || mine.ProcessState.Success() {
+		t.Errorf("the tagged process was not killed: %v", mine.ProcessState)
+	}
+	for _, c := range []*exec.Cmd{other, plain} {
+		if !running(c.Process.Pid, 0) {
+			t.Errorf("pid %d (args %q, not tagged abc123) was killed", c.Process.Pid, c.Env[len(c.Env)-1])
+		}
+	}
+	if killTagged("") != 0 {
+		t.Error("an empty tag killed something")
+	}
+}
+
+func TestHasEntry(t *testing.T) {
+	for _, c := range []struct {
+		env, entry string
+		want       bool
+	}{
+		{"A=1\x00T=x\x00", "T=x", true},
+		{"T=x", "T=x", true},
+		{"T=xy\x00", "T=x", false},
+		{"XT=x\x00", "T=x", false},
+		{"", "T=x", false},
+	} {
+		if got := hasEntry([]byte(c.env), []byte(c.entry)); got != c.want {
+			t.Errorf("hasEntry(%q, %q) = %v", c.env, c.entry, got)
+		}
 	}
 }
 
