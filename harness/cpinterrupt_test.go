@@ -4,44 +4,18 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/longca/longca/comm"
 	"github.com/longca/longca/comm/local"
+	"github.com/longca/longca/internal/kerneltest"
 	"github.com/longca/longca/kernels"
 	"github.com/longca/longca/kernels/ref"
 	"github.com/longca/longca/results"
 	"github.com/longca/longca/spmd"
 	"github.com/longca/longca/tensor"
 )
-
-// signalAt is one rank's reference kernel that cancels that rank's context (as a
-// SIGTERM to that rank alone would) at its at'th kernel call: inside a method, between
-// two steps of its exchange. at 0: never.
-type signalAt struct {
-	*ref.Kernel
-	calls  atomic.Int64
-	at     int64
-	cancel func()
-}
-
-func (k *signalAt) tick() {
-	if k.calls.Add(1) == k.at {
-		k.cancel()
-	}
-}
-
-func (k *signalAt) Forward(ctx context.Context, p kernels.Problem, q, kk, v, out, lse tensor.Tensor) error {
-	k.tick()
-	return k.Kernel.Forward(ctx, p, q, kk, v, out, lse)
-}
-
-func (k *signalAt) Backward(ctx context.Context, p kernels.Problem, q, kk, v, out, lse, dout, dq, dk, dv tensor.Tensor) error {
-	k.tick()
-	return k.Kernel.Backward(ctx, p, q, kk, v, out, lse, dout, dq, dk, dv)
-}
 
 // A rank interrupted in the middle of a case (its context cancelled inside a method's
 // exchange, its peer's not, or later) does not leave the exchange its peer is inside: it
@@ -86,7 +60,7 @@ func TestCPInterruptMidCaseStopsEveryRank(t *testing.T) {
 				me := c.Rank()
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
-				k := &signalAt{Kernel: ref.New(ref.Options{}), at: tc.at[me], cancel: cancel}
+				k := &kerneltest.CancelAt{Kernel: ref.New(ref.Options{}), At: tc.at[me], Cancel: cancel}
 				r := &CPRunner{Sweep: sw, Comm: c, Kernel: k, Check: tc.check, Warmup: 1, Iters: 3, Base: results.Row{Host: "test"}}
 				errs[me] = RunCP(ctx, r, cases, func(_ int, row results.Row) error {
 					mu.Lock()

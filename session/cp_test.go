@@ -7,11 +7,11 @@ import (
 	"net"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/longca/longca/harness"
+	"github.com/longca/longca/internal/kerneltest"
 	"github.com/longca/longca/kernels"
 	_ "github.com/longca/longca/kernels/ref"
 	"github.com/longca/longca/results"
@@ -45,31 +45,6 @@ func TestCPInterruptedKeepsRows(t *testing.T) {
 	if _, err := results.Load(results.MergedPath(dir, "x")); err != nil {
 		t.Errorf("the rank files were not merged: %v", err)
 	}
-}
-
-// signalling is the ref kernel of one rank that cancels that rank's context (a SIGTERM
-// to it alone) at its at'th kernel call: in the middle of a method's exchange.
-type signalling struct {
-	kernels.Kernel
-	calls  atomic.Int64
-	at     int64
-	cancel func()
-}
-
-func (k *signalling) tick() {
-	if k.calls.Add(1) == k.at {
-		k.cancel()
-	}
-}
-
-func (k *signalling) Forward(ctx context.Context, p kernels.Problem, q, kk, v, out, lse tensor.Tensor) error {
-	k.tick()
-	return k.Kernel.Forward(ctx, p, q, kk, v, out, lse)
-}
-
-func (k *signalling) Backward(ctx context.Context, p kernels.Problem, q, kk, v, out, lse, dout, dq, dk, dv tensor.Tensor) error {
-	k.tick()
-	return k.Kernel.Backward(ctx, p, q, kk, v, out, lse, dout, dq, dk, dv)
 }
 
 // Two TCP ranks, one of them interrupted inside a case's backward (a signal that reached
@@ -107,9 +82,9 @@ func TestCPInterruptOnOneTCPRankExits130OnEvery(t *testing.T) {
 				errs[r] = err
 				return
 			}
-			k := &signalling{Kernel: ref, cancel: cancel}
+			k := &kerneltest.CancelAt{Kernel: ref, Cancel: cancel}
 			if r == 1 {
-				k.at = 14 // the first sample's backward
+				k.At = 14 // the first sample's backward
 			}
 			w := spmd.World{Launcher: "torchrun", Rank: r, Size: 2, LocalRank: r, LocalSize: 2,
 				MasterAddr: "127.0.0.1", MasterPort: port, Job: "cp-interrupt", Token: spmd.Secret("t")}
