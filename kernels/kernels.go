@@ -177,6 +177,15 @@ type Options struct {
 	Deterministic bool
 }
 
+// GivenForward is a kernel that may answer its backward from a forward of its own, not
+// from the out and lse it is given (a worker's, kernels/external): it says, asking once,
+// whether its backward uses the given ones. A CP method's step passes the whole row's out
+// and lse with part of the keys, so only such a backward can serve it. A kernel that is
+// not a GivenForward always uses them.
+type GivenForward interface {
+	BackwardUsesGiven(ctx context.Context) (bool, error)
+}
+
 // DeterministicBackward is a kernel that can run its backward deterministically (made with
 // Options.Deterministic): it says whether this instance does.
 type DeterministicBackward interface {

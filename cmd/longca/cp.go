@@ -2,13 +2,11 @@ package main
 
 import (
 	"os"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/longca/longca/harness"
 	"github.com/longca/longca/kernels"
-	"github.com/longca/longca/kernels/external"
 	"github.com/longca/longca/session"
 	"github.com/longca/longca/sim"
 	"github.com/longca/longca/spmd"
@@ -90,12 +88,6 @@ func parseCPFlags(c *cli.Context) (cpOptions, error) {
 	}
 	if !kernels.Known(o.kernel) { // a registered name, or a family's (exec:PATH)
 		return o, usageError("--kernel: unknown kernel %q: registered are %s", o.kernel, strings.Join(kernels.Names(), ", "))
-	}
-	if external.InWorker(o.kernel) && slices.ContainsFunc(o.passes, func(p kernels.Pass) bool { return p != kernels.Fwd }) {
-		// the protocol lets a worker's backward recompute its forward (the torch worker
-		// does), where a ring step's backward must take the whole row's out and lse: with
-		// the fake worker, ring-p2p's, usp's and loongtrain's gradients failed the check
-		return o, usageError("--kernel %s: a worker kernel may answer its backward from a forward of its own (docs/external-kernels.md), which the CP methods' steps cannot use (they pass the whole row's out and lse); give --passes fwd, or time its backward with longca kernel", o.kernel)
 	}
 	if c.IsSet("links") {
 		m, err := sim.LoadMachine(c.String("links"))

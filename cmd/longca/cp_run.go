@@ -81,6 +81,19 @@ func cpAction(c *cli.Context) (err error) {
 	if _, err := harness.CPKernel(probe, o.staged); err != nil {
 		return usageError("--kernel %s: %v", o.kernel, err)
 	}
+	// a worker's backward may recompute its own forward (the protocol allows it, the torch
+	// worker does), where a CP method's step passes the whole row's out and lse with part of
+	// the keys: with the fake worker, ring-p2p's, usp's and loongtrain's gradients failed the
+	// check. Only a worker that says its backward uses them runs the backward here.
+	if g, ok := probe.(kernels.GivenForward); ok && slices.ContainsFunc(o.passes, func(p kernels.Pass) bool { return p != kernels.Fwd }) {
+		uses, err := g.BackwardUsesGiven(c.Context)
+		if err != nil {
+			return usageError("--kernel %s cannot run here: %v", o.kernel, err)
+		}
+		if !uses {
+			return usageError("--kernel %s: its backward may come from a forward of its own, which the CP methods' steps cannot use (they pass the whole row's out and lse); give --passes fwd, or a worker whose hello says \"backward_uses_given\": true (docs/external-kernels.md)", o.kernel)
+		}
+	}
 	// a kernel sweep gives such a kernel's backward rows unsupported; cp has one kernel, and
 	// its backward rows would otherwise time the ordinary backward under --deterministic
 	if o.kernelOpts.Deterministic && slices.ContainsFunc(o.passes, func(p kernels.Pass) bool { return p != kernels.Fwd }) {

@@ -217,3 +217,37 @@ func TestCPTakesAWorkerKernelForTheForward(t *testing.T) {
 		}
 	}
 }
+
+// A worker whose hello says its backward uses the out and lse it is given
+// (backward_uses_given) runs the CP methods' backward too, checked on every method; the
+// same run with a worker that does not say so is refused naming the field.
+func TestCPTakesAWorkerBackwardThatUsesTheGivenForward(t *testing.T) {
+	w := fakeWorker(t, "given")
+	args := []string{"cp", "--ranks", "4", "--kernel", "exec:" + w + ":ref", "--methods", "ring-p2p,ring-allgather,ulysses,usp,loongtrain,balanced",
+		"--masks", "causal,causal_document", "--tokens-per-rank", "128", "--heads", "4:4", "--head-dim", "16", "--samples", "1", "-w", "0", "-n", "1"}
+	out := t.TempDir()
+	if _, stderr, code := runCLI(t, append(args, "--out", out)...); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	rows, err := results.Load(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bwd := 0
+	for _, r := range rows {
+		if r.Status != results.StatusOK {
+			t.Errorf("%s %s %s: %s (%s)", r.Method, r.Mask, r.Pass, r.Status, r.Reason)
+		}
+		if r.Pass == "bwd" {
+			bwd++
+		}
+	}
+	if want := 6 * 2 * 4; bwd != want {
+		t.Errorf("%d backward rows, want %d (6 methods x 2 masks x 4 ranks)", bwd, want)
+	}
+	external.CloseAll()
+	session.ForgetKernels()
+	t.Setenv(externaltest.FakeEnv, "ok")
+	_, stderr, code := runCLI(t, append(args, "--out", t.TempDir())...)
+	checkUsageError(t, args, code, stderr, `"backward_uses_given": true`)
+}

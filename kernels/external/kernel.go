@@ -195,6 +195,19 @@ func (k *Kernel) Available(ctx context.Context) (Versions, error) {
 	return v, nil
 }
 
+// BackwardUsesGiven says whether the worker said its backward uses the out and lse it is
+// given (backward_uses_given in its hello), starting the worker if need be.
+func (k *Kernel) BackwardUsesGiven(ctx context.Context) (bool, error) {
+	ki, _, err := k.info(ctx)
+	if err != nil {
+		return false, err
+	}
+	if !ki.Available {
+		return false, fmt.Errorf("%s", ki.Reason)
+	}
+	return ki.BackwardUsesGiven, nil
+}
+
 // mergeVersions is the worker's versions with the kernel's (the kernel's win), at most
 // maxVersions entries (each side was bounded by sanitize).
 func mergeVersions(h *reply, ki kernelInfo) Versions {

@@ -122,6 +122,10 @@ type kernelInfo struct {
 	Reason    string   `json:"reason"`
 	Masks     string   `json:"masks"`
 	Versions  Versions `json:"versions"`
+	// BackwardUsesGiven: its backward takes the out and lse of the request as they are
+	// (it does not recompute a forward of its own), so the CP methods' steps, which pass
+	// the whole row's out and lse with part of the keys, can call it.
+	BackwardUsesGiven bool `json:"backward_uses_given"`
 }
 
 // check says what is wrong with a reply to a request of op, or nil.

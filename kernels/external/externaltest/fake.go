@@ -33,7 +33,8 @@ import (
 // variant with line breaks and escape sequences, and a backward time request answered
 // error with such a reason; chatty-time: log lines on stdout before each time reply;
 // setsid-crash: exits in its time request leaving a child in another session that holds
-// stdout and stderr, its pid in StateEnv's folder as child.pid).
+// stdout and stderr, its pid in StateEnv's folder as child.pid; given: its backward uses
+// the out and lse it is given, and its hello says so with backward_uses_given).
 const FakeEnv = "LONGCA_FAKE_WORKER"
 
 // StateEnv names a folder where the fake keeps state across its restarts (crash-once).
@@ -111,7 +112,8 @@ func Serve(mode string, in io.Reader, out, errw io.Writer) int {
 			send(map[string]any{"id": r.ID, "status": "ok", "protocol": proto, "worker": "fake " + mode, "device": "cpu",
 				"versions": map[string]string{"fake": "1.0"},
 				"kernels": []map[string]any{
-					{"name": "ref", "doc": "the CPU reference", "available": true, "masks": "any", "versions": map[string]string{"ref": "1"}},
+					{"name": "ref", "doc": "the CPU reference", "available": true, "masks": "any", "versions": map[string]string{"ref": "1"},
+						"backward_uses_given": mode == "given"},
 					{"name": "fullonly", "doc": "one full slice only", "available": true, "masks": "full"},
 					{"name": "gone", "doc": "never here", "available": false, "reason": "no such device here"},
 				}})
@@ -254,7 +256,14 @@ func compute(mode string, r request) error {
 	k := ref.New(ref.Options{Emulate: p.DType})
 	ctx := context.Background()
 	out, lse := tensor.NewHost(p.DType, qs...), tensor.NewHost(tensor.FP32, ls...)
-	if err := k.Forward(ctx, p, in[0], in[1], in[2], out, lse); err != nil {
+	if mode == "given" && r.Op == "backward" { // the backward of the out and lse given
+		if out, err = read("out", p.DType, qs); err != nil {
+			return err
+		}
+		if lse, err = read("lse", tensor.FP32, ls); err != nil {
+			return err
+		}
+	} else if err := k.Forward(ctx, p, in[0], in[1], in[2], out, lse); err != nil {
 		return err
 	}
 	if r.Op == "forward" {
