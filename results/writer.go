@@ -1,19 +1,23 @@
 package results
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
 // FileName is the name of one rank's results file: <run>.rank-<r>-of-<n>.arrow, so that
@@ -45,17 +49,20 @@ func ParseFileName(name string) (runID string, rank, size int, ok bool) {
 	return m[1], r, n, true
 }
 
-// Writer appends rows to one rank's file, an Arrow IPC stream. Every Write is its own
-// record batch, written and fsynced before Write returns, so a crash, an out-of-memory
-// kill or SIGKILL after row k leaves rows 1..k readable (Read accepts the stream without
-// its end marker). Safe for concurrent use.
+// Writer appends rows to one rank's file, an Arrow IPC stream of one record batch a row.
+// Every Write's row is written and fsynced before Write returns, so a crash, an
+// out-of-memory kill or SIGKILL after row k leaves rows 1..k readable (Read accepts the
+// stream without its end marker); WriteAll writes rows already in hand (a simulation's)
+// with one fsync per syncRows. Safe for concurrent use.
 type Writer struct {
 	mu     sync.Mutex
 	path   string
 	f      *os.File
+	buf    *bufio.Writer // between w and f: a batch's messages reach f in a few writes
 	w      *ipc.Writer
 	schema *arrow.Schema
 	n      int
+	syncs  int // fsyncs of rows (tests count them)
 }
 
 // CheckRunID says why id cannot be a run id, or nil: a run id names files inside the
@@ -156,7 +163,8 @@ func Create(dir, runID string, rank, size int) (*Writer, error) {
 		MetaRank:      strconv.Itoa(rank),
 		MetaWorldSize: strconv.Itoa(size),
 	})
-	w := &Writer{path: path, f: f, schema: s, w: ipc.NewWriter(f, ipc.WithSchema(s))}
+	buf := bufio.NewWriterSize(f, bufBytes)
+	w := &Writer{path: path, f: f, buf: buf, schema: s, w: ipc.NewWriter(buf, ipc.WithSchema(s))}
 	// An empty batch puts the schema on disk now: a file killed before its first row
 	// still reads as a valid, empty result.
 	if err := w.write(nil); err != nil {
@@ -198,19 +206,91 @@ func (w *Writer) Write(r Row) error {
 	return nil
 }
 
+// syncRows is the most rows WriteAll encodes at once and writes between two fsyncs: it
+// bounds the memory of one call (about 1 KB a row encoded), and the rows a crash inside
+// the call can lose. Row by row, fsynced, 100,000 simulate rows took 457 s on a 2-core
+// VM's disk; 4096 at a time, 24 to 38 s.
+const syncRows = 4096
+
+// bufBytes is the buffer between the IPC writer and the file: a one-row batch is about
+// 7 KB, written by the IPC writer in some 20 pieces; small, as a process may write many
+// ranks' files.
+const bufBytes = 64 << 10
+
+// WriteAll appends rows, the file as Write would leave it row by row (one record batch
+// a row, which the reader holds a rank file to), and makes them durable once every
+// syncRows rows and once at the end instead of once a row: for rows already in hand
+// (a simulation's), where Write's fsync a row made 100,000 rows take minutes. A crash
+// during the call leaves the rows of the chunks synced before readable (a torn last
+// batch is dropped, as after a killed Write). Len counts the rows of the chunks written.
+func (w *Writer) WriteAll(rows []Row) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for len(rows) > 0 {
+		chunk := rows[:min(len(rows), syncRows)]
+		if err := w.write(chunk); err != nil {
+			return err
+		}
+		w.n += len(chunk)
+		rows = rows[len(chunk):]
+	}
+	return nil
+}
+
+// write encodes rows once and writes them one record batch a row (none: an empty batch),
+// then flushes and fsyncs the file.
 func (w *Writer) write(rows []Row) error {
 	if w.w == nil {
 		return fmt.Errorf("results: %s is closed", w.path)
 	}
 	rec := Record(w.schema, rows)
 	defer rec.Release()
-	if err := w.w.Write(rec); err != nil {
+	var err error
+	if rec.NumRows() <= 1 { // Create's empty batch, or Write's row
+		err = w.w.Write(rec)
+	}
+	for i := int64(0); err == nil && rec.NumRows() > 1 && i < rec.NumRows(); i++ {
+		one := oneRow(rec, i)
+		err = w.w.Write(one)
+		one.Release()
+	}
+	if err != nil {
+		return fmt.Errorf("results: writing %s: %w", w.path, err)
+	}
+	if err := w.buf.Flush(); err != nil {
 		return fmt.Errorf("results: writing %s: %w", w.path, err)
 	}
 	if err := w.f.Sync(); err != nil {
 		return fmt.Errorf("results: syncing %s: %w", w.path, err)
 	}
+	w.syncs++
 	return nil
+}
+
+// oneRow is row i of rec as a batch of its own, encoded as Record encodes that row
+// alone, so that WriteAll's file is byte for byte Write's: the slice's columns (a row's
+// checksum is its own: the slice carries it), but a boolean one built anew (Arrow writes
+// a slice's boolean values padded to 64 bytes, a one-row builder's to 8).
+func oneRow(rec arrow.RecordBatch, i int64) arrow.RecordBatch {
+	one := rec.NewSlice(i, i+1)
+	defer one.Release()
+	cols := slices.Clone(one.Columns())
+	for c, col := range cols {
+		v, ok := col.(*array.Boolean)
+		if !ok {
+			continue
+		}
+		b := array.NewBooleanBuilder(memory.DefaultAllocator)
+		if v.IsNull(0) {
+			b.AppendNull()
+		} else {
+			b.Append(v.Value(0))
+		}
+		cols[c] = b.NewArray()
+		b.Release()
+		defer cols[c].Release()
+	}
+	return array.NewRecordBatch(rec.Schema(), cols, 1)
 }
 
 // Close writes the stream's end marker and closes the file.
@@ -222,6 +302,9 @@ func (w *Writer) Close() error {
 	}
 	err := w.w.Close()
 	w.w = nil
+	if ferr := w.buf.Flush(); err == nil && ferr != nil {
+		err = ferr
+	}
 	if serr := w.f.Sync(); err == nil && serr != nil {
 		err = serr
 	}

@@ -207,17 +207,17 @@ func (s *Session) WriteRows(runID string, rows []results.Row) (string, error) {
 	return s.WriteRankRows(runID, 0, 1, rows)
 }
 
-// WriteRankRows writes rows to a new file of runID's rank of n, closing it.
+// WriteRankRows writes rows to a new file of runID's rank of n, closing it. The rows are
+// in hand, not measured one by one, so they are made durable thousands at a time
+// (results.Writer.WriteAll): an fsync a row made simulate's 100,000 rows take minutes.
 func (s *Session) WriteRankRows(runID string, rank, n int, rows []results.Row) (string, error) {
 	w, err := s.RankFile(runID, rank, n)
 	if err != nil {
 		return "", err
 	}
-	for _, r := range rows {
-		if err := w.Write(r); err != nil {
-			_ = w.Close()
-			return "", err
-		}
+	if err := w.WriteAll(rows); err != nil {
+		_ = w.Close()
+		return "", err
 	}
 	return w.Path(), w.Close()
 }

@@ -1,0 +1,115 @@
+package results
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"os"
+	"reflect"
+	"testing"
+)
+
+// writeAllRows makes n random rows of run "wa", rank 0 of 1.
+func writeAllRows(n int) []Row {
+	rng := rand.New(rand.NewPCG(11, 12))
+	rows := make([]Row, n)
+	for i := range rows {
+		rows[i] = randomRow(rng, i)
+		rows[i].RunID, rows[i].Rank, rows[i].WorldSize = "wa", 0, 1
+	}
+	return rows
+}
+
+// WriteAll leaves the file Write leaves row by row, byte for byte after the schema (whose
+// metadata is in a map's order): an empty batch, then one record batch a row, which the
+// reader holds a rank file to.
+func TestWriteAllWritesWhatWriteWrites(t *testing.T) {
+	rows := writeAllRows(300)
+	file := func(all bool) []byte {
+		w, err := Create(t.TempDir(), "wa", 0, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if all {
+			err = w.WriteAll(rows)
+		}
+		for i := 0; !all && err == nil && i < len(rows); i++ {
+			err = w.Write(rows[i])
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(w.Path())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	byRow, byAll := file(false), file(true)
+	afterSchema := func(b []byte) []byte {
+		m, _, _, err := messageAt(b, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b[m.end:]
+	}
+	if !bytes.Equal(afterSchema(byRow), afterSchema(byAll)) {
+		t.Fatalf("WriteAll's file (%d bytes) differs from Write's (%d bytes) after the schema", len(byAll), len(byRow))
+	}
+	got, f, err := decodeRows(byAll)
+	if err != nil || f.Truncated || f.read != len(rows)+1 || !reflect.DeepEqual(got, rows) {
+		t.Fatalf("read back %d rows, err %v; want the %d written, one a batch", len(got), err, len(rows))
+	}
+}
+
+// WriteAll of 10,000 rows fsyncs once per syncRows rows, not once a row (100,000 rows
+// took 5 minutes a row at a time), writes one batch a row, and every row reads back as
+// it was written; a closed writer refuses more.
+func TestWriteAllSyncsInChunks(t *testing.T) {
+	rows := writeAllRows(10000)
+	w, err := Create(t.TempDir(), "wa", 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteAll(nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteAll(rows[:1]); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteAll(rows[1:]); err != nil {
+		t.Fatal(err)
+	}
+	// Create's empty batch, the one row, then 9999 rows in chunks of syncRows
+	if want := 1 + 1 + (len(rows)-1+syncRows-1)/syncRows; w.syncs != want || w.Len() != len(rows) {
+		t.Fatalf("%d fsyncs and %d rows, want %d and %d", w.syncs, w.Len(), want, len(rows))
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteAll(rows[:1]); err == nil {
+		t.Fatal("a closed writer took rows")
+	}
+	f, err := Open(w.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Release()
+	if f.Truncated || f.read != len(rows)+1 {
+		t.Fatalf("read %d batches (truncated %v %s), want the empty one and one a row, %d", f.read, f.Truncated, f.Tail, len(rows)+1)
+	}
+	got, err := f.Rows()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(rows) {
+		t.Fatalf("read back %d rows, wrote %d", len(got), len(rows))
+	}
+	for i := range rows {
+		if !reflect.DeepEqual(got[i], rows[i]) {
+			t.Fatalf("row %d:\n got %+v\nwant %+v", i, got[i], rows[i])
+		}
+	}
+}
