@@ -91,7 +91,7 @@ func newApp() *cli.App {
 		OnUsageError:           flagError("", func() []cli.Flag { return flags }),
 		Action: func(c *cli.Context) error {
 			if c.Args().Present() {
-				return usageError("unknown command %q: see longca --help for the commands", c.Args().First())
+				return usageError("unknown command %q%s: see longca --help for the commands", c.Args().First(), didYouMean(c.Args().First(), commandNames(commands), plain, " (", ")"))
 			}
 			return cli.ShowAppHelp(c)
 		},
@@ -111,7 +111,7 @@ func setFlagErrors(c *cli.Command, parent string) {
 		cmd := strings.TrimSpace(name)
 		c.Action = func(x *cli.Context) error {
 			if x.Args().Present() {
-				return usageError("%s: unknown command %q: see longca %s --help for its commands", cmd, x.Args().First(), cmd)
+				return usageError("%s: unknown command %q%s: see longca %s --help for its commands", cmd, x.Args().First(), didYouMean(x.Args().First(), commandNames(c.Subcommands), plain, " (", ")"), cmd)
 			}
 			return cli.ShowSubcommandHelp(x)
 		}
@@ -162,7 +162,7 @@ func flagParseError(msg string, flags []cli.Flag, cmd string) (string, bool) {
 		if cmd != "" && (m[1] == "log-format" || m[1] == "log-level") { // the app's own flags
 			return fmt.Sprintf("%s: longca's own flag: give it before the command (longca %s ... %s...)", dashed(m[1]), dashed(m[1]), cmd), true
 		}
-		return fmt.Sprintf("%s: no such flag (see longca %s--help)", dashed(m[1]), cmd), true
+		return fmt.Sprintf("%s: no such flag%s (see longca %s--help)", dashed(m[1]), didYouMean(m[1], flagNames(flags), dashed, ": ", ""), cmd), true
 	}
 	if m := flagNoValueRE.FindStringSubmatch(msg); m != nil {
 		return fmt.Sprintf("%s given without a value: %s", dashed(m[1]), flagWants(findFlag(flags, m[1]), false, cmd)), true
@@ -207,6 +207,9 @@ func outOfRange(f cli.Flag, v string, cmd string) string {
 	}
 	return flagWants(f, true, cmd)
 }
+
+// plain writes a command's name as it is.
+func plain(name string) string { return name }
 
 // dashed writes a flag's name as given: -w for a one-letter alias, else --samples.
 func dashed(name string) string {
