@@ -4,6 +4,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -186,25 +187,55 @@ var listFlags = []string{"kernels", "masks", "seqlens", "heads", "passes", "meth
 
 // checkLists refuses, naming the flag, a list flag given with an empty item ("--masks ,",
 // "--seqlens 1K,,2K", an empty --kernels) or an item twice ("--masks causal,causal": its cases
-// ran twice and wrote the same rows twice); flags the command does not have are skipped.
+// ran twice and wrote the same rows twice), by value: 1K and 1024, forward and fwd are one
+// item (listItem); flags the command does not have are skipped.
 func checkLists(c *cli.Context) error {
 	for _, name := range listFlags {
 		if !c.IsSet(name) {
 			continue
 		}
 		v := c.String(name)
-		seen := map[string]bool{}
+		seen := map[string]string{}
 		for _, item := range strings.Split(v, ",") {
-			switch item = strings.TrimSpace(item); {
+			item = strings.TrimSpace(item)
+			key := listItem(name, item)
+			switch first, twice := seen[key]; {
 			case item == "":
 				return usageError("--%s %q: an empty item: give comma-separated items, each once", name, v)
-			case seen[item]:
+			case twice && first == item:
 				return usageError("--%s %q: %s given twice: give each once", name, v, item)
+			case twice:
+				return usageError("--%s %q: %s and %s are the same %s: give each once", name, v, first, item, key)
 			}
-			seen[item] = true
+			seen[key] = item
 		}
 	}
 	return nil
+}
+
+// listItem is item of list flag name as its value reads (1K and 1024 are 1024; forward
+// is fwd; 64:08 is 64:8; 0.50 is 0.5), or the item as written where it does not parse
+// (the flag's own parser then says why).
+func listItem(name, item string) string {
+	switch name {
+	case "seqlens", "block", "avg-block", "calibrate-seqlens", "gpus", "cp-ulysses":
+		if n, err := dataset.ParseSize(item); err == nil {
+			return strconv.Itoa(n)
+		}
+	case "heads":
+		if h, err := harness.ParseHeads(item); err == nil && len(h) == 1 {
+			return h[0].String()
+		}
+	case "passes":
+		if p, err := kernels.ParsePass(item); err == nil {
+			return p.String()
+		}
+	case "ratios":
+		if r, err := strconv.ParseFloat(item, 64); err == nil {
+			return strconv.FormatFloat(r, 'g', -1, 64)
+		}
+	}
+	return item
 }
 
 // parseSeqLens reads --seqlens or -b/-e/-f/--step.
