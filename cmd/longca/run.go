@@ -28,8 +28,8 @@ func init() {
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "out", Usage: "results folder (default out/run-<time>)"},
 			&cli.StringFlag{Name: "suite", Value: "auto", Usage: "auto (gpu when a GPU is found, else cpu), gpu, cpu or smoke"},
-			&cli.IntFlag{Name: "warmup", Aliases: []string{"w"}, Value: -1, Usage: "override the suite's warm-ups"},
-			&cli.IntFlag{Name: "iters", Aliases: []string{"n"}, Value: -1, Usage: "override the suite's timed repetitions"},
+			&cli.IntFlag{Name: "warmup", Aliases: []string{"w"}, Value: -1, DefaultText: "the suite's", Usage: "override the suite's warm-ups"},
+			&cli.IntFlag{Name: "iters", Aliases: []string{"n"}, Value: -1, DefaultText: "the suite's", Usage: "override the suite's timed repetitions"},
 			&cli.BoolFlag{Name: "no-check", Usage: "time without checking"},
 			&cli.StringFlag{Name: "run-id", EnvVars: []string{"LONGCA_RUN_ID"}, Usage: "run id (default: the folder's name)"},
 			&cli.BoolFlag{Name: "parquet", Usage: "also write merged.parquet"},

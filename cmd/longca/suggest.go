@@ -1,6 +1,7 @@
 package main
 
 import (
+	"regexp"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -81,4 +82,29 @@ func didYouMean(typed string, names []string, dash func(string) string, before, 
 		return before + "did you mean " + dash(s) + "?" + after
 	}
 	return ""
+}
+
+// A flag whose usage already says its default (the flag's Value is only a sentinel, such
+// as 0 for "every mesh") had urfave/cli's own "(default: 0)" printed after it too:
+// `--ranks ... (default 1) (default: 0)`. oneDefault leaves the usage's.
+func init() {
+	stringer := cli.FlagStringer
+	cli.FlagStringer = func(f cli.Flag) string { return oneDefault(f, stringer(f)) }
+}
+
+// ownDefault finds a usage's own statement of its default: "(default 1)", "default: 16",
+// not the value named default (--sharding's "or default (zigzag; ...)").
+var ownDefault = regexp.MustCompile(`\(default[ :]|\bdefault:`)
+
+// oneDefault is line, f's help line, without its last "(default: ...)" where f's usage
+// says a default of its own.
+func oneDefault(f cli.Flag, line string) string {
+	d, ok := f.(cli.DocGenerationFlag)
+	if !ok || !ownDefault.MatchString(d.GetUsage()) || !strings.HasSuffix(line, ")") {
+		return line
+	}
+	if i := strings.LastIndex(line, " (default: "); i >= 0 && ownDefault.MatchString(line[:i]) {
+		return line[:i]
+	}
+	return line
 }

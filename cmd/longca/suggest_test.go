@@ -50,3 +50,46 @@ func TestSuggest(t *testing.T) {
 		t.Errorf("editDistance(kitten, sitting) = %d, want 3", d)
 	}
 }
+
+// No help line states two defaults: a flag whose usage says its own had urfave/cli's
+// "(default: 0)" after it (`--ranks ... (default 1) (default: 0)`, probe of s40).
+func TestHelpStatesOneDefault(t *testing.T) {
+	stdout, _, code := runCLI(t, "--help")
+	if code != 0 {
+		t.Fatalf("longca --help: exit %d", code)
+	}
+	var cmds []string
+	in := false
+	for _, l := range strings.Split(stdout, "\n") {
+		switch {
+		case strings.HasPrefix(l, "COMMANDS:"):
+			in = true
+		case in && strings.TrimSpace(l) == "":
+			in = false
+		case in:
+			cmds = append(cmds, strings.TrimSuffix(strings.Fields(l)[0], ","))
+		}
+	}
+	if len(cmds) < 8 {
+		t.Fatalf("found %d commands in longca --help: %v", len(cmds), cmds)
+	}
+	seen := 0
+	for _, c := range cmds {
+		if c == "help" || c == "h" {
+			continue
+		}
+		out, _, _ := runCLI(t, c, "--help")
+		for _, l := range strings.Split(out, "\n") {
+			if !strings.HasPrefix(strings.TrimSpace(l), "-") {
+				continue
+			}
+			seen++
+			if i := strings.LastIndex(l, " (default: "); i >= 0 && ownDefault.MatchString(l[:i]) {
+				t.Errorf("longca %s --help: two defaults: %s", c, strings.TrimSpace(l))
+			}
+		}
+	}
+	if seen < 100 {
+		t.Errorf("read %d flag lines, want the commands' flags", seen)
+	}
+}
