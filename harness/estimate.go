@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -235,21 +234,10 @@ func maskBytes(c Case) (bytes, rangesPerRow float64) {
 }
 
 // MaskBytes is the host memory of one case's mask (a block-sparse mask holds a tile per
-// kept block of every q-block row, for every KV head): what a dry run builds per case.
+// kept block of every q-block row, for every KV head): what the case builds when it runs.
 func MaskBytes(c Case) float64 {
 	b, _ := maskBytes(c)
 	return b
-}
-
-// ReleaseMask gives back to the OS the memory of case c's mask once nothing holds it,
-// when that mask is big (MaskBytes of 64 MiB or more): a sweep that builds its masks one
-// after another only for their area (an estimate, a dry run) then needs about one
-// mask's memory, rather than the heap growing past freed masks a little smaller than
-// the next (a higher ratio's) until the address space runs out.
-func ReleaseMask(c Case) {
-	if MaskBytes(c) >= 64<<20 {
-		debug.FreeOSMemory()
-	}
 }
 
 // PartialsBytes is the device memory of a backward that splits each KV head's query heads

@@ -7,6 +7,7 @@ import (
 	"github.com/longca/longca/kernels"
 	"github.com/longca/longca/kernels/check"
 	"github.com/longca/longca/mask"
+	"github.com/longca/longca/tensor"
 )
 
 // SparseSpec describes a block-sparse case (MASKS.md, the two dynamic masks); the zero
@@ -77,14 +78,13 @@ func (r *Runner) problemAt(c Case, seqlen int, h Heads) (caseProblem, error) {
 	}
 	s := c.Sparse
 	p := problem(cc, mask.Mask{SeqQ: seqlen, SeqK: seqlen})
-	o := mask.SparseOptions{Seed: c.Seed, Block: s.Block, AvgBlock: s.AvgBlock, Ratio: s.Ratio, Scores: s.Scores, HeadsKV: h.KV}
 	var sp *mask.Sparse
 	var err error
 	if s.Scores == mask.ContentScores {
-		q, k, _, _ := check.Inputs(p, c.Seed)
-		sp, err = mask.BlockSparse(seqlen, o, q, k)
+		q, k := sparseInputs(cc)()
+		sp, err = mask.BlockSparse(seqlen, sparseOptions(cc), q, k)
 	} else {
-		sp, err = mask.BlockSparse(seqlen, o, nil, nil)
+		sp, err = mask.BlockSparse(seqlen, sparseOptions(cc), nil, nil)
 	}
 	if err != nil {
 		return caseProblem{}, err
@@ -100,4 +100,47 @@ func (r *Runner) problemAt(c Case, seqlen int, h Heads) (caseProblem, error) {
 		"k_blocks":     strconv.Itoa(len(sp.KEdges) - 1),
 	}
 	return caseProblem{p: p, params: params, kept: sp.KeptRatio()}, nil
+}
+
+// sparseOptions are the mask options of block-sparse case c, at its length and heads.
+func sparseOptions(c Case) mask.SparseOptions {
+	s := c.Sparse
+	return mask.SparseOptions{Seed: c.Seed, Block: s.Block, AvgBlock: s.AvgBlock, Ratio: s.Ratio, Scores: s.Scores, HeadsKV: c.Heads.KV}
+}
+
+// sparseInputs gives the q and k content scores read for case c: the check's inputs for
+// the case's seed, so that the check and the timing see the same selection.
+func sparseInputs(c Case) func() (q, k *tensor.Host) {
+	return func() (*tensor.Host, *tensor.Host) {
+		q, k, _, _ := check.Inputs(problem(c, mask.Mask{SeqQ: c.SeqLen, SeqK: c.SeqLen}), c.Seed)
+		return q, k
+	}
+}
+
+// caseProblem is the problem of case c at its own length and heads, as the case runs
+// it. A block-sparse one is kept for the next case (cases of one mask follow one
+// another, a kernel and pass at a time) and built again only for another mask, the one
+// kept dropped first: each such mask is built once, and one is held at a time.
+func (r *Runner) caseProblem(c Case) (caseProblem, error) {
+	if !c.Sparse.IsSparse() {
+		return r.problemAt(c, c.SeqLen, c.Heads)
+	}
+	key := c
+	key.Kernel, key.Pass = "", 0
+	if r.sparse != nil && r.sparse.key == key {
+		return r.sparse.cp, r.sparse.err
+	}
+	r.sparse = nil // the last mask is unreachable before the next is built
+	cp, err := r.problemAt(c, c.SeqLen, c.Heads)
+	r.sparse = &builtSparse{key, cp, err}
+	return cp, err
+}
+
+// builtSparse is the block-sparse problem the last case built, by the case less what its
+// mask does not depend on (the kernel and the pass; content scores read inputs of the
+// head dim and dtype).
+type builtSparse struct {
+	key Case
+	cp  caseProblem
+	err error
 }

@@ -77,6 +77,7 @@ type Runner struct {
 	made   map[string]madeKernel
 	checks map[checkKey]checkEntry
 	bufs   *buffers
+	sparse *builtSparse // the last block-sparse problem built (caseProblem)
 }
 
 type madeKernel struct {
@@ -168,7 +169,7 @@ func (r *Runner) run(ctx context.Context, c Case, row *results.Row) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	cp, err := r.problemAt(c, c.SeqLen, c.Heads)
+	cp, err := r.caseProblem(c)
 	if err != nil {
 		if mask.IsInputError(err) {
 			return Unsupported(fmt.Errorf("mask %s at S=%d: %w", c.Label(), c.SeqLen, err))

@@ -120,10 +120,11 @@ func (s Sweep) expand() ([]Case, []string) {
 	return out, dropped
 }
 
-// PlanProblem is the problem a dry run reports for case c, building its mask (which is
-// cheap) but running nothing. A block-sparse case is built for KV head 0 only, so that a
-// dry run of 128K tokens and 64 heads stays quick: the area shown is head 0's, exact for
-// the uniform layout, one head's sample for the variable one.
+// PlanProblem is the problem an estimate lays out for case c (its kernel's Supports is
+// asked about it), building its mask but running nothing. A block-sparse case is built
+// for KV head 0 only, so that 128K tokens and 64 heads stay quick: its area (what an
+// estimate and a dry run show, PlanArea) is head 0's, exact for the uniform layout when
+// the block divides the length, one head's sample otherwise.
 func PlanProblem(c Case, build MaskBuilder) (kernels.Problem, error) {
 	r := &Runner{Build: build}
 	if !c.Sparse.IsSparse() {
@@ -133,4 +134,24 @@ func PlanProblem(c Case, build MaskBuilder) (kernels.Problem, error) {
 	cp, err := r.problemAt(c, c.SeqLen, Heads{Q: c.Heads.Q / c.Heads.KV, KV: 1})
 	cp.p.HeadsQ, cp.p.HeadsKV = c.Heads.Q, c.Heads.KV
 	return cp.p, err
+}
+
+// PlanArea is the area of PlanProblem(c, build)'s mask, to the pair, without building a
+// block-sparse one (mask.BlockSparseArea, of KV head 0 as PlanProblem's): what an
+// estimate or a dry run needs of a case, where 1-token blocks over 16K tokens are most
+// of a GiB and seconds to build, built again when the case runs.
+func PlanArea(c Case, build MaskBuilder) (float64, error) {
+	if !c.Sparse.IsSparse() {
+		p, err := PlanProblem(c, build)
+		if err != nil {
+			return 0, err
+		}
+		return p.Area(), nil
+	}
+	c.Heads = Heads{Q: c.Heads.Q / c.Heads.KV, KV: 1}
+	a, err := mask.BlockSparseArea(c.SeqLen, sparseOptions(c), sparseInputs(c))
+	if err != nil {
+		return 0, err
+	}
+	return float64(a), nil
 }

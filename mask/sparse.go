@@ -123,56 +123,15 @@ func (sp *Sparse) KeptRatio() float64 {
 // k ([S, HeadsKV, D]) are read only for ContentScores and may be nil otherwise. Bad
 // options are InputErrors naming the flag (--ratio, --block, --avg-block, --seqlen).
 func BlockSparse(seqlen int, o SparseOptions, q, k *tensor.Host) (*Sparse, error) {
-	if seqlen < 1 {
-		return nil, inputErr("--seqlen", "--seqlen must be at least 1, got %d", seqlen)
-	}
-	if err := checkSeqLen(seqlen); err != nil {
+	sp, rng, err := sparseLayout(seqlen, o)
+	if err != nil {
 		return nil, err
 	}
-	if !(o.Ratio > 0 && o.Ratio <= 1) {
-		return nil, inputErr("--ratio", "--ratio %v must be in (0, 1]", o.Ratio)
-	}
-	if o.HeadsKV < 1 {
-		return nil, inputErr("--heads", "--heads: %d KV heads for block-sparse masks: need at least 1", o.HeadsKV)
-	}
-	rng := dataset.NewRand(o.Seed)
-	sp := &Sparse{}
-	switch {
-	case o.Block > 0:
-		sp.QEdges, sp.KEdges = UniformEdges(seqlen, o.Block), UniformEdges(seqlen, o.Block)
-	case o.Block < 0:
-		return nil, inputErr("--block", "--block %d must be positive", o.Block)
-	default:
-		minB := o.MinBlock
-		if minB == 0 {
-			minB = DefaultMinBlock
-		}
-		var err error
-		if sp.QEdges, err = VariableEdges(seqlen, minB, o.AvgBlock, rng); err != nil {
-			return nil, err
-		}
-		if sp.KEdges, err = VariableEdges(seqlen, minB, o.AvgBlock, rng); err != nil {
-			return nil, err
-		}
+	score, err := sparseScores(sp, o, seqlen, rng, func() (*tensor.Host, *tensor.Host) { return q, k })
+	if err != nil {
+		return nil, err
 	}
 	nq, nk := len(sp.QEdges)-1, len(sp.KEdges)-1
-	sp.KeepPerRow = max(1, int(o.Ratio*float64(nk)))
-	score := func(h, i int, out []float64) {
-		for j := range out {
-			out[j] = rng.Float64()
-		}
-	}
-	if o.Scores == ContentScores {
-		qp, kp, err := pooled(sp, o.HeadsKV, seqlen, q, k)
-		if err != nil {
-			return nil, err
-		}
-		score = func(h, i int, out []float64) {
-			for j := range out {
-				out[j] = dot(qp[h][i], kp[h][j])
-			}
-		}
-	}
 	scores := make([]float64, nk)
 	order := make([]scored, nk)
 	mark := make([]bool, nk)
@@ -183,13 +142,7 @@ func BlockSparse(seqlen int, o SparseOptions, q, k *tensor.Host) (*Sparse, error
 		backing := make([]int, nq*keep)
 		kept := make([][]int, nq)
 		for i := 0; i < nq; i++ {
-			score(h, i, scores)
-			for j, v := range scores {
-				order[j] = scored{v, j}
-			}
-			// The keep best (highest score; ties to the lower block, so the choice is
-			// deterministic), then back in k order.
-			selectTop(order, keep)
+			topBlocks(score, h, i, scores, order, keep)
 			clear(mark)
 			for _, e := range order[:keep] {
 				mark[e.j] = true
@@ -217,6 +170,128 @@ func BlockSparse(seqlen int, o SparseOptions, q, k *tensor.Host) (*Sparse, error
 		sp.Kept = append(sp.Kept, kept)
 	}
 	return sp, nil
+}
+
+// BlockSparseArea is the area of KV head 0's mask of BlockSparse(seqlen, o, q, k), to the
+// pair, without building it (what an estimate or a dry run needs: 1-token blocks over
+// 16K tokens are a mask of most of a GiB and seconds of work). When every k block has
+// one width w it is seqlen x keep x w, and no score is drawn; otherwise each q-block
+// row's kept blocks are chosen as BlockSparse chooses them (the same draws in the same
+// order, the same ranking), their widths summed, in memory of one row. inputs gives q
+// and k and is called only for ContentScores when the blocks differ in width (then they
+// are checked as BlockSparse checks them); it may be nil otherwise. Bad options are
+// BlockSparse's errors.
+func BlockSparseArea(seqlen int, o SparseOptions, inputs func() (q, k *tensor.Host)) (int64, error) {
+	sp, rng, err := sparseLayout(seqlen, o)
+	if err != nil {
+		return 0, err
+	}
+	nq, nk, keep := len(sp.QEdges)-1, len(sp.KEdges)-1, sp.KeepPerRow
+	rows := int64(sp.QEdges[nq] - sp.QEdges[0])
+	width := func(j int) int64 { return int64(sp.KEdges[j+1] - sp.KEdges[j]) }
+	equal := true
+	for j := 1; j < nk && equal; j++ {
+		equal = width(j) == width(0)
+	}
+	if equal {
+		return rows * int64(keep) * width(0), nil
+	}
+	if inputs == nil {
+		inputs = func() (*tensor.Host, *tensor.Host) { return nil, nil }
+	}
+	score, err := sparseScores(sp, o, seqlen, rng, inputs)
+	if err != nil {
+		return 0, err
+	}
+	scores := make([]float64, nk)
+	order := make([]scored, nk)
+	var area int64
+	for i := 0; i < nq; i++ {
+		topBlocks(score, 0, i, scores, order, keep)
+		var w int64
+		for _, e := range order[:keep] {
+			w += width(e.j)
+		}
+		area += int64(sp.QEdges[i+1]-sp.QEdges[i]) * w
+	}
+	return area, nil
+}
+
+// sparseLayout checks the options of a block-sparse mask and cuts its q and k blocks
+// (Sparse's edges and KeepPerRow, no heads yet), returning the generator the scores are
+// then drawn from: the variable layout's edges are its first draws.
+func sparseLayout(seqlen int, o SparseOptions) (*Sparse, *rand.Rand, error) {
+	if seqlen < 1 {
+		return nil, nil, inputErr("--seqlen", "--seqlen must be at least 1, got %d", seqlen)
+	}
+	if err := checkSeqLen(seqlen); err != nil {
+		return nil, nil, err
+	}
+	if !(o.Ratio > 0 && o.Ratio <= 1) {
+		return nil, nil, inputErr("--ratio", "--ratio %v must be in (0, 1]", o.Ratio)
+	}
+	if o.HeadsKV < 1 {
+		return nil, nil, inputErr("--heads", "--heads: %d KV heads for block-sparse masks: need at least 1", o.HeadsKV)
+	}
+	rng := dataset.NewRand(o.Seed)
+	sp := &Sparse{}
+	switch {
+	case o.Block > 0:
+		sp.QEdges, sp.KEdges = UniformEdges(seqlen, o.Block), UniformEdges(seqlen, o.Block)
+	case o.Block < 0:
+		return nil, nil, inputErr("--block", "--block %d must be positive", o.Block)
+	default:
+		minB := o.MinBlock
+		if minB == 0 {
+			minB = DefaultMinBlock
+		}
+		var err error
+		if sp.QEdges, err = VariableEdges(seqlen, minB, o.AvgBlock, rng); err != nil {
+			return nil, nil, err
+		}
+		if sp.KEdges, err = VariableEdges(seqlen, minB, o.AvgBlock, rng); err != nil {
+			return nil, nil, err
+		}
+	}
+	sp.KeepPerRow = max(1, int(o.Ratio*float64(len(sp.KEdges)-1)))
+	return sp, rng, nil
+}
+
+// scoreFunc fills out with the scores of every k block for KV head h, q block i. Random
+// scores are drawn in call order, so rows are scored head by head, row by row.
+type scoreFunc func(h, i int, out []float64)
+
+// sparseScores is how the k blocks of sp are scored: rng's draws, or for ContentScores
+// the pooled q . pooled k of inputs' tensors.
+func sparseScores(sp *Sparse, o SparseOptions, seqlen int, rng *rand.Rand, inputs func() (q, k *tensor.Host)) (scoreFunc, error) {
+	if o.Scores != ContentScores {
+		return func(h, i int, out []float64) {
+			for j := range out {
+				out[j] = rng.Float64()
+			}
+		}, nil
+	}
+	q, k := inputs()
+	qp, kp, err := pooled(sp, o.HeadsKV, seqlen, q, k)
+	if err != nil {
+		return nil, err
+	}
+	return func(h, i int, out []float64) {
+		for j := range out {
+			out[j] = dot(qp[h][i], kp[h][j])
+		}
+	}, nil
+}
+
+// topBlocks scores q block i of KV head h into scores and moves the keep best k blocks
+// (highest score; ties to the lower block, so the choice is deterministic) to
+// order[:keep], in no order.
+func topBlocks(score scoreFunc, h, i int, scores []float64, order []scored, keep int) {
+	score(h, i, scores)
+	for j, v := range scores {
+		order[j] = scored{v, j}
+	}
+	selectTop(order, keep)
 }
 
 // pooled mean-pools q over each q block's tokens and the query heads of each KV head's

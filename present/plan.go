@@ -8,12 +8,10 @@ import (
 	"github.com/longca/longca/kernels"
 )
 
-// planProblem is harness.PlanProblem; tests wrap it to see which masks stay reachable.
-var planProblem = harness.PlanProblem
-
-// WritePlan writes the cases of a kernel sweep with their mask area and FLOPs, building
-// each mask (which is cheap) but running nothing: the --dry-run output, a TextTable
-// (lines not describing a case start with '#').
+// WritePlan writes the cases of a kernel sweep with their mask area and FLOPs, running
+// nothing: the --dry-run output, a TextTable (lines not describing a case start with
+// '#'). A static mask is built (which is cheap); a block-sparse one is not, its area
+// read from its blocks (harness.PlanArea).
 func WritePlan(w io.Writer, cases []harness.Case, build harness.MaskBuilder) error {
 	t := TextTable{Columns: []TextColumn{
 		{Name: "case"}, {Name: "mask", Left: true}, {Name: "seqlen", Unit: "tokens"}, {Name: "heads", Unit: "q:kv"},
@@ -26,8 +24,7 @@ func WritePlan(w io.Writer, cases []harness.Case, build harness.MaskBuilder) err
 		seqlen int
 		heads  harness.Heads
 	}
-	// Only the area of each mask is kept, not the mask: a block-sparse one is most of a
-	// GiB at 1-token blocks over 16K tokens, and a sweep of many ratios would hold them all.
+	// Only the area of each mask is kept, not the mask.
 	areas := map[planKey]float64{}
 	for i, c := range cases {
 		row := []string{fmt.Sprint(i + 1), c.Label(), fmt.Sprint(c.SeqLen), c.Heads.String(), fmt.Sprint(c.HeadDim),
@@ -36,12 +33,9 @@ func WritePlan(w io.Writer, cases []harness.Case, build harness.MaskBuilder) err
 		area, ok := areas[key]
 		if !ok {
 			var err error
-			if area, err = planArea(c, build); err != nil {
+			if area, err = harness.PlanArea(c, build); err != nil {
 				t.Rows = append(t.Rows, append(row, "-", "-", err.Error()))
 				continue
-			}
-			if c.Sparse.IsSparse() {
-				harness.ReleaseMask(c)
 			}
 			areas[key] = area
 		}
@@ -57,13 +51,4 @@ func WritePlan(w io.Writer, cases []harness.Case, build harness.MaskBuilder) err
 	}
 	t.Summary = []string{fmt.Sprintf("%d cases, %.3f TFLOP in all (dry run: nothing was run)", len(cases), total/1e12)}
 	return t.Write(w)
-}
-
-// planArea is the area of case c's mask; the mask itself is not kept.
-func planArea(c harness.Case, build harness.MaskBuilder) (float64, error) {
-	p, err := planProblem(c, build)
-	if err != nil {
-		return 0, err
-	}
-	return p.Area(), nil
 }

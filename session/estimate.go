@@ -120,14 +120,14 @@ func (s *Session) estimate(_ context.Context, k KernelSweep, cases []harness.Cas
 	return s.newEstimate(k, cases, places, Machine())
 }
 
-// planProblem is harness.PlanProblem; tests wrap it to see which masks stay reachable.
+// planProblem is harness.PlanProblem; tests wrap it to see which masks are built.
 var planProblem = harness.PlanProblem
 
 // planned is what newEstimate keeps of a case's problem: the mask's area, and the
 // problem itself only for a mask that is not block-sparse (Supports needs it; such a
-// mask is a few slices). A block-sparse mask (1-token blocks over 16K tokens is most of
-// a GiB) is dropped once its area is read, so that a sweep of many ratios, lengths
-// and head settings holds one mask at a time, not all of them.
+// mask is a few slices). A block-sparse mask is not built at all (harness.PlanArea: its
+// area from its blocks): 1-token blocks over 16K tokens are most of a GiB and seconds
+// of work, which the case builds anyway when it runs.
 type planned struct {
 	ok   bool
 	area float64
@@ -136,15 +136,15 @@ type planned struct {
 
 // plan lays out case cs's problem: its area, and the problem unless it is block-sparse.
 func plan(cs harness.Case, build harness.MaskBuilder) planned {
+	if cs.Sparse.IsSparse() {
+		area, err := harness.PlanArea(cs, build)
+		return planned{ok: err == nil, area: area}
+	}
 	p, err := planProblem(cs, build)
 	if err != nil {
 		return planned{}
 	}
-	pn := planned{ok: true, area: p.Area()}
-	if !cs.Sparse.IsSparse() {
-		pn.p = &p
-	}
-	return pn
+	return planned{ok: true, area: p.Area(), p: &p}
 }
 
 // newEstimate lays out each case's problem (its FLOPs) and asks its kernel whether it
@@ -167,9 +167,6 @@ func (s *Session) newEstimate(k KernelSweep, cases []harness.Case, places map[st
 		pn, seen := plans[key]
 		if !seen {
 			pn = plan(cs, k.Build)
-			if cs.Sparse.IsSparse() {
-				harness.ReleaseMask(cs)
-			}
 			plans[key] = pn
 		}
 		switch {
@@ -237,9 +234,10 @@ func linkBytes(m sim.Machine, ranks int) float64 {
 	return bw * 1e9
 }
 
-// FitPlanMasks refuses, before a dry run builds its masks (to print their area and
-// FLOPs), a case whose mask alone cannot fit in this host's memory (harness.MaskBytes: a
-// block-sparse mask of 1-token blocks over 64K tokens is tens of GiB).
+// FitPlanMasks refuses, in a dry run or before --mask-json builds its masks, a case
+// whose mask alone cannot fit in this host's memory (harness.MaskBytes: a block-sparse
+// mask of 1-token blocks over 64K tokens is tens of GiB), as the run would refuse it.
+// (A dry run reads a block-sparse mask's area without building it: harness.PlanArea.)
 func FitPlanMasks(cases []harness.Case) error {
 	m := Machine()
 	for _, cs := range cases {

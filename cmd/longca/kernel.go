@@ -123,9 +123,9 @@ func sweepAction(c *cli.Context, s harness.Sweep, bench string, w spmd.World, ko
 	for _, d := range s.Dropped() {
 		log.Warn().Str("case", d).Msg("sparse: a ratio that keeps the same blocks as an earlier one is left out")
 	}
-	// --mask-json and a dry run build every mask: estimated first, and written once every
-	// flag is accepted (--mask-json wrote 2.5 GB of JSON from 13.7 GB of memory before the
-	// estimate ran)
+	// --mask-json and a dry run build every static mask (of a sparse one, only its area):
+	// estimated first, and written once every flag is accepted (--mask-json wrote 2.5 GB of
+	// JSON from 13.7 GB of memory before the estimate ran)
 	maskJSON := c.String("mask-json")
 	writeJSON := maskJSON != "" && bench == "kernel"
 	if writeJSON || c.Bool("dry-run") {
