@@ -14,7 +14,9 @@ import (
 // ChecksumColumn is the last column of every file: per row, the CRC-64 (ECMA) of every
 // other column of the row (its name and type, whether it is null, and its value), in
 // schema order. It is computed from the columns a file has, so it covers columns added after
-// this one was introduced, and merge carries it unchanged.
+// this one was introduced, and merge carries it unchanged, but for rows it gives columns
+// their file lacked (a file of an older longca: conform), whose checksum it checks and
+// then computes anew.
 const ChecksumColumn = "row_checksum"
 
 var crcTable = crc64.MakeTable(crc64.ECMA)

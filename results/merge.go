@@ -42,9 +42,9 @@ type MergeResult struct {
 	Missing []string
 	// Truncated names rank files whose writer did not close them.
 	Truncated []string
-	// Skipped names the files left out and why: damaged, not longca's, of another run
-	// than their name says, or of a schema the run's other files do not share. Their
-	// ranks count as missing.
+	// Skipped names the files left out and why: damaged, not longca's, or of another run
+	// or rank than their name says. Their ranks count as missing. (Files of another
+	// longca version are merged by column name, or refused: never skipped.)
 	Skipped []string
 	// Unverified names files whose rows carry no checksums (older writers).
 	Unverified []string
@@ -188,7 +188,9 @@ func describeMissing(size int, present []int) string {
 // collected is what collect read of a folder.
 type collected struct {
 	runs []string
-	// paths are the files used (in run, then rank order), schema the first one's.
+	// paths are the files used (in run, then rank order); schema their columns (the
+	// first one's, or the union's where their columns differ: see union) with the first
+	// one's metadata.
 	paths  []string
 	schema *arrow.Schema
 	// kept is what the caller's keeper kept of the files used.
@@ -210,11 +212,12 @@ func (c *collected) release() {
 // many small files costs memory in proportion to its rows, not to its files (a decoded
 // file holds about 70 KB of Arrow objects and its own copy of the schema, whatever its
 // rows): Merge keeps the Arrow columns, compacted (columnKeeper), LoadChecked the rows
-// (rowKeeper). collect makes one for each schema the files have and keeps the one of the
-// schema most files share.
+// (rowKeeper). collect makes one for all the files it accepts.
 type keeper interface {
 	// add keeps what is needed of f, a file collect accepted; collect releases f after.
-	add(f *File)
+	// layout is the columns of the files accepted so far, f included (union.layout):
+	// what is kept of every file so far is to have them, in that order.
+	add(f *File, layout *arrow.Schema)
 	// release frees what was kept.
 	release()
 }
@@ -256,12 +259,15 @@ func collectEstimate(files int, bytes, largest int64) float64 {
 }
 
 // collect opens the rank files of the given runs of dir (every run when runs is empty),
-// keeping (through a keeper newKeeper makes) what is needed of the readable files whose
-// content matches their name and whose schema most of the files share; the others are
-// skipped with the reason, and their ranks are missing. Files are read one at a time and
-// released before the next is opened. A folder of more than MaxFolderFiles rank files,
-// or whose read is estimated at more memory than HostBytes leaves, is refused
-// (ErrUsage) before any is read.
+// keeping (through the keeper newKeeper makes) what is needed of the readable files whose
+// content matches their name; the others are skipped with the reason, and their ranks
+// are missing. Files of longca versions whose columns differ (one has a column another
+// lacks: a column added since) are joined by column name (union); files that cannot be
+// joined so (another schema version, a column of another type) are a usage error
+// (ErrUsage) naming both files and their longca versions, never a file skipped. Files are
+// read one at a time and released before the next is opened. A folder of more than
+// MaxFolderFiles rank files, or whose read is estimated at more memory than HostBytes
+// leaves, is refused (ErrUsage) before any is read.
 func collect(dir string, runs []string, newKeeper func() keeper) (*collected, error) {
 	explicit := len(runs) > 0
 	all, err := Scan(dir)
@@ -290,31 +296,9 @@ func collect(dir string, runs []string, newKeeper func() keeper) (*collected, er
 	if err := checkCollect(dir, c.runs, all, explicit); err != nil {
 		return nil, err
 	}
-	// One group for each schema (its key), in the order first seen; every file accepted
-	// is a member of one.
-	type group struct {
-		schema *arrow.Schema // its first file's
-		first  int           // its first member
-		size   int
-		keep   keeper
-	}
-	type member struct {
-		id                    string
-		rank, size            int
-		path                  string
-		group                 int
-		truncated, unverified bool
-	}
-	var groups []*group
-	byKey := map[string]int{}
-	var members []member
-	defer func() { // the keepers of the groups not used
-		for _, g := range groups {
-			if g.keep != c.kept {
-				g.keep.release()
-			}
-		}
-	}()
+	keep := newKeeper()
+	var u union
+	present := map[string]map[int]bool{}
 	for _, id := range c.runs {
 		rf := all[id]
 		c.skipped = append(c.skipped, rf.Skipped...)
@@ -330,49 +314,27 @@ func collect(dir string, runs []string, newKeeper func() keeper) (*collected, er
 				c.skipped = append(c.skipped, strings.TrimPrefix(err.Error(), "results: "))
 				continue
 			}
-			key := schemaKey(f)
-			gi, seen := byKey[key]
-			if !seen {
-				gi = len(groups)
-				byKey[key] = gi
-				groups = append(groups, &group{schema: f.Schema, first: len(members), keep: newKeeper()})
+			if err := u.admit(f); err != nil {
+				f.Release()
+				keep.release()
+				return nil, Usagef("%v: merge each version's runs on their own (longca merge %s --run ID --out FILE, then report that file), or move them into folders of their own", err, dir)
 			}
-			g := groups[gi]
-			g.size++
-			members = append(members, member{id, r, rf.Size, p, gi, f.Truncated, f.Unverified})
-			g.keep.add(f)
+			keep.add(f, u.layout())
 			f.Release()
+			c.paths = append(c.paths, p)
+			if present[id] == nil {
+				present[id] = map[int]bool{}
+			}
+			present[id][r] = true
+			if f.Truncated {
+				c.truncated = append(c.truncated, fmt.Sprintf("run %s: rank %d of %d", id, r, rf.Size))
+			}
+			if f.Unverified {
+				c.unverified = append(c.unverified, p)
+			}
 		}
 	}
-	// The schema most files have is the run's; a file of another is skipped.
-	var best *group
-	for _, g := range groups {
-		if best == nil || g.size > best.size {
-			best = g
-		}
-	}
-	present := map[string]map[int]bool{}
-	for _, m := range members {
-		if g := groups[m.group]; g != best {
-			ref := &File{Path: members[best.first].path, Schema: best.schema}
-			c.skipped = append(c.skipped, fmt.Sprintf("%s: %v", m.path, sameColumns(ref, &File{Path: m.path, Schema: g.schema})))
-			continue
-		}
-		c.paths = append(c.paths, m.path)
-		if present[m.id] == nil {
-			present[m.id] = map[int]bool{}
-		}
-		present[m.id][m.rank] = true
-		if m.truncated {
-			c.truncated = append(c.truncated, fmt.Sprintf("run %s: rank %d of %d", m.id, m.rank, m.size))
-		}
-		if m.unverified {
-			c.unverified = append(c.unverified, m.path)
-		}
-	}
-	if best != nil {
-		c.schema, c.kept = best.schema, best.keep
-	}
+	c.schema, c.kept = u.schema(), keep
 	// A run none of whose files could be used, among runs that could, is no run: stray
 	// files named like one (copied, renamed, damaged) do not block the folder's real
 	// runs. They are skipped (named above), and the run is left out unless asked for.
@@ -533,16 +495,6 @@ func cleanErr(err error) error {
 	return err
 }
 
-// schemaKey identifies a file's columns and schema version.
-func schemaKey(f *File) string {
-	var b strings.Builder
-	b.WriteString(f.Meta(MetaSchemaVersion))
-	for _, fd := range f.Schema.Fields() {
-		fmt.Fprintf(&b, "|%s:%s:%v", fd.Name, fd.Type, fd.Nullable)
-	}
-	return b.String()
-}
-
 // checkIdentity checks that a rank file's metadata (which its Writer wrote) says the
 // run, rank and world size its name says: a file renamed from another run or rank is not
 // merged as this one.
@@ -563,10 +515,12 @@ func checkIdentity(f *File, run string, rank, size int) error {
 }
 
 // Merge joins every rank's file of each run in dir into one Arrow IPC file (and Parquet
-// and CSV on request). A file that is damaged, not longca's, of another run or rank than
-// its name says, or of another schema than the run's other files is skipped (named in
-// MergeResult.Skipped and the output's metadata), and its rank counts as missing. Every
-// rank 0..n-1 of each run must be present, unless AllowMissing.
+// and CSV on request). A file that is damaged, not longca's, or of another run or rank
+// than its name says is skipped (named in MergeResult.Skipped and the output's
+// metadata), and its rank counts as missing. Files of longca versions with different
+// columns are joined by column name (see union); files that cannot be (another schema
+// version, a column of another type) are refused (ErrUsage), naming both. Every rank
+// 0..n-1 of each run must be present, unless AllowMissing.
 func Merge(dir string, opts MergeOptions) (MergeResult, error) {
 	var res MergeResult
 	c, err := collect(dir, opts.Runs, func() keeper { return &columnKeeper{} })
@@ -667,20 +621,60 @@ const compactBatches = 256
 
 // columnKeeper keeps the files' record batches for Merge, joined into chunks of at least
 // compactBatches batches as they come (joiner), so that what it holds grows with the
-// rows, not the files.
+// rows, not the files. What it holds has the columns of layout, the last one add was
+// given: a file of other columns (another longca version) is conformed to it, and when a
+// file brings a column the layout lacked, the chunks held are conformed to the new one
+// (conform: the columns they have are shared, not copied).
 type columnKeeper struct {
 	gather joiner
+	layout *arrow.Schema
 	err    error
 }
 
-func (k *columnKeeper) add(f *File) {
+func (k *columnKeeper) add(f *File, layout *arrow.Schema) {
+	if k.err != nil {
+		return
+	}
+	if k.layout != nil && k.layout != layout && !sameLayout(k.layout, layout) {
+		if k.err = k.relayout(layout); k.err != nil {
+			return
+		}
+	}
+	k.layout = layout
+	other := !sameLayout(f.Schema, layout)
 	full := false
 	for _, b := range f.Batches {
-		full = k.gather.keep(b) || full
+		if !other {
+			full = k.gather.keep(b) || full
+			continue
+		}
+		c, err := conform(b, layout)
+		if err != nil {
+			k.err = fmt.Errorf("merge: %s: %w", f.Path, err)
+			return
+		}
+		full = k.gather.keep(c) || full
+		c.Release()
 	}
-	if full && k.err == nil {
-		k.err = k.gather.flush(f.Schema)
+	if full {
+		k.err = k.gather.flush(layout)
 	}
+}
+
+// relayout conforms what is held to layout.
+func (k *columnKeeper) relayout(layout *arrow.Schema) error {
+	if err := k.gather.flush(k.layout); err != nil {
+		return err
+	}
+	for i, b := range k.gather.joined {
+		c, err := conform(b, layout)
+		if err != nil {
+			return fmt.Errorf("merge: %w", err)
+		}
+		b.Release()
+		k.gather.joined[i] = c
+	}
+	return nil
 }
 
 // flush joins the pending batches into one chunk (with s's fields).
@@ -692,26 +686,6 @@ func (k *columnKeeper) flush(s *arrow.Schema) error {
 }
 
 func (k *columnKeeper) release() { k.gather.release() }
-
-// sameColumns checks that two files have the same fields and schema version.
-func sameColumns(a, b *File) error {
-	if va, vb := a.Meta(MetaSchemaVersion), b.Meta(MetaSchemaVersion); va != vb {
-		return fmt.Errorf("schema version %q of %s differs from %q of %s", vb, b.Path, va, a.Path)
-	}
-	fa, fb := a.Schema.Fields(), b.Schema.Fields()
-	for i := 0; i < max(len(fa), len(fb)); i++ {
-		switch {
-		case i >= len(fa):
-			return fmt.Errorf("schemas disagree: %s has extra column %s that %s lacks", b.Path, fb[i].Name, a.Path)
-		case i >= len(fb):
-			return fmt.Errorf("schemas disagree: %s lacks column %s of %s", b.Path, fa[i].Name, a.Path)
-		case !fa[i].Equal(fb[i]):
-			return fmt.Errorf("schemas disagree: column %d is %s %s in %s but %s %s in %s",
-				i, fa[i].Name, fa[i].Type, a.Path, fb[i].Name, fb[i].Type, b.Path)
-		}
-	}
-	return nil
-}
 
 // concat joins batches (of rows rows in all) into one record batch with schema s's
 // fields and metadata md.

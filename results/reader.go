@@ -553,8 +553,8 @@ func ReadRows(path string) ([]Row, *File, error) {
 // Loaded is what LoadChecked read: the rows, and the files it left out and why.
 type Loaded struct {
 	Rows []Row
-	// Skipped names the files left out (damaged, not longca's, renamed, another
-	// schema) with the reason; Missing the ranks without a readable file; Truncated the
+	// Skipped names the files left out (damaged, not longca's, renamed) with the
+	// reason; Missing the ranks without a readable file; Truncated the
 	// files read whose writer stopped before the end marker (their finished rows are in Rows),
 	// or a merged file's record of such rank files.
 	Skipped, Missing, Truncated []string
@@ -692,7 +692,9 @@ func (k *rowKeeper) own(r *Row) {
 	}
 }
 
-func (k *rowKeeper) add(f *File) {
+// add keeps f's rows; Rows matches columns by name, so the layout is not needed: a
+// column f lacks (written by an older longca) decodes as its zero value.
+func (k *rowKeeper) add(f *File, _ *arrow.Schema) {
 	rows, err := f.Rows()
 	if err != nil {
 		k.skipped = append(k.skipped, err.Error())

@@ -28,7 +28,7 @@ const (
 	MetaTruncated = "longca.truncated"
 	MetaRuns      = "longca.runs"
 	// MetaSkipped names the files a merge left out (damaged, not longca's, renamed from
-	// another run or rank, another schema) and why; their ranks are in MetaMissing.
+	// another run or rank) and why; their ranks are in MetaMissing.
 	MetaSkipped = "longca.skipped"
 	// MetaUnverified names merged files whose rows had no checksums (older writers).
 	MetaUnverified = "longca.unverified"

@@ -19,12 +19,19 @@ var identityColumns = map[string]arrow.DataType{
 // checkSchema refuses a schema that results files never have (its callers wrap the error
 // in ErrNotResults, which says "not a longca results file"): a column type the codec
 // does not write, a column of Row's (or ChecksumColumn) of another type than the codec
-// gives it, or missing identity columns.
+// gives it, a column name given twice, or missing identity columns.
 func checkSchema(s *arrow.Schema) error {
 	if s == nil {
 		return fmt.Errorf("no schema")
 	}
+	seen := make(map[string]bool, len(s.Fields()))
 	for _, f := range s.Fields() {
+		// (merge and report match columns by name: a file's columns differ from version to
+		// version, and a name given twice would say two things)
+		if seen[f.Name] {
+			return fmt.Errorf("column %s appears twice", f.Name)
+		}
+		seen[f.Name] = true
 		switch f.Type.ID() {
 		case arrow.STRING, arrow.INT64, arrow.UINT64, arrow.FLOAT64, arrow.BOOL, arrow.TIMESTAMP:
 		default:

@@ -16,9 +16,11 @@ func init() {
 		Name:      "merge",
 		Usage:     "join every rank's results file of each run in DIR into one Arrow file (and Parquet, CSV)",
 		ArgsUsage: "DIR",
-		Description: "Every rank 0..n-1 of each run (files <run>.rank-<r>-of-<n>.arrow) must be present and\n" +
-			"the schemas must agree; missing ranks are named. --allow-missing merges anyway and records\n" +
-			"the missing ranks in the output's schema metadata (longca.allow_missing, longca.missing).",
+		Description: "Every rank 0..n-1 of each run (files <run>.rank-<r>-of-<n>.arrow) must be present;\n" +
+			"missing ranks are named. --allow-missing merges anyway and records the missing ranks in the\n" +
+			"output's schema metadata (longca.allow_missing, longca.missing). Files of longca versions\n" +
+			"whose columns differ are joined by column name (docs/results-format.md); another schema\n" +
+			"version is refused, naming both files.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "out", Usage: "merged Arrow file (default DIR/merged.arrow)"},
 			&cli.BoolFlag{Name: "parquet", Usage: "also write the merge as Parquet (.parquet beside --out)"},
