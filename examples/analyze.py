@@ -7,7 +7,9 @@ wins where, and at what GPU clock they were timed.
 Each argument is a merged results file (`longca merge`, `longca run`): Arrow, Parquet or
 CSV, or a folder holding them. pandas reads them; Arrow and Parquet need pyarrow, and
 where pyarrow is missing (Debian ships pandas and matplotlib, not pyarrow) the CSV
-export beside the Arrow file is read instead (`longca merge DIR --csv` writes it).
+export beside the Arrow file is read instead (`longca merge DIR --csv --out FILE.arrow`
+writes FILE.csv; for a run's own <run>.merged.arrow, the run's rows of DIR/merged.csv,
+which `longca merge DIR --csv` writes, serve too). A row read twice counts once.
 The columns are the ones docs/results-format.md lists.
 
 It answers four questions, printing one table each (lines that are not data start
@@ -34,6 +36,7 @@ Exits 0 with the tables, 2 with one line when an input cannot be read.
 import hashlib
 import json
 import os
+import shlex
 import sys
 
 try:
@@ -55,6 +58,56 @@ def fail(msg):
     sys.exit(2)
 
 
+def run_of(path):
+    """The run id of a run's own merged file, <run>.merged.arrow (what `longca run`, `cp --ranks`
+    and `simulate` write); None for `longca merge`'s default name, merged.arrow."""
+    name = os.path.basename(path)
+    for ext in (".arrow", ".parquet"):
+        if name.endswith(".merged" + ext) and name != "merged" + ext:
+            return name[: -len(".merged" + ext)]
+    return None
+
+
+def rank_files(folder, run=None):
+    """The rank files (<run>.rank-<r>-of-<n>.arrow) in folder, of run where given."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    return [n for n in names if ".rank-" in n and n.endswith(".arrow") and (run is None or n.startswith(run + ".rank-"))]
+
+
+def read_without_pyarrow(path, stem):
+    """An Arrow or Parquet file's rows where pyarrow is missing: its CSV export beside it
+    (<stem>.csv), else, for a run's own file (<run>.merged.arrow), that run's rows of the
+    folder's merged.csv (`longca merge DIR --csv`). Neither: one line naming a command that
+    writes the CSV this looks for (`longca merge DIR --csv` alone writes DIR/merged.csv, which
+    the hint's own file name never matched)."""
+    csv = stem + ".csv"
+    if os.path.exists(csv):
+        return pd.read_csv(csv)
+    folder = os.path.dirname(path) or "."
+    run = run_of(path)
+    merged = os.path.join(folder, "merged.csv")
+    if run is not None and os.path.exists(merged):
+        df = pd.read_csv(merged)
+        if "run_id" in df.columns:
+            df = df[df["run_id"].astype(str) == run]
+            if len(df):
+                print(f"analyze.py: no pyarrow here to read {path}: run {run}'s {len(df)} rows read from {merged}",
+                      file=sys.stderr)
+                return df.reset_index(drop=True)
+    q = shlex.quote
+    if rank_files(folder, run):
+        only = f" --run {q(run)}" if run is not None else ""
+        fail(f"{path}: no pyarrow here to read Arrow, and no CSV export beside it ({csv}): write it with "
+             f"`longca merge {q(folder)}{only} --csv --out {q(path)}` (the same Arrow file again, from its rank files, "
+             f"and {os.path.basename(csv)} beside it), or install pyarrow")
+    fail(f"{path}: no pyarrow here to read Arrow, no CSV export beside it ({csv}), and no rank files beside it to "
+         f"write one from: install pyarrow, or run `longca merge RANKDIR --csv --out RANKDIR/{os.path.basename(path)}` "
+         f"where its rank files are and give that CSV")
+
+
 def read_one(path):
     """Reads one merged file: Arrow or Parquet through pyarrow, else its CSV export."""
     stem, ext = os.path.splitext(path)
@@ -66,11 +119,7 @@ def read_one(path):
                 return pd.read_parquet(path)
             with open(path, "rb") as f:
                 return pyarrow.ipc.open_file(f).read_all().to_pandas()
-        csv = stem + ".csv"
-        if os.path.exists(csv):
-            return pd.read_csv(csv)
-        fail(f"{path}: no pyarrow here to read Arrow, and no CSV export beside it ({csv}): "
-             f"write one with `longca merge DIR --csv`, or install pyarrow")
+        return read_without_pyarrow(path, stem)
     fail(f"{path}: not a merged results file (.arrow, .parquet or .csv)")
 
 
@@ -153,6 +202,10 @@ def key_text(v):
 def load(args):
     frames = [read_one(p) for p in inputs(args)]
     df = pd.concat(frames, ignore_index=True)
+    # a row read twice (a folder's merged.csv beside a run's <run>.merged.csv, or the same file
+    # given twice) counts once: the same in every column (its time, checksum) is the same row
+    if len(frames) > 1:
+        df = df.drop_duplicates(ignore_index=True)
     # CSV leaves nulls empty: make the numbers numbers again.
     for c in ("tflops", "median_ms", "seqlen", "world_size", "heads_q", "heads_kv", "cp_ulysses", "cp_ring", "cp_windows", "rank",
               "sm_clock_mhz", "sm_clock_min_mhz", "power_w", "temp_c", "gpu_samples", "settle_ms"):

@@ -3,6 +3,7 @@ package present
 import (
 	"fmt"
 	"hash/fnv"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -158,6 +159,11 @@ func savePlot(p *plot.Plot, w, h vg.Length, path string) error {
 	if err != nil {
 		return err
 	}
+	return saveTo(wt, path)
+}
+
+// saveTo writes a drawn canvas to path through smallfile.Create (savePlot's).
+func saveTo(wt io.WriterTo, path string) error {
 	f, err := smallfile.Create(path)
 	if err != nil {
 		return err

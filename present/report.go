@@ -22,19 +22,36 @@ type ReportOptions struct {
 // WriteReportFull is what `longca report` prints of rows read from path: the kernel
 // table (and ratios to the fastest), with Against every kernel over that one, the CP table
 // of the CP rows, all for one pass when Pass is set; and, with PlotDir, the line and bar
-// plots drawn there.
+// plots drawn there. Rows of `longca simulate` (Predicted) are not measurements: they get
+// simulate's own grouping (WritePredictions) and its scaling plots, not the kernel table.
 func WriteReportFull(w io.Writer, path string, rows []results.Row, o ReportOptions) error {
 	pass, plotDir := o.Pass, o.PlotDir
+	measured, predicted := SplitPredicted(rows)
 	title := fmt.Sprintf("longca report: %s (%d rows in all)", path, len(rows))
+	if len(predicted) > 0 && len(measured) > 0 {
+		title = fmt.Sprintf("longca report: %s (%d rows in all: %d measured, %d of longca simulate's predictions, in tables of their own below)", path, len(rows), len(measured), len(predicted))
+	}
 	if pass != "" {
 		title += ", showing pass " + pass
 	}
-	if err := WriteReport(w, rows, pass, title); err != nil {
+	if len(measured) > 0 || len(predicted) == 0 {
+		if err := WriteReport(w, measured, pass, title); err != nil {
+			return err
+		}
+	} else if _, err := fmt.Fprintf(w, "# %s\n#\n", title); err != nil {
 		return err
 	}
-	sum := Summarize(rows, pass) // the tables and plots below share it
+	sum := Summarize(measured, pass) // the tables and plots below share it
 	if o.Clocks {
-		if err := WriteClockTable(w, "each kernel's SM clock while timed (the mean of its busy readings), per case: "+path, sum); err != nil {
+		if !sum.anyClock() {
+			why := "rows from a CPU, or timed with --gpu-state=false"
+			if len(measured) == 0 {
+				why = "no row was measured (these are longca simulate's predictions)"
+			}
+			if _, err := fmt.Fprintf(w, "# --clocks: no row carries an SM clock: %s\n", why); err != nil {
+				return err
+			}
+		} else if err := WriteClockTable(w, "each kernel's SM clock while timed (the mean of its busy readings), per case: "+path, sum); err != nil {
 			return err
 		}
 	}
@@ -45,13 +62,23 @@ func WriteReportFull(w io.Writer, path string, rows []results.Row, o ReportOptio
 	}
 	// CP rows also get their own table: efficiency, ranks per device, overlap, check.
 	var cpRows []results.Row
-	for _, r := range rows {
+	for _, r := range measured {
 		if r.Bench == "cp" && (pass == "" || r.Pass == pass) {
 			cpRows = append(cpRows, r)
 		}
 	}
 	if len(cpRows) > 0 {
 		if err := WriteCPTable(w, "CP methods of "+path, cpRows); err != nil {
+			return err
+		}
+	}
+	if len(predicted) > 0 {
+		if len(measured) > 0 {
+			if _, err := io.WriteString(w, "#\n"); err != nil {
+				return err
+			}
+		}
+		if err := WritePredictions(w, path, predicted, pass); err != nil {
 			return err
 		}
 	}
@@ -62,6 +89,30 @@ func WriteReportFull(w io.Writer, path string, rows []results.Row, o ReportOptio
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(w, "# %d plots in %s (lines: TFLOP/s against length; bars_*: kernels side by side per length)\n", n, plotDir)
+	what := "lines: TFLOP/s against length; bars_*: kernels side by side per length"
+	if len(predicted) > 0 {
+		files, err := WritePredictionPlots(plotDir, predicted, pass)
+		if err != nil {
+			return err
+		}
+		if n += len(files); len(measured) > 0 {
+			what += "; *_scaling: simulate's predicted per-GPU TFLOP/s against GPUs"
+		} else {
+			what = "*_scaling: simulate's predicted per-GPU TFLOP/s against GPUs, each method's best mesh"
+		}
+	}
+	_, err = fmt.Fprintf(w, "# %d %s in %s (%s)\n", n, plural(n, "plot", "plots"), plotDir, what)
 	return err
+}
+
+// anyClock says whether a cell of s read an SM clock: without one, WriteClockTable is all "-".
+func (s Summary) anyClock() bool {
+	for _, cells := range s.Cells {
+		for _, c := range cells {
+			if c.Status == results.StatusOK && c.ClockMHz > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -3,6 +3,8 @@ package present
 import (
 	"fmt"
 	"io"
+	"slices"
+	"sort"
 	"strings"
 
 	"github.com/longca/longca/results"
@@ -85,11 +87,28 @@ func unit(u string) string {
 	return "(" + u + ")"
 }
 
-// statusCounts is the summary's count of rows by status, in the order of the statuses.
+// statusCounts is the summary's count of rows by status, in the order of the statuses,
+// then any other status present (predicted), so that the counts add up to the rows.
 func statusCounts(counts map[results.Status]int) string {
+	return presentCounts(counts, results.StatusOK, results.StatusUnsupported, results.StatusOOM, results.StatusWrong, results.StatusError)
+}
+
+// presentCounts is "  status: n" for first (always) and then every other status present
+// (sorted), so that the counts add up to the rows.
+func presentCounts(counts map[results.Status]int, first ...results.Status) string {
 	var b strings.Builder
-	for _, st := range []results.Status{results.StatusOK, results.StatusUnsupported, results.StatusOOM, results.StatusWrong, results.StatusError} {
+	for _, st := range first {
 		fmt.Fprintf(&b, "  %s: %d", st, counts[st])
+	}
+	var rest []string
+	for st, n := range counts {
+		if n > 0 && !slices.Contains(first, st) {
+			rest = append(rest, string(st))
+		}
+	}
+	sort.Strings(rest)
+	for _, st := range rest {
+		fmt.Fprintf(&b, "  %s: %d", st, counts[results.Status(st)])
 	}
 	return b.String()
 }

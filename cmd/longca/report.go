@@ -35,7 +35,10 @@ func init() {
 			"which cases the cuda kernel reaches cuDNN's rate, `--against torch:flex --at 1.3` where it is\n" +
 			"30% faster than Flex. With --pairs, over a folder of several runs of the same cases, a case's\n" +
 			"ratio is the median of the same-process ratios (each process's own two rates, sample by\n" +
-			"sample), for cards whose rate is set per process.",
+			"sample), for cards whose rate is set per process. Rows of `longca simulate` (status predicted)\n" +
+			"are predictions, not measurements: they get tables of their own, grouped as simulate's (per\n" +
+			"GPU count, each method's best mesh, the median over mask samples), and with --plot its\n" +
+			"scaling plots.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "pass", Usage: "only this pass: fwd, bwd or fwd+bwd"},
 			&cli.StringFlag{Name: "plot", Usage: "write PNG plots into this folder"},
@@ -129,8 +132,12 @@ func reportAction(c *cli.Context) error {
 		return usageError("--pass %s: no %s rows in %s; its passes: %s", pass, pass, where, strings.Join(passes, ", "))
 	}
 	if against != "" {
-		if ks := present.Summarize(rows, pass).Kernels; !slices.Contains(ks, against) {
-			if pass != "" && slices.Contains(present.Summarize(rows, "").Kernels, against) {
+		measured, _ := present.SplitPredicted(rows) // (simulate's rows have no kernel columns)
+		if len(measured) == 0 {
+			return usageError("--against %s: the rows of %s are longca simulate's predictions, not measurements: --against sets measured kernels side by side (`longca simulate ... --compare DIR` sets predictions beside measured cp rows)", against, path)
+		}
+		if ks := present.Summarize(measured, pass).Kernels; !slices.Contains(ks, against) {
+			if pass != "" && slices.Contains(present.Summarize(measured, "").Kernels, against) {
 				return usageError("--against %s: no %s rows of it in %s (--pass %s); its kernels there: %s", against, pass, path, pass, strings.Join(ks, ", "))
 			}
 			return usageError("--against %s: no such kernel in %s; its kernels: %s", against, path, strings.Join(ks, ", "))
