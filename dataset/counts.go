@@ -10,7 +10,9 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -49,7 +51,8 @@ func LoadCounts(path, column string) (*Empirical, error) {
 	if len(counts) == 0 {
 		return nil, fmt.Errorf("dataset: %s: no positive token counts", path)
 	}
-	return &Empirical{Name: filepath.Base(path), ID: "counts:" + filepath.Base(path) + "@" + countsHash(counts), Counts: counts}, nil
+	name := fileName(path)
+	return &Empirical{Name: name, ID: "counts:" + name + "@" + countsHash(counts), Counts: counts}, nil
 }
 
 // guarded runs a binary reader, whose libraries index a damaged file's offsets without
@@ -65,7 +68,10 @@ func guarded(path, kind string, read func() ([]int, error)) (counts []int, err e
 }
 
 // textCounts reads one integer a line: at most maxCounts of them, from at most
-// maxCountsFile bytes (a pipe fed forever stops there).
+// maxCountsFile bytes (a pipe fed forever stops there). A UTF-8 byte-order mark before the
+// first line is skipped (a file saved by Notepad was refused as "\ufeff100", the mark
+// invisible); a line longer than maxCountsLine is refused naming it, unless its comment
+// starts within that (the rest of the comment is skipped).
 func textCounts(path string) ([]int, error) {
 	f, err := smallfile.Open(path)
 	if err != nil {
@@ -82,36 +88,57 @@ func textCounts(path string) ([]int, error) {
 	overSize := func() error {
 		return fmt.Errorf("dataset: %s holds more than the %d bytes a counts file may: give one count a line, %d counts at most", path, maxCountsFile, maxCounts)
 	}
-	sc := bufio.NewScanner(r)
-	for line := 1; sc.Scan(); line++ {
-		t := sc.Bytes()
-		if i := bytes.IndexByte(t, '#'); i >= 0 {
-			t = t[:i]
+	br := bufio.NewReaderSize(r, maxCountsLine)
+	seen := false // a line with a value before this one
+	for line := 1; ; line++ {
+		b, err := br.ReadSlice('\n')
+		long := errors.Is(err, bufio.ErrBufferFull)
+		if err != nil && !long && err != io.EOF {
+			return nil, fmt.Errorf("dataset: %s:%d: %w", path, line, err)
 		}
-		t = bytes.TrimSpace(t)
-		if len(t) == 0 {
-			continue
+		if line == 1 {
+			if bytes.HasPrefix(b, []byte("\xff\xfe")) || bytes.HasPrefix(b, []byte("\xfe\xff")) {
+				return nil, fmt.Errorf("dataset: %s is UTF-16 text (it starts with a UTF-16 byte-order mark): save it as UTF-8 or ASCII, one count a line", path)
+			}
+			b = bytes.TrimPrefix(b, utf8BOM)
 		}
-		v, ok := digits(t)
-		if !ok {
-			if r.N <= 0 { // (a line cut at the bound)
+		if i := bytes.IndexByte(b, '#'); i >= 0 {
+			b = b[:i]
+		} else if long {
+			if r.N <= 0 { // (the file's bound reached inside the line)
 				return nil, overSize()
 			}
-			return nil, fmt.Errorf("dataset: %s:%d: %q is not a token count (one non-negative integer a line)", path, line, t)
+			return nil, fmt.Errorf("dataset: %s:%d: a line of more than %d bytes (%s): give one count a line (a # starts a comment)", path, line, maxCountsLine, quoteCut(b))
 		}
-		if v > 0 {
-			if total >= maxCounts {
-				return nil, tooManyCounts(path)
+		if t := bytes.TrimSpace(b); len(t) > 0 {
+			v, ok := digits(t)
+			if !ok {
+				if r.N <= 0 { // (a line cut at the bound)
+					return nil, overSize()
+				}
+				return nil, notACount(path, line, t, !seen)
 			}
-			if len(cur) == cap(cur) {
-				chunks, cur = append(chunks, cur), make([]int, 0, countsChunk)
+			seen = true
+			if v > 0 {
+				if total >= maxCounts {
+					return nil, tooManyCounts(path)
+				}
+				if len(cur) == cap(cur) {
+					chunks, cur = append(chunks, cur), make([]int, 0, countsChunk)
+				}
+				cur = append(cur, v)
+				total++
 			}
-			cur = append(cur, v)
-			total++
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("dataset: %s: %w", path, err)
+		for errors.Is(err, bufio.ErrBufferFull) { // the rest of a long comment
+			_, err = br.ReadSlice('\n')
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("dataset: %s:%d: %w", path, line, err)
+		}
 	}
 	if r.N <= 0 {
 		return nil, overSize()
@@ -121,6 +148,65 @@ func textCounts(path string) ([]int, error) {
 		counts = append(counts, c...)
 	}
 	return counts, nil
+}
+
+// maxCountsLine bounds a line of a text counts file (and is its reader's buffer): a count
+// is a few digits, and a longer line is refused naming it (bufio.Scanner's "token too
+// long" named neither the line nor the fix).
+const maxCountsLine = 64 << 10
+
+// utf8BOM is the byte-order mark some editors write at the start of a UTF-8 file.
+var utf8BOM = []byte("\xef\xbb\xbf")
+
+// notACount is the error of a line t (its comment and spaces cut) that holds no count,
+// with a hint where it looks like a CSV line, a number written with separators, or
+// (first: no count before it) a header.
+func notACount(path string, line int, t []byte, first bool) error {
+	hint := "one non-negative integer a line"
+	switch {
+	case !isText(t):
+		hint = "binary, not text: a Parquet or Arrow file is read as one by its name's .parquet or .arrow, with --column"
+	case len(bytes.Trim(t, "0123456789,")) == 0 && bytes.ContainsRune(t, ','):
+		hint = "write a count without separators: 1000, not 1,000"
+	case bytes.ContainsAny(t, ",;\t"):
+		hint = "one integer a line: of a CSV or TSV file give the column of counts alone (its header commented out with #), or the file as .parquet or .arrow with --column"
+	case first && (t[0] == '_' || t[0] == '"' || 'a' <= t[0]|0x20 && t[0]|0x20 <= 'z'):
+		hint = "one integer a line: a header line? start it with # to comment it out"
+	}
+	size := ""
+	if len(t) > 80 {
+		size = fmt.Sprintf(" (%d bytes)", len(t))
+	}
+	return fmt.Errorf("dataset: %s:%d: %s%s is not a token count (%s)", path, line, quoteCut(t), size, hint)
+}
+
+// isText says whether b is UTF-8 with no control characters but tabs.
+func isText(b []byte) bool {
+	for _, r := range string(b) {
+		if r == utf8.RuneError || r < 0x20 && r != '\t' || r == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// quoteCut quotes b for a message, cut to about 80 characters (at a character's start)
+// with "..." after it: a 60,000-byte line was echoed whole into a one-line error, and
+// /dev/urandom's into a screenful of escapes.
+func quoteCut(b []byte) string {
+	const most = 80
+	if len(b) <= 2*most { // (quoted at most 4 characters a byte: no more than needed)
+		if q := strconv.Quote(string(b)); len(q) <= most+2 {
+			return q
+		}
+	}
+	n := min(len(b)-1, most)
+	for ; n > 1; n-- {
+		if utf8.RuneStart(b[n]) && len(strconv.Quote(string(b[:n]))) <= most+2 {
+			break
+		}
+	}
+	return strconv.Quote(string(b[:n])) + "..."
 }
 
 // countsChunk is how many counts textCounts gathers before it starts another chunk.

@@ -4,6 +4,7 @@
 package dataset
 
 import (
+	"bytes"
 	"embed"
 	"encoding/json"
 	"fmt"
@@ -84,12 +85,15 @@ func LoadDist(path string) (*Dist, error) {
 	if err != nil {
 		return nil, err
 	}
-	d.Name = strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
-	d.ID = "file:" + filepath.Base(path) + "@" + shortHash(b)
+	name := fileName(path)
+	d.Name = strings.TrimSuffix(name, filepath.Ext(name))
+	d.ID = "file:" + name + "@" + shortHash(b)
 	return d, nil
 }
 
-// Open returns the built-in distribution of that name, or else reads the file at that path.
+// Open returns the built-in distribution of that name, or else reads the file at that
+// path; a name that is no file is matched to a built-in one in any case (README writes
+// "Pile" and "ProLong64K", which were refused).
 func Open(nameOrPath string) (*Dist, error) {
 	for _, n := range Builtins() {
 		if nameOrPath == n {
@@ -97,6 +101,11 @@ func Open(nameOrPath string) (*Dist, error) {
 		}
 	}
 	if _, err := os.Stat(nameOrPath); err != nil {
+		for _, n := range Builtins() {
+			if strings.EqualFold(strings.TrimSpace(nameOrPath), n) {
+				return Builtin(n)
+			}
+		}
 		return nil, fmt.Errorf("dataset: %q is neither a built-in distribution (%s) nor a readable file", nameOrPath, strings.Join(Builtins(), ", "))
 	}
 	return LoadDist(nameOrPath)
@@ -104,6 +113,7 @@ func Open(nameOrPath string) (*Dist, error) {
 
 // ParseDist parses the JSON form {"[a,b)": weight, ...}; the weights are normalised.
 func ParseDist(name string, data []byte) (*Dist, error) {
+	data = bytes.TrimPrefix(data, utf8BOM) // (a file saved by Notepad: "invalid character 'ï'")
 	var raw map[string]float64
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return nil, fmt.Errorf("dataset: distribution %s: not a JSON object of \"[a,b)\": weight: %v", name, err)

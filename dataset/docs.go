@@ -70,10 +70,12 @@ func (c Cap) String() string {
 }
 
 // ParseCap reads a cap: a token count with an optional K/M/G suffix (16K, 4096), or a
-// fraction of the sequence in (0, 1) written with a point (0.25). "" and "0" are no cap.
+// fraction of the sequence in (0, 1) written with a point (0.25). "" is no cap (the
+// source's default); a cap of 0 tokens is refused: it was taken as "none" without a word,
+// and the magiattention preset still capped at its quarter.
 func ParseCap(s string) (Cap, error) {
 	t := strings.TrimSpace(s)
-	if t == "" || t == "0" {
+	if t == "" {
 		return Cap{}, nil
 	}
 	if strings.ContainsAny(t, ".eE") {
@@ -84,6 +86,9 @@ func ParseCap(s string) (Cap, error) {
 		return Cap{Fraction: f}, nil
 	}
 	n, err := ParseSize(t)
+	if err == nil && n == 0 {
+		return Cap{}, fmt.Errorf("cap %q caps nothing: give a cap of at least 1 token (16K) or a fraction of the sequence (0.25), or leave --max-doc out for the source's default (none; magiattention: 0.25)", s)
+	}
 	if err != nil || n < 1 {
 		return Cap{}, fmt.Errorf("cap %q: give a token count (16K) or a fraction of the sequence in (0, 1) such as 0.25", s)
 	}

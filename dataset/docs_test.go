@@ -9,13 +9,13 @@ import (
 )
 
 func TestParseCap(t *testing.T) {
-	for in, want := range map[string]Cap{"": {}, "0": {}, "16K": {Tokens: 16384}, "4096": {Tokens: 4096}, "0.25": {Fraction: 0.25}, " 0.5 ": {Fraction: 0.5}} {
+	for in, want := range map[string]Cap{"": {}, "16K": {Tokens: 16384}, "4096": {Tokens: 4096}, "0.25": {Fraction: 0.25}, " 0.5 ": {Fraction: 0.5}} {
 		got, err := ParseCap(in)
 		if err != nil || got != want {
 			t.Errorf("ParseCap(%q) = %+v, %v; want %+v", in, got, err, want)
 		}
 	}
-	for _, bad := range []string{"-1", "1.5", "0.0", "abc", "1e3", "-0.25", "16Q"} {
+	for _, bad := range []string{"-1", "1.5", "0.0", "abc", "1e3", "-0.25", "16Q", "0", "0K"} {
 		if c, err := ParseCap(bad); err == nil {
 			t.Errorf("ParseCap(%q) = %+v, want an error", bad, c)
 		}

@@ -2,6 +2,9 @@ package dataset
 
 import (
 	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
 )
 
 // Source draws document lengths (in tokens, at least 1).
@@ -52,4 +55,21 @@ func PackEach(src Source, seqlen int, rng *rand.Rand, fn func(int)) {
 		fn(n)
 		left -= n
 	}
+}
+
+// fileName names an input file in result rows and messages: its base name, except for a
+// pipe of the shell's process substitution (--counts <(...), /dev/fd/63), whose descriptor
+// number says nothing of its content: "pipe" (the hash beside it in an ID tells two apart).
+func fileName(path string) string {
+	base := filepath.Base(path)
+	if dir := filepath.Dir(path); dir != "/dev/fd" && !(strings.HasPrefix(dir, "/proc/") && strings.HasSuffix(dir, "/fd")) {
+		return base
+	}
+	if strings.Trim(base, "0123456789") != "" {
+		return base
+	}
+	if fi, err := os.Stat(path); err == nil && fi.Mode()&os.ModeNamedPipe != 0 {
+		return "pipe"
+	}
+	return "fd"
 }

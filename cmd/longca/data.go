@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
+	"strings"
+	"time"
 
 	"github.com/longca/longca/dataset"
 	"github.com/longca/longca/harness"
@@ -39,7 +42,7 @@ func sourceFlags() []cli.Flag {
 // the cap.
 func docsFlags() []cli.Flag {
 	return append(sourceFlags(),
-		&cli.StringFlag{Name: "max-doc", Usage: "cap document lengths: a token count (16K) or a fraction of the sequence (0.25); longer documents are split into chunks of the cap (default: none; magiattention: 0.25)"})
+		&cli.StringFlag{Name: "max-doc", Usage: "cap document lengths: a token count of at least 1 (16K) or a fraction of the sequence (0.25); longer documents are split into chunks of the cap (default: none; magiattention: 0.25)"})
 }
 
 // docsFromFlags reads --dist/--counts/--column and --max-doc (harness.Docs{} when none).
@@ -55,16 +58,41 @@ func docsFromFlags(c *cli.Context) (harness.Docs, error) {
 	return harness.Docs{Source: src, MaxDoc: cp}, nil
 }
 
-// lengthSource reads --dist or --counts; nil (and "") when neither is given.
+// emptyDocFlags are the document flags with what an empty value of each should be.
+var emptyDocFlags = []struct{ flag, give string }{
+	{"counts", "give a file of token counts"},
+	{"dist", "give a distribution (" + strings.Join(dataset.Builtins(), ", ") + ") or a JSON file"},
+	{"column", "give the name of the --counts file's column of token counts"},
+	{"max-doc", "give a cap (16K, or 0.25 of the sequence)"},
+}
+
+// lengthSource reads --dist or --counts; nil (and "") when neither is given. A document
+// flag given empty is refused (`--counts "$F"` with F unset, `--counts=`: it read as not
+// given, and the built-in documents were measured without a word); so is "-" (no file of
+// that name), which names /dev/stdin.
 func lengthSource(c *cli.Context) (dataset.Source, string, error) {
+	for _, f := range emptyDocFlags {
+		if c.IsSet(f.flag) && strings.TrimSpace(c.String(f.flag)) == "" {
+			return nil, "", usageError("--%s %q: %s, or leave --%s out", f.flag, c.String(f.flag), f.give, f.flag)
+		}
+	}
 	dist, counts := c.String("dist"), c.String("counts")
+	for _, f := range []string{"counts", "dist"} {
+		if c.String(f) == "-" {
+			if _, err := os.Stat("-"); err != nil {
+				return nil, "", usageError("--%s -: no such file: to read standard input, give --%s /dev/stdin", f, f)
+			}
+		}
+	}
 	switch {
 	case dist != "" && counts != "":
 		return nil, "", usageError("--dist and --counts both given: pick one source of document lengths")
 	case counts == "" && c.String("column") != "":
 		return nil, "", usageError("--column %s without --counts: it names a column of the --counts file", c.String("column"))
 	case counts != "":
+		stop := pipeNotice("--counts", counts)
 		e, err := dataset.LoadCounts(counts, c.String("column"))
+		stop()
 		if err != nil {
 			// the flags given, and --counts alone for a file that could not be opened or read
 			var pathErr *fs.PathError
@@ -76,13 +104,43 @@ func lengthSource(c *cli.Context) (dataset.Source, string, error) {
 		}
 		return e, e.Name, nil
 	case dist != "":
+		stop := pipeNotice("--dist", dist)
 		d, err := dataset.Open(dist)
+		stop()
 		if err != nil {
 			return nil, "", usageError("--dist: %v", err)
 		}
 		return d, d.Name, nil
 	}
 	return nil, "", nil
+}
+
+// pipeWait is how long a --counts or --dist that is a named pipe or a device (a terminal's
+// /dev/stdin) may keep longca reading before a line says so: a FIFO with no writer waited
+// in silence (a minute, in open(2)), and one whose writer never closes it for good.
+var pipeWait = 10 * time.Second
+
+// pipeNotice starts the clock of pipeWait on reading path, given as flag, where path is a
+// named pipe or a device, and returns what stops it (once the line, if begun, is out).
+func pipeNotice(flag, path string) (stop func()) {
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode()&(os.ModeNamedPipe|os.ModeCharDevice) == 0 {
+		return func() {}
+	}
+	format := "%s %s: waiting for a writer on the named pipe (%s so far): longca reads it to its end before it starts; Ctrl-C stops it"
+	if fi.Mode()&os.ModeNamedPipe == 0 {
+		format = "%s %s: still reading the device (%s so far): a terminal ends its input with Ctrl-D; Ctrl-C stops longca"
+	}
+	done := make(chan struct{})
+	t := time.AfterFunc(pipeWait, func() {
+		defer close(done)
+		log.Warn().Str("flag", flag).Msgf(format, flag, path, pipeWait)
+	})
+	return func() {
+		if !t.Stop() {
+			<-done
+		}
+	}
 }
 
 // parseSeqlen reads --seqlen with its K/M suffixes.
