@@ -4,28 +4,22 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/longca/longca/internal/dl"
 	"github.com/longca/longca/kernels"
 	"github.com/longca/longca/mask"
 )
 
-// WriteList is what `longca list` prints: the masks (and the bench each belongs to), the
+// WriteList is what `longca list` prints: the masks (and the benches each belongs to), the
 // registered kernels with whether each runs here (peers: their versions, or why not) and
 // their variants, the CP methods, and the device libraries' probes. peers holds one
-// PeerInfo per kernels.Names() entry, in that order.
-func WriteList(w io.Writer, peers []PeerInfo, libs []dl.Probe) {
-	kernelMasks := map[string]bool{}
-	for _, m := range mask.KernelMasks() {
-		kernelMasks[m] = true
-	}
+// PeerInfo per kernels.Names() entry, in that order. A variant's line is cut to about
+// variantWidth bytes unless long (a variant's doc is its record: sm90's runs to pages).
+func WriteList(w io.Writer, peers []PeerInfo, libs []dl.Probe, long bool) {
 	fmt.Fprintln(w, "# masks")
 	for _, m := range mask.Names() {
-		use := "cp"
-		if kernelMasks[m] {
-			use = "kernel"
-		}
-		fmt.Fprintf(w, "  %-24s %-7s %s\n", m, use, mask.Describe(m))
+		fmt.Fprintf(w, "  %-24s %-9s %s\n", m, maskBenches(m), mask.Describe(m))
 	}
 	fmt.Fprintln(w, "# kernels")
 	for i, k := range kernels.Names() {
@@ -39,8 +33,15 @@ func WriteList(w io.Writer, peers []PeerInfo, libs []dl.Probe) {
 			avail = "unavailable here"
 		}
 		fmt.Fprintf(w, "  %-24s %-17s %s\n", k, avail, kernels.Doc(k))
+		cut := false
 		for _, v := range kernels.Variants(k) {
+			if !long && len(v) > variantWidth {
+				v, cut = cutAtWord(v, variantWidth), true
+			}
 			fmt.Fprintf(w, "  %-24s %-17s   --variant %s\n", "", "", v)
+		}
+		if cut {
+			fmt.Fprintf(w, "  %-24s %-17s   (variants cut at %d characters: longca list --long prints them whole)\n", "", "", variantWidth)
 		}
 		if p.Peer && p.Error != "" {
 			fmt.Fprintf(w, "  %-24s %-17s why: %s\n", "", "", p.Error)
@@ -51,4 +52,23 @@ func WriteList(w io.Writer, peers []PeerInfo, libs []dl.Probe) {
 	WriteCPMethods(w)
 	fmt.Fprintln(w, "# libraries")
 	WriteLibraries(w, libs)
+}
+
+// variantWidth is where longca list cuts a variant's line without --long.
+const variantWidth = 160
+
+// cutAtWord is s cut to at most n bytes at a space (at a character boundary where none
+// is near), with " ..." after it.
+func cutAtWord(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := strings.LastIndexByte(s[:n], ' ')
+	if cut < n/2 {
+		cut = n
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+	}
+	return strings.TrimRight(s[:cut], " ,;:(") + " ..."
 }

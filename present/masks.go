@@ -19,17 +19,21 @@ import (
 // WriteMaskList prints the 14 masks, the benchmarks they belong to and a line each.
 func WriteMaskList(w io.Writer) {
 	fmt.Fprintf(w, "# %-22s %-10s %s\n", "mask", "bench", "definition (MASKS.md)")
-	kernel, cp := mask.KernelMasks(), mask.CPMasks()
 	for _, n := range mask.Names() {
-		var in []string
-		if slices.Contains(kernel, n) {
-			in = append(in, "kernel")
-		}
-		if slices.Contains(cp, n) {
-			in = append(in, "cp")
-		}
-		fmt.Fprintf(w, "%-24s %-10s %s\n", n, strings.Join(in, ","), mask.Describe(n))
+		fmt.Fprintf(w, "%-24s %-10s %s\n", n, maskBenches(n), mask.Describe(n))
 	}
+}
+
+// maskBenches names the benchmarks mask n belongs to: kernel, cp or kernel,cp.
+func maskBenches(n string) string {
+	var in []string
+	if slices.Contains(mask.KernelMasks(), n) {
+		in = append(in, "kernel")
+	}
+	if slices.Contains(mask.CPMasks(), n) {
+		in = append(in, "cp")
+	}
+	return strings.Join(in, ",")
 }
 
 // WriteMaskTable prints the summary and the text drawing.

@@ -15,7 +15,7 @@ func init() {
 	register(&cli.Command{
 		Name:   "list",
 		Usage:  "list the registered masks, kernels (with the peers available here and their versions) and CP methods",
-		Flags:  kernelFlags(),
+		Flags:  append(kernelFlags(), &cli.BoolFlag{Name: "long", Usage: "print each kernel variant's description whole (cut at 160 characters without it)"}),
 		Action: listAction,
 	})
 }
@@ -47,6 +47,6 @@ func listAction(c *cli.Context) error {
 		}
 		peers = append(peers, p)
 	}
-	present.WriteList(c.App.Writer, peers, session.ProbeLibraries())
+	present.WriteList(c.App.Writer, peers, session.ProbeLibraries(), c.Bool("long"))
 	return nil
 }

@@ -5,11 +5,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/longca/longca/kernels"
 )
 
 // alive says whether pid is a process that has not ended (a zombie has).
@@ -89,5 +92,37 @@ func TestExecProgramThatCannotStartExits2(t *testing.T) {
 			"--head-dim", "32", "-w", "1", "-n", "2", "--out", out}
 		_, stderr, code := captureRun(t, args...)
 		checkUsageError(t, args, code, stderr, "--kernels: exec:"+w+": "+w+" ", c.want)
+	}
+}
+
+// longca list is read by people: a variant's description (its record: sm90's was one line
+// of 6,845 characters) is cut unless --long, and a mask of both benches says both, as
+// longca masks does (probe of s40, finding 9).
+func TestListIsReadable(t *testing.T) {
+	stdout, stderr, code := runCLI(t, "list")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, l := range strings.Split(stdout, "\n") {
+		if strings.Contains(l, "--variant ") && len(l) > 220 {
+			t.Errorf("a variant line of %d bytes: %.80s...", len(l), strings.TrimSpace(l))
+		}
+	}
+	if !strings.Contains(stdout, "longca list --long prints them whole") {
+		t.Error("cut variants without saying how to read them whole")
+	}
+	for _, m := range []string{"full", "causal"} {
+		if !regexp.MustCompile(`(?m)^  ` + m + ` +kernel,cp `).MatchString(stdout) {
+			t.Errorf("mask %s not listed as kernel,cp", m)
+		}
+	}
+	long, _, code := runCLI(t, "list", "--long")
+	if code != 0 || len(long) <= len(stdout)+1000 {
+		t.Errorf("list --long: exit %d, %d bytes against %d cut", code, len(long), len(stdout))
+	}
+	for _, v := range kernels.Variants("cuda") {
+		if !strings.Contains(long, "--variant "+v+"\n") {
+			t.Errorf("list --long lacks the whole line of variant %.40s...", v)
+		}
 	}
 }
