@@ -1,6 +1,7 @@
 package session
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -422,33 +423,38 @@ func (o *Simulation) samplesOf(n int, c harness.CPCase, maskFor func(string, int
 }
 
 // setSimSpread fills each row's sample-spread columns (harness.SetSpread): the samples of
-// its case (method, mesh, mask, heads, GPUs, pass) up to its own, in sample order.
+// its case (method, mask, heads, GPUs, pass, and its series: a mesh given, or the mesh its
+// plan chose per sample, present.SimSeries, as the table reads them) up to its own, in
+// sample order. Keyed by the mesh each sample took, balanced's --cp-ulysses 0 rows had
+// samples_n 1, 2, 3, 4 on the samples of its 1x8 and null on the one of 2x4.
 func setSimSpread(rows []results.Row) {
 	type key struct {
-		gpus                     int64
-		label, mask, heads, pass string
+		gpus                      int64
+		series, mask, heads, pass string
 	}
-	keyOf := func(r results.Row) key {
-		return key{r.WorldSize, present.RowMeshKey(r), r.Mask, fmt.Sprintf("%d:%d", r.HeadsQ, r.HeadsKV), r.Pass}
-	}
-	count := map[key]int{}
-	for _, r := range rows {
-		count[keyOf(r)]++
-	}
-	// A running spread a case (O(log n) a row): sorting each row's samples so far made
-	// --samples 100000 spend about 9.5 minutes here, after the last case, saying nothing.
-	rates := map[key]*harness.RunningSpread{}
-	for i := range rows {
-		k := keyOf(rows[i])
-		r := rates[k]
-		if r == nil {
-			r = &harness.RunningSpread{}
-			rates[k] = r
+	series := present.SimSeries(rows)
+	cases := map[key][]int{} // each case's rows
+	var order []key
+	for i, r := range rows {
+		k := key{r.WorldSize, series[i], r.Mask, fmt.Sprintf("%d:%d", r.HeadsQ, r.HeadsKV), r.Pass}
+		if cases[k] == nil {
+			order = append(order, k)
 		}
-		if rows[i].TFLOPs != nil {
-			r.Add(*rows[i].TFLOPs)
+		cases[k] = append(cases[k], i)
+	}
+	for _, k := range order {
+		idx := cases[k]
+		// in sample order (a series of rows of two jobs, --cp-ulysses 0,2, may come in two runs)
+		slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(rows[a].Sample, rows[b].Sample) })
+		// A running spread a case (O(log n) a row): sorting each row's samples so far made
+		// --samples 100000 spend about 9.5 minutes here, after the last case, saying nothing.
+		var r harness.RunningSpread
+		for _, i := range idx {
+			if rows[i].TFLOPs != nil {
+				r.Add(*rows[i].TFLOPs)
+			}
+			harness.SetRunningSpread(&rows[i], &r, len(idx))
 		}
-		harness.SetRunningSpread(&rows[i], r, count[k])
 	}
 }
 

@@ -423,7 +423,7 @@ func TestSimulatePredictsH200Rows(t *testing.T) {
 	compared := 0
 	for _, l := range strings.Split(out, "\n") {
 		f := strings.Fields(l)
-		if len(f) != 10 || !strings.HasSuffix(f[7], "%") || strings.HasPrefix(l, "#") {
+		if len(f) != 11 || !strings.HasSuffix(f[7], "%") || strings.HasPrefix(l, "#") {
 			continue
 		}
 		e, err := strconv.ParseFloat(strings.TrimSuffix(f[7], "%"), 64)
