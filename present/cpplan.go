@@ -33,7 +33,7 @@ func WriteCPPlan(w io.Writer, s harness.CPSweep, cases []harness.CPCase, n int) 
 		t.Rows = append(t.Rows, []string{cs.Method, MeshLabel(pl.Config), cs.Mask, cs.Heads.String(), fmt.Sprint(pl.Tokens),
 			fmt.Sprint(pl.Padding()), fmt.Sprintf("%.2f", pl.Problem.FLOPs(kernels.Fwd)/1e9), fmt.Sprint(m.CommBytes(pl, kernels.Fwd)), ""})
 	}
-	t.Summary = []string{fmt.Sprintf("%d case(s) run, %d unsupported here", len(cases)-skipped, skipped)}
+	t.Summary = []string{fmt.Sprintf("%d case(s) to run, %d unsupported here", len(cases)-skipped, skipped)}
 	return t.Write(w)
 }
 

@@ -180,9 +180,13 @@ func PassRank(p string) int {
 }
 
 // formatTFLOPs keeps 4 significant digits in a fixed width: FormatRate's from 1 TFLOP/s up,
-// four decimals below (FormatRate keeps 3 significant digits there).
+// four decimals below (FormatRate keeps 3 significant digits there), and 3 significant
+// digits below a thousandth.
 func formatTFLOPs(v float64) string {
-	if v < 1 {
+	switch {
+	case v > 0 && v < 0.001: // a CPU's rate: 0.0000 said nothing (cp --ranks 64, 16 tokens a rank)
+		return fmt.Sprintf("%.3g", v)
+	case v < 1:
 		return fmt.Sprintf("%.4f", v)
 	}
 	return FormatRate(v)

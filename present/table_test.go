@@ -120,3 +120,13 @@ func TestKernelLabelKeepsMeshesApart(t *testing.T) {
 		}
 	}
 }
+
+// A CPU's rate below a thousandth of a TFLOP/s keeps three digits: cp's table printed
+// 0.0000 in every cell of a 64-rank CPU run (probe of s40).
+func TestFormatTFLOPsSmall(t *testing.T) {
+	for v, want := range map[float64]string{3.4852e-4: "0.000349", 0.0034982: "0.0035", 0: "0.0000", 12.5: "12.50", 650.04: "650.0"} {
+		if got := formatTFLOPs(v); got != want {
+			t.Errorf("formatTFLOPs(%g) = %q, want %q", v, got, want)
+		}
+	}
+}

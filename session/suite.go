@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/longca/longca/harness"
 	"github.com/longca/longca/present"
 	"github.com/longca/longca/results"
 )
@@ -59,7 +60,11 @@ func (s *Session) Suite(ctx context.Context, name string, k KernelSweep, parquet
 	rows := loaded.Rows
 	title := fmt.Sprintf("longca run: suite %s, run %s, %d rows", name, s.RunID, len(rows))
 	if sweepErr != nil {
-		title += fmt.Sprintf(" (stopped early: %v)", sweepErr)
+		why := sweepErr.Error()
+		if errors.Is(sweepErr, context.Canceled) || errors.Is(sweepErr, harness.ErrInterrupted) {
+			why = "interrupted" // Go's "context canceled" says nothing to a reader
+		}
+		title += fmt.Sprintf(" (stopped early: %s)", why)
 	}
 	var table strings.Builder
 	if err := present.WriteReport(&table, rows, "", title); err != nil {

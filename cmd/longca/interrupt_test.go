@@ -83,3 +83,16 @@ func signalAfterTwoCases(t *testing.T, sig syscall.Signal, args string) (errLine
 	}
 	return errLines, out.String()
 }
+
+// longca run stopped by Ctrl-C says so in its table's title in words, not Go's "context
+// canceled" (probe of s40, finding 10).
+func TestRunInterruptSaysInterrupted(t *testing.T) {
+	dir := t.TempDir()
+	_, stdout := interruptAfterTwoCases(t, "run --suite smoke -w 0 -n 1 --out "+dir)
+	if !strings.Contains(stdout, "(stopped early: interrupted)") {
+		t.Errorf("the table's title does not say the run was interrupted:\n%.600s", stdout)
+	}
+	if strings.Contains(stdout, "context canceled") {
+		t.Errorf("Go's context canceled in the output:\n%.600s", stdout)
+	}
+}

@@ -32,7 +32,7 @@ func init() {
 			&cli.IntFlag{Name: "iters", Aliases: []string{"n"}, Value: -1, DefaultText: "the suite's", Usage: "override the suite's timed repetitions"},
 			&cli.BoolFlag{Name: "no-check", Usage: "time without checking"},
 			&cli.StringFlag{Name: "run-id", EnvVars: []string{"LONGCA_RUN_ID"}, Usage: "run id (default: the folder's name)"},
-			&cli.BoolFlag{Name: "parquet", Usage: "also write merged.parquet"},
+			&cli.BoolFlag{Name: "parquet", Usage: "also write the merge as Parquet (<run>.merged.parquet beside <run>.merged.arrow)"},
 			&cli.BoolFlag{Name: "no-peers", Usage: "gpu suite: time the cuda kernel only, not cudnn or the torch:* peers"},
 			&cli.StringFlag{Name: "masks", Usage: "comma-separated (or all): only these of the suite's masks, in the suite's order (to split the suite over jobs of a bounded length; runs sharing --out with their own --run-id merge into one file with longca merge); default: all of them"},
 		}, append(kernelFlags(), gpuStateFlag(), settleFlag())...),
