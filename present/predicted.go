@@ -128,12 +128,7 @@ func writeRunPredictions(w io.Writer, src, run string, rows []results.Row) error
 	sum, n := map[string]float64{}, map[string]int{}
 	for _, k := range keys {
 		lead := []string{k.mask, k.pass, k.heads, fmt.Sprint(k.gpus), fmt.Sprint(seqlen[k])}
-		var top float64
-		for _, c := range best[k] {
-			if c.n > 0 {
-				top = max(top, c.tflops)
-			}
-		}
+		top := topRate(best[k])
 		rate, mesh := slices.Clone(lead), slices.Clone(lead)
 		for _, me := range methods {
 			c := best[k][me]
@@ -141,13 +136,7 @@ func writeRunPredictions(w io.Writer, src, run string, rows []results.Row) error
 			switch {
 			case c == nil:
 			case c.n > 0:
-				v = FormatRate(c.tflops)
-				if c.tflops >= top*(1-5e-4) {
-					v += "*"
-				}
-				if m = strings.TrimPrefix(strings.TrimPrefix(c.label, me), "-"); m == "" {
-					m = "="
-				}
+				v, m = c.rate(top), c.mesh(me)
 				sum[me] += c.tflops
 				n[me]++
 			default:

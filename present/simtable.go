@@ -296,12 +296,7 @@ func WriteSimTable(w io.Writer, h SimHeader, rows []results.Row) error {
 	var order [][3]string
 	for _, k := range keys {
 		fmt.Fprintf(&b, " %-*s %-7s %6s %6d", mw-1, k.mask, k.pass, k.heads, k.gpus)
-		var top float64 // the fastest; methods within 0.05% of it are marked too
-		for _, me := range methods {
-			if c := best[k][me]; c != nil && c.n > 0 {
-				top = max(top, c.tflops)
-			}
-		}
+		top := topRate(best[k])
 		g := [3]string{k.mask, k.pass, k.heads}
 		if series[g] == nil {
 			series[g] = map[string][]ScalingPoint{}
@@ -313,10 +308,7 @@ func WriteSimTable(w io.Writer, h SimHeader, rows []results.Row) error {
 			switch {
 			case c == nil:
 			case c.n > 0:
-				v = FormatRate(c.tflops)
-				if c.tflops >= top*(1-5e-4) {
-					v += "*"
-				}
+				v = c.rate(top)
 				if c.n > 1 {
 					v += fmt.Sprintf(" (%s-%s)", FormatRate(c.lo), FormatRate(c.hi))
 				}
@@ -336,11 +328,7 @@ func WriteSimTable(w io.Writer, h SimHeader, rows []results.Row) error {
 			c := best[k][me]
 			v := "-"
 			if c != nil && c.n > 0 {
-				mesh := strings.TrimPrefix(strings.TrimPrefix(c.label, me), "-")
-				if mesh == "" {
-					mesh = "="
-				}
-				v = fmt.Sprintf("%s %d%% %s", mesh, int(c.expose*100+0.5), c.bottleneck)
+				v = fmt.Sprintf("%s %d%% %s", c.mesh(me), int(c.expose*100+0.5), c.bottleneck)
 			} else if c != nil {
 				v = string(c.status)
 			}
@@ -796,4 +784,34 @@ func joinValues(set map[string]bool) string {
 		return strings.Compare(a, b)
 	})
 	return strings.Join(out, ",")
+}
+
+// topRate is the fastest ok cell's TFLOP/s of a case's methods (0: none ran).
+func topRate(cells map[string]*simCell) float64 {
+	var top float64
+	for _, c := range cells {
+		if c != nil && c.n > 0 {
+			top = max(top, c.tflops)
+		}
+	}
+	return top
+}
+
+// rate is an ok cell's TFLOP/s as the tables print it, marked * within 0.05% of top
+// (the fastest of its case: methods that close are marked too).
+func (c *simCell) rate(top float64) string {
+	v := FormatRate(c.tflops)
+	if c.tflops >= top*(1-5e-4) {
+		v += "*"
+	}
+	return v
+}
+
+// mesh is the cell's mesh as the tables print it: its label without method me's name,
+// "=" for the method's one mesh.
+func (c *simCell) mesh(me string) string {
+	if m := strings.TrimPrefix(strings.TrimPrefix(c.label, me), "-"); m != "" {
+		return m
+	}
+	return "="
 }

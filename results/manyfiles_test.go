@@ -80,13 +80,26 @@ func TestMergeManySmallFilesJoinsColumns(t *testing.T) {
 	for i := 0; i < n; i++ {
 		writeRanks(t, dir, fmt.Sprintf("r%04d", i), 1, 1, 0)
 	}
+	rows := mergeHoldingFewChunks(t, dir, n)
+	for i, r := range rows {
+		if want := fmt.Sprintf("r%04d", i); r.RunID != want {
+			t.Fatalf("row %d is of run %s, want %s", i, r.RunID, want)
+		}
+	}
+}
+
+// mergeHoldingFewChunks collects dir's n one-row files as Merge does, requires what it
+// holds to be a few joined chunks (not a batch a file), then merges dir and returns the
+// merged rows, n of them.
+func mergeHoldingFewChunks(t *testing.T, dir string, n int) []Row {
+	t.Helper()
 	c, err := collect(dir, nil, func() keeper { return &columnKeeper{} })
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.release()
 	k := c.kept.(*columnKeeper)
-	if len(k.gather.joined) > n/compactBatches || len(k.gather.pending) >= compactBatches || k.gather.rows != n {
+	if len(k.gather.joined) > n/compactBatches || len(k.gather.pending) >= compactBatches || k.gather.rows != int64(n) {
 		t.Fatalf("%d chunks and %d batches held for %d rows (%d files), want at most %d and %d", len(k.gather.joined), len(k.gather.pending), k.gather.rows, n, n/compactBatches, compactBatches-1)
 	}
 	res, err := Merge(dir, MergeOptions{})
@@ -97,11 +110,7 @@ func TestMergeManySmallFilesJoinsColumns(t *testing.T) {
 	if err != nil || len(rows) != n {
 		t.Fatalf("merged %d rows (%v), want %d", len(rows), err, n)
 	}
-	for i, r := range rows {
-		if want := fmt.Sprintf("r%04d", i); r.RunID != want {
-			t.Fatalf("row %d is of run %s, want %s", i, r.RunID, want)
-		}
-	}
+	return rows
 }
 
 // A folder of more rank files than longca reads of one is refused with one line naming

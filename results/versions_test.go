@@ -345,23 +345,7 @@ func TestMergeOfVersionsHoldsFewChunks(t *testing.T) {
 			writeVersionFile(t, dir, id, 0, 1, versionRows(id, 0, 1, 1, "v-old"), []string{"device_uuid"}, nil, nil)
 		}
 	}
-	c, err := collect(dir, nil, func() keeper { return &columnKeeper{} })
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.release()
-	k := c.kept.(*columnKeeper)
-	if len(k.gather.joined) > n/compactBatches || len(k.gather.pending) >= compactBatches || k.gather.rows != n {
-		t.Fatalf("%d chunks and %d batches held for %d rows (%d files), want at most %d and %d", len(k.gather.joined), len(k.gather.pending), k.gather.rows, n, n/compactBatches, compactBatches-1)
-	}
-	res, err := Merge(dir, MergeOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rows, err := Load(res.Files[0])
-	if err != nil || len(rows) != n {
-		t.Fatalf("merged %d rows (%v), want %d", len(rows), err, n)
-	}
+	rows := mergeHoldingFewChunks(t, dir, n)
 	for i, r := range rows {
 		want := ""
 		if i%3 == 0 {
