@@ -9,8 +9,8 @@ import (
 
 	"github.com/longca/longca/comm"
 	"github.com/longca/longca/comm/local"
-	"github.com/longca/longca/internal/kerneltest"
 	"github.com/longca/longca/kernels"
+	"github.com/longca/longca/kernels/kerneltest"
 	"github.com/longca/longca/kernels/ref"
 	"github.com/longca/longca/results"
 	"github.com/longca/longca/spmd"

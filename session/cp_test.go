@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/longca/longca/harness"
-	"github.com/longca/longca/internal/kerneltest"
 	"github.com/longca/longca/kernels"
+	"github.com/longca/longca/kernels/kerneltest"
 	_ "github.com/longca/longca/kernels/ref"
 	"github.com/longca/longca/results"
 	"github.com/longca/longca/spmd"
