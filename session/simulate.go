@@ -336,9 +336,20 @@ func maskCache(o *Simulation) func(string, int, uint64) *builtMask {
 	}
 }
 
+// predicted is what predictAll finished: the rows, in a fixed order, of done of the
+// sweep's jobs cases; interrupted when ctx was cancelled (Ctrl-C, SIGTERM) before every
+// case was predicted.
+type predicted struct {
+	rows        []results.Row
+	done, jobs  int
+	interrupted bool
+}
+
 // predictAll runs every prediction (in parallel, one per core) and returns the rows in
-// a fixed order; fitSimulation has accepted o with the same maskFor.
-func (s *Session) predictAll(ctx context.Context, o *Simulation, maskFor func(string, int, uint64) *builtMask) ([]results.Row, error) {
+// a fixed order; fitSimulation has accepted o with the same maskFor. Once ctx is
+// cancelled no case is started: the cases already predicted are returned (a case cut
+// short, or one that failed meanwhile, is left out), interrupted set.
+func (s *Session) predictAll(ctx context.Context, o *Simulation, maskFor func(string, int, uint64) *builtMask) (predicted, error) {
 	// The jobs are longca cp's cases (harness.CPSweep.Configs: methods x meshes x masks x
 	// heads, a method without a mesh of its own on n GPUs unsupported) x samples.
 	// Each job's estimate (sim.Seconds, the documents of the first sample's mask, built
@@ -351,7 +362,7 @@ func (s *Session) predictAll(ctx context.Context, o *Simulation, maskFor func(st
 	for gi, n := range o.GPUs {
 		cases, err := o.sweep(n).Configs(n)
 		if err != nil {
-			return nil, Usagef("%v", err)
+			return predicted{}, Usagef("%v", err)
 		}
 		for _, c := range cases {
 			est := o.caseSeconds(n, c, maskFor)
@@ -363,6 +374,7 @@ func (s *Session) predictAll(ctx context.Context, o *Simulation, maskFor func(st
 	}
 	out := make([][]results.Row, len(jobs))
 	errs := make([]error, len(jobs))
+	finished := make([]bool, len(jobs))
 	next := make(chan int)
 	var wg sync.WaitGroup
 	workers := max(runtime.GOMAXPROCS(0), 1)
@@ -374,24 +386,35 @@ func (s *Session) predictAll(ctx context.Context, o *Simulation, maskFor func(st
 			defer wg.Done()
 			for i := range next {
 				out[i], errs[i] = s.predictJob(ctx, o, jobs[i], maskFor)
+				finished[i] = true
 				progress.finished(i)
 			}
 		}()
 	}
+dispatch:
 	for i := range jobs {
-		next <- i
+		select {
+		case next <- i:
+		case <-ctx.Done():
+			break dispatch
+		}
 	}
 	close(next)
 	wg.Wait()
-	var rows []results.Row
+	res := predicted{jobs: len(jobs), interrupted: ctx.Err() != nil}
 	for i := range jobs {
-		if errs[i] != nil {
-			return nil, errs[i]
+		switch {
+		case res.interrupted && (!finished[i] || errs[i] != nil):
+			continue // not started, or cut short: not written
+		case errs[i] != nil:
+			return predicted{}, errs[i]
 		}
-		rows = append(rows, out[i]...)
+		res.rows = append(res.rows, out[i]...)
+		res.done++
 	}
-	setSimSpread(rows)
-	return rows, nil
+	res.interrupted = res.interrupted && res.done < len(jobs)
+	setSimSpread(res.rows)
+	return res, nil
 }
 
 // caseSeconds is case c's estimate on n GPUs for the progress lines and the sweep's bound
@@ -603,31 +626,64 @@ func fitSimulationIn(o *Simulation, maskFor func(string, int, uint64) *builtMask
 		exact = sim.DefaultExactRanks
 	}
 	weight := sim.PassWeight(o.Sweep.Passes)
-	check := func(n int, what string, docs, seqlen int, blocks bool) error {
+	// check refuses one GPU count and mask: lays are its cases' layouts of the documents
+	// (nil: the worst, zigzag on every rank), the largest counted.
+	check := func(n int, what string, docs, seqlen int, blocks bool, lays []caseLayout) error {
 		parallel := workers // ranks whose sub-masks are alive at once
 		if n <= exact {
 			parallel = n // every rank traced: the sub-masks are kept for all
 		}
 		steps := sim.TracedSteps(n, exact, o.Sampled)
+		if lays == nil {
+			lays = []caseLayout{{lay: sim.ZigzagDocs(n, docs)}}
+		}
+		// the case that needs the most, and what the others need
+		memOf := func(l caseLayout, steps float64) float64 {
+			return sim.MemoryBytesIn(n, l.lay, steps, weight, parallel) + sim.SequenceBytes(seqlen)
+		}
+		worst, base := 0, 0.0
+		for i, l := range lays {
+			if m := memOf(l, steps); m > base {
+				worst, base = i, m
+			}
+		}
+		var blockBytes, blockSeconds float64
+		if blocks { // (after the masks' own refusals)
+			blockBytes, blockSeconds = o.blockWork(n)
+		}
+		need := float64(workers) * (base + blockBytes)
+		if need > avail {
+			// A fix is named only where it lowers the figure below avail.
+			fits := func(b float64) bool { return float64(workers)*(b+blockBytes) <= avail }
+			fix := "use fewer GPUs or tokens per GPU"
+			w := lays[worst]
+			others := 0.0 // the most any case of another method needs
+			for _, l := range lays {
+				if l.method != w.method {
+					others = max(others, memOf(l, steps))
+				}
+			}
+			switch {
+			case blockBytes > base:
+				fix = "give a larger --cp-block, fewer GPUs or tokens per GPU, or leave balanced out (--methods): its sub-masks grow as the square of the sequence's blocks"
+			case n <= exact && n > sim.DefaultExactRanks && fits(sim.MemoryBytesIn(n, w.lay, sim.TracedSteps(n, sim.DefaultExactRanks, o.Sampled), weight, workers)+sim.SequenceBytes(seqlen)):
+				fix = fmt.Sprintf("use a smaller --exact-ranks (%d traces every rank of %d), fewer GPUs or tokens per GPU", exact, n)
+			case w.zigzag && fits(memOf(caseLayout{lay: w.contiguous}, steps)):
+				fix = fmt.Sprintf("give --sharding contiguous (%s's zigzag layout cuts each of the %d documents over every rank of its ring), fewer GPUs or tokens per GPU", w.method, docs)
+			case len(lays) > 1 && others > 0 && fits(others):
+				fix = fmt.Sprintf("leave %s out (--methods), use fewer GPUs or tokens per GPU", w.method)
+			case n > exact && o.Sampled > 1 && fits(memOf(w, sim.TracedSteps(n, exact, 1))):
+				fix = fmt.Sprintf("use a smaller --sampled-ranks (%d), fewer GPUs or tokens per GPU", o.Sampled)
+			}
+			return Usagef("--gpus %d: simulating %s needs about %.1f GiB of host memory; %.1f GiB available: %s",
+				n, what, need/(1<<30), avail/(1<<30), fix)
+		}
 		fix := "use fewer GPUs or tokens per GPU"
 		switch {
 		case n <= exact && n > sim.DefaultExactRanks:
 			fix = fmt.Sprintf("use a smaller --exact-ranks (%d traces every rank of %d), fewer GPUs or tokens per GPU", exact, n)
 		case n > exact && o.Sampled > 0:
 			fix = fmt.Sprintf("use a smaller --sampled-ranks (%d), fewer GPUs or tokens per GPU", o.Sampled)
-		}
-		var blockBytes, blockSeconds float64
-		if blocks { // (after the masks' own refusals)
-			blockBytes, blockSeconds = o.blockWork(n)
-		}
-		base := sim.MemoryBytes(n, docs, steps, weight, parallel) + sim.SequenceBytes(seqlen)
-		if blockBytes > base {
-			fix = "give a larger --cp-block, fewer GPUs or tokens per GPU, or leave balanced out (--methods): its sub-masks grow as the square of the sequence's blocks"
-		}
-		need := float64(workers) * (base + blockBytes)
-		if need > avail {
-			return Usagef("--gpus %d: simulating %s needs about %.1f GiB of host memory; %.1f GiB available: %s",
-				n, what, need/(1<<30), avail/(1<<30), fix)
 		}
 		passes := len(o.Sweep.Passes)
 		if t := sim.Seconds(n, docs, seqlen, passes, steps) + blockSeconds; t > maxCaseSeconds {
@@ -646,7 +702,7 @@ func fitSimulationIn(o *Simulation, maskFor func(string, int, uint64) *builtMask
 		return nil
 	}
 	for _, n := range o.GPUs {
-		if err := check(n, fmt.Sprintf("%d ranks of %s tokens", n, harness.FormatSize(o.seqlenFor(n))), 1, o.seqlenFor(n), false); err != nil {
+		if err := check(n, fmt.Sprintf("%d ranks of %s tokens", n, harness.FormatSize(o.seqlenFor(n))), 1, o.seqlenFor(n), false, nil); err != nil {
 			return err
 		}
 	}
@@ -659,17 +715,90 @@ func fitSimulationIn(o *Simulation, maskFor func(string, int, uint64) *builtMask
 		}
 	}
 	for _, n := range o.GPUs {
+		cases, err := o.sweep(n).Configs(n)
+		if err != nil {
+			return Usagef("%v", err)
+		}
 		for _, mk := range o.Sweep.Masks {
 			b := maskFor(mk, o.seqlenFor(n), o.Sweep.Seed)
 			if b.err != nil {
 				continue // reported by the job itself
 			}
-			if err := check(n, fmt.Sprintf("%s (%d documents)", mk, len(b.docs)), len(b.docs), o.seqlenFor(n), true); err != nil {
+			lays := o.docLayouts(n, cases, mk, b.docs)
+			if err := check(n, fmt.Sprintf("%s (%d documents)", mk, len(b.docs)), len(b.docs), o.seqlenFor(n), true, lays); err != nil {
 				return err
 			}
 		}
 	}
 	return fitSweep(o, maskFor, avail, workers)
+}
+
+// caseLayout is how one case of the sweep lays a mask's documents over its ring (the
+// memory its prediction takes grows with it): its method, its layout, and the contiguous
+// layout of the same ring, for the hint, when its own is zigzag.
+type caseLayout struct {
+	method     string
+	zigzag     bool
+	lay        sim.DocLayout
+	contiguous sim.DocLayout
+}
+
+// docLayouts are the layouts of the documents docs of mask mk by the cases of cases (the
+// sweep's on n GPUs; those unsupported left out: they predict nothing), as each method's
+// plan lays them (spmd/cp newPlan): the ring is every rank for ring-p2p and
+// ring-allgather, one for ulysses, the mesh's R for usp and loongtrain; the sharding the
+// case's, else zigzag, contiguous for ulysses and on a ring of one. balanced's dispatch
+// lays blocks (BlockWork counts them); its documents are counted as zigzag on every rank,
+// the bound it had.
+func (o *Simulation) docLayouts(n int, cases []harness.CPCase, mk string, docs []mask.Range) []caseLayout {
+	seqlen := o.seqlenFor(n)
+	chunks := map[int]sim.DocLayout{} // contiguous layouts by ring
+	contiguous := func(ring int) sim.DocLayout {
+		l, ok := chunks[ring]
+		if !ok {
+			l = sim.ContiguousDocs(ring, docs, seqlen)
+			chunks[ring] = l
+		}
+		return l
+	}
+	var out []caseLayout
+	for _, c := range cases {
+		if c.Mask != mk || c.Skip != nil {
+			continue
+		}
+		ring := n
+		switch {
+		case c.Method == "ulysses":
+			ring = 1
+		case c.Method == "balanced": // (not measured by layout yet: the worst, as before)
+			out = append(out, caseLayout{method: c.Method, lay: sim.ZigzagDocs(n, len(docs))})
+			continue
+		case c.Config.Ring > 0 && n%c.Config.Ring == 0:
+			ring = c.Config.Ring
+		case c.Config.Ulysses > 0 && n%c.Config.Ulysses == 0:
+			ring = n / c.Config.Ulysses
+		}
+		l := caseLayout{method: c.Method, contiguous: contiguous(ring)}
+		switch c.Config.Sharding {
+		case cp.Contiguous:
+			l.lay = l.contiguous
+		case cp.Zigzag:
+			l.zigzag = true
+		default:
+			l.zigzag = !(c.Method == "ulysses" || (ring == 1 && seqlen%n == 0))
+			if !l.zigzag {
+				l.lay = l.contiguous
+			}
+		}
+		if l.zigzag {
+			l.lay = sim.ZigzagDocs(ring, len(docs))
+		}
+		out = append(out, l)
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 // maxSweepSeconds is the longest the whole sweep may be estimated to take on this host's
@@ -721,11 +850,13 @@ func fitSweep(o *Simulation, maskFor func(string, int, uint64) *builtMask, avail
 // first when asked), writes the predicted rows (bench simulate, status predicted) to the
 // session's run and merges them, draws one scaling plot per mask, pass and heads, and
 // prints the table (and the comparison with measured rows); start is when the command
-// began, for the closing line.
+// began, for the closing line. Ctrl-C, SIGTERM or SIGHUP (Interruptible) stops the sweep
+// at the cases at hand: the cases predicted so far are written, merged and shown, and the
+// command exits 130 saying so (they were all lost, with no word: the rows were written
+// only once every case was predicted); a second signal ends the process at once.
 func (s *Session) Simulate(ctx context.Context, o Simulation, start time.Time) error {
-	if ctx == nil {
-		ctx = context.Background()
-	}
+	ctx, stop := Interruptible(ctx)
+	defer stop()
 	// Every check before any work: the sweep's memory and time, then the calibration's
 	// (which would otherwise run for minutes before the sweep was refused).
 	maskFor := maskCache(&o)
@@ -742,11 +873,19 @@ func (s *Session) Simulate(ctx context.Context, o Simulation, start time.Time) e
 	if err := s.calibrateKernel(ctx, &o, cal); err != nil {
 		return err
 	}
-	rows, err := s.predictAll(ctx, &o, maskFor)
+	pr, err := s.predictAll(ctx, &o, maskFor)
 	if err != nil {
 		return err
 	}
-	if _, err := s.WriteRows(s.RunID, rows); err != nil {
+	rows := pr.rows
+	if pr.interrupted {
+		s.log().Warn().Int("done", pr.done).Int("cases", pr.jobs).Msg("interrupted: writing the cases predicted so far")
+		if len(rows) == 0 {
+			return &ExitError{Code: 130, Msg: fmt.Sprintf("longca simulate: interrupted before any of %d cases was predicted; nothing written", pr.jobs)}
+		}
+	}
+	file, err := s.WriteRows(s.RunID, rows)
+	if err != nil {
 		return err
 	}
 	res, err := s.MergeRun(results.MergedPath(s.Out, s.RunID), false)
@@ -771,5 +910,8 @@ func (s *Session) Simulate(ctx context.Context, o Simulation, start time.Time) e
 		}
 	}
 	fmt.Fprintf(w, "# rows: %s (%d rows); plots: %d in %s; %.1f s\n", res.Files[0], res.Rows, len(plots), plotDir, time.Since(start).Seconds())
+	if pr.interrupted {
+		return &ExitError{Code: 130, Msg: fmt.Sprintf("longca simulate: interrupted after %d of %d cases; their rows are in %s and %s", pr.done, pr.jobs, file, res.Files[0])}
+	}
 	return nil
 }

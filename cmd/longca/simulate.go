@@ -337,6 +337,11 @@ func simulateAction(c *cli.Context) error {
 		return err
 	}
 	if o.ncclTable {
+		for _, f := range docsFlags() { // not read (parseCPSweep): the table uses no documents
+			if name := f.Names()[0]; c.IsSet(name) {
+				log.Warn().Str("flag", "--"+name).Msgf("--%s is not read with --nccl-table, which uses no documents: it changes nothing in this run", name)
+			}
+		}
 		for _, n := range o.GPUs { // every count checked before any table is printed
 			if err := sim.CheckCollectives(n, o.ncclMin, o.ncclMax); err != nil {
 				return usageError("--nccl-table: %v", err)
