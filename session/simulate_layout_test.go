@@ -48,7 +48,7 @@ func TestFitSimulationBySharding(t *testing.T) {
 		o.Sweep.Heads = []harness.Heads{{Q: 512, KV: 8}}
 		o.Sweep.Mesh.Sharding = c.sharding
 		o.Docs = harness.Docs{Source: src}
-		o.Sweep.Docs, o.Sweep.Build = o.Docs, o.Docs.CPBuilder()
+		o.Sweep.Build = o.Docs.CPBuilder()
 		if b := maskCache(o)("causal_document", 512*8192, 42); b.err != nil || len(b.docs) < 100000 {
 			t.Fatalf("mask: %d documents, %v", len(b.docs), b.err)
 		}
