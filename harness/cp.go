@@ -31,6 +31,10 @@ type CPSweep struct {
 	Mesh cp.Config
 	// Build lays out a mask; nil means BuildCPMask.
 	Build MaskBuilder
+	// Docs is where Build's documents come from (the zero Docs: MASKS.md's CP rule): the
+	// estimates read their expected count and lengths from it before any mask is built
+	// (MaskDocs).
+	Docs Docs
 }
 
 // CPCase is one method on one mesh, mask and head setting; its rows are samples x
@@ -146,41 +150,43 @@ func (s CPSweep) Configs(n int) ([]CPCase, error) {
 // Cases expands the sweep for n ranks (Configs) and plans each case's first sample, so an
 // impossible configuration is known before any work: such a case carries Skip (it
 // becomes unsupported rows). The error is a method that does not exist or a mask that
-// cannot be laid out at this length: the flags' fault.
+// cannot be laid out at this length: the flags' fault. The masks are built one at a time,
+// each planned for all its cases and then let go: at a long length a mask of short
+// documents is gigabytes, and the estimates (DocsFit) count one.
 func (s CPSweep) Cases(n int) ([]CPCase, error) {
 	cases, err := s.Configs(n)
 	if err != nil {
 		return nil, err
 	}
-	type built struct {
-		spec mask.Spec
-		docs []mask.Range
-	}
-	masks := map[string]built{}
-	for i := range cases {
-		c := &cases[i]
-		b, ok := masks[c.Mask]
-		if !ok {
-			spec, docs, err := s.build(c.Mask, s.SeqLen, s.Seed)
-			if err != nil {
-				return nil, fmt.Errorf("mask %s at seqlen %d: %w", c.Mask, s.SeqLen, err)
+	for _, name := range s.Masks {
+		var spec mask.Spec
+		var docs []mask.Range
+		built := false
+		for i := range cases {
+			c := &cases[i]
+			if c.Mask != name {
+				continue
 			}
-			b = built{spec, docs}
-			masks[c.Mask] = b
-		}
-		if c.Skip != nil {
-			continue
-		}
-		m, err := cp.New(c.Method)
-		if err != nil {
-			return nil, err
-		}
-		pl, err := s.planOn(m, *c, c.Heads, b.spec, b.docs)
-		if err != nil {
-			c.Skip = Unsupported(err)
-		} else {
-			c.Config = pl.Config
-			c.Config.Docs = nil
+			if !built {
+				if spec, docs, err = s.build(name, s.SeqLen, s.Seed); err != nil {
+					return nil, fmt.Errorf("mask %s at seqlen %d: %w", name, s.SeqLen, err)
+				}
+				built = true
+			}
+			if c.Skip != nil {
+				continue
+			}
+			m, err := cp.New(c.Method)
+			if err != nil {
+				return nil, err
+			}
+			pl, err := s.planOn(m, *c, c.Heads, spec, docs)
+			if err != nil {
+				c.Skip = Unsupported(err)
+			} else {
+				c.Config = pl.Config
+				c.Config.Docs = nil
+			}
 		}
 	}
 	return cases, nil

@@ -37,6 +37,10 @@ type CPEstimateSetup struct {
 	Cores                 int
 	// Settle is the idle before each pass timed on a device and each baseline (--settle).
 	Settle time.Duration
+	// IsRef says the kernel is the CPU reference: its work besides FLOPs (each row and
+	// element of every call, the tiles it walks: RefShape) is counted, which is most of
+	// a mask of short documents.
+	IsRef bool
 }
 
 // The priors of the CP estimate's transfers and host work, before a case is timed.
@@ -132,6 +136,20 @@ func NewCPEstimate(s CPSweep, cases []CPCase, e CPEstimateSetup) *CPEstimate {
 				pl = p
 			}
 		}
+		// the reference's work besides its FLOPs in every rank's calls, a pass of the
+		// planned sample: the same for the others
+		refWork := make([]float64, len(s.Passes))
+		var planSeconds float64
+		if pl != nil {
+			if e.IsRef && !e.OnDevice {
+				for pi, pass := range s.Passes {
+					refWork[pi] = RefWorkScale(e.RefFLOPs, e.Cores) * cpRefWork(cs.Method, pl, s.HeadDim, pass)
+				}
+			}
+			// every rank builds each sample's mask and plans it (a mask of many documents
+			// is seconds of it), the time shared by the sample's passes
+			planSeconds = cpPlanSeconds(s, cs.Mask, s.SeqLen, pl, e) / float64(len(s.Passes))
+		}
 		for sample := range samples {
 			for pi, pass := range s.Passes {
 				ec := EstimateCase{Case: Case{Mask: cs.Mask, SeqLen: s.SeqLen, Heads: cs.Heads, HeadDim: s.HeadDim, DType: s.DType,
@@ -139,6 +157,8 @@ func NewCPEstimate(s CPSweep, cases []CPCase, e CPEstimateSetup) *CPEstimate {
 					Family: s.Kernel, OnDevice: e.OnDevice, Refused: pl == nil}
 				if pl != nil {
 					ec.FLOPs, ec.Overhead = passCost(s, cs, pl, pass, e, rate, based)
+					ec.FLOPs += refWork[pi]
+					ec.Overhead += planSeconds
 					if e.Check && sample == 0 && pi == 0 {
 						ec.CheckSeconds = s.checkSeconds(cs, pl, e, &checked)
 					}
@@ -229,7 +249,7 @@ type cpCheckKey struct {
 // itself at that size on the host when its kernel runs there.
 func (s CPSweep) checkSeconds(cs CPCase, pl0 *cp.Plan, e CPEstimateSetup, checked *[]cpCheckKey) float64 {
 	seqlen, h := s.checkShape(cs, pl0, e.Ranks, e.CheckBudget)
-	_, _, spec, err := s.plan(cs, seqlen, h, s.Seed)
+	_, pl, spec, err := s.plan(cs, seqlen, h, s.Seed)
 	if err != nil {
 		return 0
 	}
@@ -238,10 +258,16 @@ func (s CPSweep) checkSeconds(cs CPCase, pl0 *cp.Plan, e CPEstimateSetup, checke
 		backward = backward || p != kernels.Fwd
 	}
 	passes := kernels.Fwd.FLOPsFactor()
+	pass := kernels.Fwd
 	if backward {
 		passes += kernels.Bwd.FLOPsFactor()
+		pass = kernels.FwdBwd
 	}
 	one := 4 * float64(spec.Mask.Area()) * float64(h.Q) * float64(s.HeadDim) * passes / e.RefFLOPs
+	// each reference's work besides its FLOPs (rows, elements, tiles): most of a check of
+	// short documents, which is at their full length
+	scale := RefWorkScale(e.RefFLOPs, e.Cores) / e.RefFLOPs
+	work := scale * RefWork(spec.Mask, h.Q, h.KV, s.HeadDim, pass)
 	var sec float64
 	if k := (cpCheckKey{cs.Mask, seqlen, h, backward}); !slices.Contains(*checked, k) {
 		// Computed and kept, the oldest kept forgotten, as refCache does.
@@ -249,12 +275,43 @@ func (s CPSweep) checkSeconds(cs CPCase, pl0 *cp.Plan, e CPEstimateSetup, checke
 			*checked = (*checked)[1:]
 		}
 		*checked = append(*checked, k)
-		sec += (1 + NaiveRefCost) * one
+		sec += (1+NaiveRefCost)*one + 2*work
 	}
 	if !e.OnDevice {
 		sec += one
+		if e.IsRef {
+			sec += scale * cpRefWork(cs.Method, pl, s.HeadDim, pass)
+		}
 	}
+	// every rank draws the global inputs, plans the check's mask, and gathers every rank's
+	// outputs and the joined ones (host work, the ranks of this process at once)
+	n := float64(e.Ranks)
+	ranks, par := inProcessRanks(e)
+	es, S, tc := float64(s.DType.Size()), float64(seqlen), float64(pl.Tokens)
+	q, kv, d := float64(h.Q), float64(h.KV), float64(s.HeadDim)
+	outs := d*es*q + 4*q
+	if backward {
+		outs += d * es * (q + 2*kv)
+	}
+	host := S*d*es*(2*q+2*kv) + (n*tc+S)*outs
+	sec += ranks*host/HostPrepBytes/par + cpPlanSeconds(s, cs.Mask, seqlen, pl, e)
 	return sec
+}
+
+// inProcessRanks are the ranks whose host work this process does, and how many of them
+// at once: every rank over the cores for in-process ranks, else its own.
+func inProcessRanks(e CPEstimateSetup) (ranks, par float64) {
+	if e.InProcess {
+		return float64(e.Ranks), float64(min(e.Ranks, e.Cores))
+	}
+	return 1, 1
+}
+
+// cpPlanSeconds is the time the ranks of this process take to build a sample's mask at
+// seqlen and plan it as pl (MaskDocs.RankSeconds): seconds of a mask of many documents.
+func cpPlanSeconds(s CPSweep, name string, seqlen int, pl *cp.Plan, e CPEstimateSetup) float64 {
+	ranks, par := inProcessRanks(e)
+	return ranks * s.MaskDocs(name, seqlen).RankSeconds(pl.Layout.Ring, pl.Config.Sharding == cp.Zigzag) / par
 }
 
 // Start marks when the first case begins.

@@ -204,7 +204,8 @@ func TestEstimateSaturates(t *testing.T) {
 
 // A check's references are paid once per mask, size and heads while rank 0 keeps them
 // (refCache, the last refCacheSize): the next method checks the same mask for its own run
-// alone (nothing on a GPU), unless more masks came between than the cache keeps.
+// alone (on a GPU, only the ranks' inputs and gathered outputs on the host), unless more
+// masks came between than the cache keeps.
 func TestCPEstimateChecksShareReferences(t *testing.T) {
 	checks := func(masks []string) []float64 {
 		t.Helper()
@@ -222,8 +223,8 @@ func TestCPEstimateChecksShareReferences(t *testing.T) {
 		return out
 	}
 	two := checks([]string{"causal", "full"})
-	if !(two[0] > 0 && two[1] > 0) || two[2] != 0 || two[3] != 0 {
-		t.Errorf("2 masks: checks %v s, want ring-p2p's to cost and ring-allgather's, kept, to be free", two)
+	if !(two[0] > 0 && two[1] > 0) || two[2] > two[0]/100 || two[3] > two[1]/100 {
+		t.Errorf("2 masks: checks %v s, want ring-p2p's to cost and ring-allgather's, kept, to cost its host work alone", two)
 	}
 	many := []string{"full", "causal", "full_document", "causal_document", "sliding_window_causal", "sliding_window",
 		"share_question", "causal_blockwise", "prefix_lm_causal"}
@@ -231,8 +232,8 @@ func TestCPEstimateChecksShareReferences(t *testing.T) {
 	for i, c := range nine[len(many):] {
 		// Oldest first out, and the masks come round in the same order: each is gone
 		// by the time the next method asks for it.
-		if c == 0 {
-			t.Errorf("9 masks: ring-allgather's check of %s free, want a cost: its references were forgotten", many[i])
+		if c < nine[i]/2 {
+			t.Errorf("9 masks: ring-allgather's check of %s %.3g s against ring-p2p's %.3g, want the references' cost: they were forgotten", many[i], c, nine[i])
 		}
 	}
 }

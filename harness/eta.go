@@ -14,6 +14,15 @@ type EstimateCase struct {
 	Case
 	// FLOPs is one repetition of the case's pass (kernels.Problem.FLOPs).
 	FLOPs float64
+	// Work is the rest of a repetition's work, in FLOPs at the same rate: the CPU
+	// reference's rows, elements and tile visits (RefShape.Work), which masks of short
+	// documents are made of. The rate is learned on FLOPs + Work.
+	Work float64
+	// CheckWork is the references' work besides their FLOPs in a check at the case's own
+	// size (a forward, and for a backward pass a forward and backward: RefShape.Work), in
+	// FLOPs at the reference's rate: SetCheckCosts adds it to each reference it charges,
+	// scaled to the size the check runs at.
+	CheckWork float64
 	// OnDevice: the kernel runs on a GPU (the device rate), else on the host.
 	OnDevice bool
 	// Refused: the kernel said up front that it does not run this case (Supports); it
@@ -235,7 +244,7 @@ func (e *Estimate) Seconds(i int) float64 {
 	if c.Refused || e.refused[[2]string{c.Kernel, c.Label()}] {
 		return 0
 	}
-	sec := e.perCase(c.Kernel, c.Label(), c.Overhead, c.Family != "") + e.reps(c)*c.FLOPs/e.rate(c)
+	sec := e.perCase(c.Kernel, c.Label(), c.Overhead, c.Family != "") + e.reps(c)*(c.FLOPs+c.Work)/e.rate(c)
 	if c.CheckSeconds > 0 {
 		sec += c.CheckSeconds * e.checkScale(c.Kernel)
 	}
@@ -259,20 +268,20 @@ func (e *Estimate) Done(i int, row results.Row, wall time.Duration) {
 		return
 	}
 	spent := sec // a case that failed spent its time on overhead
-	if row.Status == results.StatusOK && row.MedianMs != nil && *row.MedianMs > 0 && c.FLOPs > 0 {
+	if work := c.FLOPs + c.Work; row.Status == results.StatusOK && row.MedianMs != nil && *row.MedianMs > 0 && work > 0 {
 		med := *row.MedianMs / 1e3
 		k := rateKey{c.Kernel, c.Pass}
 		if e.rates[k] == nil {
 			e.rates[k] = &rateSum{}
 		}
-		e.rates[k].work += c.FLOPs
+		e.rates[k].work += work
 		e.rates[k].sec += med
 		if c.Family != "" {
 			f := rateKey{c.Family, c.Pass}
 			if e.family[f] == nil {
 				e.family[f] = &rateSum{}
 			}
-			e.family[f].work += c.FLOPs
+			e.family[f].work += work
 			e.family[f].sec += med
 		}
 		spent = max(sec-e.reps(c)*med, 0)
@@ -354,7 +363,12 @@ func SetCheckCosts(cases []EstimateCase, budget, refFLOPs float64, sharedRefs bo
 		c.CheckSeconds = 0
 		madds := c.FLOPs / c.Pass.FLOPsFactor() / 4 // area x query heads x head dim
 		k := key{c.Kernel, c.Label(), c.Heads, c.HeadDim, c.Pass, c.SeqLen}
+		work := c.CheckWork
 		if madds > budget {
+			// checked shorter: the area shrinks to the budget, and the references' other
+			// work (rows, elements) with the length, at least as much where the area grows
+			// as the length (documents), the masks it matters for
+			work *= budget / madds
 			madds, k.seqlen = budget, 0
 		}
 		if seen[k] {
@@ -365,7 +379,7 @@ func SetCheckCosts(cases []EstimateCase, budget, refFLOPs float64, sharedRefs bo
 		if c.Pass != kernels.Fwd {
 			passes = kernels.Fwd.FLOPsFactor() + kernels.Bwd.FLOPsFactor()
 		}
-		unit := 4 * madds * passes / refFLOPs
+		unit := (4*madds*passes + work) / refFLOPs
 		c.CheckSeconds = 3 * unit
 		if sharedRefs {
 			rk := k

@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
+	"strings"
 	"time"
 
+	"github.com/longca/longca/dataset"
 	"github.com/longca/longca/harness"
 	"github.com/longca/longca/kernels"
 	"github.com/longca/longca/mask"
@@ -129,9 +132,20 @@ var planProblem = harness.PlanProblem
 // area from its blocks): 1-token blocks over 16K tokens are most of a GiB and seconds
 // of work, which the case builds anyway when it runs.
 type planned struct {
-	ok   bool
-	area float64
-	p    *kernels.Problem
+	ok    bool
+	area  float64
+	p     *kernels.Problem
+	shape *harness.RefShape // the CPU reference's walk of the mask, once it is asked for
+}
+
+// refShapeFor is the CPU reference's walk of the planned mask (harness.NewRefShape) where
+// it is needed, made on first use; nil for a block-sparse mask, which is not built here.
+func (pn *planned) refShapeFor(needed bool) *harness.RefShape {
+	if needed && pn.shape == nil && pn.p != nil {
+		rs := harness.NewRefShape(pn.p.Mask)
+		pn.shape = &rs
+	}
+	return pn.shape
 }
 
 // plan lays out case cs's problem: its area, and the problem unless it is block-sparse.
@@ -155,7 +169,7 @@ func (s *Session) newEstimate(k KernelSweep, cases []harness.Case, places map[st
 		seqlen int
 		heads  harness.Heads
 	}
-	plans := map[pk]planned{}
+	plans := map[pk]*planned{}
 	ecs := make([]harness.EstimateCase, len(cases))
 	for i, cs := range cases {
 		pl := places[cs.Kernel]
@@ -166,7 +180,8 @@ func (s *Session) newEstimate(k KernelSweep, cases []harness.Case, places map[st
 		key := pk{cs.Label(), cs.SeqLen, cs.Heads}
 		pn, seen := plans[key]
 		if !seen {
-			pn = plan(cs, k.Build)
+			p := plan(cs, k.Build)
+			pn = &p
 			plans[key] = pn
 		}
 		switch {
@@ -174,6 +189,21 @@ func (s *Session) newEstimate(k KernelSweep, cases []harness.Case, places map[st
 			ec.Refused = true // the mask cannot be laid out: its rows say so at once
 		default:
 			ec.FLOPs = kernels.AreaFLOPs(pn.area, cs.Heads.Q, cs.HeadDim, cs.Pass)
+			// the CPU reference's rows, elements and tile visits: the time of a mask of
+			// short documents on it (the kernel's, and the check's references')
+			if rs := pn.refShapeFor(pl.isRef || k.Check); rs != nil {
+				scale := harness.RefWorkScale(m.RefFLOPs, runtime.GOMAXPROCS(0))
+				if pl.isRef {
+					ec.Work = scale * rs.Work(cs.Heads.Q, cs.Heads.KV, cs.HeadDim, cs.Pass)
+				}
+				if k.Check {
+					checked := kernels.Fwd
+					if cs.Pass != kernels.Fwd {
+						checked = kernels.FwdBwd
+					}
+					ec.CheckWork = scale * rs.Work(cs.Heads.Q, cs.Heads.KV, cs.HeadDim, checked)
+				}
+			}
 			if pl.ok && pn.p != nil {
 				q := *pn.p
 				q.HeadDim, q.DType = cs.HeadDim, cs.DType
@@ -197,11 +227,11 @@ func (s *Session) newEstimate(k KernelSweep, cases []harness.Case, places map[st
 // reference here before saying so. Nil when the kernel cannot be made (the run says why).
 func (s *Session) EstimateCP(ctx context.Context, r CPRun) *harness.CPEstimate {
 	m := Machine()
-	_, onDevice, _, _, ok := KernelPlace(r.Sweep.Kernel, r.KernelOptions)
+	_, onDevice, isRef, _, ok := KernelPlace(r.Sweep.Kernel, r.KernelOptions)
 	if !ok {
 		return nil
 	}
-	setup := harness.CPEstimateSetup{Ranks: r.Ranks, InProcess: r.InProcess, OnDevice: onDevice, Warmup: r.Warmup, Iters: r.Iters,
+	setup := harness.CPEstimateSetup{Ranks: r.Ranks, InProcess: r.InProcess, OnDevice: onDevice, IsRef: isRef, Warmup: r.Warmup, Iters: r.Iters,
 		Overlap: r.Overlap, Check: r.Check, CheckBudget: r.CheckBudget, Baseline: r.Baseline != nil && r.Baseline.File == "",
 		DeviceFLOPs: m.DeviceFLOPs, RefFLOPs: m.RefFLOPs, Settle: r.Settle}
 	if r.Links != nil {
@@ -236,16 +266,37 @@ func linkBytes(m sim.Machine, ranks int) float64 {
 
 // FitPlanMasks refuses, in a dry run or before --mask-json builds its masks, a case
 // whose mask alone cannot fit in this host's memory (harness.MaskBytes: a block-sparse
-// mask of 1-token blocks over 64K tokens is tens of GiB), as the run would refuse it.
+// mask of 1-token blocks over 64K tokens is tens of GiB), as the run would refuse it,
+// naming the flags that change that mask's size (maskFix): sparse's and kernel's differ.
 // (A dry run reads a block-sparse mask's area without building it: harness.PlanArea.)
 func FitPlanMasks(cases []harness.Case) error {
 	m := Machine()
 	for _, cs := range cases {
 		if err := m.Fits(harness.Footprint{Host: harness.MaskBytes(cs)}, 0, "the mask of case "+cs.String()); err != nil {
-			return Usagef("%v: give larger blocks or smaller sizes (--block, --avg-block, --seqlens, --heads)", err)
+			return Usagef("%v: %s", err, maskFix(cs))
 		}
 	}
 	return nil
+}
+
+// maskFix says what makes case cs's mask smaller, by the flags of the command that runs
+// it: a block-sparse mask (sparse) holds a slice per kept block of each KV head, so larger
+// blocks (--block for the uniform layout, --avg-block for the variable one), a lower
+// --ratios, fewer KV heads or a shorter sequence; a mask of documents (kernel) is counted
+// at up to a document a token, the most a sequence can hold, whatever the documents'
+// lengths (--counts, --max-doc), so a shorter sequence; another mask is a few slices.
+func maskFix(cs harness.Case) string {
+	switch {
+	case cs.Sparse.IsSparse():
+		block := "--block"
+		if cs.Sparse.Block <= 0 {
+			block = "--avg-block"
+		}
+		return fmt.Sprintf("give larger blocks (%s), a lower --ratios, fewer KV heads (--heads) or a shorter sequence (--seqlens)", block)
+	case mask.DrawsDocuments(cs.Mask):
+		return "its documents are counted at up to one a token, the most a sequence holds, whatever --counts or --max-doc give them: give a shorter --seqlens"
+	}
+	return "give a shorter --seqlens"
 }
 
 // blockSliceBytes is what block_causal_document holds a block (its slice, and its share of
@@ -281,9 +332,15 @@ const maxPlanSeconds = 600
 // ranks x tokens (8192 ranks took 40 s, 16384 about 2.5 minutes). sizeFlags names the
 // flags as the user gave them.
 func FitCPPlan(s harness.CPSweep, n int, sizeFlags string) error {
-	need := harness.CPPlanBytes(n, s.SeqLen)
+	docs := s.DocsFit(n) // a mask of documents and its plan, one at a time
+	need := harness.CPPlanBytes(n, s.SeqLen) + docs.PlanBytes
 	what := fmt.Sprintf("planning %d ranks of a %s-token sequence", n, harness.FormatSize(s.SeqLen))
 	if err := Machine().Fits(harness.Footprint{Host: need}, 0, what); err != nil {
+		if d := docsRefusal(s, n, err, sizeFlags, func(sw harness.CPSweep) bool {
+			return Machine().Fits(harness.Footprint{Host: harness.CPPlanBytes(n, sw.SeqLen) + sw.DocsFit(n).PlanBytes}, 0, "") == nil
+		}); d != nil {
+			return d
+		}
 		return Usagef("%s: %v: use fewer ranks or tokens, or longca simulate --gpus %d (it plans a sample of the ranks)", sizeFlags, err, n)
 	}
 	// balanced's dispatch at a --cp-block given: a few words and a placement a block
@@ -306,7 +363,13 @@ func FitCPPlan(s harness.CPSweep, n int, sizeFlags string) error {
 			planned++
 		}
 	}
-	if t := harness.CPPlanSeconds(n, s.SeqLen, planned) + float64(planned)*dispatchSeconds; t > maxPlanSeconds {
+	// each case's mask of documents, built and planned twice (its case, its table)
+	docSeconds := float64(planned) * harness.CPPlanDocFactor * docs.MaskSeconds
+	if t := harness.CPPlanSeconds(n, s.SeqLen, planned) + float64(planned)*dispatchSeconds + docSeconds; t > maxPlanSeconds {
+		if t-docSeconds <= maxPlanSeconds { // long documents would plan in time
+			return Usagef("%s: %s for %d cases would take about %s (the limit is %d minutes), %s of it building and planning %.0f documents a mask: give longer documents (%s) or a shorter sequence",
+				lengthFlag(sizeFlags), what, planned, harness.FormatDuration(t), maxPlanSeconds/60, harness.FormatDuration(docSeconds), docs.Docs, docsFlags(s))
+		}
 		return Usagef("%s: %s for %d cases would take about %s (the limit is %d minutes; the time grows as ranks x tokens): use fewer ranks, tokens, methods or masks, or longca simulate --gpus %d (it plans a sample of the ranks)",
 			sizeFlags, what, planned, harness.FormatDuration(t), maxPlanSeconds/60, n)
 	}
@@ -315,20 +378,25 @@ func FitCPPlan(s harness.CPSweep, n int, sizeFlags string) error {
 
 // FitCP refuses, before any mask is built, a CP sweep on n ranks whose ranks cannot fit
 // in memory: n in-process ranks share this host; under a launcher the ranks of this node
-// (onNode) do. The line names --ranks when one rank would fit, else sizeFlags (the size
-// flags as the user gave them).
-func FitCP(s harness.CPSweep, n, onNode int, inProcess bool, ko kernels.Options, sizeFlags string) error {
+// (onNode) do. A rank holds its tokens with the padding its sharding adds to each document
+// (zigzag: to a multiple of 2n tokens), its own mask of documents and their plan
+// (harness.CPSweep.DocsFit), and, with check, the case's check (at its full length for a
+// mask of short documents, whose area is small: harness.CPSweep.CPCheckFootprint),
+// whichever is more; all from the documents' source, before any is drawn. The line names
+// --ranks when one rank would fit; the documents (and --sharding contiguous where that
+// fits) when they are what does not fit; else sizeFlags (the size flags as the user gave
+// them, the length's first).
+func FitCP(s harness.CPSweep, n, onNode int, inProcess bool, ko kernels.Options, check bool, checkBudget float64, sizeFlags string) error {
 	k, onDevice, isRef, devBytes, ok := KernelPlace(s.Kernel, ko)
 	if !ok {
 		return nil // the kernel cannot be made: the run says why
 	}
-	tokens := (s.SeqLen + n - 1) / n
+	base := (s.SeqLen + n - 1) / n
 	if b := s.Mesh.Block; b > 0 { // balanced pads a rank up to whole dispatch blocks
-		tokens = (tokens + b - 1) / b * b
+		base = (base + b - 1) / b * b
 	}
-	tokens += tokens / 8 // padding of zigzag sharding
+	base += base / 8 // zigzag's padding of a sequence of long documents
 	m := Machine()
-	var need harness.Footprint
 	// balanced's THD layout copies keys: forced, or auto on a kernel that counts its calls.
 	_, counts := k.(kernels.CallCounter)
 	thd := s.Mesh.KVLayout == cp.KVDocs || s.Mesh.KVLayout == cp.KVAuto && counts
@@ -340,7 +408,7 @@ func FitCP(s harness.CPSweep, n, onNode int, inProcess bool, ko kernels.Options,
 	if isRef && s.Mesh.Block > 0 && slices.Contains(s.Methods, "balanced") {
 		ranges = harness.RefRangesPerRow(s.SeqLen, s.Mesh.Block)
 	}
-	footprint := func(ranges float64) (need harness.Footprint) {
+	footprint := func(tokens int, ranges float64) (need harness.Footprint) {
 		for _, h := range s.Heads {
 			// The methods' own buffers where they can exceed the generic estimate (balanced).
 			mb := cp.MethodBufferBound(s.Methods, tokens, n, h.Q, h.KV, s.HeadDim, s.DType, s.Passes, s.Mesh.Stages, thd)
@@ -351,24 +419,36 @@ func FitCP(s harness.CPSweep, n, onNode int, inProcess bool, ko kernels.Options,
 		}
 		return need
 	}
-	need = footprint(ranges)
-	host := need.Scale(float64(onNode))
-	dev := need
-	if inProcess && onDevice {
-		dev = need.Scale(float64(n)) // in-process ranks share one GPU
+	// held is what here ranks of this host (and one GPU) hold of sweep sw with ref ranges:
+	// a rank's tokens and mask, or the check, whichever is more; and the tokens a rank holds.
+	held := func(sw harness.CPSweep, ranges float64, here int) (harness.Footprint, int) {
+		docs := sw.DocsFit(n)
+		tokens := max(base, int(docs.Tokens))
+		need := footprint(tokens, ranges)
+		need.Host += docs.MaskBytes
+		f := harness.Footprint{Host: need.Host * float64(here), Device: need.Device}
+		if check {
+			c, _ := sw.CPCheckFootprint(n, here, checkBudget, onDevice, isRef)
+			f.Host, f.Device = max(f.Host, c.Host), max(f.Device, c.Device)
+		}
+		if inProcess && onDevice && here > 1 {
+			f.Device *= float64(n) // in-process ranks share one GPU
+		}
+		return f, tokens
 	}
+	all := func(sw harness.CPSweep, ranges float64) (harness.Footprint, int) { return held(sw, ranges, onNode) }
+	need, tokens := all(s, ranges)
 	what := fmt.Sprintf("%d rank(s) of %d tokens", onNode, tokens)
-	err := m.Fits(harness.Footprint{Host: host.Host, Device: dev.Device}, devBytes, what)
+	err := m.Fits(need, devBytes, what)
 	if err == nil {
 		return nil
 	}
 	if s.Mesh.Block > 0 && ranges > 4 {
 		// the reference's spans of balanced's blocks are what does not fit: name --cp-block
-		few := footprint(0)
-		if m.Fits(harness.Footprint{Host: few.Host * float64(onNode), Device: dev.Device}, devBytes, "") == nil {
+		if few, _ := all(s, 0); m.Fits(few, devBytes, "") == nil {
 			fix := "or 0 for the default"
 			for b := s.Mesh.Block * 2; b <= s.SeqLen; b *= 2 {
-				if m.Fits(harness.Footprint{Host: footprint(harness.RefRangesPerRow(s.SeqLen, b)).Host * float64(onNode), Device: dev.Device}, devBytes, "") == nil {
+				if f, _ := all(s, harness.RefRangesPerRow(s.SeqLen, b)); m.Fits(f, devBytes, "") == nil {
 					fix = fmt.Sprintf("give --cp-block %d or more, or 0 for the default", b)
 					break
 				}
@@ -376,8 +456,89 @@ func FitCP(s harness.CPSweep, n, onNode int, inProcess bool, ko kernels.Options,
 			return Usagef("--cp-block %d with --kernel %s: %v: the reference may list a key range a query row for each of balanced's %.0f blocks; %s", s.Mesh.Block, s.Kernel, err, ranges, fix)
 		}
 	}
-	if inProcess && m.Fits(need, devBytes, "") == nil {
+	if err := docsRefusal(s, n, err, sizeFlags, func(sw harness.CPSweep) bool {
+		f, _ := all(sw, ranges)
+		return m.Fits(f, devBytes, "") == nil
+	}); err != nil {
+		return err
+	}
+	// one rank alone, or of fewer ranks (whose sharding pads each document less), would fit
+	one, _ := held(s, ranges, 1)
+	fewer, _ := held(longDocs(s), ranges, 1)
+	if inProcess && (m.Fits(one, devBytes, "") == nil || m.Fits(fewer, devBytes, "") == nil) {
 		return Usagef("--ranks %d: %v: in-process ranks share this host; use fewer, or one process per GPU (mpirun, srun)", n, err)
 	}
 	return Usagef("%s: %v (kernel %s): give smaller sizes", sizeFlags, err, s.Kernel)
+}
+
+// longDocs is sw with one document a sequence: what its masks would cost were their
+// documents long.
+func longDocs(sw harness.CPSweep) harness.CPSweep {
+	sw.Docs = harness.Docs{Source: &dataset.Empirical{Name: "long", Counts: []int{max(sw.SeqLen, 1)}}}
+	return sw
+}
+
+// lengthFlag is the sequence's length flag among sizeFlags (comma-separated flags as the
+// user gave them): --tokens-per-rank or --seqlen, else the first.
+func lengthFlag(sizeFlags string) string {
+	items := strings.Split(sizeFlags, ",")
+	for _, f := range items {
+		if f = strings.TrimSpace(f); strings.HasPrefix(f, "--tokens-per-rank") || strings.HasPrefix(f, "--seqlen") {
+			return f
+		}
+	}
+	return strings.TrimSpace(items[0])
+}
+
+// docsRefusal is the refusal of a CP sweep on n ranks whose masks' documents are what does
+// not fit (err; fits says whether a sweep fits): the sweep would fit were its documents
+// long. It names the documents (their source, count and length, and what zigzag sharding
+// pads them to), the flags that lengthen them or shorten the sequence, and --sharding
+// contiguous where that fits. Nil where the documents are not the cause.
+func docsRefusal(s harness.CPSweep, n int, err error, sizeFlags string, fits func(harness.CPSweep) bool) error {
+	docs := s.DocsFit(n)
+	if docs.Docs <= 1 || !fits(longDocs(s)) {
+		return nil
+	}
+	piece := fmt.Sprintf("%.3g tokens", docs.Piece)
+	if piece == "1 tokens" {
+		piece = "1 token"
+	}
+	detail := fmt.Sprintf("%s gives documents of %s on average, about %.0f a sequence", docsSource(s), piece, float64(s.SeqLen)/docs.Piece)
+	if docs.PaddedBy != "" && docs.Tokens > math.Ceil(float64(s.SeqLen)/float64(n))*9/8 {
+		detail += fmt.Sprintf(", which zigzag sharding pads to %.0f tokens a rank (%s)", docs.Tokens, docs.PaddedBy)
+	}
+	length := lengthFlag(sizeFlags)
+	fix := fmt.Sprintf("give longer documents (%s) or a shorter sequence (%s)", docsFlags(s), length)
+	contiguous := s
+	contiguous.Mesh.Sharding = cp.Contiguous
+	if docs.PaddedBy != "" && s.SeqLen%n == 0 && fits(contiguous) {
+		fix += ", or --sharding contiguous, which fits"
+	}
+	return Usagef("%s: %v: %s: %s", length, err, detail, fix)
+}
+
+// docsSource names where a sweep's documents come from: the file or distribution given,
+// else the one MASKS.md assigns to its length.
+func docsSource(s harness.CPSweep) string {
+	if s.Docs.Source != nil {
+		return dataset.SourceID(s.Docs.Source)
+	}
+	return dataset.ForCP(s.SeqLen) + " (MASKS.md's distribution at this length)"
+}
+
+// docsFlags are the flags that lengthen a sweep's documents: the source's (--counts,
+// --dist, either where none is given), and a larger --max-doc where one caps them.
+func docsFlags(s harness.CPSweep) string {
+	flags := "--dist or --counts"
+	switch s.Docs.Source.(type) {
+	case *dataset.Empirical:
+		flags = "--counts"
+	case *dataset.Dist:
+		flags = "--dist"
+	}
+	if !s.Docs.MaxDoc.IsZero() {
+		flags += ", a larger --max-doc"
+	}
+	return flags
 }

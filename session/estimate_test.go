@@ -117,7 +117,7 @@ func TestFitCPCountsRefSpansOfBalancedBlocks(t *testing.T) {
 			HeadDim: 16, DType: tensor.BF16, Passes: []kernels.Pass{kernels.Fwd}, Samples: 1, Seed: 42, Kernel: "ref",
 			Mesh: cp.Config{Block: block}}
 	}
-	err := FitCP(sweep("balanced", 1), 8, 8, true, kernels.Options{}, "--tokens-per-rank 8K")
+	err := FitCP(sweep("balanced", 1), 8, 8, true, kernels.Options{}, false, 0, "--tokens-per-rank 8K")
 	if err == nil || !strings.Contains(err.Error(), "--cp-block 1 with --kernel ref") || !strings.Contains(err.Error(), "give --cp-block 8 or more") {
 		t.Errorf("--cp-block 1, 8 ranks of 8K on the reference: %v, want a refusal naming --cp-block and the block of 8", err)
 	}
@@ -125,7 +125,7 @@ func TestFitCPCountsRefSpansOfBalancedBlocks(t *testing.T) {
 		t.Errorf("not a usage error: %v", err)
 	}
 	for _, ok := range []harness.CPSweep{sweep("balanced", 8), sweep("balanced", 0), sweep("ring-p2p", 1)} {
-		if err := FitCP(ok, 8, 8, true, kernels.Options{}, "--tokens-per-rank 8K"); err != nil {
+		if err := FitCP(ok, 8, 8, true, kernels.Options{}, false, 0, "--tokens-per-rank 8K"); err != nil {
 			t.Errorf("%v --cp-block %d: %v", ok.Methods, ok.Mesh.Block, err)
 		}
 	}

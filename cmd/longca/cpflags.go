@@ -239,7 +239,7 @@ func (o cpSweepOptions) sweep(n int, kernel string) harness.CPSweep {
 		Passes: o.passes, Samples: o.samples, Seed: o.seed, Kernel: kernel,
 		Mesh: cp.Config{Ulysses: o.ulysses, Ring: o.ring, Windows: o.windows, HeadFirst: o.headFirst, Sharding: o.sharding, Block: o.block, Stages: o.stages,
 			Splits: o.splits, KVLayout: o.kvLayout},
-		Build: o.docs.CPBuilder(),
+		Build: o.docs.CPBuilder(), Docs: o.docs,
 	}
 }
 

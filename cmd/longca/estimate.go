@@ -53,7 +53,7 @@ func fitCP(c *cli.Context, o cpOptions, n, onNode int, inProcess bool) error {
 	if o.seqlen > 0 {
 		flags = fmt.Sprintf("--seqlen %s, --heads %s, --head-dim %d", c.String("seqlen"), c.String("heads"), o.headDim)
 	}
-	return session.FitCP(o.sweep(n), n, onNode, inProcess, o.kernelOpts, flags)
+	return session.FitCP(o.sweep(n), n, onNode, inProcess, o.kernelOpts, o.check, o.checkBudget, flags)
 }
 
 // fitCPPlan is session.FitCPPlan naming the world's and the length's flags as given.
