@@ -34,27 +34,29 @@ const maxEnviron = 8 << 20
 
 // killTagged kills every process but this one whose environment holds TagEnv=tag, in up
 // to three passes (one may start another while the first is read), and says how many it
-// killed. Processes it may not read are skipped.
+// killed. A process killed in one pass may still be seen exiting in the next: it is not
+// counted again, and a pass that finds no new one ends the sweep. Processes it may not
+// read are skipped.
 func killTagged(tag string) int {
 	if tag == "" {
 		return 0
 	}
 	entry := []byte(TagEnv + "=" + tag)
 	self := os.Getpid()
-	killed := 0
+	killed := map[int]bool{}
 	for pass := 0; pass < 3; pass++ {
 		n := 0
 		for _, pid := range tagged(entry, self) {
-			if syscall.Kill(pid, syscall.SIGKILL) == nil {
+			if !killed[pid] && syscall.Kill(pid, syscall.SIGKILL) == nil {
+				killed[pid] = true
 				n++
 			}
 		}
-		killed += n
 		if n == 0 {
 			break
 		}
 	}
-	return killed
+	return len(killed)
 }
 
 // tagged lists the processes other than self whose environment holds entry whole.

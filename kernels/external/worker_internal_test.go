@@ -121,10 +121,11 @@ func TestKillTaggedKillsOnlyItsOwn(t *testing.T) {
 		t.Cleanup(func() { c.Process.Kill(); c.Wait() })
 		return c
 	}
-	mine := start(TagEnv + "=abc123")
-	other := start(TagEnv + "=abc1234") // a tag that starts with mine
-	plain := start("X=" + TagEnv + "=abc123")
-	if n := killTagged("abc123"); n != 1 {
+	tag := newTag() // of this test alone: another test process may run this one beside it
+	mine := start(TagEnv + "=" + tag)
+	other := start(TagEnv + "=" + tag + "4") // a tag that starts with mine
+	plain := start("X=" + TagEnv + "=" + tag)
+	if n := killTagged(tag); n != 1 {
 		t.Errorf("killTagged killed %d processes, want 1", n)
 	}
 	mine.Wait()
@@ -133,7 +134,7 @@ func TestKillTaggedKillsOnlyItsOwn(t *testing.T) {
 	}
 	for _, c := range []*exec.Cmd{other, plain} {
 		if !running(c.Process.Pid, 0) {
-			t.Errorf("pid %d (args %q, not tagged abc123) was killed", c.Process.Pid, c.Env[len(c.Env)-1])
+			t.Errorf("pid %d (args %q, not tagged with mine) was killed", c.Process.Pid, c.Env[len(c.Env)-1])
 		}
 	}
 	if killTagged("") != 0 {
