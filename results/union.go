@@ -2,6 +2,7 @@ package results
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -188,30 +189,15 @@ func originOf(f *File) origin {
 
 // sameFields says whether a and b are the same fields in the same order.
 func sameFields(a, b []arrow.Field) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if !a[i].Equal(b[i]) {
-			return false
-		}
-	}
-	return true
+	return slices.EqualFunc(a, b, arrow.Field.Equal)
 }
 
 // sameLayout says whether a and b have the same column names and types in the same
 // order (the data of one fits the other).
 func sameLayout(a, b *arrow.Schema) bool {
-	fa, fb := a.Fields(), b.Fields()
-	if len(fa) != len(fb) {
-		return false
-	}
-	for i := range fa {
-		if fa[i].Name != fb[i].Name || !arrow.TypeEqual(fa[i].Type, fb[i].Type) {
-			return false
-		}
-	}
-	return true
+	return slices.EqualFunc(a.Fields(), b.Fields(), func(x, y arrow.Field) bool {
+		return x.Name == y.Name && arrow.TypeEqual(x.Type, y.Type)
+	})
 }
 
 // conform returns rec with layout's columns, matched by name: those rec has are shared
