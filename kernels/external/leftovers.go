@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
+	"io"
 	"os"
 	"strconv"
 	"syscall"
@@ -89,17 +90,7 @@ func readEnviron(path string) []byte {
 		return nil
 	}
 	defer f.Close()
-	b := make([]byte, 0, 4096)
-	for len(b) < maxEnviron {
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)]
-		}
-		n, err := f.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
-		if err != nil {
-			break
-		}
-	}
+	b, _ := io.ReadAll(io.LimitReader(f, maxEnviron)) // what was read, where it fails
 	return b
 }
 
