@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/longca/longca/internal/dl"
+	"github.com/longca/longca/internal/textcut"
 	"github.com/longca/longca/kernels"
 	"github.com/longca/longca/mask"
 )
@@ -63,12 +63,11 @@ func cutAtWord(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	cut := strings.LastIndexByte(s[:n], ' ')
-	if cut < n/2 {
-		cut = n
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
+	head := s[:n]
+	if cut := strings.LastIndexByte(head, ' '); cut >= n/2 {
+		head = s[:cut]
+	} else {
+		head = textcut.Prefix(s, n)
 	}
-	return strings.TrimRight(s[:cut], " ,;:(") + " ..."
+	return strings.TrimRight(head, " ,;:(") + " ..."
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
-	"github.com/longca/longca/tensor"
 	"hash/fnv"
 	"io"
 	"math"
@@ -16,8 +15,10 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/longca/longca/internal/textcut"
 	"github.com/longca/longca/kernels"
 	"github.com/longca/longca/mask"
+	"github.com/longca/longca/tensor"
 )
 
 // ProtocolVersion is the version of the worker protocol longca speaks
@@ -260,11 +261,7 @@ func oneLine(s string, n int) string {
 	if len(out) <= n {
 		return out
 	}
-	cut := n - len("...")
-	for cut > 0 && !utf8.RuneStart(out[cut]) {
-		cut--
-	}
-	return out[:cut] + "..."
+	return textcut.Prefix(out, n-len("...")) + "..."
 }
 
 // boundVersions is v with each name and value one printable line of at most maxShort

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/longca/longca/internal/textcut"
 )
 
 // ErrWorkerFailed marks a failure of the worker process itself (it exited, did not
@@ -480,9 +482,10 @@ func (t *tailBuffer) String() string {
 	return strings.Join(l, " | ")
 }
 
+// clip is s cut to at most n bytes at a character boundary, with "..." after it where cut.
 func clip(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	return s[:n] + "..."
+	return textcut.Prefix(s, n) + "..."
 }
