@@ -109,30 +109,35 @@ func TestCountsPipeSaysItWaits(t *testing.T) {
 
 // TestRepeatedFlagThatFailsIsNotSaidUsed (finding 12): `data --samples= --samples 1` warned
 // that the last, "1", is used, then failed on the empty one: the two lines contradicted each
-// other. A flag one of whose values does not parse is not said; the one error line stands.
+// other. The repeats are said at the action's start, once every value parsed, so a flag one
+// of whose values does not parse is not said; the one error line stands.
 func TestRepeatedFlagThatFailsIsNotSaidUsed(t *testing.T) {
 	for _, c := range []struct {
-		line string
-		want []string
+		args []string
+		want string
 	}{
-		{"longca data --samples= --seqlen 16K --samples 1", nil},
-		{"longca data --seed= --seed 1", nil},
-		{"longca data --samples 1 --samples x", nil},
-		{"longca kernel --settle 1s --settle soon", nil},
-		{"longca kernel --gpu-state=maybe --gpu-state=true", nil},
-		{"longca data --samples 0x10 --samples 2", []string{`--samples given 2 times: the last, "2", is used`}},
-		{"longca data --seqlen= --seqlen 1K", []string{`--seqlen given 2 times: the last, "1K", is used`}}, // a string: read by the command
+		{[]string{"data", "--samples=", "--seqlen", "16K", "--samples", "1"}, `"": give a whole number`},
+		{[]string{"data", "--seed=", "--seqlen", "16K", "--seed", "1"}, `"": give a whole number`},
+		{[]string{"data", "--samples", "1", "--samples", "x"}, `--samples x: give a whole number`},
+		{[]string{"kernel", "--settle", "1s", "--settle", "soon", "--dry-run"}, `--settle soon: give a duration`},
+		{[]string{"kernel", "--gpu-state=maybe", "--gpu-state=true", "--dry-run"}, `--gpu-state=maybe: give true or false`},
 	} {
-		got := repeatedFlags(strings.Fields(c.line), nil, commands)
-		if strings.Join(got, "|") != strings.Join(c.want, "|") {
-			t.Errorf("%s: %q, want %q", c.line, got, c.want)
+		_, errOut, code := captureRun(t, c.args...)
+		checkUsageError(t, c.args, code, errOut, c.want)
+		if strings.Contains(errOut, "is used") {
+			t.Errorf("%q: %q: a value that failed is said used", c.args, errOut)
 		}
 	}
-	for _, args := range [][]string{
-		{"data", "--samples=", "--seqlen", "16K", "--samples", "1"},
-		{"data", "--seed=", "--seqlen", "16K", "--seed", "1"},
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"data", "--samples", "0x10", "--samples", "1", "--seqlen", "1K"}, `--samples given 2 times: the last, \"1\", is used`},
+		{[]string{"data", "--seqlen=", "--seqlen", "1K", "--samples", "1"}, `--seqlen given 2 times: the last, \"1K\", is used`}, // a string: read by the command (the log line is JSON)
 	} {
-		_, errOut, code := captureRun(t, args...)
-		checkUsageError(t, args, code, errOut, `"": give a whole number`)
+		_, errOut, code := captureRun(t, c.args...)
+		if code != 0 || strings.Count(errOut, c.want) != 1 {
+			t.Errorf("%q: exit %d, %q: want %q once", c.args, code, errOut, c.want)
+		}
 	}
 }

@@ -29,6 +29,7 @@ var Version = "dev"
 var (
 	cmdMu    sync.Mutex
 	commands []*cli.Command
+	wrapped  = map[*cli.Command]bool{} // the leaf commands whose actions setFlagErrors wrapped
 )
 
 // register adds a subcommand; each subcommand's file calls it from init.
@@ -74,15 +75,6 @@ func newApp() *cli.App {
 			if err := setupLogger(c.String("log-format"), c.String("log-level")); err != nil {
 				return err
 			}
-			// the whole line where run gave it (the app's flags too: --log-level twice), else
-			// the command and what follows (the app's flags are read by now)
-			args, flags := append([]string{"longca"}, c.Args().Slice()...), []cli.Flag(nil)
-			if a, ok := c.App.Metadata[argsKey].([]string); ok {
-				args, flags = a, c.App.Flags
-			}
-			for _, w := range repeatedFlags(args, flags, commands) {
-				log.Warn().Msg(w)
-			}
 			return nil
 		},
 		Commands:               commands,
@@ -104,8 +96,12 @@ func setFlagErrors(c *cli.Command, parent string) {
 	if c.OnUsageError == nil {
 		c.OnUsageError = flagError(name, func() []cli.Flag { return c.Flags })
 	}
-	if c.ArgsUsage == "" && c.Action != nil && len(c.Subcommands) == 0 {
-		c.Action = noArgs(strings.TrimSpace(name), c.Action)
+	if c.Action != nil && len(c.Subcommands) == 0 && !wrapped[c] { // once: newApp runs again in tests
+		wrapped[c] = true
+		c.Action = warnRepeated(c.Action)
+		if c.ArgsUsage == "" {
+			c.Action = noArgs(strings.TrimSpace(name), c.Action)
+		}
 	}
 	if c.Action == nil && len(c.Subcommands) > 0 { // urfave/cli: "No help topic", exit 3
 		cmd := strings.TrimSpace(name)

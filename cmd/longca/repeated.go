@@ -2,9 +2,7 @@ package main
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/urfave/cli/v2"
 )
@@ -13,12 +11,11 @@ import (
 // than once, each with the value that is used (the last): `data --seqlen 1K --seqlen 2K`
 // measured 2K without a word. Repeating a flag stays allowed (a wrapper script's defaults
 // and then the user's), so this is said, not refused. Switches given bare and the flags meant
-// to be repeated (merge --run) are left out, and so is a flag one of whose values its parser
-// refuses (the parse error that follows names it; nothing is used). flags are the app's own (--log-level), read up to
+// to be repeated (merge --run) are left out. flags are the app's own (--log-level), read up to
 // the command, or nil where args start at the command; the command tree is followed as
 // urfave/cli reads it (a word naming a subcommand descends into it; "--" ends the flags).
 func repeatedFlags(args []string, flags []cli.Flag, cmds []*cli.Command) []string {
-	count, last, bad := map[string]int{}, map[string]string{}, map[string]bool{}
+	count, last := map[string]int{}, map[string]string{}
 	var order []string
 	for i := 1; i < len(args); i++ {
 		t := args[i]
@@ -56,38 +53,31 @@ func repeatedFlags(args []string, flags []cli.Flag, cmds []*cli.Command) []strin
 			order = append(order, key)
 		}
 		last[key] = value
-		bad[key] = bad[key] || !flagValueParses(f, value)
 	}
 	var out []string
 	for _, k := range order {
-		if bad[k] { // the flag parser stops at that value and says so: the last is not used
-			continue
-		}
 		out = append(out, fmt.Sprintf("%s given %d times: the last, %q, is used", k, count[k], last[k]))
 	}
 	return out
 }
 
-// flagValueParses says whether the flag parser takes v for f, as Go's flag package reads
-// its kind (`--samples= --samples 1` was said to use the last, "1", then refused the
-// empty one); values that commands read themselves (strings) are taken.
-func flagValueParses(f cli.Flag, v string) bool {
-	var err error
-	switch f.(type) {
-	case *cli.IntFlag:
-		_, err = strconv.ParseInt(v, 0, strconv.IntSize)
-	case *cli.Int64Flag:
-		_, err = strconv.ParseInt(v, 0, 64)
-	case *cli.UintFlag:
-		_, err = strconv.ParseUint(v, 0, strconv.IntSize)
-	case *cli.Uint64Flag:
-		_, err = strconv.ParseUint(v, 0, 64)
-	case *cli.Float64Flag:
-		_, err = strconv.ParseFloat(v, 64)
-	case *cli.DurationFlag:
-		_, err = time.ParseDuration(v)
-	case *cli.BoolFlag:
-		_, err = strconv.ParseBool(v)
+// warnRepeated runs action after saying the flags given more than once (repeatedFlags): at
+// the action's start, so only once the flag parser has taken every value (`--samples=
+// --samples 1` fails on the empty one, and saying the last is used would contradict that).
+// The line is the whole one where run gave it (the app's flags too: --log-level twice),
+// else the command and what follows, as the root context holds it.
+func warnRepeated(action cli.ActionFunc) cli.ActionFunc {
+	return func(c *cli.Context) error {
+		var args []string
+		var flags []cli.Flag
+		if a, ok := c.App.Metadata[argsKey].([]string); ok {
+			args, flags = a, c.App.Flags
+		} else if l := c.Lineage(); len(l) > 0 {
+			args = append([]string{c.App.Name}, l[len(l)-1].Args().Slice()...)
+		}
+		for _, w := range repeatedFlags(args, flags, c.App.Commands) {
+			log.Warn().Msg(w)
+		}
+		return action(c)
 	}
-	return err == nil
 }
