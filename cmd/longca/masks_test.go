@@ -39,6 +39,7 @@ func captureRun(t *testing.T, args ...string) (stdout, stderr string, code int) 
 	os.Stdout, os.Stderr = wo, we
 	code = run(append([]string{"longca"}, args...))
 	os.Stdout, os.Stderr = oldOut, oldErr
+	log = log.Output(oldErr) // a test's own calls after this log to the test's stderr, not a closed pipe
 	wo.Close()
 	we.Close()
 	wg.Wait()
