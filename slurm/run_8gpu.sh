@@ -18,6 +18,12 @@ set -euo pipefail
 LONGCA=${LONGCA:-bin/longca}
 out=${LONGCA_OUT:-out/cp-8gpu-${SLURM_JOB_ID}}
 mkdir -p "$out"
+# A requeued job (scontrol requeue, a node failure) keeps its job id: each attempt is a run
+# of its own, so the second does not meet the first's rank files and the merge joins both.
+run=${LONGCA_RUN_ID:-job${SLURM_JOB_ID}}
+if [ -z "${LONGCA_RUN_ID:-}" ] && [ "${SLURM_RESTART_COUNT:-0}" != 0 ]; then
+	run=$run-requeue$SLURM_RESTART_COUNT
+fi
 # The bootstrap store admits only ranks that hold this job's secret (docs/cluster.md,
 # Security); srun passes the environment to every task.
 export LONGCA_JOB_TOKEN=${LONGCA_JOB_TOKEN:-$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')}
@@ -29,9 +35,17 @@ export NCCL_DEBUG=${NCCL_DEBUG:-WARN}
 # SLURM_JOB_NODELIST when unset), on a port unique to the job.
 export MASTER_PORT=${MASTER_PORT:-$((20000 + SLURM_JOB_ID % 20000))}
 
-srun --gpus-per-task=1 --gpu-bind=single:1 --cpu-bind=cores "$LONGCA" env
+srun --gpus-per-task=1 --gpu-bind=single:1 --cpu-bind=cores "$LONGCA" env --backend "${LONGCA_BACKEND:-nccl}"
+# LONGCA_CP_ARGS replaces every argument below (keep --kernel cuda: cp's default kernel is
+# the CPU reference).
+cp_status=0
 srun --gpus-per-task=1 --gpu-bind=single:1 --cpu-bind=cores \
-	"$LONGCA" cp --backend "${LONGCA_BACKEND:-nccl}" --out "$out" --run-id "job${SLURM_JOB_ID}" \
-	${LONGCA_CP_ARGS:---methods ring-p2p,ring-allgather,ulysses,usp,loongtrain --masks full,causal,causal_document_long,full_document_long --tokens-per-rank 16K --kernel cuda --samples 5 --heads 64:8}
+	"$LONGCA" cp --backend "${LONGCA_BACKEND:-nccl}" --out "$out" --run-id "$run" \
+	${LONGCA_CP_ARGS:---methods ring-p2p,ring-allgather,ulysses,usp,loongtrain --masks full,causal,causal_document_long,full_document_long --tokens-per-rank 16K --kernel cuda --samples 5 --heads 64:8} ||
+	cp_status=$?
 
-"$LONGCA" merge --parquet "$out"
+# Merged even when cp failed or hit the time limit: a rank cut short keeps the rows it
+# finished (marked truncated); merge refuses a run with a missing rank file.
+merge_status=0
+"$LONGCA" merge --parquet "$out" || merge_status=$?
+exit $((cp_status != 0 ? cp_status : merge_status))
