@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/longca/longca/results"
 )
 
 var updateDocs = flag.Bool("update", false, "TestDocTables: rewrite every table of the docs from its command (make doc-tables)")
@@ -128,4 +130,28 @@ func firstDiff(want, got string) string {
 		}
 	}
 	return "(same lines)"
+}
+
+// The row_checksum recipe in docs/results-format.md names the type spellings it hashes
+// (a reader checking rows with pyarrow's spellings got every row wrong): every column's
+// type, as the checksum writes it, is among them.
+func TestChecksumDocNamesEveryTypeSpelling(t *testing.T) {
+	b, err := os.ReadFile("../../docs/results-format.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(b), "the type as Arrow Go spells it: ")
+	if !ok {
+		t.Fatal("docs/results-format.md no longer lists the type spellings row_checksum hashes")
+	}
+	list, _, _ := strings.Cut(after, ";")
+	named := map[string]bool{}
+	for _, s := range strings.Split(list, ", `") {
+		named[strings.Trim(s, "` ")] = true
+	}
+	for _, f := range results.Schema(nil).Fields() {
+		if !named[f.Type.String()] {
+			t.Errorf("column %s: type %q is not among the spellings the doc names (%q)", f.Name, f.Type.String(), list)
+		}
+	}
 }
