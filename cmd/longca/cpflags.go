@@ -193,6 +193,7 @@ var methodFlags = []struct {
 	methods []string
 }{
 	{"ulysses", []string{"usp", "loongtrain"}}, {"ring", []string{"usp", "loongtrain"}}, {"windows", []string{"loongtrain"}},
+	{"sharding", []string{"ring-p2p", "ring-allgather", "ulysses", "usp", "loongtrain"}}, // balanced cuts by its own dispatch
 	{"cp-block", []string{"balanced"}}, {"cp-stages", []string{"balanced"}}, {"cp-ulysses", []string{"balanced"}}, {"cp-layout", []string{"balanced"}},
 }
 
@@ -203,9 +204,17 @@ func warnMethodFlags(c *cli.Context, methods []string) {
 	for _, f := range methodFlags {
 		if c.IsSet(f.flag) && !slices.ContainsFunc(f.methods, func(m string) bool { return slices.Contains(methods, m) }) {
 			log.Warn().Str("flag", "--"+f.flag).Msgf("--%s is read by %s only, and --methods has none of them (%s): it changes nothing in this run",
-				f.flag, strings.Join(f.methods, " and "), strings.Join(methods, ","))
+				f.flag, andList(f.methods), strings.Join(methods, ","))
 		}
 	}
+}
+
+// andList is "a", "a and b", or "a, b and c".
+func andList(xs []string) string {
+	if len(xs) < 2 {
+		return strings.Join(xs, "")
+	}
+	return strings.Join(xs[:len(xs)-1], ", ") + " and " + xs[len(xs)-1]
 }
 
 // checkBlock refuses a dispatch block longer than the sequence on n ranks: past it a block

@@ -174,6 +174,9 @@ func TestMethodFlagsSaid(t *testing.T) {
 		{[]string{"--methods", "ring-allgather", "--cp-layout", "thd"}, "--cp-layout is read by balanced only"},
 		{[]string{"--methods", "usp,ring-p2p", "--ulysses", "2"}, ""},
 		{[]string{"--methods", "balanced", "--cp-ulysses", "1,2"}, ""},
+		// balanced cuts by its own dispatch: --sharding was silently not read
+		{[]string{"--methods", "balanced", "--sharding", "zigzag"}, "--sharding is read by ring-p2p, ring-allgather, ulysses, usp and loongtrain only"},
+		{[]string{"--methods", "balanced,ulysses", "--sharding", "zigzag"}, ""},
 	} {
 		for _, cmd := range []string{"cp", "simulate"} {
 			args := append([]string{cmd, "--dry-run", "--ranks", "8"}, c.args...)
