@@ -152,8 +152,8 @@ func WriteAllPlots(dir string, s Summary) (int, error) {
 }
 
 // savePlot writes p to path in the format its extension names, as plot.Save does, but
-// through smallfile.Create: a named pipe at path is written once a reader holds it, not
-// filled unread.
+// through saveTo: whole or not at all, and a named pipe at path is written once a reader
+// holds it, not filled unread.
 func savePlot(p *plot.Plot, w, h vg.Length, path string) error {
 	wt, err := p.WriterTo(w, h, strings.TrimPrefix(filepath.Ext(path), "."))
 	if err != nil {
@@ -162,15 +162,12 @@ func savePlot(p *plot.Plot, w, h vg.Length, path string) error {
 	return saveTo(wt, path)
 }
 
-// saveTo writes a drawn canvas to path through smallfile.Create (savePlot's).
+// saveTo writes a drawn canvas to path whole or not at all (savePlot's): through a
+// temporary file renamed over path (smallfile.WriteWhole), so that a disk that fills
+// midway leaves no partial PNG under path's name; a named pipe is written in place.
 func saveTo(wt io.WriterTo, path string) error {
-	f, err := smallfile.Create(path)
-	if err != nil {
+	return smallfile.WriteWhole(path, func(w io.Writer) error {
+		_, err := wt.WriteTo(w)
 		return err
-	}
-	if _, err := wt.WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	})
 }

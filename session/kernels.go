@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"slices"
@@ -11,7 +12,6 @@ import (
 
 	"github.com/longca/longca/harness"
 	"github.com/longca/longca/internal/dl"
-	"github.com/longca/longca/internal/smallfile"
 	"github.com/longca/longca/kernels"
 	"github.com/longca/longca/mask"
 	"github.com/longca/longca/results"
@@ -236,7 +236,7 @@ func (p *progress) finish() {
 var errStopped = fmt.Errorf("stopped")
 
 // WriteMaskJSON writes one JSON file per (mask, length) of the sweep into dir (a folder
-// the caller checked), MASKS.md's form.
+// the caller checked), MASKS.md's form, each whole or not at all (smallfile.WriteWhole).
 func (s *Session) WriteMaskJSON(dir string, sw harness.Sweep, build harness.MaskBuilder) error {
 	if build == nil {
 		build = harness.BuildMask
@@ -251,14 +251,10 @@ func (s *Session) WriteMaskJSON(dir string, sw harness.Sweep, build harness.Mask
 				s.log().Warn().Str("mask", m).Int("seqlen", n).Err(err).Msg("mask not written")
 				continue
 			}
-			f, err := smallfile.Create(fmt.Sprintf("%s/%s_%d_seed%d.json", dir, m, n, sw.Seed))
-			if err == nil {
-				if err = spec.WriteJSON(f, true); err == nil {
-					err = f.Close()
-				} else {
-					f.Close()
-				}
-			}
+			// whole or not at all: a disk that filled left a 0-byte JSON under its name
+			err = writeWhole(fmt.Sprintf("%s/%s_%d_seed%d.json", dir, m, n, sw.Seed), func(w io.Writer) error {
+				return spec.WriteJSON(w, true)
+			})
 			if err != nil {
 				return fmt.Errorf("--mask-json: %w", err)
 			}

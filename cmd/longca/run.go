@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"slices"
 	"strings"
 
@@ -41,10 +42,11 @@ func init() {
 }
 
 func runAction(c *cli.Context) error {
-	if err := oneProcess("run"); err != nil {
+	w, err := runWorld()
+	if err != nil {
 		return err
 	}
-	ko, err := kernelOptions(c, spmd.World{Size: 1})
+	ko, err := kernelOptions(c, w)
 	if err != nil {
 		return err
 	}
@@ -72,7 +74,7 @@ func runAction(c *cli.Context) error {
 		log.Warn().Str("suite", name).Msg("--no-peers: only the gpu suite times peers; it changes nothing here")
 	}
 	if name == "gpu" && !c.Bool("no-peers") {
-		st.Sweep.Kernels = append(st.Sweep.Kernels, newSession(c, "kernel", "", "", spmd.World{Size: 1}).AvailablePeers(c.Context, ko)...)
+		st.Sweep.Kernels = append(st.Sweep.Kernels, newSession(c, "kernel", "", "", w).AvailablePeers(c.Context, ko)...)
 	}
 	if err := checkVariant(ko, false, st.Sweep.Kernels...); err != nil { // the suite's kernels: the machine's choice
 		return err
@@ -108,7 +110,22 @@ func runAction(c *cli.Context) error {
 	}
 	k := session.KernelSweep{Sweep: st.Sweep, Build: st.Build, Warmup: st.Warmup, Iters: st.Iters, Check: !c.Bool("no-check"),
 		CheckBudget: st.CheckBudget, KernelOptions: ko, StopOnCrash: stop, Culprit: sweepCulprit(c), GPUState: c.Bool("gpu-state"), Settle: settle}
-	return newSession(c, "kernel", out, runID, spmd.World{Size: 1}).Suite(c.Context, st.Name, k, c.Bool("parquet"))
+	return newSession(c, "kernel", out, runID, w).Suite(c.Context, st.Name, k, c.Bool("parquet"))
+}
+
+// runWorld is run's world: this process alone (oneProcess refuses a launch of several
+// ranks), as the launcher's environment says it, so that its rows record the launcher as
+// kernel's do (slurm under srun, single with none). It was a bare World{Size: 1}, whose
+// rows said launcher "", a value docs/results-format.md does not have.
+func runWorld() (spmd.World, error) {
+	if err := oneProcess("run"); err != nil {
+		return spmd.World{}, err
+	}
+	w, err := spmd.Discover(os.Getenv)
+	if err != nil {
+		return w, usageError("%v", err)
+	}
+	return w, nil
 }
 
 // suiteMasks is --masks of run: the suite's masks that the list names, in the suite's order

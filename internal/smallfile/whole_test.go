@@ -1,0 +1,162 @@
+package smallfile
+
+import (
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/longca/longca/internal/smallfile/fifotest"
+)
+
+// fullAfter passes n bytes on to w, then fails as a full disk does.
+type fullAfter struct {
+	w io.Writer
+	n int
+}
+
+func (f *fullAfter) Write(p []byte) (int, error) {
+	if len(p) <= f.n {
+		f.n -= len(p)
+		return f.w.Write(p)
+	}
+	k, _ := f.w.Write(p[:f.n])
+	f.n = 0
+	return k, &os.PathError{Op: "write", Path: "?", Err: syscall.ENOSPC}
+}
+
+// listDir is every name in dir.
+func listDir(t *testing.T, dir string) []string {
+	t.Helper()
+	es, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range es {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+// A disk that fills midway leaves nothing under the file's name (it left 0-byte and cut
+// files: run's masks/causal_document_256_seed42.json), an old file as it was, and no
+// temporary file; the error is the disk's, naming the file meant.
+func TestWriteWholeOnAFullDisk(t *testing.T) {
+	dir := t.TempDir()
+	body := strings.Repeat("{\"mask\": 1}\n", 100)
+	for _, n := range []int{0, 7, len(body) - 1} {
+		path := filepath.Join(dir, "new.json")
+		err := WriteWhole(path, func(w io.Writer) error {
+			_, err := io.WriteString(&fullAfter{w, n}, body)
+			return err
+		})
+		if !errors.Is(err, syscall.ENOSPC) {
+			t.Fatalf("after %d bytes: %v, want the disk's ENOSPC", n, err)
+		}
+		if _, serr := os.Lstat(path); !os.IsNotExist(serr) {
+			t.Errorf("after %d bytes: %s is there (%v); want no file under its name", n, path, serr)
+		}
+		if names := listDir(t, dir); len(names) != 0 {
+			t.Errorf("after %d bytes: %v left in the folder", n, names)
+		}
+	}
+	old := filepath.Join(dir, "old.json")
+	if err := os.WriteFile(old, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := WriteWhole(old, func(w io.Writer) error {
+		_, err := io.WriteString(&fullAfter{w, 2}, body)
+		return err
+	})
+	var pe *os.PathError
+	if !errors.As(err, &pe) || !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("over an old file: %v", err)
+	}
+	if b, _ := os.ReadFile(old); string(b) != "old" {
+		t.Errorf("the old file holds %q after a failed write; want it as it was", b)
+	}
+	if names := listDir(t, dir); len(names) != 1 {
+		t.Errorf("%v in the folder; want only old.json", names)
+	}
+	// A folder under the name: an error, and nothing left beside it.
+	sub := filepath.Join(dir, "sub")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(sub, "x"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteWhole(sub, func(w io.Writer) error { _, err := io.WriteString(w, body); return err }); err == nil {
+		t.Errorf("writing over a folder: no error")
+	}
+	if names := listDir(t, dir); len(names) != 2 {
+		t.Errorf("%v in the folder after writing over a folder; want old.json and sub", names)
+	}
+}
+
+// A write that goes well: the whole content, mode 0644, no temporary file; over a
+// symbolic link, the file it names (the link stays).
+func TestWriteWhole(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "a.json")
+	for _, body := range []string{"first, a longer text", "second"} {
+		if err := WriteWhole(path, func(w io.Writer) error { _, err := io.WriteString(w, body); return err }); err != nil {
+			t.Fatal(err)
+		}
+		if b, err := os.ReadFile(path); err != nil || string(b) != body {
+			t.Errorf("%q, %v; want %q", b, err, body)
+		}
+	}
+	if st, err := os.Stat(path); err != nil || st.Mode().Perm() != 0o644 {
+		t.Errorf("mode %v, %v; want 0644", st.Mode(), err)
+	}
+	link := filepath.Join(dir, "link.json")
+	if err := os.Symlink("a.json", link); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteWhole(link, func(w io.Writer) error { _, err := io.WriteString(w, "through"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Lstat(link); err != nil || st.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("the link was replaced: %v %v", st.Mode(), err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "through" {
+		t.Errorf("the link's file holds %q", b)
+	}
+	if names := listDir(t, dir); len(names) != 2 {
+		t.Errorf("%v in the folder; want a.json and link.json", names)
+	}
+}
+
+// A named pipe is written in place, once its reader comes (a rename would replace it).
+func TestWriteWholeNamedPipe(t *testing.T) {
+	pipe := fifotest.Make(t, filepath.Join(t.TempDir(), "p"))
+	got := make(chan string, 1)
+	go func() {
+		f, err := os.Open(pipe)
+		if err != nil {
+			got <- err.Error()
+			return
+		}
+		b, _ := io.ReadAll(f)
+		f.Close()
+		got <- string(b)
+	}()
+	err := fifotest.Within(t, "WriteWhole into a named pipe", 20*time.Second, func() error {
+		return WriteWhole(pipe, func(w io.Writer) error { _, err := io.WriteString(w, "piped"); return err })
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := <-got; s != "piped" {
+		t.Errorf("the reader got %q", s)
+	}
+	if st, err := os.Lstat(pipe); err != nil || st.Mode()&os.ModeNamedPipe == 0 {
+		t.Errorf("the pipe was replaced: %v", err)
+	}
+}
