@@ -253,9 +253,24 @@ func PartialsBytes(c Case, parts int) float64 {
 
 // KernelFootprint is the peak memory of one kernel case: the timing tensors (on the
 // device for a device kernel, on the host for a CPU one), the reference's working set
-// when the kernel is the CPU reference, the mask, and the check at its own size.
+// when the kernel is the CPU reference, the mask, and the check at its own size, that
+// size bounded by a full (or causal) mask's area (checkSizeBound: exact for full and
+// causal, CheckSizeBounded; KernelFootprintAt counts another mask's check at its size).
 // onDevice says whether the kernel runs on a GPU; isRef whether it is kernels/ref.
 func KernelFootprint(c Case, check bool, checkBudget float64, onDevice, isRef bool) Footprint {
+	return KernelFootprintAt(c, check, checkBudget, onDevice, isRef, nil)
+}
+
+// CheckArea is the area (pairs) of a case's mask at a length with heads, false where it
+// cannot be laid out: CheckSize's fits, as the runner's check asks it.
+type CheckArea = func(seqlen int, h Heads) (int64, bool)
+
+// KernelFootprintAt is KernelFootprint with the check counted at the size it runs at:
+// CheckSize with area, the mask's own area (nil: checkSizeBound's). A mask of short
+// documents has little area, so its check runs at the case's full length where a full
+// mask's area would put it at 4K or less: kernel --kernels ref over 1-token documents at
+// 256K (8:2 heads, dim 64) peaked at 11 GB where the bound counted 4.5 GiB.
+func KernelFootprintAt(c Case, check bool, checkBudget float64, onDevice, isRef bool, area CheckArea) Footprint {
 	s, hq, hkv, d := float64(c.SeqLen), float64(c.Heads.Q), float64(c.Heads.KV), float64(c.HeadDim)
 	mb, ranges := maskBytes(c)
 	buf := timingBytes(s, s, hq, hkv, d, c.DType)
@@ -275,7 +290,7 @@ func KernelFootprint(c Case, check bool, checkBudget float64, onDevice, isRef bo
 		}
 	}
 	if check {
-		n, h := checkSizeBound(c, checkBudget)
+		n, h := KernelCheckSize(c, checkBudget, area)
 		cs, chq, chkv := float64(n), float64(h.Q), float64(h.KV)
 		// inputs and outputs of the kernel, the float64 reference and the float32 naive
 		// baseline, and the kernel itself at the checked size
@@ -284,8 +299,32 @@ func KernelFootprint(c Case, check bool, checkBudget float64, onDevice, isRef bo
 	return f
 }
 
-// checkSizeBound is CheckSize with the mask's area bounded by a full mask's: the size
-// the check runs at, or a larger one (the memory bound is then conservative).
+// KernelCheckSize is the size case c is checked at under budget (0: the default):
+// CheckSize over DefaultCheckLengths with area, the mask's area at a length; with a nil
+// area, checkSizeBound's.
+func KernelCheckSize(c Case, budget float64, area CheckArea) (int, Heads) {
+	if area == nil {
+		return checkSizeBound(c, budget)
+	}
+	if budget <= 0 {
+		budget = DefaultCheckBudget
+	}
+	return CheckSize(c, DefaultCheckLengths, area, budget)
+}
+
+// CheckSizeBounded says whether checkSizeBound's area is case c's own mask's, to within
+// its diagonal: full (n^2) and causal (n^2/2 of n(n+1)/2, a check no larger than the
+// bound's). Any other mask may have far less area than the bound, and is checked at a
+// larger size than it gives (1-token documents at their full length): KernelFootprintAt
+// with the mask's own area counts it.
+func CheckSizeBounded(c Case) bool {
+	return !c.Sparse.IsSparse() && (c.Mask == "full" || c.Mask == "causal")
+}
+
+// checkSizeBound is CheckSize with the mask's area bounded by a full mask's (a causal
+// one's where the name says causal): the size the check of a full or causal mask runs
+// at. Another mask, with less area, may be checked at a larger size (KernelCheckSize
+// with its area).
 func checkSizeBound(c Case, budget float64) (int, Heads) {
 	if budget <= 0 {
 		budget = DefaultCheckBudget

@@ -55,7 +55,13 @@ type place struct {
 // whose backward splits a KV head's query heads over blocks, as many parts as it says it may
 // (cuda's BackwardPartials).
 func footprint(cs harness.Case, k KernelSweep, pl place) harness.Footprint {
-	f := harness.KernelFootprint(cs, k.Check, k.CheckBudget, pl.onDevice, pl.isRef)
+	return footprintAt(cs, k, pl, k.Check, nil)
+}
+
+// footprintAt is footprint with the check (when check) at the size the mask's own area
+// (area; nil: a full or causal mask's, harness.KernelFootprintAt) gives it.
+func footprintAt(cs harness.Case, k KernelSweep, pl place, check bool, area harness.CheckArea) harness.Footprint {
+	f := harness.KernelFootprintAt(cs, check, k.CheckBudget, pl.onDevice, pl.isRef, area)
 	if sp, ok := pl.k.(interface{ BackwardPartials(group, d int) int }); ok && pl.onDevice {
 		f.Device += harness.PartialsBytes(cs, sp.BackwardPartials(cs.Heads.Q/max(cs.Heads.KV, 1), cs.HeadDim))
 	}
@@ -64,11 +70,15 @@ func footprint(cs harness.Case, k KernelSweep, pl place) harness.Footprint {
 
 // FitKernels refuses, before anything is allocated, a sweep with a case that cannot fit
 // in the host's (or the GPU's) memory: one line naming the flags that make it too big
-// (k.Culprit). It returns the sweep's time estimate, the one its ETA then follows; a
-// sweep that runs long says, once, about how long.
+// (k.Culprit), or --check-budget where its check is what does not fit (checkRefusal). It
+// returns the sweep's time estimate, the one its ETA then follows; a sweep that runs long
+// says, once, about how long. A checked case's mask other than full and causal is laid
+// out here (once the case fits without its check), for the size its check runs at; the
+// estimate keeps it.
 func (s *Session) FitKernels(ctx context.Context, k KernelSweep) (*harness.Estimate, error) {
 	m := Machine()
 	places := map[string]place{}
+	plans := planCache{}
 	cases := k.Sweep.Cases()
 	for _, cs := range cases {
 		pl, seen := places[cs.Kernel]
@@ -79,10 +89,14 @@ func (s *Session) FitKernels(ctx context.Context, k KernelSweep) (*harness.Estim
 		if !pl.ok {
 			continue
 		}
-		f := footprint(cs, k, pl)
+		f, area := fitFootprint(cs, k, pl, m, plans)
 		if err := m.Fits(f, pl.devBytes, "case "+cs.String()); err != nil {
+			if area != nil && k.CheckBudget > 0 { // the case fits unchecked: its check does not
+				return nil, checkRefusal(cs, k, pl, m, area, err)
+			}
 			fits := func(x harness.Case) bool {
-				return m.Fits(footprint(x, k, pl), pl.devBytes, "") == nil
+				fx, _ := fitFootprint(x, k, pl, m, plans)
+				return m.Fits(fx, pl.devBytes, "") == nil
 			}
 			culprit := cs.String()
 			if k.Culprit != nil {
@@ -91,13 +105,13 @@ func (s *Session) FitKernels(ctx context.Context, k KernelSweep) (*harness.Estim
 			return nil, Usagef("%s: %v: give smaller sizes", culprit, err)
 		}
 	}
-	est := s.newEstimate(k, cases, places, m)
+	est := s.newEstimateFrom(k, cases, places, m, plans)
 	if est.Total() > SlowSweep/10 {
 		// Long by the assumed rates: measure the CPU reference here, which runs the
 		// checks (and the ref kernel), before saying so.
 		if r := CalibrateRef(ctx); r > 0 {
 			m.RefFLOPs = r
-			est = s.newEstimate(k, cases, places, m)
+			est = s.newEstimateFrom(k, cases, places, m, plans)
 		}
 	}
 	if total := est.Total().Seconds(); total > SlowSweep.Seconds() {
@@ -108,6 +122,63 @@ func (s *Session) FitKernels(ctx context.Context, k KernelSweep) (*harness.Estim
 				harness.FormatDuration(total), m.RefFLOPs/1e9, m.DeviceFLOPs/1e12)
 	}
 	return est, nil
+}
+
+// fitFootprint is case cs's footprint as FitKernels holds it against m, and the area its
+// check was sized by (nil: the bound). A full or causal mask's check, or any unchecked
+// case, is counted at the bound's size (harness.CheckSizeBounded: exact there); another
+// mask's at the size its own area gives it (a mask of 1-token documents is checked at
+// its full length), laid out through plans once the case fits without its check (its
+// mask's own memory counted: nothing too big is built here). A case that does not fit
+// even so keeps the bound, and is refused as before; so does a mask that cannot be laid
+// out at its length (its row says so, unchecked).
+func fitFootprint(cs harness.Case, k KernelSweep, pl place, m harness.Machine, plans planCache) (harness.Footprint, harness.CheckArea) {
+	if !k.Check || harness.CheckSizeBounded(cs) || m.Fits(footprintAt(cs, k, pl, false, nil), pl.devBytes, "") != nil ||
+		!plans.get(cs, k.Build).ok {
+		return footprint(cs, k, pl), nil
+	}
+	area := plans.checkArea(cs, k.Build)
+	return footprintAt(cs, k, pl, true, area), area
+}
+
+// checkRefusal is the refusal (err) of case cs whose check does not fit where the case
+// itself does: its mask's area (area) is within the check budget at a length whose check
+// is too big (1-token documents at 256K are checked at 256K). It names --check-budget
+// and a budget under which the check runs smaller and fits, or --no-check.
+func checkRefusal(cs harness.Case, k KernelSweep, pl place, m harness.Machine, area harness.CheckArea, err error) error {
+	budget := k.CheckBudget
+	if budget <= 0 {
+		budget = harness.DefaultCheckBudget
+	}
+	n, h := harness.KernelCheckSize(cs, budget, area)
+	a, _ := area(n, h)
+	madds := float64(a) * float64(h.Q) * float64(cs.HeadDim)
+	fix := "--no-check"
+	for b, i := niceBelow(madds), 0; b > 0 && i < 40; b, i = niceBelow(b), i+1 {
+		kb := k
+		kb.CheckBudget = b
+		if m.Fits(footprintAt(cs, kb, pl, true, area), pl.devBytes, "") == nil {
+			sn, sh := harness.KernelCheckSize(cs, b, area)
+			fix = fmt.Sprintf("--check-budget %g or less (checks it at %s, heads %s), or --no-check", b, harness.FormatSize(sn), sh)
+			break
+		}
+	}
+	return Usagef("--check-budget %g: %v: its check runs at %s, heads %s (the mask's area there, %d pairs, x %d query heads x head dim %d is %.3g multiply-adds, within the budget): give %s",
+		budget, err, harness.FormatSize(n), h, a, h.Q, cs.HeadDim, madds, fix)
+}
+
+// niceBelow is the largest of 1, 2 and 5 times a power of ten below x (0 for x <= 0).
+func niceBelow(x float64) float64 {
+	if !(x > 0) || math.IsInf(x, 0) {
+		return 0
+	}
+	p := math.Pow(10, math.Floor(math.Log10(x)))
+	for _, f := range []float64{5, 2, 1, 0.5} {
+		if v := f * p; v < x*(1-1e-12) {
+			return v
+		}
+	}
+	return 0.5 * p
 }
 
 // estimate is the time estimate of a sweep that did not go through FitKernels.
@@ -148,6 +219,42 @@ func (pn *planned) refShapeFor(needed bool) *harness.RefShape {
 	return pn.shape
 }
 
+// planKey is what a case's planned problem depends on: its mask (label), length and heads.
+type planKey struct {
+	label  string
+	seqlen int
+	heads  harness.Heads
+}
+
+// planCache holds the problems a sweep's fit and estimate lay out (plan), by planKey:
+// FitKernels's check sizes and newEstimate's FLOPs share them, so each mask is laid out
+// once.
+type planCache map[planKey]*planned
+
+// get is plan(cs, build), laid out on first use.
+func (pc planCache) get(cs harness.Case, build harness.MaskBuilder) *planned {
+	key := planKey{cs.Label(), cs.SeqLen, cs.Heads}
+	pn, seen := pc[key]
+	if !seen {
+		p := plan(cs, build)
+		pn = &p
+		pc[key] = pn
+	}
+	return pn
+}
+
+// checkArea is case cs's mask's area at a length, as the runner's check asks it (the
+// heads are the case's; a length below the case's builds a mask of at most 4K tokens):
+// the size its check runs at (harness.KernelCheckSize) from the masks pc lays out.
+func (pc planCache) checkArea(cs harness.Case, build harness.MaskBuilder) harness.CheckArea {
+	return func(n int, _ harness.Heads) (int64, bool) {
+		c := cs
+		c.SeqLen = n
+		pn := pc.get(c, build)
+		return int64(math.Round(pn.area)), pn.ok
+	}
+}
+
 // plan lays out case cs's problem: its area, and the problem unless it is block-sparse.
 func plan(cs harness.Case, build harness.MaskBuilder) planned {
 	if cs.Sparse.IsSparse() {
@@ -164,12 +271,12 @@ func plan(cs harness.Case, build harness.MaskBuilder) planned {
 // newEstimate lays out each case's problem (its FLOPs) and asks its kernel whether it
 // runs it (Supports: a peer that takes only some masks costs nothing on the others).
 func (s *Session) newEstimate(k KernelSweep, cases []harness.Case, places map[string]place, m harness.Machine) *harness.Estimate {
-	type pk struct {
-		label  string
-		seqlen int
-		heads  harness.Heads
-	}
-	plans := map[pk]*planned{}
+	return s.newEstimateFrom(k, cases, places, m, planCache{})
+}
+
+// newEstimateFrom is newEstimate with the problems laid out through plans (those FitKernels
+// laid out already are not laid out again).
+func (s *Session) newEstimateFrom(k KernelSweep, cases []harness.Case, places map[string]place, m harness.Machine, plans planCache) *harness.Estimate {
 	ecs := make([]harness.EstimateCase, len(cases))
 	for i, cs := range cases {
 		pl := places[cs.Kernel]
@@ -177,13 +284,7 @@ func (s *Session) newEstimate(k KernelSweep, cases []harness.Case, places map[st
 		if pl.onDevice && k.Settle > 0 { // --settle idles before each case timed on a GPU
 			ec.Overhead = harness.DefaultPerCase + k.Settle.Seconds()
 		}
-		key := pk{cs.Label(), cs.SeqLen, cs.Heads}
-		pn, seen := plans[key]
-		if !seen {
-			p := plan(cs, k.Build)
-			pn = &p
-			plans[key] = pn
-		}
+		pn := plans.get(cs, k.Build)
 		switch {
 		case !pn.ok:
 			ec.Refused = true // the mask cannot be laid out: its rows say so at once
