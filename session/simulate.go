@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -573,8 +574,10 @@ const maxCaseSeconds = 3600
 // default sample) or would take more than an hour (sim.Seconds, which counts the GPUs,
 // the traced steps, the documents and the tokens). Everything that grows with the GPU
 // count or the length is counted first, before a mask is built (a document mask of a
-// million GPUs' tokens is itself large); then the documents of each mask; then the
-// whole sweep (fitSweep: its time on the workers and the rows it keeps).
+// million GPUs' tokens is itself large); then, still before a mask of documents is
+// built, the documents each is expected to hold (expectedDocs), as each case lays them,
+// with the masks the sweep keeps (heldMasks); then the documents of each mask built; then
+// the whole sweep (fitSweep: its time on the workers and the rows and masks it keeps).
 func fitSimulation(o *Simulation, maskFor func(string, int, uint64) *builtMask) error {
 	return fitSimulationIn(o, maskFor, Machine().HostBytes*0.85, max(runtime.GOMAXPROCS(0), 1))
 }
@@ -627,8 +630,9 @@ func fitSimulationIn(o *Simulation, maskFor func(string, int, uint64) *builtMask
 	}
 	weight := sim.PassWeight(o.Sweep.Passes)
 	// check refuses one GPU count and mask: lays are its cases' layouts of the documents
-	// (nil: the worst, zigzag on every rank), the largest counted.
-	check := func(n int, what string, docs, seqlen int, blocks bool, lays []caseLayout) error {
+	// (nil: the worst, zigzag on every rank), the largest counted, held the sweep's masks
+	// that the cache keeps beside the cases.
+	check := func(n int, what string, docs, seqlen int, blocks bool, lays []caseLayout, held masksHeld) error {
 		parallel := workers // ranks whose sub-masks are alive at once
 		if n <= exact {
 			parallel = n // every rank traced: the sub-masks are kept for all
@@ -651,10 +655,10 @@ func fitSimulationIn(o *Simulation, maskFor func(string, int, uint64) *builtMask
 		if blocks { // (after the masks' own refusals)
 			blockBytes, blockSeconds = o.blockWork(n)
 		}
-		need := float64(workers) * (base + blockBytes)
+		need := float64(workers)*(base+blockBytes) + held.bytes
 		if need > avail {
 			// A fix is named only where it lowers the figure below avail.
-			fits := func(b float64) bool { return float64(workers)*(b+blockBytes) <= avail }
+			fits := func(b float64) bool { return float64(workers)*(b+blockBytes)+held.bytes <= avail }
 			fix := "use fewer GPUs or tokens per GPU"
 			w := lays[worst]
 			others := 0.0 // the most any case of another method needs
@@ -702,35 +706,183 @@ func fitSimulationIn(o *Simulation, maskFor func(string, int, uint64) *builtMask
 		return nil
 	}
 	for _, n := range o.GPUs {
-		if err := check(n, fmt.Sprintf("%d ranks of %s tokens", n, harness.FormatSize(o.seqlenFor(n))), 1, o.seqlenFor(n), false, nil); err != nil {
+		if err := check(n, fmt.Sprintf("%d ranks of %s tokens", n, harness.FormatSize(o.seqlenFor(n))), 1, o.seqlenFor(n), false, nil, masksHeld{}); err != nil {
 			return err
 		}
 	}
-	for _, n := range o.GPUs { // the masks' own refusals first: they name their flags
+	// The masks' own refusals first, as they name their flags: those that come before a
+	// mask is drawn (a sequence over mask.MaxSeqLen, documents too short for one sequence to
+	// hold, dataset.CheckDocs) are had from the builder at no cost.
+	for _, n := range o.GPUs {
 		for _, mk := range o.Sweep.Masks {
-			b := maskFor(mk, o.seqlenFor(n), o.Sweep.Seed)
-			if ie := (*mask.InputError)(nil); errors.As(b.err, &ie) { // bad input: before the sweep starts
-				return Usagef("--masks %s at seqlen %d: %v", mk, o.seqlenFor(n), b.err)
+			if o.refusedUpFront(mk, o.seqlenFor(n)) {
+				if err := maskInputErr(mk, o.seqlenFor(n), maskFor(mk, o.seqlenFor(n), o.Sweep.Seed)); err != nil {
+					return err
+				}
 			}
 		}
 	}
+	// Then, before any mask is built (a mask of millions of documents is gigabytes, and
+	// took 20 s to build before a refusal at 536 GiB), each mask of documents at the count
+	// it is expected to hold (harness.MaskDocs), laid out as each case lays it, with the
+	// masks the sweep keeps.
+	expected := o.heldMasks(func(n int, mk string) float64 { return o.expectedDocs(mk, o.seqlenFor(n)) })
 	for _, n := range o.GPUs {
 		cases, err := o.sweep(n).Configs(n)
 		if err != nil {
 			return Usagef("%v", err)
 		}
+		seqlen := o.seqlenFor(n)
 		for _, mk := range o.Sweep.Masks {
-			b := maskFor(mk, o.seqlenFor(n), o.Sweep.Seed)
+			d := o.expectedDocs(mk, seqlen)
+			if d <= 0 {
+				continue // a few slices: built below
+			}
+			docs := int(math.Ceil(d))
+			lays := o.docLayouts(n, cases, mk, docs, func(ring int) sim.DocLayout { return sim.ContiguousDocsExpected(ring, d, seqlen) })
+			if err := check(n, fmt.Sprintf("%s (about %d documents)", mk, docs), docs, seqlen, true, lays, expected); err != nil {
+				return err
+			}
+		}
+	}
+	for _, n := range o.GPUs { // the masks' other refusals: they name their flags
+		for _, mk := range o.Sweep.Masks {
+			if err := maskInputErr(mk, o.seqlenFor(n), maskFor(mk, o.seqlenFor(n), o.Sweep.Seed)); err != nil {
+				return err
+			}
+		}
+	}
+	// Each mask again, built: its own documents.
+	held := o.heldMasks(func(n int, mk string) float64 {
+		return float64(len(maskFor(mk, o.seqlenFor(n), o.Sweep.Seed).docs))
+	})
+	for _, n := range o.GPUs {
+		cases, err := o.sweep(n).Configs(n)
+		if err != nil {
+			return Usagef("%v", err)
+		}
+		seqlen := o.seqlenFor(n)
+		for _, mk := range o.Sweep.Masks {
+			b := maskFor(mk, seqlen, o.Sweep.Seed)
 			if b.err != nil {
 				continue // reported by the job itself
 			}
-			lays := o.docLayouts(n, cases, mk, b.docs)
-			if err := check(n, fmt.Sprintf("%s (%d documents)", mk, len(b.docs)), len(b.docs), o.seqlenFor(n), true, lays); err != nil {
+			lays := o.docLayouts(n, cases, mk, len(b.docs), func(ring int) sim.DocLayout { return sim.ContiguousDocs(ring, b.docs, seqlen) })
+			if err := check(n, fmt.Sprintf("%s (%d documents)", mk, len(b.docs)), len(b.docs), seqlen, true, lays, held); err != nil {
 				return err
 			}
 		}
 	}
 	return fitSweep(o, maskFor, avail, workers)
+}
+
+// maskInputErr is the usage error of a mask refused for its input (mask.InputError: it
+// names its flag), nil for any other.
+func maskInputErr(mk string, seqlen int, b *builtMask) error {
+	if ie := (*mask.InputError)(nil); errors.As(b.err, &ie) { // bad input: before the sweep starts
+		return Usagef("--masks %s at seqlen %d: %v", mk, seqlen, b.err)
+	}
+	return nil
+}
+
+// docs is where the simulation's masks take their documents (--dist, --counts,
+// --max-doc).
+func (o *Simulation) docs() harness.Docs {
+	if o.Docs.IsDefault() {
+		return o.Sweep.Docs
+	}
+	return o.Docs
+}
+
+// docSource is the source and the cap (in tokens, 0: none) that a mask of documents at
+// seqlen tokens draws from, as mask.Build resolves them for a CP mask.
+func (o *Simulation) docSource(seqlen int) (dataset.Source, int) {
+	d := o.docs()
+	src := d.Source
+	if src == nil {
+		b, err := dataset.Builtin(dataset.ForCP(seqlen))
+		if err != nil {
+			return nil, 0
+		}
+		src = b
+	}
+	c := d.MaxDoc
+	if c.IsZero() {
+		c = dataset.DefaultCap(src)
+	}
+	return src, c.Resolve(seqlen)
+}
+
+// refusedUpFront says whether mask.Build refuses mask mk at seqlen before it draws a
+// document: a sequence over mask.MaxSeqLen, or documents too short for one sequence to
+// hold (dataset.CheckDocs). Asking the builder for such a mask costs nothing.
+func (o *Simulation) refusedUpFront(mk string, seqlen int) bool {
+	if seqlen > mask.MaxSeqLen {
+		return true
+	}
+	if !mask.DrawsDocuments(mk) {
+		return false
+	}
+	src, c := o.docSource(seqlen)
+	return src != nil && dataset.CheckDocs(src, seqlen, c) != nil
+}
+
+// expectedDocs is how many documents mask mk is expected to hold at seqlen tokens, before
+// it is built: the sequence over the source's mean piece (harness.MaskDocs' Piece, its
+// cap counted); a *_long mask draws only its long fraction from the source, the rest
+// documents of mask.DefaultLongMin tokens or more, cut at the cap. 0 for a mask that
+// draws none (a few slices). Without harness.MaskDocs' margin: the checks before the
+// build refuse what the mask is expected to make too large, and the build itself takes
+// less a document than any case's estimate, so a mask that draws more than expected is
+// still built and refused by its own count.
+func (o *Simulation) expectedDocs(mk string, seqlen int) float64 {
+	if !mask.DrawsDocuments(mk) {
+		return 0
+	}
+	S := float64(max(seqlen, 1))
+	drawn := S / max(harness.CPSweep{Docs: o.docs()}.MaskDocs(mk, seqlen).Piece, 1)
+	if !mask.ReadsOf(mk).Has(mask.ReadsLong) {
+		return min(S, math.Ceil(drawn))
+	}
+	long := (1 - mask.DefaultLongFraction) * S
+	piece := float64(mask.DefaultLongMin)
+	if _, c := o.docSource(seqlen); c > 0 {
+		piece = min(piece, float64(c))
+	}
+	// the drawn share, and the long documents' pieces (each long document's last piece
+	// may be short)
+	return min(S, math.Ceil(mask.DefaultLongFraction*drawn+long/piece+long/mask.DefaultLongMin+1))
+}
+
+// What a built mask of documents holds per document (maskCache keeps it to the end of the
+// sweep) and what building one takes at its peak, the mask included: measured on 1-token
+// and 1- to 64-token documents (causal_document, full_document, causal_document_long, 129K
+// to 1M documents), 60-67 bytes a document live and 106-189 at the peak
+// (TestMaskBytesBoundBuiltMasks). Rounded up.
+const (
+	maskLiveBytes  = 96
+	maskBuildBytes = 256
+)
+
+// masksHeld is what the cache holds of the sweep's masks while its checks run and its first
+// cases are predicted: the first sample's mask of every mask and GPU count, and the
+// second's where there are several (samplesOf compares them), with one more being built.
+// fitSweep counts the other samples' masks.
+type masksHeld struct{ bytes float64 }
+
+// heldMasks is what the cache holds of the sweep's masks (masksHeld), docs(n, mk) being
+// the documents of mask mk on n GPUs.
+func (o *Simulation) heldMasks(docs func(n int, mk string) float64) masksHeld {
+	kept := float64(min(max(o.Sweep.Samples, 1), 2))
+	live, most := 0.0, 0.0
+	for _, n := range o.GPUs {
+		for _, mk := range o.Sweep.Masks {
+			d := docs(n, mk)
+			live += kept * maskLiveBytes * d
+			most = max(most, d)
+		}
+	}
+	return masksHeld{bytes: live + maskBuildBytes*most}
 }
 
 // caseLayout is how one case of the sweep lays a mask's documents over its ring (the
@@ -743,20 +895,21 @@ type caseLayout struct {
 	contiguous sim.DocLayout
 }
 
-// docLayouts are the layouts of the documents docs of mask mk by the cases of cases (the
+// docLayouts are the layouts of the docs documents of mask mk by the cases of cases (the
 // sweep's on n GPUs; those unsupported left out: they predict nothing), as each method's
 // plan lays them (spmd/cp newPlan): the ring is every rank for ring-p2p and
 // ring-allgather, one for ulysses, the mesh's R for usp and loongtrain; the sharding the
-// case's, else zigzag, contiguous for ulysses and on a ring of one. balanced's dispatch
-// lays blocks (BlockWork counts them); its documents are counted as zigzag on every rank,
-// the bound it had.
-func (o *Simulation) docLayouts(n int, cases []harness.CPCase, mk string, docs []mask.Range) []caseLayout {
+// case's, else zigzag, contiguous for ulysses and on a ring of one (contiguous(ring): the
+// contiguous layout of the documents on a ring). balanced's dispatch lays blocks, not
+// documents (sim.BalancedDocs; BlockWork counts its blocks); it was counted as zigzag on
+// every rank, gigabytes where 55-68 MB were measured.
+func (o *Simulation) docLayouts(n int, cases []harness.CPCase, mk string, docs int, contiguous func(ring int) sim.DocLayout) []caseLayout {
 	seqlen := o.seqlenFor(n)
 	chunks := map[int]sim.DocLayout{} // contiguous layouts by ring
-	contiguous := func(ring int) sim.DocLayout {
+	contiguousOn := func(ring int) sim.DocLayout {
 		l, ok := chunks[ring]
 		if !ok {
-			l = sim.ContiguousDocs(ring, docs, seqlen)
+			l = contiguous(ring)
 			chunks[ring] = l
 		}
 		return l
@@ -770,15 +923,15 @@ func (o *Simulation) docLayouts(n int, cases []harness.CPCase, mk string, docs [
 		switch {
 		case c.Method == "ulysses":
 			ring = 1
-		case c.Method == "balanced": // (not measured by layout yet: the worst, as before)
-			out = append(out, caseLayout{method: c.Method, lay: sim.ZigzagDocs(n, len(docs))})
+		case c.Method == "balanced":
+			out = append(out, caseLayout{method: c.Method, lay: sim.BalancedDocs(docs)})
 			continue
 		case c.Config.Ring > 0 && n%c.Config.Ring == 0:
 			ring = c.Config.Ring
 		case c.Config.Ulysses > 0 && n%c.Config.Ulysses == 0:
 			ring = n / c.Config.Ulysses
 		}
-		l := caseLayout{method: c.Method, contiguous: contiguous(ring)}
+		l := caseLayout{method: c.Method, contiguous: contiguousOn(ring)}
 		switch c.Config.Sharding {
 		case cp.Contiguous:
 			l.lay = l.contiguous
@@ -791,7 +944,7 @@ func (o *Simulation) docLayouts(n int, cases []harness.CPCase, mk string, docs [
 			}
 		}
 		if l.zigzag {
-			l.lay = sim.ZigzagDocs(ring, len(docs))
+			l.lay = sim.ZigzagDocs(ring, docs)
 		}
 		out = append(out, l)
 	}
@@ -813,27 +966,36 @@ const simJobBytes = 20 << 10
 // fitSweep refuses a sweep whose jobs (predictAll's, counted without laying them out)
 // would take more than maxSweepSeconds on workers workers or keep more than avail bytes:
 // --gpus 8,64,512 --samples 100000 was 8.4M jobs, at_most 2982 hours, and grew by 7 GB in
-// 100 s.
+// 100 s. A sample's mask of many documents is counted at its documents (maskLiveBytes
+// each, the first sample's count), beyond the simJobBytes a job has for it.
 func fitSweep(o *Simulation, maskFor func(string, int, uint64) *builtMask, avail float64, workers int) error {
-	jobs, total, longest := 0, 0.0, 0.0
+	jobs, total, longest, masks := 0, 0.0, 0.0, 0.0
 	for _, n := range o.GPUs {
 		cases, err := o.sweep(n).Configs(n)
 		if err != nil {
 			return Usagef("%v", err)
 		}
+		samples := map[string]int{} // the samples predicted of each mask
 		for _, c := range cases {
 			k := o.samplesOf(n, c, maskFor)
 			if k <= 0 {
 				continue
+			}
+			if c.Skip == nil {
+				samples[c.Mask] = max(samples[c.Mask], k)
 			}
 			est := o.caseSeconds(n, c, maskFor)
 			jobs += k
 			total += float64(k) * est
 			longest = max(longest, est)
 		}
+		for _, mk := range o.Sweep.Masks {
+			docs := float64(len(maskFor(mk, o.seqlenFor(n), o.Sweep.Seed).docs))
+			masks += float64(samples[mk]) * max(maskLiveBytes*docs-simJobBytes, 0)
+		}
 	}
 	seconds := max(total/float64(max(workers, 1)), longest) // at_most is at least this
-	bytes := float64(jobs) * simJobBytes
+	bytes := float64(jobs)*simJobBytes + masks
 	if seconds <= maxSweepSeconds && bytes <= avail {
 		return nil
 	}

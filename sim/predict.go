@@ -473,6 +473,10 @@ type DocLayout struct {
 	Pieces   float64 // the layout's pieces of documents
 	Steps    float64 // ring steps a rank walks, each with a sub-mask
 	RankDocs float64 // the documents one step's sub-mask may hold
+	// Dispatched are the documents that every rank's sub-masks hold together, about once
+	// each, whatever the ranks traced (balanced's dispatch, BalancedDocs); 0 for a ring's
+	// layout.
+	Dispatched float64
 }
 
 // ZigzagDocs is the zigzag layout of docs documents on a ring of ring ranks: every
@@ -492,6 +496,28 @@ func ZigzagDocs(ring, docs int) DocLayout {
 func ContiguousDocs(ring int, docs []mask.Range, seqlen int) DocLayout {
 	r := max(ring, 1)
 	return DocLayout{Pieces: float64(max(len(docs), 1) + r), Steps: float64(r), RankDocs: float64(ChunkDocs(docs, seqlen, r))}
+}
+
+// ContiguousDocsExpected is ContiguousDocs before the documents are drawn: docs of them
+// (an expected count, harness.MaskDocs) over seqlen tokens, a chunk meeting its share of
+// them and one more at each end. A chunk of the sequence's shortest documents may meet
+// more: an estimate made before a mask is built, counted again from the mask once built.
+func ContiguousDocsExpected(ring int, docs float64, seqlen int) DocLayout {
+	r, d := max(ring, 1), max(docs, 1)
+	chunk := math.Ceil(float64(max(seqlen, 1)) / float64(r))
+	return DocLayout{Pieces: d + float64(r), Steps: float64(r), RankDocs: min(d, math.Ceil(chunk*d/float64(max(seqlen, 1)))+2)}
+}
+
+// BalancedDocs is balanced's layout of docs documents (spmd/cp Balance): its blocks are
+// cut from the sequence, not from the documents, and each dispatch rank's sub-masks hold
+// the documents of its own rows, so all of them together hold each document about once;
+// the plan builds every rank's, whatever the ranks traced, and Predict holds them with
+// the traced ranks' stage sub-masks (Dispatched, dispatchDocBytes a document). A document
+// that spans blocks adds a slice for each pair of its blocks: BlockWork counts those. It
+// had been counted as zigzag on every rank: 18.8 GiB for 256 GPUs of 1- to 64-token
+// documents (64,509 of them), where the case's heap peaks at 15 MB.
+func BalancedDocs(docs int) DocLayout {
+	return DocLayout{Steps: 1, RankDocs: 1, Dispatched: float64(max(docs, 1))}
 }
 
 // ChunkDocs is the most documents (ranges, in order) that meet one of ring equal chunks of
@@ -523,7 +549,8 @@ func MemoryBytesIn(n int, lay DocLayout, steps float64, passes, parallel int) fl
 	subMasks := float64(max(parallel, 1)) * 4 * max(lay.RankDocs, 1) * max(lay.Steps, 1) * sliceBytes // each live rank's step sub-masks
 	traces := max(steps, 0) * float64(max(passes, 1)) * stepPassBytes                                 // each traced step's events, per pass
 	world := worldBytesPerRank2*r*r + rankBytes*r                                                     // the ranks' goroutines, communicators and plan views
-	return caseBytes + layout + subMasks + traces + world
+	dispatched := max(lay.Dispatched, 0) * dispatchDocBytes                                           // every dispatch rank's documents (balanced)
+	return caseBytes + layout + subMasks + traces + world + dispatched
 }
 
 // PassWeight is how many passes' traces a prediction of passes holds: fwd+bwd is a
@@ -554,6 +581,15 @@ const (
 	sliceBytes    = 64      // 4 slices a document in a step's sub-mask, with its tiles
 	stepPassBytes = 4 << 10 // a traced rank's step in one pass
 )
+
+// dispatchDocBytes is what balanced's case holds per document of its mask (BalancedDocs),
+// measured (peak heap of Predict, fwd and bwd, 8K to 256K tokens a GPU, 1-token and 1- to
+// 64-token documents, 1 to 64 GPUs, --cp-ulysses 1, 2, n or the plan's, blocks or thd keys;
+// TestBalancedDocsBoundMeasured): 120-480 bytes a document where the documents are most of
+// the heap, the most where one dispatch rank holds every document (--cp-ulysses n); up to
+// 1,300 where a few thousand documents share the case's fixed costs (caseBytes covers
+// those). Rounded up.
+const dispatchDocBytes = 768
 
 // SequenceBytes is what one case's simulation holds per token of the sequence, beside
 // MemoryBytes: the kernel model's tile rows of each step's sub-mask (Ulysses' span the
