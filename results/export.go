@@ -29,48 +29,17 @@ func writeVia(path string, fn func(f *os.File) error) (err error) {
 	if err != nil {
 		return err
 	}
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
+	if err = smallfile.Replace(path, fn); err == nil {
+		return nil
 	}
-	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
-	if err != nil {
-		err = fmt.Errorf("results: writing %s: %w", path, err)
-		if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS) || errors.Is(err, fs.ErrNotExist) {
-			err = usageErr{fmt.Errorf("%w (choose a folder you can write, e.g. --out elsewhere)", err)}
-		}
-		return err
+	err = fmt.Errorf("results: writing %s: %w", path, err)
+	switch {
+	case errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS) || errors.Is(err, fs.ErrNotExist):
+		return usageErr{fmt.Errorf("%w (choose a folder you can write, e.g. --out elsewhere)", err)}
+	case NoRoom(err):
+		return usageErr{fmt.Errorf("%w (make room there, or give --out a folder with room)", err)}
 	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-			if NoRoom(err) {
-				err = usageErr{fmt.Errorf("%w (make room there, or give --out a folder with room)", err)}
-			}
-		}
-	}()
-	if err := fn(f); err != nil {
-		return fmt.Errorf("results: writing %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("results: writing %s: %w", path, err)
-	}
-	if err := f.Chmod(0o644); err != nil {
-		return fmt.Errorf("results: writing %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("results: closing %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("results: writing %s: %w", path, err)
-	}
-	if d, err := os.Open(dir); err == nil { // the rename itself survives a crash
-		d.Sync()
-		d.Close()
-	}
-	return nil
+	return err
 }
 
 // fileTarget is where writeVia may put path: path itself when it is a regular file or

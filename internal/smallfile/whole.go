@@ -28,6 +28,17 @@ func WriteWhole(path string, fill func(io.Writer) error) (err error) {
 		}
 		path = target
 	}
+	return Replace(path, func(f *os.File) error { return fill(f) })
+}
+
+// Replace writes the regular file path (or nothing yet) whole or not at all: fill writes
+// into a temporary file beside it (".<name>.tmp-*"), which is synced, made mode 0644,
+// closed and renamed over path only when every step went well, then the folder is synced
+// so the rename itself survives a crash. On any error the temporary file is removed, path
+// is left as it was (the old file, or none) and the error names path, not the temporary
+// file. The caller decides what may be replaced (WriteWhole: a pipe is written in place;
+// results' writer refuses anything but a regular file).
+func Replace(path string, fill func(f *os.File) error) (err error) {
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
@@ -59,7 +70,14 @@ func WriteWhole(path string, fill func(io.Writer) error) (err error) {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	return os.Rename(tmp, path)
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	if d, err := os.Open(dir); err == nil { // the rename itself survives a crash
+		d.Sync()
+		d.Close()
+	}
+	return nil
 }
 
 // writeInPlace is WriteWhole's way for a path that is no regular file: fill writes
