@@ -83,8 +83,11 @@ func (s *Session) Suite(ctx context.Context, name string, k KernelSweep, parquet
 		return after.noRoom(err, wroteReport)
 	}
 	fmt.Fprint(s.Stdout, table.String())
-	fmt.Fprintf(s.Stdout, "# wrote %s, %s, %s.report.txt and %d plots in %s\n",
-		filepath.Base(res.File), filepath.Base(m.Files[0]), s.RunID, n, plotDir)
+	wrote := []string{filepath.Base(res.File)}
+	for _, f := range m.Files { // the merged Arrow file, and its Parquet with --parquet
+		wrote = append(wrote, filepath.Base(f))
+	}
+	fmt.Fprintf(s.Stdout, "# wrote %s, %s.report.txt and %d plots in %s\n", strings.Join(wrote, ", "), s.RunID, n, plotDir)
 	if sweepErr != nil {
 		if errors.Is(sweepErr, context.Canceled) {
 			return &ExitError{130, fmt.Sprintf("longca: interrupted after %d of %d cases; the files above hold them", len(res.Rows), len(k.Sweep.Cases()))}

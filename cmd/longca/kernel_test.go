@@ -164,6 +164,9 @@ func TestRunSmokeSuite(t *testing.T) {
 	if len(seen) != 12 {
 		t.Fatalf("rows are not distinct cases: %v", seen)
 	}
+	if !strings.Contains(out, "# wrote run1.rank-0-of-1.arrow, run1.merged.arrow, run1.report.txt and 6 plots in ") {
+		t.Errorf("the files written are not said:\n%s", out)
+	}
 	for _, p := range []string{"run1.rank-0-of-1.arrow", "run1.merged.arrow", "run1.report.txt", "run1.plots/causal_fwd_4-2.png", "run1.plots/block_causal_document_bwd_4-2.png"} {
 		if st, err := os.Stat(filepath.Join(dir, p)); err != nil || st.Size() == 0 {
 			t.Errorf("%s: %v", p, err)
@@ -184,10 +187,12 @@ func TestRunSmokeSuite(t *testing.T) {
 
 	// A second run into the same folder keeps its own summaries; the first run's stay.
 	// (--no-peers on a suite without peers is said to change nothing)
-	if _, errs, code := captureRun(t, "run", "--suite", "smoke", "--out", dir, "--run-id", "run2", "--no-check", "--no-peers"); code != 0 {
+	if out, errs, code := captureRun(t, "run", "--suite", "smoke", "--out", dir, "--run-id", "run2", "--no-check", "--no-peers", "--parquet"); code != 0 {
 		t.Fatalf("second run: exit %d: %s", code, errs)
 	} else if !strings.Contains(errs, "--no-peers: only the gpu suite times peers") {
 		t.Errorf("run --suite smoke --no-peers: no word that --no-peers changes nothing: %s", errs)
+	} else if !strings.Contains(out, "# wrote run2.rank-0-of-1.arrow, run2.merged.arrow, run2.merged.parquet, run2.report.txt and 6 plots") {
+		t.Errorf("run --parquet: the Parquet file is not said written:\n%s", out) // (it was left out)
 	}
 	for _, run := range []string{"run1", "run2"} {
 		rows, f, err := results.ReadRows(filepath.Join(dir, run+".merged.arrow"))
