@@ -165,13 +165,19 @@ func (s *Session) NoRoom(err error, kept string) error {
 	if !results.NoRoom(err) {
 		return err
 	}
-	why := err
-	var errno syscall.Errno
-	if errors.As(err, &errno) {
-		why = errno
-	}
+	why := noRoomWhy(err)
 	return Usagef("%s %s: %v: %s; make room (space, quota, ulimit -f) and run again under another --run-id, or give %s a folder with room",
 		s.outFlag(), s.Out, why, kept, s.outFlag())
+}
+
+// noRoomWhy is the system's word of a write refused for want of room (ENOSPC, EDQUOT,
+// EFBIG, EROFS) where err holds one, else err.
+func noRoomWhy(err error) error {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return errno
+	}
+	return err
 }
 
 // keptIn says where the rows measured so far are: n of them in file.

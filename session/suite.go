@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 
 	"github.com/longca/longca/harness"
 	"github.com/longca/longca/internal/smallfile"
@@ -145,11 +144,7 @@ func (a afterSweep) noRoom(err error, done int) error {
 	if !results.NoRoom(err) {
 		return err
 	}
-	why := err
-	var errno syscall.Errno
-	if errors.As(err, &errno) {
-		why = errno
-	}
+	why := noRoomWhy(err)
 	base := strings.TrimSuffix(a.merged, ".arrow")
 	plots := filepath.Join(s.Out, s.RunID+".plots")
 	report := filepath.Join(s.Out, s.RunID+".report.txt")
