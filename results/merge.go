@@ -28,7 +28,14 @@ type MergeOptions struct {
 	AllowMissing bool
 	// Runs restricts the merge to these run ids; empty means every run in dir.
 	Runs []string
+	// RefuseEmpty refuses, with ErrNoRows and nothing written, a merge whose runs hold no
+	// row at all (longca merge's: a run's own merge writes it).
+	RefuseEmpty bool
 }
+
+// ErrNoRows is Merge's error, under RefuseEmpty, when the runs merged hold no row; its
+// MergeResult names the runs and their truncated files.
+var ErrNoRows = errors.New("merge: the runs hold no rows")
 
 // MergeResult says what Merge did.
 type MergeResult struct {
@@ -555,6 +562,9 @@ func Merge(dir string, opts MergeOptions) (MergeResult, error) {
 	kept := c.kept.(*columnKeeper)
 	if err := kept.flush(c.schema); err != nil {
 		return res, err
+	}
+	if opts.RefuseEmpty && kept.gather.rows == 0 {
+		return res, ErrNoRows
 	}
 	ref := &File{Schema: c.schema}
 	md := map[string]string{MetaRuns: strings.Join(res.Runs, ",")}

@@ -114,7 +114,7 @@ func (s *Session) CP(ctx context.Context, r CPRun) error {
 	// rank of the world stops the same way, keeping its rows.
 	interrupted := harness.Interrupted(ctx, err) || errors.Is(err, harness.ErrInterrupted)
 	if err != nil && !interrupted {
-		return oneUsage(err)
+		return oneUsage(dropPeerFileErrors(err))
 	}
 	if interrupted && s.World.Rank == 0 {
 		s.log().Warn().Int("rows", len(shared.rows)).Msg("interrupted: rows so far are in the file")
@@ -150,8 +150,8 @@ func (s *Session) cpRank(ctx context.Context, r CPRun, backend string, cm comm.C
 	if err != nil {
 		return err
 	}
-	rank, n := cm.Rank(), cm.Size()
-	wr, err := s.RankFile(s.RunID, rank, n)
+	rank := cm.Rank()
+	wr, err := s.claimRankFile(cm) // rank 0's first: of two runs given one run id, one writes
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 
@@ -20,7 +21,8 @@ func init() {
 			"missing ranks are named. --allow-missing merges anyway and records the missing ranks in the\n" +
 			"output's schema metadata (longca.allow_missing, longca.missing). Files of longca versions\n" +
 			"whose columns differ are joined by column name (docs/results-format.md); another schema\n" +
-			"version is refused, naming both files.",
+			"version is refused, naming both files. Runs that hold no row at all are refused (exit 2,\n" +
+			"nothing written), saying what their files are.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "out", Usage: "merged Arrow file (default DIR/merged.arrow)"},
 			&cli.BoolFlag{Name: "parquet", Usage: "also write the merge as Parquet (.parquet beside --out)"},
@@ -54,10 +56,13 @@ func mergeAction(c *cli.Context) error {
 	}
 	res, err := session.Merge(args[0], results.MergeOptions{
 		Out: c.String("out"), Parquet: c.Bool("parquet"), CSV: c.Bool("csv"),
-		AllowMissing: c.Bool("allow-missing"), Runs: c.StringSlice("run"),
+		AllowMissing: c.Bool("allow-missing"), Runs: c.StringSlice("run"), RefuseEmpty: true,
 	})
 	if errors.Is(err, results.ErrMissingRanks) {
 		return usageError("%v", err) // the folder given is incomplete: --allow-missing or the missing files
+	}
+	if errors.Is(err, results.ErrNoRows) {
+		return noRowsError(args[0], res)
 	}
 	if err != nil {
 		return err
@@ -67,6 +72,36 @@ func mergeAction(c *cli.Context) error {
 	}
 	present.WriteMerge(c.App.Writer, res)
 	return nil
+}
+
+// noRowsError is the refusal of a merge whose runs hold no row (results.ErrNoRows, nothing
+// written): it printed "merged 0 rows" and exited 0, where the files are what a run that
+// stopped before its first row leaves (refused, failed, interrupted; before the claim of
+// session.claimRankFile, both of two cp runs given one run id at once), or are still being
+// written. One line naming the runs, what their files are, and the fix.
+func noRowsError(dir string, res results.MergeResult) error {
+	files := 0
+	if runs, err := results.Scan(dir); err == nil {
+		for _, id := range res.Runs {
+			if rf := runs[id]; rf != nil {
+				files += len(rf.Paths)
+			}
+		}
+	}
+	what := "and were all closed: a run that stopped before its first row (refused, failed or interrupted: its log says why) leaves them"
+	if len(res.Truncated) > 0 {
+		what = fmt.Sprintf("and %d of them are not closed: a run still writing (merge once it ends) or killed before its first row", len(res.Truncated))
+	}
+	runs := strings.Join(res.Runs, ", ")
+	if len(res.Runs) > 5 {
+		runs = fmt.Sprintf("%s and %d more", strings.Join(res.Runs[:5], ", "), len(res.Runs)-5)
+	}
+	rm := session.ShellWord(dir) + "/RUN.rank-*.arrow"
+	if len(res.Runs) == 1 {
+		rm = session.ShellWord(dir) + "/" + res.Runs[0] + ".rank-*.arrow"
+	}
+	return usageError("merge %s: nothing to merge: the %d rank file(s) of run(s) %s hold no rows %s; nothing was written: merge a folder with rows, or remove these files to free the run id (rm %s)",
+		dir, files, runs, what, rm)
 }
 
 // positionalArgs returns the command's positional arguments, applying any flags given

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/longca/longca/results"
+	"github.com/longca/longca/session"
 	"github.com/longca/longca/spmd"
 	"github.com/urfave/cli/v2"
 )
@@ -34,7 +35,11 @@ func resultsTarget(out, runID, runIDFrom string, size int, allHere bool) (string
 		return "", usageError("--out %s: %v", out, err)
 	}
 	if err := results.CheckNewRun(out, runID, size, allHere); err != nil {
-		return "", usageError("--out %s: %v", out, strings.TrimPrefix(err.Error(), "results: "))
+		msg := strings.TrimPrefix(err.Error(), "results: ")
+		if note := session.RunFilesNote(out, runID); note != "" { // (files left by a run that wrote no row)
+			msg += "; " + note
+		}
+		return "", usageError("--out %s: %s", out, msg)
 	}
 	return runID, nil
 }
