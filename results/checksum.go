@@ -29,6 +29,10 @@ func rowChecksums(rec arrow.RecordBatch) ([]uint64, error) {
 	sums := make([]uint64, n)
 	var buf []byte
 	fields := rec.Schema().Fields()
+	names := make([]string, len(fields)) // (made once a batch, not once a value)
+	for c, f := range fields {
+		names[c] = f.Name + " " + f.Type.String()
+	}
 	for i := 0; i < n; i++ {
 		buf = buf[:0]
 		for c, f := range fields {
@@ -36,7 +40,7 @@ func rowChecksums(rec arrow.RecordBatch) ([]uint64, error) {
 				continue
 			}
 			var err error
-			if buf, err = appendValueBytes(buf, f.Name+" "+f.Type.String(), rec.Column(c), i); err != nil {
+			if buf, err = appendValueBytes(buf, names[c], rec.Column(c), i); err != nil {
 				return nil, err
 			}
 		}

@@ -45,7 +45,7 @@ func TestLoadManySmallFilesKeepsRowsNotFiles(t *testing.T) {
 	runtime.KeepAlive(l)
 }
 
-// A rank file has one row a batch: Open joins them, so that a file of many rows does not
+// A rank file written by Write has one row a batch: Open joins them, so that a file of many rows does not
 // hold one set of Arrow objects for each (a 150 MB file of 20,000 rows took 1.3 GB).
 func TestOpenJoinsARankFilesBatches(t *testing.T) {
 	dir := t.TempDir()

@@ -226,15 +226,16 @@ func (f *File) readStream(data []byte) error {
 	rankFile := f.Meta(MetaRank) != ""
 	for r.Next() {
 		// A rank file's writer writes an empty first batch (the schema on disk at once),
-		// then one row a batch: any other count is damage.
-		want := int64(1)
-		if f.read == 0 {
-			want = 0
+		// then batches of rows (one a Write; up to syncRows a WriteAll chunk), each
+		// holding buffers sized for its rows (accept: exactBuffers).
+		n := r.RecordBatch().NumRows()
+		if rankFile && f.read == 0 && n != 0 {
+			return fmt.Errorf("%w: batch 0 holds %d rows; a rank file's first batch holds none", ErrDamaged, n)
 		}
-		if n := r.RecordBatch().NumRows(); rankFile && n != want {
-			return fmt.Errorf("%w: batch %d holds %d rows; a rank file's batch %d holds %d", ErrDamaged, f.read, n, f.read, want)
+		if rankFile && f.read > 0 && n < 1 {
+			return fmt.Errorf("%w: batch %d holds %d rows; a rank file's batches after the first hold at least one", ErrDamaged, f.read, n)
 		}
-		if err := f.accept(r.RecordBatch(), f.read); err != nil {
+		if err := f.accept(r.RecordBatch(), f.read, rankFile); err != nil {
 			return err
 		}
 		goodEnd = msgs[f.read].end
@@ -261,15 +262,21 @@ func (f *File) readStream(data []byte) error {
 	return nil
 }
 
-// accept validates and verifies batch i and keeps it (an empty one is dropped). The
-// batches are joined compactBatches at a time (or joinBytes of data): a decoded batch
-// costs about 300 bytes of Arrow objects a column whatever its rows, and a rank file has
-// one row a batch, so a rank file of 20,000 rows (150 MB) took 1.3 GB to read whole.
-// Batches then holds the joined batches, not one for each batch of the file.
-func (f *File) accept(rec arrow.RecordBatch, i int) error {
+// accept validates and verifies batch i (where exact, a rank file's, its buffers held to
+// its rows: exactBuffers) and keeps it (an empty one is dropped). Small batches are joined
+// compactBatches at a time (or joinBytes of data): a decoded batch costs about 300 bytes
+// of Arrow objects a column whatever its rows, and a rank file's Write writes one row a
+// batch, so a rank file of 20,000 rows (150 MB) took 1.3 GB to read whole. Batches then
+// holds the joined batches, not one for each batch of the file.
+func (f *File) accept(rec arrow.RecordBatch, i int, exact bool) error {
 	f.read++
 	if err := validateBatch(rec); err != nil {
 		return fmt.Errorf("%w: batch %d: %v", ErrDamaged, i, err)
+	}
+	if exact {
+		if err := exactBuffers(rec); err != nil {
+			return fmt.Errorf("%w: batch %d: %v", ErrDamaged, i, err)
+		}
 	}
 	verified, err := verifyChecksums(rec)
 	if err != nil {
@@ -299,10 +306,11 @@ func (f *File) join() error {
 // stays far from the 2 GiB its 32-bit offsets can address).
 const joinBytes = 64 << 20
 
-// joiner gathers record batches and joins them compactBatches at a time (or joinBytes of
-// data): a decoded batch costs about 300 bytes of Arrow objects a column whatever its
-// rows, a joined one the same for all of its rows. A File's batches (a rank file has one
-// row a batch) and Merge's files (columnKeeper) are gathered so. Empty batches are dropped.
+// joiner gathers record batches and joins small ones compactBatches at a time (or
+// joinBytes of data): a decoded batch costs about 300 bytes of Arrow objects a column
+// whatever its rows, a joined one the same for all of its rows. A File's batches (Write
+// writes one row a batch) and Merge's files (columnKeeper) are gathered so. Empty batches
+// are dropped; one of compactBatches rows or more is kept as it is (flush).
 type joiner struct {
 	joined  []arrow.RecordBatch
 	pending []arrow.RecordBatch
@@ -323,30 +331,48 @@ func (j *joiner) keep(rec arrow.RecordBatch) (full bool) {
 	return len(j.pending) >= compactBatches || j.bytes >= joinBytes
 }
 
-// flush joins the pending batches into one (with s's fields), kept in joined.
+// flush joins the pending batches (with s's fields), kept in joined: each run of small
+// ones into one; a batch of compactBatches rows or more (a WriteAll chunk of a rank
+// file) is as compact as a joined one, and is kept as it is, not copied.
 func (j *joiner) flush(s *arrow.Schema) error {
 	pending := j.pending
 	j.pending, j.bytes = nil, 0
-	switch len(pending) {
-	case 0:
-		return nil
-	case 1:
-		j.joined = append(j.joined, pending[0])
-		return nil
-	}
+	var run []arrow.RecordBatch
 	var rows int64
-	for _, b := range pending {
-		rows += b.NumRows()
+	emit := func() error {
+		defer func() { run, rows = nil, 0 }()
+		switch len(run) {
+		case 0:
+			return nil
+		case 1:
+			j.joined = append(j.joined, run[0])
+			return nil
+		}
+		rec, err := join(s, run, rows)
+		for _, b := range run {
+			b.Release()
+		}
+		if err != nil {
+			return err
+		}
+		j.joined = append(j.joined, rec)
+		return nil
 	}
-	rec, err := join(s, pending, rows)
-	for _, b := range pending {
-		b.Release()
+	for i, b := range pending {
+		if b.NumRows() < compactBatches {
+			run = append(run, b)
+			rows += b.NumRows()
+			continue
+		}
+		if err := emit(); err != nil {
+			for _, b := range pending[i:] {
+				b.Release()
+			}
+			return err
+		}
+		j.joined = append(j.joined, b)
 	}
-	if err != nil {
-		return err
-	}
-	j.joined = append(j.joined, rec)
-	return nil
+	return emit()
 }
 
 // release frees every batch held.
@@ -473,7 +499,7 @@ func (f *File) readFile(data []byte) error {
 		if err != nil {
 			return fmt.Errorf("%w: batch %d: %v", ErrDamaged, i, err)
 		}
-		if err := f.accept(rec, i); err != nil {
+		if err := f.accept(rec, i, false); err != nil { // (checkRowCount holds it to its rows)
 			return err
 		}
 	}

@@ -132,3 +132,69 @@ var columnTypes = func() map[string]arrow.DataType {
 	}
 	return m
 }()
+
+// exactBuffers holds a validated batch of a rank file to buffers sized for its rows, as
+// arrow-go's IPC writer writes them (Writer's, and the tests' slices): a string column's
+// offsets 4 bytes a value and one more, its characters ending where its last offset says
+// (it cuts both to the values written), an 8-byte column's values and a bitmap (of one
+// bit a value) at least what the rows need and at most that padded to 64 bytes (it sends
+// a buffer's padding up to there). Every results file has string columns (run_id,
+// status: checkSchema), so a batch's row count is said three times over: in its length,
+// in every column's length (validateBatch), and exactly in those columns' buffer
+// lengths, which lie apart in the metadata. A damaged length (a flipped byte, or a
+// batch's and its columns' lengths lowered together) then cannot drop rows silently,
+// which the rows' checksums alone would not see; a rank file once had to hold one row a
+// batch for that, and files so written meet this too.
+func exactBuffers(rec arrow.RecordBatch) error {
+	n := int(rec.NumRows())
+	for c, col := range rec.Columns() {
+		if err := exactArray(col, n); err != nil {
+			return fmt.Errorf("column %s has %v for its %d rows: the batch's length is not its buffers'", rec.Schema().Field(c).Name, err, n)
+		}
+	}
+	return nil
+}
+
+func exactArray(a arrow.Array, n int) error {
+	d := a.Data()
+	bufs := d.Buffers()
+	size := func(i int) int {
+		if i >= len(bufs) || bufs[i] == nil {
+			return 0
+		}
+		return bufs[i].Len()
+	}
+	upTo64 := func(what string, i, need int) error {
+		if s := size(i); s < need || s > (need+63)&^63 {
+			return fmt.Errorf("a %s of %d bytes", what, s)
+		}
+		return nil
+	}
+	if d.Offset() != 0 {
+		return fmt.Errorf("offset %d", d.Offset())
+	}
+	if d.NullN() > 0 {
+		if err := upTo64("validity bitmap", 0, (n+7)/8); err != nil {
+			return err
+		}
+	}
+	switch a := a.(type) {
+	case *array.String:
+		if n == 0 {
+			return nil
+		}
+		if s := size(1); s != 4*(n+1) {
+			return fmt.Errorf("an offsets buffer of %d bytes", s)
+		}
+		if s, end := size(2), int(a.ValueOffsets()[n]); s != end { // (validated: n+1 offsets)
+			return fmt.Errorf("%d bytes of characters where its last offset is %d", s, end)
+		}
+	case *array.Boolean:
+		return upTo64("values bitmap", 1, (n+7)/8)
+	case *array.Int64, *array.Uint64, *array.Float64, *array.Timestamp:
+		return upTo64("values buffer", 1, 8*n)
+	default:
+		return fmt.Errorf("type %s, which results files do not use", a.DataType())
+	}
+	return nil
+}

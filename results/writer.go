@@ -8,16 +8,13 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
 // FileName is the name of one rank's results file: <run>.rank-<r>-of-<n>.arrow, so that
@@ -49,11 +46,13 @@ func ParseFileName(name string) (runID string, rank, size int, ok bool) {
 	return m[1], r, n, true
 }
 
-// Writer appends rows to one rank's file, an Arrow IPC stream of one record batch a row.
-// Every Write's row is written and fsynced before Write returns, so a crash, an
-// out-of-memory kill or SIGKILL after row k leaves rows 1..k readable (Read accepts the
-// stream without its end marker); WriteAll writes rows already in hand (a simulation's)
-// with one fsync per syncRows. Safe for concurrent use.
+// Writer appends rows to one rank's file, an Arrow IPC stream: the schema, an empty
+// record batch, then a batch for each Write (one row) and for each chunk of up to
+// syncRows rows of WriteAll, its buffers sized for its rows (the reader holds a rank
+// file's batches to that: exactBuffers). Every Write's row is written and fsynced before
+// Write returns, so a crash, an out-of-memory kill or SIGKILL after row k leaves rows
+// 1..k readable (Read accepts the stream without its end marker); WriteAll writes rows
+// already in hand (a simulation's) with one fsync per syncRows. Safe for concurrent use.
 type Writer struct {
 	mu     sync.Mutex
 	path   string
@@ -206,10 +205,11 @@ func (w *Writer) Write(r Row) error {
 	return nil
 }
 
-// syncRows is the most rows WriteAll encodes at once and writes between two fsyncs: it
-// bounds the memory of one call (about 1 KB a row encoded), and the rows a crash inside
-// the call can lose. Row by row, fsynced, 100,000 simulate rows took 457 s on a 2-core
-// VM's disk; 4096 at a time, 24 to 38 s.
+// syncRows is the most rows WriteAll encodes at once, writes as one record batch and
+// writes between two fsyncs: it bounds the memory of one call (about 2 KB a row encoded),
+// and the rows a crash inside the call can lose. Row by row, fsynced, 100,000 simulate
+// rows took 457 s on a 2-core VM's disk; 4096 at a time, one batch a row, 24 to 38 s,
+// and 807 MB that took 35-42 s and 1.8 GB to merge; one batch a chunk, 205 MB.
 const syncRows = 4096
 
 // bufBytes is the buffer between the IPC writer and the file: a one-row batch is about
@@ -217,12 +217,12 @@ const syncRows = 4096
 // ranks' files.
 const bufBytes = 64 << 10
 
-// WriteAll appends rows, the file as Write would leave it row by row (one record batch
-// a row, which the reader holds a rank file to), and makes them durable once every
-// syncRows rows and once at the end instead of once a row: for rows already in hand
-// (a simulation's), where Write's fsync a row made 100,000 rows take minutes. A crash
-// during the call leaves the rows of the chunks synced before readable (a torn last
-// batch is dropped, as after a killed Write). Len counts the rows of the chunks written.
+// WriteAll appends rows, one record batch for each syncRows of them, and makes them
+// durable once a batch instead of once a row: for rows already in hand (a simulation's),
+// where Write's fsync a row made 100,000 rows take minutes, and a batch a row made a file
+// four times the size of its rows, slow to read. A crash during the call leaves the rows
+// of the batches synced before readable (a torn last batch is dropped, as after a killed
+// Write). Len counts the rows of the batches written.
 func (w *Writer) WriteAll(rows []Row) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -237,24 +237,16 @@ func (w *Writer) WriteAll(rows []Row) error {
 	return nil
 }
 
-// write encodes rows once and writes them one record batch a row (none: an empty batch),
-// then flushes and fsyncs the file.
+// write encodes rows as one record batch (none: an empty batch), writes it, then flushes
+// and fsyncs the file. Record's builders and arrow-go's IPC writer size its buffers for
+// its rows, as exactBuffers holds a rank file's batches to.
 func (w *Writer) write(rows []Row) error {
 	if w.w == nil {
 		return fmt.Errorf("results: %s is closed", w.path)
 	}
 	rec := Record(w.schema, rows)
 	defer rec.Release()
-	var err error
-	if rec.NumRows() <= 1 { // Create's empty batch, or Write's row
-		err = w.w.Write(rec)
-	}
-	for i := int64(0); err == nil && rec.NumRows() > 1 && i < rec.NumRows(); i++ {
-		one := oneRow(rec, i)
-		err = w.w.Write(one)
-		one.Release()
-	}
-	if err != nil {
+	if err := w.w.Write(rec); err != nil {
 		return fmt.Errorf("results: writing %s: %w", w.path, err)
 	}
 	if err := w.buf.Flush(); err != nil {
@@ -265,32 +257,6 @@ func (w *Writer) write(rows []Row) error {
 	}
 	w.syncs++
 	return nil
-}
-
-// oneRow is row i of rec as a batch of its own, encoded as Record encodes that row
-// alone, so that WriteAll's file is byte for byte Write's: the slice's columns (a row's
-// checksum is its own: the slice carries it), but a boolean one built anew (Arrow writes
-// a slice's boolean values padded to 64 bytes, a one-row builder's to 8).
-func oneRow(rec arrow.RecordBatch, i int64) arrow.RecordBatch {
-	one := rec.NewSlice(i, i+1)
-	defer one.Release()
-	cols := slices.Clone(one.Columns())
-	for c, col := range cols {
-		v, ok := col.(*array.Boolean)
-		if !ok {
-			continue
-		}
-		b := array.NewBooleanBuilder(memory.DefaultAllocator)
-		if v.IsNull(0) {
-			b.AppendNull()
-		} else {
-			b.Append(v.Value(0))
-		}
-		cols[c] = b.NewArray()
-		b.Release()
-		defer cols[c].Release()
-	}
-	return array.NewRecordBatch(rec.Schema(), cols, 1)
 }
 
 // Close writes the stream's end marker and closes the file.
