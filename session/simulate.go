@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -144,6 +145,7 @@ func (s *Session) prepareCalibration(ctx context.Context, o *Simulation) (*calib
 	}
 	cal := *s
 	cal.RunID, cal.Bench = s.RunID+"-calibration", "kernel"
+	cal.World.Launcher = s.simLauncher() // (its kernel rows said launcher "")
 	ks := KernelSweep{Sweep: sw, Warmup: 1, Iters: o.CalIters, Check: o.CalCheck, KernelOptions: o.CalKernelOptions, StopOnCrash: o.CalStopOnCrash, GPUState: true,
 		// A case too large to fit is named by its length (--calibrate-seqlens 1G ran the
 		// process out of memory before FitKernels refused it).
@@ -379,6 +381,7 @@ func (s *Session) predictAll(ctx context.Context, o *Simulation, maskFor func(st
 	next := make(chan int)
 	var wg sync.WaitGroup
 	workers := max(runtime.GOMAXPROCS(0), 1)
+	launcher := s.simLauncher() // (read once: it reads the environment and the host name)
 	progress := newSimProgress(s.log(), jobs, cost, group, o.GPUs, workers)
 	progress.begin(s.RunID)
 	for range workers {
@@ -386,7 +389,7 @@ func (s *Session) predictAll(ctx context.Context, o *Simulation, maskFor func(st
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				out[i], errs[i] = s.predictJob(ctx, o, jobs[i], maskFor)
+				out[i], errs[i] = s.predictJob(ctx, o, jobs[i], maskFor, launcher)
 				finished[i] = true
 				progress.finished(i)
 			}
@@ -490,8 +493,9 @@ type builtMask struct {
 }
 
 // predictJob predicts one job's passes; a configuration the method refuses (heads that
-// do not split, a mesh that does not fit) is an unsupported row with the method's reason.
-func (s *Session) predictJob(ctx context.Context, o *Simulation, j simJob, maskFor func(string, int, uint64) *builtMask) ([]results.Row, error) {
+// do not split, a mesh that does not fit) is an unsupported row with the method's reason
+// (setRefusedColumns). launcher is the rows' (simLauncher).
+func (s *Session) predictJob(ctx context.Context, o *Simulation, j simJob, maskFor func(string, int, uint64) *builtMask, launcher string) ([]results.Row, error) {
 	seqlen := o.seqlenFor(j.n)
 	seed := o.Sweep.Seed + uint64(j.sample)
 	b := maskFor(j.mask, seqlen, seed)
@@ -519,7 +523,7 @@ func (s *Session) predictJob(ctx context.Context, o *Simulation, j simJob, maskF
 	if err2 != nil {
 		return nil, fmt.Errorf("mask %s parameters: %w", j.mask, err2)
 	}
-	base := s.BaseRow(spmd.World{Size: j.n, Launcher: "none"})
+	base := s.BaseRow(spmd.World{Size: j.n, Launcher: launcher})
 	base.Time, base.Device, base.Backend, base.Kernel, base.KernelVersions, base.Method = time.Now().UTC(), o.Machine.Name, "sim", o.Kernel.Name, "{}", j.method
 	base.Mask, base.MaskParams, base.Seed, base.Sample, base.SeqLen, base.Batch = j.mask, string(params), seed, int64(j.sample), int64(seqlen), 1
 	base.HeadsQ, base.HeadsKV, base.HeadDim, base.DType = int64(j.heads.Q), int64(j.heads.KV), int64(o.Sweep.HeadDim), o.Sweep.DType.String()
@@ -534,7 +538,7 @@ func (s *Session) predictJob(ctx context.Context, o *Simulation, j simJob, maskF
 			r := base
 			r.Pass, r.FLOPs = pass.String(), p.FLOPs(pass)
 			r.Status, r.Reason = results.StatusUnsupported, err.Error()
-			r.Ulysses, r.Ring = results.Ptr(int64(cfg.Ulysses)), results.Ptr(int64(cfg.Ring))
+			setRefusedColumns(&r, cfg, seqlen, j.n)
 			rows = append(rows, r)
 		}
 		return rows, nil
@@ -557,6 +561,37 @@ func (s *Session) predictJob(ctx context.Context, o *Simulation, j simJob, maskF
 		rows = append(rows, r)
 	}
 	return rows, nil
+}
+
+// setRefusedColumns fills the columns of an unsupported row, a case whose plan the method
+// refused, as longca cp's rows of such a case have them (harness.CPRunner's row), so that
+// predicted and measured rows group alike: the mesh the case names (its U x R, windows 1
+// unless given), null where the method refused before it resolved one (ulysses' and the
+// ring methods' own meshes, a 2-D method on a rank count without one, balanced's chosen
+// U); the dimension inside a node; the sharding as given (default unless --sharding named
+// one); and the tokens each rank holds, S / GPUs, which need no plan. They were 0 (mesh
+// and seqlen_per_rank) and "" (cp_sharding): values docs/results-format.md rules out,
+// which put the rows in a 0 bucket of seqlen_per_rank and of the mesh.
+func setRefusedColumns(r *results.Row, cfg cp.Config, seqlen, n int) {
+	if cfg.Ulysses > 0 && cfg.Ring > 0 {
+		r.Ulysses, r.Ring, r.Windows = results.Ptr(int64(cfg.Ulysses)), results.Ptr(int64(cfg.Ring)), results.Ptr(int64(max(cfg.Windows, 1)))
+	}
+	r.InnerDim, r.CPSharding = harness.InnerDim(cfg), cfg.Sharding.String()
+	r.SeqLenPerRank = int64(seqlen / max(n, 1))
+}
+
+// simLauncher is the launcher column of simulate's rows: what started the simulate process
+// itself, from its environment as longca kernel and run read it (single with none, slurm
+// under srun; it runs as one process, however many GPUs it predicts), where the session
+// was not given it. The rows said "none", a value docs/results-format.md does not have.
+func (s *Session) simLauncher() string {
+	if s.World.Launcher != "" {
+		return s.World.Launcher
+	}
+	if w, err := spmd.Discover(os.Getenv); err == nil {
+		return w.Launcher
+	}
+	return "single" // (a malformed launcher environment: the command refused it before)
 }
 
 // maxSkipWarnings is how many kernel rows not used for calibration are named, each in a
