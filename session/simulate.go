@@ -761,24 +761,34 @@ func fitSimulationIn(o *Simulation, maskFor func(string, int, uint64) *builtMask
 	// took 20 s to build before a refusal at 536 GiB), each mask of documents at the count
 	// it is expected to hold (harness.MaskDocs), laid out as each case lays it, with the
 	// masks the sweep keeps.
+	// checkDocs checks every GPU count's masks of documents: docsOf gives a mask's
+	// documents at a length, how many and how a contiguous ring cuts them (false: none to
+	// count here), label names the case (its mask, then the count).
+	checkDocs := func(label string, held masksHeld, docsOf func(mk string, seqlen int) (int, func(ring int) sim.DocLayout, bool)) error {
+		for _, n := range o.GPUs {
+			cases, err := o.sweep(n).Configs(n)
+			if err != nil {
+				return Usagef("%v", err)
+			}
+			seqlen := o.seqlenFor(n)
+			for _, mk := range o.Sweep.Masks {
+				docs, contiguous, ok := docsOf(mk, seqlen)
+				if !ok {
+					continue
+				}
+				if err := check(n, fmt.Sprintf(label, mk, docs), docs, seqlen, true, o.docLayouts(n, cases, mk, docs, contiguous), held); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
 	expected := o.heldMasks(func(n int, mk string) float64 { return o.expectedDocs(mk, o.seqlenFor(n)) })
-	for _, n := range o.GPUs {
-		cases, err := o.sweep(n).Configs(n)
-		if err != nil {
-			return Usagef("%v", err)
-		}
-		seqlen := o.seqlenFor(n)
-		for _, mk := range o.Sweep.Masks {
-			d := o.expectedDocs(mk, seqlen)
-			if d <= 0 {
-				continue // a few slices: built below
-			}
-			docs := int(math.Ceil(d))
-			lays := o.docLayouts(n, cases, mk, docs, func(ring int) sim.DocLayout { return sim.ContiguousDocsExpected(ring, d, seqlen) })
-			if err := check(n, fmt.Sprintf("%s (about %d documents)", mk, docs), docs, seqlen, true, lays, expected); err != nil {
-				return err
-			}
-		}
+	if err := checkDocs("%s (about %d documents)", expected, func(mk string, seqlen int) (int, func(int) sim.DocLayout, bool) {
+		d := o.expectedDocs(mk, seqlen)
+		return int(math.Ceil(d)), func(ring int) sim.DocLayout { return sim.ContiguousDocsExpected(ring, d, seqlen) }, d > 0 // (none: a few slices, built below)
+	}); err != nil {
+		return err
 	}
 	for _, n := range o.GPUs { // the masks' other refusals: they name their flags
 		for _, mk := range o.Sweep.Masks {
@@ -791,22 +801,11 @@ func fitSimulationIn(o *Simulation, maskFor func(string, int, uint64) *builtMask
 	held := o.heldMasks(func(n int, mk string) float64 {
 		return float64(len(maskFor(mk, o.seqlenFor(n), o.Sweep.Seed).docs))
 	})
-	for _, n := range o.GPUs {
-		cases, err := o.sweep(n).Configs(n)
-		if err != nil {
-			return Usagef("%v", err)
-		}
-		seqlen := o.seqlenFor(n)
-		for _, mk := range o.Sweep.Masks {
-			b := maskFor(mk, seqlen, o.Sweep.Seed)
-			if b.err != nil {
-				continue // reported by the job itself
-			}
-			lays := o.docLayouts(n, cases, mk, len(b.docs), func(ring int) sim.DocLayout { return sim.ContiguousDocs(ring, b.docs, seqlen) })
-			if err := check(n, fmt.Sprintf("%s (%d documents)", mk, len(b.docs)), len(b.docs), seqlen, true, lays, held); err != nil {
-				return err
-			}
-		}
+	if err := checkDocs("%s (%d documents)", held, func(mk string, seqlen int) (int, func(int) sim.DocLayout, bool) {
+		b := maskFor(mk, seqlen, o.Sweep.Seed)
+		return len(b.docs), func(ring int) sim.DocLayout { return sim.ContiguousDocs(ring, b.docs, seqlen) }, b.err == nil // (an error: the job reports it)
+	}); err != nil {
+		return err
 	}
 	return fitSweep(o, maskFor, avail, workers)
 }
