@@ -51,8 +51,14 @@ func LoadCounts(path, column string) (*Empirical, error) {
 	if len(counts) == 0 {
 		return nil, fmt.Errorf("dataset: %s: no positive token counts", path)
 	}
-	name := fileName(path)
-	return &Empirical{Name: name, ID: "counts:" + name + "@" + countsHash(counts), Counts: counts}, nil
+	return NewCounts(fileName(path), counts), nil
+}
+
+// NewCounts is the source of documents of the given token counts (each positive), named
+// name: what LoadCounts makes of a file of that name holding them. Its ID hashes the
+// counts, so two files of the same counts are one source.
+func NewCounts(name string, counts []int) *Empirical {
+	return &Empirical{Name: name, ID: "counts:" + name + "@" + countsHash(counts), Counts: counts}
 }
 
 // guarded runs a binary reader, whose libraries index a damaged file's offsets without

@@ -1,9 +1,6 @@
 package session
 
 import (
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -18,18 +15,11 @@ import (
 // ulysses (measured: 256 GPUs contiguous 72 MB, zigzag 1.2 GB). Every layout was charged
 // documents x ranks: 74.5 GiB for each, and "use a smaller --sampled-ranks (1)".
 func TestFitSimulationBySharding(t *testing.T) {
-	var lens strings.Builder
-	for i := range 5000 {
-		lens.WriteString(strconv.Itoa(1+i*37%64) + "\n")
+	lens := make([]int, 5000) // 1 to 64 tokens
+	for i := range lens {
+		lens[i] = 1 + i*37%64
 	}
-	path := filepath.Join(t.TempDir(), "short.txt")
-	if err := os.WriteFile(path, []byte(lens.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	src, err := dataset.LoadCounts(path, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	src := dataset.NewCounts("short.txt", lens)
 	const avail = 18 << 30
 	for _, c := range []struct {
 		method   string

@@ -2,11 +2,8 @@ package session
 
 import (
 	"errors"
-	"os"
-	"path/filepath"
 	"runtime"
 	"runtime/debug"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -21,18 +18,11 @@ import (
 // countsDocs are the documents of a counts file of k counts, the i-th length(i) tokens.
 func countsDocs(t *testing.T, k int, length func(i int) int) harness.Docs {
 	t.Helper()
-	var b strings.Builder
-	for i := range k {
-		b.WriteString(strconv.Itoa(length(i)) + "\n")
+	counts := make([]int, k)
+	for i := range counts {
+		counts[i] = length(i)
 	}
-	path := filepath.Join(t.TempDir(), "counts.txt")
-	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	src, err := dataset.LoadCounts(path, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	src := dataset.NewCounts("counts.txt", counts)
 	return harness.Docs{Source: src}
 }
 

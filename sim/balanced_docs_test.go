@@ -2,11 +2,7 @@ package sim
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"runtime"
-	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/longca/longca/dataset"
@@ -16,21 +12,14 @@ import (
 	"github.com/longca/longca/tensor"
 )
 
-// countsSource is a counts file of k documents, the i-th of length(i) tokens.
+// countsSource is a source of k documents, the i-th of length(i) tokens (a counts file's).
 func countsSource(t *testing.T, k int, length func(i int) int) dataset.Source {
 	t.Helper()
-	var b strings.Builder
-	for i := range k {
-		b.WriteString(strconv.Itoa(length(i)) + "\n")
+	counts := make([]int, k)
+	for i := range counts {
+		counts[i] = length(i)
 	}
-	path := filepath.Join(t.TempDir(), "counts.txt")
-	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	src, err := dataset.LoadCounts(path, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	src := dataset.NewCounts("counts.txt", counts)
 	return src
 }
 

@@ -2,11 +2,7 @@ package sim
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"runtime"
-	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/longca/longca/dataset"
@@ -24,18 +20,11 @@ import (
 // 18.5 GiB.
 func TestMemoryBytesInBoundsLayouts(t *testing.T) {
 	const n = 64
-	var lens strings.Builder
-	for i := range 5000 {
-		lens.WriteString(strconv.Itoa(1+i*37%64) + "\n")
+	lens := make([]int, 5000) // 1 to 64 tokens
+	for i := range lens {
+		lens[i] = 1 + i*37%64
 	}
-	path := filepath.Join(t.TempDir(), "short.txt")
-	if err := os.WriteFile(path, []byte(lens.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	src, err := dataset.LoadCounts(path, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	src := dataset.NewCounts("short.txt", lens)
 	seqlen := n * 8192
 	spec, err := mask.Build("causal_document", seqlen, mask.Options{Seed: 7, Purpose: mask.PurposeCP, Source: src})
 	if err != nil {
