@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -233,33 +234,7 @@ func TestOneRowBatchesWithPaddingStillRead(t *testing.T) {
 func TestFlippedBytesOfBatchesOfRows(t *testing.T) {
 	for _, closed := range []bool{true, false} {
 		data, want, starts := writeChunkedFile(t, 6, 3, closed)
-		lastStart := starts[len(starts)-2]
-		stats := map[string]int{}
-		for pos := range data {
-			if pos%3 != 0 && pos < lastStart {
-				continue
-			}
-			bad := append([]byte(nil), data...)
-			bad[pos] ^= byte(1 + pos%255)
-			rows, f, err := decodeRows(bad)
-			switch {
-			case err != nil:
-				if !errors.Is(err, ErrDamaged) && !errors.Is(err, ErrNotResults) {
-					t.Fatalf("closed %v: flip at %d: error %v is neither damaged nor not-results", closed, pos, err)
-				}
-				stats["refused"]++
-			case reflect.DeepEqual(rows, want):
-				stats["intact"]++
-			case !closed && f.Truncated && pos >= lastStart && reflect.DeepEqual(rows, want[:3]):
-				stats["torn last batch"]++
-			default:
-				t.Fatalf("closed %v: flip at byte %d of %d (batches start at %v): read %d rows silently (truncated %v)", closed, pos, len(data), starts, len(rows), f.Truncated)
-			}
-		}
-		t.Logf("closed %v, %d bytes: %v", closed, len(data), stats)
-		if stats["refused"] < len(data)/12 {
-			t.Errorf("closed %v: only %d flips were refused", closed, stats["refused"])
-		}
+		flipEveryByte(t, fmt.Sprintf("closed %v", closed), data, want, want[:3], starts, closed)
 	}
 }
 

@@ -75,33 +75,44 @@ func TestFlippedBytesAreDetected(t *testing.T) {
 		if kind == "merged" {
 			data, want = mergedOf(t, data)
 		}
-		lastStart := starts[len(starts)-2]
-		stats := map[string]int{}
-		for pos := range data {
-			if pos%3 != 0 && pos < lastStart {
-				continue
-			}
-			bad := append([]byte(nil), data...)
-			bad[pos] ^= byte(1 + pos%255)
-			rows, f, err := decodeRows(bad)
-			switch {
-			case err != nil:
-				if !errors.Is(err, ErrDamaged) && !errors.Is(err, ErrNotResults) {
-					t.Fatalf("%s: flip at %d: error %v is neither damaged nor not-results", kind, pos, err)
-				}
-				stats["refused"]++
-			case reflect.DeepEqual(rows, want):
-				stats["intact"]++
-			case !closed && f.Truncated && pos >= lastStart && reflect.DeepEqual(rows, want[:len(want)-1]):
-				stats["torn last row"]++
-			default:
-				t.Fatalf("%s: flip at byte %d of %d (batches start at %v): read %d rows silently (truncated %v)", kind, pos, len(data), starts, len(rows), f.Truncated)
-			}
+		flipEveryByte(t, kind, data, want, want[:len(want)-1], starts, closed)
+	}
+}
+
+// flipEveryByte flips each byte of a results file's data (every third before its last
+// batch, every one of the last), one at a time, and requires each flip to be refused as
+// damaged (or not results), to read every row exactly (want), or, in a file not closed
+// (closed false) whose flip is in its last batch, to read as one cut before it (torn,
+// marked truncated); nothing may read other rows silently, and at least a twelfth of the
+// flips must be refused. starts are the offsets where its batches start.
+func flipEveryByte(t *testing.T, label string, data []byte, want, torn []Row, starts []int, closed bool) {
+	t.Helper()
+	lastStart := starts[len(starts)-2]
+	stats := map[string]int{}
+	for pos := range data {
+		if pos%3 != 0 && pos < lastStart {
+			continue
 		}
-		t.Logf("%s, %d bytes: %v", kind, len(data), stats)
-		if stats["refused"] < len(data)/12 {
-			t.Errorf("%s: only %d flips were refused", kind, stats["refused"])
+		bad := append([]byte(nil), data...)
+		bad[pos] ^= byte(1 + pos%255)
+		rows, f, err := decodeRows(bad)
+		switch {
+		case err != nil:
+			if !errors.Is(err, ErrDamaged) && !errors.Is(err, ErrNotResults) {
+				t.Fatalf("%s: flip at %d: error %v is neither damaged nor not-results", label, pos, err)
+			}
+			stats["refused"]++
+		case reflect.DeepEqual(rows, want):
+			stats["intact"]++
+		case !closed && f.Truncated && pos >= lastStart && reflect.DeepEqual(rows, torn):
+			stats["torn last batch"]++
+		default:
+			t.Fatalf("%s: flip at byte %d of %d (batches start at %v): read %d rows silently (truncated %v)", label, pos, len(data), starts, len(rows), f.Truncated)
 		}
+	}
+	t.Logf("%s, %d bytes: %v", label, len(data), stats)
+	if stats["refused"] < len(data)/12 {
+		t.Errorf("%s: only %d flips were refused", label, stats["refused"])
 	}
 }
 
