@@ -13,26 +13,11 @@ import (
 
 	"github.com/longca/longca/harness"
 	"github.com/longca/longca/internal/smallfile"
+	"github.com/longca/longca/internal/smallfile/fulltest"
 	"github.com/longca/longca/present"
 	"github.com/longca/longca/results"
 	"github.com/longca/longca/spmd"
 )
-
-// diskFull passes n bytes on, then fails as a full disk does.
-type diskFull struct {
-	w io.Writer
-	n int
-}
-
-func (d *diskFull) Write(p []byte) (int, error) {
-	if len(p) <= d.n {
-		d.n -= len(p)
-		return d.w.Write(p)
-	}
-	k, _ := d.w.Write(p[:d.n])
-	d.n = 0
-	return k, &os.PathError{Op: "write", Path: "?", Err: syscall.ENOSPC}
-}
 
 // fillDiskAt makes run's writes after the sweep find a full disk from the one whose path
 // full says on (the writes go through the real smallfile.WriteWhole, their bytes cut
@@ -46,7 +31,7 @@ func fillDiskAt(t *testing.T, full func(path string) bool, plots bool) {
 		if filled = filled || full(path); !filled {
 			return smallfile.WriteWhole(path, fill)
 		}
-		return smallfile.WriteWhole(path, func(w io.Writer) error { return fill(&diskFull{w, 10}) })
+		return smallfile.WriteWhole(path, func(w io.Writer) error { return fill(&fulltest.Writer{W: w, N: 10}) })
 	}
 	if plots {
 		writePlots = func(string, present.Summary) (int, error) {

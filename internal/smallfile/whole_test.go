@@ -11,23 +11,8 @@ import (
 	"time"
 
 	"github.com/longca/longca/internal/smallfile/fifotest"
+	"github.com/longca/longca/internal/smallfile/fulltest"
 )
-
-// fullAfter passes n bytes on to w, then fails as a full disk does.
-type fullAfter struct {
-	w io.Writer
-	n int
-}
-
-func (f *fullAfter) Write(p []byte) (int, error) {
-	if len(p) <= f.n {
-		f.n -= len(p)
-		return f.w.Write(p)
-	}
-	k, _ := f.w.Write(p[:f.n])
-	f.n = 0
-	return k, &os.PathError{Op: "write", Path: "?", Err: syscall.ENOSPC}
-}
 
 // listDir is every name in dir.
 func listDir(t *testing.T, dir string) []string {
@@ -52,7 +37,7 @@ func TestWriteWholeOnAFullDisk(t *testing.T) {
 	for _, n := range []int{0, 7, len(body) - 1} {
 		path := filepath.Join(dir, "new.json")
 		err := WriteWhole(path, func(w io.Writer) error {
-			_, err := io.WriteString(&fullAfter{w, n}, body)
+			_, err := io.WriteString(&fulltest.Writer{W: w, N: n}, body)
 			return err
 		})
 		if !errors.Is(err, syscall.ENOSPC) {
@@ -70,7 +55,7 @@ func TestWriteWholeOnAFullDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := WriteWhole(old, func(w io.Writer) error {
-		_, err := io.WriteString(&fullAfter{w, 2}, body)
+		_, err := io.WriteString(&fulltest.Writer{W: w, N: 2}, body)
 		return err
 	})
 	var pe *os.PathError
