@@ -3,7 +3,6 @@ package session
 import (
 	"errors"
 	"runtime"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/longca/longca/dataset"
 	"github.com/longca/longca/harness"
+	"github.com/longca/longca/internal/heaptest"
 	"github.com/longca/longca/kernels"
 	"github.com/longca/longca/mask"
 )
@@ -220,7 +220,7 @@ func TestMaskBytesBoundBuiltMasks(t *testing.T) {
 		o := onDocs(simulation("ring-p2p", c.mk, 8, 0, 0), c.docs)
 		o.TokensPerRank = c.tpr
 		var b *builtMask
-		peak, live := heapOf(func() { b = maskCache(o)(c.mk, o.seqlenFor(8), 42) })
+		peak, live := heaptest.Peak(func() { b = maskCache(o)(c.mk, o.seqlenFor(8), 42) })
 		if b.err != nil {
 			t.Fatal(b.err)
 		}
@@ -232,38 +232,4 @@ func TestMaskBytesBoundBuiltMasks(t *testing.T) {
 		}
 		runtime.KeepAlive(b)
 	}
-}
-
-// heapOf is the peak heap fn takes, sampled every millisecond, and what it leaves live.
-func heapOf(fn func()) (peak, live float64) {
-	runtime.GC()
-	debug.FreeOSMemory()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	base := ms.HeapInuse
-	top := base
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		tick := time.NewTicker(time.Millisecond)
-		defer tick.Stop()
-		var m runtime.MemStats
-		for {
-			runtime.ReadMemStats(&m)
-			top = max(top, m.HeapInuse)
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-			}
-		}
-	}()
-	fn()
-	close(done)
-	wg.Wait()
-	runtime.GC()
-	runtime.ReadMemStats(&ms)
-	return float64(top - base), float64(ms.HeapInuse) - float64(base)
 }

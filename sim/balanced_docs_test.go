@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/longca/longca/dataset"
+	"github.com/longca/longca/internal/heaptest"
 	"github.com/longca/longca/kernels"
 	"github.com/longca/longca/mask"
 	"github.com/longca/longca/spmd/cp"
@@ -72,7 +73,7 @@ func TestBalancedDocsBoundMeasured(t *testing.T) {
 		}
 		m, _ := cp.New("balanced")
 		var pl *cp.Plan
-		got := peakHeap(func() { pl, _, err = Predict(context.Background(), m, cfg, p, passes, o) })
+		got, _ := heaptest.Peak(func() { pl, _, err = Predict(context.Background(), m, cfg, p, passes, o) })
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}

@@ -3,51 +3,14 @@ package sim
 import (
 	"context"
 	"runtime"
-	"runtime/debug"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/longca/longca/internal/heaptest"
 	"github.com/longca/longca/kernels"
 	"github.com/longca/longca/spmd/cp"
 	"github.com/longca/longca/tensor"
 )
-
-// peakHeap runs fn and returns the most heap it held in use above what was in use
-// before (sampled every millisecond: the resident heap, garbage not yet collected
-// included, as MemoryBytes bounds it).
-func peakHeap(fn func()) float64 {
-	runtime.GC()
-	debug.FreeOSMemory()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	base := ms.HeapInuse + ms.StackInuse
-	peak := base
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		tick := time.NewTicker(time.Millisecond)
-		defer tick.Stop()
-		var m runtime.MemStats
-		for {
-			runtime.ReadMemStats(&m)
-			peak = max(peak, m.HeapInuse+m.StackInuse)
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-			}
-		}
-	}()
-	fn()
-	close(done)
-	wg.Wait()
-	runtime.ReadMemStats(&ms)
-	peak = max(peak, ms.HeapInuse+ms.StackInuse)
-	return float64(peak - base)
-}
 
 // TestMemoryBytesBoundsExactRanks: the estimate of a case whose every rank is traced
 // (--exact-ranks N) is at least the heap its prediction takes, for every method on a
@@ -71,7 +34,7 @@ func TestMemoryBytesBoundsExactRanks(t *testing.T) {
 				continue // 8 KV heads do not split over 64 ranks
 			}
 			var err error
-			got := peakHeap(func() { _, _, err = Predict(context.Background(), m, cfg, p, passes, o) })
+			got, _ := heaptest.Peak(func() { _, _, err = Predict(context.Background(), m, cfg, p, passes, o) })
 			if err != nil {
 				t.Fatalf("%s %s: %v", name, mk, err)
 			}
@@ -123,7 +86,7 @@ func TestBlockWorkBoundsSmallBlocks(t *testing.T) {
 		m, _ := cp.New("balanced")
 		var err error
 		start := time.Now()
-		got := peakHeap(func() {
+		got, _ := heaptest.Peak(func() {
 			_, _, err = Predict(context.Background(), m, cp.Config{Ranks: c.n, HeadFirst: true, Docs: docs, Block: c.block}, p, passes, o)
 		})
 		took := time.Since(start).Seconds()

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/longca/longca/dataset"
+	"github.com/longca/longca/internal/heaptest"
 	"github.com/longca/longca/kernels"
 	"github.com/longca/longca/mask"
 	"github.com/longca/longca/spmd/cp"
@@ -54,7 +55,7 @@ func TestMemoryBytesInBoundsLayouts(t *testing.T) {
 		cfg := c.cfg
 		cfg.Ranks, cfg.HeadFirst, cfg.Docs = n, true, docs
 		var err error
-		got := peakHeap(func() { _, _, err = Predict(context.Background(), m, cfg, p, passes, o) })
+		got, _ := heaptest.Peak(func() { _, _, err = Predict(context.Background(), m, cfg, p, passes, o) })
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
