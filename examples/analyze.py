@@ -10,7 +10,11 @@ where pyarrow is missing (Debian ships pandas and matplotlib, not pyarrow) the C
 export beside the Arrow file is read instead (`longca merge DIR --csv --out FILE.arrow`
 writes FILE.csv; for a run's own <run>.merged.arrow, the run's rows of DIR/merged.csv,
 which `longca merge DIR --csv` writes, serve too). A row read twice counts once.
-The columns are the ones docs/results-format.md lists.
+The columns are the ones docs/results-format.md lists. A merged file made while a run was
+still writing (`longca merge DIR` to watch a job) holds the rows of that moment: once its
+rank files have grown past the sizes the merge recorded (longca.rank_bytes), it is refused,
+naming the merge that writes it anew; an export without that record (an older longca's) whose
+rank files were written after it is read with a warning.
 
 It answers four questions, printing one table each (lines that are not data start
 with '#', as longca's own tables):
@@ -37,6 +41,7 @@ import hashlib
 import json
 import os
 import shlex
+import struct
 import sys
 
 try:
@@ -85,7 +90,7 @@ def read_without_pyarrow(path, stem):
     the hint's own file name never matched)."""
     csv = stem + ".csv"
     if os.path.exists(csv):
-        return pd.read_csv(csv)
+        return pd.read_csv(csv), csv
     folder = os.path.dirname(path) or "."
     run = run_of(path)
     merged = os.path.join(folder, "merged.csv")
@@ -96,7 +101,7 @@ def read_without_pyarrow(path, stem):
             if len(df):
                 print(f"analyze.py: no pyarrow here to read {path}: run {run}'s {len(df)} rows read from {merged}",
                       file=sys.stderr)
-                return df.reset_index(drop=True)
+                return df.reset_index(drop=True), merged
     q = shlex.quote
     if rank_files(folder, run):
         only = f" --run {q(run)}" if run is not None else ""
@@ -109,18 +114,146 @@ def read_without_pyarrow(path, stem):
 
 
 def read_one(path):
-    """Reads one merged file: Arrow or Parquet through pyarrow, else its CSV export."""
+    """Reads one merged file: Arrow or Parquet through pyarrow, else its CSV export; refuses
+    one that is out of date (check_fresh)."""
     stem, ext = os.path.splitext(path)
     if ext == ".csv":
-        return pd.read_csv(path)
-    if ext in (".arrow", ".parquet"):
+        df, src = pd.read_csv(path), path
+    elif ext in (".arrow", ".parquet"):
         if HAVE_PYARROW:
             if ext == ".parquet":
-                return pd.read_parquet(path)
-            with open(path, "rb") as f:
-                return pyarrow.ipc.open_file(f).read_all().to_pandas()
-        return read_without_pyarrow(path, stem)
-    fail(f"{path}: not a merged results file (.arrow, .parquet or .csv)")
+                df = pd.read_parquet(path)
+            else:
+                with open(path, "rb") as f:
+                    df = pyarrow.ipc.open_file(f).read_all().to_pandas()
+            src = path
+        else:
+            df, src = read_without_pyarrow(path, stem)
+    else:
+        fail(f"{path}: not a merged results file (.arrow, .parquet or .csv)")
+    check_fresh(path, src, df)
+    return df
+
+
+def arrow_metadata(path):
+    """The schema metadata of an Arrow IPC file (longca merge's) as a dict of str, read from
+    its footer without pyarrow (a few KB at its end, not its rows); {} where it has none or
+    the footer cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            if size < 18:
+                return {}
+            f.seek(size - 10)
+            tail = f.read(10)
+            n = struct.unpack("<i", tail[:4])[0]
+            if tail[4:] != b"ARROW1" or n <= 0 or n > size - 18:
+                return {}
+            f.seek(size - 10 - n)
+            buf = f.read(n)
+
+        # The footer is a flatbuffer: Footer{version, schema: Schema{endianness, fields,
+        # custom_metadata: [KeyValue{key, value}]}, ...}.
+        def u32(at):
+            return struct.unpack_from("<I", buf, at)[0]
+
+        def field(table, i):  # where field i of the table lies, or None
+            vt = table - struct.unpack_from("<i", buf, table)[0]
+            if 4 + 2 * i >= struct.unpack_from("<H", buf, vt)[0]:
+                return None
+            off = struct.unpack_from("<H", buf, vt + 4 + 2 * i)[0]
+            return table + off if off else None
+
+        def ref(at):
+            return at + u32(at)
+
+        def text(at):
+            s = ref(at)
+            return buf[s + 4: s + 4 + u32(s)].decode()
+
+        schema = field(u32(0), 1)
+        md = field(ref(schema), 2) if schema is not None else None
+        if md is None:
+            return {}
+        vec, out = ref(md), {}
+        for i in range(u32(vec)):
+            kv = ref(vec + 4 + 4 * i)
+            k, v = field(kv, 0), field(kv, 1)
+            if k is not None and v is not None:
+                out[text(k)] = text(v)
+        return out
+    except (OSError, struct.error, UnicodeDecodeError, ValueError):
+        return {}
+
+
+def rank_size_changes(folder, record):
+    """What changed in folder's rank files since a merge that recorded their sizes (the
+    longca.rank_bytes metadata: {run: {"of": n, "bytes": {rank: size}}}): a rank file of
+    another size now (its writer went on after the merge), or one that was not there. A rank
+    file deleted since changes nothing: the merged file holds its rows. None where the
+    record does not parse."""
+    try:
+        changes = []
+        for run, r in sorted(record.items()):
+            of, sizes = int(r["of"]), {str(k): int(v) for k, v in r["bytes"].items()}
+            for rank, was in sorted(sizes.items()):
+                try:
+                    now = os.path.getsize(os.path.join(folder, f"{run}.rank-{rank}-of-{of}.arrow"))
+                except OSError:
+                    continue
+                if now != was:
+                    changes.append(f"run {run}: rank {rank} of {of} is {now} bytes, {was} when merged")
+            for name in sorted(rank_files(folder, run)):
+                rank, _, rest = name[len(run) + len(".rank-"):].partition("-of-")
+                if rest == f"{of}.arrow" and rank not in sizes:
+                    changes.append(f"run {run}: rank {rank} of {of} was written since")
+        return changes
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return None
+
+
+def check_fresh(path, src, df):
+    """Refuses (exit 2, one line) a merged file that no longer holds what its rank files
+    beside it do: `longca merge DIR` run while a run was still writing copies the rows so
+    far, and the analysis of such a file silently lacked the rest (5 of 12 rows). src is the
+    file read for path (its CSV export where pyarrow is missing). The merge's record of its
+    rank files' sizes (in the Arrow file, or the Arrow file a CSV or Parquet export was
+    written with) tells for sure; where there is none, a rank file of the file's runs
+    written after it makes a warning."""
+    folder = os.path.dirname(src) or "."
+    arrow = os.path.splitext(src)[0] + ".arrow"
+    record = None
+    try:
+        if os.path.exists(arrow) and os.path.getmtime(src) >= os.path.getmtime(arrow):
+            raw = arrow_metadata(arrow).get("longca.rank_bytes")
+            record = json.loads(raw) if raw else None
+    except (OSError, ValueError):
+        record = None
+    q = shlex.quote
+    if isinstance(record, dict):
+        changes = rank_size_changes(folder, record)
+        if changes:
+            run = run_of(arrow)
+            only = f" --run {q(run)}" if run is not None else ""
+            exports = "".join(f" --{e}" for e in ("csv", "parquet") if src.endswith("." + e))
+            out = "" if os.path.basename(arrow) == "merged.arrow" else f" --out {q(arrow)}"
+            more = f"; and {len(changes) - 3} more" if len(changes) > 3 else ""
+            fail(f"{src} is out of date: {'; '.join(changes[:3])}{more} (it was merged while its run was writing): "
+                 f"write it anew with `longca merge {q(folder)}{only}{exports}{out}` (or `longca report {q(folder)}` reads the rank files)")
+        if changes is not None:
+            return
+    if "run_id" not in df.columns:
+        return
+    try:
+        written = os.path.getmtime(src)
+        late = [n for run in sorted(set(df["run_id"].dropna().astype(str)))
+                for n in sorted(rank_files(folder, run)) if os.path.getmtime(os.path.join(folder, n)) > written]
+    except OSError:
+        return
+    if late:
+        print(f"analyze.py: warning: {src} may be out of date: {', '.join(late[:3])} written after it "
+              f"(run `longca merge {q(folder)}` again if a run was still writing when it was merged)", file=sys.stderr)
 
 
 def inputs(args):

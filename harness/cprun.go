@@ -690,10 +690,7 @@ func (r *CPRunner) Close() {
 func RunCP(ctx context.Context, r *CPRunner, cases []CPCase, emit func(ci int, row results.Row) error) error {
 	defer r.Close()
 	for ci, cs := range cases {
-		samples := r.Sweep.Samples
-		if cs.Skip != nil {
-			samples = 1
-		}
+		samples := cpSamples(r.Sweep, cs)
 		rates := map[string][]float64{} // per pass: the TFLOP/s of the samples so far
 		for sample := range samples {
 			if _, err := agree(r.Comm, 0, stopping(ctx, nil)); err != nil {
@@ -734,4 +731,24 @@ func RunCP(ctx context.Context, r *CPRunner, cases []CPCase, emit func(ci int, r
 		}
 	}
 	return nil
+}
+
+// cpSamples is how many samples RunCP runs of case cs: the sweep's, or one of a skipped
+// case (its rows say why, the same every sample).
+func cpSamples(sw CPSweep, cs CPCase) int {
+	if cs.Skip != nil {
+		return 1
+	}
+	return sw.Samples
+}
+
+// CPPlannedRows is the rows RunCP emits on each rank for cases of sw when it runs them
+// all: a row a pass of every sample (CPRunner.Run's). A rank file records it as its plan
+// (results.MetaPlannedRows), so that a sweep stopped before its end reads as such.
+func CPPlannedRows(sw CPSweep, cases []CPCase) int {
+	n := 0
+	for _, cs := range cases {
+		n += cpSamples(sw, cs) * len(sw.Passes)
+	}
+	return n
 }

@@ -12,7 +12,7 @@ import (
 const maxMergeRunsShown = 10
 
 // WriteMerge is what `longca merge` prints of a merge: rows and runs, what is missing,
-// skipped or truncated (each a '#' line), then the files written, one a line.
+// skipped, truncated or incomplete (each a '#' line), then the files written, one a line.
 func WriteMerge(w io.Writer, res results.MergeResult) {
 	runs := fmt.Sprint(res.Runs)
 	if len(res.Runs) > maxMergeRunsShown { // (the merged file's longca.runs names them all)
@@ -27,6 +27,9 @@ func WriteMerge(w io.Writer, res results.MergeResult) {
 	}
 	for _, t := range res.Truncated {
 		fmt.Fprintf(w, "# truncated (writer did not finish; its finished rows are kept): %s\n", t)
+	}
+	for _, t := range res.Incomplete {
+		fmt.Fprintf(w, "# incomplete (its sweep stopped before the end: interrupted or stopped early; recorded in longca.incomplete): %s\n", t)
 	}
 	for _, f := range res.Files {
 		fmt.Fprintln(w, f)

@@ -18,7 +18,7 @@ func TestEveryColumnIsDocumented(t *testing.T) {
 			t.Errorf("column %s has no row in docs/results-format.md", c)
 		}
 	}
-	for _, k := range []string{MetaSchemaVersion, MetaRuns, MetaAllowMissing, MetaMissing, MetaTruncated} {
+	for _, k := range []string{MetaSchemaVersion, MetaRuns, MetaAllowMissing, MetaMissing, MetaTruncated, MetaPlannedRows, MetaIncomplete} {
 		if !strings.Contains(doc, "`"+k+"`") {
 			t.Errorf("metadata key %s is not documented", k)
 		}

@@ -23,13 +23,22 @@ import (
 // writeVia writes path atomically: fn fills a temporary file in path's folder, which is
 // synced and renamed over path only when everything went well. A writer killed midway,
 // or a full disk, leaves path as it was (the old file, or none) and no partial file
-// under its name; the temporary file is removed on error.
+// under its name; the temporary file is removed on error. It is locked (lockTemp) while it
+// exists, so that a later merge can tell one a killed writer left (removeStaleTemps).
 func writeVia(path string, fn func(f *os.File) error) (err error) {
 	path, err = fileTarget(path)
 	if err != nil {
 		return err
 	}
-	if err = smallfile.Replace(path, fn); err == nil {
+	var lock *os.File
+	err = smallfile.Replace(path, func(f *os.File) error {
+		lock = lockTemp(f.Name())
+		return fn(f)
+	})
+	if lock != nil {
+		lock.Close() // (the file is renamed or removed by now)
+	}
+	if err == nil {
 		return nil
 	}
 	err = fmt.Errorf("results: writing %s: %w", path, err)

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -49,6 +50,13 @@ type MergeResult struct {
 	Missing []string
 	// Truncated names rank files whose writer did not close them.
 	Truncated []string
+	// Recent holds those of Truncated last written less than RecentWrite before the merge
+	// read them, with how long before: their writer may still be writing them (a merge of a
+	// run that is still going), or was stopped just now.
+	Recent map[string]time.Duration
+	// Incomplete names the runs whose rank files hold fewer rows than they planned (a
+	// sweep stopped before its end), with their counts (MetaIncomplete).
+	Incomplete []string
 	// Skipped names the files left out and why: damaged, not longca's, or of another run
 	// or rank than their name says. Their ranks count as missing. (Files of another
 	// longca version are merged by column name, or refused: never skipped.)
@@ -206,6 +214,9 @@ type collected struct {
 	truncated  []string
 	skipped    []string
 	unverified []string
+	incomplete []string // runs of fewer rows than planned (planTally)
+	// seen is each rank file's size and time just before it was read (note).
+	seen []seenFile
 }
 
 func (c *collected) release() {
@@ -305,12 +316,14 @@ func collect(dir string, runs []string, newKeeper func() keeper) (*collected, er
 	}
 	keep := newKeeper()
 	var u union
+	var plan planTally
 	present := map[string]map[int]bool{}
 	for _, id := range c.runs {
 		rf := all[id]
 		c.skipped = append(c.skipped, rf.Skipped...)
 		for _, r := range ranks(rf.Paths) {
 			p := rf.Paths[r]
+			c.note(id, r, rf.Size, p)
 			f, err := Open(p)
 			if err == nil {
 				if err = checkIdentity(f, id, r, rf.Size); err != nil {
@@ -326,6 +339,7 @@ func collect(dir string, runs []string, newKeeper func() keeper) (*collected, er
 				keep.release()
 				return nil, Usagef("%v: merge each version's runs on their own (longca merge %s --run ID --out FILE, then report that file), or move them into folders of their own", err, dir)
 			}
+			plan.add(id, f, f.NumRows())
 			keep.add(f, u.layout())
 			f.Release()
 			c.paths = append(c.paths, p)
@@ -334,14 +348,14 @@ func collect(dir string, runs []string, newKeeper func() keeper) (*collected, er
 			}
 			present[id][r] = true
 			if f.Truncated {
-				c.truncated = append(c.truncated, fmt.Sprintf("run %s: rank %d of %d", id, r, rf.Size))
+				c.truncated = append(c.truncated, truncLine(id, r, rf.Size))
 			}
 			if f.Unverified {
 				c.unverified = append(c.unverified, p)
 			}
 		}
 	}
-	c.schema, c.kept = u.schema(), keep
+	c.schema, c.kept, c.incomplete = u.schema(), keep, plan.incomplete()
 	// A run none of whose files could be used, among runs that could, is no run: stray
 	// files named like one (copied, renamed, damaged) do not block the folder's real
 	// runs. They are skipped (named above), and the run is left out unless asked for.
@@ -484,7 +498,7 @@ func checkOut(out string, opts MergeOptions, inputs []string) error {
 		}
 	}
 	dir := filepath.Dir(out)
-	probe, err := os.CreateTemp(dir, ".longca-merge-probe-*")
+	probe, err := os.CreateTemp(dir, mergeProbe+"*")
 	if err != nil {
 		return Usagef("cannot write the merged file in %s (%v): give --out in a folder you can write", dir, cleanErr(err))
 	}
@@ -536,6 +550,8 @@ func Merge(dir string, opts MergeOptions) (MergeResult, error) {
 	}
 	defer c.release()
 	res.Runs, res.Missing, res.Truncated, res.Skipped, res.Unverified = c.runs, c.missing, c.truncated, c.skipped, c.unverified
+	res.Incomplete = c.incomplete
+	res.Recent = c.recent(time.Now())
 	out := opts.Out
 	if out == "" {
 		out = filepath.Join(dir, "merged.arrow")
@@ -559,6 +575,9 @@ func Merge(dir string, opts MergeOptions) (MergeResult, error) {
 		// merge, which longca merge says as bad input (exit status 2, see ErrMissingRanks).
 		return res, missingRanks{fmt.Errorf("merge: none of the %d rank file(s) in %s can be read (%s): give a folder a longca run wrote its rank files to", len(c.skipped), dir, firstFew(c.skipped, 3))}
 	}
+	// The temporary files a merge killed while writing these names left (SIGKILL: it could
+	// not remove them), whether or not this merge writes each name.
+	removeStaleTemps(out, strings.TrimSuffix(out, filepath.Ext(out))+".parquet", strings.TrimSuffix(out, filepath.Ext(out))+".csv")
 	kept := c.kept.(*columnKeeper)
 	if err := kept.flush(c.schema); err != nil {
 		return res, err
@@ -581,10 +600,14 @@ func Merge(dir string, opts MergeOptions) (MergeResult, error) {
 	if len(res.Skipped) > 0 {
 		md[MetaSkipped] = strings.Join(res.Skipped, "; ")
 	}
+	if len(res.Incomplete) > 0 {
+		md[MetaIncomplete] = strings.Join(res.Incomplete, "; ")
+	}
 	if len(res.Unverified) > 0 {
 		md[MetaUnverified] = strings.Join(res.Unverified, "; ")
 	}
 	md[MetaRows] = fmt.Sprint(kept.gather.rows)
+	md[MetaRankBytes] = c.rankBytes()
 	rec, err := concat(c.schema, md, kept.gather.joined, kept.gather.rows)
 	if err != nil {
 		return res, err

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
@@ -584,6 +585,18 @@ type Loaded struct {
 	// files read whose writer stopped before the end marker (their finished rows are in Rows),
 	// or a merged file's record of such rank files.
 	Skipped, Missing, Truncated []string
+	// Incomplete names the runs whose rank files hold fewer rows than they planned (a
+	// sweep stopped before its end: MetaPlannedRows), or a merged file's record of them
+	// (MetaIncomplete).
+	Incomplete []string
+	// Recent holds those of Truncated whose rank file was last written less than
+	// RecentWrite before it was read, with how long before: its writer may still be
+	// writing it (a run still going), or was stopped just now; not cut short for sure.
+	Recent map[string]time.Duration
+	// Stale says why a merged file does not hold what its rank files do now (it was
+	// merged while a run was writing): a folder's merged.arrow so is passed over for its
+	// rank files; a merged file given by name is read as it is. "" when neither.
+	Stale string
 }
 
 // runsNotIn lists the runs with rank files in dir that the merged file f does not hold
@@ -630,7 +643,14 @@ func LoadChecked(path string) (Loaded, error) {
 			return Loaded{Rows: rows}, err
 		}
 		l, err := measuredFile(path, rows)
-		l.Truncated = truncatedOf(path, f)
+		l.Truncated, l.Incomplete = truncatedOf(path, f), incompleteOf(f, len(rows))
+		now := time.Now()
+		if f.Meta(MetaRuns) != "" { // a merged file: held to the rank files beside it
+			l.Stale, l.Truncated, l.Incomplete = staleFile(path, f, l.Truncated, l.Incomplete)
+			l.Recent = recentOf(filepath.Dir(path), f, l.Truncated, now)
+		} else if age, ok := recentAge(now, st.ModTime()); ok && f.Truncated {
+			l.Recent = map[string]time.Duration{l.Truncated[0]: age}
+		}
 		return l, err
 	}
 	var out Loaded
@@ -641,14 +661,17 @@ func LoadChecked(path string) (Loaded, error) {
 		if err == nil {
 			used++
 			// The merged file stands for the folder only when it holds every run whose
-			// rank files are there: a later run in the same folder must not be hidden.
+			// rank files are there, as they are now: a later run in the same folder must
+			// not be hidden, nor the rows a run wrote after a merge made while it ran.
 			extra := runsNotIn(path, f)
-			if len(extra) == 0 {
+			if len(extra) > 0 {
+				out.Skipped = append(out.Skipped, fmt.Sprintf("%s: it lacks run(s) %s whose rank files are in the folder: reading the rank files instead", merged, strings.Join(extra, ", ")))
+			} else if out.Stale = staleMerged(path, merged, f); out.Stale == "" {
 				l, err := measuredFile(merged, rows)
-				l.Truncated = truncatedOf(merged, f)
+				l.Truncated, l.Incomplete = truncatedOf(merged, f), incompleteOf(f, len(rows))
+				l.Recent = recentOf(path, f, l.Truncated, time.Now())
 				return l, err
 			}
-			out.Skipped = append(out.Skipped, fmt.Sprintf("%s: it lacks run(s) %s whose rank files are in the folder: reading the rank files instead", merged, strings.Join(extra, ", ")))
 		} else {
 			out.Skipped = append(out.Skipped, strings.TrimPrefix(err.Error(), "results: "))
 		}
@@ -659,7 +682,8 @@ func LoadChecked(path string) (Loaded, error) {
 	}
 	defer c.release()
 	out.Skipped = append(out.Skipped, c.skipped...)
-	out.Missing, out.Truncated = c.missing, c.truncated
+	out.Missing, out.Truncated, out.Incomplete = c.missing, c.truncated, c.incomplete
+	out.Recent = c.recent(time.Now())
 	if k, ok := c.kept.(*rowKeeper); ok {
 		out.Skipped = append(out.Skipped, k.skipped...)
 		out.Rows = k.rows

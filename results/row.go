@@ -35,6 +35,14 @@ const (
 	// MetaRows is a merged file's row count, so a damaged batch length that reads as
 	// fewer rows is detected rather than read silently.
 	MetaRows = "longca.rows"
+	// MetaPlannedRows is a rank file's count of the rows its run planned for the rank
+	// (every case, sample and pass of the sweep), written when the file is created: a
+	// closed file with fewer rows is a sweep stopped before its end (Ctrl-C, SIGTERM, a
+	// worker failure, an error). A file without it (an older writer) is of unknown plan.
+	MetaPlannedRows = "longca.planned_rows"
+	// MetaIncomplete names a merged file's runs whose rank files hold fewer rows than
+	// they planned (MetaPlannedRows), with their counts: "run t: 4 of 12 planned rows".
+	MetaIncomplete = "longca.incomplete"
 )
 
 // Status is what became of a measurement.

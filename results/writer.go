@@ -130,8 +130,18 @@ func CheckNewRun(dir, runID string, size int, allHere bool) error {
 }
 
 // Create makes dir (if needed) and the rank's file in it; an existing file is a usage
-// error (ErrUsage: a run id is used once).
+// error (ErrUsage: a run id is used once). The file does not say how many rows its run
+// plans (CreatePlanned does).
 func Create(dir, runID string, rank, size int) (*Writer, error) {
+	return CreatePlanned(dir, runID, rank, size, -1)
+}
+
+// CreatePlanned is Create of a file whose run plans planned rows for this rank (every
+// case, sample and pass of its sweep), recorded in the schema's metadata
+// (MetaPlannedRows): the stream's schema is written first and never again, so the plan is
+// what a reader holds the rows against to tell a sweep stopped before its end (closed
+// with fewer rows) from a whole one. A negative planned records no plan.
+func CreatePlanned(dir, runID string, rank, size, planned int) (*Writer, error) {
 	if err := CheckRunID(runID); err != nil {
 		return nil, fmt.Errorf("results: %w", err)
 	}
@@ -157,11 +167,15 @@ func Create(dir, runID string, rank, size int) (*Writer, error) {
 		os.Remove(path)
 		return nil, err
 	}
-	s := Schema(map[string]string{
+	md := map[string]string{
 		MetaRunID:     runID,
 		MetaRank:      strconv.Itoa(rank),
 		MetaWorldSize: strconv.Itoa(size),
-	})
+	}
+	if planned >= 0 {
+		md[MetaPlannedRows] = strconv.Itoa(planned)
+	}
+	s := Schema(md)
 	buf := bufio.NewWriterSize(f, bufBytes)
 	w := &Writer{path: path, f: f, buf: buf, schema: s, w: ipc.NewWriter(buf, ipc.WithSchema(s))}
 	// An empty batch puts the schema on disk now: a file killed before its first row

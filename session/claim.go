@@ -32,8 +32,9 @@ var claimHook func(s *Session, rank int, step string)
 // claimRankFile creates this rank's file of the session's run, rank 0's first (the run's
 // claim to its id), then, once the ranks agreed that it won, every other rank's. Every rank
 // calls it (its agreements are collectives) and fails when any rank did (agreeOnFiles):
-// with a usage error (exit status 2) where the folder holds the run id already.
-func (s *Session) claimRankFile(cm comm.Comm) (*results.Writer, error) {
+// with a usage error (exit status 2) where the folder holds the run id already. planned is
+// the rows each rank plans (RankFile).
+func (s *Session) claimRankFile(cm comm.Comm, planned int) (*results.Writer, error) {
 	rank, n := cm.Rank(), cm.Size()
 	step := func(name string) {
 		if claimHook != nil {
@@ -44,7 +45,7 @@ func (s *Session) claimRankFile(cm comm.Comm) (*results.Writer, error) {
 	var err error
 	if rank == 0 {
 		step("claim")
-		w, err = s.claimRunID(n)
+		w, err = s.claimRunID(n, planned)
 		step("claimed")
 	}
 	if err = agreeOnFiles(cm, err); err != nil {
@@ -53,7 +54,7 @@ func (s *Session) claimRankFile(cm comm.Comm) (*results.Writer, error) {
 	}
 	if rank != 0 {
 		step("create")
-		w, err = s.RankFile(s.RunID, rank, n)
+		w, err = s.RankFile(s.RunID, rank, n, planned)
 	}
 	if err = agreeOnFiles(cm, err); err != nil {
 		discardFile(w) // rank 0's claim too: the run id is free again
@@ -66,10 +67,10 @@ func (s *Session) claimRankFile(cm comm.Comm) (*results.Writer, error) {
 // exclusive create. A file already there is a usage error saying that another run holds
 // the id (what its files hold, RunFilesNote); so are files of the run's other ranks without
 // rank 0's (left by an earlier run: a live run of this id and size holds rank 0's), the
-// claim then given up.
-func (s *Session) claimRunID(n int) (*results.Writer, error) {
+// claim then given up. planned is the rows rank 0 plans (RankFile).
+func (s *Session) claimRunID(n, planned int) (*results.Writer, error) {
 	path := filepath.Join(s.Out, results.FileName(s.RunID, 0, n))
-	w, err := s.RankFile(s.RunID, 0, n)
+	w, err := s.RankFile(s.RunID, 0, n, planned)
 	if err != nil {
 		if _, serr := os.Lstat(path); serr == nil && errors.Is(err, results.ErrUsage) {
 			return nil, Usagef("%s %s: run %s has rank files there already: %s exists (another run holds the run id, perhaps one started at the same time%s): give another --run-id or %s (a run id is used once; nothing is overwritten)",

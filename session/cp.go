@@ -151,7 +151,8 @@ func (s *Session) cpRank(ctx context.Context, r CPRun, backend string, cm comm.C
 		return err
 	}
 	rank := cm.Rank()
-	wr, err := s.claimRankFile(cm) // rank 0's first: of two runs given one run id, one writes
+	// rank 0's first: of two runs given one run id, one writes
+	wr, err := s.claimRankFile(cm, harness.CPPlannedRows(r.Sweep, r.Cases))
 	if err != nil {
 		return err
 	}

@@ -95,7 +95,10 @@ func (s *Session) RunKernels(ctx context.Context, k KernelSweep, est *harness.Es
 	ctx, stop := Interruptible(ctx)
 	defer stop()
 	res := KernelResult{}
-	w, err := s.RankFile(s.RunID, s.World.Rank, s.World.Size)
+	cases := k.Sweep.Cases()
+	// A row a case: the file records them all as planned, so that a sweep stopped before
+	// its end (Ctrl-C, SIGTERM, --on-worker-crash stop) reads as such.
+	w, err := s.RankFile(s.RunID, s.World.Rank, s.World.Size, len(cases))
 	if err != nil {
 		return res, err
 	}
@@ -128,7 +131,6 @@ func (s *Session) RunKernels(ctx context.Context, k KernelSweep, est *harness.Es
 	r.DeviceUUID = deviceUUID(k.KernelOptions.Device, s.log())
 	defer closeGPU()
 	defer r.Close()
-	cases := k.Sweep.Cases()
 	if est == nil || est.Len() != len(cases) {
 		est = s.estimate(ctx, k, cases)
 	}

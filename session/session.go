@@ -133,9 +133,11 @@ func (s *Session) BaseRow(w spmd.World) results.Row {
 }
 
 // RankFile creates rank's results file of n ranks in the session's folder: the one place
-// a results file is created.
-func (s *Session) RankFile(runID string, rank, n int) (*results.Writer, error) {
-	w, err := results.Create(s.Out, runID, rank, max(n, 1))
+// a results file is created. planned is the rows the rank's sweep plans (every case,
+// sample and pass), recorded in the file (results.MetaPlannedRows) so that a sweep
+// stopped before its end is told from a whole one; negative: not known.
+func (s *Session) RankFile(runID string, rank, n, planned int) (*results.Writer, error) {
+	w, err := results.CreatePlanned(s.Out, runID, rank, max(n, 1), planned)
 	if err != nil {
 		if results.NoRoom(err) {
 			return nil, s.NoRoom(err, "nothing was written")
@@ -208,16 +210,18 @@ func oneUsage(err error) error {
 	return first
 }
 
-// WriteRows writes rows to a new rank file (rank 0 of 1) of runID, closing it.
-func (s *Session) WriteRows(runID string, rows []results.Row) (string, error) {
-	return s.WriteRankRows(runID, 0, 1, rows)
+// WriteRows writes rows to a new rank file (rank 0 of 1) of runID, closing it; planned is
+// the rows the run planned (RankFile), more than len(rows) where it stopped early.
+func (s *Session) WriteRows(runID string, rows []results.Row, planned int) (string, error) {
+	return s.WriteRankRows(runID, 0, 1, rows, planned)
 }
 
-// WriteRankRows writes rows to a new file of runID's rank of n, closing it. The rows are
-// in hand, not measured one by one, so they are made durable thousands at a time
-// (results.Writer.WriteAll): an fsync a row made simulate's 100,000 rows take minutes.
-func (s *Session) WriteRankRows(runID string, rank, n int, rows []results.Row) (string, error) {
-	w, err := s.RankFile(runID, rank, n)
+// WriteRankRows writes rows to a new file of runID's rank of n, closing it; planned is the
+// rows the rank planned (RankFile). The rows are in hand, not measured one by one, so
+// they are made durable thousands at a time (results.Writer.WriteAll): an fsync a row
+// made simulate's 100,000 rows take minutes.
+func (s *Session) WriteRankRows(runID string, rank, n int, rows []results.Row, planned int) (string, error) {
+	w, err := s.RankFile(runID, rank, n, planned)
 	if err != nil {
 		return "", err
 	}

@@ -56,7 +56,7 @@ func TestWriteRankRowsManyRows(t *testing.T) {
 		rows[i] = r
 	}
 	before := writeCalls()
-	path, err := s.WriteRankRows(s.RunID, 0, 1, rows)
+	path, err := s.WriteRankRows(s.RunID, 0, 1, rows, len(rows))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -95,4 +95,12 @@ func TestRunInterruptSaysInterrupted(t *testing.T) {
 	if strings.Contains(stdout, "context canceled") {
 		t.Errorf("Go's context canceled in the output:\n%.600s", stdout)
 	}
+	// its merged file says the sweep stopped before its end
+	merged, _ := filepath.Glob(filepath.Join(dir, "*.merged.arrow"))
+	if len(merged) != 1 {
+		t.Fatalf("merged files %v, want one", merged)
+	}
+	if _, f, err := results.ReadRows(merged[0]); err != nil || !strings.Contains(f.Meta(results.MetaIncomplete), "planned rows") {
+		t.Errorf("%s: %s %q (%v), want the run and its counts", merged[0], results.MetaIncomplete, f.Meta(results.MetaIncomplete), err)
+	}
 }

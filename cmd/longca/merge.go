@@ -70,8 +70,27 @@ func mergeAction(c *cli.Context) error {
 	for _, s := range res.Skipped {
 		log.Warn().Str("skipped", s).Msg("merge: file left out; its rank counts as missing")
 	}
-	present.WriteMerge(c.App.Writer, res)
+	present.WriteMerge(c.App.Writer, stillWriting(res))
 	return nil
+}
+
+// stillWriting is res with each truncated rank file that was written to within
+// results.RecentWrite of the merge said to be so: a merge cannot tell a writer still
+// going (`longca merge DIR` run to watch a long job) from one killed a moment ago, and
+// "writer did not finish" alone read as a run cut short.
+func stillWriting(res results.MergeResult) results.MergeResult {
+	if len(res.Recent) == 0 {
+		return res
+	}
+	trunc := make([]string, len(res.Truncated)) // (res.Truncated is the merged file's record)
+	for i, t := range res.Truncated {
+		trunc[i] = t
+		if age, ok := res.Recent[t]; ok {
+			trunc[i] = fmt.Sprintf("%s (last written %s ago: still being written, or killed just now; merge again once its run ends for all its rows)", t, age)
+		}
+	}
+	res.Truncated = trunc
+	return res
 }
 
 // noRowsError is the refusal of a merge whose runs hold no row (results.ErrNoRows, nothing

@@ -25,9 +25,10 @@ func init() {
 		Description: "One row per case (mask, seqlen, heads, pass), each kernel's TFLOP/s side by side (or its\n" +
 			"status: unsupported, oom, wrong, error), then with several kernels the same cases as ratios to\n" +
 			"the fastest kernel; lines that are not data start with '#'. A folder is read through its\n" +
-			"merged.arrow when that holds every run whose rank files are there, else through its rank\n" +
-			"files alone (never both). A CP case counts once: the ranks agree on its row and each writes\n" +
-			"it, and the lowest rank's is shown. --plot DIR draws TFLOP/s against the\n" +
+			"merged.arrow when that holds every run whose rank files are there, as they are now (the\n" +
+			"sizes its merge recorded), else through its rank files alone (never both). A CP case\n" +
+			"counts once: the ranks agree on its row and each writes it, and the lowest rank's is shown.\n" +
+			"--plot DIR draws TFLOP/s against the\n" +
 			"sequence length, one line per kernel, and grouped bars (bars_*.png: one group per length, one\n" +
 			"bar per kernel), one PNG of each per (mask, pass, heads). CP rows also get the CP table\n" +
 			"(per-rank and per-device TFLOP/s, the kernel alone, efficiency, overlap, check).\n" +
@@ -105,8 +106,18 @@ func reportAction(c *cli.Context) error {
 	for _, s := range loaded.Skipped {
 		log.Warn().Str("skipped", s).Msg("report: file left out")
 	}
+	if loaded.Stale != "" {
+		fmt.Fprintf(c.App.ErrWriter, "longca: report: %s\n", loaded.Stale)
+	}
 	for _, t := range loaded.Truncated {
+		if age, ok := loaded.Recent[t]; ok { // (a merge or report of a run still going)
+			fmt.Fprintf(c.App.ErrWriter, "longca: report: %s is not closed and was last written %s ago: still being written (or its writer was stopped just now): the rows so far are reported\n", t, age)
+			continue
+		}
 		fmt.Fprintf(c.App.ErrWriter, "longca: report: %s was cut short (its writer stopped before the end): the rows it finished are reported\n", t)
+	}
+	for _, t := range loaded.Incomplete {
+		fmt.Fprintf(c.App.ErrWriter, "longca: report: %s: its sweep stopped before the end (interrupted or stopped early): the rows it finished are reported\n", t)
 	}
 	rows := onePerCPCase(loaded.Rows)
 	if ms := c.String("masks"); ms != "" {

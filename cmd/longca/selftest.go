@@ -100,7 +100,7 @@ func selftestResults(c *cli.Context) (err error) {
 	row := ss.BaseRow(w)
 	row.Time, row.Host, row.WorldSize, row.Device, row.Backend = time.Now().UTC(), w.Host, int64(w.Size), dev, "none"
 	row.Status, row.Command = results.StatusOK, "selftest results"
-	path, err := ss.WriteRankRows(run, w.Rank, w.Size, []results.Row{row})
+	path, err := ss.WriteRankRows(run, w.Rank, w.Size, []results.Row{row}, 1)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -57,13 +58,17 @@ func TestSimulateInterruptKeepsRows(t *testing.T) {
 	if !strings.Contains(out.String(), "# Rows:") {
 		t.Errorf("no table of the cases predicted so far on stdout:\n%s", out.String())
 	}
-	rows, _, err := results.ReadRows(filepath.Join(dir, "intr.merged.arrow"))
+	rows, f, err := results.ReadRows(filepath.Join(dir, "intr.merged.arrow"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// 8 GPUs: 2 methods x 5 samples; 64 GPUs as many again
 	if len(rows) < 10 || len(rows) >= 20 {
 		t.Errorf("%d rows in the merged file, want the 10 of 8 GPUs at least and fewer than the 20 cases", len(rows))
+	}
+	// the merged file says the sweep stopped before its end: a row a case (one pass)
+	if want := fmt.Sprintf("run intr: %d of 20 planned rows", len(rows)); f.Meta(results.MetaIncomplete) != want {
+		t.Errorf("merged file: %s = %q, want %q", results.MetaIncomplete, f.Meta(results.MetaIncomplete), want)
 	}
 }
 
