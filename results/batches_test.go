@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -18,43 +17,7 @@ import (
 // where each batch of rows starts (then the end). closed false leaves the stream without
 // its end marker, as a killed writer does.
 func writeChunkedFile(t testing.TB, rows, chunk int, closed bool) ([]byte, []Row, []int) {
-	t.Helper()
-	dir := t.TempDir()
-	w, err := Create(dir, "dmg", 0, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	size := func() int {
-		st, err := os.Stat(w.Path())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return int(st.Size())
-	}
-	rng := rand.New(rand.NewPCG(8, 8))
-	var want []Row
-	for i := 0; i < rows; i++ {
-		r := randomRow(rng, i)
-		r.RunID, r.Rank, r.WorldSize = "dmg", 0, 1
-		want = append(want, r)
-	}
-	starts := []int{size()}
-	for i := 0; i < rows; i += chunk {
-		if err := w.WriteAll(want[i:min(i+chunk, rows)]); err != nil {
-			t.Fatal(err)
-		}
-		starts = append(starts, size())
-	}
-	if closed {
-		if err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	b, err := os.ReadFile(w.Path())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b, want, starts
+	return writeRowsFile(t, rows, chunk, closed, 8)
 }
 
 // WriteAll writes a record batch for each syncRows rows, not one a row: the file of 300

@@ -11,10 +11,17 @@ import (
 	"testing"
 )
 
-// writeTestFile writes rows random rows as rank 0 of 1 of run "dmg" and returns the file's
-// bytes, the rows, and the offset where each row's batch starts (then the end). closed
-// false leaves the stream without its end marker, as a killed writer does.
+// writeTestFile writes rows random rows as rank 0 of 1 of run "dmg", a record batch a row
+// (Write), and returns the file's bytes, the rows, and the offset where each row's batch
+// starts (then the end). closed false leaves the stream without its end marker, as a
+// killed writer does.
 func writeTestFile(t testing.TB, rows int, closed bool) ([]byte, []Row, []int) {
+	return writeRowsFile(t, rows, 0, closed, 7)
+}
+
+// writeRowsFile is writeTestFile with chunk rows a WriteAll call (a record batch each;
+// 0: Write, a batch a row), the rows drawn from seed; starts are where each batch starts.
+func writeRowsFile(t testing.TB, rows, chunk int, closed bool, seed uint64) ([]byte, []Row, []int) {
 	t.Helper()
 	dir := t.TempDir()
 	w, err := Create(dir, "dmg", 0, 1)
@@ -28,16 +35,23 @@ func writeTestFile(t testing.TB, rows int, closed bool) ([]byte, []Row, []int) {
 		}
 		return int(st.Size())
 	}
-	rng := rand.New(rand.NewPCG(7, 7))
+	rng := rand.New(rand.NewPCG(seed, seed))
 	var want []Row
-	starts := []int{size()}
 	for i := 0; i < rows; i++ {
 		r := randomRow(rng, i)
 		r.RunID, r.Rank, r.WorldSize = "dmg", 0, 1
-		if err := w.Write(r); err != nil {
+		want = append(want, r)
+	}
+	starts := []int{size()}
+	for i := 0; i < rows; i += max(chunk, 1) {
+		if chunk == 0 {
+			err = w.Write(want[i])
+		} else {
+			err = w.WriteAll(want[i:min(i+chunk, rows)])
+		}
+		if err != nil {
 			t.Fatal(err)
 		}
-		want = append(want, r)
 		starts = append(starts, size())
 	}
 	if closed {
