@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/longca/longca/results"
 )
 
 // TestAnalyzeRefusesMergedFileOutOfDate (probe s41 F1): examples/analyze.py DIR read a
@@ -24,18 +22,7 @@ func TestAnalyzeRefusesMergedFileOutOfDate(t *testing.T) {
 		t.Skip("no python with pandas here (apt-get install python3-pandas): examples/analyze.py needs it")
 	}
 	dir := filepath.Join(t.TempDir(), "live")
-	w, err := results.Create(dir, "live", 0, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	write := func(from, to int) {
-		for i := from; i < to; i++ {
-			if err := w.Write(liveKernelRow(i)); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	w, write := liveRun(t, dir)
 	write(0, 2)
 	if _, errOut, code := captureRun(t, "merge", dir, "--csv"); code != 0 {
 		t.Fatalf("merge while writing: exit %d: %s", code, errOut)

@@ -16,6 +16,24 @@ func liveKernelRow(i int) results.Row {
 		HeadsQ: 4, HeadsKV: 2, HeadDim: 32, DType: "fp32", Pass: "fwd", Status: results.StatusOK, FLOPs: 1e9, TFLOPs: results.Ptr(0.001)}
 }
 
+// liveRun creates run "live"'s rank file in dir, left open as a run still writing it
+// (closed when the test ends), and returns it with a function writing its cases from to to.
+func liveRun(t *testing.T, dir string) (*results.Writer, func(from, to int)) {
+	t.Helper()
+	w, err := results.Create(dir, "live", 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	return w, func(from, to int) {
+		for i := from; i < to; i++ {
+			if err := w.Write(liveKernelRow(i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
 // TestReportAfterMergeWhileWriting (probe s41 F1): `longca merge DIR` while the run was
 // still writing, then `longca report DIR` after it finished, showed the merge's rows only
 // ("5 rows in all" of 12) and said the writer "was cut short", though it closed its file.
@@ -23,18 +41,7 @@ func liveKernelRow(i int) results.Row {
 // report reads the rank files, saying the merged file is out of date and how to renew it.
 func TestReportAfterMergeWhileWriting(t *testing.T) {
 	dir := t.TempDir()
-	w, err := results.Create(dir, "live", 0, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	write := func(from, to int) {
-		for i := from; i < to; i++ {
-			if err := w.Write(liveKernelRow(i)); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	w, write := liveRun(t, dir)
 	write(0, 2)
 	out, errOut, code := captureRun(t, "merge", dir)
 	if code != 0 || !strings.Contains(out, "run live: rank 0 of 1 (last written ") || !strings.Contains(out, "still being written, or killed just now") {
