@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/longca/longca/comm"
+	"github.com/longca/longca/internal/textcut"
 	"github.com/longca/longca/results"
 	"github.com/longca/longca/tensor"
 )
@@ -223,9 +224,7 @@ func agreeOnFiles(cm comm.Comm, err error) error {
 		case errors.Is(err, results.ErrUsage):
 			code = 2
 		}
-		if len(text) > maxFileText {
-			text = text[:maxFileText]
-		}
+		text = textcut.Prefix(text, maxFileText) // (at a character boundary)
 		if code == 2 {
 			err = &UsageError{msg: text} // (one type on every rank: said once, oneUsage)
 		}
