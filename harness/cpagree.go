@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/longca/longca/comm"
+	"github.com/longca/longca/internal/textcut"
 	"github.com/longca/longca/kernels"
 	"github.com/longca/longca/results"
 	"github.com/longca/longca/tensor"
@@ -123,7 +124,7 @@ func agree(c comm.Comm, d time.Duration, err error) (time.Duration, error) {
 	// The reason of the rank that caused it, to every rank: its bytes, the others zeros.
 	msg := tensor.NewHost(tensor.FP64, reasonBytes)
 	if me == root {
-		b := []byte(fmt.Sprintf("rank %d: %v", me, err))
+		b := []byte(textcut.Prefix(fmt.Sprintf("rank %d: %v", me, err), reasonBytes)) // (at a character boundary)
 		for i := 0; i < len(b) && i < reasonBytes; i++ {
 			msg.Set(i, float64(b[i]))
 		}
