@@ -6,7 +6,9 @@ package comm
 import (
 	"errors"
 	"fmt"
+	"strings"
 
+	"github.com/longca/longca/internal/textcut"
 	"github.com/longca/longca/tensor"
 )
 
@@ -136,4 +138,31 @@ func HostPair(a, b tensor.Tensor) (*tensor.Host, *tensor.Host, error) {
 		return nil, nil, fmt.Errorf("dtypes %s and %s differ", ha.DType(), hb.DType())
 	}
 	return ha, hb, nil
+}
+
+// ShareText is rank root's text on every rank of c, cut to at most size bytes at a
+// character boundary: one all-reduce (max) of its bytes as float64, root's bytes and
+// zeros on the other ranks, so that it takes only the collective every backend has. Every
+// rank calls it with the same root and size; text is read on root only, and ends at its
+// first zero byte.
+func ShareText(c Comm, root int, text string, size int) (string, error) {
+	buf := tensor.NewHost(tensor.FP64, max(size, 1))
+	if c.Rank() == root {
+		t := textcut.Prefix(text, size)
+		for i := range len(t) {
+			buf.Set(i, float64(t[i]))
+		}
+	}
+	if err := c.AllReduce(buf, Max); err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	for i := range size {
+		x := byte(buf.At(i))
+		if x == 0 {
+			break
+		}
+		b.WriteByte(x)
+	}
+	return b.String(), nil
 }

@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/longca/longca/comm"
-	"github.com/longca/longca/internal/textcut"
 	"github.com/longca/longca/kernels"
 	"github.com/longca/longca/results"
 	"github.com/longca/longca/tensor"
@@ -122,26 +120,16 @@ func agree(c comm.Comm, d time.Duration, err error) (time.Duration, error) {
 		return slowest, fmt.Errorf("rank %d was %w", root, ErrInterrupted)
 	}
 	// The reason of the rank that caused it, to every rank: its bytes, the others zeros.
-	msg := tensor.NewHost(tensor.FP64, reasonBytes)
+	var mine string
 	if me == root {
-		b := []byte(textcut.Prefix(fmt.Sprintf("rank %d: %v", me, err), reasonBytes)) // (at a character boundary)
-		for i := 0; i < len(b) && i < reasonBytes; i++ {
-			msg.Set(i, float64(b[i]))
-		}
+		mine = fmt.Sprintf("rank %d: %v", me, err)
 	}
-	if aerr := c.AllReduce(msg, comm.Max); aerr != nil {
+	reason, aerr := comm.ShareText(c, root, mine, reasonBytes)
+	if aerr != nil {
 		return 0, &FatalError{fmt.Errorf("sharing rank %d's failure: %w", root, aerr)}
-	}
-	var b strings.Builder
-	for i := range reasonBytes {
-		x := byte(msg.At(i))
-		if x == 0 {
-			break
-		}
-		b.WriteByte(x)
 	}
 	if code == codeSecondary {
 		code = codeError // every rank failed waiting: nothing else to blame
 	}
-	return slowest, agreedError(code, b.String())
+	return slowest, agreedError(code, reason)
 }

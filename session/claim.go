@@ -246,13 +246,7 @@ func agreeOnFiles(cm comm.Comm, err error) error {
 		return nil
 	}
 	code, root := key/n, n-1-key%n
-	msg := tensor.NewHost(tensor.FP64, max(size, 1))
-	if me == root {
-		for i := range len(text) {
-			msg.Set(i, float64(text[i]))
-		}
-	}
-	aerr := cm.AllReduce(msg, comm.Max)
+	shared, aerr := comm.ShareText(cm, root, text, size)
 	if err != nil {
 		return err
 	}
@@ -260,13 +254,7 @@ func agreeOnFiles(cm comm.Comm, err error) error {
 		return &peerFileError{rank: root, usage: code == 2,
 			text: fmt.Sprintf("rank %d could not make its results file (its reason did not reach this rank: %v)", root, aerr)}
 	}
-	b := make([]byte, 0, size)
-	for i := range size {
-		if x := byte(msg.At(i)); x != 0 {
-			b = append(b, x)
-		}
-	}
-	return &peerFileError{rank: root, text: string(b), usage: code == 2}
+	return &peerFileError{rank: root, text: shared, usage: code == 2}
 }
 
 // peerFileError is a rank's failure to make its results file (or rank 0's claim lost), as
