@@ -467,18 +467,25 @@ func describeRuns(all map[string]*RunFiles) string {
 // keep their own merged file instead of overwriting one merged.arrow.
 func MergedPath(dir, run string) string { return filepath.Join(dir, run+".merged.arrow") }
 
+// ExportPaths are the Parquet and CSV files a merge into out writes beside it, with
+// --parquet and --csv.
+func ExportPaths(out string) (parquet, csv string) {
+	base := strings.TrimSuffix(out, filepath.Ext(out))
+	return base + ".parquet", base + ".csv"
+}
+
 // checkOut refuses an output that would overwrite an input: a rank file's name (of any
 // run), or one of the files being merged; and an output folder that cannot be written,
 // before anything is read. Only the files the merge writes are checked (the Parquet and
 // CSV files when asked for: a folder named merged.parquet refused a merge without --parquet).
 func checkOut(out string, opts MergeOptions, inputs []string) error {
 	paths := []string{out}
-	base := strings.TrimSuffix(out, filepath.Ext(out))
+	pq, csv := ExportPaths(out)
 	if opts.Parquet {
-		paths = append(paths, base+".parquet")
+		paths = append(paths, pq)
 	}
 	if opts.CSV {
-		paths = append(paths, base+".csv")
+		paths = append(paths, csv)
 	}
 	for _, p := range paths {
 		if _, _, _, ok := ParseFileName(filepath.Base(p)); ok {
@@ -577,7 +584,8 @@ func Merge(dir string, opts MergeOptions) (MergeResult, error) {
 	}
 	// The temporary files a merge killed while writing these names left (SIGKILL: it could
 	// not remove them), whether or not this merge writes each name.
-	removeStaleTemps(out, strings.TrimSuffix(out, filepath.Ext(out))+".parquet", strings.TrimSuffix(out, filepath.Ext(out))+".csv")
+	pq, csv := ExportPaths(out)
+	removeStaleTemps(out, pq, csv)
 	kept := c.kept.(*columnKeeper)
 	if err := kept.flush(c.schema); err != nil {
 		return res, err
@@ -620,18 +628,17 @@ func Merge(dir string, opts MergeOptions) (MergeResult, error) {
 		return res, err
 	}
 	res.Files = append(res.Files, out)
-	base := strings.TrimSuffix(out, filepath.Ext(out))
 	if opts.Parquet {
-		if err := WriteParquet(base+".parquet", rec); err != nil {
+		if err := WriteParquet(pq, rec); err != nil {
 			return res, err
 		}
-		res.Files = append(res.Files, base+".parquet")
+		res.Files = append(res.Files, pq)
 	}
 	if opts.CSV {
-		if err := WriteCSV(base+".csv", rec); err != nil {
+		if err := WriteCSV(csv, rec); err != nil {
 			return res, err
 		}
-		res.Files = append(res.Files, base+".csv")
+		res.Files = append(res.Files, csv)
 	}
 	return res, nil
 }

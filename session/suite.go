@@ -145,7 +145,6 @@ func (a afterSweep) noRoom(err error, done int) error {
 		return err
 	}
 	why := noRoomWhy(err)
-	base := strings.TrimSuffix(a.merged, ".arrow")
 	plots := filepath.Join(s.Out, s.RunID+".plots")
 	report := filepath.Join(s.Out, s.RunID+".report.txt")
 	var missing []string
@@ -154,7 +153,8 @@ func (a afterSweep) noRoom(err error, done int) error {
 	}
 	if done < wroteMerge {
 		if _, serr := os.Stat(a.merged); done == wroteMasks && a.parquet && serr == nil {
-			missing = append(missing, filepath.Base(base+".parquet"))
+			pq, _ := results.ExportPaths(a.merged)
+			missing = append(missing, filepath.Base(pq))
 		} else {
 			missing = append(missing, filepath.Base(a.merged))
 		}
