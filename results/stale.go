@@ -131,6 +131,21 @@ func rankRecordOf(f *File) (map[string]rankRecord, bool) {
 	return rec, true
 }
 
+// eachRecorded calls fn for each rank file of its run that r records, with its rank and its
+// size when merged, in rank order; entries that name no rank of the run are passed over.
+func (r rankRecord) eachRecorded(fn func(rank int, was int64)) {
+	ranks := make([]int, 0, len(r.Bytes))
+	for k := range r.Bytes {
+		if rank, err := strconv.Atoi(k); err == nil && rank >= 0 && rank < r.Of {
+			ranks = append(ranks, rank)
+		}
+	}
+	sort.Ints(ranks)
+	for _, rank := range ranks {
+		fn(rank, r.Bytes[strconv.Itoa(rank)])
+	}
+}
+
 // staleness compares the merged file f's record of its rank files with the rank files in
 // dir now. It returns what changed since the merge ("run r: rank 0 of 1 is 100464 bytes,
 // 20602 when merged"; "run r: rank 3 of 4 was written since"), sorted, and the
@@ -149,21 +164,17 @@ func staleness(dir string, f *File) (changes []string, grown map[string]string, 
 	sort.Strings(ids)
 	for _, id := range ids {
 		r := rec[id]
-		for k, was := range r.Bytes {
-			rank, err := strconv.Atoi(k)
-			if err != nil || rank < 0 || rank >= r.Of {
-				continue
-			}
+		r.eachRecorded(func(rank int, was int64) {
 			st, err := os.Stat(filepath.Join(dir, FileName(id, rank, r.Of)))
 			if err != nil || st.Size() == was { // (deleted since: its rows are in f)
-				continue
+				return
 			}
 			changes = append(changes, fmt.Sprintf("%s is %d bytes, %d when merged", truncLine(id, rank, r.Of), st.Size(), was))
 			if grown == nil {
 				grown = map[string]string{}
 			}
 			grown[truncLine(id, rank, r.Of)] = id
-		}
+		})
 		if rf := all[id]; rf != nil && rf.Size == r.Of {
 			for rank := range rf.Paths {
 				if _, had := r.Bytes[strconv.Itoa(rank)]; !had {
@@ -265,22 +276,22 @@ func recentOf(dir string, f *File, truncated []string, now time.Time) map[string
 	}
 	var out map[string]time.Duration
 	for id, r := range rec {
-		for k := range r.Bytes {
-			rank, err := strconv.Atoi(k)
-			if err != nil || rank < 0 || rank >= r.Of || !trunc[truncLine(id, rank, r.Of)] {
-				continue
+		r.eachRecorded(func(rank int, _ int64) {
+			line := truncLine(id, rank, r.Of)
+			if !trunc[line] {
+				return
 			}
 			st, err := os.Stat(filepath.Join(dir, FileName(id, rank, r.Of)))
 			if err != nil {
-				continue
+				return
 			}
 			if age, ok := recentAge(now, st.ModTime()); ok {
 				if out == nil {
 					out = map[string]time.Duration{}
 				}
-				out[truncLine(id, rank, r.Of)] = age
+				out[line] = age
 			}
-		}
+		})
 	}
 	return out
 }
