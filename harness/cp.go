@@ -198,14 +198,22 @@ func (s CPSweep) Cases(n int) ([]CPCase, error) {
 // both take them from here.
 func SetPlanColumns(row *results.Row, pl *cp.Plan) {
 	c := pl.Config
-	row.Ulysses, row.Ring, row.Windows = results.Ptr(int64(c.Ulysses)), results.Ptr(int64(c.Ring)), results.Ptr(int64(max(c.Windows, 1)))
-	row.InnerDim = InnerDim(c)
+	SetMeshColumns(row, c)
 	row.SeqLenPerRank, row.PadTokens = int64(pl.Tokens), results.Ptr(int64(pl.Padding()))
-	row.CPSharding = c.Sharding.String()
 	if c.Block > 0 {
 		row.CPBlock, row.CPStages = results.Ptr(int64(c.Block)), results.Ptr(int64(c.Stages))
 		row.CPLayout = pl.KVLayoutName()
 	}
+}
+
+// SetMeshColumns fills a CP row's mesh columns from its case's config: U x R and the
+// windows where the mesh is resolved (a plan's always; null for a case the method refused
+// before resolving one), the dimension inside a node, and the sharding.
+func SetMeshColumns(row *results.Row, c cp.Config) {
+	if c.Ulysses > 0 && c.Ring > 0 {
+		row.Ulysses, row.Ring, row.Windows = results.Ptr(int64(c.Ulysses)), results.Ptr(int64(c.Ring)), results.Ptr(int64(max(c.Windows, 1)))
+	}
+	row.InnerDim, row.CPSharding = InnerDim(c), c.Sharding.String()
 }
 
 // InnerDim is the mesh dimension contiguous in rank order (inside a node): ulysses when

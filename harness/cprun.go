@@ -173,12 +173,7 @@ func (r *CPRunner) row(cs CPCase, sample int, pass kernels.Pass) results.Row {
 	}
 	row.Device = computeDevice(r.Kernel).Name() // a staged kernel's GPU, not the host its tensors pass through
 	setGPUColumns(&row, r.KernelOptions.Device, r.DeviceUUID)
-	c := cs.Config
-	// The resolved mesh; unknown (null) for a case whose plan refused it unresolved.
-	if c.Ulysses > 0 && c.Ring > 0 {
-		row.Ulysses, row.Ring, row.Windows = results.Ptr(int64(c.Ulysses)), results.Ptr(int64(c.Ring)), results.Ptr(int64(max(c.Windows, 1)))
-	}
-	row.InnerDim, row.CPSharding = InnerDim(c), c.Sharding.String()
+	SetMeshColumns(&row, cs.Config) // (null mesh for a case whose plan refused it unresolved)
 	row.Mask, row.MaskParams, row.Seed, row.Sample = cs.Mask, "{}", s.Seed+uint64(sample), int64(sample)
 	row.SeqLen, row.SeqLenPerRank, row.Batch = int64(s.SeqLen), int64(s.SeqLen/r.Comm.Size()), 1
 	row.HeadsQ, row.HeadsKV, row.HeadDim = int64(cs.Heads.Q), int64(cs.Heads.KV), int64(s.HeadDim)

@@ -578,10 +578,7 @@ func (s *Session) predictJob(ctx context.Context, o *Simulation, j simJob, maskF
 // and seqlen_per_rank) and "" (cp_sharding): values docs/results-format.md rules out,
 // which put the rows in a 0 bucket of seqlen_per_rank and of the mesh.
 func setRefusedColumns(r *results.Row, cfg cp.Config, seqlen, n int) {
-	if cfg.Ulysses > 0 && cfg.Ring > 0 {
-		r.Ulysses, r.Ring, r.Windows = results.Ptr(int64(cfg.Ulysses)), results.Ptr(int64(cfg.Ring)), results.Ptr(int64(max(cfg.Windows, 1)))
-	}
-	r.InnerDim, r.CPSharding = harness.InnerDim(cfg), cfg.Sharding.String()
+	harness.SetMeshColumns(r, cfg)
 	r.SeqLenPerRank = int64(seqlen / max(n, 1))
 }
 
