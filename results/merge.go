@@ -573,7 +573,7 @@ func Merge(dir string, opts MergeOptions) (MergeResult, error) {
 		}
 		runs := ""
 		if len(opts.Runs) == 0 && len(c.runs) > 1 {
-			runs = fmt.Sprintf("; the folder holds runs %s: merge one with --run", fewRuns(c.runs, maxListed))
+			runs = fmt.Sprintf("; the folder holds runs %s: merge one with --run", FewRuns(c.runs, maxListed))
 		}
 		return res, missingRanks{fmt.Errorf("merge: %s%s%s (pass --allow-missing to merge anyway)", firstFew(c.missing, maxListed), why, runs)}
 	}
@@ -647,9 +647,9 @@ func Merge(dir string, opts MergeOptions) (MergeResult, error) {
 // merged file's metadata names them all).
 const maxListed = 10
 
-// fewRuns lists run ids for a line: all of them up to n, else the first n and how many
+// FewRuns lists run ids for a line: all of them up to n, else the first n and how many
 // more ("a, b, c and 19997 more (20000 runs)").
-func fewRuns(runs []string, n int) string {
+func FewRuns(runs []string, n int) string {
 	if len(runs) <= n {
 		return strings.Join(runs, ", ")
 	}

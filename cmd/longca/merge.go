@@ -111,10 +111,7 @@ func noRowsError(dir string, res results.MergeResult) error {
 	if len(res.Truncated) > 0 {
 		what = fmt.Sprintf("and %d of them are not closed: a run still writing (merge once it ends) or killed before its first row", len(res.Truncated))
 	}
-	runs := strings.Join(res.Runs, ", ")
-	if len(res.Runs) > 5 {
-		runs = fmt.Sprintf("%s and %d more", strings.Join(res.Runs[:5], ", "), len(res.Runs)-5)
-	}
+	runs := results.FewRuns(res.Runs, 5)
 	rm := session.ShellWord(dir) + "/RUN.rank-*.arrow"
 	if len(res.Runs) == 1 {
 		rm = session.ShellWord(dir) + "/" + res.Runs[0] + ".rank-*.arrow"
