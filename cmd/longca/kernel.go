@@ -72,16 +72,19 @@ func kernelWorld(c *cli.Context) (spmd.World, error) {
 
 // oneProcess refuses a command that runs as one process (run, simulate) under a launcher of
 // several ranks: each rank ran the whole of it on its own, as rank 0 of 1 into a folder of its
-// own (a review found `mpirun -np 2 longca run` writing two runs so).
-func oneProcess(name string) error {
+// own (a review found `mpirun -np 2 longca run` writing two runs so). Else it returns the
+// process's world as the launcher's environment says it, so that the command's rows record
+// the launcher as kernel's do (slurm under srun, single with none; run's said "" and
+// simulate's "none", values docs/results-format.md does not have).
+func oneProcess(name string) (spmd.World, error) {
 	w, err := spmd.Discover(os.Getenv)
 	if err != nil {
-		return usageError("%v", err)
+		return w, usageError("%v", err)
 	}
 	if w.Size > 1 {
-		return usageError("longca %s runs as one process and %s started %d ranks: start it without the launcher (kernel, sparse and cp take ranks)", name, w.Launcher, w.Size)
+		return w, usageError("longca %s runs as one process and %s started %d ranks: start it without the launcher (kernel, sparse and cp take ranks)", name, w.Launcher, w.Size)
 	}
-	return nil
+	return w, nil
 }
 
 // newSession is a command's run session: rows to out under runID (resultsTarget's), as rank w.

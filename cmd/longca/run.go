@@ -1,13 +1,11 @@
 package main
 
 import (
-	"os"
 	"slices"
 	"strings"
 
 	"github.com/longca/longca/harness"
 	"github.com/longca/longca/session"
-	"github.com/longca/longca/spmd"
 	"github.com/urfave/cli/v2"
 )
 
@@ -42,7 +40,7 @@ func init() {
 }
 
 func runAction(c *cli.Context) error {
-	w, err := runWorld()
+	w, err := oneProcess("run")
 	if err != nil {
 		return err
 	}
@@ -111,21 +109,6 @@ func runAction(c *cli.Context) error {
 	k := session.KernelSweep{Sweep: st.Sweep, Build: st.Build, Warmup: st.Warmup, Iters: st.Iters, Check: !c.Bool("no-check"),
 		CheckBudget: st.CheckBudget, KernelOptions: ko, StopOnCrash: stop, Culprit: sweepCulprit(c), GPUState: c.Bool("gpu-state"), Settle: settle}
 	return newSession(c, "kernel", out, runID, w).Suite(c.Context, st.Name, k, c.Bool("parquet"))
-}
-
-// runWorld is run's world: this process alone (oneProcess refuses a launch of several
-// ranks), as the launcher's environment says it, so that its rows record the launcher as
-// kernel's do (slurm under srun, single with none). It was a bare World{Size: 1}, whose
-// rows said launcher "", a value docs/results-format.md does not have.
-func runWorld() (spmd.World, error) {
-	if err := oneProcess("run"); err != nil {
-		return spmd.World{}, err
-	}
-	w, err := spmd.Discover(os.Getenv)
-	if err != nil {
-		return w, usageError("%v", err)
-	}
-	return w, nil
 }
 
 // suiteMasks is --masks of run: the suite's masks that the list names, in the suite's order

@@ -329,7 +329,8 @@ func machineFromFlags(c *cli.Context) (sim.Machine, error) {
 
 func simulateAction(c *cli.Context) error {
 	start := time.Now()
-	if err := oneProcess("simulate"); err != nil {
+	world, err := oneProcess("simulate")
+	if err != nil {
 		return err
 	}
 	o, err := parseSimulateFlags(c)
@@ -372,7 +373,7 @@ func simulateAction(c *cli.Context) error {
 			log.Warn().Str("flag", f).Msgf("%s is read by --calibrate only: it changes nothing in this run", f)
 		}
 	}
-	return newSession(c, "simulate", o.cp.out, o.cp.runID, spmd.World{Size: 1}).Simulate(c.Context, sm, start)
+	return newSession(c, "simulate", o.cp.out, o.cp.runID, world).Simulate(c.Context, sm, start)
 }
 
 // sharedAsMachine keeps the --compare rows whose ranks shared a GPU as the machine's ranks
