@@ -52,6 +52,14 @@ func interruptAfterTwoCases(t *testing.T, args string) (errLines []string, stdou
 // signalAfterTwoCases is interruptAfterTwoCases with sig for SIGINT.
 func signalAfterTwoCases(t *testing.T, sig syscall.Signal, args string) (errLines []string, stdout string) {
 	t.Helper()
+	return signalAt(t, sig, args, `"case":2,`) // two rows written
+}
+
+// signalAt runs this test binary as `longca ARGS` (longcaChildEnv), sends it sig once a
+// line of its log holds mark, and requires exit status 130; it returns the child's stderr
+// lines and stdout.
+func signalAt(t *testing.T, sig syscall.Signal, args, mark string) (errLines []string, stdout string) {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run", "^$")
 	cmd.Env = append(os.Environ(), longcaChildEnv+"="+args)
 	stderr, err := cmd.StderrPipe()
@@ -69,7 +77,7 @@ func signalAfterTwoCases(t *testing.T, sig syscall.Signal, args string) (errLine
 	defer timer.Stop()
 	for sc.Scan() {
 		errLines = append(errLines, sc.Text())
-		if !sent && strings.Contains(sc.Text(), `"case":2,`) { // two rows written
+		if !sent && strings.Contains(sc.Text(), mark) {
 			sent = true
 			if err := cmd.Process.Signal(sig); err != nil {
 				t.Fatal(err)

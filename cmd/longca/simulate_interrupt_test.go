@@ -1,11 +1,8 @@
 package main
 
 import (
-	"bufio"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -22,41 +19,13 @@ import (
 func TestSimulateInterruptKeepsRows(t *testing.T) {
 	dir := t.TempDir()
 	args := "simulate --gpus 8,64 --methods ring-p2p,ring-allgather --masks causal_document --passes fwd --samples 5 --out " + dir + " --run-id intr"
-	cmd := exec.Command(os.Args[0], "-test.run", "^$")
-	cmd.Env = append(os.Environ(), longcaChildEnv+"="+args)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out strings.Builder
-	cmd.Stdout = &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var errLines []string
-	sent := false
-	timer := time.AfterFunc(2*time.Minute, func() { cmd.Process.Kill() })
-	defer timer.Stop()
-	for sc := bufio.NewScanner(stderr); sc.Scan(); {
-		errLines = append(errLines, sc.Text())
-		if !sent && strings.Contains(sc.Text(), `"simulate gpus"`) { // the 8 GPUs' cases done
-			sent = true
-			if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	err = cmd.Wait()
-	var ee *exec.ExitError
-	if !sent || !errors.As(err, &ee) || ee.ExitCode() != 130 {
-		t.Fatalf("SIGTERM sent %v; exit %v, want status 130; stderr:\n%s", sent, err, strings.Join(errLines, "\n"))
-	}
+	errLines, stdout := signalAt(t, syscall.SIGTERM, args, `"simulate gpus"`) // the 8 GPUs' cases done
 	last := errLines[len(errLines)-1]
 	if !strings.Contains(last, "longca simulate: interrupted after") || !strings.Contains(last, "intr.merged.arrow") {
 		t.Errorf("last line %q, want the interruption and the merged file", last)
 	}
-	if !strings.Contains(out.String(), "# Rows:") {
-		t.Errorf("no table of the cases predicted so far on stdout:\n%s", out.String())
+	if !strings.Contains(stdout, "# Rows:") {
+		t.Errorf("no table of the cases predicted so far on stdout:\n%s", stdout)
 	}
 	rows, f, err := results.ReadRows(filepath.Join(dir, "intr.merged.arrow"))
 	if err != nil {
