@@ -29,19 +29,27 @@ func TestParseErrorsAreUsageErrors(t *testing.T) {
 	}
 }
 
+// oneRowRun writes run id in dir: one rank, one ok row, closed.
+func oneRowRun(t *testing.T, dir, id string) {
+	t.Helper()
+	w, err := results.Create(dir, id, 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(results.Row{RunID: id, WorldSize: 1, Status: results.StatusOK}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestResultsRequestErrorsExit2 (issue 23, items 8 and 12): merge and report of an empty
 // folder, merge of a run the folder does not hold, and a merge whose --out is a rank
 // file exit 2 with one line (the issue: exit 1, and the rank file replaced).
 func TestResultsRequestErrorsExit2(t *testing.T) {
 	empty, dir := t.TempDir(), t.TempDir()
-	w, err := results.Create(dir, "a", 0, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Write(results.Row{RunID: "a", WorldSize: 1, Status: results.StatusOK}); err != nil {
-		t.Fatal(err)
-	}
-	w.Close()
+	oneRowRun(t, dir, "a")
 	for _, c := range []struct {
 		args []string
 		want string

@@ -78,14 +78,8 @@ func TestReportAfterMergeWhileWriting(t *testing.T) {
 // short (merge: did not finish), with no word of it being written.
 func TestMergeOfDeadWriterSaysCutShort(t *testing.T) {
 	dir := t.TempDir()
-	w, err := results.Create(dir, "live", 0, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	if err := w.Write(liveKernelRow(0)); err != nil {
-		t.Fatal(err)
-	}
+	_, write := liveRun(t, dir)
+	write(0, 1)
 	old := time.Now().Add(-2 * results.RecentWrite)
 	if err := os.Chtimes(filepath.Join(dir, results.FileName("live", 0, 1)), old, old); err != nil {
 		t.Fatal(err)

@@ -35,14 +35,7 @@ func TestMergeOfRunsWithoutRowsExitsTwo(t *testing.T) {
 	emptyRun(t, closed, "x", 4, true)
 	emptyRun(t, open, "x", 2, false)
 	emptyRun(t, mixed, "x", 2, true)
-	w, err := results.Create(mixed, "a", 0, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Write(results.Row{RunID: "a", WorldSize: 1, Status: results.StatusOK}); err != nil {
-		t.Fatal(err)
-	}
-	w.Close()
+	oneRowRun(t, mixed, "a")
 	for _, c := range []struct {
 		args  []string
 		wants []string
