@@ -6,13 +6,11 @@ import (
 	"image/color"
 	"image/png"
 	"io"
-	"os"
 	"slices"
 	"sort"
 	"strings"
 
 	"github.com/longca/longca/dataset"
-	"github.com/longca/longca/internal/smallfile"
 	"github.com/longca/longca/mask"
 )
 
@@ -93,9 +91,10 @@ func DrawMask(m mask.Mask) []string {
 	return out
 }
 
-// WriteMaskPNG draws the mask as a greyscale image: black allowed, white masked, and
-// grey for partial blocks when the sequence is longer than 512 tokens.
-func WriteMaskPNG(path string, m mask.Mask) error {
+// EncodeMaskPNG draws the mask as a greyscale PNG (at most 512 x 512 pixels) on w: black
+// allowed, white masked, and grey for partial blocks when the sequence is longer than 512
+// tokens. The caller owns where the bytes go (masks --png writes them whole or not at all).
+func EncodeMaskPNG(w io.Writer, m mask.Mask) error {
 	n := min(max(m.SeqQ, m.SeqK), 512)
 	bq, bk := (m.SeqQ+n-1)/n, (m.SeqK+n-1)/n
 	bm := mask.Blocks(m, mask.UniformEdges(m.SeqQ, bq), mask.UniformEdges(m.SeqK, bk))
@@ -117,16 +116,5 @@ func WriteMaskPNG(path string, m mask.Mask) error {
 			}
 		}
 	}
-	f, err := smallfile.Create(path)
-	if err != nil {
-		return &os.PathError{Op: "create", Path: path, Err: err}
-	}
-	if err := png.Encode(f, img); err != nil {
-		f.Close()
-		return fmt.Errorf("masks: writing %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("masks: writing %s: %w", path, err)
-	}
-	return nil
+	return png.Encode(w, img)
 }

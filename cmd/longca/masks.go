@@ -3,11 +3,14 @@ package main
 import (
 	"errors"
 	"fmt"
-	"os"
+	"io"
+	"io/fs"
+	"syscall"
 
 	"github.com/longca/longca/internal/smallfile"
 	"github.com/longca/longca/mask"
 	"github.com/longca/longca/present"
+	"github.com/longca/longca/results"
 	"github.com/longca/longca/session"
 	"github.com/urfave/cli/v2"
 )
@@ -115,16 +118,12 @@ func masksAction(c *cli.Context) error {
 		return err
 	}
 	if out := c.String("out"); out != "" {
-		if err := writeSpecFile(out, sp); err != nil {
+		if err := writeOutput("out", out, func(w io.Writer) error { return sp.WriteJSON(w, false) }); err != nil {
 			return err
 		}
 	}
 	if p := c.String("png"); p != "" {
-		if err := present.WriteMaskPNG(p, sp.Mask); err != nil {
-			var pe *os.PathError
-			if errors.As(err, &pe) && pe.Op == "create" {
-				return usageError("--png: %v", pe.Err)
-			}
+		if err := writeOutput("png", p, func(w io.Writer) error { return present.EncodeMaskPNG(w, sp.Mask) }); err != nil {
 			return err
 		}
 	}
@@ -138,17 +137,27 @@ func masksAction(c *cli.Context) error {
 	return nil
 }
 
-func writeSpecFile(path string, sp mask.Spec) error {
-	f, err := smallfile.Create(path)
-	if err != nil {
-		return usageError("--out: %v", err)
+// writeMaskFile writes masks' --out and --png files; a variable so that a test can fill
+// the disk midway.
+var writeMaskFile = smallfile.WriteWhole
+
+// writeOutput writes the file path of --flag whole or not at all (smallfile.WriteWhole: a
+// temporary file renamed over path once complete), as run writes its mask JSONs and
+// plots: written in place, a disk that filled or a kill midway left a partial file over
+// the old one. A path that cannot be written (no such folder, no permission, a folder, a
+// read-only file system) or a disk without room is a usage error (exit 2) naming the
+// flag; other failures are returned as they are (exit 1).
+func writeOutput(flag, path string, fill func(io.Writer) error) error {
+	err := writeMaskFile(path, fill)
+	switch {
+	case err == nil:
+		return nil
+	case results.NoRoom(err) && !errors.Is(err, syscall.EROFS):
+		return usageError("--%s %s: %v: not written (a file there is left as it was); make room (space, quota, ulimit -f), or give --%s a folder with room",
+			flag, path, cleanPathError(err), flag)
+	case errors.Is(err, fs.ErrPermission) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.EROFS) ||
+		errors.Is(err, syscall.EISDIR) || errors.Is(err, syscall.ENOTDIR):
+		return usageError("--%s %s: %v: give a file in a folder you can write", flag, path, cleanPathError(err))
 	}
-	if err := sp.WriteJSON(f, false); err != nil {
-		f.Close()
-		return fmt.Errorf("masks: --out %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("masks: --out %s: %w", path, err)
-	}
-	return nil
+	return fmt.Errorf("masks: --%s %s: %w", flag, path, err)
 }

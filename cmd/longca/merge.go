@@ -99,25 +99,16 @@ func stillWriting(res results.MergeResult) results.MergeResult {
 // session.claimRankFile, both of two cp runs given one run id at once), or are still being
 // written. One line naming the runs, what their files are, and the fix.
 func noRowsError(dir string, res results.MergeResult) error {
-	files := 0
+	e := rowless{runs: res.Runs, open: len(res.Truncated), dir: dir}
 	if runs, err := results.Scan(dir); err == nil {
 		for _, id := range res.Runs {
 			if rf := runs[id]; rf != nil {
-				files += len(rf.Paths)
+				e.files += len(rf.Paths)
 			}
 		}
 	}
-	what := "and were all closed: a run that stopped before its first row (refused, failed or interrupted: its log says why) leaves them"
-	if len(res.Truncated) > 0 {
-		what = fmt.Sprintf("and %d of them are not closed: a run still writing (merge once it ends) or killed before its first row", len(res.Truncated))
-	}
-	runs := results.FewRuns(res.Runs, 5)
-	rm := session.ShellWord(dir) + "/RUN.rank-*.arrow"
-	if len(res.Runs) == 1 {
-		rm = session.ShellWord(dir) + "/" + res.Runs[0] + ".rank-*.arrow"
-	}
-	return usageError("merge %s: nothing to merge: the %d rank file(s) of run(s) %s hold no rows %s; nothing was written: merge a folder with rows, or remove these files to free the run id (rm %s)",
-		dir, files, runs, what, rm)
+	return usageError("merge %s: nothing to merge: %s hold no rows %s; nothing was written: merge a folder with rows, or remove these files to free the run id (rm %s)",
+		dir, e.what(), e.state("merge once it ends"), e.rm())
 }
 
 // positionalArgs returns the command's positional arguments, applying any flags given

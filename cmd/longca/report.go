@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/longca/longca/kernels"
 	"github.com/longca/longca/mask"
 	"github.com/longca/longca/results"
+	"github.com/longca/longca/session"
 	"github.com/urfave/cli/v2"
 )
 
@@ -103,6 +105,13 @@ func reportAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	// runs whose rank files hold no row (a run stopped before its first, or still
+	// starting): a report of nothing but these printed a table of 0 rows and exited 0,
+	// where merge refuses them (noRowsError)
+	empty := runsWithoutRows(path, loaded)
+	if len(loaded.Rows) == 0 {
+		return nothingToReport(path, loaded, empty)
+	}
 	for _, s := range loaded.Skipped {
 		log.Warn().Str("skipped", s).Msg("report: file left out")
 	}
@@ -118,6 +127,9 @@ func reportAction(c *cli.Context) error {
 	}
 	for _, t := range loaded.Incomplete {
 		fmt.Fprintf(c.App.ErrWriter, "longca: report: %s: its sweep stopped before the end (interrupted or stopped early): the rows it finished are reported\n", t)
+	}
+	if len(empty.runs) > 0 {
+		fmt.Fprintf(c.App.ErrWriter, "longca: report: %s hold no rows %s; the other runs' rows are reported\n", empty.what(), empty.why(false))
 	}
 	rows := onePerCPCase(loaded.Rows)
 	if ms := c.String("masks"); ms != "" {
@@ -227,4 +239,124 @@ func onlyMasks(rows []results.Row, list string) (keep []results.Row, absent []st
 		return nil, nil, fmt.Errorf("no rows of %s here; the masks here: %s", list, strings.Join(names, ", "))
 	}
 	return keep, missing, nil
+}
+
+// rowless is what runsWithoutRows found: the runs of a folder whose rank files hold no
+// row, their files, and how many of these are not closed.
+type rowless struct {
+	runs        []string // sorted
+	files, open int
+	dir         string // the folder they are in
+}
+
+// runsWithoutRows lists the runs of the folder path (a file: none) whose rank files were
+// read and hold no row between them: what a run leaves that stopped before its first row
+// (refused, failed, interrupted) or has not written one yet. A run any of whose files was
+// left out (damaged, of another world size: named in loaded.Skipped) is not counted: its
+// rows may be in the file that could not be read.
+func runsWithoutRows(path string, loaded results.Loaded) rowless {
+	out := rowless{dir: path}
+	if st, err := os.Stat(path); err != nil || !st.IsDir() {
+		return out
+	}
+	runs, err := results.Scan(path)
+	if err != nil {
+		return out
+	}
+	has := map[string]bool{}
+	for _, r := range loaded.Rows {
+		has[r.RunID] = true
+	}
+	for id, rf := range runs {
+		if has[id] || mentioned(loaded.Skipped, rf) {
+			continue
+		}
+		out.runs = append(out.runs, id)
+		out.files += len(rf.Paths)
+		for _, t := range loaded.Truncated {
+			if strings.HasPrefix(t, "run "+id+": ") {
+				out.open++
+			}
+		}
+	}
+	sort.Strings(out.runs)
+	return out
+}
+
+// mentioned says whether a line of skipped names one of rf's files, or rf has files left
+// out for their world size.
+func mentioned(skipped []string, rf *results.RunFiles) bool {
+	if len(rf.Skipped) > 0 {
+		return true
+	}
+	for _, p := range rf.Paths {
+		for _, s := range skipped {
+			if strings.Contains(s, p) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// what names the runs and their files: "the 4 rank file(s) of run(s) x".
+func (e rowless) what() string {
+	return fmt.Sprintf("the %d rank file(s) of run(s) %s", e.files, results.FewRuns(e.runs, 5))
+}
+
+// state says whether the files were closed, and what they are ("and were all closed:
+// ...", after "hold no rows"); later is what to do with a run still writing.
+func (e rowless) state(later string) string {
+	if e.open > 0 {
+		return fmt.Sprintf("and %d of them are not closed: a run still writing (%s) or killed before its first row", e.open, later)
+	}
+	return "and were all closed: a run that stopped before its first row (refused, failed or interrupted: its log says why) leaves them"
+}
+
+// rm is the command that removes the files and frees their run ids.
+func (e rowless) rm() string {
+	if len(e.runs) == 1 {
+		return session.ShellWord(e.dir) + "/" + e.runs[0] + ".rank-*.arrow"
+	}
+	return session.ShellWord(e.dir) + "/RUN.rank-*.arrow"
+}
+
+// why says what such files are and how to free their run ids; all: they are all the
+// report would have shown.
+func (e rowless) why(all bool) string {
+	if all {
+		return fmt.Sprintf("%s; report a folder or file with rows, or remove these files to free the run id (rm %s)", e.state("report once it has rows"), e.rm())
+	}
+	return fmt.Sprintf("%s; remove them to free the run id (rm %s)", e.state("report once it has rows"), e.rm())
+}
+
+// nothingToReport is the refusal of a report with no row at all to show (exit 2, one
+// line): it printed a table of 0 rows and exited 0, where merge refuses the same files.
+// It names what the files are (a folder's runs without rows, a rank file of a run that
+// wrote none, a merged file of such runs) and what to do.
+func nothingToReport(path string, loaded results.Loaded, empty rowless) error {
+	left := "" // (the files left out are said here: the report's warnings come after this)
+	if n := len(loaded.Skipped); n > 0 {
+		left = fmt.Sprintf("; %d file(s) could not be read, the first: %s", n, loaded.Skipped[0])
+	}
+	if len(empty.runs) > 0 {
+		return usageError("report %s: nothing to report: %s hold no rows %s%s", path, empty.what(), empty.why(true), left)
+	}
+	stale := left
+	if loaded.Stale != "" {
+		stale += "; " + loaded.Stale
+	}
+	if id, rank, size, ok := results.ParseFileName(filepath.Base(path)); ok {
+		state := "was closed: a run that stopped before its first row (refused, failed or interrupted: its log says why) leaves it"
+		if len(loaded.Truncated) > 0 {
+			state = "is not closed: its run is still writing (report once it has rows) or was killed before its first row"
+		}
+		dir := filepath.Dir(path)
+		return usageError("report %s: nothing to report: rank %d of %d of run %s holds no rows and %s; report the run's folder for its other ranks (longca report %s), or, when none of them holds a row, remove them to free the run id (rm %s)",
+			path, rank, size, id, state, session.ShellWord(dir), session.ShellWord(dir)+"/"+id+".rank-*.arrow")
+	}
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return usageError("report %s: nothing to report: no rows in its files%s; report a folder or file with rows", path, stale)
+	}
+	return usageError("report %s: nothing to report: it holds no rows (a merge of runs that wrote none)%s; report a folder or file with rows", path, stale)
 }
