@@ -15,16 +15,20 @@ limit_seconds d64-final.sh "$limit" || exit 2
 shift $(($# < 2 ? $# : 2))
 gpu=$(gpu_tag) # the run id names the GPU that ran it
 call_start "$limit" longca || exit 1
+# a folder of this call's own: on a machine still warm from an earlier call, a fixed
+# /tmp/d64-final held that call's run id, the sweep was refused (exit 2) and the report below
+# printed the earlier call's rows as this one's (the forty-second session's 48K call)
+dir=$(mktemp -d /tmp/d64-final.XXXXXX) || exit 1
 timeout -s INT -k 30 "$limit" bin/longca kernel --kernels cuda,cudnn,torch:flash,torch:cudnn,torch:efficient,torch:flex,torch:varlen \
 	--head-dim 64 --heads 64:8 --seqlens 8K,16K,32K,48K --passes fwd,bwd -w 3 -n 10 \
-	--out /tmp/d64-final --run-id $gpu-d64 "$@" >"$out/d64.log" 2>&1
+	--out "$dir" --run-id $gpu-d64 "$@" >"$out/d64.log" 2>&1
 rc=$?
 echo "# longca kernel --head-dim 64, every peer: exit $rc, wall $(($(date +%s) - t0)) s" | tee -a "$out/d64.log"
 # (merge's default file is DIR/merged.arrow: named for the run, as longca run names its own,
 # so that the copy and the criteria below find it; the nineteenth session's call named none)
-merged=/tmp/d64-final/$gpu-d64.merged.arrow
-bin/longca merge --out "$merged" /tmp/d64-final >/dev/null 2>&1
-bin/longca report /tmp/d64-final >"$out/d64.report.txt" 2>&1
+merged=$dir/$gpu-d64.merged.arrow
+bin/longca merge --out "$merged" "$dir" >/dev/null 2>&1
+bin/longca report "$dir" >"$out/d64.report.txt" 2>&1
 cp "$merged" "$out/" 2>/dev/null
 grep -E '^# Cases' "$out/d64.log" | tail -1
 sed -n '/x fastest/,$p' "$out/d64.report.txt" | head -110
