@@ -1,13 +1,16 @@
 package harness
 
 import (
+	"math/rand/v2"
 	"runtime"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/longca/longca/kernels"
 	"github.com/longca/longca/results"
 	"github.com/longca/longca/spmd/cp"
+	"github.com/longca/longca/tensor"
 )
 
 // CPEstimateSetup is how a CP sweep runs, as its time estimate sees it.
@@ -41,6 +44,9 @@ type CPEstimateSetup struct {
 	// element of every call, the tiles it walks: RefShape) is counted, which is most of
 	// a mask of short documents.
 	IsRef bool
+	// HostPrep is what one core prepares per second of a case's host tensors, counted as
+	// HostPrepBytes is (0: HostPrepRate, this host's).
+	HostPrep float64
 }
 
 // The priors of the CP estimate's transfers and host work, before a case is timed.
@@ -53,10 +59,11 @@ const (
 	// DefaultLinkBytes: launched ranks over NCCL, MPI or TCP (a GPU's NVLink share).
 	DefaultLinkBytes = 50e9
 	// HostPrepBytes is what one core prepares per second of a case's host tensors
-	// (allocated, inputs drawn, uploaded): on the H200 host, 8 in-process ranks at 8K
-	// tokens, 64:8 heads, head dim 128 spent 6-11 s (median 8) per case of two passes
-	// besides their repetitions, their checks included
-	// (cmd/longca/testdata/h200/cp-ranks8-cuda-8k.arrow).
+	// (allocated, inputs drawn, uploaded), counted as the bytes of a rank's nine tensors of
+	// a pass (hostPrepBytes): on the H200 host, 8 in-process ranks at 8K tokens, 64:8
+	// heads, head dim 128 spent 6-11 s (median 8) per case of two passes besides their
+	// repetitions, their checks included (cmd/longca/testdata/h200/cp-ranks8-cuda-8k.arrow).
+	// A slower host prepares at its own rate (HostPrepRate).
 	HostPrepBytes = 390e6
 )
 
@@ -110,6 +117,9 @@ func NewCPEstimate(s CPSweep, cases []CPCase, e CPEstimateSetup) *CPEstimate {
 	if e.Cores <= 0 {
 		e.Cores = runtime.NumCPU()
 	}
+	if e.HostPrep <= 0 {
+		e.HostPrep = HostPrepRate()
+	}
 	e.Ranks = max(e.Ranks, 1)
 	rate := e.DeviceFLOPs // what the ranks' kernels run at together
 	switch {
@@ -139,11 +149,17 @@ func NewCPEstimate(s CPSweep, cases []CPCase, e CPEstimateSetup) *CPEstimate {
 		// the reference's work besides its FLOPs in every rank's calls, a pass of the
 		// planned sample: the same for the others
 		refWork := make([]float64, len(s.Passes))
-		var planSeconds float64
+		var planSeconds, fwdWork float64 // fwdWork: a forward's reference work, which a bwd row runs once more
 		if pl != nil {
 			if e.IsRef && !e.OnDevice {
 				for pi, pass := range s.Passes {
 					refWork[pi] = RefWorkScale(e.RefFLOPs, e.Cores) * cpRefWork(cs.Method, pl, s.HeadDim, pass)
+					if pass == kernels.Fwd {
+						fwdWork = refWork[pi]
+					}
+				}
+				if !slices.Contains(s.Passes, kernels.Fwd) && slices.Contains(s.Passes, kernels.Bwd) {
+					fwdWork = RefWorkScale(e.RefFLOPs, e.Cores) * cpRefWork(cs.Method, pl, s.HeadDim, kernels.Fwd)
 				}
 			}
 			// every rank builds each sample's mask and plans it (a mask of many documents
@@ -159,6 +175,9 @@ func NewCPEstimate(s CPSweep, cases []CPCase, e CPEstimateSetup) *CPEstimate {
 					ec.FLOPs, ec.Overhead = passCost(s, cs, pl, pass, e, rate, based)
 					ec.FLOPs += refWork[pi]
 					ec.Overhead += planSeconds
+					if pass == kernels.Bwd { // the saved forward the backward uses (CPRunner.timePass), once a row
+						ec.Overhead += (pl.Problem.FLOPs(kernels.Fwd) + fwdWork) / rate
+					}
 					if e.Check && sample == 0 && pi == 0 {
 						ec.CheckSeconds = s.checkSeconds(cs, pl, e, &checked)
 					}
@@ -201,17 +220,8 @@ func passCost(s CPSweep, cs CPCase, pl *cp.Plan, pass kernels.Pass, e CPEstimate
 	// Host tensors per rank and pass (CPRunner.timePass): q, dout, out, dq and k, v, dk,
 	// dv of its tokens and every head, the lse.
 	es := float64(s.DType.Size())
-	hq, hkv := float64(pl.Problem.HeadsQ), float64(pl.Problem.HeadsKV)
-	perRank := float64(pl.Tokens) * (4*hq*float64(s.HeadDim)*es + 4*hkv*float64(s.HeadDim)*es + 4*hq)
-	par := 1.0 // the ranks this process prepares at once
-	if e.InProcess {
-		par = float64(min(n, e.Cores))
-	}
-	ranks := 1.0
-	if e.InProcess {
-		ranks = float64(n)
-	}
-	overhead = DefaultPerCase/float64(len(s.Passes)) + ranks*perRank/(par*HostPrepBytes)
+	perRank := hostPrepBytes(float64(pl.Tokens), pl.Problem.HeadsQ, pl.Problem.HeadsKV, s.HeadDim, s.DType)
+	overhead = DefaultPerCase/float64(len(s.Passes)) + e.prepSeconds(perRank)
 	settle := 0.0 // --settle, before each pass timed on a device (the ranks idle together)
 	if e.OnDevice {
 		settle = e.Settle.Seconds()
@@ -227,7 +237,7 @@ func passCost(s CPSweep, cs CPCase, pl *cp.Plan, pass kernels.Pass, e CPEstimate
 			if !e.OnDevice {
 				kernelRate = e.RefFLOPs
 			}
-			overhead += one/HostPrepBytes + float64(e.Warmup+e.Iters)*pl.Problem.FLOPs(pass)/float64(n)/kernelRate + settle
+			overhead += one/e.HostPrep + float64(e.Warmup+e.Iters)*pl.Problem.FLOPs(pass)/float64(n)/kernelRate + settle
 		}
 	}
 	return flops, overhead
@@ -285,17 +295,74 @@ func (s CPSweep) checkSeconds(cs CPCase, pl0 *cp.Plan, e CPEstimateSetup, checke
 	}
 	// every rank draws the global inputs, plans the check's mask, and gathers every rank's
 	// outputs and the joined ones (host work, the ranks of this process at once)
-	n := float64(e.Ranks)
-	ranks, par := inProcessRanks(e)
-	es, S, tc := float64(s.DType.Size()), float64(seqlen), float64(pl.Tokens)
-	q, kv, d := float64(h.Q), float64(h.KV), float64(s.HeadDim)
-	outs := d*es*q + 4*q
-	if backward {
-		outs += d * es * (q + 2*kv)
-	}
-	host := S*d*es*(2*q+2*kv) + (n*tc+S)*outs
-	sec += ranks*host/HostPrepBytes/par + cpPlanSeconds(s, cs.Mask, seqlen, pl, e)
+	host := checkHostBytes(seqlen, float64(pl.Tokens), e.Ranks, h, s.HeadDim, s.DType, backward)
+	sec += e.prepSeconds(host) + cpPlanSeconds(s, cs.Mask, seqlen, pl, e)
 	return sec
+}
+
+// checkHostBytes is a rank's host work in a CP check at seqlen global tokens (tc a rank's,
+// padded) on n ranks, in hostPrepBytes' measure: the global inputs, drawn as a rank's are
+// for a pass (q, k, v and dout of every token; they were counted at half a pass's bytes
+// a token, where a drawn element costs the same, the draw being most of it), and every
+// rank's outputs gathered and the joined global ones.
+func checkHostBytes(seqlen int, tc float64, n int, h Heads, d int, dt tensor.DType, backward bool) float64 {
+	es, S := float64(dt.Size()), float64(seqlen)
+	q, kv, dd := float64(h.Q), float64(h.KV), float64(d)
+	outs := dd*es*q + 4*q
+	if backward {
+		outs += dd * es * (q + 2*kv)
+	}
+	return hostPrepBytes(S, h.Q, h.KV, d, dt) + (float64(n)*tc+S)*outs
+}
+
+// prepSeconds is the time this process takes to prepare bytes (hostPrepBytes' measure) on
+// each rank it runs, at e's rate, its ranks on their share of the cores.
+func (e CPEstimateSetup) prepSeconds(bytes float64) float64 {
+	ranks, par := inProcessRanks(e)
+	return ranks * bytes / (par * e.HostPrep)
+}
+
+// hostPrepBytes are the bytes of a rank's host tensors of a pass at tokens tokens
+// (hostPassTensors: q, dout, out, dq of hq heads, k, v, dk, dv of hkv, and the lse), the
+// measure HostPrepBytes and HostPrepRate count a rank's preparation in.
+func hostPrepBytes(tokens float64, hq, hkv, d int, dt tensor.DType) float64 {
+	es := float64(dt.Size())
+	return tokens * (4*float64(hq)*float64(d)*es + 4*float64(hkv)*float64(d)*es + 4*float64(hq))
+}
+
+// hostPrep is HostPrepRate's measure, taken once.
+var hostPrep struct {
+	once sync.Once
+	rate float64
+}
+
+// HostPrepRate is HostPrepBytes on this host: what one core prepares per second of a
+// pass's host tensors (hostPassTensors, the runner's own: nine allocated, four drawn from
+// a normal), in bf16 at 4K tokens, 4:1 heads, head dim 64 (10 MB), the median of three
+// tries by the clock (so that a loaded host counts its load, as the sweep will), measured
+// once a process (0.1-0.25 s in all on the 2-core build machine). It is never above HostPrepBytes,
+// which the H200 host's cases were fitted to with what else they did on the host
+// (uploads, the ranks' setup): a host that draws faster is estimated as before. The build
+// machine, shared with other jobs, measured 1.2-2.4e8 (an element drawn in 16-33 ns; 14-21
+// ns of CPU time), where its cp estimates of short documents, whose checks draw the full
+// length's inputs on every rank, had been 1.5x low at HostPrepBytes
+// (TestCPEstimateCountsHostPrepHere).
+func HostPrepRate() float64 {
+	hostPrep.once.Do(func() {
+		const tokens, hq, hkv, d = 4096, 4, 1, 64
+		bytes := hostPrepBytes(tokens, hq, hkv, d, tensor.BF16)
+		var rates []float64
+		for i := range 3 {
+			rng := rand.New(rand.NewPCG(uint64(i), 0))
+			start := time.Now()
+			ts := hostPassTensors(rng, tensor.BF16, tokens, hq, hkv, d)
+			sec := time.Since(start).Seconds()
+			runtime.KeepAlive(ts)
+			rates = append(rates, bytes/max(sec, 1e-9))
+		}
+		hostPrep.rate = min(Median(rates), HostPrepBytes)
+	})
+	return hostPrep.rate
 }
 
 // inProcessRanks are the ranks whose host work this process does, and how many of them

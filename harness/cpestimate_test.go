@@ -39,7 +39,8 @@ func h200CPRows(t *testing.T) map[string][]results.Row {
 
 // h200CPEstimate is the estimate of one run of h200CPRows, as `longca cp` makes it there:
 // the run's masks in order, the CPU reference at 50 GFLOP/s (what the H200 host's
-// reference ran at, TestEstimateH200Run), 16 cores.
+// reference ran at, TestEstimateH200Run), 16 cores, and that host's preparation
+// (HostPrepBytes, fitted there).
 func h200CPEstimate(t *testing.T, rs []results.Row) (*CPEstimate, []CPCase) {
 	t.Helper()
 	var masks []string
@@ -59,7 +60,7 @@ func h200CPEstimate(t *testing.T, rs []results.Row) (*CPEstimate, []CPCase) {
 		t.Fatalf("%s: %d cases, want one per mask (%v)", rs[0].Method, len(cases), masks)
 	}
 	return NewCPEstimate(s, cases, CPEstimateSetup{Ranks: 8, InProcess: true, OnDevice: true, Warmup: 1, Iters: 2, Overlap: true,
-		Check: true, CheckBudget: 5e8, Baseline: true, RefFLOPs: 50e9, Cores: 16}), cases
+		Check: true, CheckBudget: 5e8, Baseline: true, RefFLOPs: 50e9, Cores: 16, HostPrep: HostPrepBytes}), cases
 }
 
 // caseSeconds is the estimate's time of cases [from, to).

@@ -99,6 +99,22 @@ type CPRunner struct {
 	refs           refCache
 	base           map[BaselineKey]float64
 	kernelRunner   *Runner
+	masks          map[maskKey]maskFacts
+}
+
+// maskKey names a sample's mask: its name, length and seed.
+type maskKey struct {
+	name   string
+	seqlen int
+	seed   uint64
+}
+
+// maskFacts are what a case's rows record of its sample's mask: its parameters (JSON, and
+// as built: the document columns read them) and its area.
+type maskFacts struct {
+	params map[string]string
+	json   string
+	area   int64
 }
 
 // cpVerdict is a case's check as its rows record it.
@@ -134,6 +150,7 @@ func (r *CPRunner) prepare() error {
 	}
 	r.checks = map[string]cpVerdict{}
 	r.base = map[BaselineKey]float64{}
+	r.masks = map[maskKey]maskFacts{}
 	r.ready = true
 	return nil
 }
@@ -203,18 +220,31 @@ func (r *CPRunner) Run(ctx context.Context, cs CPCase, sample int) ([]results.Ro
 			rows[i].Status, rows[i].Reason = Classify(err)
 		}
 	}
+	seed := s.Seed + uint64(sample)
 	if cs.Skip != nil { // the same on every rank: nothing to agree on
 		setAll(cs.Skip)
+		// The mask's columns all the same, as the case's ok rows (and simulate's) have
+		// them: Cases built this mask to plan the case, so it can be built.
+		if f, err := r.maskOf(cs.Mask, seed); err == nil {
+			r.setMaskColumns(rows, cs, f)
+		}
 		return rows, nil
 	}
-	m, pl, spec, err := s.plan(cs, s.SeqLen, cs.Heads, s.Seed+uint64(sample))
+	m, pl, spec, err := s.plan(cs, s.SeqLen, cs.Heads, seed)
 	if err != nil { // every rank plans the same
 		setAll(Unsupported(err))
+		if spec.Name != "" && spec.Mask.SeqQ == s.SeqLen { // the mask was built; its plan failed
+			if f, err := r.keep(cs.Mask, seed, spec); err == nil {
+				r.setMaskColumns(rows, cs, f)
+			}
+		}
 		return rows, nil
 	}
-	if err := r.planned(rows, pl, spec); err != nil {
+	f, err := r.keep(cs.Mask, seed, spec)
+	if err != nil {
 		return nil, err
 	}
+	r.planned(rows, cs, pl, f)
 	// Can this rank's kernel run the steps at all (dtype, head dim, heads per rank)?
 	// Asked on every rank and agreed: an unsupported case is not checked or timed.
 	local := kernels.Problem{HeadsQ: pl.HeadsQ, HeadsKV: pl.HeadsKV, HeadDim: s.HeadDim, DType: s.DType, Mask: pl.Problem.Mask}
@@ -253,23 +283,56 @@ func (r *CPRunner) Run(ctx context.Context, cs CPCase, sample int) ([]results.Ro
 	return rows, nil
 }
 
-// planned fills the columns of a sample's rows that its plan and mask give.
-func (r *CPRunner) planned(rows []results.Row, pl *cp.Plan, spec mask.Spec) error {
-	params, err := json.Marshal(spec.Params)
-	if err != nil {
-		return fmt.Errorf("mask %s parameters: %w", spec.Name, err)
-	}
+// planned fills the columns of a sample's rows that its plan and mask (f) give.
+func (r *CPRunner) planned(rows []results.Row, cs CPCase, pl *cp.Plan, f maskFacts) {
+	r.setMaskColumns(rows, cs, f)
 	for i, p := range r.Sweep.Passes {
 		row := &rows[i]
-		row.MaskParams = string(params)
 		SetPlanColumns(row, pl)
-		SetDocColumns(row, spec.Params)
 		// What this rank sends: every rank the same, except for a method whose ranks
 		// differ (cp.RankBytes).
-		row.MaskArea, row.FLOPs, row.CommBytes = spec.Mask.Area(), pl.Problem.FLOPs(p), results.Ptr(cp.RankCommBytesOf(pl, r.Comm.Rank(), p))
+		row.CommBytes = results.Ptr(cp.RankCommBytesOf(pl, r.Comm.Rank(), p))
 		describe(r.Kernel, pl.Problem, p, row, commVersions(r.Comm))
 	}
-	return nil
+}
+
+// setMaskColumns fills the columns of a case's rows that its sample's mask gives, whatever
+// their status: its parameters and documents, its area, and each pass's FLOPs of the
+// global problem (docs/results-format.md), as simulate fills its rows of the case.
+func (r *CPRunner) setMaskColumns(rows []results.Row, cs CPCase, f maskFacts) {
+	for i, p := range r.Sweep.Passes {
+		row := &rows[i]
+		row.MaskParams = f.json
+		SetDocColumns(row, f.params)
+		row.MaskArea, row.FLOPs = f.area, kernels.AreaFLOPs(float64(f.area), cs.Heads.Q, r.Sweep.HeadDim, p)
+	}
+}
+
+// keep records what the rows of a sample record of its built mask (maskFacts), for the
+// refused cases of the same mask and seed (maskOf); the mask itself is not kept.
+func (r *CPRunner) keep(name string, seed uint64, spec mask.Spec) (maskFacts, error) {
+	b, err := json.Marshal(spec.Params)
+	if err != nil {
+		return maskFacts{}, fmt.Errorf("mask %s parameters: %w", spec.Name, err)
+	}
+	f := maskFacts{params: spec.Params, json: string(b), area: spec.Mask.Area()}
+	r.masks[maskKey{name, r.Sweep.SeqLen, seed}] = f
+	return f, nil
+}
+
+// maskOf is what the rows of a refused case record of its sample's mask: kept from a case
+// of the same mask and seed that built it, else built here (once a mask and seed: a
+// refused case's rows are those of its first sample, whose mask Cases built to plan it)
+// and let go.
+func (r *CPRunner) maskOf(name string, seed uint64) (maskFacts, error) {
+	if f, ok := r.masks[maskKey{name, r.Sweep.SeqLen, seed}]; ok {
+		return f, nil
+	}
+	spec, _, err := r.Sweep.build(name, r.Sweep.SeqLen, seed)
+	if err != nil {
+		return maskFacts{}, err
+	}
+	return r.keep(name, seed, spec)
 }
 
 // commVersions are the communicator's library and version (comm.Versioned: NCCL's, MPI's),
@@ -470,16 +533,8 @@ func (r *CPRunner) check(ctx context.Context, cs CPCase, pl0 *cp.Plan) (cpVerdic
 // stream. What was uploaded is returned for the caller to free, also with an error.
 func (r *CPRunner) passTensors(run *cp.Run, seed uint64) ([]tensor.Tensor, error) {
 	pl := run.Plan
-	dt := pl.Problem.DType
 	rng := rand.New(rand.NewPCG(seed, uint64(r.Comm.Rank())))
-	shape := func(h int) []int { return []int{pl.Tokens, h, pl.Problem.HeadDim} }
-	hq, hkv := pl.Problem.HeadsQ, pl.Problem.HeadsKV
-	hostTs := []*tensor.Host{tensor.NewHost(dt, shape(hq)...), tensor.NewHost(dt, shape(hkv)...), tensor.NewHost(dt, shape(hkv)...),
-		tensor.NewHost(dt, shape(hq)...), tensor.NewHost(dt, shape(hq)...), tensor.NewHost(tensor.FP32, hq, pl.Tokens),
-		tensor.NewHost(dt, shape(hq)...), tensor.NewHost(dt, shape(hkv)...), tensor.NewHost(dt, shape(hkv)...)}
-	for _, t := range hostTs[:4] {
-		t.FillNormal(rng, 1)
-	}
+	hostTs := hostPassTensors(rng, pl.Problem.DType, pl.Tokens, pl.Problem.HeadsQ, pl.Problem.HeadsKV, pl.Problem.HeadDim)
 	ts := make([]tensor.Tensor, len(hostTs))
 	for i, h := range hostTs {
 		var err error
@@ -488,6 +543,20 @@ func (r *CPRunner) passTensors(run *cp.Run, seed uint64) ([]tensor.Tensor, error
 		}
 	}
 	return ts, nil
+}
+
+// hostPassTensors are a pass's q, k, v, dout, out, lse, dq, dk, dv on the host for tokens
+// tokens of hq query and hkv KV heads, q, k, v and dout drawn from rng: what a rank
+// prepares for each pass (HostPrepRate measures it).
+func hostPassTensors(rng *rand.Rand, dt tensor.DType, tokens, hq, hkv, d int) []*tensor.Host {
+	shape := func(h int) []int { return []int{tokens, h, d} }
+	hostTs := []*tensor.Host{tensor.NewHost(dt, shape(hq)...), tensor.NewHost(dt, shape(hkv)...), tensor.NewHost(dt, shape(hkv)...),
+		tensor.NewHost(dt, shape(hq)...), tensor.NewHost(dt, shape(hq)...), tensor.NewHost(tensor.FP32, hq, tokens),
+		tensor.NewHost(dt, shape(hq)...), tensor.NewHost(dt, shape(hkv)...), tensor.NewHost(dt, shape(hkv)...)}
+	for _, t := range hostTs[:4] {
+		t.FillNormal(rng, 1)
+	}
+	return hostTs
 }
 
 // timePass times one pass on this rank's random shard: the inputs uploaded (agreed),
