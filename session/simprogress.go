@@ -17,8 +17,8 @@ const simProgressEvery = 5 * time.Second
 // an up-front "simulate sweep" line (the cases, the GPU counts and the estimate), a
 // "simulate gpus" line as each GPU count's last case finishes (how many cases and GPU
 // counts remain), and between them a "simulate case" line at most every
-// simProgressEvery. Its estimate is sim.Seconds per case (the bound fitSimulation
-// refuses by, rounded up: at long lengths several times the real time), scheduled on
+// simProgressEvery. Its estimate is caseSeconds per case (the bound fitSimulation
+// refuses by, rounded up: often several times the real time), scheduled on
 // the workers as predictAll hands them out; the eta scales what remains by the
 // wall time the finished cases took against their estimate. Safe for concurrent use.
 type simProgress struct {

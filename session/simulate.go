@@ -333,7 +333,7 @@ func maskCache(o *Simulation) func(string, int, uint64) *builtMask {
 			return b
 		}
 		spec, docs, err := o.sweep(0).MaskSpec(name, s, seed)
-		b := &builtMask{spec, docs, err}
+		b := &builtMask{spec: spec, docs: docs, err: err}
 		masks[key] = b
 		return b
 	}
@@ -358,7 +358,7 @@ type predicted struct {
 func (s *Session) predictAll(ctx context.Context, o *Simulation, maskFor func(string, int, uint64) *builtMask) (predicted, error) {
 	// The jobs are longca cp's cases (harness.CPSweep.Configs: methods x meshes x masks x
 	// heads, a method without a mesh of its own on n GPUs unsupported) x samples.
-	// Each job's estimate (sim.Seconds, the documents of the first sample's mask, built
+	// Each job's estimate (caseSeconds, the first sample's mask as the case lays it, built
 	// already) and GPU count are for the progress lines.
 	var (
 		jobs  []simJob
@@ -427,17 +427,28 @@ dispatch:
 }
 
 // caseSeconds is case c's estimate on n GPUs for the progress lines and the sweep's bound
-// (sim.Seconds, the documents of the first sample's mask; 0 for a skipped case).
+// (laidSeconds: the first sample's mask as the case lays it; 0 for a skipped case).
 func (o *Simulation) caseSeconds(n int, c harness.CPCase, maskFor func(string, int, uint64) *builtMask) float64 {
-	est := 0.0
-	if b := maskFor(c.Mask, o.seqlenFor(n), o.Sweep.Seed); c.Skip == nil && b.err == nil {
-		est = sim.Seconds(n, len(b.docs), o.seqlenFor(n), len(o.Sweep.Passes), sim.TracedSteps(n, o.Exact, o.Sampled))
-		if c.Method == "balanced" { // (its sub-masks)
-			_, t := o.blockWork(n)
-			est += t
-		}
+	b := maskFor(c.Mask, o.seqlenFor(n), o.Sweep.Seed)
+	if c.Skip != nil || b.err != nil {
+		return 0
 	}
-	return est
+	lays := o.docLayouts(n, []harness.CPCase{c}, c.Mask, b.laying(n))
+	if len(lays) == 0 {
+		return 0
+	}
+	return o.layoutSeconds(n, lays[0], float64(len(b.spec.Mask.Slices)))
+}
+
+// layoutSeconds is laidSeconds of case layout l on n GPUs, a mask of slices slices, with
+// what balanced's dispatch adds (blockWork).
+func (o *Simulation) layoutSeconds(n int, l caseLayout, slices float64) float64 {
+	t := o.laidSeconds(n, l.own, l.walks, slices, o.seqlenFor(n))
+	if l.method == "balanced" { // (its sub-masks)
+		_, b := o.blockWork(n)
+		t += b
+	}
+	return t
 }
 
 // samplesOf is how many jobs case c is on n GPUs: one where it is skipped (one row per
@@ -490,11 +501,53 @@ func setSimSpread(rows []results.Row) {
 	}
 }
 
-// builtMask is one sample of a mask at one length, built once for every method.
+// builtMask is one sample of a mask at one length, built once for every method, with its
+// layouts as the estimates count them (laidOn), each counted once.
 type builtMask struct {
 	spec mask.Spec
 	docs []mask.Range
 	err  error
+
+	mu    sync.Mutex
+	laids map[layoutKey]laid
+}
+
+// layoutKey names one layout of a mask: its world, its ring and whether it is zigzag.
+type layoutKey struct {
+	n, ring int
+	zigzag  bool
+}
+
+// laidOn is b's layout on a ring of ring ranks of a world of n, zigzag or contiguous
+// (zigzagLaid, contiguousLaid), counted once.
+func (b *builtMask) laidOn(n, ring int, zigzag bool) laid {
+	key := layoutKey{n, ring, zigzag}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if l, ok := b.laids[key]; ok {
+		return l
+	}
+	var l laid
+	if zigzag {
+		l = zigzagLaid(n, ring, b.docs, b.spec.Mask)
+	} else {
+		l = contiguousLaid(ring, b.docs, b.spec.Mask)
+	}
+	if b.laids == nil {
+		b.laids = map[layoutKey]laid{}
+	}
+	b.laids[key] = l
+	return l
+}
+
+// laying is how b's documents are laid out on a world of n (docLayouts).
+func (b *builtMask) laying(n int) maskLaying {
+	return maskLaying{
+		docs:       len(b.docs),
+		slices:     float64(len(b.spec.Mask.Slices)),
+		contiguous: func(ring int) laid { return b.laidOn(n, ring, false) },
+		zigzag:     func(ring int) laid { return b.laidOn(n, ring, true) },
+	}
 }
 
 // predictJob predicts one job's passes; a configuration the method refuses (heads that
@@ -600,7 +653,7 @@ func (s *Session) simLauncher() string {
 // warning line of its own, before the rest are counted.
 const maxSkipWarnings = 8
 
-// maxCaseSeconds is the longest one case may be estimated to take (sim.Seconds) before
+// maxCaseSeconds is the longest one case may be estimated to take (laidSeconds) before
 // the sweep is refused.
 const maxCaseSeconds = 3600
 
@@ -608,8 +661,8 @@ const maxCaseSeconds = 3600
 // memory this process may take (sim.MemoryBytes for each GPU count and mask, with as
 // many cases at once as there are cores; each case's traced ranks, sim.TracedSteps:
 // every rank where --exact-ranks covers the GPU count, else --sampled-ranks or the
-// default sample) or would take more than an hour (sim.Seconds, which counts the GPUs,
-// the traced steps, the documents and the tokens). Everything that grows with the GPU
+// default sample) or would take more than an hour (laidSeconds, which counts the GPUs,
+// the traced steps, the tokens and the documents as each case lays them). Everything that grows with the GPU
 // count or the length is counted first, before a mask is built (a document mask of a
 // million GPUs' tokens is itself large); then, still before a mask of documents is
 // built, the documents each is expected to hold (expectedDocs), as each case lays them,
@@ -668,19 +721,20 @@ func fitSimulationIn(o *Simulation, maskFor func(string, int, uint64) *builtMask
 	weight := sim.PassWeight(o.Sweep.Passes)
 	// check refuses one GPU count and mask: lays are its cases' layouts of the documents
 	// (nil: the worst, zigzag on every rank), the largest counted, held the sweep's masks
-	// that the cache keeps beside the cases.
-	check := func(n int, what string, docs, seqlen int, blocks bool, lays []caseLayout, held masksHeld) error {
+	// that the cache keeps beside the cases; slices are the mask's (each traced step walks
+	// them).
+	check := func(n int, what string, docs, seqlen int, blocks bool, lays []caseLayout, held masksHeld, slices float64) error {
 		parallel := workers // ranks whose sub-masks are alive at once
 		if n <= exact {
 			parallel = n // every rank traced: the sub-masks are kept for all
 		}
 		steps := sim.TracedSteps(n, exact, o.Sampled)
 		if lays == nil {
-			lays = []caseLayout{{lay: sim.ZigzagDocs(n, docs)}}
+			lays = []caseLayout{{own: zigzagExpected(n, n, float64(docs), seqlen), walks: n}}
 		}
 		// the case that needs the most, and what the others need
 		memOf := func(l caseLayout, steps float64) float64 {
-			return sim.MemoryBytesIn(n, l.lay, steps, weight, parallel) + sim.SequenceBytes(seqlen)
+			return sim.MemoryBytesIn(n, l.memLayout(parallel), steps, weight, parallel) + sim.SequenceBytes(seqlen)
 		}
 		worst, base := 0, 0.0
 		for i, l := range lays {
@@ -707,9 +761,9 @@ func fitSimulationIn(o *Simulation, maskFor func(string, int, uint64) *builtMask
 			switch {
 			case blockBytes > base:
 				fix = "give a larger --cp-block, fewer GPUs or tokens per GPU, or leave balanced out (--methods): its sub-masks grow as the square of the sequence's blocks"
-			case n <= exact && n > sim.DefaultExactRanks && fits(sim.MemoryBytesIn(n, w.lay, sim.TracedSteps(n, sim.DefaultExactRanks, o.Sampled), weight, workers)+sim.SequenceBytes(seqlen)):
+			case n <= exact && n > sim.DefaultExactRanks && fits(sim.MemoryBytesIn(n, w.memLayout(workers), sim.TracedSteps(n, sim.DefaultExactRanks, o.Sampled), weight, workers)+sim.SequenceBytes(seqlen)):
 				fix = fmt.Sprintf("use a smaller --exact-ranks (%d traces every rank of %d), fewer GPUs or tokens per GPU", exact, n)
-			case w.zigzag && fits(memOf(caseLayout{lay: w.contiguous}, steps)):
+			case w.zigzag && fits(memOf(caseLayout{own: laid{lay: w.contiguous}}, steps)):
 				fix = fmt.Sprintf("give --sharding contiguous (%s's zigzag layout cuts each of the %d documents over every rank of its ring), fewer GPUs or tokens per GPU", w.method, docs)
 			case len(lays) > 1 && others > 0 && fits(others):
 				fix = fmt.Sprintf("leave %s out (--methods), use fewer GPUs or tokens per GPU", w.method)
@@ -727,7 +781,15 @@ func fitSimulationIn(o *Simulation, maskFor func(string, int, uint64) *builtMask
 			fix = fmt.Sprintf("use a smaller --sampled-ranks (%d), fewer GPUs or tokens per GPU", o.Sampled)
 		}
 		passes := len(o.Sweep.Passes)
-		if t := sim.Seconds(n, docs, seqlen, passes, steps) + blockSeconds; t > maxCaseSeconds {
+		t := 0.0 // the case that takes the longest
+		for _, l := range lays {
+			lt := o.laidSeconds(n, l.own, l.walks, slices, seqlen)
+			if l.method == "balanced" {
+				lt += blockSeconds
+			}
+			t = max(t, lt)
+		}
+		if t > maxCaseSeconds {
 			if sim.SequenceSeconds(seqlen, passes) > maxCaseSeconds/2 {
 				// The sequence's length, not the GPU count, makes it long: name its flag.
 				flag, fix := "--tokens-per-rank "+harness.FormatSize(o.TokensPerRank), "give fewer --tokens-per-rank"
@@ -743,7 +805,7 @@ func fitSimulationIn(o *Simulation, maskFor func(string, int, uint64) *builtMask
 		return nil
 	}
 	for _, n := range o.GPUs {
-		if err := check(n, fmt.Sprintf("%d ranks of %s tokens", n, harness.FormatSize(o.seqlenFor(n))), 1, o.seqlenFor(n), false, nil, masksHeld{}); err != nil {
+		if err := check(n, fmt.Sprintf("%d ranks of %s tokens", n, harness.FormatSize(o.seqlenFor(n))), 1, o.seqlenFor(n), false, nil, masksHeld{}, 1); err != nil {
 			return err
 		}
 	}
@@ -763,10 +825,10 @@ func fitSimulationIn(o *Simulation, maskFor func(string, int, uint64) *builtMask
 	// took 20 s to build before a refusal at 536 GiB), each mask of documents at the count
 	// it is expected to hold (harness.MaskDocs), laid out as each case lays it, with the
 	// masks the sweep keeps.
-	// checkDocs checks every GPU count's masks of documents: docsOf gives a mask's
-	// documents at a length, how many and how a contiguous ring cuts them (false: none to
+	// checkDocs checks every GPU count's masks of documents: layingOf gives a mask's
+	// documents on n GPUs at a length, how many and how a ring lays them (false: none to
 	// count here), label names the case (its mask, then the count).
-	checkDocs := func(label string, held masksHeld, docsOf func(mk string, seqlen int) (int, func(ring int) sim.DocLayout, bool)) error {
+	checkDocs := func(label string, held masksHeld, layingOf func(n int, mk string, seqlen int) (maskLaying, bool)) error {
 		for _, n := range o.GPUs {
 			cases, err := o.sweep(n).Configs(n)
 			if err != nil {
@@ -774,11 +836,11 @@ func fitSimulationIn(o *Simulation, maskFor func(string, int, uint64) *builtMask
 			}
 			seqlen := o.seqlenFor(n)
 			for _, mk := range o.Sweep.Masks {
-				docs, contiguous, ok := docsOf(mk, seqlen)
+				m, ok := layingOf(n, mk, seqlen)
 				if !ok {
 					continue
 				}
-				if err := check(n, fmt.Sprintf(label, mk, docs), docs, seqlen, true, o.docLayouts(n, cases, mk, docs, contiguous), held); err != nil {
+				if err := check(n, fmt.Sprintf(label, mk, m.docs), m.docs, seqlen, true, o.docLayouts(n, cases, mk, m), held, m.slices); err != nil {
 					return err
 				}
 			}
@@ -786,9 +848,14 @@ func fitSimulationIn(o *Simulation, maskFor func(string, int, uint64) *builtMask
 		return nil
 	}
 	expected := o.heldMasks(func(n int, mk string) float64 { return o.expectedDocs(mk, o.seqlenFor(n)) })
-	if err := checkDocs("%s (about %d documents)", expected, func(mk string, seqlen int) (int, func(int) sim.DocLayout, bool) {
+	if err := checkDocs("%s (about %d documents)", expected, func(n int, mk string, seqlen int) (maskLaying, bool) {
 		d := o.expectedDocs(mk, seqlen)
-		return int(math.Ceil(d)), func(ring int) sim.DocLayout { return sim.ContiguousDocsExpected(ring, d, seqlen) }, d > 0 // (none: a few slices, built below)
+		return maskLaying{
+			docs:       int(math.Ceil(d)),
+			slices:     d,
+			contiguous: func(ring int) laid { return contiguousExpected(ring, d, seqlen) },
+			zigzag:     func(ring int) laid { return zigzagExpected(n, ring, d, seqlen) },
+		}, d > 0 // (none: a few slices, built below)
 	}); err != nil {
 		return err
 	}
@@ -803,9 +870,9 @@ func fitSimulationIn(o *Simulation, maskFor func(string, int, uint64) *builtMask
 	held := o.heldMasks(func(n int, mk string) float64 {
 		return float64(len(maskFor(mk, o.seqlenFor(n), o.Sweep.Seed).docs))
 	})
-	if err := checkDocs("%s (%d documents)", held, func(mk string, seqlen int) (int, func(int) sim.DocLayout, bool) {
+	if err := checkDocs("%s (%d documents)", held, func(n int, mk string, seqlen int) (maskLaying, bool) {
 		b := maskFor(mk, seqlen, o.Sweep.Seed)
-		return len(b.docs), func(ring int) sim.DocLayout { return sim.ContiguousDocs(ring, b.docs, seqlen) }, b.err == nil // (an error: the job reports it)
+		return b.laying(n), b.err == nil // (an error: the job reports it)
 	}); err != nil {
 		return err
 	}
@@ -923,34 +990,41 @@ func (o *Simulation) heldMasks(docs func(n int, mk string) float64) masksHeld {
 }
 
 // caseLayout is how one case of the sweep lays a mask's documents over its ring (the
-// memory its prediction takes grows with it): its method, its layout, and the contiguous
-// layout of the same ring, for the hint, when its own is zigzag.
+// memory and time its prediction takes grow with it): its method, its layout, the
+// sub-masks a traced rank makes, and the contiguous layout of the same ring, for the
+// hint, when its own is zigzag.
 type caseLayout struct {
 	method     string
 	zigzag     bool
-	lay        sim.DocLayout
+	own        laid
+	walks      int // the sub-masks one of its traced ranks makes (laidSeconds)
 	contiguous sim.DocLayout
 }
 
-// docLayouts are the layouts of the docs documents of mask mk by the cases of cases (the
-// sweep's on n GPUs; those unsupported left out: they predict nothing), as each method's
-// plan lays them (spmd/cp newPlan): the ring is every rank for ring-p2p and
-// ring-allgather, one for ulysses, the mesh's R for usp and loongtrain; the sharding the
-// case's, else zigzag, contiguous for ulysses and on a ring of one (contiguous(ring): the
-// contiguous layout of the documents on a ring). balanced's dispatch lays blocks, not
+// memLayout is l's memory with parallel ranks' sub-masks alive at once (laid.memLayout).
+func (l caseLayout) memLayout(parallel int) sim.DocLayout {
+	return l.own.memLayout(parallel, l.method == "ring-allgather")
+}
+
+// maskLaying is what docLayouts lays out of one mask: its documents, its slices (each
+// traced step's sub-mask walks them) and its layouts on a ring, contiguous and zigzag
+// (from the built mask, builtMask.laying, or from the documents it is expected to hold).
+type maskLaying struct {
+	docs       int
+	slices     float64
+	contiguous func(ring int) laid
+	zigzag     func(ring int) laid
+}
+
+// docLayouts are the layouts of mask mk (m) by the cases of cases (the sweep's on n GPUs;
+// those unsupported left out: they predict nothing), as each method's plan lays them
+// (spmd/cp newPlan): the ring is every rank for ring-p2p and ring-allgather, one for
+// ulysses, the mesh's R for usp and loongtrain; the sharding the case's, else zigzag,
+// contiguous for ulysses and on a ring of one. balanced's dispatch lays blocks, not
 // documents (sim.BalancedDocs; BlockWork counts its blocks); it was counted as zigzag on
 // every rank, gigabytes where 55-68 MB were measured.
-func (o *Simulation) docLayouts(n int, cases []harness.CPCase, mk string, docs int, contiguous func(ring int) sim.DocLayout) []caseLayout {
+func (o *Simulation) docLayouts(n int, cases []harness.CPCase, mk string, m maskLaying) []caseLayout {
 	seqlen := o.seqlenFor(n)
-	chunks := map[int]sim.DocLayout{} // contiguous layouts by ring
-	contiguousOn := func(ring int) sim.DocLayout {
-		l, ok := chunks[ring]
-		if !ok {
-			l = contiguous(ring)
-			chunks[ring] = l
-		}
-		return l
-	}
 	var out []caseLayout
 	for _, c := range cases {
 		if c.Mask != mk || c.Skip != nil {
@@ -961,27 +1035,32 @@ func (o *Simulation) docLayouts(n int, cases []harness.CPCase, mk string, docs i
 		case c.Method == "ulysses":
 			ring = 1
 		case c.Method == "balanced":
-			out = append(out, caseLayout{method: c.Method, lay: sim.BalancedDocs(docs)})
+			meshes := 1 // (the plan's choice dispatches every split of up to 8 ranks)
+			if c.Config.Ulysses <= 0 && n <= 8 {
+				meshes = 4
+			}
+			out = append(out, caseLayout{method: c.Method, own: balancedLaid(m.docs, meshes), walks: 1})
 			continue
 		case c.Config.Ring > 0 && n%c.Config.Ring == 0:
 			ring = c.Config.Ring
 		case c.Config.Ulysses > 0 && n%c.Config.Ulysses == 0:
 			ring = n / c.Config.Ulysses
 		}
-		l := caseLayout{method: c.Method, contiguous: contiguousOn(ring)}
+		l := caseLayout{method: c.Method, walks: ring, contiguous: m.contiguous(ring).lay}
+		if c.Method == "ring-allgather" {
+			l.walks = 1 // (one sub-mask, against every rank's keys)
+		}
 		switch c.Config.Sharding {
 		case cp.Contiguous:
-			l.lay = l.contiguous
 		case cp.Zigzag:
 			l.zigzag = true
 		default:
 			l.zigzag = !(c.Method == "ulysses" || (ring == 1 && seqlen%n == 0))
-			if !l.zigzag {
-				l.lay = l.contiguous
-			}
 		}
 		if l.zigzag {
-			l.lay = sim.ZigzagDocs(ring, docs)
+			l.own = m.zigzag(ring)
+		} else {
+			l.own = m.contiguous(ring)
 		}
 		out = append(out, l)
 	}
