@@ -291,12 +291,65 @@ func KernelFootprintAt(c Case, check bool, checkBudget float64, onDevice, isRef 
 	}
 	if check {
 		n, h := KernelCheckSize(c, checkBudget, area)
-		cs, chq, chkv := float64(n), float64(h.Q), float64(h.KV)
-		// inputs and outputs of the kernel, the float64 reference and the float32 naive
-		// baseline, and the kernel itself at the checked size
-		f.Host += 3*timingBytes(cs, cs, chq, chkv, d, tensor.FP64) + 2*refBytes(cs, cs, chq, chkv, d, ranges, kernels.FwdBwd)
+		f.Host += checkBytes(float64(n), float64(h.Q), float64(h.KV), d, ranges, c.Pass)
 	}
 	return f
+}
+
+// checkBytes is the host memory of the check of a pass at n tokens with heads hq:hkv
+// (kernels/check): the tensors it holds at once (the inputs, the outputs of the kernel,
+// of the float64 reference and of the naive baseline, and the float64 copies each figure
+// is compared in), counted three times as float64 tensors, and two of kernels/ref's
+// working sets (the kernel's own when it is the reference, then each reference's, the
+// last one's garbage not yet collected). A forward check runs and compares forwards only:
+// q, k, v, out and lse, and a forward's working set. A backward's (bwd, or fwd+bwd) runs
+// the forward and then the backward, and adds dout, dq, dk and dv and the backward's
+// working set. Against the peaks of checked cases of kernels/ref at their full length
+// (1-token documents, 16K-256K, 8:2 heads, dim 64): 1.4-1.6x a forward's resident peak,
+// 1.9-2.1x a backward's (session's TestFitKernelsCountsTheCheckByPass); 1.8-2.5x and
+// 2.2-2.8x their heap's (TestKernelCheckCountedByPass).
+func checkBytes(n, hq, hkv, d, ranges float64, pass kernels.Pass) float64 {
+	if pass == kernels.Fwd {
+		tensors := 2*tensorBytes(n, hq, d, tensor.FP64) + 2*tensorBytes(n, hkv, d, tensor.FP64) + 8*n*hq // q, k, v, out, lse
+		return 3*tensors + 2*refBytes(n, n, hq, hkv, d, ranges, kernels.Fwd)
+	}
+	return 3*timingBytes(n, n, hq, hkv, d, tensor.FP64) + 2*refBytes(n, n, hq, hkv, d, ranges, kernels.FwdBwd)
+}
+
+// The check's own work besides its three runs (kernels/check), per element on one core
+// (none of it is spread over the cores): drawing its inputs (Inputs: a standard normal
+// rounded into each element of q, k, v and dout, whatever the pass), and for each output
+// it checks, the kernel's copy poisoned and brought back, then it, the reference's and
+// the naive baseline's made float64 (three fresh copies, 24 bytes an element) and walked
+// once (CompareOutputs). A check at the full length of 1-token documents has about as
+// many elements as multiply-adds, and these were the half of it the estimate left out:
+// at 64K (8:2 heads, dim 64) it drew 84M elements and compared 34M, 1.8 s and 2.4 s of
+// CPU where the kernel and the two references took 4.8 s; at 256K 6.7 s and 14.5 s.
+// Measured on the 2-core build machine (the process's CPU time, user and system, of
+// Inputs, the kernel's run and CompareOutputs on 1-token documents, 16K-256K tokens,
+// fwd and bwd): 20-25 ns an element drawn; 43 ns (16K) to 108 ns (256K) an element
+// compared, and 16 more for the kernel's copy (its fresh memory is most of it: the
+// larger the check, the more of it is faulted in). Taken 30 and 130.
+const (
+	checkDrawNs    = 30  // an element of q, k, v or dout drawn
+	checkCompareNs = 130 // an element of an output poisoned, brought back and compared
+)
+
+// CheckElementSeconds is the seconds of case c's check's own work at the case's own size
+// (SetCheckCosts scales it to a smaller check): drawing the inputs, paid once for every
+// kernel checked on the problem through one check.Cache, and comparing the pass's
+// outputs (out and lse for fwd; dq, dk and dv for bwd; all five for fwd+bwd), paid by
+// each kernel.
+func CheckElementSeconds(c Case) (draw, compare float64) {
+	s, q, kv, d := float64(c.SeqLen), float64(c.Heads.Q), float64(c.Heads.KV), float64(c.HeadDim)
+	var outs float64
+	if c.Pass != kernels.Bwd {
+		outs += s*q*d + s*q // out, lse
+	}
+	if c.Pass != kernels.Fwd {
+		outs += s*q*d + 2*s*kv*d // dq, dk, dv
+	}
+	return (2*s*q*d + 2*s*kv*d) * checkDrawNs * 1e-9, outs * checkCompareNs * 1e-9
 }
 
 // KernelCheckSize is the size case c is checked at under budget (0: the default):

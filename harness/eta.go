@@ -337,11 +337,13 @@ func (e *Estimate) Longest() (Case, float64) {
 // SetCheckCosts fills each case's CheckSeconds for a sweep checked at budget
 // multiply-adds with the CPU reference at refFLOPs: the first case of a kernel, mask,
 // head setting and pass at its checked size pays the check (the reference, the naive
-// reference and the kernel, forward and for a backward its backward too); the later ones
+// reference and the kernel, forward and for a backward its backward too, and the check's
+// own drawing of inputs and comparing of outputs: CheckElementSeconds); the later ones
 // reuse it, as Runner does (a case over budget is checked at a smaller length, the same
 // for every longer one). With sharedRefs (the sweep checks through one check.Cache,
-// harness.NewKernelCheck) the two references are paid once for all the kernels of a mask,
-// head setting and pass, and the other kernels pay only their own run.
+// harness.NewKernelCheck) the two references and the inputs are paid once for all the
+// kernels of a mask, head setting and pass, and the other kernels pay only their own run
+// and comparison.
 func SetCheckCosts(cases []EstimateCase, budget, refFLOPs float64, sharedRefs bool) {
 	if budget <= 0 {
 		budget = DefaultCheckBudget
@@ -364,11 +366,15 @@ func SetCheckCosts(cases []EstimateCase, budget, refFLOPs float64, sharedRefs bo
 		madds := c.FLOPs / c.Pass.FLOPsFactor() / 4 // area x query heads x head dim
 		k := key{c.Kernel, c.Label(), c.Heads, c.HeadDim, c.Pass, c.SeqLen}
 		work := c.CheckWork
+		draw, compare := CheckElementSeconds(c.Case)
 		if madds > budget {
 			// checked shorter: the area shrinks to the budget, and the references' other
-			// work (rows, elements) with the length, at least as much where the area grows
-			// as the length (documents), the masks it matters for
+			// work (rows, elements) and the check's own (its inputs and outputs) with the
+			// length, at least as much where the area grows as the length (documents),
+			// the masks it matters for
 			work *= budget / madds
+			draw *= budget / madds
+			compare *= budget / madds
 			madds, k.seqlen = budget, 0
 		}
 		if seen[k] {
@@ -380,12 +386,12 @@ func SetCheckCosts(cases []EstimateCase, budget, refFLOPs float64, sharedRefs bo
 			passes = kernels.Fwd.FLOPsFactor() + kernels.Bwd.FLOPsFactor()
 		}
 		unit := (4*madds*passes + work) / refFLOPs
-		c.CheckSeconds = 3 * unit
+		c.CheckSeconds = 3*unit + draw + compare
 		if sharedRefs {
 			rk := k
 			rk.kernel = ""
 			if refs[rk] {
-				c.CheckSeconds = unit // the kernel's own run; the references are cached
+				c.CheckSeconds = unit + compare // the kernel's own run; the inputs and references are cached
 			}
 			refs[rk] = true
 		}

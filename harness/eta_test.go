@@ -176,13 +176,25 @@ func TestEstimateLearns(t *testing.T) {
 }
 
 // The first case of a kernel, mask, heads and pass at its checked size pays the check;
-// the others reuse it, as Runner does.
+// the others reuse it, as Runner does. A check pays its three runs, and its own drawing
+// of inputs (30 ns an element of q, k, v and dout) and comparing of outputs (130 ns an
+// element of out and lse, or of dq, dk and dv), scaled as its area where it is checked
+// smaller.
 func TestSetCheckCosts(t *testing.T) {
 	mk := func(n int, pass kernels.Pass, flops float64) EstimateCase {
 		return EstimateCase{Case: Case{Mask: "causal", SeqLen: n, Heads: Heads{Q: 8, KV: 2}, HeadDim: 64, Kernel: "cuda", Pass: pass}, FLOPs: flops}
 	}
 	cases := []EstimateCase{mk(1024, kernels.Fwd, 4e8), mk(2048, kernels.Fwd, 1.6e9), mk(4096, kernels.Fwd, 4e10), mk(8192, kernels.Fwd, 1.6e11), mk(8192, kernels.Bwd, 4e11)}
-	want := []float64{3 * 4e8 / 1e9, 3 * 1.6e9 / 1e9, 3 * 8e9 / 1e9, 0, 3 * 3.5 * 8e9 / 1e9}
+	// the inputs drawn and the outputs compared at S tokens (8:2 heads, dim 64), scaled
+	draw := func(s, scale float64) float64 { return 30e-9 * (2*s*8*64 + 2*s*2*64) * scale }
+	fwdOuts := func(s, scale float64) float64 { return 130e-9 * (s*8*64 + s*8) * scale }
+	bwdOuts := func(s, scale float64) float64 { return 130e-9 * (s*8*64 + 2*s*2*64) * scale }
+	own := []float64{draw(1024, 1) + fwdOuts(1024, 1), draw(2048, 1) + fwdOuts(2048, 1), draw(4096, 0.2) + fwdOuts(4096, 0.2), 0, draw(8192, 0.05) + bwdOuts(8192, 0.05)}
+	compared := []float64{fwdOuts(1024, 1), fwdOuts(2048, 1), fwdOuts(4096, 0.2), 0, bwdOuts(8192, 0.05)}
+	want := []float64{3*4e8/1e9 + own[0], 3*1.6e9/1e9 + own[1], 3*8e9/1e9 + own[2], 0, 3*3.5*8e9/1e9 + own[4]}
+	if math.Abs(want[0]-1.3085) > 1e-3 || math.Abs(want[4]-84.0566) > 1e-3 {
+		t.Fatalf("want %v", want)
+	}
 	for _, shared := range []bool{false, true} { // one kernel: the same either way
 		SetCheckCosts(cases, 2e9, 1e9, shared)
 		for i, c := range cases {
@@ -192,7 +204,8 @@ func TestSetCheckCosts(t *testing.T) {
 		}
 	}
 	// A second kernel on the same cases: its own check at every size, and with shared
-	// references (check.Cache) only its own run, a third of it.
+	// references and inputs (check.Cache) only its own run, a third of the runs, and its
+	// comparison.
 	two := append(append([]EstimateCase{}, cases...), cases...)
 	for i := len(cases); i < len(two); i++ {
 		two[i].Kernel = "cudnn"
@@ -201,8 +214,8 @@ func TestSetCheckCosts(t *testing.T) {
 		SetCheckCosts(two, 2e9, 1e9, shared)
 		for i := range cases {
 			w := want[i]
-			if shared {
-				w /= 3
+			if shared && w > 0 {
+				w = (w-own[i])/3 + compared[i]
 			}
 			if got := two[len(cases)+i].CheckSeconds; math.Abs(got-w) > 1e-9 || math.Abs(two[i].CheckSeconds-want[i]) > 1e-9 {
 				t.Errorf("shared %v case %d: the second kernel's check %g s, want %g (the first's %g, want %g)", shared, i, got, w, two[i].CheckSeconds, want[i])
