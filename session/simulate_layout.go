@@ -68,20 +68,23 @@ func (l laid) memLayout(parallel int, gather bool) sim.DocLayout {
 // 1-token documents were estimated at 19 GiB a case (17 of them the sub-masks, 3 the
 // pieces) where the case's heap peaks at 2.3 GB.
 //
-// A step's sub-mask is given a slot for each query piece of its rank whether or not a
-// slice meets them (rank 0's sub-masks hold d slots at each of the ring's steps for
-// 1-token documents, where one step's holds a slice), and grows past that where its
-// slices are more. A slice of a document windowed to a pair of its pieces gives at most one
-// slice (the pieces are whole chunks of it), so over its steps a rank that holds p pieces
-// of a document meets the document's k pieces p x k times; a slice across documents
-// (share_question, causal_blockwise) meets every piece of its keys' documents for each
-// piece of its queries'. A rank's sub-masks then hold at most ring x P slots (P its
-// pieces) and, beyond them, each piece's slices past one a step: sum p (m k - h) over the
-// documents (m the document's slices), plus the slices across documents; every ring rank's
-// together, ring x the pieces and sum k (m k - h). Where those are fewer, the walk's arrays
-// (about as many bytes again a query piece and step, garbage until collected) are counted
-// in their place: the heap peaked 1.0-1.2 times the slots alone (TestZigzagLaidBoundsMeasured).
-// Long documents (k = 2 ring, p = 2) give 4 ring slots a document, sim.ZigzagDocs' figure.
+// A step's sub-mask holds room for its slices alone, at most twice them (spmd/cp subMask;
+// it held a slot for each query piece of its rank at every step, rank 0's ring x d slots
+// for 1-token documents where one step's holds a slice, 70% of the heap). A slice of a
+// document windowed to a pair of its pieces gives at most one slice (the pieces are whole
+// chunks of it), so over its steps a rank that holds p pieces of a document meets the
+// document's k pieces p x k times (rankSlices; every ring rank's together, allSlices); a
+// slice across documents (share_question, causal_blockwise) meets every piece of its
+// keys' documents for each piece of its queries'. Each step's walk leaves about a slot a
+// query piece of garbage (its arrays, and the room a sparse step's slices are cut from),
+// of which the collector lets about walkSteps steps' pile up: a rank's slots are its
+// slices and walkSteps x P (P its pieces). That is never above the count of when every
+// step held a slot for each piece: ring x P and each piece's slices past one a step, sum
+// p (m k - h) over the documents (m the document's slices) and the slices across
+// documents, or where those were fewer the walk's arrays in their place; long documents
+// (k = 2 ring, p = 2), whose steps fill every piece's slot, give that count, 4 ring slots
+// a document, sim.ZigzagDocs' figure. Every ring rank's together likewise, with the
+// layout's pieces. TestZigzagLaidBoundsMeasured holds the count to the heap.
 func zigzagLaid(n, ring int, docs []mask.Range, m mask.Mask) laid {
 	R := max(ring, 1)
 	if len(docs) == 0 {
@@ -152,10 +155,26 @@ func zigzagLaid(n, ring int, docs []mask.Range, m mask.Mask) laid {
 	}
 	l.cuts = 2 * float64(R) * float64(len(docs))
 	l.lay.Steps = float64(R)
-	l.rankSlots = float64(R)*l.pieces + max(float64(R)*l.pieces, extra)
-	l.allSlots = float64(R)*l.lay.Pieces + max(float64(R)*l.lay.Pieces, allExtra)
+	l.rankSlots = zigzagSlots(R, l.pieces, l.rankSlices, extra)
+	l.allSlots = zigzagSlots(R, l.lay.Pieces, l.allSlices, allExtra)
 	l.lay.RankDocs = l.rankSlots / (4 * float64(R)) // (one rank's; memLayout: the ranks alive at once)
 	return l
+}
+
+// walkSteps is the steps' walks whose garbage a zigzag rank's heap holds at once (about a
+// slot a query piece each; zigzagLaid), measured: 1-token documents on rings of 8 to 64
+// ranks peaked at up to 3.4 slots a piece beside their slices and the case's fixed costs
+// (64 ranks: 202-212 MB for 524,288 pieces; TestZigzagLaidBoundsMeasured's cases). Rounded
+// up, their estimates are 1.2-2.5 times their peaks.
+const walkSteps = 6
+
+// zigzagSlots is the slots of ring steps' sub-masks over pieces query pieces that hold
+// slices slices, extra of them past one a piece and step (zigzagLaid): the slices and
+// walkSteps walks' garbage, never above the slot a piece and step the sub-masks held
+// before their room followed their slices, with the slices past it.
+func zigzagSlots(ring int, pieces, slices, extra float64) float64 {
+	held := float64(ring) * pieces
+	return min(slices+float64(min(ring, walkSteps))*pieces, held+max(held, extra))
 }
 
 // zigzagExpected is zigzagLaid before the documents are drawn: docs of them (an expected
@@ -174,8 +193,8 @@ func zigzagExpected(n, ring int, docs float64, seqlen int) laid {
 	}
 	past := max(k-min(k, float64(R)), 0)
 	l := laid{pieces: d * p, rankSlices: d * p * k, allSlices: d * k * k, cuts: 2 * float64(R) * d}
-	l.rankSlots = float64(R)*l.pieces + max(float64(R)*l.pieces, d*p*past)
-	l.allSlots = float64(R)*d*k + max(float64(R)*d*k, d*k*past)
+	l.rankSlots = zigzagSlots(R, l.pieces, l.rankSlices, d*p*past)
+	l.allSlots = zigzagSlots(R, d*k, l.allSlices, d*k*past)
 	l.lay = sim.DocLayout{Pieces: d * k, Steps: float64(R), RankDocs: l.rankSlots / (4 * float64(R))}
 	return l
 }

@@ -2,7 +2,6 @@ package session
 
 import (
 	"context"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -28,28 +27,27 @@ func cpuSeconds(t *testing.T) float64 {
 // (2,097,152 of them) is let through, its case estimated at seconds (measured: 3.3-6 s of
 // longca simulate, 2.9 s of CPU for the prediction): each document is dispatched once,
 // whatever the GPU count. Every method was charged every document on every GPU, and the
-// case was refused as an hour and a half. ring-p2p's zigzag on the same documents is still
-// refused, for its memory (rank 0 holds every document: a slot for each at each of its 256
-// steps), naming --sharding contiguous.
+// case was refused as an hour and a half. ring-p2p's zigzag on the same documents fits a
+// host of 4 GiB (estimated at 3.0 GiB; measured: 0.93 GB of resident memory, 72 s of
+// longca simulate): rank 0 holds every document, and its 256 steps' sub-masks held a slot
+// for each, 2M slots a step (estimated at 129 GiB, refused); they hold their slices alone
+// now (spmd/cp subMask), one step's 2M.
 func TestFitSimulationTimesBalancedByItsLayout(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a mask of 2,097,152 documents")
 	}
 	ones := countsDocs(t, 10, func(int) int { return 1 })
 	for _, c := range []struct {
-		method string
-		want   string // "": fits
-	}{{"balanced", ""}, {"ring-p2p", "give --sharding contiguous"}} {
+		method  string
+		avail   float64
+		seconds bool // each case estimated at seconds
+	}{{"balanced", 18 << 30, true}, {"ring-p2p", 4 << 30, false}} {
 		o := onDocs(simulation(c.method, "causal_document", 256, 0, 0), ones)
 		maskFor := maskCache(o)
-		err := fitSimulationIn(o, maskFor, 18<<30, 2)
-		switch {
-		case c.want == "" && err != nil:
-			t.Errorf("%s on 256 GPUs of 1-token documents: refused: %v", c.method, err)
-		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "of host memory")):
-			t.Errorf("%s on 256 GPUs of 1-token documents: %v; want a refusal for memory naming %q", c.method, err, c.want)
+		if err := fitSimulationIn(o, maskFor, c.avail, 2); err != nil {
+			t.Errorf("%s on 256 GPUs of 1-token documents: refused on %.0f GiB: %v", c.method, c.avail/(1<<30), err)
 		}
-		if c.want != "" {
+		if !c.seconds {
 			continue
 		}
 		cases, err := o.sweep(256).Configs(256)

@@ -20,8 +20,9 @@ import (
 // ring-allgather, and on the default (long) documents; never above sim.ZigzagDocs' figure
 // (one slice a document and piece pair, as these masks have).
 // sim.ZigzagDocs counts every document as long: 64 GPUs of 1-token documents were
-// estimated at 19 GiB a case where the prediction's heap peaks at 2.3 GB (rank 0 holds
-// every document, and each of its 64 steps' sub-masks is given a slot for each).
+// estimated at 19 GiB a case where the prediction's heap peaked at 2.3 GB (rank 0 holds
+// every document, and each of its 64 steps' sub-masks was given a slot for each); 0.2 GB
+// since they hold their slices alone (spmd/cp subMask), estimated at 0.29 GB.
 func TestZigzagLaidBoundsMeasured(t *testing.T) {
 	if testing.Short() {
 		t.Skip("predicts zigzag cases of up to 131,072 documents (5-10 s)")

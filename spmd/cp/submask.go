@@ -23,8 +23,14 @@ func SubMask(m mask.Mask, qs []Piece, lq int, ks []Piece, lk int) mask.Mask {
 }
 
 // subMask is SubMask with the key pieces' order by source given (bySource).
+//
+// Its slices are given room at the first pair that gives one, a slot for that query
+// piece and each after it (a step of long documents: a slice each, all it needs), and cut
+// to their length where they fill less than half of it. A step that meets no key holds no
+// slots: zigzag puts 1-token documents on rank 0, a piece each, and a slot per piece at
+// every step was rank 0's ring x pieces slots, 70% of simulate's peak on 64 GPUs (2.3 GB).
 func subMask(m mask.Mask, qs []Piece, lq int, ks []Piece, lk int, kOrder []int, inOrder bool) mask.Mask {
-	out := mask.Mask{SeqQ: lq, SeqK: lk, Slices: make([]mask.Slice, 0, len(qs))}
+	out := mask.Mask{SeqQ: lq, SeqK: lk, Slices: []mask.Slice{}}
 	rows := slicesCrossing(m.Slices, qs)
 	var cand []int
 	var hit []mask.Slice
@@ -57,8 +63,14 @@ func subMask(m mask.Mask, qs []Piece, lq int, ks []Piece, lk int, kOrder []int, 
 			if len(hit) == 0 {
 				continue
 			}
+			if cap(out.Slices) == 0 {
+				out.Slices = make([]mask.Slice, 0, len(qs)-qi)
+			}
 			out.Slices = mask.Mask{SeqQ: m.SeqQ, SeqK: m.SeqK, Slices: hit}.AppendWindow(out.Slices, qp.Src, kp.Src, qp.At, kp.At)
 		}
+	}
+	if 2*len(out.Slices) < cap(out.Slices) {
+		out.Slices = slices.Clone(out.Slices)
 	}
 	return out
 }

@@ -1,8 +1,11 @@
 package cp
 
 import (
+	"math/rand/v2"
 	"slices"
+	"sort"
 	"testing"
+	"unsafe"
 
 	"github.com/longca/longca/mask"
 )
@@ -128,5 +131,153 @@ func BenchmarkSubMaskPairsDocuments512(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		subMaskPairs(spec.Mask, l.Shards[i%ranks], l.Local, l.Shards[(i*7)%ranks], l.Local)
+	}
+}
+
+// subMaskPrealloc is subMask as it was before its slices were sized by what they hold:
+// room for a slice per query piece given to every step's sub-mask, empty or not. The
+// sub-masks must come out the same, slice for slice.
+func subMaskPrealloc(m mask.Mask, qs []Piece, lq int, ks []Piece, lk int, kOrder []int, inOrder bool) mask.Mask {
+	out := mask.Mask{SeqQ: lq, SeqK: lk, Slices: make([]mask.Slice, 0, len(qs))}
+	rows := slicesCrossing(m.Slices, qs)
+	var cand []int
+	var hit []mask.Slice
+	for qi, qp := range qs {
+		row := rows.of(qi)
+		if len(row) == 0 {
+			continue
+		}
+		cand = cand[:0]
+		for _, si := range row {
+			s := m.Slices[si]
+			lo := sort.Search(len(kOrder), func(x int) bool { return ks[kOrder[x]].Src.End > s.K.Start })
+			for x := lo; x < len(kOrder) && ks[kOrder[x]].Src.Start < s.K.End; x++ {
+				cand = append(cand, kOrder[x])
+			}
+		}
+		if len(row) > 1 || !inOrder {
+			slices.Sort(cand)
+			cand = slices.Compact(cand)
+		}
+		for _, ki := range cand {
+			kp := ks[ki]
+			hit = hit[:0]
+			for _, si := range row {
+				if s := m.Slices[si]; s.K.Intersect(kp.Src).Len() > 0 {
+					hit = append(hit, s)
+				}
+			}
+			if len(hit) == 0 {
+				continue
+			}
+			out.Slices = mask.Mask{SeqQ: m.SeqQ, SeqK: m.SeqK, Slices: hit}.AppendWindow(out.Slices, qp.Src, kp.Src, qp.At, kp.At)
+		}
+	}
+	return out
+}
+
+// randomPieces cuts [0, seq) into pieces of 1 to most tokens, keeps each with probability
+// keep, in source order or shuffled, and places them one after another from a random
+// start, with random gaps (padding) between them; it returns them and the local length.
+func randomPieces(rng *rand.Rand, seq, most int, keep float64, shuffle bool) ([]Piece, int) {
+	var ps []Piece
+	for at := 0; at < seq; {
+		end := min(at+1+rng.IntN(most), seq)
+		if rng.Float64() < keep {
+			ps = append(ps, Piece{Src: mask.Range{Start: at, End: end}})
+		}
+		at = end
+	}
+	if shuffle {
+		rng.Shuffle(len(ps), func(i, j int) { ps[i], ps[j] = ps[j], ps[i] })
+	}
+	local := rng.IntN(3)
+	for i := range ps {
+		ps[i].At = local
+		local += ps[i].Src.Len() + rng.IntN(2)
+	}
+	return ps, local
+}
+
+// TestSubMaskSizedEqualsPreallocated compares subMask with its preallocating form on every
+// mask and random pieces: few or many, short or long, sparse or dense, in source order or
+// not, queries and keys.
+func TestSubMaskSizedEqualsPreallocated(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 42))
+	grown, cut, empty := 0, 0, 0 // sub-masks past a slice a query piece, under half of one, none
+	for _, name := range mask.Names() {
+		for seed := range uint64(3) {
+			seq := 200 + rng.IntN(120)
+			spec, err := mask.Build(name, seq, testMaskOptions(seed))
+			if err != nil {
+				continue
+			}
+			for try := range 40 {
+				most := []int{1, 3, 16, 64, seq}[try%5]
+				qs, lq := randomPieces(rng, seq, most, []float64{0.05, 0.3, 1}[try%3], try%4 == 3)
+				ks, lk := randomPieces(rng, seq, 1+rng.IntN(most), []float64{0.02, 0.5, 1}[rng.IntN(3)], try%2 == 1)
+				kOrder, inOrder := bySource(ks)
+				want := subMaskPrealloc(spec.Mask, qs, lq, ks, lk, kOrder, inOrder)
+				got := subMask(spec.Mask, qs, lq, ks, lk, kOrder, inOrder)
+				if !sameMask(got, want) || got.Slices == nil {
+					t.Fatalf("%s seed %d try %d (%d query pieces, %d key pieces): %d slices %v, preallocated %d %v",
+						name, seed, try, len(qs), len(ks), len(got.Slices), got.Slices, len(want.Slices), want.Slices)
+				}
+				if c, n := cap(got.Slices), len(got.Slices); c > 2*n {
+					t.Fatalf("%s seed %d try %d: %d slices in room for %d", name, seed, try, n, c)
+				}
+				switch n := len(got.Slices); {
+				case n > len(qs):
+					grown++
+				case n > 0 && 2*n < len(qs):
+					cut++
+				case n == 0:
+					empty++
+				}
+			}
+		}
+	}
+	t.Logf("%d sub-masks past a slice a query piece, %d under half of one, %d empty", grown, cut, empty)
+	if grown == 0 || cut == 0 || empty == 0 {
+		t.Errorf("the random pieces missed a kind of sub-mask: %d past a slice a query piece, %d under half of one, %d empty", grown, cut, empty)
+	}
+}
+
+// TestSubMaskEmptyStepsHoldNothing: zigzag puts 1-token documents on ring rank 0, a piece
+// each, and only its own step meets a key; its other steps' sub-masks hold no room, and
+// all its steps' sub-masks, kept as a plan caches them, take about one step's slices of
+// memory, not a slot per piece at every step (ring x pieces: 64 GPUs of 1-token documents
+// were 70% of simulate's 2.3 GB).
+func TestSubMaskEmptyStepsHoldNothing(t *testing.T) {
+	const ring, docs = 16, 1 << 16
+	ds := make([]mask.Range, docs)
+	m := mask.Mask{SeqQ: docs, SeqK: docs, Slices: make([]mask.Slice, docs)}
+	for i := range ds {
+		ds[i] = mask.Range{Start: i, End: i + 1}
+		m.Slices[i] = mask.Slice{Q: ds[i], K: ds[i], Kind: mask.Causal}
+	}
+	l, err := ZigzagLayout(ds, docs, ring, 2*ring)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Shards[0]) != docs {
+		t.Fatalf("rank 0 holds %d pieces, want every document's (%d)", len(l.Shards[0]), docs)
+	}
+	room := 0
+	for k := range ring {
+		s := SubMask(m, l.Shards[0], l.Local, l.Shards[k], l.Local)
+		want := 0
+		if k == 0 {
+			want = docs
+		}
+		if len(s.Slices) != want || cap(s.Slices) > 2*want {
+			t.Errorf("step %d: %d slices in room for %d, want %d", k, len(s.Slices), cap(s.Slices), want)
+		}
+		room += cap(s.Slices)
+	}
+	size := int(unsafe.Sizeof(mask.Slice{}))
+	t.Logf("rank 0's %d steps hold room for %d slices, %.1f MB", ring, room, float64(room*size)/1e6)
+	if room > 2*docs {
+		t.Errorf("rank 0's %d steps hold room for %d slices (%.1f MB), over twice one step's %d", ring, room, float64(room*size)/1e6, docs)
 	}
 }
