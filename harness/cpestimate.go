@@ -275,9 +275,11 @@ func (s CPSweep) checkSeconds(cs CPCase, pl0 *cp.Plan, e CPEstimateSetup, checke
 	}
 	one := 4 * float64(spec.Mask.Area()) * float64(h.Q) * float64(s.HeadDim) * passes / e.RefFLOPs
 	// each reference's work besides its FLOPs (rows, elements, tiles): most of a check of
-	// short documents, which is at their full length
+	// short documents, which is at their full length; one call, its elements converted on
+	// one core (RefShape.WorkAt)
+	work := NewRefShape(spec.Mask).WorkAt(h.Q, h.KV, s.HeadDim, pass, e.RefFLOPs, e.Cores) / e.RefFLOPs
+	// the ranks' calls run at once, their conversions too: spread over the cores
 	scale := RefWorkScale(e.RefFLOPs, e.Cores) / e.RefFLOPs
-	work := scale * RefWork(spec.Mask, h.Q, h.KV, s.HeadDim, pass)
 	var sec float64
 	if k := (cpCheckKey{cs.Mask, seqlen, h, backward}); !slices.Contains(*checked, k) {
 		// Computed and kept, the oldest kept forgotten, as refCache does.

@@ -28,10 +28,31 @@ const (
 )
 
 // RefWorkScale is what the reference's work (in FLOPs at DefaultRefFLOPs on one core)
-// counts at a rate measured on this host (CalibrateRef: its dense FLOPs on every core):
-// spread over the cores, not sped up as dense FLOPs are. At the assumed rate it is 1.
+// that its workers share (rows and tile visits, walked by parallelFor) counts at a rate
+// measured on this host (CalibrateRef: its dense FLOPs on every core): spread over the
+// cores, not sped up as dense FLOPs are. At the assumed rate it is 1.
 func RefWorkScale(rate float64, cores int) float64 {
 	return max(1, rate/(DefaultRefFLOPs*float64(max(cores, 1))))
+}
+
+// RefSerialScale is RefWorkScale for the work of a call that one core does alone (its
+// elements converted in and out: RefShape.Elements): at one core's assumed rate
+// whatever the rate measured on every core. At the assumed rate it is 1. kernels/ref on
+// 1-token documents at 64K tokens (8:2 heads, head dim 64, one core, profiled) spent 64%
+// of its time outside parallelFor, converting elements, as Elements counts (64% of
+// FLOPs + Work), and the cores of the 2-core build machine took it 1.0-1.2x faster than
+// one; spread over them, the kernel sweep of 256K's backward was estimated at 68 s for
+// 102 s.
+func RefSerialScale(rate float64) float64 {
+	return max(1, rate/DefaultRefFLOPs)
+}
+
+// WorkAt is Work at rate on cores (CalibrateRef's rate, GOMAXPROCS), in FLOPs at rate:
+// its elements at one core's rate (RefSerialScale), the rest spread over the cores
+// (RefWorkScale).
+func (rs RefShape) WorkAt(hq, hkv, d int, pass kernels.Pass, rate float64, cores int) float64 {
+	el := rs.Elements(hq, hkv, d, pass)
+	return RefWorkScale(rate, cores)*(rs.Work(hq, hkv, d, pass)-el) + RefSerialScale(rate)*el
 }
 
 // refTileRows and refTileCols are kernels/ref's block of rows (blockRows) and tile of
@@ -117,9 +138,25 @@ func blockVisits(n int, slices []mask.Slice, cols bool) float64 {
 // query head); a forward and backward, both. A backward alone is what a timed backward
 // repeats (its forward runs once, outside the repetitions).
 func (rs RefShape) Work(hq, hkv, d int, pass kernels.Pass) float64 {
+	q := float64(hq)
+	fwd := rs.Rows*q*refRowFwd + 2*refVisit*q*rs.RowVisits
+	bwd := rs.Rows*q*refRowBwd + 2*refVisit*q*(rs.RowVisits+rs.ColVisits)
+	el := rs.Elements(hq, hkv, d, pass)
+	switch pass {
+	case kernels.Fwd:
+		return fwd + el
+	case kernels.Bwd:
+		return bwd + el
+	}
+	return fwd + bwd + el
+}
+
+// Elements is the part of Work that converts elements in and out (kernels/ref's
+// headMajor and storeTokenMajor, outside its workers: one core's).
+func (rs RefShape) Elements(hq, hkv, d int, pass kernels.Pass) float64 {
 	q, kv, dd := float64(hq), float64(hkv), float64(d)
-	fwd := rs.Rows*q*refRowFwd + refElement*dd*(2*rs.Rows*q+2*rs.Cols*kv) + 2*refVisit*q*rs.RowVisits
-	bwd := rs.Rows*q*refRowBwd + refElement*dd*(4*rs.Rows*q+4*rs.Cols*kv) + 2*refVisit*q*(rs.RowVisits+rs.ColVisits)
+	fwd := refElement * dd * (2*rs.Rows*q + 2*rs.Cols*kv)
+	bwd := refElement * dd * (4*rs.Rows*q + 4*rs.Cols*kv)
 	switch pass {
 	case kernels.Fwd:
 		return fwd

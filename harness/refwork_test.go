@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"math"
 	"testing"
 
 	"github.com/longca/longca/dataset"
@@ -107,6 +108,39 @@ func TestRefWorkOfShortDocuments(t *testing.T) {
 		t.Errorf("RefWorkScale at the assumed rate: %v, want 1", s)
 	}
 	if s := RefWorkScale(8e9, 2); s != 4 {
-		t.Errorf("RefWorkScale of 8 GFLOP/s on 2 cores: %v, want 4 (the work spread over the cores)", s)
+		t.Errorf("RefWorkScale of 8 GFLOP/s on 2 cores: %v, want 4 (the work shared by the workers spread over the cores)", s)
+	}
+}
+
+// The reference converts its elements in and out on one core (kernels/ref's headMajor and
+// storeTokenMajor, outside its workers): at a rate measured on every core they count at
+// one core's assumed rate, the rows and tile visits spread over the cores. Spread as
+// well, the kernel sweep of 256K's backward of 1-token documents was estimated at 68 s
+// for 102 s.
+func TestRefWorkAtCountsConversionsOnOneCore(t *testing.T) {
+	if s := RefSerialScale(DefaultRefFLOPs); s != 1 {
+		t.Errorf("RefSerialScale at the assumed rate: %v, want 1", s)
+	}
+	if s := RefSerialScale(8e9); s != 8 {
+		t.Errorf("RefSerialScale of 8 GFLOP/s: %v, want 8 (one core's rate)", s)
+	}
+	spec, err := Docs{Source: &dataset.Empirical{Name: "ones", Counts: []int{1}}}.KernelBuilder()("causal_document", 16<<10, 42)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := NewRefShape(spec.Mask)
+	for _, pass := range []kernels.Pass{kernels.Fwd, kernels.Bwd, kernels.FwdBwd} {
+		w, el := rs.Work(8, 2, 64, pass), rs.Elements(8, 2, 64, pass)
+		if el <= 0 || el >= w {
+			t.Errorf("%s: elements %.3g of work %.3g", pass, el, w)
+		}
+		if got := rs.WorkAt(8, 2, 64, pass, DefaultRefFLOPs, 2); got != w {
+			t.Errorf("%s at the assumed rate: %.4g, want the work %.4g", pass, got, w)
+		}
+		// at 8 GFLOP/s on 2 cores: the elements at 1 GFLOP/s, the rest at 2
+		want := el/DefaultRefFLOPs + (w-el)/(2*DefaultRefFLOPs)
+		if got := rs.WorkAt(8, 2, 64, pass, 8e9, 2) / 8e9; math.Abs(got-want) > 1e-9*want {
+			t.Errorf("%s at 8 GFLOP/s on 2 cores: %.4g s, want %.4g s", pass, got, want)
+		}
 	}
 }

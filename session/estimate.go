@@ -293,16 +293,16 @@ func (s *Session) newEstimateFrom(k KernelSweep, cases []harness.Case, places ma
 			// the CPU reference's rows, elements and tile visits: the time of a mask of
 			// short documents on it (the kernel's, and the check's references')
 			if rs := pn.refShapeFor(pl.isRef || k.Check); rs != nil {
-				scale := harness.RefWorkScale(m.RefFLOPs, runtime.GOMAXPROCS(0))
+				cores := runtime.GOMAXPROCS(0)
 				if pl.isRef {
-					ec.Work = scale * rs.Work(cs.Heads.Q, cs.Heads.KV, cs.HeadDim, cs.Pass)
+					ec.Work = rs.WorkAt(cs.Heads.Q, cs.Heads.KV, cs.HeadDim, cs.Pass, m.RefFLOPs, cores)
 				}
 				if k.Check {
 					checked := kernels.Fwd
 					if cs.Pass != kernels.Fwd {
 						checked = kernels.FwdBwd
 					}
-					ec.CheckWork = scale * rs.Work(cs.Heads.Q, cs.Heads.KV, cs.HeadDim, checked)
+					ec.CheckWork = rs.WorkAt(cs.Heads.Q, cs.Heads.KV, cs.HeadDim, checked, m.RefFLOPs, cores)
 				}
 			}
 			if pl.ok && pn.p != nil {

@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -90,6 +91,36 @@ func TestKernelEstimateCountsTheCheckOfShortDocuments(t *testing.T) {
 		if r.seqlen < 256<<10 || r.pass == kernels.Fwd {
 			if got < r.wall/1.5 {
 				t.Errorf("%s: estimated at %.1f s, for %.1f s of wall time", k.Sweep.Cases()[0], got, r.wall)
+			}
+		}
+	}
+}
+
+// onesQuietWall is the wall time of each run of onesCheckRuns with the machine quiet (a
+// load average of 0.5-2), 2026-12-07 19:22-19:27.
+var onesQuietWall = map[int]map[kernels.Pass]float64{
+	16 << 10:  {kernels.Fwd: 3.40, kernels.Bwd: 6.13},
+	64 << 10:  {kernels.Fwd: 12.0, kernels.Bwd: 22.2},
+	256 << 10: {kernels.Fwd: 46.9, kernels.Bwd: 102.2},
+}
+
+// TestKernelEstimateAtACalibratedRate: each run above, estimated at a rate calibrated on
+// the 2-core build machine (2.5-4.2 GFLOP/s, CalibrateRef) on 2 cores, is at least its
+// quiet wall time over 1.2. The reference's conversions of elements run on one core;
+// counted over both, 256K's backward was estimated at 67-68 s for 102 s, 16K's forward at
+// 2.5 s for 3.4 s.
+func TestKernelEstimateAtACalibratedRate(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	var pl place
+	pl.k, pl.onDevice, pl.isRef, pl.devBytes, pl.ok = KernelPlace("ref", kernels.Options{})
+	for _, rate := range []float64{2.5e9, 4.2e9} {
+		m := harness.Machine{HostBytes: 1 << 40, DeviceFLOPs: harness.DefaultDeviceFLOPs, RefFLOPs: rate}
+		for _, r := range onesCheckRuns {
+			k := shortDocSweep("causal_document", r.seqlen, harness.Heads{Q: 8, KV: 2}, 64, r.pass, []int{1})
+			est := (&Session{}).newEstimate(k, k.Sweep.Cases(), map[string]place{"ref": pl}, m)
+			wall := onesQuietWall[r.seqlen][r.pass]
+			if got := est.Seconds(0); got < wall/1.2 {
+				t.Errorf("%s at %.1f GFLOP/s: estimated at %.1f s, for %.1f s of wall time", k.Sweep.Cases()[0], rate/1e9, got, wall)
 			}
 		}
 	}
