@@ -597,6 +597,20 @@ type Loaded struct {
 	// merged while a run was writing): a folder's merged.arrow so is passed over for its
 	// rank files; a merged file given by name is read as it is. "" when neither.
 	Stale string
+	// MergedRuns are the runs a merged file read holds (its MetaRuns, those without a row
+	// among them): nil where rank files were read.
+	MergedRuns []string
+}
+
+// mergedRuns are the runs the merged file f holds (its MetaRuns).
+func mergedRuns(f *File) []string {
+	var out []string
+	for _, r := range strings.Split(f.Meta(MetaRuns), ",") {
+		if r != "" {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // runsNotIn lists the runs with rank files in dir that the merged file f does not hold
@@ -607,7 +621,7 @@ func runsNotIn(dir string, f *File) []string {
 		return nil
 	}
 	held := map[string]bool{}
-	for _, r := range strings.Split(f.Meta(MetaRuns), ",") {
+	for _, r := range mergedRuns(f) {
 		held[r] = true
 	}
 	var out []string
@@ -646,6 +660,7 @@ func LoadChecked(path string) (Loaded, error) {
 		l.Truncated, l.Incomplete = truncatedOf(path, f), incompleteOf(f, len(rows))
 		now := time.Now()
 		if f.Meta(MetaRuns) != "" { // a merged file: held to the rank files beside it
+			l.MergedRuns = mergedRuns(f)
 			l.Stale, l.Truncated, l.Incomplete = staleFile(path, f, l.Truncated, l.Incomplete)
 			l.Recent = recentOf(filepath.Dir(path), f, l.Truncated, now)
 		} else if age, ok := recentAge(now, st.ModTime()); ok && f.Truncated {
@@ -670,6 +685,7 @@ func LoadChecked(path string) (Loaded, error) {
 				l, err := measuredFile(merged, rows)
 				l.Truncated, l.Incomplete = truncatedOf(merged, f), incompleteOf(f, len(rows))
 				l.Recent = recentOf(path, f, l.Truncated, time.Now())
+				l.MergedRuns = mergedRuns(f)
 				return l, err
 			}
 		} else {

@@ -130,6 +130,8 @@ func reportAction(c *cli.Context) error {
 	}
 	if len(empty.runs) > 0 {
 		fmt.Fprintf(c.App.ErrWriter, "longca: report: %s hold no rows %s; the other runs' rows are reported\n", empty.what(), empty.why(false))
+	} else if none := mergedWithoutRows(loaded); len(none) > 0 {
+		fmt.Fprintf(c.App.ErrWriter, "longca: report: run(s) %s merged into %s hold no rows (stopped before their first); the other runs' rows are reported\n", results.FewRuns(none, 5), path)
 	}
 	rows := onePerCPCase(loaded.Rows)
 	if ms := c.String("masks"); ms != "" {
@@ -281,6 +283,24 @@ func runsWithoutRows(path string, loaded results.Loaded) rowless {
 	}
 	sort.Strings(out.runs)
 	return out
+}
+
+// mergedWithoutRows are the runs of a merged file read (loaded.MergedRuns) of which it
+// holds no row: a merged file given by name said nothing of them, where its folder names
+// them (runsWithoutRows).
+func mergedWithoutRows(loaded results.Loaded) []string {
+	has := map[string]bool{}
+	for _, r := range loaded.Rows {
+		has[r.RunID] = true
+	}
+	var none []string
+	for _, id := range loaded.MergedRuns {
+		if !has[id] {
+			none = append(none, id)
+		}
+	}
+	sort.Strings(none)
+	return none
 }
 
 // mentioned says whether a line of skipped names one of rf's files, or rf has files left

@@ -53,4 +53,10 @@ func TestReportOfRunsWithoutRowsExitsTwo(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "(1 rows in all)") || !strings.Contains(errOut, "run(s) x hold no rows") {
 		t.Errorf("report of the merged folder: exit %d, stdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
+	// the merged file given by name names the run it merged without a row (it said nothing)
+	merged := filepath.Join(mixed, "merged.arrow")
+	out, errOut, code = captureRun(t, "report", merged)
+	if code != 0 || !strings.Contains(out, "(1 rows in all)") || !strings.Contains(errOut, "run(s) x merged into "+merged+" hold no rows") {
+		t.Errorf("report of the merged file by name: exit %d, stdout:\n%s\nstderr:\n%s\nwant its row, and run x named on stderr", code, out, errOut)
+	}
 }
