@@ -90,15 +90,7 @@ func zigzagLaid(n, ring int, docs []mask.Range, m mask.Mask) laid {
 	if len(docs) == 0 {
 		docs = []mask.Range{{Start: 0, End: max(m.SeqQ, 1)}}
 	}
-	chunks := func(i int) (k, p float64) { // chunks of document i that hold a token; its pieces on one rank
-		L := docs[i].Len()
-		c := (L + 2*n - 1) / (2 * n) * max(n/R, 1)
-		k = float64(min(2*R, (L+c-1)/max(c, 1)))
-		if k > float64(R) {
-			return k, 2
-		}
-		return k, 1
-	}
+	chunks := func(i int) (k, p float64) { return zigzagChunks(n, R, docs[i].Len()) }
 	docOf := func(pos int) int { return sort.Search(len(docs), func(i int) bool { return docs[i].End > pos }) }
 	// Each document's slices; those across documents are counted apart. (The slices come
 	// in document order: the next slice's document is this one's or the next.)
@@ -177,6 +169,18 @@ func zigzagSlots(ring int, pieces, slices, extra float64) float64 {
 	return min(slices+float64(min(ring, walkSteps))*pieces, held+max(held, extra))
 }
 
+// zigzagChunks are the chunks of a document of L tokens that hold a token when zigzag
+// lays it on a ring of R ranks of a world of n (zigzagLaid), and its pieces on one rank
+// of them (two only where the chunks are more than the ranks).
+func zigzagChunks(n, R, L int) (k, p float64) {
+	c := (L + 2*n - 1) / (2 * n) * max(n/R, 1)
+	k = float64(min(2*R, (L+c-1)/max(c, 1)))
+	if k > float64(R) {
+		return k, 2
+	}
+	return k, 1
+}
+
 // zigzagExpected is zigzagLaid before the documents are drawn: docs of them (an expected
 // count) over seqlen tokens, each as long as their mean, one slice each. The chunks of a
 // document grow more slowly than its length, so documents of the mean length hold about
@@ -184,13 +188,7 @@ func zigzagSlots(ring int, pieces, slices, extra float64) float64 {
 // the mask once built.
 func zigzagExpected(n, ring int, docs float64, seqlen int) laid {
 	R, d := max(ring, 1), max(docs, 1)
-	L := max(int(math.Ceil(float64(max(seqlen, 1))/d)), 1)
-	c := (L + 2*n - 1) / (2 * n) * max(n/R, 1)
-	k := float64(min(2*R, (L+c-1)/max(c, 1)))
-	p := 1.0
-	if k > float64(R) {
-		p = 2
-	}
+	k, p := zigzagChunks(n, R, max(int(math.Ceil(float64(max(seqlen, 1))/d)), 1))
 	past := max(k-min(k, float64(R)), 0)
 	l := laid{pieces: d * p, rankSlices: d * p * k, allSlices: d * k * k, cuts: 2 * float64(R) * d}
 	l.rankSlots = zigzagSlots(R, l.pieces, l.rankSlices, d*p*past)
