@@ -81,7 +81,13 @@ func (c *collected) rankBytes() string {
 
 // truncLine is how collect names a rank file its writer did not close (Truncated).
 func truncLine(id string, rank, of int) string {
-	return fmt.Sprintf("run %s: rank %d of %d", id, rank, of)
+	return fmt.Sprintf("%srank %d of %d", TruncatedOfRun(id), rank, of)
+}
+
+// TruncatedOfRun is how a line of Loaded.Truncated (or MergeResult.Truncated) naming a
+// rank file of run id begins.
+func TruncatedOfRun(id string) string {
+	return "run " + id + ": "
 }
 
 // recent is, of the truncated files noted, those last written less than RecentWrite

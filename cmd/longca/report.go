@@ -276,7 +276,7 @@ func runsWithoutRows(path string, loaded results.Loaded) rowless {
 		out.runs = append(out.runs, id)
 		out.files += len(rf.Paths)
 		for _, t := range loaded.Truncated {
-			if strings.HasPrefix(t, "run "+id+": ") {
+			if strings.HasPrefix(t, results.TruncatedOfRun(id)) {
 				out.open++
 			}
 		}
