@@ -43,12 +43,18 @@ func writeVia(path string, fn func(f *os.File) error) (err error) {
 	}
 	err = fmt.Errorf("results: writing %s: %w", path, err)
 	switch {
-	case errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS) || errors.Is(err, fs.ErrNotExist):
+	case Unwritable(err):
 		return usageErr{fmt.Errorf("%w (choose a folder you can write, e.g. --out elsewhere)", err)}
 	case NoRoom(err):
 		return usageErr{fmt.Errorf("%w (make room there, or give --out a folder with room)", err)}
 	}
 	return err
+}
+
+// Unwritable says whether err is a write refused for where it goes, not for room: no
+// permission, a read-only file system, no such folder.
+func Unwritable(err error) bool {
+	return errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS) || errors.Is(err, fs.ErrNotExist)
 }
 
 // fileTarget is where writeVia may put path: path itself when it is a regular file or

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"syscall"
 
 	"github.com/longca/longca/internal/smallfile"
@@ -152,12 +151,11 @@ func writeOutput(flag, path string, fill func(io.Writer) error) error {
 	switch {
 	case err == nil:
 		return nil
-	case results.NoRoom(err) && !errors.Is(err, syscall.EROFS):
+	case results.Unwritable(err) || errors.Is(err, syscall.EISDIR) || errors.Is(err, syscall.ENOTDIR):
+		return usageError("--%s %s: %v: give a file in a folder you can write", flag, path, cleanPathError(err))
+	case results.NoRoom(err):
 		return usageError("--%s %s: %v: not written (a file there is left as it was); make room (space, quota, ulimit -f), or give --%s a folder with room",
 			flag, path, cleanPathError(err), flag)
-	case errors.Is(err, fs.ErrPermission) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.EROFS) ||
-		errors.Is(err, syscall.EISDIR) || errors.Is(err, syscall.ENOTDIR):
-		return usageError("--%s %s: %v: give a file in a folder you can write", flag, path, cleanPathError(err))
 	}
 	return fmt.Errorf("masks: --%s %s: %w", flag, path, err)
 }
