@@ -9,7 +9,8 @@
 #
 # Results: out/cp-64gpu-<job id>/ (one Arrow file per rank; merged at the end). The job's log:
 # longca-cp-64gpu-<job id>.log in the folder sbatch ran in (Slurm opens it before the
-# script runs, so it cannot live in out/, which the script makes).
+# script runs, so it cannot live in out/, which the script makes). The steps it shares with
+# run_8gpu.sh (run id, secret, store port, cp and merge) are in slurm/lib.sh.
 #SBATCH --job-name=longca-cp-64gpu
 #SBATCH --nodes=8
 #SBATCH --ntasks-per-node=8
@@ -22,44 +23,34 @@
 #SBATCH --output=%x-%j.log
 set -euo pipefail
 
-LONGCA=${LONGCA:-bin/longca}
-out=${LONGCA_OUT:-out/cp-64gpu-${SLURM_JOB_ID}}
-mkdir -p "$out"
-# A requeued job (scontrol requeue, a node failure) keeps its job id: each attempt is a run
-# of its own, so the second does not meet the first's rank files and the merge joins both.
-run=${LONGCA_RUN_ID:-job${SLURM_JOB_ID}}
-if [ -z "${LONGCA_RUN_ID:-}" ] && [ "${SLURM_RESTART_COUNT:-0}" != 0 ]; then
-	run=$run-requeue$SLURM_RESTART_COUNT
+# -- find slurm/lib.sh, the steps both GPU jobs share (these lines are the same in each; see lib.sh)
+submitted=
+if [ -n "${SLURM_JOB_ID:-}" ]; then
+	submitted=$(scontrol show job "$SLURM_JOB_ID" 2>/dev/null | sed -n 's/^ *Command=//p' | head -n 1) || true
+	case $submitted in '' | /*) ;; *) submitted=${SLURM_SUBMIT_DIR:-.}/$submitted ;; esac # as given to sbatch
 fi
-# The bootstrap store admits only ranks that hold this job's secret (docs/cluster.md,
-# Security); srun passes the environment to every task.
-export LONGCA_JOB_TOKEN=${LONGCA_JOB_TOKEN:-$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')}
+lib=
+for dir in "${LONGCA_SLURM_DIR:-}" "$(dirname -- "$0")" "${submitted:+$(dirname -- "$submitted")}" slurm "${SLURM_SUBMIT_DIR:-.}/slurm"; do
+	if [ -n "$dir" ] && [ -f "$dir/lib.sh" ]; then lib=$dir/lib.sh && break; fi
+done
+if [ -z "$lib" ]; then
+	echo "slurm/lib.sh not found (sbatch runs a copy of the job script): submit from the repository root or set LONGCA_SLURM_DIR to its slurm folder" >&2
+	exit 1
+fi
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$lib"
+# -- end of the lines the same in each
+
+longca_gpu_job_start 64gpu
 
 # NCCL across nodes. Set the interface and HCAs of your fabric (see docs/cluster.md);
-# NVLS stays off on these machines.
-export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
-export NCCL_DEBUG=${NCCL_DEBUG:-WARN}
+# NVLS stays off on these machines (lib.sh).
 [ -n "${LONGCA_IFNAME:-}" ] && export NCCL_SOCKET_IFNAME=$LONGCA_IFNAME
 [ -n "${LONGCA_IB_HCA:-}" ] && export NCCL_IB_HCA=$LONGCA_IB_HCA
-# Rank 0's store runs on the first node of SLURM_JOB_NODELIST (longca expands it);
-# a port unique to the job keeps two jobs sharing a node apart.
-export MASTER_PORT=${MASTER_PORT:-$((20000 + SLURM_JOB_ID % 20000))}
 
 # One line per rank: host, local rank, the GPU it will use, NCCL/CUDA versions.
 # One file per attempt, named by its run, with the backend cp uses.
 srun --gpus-per-task=1 --gpu-bind=single:1 --cpu-bind=cores "$LONGCA" env --format json \
 	--backend "${LONGCA_BACKEND:-nccl}" >"$out/$run.env.jsonl"
 
-# LONGCA_CP_ARGS replaces every argument below (keep --kernel cuda: cp's default kernel is
-# the CPU reference).
-cp_status=0
-srun --gpus-per-task=1 --gpu-bind=single:1 --cpu-bind=cores --kill-on-bad-exit=1 \
-	"$LONGCA" cp --backend "${LONGCA_BACKEND:-nccl}" --out "$out" --run-id "$run" \
-	${LONGCA_CP_ARGS:---methods ring-p2p,ring-allgather,ulysses,usp,loongtrain --masks full,causal,causal_document_long,full_document_long --tokens-per-rank 16K --kernel cuda --samples 5 --heads 64:8} ||
-	cp_status=$?
-
-# Merged even when cp failed or hit the time limit: a rank cut short keeps the rows it
-# finished (marked truncated); merge refuses a run with a missing rank file.
-merge_status=0
-"$LONGCA" merge --parquet "$out" || merge_status=$?
-exit $((cp_status != 0 ? cp_status : merge_status))
+longca_gpu_cp_and_merge --kill-on-bad-exit=1

@@ -5,6 +5,8 @@
 #   LONGCA_CP_ARGS="--methods ulysses --masks causal --tokens-per-rank 16K --kernel cuda --samples 5" sbatch slurm/run_8gpu.sh
 #
 # Results: out/cp-8gpu-<job id>/ (one Arrow file per rank, then merged.arrow/.parquet).
+# The steps it shares with run_64gpu.sh (run id, secret, store port, cp and merge) are in
+# slurm/lib.sh.
 #SBATCH --job-name=longca-cp-8gpu
 #SBATCH --nodes=1
 #SBATCH --ntasks-per-node=8
@@ -15,37 +17,26 @@
 #SBATCH --output=%x-%j.log
 set -euo pipefail
 
-LONGCA=${LONGCA:-bin/longca}
-out=${LONGCA_OUT:-out/cp-8gpu-${SLURM_JOB_ID}}
-mkdir -p "$out"
-# A requeued job (scontrol requeue, a node failure) keeps its job id: each attempt is a run
-# of its own, so the second does not meet the first's rank files and the merge joins both.
-run=${LONGCA_RUN_ID:-job${SLURM_JOB_ID}}
-if [ -z "${LONGCA_RUN_ID:-}" ] && [ "${SLURM_RESTART_COUNT:-0}" != 0 ]; then
-	run=$run-requeue$SLURM_RESTART_COUNT
+# -- find slurm/lib.sh, the steps both GPU jobs share (these lines are the same in each; see lib.sh)
+submitted=
+if [ -n "${SLURM_JOB_ID:-}" ]; then
+	submitted=$(scontrol show job "$SLURM_JOB_ID" 2>/dev/null | sed -n 's/^ *Command=//p' | head -n 1) || true
+	case $submitted in '' | /*) ;; *) submitted=${SLURM_SUBMIT_DIR:-.}/$submitted ;; esac # as given to sbatch
 fi
-# The bootstrap store admits only ranks that hold this job's secret (docs/cluster.md,
-# Security); srun passes the environment to every task.
-export LONGCA_JOB_TOKEN=${LONGCA_JOB_TOKEN:-$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')}
+lib=
+for dir in "${LONGCA_SLURM_DIR:-}" "$(dirname -- "$0")" "${submitted:+$(dirname -- "$submitted")}" slurm "${SLURM_SUBMIT_DIR:-.}/slurm"; do
+	if [ -n "$dir" ] && [ -f "$dir/lib.sh" ]; then lib=$dir/lib.sh && break; fi
+done
+if [ -z "$lib" ]; then
+	echo "slurm/lib.sh not found (sbatch runs a copy of the job script): submit from the repository root or set LONGCA_SLURM_DIR to its slurm folder" >&2
+	exit 1
+fi
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$lib"
+# -- end of the lines the same in each
 
-# NCCL on H200 nodes: NVLink SHARP (NVLS) off; say what NCCL picked in the log.
-export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
-export NCCL_DEBUG=${NCCL_DEBUG:-WARN}
-# Rank 0's bootstrap store: the first node of the job (longca derives it from
-# SLURM_JOB_NODELIST when unset), on a port unique to the job.
-export MASTER_PORT=${MASTER_PORT:-$((20000 + SLURM_JOB_ID % 20000))}
+longca_gpu_job_start 8gpu
 
 srun --gpus-per-task=1 --gpu-bind=single:1 --cpu-bind=cores "$LONGCA" env --backend "${LONGCA_BACKEND:-nccl}"
-# LONGCA_CP_ARGS replaces every argument below (keep --kernel cuda: cp's default kernel is
-# the CPU reference).
-cp_status=0
-srun --gpus-per-task=1 --gpu-bind=single:1 --cpu-bind=cores \
-	"$LONGCA" cp --backend "${LONGCA_BACKEND:-nccl}" --out "$out" --run-id "$run" \
-	${LONGCA_CP_ARGS:---methods ring-p2p,ring-allgather,ulysses,usp,loongtrain --masks full,causal,causal_document_long,full_document_long --tokens-per-rank 16K --kernel cuda --samples 5 --heads 64:8} ||
-	cp_status=$?
-
-# Merged even when cp failed or hit the time limit: a rank cut short keeps the rows it
-# finished (marked truncated); merge refuses a run with a missing rank file.
-merge_status=0
-"$LONGCA" merge --parquet "$out" || merge_status=$?
-exit $((cp_status != 0 ? cp_status : merge_status))
+# shellcheck disable=SC2119 # no srun options beyond the common ones
+longca_gpu_cp_and_merge
