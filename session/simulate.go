@@ -509,7 +509,7 @@ type builtMask struct {
 	err  error
 
 	mu    sync.Mutex
-	laids map[layoutKey]laid
+	laids map[layoutKey]sim.Laid
 }
 
 // layoutKey names one layout of a mask: its world, its ring and whether it is zigzag.
@@ -519,22 +519,22 @@ type layoutKey struct {
 }
 
 // laidOn is b's layout on a ring of ring ranks of a world of n, zigzag or contiguous
-// (zigzagLaid, contiguousLaid), counted once.
-func (b *builtMask) laidOn(n, ring int, zigzag bool) laid {
+// (sim.ZigzagLaid, sim.ContiguousLaid), counted once.
+func (b *builtMask) laidOn(n, ring int, zigzag bool) sim.Laid {
 	key := layoutKey{n, ring, zigzag}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if l, ok := b.laids[key]; ok {
 		return l
 	}
-	var l laid
+	var l sim.Laid
 	if zigzag {
-		l = zigzagLaid(n, ring, b.docs, b.spec.Mask)
+		l = sim.ZigzagLaid(n, ring, b.docs, b.spec.Mask)
 	} else {
-		l = contiguousLaid(ring, b.docs, b.spec.Mask)
+		l = sim.ContiguousLaid(ring, b.docs, b.spec.Mask)
 	}
 	if b.laids == nil {
-		b.laids = map[layoutKey]laid{}
+		b.laids = map[layoutKey]sim.Laid{}
 	}
 	b.laids[key] = l
 	return l
@@ -545,8 +545,8 @@ func (b *builtMask) laying(n int) maskLaying {
 	return maskLaying{
 		docs:       len(b.docs),
 		slices:     float64(len(b.spec.Mask.Slices)),
-		contiguous: func(ring int) laid { return b.laidOn(n, ring, false) },
-		zigzag:     func(ring int) laid { return b.laidOn(n, ring, true) },
+		contiguous: func(ring int) sim.Laid { return b.laidOn(n, ring, false) },
+		zigzag:     func(ring int) sim.Laid { return b.laidOn(n, ring, true) },
 	}
 }
 
@@ -730,7 +730,7 @@ func fitSimulationIn(o *Simulation, maskFor func(string, int, uint64) *builtMask
 		}
 		steps := sim.TracedSteps(n, exact, o.Sampled)
 		if lays == nil {
-			lays = []caseLayout{{own: zigzagExpected(n, n, float64(docs), seqlen), walks: n}}
+			lays = []caseLayout{{own: sim.ZigzagLaidExpected(n, n, float64(docs), seqlen), walks: n}}
 		}
 		// the case that needs the most, and what the others need
 		memOf := func(l caseLayout, steps float64) float64 {
@@ -763,7 +763,7 @@ func fitSimulationIn(o *Simulation, maskFor func(string, int, uint64) *builtMask
 				fix = "give a larger --cp-block, fewer GPUs or tokens per GPU, or leave balanced out (--methods): its sub-masks grow as the square of the sequence's blocks"
 			case n <= exact && n > sim.DefaultExactRanks && fits(sim.MemoryBytesIn(n, w.memLayout(workers), sim.TracedSteps(n, sim.DefaultExactRanks, o.Sampled), weight, workers)+sim.SequenceBytes(seqlen)):
 				fix = fmt.Sprintf("use a smaller --exact-ranks (%d traces every rank of %d), fewer GPUs or tokens per GPU", exact, n)
-			case w.zigzag && fits(memOf(caseLayout{own: laid{lay: w.contiguous}}, steps)):
+			case w.zigzag && fits(memOf(caseLayout{own: sim.Laid{Lay: w.contiguous}}, steps)):
 				fix = fmt.Sprintf("give --sharding contiguous (%s's zigzag layout cuts each of the %d documents over every rank of its ring), fewer GPUs or tokens per GPU", w.method, docs)
 			case len(lays) > 1 && others > 0 && fits(others):
 				fix = fmt.Sprintf("leave %s out (--methods), use fewer GPUs or tokens per GPU", w.method)
@@ -853,8 +853,8 @@ func fitSimulationIn(o *Simulation, maskFor func(string, int, uint64) *builtMask
 		return maskLaying{
 			docs:       int(math.Ceil(d)),
 			slices:     d,
-			contiguous: func(ring int) laid { return contiguousExpected(ring, d, seqlen) },
-			zigzag:     func(ring int) laid { return zigzagExpected(n, ring, d, seqlen) },
+			contiguous: func(ring int) sim.Laid { return sim.ContiguousLaidExpected(ring, d, seqlen) },
+			zigzag:     func(ring int) sim.Laid { return sim.ZigzagLaidExpected(n, ring, d, seqlen) },
 		}, d > 0 // (none: a few slices, built below)
 	}); err != nil {
 		return err
@@ -996,14 +996,14 @@ func (o *Simulation) heldMasks(docs func(n int, mk string) float64) masksHeld {
 type caseLayout struct {
 	method     string
 	zigzag     bool
-	own        laid
+	own        sim.Laid
 	walks      int // the sub-masks one of its traced ranks makes (laidSeconds)
 	contiguous sim.DocLayout
 }
 
-// memLayout is l's memory with parallel ranks' sub-masks alive at once (laid.memLayout).
+// memLayout is l's memory with parallel ranks' sub-masks alive at once (sim.Laid.MemLayout).
 func (l caseLayout) memLayout(parallel int) sim.DocLayout {
-	return l.own.memLayout(parallel, l.method == "ring-allgather")
+	return l.own.MemLayout(parallel, l.method == "ring-allgather")
 }
 
 // maskLaying is what docLayouts lays out of one mask: its documents, its slices (each
@@ -1012,8 +1012,8 @@ func (l caseLayout) memLayout(parallel int) sim.DocLayout {
 type maskLaying struct {
 	docs       int
 	slices     float64
-	contiguous func(ring int) laid
-	zigzag     func(ring int) laid
+	contiguous func(ring int) sim.Laid
+	zigzag     func(ring int) sim.Laid
 }
 
 // docLayouts are the layouts of mask mk (m) by the cases of cases (the sweep's on n GPUs;
@@ -1039,14 +1039,14 @@ func (o *Simulation) docLayouts(n int, cases []harness.CPCase, mk string, m mask
 			if c.Config.Ulysses <= 0 && n <= 8 {
 				meshes = 4
 			}
-			out = append(out, caseLayout{method: c.Method, own: balancedLaid(m.docs, meshes), walks: 1})
+			out = append(out, caseLayout{method: c.Method, own: sim.BalancedLaid(m.docs, meshes), walks: 1})
 			continue
 		case c.Config.Ring > 0 && n%c.Config.Ring == 0:
 			ring = c.Config.Ring
 		case c.Config.Ulysses > 0 && n%c.Config.Ulysses == 0:
 			ring = n / c.Config.Ulysses
 		}
-		l := caseLayout{method: c.Method, walks: ring, contiguous: m.contiguous(ring).lay}
+		l := caseLayout{method: c.Method, walks: ring, contiguous: m.contiguous(ring).Lay}
 		if c.Method == "ring-allgather" {
 			l.walks = 1 // (one sub-mask, against every rank's keys)
 		}

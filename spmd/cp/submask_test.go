@@ -1,6 +1,7 @@
 package cp
 
 import (
+	"cmp"
 	"math/rand/v2"
 	"slices"
 	"sort"
@@ -139,7 +140,7 @@ func BenchmarkSubMaskPairsDocuments512(b *testing.B) {
 // sub-masks must come out the same, slice for slice.
 func subMaskPrealloc(m mask.Mask, qs []Piece, lq int, ks []Piece, lk int, kOrder []int, inOrder bool) mask.Mask {
 	out := mask.Mask{SeqQ: lq, SeqK: lk, Slices: make([]mask.Slice, 0, len(qs))}
-	rows := slicesCrossing(m.Slices, qs)
+	rows := slicesCrossingFresh(m.Slices, qs)
 	var cand []int
 	var hit []mask.Slice
 	for qi, qp := range qs {
@@ -280,4 +281,148 @@ func TestSubMaskEmptyStepsHoldNothing(t *testing.T) {
 	if room > 2*docs {
 		t.Errorf("rank 0's %d steps hold room for %d slices (%.1f MB), over twice one step's %d", ring, room, float64(room*size)/1e6, docs)
 	}
+}
+
+// oneTokenRank0 is zigzag's layout of docs 1-token documents (causal) on a ring of ring
+// ranks: every document is on rank 0, a piece each.
+func oneTokenRank0(tb testing.TB, ring, docs int) (mask.Mask, Layout) {
+	tb.Helper()
+	ds := make([]mask.Range, docs)
+	m := mask.Mask{SeqQ: docs, SeqK: docs, Slices: make([]mask.Slice, docs)}
+	for i := range ds {
+		ds[i] = mask.Range{Start: i, End: i + 1}
+		m.Slices[i] = mask.Slice{Q: ds[i], K: ds[i], Kind: mask.Causal}
+	}
+	l, err := ZigzagLayout(ds, docs, ring, 2*ring)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return m, l
+}
+
+// BenchmarkSubMaskOneTokenSteps is rank 0's ring steps of 65,536 1-token documents on a
+// ring of 16 (zigzag): every step walks all of its pieces, and only its own step meets a
+// key. Its bytes a step are the walk's garbage simulate counts (walkSteps).
+func BenchmarkSubMaskOneTokenSteps(b *testing.B) {
+	const ring = 16
+	m, l := oneTokenRank0(b, ring, 1<<16)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		SubMask(m, l.Shards[0], l.Local, l.Shards[1+i%(ring-1)], l.Local)
+	}
+}
+
+// slicesCrossingFresh is slicesCrossing as it was before its arrays were kept for the
+// next walk: every array built anew. The kept arrays must give the same crossing, index
+// for index.
+func slicesCrossingFresh(ss []mask.Slice, qs []Piece) crossing {
+	per := make([][2]int, len(qs)) // [from, to) into flat, per piece
+	var flat []int
+	qOrder, _ := bySource(qs)
+	sOrder := make([]int, len(ss))
+	for i := range sOrder {
+		sOrder[i] = i
+	}
+	if !slices.IsSortedFunc(ss, func(a, b mask.Slice) int { return cmp.Compare(a.Q.Start, b.Q.Start) }) {
+		slices.SortStableFunc(sOrder, func(a, b int) int { return cmp.Compare(ss[a].Q.Start, ss[b].Q.Start) })
+	}
+	var open []int
+	next := 0
+	for _, qi := range qOrder {
+		src := qs[qi].Src
+		for next < len(sOrder) && ss[sOrder[next]].Q.Start < src.End {
+			open = append(open, sOrder[next])
+			next++
+		}
+		// Pieces come by ascending start, so a slice that ends before this one starts is
+		// done for good.
+		kept := open[:0]
+		for _, si := range open {
+			if ss[si].Q.End > src.Start {
+				kept = append(kept, si)
+			}
+		}
+		open = kept
+		from := len(flat)
+		for _, si := range open {
+			if s := ss[si]; s.Q.Intersect(src).Len() > 0 && s.K.Len() > 0 {
+				flat = append(flat, si)
+			}
+		}
+		slices.Sort(flat[from:])
+		per[qi] = [2]int{from, len(flat)}
+	}
+	// Lay the runs out in piece order.
+	c := crossing{start: make([]int, len(qs)+1), idx: make([]int, 0, len(flat))}
+	for i, p := range per {
+		c.idx = append(c.idx, flat[p[0]:p[1]]...)
+		c.start[i+1] = len(c.idx)
+	}
+	return c
+}
+
+// TestSlicesCrossingReusedEqualsFresh: one walk, kept from crossing to crossing (as the
+// pool keeps it from step to step), gives the crossing the fresh arrays give, index for
+// index, on every mask and random pieces, few or many (a walk that held more before must
+// say nothing of it), in source order or not; and, warm, allocates nothing.
+func TestSlicesCrossingReusedEqualsFresh(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 5))
+	var w walk
+	compared := 0
+	for _, name := range mask.Names() {
+		for seed := range uint64(3) {
+			seq := 200 + rng.IntN(120)
+			spec, err := mask.Build(name, seq, testMaskOptions(seed))
+			if err != nil {
+				continue
+			}
+			for try := range 40 {
+				most := []int{1, 3, 16, 64, seq}[try%5]
+				qs, _ := randomPieces(rng, seq, most, []float64{0.05, 0.3, 1}[try%3], try%4 == 3)
+				ss := spec.Mask.Slices
+				if try%7 == 6 { // slices out of query order
+					ss = slices.Clone(ss)
+					rng.Shuffle(len(ss), func(i, j int) { ss[i], ss[j] = ss[j], ss[i] })
+				}
+				want := slicesCrossingFresh(ss, qs)
+				got := w.slicesCrossing(ss, qs)
+				if !slices.Equal(got.start, want.start) || !slices.Equal(got.idx, want.idx) {
+					t.Fatalf("%s seed %d try %d (%d query pieces, %d slices): kept arrays %v %v, fresh %v %v",
+						name, seed, try, len(qs), len(ss), got.start, got.idx, want.start, want.idx)
+				}
+				compared++
+			}
+		}
+	}
+	m, l := oneTokenRank0(t, 16, 1<<12)
+	want := slicesCrossingFresh(m.Slices, l.Shards[0])
+	w.slicesCrossing(m.Slices, l.Shards[0]) // (warm)
+	var got crossing
+	if a := testing.AllocsPerRun(10, func() { got = w.slicesCrossing(m.Slices, l.Shards[0]) }); a != 0 {
+		t.Errorf("a warm walk's crossing of %d pieces: %v allocations, want none", len(l.Shards[0]), a)
+	}
+	if !slices.Equal(got.start, want.start) || !slices.Equal(got.idx, want.idx) {
+		t.Errorf("1-token documents: the kept arrays' crossing differs from the fresh one")
+	}
+	t.Logf("%d crossings compared", compared)
+}
+
+// BenchmarkSlicesCrossingOneToken is rank 0's crossing of 65,536 1-token documents (every
+// step of its ring walks it): kept arrays (Reused) against arrays built anew (Fresh).
+func BenchmarkSlicesCrossingOneToken(b *testing.B) {
+	m, l := oneTokenRank0(b, 16, 1<<16)
+	b.Run("Fresh", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			slicesCrossingFresh(m.Slices, l.Shards[0])
+		}
+	})
+	b.Run("Reused", func(b *testing.B) {
+		var w walk
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			w.slicesCrossing(m.Slices, l.Shards[0])
+		}
+	})
 }
