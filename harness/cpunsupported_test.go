@@ -121,3 +121,58 @@ func TestCPUnsupportedRowsCarryTheMask(t *testing.T) {
 		}
 	}
 }
+
+// TestCPMaskFactsKeptOnlyWhileARefusedCaseIsAhead: a runner keeps a sample's mask facts
+// (its parameters, the document lengths among them) only while a refused case of that
+// mask is still to come. It had kept every sample's of every case for the whole sweep,
+// read by none (8.4 MB a rank for 8 samples of 262,144 1-token documents): here the
+// refused usp cases come first, so after ring-p2p's samples nothing is left, and a sweep
+// without a refused case keeps nothing at any point.
+func TestCPMaskFactsKeptOnlyWhileARefusedCaseIsAhead(t *testing.T) {
+	const n = 3
+	for _, methods := range [][]string{{"usp", "ring-p2p"}, {"ring-p2p"}} {
+		sw := CPSweep{Methods: methods, Masks: []string{"causal_document", "causal"}, SeqLen: 96,
+			Heads: []Heads{{headsOK, 2}}, HeadDim: 8, DType: tensor.BF16,
+			Passes: []kernels.Pass{kernels.Fwd}, Samples: 3, Seed: 5, Kernel: "fault", Build: cpTestMasks}
+		cases, err := sw.Cases(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		most, left := map[int]int{}, map[int]int{}
+		unsupported := 0
+		err = local.Run(n, func(c comm.Comm) error {
+			r := &CPRunner{Sweep: sw, Comm: c, Kernel: faultKernel{ref.New(ref.Options{}), true}, Warmup: 0, Iters: 1,
+				Base: results.Row{Host: "test"}}
+			err := RunCP(context.Background(), r, cases, func(_ int, row results.Row) error {
+				mu.Lock()
+				defer mu.Unlock()
+				if len(r.masks) > most[c.Rank()] {
+					most[c.Rank()] = len(r.masks)
+				}
+				if row.Status == results.StatusUnsupported && row.MaskArea > 0 {
+					unsupported++
+				}
+				return nil
+			})
+			mu.Lock()
+			left[c.Rank()] = len(r.masks)
+			mu.Unlock()
+			return err
+		}, local.WithTimeout(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rank := 0; rank < n; rank++ {
+			if left[rank] != 0 {
+				t.Errorf("%v, rank %d: %d samples' mask facts kept after the sweep, want none (no refused case after the last)", methods, rank, left[rank])
+			}
+			if want := 0; len(methods) == 1 && most[rank] != want {
+				t.Errorf("%v, rank %d: up to %d samples' mask facts kept, want %d (no refused case)", methods, rank, most[rank], want)
+			}
+		}
+		if len(methods) == 2 && unsupported != n*2 {
+			t.Errorf("%v: %d unsupported rows with their mask's area, want usp's 2 masks (a refused case's rows are its first sample's) on each of %d ranks", methods, unsupported, n)
+		}
+	}
+}
