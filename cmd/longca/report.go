@@ -311,10 +311,30 @@ func mentioned(skipped []string, rf *results.RunFiles) bool {
 	}
 	for _, p := range rf.Paths {
 		for _, s := range skipped {
-			if strings.Contains(s, p) {
+			if namesPath(s, p) {
 				return true
 			}
 		}
+	}
+	return false
+}
+
+// namesPath says whether line s names the path p whole: p not preceded by more of a path
+// (a run x's file in a folder given as ".", x.rank-0-of-1.arrow, is in a line about
+// ax.rank-0-of-1.arrow) nor followed by more of a name.
+func namesPath(s, p string) bool {
+	for i := 0; p != ""; {
+		j := strings.Index(s[i:], p)
+		if j < 0 {
+			return false
+		}
+		at, end := i+j, i+j+len(p)
+		before := at == 0 || strings.ContainsRune(" \t\"'`(,=", rune(s[at-1]))
+		after := end == len(s) || strings.ContainsRune(" \t\"'`):,;", rune(s[end]))
+		if before && after {
+			return true
+		}
+		i = at + 1
 	}
 	return false
 }

@@ -60,3 +60,45 @@ func TestReportOfRunsWithoutRowsExitsTwo(t *testing.T) {
 		t.Errorf("report of the merged file by name: exit %d, stdout:\n%s\nstderr:\n%s\nwant its row, and run x named on stderr", code, out, errOut)
 	}
 }
+
+// TestReportOfDotNamesRowlessRuns: `report .` names a run without rows as `report DIR`
+// does, where another file's name ends in its file's (a damaged ax.rank-0-of-1.arrow
+// beside x.rank-0-of-1.arrow): the paths of a folder given as "." have no folder in front,
+// and run x's was taken for named in the line about ax's (the review of the forty-second
+// session's diff), so x went unnamed.
+func TestReportOfDotNamesRowlessRuns(t *testing.T) {
+	dir := t.TempDir()
+	emptyRun(t, dir, "x", 1, true)
+	oneRowRun(t, dir, "b")
+	if err := os.WriteFile(filepath.Join(dir, "ax.rank-0-of-1.arrow"), []byte("not an arrow file"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, byDir, code := captureRun(t, "report", dir)
+	if code != 0 || !strings.Contains(byDir, "run(s) x hold no rows") {
+		t.Fatalf("report DIR: exit %d, stderr:\n%s\nwant run x named", code, byDir)
+	}
+	t.Chdir(dir)
+	_, byDot, code := captureRun(t, "report", ".")
+	if code != 0 || !strings.Contains(byDot, "run(s) x hold no rows") || !strings.Contains(byDot, "ax.rank-0-of-1.arrow") {
+		t.Errorf("report .: exit %d, stderr:\n%s\nwant run x named as without rows, and ax's file as unreadable", code, byDot)
+	}
+}
+
+func TestNamesPath(t *testing.T) {
+	for _, c := range []struct {
+		line, path string
+		want       bool
+	}{
+		{"ax.rank-0-of-1.arrow: not an Arrow file", "x.rank-0-of-1.arrow", false},
+		{"x.rank-0-of-1.arrow: not an Arrow file", "x.rank-0-of-1.arrow", true},
+		{"open d/x.rank-0-of-1.arrow: permission denied", "d/x.rank-0-of-1.arrow", true},
+		{"ax.rank-0-of-1.arrow and x.rank-0-of-1.arrow: bad", "x.rank-0-of-1.arrow", true},
+		{"x.rank-0-of-1.arrowz: bad", "x.rank-0-of-1.arrow", false},
+		{"file \"x.rank-0-of-1.arrow\" short", "x.rank-0-of-1.arrow", true},
+		{"anything", "", false},
+	} {
+		if got := namesPath(c.line, c.path); got != c.want {
+			t.Errorf("namesPath(%q, %q) = %v, want %v", c.line, c.path, got, c.want)
+		}
+	}
+}
