@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"unicode/utf8"
 )
 
 // WriteWhole writes path whole or not at all: fill writes into a temporary file beside
@@ -28,12 +29,53 @@ func WriteWhole(path string, fill func(io.Writer) error) (err error) {
 		}
 		path = target
 	}
-	return Replace(path, func(f *os.File) error { return fill(f) })
+	err = Replace(path, func(f *os.File) error { return fill(f) })
+	// No temporary file could be made beside a regular file that can itself be written (a
+	// folder that admits no new file, read-only or immutable): written in place, as before
+	// WriteWhole, rather than refused.
+	var ne *noTempError
+	if errors.As(err, &ne) && errors.Is(err, fs.ErrPermission) {
+		if fi, serr := os.Stat(path); serr == nil && fi.Mode().IsRegular() {
+			if werr := writeInPlace(path, fill); werr == nil {
+				return nil
+			}
+		}
+	}
+	return err
+}
+
+// noTempError is Replace's error where the temporary file could not be made (its path
+// the file meant): WriteWhole then tries the file itself.
+type noTempError struct{ err error }
+
+func (e *noTempError) Error() string { return e.err.Error() }
+func (e *noTempError) Unwrap() error { return e.err }
+
+// createTemp is os.CreateTemp (a test's seam).
+var createTemp = os.CreateTemp
+
+// maxTempBase is the longest name kept whole in a temporary file's (".<name>.tmp-" and
+// up to 10 digits within a file name's 255 bytes); a longer one is cut (at a rune's
+// start), so that a legal name of up to 255 bytes can be written.
+const maxTempBase = 255 - len(".") - len(".tmp-") - 10
+
+// tempPattern is CreateTemp's pattern for base: ".<base>.tmp-*", base cut to maxTempBase.
+func tempPattern(base string) string {
+	if len(base) > maxTempBase {
+		cut := maxTempBase
+		for cut > 0 && !utf8.RuneStart(base[cut]) {
+			cut--
+		}
+		base = base[:cut]
+	}
+	return "." + base + ".tmp-*"
 }
 
 // Replace writes the regular file path (or nothing yet) whole or not at all: fill writes
 // into a temporary file beside it (".<name>.tmp-*"), which is synced, made mode 0644,
-// closed and renamed over path only when every step went well, then the folder is synced
+// closed and renamed over path only when every step went well (a name too long to add
+// ".tmp-" and digits to is cut in the temporary file's: results' isTempOf does not know
+// those), then the folder is synced
 // so the rename itself survives a crash. On any error the temporary file is removed, path
 // is left as it was (the old file, or none) and the error names path, not the temporary
 // file. The caller decides what may be replaced (WriteWhole: a pipe is written in place;
@@ -43,9 +85,13 @@ func Replace(path string, fill func(f *os.File) error) (err error) {
 	if dir == "" {
 		dir = "."
 	}
-	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	f, err := createTemp(dir, tempPattern(base))
 	if err != nil {
-		return err
+		var pe *fs.PathError
+		if errors.As(err, &pe) { // the error names the file meant, not the pattern
+			pe.Path = path
+		}
+		return &noTempError{err}
 	}
 	tmp := f.Name()
 	defer func() {

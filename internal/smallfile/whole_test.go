@@ -145,3 +145,55 @@ func TestWriteWholeNamedPipe(t *testing.T) {
 		t.Errorf("the pipe was replaced: %v", err)
 	}
 }
+
+// A legal name of up to 255 bytes is written: the temporary file's name (".<name>.tmp-"
+// and digits) had passed the limit, so a 245-byte name was refused ("file name too long",
+// naming the temporary file) where a plain write takes it; the temporary name is cut.
+func TestWriteWholeLongName(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []int{maxTempBase - 1, maxTempBase, maxTempBase + 1, 250, 255} {
+		name := strings.Repeat("m", n-len(".json")) + ".json"
+		if n == 250 { // a rune across the cut
+			name = strings.Repeat("m", maxTempBase-1) + "é" + strings.Repeat("m", n-maxTempBase-1-len(".json")) + ".json"
+		}
+		path := filepath.Join(dir, name)
+		if err := WriteWhole(path, func(w io.Writer) error { _, err := io.WriteString(w, "whole"); return err }); err != nil {
+			t.Fatalf("%d-byte name: %v", len(name), err)
+		}
+		if b, err := os.ReadFile(path); err != nil || string(b) != "whole" {
+			t.Fatalf("%d-byte name: read %q, %v", len(name), b, err)
+		}
+		os.Remove(path)
+		if left := listDir(t, dir); len(left) != 0 {
+			t.Fatalf("%d-byte name: left %v", len(name), left)
+		}
+	}
+}
+
+// A folder that admits no new file (read-only, immutable: no temporary file can be made)
+// beside a file that can be written: the file is written in place, as before WriteWhole;
+// with no file there, the refusal names the file meant, not the temporary file's pattern.
+func TestWriteWholeWithoutRoomForATemporaryFile(t *testing.T) {
+	dir := t.TempDir()
+	old := createTemp
+	t.Cleanup(func() { createTemp = old })
+	createTemp = func(d, pattern string) (*os.File, error) {
+		return nil, &os.PathError{Op: "open", Path: filepath.Join(d, strings.Replace(pattern, "*", "123", 1)), Err: syscall.EACCES}
+	}
+	path := filepath.Join(dir, "x.json")
+	if err := os.WriteFile(path, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteWhole(path, func(w io.Writer) error { _, err := io.WriteString(w, "new"); return err }); err != nil {
+		t.Fatalf("a writable file in a folder without room for a temporary file: %v", err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "new" {
+		t.Errorf("wrote %q, want new", b)
+	}
+	none := filepath.Join(dir, "none.json")
+	err := WriteWhole(none, func(w io.Writer) error { _, err := io.WriteString(w, "new"); return err })
+	var pe *os.PathError
+	if !errors.Is(err, os.ErrPermission) || !errors.As(err, &pe) || pe.Path != none {
+		t.Errorf("no file and no temporary file: %v, want a permission error naming %s", err, none)
+	}
+}
