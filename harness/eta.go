@@ -369,12 +369,14 @@ func SetCheckCosts(cases []EstimateCase, budget, refFLOPs float64, sharedRefs bo
 		draw, compare := CheckElementSeconds(c.Case)
 		if madds > budget {
 			// checked shorter: the area shrinks to the budget, and the references' other
-			// work (rows, elements) and the check's own (its inputs and outputs) with the
-			// length, at least as much where the area grows as the length (documents),
-			// the masks it matters for
+			// work (rows, elements) with the length, at least as much where the area grows
+			// as the length (documents), the masks it matters for. The check's own (its
+			// inputs and outputs, elements) shrinks with the length, which is the square
+			// root of the area's shrink where the area grows as the square (full, causal):
+			// taken so, the most it can be (by the area's, a dense mask's was low)
 			work *= budget / madds
-			draw *= budget / madds
-			compare *= budget / madds
+			draw *= math.Sqrt(budget / madds)
+			compare *= math.Sqrt(budget / madds)
 			madds, k.seqlen = budget, 0
 		}
 		if seen[k] {
