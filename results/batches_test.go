@@ -20,7 +20,7 @@ func writeChunkedFile(t testing.TB, rows, chunk int, closed bool) ([]byte, []Row
 	return writeRowsFile(t, rows, chunk, closed, 8)
 }
 
-// WriteAll writes a record batch for each syncRows rows, not one a row: the file of 300
+// WriteAll writes a record batch for each writeRows rows, not one a row: the file of 300
 // rows is a tenth of the size of Write's row by row, reads back row for row, and merges
 // into the same merged file, byte for byte, as Write's file of the same rows does.
 func TestWriteAllWritesBatchesOfRows(t *testing.T) {
@@ -60,8 +60,8 @@ func TestWriteAllWritesBatchesOfRows(t *testing.T) {
 			t.Fatalf("read back %d rows, err %v; want the %d written", len(got), err, len(rows))
 		}
 	}
-	if _, f, _ := decodeRows(byAll); f.read != 2 {
-		t.Errorf("WriteAll's file has %d batches, want 2: the empty one and one of 300 rows", f.read)
+	if _, f, _ := decodeRows(byAll); f.read != 3 {
+		t.Errorf("WriteAll's file has %d batches, want 3: the empty one, one of writeRows rows and one of the rest", f.read)
 	}
 	merged := func(dir string) []byte {
 		res, err := Merge(dir, MergeOptions{})
@@ -221,9 +221,9 @@ func TestBatchesOfRowsTruncatedAtEveryByte(t *testing.T) {
 	}
 }
 
-// A rank file's batches of rows are kept as they are when read (a batch of compactBatches
-// rows or more is as compact as a joined one), not copied into joined ones, and between
-// them small batches are still joined in order.
+// A rank file's batches of rows (compactBatches rows or more: WriteAll's) are each kept
+// as a batch of its own when read (as compact as a joined one), not joined with others,
+// and between them small batches are still joined in order.
 func TestOpenKeepsBatchesOfRows(t *testing.T) {
 	rows := writeAllRows(2*syncRows + 5)
 	w, err := Create(t.TempDir(), "wa", 0, 1)
@@ -252,7 +252,11 @@ func TestOpenKeepsBatchesOfRows(t *testing.T) {
 	for _, b := range f.Batches {
 		sizes = append(sizes, b.NumRows())
 	}
-	if want := []int64{2, syncRows, syncRows, 3}; !reflect.DeepEqual(sizes, want) {
+	want := []int64{2}
+	for range 2 * syncRows / writeRows {
+		want = append(want, writeRows)
+	}
+	if want = append(want, 3); !reflect.DeepEqual(sizes, want) {
 		t.Fatalf("batches of %v rows held, want %v", sizes, want)
 	}
 	got, err := f.Rows()

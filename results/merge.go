@@ -758,9 +758,12 @@ func join(schema *arrow.Schema, batches []arrow.RecordBatch, rows int64) (arrow.
 			parts = append(parts, array.MakeArrayOfNull(memory.DefaultAllocator, s.Field(i).Type, 0))
 			defer parts[0].Release()
 		}
-		c, err := array.Concatenate(parts, memory.DefaultAllocator)
-		if err != nil {
-			return nil, fmt.Errorf("merge: column %s: %w", s.Field(i).Name, err)
+		c, ok := concatColumn(s.Field(i).Type, parts)
+		if !ok {
+			var err error
+			if c, err = array.Concatenate(parts, memory.DefaultAllocator); err != nil {
+				return nil, fmt.Errorf("merge: column %s: %w", s.Field(i).Name, err)
+			}
 		}
 		defer c.Release()
 		cols[i] = c

@@ -214,7 +214,10 @@ func (f *File) readStream(data []byte) error {
 		return fmt.Errorf("no Arrow schema at the start (%v): %w", stop, ErrNotResults)
 	}
 	schemaEnd := msgs[0].end
-	r, err := ipc.NewReader(bytes.NewReader(data[:pos]), limits(pos)...)
+	// arrow-go reads the messages it is given (in), one at a time: the schema now, then
+	// each batch the coalescer does not take.
+	in := &feed{b: data[:schemaEnd]}
+	r, err := ipc.NewReader(in, limits(pos)...)
 	if err != nil {
 		return fmt.Errorf("the Arrow schema does not decode (%v): %w", err, ErrNotResults)
 	}
@@ -225,24 +228,110 @@ func (f *File) readStream(data []byte) error {
 	f.Schema = r.Schema()
 	goodEnd := schemaEnd
 	rankFile := f.Meta(MetaRank) != ""
-	for r.Next() {
+	// decode reads message k, the next batch (f.read), through arrow-go and accepts it;
+	// ok is false, and stop says why, where it does not decode.
+	decode := func(k int) (ok bool, err error) {
+		in.b = data[msgs[k].start:msgs[k].end]
+		if !r.Next() {
+			if stop = r.Err(); stop == nil {
+				stop = fmt.Errorf("batch %d (at byte %d) did not decode", f.read, msgs[k].start)
+			}
+			return false, nil
+		}
 		// A rank file's writer writes an empty first batch (the schema on disk at once),
-		// then batches of rows (one a Write; up to syncRows a WriteAll chunk), each
+		// then batches of rows (one a Write; up to writeRows a WriteAll batch), each
 		// holding buffers sized for its rows (accept: exactBuffers).
 		n := r.RecordBatch().NumRows()
 		if rankFile && f.read == 0 && n != 0 {
-			return fmt.Errorf("%w: batch 0 holds %d rows; a rank file's first batch holds none", ErrDamaged, n)
+			return false, fmt.Errorf("%w: batch 0 holds %d rows; a rank file's first batch holds none", ErrDamaged, n)
 		}
 		if rankFile && f.read > 0 && n < 1 {
-			return fmt.Errorf("%w: batch %d holds %d rows; a rank file's batches after the first hold at least one", ErrDamaged, f.read, n)
+			return false, fmt.Errorf("%w: batch %d holds %d rows; a rank file's batches after the first hold at least one", ErrDamaged, f.read, n)
 		}
 		if err := f.accept(r.RecordBatch(), f.read, rankFile); err != nil {
-			return err
+			return false, err
 		}
-		goodEnd = msgs[f.read].end
+		goodEnd = msgs[k].end
+		return true, nil
 	}
-	if r.Err() != nil {
-		stop = r.Err()
+	// A rank file's batches of rows are read straight into batches of up to coalesceRows
+	// rows (coalescer), not one by one through arrow-go: flush keeps the batch they make.
+	// Where it fails its checks, its batches are decoded again one by one (decode), which
+	// says which and why, as it did before them.
+	var co *coalescer
+	if rankFile && coalesceBatches {
+		co = newCoalescer(f.Schema)
+	}
+	var replay []int
+	flush := func() (ok bool, err error) {
+		if co == nil || len(co.msgs) == 0 {
+			return true, nil
+		}
+		first := co.first
+		replay = append(replay[:0], co.msgs...)
+		rec := co.build()
+		verified, cerr := checkCoalesced(rec)
+		if cerr == nil {
+			if !verified {
+				f.Unverified = true
+			}
+			full := f.gather.keep(rec)
+			rec.Release()
+			if full {
+				return true, f.join()
+			}
+			return true, nil
+		}
+		rec.Release()
+		f.read, goodEnd = first, msgs[replay[0]-1].end
+		for _, k := range replay {
+			if ok, err := decode(k); !ok || err != nil {
+				return ok, err
+			}
+		}
+		return true, nil
+	}
+	for k := 1; k < len(msgs); k++ {
+		if co != nil && f.read > 0 {
+			if b, ok := parseBatch(data, msgs[k], len(co.cols)); ok {
+				// A batch of compactBatches rows or more (a WriteAll chunk's) is as compact
+				// as a coalesced one: it makes one of its own, as arrow-go would.
+				big := b.rows >= compactBatches
+				if len(co.msgs) > 0 && (big || co.bytes+len(b.body) > joinBytes) {
+					if ok, err := flush(); err != nil || !ok {
+						if err != nil {
+							return err
+						}
+						break
+					}
+				}
+				if co.add(&b, f.read, k) {
+					f.read++
+					goodEnd = msgs[k].end
+					if big || co.full() {
+						if ok, err := flush(); err != nil {
+							return err
+						} else if !ok {
+							break
+						}
+					}
+					continue
+				}
+			}
+		}
+		if ok, err := flush(); err != nil {
+			return err
+		} else if !ok {
+			break
+		}
+		if ok, err := decode(k); err != nil {
+			return err
+		} else if !ok {
+			break
+		}
+	}
+	if _, err := flush(); err != nil {
+		return err
 	}
 	switch {
 	case stop != nil:
@@ -261,6 +350,18 @@ func (f *File) readStream(data []byte) error {
 		f.Truncated, f.Tail = true, "no end-of-stream marker"
 	}
 	return nil
+}
+
+// feed is the bytes arrow-go's stream reader reads next: one message at a time.
+type feed struct{ b []byte }
+
+func (f *feed) Read(p []byte) (int, error) {
+	if len(f.b) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, f.b)
+	f.b = f.b[n:]
+	return n, nil
 }
 
 // accept validates and verifies batch i (where exact, a rank file's, its buffers held to

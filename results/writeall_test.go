@@ -18,7 +18,7 @@ func writeAllRows(n int) []Row {
 }
 
 // WriteAll of 10,000 rows fsyncs once per syncRows rows, not once a row (100,000 rows
-// took 5 minutes a row at a time), writes a batch per syncRows rows, and every row reads
+// took 5 minutes a row at a time), writes a batch per writeRows rows, and every row reads
 // back as it was written; a closed writer refuses more.
 func TestWriteAllSyncsInChunks(t *testing.T) {
 	rows := writeAllRows(10000)
@@ -50,8 +50,8 @@ func TestWriteAllSyncsInChunks(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Release()
-	if want := 1 + 1 + (len(rows)-1+syncRows-1)/syncRows; f.Truncated || f.read != want {
-		t.Fatalf("read %d batches (truncated %v %s), want the empty one, the one row's and one a chunk, %d", f.read, f.Truncated, f.Tail, want)
+	if want := 1 + 1 + (len(rows)-1+writeRows-1)/writeRows; f.Truncated || f.read != want {
+		t.Fatalf("read %d batches (truncated %v %s), want the empty one, the one row's and one a writeRows rows (syncRows a multiple of it), %d", f.read, f.Truncated, f.Tail, want)
 	}
 	got, err := f.Rows()
 	if err != nil {
