@@ -270,22 +270,6 @@ constexpr bool kFwdEntryAhead = true;
 #else
 constexpr bool kFwdEntryAhead = false;
 #endif
-// The forward's ring positions and stage descriptors (experiment sm90ru, LONGCA_FWD_RING_U;
-// the forty-third session): tile i's stage i % STAGES and phase (i / STAGES) & 1 taken on
-// unsigned values (a mask and a shift; on int, ptxas 12.4 emits the signed division's
-// fix-ups, about 12 uniform instructions a tile for the two waits), and each stage's K and V
-// descriptor one add from stage 0's (sw128_lo of a pointer: 4 uniform instructions a base a
-// tile). Call 99's ncu counted sm90's d64 full 8K forward at 1.36 uniform and integer
-// instructions a score against cuDNN's 0.66, with the issue slots of a scheduler's three
-// consumer warps about 94% of the tile's tensor clocks.
-#if defined(LONGCA_FWD_RING_U)
-constexpr bool kFwdRingU = true;
-#else
-constexpr bool kFwdRingU = false;
-#endif
-// tile i's stage of the forward's K/V ring, and the phase of its barriers
-DEV int fwd_stage(int i) { return kFwdRingU ? (int)((unsigned)i % STAGES) : i % STAGES; }
-DEV unsigned fwd_phase(int i) { return kFwdRingU ? ((unsigned)i / STAGES) & 1 : (unsigned)((i / STAGES) & 1); }
 // Where the forward's tiles start (experiment sm90rg, LONGCA_FWD_RAGGED): at the work list's
 // bounds (row tile qt's rows bounds[qt] .. bounds[row_tiles + qt] - 1, key tile kt's keys from
 // bounds[2 row_tiles + kt]), so that a ragged list's tiles start at its documents (cuDNN's
@@ -443,8 +427,8 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
           tma_load3(sQs + qb * QM * D + c * QM * CHUNK, &tq, &fullQ[qb], c * CHUNK, it.h, fwd_row0(wl, it.qt, QM));
         qn++;
         for (int e = it.e0; e < it.e1; e++, n++) {
-          const int s = fwd_stage(n);
-          const unsigned ph = fwd_phase(n);
+          const int s = n % STAGES;
+          const unsigned ph = (n / STAGES) & 1;
           const int kt = wl.entries[2 * e], k0 = fwd_col0(wl, kt, BN);
           mbar_wait(&emptyK[s], ph ^ 1);
           mbar_expect_tx(&fullK[s], L::kKVBytes);
@@ -490,12 +474,9 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
   const T *qw = sQs + qb * QM * D + cw * 64 * CHUNK;  // this warpgroup's 64 rows of each chunk
   // S = Q K^T of the tile in stage s, issued (not waited for)
   const unsigned loQw = sw128_lo(qw, 16);  // descriptors are one add from a base
-  // (kFwdRingU) stage 0's K and V descriptors; stage s's are s stages of 16-byte units on
-  constexpr unsigned kStageLo = (unsigned)(BN * D * sizeof(T)) >> 4;
-  const unsigned loK0 = sw128_lo(sK, 16), loV0 = sw128_lo(sV, BN * CHUNK * 2);
   auto issue_qk = [&](float(&sc)[BN / 2], int s) {
     const T *cK = sK + s * BN * D;
-    const unsigned loK = kFwdRingU ? loK0 + (unsigned)s * kStageLo : sw128_lo(cK, 16);
+    const unsigned loK = sw128_lo(cK, 16);
 #pragma unroll
     for (int kk = 0; kk < D / 16; kk++) {
       const int c = kk / 4, k16 = (kk % 4) * 16;
@@ -514,7 +495,7 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
   constexpr int PK = BN / 16;  // P's register fragments
   auto issue_pv = [&](const unsigned(&pa)[PK][4], int s) {
     const T *cV = sV + s * BN * D;
-    const unsigned loV = kFwdRingU ? loV0 + (unsigned)s * kStageLo : sw128_lo(cV, BN * CHUNK * 2);
+    const unsigned loV = sw128_lo(cV, BN * CHUNK * 2);
 #pragma unroll
     for (int kk = 0; kk < BN / 16; kk++) PV<T, D>::run(acc, pa[kk], sw128_at(loV, kk * 16 * CHUNK * 2));
   };
@@ -604,8 +585,8 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
     // warpgroup's softmax runs while the others' products do. Tile e0's Q K^T comes first,
     // outside the turns.
     if (e0 < e1) {
-      const int s = fwd_stage(n);
-      mbar_wait(&fullK[s], fwd_phase(n));
+      const int s = n % STAGES;
+      mbar_wait(&fullK[s], (n / STAGES) & 1);
       wgmma_fence();
       issue_qk(sc, s);
       wgmma_commit();
@@ -624,11 +605,11 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
     // kFwdEntryAhead: tile e + 1's entry, read a turn before its softmax
     FwdEntry ahead = kFwdEntryAhead && OV && e0 + 1 < e1 ? entry(e0 + 1) : FwdEntry{0, -1};
     for (int e = e0; OV && e + 1 < e1; e++) {
-      const int i = n + e - e0, s = fwd_stage(i), s1 = fwd_stage(i + 1);
+      const int i = n + e - e0, s = i % STAGES, s1 = (i + 1) % STAGES;
       const FwdEntry ent = ahead;
       if (kFwdEntryAhead && e + 2 < e1) ahead = entry(e + 2);
-      mbar_wait(&fullV[s], fwd_phase(i));
-      mbar_wait(&fullK[s1], fwd_phase(i + 1));
+      mbar_wait(&fullV[s], (i / STAGES) & 1);
+      mbar_wait(&fullK[s1], ((i + 1) / STAGES) & 1);
       named_sync(1 + cw, 256);
       reg_fence(acc);
       wgmma_fence();
@@ -658,8 +639,8 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       rescale(alpha, sum);
     }
     if (OV && e0 < e1) {  // the last tile's P V
-      const int i = n + e1 - 1 - e0, s = fwd_stage(i);
-      mbar_wait(&fullV[s], fwd_phase(i));
+      const int i = n + e1 - 1 - e0, s = i % STAGES;
+      mbar_wait(&fullV[s], (i / STAGES) & 1);
       named_sync(1 + cw, 256);
       reg_fence(acc);
       wgmma_fence();
