@@ -19,7 +19,9 @@ import (
 //     rank's together (1-token documents on a ring of 64: rank 0's are all of them);
 //   - Cuts, what laying the documents out loops over (zigzag: 2 x ring chunks of every
 //     document, most of them empty for a short one);
-//   - Dispatched, balanced's documents times the meshes its plan dispatches them on.
+//   - Dispatched, balanced's documents times the meshes its plan dispatches them on;
+//   - Copies, the ranks that hold each ring position (n/ring: usp's and loongtrain's
+//     Ulysses groups), each making its position's sub-masks where they are traced at once.
 //
 // The time (LaidSeconds) was charged every document on every GPU whatever the layout:
 // balanced on 256 GPUs of 1-token documents, 3.3 s measured, was refused as an hour and a
@@ -31,6 +33,7 @@ type Laid struct {
 	RankSlices, AllSlices float64
 	Cuts                  float64
 	Dispatched            float64
+	Copies                float64
 }
 
 // MemLayout is l's memory (MemoryBytesIn) for parallel ranks' sub-masks alive at once,
@@ -38,7 +41,12 @@ type Laid struct {
 // where its slots are counted, the ranks together hold no more than every ring rank's
 // (every rank traced, the ranks share their ring position's sub-masks; sampled, each
 // traced rank forgets its own before the next is traced). 8 GPUs of 1-token documents
-// hold rank 0's alone.
+// hold rank 0's alone. The ranks of one ring position (Copies: usp's U) each make its
+// sub-masks where they walk a step at once (spmd/cp Plan.cached makes a sub-mask that is
+// not yet cached, and the ranks that miss it together make it each), so up to Copies
+// times every ring rank's are alive: usp 2x2 of 1M 1-token documents peaked at 774 MB
+// for share_question and 332 MB for causal_document, estimated at 340 and 273 MB as one
+// copy.
 func (l Laid) MemLayout(parallel int, gather bool) DocLayout {
 	lay := l.Lay
 	if l.RankSlots <= 0 {
@@ -53,6 +61,7 @@ func (l Laid) MemLayout(parallel int, gather bool) DocLayout {
 		slots, all, shared = 2*l.Pieces+l.RankSlices, 2*lay.Pieces+l.AllSlices, 2*lay.Pieces
 	}
 	per := max(float64(parallel), 1)
+	all *= min(max(l.Copies, 1), per)
 	lay.RankDocs = (min(per*slots, all) + shared) / (4 * per * max(lay.Steps, 1)) // (4 slices a document and step)
 	return lay
 }
@@ -74,7 +83,12 @@ func (l Laid) MemLayout(parallel int, gather bool) DocLayout {
 // chunks of it), so over its steps a rank that holds p pieces of a document meets the
 // document's k pieces p x k times (RankSlices; every ring rank's together, AllSlices); a
 // slice across documents (share_question, causal_blockwise) meets every piece of its
-// keys' documents for each piece of its queries'. Each step's walk leaves about a slot a
+// keys' documents for each piece of its queries'; a step's sub-mask is given room for a
+// slice a query piece, so the slices across documents (past it) grow it by append, which
+// allocates about 5 times what it grows by (1.25x each time: a step of 1M 1-token
+// share_question documents grew from 1M to 2.4M slots over four arrays): growSlots
+// slots each of one step's (for each query piece, the keys' pieces on one rank), beside
+// the cap below. Each step's walk leaves about a slot a
 // query piece of garbage (its arrays, and the room a sparse step's slices are cut from),
 // of which the collector lets about walkSteps steps' pile up: a rank's slots are its
 // slices and walkSteps x P (P its pieces). That is never above the count of when every
@@ -123,7 +137,8 @@ func ZigzagLaid(n, ring int, docs []mask.Range, m mask.Mask) Laid {
 		extra += p * past
 		allExtra += k * past
 	}
-	if len(cross) > 0 { // prefix sums of the pieces a rank holds of documents, and of all of their pieces
+	grow, allGrow := 0.0, 0.0 // slices across documents at one step: the room a sub-mask grows by
+	if len(cross) > 0 {       // prefix sums of the pieces a rank holds of documents, and of all of their pieces
 		held, all := make([]float64, len(docs)+1), make([]float64, len(docs)+1)
 		for i := range docs {
 			k, p := chunks(i)
@@ -142,12 +157,16 @@ func ZigzagLaid(n, ring int, docs []mask.Range, m mask.Mask) Laid {
 			l.AllSlices += xs * k
 			extra += x * k
 			allExtra += xs * k
+			kr := span(s.K, held) // (the keys' pieces on one rank: its one step's)
+			grow += x * kr
+			allGrow += xs * kr
 		}
 	}
 	l.Cuts = 2 * float64(R) * float64(len(docs))
 	l.Lay.Steps = float64(R)
-	l.RankSlots = zigzagSlots(R, l.Pieces, l.RankSlices, extra)
-	l.AllSlots = zigzagSlots(R, l.Lay.Pieces, l.AllSlices, allExtra)
+	l.RankSlots = zigzagSlots(R, l.Pieces, l.RankSlices, extra) + growSlots*grow
+	l.AllSlots = zigzagSlots(R, l.Lay.Pieces, l.AllSlices, allExtra) + growSlots*allGrow
+	l.Copies = float64(max(n/R, 1))
 	l.Lay.RankDocs = l.RankSlots / (4 * float64(R)) // (one rank's; MemLayout: the ranks alive at once)
 	return l
 }
@@ -162,6 +181,14 @@ func ZigzagLaid(n, ring int, docs []mask.Range, m mask.Mask) Laid {
 // and peaks at 129-164 MB (177-185 before): 4 walks would still bound every case measured
 // (at 1.2-2.6 times), left at 6 for the peaks' spread.
 const walkSteps = 6
+
+// growSlots is what a slice across documents costs its step's sub-mask beside its own
+// slot (ZigzagLaid): the arrays append leaves as the room grows past a slice a query
+// piece, which the collector lets pile up with the walks'. share_question of 1-token
+// documents on a ring of 2 ranks peaked at 529 MB where its slices and walks were counted
+// at 340 MB (1M pieces, each with a slice of its own and one across to the question):
+// about 3 slots each more; rounded up.
+const growSlots = 4
 
 // zigzagSlots is the slots of ring steps' sub-masks over pieces query pieces that hold
 // slices slices, extra of them past one a piece and step (ZigzagLaid): the slices and
@@ -193,7 +220,7 @@ func ZigzagLaidExpected(n, ring int, docs float64, seqlen int) Laid {
 	R, d := max(ring, 1), max(docs, 1)
 	k, p := ZigzagChunks(n, R, max(int(math.Ceil(float64(max(seqlen, 1))/d)), 1))
 	past := max(k-min(k, float64(R)), 0)
-	l := Laid{Pieces: d * p, RankSlices: d * p * k, AllSlices: d * k * k, Cuts: 2 * float64(R) * d}
+	l := Laid{Pieces: d * p, RankSlices: d * p * k, AllSlices: d * k * k, Cuts: 2 * float64(R) * d, Copies: float64(max(n/R, 1))}
 	l.RankSlots = zigzagSlots(R, l.Pieces, l.RankSlices, d*p*past)
 	l.AllSlots = zigzagSlots(R, d*k, l.AllSlices, d*k*past)
 	l.Lay = DocLayout{Pieces: d * k, Steps: float64(R), RankDocs: l.RankSlots / (4 * float64(R))}
