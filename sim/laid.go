@@ -41,12 +41,13 @@ type Laid struct {
 // where its slots are counted, the ranks together hold no more than every ring rank's
 // (every rank traced, the ranks share their ring position's sub-masks; sampled, each
 // traced rank forgets its own before the next is traced). 8 GPUs of 1-token documents
-// hold rank 0's alone. The ranks of one ring position (Copies: usp's U) each make its
-// sub-masks where they walk a step at once (spmd/cp Plan.cached makes a sub-mask that is
-// not yet cached, and the ranks that miss it together make it each), so up to Copies
-// times every ring rank's are alive: usp 2x2 of 1M 1-token documents peaked at 774 MB
-// for share_question and 332 MB for causal_document, estimated at 340 and 273 MB as one
-// copy.
+// hold rank 0's alone. The ranks of one ring position (Copies: usp's U) walk a step at
+// once: they had each made its sub-masks (usp 2x2 of 1M 1-token documents peaked at 774
+// MB for share_question and 332 MB for causal_document, estimated at 340 and 273 MB as
+// one copy), and since spmd/cp's Plan.cached makes each once (the forty-third session)
+// still peak above one copy (531 and 310 MB: the walks' arrays and the room of the ranks
+// at the same step), so up to Copies times every ring rank's are counted (1145 and 474
+// MB).
 func (l Laid) MemLayout(parallel int, gather bool) DocLayout {
 	lay := l.Lay
 	if l.RankSlots <= 0 {

@@ -30,6 +30,9 @@ type Plan struct {
 
 	mu    sync.Mutex
 	steps map[[2]int]mask.Mask
+	// making are the sub-masks being made (cached): a rank that asks for one another rank
+	// is making waits for it instead of making its own.
+	making map[[2]int]*making
 	// The all-gather's keys: every ring shard's pieces in ring order, and their order by
 	// source position (GatherMask).
 	gatherOnce   sync.Once
@@ -86,22 +89,62 @@ func (pl *Plan) ForgetSteps(q int) {
 	}
 }
 
+// making is a sub-mask one rank is making for the plan's cache; done is closed when it is
+// made (ok) or its maker stopped without it (a panic), when a waiter makes it itself.
+type making struct {
+	done chan struct{}
+	m    mask.Mask
+	ok   bool
+}
+
+// cached is the sub-mask (q, k), made by f once however many ranks ask for it at once:
+// the ranks of one ring position (usp's and loongtrain's Ulysses groups, in one process
+// under simulate or local ranks) had each made their own copy when they missed the cache
+// together, each a rank's worth of memory and time.
 func (pl *Plan) cached(q, k int, f func() mask.Mask) mask.Mask {
 	key := [2]int{q, k}
-	pl.mu.Lock()
-	m, ok := pl.steps[key]
-	pl.mu.Unlock()
-	if ok {
-		return m
+	for {
+		pl.mu.Lock()
+		if m, ok := pl.steps[key]; ok {
+			pl.mu.Unlock()
+			return m
+		}
+		if c, ok := pl.making[key]; ok {
+			pl.mu.Unlock()
+			<-c.done
+			if c.ok {
+				return c.m
+			}
+			continue // its maker stopped: make it here
+		}
+		c := &making{done: make(chan struct{})}
+		if pl.making == nil {
+			pl.making = map[[2]int]*making{}
+		}
+		pl.making[key] = c
+		pl.mu.Unlock()
+		return pl.makeStep(key, c, f)
 	}
-	m = f()
-	pl.mu.Lock()
-	if pl.steps == nil {
-		pl.steps = map[[2]int]mask.Mask{}
-	}
-	pl.steps[key] = m
-	pl.mu.Unlock()
-	return m
+}
+
+// makeStep runs f for cached's key, keeps what it made and wakes the ranks waiting for it,
+// also when f panics (they then make it themselves).
+func (pl *Plan) makeStep(key [2]int, c *making, f func() mask.Mask) mask.Mask {
+	defer func() {
+		pl.mu.Lock()
+		delete(pl.making, key)
+		if c.ok {
+			if pl.steps == nil {
+				pl.steps = map[[2]int]mask.Mask{}
+			}
+			pl.steps[key] = c.m
+		}
+		pl.mu.Unlock()
+		close(c.done)
+	}()
+	c.m = f()
+	c.ok = true
+	return c.m
 }
 
 // stepProblem is the kernel problem of one step: this rank's heads, the given mask.
