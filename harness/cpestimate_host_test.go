@@ -5,25 +5,15 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"sync"
-	"syscall"
 	"testing"
 
 	"github.com/longca/longca/dataset"
+	"github.com/longca/longca/internal/heaptest"
 	"github.com/longca/longca/kernels"
 	"github.com/longca/longca/kernels/check"
 	"github.com/longca/longca/spmd/cp"
 	"github.com/longca/longca/tensor"
 )
-
-// cpuSeconds is the CPU time this process has spent (user and system).
-func cpuSeconds(t *testing.T) float64 {
-	t.Helper()
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		t.Fatal(err)
-	}
-	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
-}
 
 // TestCPEstimateCountsHostPrepHere: the host preparation the CP estimate charges a sample
 // of short documents (1-token and 1-to-64-token documents, causal_document and
@@ -80,18 +70,18 @@ func TestCPEstimateCountsHostPrepHere(t *testing.T) {
 			passes := e.prepSeconds(hostPrepBytes(float64(pl.Tokens), pl.Problem.HeadsQ, pl.Problem.HeadsKV, s.HeadDim, s.DType))
 			checked := e.prepSeconds(checkHostBytes(seqlen, float64(pl.Tokens), c.ranks, h, s.HeadDim, s.DType, true))
 
-			c0 := cpuSeconds(t)
+			c0 := heaptest.CPUTime(t).Seconds()
 			for rank := range c.ranks {
 				for p := range s.Passes {
 					hostPassTensors(rand.New(rand.NewPCG(uint64(p), uint64(rank))), s.DType, pl.Tokens, pl.Problem.HeadsQ, pl.Problem.HeadsKV, s.HeadDim)
 				}
 			}
-			c1 := cpuSeconds(t)
+			c1 := heaptest.CPUTime(t).Seconds()
 			global := kernels.Problem{HeadsQ: h.Q, HeadsKV: h.KV, HeadDim: s.HeadDim, DType: s.DType, Mask: pl.Problem.Mask}
 			for range c.ranks {
 				check.Inputs(global, s.Seed)
 			}
-			c2 := cpuSeconds(t)
+			c2 := heaptest.CPUTime(t).Seconds()
 			gotPasses, gotCheck := c1-c0, c2-c1
 			t.Logf("passes: estimated %.2f s, measured %.2f s (%.2fx); check's inputs: estimated %.2f s, measured %.2f s (%.2fx); preparing %.3g B/s",
 				2*passes, gotPasses, 2*passes/gotPasses, checked, gotCheck, checked/gotCheck, rate)

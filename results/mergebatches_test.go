@@ -9,11 +9,10 @@ import (
 	"path/filepath"
 	"reflect"
 	"strconv"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/longca/longca/internal/heaptest"
 )
 
 // mergeBatchRows makes n random rows of run "mb", rank 0 of 1.
@@ -74,7 +73,7 @@ func BenchmarkMergeOneRowBatches(b *testing.B) {
 			dir := b.TempDir()
 			writeRankFileBatched(b, dir, rows, per)
 			out := filepath.Join(b.TempDir(), "merged.arrow")
-			cpu0 := cpuTime(b)
+			cpu0 := heaptest.CPUTime(b)
 			b.ResetTimer()
 			for b.Loop() {
 				res, err := Merge(dir, MergeOptions{Out: out})
@@ -82,19 +81,9 @@ func BenchmarkMergeOneRowBatches(b *testing.B) {
 					b.Fatalf("merge: %d rows, %v", res.Rows, err)
 				}
 			}
-			b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(heaptest.CPUTime(b)-cpu0)/float64(b.N), "cpu-ns/op")
 		})
 	}
-}
-
-// cpuTime is the CPU time this process has spent (user and system): the benchmark's
-// measure on a host shared with other work, where wall time follows the load.
-func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // mergedFileOf merges dir into a file of its own and returns its bytes, its record of the

@@ -2,26 +2,15 @@ package session
 
 import (
 	"context"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/longca/longca/harness"
+	"github.com/longca/longca/internal/heaptest"
 	"github.com/longca/longca/kernels"
 	"github.com/longca/longca/sim"
 	"github.com/longca/longca/spmd"
 	"github.com/longca/longca/spmd/cp"
 )
-
-// cpuSeconds is the CPU time this process has taken (user and system).
-func cpuSeconds(t *testing.T) float64 {
-	t.Helper()
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		t.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
-}
 
 // TestFitSimulationTimesBalancedByItsLayout: balanced on 256 GPUs of 1-token documents
 // (2,097,152 of them) is let through, its case estimated at seconds (measured: 3.3-6 s of
@@ -108,11 +97,11 @@ func TestLaidSecondsBoundMeasured(t *testing.T) {
 		}
 		est := o.caseSeconds(c.n, cs, maskFor)
 		old := sim.Seconds(c.n, len(b.docs), o.seqlenFor(c.n), len(o.Sweep.Passes), sim.TracedSteps(c.n, o.Exact, o.Sampled))
-		before := cpuSeconds(t)
+		before := heaptest.CPUTime(t).Seconds()
 		if _, err := s.predictJob(context.Background(), o, simJob{c.n, cs.Method, cs.Config, cs.Mask, cs.Heads, 0, nil}, maskFor, "single"); err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
-		got := cpuSeconds(t) - before
+		got := heaptest.CPUTime(t).Seconds() - before
 		t.Logf("%s (%d documents): %.2f s of CPU, estimated %.2f s (%.1fx; every document on every GPU %.1f s, %.0fx)",
 			c.name, len(b.docs), got, est, est/got, old, old/got)
 		switch {

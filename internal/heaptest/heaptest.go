@@ -1,13 +1,27 @@
-// Package heaptest measures the memory a function takes, for tests that hold an estimate
-// to what is measured.
+// Package heaptest measures the memory a function takes, and the CPU time a process has
+// spent, for tests that hold an estimate to what is measured.
 package heaptest
 
 import (
 	"runtime"
 	"runtime/debug"
 	"sync"
+	"syscall"
+	"testing"
 	"time"
 )
+
+// CPUTime is the CPU time this process has spent (user and system): what a test holds a
+// time estimate to, or a benchmark reports, on a host shared with other work, where the
+// wall time follows the load.
+func CPUTime(tb testing.TB) time.Duration {
+	tb.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		tb.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
 
 // Peak runs fn and returns the most memory it held in use above what was in use before
 // (the heap in use, garbage not yet collected included, and the goroutine stacks, sampled
