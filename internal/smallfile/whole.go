@@ -1,6 +1,7 @@
 package smallfile
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"io/fs"
@@ -36,12 +37,32 @@ func WriteWhole(path string, fill func(io.Writer) error) (err error) {
 	var ne *noTempError
 	if errors.As(err, &ne) && errors.Is(err, fs.ErrPermission) {
 		if fi, serr := os.Stat(path); serr == nil && fi.Mode().IsRegular() {
-			if werr := writeInPlace(path, fill); werr == nil {
-				return nil
-			}
+			return overwrite(path, fill, err)
 		}
 	}
 	return err
+}
+
+// overwrite writes the regular file path in place, where no temporary file could be made
+// beside it (refused, Replace's error): fill writes into memory first, so a fill that fails
+// leaves the file as it was and its error is returned; the file is truncated only once
+// there is all of it to write. A file that cannot be opened for writing gets refused (it
+// names path); an error writing it (a disk that fills) leaves it cut, as a plain write
+// would, and is returned naming it.
+func overwrite(path string, fill func(io.Writer) error, refused error) error {
+	var b bytes.Buffer
+	if err := fill(&b); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		return refused
+	}
+	if _, err := f.Write(b.Bytes()); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // noTempError is Replace's error where the temporary file could not be made (its path

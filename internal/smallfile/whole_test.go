@@ -197,3 +197,33 @@ func TestWriteWholeWithoutRoomForATemporaryFile(t *testing.T) {
 		t.Errorf("no file and no temporary file: %v, want a permission error naming %s", err, none)
 	}
 }
+
+// Written in place for want of a temporary file, a fill that fails leaves the file as it
+// was and its error is the one returned: the fallback had truncated the file, kept what
+// fill wrote before failing, and returned the refused temporary file's permission error,
+// as if nothing had been touched.
+func TestWriteWholeInPlaceFillFails(t *testing.T) {
+	dir := t.TempDir()
+	old := createTemp
+	t.Cleanup(func() { createTemp = old })
+	createTemp = func(d, pattern string) (*os.File, error) {
+		return nil, &os.PathError{Op: "open", Path: filepath.Join(d, strings.Replace(pattern, "*", "123", 1)), Err: syscall.EACCES}
+	}
+	path := filepath.Join(dir, "x.json")
+	if err := os.WriteFile(path, []byte("the old file"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	boom := errors.New("boom")
+	err := WriteWhole(path, func(w io.Writer) error {
+		if _, err := io.WriteString(w, "half"); err != nil {
+			return err
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Errorf("fill failed in place: %v, want fill's error", err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "the old file" {
+		t.Errorf("fill failed in place: the file holds %q, want it as it was", b)
+	}
+}
