@@ -1,6 +1,7 @@
 package results
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -300,5 +301,34 @@ func TestRankBytesIsDocumented(t *testing.T) {
 	}
 	if !strings.Contains(string(b), "| `"+MetaRankBytes+"` |") {
 		t.Errorf("metadata key %s has no row in docs/results-format.md", MetaRankBytes)
+	}
+}
+
+// TestRemoveStaleTempsOfLongNames: a killed writer's temporary file of a name over 239 bytes
+// (smallfile.Replace cuts the name in its temporary file's, so ".tmp-" and digits fit in
+// 255 bytes) is removed as a shorter name's is; it was not known as the name's, so it stayed
+// through every later merge.
+func TestRemoveStaleTempsOfLongNames(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []int{200, 239, 240, 250, 255} {
+		path := filepath.Join(dir, strings.Repeat("m", n-len(".arrow"))+".arrow")
+		var tmp string
+		err := writeVia(path, func(f *os.File) error {
+			tmp = f.Name()
+			return errors.New("killed")
+		})
+		if err == nil || tmp == "" {
+			t.Fatalf("%d-byte name: no temporary file made: %v", n, err)
+		}
+		// what a SIGKILL leaves: the temporary file, unlocked, older than tempGrace
+		if err := os.WriteFile(tmp, []byte("partial"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		old := time.Now().Add(-2 * tempGrace)
+		os.Chtimes(tmp, old, old)
+		if removed := removeStaleTemps(path); len(removed) != 1 || removed[0] != tmp {
+			t.Errorf("%d-byte name: removed %q, want its killed writer's %s", n, removed, filepath.Base(tmp))
+		}
+		os.Remove(tmp)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/longca/longca/internal/smallfile"
 )
 
 // A merged or exported file is written to a temporary file beside it (".<name>.tmp-N",
@@ -45,9 +47,10 @@ func lockTemp(tmp string) *os.File {
 }
 
 // isTempOf says whether name is a temporary file smallfile.Replace makes for base:
-// "." + base + ".tmp-" and the digits os.CreateTemp puts for its '*'.
+// smallfile.TempPrefix(base) (".<base>.tmp-", a name over 239 bytes cut) and the digits
+// os.CreateTemp puts for its '*'.
 func isTempOf(name, base string) bool {
-	rest, ok := strings.CutPrefix(name, "."+base+".tmp-")
+	rest, ok := strings.CutPrefix(name, smallfile.TempPrefix(base))
 	if !ok || rest == "" {
 		return false
 	}

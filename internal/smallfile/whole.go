@@ -80,8 +80,10 @@ var createTemp = os.CreateTemp
 // start), so that a legal name of up to 255 bytes can be written.
 const maxTempBase = 255 - len(".") - len(".tmp-") - 10
 
-// tempPattern is CreateTemp's pattern for base: ".<base>.tmp-*", base cut to maxTempBase.
-func tempPattern(base string) string {
+// TempPrefix is the start of the name of a temporary file Replace makes for the file name
+// base, digits following it: ".<base>.tmp-", base cut to maxTempBase bytes (at a rune's
+// start). results' sweep of a killed writer's temporary files knows them by it.
+func TempPrefix(base string) string {
 	if len(base) > maxTempBase {
 		cut := maxTempBase
 		for cut > 0 && !utf8.RuneStart(base[cut]) {
@@ -89,15 +91,17 @@ func tempPattern(base string) string {
 		}
 		base = base[:cut]
 	}
-	return "." + base + ".tmp-*"
+	return "." + base + ".tmp-"
 }
+
+// tempPattern is CreateTemp's pattern for base: TempPrefix(base) and CreateTemp's digits.
+func tempPattern(base string) string { return TempPrefix(base) + "*" }
 
 // Replace writes the regular file path (or nothing yet) whole or not at all: fill writes
 // into a temporary file beside it (".<name>.tmp-*"), which is synced, made mode 0644,
 // closed and renamed over path only when every step went well (a name too long to add
-// ".tmp-" and digits to is cut in the temporary file's: results' isTempOf does not know
-// those), then the folder is synced
-// so the rename itself survives a crash. On any error the temporary file is removed, path
+// ".tmp-" and digits to is cut in the temporary file's: TempPrefix), then the folder is
+// synced so the rename itself survives a crash. On any error the temporary file is removed, path
 // is left as it was (the old file, or none) and the error names path, not the temporary
 // file. The caller decides what may be replaced (WriteWhole: a pipe is written in place;
 // results' writer refuses anything but a regular file).
