@@ -7,8 +7,9 @@
 # job script looks for this file in $LONGCA_SLURM_DIR, then beside $0 (`bash
 # slurm/run_8gpu.sh`), then beside the script as submitted (`scontrol show job`'s Command=),
 # then in slurm/ of the working folder and of the folder sbatch ran in (SLURM_SUBMIT_DIR,
-# the repository root that bin/longca and out/ are relative to). Those lines are the same in
-# both scripts (TestSlurmGPUScriptsShareLib).
+# the repository root that bin/longca and out/ are relative to), taking only a lib.sh that
+# defines longca_gpu_job_start (another project's is passed over). Those lines are the same
+# in both scripts (TestSlurmGPUScriptsShareLib).
 
 # longca_gpu_job_start NAME: sets LONGCA, out (out/cp-NAME-<job id>, made) and run (one run
 # id an attempt of a requeued job), and exports the job's secret and the NCCL and store

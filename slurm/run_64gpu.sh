@@ -31,11 +31,12 @@ if [ -n "${SLURM_JOB_ID:-}" ]; then
 fi
 lib=
 for dir in "${LONGCA_SLURM_DIR:-}" "$(dirname -- "$0")" "${submitted:+$(dirname -- "$submitted")}" slurm "${SLURM_SUBMIT_DIR:-.}/slurm"; do
-	if [ -n "$dir" ] && [ -f "$dir/lib.sh" ]; then lib=$dir/lib.sh && break; fi
+	# only longca's: another lib.sh (beside a copy of this script, another project's slurm/) is passed over
+	if [ -n "$dir" ] && [ -f "$dir/lib.sh" ] && grep -qs '^longca_gpu_job_start() {$' "$dir/lib.sh"; then lib=$dir/lib.sh && break; fi
 done
 if [ -z "$lib" ]; then
-	echo "slurm/lib.sh not found (sbatch runs a copy of the job script): submit from the repository root or set LONGCA_SLURM_DIR to its slurm folder" >&2
-	exit 1
+	echo "longca's slurm/lib.sh not found${LONGCA_SLURM_DIR:+ (none in LONGCA_SLURM_DIR=$LONGCA_SLURM_DIR)}: sbatch runs a copy of the job script, so submit it from the repository root or with LONGCA_SLURM_DIR=/path/to/longca/slurm" >&2
+	exit 2
 fi
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$lib"

@@ -308,14 +308,62 @@ func TestSlurmGPUScriptsFindLib(t *testing.T) {
 				}
 			})
 		}
+		// A copy of the script kept beside another project's lib.sh (submitted from the
+		// repository, or from that project): longca's lib.sh is sourced, or none. The other
+		// had been sourced: it ran its own commands, then the job died of a missing function
+		// (exit 127), or ended with the other file's exit status having run no step.
+		jobs := filepath.Join(t.TempDir(), "my jobs") // and a space in its path
+		if err := os.MkdirAll(jobs, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		copied := filepath.Join(jobs, script)
+		foreign := "# another project's\necho foreign lib.sh sourced >&2\nexit 0\n"
+		for f, body := range map[string]string{script: "", "lib.sh": foreign} {
+			if f == script {
+				b, _ := os.ReadFile(spooled)
+				body = string(b)
+			}
+			if err := os.WriteFile(filepath.Join(jobs, f), []byte(body), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		t.Run(script+"/beside another lib.sh", func(t *testing.T) {
+			code, log, _, stderr := slurmJob(t, bin, repo, spooled, "SLURM_SUBMIT_DIR="+repo, "STUB_COMMAND="+copied)
+			if code != 0 || len(log) != 5 || strings.Contains(stderr, "foreign") {
+				t.Errorf("exit %d, calls:\n%s\nstderr:\n%s\nwant the repository's lib.sh, not the one beside the copy", code, strings.Join(log, "\n"), stderr)
+			}
+		})
+		t.Run(script+"/run by bash beside another lib.sh", func(t *testing.T) {
+			code, log, _, stderr := slurmJob(t, bin, repo, copied, "SLURM_SUBMIT_DIR="+repo)
+			if code != 0 || len(log) != 5 || strings.Contains(stderr, "foreign") {
+				t.Errorf("exit %d, calls:\n%s\nstderr:\n%s\nwant the repository's lib.sh, not the one beside the copy", code, strings.Join(log, "\n"), stderr)
+			}
+		})
+
+		// Not found: one line naming the setting that finds it, exit 2 (a usage error, as
+		// longca's), before any step. LONGCA_SLURM_DIR set to a folder without it is named.
+		notFound := func(t *testing.T, dir string, env ...string) string {
+			code, log, _, stderr := slurmJob(t, bin, dir, spooled, env...)
+			if code != 2 || len(log) != 0 || strings.Count(strings.TrimSpace(stderr), "\n") != 0 ||
+				!strings.Contains(stderr, "slurm/lib.sh") || !strings.Contains(stderr, "LONGCA_SLURM_DIR=/path/to/longca/slurm") {
+				t.Errorf("exit %d, calls %q, stderr %q: want exit 2 before any step, in one line naming lib.sh and LONGCA_SLURM_DIR=/path/to/longca/slurm", code, log, stderr)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "out")); err == nil {
+				t.Error("out/ made before lib.sh was found")
+			}
+			return stderr
+		}
 		t.Run(script+"/not found", func(t *testing.T) {
 			elsewhere := t.TempDir()
-			code, log, _, stderr := slurmJob(t, bin, elsewhere, spooled, "SLURM_SUBMIT_DIR="+elsewhere)
-			if code != 1 || len(log) != 0 || !strings.Contains(stderr, "slurm/lib.sh not found") {
-				t.Errorf("exit %d, calls %q, stderr %q: want exit 1 before any step, naming lib.sh", code, log, stderr)
-			}
-			if _, err := os.Stat(filepath.Join(elsewhere, "out")); err == nil {
-				t.Error("out/ made before lib.sh was found")
+			notFound(t, elsewhere, "SLURM_SUBMIT_DIR="+elsewhere)
+		})
+		t.Run(script+"/only another lib.sh", func(t *testing.T) {
+			notFound(t, jobs, "SLURM_SUBMIT_DIR="+jobs, "STUB_COMMAND="+copied)
+		})
+		t.Run(script+"/not in LONGCA_SLURM_DIR", func(t *testing.T) {
+			elsewhere := t.TempDir()
+			if stderr := notFound(t, elsewhere, "SLURM_SUBMIT_DIR="+elsewhere, "LONGCA_SLURM_DIR="+jobs); !strings.Contains(stderr, "LONGCA_SLURM_DIR="+jobs) {
+				t.Errorf("stderr %q does not name LONGCA_SLURM_DIR's folder, %s", stderr, jobs)
 			}
 		})
 	}
