@@ -4,7 +4,8 @@
 # functions.
 #
 # sbatch runs a copy of the job script from its spool folder ($0 is .../slurm_script), so a
-# job script looks for this file in $LONGCA_SLURM_DIR, then beside $0 (`bash
+# job script looks for this file in $LONGCA_SLURM_LIB_DIR (when set, there only: not
+# LONGCA_SLURM_DIR, which is scripts/slurm-up.sh's state folder), else beside $0 (`bash
 # slurm/run_8gpu.sh`), then beside the script as submitted (`scontrol show job`'s Command=),
 # then in slurm/ of the working folder and of the folder sbatch ran in (SLURM_SUBMIT_DIR,
 # the repository root that bin/longca and out/ are relative to), taking only a lib.sh that

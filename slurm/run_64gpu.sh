@@ -30,12 +30,13 @@ if [ -n "${SLURM_JOB_ID:-}" ]; then
 	case $submitted in '' | /*) ;; *) submitted=${SLURM_SUBMIT_DIR:-.}/$submitted ;; esac # as given to sbatch
 fi
 lib=
-for dir in "${LONGCA_SLURM_DIR:-}" "$(dirname -- "$0")" "${submitted:+$(dirname -- "$submitted")}" slurm "${SLURM_SUBMIT_DIR:-.}/slurm"; do
+for dir in "${LONGCA_SLURM_LIB_DIR:-}" "$(dirname -- "$0")" "${submitted:+$(dirname -- "$submitted")}" slurm "${SLURM_SUBMIT_DIR:-.}/slurm"; do
 	# only longca's: another lib.sh (beside a copy of this script, another project's slurm/) is passed over
 	if [ -n "$dir" ] && [ -f "$dir/lib.sh" ] && grep -qs '^longca_gpu_job_start() {$' "$dir/lib.sh"; then lib=$dir/lib.sh && break; fi
+	[ -z "${LONGCA_SLURM_LIB_DIR:-}" ] || break # given, that folder only
 done
 if [ -z "$lib" ]; then
-	echo "longca's slurm/lib.sh not found${LONGCA_SLURM_DIR:+ (none in LONGCA_SLURM_DIR=$LONGCA_SLURM_DIR)}: sbatch runs a copy of the job script, so submit it from the repository root or with LONGCA_SLURM_DIR=/path/to/longca/slurm" >&2
+	echo "longca's slurm/lib.sh not found${LONGCA_SLURM_LIB_DIR:+ in LONGCA_SLURM_LIB_DIR=$LONGCA_SLURM_LIB_DIR}: sbatch runs a copy of the job script; set LONGCA_SLURM_LIB_DIR=/path/to/longca/slurm (or, unset, submit from the repository root)" >&2
 	exit 2
 fi
 # shellcheck source-path=SCRIPTDIR source=lib.sh

@@ -288,26 +288,6 @@ func TestSlurmGPUScriptsFindLib(t *testing.T) {
 	for _, script := range slurmGPUScripts {
 		repo, spooled := slurmRepo(t, script)
 		elsewhere := t.TempDir()
-		for _, c := range []struct {
-			name, dir, script string
-			env               []string
-		}{
-			{"submitted from the repository", repo, spooled, []string{"SLURM_SUBMIT_DIR=" + repo}},
-			{"submitted by its absolute path", elsewhere, spooled,
-				[]string{"SLURM_SUBMIT_DIR=" + elsewhere, "STUB_COMMAND=" + filepath.Join(repo, "slurm", script)}},
-			{"submitted by a relative path", elsewhere, spooled,
-				[]string{"SLURM_SUBMIT_DIR=" + repo + "/slurm", "STUB_COMMAND=" + script}},
-			{"LONGCA_SLURM_DIR", elsewhere, spooled,
-				[]string{"SLURM_SUBMIT_DIR=" + elsewhere, "LONGCA_SLURM_DIR=" + filepath.Join(repo, "slurm")}},
-			{"run by bash", elsewhere, filepath.Join(repo, "slurm", script), nil},
-		} {
-			t.Run(script+"/"+c.name, func(t *testing.T) {
-				code, log, _, stderr := slurmJob(t, bin, c.dir, c.script, c.env...)
-				if code != 0 || len(log) != 5 || !strings.HasPrefix(log[4], "longca merge --parquet ") {
-					t.Errorf("exit %d, calls:\n%s\nstderr:\n%s", code, strings.Join(log, "\n"), stderr)
-				}
-			})
-		}
 		// A copy of the script kept beside another project's lib.sh (submitted from the
 		// repository, or from that project): longca's lib.sh is sourced, or none. The other
 		// had been sourced: it ran its own commands, then the job died of a missing function
@@ -327,6 +307,29 @@ func TestSlurmGPUScriptsFindLib(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		for _, c := range []struct {
+			name, dir, script string
+			env               []string
+		}{
+			{"submitted from the repository", repo, spooled, []string{"SLURM_SUBMIT_DIR=" + repo}},
+			{"submitted by its absolute path", elsewhere, spooled,
+				[]string{"SLURM_SUBMIT_DIR=" + elsewhere, "STUB_COMMAND=" + filepath.Join(repo, "slurm", script)}},
+			{"submitted by a relative path", elsewhere, spooled,
+				[]string{"SLURM_SUBMIT_DIR=" + repo + "/slurm", "STUB_COMMAND=" + script}},
+			{"LONGCA_SLURM_LIB_DIR", elsewhere, spooled,
+				[]string{"SLURM_SUBMIT_DIR=" + elsewhere, "LONGCA_SLURM_LIB_DIR=" + filepath.Join(repo, "slurm")}},
+			// scripts/slurm-up.sh's state folder (scripts/test.sh exports it) is not looked in
+			{"LONGCA_SLURM_DIR is slurm-up.sh's", repo, spooled,
+				[]string{"SLURM_SUBMIT_DIR=" + repo, "LONGCA_SLURM_DIR=" + jobs}},
+			{"run by bash", elsewhere, filepath.Join(repo, "slurm", script), nil},
+		} {
+			t.Run(script+"/"+c.name, func(t *testing.T) {
+				code, log, _, stderr := slurmJob(t, bin, c.dir, c.script, c.env...)
+				if code != 0 || len(log) != 5 || !strings.HasPrefix(log[4], "longca merge --parquet ") {
+					t.Errorf("exit %d, calls:\n%s\nstderr:\n%s", code, strings.Join(log, "\n"), stderr)
+				}
+			})
+		}
 		t.Run(script+"/beside another lib.sh", func(t *testing.T) {
 			code, log, _, stderr := slurmJob(t, bin, repo, spooled, "SLURM_SUBMIT_DIR="+repo, "STUB_COMMAND="+copied)
 			if code != 0 || len(log) != 5 || strings.Contains(stderr, "foreign") {
@@ -341,12 +344,13 @@ func TestSlurmGPUScriptsFindLib(t *testing.T) {
 		})
 
 		// Not found: one line naming the setting that finds it, exit 2 (a usage error, as
-		// longca's), before any step. LONGCA_SLURM_DIR set to a folder without it is named.
+		// longca's), before any step. LONGCA_SLURM_LIB_DIR set to a folder without it is named,
+		// and no other folder is taken for it.
 		notFound := func(t *testing.T, dir string, env ...string) string {
 			code, log, _, stderr := slurmJob(t, bin, dir, spooled, env...)
 			if code != 2 || len(log) != 0 || strings.Count(strings.TrimSpace(stderr), "\n") != 0 ||
-				!strings.Contains(stderr, "slurm/lib.sh") || !strings.Contains(stderr, "LONGCA_SLURM_DIR=/path/to/longca/slurm") {
-				t.Errorf("exit %d, calls %q, stderr %q: want exit 2 before any step, in one line naming lib.sh and LONGCA_SLURM_DIR=/path/to/longca/slurm", code, log, stderr)
+				!strings.Contains(stderr, "slurm/lib.sh") || !strings.Contains(stderr, "LONGCA_SLURM_LIB_DIR=/path/to/longca/slurm") {
+				t.Errorf("exit %d, calls %q, stderr %q: want exit 2 before any step, in one line naming lib.sh and LONGCA_SLURM_LIB_DIR=/path/to/longca/slurm", code, log, stderr)
 			}
 			if _, err := os.Stat(filepath.Join(dir, "out")); err == nil {
 				t.Error("out/ made before lib.sh was found")
@@ -360,11 +364,44 @@ func TestSlurmGPUScriptsFindLib(t *testing.T) {
 		t.Run(script+"/only another lib.sh", func(t *testing.T) {
 			notFound(t, jobs, "SLURM_SUBMIT_DIR="+jobs, "STUB_COMMAND="+copied)
 		})
-		t.Run(script+"/not in LONGCA_SLURM_DIR", func(t *testing.T) {
-			elsewhere := t.TempDir()
-			if stderr := notFound(t, elsewhere, "SLURM_SUBMIT_DIR="+elsewhere, "LONGCA_SLURM_DIR="+jobs); !strings.Contains(stderr, "LONGCA_SLURM_DIR="+jobs) {
-				t.Errorf("stderr %q does not name LONGCA_SLURM_DIR's folder, %s", stderr, jobs)
+		t.Run(script+"/not in LONGCA_SLURM_LIB_DIR", func(t *testing.T) {
+			// the repository's lib.sh would be found were the setting not given
+			repo, _ := slurmRepo(t, script)
+			if stderr := notFound(t, repo, "SLURM_SUBMIT_DIR="+repo, "LONGCA_SLURM_LIB_DIR="+jobs); !strings.Contains(stderr, "LONGCA_SLURM_LIB_DIR="+jobs+":") {
+				t.Errorf("stderr %q does not name LONGCA_SLURM_LIB_DIR's folder, %s", stderr, jobs)
 			}
 		})
+	}
+}
+
+// The GPU jobs' settings are none of scripts/slurm-up.sh's and slurm-down.sh's: the jobs had
+// found lib.sh through LONGCA_SLURM_DIR, which those scripts (and scripts/test.sh, which
+// exports it) take for the one-node cluster's state, logs and pid files, so the jobs' advice
+// (LONGCA_SLURM_DIR=/path/to/longca/slurm) put a cluster's state into the repository's
+// slurm/ and left slurm-down.sh looking there for its pid files.
+func TestSlurmGPUScriptsSettingsAreTheirOwn(t *testing.T) {
+	names := func(files ...string) map[string]bool {
+		set := map[string]bool{}
+		for _, f := range files {
+			b, err := os.ReadFile(filepath.Join("..", "..", f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range slurmCodeLines(string(b)) { // (a comment may name the other's)
+				for _, n := range regexp.MustCompile(`\bLONGCA_\w+`).FindAllString(l, -1) {
+					set[n] = true
+				}
+			}
+		}
+		return set
+	}
+	cluster := names("scripts/slurm-up.sh", "scripts/slurm-down.sh")
+	if !cluster["LONGCA_SLURM_DIR"] {
+		t.Fatalf("scripts/slurm-up.sh no longer reads LONGCA_SLURM_DIR (%v): update this test", cluster)
+	}
+	for n := range names("slurm/lib.sh", "slurm/run_8gpu.sh", "slurm/run_64gpu.sh") {
+		if cluster[n] {
+			t.Errorf("%s is read by the GPU job scripts and by scripts/slurm-up.sh or slurm-down.sh, for another thing", n)
+		}
 	}
 }
