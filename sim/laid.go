@@ -21,7 +21,9 @@ import (
 //     document, most of them empty for a short one);
 //   - Dispatched, balanced's documents times the meshes its plan dispatches them on;
 //   - Copies, the ranks that hold each ring position (n/ring: usp's and loongtrain's
-//     Ulysses groups), each making its position's sub-masks where they are traced at once.
+//     Ulysses groups), each making its position's sub-masks where they are traced at once;
+//   - CrossSlices, the slices across documents among RankSlices (AllCrossSlices: among
+//     AllSlices), which grow ring-allgather's one sub-mask past its room (MemLayout).
 //
 // The time (LaidSeconds) was charged every document on every GPU whatever the layout:
 // balanced on 256 GPUs of 1-token documents, 3.3 s measured, was refused as an hour and a
@@ -34,6 +36,8 @@ type Laid struct {
 	Cuts                  float64
 	Dispatched            float64
 	Copies                float64
+	CrossSlices           float64
+	AllCrossSlices        float64
 }
 
 // MemLayout is l's memory (MemoryBytesIn) for parallel ranks' sub-masks alive at once,
@@ -58,8 +62,13 @@ func (l Laid) MemLayout(parallel int, gather bool) DocLayout {
 		// One sub-mask: a slot for each query piece once (and its walk's arrays), and every
 		// slice; and once, the copy of every rank's keys the plan makes, their order and
 		// what building them leaves (about two slots a piece: 64 GPUs of 1-token documents
-		// peaked at 149-184 MB, 0.5M pieces).
-		slots, all, shared = 2*l.Pieces+l.RankSlices, 2*lay.Pieces+l.AllSlices, 2*lay.Pieces
+		// peaked at 149-184 MB, 0.5M pieces). Its room is a slot a query piece: the slices
+		// across documents grow it by append, growSlots each as a step's (1M 1-token
+		// documents, counted without them: share_question on 2 GPUs 474 MB for a 533 MB
+		// peak, causal_blockwise on 8 475 MB for 566).
+		slots = 2*l.Pieces + l.RankSlices + growSlots*l.CrossSlices
+		all = 2*lay.Pieces + l.AllSlices + growSlots*l.AllCrossSlices
+		shared = 2 * lay.Pieces
 	}
 	per := max(float64(parallel), 1)
 	all *= min(max(l.Copies, 1), per)
@@ -156,6 +165,8 @@ func ZigzagLaid(n, ring int, docs []mask.Range, m mask.Mask) Laid {
 			x, xs, k := span(s.Q, held), span(s.Q, all), span(s.K, all)
 			l.RankSlices += x * k
 			l.AllSlices += xs * k
+			l.CrossSlices += x * k
+			l.AllCrossSlices += xs * k
 			extra += x * k
 			allExtra += xs * k
 			kr := span(s.K, held) // (the keys' pieces on one rank: its one step's)

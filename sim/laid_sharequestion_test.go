@@ -127,3 +127,39 @@ func TestShareQuestionLaidBoundsMeasured(t *testing.T) {
 		}
 	}
 }
+
+// TestAllGatherCrossDocumentsBoundsMeasured: ring-allgather's estimate (zigzag, its one
+// sub-mask a rank against every rank's keys: MemLayout's gather) is at least the heap its
+// prediction takes, and within 6 times it, on the masks whose slices cross documents
+// (share_question, causal_blockwise) of 1-token, short and the default (long) documents
+// on 2 to 16 GPUs. Each query piece has a slice of its own document and those across (to
+// the question's pieces, or every earlier piece), so the one sub-mask grows by append past
+// its room (a slot a query piece) as a step's does (growSlots); counted as its slices
+// alone, 1M tokens were estimated at 474 MB for a 533 MB peak (share_question of 1-token
+// documents, 2 GPUs), 475 for 566 (causal_blockwise, 8) and 108 for 211 (causal_blockwise
+// of the default documents, 16).
+func TestAllGatherCrossDocumentsBoundsMeasured(t *testing.T) {
+	if testing.Short() {
+		t.Skip("predicts ring-allgather cases of up to 1M documents")
+	}
+	ones := countsSource(t, 10, func(int) int { return 1 })
+	short := countsSource(t, 5000, func(i int) int { return 1 + i*37%64 })
+	for _, c := range []sqCase{
+		{src: ones, srcName: "1-token", method: "ring-allgather", n: 2, tpr: 524288, zigzag: true, mk: "share_question"},
+		{src: ones, srcName: "1-token", method: "ring-allgather", n: 8, tpr: 131072, zigzag: true, mk: "causal_blockwise"},
+		{src: ones, srcName: "1-token", method: "ring-allgather", n: 4, tpr: 65536, zigzag: true, mk: "share_question"},
+		{src: ones, srcName: "1-token", method: "ring-allgather", n: 2, tpr: 131072, zigzag: true, mk: "causal_blockwise"},
+		{src: short, srcName: "short", method: "ring-allgather", n: 16, tpr: 16384, zigzag: true, mk: "causal_blockwise"},
+		{src: nil, srcName: "long", method: "ring-allgather", n: 16, tpr: 65536, zigzag: true, mk: "causal_blockwise"},
+	} {
+		got, est, d := sqMeasure(t, c)
+		name := fmt.Sprintf("%s, %s, %s on %d GPUs, %d documents", c.mk, c.srcName, c.method, c.n, d)
+		t.Logf("%s: peak heap %.1f MB, estimated %.1f MB (%.2fx)", name, got/1e6, est/1e6, est/got)
+		switch {
+		case got > est:
+			t.Errorf("%s: %.1f MB of heap, estimated %.1f MB", name, got/1e6, est/1e6)
+		case est > 6*got && got > 20e6:
+			t.Errorf("%s: estimated %.1f MB, over 6 times the %.1f MB of heap", name, est/1e6, got/1e6)
+		}
+	}
+}
