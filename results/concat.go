@@ -2,6 +2,7 @@ package results
 
 import (
 	"encoding/binary"
+	"math"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -15,7 +16,8 @@ import (
 // into buffers sized for all of them, where array.Concatenate walks each part's buffers
 // several times over (about 0.75 µs a part: a rank file written one row a batch is
 // joined 256 one-row parts a column at a time, 30% of its merge). Parts of another type,
-// or not of typ, are left to array.Concatenate (ok false), whose error stands.
+// or not of typ, and strings of more characters than 32-bit offsets address, are left to
+// array.Concatenate (ok false), whose error stands.
 func concatColumn(typ arrow.DataType, parts []arrow.Array) (arrow.Array, bool) {
 	width := 0
 	switch typ.ID() {
@@ -35,6 +37,9 @@ func concatColumn(typ arrow.DataType, parts []arrow.Array) (arrow.Array, bool) {
 		if s, ok := p.(*array.String); ok {
 			chars += len(s.ValueBytes())
 		}
+	}
+	if chars > math.MaxInt32 { // past what 32-bit offsets address: array.Concatenate refuses it
+		return nil, false
 	}
 	mem := memory.DefaultAllocator
 	alloc := func(size int) *memory.Buffer {

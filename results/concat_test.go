@@ -2,6 +2,7 @@ package results
 
 import (
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -65,5 +66,31 @@ func TestConcatColumnIsConcatenate(t *testing.T) {
 	}
 	if _, ok := concatColumn(arrow.PrimitiveTypes.Int64, []arrow.Array{a}); ok {
 		t.Error("an int32 part joined into an int64 column")
+	}
+}
+
+// Strings whose characters together pass what a column's 32-bit offsets address (2 GiB:
+// a merge's one batch of every row, or a joined run of a file's small batches after one of
+// nearly 2 GiB) are refused by join, as array.Concatenate refuses them, not joined with
+// their offsets wrapped round to negative ones (a merged file its own reader refuses, a
+// panic reading a value). The parts share one buffer of 1 GiB that nothing writes.
+func TestJoinRefusesStringsPast2GiB(t *testing.T) {
+	const size = 1<<30 + 1 // two of them pass math.MaxInt32
+	offs := arrow.Int32Traits.CastToBytes([]int32{0, size})
+	d := array.NewData(arrow.BinaryTypes.String, 1, []*memory.Buffer{nil, memory.NewBufferBytes(offs), memory.NewBufferBytes(make([]byte, size))}, nil, 0, 0)
+	a := array.MakeFromData(d)
+	d.Release()
+	defer a.Release()
+	s := arrow.NewSchema([]arrow.Field{{Name: "s", Type: arrow.BinaryTypes.String}}, nil)
+	b := array.NewRecordBatch(s, []arrow.Array{a}, 1)
+	defer b.Release()
+	rec, err := join(s, []arrow.RecordBatch{b, b}, 2)
+	if err == nil {
+		defer rec.Release()
+		col := rec.Column(0).(*array.String)
+		t.Fatalf("joined 2 strings of %d bytes into one column, offsets %v (valid: %v); want an error", size, col.ValueOffsets(), col.ValidateFull())
+	}
+	if !strings.Contains(err.Error(), "offset overflow") {
+		t.Fatalf("join: %v, want array.Concatenate's offset overflow", err)
 	}
 }
