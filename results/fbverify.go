@@ -3,6 +3,7 @@ package results
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 )
 
 // The Arrow IPC metadata is FlatBuffers, which arrow-go reads without bounds checks: a
@@ -489,6 +490,9 @@ func messageOf(data []byte, pos int, foreign bool) (m ipcMessage, eosAt bool, to
 	metaLen := int64(binary.LittleEndian.Uint32(data[pos+4:]))
 	if metaLen == 0 {
 		return ipcMessage{start: pos, end: pos + 8}, true, false, nil
+	}
+	if metaLen > math.MaxInt32 { // (an int32 in the format: arrow-go's readers refuse more)
+		return m, false, false, fmt.Errorf("metadata of %d bytes at byte %d, more than an Arrow message has", metaLen, pos)
 	}
 	if metaLen > int64(rest-8) {
 		return m, false, true, fmt.Errorf("metadata of %d bytes at byte %d runs past the end", metaLen, pos)
