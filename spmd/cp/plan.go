@@ -34,8 +34,9 @@ type Plan struct {
 	// is making waits for it instead of making its own.
 	making map[[2]int]*making
 	// The all-gather's keys: every ring shard's pieces in ring order, and their order by
-	// source position (GatherMask).
-	gatherOnce   sync.Once
+	// source position (GatherMask), laid out once under gatherMu (gathered).
+	gatherMu     sync.Mutex
+	gatherBuilt  bool
 	gatherKeys   []Piece
 	gatherOrder  []int
 	gatherSorted bool
@@ -66,14 +67,30 @@ func (pl *Plan) StepMask(q, k int) mask.Mask {
 func (pl *Plan) GatherMask(q int) mask.Mask {
 	return pl.cached(q, -1, func() mask.Mask {
 		l := pl.Layout
-		pl.gatherOnce.Do(func() {
-			for r, ps := range l.Shards {
-				pl.gatherKeys = append(pl.gatherKeys, shiftPieces(ps, r*l.Local)...)
-			}
-			pl.gatherOrder, pl.gatherSorted = bySource(pl.gatherKeys)
-		})
-		return subMask(pl.Problem.Mask, l.Shards[q], l.Local, pl.gatherKeys, l.Padded, pl.gatherOrder, pl.gatherSorted)
+		keys, order, sorted := pl.gathered()
+		return subMask(pl.Problem.Mask, l.Shards[q], l.Local, keys, l.Padded, order, sorted)
 	})
+}
+
+// gatherSort orders the all-gather's keys by source position (bySource; a test's seam).
+var gatherSort = bySource
+
+// gathered is the all-gather's keys and their order, laid out by the first caller; a
+// layout that panics keeps nothing, so the next caller lays them out whole (a sync.Once
+// would have kept the keys appended before the panic, unordered, for every later call).
+func (pl *Plan) gathered() ([]Piece, []int, bool) {
+	pl.gatherMu.Lock()
+	defer pl.gatherMu.Unlock()
+	if !pl.gatherBuilt {
+		l := pl.Layout
+		var keys []Piece
+		for r, ps := range l.Shards {
+			keys = append(keys, shiftPieces(ps, r*l.Local)...)
+		}
+		order, sorted := gatherSort(keys)
+		pl.gatherKeys, pl.gatherOrder, pl.gatherSorted, pl.gatherBuilt = keys, order, sorted, true
+	}
+	return pl.gatherKeys, pl.gatherOrder, pl.gatherSorted
 }
 
 // ForgetSteps drops the cached sub-masks of ring shard q's queries (StepMask(q, *) and

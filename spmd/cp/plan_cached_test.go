@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/longca/longca/kernels"
 	"github.com/longca/longca/mask"
+	"github.com/longca/longca/tensor"
 )
 
 // TestCachedMakesOnce: ranks that ask for one sub-mask at once wait for the one making it
@@ -77,5 +79,53 @@ func TestCachedMakesOnce(t *testing.T) {
 	}
 	if n := calls.Load(); n != 2 {
 		t.Errorf("made %d times after a panic, want twice (the panic, then one of the waiters)", n)
+	}
+}
+
+// A panic while the all-gather's keys are laid out (gatherSort here) leaves nothing half
+// made behind: a later GatherMask lays them out again and gives the sub-mask a fresh plan
+// gives. With a sync.Once the first call's partial keys (appended, never ordered) stayed.
+func TestGatherKeysAfterAPanicAreWhole(t *testing.T) {
+	docs := []mask.Range{{Start: 0, End: 13}, {Start: 13, End: 14}, {Start: 14, End: 40}}
+	p := kernels.Problem{HeadsQ: 4, HeadsKV: 2, HeadDim: 4, DType: tensor.BF16, Mask: causal(40)}
+	plan := func() *Plan {
+		meth, err := New("ring-allgather")
+		if err != nil {
+			t.Fatal(err)
+		}
+		pl, err := meth.Plan(Config{Ranks: 2, Docs: docs}, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pl
+	}
+	want := plan().GatherMask(1)
+
+	pl := plan()
+	real := gatherSort
+	gatherSort = func([]Piece) ([]int, bool) { panic("boom") }
+	func() {
+		defer func() { _ = recover() }()
+		pl.GatherMask(0)
+		t.Error("the stand-in sort did not panic")
+	}()
+	gatherSort = real
+	var got mask.Mask
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				t.Errorf("GatherMask after a panicked layout panicked: %v", r)
+			}
+		}()
+		got = pl.GatherMask(1)
+	}()
+	if got.SeqQ != want.SeqQ || got.SeqK != want.SeqK || got.Area() != want.Area() || len(got.Slices) != len(want.Slices) {
+		t.Fatalf("after a panicked layout: %dx%d area %d, %d slices; a fresh plan's %dx%d area %d, %d slices",
+			got.SeqQ, got.SeqK, got.Area(), len(got.Slices), want.SeqQ, want.SeqK, want.Area(), len(want.Slices))
+	}
+	for i := range got.Slices {
+		if got.Slices[i] != want.Slices[i] {
+			t.Fatalf("slice %d: %+v, want %+v", i, got.Slices[i], want.Slices[i])
+		}
 	}
 }
