@@ -32,7 +32,7 @@ func versionRows(run string, rank, size, rows int, ver string) []Row {
 // columns without those in drop (a version before they were added), with the rank file's
 // metadata and md over it (a schema version), one batch a row after an empty one, each
 // row with its checksum over its own columns, or none where drop holds ChecksumColumn.
-func writeVersionFile(t *testing.T, dir, run string, rank, size int, rows []Row, drop []string, md map[string]string, extra *arrow.Field) string {
+func writeVersionFile(t testing.TB, dir, run string, rank, size int, rows []Row, drop []string, md map[string]string, extra *arrow.Field) string {
 	t.Helper()
 	full := Schema(map[string]string{MetaRunID: run, MetaRank: strconv.Itoa(rank), MetaWorldSize: strconv.Itoa(size)})
 	rec := Record(full, rows)
