@@ -682,7 +682,8 @@ func ReadRows(path string) ([]Row, *File, error) {
 type Loaded struct {
 	Rows []Row
 	// Skipped names the files left out (damaged, not longca's, renamed) with the
-	// reason; Missing the ranks without a readable file; Truncated the
+	// reason; Missing the ranks without a readable file (or a merged file's record of
+	// them: merge --allow-missing); Truncated the
 	// files read whose writer stopped before the end marker (their finished rows are in Rows),
 	// or a merged file's record of such rank files.
 	Skipped, Missing, Truncated []string
@@ -758,7 +759,7 @@ func LoadChecked(path string) (Loaded, error) {
 			return Loaded{Rows: rows}, err
 		}
 		l, err := measuredFile(path, rows)
-		l.Truncated, l.Incomplete = truncatedOf(path, f), incompleteOf(f, len(rows))
+		l.Truncated, l.Incomplete, l.Missing = truncatedOf(path, f), incompleteOf(f, len(rows)), missingOf(f)
 		now := time.Now()
 		if f.Meta(MetaRuns) != "" { // a merged file: held to the rank files beside it
 			l.MergedRuns = mergedRuns(f)
@@ -784,7 +785,7 @@ func LoadChecked(path string) (Loaded, error) {
 				out.Skipped = append(out.Skipped, fmt.Sprintf("%s: it lacks run(s) %s whose rank files are in the folder: reading the rank files instead", merged, strings.Join(extra, ", ")))
 			} else if out.Stale = staleMerged(path, merged, f); out.Stale == "" {
 				l, err := measuredFile(merged, rows)
-				l.Truncated, l.Incomplete = truncatedOf(merged, f), incompleteOf(f, len(rows))
+				l.Truncated, l.Incomplete, l.Missing = truncatedOf(merged, f), incompleteOf(f, len(rows)), missingOf(f)
 				l.Recent = recentOf(path, f, l.Truncated, time.Now())
 				l.MergedRuns = mergedRuns(f)
 				return l, err
@@ -897,6 +898,15 @@ func truncatedOf(path string, f *File) []string {
 		out = append(out, strings.Split(m, "; ")...)
 	}
 	return out
+}
+
+// missingOf is a merged file's record of the ranks it was merged without (merge
+// --allow-missing: MetaMissing), as Loaded.Missing names them; nil for any other file.
+func missingOf(f *File) []string {
+	if f == nil || f.Meta(MetaMissing) == "" {
+		return nil
+	}
+	return strings.Split(f.Meta(MetaMissing), "; ")
 }
 
 // measuredFile is what LoadChecked returns of one file that stands alone (a file given by

@@ -125,6 +125,11 @@ func reportAction(c *cli.Context) error {
 		}
 		fmt.Fprintf(c.App.ErrWriter, "longca: report: %s was cut short (its writer stopped before the end): the rows it finished are reported\n", t)
 	}
+	// ranks without a readable file (or merged without: --allow-missing): merge refuses such
+	// a folder, and the report said nothing of them
+	for _, m := range loaded.Missing {
+		fmt.Fprintf(c.App.ErrWriter, "longca: report: %s (no readable rank file): the rows of the ranks there are reported\n", m)
+	}
 	for _, t := range loaded.Incomplete {
 		fmt.Fprintf(c.App.ErrWriter, "longca: report: %s: its sweep stopped before the end (interrupted or stopped early): the rows it finished are reported\n", t)
 	}
