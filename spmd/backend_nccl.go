@@ -20,6 +20,12 @@ func init() { RegisterBackend("nccl", openNCCL) }
 // communicator it returns also takes host tensors (nccl.Staged), so the host-memory comm
 // test table (`longca selftest comm --backend nccl`) runs over NCCL.
 func openNCCL(ctx context.Context, w World, o Options) (comm.Comm, error) {
+	// A machine where NCCL cannot run at all (no CUDA driver or GPU, no libnccl) is the
+	// wrong place for this backend: bad input, one line naming the flag and the others (it
+	// exited 1 naming neither).
+	if err := ncclRunsHere(); err != nil {
+		return nil, LaunchError(fmt.Errorf("--backend nccl cannot run here: %v: give --backend tcp (or mpi under mpirun), or run where longca env finds libcuda and libnccl", err))
+	}
 	idx, err := DeviceIndex(w, os.Getenv)
 	if err != nil {
 		return nil, err
@@ -33,6 +39,18 @@ func openNCCL(ctx context.Context, w World, o Options) (comm.Comm, error) {
 		return nil, err
 	}
 	return nccl.NewStaged(c, g), nil
+}
+
+// ncclRunsHere says why NCCL cannot run on this machine (no CUDA driver or device, no
+// libnccl with the symbols longca needs), or nil.
+func ncclRunsHere() error {
+	if err := cuda.Available(); err != nil {
+		return err
+	}
+	if p := nccl.Probe(); !p.Found {
+		return fmt.Errorf("libnccl: %s", p.Error)
+	}
+	return nil
 }
 
 // NewNCCL joins the world's NCCL communicator on device g, enqueueing on g's stream (so
