@@ -34,7 +34,8 @@ with '#', as longca's own tables):
 4. Where did they run? Per host, card (model and the start of its device_uuid), longca
    version and env (the NCCL, CUDA and torch variables set): how many rows, of which benches.
 
-Exits 0 with the tables, 2 with one line when an input cannot be read.
+Exits 0 with the tables, 2 with one line when an input cannot be read, 1 without a word
+when the reader of its output stops early (`| head`).
 """
 
 import hashlib
@@ -528,4 +529,12 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    try:
+        code = main(sys.argv)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # the reader stopped early (`| head`): end quietly, as a command-line tool does;
+        # stdout goes to devnull so that Python's own flush at exit cannot fail again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 1
+    sys.exit(code)
