@@ -170,16 +170,22 @@ func TestWriteWholeLongName(t *testing.T) {
 	}
 }
 
-// A folder that admits no new file (read-only, immutable: no temporary file can be made)
-// beside a file that can be written: the file is written in place, as before WriteWhole;
-// with no file there, the refusal names the file meant, not the temporary file's pattern.
-func TestWriteWholeWithoutRoomForATemporaryFile(t *testing.T) {
-	dir := t.TempDir()
+// refuseTemps makes every temporary file's creation refused (EACCES naming it), as in a
+// folder that admits no new file, until the test ends.
+func refuseTemps(t *testing.T) {
 	old := createTemp
 	t.Cleanup(func() { createTemp = old })
 	createTemp = func(d, pattern string) (*os.File, error) {
 		return nil, &os.PathError{Op: "open", Path: filepath.Join(d, strings.Replace(pattern, "*", "123", 1)), Err: syscall.EACCES}
 	}
+}
+
+// A folder that admits no new file (read-only, immutable: no temporary file can be made)
+// beside a file that can be written: the file is written in place, as before WriteWhole;
+// with no file there, the refusal names the file meant, not the temporary file's pattern.
+func TestWriteWholeWithoutRoomForATemporaryFile(t *testing.T) {
+	dir := t.TempDir()
+	refuseTemps(t)
 	path := filepath.Join(dir, "x.json")
 	if err := os.WriteFile(path, []byte("old"), 0o644); err != nil {
 		t.Fatal(err)
@@ -204,11 +210,7 @@ func TestWriteWholeWithoutRoomForATemporaryFile(t *testing.T) {
 // as if nothing had been touched.
 func TestWriteWholeInPlaceFillFails(t *testing.T) {
 	dir := t.TempDir()
-	old := createTemp
-	t.Cleanup(func() { createTemp = old })
-	createTemp = func(d, pattern string) (*os.File, error) {
-		return nil, &os.PathError{Op: "open", Path: filepath.Join(d, strings.Replace(pattern, "*", "123", 1)), Err: syscall.EACCES}
-	}
+	refuseTemps(t)
 	path := filepath.Join(dir, "x.json")
 	if err := os.WriteFile(path, []byte("the old file"), 0o644); err != nil {
 		t.Fatal(err)
