@@ -76,14 +76,35 @@ func footprintAt(cs harness.Case, k KernelSweep, pl place, check bool, area harn
 // out here (once the case fits without its check), for the size its check runs at; the
 // estimate keeps it.
 func (s *Session) FitKernels(ctx context.Context, k KernelSweep) (*harness.Estimate, error) {
+	est, _, err := s.fitKernels(ctx, k, false)
+	return est, err
+}
+
+// FitKernelsDry is FitKernels for a dry run (`kernel --dry-run`, `sparse --dry-run`): the
+// same refusals of what does not fit, and the time at the assumed rates, with nothing
+// started or timed: the CPU reference is not calibrated, and a kernel served by a worker
+// process (exec:, torch:) is not asked where it runs (its worker would start), so its cases
+// are left out of the memory fit and the time, their kernels named in unasked. A dry run had
+// said nothing of either: the README's sparse example passed its dry run and was then
+// refused for memory.
+func (s *Session) FitKernelsDry(k KernelSweep) (est *harness.Estimate, unasked []string, err error) {
+	return s.fitKernels(context.Background(), k, true)
+}
+
+func (s *Session) fitKernels(ctx context.Context, k KernelSweep, dry bool) (*harness.Estimate, []string, error) {
 	m := Machine()
 	places := map[string]place{}
 	plans := planCache{}
 	cases := k.Sweep.Cases()
+	var unasked []string
 	for _, cs := range cases {
 		pl, seen := places[cs.Kernel]
 		if !seen {
-			pl.k, pl.onDevice, pl.isRef, pl.devBytes, pl.ok = KernelPlace(cs.Kernel, k.KernelOptions)
+			if dry && servedByWorker(cs.Kernel, k.KernelOptions) {
+				unasked = append(unasked, cs.Kernel)
+			} else {
+				pl.k, pl.onDevice, pl.isRef, pl.devBytes, pl.ok = KernelPlace(cs.Kernel, k.KernelOptions)
+			}
 			places[cs.Kernel] = pl
 		}
 		if !pl.ok {
@@ -92,7 +113,7 @@ func (s *Session) FitKernels(ctx context.Context, k KernelSweep) (*harness.Estim
 		f, area := fitFootprint(cs, k, pl, m, plans)
 		if err := m.Fits(f, pl.devBytes, "case "+cs.String()); err != nil {
 			if area != nil && k.CheckBudget > 0 { // the case fits unchecked: its check does not
-				return nil, checkRefusal(cs, k, pl, m, area, err)
+				return nil, unasked, checkRefusal(cs, k, pl, m, area, err)
 			}
 			fits := func(x harness.Case) bool {
 				fx, _ := fitFootprint(x, k, pl, m, plans)
@@ -102,10 +123,13 @@ func (s *Session) FitKernels(ctx context.Context, k KernelSweep) (*harness.Estim
 			if k.Culprit != nil {
 				culprit = k.Culprit(cs, fits)
 			}
-			return nil, Usagef("%s: %v: give smaller sizes", culprit, err)
+			return nil, unasked, Usagef("%s: %v: give smaller sizes", culprit, err)
 		}
 	}
 	est := s.newEstimateFrom(k, cases, places, m, plans)
+	if dry {
+		return est, unasked, nil
+	}
 	if est.Total() > SlowSweep/10 {
 		// Long by the assumed rates: measure the CPU reference here, which runs the
 		// checks (and the ref kernel), before saying so.
@@ -121,7 +145,18 @@ func (s *Session) FitKernels(ctx context.Context, k KernelSweep) (*harness.Estim
 			Msgf("this sweep will take about %s (the CPU reference at %.1f GFLOP/s here, GPU kernels at %.0f TFLOP/s assumed); Ctrl-C stops it, keeping the rows written",
 				harness.FormatDuration(total), m.RefFLOPs/1e9, m.DeviceFLOPs/1e12)
 	}
-	return est, nil
+	return est, unasked, nil
+}
+
+// servedByWorker says whether kernel name is one a worker process serves (kernels/external:
+// exec:, torch:), whose device only its started worker can say; made, not started.
+func servedByWorker(name string, o kernels.Options) bool {
+	k, err := NewKernel(name, o)
+	if err != nil {
+		return false
+	}
+	_, ok := k.(crashCounter)
+	return ok
 }
 
 // fitFootprint is case cs's footprint as FitKernels holds it against m, and the area its

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/longca/longca/harness"
 	"github.com/longca/longca/kernels"
@@ -141,11 +142,14 @@ func sweepAction(c *cli.Context, s harness.Sweep, bench string, w spmd.World, ko
 			return err
 		}
 	}
-	if c.Bool("dry-run") {
-		return present.WritePlan(c.App.Writer, s.Cases(), build)
-	}
 	k := session.KernelSweep{Sweep: s, Build: build, Warmup: warmup, Iters: iters, Check: check, CheckBudget: budget,
 		KernelOptions: ko, StopOnCrash: stop, Culprit: sweepCulprit(c), GPUState: c.Bool("gpu-state"), Settle: settle}
+	if c.Bool("dry-run") {
+		if err := present.WritePlan(c.App.Writer, s.Cases(), build); err != nil {
+			return err
+		}
+		return dryFit(c, bench, w, k)
+	}
 	out := c.String("out")
 	if out == "" {
 		var err error
@@ -177,6 +181,30 @@ func sweepAction(c *cli.Context, s harness.Sweep, bench string, w spmd.World, ko
 		return &session.ExitError{Code: 130, Msg: fmt.Sprintf("longca %s: interrupted after %d of %d cases; their rows are in %s", bench, len(res.Rows), len(k.Sweep.Cases()), res.File)}
 	}
 	return nil
+}
+
+// dryFit says after a dry run's plan whether the run fits this machine's memory (where it
+// does not, the run's own refusal, as a line of the plan: a dry run may list a GPU sweep on
+// a smaller machine, so its exit status stays 0) and about how long it takes at the assumed
+// rates, with nothing started or timed (session.FitKernelsDry).
+func dryFit(c *cli.Context, bench string, w spmd.World, k session.KernelSweep) error {
+	est, unasked, err := session.New(bench, "", "", w, Version, &log, c.App.Writer, c.App.ErrWriter).FitKernelsDry(k)
+	var ue *session.UsageError
+	if errors.As(err, &ue) {
+		_, err = fmt.Fprintf(c.App.Writer, "# the run would be refused on this machine: %s\n", strings.TrimPrefix(err.Error(), "longca: "))
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	m := session.Machine()
+	left := ""
+	if len(unasked) > 0 {
+		left = fmt.Sprintf("; not counted: %s (a worker's kernel: its worker is not started in a dry run)", strings.Join(unasked, ", "))
+	}
+	_, err = fmt.Fprintf(c.App.Writer, "# fits this machine's memory; about %s at the assumed rates (the CPU reference at %.1f GFLOP/s, GPU kernels at %.0f TFLOP/s; the run measures the reference first when that is long)%s\n",
+		harness.FormatDuration(est.Total().Seconds()), m.RefFLOPs/1e9, m.DeviceFLOPs/1e12, left)
+	return err
 }
 
 // writeMaskJSON writes one JSON file per (mask, length) of the sweep into dir (--mask-json).

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A dry run (kernel, sparse) says what the run would: a case that does not fit this
+// machine's memory is named in the run's own words as the plan's last line (exit status 0:
+// a dry run may list a GPU sweep on a smaller machine); a sweep that fits says so and about
+// how long it takes. A worker's kernel (exec:) is not started for it. The dry run had
+// listed the plan alone: the README's sparse example passed its dry run and was then
+// refused for memory (the s44-D probe).
+func TestDryRunSaysTheFit(t *testing.T) {
+	withMachine(t, 16<<30)
+	for _, args := range [][]string{
+		{"kernel", "--kernels", "ref", "--seqlens", "1M", "--masks", "causal"},
+		// the README's example, on a host of 16 GiB: the masks fit, the run does not
+		{"sparse", "--kernels", "ref", "--block", "64,128", "--ratios", "0.2,0.5,0.8", "--scores", "content", "--seqlens", "32K,64K"},
+	} {
+		_, runErr, runCode := runCLI(t, append(args, "--out", t.TempDir())...)
+		out, dryErr, dryCode := runCLI(t, append(args, "--dry-run")...)
+		if runCode != 2 || dryCode != 0 {
+			t.Fatalf("%v: exit %d run, %d dry run; want 2 and 0: %s / %s", args, runCode, dryCode, runErr, dryErr)
+		}
+		want := "# the run would be refused on this machine: " + strings.TrimPrefix(last(runErr), "longca: ")
+		if last(out) != want || !strings.Contains(want, "host memory") {
+			t.Errorf("%v: the dry run's last line %q, want %q", args, last(out), want)
+		}
+		if !strings.Contains(out, "dry run: nothing was run") {
+			t.Errorf("%v: no plan before the verdict:\n%s", args, out)
+		}
+	}
+
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "started")
+	worker := filepath.Join(dir, "worker.sh")
+	if err := os.WriteFile(worker, []byte("#!/bin/sh\ntouch '"+marker+"'\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"kernel", "--kernels", "ref,exec:" + worker, "--seqlens", "512", "--masks", "causal", "--heads", "2:1",
+		"--head-dim", "8", "--passes", "fwd", "--dry-run"}
+	out, errs, code := runCLI(t, args...)
+	if code != 0 {
+		t.Fatalf("%v: exit %d: %s", args, code, errs)
+	}
+	if !strings.Contains(out, "# fits this machine's memory; about ") || !strings.Contains(out, "not counted: exec:"+worker) {
+		t.Errorf("%v: no fit, time or worker's kernel said:\n%s", args, out)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Errorf("%v: the dry run started the exec: worker", args)
+	}
+}
+
+// last is s's last line.
+func last(s string) string {
+	s = strings.TrimRight(s, "\n")
+	return s[strings.LastIndex(s, "\n")+1:]
+}
