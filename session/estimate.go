@@ -148,8 +148,11 @@ func (s *Session) fitKernels(ctx context.Context, k KernelSweep, dry bool) (*har
 	return est, unasked, nil
 }
 
-// servedByWorker says whether kernel name is one a worker process serves (kernels/external:
-// exec:, torch:), whose device only its started worker can say; made, not started.
+// ServedByWorker says whether kernel name is one a worker process serves (kernels/external:
+// exec:, torch:), whose device only its started worker can say (KernelPlace starts it); made,
+// not started. A dry run leaves such a kernel out of its fit.
+func ServedByWorker(name string, o kernels.Options) bool { return servedByWorker(name, o) }
+
 func servedByWorker(name string, o kernels.Options) bool {
 	k, err := NewKernel(name, o)
 	if err != nil {

@@ -63,7 +63,10 @@ func cpAction(c *cli.Context) (err error) {
 	}
 	if o.dryRun {
 		if w.Rank == 0 {
-			return present.WriteCPPlan(c.App.Writer, o.sweep(n), cases, n)
+			if err := present.WriteCPPlan(c.App.Writer, o.sweep(n), cases, n); err != nil {
+				return err
+			}
+			return dryFitCP(c, o, n, w)
 		}
 		return nil
 	}

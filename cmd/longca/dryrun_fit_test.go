@@ -54,6 +54,24 @@ func TestDryRunSaysTheFit(t *testing.T) {
 	}
 }
 
+// cp's dry run says the run's memory fit as kernel's does (no time: the run says it).
+func TestCPDryRunSaysTheFit(t *testing.T) {
+	withMachine(t, 16<<30)
+	args := []string{"cp", "--ranks", "64", "--tokens-per-rank", "64K", "--kernel", "ref"}
+	_, runErr, runCode := runCLI(t, append(args, "--out", t.TempDir())...)
+	out, dryErr, dryCode := runCLI(t, append(args, "--dry-run")...)
+	if runCode != 2 || dryCode != 0 {
+		t.Fatalf("%v: exit %d run, %d dry run; want 2 and 0: %s / %s", args, runCode, dryCode, runErr, dryErr)
+	}
+	if want := "# the run would be refused on this machine: " + strings.TrimPrefix(last(runErr), "longca: "); last(out) != want {
+		t.Errorf("%v: the dry run's last line %q, want %q", args, last(out), want)
+	}
+	args = []string{"cp", "--ranks", "2", "--tokens-per-rank", "256", "--kernel", "ref", "--heads", "2:1", "--head-dim", "8", "--dry-run"}
+	if out, errs, code := runCLI(t, args...); code != 0 || last(out) != "# fits this machine's memory (the run says its time when it starts)" {
+		t.Errorf("%v: exit %d, last line %q: %s", args, code, last(out), errs)
+	}
+}
+
 // last is s's last line.
 func last(s string) string {
 	s = strings.TrimRight(s, "\n")

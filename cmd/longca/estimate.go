@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -54,6 +55,26 @@ func fitCP(c *cli.Context, o cpOptions, n, onNode int, inProcess bool) error {
 		flags = fmt.Sprintf("--seqlen %s, --heads %s, --head-dim %d", c.String("seqlen"), c.String("heads"), o.headDim)
 	}
 	return session.FitCP(o.sweep(n), n, onNode, inProcess, o.kernelOpts, o.check, o.checkBudget, flags)
+}
+
+// dryFitCP says after a CP dry run's plan whether the run fits this machine's memory (the
+// run's own refusal as the plan's last line where it does not; exit status 0, as kernel's
+// dry run), starting no worker: a worker's kernel (exec:, torch:) is not counted.
+func dryFitCP(c *cli.Context, o cpOptions, n int, w spmd.World) error {
+	var line string
+	if session.ServedByWorker(o.kernel, o.kernelOpts) {
+		line = fmt.Sprintf("# memory not counted: --kernel %s is a worker's kernel, whose worker a dry run does not start", o.kernel)
+	} else if err := fitCP(c, o, n, max(w.LocalSize, n/w.Size), w.Size == 1); err != nil {
+		var ue *session.UsageError
+		if !errors.As(err, &ue) {
+			return err
+		}
+		line = "# the run would be refused on this machine: " + strings.TrimPrefix(err.Error(), "longca: ")
+	} else {
+		line = "# fits this machine's memory (the run says its time when it starts)"
+	}
+	_, err := fmt.Fprintln(c.App.Writer, line)
+	return err
 }
 
 // fitCPPlan is session.FitCPPlan naming the world's and the length's flags as given.
