@@ -1,16 +1,9 @@
 package sim
 
 import (
-	"context"
-	"runtime"
 	"testing"
 
-	"github.com/longca/longca/dataset"
-	"github.com/longca/longca/internal/heaptest"
-	"github.com/longca/longca/kernels"
 	"github.com/longca/longca/mask"
-	"github.com/longca/longca/spmd/cp"
-	"github.com/longca/longca/tensor"
 )
 
 // zzLoose is how many times its measured peak a zigzag estimate may be: short documents on
@@ -36,59 +29,23 @@ func TestZigzagLaidBoundsMeasured(t *testing.T) {
 	ones := countsSource(t, 10, func(int) int { return 1 })
 	short := countsSource(t, 5000, func(i int) int { return 1 + i*37%64 })
 	for _, c := range []struct {
-		name    string
-		src     dataset.Source // nil: the default (long) documents
-		method  string
-		n, tpr  int
-		ulysses int
-		mk      string
-		far     bool // every document long is far above the heap
+		name string
+		sqCase
+		far bool // every document long is far above the heap
 	}{
-		{"1-token, 8 GPUs, every rank traced", ones, "ring-p2p", 8, 8192, 0, "causal_document", true},
-		{"1-token, 32 GPUs, sampled", ones, "ring-p2p", 32, 2048, 0, "causal_document", true},
-		{"1-token, ring-allgather, 32 GPUs", ones, "ring-allgather", 32, 4096, 0, "causal_document", true},
-		{"short, 16 GPUs, every rank traced", short, "ring-p2p", 16, 8192, 0, "causal_document", false},
-		{"short, 64 GPUs, sampled", short, "ring-p2p", 64, 8192, 0, "causal_document", false},
-		{"short, usp 2x32", short, "usp", 64, 8192, 2, "full_document", false},
-		{"long, 64 GPUs", nil, "ring-p2p", 64, 8192, 0, "full_document_long", false},
+		{"1-token, 8 GPUs, every rank traced", sqCase{src: ones, method: "ring-p2p", n: 8, tpr: 8192, mk: "causal_document"}, true},
+		{"1-token, 32 GPUs, sampled", sqCase{src: ones, method: "ring-p2p", n: 32, tpr: 2048, mk: "causal_document"}, true},
+		{"1-token, ring-allgather, 32 GPUs", sqCase{src: ones, method: "ring-allgather", n: 32, tpr: 4096, mk: "causal_document"}, true},
+		{"short, 16 GPUs, every rank traced", sqCase{src: short, method: "ring-p2p", n: 16, tpr: 8192, mk: "causal_document"}, false},
+		{"short, 64 GPUs, sampled", sqCase{src: short, method: "ring-p2p", n: 64, tpr: 8192, mk: "causal_document"}, false},
+		{"short, usp 2x32", sqCase{src: short, method: "usp", n: 64, tpr: 8192, ulysses: 2, mk: "full_document"}, false},
+		{"long, 64 GPUs", sqCase{method: "ring-p2p", n: 64, tpr: 8192, mk: "full_document_long"}, false},
 	} {
-		seqlen := c.n * c.tpr
-		spec, err := mask.Build(c.mk, seqlen, mask.Options{Seed: 42, Purpose: mask.PurposeCP, Source: c.src})
-		if err != nil {
-			t.Fatal(err)
-		}
-		docs, err := spec.Docs()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg := cp.Config{Ranks: c.n, HeadFirst: true, Docs: docs, Sharding: cp.Zigzag, Ulysses: c.ulysses}
-		ring := c.n
-		if c.ulysses > 0 {
-			cfg.Ring = c.n / c.ulysses
-			ring = cfg.Ring
-		}
-		passes := []kernels.Pass{kernels.Fwd, kernels.Bwd}
-		p := kernels.Problem{HeadsQ: 64, HeadsKV: 8, HeadDim: 128, DType: tensor.BF16, Mask: spec.Mask}
-		opts := Options{Machine: MachinePresets["h100-ib"], Kernel: KernelPresets["fa3-h100"], PartialDType: tensor.FP32}
-		m, _ := cp.New(c.method)
-		run := func() { _, _, err = Predict(context.Background(), m, cfg, p, passes, opts) }
-		got, _ := heaptest.Peak(run)
-		if err != nil {
-			t.Fatalf("%s: %v", c.name, err)
-		}
-		parallel := runtime.GOMAXPROCS(0) // traced ranks walking their steps at once
-		if c.n <= DefaultExactRanks {
-			parallel = c.n
-		}
-		steps, w := TracedSteps(c.n, 0, 0), PassWeight(passes)
-		lay := ZigzagLaid(c.n, ring, docs, spec.Mask).MemLayout(parallel, c.method == "ring-allgather")
-		est := MemoryBytesIn(c.n, lay, steps, w, parallel) + SequenceBytes(seqlen)
-		old := MemoryBytesIn(c.n, ZigzagDocs(ring, len(docs)), steps, w, parallel) + SequenceBytes(seqlen)
-		if est > zzLoose*got && got > 20e6 { // a sampled peak's miss, or a loose estimate: measured again
-			got = max(got, heaptest.PeakAtLeast(run, est/zzLoose, 2))
-		}
+		c.zigzag = true
+		r := measureLaid(t, c.sqCase, zzLoose)
+		got, est, old := r.got, r.est, r.everyLong
 		t.Logf("%s (%d documents): peak heap %.1f MB, estimated %.1f MB (%.1fx), every document long %.1f MB (%.1fx)",
-			c.name, len(docs), got/1e6, est/1e6, est/got, old/1e6, old/got)
+			c.name, r.docs, got/1e6, est/1e6, est/got, old/1e6, old/got)
 		switch {
 		case got > est:
 			t.Errorf("%s: %.1f MB of heap, estimated %.1f MB", c.name, got/1e6, est/1e6)
