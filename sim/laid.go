@@ -167,12 +167,11 @@ func ZigzagLaid(n, ring int, docs []mask.Range, m mask.Mask) Laid {
 			l.AllSlices += xs * k
 			l.CrossSlices += x * k
 			l.AllCrossSlices += xs * k
-			extra += x * k
-			allExtra += xs * k
 			kr := span(s.K, held) // (the keys' pieces on one rank: its one step's)
 			grow += x * kr
 			allGrow += xs * kr
 		}
+		extra, allExtra = extra+l.CrossSlices, allExtra+l.AllCrossSlices // (each a slot past its piece's)
 	}
 	l.Cuts = 2 * float64(R) * float64(len(docs))
 	l.Lay.Steps = float64(R)
