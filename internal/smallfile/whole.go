@@ -94,9 +94,6 @@ func TempPrefix(base string) string {
 	return "." + base + ".tmp-"
 }
 
-// tempPattern is CreateTemp's pattern for base: TempPrefix(base) and CreateTemp's digits.
-func tempPattern(base string) string { return TempPrefix(base) + "*" }
-
 // Replace writes the regular file path (or nothing yet) whole or not at all: fill writes
 // into a temporary file beside it (".<name>.tmp-*"), which is synced, made mode 0644,
 // closed and renamed over path only when every step went well (a name too long to add
@@ -110,7 +107,7 @@ func Replace(path string, fill func(f *os.File) error) (err error) {
 	if dir == "" {
 		dir = "."
 	}
-	f, err := createTemp(dir, tempPattern(base))
+	f, err := createTemp(dir, TempPrefix(base)+"*") // (CreateTemp puts digits for the '*')
 	if err != nil {
 		var pe *fs.PathError
 		if errors.As(err, &pe) { // the error names the file meant, not the pattern
