@@ -100,7 +100,7 @@ func (s *Session) fitKernels(ctx context.Context, k KernelSweep, dry bool) (*har
 	for _, cs := range cases {
 		pl, seen := places[cs.Kernel]
 		if !seen {
-			if dry && servedByWorker(cs.Kernel, k.KernelOptions) {
+			if dry && ServedByWorker(cs.Kernel, k.KernelOptions) {
 				unasked = append(unasked, cs.Kernel)
 			} else {
 				pl.k, pl.onDevice, pl.isRef, pl.devBytes, pl.ok = KernelPlace(cs.Kernel, k.KernelOptions)
@@ -151,9 +151,7 @@ func (s *Session) fitKernels(ctx context.Context, k KernelSweep, dry bool) (*har
 // ServedByWorker says whether kernel name is one a worker process serves (kernels/external:
 // exec:, torch:), whose device only its started worker can say (KernelPlace starts it); made,
 // not started. A dry run leaves such a kernel out of its fit.
-func ServedByWorker(name string, o kernels.Options) bool { return servedByWorker(name, o) }
-
-func servedByWorker(name string, o kernels.Options) bool {
+func ServedByWorker(name string, o kernels.Options) bool {
 	k, err := NewKernel(name, o)
 	if err != nil {
 		return false

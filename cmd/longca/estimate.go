@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 
@@ -65,11 +64,10 @@ func dryFitCP(c *cli.Context, o cpOptions, n int, w spmd.World) error {
 	if session.ServedByWorker(o.kernel, o.kernelOpts) {
 		line = fmt.Sprintf("# memory not counted: --kernel %s is a worker's kernel, whose worker a dry run does not start", o.kernel)
 	} else if err := fitCP(c, o, n, max(w.LocalSize, n/w.Size), w.Size == 1); err != nil {
-		var ue *session.UsageError
-		if !errors.As(err, &ue) {
+		var ok bool
+		if line, ok = dryRefusal(err); !ok {
 			return err
 		}
-		line = "# the run would be refused on this machine: " + strings.TrimPrefix(err.Error(), "longca: ")
 	} else {
 		line = "# fits this machine's memory (the run says its time when it starts)"
 	}

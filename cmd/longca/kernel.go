@@ -189,9 +189,8 @@ func sweepAction(c *cli.Context, s harness.Sweep, bench string, w spmd.World, ko
 // rates, with nothing started or timed (session.FitKernelsDry).
 func dryFit(c *cli.Context, bench string, w spmd.World, k session.KernelSweep) error {
 	est, unasked, err := session.New(bench, "", "", w, Version, &log, c.App.Writer, c.App.ErrWriter).FitKernelsDry(k)
-	var ue *session.UsageError
-	if errors.As(err, &ue) {
-		_, err = fmt.Fprintf(c.App.Writer, "# the run would be refused on this machine: %s\n", strings.TrimPrefix(err.Error(), "longca: "))
+	if line, ok := dryRefusal(err); ok {
+		_, err = fmt.Fprintln(c.App.Writer, line)
 		return err
 	}
 	if err != nil {
@@ -205,6 +204,16 @@ func dryFit(c *cli.Context, bench string, w spmd.World, k session.KernelSweep) e
 	_, err = fmt.Fprintf(c.App.Writer, "# fits this machine's memory; about %s at the assumed rates (the CPU reference at %.1f GFLOP/s, GPU kernels at %.0f TFLOP/s; the run measures the reference first when that is long)%s\n",
 		harness.FormatDuration(est.Total().Seconds()), m.RefFLOPs/1e9, m.DeviceFLOPs/1e12, left)
 	return err
+}
+
+// dryRefusal is a dry run's line for the refusal err that the run would meet (a usage
+// error: what does not fit this machine); ok is false for any other error, or none.
+func dryRefusal(err error) (line string, ok bool) {
+	var ue *session.UsageError
+	if !errors.As(err, &ue) {
+		return "", false
+	}
+	return "# the run would be refused on this machine: " + strings.TrimPrefix(err.Error(), "longca: "), true
 }
 
 // writeMaskJSON writes one JSON file per (mask, length) of the sweep into dir (--mask-json).
