@@ -216,7 +216,11 @@ func TestCPEstimateChecksShareReferences(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		est := NewCPEstimate(s, cases, CPEstimateSetup{Ranks: 2, InProcess: true, OnDevice: true, Warmup: 1, Iters: 1, Check: true})
+		// HostPrep fixed: the host work is this host's measured rate otherwise, taken by the
+		// clock once a process, and under make test's load (packages tested at once) it read
+		// ring-allgather's kept check at 0.01001 s against ring-p2p's 0.959: the sharing of the
+		// references, not the host's speed, is what this holds
+		est := NewCPEstimate(s, cases, CPEstimateSetup{Ranks: 2, InProcess: true, OnDevice: true, Warmup: 1, Iters: 1, Check: true, HostPrep: HostPrepBytes})
 		var out []float64
 		for _, i := range est.first {
 			out = append(out, est.cases[i].CheckSeconds)
