@@ -194,6 +194,11 @@ func (c *coalescer) add(b *rawBatch, i, k int) bool {
 			if !ok || !within64(len(vb), (n+7)/8) {
 				return false
 			}
+			// a count its bitmap does not hold: decode refuses the batch (validateArray),
+			// which the coalesced batch's sum of counts alone need not show
+			if n-bitutil.CountSetBits(vb, 0, n) != int(nulls) {
+				return false
+			}
 			s.valid = vb
 		}
 		buf++

@@ -5,6 +5,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/bitutil"
 )
 
 // identityColumns must be in every results file, with these types: a file without them
@@ -95,11 +96,23 @@ func validateArray(a arrow.Array) error {
 		return bufs[i].Len()
 	}
 	bitmapBytes := (end + 7) / 8
+	// The stored null count is held to the bitmap: arrow-go takes a negative one as
+	// unknown and counts the bitmap when asked (a panic where there is none: merge's
+	// concatColumn), and writes a column whose count is its length with every bit cleared
+	// (a merge wrote values as nulls). Counting is a popcount over the bitmap's bytes.
+	if d.NullN() < 0 {
+		return fmt.Errorf("a null count of %d", d.NullN())
+	}
 	if d.NullN() > 0 && size(0) < bitmapBytes {
 		return fmt.Errorf("%d nulls but a validity bitmap of %d bytes for %d values", d.NullN(), size(0), n)
 	}
 	if d.NullN() > n {
 		return fmt.Errorf("%d nulls in %d values", d.NullN(), n)
+	}
+	if d.NullN() > 0 {
+		if zeros := n - bitutil.CountSetBits(bufs[0].Bytes(), off, n); zeros != d.NullN() {
+			return fmt.Errorf("a null count of %d where its validity bitmap marks %d of %d values null", d.NullN(), zeros, n)
+		}
 	}
 	switch a := a.(type) {
 	case *array.String:
