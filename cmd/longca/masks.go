@@ -153,6 +153,9 @@ func writeOutput(flag, path string, fill func(io.Writer) error) error {
 		return nil
 	case results.Unwritable(err) || errors.Is(err, syscall.EISDIR) || errors.Is(err, syscall.ENOTDIR):
 		return usageError("--%s %s: %v: give a file in a folder you can write", flag, path, cleanPathError(err))
+	case results.NoRoom(err) && errors.Is(err, smallfile.ErrCutInPlace):
+		return usageError("--%s %s: %v: cut short (written in place: its folder admits no temporary file); make room (space, quota, ulimit -f) and run again, or give --%s a folder with room",
+			flag, path, cleanPathError(err), flag)
 	case results.NoRoom(err):
 		return usageError("--%s %s: %v: not written (a file there is left as it was); make room (space, quota, ulimit -f), or give --%s a folder with room",
 			flag, path, cleanPathError(err), flag)

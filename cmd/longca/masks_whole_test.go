@@ -2,11 +2,13 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"image/png"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/longca/longca/internal/smallfile"
@@ -107,5 +109,28 @@ func TestMasksOutputsThatCannotBeWritten(t *testing.T) {
 		args := append(append([]string{}, base...), c.flag, c.path)
 		_, errOut, code := captureRun(t, args...)
 		checkUsageError(t, args, code, errOut, append([]string{c.flag + " " + c.path}, c.wants...)...)
+	}
+}
+
+// A file written in place (its folder admits no temporary file: smallfile.WriteWhole's
+// fallback) that a full disk cut midway is said to be cut short, not "left as it was" as
+// the full disk that leaves the old file is. (The seam gives WriteWhole's error for it:
+// the fallback's temporary-file refusal cannot be made from here, and is
+// smallfile.TestWriteWholeInPlaceWriteFailsSaysCut's.)
+func TestMasksOutputCutInPlaceIsSaid(t *testing.T) {
+	old := writeMaskFile
+	t.Cleanup(func() { writeMaskFile = old })
+	writeMaskFile = func(path string, fill func(io.Writer) error) error {
+		if err := fill(io.Discard); err != nil {
+			return err
+		}
+		return fmt.Errorf("%w: %s %w", &os.PathError{Op: "write", Path: path, Err: syscall.ENOSPC}, path, smallfile.ErrCutInPlace)
+	}
+	path := filepath.Join(t.TempDir(), "m.json")
+	args := []string{"masks", "--mask", "causal", "--seqlen", "1K", "--out", path}
+	_, errOut, code := captureRun(t, args...)
+	checkUsageError(t, args, code, errOut, "--out "+path, "no space left on device", "cut short", "make room")
+	if strings.Contains(errOut, "left as it was") {
+		t.Errorf("a file cut in place: %q says it was left as it was", strings.TrimSpace(errOut))
 	}
 }

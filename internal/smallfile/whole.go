@@ -3,6 +3,7 @@ package smallfile
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -43,12 +44,18 @@ func WriteWhole(path string, fill func(io.Writer) error) (err error) {
 	return err
 }
 
+// ErrCutInPlace is in WriteWhole's error where it wrote a file in place (its folder admits
+// no temporary file) and the write failed after the file was truncated (a disk or quota
+// that filled, ulimit -f): the file no longer holds what it held, unlike every other
+// failure of WriteWhole's.
+var ErrCutInPlace = errors.New("written in place (its folder admits no temporary file) and cut short")
+
 // overwrite writes the regular file path in place, where no temporary file could be made
 // beside it (refused, Replace's error): fill writes into memory first, so a fill that fails
 // leaves the file as it was and its error is returned; the file is truncated only once
 // there is all of it to write. A file that cannot be opened for writing gets refused (it
 // names path); an error writing it (a disk that fills) leaves it cut, as a plain write
-// would, and is returned naming it.
+// would, and is returned naming it, with ErrCutInPlace.
 func overwrite(path string, fill func(io.Writer) error, refused error) error {
 	var b bytes.Buffer
 	if err := fill(&b); err != nil {
@@ -58,11 +65,14 @@ func overwrite(path string, fill func(io.Writer) error, refused error) error {
 	if err != nil {
 		return refused
 	}
-	if _, err := f.Write(b.Bytes()); err != nil {
-		f.Close()
-		return err
+	_, err = f.Write(b.Bytes())
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
-	return f.Close()
+	if err != nil {
+		return fmt.Errorf("%w: %s %w", err, path, ErrCutInPlace)
+	}
+	return nil
 }
 
 // noTempError is Replace's error where the temporary file could not be made (its path
