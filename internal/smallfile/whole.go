@@ -65,7 +65,7 @@ func overwrite(path string, fill func(io.Writer) error, refused error) error {
 	if err != nil {
 		return refused
 	}
-	_, err = f.Write(b.Bytes())
+	_, err = writeOpened(f, b.Bytes())
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -74,6 +74,10 @@ func overwrite(path string, fill func(io.Writer) error, refused error) error {
 	}
 	return nil
 }
+
+// writeOpened writes b to the file overwrite opened (a test's seam: a disk that fills
+// midway, without changing the test process's own limits).
+var writeOpened = func(f *os.File, b []byte) (int, error) { return f.Write(b) }
 
 // noTempError is Replace's error where the temporary file could not be made (its path
 // the file meant): WriteWhole then tries the file itself.
