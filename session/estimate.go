@@ -84,9 +84,11 @@ func (s *Session) FitKernels(ctx context.Context, k KernelSweep) (*harness.Estim
 // same refusals of what does not fit, and the time at the assumed rates, with nothing
 // started or timed: the CPU reference is not calibrated, and a kernel served by a worker
 // process (exec:, torch:) is not asked where it runs (its worker would start), so its cases
-// are left out of the memory fit and the time, their kernels named in unasked. A dry run had
-// said nothing of either: the README's sparse example passed its dry run and was then
-// refused for memory.
+// are counted as on a GPU of unknown memory: the host memory longca holds for them whatever
+// the worker's device (a worker on the CPU holds more), their kernels named in unasked. (Left
+// out of the fit, a worker's 1M-token case "fit" a 16 GiB host where the run was refused for
+// 88 GiB.) A dry run had said nothing of either: the README's sparse example passed its dry
+// run and was then refused for memory.
 func (s *Session) FitKernelsDry(k KernelSweep) (est *harness.Estimate, unasked []string, err error) {
 	return s.fitKernels(context.Background(), k, true)
 }
@@ -102,6 +104,7 @@ func (s *Session) fitKernels(ctx context.Context, k KernelSweep, dry bool) (*har
 		if !seen {
 			if dry && ServedByWorker(cs.Kernel, k.KernelOptions) {
 				unasked = append(unasked, cs.Kernel)
+				pl.onDevice, pl.ok = true, true // the least it holds on the host: no kernel asked (pl.k nil)
 			} else {
 				pl.k, pl.onDevice, pl.isRef, pl.devBytes, pl.ok = KernelPlace(cs.Kernel, k.KernelOptions)
 			}
@@ -341,7 +344,7 @@ func (s *Session) newEstimateFrom(k KernelSweep, cases []harness.Case, places ma
 					ec.CheckWork = rs.WorkAt(cs.Heads.Q, cs.Heads.KV, cs.HeadDim, checked, m.RefFLOPs, cores)
 				}
 			}
-			if pl.ok && pn.p != nil {
+			if pl.ok && pl.k != nil && pn.p != nil { // a dry run's worker kernel is not asked
 				q := *pn.p
 				q.HeadDim, q.DType = cs.HeadDim, cs.DType
 				if pl.k.Supports(q) != nil {

@@ -5,6 +5,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/longca/longca/kernels/external"
+	"github.com/longca/longca/session"
 )
 
 // A dry run (kernel, sparse) says what the run would: a case that does not fit this
@@ -46,11 +49,31 @@ func TestDryRunSaysTheFit(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("%v: exit %d: %s", args, code, errs)
 	}
-	if !strings.Contains(out, "# fits this machine's memory; about ") || !strings.Contains(out, "not counted: exec:"+worker) {
+	if !strings.Contains(out, "# fits this machine's memory; about ") || !strings.Contains(out, "exec:"+worker+" counted as on a GPU") {
 		t.Errorf("%v: no fit, time or worker's kernel said:\n%s", args, out)
 	}
 	if _, err := os.Stat(marker); err == nil {
 		t.Errorf("%v: the dry run started the exec: worker", args)
+	}
+}
+
+// A dry run of a worker's kernel alone counts the host memory longca holds for its cases
+// whatever the worker's device: a case the run refuses for that is refused in the dry run
+// too. Left out of the fit, a 1M-token case of the fake worker "fit" a 16 GiB host (about
+// 0s) where the run was refused for 88 GiB.
+func TestDryRunCountsWorkerKernels(t *testing.T) {
+	withMachine(t, 16<<30)
+	w := fakeWorker(t, "ok")
+	args := []string{"kernel", "--kernels", "exec:" + w + ":ref", "--seqlens", "1M", "--masks", "causal", "--passes", "fwd"}
+	_, runErr, runCode := runCLI(t, append(args, "--out", t.TempDir())...)
+	external.CloseAll()
+	session.ForgetKernels()
+	out, dryErr, dryCode := runCLI(t, append(args, "--dry-run")...)
+	if runCode != 2 || dryCode != 0 {
+		t.Fatalf("exit %d run, %d dry run; want 2 and 0: %s / %s", runCode, dryCode, runErr, dryErr)
+	}
+	if l := last(out); !strings.HasPrefix(l, "# the run would be refused on this machine: --seqlens 1M") || !strings.Contains(l, "host memory") {
+		t.Errorf("the dry run's last line %q; the run: %s", l, runErr)
 	}
 }
 

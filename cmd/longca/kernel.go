@@ -199,7 +199,7 @@ func dryFit(c *cli.Context, bench string, w spmd.World, k session.KernelSweep) e
 	m := session.Machine()
 	left := ""
 	if len(unasked) > 0 {
-		left = fmt.Sprintf("; not counted: %s (a worker's kernel: its worker is not started in a dry run)", strings.Join(unasked, ", "))
+		left = fmt.Sprintf("; %s counted as on a GPU: the host memory longca holds for a worker's kernel, whose worker (which says where it runs) a dry run does not start", strings.Join(unasked, ", "))
 	}
 	_, err = fmt.Fprintf(c.App.Writer, "# fits this machine's memory; about %s at the assumed rates (the CPU reference at %.1f GFLOP/s, GPU kernels at %.0f TFLOP/s; the run measures the reference first when that is long)%s\n",
 		harness.FormatDuration(est.Total().Seconds()), m.RefFLOPs/1e9, m.DeviceFLOPs/1e12, left)
