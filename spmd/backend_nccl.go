@@ -23,8 +23,8 @@ func openNCCL(ctx context.Context, w World, o Options) (comm.Comm, error) {
 	// A machine where NCCL cannot run at all (no CUDA driver or GPU, no libnccl) is the
 	// wrong place for this backend: bad input, one line naming the flag and the others (it
 	// exited 1 naming neither).
-	if err := ncclRunsHere(); err != nil {
-		return nil, LaunchError(fmt.Errorf("--backend nccl cannot run here: %v: give --backend tcp (or mpi under mpirun), or run where longca env finds libcuda and libnccl", err))
+	if err := NCCLUnavailable(); err != nil {
+		return nil, LaunchError(err)
 	}
 	idx, err := DeviceIndex(w, os.Getenv)
 	if err != nil {
@@ -39,6 +39,16 @@ func openNCCL(ctx context.Context, w World, o Options) (comm.Comm, error) {
 		return nil, err
 	}
 	return nccl.NewStaged(c, g), nil
+}
+
+// NCCLUnavailable is the refusal of --backend nccl on a machine where NCCL cannot run (no
+// CUDA driver or device, no libnccl with the symbols longca needs), one line naming the
+// flag and the fix, or nil: the backend's own, and a dry run's (cp --dry-run says it).
+func NCCLUnavailable() error {
+	if err := ncclRunsHere(); err != nil {
+		return fmt.Errorf("--backend nccl cannot run here: %v: give --backend tcp (or mpi under mpirun), or run where longca env finds libcuda and libnccl", err)
+	}
+	return nil
 }
 
 // ncclRunsHere says why NCCL cannot run on this machine (no CUDA driver or device, no

@@ -7,6 +7,7 @@ import (
 	"github.com/longca/longca/kernels"
 	"github.com/longca/longca/present"
 	"github.com/longca/longca/session"
+	"github.com/longca/longca/spmd"
 	"github.com/urfave/cli/v2"
 )
 
@@ -61,28 +62,22 @@ func cpAction(c *cli.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	// a --variant the kernel does not take is bad input, dry run or not
+	if err := checkVariant(o.kernelOpts, c.IsSet("kernel"), o.kernel); err != nil {
+		return err
+	}
 	if o.dryRun {
 		if w.Rank == 0 {
 			if err := present.WriteCPPlan(c.App.Writer, o.sweep(n), cases, n); err != nil {
 				return err
 			}
-			return dryFitCP(c, o, n, w)
+			return dryFitCP(c, o, n, w, cpBackend(o, w, so))
 		}
 		return nil
 	}
-	if err := checkVariant(o.kernelOpts, c.IsSet("kernel"), o.kernel); err != nil {
-		return err
-	}
-	// The kernel, probed once: a device kernel the methods cannot keep on its device is
-	// refused here unless --staged.
-	// A kernel that cannot be made here (no GPU, no libcudnn) is what a kernel sweep
-	// reports as unsupported rows; cp has one kernel, so it is bad input (it exited 1).
-	probe, err := session.NewKernel(o.kernel, o.kernelOpts)
+	probe, err := cpKernelProbe(o)
 	if err != nil {
-		return usageError("--kernel %s cannot run here: %v: use --kernel ref, or run where longca env finds it", o.kernel, err)
-	}
-	if _, err := harness.CPKernel(probe, o.staged); err != nil {
-		return usageError("--kernel %s: %v", o.kernel, err)
+		return err
 	}
 	// a worker's backward may recompute its own forward (the protocol allows it, the torch
 	// worker does), where a CP method's step passes the whole row's out and lse with part of
@@ -109,10 +104,7 @@ func cpAction(c *cli.Context) (err error) {
 			return err
 		}
 	}
-	if w.Size > 1 && (so.Backend == "" || so.Backend == "auto") && o.kernel == "cuda" {
-		// GPU ranks started by a launcher talk through NCCL, device buffer to device buffer.
-		so.Backend = "nccl"
-	}
+	so.Backend = cpBackend(o, w, so)
 	inProcess := !(w.Size > 1 || so.Backend != "auto" && so.Backend != "local")
 	if o.runID, err = resultsTarget(o.out, o.runID, flagFrom(c, "run-id"), n, inProcess); err != nil {
 		return err
@@ -127,6 +119,32 @@ func cpAction(c *cli.Context) (err error) {
 		run.Estimate = estimateCP(c, run)
 	}
 	return newSession(c, "cp", o.out, o.runID, w).CP(c.Context, run)
+}
+
+// cpKernelProbe is the run's kernel, made once, with its refusals: a kernel that cannot be
+// made here, a device kernel the methods cannot keep on its
+// device (refused unless --staged). The dry run says them too, for a kernel not served by a
+// worker (whose Device starts it).
+func cpKernelProbe(o cpOptions) (kernels.Kernel, error) {
+	// A kernel that cannot be made here (no GPU, no libcudnn) is what a kernel sweep
+	// reports as unsupported rows; cp has one kernel, so it is bad input (it exited 1).
+	probe, err := session.NewKernel(o.kernel, o.kernelOpts)
+	if err != nil {
+		return nil, usageError("--kernel %s cannot run here: %v: use --kernel ref, or run where longca env finds it", o.kernel, err)
+	}
+	if _, err := harness.CPKernel(probe, o.staged); err != nil {
+		return nil, usageError("--kernel %s: %v", o.kernel, err)
+	}
+	return probe, nil
+}
+
+// cpBackend is the backend the run opens: GPU ranks started by a launcher talk through NCCL,
+// device buffer to device buffer, unless --backend names another.
+func cpBackend(o cpOptions, w spmd.World, so spmd.Options) string {
+	if w.Size > 1 && (so.Backend == "" || so.Backend == "auto") && o.kernel == "cuda" {
+		return "nccl"
+	}
+	return so.Backend
 }
 
 // baselineOf is --baseline's yardstick (parseCPFlags checked it): none, measured in the

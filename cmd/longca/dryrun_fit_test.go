@@ -100,3 +100,33 @@ func last(s string) string {
 	s = strings.TrimRight(s, "\n")
 	return s[strings.LastIndex(s, "\n")+1:]
 }
+
+// cp's dry run says the run's refusal of a kernel or a backend that cannot run on this
+// machine, as the run words it (exit 2 there, 0 in the dry run). It said "fits this
+// machine's memory" for --kernel cuda and --backend nccl on a host without CUDA, where the
+// run exits 2: the memory fit passes over a kernel it cannot make.
+func TestCPDryRunSaysTheRunsRefusal(t *testing.T) {
+	small := []string{"cp", "--tokens-per-rank", "256", "--heads", "2:1", "--head-dim", "8", "--masks", "causal",
+		"--methods", "ring-p2p", "--samples", "1", "--timeout", "20s"}
+	for _, extra := range [][]string{{"--kernel", "cuda"}, {"--kernel", "cudnn"}, {"--kernel", "ref", "--backend", "nccl"}} {
+		args := append(append([]string{}, small...), extra...)
+		_, runErr, runCode := runCLI(t, append(args, "--out", t.TempDir())...)
+		if runCode != 2 || !strings.Contains(runErr, "cannot run here") {
+			t.Logf("%v: not refused here (exit %d): a machine with CUDA", extra, runCode)
+			continue
+		}
+		out, dryErr, dryCode := runCLI(t, append(args, "--dry-run")...)
+		// the run's line, less what it says of opening the backend (spmd: open nccl backend for rank 0 of 1)
+		said, ok := strings.CutPrefix(last(out), "# the run would be refused on this machine: ")
+		if dryCode != 0 || !ok || !strings.HasSuffix(last(runErr), ": "+said) || !strings.HasPrefix(said, extra[len(extra)-2]+" ") {
+			t.Errorf("%v: dry run exit %d, last line %q; the run's refusal %q: %s", extra, dryCode, last(out), last(runErr), dryErr)
+		}
+	}
+	// a --variant the run refuses is bad input in its dry run too (it passed, exit 0)
+	args := append(append([]string{}, small...), "--kernel", "ref", "--variant", "cuda=sm90")
+	_, runErr, runCode := runCLI(t, append(args, "--out", t.TempDir())...)
+	_, dryErr, dryCode := runCLI(t, append(args, "--dry-run")...)
+	if runCode != 2 || dryCode != 2 || last(dryErr) != last(runErr) || !strings.Contains(dryErr, "--variant") {
+		t.Errorf("--variant cuda=sm90 with --kernel ref: exit %d run, %d dry run: %q / %q", runCode, dryCode, runErr, dryErr)
+	}
+}

@@ -56,22 +56,32 @@ func fitCP(c *cli.Context, o cpOptions, n, onNode int, inProcess bool) error {
 	return session.FitCP(o.sweep(n), n, onNode, inProcess, o.kernelOpts, o.check, o.checkBudget, flags)
 }
 
-// dryFitCP says after a CP dry run's plan whether the run fits this machine's memory (the
-// run's own refusal as the plan's last line where it does not; exit status 0, as kernel's
-// dry run), starting no worker: a worker's kernel (exec:, torch:) is not counted.
-func dryFitCP(c *cli.Context, o cpOptions, n int, w spmd.World) error {
-	var line string
+// dryFitCP says after a CP dry run's plan whether the run fits this machine: its memory,
+// then the kernel and the backend (backend, the one the run opens) where they cannot run
+// here (the run's own refusal as the plan's last line where it does not fit; exit status 0,
+// as kernel's dry run), starting no worker: a worker's kernel (exec:, torch:) is not
+// counted. (The memory fit alone said "fits" for --kernel cuda or --backend nccl on a
+// machine without CUDA, where the run exits 2.)
+func dryFitCP(c *cli.Context, o cpOptions, n int, w spmd.World, backend string) error {
+	line := "# fits this machine's memory (the run says its time when it starts)"
+	var err error
 	if session.ServedByWorker(o.kernel, o.kernelOpts) {
 		line = fmt.Sprintf("# memory not counted: --kernel %s is a worker's kernel, whose worker a dry run does not start", o.kernel)
-	} else if err := fitCP(c, o, n, max(w.LocalSize, n/w.Size), w.Size == 1); err != nil {
+	} else if err = fitCP(c, o, n, max(w.LocalSize, n/w.Size), w.Size == 1); err == nil {
+		_, err = cpKernelProbe(o)
+	}
+	if err == nil && backend == "nccl" {
+		if e := spmd.NCCLUnavailable(); e != nil {
+			err = usageError("%v", e)
+		}
+	}
+	if err != nil {
 		var ok bool
 		if line, ok = dryRefusal(err); !ok {
 			return err
 		}
-	} else {
-		line = "# fits this machine's memory (the run says its time when it starts)"
 	}
-	_, err := fmt.Fprintln(c.App.Writer, line)
+	_, err = fmt.Fprintln(c.App.Writer, line)
 	return err
 }
 

@@ -207,10 +207,11 @@ func dryFit(c *cli.Context, bench string, w spmd.World, k session.KernelSweep) e
 }
 
 // dryRefusal is a dry run's line for the refusal err that the run would meet (a usage
-// error: what does not fit this machine); ok is false for any other error, or none.
+// error, exit status 2: what does not fit or cannot run on this machine); ok is false for
+// any other error, or none.
 func dryRefusal(err error) (line string, ok bool) {
-	var ue *session.UsageError
-	if !errors.As(err, &ue) {
+	var ue cli.ExitCoder
+	if !errors.As(err, &ue) || ue.ExitCode() != 2 {
 		return "", false
 	}
 	return "# the run would be refused on this machine: " + strings.TrimPrefix(err.Error(), "longca: "), true
