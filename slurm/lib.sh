@@ -6,7 +6,8 @@
 # sbatch runs a copy of the job script from its spool folder ($0 is .../slurm_script), so a
 # job script looks for this file in $LONGCA_SLURM_LIB_DIR (when set, there only: not
 # LONGCA_SLURM_DIR, which is scripts/slurm-up.sh's state folder), else beside $0 (`bash
-# slurm/run_8gpu.sh`), then beside the script as submitted (`scontrol show job`'s Command=),
+# slurm/run_8gpu.sh`), then beside the script as submitted (`scontrol show job`'s Command=,
+# less the script's arguments that Slurm appends; both through any symbolic link),
 # then in slurm/ of the working folder and of the folder sbatch ran in (SLURM_SUBMIT_DIR,
 # the repository root that bin/longca and out/ are relative to), taking only a lib.sh that
 # defines longca_gpu_job_start (another project's is passed over). Those lines are the same

@@ -21,10 +21,18 @@ set -euo pipefail
 submitted=
 if [ -n "${SLURM_JOB_ID:-}" ]; then
 	submitted=$(scontrol show job "$SLURM_JOB_ID" 2>/dev/null | sed -n 's/^ *Command=//p' | head -n 1) || true
+	# Command= is the script's path, then its arguments joined by spaces (one with a / had sent the search to a wrong
+	# folder): taken off, up to the first line break, where scontrol's line ends; an older Slurm shows the path alone
+	if [ $# -gt 0 ]; then
+		args=$(printf '%s\n' "$*" | head -n 1)
+		case $submitted in *" $args") submitted=${submitted%" $args"} ;; esac
+	fi
 	case $submitted in '' | /*) ;; *) submitted=${SLURM_SUBMIT_DIR:-.}/$submitted ;; esac # as given to sbatch
 fi
+# the folder of a path, symbolic links followed: a script submitted or run through a link is longca's, beside its lib.sh
+real_dir() { dirname -- "$(readlink -f -- "$1" 2>/dev/null || printf '%s\n' "$1")"; }
 lib=
-for dir in "${LONGCA_SLURM_LIB_DIR:-}" "$(dirname -- "$0")" "${submitted:+$(dirname -- "$submitted")}" slurm "${SLURM_SUBMIT_DIR:-.}/slurm"; do
+for dir in "${LONGCA_SLURM_LIB_DIR:-}" "$(real_dir "$0")" "${submitted:+$(real_dir "$submitted")}" slurm "${SLURM_SUBMIT_DIR:-.}/slurm"; do
 	# only longca's: another lib.sh (beside a copy of this script, another project's slurm/) is passed over
 	if [ -n "$dir" ] && [ -f "$dir/lib.sh" ] && grep -qs '^longca_gpu_job_start() {$' "$dir/lib.sh"; then lib=$dir/lib.sh && break; fi
 	[ -z "${LONGCA_SLURM_LIB_DIR:-}" ] || break # given, that folder only

@@ -176,8 +176,13 @@ func slurmRepo(t *testing.T, script string) (repo, spooled string) {
 
 // slurmJob runs a script as the batch step: in dir, with the stubs first on PATH and env.
 func slurmJob(t *testing.T, bin, dir, script string, env ...string) (code int, log []string, envLog, stderr string) {
+	return slurmJobArgs(t, bin, dir, script, nil, env...)
+}
+
+// slurmJobArgs is slurmJob with the script's arguments (as `sbatch script ARG...` passes them).
+func slurmJobArgs(t *testing.T, bin, dir, script string, args []string, env ...string) (code int, log []string, envLog, stderr string) {
 	logf := filepath.Join(t.TempDir(), "calls")
-	cmd := exec.Command("bash", script)
+	cmd := exec.Command("bash", append([]string{script}, args...)...)
 	cmd.Dir = dir
 	cmd.Env = []string{"PATH=" + bin + ":" + os.Getenv("PATH"), "STUB_LOG=" + logf, "LONGCA=longca",
 		"SLURM_JOB_ID=77", "SLURM_JOB_NODELIST=node1"}
@@ -325,6 +330,47 @@ func TestSlurmGPUScriptsFindLib(t *testing.T) {
 		} {
 			t.Run(script+"/"+c.name, func(t *testing.T) {
 				code, log, _, stderr := slurmJob(t, bin, c.dir, c.script, c.env...)
+				if code != 0 || len(log) != 5 || !strings.HasPrefix(log[4], "longca merge --parquet ") {
+					t.Errorf("exit %d, calls:\n%s\nstderr:\n%s", code, strings.Join(log, "\n"), stderr)
+				}
+			})
+		}
+		// Slurm's Command= is the script as submitted and then its arguments, joined by
+		// spaces (Slurm 22.05: "Command=/x y/slurm/run_8gpu.sh a/b c d"); a symbolic link
+		// submitted is shown as given (Command=./link.sh). An argument with a / had sent the
+		// search to "/x y/slurm/run_8gpu.sh a", and a link to the link's folder: submitted
+		// from another folder, both jobs exited 2 saying lib.sh was not found (shown on a
+		// one-node Slurm cluster, scripts/slurm-up.sh).
+		linkDir := filepath.Join(t.TempDir(), "my links")
+		if err := os.MkdirAll(linkDir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		link := filepath.Join(linkDir, "job.sh")
+		if err := os.Symlink(filepath.Join(repo, "slurm", script), link); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			name, dir, script string
+			args, env         []string
+		}{
+			{"submitted by its absolute path with arguments", elsewhere, spooled, []string{"a/b", "c d"},
+				[]string{"SLURM_SUBMIT_DIR=" + elsewhere, "STUB_COMMAND=" + filepath.Join(repo, "slurm", script) + " a/b c d"}},
+			{"submitted by a relative path with arguments", elsewhere, spooled, []string{"/", "x/"},
+				[]string{"SLURM_SUBMIT_DIR=" + repo, "STUB_COMMAND=slurm/" + script + " / x/"}},
+			{"submitted through a symbolic link", linkDir, spooled, nil,
+				[]string{"SLURM_SUBMIT_DIR=" + linkDir, "STUB_COMMAND=./job.sh"}},
+			{"submitted through a symbolic link with arguments", linkDir, spooled, []string{"p/q"},
+				[]string{"SLURM_SUBMIT_DIR=" + linkDir, "STUB_COMMAND=" + link + " p/q"}},
+			{"run by bash through a symbolic link", elsewhere, link, nil, nil},
+			// scontrol's line ends at an argument's line break
+			{"submitted with an argument of two lines", elsewhere, spooled, []string{"x", "a/b\nc/d"},
+				[]string{"SLURM_SUBMIT_DIR=" + elsewhere, "STUB_COMMAND=" + filepath.Join(repo, "slurm", script) + " x a/b\nc/d"}},
+			// an older Slurm shows the script alone
+			{"submitted with arguments, Command= without them", elsewhere, spooled, []string{"a/b"},
+				[]string{"SLURM_SUBMIT_DIR=" + elsewhere, "STUB_COMMAND=" + filepath.Join(repo, "slurm", script)}},
+		} {
+			t.Run(script+"/"+c.name, func(t *testing.T) {
+				code, log, _, stderr := slurmJobArgs(t, bin, c.dir, c.script, c.args, c.env...)
 				if code != 0 || len(log) != 5 || !strings.HasPrefix(log[4], "longca merge --parquet ") {
 					t.Errorf("exit %d, calls:\n%s\nstderr:\n%s", code, strings.Join(log, "\n"), stderr)
 				}
