@@ -23,6 +23,26 @@ func writeTestFile(t testing.TB, rows int, closed bool) ([]byte, []Row, []int) {
 // 0: Write, a batch a row), the rows drawn from seed; starts are where each batch starts.
 func writeRowsFile(t testing.TB, rows, chunk int, closed bool, seed uint64) ([]byte, []Row, []int) {
 	t.Helper()
+	rng := rand.New(rand.NewPCG(seed, seed))
+	var want []Row
+	for i := 0; i < rows; i++ {
+		r := randomRow(rng, i)
+		r.RunID, r.Rank, r.WorldSize = "dmg", 0, 1
+		want = append(want, r)
+	}
+	var batches [][]Row
+	for i := 0; i < rows; i += max(chunk, 1) {
+		batches = append(batches, want[i:min(i+max(chunk, 1), rows)])
+	}
+	b, starts := writeBatchesFile(t, batches, chunk == 0, closed)
+	return b, want, starts
+}
+
+// writeBatchesFile writes a rank file (run dmg, rank 0 of 1) of the batches given, each by
+// one WriteAll (single: each batch's one row by Write), closed or left as a killed writer
+// leaves it, and returns its bytes and where each batch starts (then the end).
+func writeBatchesFile(t testing.TB, batches [][]Row, single, closed bool) ([]byte, []int) {
+	t.Helper()
 	dir := t.TempDir()
 	w, err := Create(dir, "dmg", 0, 1)
 	if err != nil {
@@ -35,19 +55,12 @@ func writeRowsFile(t testing.TB, rows, chunk int, closed bool, seed uint64) ([]b
 		}
 		return int(st.Size())
 	}
-	rng := rand.New(rand.NewPCG(seed, seed))
-	var want []Row
-	for i := 0; i < rows; i++ {
-		r := randomRow(rng, i)
-		r.RunID, r.Rank, r.WorldSize = "dmg", 0, 1
-		want = append(want, r)
-	}
 	starts := []int{size()}
-	for i := 0; i < rows; i += max(chunk, 1) {
-		if chunk == 0 {
-			err = w.Write(want[i])
+	for _, rows := range batches {
+		if single {
+			err = w.Write(rows[0])
 		} else {
-			err = w.WriteAll(want[i:min(i+chunk, rows)])
+			err = w.WriteAll(rows)
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -63,7 +76,7 @@ func writeRowsFile(t testing.TB, rows, chunk int, closed bool, seed uint64) ([]b
 	if err != nil {
 		t.Fatal(err)
 	}
-	return b, want, starts
+	return b, starts
 }
 
 // decodeRows decodes a file's bytes into rows, or returns the error.

@@ -14,19 +14,7 @@ import (
 // elsewhere. It returns the file's bytes and where each batch starts.
 func nullRows(t *testing.T, blockNull ...[]bool) ([]byte, []int) {
 	t.Helper()
-	dir := t.TempDir()
-	w, err := Create(dir, "dmg", 0, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	size := func() int {
-		st, err := os.Stat(w.Path())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return int(st.Size())
-	}
-	var starts []int
+	var batches [][]Row
 	for b, nulls := range blockNull {
 		var rows []Row
 		for i, null := range nulls {
@@ -36,19 +24,10 @@ func nullRows(t *testing.T, blockNull ...[]bool) ([]byte, []int) {
 			}
 			rows = append(rows, r)
 		}
-		starts = append(starts, size())
-		if err := w.WriteAll(rows); err != nil {
-			t.Fatal(err)
-		}
+		batches = append(batches, rows)
 	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(w.Path())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data, starts
+	data, starts := writeBatchesFile(t, batches, false, true)
+	return data, starts[:len(blockNull)]
 }
 
 // nullCountAt is where in data the stored null count of column col of the batch that
