@@ -467,6 +467,20 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
 #pragma unroll
   for (int i = 0; i < OR; i++) acc[i] = 0.f;
   constexpr bool LZ = LEAN && kFwdLazyMax && D == 128;  // (call 75: d128 +1.5 to +2%, d64 -0.6 to -2.1%)
+  // (probes, wrong by design: sm90probe-noexp, sm90probe-nomma; the forty-fifth session's
+  // d64 study) the three-warpgroup d64 forward without its exponentials (the exponent's FFMA
+  // kept, MUFU.EX2 gone) or without its products (no wgmma issued; the waits, turns and
+  // loads kept): what each half of the tile costs alone. Never a result: their checks fail.
+#ifdef LONGCA_PROBE_FWD_NOEXP
+  constexpr bool kNoExp = D == 64 && NC == 3;
+#else
+  constexpr bool kNoExp = false;
+#endif
+#ifdef LONGCA_PROBE_FWD_NOMMA
+  constexpr bool kNoMMA = D == 64 && NC == 3;
+#else
+  constexpr bool kNoMMA = false;
+#endif
   const float kM0 = LZ ? -1e30f : -INFINITY;  // the rows' first subtraction point
   float m[2] = {kM0, kM0}, l[2] = {0.f, 0.f};
   const int qb = qn & 1;
@@ -482,7 +496,9 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       const int c = kk / 4, k16 = (kk % 4) * 16;
       const u64 da = sw128_at(loQw, (c * QM * CHUNK + k16) * 2);
       const u64 db = sw128_at(loK, (c * BN * CHUNK + k16) * 2);
-      if constexpr (BN == 128)
+      if constexpr (kNoMMA)
+        ;
+      else if constexpr (BN == 128)
         Ops<T>::template ss128<0>(sc, da, db, kk > 0);
       else if constexpr (BN == 176)
         Ops<T>::template ss176<0>(sc, da, db, kk > 0);
@@ -497,7 +513,8 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
     const T *cV = sV + s * BN * D;
     const unsigned loV = sw128_lo(cV, BN * CHUNK * 2);
 #pragma unroll
-    for (int kk = 0; kk < BN / 16; kk++) PV<T, D>::run(acc, pa[kk], sw128_at(loV, kk * 16 * CHUNK * 2));
+    for (int kk = 0; kk < BN / 16; kk++)
+      if constexpr (!kNoMMA) PV<T, D>::run(acc, pa[kk], sw128_at(loV, kk * 16 * CHUNK * 2));
   };
   // P of the scores sc, bf16 (fp16), into pa
   auto put_p = [&](const float(&sc)[BN / 2], unsigned(&pa)[PK][4]) {
@@ -549,7 +566,10 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
       float sm = 0.f;
 #pragma unroll
       for (int j = 0; j < BN / 8; j++) {
-        if (LEAN) {  // exp2(s scale log2e - max): one FFMA; masked scores are -inf either way
+        if (kNoExp) {
+          sc[4 * j + 2 * r] = fmaf(sc[4 * j + 2 * r], scale_log2, -use);
+          sc[4 * j + 2 * r + 1] = fmaf(sc[4 * j + 2 * r + 1], scale_log2, -use);
+        } else if (LEAN) {  // exp2(s scale log2e - max): one FFMA; masked scores are -inf either way
           sc[4 * j + 2 * r] = exp2f(fmaf(sc[4 * j + 2 * r], scale_log2, -use));
           sc[4 * j + 2 * r + 1] = exp2f(fmaf(sc[4 * j + 2 * r + 1], scale_log2, -use));
         } else {
@@ -579,6 +599,10 @@ DEV void fwd_sm90(const TmaDesc &tq, const TmaDesc &tk, const TmaDesc &tv, T *__
 
   float sc[BN / 2], alpha[2], sum[2];
   unsigned pa[PK][4];
+  if constexpr (kNoMMA) {  // (the probe) scores no product writes: defined, and tile-dependent through the softmax
+#pragma unroll
+    for (int j = 0; j < BN / 2; j++) sc[j] = (float)(j & 7) * scale_log2;
+  }
   {
     // The consumer warpgroups take turns on the tensor cores (named barriers 1 .. NC, a ring):
     // a turn issues tile i's P V and tile i+1's Q K^T together, then hands over, so one
