@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -302,6 +303,13 @@ func arrowCounts(path, column string) ([]int, error) {
 	data := make([]byte, fi.Size())
 	if _, err := io.ReadFull(f, data); err != nil {
 		return nil, fmt.Errorf("dataset: %s: %w", path, err)
+	}
+	// an Arrow IPC stream (pyarrow.ipc.new_stream, polars' write_ipc_stream, a longca rank
+	// file) opens with a message's continuation token, not the file format's magic: it is
+	// another format, not a damaged file (it was refused as "without its closing magic (cut
+	// short?)")
+	if len(data) >= 8 && !bytes.HasPrefix(data, []byte("ARROW1")) && binary.LittleEndian.Uint32(data) == 0xffffffff {
+		return nil, fmt.Errorf("dataset: %s is an Arrow IPC stream, not an Arrow IPC file: write it in the file format (pyarrow.ipc.new_file or pyarrow.feather.write_feather, polars' write_ipc) or as Parquet; of longca's rank files, give the merged file of longca merge", path)
 	}
 	// arrow-go trusts the file's metadata: a damaged vector length allocates what it says
 	// (a flipped byte of a footer asked for 375 GB), so the metadata is verified first

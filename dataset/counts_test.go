@@ -474,3 +474,39 @@ func TestTextCountsAllocateTwiceTheirSlice(t *testing.T) {
 		t.Errorf("reading %d counts allocated %.1f MB, %.2fx their %.1f MB slice; want at most 2.3x", n, got/1e6, got/final, final/1e6)
 	}
 }
+
+// An Arrow IPC stream (pyarrow.ipc.new_stream, polars' write_ipc_stream, a longca rank
+// file) is another format than the Arrow IPC file --counts reads: it is refused naming
+// the format and how to write the file, not as a damaged file "without its closing magic
+// (cut short?)".
+func TestArrowStreamCountsNamedAStream(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "docs.arrow")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := record(t)
+	defer rec.Release()
+	w := ipc.NewWriter(f, ipc.WithSchema(rec.Schema()))
+	if err := w.Write(rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = LoadCounts(p, "tokens")
+	if err == nil {
+		t.Fatal("LoadCounts of an Arrow IPC stream succeeded")
+	}
+	for _, want := range []string{"docs.arrow", "Arrow IPC stream", "new_file", "Parquet"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("err = %v, want it to contain %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "cut short") || strings.Contains(err.Error(), "damaged") {
+		t.Errorf("err = %v: a stream is not a damaged file", err)
+	}
+}
