@@ -304,3 +304,46 @@ func TestOneRunNotSplit(t *testing.T) {
 		}
 	}
 }
+
+// TestComparisonCPUHintAfterCalibration: CPU rows of 4 ranks sharing the host's cores
+// against a prediction whose kernel model is already the CPU reference's (--calibrate
+// ref) on a machine of one rank a GPU: the line names the sharing and ranks_per_gpu, not
+// --calibrate ref again (it said "predict their kernel with ... --calibrate ref" to a run
+// given --calibrate ref).
+func TestComparisonCPUHintAfterCalibration(t *testing.T) {
+	meas := cpRow("ring-p2p", 1, 4, 300)
+	meas.Device, meas.Backend, meas.Kernel, meas.RanksPerDevice = "cpu", "local", "ref", results.Ptr(int64(4))
+	pred := cpRow("ring-p2p", 1, 4, 100)
+	pred.Status, pred.Device, pred.Backend = results.StatusPredicted, "h100-ib", "sim"
+	pred.ModelParams = `{"machine":{"name":"h100-ib","ranks_per_gpu":1},"kernel_model":{"name":"fa3-h100+fit","source":"fa3-h100; fitted to ref timed here (out/x-calibration.rank-0-of-1.arrow): fwd 8 rows"}}`
+	var b strings.Builder
+	if err := WriteComparison(&b, "m", []results.Row{meas}, []results.Row{pred}); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	if strings.Contains(out, "--calibrate ref") {
+		t.Errorf("the kernel hint again, to a prediction calibrated on ref:\n%s", out)
+	}
+	if !strings.Contains(out, "4 ranks shared this host's cores") || !strings.Contains(out, `"ranks_per_gpu": 4`) {
+		t.Errorf("want the sharing of the cores named, with ranks_per_gpu:\n%s", out)
+	}
+	// a machine whose ranks share as the measured ones did: no such line
+	b.Reset()
+	pred.ModelParams = `{"machine":{"name":"cpu4","ranks_per_gpu":4},"kernel_model":{"name":"cpu-ref"}}`
+	if err := WriteComparison(&b, "m", []results.Row{meas}, []results.Row{pred}); err != nil {
+		t.Fatal(err)
+	}
+	if out := b.String(); strings.Contains(out, "shared this host's cores") || strings.Contains(out, "--calibrate ref") {
+		t.Errorf("a hint where the machine shares as the rows did:\n%s", out)
+	}
+	// a GPU's kernel model: the kernel hint as before
+	b.Reset()
+	pred.ModelParams = `{"machine":{"name":"h100-ib","ranks_per_gpu":1},"kernel_model":{"name":"fa3-h100"}}`
+	pred.MedianMs = results.Ptr(1.0)
+	if err := WriteComparison(&b, "m", []results.Row{meas}, []results.Row{pred}); err != nil {
+		t.Fatal(err)
+	}
+	if out := b.String(); !strings.Contains(out, "predict their kernel with --kernel-rows") {
+		t.Errorf("GPU kernel model against CPU rows: no kernel hint:\n%s", out)
+	}
+}

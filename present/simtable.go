@@ -624,13 +624,64 @@ func WriteComparison(w io.Writer, src string, measured, predicted []results.Row)
 		}
 		fmt.Fprintf(&b, "# compared %s: median |error| %.1f%%, worst %.1f%% (%s)\n", what, 100*errs[len(errs)/2], 100*worst, worstCase)
 		// rows timed on the CPU against a GPU's kernel model read about 99% off: say how
-		// to predict their kernel instead
-		if errs[len(errs)/2] > 0.5 && slices.ContainsFunc(measured, func(r results.Row) bool { return r.Device == "cpu" }) {
-			fmt.Fprintf(&b, "# the measured rows ran on the CPU: predict their kernel with --kernel-rows FILE (its longca kernel rows) or --calibrate ref, not a GPU's kernel model\n")
+		// to predict their kernel instead; against a model of the CPU reference already
+		// (--calibrate ref, --kernel-rows of ref rows, cpu-ref), what is left is that the
+		// measured ranks shared the host's cores where the machine gives each its own GPU
+		// (the kernel hint was said again after --calibrate ref, where it had been taken)
+		if med := errs[len(errs)/2]; slices.ContainsFunc(measured, func(r results.Row) bool { return r.Device == "cpu" }) {
+			cpuModel, machine, perGPU := predictedCPUModel(predicted)
+			shared := sharedCPURanks(measured)
+			switch {
+			case med > 0.5 && !cpuModel:
+				fmt.Fprintf(&b, "# the measured rows ran on the CPU: predict their kernel with --kernel-rows FILE (its longca kernel rows) or --calibrate ref, not a GPU's kernel model\n")
+			case med > 0.25 && cpuModel && shared > perGPU:
+				fmt.Fprintf(&b, "# the measured rows' %d ranks shared this host's cores (ranks_per_device), where --machine %s gives %d rank(s) a device: a machine file with \"ranks_per_gpu\": %d queues their kernels as they ran (docs/simulate.md, the network)\n",
+					shared, machine, perGPU, shared)
+			}
 		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// predictedCPUModel says whether the predicted rows' kernel model is the CPU reference's
+// (the cpu-ref preset, or a fit to ref rows: --calibrate ref, --kernel-rows of ref rows),
+// and names their machine with its ranks per GPU (1 where the rows do not say).
+func predictedCPUModel(predicted []results.Row) (cpu bool, machine string, perGPU int) {
+	perGPU = 1
+	for _, r := range predicted {
+		var mp struct {
+			Machine struct {
+				Name        string `json:"name"`
+				RanksPerGPU int    `json:"ranks_per_gpu"`
+			} `json:"machine"`
+			Kernel struct {
+				Name   string `json:"name"`
+				Source string `json:"source"`
+			} `json:"kernel_model"`
+		}
+		if r.Status != results.StatusPredicted || r.ModelParams == "" || json.Unmarshal([]byte(r.ModelParams), &mp) != nil {
+			continue
+		}
+		machine = mp.Machine.Name
+		perGPU = max(mp.Machine.RanksPerGPU, 1)
+		cpu = strings.HasPrefix(mp.Kernel.Name, "cpu-ref") || strings.Contains(mp.Kernel.Source, "fitted to ref ")
+		return cpu, machine, perGPU
+	}
+	return false, machine, perGPU
+}
+
+// sharedCPURanks is the most ranks that shared one host's cores among the measured CPU rows
+// of in-process or launched ranks (not cp --links rows, whose machine file's ranks_per_gpu
+// shaped their links); 0 where none says.
+func sharedCPURanks(measured []results.Row) int {
+	n := 0
+	for _, r := range measured {
+		if r.Device == "cpu" && r.Backend != "local+links" && r.RanksPerDevice != nil {
+			n = max(n, int(*r.RanksPerDevice))
+		}
+	}
+	return n
 }
 
 // sampleList writes sample indices short: 0-2,5 (each once, in order).
