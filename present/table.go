@@ -3,6 +3,7 @@ package present
 import (
 	"fmt"
 	"io"
+	"math"
 	"sort"
 	"strings"
 
@@ -37,6 +38,10 @@ type Summary struct {
 	Area    map[CaseKey]int64
 	FLOPs   map[CaseKey]float64
 	Counts  map[results.Status]int
+	// Sampled counts, per case, the mask samples of their own area (document samples of a
+	// CP run): where over one, Area and FLOPs are the mean over those samples, as each
+	// cell's TFLOP/s is the mean of their rates
+	Sampled map[CaseKey]int
 
 	// runs holds each cell's ok rates by process and sample (run_id, rank, sample): a folder of
 	// several runs of the same cases pairs two kernels within each process's sample
@@ -86,7 +91,19 @@ func MaskLabel(r results.Row) string {
 // Cases are ordered by the mask's first appearance, then heads, pass and length.
 func Summarize(rows []results.Row, pass string) Summary {
 	s := Summary{Cells: map[CaseKey]map[string]Cell{}, Area: map[CaseKey]int64{}, FLOPs: map[CaseKey]float64{}, Counts: map[results.Status]int{},
-		runs: map[CaseKey]map[string]map[procSample]runRate{}}
+		Sampled: map[CaseKey]int{}, runs: map[CaseKey]map[string]map[procSample]runRate{}}
+	// each case's mask samples (run and seed) with their area and FLOPs: a CP case's
+	// document samples differ, and the table had shown the first one's alone beside the
+	// mean of every sample's rate
+	type sampleKey struct {
+		run  string
+		seed uint64
+	}
+	type areaFLOPs struct {
+		area  int64
+		flops float64
+	}
+	samplesOf := map[CaseKey]map[sampleKey]areaFLOPs{}
 	maskOrder := map[string]int{}
 	kernelSeen := map[string]bool{}
 	// the sums behind each cell's means: its ok rows' TFLOP/s, and the clocks of those that
@@ -118,6 +135,10 @@ func Summarize(rows []results.Row, pass string) Summary {
 			sums[k] = map[string]sum{}
 			s.Cases = append(s.Cases, k)
 			s.Area[k], s.FLOPs[k] = r.MaskArea, r.FLOPs
+			samplesOf[k] = map[sampleKey]areaFLOPs{}
+		}
+		if sk := (sampleKey{r.RunID, r.Seed}); samplesOf[k][sk] == (areaFLOPs{}) {
+			samplesOf[k][sk] = areaFLOPs{r.MaskArea, r.FLOPs}
 		}
 		s.Counts[r.Status]++
 		c := s.Cells[k][name]
@@ -150,6 +171,19 @@ func Summarize(rows []results.Row, pass string) Summary {
 			c.Status = r.Status
 		}
 		s.Cells[k][name] = c
+	}
+	for k, smp := range samplesOf {
+		areas := map[int64]bool{}
+		var area, flops float64
+		for _, af := range smp {
+			areas[af.area] = true
+			area += float64(af.area)
+			flops += af.flops
+		}
+		if len(areas) > 1 {
+			s.Sampled[k] = len(smp)
+			s.Area[k], s.FLOPs[k] = int64(math.Round(area/float64(len(smp)))), flops/float64(len(smp))
+		}
 	}
 	sort.SliceStable(s.Cases, func(i, j int) bool {
 		a, b := s.Cases[i], s.Cases[j]
@@ -228,6 +262,12 @@ func WriteTable(w io.Writer, title string, s Summary) error {
 	for _, n := range s.Counts {
 		rows += n
 	}
+	sampled, most := 0, 0
+	for _, c := range s.Cases {
+		if n := s.Sampled[c]; n > 1 {
+			sampled, most = sampled+1, max(most, n)
+		}
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "Cases: %d  Rows: %d%s  Avg TFLOP/s:", len(s.Cases), rows, statusCounts(s.Counts))
 	for _, k := range s.Kernels {
@@ -238,6 +278,9 @@ func WriteTable(w io.Writer, title string, s Summary) error {
 		}
 	}
 	t.Summary = []string{b.String()}
+	if sampled > 0 {
+		t.Summary = append(t.Summary, fmt.Sprintf("area and flops of %d case(s) are the mean over their mask samples (up to %d, each of its own documents), as their TFLOP/s is the mean of the samples' rates", sampled, most))
+	}
 	return t.Write(w)
 }
 

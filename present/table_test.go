@@ -130,3 +130,50 @@ func TestFormatTFLOPsSmall(t *testing.T) {
 		}
 	}
 }
+
+// TestTableAreaOfDocumentSamples: a CP case of two document samples (areas 524800 and
+// 416320) shows the mean area and FLOPs beside the mean of the samples' rates, and says
+// so; the table had shown the first sample's area (524800: one causal document) alone.
+func TestTableAreaOfDocumentSamples(t *testing.T) {
+	var rows []results.Row
+	for _, m := range []string{"ring-p2p", "ulysses"} {
+		for i, area := range []int64{524800, 416320} {
+			r := results.Row{Bench: "cp", RunID: "cp4", Method: m, Mask: "causal_document", SeqLen: 1024, HeadsQ: 8, HeadsKV: 2, Pass: "fwd",
+				Seed: 42 + uint64(i), Sample: int64(i), MaskArea: area, FLOPs: float64(4 * area * 8 * 32), Status: results.StatusOK,
+				Ulysses: results.Ptr(int64(1)), Ring: results.Ptr(int64(4)), WorldSize: 4}
+			if m == "ulysses" {
+				r.Ulysses, r.Ring = results.Ptr(int64(4)), results.Ptr(int64(1))
+			}
+			r.TFLOPs = results.Ptr(0.0005)
+			rows = append(rows, r)
+		}
+	}
+	var b strings.Builder
+	if err := WriteTable(&b, "longca report", Summarize(rows, "")); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	var data []string
+	for _, l := range strings.Split(out, "\n") {
+		if l != "" && !strings.HasPrefix(l, "#") {
+			data = append(data, l)
+		}
+	}
+	if len(data) != 1 {
+		t.Fatalf("want one case line:\n%s", out)
+	}
+	if f := strings.Fields(data[0]); f[4] != "470560" || f[5] != "0.482" {
+		t.Errorf("area %s, GFLOP %s: want the samples' mean, 470560 and 0.482:\n%s", f[4], f[5], out)
+	}
+	if !strings.Contains(out, "the mean over their mask samples (up to 2") {
+		t.Errorf("no line saying area and flops are the samples' mean:\n%s", out)
+	}
+	// one sample a case (kernel rows): its own area, no such line
+	b.Reset()
+	if err := WriteTable(&b, "longca kernel report", Summarize(reportRows(), "")); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "mask samples") {
+		t.Errorf("a samples line for cases of one sample:\n%s", b.String())
+	}
+}
