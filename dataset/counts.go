@@ -173,8 +173,8 @@ func notACount(path string, line int, t []byte, first bool) error {
 	switch {
 	case !isText(t):
 		hint = "binary, not text: a Parquet or Arrow file is read as one by its name's .parquet or .arrow, with --column"
-	case len(bytes.Trim(t, "0123456789,")) == 0 && bytes.ContainsRune(t, ','):
-		hint = "write a count without separators: 1000, not 1,000"
+	case thousands(t):
+		hint = "write a count without separators: 1000, not 1,000; or, of a CSV file, give the column of counts alone"
 	case bytes.ContainsAny(t, ",;\t"):
 		hint = "one integer a line: of a CSV or TSV file give the column of counts alone (its header commented out with #), or the file as .parquet or .arrow with --column"
 	case first && (t[0] == '_' || t[0] == '"' || 'a' <= t[0]|0x20 && t[0]|0x20 <= 'z'):
@@ -185,6 +185,23 @@ func notACount(path string, line int, t []byte, first bool) error {
 		size = fmt.Sprintf(" (%d bytes)", len(t))
 	}
 	return fmt.Errorf("dataset: %s:%d: %s%s is not a token count (%s)", path, line, quoteCut(t), size, hint)
+}
+
+// thousands says whether t is a number written with thousands separators (1,000 or
+// 12,345,678: one to three digits, then groups of three): a CSV line of numbers, such as
+// "17,2048" (a document's id and its count), is not one, and is told of CSV files (it was
+// told to write its count "without separators").
+func thousands(t []byte) bool {
+	groups := bytes.Split(t, []byte(","))
+	if len(groups) < 2 || len(groups[0]) < 1 || len(groups[0]) > 3 {
+		return false
+	}
+	for i, g := range groups {
+		if len(bytes.Trim(g, "0123456789")) != 0 || i > 0 && len(g) != 3 {
+			return false
+		}
+	}
+	return true
 }
 
 // isText says whether b is UTF-8 with no control characters but tabs.

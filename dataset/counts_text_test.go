@@ -50,6 +50,11 @@ func TestTextCountsHostileLines(t *testing.T) {
 		{"later.txt", "100\nabc\n", []string{"later.txt:2:", `"abc" is not a token count (one non-negative integer a line)`}},
 		{"docs.csv", "doc,n_tokens\na,100\n", []string{"docs.csv:1:", "CSV", "--column"}},
 		{"sep.txt", "1,000\n", []string{"sep.txt:1:", "without separators"}},
+		{"sep3.txt", "12,345,678\n", []string{"sep3.txt:1:", "without separators"}},
+		// a CSV line of numbers (a document's id and its count) is told of CSV files, not
+		// of separators (it was told "write a count without separators: 1000, not 1,000")
+		{"ids.csv", "17,2048\n18,96\n", []string{"ids.csv:1:", `"17,2048"`, "CSV", "--column"}},
+		{"row.txt", "1,2,3\n", []string{"row.txt:1:", "CSV"}},
 		{"utf16.txt", "\xff\xfe1\x00\n\x00", []string{"utf16.txt is UTF-16", "save it as UTF-8"}},
 		{"binary.txt", "\x00\x01\x02\xff,;\n", []string{"binary.txt:1:", "binary, not text"}},
 	} {
