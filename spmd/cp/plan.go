@@ -222,11 +222,17 @@ func newPlan(method string, cfg Config, p kernels.Problem, m mesh) (*Plan, error
 		return nil, fmt.Errorf("%s: %d windows (--windows) do not divide a ring of %d ranks", method, m.w, m.r)
 	}
 	hq, hkv := p.HeadsQ, p.HeadsKV
+	// the flags that set the Ulysses group: --ranks too where the group is every rank (the
+	// ulysses method's, or a --ulysses of the whole world)
+	uflags := "--heads, --ulysses"
+	if m.u == n {
+		uflags = "--heads, --ulysses or --ranks: the Ulysses group is every rank"
+	}
 	if hq%m.u != 0 {
-		return nil, fmt.Errorf("%s: %d query heads do not split over %d Ulysses ranks (--heads, --ulysses)", method, hq, m.u)
+		return nil, fmt.Errorf("%s: %d query heads do not split over %d Ulysses ranks (%s)", method, hq, m.u, uflags)
 	}
 	if hkv%m.u != 0 && m.u%hkv != 0 {
-		return nil, fmt.Errorf("%s: %d KV heads neither split over nor replicate evenly onto %d Ulysses ranks (--heads, --ulysses)", method, hkv, m.u)
+		return nil, fmt.Errorf("%s: %d KV heads neither split over nor replicate evenly onto %d Ulysses ranks (%s)", method, hkv, m.u, uflags)
 	}
 	seq := p.Mask.SeqQ
 	if m.sharding == DefaultSharding {

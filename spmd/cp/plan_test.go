@@ -32,9 +32,10 @@ func TestImpossibleConfigurationsFail(t *testing.T) {
 		p      kernels.Problem
 		want   string // a fragment of the one-line error
 	}{
-		{"ulysses", Config{Ranks: 96}, p(64, 8, 96*8192), "64 query heads do not split over 96 Ulysses ranks"},
+		{"ulysses", Config{Ranks: 96}, p(64, 8, 96*8192), "64 query heads do not split over 96 Ulysses ranks (--heads, --ulysses or --ranks: the Ulysses group is every rank)"},
 		{"ulysses", Config{Ranks: 16}, p(64, 12, 16*64), "64:12"}, // invalid GQA
-		{"ulysses", Config{Ranks: 16}, p(48, 12, 16*64), "12 KV heads neither split over nor replicate"},
+		{"ulysses", Config{Ranks: 16}, p(48, 12, 16*64), "12 KV heads neither split over nor replicate evenly onto 16 Ulysses ranks (--heads, --ulysses or --ranks"},
+		{"usp", Config{Ranks: 6, Ulysses: 3, Ring: 2}, p(64, 8, 6*1024), "64 query heads do not split over 3 Ulysses ranks (--heads, --ulysses)"}, // a group of part of the world: not --ranks
 		{"usp", Config{Ranks: 8, Ulysses: 2, Ring: 3}, p(64, 8, 8192), "mesh 2x3 (--ulysses x --ring) has 6 ranks, not the 8"},
 		{"loongtrain", Config{Ranks: 8, Ulysses: 2, Ring: 4, Windows: 3}, p(64, 8, 8192), "3 windows (--windows) do not divide a ring of 4"},
 		{"ring-p2p", Config{Ranks: 8, Sharding: Contiguous}, p(64, 8, 1001), "1001 tokens do not split over 8 ranks"},
