@@ -315,7 +315,7 @@ func TestComparisonCPUHintAfterCalibration(t *testing.T) {
 	meas.Device, meas.Backend, meas.Kernel, meas.RanksPerDevice = "cpu", "local", "ref", results.Ptr(int64(4))
 	pred := cpRow("ring-p2p", 1, 4, 100)
 	pred.Status, pred.Device, pred.Backend = results.StatusPredicted, "h100-ib", "sim"
-	pred.ModelParams = `{"machine":{"name":"h100-ib","ranks_per_gpu":1},"kernel_model":{"name":"fa3-h100+fit","source":"fa3-h100; fitted to ref timed here (out/x-calibration.rank-0-of-1.arrow): fwd 8 rows"}}`
+	pred.ModelParams = `{"machine":{"name":"h100-ib","ranks_per_gpu":1},"kernel_model":{"name":"fa3-h100+fit","source":"fa3-h100; fitted to ref timed here (out/x-calibration.rank-0-of-1.arrow): fwd 8 rows","fitted_to":"ref"}}`
 	var b strings.Builder
 	if err := WriteComparison(&b, "m", []results.Row{meas}, []results.Row{pred}); err != nil {
 		t.Fatal(err)

@@ -656,8 +656,8 @@ func predictedCPUModel(predicted []results.Row) (cpu bool, machine string, perGP
 				RanksPerGPU int    `json:"ranks_per_gpu"`
 			} `json:"machine"`
 			Kernel struct {
-				Name   string `json:"name"`
-				Source string `json:"source"`
+				Name     string `json:"name"`
+				FittedTo string `json:"fitted_to"`
 			} `json:"kernel_model"`
 		}
 		if r.Status != results.StatusPredicted || r.ModelParams == "" || json.Unmarshal([]byte(r.ModelParams), &mp) != nil {
@@ -665,7 +665,7 @@ func predictedCPUModel(predicted []results.Row) (cpu bool, machine string, perGP
 		}
 		machine = mp.Machine.Name
 		perGPU = max(mp.Machine.RanksPerGPU, 1)
-		cpu = strings.HasPrefix(mp.Kernel.Name, "cpu-ref") || strings.Contains(mp.Kernel.Source, "fitted to ref ")
+		cpu = strings.HasPrefix(mp.Kernel.Name, "cpu-ref") || mp.Kernel.FittedTo == "ref"
 		return cpu, machine, perGPU
 	}
 	return false, machine, perGPU

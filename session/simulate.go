@@ -233,6 +233,7 @@ func (s *Session) calibrateKernel(ctx context.Context, o *Simulation, cal *calib
 	if w := poorFitWarning(rep, o.Kernel.Name); w != "" {
 		s.log().Warn().Str("fit", rep.String()).Msg(w)
 	}
+	km.FittedTo = kernel
 	o.Kernel = km
 	return nil
 }

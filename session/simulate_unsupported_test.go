@@ -219,6 +219,11 @@ func TestSimulateCalibrationRecordsItsLauncher(t *testing.T) {
 			if err := s.calibrateKernel(context.Background(), o, cal); err != nil {
 				t.Fatal(err)
 			}
+			// the fitted model names the kernel it was fitted to (what simulate --compare
+			// reads of a prediction's model_params)
+			if o.Kernel.FittedTo != "ref" {
+				t.Errorf("the calibrated kernel model is fitted to %q, want ref", o.Kernel.FittedTo)
+			}
 			rows, _, err := results.ReadRows(filepath.Join(dir, "sim-calibration.rank-0-of-1.arrow"))
 			if err != nil || len(rows) == 0 {
 				t.Fatalf("calibration rows: %d, %v", len(rows), err)

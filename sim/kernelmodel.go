@@ -41,6 +41,9 @@ type KernelModel struct {
 	// Source says where the numbers come from: a preset's published figures, or the rows
 	// a fit used and how well it fits them.
 	Source string `json:"source"`
+	// FittedTo is the kernel whose rows a fit used (--calibrate, --kernel-rows), "" for a
+	// preset: what readers of a prediction's rows ask of its model, not Source's prose.
+	FittedTo string `json:"fitted_to,omitempty"`
 }
 
 // tileNs is the time of one full tile of one head at dense rate tflops: 4 x bq x bk x 128
