@@ -153,7 +153,8 @@ func (s *Session) fitKernels(ctx context.Context, k KernelSweep, dry bool) (*har
 
 // ServedByWorker says whether kernel name is one a worker process serves (kernels/external:
 // exec:, torch:), whose device only its started worker can say (KernelPlace starts it); made,
-// not started. A dry run leaves such a kernel out of its fit.
+// not started. A dry run counts such a kernel as on a GPU (FitKernelsDry), and cp's dry run
+// leaves its memory uncounted.
 func ServedByWorker(name string, o kernels.Options) bool {
 	k, err := NewKernel(name, o)
 	if err != nil {

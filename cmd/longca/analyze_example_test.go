@@ -11,13 +11,16 @@ import (
 )
 
 // pandasPython is a python that imports pandas (LONGCA_TEST_PYTHON, python3, /usr/bin/python3,
-// as scripts/test.sh looks), or "" where none does.
-func pandasPython() string {
+// as scripts/test.sh looks); the test is skipped, saying what to install, where none does
+// (CI installs python3-pandas).
+func pandasPython(t *testing.T) string {
+	t.Helper()
 	for _, p := range []string{os.Getenv("LONGCA_TEST_PYTHON"), "python3", "/usr/bin/python3"} {
 		if p != "" && exec.Command(p, "-c", "import pandas").Run() == nil {
 			return p
 		}
 	}
+	t.Skip("no python with pandas here (apt-get install python3-pandas): examples/analyze.py needs it")
 	return ""
 }
 
@@ -44,10 +47,7 @@ func runAnalyze(t *testing.T, py string, args ...string) (stdout, stderr string,
 // command that writes the CSV it looks for, and the folder's merged.csv serves too (that
 // run's rows only); a row found in two CSVs of one folder counts once.
 func TestAnalyzeWithoutPyarrowHint(t *testing.T) {
-	py := pandasPython()
-	if py == "" {
-		t.Skip("no python with pandas here (apt-get install python3-pandas): examples/analyze.py needs it")
-	}
+	py := pandasPython(t)
 	dir := filepath.Join(t.TempDir(), "run")
 	for _, id := range []string{"r", "other"} {
 		args := []string{"--log-level", "warn", "kernel", "--kernels", "ref", "--masks", "causal,full", "--seqlens", "64,128", "--heads", "2:1",

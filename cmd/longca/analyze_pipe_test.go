@@ -12,10 +12,7 @@ import (
 // analyze.py piped into a reader that stops early (`| head -3`) ends quietly, as a
 // command-line tool does: it printed a Python traceback of BrokenPipeError (the s44-D probe).
 func TestAnalyzeIntoAClosedPipeIsQuiet(t *testing.T) {
-	py := pandasPython()
-	if py == "" {
-		t.Skip("no python with pandas here (apt-get install python3-pandas): examples/analyze.py needs it")
-	}
+	py := pandasPython(t)
 	dir := filepath.Join(t.TempDir(), "run")
 	args := []string{"--log-level", "warn", "kernel", "--kernels", "ref", "--masks", "causal,full", "--seqlens", "64,128", "--heads", "2:1",
 		"--head-dim", "8", "--passes", "fwd", "-w", "0", "-n", "1", "--out", dir}

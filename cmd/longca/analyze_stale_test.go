@@ -17,10 +17,7 @@ import (
 // every row. An export without that record (an older merge's) whose rank files were
 // written after it gets a warning.
 func TestAnalyzeRefusesMergedFileOutOfDate(t *testing.T) {
-	py := pandasPython()
-	if py == "" {
-		t.Skip("no python with pandas here (apt-get install python3-pandas): examples/analyze.py needs it")
-	}
+	py := pandasPython(t)
 	dir := filepath.Join(t.TempDir(), "live")
 	w, write := liveRun(t, dir)
 	write(0, 2)
